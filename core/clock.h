@@ -1,0 +1,26 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * clock.h: HTTP dates (RFC 9110 section 5.6.7).
+ *
+ * Formatting always produces IMF-fixdate. Parsing accepts the three forms a
+ * recipient must accept (IMF-fixdate, obsolete RFC 850 and asctime) and is
+ * pure: no locale, no time zone, no allocation.
+ */
+#ifndef MK_CORE_CLOCK_H
+#define MK_CORE_CLOCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <time.h>
+
+#define MK_HTTP_DATE_LEN 29 /* "Sun, 06 Nov 1994 08:49:37 GMT" */
+
+/* Write the IMF-fixdate of `t` into `out` (MK_HTTP_DATE_LEN bytes, no NUL). */
+void mk_http_date_format(time_t t, char *out);
+
+/* Parse an HTTP date; false if `s` is not one of the three forms. */
+bool mk_http_date_parse(const char *s, size_t len, time_t *out);
+
+#endif

@@ -1,0 +1,73 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * event.h: a small readiness event loop that knows nothing of HTTP.
+ *
+ * Anything watched by a loop embeds a `struct mk_event` (the server puts it
+ * first in its connection struct) and names a callback. The loop is level
+ * triggered: a callback that does not consume its input is called again.
+ *
+ * A loop belongs to one thread. The backend is one file (event_epoll.c); the
+ * rest of the server sees only this header.
+ *
+ * Stale events: when a callback closes another watched object whose event is
+ * still pending in the same batch, that object's memory must stay valid until
+ * the batch ends (the server defers connection frees for this reason) and its
+ * callback must recognise it is closed. mk_event_del() sets `fd` to -1 and the
+ * dispatcher skips records whose `fd` is -1.
+ */
+#ifndef MK_CORE_EVENT_H
+#define MK_CORE_EVENT_H
+
+#include <stdint.h>
+
+/* Interest and readiness bits. */
+#define MK_EV_READ 0x01u  /* readable (or a peer hang-up: a read will tell) */
+#define MK_EV_WRITE 0x02u /* writable */
+#define MK_EV_ERROR 0x04u /* reported only: error or hang-up on the descriptor */
+
+struct mk_event;
+typedef void (*mk_event_cb)(struct mk_event *event, uint32_t ready);
+
+struct mk_event {
+    int fd;           /* -1 when not registered */
+    uint32_t mask;    /* interest currently registered */
+    mk_event_cb cb;
+};
+
+struct mk_event_loop {
+    int fd;
+    int capacity;
+    void *events;  /* backend-specific array of `capacity` entries */
+};
+
+int mk_event_loop_init(struct mk_event_loop *loop, int capacity);
+void mk_event_loop_destroy(struct mk_event_loop *loop);
+
+/* Watch `fd` with interest `mask`; `event` must outlive the registration. */
+int mk_event_add(struct mk_event_loop *loop, struct mk_event *event, int fd, uint32_t mask,
+                 mk_event_cb cb);
+/* Change the interest; a no-op (no system call) when it is unchanged. */
+int mk_event_mod(struct mk_event_loop *loop, struct mk_event *event, uint32_t mask);
+/* Stop watching; safe on an unregistered event. Does not close the fd. */
+int mk_event_del(struct mk_event_loop *loop, struct mk_event *event);
+
+/*
+ * Mark `event` unregistered without a system call, for a descriptor about to
+ * be closed (closing it removes it from the kernel's interest list).
+ */
+static inline void mk_event_forget(struct mk_event *event)
+{
+    event->fd = -1;
+    event->mask = 0;
+}
+
+/*
+ * Wait up to `timeout_ms` (-1: forever) and run the callback of every ready
+ * event. Returns the number of events dispatched, or MK_ERR on a wait error
+ * other than EINTR.
+ */
+int mk_event_run_once(struct mk_event_loop *loop, int timeout_ms);
+
+#endif

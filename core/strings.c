@@ -1,0 +1,98 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * strings.c: see strings.h.
+ */
+#include "strings.h"
+
+bool mk_str_ieq(const char *a, size_t alen, const char *b)
+{
+    size_t i;
+    for (i = 0; i < alen; i++) {
+        if (b[i] == '\0' || mk_tolower(a[i]) != mk_tolower(b[i])) {
+            return false;
+        }
+    }
+    return b[i] == '\0';
+}
+
+bool mk_str_iprefix(const char *a, size_t alen, const char *prefix)
+{
+    size_t i;
+    for (i = 0; prefix[i] != '\0'; i++) {
+        if (i >= alen || mk_tolower(a[i]) != mk_tolower(prefix[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool mk_str_to_u64(const char *p, size_t len, uint64_t max, uint64_t *out)
+{
+    uint64_t v = 0;
+
+    if (len == 0) {
+        return false;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (!mk_is_digit(p[i])) {
+            return false;
+        }
+        unsigned d = (unsigned) (p[i] - '0');
+        if (v > (max - d) / 10) {
+            return false;
+        }
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}
+
+struct mk_str mk_str_trim(struct mk_str s)
+{
+    while (s.len && (s.p[0] == ' ' || s.p[0] == '\t')) {
+        s.p++;
+        s.len--;
+    }
+    while (s.len && (s.p[s.len - 1] == ' ' || s.p[s.len - 1] == '\t')) {
+        s.len--;
+    }
+    return s;
+}
+
+bool mk_str_list_next(struct mk_str *cursor, struct mk_str *item)
+{
+    while (cursor->len) {
+        const char *comma = memchr(cursor->p, ',', cursor->len);
+        size_t n = comma ? (size_t) (comma - cursor->p) : cursor->len;
+        struct mk_str e = mk_str_trim(mk_str_make(cursor->p, n));
+
+        cursor->p += n;
+        cursor->len -= n;
+        if (cursor->len) { /* skip the comma */
+            cursor->p++;
+            cursor->len--;
+        }
+        if (e.len) {
+            *item = e;
+            return true;
+        }
+    }
+    return false;
+}
+
+size_t mk_u64_to_str(uint64_t v, char *buf)
+{
+    char tmp[21];
+    size_t n = 0;
+
+    do {
+        tmp[n++] = (char) ('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++) {
+        buf[i] = tmp[n - 1 - i];
+    }
+    return n;
+}

@@ -1,0 +1,72 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * strings.h: length-delimited strings and the few helpers the parsers share.
+ * Nothing here allocates; everything is locale independent (HTTP is ASCII).
+ */
+#ifndef MK_CORE_STRINGS_H
+#define MK_CORE_STRINGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* A view into someone else's bytes; not NUL terminated. */
+struct mk_str {
+    const char *p;
+    size_t len;
+};
+
+#define MK_STR(lit) ((struct mk_str){(lit), sizeof(lit) - 1})
+
+static inline struct mk_str mk_str_make(const char *p, size_t len)
+{
+    return (struct mk_str){p, len};
+}
+
+static inline char mk_tolower(char c)
+{
+    return (c >= 'A' && c <= 'Z') ? (char) (c | 0x20) : c;
+}
+
+static inline bool mk_is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* ASCII case-insensitive equality of `a` (length `alen`) and C string `b`. */
+bool mk_str_ieq(const char *a, size_t alen, const char *b);
+/* Exact equality. */
+static inline bool mk_str_eq(const char *a, size_t alen, const char *b)
+{
+    size_t blen = strlen(b);
+    return alen == blen && memcmp(a, b, alen) == 0;
+}
+
+/* Case-insensitive prefix test. */
+bool mk_str_iprefix(const char *a, size_t alen, const char *prefix);
+
+/*
+ * Parse a decimal number made of digits only (no sign, no spaces) into
+ * `*out`. Returns false on an empty string, a non-digit or overflow past
+ * `max`.
+ */
+bool mk_str_to_u64(const char *p, size_t len, uint64_t max, uint64_t *out);
+
+/* Strip spaces and horizontal tabs at both ends. */
+struct mk_str mk_str_trim(struct mk_str s);
+
+/*
+ * Comma-separated list iteration (RFC 9110 section 5.6.1): each call returns
+ * the next non-empty element, trimmed, advancing `*cursor`. Returns false at
+ * the end. Quoted strings are not special-cased; callers that need them (ETag
+ * lists) use their own parser.
+ */
+bool mk_str_list_next(struct mk_str *cursor, struct mk_str *item);
+
+/* Writes the decimal form of `v` into `buf` (at least 21 bytes); returns its length. */
+size_t mk_u64_to_str(uint64_t v, char *buf);
+
+#endif

@@ -1,0 +1,132 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * conf.h: the server configuration in force.
+ *
+ * A `struct mk_config` is built from a configuration directory (monkey.conf,
+ * monkey.mime, sites/ and plugins.load), from one directory to serve (-o), or
+ * from the built-in defaults plus overrides (the library API). It is
+ * validated completely before it is used: every unknown key or bad value is
+ * an error naming the file and the line. Once built it is immutable and
+ * shared by all workers; a reload builds a new one and workers switch to it
+ * between requests. References are counted (mk_config_ref/unref).
+ */
+#ifndef MK_SERVER_CONF_H
+#define MK_SERVER_CONF_H
+
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "../core/config.h"
+#include "http.h"
+#include "mime.h"
+
+enum mk_balancing {
+    MK_BALANCE_REUSEPORT = 0, /* one listening socket per worker, the kernel spreads */
+    MK_BALANCE_FAIR,          /* one acceptor hands each connection to the least loaded worker */
+};
+
+struct mk_listen_addr {
+    char *spec;      /* the address as written: "2001", "127.0.0.1:2001", "[::1]:8080" */
+    char *transport; /* "plain" unless a second word names a plugin's transport */
+    char *where;     /* "file:line" for messages */
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    bool any; /* port only: every address, IPv6 and IPv4 */
+};
+
+/* One Load line of plugins.load. */
+struct mk_plugin_spec {
+    char *spec;  /* a built-in plugin's name, or the absolute path of a .so */
+    char *where; /* "file:line" */
+};
+
+struct mk_error_page {
+    int status;
+    char *path; /* normalised, relative to the document root, leading '/' */
+};
+
+struct mk_vhost {
+    char **names; /* lower case; a leading "*." is a wildcard */
+    size_t n_names;
+    char *docroot;  /* absolute */
+    int docroot_fd; /* O_PATH directory descriptor; files are opened beneath it */
+    bool symlinks;  /* follow symbolic links (they may then lead anywhere) */
+    struct mk_error_page *error_pages;
+    size_t n_error_pages;
+    char *file; /* the site file, for messages; "built-in" for -o */
+};
+
+struct mk_config {
+    atomic_int refs;
+    char *confdir; /* absolute; NULL for -o and built-in configurations */
+
+    /* [SERVER] */
+    struct mk_listen_addr *listen;
+    size_t n_listen;
+    int workers; /* resolved: 0 in the file means one per CPU */
+    enum mk_balancing balancing;
+    int timeout;           /* seconds to receive a request head (and body) */
+    int send_timeout;      /* seconds without write progress */
+    int keepalive_timeout; /* seconds idle between requests */
+    int graceful_timeout;  /* seconds to finish in-flight responses on stop */
+    bool keepalive;
+    unsigned max_keepalive_requests; /* 0: unlimited */
+    struct mk_http_limits limits;
+    uint64_t max_body;
+    unsigned max_connections; /* 0: as many as descriptors allow */
+    int backlog;
+    int tcp_fastopen; /* queue length; 0: off */
+    bool defer_accept;
+    bool hide_version;
+    char *user;
+    char *pidfile;
+    char *log_path; /* NULL: standard error */
+    int log_level;  /* enum mk_log_level */
+    char *default_mime;
+    char **index_files;
+    size_t n_index_files;
+
+    /* derived */
+    struct mk_mime_table *mime;
+    struct mk_vhost **vhosts;
+    size_t n_vhosts;
+    struct mk_vhost *default_vhost;
+    struct mk_plugin_spec *plugins;
+    size_t n_plugins;
+    char server_header[64]; /* "Server: Monkey/x.y.z\r\n" */
+    size_t server_header_len;
+};
+
+/* A key/value given outside the files (command line, library API). */
+struct mk_config_override {
+    const char *key;
+    const char *value;
+};
+
+/*
+ * Load a configuration directory. `overrides` are applied to [SERVER] as if
+ * they were the last lines of monkey.conf. NULL with a message naming the
+ * file and line in err.
+ */
+struct mk_config *mk_config_load(const char *confdir, const struct mk_config_override *overrides,
+                                 size_t n_overrides, char *err, size_t errlen);
+
+/* Serve one directory with built-in defaults (-o). */
+struct mk_config *mk_config_for_dir(const char *dir, const struct mk_config_override *overrides,
+                                    size_t n_overrides, char *err, size_t errlen);
+
+struct mk_config *mk_config_ref(struct mk_config *cfg);
+void mk_config_unref(struct mk_config *cfg);
+
+/* The virtual host for a Host value (port already removed); never NULL. */
+struct mk_vhost *mk_vhost_lookup(const struct mk_config *cfg, const char *host, size_t len);
+
+/* Name of the i-th key `section` accepts, NULL past the last (for the docs test). */
+const char *mk_config_key(const char *section, size_t i);
+
+#endif

@@ -1,0 +1,168 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * http.h: HTTP/1.1 message syntax (RFC 9110, RFC 9112) as pure functions.
+ *
+ * Nothing in http_parser.c or http_fields.c performs I/O, allocates or
+ * touches globals: they take bytes and return a result, so they are unit
+ * tested as tables and fuzzed directly. Parsed strings are views into the
+ * caller's buffer (zero copy); they stay valid while that buffer does.
+ *
+ * Reading a request head is two steps:
+ *   1. mk_http_scan() finds where the head ends (resumable, bounded) and
+ *      counts its lines, so the caller can size the header array exactly;
+ *   2. mk_http_parse() parses the complete head strictly.
+ * Either step returns bytes consumed, MK_AGAIN (need more input) or MK_ERR
+ * with the HTTP status to answer in `status`.
+ */
+#ifndef MK_SERVER_HTTP_H
+#define MK_SERVER_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "../core/strings.h"
+
+enum mk_http_method {
+    MK_METHOD_UNKNOWN = 0, /* a valid token we do not know: 501 unless a plugin takes it */
+    MK_METHOD_GET,
+    MK_METHOD_HEAD,
+    MK_METHOD_POST,
+    MK_METHOD_PUT,
+    MK_METHOD_DELETE,
+    MK_METHOD_OPTIONS,
+    MK_METHOD_PATCH,
+    MK_METHOD_TRACE,
+    MK_METHOD_CONNECT,
+};
+
+enum mk_http_target_form {
+    MK_TARGET_ORIGIN = 0, /* /path?query */
+    MK_TARGET_ABSOLUTE,   /* http://host/path?query */
+    MK_TARGET_AUTHORITY,  /* host:port (CONNECT only) */
+    MK_TARGET_ASTERISK,   /* * (OPTIONS only) */
+};
+
+/* Flags of a parsed head. */
+#define MK_HEAD_CONN_CLOSE 0x01u      /* Connection: close */
+#define MK_HEAD_CONN_KEEPALIVE 0x02u  /* Connection: keep-alive */
+#define MK_HEAD_CHUNKED 0x04u         /* Transfer-Encoding: chunked */
+#define MK_HEAD_CONTENT_LENGTH 0x08u  /* a Content-Length was given */
+#define MK_HEAD_EXPECT_CONTINUE 0x10u /* Expect: 100-continue */
+#define MK_HEAD_HOST 0x20u            /* a Host header was given */
+
+struct mk_http_header {
+    struct mk_str name;
+    struct mk_str value; /* trimmed of surrounding whitespace */
+};
+
+struct mk_http_limits {
+    size_t max_line;      /* request line bytes; beyond: 414 */
+    size_t max_head;      /* request line + headers bytes; beyond: 431 */
+    unsigned max_headers; /* header lines; beyond: 431 */
+};
+
+/* Progress of mk_http_scan() between calls; zero it before the first call. */
+struct mk_http_scan {
+    size_t pos;        /* bytes already examined */
+    size_t line_start; /* start of the line being examined */
+    size_t head_start; /* first byte after leading empty lines */
+    unsigned lines;    /* complete non-empty lines seen (request line included) */
+    int status;        /* on MK_ERR: 400, 414 or 431 */
+};
+
+struct mk_http_head {
+    enum mk_http_method method;
+    enum mk_http_target_form form;
+    uint8_t version; /* 10 or 11 */
+    uint8_t flags;   /* MK_HEAD_* */
+    int status;      /* on MK_ERR: the status to answer */
+    struct mk_str method_name;
+    struct mk_str target; /* as received */
+    struct mk_str path;   /* still percent-encoded; "/" for absolute-form without path */
+    struct mk_str query;  /* without '?'; p == NULL when there is no query */
+    struct mk_str host;   /* lower-level authority host, port removed; empty when none */
+    uint64_t content_length;
+    struct mk_http_header *headers;
+    unsigned n_headers;
+};
+
+/*
+ * Find the end of a request head in buf[0, len). Leading empty lines are
+ * skipped (they count toward the limits). Returns the total head length
+ * (leading lines included) once "\r\n\r\n" (or "\n\n") has arrived, MK_AGAIN
+ * while more input is needed, or MK_ERR with scan->status set (414/431/400).
+ * `buf` may grow between calls but its first `scan->pos` bytes must not change.
+ */
+ssize_t mk_http_scan(struct mk_http_scan *scan, const char *buf, size_t len,
+                     const struct mk_http_limits *lim);
+
+/*
+ * Parse the complete head buf[0, len) (as delimited by mk_http_scan; leading
+ * empty lines allowed). `headers` has room for `cap` entries, at least the
+ * number of lines scan counted minus one. Returns len or MK_ERR with
+ * head->status set (400, 417, 501, 505).
+ */
+ssize_t mk_http_parse(struct mk_http_head *head, const char *buf, size_t len,
+                      struct mk_http_header *headers, unsigned cap);
+
+/* Value of the first header named `name` (case-insensitive), or NULL. */
+const struct mk_str *mk_http_header_get(const struct mk_http_head *head, const char *name);
+
+/* ---- chunked transfer coding (RFC 9112 section 7.1) ---------------------- */
+
+struct mk_chunked {
+    uint8_t state;
+    uint8_t digits;
+    uint64_t left;     /* bytes remaining in the current chunk */
+    size_t line_bytes; /* bytes of the current size or trailer line so far */
+    size_t trailer_bytes;
+};
+
+void mk_chunked_init(struct mk_chunked *c);
+
+/*
+ * Decode chunked data in place: reads buf[0, len), moves decoded bytes to the
+ * front of buf and stores their count in *out. Returns the number of input
+ * bytes consumed (everything, unless the message ended inside buf), or MK_ERR
+ * on a malformed or oversized encoding (answer 400). mk_chunked_done() tells
+ * when the final chunk and trailers have been read.
+ */
+ssize_t mk_chunked_decode(struct mk_chunked *c, char *buf, size_t len, size_t *out);
+bool mk_chunked_done(const struct mk_chunked *c);
+
+/* ---- header field values ------------------------------------------------- */
+
+enum mk_range_result {
+    MK_RANGE_NONE = 0,      /* no usable Range: serve the whole representation */
+    MK_RANGE_OK,            /* one satisfiable range [first, last] */
+    MK_RANGE_UNSATISFIABLE, /* 416 */
+};
+
+/*
+ * Interpret a Range value against a representation of `size` bytes. Invalid
+ * syntax and multiple ranges give MK_RANGE_NONE (a server may ignore Range);
+ * a range set none of whose ranges overlap gives MK_RANGE_UNSATISFIABLE.
+ */
+enum mk_range_result mk_http_range_parse(const char *value, size_t len, uint64_t size,
+                                         uint64_t *first, uint64_t *last);
+
+/*
+ * Does the entity-tag list `value` (If-None-Match, If-Match) match `etag`
+ * (a quoted strong tag such as "\"5f-1a\"")? "*" matches anything. With
+ * `weak` the W/ prefix is ignored on both sides; otherwise a weak tag never
+ * matches. Malformed lists match nothing.
+ */
+bool mk_http_etag_match(const char *value, size_t len, const char *etag, size_t etag_len,
+                        bool weak);
+
+/* Reason phrase of a status code ("Not Found"), or "Unknown". */
+const char *mk_http_reason(int status);
+/* Method token of a known method, or NULL for MK_METHOD_UNKNOWN. */
+const char *mk_http_method_name(enum mk_http_method method);
+
+#endif

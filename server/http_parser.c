@@ -1,0 +1,733 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * http_parser.c: strict HTTP/1.1 request head parser and chunked decoder.
+ *
+ * Pure functions (see http.h). The parser rejects anything that two
+ * implementations could read two ways: whitespace before a colon, obs-fold,
+ * bare CR, control characters, invalid token characters, a missing or
+ * repeated Host, Content-Length together with Transfer-Encoding, differing or
+ * malformed Content-Length values and bad chunk sizes. A single LF is
+ * accepted as a line terminator (RFC 9112 section 2.2).
+ */
+#include "http.h"
+
+#include <string.h>
+
+#include <monkey/mk_common.h>
+
+/* tchar (RFC 9110 section 5.6.2) */
+static const uint8_t mk_tchar[256] = {
+    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1,
+    ['+'] = 1, ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1,  ['|'] = 1,
+    ['~'] = 1, ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1,  ['5'] = 1,
+    ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1, ['A'] = 1, ['B'] = 1,  ['C'] = 1,
+    ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1, ['I'] = 1,  ['J'] = 1,
+    ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,  ['Q'] = 1,
+    ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1,  ['X'] = 1,
+    ['Y'] = 1, ['Z'] = 1, ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1,  ['e'] = 1,
+    ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1,  ['l'] = 1,
+    ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1,  ['s'] = 1,
+    ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1,  ['z'] = 1,
+};
+
+static inline bool mk_is_tchar(unsigned char c)
+{
+    return mk_tchar[c] != 0;
+}
+
+/* field-vchar / SP / HTAB: anything but controls (HTAB excepted) and DEL. */
+static inline bool mk_is_field_char(unsigned char c)
+{
+    return c == '\t' || (c >= 0x20 && c != 0x7f);
+}
+
+/* Characters allowed in a request-target: visible ASCII except '#'. */
+static inline bool mk_is_target_char(unsigned char c)
+{
+    return c > 0x20 && c < 0x7f && c != '#';
+}
+
+static inline bool mk_is_hex(char c)
+{
+    return mk_is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+static inline unsigned mk_hex_val(char c)
+{
+    if (mk_is_digit(c)) {
+        return (unsigned) (c - '0');
+    }
+    return (unsigned) (mk_tolower(c) - 'a' + 10);
+}
+
+/* ---- step 1: find the end of the head ------------------------------------ */
+
+ssize_t mk_http_scan(struct mk_http_scan *s, const char *buf, size_t len,
+                     const struct mk_http_limits *lim)
+{
+    while (s->pos < len) {
+        const char *nl = memchr(buf + s->pos, '\n', len - s->pos);
+        if (!nl) {
+            s->pos = len;
+            break;
+        }
+        size_t i = (size_t) (nl - buf);
+        size_t llen = i - s->line_start;
+        if (llen && buf[i - 1] == '\r') {
+            llen--;
+        }
+        s->pos = i + 1;
+
+        if (llen == 0) {
+            if (s->lines == 0) {
+                /* Empty line before the request line: ignored, but bounded. */
+                s->line_start = s->head_start = i + 1;
+                if (s->head_start > lim->max_line) {
+                    s->status = 400;
+                    return MK_ERR;
+                }
+                continue;
+            }
+            if (i + 1 - s->head_start > lim->max_head) {
+                s->status = 431;
+                return MK_ERR;
+            }
+            return (ssize_t) (i + 1);
+        }
+        if (s->lines == 0 && llen > lim->max_line) {
+            s->status = 414;
+            return MK_ERR;
+        }
+        s->lines++;
+        if (s->lines > lim->max_headers + 1 || i + 1 - s->head_start > lim->max_head) {
+            s->status = 431;
+            return MK_ERR;
+        }
+        s->line_start = i + 1;
+    }
+
+    if (s->lines == 0 && len - s->line_start > lim->max_line) {
+        s->status = 414;
+        return MK_ERR;
+    }
+    if (len - s->head_start > lim->max_head) {
+        s->status = 431;
+        return MK_ERR;
+    }
+    return MK_AGAIN;
+}
+
+/* ---- step 2: parse the head ---------------------------------------------- */
+
+static enum mk_http_method mk_method_lookup(const char *p, size_t len)
+{
+    switch (len) {
+    case 3:
+        if (memcmp(p, "GET", 3) == 0) {
+            return MK_METHOD_GET;
+        }
+        if (memcmp(p, "PUT", 3) == 0) {
+            return MK_METHOD_PUT;
+        }
+        break;
+    case 4:
+        if (memcmp(p, "HEAD", 4) == 0) {
+            return MK_METHOD_HEAD;
+        }
+        if (memcmp(p, "POST", 4) == 0) {
+            return MK_METHOD_POST;
+        }
+        break;
+    case 5:
+        if (memcmp(p, "PATCH", 5) == 0) {
+            return MK_METHOD_PATCH;
+        }
+        if (memcmp(p, "TRACE", 5) == 0) {
+            return MK_METHOD_TRACE;
+        }
+        break;
+    case 6:
+        if (memcmp(p, "DELETE", 6) == 0) {
+            return MK_METHOD_DELETE;
+        }
+        break;
+    case 7:
+        if (memcmp(p, "OPTIONS", 7) == 0) {
+            return MK_METHOD_OPTIONS;
+        }
+        if (memcmp(p, "CONNECT", 7) == 0) {
+            return MK_METHOD_CONNECT;
+        }
+        break;
+    default:
+        break;
+    }
+    return MK_METHOD_UNKNOWN;
+}
+
+const char *mk_http_method_name(enum mk_http_method method)
+{
+    static const char *const names[] = {
+        [MK_METHOD_GET] = "GET",         [MK_METHOD_HEAD] = "HEAD",   [MK_METHOD_POST] = "POST",
+        [MK_METHOD_PUT] = "PUT",         [MK_METHOD_DELETE] = "DELETE",
+        [MK_METHOD_OPTIONS] = "OPTIONS", [MK_METHOD_PATCH] = "PATCH", [MK_METHOD_TRACE] = "TRACE",
+        [MK_METHOD_CONNECT] = "CONNECT",
+    };
+    if (method <= MK_METHOD_UNKNOWN || method > MK_METHOD_CONNECT) {
+        return NULL;
+    }
+    return names[method];
+}
+
+/* sub-delims and unreserved characters of a reg-name (RFC 3986). */
+static bool mk_is_regname_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || mk_is_digit(c) || c == '-' ||
+           c == '.' || c == '_' || c == '~' || c == '!' || c == '$' || c == '&' || c == '\'' ||
+           c == '(' || c == ')' || c == '*' || c == '+' || c == ',' || c == ';' || c == '=';
+}
+
+/*
+ * Validate an authority "host[:port]" (no userinfo) and return the host part.
+ * An empty authority is valid (an empty Host header).
+ */
+static bool mk_parse_authority(const char *p, size_t len, struct mk_str *host)
+{
+    size_t i = 0;
+
+    if (len && p[0] == '[') {
+        const char *close = memchr(p, ']', len);
+        if (!close || close == p + 1) {
+            return false;
+        }
+        for (const char *q = p + 1; q < close; q++) {
+            if (!mk_is_hex(*q) && *q != ':' && *q != '.') {
+                return false;
+            }
+        }
+        i = (size_t) (close - p) + 1;
+    }
+    else {
+        while (i < len && p[i] != ':') {
+            if (p[i] == '%') {
+                if (i + 2 >= len || !mk_is_hex(p[i + 1]) || !mk_is_hex(p[i + 2])) {
+                    return false;
+                }
+                i += 3;
+                continue;
+            }
+            if (!mk_is_regname_char(p[i])) {
+                return false;
+            }
+            i++;
+        }
+    }
+    *host = mk_str_make(p, i);
+    if (i == len) {
+        return true;
+    }
+    if (p[i] != ':' || len - i - 1 > 5) {
+        return false;
+    }
+    uint64_t port = 0;
+    if (len - i - 1 > 0 && !mk_str_to_u64(p + i + 1, len - i - 1, 65535, &port)) {
+        return false;
+    }
+    return true;
+}
+
+static void mk_split_query(struct mk_http_head *h, const char *p, size_t len)
+{
+    const char *q = memchr(p, '?', len);
+    if (q) {
+        h->path = mk_str_make(p, (size_t) (q - p));
+        h->query = mk_str_make(q + 1, len - (size_t) (q - p) - 1);
+    }
+    else {
+        h->path = mk_str_make(p, len);
+    }
+}
+
+static bool mk_parse_target(struct mk_http_head *h)
+{
+    const char *t = h->target.p;
+    size_t len = h->target.len;
+
+    if (h->method == MK_METHOD_CONNECT) {
+        struct mk_str host;
+        if (!mk_parse_authority(t, len, &host) || host.len == 0 || memchr(t, ':', len) == NULL) {
+            return false;
+        }
+        h->form = MK_TARGET_AUTHORITY;
+        h->host = host;
+        return true;
+    }
+    if (t[0] == '/') {
+        h->form = MK_TARGET_ORIGIN;
+        mk_split_query(h, t, len);
+        return true;
+    }
+    if (len == 1 && t[0] == '*') {
+        if (h->method != MK_METHOD_OPTIONS) {
+            return false;
+        }
+        h->form = MK_TARGET_ASTERISK;
+        h->path = h->target;
+        return true;
+    }
+
+    size_t skip;
+    if (mk_str_iprefix(t, len, "http://")) {
+        skip = 7;
+    }
+    else if (mk_str_iprefix(t, len, "https://")) {
+        skip = 8;
+    }
+    else {
+        return false;
+    }
+    const char *a = t + skip, *end = t + len, *ae = a;
+    while (ae < end && *ae != '/' && *ae != '?') {
+        if (*ae == '@') {
+            return false; /* userinfo is deprecated and a phishing vector */
+        }
+        ae++;
+    }
+    struct mk_str host;
+    if (!mk_parse_authority(a, (size_t) (ae - a), &host) || host.len == 0) {
+        return false;
+    }
+    h->form = MK_TARGET_ABSOLUTE;
+    h->host = host;
+    if (ae == end) {
+        h->path = MK_STR("/");
+    }
+    else if (*ae == '?') {
+        h->path = MK_STR("/");
+        h->query = mk_str_make(ae + 1, (size_t) (end - ae - 1));
+    }
+    else {
+        mk_split_query(h, ae, (size_t) (end - ae));
+    }
+    return true;
+}
+
+/* Request line [p, e) without its terminator. Sets status on failure. */
+static bool mk_parse_request_line(struct mk_http_head *h, const char *p, const char *e)
+{
+    const char *m = p;
+
+    while (p < e && mk_is_tchar((unsigned char) *p)) {
+        p++;
+    }
+    if (p == m || p == e || *p != ' ') {
+        return false;
+    }
+    h->method_name = mk_str_make(m, (size_t) (p - m));
+    h->method = mk_method_lookup(m, (size_t) (p - m));
+
+    const char *t = ++p;
+    while (p < e && mk_is_target_char((unsigned char) *p)) {
+        p++;
+    }
+    if (p == t || p == e || *p != ' ') {
+        return false;
+    }
+    h->target = mk_str_make(t, (size_t) (p - t));
+    p++;
+
+    if (e - p != 8 || memcmp(p, "HTTP/", 5) != 0 || !mk_is_digit(p[5]) || p[6] != '.' ||
+        !mk_is_digit(p[7])) {
+        return false;
+    }
+    if (p[5] != '1') {
+        h->status = 505;
+        return false;
+    }
+    h->version = p[7] == '0' ? 10 : 11;
+    return mk_parse_target(h);
+}
+
+struct mk_te_state {
+    bool present;
+    bool unknown;
+    bool last_chunked;
+    unsigned chunked;
+};
+
+/* Semantics of the headers the core itself acts on. */
+static bool mk_parse_known_header(struct mk_http_head *h, struct mk_te_state *te,
+                                  struct mk_str *expect, const struct mk_http_header *hd)
+{
+    const char *n = hd->name.p;
+    size_t nl = hd->name.len;
+    struct mk_str cursor = hd->value, item;
+
+    switch (mk_tolower(n[0])) {
+    case 'h':
+        if (mk_str_ieq(n, nl, "host")) {
+            struct mk_str host;
+            if (h->flags & MK_HEAD_HOST) {
+                return false;
+            }
+            h->flags |= MK_HEAD_HOST;
+            if (!mk_parse_authority(hd->value.p, hd->value.len, &host)) {
+                return false;
+            }
+            if (h->form == MK_TARGET_ORIGIN || h->form == MK_TARGET_ASTERISK) {
+                h->host = host;
+            }
+        }
+        break;
+    case 'c':
+        if (mk_str_ieq(n, nl, "content-length")) {
+            bool any = false;
+            while (mk_str_list_next(&cursor, &item)) {
+                uint64_t v;
+                if (!mk_str_to_u64(item.p, item.len, INT64_MAX, &v)) {
+                    return false;
+                }
+                if ((h->flags & MK_HEAD_CONTENT_LENGTH) && v != h->content_length) {
+                    return false;
+                }
+                h->flags |= MK_HEAD_CONTENT_LENGTH;
+                h->content_length = v;
+                any = true;
+            }
+            if (!any) {
+                return false;
+            }
+        }
+        else if (mk_str_ieq(n, nl, "connection")) {
+            while (mk_str_list_next(&cursor, &item)) {
+                if (mk_str_ieq(item.p, item.len, "close")) {
+                    h->flags |= MK_HEAD_CONN_CLOSE;
+                }
+                else if (mk_str_ieq(item.p, item.len, "keep-alive")) {
+                    h->flags |= MK_HEAD_CONN_KEEPALIVE;
+                }
+            }
+        }
+        break;
+    case 't':
+        if (mk_str_ieq(n, nl, "transfer-encoding")) {
+            te->present = true;
+            bool any = false;
+            while (mk_str_list_next(&cursor, &item)) {
+                any = true;
+                if (mk_str_ieq(item.p, item.len, "chunked")) {
+                    te->chunked++;
+                    te->last_chunked = true;
+                }
+                else {
+                    te->unknown = true;
+                    te->last_chunked = false;
+                }
+            }
+            if (!any) {
+                return false;
+            }
+        }
+        break;
+    case 'e':
+        if (mk_str_ieq(n, nl, "expect")) {
+            if (expect->p) {
+                return false;
+            }
+            *expect = hd->value;
+        }
+        break;
+    default:
+        break;
+    }
+    return true;
+}
+
+ssize_t mk_http_parse(struct mk_http_head *h, const char *buf, size_t len,
+                      struct mk_http_header *headers, unsigned cap)
+{
+    const char *p = buf, *end = buf + len;
+    struct mk_te_state te = {0};
+    struct mk_str expect = {0};
+    bool first = true;
+
+    memset(h, 0, sizeof(*h));
+    h->headers = headers;
+    h->status = 400;
+
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t) (end - p));
+        if (!nl) {
+            return MK_ERR; /* the scan guarantees a terminated head */
+        }
+        const char *le = nl;
+        if (le > p && le[-1] == '\r') {
+            le--;
+        }
+        for (const char *q = p; q < le; q++) {
+            if (*q == '\r') {
+                return MK_ERR; /* bare CR */
+            }
+        }
+
+        if (le == p) {
+            if (first) {
+                p = nl + 1; /* leading empty line */
+                continue;
+            }
+            p = nl + 1;
+            break; /* end of head */
+        }
+
+        if (first) {
+            if (!mk_parse_request_line(h, p, le)) {
+                return MK_ERR;
+            }
+            first = false;
+            p = nl + 1;
+            continue;
+        }
+
+        /* field-line = field-name ":" OWS field-value OWS */
+        if (*p == ' ' || *p == '\t') {
+            return MK_ERR; /* obs-fold */
+        }
+        const char *name = p;
+        while (p < le && mk_is_tchar((unsigned char) *p)) {
+            p++;
+        }
+        if (p == name || p == le || *p != ':') {
+            return MK_ERR; /* empty name, bad character or whitespace before colon */
+        }
+        struct mk_http_header hd;
+        hd.name = mk_str_make(name, (size_t) (p - name));
+        for (const char *q = p + 1; q < le; q++) {
+            if (!mk_is_field_char((unsigned char) *q)) {
+                return MK_ERR;
+            }
+        }
+        hd.value = mk_str_trim(mk_str_make(p + 1, (size_t) (le - p - 1)));
+        if (h->n_headers >= cap) {
+            h->status = 431;
+            return MK_ERR;
+        }
+        headers[h->n_headers++] = hd;
+        if (!mk_parse_known_header(h, &te, &expect, &hd)) {
+            return MK_ERR;
+        }
+        p = nl + 1;
+    }
+    if (first) {
+        return MK_ERR; /* no request line */
+    }
+
+    if (te.present) {
+        if (h->version == 10 || (h->flags & MK_HEAD_CONTENT_LENGTH)) {
+            return MK_ERR;
+        }
+        if (te.unknown) {
+            h->status = 501;
+            return MK_ERR;
+        }
+        if (te.chunked != 1 || !te.last_chunked) {
+            return MK_ERR;
+        }
+        h->flags |= MK_HEAD_CHUNKED;
+    }
+    if (h->version == 11 && !(h->flags & MK_HEAD_HOST)) {
+        return MK_ERR;
+    }
+    if (expect.p && h->version == 11) {
+        if (!mk_str_ieq(expect.p, expect.len, "100-continue")) {
+            h->status = 417;
+            return MK_ERR;
+        }
+        h->flags |= MK_HEAD_EXPECT_CONTINUE;
+    }
+    h->status = 0;
+    return (ssize_t) (p - buf);
+}
+
+const struct mk_str *mk_http_header_get(const struct mk_http_head *head, const char *name)
+{
+    for (unsigned i = 0; i < head->n_headers; i++) {
+        if (mk_str_ieq(head->headers[i].name.p, head->headers[i].name.len, name)) {
+            return &head->headers[i].value;
+        }
+    }
+    return NULL;
+}
+
+/* ---- chunked ------------------------------------------------------------- */
+
+enum {
+    MK_CH_SIZE = 0,
+    MK_CH_EXT,
+    MK_CH_SIZE_LF,
+    MK_CH_DATA,
+    MK_CH_DATA_CR,
+    MK_CH_DATA_LF,
+    MK_CH_TRAILER,
+    MK_CH_TRAILER_LINE,
+    MK_CH_TRAILER_LF,
+    MK_CH_DONE,
+};
+
+#define MK_CHUNK_LINE_MAX 4096  /* chunk-size line with extensions */
+#define MK_CHUNK_TRAILER_MAX 16384
+
+void mk_chunked_init(struct mk_chunked *c)
+{
+    memset(c, 0, sizeof(*c));
+}
+
+bool mk_chunked_done(const struct mk_chunked *c)
+{
+    return c->state == MK_CH_DONE;
+}
+
+/* The size line has ended: start the data or the trailer section. */
+static void mk_chunk_size_done(struct mk_chunked *c)
+{
+    c->state = c->left ? MK_CH_DATA : MK_CH_TRAILER;
+    c->line_bytes = 0;
+}
+
+ssize_t mk_chunked_decode(struct mk_chunked *c, char *buf, size_t len, size_t *out)
+{
+    size_t i = 0, o = 0;
+
+    while (i < len && c->state != MK_CH_DONE) {
+        char ch = buf[i];
+
+        switch (c->state) {
+        case MK_CH_SIZE:
+            if (mk_is_hex(ch)) {
+                if (c->digits >= 16 || c->left > (UINT64_MAX >> 4)) {
+                    return MK_ERR;
+                }
+                c->left = (c->left << 4) | mk_hex_val(ch);
+                c->digits++;
+            }
+            else if (c->digits == 0) {
+                return MK_ERR;
+            }
+            else if (ch == ';' || ch == ' ' || ch == '\t') {
+                c->state = MK_CH_EXT;
+            }
+            else if (ch == '\r') {
+                c->state = MK_CH_SIZE_LF;
+            }
+            else if (ch == '\n') {
+                mk_chunk_size_done(c);
+            }
+            else {
+                return MK_ERR;
+            }
+            if (++c->line_bytes > MK_CHUNK_LINE_MAX) {
+                return MK_ERR;
+            }
+            i++;
+            break;
+        case MK_CH_EXT:
+            if (ch == '\r') {
+                c->state = MK_CH_SIZE_LF;
+            }
+            else if (ch == '\n') {
+                mk_chunk_size_done(c);
+            }
+            else if (!mk_is_field_char((unsigned char) ch)) {
+                return MK_ERR;
+            }
+            if (++c->line_bytes > MK_CHUNK_LINE_MAX) {
+                return MK_ERR;
+            }
+            i++;
+            break;
+        case MK_CH_SIZE_LF:
+            if (ch != '\n') {
+                return MK_ERR;
+            }
+            mk_chunk_size_done(c);
+            i++;
+            break;
+        case MK_CH_DATA: {
+            size_t n = len - i;
+            if ((uint64_t) n > c->left) {
+                n = (size_t) c->left;
+            }
+            if (o != i) {
+                memmove(buf + o, buf + i, n);
+            }
+            o += n;
+            i += n;
+            c->left -= n;
+            if (c->left == 0) {
+                c->state = MK_CH_DATA_CR;
+            }
+            break;
+        }
+        case MK_CH_DATA_CR:
+            if (ch == '\r') {
+                c->state = MK_CH_DATA_LF;
+            }
+            else if (ch == '\n') {
+                c->state = MK_CH_SIZE;
+                c->digits = 0;
+            }
+            else {
+                return MK_ERR;
+            }
+            i++;
+            break;
+        case MK_CH_DATA_LF:
+            if (ch != '\n') {
+                return MK_ERR;
+            }
+            c->state = MK_CH_SIZE;
+            c->digits = 0;
+            i++;
+            break;
+        case MK_CH_TRAILER:
+            if (ch == '\r') {
+                c->state = MK_CH_TRAILER_LF;
+            }
+            else if (ch == '\n') {
+                c->state = MK_CH_DONE;
+            }
+            else {
+                c->state = MK_CH_TRAILER_LINE;
+            }
+            if (++c->trailer_bytes > MK_CHUNK_TRAILER_MAX) {
+                return MK_ERR;
+            }
+            i++;
+            break;
+        case MK_CH_TRAILER_LINE:
+            if (ch == '\n') {
+                c->state = MK_CH_TRAILER;
+            }
+            else if (!mk_is_field_char((unsigned char) ch) && ch != '\r') {
+                return MK_ERR;
+            }
+            if (++c->trailer_bytes > MK_CHUNK_TRAILER_MAX) {
+                return MK_ERR;
+            }
+            i++;
+            break;
+        case MK_CH_TRAILER_LF:
+            if (ch != '\n') {
+                return MK_ERR;
+            }
+            c->state = MK_CH_DONE;
+            i++;
+            break;
+        default:
+            return MK_ERR;
+        }
+    }
+    *out = o;
+    return (ssize_t) i;
+}

@@ -1,0 +1,106 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * path.c: see path.h.
+ */
+#include "path.h"
+
+#include <string.h>
+
+#include <monkey/mk_common.h>
+
+static int mk_hex_digit(char c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    c = (char) (c | 0x20);
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    return -1;
+}
+
+/* Percent-decode raw into out; returns the decoded length or MK_ERR. */
+static ssize_t mk_path_decode(const char *raw, size_t len, char *out)
+{
+    size_t w = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        char c = raw[i];
+        if (c == '%') {
+            int hi, lo;
+            if (i + 2 >= len) {
+                return MK_ERR; /* fewer than two characters follow */
+            }
+            hi = mk_hex_digit(raw[i + 1]);
+            lo = mk_hex_digit(raw[i + 2]);
+            if (hi < 0 || lo < 0) {
+                return MK_ERR;
+            }
+            c = (char) (hi << 4 | lo);
+            i += 2;
+        }
+        if (c == '\0' || c == '\\') {
+            return MK_ERR;
+        }
+        out[w++] = c;
+    }
+    return (ssize_t) w;
+}
+
+ssize_t mk_path_normalize(const char *raw, size_t len, char *out)
+{
+    ssize_t n = mk_path_decode(raw, len, out);
+    size_t r = 0, w = 0;
+    int trailing = 0;
+
+    if (n <= 0 || out[0] != '/') {
+        return MK_ERR;
+    }
+    /*
+     * In place: the write position never passes the read position. The
+     * output holds "/seg/seg" without a trailing slash; `trailing` records
+     * whether the path names a directory.
+     */
+    while (r < (size_t) n) {
+        while (r < (size_t) n && out[r] == '/') {
+            r++;
+        }
+        size_t s = r;
+        while (r < (size_t) n && out[r] != '/') {
+            r++;
+        }
+        size_t seg = r - s;
+        trailing = (r == (size_t) n) ? 0 : 1;
+
+        if (seg == 0) {
+            trailing = 1; /* the path ended with '/' */
+            break;
+        }
+        if (seg == 1 && out[s] == '.') {
+            trailing = 1;
+            continue;
+        }
+        if (seg == 2 && out[s] == '.' && out[s + 1] == '.') {
+            if (w == 0) {
+                return MK_ERR; /* above the root */
+            }
+            while (w > 0 && out[w - 1] != '/') {
+                w--;
+            }
+            w--; /* drop the '/' that introduced the segment */
+            trailing = 1;
+            continue;
+        }
+        out[w++] = '/';
+        memmove(out + w, out + s, seg);
+        w += seg;
+    }
+    if (trailing || w == 0) {
+        out[w++] = '/';
+    }
+    out[w] = '\0';
+    return (ssize_t) w;
+}

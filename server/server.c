@@ -1,0 +1,834 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * server.c: the library API (monkey.h): starting, reloading and stopping.
+ *
+ * Process context (this file) versus thread context (worker.c), as in the
+ * seeds: the controlling thread reads the configuration, binds, loads
+ * plugins and starts the workers; afterwards it only sends them messages.
+ *
+ * Reload builds a complete new configuration first; nothing changes unless
+ * it is valid and every new listening socket could be bound. Workers then
+ * switch between requests: requests in flight finish with the configuration
+ * they started with. Listening sockets whose address did not change are
+ * kept, so a reload never refuses a connection.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <monkey/monkey.h>
+
+#include "../core/log.h"
+#include "server.h"
+
+#define ERRF(...) snprintf(err, errlen, __VA_ARGS__)
+
+/* ---- configuration ------------------------------------------------------- */
+
+struct mk_server *mk_server_create(void)
+{
+    struct mk_server *srv = mk_calloc(1, sizeof(*srv));
+    srv->stop_efd = -1;
+    srv->acceptor_ctl = -1;
+    mk_list_init(&srv->acceptor_listeners);
+    pthread_mutex_init(&srv->acceptor_lock, NULL);
+    return srv;
+}
+
+int mk_server_set_confdir(struct mk_server *srv, const char *dir)
+{
+    mk_free(srv->confdir);
+    srv->confdir = mk_strdup(dir);
+    return MK_OK;
+}
+
+int mk_server_set_docroot(struct mk_server *srv, const char *dir)
+{
+    mk_free(srv->serve_dir);
+    srv->serve_dir = mk_strdup(dir);
+    return MK_OK;
+}
+
+int mk_server_set(struct mk_server *srv, const char *key, const char *value)
+{
+    for (size_t i = 0; i < srv->n_overrides; i++) {
+        if (strcasecmp(srv->overrides[i].key, key) == 0) {
+            mk_free((char *) srv->overrides[i].value);
+            srv->overrides[i].value = mk_strdup(value);
+            return MK_OK;
+        }
+    }
+    srv->overrides = mk_realloc(srv->overrides, (srv->n_overrides + 1) * sizeof(*srv->overrides));
+    srv->overrides[srv->n_overrides].key = mk_strdup(key);
+    srv->overrides[srv->n_overrides].value = mk_strdup(value);
+    srv->n_overrides++;
+    return MK_OK;
+}
+
+static struct mk_config *mk_server_load_config(struct mk_server *srv, char *err, size_t errlen)
+{
+    if (srv->serve_dir) {
+        return mk_config_for_dir(srv->serve_dir, srv->overrides, srv->n_overrides, err, errlen);
+    }
+    if (!srv->confdir) {
+        ERRF("no configuration directory and no directory to serve");
+        return NULL;
+    }
+    return mk_config_load(srv->confdir, srv->overrides, srv->n_overrides, err, errlen);
+}
+
+/* Every Listen names a transport that exists. */
+static int mk_server_check_transports(const struct mk_plugin_set *ps, const struct mk_config *cfg,
+                                      char *err, size_t errlen)
+{
+    for (size_t i = 0; i < cfg->n_listen; i++) {
+        if (!mk_plugins_transport(ps, cfg->listen[i].transport)) {
+            ERRF("%s: Listen %s: no loaded plugin provides the transport '%s'",
+                 cfg->listen[i].where, cfg->listen[i].spec, cfg->listen[i].transport);
+            return MK_ERR;
+        }
+    }
+    return MK_OK;
+}
+
+int mk_server_check(struct mk_server *srv, char *err, size_t errlen)
+{
+    struct mk_config *cfg = mk_server_load_config(srv, err, errlen);
+    struct mk_plugin_set ps;
+    int rc;
+
+    if (!cfg) {
+        return MK_ERR;
+    }
+    rc = mk_plugins_load(&ps, cfg, err, errlen);
+    if (rc == MK_OK) {
+        rc = mk_server_check_transports(&ps, cfg, err, errlen);
+        mk_plugins_unload(&ps);
+    }
+    if (rc == MK_OK) {
+        srv->n_workers = cfg->workers;
+    }
+    mk_config_unref(cfg);
+    return rc;
+}
+
+int mk_server_workers(const struct mk_server *srv)
+{
+    return srv->cfg ? srv->cfg->workers : srv->n_workers;
+}
+
+/* ---- process setup ------------------------------------------------------- */
+
+/* Raise the descriptor limit and derive the connection limit from it. */
+static void mk_server_limits(struct mk_server *srv, const struct mk_config *cfg)
+{
+    struct rlimit rl;
+    unsigned avail = 1024;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        if (rl.rlim_cur < rl.rlim_max) {
+            rl.rlim_cur = rl.rlim_max;
+            setrlimit(RLIMIT_NOFILE, &rl);
+            getrlimit(RLIMIT_NOFILE, &rl);
+        }
+        avail = rl.rlim_cur > 10000000 ? 10000000 : (unsigned) rl.rlim_cur;
+    }
+    /* Each connection may hold a socket and a file; keep room for the rest. */
+    unsigned reserve = 64 + 8 * (unsigned) cfg->workers + 4 * (unsigned) cfg->n_listen;
+    unsigned fit = avail > reserve ? (avail - reserve) / 2 : 16;
+    if (cfg->max_connections) {
+        srv->max_conns = cfg->max_connections;
+        if (cfg->max_connections > fit) {
+            mk_warn("MaxConnections %u exceeds what %u descriptors allow (%u)",
+                    cfg->max_connections, avail, fit);
+        }
+    }
+    else {
+        srv->max_conns = fit;
+    }
+}
+
+static int mk_server_drop_privileges(const struct mk_config *cfg, char *err, size_t errlen)
+{
+    struct passwd *pw;
+
+    if (!cfg->user) {
+        return MK_OK;
+    }
+    if (geteuid() != 0) {
+        mk_info("User %s ignored: not started as root", cfg->user);
+        return MK_OK;
+    }
+    pw = getpwnam(cfg->user);
+    if (!pw) {
+        ERRF("User: no such user '%s'", cfg->user);
+        return MK_ERR;
+    }
+    if (initgroups(pw->pw_name, pw->pw_gid) < 0 || setgid(pw->pw_gid) < 0 ||
+        setuid(pw->pw_uid) < 0) {
+        ERRF("User %s: cannot switch: %s", cfg->user, strerror(errno));
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
+static int mk_server_write_pidfile(struct mk_server *srv, char *err, size_t errlen)
+{
+    const char *path = srv->cfg->pidfile;
+    char buf[32];
+    int fd, n;
+
+    if (!path) {
+        return MK_OK;
+    }
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        ERRF("PidFile %s: %s", path, strerror(errno));
+        return MK_ERR;
+    }
+    n = snprintf(buf, sizeof(buf), "%ld\n", (long) getpid());
+    if (write(fd, buf, (size_t) n) != n) {
+        ERRF("PidFile %s: %s", path, strerror(errno));
+        close(fd);
+        return MK_ERR;
+    }
+    close(fd);
+    srv->pidfile_written = true;
+    return MK_OK;
+}
+
+/* ---- listener plans ------------------------------------------------------ */
+
+static const struct mk_listen_addr *mk_find_listen(const struct mk_config *cfg, const char *spec)
+{
+    if (!cfg) {
+        return NULL;
+    }
+    for (size_t i = 0; i < cfg->n_listen; i++) {
+        if (strcmp(cfg->listen[i].spec, spec) == 0) {
+            return &cfg->listen[i];
+        }
+    }
+    return NULL;
+}
+
+static void mk_plans_free(struct mk_listen_plan **plans, int n_plans, size_t n_each)
+{
+    for (int w = 0; w < n_plans; w++) {
+        if (!plans[w]) {
+            continue;
+        }
+        for (size_t i = 0; i < n_each; i++) {
+            if (plans[w][i].fd >= 0) {
+                close(plans[w][i].fd);
+            }
+            mk_free(plans[w][i].spec);
+        }
+        mk_free(plans[w]);
+    }
+    mk_free(plans);
+}
+
+/*
+ * One plan per socket owner (each worker with reuseport, the acceptor with
+ * fair balancing): keep the sockets of addresses `old` already had, open the
+ * others. Nothing is left open on failure.
+ */
+static struct mk_listen_plan **mk_server_plans(struct mk_server *srv, const struct mk_config *old,
+                                               const struct mk_config *cfg, int owners,
+                                               char *err, size_t errlen)
+{
+    struct mk_listen_plan **plans = mk_calloc((size_t) owners, sizeof(*plans));
+    bool reuseport = cfg->balancing == MK_BALANCE_REUSEPORT;
+
+    for (int w = 0; w < owners; w++) {
+        plans[w] = mk_calloc(cfg->n_listen ? cfg->n_listen : 1, sizeof(**plans));
+        for (size_t i = 0; i < cfg->n_listen; i++) {
+            plans[w][i].fd = -1;
+        }
+        for (size_t i = 0; i < cfg->n_listen; i++) {
+            const struct mk_listen_addr *a = &cfg->listen[i];
+            struct mk_listen_plan *p = &plans[w][i];
+            p->spec = mk_strdup(a->spec);
+            p->transport = mk_plugins_transport(&srv->plugins, a->transport);
+            if (mk_find_listen(old, a->spec)) {
+                continue; /* the owner keeps its socket */
+            }
+            p->fd = mk_listener_socket(cfg, a, reuseport, err, errlen);
+            if (p->fd < 0) {
+                mk_plans_free(plans, owners, cfg->n_listen);
+                return NULL;
+            }
+        }
+    }
+    return plans;
+}
+
+/* ---- fair balancing: the acceptor thread --------------------------------- */
+
+static void mk_acceptor_accept_cb(struct mk_event *ev, uint32_t ready)
+{
+    struct mk_listener *l = (struct mk_listener *) ev;
+    struct mk_server *srv = l->server;
+    (void) ready;
+
+    for (int k = 0; k < 64; k++) {
+        struct mk_handoff h;
+        socklen_t len = sizeof(h.peer);
+        int fd = accept4(l->fd, &h.peer.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            return;
+        }
+        h.fd = fd;
+        h.addrlen = len;
+        h.transport = l->transport;
+
+        /* The seeds' scheduler: the worker with the fewest connections. */
+        int best = 0;
+        unsigned least = ~0u;
+        for (int i = 0; i < srv->n_workers; i++) {
+            unsigned n = atomic_load_explicit(&srv->workers[i].n_conns, memory_order_relaxed);
+            if (n < least) {
+                least = n;
+                best = i;
+            }
+        }
+        if (write(srv->workers[best].handoff[1], &h, sizeof(h)) != (ssize_t) sizeof(h)) {
+            close(fd); /* the worker is far behind: shed the connection */
+        }
+    }
+}
+
+static void mk_acceptor_apply_plan(struct mk_server *srv, struct mk_listen_plan *plan, size_t n)
+{
+    struct mk_list *it, *tmp;
+
+    mk_list_foreach_safe(it, tmp, &srv->acceptor_listeners)
+    {
+        struct mk_listener *l = mk_list_entry(it, struct mk_listener, node);
+        bool keep = false;
+        for (size_t i = 0; i < n; i++) {
+            if (plan[i].fd < 0 && strcmp(plan[i].spec, l->spec) == 0) {
+                keep = true;
+                l->transport = plan[i].transport;
+            }
+        }
+        if (!keep) {
+            mk_event_del(&srv->acceptor_loop, &l->ev);
+            close(l->fd);
+            mk_list_del(&l->node);
+            mk_free(l->spec);
+            mk_free(l);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (plan[i].fd < 0) {
+            continue;
+        }
+        struct mk_listener *l = mk_calloc(1, sizeof(*l));
+        l->fd = plan[i].fd;
+        plan[i].fd = -1;
+        l->spec = mk_strdup(plan[i].spec);
+        l->transport = plan[i].transport;
+        l->server = srv;
+        mk_event_add(&srv->acceptor_loop, &l->ev, l->fd, MK_EV_READ, mk_acceptor_accept_cb);
+        mk_list_add_tail(&l->node, &srv->acceptor_listeners);
+    }
+}
+
+static void mk_plan_close(struct mk_listen_plan *plan, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (plan[i].fd >= 0) {
+            close(plan[i].fd);
+        }
+        mk_free(plan[i].spec);
+    }
+    mk_free(plan);
+}
+
+static void mk_acceptor_ctl_cb(struct mk_event *ev, uint32_t ready)
+{
+    struct mk_server *srv = mk_container_of(ev, struct mk_server, acceptor_ctl_ev);
+    uint64_t v;
+    (void) ready;
+
+    ssize_t ignored = read(srv->acceptor_ctl, &v, sizeof(v));
+    (void) ignored;
+    pthread_mutex_lock(&srv->acceptor_lock);
+    struct mk_listen_plan *plan = srv->acceptor_plan;
+    size_t n = srv->acceptor_plan_len;
+    srv->acceptor_plan = NULL;
+    srv->acceptor_plan_len = 0;
+    pthread_mutex_unlock(&srv->acceptor_lock);
+    if (plan) {
+        mk_acceptor_apply_plan(srv, plan, n);
+        mk_plan_close(plan, n);
+    }
+}
+
+static void mk_acceptor_post(struct mk_server *srv, struct mk_listen_plan *plan, size_t n)
+{
+    uint64_t one = 1;
+    pthread_mutex_lock(&srv->acceptor_lock);
+    if (srv->acceptor_plan) {
+        mk_plan_close(srv->acceptor_plan, srv->acceptor_plan_len);
+    }
+    srv->acceptor_plan = plan;
+    srv->acceptor_plan_len = n;
+    pthread_mutex_unlock(&srv->acceptor_lock);
+    ssize_t ignored = write(srv->acceptor_ctl, &one, sizeof(one));
+    (void) ignored;
+}
+
+static void *mk_acceptor_main(void *arg)
+{
+    struct mk_server *srv = arg;
+
+    while (!atomic_load(&srv->acceptor_stop)) {
+        if (mk_event_run_once(&srv->acceptor_loop, -1) < 0) {
+            mk_err("acceptor: event wait failed: %s", strerror(errno));
+            break;
+        }
+    }
+    while (!mk_list_is_empty(&srv->acceptor_listeners)) {
+        struct mk_listener *l =
+            mk_list_entry(srv->acceptor_listeners.next, struct mk_listener, node);
+        mk_event_del(&srv->acceptor_loop, &l->ev);
+        close(l->fd);
+        mk_list_del(&l->node);
+        mk_free(l->spec);
+        mk_free(l);
+    }
+    return NULL;
+}
+
+static int mk_acceptor_start(struct mk_server *srv, struct mk_listen_plan *plan, size_t n)
+{
+    if (mk_event_loop_init(&srv->acceptor_loop, 64) != MK_OK) {
+        return MK_ERR;
+    }
+    srv->acceptor_ctl = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (srv->acceptor_ctl < 0 ||
+        mk_event_add(&srv->acceptor_loop, &srv->acceptor_ctl_ev, srv->acceptor_ctl, MK_EV_READ,
+                     mk_acceptor_ctl_cb) != MK_OK) {
+        return MK_ERR;
+    }
+    mk_acceptor_apply_plan(srv, plan, n);
+    if (pthread_create(&srv->acceptor, NULL, mk_acceptor_main, srv) != 0) {
+        return MK_ERR;
+    }
+    srv->acceptor_running = true;
+    return MK_OK;
+}
+
+static void mk_acceptor_stop(struct mk_server *srv)
+{
+    uint64_t one = 1;
+    if (!srv->acceptor_running) {
+        return;
+    }
+    atomic_store(&srv->acceptor_stop, true);
+    ssize_t ignored = write(srv->acceptor_ctl, &one, sizeof(one));
+    (void) ignored;
+    pthread_join(srv->acceptor, NULL);
+    srv->acceptor_running = false;
+}
+
+/* ---- start --------------------------------------------------------------- */
+
+int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
+{
+    struct mk_listen_plan **plans = NULL;
+    sigset_t all, old;
+    int owners;
+
+    if (srv->running) {
+        ERRF("the server is already running");
+        return MK_ERR;
+    }
+    srv->cfg = mk_server_load_config(srv, err, errlen);
+    if (!srv->cfg) {
+        return MK_ERR;
+    }
+    struct mk_config *cfg = srv->cfg;
+    if (cfg->log_path && mk_log_open(cfg->log_path) != MK_OK) {
+        ERRF("Log %s: %s", cfg->log_path, strerror(errno));
+        goto fail_cfg;
+    }
+    mk_log_set_level((enum mk_log_level) cfg->log_level);
+
+    if (mk_plugins_load(&srv->plugins, cfg, err, errlen) != MK_OK) {
+        goto fail_cfg;
+    }
+    if (mk_server_check_transports(&srv->plugins, cfg, err, errlen) != MK_OK) {
+        goto fail_plugins;
+    }
+    mk_server_limits(srv, cfg);
+
+    owners = cfg->balancing == MK_BALANCE_REUSEPORT ? cfg->workers : 1;
+    plans = mk_server_plans(srv, NULL, cfg, owners, err, errlen);
+    if (!plans) {
+        goto fail_plugins;
+    }
+    if (mk_plugins_init(&srv->plugins, cfg, err, errlen) != MK_OK) {
+        goto fail_plans;
+    }
+    if (mk_server_drop_privileges(cfg, err, errlen) != MK_OK ||
+        mk_server_write_pidfile(srv, err, errlen) != MK_OK) {
+        goto fail_init;
+    }
+
+    srv->stop_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    srv->n_workers = cfg->workers;
+    srv->workers = mk_calloc((size_t) srv->n_workers, sizeof(*srv->workers));
+    for (int i = 0; i < srv->n_workers; i++) {
+        if (mk_worker_setup(&srv->workers[i], srv, i) != MK_OK) {
+            ERRF("worker %d: %s", i, strerror(errno));
+            for (int j = 0; j <= i; j++) {
+                mk_worker_teardown(&srv->workers[j]);
+            }
+            mk_free(srv->workers);
+            srv->workers = NULL;
+            goto fail_init;
+        }
+        if (owners > 1) {
+            srv->workers[i].msg_plan = plans[i];
+            srv->workers[i].msg_plan_len = cfg->n_listen;
+            plans[i] = NULL;
+        }
+    }
+
+    /* Server threads never take signals: the embedding program does. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    atomic_store(&srv->workers_alive, (unsigned) srv->n_workers);
+    for (int i = 0; i < srv->n_workers; i++) {
+        if (mk_worker_spawn(&srv->workers[i]) != MK_OK) {
+            mk_err("worker %d: cannot start: %s", i, strerror(errno));
+            atomic_fetch_sub(&srv->workers_alive, 1);
+        }
+    }
+    if (owners == 1 && cfg->balancing == MK_BALANCE_FAIR) {
+        if (mk_acceptor_start(srv, plans[0], cfg->n_listen) != MK_OK) {
+            mk_err("acceptor: cannot start: %s", strerror(errno));
+        }
+    }
+    else if (owners == 1) {
+        srv->workers[0].msg_plan = plans[0];
+        srv->workers[0].msg_plan_len = cfg->n_listen;
+        plans[0] = NULL;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    mk_plans_free(plans, owners, cfg->n_listen);
+
+    srv->running = true;
+    srv->started = time(NULL);
+    for (size_t i = 0; i < cfg->n_listen; i++) {
+        mk_info("listening on %s (%s), %d workers, %s balancing", cfg->listen[i].spec,
+                cfg->listen[i].transport, cfg->workers,
+                cfg->balancing == MK_BALANCE_FAIR ? "fair" : "reuseport");
+    }
+    return MK_OK;
+
+fail_init:
+    for (size_t i = 0; i < srv->plugins.count; i++) {
+        if (srv->plugins.list[i]->exit) {
+            srv->plugins.list[i]->exit();
+        }
+    }
+fail_plans:
+    mk_plans_free(plans, owners, cfg->n_listen);
+fail_plugins:
+    mk_plugins_unload(&srv->plugins);
+fail_cfg:
+    mk_config_unref(srv->cfg);
+    srv->cfg = NULL;
+    return MK_ERR;
+}
+
+/* ---- reload -------------------------------------------------------------- */
+
+static bool mk_same_plugins(const struct mk_config *a, const struct mk_config *b)
+{
+    if (a->n_plugins != b->n_plugins) {
+        return false;
+    }
+    for (size_t i = 0; i < a->n_plugins; i++) {
+        if (strcmp(a->plugins[i].spec, b->plugins[i].spec) != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+int mk_server_reload(struct mk_server *srv, char *err, size_t errlen)
+{
+    struct mk_config *old = srv->cfg, *cfg;
+    struct mk_listen_plan **plans;
+    int owners;
+
+    if (!srv->running) {
+        ERRF("the server is not running");
+        return MK_ERR;
+    }
+    cfg = mk_server_load_config(srv, err, errlen);
+    if (!cfg) {
+        return MK_ERR;
+    }
+    /* What only a restart can change is kept as it is. */
+    if (cfg->workers != old->workers) {
+        mk_warn("reload: Workers changes only on restart (keeping %d)", old->workers);
+        cfg->workers = old->workers;
+    }
+    if (cfg->balancing != old->balancing) {
+        mk_warn("reload: Balancing changes only on restart");
+        cfg->balancing = old->balancing;
+    }
+    if (!mk_same_plugins(cfg, old)) {
+        mk_warn("reload: plugins.load changes only on restart");
+    }
+    if ((cfg->user || old->user) && (!cfg->user || !old->user || strcmp(cfg->user, old->user))) {
+        mk_warn("reload: User changes only on restart");
+    }
+    if (mk_server_check_transports(&srv->plugins, cfg, err, errlen) != MK_OK) {
+        mk_config_unref(cfg);
+        return MK_ERR;
+    }
+    owners = cfg->balancing == MK_BALANCE_REUSEPORT ? cfg->workers : 1;
+    plans = mk_server_plans(srv, old, cfg, owners, err, errlen);
+    if (!plans) {
+        mk_config_unref(cfg);
+        return MK_ERR;
+    }
+    for (size_t i = 0; i < srv->plugins.count; i++) {
+        const struct mk_plugin *p = srv->plugins.list[i];
+        if (p->reload && p->reload() != MK_OK) {
+            mk_warn("reload: plugin %s kept its previous configuration", p->name);
+        }
+    }
+    if (cfg->log_path && (!old->log_path || strcmp(cfg->log_path, old->log_path) != 0)) {
+        if (mk_log_open(cfg->log_path) != MK_OK) {
+            mk_warn("reload: Log %s: %s", cfg->log_path, strerror(errno));
+        }
+    }
+    mk_log_set_level((enum mk_log_level) cfg->log_level);
+    mk_server_limits(srv, cfg);
+
+    srv->cfg = cfg;
+    for (int i = 0; i < srv->n_workers; i++) {
+        struct mk_listen_plan *plan = NULL;
+        if (cfg->balancing == MK_BALANCE_REUSEPORT) {
+            plan = plans[i];
+            plans[i] = NULL;
+        }
+        mk_worker_post(&srv->workers[i], MK_WCTL_CONFIG, mk_config_ref(cfg), plan,
+                       cfg->n_listen);
+    }
+    if (cfg->balancing == MK_BALANCE_FAIR) {
+        mk_acceptor_post(srv, plans[0], cfg->n_listen);
+        plans[0] = NULL;
+    }
+    mk_plans_free(plans, owners, cfg->n_listen);
+    mk_config_unref(old);
+    mk_info("configuration reloaded");
+    return MK_OK;
+}
+
+void mk_server_reopen_logs(struct mk_server *srv)
+{
+    if (mk_log_reopen() != MK_OK) {
+        mk_warn("cannot reopen the log: %s", strerror(errno));
+    }
+    for (size_t i = 0; i < srv->plugins.count; i++) {
+        if (srv->plugins.list[i]->reopen_logs) {
+            srv->plugins.list[i]->reopen_logs();
+        }
+    }
+}
+
+/* ---- stop ---------------------------------------------------------------- */
+
+static void mk_server_signal_workers(struct mk_server *srv, unsigned flags)
+{
+    mk_acceptor_stop(srv);
+    for (int i = 0; i < srv->n_workers; i++) {
+        if (srv->workers[i].running) {
+            mk_worker_post(&srv->workers[i], flags, NULL, NULL, 0);
+        }
+    }
+}
+
+/* Join the workers and release everything start() acquired. */
+static void mk_server_finish(struct mk_server *srv)
+{
+    for (int i = 0; i < srv->n_workers; i++) {
+        if (srv->workers[i].running) {
+            pthread_join(srv->workers[i].thread, NULL);
+            srv->workers[i].running = false;
+        }
+        mk_worker_teardown(&srv->workers[i]);
+    }
+    mk_free(srv->workers);
+    srv->workers = NULL;
+    if (srv->acceptor_ctl >= 0) {
+        close(srv->acceptor_ctl);
+        srv->acceptor_ctl = -1;
+        mk_event_loop_destroy(&srv->acceptor_loop);
+    }
+    if (srv->acceptor_plan) {
+        mk_plan_close(srv->acceptor_plan, srv->acceptor_plan_len);
+        srv->acceptor_plan = NULL;
+    }
+    for (size_t i = 0; i < srv->plugins.count; i++) {
+        if (srv->plugins.list[i]->exit) {
+            srv->plugins.list[i]->exit();
+        }
+    }
+    mk_plugins_unload(&srv->plugins);
+    if (srv->pidfile_written && srv->cfg->pidfile) {
+        unlink(srv->cfg->pidfile);
+        srv->pidfile_written = false;
+    }
+    if (srv->stop_efd >= 0) {
+        close(srv->stop_efd);
+        srv->stop_efd = -1;
+    }
+    mk_config_unref(srv->cfg);
+    srv->cfg = NULL;
+    srv->running = false;
+}
+
+void mk_server_stop(struct mk_server *srv)
+{
+    if (!srv->running) {
+        return;
+    }
+    mk_server_signal_workers(srv, MK_WCTL_STOP);
+    mk_server_finish(srv);
+}
+
+void mk_server_destroy(struct mk_server *srv)
+{
+    if (!srv) {
+        return;
+    }
+    mk_server_stop(srv);
+    for (size_t i = 0; i < srv->n_overrides; i++) {
+        mk_free((char *) srv->overrides[i].key);
+        mk_free((char *) srv->overrides[i].value);
+    }
+    mk_free(srv->overrides);
+    mk_free(srv->confdir);
+    mk_free(srv->serve_dir);
+    pthread_mutex_destroy(&srv->acceptor_lock);
+    mk_free(srv);
+}
+
+/* ---- the binary's main loop ---------------------------------------------- */
+
+static void mk_server_signal_set(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGHUP);
+    sigaddset(set, SIGUSR1);
+    sigaddset(set, SIGPIPE);
+}
+
+int mk_server_loop(struct mk_server *srv)
+{
+    sigset_t set, old;
+    bool stopping = false;
+    int sfd;
+
+    if (!srv->running) {
+        return MK_ERR;
+    }
+    mk_server_signal_set(&set);
+    pthread_sigmask(SIG_BLOCK, &set, &old);
+    sfd = signalfd(-1, &set, SFD_CLOEXEC);
+    if (sfd < 0) {
+        mk_err("signalfd: %s", strerror(errno));
+        mk_server_stop(srv);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        return MK_ERR;
+    }
+
+    for (;;) {
+        struct pollfd pfd[2] = {{sfd, POLLIN, 0}, {srv->stop_efd, POLLIN, 0}};
+        if (poll(pfd, 2, -1) < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            break;
+        }
+        if (pfd[1].revents) {
+            break; /* every worker has exited */
+        }
+        struct signalfd_siginfo si;
+        if (read(sfd, &si, sizeof(si)) != (ssize_t) sizeof(si)) {
+            continue;
+        }
+        switch (si.ssi_signo) {
+        case SIGTERM:
+        case SIGINT:
+            if (stopping) {
+                mk_info("stopping now");
+                mk_server_signal_workers(srv, MK_WCTL_HALT);
+            }
+            else {
+                mk_info("stopping: finishing the responses in progress");
+                stopping = true;
+                mk_server_signal_workers(srv, MK_WCTL_STOP);
+            }
+            break;
+        case SIGHUP: {
+            char rerr[512];
+            if (mk_server_reload(srv, rerr, sizeof(rerr)) != MK_OK) {
+                mk_err("reload failed, the running configuration stays: %s", rerr);
+            }
+            break;
+        }
+        case SIGUSR1:
+            mk_server_reopen_logs(srv);
+            break;
+        default:
+            break;
+        }
+    }
+    mk_server_finish(srv);
+    mk_info("stopped");
+    close(sfd);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return MK_OK;
+}
+
+int mk_server_run(struct mk_server *srv, char *err, size_t errlen)
+{
+    sigset_t set, old;
+    int rc;
+
+    /* Blocked before the workers exist so no signal can slip in between. */
+    mk_server_signal_set(&set);
+    pthread_sigmask(SIG_BLOCK, &set, &old);
+    rc = mk_server_start(srv, err, errlen);
+    if (rc == MK_OK) {
+        rc = mk_server_loop(srv);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}

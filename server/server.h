@@ -1,0 +1,351 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * server.h: the runtime structures shared by the files of server/.
+ *
+ *   struct mk_server    the process: configuration, listeners, workers
+ *   struct mk_worker    one thread with its own event loop, timers, memory
+ *   struct mk_conn      one client connection, owned by one worker
+ *   struct mk_request   one request on a connection (HTTP/1.1 has one at a
+ *                       time; kept apart so HTTP/2 can have several)
+ *
+ * Ownership: a connection, its buffers and its request belong to the worker
+ * that accepted it (or received it from the acceptor) and are touched by no
+ * other thread. Cross-thread traffic is limited to the counters marked
+ * atomic and to the control message of each worker (mutex + eventfd).
+ */
+#ifndef MK_SERVER_SERVER_H
+#define MK_SERVER_SERVER_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <monkey/mk_plugin.h>
+
+#include "../core/event.h"
+#include "../core/list.h"
+#include "../core/memory.h"
+#include "conf.h"
+#include "http.h"
+
+struct mk_server;
+struct mk_worker;
+
+/* ---- plugins ------------------------------------------------------------- */
+
+struct mk_plugin_set {
+    const struct mk_plugin **list; /* in plugins.load order */
+    void **handles;                /* dlopen handles (NULL for built-in) */
+    size_t count;
+    /* Hooks present, in order, so the request path skips plugins without them. */
+    const struct mk_plugin **accept, **request, **content, **done, **close;
+    size_t n_accept, n_request, n_content, n_done, n_close;
+};
+
+/* ---- listeners ----------------------------------------------------------- */
+
+struct mk_listener {
+    struct mk_event ev; /* first */
+    int fd;
+    char *spec;         /* the Listen value, identifies the address */
+    const struct mk_transport *transport;
+    struct mk_worker *worker; /* the owner, or NULL for the acceptor's */
+    struct mk_server *server;
+    struct mk_list node;
+};
+
+/* ---- connections --------------------------------------------------------- */
+
+enum mk_conn_state {
+    MK_CONN_READ_HEAD = 0, /* waiting for or reading a request head */
+    MK_CONN_READ_BODY,     /* buffering a body for a content handler */
+    MK_CONN_WRITE,         /* sending a response */
+    MK_CONN_DISCARD,       /* skipping the rest of a request body */
+    MK_CONN_LINGER,        /* write side shut: draining input until EOF */
+    MK_CONN_CLOSED,        /* waiting for the end of the event batch */
+};
+
+enum mk_timer_kind {
+    MK_TIMER_NONE = 0,
+    MK_TIMER_READ,      /* Timeout: head (from its first byte) and body */
+    MK_TIMER_KEEPALIVE, /* KeepAliveTimeout: idle between requests */
+    MK_TIMER_SEND,      /* SendTimeout: no write progress */
+    MK_TIMER_LINGER,    /* lingering close */
+    MK_TIMER_KINDS
+};
+
+enum mk_body_mode {
+    MK_BODY_NONE = 0, /* no body, or completely consumed */
+    MK_BODY_DISCARD,  /* skip it once the response is sent */
+    MK_BODY_BUFFER,   /* collect it for the content handler */
+};
+
+/* Response body source. */
+enum mk_resp_body {
+    MK_RESP_NONE = 0,
+    MK_RESP_MEM,
+    MK_RESP_FILE,
+};
+
+/* Request flags */
+#define MK_REQ_KEEPALIVE 0x01u    /* the connection stays open after this response */
+#define MK_REQ_HEAD 0x02u         /* HEAD: headers only */
+#define MK_REQ_CFG_REF 0x04u      /* counted in its worker's config users */
+#define MK_REQ_CONTINUE_SENT 0x08u
+#define MK_REQ_ACTIVE 0x10u       /* begun and not yet finished */
+#define MK_REQ_NO_BODY 0x20u      /* status forbids a body (1xx, 204, 304) */
+#define MK_REQ_BODY_READ 0x40u    /* the body asked for by a handler is complete */
+
+struct mk_request {
+    struct mk_conn *conn;
+    struct mk_config *cfg;
+    struct mk_vhost *vhost;
+    struct mk_arena arena;
+    struct mk_http_head head;
+    char *path; /* decoded, normalised (arena); NULL until known */
+    size_t path_len;
+    uint16_t flags;
+    int status;
+
+    /* body buffered for a content handler (malloc, freed at the end) */
+    char *body;
+    size_t body_len;
+    size_t body_cap;
+    const struct mk_plugin *handler; /* content plugin waiting for the body */
+
+    /* response */
+    const char *content_type;
+    size_t content_type_len;
+    char *extra_headers; /* "Name: value\r\n"..., arena */
+    size_t extra_len;
+    size_t extra_cap;
+    enum mk_resp_body body_type;
+    const char *mem;
+    size_t mem_len;
+    int fd;
+    off_t file_off;
+    uint64_t body_left; /* body bytes still to send */
+    uint64_t content_length;
+    uint64_t bytes_sent;
+};
+
+/* Connection flags */
+#define MK_CONN_REFUSED 0x01u /* over the connection limit: answering 503 */
+#define MK_CONN_CLOSE 0x02u   /* close once the current response is sent */
+#define MK_CONN_STARTED 0x04u /* accept hooks ran: close hooks will run */
+
+struct mk_conn {
+    struct mk_event ev; /* first: the event loop hands back this pointer */
+    uint8_t state;      /* enum mk_conn_state */
+    uint8_t timer;      /* enum mk_timer_kind */
+    uint8_t flags;
+    uint8_t body_mode;  /* enum mk_body_mode */
+    uint32_t requests;  /* responses completed */
+    struct mk_worker *worker;
+    const struct mk_transport *transport;
+    void *transport_data;
+    struct mk_list node; /* timer list while open, free list while unused */
+    time_t deadline;
+
+    union {
+        struct sockaddr sa;
+        struct sockaddr_in in;
+        struct sockaddr_in6 in6;
+    } peer;
+
+    /* input: a pool chunk (or a larger malloc block) attached while needed */
+    char *in;
+    uint32_t in_size;
+    uint32_t in_len;
+    /* output: response head bytes not yet written */
+    char *out;
+    uint32_t out_size;
+    uint32_t out_len;
+    uint32_t out_pos;
+
+    struct mk_http_scan scan;
+    uint32_t head_len;       /* bytes of the current request head at the start of `in` */
+    uint64_t body_remaining; /* Content-Length bytes not yet consumed */
+    uint64_t body_seen;      /* decoded body bytes consumed so far */
+    struct mk_chunked chunked;
+
+    struct mk_request req;
+};
+
+/* ---- workers ------------------------------------------------------------- */
+
+#define MK_WCTL_CONFIG 0x1u /* switch to the configuration in `msg` */
+#define MK_WCTL_STOP 0x2u   /* graceful stop */
+#define MK_WCTL_HALT 0x4u   /* stop now */
+
+struct mk_retired_cfg {
+    struct mk_config *cfg;
+    unsigned users;
+    struct mk_list node;
+};
+
+/* A listener change sent to a reuseport worker on reload. */
+struct mk_listen_plan {
+    char *spec;
+    int fd; /* new socket, or -1: keep the worker's socket for spec */
+    const struct mk_transport *transport;
+};
+
+struct mk_worker {
+    int id;
+    pthread_t thread;
+    struct mk_server *server;
+    struct mk_event_loop loop;
+    struct mk_config *cfg; /* current; the worker holds one reference */
+    unsigned cfg_users;    /* requests in flight on cfg */
+    struct mk_list retired;
+
+    /* control channel */
+    struct mk_event ctl_ev;
+    pthread_mutex_t msg_lock;
+    unsigned msg_flags;
+    struct mk_config *msg_cfg;
+    struct mk_listen_plan *msg_plan;
+    size_t msg_plan_len;
+
+    /* fair balancing: connections handed over by the acceptor */
+    struct mk_event handoff_ev;
+    int handoff[2];
+
+    struct mk_list listeners;
+    struct mk_list timers[MK_TIMER_KINDS];
+    struct mk_list closing; /* closed during this batch, recycled after it */
+    struct mk_list free_conns;
+    unsigned n_free;
+    struct mk_pool pool;
+
+    atomic_uint n_conns;
+    atomic_ulong n_requests;
+    atomic_ullong bytes_out;
+
+    time_t now;
+    char date[48]; /* "Date: ...\r\n" */
+    size_t date_len;
+    bool stopping;
+    time_t stop_deadline;
+    bool running;
+};
+
+/* Handoff record written to a worker's pipe by the acceptor (fair mode). */
+struct mk_handoff {
+    int fd;
+    socklen_t addrlen;
+    const struct mk_transport *transport;
+    union {
+        struct sockaddr sa;
+        struct sockaddr_in in;
+        struct sockaddr_in6 in6;
+    } peer;
+};
+
+/* ---- the server ---------------------------------------------------------- */
+
+struct mk_server {
+    struct mk_config *cfg; /* current */
+    char *confdir;         /* NULL: serve_dir or built-in */
+    char *serve_dir;
+    struct mk_config_override *overrides;
+    size_t n_overrides;
+
+    struct mk_plugin_set plugins;
+    struct mk_worker *workers;
+    int n_workers;
+
+    /* fair balancing */
+    pthread_t acceptor;
+    struct mk_event_loop acceptor_loop;
+    struct mk_list acceptor_listeners;
+    int acceptor_ctl; /* eventfd */
+    struct mk_event acceptor_ctl_ev;
+    pthread_mutex_t acceptor_lock; /* guards the plan below */
+    struct mk_listen_plan *acceptor_plan;
+    size_t acceptor_plan_len;
+    atomic_bool acceptor_stop;
+    bool acceptor_running;
+
+    /* connection limit */
+    atomic_uint n_conns;
+    unsigned max_conns;
+
+    atomic_uint workers_alive;
+    int stop_efd; /* eventfd signalled when the last worker exits */
+    time_t started;
+    bool running;
+    bool pidfile_written;
+};
+
+/* ---- functions shared inside server/ ------------------------------------- */
+
+/* worker.c */
+int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id);
+int mk_worker_spawn(struct mk_worker *w);
+void mk_worker_post(struct mk_worker *w, unsigned flags, struct mk_config *cfg,
+                    struct mk_listen_plan *plan, size_t plan_len);
+void mk_worker_teardown(struct mk_worker *w);
+struct mk_worker *mk_worker_current(void);
+void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa,
+                         socklen_t len, const struct mk_transport *transport);
+void mk_conn_timer_set(struct mk_conn *c, enum mk_timer_kind kind);
+void mk_worker_cfg_release(struct mk_worker *w, struct mk_config *cfg);
+
+/* conn.c */
+void mk_conn_start(struct mk_conn *c);
+void mk_conn_close(struct mk_conn *c);
+void mk_conn_on_event(struct mk_event *ev, uint32_t ready);
+void mk_conn_expire(struct mk_conn *c);
+void mk_conn_refuse(struct mk_conn *c);
+/* The request finished writing its response (or failed). */
+void mk_conn_request_finished(struct mk_conn *c, bool ok);
+int mk_conn_send_continue(struct mk_conn *c);
+void mk_conn_wait_write(struct mk_conn *c);
+void mk_conn_begin_body(struct mk_conn *c);
+void mk_conn_out_release(struct mk_conn *c);
+/* Stats counters are written by their worker only: no locked instruction. */
+#define MK_STAT_ADD(var, n) \
+    atomic_store_explicit(&(var), atomic_load_explicit(&(var), memory_order_relaxed) + (n), \
+                          memory_order_relaxed)
+extern const struct mk_transport mk_transport_plain;
+
+/* request.c */
+void mk_request_run(struct mk_request *r);
+void mk_request_body_ready(struct mk_request *r);
+void mk_request_error(struct mk_request *r, int status);
+void mk_request_end(struct mk_request *r);
+
+/* response.c */
+int mk_response_add_header(struct mk_request *r, const char *name, size_t name_len,
+                           const char *value, size_t value_len);
+void mk_response_error(struct mk_request *r, int status);
+int mk_response_start(struct mk_request *r);
+int mk_response_write(struct mk_request *r);
+
+/* static.c */
+int mk_static_serve(struct mk_request *r);
+int mk_static_open(const struct mk_vhost *vh, const char *rel, int flags);
+
+/* listener.c */
+int mk_listener_socket(const struct mk_config *cfg, const struct mk_listen_addr *a,
+                       bool reuseport, char *err, size_t errlen);
+void mk_listener_accept_cb(struct mk_event *ev, uint32_t ready);
+
+/* plugin.c */
+int mk_plugins_load(struct mk_plugin_set *set, const struct mk_config *cfg, char *err,
+                    size_t errlen);
+int mk_plugins_init(struct mk_plugin_set *set, const struct mk_config *cfg, char *err,
+                    size_t errlen);
+void mk_plugins_unload(struct mk_plugin_set *set);
+const struct mk_transport *mk_plugins_transport(const struct mk_plugin_set *set,
+                                                const char *name);
+extern const struct mk_api mk_plugin_api;
+
+#endif

@@ -1,0 +1,346 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * static.c: the built-in content handler for files.
+ *
+ * Files are opened relative to the site's document root descriptor with
+ * openat2(RESOLVE_BENEATH), after the path was decoded and normalised once
+ * (path.c): nothing outside the document root can be reached, and symbolic
+ * links are refused unless the site allows them (then they are followed
+ * wherever they lead, which is what allowing them means). On kernels without
+ * openat2 the path is walked one component at a time with O_NOFOLLOW.
+ *
+ * Each file is opened and fstat'ed once; the descriptor then carries the
+ * body (sendfile) so a file replaced mid-request is served consistently.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../core/clock.h"
+#include "server.h"
+
+static atomic_int mk_have_openat2 = 1;
+
+/* Open `rel` (no leading '/', no dot segments) without following symlinks. */
+static int mk_open_walk(int dirfd, const char *rel, int flags)
+{
+    char buf[PATH_MAX];
+    size_t len = strlen(rel);
+    int cur = dirfd;
+
+    if (len >= sizeof(buf)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(buf, rel, len + 1);
+    char *comp = buf;
+    for (char *slash; (slash = strchr(comp, '/')) != NULL; comp = slash + 1) {
+        *slash = '\0';
+        int next = openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int saved = errno;
+        if (cur != dirfd) {
+            close(cur);
+        }
+        if (next < 0) {
+            errno = saved;
+            return -1;
+        }
+        cur = next;
+    }
+    int fd = openat(cur, comp, flags | O_NOFOLLOW);
+    int saved = errno;
+    if (cur != dirfd) {
+        close(cur);
+    }
+    errno = saved;
+    return fd;
+}
+
+/* Open `rel` beneath `dirfd`; -1 with errno on failure (ELOOP/EXDEV: refused link). */
+static int mk_open_beneath(int dirfd, const char *rel, int flags, bool symlinks)
+{
+    flags |= O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+    if (symlinks) {
+        return openat(dirfd, rel, flags);
+    }
+    if (atomic_load_explicit(&mk_have_openat2, memory_order_relaxed)) {
+        struct open_how how = {
+            .flags = (uint64_t) flags,
+            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        int fd = (int) syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
+        if (fd >= 0 || errno != ENOSYS) {
+            return fd;
+        }
+        atomic_store(&mk_have_openat2, 0);
+    }
+    return mk_open_walk(dirfd, rel, flags);
+}
+
+int mk_static_open(const struct mk_vhost *vh, const char *rel, int flags)
+{
+    return mk_open_beneath(vh->docroot_fd, rel, flags, vh->symlinks);
+}
+
+static int mk_errno_status(int err)
+{
+    switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+    case ENAMETOOLONG:
+        return 404;
+    case EACCES:
+    case EPERM:
+    case ELOOP:
+    case EXDEV:
+        return 403;
+    case EMFILE:
+    case ENFILE:
+    case ENOMEM:
+        return 503;
+    default:
+        return 500;
+    }
+}
+
+/* "dir" names a directory: send the client to "dir/". */
+static int mk_static_redirect_dir(struct mk_request *r)
+{
+    const struct mk_http_head *h = &r->head;
+    size_t len = h->path.len + 2 + (h->query.p ? h->query.len + 1 : 0);
+    char *loc = mk_arena_alloc(&r->arena, len);
+
+    if (!loc) {
+        return 503;
+    }
+    char *p = loc;
+    memcpy(p, h->path.p, h->path.len);
+    p += h->path.len;
+    *p++ = '/';
+    if (h->query.p) {
+        *p++ = '?';
+        memcpy(p, h->query.p, h->query.len);
+        p += h->query.len;
+    }
+    if (mk_response_add_header(r, "Location", 8, loc, (size_t) (p - loc)) != MK_OK) {
+        return 500;
+    }
+    mk_response_error(r, 301);
+    return MK_OK;
+}
+
+static char *mk_hex(char *p, uint64_t v)
+{
+    char tmp[16];
+    int n = 0;
+    do {
+        tmp[n++] = "0123456789abcdef"[v & 0xf];
+        v >>= 4;
+    } while (v);
+    while (n) {
+        *p++ = tmp[--n];
+    }
+    return p;
+}
+
+/* Strong validator from size and modification time (with nanoseconds). */
+static size_t mk_static_etag(const struct stat *st, char *out)
+{
+    char *p = out;
+    *p++ = '"';
+    p = mk_hex(p, (uint64_t) st->st_mtim.tv_sec);
+    *p++ = '.';
+    p = mk_hex(p, (uint64_t) st->st_mtim.tv_nsec);
+    *p++ = '-';
+    p = mk_hex(p, (uint64_t) st->st_size);
+    *p++ = '"';
+    return (size_t) (p - out);
+}
+
+static const struct mk_str *mk_hdr(const struct mk_request *r, const char *name)
+{
+    return mk_http_header_get(&r->head, name);
+}
+
+/*
+ * Preconditions (RFC 9110 section 13.2.2). Returns 0 to go on, 304 or 412.
+ */
+static int mk_static_preconditions(const struct mk_request *r, const struct stat *st,
+                                   const char *etag, size_t etag_len)
+{
+    const struct mk_str *v;
+    time_t t;
+
+    if ((v = mk_hdr(r, "If-Match"))) {
+        if (!mk_http_etag_match(v->p, v->len, etag, etag_len, false)) {
+            return 412;
+        }
+    }
+    else if ((v = mk_hdr(r, "If-Unmodified-Since")) && mk_http_date_parse(v->p, v->len, &t)) {
+        if (st->st_mtime > t) {
+            return 412;
+        }
+    }
+    if ((v = mk_hdr(r, "If-None-Match"))) {
+        if (mk_http_etag_match(v->p, v->len, etag, etag_len, true)) {
+            return 304;
+        }
+    }
+    else if ((v = mk_hdr(r, "If-Modified-Since")) && mk_http_date_parse(v->p, v->len, &t)) {
+        if (st->st_mtime <= t) {
+            return 304;
+        }
+    }
+    return 0;
+}
+
+/* Does If-Range (absent, or matching the representation) allow the Range? */
+static bool mk_static_if_range(const struct mk_request *r, const struct stat *st,
+                               const char *etag, size_t etag_len)
+{
+    const struct mk_str *v = mk_hdr(r, "If-Range");
+    time_t t;
+
+    if (!v) {
+        return true;
+    }
+    if (v->len && (v->p[0] == '"' || (v->len > 2 && v->p[0] == 'W' && v->p[1] == '/'))) {
+        return mk_http_etag_match(v->p, v->len, etag, etag_len, false);
+    }
+    return mk_http_date_parse(v->p, v->len, &t) && t == st->st_mtime;
+}
+
+int mk_static_serve(struct mk_request *r)
+{
+    const struct mk_vhost *vh = r->vhost;
+    const char *type_path;
+    size_t type_len;
+    struct stat st;
+    int fd;
+
+    switch (r->head.method) {
+    case MK_METHOD_GET:
+    case MK_METHOD_HEAD:
+        break;
+    case MK_METHOD_OPTIONS:
+        r->status = 200;
+        mk_response_add_header(r, "Allow", 5, "GET, HEAD, OPTIONS", 18);
+        return MK_OK;
+    case MK_METHOD_UNKNOWN:
+        return 501;
+    default:
+        return 405;
+    }
+    if (!r->path) {
+        return 400;
+    }
+
+    fd = mk_static_open(vh, r->path_len > 1 ? r->path + 1 : ".", O_RDONLY);
+    if (fd < 0) {
+        return mk_errno_status(errno);
+    }
+    if (fstat(fd, &st) < 0) {
+        close(fd);
+        return 500;
+    }
+    type_path = r->path;
+    type_len = r->path_len;
+
+    if (S_ISDIR(st.st_mode)) {
+        if (r->path[r->path_len - 1] != '/') {
+            close(fd);
+            return mk_static_redirect_dir(r);
+        }
+        int dirfd = fd;
+        fd = -1;
+        for (size_t i = 0; i < r->cfg->n_index_files; i++) {
+            const char *name = r->cfg->index_files[i];
+            int ifd = mk_open_beneath(dirfd, name, O_RDONLY, vh->symlinks);
+            if (ifd < 0) {
+                continue;
+            }
+            if (fstat(ifd, &st) == 0 && S_ISREG(st.st_mode)) {
+                fd = ifd;
+                type_path = name;
+                type_len = strlen(name);
+                break;
+            }
+            close(ifd);
+        }
+        close(dirfd);
+        if (fd < 0) {
+            return 403;
+        }
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return 403;
+    }
+    r->fd = fd;
+
+    char etag[64], date[MK_HTTP_DATE_LEN];
+    size_t etag_len = mk_static_etag(&st, etag);
+    mk_http_date_format(st.st_mtime, date);
+
+    int pre = mk_static_preconditions(r, &st, etag, etag_len);
+    if (pre == 304) {
+        mk_response_add_header(r, "ETag", 4, etag, etag_len);
+        mk_response_add_header(r, "Last-Modified", 13, date, MK_HTTP_DATE_LEN);
+        r->status = 304;
+        return MK_OK;
+    }
+    if (pre) {
+        return pre;
+    }
+
+    uint64_t size = (uint64_t) st.st_size, first = 0, last = size ? size - 1 : 0;
+    const struct mk_str *range = mk_hdr(r, "Range");
+    r->status = 200;
+    if (range && r->head.method == MK_METHOD_GET && mk_static_if_range(r, &st, etag, etag_len)) {
+        char cr[80], *p = cr;
+        switch (mk_http_range_parse(range->p, range->len, size, &first, &last)) {
+        case MK_RANGE_OK:
+            r->status = 206;
+            memcpy(p, "bytes ", 6);
+            p += 6;
+            p += mk_u64_to_str(first, p);
+            *p++ = '-';
+            p += mk_u64_to_str(last, p);
+            *p++ = '/';
+            p += mk_u64_to_str(size, p);
+            mk_response_add_header(r, "Content-Range", 13, cr, (size_t) (p - cr));
+            break;
+        case MK_RANGE_UNSATISFIABLE:
+            memcpy(p, "bytes */", 8);
+            p += 8;
+            p += mk_u64_to_str(size, p);
+            mk_response_add_header(r, "Content-Range", 13, cr, (size_t) (p - cr));
+            return 416;
+        case MK_RANGE_NONE:
+            first = 0;
+            last = size ? size - 1 : 0;
+            break;
+        }
+    }
+
+    struct mk_str type = mk_mime_lookup(r->cfg->mime, type_path, type_len);
+    r->content_type = type.p;
+    r->content_type_len = type.len;
+    mk_response_add_header(r, "Last-Modified", 13, date, MK_HTTP_DATE_LEN);
+    mk_response_add_header(r, "ETag", 4, etag, etag_len);
+    mk_response_add_header(r, "Accept-Ranges", 13, "bytes", 5);
+
+    r->body_type = MK_RESP_FILE;
+    r->file_off = (off_t) first;
+    r->content_length = size ? last - first + 1 : 0;
+    r->body_left = r->content_length;
+    return MK_OK;
+}

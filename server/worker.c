@@ -1,0 +1,616 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * worker.c: a worker thread: its event loop, its connections, its timers.
+ *
+ * Timers: every open connection sits on exactly one list per timer kind and
+ * each kind has a fixed duration, so appending on (re)arm keeps each list
+ * sorted by deadline; expiry walks from the head and stops at the first
+ * connection still in time. Arming, disarming and expiring are O(1).
+ *
+ * The clock is read once per loop iteration (time(2) is a vDSO call); the
+ * Date header and timer expiry are refreshed when the second changes. A
+ * worker with no connections sleeps without a timeout.
+ *
+ * Connections are recycled: a closed connection is parked on `closing` until
+ * the current event batch ends (its event may still be pending in the batch)
+ * and then kept on a free list for the next accept.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../core/clock.h"
+#include "../core/log.h"
+#include "server.h"
+
+#define MK_WORKER_EVENTS 256     /* events per epoll_wait */
+#define MK_ACCEPT_BATCH 64       /* accepts per listener event */
+#define MK_FREE_CONNS_MAX 1024   /* recycled connection structs kept per worker */
+#define MK_POOL_CACHED_MAX 256   /* 4 KiB chunks kept per worker (1 MiB) */
+#define MK_LINGER_SECONDS 5
+
+static __thread struct mk_worker *mk_tls_worker;
+
+struct mk_worker *mk_worker_current(void)
+{
+    return mk_tls_worker;
+}
+
+/* ---- configuration in use ------------------------------------------------ */
+
+void mk_worker_cfg_release(struct mk_worker *w, struct mk_config *cfg)
+{
+    struct mk_list *it;
+
+    if (cfg == w->cfg) {
+        w->cfg_users--;
+        return;
+    }
+    mk_list_foreach(it, &w->retired)
+    {
+        struct mk_retired_cfg *rc = mk_list_entry(it, struct mk_retired_cfg, node);
+        if (rc->cfg != cfg) {
+            continue;
+        }
+        if (--rc->users == 0) {
+            mk_list_del(&rc->node);
+            mk_config_unref(rc->cfg);
+            mk_free(rc);
+        }
+        return;
+    }
+}
+
+static void mk_worker_cfg_switch(struct mk_worker *w, struct mk_config *cfg)
+{
+    if (w->cfg_users > 0) {
+        struct mk_retired_cfg *rc = mk_alloc(sizeof(*rc));
+        rc->cfg = w->cfg;
+        rc->users = w->cfg_users;
+        mk_list_add_tail(&rc->node, &w->retired);
+    }
+    else {
+        mk_config_unref(w->cfg);
+    }
+    w->cfg = cfg;
+    w->cfg_users = 0;
+}
+
+/* ---- timers -------------------------------------------------------------- */
+
+static int mk_timer_seconds(const struct mk_worker *w, enum mk_timer_kind kind)
+{
+    switch (kind) {
+    case MK_TIMER_READ:
+        return w->cfg->timeout;
+    case MK_TIMER_KEEPALIVE:
+        return w->cfg->keepalive_timeout;
+    case MK_TIMER_SEND:
+        return w->cfg->send_timeout;
+    case MK_TIMER_LINGER:
+        return MK_LINGER_SECONDS;
+    default:
+        return 0;
+    }
+}
+
+/* (Re)arm the connection's timer of `kind`; MK_TIMER_NONE disarms. */
+void mk_conn_timer_set(struct mk_conn *c, enum mk_timer_kind kind)
+{
+    struct mk_worker *w = c->worker;
+
+    if (kind == MK_TIMER_NONE) {
+        mk_list_del(&c->node);
+        c->timer = MK_TIMER_NONE;
+        return;
+    }
+    c->timer = (uint8_t) kind;
+    c->deadline = w->now + mk_timer_seconds(w, kind);
+    mk_list_move_tail(&c->node, &w->timers[kind]);
+}
+
+static void mk_worker_expire(struct mk_worker *w)
+{
+    for (int k = MK_TIMER_READ; k < MK_TIMER_KINDS; k++) {
+        struct mk_list *head = &w->timers[k];
+        while (!mk_list_is_empty(head)) {
+            struct mk_conn *c = mk_list_entry(head->next, struct mk_conn, node);
+            if (c->deadline > w->now) {
+                break;
+            }
+            mk_conn_expire(c); /* always leaves the list */
+        }
+    }
+}
+
+static void mk_worker_tick(struct mk_worker *w, time_t now)
+{
+    char date[MK_HTTP_DATE_LEN];
+
+    w->now = now;
+    mk_http_date_format(now, date);
+    memcpy(w->date, "Date: ", 6);
+    memcpy(w->date + 6, date, MK_HTTP_DATE_LEN);
+    memcpy(w->date + 6 + MK_HTTP_DATE_LEN, "\r\n", 2);
+    w->date_len = 6 + MK_HTTP_DATE_LEN + 2;
+    mk_worker_expire(w);
+}
+
+/* ---- connections --------------------------------------------------------- */
+
+static struct mk_conn *mk_conn_get(struct mk_worker *w)
+{
+    struct mk_conn *c;
+
+    if (!mk_list_is_empty(&w->free_conns)) {
+        c = mk_list_entry(w->free_conns.next, struct mk_conn, node);
+        mk_list_del(&c->node);
+        w->n_free--;
+    }
+    else {
+        c = mk_alloc(sizeof(*c));
+    }
+    memset(c, 0, offsetof(struct mk_conn, req));
+    c->ev.fd = -1;
+    c->worker = w;
+    mk_list_init(&c->node);
+    c->req.conn = c;
+    c->req.fd = -1;
+    return c;
+}
+
+/* Move the connections closed during the last batch to the free list. */
+static void mk_worker_recycle(struct mk_worker *w)
+{
+    while (!mk_list_is_empty(&w->closing)) {
+        struct mk_conn *c = mk_list_entry(w->closing.next, struct mk_conn, node);
+        mk_list_del(&c->node);
+        if (w->n_free < MK_FREE_CONNS_MAX) {
+            mk_list_add_head(&c->node, &w->free_conns);
+            w->n_free++;
+        }
+        else {
+            mk_free(c);
+        }
+    }
+}
+
+void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa, socklen_t len,
+                         const struct mk_transport *transport)
+{
+    struct mk_server *srv = w->server;
+    unsigned n = atomic_fetch_add_explicit(&srv->n_conns, 1, memory_order_relaxed) + 1;
+    unsigned refusal_margin = srv->max_conns / 16 + 16;
+
+    if (n > srv->max_conns + refusal_margin) {
+        /* Far over the limit: not even a 503 (that would need memory). */
+        atomic_fetch_sub_explicit(&srv->n_conns, 1, memory_order_relaxed);
+        close(fd);
+        return;
+    }
+    struct mk_conn *c = mk_conn_get(w);
+    c->ev.fd = fd;
+    c->transport = transport;
+    if (len > sizeof(c->peer)) {
+        len = sizeof(c->peer);
+    }
+    memcpy(&c->peer, sa, len);
+    atomic_fetch_add_explicit(&w->n_conns, 1, memory_order_relaxed);
+    if (n > srv->max_conns) {
+        mk_conn_refuse(c);
+        return;
+    }
+    mk_conn_start(c);
+}
+
+/* Listener readiness (reuseport mode): accept a batch. */
+void mk_listener_accept_cb(struct mk_event *ev, uint32_t ready)
+{
+    struct mk_listener *l = (struct mk_listener *) ev;
+    struct mk_worker *w = l->worker;
+    (void) ready;
+
+    for (int i = 0; i < MK_ACCEPT_BATCH && !w->stopping; i++) {
+        union {
+            struct sockaddr sa;
+            struct sockaddr_in6 in6;
+        } addr;
+        socklen_t len = sizeof(addr);
+        int fd = accept4(l->fd, &addr.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE) {
+                mk_warn("accept: %s (raise the descriptor limit or lower MaxConnections)",
+                        strerror(errno));
+            }
+            return; /* EAGAIN: drained; other errors concern one connection */
+        }
+        mk_worker_accept_fd(w, fd, &addr.sa, len, l->transport);
+    }
+}
+
+/* Fair mode: connections handed over by the acceptor. */
+static void mk_worker_handoff_cb(struct mk_event *ev, uint32_t ready)
+{
+    struct mk_worker *w = mk_container_of(ev, struct mk_worker, handoff_ev);
+    struct mk_handoff batch[32];
+    (void) ready;
+
+    ssize_t n = read(w->handoff[0], batch, sizeof(batch));
+    if (n <= 0) {
+        return;
+    }
+    for (size_t i = 0; i < (size_t) n / sizeof(batch[0]); i++) {
+        if (w->stopping) {
+            close(batch[i].fd);
+            continue;
+        }
+        mk_worker_accept_fd(w, batch[i].fd, &batch[i].peer.sa, batch[i].addrlen,
+                            batch[i].transport);
+    }
+}
+
+/* ---- listeners ----------------------------------------------------------- */
+
+static void mk_worker_listener_add(struct mk_worker *w, int fd, const char *spec,
+                                   const struct mk_transport *transport)
+{
+    struct mk_listener *l = mk_calloc(1, sizeof(*l));
+    l->fd = fd;
+    l->spec = mk_strdup(spec);
+    l->transport = transport;
+    l->worker = w;
+    if (mk_event_add(&w->loop, &l->ev, fd, MK_EV_READ, mk_listener_accept_cb) != MK_OK) {
+        mk_err("worker %d: cannot watch listener %s: %s", w->id, spec, strerror(errno));
+    }
+    mk_list_add_tail(&l->node, &w->listeners);
+}
+
+static void mk_worker_listener_remove(struct mk_worker *w, struct mk_listener *l)
+{
+    mk_event_del(&w->loop, &l->ev);
+    close(l->fd);
+    mk_list_del(&l->node);
+    mk_free(l->spec);
+    mk_free(l);
+}
+
+static void mk_worker_close_listeners(struct mk_worker *w)
+{
+    while (!mk_list_is_empty(&w->listeners)) {
+        mk_worker_listener_remove(w, mk_list_entry(w->listeners.next, struct mk_listener, node));
+    }
+}
+
+/* Apply a listener plan: keep, open or close sockets to match it. */
+static void mk_worker_apply_plan(struct mk_worker *w, struct mk_listen_plan *plan, size_t n)
+{
+    struct mk_list *it, *tmp;
+
+    mk_list_foreach_safe(it, tmp, &w->listeners)
+    {
+        struct mk_listener *l = mk_list_entry(it, struct mk_listener, node);
+        bool keep = false;
+        for (size_t i = 0; i < n; i++) {
+            if (plan[i].fd < 0 && strcmp(plan[i].spec, l->spec) == 0) {
+                keep = true;
+                l->transport = plan[i].transport;
+            }
+        }
+        if (!keep) {
+            mk_worker_listener_remove(w, l);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (plan[i].fd >= 0) {
+            mk_worker_listener_add(w, plan[i].fd, plan[i].spec, plan[i].transport);
+        }
+    }
+}
+
+static void mk_plan_free(struct mk_listen_plan *plan, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        mk_free(plan[i].spec);
+    }
+    mk_free(plan);
+}
+
+/* ---- stopping ------------------------------------------------------------ */
+
+/* Close every connection on `kind`'s list that has no request in progress. */
+static void mk_worker_close_idle(struct mk_worker *w, enum mk_timer_kind kind)
+{
+    struct mk_list *it, *tmp;
+    mk_list_foreach_safe(it, tmp, &w->timers[kind])
+    {
+        struct mk_conn *c = mk_list_entry(it, struct mk_conn, node);
+        if (c->state == MK_CONN_READ_HEAD && c->in_len == 0) {
+            mk_conn_close(c);
+        }
+    }
+}
+
+static void mk_worker_begin_stop(struct mk_worker *w)
+{
+    if (w->stopping) {
+        return;
+    }
+    w->stopping = true;
+    w->stop_deadline = w->now + w->cfg->graceful_timeout;
+    mk_worker_close_listeners(w);
+    mk_worker_close_idle(w, MK_TIMER_KEEPALIVE);
+    mk_worker_close_idle(w, MK_TIMER_READ);
+}
+
+static void mk_worker_close_all(struct mk_worker *w)
+{
+    for (int k = 0; k < MK_TIMER_KINDS; k++) {
+        while (!mk_list_is_empty(&w->timers[k])) {
+            mk_conn_close(mk_list_entry(w->timers[k].next, struct mk_conn, node));
+        }
+    }
+}
+
+/* ---- control channel ----------------------------------------------------- */
+
+void mk_worker_post(struct mk_worker *w, unsigned flags, struct mk_config *cfg,
+                    struct mk_listen_plan *plan, size_t plan_len)
+{
+    uint64_t one = 1;
+
+    pthread_mutex_lock(&w->msg_lock);
+    if (flags & MK_WCTL_CONFIG) {
+        if (w->msg_cfg) { /* an earlier reload not yet applied: superseded */
+            mk_config_unref(w->msg_cfg);
+        }
+        if (w->msg_plan) {
+            for (size_t i = 0; i < w->msg_plan_len; i++) {
+                if (w->msg_plan[i].fd >= 0) {
+                    close(w->msg_plan[i].fd);
+                }
+            }
+            mk_plan_free(w->msg_plan, w->msg_plan_len);
+        }
+        w->msg_cfg = cfg;
+        w->msg_plan = plan;
+        w->msg_plan_len = plan_len;
+    }
+    w->msg_flags |= flags;
+    pthread_mutex_unlock(&w->msg_lock);
+    ssize_t ignored = write(w->ctl_ev.fd, &one, sizeof(one));
+    (void) ignored;
+}
+
+static void mk_worker_ctl_cb(struct mk_event *ev, uint32_t ready)
+{
+    struct mk_worker *w = mk_container_of(ev, struct mk_worker, ctl_ev);
+    struct mk_config *cfg;
+    struct mk_listen_plan *plan;
+    size_t plan_len;
+    unsigned flags;
+    uint64_t v;
+    (void) ready;
+
+    ssize_t ignored = read(w->ctl_ev.fd, &v, sizeof(v));
+    (void) ignored;
+    pthread_mutex_lock(&w->msg_lock);
+    flags = w->msg_flags;
+    cfg = w->msg_cfg;
+    plan = w->msg_plan;
+    plan_len = w->msg_plan_len;
+    w->msg_flags = 0;
+    w->msg_cfg = NULL;
+    w->msg_plan = NULL;
+    w->msg_plan_len = 0;
+    pthread_mutex_unlock(&w->msg_lock);
+
+    if ((flags & MK_WCTL_CONFIG) && cfg) {
+        if (plan && !w->stopping) {
+            mk_worker_apply_plan(w, plan, plan_len);
+        }
+        mk_worker_cfg_switch(w, cfg);
+    }
+    if (plan) {
+        mk_plan_free(plan, plan_len);
+    }
+    if (flags & MK_WCTL_STOP) {
+        mk_worker_begin_stop(w);
+    }
+    if (flags & MK_WCTL_HALT) {
+        mk_worker_begin_stop(w);
+        w->stop_deadline = 0;
+    }
+}
+
+/* ---- thread -------------------------------------------------------------- */
+
+int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
+{
+    memset(w, 0, sizeof(*w));
+    w->id = id;
+    w->server = srv;
+    w->cfg = mk_config_ref(srv->cfg);
+    w->handoff[0] = w->handoff[1] = -1;
+    mk_list_init(&w->retired);
+    mk_list_init(&w->listeners);
+    mk_list_init(&w->closing);
+    mk_list_init(&w->free_conns);
+    for (int k = 0; k < MK_TIMER_KINDS; k++) {
+        mk_list_init(&w->timers[k]);
+    }
+    mk_pool_init(&w->pool, MK_POOL_CACHED_MAX);
+    pthread_mutex_init(&w->msg_lock, NULL);
+    w->ctl_ev.fd = -1;
+    w->handoff_ev.fd = -1;
+
+    if (mk_event_loop_init(&w->loop, MK_WORKER_EVENTS) != MK_OK) {
+        return MK_ERR;
+    }
+    int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (efd < 0 || mk_event_add(&w->loop, &w->ctl_ev, efd, MK_EV_READ, mk_worker_ctl_cb) != MK_OK) {
+        if (efd >= 0) {
+            close(efd);
+        }
+        return MK_ERR;
+    }
+    if (srv->cfg->balancing == MK_BALANCE_FAIR) {
+        if (pipe2(w->handoff, O_NONBLOCK | O_CLOEXEC) < 0) {
+            return MK_ERR;
+        }
+        fcntl(w->handoff[0], F_SETPIPE_SZ, 1 << 20);
+        if (mk_event_add(&w->loop, &w->handoff_ev, w->handoff[0], MK_EV_READ,
+                         mk_worker_handoff_cb) != MK_OK) {
+            return MK_ERR;
+        }
+    }
+    return MK_OK;
+}
+
+/* Give the worker its listening sockets (reuseport); it owns them after. */
+static void mk_worker_take_listeners(struct mk_worker *w)
+{
+    struct mk_listen_plan *plan;
+    size_t n;
+
+    pthread_mutex_lock(&w->msg_lock);
+    plan = w->msg_plan;
+    n = w->msg_plan_len;
+    w->msg_plan = NULL;
+    w->msg_plan_len = 0;
+    pthread_mutex_unlock(&w->msg_lock);
+    if (plan) {
+        mk_worker_apply_plan(w, plan, n);
+        mk_plan_free(plan, n);
+    }
+}
+
+static bool mk_worker_has_timers(const struct mk_worker *w)
+{
+    for (int k = MK_TIMER_READ; k < MK_TIMER_KINDS; k++) {
+        if (!mk_list_is_empty(&w->timers[k])) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void *mk_worker_main(void *arg)
+{
+    struct mk_worker *w = arg;
+    struct mk_plugin_set *ps = &w->server->plugins;
+
+    mk_tls_worker = w;
+    mk_worker_tick(w, time(NULL));
+    mk_worker_take_listeners(w);
+    for (size_t i = 0; i < ps->count; i++) {
+        if (ps->list[i]->worker_init && ps->list[i]->worker_init(w->id) != MK_OK) {
+            mk_err("plugin %s: worker %d failed to start", ps->list[i]->name, w->id);
+        }
+    }
+
+    for (;;) {
+        int timeout = (mk_worker_has_timers(w) || w->stopping) ? 1000 : -1;
+        if (mk_event_run_once(&w->loop, timeout) < 0) {
+            mk_err("worker %d: event wait failed: %s", w->id, strerror(errno));
+            break;
+        }
+        mk_worker_recycle(w);
+
+        time_t now = time(NULL);
+        if (now != w->now) {
+            mk_worker_tick(w, now);
+            mk_worker_recycle(w);
+        }
+        if (w->stopping) {
+            if (now >= w->stop_deadline) {
+                mk_worker_close_all(w);
+                mk_worker_recycle(w);
+            }
+            if (atomic_load(&w->n_conns) == 0) {
+                break;
+            }
+        }
+    }
+
+    mk_worker_close_all(w);
+    mk_worker_recycle(w);
+    mk_worker_close_listeners(w);
+    for (size_t i = 0; i < ps->count; i++) {
+        if (ps->list[i]->worker_exit) {
+            ps->list[i]->worker_exit(w->id);
+        }
+    }
+    if (atomic_fetch_sub(&w->server->workers_alive, 1) == 1) {
+        uint64_t one = 1;
+        ssize_t ignored = write(w->server->stop_efd, &one, sizeof(one));
+        (void) ignored;
+    }
+    mk_tls_worker = NULL;
+    return NULL;
+}
+
+int mk_worker_spawn(struct mk_worker *w)
+{
+    pthread_attr_t attr;
+    int rc;
+
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    rc = pthread_create(&w->thread, &attr, mk_worker_main, w);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        errno = rc;
+        return MK_ERR;
+    }
+    w->running = true;
+    return MK_OK;
+}
+
+/* After the thread has exited (or never started): release everything. */
+void mk_worker_teardown(struct mk_worker *w)
+{
+    while (!mk_list_is_empty(&w->free_conns)) {
+        struct mk_conn *c = mk_list_entry(w->free_conns.next, struct mk_conn, node);
+        mk_list_del(&c->node);
+        mk_free(c);
+    }
+    mk_worker_close_listeners(w);
+    if (w->msg_cfg) {
+        mk_config_unref(w->msg_cfg);
+    }
+    if (w->msg_plan) {
+        for (size_t i = 0; i < w->msg_plan_len; i++) {
+            if (w->msg_plan[i].fd >= 0) {
+                close(w->msg_plan[i].fd);
+            }
+        }
+        mk_plan_free(w->msg_plan, w->msg_plan_len);
+    }
+    while (!mk_list_is_empty(&w->retired)) {
+        struct mk_retired_cfg *rc = mk_list_entry(w->retired.next, struct mk_retired_cfg, node);
+        mk_list_del(&rc->node);
+        mk_config_unref(rc->cfg);
+        mk_free(rc);
+    }
+    if (w->cfg) {
+        mk_config_unref(w->cfg);
+        w->cfg = NULL;
+    }
+    if (w->ctl_ev.fd >= 0) {
+        close(w->ctl_ev.fd);
+    }
+    for (int i = 0; i < 2; i++) {
+        if (w->handoff[i] >= 0) {
+            close(w->handoff[i]);
+        }
+    }
+    mk_event_loop_destroy(&w->loop);
+    mk_pool_destroy(&w->pool);
+    pthread_mutex_destroy(&w->msg_lock);
+}

@@ -1,0 +1,23 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * badabi.c: a test plugin built for another ABI version; the server must
+ * refuse it at load, before calling any of its code.
+ */
+#include <stdlib.h>
+
+#include <monkey/mk_plugin.h>
+
+static int badabi_init(const struct mk_api *api, const char *conf_dir)
+{
+    (void) api;
+    (void) conf_dir;
+    abort(); /* never called */
+}
+
+MK_EXPORT const struct mk_plugin mk_plugin = {
+    .abi = MK_PLUGIN_ABI + 100,
+    .name = "badabi",
+    .init = badabi_init,
+};

@@ -1,0 +1,215 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * monkey.c: the `monkey` binary. It parses the command line and hands over
+ * to the library (monkey.h); everything else lives in server/.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <monkey/monkey.h>
+
+#ifndef MK_DEFAULT_CONFDIR
+#define MK_DEFAULT_CONFDIR "/etc/monkey"
+#endif
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: monkey [OPTION]...\n"
+            "Monkey HTTP Server %s: a fast, small web server for Linux.\n"
+            "\n"
+            "  -c, --confdir DIR    configuration directory (default: %s)\n"
+            "  -o, --serve DIR      serve DIR with built-in defaults, no configuration files\n"
+            "  -p, --port PORT      listen on PORT (replaces every Listen line)\n"
+            "  -w, --workers N      worker threads (0: one per CPU)\n"
+            "  -t, --test           check the configuration and exit\n"
+            "  -D, --daemon         run in the background (stays in the foreground otherwise)\n"
+            "  -v, --version        print the version and exit\n"
+            "  -h, --help           print this help and exit\n"
+            "\n"
+            "Signals: TERM or INT stop after the responses in progress (twice: at once),\n"
+            "HUP reloads the configuration, USR1 reopens the log files.\n"
+            "Exit status: 0 on success, 1 on a configuration or start error, 2 on bad usage.\n",
+            MK_VERSION_STR, MK_DEFAULT_CONFDIR);
+}
+
+/*
+ * Run in the background. The parent stays until the child reports whether
+ * the server started, so errors reach the terminal and the exit status.
+ */
+static int daemonize(int *report_fd)
+{
+    int fds[2];
+    pid_t pid;
+
+    if (pipe2(fds, O_CLOEXEC) < 0) {
+        return -1;
+    }
+    pid = fork();
+    if (pid < 0) {
+        return -1;
+    }
+    if (pid > 0) {
+        char msg[600];
+        ssize_t n;
+        close(fds[1]);
+        n = read(fds[0], msg, sizeof(msg) - 1);
+        if (n > 0 && msg[0] == 'K') {
+            _exit(0);
+        }
+        if (n > 1) {
+            msg[n] = '\0';
+            fprintf(stderr, "monkey: %s\n", msg + 1);
+        }
+        waitpid(pid, NULL, WNOHANG);
+        _exit(1);
+    }
+    close(fds[0]);
+    if (setsid() < 0) {
+        return -1;
+    }
+    *report_fd = fds[1];
+    return 0;
+}
+
+static void daemon_report(int fd, const char *err)
+{
+    char msg[600];
+    int n = snprintf(msg, sizeof(msg), "%c%s", err ? 'E' : 'K', err ? err : "");
+    if (write(fd, msg, (size_t) n) < 0) {
+        /* the parent is gone; nothing to tell */
+    }
+    close(fd);
+    if (!err) {
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0) {
+            dup2(null, STDIN_FILENO);
+            dup2(null, STDOUT_FILENO);
+            dup2(null, STDERR_FILENO);
+            if (null > STDERR_FILENO) {
+                close(null);
+            }
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"confdir", required_argument, NULL, 'c'}, {"serve", required_argument, NULL, 'o'},
+        {"port", required_argument, NULL, 'p'},    {"workers", required_argument, NULL, 'w'},
+        {"test", no_argument, NULL, 't'},          {"daemon", no_argument, NULL, 'D'},
+        {"version", no_argument, NULL, 'v'},       {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *confdir = MK_DEFAULT_CONFDIR, *serve = NULL, *port = NULL, *workers = NULL;
+    bool test = false, daemon_mode = false;
+    char err[1024], path[PATH_MAX];
+    int opt, rc;
+
+    while ((opt = getopt_long(argc, argv, "c:o:p:w:tDvh", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'c':
+            confdir = optarg;
+            break;
+        case 'o':
+            serve = optarg;
+            break;
+        case 'p':
+            port = optarg;
+            break;
+        case 'w':
+            workers = optarg;
+            break;
+        case 't':
+            test = true;
+            break;
+        case 'D':
+            daemon_mode = true;
+            break;
+        case 'v':
+            printf("Monkey HTTP Server %s\n", MK_VERSION_STR);
+            return 0;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "monkey: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+
+    struct mk_server *srv = mk_server_create();
+    if (serve) {
+        mk_server_set_docroot(srv, realpath(serve, path) ? path : serve);
+    }
+    else {
+        mk_server_set_confdir(srv, realpath(confdir, path) ? path : confdir);
+    }
+    if (port) {
+        mk_server_set(srv, "Listen", port);
+    }
+    if (workers) {
+        mk_server_set(srv, "Workers", workers);
+    }
+
+    if (test) {
+        rc = mk_server_check(srv, err, sizeof(err));
+        if (rc == MK_OK) {
+            printf("monkey: configuration %s is valid (%d workers)\n", serve ? serve : confdir,
+                   mk_server_workers(srv));
+        }
+        else {
+            fprintf(stderr, "monkey: %s\n", err);
+        }
+        mk_server_destroy(srv);
+        return rc == MK_OK ? 0 : 1;
+    }
+
+    if (daemon_mode) {
+        int report = -1;
+        sigset_t set;
+        if (daemonize(&report) < 0) {
+            fprintf(stderr, "monkey: cannot run in the background: %s\n", strerror(errno));
+            mk_server_destroy(srv);
+            return 1;
+        }
+        sigemptyset(&set);
+        sigaddset(&set, SIGTERM);
+        sigaddset(&set, SIGINT);
+        sigaddset(&set, SIGHUP);
+        sigaddset(&set, SIGUSR1);
+        sigaddset(&set, SIGPIPE);
+        pthread_sigmask(SIG_BLOCK, &set, NULL);
+        rc = mk_server_start(srv, err, sizeof(err));
+        daemon_report(report, rc == MK_OK ? NULL : err);
+        if (rc == MK_OK) {
+            rc = mk_server_loop(srv);
+        }
+    }
+    else {
+        rc = mk_server_run(srv, err, sizeof(err));
+        if (rc != MK_OK) {
+            fprintf(stderr, "monkey: %s\n", err);
+        }
+    }
+    mk_server_destroy(srv);
+    return rc == MK_OK ? 0 : 1;
+}
