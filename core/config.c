@@ -20,8 +20,8 @@
 
 #define MK_CONF_MAX_FILE (4u << 20) /* configuration files are small */
 
-bool mk_conf_error(const struct mk_conf *conf, int line, char *err, size_t errlen,
-                   const char *fmt, ...)
+bool mk_conf_error(const struct mk_conf *conf, int line, char *err, size_t errlen, const char *fmt,
+                   ...)
 {
     va_list ap;
     int n;
@@ -57,11 +57,9 @@ void mk_conf_free(struct mk_conf *conf)
     if (!conf) {
         return;
     }
-    mk_list_foreach_safe(it, tmp, &conf->sections)
-    {
+    mk_list_foreach_safe (it, tmp, &conf->sections) {
         struct mk_conf_section *s = mk_list_entry(it, struct mk_conf_section, node);
-        mk_list_foreach_safe(eit, etmp, &s->entries)
-        {
+        mk_list_foreach_safe (eit, etmp, &s->entries) {
             struct mk_conf_entry *e = mk_list_entry(eit, struct mk_conf_entry, node);
             mk_free(e->key);
             mk_free(e->value);
@@ -111,8 +109,7 @@ static bool mk_conf_line(struct mk_conf *conf, struct mk_conf_section **cur, con
         }
         for (const char *q = p + 1; q < close; q++) {
             if (!mk_is_name_char(*q) && *q != ' ') {
-                return mk_conf_error(conf, line, err, errlen,
-                                     "invalid character in section name");
+                return mk_conf_error(conf, line, err, errlen, "invalid character in section name");
             }
         }
         for (const char *q = close + 1; q < end; q++) {
@@ -158,8 +155,8 @@ static bool mk_conf_line(struct mk_conf *conf, struct mk_conf_section **cur, con
         }
     }
     if (vend == v) {
-        return mk_conf_error(conf, line, err, errlen, "key '%.*s' has no value",
-                             (int) (kend - k), k);
+        return mk_conf_error(conf, line, err, errlen, "key '%.*s' has no value", (int) (kend - k),
+                             k);
     }
     struct mk_conf_entry *e = mk_calloc(1, sizeof(*e));
     e->key = mk_strndup(k, (size_t) (kend - k));
@@ -237,8 +234,7 @@ struct mk_conf *mk_conf_load(const char *path, char *err, size_t errlen)
 struct mk_conf_section *mk_conf_section(const struct mk_conf *conf, const char *name)
 {
     struct mk_list *it;
-    mk_list_foreach(it, &conf->sections)
-    {
+    mk_list_foreach (it, &conf->sections) {
         struct mk_conf_section *s = mk_list_entry(it, struct mk_conf_section, node);
         if (strcasecmp(s->name, name) == 0) {
             return s;
@@ -267,8 +263,7 @@ struct mk_conf_entry *mk_conf_next(const struct mk_conf *conf, const struct mk_c
 struct mk_conf_entry *mk_conf_entry(const struct mk_conf_section *section, const char *key)
 {
     struct mk_list *it;
-    mk_list_foreach(it, &section->entries)
-    {
+    mk_list_foreach (it, &section->entries) {
         struct mk_conf_entry *e = mk_list_entry(it, struct mk_conf_entry, node);
         if (strcasecmp(e->key, key) == 0) {
             return e;
@@ -351,10 +346,9 @@ bool mk_conf_size(const struct mk_conf *conf, const struct mk_conf_entry *e, uin
     }
     v *= mult;
     if (v < min || v > max) {
-        return mk_conf_error(conf, e->line, err, errlen,
-                             "%s: %llu bytes is out of range (%llu to %llu)", e->key,
-                             (unsigned long long) v, (unsigned long long) min,
-                             (unsigned long long) max);
+        return mk_conf_error(
+            conf, e->line, err, errlen, "%s: %llu bytes is out of range (%llu to %llu)", e->key,
+            (unsigned long long) v, (unsigned long long) min, (unsigned long long) max);
     }
     *out = v;
     return true;

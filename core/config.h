@@ -75,8 +75,8 @@ bool mk_conf_size(const struct mk_conf *conf, const struct mk_conf_entry *e, uin
                   uint64_t max, uint64_t *out, char *err, size_t errlen);
 
 /* Format "file:line: " + message into err. Always returns false. */
-bool mk_conf_error(const struct mk_conf *conf, int line, char *err, size_t errlen,
-                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+bool mk_conf_error(const struct mk_conf *conf, int line, char *err, size_t errlen, const char *fmt,
+                   ...) __attribute__((format(printf, 5, 6)));
 
 /*
  * Split a value into whitespace-separated words. Each call returns the next

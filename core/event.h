@@ -31,15 +31,15 @@ struct mk_event;
 typedef void (*mk_event_cb)(struct mk_event *event, uint32_t ready);
 
 struct mk_event {
-    int fd;           /* -1 when not registered */
-    uint32_t mask;    /* interest currently registered */
+    int fd;        /* -1 when not registered */
+    uint32_t mask; /* interest currently registered */
     mk_event_cb cb;
 };
 
 struct mk_event_loop {
     int fd;
     int capacity;
-    void *events;  /* backend-specific array of `capacity` entries */
+    void *events; /* backend-specific array of `capacity` entries */
 };
 
 int mk_event_loop_init(struct mk_event_loop *loop, int capacity);

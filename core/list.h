@@ -19,8 +19,8 @@ struct mk_list {
     struct mk_list *next;
 };
 
-#define mk_container_of(ptr, type, member) \
-    ((type *) (void *) ((char *) (ptr) - offsetof(type, member)))
+#define mk_container_of(ptr, type, member)                                                         \
+    ((type *) (void *) ((char *) (ptr) -offsetof(type, member)))
 
 #define mk_list_entry(ptr, type, member) mk_container_of(ptr, type, member)
 
@@ -74,7 +74,7 @@ static inline void mk_list_move_tail(struct mk_list *node, struct mk_list *head)
 #define mk_list_foreach(it, head) for ((it) = (head)->next; (it) != (head); (it) = (it)->next)
 
 /* Iteration that tolerates removal of the current element. */
-#define mk_list_foreach_safe(it, tmp, head) \
+#define mk_list_foreach_safe(it, tmp, head)                                                        \
     for ((it) = (head)->next, (tmp) = (it)->next; (it) != (head); (it) = (tmp), (tmp) = (it)->next)
 
 #endif

@@ -25,11 +25,11 @@ void mk_log(enum mk_log_level level, const char *fmt, ...) __attribute__((format
 #define mk_err(...) mk_log(MK_LOG_ERROR, __VA_ARGS__)
 #define mk_warn(...) mk_log(MK_LOG_WARN, __VA_ARGS__)
 #define mk_info(...) mk_log(MK_LOG_INFO, __VA_ARGS__)
-#define mk_debug(...)                             \
-    do {                                          \
-        if (mk_log_get_level() >= MK_LOG_DEBUG) { \
-            mk_log(MK_LOG_DEBUG, __VA_ARGS__);    \
-        }                                         \
+#define mk_debug(...)                                                                              \
+    do {                                                                                           \
+        if (mk_log_get_level() >= MK_LOG_DEBUG) {                                                  \
+            mk_log(MK_LOG_DEBUG, __VA_ARGS__);                                                     \
+        }                                                                                          \
     } while (0)
 
 #endif

@@ -306,7 +306,8 @@ static bool mk_parse_listen(const struct mk_conf *conf, const struct mk_conf_ent
 
 static bool mk_same_addr(const struct mk_listen_addr *a, const struct mk_listen_addr *b)
 {
-    return a->any == b->any && a->addrlen == b->addrlen && memcmp(&a->addr, &b->addr, a->addrlen) == 0;
+    return a->any == b->any && a->addrlen == b->addrlen &&
+           memcmp(&a->addr, &b->addr, a->addrlen) == 0;
 }
 
 static bool mk_apply_server_key(struct mk_config *cfg, const struct mk_conf *conf,
@@ -353,8 +354,7 @@ static bool mk_apply_server_key(struct mk_config *cfg, const struct mk_conf *con
             cfg->balancing = MK_BALANCE_FAIR;
         }
         else {
-            return ERR(conf, e->line, "Balancing: expected reuseport or fair, got '%s'",
-                       e->value);
+            return ERR(conf, e->line, "Balancing: expected reuseport or fair, got '%s'", e->value);
         }
         return true;
     case K_TIMEOUT:
@@ -462,7 +462,8 @@ static bool mk_apply_server_key(struct mk_config *cfg, const struct mk_conf *con
         return true;
     case K_LOG:
         mk_free(cfg->log_path);
-        cfg->log_path = strcmp(e->value, "stderr") == 0 ? NULL : mk_path_join(cfg->confdir, e->value);
+        cfg->log_path =
+            strcmp(e->value, "stderr") == 0 ? NULL : mk_path_join(cfg->confdir, e->value);
         return true;
     case K_LOG_LEVEL: {
         static const char *const levels[] = {"error", "warn", "info", "debug"};
@@ -517,16 +518,14 @@ static const struct mk_key *mk_find_key(const char *name)
  * the defaults of keys nobody set.
  */
 static bool mk_apply_server(struct mk_config *cfg, const struct mk_conf *conf,
-                            const struct mk_conf_section *sec,
-                            const struct mk_config_override *ov, size_t n_ov, char *err,
-                            size_t errlen)
+                            const struct mk_conf_section *sec, const struct mk_config_override *ov,
+                            size_t n_ov, char *err, size_t errlen)
 {
     bool seen[K_COUNT] = {false};
     struct mk_list *it;
 
     if (sec) {
-        mk_list_foreach(it, &sec->entries)
-        {
+        mk_list_foreach (it, &sec->entries) {
             struct mk_conf_entry *e = mk_list_entry(it, struct mk_conf_entry, node);
             const struct mk_key *k = mk_find_key(e->key);
             if (!k) {
@@ -671,7 +670,8 @@ static bool mk_vhost_error_page(struct mk_vhost *vh, const struct mk_conf *conf,
             return ERR(conf, e->line, "error page for %d is given twice", (int) status);
         }
     }
-    vh->error_pages = mk_realloc(vh->error_pages, (vh->n_error_pages + 1) * sizeof(*vh->error_pages));
+    vh->error_pages =
+        mk_realloc(vh->error_pages, (vh->n_error_pages + 1) * sizeof(*vh->error_pages));
     vh->error_pages[vh->n_error_pages].status = (int) status;
     vh->error_pages[vh->n_error_pages].path = norm;
     vh->n_error_pages++;
@@ -693,8 +693,7 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
     }
     vh = mk_vhost_new(path);
 
-    mk_list_foreach(it, &conf->sections)
-    {
+    mk_list_foreach (it, &conf->sections) {
         struct mk_conf_section *s = mk_list_entry(it, struct mk_conf_section, node);
         if (strcasecmp(s->name, "HOST") == 0) {
             if (host) {
@@ -704,8 +703,7 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
             host = s;
         }
         else if (strcasecmp(s->name, "ERROR_PAGES") != 0) {
-            ERR(conf, s->line, "unknown section [%s] (expected [HOST] or [ERROR_PAGES])",
-                s->name);
+            ERR(conf, s->line, "unknown section [%s] (expected [HOST] or [ERROR_PAGES])", s->name);
             goto fail;
         }
     }
@@ -715,8 +713,7 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
     }
 
     bool seen_symlinks = false;
-    mk_list_foreach(it, &host->entries)
-    {
+    mk_list_foreach (it, &host->entries) {
         struct mk_conf_entry *e = mk_list_entry(it, struct mk_conf_entry, node);
         if (strcasecmp(e->key, "ServerName") == 0) {
             size_t count;
@@ -770,15 +767,13 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
         goto fail;
     }
 
-    mk_list_foreach(it, &conf->sections)
-    {
+    mk_list_foreach (it, &conf->sections) {
         struct mk_conf_section *s = mk_list_entry(it, struct mk_conf_section, node);
         struct mk_list *eit;
         if (strcasecmp(s->name, "ERROR_PAGES") != 0) {
             continue;
         }
-        mk_list_foreach(eit, &s->entries)
-        {
+        mk_list_foreach (eit, &s->entries) {
             struct mk_conf_entry *e = mk_list_entry(eit, struct mk_conf_entry, node);
             if (!mk_vhost_error_page(vh, conf, e, err, errlen)) {
                 goto fail;
@@ -888,16 +883,14 @@ static bool mk_load_plugin_list(struct mk_config *cfg, char *err, size_t errlen)
     if (!conf) {
         return false;
     }
-    mk_list_foreach(it, &conf->sections)
-    {
+    mk_list_foreach (it, &conf->sections) {
         struct mk_conf_section *s = mk_list_entry(it, struct mk_conf_section, node);
         if (strcasecmp(s->name, "PLUGINS") != 0) {
             ERR(conf, s->line, "unknown section [%s] (expected [PLUGINS])", s->name);
             mk_conf_free(conf);
             return false;
         }
-        mk_list_foreach(eit, &s->entries)
-        {
+        mk_list_foreach (eit, &s->entries) {
             struct mk_conf_entry *e = mk_list_entry(eit, struct mk_conf_entry, node);
             if (strcasecmp(e->key, "Load") != 0) {
                 ERR(conf, e->line, "unknown key '%s' in [PLUGINS]", e->key);
@@ -963,8 +956,7 @@ struct mk_config *mk_config_load(const char *confdir, const struct mk_config_ove
         return NULL;
     }
     struct mk_list *it;
-    mk_list_foreach(it, &conf->sections)
-    {
+    mk_list_foreach (it, &conf->sections) {
         struct mk_conf_section *s = mk_list_entry(it, struct mk_conf_section, node);
         if (strcasecmp(s->name, "SERVER") != 0) {
             ERR(conf, s->line, "unknown section [%s] (expected [SERVER])", s->name);

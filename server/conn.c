@@ -415,8 +415,7 @@ void mk_conn_request_finished(struct mk_conn *c, bool ok)
 {
     struct mk_worker *w = c->worker;
     struct mk_request *r = &c->req;
-    bool keep = ok && (r->flags & MK_REQ_KEEPALIVE) && !(c->flags & MK_CONN_CLOSE) &&
-                !w->stopping;
+    bool keep = ok && (r->flags & MK_REQ_KEEPALIVE) && !(c->flags & MK_CONN_CLOSE) && !w->stopping;
 
     mk_request_end(r);
     c->requests++;

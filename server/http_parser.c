@@ -19,17 +19,16 @@
 
 /* tchar (RFC 9110 section 5.6.2) */
 static const uint8_t mk_tchar[256] = {
-    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1,
-    ['+'] = 1, ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1,  ['|'] = 1,
-    ['~'] = 1, ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1,  ['5'] = 1,
-    ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1, ['A'] = 1, ['B'] = 1,  ['C'] = 1,
-    ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1, ['I'] = 1,  ['J'] = 1,
-    ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,  ['Q'] = 1,
-    ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1,  ['X'] = 1,
-    ['Y'] = 1, ['Z'] = 1, ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1,  ['e'] = 1,
-    ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1,  ['l'] = 1,
-    ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1,  ['s'] = 1,
-    ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1,  ['z'] = 1,
+    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
+    ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1,  ['~'] = 1, ['0'] = 1,
+    ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1,  ['7'] = 1, ['8'] = 1,
+    ['9'] = 1, ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1,  ['F'] = 1, ['G'] = 1,
+    ['H'] = 1, ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1,  ['N'] = 1, ['O'] = 1,
+    ['P'] = 1, ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1,  ['V'] = 1, ['W'] = 1,
+    ['X'] = 1, ['Y'] = 1, ['Z'] = 1, ['a'] = 1, ['b'] = 1, ['c'] = 1,  ['d'] = 1, ['e'] = 1,
+    ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1,  ['l'] = 1, ['m'] = 1,
+    ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1,  ['t'] = 1, ['u'] = 1,
+    ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
 };
 
 static inline bool mk_is_tchar(unsigned char c)
@@ -170,10 +169,9 @@ static enum mk_http_method mk_method_lookup(const char *p, size_t len)
 const char *mk_http_method_name(enum mk_http_method method)
 {
     static const char *const names[] = {
-        [MK_METHOD_GET] = "GET",         [MK_METHOD_HEAD] = "HEAD",   [MK_METHOD_POST] = "POST",
-        [MK_METHOD_PUT] = "PUT",         [MK_METHOD_DELETE] = "DELETE",
-        [MK_METHOD_OPTIONS] = "OPTIONS", [MK_METHOD_PATCH] = "PATCH", [MK_METHOD_TRACE] = "TRACE",
-        [MK_METHOD_CONNECT] = "CONNECT",
+        [MK_METHOD_GET] = "GET",     [MK_METHOD_HEAD] = "HEAD",     [MK_METHOD_POST] = "POST",
+        [MK_METHOD_PUT] = "PUT",     [MK_METHOD_DELETE] = "DELETE", [MK_METHOD_OPTIONS] = "OPTIONS",
+        [MK_METHOD_PATCH] = "PATCH", [MK_METHOD_TRACE] = "TRACE",   [MK_METHOD_CONNECT] = "CONNECT",
     };
     if (method <= MK_METHOD_UNKNOWN || method > MK_METHOD_CONNECT) {
         return NULL;
@@ -575,7 +573,7 @@ enum {
     MK_CH_DONE,
 };
 
-#define MK_CHUNK_LINE_MAX 4096  /* chunk-size line with extensions */
+#define MK_CHUNK_LINE_MAX 4096 /* chunk-size line with extensions */
 #define MK_CHUNK_TRAILER_MAX 16384
 
 void mk_chunked_init(struct mk_chunked *c)

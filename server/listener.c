@@ -19,8 +19,8 @@
 #include "../core/log.h"
 #include "server.h"
 
-static int mk_listener_open(const struct mk_config *cfg, const struct sockaddr *sa,
-                            socklen_t len, bool any, bool reuseport)
+static int mk_listener_open(const struct mk_config *cfg, const struct sockaddr *sa, socklen_t len,
+                            bool any, bool reuseport)
 {
     int one = 1, zero = 0;
     int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -55,7 +55,7 @@ static int mk_listener_open(const struct mk_config *cfg, const struct sockaddr *
     }
     return fd;
 
-fail: {
+fail : {
     int saved = errno;
     close(fd);
     errno = saved;
@@ -63,11 +63,11 @@ fail: {
 }
 }
 
-int mk_listener_socket(const struct mk_config *cfg, const struct mk_listen_addr *a,
-                       bool reuseport, char *err, size_t errlen)
+int mk_listener_socket(const struct mk_config *cfg, const struct mk_listen_addr *a, bool reuseport,
+                       char *err, size_t errlen)
 {
-    int fd = mk_listener_open(cfg, (const struct sockaddr *) &a->addr, a->addrlen, a->any,
-                              reuseport);
+    int fd =
+        mk_listener_open(cfg, (const struct sockaddr *) &a->addr, a->addrlen, a->any, reuseport);
 
     if (fd < 0 && a->any && (errno == EAFNOSUPPORT || errno == EADDRNOTAVAIL)) {
         /* No IPv6 on this host: every IPv4 address instead. */

@@ -97,27 +97,23 @@ struct mk_mime_table *mk_mime_from_conf(const struct mk_conf *conf, const char *
     struct mk_list *it;
     size_t n = 0;
 
-    mk_list_foreach(it, &conf->sections)
-    {
+    mk_list_foreach (it, &conf->sections) {
         struct mk_conf_section *s = mk_list_entry(it, struct mk_conf_section, node);
         if (strcasecmp(s->name, "MIMETYPES") != 0) {
             mk_conf_error(conf, s->line, err, errlen, "unknown section [%s]", s->name);
             return NULL;
         }
         struct mk_list *e;
-        mk_list_foreach(e, &s->entries)
-        {
+        mk_list_foreach (e, &s->entries) {
             n++;
         }
     }
 
     struct mk_mime_table *t = mk_mime_new(default_type, n);
-    mk_list_foreach(it, &conf->sections)
-    {
+    mk_list_foreach (it, &conf->sections) {
         struct mk_conf_section *s = mk_list_entry(it, struct mk_conf_section, node);
         struct mk_list *eit;
-        mk_list_foreach(eit, &s->entries)
-        {
+        mk_list_foreach (eit, &s->entries) {
             struct mk_conf_entry *e = mk_list_entry(eit, struct mk_conf_entry, node);
             if (strlen(e->key) > MK_MIME_EXT_MAX || strchr(e->key, '/') || strchr(e->key, '.')) {
                 mk_conf_error(conf, e->line, err, errlen, "'%s' is not a file extension", e->key);

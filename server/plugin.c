@@ -305,15 +305,15 @@ static const struct mk_plugin *mk_builtin_find(const char *name)
 }
 
 /* Collect the plugins that define hook `field`, in order. */
-#define MK_HOOKS(set, arr, n, field)                                       \
-    do {                                                                   \
-        (set)->arr = mk_calloc((set)->count + 1, sizeof(*(set)->arr));     \
-        (set)->n = 0;                                                      \
-        for (size_t i_ = 0; i_ < (set)->count; i_++) {                     \
-            if ((set)->list[i_]->field) {                                  \
-                (set)->arr[(set)->n++] = (set)->list[i_];                  \
-            }                                                              \
-        }                                                                  \
+#define MK_HOOKS(set, arr, n, field)                                                               \
+    do {                                                                                           \
+        (set)->arr = mk_calloc((set)->count + 1, sizeof(*(set)->arr));                             \
+        (set)->n = 0;                                                                              \
+        for (size_t i_ = 0; i_ < (set)->count; i_++) {                                             \
+            if ((set)->list[i_]->field) {                                                          \
+                (set)->arr[(set)->n++] = (set)->list[i_];                                          \
+            }                                                                                      \
+        }                                                                                          \
     } while (0)
 
 int mk_plugins_load(struct mk_plugin_set *set, const struct mk_config *cfg, char *err,
@@ -429,8 +429,7 @@ void mk_plugins_unload(struct mk_plugin_set *set)
     memset(set, 0, sizeof(*set));
 }
 
-const struct mk_transport *mk_plugins_transport(const struct mk_plugin_set *set,
-                                                const char *name)
+const struct mk_transport *mk_plugins_transport(const struct mk_plugin_set *set, const char *name)
 {
     if (strcmp(name, "plain") == 0) {
         return &mk_transport_plain;

@@ -147,11 +147,11 @@ static inline char *mk_put(char *p, const char *s, size_t n)
 static size_t mk_response_head_size(const struct mk_request *r)
 {
     const struct mk_conn *c = r->conn;
-    return 64                                      /* status line */
-           + r->cfg->server_header_len + c->worker->date_len
-           + 16 + r->content_type_len             /* Content-Type */
-           + 40                                    /* Content-Length */
-           + r->extra_len + 32                     /* Connection */
+    return 64 /* status line */
+           + r->cfg->server_header_len + c->worker->date_len + 16 +
+           r->content_type_len /* Content-Type */
+           + 40                /* Content-Length */
+           + r->extra_len + 32 /* Connection */
            + 2;
 }
 

@@ -247,8 +247,8 @@ static void mk_plans_free(struct mk_listen_plan **plans, int n_plans, size_t n_e
  * others. Nothing is left open on failure.
  */
 static struct mk_listen_plan **mk_server_plans(struct mk_server *srv, const struct mk_config *old,
-                                               const struct mk_config *cfg, int owners,
-                                               char *err, size_t errlen)
+                                               const struct mk_config *cfg, int owners, char *err,
+                                               size_t errlen)
 {
     struct mk_listen_plan **plans = mk_calloc((size_t) owners, sizeof(*plans));
     bool reuseport = cfg->balancing == MK_BALANCE_REUSEPORT;
@@ -315,8 +315,7 @@ static void mk_acceptor_apply_plan(struct mk_server *srv, struct mk_listen_plan 
 {
     struct mk_list *it, *tmp;
 
-    mk_list_foreach_safe(it, tmp, &srv->acceptor_listeners)
-    {
+    mk_list_foreach_safe (it, tmp, &srv->acceptor_listeners) {
         struct mk_listener *l = mk_list_entry(it, struct mk_listener, node);
         bool keep = false;
         for (size_t i = 0; i < n; i++) {
@@ -634,8 +633,7 @@ int mk_server_reload(struct mk_server *srv, char *err, size_t errlen)
             plan = plans[i];
             plans[i] = NULL;
         }
-        mk_worker_post(&srv->workers[i], MK_WCTL_CONFIG, mk_config_ref(cfg), plan,
-                       cfg->n_listen);
+        mk_worker_post(&srv->workers[i], MK_WCTL_CONFIG, mk_config_ref(cfg), plan, cfg->n_listen);
     }
     if (cfg->balancing == MK_BALANCE_FAIR) {
         mk_acceptor_post(srv, plans[0], cfg->n_listen);

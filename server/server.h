@@ -52,7 +52,7 @@ struct mk_plugin_set {
 struct mk_listener {
     struct mk_event ev; /* first */
     int fd;
-    char *spec;         /* the Listen value, identifies the address */
+    char *spec; /* the Listen value, identifies the address */
     const struct mk_transport *transport;
     struct mk_worker *worker; /* the owner, or NULL for the acceptor's */
     struct mk_server *server;
@@ -93,13 +93,13 @@ enum mk_resp_body {
 };
 
 /* Request flags */
-#define MK_REQ_KEEPALIVE 0x01u    /* the connection stays open after this response */
-#define MK_REQ_HEAD 0x02u         /* HEAD: headers only */
-#define MK_REQ_CFG_REF 0x04u      /* counted in its worker's config users */
+#define MK_REQ_KEEPALIVE 0x01u /* the connection stays open after this response */
+#define MK_REQ_HEAD 0x02u      /* HEAD: headers only */
+#define MK_REQ_CFG_REF 0x04u   /* counted in its worker's config users */
 #define MK_REQ_CONTINUE_SENT 0x08u
-#define MK_REQ_ACTIVE 0x10u       /* begun and not yet finished */
-#define MK_REQ_NO_BODY 0x20u      /* status forbids a body (1xx, 204, 304) */
-#define MK_REQ_BODY_READ 0x40u    /* the body asked for by a handler is complete */
+#define MK_REQ_ACTIVE 0x10u    /* begun and not yet finished */
+#define MK_REQ_NO_BODY 0x20u   /* status forbids a body (1xx, 204, 304) */
+#define MK_REQ_BODY_READ 0x40u /* the body asked for by a handler is complete */
 
 struct mk_request {
     struct mk_conn *conn;
@@ -144,8 +144,8 @@ struct mk_conn {
     uint8_t state;      /* enum mk_conn_state */
     uint8_t timer;      /* enum mk_timer_kind */
     uint8_t flags;
-    uint8_t body_mode;  /* enum mk_body_mode */
-    uint32_t requests;  /* responses completed */
+    uint8_t body_mode; /* enum mk_body_mode */
+    uint32_t requests; /* responses completed */
     struct mk_worker *worker;
     const struct mk_transport *transport;
     void *transport_data;
@@ -293,8 +293,8 @@ void mk_worker_post(struct mk_worker *w, unsigned flags, struct mk_config *cfg,
                     struct mk_listen_plan *plan, size_t plan_len);
 void mk_worker_teardown(struct mk_worker *w);
 struct mk_worker *mk_worker_current(void);
-void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa,
-                         socklen_t len, const struct mk_transport *transport);
+void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa, socklen_t len,
+                         const struct mk_transport *transport);
 void mk_conn_timer_set(struct mk_conn *c, enum mk_timer_kind kind);
 void mk_worker_cfg_release(struct mk_worker *w, struct mk_config *cfg);
 
@@ -311,8 +311,8 @@ void mk_conn_wait_write(struct mk_conn *c);
 void mk_conn_begin_body(struct mk_conn *c);
 void mk_conn_out_release(struct mk_conn *c);
 /* Stats counters are written by their worker only: no locked instruction. */
-#define MK_STAT_ADD(var, n) \
-    atomic_store_explicit(&(var), atomic_load_explicit(&(var), memory_order_relaxed) + (n), \
+#define MK_STAT_ADD(var, n)                                                                        \
+    atomic_store_explicit(&(var), atomic_load_explicit(&(var), memory_order_relaxed) + (n),        \
                           memory_order_relaxed)
 extern const struct mk_transport mk_transport_plain;
 
@@ -334,8 +334,8 @@ int mk_static_serve(struct mk_request *r);
 int mk_static_open(const struct mk_vhost *vh, const char *rel, int flags);
 
 /* listener.c */
-int mk_listener_socket(const struct mk_config *cfg, const struct mk_listen_addr *a,
-                       bool reuseport, char *err, size_t errlen);
+int mk_listener_socket(const struct mk_config *cfg, const struct mk_listen_addr *a, bool reuseport,
+                       char *err, size_t errlen);
 void mk_listener_accept_cb(struct mk_event *ev, uint32_t ready);
 
 /* plugin.c */
@@ -344,8 +344,7 @@ int mk_plugins_load(struct mk_plugin_set *set, const struct mk_config *cfg, char
 int mk_plugins_init(struct mk_plugin_set *set, const struct mk_config *cfg, char *err,
                     size_t errlen);
 void mk_plugins_unload(struct mk_plugin_set *set);
-const struct mk_transport *mk_plugins_transport(const struct mk_plugin_set *set,
-                                                const char *name);
+const struct mk_transport *mk_plugins_transport(const struct mk_plugin_set *set, const char *name);
 extern const struct mk_api mk_plugin_api;
 
 #endif

@@ -203,8 +203,8 @@ static int mk_static_preconditions(const struct mk_request *r, const struct stat
 }
 
 /* Does If-Range (absent, or matching the representation) allow the Range? */
-static bool mk_static_if_range(const struct mk_request *r, const struct stat *st,
-                               const char *etag, size_t etag_len)
+static bool mk_static_if_range(const struct mk_request *r, const struct stat *st, const char *etag,
+                               size_t etag_len)
 {
     const struct mk_str *v = mk_hdr(r, "If-Range");
     time_t t;

@@ -29,10 +29,10 @@
 #include "../core/log.h"
 #include "server.h"
 
-#define MK_WORKER_EVENTS 256     /* events per epoll_wait */
-#define MK_ACCEPT_BATCH 64       /* accepts per listener event */
-#define MK_FREE_CONNS_MAX 1024   /* recycled connection structs kept per worker */
-#define MK_POOL_CACHED_MAX 256   /* 4 KiB chunks kept per worker (1 MiB) */
+#define MK_WORKER_EVENTS 256   /* events per epoll_wait */
+#define MK_ACCEPT_BATCH 64     /* accepts per listener event */
+#define MK_FREE_CONNS_MAX 1024 /* recycled connection structs kept per worker */
+#define MK_POOL_CACHED_MAX 256 /* 4 KiB chunks kept per worker (1 MiB) */
 #define MK_LINGER_SECONDS 5
 
 static __thread struct mk_worker *mk_tls_worker;
@@ -52,8 +52,7 @@ void mk_worker_cfg_release(struct mk_worker *w, struct mk_config *cfg)
         w->cfg_users--;
         return;
     }
-    mk_list_foreach(it, &w->retired)
-    {
+    mk_list_foreach (it, &w->retired) {
         struct mk_retired_cfg *rc = mk_list_entry(it, struct mk_retired_cfg, node);
         if (rc->cfg != cfg) {
             continue;
@@ -292,8 +291,7 @@ static void mk_worker_apply_plan(struct mk_worker *w, struct mk_listen_plan *pla
 {
     struct mk_list *it, *tmp;
 
-    mk_list_foreach_safe(it, tmp, &w->listeners)
-    {
+    mk_list_foreach_safe (it, tmp, &w->listeners) {
         struct mk_listener *l = mk_list_entry(it, struct mk_listener, node);
         bool keep = false;
         for (size_t i = 0; i < n; i++) {
@@ -327,8 +325,7 @@ static void mk_plan_free(struct mk_listen_plan *plan, size_t n)
 static void mk_worker_close_idle(struct mk_worker *w, enum mk_timer_kind kind)
 {
     struct mk_list *it, *tmp;
-    mk_list_foreach_safe(it, tmp, &w->timers[kind])
-    {
+    mk_list_foreach_safe (it, tmp, &w->timers[kind]) {
         struct mk_conn *c = mk_list_entry(it, struct mk_conn, node);
         if (c->state == MK_CONN_READ_HEAD && c->in_len == 0) {
             mk_conn_close(c);

@@ -108,10 +108,14 @@ static void daemon_report(int fd, const char *err)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"confdir", required_argument, NULL, 'c'}, {"serve", required_argument, NULL, 'o'},
-        {"port", required_argument, NULL, 'p'},    {"workers", required_argument, NULL, 'w'},
-        {"test", no_argument, NULL, 't'},          {"daemon", no_argument, NULL, 'D'},
-        {"version", no_argument, NULL, 'v'},       {"help", no_argument, NULL, 'h'},
+        {"confdir", required_argument, NULL, 'c'},
+        {"serve", required_argument, NULL, 'o'},
+        {"port", required_argument, NULL, 'p'},
+        {"workers", required_argument, NULL, 'w'},
+        {"test", no_argument, NULL, 't'},
+        {"daemon", no_argument, NULL, 'D'},
+        {"version", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *confdir = MK_DEFAULT_CONFDIR, *serve = NULL, *port = NULL, *workers = NULL;

@@ -18,9 +18,9 @@
  * One way to fail. Functions that can fail return one of these; functions
  * that produce a count return it as a non-negative number instead of MK_OK.
  */
-#define MK_OK 0        /* done */
-#define MK_ERR (-1)    /* failed; the caller decides what the failure means */
-#define MK_AGAIN (-2)  /* not yet: call again when more input or room exists */
+#define MK_OK 0          /* done */
+#define MK_ERR (-1)      /* failed; the caller decides what the failure means */
+#define MK_AGAIN (-2)    /* not yet: call again when more input or room exists */
 #define MK_DECLINED (-3) /* not mine: let the next handler try */
 
 #if defined(__GNUC__)

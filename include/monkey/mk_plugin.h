@@ -57,8 +57,12 @@ struct mk_request;
 struct mk_conn;
 struct mk_conf; /* a parsed configuration file (the indented format) */
 
-enum mk_plugin_log_level { MK_PLUGIN_LOG_ERROR = 0, MK_PLUGIN_LOG_WARN, MK_PLUGIN_LOG_INFO,
-                           MK_PLUGIN_LOG_DEBUG };
+enum mk_plugin_log_level {
+    MK_PLUGIN_LOG_ERROR = 0,
+    MK_PLUGIN_LOG_WARN,
+    MK_PLUGIN_LOG_INFO,
+    MK_PLUGIN_LOG_DEBUG
+};
 
 /* Flags of transport writes. */
 #define MK_IO_MORE 0x1 /* more data follows at once: hold back a partial segment */
@@ -92,7 +96,7 @@ struct mk_api {
 
     /* the request */
     const char *(*method)(const struct mk_request *r, size_t *len); /* "GET" */
-    const char *(*path)(const struct mk_request *r, size_t *len); /* decoded, normalised */
+    const char *(*path)(const struct mk_request *r, size_t *len);   /* decoded, normalised */
     const char *(*target)(const struct mk_request *r, size_t *len); /* as received */
     const char *(*query)(const struct mk_request *r, size_t *len);  /* NULL: none */
     const char *(*host)(const struct mk_request *r, size_t *len);

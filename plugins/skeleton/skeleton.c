@@ -53,8 +53,8 @@ static int skeleton_read_conf(void)
     }
     while (api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
         if (strcasecmp(section, "SKELETON") != 0) {
-            api->log(MK_PLUGIN_LOG_ERROR, "%s:%d: unknown section [%s]", api->conf_path(conf),
-                     line, section);
+            api->log(MK_PLUGIN_LOG_ERROR, "%s:%d: unknown section [%s]", api->conf_path(conf), line,
+                     section);
             api->conf_free(conf);
             return MK_ERR;
         }

@@ -1,0 +1,72 @@
+# Monkey HTTP Server: the commands people type. CMake does the building.
+#
+#   make            build into build/ (the server is build/bin/monkey)
+#   make run        build, then serve htdocs/ with conf/ on port 2001
+#   make test       build, then run every test on a normal and on an
+#                   AddressSanitizer + UBSan build
+#   make fuzz       libFuzzer targets for FUZZ_SECONDS each (default 60)
+#   make bench      benchmarks against nginx, lighttpd and h2o (see bench/)
+#   make format     clang-format every C file; make format-check only checks
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+JOBS       ?= $(shell nproc)
+GENERATOR  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+PYTHON     := $(shell python3 -c 'import pytest' >/dev/null 2>&1 && echo python3 || echo /usr/bin/python3)
+C_FILES     = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+
+.PHONY: all run test unit integration asan deps fuzz bench format format-check clean
+
+all:
+	@tools/deps.sh build
+	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) $(GENERATOR) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+run: all
+	$(BUILD)/bin/monkey -c conf
+
+deps:
+	@tools/deps.sh test
+
+$(ASAN_BUILD)/CMakeCache.txt:
+	cmake -S . -B $(ASAN_BUILD) $(GENERATOR) -DMK_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+
+asan: $(ASAN_BUILD)/CMakeCache.txt
+	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+unit: all
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+integration: all
+	MK_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests/integration
+
+test: deps all asan
+	@echo "== unit tests"
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@echo "== unit tests (ASan + UBSan)"
+	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
+	@echo "== integration tests"
+	MK_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests/integration
+	@echo "== integration tests (ASan + UBSan)"
+	MK_BUILD=$(ASAN_BUILD) $(PYTHON) -m pytest -q tests/integration
+
+fuzz:
+	@tools/deps.sh fuzz
+	@test -f $(FUZZ_BUILD)/CMakeCache.txt || CC=clang cmake -S . -B $(FUZZ_BUILD) $(GENERATOR) \
+		-DMK_FUZZ=ON -DMK_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+bench: all
+	bench/run.sh
+
+format:
+	clang-format -i $(C_FILES)
+
+format-check:
+	clang-format --dry-run -Werror $(C_FILES)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -1,0 +1,66 @@
+#!/bin/sh
+# Install what building and testing Monkey needs, from Debian packages.
+#
+#   tools/deps.sh build      compiler, cmake, ninja, cmocka
+#   tools/deps.sh test       + python3 with pytest, curl
+#   tools/deps.sh fuzz       + clang with libFuzzer
+#   tools/deps.sh bench      + the peers and load tools of bench/
+#
+# Only what is missing is installed, only when run as root, and every
+# package is named before it is installed. Without root it prints what is
+# missing and fails.
+set -eu
+
+want=""
+need() { # need COMMAND-or-FILE PACKAGE
+    case "$1" in
+        /*) [ -e "$1" ] && return 0 ;;
+        *) command -v "$1" >/dev/null 2>&1 && return 0 ;;
+    esac
+    want="$want $2"
+}
+
+stage=${1:-test}
+need cc gcc
+need cmake cmake
+need ninja ninja-build
+need /usr/include/cmocka.h libcmocka-dev
+need pkg-config pkg-config
+if [ "$stage" != build ]; then
+    need curl curl
+    need /usr/bin/python3 python3
+    # pytest for whichever python3 runs the tests: the Debian one when the
+    # first python3 on PATH has none.
+    if ! python3 -c 'import pytest' >/dev/null 2>&1 && \
+       ! /usr/bin/python3 -c 'import pytest' >/dev/null 2>&1; then
+        want="$want python3-pytest"
+    fi
+fi
+if [ "$stage" = fuzz ]; then
+    need clang clang
+    need /usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a libclang-rt-14-dev
+fi
+if [ "$stage" = bench ]; then
+    need wrk wrk
+    need ab apache2-utils
+    need h2load nghttp2-client
+    need nginx nginx-light
+    need lighttpd lighttpd
+    need h2o h2o
+    need node nodejs
+    need valgrind valgrind
+    need strace strace
+    need gnuplot gnuplot-nox
+fi
+
+[ -z "$want" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+    echo "deps: missing:$want (run 'sudo tools/deps.sh $stage' or install them)" >&2
+    exit 1
+fi
+echo "deps: installing with apt-get:$want"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q >/dev/null
+# shellcheck disable=SC2086
+apt-get install -y -q --no-install-recommends $want >/dev/null
+echo "deps: installed:$want"
