@@ -64,10 +64,13 @@ static inline void mk_event_forget(struct mk_event *event)
 }
 
 /*
- * Wait up to `timeout_ms` (-1: forever) and run the callback of every ready
- * event. Returns the number of events dispatched, or MK_ERR on a wait error
- * other than EINTR.
+ * Wait up to `timeout_ms` (-1: forever) for events. Returns how many are
+ * ready (0 on timeout or EINTR), or MK_ERR on another wait error. The caller
+ * then runs mk_event_dispatch() with that count, and may do work in between
+ * (read the clock, expire timers).
  */
-int mk_event_run_once(struct mk_event_loop *loop, int timeout_ms);
+int mk_event_wait(struct mk_event_loop *loop, int timeout_ms);
+/* Run the callback of each of the `n` events the last wait returned. */
+void mk_event_dispatch(struct mk_event_loop *loop, int n);
 
 #endif

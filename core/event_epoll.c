@@ -17,9 +17,11 @@
 
 static uint32_t mk_epoll_mask(uint32_t mask)
 {
-    uint32_t e = EPOLLRDHUP;
+    uint32_t e = 0;
+    /* A half-closed peer is reported only to those reading: a writer would
+       be woken for it again and again (level triggered). */
     if (mask & MK_EV_READ) {
-        e |= EPOLLIN;
+        e |= EPOLLIN | EPOLLRDHUP;
     }
     if (mask & MK_EV_WRITE) {
         e |= EPOLLOUT;
@@ -92,14 +94,19 @@ int mk_event_del(struct mk_event_loop *loop, struct mk_event *event)
     return ret;
 }
 
-int mk_event_run_once(struct mk_event_loop *loop, int timeout_ms)
+int mk_event_wait(struct mk_event_loop *loop, int timeout_ms)
 {
-    struct epoll_event *events = loop->events;
-    int n = epoll_wait(loop->fd, events, loop->capacity, timeout_ms);
-
+    int n = epoll_wait(loop->fd, loop->events, loop->capacity, timeout_ms);
     if (n < 0) {
         return errno == EINTR ? 0 : MK_ERR;
     }
+    return n;
+}
+
+void mk_event_dispatch(struct mk_event_loop *loop, int n)
+{
+    struct epoll_event *events = loop->events;
+
     for (int i = 0; i < n; i++) {
         struct mk_event *event = events[i].data.ptr;
         uint32_t e = events[i].events;
@@ -119,5 +126,4 @@ int mk_event_run_once(struct mk_event_loop *loop, int timeout_ms)
         }
         event->cb(event, ready);
     }
-    return n;
 }

@@ -63,16 +63,42 @@ static inline unsigned mk_hex_val(char c)
 
 /* ---- step 1: find the end of the head ------------------------------------ */
 
+/*
+ * Bytes of a request line still arriving: visible ASCII, SP, and CR before
+ * the LF. Checked as they arrive so that binary input (a TLS handshake on
+ * a plain port, garbage) is refused at once instead of after the timeout.
+ */
+static bool mk_request_line_bytes_ok(const char *p, size_t n, bool at_start)
+{
+    if (at_start && n && !mk_is_tchar((unsigned char) p[0]) && p[0] != '\r') {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char) p[i];
+        if ((c < 0x20 && c != '\r') || c >= 0x7f) {
+            return false;
+        }
+    }
+    return true;
+}
+
 ssize_t mk_http_scan(struct mk_http_scan *s, const char *buf, size_t len,
                      const struct mk_http_limits *lim)
 {
     while (s->pos < len) {
         const char *nl = memchr(buf + s->pos, '\n', len - s->pos);
+        size_t end = nl ? (size_t) (nl - buf) : len;
+
+        if (s->lines == 0 &&
+            !mk_request_line_bytes_ok(buf + s->pos, end - s->pos, s->pos == s->line_start)) {
+            s->status = 400;
+            return MK_ERR;
+        }
         if (!nl) {
             s->pos = len;
             break;
         }
-        size_t i = (size_t) (nl - buf);
+        size_t i = end;
         size_t llen = i - s->line_start;
         if (llen && buf[i - 1] == '\r') {
             llen--;

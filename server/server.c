@@ -397,10 +397,12 @@ static void *mk_acceptor_main(void *arg)
     struct mk_server *srv = arg;
 
     while (!atomic_load(&srv->acceptor_stop)) {
-        if (mk_event_run_once(&srv->acceptor_loop, -1) < 0) {
+        int n = mk_event_wait(&srv->acceptor_loop, -1);
+        if (n < 0) {
             mk_err("acceptor: event wait failed: %s", strerror(errno));
             break;
         }
+        mk_event_dispatch(&srv->acceptor_loop, n);
     }
     while (!mk_list_is_empty(&srv->acceptor_listeners)) {
         struct mk_listener *l =
@@ -447,6 +449,9 @@ static void mk_acceptor_stop(struct mk_server *srv)
 }
 
 /* ---- start --------------------------------------------------------------- */
+
+static void mk_server_signal_workers(struct mk_server *srv, unsigned flags);
+static void mk_server_finish(struct mk_server *srv);
 
 int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
 {
@@ -503,7 +508,7 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
             srv->workers = NULL;
             goto fail_init;
         }
-        if (owners > 1) {
+        if (cfg->balancing == MK_BALANCE_REUSEPORT) {
             srv->workers[i].msg_plan = plans[i];
             srv->workers[i].msg_plan_len = cfg->n_listen;
             plans[i] = NULL;
@@ -513,25 +518,29 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
     /* Server threads never take signals: the embedding program does. */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
+    bool threads_ok = true;
+    if (cfg->balancing == MK_BALANCE_FAIR &&
+        mk_acceptor_start(srv, plans[0], cfg->n_listen) != MK_OK) {
+        ERRF("cannot start the acceptor thread: %s", strerror(errno));
+        threads_ok = false;
+    }
     atomic_store(&srv->workers_alive, (unsigned) srv->n_workers);
-    for (int i = 0; i < srv->n_workers; i++) {
+    for (int i = 0; threads_ok && i < srv->n_workers; i++) {
         if (mk_worker_spawn(&srv->workers[i]) != MK_OK) {
-            mk_err("worker %d: cannot start: %s", i, strerror(errno));
-            atomic_fetch_sub(&srv->workers_alive, 1);
+            ERRF("cannot start worker %d: %s", i, strerror(errno));
+            threads_ok = false;
         }
-    }
-    if (owners == 1 && cfg->balancing == MK_BALANCE_FAIR) {
-        if (mk_acceptor_start(srv, plans[0], cfg->n_listen) != MK_OK) {
-            mk_err("acceptor: cannot start: %s", strerror(errno));
-        }
-    }
-    else if (owners == 1) {
-        srv->workers[0].msg_plan = plans[0];
-        srv->workers[0].msg_plan_len = cfg->n_listen;
-        plans[0] = NULL;
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     mk_plans_free(plans, owners, cfg->n_listen);
+    plans = NULL;
+    if (!threads_ok) {
+        /* Stop what did start; mk_server_finish() releases the rest. */
+        srv->running = true;
+        mk_server_signal_workers(srv, MK_WCTL_HALT);
+        mk_server_finish(srv);
+        return MK_ERR;
+    }
 
     srv->running = true;
     srv->started = time(NULL);

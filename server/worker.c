@@ -155,7 +155,7 @@ static struct mk_conn *mk_conn_get(struct mk_worker *w)
     else {
         c = mk_alloc(sizeof(*c));
     }
-    memset(c, 0, offsetof(struct mk_conn, req));
+    memset(c, 0, sizeof(*c));
     c->ev.fd = -1;
     c->worker = w;
     mk_list_init(&c->node);
@@ -513,17 +513,19 @@ static void *mk_worker_main(void *arg)
 
     for (;;) {
         int timeout = (mk_worker_has_timers(w) || w->stopping) ? 1000 : -1;
-        if (mk_event_run_once(&w->loop, timeout) < 0) {
+        int n = mk_event_wait(&w->loop, timeout);
+        if (n < 0) {
             mk_err("worker %d: event wait failed: %s", w->id, strerror(errno));
             break;
         }
-        mk_worker_recycle(w);
-
+        /* The clock first: the wait may have lasted long. */
         time_t now = time(NULL);
         if (now != w->now) {
             mk_worker_tick(w, now);
-            mk_worker_recycle(w);
         }
+        mk_event_dispatch(&w->loop, n);
+        mk_worker_recycle(w);
+
         if (w->stopping) {
             if (now >= w->stop_deadline) {
                 mk_worker_close_all(w);

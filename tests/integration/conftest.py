@@ -1,0 +1,304 @@
+"""Integration test harness: start the real `monkey` binary on a loopback port.
+
+Every server is started from a configuration generated in a temporary folder
+and stopped by its PID when the test ends (SIGTERM, then SIGKILL if it hangs,
+which fails the test). Its standard error is checked for sanitizer reports.
+
+The binary comes from $MK_BUILD (default: build/), so the same tests run
+against the normal and the sanitizer builds.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / os.environ.get("MK_BUILD", "build")
+MONKEY = BUILD / "bin" / "monkey"
+SANITIZED = "asan" in BUILD.name
+# Sanitizer builds are several times slower to start and to serve.
+SLOW = 3.0 if SANITIZED else 1.0
+
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, host="127.0.0.1", timeout=10.0, proc=None):
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    deadline = time.monotonic() + timeout * SLOW
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            return False
+        try:
+            with socket.socket(family) as s:
+                s.settimeout(0.5)
+                s.connect((host, port))
+                return True
+        except OSError:
+            time.sleep(0.02)
+    return False
+
+
+class Response:
+    def __init__(self, status, reason, headers, body, raw_head):
+        self.status = status
+        self.reason = reason
+        self.headers = headers  # lower-case name -> list of values
+        self.body = body
+        self.raw_head = raw_head
+
+    def header(self, name, default=None):
+        values = self.headers.get(name.lower())
+        return values[0] if values else default
+
+    def __repr__(self):
+        return f"<Response {self.status} {self.headers} {self.body[:60]!r}>"
+
+
+class Conn:
+    """A raw client connection that reads responses exactly as framed."""
+
+    def __init__(self, port, host="127.0.0.1", timeout=5.0):
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sock = socket.socket(family)
+        self.sock.settimeout(timeout * SLOW)
+        self.sock.connect((host, port))
+        self.buf = b""
+
+    def send(self, data):
+        if isinstance(data, str):
+            data = data.encode()
+        self.sock.sendall(data)
+
+    def _fill(self):
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise EOFError("connection closed by the server")
+        self.buf += chunk
+
+    def read_response(self, head_request=False):
+        while b"\r\n\r\n" not in self.buf:
+            self._fill()
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        version, status, reason = (lines[0].split(" ", 2) + [""])[:3]
+        assert version == "HTTP/1.1", lines[0]
+        headers = {}
+        for line in lines[1:]:
+            name, value = line.split(":", 1)
+            headers.setdefault(name.strip().lower(), []).append(value.strip())
+        status = int(status)
+        body = b""
+        if status == 100:
+            return Response(status, reason, headers, body, head)
+        if not head_request and status not in (204, 304) and "content-length" in headers:
+            n = int(headers["content-length"][0])
+            while len(self.buf) < n:
+                self._fill()
+            body, self.buf = self.buf[:n], self.buf[n:]
+        return Response(status, reason, headers, body, head)
+
+    def request(self, method="GET", path="/", headers=None, body=b"", version="HTTP/1.1"):
+        hdrs = {"Host": "localhost"}
+        if headers:
+            hdrs.update(headers)
+        if body and "Content-Length" not in hdrs and "Transfer-Encoding" not in hdrs:
+            hdrs["Content-Length"] = str(len(body))
+        text = f"{method} {path} {version}\r\n"
+        text += "".join(f"{k}: {v}\r\n" for k, v in hdrs.items() if v is not None)
+        self.send(text.encode() + b"\r\n" + body)
+        return self.read_response(head_request=(method == "HEAD"))
+
+    def closed(self, timeout=2.0):
+        """True if the server closes the connection (EOF or reset) in time."""
+        self.sock.settimeout(timeout * SLOW)
+        try:
+            while True:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    return True
+                self.buf += chunk
+        except socket.timeout:
+            return False
+        except ConnectionResetError:
+            return True
+
+    def close(self):
+        self.sock.close()
+
+
+class Server:
+    """A monkey process with a generated configuration directory."""
+
+    def __init__(self, tmp_path, name="srv"):
+        self.dir = tmp_path / name
+        self.conf = self.dir / "conf"
+        self.docroot = self.dir / "htdocs"
+        (self.conf / "sites").mkdir(parents=True)
+        self.docroot.mkdir(parents=True)
+        self.port = free_port()
+        self.proc = None
+        self.stderr_path = self.dir / "stderr.log"
+        self.server_conf = {
+            "Listen": f"127.0.0.1:{self.port}",
+            "Workers": "2",
+            "Timeout": "5",
+        }
+        self.site_conf = {"ServerName": "localhost", "DocumentRoot": str(self.docroot)}
+        self.error_pages = {}
+        self.plugins = []
+        self.extra_sites = {}
+        self.raw_conf = None
+
+    # -- configuration ----------------------------------------------------
+    def set(self, **kw):
+        self.server_conf.update({k: v if isinstance(v, list) else str(v) for k, v in kw.items()})
+        return self
+
+    def file(self, rel, content=b"", mode=None):
+        path = self.docroot / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content.encode() if isinstance(content, str) else content)
+        if mode is not None:
+            path.chmod(mode)
+        return path
+
+    def write_conf(self):
+        if self.raw_conf is not None:
+            (self.conf / "monkey.conf").write_text(self.raw_conf)
+        else:
+            lines = ["[SERVER]"]
+            for k, v in self.server_conf.items():
+                for value in v if isinstance(v, list) else [v]:
+                    lines.append(f"    {k} {value}")
+            (self.conf / "monkey.conf").write_text("\n".join(lines) + "\n")
+        site = ["[HOST]"] + [f"    {k} {v}" for k, v in self.site_conf.items()]
+        if self.error_pages:
+            site.append("[ERROR_PAGES]")
+            site += [f"    {k} {v}" for k, v in self.error_pages.items()]
+        (self.conf / "sites" / "default").write_text("\n".join(site) + "\n")
+        for name, text in self.extra_sites.items():
+            (self.conf / "sites" / name).write_text(text)
+        if self.plugins:
+            text = "[PLUGINS]\n" + "".join(f"    Load {p}\n" for p in self.plugins)
+            (self.conf / "plugins.load").write_text(text)
+        elif (self.conf / "plugins.load").exists():
+            (self.conf / "plugins.load").unlink()
+
+    # -- process ------------------------------------------------------------
+    def start(self, args=None, wait=True):
+        self.write_conf()
+        cmd = [str(MONKEY), "-c", str(self.conf)] + (args or [])
+        self.stderr = open(self.stderr_path, "w")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.stderr)
+        if wait and not wait_port(self.port, proc=self.proc):
+            out = self.stderr_text()
+            self.kill()
+            raise RuntimeError(f"server did not start: {out}")
+        return self
+
+    def run_expect_failure(self, args=None, timeout=10):
+        """Start with a configuration expected to be refused; return stderr."""
+        self.write_conf()
+        cmd = [str(MONKEY), "-c", str(self.conf)] + (args or [])
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout * SLOW)
+        assert p.returncode == 1, (p.returncode, p.stderr)
+        check_sanitizers(p.stderr)
+        return p.stderr
+
+    def stderr_text(self):
+        return self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout=15):
+        """Graceful stop; returns the exit status. Fails on sanitizer reports."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=timeout * SLOW)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError("server did not stop on SIGTERM")
+        self.stderr.close()
+        self.proc = None
+        check_sanitizers(self.stderr_text())
+        return rc
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def conn(self, **kw):
+        return Conn(self.port, **kw)
+
+    def get(self, path="/", **kw):
+        c = self.conn()
+        try:
+            return c.request("GET", path, **kw)
+        finally:
+            c.close()
+
+    def request(self, method, path="/", **kw):
+        c = self.conn()
+        try:
+            return c.request(method, path, **kw)
+        finally:
+            c.close()
+
+    def raw(self, data, timeout=5.0):
+        """Send raw bytes, return everything received until the server closes."""
+        c = self.conn(timeout=timeout)
+        try:
+            c.send(data)
+            c.closed(timeout)
+            return c.buf
+        finally:
+            c.close()
+
+
+def check_sanitizers(text):
+    for mark in SANITIZER_MARKS:
+        assert mark not in text, f"sanitizer report:\n{text}"
+
+
+@pytest.fixture
+def make_server(tmp_path):
+    """Factory: make_server() returns a configured, not yet started Server."""
+    servers = []
+
+    def factory(name=None):
+        srv = Server(tmp_path, name or f"srv{len(servers)}")
+        servers.append(srv)
+        return srv
+
+    yield factory
+    for srv in servers:
+        if srv.proc is not None:
+            rc = srv.stop()
+            assert rc == 0, f"server exited with {rc}: {srv.stderr_text()}"
+
+
+@pytest.fixture
+def server(make_server):
+    """A started server with a small site."""
+    srv = make_server()
+    srv.file("index.html", "<h1>index</h1>\n")
+    srv.file("hello.txt", "Hello World!\n")
+    srv.start()
+    return srv

@@ -1,0 +1,349 @@
+"""Tier 2: static files: types, directories, validators, ranges, containment."""
+
+import email.utils
+import os
+import time
+
+import pytest
+
+from conftest import SLOW
+
+
+@pytest.fixture
+def site(make_server):
+    srv = make_server()
+    srv.file("index.html", "<h1>index</h1>\n")
+    srv.file("hello.txt", "Hello World!\n")
+    srv.file("empty.txt", b"")
+    srv.file("digits.txt", "0123456789")
+    srv.file("dir/index.html", "dir index\n")
+    srv.file("noindex/file.txt", "inside\n")
+    srv.file("hello world.txt", "spaced\n")
+    srv.file(".hidden", "dotfile\n")
+    for ext in ("css", "js", "json", "svg", "png", "jpg", "webp", "woff2", "wasm", "mjs",
+                "unknownext", "HTML"):
+        srv.file(f"type.{ext}", "x")
+    srv.file("noext", "x")
+    return srv
+
+
+@pytest.fixture
+def server_site(site):
+    site.start()
+    return site
+
+
+@pytest.mark.parametrize("name,ctype", [
+    ("type.css", "text/css; charset=utf-8"),
+    ("type.js", "text/javascript; charset=utf-8"),
+    ("type.mjs", "text/javascript; charset=utf-8"),
+    ("type.json", "application/json"),
+    ("type.svg", "image/svg+xml"),
+    ("type.png", "image/png"),
+    ("type.jpg", "image/jpeg"),
+    ("type.webp", "image/webp"),
+    ("type.woff2", "font/woff2"),
+    ("type.wasm", "application/wasm"),
+    ("type.HTML", "text/html; charset=utf-8"),
+    ("type.unknownext", "application/octet-stream"),
+    ("noext", "application/octet-stream"),
+])
+def test_mime_types(server_site, name, ctype):
+    r = server_site.get("/" + name)
+    assert r.status == 200
+    assert r.header("content-type") == ctype
+
+
+def test_mime_table_from_conf_dir(site):
+    """The table is the configuration's monkey.mime when there is one."""
+    (site.conf / "monkey.mime").write_text("[MIMETYPES]\n    unknownext text/x-custom\n")
+    site.start()
+    assert site.get("/type.unknownext").header("content-type") == "text/x-custom"
+    # Extensions the file does not list get DefaultMimeType.
+    assert site.get("/type.css").header("content-type") == "application/octet-stream"
+
+
+def test_bundled_mime_table_is_complete():
+    from conftest import ROOT
+    text = (ROOT / "conf" / "monkey.mime").read_text()
+    for ext in ("html", "css", "js", "json", "svg", "png", "jpg", "webp", "woff2", "wasm",
+                "avif", "mp4", "pdf", "txt", "ico", "xml"):
+        assert f"\n    {ext} " in text, ext
+
+
+def test_empty_file(server_site):
+    r = server_site.get("/empty.txt")
+    assert r.status == 200
+    assert r.header("content-length") == "0"
+    assert r.body == b""
+
+
+def test_directory_redirect(server_site):
+    r = server_site.get("/dir")
+    assert r.status == 301
+    assert r.header("location") == "/dir/"
+    r = server_site.get("/dir?a=1&b=2")
+    assert r.status == 301
+    assert r.header("location") == "/dir/?a=1&b=2"
+    r = server_site.get("/dir/")
+    assert r.status == 200 and r.body == b"dir index\n"
+
+
+def test_directory_without_index_is_forbidden(server_site):
+    assert server_site.get("/noindex/").status == 403
+    assert server_site.get("/noindex/file.txt").status == 200
+
+
+def test_index_files_setting(site):
+    site.set(IndexFiles="start.txt index.html")
+    site.file("dir/start.txt", "start\n")
+    site.start()
+    assert site.get("/dir/").body == b"start\n"
+    assert site.get("/").body == b"<h1>index</h1>\n"
+
+
+def test_percent_encoded_name_and_query(server_site):
+    r = server_site.get("/hello%20world.txt")
+    assert r.status == 200 and r.body == b"spaced\n"
+    r = server_site.get("/hello.txt?x=1")
+    assert r.status == 200 and r.body == b"Hello World!\n"
+    r = server_site.get("/%68ello.txt")
+    assert r.status == 200 and r.body == b"Hello World!\n"
+
+
+def test_dot_segments_inside_root(server_site):
+    r = server_site.get("/dir/../hello.txt")
+    assert r.status == 200 and r.body == b"Hello World!\n"
+    r = server_site.get("//./hello.txt")
+    assert r.status == 200
+
+
+def test_absolute_form_target(server_site):
+    r = server_site.get("http://localhost/hello.txt")
+    assert r.status == 200 and r.body == b"Hello World!\n"
+
+
+@pytest.mark.parametrize("target", [
+    "/../etc/passwd",
+    "/../../../../../../etc/passwd",
+    "/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+    "/%2E%2E/etc/passwd",
+    "/..%2f..%2f..%2fetc%2fpasswd",
+    "/dir/../../etc/passwd",
+    "/%2e%2e%5c%2e%2e%5cetc%5cpasswd",
+    "/..\\..\\etc\\passwd",
+    "/hello.txt%00.html",
+    "/%00",
+    "http://localhost/../../etc/passwd",
+    "/%",
+    "/%zz",
+])
+def test_traversal_attempts_rejected(server_site, target):
+    r = server_site.get(target)
+    assert r.status == 400, (target, r.status)
+    assert b"root:" not in r.body
+
+
+def test_symlinks_refused_by_default(site, tmp_path):
+    outside = tmp_path / "secret.txt"
+    outside.write_text("secret\n")
+    os.symlink(outside, site.docroot / "out.txt")
+    os.symlink(site.docroot / "hello.txt", site.docroot / "in.txt")
+    os.symlink(site.docroot / "dir", site.docroot / "linkdir")
+    site.start()
+    for path in ("/out.txt", "/in.txt", "/linkdir/index.html", "/linkdir/"):
+        r = site.get(path)
+        assert r.status == 403, (path, r.status)
+        assert b"secret" not in r.body
+
+
+def test_symlinks_allowed_by_site(site, tmp_path):
+    outside = tmp_path / "shared.txt"
+    outside.write_text("shared\n")
+    os.symlink(outside, site.docroot / "out.txt")
+    os.symlink(site.docroot / "dir", site.docroot / "linkdir")
+    site.site_conf["Symlinks"] = "On"
+    site.start()
+    assert site.get("/out.txt").body == b"shared\n"
+    assert site.get("/linkdir/").body == b"dir index\n"
+
+
+def test_special_files_are_forbidden(site):
+    os.mkfifo(site.docroot / "fifo")
+    site.start()
+    r = site.get("/fifo")  # must not block the worker on open()
+    assert r.status == 403
+    assert site.get("/hello.txt").status == 200
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file")
+def test_unreadable_file_is_forbidden(site):
+    site.file("locked.txt", "locked", mode=0)
+    site.start()
+    assert site.get("/locked.txt").status == 403
+
+
+def test_large_file_is_complete(site):
+    data = os.urandom(3 * 1024 * 1024 + 17)
+    site.file("big.bin", data)
+    site.start()
+    r = site.get("/big.bin")
+    assert r.status == 200
+    assert r.header("content-length") == str(len(data))
+    assert r.body == data
+
+
+def test_dotfiles_are_served(server_site):
+    assert server_site.get("/.hidden").body == b"dotfile\n"
+
+
+def test_options(server_site):
+    r = server_site.request("OPTIONS", "/hello.txt")
+    assert r.status == 200
+    assert r.header("allow") == "GET, HEAD, OPTIONS"
+    assert r.header("content-length") == "0"
+    r = server_site.request("OPTIONS", "*")
+    assert r.status == 200
+    assert r.header("allow") == "GET, HEAD, OPTIONS"
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "TRACE"])
+def test_other_methods_405(server_site, method):
+    c = server_site.conn()
+    r = c.request(method, "/hello.txt", body=b"data" if method in ("POST", "PUT") else b"")
+    assert r.status == 405
+    assert r.header("allow") == "GET, HEAD, OPTIONS"
+    # The connection stays usable.
+    assert c.request("GET", "/hello.txt").status == 200
+    c.close()
+
+
+def test_unknown_method_501(server_site):
+    c = server_site.conn()
+    c.send(b"BREW /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+    r = c.read_response()
+    assert r.status == 501
+    assert c.closed()
+
+
+# ---- validators ----------------------------------------------------------------
+
+def test_etag_and_if_none_match(server_site):
+    r = server_site.get("/hello.txt")
+    etag = r.header("etag")
+    r2 = server_site.get("/hello.txt", headers={"If-None-Match": etag})
+    assert r2.status == 304
+    assert r2.body == b""
+    assert r2.header("etag") == etag
+    assert r2.header("content-length") is None
+    assert server_site.get("/hello.txt", headers={"If-None-Match": '"other"'}).status == 200
+    assert server_site.get("/hello.txt", headers={"If-None-Match": f'"x", W/{etag}'}).status == 304
+    assert server_site.get("/hello.txt", headers={"If-None-Match": "*"}).status == 304
+
+
+def test_if_modified_since(server_site):
+    r = server_site.get("/hello.txt")
+    lm = r.header("last-modified")
+    assert server_site.get("/hello.txt", headers={"If-Modified-Since": lm}).status == 304
+    old = email.utils.formatdate(time.time() - 86400 * 365, usegmt=True)
+    assert server_site.get("/hello.txt", headers={"If-Modified-Since": old}).status == 200
+    # Obsolete date forms are understood too (RFC 9110 section 5.6.7).
+    future = time.gmtime(time.time() + 86400)
+    asctime = (time.strftime("%a %b ", future) + f"{future.tm_mday:2d}" +
+               time.strftime(" %H:%M:%S %Y", future))
+    rfc850 = time.strftime("%A, %d-%b-%y %H:%M:%S GMT", future)
+    assert server_site.get("/hello.txt", headers={"If-Modified-Since": asctime}).status == 304
+    assert server_site.get("/hello.txt", headers={"If-Modified-Since": rfc850}).status == 304
+    # An invalid date is ignored.
+    assert server_site.get("/hello.txt", headers={"If-Modified-Since": "yesterday"}).status == 200
+    # If-None-Match takes precedence over If-Modified-Since.
+    r = server_site.get("/hello.txt", headers={"If-None-Match": '"no"', "If-Modified-Since": lm})
+    assert r.status == 200
+
+
+def test_if_match_and_if_unmodified_since(server_site):
+    etag = server_site.get("/hello.txt").header("etag")
+    assert server_site.get("/hello.txt", headers={"If-Match": etag}).status == 200
+    assert server_site.get("/hello.txt", headers={"If-Match": '"nope"'}).status == 412
+    assert server_site.get("/hello.txt", headers={"If-Match": f"W/{etag}"}).status == 412
+    old = email.utils.formatdate(time.time() - 86400 * 365, usegmt=True)
+    assert server_site.get("/hello.txt", headers={"If-Unmodified-Since": old}).status == 412
+
+
+def test_etag_changes_with_content(site):
+    site.start()
+    e1 = site.get("/digits.txt").header("etag")
+    time.sleep(0.01)
+    site.file("digits.txt", "01234567890")
+    e2 = site.get("/digits.txt").header("etag")
+    assert e1 != e2
+    assert site.get("/digits.txt", headers={"If-None-Match": e1}).status == 200
+
+
+# ---- ranges --------------------------------------------------------------------
+
+@pytest.mark.parametrize("spec,body,crange", [
+    ("bytes=0-4", b"01234", "bytes 0-4/10"),
+    ("bytes=5-", b"56789", "bytes 5-9/10"),
+    ("bytes=-3", b"789", "bytes 7-9/10"),
+    ("bytes=-100", b"0123456789", "bytes 0-9/10"),
+    ("bytes=8-100", b"89", "bytes 8-9/10"),
+    ("bytes=3-3", b"3", "bytes 3-3/10"),
+])
+def test_single_range(server_site, spec, body, crange):
+    r = server_site.get("/digits.txt", headers={"Range": spec})
+    assert r.status == 206
+    assert r.body == body
+    assert r.header("content-range") == crange
+    assert r.header("content-length") == str(len(body))
+
+
+@pytest.mark.parametrize("spec", ["bytes=10-", "bytes=100-200", "bytes=-0"])
+def test_unsatisfiable_range(server_site, spec):
+    c = server_site.conn()
+    r = c.request("GET", "/digits.txt", headers={"Range": spec})
+    assert r.status == 416
+    assert r.header("content-range") == "bytes */10"
+    assert c.request("GET", "/hello.txt").status == 200  # still usable
+    c.close()
+
+
+@pytest.mark.parametrize("spec", ["bytes=0-1,5-6", "items=0-1", "bytes=5-2", "bytes=abc"])
+def test_ignored_range_gives_whole_file(server_site, spec):
+    r = server_site.get("/digits.txt", headers={"Range": spec})
+    assert r.status == 200
+    assert r.body == b"0123456789"
+
+
+def test_range_on_empty_file(server_site):
+    r = server_site.get("/empty.txt", headers={"Range": "bytes=0-"})
+    assert r.status == 416
+    assert r.header("content-range") == "bytes */0"
+
+
+def test_if_range(server_site):
+    r = server_site.get("/digits.txt")
+    etag, lm = r.header("etag"), r.header("last-modified")
+    assert server_site.get("/digits.txt", headers={"Range": "bytes=0-1", "If-Range": etag}).status == 206
+    r = server_site.get("/digits.txt", headers={"Range": "bytes=0-1", "If-Range": '"stale"'})
+    assert r.status == 200 and r.body == b"0123456789"
+    assert server_site.get("/digits.txt", headers={"Range": "bytes=0-1", "If-Range": lm}).status == 206
+    old = email.utils.formatdate(time.time() - 86400, usegmt=True)
+    assert server_site.get("/digits.txt", headers={"Range": "bytes=0-1", "If-Range": old}).status == 200
+
+
+def test_head_ignores_range(server_site):
+    c = server_site.conn()
+    r = c.request("HEAD", "/digits.txt", headers={"Range": "bytes=0-1"})
+    assert r.status == 200
+    assert r.header("content-length") == "10"
+    c.close()
+
+
+def test_range_of_large_file(site):
+    data = os.urandom(1024 * 1024)
+    site.file("big.bin", data)
+    site.start()
+    r = site.get("/big.bin", headers={"Range": "bytes=1000-500999"})
+    assert r.status == 206
+    assert r.body == data[1000:501000]

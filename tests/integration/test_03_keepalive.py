@@ -1,0 +1,207 @@
+"""Tier 3: persistent connections, pipelining and request bodies."""
+
+import socket
+
+import pytest
+
+from conftest import SLOW
+
+
+@pytest.fixture
+def srv(make_server):
+    s = make_server()
+    s.file("a.txt", "AAAA\n")
+    s.file("b.txt", "BB\n")
+    s.file("big.bin", b"z" * 300000)
+    return s
+
+
+def test_http11_keepalive(srv):
+    srv.start()
+    c = srv.conn()
+    for _ in range(5):
+        r = c.request("GET", "/a.txt")
+        assert r.status == 200 and r.body == b"AAAA\n"
+        assert r.header("connection") is None
+    c.close()
+
+
+def test_http11_connection_close(srv):
+    srv.start()
+    c = srv.conn()
+    r = c.request("GET", "/a.txt", headers={"Connection": "close"})
+    assert r.status == 200
+    assert r.header("connection") == "close"
+    assert c.closed()
+
+
+def test_http10_keepalive(srv):
+    srv.start()
+    c = srv.conn()
+    for _ in range(3):
+        r = c.request("GET", "/a.txt", version="HTTP/1.0", headers={"Connection": "keep-alive"})
+        assert r.status == 200
+        assert r.header("connection") == "keep-alive"
+    r = c.request("GET", "/a.txt", version="HTTP/1.0")
+    assert r.header("connection") == "close"
+    assert c.closed()
+
+
+def test_keepalive_off(srv):
+    srv.set(KeepAlive="Off")
+    srv.start()
+    c = srv.conn()
+    r = c.request("GET", "/a.txt")
+    assert r.header("connection") == "close"
+    assert c.closed()
+
+
+def test_max_keepalive_requests(srv):
+    srv.set(MaxKeepAliveRequests=3)
+    srv.start()
+    c = srv.conn()
+    assert c.request("GET", "/a.txt").header("connection") is None
+    assert c.request("GET", "/a.txt").header("connection") is None
+    r = c.request("GET", "/a.txt")
+    assert r.status == 200 and r.header("connection") == "close"
+    assert c.closed()
+
+
+def test_pipelining_answers_in_order(srv):
+    srv.start()
+    c = srv.conn()
+    paths = ["/a.txt", "/b.txt", "/missing", "/a.txt", "/big.bin", "/b.txt"] * 5
+    batch = b""
+    for p in paths:
+        batch += f"GET {p} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    batch += b"HEAD /a.txt HTTP/1.1\r\nHost: x\r\n\r\n"
+    c.send(batch)
+    expected = {"/a.txt": (200, b"AAAA\n"), "/b.txt": (200, b"BB\n"),
+                "/big.bin": (200, b"z" * 300000)}
+    for p in paths:
+        r = c.read_response()
+        if p == "/missing":
+            assert r.status == 404
+        else:
+            assert (r.status, r.body) == expected[p], p
+    r = c.read_response(head_request=True)
+    assert r.status == 200 and r.header("content-length") == "5"
+    assert c.buf == b""
+    c.close()
+
+
+def test_pipelining_byte_by_byte(srv):
+    srv.start()
+    c = srv.conn()
+    req = b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n" * 3
+    for i in range(len(req)):
+        c.send(req[i:i + 1])
+    for _ in range(3):
+        assert c.read_response().body == b"AAAA\n"
+    c.close()
+
+
+def test_body_is_discarded_before_next_request(srv):
+    srv.start()
+    c = srv.conn()
+    r = c.request("POST", "/a.txt", body=b"x" * 10000)
+    assert r.status == 405
+    assert c.request("GET", "/b.txt").body == b"BB\n"
+    # GET with a body: served, and the body skipped.
+    c.send(b"GET /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 7\r\n\r\nabcdefg"
+           b"GET /b.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert c.read_response().body == b"AAAA\n"
+    assert c.read_response().body == b"BB\n"
+    c.close()
+
+
+def test_chunked_body_is_discarded(srv):
+    srv.start()
+    c = srv.conn()
+    c.send(b"POST /a.txt HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+           b"5\r\nhello\r\n3;ext=1\r\nabc\r\n0\r\nTrailer: v\r\n\r\n"
+           b"GET /b.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert c.read_response().status == 405
+    assert c.read_response().body == b"BB\n"
+    c.close()
+
+
+def test_large_body_discarded_while_streaming(srv):
+    srv.start()
+    c = srv.conn()
+    body = b"q" * (2 * 1024 * 1024)
+    c.send(f"PUT /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode())
+    c.send(body)
+    assert c.read_response().status == 405
+    assert c.request("GET", "/a.txt").status == 200
+    c.close()
+
+
+def test_body_over_limit_413(srv):
+    srv.set(MaxRequestBody="1K")
+    srv.start()
+    c = srv.conn()
+    c.send(b"POST /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n")
+    r = c.read_response()
+    assert r.status == 413
+    assert r.header("connection") == "close"
+    assert c.closed()
+
+
+def test_chunked_body_over_limit_closes(srv):
+    srv.set(MaxRequestBody="1K")
+    srv.start()
+    c = srv.conn()
+    c.send(b"POST /a.txt HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    r = c.read_response()
+    assert r.status == 405
+    try:
+        for _ in range(10):
+            c.send(b"400\r\n" + b"x" * 1024 + b"\r\n")
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    assert c.closed()
+
+
+def test_expect_continue_rejected_by_static(srv):
+    srv.start()
+    c = srv.conn()
+    c.send(b"PUT /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n"
+           b"Expect: 100-continue\r\n\r\n")
+    r = c.read_response()
+    # A final status without 100: the client may not send the body, so the
+    # connection cannot be reused.
+    assert r.status == 405
+    assert r.header("connection") == "close"
+    assert c.closed()
+
+
+def test_expect_continue_get_without_body(srv):
+    srv.start()
+    c = srv.conn()
+    r = c.request("GET", "/a.txt", headers={"Expect": "100-continue"})
+    assert r.status == 200
+    assert c.request("GET", "/b.txt").status == 200
+    c.close()
+
+
+def test_client_closes_mid_response(srv):
+    srv.file("huge.bin", b"h" * (8 * 1024 * 1024))
+    srv.start()
+    for _ in range(5):
+        s = socket.create_connection(("127.0.0.1", srv.port))
+        s.sendall(b"GET /huge.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.recv(1000)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        s.close()  # reset
+    assert srv.get("/a.txt").status == 200
+
+
+def test_many_connections(srv):
+    srv.start()
+    conns = [srv.conn() for _ in range(200)]
+    for c in conns:
+        c.send(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+    for c in conns:
+        assert c.read_response().body == b"AAAA\n"
+        c.close()
