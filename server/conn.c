@@ -218,7 +218,9 @@ void mk_conn_close(struct mk_conn *c)
     c->timer = MK_TIMER_NONE;
     mk_list_move_tail(&c->node, &w->closing);
     atomic_fetch_sub_explicit(&w->n_conns, 1, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&w->server->n_conns, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit((c->flags & MK_CONN_REFUSED) ? &w->server->n_refused
+                                                           : &w->server->n_conns,
+                              1, memory_order_relaxed);
 }
 
 /*

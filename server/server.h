@@ -273,8 +273,9 @@ struct mk_server {
     atomic_bool acceptor_stop;
     bool acceptor_running;
 
-    /* connection limit */
+    /* connection limit: n_conns served, n_refused answered 503 and lingering */
     atomic_uint n_conns;
+    atomic_uint n_refused;
     unsigned max_conns;
 
     atomic_uint workers_alive;

@@ -184,14 +184,18 @@ void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa,
                          const struct mk_transport *transport)
 {
     struct mk_server *srv = w->server;
-    unsigned n = atomic_fetch_add_explicit(&srv->n_conns, 1, memory_order_relaxed) + 1;
-    unsigned refusal_margin = srv->max_conns / 16 + 16;
+    bool refuse = false;
 
-    if (n > srv->max_conns + refusal_margin) {
-        /* Far over the limit: not even a 503 (that would need memory). */
+    if (atomic_fetch_add_explicit(&srv->n_conns, 1, memory_order_relaxed) >= srv->max_conns) {
         atomic_fetch_sub_explicit(&srv->n_conns, 1, memory_order_relaxed);
-        close(fd);
-        return;
+        /* Over the limit: a few get a 503, the rest not even that (it takes memory). */
+        unsigned margin = srv->max_conns / 16 + 16;
+        if (atomic_fetch_add_explicit(&srv->n_refused, 1, memory_order_relaxed) >= margin) {
+            atomic_fetch_sub_explicit(&srv->n_refused, 1, memory_order_relaxed);
+            close(fd);
+            return;
+        }
+        refuse = true;
     }
     struct mk_conn *c = mk_conn_get(w);
     c->ev.fd = fd;
@@ -201,7 +205,7 @@ void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa,
     }
     memcpy(&c->peer, sa, len);
     atomic_fetch_add_explicit(&w->n_conns, 1, memory_order_relaxed);
-    if (n > srv->max_conns) {
+    if (refuse) {
         mk_conn_refuse(c);
         return;
     }

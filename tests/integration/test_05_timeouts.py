@@ -1,0 +1,165 @@
+"""Tier 5: timeouts and the connection limit (short configured timeouts)."""
+
+import socket
+import time
+
+import pytest
+
+from conftest import SLOW
+
+
+@pytest.fixture
+def srv(make_server):
+    s = make_server()
+    s.file("a.txt", "AAAA\n")
+    s.file("big.bin", b"b" * (64 * 1024 * 1024))
+    return s
+
+
+def elapsed_until_closed(c, limit):
+    start = time.monotonic()
+    assert c.closed(limit), "the server did not close the connection"
+    return time.monotonic() - start
+
+
+def test_header_timeout_sends_408(srv):
+    srv.set(Timeout=1)
+    srv.start()
+    c = srv.conn()
+    c.send(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n")  # never finished
+    t = elapsed_until_closed(c, 6)
+    assert 0.5 <= t <= 3.5 * SLOW
+    assert c.buf.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+    assert b"Connection: close" in c.buf
+
+
+def test_header_timeout_is_not_extended_by_trickling(srv):
+    """Slowloris: one byte at a time does not keep a connection forever."""
+    srv.set(Timeout=2)
+    srv.start()
+    c = srv.conn()
+    start = time.monotonic()
+    req = b"GET /a.txt HTTP/1.1\r\nX-Slow: " + b"a" * 100
+    closed = False
+    for i in range(len(req)):
+        try:
+            c.send(req[i:i + 1])
+        except (BrokenPipeError, ConnectionResetError):
+            closed = True
+            break
+        time.sleep(0.25)
+        if time.monotonic() - start > 8 * SLOW:
+            break
+    assert closed or c.closed(1)
+    assert time.monotonic() - start < 6 * SLOW
+
+
+def test_silent_connection_times_out(srv):
+    srv.set(Timeout=1)
+    srv.start()
+    c = srv.conn()
+    t = elapsed_until_closed(c, 6)
+    assert t <= 3.5 * SLOW
+    assert c.buf == b""  # nothing was asked: nothing is answered
+
+
+def test_keepalive_timeout(srv):
+    srv.set(KeepAliveTimeout=1, Timeout=10)
+    srv.start()
+    c = srv.conn()
+    assert c.request("GET", "/a.txt").status == 200
+    t = elapsed_until_closed(c, 6)
+    assert 0.5 <= t <= 3.5 * SLOW
+    assert c.buf == b""
+
+
+def test_keepalive_connection_used_before_timeout_survives(srv):
+    srv.set(KeepAliveTimeout=2)
+    srv.start()
+    c = srv.conn()
+    for _ in range(4):
+        assert c.request("GET", "/a.txt").status == 200
+        time.sleep(0.8)
+    c.close()
+
+
+def test_send_timeout_closes_stalled_reader(srv):
+    srv.set(SendTimeout=1)
+    srv.start()
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", srv.port))
+    s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(3.5 * SLOW)  # read nothing: the server cannot make progress
+    s.settimeout(5)
+    got = 0
+    try:
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            got += len(chunk)
+    except (ConnectionResetError, socket.timeout):
+        pass
+    s.close()
+    assert got < 64 * 1024 * 1024, "the stalled response should have been abandoned"
+    assert srv.get("/a.txt").status == 200
+
+
+def test_slow_but_steady_reader_is_not_cut(srv):
+    srv.set(SendTimeout=2)
+    srv.file("mid.bin", b"m" * (4 * 1024 * 1024))
+    srv.start()
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    s.connect(("127.0.0.1", srv.port))
+    s.sendall(b"GET /mid.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.settimeout(10)
+    got = 0
+    start = time.monotonic()
+    while got < 4 * 1024 * 1024 + 100:
+        chunk = s.recv(256 * 1024)
+        if not chunk:
+            break
+        got += len(chunk)
+        time.sleep(0.05)
+    s.close()
+    assert got > 4 * 1024 * 1024
+    assert time.monotonic() - start > 0.5  # it really was slow
+
+
+def test_connection_limit_answers_503(srv):
+    srv.set(MaxConnections=3, Workers=1)
+    srv.start()
+    time.sleep(0.3)  # let the start-up probe connection close
+    held = [srv.conn() for _ in range(3)]
+    for c in held:
+        assert c.request("GET", "/a.txt").status == 200
+    extra = srv.conn()
+    extra.send(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+    r = extra.read_response()
+    assert r.status == 503
+    assert r.header("retry-after") == "1"
+    assert r.header("connection") == "close"
+    assert extra.closed()
+    # A refused client that has not closed its end does not take a place.
+    held[0].close()
+    time.sleep(0.2)
+    c = srv.conn()
+    assert c.request("GET", "/a.txt").status == 200
+    for c2 in held[1:] + [c]:
+        c2.close()
+
+
+def test_connection_limit_with_fair_balancing(srv):
+    srv.set(MaxConnections=2, Balancing="fair", Workers=2)
+    srv.start()
+    time.sleep(0.3)  # let the start-up probe connection close
+    held = [srv.conn() for _ in range(2)]
+    for c in held:
+        assert c.request("GET", "/a.txt").status == 200
+    extra = srv.conn()
+    extra.send(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert extra.read_response().status == 503
+    for c in held:
+        c.close()

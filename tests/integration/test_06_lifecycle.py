@@ -1,0 +1,356 @@
+"""Tier 6: configuration errors, reload, graceful stop, logs, daemon mode."""
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import MONKEY, SLOW, Conn, check_sanitizers, free_port, wait_port
+
+
+# ---- configuration errors name the file and the line ----------------------------
+
+SERVER_ERRORS = [
+    ("unknown key", "    Listen {port}\n    Wrokers 2\n", 3, "unknown key 'Wrokers'"),
+    ("bad number", "    Listen {port}\n    Workers many\n", 3, "Workers"),
+    ("out of range", "    Listen {port}\n    Timeout 0\n", 3, "out of range"),
+    ("bad bool", "    Listen {port}\n    KeepAlive perhaps\n", 3, "expected On or Off"),
+    ("bad size", "    Listen {port}\n    MaxRequestSize 12Q\n", 3, "MaxRequestSize"),
+    ("bad port", "    Listen 127.0.0.1:99999\n", 2, "port"),
+    ("bad address", "    Listen 300.1.1.1:80\n", 2, "not a numeric"),
+    ("duplicate key", "    Listen {port}\n    Workers 1\n    Workers 2\n", 4, "given twice"),
+    ("duplicate listen", "    Listen {port}\n    Listen {port}\n", 3, "given twice"),
+    ("no value", "    Listen {port}\n    Workers\n", 3, "has no value"),
+    ("not indented", "    Listen {port}\nWorkers 2\n", 3, "indented"),
+    ("bad balancing", "    Listen {port}\n    Balancing random\n", 3, "reuseport or fair"),
+    ("unknown transport", "    Listen {port} tls\n", 2, "transport 'tls'"),
+]
+
+
+@pytest.mark.parametrize("name,body,line,text", SERVER_ERRORS, ids=[e[0] for e in SERVER_ERRORS])
+def test_bad_server_config(make_server, name, body, line, text):
+    srv = make_server()
+    srv.raw_conf = "[SERVER]\n" + body.format(port=f"127.0.0.1:{srv.port}")
+    err = srv.run_expect_failure()
+    assert f"{srv.conf}/monkey.conf:{line}:" in err, err
+    assert text in err, err
+
+
+def test_unknown_section(make_server):
+    srv = make_server()
+    srv.raw_conf = f"[SERVER]\n    Listen 127.0.0.1:{srv.port}\n[SERVR]\n    A b\n"
+    err = srv.run_expect_failure()
+    assert f"monkey.conf:3:" in err and "SERVR" in err
+
+
+SITE_ERRORS = [
+    ("unknown key", "[HOST]\n    DocumentRoot {root}\n    Docroot x\n", 3, "unknown key"),
+    ("missing root", "[HOST]\n    DocumentRoot {root}/nope\n", 2, "No such file"),
+    ("no docroot", "[HOST]\n    ServerName a\n", 1, "no DocumentRoot"),
+    ("bad name", "[HOST]\n    ServerName a/b\n    DocumentRoot {root}\n", 2, "not a host name"),
+    ("bad section", "[HOST]\n    DocumentRoot {root}\n[PAGES]\n", 3, "unknown section"),
+    ("error page outside", "[HOST]\n    DocumentRoot {root}\n[ERROR_PAGES]\n    404 ../x\n", 4,
+     "inside the document root"),
+    ("error page missing", "[HOST]\n    DocumentRoot {root}\n[ERROR_PAGES]\n    404 nope.html\n",
+     4, "nope.html"),
+    ("error page status", "[HOST]\n    DocumentRoot {root}\n[ERROR_PAGES]\n    200 a.txt\n", 4,
+     "not an error status"),
+]
+
+
+@pytest.mark.parametrize("name,text,line,msg", SITE_ERRORS, ids=[e[0] for e in SITE_ERRORS])
+def test_bad_site_config(make_server, name, text, line, msg):
+    srv = make_server()
+    srv.file("a.txt", "a")
+    srv.write_conf()
+    site = srv.conf / "sites" / "default"
+    site.write_text(text.format(root=srv.docroot))
+    p = subprocess.run([str(MONKEY), "-c", str(srv.conf)], capture_output=True, text=True,
+                       timeout=10 * SLOW)
+    assert p.returncode == 1
+    assert f"{site}:{line}:" in p.stderr, p.stderr
+    assert msg in p.stderr, p.stderr
+    check_sanitizers(p.stderr)
+
+
+def test_duplicate_server_name_across_sites(make_server):
+    srv = make_server()
+    srv.extra_sites["other"] = f"[HOST]\n    ServerName localhost\n    DocumentRoot {srv.docroot}\n"
+    err = srv.run_expect_failure()
+    assert "ServerName 'localhost'" in err
+
+
+def test_unreadable_log_path(make_server):
+    srv = make_server()
+    srv.set(Log="/nonexistent-dir/monkey.log")
+    err = srv.run_expect_failure()
+    assert "/nonexistent-dir/monkey.log" in err
+
+
+def test_port_in_use(make_server):
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", 0))
+    blocker.listen()
+    port = blocker.getsockname()[1]
+    srv = make_server()
+    srv.set(Listen=f"127.0.0.1:{port}")
+    err = srv.run_expect_failure()
+    assert "monkey.conf:2:" in err and "Address already in use" in err
+    blocker.close()
+
+
+# ---- virtual hosts -----------------------------------------------------------------
+
+def test_virtual_hosts(make_server, tmp_path):
+    srv = make_server()
+    srv.file("who.txt", "default\n")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "who.txt").write_text("other\n")
+    wild = tmp_path / "wild"
+    wild.mkdir()
+    (wild / "who.txt").write_text("wild\n")
+    srv.extra_sites["other"] = (f"[HOST]\n    ServerName other.test www.other.test\n"
+                                f"    DocumentRoot {other}\n")
+    srv.extra_sites["wild"] = f"[HOST]\n    ServerName *.wild.test\n    DocumentRoot {wild}\n"
+    srv.start()
+    def who(host):
+        return srv.get("/who.txt", headers={"Host": host}).body
+    assert who("other.test") == b"other\n"
+    assert who("WWW.Other.Test:8080") == b"other\n"
+    assert who("other.test.") == b"other\n"
+    assert who("a.b.wild.test") == b"wild\n"
+    assert who("wild.test") == b"default\n"
+    assert who("unknown.test") == b"default\n"
+    assert who("localhost") == b"default\n"
+    assert srv.get("http://other.test/who.txt", headers={"Host": "localhost"}).body == b"other\n"
+
+
+# ---- reload --------------------------------------------------------------------------
+
+def test_reload_applies_new_configuration(make_server, tmp_path):
+    srv = make_server()
+    srv.file("a.txt", "old\n")
+    srv.start()
+    keep = srv.conn()
+    assert keep.request("GET", "/a.txt").body == b"old\n"
+
+    newroot = tmp_path / "newroot"
+    newroot.mkdir()
+    (newroot / "a.txt").write_text("new\n")
+    second = free_port()
+    srv.site_conf["DocumentRoot"] = str(newroot)
+    srv.set(Listen=[f"127.0.0.1:{srv.port}", f"127.0.0.1:{second}"])
+    srv.write_conf()
+    srv.signal(signal.SIGHUP)
+    assert wait_port(second)
+    deadline = time.monotonic() + 5
+    while srv.get("/a.txt").body != b"new\n":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert Conn(second).request("GET", "/a.txt").body == b"new\n"
+    # The connection opened before the reload still works.
+    assert keep.request("GET", "/a.txt").body == b"new\n"
+    keep.close()
+    # Remove the second port again.
+    srv.set(Listen=f"127.0.0.1:{srv.port}")
+    srv.write_conf()
+    srv.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", second), timeout=1).close()
+        except OSError:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert "configuration reloaded" in srv.stderr_text()
+
+
+def test_reload_with_bad_config_keeps_running(make_server):
+    srv = make_server()
+    srv.file("a.txt", "a\n")
+    srv.start()
+    (srv.conf / "monkey.conf").write_text("[SERVER]\n    Nonsense 1\n")
+    srv.signal(signal.SIGHUP)
+    time.sleep(0.3 * SLOW)
+    assert srv.get("/a.txt").status == 200
+    assert "reload failed" in srv.stderr_text()
+    assert "monkey.conf:2:" in srv.stderr_text()
+
+
+@pytest.mark.parametrize("balancing", ["reuseport", "fair"])
+def test_reload_refuses_no_connection(make_server, balancing):
+    srv = make_server()
+    srv.file("a.txt", "a\n")
+    srv.set(Balancing=balancing)
+    srv.start()
+    failures, done = [], threading.Event()
+    count = [0]
+
+    def client():
+        while not done.is_set():
+            try:
+                r = Conn(srv.port).request("GET", "/a.txt", headers={"Connection": "close"})
+                if r.status != 200:
+                    failures.append(r.status)
+                count[0] += 1
+            except OSError as e:
+                failures.append(repr(e))
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for _ in range(8):
+        time.sleep(0.1)
+        srv.signal(signal.SIGHUP)
+    time.sleep(0.3)
+    done.set()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert count[0] > 20
+
+
+# ---- stopping ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_graceful_stop_finishes_responses(make_server, sig):
+    srv = make_server()
+    data = os.urandom(16 * 1024 * 1024)
+    srv.file("big.bin", data)
+    srv.start()
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    s.connect(("127.0.0.1", srv.port))
+    s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+    first = s.recv(65536)
+    srv.signal(sig)
+    time.sleep(0.3)
+    # No new connections once stopping.
+    with pytest.raises(OSError):
+        Conn(srv.port, timeout=1).request("GET", "/big.bin")
+    buf = first
+    s.settimeout(10)
+    while True:
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            break
+        buf += chunk
+    head, body = buf.split(b"\r\n\r\n", 1)
+    assert b"Connection: close" not in head  # the response started before the stop
+    assert body == data
+    assert srv.proc.wait(timeout=10 * SLOW) == 0
+    assert "stopped" in srv.stderr_text()
+
+
+def test_stop_closes_idle_connections(make_server):
+    srv = make_server()
+    srv.file("a.txt", "a")
+    srv.start()
+    idle = [srv.conn() for _ in range(5)]
+    for c in idle[:3]:
+        c.request("GET", "/a.txt")
+    t = time.monotonic()
+    srv.signal(signal.SIGTERM)
+    assert srv.proc.wait(timeout=5 * SLOW) == 0
+    assert time.monotonic() - t < 2 * SLOW
+    for c in idle:
+        assert c.closed(2)
+
+
+def test_second_signal_stops_at_once(make_server):
+    srv = make_server()
+    srv.file("big.bin", b"x" * (32 * 1024 * 1024))
+    srv.set(GracefulTimeout=60)
+    srv.start()
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", srv.port))
+    s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.recv(100)
+    srv.signal(signal.SIGTERM)
+    time.sleep(0.5)
+    assert srv.proc.poll() is None  # still sending to the slow client
+    srv.signal(signal.SIGTERM)
+    assert srv.proc.wait(timeout=5 * SLOW) == 0
+    s.close()
+
+
+def test_graceful_timeout_bounds_the_stop(make_server):
+    srv = make_server()
+    srv.file("big.bin", b"x" * (32 * 1024 * 1024))
+    srv.set(GracefulTimeout=1, SendTimeout=60)
+    srv.start()
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", srv.port))
+    s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.recv(100)
+    t = time.monotonic()
+    srv.signal(signal.SIGTERM)
+    assert srv.proc.wait(timeout=10 * SLOW) == 0
+    assert time.monotonic() - t < 4 * SLOW
+    s.close()
+
+
+# ---- logs and daemon mode --------------------------------------------------------------
+
+def test_log_file_and_reopen(make_server):
+    srv = make_server()
+    log = srv.dir / "error.log"
+    srv.set(Log=str(log), LogLevel="info")
+    srv.start()
+    assert "listening on" in log.read_text()
+    rotated = srv.dir / "error.log.1"
+    log.rename(rotated)
+    srv.signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 5
+    while not log.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    srv.signal(signal.SIGHUP)  # produces a line in the new file
+    deadline = time.monotonic() + 5
+    while "reloaded" not in log.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert "reloaded" not in rotated.read_text()
+
+
+def test_daemon_mode_and_pidfile(make_server):
+    srv = make_server()
+    srv.file("a.txt", "daemon\n")
+    pidfile = srv.dir / "monkey.pid"
+    log = srv.dir / "daemon.log"
+    srv.set(PidFile=str(pidfile), Log=str(log))
+    srv.write_conf()
+    p = subprocess.run([str(MONKEY), "-D", "-c", str(srv.conf)], capture_output=True, text=True,
+                       timeout=10 * SLOW)
+    assert p.returncode == 0, p.stderr
+    pid = int(pidfile.read_text())
+    try:
+        assert wait_port(srv.port)
+        assert Conn(srv.port).request("GET", "/a.txt").body == b"daemon\n"
+        assert os.getsid(pid) == pid  # a session of its own
+    finally:
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10 * SLOW
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{pid}")
+    assert not pidfile.exists()
+    check_sanitizers(log.read_text())
+
+
+def test_daemon_mode_reports_errors(make_server):
+    srv = make_server()
+    srv.set(Workers="nope")
+    srv.write_conf()
+    p = subprocess.run([str(MONKEY), "-D", "-c", str(srv.conf)], capture_output=True, text=True,
+                       timeout=10 * SLOW)
+    assert p.returncode == 1
+    assert "monkey.conf:3:" in p.stderr

@@ -1,0 +1,194 @@
+"""Tier 7: the plugin API, through the skeleton plugin and test plugins."""
+
+import os
+
+import pytest
+
+from conftest import BUILD, Conn
+
+SKELETON_SO = BUILD / "plugins" / "monkey-skeleton.so"
+TAP_SO = BUILD / "tests" / "plugins" / "monkey-tap.so"
+BADABI_SO = BUILD / "tests" / "plugins" / "monkey-badabi.so"
+
+
+@pytest.fixture(params=["shared", "builtin"])
+def skel(make_server, request):
+    srv = make_server()
+    srv.file("a.txt", "AAAA\n")
+    srv.plugins = [str(SKELETON_SO) if request.param == "shared" else "skeleton"]
+    (srv.conf / "plugins").mkdir()
+    (srv.conf / "plugins" / "skeleton.conf").write_text(
+        "[SKELETON]\n    Path /skel\n    Message Hi from the test\n")
+    srv.start()
+    return srv
+
+
+def test_content_hook(skel):
+    r = skel.get("/skel")
+    assert r.status == 200
+    assert r.body == b"Hi from the test\n"
+    assert r.header("content-type") == "text/plain; charset=utf-8"
+    assert r.header("x-skeleton-worker") in ("0", "1")
+    # Other paths fall through to the static handler.
+    assert skel.get("/a.txt").body == b"AAAA\n"
+    assert skel.get("/skeleton").status == 404
+
+
+def test_request_hook_can_refuse(skel):
+    r = skel.get("/a.txt", headers={"X-Skeleton-Deny": "1"})
+    assert r.status == 403
+    assert skel.get("/a.txt").status == 200
+
+
+def test_request_done_and_accept_hooks(skel):
+    c = skel.conn()
+    for _ in range(3):
+        c.request("GET", "/a.txt")
+    text = c.request("GET", "/skel/stats").body.decode()
+    c.close()
+    requests, conns = int(text.split()[1]), int(text.split()[3])
+    assert requests >= 3
+    assert conns >= 1
+
+
+def test_body_for_handler(skel):
+    c = skel.conn()
+    body = os.urandom(100000)
+    r = c.request("POST", "/skel/echo", body=body)
+    assert r.status == 200 and r.body == body
+    # Empty body.
+    r = c.request("POST", "/skel/echo", headers={"Content-Length": "0"})
+    assert r.status == 200 and r.body == b""
+    # The connection is still in step.
+    assert c.request("GET", "/a.txt").body == b"AAAA\n"
+    c.close()
+
+
+def test_chunked_body_for_handler(skel):
+    c = skel.conn()
+    c.send(b"POST /skel/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+           b"4\r\nWiki\r\n5;x=y\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\n\r\n"
+           b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+    r = c.read_response()
+    assert r.status == 200 and r.body == b"Wikipedia in\r\n\r\nchunks."
+    assert c.read_response().body == b"AAAA\n"
+    c.close()
+
+
+def test_bad_chunk_size_for_handler_400(skel):
+    c = skel.conn()
+    c.send(b"POST /skel/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+           b"zz\r\nhello\r\n0\r\n\r\n")
+    r = c.read_response()
+    assert r.status == 400
+    assert c.closed()
+
+
+def test_expect_continue_for_handler(skel):
+    c = skel.conn()
+    c.send(b"POST /skel/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+           b"Expect: 100-continue\r\n\r\n")
+    r = c.read_response()
+    assert r.status == 100
+    c.send(b"hello")
+    r = c.read_response()
+    assert r.status == 200 and r.body == b"hello"
+    assert c.request("GET", "/a.txt").status == 200
+    c.close()
+
+
+def test_body_limit_for_handler(make_server):
+    srv = make_server()
+    srv.plugins = ["skeleton"]
+    srv.set(MaxRequestBody="10K")
+    srv.start()
+    c = srv.conn()
+    c.send(b"POST /skeleton/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    for _ in range(20):
+        try:
+            c.send(b"400\r\n" + b"x" * 1024 + b"\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            break
+    r = c.read_response()
+    assert r.status == 413
+    assert c.closed()
+
+
+def test_handler_method_check(skel):
+    r = skel.get("/skel/echo")
+    assert r.status == 405
+    assert "POST" in r.header("allow")
+
+
+def test_skeleton_defaults_without_conf(make_server):
+    srv = make_server()
+    srv.plugins = ["skeleton"]
+    srv.start()
+    assert srv.get("/skeleton").body == b"Hello from the skeleton plugin\n"
+
+
+def test_skeleton_conf_error_names_file_and_line(make_server):
+    srv = make_server()
+    srv.plugins = ["skeleton"]
+    (srv.conf / "plugins").mkdir()
+    conf = srv.conf / "plugins" / "skeleton.conf"
+    conf.write_text("[SKELETON]\n    Path /x\n    Colour blue\n")
+    err = srv.run_expect_failure()
+    assert f"{conf}:3:" in err
+    assert "plugins.load:2:" in err  # which plugin failed
+
+
+def test_plugin_reload(skel):
+    conf = skel.conf / "plugins" / "skeleton.conf"
+    conf.write_text("[SKELETON]\n    Path /skel\n    Message Reloaded\n")
+    import signal
+    import time
+    skel.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while skel.get("/skel").body != b"Reloaded\n":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_missing_shared_object(make_server):
+    srv = make_server()
+    srv.plugins = ["/nonexistent/monkey-x.so"]
+    err = srv.run_expect_failure()
+    assert "plugins.load:2:" in err and "cannot load plugin" in err
+
+
+def test_unknown_builtin(make_server):
+    srv = make_server()
+    srv.plugins = ["nosuchplugin"]
+    err = srv.run_expect_failure()
+    assert "plugins.load:2:" in err and "nosuchplugin" in err
+
+
+def test_wrong_abi_is_refused(make_server):
+    srv = make_server()
+    srv.plugins = [str(BADABI_SO)]
+    err = srv.run_expect_failure()
+    assert "plugins.load:2:" in err and "ABI" in err
+
+
+def test_plugin_loaded_twice(make_server):
+    srv = make_server()
+    srv.plugins = ["skeleton", str(SKELETON_SO)]
+    err = srv.run_expect_failure()
+    assert "plugins.load:3:" in err and "already loaded" in err
+
+
+def test_transport_plugin(make_server):
+    srv = make_server()
+    data = os.urandom(200000)
+    srv.file("data.bin", data)
+    srv.plugins = [str(TAP_SO)]
+    srv.set(Listen=f"127.0.0.1:{srv.port} tap")
+    srv.start()
+    c = srv.conn()
+    r = c.request("GET", "/data.bin")
+    assert r.status == 200 and r.body == data  # sent through the transport's writev
+    r = c.request("GET", "/tap")
+    # The plugin's transport read both requests on this connection.
+    assert int(r.body) > 60
+    c.close()
