@@ -17,12 +17,18 @@ GENERATOR  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 PYTHON     := $(shell python3 -c 'import pytest' >/dev/null 2>&1 && echo python3 || echo /usr/bin/python3)
 C_FILES     = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 
-.PHONY: all run test unit integration asan deps fuzz bench format format-check clean
+.PHONY: all run test unit integration asan deps reconfigure fuzz bench format format-check clean
 
 all:
 	@tools/deps.sh build
 	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) $(GENERATOR) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# Configure again: tools installed since the last run (cmocka) are found.
+reconfigure:
+	@cmake -S . -B $(BUILD) $(if $(wildcard $(BUILD)/CMakeCache.txt),,$(GENERATOR)) >/dev/null
+	@cmake -S . -B $(ASAN_BUILD) $(if $(wildcard $(ASAN_BUILD)/CMakeCache.txt),,$(GENERATOR)) \
+		-DMK_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
 
 run: all
 	$(BUILD)/bin/monkey -c conf
@@ -30,10 +36,9 @@ run: all
 deps:
 	@tools/deps.sh test
 
-$(ASAN_BUILD)/CMakeCache.txt:
-	cmake -S . -B $(ASAN_BUILD) $(GENERATOR) -DMK_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
-
-asan: $(ASAN_BUILD)/CMakeCache.txt
+asan:
+	@test -f $(ASAN_BUILD)/CMakeCache.txt || cmake -S . -B $(ASAN_BUILD) $(GENERATOR) \
+		-DMK_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 unit: all
@@ -42,7 +47,7 @@ unit: all
 integration: all
 	MK_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests/integration
 
-test: deps all asan
+test: deps reconfigure all asan
 	@echo "== unit tests"
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@echo "== unit tests (ASan + UBSan)"

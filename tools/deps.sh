@@ -1,14 +1,14 @@
 #!/bin/sh
-# Install what building and testing Monkey needs, from Debian packages.
+# What building and testing Monkey needs, from Debian packages.
 #
-#   tools/deps.sh build      compiler, cmake, ninja, cmocka
-#   tools/deps.sh test       + python3 with pytest, curl
+#   tools/deps.sh build      check only: a C compiler and cmake (never installs)
+#   tools/deps.sh test       + ninja, cmocka, python3 with pytest, curl, clang-format
 #   tools/deps.sh fuzz       + clang with libFuzzer
 #   tools/deps.sh bench      + the peers and load tools of bench/
 #
-# Only what is missing is installed, only when run as root, and every
-# package is named before it is installed. Without root it prints what is
-# missing and fails.
+# Except for "build", what is missing is installed with apt-get when run as
+# root, and every package is named before it is installed. Without root it
+# prints what is missing and fails.
 set -eu
 
 want=""
@@ -23,11 +23,16 @@ need() { # need COMMAND-or-FILE PACKAGE
 stage=${1:-test}
 need cc gcc
 need cmake cmake
+if [ "$stage" = build ]; then
+    [ -z "$want" ] && exit 0
+    echo "deps: building needs:$want (as root: apt-get install$want)" >&2
+    exit 1
+fi
 need ninja ninja-build
 need /usr/include/cmocka.h libcmocka-dev
-need pkg-config pkg-config
 if [ "$stage" != build ]; then
     need curl curl
+    need clang-format clang-format
     need /usr/bin/python3 python3
     # pytest for whichever python3 runs the tests: the Debian one when the
     # first python3 on PATH has none.
