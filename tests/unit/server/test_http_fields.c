@@ -1,0 +1,291 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * test_http_fields.c: unit tests of server/http_fields.c: Range (RFC 9110
+ * section 14), entity-tag comparison (section 8.8.3.2) and reason phrases.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "server/http.h"
+
+struct range_case {
+    const char *value;
+    uint64_t size;
+    enum mk_range_result result;
+    uint64_t first, last; /* when MK_RANGE_OK */
+};
+
+static const struct range_case range_cases[] = {
+    /* single ranges */
+    {"bytes=0-499", 1000, MK_RANGE_OK, 0, 499},
+    {"bytes=500-999", 1000, MK_RANGE_OK, 500, 999},
+    {"bytes=0-0", 1000, MK_RANGE_OK, 0, 0},
+    {"bytes=999-999", 1000, MK_RANGE_OK, 999, 999},
+    {"bytes=10-5000", 1000, MK_RANGE_OK, 10, 999}, /* last clamped to the size */
+    {"bytes=0-18446744073709551615", 1000, MK_RANGE_OK, 0, 999},
+    {"bytes=0-99999999999999999999999", 1000, MK_RANGE_OK, 0, 999}, /* saturates */
+    /* open ranges */
+    {"bytes=500-", 1000, MK_RANGE_OK, 500, 999},
+    {"bytes=0-", 1000, MK_RANGE_OK, 0, 999},
+    {"bytes=999-", 1000, MK_RANGE_OK, 999, 999},
+    /* suffix ranges */
+    {"bytes=-100", 1000, MK_RANGE_OK, 900, 999},
+    {"bytes=-1", 1000, MK_RANGE_OK, 999, 999},
+    {"bytes=-1000", 1000, MK_RANGE_OK, 0, 999},
+    {"bytes=-2000", 1000, MK_RANGE_OK, 0, 999}, /* larger than the size: everything */
+    {"bytes=-0", 1000, MK_RANGE_UNSATISFIABLE},
+    /* first byte beyond the representation */
+    {"bytes=1000-", 1000, MK_RANGE_UNSATISFIABLE},
+    {"bytes=1000-2000", 1000, MK_RANGE_UNSATISFIABLE},
+    {"bytes=5000-6000", 1000, MK_RANGE_UNSATISFIABLE},
+    /* empty representation */
+    {"bytes=0-", 0, MK_RANGE_UNSATISFIABLE},
+    {"bytes=0-0", 0, MK_RANGE_UNSATISFIABLE},
+    {"bytes=-5", 0, MK_RANGE_UNSATISFIABLE},
+    {"bytes=-0", 0, MK_RANGE_UNSATISFIABLE},
+    /* invalid: the field is ignored */
+    {"bytes=5-2", 1000, MK_RANGE_NONE},
+    {"bytes=-", 1000, MK_RANGE_NONE},
+    {"bytes=", 1000, MK_RANGE_NONE},
+    {"bytes=,", 1000, MK_RANGE_NONE},
+    {"bytes=abc", 1000, MK_RANGE_NONE},
+    {"bytes=1-2x", 1000, MK_RANGE_NONE},
+    {"bytes=1", 1000, MK_RANGE_NONE},
+    {"bytes=1--2", 1000, MK_RANGE_NONE},
+    {"bytes=+1-2", 1000, MK_RANGE_NONE},
+    {"bytes=0 -1", 1000, MK_RANGE_NONE},
+    {"bytes=0- 1", 1000, MK_RANGE_NONE},
+    {"bytes 0-1", 1000, MK_RANGE_NONE},
+    {"bytes = 0-1", 1000, MK_RANGE_NONE},
+    {"items=0-1", 1000, MK_RANGE_NONE},
+    {"bits=0-1", 1000, MK_RANGE_NONE},
+    {"", 1000, MK_RANGE_NONE},
+    {"0-1", 1000, MK_RANGE_NONE},
+    {"bytes=5-2", 0, MK_RANGE_NONE},
+    /* multiple ranges are not offered */
+    {"bytes=0-1,5-6", 1000, MK_RANGE_NONE},
+    {"bytes=0-1, -5", 1000, MK_RANGE_NONE},
+    {"bytes=0-1,2000-3000", 1000, MK_RANGE_NONE},
+    {"bytes=0-1,5-2", 1000, MK_RANGE_NONE},
+    /* several ranges, none satisfiable */
+    {"bytes=2000-,3000-", 1000, MK_RANGE_UNSATISFIABLE},
+    /* whitespace and empty list elements */
+    {" bytes=0-9", 1000, MK_RANGE_OK, 0, 9},
+    {"\tbytes=0-9", 1000, MK_RANGE_OK, 0, 9},
+    {"bytes= 0-9", 1000, MK_RANGE_OK, 0, 9},
+    {"bytes=0-9 ", 1000, MK_RANGE_OK, 0, 9},
+    {"bytes=0-9\t", 1000, MK_RANGE_OK, 0, 9},
+    {"bytes=,0-9", 1000, MK_RANGE_OK, 0, 9},
+    {"bytes=0-9,", 1000, MK_RANGE_OK, 0, 9},
+    {"bytes= , 0-9 , ", 1000, MK_RANGE_OK, 0, 9},
+    /* the unit is case-insensitive */
+    {"BYTES=0-9", 1000, MK_RANGE_OK, 0, 9},
+    {"Bytes=-3", 10, MK_RANGE_OK, 7, 9},
+    /* large representations */
+    {"bytes=-1", UINT64_MAX, MK_RANGE_OK, UINT64_MAX - 1, UINT64_MAX - 1},
+    {"bytes=4294967296-", 4294967297ull, MK_RANGE_OK, 4294967296ull, 4294967296ull},
+};
+
+static void test_range_table(void **state)
+{
+    unsigned failures = 0;
+    (void) state;
+
+    for (size_t i = 0; i < sizeof(range_cases) / sizeof(range_cases[0]); i++) {
+        const struct range_case *c = &range_cases[i];
+        uint64_t first = 0xdead, last = 0xbeef;
+        enum mk_range_result r =
+            mk_http_range_parse(c->value, strlen(c->value), c->size, &first, &last);
+        if (r != c->result) {
+            print_error("'%s' (size %llu): result %d, expected %d\n", c->value,
+                        (unsigned long long) c->size, r, c->result);
+            failures++;
+            continue;
+        }
+        if (r == MK_RANGE_OK && (first != c->first || last != c->last)) {
+            print_error("'%s' (size %llu): %llu-%llu, expected %llu-%llu\n", c->value,
+                        (unsigned long long) c->size, (unsigned long long) first,
+                        (unsigned long long) last, (unsigned long long) c->first,
+                        (unsigned long long) c->last);
+            failures++;
+        }
+        if (r != MK_RANGE_OK && (first != 0xdead || last != 0xbeef)) {
+            print_error("'%s': outputs written although the result is %d\n", c->value, r);
+            failures++;
+        }
+    }
+    assert_int_equal(failures, 0);
+}
+
+/* The length bounds the value: bytes beyond it are never read. */
+static void test_range_uses_length(void **state)
+{
+    uint64_t first = 0, last = 0;
+    char *v = malloc(10);
+    (void) state;
+
+    assert_non_null(v);
+    memcpy(v, "bytes=2-5X", 10);
+    assert_int_equal(mk_http_range_parse(v, 9, 100, &first, &last), MK_RANGE_OK);
+    assert_int_equal(first, 2);
+    assert_int_equal(last, 5);
+    assert_int_equal(mk_http_range_parse(v, 10, 100, &first, &last), MK_RANGE_NONE);
+    assert_int_equal(mk_http_range_parse(v, 7, 100, &first, &last), MK_RANGE_NONE);
+    free(v);
+}
+
+struct etag_case {
+    const char *value;
+    const char *etag;
+    bool weak;
+    bool match;
+};
+
+/*
+ * RFC 9110 8.8.3.2: strong comparison needs both tags strong and equal; weak
+ * comparison ignores W/ on either side.
+ */
+static const struct etag_case etag_cases[] = {
+    /* the table of the RFC, our tag first */
+    {"W/\"1\"", "W/\"1\"", false, false},
+    {"W/\"1\"", "W/\"1\"", true, true},
+    {"W/\"1\"", "W/\"2\"", false, false},
+    {"W/\"1\"", "W/\"2\"", true, false},
+    {"W/\"1\"", "\"1\"", false, false},
+    {"W/\"1\"", "\"1\"", true, true},
+    {"\"1\"", "\"1\"", false, true},
+    {"\"1\"", "\"1\"", true, true},
+    {"\"1\"", "W/\"1\"", false, false},
+    {"\"1\"", "W/\"1\"", true, true},
+    /* different tags */
+    {"\"abc\"", "\"abd\"", false, false},
+    {"\"abc\"", "\"abc \"", true, false},
+    {"\"ab\"", "\"abc\"", true, false},
+    {"\"\"", "\"\"", false, true},
+    {"\"\"", "\"x\"", true, false},
+    /* case matters in tags */
+    {"\"ABC\"", "\"abc\"", true, false},
+    /* "*" matches any current representation */
+    {"*", "\"x\"", false, true},
+    {"*", "W/\"x\"", false, true},
+    {" * ", "\"x\"", true, true},
+    {"*, \"x\"", "\"x\"", false, false},
+    {"**", "\"x\"", false, false},
+    /* lists */
+    {"\"a\", \"b\", \"c\"", "\"b\"", false, true},
+    {"\"a\",\"b\",\"c\"", "\"c\"", false, true},
+    {"\"a\", \"b\"", "\"c\"", true, false},
+    {"\"a\", W/\"b\"", "\"b\"", false, false},
+    {"\"a\", W/\"b\"", "\"b\"", true, true},
+    {" \"a\" ,\t\"b\" ", "\"b\"", false, true},
+    {", , \"a\" ,,", "\"a\"", false, true},
+    {"\"a,b\"", "\"a,b\"", false, true}, /* comma inside a tag */
+    {"\"a,b\"", "\"a\"", true, false},
+    /* malformed lists match nothing */
+    {"", "\"a\"", true, false},
+    {"a", "a", true, false},
+    {"\"a", "\"a\"", true, false},
+    {"\"a\" \"b\"", "\"a\"", true, false},
+    {"\"a\", b", "\"a\"", true, false},
+    {"\"a\" x", "\"a\"", true, false},
+    {"w/\"a\"", "\"a\"", true, false}, /* the weak prefix is case-sensitive */
+    {"W/ \"a\"", "\"a\"", true, false},
+    {"W/", "\"a\"", true, false},
+    {"\"a b\"", "\"a b\"", true, false},     /* SP is not an etagc */
+    {"\"a\x7f\"", "\"a\x7f\"", true, false}, /* nor DEL */
+    {"\"a\001\"", "\"a\001\"", true, false},
+    {"\"caf\xc3\xa9\"", "\"caf\xc3\xa9\"", false, true}, /* obs-text is */
+};
+
+static void test_etag_table(void **state)
+{
+    unsigned failures = 0;
+    (void) state;
+
+    for (size_t i = 0; i < sizeof(etag_cases) / sizeof(etag_cases[0]); i++) {
+        const struct etag_case *c = &etag_cases[i];
+        bool m = mk_http_etag_match(c->value, strlen(c->value), c->etag, strlen(c->etag), c->weak);
+        if (m != c->match) {
+            print_error("value '%s' etag '%s' %s: %s, expected %s\n", c->value, c->etag,
+                        c->weak ? "weak" : "strong", m ? "match" : "no match",
+                        c->match ? "match" : "no match");
+            failures++;
+        }
+    }
+    assert_int_equal(failures, 0);
+}
+
+static void test_etag_uses_length(void **state)
+{
+    char *v = malloc(8);
+    (void) state;
+
+    assert_non_null(v);
+    memcpy(v, "\"ab\", \"c", 8);
+    assert_true(mk_http_etag_match(v, 4, "\"ab\"", 4, false));
+    assert_false(mk_http_etag_match(v, 8, "\"ab\"", 4, false)); /* unterminated second tag */
+    assert_false(mk_http_etag_match(v, 3, "\"ab\"", 4, false));
+    /* the tag's length is honoured as well */
+    assert_true(mk_http_etag_match("\"ab\"", 4, "\"ab\"XYZ", 4, false));
+    assert_false(mk_http_etag_match("\"ab\"", 4, "\"ab\"XYZ", 7, false));
+    free(v);
+}
+
+static void test_reason(void **state)
+{
+    (void) state;
+    assert_string_equal(mk_http_reason(100), "Continue");
+    assert_string_equal(mk_http_reason(200), "OK");
+    assert_string_equal(mk_http_reason(206), "Partial Content");
+    assert_string_equal(mk_http_reason(304), "Not Modified");
+    assert_string_equal(mk_http_reason(400), "Bad Request");
+    assert_string_equal(mk_http_reason(404), "Not Found");
+    assert_string_equal(mk_http_reason(413), "Content Too Large");
+    assert_string_equal(mk_http_reason(414), "URI Too Long");
+    assert_string_equal(mk_http_reason(416), "Range Not Satisfiable");
+    assert_string_equal(mk_http_reason(417), "Expectation Failed");
+    assert_string_equal(mk_http_reason(431), "Request Header Fields Too Large");
+    assert_string_equal(mk_http_reason(500), "Internal Server Error");
+    assert_string_equal(mk_http_reason(501), "Not Implemented");
+    assert_string_equal(mk_http_reason(503), "Service Unavailable");
+    assert_string_equal(mk_http_reason(505), "HTTP Version Not Supported");
+    assert_string_equal(mk_http_reason(0), "Unknown");
+    assert_string_equal(mk_http_reason(-1), "Unknown");
+    assert_string_equal(mk_http_reason(299), "Unknown");
+    assert_string_equal(mk_http_reason(418), "Unknown");
+    assert_string_equal(mk_http_reason(999), "Unknown");
+}
+
+/* Every status the parser or the server can answer has a real phrase. */
+static void test_reason_covers_parser_statuses(void **state)
+{
+    static const int statuses[] = {100, 200, 204, 206, 301, 304, 400, 403, 404, 405, 408,
+                                   411, 412, 413, 414, 416, 417, 431, 500, 501, 503, 505};
+    (void) state;
+
+    for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++) {
+        const char *r = mk_http_reason(statuses[i]);
+        assert_non_null(r);
+        if (strcmp(r, "Unknown") == 0) {
+            fail_msg("status %d has no reason phrase", statuses[i]);
+        }
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_range_table), cmocka_unit_test(test_range_uses_length),
+        cmocka_unit_test(test_etag_table),  cmocka_unit_test(test_etag_uses_length),
+        cmocka_unit_test(test_reason),      cmocka_unit_test(test_reason_covers_parser_statuses),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
