@@ -147,7 +147,7 @@ static bool mk_conf_line(struct mk_conf *conf, struct mk_conf_section **cur, con
     /* The value ends at a comment introduced by whitespace + '#'. */
     const char *v = s, *vend = s;
     for (const char *q = s; q < end; q++) {
-        if (*q == '#' && q > v && mk_is_space(q[-1])) {
+        if (*q == '#' && q > kend && mk_is_space(q[-1])) {
             break;
         }
         if (!mk_is_space(*q)) {

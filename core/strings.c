@@ -40,7 +40,7 @@ bool mk_str_to_u64(const char *p, size_t len, uint64_t max, uint64_t *out)
             return false;
         }
         unsigned d = (unsigned) (p[i] - '0');
-        if (v > (max - d) / 10) {
+        if (d > max || v > (max - d) / 10) {
             return false;
         }
         v = v * 10 + d;

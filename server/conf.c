@@ -54,6 +54,7 @@ enum mk_key_id {
     K_LOG_LEVEL,
     K_INDEX_FILES,
     K_DEFAULT_MIME,
+    K_FILE_CACHE,
     K_COUNT
 };
 
@@ -89,6 +90,7 @@ static const struct mk_key mk_server_keys[] = {
     {"LogLevel", K_LOG_LEVEL, false, "info"},
     {"IndexFiles", K_INDEX_FILES, false, "index.html index.htm"},
     {"DefaultMimeType", K_DEFAULT_MIME, false, "application/octet-stream"},
+    {"FileCache", K_FILE_CACHE, false, "128"},
 };
 #define MK_N_SERVER_KEYS (sizeof(mk_server_keys) / sizeof(mk_server_keys[0]))
 
@@ -481,8 +483,9 @@ static bool mk_apply_server_key(struct mk_config *cfg, const struct mk_conf *con
         char **v = mk_words(e->value, &count);
         for (size_t i = 0; i < count; i++) {
             if (strchr(v[i], '/') || strcmp(v[i], ".") == 0 || strcmp(v[i], "..") == 0) {
+                ERR(conf, e->line, "IndexFiles: '%s' is not a plain file name", v[i]);
                 mk_strv_free(v, count);
-                return ERR(conf, e->line, "IndexFiles: '%s' is not a plain file name", v[i]);
+                return false;
             }
         }
         mk_strv_free(cfg->index_files, cfg->n_index_files);
@@ -496,6 +499,12 @@ static bool mk_apply_server_key(struct mk_config *cfg, const struct mk_conf *con
         }
         mk_free(cfg->default_mime);
         cfg->default_mime = mk_strdup(e->value);
+        return true;
+    case K_FILE_CACHE:
+        if (!mk_conf_int(conf, e, 0, 65536, &n, err, errlen)) {
+            return false;
+        }
+        cfg->file_cache = (unsigned) n;
         return true;
     case K_COUNT:
         break;
@@ -627,9 +636,12 @@ static bool mk_vhost_set_docroot(struct mk_vhost *vh, const struct mk_conf *conf
         return ERR(conf, line, "DocumentRoot: %s: %s", path, strerror(errno));
     }
     vh->docroot_fd = open(resolved, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (vh->docroot_fd < 0) {
+    struct stat st;
+    if (vh->docroot_fd < 0 || fstat(vh->docroot_fd, &st) < 0) {
         return ERR(conf, line, "DocumentRoot: %s: %s", resolved, strerror(errno));
     }
+    vh->root_dev = st.st_dev;
+    vh->root_ino = st.st_ino;
     vh->docroot = mk_strdup(resolved);
     return true;
 }
@@ -727,6 +739,27 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
                     mk_strv_free(names, count);
                     goto fail;
                 }
+                /* A name may belong to one site only, and appear once. */
+                const char *owner = NULL;
+                for (size_t k = 0; k < cfg->n_vhosts && !owner; k++) {
+                    for (size_t j = 0; j < cfg->vhosts[k]->n_names; j++) {
+                        if (strcmp(cfg->vhosts[k]->names[j], names[i]) == 0) {
+                            owner = cfg->vhosts[k]->file;
+                            break;
+                        }
+                    }
+                }
+                for (size_t j = 0; j < vh->n_names + i && !owner; j++) {
+                    const char *prev = j < vh->n_names ? vh->names[j] : names[j - vh->n_names];
+                    if (strcmp(prev, names[i]) == 0) {
+                        owner = "this site";
+                    }
+                }
+                if (owner) {
+                    ERR(conf, e->line, "ServerName '%s' is already used by %s", names[i], owner);
+                    mk_strv_free(names, count);
+                    goto fail;
+                }
             }
             vh->names = mk_realloc(vh->names, (vh->n_names + count) * sizeof(char *));
             memcpy(vh->names + vh->n_names, names, count * sizeof(char *));
@@ -816,7 +849,9 @@ static bool mk_load_sites(struct mk_config *cfg, char *err, size_t errlen)
         names[n++] = mk_strdup(de->d_name);
     }
     closedir(d);
-    qsort(names, n, sizeof(char *), mk_name_cmp);
+    if (n > 1) {
+        qsort(names, n, sizeof(char *), mk_name_cmp);
+    }
 
     for (size_t i = 0; i < n && ok; i++) {
         char *path = mk_path_join(dir, names[i]);
@@ -842,22 +877,6 @@ static bool mk_load_sites(struct mk_config *cfg, char *err, size_t errlen)
     if (ok && cfg->n_vhosts == 0) {
         snprintf(err, errlen, "%s: no site defined", dir);
         ok = false;
-    }
-    /* A name may belong to one site only. */
-    for (size_t a = 0; ok && a < cfg->n_vhosts; a++) {
-        for (size_t i = 0; ok && i < cfg->vhosts[a]->n_names; i++) {
-            for (size_t b = a; ok && b < cfg->n_vhosts; b++) {
-                for (size_t j = (a == b ? i + 1 : 0); j < cfg->vhosts[b]->n_names; j++) {
-                    if (strcmp(cfg->vhosts[a]->names[i], cfg->vhosts[b]->names[j]) == 0) {
-                        snprintf(err, errlen, "%s: ServerName '%s' is also used by %s",
-                                 cfg->vhosts[b]->file, cfg->vhosts[b]->names[j],
-                                 cfg->vhosts[a]->file);
-                        ok = false;
-                        break;
-                    }
-                }
-            }
-        }
     }
     if (ok && !cfg->default_vhost) {
         cfg->default_vhost = cfg->vhosts[0];

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include "../core/config.h"
 #include "http.h"
@@ -55,7 +56,9 @@ struct mk_vhost {
     size_t n_names;
     char *docroot;  /* absolute */
     int docroot_fd; /* O_PATH directory descriptor; files are opened beneath it */
-    bool symlinks;  /* follow symbolic links (they may then lead anywhere) */
+    dev_t root_dev; /* identity of the document root, for the file cache */
+    ino_t root_ino;
+    bool symlinks; /* follow symbolic links (they may then lead anywhere) */
     struct mk_error_page *error_pages;
     size_t n_error_pages;
     char *file; /* the site file, for messages; "built-in" for -o */
@@ -83,6 +86,7 @@ struct mk_config {
     int tcp_fastopen; /* queue length; 0: off */
     bool defer_accept;
     bool hide_version;
+    unsigned file_cache; /* open files kept per worker; 0: off */
     char *user;
     char *pidfile;
     char *log_path; /* NULL: standard error */

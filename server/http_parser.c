@@ -133,7 +133,12 @@ ssize_t mk_http_scan(struct mk_http_scan *s, const char *buf, size_t len,
         s->line_start = i + 1;
     }
 
-    if (s->lines == 0 && len - s->line_start > lim->max_line) {
+    /* An unfinished line: a CR at its end belongs to the terminator. */
+    size_t partial = len - s->line_start;
+    if (partial && buf[len - 1] == '\r') {
+        partial--;
+    }
+    if (s->lines == 0 && partial > lim->max_line) {
         s->status = 414;
         return MK_ERR;
     }
@@ -588,6 +593,7 @@ const struct mk_str *mk_http_header_get(const struct mk_http_head *head, const c
 
 enum {
     MK_CH_SIZE = 0,
+    MK_CH_SIZE_WS, /* whitespace after the size: only ';' may follow (BWS) */
     MK_CH_EXT,
     MK_CH_SIZE_LF,
     MK_CH_DATA,
@@ -638,8 +644,11 @@ ssize_t mk_chunked_decode(struct mk_chunked *c, char *buf, size_t len, size_t *o
             else if (c->digits == 0) {
                 return MK_ERR;
             }
-            else if (ch == ';' || ch == ' ' || ch == '\t') {
+            else if (ch == ';') {
                 c->state = MK_CH_EXT;
+            }
+            else if (ch == ' ' || ch == '\t') {
+                c->state = MK_CH_SIZE_WS;
             }
             else if (ch == '\r') {
                 c->state = MK_CH_SIZE_LF;
@@ -649,6 +658,18 @@ ssize_t mk_chunked_decode(struct mk_chunked *c, char *buf, size_t len, size_t *o
             }
             else {
                 return MK_ERR;
+            }
+            if (++c->line_bytes > MK_CHUNK_LINE_MAX) {
+                return MK_ERR;
+            }
+            i++;
+            break;
+        case MK_CH_SIZE_WS:
+            if (ch == ';') {
+                c->state = MK_CH_EXT;
+            }
+            else if (ch != ' ' && ch != '\t') {
+                return MK_ERR; /* "1 2" must not be read as size 1 */
             }
             if (++c->line_bytes > MK_CHUNK_LINE_MAX) {
                 return MK_ERR;

@@ -162,10 +162,7 @@ static void mk_api_set_content_type(struct mk_request *r, const char *type)
 
 static void mk_api_set_body_static(struct mk_request *r, const void *data, size_t len)
 {
-    if (r->fd >= 0) {
-        close(r->fd);
-        r->fd = -1;
-    }
+    mk_response_drop_file(r);
     r->body_type = MK_RESP_MEM;
     r->mem = data;
     r->mem_len = len;
@@ -185,8 +182,8 @@ static int mk_api_set_body(struct mk_request *r, const void *data, size_t len)
 
 static void mk_api_set_body_file(struct mk_request *r, int fd, off_t offset, uint64_t len)
 {
-    if (r->fd >= 0 && r->fd != fd) {
-        close(r->fd);
+    if (r->file || r->fd != fd) {
+        mk_response_drop_file(r);
     }
     r->fd = fd;
     r->body_type = MK_RESP_FILE;

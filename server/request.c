@@ -222,10 +222,7 @@ void mk_request_end(struct mk_request *r)
     r->flags &= (uint16_t) ~MK_REQ_ACTIVE;
     MK_STAT_ADD(w->n_requests, 1);
     MK_STAT_ADD(w->bytes_out, r->bytes_sent);
-    if (r->fd >= 0) {
-        close(r->fd);
-        r->fd = -1;
-    }
+    mk_response_drop_file(r);
     mk_free(r->body);
     r->body = NULL;
     mk_arena_reset(&r->arena);

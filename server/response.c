@@ -63,6 +63,18 @@ int mk_response_add_header(struct mk_request *r, const char *name, size_t name_l
     return MK_OK;
 }
 
+void mk_response_drop_file(struct mk_request *r)
+{
+    if (r->file) {
+        mk_file_release(r->file);
+        r->file = NULL;
+    }
+    else if (r->fd >= 0) {
+        close(r->fd);
+    }
+    r->fd = -1;
+}
+
 /* ---- error responses ----------------------------------------------------- */
 
 /* Serve the site's page for `status`, if it has one that can be opened. */
@@ -106,10 +118,7 @@ void mk_response_error(struct mk_request *r, int status)
     static const char type[] = "text/html; charset=utf-8";
 
     r->status = status;
-    if (r->fd >= 0) {
-        close(r->fd);
-        r->fd = -1;
-    }
+    mk_response_drop_file(r);
     r->body_type = MK_RESP_NONE;
     r->content_length = 0;
     if (status == 405 || status == 501) {
@@ -218,18 +227,31 @@ static int mk_response_build_head(struct mk_request *r)
 
 int mk_response_start(struct mk_request *r)
 {
+    struct mk_conn *c = r->conn;
+
     if (mk_response_build_head(r) != MK_OK) {
         return MK_ERR;
     }
     if ((r->flags & (MK_REQ_HEAD | MK_REQ_NO_BODY)) || r->content_length == 0) {
         /* Nothing but the head goes out. */
-        if (r->fd >= 0) {
-            close(r->fd);
-            r->fd = -1;
-        }
+        mk_response_drop_file(r);
         r->body_type = MK_RESP_NONE;
         r->body_left = 0;
         r->mem_len = 0;
+    }
+    else if (r->body_type == MK_RESP_FILE && r->body_left <= c->out_size - c->out_len) {
+        /*
+         * A small file rides in the head's buffer: one read and one write
+         * instead of a write and a sendfile, which costs more than it saves
+         * for a few bytes.
+         */
+        ssize_t n = pread(r->fd, c->out + c->out_len, (size_t) r->body_left, r->file_off);
+        if (n != (ssize_t) r->body_left) {
+            return MK_ERR; /* the file shrank: the announced length cannot be kept */
+        }
+        c->out_len += (uint32_t) n;
+        r->body_type = MK_RESP_NONE;
+        r->body_left = 0;
     }
     return mk_response_write(r);
 }

@@ -146,7 +146,8 @@ static void mk_server_limits(struct mk_server *srv, const struct mk_config *cfg)
         avail = rl.rlim_cur > 10000000 ? 10000000 : (unsigned) rl.rlim_cur;
     }
     /* Each connection may hold a socket and a file; keep room for the rest. */
-    unsigned reserve = 64 + 8 * (unsigned) cfg->workers + 4 * (unsigned) cfg->n_listen;
+    unsigned reserve = 64 + 8 * (unsigned) cfg->workers + 4 * (unsigned) cfg->n_listen +
+                       (unsigned) cfg->workers * cfg->file_cache;
     unsigned fit = avail > reserve ? (avail - reserve) / 2 : 16;
     if (cfg->max_connections) {
         srv->max_conns = cfg->max_connections;

@@ -31,6 +31,7 @@
 #include "../core/list.h"
 #include "../core/memory.h"
 #include "conf.h"
+#include "file_cache.h"
 #include "http.h"
 
 struct mk_server;
@@ -127,6 +128,7 @@ struct mk_request {
     enum mk_resp_body body_type;
     const char *mem;
     size_t mem_len;
+    struct mk_file *file; /* a file cache entry the body comes from (fd borrowed) */
     int fd;
     off_t file_off;
     uint64_t body_left; /* body bytes still to send */
@@ -223,6 +225,7 @@ struct mk_worker {
     struct mk_list free_conns;
     unsigned n_free;
     struct mk_pool pool;
+    struct mk_file_cache fcache;
 
     atomic_uint n_conns;
     atomic_ulong n_requests;
@@ -324,6 +327,8 @@ void mk_request_error(struct mk_request *r, int status);
 void mk_request_end(struct mk_request *r);
 
 /* response.c */
+/* Forget the response body file: release a cache entry or close a descriptor. */
+void mk_response_drop_file(struct mk_request *r);
 int mk_response_add_header(struct mk_request *r, const char *name, size_t name_len,
                            const char *value, size_t value_len);
 void mk_response_error(struct mk_request *r, int status);

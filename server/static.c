@@ -17,8 +17,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -26,6 +26,23 @@
 
 #include "../core/clock.h"
 #include "server.h"
+
+/* openat2(2) may be missing from the C library's headers (musl). */
+#if __has_include(<linux/openat2.h>)
+#include <linux/openat2.h>
+#else
+struct open_how {
+    uint64_t flags;
+    uint64_t mode;
+    uint64_t resolve;
+};
+#define RESOLVE_NO_MAGICLINKS 0x02
+#define RESOLVE_NO_SYMLINKS 0x04
+#define RESOLVE_BENEATH 0x08
+#endif
+#ifndef SYS_openat2
+#define SYS_openat2 437
+#endif
 
 static atomic_int mk_have_openat2 = 1;
 
@@ -137,34 +154,6 @@ static int mk_static_redirect_dir(struct mk_request *r)
     return MK_OK;
 }
 
-static char *mk_hex(char *p, uint64_t v)
-{
-    char tmp[16];
-    int n = 0;
-    do {
-        tmp[n++] = "0123456789abcdef"[v & 0xf];
-        v >>= 4;
-    } while (v);
-    while (n) {
-        *p++ = tmp[--n];
-    }
-    return p;
-}
-
-/* Strong validator from size and modification time (with nanoseconds). */
-static size_t mk_static_etag(const struct stat *st, char *out)
-{
-    char *p = out;
-    *p++ = '"';
-    p = mk_hex(p, (uint64_t) st->st_mtim.tv_sec);
-    *p++ = '.';
-    p = mk_hex(p, (uint64_t) st->st_mtim.tv_nsec);
-    *p++ = '-';
-    p = mk_hex(p, (uint64_t) st->st_size);
-    *p++ = '"';
-    return (size_t) (p - out);
-}
-
 static const struct mk_str *mk_hdr(const struct mk_request *r, const char *name)
 {
     return mk_http_header_get(&r->head, name);
@@ -218,13 +207,93 @@ static bool mk_static_if_range(const struct mk_request *r, const struct stat *st
     return mk_http_date_parse(v->p, v->len, &t) && t == st->st_mtime;
 }
 
+/*
+ * Open what the request path names: a regular file, or the index file of a
+ * directory. Returns a referenced file entry (cached when the cache is on),
+ * or an HTTP status; MK_OK with *out NULL means a redirect was set up.
+ */
+static int mk_static_lookup(struct mk_request *r, struct mk_file **out)
+{
+    struct mk_worker *w = r->conn->worker;
+    const struct mk_vhost *vh = r->vhost;
+    const char *type_name = NULL;
+    struct stat st;
+    struct mk_file *f;
+    int fd;
+
+    *out = NULL;
+    f = mk_file_cache_get(&w->fcache, vh, r->path, r->path_len, w->now);
+    if (f) {
+        *out = f;
+        return MK_OK;
+    }
+    fd = mk_static_open(vh, r->path_len > 1 ? r->path + 1 : ".", O_RDONLY);
+    if (fd < 0) {
+        return mk_errno_status(errno);
+    }
+    if (fstat(fd, &st) < 0) {
+        close(fd);
+        return 500;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        if (r->path[r->path_len - 1] != '/') {
+            close(fd);
+            return mk_static_redirect_dir(r);
+        }
+        int dirfd = fd;
+        fd = -1;
+        for (size_t i = 0; i < r->cfg->n_index_files; i++) {
+            const char *name = r->cfg->index_files[i];
+            int ifd = mk_open_beneath(dirfd, name, O_RDONLY, vh->symlinks);
+            if (ifd < 0) {
+                continue;
+            }
+            if (fstat(ifd, &st) == 0 && S_ISREG(st.st_mode)) {
+                fd = ifd;
+                type_name = name;
+                break;
+            }
+            close(ifd);
+        }
+        close(dirfd);
+        if (fd < 0) {
+            return 403;
+        }
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return 403;
+    }
+    f = mk_file_cache_put(&w->fcache, vh, r->path, r->path_len, type_name, fd, &st, w->now);
+    if (!f) {
+        close(fd);
+        return 503;
+    }
+    *out = f;
+    return MK_OK;
+}
+
+static void mk_static_content_range(struct mk_request *r, const char *prefix, uint64_t first,
+                                    uint64_t last, uint64_t size, bool unsatisfied)
+{
+    char cr[80], *p = cr;
+    size_t n = strlen(prefix);
+
+    memcpy(p, prefix, n);
+    p += n;
+    if (!unsatisfied) {
+        p += mk_u64_to_str(first, p);
+        *p++ = '-';
+        p += mk_u64_to_str(last, p);
+        *p++ = '/';
+    }
+    p += mk_u64_to_str(size, p);
+    mk_response_add_header(r, "Content-Range", 13, cr, (size_t) (p - cr));
+}
+
 int mk_static_serve(struct mk_request *r)
 {
-    const struct mk_vhost *vh = r->vhost;
-    const char *type_path;
-    size_t type_len;
-    struct stat st;
-    int fd;
+    struct mk_file *f;
 
     switch (r->head.method) {
     case MK_METHOD_GET:
@@ -242,58 +311,18 @@ int mk_static_serve(struct mk_request *r)
     if (!r->path) {
         return 400;
     }
-
-    fd = mk_static_open(vh, r->path_len > 1 ? r->path + 1 : ".", O_RDONLY);
-    if (fd < 0) {
-        return mk_errno_status(errno);
+    int rc = mk_static_lookup(r, &f);
+    if (rc != MK_OK || !f) {
+        return rc;
     }
-    if (fstat(fd, &st) < 0) {
-        close(fd);
-        return 500;
-    }
-    type_path = r->path;
-    type_len = r->path_len;
+    r->file = f;
+    r->fd = f->fd;
 
-    if (S_ISDIR(st.st_mode)) {
-        if (r->path[r->path_len - 1] != '/') {
-            close(fd);
-            return mk_static_redirect_dir(r);
-        }
-        int dirfd = fd;
-        fd = -1;
-        for (size_t i = 0; i < r->cfg->n_index_files; i++) {
-            const char *name = r->cfg->index_files[i];
-            int ifd = mk_open_beneath(dirfd, name, O_RDONLY, vh->symlinks);
-            if (ifd < 0) {
-                continue;
-            }
-            if (fstat(ifd, &st) == 0 && S_ISREG(st.st_mode)) {
-                fd = ifd;
-                type_path = name;
-                type_len = strlen(name);
-                break;
-            }
-            close(ifd);
-        }
-        close(dirfd);
-        if (fd < 0) {
-            return 403;
-        }
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return 403;
-    }
-    r->fd = fd;
-
-    char etag[64], date[MK_HTTP_DATE_LEN];
-    size_t etag_len = mk_static_etag(&st, etag);
-    mk_http_date_format(st.st_mtime, date);
-
-    int pre = mk_static_preconditions(r, &st, etag, etag_len);
+    const struct stat *st = &f->st;
+    int pre = mk_static_preconditions(r, st, f->etag, f->etag_len);
     if (pre == 304) {
-        mk_response_add_header(r, "ETag", 4, etag, etag_len);
-        mk_response_add_header(r, "Last-Modified", 13, date, MK_HTTP_DATE_LEN);
+        mk_response_add_header(r, "ETag", 4, f->etag, f->etag_len);
+        mk_response_add_header(r, "Last-Modified", 13, f->last_modified, MK_HTTP_DATE_LEN);
         r->status = 304;
         return MK_OK;
     }
@@ -301,28 +330,18 @@ int mk_static_serve(struct mk_request *r)
         return pre;
     }
 
-    uint64_t size = (uint64_t) st.st_size, first = 0, last = size ? size - 1 : 0;
+    uint64_t size = (uint64_t) st->st_size, first = 0, last = size ? size - 1 : 0;
     const struct mk_str *range = mk_hdr(r, "Range");
     r->status = 200;
-    if (range && r->head.method == MK_METHOD_GET && mk_static_if_range(r, &st, etag, etag_len)) {
-        char cr[80], *p = cr;
+    if (range && r->head.method == MK_METHOD_GET &&
+        mk_static_if_range(r, st, f->etag, f->etag_len)) {
         switch (mk_http_range_parse(range->p, range->len, size, &first, &last)) {
         case MK_RANGE_OK:
             r->status = 206;
-            memcpy(p, "bytes ", 6);
-            p += 6;
-            p += mk_u64_to_str(first, p);
-            *p++ = '-';
-            p += mk_u64_to_str(last, p);
-            *p++ = '/';
-            p += mk_u64_to_str(size, p);
-            mk_response_add_header(r, "Content-Range", 13, cr, (size_t) (p - cr));
+            mk_static_content_range(r, "bytes ", first, last, size, false);
             break;
         case MK_RANGE_UNSATISFIABLE:
-            memcpy(p, "bytes */", 8);
-            p += 8;
-            p += mk_u64_to_str(size, p);
-            mk_response_add_header(r, "Content-Range", 13, cr, (size_t) (p - cr));
+            mk_static_content_range(r, "bytes */", 0, 0, size, true);
             return 416;
         case MK_RANGE_NONE:
             first = 0;
@@ -331,11 +350,11 @@ int mk_static_serve(struct mk_request *r)
         }
     }
 
-    struct mk_str type = mk_mime_lookup(r->cfg->mime, type_path, type_len);
+    struct mk_str type = mk_mime_lookup(r->cfg->mime, f->type_path, f->type_len);
     r->content_type = type.p;
     r->content_type_len = type.len;
-    mk_response_add_header(r, "Last-Modified", 13, date, MK_HTTP_DATE_LEN);
-    mk_response_add_header(r, "ETag", 4, etag, etag_len);
+    mk_response_add_header(r, "Last-Modified", 13, f->last_modified, MK_HTTP_DATE_LEN);
+    mk_response_add_header(r, "ETag", 4, f->etag, f->etag_len);
     mk_response_add_header(r, "Accept-Ranges", 13, "bytes", 5);
 
     r->body_type = MK_RESP_FILE;

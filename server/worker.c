@@ -79,6 +79,9 @@ static void mk_worker_cfg_switch(struct mk_worker *w, struct mk_config *cfg)
     }
     w->cfg = cfg;
     w->cfg_users = 0;
+    /* Index files, symlink policy or roots may have changed. */
+    mk_file_cache_destroy(&w->fcache);
+    mk_file_cache_init(&w->fcache, cfg->file_cache);
 }
 
 /* ---- timers -------------------------------------------------------------- */
@@ -446,6 +449,7 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
         mk_list_init(&w->timers[k]);
     }
     mk_pool_init(&w->pool, MK_POOL_CACHED_MAX);
+    mk_file_cache_init(&w->fcache, srv->cfg->file_cache);
     pthread_mutex_init(&w->msg_lock, NULL);
     w->ctl_ev.fd = -1;
     w->handoff_ev.fd = -1;
@@ -544,6 +548,7 @@ static void *mk_worker_main(void *arg)
     mk_worker_close_all(w);
     mk_worker_recycle(w);
     mk_worker_close_listeners(w);
+    mk_file_cache_destroy(&w->fcache);
     for (size_t i = 0; i < ps->count; i++) {
         if (ps->list[i]->worker_exit) {
             ps->list[i]->worker_exit(w->id);
@@ -614,6 +619,7 @@ void mk_worker_teardown(struct mk_worker *w)
         }
     }
     mk_event_loop_destroy(&w->loop);
+    mk_file_cache_destroy(&w->fcache);
     mk_pool_destroy(&w->pool);
     pthread_mutex_destroy(&w->msg_lock);
 }

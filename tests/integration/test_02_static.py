@@ -270,14 +270,54 @@ def test_if_match_and_if_unmodified_since(server_site):
     assert server_site.get("/hello.txt", headers={"If-Unmodified-Since": old}).status == 412
 
 
-def test_etag_changes_with_content(site):
+def test_changed_file_is_seen_within_a_second(site):
+    """Each worker's open-file cache revalidates an entry the first time it is
+    used in a new second: from the second after a change on, every worker
+    serves the new file."""
+    site.start()
+    conns = [site.conn() for _ in range(8)]  # spread over the workers
+    e1 = None
+    for c in conns:
+        e1 = c.request("GET", "/digits.txt").header("etag")
+    site.file("digits.txt", "01234567890")
+    time.sleep(1.1)
+    for c in conns:
+        r = c.request("GET", "/digits.txt")
+        assert r.body == b"01234567890"
+        assert r.header("etag") != e1
+        assert c.request("GET", "/digits.txt", headers={"If-None-Match": e1}).status == 200
+        c.close()
+
+
+def test_deleted_file_is_gone_within_a_second(site):
+    site.start()
+    conns = [site.conn() for _ in range(8)]
+    for c in conns:
+        assert c.request("GET", "/hello.txt").status == 200
+    (site.docroot / "hello.txt").unlink()
+    time.sleep(1.1)
+    for c in conns:
+        assert c.request("GET", "/hello.txt").status == 404
+        c.close()
+
+
+def test_file_cache_off_sees_changes_at_once(site):
+    site.set(FileCache=0)
     site.start()
     e1 = site.get("/digits.txt").header("etag")
     time.sleep(0.01)
     site.file("digits.txt", "01234567890")
-    e2 = site.get("/digits.txt").header("etag")
-    assert e1 != e2
-    assert site.get("/digits.txt", headers={"If-None-Match": e1}).status == 200
+    r = site.get("/digits.txt")
+    assert r.body == b"01234567890" and r.header("etag") != e1
+
+
+def test_cached_file_served_to_many(site):
+    """Many requests share one cache entry; replacing the file mid-way is safe."""
+    site.start()
+    c = site.conn()
+    for i in range(50):
+        assert c.request("GET", "/hello.txt").body == b"Hello World!\n"
+    c.close()
 
 
 # ---- ranges --------------------------------------------------------------------

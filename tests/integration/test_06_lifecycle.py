@@ -305,7 +305,10 @@ def test_log_file_and_reopen(make_server):
     log = srv.dir / "error.log"
     srv.set(Log=str(log), LogLevel="info")
     srv.start()
-    assert "listening on" in log.read_text()
+    deadline = time.monotonic() + 5 * SLOW  # the port opens just before the line is written
+    while "listening on" not in log.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
     rotated = srv.dir / "error.log.1"
     log.rename(rotated)
     srv.signal(signal.SIGUSR1)

@@ -1,0 +1,88 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * file_cache.h: a per-worker cache of open files and their metadata.
+ *
+ * Serving a file costs openat2 + fstat + close on top of the transfer; the
+ * cache keeps the descriptor, the size, the validators and the resolved
+ * name (index files) of recently served files, so a hit costs nothing.
+ *
+ * Freshness: an entry is revalidated with one fstatat(2) of its path the
+ * first time it is used in a new second; a changed inode, size or
+ * modification time drops it. A file changed or replaced is therefore
+ * served from the old descriptor for at most the rest of that second: the
+ * same contract as lighttpd's stat cache. Every descriptor in the cache was
+ * opened under the site's containment rules (static.c), so a stale entry can
+ * only serve a file that was legitimately inside the document root.
+ *
+ * One cache per worker: no locks. Entries in use by a response are
+ * reference counted and closed when the last user is done.
+ */
+#ifndef MK_SERVER_FILE_CACHE_H
+#define MK_SERVER_FILE_CACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "../core/list.h"
+
+struct mk_vhost;
+
+struct mk_file {
+    int fd;
+    unsigned refs;  /* the cache's own reference plus one per response */
+    bool cached;    /* still reachable from the cache */
+    time_t checked; /* worker clock of the last validation */
+    dev_t root_dev; /* the document root the path is relative to */
+    ino_t root_ino;
+    bool symlinks; /* opened with symbolic links allowed */
+    struct stat st;
+    char etag[64];
+    uint8_t etag_len;
+    char last_modified[29]; /* IMF-fixdate of st_mtime */
+    const char *type_path;  /* name to derive the media type from (index file) */
+    size_t type_len;
+    uint32_t hash;
+    struct mk_file *hnext;
+    struct mk_list lru;
+    uint16_t path_len;
+    char path[]; /* the normalised request path, then the type name */
+};
+
+struct mk_file_cache {
+    struct mk_file **buckets;
+    unsigned n_buckets; /* power of two */
+    unsigned count;
+    unsigned max;       /* 0: the cache is off */
+    struct mk_list lru; /* most recently used first */
+};
+
+void mk_file_cache_init(struct mk_file_cache *fc, unsigned max);
+/* Drop every entry (configuration change, worker exit). */
+void mk_file_cache_flush(struct mk_file_cache *fc);
+void mk_file_cache_destroy(struct mk_file_cache *fc);
+
+/*
+ * A referenced, fresh entry for `path` under `vh`, or NULL. `now` is the
+ * worker clock. Release with mk_file_release().
+ */
+struct mk_file *mk_file_cache_get(struct mk_file_cache *fc, const struct mk_vhost *vh,
+                                  const char *path, size_t path_len, time_t now);
+
+/*
+ * Wrap an open regular file in a referenced entry and, when the cache is on,
+ * remember it for `path`. `type_name` names the file actually opened (an
+ * index file) for the media type; NULL means the path itself. Returns NULL
+ * when memory is short (the caller still owns fd then).
+ */
+struct mk_file *mk_file_cache_put(struct mk_file_cache *fc, const struct mk_vhost *vh,
+                                  const char *path, size_t path_len, const char *type_name, int fd,
+                                  const struct stat *st, time_t now);
+
+/* Drop one reference; the descriptor is closed with the last one. */
+void mk_file_release(struct mk_file *f);
+
+#endif
