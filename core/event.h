@@ -50,6 +50,18 @@ int mk_event_add(struct mk_event_loop *loop, struct mk_event *event, int fd, uin
                  mk_event_cb cb);
 /* Change the interest; a no-op (no system call) when it is unchanged. */
 int mk_event_mod(struct mk_event_loop *loop, struct mk_event *event, uint32_t mask);
+
+/*
+ * Prepare `event` for `fd` without registering it: a later mk_event_mod()
+ * registers it. For descriptors that may be done with before they ever
+ * need to wait (a connection whose request is already there).
+ */
+static inline void mk_event_init(struct mk_event *event, int fd, mk_event_cb cb)
+{
+    event->fd = fd;
+    event->mask = 0; /* 0: not in the kernel's interest list */
+    event->cb = cb;
+}
 /* Stop watching; safe on an unregistered event. Does not close the fd. */
 int mk_event_del(struct mk_event_loop *loop, struct mk_event *event);
 

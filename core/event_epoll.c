@@ -72,7 +72,7 @@ int mk_event_mod(struct mk_event_loop *loop, struct mk_event *event, uint32_t ma
     if (event->mask == mask) {
         return MK_OK;
     }
-    if (epoll_ctl(loop->fd, EPOLL_CTL_MOD, event->fd, &ev) < 0) {
+    if (epoll_ctl(loop->fd, event->mask ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, event->fd, &ev) < 0) {
         return MK_ERR;
     }
     event->mask = mask;

@@ -280,6 +280,7 @@ void mk_conn_expire(struct mk_conn *c)
 /* ---- starting ------------------------------------------------------------ */
 
 static void mk_conn_read(struct mk_conn *c);
+static void mk_conn_watch_input(struct mk_conn *c);
 
 void mk_conn_start(struct mk_conn *c)
 {
@@ -298,16 +299,15 @@ void mk_conn_start(struct mk_conn *c)
             return;
         }
     }
-    int fd = c->ev.fd;
-    if (mk_event_add(&w->loop, &c->ev, fd, MK_EV_READ, mk_conn_on_event) != MK_OK) {
-        c->ev.fd = fd; /* so that close() releases it */
-        mk_conn_close(c);
-        return;
-    }
+    /*
+     * Read before registering: the request has usually arrived with the
+     * connection, and a connection answered at once (Connection: close)
+     * then never costs an epoll_ctl. mk_conn_read() registers it when it
+     * has to wait.
+     */
+    mk_event_init(&c->ev, c->ev.fd, mk_conn_on_event);
     mk_conn_timer_set(c, MK_TIMER_READ);
-    if (w->cfg->defer_accept) {
-        mk_conn_read(c); /* the kernel accepted it because data had arrived */
-    }
+    mk_conn_read(c);
 }
 
 void mk_conn_refuse(struct mk_conn *c)
@@ -409,8 +409,10 @@ int mk_conn_send_continue(struct mk_conn *c)
 void mk_conn_wait_write(struct mk_conn *c)
 {
     c->state = MK_CONN_WRITE;
-    mk_event_mod(&c->worker->loop, &c->ev, MK_EV_WRITE);
     mk_conn_timer_set(c, MK_TIMER_SEND);
+    if (mk_event_mod(&c->worker->loop, &c->ev, MK_EV_WRITE) != MK_OK) {
+        mk_conn_close(c);
+    }
 }
 
 void mk_conn_request_finished(struct mk_conn *c, bool ok)
@@ -440,7 +442,6 @@ void mk_conn_request_finished(struct mk_conn *c, bool ok)
         }
         return;
     }
-    mk_event_mod(&w->loop, &c->ev, MK_EV_READ);
     if (c->body_mode == MK_BODY_DISCARD) {
         c->state = MK_CONN_DISCARD;
         mk_conn_timer_set(c, MK_TIMER_READ);
@@ -588,6 +589,17 @@ static bool mk_conn_step_body(struct mk_conn *c)
     return true;
 }
 
+/* A connection waiting for input must be registered for it. */
+static void mk_conn_watch_input(struct mk_conn *c)
+{
+    if (c->state == MK_CONN_WRITE || c->state == MK_CONN_CLOSED) {
+        return;
+    }
+    if (mk_event_mod(&c->worker->loop, &c->ev, MK_EV_READ) != MK_OK) {
+        mk_conn_close(c);
+    }
+}
+
 /* Run the machine until it needs I/O. */
 static void mk_conn_process(struct mk_conn *c)
 {
@@ -628,12 +640,14 @@ static void mk_conn_read(struct mk_conn *c)
     if (n > 0) {
         c->in_len += (uint32_t) n;
         mk_conn_process(c);
+        mk_conn_watch_input(c);
         return;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         if (c->in_len == 0) {
             mk_conn_in_release(c);
         }
+        mk_conn_watch_input(c);
         return;
     }
     mk_conn_close(c); /* end of stream or error */
@@ -656,6 +670,7 @@ void mk_conn_on_event(struct mk_event *ev, uint32_t ready)
         }
         mk_conn_request_finished(c, rc == MK_OK);
         mk_conn_process(c);
+        mk_conn_watch_input(c);
         return;
     }
     case MK_CONN_LINGER:
