@@ -1,0 +1,272 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * fuzz_http_request.c: libFuzzer target for server/http_parser.c, the way a
+ * connection uses it: scan the input for the end of a request head, parse
+ * the head, then run what follows it through the chunked decoder.
+ *
+ * Invariants (each a crash when broken):
+ *  - the scan is resumable: one call over the whole input, a call over a
+ *    prefix followed by one over the whole, and one call per added byte all
+ *    give the same head length, or the same error status (400/414/431),
+ *    with the server's limits (8K line, 32K head, 100 headers) and with
+ *    tiny ones that short inputs can reach (16, 64, 4);
+ *  - a header array of (lines counted by the scan - 1) entries is enough:
+ *    mk_http_parse() never answers 431 for it;
+ *  - mk_http_parse() returns the head length or MK_ERR with status
+ *    400/417/431/501/505; every view it returns lies inside the head;
+ *  - the flags of a parsed head are consistent (chunked excludes
+ *    Content-Length and HTTP/1.0, HTTP/1.1 has a Host);
+ *  - mk_chunked_decode() never produces more bytes than it consumed, stops
+ *    early only when the message is complete, and decoding in two pieces
+ *    gives the same bytes, the same count and the same error as in one.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <monkey/mk_common.h>
+
+#include "server/http.h"
+
+#include "fuzz_check.h"
+
+static const struct mk_http_limits mk_fuzz_limits = {
+    .max_line = 8192,
+    .max_head = 32768,
+    .max_headers = 100,
+};
+
+static const struct mk_http_limits mk_fuzz_small_limits = {
+    .max_line = 16,
+    .max_head = 64,
+    .max_headers = 4,
+};
+
+static void check_scan_result(ssize_t r, const struct mk_http_scan *s, size_t len,
+                              const struct mk_http_limits *lim)
+{
+    if (r == MK_ERR) {
+        MK_FUZZ_CHECK(s->status == 400 || s->status == 414 || s->status == 431);
+        return;
+    }
+    MK_FUZZ_CHECK(r == MK_AGAIN || (r > 0 && (size_t) r <= len));
+    if (r > 0) {
+        MK_FUZZ_CHECK(s->lines >= 1 && s->lines <= lim->max_headers + 1);
+    }
+}
+
+/* Two scan outcomes agree: the same head length, or the same error. */
+static void check_same_scan(ssize_t a, const struct mk_http_scan *sa, ssize_t b,
+                            const struct mk_http_scan *sb)
+{
+    MK_FUZZ_CHECK(a == b);
+    if (a == MK_ERR) {
+        MK_FUZZ_CHECK(sa->status == sb->status);
+    }
+    if (a > 0) {
+        MK_FUZZ_CHECK(sa->lines == sb->lines);
+    }
+}
+
+/* A view returned by the parser: inside the head, or empty. */
+static bool view_ok(struct mk_str v, const char *head, size_t len)
+{
+    return v.len == 0 || mk_fuzz_inside(v.p, v.len, head, len);
+}
+
+static void check_parsed(const struct mk_http_head *h, const char *head, size_t len, unsigned cap)
+{
+    MK_FUZZ_CHECK(h->status == 0);
+    MK_FUZZ_CHECK(h->method_name.len > 0 && view_ok(h->method_name, head, len));
+    MK_FUZZ_CHECK(h->target.len > 0 && view_ok(h->target, head, len));
+    if (h->method != MK_METHOD_UNKNOWN) {
+        const char *name = mk_http_method_name(h->method);
+        MK_FUZZ_CHECK(name && mk_str_eq(h->method_name.p, h->method_name.len, name));
+    }
+    MK_FUZZ_CHECK(h->version == 10 || h->version == 11);
+    MK_FUZZ_CHECK(h->n_headers <= cap);
+
+    /* The path is a view, or the literal "/" of an absolute-form target without one. */
+    MK_FUZZ_CHECK(h->path.len > 0 || h->form == MK_TARGET_AUTHORITY);
+    MK_FUZZ_CHECK(view_ok(h->path, head, len) || (h->path.len == 1 && h->path.p[0] == '/'));
+    MK_FUZZ_CHECK(h->query.p == NULL || view_ok(h->query, head, len));
+    MK_FUZZ_CHECK(view_ok(h->host, head, len));
+    switch (h->form) {
+    case MK_TARGET_ORIGIN:
+        MK_FUZZ_CHECK(h->target.p[0] == '/' && h->path.p[0] == '/');
+        break;
+    case MK_TARGET_ABSOLUTE:
+        MK_FUZZ_CHECK(h->host.len > 0 && h->path.p[0] == '/');
+        break;
+    case MK_TARGET_AUTHORITY:
+        MK_FUZZ_CHECK(h->method == MK_METHOD_CONNECT && h->host.len > 0 && h->path.len == 0);
+        break;
+    case MK_TARGET_ASTERISK:
+        MK_FUZZ_CHECK(h->method == MK_METHOD_OPTIONS);
+        break;
+    default:
+        MK_FUZZ_CHECK(!"unknown target form");
+    }
+
+    if (h->flags & MK_HEAD_CHUNKED) {
+        MK_FUZZ_CHECK(h->version == 11 && !(h->flags & MK_HEAD_CONTENT_LENGTH));
+    }
+    if (h->version == 11) {
+        MK_FUZZ_CHECK(h->flags & MK_HEAD_HOST);
+    }
+    if (h->flags & MK_HEAD_EXPECT_CONTINUE) {
+        MK_FUZZ_CHECK(h->version == 11);
+    }
+    if (!(h->flags & MK_HEAD_CONTENT_LENGTH)) {
+        MK_FUZZ_CHECK(h->content_length == 0);
+    }
+    MK_FUZZ_CHECK(h->content_length <= INT64_MAX);
+
+    for (unsigned i = 0; i < h->n_headers; i++) {
+        const struct mk_http_header *hd = &h->headers[i];
+        MK_FUZZ_CHECK(hd->name.len > 0 && view_ok(hd->name, head, len));
+        MK_FUZZ_CHECK(view_ok(hd->value, head, len));
+        /* Lookup by name finds this header or an earlier one of the same name. */
+        char name[64];
+        if (hd->name.len < sizeof(name)) {
+            memcpy(name, hd->name.p, hd->name.len);
+            name[hd->name.len] = '\0';
+            const struct mk_str *v = mk_http_header_get(h, name);
+            MK_FUZZ_CHECK(v && v >= &h->headers[0].value && v <= &hd->value);
+        }
+    }
+}
+
+static void fuzz_head(const char *head, size_t len, unsigned lines)
+{
+    unsigned cap = lines > 1 ? lines - 1 : 1;
+    struct mk_http_header *headers = malloc(cap * sizeof(*headers));
+    struct mk_http_head h;
+
+    ssize_t r = mk_http_parse(&h, head, len, headers, cap);
+    MK_FUZZ_CHECK(r == MK_ERR || r == (ssize_t) len);
+    MK_FUZZ_CHECK(h.n_headers <= cap);
+    if (r == MK_ERR) {
+        MK_FUZZ_CHECK(h.status == 400 || h.status == 417 || h.status == 431 || h.status == 501 ||
+                      h.status == 505);
+        MK_FUZZ_CHECK(h.status != 431); /* the scan sized the array */
+        for (unsigned i = 0; i < h.n_headers; i++) {
+            MK_FUZZ_CHECK(view_ok(h.headers[i].name, head, len));
+            MK_FUZZ_CHECK(view_ok(h.headers[i].value, head, len));
+        }
+    }
+    else {
+        check_parsed(&h, head, len, cap);
+    }
+    free(headers);
+}
+
+/* One decoder call over buf[0, len): checks what holds for any call. */
+static ssize_t decode_step(struct mk_chunked *c, char *buf, size_t len, size_t *out)
+{
+    *out = 0;
+    ssize_t r = mk_chunked_decode(c, buf, len, out);
+    if (r == MK_ERR) {
+        return r;
+    }
+    MK_FUZZ_CHECK(r >= 0 && (size_t) r <= len);
+    MK_FUZZ_CHECK(*out <= (size_t) r);
+    if ((size_t) r < len) {
+        MK_FUZZ_CHECK(mk_chunked_done(c));
+    }
+    return r;
+}
+
+/* Decode body[0, len) in one call and in two (split at `split`); compare. */
+static void fuzz_chunked(const uint8_t *body, size_t len, size_t split)
+{
+    char *one = malloc(len ? len : 1);
+    char *two = malloc(len ? len : 1);
+    struct mk_chunked c1, c2;
+    size_t out1 = 0, out2a = 0, out2b = 0;
+    ssize_t r2a, r2b = 0;
+
+    memcpy(one, body, len);
+    memcpy(two, body, len);
+    mk_chunked_init(&c1);
+    mk_chunked_init(&c2);
+
+    ssize_t r1 = decode_step(&c1, one, len, &out1);
+    r2a = decode_step(&c2, two, split, &out2a);
+    if (r2a != MK_ERR && (size_t) r2a == split && !mk_chunked_done(&c2)) {
+        r2b = decode_step(&c2, two + split, len - split, &out2b);
+    }
+
+    if (r1 == MK_ERR) {
+        MK_FUZZ_CHECK(r2a == MK_ERR || r2b == MK_ERR);
+    }
+    else {
+        MK_FUZZ_CHECK(r2a != MK_ERR && r2b != MK_ERR);
+        MK_FUZZ_CHECK((size_t) r1 == (size_t) r2a + (size_t) r2b);
+        MK_FUZZ_CHECK(out1 == out2a + out2b);
+        MK_FUZZ_CHECK(memcmp(one, two, out2a) == 0);
+        MK_FUZZ_CHECK(memcmp(one + out2a, two + split, out2b) == 0);
+        MK_FUZZ_CHECK(mk_chunked_done(&c1) == mk_chunked_done(&c2));
+    }
+    free(one);
+    free(two);
+}
+
+/*
+ * Scan buf[0, size) in one call, in two (a prefix whose length comes from
+ * the first byte, then everything) and one byte at a time, as a slow client
+ * sends it; all three must agree. Returns the one-call result.
+ */
+static ssize_t fuzz_scan(const uint8_t *data, size_t size, const struct mk_http_limits *lim,
+                         struct mk_http_scan *s1)
+{
+    const char *buf = (const char *) data;
+
+    memset(s1, 0, sizeof(*s1));
+    ssize_t r1 = mk_http_scan(s1, buf, size, lim);
+    check_scan_result(r1, s1, size, lim);
+
+    size_t split = size ? (size_t) data[0] * size / 255 : 0;
+    struct mk_http_scan s2 = {0};
+    ssize_t r2 = mk_http_scan(&s2, buf, split, lim);
+    check_scan_result(r2, &s2, split, lim);
+    if (r2 == MK_AGAIN) {
+        r2 = mk_http_scan(&s2, buf, size, lim);
+        check_scan_result(r2, &s2, size, lim);
+    }
+    check_same_scan(r1, s1, r2, &s2);
+
+    struct mk_http_scan s3 = {0};
+    ssize_t r3 = MK_AGAIN;
+    for (size_t n = 0; n <= size && r3 == MK_AGAIN; n++) {
+        r3 = mk_http_scan(&s3, buf, n, lim);
+        check_scan_result(r3, &s3, n, lim);
+    }
+    check_same_scan(r1, s1, r3, &s3);
+    return r1;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct mk_http_scan s1;
+
+    /* Tiny limits first, so that short inputs reach every limit check. */
+    fuzz_scan(data, size, &mk_fuzz_small_limits, &s1);
+    ssize_t r1 = fuzz_scan(data, size, &mk_fuzz_limits, &s1);
+    if (r1 <= 0) {
+        return 0;
+    }
+
+    /* The head alone, in a buffer of its exact size, so reads past it are caught. */
+    size_t head_len = (size_t) r1;
+    char *head = malloc(head_len);
+    memcpy(head, data, head_len);
+    fuzz_head(head, head_len, s1.lines);
+    free(head);
+
+    size_t body_len = size - head_len;
+    size_t body_split = (size_t) data[size - 1] * body_len / 255;
+    fuzz_chunked(data + head_len, body_len, body_split);
+    return 0;
+}
