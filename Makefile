@@ -3,21 +3,25 @@
 #   make            build into build/ (the server is build/bin/monkey)
 #   make run        build, then serve htdocs/ with conf/ on port 2001
 #   make test       build, then run every test on a normal and on an
-#                   AddressSanitizer + UBSan build
+#                   AddressSanitizer + UBSan build, and the integration
+#                   tests on the static musl build
+#   make static     a static binary with musl, for embedded systems (build-static/)
 #   make fuzz       libFuzzer targets for FUZZ_SECONDS each (default 60)
-#   make bench      benchmarks against nginx, lighttpd and h2o (see bench/)
+#   make bench      benchmarks against nginx, lighttpd and h2o (see bench/);
+#                   BENCH_ARGS=--quick for a run of under 3 minutes
 #   make format     clang-format every C file; make format-check only checks
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
+STATIC_BUILD ?= build-static
 FUZZ_SECONDS ?= 60
 JOBS       ?= $(shell nproc)
 GENERATOR  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 PYTHON     := $(shell python3 -c 'import pytest' >/dev/null 2>&1 && echo python3 || echo /usr/bin/python3)
 C_FILES     = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 
-.PHONY: all run test unit integration asan deps reconfigure fuzz bench format format-check clean
+.PHONY: all run test unit integration asan deps reconfigure static fuzz bench format format-check clean
 
 all:
 	@tools/deps.sh build
@@ -47,7 +51,7 @@ unit: all
 integration: all
 	MK_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests/integration
 
-test: deps reconfigure all asan
+test: deps reconfigure all asan static
 	@echo "== unit tests"
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@echo "== unit tests (ASan + UBSan)"
@@ -56,6 +60,17 @@ test: deps reconfigure all asan
 	MK_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests/integration
 	@echo "== integration tests (ASan + UBSan)"
 	MK_BUILD=$(ASAN_BUILD) $(PYTHON) -m pytest -q tests/integration
+	@echo "== integration tests (static musl build)"
+	MK_BUILD=$(STATIC_BUILD) MK_STATIC=1 $(PYTHON) -m pytest -q tests/integration \
+		--ignore=tests/integration/test_watch.py
+
+static:
+	@tools/deps.sh static
+	@test -f $(STATIC_BUILD)/CMakeCache.txt || CC=musl-gcc cmake -S . -B $(STATIC_BUILD) $(GENERATOR) \
+		-DMK_STATIC=ON -DMK_TESTS=OFF -DMK_SHARED_PLUGINS= -DCMAKE_BUILD_TYPE=MinSizeRel >/dev/null
+	@cmake --build $(STATIC_BUILD) -j $(JOBS) --target monkey
+	@cp $(STATIC_BUILD)/bin/monkey $(STATIC_BUILD)/bin/monkey-stripped && strip $(STATIC_BUILD)/bin/monkey-stripped
+	@ls -l $(STATIC_BUILD)/bin/monkey-stripped
 
 fuzz:
 	@tools/deps.sh fuzz
@@ -64,8 +79,9 @@ fuzz:
 	@cmake --build $(FUZZ_BUILD) -j $(JOBS)
 	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
+BENCH_ARGS ?=
 bench: all
-	bench/run.sh
+	bench/run.sh $(BENCH_ARGS)
 
 format:
 	clang-format -i $(C_FILES)
@@ -74,4 +90,4 @@ format-check:
 	clang-format --dry-run -Werror $(C_FILES)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(STATIC_BUILD)

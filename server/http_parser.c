@@ -64,22 +64,28 @@ static inline unsigned mk_hex_val(char c)
 /* ---- step 1: find the end of the head ------------------------------------ */
 
 /*
- * Bytes of a request line still arriving: visible ASCII, SP, and CR before
- * the LF. Checked as they arrive so that binary input (a TLS handshake on
- * a plain port, garbage) is refused at once instead of after the timeout.
+ * Check the bytes buf[from, to) of the request line that starts at
+ * line_start, in arrival order: the first offending byte decides, so the
+ * answer does not depend on how the line was split across reads. Only
+ * visible ASCII, SP and CR are allowed, the line starts with a token
+ * character, and it may not exceed max_line (a CR at its end belongs to the
+ * terminator). Binary input (a TLS handshake on a plain port) is refused at
+ * once instead of after the timeout. Returns 0, 400 or 414.
  */
-static bool mk_request_line_bytes_ok(const char *p, size_t n, bool at_start)
+static int mk_request_line_check(const char *buf, size_t from, size_t to, size_t line_start,
+                                 size_t max_line)
 {
-    if (at_start && n && !mk_is_tchar((unsigned char) p[0]) && p[0] != '\r') {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char) p[i];
-        if ((c < 0x20 && c != '\r') || c >= 0x7f) {
-            return false;
+    for (size_t k = from; k < to; k++) {
+        unsigned char c = (unsigned char) buf[k];
+        if ((c < 0x20 && c != '\r') || c >= 0x7f ||
+            (k == line_start && !mk_is_tchar(c) && c != '\r')) {
+            return 400;
+        }
+        if (k + 1 - line_start - (c == '\r') > max_line) {
+            return 414;
         }
     }
-    return true;
+    return 0;
 }
 
 ssize_t mk_http_scan(struct mk_http_scan *s, const char *buf, size_t len,
@@ -89,10 +95,12 @@ ssize_t mk_http_scan(struct mk_http_scan *s, const char *buf, size_t len,
         const char *nl = memchr(buf + s->pos, '\n', len - s->pos);
         size_t end = nl ? (size_t) (nl - buf) : len;
 
-        if (s->lines == 0 &&
-            !mk_request_line_bytes_ok(buf + s->pos, end - s->pos, s->pos == s->line_start)) {
-            s->status = 400;
-            return MK_ERR;
+        if (s->lines == 0) {
+            int status = mk_request_line_check(buf, s->pos, end, s->line_start, lim->max_line);
+            if (status) {
+                s->status = status;
+                return MK_ERR;
+            }
         }
         if (!nl) {
             s->pos = len;
@@ -121,10 +129,6 @@ ssize_t mk_http_scan(struct mk_http_scan *s, const char *buf, size_t len,
             }
             return (ssize_t) (i + 1);
         }
-        if (s->lines == 0 && llen > lim->max_line) {
-            s->status = 414;
-            return MK_ERR;
-        }
         s->lines++;
         if (s->lines > lim->max_headers + 1 || i + 1 - s->head_start > lim->max_head) {
             s->status = 431;
@@ -133,15 +137,6 @@ ssize_t mk_http_scan(struct mk_http_scan *s, const char *buf, size_t len,
         s->line_start = i + 1;
     }
 
-    /* An unfinished line: a CR at its end belongs to the terminator. */
-    size_t partial = len - s->line_start;
-    if (partial && buf[len - 1] == '\r') {
-        partial--;
-    }
-    if (s->lines == 0 && partial > lim->max_line) {
-        s->status = 414;
-        return MK_ERR;
-    }
     if (len - s->head_start > lim->max_head) {
         s->status = 431;
         return MK_ERR;

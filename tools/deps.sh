@@ -2,8 +2,9 @@
 # What building and testing Monkey needs, from Debian packages.
 #
 #   tools/deps.sh build      check only: a C compiler and cmake (never installs)
-#   tools/deps.sh test       + ninja, cmocka, python3 with pytest, curl, clang-format
+#   tools/deps.sh test       + ninja, cmocka, python3 with pytest, curl, clang-format, musl
 #   tools/deps.sh fuzz       + clang with libFuzzer
+#   tools/deps.sh static     + musl (musl-gcc) for the static embedded build
 #   tools/deps.sh bench      + the peers and load tools of bench/
 #
 # Except for "build", what is missing is installed with apt-get when run as
@@ -31,6 +32,7 @@ fi
 need ninja ninja-build
 need /usr/include/cmocka.h libcmocka-dev
 if [ "$stage" != build ]; then
+    need musl-gcc musl-tools
     need curl curl
     need clang-format clang-format
     need /usr/bin/python3 python3
@@ -40,6 +42,9 @@ if [ "$stage" != build ]; then
        ! /usr/bin/python3 -c 'import pytest' >/dev/null 2>&1; then
         want="$want python3-pytest"
     fi
+fi
+if [ "$stage" = static ]; then
+    need musl-gcc musl-tools
 fi
 if [ "$stage" = fuzz ]; then
     need clang clang

@@ -21,6 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / os.environ.get("MK_BUILD", "build")
 MONKEY = BUILD / "bin" / "monkey"
 SANITIZED = "asan" in BUILD.name
+# A static binary (make static) cannot load shared-object plugins.
+STATIC = os.environ.get("MK_STATIC") == "1"
+needs_dlopen = pytest.mark.skipif(STATIC, reason="static binary: no shared-object plugins")
 # Sanitizer builds are several times slower to start and to serve.
 SLOW = 3.0 if SANITIZED else 1.0
 

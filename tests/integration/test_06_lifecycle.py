@@ -99,7 +99,7 @@ def test_port_in_use(make_server):
     srv = make_server()
     srv.set(Listen=f"127.0.0.1:{port}")
     err = srv.run_expect_failure()
-    assert "monkey.conf:2:" in err and "Address already in use" in err
+    assert "monkey.conf:2:" in err and "in use" in err
     blocker.close()
 
 

@@ -4,14 +4,14 @@ import os
 
 import pytest
 
-from conftest import BUILD, Conn
+from conftest import BUILD, STATIC, Conn, needs_dlopen
 
 SKELETON_SO = BUILD / "plugins" / "monkey-skeleton.so"
 TAP_SO = BUILD / "tests" / "plugins" / "monkey-tap.so"
 BADABI_SO = BUILD / "tests" / "plugins" / "monkey-badabi.so"
 
 
-@pytest.fixture(params=["shared", "builtin"])
+@pytest.fixture(params=[pytest.param("shared", marks=needs_dlopen), "builtin"])
 def skel(make_server, request):
     srv = make_server()
     srv.file("a.txt", "AAAA\n")
@@ -150,6 +150,7 @@ def test_plugin_reload(skel):
         time.sleep(0.05)
 
 
+@needs_dlopen
 def test_missing_shared_object(make_server):
     srv = make_server()
     srv.plugins = ["/nonexistent/monkey-x.so"]
@@ -164,6 +165,7 @@ def test_unknown_builtin(make_server):
     assert "plugins.load:2:" in err and "nosuchplugin" in err
 
 
+@needs_dlopen
 def test_wrong_abi_is_refused(make_server):
     srv = make_server()
     srv.plugins = [str(BADABI_SO)]
@@ -171,6 +173,7 @@ def test_wrong_abi_is_refused(make_server):
     assert "plugins.load:2:" in err and "ABI" in err
 
 
+@needs_dlopen
 def test_plugin_loaded_twice(make_server):
     srv = make_server()
     srv.plugins = ["skeleton", str(SKELETON_SO)]
@@ -178,6 +181,7 @@ def test_plugin_loaded_twice(make_server):
     assert "plugins.load:3:" in err and "already loaded" in err
 
 
+@needs_dlopen
 def test_transport_plugin(make_server):
     srv = make_server()
     data = os.urandom(200000)
