@@ -52,6 +52,12 @@ int mk_event_add(struct mk_event_loop *loop, struct mk_event *event, int fd, uin
 int mk_event_mod(struct mk_event_loop *loop, struct mk_event *event, uint32_t mask);
 
 /*
+ * Stop watching but keep `fd`: a later mk_event_mod() registers it again.
+ * For a descriptor that must not be woken for a while.
+ */
+int mk_event_unwatch(struct mk_event_loop *loop, struct mk_event *event);
+
+/*
  * Prepare `event` for `fd` without registering it: a later mk_event_mod()
  * registers it. For descriptors that may be done with before they ever
  * need to wait (a connection whose request is already there).

@@ -79,6 +79,15 @@ int mk_event_mod(struct mk_event_loop *loop, struct mk_event *event, uint32_t ma
     return MK_OK;
 }
 
+int mk_event_unwatch(struct mk_event_loop *loop, struct mk_event *event)
+{
+    if (event->fd < 0 || event->mask == 0) {
+        return MK_OK;
+    }
+    event->mask = 0;
+    return epoll_ctl(loop->fd, EPOLL_CTL_DEL, event->fd, NULL) < 0 ? MK_ERR : MK_OK;
+}
+
 int mk_event_del(struct mk_event_loop *loop, struct mk_event *event)
 {
     int ret = MK_OK;

@@ -155,6 +155,7 @@ static char **mk_words(const char *value, size_t *count)
 
 static void mk_listen_addr_free(struct mk_listen_addr *a)
 {
+    mk_free(a->text);
     mk_free(a->spec);
     mk_free(a->transport);
     mk_free(a->where);
@@ -174,6 +175,14 @@ static void mk_vhost_free(struct mk_vhost *vh)
         mk_free(vh->error_pages[i].path);
     }
     mk_free(vh->error_pages);
+    for (size_t i = 0; i < vh->n_plugin_data; i++) {
+        if (vh->plugin_free[i] && vh->plugin_data[i]) {
+            vh->plugin_free[i](vh->plugin_data[i]);
+        }
+    }
+    mk_free(vh->plugin_data);
+    mk_free(vh->plugin_free);
+    mk_conf_free(vh->conf);
     mk_free(vh->file);
     mk_free(vh);
 }
@@ -188,6 +197,9 @@ static void mk_config_free(struct mk_config *cfg)
     mk_free(cfg->pidfile);
     mk_free(cfg->log_path);
     mk_free(cfg->default_mime);
+    for (size_t i = 0; i < K_COUNT; i++) {
+        mk_free(cfg->key_text[i]);
+    }
     mk_strv_free(cfg->index_files, cfg->n_index_files);
     mk_mime_free(cfg->mime);
     for (size_t i = 0; i < cfg->n_vhosts; i++) {
@@ -302,6 +314,14 @@ static bool mk_parse_listen(const struct mk_conf *conf, const struct mk_conf_ent
     }
     out->spec = mk_strdup(v);
     out->transport = mk_strndup(tw, twlen);
+    if (strcmp(out->transport, "plain") == 0) {
+        out->text = mk_strdup(v);
+    }
+    else {
+        size_t n = strlen(v) + twlen + 2;
+        out->text = mk_alloc(n);
+        snprintf(out->text, n, "%s %s", v, out->transport);
+    }
     out->where = mk_where(conf, e->line);
     return true;
 }
@@ -512,6 +532,25 @@ static bool mk_apply_server_key(struct mk_config *cfg, const struct mk_conf *con
     return false;
 }
 
+_Static_assert(K_COUNT <= sizeof(((struct mk_config *) 0)->key_text) / sizeof(char *),
+               "key_text is too small");
+
+/* Remember the text of the value in force (Workers: the resolved number). */
+static void mk_config_record(struct mk_config *cfg, const struct mk_key *k, const char *value)
+{
+    char buf[16];
+
+    if (k->id == K_LISTEN) {
+        return; /* derived from cfg->listen */
+    }
+    if (k->id == K_WORKERS) {
+        snprintf(buf, sizeof(buf), "%d", cfg->workers);
+        value = buf;
+    }
+    mk_free(cfg->key_text[k->id]);
+    cfg->key_text[k->id] = mk_strdup(value);
+}
+
 static const struct mk_key *mk_find_key(const char *name)
 {
     for (size_t i = 0; i < MK_N_SERVER_KEYS; i++) {
@@ -557,6 +596,7 @@ static bool mk_apply_server(struct mk_config *cfg, const struct mk_conf *conf,
             if (!mk_apply_server_key(cfg, conf, k, e, err, errlen)) {
                 return false;
             }
+            mk_config_record(cfg, k, e->value);
         }
     }
 
@@ -571,6 +611,7 @@ static bool mk_apply_server(struct mk_config *cfg, const struct mk_conf *conf,
             if (!mk_apply_server_key(cfg, &label, k, &e, err, errlen)) {
                 return false;
             }
+            mk_config_record(cfg, k, e.value);
             seen[k->id] = true;
         }
     }
@@ -585,6 +626,7 @@ static bool mk_apply_server(struct mk_config *cfg, const struct mk_conf *conf,
         if (!mk_apply_server_key(cfg, &builtin, k, &e, err, errlen)) {
             return false;
         }
+        mk_config_record(cfg, k, e.value);
     }
     if (cfg->n_listen == 0) {
         struct mk_conf_entry e = {.key = "Listen", .value = "2001"};
@@ -714,10 +756,7 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
             }
             host = s;
         }
-        else if (strcasecmp(s->name, "ERROR_PAGES") != 0) {
-            ERR(conf, s->line, "unknown section [%s] (expected [HOST] or [ERROR_PAGES])", s->name);
-            goto fail;
-        }
+        /* Other sections belong to plugins: checked once plugins are known. */
     }
     if (!host) {
         snprintf(err, errlen, "%s: missing [HOST] section", path);
@@ -813,7 +852,7 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
             }
         }
     }
-    mk_conf_free(conf);
+    vh->conf = conf; /* kept for the plugins' site sections */
     return vh;
 
 fail:
@@ -1033,6 +1072,7 @@ struct mk_config *mk_config_for_dir(const char *dir, const struct mk_config_over
     }
     cfg->mime = mk_mime_builtin(cfg->default_mime);
     struct mk_vhost *vh = mk_vhost_new("built-in");
+    vh->conf = mk_conf_parse("built-in", "", 0, err, errlen);
     if (!mk_vhost_set_docroot(vh, &label, 0, dir, err, errlen)) {
         mk_vhost_free(vh);
         mk_config_free(cfg);
@@ -1044,6 +1084,25 @@ struct mk_config *mk_config_for_dir(const char *dir, const struct mk_config_over
     cfg->default_vhost = vh;
     mk_config_finish(cfg);
     return cfg;
+}
+
+void mk_config_force_workers(struct mk_config *cfg, int workers)
+{
+    cfg->workers = workers;
+    mk_config_record(cfg, mk_find_key("Workers"), "");
+}
+
+const char *mk_config_value(const struct mk_config *cfg, const char *key, unsigned i)
+{
+    const struct mk_key *k = mk_find_key(key);
+
+    if (!k) {
+        return NULL;
+    }
+    if (k->id == K_LISTEN) {
+        return i < cfg->n_listen ? cfg->listen[i].text : NULL;
+    }
+    return i == 0 ? cfg->key_text[k->id] : NULL;
 }
 
 /* ---- virtual hosts ------------------------------------------------------- */

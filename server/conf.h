@@ -35,6 +35,7 @@ struct mk_listen_addr {
     char *spec;      /* the address as written: "2001", "127.0.0.1:2001", "[::1]:8080" */
     char *transport; /* "plain" unless a second word names a plugin's transport */
     char *where;     /* "file:line" for messages */
+    char *text;      /* "spec" or "spec transport", as in force */
     struct sockaddr_storage addr;
     socklen_t addrlen;
     bool any; /* port only: every address, IPv6 and IPv4 */
@@ -61,7 +62,12 @@ struct mk_vhost {
     bool symlinks; /* follow symbolic links (they may then lead anywhere) */
     struct mk_error_page *error_pages;
     size_t n_error_pages;
-    char *file; /* the site file, for messages; "built-in" for -o */
+    char *file;           /* the site file, for messages; "built-in" for -o */
+    struct mk_conf *conf; /* the parsed site file: plugins read their sections */
+    /* What each plugin's site_init() stored, by plugin index, with its destructor. */
+    void **plugin_data;
+    void (**plugin_free)(void *data);
+    size_t n_plugin_data;
 };
 
 struct mk_config {
@@ -102,6 +108,7 @@ struct mk_config {
     struct mk_vhost *default_vhost;
     struct mk_plugin_spec *plugins;
     size_t n_plugins;
+    char *key_text[32];     /* the value in force of each [SERVER] key, as text */
     char server_header[64]; /* "Server: Monkey/x.y.z\r\n" */
     size_t server_header_len;
 };
@@ -132,5 +139,9 @@ struct mk_vhost *mk_vhost_lookup(const struct mk_config *cfg, const char *host, 
 
 /* Name of the i-th key `section` accepts, NULL past the last (for the docs test). */
 const char *mk_config_key(const char *section, size_t i);
+/* Keep the running worker count (a reload cannot change it). */
+void mk_config_force_workers(struct mk_config *cfg, int workers);
+/* The i-th value in force of [SERVER] key `key`, as text; NULL past the last. */
+const char *mk_config_value(const struct mk_config *cfg, const char *key, unsigned i);
 
 #endif

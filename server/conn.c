@@ -216,7 +216,8 @@ void mk_conn_close(struct mk_conn *c)
     mk_conn_out_release(c);
     c->state = MK_CONN_CLOSED;
     c->timer = MK_TIMER_NONE;
-    mk_list_move_tail(&c->node, &w->closing);
+    /* A suspension handle may still point here: keep the struct until then. */
+    mk_list_move_tail(&c->node, c->handles ? &w->zombies : &w->closing);
     atomic_fetch_sub_explicit(&w->n_conns, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit((c->flags & MK_CONN_REFUSED) ? &w->server->n_refused
                                                            : &w->server->n_conns,
@@ -270,6 +271,15 @@ static void mk_conn_linger_read(struct mk_conn *c)
 
 void mk_conn_expire(struct mk_conn *c)
 {
+    if (c->state == MK_CONN_SUSPENDED) {
+        /* A plugin did not resume in time: answer for it, then close. */
+        mk_warn("a request held by a plugin timed out");
+        c->state = c->req.prev_state;
+        c->flags |= MK_CONN_CLOSE;
+        mk_request_error(&c->req, 503);
+        mk_conn_continue(c);
+        return;
+    }
     if (c->timer == MK_TIMER_READ && c->state == MK_CONN_READ_HEAD && c->in_len > 0 &&
         !(c->req.flags & MK_REQ_ACTIVE)) {
         mk_conn_send_raw(c, 408);
@@ -592,7 +602,7 @@ static bool mk_conn_step_body(struct mk_conn *c)
 /* A connection waiting for input must be registered for it. */
 static void mk_conn_watch_input(struct mk_conn *c)
 {
-    if (c->state == MK_CONN_WRITE || c->state == MK_CONN_CLOSED) {
+    if (c->state == MK_CONN_WRITE || c->state == MK_CONN_CLOSED || c->state == MK_CONN_SUSPENDED) {
         return;
     }
     if (mk_event_mod(&c->worker->loop, &c->ev, MK_EV_READ) != MK_OK) {
@@ -621,6 +631,12 @@ static void mk_conn_process(struct mk_conn *c)
             return;
         }
     }
+}
+
+void mk_conn_continue(struct mk_conn *c)
+{
+    mk_conn_process(c);
+    mk_conn_watch_input(c);
 }
 
 static void mk_conn_read(struct mk_conn *c)
@@ -677,6 +693,7 @@ void mk_conn_on_event(struct mk_event *ev, uint32_t ready)
         mk_conn_linger_read(c);
         return;
     case MK_CONN_CLOSED:
+    case MK_CONN_SUSPENDED:
         return;
     default:
         mk_conn_read(c);

@@ -12,15 +12,25 @@
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../core/log.h"
 #include "server.h"
 
 extern const struct mk_plugin *const mk_builtin_plugins[];
+
+/*
+ * The server the API serves. Plugins keep process-wide state, so one server
+ * per process runs plugins; set by mk_plugins_init().
+ */
+static struct mk_server *mk_api_server;
+bool mk_plugins_checking;
 
 /* ---- the API table ------------------------------------------------------- */
 
@@ -242,6 +252,196 @@ static const char *mk_api_conf_path(const struct mk_conf *conf)
     return conf->path;
 }
 
+static const struct sockaddr *mk_api_remote_sockaddr(const struct mk_request *r, socklen_t *len)
+{
+    *len = r->conn->peer.sa.sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                  : sizeof(struct sockaddr_in);
+    return &r->conn->peer.sa;
+}
+
+static void mk_api_request_time(const struct mk_request *r, struct timespec *start,
+                                uint64_t *elapsed_us)
+{
+    struct timespec now;
+
+    if (start) {
+        *start = r->start;
+    }
+    if (elapsed_us) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        uint64_t us = (uint64_t) now.tv_sec * 1000000u + (uint64_t) now.tv_nsec / 1000u;
+        *elapsed_us = us > r->start_mono_us ? us - r->start_mono_us : 0;
+    }
+}
+
+static void mk_api_set_body_owned(struct mk_request *r, void *data, size_t len)
+{
+    mk_response_drop_file(r);
+    mk_free(r->owned);
+    r->owned = data;
+    r->body_type = MK_RESP_MEM;
+    r->mem = data;
+    r->mem_len = len;
+    r->content_length = len;
+}
+
+static int mk_api_open_beneath(const struct mk_request *r, const char *rel, int flags)
+{
+    if (!r->vhost) {
+        errno = ENOENT;
+        return -1;
+    }
+    return mk_static_open(r->vhost, rel[0] ? rel : ".", flags);
+}
+
+static const char *mk_api_index_file(const struct mk_request *r, unsigned i)
+{
+    return i < r->cfg->n_index_files ? r->cfg->index_files[i] : NULL;
+}
+
+static const struct mk_site *mk_api_site(const struct mk_request *r)
+{
+    return (const struct mk_site *) r->vhost;
+}
+
+static const char *mk_api_site_name(const struct mk_site *s, unsigned i)
+{
+    const struct mk_vhost *vh = (const struct mk_vhost *) s;
+    return vh && i < vh->n_names ? vh->names[i] : NULL;
+}
+
+static const char *mk_api_site_docroot(const struct mk_site *s)
+{
+    return s ? ((const struct mk_vhost *) s)->docroot : "";
+}
+
+static const char *mk_api_site_file(const struct mk_site *s)
+{
+    return s ? ((const struct mk_vhost *) s)->file : "";
+}
+
+static void *mk_api_site_data(const struct mk_site *s, const struct mk_plugin *plugin)
+{
+    const struct mk_vhost *vh = (const struct mk_vhost *) s;
+    const struct mk_plugin_set *ps = &mk_api_server->plugins;
+
+    if (!vh) {
+        return NULL;
+    }
+    for (size_t i = 0; i < ps->count && i < vh->n_plugin_data; i++) {
+        if (ps->list[i] == plugin) {
+            return vh->plugin_data[i];
+        }
+    }
+    return NULL;
+}
+
+static struct mk_suspended *mk_api_suspend(struct mk_request *r)
+{
+    return mk_request_suspend(r);
+}
+
+static void mk_api_resume(struct mk_suspended *s, mk_resume_cb cb, void *arg)
+{
+    s->cb = cb;
+    s->arg = arg;
+    mk_worker_resume_post(s->worker, s);
+}
+
+static int mk_api_task(struct mk_request *r, void (*work)(void *arg), mk_resume_cb done, void *arg)
+{
+    struct mk_suspended *s = mk_request_suspend(r);
+
+    if (!s) {
+        return MK_ERR;
+    }
+    s->work = work;
+    s->cb = done;
+    s->arg = arg;
+    if (mk_task_submit(r->conn->worker->server, s) != MK_OK) {
+        /* Nothing started: the handle is settled here, on the worker. */
+        r->conn->handles--;
+        r->flags &= (uint16_t) ~MK_REQ_SUSPENDING;
+        mk_free(s);
+        return MK_ERR;
+    }
+    return MK_SUSPENDED;
+}
+
+static void mk_api_stats(struct mk_server_stats *out)
+{
+    struct mk_server *srv = mk_api_server;
+
+    memset(out, 0, sizeof(*out));
+    out->started = srv->started;
+    out->workers = (unsigned) srv->n_workers;
+    out->connections = atomic_load_explicit(&srv->n_conns, memory_order_relaxed);
+    for (int i = 0; i < srv->n_workers; i++) {
+        out->requests += atomic_load_explicit(&srv->workers[i].n_requests, memory_order_relaxed);
+        out->bytes_out += atomic_load_explicit(&srv->workers[i].bytes_out, memory_order_relaxed);
+    }
+}
+
+static int mk_api_worker_stats(unsigned i, struct mk_worker_stats *out)
+{
+    struct mk_server *srv = mk_api_server;
+
+    if (i >= (unsigned) srv->n_workers || !srv->workers) {
+        return MK_ERR;
+    }
+    out->connections = atomic_load_explicit(&srv->workers[i].n_conns, memory_order_relaxed);
+    out->requests = atomic_load_explicit(&srv->workers[i].n_requests, memory_order_relaxed);
+    out->bytes_out = atomic_load_explicit(&srv->workers[i].bytes_out, memory_order_relaxed);
+    return MK_OK;
+}
+
+static struct mk_config *mk_api_config_get(void)
+{
+    struct mk_server *srv = mk_api_server;
+    struct mk_config *cfg;
+
+    pthread_mutex_lock(&srv->cfg_lock);
+    cfg = srv->cfg ? mk_config_ref(srv->cfg) : NULL;
+    pthread_mutex_unlock(&srv->cfg_lock);
+    return cfg;
+}
+
+static const char *mk_api_config_key(unsigned i)
+{
+    return mk_config_key("SERVER", i);
+}
+
+static unsigned mk_api_config_sites(const struct mk_config *cfg)
+{
+    return (unsigned) cfg->n_vhosts;
+}
+
+static const struct mk_site *mk_api_config_site(const struct mk_config *cfg, unsigned i)
+{
+    return i < cfg->n_vhosts ? (const struct mk_site *) cfg->vhosts[i] : NULL;
+}
+
+static unsigned mk_api_plugin_count(void)
+{
+    return (unsigned) mk_api_server->plugins.count;
+}
+
+static const struct mk_plugin *mk_api_plugin_at(unsigned i)
+{
+    const struct mk_plugin_set *ps = &mk_api_server->plugins;
+    return i < ps->count ? ps->list[i] : NULL;
+}
+
+static int mk_api_command(int cmd, char *err, size_t errlen)
+{
+    return mk_server_command(mk_api_server, cmd, err, errlen);
+}
+
+static int mk_api_checking(void)
+{
+    return mk_plugins_checking;
+}
+
 static time_t mk_api_now(void)
 {
     struct mk_worker *w = mk_worker_current();
@@ -287,6 +487,31 @@ const struct mk_api mk_plugin_api = {
     .conf_path = mk_api_conf_path,
     .now = mk_api_now,
     .worker_id = mk_api_worker_id,
+    .remote_sockaddr = mk_api_remote_sockaddr,
+    .request_time = mk_api_request_time,
+    .set_body_owned = mk_api_set_body_owned,
+    .open_beneath = mk_api_open_beneath,
+    .index_file = mk_api_index_file,
+    .site = mk_api_site,
+    .site_name = mk_api_site_name,
+    .site_docroot = mk_api_site_docroot,
+    .site_file = mk_api_site_file,
+    .site_data = mk_api_site_data,
+    .suspend = mk_api_suspend,
+    .resume = mk_api_resume,
+    .task = mk_api_task,
+    .stats = mk_api_stats,
+    .worker_stats = mk_api_worker_stats,
+    .config_get = mk_api_config_get,
+    .config_put = mk_config_unref,
+    .config_key = mk_api_config_key,
+    .config_value = mk_config_value,
+    .config_sites = mk_api_config_sites,
+    .config_site = mk_api_config_site,
+    .plugin_count = mk_api_plugin_count,
+    .plugin_at = mk_api_plugin_at,
+    .command = mk_api_command,
+    .checking = mk_api_checking,
 };
 
 /* ---- loading ------------------------------------------------------------- */
@@ -382,6 +607,7 @@ int mk_plugins_load(struct mk_plugin_set *set, const struct mk_config *cfg, char
     MK_HOOKS(set, content, n_content, content);
     MK_HOOKS(set, done, n_done, request_done);
     MK_HOOKS(set, close, n_close, conn_close);
+    MK_HOOKS(set, batch, n_batch, batch_done);
     return MK_OK;
 
 fail:
@@ -389,9 +615,10 @@ fail:
     return MK_ERR;
 }
 
-int mk_plugins_init(struct mk_plugin_set *set, const struct mk_config *cfg, char *err,
-                    size_t errlen)
+int mk_plugins_init(struct mk_plugin_set *set, struct mk_server *srv, const struct mk_config *cfg,
+                    char *err, size_t errlen)
 {
+    mk_api_server = srv;
     for (size_t i = 0; i < set->count; i++) {
         const struct mk_plugin *p = set->list[i];
         if (p->init && p->init(&mk_plugin_api, cfg->confdir) != MK_OK) {
@@ -423,7 +650,63 @@ void mk_plugins_unload(struct mk_plugin_set *set)
     mk_free(set->content);
     mk_free(set->done);
     mk_free(set->close);
+    mk_free(set->batch);
     memset(set, 0, sizeof(*set));
+}
+
+/* Does a loaded plugin read site sections named `name`? */
+static bool mk_plugins_claim(const struct mk_plugin_set *set, const char *name)
+{
+    for (size_t i = 0; i < set->count; i++) {
+        const char *const *sec = set->list[i]->site_sections;
+        for (; sec && *sec; sec++) {
+            if (strcasecmp(*sec, name) == 0) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+int mk_plugins_sites(const struct mk_plugin_set *set, struct mk_config *cfg, char *err,
+                     size_t errlen)
+{
+    for (size_t v = 0; v < cfg->n_vhosts; v++) {
+        struct mk_vhost *vh = cfg->vhosts[v];
+        struct mk_list *it;
+
+        mk_list_foreach (it, &vh->conf->sections) {
+            struct mk_conf_section *sec = mk_list_entry(it, struct mk_conf_section, node);
+            if (strcasecmp(sec->name, "HOST") == 0 || strcasecmp(sec->name, "ERROR_PAGES") == 0 ||
+                mk_plugins_claim(set, sec->name)) {
+                continue;
+            }
+            mk_conf_error(vh->conf, sec->line, err, errlen,
+                          "unknown section [%s] (not [HOST] or [ERROR_PAGES], and no loaded "
+                          "plugin reads it)",
+                          sec->name);
+            return MK_ERR;
+        }
+        vh->plugin_data = mk_calloc(set->count + 1, sizeof(*vh->plugin_data));
+        vh->plugin_free = mk_calloc(set->count + 1, sizeof(*vh->plugin_free));
+        vh->n_plugin_data = set->count;
+        for (size_t i = 0; i < set->count; i++) {
+            const struct mk_plugin *p = set->list[i];
+            if (!p->site_init) {
+                continue;
+            }
+            vh->plugin_free[i] = p->site_free;
+            err[0] = '\0';
+            if (p->site_init((const struct mk_site *) vh, vh->conf, &vh->plugin_data[i], err,
+                             errlen) != MK_OK) {
+                if (!err[0]) {
+                    snprintf(err, errlen, "%s: plugin %s refused the site", vh->file, p->name);
+                }
+                return MK_ERR;
+            }
+        }
+    }
+    return MK_OK;
 }
 
 const struct mk_transport *mk_plugins_transport(const struct mk_plugin_set *set, const char *name)

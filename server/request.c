@@ -4,23 +4,32 @@
  *
  * request.c: the stages of a request, from a parsed head to a response.
  *
- *   mk_request_run       head parsed: virtual host, keep-alive, body framing,
- *                        path normalisation, the plugins' request hooks, then
- *                        the content handlers (plugins first, static files last)
+ *   mk_request_run        head parsed: virtual host, keep-alive, body framing,
+ *                         path normalisation, then the plugins' request hooks
+ *                         and the content handlers (plugins first, static
+ *                         files last)
  *   mk_request_body_ready the body a content handler asked for has arrived
- *   mk_request_end       the response is done (or failed): request_done
- *                        hooks, statistics, every request resource released
+ *   mk_request_resume     a suspended hook's continuation ran: go on from
+ *                         the stage and plugin that suspended
+ *   mk_request_end        the response is done (or failed): request_done
+ *                         hooks, statistics, every request resource released
  *
- * The status decided here is final: a response is started exactly once, by
- * mk_request_respond() or mk_request_error().
+ * Every hook result goes through one function per stage, so a result that
+ * comes back later from a continuation is handled exactly like one returned
+ * at once. The response is started exactly once, by mk_request_respond() or
+ * mk_request_error().
  */
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../core/log.h"
 #include "path.h"
 #include "server.h"
+
+static void mk_request_request_hooks(struct mk_request *r, size_t from);
+static void mk_request_content(struct mk_request *r, size_t from);
 
 /* Does the request, as received, allow the connection to stay open? */
 static bool mk_request_keepalive(const struct mk_request *r)
@@ -76,6 +85,47 @@ void mk_request_error(struct mk_request *r, int status)
     mk_request_respond(r);
 }
 
+/* ---- suspension ---------------------------------------------------------- */
+
+struct mk_suspended *mk_request_suspend(struct mk_request *r)
+{
+    struct mk_conn *c = r->conn;
+    struct mk_suspended *s = mk_try_alloc(sizeof(*s));
+
+    if (!s) {
+        return NULL;
+    }
+    memset(s, 0, sizeof(*s));
+    s->worker = c->worker;
+    s->conn = c;
+    s->gen = c->gen;
+    c->handles++;
+    r->flags |= MK_REQ_SUSPENDING;
+    return s;
+}
+
+/* A hook returned MK_SUSPENDED: park the connection until the resume. */
+static void mk_request_park(struct mk_request *r, const struct mk_plugin *p, enum mk_stage stage,
+                            size_t index)
+{
+    struct mk_conn *c = r->conn;
+
+    if (!(r->flags & MK_REQ_SUSPENDING)) {
+        mk_err("plugin %s: returned MK_SUSPENDED without suspending the request", p->name);
+        mk_request_error(r, 500);
+        return;
+    }
+    r->flags &= (uint16_t) ~MK_REQ_SUSPENDING;
+    r->stage = (uint8_t) stage;
+    r->stage_index = (uint16_t) index;
+    r->prev_state = c->state;
+    c->state = MK_CONN_SUSPENDED;
+    mk_event_unwatch(&c->worker->loop, &c->ev);
+    mk_conn_timer_set(c, MK_TIMER_READ);
+}
+
+/* ---- stages -------------------------------------------------------------- */
+
 /* The handler wants the body: read it, then call the handler again. */
 static void mk_request_wait_body(struct mk_request *r, const struct mk_plugin *p)
 {
@@ -98,38 +148,78 @@ static void mk_request_wait_body(struct mk_request *r, const struct mk_plugin *p
     mk_conn_timer_set(c, MK_TIMER_READ);
 }
 
-/* Act on a content or request hook's answer; true when the request moved on. */
-static bool mk_request_hook_result(struct mk_request *r, const struct mk_plugin *p, int rc)
+/* The result of request hook `index`. */
+static void mk_request_request_result(struct mk_request *r, size_t index, int rc)
 {
+    const struct mk_plugin_set *ps = &r->conn->worker->server->plugins;
+    const struct mk_plugin *p = ps->request[index];
+
     if (rc == MK_OK) {
-        mk_request_respond(r);
-        return true;
+        mk_request_request_hooks(r, index + 1);
     }
-    if (rc == MK_AGAIN) {
-        mk_request_wait_body(r, p);
-        return true;
+    else if (rc == MK_SUSPENDED) {
+        mk_request_park(r, p, MK_STAGE_REQUEST, index);
     }
-    if (rc >= 100 && rc <= 599) {
+    else if (rc >= 100 && rc <= 599) {
         mk_request_error(r, rc);
-        return true;
     }
-    if (rc == MK_DECLINED) {
-        return false;
+    else {
+        mk_warn("plugin %s: request hook failed; closing the connection", p->name);
+        mk_conn_close(r->conn);
     }
-    mk_warn("plugin %s: content hook failed; closing the connection", p->name);
-    mk_conn_close(r->conn);
-    return true;
 }
 
-static void mk_request_content(struct mk_request *r)
+static void mk_request_request_hooks(struct mk_request *r, size_t from)
 {
     const struct mk_plugin_set *ps = &r->conn->worker->server->plugins;
 
-    for (size_t i = 0; i < ps->n_content; i++) {
-        const struct mk_plugin *p = ps->content[i];
-        if (mk_request_hook_result(r, p, p->content(r))) {
-            return;
-        }
+    if (from < ps->n_request) {
+        mk_request_request_result(r, from, ps->request[from]->request(r));
+        return;
+    }
+    mk_request_content(r, 0);
+}
+
+/*
+ * The result of content hook `p` (at `index`, or the body handler when
+ * stage is MK_STAGE_BODY).
+ */
+static void mk_request_content_result(struct mk_request *r, const struct mk_plugin *p,
+                                      enum mk_stage stage, size_t index, int rc)
+{
+    if (rc == MK_OK) {
+        mk_request_respond(r);
+    }
+    else if (rc == MK_SUSPENDED) {
+        mk_request_park(r, p, stage, index);
+    }
+    else if (rc == MK_AGAIN && stage == MK_STAGE_CONTENT) {
+        mk_request_wait_body(r, p);
+    }
+    else if (rc >= 100 && rc <= 599) {
+        mk_request_error(r, rc);
+    }
+    else if (rc == MK_DECLINED && stage == MK_STAGE_CONTENT) {
+        mk_request_content(r, index + 1);
+    }
+    else if (rc == MK_DECLINED || rc == MK_AGAIN) {
+        mk_err("plugin %s: content hook returned %d after taking the body", p->name, rc);
+        mk_request_error(r, 500);
+    }
+    else {
+        mk_warn("plugin %s: content hook failed; closing the connection", p->name);
+        mk_conn_close(r->conn);
+    }
+}
+
+static void mk_request_content(struct mk_request *r, size_t from)
+{
+    const struct mk_plugin_set *ps = &r->conn->worker->server->plugins;
+
+    if (from < ps->n_content) {
+        const struct mk_plugin *p = ps->content[from];
+        mk_request_content_result(r, p, MK_STAGE_CONTENT, from, p->content(r));
+        return;
     }
     int rc = mk_static_serve(r);
     if (rc == MK_OK) {
@@ -153,6 +243,12 @@ void mk_request_run(struct mk_request *r)
     if (h->method == MK_METHOD_HEAD) {
         r->flags |= MK_REQ_HEAD;
     }
+    if (ps->n_done) {
+        struct timespec mono;
+        clock_gettime(CLOCK_REALTIME, &r->start);
+        clock_gettime(CLOCK_MONOTONIC, &mono);
+        r->start_mono_us = (uint64_t) mono.tv_sec * 1000000u + (uint64_t) mono.tv_nsec / 1000u;
+    }
     mk_conn_begin_body(c);
     if ((h->flags & MK_HEAD_CONTENT_LENGTH) && h->content_length > r->cfg->max_body) {
         mk_request_error(r, 413);
@@ -173,39 +269,49 @@ void mk_request_run(struct mk_request *r)
         }
         r->path_len = (size_t) n;
     }
-
-    for (size_t i = 0; i < ps->n_request; i++) {
-        const struct mk_plugin *p = ps->request[i];
-        int rc = p->request(r);
-        if (rc == MK_OK) {
-            continue;
-        }
-        if (rc >= 100 && rc <= 599) {
-            mk_request_error(r, rc);
-        }
-        else {
-            mk_conn_close(c);
-        }
-        return;
-    }
-    mk_request_content(r);
+    mk_request_request_hooks(r, 0);
 }
 
 void mk_request_body_ready(struct mk_request *r)
 {
     const struct mk_plugin *p = r->handler;
-    int rc;
 
     r->flags |= MK_REQ_BODY_READ;
-    rc = p->content(r);
+    mk_request_content_result(r, p, MK_STAGE_BODY, 0, p->content(r));
+}
 
-    if (rc == MK_AGAIN) {
-        mk_err("plugin %s: content hook asked for the body twice", p->name);
-        rc = 500;
+void mk_request_resume(struct mk_suspended *s)
+{
+    struct mk_conn *c = s->conn;
+    struct mk_request *r = &c->req;
+    const struct mk_plugin_set *ps = &c->worker->server->plugins;
+
+    c->handles--;
+    if (c->gen != s->gen || c->state != MK_CONN_SUSPENDED) {
+        s->cb(NULL, s->arg); /* the request is gone */
+        mk_free(s);
+        if (c->state == MK_CONN_CLOSED && c->handles == 0) {
+            mk_list_move_tail(&c->node, &c->worker->closing); /* now it may be reused */
+        }
+        return;
     }
-    if (!mk_request_hook_result(r, p, rc)) {
-        mk_request_error(r, 500); /* declining after taking the body */
+    c->state = r->prev_state;
+    int rc = s->cb(r, s->arg);
+    mk_free(s);
+
+    switch (r->stage) {
+    case MK_STAGE_REQUEST:
+        mk_request_request_result(r, r->stage_index, rc);
+        break;
+    case MK_STAGE_CONTENT:
+        mk_request_content_result(r, ps->content[r->stage_index], MK_STAGE_CONTENT, r->stage_index,
+                                  rc);
+        break;
+    default:
+        mk_request_content_result(r, r->handler, MK_STAGE_BODY, 0, rc);
+        break;
     }
+    mk_conn_continue(c);
 }
 
 void mk_request_end(struct mk_request *r)
@@ -223,6 +329,8 @@ void mk_request_end(struct mk_request *r)
     MK_STAT_ADD(w->n_requests, 1);
     MK_STAT_ADD(w->bytes_out, r->bytes_sent);
     mk_response_drop_file(r);
+    mk_free(r->owned);
+    r->owned = NULL;
     mk_free(r->body);
     r->body = NULL;
     mk_arena_reset(&r->arena);

@@ -42,8 +42,14 @@ struct mk_server *mk_server_create(void)
     struct mk_server *srv = mk_calloc(1, sizeof(*srv));
     srv->stop_efd = -1;
     srv->acceptor_ctl = -1;
+    srv->cmd_efd = -1;
     mk_list_init(&srv->acceptor_listeners);
     pthread_mutex_init(&srv->acceptor_lock, NULL);
+    pthread_mutex_init(&srv->cfg_lock, NULL);
+    pthread_mutex_init(&srv->cmd_lock, NULL);
+    pthread_cond_init(&srv->cmd_cond, NULL);
+    pthread_mutex_init(&srv->tasks.lock, NULL);
+    pthread_cond_init(&srv->tasks.cond, NULL);
     return srv;
 }
 
@@ -106,21 +112,37 @@ static int mk_server_check_transports(const struct mk_plugin_set *ps, const stru
 int mk_server_check(struct mk_server *srv, char *err, size_t errlen)
 {
     struct mk_config *cfg = mk_server_load_config(srv, err, errlen);
-    struct mk_plugin_set ps;
+    bool started = false;
     int rc;
 
     if (!cfg) {
         return MK_ERR;
     }
-    rc = mk_plugins_load(&ps, cfg, err, errlen);
+    srv->n_workers = cfg->workers;
+    /* Plugins validate their configuration too, without side effects. */
+    mk_plugins_checking = true;
+    rc = mk_plugins_load(&srv->plugins, cfg, err, errlen);
+    if (rc != MK_OK) {
+        mk_plugins_checking = false;
+        mk_config_unref(cfg);
+        return rc;
+    }
+    rc = mk_server_check_transports(&srv->plugins, cfg, err, errlen);
     if (rc == MK_OK) {
-        rc = mk_server_check_transports(&ps, cfg, err, errlen);
-        mk_plugins_unload(&ps);
+        rc = mk_plugins_init(&srv->plugins, srv, cfg, err, errlen);
+        started = rc == MK_OK;
     }
     if (rc == MK_OK) {
-        srv->n_workers = cfg->workers;
+        rc = mk_plugins_sites(&srv->plugins, cfg, err, errlen);
     }
-    mk_config_unref(cfg);
+    mk_config_unref(cfg); /* releases site data while the plugins are still loaded */
+    for (size_t i = 0; started && i < srv->plugins.count; i++) {
+        if (srv->plugins.list[i]->exit) {
+            srv->plugins.list[i]->exit();
+        }
+    }
+    mk_plugins_unload(&srv->plugins);
+    mk_plugins_checking = false;
     return rc;
 }
 
@@ -488,8 +510,11 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
     if (!plans) {
         goto fail_plugins;
     }
-    if (mk_plugins_init(&srv->plugins, cfg, err, errlen) != MK_OK) {
+    if (mk_plugins_init(&srv->plugins, srv, cfg, err, errlen) != MK_OK) {
         goto fail_plans;
+    }
+    if (mk_plugins_sites(&srv->plugins, cfg, err, errlen) != MK_OK) {
+        goto fail_init;
     }
     if (mk_server_drop_privileges(cfg, err, errlen) != MK_OK ||
         mk_server_write_pidfile(srv, err, errlen) != MK_OK) {
@@ -561,7 +586,11 @@ fail_init:
 fail_plans:
     mk_plans_free(plans, owners, cfg->n_listen);
 fail_plugins:
+    /* The configuration first: its site data is freed by plugin code. */
+    mk_config_unref(srv->cfg);
+    srv->cfg = NULL;
     mk_plugins_unload(&srv->plugins);
+    return MK_ERR;
 fail_cfg:
     mk_config_unref(srv->cfg);
     srv->cfg = NULL;
@@ -597,10 +626,9 @@ int mk_server_reload(struct mk_server *srv, char *err, size_t errlen)
     if (!cfg) {
         return MK_ERR;
     }
-    /* What only a restart can change is kept as it is. */
-    if (cfg->workers != old->workers) {
+    /* What only a restart can change is kept as it is. */ if (cfg->workers != old->workers) {
         mk_warn("reload: Workers changes only on restart (keeping %d)", old->workers);
-        cfg->workers = old->workers;
+        mk_config_force_workers(cfg, old->workers);
     }
     if (cfg->balancing != old->balancing) {
         mk_warn("reload: Balancing changes only on restart");
@@ -616,17 +644,22 @@ int mk_server_reload(struct mk_server *srv, char *err, size_t errlen)
         mk_config_unref(cfg);
         return MK_ERR;
     }
-    owners = cfg->balancing == MK_BALANCE_REUSEPORT ? cfg->workers : 1;
-    plans = mk_server_plans(srv, old, cfg, owners, err, errlen);
-    if (!plans) {
-        mk_config_unref(cfg);
-        return MK_ERR;
-    }
+    /* Plugins re-read their own files first: site sections may refer to them. */
     for (size_t i = 0; i < srv->plugins.count; i++) {
         const struct mk_plugin *p = srv->plugins.list[i];
         if (p->reload && p->reload() != MK_OK) {
             mk_warn("reload: plugin %s kept its previous configuration", p->name);
         }
+    }
+    if (mk_plugins_sites(&srv->plugins, cfg, err, errlen) != MK_OK) {
+        mk_config_unref(cfg);
+        return MK_ERR;
+    }
+    owners = cfg->balancing == MK_BALANCE_REUSEPORT ? cfg->workers : 1;
+    plans = mk_server_plans(srv, old, cfg, owners, err, errlen);
+    if (!plans) {
+        mk_config_unref(cfg);
+        return MK_ERR;
     }
     if (cfg->log_path && (!old->log_path || strcmp(cfg->log_path, old->log_path) != 0)) {
         if (mk_log_open(cfg->log_path) != MK_OK) {
@@ -635,8 +668,9 @@ int mk_server_reload(struct mk_server *srv, char *err, size_t errlen)
     }
     mk_log_set_level((enum mk_log_level) cfg->log_level);
     mk_server_limits(srv, cfg);
-
+    pthread_mutex_lock(&srv->cfg_lock);
     srv->cfg = cfg;
+    pthread_mutex_unlock(&srv->cfg_lock);
     for (int i = 0; i < srv->n_workers; i++) {
         struct mk_listen_plan *plan = NULL;
         if (cfg->balancing == MK_BALANCE_REUSEPORT) {
@@ -679,7 +713,14 @@ static void mk_server_signal_workers(struct mk_server *srv, unsigned flags)
     }
 }
 
-/* Join the workers and release everything start() acquired. */
+/*
+ * Join the workers and release everything start() acquired. Order matters:
+ * task threads and plugins' exit() may still hand suspended requests back to
+ * workers, so both run after the workers stopped and before their memory
+ * goes (the teardown gives those requests a NULL continuation); the
+ * configuration goes before the plugins are unloaded, since plugin code
+ * frees its site data.
+ */
 static void mk_server_finish(struct mk_server *srv)
 {
     for (int i = 0; i < srv->n_workers; i++) {
@@ -687,10 +728,19 @@ static void mk_server_finish(struct mk_server *srv)
             pthread_join(srv->workers[i].thread, NULL);
             srv->workers[i].running = false;
         }
+    }
+    mk_task_pool_stop(srv);
+    for (size_t i = 0; i < srv->plugins.count; i++) {
+        if (srv->plugins.list[i]->exit) {
+            srv->plugins.list[i]->exit();
+        }
+    }
+    for (int i = 0; i < srv->n_workers; i++) {
         mk_worker_teardown(&srv->workers[i]);
     }
     mk_free(srv->workers);
     srv->workers = NULL;
+    srv->n_workers = 0;
     if (srv->acceptor_ctl >= 0) {
         close(srv->acceptor_ctl);
         srv->acceptor_ctl = -1;
@@ -700,12 +750,6 @@ static void mk_server_finish(struct mk_server *srv)
         mk_plan_close(srv->acceptor_plan, srv->acceptor_plan_len);
         srv->acceptor_plan = NULL;
     }
-    for (size_t i = 0; i < srv->plugins.count; i++) {
-        if (srv->plugins.list[i]->exit) {
-            srv->plugins.list[i]->exit();
-        }
-    }
-    mk_plugins_unload(&srv->plugins);
     if (srv->pidfile_written && srv->cfg->pidfile) {
         unlink(srv->cfg->pidfile);
         srv->pidfile_written = false;
@@ -714,8 +758,13 @@ static void mk_server_finish(struct mk_server *srv)
         close(srv->stop_efd);
         srv->stop_efd = -1;
     }
-    mk_config_unref(srv->cfg);
+    pthread_mutex_lock(&srv->cfg_lock);
+    struct mk_config *cfg = srv->cfg;
     srv->cfg = NULL;
+    pthread_mutex_unlock(&srv->cfg_lock);
+    mk_config_unref(cfg);
+    mk_plugins_unload(&srv->plugins);
+    srv->tasks.stop = false;
     srv->running = false;
 }
 
@@ -742,6 +791,11 @@ void mk_server_destroy(struct mk_server *srv)
     mk_free(srv->confdir);
     mk_free(srv->serve_dir);
     pthread_mutex_destroy(&srv->acceptor_lock);
+    pthread_mutex_destroy(&srv->cfg_lock);
+    pthread_mutex_destroy(&srv->cmd_lock);
+    pthread_cond_destroy(&srv->cmd_cond);
+    pthread_mutex_destroy(&srv->tasks.lock);
+    pthread_cond_destroy(&srv->tasks.cond);
     mk_free(srv);
 }
 
@@ -757,6 +811,81 @@ static void mk_server_signal_set(sigset_t *set)
     sigaddset(set, SIGPIPE);
 }
 
+/* ---- commands from plugins (api->command) -------------------------------- */
+
+int mk_server_command(struct mk_server *srv, int cmd, char *err, size_t errlen)
+{
+    uint64_t one = 1;
+    int rc;
+
+    if (cmd != MK_CMD_RELOAD && cmd != MK_CMD_REOPEN_LOGS && cmd != MK_CMD_STOP) {
+        ERRF("unknown command %d", cmd);
+        return MK_ERR;
+    }
+    pthread_mutex_lock(&srv->cmd_lock);
+    while (srv->cmd && srv->loop_running) {
+        pthread_cond_wait(&srv->cmd_cond, &srv->cmd_lock); /* one at a time */
+    }
+    if (!srv->loop_running) {
+        pthread_mutex_unlock(&srv->cmd_lock);
+        ERRF("the server does not run its control loop (library mode)");
+        return MK_ERR;
+    }
+    srv->cmd = cmd;
+    srv->cmd_done = false;
+    ssize_t ignored = write(srv->cmd_efd, &one, sizeof(one));
+    (void) ignored;
+    while (!srv->cmd_done && srv->loop_running) {
+        pthread_cond_wait(&srv->cmd_cond, &srv->cmd_lock);
+    }
+    rc = srv->cmd_done ? srv->cmd_rc : MK_ERR;
+    snprintf(err, errlen, "%s", srv->cmd_done ? srv->cmd_err : "the server stopped");
+    srv->cmd = 0;
+    pthread_cond_broadcast(&srv->cmd_cond);
+    pthread_mutex_unlock(&srv->cmd_lock);
+    return rc;
+}
+
+/* Carry out the pending command on the controlling thread. */
+static void mk_server_run_command(struct mk_server *srv, bool *stopping)
+{
+    char err[512] = "";
+    uint64_t v;
+    int cmd, rc = MK_OK;
+
+    ssize_t ignored = read(srv->cmd_efd, &v, sizeof(v));
+    (void) ignored;
+    pthread_mutex_lock(&srv->cmd_lock);
+    cmd = srv->cmd_done ? 0 : srv->cmd;
+    pthread_mutex_unlock(&srv->cmd_lock);
+    switch (cmd) {
+    case MK_CMD_RELOAD:
+        rc = mk_server_reload(srv, err, sizeof(err));
+        if (rc != MK_OK) {
+            mk_err("reload failed, the running configuration stays: %s", err);
+        }
+        break;
+    case MK_CMD_REOPEN_LOGS:
+        mk_server_reopen_logs(srv);
+        break;
+    case MK_CMD_STOP:
+        if (!*stopping) {
+            mk_info("stopping: finishing the responses in progress");
+            *stopping = true;
+            mk_server_signal_workers(srv, MK_WCTL_STOP);
+        }
+        break;
+    default:
+        return;
+    }
+    pthread_mutex_lock(&srv->cmd_lock);
+    srv->cmd_rc = rc;
+    snprintf(srv->cmd_err, sizeof(srv->cmd_err), "%s", err);
+    srv->cmd_done = true;
+    pthread_cond_broadcast(&srv->cmd_cond);
+    pthread_mutex_unlock(&srv->cmd_lock);
+}
+
 int mk_server_loop(struct mk_server *srv)
 {
     sigset_t set, old;
@@ -769,16 +898,24 @@ int mk_server_loop(struct mk_server *srv)
     mk_server_signal_set(&set);
     pthread_sigmask(SIG_BLOCK, &set, &old);
     sfd = signalfd(-1, &set, SFD_CLOEXEC);
-    if (sfd < 0) {
+    srv->cmd_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (sfd < 0 || srv->cmd_efd < 0) {
         mk_err("signalfd: %s", strerror(errno));
+        if (sfd >= 0) {
+            close(sfd);
+        }
         mk_server_stop(srv);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         return MK_ERR;
     }
+    pthread_mutex_lock(&srv->cmd_lock);
+    srv->loop_running = true;
+    pthread_mutex_unlock(&srv->cmd_lock);
 
     for (;;) {
-        struct pollfd pfd[2] = {{sfd, POLLIN, 0}, {srv->stop_efd, POLLIN, 0}};
-        if (poll(pfd, 2, -1) < 0) {
+        struct pollfd pfd[3] = {
+            {sfd, POLLIN, 0}, {srv->stop_efd, POLLIN, 0}, {srv->cmd_efd, POLLIN, 0}};
+        if (poll(pfd, 3, -1) < 0) {
             if (errno == EINTR) {
                 continue;
             }
@@ -786,6 +923,12 @@ int mk_server_loop(struct mk_server *srv)
         }
         if (pfd[1].revents) {
             break; /* every worker has exited */
+        }
+        if (pfd[2].revents) {
+            mk_server_run_command(srv, &stopping);
+        }
+        if (!pfd[0].revents) {
+            continue;
         }
         struct signalfd_siginfo si;
         if (read(sfd, &si, sizeof(si)) != (ssize_t) sizeof(si)) {
@@ -817,8 +960,14 @@ int mk_server_loop(struct mk_server *srv)
         default:
             break;
         }
-    }
+    } /* Commands still waiting get an answer before the plugins go. */
+    pthread_mutex_lock(&srv->cmd_lock);
+    srv->loop_running = false;
+    pthread_cond_broadcast(&srv->cmd_cond);
+    pthread_mutex_unlock(&srv->cmd_lock);
     mk_server_finish(srv);
+    close(srv->cmd_efd);
+    srv->cmd_efd = -1;
     mk_info("stopped");
     close(sfd);
     pthread_sigmask(SIG_SETMASK, &old, NULL);

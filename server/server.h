@@ -44,8 +44,28 @@ struct mk_plugin_set {
     void **handles;                /* dlopen handles (NULL for built-in) */
     size_t count;
     /* Hooks present, in order, so the request path skips plugins without them. */
-    const struct mk_plugin **accept, **request, **content, **done, **close;
-    size_t n_accept, n_request, n_content, n_done, n_close;
+    const struct mk_plugin **accept, **request, **content, **done, **close, **batch;
+    size_t n_accept, n_request, n_content, n_done, n_close, n_batch;
+};
+
+/* A suspended request (see api->suspend), or a task around one. */
+struct mk_suspended {
+    struct mk_worker *worker;
+    struct mk_conn *conn;
+    uint64_t gen;            /* the connection's generation when suspended */
+    void (*work)(void *arg); /* a task's work, run on a task thread */
+    mk_resume_cb cb;
+    void *arg;
+    struct mk_suspended *next; /* in a worker's resume queue or the task queue */
+};
+
+struct mk_task_pool {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct mk_suspended *head, *tail;
+    pthread_t *threads;
+    int n_threads;
+    bool stop;
 };
 
 /* ---- listeners ----------------------------------------------------------- */
@@ -64,6 +84,7 @@ struct mk_listener {
 
 enum mk_conn_state {
     MK_CONN_READ_HEAD = 0, /* waiting for or reading a request head */
+    MK_CONN_SUSPENDED,     /* a plugin holds the request (api->suspend) */
     MK_CONN_READ_BODY,     /* buffering a body for a content handler */
     MK_CONN_WRITE,         /* sending a response */
     MK_CONN_DISCARD,       /* skipping the rest of a request body */
@@ -98,9 +119,17 @@ enum mk_resp_body {
 #define MK_REQ_HEAD 0x02u      /* HEAD: headers only */
 #define MK_REQ_CFG_REF 0x04u   /* counted in its worker's config users */
 #define MK_REQ_CONTINUE_SENT 0x08u
-#define MK_REQ_ACTIVE 0x10u    /* begun and not yet finished */
-#define MK_REQ_NO_BODY 0x20u   /* status forbids a body (1xx, 204, 304) */
-#define MK_REQ_BODY_READ 0x40u /* the body asked for by a handler is complete */
+#define MK_REQ_ACTIVE 0x10u     /* begun and not yet finished */
+#define MK_REQ_NO_BODY 0x20u    /* status forbids a body (1xx, 204, 304) */
+#define MK_REQ_BODY_READ 0x40u  /* the body asked for by a handler is complete */
+#define MK_REQ_SUSPENDING 0x80u /* the running hook called api->suspend() */
+
+/* Where a suspended request resumes. */
+enum mk_stage {
+    MK_STAGE_REQUEST = 1, /* request hook `stage_index` */
+    MK_STAGE_CONTENT,     /* content hook `stage_index` */
+    MK_STAGE_BODY,        /* r->handler, called again with the body */
+};
 
 struct mk_request {
     struct mk_conn *conn;
@@ -111,9 +140,13 @@ struct mk_request {
     char *path; /* decoded, normalised (arena); NULL until known */
     size_t path_len;
     uint16_t flags;
+    uint8_t stage;      /* enum mk_stage while suspended */
+    uint8_t prev_state; /* the connection state to return to on resume */
+    uint16_t stage_index;
     int status;
-
-    /* body buffered for a content handler (malloc, freed at the end) */
+    struct timespec start;  /* head complete, wall clock (when a plugin logs) */
+    uint64_t start_mono_us; /* the same instant, monotonic */
+                            /* body buffered for a content handler (malloc, freed at the end) */
     char *body;
     size_t body_len;
     size_t body_cap;
@@ -129,6 +162,7 @@ struct mk_request {
     const char *mem;
     size_t mem_len;
     struct mk_file *file; /* a file cache entry the body comes from (fd borrowed) */
+    void *owned;          /* a body buffer to free() at the end */
     int fd;
     off_t file_off;
     uint64_t body_left; /* body bytes still to send */
@@ -148,6 +182,8 @@ struct mk_conn {
     uint8_t flags;
     uint8_t body_mode; /* enum mk_body_mode */
     uint32_t requests; /* responses completed */
+    uint64_t gen;      /* distinguishes reuses of this struct (resume checks it) */
+    uint32_t handles;  /* suspension handles not yet resumed: the struct must stay */
     struct mk_worker *worker;
     const struct mk_transport *transport;
     void *transport_data;
@@ -214,6 +250,8 @@ struct mk_worker {
     struct mk_config *msg_cfg;
     struct mk_listen_plan *msg_plan;
     size_t msg_plan_len;
+    struct mk_suspended *resumes; /* resumed requests to continue (under msg_lock) */
+    uint64_t next_gen;
 
     /* fair balancing: connections handed over by the acceptor */
     struct mk_event handoff_ev;
@@ -222,6 +260,7 @@ struct mk_worker {
     struct mk_list listeners;
     struct mk_list timers[MK_TIMER_KINDS];
     struct mk_list closing; /* closed during this batch, recycled after it */
+    struct mk_list zombies; /* closed, but a suspension handle still points here */
     struct mk_list free_conns;
     unsigned n_free;
     struct mk_pool pool;
@@ -280,8 +319,19 @@ struct mk_server {
     atomic_uint n_conns;
     atomic_uint n_refused;
     unsigned max_conns;
-
     atomic_uint workers_alive;
+    pthread_mutex_t cfg_lock; /* guards the `cfg` pointer for other threads */
+    struct mk_task_pool tasks;
+
+    /* api->command(): one command at a time, carried out by mk_server_loop() */
+    pthread_mutex_t cmd_lock;
+    pthread_cond_t cmd_cond;
+    int cmd_efd;
+    int cmd; /* pending MK_CMD_*, 0: none */
+    bool cmd_done;
+    int cmd_rc;
+    char cmd_err[512];
+    bool loop_running;
     int stop_efd; /* eventfd signalled when the last worker exits */
     time_t started;
     bool running;
@@ -300,6 +350,10 @@ struct mk_worker *mk_worker_current(void);
 void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa, socklen_t len,
                          const struct mk_transport *transport);
 void mk_conn_timer_set(struct mk_conn *c, enum mk_timer_kind kind);
+/* Queue a resumed request for its worker (any thread). */
+void mk_worker_resume_post(struct mk_worker *w, struct mk_suspended *s);
+/* Give every queued resume a NULL request (the worker is gone). */
+void mk_worker_resume_drain(struct mk_worker *w);
 void mk_worker_cfg_release(struct mk_worker *w, struct mk_config *cfg);
 
 /* conn.c */
@@ -314,6 +368,8 @@ int mk_conn_send_continue(struct mk_conn *c);
 void mk_conn_wait_write(struct mk_conn *c);
 void mk_conn_begin_body(struct mk_conn *c);
 void mk_conn_out_release(struct mk_conn *c);
+/* Go on after a resumed request: process buffered input, wait for more. */
+void mk_conn_continue(struct mk_conn *c);
 /* Stats counters are written by their worker only: no locked instruction. */
 #define MK_STAT_ADD(var, n)                                                                        \
     atomic_store_explicit(&(var), atomic_load_explicit(&(var), memory_order_relaxed) + (n),        \
@@ -322,6 +378,8 @@ extern const struct mk_transport mk_transport_plain;
 
 /* request.c */
 void mk_request_run(struct mk_request *r);
+struct mk_suspended *mk_request_suspend(struct mk_request *r);
+void mk_request_resume(struct mk_suspended *s);
 void mk_request_body_ready(struct mk_request *r);
 void mk_request_error(struct mk_request *r, int status);
 void mk_request_end(struct mk_request *r);
@@ -344,11 +402,22 @@ int mk_listener_socket(const struct mk_config *cfg, const struct mk_listen_addr 
                        char *err, size_t errlen);
 void mk_listener_accept_cb(struct mk_event *ev, uint32_t ready);
 
+/* task.c: the task threads behind api->task() */
+int mk_task_submit(struct mk_server *srv, struct mk_suspended *s);
+void mk_task_pool_stop(struct mk_server *srv);
+
 /* plugin.c */
 int mk_plugins_load(struct mk_plugin_set *set, const struct mk_config *cfg, char *err,
                     size_t errlen);
-int mk_plugins_init(struct mk_plugin_set *set, const struct mk_config *cfg, char *err,
-                    size_t errlen);
+int mk_plugins_init(struct mk_plugin_set *set, struct mk_server *srv, const struct mk_config *cfg,
+                    char *err, size_t errlen);
+/* Check the site sections of `cfg` and run every site_init(). */
+int mk_plugins_sites(const struct mk_plugin_set *set, struct mk_config *cfg, char *err,
+                     size_t errlen);
+/* api->command(): carried out by mk_server_loop(), waited for. */
+int mk_server_command(struct mk_server *srv, int cmd, char *err, size_t errlen);
+/* True while `monkey -t` checks a configuration. */
+extern bool mk_plugins_checking;
 void mk_plugins_unload(struct mk_plugin_set *set);
 const struct mk_transport *mk_plugins_transport(const struct mk_plugin_set *set, const char *name);
 extern const struct mk_api mk_plugin_api;

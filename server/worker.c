@@ -159,6 +159,7 @@ static struct mk_conn *mk_conn_get(struct mk_worker *w)
         c = mk_alloc(sizeof(*c));
     }
     memset(c, 0, sizeof(*c));
+    c->gen = ++w->next_gen;
     c->ev.fd = -1;
     c->worker = w;
     mk_list_init(&c->node);
@@ -361,6 +362,49 @@ static void mk_worker_close_all(struct mk_worker *w)
     }
 }
 
+/* ---- resumed requests ---------------------------------------------------- */
+
+void mk_worker_resume_post(struct mk_worker *w, struct mk_suspended *s)
+{
+    uint64_t one = 1;
+
+    pthread_mutex_lock(&w->msg_lock);
+    s->next = w->resumes;
+    w->resumes = s;
+    pthread_mutex_unlock(&w->msg_lock);
+    ssize_t ignored = write(w->ctl_ev.fd, &one, sizeof(one));
+    (void) ignored;
+}
+
+/* Take the queue, oldest first. */
+static struct mk_suspended *mk_worker_take_resumes(struct mk_worker *w)
+{
+    struct mk_suspended *list, *fifo = NULL;
+
+    pthread_mutex_lock(&w->msg_lock);
+    list = w->resumes;
+    w->resumes = NULL;
+    pthread_mutex_unlock(&w->msg_lock);
+    while (list) {
+        struct mk_suspended *next = list->next;
+        list->next = fifo;
+        fifo = list;
+        list = next;
+    }
+    return fifo;
+}
+
+void mk_worker_resume_drain(struct mk_worker *w)
+{
+    struct mk_suspended *s = mk_worker_take_resumes(w);
+    while (s) {
+        struct mk_suspended *next = s->next;
+        s->cb(NULL, s->arg);
+        mk_free(s);
+        s = next;
+    }
+}
+
 /* ---- control channel ----------------------------------------------------- */
 
 void mk_worker_post(struct mk_worker *w, unsigned flags, struct mk_config *cfg,
@@ -430,6 +474,12 @@ static void mk_worker_ctl_cb(struct mk_event *ev, uint32_t ready)
         mk_worker_begin_stop(w);
         w->stop_deadline = 0;
     }
+    struct mk_suspended *s = mk_worker_take_resumes(w);
+    while (s) {
+        struct mk_suspended *next = s->next;
+        mk_request_resume(s);
+        s = next;
+    }
 }
 
 /* ---- thread -------------------------------------------------------------- */
@@ -444,6 +494,7 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
     mk_list_init(&w->retired);
     mk_list_init(&w->listeners);
     mk_list_init(&w->closing);
+    mk_list_init(&w->zombies);
     mk_list_init(&w->free_conns);
     for (int k = 0; k < MK_TIMER_KINDS; k++) {
         mk_list_init(&w->timers[k]);
@@ -532,6 +583,9 @@ static void *mk_worker_main(void *arg)
             mk_worker_tick(w, now);
         }
         mk_event_dispatch(&w->loop, n);
+        for (size_t i = 0; i < ps->n_batch; i++) {
+            ps->batch[i]->batch_done(w->id);
+        }
         mk_worker_recycle(w);
 
         if (w->stopping) {
@@ -583,6 +637,12 @@ int mk_worker_spawn(struct mk_worker *w)
 /* After the thread has exited (or never started): release everything. */
 void mk_worker_teardown(struct mk_worker *w)
 {
+    mk_worker_resume_drain(w);
+    while (!mk_list_is_empty(&w->zombies)) {
+        struct mk_conn *c = mk_list_entry(w->zombies.next, struct mk_conn, node);
+        mk_list_del(&c->node);
+        mk_free(c);
+    }
     while (!mk_list_is_empty(&w->free_conns)) {
         struct mk_conn *c = mk_list_entry(w->free_conns.next, struct mk_conn, node);
         mk_list_del(&c->node);

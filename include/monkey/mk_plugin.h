@@ -35,6 +35,17 @@
  * Plugins are called in plugins.load order; the first content hook that does
  * not decline owns the response. The built-in static file handler runs last.
  *
+ * A request or content hook may also suspend the request (api->suspend(),
+ * then return MK_SUSPENDED) to finish its work elsewhere (a thread, another
+ * event source) and resume it later with api->resume(); api->task() does both
+ * around a function run on the server's task threads. The continuation runs
+ * on the request's worker and its return value counts as the hook's.
+ *
+ * Sites: a plugin lists the site-file sections it reads (site_sections);
+ * site_init() is called for every site of every configuration built (start
+ * and reload) and stores what the request hooks need; api->site_data()
+ * returns it for the request's site.
+ *
  * Transport: a plugin may provide `transport`, a named byte layer that a
  * listener selects with a second word on its Listen line
  * ("Listen 8443 tls"). Plain sockets are the built-in transport "plain".
@@ -44,6 +55,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -51,11 +63,46 @@
 #include "mk_common.h"
 
 /* Bump on any change to the structs or the order of function pointers. */
-#define MK_PLUGIN_ABI 1
+#define MK_PLUGIN_ABI 2
+
+/* A request or content hook handed the request over (see api->suspend). */
+#define MK_SUSPENDED (-4)
 
 struct mk_request;
 struct mk_conn;
-struct mk_conf; /* a parsed configuration file (the indented format) */
+struct mk_conf;      /* a parsed configuration file (the indented format) */
+struct mk_config;    /* a configuration of the server (see config_get) */
+struct mk_site;      /* a virtual host of a configuration */
+struct mk_suspended; /* a suspended request, until it is resumed */
+struct mk_plugin;
+
+/*
+ * The continuation of a suspended request. It runs on the request's worker;
+ * what it returns counts as the result of the hook that suspended. `r` is
+ * NULL when the request is gone (timed out, connection lost): the
+ * continuation must then only release `arg`.
+ */
+typedef int (*mk_resume_cb)(struct mk_request *r, void *arg);
+
+/* Statistics of the whole server and of each worker (api->stats). */
+struct mk_server_stats {
+    time_t started;       /* when the server started */
+    unsigned workers;     /* worker threads */
+    unsigned connections; /* open now (refused ones excluded) */
+    uint64_t requests;    /* completed since start */
+    uint64_t bytes_out;   /* response bytes sent since start */
+};
+
+struct mk_worker_stats {
+    unsigned connections;
+    uint64_t requests;
+    uint64_t bytes_out;
+};
+
+/* Commands of api->command(). */
+#define MK_CMD_RELOAD 1      /* like SIGHUP */
+#define MK_CMD_REOPEN_LOGS 2 /* like SIGUSR1 */
+#define MK_CMD_STOP 3        /* like SIGTERM: graceful */
 
 enum mk_plugin_log_level {
     MK_PLUGIN_LOG_ERROR = 0,
@@ -141,8 +188,8 @@ struct mk_api {
      * The configuration reader, for a plugin's own files. conf_load() returns
      * NULL with "file:line: reason" in err. conf_next() walks every entry in
      * file order (*cursor starts NULL) and returns 0 after the last one;
-     * section names come without brackets. conf_where() formats "file:line"
-     * for messages about an entry.
+     * section names come without brackets. conf_path() names the file, for
+     * "file:line" messages.
      */
     struct mk_conf *(*conf_load)(const char *path, char *err, size_t errlen);
     void (*conf_free)(struct mk_conf *conf);
@@ -154,6 +201,84 @@ struct mk_api {
     time_t (*now)(void);
     /* The worker running this hook (0..workers-1), or -1 off worker threads. */
     int (*worker_id)(void);
+
+    /* ---- added in ABI 2 ---- */
+
+    /* The client address as a socket address. */
+    const struct sockaddr *(*remote_sockaddr)(const struct mk_request *r, socklen_t *len);
+    /*
+     * When the request's head was complete (wall clock) and how long ago that
+     * was in microseconds (monotonic clock): for access logs.
+     */
+    void (*request_time)(const struct mk_request *r, struct timespec *start, uint64_t *elapsed_us);
+    /* Body from memory allocated with malloc(); the server frees it. */
+    void (*set_body_owned)(struct mk_request *r, void *data, size_t len);
+    /*
+     * Open `rel` (relative, normalised, no leading '/') beneath the site's
+     * document root with the site's rules for symbolic links. -1 with errno.
+     */
+    int (*open_beneath)(const struct mk_request *r, const char *rel, int flags);
+    /* The i-th configured index file name (IndexFiles), NULL past the last. */
+    const char *(*index_file)(const struct mk_request *r, unsigned i);
+
+    /* sites */
+    const struct mk_site *(*site)(const struct mk_request *r);
+    /* The i-th ServerName of a site, NULL past the last. */
+    const char *(*site_name)(const struct mk_site *s, unsigned i);
+    const char *(*site_docroot)(const struct mk_site *s);
+    /* The site file ("built-in" for -o). */
+    const char *(*site_file)(const struct mk_site *s);
+    /* What `plugin`'s site_init() stored for this site (NULL if nothing). */
+    void *(*site_data)(const struct mk_site *s, const struct mk_plugin *plugin);
+
+    /*
+     * Suspension. suspend() returns a handle (NULL when memory is short);
+     * the hook then returns MK_SUSPENDED. The connection does no I/O until
+     * resume(), which any thread may call, exactly once per handle, and
+     * which runs cb(r, arg) on the request's worker. A request not resumed
+     * within Timeout is abandoned (cb then gets r == NULL).
+     */
+    struct mk_suspended *(*suspend)(struct mk_request *r);
+    void (*resume)(struct mk_suspended *s, mk_resume_cb cb, void *arg);
+    /*
+     * Run work(arg) on one of the server's task threads, then done(r, arg)
+     * on the request's worker as above. Returns MK_SUSPENDED (return it from
+     * the hook) or MK_ERR (nothing was started). For blocking work: hashing
+     * passwords, reading large directories.
+     */
+    int (*task)(struct mk_request *r, void (*work)(void *arg), mk_resume_cb done, void *arg);
+
+    /*
+     * The server, for status and control plugins; any thread may call these.
+     * config_get() returns the configuration in force, referenced: release it
+     * with config_put(). config_value() gives the i-th value in force of a
+     * [SERVER] key as text (defaults included), NULL past the last;
+     * config_key() names the i-th key.
+     */
+    void (*stats)(struct mk_server_stats *out);
+    int (*worker_stats)(unsigned worker, struct mk_worker_stats *out);
+    struct mk_config *(*config_get)(void);
+    void (*config_put)(struct mk_config *cfg);
+    const char *(*config_key)(unsigned i);
+    const char *(*config_value)(const struct mk_config *cfg, const char *key, unsigned i);
+    unsigned (*config_sites)(const struct mk_config *cfg);
+    const struct mk_site *(*config_site)(const struct mk_config *cfg, unsigned i);
+    /* The loaded plugins, in plugins.load order. */
+    unsigned (*plugin_count)(void);
+    const struct mk_plugin *(*plugin_at)(unsigned i);
+    /*
+     * Carry out MK_CMD_* as the signal would, and wait for the result:
+     * MK_OK, or MK_ERR with the reason in err (a reload refused). Only
+     * while the server runs its signal loop (the monkey binary); never from
+     * a hook that the command itself calls (reload, reopen_logs, exit).
+     */
+    int (*command)(int cmd, char *err, size_t errlen);
+    /*
+     * True while `monkey -t` only checks the configuration: init() and
+     * site_init() then validate without side effects (no threads, no
+     * sockets, no files created).
+     */
+    int (*checking)(void);
 };
 
 struct mk_plugin {
@@ -184,6 +309,23 @@ struct mk_plugin {
     void (*conn_close)(struct mk_conn *c);
 
     const struct mk_transport *transport;
+
+    /* ---- added in ABI 2 ---- */
+
+    /* Sections of site files this plugin reads, NULL terminated. */
+    const char *const *site_sections;
+    /*
+     * Each site of each configuration built (start, reload), on the
+     * controlling thread. Read this plugin's sections of the site file from
+     * `conf` and store what the hooks need in *data. MK_ERR with
+     * "file:line: reason" in err refuses the whole configuration.
+     */
+    int (*site_init)(const struct mk_site *site, const struct mk_conf *conf, void **data, char *err,
+                     size_t errlen);
+    /* Release what site_init() stored (the configuration is gone). */
+    void (*site_free)(void *data);
+    /* After each batch of events a worker handled: a moment to flush buffers. */
+    void (*batch_done)(int worker_id);
 };
 
 /*
@@ -196,5 +338,8 @@ struct mk_plugin {
 #define MK_PLUGIN_SYMBOL(name) mk_plugin
 #endif
 #define MK_PLUGIN_DEFINE(name) MK_EXPORT const struct mk_plugin MK_PLUGIN_SYMBOL(name)
+/* The plugin's own descriptor, for api->site_data(). Declare it first. */
+#define MK_PLUGIN_DECLARE(name) extern const struct mk_plugin MK_PLUGIN_SYMBOL(name)
+#define MK_PLUGIN_SELF(name) (&MK_PLUGIN_SYMBOL(name))
 
 #endif

@@ -159,6 +159,7 @@ class Server:
         }
         self.site_conf = {"ServerName": "localhost", "DocumentRoot": str(self.docroot)}
         self.error_pages = {}
+        self.site_extra = ""  # text appended to the default site file
         self.plugins = []
         self.extra_sites = {}
         self.raw_conf = None
@@ -189,7 +190,7 @@ class Server:
         if self.error_pages:
             site.append("[ERROR_PAGES]")
             site += [f"    {k} {v}" for k, v in self.error_pages.items()]
-        (self.conf / "sites" / "default").write_text("\n".join(site) + "\n")
+        (self.conf / "sites" / "default").write_text("\n".join(site) + "\n" + self.site_extra)
         for name, text in self.extra_sites.items():
             (self.conf / "sites" / name).write_text(text)
         if self.plugins:

@@ -196,3 +196,122 @@ def test_transport_plugin(make_server):
     # The plugin's transport read both requests on this connection.
     assert int(r.body) > 60
     c.close()
+
+
+# ---- ABI 2: site sections, tasks, suspension, batches ---------------------------
+
+def test_site_section_read_by_plugin(make_server, tmp_path):
+    srv = make_server()
+    other = tmp_path / "other"
+    other.mkdir()
+    srv.plugins = ["skeleton"]
+    srv.extra_sites["other"] = (f"[HOST]\n    ServerName other.test\n    DocumentRoot {other}\n"
+                                "[SKELETON]\n    Greeting Hello from other.test\n")
+    srv.start()
+    assert srv.get("/skeleton", headers={"Host": "other.test"}).body == b"Hello from other.test\n"
+    assert srv.get("/skeleton").body == b"Hello from the skeleton plugin\n"
+
+
+def test_site_section_error_names_file_and_line(make_server):
+    srv = make_server()
+    srv.plugins = ["skeleton"]
+    srv.site_extra = "[SKELETON]\n    Greeting a\n    Colour b\n"
+    err = srv.run_expect_failure()
+    site = srv.conf / "sites" / "default"
+    assert f"{site}:6:" in err and "Colour" in err
+
+
+def test_site_section_without_plugin_is_refused(make_server):
+    srv = make_server()
+    srv.site_extra = "[SKELETON]\n    Greeting a\n"
+    err = srv.run_expect_failure()
+    site = srv.conf / "sites" / "default"
+    assert f"{site}:4:" in err and "no loaded plugin reads it" in err
+
+
+def test_check_mode_runs_plugin_validation(make_server):
+    import subprocess
+    from conftest import MONKEY
+    srv = make_server()
+    srv.plugins = ["skeleton"]
+    srv.write_conf()
+    site = srv.conf / "sites" / "default"
+    site.write_text(site.read_text() + "[SKELETON]\n    Colour b\n")
+    p = subprocess.run([str(MONKEY), "-t", "-c", str(srv.conf)], capture_output=True, text=True)
+    assert p.returncode == 1 and f"{site}:5:" in p.stderr
+
+
+def test_task_does_not_block_the_worker(make_server):
+    import time
+    srv = make_server()
+    srv.file("a.txt", "AAAA\n")
+    srv.plugins = ["skeleton"]
+    srv.set(Workers=1)
+    srv.start()
+    slow = srv.conn()
+    t0 = time.monotonic()
+    slow.send(b"GET /skeleton/slow?ms=800 HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.1)
+    # The only worker keeps serving while the task sleeps.
+    assert srv.get("/a.txt").body == b"AAAA\n"
+    assert time.monotonic() - t0 < 0.6
+    r = slow.read_response()
+    assert r.status == 200 and r.body == b"slept 800 ms\n"
+    assert time.monotonic() - t0 >= 0.8
+    # The connection goes on after a resumed request.
+    assert slow.request("GET", "/a.txt").body == b"AAAA\n"
+    slow.close()
+
+
+def test_many_tasks_at_once(make_server):
+    srv = make_server()
+    srv.plugins = ["skeleton"]
+    srv.start()
+    conns = [srv.conn() for _ in range(40)]
+    for c in conns:
+        c.send(b"GET /skeleton/slow?ms=20 HTTP/1.1\r\nHost: x\r\n\r\n")
+    for c in conns:
+        assert c.read_response().body == b"slept 20 ms\n"
+        c.close()
+
+
+def test_suspended_request_times_out(make_server):
+    import time
+    srv = make_server()
+    srv.plugins = ["skeleton"]
+    srv.set(Timeout=1)
+    srv.start()
+    c = srv.conn()
+    t0 = time.monotonic()
+    r = c.request("GET", "/skeleton/slow?ms=3000")
+    assert r.status == 503
+    assert time.monotonic() - t0 < 2.8
+    assert c.closed()
+    # The late continuation finds the request gone; the server is fine and
+    # stops cleanly (the fixture checks the exit status and sanitizers).
+    time.sleep(2.5)
+    assert srv.get("/skeleton").status == 200
+
+
+def test_stop_waits_for_task(make_server):
+    import signal
+    srv = make_server()
+    srv.plugins = ["skeleton"]
+    srv.start()
+    c = srv.conn()
+    c.send(b"GET /skeleton/slow?ms=700 HTTP/1.1\r\nHost: x\r\n\r\n")
+    import time
+    time.sleep(0.1)
+    srv.signal(signal.SIGTERM)
+    r = c.read_response()
+    assert r.status == 200 and r.body == b"slept 700 ms\n"
+    assert srv.proc.wait(timeout=10) == 0
+
+
+def test_batch_hook(skel):
+    c = skel.conn()
+    for _ in range(5):
+        c.request("GET", "/a.txt")
+    text = c.request("GET", "/skel/stats").body.decode().split()
+    c.close()
+    assert int(text[5]) >= 5  # at least one batch per request here

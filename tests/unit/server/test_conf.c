@@ -27,6 +27,7 @@
 
 #include "core/log.h"
 #include "server/conf.h"
+#include "server/server.h"
 
 /* ---- a configuration directory in /tmp ---------------------------------- */
 
@@ -440,9 +441,8 @@ static const struct bad_case bad_sites[] = {
     {"sites/default", "[HOST]\n    DocumentRoot htdocs\n    Symlinks On\n    Symlinks Off\n", 4,
      "twice"},
     {"sites/default", "[HOST]\n    DocumentRoot htdocs\n    ServerName a.com b_c!d\n", 3, "b_c!d"},
-    {"sites/default", "[HOST]\n    DocumentRoot htdocs\n    Alias /x\n", 3, "Alias"},
-    /* sections */
-    {"sites/default", "[HOST]\n    DocumentRoot htdocs\n[REWRITE]\n    a b\n", 3, "[REWRITE]"},
+    {"sites/default", "[HOST]\n    DocumentRoot htdocs\n    Alias /x\n", 3,
+     "Alias"}, /* sections (other than [HOST] and [ERROR_PAGES]: see test_unclaimed_site_section) */
     {"sites/default", "[HOST]\n    DocumentRoot htdocs\n[HOST]\n    DocumentRoot htdocs\n", 3,
      "twice"},
     /* error pages */
@@ -512,6 +512,33 @@ static void test_bad_site_lines(void **state)
 {
     (void) state;
     assert_int_equal(run_bad_cases(bad_sites, sizeof(bad_sites) / sizeof(bad_sites[0])), 0);
+}
+
+/*
+ * Sections other than [HOST] and [ERROR_PAGES] belong to plugins: loading
+ * keeps them, and mk_plugins_sites() refuses those no loaded plugin reads,
+ * naming the file and the line.
+ */
+static void test_unclaimed_site_section(void **state)
+{
+    (void) state;
+    struct confdir *d = confdir_new();
+    struct mk_plugin_set none = {0};
+    char err[1024] = "", prefix[PATH_MAX * 2];
+
+    write_file(d, "sites/default", BASE_SITE "[REWRITE]\n    a b\n");
+    struct mk_config *cfg = load(d, NULL, 0);
+    assert_int_equal(mk_plugins_sites(&none, cfg, err, sizeof(err)), MK_ERR);
+    snprintf(prefix, sizeof(prefix), "%s/sites/default:4: ", d->real);
+    assert_memory_equal(err, prefix, strlen(prefix));
+    assert_non_null(strstr(err, "[REWRITE]"));
+    mk_config_unref(cfg);
+
+    write_file(d, "sites/default", BASE_SITE "[ERROR_PAGES]\n    404 404.html\n");
+    cfg = load(d, NULL, 0);
+    assert_int_equal(mk_plugins_sites(&none, cfg, err, sizeof(err)), MK_OK);
+    mk_config_unref(cfg);
+    confdir_free(d);
 }
 
 static void test_bad_plugin_lines(void **state)
@@ -1066,6 +1093,7 @@ int main(void)
         cmocka_unit_test(test_line_limit_clamped),
         cmocka_unit_test(test_bad_server_lines),
         cmocka_unit_test(test_bad_site_lines),
+        cmocka_unit_test(test_unclaimed_site_section),
         cmocka_unit_test(test_bad_plugin_lines),
         cmocka_unit_test(test_bad_mime_lines),
         cmocka_unit_test(test_duplicate_name_across_sites),
