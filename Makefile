@@ -67,7 +67,7 @@ test: deps reconfigure all asan static
 static:
 	@tools/deps.sh static
 	@test -f $(STATIC_BUILD)/CMakeCache.txt || CC=musl-gcc cmake -S . -B $(STATIC_BUILD) $(GENERATOR) \
-		-DMK_STATIC=ON -DMK_TESTS=OFF -DMK_SHARED_PLUGINS= -DCMAKE_BUILD_TYPE=MinSizeRel >/dev/null
+		-DMK_STATIC=ON -DMK_TESTS=OFF -DMK_SHARED_PLUGINS=none -DCMAKE_BUILD_TYPE=MinSizeRel >/dev/null
 	@cmake --build $(STATIC_BUILD) -j $(JOBS) --target monkey
 	@cp $(STATIC_BUILD)/bin/monkey $(STATIC_BUILD)/bin/monkey-stripped && strip $(STATIC_BUILD)/bin/monkey-stripped
 	@ls -l $(STATIC_BUILD)/bin/monkey-stripped
