@@ -82,3 +82,72 @@ int mk_listener_socket(const struct mk_config *cfg, const struct mk_listen_addr 
     }
     return fd;
 }
+
+/* ---- listener sets --------------------------------------------------------- */
+
+static void mk_listener_remove(struct mk_event_loop *loop, struct mk_listener *l)
+{
+    mk_event_del(loop, &l->ev);
+    close(l->fd);
+    mk_list_del(&l->node);
+    mk_free(l->spec);
+    mk_free(l);
+}
+
+void mk_listeners_close(struct mk_list *listeners, struct mk_event_loop *loop)
+{
+    while (!mk_list_is_empty(listeners)) {
+        mk_listener_remove(loop, mk_list_entry(listeners->next, struct mk_listener, node));
+    }
+}
+
+void mk_listeners_apply(struct mk_list *listeners, struct mk_event_loop *loop,
+                        struct mk_listen_plan *plan, size_t n, mk_event_cb cb, struct mk_worker *w,
+                        struct mk_server *srv)
+{
+    struct mk_list *it, *tmp;
+
+    mk_list_foreach_safe (it, tmp, listeners) {
+        struct mk_listener *l = mk_list_entry(it, struct mk_listener, node);
+        bool keep = false;
+        for (size_t i = 0; i < n; i++) {
+            if (plan[i].fd < 0 && strcmp(plan[i].spec, l->spec) == 0) {
+                keep = true;
+                l->transport = plan[i].transport;
+            }
+        }
+        if (!keep) {
+            mk_listener_remove(loop, l);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (plan[i].fd < 0) {
+            continue;
+        }
+        struct mk_listener *l = mk_calloc(1, sizeof(*l));
+        l->fd = plan[i].fd;
+        plan[i].fd = -1; /* adopted */
+        l->spec = mk_strdup(plan[i].spec);
+        l->transport = plan[i].transport;
+        l->worker = w;
+        l->server = srv;
+        if (mk_event_add(loop, &l->ev, l->fd, MK_EV_READ, cb) != MK_OK) {
+            mk_err("cannot watch the listener %s: %s", l->spec, strerror(errno));
+        }
+        mk_list_add_tail(&l->node, listeners);
+    }
+}
+
+void mk_listen_plan_free(struct mk_listen_plan *plan, size_t n)
+{
+    if (!plan) {
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (plan[i].fd >= 0) {
+            close(plan[i].fd);
+        }
+        mk_free(plan[i].spec);
+    }
+    mk_free(plan);
+}

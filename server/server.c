@@ -249,17 +249,8 @@ static const struct mk_listen_addr *mk_find_listen(const struct mk_config *cfg, 
 
 static void mk_plans_free(struct mk_listen_plan **plans, int n_plans, size_t n_each)
 {
-    for (int w = 0; w < n_plans; w++) {
-        if (!plans[w]) {
-            continue;
-        }
-        for (size_t i = 0; i < n_each; i++) {
-            if (plans[w][i].fd >= 0) {
-                close(plans[w][i].fd);
-            }
-            mk_free(plans[w][i].spec);
-        }
-        mk_free(plans[w]);
+    for (int w = 0; plans && w < n_plans; w++) {
+        mk_listen_plan_free(plans[w], n_each);
     }
     mk_free(plans);
 }
@@ -334,53 +325,6 @@ static void mk_acceptor_accept_cb(struct mk_event *ev, uint32_t ready)
     }
 }
 
-static void mk_acceptor_apply_plan(struct mk_server *srv, struct mk_listen_plan *plan, size_t n)
-{
-    struct mk_list *it, *tmp;
-
-    mk_list_foreach_safe (it, tmp, &srv->acceptor_listeners) {
-        struct mk_listener *l = mk_list_entry(it, struct mk_listener, node);
-        bool keep = false;
-        for (size_t i = 0; i < n; i++) {
-            if (plan[i].fd < 0 && strcmp(plan[i].spec, l->spec) == 0) {
-                keep = true;
-                l->transport = plan[i].transport;
-            }
-        }
-        if (!keep) {
-            mk_event_del(&srv->acceptor_loop, &l->ev);
-            close(l->fd);
-            mk_list_del(&l->node);
-            mk_free(l->spec);
-            mk_free(l);
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (plan[i].fd < 0) {
-            continue;
-        }
-        struct mk_listener *l = mk_calloc(1, sizeof(*l));
-        l->fd = plan[i].fd;
-        plan[i].fd = -1;
-        l->spec = mk_strdup(plan[i].spec);
-        l->transport = plan[i].transport;
-        l->server = srv;
-        mk_event_add(&srv->acceptor_loop, &l->ev, l->fd, MK_EV_READ, mk_acceptor_accept_cb);
-        mk_list_add_tail(&l->node, &srv->acceptor_listeners);
-    }
-}
-
-static void mk_plan_close(struct mk_listen_plan *plan, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (plan[i].fd >= 0) {
-            close(plan[i].fd);
-        }
-        mk_free(plan[i].spec);
-    }
-    mk_free(plan);
-}
-
 static void mk_acceptor_ctl_cb(struct mk_event *ev, uint32_t ready)
 {
     struct mk_server *srv = mk_container_of(ev, struct mk_server, acceptor_ctl_ev);
@@ -396,8 +340,9 @@ static void mk_acceptor_ctl_cb(struct mk_event *ev, uint32_t ready)
     srv->acceptor_plan_len = 0;
     pthread_mutex_unlock(&srv->acceptor_lock);
     if (plan) {
-        mk_acceptor_apply_plan(srv, plan, n);
-        mk_plan_close(plan, n);
+        mk_listeners_apply(&srv->acceptor_listeners, &srv->acceptor_loop, plan, n,
+                           mk_acceptor_accept_cb, NULL, srv);
+        mk_listen_plan_free(plan, n);
     }
 }
 
@@ -405,9 +350,7 @@ static void mk_acceptor_post(struct mk_server *srv, struct mk_listen_plan *plan,
 {
     uint64_t one = 1;
     pthread_mutex_lock(&srv->acceptor_lock);
-    if (srv->acceptor_plan) {
-        mk_plan_close(srv->acceptor_plan, srv->acceptor_plan_len);
-    }
+    mk_listen_plan_free(srv->acceptor_plan, srv->acceptor_plan_len);
     srv->acceptor_plan = plan;
     srv->acceptor_plan_len = n;
     pthread_mutex_unlock(&srv->acceptor_lock);
@@ -427,15 +370,7 @@ static void *mk_acceptor_main(void *arg)
         }
         mk_event_dispatch(&srv->acceptor_loop, n);
     }
-    while (!mk_list_is_empty(&srv->acceptor_listeners)) {
-        struct mk_listener *l =
-            mk_list_entry(srv->acceptor_listeners.next, struct mk_listener, node);
-        mk_event_del(&srv->acceptor_loop, &l->ev);
-        close(l->fd);
-        mk_list_del(&l->node);
-        mk_free(l->spec);
-        mk_free(l);
-    }
+    mk_listeners_close(&srv->acceptor_listeners, &srv->acceptor_loop);
     return NULL;
 }
 
@@ -450,7 +385,8 @@ static int mk_acceptor_start(struct mk_server *srv, struct mk_listen_plan *plan,
                      mk_acceptor_ctl_cb) != MK_OK) {
         return MK_ERR;
     }
-    mk_acceptor_apply_plan(srv, plan, n);
+    mk_listeners_apply(&srv->acceptor_listeners, &srv->acceptor_loop, plan, n,
+                       mk_acceptor_accept_cb, NULL, srv);
     if (pthread_create(&srv->acceptor, NULL, mk_acceptor_main, srv) != 0) {
         return MK_ERR;
     }
@@ -746,10 +682,8 @@ static void mk_server_finish(struct mk_server *srv)
         srv->acceptor_ctl = -1;
         mk_event_loop_destroy(&srv->acceptor_loop);
     }
-    if (srv->acceptor_plan) {
-        mk_plan_close(srv->acceptor_plan, srv->acceptor_plan_len);
-        srv->acceptor_plan = NULL;
-    }
+    mk_listen_plan_free(srv->acceptor_plan, srv->acceptor_plan_len);
+    srv->acceptor_plan = NULL;
     if (srv->pidfile_written && srv->cfg->pidfile) {
         unlink(srv->cfg->pidfile);
         srv->pidfile_written = false;

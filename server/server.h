@@ -401,6 +401,18 @@ int mk_static_open(const struct mk_vhost *vh, const char *rel, int flags);
 int mk_listener_socket(const struct mk_config *cfg, const struct mk_listen_addr *a, bool reuseport,
                        char *err, size_t errlen);
 void mk_listener_accept_cb(struct mk_event *ev, uint32_t ready);
+/*
+ * Make `listeners` (watched by `loop`) match `plan`: keep the sockets whose
+ * spec the plan lists with fd -1, adopt the plan's new sockets (their fd
+ * becomes -1 in the plan), close the others. New listeners get callback cb
+ * and owner w (reuseport) or srv (the acceptor).
+ */
+void mk_listeners_apply(struct mk_list *listeners, struct mk_event_loop *loop,
+                        struct mk_listen_plan *plan, size_t n, mk_event_cb cb, struct mk_worker *w,
+                        struct mk_server *srv);
+void mk_listeners_close(struct mk_list *listeners, struct mk_event_loop *loop);
+/* Free a plan, closing the sockets nobody adopted. */
+void mk_listen_plan_free(struct mk_listen_plan *plan, size_t n);
 
 /* task.c: the task threads behind api->task() */
 int mk_task_submit(struct mk_server *srv, struct mk_suspended *s);

@@ -262,71 +262,6 @@ static void mk_worker_handoff_cb(struct mk_event *ev, uint32_t ready)
     }
 }
 
-/* ---- listeners ----------------------------------------------------------- */
-
-static void mk_worker_listener_add(struct mk_worker *w, int fd, const char *spec,
-                                   const struct mk_transport *transport)
-{
-    struct mk_listener *l = mk_calloc(1, sizeof(*l));
-    l->fd = fd;
-    l->spec = mk_strdup(spec);
-    l->transport = transport;
-    l->worker = w;
-    if (mk_event_add(&w->loop, &l->ev, fd, MK_EV_READ, mk_listener_accept_cb) != MK_OK) {
-        mk_err("worker %d: cannot watch listener %s: %s", w->id, spec, strerror(errno));
-    }
-    mk_list_add_tail(&l->node, &w->listeners);
-}
-
-static void mk_worker_listener_remove(struct mk_worker *w, struct mk_listener *l)
-{
-    mk_event_del(&w->loop, &l->ev);
-    close(l->fd);
-    mk_list_del(&l->node);
-    mk_free(l->spec);
-    mk_free(l);
-}
-
-static void mk_worker_close_listeners(struct mk_worker *w)
-{
-    while (!mk_list_is_empty(&w->listeners)) {
-        mk_worker_listener_remove(w, mk_list_entry(w->listeners.next, struct mk_listener, node));
-    }
-}
-
-/* Apply a listener plan: keep, open or close sockets to match it. */
-static void mk_worker_apply_plan(struct mk_worker *w, struct mk_listen_plan *plan, size_t n)
-{
-    struct mk_list *it, *tmp;
-
-    mk_list_foreach_safe (it, tmp, &w->listeners) {
-        struct mk_listener *l = mk_list_entry(it, struct mk_listener, node);
-        bool keep = false;
-        for (size_t i = 0; i < n; i++) {
-            if (plan[i].fd < 0 && strcmp(plan[i].spec, l->spec) == 0) {
-                keep = true;
-                l->transport = plan[i].transport;
-            }
-        }
-        if (!keep) {
-            mk_worker_listener_remove(w, l);
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (plan[i].fd >= 0) {
-            mk_worker_listener_add(w, plan[i].fd, plan[i].spec, plan[i].transport);
-        }
-    }
-}
-
-static void mk_plan_free(struct mk_listen_plan *plan, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        mk_free(plan[i].spec);
-    }
-    mk_free(plan);
-}
-
 /* ---- stopping ------------------------------------------------------------ */
 
 /* Close every connection on `kind`'s list that has no request in progress. */
@@ -348,7 +283,7 @@ static void mk_worker_begin_stop(struct mk_worker *w)
     }
     w->stopping = true;
     w->stop_deadline = w->now + w->cfg->graceful_timeout;
-    mk_worker_close_listeners(w);
+    mk_listeners_close(&w->listeners, &w->loop);
     mk_worker_close_idle(w, MK_TIMER_KEEPALIVE);
     mk_worker_close_idle(w, MK_TIMER_READ);
 }
@@ -417,14 +352,7 @@ void mk_worker_post(struct mk_worker *w, unsigned flags, struct mk_config *cfg,
         if (w->msg_cfg) { /* an earlier reload not yet applied: superseded */
             mk_config_unref(w->msg_cfg);
         }
-        if (w->msg_plan) {
-            for (size_t i = 0; i < w->msg_plan_len; i++) {
-                if (w->msg_plan[i].fd >= 0) {
-                    close(w->msg_plan[i].fd);
-                }
-            }
-            mk_plan_free(w->msg_plan, w->msg_plan_len);
-        }
+        mk_listen_plan_free(w->msg_plan, w->msg_plan_len);
         w->msg_cfg = cfg;
         w->msg_plan = plan;
         w->msg_plan_len = plan_len;
@@ -460,13 +388,12 @@ static void mk_worker_ctl_cb(struct mk_event *ev, uint32_t ready)
 
     if ((flags & MK_WCTL_CONFIG) && cfg) {
         if (plan && !w->stopping) {
-            mk_worker_apply_plan(w, plan, plan_len);
+            mk_listeners_apply(&w->listeners, &w->loop, plan, plan_len, mk_listener_accept_cb, w,
+                               NULL);
         }
         mk_worker_cfg_switch(w, cfg);
     }
-    if (plan) {
-        mk_plan_free(plan, plan_len);
-    }
+    mk_listen_plan_free(plan, plan_len);
     if (flags & MK_WCTL_STOP) {
         mk_worker_begin_stop(w);
     }
@@ -541,8 +468,8 @@ static void mk_worker_take_listeners(struct mk_worker *w)
     w->msg_plan_len = 0;
     pthread_mutex_unlock(&w->msg_lock);
     if (plan) {
-        mk_worker_apply_plan(w, plan, n);
-        mk_plan_free(plan, n);
+        mk_listeners_apply(&w->listeners, &w->loop, plan, n, mk_listener_accept_cb, w, NULL);
+        mk_listen_plan_free(plan, n);
     }
 }
 
@@ -601,7 +528,7 @@ static void *mk_worker_main(void *arg)
 
     mk_worker_close_all(w);
     mk_worker_recycle(w);
-    mk_worker_close_listeners(w);
+    mk_listeners_close(&w->listeners, &w->loop);
     mk_file_cache_destroy(&w->fcache);
     for (size_t i = 0; i < ps->count; i++) {
         if (ps->list[i]->worker_exit) {
@@ -648,18 +575,11 @@ void mk_worker_teardown(struct mk_worker *w)
         mk_list_del(&c->node);
         mk_free(c);
     }
-    mk_worker_close_listeners(w);
+    mk_listeners_close(&w->listeners, &w->loop);
     if (w->msg_cfg) {
         mk_config_unref(w->msg_cfg);
     }
-    if (w->msg_plan) {
-        for (size_t i = 0; i < w->msg_plan_len; i++) {
-            if (w->msg_plan[i].fd >= 0) {
-                close(w->msg_plan[i].fd);
-            }
-        }
-        mk_plan_free(w->msg_plan, w->msg_plan_len);
-    }
+    mk_listen_plan_free(w->msg_plan, w->msg_plan_len);
     while (!mk_list_is_empty(&w->retired)) {
         struct mk_retired_cfg *rc = mk_list_entry(w->retired.next, struct mk_retired_cfg, node);
         mk_list_del(&rc->node);
