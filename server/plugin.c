@@ -437,6 +437,11 @@ static int mk_api_command(int cmd, char *err, size_t errlen)
     return mk_server_command(mk_api_server, cmd, err, errlen);
 }
 
+static int mk_api_conf_section_line(const void *cursor)
+{
+    return cursor ? ((const struct mk_conf_entry *) cursor)->section->line : 0;
+}
+
 static int mk_api_checking(void)
 {
     return mk_plugins_checking;
@@ -512,6 +517,7 @@ const struct mk_api mk_plugin_api = {
     .plugin_at = mk_api_plugin_at,
     .command = mk_api_command,
     .checking = mk_api_checking,
+    .conf_section_line = mk_api_conf_section_line,
 };
 
 /* ---- loading ------------------------------------------------------------- */

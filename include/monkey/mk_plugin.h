@@ -279,6 +279,13 @@ struct mk_api {
      * sockets, no files created).
      */
     int (*checking)(void);
+    /*
+     * The line of the [SECTION] header of the entry conf_next() last
+     * returned through `cursor`: two sections of the same name in a row
+     * have different header lines. Entries of one section also share the
+     * same `section` pointer.
+     */
+    int (*conf_section_line)(const void *cursor);
 };
 
 struct mk_plugin {
