@@ -85,23 +85,38 @@ int mk_listener_socket(const struct mk_config *cfg, const struct mk_listen_addr 
 
 /* ---- listener sets --------------------------------------------------------- */
 
-static void mk_listener_remove(struct mk_event_loop *loop, struct mk_listener *l)
+/*
+ * Stop watching and close, but keep the struct on `dead`: its event may
+ * still be pending later in the batch being dispatched (mk_event_del() marks
+ * it so the dispatcher skips it). mk_listeners_reap() frees it afterwards.
+ */
+static void mk_listener_remove(struct mk_event_loop *loop, struct mk_listener *l,
+                               struct mk_list *dead)
 {
     mk_event_del(loop, &l->ev);
     close(l->fd);
-    mk_list_del(&l->node);
-    mk_free(l->spec);
-    mk_free(l);
+    l->fd = -1;
+    mk_list_move_tail(&l->node, dead);
 }
 
-void mk_listeners_close(struct mk_list *listeners, struct mk_event_loop *loop)
+void mk_listeners_close(struct mk_list *listeners, struct mk_event_loop *loop, struct mk_list *dead)
 {
     while (!mk_list_is_empty(listeners)) {
-        mk_listener_remove(loop, mk_list_entry(listeners->next, struct mk_listener, node));
+        mk_listener_remove(loop, mk_list_entry(listeners->next, struct mk_listener, node), dead);
     }
 }
 
-void mk_listeners_apply(struct mk_list *listeners, struct mk_event_loop *loop,
+void mk_listeners_reap(struct mk_list *dead)
+{
+    while (!mk_list_is_empty(dead)) {
+        struct mk_listener *l = mk_list_entry(dead->next, struct mk_listener, node);
+        mk_list_del(&l->node);
+        mk_free(l->spec);
+        mk_free(l);
+    }
+}
+
+void mk_listeners_apply(struct mk_list *listeners, struct mk_event_loop *loop, struct mk_list *dead,
                         struct mk_listen_plan *plan, size_t n, mk_event_cb cb, struct mk_worker *w,
                         struct mk_server *srv)
 {
@@ -117,7 +132,7 @@ void mk_listeners_apply(struct mk_list *listeners, struct mk_event_loop *loop,
             }
         }
         if (!keep) {
-            mk_listener_remove(loop, l);
+            mk_listener_remove(loop, l, dead);
         }
     }
     for (size_t i = 0; i < n; i++) {

@@ -442,6 +442,11 @@ static int mk_api_conf_section_line(const void *cursor)
     return cursor ? ((const struct mk_conf_entry *) cursor)->section->line : 0;
 }
 
+static int mk_api_site_symlinks(const struct mk_site *s)
+{
+    return s && ((const struct mk_vhost *) s)->symlinks;
+}
+
 static int mk_api_checking(void)
 {
     return mk_plugins_checking;
@@ -518,6 +523,7 @@ const struct mk_api mk_plugin_api = {
     .command = mk_api_command,
     .checking = mk_api_checking,
     .conf_section_line = mk_api_conf_section_line,
+    .site_symlinks = mk_api_site_symlinks,
 };
 
 /* ---- loading ------------------------------------------------------------- */

@@ -44,6 +44,7 @@ struct mk_server *mk_server_create(void)
     srv->acceptor_ctl = -1;
     srv->cmd_efd = -1;
     mk_list_init(&srv->acceptor_listeners);
+    mk_list_init(&srv->acceptor_dead);
     pthread_mutex_init(&srv->acceptor_lock, NULL);
     pthread_mutex_init(&srv->cfg_lock, NULL);
     pthread_mutex_init(&srv->cmd_lock, NULL);
@@ -340,8 +341,8 @@ static void mk_acceptor_ctl_cb(struct mk_event *ev, uint32_t ready)
     srv->acceptor_plan_len = 0;
     pthread_mutex_unlock(&srv->acceptor_lock);
     if (plan) {
-        mk_listeners_apply(&srv->acceptor_listeners, &srv->acceptor_loop, plan, n,
-                           mk_acceptor_accept_cb, NULL, srv);
+        mk_listeners_apply(&srv->acceptor_listeners, &srv->acceptor_loop, &srv->acceptor_dead, plan,
+                           n, mk_acceptor_accept_cb, NULL, srv);
         mk_listen_plan_free(plan, n);
     }
 }
@@ -369,8 +370,10 @@ static void *mk_acceptor_main(void *arg)
             break;
         }
         mk_event_dispatch(&srv->acceptor_loop, n);
+        mk_listeners_reap(&srv->acceptor_dead);
     }
-    mk_listeners_close(&srv->acceptor_listeners, &srv->acceptor_loop);
+    mk_listeners_close(&srv->acceptor_listeners, &srv->acceptor_loop, &srv->acceptor_dead);
+    mk_listeners_reap(&srv->acceptor_dead);
     return NULL;
 }
 
@@ -385,7 +388,7 @@ static int mk_acceptor_start(struct mk_server *srv, struct mk_listen_plan *plan,
                      mk_acceptor_ctl_cb) != MK_OK) {
         return MK_ERR;
     }
-    mk_listeners_apply(&srv->acceptor_listeners, &srv->acceptor_loop, plan, n,
+    mk_listeners_apply(&srv->acceptor_listeners, &srv->acceptor_loop, &srv->acceptor_dead, plan, n,
                        mk_acceptor_accept_cb, NULL, srv);
     if (pthread_create(&srv->acceptor, NULL, mk_acceptor_main, srv) != 0) {
         return MK_ERR;

@@ -258,6 +258,7 @@ struct mk_worker {
     int handoff[2];
 
     struct mk_list listeners;
+    struct mk_list dead_listeners; /* closed during this batch, freed after it */
     struct mk_list timers[MK_TIMER_KINDS];
     struct mk_list closing; /* closed during this batch, recycled after it */
     struct mk_list zombies; /* closed, but a suspension handle still points here */
@@ -307,6 +308,7 @@ struct mk_server {
     pthread_t acceptor;
     struct mk_event_loop acceptor_loop;
     struct mk_list acceptor_listeners;
+    struct mk_list acceptor_dead;
     int acceptor_ctl; /* eventfd */
     struct mk_event acceptor_ctl_ev;
     pthread_mutex_t acceptor_lock; /* guards the plan below */
@@ -407,10 +409,14 @@ void mk_listener_accept_cb(struct mk_event *ev, uint32_t ready);
  * becomes -1 in the plan), close the others. New listeners get callback cb
  * and owner w (reuseport) or srv (the acceptor).
  */
-void mk_listeners_apply(struct mk_list *listeners, struct mk_event_loop *loop,
+void mk_listeners_apply(struct mk_list *listeners, struct mk_event_loop *loop, struct mk_list *dead,
                         struct mk_listen_plan *plan, size_t n, mk_event_cb cb, struct mk_worker *w,
                         struct mk_server *srv);
-void mk_listeners_close(struct mk_list *listeners, struct mk_event_loop *loop);
+/* Close every listener; the structs go to `dead` (see mk_listeners_reap). */
+void mk_listeners_close(struct mk_list *listeners, struct mk_event_loop *loop,
+                        struct mk_list *dead);
+/* Free listeners removed during an event batch, once the batch is over. */
+void mk_listeners_reap(struct mk_list *dead);
 /* Free a plan, closing the sockets nobody adopted. */
 void mk_listen_plan_free(struct mk_listen_plan *plan, size_t n);
 

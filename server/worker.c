@@ -123,7 +123,13 @@ static void mk_worker_expire(struct mk_worker *w)
         struct mk_list *head = &w->timers[k];
         while (!mk_list_is_empty(head)) {
             struct mk_conn *c = mk_list_entry(head->next, struct mk_conn, node);
-            if (c->deadline > w->now) {
+            /*
+             * The clock has whole seconds: a deadline set late in second S
+             * for T seconds is S + T, which may be only T - 1 seconds and a
+             * fraction away. Expiring once the clock is past it guarantees
+             * at least T seconds (and at most T + 1).
+             */
+            if (c->deadline >= w->now) {
                 break;
             }
             mk_conn_expire(c); /* always leaves the list */
@@ -168,9 +174,13 @@ static struct mk_conn *mk_conn_get(struct mk_worker *w)
     return c;
 }
 
-/* Move the connections closed during the last batch to the free list. */
+/*
+ * Move the connections closed during the last batch to the free list, and
+ * free the listeners closed during it.
+ */
 static void mk_worker_recycle(struct mk_worker *w)
 {
+    mk_listeners_reap(&w->dead_listeners);
     while (!mk_list_is_empty(&w->closing)) {
         struct mk_conn *c = mk_list_entry(w->closing.next, struct mk_conn, node);
         mk_list_del(&c->node);
@@ -283,7 +293,7 @@ static void mk_worker_begin_stop(struct mk_worker *w)
     }
     w->stopping = true;
     w->stop_deadline = w->now + w->cfg->graceful_timeout;
-    mk_listeners_close(&w->listeners, &w->loop);
+    mk_listeners_close(&w->listeners, &w->loop, &w->dead_listeners);
     mk_worker_close_idle(w, MK_TIMER_KEEPALIVE);
     mk_worker_close_idle(w, MK_TIMER_READ);
 }
@@ -388,8 +398,8 @@ static void mk_worker_ctl_cb(struct mk_event *ev, uint32_t ready)
 
     if ((flags & MK_WCTL_CONFIG) && cfg) {
         if (plan && !w->stopping) {
-            mk_listeners_apply(&w->listeners, &w->loop, plan, plan_len, mk_listener_accept_cb, w,
-                               NULL);
+            mk_listeners_apply(&w->listeners, &w->loop, &w->dead_listeners, plan, plan_len,
+                               mk_listener_accept_cb, w, NULL);
         }
         mk_worker_cfg_switch(w, cfg);
     }
@@ -420,6 +430,7 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
     w->handoff[0] = w->handoff[1] = -1;
     mk_list_init(&w->retired);
     mk_list_init(&w->listeners);
+    mk_list_init(&w->dead_listeners);
     mk_list_init(&w->closing);
     mk_list_init(&w->zombies);
     mk_list_init(&w->free_conns);
@@ -468,7 +479,8 @@ static void mk_worker_take_listeners(struct mk_worker *w)
     w->msg_plan_len = 0;
     pthread_mutex_unlock(&w->msg_lock);
     if (plan) {
-        mk_listeners_apply(&w->listeners, &w->loop, plan, n, mk_listener_accept_cb, w, NULL);
+        mk_listeners_apply(&w->listeners, &w->loop, &w->dead_listeners, plan, n,
+                           mk_listener_accept_cb, w, NULL);
         mk_listen_plan_free(plan, n);
     }
 }
@@ -528,7 +540,8 @@ static void *mk_worker_main(void *arg)
 
     mk_worker_close_all(w);
     mk_worker_recycle(w);
-    mk_listeners_close(&w->listeners, &w->loop);
+    mk_listeners_close(&w->listeners, &w->loop, &w->dead_listeners);
+    mk_listeners_reap(&w->dead_listeners);
     mk_file_cache_destroy(&w->fcache);
     for (size_t i = 0; i < ps->count; i++) {
         if (ps->list[i]->worker_exit) {
@@ -575,7 +588,8 @@ void mk_worker_teardown(struct mk_worker *w)
         mk_list_del(&c->node);
         mk_free(c);
     }
-    mk_listeners_close(&w->listeners, &w->loop);
+    mk_listeners_close(&w->listeners, &w->loop, &w->dead_listeners);
+    mk_listeners_reap(&w->dead_listeners);
     if (w->msg_cfg) {
         mk_config_unref(w->msg_cfg);
     }

@@ -286,6 +286,8 @@ struct mk_api {
      * same `section` pointer.
      */
     int (*conf_section_line)(const void *cursor);
+    /* Whether the site follows symbolic links (its [HOST] Symlinks). */
+    int (*site_symlinks)(const struct mk_site *s);
 };
 
 struct mk_plugin {

@@ -454,7 +454,7 @@ static char *auth_challenge_value(const char *realm, const char **why)
 
 /* A section being read: its entries and where they are. */
 struct auth_section {
-    const char *name; /* the section's name string: one per section */
+    int header_line; /* the line of its [AUTH] header: 0 before the first one */
     const char *location, *realm, *users;
     int first_line, location_line, realm_line, users_line;
 };
@@ -560,9 +560,8 @@ static int auth_rule_cmp(const void *a, const void *b)
 }
 
 /*
- * Read every [AUTH] section of the site file. Entries of one section share
- * their section name string, so a change of that pointer starts a new
- * section even when two [AUTH] sections follow each other.
+ * Read every [AUTH] section of the site file. A new header line starts a new
+ * section, even when two [AUTH] sections follow each other.
  */
 static int auth_site_init(const struct mk_site *s, const struct mk_conf *conf, void **data,
                           char *err, size_t errlen)
@@ -583,19 +582,20 @@ static int auth_site_init(const struct mk_site *s, const struct mk_conf *conf, v
         if (strcasecmp(section, "AUTH") != 0) {
             continue;
         }
-        if (section != sec.name) {
-            if (sec.name && auth_section_finish(site, &sec, conf, err, errlen) != MK_OK) {
+        int header = api->conf_section_line(cursor);
+        if (header != sec.header_line) {
+            if (sec.header_line && auth_section_finish(site, &sec, conf, err, errlen) != MK_OK) {
                 auth_site_free(site);
                 return MK_ERR;
             }
-            sec = (struct auth_section){.name = section, .first_line = line};
+            sec = (struct auth_section){.header_line = header, .first_line = line};
         }
         if (auth_section_entry(&sec, key, value, line, conf, err, errlen) != MK_OK) {
             auth_site_free(site);
             return MK_ERR;
         }
     }
-    if (sec.name && auth_section_finish(site, &sec, conf, err, errlen) != MK_OK) {
+    if (sec.header_line && auth_section_finish(site, &sec, conf, err, errlen) != MK_OK) {
         auth_site_free(site);
         return MK_ERR;
     }

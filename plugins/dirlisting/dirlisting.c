@@ -385,8 +385,8 @@ static const char *dirlisting_site_line(struct dirlisting_site *s, const char *k
 }
 
 /*
- * Read a site's [DIRLISTING] section (and its [HOST] Symlinks, which decides
- * whether links are listed). *data is NULL when the site lists nothing.
+ * Read a site's [DIRLISTING] section; the site's Symlinks setting decides
+ * whether links are listed. *data is NULL when the site lists nothing.
  * MK_ERR with "file:line: reason" in err for a bad line.
  */
 static int dirlisting_site_init(const struct mk_site *site, const struct mk_conf *conf, void **data,
@@ -397,7 +397,6 @@ static int dirlisting_site_init(const struct mk_site *site, const struct mk_conf
     unsigned seen = 0;
     int line;
 
-    (void) site;
     *data = NULL;
     struct dirlisting_site *s = calloc(1, sizeof(*s));
     if (!s) {
@@ -405,11 +404,8 @@ static int dirlisting_site_init(const struct mk_site *site, const struct mk_conf
         return MK_ERR;
     }
     s->settings = dirlisting_global;
+    s->symlinks = api->site_symlinks(site);
     while (api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
-        if (strcasecmp(section, "HOST") == 0 && strcasecmp(key, "Symlinks") == 0) {
-            dirlisting_bool(value, &s->symlinks); /* the server has validated it */
-            continue;
-        }
         if (strcasecmp(section, "DIRLISTING") != 0) {
             continue;
         }
