@@ -20,7 +20,6 @@ target_link_libraries(monkey-passwd PRIVATE crypt)
 set_target_properties(monkey-passwd PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 
 if(MK_TESTS)
-  enable_testing() # the top level enables it only after including plugin.cmake files
   add_executable(test_auth_units plugins/auth/tests/test_auth_units.c ${MK_AUTH_SOURCES})
   target_include_directories(test_auth_units PRIVATE ${CMAKE_SOURCE_DIR}/plugins/auth)
   set_target_properties(test_auth_units PROPERTIES RUNTIME_OUTPUT_DIRECTORY
