@@ -1,0 +1,698 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * access.c: allow and deny requests by client address and by path, per site
+ * (the original Monkey's "Mandril"). The rules live in an [ACCESS] section of
+ * a site file, one per line, checked in file order; the first rule that
+ * matches decides, and `Default allow|deny` decides for a request no rule
+ * matches (allow when not given). A denied request is answered 403 from the
+ * request stage, before any content handler runs and before any file is
+ * opened, so a denied path that does not exist is 403, not 404.
+ *
+ *   [ACCESS]
+ *       Allow 127.0.0.1 path /admin      address and path: both must match
+ *       Deny  all path /admin            every client, both families
+ *       Deny  192.168.1.0/24             an address (CIDR) alone
+ *       Allow path /public               a path prefix alone
+ *       Deny  regex ^/private/.*\.key$   a POSIX extended regular expression
+ *       Default deny
+ *
+ * Guarantees:
+ *   - every rule is parsed and checked when the configuration is loaded
+ *     (site_init): a bad address, a prefix length out of range, a bad regular
+ *     expression, an unknown keyword or a path not starting with '/' refuses
+ *     the configuration with "file:line: reason";
+ *   - the request check allocates nothing (glibc; see access_regex_match) and
+ *     compares pre-parsed binary networks: two masked 64-bit words per
+ *     address rule;
+ *   - an IPv4 client is IPv4 whether it arrived on an IPv4 socket or as
+ *     ::ffff:a.b.c.d on a dual-stack IPv6 socket: IPv4 rules match it and
+ *     IPv6 rules do not;
+ *   - path rules see the decoded, normalised path (api->path), so encoding
+ *     tricks ("/%61dmin", "//admin", "/x/../admin") cannot get around them.
+ *
+ * Plugin-wide settings come from conf_dir/plugins/access.conf ([ACCESS]
+ * LogDenied), read at start and on reload.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <regex.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <monkey/mk_plugin.h>
+
+#define ACCESS_PATH_MAX 4096
+#define ACCESS_ADDR_MAX 64  /* longest address word accepted, prefix included */
+#define ACCESS_LOG_PATH 200 /* bytes of the path written in a denial log line */
+#define ACCESS_REGEX_STACK 1024
+
+enum access_action { ACCESS_ALLOW = 0, ACCESS_DENY = 1 };
+
+/* Address family of a rule or a client; a rule of ACCESS_ANY has no address. */
+enum access_family { ACCESS_ANY = 0, ACCESS_IPV4 = 4, ACCESS_IPV6 = 6 };
+
+enum access_path_kind { ACCESS_PATH_ANY = 0, ACCESS_PATH_PREFIX, ACCESS_PATH_REGEX };
+
+/*
+ * One rule. Addresses are 16 bytes held as two words: an IPv6 address as is,
+ * an IPv4 address in its mapped form ::ffff:a.b.c.d with the prefix length
+ * raised by 96, so both families are matched by the same two comparisons.
+ * `net` has every bit outside `mask` cleared.
+ */
+struct access_rule {
+    uint8_t action;    /* enum access_action */
+    uint8_t family;    /* enum access_family */
+    uint8_t path_kind; /* enum access_path_kind */
+    int line;          /* in the site file, for denial logs */
+    uint64_t net[2];
+    uint64_t mask[2];
+    char *prefix; /* ACCESS_PATH_PREFIX: owned, without a trailing '/' (but "/") */
+    size_t prefix_len;
+    regex_t re; /* ACCESS_PATH_REGEX: REG_EXTENDED | REG_NOSUB */
+};
+
+/* What site_init() stores for a site with an [ACCESS] section. */
+struct access_site {
+    char *file;           /* the site file, owned */
+    uint8_t default_deny; /* Default deny */
+    int default_line;     /* line of Default, 0 when not given */
+    size_t count;         /* rules fully built (site_free releases these) */
+    struct access_rule rules[];
+};
+
+/* The client as the rules see it. */
+struct access_client {
+    uint8_t family; /* ACCESS_ANY for an address of another family */
+    uint64_t key[2];
+};
+
+static const struct mk_api *api;
+static char access_conf_file[ACCESS_PATH_MAX];
+static atomic_bool access_log_denied;
+
+MK_PLUGIN_DECLARE(access);
+
+/* ---- the plugin-wide file: conf_dir/plugins/access.conf ------------------- */
+
+/* Parse a boolean of the configuration format; -1 when it is none. */
+static int access_bool(const char *v)
+{
+    static const char *const yes[] = {"on", "yes", "true", "1"};
+    static const char *const no[] = {"off", "no", "false", "0"};
+
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        if (strcasecmp(v, yes[i]) == 0) {
+            return 1;
+        }
+        if (strcasecmp(v, no[i]) == 0) {
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/*
+ * Read access.conf and apply it. A missing file means the defaults. On a bad
+ * line, logs "file:line: reason" and returns MK_ERR leaving the settings in
+ * force untouched. Controlling thread only.
+ */
+static int access_read_conf(void)
+{
+    char err[512];
+    const char *section, *key, *value;
+    void *cursor = NULL;
+    int line, log_denied = 0;
+
+    if (!access_conf_file[0]) {
+        atomic_store(&access_log_denied, false);
+        return MK_OK;
+    }
+    struct mk_conf *conf = api->conf_load(access_conf_file, err, sizeof(err));
+    if (!conf) {
+        if (strstr(err, "No such file")) {
+            atomic_store(&access_log_denied, false);
+            return MK_OK;
+        }
+        api->log(MK_PLUGIN_LOG_ERROR, "access: %s", err);
+        return MK_ERR;
+    }
+    while (api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
+        if (strcasecmp(section, "ACCESS") != 0) {
+            api->log(MK_PLUGIN_LOG_ERROR, "%s:%d: unknown section [%s] (only [ACCESS])",
+                     api->conf_path(conf), line, section);
+            api->conf_free(conf);
+            return MK_ERR;
+        }
+        if (strcasecmp(key, "LogDenied") != 0) {
+            api->log(MK_PLUGIN_LOG_ERROR, "%s:%d: unknown key '%s' (only LogDenied)",
+                     api->conf_path(conf), line, key);
+            api->conf_free(conf);
+            return MK_ERR;
+        }
+        log_denied = access_bool(value);
+        if (log_denied < 0) {
+            api->log(MK_PLUGIN_LOG_ERROR, "%s:%d: LogDenied: '%s' is not On or Off",
+                     api->conf_path(conf), line, value);
+            api->conf_free(conf);
+            return MK_ERR;
+        }
+    }
+    api->conf_free(conf);
+    atomic_store(&access_log_denied, log_denied == 1);
+    return MK_OK;
+}
+
+/* Process start: keep the API, read access.conf (MK_ERR stops the server, logged). */
+static int access_init(const struct mk_api *server_api, const char *conf_dir)
+{
+    api = server_api;
+    access_conf_file[0] = '\0';
+    if (conf_dir) {
+        int n = snprintf(access_conf_file, sizeof(access_conf_file), "%s/plugins/access.conf",
+                         conf_dir);
+        if (n < 0 || (size_t) n >= sizeof(access_conf_file)) {
+            api->log(MK_PLUGIN_LOG_ERROR, "access: configuration directory path too long");
+            return MK_ERR;
+        }
+    }
+    return access_read_conf();
+}
+
+/* SIGHUP: read access.conf again; MK_ERR keeps the settings in force. */
+static int access_reload(void)
+{
+    return access_read_conf();
+}
+
+/* ---- parsing rules (site_init) ---------------------------------------------- */
+
+/* Write "file:line: reason" into err; returns MK_ERR for the caller to return. */
+__attribute__((format(printf, 5, 6))) static int
+access_fail(char *err, size_t errlen, const struct mk_conf *conf, int line, const char *fmt, ...)
+{
+    va_list ap;
+    int n = snprintf(err, errlen, "%s:%d: ", api->conf_path(conf), line);
+
+    if (n < 0 || (size_t) n >= errlen) {
+        return MK_ERR;
+    }
+    va_start(ap, fmt);
+    vsnprintf(err + n, errlen - (size_t) n, fmt, ap);
+    va_end(ap);
+    return MK_ERR;
+}
+
+/* The next word of *p (words are separated by spaces and tabs); NULL at the end. */
+static const char *access_word(const char **p, size_t *len)
+{
+    const char *s = *p;
+
+    while (*s == ' ' || *s == '\t') {
+        s++;
+    }
+    if (!*s) {
+        *p = s;
+        return NULL;
+    }
+    const char *e = s;
+    while (*e && *e != ' ' && *e != '\t') {
+        e++;
+    }
+    *len = (size_t) (e - s);
+    *p = e;
+    return s;
+}
+
+/* Is the word [w, w + len) `name`, ignoring case? */
+static bool access_word_is(const char *w, size_t len, const char *name)
+{
+    return strlen(name) == len && strncasecmp(w, name, len) == 0;
+}
+
+/* Fill mask with `bits` leading one bits (0..128) and clear net outside it. */
+static void access_set_mask(struct access_rule *rule, const uint8_t addr[16], unsigned bits)
+{
+    uint8_t mask[16], net[16];
+
+    for (unsigned i = 0; i < 16; i++) {
+        unsigned b = bits > 8 * i ? bits - 8 * i : 0;
+        mask[i] = b >= 8 ? 0xff : (uint8_t) (0xff00u >> b);
+        net[i] = addr[i] & mask[i];
+    }
+    memcpy(rule->mask, mask, sizeof(mask));
+    memcpy(rule->net, net, sizeof(net));
+}
+
+/*
+ * Parse an address word: "all", an IPv4 or IPv6 address, optionally followed
+ * by "/LEN". Without /LEN it names one host. An IPv4-mapped IPv6 address
+ * (::ffff:a.b.c.d/LEN, LEN >= 96) is the IPv4 rule it maps. Warns when bits
+ * beyond the prefix are set (they are ignored).
+ */
+static int access_parse_addr(struct access_rule *rule, const char *w, size_t len,
+                             const struct mk_conf *conf, int line, char *err, size_t errlen)
+{
+    char text[ACCESS_ADDR_MAX];
+    uint8_t addr[16] = {0};
+    unsigned bits, max;
+
+    if (access_word_is(w, len, "all")) {
+        rule->family = ACCESS_ANY;
+        return MK_OK;
+    }
+    if (len >= sizeof(text)) {
+        return access_fail(err, errlen, conf, line, "'%.*s' is not an IPv4 or IPv6 address",
+                           (int) len, w);
+    }
+    memcpy(text, w, len);
+    text[len] = '\0';
+    char *slash = strchr(text, '/');
+    if (slash) {
+        *slash = '\0';
+    }
+    if (inet_pton(AF_INET, text, addr + 12) == 1) {
+        addr[10] = addr[11] = 0xff;
+        rule->family = ACCESS_IPV4;
+        max = 32;
+    }
+    else if (inet_pton(AF_INET6, text, addr) == 1) {
+        rule->family = ACCESS_IPV6;
+        max = 128;
+    }
+    else {
+        return access_fail(err, errlen, conf, line,
+                           "'%s' is not an IPv4 or IPv6 address (nor 'all')", text);
+    }
+    bits = max;
+    if (slash) {
+        const char *d = slash + 1;
+        unsigned long v = 0;
+        size_t n = strlen(d);
+        if (n == 0 || n > 3 || strspn(d, "0123456789") != n) {
+            return access_fail(err, errlen, conf, line,
+                               "'%.*s': the prefix length after '/' must be a number", (int) len,
+                               w);
+        }
+        v = strtoul(d, NULL, 10);
+        if (v > max) {
+            return access_fail(err, errlen, conf, line,
+                               "'%.*s': prefix length /%lu is out of range for %s (0 to %u)",
+                               (int) len, w, v, max == 32 ? "IPv4" : "IPv6", max);
+        }
+        bits = (unsigned) v;
+    }
+    if (rule->family == ACCESS_IPV4) {
+        bits += 96;
+    }
+    else if (IN6_IS_ADDR_V4MAPPED((const struct in6_addr *) (const void *) addr)) {
+        if (bits < 96) {
+            return access_fail(err, errlen, conf, line,
+                               "'%.*s': an IPv4-mapped address needs a prefix of 96 or more "
+                               "(or write it as IPv4)",
+                               (int) len, w);
+        }
+        rule->family = ACCESS_IPV4;
+    }
+    access_set_mask(rule, addr, bits);
+    if (memcmp(rule->net, addr, sizeof(addr)) != 0) {
+        api->log(MK_PLUGIN_LOG_WARN,
+                 "%s:%d: '%.*s' has bits set beyond its prefix length; they are ignored",
+                 api->conf_path(conf), line, (int) len, w);
+    }
+    return MK_OK;
+}
+
+/* True if the prefix has no empty, "." or ".." segment (as request paths do not). */
+static bool access_prefix_normal(const char *p, size_t len)
+{
+    size_t i = 1;
+
+    while (i < len) {
+        size_t s = i;
+        while (i < len && p[i] != '/') {
+            i++;
+        }
+        size_t seg = i - s;
+        if (seg == 0 || (seg == 1 && p[s] == '.') || (seg == 2 && p[s] == '.' && p[s + 1] == '.')) {
+            return false;
+        }
+        i++;
+    }
+    return true;
+}
+
+/* Parse "path PREFIX" or "regex RE"; `rest` runs to the end of the line. */
+static int access_parse_path(struct access_rule *rule, bool regex, const char *rest,
+                             const struct mk_conf *conf, int line, char *err, size_t errlen)
+{
+    while (*rest == ' ' || *rest == '\t') {
+        rest++;
+    }
+    if (!*rest) {
+        return access_fail(err, errlen, conf, line, "'%s' needs %s", regex ? "regex" : "path",
+                           regex ? "a regular expression" : "a path prefix");
+    }
+    if (regex) {
+        int rc = regcomp(&rule->re, rest, REG_EXTENDED | REG_NOSUB);
+        if (rc != 0) {
+            char msg[256];
+            regerror(rc, &rule->re, msg, sizeof(msg));
+            return access_fail(err, errlen, conf, line, "bad regular expression '%s': %s", rest,
+                               msg);
+        }
+        rule->path_kind = ACCESS_PATH_REGEX;
+        return MK_OK;
+    }
+    size_t len = strlen(rest);
+    if (rest[0] != '/') {
+        return access_fail(err, errlen, conf, line, "path prefix '%s' must start with '/'", rest);
+    }
+    while (len > 1 && rest[len - 1] == '/') {
+        len--; /* "/admin/" is "/admin": both cover /admin and below */
+    }
+    if (!access_prefix_normal(rest, len)) {
+        return access_fail(err, errlen, conf, line,
+                           "path prefix '%s' has an empty, '.' or '..' segment: request paths "
+                           "are normalised and would never match it",
+                           rest);
+    }
+    rule->prefix = strndup(rest, len);
+    if (!rule->prefix) {
+        return access_fail(err, errlen, conf, line, "out of memory");
+    }
+    rule->prefix_len = len;
+    rule->path_kind = ACCESS_PATH_PREFIX;
+    return MK_OK;
+}
+
+/*
+ * Parse the value of an Allow or Deny line into rule:
+ *   ADDRESS                     an address rule
+ *   ADDRESS path PREFIX         both must match
+ *   ADDRESS regex RE
+ *   path PREFIX | regex RE      a path rule for every client
+ * On MK_ERR the rule holds nothing to release.
+ */
+static int access_parse_rule(struct access_rule *rule, const char *value,
+                             const struct mk_conf *conf, int line, char *err, size_t errlen)
+{
+    const char *p = value;
+    size_t len = 0;
+    const char *w = access_word(&p, &len);
+
+    if (!w) {
+        return access_fail(err, errlen, conf, line, "the rule is empty");
+    }
+    if (!access_word_is(w, len, "path") && !access_word_is(w, len, "regex")) {
+        if (access_parse_addr(rule, w, len, conf, line, err, errlen) != MK_OK) {
+            return MK_ERR;
+        }
+        w = access_word(&p, &len);
+        if (!w) {
+            return MK_OK;
+        }
+        if (!access_word_is(w, len, "path") && !access_word_is(w, len, "regex")) {
+            return access_fail(err, errlen, conf, line,
+                               "unexpected '%.*s' after the address (expected 'path PREFIX' or "
+                               "'regex RE')",
+                               (int) len, w);
+        }
+    }
+    return access_parse_path(rule, access_word_is(w, len, "regex"), p, conf, line, err, errlen);
+}
+
+/* Release what access_site_init() built (also a partly built site); NULL is fine. */
+static void access_site_free(void *data)
+{
+    struct access_site *site = data;
+
+    if (!site) {
+        return;
+    }
+    for (size_t i = 0; i < site->count; i++) {
+        struct access_rule *rule = &site->rules[i];
+        if (rule->path_kind == ACCESS_PATH_REGEX) {
+            regfree(&rule->re);
+        }
+        free(rule->prefix);
+    }
+    free(site->file);
+    free(site);
+}
+
+/*
+ * Handle one [ACCESS] line of a site file: a Default, or an Allow/Deny rule
+ * appended to site->rules (room was made for every line). MK_ERR with
+ * "file:line: reason" in err.
+ */
+static int access_site_line(struct access_site *site, const struct mk_conf *conf, const char *key,
+                            const char *value, int line, char *err, size_t errlen)
+{
+    if (strcasecmp(key, "Default") == 0) {
+        if (strcasecmp(value, "allow") != 0 && strcasecmp(value, "deny") != 0) {
+            return access_fail(err, errlen, conf, line, "Default takes allow or deny, not '%s'",
+                               value);
+        }
+        if (site->default_line) {
+            return access_fail(err, errlen, conf, line, "Default given twice (first at line %d)",
+                               site->default_line);
+        }
+        site->default_deny = strcasecmp(value, "deny") == 0;
+        site->default_line = line;
+        return MK_OK;
+    }
+    bool allow = strcasecmp(key, "Allow") == 0;
+    if (!allow && strcasecmp(key, "Deny") != 0) {
+        return access_fail(err, errlen, conf, line, "unknown key '%s' (Allow, Deny or Default)",
+                           key);
+    }
+    struct access_rule *rule = &site->rules[site->count];
+    memset(rule, 0, sizeof(*rule));
+    rule->action = allow ? ACCESS_ALLOW : ACCESS_DENY;
+    rule->line = line;
+    if (access_parse_rule(rule, value, conf, line, err, errlen) != MK_OK) {
+        return MK_ERR;
+    }
+    site->count++;
+    return MK_OK;
+}
+
+/*
+ * Build the rules of the site's [ACCESS] sections, in file order. A site
+ * without one stores nothing (every request allowed, no cost). Controlling
+ * thread; allocates, creates nothing else, so it is the same under checking.
+ */
+static int access_site_init(const struct mk_site *s, const struct mk_conf *conf, void **data,
+                            char *err, size_t errlen)
+{
+    const char *section, *key, *value;
+    void *cursor = NULL;
+    size_t entries = 0;
+    int line;
+
+    (void) s;
+    *data = NULL;
+    while (api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
+        entries += strcasecmp(section, "ACCESS") == 0;
+    }
+    if (entries == 0) {
+        return MK_OK;
+    }
+    struct access_site *site = calloc(1, sizeof(*site) + entries * sizeof(site->rules[0]));
+    if (!site || !(site->file = strdup(api->conf_path(conf)))) {
+        free(site);
+        snprintf(err, errlen, "%s: out of memory", api->conf_path(conf));
+        return MK_ERR;
+    }
+    cursor = NULL;
+    while (api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
+        if (strcasecmp(section, "ACCESS") != 0) {
+            continue; /* [HOST] and other plugins' sections */
+        }
+        if (access_site_line(site, conf, key, value, line, err, errlen) != MK_OK) {
+            access_site_free(site);
+            return MK_ERR;
+        }
+    }
+    *data = site;
+    return MK_OK;
+}
+
+/* ---- the check (request stage, worker threads) ------------------------------ */
+
+/* The client's family and 16-byte key; IPv4-mapped IPv6 addresses are IPv4. */
+static void access_client_of(const struct mk_request *r, struct access_client *c)
+{
+    socklen_t salen;
+    const struct sockaddr *sa = api->remote_sockaddr(r, &salen);
+    uint8_t key[16] = {0};
+
+    c->family = ACCESS_ANY;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *) (const void *) sa;
+        key[10] = key[11] = 0xff;
+        memcpy(key + 12, &in->sin_addr, 4);
+        c->family = ACCESS_IPV4;
+    }
+    else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *) (const void *) sa;
+        memcpy(key, &in6->sin6_addr, 16);
+        c->family = IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) ? ACCESS_IPV4 : ACCESS_IPV6;
+    }
+    memcpy(c->key, key, sizeof(key));
+}
+
+/* Is the client in the rule's network (same family, masked words equal)? */
+static bool access_addr_match(const struct access_rule *rule, const struct access_client *c)
+{
+    return rule->family == c->family && (c->key[0] & rule->mask[0]) == rule->net[0] &&
+           (c->key[1] & rule->mask[1]) == rule->net[1];
+}
+
+/* Does the prefix cover path at a segment boundary? "/a" covers "/a", "/a/", "/a/b". */
+static bool access_prefix_match(const struct access_rule *rule, const char *path, size_t len)
+{
+    size_t n = rule->prefix_len;
+
+    if (len < n || memcmp(path, rule->prefix, n) != 0) {
+        return false;
+    }
+    return len == n || path[n] == '/' || rule->prefix[n - 1] == '/';
+}
+
+/*
+ * Does the regular expression match the path? With REG_STARTEND (glibc) the
+ * path is matched in place; without it (musl) a NUL-terminated copy is made,
+ * on the stack when short, else in request memory. -1 when memory is short.
+ */
+static int access_regex_match(const struct access_rule *rule, struct mk_request *r,
+                              const char *path, size_t len)
+{
+#ifdef REG_STARTEND
+    regmatch_t m = {.rm_so = 0, .rm_eo = (regoff_t) len};
+
+    (void) r;
+    return regexec(&rule->re, path, 1, &m, REG_STARTEND) == 0;
+#else
+    char stack[ACCESS_REGEX_STACK];
+    char *copy = len < sizeof(stack) ? stack : api->alloc(r, len + 1);
+
+    if (!copy) {
+        return -1;
+    }
+    memcpy(copy, path, len);
+    copy[len] = '\0';
+    return regexec(&rule->re, copy, 0, NULL, 0) == 0;
+#endif
+}
+
+/*
+ * Log a denial: client, method, path (control bytes shown as '?') and the
+ * line that decided (a rule, or Default when `by_default`).
+ */
+static void access_log(struct mk_request *r, const struct access_site *site, int line,
+                       bool by_default, const char *path, size_t len)
+{
+    char addr[64], shown[ACCESS_LOG_PATH + 1];
+    size_t mlen, n = len < ACCESS_LOG_PATH ? len : ACCESS_LOG_PATH;
+    const char *method = api->method(r, &mlen);
+
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char) path[i];
+        shown[i] = ch < 0x20 || ch == 0x7f ? '?' : (char) ch;
+    }
+    shown[n] = '\0';
+    if (!api->remote_addr(r, addr, sizeof(addr))) {
+        snprintf(addr, sizeof(addr), "?");
+    }
+    api->log(MK_PLUGIN_LOG_INFO, "access: denied %s %.*s %s%s by %s at %s:%d", addr, (int) mlen,
+             method, shown, n < len ? "..." : "", by_default ? "Default" : "rule", site->file,
+             line);
+}
+
+/* Deny the request: 403, logged when LogDenied is on. */
+static int access_deny(struct mk_request *r, const struct access_site *site, int line,
+                       bool by_default, const char *path, size_t len)
+{
+    if (atomic_load_explicit(&access_log_denied, memory_order_relaxed)) {
+        access_log(r, site, line, by_default, path, len);
+    }
+    return 403;
+}
+
+/*
+ * The request stage: the first matching rule of the request's site decides;
+ * MK_OK (go on) or 403. A request target that is not a path (OPTIONS *,
+ * CONNECT) matches no path rule. Allocates nothing (see access_regex_match).
+ */
+static int access_request(struct mk_request *r)
+{
+    const struct access_site *site = api->site_data(api->site(r), MK_PLUGIN_SELF(access));
+    struct access_client client = {0};
+    bool have_client = false;
+    size_t len;
+
+    if (!site) {
+        return MK_OK;
+    }
+    const char *path = api->path(r, &len);
+    bool is_path = len > 0 && path[0] == '/';
+
+    for (size_t i = 0; i < site->count; i++) {
+        const struct access_rule *rule = &site->rules[i];
+        if (rule->family != ACCESS_ANY) {
+            if (!have_client) {
+                access_client_of(r, &client);
+                have_client = true;
+            }
+            if (!access_addr_match(rule, &client)) {
+                continue;
+            }
+        }
+        if (rule->path_kind == ACCESS_PATH_PREFIX &&
+            (!is_path || !access_prefix_match(rule, path, len))) {
+            continue;
+        }
+        if (rule->path_kind == ACCESS_PATH_REGEX) {
+            if (!is_path) {
+                continue;
+            }
+            int m = access_regex_match(rule, r, path, len);
+            if (m < 0) {
+                return 503;
+            }
+            if (m == 0) {
+                continue;
+            }
+        }
+        if (rule->action == ACCESS_ALLOW) {
+            return MK_OK;
+        }
+        return access_deny(r, site, rule->line, false, path, len);
+    }
+    if (!site->default_deny) {
+        return MK_OK;
+    }
+    return access_deny(r, site, site->default_line, true, path, len);
+}
+
+MK_PLUGIN_DEFINE(access) = {
+    .abi = MK_PLUGIN_ABI,
+    .name = "access",
+    .version = "1.0",
+    .description = "allow and deny requests by client address and path, per site (Mandril)",
+    .init = access_init,
+    .reload = access_reload,
+    .request = access_request,
+    .site_sections = (const char *const[]){"ACCESS", NULL},
+    .site_init = access_site_init,
+    .site_free = access_site_free,
+};
