@@ -24,6 +24,7 @@ need() { # need COMMAND-or-FILE PACKAGE
 stage=${1:-test}
 need cc gcc
 need cmake cmake
+need /usr/include/crypt.h libcrypt-dev # the auth plugin (a dependency of libc6-dev)
 if [ "$stage" = build ]; then
     [ -z "$want" ] && exit 0
     echo "deps: building needs:$want (as root: apt-get install$want)" >&2
@@ -51,6 +52,9 @@ if [ "$stage" = fuzz ]; then
     need /usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a libclang-rt-14-dev
 fi
 if [ "$stage" = bench ]; then
+    # bench/bench.py: load tools, the peers, node.js for bench/node/hello.js,
+    # valgrind (callgrind_control) for --callgrind, strace for --syscalls and
+    # gnuplot (pngcairo) for the charts.
     need wrk wrk
     need ab apache2-utils
     need h2load nghttp2-client
@@ -60,6 +64,7 @@ if [ "$stage" = bench ]; then
     need node nodejs
     need valgrind valgrind
     need strace strace
+    need callgrind_control valgrind
     need gnuplot gnuplot-nox
 fi
 

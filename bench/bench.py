@@ -1,0 +1,1349 @@
+#!/usr/bin/env python3
+"""Monkey against nginx, lighttpd, h2o (and node.js): the benchmark harness.
+
+Run through `make bench` (bench/run.sh installs the tools first). Python 3
+standard library only; charts are drawn with gnuplot. See bench/README.md for
+what every scenario measures and how every server is configured.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import platform
+import pwd
+import re
+import resource
+import selectors
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PEERS = ["nginx", "lighttpd", "h2o"]
+ALL_SERVERS = ["monkey"] + PEERS
+SCENARIOS = ["ka13", "close13", "ka200k", "ka1m", "sweep", "node", "idle"]
+
+FILES = {  # name in the document root: size (the 13-byte one is text)
+    "hello.txt": 13,
+    "file200k.bin": 200 * 1024,
+    "file1m.bin": 1024 * 1024,
+}
+HELLO = b"Hello World!\n"
+
+KEEPALIVE_TIMEOUT = 60      # seconds, every server
+KEEPALIVE_REQUESTS = 100000  # per connection, where configurable
+MAX_CONNECTIONS = 20000
+BACKLOG = 4096
+NOFILE = 65536               # asked for; raise_nofile() sets the real figure
+
+SCENARIO_INFO = {
+    "ka13": ("13-byte file, keep-alive", "hello.txt", []),
+    "close13": ("13-byte file, `Connection: close`", "hello.txt",
+                ["-H", "Connection: close"]),
+    "ka200k": ("200 KB file, keep-alive", "file200k.bin", []),
+    "ka1m": ("1 MB file, keep-alive", "file1m.bin", []),
+}
+
+MODES = {
+    # rounds/duration of ka13, close13, ka200k, ka1m; the sweep; node; idle
+    "quick": dict(rounds=2, duration=2, warmup=0, sweep=[100, 500, 1000],
+                  sweep_rounds=1, sweep_duration=2, node_n=20000, node_c=1000,
+                  node_rounds=1, idle_n=10000, idle_rounds=1),
+    "full": dict(rounds=5, duration=8, warmup=1, sweep=list(range(100, 1001, 100)),
+                 sweep_rounds=3, sweep_duration=4, node_n=100000, node_c=5000,
+                 node_rounds=3, idle_n=10000, idle_rounds=3),
+}
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- processes
+
+def proc_children(pid):
+    """Every descendant PID of pid (processes, not threads)."""
+    parents = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        ppid = int(st[st.rindex(")") + 2:].split()[1])
+        parents.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for c in parents.get(p, []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def start_time(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            st = f.read()
+        return int(st[st.rindex(")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def alive(pid, started):
+    st = start_time(pid)
+    if st is None or st != started:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def port_open(port, timeout=0.2):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def free_port(preferred):
+    for p in [preferred] + list(range(preferred + 1, preferred + 200)):
+        if port_open(p):
+            continue
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", p))
+            return p
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise SystemExit("bench: no free port near %d" % preferred)
+
+
+def http_get(port, path, close=False, timeout=10):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request("GET", path, headers={"Connection": "close"} if close else {})
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+class Server:
+    """One running server that this harness started; stopped by its PID."""
+
+    def __init__(self, name, argv, port, workdir, logname, ready_timeout=15.0, env=None):
+        self.name, self.argv, self.port = name, argv, port
+        self.logpath = os.path.join(workdir, logname)
+        self.logf = open(self.logpath, "ab")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.logf,
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     env=env)
+        self.pid = self.proc.pid
+        self.started = start_time(self.pid)
+        deadline = time.time() + ready_timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("%s exited with status %s at start; log %s:\n%s" % (
+                    name, self.proc.returncode, self.logpath, self.log_tail()))
+            if port_open(port):
+                return
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError("%s did not accept connections on port %d within %.0f s; log:\n%s"
+                           % (name, port, ready_timeout, self.log_tail()))
+
+    def log_tail(self, n=15):
+        try:
+            with open(self.logpath, errors="replace") as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return ""
+
+    def running(self):
+        return self.proc.poll() is None
+
+    def tree(self):
+        return [self.pid] + proc_children(self.pid)
+
+    def stop(self, timeout=15.0):
+        """SIGTERM to the PID we started, then SIGKILL to it and to each of
+        the descendants seen before, one PID at a time."""
+        family = [(p, start_time(p)) for p in proc_children(self.pid)]
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                log("bench: %s (PID %d) ignored SIGTERM for %.0f s: SIGKILL" % (
+                    self.name, self.pid, timeout))
+                os.kill(self.pid, signal.SIGKILL)
+                try:
+                    self.proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    log("bench: %s (PID %d) survives SIGKILL; going on" % (self.name, self.pid))
+        deadline = time.time() + 5
+        for p, st in family:
+            while alive(p, st) and time.time() < deadline:
+                time.sleep(0.05)
+            if alive(p, st):
+                os.kill(p, signal.SIGKILL)
+        self.logf.close()
+        return self.proc.returncode
+
+
+# ----------------------------------------------------------- configurations
+
+def nofile_limit():
+    return min(resource.getrlimit(resource.RLIMIT_NOFILE)[0], NOFILE)
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def config_monkey(d, docroot, port, workers):
+    conf = os.path.join(d, "monkey")
+    os.makedirs(os.path.join(conf, "sites"), exist_ok=True)
+    write(os.path.join(conf, "monkey.conf"), f"""[SERVER]
+    Listen 127.0.0.1:{port}
+    Workers {workers}
+    KeepAlive On
+    KeepAliveTimeout {KEEPALIVE_TIMEOUT}
+    MaxKeepAliveRequests {KEEPALIVE_REQUESTS}
+    MaxConnections {MAX_CONNECTIONS}
+    Backlog {BACKLOG}
+    GracefulTimeout 1
+    LogLevel warn
+""")
+    write(os.path.join(conf, "sites", "default"), f"""[HOST]
+    ServerName 127.0.0.1 localhost
+    DocumentRoot {docroot}
+""")
+    # No plugins.load: no plugin, so no access log.
+    return [os.path.join(ROOT, "build", "bin", "monkey"), "-c", conf]
+
+
+def config_nginx(d, docroot, port, workers, single=False):
+    tmp = os.path.join(d, "nginx-tmp")
+    os.makedirs(tmp, exist_ok=True)
+    conf = os.path.join(d, "nginx.conf")
+    write(conf, f"""daemon off;
+master_process {"off" if single else "on"};
+worker_processes {workers};
+worker_rlimit_nofile {nofile_limit()};
+pid {d}/nginx.pid;
+error_log {d}/nginx-error.log warn;
+events {{
+    worker_connections {MAX_CONNECTIONS};
+}}
+http {{
+    access_log off;
+    sendfile on;
+    keepalive_timeout {KEEPALIVE_TIMEOUT}s;
+    keepalive_requests {KEEPALIVE_REQUESTS};
+    types {{ text/plain txt; }}
+    default_type application/octet-stream;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    server {{
+        listen 127.0.0.1:{port} backlog={BACKLOG};
+        root {docroot};
+    }}
+}}
+""")
+    return ["nginx", "-p", d, "-c", conf, "-e", os.path.join(d, "nginx-error.log")]
+
+
+def config_lighttpd(d, docroot, port, workers, single=False):
+    conf = os.path.join(d, "lighttpd.conf")
+    worker_line = "" if single or workers <= 1 else f"server.max-worker = {workers}\n"
+    write(conf, f"""server.document-root = "{docroot}"
+server.bind = "127.0.0.1"
+server.port = {port}
+server.errorlog = "{d}/lighttpd-error.log"
+{worker_line}server.max-keep-alive-requests = {KEEPALIVE_REQUESTS}
+server.max-keep-alive-idle = {KEEPALIVE_TIMEOUT}
+server.max-fds = {min(2 * MAX_CONNECTIONS, nofile_limit())}
+server.max-connections = {min(MAX_CONNECTIONS, nofile_limit() // 2)}
+server.listen-backlog = {BACKLOG}
+server.network-backend = "sendfile"
+mimetype.assign = ( ".txt" => "text/plain", "" => "application/octet-stream" )
+""")
+    return ["lighttpd", "-D", "-f", conf]
+
+
+def config_h2o(d, docroot, port, workers, single=False):
+    conf = os.path.join(d, "h2o.conf")
+    # Started as root, h2o switches to nobody by default; valgrind's vgdb
+    # (callgrind_control) cannot reach a process that changed its user, so
+    # h2o keeps the user it was started as (as nginx and lighttpd do here).
+    user = "user: %s\n" % pwd.getpwuid(os.geteuid()).pw_name if os.geteuid() == 0 else ""
+    write(conf, f"""{user}listen:
+  host: 127.0.0.1
+  port: {port}
+num-threads: {1 if single else workers}
+max-connections: {MAX_CONNECTIONS}
+http1-request-timeout: {KEEPALIVE_TIMEOUT}
+error-log: {d}/h2o-error.log
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: {docroot}
+        file.mime.settypes:
+          text/plain: .txt
+""")
+    return ["h2o", "-m", "worker", "-c", conf]
+
+
+def config_node(d, docroot, port, workers, single=False):
+    return ["node", os.path.join(HERE, "node", "hello.js"), str(port), str(workers)]
+
+
+CONFIGS = {"monkey": config_monkey, "nginx": config_nginx, "lighttpd": config_lighttpd,
+           "h2o": config_h2o, "node": config_node}
+
+
+def server_argv(name, d, docroot, port, workers, single=False):
+    sd = os.path.join(d, name)
+    os.makedirs(sd, exist_ok=True)
+    if name == "monkey":
+        return config_monkey(sd, docroot, port, 1 if single else workers)
+    return CONFIGS[name](sd, docroot, port, 1 if single else workers, single)
+
+
+def make_docroot(d):
+    docroot = os.path.join(d, "htdocs")
+    os.makedirs(docroot, exist_ok=True)
+    with open(os.path.join(docroot, "hello.txt"), "wb") as f:
+        f.write(HELLO)
+    for name, size in FILES.items():
+        if name != "hello.txt":
+            with open(os.path.join(docroot, name), "wb") as f:
+                f.write(os.urandom(size))
+    for p in (d, docroot):
+        os.chmod(p, 0o755)  # nginx workers run as nobody when started as root
+    for name in FILES:
+        os.chmod(os.path.join(docroot, name), 0o644)
+    return docroot
+
+
+def check_server(srv, full=True):
+    """Each file must come back whole with 200: a misconfigured peer would
+    otherwise win with fast 404s."""
+    names = list(FILES) if full else ["hello.txt"]
+    if srv.name == "node":
+        names = ["hello.txt"]
+    for name in names:
+        status, body = http_get(srv.port, "/" + name)
+        if status != 200 or len(body) != FILES[name] or (name == "hello.txt" and body != HELLO):
+            raise RuntimeError("%s: GET /%s gave %d with %d bytes" % (srv.name, name, status,
+                                                                    len(body)))
+
+
+# ------------------------------------------------------------- load tools
+
+def to_ms(s):
+    m = re.match(r"([\d.]+)(us|ms|s|m|h)$", s)
+    if not m:
+        return None
+    v = float(m.group(1))
+    return v * {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3, "h": 3600e3}[m.group(2)]
+
+
+def parse_wrk(out):
+    r = {"tool": "wrk"}
+    m = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    r["rps"] = float(m.group(1)) if m else None
+    m = re.search(r"(\d+) requests in ([\d.]+\w+)", out)
+    r["requests"] = int(m.group(1)) if m else None
+    for pct in ("50", "99"):
+        m = re.search(r"^\s+%s(?:\.0+)?%%\s+(\S+)" % pct, out, re.M)
+        r["p%s_ms" % pct] = to_ms(m.group(1)) if m else None
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    sock = [int(x) for x in m.groups()] if m else [0, 0, 0, 0]
+    r["socket_errors"] = dict(zip(["connect", "read", "write", "timeout"], sock))
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    r["non2xx"] = int(m.group(1)) if m else 0
+    r["errors"] = r["non2xx"] + sum(sock)
+    return r
+
+
+def parse_ab(out, n):
+    r = {"tool": "ab"}
+    m = re.search(r"Requests per second:\s+([\d.]+)", out)
+    r["rps"] = float(m.group(1)) if m else None
+    m = re.search(r"Complete requests:\s+(\d+)", out)
+    r["requests"] = int(m.group(1)) if m else 0
+    m = re.search(r"Failed requests:\s+(\d+)", out)
+    failed = int(m.group(1)) if m else 0
+    m = re.search(r"Non-2xx responses:\s+(\d+)", out)
+    r["non2xx"] = int(m.group(1)) if m else 0
+    for pct in ("50", "99"):
+        m = re.search(r"^\s+%s%%\s+(\d+)" % pct, out, re.M)
+        r["p%s_ms" % pct] = float(m.group(1)) if m else None
+    r["failed"] = failed
+    r["missing"] = max(0, n - r["requests"])
+    r["errors"] = failed + r["non2xx"] + r["missing"]
+    return r
+
+
+def mk_watch(pid, load, wd, tag, duration=None):
+    """Run LOAD under mk-watch attached to pid; returns (summary, load output)."""
+    sj = os.path.join(wd, tag + ".summary.json")
+    lo = os.path.join(wd, tag + ".load.txt")
+    argv = [os.path.join(ROOT, "build", "bin", "mk-watch"), "--pid", str(pid),
+            "--summary-json", sj, "--load-output", lo, "--quiet"]
+    if duration is not None:
+        argv += ["--duration", str(duration)]
+    if load:
+        argv += ["--"] + load
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    summary, out = {}, ""
+    try:
+        with open(sj) as f:
+            summary = json.load(f)
+    except (OSError, ValueError):
+        pass
+    try:
+        with open(lo, errors="replace") as f:
+            out = f.read()
+    except OSError:
+        pass
+    summary["_exit"] = p.returncode
+    summary["_stderr"] = p.stderr[-2000:]
+    return summary, out
+
+
+# ---------------------------------------------------------------- the harness
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.m = MODES[args.mode]
+        self.wd = tempfile.mkdtemp(prefix="mk-bench-")
+        self.docroot = make_docroot(self.wd)
+        self.port = free_port(args.port)
+        self.runs = []
+        self.problems = []
+        self.counter = 0
+
+    def url(self, path):
+        return "http://127.0.0.1:%d/%s" % (self.port, path)
+
+    def problem(self, text):
+        log("bench: PROBLEM: " + text)
+        self.problems.append(text)
+
+    def start(self, name, single=False, wrapper=None, ready_timeout=15.0):
+        argv = server_argv(name, self.wd, self.docroot, self.port, self.args.workers, single)
+        if wrapper:
+            argv = wrapper + argv
+        self.counter += 1
+        srv = Server(name, argv, self.port, self.wd, "%s.log" % name, ready_timeout)
+        try:
+            check_server(srv)
+        except Exception:
+            srv.stop()
+            raise
+        return srv
+
+    def one(self, name, scenario, rnd, load, extra, parse, warmup=None):
+        """Start NAME, warm up, run LOAD under mk-watch, stop; record a run."""
+        rec = dict(server=name, scenario=scenario, round=rnd, command=" ".join(load), **extra)
+        try:
+            srv = self.start(name)
+        except Exception as e:
+            self.problem("%s did not start for %s: %s" % (name, scenario, e))
+            rec["failed"] = str(e)
+            self.runs.append(rec)
+            return rec
+        try:
+            if warmup:
+                subprocess.run(warmup, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.counter += 1
+            summ, out = mk_watch(srv.pid, load, self.wd, "run%d" % self.counter)
+            res = parse(out)
+            rec.update(res)
+            for k in ("cpu_us_per_request", "rss_peak_kb", "pss_peak_kb", "cpu_total_s",
+                      "cpu_user_s", "cpu_system_s", "threads_peak", "fds_peak",
+                      "processes_peak", "ctx_voluntary", "ctx_involuntary", "duration_s",
+                      "requests_source"):
+                rec[k] = summ.get(k)
+            rec["load_exit"] = summ.get("_exit")
+            if rec.get("rps") is None or not rec.get("requests"):
+                self.problem("%s, %s round %d: no result from `%s` (exit %s): %s" % (
+                    name, scenario, rnd, " ".join(load), summ.get("_exit"),
+                    (out.strip().splitlines() or ["no output"])[-1][:300]))
+            elif rec.get("errors"):
+                log("bench: %s %s round %d: %d errors" % (name, scenario, rnd, rec["errors"]))
+            if not srv.running():
+                self.problem("%s exited during %s round %d (`%s`), status %s; log:\n%s" % (
+                    name, scenario, rnd, " ".join(load), srv.proc.returncode, srv.log_tail()))
+            rec["load_output"] = out[-3000:]
+        finally:
+            status = srv.stop()
+            if status not in (0, -15, 143, None) and name not in ("node",):
+                log("bench: %s stopped with status %s" % (name, status))
+        self.runs.append(rec)
+        log("bench: %-8s %-8s r%d %s: %s req/s, p99 %s ms, errors %s, %s us CPU/req, RSS %s KB" % (
+            name, scenario, rnd, extra.get("connections", ""), rec.get("rps"), rec.get("p99_ms"),
+            rec.get("errors"), rec.get("cpu_us_per_request"), rec.get("rss_peak_kb")))
+        return rec
+
+    def wrk(self, conns, dur, path, hdr):
+        return (["wrk", "-t2", "-c%d" % conns, "-d%ds" % dur, "--latency", "--timeout", "10s"]
+                + hdr + [self.url(path)])
+
+    # -- scenarios
+
+    def run_wrk_scenario(self, sc):
+        title, path, hdr = SCENARIO_INFO[sc]
+        for rnd in range(1, self.m["rounds"] + 1):
+            for name in self.args.servers:
+                load = self.wrk(100, self.m["duration"], path, hdr)
+                warm = self.wrk(100, self.m["warmup"], path, hdr) if self.m["warmup"] else None
+                self.one(name, sc, rnd, load, dict(connections=100), parse_wrk, warm)
+
+    def run_sweep(self):
+        for c in self.m["sweep"]:
+            for rnd in range(1, self.m["sweep_rounds"] + 1):
+                for name in self.args.servers:
+                    load = self.wrk(c, self.m["sweep_duration"], "file200k.bin", [])
+                    warm = (self.wrk(c, self.m["warmup"], "file200k.bin", [])
+                            if self.m["warmup"] else None)
+                    self.one(name, "sweep", rnd, load, dict(connections=c), parse_wrk, warm)
+
+    def run_node(self):
+        n, c = self.m["node_n"], self.m["node_c"]
+        targets = ["node"] + self.args.servers
+        if not shutil.which("node"):
+            self.problem("node is not installed: the node scenario runs without it")
+            targets = self.args.servers
+        for rnd in range(1, self.m["node_rounds"] + 1):
+            for name in targets:
+                load = ["ab", "-q", "-r", "-s", "30", "-n", str(n), "-c", str(c),
+                        self.url("hello.txt")]
+                self.one(name, "node", rnd, load, dict(connections=c),
+                         lambda out: parse_ab(out, n))
+
+    def run_idle(self):
+        n = self.m["idle_n"]
+        for rnd in range(1, self.m["idle_rounds"] + 1):
+            for name in self.args.servers:
+                rec = dict(server=name, scenario="idle", round=rnd, connections=n,
+                           command="bench.py idle client: %d connections, one GET "
+                                   "/hello.txt each, then idle" % n)
+                try:
+                    srv = self.start(name)
+                except Exception as e:
+                    self.problem("%s did not start for idle: %s" % (name, e))
+                    rec["failed"] = str(e)
+                    self.runs.append(rec)
+                    continue
+                socks = []
+                try:
+                    time.sleep(0.3)
+                    self.counter += 1
+                    before, _ = mk_watch(srv.pid, None, self.wd, "idle%db" % self.counter, 1)
+                    t0 = time.time()
+                    socks, stats = idle_client(self.port, n)
+                    rec["open_seconds"] = round(time.time() - t0, 2)
+                    rec.update(stats)
+                    time.sleep(1.0)
+                    self.counter += 1
+                    after, _ = mk_watch(srv.pid, None, self.wd, "idle%da" % self.counter, 1)
+                    rec["still_open"] = count_open(socks)
+                    for k in ("rss", "pss"):
+                        b, a = before.get(k + "_avg_kb"), after.get(k + "_avg_kb")
+                        rec[k + "_before_kb"], rec[k + "_after_kb"] = b, a
+                        rec[k + "_kb_per_conn"] = (
+                            (a - b) / rec["still_open"] if a is not None and b is not None
+                            and rec["still_open"] else None)
+                    rec["rss_peak_kb"] = after.get("rss_peak_kb")
+                    rec["pss_peak_kb"] = after.get("pss_peak_kb")
+                    rec["errors"] = n - rec["still_open"]
+                    rec["fds_peak"] = after.get("fds_peak")
+                    if rec["errors"]:
+                        self.problem("%s, idle round %d: only %d of %d connections were "
+                                     "answered and still open (%s)" % (
+                                         name, rnd, rec["still_open"], n, stats))
+                    if not srv.running():
+                        self.problem("%s exited during the idle scenario round %d; log:\n%s"
+                                     % (name, rnd, srv.log_tail()))
+                finally:
+                    for s in socks:
+                        s.close()
+                    srv.stop()
+                self.runs.append(rec)
+                log("bench: %-8s idle     r%d: %s open, RSS %s -> %s KB: %s KB/conn" % (
+                    name, rnd, rec.get("still_open"), rec.get("rss_before_kb"),
+                    rec.get("rss_after_kb"), fmt(rec.get("rss_kb_per_conn"))))
+
+    # -- deterministic figures
+
+    def run_callgrind(self):
+        ka, cl = self.args.cg_requests, self.args.cg_close
+        out = {}
+        for name in self.args.servers:
+            cgdir = os.path.join(self.wd, "callgrind-" + name)
+            os.makedirs(cgdir, exist_ok=True)
+            base = os.path.join(cgdir, "callgrind.out")
+            wrapper = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+                       "--trace-children=no", "--callgrind-out-file=" + base + ".%p"]
+            log("bench: callgrind %s: %d keep-alive + %d close requests" % (name, ka, cl))
+            try:
+                srv = self.start(name, single=True, wrapper=wrapper, ready_timeout=120)
+            except Exception as e:
+                self.problem("%s did not start under callgrind: %s" % (name, e))
+                continue
+            res = {"requests_keepalive": ka, "requests_close": cl}
+            try:
+                cc = ["callgrind_control"]
+                subprocess.run(cc + ["-i", "on", str(srv.pid)], capture_output=True, text=True,
+                               timeout=60)
+                p1 = subprocess.run(["ab", "-q", "-k", "-n", str(ka), "-c", "1",
+                                     self.url("hello.txt")], capture_output=True, text=True)
+                subprocess.run(cc + ["--dump=keepalive", str(srv.pid)], capture_output=True,
+                               text=True, timeout=60)
+                p2 = subprocess.run(["ab", "-q", "-n", str(cl), "-c", "1", "-H",
+                                     "Connection: close", self.url("hello.txt")],
+                                    capture_output=True, text=True)
+                subprocess.run(cc + ["--dump=close", str(srv.pid)], capture_output=True,
+                               text=True, timeout=60)
+                subprocess.run(cc + ["-i", "off", str(srv.pid)], capture_output=True,
+                               text=True, timeout=60)
+                a1, a2 = parse_ab(p1.stdout, ka), parse_ab(p2.stdout, cl)
+                res["errors_keepalive"], res["errors_close"] = a1["errors"], a2["errors"]
+                res["ab_keepalive_requests"] = a1["requests"]
+                res["ab_close_requests"] = a2["requests"]
+                if a1["errors"] or a2["errors"]:
+                    self.problem("%s under callgrind: ab reported %d / %d errors" % (
+                        name, a1["errors"], a2["errors"]))
+            finally:
+                srv.stop(timeout=20)
+            for fn in sorted(os.listdir(cgdir)):
+                path = os.path.join(cgdir, fn)
+                trig, total = callgrind_totals(path)
+                if trig and "keepalive" in trig:
+                    res["ir_keepalive"] = total
+                elif trig and "close" in trig:
+                    res["ir_close"] = total
+            if res.get("ir_keepalive") is not None:
+                res["ir_per_request_keepalive"] = res["ir_keepalive"] / ka
+            if res.get("ir_close") is not None:
+                res["ir_per_request_close"] = res["ir_close"] / cl
+            if "ir_keepalive" not in res:
+                self.problem("%s: no callgrind dump found in %s" % (name, cgdir))
+            out[name] = res
+            log("bench: callgrind %s: %s Ir/request keep-alive, %s Ir/request close" % (
+                name, fmt(res.get("ir_per_request_keepalive")),
+                fmt(res.get("ir_per_request_close"))))
+        return out
+
+    def run_syscalls(self):
+        ka, cl = self.args.cg_requests, self.args.cg_close
+        out = {}
+        for name in self.args.servers:
+            log("bench: strace %s: %d keep-alive + %d close requests" % (name, ka, cl))
+            try:
+                srv = self.start(name, single=True)
+            except Exception as e:
+                self.problem("%s did not start for strace: %s" % (name, e))
+                continue
+            res = {"requests_keepalive": ka, "requests_close": cl}
+            try:
+                for phase, load, n in (
+                        ("keepalive", ["ab", "-q", "-k", "-n", str(ka), "-c", "1"], ka),
+                        ("close", ["ab", "-q", "-n", str(cl), "-c", "1", "-H",
+                                   "Connection: close"], cl)):
+                    self.counter += 1
+                    sf = os.path.join(self.wd, "strace-%s-%s.txt" % (name, phase))
+                    argv = ["strace", "-c", "-f", "-o", sf]
+                    for p in srv.tree():
+                        argv += ["-p", str(p)]
+                    st = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL)
+                    wait_traced(srv.tree(), 10)
+                    a = parse_ab(subprocess.run(load + [self.url("hello.txt")],
+                                                capture_output=True, text=True).stdout, n)
+                    time.sleep(0.2)
+                    st.send_signal(signal.SIGINT)
+                    try:
+                        st.wait(30)
+                    except subprocess.TimeoutExpired:
+                        st.kill()
+                        st.wait()
+                    calls, errs, per = parse_strace(sf)
+                    res["syscalls_" + phase] = calls
+                    res["syscall_errors_" + phase] = errs
+                    res["per_request_" + phase] = calls / n if calls is not None else None
+                    res["by_syscall_" + phase] = {k: v / n for k, v in per.items()}
+                    res["errors_" + phase] = a["errors"]
+                    if a["errors"]:
+                        self.problem("%s under strace (%s): ab reported %d errors" % (
+                            name, phase, a["errors"]))
+            finally:
+                srv.stop()
+            out[name] = res
+            log("bench: strace %s: %s syscalls/request keep-alive, %s close" % (
+                name, fmt(res.get("per_request_keepalive")), fmt(res.get("per_request_close"))))
+        return out
+
+
+def callgrind_totals(path):
+    trig, total = None, None
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                if line.startswith("desc: Trigger:"):
+                    trig = line.strip()
+                elif line.startswith("summary:") or line.startswith("totals:"):
+                    v = line.split()[1:]
+                    if v:
+                        total = int(v[0])
+                elif line.startswith("fn=") and total is not None:
+                    break
+    except OSError:
+        pass
+    return trig, total
+
+
+def wait_traced(pids, timeout):
+    """Until every thread of every pid has a tracer (strace attached)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        ok = True
+        for p in pids:
+            try:
+                tids = os.listdir("/proc/%d/task" % p)
+            except OSError:
+                continue
+            for t in tids:
+                try:
+                    with open("/proc/%d/task/%s/status" % (p, t)) as f:
+                        m = re.search(r"TracerPid:\s+(\d+)", f.read())
+                    if not m or m.group(1) == "0":
+                        ok = False
+                except OSError:
+                    pass
+        if ok:
+            time.sleep(0.2)
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def parse_strace(path):
+    calls, errs, per = None, None, {}
+    try:
+        with open(path) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) < 5 or not re.match(r"[\d.]+$", parts[0]):
+                    continue
+                name = parts[-1]
+                n = int(parts[3])
+                e = int(parts[4]) if len(parts) == 6 else 0
+                if name == "total":
+                    calls, errs = n, e
+                else:
+                    per[name] = n
+    except OSError:
+        pass
+    return calls, errs, per
+
+
+def idle_client(port, n, inflight_max=256, timeout=60):
+    """Open n connections, send one GET on each, read the response and keep
+    the connection open, idle. Non-blocking sockets and a selector."""
+    sel = selectors.DefaultSelector()
+    req = b"GET /hello.txt HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    done, socks = [], []
+    opened = failed = inflight = 0
+    deadline = time.time() + timeout
+    while len(done) + failed < n and time.time() < deadline:
+        while opened < n and inflight < inflight_max:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", port))
+            sel.register(s, selectors.EVENT_WRITE, {"state": "connect", "buf": b""})
+            socks.append(s)
+            opened += 1
+            inflight += 1
+        for key, ev in sel.select(0.5):
+            s, st = key.fileobj, key.data
+            if st["state"] == "connect":
+                err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if err:
+                    sel.unregister(s)
+                    failed += 1
+                    inflight -= 1
+                    continue
+                s.send(req)
+                st["state"] = "read"
+                sel.modify(s, selectors.EVENT_READ, st)
+            else:
+                try:
+                    data = s.recv(65536)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    data = b""
+                if not data:
+                    sel.unregister(s)
+                    failed += 1
+                    inflight -= 1
+                    continue
+                st["buf"] += data
+                head, sep, body = st["buf"].partition(b"\r\n\r\n")
+                if sep:
+                    m = re.search(rb"(?i)content-length:\s*(\d+)", head)
+                    if m and len(body) >= int(m.group(1)):
+                        sel.unregister(s)
+                        inflight -= 1
+                        done.append(s)
+    sel.close()
+    return socks, {"answered": len(done), "failed_connections": failed,
+                   "not_answered_in_time": n - len(done) - failed}
+
+
+def count_open(socks):
+    """Connections the server has not closed (no EOF pending)."""
+    n = 0
+    for s in socks:
+        try:
+            if s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+                continue
+            n += 1  # unexpected data, but still open
+        except (BlockingIOError, InterruptedError):
+            n += 1
+        except OSError:
+            pass
+    return n
+
+
+# ---------------------------------------------------------------- reporting
+
+METRICS = [  # key, heading, higher is better?, format
+    ("rps", "req/s", True, "%.0f"),
+    ("p50_ms", "p50 ms", False, "%.2f"),
+    ("p99_ms", "p99 ms", False, "%.2f"),
+    ("errors", "errors", False, "%.0f"),
+    ("cpu_us_per_request", "CPU µs/req", False, "%.1f"),
+    ("rss_peak_kb", "peak RSS MiB", False, "MiB"),
+    ("pss_peak_kb", "peak PSS MiB", False, "MiB"),
+]
+
+
+def fmt(v, f="%.1f"):
+    if v is None:
+        return "–"
+    if f == "MiB":
+        return "%.1f" % (v / 1024.0)
+    if isinstance(v, float) and f == "%.0f" and v >= 1e6:
+        return "%.3g" % v
+    return f % v
+
+
+def stats(values):
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None
+    return {"median": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals)}
+
+
+def cell(st, f):
+    if st is None:
+        return "–"
+    if st["n"] == 1 or st["min"] == st["max"]:
+        return fmt(st["median"], f)
+    return "%s [%s–%s]" % (fmt(st["median"], f), fmt(st["min"], f), fmt(st["max"], f))
+
+
+def ratio_cell(mine, peers, higher, peer_names):
+    """Monkey's median / the best peer's median for a metric."""
+    if mine is None:
+        return "–"
+    cands = [(st["median"], nm) for st, nm in zip(peers, peer_names) if st is not None]
+    if not cands:
+        return "–"
+    best, who = (max if higher else min)(cands)
+    m = mine["median"]
+    if best == 0:
+        return "0 = 0 (%s)" % who if m == 0 else "%s vs 0 (%s)" % (fmt(m, "%.0f"), who)
+    return "%.2f (%s)" % (m / best, who)
+
+
+def group(runs, scenario, **kw):
+    out = {}
+    for r in runs:
+        if r.get("scenario") != scenario or r.get("failed"):
+            continue
+        if any(r.get(k) != v for k, v in kw.items()):
+            continue
+        out.setdefault(r["server"], []).append(r)
+    return out
+
+
+def summarize(runs, scenario, servers, **kw):
+    g = group(runs, scenario, **kw)
+    return {s: {k: stats([r.get(k) for r in g.get(s, [])]) for k, *_ in METRICS}
+            for s in servers}
+
+
+def table(summary, servers, ratio_against=None):
+    peers = [p for p in PEERS if p in servers]
+    lines = ["| server | " + " | ".join("%s %s" % (h, "↑" if hi else "↓")
+                                        for _, h, hi, _ in METRICS) + " |",
+             "|---" * (len(METRICS) + 1) + "|"]
+    for s in servers:
+        lines.append("| %s | " % s + " | ".join(cell(summary[s][k], f)
+                                                  for k, _, _, f in METRICS) + " |")
+    if "monkey" in servers and peers:
+        lines.append("| **Monkey / best peer** | " + " | ".join(
+            ratio_cell(summary["monkey"][k], [summary[p][k] for p in peers], hi, peers)
+            for k, _, hi, _ in METRICS) + " |")
+    if ratio_against and "monkey" in servers and ratio_against in servers:
+        lines.append("| **Monkey / %s** | " % ratio_against + " | ".join(
+            ratio_cell(summary["monkey"][k], [summary[ratio_against][k]], hi, [ratio_against])
+            for k, _, hi, _ in METRICS) + " |")
+    return lines
+
+
+def report(b, results):
+    a, m = b.args, b.m
+    servers = a.servers
+    L = ["# Monkey benchmark results", ""]
+    L += ["- date: %s; mode: `%s`; %d workers per server; servers: %s; scenarios: %s" % (
+        results["date"], a.mode, a.workers, ", ".join(servers), ", ".join(a.scenarios) or "none"),
+          "- machine: %s, %d CPUs, kernel %s; load average at start %s, at end %s" % (
+              results["machine"]["cpu"], os.cpu_count(), platform.release(),
+              results["machine"]["loadavg_start"], results["machine"]["loadavg_end"]),
+          "- versions: %s" % "; ".join("%s %s" % kv for kv in results["versions"].items()),
+          "- wall time: %.1f minutes" % (results["elapsed_s"] / 60.0),
+          "",
+          "Each cell: median [min–max] over the rounds. ↑ higher is better, ↓ lower is "
+          "better. The ratio row is Monkey's median divided by the best median of "
+          "nginx, lighttpd and h2o for that column (the best peer named in brackets): "
+          "above 1 is better than the best peer for ↑ columns, below 1 is better for ↓ "
+          "columns. CPU µs/req is the CPU time (user + system) of the server's whole "
+          "process tree during the run divided by the requests served; RSS counts a "
+          "page shared by several processes once per process, PSS divides it among them. "
+          "Absolute figures on a shared 2-core machine are noise; compare the ratios "
+          "within one run. See bench/README.md.", ""]
+    for sc in a.scenarios:
+        if sc in SCENARIO_INFO:
+            title, path, hdr = SCENARIO_INFO[sc]
+            L += ["## %s: %s" % (sc, title), "",
+                  "`wrk -t2 -c100 -d%ds --latency --timeout 10s%s %s`, %d round(s)%s." % (
+                      m["duration"], "".join(' -H "%s"' % h for h in hdr[1::2]),
+                      "http://127.0.0.1:PORT/" + path, m["rounds"],
+                      ", after a %d s warm-up" % m["warmup"] if m["warmup"] else ""), ""]
+            L += table(summarize(b.runs, sc, servers), servers) + [""]
+        elif sc == "sweep":
+            L += ["## sweep: concurrency 100 to 1000 on the 200 KB file", "",
+                  "`wrk -t2 -cN -d%ds --latency --timeout 10s http://127.0.0.1:PORT/"
+                  "file200k.bin` for N in %s, %d round(s) each. One table per metric; "
+                  "charts: `sweep_rps.png`, `sweep_memory.png`." % (
+                      m["sweep_duration"], ", ".join(map(str, m["sweep"])), m["sweep_rounds"]),
+                  ""]
+            peers = [p for p in PEERS if p in servers]
+            for k, h, hi, f in METRICS:
+                L += ["### %s %s" % (h, "(higher is better)" if hi else "(lower is better)"),
+                      "", "| connections | " + " | ".join(servers) +
+                      (" | Monkey / best peer |" if "monkey" in servers and peers else " |"),
+                      "|---" * (len(servers) + 1 + (1 if "monkey" in servers and peers else 0))
+                      + "|"]
+                for c in m["sweep"]:
+                    sm = summarize(b.runs, "sweep", servers, connections=c)
+                    row = "| %d | " % c + " | ".join(cell(sm[s][k], f) for s in servers)
+                    if "monkey" in servers and peers:
+                        row += " | " + ratio_cell(sm["monkey"][k], [sm[p][k] for p in peers],
+                                                  hi, peers)
+                    L.append(row + " |")
+                L.append("")
+        elif sc == "node":
+            L += ["## node: ab -n %d -c %d against node.js and each server" % (
+                m["node_n"], m["node_c"]), "",
+                  "`ab -q -r -s 30 -n %d -c %d http://127.0.0.1:PORT/hello.txt` (HTTP/1.0, "
+                  "a new connection per request), %d round(s). node.js serves the same 13 "
+                  "bytes from bench/node/hello.js, a cluster of %d workers. ab's percentiles "
+                  "are whole milliseconds." % (m["node_n"], m["node_c"], m["node_rounds"],
+                                               a.workers), ""]
+            srv = (["node"] if group(b.runs, "node").get("node") else []) + servers
+            L += table(summarize(b.runs, "node", srv), srv,
+                       ratio_against="node" if "node" in srv else None) + [""]
+        elif sc == "idle":
+            L += idle_table(b, servers)
+    if results.get("callgrind"):
+        L += ["## callgrind: user-space instructions per request (deterministic)", "",
+              "One worker per server under `valgrind --tool=callgrind --instr-atstart=no`; "
+              "instrumentation is switched on with `callgrind_control -i on` after start-up, "
+              "then `ab -k -n %d -c 1` (keep-alive) and `ab -n %d -c 1 -H 'Connection: close'`"
+              " run one after the other, with a `callgrind_control --dump` after each. Ir is "
+              "every instruction the server's process executed in user space (all threads), "
+              "kernel time is not counted. Lower is better." % (a.cg_requests, a.cg_close), "",
+              "| server | Ir/request keep-alive ↓ | Ir/request close ↓ | ab errors |",
+              "|---|---|---|---|"]
+        cg = results["callgrind"]
+        for s in servers:
+            r = cg.get(s, {})
+            L.append("| %s | %s | %s | %s |" % (s, fmt(r.get("ir_per_request_keepalive"), "%.0f"),
+                                               fmt(r.get("ir_per_request_close"), "%.0f"),
+                                               "%s / %s" % (r.get("errors_keepalive", "–"),
+                                                            r.get("errors_close", "–"))))
+        L += det_ratio(cg, servers, ["ir_per_request_keepalive", "ir_per_request_close"], 3)
+        L.append("")
+    if results.get("syscalls"):
+        sy = results["syscalls"]
+        L += ["## strace: system calls per request (deterministic)", "",
+              "The same loads (`ab -k -n %d -c 1`, then `ab -n %d -c 1 -H 'Connection: "
+              "close'`) against one worker per server, counted by `strace -c -f` attached "
+              "to every process of the server after start-up. Lower is better." % (
+                  a.cg_requests, a.cg_close), "",
+              "| server | syscalls/request keep-alive ↓ | syscalls/request close ↓ | "
+              "keep-alive: the most frequent, per request | close: the most frequent, "
+              "per request |", "|---|---|---|---|---|"]
+        for s in servers:
+            r = sy.get(s, {})
+
+            def top(ph):
+                d = r.get("by_syscall_" + ph) or {}
+                return ", ".join("%s %.2f" % (k, v) for k, v in
+                                 sorted(d.items(), key=lambda kv: -kv[1])[:6])
+            L.append("| %s | %s | %s | %s | %s |" % (
+                s, fmt(r.get("per_request_keepalive"), "%.2f"),
+                fmt(r.get("per_request_close"), "%.2f"), top("keepalive"), top("close")))
+        L += det_ratio(sy, servers, ["per_request_keepalive", "per_request_close"], 4)
+        L.append("")
+    if b.problems:
+        L += ["## Problems seen", ""] + ["- " + p.replace("\n", "\n  ") for p in b.problems]
+        L.append("")
+    return "\n".join(L) + "\n"
+
+
+def det_ratio(d, servers, keys, cols):
+    peers = [p for p in PEERS if p in servers and d.get(p)]
+    if "monkey" not in servers or not peers or not d.get("monkey"):
+        return []
+    cells = []
+    for k in keys:
+        mine = d["monkey"].get(k)
+        cands = [(d[p].get(k), p) for p in peers if d[p].get(k) is not None]
+        if mine is None or not cands:
+            cells.append("–")
+            continue
+        best, who = min(cands)
+        cells.append("%.2f (%s)" % (mine / best, who) if best else "–")
+    return ["| **Monkey / best peer** | " + " | ".join(cells) + " |" * (cols - len(keys)) + " |"]
+
+
+def idle_table(b, servers):
+    m = b.m
+    L = ["## idle: %d idle keep-alive connections" % m["idle_n"], "",
+         "bench.py opens %d connections (at most 256 connecting at once), sends one "
+         "`GET /hello.txt` on each, reads the answer and leaves the connection open. The "
+         "server's memory is sampled by mk-watch for 1 s before and 1 s after (averages); "
+         "KB per connection = (after - before) / connections still open. %d round(s)." % (
+             m["idle_n"], m["idle_rounds"]), "",
+         "| server | still open ↑ | RSS before MiB | RSS after MiB | RSS KB/conn ↓ | "
+         "PSS KB/conn ↓ | seconds to open |", "|---|---|---|---|---|---|---|"]
+    g = group(b.runs, "idle")
+    sm = {}
+    for s in servers:
+        rs = g.get(s, [])
+        sm[s] = {k: stats([r.get(k) for r in rs]) for k in (
+            "still_open", "rss_before_kb", "rss_after_kb", "rss_kb_per_conn",
+            "pss_kb_per_conn", "open_seconds")}
+        L.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+            s, cell(sm[s]["still_open"], "%.0f"), cell(sm[s]["rss_before_kb"], "MiB"),
+            cell(sm[s]["rss_after_kb"], "MiB"), cell(sm[s]["rss_kb_per_conn"], "%.2f"),
+            cell(sm[s]["pss_kb_per_conn"], "%.2f"), cell(sm[s]["open_seconds"], "%.1f")))
+    peers = [p for p in PEERS if p in servers]
+    if "monkey" in servers and peers:
+        L.append("| **Monkey / best peer** | %s | | | %s | %s | |" % (
+            ratio_cell(sm["monkey"]["still_open"], [sm[p]["still_open"] for p in peers],
+                       True, peers),
+            ratio_cell(sm["monkey"]["rss_kb_per_conn"],
+                       [sm[p]["rss_kb_per_conn"] for p in peers], False, peers),
+            ratio_cell(sm["monkey"]["pss_kb_per_conn"],
+                       [sm[p]["pss_kb_per_conn"] for p in peers], False, peers)))
+    return L + [""]
+
+
+def charts(b, outdir):
+    if not shutil.which("gnuplot"):
+        b.problem("gnuplot is not installed: no charts")
+        return []
+    servers = b.args.servers
+    made = []
+    for key, name, ylabel, scale in (
+            ("rps", "sweep_rps.png", "requests/s (median, min-max bars)", 1.0),
+            ("rss_peak_kb", "sweep_memory.png", "peak RSS, MiB (solid); peak PSS, MiB (dashed)",
+             1 / 1024.0)):
+        dat = os.path.join(b.wd, name + ".dat")
+        have = False
+        with open(dat, "w") as f:
+            for s in servers:
+                f.write("# %s\n" % s)
+                for c in b.m["sweep"]:
+                    sm = summarize(b.runs, "sweep", servers, connections=c)[s]
+                    st, pst = sm[key], sm["pss_peak_kb"]
+                    if st is None:
+                        continue
+                    have = True
+                    row = [c, st["median"] * scale, st["min"] * scale, st["max"] * scale]
+                    if pst:
+                        row += [pst["median"] * scale, pst["min"] * scale, pst["max"] * scale]
+                    else:
+                        row += ["NaN"] * 3
+                    f.write(" ".join(str(x) for x in row) + "\n")
+                f.write("\n\n")
+        if not have:
+            continue
+        png = os.path.join(outdir, name)
+        colors = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd"]
+        plots = []
+        for i, s in enumerate(servers):
+            col = colors[i % len(colors)]
+            plots.append("'%s' index %d using 1:2:3:4 with yerrorlines lw 2 pt 7 lc rgb '%s' "
+                         "title '%s'" % (dat, i, col, s))
+            if key == "rss_peak_kb":
+                plots.append("'%s' index %d using 1:5 with linespoints dt 2 lw 1 pt 6 "
+                             "lc rgb '%s' title '%s PSS'" % (dat, i, col, s))
+        script = """set terminal pngcairo size 900,560 font 'sans,10'
+set output '%s'
+set title '%s against concurrency, 200 KB file, %d workers (%s mode)'
+set xlabel 'concurrent connections (wrk -t2)'
+set ylabel '%s'
+set grid
+set key outside right
+set yrange [0:*]
+set xrange [0:*]
+plot %s
+""" % (png, "Requests/s" if key == "rps" else "Memory", b.args.workers, b.args.mode, ylabel,
+       ", ".join(plots))
+        sp = os.path.join(b.wd, name + ".gp")
+        write(sp, script)
+        p = subprocess.run(["gnuplot", sp], capture_output=True, text=True)
+        if p.returncode != 0:
+            b.problem("gnuplot failed for %s: %s" % (name, p.stderr.strip()[-500:]))
+        else:
+            made.append(png)
+    return made
+
+
+def versions():
+    v = {}
+    for name, argv, rx in (
+            ("monkey", [os.path.join(ROOT, "build", "bin", "monkey"), "-v"], r"Server (\S+)"),
+            ("nginx", ["nginx", "-v"], r"nginx/(\S+)"),
+            ("lighttpd", ["lighttpd", "-v"], r"lighttpd/(\S+)"),
+            ("h2o", ["h2o", "--version"], r"version (\S+)"),
+            ("node", ["node", "--version"], r"v(\S+)"),
+            ("wrk", ["wrk", "--version"], r"wrk (\S+)"),
+            ("ab", ["ab", "-V"], r"Version (\S+)"),
+            ("valgrind", ["valgrind", "--version"], r"valgrind-(\S+)")):
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+            m = re.search(rx, p.stdout + p.stderr)
+            v[name] = m.group(1) if m else "?"
+        except (OSError, subprocess.TimeoutExpired):
+            v[name] = "missing"
+    try:
+        v["monkey_commit"] = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                                            capture_output=True, text=True).stdout.strip()
+    except OSError:
+        pass
+    return v
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            m = re.search(r"model name\s*:\s*(.*)", f.read())
+            return m.group(1).strip() if m else platform.machine()
+    except OSError:
+        return platform.machine()
+
+
+def raise_nofile():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = NOFILE
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(want, soft), max(want, hard)))
+    except (ValueError, OSError):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
+def main():
+    ap = argparse.ArgumentParser(
+        prog="bench.py", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Benchmark Monkey against nginx, lighttpd and h2o (and node.js).",
+        epilog="Scenarios: ka13 close13 ka200k ka1m sweep node idle (or all).\n"
+               "Examples:\n"
+               "  bench/run.sh --quick\n"
+               "  bench/run.sh --servers monkey,nginx --scenarios ka13,close13\n"
+               "  bench/run.sh --callgrind --syscalls\n"
+               "  make bench BENCH_ARGS='--quick --scenarios sweep'")
+    ap.add_argument("--quick", action="store_true",
+                    help="fewer rounds, shorter runs, 3 sweep points (under 3 minutes)")
+    ap.add_argument("--servers", default=",".join(ALL_SERVERS),
+                    help="comma-separated subset of %s (default: all)" % ",".join(ALL_SERVERS))
+    ap.add_argument("--scenarios", default=None,
+                    help="comma-separated subset of %s, 'all' or 'none' (default: all, or "
+                         "none when --callgrind/--syscalls is given)" % ",".join(SCENARIOS))
+    ap.add_argument("--callgrind", action="store_true",
+                    help="instructions per request under callgrind, one worker")
+    ap.add_argument("--syscalls", action="store_true",
+                    help="system calls per request with strace -c -f, one worker")
+    ap.add_argument("--cg-requests", type=int, default=20000,
+                    help="keep-alive requests for --callgrind/--syscalls (default 20000)")
+    ap.add_argument("--cg-close", type=int, default=2000,
+                    help="Connection: close requests for --callgrind/--syscalls (default 2000)")
+    ap.add_argument("--workers", type=int, default=2, help="workers per server (default 2)")
+    ap.add_argument("--rounds", type=int, help="override the rounds of every scenario")
+    ap.add_argument("--duration", type=int, help="override the seconds of each wrk run")
+    ap.add_argument("--port", type=int, default=18080,
+                    help="loopback port (default 18080, or the next free one)")
+    ap.add_argument("--out", default=os.path.join(HERE, "results"),
+                    help="output folder (default bench/results)")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    a = ap.parse_args()
+    a.mode = "quick" if a.quick else "full"
+    a.servers = [s for s in a.servers.split(",") if s]
+    for s in a.servers:
+        if s not in ALL_SERVERS:
+            ap.error("unknown server %r (choose from %s)" % (s, ", ".join(ALL_SERVERS)))
+    if a.scenarios is None:
+        a.scenarios = "none" if (a.callgrind or a.syscalls) else "all"
+    a.scenarios = (SCENARIOS if a.scenarios == "all" else [] if a.scenarios == "none"
+                   else [s for s in a.scenarios.split(",") if s])
+    for s in a.scenarios:
+        if s not in SCENARIOS:
+            ap.error("unknown scenario %r (choose from %s)" % (s, ", ".join(SCENARIOS)))
+    a.scenarios = [s for s in SCENARIOS if s in a.scenarios]
+
+    missing = [t for t in ["wrk", "ab"] + [s for s in a.servers if s != "monkey"]
+               if not shutil.which(t)]
+    if a.callgrind:
+        missing += [t for t in ("valgrind", "callgrind_control") if not shutil.which(t)]
+    if a.syscalls and not shutil.which("strace"):
+        missing.append("strace")
+    for f in ("monkey", "mk-watch"):
+        if not os.access(os.path.join(ROOT, "build", "bin", f), os.X_OK):
+            missing.append("build/bin/" + f + " (run make)")
+    if missing:
+        sys.exit("bench: missing: %s (run `sudo tools/deps.sh bench` or `make bench`)"
+                 % ", ".join(missing))
+
+    nofile = raise_nofile()
+    b = Bench(a)
+    for k in ("rounds", "duration"):
+        if getattr(a, k):
+            b.m[k] = getattr(a, k)
+            b.m["sweep_" + k] = getattr(a, k)
+            if k == "rounds":
+                b.m["node_rounds"] = b.m["idle_rounds"] = a.rounds
+    if nofile[0] < b.m["node_c"] + 100 or nofile[0] < b.m["idle_n"] + 100:
+        b.problem("RLIMIT_NOFILE is only %d: the node and idle scenarios may fail" % nofile[0])
+    log("bench: %s mode, servers %s, scenarios %s%s%s; port %d; temporary folder %s; "
+        "RLIMIT_NOFILE %d" % (a.mode, ",".join(a.servers), ",".join(a.scenarios) or "none",
+                              ", callgrind" if a.callgrind else "",
+                              ", syscalls" if a.syscalls else "", b.port, b.wd, nofile[0]))
+    t0 = time.time()
+    results = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "mode": a.mode,
+               "settings": dict(b.m, workers=a.workers, servers=a.servers,
+                                scenarios=a.scenarios, keepalive_timeout=KEEPALIVE_TIMEOUT,
+                                keepalive_requests=KEEPALIVE_REQUESTS,
+                                max_connections=MAX_CONNECTIONS, backlog=BACKLOG,
+                                rlimit_nofile=nofile[0], cg_requests=a.cg_requests,
+                                cg_close=a.cg_close),
+               "machine": {"cpu": cpu_model(), "cpus": os.cpu_count(),
+                           "kernel": platform.release(),
+                           "loadavg_start": " ".join(open("/proc/loadavg").read().split()[:3])},
+               "versions": versions()}
+    interrupted = False
+    try:
+        for sc in a.scenarios:
+            log("bench: == scenario %s" % sc)
+            if sc in SCENARIO_INFO:
+                b.run_wrk_scenario(sc)
+            elif sc == "sweep":
+                b.run_sweep()
+            elif sc == "node":
+                b.run_node()
+            elif sc == "idle":
+                b.run_idle()
+        if a.callgrind:
+            results["callgrind"] = b.run_callgrind()
+        if a.syscalls:
+            results["syscalls"] = b.run_syscalls()
+    except KeyboardInterrupt:
+        interrupted = True
+        b.problem("interrupted: the results are incomplete")
+    results["elapsed_s"] = time.time() - t0
+    results["machine"]["loadavg_end"] = " ".join(open("/proc/loadavg").read().split()[:3])
+    results["runs"] = b.runs
+    results["problems"] = b.problems
+    summ = {}
+    for sc in a.scenarios:
+        if sc == "sweep":
+            summ[sc] = {str(c): summarize(b.runs, sc, a.servers, connections=c)
+                        for c in b.m["sweep"]}
+        elif sc == "node":
+            summ[sc] = summarize(b.runs, sc, ["node"] + a.servers)
+        elif sc != "idle":
+            summ[sc] = summarize(b.runs, sc, a.servers)
+    results["summary"] = summ
+
+    os.makedirs(a.out, exist_ok=True)
+    made = charts(b, a.out) if "sweep" in a.scenarios else []
+    md = report(b, results)
+    if made:
+        md += "Charts: %s\n" % ", ".join("`%s`" % os.path.basename(p) for p in made)
+    with open(os.path.join(a.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1, sort_keys=False, default=str)
+        f.write("\n")
+    with open(os.path.join(a.out, "results.md"), "w") as f:
+        f.write(md)
+    sys.stdout.write(md)
+    log("bench: %.1f minutes; wrote %s/results.md, results.json%s" % (
+        results["elapsed_s"] / 60.0, a.out, "".join(", " + os.path.basename(p) for p in made)))
+    if not a.keep:
+        shutil.rmtree(b.wd, ignore_errors=True)
+    else:
+        log("bench: kept %s" % b.wd)
+    return 130 if interrupted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
