@@ -373,6 +373,9 @@ static void mk_api_stats(struct mk_server_stats *out)
     struct mk_server *srv = mk_api_server;
 
     memset(out, 0, sizeof(*out));
+    if (!atomic_load_explicit(&srv->stats_ready, memory_order_acquire)) {
+        return; /* not started yet, or stopping: zeros */
+    }
     out->started = srv->started;
     out->workers = (unsigned) srv->n_workers;
     out->connections = atomic_load_explicit(&srv->n_conns, memory_order_relaxed);
@@ -386,7 +389,8 @@ static int mk_api_worker_stats(unsigned i, struct mk_worker_stats *out)
 {
     struct mk_server *srv = mk_api_server;
 
-    if (i >= (unsigned) srv->n_workers || !srv->workers) {
+    if (!atomic_load_explicit(&srv->stats_ready, memory_order_acquire) ||
+        i >= (unsigned) srv->n_workers) {
         return MK_ERR;
     }
     out->connections = atomic_load_explicit(&srv->workers[i].n_conns, memory_order_relaxed);

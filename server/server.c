@@ -509,6 +509,7 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
 
     srv->running = true;
     srv->started = time(NULL);
+    atomic_store_explicit(&srv->stats_ready, true, memory_order_release);
     for (size_t i = 0; i < cfg->n_listen; i++) {
         mk_info("listening on %s (%s), %d workers, %s balancing", cfg->listen[i].spec,
                 cfg->listen[i].transport, cfg->workers,
@@ -662,6 +663,7 @@ static void mk_server_signal_workers(struct mk_server *srv, unsigned flags)
  */
 static void mk_server_finish(struct mk_server *srv)
 {
+    atomic_store_explicit(&srv->stats_ready, false, memory_order_release);
     for (int i = 0; i < srv->n_workers; i++) {
         if (srv->workers[i].running) {
             pthread_join(srv->workers[i].thread, NULL);

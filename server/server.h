@@ -322,6 +322,7 @@ struct mk_server {
     atomic_uint n_refused;
     unsigned max_conns;
     atomic_uint workers_alive;
+    atomic_bool stats_ready; /* workers[] may be read by other threads (api->stats) */
     pthread_mutex_t cfg_lock; /* guards the `cfg` pointer for other threads */
     struct mk_task_pool tasks;
 
