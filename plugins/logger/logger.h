@@ -1,0 +1,152 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * logger.h: what the three parts of the logger plugin share.
+ *
+ *   logger.c   configuration, the request hooks and each worker's buffers
+ *   format.c   log formats: compiling a format string, rendering one line
+ *   writer.c   log files, their pipes and the logger thread that empties them
+ *
+ * The path of a line: a worker renders it into its own buffer for that file
+ * (logger.c), writes whole lines from the buffer into the file's pipe after
+ * each batch of events without ever blocking, and the logger thread moves
+ * what the pipes hold into the files with splice(2) (writer.c). Every write
+ * into a pipe is at most LOGGER_LINE_MAX (PIPE_BUF) bytes of whole lines, so
+ * it is atomic: lines of different workers never interleave.
+ */
+#ifndef MONKEY_PLUGIN_LOGGER_H
+#define MONKEY_PLUGIN_LOGGER_H
+
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <monkey/mk_plugin.h>
+
+/* The longest line, newline included: one atomic pipe write. */
+#define LOGGER_LINE_MAX PIPE_BUF
+/* The most log files open at once (all sites, all configurations in use). */
+#define LOGGER_MAX_FILES 1024
+
+/* The server's functions, set by init(). */
+extern const struct mk_api *logger_api;
+
+/* ---- format.c ------------------------------------------------------------ */
+
+struct logger_format;
+
+/* A worker's cache of the formatted time of one second, for %t. */
+struct logger_clock {
+    time_t sec;
+    size_t len;
+    char text[40];
+};
+
+/* What a line is rendered from; filled lazily, shared by the lines of a request. */
+struct logger_line {
+    struct mk_request *r;
+    const struct mk_site *site; /* the request's site (or the default site) */
+    struct logger_clock *clock; /* the worker's */
+    time_t sec;                 /* when the request head was complete, 0: not yet known */
+    uint64_t elapsed_us;        /* valid when have_elapsed */
+    bool have_elapsed;
+};
+
+/* The format strings of the names "common" and "combined", NULL for others. */
+const char *logger_format_builtin(const char *name);
+
+/*
+ * Compile `spec` (Apache-style specifiers, see README.md). MK_OK with *out
+ * set (release it with logger_format_free), or MK_ERR with the reason in
+ * err. Any thread.
+ */
+int logger_format_compile(const char *spec, struct logger_format **out, char *err, size_t errlen);
+void logger_format_free(struct logger_format *f);
+
+/*
+ * Render one line of `f` for `line` into out[0..cap), newline included, and
+ * return its length (at most cap; a longer line is cut and ends in "...\n").
+ * `suffix` (may be NULL) is appended before the newline. cap must be at
+ * least 16. The worker thread of the request.
+ */
+size_t logger_format_render(const struct logger_format *f, struct logger_line *line,
+                            const char *suffix, char *out, size_t cap);
+
+/* ---- logger.c (for the logger thread) ----------------------------------- */
+
+/* Set when a worker found a pipe full: its lines wait, and it may sit idle. */
+extern atomic_bool logger_any_stuck;
+/*
+ * Flush the buffers of workers whose pipes were full, for them (a worker
+ * that is busy right now is skipped: it flushes at the end of its batch).
+ * The logger thread.
+ */
+void logger_help_workers(void);
+
+/* ---- writer.c ------------------------------------------------------------ */
+
+/*
+ * A log file. Workers only read `pipe_w` and `id`, write into the pipe, and
+ * count users and drops with atomics; everything else belongs to writer.c.
+ */
+struct logger_file {
+    char *path;
+    unsigned id;        /* index in the registry, stable while the file exists */
+    int fd;             /* the file; the logger thread's while it runs */
+    int pipe_r, pipe_w; /* workers write pipe_w, the logger thread reads pipe_r */
+    size_t pipe_cap;    /* the pipe's buffer: PipeSize, or what the kernel gave */
+    dev_t dev;          /* the file opened, to spot two paths of one file */
+    ino_t ino;
+    unsigned site_refs;   /* sites using it; under the registry lock */
+    atomic_uint users;    /* worker buffers (and left-overs at stop) holding it */
+    atomic_bool retired;  /* no site uses it any more */
+    atomic_ulong dropped; /* lines workers had to drop */
+    unsigned long dropped_told;
+    uint64_t lost; /* bytes the logger thread could not write */
+    bool watched;  /* in the logger thread's epoll set */
+    bool regular;  /* a regular file (else a FIFO or a device) */
+    bool copy;     /* splice(2) refused: read(2) and write(2) */
+    bool failing;  /* a write error was logged; cleared by the next success */
+    struct logger_leftover *leftovers;
+};
+
+/* Start the logger thread (init, not when checking). MK_OK or MK_ERR (logged). */
+int logger_writer_start(void);
+/*
+ * At exit(), after the workers stopped: stop the thread, move what every
+ * pipe and every left-over holds into the files, close them. Nothing written
+ * by a worker is lost. Controlling thread.
+ */
+void logger_writer_stop(void);
+/*
+ * SIGUSR1: every file is emptied into the file it had, then opened again at
+ * its path (created if renamed away). Returns once the logger thread has
+ * done it (or after 10 s). Controlling thread.
+ */
+void logger_writer_reopen(void);
+
+/*
+ * The log file at `path` (absolute), opened (created) for a site with a pipe
+ * of pipe_size bytes, or the one already open at that path (or as that
+ * file); its site count is raised. NULL with the reason in err. Controlling
+ * thread, writer started.
+ */
+struct logger_file *logger_file_open(const char *path, size_t pipe_size, char *err, size_t errlen);
+/* A site lets go of a file (site_free); any thread. */
+void logger_file_release(struct logger_file *f);
+/* Without creating anything: could `path` be opened for writing? (monkey -t) */
+int logger_path_check(const char *path, char *err, size_t errlen);
+/* Changes when a file is retired: workers then let go of the ones they hold. */
+unsigned logger_retire_generation(void);
+/*
+ * A stopping worker hands over the bytes (whole lines) it could not write;
+ * its hold on `f` passes to them. `data` was malloc'ed; it is freed here.
+ */
+void logger_file_leftover(struct logger_file *f, char *data, size_t len);
+
+#endif
