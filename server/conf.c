@@ -82,7 +82,7 @@ static const struct mk_key mk_server_keys[] = {
     {"MaxConnections", K_MAX_CONNECTIONS, false, "0"},
     {"Backlog", K_BACKLOG, false, "1024"},
     {"TCPFastOpen", K_TCP_FASTOPEN, false, "Off"},
-    {"DeferAccept", K_DEFER_ACCEPT, false, "Off"},
+    {"DeferAccept", K_DEFER_ACCEPT, false, "On"},
     {"HideVersion", K_HIDE_VERSION, false, "Off"},
     {"User", K_USER, false, NULL},
     {"PidFile", K_PIDFILE, false, NULL},

@@ -38,7 +38,13 @@ static int mk_listener_open(const struct mk_config *cfg, const struct sockaddr *
     }
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (cfg->defer_accept) {
-        int secs = cfg->timeout;
+        /*
+         * Wake us only when the request has arrived (h2o and nginx's
+         * "deferred" do the same): a connection answered at once then costs
+         * no epoll registration or wake-up. One second of deferral; a client
+         * that sends nothing is handed over after it and meets Timeout.
+         */
+        int secs = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs));
     }
     if (bind(fd, sa, len) < 0) {

@@ -55,12 +55,22 @@ def test_header_timeout_is_not_extended_by_trickling(srv):
 
 
 def test_silent_connection_times_out(srv):
-    srv.set(Timeout=1)
+    srv.set(Timeout=1, DeferAccept="Off")  # with DeferAccept the kernel holds it first
     srv.start()
     c = srv.conn()
     t = elapsed_until_closed(c, 6)
     assert t <= 3.5 * SLOW
     assert c.buf == b""  # nothing was asked: nothing is answered
+
+
+def test_silent_connection_with_defer_accept(srv):
+    """The kernel holds a silent connection about a second, then Timeout applies."""
+    srv.set(Timeout=1, DeferAccept="On")
+    srv.start()
+    c = srv.conn()
+    t = elapsed_until_closed(c, 10)
+    assert t <= 6 * SLOW
+    assert c.buf == b""
 
 
 def test_keepalive_timeout(srv):

@@ -251,6 +251,9 @@ def test_graceful_stop_finishes_responses(make_server, sig):
 def test_stop_closes_idle_connections(make_server):
     srv = make_server()
     srv.file("a.txt", "a")
+    # Accepted at once, so that the silent ones are the server's to close
+    # (with DeferAccept the kernel would still hold them).
+    srv.set(DeferAccept="Off")
     srv.start()
     idle = [srv.conn() for _ in range(5)]
     for c in idle[:3]:

@@ -172,7 +172,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg->max_connections, 0);
     assert_int_equal(cfg->backlog, 1024);
     assert_int_equal(cfg->tcp_fastopen, 0);
-    assert_false(cfg->defer_accept);
+    assert_true(cfg->defer_accept);
     assert_false(cfg->hide_version);
     assert_null(cfg->user);
     assert_null(cfg->pidfile);
