@@ -348,6 +348,7 @@ static void mk_request_init(struct mk_request *r, struct mk_conn *c)
     r->fd = -1;
     mk_arena_init(&r->arena, &w->pool);
     r->cfg = w->cfg;
+    r->vhost = w->cfg->default_vhost; /* until the Host is known, for early errors */
     w->cfg_users++;
     r->flags = MK_REQ_ACTIVE | MK_REQ_CFG_REF;
     r->status = 200;

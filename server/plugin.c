@@ -451,6 +451,21 @@ static int mk_api_site_symlinks(const struct mk_site *s)
     return s && ((const struct mk_vhost *) s)->symlinks;
 }
 
+static uint64_t mk_api_body_bytes_sent(const struct mk_request *r)
+{
+    return r->bytes_sent > r->head_bytes ? r->bytes_sent - r->head_bytes : 0;
+}
+
+static int mk_api_response_complete(const struct mk_request *r)
+{
+    return (r->flags & MK_REQ_COMPLETE) != 0;
+}
+
+static int mk_api_worker_call(int worker, void (*fn)(void *arg), void *arg)
+{
+    return mk_worker_call(mk_api_server, worker, fn, arg);
+}
+
 static int mk_api_checking(void)
 {
     return mk_plugins_checking;
@@ -528,6 +543,9 @@ const struct mk_api mk_plugin_api = {
     .checking = mk_api_checking,
     .conf_section_line = mk_api_conf_section_line,
     .site_symlinks = mk_api_site_symlinks,
+    .body_bytes_sent = mk_api_body_bytes_sent,
+    .response_complete = mk_api_response_complete,
+    .worker_call = mk_api_worker_call,
 };
 
 /* ---- loading ------------------------------------------------------------- */

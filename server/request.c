@@ -244,8 +244,10 @@ void mk_request_run(struct mk_request *r)
         r->flags |= MK_REQ_HEAD;
     }
     if (ps->n_done) {
+        /* For logs: the wall clock to the second (the worker's), a precise duration. */
         struct timespec mono;
-        clock_gettime(CLOCK_REALTIME, &r->start);
+        r->start.tv_sec = c->worker->now;
+        r->start.tv_nsec = 0;
         clock_gettime(CLOCK_MONOTONIC, &mono);
         r->start_mono_us = (uint64_t) mono.tv_sec * 1000000u + (uint64_t) mono.tv_nsec / 1000u;
     }

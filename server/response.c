@@ -222,6 +222,7 @@ static int mk_response_build_head(struct mk_request *r)
     p = MK_PUT_LIT(p, "\r\n");
     c->out_len = (uint32_t) (p - c->out);
     c->out_pos = 0;
+    r->head_bytes = c->out_len;
     return MK_OK;
 }
 
@@ -343,5 +344,6 @@ int mk_response_write(struct mk_request *r)
         }
         budget -= (size_t) n;
     }
+    r->flags |= MK_REQ_COMPLETE;
     return MK_OK;
 }

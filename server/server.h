@@ -123,6 +123,7 @@ enum mk_resp_body {
 #define MK_REQ_NO_BODY 0x20u    /* status forbids a body (1xx, 204, 304) */
 #define MK_REQ_BODY_READ 0x40u  /* the body asked for by a handler is complete */
 #define MK_REQ_SUSPENDING 0x80u /* the running hook called api->suspend() */
+#define MK_REQ_COMPLETE 0x100u  /* the whole announced response was sent */
 
 /* Where a suspended request resumes. */
 enum mk_stage {
@@ -167,7 +168,8 @@ struct mk_request {
     off_t file_off;
     uint64_t body_left; /* body bytes still to send */
     uint64_t content_length;
-    uint64_t bytes_sent;
+    uint64_t bytes_sent; /* head and body */
+    uint32_t head_bytes; /* of which the response head */
 };
 
 /* Connection flags */
@@ -251,6 +253,7 @@ struct mk_worker {
     struct mk_listen_plan *msg_plan;
     size_t msg_plan_len;
     struct mk_suspended *resumes; /* resumed requests to continue (under msg_lock) */
+    struct mk_worker_call *calls; /* api->worker_call() functions (under msg_lock) */
     uint64_t next_gen;
 
     /* fair balancing: connections handed over by the acceptor */
@@ -277,6 +280,13 @@ struct mk_worker {
     bool stopping;
     time_t stop_deadline;
     bool running;
+};
+
+/* A function another thread asked a worker to run (api->worker_call). */
+struct mk_worker_call {
+    void (*fn)(void *arg);
+    void *arg;
+    struct mk_worker_call *next;
 };
 
 /* Handoff record written to a worker's pipe by the acceptor (fair mode). */
@@ -322,7 +332,7 @@ struct mk_server {
     atomic_uint n_refused;
     unsigned max_conns;
     atomic_uint workers_alive;
-    atomic_bool stats_ready; /* workers[] may be read by other threads (api->stats) */
+    atomic_bool stats_ready;  /* workers[] may be read by other threads (api->stats) */
     pthread_mutex_t cfg_lock; /* guards the `cfg` pointer for other threads */
     struct mk_task_pool tasks;
 
@@ -357,6 +367,8 @@ void mk_conn_timer_set(struct mk_conn *c, enum mk_timer_kind kind);
 void mk_worker_resume_post(struct mk_worker *w, struct mk_suspended *s);
 /* Give every queued resume a NULL request (the worker is gone). */
 void mk_worker_resume_drain(struct mk_worker *w);
+/* Queue fn(arg) to run on the worker (any thread). MK_ERR: no such worker. */
+int mk_worker_call(struct mk_server *srv, int worker, void (*fn)(void *arg), void *arg);
 void mk_worker_cfg_release(struct mk_worker *w, struct mk_config *cfg);
 
 /* conn.c */

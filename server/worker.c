@@ -339,8 +339,56 @@ static struct mk_suspended *mk_worker_take_resumes(struct mk_worker *w)
     return fifo;
 }
 
+int mk_worker_call(struct mk_server *srv, int worker, void (*fn)(void *arg), void *arg)
+{
+    uint64_t one = 1;
+
+    if (!atomic_load_explicit(&srv->stats_ready, memory_order_acquire) || worker < 0 ||
+        worker >= srv->n_workers) {
+        return MK_ERR;
+    }
+    struct mk_worker *w = &srv->workers[worker];
+    struct mk_worker_call *call = mk_try_alloc(sizeof(*call));
+    if (!call) {
+        return MK_ERR;
+    }
+    call->fn = fn;
+    call->arg = arg;
+    pthread_mutex_lock(&w->msg_lock);
+    call->next = w->calls;
+    w->calls = call;
+    pthread_mutex_unlock(&w->msg_lock);
+    ssize_t ignored = write(w->ctl_ev.fd, &one, sizeof(one));
+    (void) ignored;
+    return MK_OK;
+}
+
+/* Run the queued calls, oldest first (on the worker, or at teardown). */
+static void mk_worker_run_calls(struct mk_worker *w)
+{
+    struct mk_worker_call *list, *fifo = NULL;
+
+    pthread_mutex_lock(&w->msg_lock);
+    list = w->calls;
+    w->calls = NULL;
+    pthread_mutex_unlock(&w->msg_lock);
+    while (list) {
+        struct mk_worker_call *next = list->next;
+        list->next = fifo;
+        fifo = list;
+        list = next;
+    }
+    while (fifo) {
+        struct mk_worker_call *next = fifo->next;
+        fifo->fn(fifo->arg);
+        mk_free(fifo);
+        fifo = next;
+    }
+}
+
 void mk_worker_resume_drain(struct mk_worker *w)
 {
+    mk_worker_run_calls(w);
     struct mk_suspended *s = mk_worker_take_resumes(w);
     while (s) {
         struct mk_suspended *next = s->next;
@@ -417,6 +465,7 @@ static void mk_worker_ctl_cb(struct mk_event *ev, uint32_t ready)
         mk_request_resume(s);
         s = next;
     }
+    mk_worker_run_calls(w);
 }
 
 /* ---- thread -------------------------------------------------------------- */

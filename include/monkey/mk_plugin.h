@@ -207,8 +207,8 @@ struct mk_api {
     /* The client address as a socket address. */
     const struct sockaddr *(*remote_sockaddr)(const struct mk_request *r, socklen_t *len);
     /*
-     * When the request's head was complete (wall clock) and how long ago that
-     * was in microseconds (monotonic clock): for access logs.
+     * When the request's head was complete (wall clock, to the second) and
+     * how long ago that was in microseconds (monotonic clock): for logs.
      */
     void (*request_time)(const struct mk_request *r, struct timespec *start, uint64_t *elapsed_us);
     /* Body from memory allocated with malloc(); the server frees it. */
@@ -288,6 +288,17 @@ struct mk_api {
     int (*conf_section_line)(const void *cursor);
     /* Whether the site follows symbolic links (its [HOST] Symlinks). */
     int (*site_symlinks)(const struct mk_site *s);
+    /* Response body bytes sent so far (bytes_sent() counts the head too). */
+    uint64_t (*body_bytes_sent)(const struct mk_request *r);
+    /* True once the whole announced response has been sent. */
+    int (*response_complete)(const struct mk_request *r);
+    /*
+     * Run fn(arg) on worker `worker`'s thread soon (any thread may ask):
+     * to hand a worker data without locks. MK_ERR: no such running worker.
+     * Calls still queued when the server stops run during the stop, on the
+     * controlling thread, so fn can release arg.
+     */
+    int (*worker_call)(int worker, void (*fn)(void *arg), void *arg);
 };
 
 struct mk_plugin {

@@ -32,8 +32,9 @@ enum logger_op_kind {
     LOGGER_OP_TIME,      /* %t */
     LOGGER_OP_REQUEST,   /* %r */
     LOGGER_OP_STATUS,    /* %s %>s %<s */
-    LOGGER_OP_BYTES_CLF, /* %b: "-" for none */
-    LOGGER_OP_BYTES,     /* %B %O */
+    LOGGER_OP_BYTES_CLF, /* %b: body bytes, "-" for none */
+    LOGGER_OP_BYTES,     /* %B: body bytes */
+    LOGGER_OP_BYTES_ALL, /* %O: head and body bytes */
     LOGGER_OP_HEADER,    /* %{Name}i */
     LOGGER_OP_MICROS,    /* %D */
     LOGGER_OP_SECONDS,   /* %T */
@@ -95,8 +96,9 @@ static int logger_op_of(char c)
     case 'b':
         return LOGGER_OP_BYTES_CLF;
     case 'B':
-    case 'O':
         return LOGGER_OP_BYTES;
+    case 'O':
+        return LOGGER_OP_BYTES_ALL;
     case 'D':
         return LOGGER_OP_MICROS;
     case 'T':
@@ -489,7 +491,7 @@ static void logger_render_op(struct logger_out *o, const struct logger_op *op,
         logger_put_u64(o, (uint64_t) logger_api->status(r));
         break;
     case LOGGER_OP_BYTES_CLF: {
-        uint64_t b = logger_api->bytes_sent(r);
+        uint64_t b = logger_api->body_bytes_sent(r);
         if (b) {
             logger_put_u64(o, b);
         }
@@ -499,6 +501,9 @@ static void logger_render_op(struct logger_out *o, const struct logger_op *op,
         break;
     }
     case LOGGER_OP_BYTES:
+        logger_put_u64(o, logger_api->body_bytes_sent(r));
+        break;
+    case LOGGER_OP_BYTES_ALL:
         logger_put_u64(o, logger_api->bytes_sent(r));
         break;
     case LOGGER_OP_HEADER:

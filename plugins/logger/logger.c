@@ -47,7 +47,7 @@
 
 /* The error log's line: time, client, site, status, request line. */
 static const char logger_error_spec[] = "%t [client %h] [site %v] %>s \"%r\"";
-static const char logger_unsent[] = " (connection closed before the response was sent)";
+static const char logger_unsent[] = " (the response was not sent whole)";
 
 const struct mk_api *logger_api;
 
@@ -856,32 +856,12 @@ static void logger_log(struct logger_worker *w, const struct logger_site *ls,
         logger_emit(w, ls->access, ls->format, &line, NULL);
     }
     if (ls->error) {
-        bool unsent = logger_api->bytes_sent(r) == 0;
+        bool unsent = !logger_api->response_complete(r);
         if (unsent || logger_api->status(r) >= 400) {
             logger_emit(w, ls->error, logger_error_format, &line, unsent ? logger_unsent : NULL);
         }
     }
     pthread_mutex_unlock(&w->lock);
-}
-
-/*
- * The site a request refused before its site was known (a malformed head)
- * belongs to: the configuration's default site, the one whose file is named
- * "default", else the first.
- */
-static const struct mk_site *logger_default_site(const struct mk_config *cfg)
-{
-    unsigned n = logger_api->config_sites(cfg);
-
-    for (unsigned i = 0; i < n; i++) {
-        const struct mk_site *s = logger_api->config_site(cfg, i);
-        const char *file = logger_api->site_file(s);
-        const char *base = strrchr(file, '/');
-        if (strcmp(base ? base + 1 : file, "default") == 0) {
-            return s;
-        }
-    }
-    return n ? logger_api->config_site(cfg, 0) : NULL;
 }
 
 /* request_done: log the request with its site's settings. On the worker; no system call. */
@@ -894,25 +874,12 @@ static void logger_request_done(struct mk_request *r)
     if (!w) {
         return;
     }
+    /* Requests refused before their Host was read belong to the default site. */
     site = logger_api->site(r);
-    if (site) {
-        ls = logger_api->site_data(site, MK_PLUGIN_SELF(logger));
-        if (ls) {
-            logger_log(w, ls, site, r);
-        }
-        return;
-    }
-    /* Rare (bad requests): the configuration in force tells the default site. */
-    struct mk_config *cfg = logger_api->config_get();
-    if (!cfg) {
-        return;
-    }
-    site = logger_default_site(cfg);
     ls = site ? logger_api->site_data(site, MK_PLUGIN_SELF(logger)) : NULL;
     if (ls) {
         logger_log(w, ls, site, r);
     }
-    logger_api->config_put(cfg);
 }
 
 /* ---- life cycle ------------------------------------------------------------ */
