@@ -15,6 +15,8 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 STATIC_BUILD ?= build-static
+# Built into the static binary (auth needs libxcrypt, which musl does not have).
+STATIC_PLUGINS ?= skeleton;logger;dirlisting;access;control
 FUZZ_SECONDS ?= 60
 JOBS       ?= $(shell nproc)
 GENERATOR  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
@@ -67,7 +69,8 @@ test: deps reconfigure all asan static
 static:
 	@tools/deps.sh static
 	@test -f $(STATIC_BUILD)/CMakeCache.txt || CC=musl-gcc cmake -S . -B $(STATIC_BUILD) $(GENERATOR) \
-		-DMK_STATIC=ON -DMK_TESTS=OFF -DMK_SHARED_PLUGINS=none -DCMAKE_BUILD_TYPE=MinSizeRel >/dev/null
+		-DMK_STATIC=ON -DMK_TESTS=OFF -DMK_SHARED_PLUGINS=none -DCMAKE_BUILD_TYPE=MinSizeRel \
+		"-DMK_BUILTIN_PLUGINS=$(STATIC_PLUGINS)" >/dev/null
 	@cmake --build $(STATIC_BUILD) -j $(JOBS) --target monkey
 	@cp $(STATIC_BUILD)/bin/monkey $(STATIC_BUILD)/bin/monkey-stripped && strip $(STATIC_BUILD)/bin/monkey-stripped
 	@ls -l $(STATIC_BUILD)/bin/monkey-stripped
