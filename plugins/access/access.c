@@ -48,6 +48,7 @@
 #include <strings.h>
 
 #include <monkey/mk_plugin.h>
+#include <monkey/mk_util.h>
 
 #define ACCESS_PATH_MAX 4096
 #define ACCESS_ADDR_MAX 64  /* longest address word accepted, prefix included */
@@ -55,9 +56,6 @@
 #define ACCESS_REGEX_STACK 1024
 
 enum access_action { ACCESS_ALLOW = 0, ACCESS_DENY = 1 };
-
-/* Address family of a rule or a client; a rule of ACCESS_ANY has no address. */
-enum access_family { ACCESS_ANY = 0, ACCESS_IPV4 = 4, ACCESS_IPV6 = 6 };
 
 enum access_path_kind { ACCESS_PATH_ANY = 0, ACCESS_PATH_PREFIX, ACCESS_PATH_REGEX };
 
@@ -69,11 +67,10 @@ enum access_path_kind { ACCESS_PATH_ANY = 0, ACCESS_PATH_PREFIX, ACCESS_PATH_REG
  */
 struct access_rule {
     uint8_t action;    /* enum access_action */
-    uint8_t family;    /* enum access_family */
+    bool any_address;  /* "all", or no address at all: matches every client */
     uint8_t path_kind; /* enum access_path_kind */
     int line;          /* in the site file, for denial logs */
-    uint64_t net[2];
-    uint64_t mask[2];
+    struct mk_cidr net;
     char *prefix; /* ACCESS_PATH_PREFIX: owned, without a trailing '/' (but "/") */
     size_t prefix_len;
     regex_t re; /* ACCESS_PATH_REGEX: REG_EXTENDED | REG_NOSUB */
@@ -88,10 +85,10 @@ struct access_site {
     struct access_rule rules[];
 };
 
-/* The client as the rules see it. */
+/* The client as the rules see it (mk_cidr_client). */
 struct access_client {
-    uint8_t family; /* ACCESS_ANY for an address of another family */
-    uint64_t key[2];
+    int family;
+    uint8_t key[16];
 };
 
 static const struct mk_api *api;
@@ -237,20 +234,6 @@ static bool access_word_is(const char *w, size_t len, const char *name)
     return strlen(name) == len && strncasecmp(w, name, len) == 0;
 }
 
-/* Fill mask with `bits` leading one bits (0..128) and clear net outside it. */
-static void access_set_mask(struct access_rule *rule, const uint8_t addr[16], unsigned bits)
-{
-    uint8_t mask[16], net[16];
-
-    for (unsigned i = 0; i < 16; i++) {
-        unsigned b = bits > 8 * i ? bits - 8 * i : 0;
-        mask[i] = b >= 8 ? 0xff : (uint8_t) (0xff00u >> b);
-        net[i] = addr[i] & mask[i];
-    }
-    memcpy(rule->mask, mask, sizeof(mask));
-    memcpy(rule->net, net, sizeof(net));
-}
-
 /*
  * Parse an address word: "all", an IPv4 or IPv6 address, optionally followed
  * by "/LEN". Without /LEN it names one host. An IPv4-mapped IPv6 address
@@ -260,69 +243,33 @@ static void access_set_mask(struct access_rule *rule, const uint8_t addr[16], un
 static int access_parse_addr(struct access_rule *rule, const char *w, size_t len,
                              const struct mk_conf *conf, int line, char *err, size_t errlen)
 {
-    char text[ACCESS_ADDR_MAX];
-    uint8_t addr[16] = {0};
-    unsigned bits, max;
-
     if (access_word_is(w, len, "all")) {
-        rule->family = ACCESS_ANY;
+        rule->any_address = true;
         return MK_OK;
     }
-    if (len >= sizeof(text)) {
-        return access_fail(err, errlen, conf, line, "'%.*s' is not an IPv4 or IPv6 address",
-                           (int) len, w);
-    }
-    memcpy(text, w, len);
-    text[len] = '\0';
-    char *slash = strchr(text, '/');
-    if (slash) {
-        *slash = '\0';
-    }
-    if (inet_pton(AF_INET, text, addr + 12) == 1) {
-        addr[10] = addr[11] = 0xff;
-        rule->family = ACCESS_IPV4;
-        max = 32;
-    }
-    else if (inet_pton(AF_INET6, text, addr) == 1) {
-        rule->family = ACCESS_IPV6;
-        max = 128;
-    }
-    else {
+    switch (mk_cidr_parse(w, len, &rule->net)) {
+    case MK_CIDR_OK:
+        break;
+    case MK_CIDR_BAD_PREFIX:
         return access_fail(err, errlen, conf, line,
-                           "'%s' is not an IPv4 or IPv6 address (nor 'all')", text);
+                           "'%.*s': the prefix length after '/' must be a number", (int) len, w);
+    case MK_CIDR_RANGE: {
+        const char *slash = memchr(w, '/', len);
+        bool v6 = memchr(w, ':', len) != NULL;
+        return access_fail(
+            err, errlen, conf, line, "'%.*s': prefix length %.*s is out of range for %s (0 to %u)",
+            (int) len, w, (int) (w + len - slash), slash, v6 ? "IPv6" : "IPv4", v6 ? 128u : 32u);
     }
-    bits = max;
-    if (slash) {
-        const char *d = slash + 1;
-        unsigned long v = 0;
-        size_t n = strlen(d);
-        if (n == 0 || n > 3 || strspn(d, "0123456789") != n) {
-            return access_fail(err, errlen, conf, line,
-                               "'%.*s': the prefix length after '/' must be a number", (int) len,
-                               w);
-        }
-        v = strtoul(d, NULL, 10);
-        if (v > max) {
-            return access_fail(err, errlen, conf, line,
-                               "'%.*s': prefix length /%lu is out of range for %s (0 to %u)",
-                               (int) len, w, v, max == 32 ? "IPv4" : "IPv6", max);
-        }
-        bits = (unsigned) v;
+    case MK_CIDR_MAPPED:
+        return access_fail(err, errlen, conf, line,
+                           "'%.*s': an IPv4-mapped address needs a prefix of 96 or more "
+                           "(or write it as IPv4)",
+                           (int) len, w);
+    default:
+        return access_fail(err, errlen, conf, line,
+                           "'%.*s' is not an IPv4 or IPv6 address (nor 'all')", (int) len, w);
     }
-    if (rule->family == ACCESS_IPV4) {
-        bits += 96;
-    }
-    else if (IN6_IS_ADDR_V4MAPPED((const struct in6_addr *) (const void *) addr)) {
-        if (bits < 96) {
-            return access_fail(err, errlen, conf, line,
-                               "'%.*s': an IPv4-mapped address needs a prefix of 96 or more "
-                               "(or write it as IPv4)",
-                               (int) len, w);
-        }
-        rule->family = ACCESS_IPV4;
-    }
-    access_set_mask(rule, addr, bits);
-    if (memcmp(rule->net, addr, sizeof(addr)) != 0) {
+    if (rule->net.host_bits) {
         api->log(MK_PLUGIN_LOG_WARN,
                  "%s:%d: '%.*s' has bits set beyond its prefix length; they are ignored",
                  api->conf_path(conf), line, (int) len, w);
@@ -411,7 +358,9 @@ static int access_parse_rule(struct access_rule *rule, const char *value,
     if (!w) {
         return access_fail(err, errlen, conf, line, "the rule is empty");
     }
+    rule->any_address = true; /* until an address is given */
     if (!access_word_is(w, len, "path") && !access_word_is(w, len, "regex")) {
+        rule->any_address = false;
         if (access_parse_addr(rule, w, len, conf, line, err, errlen) != MK_OK) {
             return MK_ERR;
         }
@@ -528,35 +477,6 @@ static int access_site_init(const struct mk_site *s, const struct mk_conf *conf,
 
 /* ---- the check (request stage, worker threads) ------------------------------ */
 
-/* The client's family and 16-byte key; IPv4-mapped IPv6 addresses are IPv4. */
-static void access_client_of(const struct mk_request *r, struct access_client *c)
-{
-    socklen_t salen;
-    const struct sockaddr *sa = api->remote_sockaddr(r, &salen);
-    uint8_t key[16] = {0};
-
-    c->family = ACCESS_ANY;
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *) (const void *) sa;
-        key[10] = key[11] = 0xff;
-        memcpy(key + 12, &in->sin_addr, 4);
-        c->family = ACCESS_IPV4;
-    }
-    else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *) (const void *) sa;
-        memcpy(key, &in6->sin6_addr, 16);
-        c->family = IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) ? ACCESS_IPV4 : ACCESS_IPV6;
-    }
-    memcpy(c->key, key, sizeof(key));
-}
-
-/* Is the client in the rule's network (same family, masked words equal)? */
-static bool access_addr_match(const struct access_rule *rule, const struct access_client *c)
-{
-    return rule->family == c->family && (c->key[0] & rule->mask[0]) == rule->net[0] &&
-           (c->key[1] & rule->mask[1]) == rule->net[1];
-}
-
 /* Does the prefix cover path at a segment boundary? "/a" covers "/a", "/a/", "/a/b". */
 static bool access_prefix_match(const struct access_rule *rule, const char *path, size_t len)
 {
@@ -648,12 +568,13 @@ static int access_request(struct mk_request *r)
 
     for (size_t i = 0; i < site->count; i++) {
         const struct access_rule *rule = &site->rules[i];
-        if (rule->family != ACCESS_ANY) {
+        if (!rule->any_address) {
             if (!have_client) {
-                access_client_of(r, &client);
+                socklen_t salen;
+                mk_cidr_client(api->remote_sockaddr(r, &salen), client.key, &client.family);
                 have_client = true;
             }
-            if (!access_addr_match(rule, &client)) {
+            if (!mk_cidr_match(&rule->net, client.key, client.family)) {
                 continue;
             }
         }

@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include <monkey/mk_plugin.h>
+#include <monkey/mk_util.h>
 
 #include "auth_digest.h"
 #include "auth_users.h"
@@ -630,63 +631,6 @@ static const struct auth_rule *auth_rule_find(const struct auth_site *site, cons
     return NULL;
 }
 
-/* Value of a base-64 character, or -1. */
-static int auth_b64_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z') {
-        return c - 'A';
-    }
-    if (c >= 'a' && c <= 'z') {
-        return c - 'a' + 26;
-    }
-    if (c >= '0' && c <= '9') {
-        return c - '0' + 52;
-    }
-    if (c == '+') {
-        return 62;
-    }
-    return c == '/' ? 63 : -1;
-}
-
-/*
- * Decode padded base 64 (RFC 4648) of `len` bytes into out (room for
- * `cap` bytes). Returns the decoded length, or -1.
- */
-static ssize_t auth_b64_decode(const char *in, size_t len, char *out, size_t cap)
-{
-    size_t w = 0;
-
-    if (len == 0 || len % 4 != 0 || len / 4 * 3 > cap) {
-        return -1;
-    }
-    for (size_t i = 0; i < len; i += 4) {
-        int v[4];
-        int pad = 0;
-        for (int j = 0; j < 4; j++) {
-            unsigned char c = (unsigned char) in[i + (size_t) j];
-            if (c == '=' && i + 4 == len && j >= 2) {
-                v[j] = 0;
-                pad++;
-                continue;
-            }
-            v[j] = auth_b64_value(c);
-            if (v[j] < 0 || pad) {
-                return -1; /* a bad character, or data after '=' */
-            }
-        }
-        uint32_t bits =
-            (uint32_t) v[0] << 18 | (uint32_t) v[1] << 12 | (uint32_t) v[2] << 6 | (uint32_t) v[3];
-        out[w++] = (char) (bits >> 16);
-        if (pad < 2) {
-            out[w++] = (char) (bits >> 8);
-        }
-        if (pad < 1) {
-            out[w++] = (char) bits;
-        }
-    }
-    return (ssize_t) w;
-}
-
 /*
  * Extract the Basic credentials of the request into cred (AUTH_CRED_MAX + 1
  * bytes). Returns the offset of the colon that ends the user name, or -1
@@ -723,7 +667,7 @@ static ssize_t auth_credentials(struct mk_request *r, char *cred, size_t *cred_l
     while (len && (*value == ' ' || *value == '\t')) {
         value++, len--;
     }
-    ssize_t got = auth_b64_decode(value, len, cred, AUTH_CRED_MAX);
+    ssize_t got = mk_base64_decode(value, len, cred, AUTH_CRED_MAX);
     if (got < 0) {
         return -1;
     }

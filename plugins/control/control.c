@@ -52,6 +52,7 @@
 #include <unistd.h>
 
 #include <monkey/mk_plugin.h>
+#include <monkey/mk_util.h>
 
 #define CONTROL_DEFAULT_SOCKET "monkey.sock"
 #define CONTROL_DEFAULT_MODE 0600
@@ -64,19 +65,13 @@
 #define CONTROL_WHERE_MAX (PATH_MAX + 32)
 
 /* An address block of HttpAllow. */
-struct control_cidr {
-    int family; /* AF_INET or AF_INET6 */
-    unsigned bits;
-    unsigned char addr[16];
-};
-
 /* What control.conf says. */
 struct control_settings {
     char socket_path[PATH_MAX];           /* resolved against the conf dir */
     char socket_where[CONTROL_WHERE_MAX]; /* "file:line" of Socket, for errors */
     mode_t mode;
     char http_path[CONTROL_HTTP_PATH_MAX + 1]; /* "": no HTTP status */
-    struct control_cidr allow[CONTROL_ALLOW_MAX];
+    struct mk_cidr allow[CONTROL_ALLOW_MAX];
     unsigned n_allow;
 };
 
@@ -116,7 +111,7 @@ static struct control_settings control_running;
 /* HttpPath and HttpAllow: replaced by reload(), read by the workers. */
 static pthread_rwlock_t control_http_lock = PTHREAD_RWLOCK_INITIALIZER;
 static char control_http_path[CONTROL_HTTP_PATH_MAX + 1];
-static struct control_cidr control_http_allow[CONTROL_ALLOW_MAX];
+static struct mk_cidr control_http_allow[CONTROL_ALLOW_MAX];
 static unsigned control_http_n_allow;
 
 /* The socket thread. */
@@ -918,73 +913,11 @@ static void *control_thread_main(void *arg)
 
 /* ---- configuration ----------------------------------------------------------- */
 
-/* Parse "ADDR[/BITS]" into c. MK_ERR when it is not an address block. */
-static int control_cidr_parse(const char *text, struct control_cidr *c)
-{
-    char addr[INET6_ADDRSTRLEN + 8];
-    const char *slash = strchr(text, '/');
-    size_t alen = slash ? (size_t) (slash - text) : strlen(text);
-
-    if (alen == 0 || alen >= sizeof(addr)) {
-        return MK_ERR;
-    }
-    memcpy(addr, text, alen);
-    addr[alen] = '\0';
-    memset(c, 0, sizeof(*c));
-    if (inet_pton(AF_INET, addr, c->addr) == 1) {
-        c->family = AF_INET;
-        c->bits = 32;
-    }
-    else if (inet_pton(AF_INET6, addr, c->addr) == 1) {
-        c->family = AF_INET6;
-        c->bits = 128;
-    }
-    else {
-        return MK_ERR;
-    }
-    if (slash) {
-        const char *p = slash + 1;
-        unsigned bits = 0;
-        if (!*p || strlen(p) > 3) {
-            return MK_ERR;
-        }
-        for (; *p; p++) {
-            if (*p < '0' || *p > '9') {
-                return MK_ERR;
-            }
-            bits = bits * 10 + (unsigned) (*p - '0');
-        }
-        if (bits > c->bits) {
-            return MK_ERR;
-        }
-        c->bits = bits;
-    }
-    return MK_OK;
-}
-
-/* Does addr (4 or 16 bytes of `family`) fall in c? */
-static bool control_cidr_match(const struct control_cidr *c, int family, const unsigned char *addr)
-{
-    unsigned full = c->bits / 8, rest = c->bits % 8;
-
-    if (c->family != family) {
-        return false;
-    }
-    if (memcmp(c->addr, addr, full) != 0) {
-        return false;
-    }
-    if (rest == 0) {
-        return true;
-    }
-    unsigned char mask = (unsigned char) (0xff << (8 - rest));
-    return (c->addr[full] & mask) == (addr[full] & mask);
-}
-
 /* The default HttpAllow: loopback only. */
 static void control_allow_loopback(struct control_settings *s)
 {
-    control_cidr_parse("127.0.0.0/8", &s->allow[0]);
-    control_cidr_parse("::1/128", &s->allow[1]);
+    mk_cidr_parse("127.0.0.0/8", 11, &s->allow[0]);
+    mk_cidr_parse("::1/128", 7, &s->allow[1]);
     s->n_allow = 2;
 }
 
@@ -1102,7 +1035,7 @@ static int control_conf_entry(struct control_settings *s, const char *key, const
                 snprintf(err, errlen, "HttpAllow: more than %d address blocks", CONTROL_ALLOW_MAX);
                 return MK_ERR;
             }
-            if (control_cidr_parse(tok, &s->allow[s->n_allow]) != MK_OK) {
+            if (mk_cidr_parse(tok, strlen(tok), &s->allow[s->n_allow]) != MK_CIDR_OK) {
                 snprintf(err, errlen, "HttpAllow '%s': an address or ADDRESS/BITS expected", tok);
                 return MK_ERR;
             }
@@ -1482,30 +1415,15 @@ static bool control_http_allowed(const struct mk_request *r)
 {
     socklen_t len;
     const struct sockaddr *sa = api->remote_sockaddr(r, &len);
-    const unsigned char *addr;
+    uint8_t key[16];
     int family;
 
     if (!sa) {
         return false;
     }
-    if (sa->sa_family == AF_INET) {
-        family = AF_INET;
-        addr = (const unsigned char *) &((const struct sockaddr_in *) sa)->sin_addr;
-    }
-    else if (sa->sa_family == AF_INET6) {
-        const struct in6_addr *a6 = &((const struct sockaddr_in6 *) sa)->sin6_addr;
-        family = AF_INET6;
-        addr = (const unsigned char *) a6;
-        if (IN6_IS_ADDR_V4MAPPED(a6)) {
-            family = AF_INET; /* a dual-stack listener: match the IPv4 blocks */
-            addr += 12;
-        }
-    }
-    else {
-        return false;
-    }
+    mk_cidr_client(sa, key, &family); /* IPv4 clients of a dual-stack socket are IPv4 */
     for (unsigned i = 0; i < control_http_n_allow; i++) {
-        if (control_cidr_match(&control_http_allow[i], family, addr)) {
+        if (mk_cidr_match(&control_http_allow[i], key, family)) {
             return true;
         }
     }

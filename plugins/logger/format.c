@@ -341,57 +341,33 @@ static void logger_put_client(struct logger_out *o, const struct mk_request *r)
     }
 }
 
-/* The value of a base64 digit, -1 for anything else. */
-static int logger_b64(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z') {
-        return c - 'A';
-    }
-    if (c >= 'a' && c <= 'z') {
-        return c - 'a' + 26;
-    }
-    if (c >= '0' && c <= '9') {
-        return c - '0' + 52;
-    }
-    if (c == '+') {
-        return 62;
-    }
-    return c == '/' ? 63 : -1;
-}
-
-/* %u: the user name of a Basic Authorization header, "-" without one. */
+/*
+ * %u: the user name of a Basic Authorization header (what the client sent,
+ * not verified), "-" without one or when it is not valid base 64.
+ */
 static void logger_put_user(struct logger_out *o, const struct mk_request *r)
 {
-    char user[256];
-    size_t vlen, n = 0;
+    char cred[768];
+    size_t vlen;
     const char *v = logger_api->header(r, "Authorization", &vlen);
-    unsigned acc = 0;
-    int bits = 0;
 
     if (!v || vlen < 6 || strncasecmp(v, "Basic ", 6) != 0) {
         logger_put_char(o, '-');
         return;
     }
-    for (size_t i = 6; i < vlen; i++) {
-        int d = logger_b64((unsigned char) v[i]);
-        if (d < 0) {
-            if (v[i] == ' ' && n == 0) {
-                continue;
-            }
-            break; /* '=' padding or the end */
-        }
-        acc = (acc << 6) | (unsigned) d;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            char c = (char) ((acc >> bits) & 0xff);
-            if (c == ':' || n == sizeof(user)) {
-                break;
-            }
-            user[n++] = c;
-        }
+    v += 6;
+    vlen -= 6;
+    while (vlen && *v == ' ') {
+        v++;
+        vlen--;
     }
-    logger_put_field(o, user, n);
+    ssize_t n = mk_base64_decode(v, vlen, cred, sizeof(cred));
+    const char *colon = n > 0 ? memchr(cred, ':', (size_t) n) : NULL;
+    if (!colon || colon == cred) {
+        logger_put_char(o, '-');
+        return;
+    }
+    logger_put_field(o, cred, (size_t) (colon - cred));
 }
 
 /* "[10/Oct/2000:13:55:36 +0000]" in local time; formatted once a second per worker. */

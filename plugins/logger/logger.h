@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include <monkey/mk_plugin.h>
+#include <monkey/mk_util.h>
 
 /* The longest line, newline included: one atomic pipe write. */
 #define LOGGER_LINE_MAX PIPE_BUF
