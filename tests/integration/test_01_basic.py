@@ -231,3 +231,38 @@ def test_workers_zero_means_one_per_cpu(make_server):
     srv.set(Workers=0)
     srv.start()
     assert thread_count(srv.proc.pid, os.cpu_count() + 1) == os.cpu_count() + 1
+
+
+def test_workers_option(make_server):
+    srv = make_server()
+    srv.file("x.txt", "x")
+    srv.start(args=["-w", "3"])
+    assert thread_count(srv.proc.pid, 4) == 4  # three workers and the main thread
+    assert srv.get("/x.txt").status == 200
+
+
+def test_tcp_fastopen(make_server):
+    """With TCPFastOpen, clients that send their request with the SYN are served
+    (whether the data really rides the SYN is the kernel's net.ipv4.tcp_fastopen
+    setting; otherwise the handshake falls back to the usual one)."""
+    srv = make_server()
+    srv.file("x.txt", "fast\n")
+    srv.set(TCPFastOpen="On")
+    srv.start()
+    req = b"GET /x.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    for _ in range(3):  # the first connection fetches the cookie, later ones use it
+        s = socket.socket()  # blocking: sendto() then does the whole connect
+        try:
+            s.sendto(req, socket.MSG_FASTOPEN, ("127.0.0.1", srv.port))
+        except OSError as e:
+            s.close()
+            pytest.skip(f"no TCP Fast Open on this host: {e}")
+        s.settimeout(5 * SLOW)
+        data = b""
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        s.close()
+        assert data.startswith(b"HTTP/1.1 200 OK") and data.endswith(b"fast\n")
