@@ -60,6 +60,17 @@ struct mk_http_header {
     struct mk_str value; /* trimmed of surrounding whitespace */
 };
 
+/* Headers the parser indexes while it reads them (the static handler's). */
+enum mk_http_known {
+    MK_HDR_IF_MATCH = 0,
+    MK_HDR_IF_NONE_MATCH,
+    MK_HDR_IF_MODIFIED_SINCE,
+    MK_HDR_IF_UNMODIFIED_SINCE,
+    MK_HDR_IF_RANGE,
+    MK_HDR_RANGE,
+    MK_HDR_KNOWN_COUNT
+};
+
 struct mk_http_limits {
     size_t max_line;      /* request line bytes; beyond: 414 */
     size_t max_head;      /* request line + headers bytes; beyond: 431 */
@@ -89,6 +100,7 @@ struct mk_http_head {
     uint64_t content_length;
     struct mk_http_header *headers;
     unsigned n_headers;
+    uint16_t known[MK_HDR_KNOWN_COUNT]; /* 1 + index of the first such header, 0: absent */
 };
 
 /*
@@ -112,6 +124,13 @@ ssize_t mk_http_parse(struct mk_http_head *head, const char *buf, size_t len,
 
 /* Value of the first header named `name` (case-insensitive), or NULL. */
 const struct mk_str *mk_http_header_get(const struct mk_http_head *head, const char *name);
+
+/* Value of the first header of an indexed kind, or NULL: no scan. */
+static inline const struct mk_str *mk_http_known_get(const struct mk_http_head *head,
+                                                     enum mk_http_known k)
+{
+    return head->known[k] ? &head->headers[head->known[k] - 1].value : NULL;
+}
 
 /* ---- chunked transfer coding (RFC 9112 section 7.1) ---------------------- */
 

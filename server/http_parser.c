@@ -455,6 +455,24 @@ static bool mk_parse_known_header(struct mk_http_head *h, struct mk_te_state *te
             }
         }
         break;
+    case 'i':
+    case 'r': {
+        static const char *const names[MK_HDR_KNOWN_COUNT] = {
+            [MK_HDR_IF_MATCH] = "if-match",
+            [MK_HDR_IF_NONE_MATCH] = "if-none-match",
+            [MK_HDR_IF_MODIFIED_SINCE] = "if-modified-since",
+            [MK_HDR_IF_UNMODIFIED_SINCE] = "if-unmodified-since",
+            [MK_HDR_IF_RANGE] = "if-range",
+            [MK_HDR_RANGE] = "range",
+        };
+        for (unsigned k = 0; k < MK_HDR_KNOWN_COUNT; k++) {
+            if (!h->known[k] && mk_str_ieq(n, nl, names[k])) {
+                h->known[k] = (uint16_t) h->n_headers; /* hd is the last one stored */
+                break;
+            }
+        }
+        break;
+    }
     case 'e':
         if (mk_str_ieq(n, nl, "expect")) {
             if (expect->p) {

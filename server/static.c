@@ -154,9 +154,9 @@ static int mk_static_redirect_dir(struct mk_request *r)
     return MK_OK;
 }
 
-static const struct mk_str *mk_hdr(const struct mk_request *r, const char *name)
+static const struct mk_str *mk_hdr(const struct mk_request *r, enum mk_http_known k)
 {
-    return mk_http_header_get(&r->head, name);
+    return mk_http_known_get(&r->head, k);
 }
 
 /*
@@ -168,22 +168,22 @@ static int mk_static_preconditions(const struct mk_request *r, const struct stat
     const struct mk_str *v;
     time_t t;
 
-    if ((v = mk_hdr(r, "If-Match"))) {
+    if ((v = mk_hdr(r, MK_HDR_IF_MATCH))) {
         if (!mk_http_etag_match(v->p, v->len, etag, etag_len, false)) {
             return 412;
         }
     }
-    else if ((v = mk_hdr(r, "If-Unmodified-Since")) && mk_http_date_parse(v->p, v->len, &t)) {
+    else if ((v = mk_hdr(r, MK_HDR_IF_UNMODIFIED_SINCE)) && mk_http_date_parse(v->p, v->len, &t)) {
         if (st->st_mtime > t) {
             return 412;
         }
     }
-    if ((v = mk_hdr(r, "If-None-Match"))) {
+    if ((v = mk_hdr(r, MK_HDR_IF_NONE_MATCH))) {
         if (mk_http_etag_match(v->p, v->len, etag, etag_len, true)) {
             return 304;
         }
     }
-    else if ((v = mk_hdr(r, "If-Modified-Since")) && mk_http_date_parse(v->p, v->len, &t)) {
+    else if ((v = mk_hdr(r, MK_HDR_IF_MODIFIED_SINCE)) && mk_http_date_parse(v->p, v->len, &t)) {
         if (st->st_mtime <= t) {
             return 304;
         }
@@ -195,7 +195,7 @@ static int mk_static_preconditions(const struct mk_request *r, const struct stat
 static bool mk_static_if_range(const struct mk_request *r, const struct stat *st, const char *etag,
                                size_t etag_len)
 {
-    const struct mk_str *v = mk_hdr(r, "If-Range");
+    const struct mk_str *v = mk_hdr(r, MK_HDR_IF_RANGE);
     time_t t;
 
     if (!v) {
@@ -331,7 +331,7 @@ int mk_static_serve(struct mk_request *r)
     }
 
     uint64_t size = (uint64_t) st->st_size, first = 0, last = size ? size - 1 : 0;
-    const struct mk_str *range = mk_hdr(r, "Range");
+    const struct mk_str *range = mk_hdr(r, MK_HDR_RANGE);
     r->status = 200;
     if (range && r->head.method == MK_METHOD_GET &&
         mk_static_if_range(r, st, f->etag, f->etag_len)) {

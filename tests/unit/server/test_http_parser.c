@@ -603,6 +603,36 @@ static void test_connect_and_asterisk_fields(void **state)
     assert_str(h.host, "h.example");
 }
 
+/* The indexed headers are found without a scan, first occurrence, any case. */
+static void test_known_headers(void **state)
+{
+    const char *req = "GET / HTTP/1.1\r\n"
+                      "Host: h\r\n"
+                      "range: bytes=0-1\r\n"
+                      "IF-NONE-MATCH: \"a\"\r\n"
+                      "If-None-Match: \"b\"\r\n"
+                      "If-Modified-Since: Sun, 06 Nov 1994 08:49:37 GMT\r\n"
+                      "If-Rangex: no\r\n"
+                      "Ranges: no\r\n"
+                      "\r\n";
+    static const char *const names[MK_HDR_KNOWN_COUNT] = {
+        "If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since",
+        "If-Range", "Range"};
+    struct mk_http_header hdrs[8];
+    struct mk_http_head h;
+    (void) state;
+
+    parse_ok(req, &h, hdrs, 8);
+    assert_str(*mk_http_known_get(&h, MK_HDR_RANGE), "bytes=0-1");
+    assert_str(*mk_http_known_get(&h, MK_HDR_IF_NONE_MATCH), "\"a\"");
+    assert_null(mk_http_known_get(&h, MK_HDR_IF_MATCH));
+    assert_null(mk_http_known_get(&h, MK_HDR_IF_RANGE));
+    for (unsigned k = 0; k < MK_HDR_KNOWN_COUNT; k++) {
+        /* the index always agrees with the scanning lookup */
+        assert_ptr_equal(mk_http_known_get(&h, k), mk_http_header_get(&h, names[k]));
+    }
+}
+
 static void test_header_get(void **state)
 {
     const char *req = "GET / HTTP/1.1\r\n"
@@ -1062,6 +1092,7 @@ int main(void)
         cmocka_unit_test(test_absolute_form_fields),
         cmocka_unit_test(test_connect_and_asterisk_fields),
         cmocka_unit_test(test_header_get),
+        cmocka_unit_test(test_known_headers),
         cmocka_unit_test(test_parse_header_capacity),
         cmocka_unit_test(test_parse_incomplete),
         cmocka_unit_test(test_limit_max_line_boundary),
