@@ -101,6 +101,7 @@ struct mk_http_head {
     struct mk_http_header *headers;
     unsigned n_headers;
     uint16_t known[MK_HDR_KNOWN_COUNT]; /* 1 + index of the first such header, 0: absent */
+    uint8_t known_repeated;             /* bit k: more than one line of kind k */
 };
 
 /*
@@ -124,6 +125,15 @@ ssize_t mk_http_parse(struct mk_http_head *head, const char *buf, size_t len,
 
 /* Value of the first header named `name` (case-insensitive), or NULL. */
 const struct mk_str *mk_http_header_get(const struct mk_http_head *head, const char *name);
+
+/* The lower-case name of an indexed header kind ("if-none-match"). */
+const char *mk_http_known_name(enum mk_http_known k);
+
+/* Was a header of an indexed kind given on more than one line? */
+static inline bool mk_http_known_repeated(const struct mk_http_head *head, enum mk_http_known k)
+{
+    return (head->known_repeated >> k) & 1u;
+}
 
 /* Value of the first header of an indexed kind, or NULL: no scan. */
 static inline const struct mk_str *mk_http_known_get(const struct mk_http_head *head,
@@ -169,6 +179,13 @@ enum mk_range_result {
  */
 enum mk_range_result mk_http_range_parse(const char *value, size_t len, uint64_t size,
                                          uint64_t *first, uint64_t *last);
+
+/*
+ * Is `value` (If-Range) exactly one strong entity-tag, with optional
+ * whitespace around it, equal to `etag`? A weak tag, a list or anything
+ * malformed is not (RFC 9110 section 13.1.5: strong comparison, one tag).
+ */
+bool mk_http_etag_is(const char *value, size_t len, const char *etag, size_t etag_len);
 
 /*
  * Does the entity-tag list `value` (If-None-Match, If-Match) match `etag`

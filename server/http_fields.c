@@ -103,6 +103,47 @@ enum mk_range_result mk_http_range_parse(const char *value, size_t len, uint64_t
     return MK_RANGE_OK;
 }
 
+/*
+ * Read an opaque-tag (a quoted string of etagc) at *p, moving *p past it.
+ * False when there is none or it is malformed.
+ */
+static bool mk_read_opaque_tag(const char **p, const char *end)
+{
+    const char *q = *p;
+
+    if (q == end || *q != '"') {
+        return false;
+    }
+    for (q++; q < end && *q != '"'; q++) {
+        unsigned char c = (unsigned char) *q;
+        if (!(c == 0x21 || (c >= 0x23 && c != 0x7f))) {
+            return false; /* etagc */
+        }
+    }
+    if (q == end) {
+        return false;
+    }
+    *p = q + 1;
+    return true;
+}
+
+bool mk_http_etag_is(const char *value, size_t len, const char *etag, size_t etag_len)
+{
+    const char *p = value, *end = value + len;
+
+    if (etag_len >= 2 && etag[0] == 'W' && etag[1] == '/') {
+        return false; /* a weak tag of ours never compares strongly */
+    }
+    mk_skip_ows(&p, end);
+    const char *tag = p;
+    if (!mk_read_opaque_tag(&p, end)) {
+        return false; /* no tag, a weak one (W/) or a malformed one */
+    }
+    size_t tlen = (size_t) (p - tag);
+    mk_skip_ows(&p, end);
+    return p == end && tlen == etag_len && memcmp(tag, etag, tlen) == 0;
+}
+
 bool mk_http_etag_match(const char *value, size_t len, const char *etag, size_t etag_len, bool weak)
 {
     const char *p = value, *end = value + len;
@@ -137,21 +178,10 @@ bool mk_http_etag_match(const char *value, size_t len, const char *etag, size_t 
             is_weak = true;
             p += 2;
         }
-        if (p == end || *p != '"') {
+        const char *tag = p;
+        if (!mk_read_opaque_tag(&p, end)) {
             return false;
         }
-        const char *tag = p++;
-        while (p < end && *p != '"') {
-            unsigned char c = (unsigned char) *p;
-            if (!(c == 0x21 || (c >= 0x23 && c != 0x7f))) {
-                return false; /* etagc */
-            }
-            p++;
-        }
-        if (p == end) {
-            return false;
-        }
-        p++;
         size_t tlen = (size_t) (p - tag);
         if ((weak || !is_weak) && tlen == etag_len && memcmp(tag, etag, tlen) == 0) {
             matched = true;

@@ -374,6 +374,20 @@ static bool mk_parse_request_line(struct mk_http_head *h, const char *p, const c
     return mk_parse_target(h);
 }
 
+static const char *const mk_known_names[MK_HDR_KNOWN_COUNT] = {
+    [MK_HDR_IF_MATCH] = "if-match",
+    [MK_HDR_IF_NONE_MATCH] = "if-none-match",
+    [MK_HDR_IF_MODIFIED_SINCE] = "if-modified-since",
+    [MK_HDR_IF_UNMODIFIED_SINCE] = "if-unmodified-since",
+    [MK_HDR_IF_RANGE] = "if-range",
+    [MK_HDR_RANGE] = "range",
+};
+
+const char *mk_http_known_name(enum mk_http_known k)
+{
+    return mk_known_names[k];
+}
+
 struct mk_te_state {
     bool present;
     bool unknown;
@@ -456,23 +470,19 @@ static bool mk_parse_known_header(struct mk_http_head *h, struct mk_te_state *te
         }
         break;
     case 'i':
-    case 'r': {
-        static const char *const names[MK_HDR_KNOWN_COUNT] = {
-            [MK_HDR_IF_MATCH] = "if-match",
-            [MK_HDR_IF_NONE_MATCH] = "if-none-match",
-            [MK_HDR_IF_MODIFIED_SINCE] = "if-modified-since",
-            [MK_HDR_IF_UNMODIFIED_SINCE] = "if-unmodified-since",
-            [MK_HDR_IF_RANGE] = "if-range",
-            [MK_HDR_RANGE] = "range",
-        };
+    case 'r':
         for (unsigned k = 0; k < MK_HDR_KNOWN_COUNT; k++) {
-            if (!h->known[k] && mk_str_ieq(n, nl, names[k])) {
-                h->known[k] = (uint16_t) h->n_headers; /* hd is the last one stored */
+            if (mk_str_ieq(n, nl, mk_known_names[k])) {
+                if (h->known[k]) {
+                    h->known_repeated |= (uint8_t) (1u << k);
+                }
+                else {
+                    h->known[k] = (uint16_t) h->n_headers; /* hd is the last one stored */
+                }
                 break;
             }
         }
         break;
-    }
     case 'e':
         if (mk_str_ieq(n, nl, "expect")) {
             if (expect->p) {

@@ -154,34 +154,98 @@ static int mk_static_redirect_dir(struct mk_request *r)
     return MK_OK;
 }
 
+/*
+ * A header that holds one value (a date, If-Range, Range): its value, or
+ * NULL when it is absent or was given on several lines, which makes it
+ * invalid: such a field is ignored (RFC 9110 sections 13.1.3, 13.1.4, 14.2).
+ */
 static const struct mk_str *mk_hdr(const struct mk_request *r, enum mk_http_known k)
 {
+    if (mk_http_known_repeated(&r->head, k)) {
+        return NULL;
+    }
     return mk_http_known_get(&r->head, k);
 }
 
 /*
- * Preconditions (RFC 9110 section 13.2.2). Returns 0 to go on, 304 or 412.
+ * A list header (If-Match, If-None-Match) as one field value: several lines
+ * mean the same as their values joined with ", " in order (RFC 9110 section
+ * 5.3), built in request memory. MK_OK with *out set, MK_DECLINED when the
+ * header is absent, MK_ERR when memory is short.
  */
-static int mk_static_preconditions(const struct mk_request *r, const struct stat *st,
-                                   const char *etag, size_t etag_len)
+static int mk_hdr_list(struct mk_request *r, enum mk_http_known k, struct mk_str *out)
+{
+    const struct mk_http_head *h = &r->head;
+    const struct mk_str *first = mk_http_known_get(h, k);
+    const char *name = mk_http_known_name(k);
+    size_t len = 0;
+
+    if (!first) {
+        return MK_DECLINED;
+    }
+    if (!mk_http_known_repeated(h, k)) {
+        *out = *first;
+        return MK_OK;
+    }
+    for (unsigned i = h->known[k] - 1u; i < h->n_headers; i++) {
+        const struct mk_http_header *hd = &h->headers[i];
+        if (mk_str_ieq(hd->name.p, hd->name.len, name)) {
+            len += hd->value.len + 2;
+        }
+    }
+    char *buf = mk_arena_alloc(&r->arena, len);
+    if (!buf) {
+        return MK_ERR;
+    }
+    size_t w = 0;
+    for (unsigned i = h->known[k] - 1u; i < h->n_headers; i++) {
+        const struct mk_http_header *hd = &h->headers[i];
+        if (!mk_str_ieq(hd->name.p, hd->name.len, name)) {
+            continue;
+        }
+        if (w) {
+            buf[w++] = ',';
+            buf[w++] = ' ';
+        }
+        memcpy(buf + w, hd->value.p, hd->value.len);
+        w += hd->value.len;
+    }
+    *out = mk_str_make(buf, w);
+    return MK_OK;
+}
+
+/*
+ * Preconditions (RFC 9110 section 13.2.2). Returns 0 to go on, 304, 412, or
+ * 503 when memory is short.
+ */
+static int mk_static_preconditions(struct mk_request *r, const struct stat *st, const char *etag,
+                                   size_t etag_len)
 {
     const struct mk_str *v;
+    struct mk_str list;
     time_t t;
+    int rc;
 
-    if ((v = mk_hdr(r, MK_HDR_IF_MATCH))) {
-        if (!mk_http_etag_match(v->p, v->len, etag, etag_len, false)) {
+    if ((rc = mk_hdr_list(r, MK_HDR_IF_MATCH, &list)) == MK_OK) {
+        if (!mk_http_etag_match(list.p, list.len, etag, etag_len, false)) {
             return 412;
         }
+    }
+    else if (rc == MK_ERR) {
+        return 503;
     }
     else if ((v = mk_hdr(r, MK_HDR_IF_UNMODIFIED_SINCE)) && mk_http_date_parse(v->p, v->len, &t)) {
         if (st->st_mtime > t) {
             return 412;
         }
     }
-    if ((v = mk_hdr(r, MK_HDR_IF_NONE_MATCH))) {
-        if (mk_http_etag_match(v->p, v->len, etag, etag_len, true)) {
+    if ((rc = mk_hdr_list(r, MK_HDR_IF_NONE_MATCH, &list)) == MK_OK) {
+        if (mk_http_etag_match(list.p, list.len, etag, etag_len, true)) {
             return 304;
         }
+    }
+    else if (rc == MK_ERR) {
+        return 503;
     }
     else if ((v = mk_hdr(r, MK_HDR_IF_MODIFIED_SINCE)) && mk_http_date_parse(v->p, v->len, &t)) {
         if (st->st_mtime <= t) {
@@ -191,18 +255,26 @@ static int mk_static_preconditions(const struct mk_request *r, const struct stat
     return 0;
 }
 
-/* Does If-Range (absent, or matching the representation) allow the Range? */
+/*
+ * Does If-Range allow the Range? Yes when it is absent or names the
+ * representation: one strong entity tag equal to ours, or its exact
+ * modification date. A list, a weak tag or several lines never match
+ * (RFC 9110 section 13.1.5), and the whole representation is sent.
+ */
 static bool mk_static_if_range(const struct mk_request *r, const struct stat *st, const char *etag,
                                size_t etag_len)
 {
-    const struct mk_str *v = mk_hdr(r, MK_HDR_IF_RANGE);
+    const struct mk_str *v = mk_http_known_get(&r->head, MK_HDR_IF_RANGE);
     time_t t;
 
     if (!v) {
         return true;
     }
+    if (mk_http_known_repeated(&r->head, MK_HDR_IF_RANGE)) {
+        return false;
+    }
     if (v->len && (v->p[0] == '"' || (v->len > 2 && v->p[0] == 'W' && v->p[1] == '/'))) {
-        return mk_http_etag_match(v->p, v->len, etag, etag_len, false);
+        return mk_http_etag_is(v->p, v->len, etag, etag_len);
     }
     return mk_http_date_parse(v->p, v->len, &t) && t == st->st_mtime;
 }

@@ -4,7 +4,8 @@
  *
  * fuzz_fields.c: libFuzzer target for the header field values the static
  * handler reads: Range (mk_http_range_parse), entity-tag lists
- * (mk_http_etag_match) and HTTP dates (mk_http_date_parse, core/clock.c).
+ * (mk_http_etag_match), the one tag of If-Range (mk_http_etag_is) and HTTP
+ * dates (mk_http_date_parse, core/clock.c).
  *
  * Input: the first 8 bytes are a representation size (little endian; fewer
  * bytes give a small size), the rest is the field value.
@@ -14,6 +15,8 @@
  *    a small size made of its low 16 bits;
  *  - a strong match is also a weak match; "*" matches anything; a value
  *    that is exactly our tag matches it (strongly too, unless it is weak);
+ *  - an If-Range match is a strong list match, never holds a ',' outside
+ *    the tag, and a value that is exactly our strong tag is one;
  *  - a parsed date in 1970..9999 formats as IMF-fixdate and parses back to
  *    the same time.
  */
@@ -65,6 +68,15 @@ static void fuzz_etag(const char *v, size_t len)
 
         if (strong) {
             MK_FUZZ_CHECK(weak);
+        }
+        if (mk_http_etag_is(v, len, tag, tlen)) {
+            MK_FUZZ_CHECK(strong && tag[0] == '"');
+            const char *q = memchr(v, '"', len);
+            MK_FUZZ_CHECK(q && only_ows(v, (size_t) (q - v)));
+            MK_FUZZ_CHECK(only_ows(q + tlen, len - (size_t) (q - v) - tlen));
+        }
+        if (len == tlen && memcmp(v, tag, len) == 0 && tag[0] == '"') {
+            MK_FUZZ_CHECK(mk_http_etag_is(v, len, tag, tlen));
         }
         if (len == tlen && memcmp(v, tag, len) == 0) {
             MK_FUZZ_CHECK(weak && (strong || tag[0] == 'W'));

@@ -18,6 +18,8 @@
  *    400/417/431/501/505; every view it returns lies inside the head;
  *  - the flags of a parsed head are consistent (chunked excludes
  *    Content-Length and HTTP/1.0, HTTP/1.1 has a Host);
+ *  - each indexed header kind (If-Match ... Range) points at the first line
+ *    of that name, and is marked repeated exactly when a second one exists;
  *  - mk_chunked_decode() never produces more bytes than it consumed, stops
  *    early only when the message is complete, and decoding in two pieces
  *    gives the same bytes, the same count and the same error as in one.
@@ -122,6 +124,16 @@ static void check_parsed(const struct mk_http_head *h, const char *head, size_t 
         MK_FUZZ_CHECK(h->content_length == 0);
     }
     MK_FUZZ_CHECK(h->content_length <= INT64_MAX);
+
+    for (unsigned k = 0; k < MK_HDR_KNOWN_COUNT; k++) {
+        const char *kname = mk_http_known_name((enum mk_http_known) k);
+        unsigned count = 0;
+        for (unsigned i = 0; i < h->n_headers; i++) {
+            count += mk_str_ieq(h->headers[i].name.p, h->headers[i].name.len, kname);
+        }
+        MK_FUZZ_CHECK(mk_http_known_get(h, (enum mk_http_known) k) == mk_http_header_get(h, kname));
+        MK_FUZZ_CHECK(mk_http_known_repeated(h, (enum mk_http_known) k) == (count > 1));
+    }
 
     for (unsigned i = 0; i < h->n_headers; i++) {
         const struct mk_http_header *hd = &h->headers[i];

@@ -261,6 +261,75 @@ def test_if_modified_since(server_site):
     assert r.status == 200
 
 
+def raw_get(srv, path, lines):
+    """GET with header lines given as (name, value) pairs, repeats allowed."""
+    c = srv.conn()
+    try:
+        head = f"GET {path} HTTP/1.1\r\nHost: localhost\r\n"
+        head += "".join(f"{n}: {v}\r\n" for n, v in lines)
+        c.send(head + "\r\n")
+        return c.read_response()
+    finally:
+        c.close()
+
+
+def test_repeated_if_none_match_lines_are_one_list(server_site):
+    """RFC 9110 section 5.3: two lines mean the same as one combined line."""
+    etag = server_site.get("/hello.txt").header("etag")
+    r = raw_get(server_site, "/hello.txt", [("If-None-Match", '"x"'), ("If-None-Match", etag)])
+    assert r.status == 304 and r.header("etag") == etag
+    r = raw_get(server_site, "/hello.txt", [("If-None-Match", f'"x", {etag}')])
+    assert r.status == 304
+    r = raw_get(server_site, "/hello.txt", [("If-None-Match", '"x"'), ("If-None-Match", '"y"')])
+    assert r.status == 200 and r.body == b"Hello World!\n"
+
+
+def test_repeated_if_match_lines_are_one_list(server_site):
+    etag = server_site.get("/hello.txt").header("etag")
+    r = raw_get(server_site, "/hello.txt", [("If-Match", '"x"'), ("If-Match", etag)])
+    assert r.status == 200 and r.body == b"Hello World!\n"
+    r = raw_get(server_site, "/hello.txt", [("If-Match", etag), ("If-Match", '"x"')])
+    assert r.status == 200
+    r = raw_get(server_site, "/hello.txt", [("If-Match", '"x"'), ("If-Match", '"y"')])
+    assert r.status == 412
+
+
+def test_if_range_with_a_list_does_not_match(server_site):
+    """If-Range holds one entity tag (RFC 9110 section 13.1.5): a list, or two
+    lines, never match, so the Range is ignored and the whole file is sent."""
+    etag = server_site.get("/digits.txt").header("etag")
+    for lines in ([("If-Range", f'{etag}, "zz"')],
+                  [("If-Range", f'"zz", {etag}')],
+                  [("If-Range", etag), ("If-Range", etag)],
+                  [("If-Range", etag), ("If-Range", '"zz"')]):
+        r = raw_get(server_site, "/digits.txt", [("Range", "bytes=0-1")] + lines)
+        assert r.status == 200 and r.body == b"0123456789", lines
+        assert r.header("content-range") is None
+    r = raw_get(server_site, "/digits.txt", [("Range", "bytes=0-1"), ("If-Range", f" {etag} ")])
+    assert r.status == 206 and r.body == b"01"
+
+
+def test_two_range_lines_are_ignored(server_site):
+    """Two Range lines are an invalid range: the header is ignored (200)."""
+    for lines in ([("Range", "bytes=0-1"), ("Range", "bytes=2-3")],
+                  [("Range", "bytes=0-1"), ("Range", "bytes=0-1")],
+                  [("Range", "bytes=50-60"), ("Range", "bytes=0-1")]):
+        r = raw_get(server_site, "/digits.txt", lines)
+        assert r.status == 200 and r.body == b"0123456789", lines
+        assert r.header("content-range") is None
+
+
+def test_repeated_date_conditions_are_ignored(server_site):
+    """A date field with more than one member is ignored (RFC 9110 13.1.3, 13.1.4)."""
+    lm = server_site.get("/hello.txt").header("last-modified")
+    old = email.utils.formatdate(time.time() - 86400 * 365, usegmt=True)
+    r = raw_get(server_site, "/hello.txt", [("If-Modified-Since", lm), ("If-Modified-Since", lm)])
+    assert r.status == 200 and r.body == b"Hello World!\n"
+    r = raw_get(server_site, "/hello.txt",
+                [("If-Unmodified-Since", old), ("If-Unmodified-Since", old)])
+    assert r.status == 200
+
+
 def test_if_match_and_if_unmodified_since(server_site):
     etag = server_site.get("/hello.txt").header("etag")
     assert server_site.get("/hello.txt", headers={"If-Match": etag}).status == 200

@@ -223,6 +223,48 @@ static void test_etag_table(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* If-Range: exactly one strong tag, equal to ours (RFC 9110 section 13.1.5). */
+static const struct etag_case etag_is_cases[] = {
+    {"\"1\"", "\"1\"", false, true},
+    {" \"1\"\t", "\"1\"", false, true},
+    {"\"1\"", "\"2\"", false, false},
+    {"\"\"", "\"\"", false, true},
+    {"W/\"1\"", "\"1\"", false, false}, /* weak: never a strong match */
+    {"\"1\"", "W/\"1\"", false, false},
+    {"W/\"1\"", "W/\"1\"", false, false},
+    {"\"1\", \"zz\"", "\"1\"", false, false}, /* a list is not one tag */
+    {"\"zz\", \"1\"", "\"1\"", false, false},
+    {"\"1\",", "\"1\"", false, false},
+    {",\"1\"", "\"1\"", false, false},
+    {"\"1\" \"1\"", "\"1\"", false, false},
+    {"*", "\"1\"", false, false},
+    {"", "\"1\"", false, false},
+    {"\"1", "\"1\"", false, false},
+    {"\"a b\"", "\"a b\"", false, false},
+    {"\"a,b\"", "\"a,b\"", false, true},
+};
+
+static void test_etag_is_table(void **state)
+{
+    unsigned failures = 0;
+    (void) state;
+
+    for (size_t i = 0; i < sizeof(etag_is_cases) / sizeof(etag_is_cases[0]); i++) {
+        const struct etag_case *c = &etag_is_cases[i];
+        bool m = mk_http_etag_is(c->value, strlen(c->value), c->etag, strlen(c->etag));
+        if (m != c->match) {
+            print_error("If-Range '%s' etag '%s': %s, expected %s\n", c->value, c->etag,
+                        m ? "match" : "no match", c->match ? "match" : "no match");
+            failures++;
+        }
+    }
+    assert_int_equal(failures, 0);
+    /* lengths are honoured */
+    assert_true(mk_http_etag_is("\"ab\", \"c\"", 4, "\"ab\"", 4));
+    assert_false(mk_http_etag_is("\"ab\"", 3, "\"ab\"", 4));
+    assert_false(mk_http_etag_is("\"ab\"", 4, "\"ab\"XYZ", 7));
+}
+
 static void test_etag_uses_length(void **state)
 {
     char *v = malloc(8);
@@ -283,9 +325,13 @@ static void test_reason_covers_parser_statuses(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_range_table), cmocka_unit_test(test_range_uses_length),
-        cmocka_unit_test(test_etag_table),  cmocka_unit_test(test_etag_uses_length),
-        cmocka_unit_test(test_reason),      cmocka_unit_test(test_reason_covers_parser_statuses),
+        cmocka_unit_test(test_range_table),
+        cmocka_unit_test(test_range_uses_length),
+        cmocka_unit_test(test_etag_table),
+        cmocka_unit_test(test_etag_uses_length),
+        cmocka_unit_test(test_etag_is_table),
+        cmocka_unit_test(test_reason),
+        cmocka_unit_test(test_reason_covers_parser_statuses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

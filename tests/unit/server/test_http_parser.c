@@ -633,6 +633,39 @@ static void test_known_headers(void **state)
     }
 }
 
+/* A second line of an indexed kind is recorded; the index keeps the first. */
+static void test_known_headers_repeated(void **state)
+{
+    const char *req = "GET / HTTP/1.1\r\n"
+                      "If-None-Match: \"a\"\r\n"
+                      "Host: h\r\n"
+                      "Range: bytes=0-1\r\n"
+                      "if-none-match: \"b\"\r\n"
+                      "If-Range: \"x\"\r\n"
+                      "RANGE: bytes=2-3\r\n"
+                      "If-None-Match: \"c\"\r\n"
+                      "\r\n";
+    struct mk_http_header hdrs[8];
+    struct mk_http_head h;
+    (void) state;
+
+    parse_ok(req, &h, hdrs, 8);
+    assert_true(mk_http_known_repeated(&h, MK_HDR_IF_NONE_MATCH));
+    assert_true(mk_http_known_repeated(&h, MK_HDR_RANGE));
+    assert_false(mk_http_known_repeated(&h, MK_HDR_IF_RANGE));
+    assert_false(mk_http_known_repeated(&h, MK_HDR_IF_MATCH));
+    assert_false(mk_http_known_repeated(&h, MK_HDR_IF_MODIFIED_SINCE));
+    assert_str(*mk_http_known_get(&h, MK_HDR_IF_NONE_MATCH), "\"a\"");
+    assert_str(*mk_http_known_get(&h, MK_HDR_RANGE), "bytes=0-1");
+    assert_string_equal(mk_http_known_name(MK_HDR_IF_NONE_MATCH), "if-none-match");
+    assert_string_equal(mk_http_known_name(MK_HDR_RANGE), "range");
+
+    /* a new parse starts clean */
+    parse_ok("GET / HTTP/1.1\r\nHost: h\r\nRange: bytes=0-1\r\n\r\n", &h, hdrs, 8);
+    assert_false(mk_http_known_repeated(&h, MK_HDR_RANGE));
+    assert_false(mk_http_known_repeated(&h, MK_HDR_IF_NONE_MATCH));
+}
+
 static void test_header_get(void **state)
 {
     const char *req = "GET / HTTP/1.1\r\n"
@@ -1093,6 +1126,7 @@ int main(void)
         cmocka_unit_test(test_connect_and_asterisk_fields),
         cmocka_unit_test(test_header_get),
         cmocka_unit_test(test_known_headers),
+        cmocka_unit_test(test_known_headers_repeated),
         cmocka_unit_test(test_parse_header_capacity),
         cmocka_unit_test(test_parse_incomplete),
         cmocka_unit_test(test_limit_max_line_boundary),
