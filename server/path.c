@@ -104,3 +104,30 @@ ssize_t mk_path_normalize(const char *raw, size_t len, char *out)
     out[w] = '\0';
     return (ssize_t) w;
 }
+
+/* pchar without pct-encoded (RFC 3986 section 3.3), and '/'. */
+static bool mk_path_plain(unsigned char c)
+{
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
+        return true;
+    }
+    return c != 0 && strchr("-._~!$&'()*+,;=:@/", c) != NULL;
+}
+
+size_t mk_path_encode(const char *path, size_t len, char *out)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t w = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char) path[i];
+        if (mk_path_plain(c)) {
+            out[w++] = (char) c;
+            continue;
+        }
+        out[w++] = '%';
+        out[w++] = hex[c >> 4];
+        out[w++] = hex[c & 15];
+    }
+    return w;
+}

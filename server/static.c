@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "../core/clock.h"
+#include "path.h"
 #include "server.h"
 
 /* openat2(2) may be missing from the C library's headers (musl). */
@@ -128,19 +129,23 @@ static int mk_errno_status(int err)
     }
 }
 
-/* "dir" names a directory: send the client to "dir/". */
+/*
+ * "dir" names a directory: send the client to "dir/". The Location is built
+ * from the normalised path, encoded again, never from the target as
+ * received: "//evil.example/..%2fdir" must lead to "/dir/", not to another
+ * host. The query is kept as received (it cannot change the authority).
+ */
 static int mk_static_redirect_dir(struct mk_request *r)
 {
     const struct mk_http_head *h = &r->head;
-    size_t len = h->path.len + 2 + (h->query.p ? h->query.len + 1 : 0);
+    size_t len = r->path_len * 3 + 2 + (h->query.p ? h->query.len + 1 : 0);
     char *loc = mk_arena_alloc(&r->arena, len);
 
     if (!loc) {
         return 503;
     }
     char *p = loc;
-    memcpy(p, h->path.p, h->path.len);
-    p += h->path.len;
+    p += mk_path_encode(r->path, r->path_len, p);
     *p++ = '/';
     if (h->query.p) {
         *p++ = '?';

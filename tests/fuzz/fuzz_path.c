@@ -3,7 +3,8 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * fuzz_path.c: libFuzzer target for mk_path_normalize() (server/path.c), the
- * function that stands between a request path and the file system.
+ * function that stands between a request path and the file system, and for
+ * mk_path_encode() of its result (the Location of a redirect).
  *
  * Invariants on success (each a crash when broken):
  *  - the result starts with '/', has no "//", no "/./" or "/../", does not
@@ -12,6 +13,9 @@
  *  - a raw path ending in '/' gives a result ending in '/';
  *  - normalising the result again changes nothing (when it has no '%': the
  *    decoded result may hold a '%' that is not an escape);
+ *  - encoding the result gives at most 3 bytes per byte, only pchar, '/'
+ *    and %XX, starting with one '/' (never "//": another host), and
+ *    normalising the encoding gives the result back;
  * and always:
  *  - the result and the success or failure agree with a second, simple
  *    model of path.h (percent-decode, then RFC 3986 dot-segment removal over
@@ -109,6 +113,34 @@ static ssize_t model_normalize(const char *raw, size_t len, char *dec, size_t *s
     return (ssize_t) w;
 }
 
+static bool is_plain(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c && strchr("-._~!$&'()*+,;=:@/", c));
+}
+
+static void check_encoding(const char *p, size_t n)
+{
+    char *enc = malloc(3 * n);
+    size_t e = mk_path_encode(p, n, enc);
+
+    MK_FUZZ_CHECK(e >= n && e <= 3 * n);
+    MK_FUZZ_CHECK(enc[0] == '/' && (e == 1 || enc[1] != '/'));
+    for (size_t i = 0; i < e; i++) {
+        if (enc[i] == '%') {
+            MK_FUZZ_CHECK(i + 2 < e && model_hex(enc[i + 1]) >= 0 && model_hex(enc[i + 2]) >= 0);
+            i += 2;
+            continue;
+        }
+        MK_FUZZ_CHECK(is_plain((unsigned char) enc[i]));
+    }
+    char *back = malloc(e + 1);
+    ssize_t r = mk_path_normalize(enc, e, back);
+    MK_FUZZ_CHECK(r == (ssize_t) n && memcmp(back, p, n) == 0);
+    free(back);
+    free(enc);
+}
+
 static void check_normal_form(const char *p, size_t n)
 {
     MK_FUZZ_CHECK(n >= 1 && p[0] == '/' && p[n] == '\0');
@@ -143,6 +175,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (raw[size - 1] == '/') {
             MK_FUZZ_CHECK(out[n - 1] == '/');
         }
+        check_encoding(out, n);
 
         if (memchr(out, '%', n) == NULL) {
             char *again = malloc(n + 1);

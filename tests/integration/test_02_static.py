@@ -89,6 +89,32 @@ def test_directory_redirect(server_site):
     assert r.status == 200 and r.body == b"dir index\n"
 
 
+@pytest.mark.parametrize("target,location", [
+    # The redirect is built from the normalised path: never "//host" or a scheme.
+    ("//evil.example/..%2fdir", "/dir/"),
+    ("//evil.example/%2e%2e/dir", "/dir/"),
+    ("//dir", "/dir/"),
+    ("///dir", "/dir/"),
+    ("/./dir", "/dir/"),
+    ("/%2fdir", "/dir/"),
+    ("http://localhost//evil.example/..%2fdir", "/dir/"),
+    ("http://localhost//dir", "/dir/"),
+    ("//evil.example/..%2fdir?next=//x", "/dir/?next=//x"),
+    # Bytes that are not plain path characters are encoded again.
+    ("/sp%20ace", "/sp%20ace/"),
+    ("/per%25cent", "/per%25cent/"),
+    ("/q%3fmark", "/q%3Fmark/"),
+    ("/caf%c3%a9", "/caf%C3%A9/"),
+])
+def test_directory_redirect_stays_on_site(server_site, target, location):
+    for name in ("sp ace", "per%cent", "q?mark", "caf\u00e9"):
+        (server_site.docroot / name).mkdir(exist_ok=True)
+    r = server_site.get(target)
+    assert r.status == 301, (target, r.status)
+    assert r.header("location") == location
+    assert b"evil" not in r.raw_head
+
+
 def test_directory_without_index_is_forbidden(server_site):
     assert server_site.get("/noindex/").status == 403
     assert server_site.get("/noindex/file.txt").status == 200

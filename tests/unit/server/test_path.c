@@ -3,7 +3,7 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * test_path.c: unit tests of server/path.c (percent-decoding and dot-segment
- * removal of request paths).
+ * removal of request paths, encoding them again).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -302,6 +302,97 @@ static void test_normalize_exhaustive_small(void **state)
     assert_true(checked > 1000);
 }
 
+/* ---- mk_path_encode ------------------------------------------------------ */
+
+/* Encode raw[0, len) into a buffer of exactly 3 * len bytes; caller frees. */
+static char *encode(const char *raw, size_t len)
+{
+    char *in = malloc(len ? len : 1);
+    char *out = malloc(len ? 3 * len : 1);
+
+    assert_non_null(in);
+    assert_non_null(out);
+    memcpy(in, raw, len);
+    size_t n = mk_path_encode(in, len, out);
+    free(in);
+    assert_true(n <= 3 * len);
+    char *res = malloc(n + 1);
+    assert_non_null(res);
+    memcpy(res, out, n);
+    res[n] = '\0';
+    free(out);
+    return res;
+}
+
+static void test_encode_table(void **state)
+{
+    static const struct {
+        const char *raw;
+        size_t len;
+        const char *want;
+    } enc[] = {
+        {RAW("/"), "/"},
+        {RAW("/a/b.html"), "/a/b.html"},
+        {RAW("/A-Z_a.z~0/9"), "/A-Z_a.z~0/9"},
+        {RAW("/!$&'()*+,;=:@"), "/!$&'()*+,;=:@"},
+        {RAW("/a b"), "/a%20b"},
+        {RAW("/100%"), "/100%25"},
+        {RAW("/q?x#y"), "/q%3Fx%23y"},
+        {RAW("/\"<>\\^`{|}"), "/%22%3C%3E%5C%5E%60%7B%7C%7D"},
+        {RAW("/caf\xc3\xa9"), "/caf%C3%A9"},
+        {RAW("/\r\n\t\x7f"), "/%0D%0A%09%7F"},
+        {RAW("/\xff"), "/%FF"},
+        {RAW(""), ""},
+    };
+    unsigned failures = 0;
+    (void) state;
+
+    for (size_t i = 0; i < sizeof(enc) / sizeof(enc[0]); i++) {
+        char *got = encode(enc[i].raw, enc[i].len);
+        if (strcmp(got, enc[i].want) != 0) {
+            print_error("encode '%.*s': expected '%s', got '%s'\n", (int) enc[i].len, enc[i].raw,
+                        enc[i].want, got);
+            failures++;
+        }
+        free(got);
+    }
+    assert_int_equal(failures, 0);
+}
+
+/*
+ * A Location built from a normalised path is an absolute path on this host:
+ * it starts with one '/', never "//" (another host) or a scheme, whatever
+ * the request said, and decoding and normalising it gives the path back.
+ */
+static void test_encode_of_normalised_stays_on_host(void **state)
+{
+    static const char *const targets[] = {
+        "//evil.example/..%2fdir", "//evil.example/%2e%2e/dir", "///evil.example",
+        "/%2fevil.example",        "/%2F%2Fevil.example/x",     "/.//evil.example",
+        "/a/..//evil.example",     "/http:%2f%2fevil.example",  "/%5c%5cevil.example",
+        "/javascript:alert(1)",    "/%0d%0aSet-Cookie:x",
+    };
+    (void) state;
+
+    for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++) {
+        ssize_t n, n2;
+        char *norm = normalize(targets[i], strlen(targets[i]), &n);
+        if (!norm) {
+            continue; /* refused (400): nothing to redirect */
+        }
+        char *loc = encode(norm, (size_t) n);
+        if (loc[0] != '/' || loc[1] == '/' || strchr(loc, '\r') || strchr(loc, '\n')) {
+            fail_msg("'%s' gave the Location '%s'", targets[i], loc);
+        }
+        char *back = normalize(loc, strlen(loc), &n2);
+        assert_non_null(back);
+        assert_string_equal(back, norm);
+        free(back);
+        free(loc);
+        free(norm);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -309,6 +400,8 @@ int main(void)
         cmocka_unit_test(test_traversal_never_escapes),
         cmocka_unit_test(test_traversal_above_root_is_error),
         cmocka_unit_test(test_normalize_exhaustive_small),
+        cmocka_unit_test(test_encode_table),
+        cmocka_unit_test(test_encode_of_normalised_stays_on_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
