@@ -94,7 +94,8 @@ static const struct mk_key mk_server_keys[] = {
 };
 #define MK_N_SERVER_KEYS (sizeof(mk_server_keys) / sizeof(mk_server_keys[0]))
 
-static const char *const mk_host_keys[] = {"ServerName", "DocumentRoot", "Symlinks"};
+static const char *const mk_host_keys[] = {"ServerName", "DocumentRoot", "Symlinks",
+                                           "HideDotFiles"};
 
 const char *mk_config_key(const char *section, size_t i)
 {
@@ -665,6 +666,7 @@ static struct mk_vhost *mk_vhost_new(const char *file)
 {
     struct mk_vhost *vh = mk_calloc(1, sizeof(*vh));
     vh->docroot_fd = -1;
+    vh->hide_dotfiles = true;
     vh->file = mk_strdup(file);
     return vh;
 }
@@ -763,7 +765,7 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
         goto fail;
     }
 
-    bool seen_symlinks = false;
+    bool seen_symlinks = false, seen_hide = false;
     mk_list_foreach (it, &host->entries) {
         struct mk_conf_entry *e = mk_list_entry(it, struct mk_conf_entry, node);
         if (strcasecmp(e->key, "ServerName") == 0) {
@@ -820,6 +822,16 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
             }
             seen_symlinks = true;
             if (!mk_conf_bool(conf, e, &vh->symlinks, err, errlen)) {
+                goto fail;
+            }
+        }
+        else if (strcasecmp(e->key, "HideDotFiles") == 0) {
+            if (seen_hide) {
+                ERR(conf, e->line, "'HideDotFiles' is given twice");
+                goto fail;
+            }
+            seen_hide = true;
+            if (!mk_conf_bool(conf, e, &vh->hide_dotfiles, err, errlen)) {
                 goto fail;
             }
         }

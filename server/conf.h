@@ -59,7 +59,8 @@ struct mk_vhost {
     int docroot_fd; /* O_PATH directory descriptor; files are opened beneath it */
     dev_t root_dev; /* identity of the document root, for the file cache */
     ino_t root_ino;
-    bool symlinks; /* follow symbolic links (they may then lead anywhere) */
+    bool symlinks;      /* follow symbolic links (they may then lead anywhere) */
+    bool hide_dotfiles; /* 404 for a path with a segment starting with '.' */
     struct mk_error_page *error_pages;
     size_t n_error_pages;
     char *file;           /* the site file, for messages; "built-in" for -o */

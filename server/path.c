@@ -131,3 +131,19 @@ size_t mk_path_encode(const char *path, size_t len, char *out)
     }
     return w;
 }
+
+bool mk_path_is_hidden(const char *path, size_t len)
+{
+    static const char well_known[] = "/.well-known";
+    size_t from = 0, wk = sizeof(well_known) - 1;
+
+    if (len >= wk && memcmp(path, well_known, wk) == 0 && (len == wk || path[wk] == '/')) {
+        from = wk;
+    }
+    for (size_t i = from; i + 1 < len; i++) {
+        if (path[i] == '/' && path[i + 1] == '.') {
+            return true;
+        }
+    }
+    return false;
+}

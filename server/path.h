@@ -9,8 +9,8 @@
  * normalisation. The result always starts with '/', never contains "//", "."
  * or ".." segments, a NUL byte or a backslash, and keeps a trailing '/' when
  * the request had one (that is how "dir" and "dir/" differ). mk_path_encode()
- * turns such a path back into a URI path for a redirect. Pure: no I/O, no
- * allocation.
+ * turns such a path back into a URI path for a redirect, and
+ * mk_path_is_hidden() tells a hidden name. Pure: no I/O, no allocation.
  */
 #ifndef MK_SERVER_PATH_H
 #define MK_SERVER_PATH_H
@@ -36,5 +36,12 @@ ssize_t mk_path_normalize(const char *raw, size_t len, char *out);
  * never be read as a scheme or as "//authority".
  */
 size_t mk_path_encode(const char *path, size_t len, char *out);
+
+/*
+ * Does the normalised path `path` (len bytes) have a segment starting with
+ * '.' (a hidden file or directory)? The top-level "/.well-known" (RFC 8615)
+ * is not hidden itself; names inside it still are.
+ */
+bool mk_path_is_hidden(const char *path, size_t len);
 
 #endif

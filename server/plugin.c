@@ -451,6 +451,11 @@ static int mk_api_site_symlinks(const struct mk_site *s)
     return s && ((const struct mk_vhost *) s)->symlinks;
 }
 
+static int mk_api_site_hide_dotfiles(const struct mk_site *s)
+{
+    return s && ((const struct mk_vhost *) s)->hide_dotfiles;
+}
+
 static uint64_t mk_api_body_bytes_sent(const struct mk_request *r)
 {
     return r->bytes_sent > r->head_bytes ? r->bytes_sent - r->head_bytes : 0;
@@ -546,6 +551,7 @@ const struct mk_api mk_plugin_api = {
     .body_bytes_sent = mk_api_body_bytes_sent,
     .response_complete = mk_api_response_complete,
     .worker_call = mk_api_worker_call,
+    .site_hide_dotfiles = mk_api_site_hide_dotfiles,
 };
 
 /* ---- loading ------------------------------------------------------------- */

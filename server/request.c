@@ -5,7 +5,8 @@
  * request.c: the stages of a request, from a parsed head to a response.
  *
  *   mk_request_run        head parsed: virtual host, keep-alive, body framing,
- *                         path normalisation, then the plugins' request hooks
+ *                         path normalisation (and 404 for hidden names when
+ *                         the site hides them), then the plugins' request hooks
  *                         and the content handlers (plugins first, static
  *                         files last)
  *   mk_request_body_ready the body a content handler asked for has arrived
@@ -270,6 +271,11 @@ void mk_request_run(struct mk_request *r)
             return;
         }
         r->path_len = (size_t) n;
+        /* Decoded, so "/%2egit" is caught too; before any plugin, so none serves it. */
+        if (r->vhost && r->vhost->hide_dotfiles && mk_path_is_hidden(r->path, r->path_len)) {
+            mk_request_error(r, 404);
+            return;
+        }
     }
     mk_request_request_hooks(r, 0);
 }

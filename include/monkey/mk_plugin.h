@@ -299,6 +299,12 @@ struct mk_api {
      * controlling thread, so fn can release arg.
      */
     int (*worker_call)(int worker, void (*fn)(void *arg), void *arg);
+    /*
+     * Whether the site answers 404 for paths with a segment starting with
+     * '.' (its [HOST] HideDotFiles; "/.well-known/" excepted). Such requests
+     * never reach a plugin's request or content hook.
+     */
+    int (*site_hide_dotfiles)(const struct mk_site *s);
 };
 
 struct mk_plugin {

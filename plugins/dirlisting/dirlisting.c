@@ -20,7 +20,10 @@
  *    them ([HOST] Symlinks On), described by their target, and omitted when
  *    dangling; with Symlinks Off they would answer 403 and are omitted.
  *    Hidden names (leading '.') are listed only with ShowHidden On; without
- *    it a path with a hidden component is not listed at all. Names holding a
+ *    it a path with a hidden component is not listed at all. When the site
+ *    hides them ([HOST] HideDotFiles On, the default) the server answers 404
+ *    for them, so even with ShowHidden On the only hidden name listed is
+ *    ".well-known" in the root, the one it serves. Names holding a
  *    backslash are omitted (the server refuses such paths with 400). An entry
  *    that vanishes between readdir and stat is skipped;
  *  - names are HTML-escaped in text (& < > " ', control bytes and invalid
@@ -82,6 +85,7 @@ struct dirlisting_site {
     bool whole_site;                     /* Enable On */
     bool show_hidden;                    /* ShowHidden On */
     bool symlinks;                       /* the site's [HOST] Symlinks */
+    bool hide_dotfiles;                  /* the site's [HOST] HideDotFiles */
     size_t n_prefixes;
     char **prefixes; /* Path values, without a trailing '/' ("" for "/") */
 };
@@ -91,6 +95,7 @@ struct dirlisting_job {
     int dirfd; /* the directory, until the task thread owns it */
     bool root; /* the site's root: no parent link */
     bool show_hidden;
+    bool hide_dotfiles;
     bool symlinks;
     struct dirlisting_settings settings;
     int status;  /* 200, or the error status of the task */
@@ -405,6 +410,7 @@ static int dirlisting_site_init(const struct mk_site *site, const struct mk_conf
     }
     s->settings = dirlisting_global;
     s->symlinks = api->site_symlinks(site);
+    s->hide_dotfiles = api->site_hide_dotfiles(site);
     while (api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
         if (strcasecmp(section, "DIRLISTING") != 0) {
             continue;
@@ -675,6 +681,16 @@ static bool dirlisting_list_add(struct dirlisting_list *l, const struct dirlisti
     return true;
 }
 
+/* Is the hidden name `name` (it starts with '.') listed? Never "." or "..". */
+static bool dirlisting_show_hidden(const struct dirlisting_job *job, const char *name)
+{
+    if (!job->show_hidden || name[1] == '\0' || (name[1] == '.' && name[2] == '\0')) {
+        return false;
+    }
+    /* The server answers 404 for every other hidden name of such a site. */
+    return !job->hide_dotfiles || (job->root && strcmp(name, ".well-known") == 0);
+}
+
 /*
  * Read the job's directory (the descriptor is consumed) into `l`. Returns
  * 200, or 500 (unreadable) or 503 (memory short).
@@ -694,8 +710,7 @@ static int dirlisting_read_dir(struct dirlisting_job *job, struct dirlisting_lis
     for (errno = 0; (de = readdir(d)) != NULL; errno = 0) {
         const char *name = de->d_name;
         struct dirlisting_entry e;
-        if (name[0] == '.' &&
-            (!job->show_hidden || name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) {
+        if (name[0] == '.' && !dirlisting_show_hidden(job, name)) {
             continue;
         }
         if (strchr(name, '\\') || !dirlisting_stat(dfd, name, job->symlinks, &e)) {
@@ -992,6 +1007,7 @@ static int dirlisting_content(struct mk_request *r)
     job->dirfd = dfd;
     job->root = len == 1;
     job->show_hidden = s->show_hidden;
+    job->hide_dotfiles = s->hide_dotfiles;
     job->symlinks = s->symlinks;
     job->settings = s->settings;
     memcpy(job->path, path, len);

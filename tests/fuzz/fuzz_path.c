@@ -4,7 +4,8 @@
  *
  * fuzz_path.c: libFuzzer target for mk_path_normalize() (server/path.c), the
  * function that stands between a request path and the file system, and for
- * mk_path_encode() of its result (the Location of a redirect).
+ * what is done with its result: mk_path_encode() (the Location of a
+ * redirect) and mk_path_is_hidden().
  *
  * Invariants on success (each a crash when broken):
  *  - the result starts with '/', has no "//", no "/./" or "/../", does not
@@ -16,6 +17,8 @@
  *  - encoding the result gives at most 3 bytes per byte, only pchar, '/'
  *    and %XX, starting with one '/' (never "//": another host), and
  *    normalising the encoding gives the result back;
+ *  - the result is hidden exactly when one of its segments starts with '.',
+ *    the first segment ".well-known" excepted;
  * and always:
  *  - the result and the success or failure agree with a second, simple
  *    model of path.h (percent-decode, then RFC 3986 dot-segment removal over
@@ -113,6 +116,26 @@ static ssize_t model_normalize(const char *raw, size_t len, char *dec, size_t *s
     return (ssize_t) w;
 }
 
+/* The model of mk_path_is_hidden() for a normalised path. */
+static bool model_hidden(const char *p, size_t n)
+{
+    size_t i = 0;
+    bool first = true;
+
+    while (i < n) {
+        size_t s = ++i; /* p[i - 1] is '/' */
+        while (i < n && p[i] != '/') {
+            i++;
+        }
+        bool wk = first && i - s == 11 && memcmp(p + s, ".well-known", 11) == 0;
+        if (i > s && p[s] == '.' && !wk) {
+            return true;
+        }
+        first = false;
+    }
+    return false;
+}
+
 static bool is_plain(unsigned char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -176,6 +199,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             MK_FUZZ_CHECK(out[n - 1] == '/');
         }
         check_encoding(out, n);
+        MK_FUZZ_CHECK(mk_path_is_hidden(out, n) == model_hidden(out, n));
 
         if (memchr(out, '%', n) == NULL) {
             char *again = malloc(n + 1);

@@ -219,8 +219,54 @@ def test_large_file_is_complete(site):
     assert r.body == data
 
 
-def test_dotfiles_are_served(server_site):
-    assert server_site.get("/.hidden").body == b"dotfile\n"
+@pytest.mark.parametrize("target", [
+    "/.hidden",
+    "/%2ehidden",
+    "/%2Ehidden",
+    "/dir/../.hidden",
+    "/dir/%2e%2e/%2ehidden",
+    "http://localhost/.hidden",
+    "/.git/config",
+    "/.git/",
+    "/.git",
+    "/%2egit/config",
+    "/dir/.inner.txt",
+    "/.well-known/.secret",
+    "/.nothing-here",
+])
+def test_dotfiles_answer_404(site, target):
+    site.file(".git/config", "[core]\n")
+    site.file("dir/.inner.txt", "inner\n")
+    site.file(".well-known/.secret", "secret\n")
+    site.start()
+    for method in ("GET", "HEAD"):
+        c = site.conn()
+        r = c.request(method, target)
+        c.close()
+        assert r.status == 404, (method, target, r.status)
+        assert b"dotfile" not in r.body and b"core" not in r.body and b"secret" not in r.body
+
+
+def test_well_known_is_served(site):
+    site.file(".well-known/acme-challenge/token", "proof\n")
+    site.start()
+    r = site.get("/.well-known/acme-challenge/token")
+    assert r.status == 200 and r.body == b"proof\n"
+    assert site.get("/%2ewell-known/acme-challenge/token").body == b"proof\n"
+    r = site.get("/.well-known")
+    assert r.status == 301 and r.header("location") == "/.well-known/"
+    # Only the top-level folder is an exception.
+    site.file("dir/.well-known/x", "x")
+    assert site.get("/dir/.well-known/x").status == 404
+
+
+def test_dotfiles_served_with_hide_dot_files_off(site):
+    site.site_conf["HideDotFiles"] = "Off"
+    site.file(".git/config", "[core]\n")
+    site.start()
+    assert site.get("/.hidden").body == b"dotfile\n"
+    assert site.get("/%2ehidden").body == b"dotfile\n"
+    assert site.get("/.git/config").body == b"[core]\n"
 
 
 def test_options(server_site):

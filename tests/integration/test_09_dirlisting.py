@@ -119,6 +119,7 @@ NASTY = ["<b>&\"x'.txt", "a b.txt", "100%.txt", "#hash.txt", "q?.txt", "caf\u00e
 
 def test_escaping_and_links_fetch_the_right_file(make_server):
     srv = lister(make_server, "[DIRLISTING]\n    Enable On\n    ShowHidden On\n")
+    srv.site_conf["HideDotFiles"] = "Off"  # ".-_~x" and ".hidden" are served
     for i, name in enumerate(NASTY):
         srv.file(f"pub/{name}", f"content {i}\n")
     srv.file("pub/d<ir> &%/inner.txt", "inner\n")
@@ -198,13 +199,39 @@ def test_hidden_files(make_server):
     r = srv.get("/pub/")
     assert names(r.body) == ["shown.txt"]
     assert b".secret" not in r.body and b".hdir" not in r.body
-    # A hidden directory is not listed either: the static handler answers.
+    # A hidden directory is not listed either: the site hides it (404).
     r = srv.get("/pub/.hdir/")
-    assert r.status == 403 and b"Index of" not in r.body
+    assert r.status == 404 and b"Index of" not in r.body
+
+
+def test_hidden_files_not_listed_while_the_site_hides_them(make_server):
+    """With [HOST] HideDotFiles On (the default) the server answers 404 for
+    hidden names, so ShowHidden lists only what it serves: /.well-known/."""
+    srv = lister(make_server, "[DIRLISTING]\n    Enable On\n    ShowHidden On\n")
+    srv.file("pub/.secret", "s")
+    srv.file("pub/.hdir/x.txt", "x")
+    srv.file("pub/shown.txt", "x")
+    srv.file(".well-known/.inner", "i")
+    srv.file(".well-known/token", "t")
+    srv.file(".git/config", "c")
+    srv.start()
+    assert names(srv.get("/pub/").body) == ["shown.txt"]
+    assert names(srv.get("/").body) == [".well-known/", "pub/"]
+    r = srv.get("/.well-known/")
+    assert r.status == 200 and names(r.body) == ["token"]
+    for path in ("/pub/.hdir/", "/%2egit/", "/.git/", "/pub/.secret"):
+        r = srv.get(path)
+        assert r.status == 404 and b"Index of" not in r.body, path
+    # Every link of a listing leads somewhere the server serves.
+    for path in ("/", "/pub/", "/.well-known/"):
+        for row in rows(srv.get(path).body):
+            if row.kind != "parent":
+                assert srv.get(path + row.href).status == 200, (path, row.href)
 
 
 def test_hidden_files_shown_with_show_hidden(make_server):
     srv = lister(make_server, "[DIRLISTING]\n    Enable On\n    ShowHidden On\n")
+    srv.site_conf["HideDotFiles"] = "Off"
     srv.file("pub/.secret", "s")
     srv.file("pub/.hdir/x.txt", "x")
     srv.file("pub/shown.txt", "x")

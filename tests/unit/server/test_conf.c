@@ -200,6 +200,7 @@ static void test_defaults(void **state)
     assert_string_equal(cfg->default_vhost->docroot, docroot);
     assert_true(cfg->default_vhost->docroot_fd >= 0);
     assert_false(cfg->default_vhost->symlinks);
+    assert_true(cfg->default_vhost->hide_dotfiles); /* on unless the site says Off */
     assert_int_equal(cfg->default_vhost->n_names, 1);
     assert_string_equal(cfg->default_vhost->names[0], "localhost");
     assert_int_equal(cfg->default_vhost->n_error_pages, 0);
@@ -440,6 +441,11 @@ static const struct bad_case bad_sites[] = {
     {"sites/default", "[HOST]\n    DocumentRoot htdocs\n    Symlinks perhaps\n", 3, "Symlinks"},
     {"sites/default", "[HOST]\n    DocumentRoot htdocs\n    Symlinks On\n    Symlinks Off\n", 4,
      "twice"},
+    {"sites/default", "[HOST]\n    DocumentRoot htdocs\n    HideDotFiles sometimes\n", 3,
+     "HideDotFiles"},
+    {"sites/default",
+     "[HOST]\n    DocumentRoot htdocs\n    HideDotFiles On\n    HideDotFiles Off\n", 4,
+     "'HideDotFiles' is given twice"},
     {"sites/default", "[HOST]\n    DocumentRoot htdocs\n    ServerName a.com b_c!d\n", 3, "b_c!d"},
     {"sites/default", "[HOST]\n    DocumentRoot htdocs\n    Alias /x\n", 3,
      "Alias"}, /* sections (other than [HOST] and [ERROR_PAGES]: see test_unclaimed_site_section) */
@@ -732,7 +738,7 @@ static void test_vhost_lookup(void **state)
     write_file(d, "sites/aaa", "[HOST]\n    ServerName first.test\n    DocumentRoot htdocs\n");
     write_file(d, "sites/example",
                "[HOST]\n    ServerName example.com www.Example.COM\n    DocumentRoot htdocs\n"
-               "    Symlinks On\n");
+               "    Symlinks On\n    HideDotFiles Off\n");
     write_file(d, "sites/wild", "[HOST]\n    ServerName *.wild.org\n    DocumentRoot htdocs\n");
     /* ignored: hidden files, editor backups and directories */
     write_file(d, "sites/.hidden", "not a site\n");
@@ -752,6 +758,8 @@ static void test_vhost_lookup(void **state)
     assert_string_equal(ex->names[1], "www.example.com"); /* lowered */
     assert_true(ex->symlinks);
     assert_false(def->symlinks);
+    assert_false(ex->hide_dotfiles);
+    assert_true(def->hide_dotfiles);
 
 #define LOOKUP(h) mk_vhost_lookup(cfg, (h), strlen(h))
     assert_ptr_equal(LOOKUP("example.com"), ex);
@@ -946,6 +954,7 @@ static void test_config_for_dir(void **state)
     assert_string_equal(cfg->default_vhost->docroot, dir);
     assert_string_equal(cfg->default_vhost->file, "built-in");
     assert_true(cfg->default_vhost->docroot_fd >= 0);
+    assert_true(cfg->default_vhost->hide_dotfiles);
     assert_int_equal(cfg->n_listen, 1);
     assert_string_equal(cfg->listen[0].spec, "2001");
     assert_int_equal(cfg->timeout, 15);
@@ -1063,7 +1072,8 @@ static void test_key_list_matches_parser(void **state)
     assert_string_equal(mk_config_key("HOST", 0), "ServerName");
     assert_string_equal(mk_config_key("HOST", 1), "DocumentRoot");
     assert_string_equal(mk_config_key("HOST", 2), "Symlinks");
-    assert_null(mk_config_key("HOST", 3));
+    assert_string_equal(mk_config_key("HOST", 3), "HideDotFiles");
+    assert_null(mk_config_key("HOST", 4));
     while ((key = mk_config_key("SERVER", n))) {
         /* an unknown key fails with "unknown key"; a known one fails otherwise or not at all */
         struct confdir *d = confdir_new();

@@ -3,7 +3,7 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * test_path.c: unit tests of server/path.c (percent-decoding and dot-segment
- * removal of request paths, encoding them again).
+ * removal of request paths, encoding them again, hidden names).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -393,6 +393,53 @@ static void test_encode_of_normalised_stays_on_host(void **state)
     }
 }
 
+/* ---- mk_path_is_hidden --------------------------------------------------- */
+
+static void test_is_hidden_table(void **state)
+{
+    static const struct {
+        const char *path;
+        bool hidden;
+    } hid[] = {
+        {"/", false},
+        {"/a", false},
+        {"/a/b.c/", false},
+        {"/a.", false},
+        {"/a/b..c", false},
+        {"/.hidden", true},
+        {"/.git/", true},
+        {"/.git/config", true},
+        {"/a/.htpasswd", true},
+        {"/a/.b/c", true},
+        {"/a/b/.", true}, /* not a normalised path, but hidden all the same */
+        /* the top-level /.well-known/ is served, names inside it are not */
+        {"/.well-known", false},
+        {"/.well-known/", false},
+        {"/.well-known/acme-challenge/tok", false},
+        {"/.well-known/.x", true},
+        {"/.well-known/a/.x/", true},
+        {"/.well-knownx", true},
+        {"/.well-known.txt", true},
+        {"/.WELL-KNOWN/", true},
+        {"/a/.well-known/", true},
+    };
+    unsigned failures = 0;
+    (void) state;
+
+    for (size_t i = 0; i < sizeof(hid) / sizeof(hid[0]); i++) {
+        bool got = mk_path_is_hidden(hid[i].path, strlen(hid[i].path));
+        if (got != hid[i].hidden) {
+            print_error("'%s': hidden %d, expected %d\n", hid[i].path, got, hid[i].hidden);
+            failures++;
+        }
+    }
+    assert_int_equal(failures, 0);
+    /* the length is honoured */
+    assert_false(mk_path_is_hidden("/a/.b", 3));
+    assert_true(mk_path_is_hidden("/a/.b", 4));
+    assert_true(mk_path_is_hidden("/.well-known/x", 2));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -402,6 +449,7 @@ int main(void)
         cmocka_unit_test(test_normalize_exhaustive_small),
         cmocka_unit_test(test_encode_table),
         cmocka_unit_test(test_encode_of_normalised_stays_on_host),
+        cmocka_unit_test(test_is_hidden_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
