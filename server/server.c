@@ -120,6 +120,10 @@ int mk_server_check(struct mk_server *srv, char *err, size_t errlen)
         return MK_ERR;
     }
     srv->n_workers = cfg->workers;
+    if (mk_config_check_files(cfg, NULL, err, errlen) != MK_OK) {
+        mk_config_unref(cfg);
+        return MK_ERR;
+    }
     /* Plugins validate their configuration too, without side effects. */
     mk_plugins_checking = true;
     rc = mk_plugins_load(&srv->plugins, cfg, err, errlen);
@@ -430,6 +434,9 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
         return MK_ERR;
     }
     struct mk_config *cfg = srv->cfg;
+    if (mk_config_check_files(cfg, NULL, err, errlen) != MK_OK) {
+        goto fail_cfg;
+    }
     if (cfg->log_path && mk_log_open(cfg->log_path) != MK_OK) {
         ERRF("Log %s: %s", cfg->log_path, strerror(errno));
         goto fail_cfg;
