@@ -284,6 +284,22 @@ def test_reload_with_bad_config_keeps_running(make_server):
     assert "monkey.conf:2:" in srv.stderr_text()
 
 
+def test_reload_refuses_a_log_it_cannot_write(make_server, tmp_path):
+    srv = make_server()
+    srv.file("a.txt", "a")
+    srv.start()
+    assert srv.get("/a.txt").header("server").startswith("Monkey/")
+    srv.set(Log=str(tmp_path / "no-dir" / "error.log"), HideVersion="On")
+    srv.write_conf()
+    srv.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5 * SLOW
+    while "reload failed" not in srv.stderr_text():
+        assert time.monotonic() < deadline, srv.stderr_text()
+        time.sleep(0.05)
+    assert f"{srv.conf}/monkey.conf:5: Log {tmp_path}/no-dir/error.log:" in srv.stderr_text()
+    assert srv.get("/a.txt").header("server").startswith("Monkey/")  # nothing changed
+
+
 @pytest.mark.parametrize("balancing", ["reuseport", "fair"])
 def test_reload_refuses_no_connection(make_server, balancing):
     srv = make_server()
