@@ -14,7 +14,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <libgen.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +29,7 @@
 
 #include "../core/memory.h"
 #include "path.h"
+#include "server.h"
 
 /* ---- keys ---------------------------------------------------------------- */
 
@@ -200,6 +204,7 @@ static void mk_config_free(struct mk_config *cfg)
     mk_free(cfg->default_mime);
     for (size_t i = 0; i < K_COUNT; i++) {
         mk_free(cfg->key_text[i]);
+        mk_free(cfg->key_where[i]);
     }
     mk_strv_free(cfg->index_files, cfg->n_index_files);
     mk_mime_free(cfg->mime);
@@ -476,6 +481,9 @@ static bool mk_apply_server_key(struct mk_config *cfg, const struct mk_conf *con
         cfg->hide_version = b;
         return true;
     case K_USER:
+        if (!getpwnam(e->value)) {
+            return ERR(conf, e->line, "User: no such user '%s'", e->value);
+        }
         mk_free(cfg->user);
         cfg->user = mk_strdup(e->value);
         return true;
@@ -536,12 +544,18 @@ static bool mk_apply_server_key(struct mk_config *cfg, const struct mk_conf *con
 _Static_assert(K_COUNT <= sizeof(((struct mk_config *) 0)->key_text) / sizeof(char *),
                "key_text is too small");
 
-/* Remember the text of the value in force (Workers: the resolved number). */
-static void mk_config_record(struct mk_config *cfg, const struct mk_key *k, const char *value)
+/*
+ * Remember the text of the value in force (Workers: the resolved number) and
+ * where it was set ("file:line", "command line", "built-in default"; NULL
+ * keeps the place already recorded).
+ */
+static void mk_config_record(struct mk_config *cfg, const struct mk_key *k, const char *value,
+                             char *where)
 {
     char buf[16];
 
     if (k->id == K_LISTEN) {
+        mk_free(where);
         return; /* derived from cfg->listen */
     }
     if (k->id == K_WORKERS) {
@@ -550,6 +564,10 @@ static void mk_config_record(struct mk_config *cfg, const struct mk_key *k, cons
     }
     mk_free(cfg->key_text[k->id]);
     cfg->key_text[k->id] = mk_strdup(value);
+    if (where) {
+        mk_free(cfg->key_where[k->id]);
+        cfg->key_where[k->id] = where;
+    }
 }
 
 static const struct mk_key *mk_find_key(const char *name)
@@ -597,7 +615,7 @@ static bool mk_apply_server(struct mk_config *cfg, const struct mk_conf *conf,
             if (!mk_apply_server_key(cfg, conf, k, e, err, errlen)) {
                 return false;
             }
-            mk_config_record(cfg, k, e->value);
+            mk_config_record(cfg, k, e->value, mk_where(conf, e->line));
         }
     }
 
@@ -612,7 +630,7 @@ static bool mk_apply_server(struct mk_config *cfg, const struct mk_conf *conf,
             if (!mk_apply_server_key(cfg, &label, k, &e, err, errlen)) {
                 return false;
             }
-            mk_config_record(cfg, k, e.value);
+            mk_config_record(cfg, k, e.value, mk_strdup("command line"));
             seen[k->id] = true;
         }
     }
@@ -627,7 +645,7 @@ static bool mk_apply_server(struct mk_config *cfg, const struct mk_conf *conf,
         if (!mk_apply_server_key(cfg, &builtin, k, &e, err, errlen)) {
             return false;
         }
-        mk_config_record(cfg, k, e.value);
+        mk_config_record(cfg, k, e.value, mk_strdup("built-in default"));
     }
     if (cfg->n_listen == 0) {
         struct mk_conf_entry e = {.key = "Listen", .value = "2001"};
@@ -690,6 +708,49 @@ static bool mk_vhost_set_docroot(struct mk_vhost *vh, const struct mk_conf *conf
     return true;
 }
 
+/*
+ * Stat the error page `norm` (normalised, leading '/') as a request for it
+ * opens it: beneath the document root, with the site's rule for symbolic
+ * links (with Symlinks Off a link anywhere on the way is refused). With
+ * Symlinks On the page may still not lead out of the document root. False
+ * with "file:line: reason" in err.
+ */
+static bool mk_vhost_error_page_stat(const struct mk_vhost *vh, const char *norm, struct stat *st,
+                                     const struct mk_conf *conf, const struct mk_conf_entry *e,
+                                     char *err, size_t errlen)
+{
+    int fd = mk_static_open(vh, norm + 1, O_RDONLY);
+
+    if (fd < 0) {
+        if (errno == ELOOP || errno == EXDEV) {
+            return ERR(conf, e->line,
+                       "error page '%s' is or passes through a symbolic link (Symlinks Off)",
+                       e->value);
+        }
+        return ERR(conf, e->line, "error page '%s': %s", e->value, strerror(errno));
+    }
+    bool ok = fstat(fd, st) == 0;
+    int saved = errno;
+    close(fd);
+    if (!ok) {
+        return ERR(conf, e->line, "error page '%s': %s", e->value, strerror(saved));
+    }
+    if (!S_ISREG(st->st_mode)) {
+        return ERR(conf, e->line, "error page '%s': not a regular file", e->value);
+    }
+    if (vh->symlinks) {
+        char *full = mk_path_join(vh->docroot, norm + 1), real[PATH_MAX];
+        size_t n = strlen(vh->docroot);
+        bool inside = realpath(full, real) &&
+                      (strncmp(real, vh->docroot, n) == 0 && (real[n] == '/' || n == 1));
+        mk_free(full);
+        if (!inside) {
+            return ERR(conf, e->line, "error page '%s' leads out of the document root", e->value);
+        }
+    }
+    return true;
+}
+
 static bool mk_vhost_error_page(struct mk_vhost *vh, const struct mk_conf *conf,
                                 const struct mk_conf_entry *e, char *err, size_t errlen)
 {
@@ -711,14 +772,9 @@ static bool mk_vhost_error_page(struct mk_vhost *vh, const struct mk_conf *conf,
         return ERR(conf, e->line, "error page '%s' is not a file path inside the document root",
                    e->value);
     }
-    if (fstatat(vh->docroot_fd, norm + 1, &st, 0) < 0) {
-        int saved = errno;
+    if (!mk_vhost_error_page_stat(vh, norm, &st, conf, e, err, errlen)) {
         mk_free(norm);
-        return ERR(conf, e->line, "error page '%s': %s", e->value, strerror(saved));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        mk_free(norm);
-        return ERR(conf, e->line, "error page '%s': not a regular file", e->value);
+        return false;
     }
     for (size_t i = 0; i < vh->n_error_pages; i++) {
         if (vh->error_pages[i].status == (int) status) {
@@ -1101,7 +1157,7 @@ struct mk_config *mk_config_for_dir(const char *dir, const struct mk_config_over
 void mk_config_force_workers(struct mk_config *cfg, int workers)
 {
     cfg->workers = workers;
-    mk_config_record(cfg, mk_find_key("Workers"), "");
+    mk_config_record(cfg, mk_find_key("Workers"), "", NULL);
 }
 
 const char *mk_config_value(const struct mk_config *cfg, const char *key, unsigned i)
@@ -1115,6 +1171,151 @@ const char *mk_config_value(const struct mk_config *cfg, const char *key, unsign
         return i < cfg->n_listen ? cfg->listen[i].text : NULL;
     }
     return i == 0 ? cfg->key_text[k->id] : NULL;
+}
+
+/* ---- files a start writes ------------------------------------------------ */
+
+/* Who writes a file: this process, or the User a server started as root becomes. */
+struct mk_writer {
+    const char *user; /* NULL: this process (access(2) decides) */
+    uid_t uid;
+    gid_t gid;
+    gid_t groups[64];
+    int n_groups;
+};
+
+/* The identity that writes the PidFile of `cfg` (see mk_server_start). */
+static void mk_writer_for_pidfile(const struct mk_config *cfg, struct mk_writer *w)
+{
+    const struct passwd *pw = cfg->user && geteuid() == 0 ? getpwnam(cfg->user) : NULL;
+
+    memset(w, 0, sizeof(*w));
+    if (!pw || pw->pw_uid == 0) {
+        return;
+    }
+    w->user = cfg->user;
+    w->uid = pw->pw_uid;
+    w->gid = pw->pw_gid;
+    w->n_groups = (int) (sizeof(w->groups) / sizeof(w->groups[0]));
+    if (getgrouplist(cfg->user, pw->pw_gid, w->groups, &w->n_groups) < 0) {
+        w->n_groups = (int) (sizeof(w->groups) / sizeof(w->groups[0])); /* the first ones */
+    }
+}
+
+/* May `w` (another user) do `want` (2: write, 1: search) to the file of `st`? Mode bits only. */
+static bool mk_writer_may(const struct mk_writer *w, const struct stat *st, unsigned want)
+{
+    unsigned shift = 0;
+
+    if (st->st_uid == w->uid) {
+        shift = 6;
+    }
+    else {
+        bool member = st->st_gid == w->gid;
+        for (int i = 0; i < w->n_groups && !member; i++) {
+            member = w->groups[i] == st->st_gid;
+        }
+        shift = member ? 3 : 0;
+    }
+    return ((st->st_mode >> shift) & want) == want;
+}
+
+/* May `w` (another user) search every directory down to `dir`? Else the reason in why. */
+static bool mk_writer_reaches(const struct mk_writer *w, const char *dir, char *why, size_t whylen)
+{
+    char buf[PATH_MAX];
+    struct stat st;
+    size_t n = strlen(dir);
+
+    if (n >= sizeof(buf)) {
+        snprintf(why, whylen, "%s", strerror(ENAMETOOLONG));
+        return false;
+    }
+    memcpy(buf, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (i < n && buf[i] != '/') {
+            continue;
+        }
+        char c = buf[i];
+        buf[i] = '\0';
+        if (stat(buf, &st) == 0 && !mk_writer_may(w, &st, 1)) {
+            snprintf(why, whylen, "user %s (User) cannot enter %s", w->user, buf);
+            return false;
+        }
+        buf[i] = c;
+    }
+    return true;
+}
+
+/*
+ * Can `w` create the file at `path`, or write to it if it exists? MK_OK, or
+ * MK_ERR with the reason in why.
+ */
+static int mk_file_writable(const char *path, const struct mk_writer *w, char *why, size_t whylen)
+{
+    char copy[PATH_MAX];
+    struct stat st;
+
+    if (strlen(path) >= sizeof(copy)) {
+        snprintf(why, whylen, "%s", strerror(ENAMETOOLONG));
+        return MK_ERR;
+    }
+    memcpy(copy, path, strlen(path) + 1);
+    const char *dir = dirname(copy);
+    if (stat(dir, &st) != 0) {
+        snprintf(why, whylen, "directory %s: %s", dir, strerror(errno));
+        return MK_ERR;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(why, whylen, "%s is not a directory", dir);
+        return MK_ERR;
+    }
+    if (w->user && !mk_writer_reaches(w, dir, why, whylen)) {
+        return MK_ERR;
+    }
+    bool exists = stat(path, &st) == 0;
+    if (exists && S_ISDIR(st.st_mode)) {
+        snprintf(why, whylen, "%s", strerror(EISDIR));
+        return MK_ERR;
+    }
+    if (w->user) {
+        if (exists ? !mk_writer_may(w, &st, 2)
+                   : (stat(dir, &st) != 0 || !mk_writer_may(w, &st, 3))) {
+            snprintf(why, whylen, "user %s (User) cannot %s", w->user,
+                     exists ? "write to it" : "create files in its directory");
+            return MK_ERR;
+        }
+        return MK_OK;
+    }
+    if (exists ? access(path, W_OK) != 0 : access(dir, W_OK | X_OK) != 0) {
+        snprintf(why, whylen, "%s%s: %s", exists ? "" : "directory ", exists ? path : dir,
+                 strerror(errno));
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
+int mk_config_check_files(const struct mk_config *cfg, const struct mk_config *running, char *err,
+                          size_t errlen)
+{
+    struct mk_writer self = {0}, w;
+    char why[PATH_MAX + 128];
+
+    if (cfg->log_path &&
+        !(running && running->log_path && strcmp(running->log_path, cfg->log_path) == 0) &&
+        mk_file_writable(cfg->log_path, &self, why, sizeof(why)) != MK_OK) {
+        snprintf(err, errlen, "%s: Log %s: %s", cfg->key_where[K_LOG], cfg->log_path, why);
+        return MK_ERR;
+    }
+    if (cfg->pidfile && !running) {
+        mk_writer_for_pidfile(cfg, &w);
+        if (mk_file_writable(cfg->pidfile, &w, why, sizeof(why)) != MK_OK) {
+            snprintf(err, errlen, "%s: PidFile %s: %s", cfg->key_where[K_PIDFILE], cfg->pidfile,
+                     why);
+            return MK_ERR;
+        }
+    }
+    return MK_OK;
 }
 
 /* ---- virtual hosts ------------------------------------------------------- */

@@ -110,6 +110,7 @@ struct mk_config {
     struct mk_plugin_spec *plugins;
     size_t n_plugins;
     char *key_text[32];     /* the value in force of each [SERVER] key, as text */
+    char *key_where[32];    /* where each was set: "file:line", "command line", ... */
     char server_header[64]; /* "Server: Monkey/x.y.z\r\n" */
     size_t server_header_len;
 };
@@ -144,5 +145,17 @@ const char *mk_config_key(const char *section, size_t i);
 void mk_config_force_workers(struct mk_config *cfg, int workers);
 /* The i-th value in force of [SERVER] key `key`, as text; NULL past the last. */
 const char *mk_config_value(const struct mk_config *cfg, const char *key, unsigned i);
+
+/*
+ * Check the files a start of `cfg` writes, which loading leaves alone since
+ * the answer depends on who runs the server and on what already runs: the
+ * Log file can be created or appended to by this process, unless `running`
+ * (the configuration in force, NULL at start and for monkey -t) already
+ * writes it; and, at start only, the PidFile can be created by the identity
+ * that writes it (the User when started as root). MK_OK, or MK_ERR with
+ * "file:line: reason" in err (the line of the key).
+ */
+int mk_config_check_files(const struct mk_config *cfg, const struct mk_config *running, char *err,
+                          size_t errlen);
 
 #endif

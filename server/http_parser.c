@@ -8,8 +8,9 @@
  * implementations could read two ways: whitespace before a colon, obs-fold,
  * bare CR, control characters, invalid token characters, a missing or
  * repeated Host, Content-Length together with Transfer-Encoding, differing or
- * malformed Content-Length values and bad chunk sizes. A single LF is
- * accepted as a line terminator (RFC 9112 section 2.2).
+ * malformed Content-Length values and bad chunk sizes. The trailer section
+ * of a chunked body is held to the same rules as the header section. A
+ * single LF is accepted as a line terminator (RFC 9112 section 2.2).
  */
 #include "http.h"
 
@@ -622,9 +623,11 @@ enum {
     MK_CH_DATA,
     MK_CH_DATA_CR,
     MK_CH_DATA_LF,
-    MK_CH_TRAILER,
-    MK_CH_TRAILER_LINE,
-    MK_CH_TRAILER_LF,
+    MK_CH_TRAILER,          /* at the start of a trailer line, or of the final empty one */
+    MK_CH_TRAILER_NAME,     /* in a field name: token characters up to ':' */
+    MK_CH_TRAILER_VALUE,    /* in a field value */
+    MK_CH_TRAILER_VALUE_LF, /* CR ended a field line: only LF may follow */
+    MK_CH_TRAILER_LF,       /* CR of the final empty line: only LF may follow */
     MK_CH_DONE,
 };
 
@@ -646,6 +649,61 @@ static void mk_chunk_size_done(struct mk_chunked *c)
 {
     c->state = c->left ? MK_CH_DATA : MK_CH_TRAILER;
     c->line_bytes = 0;
+}
+
+/*
+ * One byte of the trailer section, which is held to the rules of the header
+ * section (mk_http_parse): each line is a token, a colon and a value of
+ * field characters; a line may not start with whitespace (obs-fold); CR is
+ * allowed only right before LF; an empty line ends the section. A front end
+ * that splits lines another way can then not read a request into what we
+ * take for trailers. MK_OK, or MK_ERR for a byte that may not come here.
+ */
+static int mk_chunk_trailer_byte(struct mk_chunked *c, unsigned char ch)
+{
+    switch (c->state) {
+    case MK_CH_TRAILER:
+        if (ch == '\r') {
+            c->state = MK_CH_TRAILER_LF;
+        }
+        else if (ch == '\n') {
+            c->state = MK_CH_DONE;
+        }
+        else if (mk_is_tchar(ch)) {
+            c->state = MK_CH_TRAILER_NAME;
+        }
+        else {
+            return MK_ERR; /* obs-fold, empty name, control byte */
+        }
+        return MK_OK;
+    case MK_CH_TRAILER_NAME:
+        if (ch == ':') {
+            c->state = MK_CH_TRAILER_VALUE;
+        }
+        else if (!mk_is_tchar(ch)) {
+            return MK_ERR; /* no colon, or whitespace before it */
+        }
+        return MK_OK;
+    case MK_CH_TRAILER_VALUE:
+        if (ch == '\r') {
+            c->state = MK_CH_TRAILER_VALUE_LF;
+        }
+        else if (ch == '\n') {
+            c->state = MK_CH_TRAILER;
+        }
+        else if (!mk_is_field_char(ch)) {
+            return MK_ERR;
+        }
+        return MK_OK;
+    case MK_CH_TRAILER_VALUE_LF:
+        if (ch != '\n') {
+            return MK_ERR; /* bare CR */
+        }
+        c->state = MK_CH_TRAILER;
+        return MK_OK;
+    default:
+        return MK_ERR;
+    }
 }
 
 ssize_t mk_chunked_decode(struct mk_chunked *c, char *buf, size_t len, size_t *out)
@@ -759,28 +817,11 @@ ssize_t mk_chunked_decode(struct mk_chunked *c, char *buf, size_t len, size_t *o
             i++;
             break;
         case MK_CH_TRAILER:
-            if (ch == '\r') {
-                c->state = MK_CH_TRAILER_LF;
-            }
-            else if (ch == '\n') {
-                c->state = MK_CH_DONE;
-            }
-            else {
-                c->state = MK_CH_TRAILER_LINE;
-            }
-            if (++c->trailer_bytes > MK_CHUNK_TRAILER_MAX) {
-                return MK_ERR;
-            }
-            i++;
-            break;
-        case MK_CH_TRAILER_LINE:
-            if (ch == '\n') {
-                c->state = MK_CH_TRAILER;
-            }
-            else if (!mk_is_field_char((unsigned char) ch) && ch != '\r') {
-                return MK_ERR;
-            }
-            if (++c->trailer_bytes > MK_CHUNK_TRAILER_MAX) {
+        case MK_CH_TRAILER_NAME:
+        case MK_CH_TRAILER_VALUE:
+        case MK_CH_TRAILER_VALUE_LF:
+            if (mk_chunk_trailer_byte(c, (unsigned char) ch) != MK_OK ||
+                ++c->trailer_bytes > MK_CHUNK_TRAILER_MAX) {
                 return MK_ERR;
             }
             i++;

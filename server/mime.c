@@ -54,9 +54,12 @@ static const char *const mk_mime_builtin_list[][2] = {
     {"webmanifest", "application/manifest+json"},
 };
 
+/* By extension, then by line: of two entries for one extension the first line sorts first. */
 static int mk_mime_cmp(const void *a, const void *b)
 {
-    return strcmp(((const struct mk_mime_entry *) a)->ext, ((const struct mk_mime_entry *) b)->ext);
+    const struct mk_mime_entry *x = a, *y = b;
+    int c = strcmp(x->ext, y->ext);
+    return c ? c : (x->line > y->line) - (x->line < y->line);
 }
 
 static struct mk_mime_table *mk_mime_new(const char *default_type, size_t capacity)
@@ -68,9 +71,10 @@ static struct mk_mime_table *mk_mime_new(const char *default_type, size_t capaci
     return t;
 }
 
-static void mk_mime_add(struct mk_mime_table *t, const char *ext, const char *type)
+static void mk_mime_add(struct mk_mime_table *t, const char *ext, const char *type, int line)
 {
     struct mk_mime_entry *e = &t->entries[t->count++];
+    e->line = line;
     e->ext = mk_strdup(ext);
     for (char *p = e->ext; *p; p++) {
         *p = mk_tolower(*p);
@@ -85,7 +89,7 @@ struct mk_mime_table *mk_mime_builtin(const char *default_type)
     struct mk_mime_table *t = mk_mime_new(default_type, n);
 
     for (size_t i = 0; i < n; i++) {
-        mk_mime_add(t, mk_mime_builtin_list[i][0], mk_mime_builtin_list[i][1]);
+        mk_mime_add(t, mk_mime_builtin_list[i][0], mk_mime_builtin_list[i][1], 0);
     }
     qsort(t->entries, t->count, sizeof(*t->entries), mk_mime_cmp);
     return t;
@@ -125,17 +129,24 @@ struct mk_mime_table *mk_mime_from_conf(const struct mk_conf *conf, const char *
                 mk_mime_free(t);
                 return NULL;
             }
-            mk_mime_add(t, e->key, e->value);
+            mk_mime_add(t, e->key, e->value, e->line);
         }
     }
     qsort(t->entries, t->count, sizeof(*t->entries), mk_mime_cmp);
+    /* Report the first line of the file that repeats an extension. */
+    const struct mk_mime_entry *dup = NULL, *first = NULL;
     for (size_t i = 1; i < t->count; i++) {
-        if (strcmp(t->entries[i - 1].ext, t->entries[i].ext) == 0) {
-            snprintf(err, errlen, "%s: extension '%s' is listed twice", conf->path,
-                     t->entries[i].ext);
-            mk_mime_free(t);
-            return NULL;
+        if (strcmp(t->entries[i - 1].ext, t->entries[i].ext) == 0 &&
+            (!dup || t->entries[i].line < dup->line)) {
+            dup = &t->entries[i];
+            first = &t->entries[i - 1];
         }
+    }
+    if (dup) {
+        mk_conf_error(conf, dup->line, err, errlen,
+                      "extension '%s' is listed twice (first at line %d)", dup->ext, first->line);
+        mk_mime_free(t);
+        return NULL;
     }
     return t;
 }

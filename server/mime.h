@@ -17,6 +17,7 @@ struct mk_mime_entry {
     char *ext;  /* lower case, without the dot */
     char *type; /* e.g. "text/html; charset=utf-8" */
     size_t type_len;
+    int line; /* in monkey.mime; 0 when built in */
 };
 
 struct mk_mime_table {

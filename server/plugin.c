@@ -628,6 +628,16 @@ int mk_plugins_load(struct mk_plugin_set *set, const struct mk_config *cfg, char
             }
             goto fail;
         }
+        if (!p->reload_prepare != !p->reload_commit) {
+            snprintf(
+                err, errlen,
+                "%s: plugin '%s' defines one of reload_prepare and reload_commit without the other",
+                spec->where, p->name);
+            if (handle) {
+                dlclose(handle);
+            }
+            goto fail;
+        }
         for (size_t j = 0; j < set->count; j++) {
             if (strcmp(set->list[j]->name, p->name) == 0) {
                 snprintf(err, errlen, "%s: a plugin named '%s' is already loaded", spec->where,
@@ -692,6 +702,41 @@ void mk_plugins_unload(struct mk_plugin_set *set)
     mk_free(set->close);
     mk_free(set->batch);
     memset(set, 0, sizeof(*set));
+}
+
+int mk_plugins_reload_prepare(const struct mk_plugin_set *set, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < set->count; i++) {
+        const struct mk_plugin *p = set->list[i];
+        if (!p->reload_prepare) {
+            continue;
+        }
+        err[0] = '\0';
+        if (p->reload_prepare(err, errlen) == MK_OK) {
+            continue;
+        }
+        if (!err[0]) {
+            snprintf(err, errlen, "plugin %s refused the reload (see the messages above)", p->name);
+        }
+        /* The ones before it prepared: they discard. */
+        for (size_t j = 0; j < i; j++) {
+            if (set->list[j]->reload_prepare) {
+                set->list[j]->reload_commit(0);
+            }
+        }
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
+void mk_plugins_reload_commit(const struct mk_plugin_set *set, bool commit)
+{
+    for (size_t i = 0; i < set->count; i++) {
+        const struct mk_plugin *p = set->list[i];
+        if (p->reload_prepare) {
+            p->reload_commit(commit);
+        }
+    }
 }
 
 /* Does a loaded plugin read site sections named `name`? */

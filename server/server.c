@@ -8,8 +8,9 @@
  * seeds: the controlling thread reads the configuration, binds, loads
  * plugins and starts the workers; afterwards it only sends them messages.
  *
- * Reload builds a complete new configuration first; nothing changes unless
- * it is valid and every new listening socket could be bound. Workers then
+ * Reload builds a complete new configuration first, the plugins' own files
+ * included (read into a pending state); nothing changes unless all of it is
+ * valid and every new listening socket could be bound. Workers then
  * switch between requests: requests in flight finish with the configuration
  * they started with. Listening sockets whose address did not change are
  * kept, so a reload never refuses a connection.
@@ -120,6 +121,10 @@ int mk_server_check(struct mk_server *srv, char *err, size_t errlen)
         return MK_ERR;
     }
     srv->n_workers = cfg->workers;
+    if (mk_config_check_files(cfg, NULL, err, errlen) != MK_OK) {
+        mk_config_unref(cfg);
+        return MK_ERR;
+    }
     /* Plugins validate their configuration too, without side effects. */
     mk_plugins_checking = true;
     rc = mk_plugins_load(&srv->plugins, cfg, err, errlen);
@@ -430,6 +435,9 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
         return MK_ERR;
     }
     struct mk_config *cfg = srv->cfg;
+    if (mk_config_check_files(cfg, NULL, err, errlen) != MK_OK) {
+        goto fail_cfg;
+    }
     if (cfg->log_path && mk_log_open(cfg->log_path) != MK_OK) {
         ERRF("Log %s: %s", cfg->log_path, strerror(errno));
         goto fail_cfg;
@@ -580,25 +588,27 @@ int mk_server_reload(struct mk_server *srv, char *err, size_t errlen)
     if ((cfg->user || old->user) && (!cfg->user || !old->user || strcmp(cfg->user, old->user))) {
         mk_warn("reload: User changes only on restart");
     }
-    if (mk_server_check_transports(&srv->plugins, cfg, err, errlen) != MK_OK) {
+    if (mk_server_check_transports(&srv->plugins, cfg, err, errlen) != MK_OK ||
+        mk_config_check_files(cfg, old, err, errlen) != MK_OK) {
         mk_config_unref(cfg);
         return MK_ERR;
     }
-    /* Plugins re-read their own files first: site sections may refer to them. */
-    for (size_t i = 0; i < srv->plugins.count; i++) {
-        const struct mk_plugin *p = srv->plugins.list[i];
-        if (p->reload && p->reload() != MK_OK) {
-            mk_warn("reload: plugin %s kept its previous configuration", p->name);
-        }
-    }
-    if (mk_plugins_sites(&srv->plugins, cfg, err, errlen) != MK_OK) {
+    /*
+     * Nothing may change before everything is known to be valid: plugins
+     * read their files into a pending state first (site sections may refer
+     * to it), the sites are built, the new sockets bound; only then do the
+     * plugins and the server switch.
+     */
+    if (mk_plugins_reload_prepare(&srv->plugins, err, errlen) != MK_OK) {
         mk_config_unref(cfg);
         return MK_ERR;
     }
+    plans = NULL;
     owners = cfg->balancing == MK_BALANCE_REUSEPORT ? cfg->workers : 1;
-    plans = mk_server_plans(srv, old, cfg, owners, err, errlen);
-    if (!plans) {
-        mk_config_unref(cfg);
+    if (mk_plugins_sites(&srv->plugins, cfg, err, errlen) != MK_OK ||
+        !(plans = mk_server_plans(srv, old, cfg, owners, err, errlen))) {
+        mk_config_unref(cfg); /* site data first: plugin code frees it */
+        mk_plugins_reload_commit(&srv->plugins, false);
         return MK_ERR;
     }
     if (cfg->log_path && (!old->log_path || strcmp(cfg->log_path, old->log_path) != 0)) {
@@ -611,6 +621,7 @@ int mk_server_reload(struct mk_server *srv, char *err, size_t errlen)
     pthread_mutex_lock(&srv->cfg_lock);
     srv->cfg = cfg;
     pthread_mutex_unlock(&srv->cfg_lock);
+    mk_plugins_reload_commit(&srv->plugins, true);
     for (int i = 0; i < srv->n_workers; i++) {
         struct mk_listen_plan *plan = NULL;
         if (cfg->balancing == MK_BALANCE_REUSEPORT) {

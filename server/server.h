@@ -445,6 +445,14 @@ int mk_plugins_init(struct mk_plugin_set *set, struct mk_server *srv, const stru
 /* Check the site sections of `cfg` and run every site_init(). */
 int mk_plugins_sites(const struct mk_plugin_set *set, struct mk_config *cfg, char *err,
                      size_t errlen);
+/*
+ * Reload, step one: every plugin reads its files into a pending state
+ * (reload_prepare). MK_OK; or MK_ERR with "file:line: reason" in err, after
+ * the plugins that had prepared were told to discard (reload_commit(0)).
+ */
+int mk_plugins_reload_prepare(const struct mk_plugin_set *set, char *err, size_t errlen);
+/* Reload, step two: every plugin that prepared puts its state in force (commit) or drops it. */
+void mk_plugins_reload_commit(const struct mk_plugin_set *set, bool commit);
 /* api->command(): carried out by mk_server_loop(), waited for. */
 int mk_server_command(struct mk_server *srv, int cmd, char *err, size_t errlen);
 /* True while `monkey -t` checks a configuration. */

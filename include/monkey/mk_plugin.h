@@ -13,11 +13,11 @@
  * reaches the server only through the `struct mk_api` table it receives in
  * init(). Requests and connections are opaque.
  *
- * Threads: init(), exit() and reload() run on the thread that controls the
- * server, while no request is being served by this plugin's hooks for the
- * configuration being replaced; every other hook runs on a worker thread,
- * several workers at once. Hooks must not block: a worker serves thousands of
- * connections.
+ * Threads: init(), exit(), reload_prepare() and reload_commit() run on the
+ * thread that controls the server (during a reload the workers go on
+ * serving, so what they read must be published safely); every other hook
+ * runs on a worker thread, several workers at once. Hooks must not block: a
+ * worker serves thousands of connections.
  *
  * Stages of a request, in order (every hook is optional):
  *   conn_accept    a connection was accepted       MK_OK, or MK_ERR to close it
@@ -46,6 +46,13 @@
  * and reload) and stores what the request hooks need; api->site_data()
  * returns it for the request's site.
  *
+ * Reload is all or nothing: every plugin reads its own files into a pending
+ * state (reload_prepare), the server builds the new configuration (site_init
+ * for every site) and binds its sockets, and only when all of that succeeded
+ * does anything change: every plugin's reload_commit(1) puts its pending
+ * state in force as the new configuration goes in force. If anything failed,
+ * reload_commit(0) discards it and the running configuration stays whole.
+ *
  * Transport: a plugin may provide `transport`, a named byte layer that a
  * listener selects with a second word on its Listen line
  * ("Listen 8443 tls"). Plain sockets are the built-in transport "plain".
@@ -63,7 +70,7 @@
 #include "mk_common.h"
 
 /* Bump on any change to the structs or the order of function pointers. */
-#define MK_PLUGIN_ABI 2
+#define MK_PLUGIN_ABI 3
 
 /* A request or content hook handed the request over (see api->suspend). */
 #define MK_SUSPENDED (-4)
@@ -320,8 +327,21 @@ struct mk_plugin {
      */
     int (*init)(const struct mk_api *api, const char *conf_dir);
     void (*exit)(void);
-    /* SIGHUP: re-read the plugin's configuration. MK_ERR keeps the old one. */
-    int (*reload)(void);
+    /*
+     * Reload (SIGHUP, MK_CMD_RELOAD), in two steps (ABI 3; it replaced
+     * reload()). reload_prepare() reads the plugin's files into a pending
+     * state, leaving the state in force untouched: MK_OK, or MK_ERR with
+     * "file:line: reason" in err, which refuses the whole reload. The
+     * site_init() calls of the new configuration follow and read the pending
+     * state. Every reload_prepare() that returned MK_OK is followed by one
+     * reload_commit(): with commit true the pending state goes in force
+     * (requests of the new configuration see it), with false it is
+     * discarded (the reload was refused, here or elsewhere). Define both or
+     * neither (the server refuses one alone); without them a plugin keeps
+     * what init() read until a restart.
+     */
+    int (*reload_prepare)(char *err, size_t errlen);
+    void (*reload_commit)(int commit);
     /* SIGUSR1: reopen log files. */
     void (*reopen_logs)(void);
     /* A worker thread starts and stops (worker_init runs on that thread). */

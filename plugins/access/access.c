@@ -33,7 +33,8 @@
  *     tricks ("/%61dmin", "//admin", "/x/../admin") cannot get around them.
  *
  * Plugin-wide settings come from conf_dir/plugins/access.conf ([ACCESS]
- * LogDenied), read at start and on reload.
+ * LogDenied), read at start and on reload (in force only once the whole
+ * reload succeeded).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -94,6 +95,7 @@ struct access_client {
 static const struct mk_api *api;
 static char access_conf_file[ACCESS_PATH_MAX];
 static atomic_bool access_log_denied;
+static bool access_pending_log_denied; /* read by reload_prepare, for reload_commit */
 
 MK_PLUGIN_DECLARE(access);
 
@@ -117,59 +119,60 @@ static int access_bool(const char *v)
 }
 
 /*
- * Read access.conf and apply it. A missing file means the defaults. On a bad
- * line, logs "file:line: reason" and returns MK_ERR leaving the settings in
- * force untouched. Controlling thread only.
+ * Read access.conf into *log_denied. A missing file means the defaults. On
+ * a bad line, MK_ERR with "file:line: reason" in err and *log_denied
+ * untouched. Controlling thread only.
  */
-static int access_read_conf(void)
+static int access_read_conf(bool *log_denied, char *err, size_t errlen)
 {
-    char err[512];
     const char *section, *key, *value;
     void *cursor = NULL;
-    int line, log_denied = 0;
+    int line, on = 0;
 
     if (!access_conf_file[0]) {
-        atomic_store(&access_log_denied, false);
+        *log_denied = false;
         return MK_OK;
     }
-    struct mk_conf *conf = api->conf_load(access_conf_file, err, sizeof(err));
+    struct mk_conf *conf = api->conf_load(access_conf_file, err, errlen);
     if (!conf) {
         if (strstr(err, "No such file")) {
-            atomic_store(&access_log_denied, false);
+            *log_denied = false;
             return MK_OK;
         }
-        api->log(MK_PLUGIN_LOG_ERROR, "access: %s", err);
         return MK_ERR;
     }
     while (api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
         if (strcasecmp(section, "ACCESS") != 0) {
-            api->log(MK_PLUGIN_LOG_ERROR, "%s:%d: unknown section [%s] (only [ACCESS])",
+            snprintf(err, errlen, "%s:%d: unknown section [%s] (only [ACCESS])",
                      api->conf_path(conf), line, section);
             api->conf_free(conf);
             return MK_ERR;
         }
         if (strcasecmp(key, "LogDenied") != 0) {
-            api->log(MK_PLUGIN_LOG_ERROR, "%s:%d: unknown key '%s' (only LogDenied)",
-                     api->conf_path(conf), line, key);
+            snprintf(err, errlen, "%s:%d: unknown key '%s' (only LogDenied)", api->conf_path(conf),
+                     line, key);
             api->conf_free(conf);
             return MK_ERR;
         }
-        log_denied = access_bool(value);
-        if (log_denied < 0) {
-            api->log(MK_PLUGIN_LOG_ERROR, "%s:%d: LogDenied: '%s' is not On or Off",
-                     api->conf_path(conf), line, value);
+        on = access_bool(value);
+        if (on < 0) {
+            snprintf(err, errlen, "%s:%d: LogDenied: '%s' is not On or Off", api->conf_path(conf),
+                     line, value);
             api->conf_free(conf);
             return MK_ERR;
         }
     }
     api->conf_free(conf);
-    atomic_store(&access_log_denied, log_denied == 1);
+    *log_denied = on == 1;
     return MK_OK;
 }
 
 /* Process start: keep the API, read access.conf (MK_ERR stops the server, logged). */
 static int access_init(const struct mk_api *server_api, const char *conf_dir)
 {
+    char err[512];
+    bool log_denied;
+
     api = server_api;
     access_conf_file[0] = '\0';
     if (conf_dir) {
@@ -180,13 +183,26 @@ static int access_init(const struct mk_api *server_api, const char *conf_dir)
             return MK_ERR;
         }
     }
-    return access_read_conf();
+    if (access_read_conf(&log_denied, err, sizeof(err)) != MK_OK) {
+        api->log(MK_PLUGIN_LOG_ERROR, "access: %s", err);
+        return MK_ERR;
+    }
+    atomic_store(&access_log_denied, log_denied);
+    return MK_OK;
 }
 
-/* SIGHUP: read access.conf again; MK_ERR keeps the settings in force. */
-static int access_reload(void)
+/* Reload, step one: read access.conf into the pending setting. */
+static int access_reload_prepare(char *err, size_t errlen)
 {
-    return access_read_conf();
+    return access_read_conf(&access_pending_log_denied, err, errlen);
+}
+
+/* Reload, step two: the pending setting goes in force, or is dropped. */
+static void access_reload_commit(int commit)
+{
+    if (commit) {
+        atomic_store(&access_log_denied, access_pending_log_denied);
+    }
 }
 
 /* ---- parsing rules (site_init) ---------------------------------------------- */
@@ -611,7 +627,8 @@ MK_PLUGIN_DEFINE(access) = {
     .version = "1.0",
     .description = "allow and deny requests by client address and path, per site (Mandril)",
     .init = access_init,
-    .reload = access_reload,
+    .reload_prepare = access_reload_prepare,
+    .reload_commit = access_reload_commit,
     .request = access_request,
     .site_sections = (const char *const[]){"ACCESS", NULL},
     .site_init = access_site_init,

@@ -28,16 +28,17 @@
  *     of that file's table (never the password); a reload builds new tables,
  *     so it empties every cache. CacheSize 0 turns it off.
  *
- * Threads: init/reload/site_init/site_free on the controlling thread; the
- * request hook and the continuation on workers; auth_verify on task
- * threads, touching only its job (the request, and with it the site's data,
- * may be gone when the work ends).
+ * Threads: init, reload_prepare, reload_commit, site_init and site_free on
+ * the controlling thread; the request hook and the continuation on workers;
+ * auth_verify on task threads, touching only its job (the request, and with
+ * it the site's data, may be gone when the work ends).
  */
 #include <crypt.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,9 +62,15 @@
 static const struct mk_api *api;
 static char auth_conf_dir[PATH_MAX];  /* "" when serving built-in defaults */
 static char auth_conf_file[PATH_MAX]; /* conf_dir/plugins/auth.conf */
-/* Plugin-wide settings; read and written on the controlling thread only. */
-static unsigned auth_cache_size = 128;
-static unsigned auth_cache_ttl = 300;
+/* Plugin-wide settings (auth.conf); used and changed on the controlling thread only. */
+struct auth_settings {
+    unsigned cache_size;
+    unsigned cache_ttl;
+};
+static struct auth_settings auth_live = {128, 300};
+/* A reload's settings, from reload_prepare to reload_commit; site_init reads them meanwhile. */
+static struct auth_settings auth_pending;
+static bool auth_have_pending;
 
 MK_PLUGIN_DECLARE(auth);
 
@@ -130,63 +137,66 @@ static int auth_number(const char *s, unsigned long min, unsigned long max, unsi
     return MK_OK;
 }
 
-/* Read [AUTH] CacheSize and CacheTTL. A missing file keeps the defaults. */
-static int auth_read_conf(void)
+/*
+ * Read [AUTH] CacheSize and CacheTTL into *out (a missing file: the
+ * defaults). MK_ERR with "file:line: reason" in err, *out untouched.
+ */
+static int auth_read_conf(struct auth_settings *out, char *err, size_t errlen)
 {
-    unsigned size = 128, ttl = 300;
+    struct auth_settings next = {128, 300};
     const char *section, *key, *value;
     void *cursor = NULL;
-    char err[512];
     int line;
 
     if (!auth_conf_file[0]) {
+        *out = next;
         return MK_OK;
     }
-    struct mk_conf *conf = api->conf_load(auth_conf_file, err, sizeof(err));
+    struct mk_conf *conf = api->conf_load(auth_conf_file, err, errlen);
     if (!conf) {
         if (access(auth_conf_file, F_OK) != 0 && errno == ENOENT) {
-            auth_cache_size = size;
-            auth_cache_ttl = ttl;
+            *out = next;
             return MK_OK;
         }
-        api->log(MK_PLUGIN_LOG_ERROR, "auth: %s", err);
         return MK_ERR;
     }
     while (api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
         int rc = MK_ERR;
         const char *what = "unknown key";
         if (strcasecmp(section, "AUTH") != 0) {
-            api->log(MK_PLUGIN_LOG_ERROR, "%s:%d: unknown section [%s] (expected [AUTH])",
+            snprintf(err, errlen, "%s:%d: unknown section [%s] (expected [AUTH])",
                      api->conf_path(conf), line, section);
             api->conf_free(conf);
             return MK_ERR;
         }
         if (strcasecmp(key, "CacheSize") == 0) {
-            rc = auth_number(value, 0, AUTH_CACHE_SIZE_MAX, &size);
+            rc = auth_number(value, 0, AUTH_CACHE_SIZE_MAX, &next.cache_size);
             what = "CacheSize: expected a number of entries, 0 to 65536";
         }
         else if (strcasecmp(key, "CacheTTL") == 0) {
-            rc = auth_number(value, 1, AUTH_CACHE_TTL_MAX, &ttl);
+            rc = auth_number(value, 1, AUTH_CACHE_TTL_MAX, &next.cache_ttl);
             what = "CacheTTL: expected seconds, 1 to 86400";
         }
         if (rc != MK_OK) {
-            api->log(MK_PLUGIN_LOG_ERROR, "%s:%d: %s ('%s %s')", api->conf_path(conf), line, what,
-                     key, value);
+            snprintf(err, errlen, "%s:%d: %s ('%s %s')", api->conf_path(conf), line, what, key,
+                     value);
             api->conf_free(conf);
             return MK_ERR;
         }
     }
     api->conf_free(conf);
-    auth_cache_size = size;
-    auth_cache_ttl = ttl;
+    *out = next;
     return MK_OK;
 }
 
 /* Process start: remember the API and the configuration folder, read auth.conf. */
 static int auth_init(const struct mk_api *server_api, const char *conf_dir)
 {
+    char err[512];
+
     api = server_api;
     auth_conf_dir[0] = auth_conf_file[0] = '\0';
+    auth_have_pending = false;
     if (conf_dir) {
         int n = snprintf(auth_conf_dir, sizeof(auth_conf_dir), "%s", conf_dir);
         int m = snprintf(auth_conf_file, sizeof(auth_conf_file), "%s/plugins/auth.conf", conf_dir);
@@ -195,13 +205,30 @@ static int auth_init(const struct mk_api *server_api, const char *conf_dir)
             return MK_ERR;
         }
     }
-    return auth_read_conf();
+    if (auth_read_conf(&auth_live, err, sizeof(err)) != MK_OK) {
+        api->log(MK_PLUGIN_LOG_ERROR, "auth: %s", err);
+        return MK_ERR;
+    }
+    return MK_OK;
 }
 
-/* SIGHUP: re-read auth.conf (site_init then reads the site files). MK_ERR keeps the old values. */
-static int auth_reload(void)
+/* Reload, step one: read auth.conf into the pending settings (site_init then reads the sites). */
+static int auth_reload_prepare(char *err, size_t errlen)
 {
-    return auth_read_conf();
+    if (auth_read_conf(&auth_pending, err, errlen) != MK_OK) {
+        return MK_ERR;
+    }
+    auth_have_pending = true;
+    return MK_OK;
+}
+
+/* Reload, step two: the pending settings go in force, or are dropped. */
+static void auth_reload_commit(int commit)
+{
+    if (commit) {
+        auth_live = auth_pending;
+    }
+    auth_have_pending = false;
 }
 
 /* ---- password files -------------------------------------------------------- */
@@ -304,8 +331,10 @@ static struct auth_table *auth_table_load(const char *path, const char *where, c
         auth_table_free(t);
         return NULL;
     }
-    t->cache_size = auth_cache_size;
-    t->cache_ttl = auth_cache_ttl;
+    /* The settings of the configuration being built: a reload's, while one is prepared. */
+    const struct auth_settings *settings = auth_have_pending ? &auth_pending : &auth_live;
+    t->cache_size = settings->cache_size;
+    t->cache_ttl = settings->cache_ttl;
     if (t->cache_size) {
         t->cache = calloc(t->cache_size, sizeof(*t->cache));
         if (!t->cache) {
@@ -803,7 +832,8 @@ MK_PLUGIN_DEFINE(auth) = {
     .version = "1.0",
     .description = "HTTP Basic authentication per path and realm",
     .init = auth_init,
-    .reload = auth_reload,
+    .reload_prepare = auth_reload_prepare,
+    .reload_commit = auth_reload_commit,
     .request = auth_request,
     .site_sections = (const char *const[]){"AUTH", NULL},
     .site_init = auth_site_init,

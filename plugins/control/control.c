@@ -13,7 +13,7 @@
  * - The socket is served by one thread of the plugin, started in init()
  *   (never under `monkey -t`) and joined in exit(). Workers never wait for
  *   it: the only thing they share is the HTTP settings, read under a
- *   read lock that reload() holds for a copy of a few hundred bytes.
+ *   read lock that reload_commit() holds for a copy of a few hundred bytes.
  * - One request line per connection, one reply, then the connection is
  *   closed (after a stop: once the server has finished). A client gets
  *   CONTROL_IO_MS to send its line and again to read the reply; a line
@@ -107,8 +107,10 @@ static bool control_have_conf_dir;
 
 /* Set in init(), read-only afterwards (the socket cannot move on reload). */
 static struct control_settings control_running;
+/* A reload's settings, from reload_prepare to reload_commit. */
+static struct control_settings control_pending;
 
-/* HttpPath and HttpAllow: replaced by reload(), read by the workers. */
+/* HttpPath and HttpAllow: replaced by reload_commit(), read by the workers. */
 static pthread_rwlock_t control_http_lock = PTHREAD_RWLOCK_INITIALIZER;
 static char control_http_path[CONTROL_HTTP_PATH_MAX + 1];
 static struct mk_cidr control_http_allow[CONTROL_ALLOW_MAX];
@@ -1049,12 +1051,12 @@ static int control_conf_entry(struct control_settings *s, const char *key, const
 
 /*
  * Read control.conf into s (defaults for what it does not say; all
- * defaults when the file does not exist). MK_ERR after logging
- * "file:line: reason".
+ * defaults when the file does not exist). MK_ERR with "file:line: reason"
+ * in err.
  */
-static int control_read_conf(struct control_settings *s)
+static int control_read_conf(struct control_settings *s, char *err, size_t errlen)
 {
-    char err[512];
+    char why[512];
     const char *section, *key, *value;
     void *cursor = NULL;
     bool seen[4] = {false, false, false, false};
@@ -1064,7 +1066,7 @@ static int control_read_conf(struct control_settings *s)
     s->mode = CONTROL_DEFAULT_MODE;
     control_allow_loopback(s);
     if (control_socket_resolve(s, CONTROL_DEFAULT_SOCKET) != MK_OK) {
-        api->log(MK_PLUGIN_LOG_ERROR, "control: configuration directory path too long");
+        snprintf(err, errlen, "control: configuration directory path too long");
         return MK_ERR;
     }
     snprintf(s->socket_where, sizeof(s->socket_where), "%s (default Socket %s)",
@@ -1072,47 +1074,41 @@ static int control_read_conf(struct control_settings *s)
     if (!control_conf_file[0]) {
         return MK_OK;
     }
-    struct mk_conf *conf = api->conf_load(control_conf_file, err, sizeof(err));
+    struct mk_conf *conf = api->conf_load(control_conf_file, err, errlen);
     if (!conf) {
         if (access(control_conf_file, F_OK) != 0 && errno == ENOENT) {
             return MK_OK;
         }
-        api->log(MK_PLUGIN_LOG_ERROR, "control: %s", err);
         return MK_ERR;
     }
-    while (api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
+    int rc = MK_OK;
+    while (rc == MK_OK && api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
         if (strcasecmp(section, "CONTROL") != 0) {
-            api->log(MK_PLUGIN_LOG_ERROR, "%s:%d: unknown section [%s] (only [CONTROL])",
+            snprintf(err, errlen, "%s:%d: unknown section [%s] (only [CONTROL])",
                      api->conf_path(conf), line, section);
-            api->conf_free(conf);
-            return MK_ERR;
+            rc = MK_ERR;
         }
-        if (control_conf_entry(s, key, value, seen, err, sizeof(err)) != MK_OK) {
-            api->log(MK_PLUGIN_LOG_ERROR, "%s:%d: %s", api->conf_path(conf), line, err);
-            api->conf_free(conf);
-            return MK_ERR;
+        else if (control_conf_entry(s, key, value, seen, why, sizeof(why)) != MK_OK) {
+            snprintf(err, errlen, "%s:%d: %s", api->conf_path(conf), line, why);
+            rc = MK_ERR;
         }
-        if (strcasecmp(key, "Socket") == 0) {
+        else if (strcasecmp(key, "Socket") == 0) {
             snprintf(s->socket_where, sizeof(s->socket_where), "%s:%d", api->conf_path(conf), line);
         }
-        if (strcasecmp(key, "HttpAllow") == 0 && !http_line) {
+        else if (strcasecmp(key, "HttpAllow") == 0 && !http_line) {
             http_line = line;
         }
     }
-    if (http_line && !s->http_path[0]) {
-        api->log(MK_PLUGIN_LOG_ERROR, "%s:%d: HttpAllow without HttpPath", api->conf_path(conf),
-                 http_line);
-        api->conf_free(conf);
-        return MK_ERR;
+    if (rc == MK_OK && http_line && !s->http_path[0]) {
+        snprintf(err, errlen, "%s:%d: HttpAllow without HttpPath", api->conf_path(conf), http_line);
+        rc = MK_ERR;
     }
-    if (seen[3] && s->n_allow == 0) {
-        api->log(MK_PLUGIN_LOG_ERROR, "%s:%d: HttpAllow lists no address", api->conf_path(conf),
-                 http_line);
-        api->conf_free(conf);
-        return MK_ERR;
+    if (rc == MK_OK && seen[3] && s->n_allow == 0) {
+        snprintf(err, errlen, "%s:%d: HttpAllow lists no address", api->conf_path(conf), http_line);
+        rc = MK_ERR;
     }
     api->conf_free(conf);
-    return MK_OK;
+    return rc;
 }
 
 /* Publish s's HTTP settings to the workers. */
@@ -1343,6 +1339,7 @@ static void control_shutdown(void)
 static int control_init(const struct mk_api *server_api, const char *conf_dir)
 {
     struct control_settings s;
+    char err[CONTROL_WHERE_MAX + 512];
     sigset_t all, old;
 
     api = server_api;
@@ -1355,7 +1352,11 @@ static int control_init(const struct mk_api *server_api, const char *conf_dir)
     for (int i = 0; i < CONTROL_CLIENTS; i++) {
         control_clients[i].fd = -1;
     }
-    if (control_read_conf(&s) != MK_OK || control_check_dir(&s) != MK_OK) {
+    if (control_read_conf(&s, err, sizeof(err)) != MK_OK) {
+        api->log(MK_PLUGIN_LOG_ERROR, "%s", err);
+        return MK_ERR;
+    }
+    if (control_check_dir(&s) != MK_OK) {
         return MK_ERR;
     }
     control_running = s;
@@ -1394,20 +1395,29 @@ static void control_exit(void)
     control_shutdown();
 }
 
-/* Re-read control.conf: HttpPath and HttpAllow change; Socket and Mode need a restart. */
-static int control_reload(void)
+/* Reload, step one: read control.conf into the pending settings. */
+static int control_reload_prepare(char *err, size_t errlen)
 {
-    struct control_settings s;
+    return control_read_conf(&control_pending, err, errlen);
+}
 
-    if (control_read_conf(&s) != MK_OK) {
-        return MK_ERR;
+/*
+ * Reload, step two: HttpPath and HttpAllow go in force (Socket and Mode
+ * need a restart), or the pending settings are dropped.
+ */
+static void control_reload_commit(int commit)
+{
+    const struct control_settings *s = &control_pending;
+
+    if (!commit) {
+        return;
     }
-    if (strcmp(s.socket_path, control_running.socket_path) != 0 || s.mode != control_running.mode) {
+    if (strcmp(s->socket_path, control_running.socket_path) != 0 ||
+        s->mode != control_running.mode) {
         api->log(MK_PLUGIN_LOG_WARN, "control: Socket and Mode change only on restart (keeping %s)",
                  control_running.socket_path);
     }
-    control_http_publish(&s);
-    return MK_OK;
+    control_http_publish(s);
 }
 
 /* Is the client of r in HttpAllow? Call with control_http_lock held. */
@@ -1476,6 +1486,7 @@ MK_PLUGIN_DEFINE(control) = {
     .description = "control socket for monkey-ctl, and HTTP status",
     .init = control_init,
     .exit = control_exit,
-    .reload = control_reload,
+    .reload_prepare = control_reload_prepare,
+    .reload_commit = control_reload_commit,
     .content = control_content,
 };

@@ -40,11 +40,12 @@
  * order (Sort bytes, the default) or ASCII case-insensitively with byte order
  * between names that differ only in case (Sort nocase).
  *
- * Threads: init(), reload() and site_init() run on the controlling thread
- * and are the only users of dirlisting_global. Each site's data carries a
- * copy of the plugin-wide settings taken when its configuration was built,
- * and each job a copy of everything it needs, so workers and task threads
- * never read state that a reload rewrites.
+ * Threads: init(), reload_prepare(), reload_commit() and site_init() run on
+ * the controlling thread and are the only users of dirlisting_global and
+ * dirlisting_pending. Each site's data carries a copy of the plugin-wide
+ * settings taken when its configuration was built, and each job a copy of
+ * everything it needs, so workers and task threads never read state that a
+ * reload rewrites.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -134,6 +135,9 @@ static const struct mk_api *api;
 static char dirlisting_conf_path[PATH_MAX];
 static struct dirlisting_settings dirlisting_global = {DIRLISTING_SORT_BYTES,
                                                        DIRLISTING_MAX_ENTRIES_DEFAULT, ""};
+/* A reload's settings, from reload_prepare to reload_commit; site_init reads them meanwhile. */
+static struct dirlisting_settings dirlisting_pending;
+static bool dirlisting_have_pending;
 
 static const char dirlisting_style[] = "body{font-family:system-ui,sans-serif;margin:2em}"
                                        "table{border-collapse:collapse}"
@@ -229,27 +233,25 @@ static const char *dirlisting_conf_line(const char *key, const char *value,
 }
 
 /*
- * Read the plugin-wide file into dirlisting_global. A missing file means the
- * defaults. On a bad line, logs "file:line: reason" and returns MK_ERR with
- * dirlisting_global unchanged. Controlling thread only.
+ * Read the plugin-wide file into *out. A missing file means the defaults.
+ * On a bad line, MK_ERR with "file:line: reason" in err and *out unchanged.
+ * Controlling thread only.
  */
-static int dirlisting_read_conf(void)
+static int dirlisting_read_conf(struct dirlisting_settings *out, char *err, size_t errlen)
 {
     struct dirlisting_settings next = {DIRLISTING_SORT_BYTES, DIRLISTING_MAX_ENTRIES_DEFAULT, ""};
     const char *section, *key, *value;
     void *cursor = NULL;
     unsigned seen = 0;
     struct stat st;
-    char err[512];
     int line;
 
     if (!dirlisting_conf_path[0] || (stat(dirlisting_conf_path, &st) < 0 && errno == ENOENT)) {
-        dirlisting_global = next;
+        *out = next;
         return MK_OK;
     }
-    struct mk_conf *conf = api->conf_load(dirlisting_conf_path, err, sizeof(err));
+    struct mk_conf *conf = api->conf_load(dirlisting_conf_path, err, errlen);
     if (!conf) {
-        api->log(MK_PLUGIN_LOG_ERROR, "dirlisting: %s", err);
         return MK_ERR;
     }
     while (api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
@@ -257,35 +259,55 @@ static int dirlisting_read_conf(void)
                               ? "unknown section (only [DIRLISTING])"
                               : dirlisting_conf_line(key, value, &next, &seen);
         if (why) {
-            api->log(MK_PLUGIN_LOG_ERROR, "%s:%d: %s: '%s %s'", api->conf_path(conf), line, why,
-                     key, value);
+            snprintf(err, errlen, "%s:%d: %s: '%s %s'", api->conf_path(conf), line, why, key,
+                     value);
             api->conf_free(conf);
             return MK_ERR;
         }
     }
     api->conf_free(conf);
-    dirlisting_global = next;
+    *out = next;
     return MK_OK;
 }
 
 /* Process start: remember the API and read the plugin-wide file. MK_ERR stops the server. */
 static int dirlisting_init(const struct mk_api *server_api, const char *conf_dir)
 {
+    char err[PATH_MAX + 512];
+
     api = server_api;
     dirlisting_conf_path[0] = '\0';
+    dirlisting_have_pending = false;
     if (conf_dir &&
         (size_t) snprintf(dirlisting_conf_path, sizeof(dirlisting_conf_path),
                           "%s/plugins/dirlisting.conf", conf_dir) >= sizeof(dirlisting_conf_path)) {
         api->log(MK_PLUGIN_LOG_ERROR, "dirlisting: configuration directory path too long");
         return MK_ERR;
     }
-    return dirlisting_read_conf();
+    if (dirlisting_read_conf(&dirlisting_global, err, sizeof(err)) != MK_OK) {
+        api->log(MK_PLUGIN_LOG_ERROR, "dirlisting: %s", err);
+        return MK_ERR;
+    }
+    return MK_OK;
 }
 
-/* SIGHUP: read the plugin-wide file again; MK_ERR keeps the previous settings. */
-static int dirlisting_reload(void)
+/* Reload, step one: read the plugin-wide file into the pending settings. */
+static int dirlisting_reload_prepare(char *err, size_t errlen)
 {
-    return dirlisting_read_conf();
+    if (dirlisting_read_conf(&dirlisting_pending, err, errlen) != MK_OK) {
+        return MK_ERR;
+    }
+    dirlisting_have_pending = true;
+    return MK_OK;
+}
+
+/* Reload, step two: the pending settings go in force, or are dropped. */
+static void dirlisting_reload_commit(int commit)
+{
+    if (commit) {
+        dirlisting_global = dirlisting_pending;
+    }
+    dirlisting_have_pending = false;
 }
 
 /* Release what dirlisting_site_init() stored (NULL is allowed). */
@@ -408,7 +430,7 @@ static int dirlisting_site_init(const struct mk_site *site, const struct mk_conf
         snprintf(err, errlen, "%s: out of memory", api->conf_path(conf));
         return MK_ERR;
     }
-    s->settings = dirlisting_global;
+    s->settings = dirlisting_have_pending ? dirlisting_pending : dirlisting_global;
     s->symlinks = api->site_symlinks(site);
     s->hide_dotfiles = api->site_hide_dotfiles(site);
     while (api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
@@ -1026,7 +1048,8 @@ MK_PLUGIN_DEFINE(dirlisting) = {
     .version = "1.0",
     .description = "HTML listings of directories without an index file",
     .init = dirlisting_init,
-    .reload = dirlisting_reload,
+    .reload_prepare = dirlisting_reload_prepare,
+    .reload_commit = dirlisting_reload_commit,
     .content = dirlisting_content,
     .site_sections = (const char *const[]){"DIRLISTING", NULL},
     .site_init = dirlisting_site_init,

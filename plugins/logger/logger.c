@@ -75,6 +75,8 @@ struct logger_settings {
 
 static char *logger_conf_dir;
 static struct logger_settings *logger_settings;
+/* A reload's settings, from reload_prepare to reload_commit; site_init reads them meanwhile. */
+static struct logger_settings *logger_pending;
 static struct logger_format *logger_error_format;
 static atomic_size_t logger_buf_limit = LOGGER_DEFAULT_LIMIT;
 
@@ -323,13 +325,13 @@ static int logger_settings_entry(struct logger_settings *s, const char *section,
 }
 
 /*
- * Read conf_dir/plugins/logger.conf (absent: defaults). NULL after logging
- * "file:line: reason". Controlling thread.
+ * Read conf_dir/plugins/logger.conf (absent: defaults). NULL with
+ * "file:line: reason" in err. Controlling thread.
  */
-static struct logger_settings *logger_settings_read(void)
+static struct logger_settings *logger_settings_read(char *err, size_t errlen)
 {
     struct logger_settings *s = calloc(1, sizeof(*s));
-    char err[512], why[512];
+    char why[512];
     const char *section, *key, *value;
     char *format_value = NULL;
     struct mk_conf *conf = NULL;
@@ -337,28 +339,27 @@ static struct logger_settings *logger_settings_read(void)
     int line = 0;
 
     if (!s) {
-        logger_api->log(MK_PLUGIN_LOG_ERROR, "logger: out of memory");
+        snprintf(err, errlen, "logger: out of memory");
         return NULL;
     }
     s->buffer_limit = LOGGER_DEFAULT_LIMIT;
     s->pipe_size = LOGGER_DEFAULT_PIPE;
     if (asprintf(&s->file, "%s/plugins/logger.conf", logger_conf_dir ? logger_conf_dir : ".") < 0) {
         s->file = NULL;
-        goto fail_quiet;
+        goto fail_memory;
     }
     if (logger_conf_dir) {
-        conf = logger_api->conf_load(s->file, err, sizeof(err));
+        conf = logger_api->conf_load(s->file, err, errlen);
     }
     if (!conf && logger_conf_dir && !strstr(err, "No such file")) {
-        logger_api->log(MK_PLUGIN_LOG_ERROR, "logger: %s", err);
-        goto fail_quiet;
+        goto fail;
     }
     while (conf && logger_api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
         if (logger_settings_entry(s, section, key, value, line, &format_value, why, sizeof(why)) !=
             MK_OK) {
-            logger_api->log(MK_PLUGIN_LOG_ERROR, "%s:%d: %s", s->file, line, why);
+            snprintf(err, errlen, "%s:%d: %s", s->file, line, why);
             logger_api->conf_free(conf);
-            goto fail_quiet;
+            goto fail;
         }
     }
     if (conf) {
@@ -367,14 +368,14 @@ static struct logger_settings *logger_settings_read(void)
     const char *spec = logger_format_named(s, format_value ? format_value : LOGGER_DEFAULT_FORMAT,
                                            why, sizeof(why));
     if (!spec || logger_format_check(spec, why, sizeof(why)) != MK_OK) {
-        logger_api->log(MK_PLUGIN_LOG_ERROR, "%s:%d: %s", s->file, s->format_line, why);
-        goto fail_quiet;
+        snprintf(err, errlen, "%s:%d: %s", s->file, s->format_line, why);
+        goto fail;
     }
     s->format = strdup(spec);
     free(format_value);
     format_value = NULL;
     if (!s->format) {
-        goto fail_quiet;
+        goto fail_memory;
     }
     /* "" (Off) in the plugin-wide file is the same as no default. */
     if (s->access && !s->access[0]) {
@@ -387,7 +388,9 @@ static struct logger_settings *logger_settings_read(void)
     }
     return s;
 
-fail_quiet:
+fail_memory:
+    snprintf(err, errlen, "logger: out of memory");
+fail:
     free(format_value);
     logger_settings_free(s);
     return NULL;
@@ -414,8 +417,9 @@ static void logger_site_free(void *data)
 }
 
 /* Open (or, when checking, only check) one log of a site; the message names file:line. */
-static int logger_site_file(const char *path, const char *where, int line, const char *key,
-                            struct logger_file **out, char *err, size_t errlen)
+static int logger_site_file(const struct logger_settings *s, const char *path, const char *where,
+                            int line, const char *key, struct logger_file **out, char *err,
+                            size_t errlen)
 {
     char why[512];
 
@@ -425,7 +429,7 @@ static int logger_site_file(const char *path, const char *where, int line, const
         }
     }
     else {
-        *out = logger_file_open(path, logger_settings->pipe_size, why, sizeof(why));
+        *out = logger_file_open(path, s->pipe_size, why, sizeof(why));
         if (*out) {
             return MK_OK;
         }
@@ -489,7 +493,8 @@ static int logger_site_read(const struct mk_conf *conf, struct logger_site_conf 
 static int logger_site_init(const struct mk_site *site, const struct mk_conf *conf, void **data,
                             char *err, size_t errlen)
 {
-    const struct logger_settings *s = logger_settings;
+    /* The settings of the configuration being built: a reload's, while one is prepared. */
+    const struct logger_settings *s = logger_pending ? logger_pending : logger_settings;
     const char *file = logger_api->conf_path(conf);
     struct logger_site_conf sc = {0};
     struct logger_site *ls = NULL;
@@ -537,11 +542,11 @@ static int logger_site_init(const struct mk_site *site, const struct mk_conf *co
                  sc.format ? sc.format_line : s->format_line, why);
         goto done;
     }
-    if (access && logger_site_file(access, access_where, access_line, "AccessLog", &ls->access, err,
-                                   errlen) != MK_OK) {
+    if (access && logger_site_file(s, access, access_where, access_line, "AccessLog", &ls->access,
+                                   err, errlen) != MK_OK) {
         goto done;
     }
-    if (error && logger_site_file(error, error_where, error_line, "ErrorLog", &ls->error, err,
+    if (error && logger_site_file(s, error, error_where, error_line, "ErrorLog", &ls->error, err,
                                   errlen) != MK_OK) {
         goto done;
     }
@@ -890,15 +895,16 @@ static void logger_request_done(struct mk_request *r)
  */
 static int logger_init(const struct mk_api *api, const char *conf_dir)
 {
-    char err[256];
+    char err[PATH_MAX + 512];
 
     logger_api = api;
     if (conf_dir && !(logger_conf_dir = strdup(conf_dir))) {
         api->log(MK_PLUGIN_LOG_ERROR, "logger: out of memory");
         return MK_ERR;
     }
-    logger_settings = logger_settings_read();
+    logger_settings = logger_settings_read(err, sizeof(err));
     if (!logger_settings) {
+        api->log(MK_PLUGIN_LOG_ERROR, "%s", err);
         goto fail;
     }
     if (logger_format_compile(logger_error_spec, &logger_error_format, err, sizeof(err)) != MK_OK) {
@@ -936,18 +942,25 @@ static void logger_exit(void)
     logger_conf_dir = NULL;
 }
 
-/* SIGHUP: read logger.conf again (sites are read again by the server). */
-static int logger_reload(void)
+/* Reload, step one: read logger.conf into the pending settings (site_init then reads the sites). */
+static int logger_reload_prepare(char *err, size_t errlen)
 {
-    struct logger_settings *s = logger_settings_read();
+    logger_pending = logger_settings_read(err, errlen);
+    return logger_pending ? MK_OK : MK_ERR;
+}
 
-    if (!s) {
-        return MK_ERR;
+/* Reload, step two: the pending settings go in force, or are dropped. */
+static void logger_reload_commit(int commit)
+{
+    if (commit) {
+        logger_settings_free(logger_settings);
+        logger_settings = logger_pending;
+        atomic_store(&logger_buf_limit, logger_settings->buffer_limit);
     }
-    logger_settings_free(logger_settings);
-    logger_settings = s;
-    atomic_store(&logger_buf_limit, s->buffer_limit);
-    return MK_OK;
+    else {
+        logger_settings_free(logger_pending);
+    }
+    logger_pending = NULL;
 }
 
 /* reopen_logs (SIGUSR1): returns once every file was reopened. Controlling thread. */
@@ -963,7 +976,8 @@ MK_PLUGIN_DEFINE(logger) = {
     .description = "access and error logs per site, written off the workers",
     .init = logger_init,
     .exit = logger_exit,
-    .reload = logger_reload,
+    .reload_prepare = logger_reload_prepare,
+    .reload_commit = logger_reload_commit,
     .reopen_logs = logger_reopen_logs,
     .worker_init = logger_worker_init,
     .worker_exit = logger_worker_exit,

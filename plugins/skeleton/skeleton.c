@@ -5,9 +5,15 @@
  * skeleton.c: the template for new plugins. Copy this folder, rename the
  * plugin, keep the hooks you need. It shows every stage of the request,
  * reading a configuration file with the server's reader (errors name file
- * and line), a section of its own in site files, asking for a request body
- * (MK_AGAIN), blocking work moved off the worker (api->task) and the batch
- * hook.
+ * and line), a reload that changes nothing unless the whole configuration
+ * is valid (reload_prepare, reload_commit), a section of its own in site
+ * files, asking for a request body (MK_AGAIN), blocking work moved off the
+ * worker (api->task) and the batch hook.
+ *
+ * Settings reach the request hooks through the site data: site_init() gives
+ * every site of a configuration a copy of the plugin-wide settings it was
+ * built with, so a request sees one consistent set for its whole life, and
+ * a reload never writes what a worker is reading.
  *
  * Behaviour (with the default conf/plugins/skeleton.conf):
  *   GET  /skeleton          200, the configured Message, or the site's
@@ -30,9 +36,24 @@
 
 #define SKELETON_MAX 256
 
+/* Plugin-wide settings (skeleton.conf). */
+struct skeleton_settings {
+    char path[SKELETON_MAX];
+    char message[SKELETON_MAX];
+};
+
+/* What site_init() stores for every site. */
+struct skeleton_site {
+    struct skeleton_settings settings; /* of the configuration the site belongs to */
+    char *greeting;                    /* [SKELETON] Greeting, NULL when not given */
+};
+
 static const struct mk_api *api;
-static char skeleton_path[SKELETON_MAX] = "/skeleton";
-static char skeleton_message[SKELETON_MAX] = "Hello from the skeleton plugin\n";
+static const struct skeleton_settings skeleton_defaults = {"/skeleton",
+                                                           "Hello from the skeleton plugin\n"};
+/* In force, and a reload's between reload_prepare and reload_commit. Controlling thread. */
+static struct skeleton_settings skeleton_live, skeleton_pending;
+static int skeleton_have_pending;
 static char skeleton_conf[4096];
 static atomic_ulong skeleton_requests;
 static atomic_ulong skeleton_connections;
@@ -40,67 +61,84 @@ static atomic_ulong skeleton_batches;
 
 MK_PLUGIN_DECLARE(skeleton);
 
-/* Read conf_dir/plugins/skeleton.conf ([SKELETON] Path, Message). Absent: defaults. */
-static int skeleton_read_conf(void)
+/*
+ * Read conf_dir/plugins/skeleton.conf ([SKELETON] Path, Message) into *out.
+ * Absent: defaults. MK_ERR with "file:line: reason" in err.
+ */
+static int skeleton_read_conf(struct skeleton_settings *out, char *err, size_t errlen)
 {
-    char err[512], path[SKELETON_MAX] = "", message[SKELETON_MAX] = "";
     const char *section, *key, *value;
     void *cursor = NULL;
     int line;
 
+    *out = skeleton_defaults;
     if (!skeleton_conf[0]) {
         return MK_OK;
     }
-    struct mk_conf *conf = api->conf_load(skeleton_conf, err, sizeof(err));
+    struct mk_conf *conf = api->conf_load(skeleton_conf, err, errlen);
     if (!conf) {
-        if (strstr(err, "No such file")) {
-            return MK_OK;
-        }
-        api->log(MK_PLUGIN_LOG_ERROR, "skeleton: %s", err);
-        return MK_ERR;
+        return strstr(err, "No such file") ? MK_OK : MK_ERR;
     }
     while (api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
         if (strcasecmp(section, "SKELETON") != 0) {
-            api->log(MK_PLUGIN_LOG_ERROR, "%s:%d: unknown section [%s]", api->conf_path(conf), line,
+            snprintf(err, errlen, "%s:%d: unknown section [%s]", api->conf_path(conf), line,
                      section);
             api->conf_free(conf);
             return MK_ERR;
         }
         if (strcasecmp(key, "Path") == 0 && value[0] == '/' && strlen(value) < 200) {
-            snprintf(path, sizeof(path), "%s", value);
+            snprintf(out->path, sizeof(out->path), "%s", value);
         }
         else if (strcasecmp(key, "Message") == 0 && strlen(value) < SKELETON_MAX - 2) {
-            snprintf(message, sizeof(message), "%s\n", value);
+            snprintf(out->message, sizeof(out->message), "%s\n", value);
         }
         else {
-            api->log(MK_PLUGIN_LOG_ERROR, "%s:%d: bad key or value '%s %s'", api->conf_path(conf),
-                     line, key, value);
+            snprintf(err, errlen, "%s:%d: bad key or value '%s %s'", api->conf_path(conf), line,
+                     key, value);
             api->conf_free(conf);
             return MK_ERR;
         }
     }
     api->conf_free(conf);
-    if (path[0]) {
-        memcpy(skeleton_path, path, sizeof(path));
-    }
-    if (message[0]) {
-        memcpy(skeleton_message, message, sizeof(message));
-    }
     return MK_OK;
 }
 
 static int skeleton_init(const struct mk_api *server_api, const char *conf_dir)
 {
+    char err[4096 + 512];
+
     api = server_api;
+    skeleton_have_pending = 0;
     if (conf_dir) {
         snprintf(skeleton_conf, sizeof(skeleton_conf), "%s/plugins/skeleton.conf", conf_dir);
     }
-    return skeleton_read_conf();
+    if (skeleton_read_conf(&skeleton_live, err, sizeof(err)) != MK_OK) {
+        api->log(MK_PLUGIN_LOG_ERROR, "skeleton: %s", err);
+        return MK_ERR;
+    }
+    return MK_OK;
 }
 
-static int skeleton_reload(void)
+/* Reload, step one: read the file aside; the settings in force stay as they are. */
+static int skeleton_reload_prepare(char *err, size_t errlen)
 {
-    return skeleton_read_conf();
+    if (skeleton_read_conf(&skeleton_pending, err, errlen) != MK_OK) {
+        return MK_ERR;
+    }
+    skeleton_have_pending = 1;
+    return MK_OK;
+}
+
+/*
+ * Reload, step two: keep the new settings (the sites of the new
+ * configuration already carry them) or forget them.
+ */
+static void skeleton_reload_commit(int commit)
+{
+    if (commit) {
+        skeleton_live = skeleton_pending;
+    }
+    skeleton_have_pending = 0;
 }
 
 static int skeleton_conn_accept(struct mk_conn *c)
@@ -119,12 +157,13 @@ static int skeleton_request(struct mk_request *r)
     return MK_OK;
 }
 
-/* Does the request path equal skeleton_path + suffix? */
-static int skeleton_match(struct mk_request *r, const char *suffix)
+/* Does the request path equal the site's Path + suffix? */
+static int skeleton_match(struct mk_request *r, const struct skeleton_site *site,
+                          const char *suffix)
 {
-    size_t len, plen = strlen(skeleton_path), slen = strlen(suffix);
+    size_t len, plen = strlen(site->settings.path), slen = strlen(suffix);
     const char *p = api->path(r, &len);
-    return len == plen + slen && memcmp(p, skeleton_path, plen) == 0 &&
+    return len == plen + slen && memcmp(p, site->settings.path, plen) == 0 &&
            memcmp(p + plen, suffix, slen) == 0;
 }
 
@@ -137,6 +176,16 @@ static void skeleton_worker_header(struct mk_request *r)
 
 /* ---- a site section: [SKELETON] Greeting TEXT ----------------------------- */
 
+static void skeleton_site_free(void *data)
+{
+    struct skeleton_site *site = data;
+
+    if (site) {
+        free(site->greeting);
+        free(site);
+    }
+}
+
 static int skeleton_site_init(const struct mk_site *site, const struct mk_conf *conf, void **data,
                               char *err, size_t errlen)
 {
@@ -145,34 +194,33 @@ static int skeleton_site_init(const struct mk_site *site, const struct mk_conf *
     int line;
 
     (void) site;
-    *data = NULL;
+    struct skeleton_site *s = calloc(1, sizeof(*s));
+    *data = s;
+    if (!s) {
+        snprintf(err, errlen, "%s: out of memory", api->conf_path(conf));
+        return MK_ERR;
+    }
+    /* The settings of the configuration being built: a reload's, while one is prepared. */
+    s->settings = skeleton_have_pending ? skeleton_pending : skeleton_live;
     while (api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
         if (strcasecmp(section, "SKELETON") != 0) {
             continue; /* [HOST] and other plugins' sections */
         }
-        if (strcasecmp(key, "Greeting") != 0 || *data) {
+        if (strcasecmp(key, "Greeting") != 0 || s->greeting) {
             snprintf(err, errlen, "%s:%d: [SKELETON] takes one Greeting, not '%s'",
                      api->conf_path(conf), line, key);
-            free(*data);
-            *data = NULL;
-            return MK_ERR;
+            return MK_ERR; /* the server frees what *data holds */
         }
         size_t n = strlen(value);
-        char *greeting = malloc(n + 2);
-        if (!greeting) {
+        s->greeting = malloc(n + 2);
+        if (!s->greeting) {
             snprintf(err, errlen, "%s:%d: out of memory", api->conf_path(conf), line);
             return MK_ERR;
         }
-        memcpy(greeting, value, n);
-        memcpy(greeting + n, "\n", 2);
-        *data = greeting;
+        memcpy(s->greeting, value, n);
+        memcpy(s->greeting + n, "\n", 2);
     }
     return MK_OK;
-}
-
-static void skeleton_site_free(void *data)
-{
-    free(data);
 }
 
 /* ---- blocking work on a task thread ---------------------------------------- */
@@ -216,17 +264,21 @@ static int skeleton_content(struct mk_request *r)
 {
     size_t mlen;
     const char *method = api->method(r, &mlen);
+    const struct skeleton_site *site = api->site_data(api->site(r), MK_PLUGIN_SELF(skeleton));
 
-    if (skeleton_match(r, "")) {
-        const char *greeting = api->site_data(api->site(r), MK_PLUGIN_SELF(skeleton));
-        const char *text = greeting ? greeting : skeleton_message;
+    if (!site) {
+        return MK_DECLINED; /* no site (a request refused before its Host was read) */
+    }
+    if (skeleton_match(r, site, "")) {
+        /* Site data lives as long as the request's configuration: a static body is safe. */
+        const char *text = site->greeting ? site->greeting : site->settings.message;
         api->set_status(r, 200);
         api->set_content_type(r, "text/plain; charset=utf-8");
         api->set_body_static(r, text, strlen(text));
         skeleton_worker_header(r);
         return MK_OK;
     }
-    if (skeleton_match(r, "/slow")) {
+    if (skeleton_match(r, site, "/slow")) {
         size_t qlen;
         const char *q = api->query(r, &qlen);
         struct skeleton_slow *job = calloc(1, sizeof(*job));
@@ -252,7 +304,7 @@ static int skeleton_content(struct mk_request *r)
         }
         return MK_SUSPENDED;
     }
-    if (skeleton_match(r, "/echo")) {
+    if (skeleton_match(r, site, "/echo")) {
         if (mlen != 4 || memcmp(method, "POST", 4) != 0) {
             api->add_header(r, "Allow", "POST");
             return 405;
@@ -267,7 +319,7 @@ static int skeleton_content(struct mk_request *r)
         skeleton_worker_header(r);
         return api->set_body(r, body, blen) == MK_OK ? MK_OK : 503;
     }
-    if (skeleton_match(r, "/stats")) {
+    if (skeleton_match(r, site, "/stats")) {
         char buf[96];
         int n = snprintf(buf, sizeof(buf), "requests %lu connections %lu batches %lu\n",
                          atomic_load(&skeleton_requests), atomic_load(&skeleton_connections),
@@ -292,7 +344,8 @@ MK_PLUGIN_DEFINE(skeleton) = {
     .version = "1.0",
     .description = "template plugin: every hook, documented",
     .init = skeleton_init,
-    .reload = skeleton_reload,
+    .reload_prepare = skeleton_reload_prepare,
+    .reload_commit = skeleton_reload_commit,
     .conn_accept = skeleton_conn_accept,
     .request = skeleton_request,
     .content = skeleton_content,

@@ -129,6 +129,36 @@ def test_bad_chunk_size_after_response_closes(srv):
     assert c.buf == b""
 
 
+BAD_TRAILERS = [
+    ("bare CR", b"X: y\r\r\n"),
+    ("no colon", b"X\r\n\r\n"),
+    ("NUL at line start", b"\0X: y\r\n\r\n"),
+    ("obs-fold", b"X: y\r\n z\r\n\r\n"),
+]
+
+
+@pytest.mark.parametrize("name,trailer", BAD_TRAILERS, ids=[c[0] for c in BAD_TRAILERS])
+def test_bad_trailer_hides_no_request(srv, name, trailer):
+    """The trailer section is as strict as the header section: a front end
+    that ends the line at the bare CR would see the GET as a second request,
+    so we must not read it as trailers (nor answer it)."""
+    c = srv.conn()
+    c.send(b"POST /a.txt HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+           b"1\r\nz\r\n0\r\n" + trailer + b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert c.read_response().status == 405
+    assert c.closed(), name
+    assert c.buf == b""
+
+
+def test_valid_trailer_then_next_request(srv):
+    c = srv.conn()
+    c.send(b"POST /a.txt HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+           b"1\r\nz\r\n0\r\nX-Sum: 1\r\n\r\nGET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert c.read_response().status == 405
+    assert c.read_response().body == b"AAAA\n"
+    c.close()
+
+
 def test_binary_garbage_flood(srv):
     import os
     for _ in range(20):

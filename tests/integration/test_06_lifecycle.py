@@ -88,7 +88,108 @@ def test_unreadable_log_path(make_server):
     srv = make_server()
     srv.set(Log="/nonexistent-dir/monkey.log")
     err = srv.run_expect_failure()
-    assert "/nonexistent-dir/monkey.log" in err
+    assert f"{srv.conf}/monkey.conf:5: Log /nonexistent-dir/monkey.log: directory " in err, err
+
+
+# ---- monkey -t refuses what a start would refuse, with the file and the line ------
+
+def check_t(srv):
+    """Run monkey -t on srv's configuration; return the completed process."""
+    srv.write_conf()
+    p = subprocess.run([str(MONKEY), "-t", "-c", str(srv.conf)], capture_output=True, text=True,
+                       timeout=10 * SLOW)
+    check_sanitizers(p.stderr)
+    return p
+
+
+def unwritable_dir(tmp_path):
+    """A directory this process cannot create files in, and the User to set
+    for that (root writes anywhere: the PidFile is written as User)."""
+    d = tmp_path / "locked"
+    d.mkdir()
+    if os.geteuid() != 0:
+        d.chmod(0o555)
+        return d, None
+    import pwd
+    try:
+        pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no user 'nobody' to drop to")
+    d.chmod(0o755)  # root's: 'nobody' cannot create files in it
+    return d, "nobody"
+
+
+def bad_user(srv, tmp_path):
+    srv.set(User="mk-no-such-user")
+    return "monkey.conf", 5, "User: no such user 'mk-no-such-user'"
+
+
+def log_in_missing_dir(srv, tmp_path):
+    srv.set(Log=str(tmp_path / "no-dir" / "error.log"))
+    return "monkey.conf", 5, f"Log {tmp_path}/no-dir/error.log: directory {tmp_path}/no-dir:"
+
+
+def pidfile_in_missing_dir(srv, tmp_path):
+    srv.set(PidFile=str(tmp_path / "no-dir" / "monkey.pid"))
+    return "monkey.conf", 5, f"PidFile {tmp_path}/no-dir/monkey.pid:"
+
+
+def pidfile_unwritable(srv, tmp_path):
+    d, user = unwritable_dir(tmp_path)
+    if user:
+        srv.set(User=user)
+    srv.set(PidFile=str(d / "monkey.pid"))
+    return "monkey.conf", 6 if user else 5, f"PidFile {d}/monkey.pid:"
+
+
+def mime_duplicate(srv, tmp_path):
+    (srv.conf / "monkey.mime").write_text(
+        "[MIMETYPES]\n    html text/html\n    txt text/plain\n    HTML text/x-other\n")
+    return "monkey.mime", 4, "extension 'html' is listed twice (first at line 2)"
+
+
+def error_page_symlink_out(srv, tmp_path):
+    (tmp_path / "secret.html").write_text("outside\n")
+    (srv.docroot / "404.html").symlink_to(tmp_path / "secret.html")
+    srv.error_pages = {"404": "404.html"}
+    return "sites/default", 5, "'404.html' is or passes through a symbolic link"
+
+
+def error_page_symlink_out_followed(srv, tmp_path):
+    (tmp_path / "secret.html").write_text("outside\n")
+    (srv.docroot / "404.html").symlink_to(tmp_path / "secret.html")
+    srv.site_conf["Symlinks"] = "On"
+    srv.error_pages = {"404": "404.html"}
+    return "sites/default", 6, "'404.html' leads out of the document root"
+
+
+CHECK_T = [bad_user, log_in_missing_dir, pidfile_in_missing_dir, pidfile_unwritable,
+           mime_duplicate, error_page_symlink_out, error_page_symlink_out_followed]
+
+
+@pytest.mark.parametrize("setup", CHECK_T, ids=[f.__name__ for f in CHECK_T])
+def test_check_mode_refuses_what_start_refuses(make_server, tmp_path, setup):
+    srv = make_server()
+    file, line, text = setup(srv, tmp_path)
+    p = check_t(srv)
+    assert p.returncode == 1, p.stdout
+    assert "valid" not in p.stdout
+    assert f"{srv.conf}/{file}:{line}: " in p.stderr, p.stderr
+    assert text in p.stderr, p.stderr
+    # A start refuses it the same way, before serving anything.
+    err = srv.run_expect_failure()
+    assert f"{srv.conf}/{file}:{line}: " in err and text in err, err
+
+
+def test_check_mode_accepts_writable_files(make_server, tmp_path):
+    srv = make_server()
+    (tmp_path / "run").mkdir()
+    srv.set(Log=str(tmp_path / "run" / "error.log"), PidFile=str(tmp_path / "run" / "m.pid"))
+    p = check_t(srv)
+    assert p.returncode == 0, p.stderr
+    assert "valid" in p.stdout
+    assert not (tmp_path / "run" / "error.log").exists()  # checking creates nothing
+    assert not (tmp_path / "run" / "m.pid").exists()
 
 
 def test_port_in_use(make_server):
@@ -181,6 +282,22 @@ def test_reload_with_bad_config_keeps_running(make_server):
     assert srv.get("/a.txt").status == 200
     assert "reload failed" in srv.stderr_text()
     assert "monkey.conf:2:" in srv.stderr_text()
+
+
+def test_reload_refuses_a_log_it_cannot_write(make_server, tmp_path):
+    srv = make_server()
+    srv.file("a.txt", "a")
+    srv.start()
+    assert srv.get("/a.txt").header("server").startswith("Monkey/")
+    srv.set(Log=str(tmp_path / "no-dir" / "error.log"), HideVersion="On")
+    srv.write_conf()
+    srv.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5 * SLOW
+    while "reload failed" not in srv.stderr_text():
+        assert time.monotonic() < deadline, srv.stderr_text()
+        time.sleep(0.05)
+    assert f"{srv.conf}/monkey.conf:5: Log {tmp_path}/no-dir/error.log:" in srv.stderr_text()
+    assert srv.get("/a.txt").header("server").startswith("Monkey/")  # nothing changed
 
 
 @pytest.mark.parametrize("balancing", ["reuseport", "fair"])

@@ -9,6 +9,7 @@ from conftest import BUILD, STATIC, Conn, needs_dlopen
 SKELETON_SO = BUILD / "plugins" / "monkey-skeleton.so"
 TAP_SO = BUILD / "tests" / "plugins" / "monkey-tap.so"
 BADABI_SO = BUILD / "tests" / "plugins" / "monkey-badabi.so"
+HALFRELOAD_SO = BUILD / "tests" / "plugins" / "monkey-halfreload.so"
 
 
 @pytest.fixture(params=[pytest.param("shared", marks=needs_dlopen), "builtin"])
@@ -150,6 +151,44 @@ def test_plugin_reload(skel):
         time.sleep(0.05)
 
 
+def test_refused_reload_keeps_plugin_settings(skel):
+    import signal
+    import time
+
+    def wait_log(text, count):
+        deadline = time.monotonic() + 5
+        while skel.stderr_text().count(text) < count:
+            assert time.monotonic() < deadline, skel.stderr_text()
+            time.sleep(0.05)
+
+    conf = skel.conf / "plugins" / "skeleton.conf"
+    site = skel.conf / "sites" / "default"
+    good_site = site.read_text()
+    # A good skeleton.conf, refused with a bad site section: the old Message stays.
+    conf.write_text("[SKELETON]\n    Path /skel\n    Message Changed\n")
+    site.write_text(good_site + "[SKELETON]\n    Colour blue\n")
+    skel.signal(signal.SIGHUP)
+    wait_log("reload failed", 1)
+    assert f"{site}:5:" in skel.stderr_text()
+    assert skel.get("/skel").body == b"Hi from the test\n"
+    # A bad skeleton.conf refuses the whole reload: the site's Greeting does not apply.
+    conf.write_text("[SKELETON]\n    Colour blue\n")
+    site.write_text(good_site + "[SKELETON]\n    Greeting Hello site\n")
+    skel.signal(signal.SIGHUP)
+    wait_log("reload failed", 2)
+    assert f"{conf}:2:" in skel.stderr_text()
+    assert skel.get("/skel").body == b"Hi from the test\n"
+    # Both fixed: both apply.
+    conf.write_text("[SKELETON]\n    Path /skel2\n    Message Changed\n")
+    skel.signal(signal.SIGHUP)
+    wait_log("configuration reloaded", 1)
+    deadline = time.monotonic() + 5
+    while skel.get("/skel2").body != b"Hello site\n":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert skel.get("/skel").status == 404
+
+
 @needs_dlopen
 def test_missing_shared_object(make_server):
     srv = make_server()
@@ -171,6 +210,15 @@ def test_wrong_abi_is_refused(make_server):
     srv.plugins = [str(BADABI_SO)]
     err = srv.run_expect_failure()
     assert "plugins.load:2:" in err and "ABI" in err
+
+
+@needs_dlopen
+def test_reload_prepare_without_commit_is_refused(make_server):
+    srv = make_server()
+    srv.plugins = [str(HALFRELOAD_SO)]
+    err = srv.run_expect_failure()
+    assert "plugins.load:2:" in err
+    assert "reload_prepare and reload_commit without the other" in err
 
 
 @needs_dlopen

@@ -407,6 +407,26 @@ def test_sigusr1_reopens(make_server):
     assert "again" in wait_lines(log, 7)[-1]
 
 
+def test_bad_logger_conf_refuses_the_whole_reload(make_server):
+    srv = logger_server(make_server, ["AccessLog ../logs/first.log"])
+    srv.start()
+    first, second = srv.logs / "first.log", srv.logs / "second.log"
+    (srv.conf / "plugins").mkdir(exist_ok=True)
+    (srv.conf / "plugins" / "logger.conf").write_text("[LOGGER]\n    BufferLimit 1T\n")
+    srv.site_extra = "[LOGGER]\n    AccessLog ../logs/second.log\n"
+    srv.write_conf()
+    srv.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5 * SLOW
+    while "reload failed" not in srv.stderr_text():
+        assert time.monotonic() < deadline, srv.stderr_text()
+        time.sleep(0.05)
+    assert "logger.conf:2:" in srv.stderr_text()
+    # The site change made with it did not apply: no new file, lines go to the old one.
+    assert srv.get("/hello.txt?after").status == 200
+    assert "after" in wait_lines(first, 1)[0]
+    assert not second.exists()
+
+
 def open_fds(pid):
     out = []
     for fd in os.listdir(f"/proc/{pid}/fd"):

@@ -543,11 +543,19 @@ def test_reload_rereads_plugin_and_site_configuration(make_server):
     assert wait_for(lambda: srv.stderr_text().count("configuration reloaded") == 1)
     assert srv.get("/other/").status == 200
     assert names(srv.get("/pub/").body) == ["a.txt", "b.txt", "C.txt"]
-    # A bad plugin file on reload keeps the previous settings in force.
+    # A bad plugin file refuses the whole reload: neither it nor the site
+    # change made with it takes effect.
     (srv.conf / "plugins" / "dirlisting.conf").write_text("[DIRLISTING]\n    Sort weird\n")
+    site.write_text(site.read_text().replace("    Path /other\n", ""))
     srv.signal(signal.SIGHUP)
-    assert wait_for(lambda: srv.stderr_text().count("configuration reloaded") == 2)
+    assert wait_for(lambda: "reload failed" in srv.stderr_text())
     assert srv.proc.poll() is None
     assert srv.get("/other/").status == 200
     assert names(srv.get("/pub/").body) == ["a.txt", "b.txt", "C.txt"]
     assert "dirlisting.conf:2:" in srv.stderr_text()
+    # Fixed, the next reload applies both.
+    (srv.conf / "plugins" / "dirlisting.conf").write_text("[DIRLISTING]\n    Sort bytes\n")
+    srv.signal(signal.SIGHUP)
+    assert wait_for(lambda: srv.stderr_text().count("configuration reloaded") == 2)
+    assert srv.get("/other/").status == 403
+    assert names(srv.get("/pub/").body) == ["C.txt", "a.txt", "b.txt"]

@@ -509,6 +509,35 @@ def test_log_denied(make_server):
     assert srv.stderr_text().count("access: denied") == before
 
 
+def test_refused_reload_changes_no_access_setting(make_server):
+    srv = make_access(make_server, rules=["Deny path /admin"], conf="[ACCESS]\n    LogDenied On\n")
+    srv.start()
+    conf = srv.conf / "plugins" / "access.conf"
+    site = srv.conf / "sites" / "default"
+    head = site.read_text().split("[ACCESS]")[0]
+
+    def denials():
+        return srv.stderr_text().count("access: denied")
+
+    # A good access.conf turning LogDenied off, refused with a bad rule: still on.
+    conf.write_text("[ACCESS]\n    LogDenied Off\n")
+    site.write_text(head + section(["Deny path /admin", "Deny 10.0.0.0/40"]))
+    reload(srv)
+    assert "reload failed" in srv.stderr_text()
+    before = denials()
+    assert srv.get("/admin/x.txt").status == 403
+    assert denials() == before + 1
+    # A bad access.conf refuses the whole reload: the new rules do not apply.
+    conf.write_text("[ACCESS]\n    LogDenied Maybe\n")
+    site.write_text(head + section(["Deny path /public"]))
+    reload(srv)
+    assert srv.stderr_text().count("reload failed") == 2
+    assert "access.conf:2: LogDenied: 'Maybe' is not On or Off" in srv.stderr_text()
+    assert srv.get("/public/a.txt").status == 200
+    assert srv.get("/admin/x.txt").status == 403
+    assert denials() == before + 2
+
+
 def test_no_log_by_default(make_server):
     srv = make_access(make_server, rules=["Deny path /admin"])
     srv.start()

@@ -346,6 +346,22 @@ def test_reload_with_a_bad_password_file_keeps_the_old_one(srv):
     assert srv.get("/private/a.txt", headers=alice).status == 200
 
 
+def test_bad_auth_conf_refuses_the_whole_reload(srv):
+    dave = {"Authorization": basic("dave", "new-user")}
+    (srv.conf / "plugins").mkdir(exist_ok=True)
+    conf = srv.conf / "plugins" / "auth.conf"
+    conf.write_text("[AUTH]\n    CacheSize lots\n")
+    passwd("-C", 4, srv.conf / "users", "dave", password="new-user")
+    srv.signal(signal.SIGHUP)
+    wait_for(lambda: "reload failed" in srv.stderr_text())
+    assert f"{conf}:2:" in srv.stderr_text()
+    # The users file changed with it is not read either.
+    assert_challenge(srv.get("/private/a.txt", headers=dave))
+    conf.write_text("[AUTH]\n    CacheSize 8\n")
+    srv.signal(signal.SIGHUP)
+    wait_for(lambda: srv.get("/private/a.txt", headers=dave).status == 200)
+
+
 def test_reload_reads_auth_conf(make_server):
     srv = auth_server(make_server, cost=11, conf="[AUTH]\n    CacheSize 0\n").start()
     (srv.conf / "plugins" / "auth.conf").write_text("[AUTH]\n    CacheSize 8\n")

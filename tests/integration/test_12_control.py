@@ -465,6 +465,46 @@ def test_http_status_forbidden_outside_allow(make_server):
     assert srv.get("/server-status").status == 200
 
 
+def test_refused_reload_keeps_http_allow(make_server):
+    """A reload is all or nothing: a good control.conf narrowing HttpAllow
+    does not go in force when another file (a bad [ACCESS] rule) refuses
+    the reload."""
+    body = "    Socket ctl.sock\n    HttpPath /server-status\n"
+    srv = make_control(make_server, body=body, start=False)
+    srv.plugins.append(str(BUILD / "plugins" / "monkey-access.so"))
+    srv.start()
+    wait_socket(srv.sock)
+    assert srv.get("/server-status").status == 200  # loopback is allowed by default
+    control_conf(srv, body + "    HttpAllow 10.0.0.0/8\n")
+    site = srv.conf / "sites" / "default"
+    good = site.read_text()
+    site.write_text(good + "[ACCESS]\n    Deny 10.0.0.0/40\n")
+    p = ctl("-s", srv.sock, "reload")
+    assert p.returncode == 1
+    assert f"{site}:5:" in p.stderr and "10.0.0.0/40" in p.stderr, p.stderr
+    assert srv.get("/server-status").status == 200
+    # With the rule fixed the same control.conf goes in force.
+    site.write_text(good + "[ACCESS]\n    Deny 10.0.0.0/8\n")
+    p = ctl("-s", srv.sock, "reload")
+    assert p.returncode == 0, p.stderr
+    assert srv.get("/server-status").status == 403
+
+
+def test_bad_control_conf_refuses_the_whole_reload(make_server, tmp_path):
+    body = "    Socket ctl.sock\n    HttpPath /server-status\n"
+    srv = make_control(make_server, body=body)
+    control_conf(srv, body + "    HttpAllow 10.0.0.0/33\n")
+    (srv.conf / "sites" / "other").write_text(
+        f"[HOST]\n    ServerName other.test\n    DocumentRoot {srv.docroot}\n")
+    p = ctl("-s", srv.sock, "reload")
+    assert p.returncode == 1
+    assert f"{srv.control_conf}:4:" in p.stderr and "10.0.0.0/33" in p.stderr, p.stderr
+    # Nothing of that reload is in force: not the new site, not the plugin file.
+    names = [s["names"] for s in status_json(srv, "sites")["sites"]]
+    assert names == [["localhost"]]
+    assert srv.get("/server-status").status == 200
+
+
 def test_http_status_off_by_default(ctlsrv):
     assert ctlsrv.get("/server-status").status == 404
 

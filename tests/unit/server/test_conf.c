@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <limits.h>
+#include <pwd.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -424,7 +425,10 @@ static const struct bad_case bad_server[] = {
     {"monkey.conf", "[SERVER]\n    Listen 127.0.0.1:80\n    Listen 127.0.0.1:80 tls\n", 3, "twice"},
     /* a key given twice */
     {"monkey.conf", "[SERVER]\n    Timeout 5\n    Workers 1\n    Timeout 6\n", 4, "Timeout"},
-    {"monkey.conf", "[SERVER]\n    User a\n    user b\n", 3, "User"},
+    {"monkey.conf", "[SERVER]\n    User root\n    user root\n", 3, "User"},
+    /* a user the system does not know */
+    {"monkey.conf", "[SERVER]\n    Listen 2001\n    User mk-no-such-user\n", 3,
+     "no such user 'mk-no-such-user'"},
     /* syntax errors from the reader */
     {"monkey.conf", "[SERVER]\nListen 2001\n", 2, "SECTION"},
     {"monkey.conf", "    Listen 2001\n[SERVER]\n", 1, "outside"},
@@ -490,6 +494,8 @@ static const struct bad_case bad_plugins[] = {
 static const struct bad_case bad_mime[] = {
     {"monkey.mime", "[MIMETYPES]\n    html text/html\n    css stylesheet\n", 3, "stylesheet"},
     {"monkey.mime", "[MIMETYPES]\n    html text/html\n[OTHER]\n", 3, "[OTHER]"},
+    {"monkey.mime", "[MIMETYPES]\n    html text/html\n    css text/css\n    HTML text/plain\n", 4,
+     "'html' is listed twice (first at line 2)"},
 };
 
 static unsigned run_bad_cases(const struct bad_case *cases, size_t n)
@@ -849,6 +855,156 @@ static void test_error_pages(void **state)
     confdir_free(d);
 }
 
+/*
+ * An error page must be what a request for it would open: with Symlinks Off
+ * no symbolic link on the way, with Symlinks On none that leads out of the
+ * document root. Each is refused at its line.
+ */
+static void test_error_page_symlinks(void **state)
+{
+    struct confdir *d = confdir_new();
+    char path[PATH_MAX * 2];
+    struct mk_config *cfg;
+    bool ok = true;
+    (void) state;
+
+    snprintf(path, sizeof(path), "%s/htdocs/out.html", d->path);
+    assert_int_equal(symlink("../outside.html", path), 0);
+    snprintf(path, sizeof(path), "%s/htdocs/in.html", d->path);
+    assert_int_equal(symlink("404.html", path), 0);
+    snprintf(path, sizeof(path), "%s/htdocs/outdir", d->path);
+    assert_int_equal(symlink("..", path), 0);
+
+    write_file(d, "sites/default", BASE_SITE "[ERROR_PAGES]\n    404 404.html\n    500 out.html\n");
+    ok &= expect_load_error(d, NULL, 0, "sites/default", 6, "'out.html' is or passes through");
+    write_file(d, "sites/default", BASE_SITE "[ERROR_PAGES]\n    404 in.html\n");
+    ok &= expect_load_error(d, NULL, 0, "sites/default", 5, "symbolic link (Symlinks Off)");
+    write_file(d, "sites/default", BASE_SITE "[ERROR_PAGES]\n    404 outdir/outside.html\n");
+    ok &= expect_load_error(d, NULL, 0, "sites/default", 5, "symbolic link");
+    write_file(d, "sites/default",
+               BASE_SITE "    Symlinks On\n[ERROR_PAGES]\n    404 in.html\n    500 out.html\n");
+    ok &= expect_load_error(d, NULL, 0, "sites/default", 7, "leads out of the document root");
+    write_file(d, "sites/default", BASE_SITE "    Symlinks On\n[ERROR_PAGES]\n    404 outdir/x\n");
+    ok &= expect_load_error(d, NULL, 0, "sites/default", 6, "outdir/x");
+    assert_true(ok);
+
+    /* A link that stays inside is followed when the site follows links. */
+    write_file(d, "sites/default", BASE_SITE "    Symlinks On\n[ERROR_PAGES]\n    404 in.html\n");
+    cfg = load(d, NULL, 0);
+    assert_string_equal(cfg->default_vhost->error_pages[0].path, "/in.html");
+    mk_config_unref(cfg);
+    confdir_free(d);
+}
+
+/* ---- the files a start writes (mk_config_check_files) ----------------------- */
+
+/* Check the files of `d`'s configuration; the message, "" when they pass. */
+static const char *check_files(const struct confdir *d, const char *conf, bool reload, char *err,
+                               size_t errlen)
+{
+    struct mk_config *cfg, *running = NULL;
+
+    write_file(d, "monkey.conf", conf);
+    cfg = load(d, NULL, 0);
+    if (reload) {
+        running = load(d, NULL, 0);
+    }
+    err[0] = '\0';
+    int rc = mk_config_check_files(cfg, running, err, errlen);
+    assert_true(rc == MK_OK ? err[0] == '\0' : err[0] != '\0');
+    mk_config_unref(running);
+    mk_config_unref(cfg);
+    return err;
+}
+
+/* The message is "<dir>/monkey.conf:LINE: " followed by something with `needle`. */
+static void assert_files_error(const struct confdir *d, const char *err, int line,
+                               const char *needle)
+{
+    char prefix[PATH_MAX * 2];
+
+    snprintf(prefix, sizeof(prefix), "%s/monkey.conf:%d: ", d->real, line);
+    if (strncmp(err, prefix, strlen(prefix)) != 0 || !strstr(err, needle)) {
+        fail_msg("message '%s' lacks '%s' or '%s'", err, prefix, needle);
+    }
+}
+
+static void test_check_files(void **state)
+{
+    struct confdir *d = confdir_new();
+    char err[2048], text[PATH_MAX * 4];
+    (void) state;
+
+    make_dir(d, "logs");
+    make_dir(d, "run");
+    /* Writable places, and no files at all, pass. */
+    assert_string_equal(check_files(d, BASE_CONF, false, err, sizeof(err)), "");
+    assert_string_equal(check_files(d, BASE_CONF "    Log logs/error.log\n    PidFile run/m.pid\n",
+                                    false, err, sizeof(err)),
+                        "");
+    /* A Log in a directory that does not exist, at its line. */
+    check_files(d, BASE_CONF "    LogLevel info\n    Log missing/error.log\n", false, err,
+                sizeof(err));
+    assert_files_error(d, err, 4, "Log ");
+    assert_non_null(strstr(err, "missing/error.log: directory "));
+    assert_non_null(strstr(err, "No such file or directory"));
+    /* A PidFile under something that is not a directory. */
+    check_files(d, BASE_CONF "    PidFile sites/default/monkey.pid\n", false, err, sizeof(err));
+    assert_files_error(d, err, 3, "PidFile ");
+    assert_non_null(strstr(err, "is not a directory"));
+    /* A Log or PidFile that names a directory. */
+    check_files(d, BASE_CONF "    Log logs\n", false, err, sizeof(err));
+    assert_files_error(d, err, 3, "Is a directory");
+    /* On reload the Log in force is not checked again (the server may have
+       given up the rights it opened it with), nor the PidFile (only a start
+       writes it). */
+    assert_string_equal(check_files(d, BASE_CONF "    Log missing/a.log\n    PidFile missing/p\n",
+                                    true, err, sizeof(err)),
+                        "");
+
+    if (geteuid() != 0) {
+        /* A directory this process may not write to. */
+        assert_int_equal(chmod(d->path, 0555), 0);
+        snprintf(text, sizeof(text), BASE_CONF "    PidFile %s/m.pid\n", d->path);
+        check_files(d, text, false, err, sizeof(err));
+        assert_int_equal(chmod(d->path, 0755), 0);
+        assert_files_error(d, err, 3, "PidFile ");
+        assert_non_null(strstr(err, "Permission denied"));
+    }
+    else if (getpwnam("nobody")) {
+        /* Root with a User: the PidFile is written after switching to it. */
+        assert_int_equal(chmod(d->path, 0755), 0);
+        check_files(d, BASE_CONF "    User nobody\n    PidFile run/m.pid\n", false, err,
+                    sizeof(err));
+        /* run/ is root's, 0755: nobody may enter it but not create files. */
+        assert_files_error(d, err, 4, "PidFile ");
+        assert_non_null(strstr(err, "user nobody (User) cannot"));
+        snprintf(text, sizeof(text), "%s/run", d->path);
+        assert_int_equal(chmod(text, 0777), 0);
+        /* Now only the directories above d may stand in the way. */
+        bool reachable = true;
+        for (char *p = d->real + 1; (p = strchr(p, '/')); p++) {
+            struct stat st;
+            *p = '\0';
+            reachable &= stat(d->real, &st) == 0 && (st.st_mode & S_IXOTH);
+            *p = '/';
+        }
+        check_files(d, BASE_CONF "    User nobody\n    PidFile run/m.pid\n", false, err,
+                    sizeof(err));
+        if (reachable) {
+            assert_string_equal(err, "");
+        }
+        else {
+            assert_files_error(d, err, 4, "cannot enter");
+        }
+        /* The same file without User is root's to write. */
+        assert_int_equal(chmod(text, 0755), 0);
+        assert_string_equal(
+            check_files(d, BASE_CONF "    PidFile run/m.pid\n", false, err, sizeof(err)), "");
+    }
+    confdir_free(d);
+}
+
 /* An absolute DocumentRoot, and one relative to the configuration directory. */
 static void test_document_roots(void **state)
 {
@@ -1115,6 +1271,8 @@ int main(void)
         cmocka_unit_test(test_default_vhost_is_first_without_default_file),
         cmocka_unit_test(test_single_vhost),
         cmocka_unit_test(test_error_pages),
+        cmocka_unit_test(test_error_page_symlinks),
+        cmocka_unit_test(test_check_files),
         cmocka_unit_test(test_document_roots),
         cmocka_unit_test(test_plugins_load),
         cmocka_unit_test(test_mime_file),

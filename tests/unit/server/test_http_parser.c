@@ -1052,6 +1052,133 @@ static void test_chunked_line_limits(void **state)
 }
 
 /*
+ * The trailer section is held to the rules of the header section, so that a
+ * front end splitting lines another way cannot hide a request in it. Each
+ * row is a field section (its lines and the empty line that ends it); it is
+ * run as the trailers of a chunked body (whole and one byte at a time) and
+ * as the header lines of a request, and both must give `valid`.
+ */
+struct trailer_case {
+    const char *name;
+    const char *raw;
+    size_t len;
+    bool valid;
+};
+
+static const struct trailer_case trailer_cases[] = {
+    {"no field", RAW("\r\n"), true},
+    {"one field", RAW("X: y\r\n\r\n"), true},
+    {"two fields", RAW("X-Sum: abc\r\nZ: 1\r\n\r\n"), true},
+    {"LF only", RAW("X: y\nZ: 1\n\n"), true},
+    {"empty value", RAW("X:\r\n\r\n"), true},
+    {"spaces and tabs in value", RAW("X: \ta b \t\r\n\r\n"), true},
+    {"obs-text in value", RAW("X: \x80\xff\r\n\r\n"), true},
+    {"token characters in name", RAW("!#$%&'*+-.^_`|~09Az: v\r\n\r\n"), true},
+    {"bare CR before CRLF", RAW("X: y\r\r\n\r\n"), false},
+    {"bare CR before a request", RAW("X: y\r\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n"), false},
+    {"bare CR inside value", RAW("X: a\rb\r\n\r\n"), false},
+    {"bare CR ends a line", RAW("X: y\rZ: 1\r\n\r\n"), false},
+    {"bare CR at line start", RAW("\rX: y\r\n\r\n"), false},
+    {"bare CR in name", RAW("X\r: y\r\n\r\n"), false},
+    {"NUL at line start", RAW("\0X: y\r\n\r\n"), false},
+    {"NUL in name", RAW("X\0: y\r\n\r\n"), false},
+    {"NUL in value", RAW("X: a\0b\r\n\r\n"), false},
+    {"control byte in value", RAW("X: a\001b\r\n\r\n"), false},
+    {"DEL in value", RAW("X: a\x7f\r\n\r\n"), false},
+    {"no colon", RAW("X\r\n\r\n"), false},
+    {"a request line", RAW("GET /x HTTP/1.1\r\nHost: a\r\n\r\n"), false},
+    {"empty name", RAW(": y\r\n\r\n"), false},
+    {"space before colon", RAW("X : y\r\n\r\n"), false},
+    {"tab before colon", RAW("X\t: y\r\n\r\n"), false},
+    {"obs-fold", RAW("X: y\r\n z\r\n\r\n"), false},
+    {"leading tab", RAW("\tX: y\r\n\r\n"), false},
+    {"separator in name", RAW("X(: y\r\n\r\n"), false},
+    {"byte above 0x7f in name", RAW("X\xc3\xa9: y\r\n\r\n"), false},
+};
+
+/* Run the field section of `t` as trailers; true when it decodes to the end. */
+static bool trailer_accepted(const struct trailer_case *t, bool bytewise)
+{
+    size_t len = 3 + t->len;
+    char *in = malloc(len);
+    struct mk_chunked c;
+    size_t out = 0, done = 0;
+    bool ok = true;
+
+    assert_non_null(in);
+    memcpy(in, "0\r\n", 3);
+    memcpy(in + 3, t->raw, t->len);
+    mk_chunked_init(&c);
+    while (ok && done < len && !mk_chunked_done(&c)) {
+        size_t piece = bytewise ? 1 : len - done;
+        char *buf = dup_exact(in + done, piece);
+        ssize_t n = mk_chunked_decode(&c, buf, piece, &out);
+        free(buf);
+        ok = n >= 0;
+        if (ok) {
+            assert_int_equal(out, 0);
+            done += (size_t) n;
+        }
+    }
+    free(in);
+    if (ok && !mk_chunked_done(&c)) {
+        fail_msg("trailer '%s': the decoder wants more input", t->name);
+    }
+    return ok;
+}
+
+/* Run the field section of `t` as request headers; true when the head parses. */
+static bool header_accepted(const struct trailer_case *t)
+{
+    static const char start[] = "POST / HTTP/1.1\r\nHost: a\r\n";
+    struct parse_case pc = {.name = t->name};
+    struct outcome o;
+    char *raw = malloc(sizeof(start) - 1 + t->len);
+
+    assert_non_null(raw);
+    memcpy(raw, start, sizeof(start) - 1);
+    memcpy(raw + sizeof(start) - 1, t->raw, t->len);
+    pc.raw = raw;
+    pc.len = sizeof(start) - 1 + t->len;
+    run_whole(&pc, &o);
+    free(raw);
+    if (o.status != 0 && o.status != 400) {
+        fail_msg("header '%s': status %d", t->name, o.status);
+    }
+    return o.status == 0;
+}
+
+static void test_chunked_trailers_strict_as_headers(void **state)
+{
+    unsigned failures = 0;
+    (void) state;
+
+    for (size_t i = 0; i < sizeof(trailer_cases) / sizeof(trailer_cases[0]); i++) {
+        const struct trailer_case *t = &trailer_cases[i];
+        bool as_header = header_accepted(t);
+        bool whole = trailer_accepted(t, false), bytewise = trailer_accepted(t, true);
+        if (as_header != t->valid || whole != t->valid || bytewise != t->valid) {
+            print_error("%s: expected %s; header %d, trailer %d, trailer byte by byte %d\n",
+                        t->name, t->valid ? "valid" : "invalid", as_header, whole, bytewise);
+            failures++;
+        }
+    }
+    assert_int_equal(failures, 0);
+}
+
+/* The request hidden behind a bare CR in a trailer (issue 7, item 9) is refused. */
+static void test_chunked_trailer_hides_no_request(void **state)
+{
+    (void) state;
+    expect_decode_error(RAW("5\r\nhello\r\n0\r\nX: y\r\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n"));
+    expect_decode_error(RAW("0\r\nX\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n"));
+    expect_decode_error(RAW("0\r\n\0X: y\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n"));
+    /* A valid trailer before the next request stops where the message ends. */
+    expect_decoded(RAW("0\r\nX: y\r\n\r\nGET /x HTTP/1.1\r\n"), "",
+                   sizeof("0\r\nX: y\r\n\r\n") - 1);
+}
+
+/*
  * Decode `in` split into pieces at the offsets in `cuts` (ascending);
  * compare the concatenated output with `want`.
  */
@@ -1144,6 +1271,8 @@ int main(void)
         cmocka_unit_test(test_chunked_errors),
         cmocka_unit_test(test_chunked_size_with_inner_space),
         cmocka_unit_test(test_chunked_line_limits),
+        cmocka_unit_test(test_chunked_trailers_strict_as_headers),
+        cmocka_unit_test(test_chunked_trailer_hides_no_request),
         cmocka_unit_test(test_chunked_every_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

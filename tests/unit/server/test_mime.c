@@ -190,9 +190,13 @@ static void expect_conf_error(const char *text, const char *prefix, const char *
 static void test_from_conf_errors(void **state)
 {
     (void) state;
-    expect_conf_error("[MIMETYPES]\n    foo text/a\n    bar b/c\n    FOO text/b\n", "test.mime",
-                      "'foo' is listed twice");
-    expect_conf_error("[MIMETYPES]\n    foo text/a\n    foo text/a\n", "test.mime", "'foo'");
+    /* A repeated extension names the repeating line and the first one. */
+    expect_conf_error("[MIMETYPES]\n    foo text/a\n    bar b/c\n    FOO text/b\n",
+                      "test.mime:4: ", "'foo' is listed twice (first at line 2)");
+    expect_conf_error("[MIMETYPES]\n    foo text/a\n    foo text/a\n", "test.mime:3: ", "'foo'");
+    /* The first repetition in the file, whatever the order of the extensions. */
+    expect_conf_error("[MIMETYPES]\n    zz a/b\n    aa a/b\n    zz a/c\n    aa a/c\n    zz a/d\n",
+                      "test.mime:4: ", "'zz' is listed twice (first at line 2)");
     expect_conf_error("[MIMETYPES]\n    foo text/a\n    bar text\n", "test.mime:3: ", "text");
     expect_conf_error("[MIMETYPES]\n    bar plain text\n", "test.mime:2: ", "media type");
     expect_conf_error("[MIMETYPES]\n    a.b text/a\n", "test.mime:2: ", "a.b");
