@@ -215,7 +215,7 @@ void mk_conn_close(struct mk_conn *c)
     mk_conn_in_release(c);
     mk_conn_out_release(c);
     c->state = MK_CONN_CLOSED;
-    c->timer = MK_TIMER_NONE;
+    mk_conn_timer_set(c, MK_TIMER_NONE);
     /* A suspension handle may still point here: keep the struct until then. */
     mk_list_move_tail(&c->node, c->handles ? &w->zombies : &w->closing);
     atomic_fetch_sub_explicit(&w->n_conns, 1, memory_order_relaxed);

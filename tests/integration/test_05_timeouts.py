@@ -1,5 +1,6 @@
 """Tier 5: timeouts and the connection limit (short configured timeouts)."""
 
+import signal
 import socket
 import time
 
@@ -136,6 +137,48 @@ def test_slow_but_steady_reader_is_not_cut(srv):
     s.close()
     assert got > 4 * 1024 * 1024
     assert time.monotonic() - start > 0.5  # it really was slow
+
+
+def reload(srv):
+    """SIGHUP, then wait until the server reports the reload done or refused."""
+    def done():
+        text = srv.stderr_text()
+        return text.count("configuration reloaded") + text.count("reload failed")
+    before = done()
+    srv.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5 * SLOW
+    while done() == before:
+        assert time.monotonic() < deadline, "the reload was not reported"
+        time.sleep(0.05)
+    time.sleep(0.2)  # the workers switch on their next control event
+
+
+@pytest.mark.parametrize("key", ["Timeout", "KeepAliveTimeout"])
+def test_lowered_timeout_applies_after_reload(srv, key):
+    """A connection armed with the old, longer timeout does not shield new ones."""
+    srv.set(Workers=1, **{key: 20})
+    srv.start()
+
+    def wait_on_timer(c):
+        if key == "Timeout":
+            c.send(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n")  # a head never finished
+        else:
+            assert c.request("GET", "/a.txt").status == 200  # then idle
+
+    old = srv.conn()
+    wait_on_timer(old)
+    srv.set(**{key: 1})
+    srv.write_conf()
+    reload(srv)
+    new = srv.conn()
+    wait_on_timer(new)
+    t = elapsed_until_closed(new, 8)
+    assert t <= 3.5 * SLOW
+    if key == "Timeout":
+        assert new.buf.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+    # The old connection keeps the timeout it was given.
+    assert not old.closed(0.5)
+    old.close()
 
 
 def test_connection_limit_answers_503(srv):
