@@ -213,6 +213,8 @@ struct mk_conn {
     uint32_t head_len;       /* bytes of the current request head at the start of `in` */
     uint64_t body_remaining; /* Content-Length bytes not yet consumed */
     uint64_t body_seen;      /* decoded body bytes consumed so far */
+    uint64_t body_in;        /* body bytes received, framing included (BodyMinRate) */
+    time_t body_start;       /* head end, or a handler asking for the body (worker clock) */
     struct mk_chunked chunked;
 
     struct mk_request req;

@@ -153,6 +153,21 @@ def reload(srv):
     time.sleep(0.2)  # the workers switch on their next control event
 
 
+def trickle(c, data, every, limit):
+    """Send `data` one piece at a time; seconds until the server closed, or None."""
+    start = time.monotonic()
+    for piece in data:
+        try:
+            c.send(piece)
+        except (BrokenPipeError, ConnectionResetError):
+            return time.monotonic() - start
+        if c.closed(every / SLOW):
+            return time.monotonic() - start
+        if time.monotonic() - start > limit:
+            return None
+    return None
+
+
 @pytest.mark.parametrize("key", ["Timeout", "KeepAliveTimeout"])
 def test_lowered_timeout_applies_after_reload(srv, key):
     """A connection armed with the old, longer timeout does not shield new ones."""
@@ -179,6 +194,64 @@ def test_lowered_timeout_applies_after_reload(srv, key):
     # The old connection keeps the timeout it was given.
     assert not old.closed(0.5)
     old.close()
+
+
+def test_discarded_body_has_a_deadline(srv):
+    """After the response, a body trickled one byte at a time is not waited for."""
+    srv.set(Timeout=2)
+    srv.start()
+    c = srv.conn()
+    c.send(b"GET /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nx")
+    r = c.read_response()
+    assert r.status == 200 and r.body == b"AAAA\n"
+    # One byte a second: each one arrives well within Timeout of the previous.
+    t = trickle(c, [b"x"] * 30, 1.0, 10 * SLOW)
+    assert t is not None, "the connection was held open by a trickled body"
+    assert t <= 4.5 * SLOW
+    assert c.buf == b""  # nothing more was answered
+
+
+def skeleton_server(srv, **kw):
+    srv.plugins = ["skeleton"]
+    (srv.conf / "plugins").mkdir()
+    (srv.conf / "plugins" / "skeleton.conf").write_text("[SKELETON]\n    Path /skel\n")
+    srv.set(Timeout=2, **kw)
+    srv.start()
+
+
+def test_slow_body_below_min_rate_gets_408(srv):
+    skeleton_server(srv, BodyMinRate=100)
+    c = srv.conn()
+    c.send(b"POST /skel/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
+    # 10 bytes every half second: 20 bytes/s, each piece well within Timeout.
+    t = trickle(c, [b"y" * 10] * 40, 0.5, 10 * SLOW)
+    assert t is not None, "a body far below BodyMinRate was waited for"
+    assert t <= 5.5 * SLOW
+    assert c.buf.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+    assert b"Connection: close" in c.buf
+
+
+def test_slow_body_above_min_rate_is_read(srv):
+    skeleton_server(srv, BodyMinRate=100)
+    c = srv.conn()
+    body = b"z" * 900
+    c.send(b"POST /skel/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 900\r\n\r\n")
+    # 100 bytes every half second (200 bytes/s) for 4.5 s: longer than Timeout.
+    assert trickle(c, [body[i:i + 100] for i in range(0, 900, 100)], 0.5, 10 * SLOW) is None
+    r = c.read_response()
+    assert r.status == 200 and r.body == body
+    assert c.request("GET", "/a.txt").body == b"AAAA\n"
+
+
+def test_min_rate_off(srv):
+    skeleton_server(srv, BodyMinRate=0)
+    c = srv.conn()
+    body = b"w" * 40
+    c.send(b"POST /skel/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n")
+    # 10 bytes a second for 4 s: below any rate, but each piece within Timeout.
+    assert trickle(c, [body[i:i + 10] for i in range(0, 40, 10)], 1.0, 10 * SLOW) is None
+    r = c.read_response()
+    assert r.status == 200 and r.body == body
 
 
 def test_connection_limit_answers_503(srv):
