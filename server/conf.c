@@ -38,6 +38,7 @@ enum mk_key_id {
     K_WORKERS,
     K_BALANCING,
     K_TIMEOUT,
+    K_BODY_MIN_RATE,
     K_SEND_TIMEOUT,
     K_KEEPALIVE,
     K_KEEPALIVE_TIMEOUT,
@@ -74,6 +75,7 @@ static const struct mk_key mk_server_keys[] = {
     {"Workers", K_WORKERS, false, "0"},
     {"Balancing", K_BALANCING, false, "reuseport"},
     {"Timeout", K_TIMEOUT, false, "15"},
+    {"BodyMinRate", K_BODY_MIN_RATE, false, "500"},
     {"SendTimeout", K_SEND_TIMEOUT, false, "30"},
     {"KeepAlive", K_KEEPALIVE, false, "On"},
     {"KeepAliveTimeout", K_KEEPALIVE_TIMEOUT, false, "5"},
@@ -390,6 +392,12 @@ static bool mk_apply_server_key(struct mk_config *cfg, const struct mk_conf *con
             return false;
         }
         cfg->timeout = (int) n;
+        return true;
+    case K_BODY_MIN_RATE:
+        if (!mk_conf_size(conf, e, 0, 1u << 30, &sz, err, errlen)) {
+            return false;
+        }
+        cfg->body_min_rate = sz;
         return true;
     case K_SEND_TIMEOUT:
         if (!mk_conf_int(conf, e, 1, 3600, &n, err, errlen)) {

@@ -84,6 +84,8 @@ struct mk_config {
     int send_timeout;      /* seconds without write progress */
     int keepalive_timeout; /* seconds idle between requests */
     int graceful_timeout;  /* seconds to finish in-flight responses on stop */
+    /* bytes a second a body must average once Timeout has passed; 0: off */
+    uint64_t body_min_rate;
     bool keepalive;
     unsigned max_keepalive_requests; /* 0: unlimited */
     struct mk_http_limits limits;

@@ -215,7 +215,7 @@ void mk_conn_close(struct mk_conn *c)
     mk_conn_in_release(c);
     mk_conn_out_release(c);
     c->state = MK_CONN_CLOSED;
-    c->timer = MK_TIMER_NONE;
+    mk_conn_timer_set(c, MK_TIMER_NONE);
     /* A suspension handle may still point here: keep the struct until then. */
     mk_list_move_tail(&c->node, c->handles ? &w->zombies : &w->closing);
     atomic_fetch_sub_explicit(&w->n_conns, 1, memory_order_relaxed);
@@ -283,6 +283,10 @@ void mk_conn_expire(struct mk_conn *c)
     if (c->timer == MK_TIMER_READ && c->state == MK_CONN_READ_HEAD && c->in_len > 0 &&
         !(c->req.flags & MK_REQ_ACTIVE)) {
         mk_conn_send_raw(c, 408);
+    }
+    if (c->state == MK_CONN_DISCARD) {
+        mk_conn_linger(c); /* the response went out: do not reset it away */
+        return;
     }
     mk_conn_close(c);
 }
@@ -395,6 +399,8 @@ void mk_conn_begin_body(struct mk_conn *c)
     const struct mk_http_head *h = &c->req.head;
 
     c->body_seen = 0;
+    c->body_in = 0;
+    c->body_start = c->worker->now;
     c->body_remaining = 0;
     if (h->flags & MK_HEAD_CHUNKED) {
         mk_chunked_init(&c->chunked);
@@ -454,6 +460,7 @@ void mk_conn_request_finished(struct mk_conn *c, bool ok)
         return;
     }
     if (c->body_mode == MK_BODY_DISCARD) {
+        /* The rest of the body has Timeout from now, trickled or not. */
         c->state = MK_CONN_DISCARD;
         mk_conn_timer_set(c, MK_TIMER_READ);
     }
@@ -517,6 +524,7 @@ static int mk_conn_body_consume(struct mk_conn *c, size_t start, bool *progress)
             c->body_remaining -= used;
         }
         c->body_seen += data_len;
+        c->body_in += used;
         if (c->body_seen > max) {
             return 413;
         }
@@ -566,14 +574,31 @@ static bool mk_conn_step_head(struct mk_conn *c)
     return true;
 }
 
+/*
+ * BodyMinRate: once Timeout seconds have passed since the head, a body must
+ * have come at an average of at least BodyMinRate bytes a second. Checked as
+ * bytes arrive; a client that stops sending meets the Timeout timer instead.
+ */
+static bool mk_conn_body_too_slow(const struct mk_conn *c)
+{
+    const struct mk_config *cfg = c->worker->cfg;
+    time_t late = c->worker->now - c->body_start - cfg->timeout;
+
+    return cfg->body_min_rate > 0 && late > 0 && (uint64_t) late * cfg->body_min_rate > c->body_in;
+}
+
 static bool mk_conn_step_body(struct mk_conn *c)
 {
     bool progress;
     bool buffering = c->state == MK_CONN_READ_BODY;
     int rc = mk_conn_body_consume(c, c->head_len, &progress);
 
+    if (rc == MK_AGAIN && mk_conn_body_too_slow(c)) {
+        rc = 408;
+    }
     if (rc == MK_AGAIN) {
-        if (progress) {
+        /* Discarding has a total deadline (set when the response ended). */
+        if (progress && buffering) {
             mk_conn_timer_set(c, MK_TIMER_READ);
         }
         if (c->in_len == 0) {
@@ -581,16 +606,21 @@ static bool mk_conn_step_body(struct mk_conn *c)
         }
         return false;
     }
-    c->body_mode = MK_BODY_NONE;
     if (rc != MK_OK) {
         if (!buffering) {
-            mk_conn_close(c); /* the response was already sent */
+            mk_conn_linger(c); /* the response was already sent: do not reset it */
             return false;
         }
+        /*
+         * Close after the error response. body_mode stays set, so the close
+         * is a lingering one: a client still sending its body does not reset
+         * the response away.
+         */
         c->flags |= MK_CONN_CLOSE;
         mk_request_error(&c->req, rc);
         return true;
     }
+    c->body_mode = MK_BODY_NONE;
     if (buffering) {
         mk_request_body_ready(&c->req);
         return true;

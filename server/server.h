@@ -30,6 +30,7 @@
 #include "../core/event.h"
 #include "../core/list.h"
 #include "../core/memory.h"
+#include "../core/timer.h"
 #include "conf.h"
 #include "file_cache.h"
 #include "http.h"
@@ -189,8 +190,8 @@ struct mk_conn {
     struct mk_worker *worker;
     const struct mk_transport *transport;
     void *transport_data;
-    struct mk_list node; /* timer list while open, free list while unused */
-    time_t deadline;
+    struct mk_list node;    /* closing, zombie or free list once closed */
+    struct mk_timer expiry; /* in the worker's timers while a timer is armed */
 
     union {
         struct sockaddr sa;
@@ -212,6 +213,8 @@ struct mk_conn {
     uint32_t head_len;       /* bytes of the current request head at the start of `in` */
     uint64_t body_remaining; /* Content-Length bytes not yet consumed */
     uint64_t body_seen;      /* decoded body bytes consumed so far */
+    uint64_t body_in;        /* body bytes received, framing included (BodyMinRate) */
+    time_t body_start;       /* head end, or a handler asking for the body (worker clock) */
     struct mk_chunked chunked;
 
     struct mk_request req;
@@ -262,7 +265,8 @@ struct mk_worker {
 
     struct mk_list listeners;
     struct mk_list dead_listeners; /* closed during this batch, freed after it */
-    struct mk_list timers[MK_TIMER_KINDS];
+    /* every open connection, by deadline */
+    struct mk_timers timers;
     struct mk_list closing; /* closed during this batch, recycled after it */
     struct mk_list zombies; /* closed, but a suspension handle still points here */
     struct mk_list free_conns;

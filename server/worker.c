@@ -4,10 +4,12 @@
  *
  * worker.c: a worker thread: its event loop, its connections, its timers.
  *
- * Timers: every open connection sits on exactly one list per timer kind and
- * each kind has a fixed duration, so appending on (re)arm keeps each list
- * sorted by deadline; expiry walks from the head and stops at the first
- * connection still in time. Arming, disarming and expiring are O(1).
+ * Timers: every open connection has one timer armed, in the worker's timer
+ * queues (core/timer.h): one FIFO queue per distinct duration, so each stays
+ * sorted by deadline and a reload that changes a timeout applies to new
+ * waits at once, however long the waits armed before it. Expiry looks at the
+ * queue heads only. Arming, disarming and expiring are O(1) plus a walk over
+ * the few queues.
  *
  * The clock is read once per loop iteration (time(2) is a vDSO call); the
  * Date header and timer expiry are refreshed when the second changes. A
@@ -102,39 +104,40 @@ static int mk_timer_seconds(const struct mk_worker *w, enum mk_timer_kind kind)
     }
 }
 
-/* (Re)arm the connection's timer of `kind`; MK_TIMER_NONE disarms. */
+/*
+ * (Re)arm the connection's timer of `kind` for the duration the worker's
+ * configuration gives it now; MK_TIMER_NONE disarms. A closed connection
+ * stays disarmed (its struct is about to be recycled).
+ */
 void mk_conn_timer_set(struct mk_conn *c, enum mk_timer_kind kind)
 {
     struct mk_worker *w = c->worker;
 
-    if (kind == MK_TIMER_NONE) {
-        mk_list_del(&c->node);
+    if (kind == MK_TIMER_NONE || c->state == MK_CONN_CLOSED) {
+        mk_timer_disarm(&c->expiry);
         c->timer = MK_TIMER_NONE;
         return;
     }
     c->timer = (uint8_t) kind;
-    c->deadline = w->now + mk_timer_seconds(w, kind);
-    mk_list_move_tail(&c->node, &w->timers[kind]);
+    mk_timer_arm(&w->timers, &c->expiry, w->now, mk_timer_seconds(w, kind));
+}
+
+/* Expiry of one connection: it always disarms or re-arms (later) its timer. */
+static void mk_worker_expire_cb(struct mk_timer *e, void *arg)
+{
+    (void) arg;
+    mk_conn_expire(mk_container_of(e, struct mk_conn, expiry));
 }
 
 static void mk_worker_expire(struct mk_worker *w)
 {
-    for (int k = MK_TIMER_READ; k < MK_TIMER_KINDS; k++) {
-        struct mk_list *head = &w->timers[k];
-        while (!mk_list_is_empty(head)) {
-            struct mk_conn *c = mk_list_entry(head->next, struct mk_conn, node);
-            /*
-             * The clock has whole seconds: a deadline set late in second S
-             * for T seconds is S + T, which may be only T - 1 seconds and a
-             * fraction away. Expiring once the clock is past it guarantees
-             * at least T seconds (and at most T + 1).
-             */
-            if (c->deadline >= w->now) {
-                break;
-            }
-            mk_conn_expire(c); /* always leaves the list */
-        }
-    }
+    /*
+     * The clock has whole seconds: a deadline set late in second S for T
+     * seconds is S + T, which may be only T - 1 seconds and a fraction away.
+     * Expiring once the clock is past it guarantees at least T seconds (and
+     * at most T + 1).
+     */
+    mk_timers_expire(&w->timers, w->now, mk_worker_expire_cb, NULL);
 }
 
 static void mk_worker_tick(struct mk_worker *w, time_t now)
@@ -169,6 +172,7 @@ static struct mk_conn *mk_conn_get(struct mk_worker *w)
     c->ev.fd = -1;
     c->worker = w;
     mk_list_init(&c->node);
+    mk_timer_init(&c->expiry);
     c->req.conn = c;
     c->req.fd = -1;
     return c;
@@ -274,15 +278,15 @@ static void mk_worker_handoff_cb(struct mk_event *ev, uint32_t ready)
 
 /* ---- stopping ------------------------------------------------------------ */
 
-/* Close every connection on `kind`'s list that has no request in progress. */
-static void mk_worker_close_idle(struct mk_worker *w, enum mk_timer_kind kind)
+/* Close a connection that waits for a request and has received none of it. */
+static void mk_worker_close_idle_cb(struct mk_timer *e, void *arg)
 {
-    struct mk_list *it, *tmp;
-    mk_list_foreach_safe (it, tmp, &w->timers[kind]) {
-        struct mk_conn *c = mk_list_entry(it, struct mk_conn, node);
-        if (c->state == MK_CONN_READ_HEAD && c->in_len == 0) {
-            mk_conn_close(c);
-        }
+    struct mk_conn *c = mk_container_of(e, struct mk_conn, expiry);
+    (void) arg;
+
+    if ((c->timer == MK_TIMER_KEEPALIVE || c->timer == MK_TIMER_READ) &&
+        c->state == MK_CONN_READ_HEAD && c->in_len == 0) {
+        mk_conn_close(c);
     }
 }
 
@@ -294,16 +298,15 @@ static void mk_worker_begin_stop(struct mk_worker *w)
     w->stopping = true;
     w->stop_deadline = w->now + w->cfg->graceful_timeout;
     mk_listeners_close(&w->listeners, &w->loop, &w->dead_listeners);
-    mk_worker_close_idle(w, MK_TIMER_KEEPALIVE);
-    mk_worker_close_idle(w, MK_TIMER_READ);
+    mk_timers_each(&w->timers, mk_worker_close_idle_cb, NULL);
 }
 
 static void mk_worker_close_all(struct mk_worker *w)
 {
-    for (int k = 0; k < MK_TIMER_KINDS; k++) {
-        while (!mk_list_is_empty(&w->timers[k])) {
-            mk_conn_close(mk_list_entry(w->timers[k].next, struct mk_conn, node));
-        }
+    struct mk_timer *e;
+
+    while ((e = mk_timers_any(&w->timers)) != NULL) {
+        mk_conn_close(mk_container_of(e, struct mk_conn, expiry)); /* disarms it */
     }
 }
 
@@ -483,9 +486,7 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
     mk_list_init(&w->closing);
     mk_list_init(&w->zombies);
     mk_list_init(&w->free_conns);
-    for (int k = 0; k < MK_TIMER_KINDS; k++) {
-        mk_list_init(&w->timers[k]);
-    }
+    mk_timers_init(&w->timers);
     mk_pool_init(&w->pool, MK_POOL_CACHED_MAX);
     mk_file_cache_init(&w->fcache, srv->cfg->file_cache);
     pthread_mutex_init(&w->msg_lock, NULL);
@@ -536,12 +537,7 @@ static void mk_worker_take_listeners(struct mk_worker *w)
 
 static bool mk_worker_has_timers(const struct mk_worker *w)
 {
-    for (int k = MK_TIMER_READ; k < MK_TIMER_KINDS; k++) {
-        if (!mk_list_is_empty(&w->timers[k])) {
-            return true;
-        }
-    }
-    return false;
+    return !mk_timers_empty(&w->timers);
 }
 
 static void *mk_worker_main(void *arg)
@@ -663,6 +659,7 @@ void mk_worker_teardown(struct mk_worker *w)
     }
     mk_event_loop_destroy(&w->loop);
     mk_file_cache_destroy(&w->fcache);
+    mk_timers_destroy(&w->timers);
     mk_pool_destroy(&w->pool);
     pthread_mutex_destroy(&w->msg_lock);
 }

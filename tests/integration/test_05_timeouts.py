@@ -1,5 +1,6 @@
 """Tier 5: timeouts and the connection limit (short configured timeouts)."""
 
+import signal
 import socket
 import time
 
@@ -136,6 +137,121 @@ def test_slow_but_steady_reader_is_not_cut(srv):
     s.close()
     assert got > 4 * 1024 * 1024
     assert time.monotonic() - start > 0.5  # it really was slow
+
+
+def reload(srv):
+    """SIGHUP, then wait until the server reports the reload done or refused."""
+    def done():
+        text = srv.stderr_text()
+        return text.count("configuration reloaded") + text.count("reload failed")
+    before = done()
+    srv.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5 * SLOW
+    while done() == before:
+        assert time.monotonic() < deadline, "the reload was not reported"
+        time.sleep(0.05)
+    time.sleep(0.2)  # the workers switch on their next control event
+
+
+def trickle(c, data, every, limit):
+    """Send `data` one piece at a time; seconds until the server closed, or None."""
+    start = time.monotonic()
+    for piece in data:
+        try:
+            c.send(piece)
+        except (BrokenPipeError, ConnectionResetError):
+            return time.monotonic() - start
+        if c.closed(every / SLOW):
+            return time.monotonic() - start
+        if time.monotonic() - start > limit:
+            return None
+    return None
+
+
+@pytest.mark.parametrize("key", ["Timeout", "KeepAliveTimeout"])
+def test_lowered_timeout_applies_after_reload(srv, key):
+    """A connection armed with the old, longer timeout does not shield new ones."""
+    srv.set(Workers=1, **{key: 20})
+    srv.start()
+
+    def wait_on_timer(c):
+        if key == "Timeout":
+            c.send(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n")  # a head never finished
+        else:
+            assert c.request("GET", "/a.txt").status == 200  # then idle
+
+    old = srv.conn()
+    wait_on_timer(old)
+    srv.set(**{key: 1})
+    srv.write_conf()
+    reload(srv)
+    new = srv.conn()
+    wait_on_timer(new)
+    t = elapsed_until_closed(new, 8)
+    assert t <= 3.5 * SLOW
+    if key == "Timeout":
+        assert new.buf.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+    # The old connection keeps the timeout it was given.
+    assert not old.closed(0.5)
+    old.close()
+
+
+def test_discarded_body_has_a_deadline(srv):
+    """After the response, a body trickled one byte at a time is not waited for."""
+    srv.set(Timeout=2)
+    srv.start()
+    c = srv.conn()
+    c.send(b"GET /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nx")
+    r = c.read_response()
+    assert r.status == 200 and r.body == b"AAAA\n"
+    # One byte a second: each one arrives well within Timeout of the previous.
+    t = trickle(c, [b"x"] * 30, 1.0, 10 * SLOW)
+    assert t is not None, "the connection was held open by a trickled body"
+    assert t <= 4.5 * SLOW
+    assert c.buf == b""  # nothing more was answered
+
+
+def skeleton_server(srv, **kw):
+    srv.plugins = ["skeleton"]
+    (srv.conf / "plugins").mkdir()
+    (srv.conf / "plugins" / "skeleton.conf").write_text("[SKELETON]\n    Path /skel\n")
+    srv.set(Timeout=2, **kw)
+    srv.start()
+
+
+def test_slow_body_below_min_rate_gets_408(srv):
+    skeleton_server(srv, BodyMinRate=100)
+    c = srv.conn()
+    c.send(b"POST /skel/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
+    # 10 bytes every half second: 20 bytes/s, each piece well within Timeout.
+    t = trickle(c, [b"y" * 10] * 40, 0.5, 10 * SLOW)
+    assert t is not None, "a body far below BodyMinRate was waited for"
+    assert t <= 5.5 * SLOW
+    assert c.buf.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+    assert b"Connection: close" in c.buf
+
+
+def test_slow_body_above_min_rate_is_read(srv):
+    skeleton_server(srv, BodyMinRate=100)
+    c = srv.conn()
+    body = b"z" * 900
+    c.send(b"POST /skel/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 900\r\n\r\n")
+    # 100 bytes every half second (200 bytes/s) for 4.5 s: longer than Timeout.
+    assert trickle(c, [body[i:i + 100] for i in range(0, 900, 100)], 0.5, 10 * SLOW) is None
+    r = c.read_response()
+    assert r.status == 200 and r.body == body
+    assert c.request("GET", "/a.txt").body == b"AAAA\n"
+
+
+def test_min_rate_off(srv):
+    skeleton_server(srv, BodyMinRate=0)
+    c = srv.conn()
+    body = b"w" * 40
+    c.send(b"POST /skel/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n")
+    # 10 bytes a second for 4 s: below any rate, but each piece within Timeout.
+    assert trickle(c, [body[i:i + 10] for i in range(0, 40, 10)], 1.0, 10 * SLOW) is None
+    r = c.read_response()
+    assert r.status == 200 and r.body == body
 
 
 def test_connection_limit_answers_503(srv):

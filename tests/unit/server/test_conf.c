@@ -161,6 +161,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg->workers, cpus < 1 ? 1 : cpus);
     assert_int_equal(cfg->balancing, MK_BALANCE_REUSEPORT);
     assert_int_equal(cfg->timeout, 15);
+    assert_int_equal(cfg->body_min_rate, 500);
     assert_int_equal(cfg->send_timeout, 30);
     assert_true(cfg->keepalive);
     assert_int_equal(cfg->keepalive_timeout, 5);
@@ -242,6 +243,7 @@ static void test_every_key(void **state)
                "    Workers 3\n"
                "    Balancing fair\n"
                "    Timeout 20\n"
+               "    BodyMinRate 2K\n"
                "    SendTimeout 40\n"
                "    KeepAlive Off\n"
                "    KeepAliveTimeout 7\n"
@@ -287,6 +289,7 @@ static void test_every_key(void **state)
     assert_int_equal(cfg->workers, 3);
     assert_int_equal(cfg->balancing, MK_BALANCE_FAIR);
     assert_int_equal(cfg->timeout, 20);
+    assert_int_equal(cfg->body_min_rate, 2048);
     assert_int_equal(cfg->send_timeout, 40);
     assert_false(cfg->keepalive);
     assert_int_equal(cfg->keepalive_timeout, 7);
@@ -387,6 +390,8 @@ static const struct bad_case bad_server[] = {
     {"monkey.conf", "[SERVER]\n    Timeout 5s\n", 2, "Timeout"},
     {"monkey.conf", "[SERVER]\n    Timeout 99999999999999999999999\n", 2, "Timeout"},
     {"monkey.conf", "[SERVER]\n    SendTimeout 0\n", 2, "SendTimeout"},
+    {"monkey.conf", "[SERVER]\n    BodyMinRate 2G\n", 2, "BodyMinRate"},
+    {"monkey.conf", "[SERVER]\n    BodyMinRate fast\n", 2, "BodyMinRate"},
     {"monkey.conf", "[SERVER]\n    KeepAliveTimeout 3601\n", 2, "KeepAliveTimeout"},
     {"monkey.conf", "[SERVER]\n    MaxKeepAliveRequests -1\n", 2, "MaxKeepAliveRequests"},
     {"monkey.conf", "[SERVER]\n    GracefulTimeout 86401\n", 2, "GracefulTimeout"},

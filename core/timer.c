@@ -1,0 +1,139 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * timer.c: see timer.h. Queues are kept in creation order; finding the
+ * queue for a duration is a walk over a handful of them.
+ */
+#include "timer.h"
+
+#include "memory.h"
+
+void mk_timers_init(struct mk_timers *t)
+{
+    mk_list_init(&t->queues);
+    t->n_queues = 0;
+}
+
+void mk_timers_destroy(struct mk_timers *t)
+{
+    while (!mk_list_is_empty(&t->queues)) {
+        struct mk_timer_queue *q = mk_list_entry(t->queues.next, struct mk_timer_queue, node);
+        while (!mk_list_is_empty(&q->entries)) {
+            mk_list_del(q->entries.next);
+        }
+        mk_list_del(&q->node);
+        mk_free(q);
+    }
+    t->n_queues = 0;
+}
+
+void mk_timer_init(struct mk_timer *e)
+{
+    mk_list_init(&e->node);
+    e->deadline = 0;
+}
+
+/* The queue of entries armed for `seconds`, created when there is none. */
+static struct mk_timer_queue *mk_timers_queue(struct mk_timers *t, int seconds)
+{
+    struct mk_list *it;
+
+    mk_list_foreach (it, &t->queues) {
+        struct mk_timer_queue *q = mk_list_entry(it, struct mk_timer_queue, node);
+        if (q->seconds == seconds) {
+            return q;
+        }
+    }
+    struct mk_timer_queue *q = mk_alloc(sizeof(*q));
+    q->seconds = seconds;
+    q->last_armed = 0;
+    mk_list_init(&q->entries);
+    mk_list_add_tail(&q->node, &t->queues);
+    t->n_queues++;
+    return q;
+}
+
+void mk_timer_arm(struct mk_timers *t, struct mk_timer *e, time_t now, int seconds)
+{
+    struct mk_timer_queue *q = mk_timers_queue(t, seconds);
+
+    q->last_armed = now;
+    e->deadline = now + seconds;
+    mk_list_move_tail(&e->node, &q->entries);
+}
+
+void mk_timer_disarm(struct mk_timer *e)
+{
+    mk_list_del(&e->node);
+}
+
+bool mk_timers_empty(const struct mk_timers *t)
+{
+    return mk_timers_any(t) == NULL;
+}
+
+struct mk_timer *mk_timers_any(const struct mk_timers *t)
+{
+    const struct mk_list *it;
+
+    mk_list_foreach (it, &t->queues) {
+        const struct mk_timer_queue *q = mk_list_entry(it, struct mk_timer_queue, node);
+        if (!mk_list_is_empty(&q->entries)) {
+            return mk_list_entry(q->entries.next, struct mk_timer, node);
+        }
+    }
+    return NULL;
+}
+
+/* Free the queues that have been empty and unused for a while. */
+static void mk_timers_prune(struct mk_timers *t, time_t now)
+{
+    struct mk_list *it, *tmp;
+
+    mk_list_foreach_safe (it, tmp, &t->queues) {
+        struct mk_timer_queue *q = mk_list_entry(it, struct mk_timer_queue, node);
+        if (mk_list_is_empty(&q->entries) && now - q->last_armed >= MK_TIMER_QUEUE_IDLE) {
+            mk_list_del(&q->node);
+            mk_free(q);
+            t->n_queues--;
+        }
+    }
+}
+
+size_t mk_timers_expire(struct mk_timers *t, time_t now, void (*fn)(struct mk_timer *e, void *arg),
+                        void *arg)
+{
+    struct mk_list *it;
+    size_t n = 0;
+
+    /* fn may create queues (at the tail, visited too); none is freed before the end. */
+    mk_list_foreach (it, &t->queues) {
+        struct mk_timer_queue *q = mk_list_entry(it, struct mk_timer_queue, node);
+        while (!mk_list_is_empty(&q->entries)) {
+            struct mk_timer *e = mk_list_entry(q->entries.next, struct mk_timer, node);
+            if (e->deadline >= now) {
+                break;
+            }
+            fn(e, arg);
+            n++;
+            if (q->entries.next == &e->node && e->deadline < now) {
+                mk_timer_disarm(e); /* fn broke its contract: do not spin */
+            }
+        }
+    }
+    mk_timers_prune(t, now);
+    return n;
+}
+
+void mk_timers_each(struct mk_timers *t, void (*fn)(struct mk_timer *e, void *arg), void *arg)
+{
+    struct mk_list *it, *e, *tmp;
+
+    mk_list_foreach (it, &t->queues) {
+        struct mk_timer_queue *q = mk_list_entry(it, struct mk_timer_queue, node);
+        mk_list_foreach_safe (e, tmp, &q->entries) {
+            fn(mk_list_entry(e, struct mk_timer, node), arg);
+        }
+    }
+}
