@@ -150,7 +150,7 @@ def reload(srv):
     while done() == before:
         assert time.monotonic() < deadline, "the reload was not reported"
         time.sleep(0.05)
-    time.sleep(0.2)  # the workers switch on their next control event
+    time.sleep(0.5 * SLOW)  # the workers switch on their next control event
 
 
 def trickle(c, data, every, limit):
