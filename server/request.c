@@ -174,6 +174,7 @@ static void mk_request_request_hooks(struct mk_request *r, size_t from)
     const struct mk_plugin_set *ps = &r->conn->worker->server->plugins;
 
     if (from < ps->n_request) {
+        r->plugin = ps->request[from];
         mk_request_request_result(r, from, ps->request[from]->request(r));
         return;
     }
@@ -218,6 +219,7 @@ static void mk_request_content(struct mk_request *r, size_t from)
 
     if (from < ps->n_content) {
         const struct mk_plugin *p = ps->content[from];
+        r->plugin = p;
         mk_request_content_result(r, p, MK_STAGE_CONTENT, from, p->content(r));
         return;
     }
@@ -279,6 +281,7 @@ void mk_request_body_ready(struct mk_request *r)
     const struct mk_plugin *p = r->handler;
 
     r->flags |= MK_REQ_BODY_READ;
+    r->plugin = p;
     mk_request_content_result(r, p, MK_STAGE_BODY, 0, p->content(r));
 }
 

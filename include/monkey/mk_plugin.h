@@ -242,9 +242,16 @@ struct mk_api {
     void (*resume)(struct mk_suspended *s, mk_resume_cb cb, void *arg);
     /*
      * Run work(arg) on one of the server's task threads, then done(r, arg)
-     * on the request's worker as above. Returns MK_SUSPENDED (return it from
-     * the hook) or MK_ERR (nothing was started). For blocking work: hashing
-     * passwords, reading large directories.
+     * on the request's worker as above. For blocking work: hashing
+     * passwords, reading large directories. Returns
+     *   MK_SUSPENDED  queued: return it from the hook;
+     *   503           refused by a bound of the queue (the calling plugin
+     *                 has TaskQueuePerPlugin tasks waiting or running, or
+     *                 the client TaskQueuePerClient); `Retry-After` has been
+     *                 added to the response: return 503 from the hook;
+     *   MK_ERR        nothing was started (stopping, memory short).
+     * Each plugin has its own share of the queue and the threads serve the
+     * plugins in turn.
      */
     int (*task)(struct mk_request *r, void (*work)(void *arg), mk_resume_cb done, void *arg);
 
