@@ -369,6 +369,7 @@ static int mk_api_task(struct mk_request *r, void (*work)(void *arg), mk_resume_
         }
         return rc;
     }
+    r->task = s; /* dropped unrun if the request is given up first */
     return MK_SUSPENDED;
 }
 

@@ -156,6 +156,7 @@ struct mk_request {
     size_t body_cap;
     const struct mk_plugin *handler; /* content plugin waiting for the body */
     const struct mk_plugin *plugin;  /* the plugin whose hook runs (or is suspended) */
+    struct mk_suspended *task;       /* the queued task of a suspended hook, if any */
 
     /* response */
     const char *content_type;
@@ -399,6 +400,8 @@ extern const struct mk_transport mk_transport_plain;
 void mk_request_run(struct mk_request *r);
 struct mk_suspended *mk_request_suspend(struct mk_request *r);
 void mk_request_resume(struct mk_suspended *s);
+/* The suspended request is given up: drop its task if that has not started. */
+void mk_request_drop_task(struct mk_request *r);
 void mk_request_body_ready(struct mk_request *r);
 void mk_request_error(struct mk_request *r, int status);
 void mk_request_end(struct mk_request *r);
@@ -444,6 +447,9 @@ void mk_listen_plan_free(struct mk_listen_plan *plan, size_t n);
  * TaskQueuePerClient); MK_ERR when stopping or no thread could start.
  */
 int mk_task_submit(struct mk_server *srv, struct mk_request *r, struct mk_suspended *s);
+/* Take a task out of the queue if it has not started: true if it will not run. */
+bool mk_task_cancel(struct mk_server *srv, struct mk_suspended *s);
+/* Stop the threads after their current task; queued tasks are handed back unrun. */
 void mk_task_pool_stop(struct mk_server *srv);
 
 /* plugin.c */

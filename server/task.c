@@ -15,7 +15,10 @@
  * TaskQueuePerClient jobs; the threads serve the plugins in turn and,
  * within a plugin, a client with nothing running before one that has. A job
  * past a bound is refused at once (503 with Retry-After) rather than queued
- * behind work it cannot outlast.
+ * behind work it cannot outlast. A task whose request is given up before it
+ * started (the client hung up, the request timed out, the server stops) is
+ * taken out of the queue and never runs; one already running finishes and
+ * its continuation gets a NULL request.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -38,12 +41,12 @@ static void *mk_task_main(void *arg)
         struct mk_task_entry *e = NULL;
 
         pthread_mutex_lock(&pool->lock);
-        while (!(e = mk_task_queue_pop(&pool->queue)) && !pool->stop) {
+        while (!pool->stop && !(e = mk_task_queue_pop(&pool->queue))) {
             pthread_cond_wait(&pool->cond, &pool->lock);
         }
         pthread_mutex_unlock(&pool->lock);
         if (!e) {
-            return NULL; /* stopping and nothing left */
+            return NULL; /* stopping: what is still queued is handed back unrun */
         }
 
         struct mk_suspended *s = mk_task_of(e);
@@ -154,14 +157,28 @@ int mk_task_submit(struct mk_server *srv, struct mk_request *r, struct mk_suspen
     return rc;
 }
 
+bool mk_task_cancel(struct mk_server *srv, struct mk_suspended *s)
+{
+    struct mk_task_pool *pool = &srv->tasks;
+    bool cancelled;
+
+    pthread_mutex_lock(&pool->lock);
+    cancelled = pool->n_threads > 0 && mk_task_queue_cancel(&pool->queue, &s->task);
+    pthread_mutex_unlock(&pool->lock);
+    return cancelled;
+}
+
 /*
- * Let the threads finish what is queued and exit. Called after the workers
- * have stopped: continuations then find their worker gone and are drained
- * by the caller with a NULL request.
+ * Stop the threads once their current task is done. Called after the
+ * workers have stopped: the tasks still queued (normally none: closing a
+ * connection cancels its task) are handed to their workers unrun, where the
+ * teardown gives their continuations a NULL request, like the late
+ * continuations of the tasks that ran.
  */
 void mk_task_pool_stop(struct mk_server *srv)
 {
     struct mk_task_pool *pool = &srv->tasks;
+    struct mk_task_entry *e;
 
     pthread_mutex_lock(&pool->lock);
     pool->stop = true;
@@ -171,6 +188,10 @@ void mk_task_pool_stop(struct mk_server *srv)
         pthread_join(pool->threads[i], NULL);
     }
     if (pool->n_threads > 0) {
+        while ((e = mk_task_queue_pop(&pool->queue)) != NULL) {
+            mk_task_queue_done(&pool->queue, e);
+            mk_worker_resume_post(mk_task_of(e)->worker, mk_task_of(e));
+        }
         mk_task_queue_destroy(&pool->queue);
     }
     mk_free(pool->threads);

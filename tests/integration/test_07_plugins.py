@@ -323,6 +323,24 @@ def test_task_queue_bounds(make_server):
     assert "TaskQueuePerClient" in text and "TaskQueuePerPlugin" in text
 
 
+def test_task_of_a_client_that_hung_up_is_dropped(make_server):
+    import time
+    srv = make_server()
+    srv.plugins = ["skeleton"]
+    srv.start()
+    # 8 tasks of 500 ms from 8 clients, gone at once: 2 s of work for 2 threads.
+    for i in range(8):
+        c = srv.conn(source=f"127.0.0.{2 + i}")
+        c.send(b"GET /skeleton/slow?ms=500 HTTP/1.1\r\nHost: x\r\n\r\n")
+        c.close()
+    t0 = time.monotonic()
+    c = srv.conn(source="127.0.0.20")
+    assert c.request("GET", "/skeleton/slow?ms=10").body == b"slept 10 ms\n"
+    c.close()
+    # Only the 2 already running are waited for.
+    assert time.monotonic() - t0 < 1.2
+
+
 def test_suspended_request_times_out(make_server):
     import time
     srv = make_server()

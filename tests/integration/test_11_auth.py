@@ -313,7 +313,8 @@ def test_cache_expires(make_server):
 # ---- bounded verification work ---------------------------------------------------
 #
 # Each attempt queues a bcrypt on the task threads (two here: Workers 2). The
-# queue must not let one client or one plugin take it over. Waits are measured in rounds: the time the two threads take
+# queue must not outlive clients that left, nor let one client or one plugin
+# take it over. Waits are measured in rounds: the time the two threads take
 # for two verifications side by side, on this machine, now.
 
 DIRLISTING_SO = BUILD / "plugins" / "monkey-dirlisting.so"
@@ -337,6 +338,24 @@ def one_round(srv):
             c.close()
         times.append(time.monotonic() - t0)
     return min(times)
+
+
+def test_attempts_of_clients_that_hung_up_are_dropped(make_server):
+    srv = auth_server(make_server, cost=12).start()
+    rnd = one_round(srv)
+    # 40 attempts closed at once by the client, from 5 addresses (8 each,
+    # within TaskQueuePerClient): each would cost a whole verification.
+    for i in range(40):
+        c = srv.conn(source=f"127.0.0.{2 + i % 5}")
+        c.send(attempt())
+        c.close()
+    t0 = time.monotonic()
+    r = srv.get("/private/a.txt", headers={"Authorization": basic("alice", "wonderland")})
+    elapsed = time.monotonic() - t0
+    assert r.status == 200 and r.body == b"secret A\n"
+    # Behind the 40 the real user would wait 20 rounds; only the attempts
+    # already running when their clients left are waited for.
+    assert elapsed < 5 * rnd, (elapsed, rnd)
 
 
 def test_one_client_cannot_fill_the_queue(make_server):
