@@ -60,6 +60,8 @@ enum mk_key_id {
     K_INDEX_FILES,
     K_DEFAULT_MIME,
     K_FILE_CACHE,
+    K_TASK_QUEUE_PER_PLUGIN,
+    K_TASK_QUEUE_PER_CLIENT,
     K_COUNT
 };
 
@@ -97,6 +99,8 @@ static const struct mk_key mk_server_keys[] = {
     {"IndexFiles", K_INDEX_FILES, false, "index.html index.htm"},
     {"DefaultMimeType", K_DEFAULT_MIME, false, "application/octet-stream"},
     {"FileCache", K_FILE_CACHE, false, "128"},
+    {"TaskQueuePerPlugin", K_TASK_QUEUE_PER_PLUGIN, false, "64"},
+    {"TaskQueuePerClient", K_TASK_QUEUE_PER_CLIENT, false, "8"},
 };
 #define MK_N_SERVER_KEYS (sizeof(mk_server_keys) / sizeof(mk_server_keys[0]))
 
@@ -542,6 +546,18 @@ static bool mk_apply_server_key(struct mk_config *cfg, const struct mk_conf *con
             return false;
         }
         cfg->file_cache = (unsigned) n;
+        return true;
+    case K_TASK_QUEUE_PER_PLUGIN:
+        if (!mk_conf_int(conf, e, 1, 65536, &n, err, errlen)) {
+            return false;
+        }
+        cfg->task_queue_per_plugin = (unsigned) n;
+        return true;
+    case K_TASK_QUEUE_PER_CLIENT:
+        if (!mk_conf_int(conf, e, 1, 65536, &n, err, errlen)) {
+            return false;
+        }
+        cfg->task_queue_per_client = (unsigned) n;
         return true;
     case K_COUNT:
         break;

@@ -95,7 +95,9 @@ struct mk_config {
     int tcp_fastopen; /* queue length; 0: off */
     bool defer_accept;
     bool hide_version;
-    unsigned file_cache; /* open files kept per worker; 0: off */
+    unsigned file_cache;            /* open files kept per worker; 0: off */
+    unsigned task_queue_per_plugin; /* tasks one plugin may have waiting or running */
+    unsigned task_queue_per_client; /* tasks one client address may have waiting or running */
     char *user;
     char *pidfile;
     char *log_path; /* NULL: standard error */

@@ -197,6 +197,9 @@ void mk_conn_close(struct mk_conn *c)
     if (c->state == MK_CONN_CLOSED) {
         return;
     }
+    if (c->state == MK_CONN_SUSPENDED) {
+        mk_request_drop_task(&c->req);
+    }
     if (c->req.flags & MK_REQ_ACTIVE) {
         mk_request_end(&c->req);
     }
@@ -274,6 +277,7 @@ void mk_conn_expire(struct mk_conn *c)
     if (c->state == MK_CONN_SUSPENDED) {
         /* A plugin did not resume in time: answer for it, then close. */
         mk_warn("a request held by a plugin timed out");
+        mk_request_drop_task(&c->req);
         c->state = c->req.prev_state;
         c->flags |= MK_CONN_CLOSE;
         mk_request_error(&c->req, 503);
@@ -703,7 +707,6 @@ static void mk_conn_read(struct mk_conn *c)
 void mk_conn_on_event(struct mk_event *ev, uint32_t ready)
 {
     struct mk_conn *c = (struct mk_conn *) ev;
-    (void) ready;
 
     switch (c->state) {
     case MK_CONN_WRITE: {
@@ -723,8 +726,19 @@ void mk_conn_on_event(struct mk_event *ev, uint32_t ready)
     case MK_CONN_LINGER:
         mk_conn_linger_read(c);
         return;
-    case MK_CONN_CLOSED:
     case MK_CONN_SUSPENDED:
+        /*
+         * The client hung up while a plugin holds its request: nobody is
+         * left to answer, so give the request up at once and drop its task
+         * if that has not started (nginx does the same with a closed
+         * client). A half-close counts too: it cannot be told apart from a
+         * close until a write fails.
+         */
+        if (ready & (MK_EV_HANGUP | MK_EV_ERROR)) {
+            mk_conn_close(c);
+        }
+        return;
+    case MK_CONN_CLOSED:
         return;
     default:
         mk_conn_read(c);

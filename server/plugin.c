@@ -358,13 +358,18 @@ static int mk_api_task(struct mk_request *r, void (*work)(void *arg), mk_resume_
     s->work = work;
     s->cb = done;
     s->arg = arg;
-    if (mk_task_submit(r->conn->worker->server, s) != MK_OK) {
+    int rc = mk_task_submit(r->conn->worker->server, r, s);
+    if (rc != MK_OK) {
         /* Nothing started: the handle is settled here, on the worker. */
         r->conn->handles--;
         r->flags &= (uint16_t) ~MK_REQ_SUSPENDING;
         mk_free(s);
-        return MK_ERR;
+        if (rc == 503) {
+            mk_response_add_header(r, "Retry-After", 11, "1", 1);
+        }
+        return rc;
     }
+    r->task = s; /* dropped unrun if the request is given up first */
     return MK_SUSPENDED;
 }
 

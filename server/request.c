@@ -121,8 +121,29 @@ static void mk_request_park(struct mk_request *r, const struct mk_plugin *p, enu
     r->stage_index = (uint16_t) index;
     r->prev_state = c->state;
     c->state = MK_CONN_SUSPENDED;
-    mk_event_unwatch(&c->worker->loop, &c->ev);
+    /* No I/O until the resume, but a hang-up gives the request up (see conn.c). */
+    if (mk_event_mod(&c->worker->loop, &c->ev, MK_EV_HANGUP) != MK_OK) {
+        mk_event_unwatch(&c->worker->loop, &c->ev);
+    }
     mk_conn_timer_set(c, MK_TIMER_READ);
+}
+
+void mk_request_drop_task(struct mk_request *r)
+{
+    struct mk_suspended *s = r->task;
+    struct mk_conn *c = r->conn;
+
+    if (!s) {
+        return;
+    }
+    r->task = NULL;
+    if (!mk_task_cancel(c->worker->server, s)) {
+        return; /* running or done: its resume comes back and finds the request gone */
+    }
+    /* Never started: the handle is settled here; the continuation only releases arg. */
+    c->handles--;
+    s->cb(NULL, s->arg);
+    mk_free(s);
 }
 
 /* ---- stages -------------------------------------------------------------- */
@@ -176,6 +197,7 @@ static void mk_request_request_hooks(struct mk_request *r, size_t from)
     const struct mk_plugin_set *ps = &r->conn->worker->server->plugins;
 
     if (from < ps->n_request) {
+        r->plugin = ps->request[from];
         mk_request_request_result(r, from, ps->request[from]->request(r));
         return;
     }
@@ -220,6 +242,7 @@ static void mk_request_content(struct mk_request *r, size_t from)
 
     if (from < ps->n_content) {
         const struct mk_plugin *p = ps->content[from];
+        r->plugin = p;
         mk_request_content_result(r, p, MK_STAGE_CONTENT, from, p->content(r));
         return;
     }
@@ -286,6 +309,7 @@ void mk_request_body_ready(struct mk_request *r)
     const struct mk_plugin *p = r->handler;
 
     r->flags |= MK_REQ_BODY_READ;
+    r->plugin = p;
     mk_request_content_result(r, p, MK_STAGE_BODY, 0, p->content(r));
 }
 
@@ -296,6 +320,9 @@ void mk_request_resume(struct mk_suspended *s)
     const struct mk_plugin_set *ps = &c->worker->server->plugins;
 
     c->handles--;
+    if (r->task == s) {
+        r->task = NULL;
+    }
     if (c->gen != s->gen || c->state != MK_CONN_SUSPENDED) {
         s->cb(NULL, s->arg); /* the request is gone */
         mk_free(s);

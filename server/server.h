@@ -34,6 +34,7 @@
 #include "conf.h"
 #include "file_cache.h"
 #include "http.h"
+#include "task_queue.h"
 
 struct mk_server;
 struct mk_worker;
@@ -57,16 +58,18 @@ struct mk_suspended {
     void (*work)(void *arg); /* a task's work, run on a task thread */
     mk_resume_cb cb;
     void *arg;
-    struct mk_suspended *next; /* in a worker's resume queue or the task queue */
+    struct mk_suspended *next; /* in a worker's resume queue */
+    struct mk_task_entry task; /* a task's place in the task queue (under its lock) */
 };
 
 struct mk_task_pool {
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    struct mk_suspended *head, *tail;
+    struct mk_task_queue queue; /* valid while n_threads > 0 */
     pthread_t *threads;
     int n_threads;
     bool stop;
+    time_t warned[2]; /* when a refusal of each kind was last logged */
 };
 
 /* ---- listeners ----------------------------------------------------------- */
@@ -153,6 +156,8 @@ struct mk_request {
     size_t body_len;
     size_t body_cap;
     const struct mk_plugin *handler; /* content plugin waiting for the body */
+    const struct mk_plugin *plugin;  /* the plugin whose hook runs (or is suspended) */
+    struct mk_suspended *task;       /* the queued task of a suspended hook, if any */
 
     /* response */
     const char *content_type;
@@ -399,6 +404,8 @@ extern const struct mk_transport mk_transport_plain;
 void mk_request_run(struct mk_request *r);
 struct mk_suspended *mk_request_suspend(struct mk_request *r);
 void mk_request_resume(struct mk_suspended *s);
+/* The suspended request is given up: drop its task if that has not started. */
+void mk_request_drop_task(struct mk_request *r);
 void mk_request_body_ready(struct mk_request *r);
 void mk_request_error(struct mk_request *r, int status);
 void mk_request_end(struct mk_request *r);
@@ -438,7 +445,15 @@ void mk_listeners_reap(struct mk_list *dead);
 void mk_listen_plan_free(struct mk_listen_plan *plan, size_t n);
 
 /* task.c: the task threads behind api->task() */
-int mk_task_submit(struct mk_server *srv, struct mk_suspended *s);
+/*
+ * Queue task `s` of request `r` in the share of r->plugin. MK_OK; 503 when
+ * a bound of r's configuration refuses it (TaskQueuePerPlugin,
+ * TaskQueuePerClient); MK_ERR when stopping or no thread could start.
+ */
+int mk_task_submit(struct mk_server *srv, struct mk_request *r, struct mk_suspended *s);
+/* Take a task out of the queue if it has not started: true if it will not run. */
+bool mk_task_cancel(struct mk_server *srv, struct mk_suspended *s);
+/* Stop the threads after their current task; queued tasks are handed back unrun. */
 void mk_task_pool_stop(struct mk_server *srv);
 
 /* plugin.c */

@@ -243,15 +243,27 @@ struct mk_api {
      * the hook then returns MK_SUSPENDED. The connection does no I/O until
      * resume(), which any thread may call, exactly once per handle, and
      * which runs cb(r, arg) on the request's worker. A request not resumed
-     * within Timeout is abandoned (cb then gets r == NULL).
+     * within Timeout is abandoned, and so is one whose client hangs up
+     * (closes or half-closes its connection) meanwhile: cb then gets
+     * r == NULL.
      */
     struct mk_suspended *(*suspend)(struct mk_request *r);
     void (*resume)(struct mk_suspended *s, mk_resume_cb cb, void *arg);
     /*
      * Run work(arg) on one of the server's task threads, then done(r, arg)
-     * on the request's worker as above. Returns MK_SUSPENDED (return it from
-     * the hook) or MK_ERR (nothing was started). For blocking work: hashing
-     * passwords, reading large directories.
+     * on the request's worker as above. For blocking work: hashing
+     * passwords, reading large directories. Returns
+     *   MK_SUSPENDED  queued: return it from the hook;
+     *   503           refused by a bound of the queue (the calling plugin
+     *                 has TaskQueuePerPlugin tasks waiting or running, or
+     *                 the client TaskQueuePerClient); `Retry-After` has been
+     *                 added to the response: return 503 from the hook;
+     *   MK_ERR        nothing was started (stopping, memory short).
+     * Each plugin has its own share of the queue and the threads serve the
+     * plugins in turn. A task whose request is abandoned before the task
+     * starts (timeout, hang-up, stop) never runs: done(NULL, arg) is then
+     * called without work(arg), and must release what the hook gave arg.
+     * A task already running finishes, and done gets r == NULL.
      */
     int (*task)(struct mk_request *r, void (*work)(void *arg), mk_resume_cb done, void *arg);
 

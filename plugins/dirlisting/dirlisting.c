@@ -906,11 +906,19 @@ static void dirlisting_work(void *arg)
     free(l.names);
 }
 
-/* Back on the worker: hand the page over, or answer the task's error. */
+/*
+ * Back on the worker: hand the page over, or answer the task's error. With
+ * r NULL the task may not have run (the request was given up before it
+ * started): the directory is then still the job's to close.
+ */
 static int dirlisting_done(struct mk_request *r, void *arg)
 {
     struct dirlisting_job *job = arg;
     int rc = job->status;
+
+    if (job->dirfd >= 0) {
+        close(job->dirfd);
+    }
 
     if (r && rc == 200) {
         api->set_status(r, 200);

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from conftest import BUILD, STATIC, Conn, needs_dlopen
+from conftest import BUILD, SLOW, STATIC, Conn, needs_dlopen
 
 SKELETON_SO = BUILD / "plugins" / "monkey-skeleton.so"
 TAP_SO = BUILD / "tests" / "plugins" / "monkey-tap.so"
@@ -314,6 +314,7 @@ def test_task_does_not_block_the_worker(make_server):
 def test_many_tasks_at_once(make_server):
     srv = make_server()
     srv.plugins = ["skeleton"]
+    srv.set(TaskQueuePerClient=40)  # all from one address
     srv.start()
     conns = [srv.conn() for _ in range(40)]
     for c in conns:
@@ -321,6 +322,71 @@ def test_many_tasks_at_once(make_server):
     for c in conns:
         assert c.read_response().body == b"slept 20 ms\n"
         c.close()
+
+
+def test_task_queue_bounds(make_server):
+    import select
+    import time
+    srv = make_server()
+    srv.plugins = ["skeleton"]
+    srv.set(TaskQueuePerPlugin=6, TaskQueuePerClient=4)
+    srv.start()
+
+    def flood(n, source, refused):
+        """n requests from `source`; returns once `refused` of them are answered."""
+        conns = [srv.conn(source=source) for _ in range(n)]
+        for c in conns:
+            c.send(b"GET /skeleton/slow?ms=600 HTTP/1.1\r\nHost: x\r\n\r\n")
+        deadline = time.monotonic() + 0.5 * SLOW  # refusals come at once
+        while refused:
+            ready, _, _ = select.select([c.sock for c in conns], [], [], 0.05)
+            assert len(ready) <= refused
+            if len(ready) == refused:
+                break
+            assert time.monotonic() < deadline
+        return conns
+
+    def statuses(conns):
+        out = []
+        for c in conns:
+            r = c.read_response()
+            out.append(r.status)
+            if r.status == 503:
+                assert r.header("retry-after") == "1"
+                assert c.closed()
+            else:
+                assert r.body == b"slept 600 ms\n"
+            c.close()
+        return sorted(out)
+
+    a = flood(6, "127.0.0.2", 2)  # the client's 4, the rest refused
+    b = flood(3, "127.0.0.3", 1)  # the plugin's 6: 4 + 2
+    c = flood(3, "127.0.0.4", 3)  # the plugin's share is full
+    assert statuses(c) == [503] * 3
+    assert statuses(a) == [200] * 4 + [503] * 2
+    assert statuses(b) == [200] * 2 + [503]
+    # Places free up as tasks end.
+    assert statuses(flood(2, "127.0.0.4", 0)) == [200, 200]
+    text = srv.stderr_text()
+    assert "TaskQueuePerClient" in text and "TaskQueuePerPlugin" in text
+
+
+def test_task_of_a_client_that_hung_up_is_dropped(make_server):
+    import time
+    srv = make_server()
+    srv.plugins = ["skeleton"]
+    srv.start()
+    # 8 tasks of 500 ms from 8 clients, gone at once: 2 s of work for 2 threads.
+    for i in range(8):
+        c = srv.conn(source=f"127.0.0.{2 + i}")
+        c.send(b"GET /skeleton/slow?ms=500 HTTP/1.1\r\nHost: x\r\n\r\n")
+        c.close()
+    t0 = time.monotonic()
+    c = srv.conn(source="127.0.0.20")
+    assert c.request("GET", "/skeleton/slow?ms=10").body == b"slept 10 ms\n"
+    c.close()
+    # Only the 2 already running are waited for.
+    assert time.monotonic() - t0 < 1.2
 
 
 def test_suspended_request_times_out(make_server):
