@@ -214,7 +214,7 @@ struct mk_conn {
     uint64_t body_remaining; /* Content-Length bytes not yet consumed */
     uint64_t body_seen;      /* decoded body bytes consumed so far */
     uint64_t body_in;        /* body bytes received, framing included (BodyMinRate) */
-    time_t body_start;       /* head end, or a handler asking for the body (worker clock) */
+    uint64_t body_start;     /* head end, or a handler asking for the body (worker ms clock) */
     struct mk_chunked chunked;
 
     struct mk_request req;
@@ -282,8 +282,10 @@ struct mk_worker {
     char date[48]; /* "Date: ...\r\n" */
     size_t date_len;
     bool stopping;
-    time_t stop_deadline;
+    uint64_t stop_deadline; /* ms, on the now_ms clock */
     bool running;
+
+    uint64_t now_ms; /* CLOCK_MONOTONIC ms, read once per loop iteration */
 };
 
 /* A function another thread asked a worker to run (api->worker_call). */

@@ -11,9 +11,12 @@
  * queue heads only. Arming, disarming and expiring are O(1) plus a walk over
  * the few queues.
  *
- * The clock is read once per loop iteration (time(2) is a vDSO call); the
- * Date header and timer expiry are refreshed when the second changes. A
- * worker with no connections sleeps without a timeout.
+ * The clocks are read once per loop iteration (vDSO calls): CLOCK_MONOTONIC
+ * in milliseconds for deadlines (now_ms), the wall clock for the Date header
+ * (refreshed when the second changes). The wait lasts until the nearest
+ * deadline of the connections' timers (or the graceful
+ * stop), so timeouts keep millisecond precision; a worker with nothing armed
+ * sleeps without a timeout.
  *
  * Connections are recycled: a closed connection is parked on `closing` until
  * the current event batch ends (its event may still be pending in the batch)
@@ -21,6 +24,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -35,7 +39,7 @@
 #define MK_ACCEPT_BATCH 64     /* accepts per listener event */
 #define MK_FREE_CONNS_MAX 1024 /* recycled connection structs kept per worker */
 #define MK_POOL_CACHED_MAX 256 /* 4 KiB chunks kept per worker (1 MiB) */
-#define MK_LINGER_SECONDS 5
+#define MK_LINGER_MS 5000
 
 static __thread struct mk_worker *mk_tls_worker;
 
@@ -88,17 +92,17 @@ static void mk_worker_cfg_switch(struct mk_worker *w, struct mk_config *cfg)
 
 /* ---- timers -------------------------------------------------------------- */
 
-static int mk_timer_seconds(const struct mk_worker *w, enum mk_timer_kind kind)
+static uint32_t mk_timer_ms(const struct mk_worker *w, enum mk_timer_kind kind)
 {
     switch (kind) {
     case MK_TIMER_READ:
-        return w->cfg->timeout;
+        return w->cfg->timeout_ms;
     case MK_TIMER_KEEPALIVE:
-        return w->cfg->keepalive_timeout;
+        return w->cfg->keepalive_timeout_ms;
     case MK_TIMER_SEND:
-        return w->cfg->send_timeout;
+        return w->cfg->send_timeout_ms;
     case MK_TIMER_LINGER:
-        return MK_LINGER_SECONDS;
+        return MK_LINGER_MS;
     default:
         return 0;
     }
@@ -119,7 +123,7 @@ void mk_conn_timer_set(struct mk_conn *c, enum mk_timer_kind kind)
         return;
     }
     c->timer = (uint8_t) kind;
-    mk_timer_arm(&w->timers, &c->expiry, w->now, mk_timer_seconds(w, kind));
+    mk_timer_arm(&w->timers, &c->expiry, w->now_ms, mk_timer_ms(w, kind));
 }
 
 /* Expiry of one connection: it always disarms or re-arms (later) its timer. */
@@ -131,15 +135,10 @@ static void mk_worker_expire_cb(struct mk_timer *e, void *arg)
 
 static void mk_worker_expire(struct mk_worker *w)
 {
-    /*
-     * The clock has whole seconds: a deadline set late in second S for T
-     * seconds is S + T, which may be only T - 1 seconds and a fraction away.
-     * Expiring once the clock is past it guarantees at least T seconds (and
-     * at most T + 1).
-     */
-    mk_timers_expire(&w->timers, w->now, mk_worker_expire_cb, NULL);
+    mk_timers_expire(&w->timers, w->now_ms, mk_worker_expire_cb, NULL);
 }
 
+/* The wall clock moved to second `now`: a new Date header. */
 static void mk_worker_tick(struct mk_worker *w, time_t now)
 {
     char date[MK_HTTP_DATE_LEN];
@@ -150,7 +149,37 @@ static void mk_worker_tick(struct mk_worker *w, time_t now)
     memcpy(w->date + 6, date, MK_HTTP_DATE_LEN);
     memcpy(w->date + 6 + MK_HTTP_DATE_LEN, "\r\n", 2);
     w->date_len = 6 + MK_HTTP_DATE_LEN + 2;
-    mk_worker_expire(w);
+}
+
+/* Read both clocks (once per loop iteration). */
+static void mk_worker_clock(struct mk_worker *w)
+{
+    time_t now = time(NULL);
+
+    w->now_ms = mk_clock_mono_ms();
+    if (now != w->now) {
+        mk_worker_tick(w, now);
+    }
+}
+
+/*
+ * How long the next wait may last, in ms: until the nearest deadline of a
+ * timer or of the graceful stop; -1 (forever) when nothing is armed.
+ */
+static int mk_worker_wait_ms(const struct mk_worker *w)
+{
+    uint64_t next = mk_timers_next(&w->timers);
+
+    if (w->stopping && w->stop_deadline < next) {
+        next = w->stop_deadline;
+    }
+    if (next == MK_TIMER_NEVER) {
+        return -1;
+    }
+    if (next <= w->now_ms) {
+        return 0;
+    }
+    return next - w->now_ms > INT_MAX ? INT_MAX : (int) (next - w->now_ms);
 }
 
 /* ---- connections --------------------------------------------------------- */
@@ -296,7 +325,7 @@ static void mk_worker_begin_stop(struct mk_worker *w)
         return;
     }
     w->stopping = true;
-    w->stop_deadline = w->now + w->cfg->graceful_timeout;
+    w->stop_deadline = w->now_ms + w->cfg->graceful_timeout_ms;
     mk_listeners_close(&w->listeners, &w->loop, &w->dead_listeners);
     mk_timers_each(&w->timers, mk_worker_close_idle_cb, NULL);
 }
@@ -535,18 +564,13 @@ static void mk_worker_take_listeners(struct mk_worker *w)
     }
 }
 
-static bool mk_worker_has_timers(const struct mk_worker *w)
-{
-    return !mk_timers_empty(&w->timers);
-}
-
 static void *mk_worker_main(void *arg)
 {
     struct mk_worker *w = arg;
     struct mk_plugin_set *ps = &w->server->plugins;
 
     mk_tls_worker = w;
-    mk_worker_tick(w, time(NULL));
+    mk_worker_clock(w);
     mk_worker_take_listeners(w);
     for (size_t i = 0; i < ps->count; i++) {
         if (ps->list[i]->worker_init && ps->list[i]->worker_init(w->id) != MK_OK) {
@@ -555,17 +579,14 @@ static void *mk_worker_main(void *arg)
     }
 
     for (;;) {
-        int timeout = (mk_worker_has_timers(w) || w->stopping) ? 1000 : -1;
-        int n = mk_event_wait(&w->loop, timeout);
+        int n = mk_event_wait(&w->loop, mk_worker_wait_ms(w));
         if (n < 0) {
             mk_err("worker %d: event wait failed: %s", w->id, strerror(errno));
             break;
         }
         /* The clock first: the wait may have lasted long. */
-        time_t now = time(NULL);
-        if (now != w->now) {
-            mk_worker_tick(w, now);
-        }
+        mk_worker_clock(w);
+        mk_worker_expire(w);
         mk_event_dispatch(&w->loop, n);
         for (size_t i = 0; i < ps->n_batch; i++) {
             ps->batch[i]->batch_done(w->id);
@@ -573,7 +594,7 @@ static void *mk_worker_main(void *arg)
         mk_worker_recycle(w);
 
         if (w->stopping) {
-            if (now >= w->stop_deadline) {
+            if (w->now_ms >= w->stop_deadline) {
                 mk_worker_close_all(w);
                 mk_worker_recycle(w);
             }
