@@ -14,9 +14,12 @@
  * The clocks are read once per loop iteration (vDSO calls): CLOCK_MONOTONIC
  * in milliseconds for deadlines (now_ms), the wall clock for the Date header
  * (refreshed when the second changes). The wait lasts until the nearest
- * deadline of the connections' timers (or the graceful
+ * deadline of the connections' and the plugins' timers (or the graceful
  * stop), so timeouts keep millisecond precision; a worker with nothing armed
  * sleeps without a timeout.
+ *
+ * The plugins' timers, watched descriptors and child processes (loop.c)
+ * ride on the same loop.
  *
  * Connections are recycled: a closed connection is parked on `closing` until
  * the current event batch ends (its event may still be pending in the batch)
@@ -133,9 +136,11 @@ static void mk_worker_expire_cb(struct mk_timer *e, void *arg)
     mk_conn_expire(mk_container_of(e, struct mk_conn, expiry));
 }
 
+/* Expire the connections' timers, then the plugins' (their callbacks run here). */
 static void mk_worker_expire(struct mk_worker *w)
 {
     mk_timers_expire(&w->timers, w->now_ms, mk_worker_expire_cb, NULL);
+    mk_loop_expire(w);
 }
 
 /* The wall clock moved to second `now`: a new Date header. */
@@ -169,7 +174,11 @@ static void mk_worker_clock(struct mk_worker *w)
 static int mk_worker_wait_ms(const struct mk_worker *w)
 {
     uint64_t next = mk_timers_next(&w->timers);
+    uint64_t plugin = mk_timers_next(&w->plugin_timers);
 
+    if (plugin < next) {
+        next = plugin;
+    }
     if (w->stopping && w->stop_deadline < next) {
         next = w->stop_deadline;
     }
@@ -214,6 +223,7 @@ static struct mk_conn *mk_conn_get(struct mk_worker *w)
 static void mk_worker_recycle(struct mk_worker *w)
 {
     mk_listeners_reap(&w->dead_listeners);
+    mk_loop_reap(w);
     while (!mk_list_is_empty(&w->closing)) {
         struct mk_conn *c = mk_list_entry(w->closing.next, struct mk_conn, node);
         mk_list_del(&c->node);
@@ -516,6 +526,9 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
     mk_list_init(&w->zombies);
     mk_list_init(&w->free_conns);
     mk_timers_init(&w->timers);
+    mk_timers_init(&w->plugin_timers);
+    mk_list_init(&w->loop_watches);
+    mk_list_init(&w->loop_dead);
     mk_pool_init(&w->pool, MK_POOL_CACHED_MAX);
     mk_file_cache_init(&w->fcache, srv->cfg->file_cache);
     pthread_mutex_init(&w->msg_lock, NULL);
@@ -614,6 +627,7 @@ static void *mk_worker_main(void *arg)
             ps->list[i]->worker_exit(w->id);
         }
     }
+    mk_loop_release(w); /* what the plugins left running */
     if (atomic_fetch_sub(&w->server->workers_alive, 1) == 1) {
         uint64_t one = 1;
         ssize_t ignored = write(w->server->stop_efd, &one, sizeof(one));
@@ -681,6 +695,8 @@ void mk_worker_teardown(struct mk_worker *w)
     mk_event_loop_destroy(&w->loop);
     mk_file_cache_destroy(&w->fcache);
     mk_timers_destroy(&w->timers);
+    mk_loop_release(w); /* a worker that never ran */
+    mk_timers_destroy(&w->plugin_timers);
     mk_pool_destroy(&w->pool);
     pthread_mutex_destroy(&w->msg_lock);
 }
