@@ -349,7 +349,7 @@ static bool mk_apply_server_key(struct mk_config *cfg, const struct mk_conf *con
                                 size_t errlen)
 {
     long n;
-    uint64_t sz;
+    uint64_t sz, ms;
     bool b;
 
     switch (k->id) {
@@ -392,10 +392,10 @@ static bool mk_apply_server_key(struct mk_config *cfg, const struct mk_conf *con
         }
         return true;
     case K_TIMEOUT:
-        if (!mk_conf_int(conf, e, 1, 3600, &n, err, errlen)) {
+        if (!mk_conf_duration(conf, e, 1, 3600000u, &ms, err, errlen)) {
             return false;
         }
-        cfg->timeout = (int) n;
+        cfg->timeout_ms = (uint32_t) ms;
         return true;
     case K_BODY_MIN_RATE:
         if (!mk_conf_size(conf, e, 0, 1u << 30, &sz, err, errlen)) {
@@ -404,10 +404,10 @@ static bool mk_apply_server_key(struct mk_config *cfg, const struct mk_conf *con
         cfg->body_min_rate = sz;
         return true;
     case K_SEND_TIMEOUT:
-        if (!mk_conf_int(conf, e, 1, 3600, &n, err, errlen)) {
+        if (!mk_conf_duration(conf, e, 1, 3600000u, &ms, err, errlen)) {
             return false;
         }
-        cfg->send_timeout = (int) n;
+        cfg->send_timeout_ms = (uint32_t) ms;
         return true;
     case K_KEEPALIVE:
         if (!mk_conf_bool(conf, e, &b, err, errlen)) {
@@ -416,10 +416,10 @@ static bool mk_apply_server_key(struct mk_config *cfg, const struct mk_conf *con
         cfg->keepalive = b;
         return true;
     case K_KEEPALIVE_TIMEOUT:
-        if (!mk_conf_int(conf, e, 1, 3600, &n, err, errlen)) {
+        if (!mk_conf_duration(conf, e, 1, 3600000u, &ms, err, errlen)) {
             return false;
         }
-        cfg->keepalive_timeout = (int) n;
+        cfg->keepalive_timeout_ms = (uint32_t) ms;
         return true;
     case K_MAX_KEEPALIVE_REQUESTS:
         if (!mk_conf_int(conf, e, 0, 100000000, &n, err, errlen)) {
@@ -428,10 +428,10 @@ static bool mk_apply_server_key(struct mk_config *cfg, const struct mk_conf *con
         cfg->max_keepalive_requests = (unsigned) n;
         return true;
     case K_GRACEFUL_TIMEOUT:
-        if (!mk_conf_int(conf, e, 0, 86400, &n, err, errlen)) {
+        if (!mk_conf_duration(conf, e, 0, 86400000u, &ms, err, errlen)) {
             return false;
         }
-        cfg->graceful_timeout = (int) n;
+        cfg->graceful_timeout_ms = (uint32_t) ms;
         return true;
     case K_MAX_REQUEST_LINE:
         if (!mk_conf_size(conf, e, 64, 1u << 20, &sz, err, errlen)) {

@@ -80,10 +80,11 @@ struct mk_config {
     size_t n_listen;
     int workers; /* resolved: 0 in the file means one per CPU */
     enum mk_balancing balancing;
-    int timeout;           /* seconds to receive a request head (and body) */
-    int send_timeout;      /* seconds without write progress */
-    int keepalive_timeout; /* seconds idle between requests */
-    int graceful_timeout;  /* seconds to finish in-flight responses on stop */
+    /* durations in milliseconds (the keys take "500ms", "2s", "1m") */
+    uint32_t timeout_ms;           /* to receive a request head (and body) */
+    uint32_t send_timeout_ms;      /* without write progress */
+    uint32_t keepalive_timeout_ms; /* idle between requests */
+    uint32_t graceful_timeout_ms;  /* to finish in-flight responses on stop */
     /* bytes a second a body must average once Timeout has passed; 0: off */
     uint64_t body_min_rate;
     bool keepalive;

@@ -404,7 +404,7 @@ void mk_conn_begin_body(struct mk_conn *c)
 
     c->body_seen = 0;
     c->body_in = 0;
-    c->body_start = c->worker->now;
+    c->body_start = c->worker->now_ms;
     c->body_remaining = 0;
     if (h->flags & MK_HEAD_CHUNKED) {
         mk_chunked_init(&c->chunked);
@@ -586,9 +586,11 @@ static bool mk_conn_step_head(struct mk_conn *c)
 static bool mk_conn_body_too_slow(const struct mk_conn *c)
 {
     const struct mk_config *cfg = c->worker->cfg;
-    time_t late = c->worker->now - c->body_start - cfg->timeout;
+    uint64_t grace_end = c->body_start + cfg->timeout_ms;
+    uint64_t now = c->worker->now_ms;
 
-    return cfg->body_min_rate > 0 && late > 0 && (uint64_t) late * cfg->body_min_rate > c->body_in;
+    return cfg->body_min_rate > 0 && now > grace_end &&
+           (now - grace_end) * cfg->body_min_rate / 1000 > c->body_in;
 }
 
 static bool mk_conn_step_body(struct mk_conn *c)

@@ -557,6 +557,14 @@ const struct mk_api mk_plugin_api = {
     .response_complete = mk_api_response_complete,
     .worker_call = mk_api_worker_call,
     .site_hide_dotfiles = mk_api_site_hide_dotfiles,
+    .timer_start = mk_loop_timer_start,
+    .timer_stop = mk_loop_timer_stop,
+    .fd_watch = mk_loop_fd_watch,
+    .fd_modify = mk_loop_fd_modify,
+    .fd_unwatch = mk_loop_fd_unwatch,
+    .child_watch = mk_loop_child_watch,
+    .child_unwatch = mk_loop_child_unwatch,
+    .now_ms = mk_loop_now_ms,
 };
 
 /* ---- loading ------------------------------------------------------------- */

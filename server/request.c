@@ -167,7 +167,7 @@ static void mk_request_wait_body(struct mk_request *r, const struct mk_plugin *p
         r->flags |= MK_REQ_CONTINUE_SENT;
     }
     c->state = MK_CONN_READ_BODY;
-    c->body_start = c->worker->now; /* BodyMinRate: the body may only start now (100) */
+    c->body_start = c->worker->now_ms; /* BodyMinRate: the body may only start now (100) */
     mk_conn_timer_set(c, MK_TIMER_READ);
 }
 

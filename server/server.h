@@ -219,7 +219,7 @@ struct mk_conn {
     uint64_t body_remaining; /* Content-Length bytes not yet consumed */
     uint64_t body_seen;      /* decoded body bytes consumed so far */
     uint64_t body_in;        /* body bytes received, framing included (BodyMinRate) */
-    time_t body_start;       /* head end, or a handler asking for the body (worker clock) */
+    uint64_t body_start;     /* head end, or a handler asking for the body (worker ms clock) */
     struct mk_chunked chunked;
 
     struct mk_request req;
@@ -287,8 +287,14 @@ struct mk_worker {
     char date[48]; /* "Date: ...\r\n" */
     size_t date_len;
     bool stopping;
-    time_t stop_deadline;
+    uint64_t stop_deadline; /* ms, on the now_ms clock */
     bool running;
+
+    uint64_t now_ms; /* CLOCK_MONOTONIC ms, read once per loop iteration */
+    /* the plugins' event loop (loop.c): api->timer_start, fd_watch, child_watch */
+    struct mk_timers plugin_timers;
+    struct mk_list loop_watches; /* struct mk_loop_fd and mk_loop_child, live */
+    struct mk_list loop_dead;    /* unwatched during this batch, freed after it */
 };
 
 /* A function another thread asked a worker to run (api->worker_call). */
@@ -379,6 +385,22 @@ void mk_worker_resume_drain(struct mk_worker *w);
 /* Queue fn(arg) to run on the worker (any thread). MK_ERR: no such worker. */
 int mk_worker_call(struct mk_server *srv, int worker, void (*fn)(void *arg), void *arg);
 void mk_worker_cfg_release(struct mk_worker *w, struct mk_config *cfg);
+
+/* loop.c: the plugins' timers and watches (api->timer_start and the rest) */
+struct mk_loop_timer *mk_loop_timer_start(uint32_t ms, int repeat, mk_loop_timer_cb cb, void *arg);
+int mk_loop_timer_stop(struct mk_loop_timer *t);
+struct mk_loop_fd *mk_loop_fd_watch(int fd, uint32_t mask, mk_loop_fd_cb cb, void *arg);
+int mk_loop_fd_modify(struct mk_loop_fd *h, uint32_t mask);
+int mk_loop_fd_unwatch(struct mk_loop_fd *h);
+struct mk_loop_child *mk_loop_child_watch(pid_t pid, mk_loop_child_cb cb, void *arg);
+int mk_loop_child_unwatch(struct mk_loop_child *h);
+uint64_t mk_loop_now_ms(void);
+/* Run the plugin timers due at w->now_ms (on the worker). */
+void mk_loop_expire(struct mk_worker *w);
+/* Free the watches ended during the batch that just finished. */
+void mk_loop_reap(struct mk_worker *w);
+/* Release every timer and watch of the worker, without callbacks (its exit). */
+void mk_loop_release(struct mk_worker *w);
 
 /* conn.c */
 void mk_conn_start(struct mk_conn *c);

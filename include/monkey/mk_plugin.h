@@ -56,6 +56,17 @@
  * Transport: a plugin may provide `transport`, a named byte layer that a
  * listener selects with a second word on its Listen line
  * ("Listen 8443 tls"). Plain sockets are the built-in transport "plain".
+ *
+ * Event loop: a hook may start timers (api->timer_start), watch its own
+ * descriptors (api->fd_watch: pipes, upstream sockets) and wait for child
+ * processes (api->child_watch) on the loop of the worker it runs on. The
+ * callbacks run on that worker, between events, and must not block either.
+ * Handles belong to that worker: calls from any other thread (init(), a
+ * task, another worker) are refused; go through api->worker_call() to reach
+ * a worker from elsewhere. What is still running when the worker exits is
+ * released after worker_exit() without callbacks; watched descriptors are
+ * not closed (they stay the plugin's). To answer a request from a callback,
+ * suspend the request in its hook and resume it from the callback.
  */
 #ifndef MONKEY_MK_PLUGIN_H
 #define MONKEY_MK_PLUGIN_H
@@ -74,6 +85,25 @@
 
 /* A request or content hook handed the request over (see api->suspend). */
 #define MK_SUSPENDED (-4)
+
+/* Readiness and interest bits of api->fd_watch(). */
+#define MK_LOOP_READ 0x01u  /* readable, or the peer hung up (a read tells) */
+#define MK_LOOP_WRITE 0x02u /* writable */
+#define MK_LOOP_ERROR 0x04u /* reported only: error or hang-up on the descriptor */
+
+struct mk_loop_timer; /* api->timer_start() */
+struct mk_loop_fd;    /* api->fd_watch() */
+struct mk_loop_child; /* api->child_watch() */
+
+/* A timer fired; `t` may be stopped here (a repeating timer stops itself so). */
+typedef void (*mk_loop_timer_cb)(struct mk_loop_timer *t, void *arg);
+/* `fd` is ready (MK_LOOP_* bits); `h` may be modified or unwatched here. */
+typedef void (*mk_loop_fd_cb)(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg);
+/*
+ * Child `pid` exited and was reaped: `status` as waitpid(2) gives it
+ * (WIFEXITED, WEXITSTATUS...), or -1 when something else reaped it.
+ */
+typedef void (*mk_loop_child_cb)(pid_t pid, int status, void *arg);
 
 struct mk_request;
 struct mk_conn;
@@ -324,6 +354,51 @@ struct mk_api {
      * never reach a plugin's request or content hook.
      */
     int (*site_hide_dotfiles)(const struct mk_site *s);
+
+    /*
+     * The worker's event loop (see "Event loop" at the top). Every function
+     * below runs only on a worker thread, in a hook or a loop callback; from
+     * another thread the starts return NULL with errno EPERM and the others
+     * MK_ERR. Handles are valid on the worker that made them.
+     *
+     * timer_start(): call cb(t, arg) in `ms` milliseconds (0: at the next
+     * loop iteration), and then every `ms` (> 0) if `repeat`. NULL with
+     * errno (EINVAL, ENOMEM) when not started. A one-shot timer's handle is
+     * freed when its callback returns; timer_stop() is valid before that
+     * (also inside the callback) and frees it. Precision: the worker's clock
+     * (CLOCK_MONOTONIC, read once per loop iteration) in milliseconds; a busy
+     * worker fires late, never early. Each distinct duration costs a small
+     * queue (freed after a minute unused): use a few durations.
+     */
+    struct mk_loop_timer *(*timer_start)(uint32_t ms, int repeat, mk_loop_timer_cb cb, void *arg);
+    int (*timer_stop)(struct mk_loop_timer *t);
+    /*
+     * fd_watch(): call cb(h, fd, ready, arg) while `fd` is ready for `mask`
+     * (MK_LOOP_READ | MK_LOOP_WRITE; 0: registered later with fd_modify).
+     * Level triggered: a callback that leaves input unread is called again.
+     * The descriptor stays the plugin's; make it non-blocking. fd_modify()
+     * changes the interest (0: pause). fd_unwatch() ends the watch and frees
+     * the handle; it is safe inside any callback, even when the descriptor
+     * still has an event pending in the same batch (it is skipped). Unwatch
+     * before closing the descriptor.
+     */
+    struct mk_loop_fd *(*fd_watch)(int fd, uint32_t mask, mk_loop_fd_cb cb, void *arg);
+    int (*fd_modify)(struct mk_loop_fd *h, uint32_t mask);
+    int (*fd_unwatch)(struct mk_loop_fd *h);
+    /*
+     * child_watch(): reap child process `pid` (of this process, for instance
+     * from posix_spawn()) on this worker when it exits, then call
+     * cb(pid, status, arg) once (cb may be NULL: reap only). The handle is
+     * freed before the callback runs. child_unwatch() cancels the callback
+     * (the child is still reaped, so no zombie stays) and frees the handle.
+     * Needs Linux 5.3 or later (pidfd_open): NULL with errno ENOSYS before;
+     * ESRCH when there is no such process. Do not reap the child elsewhere.
+     */
+    struct mk_loop_child *(*child_watch)(pid_t pid, mk_loop_child_cb cb, void *arg);
+    int (*child_unwatch)(struct mk_loop_child *h);
+    /* Milliseconds of the monotonic clock: the worker's cached reading (the
+       timers' clock), or a fresh one off worker threads. */
+    uint64_t (*now_ms)(void);
 };
 
 struct mk_plugin {
