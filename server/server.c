@@ -356,9 +356,11 @@ static void mk_acceptor_post(struct mk_server *srv, struct mk_listen_plan *plan,
 {
     uint64_t one = 1;
     pthread_mutex_lock(&srv->acceptor_lock);
-    mk_listen_plan_free(srv->acceptor_plan, srv->acceptor_plan_len);
-    srv->acceptor_plan = plan;
-    srv->acceptor_plan_len = n;
+    if (plan) {
+        srv->acceptor_plan =
+            mk_listen_plan_supersede(srv->acceptor_plan, srv->acceptor_plan_len, plan, n);
+        srv->acceptor_plan_len = n;
+    }
     pthread_mutex_unlock(&srv->acceptor_lock);
     ssize_t ignored = write(srv->acceptor_ctl, &one, sizeof(one));
     (void) ignored;

@@ -436,6 +436,16 @@ void mk_listeners_close(struct mk_list *listeners, struct mk_event_loop *loop,
 void mk_listeners_reap(struct mk_list *dead);
 /* Free a plan, closing the sockets nobody adopted. */
 void mk_listen_plan_free(struct mk_listen_plan *plan, size_t n);
+/*
+ * `next` replaces `prev`, a plan its owner has not applied yet. `next` was
+ * built against the configuration `prev` belongs to, so where it says
+ * "keep" (fd -1) the owner may not hold the socket yet: it is in `prev`.
+ * Such sockets move into `next`; `prev` is freed, closing the sockets of
+ * addresses `next` no longer lists. Returns `next` (or `prev` when `next`
+ * is NULL: a message without a plan leaves the pending one in place).
+ */
+struct mk_listen_plan *mk_listen_plan_supersede(struct mk_listen_plan *prev, size_t prev_len,
+                                                struct mk_listen_plan *next, size_t next_len);
 
 /* task.c: the task threads behind api->task() */
 int mk_task_submit(struct mk_server *srv, struct mk_suspended *s);

@@ -413,10 +413,13 @@ void mk_worker_post(struct mk_worker *w, unsigned flags, struct mk_config *cfg,
         if (w->msg_cfg) { /* an earlier reload not yet applied: superseded */
             mk_config_unref(w->msg_cfg);
         }
-        mk_listen_plan_free(w->msg_plan, w->msg_plan_len);
         w->msg_cfg = cfg;
-        w->msg_plan = plan;
-        w->msg_plan_len = plan_len;
+        if (plan) {
+            /* Sockets of a plan not yet taken (the thread has not started,
+               or an earlier reload) must not be closed under a "keep". */
+            w->msg_plan = mk_listen_plan_supersede(w->msg_plan, w->msg_plan_len, plan, plan_len);
+            w->msg_plan_len = plan_len;
+        }
     }
     w->msg_flags |= flags;
     pthread_mutex_unlock(&w->msg_lock);
