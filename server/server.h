@@ -44,6 +44,9 @@ struct mk_plugin_set {
     const struct mk_plugin **list; /* in plugins.load order */
     void **handles;                /* dlopen handles (NULL for built-in) */
     size_t count;
+    /* The plugins' own structs (MK_PLUGIN_SELF); list[i] is a full-size
+       copy of own[i] when the plugin was built for an older ABI minor. */
+    const struct mk_plugin **own;
     /* Hooks present, in order, so the request path skips plugins without them. */
     const struct mk_plugin **accept, **request, **content, **done, **close, **batch;
     size_t n_accept, n_request, n_content, n_done, n_close, n_batch;

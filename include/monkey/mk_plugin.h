@@ -6,8 +6,9 @@
  *
  * A plugin is one exported constant `struct mk_plugin`, named `mk_plugin`
  * in a shared object (listed in plugins.load as a path) or
- * `mk_plugin_<name>` when built into the binary (listed by name). The server
- * refuses a plugin whose `abi` differs from MK_PLUGIN_ABI.
+ * `mk_plugin_<name>` when built into the binary (listed by name). It starts
+ * with MK_PLUGIN_ABI_INIT: the ABI version it was built for and the size of
+ * the struct it saw (see "ABI versions" below and docs/plugin-api.md).
  *
  * The server calls a plugin only through the hooks below and a plugin
  * reaches the server only through the `struct mk_api` table it receives in
@@ -69,8 +70,30 @@
 
 #include "mk_common.h"
 
-/* Bump on any change to the structs or the order of function pointers. */
-#define MK_PLUGIN_ABI 3
+/*
+ * ABI versions. The major changes when a built plugin would misread the
+ * structs (a field removed, moved or changed): the server refuses a plugin
+ * of another major. The minor changes when fields are only appended to
+ * struct mk_plugin or struct mk_api: such a plugin loads on any server of
+ * the same major.
+ * - A plugin built for an older minor has a smaller struct mk_plugin (its
+ *   `size`): the hooks past it count as NULL.
+ * - A plugin built for a newer minor loads only if it leaves every hook
+ *   this server does not know NULL (zero bytes past the server's struct).
+ * - A plugin that calls a function of struct mk_api added in a later minor
+ *   checks it first with MK_API_HAS(api, name): an older server lacks it.
+ */
+#define MK_PLUGIN_ABI_MAJOR 3
+#define MK_PLUGIN_ABI_MINOR 0
+
+/* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
+#define MK_PLUGIN_ABI_INIT                                                                         \
+    .abi_major = MK_PLUGIN_ABI_MAJOR, .abi_minor = MK_PLUGIN_ABI_MINOR,                            \
+    .size = sizeof(struct mk_plugin)
+
+/* True when the server's function table has `fn` (a field of struct mk_api). */
+#define MK_API_HAS(api, fn)                                                                        \
+    (offsetof(struct mk_api, fn) + sizeof((api)->fn) <= (api)->size && (api)->fn != NULL)
 
 /* A request or content hook handed the request over (see api->suspend). */
 #define MK_SUSPENDED (-4)
@@ -143,7 +166,9 @@ struct mk_transport {
 
 /* The server's functions, passed to init(). Valid for the process lifetime. */
 struct mk_api {
-    uint32_t abi;
+    uint16_t abi_major; /* MK_PLUGIN_ABI_MAJOR of the server */
+    uint16_t abi_minor; /* MK_PLUGIN_ABI_MINOR of the server */
+    uint32_t size;      /* sizeof(struct mk_api) in the server: see MK_API_HAS */
 
     /* diagnostics */
     void (*log)(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -315,7 +340,10 @@ struct mk_api {
 };
 
 struct mk_plugin {
-    uint32_t abi; /* MK_PLUGIN_ABI */
+    /* MK_PLUGIN_ABI_INIT fills these three. */
+    uint16_t abi_major; /* MK_PLUGIN_ABI_MAJOR the plugin was built with */
+    uint16_t abi_minor; /* MK_PLUGIN_ABI_MINOR the plugin was built with */
+    uint32_t size;      /* sizeof(struct mk_plugin) the plugin was built with */
     const char *name;
     const char *version;
     const char *description;
@@ -383,6 +411,13 @@ struct mk_plugin {
 #else
 #define MK_PLUGIN_SYMBOL(name) mk_plugin
 #endif
+/*
+ * MK_PLUGIN_DEFINE(hello) = {
+ *     MK_PLUGIN_ABI_INIT,
+ *     .name = "hello",
+ *     ...
+ * };
+ */
 #define MK_PLUGIN_DEFINE(name) MK_EXPORT const struct mk_plugin MK_PLUGIN_SYMBOL(name)
 /* The plugin's own descriptor, for api->site_data(). Declare it first. */
 #define MK_PLUGIN_DECLARE(name) extern const struct mk_plugin MK_PLUGIN_SYMBOL(name)

@@ -622,7 +622,7 @@ static int access_request(struct mk_request *r)
 }
 
 MK_PLUGIN_DEFINE(access) = {
-    .abi = MK_PLUGIN_ABI,
+    MK_PLUGIN_ABI_INIT,
     .name = "access",
     .version = "1.0",
     .description = "allow and deny requests by client address and path, per site (Mandril)",

@@ -1480,7 +1480,7 @@ static int control_content(struct mk_request *r)
 }
 
 MK_PLUGIN_DEFINE(control) = {
-    .abi = MK_PLUGIN_ABI,
+    MK_PLUGIN_ABI_INIT,
     .name = "control",
     .version = "1.0",
     .description = "control socket for monkey-ctl, and HTTP status",
