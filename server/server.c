@@ -36,6 +36,9 @@
 
 #define ERRF(...) snprintf(err, errlen, __VA_ARGS__)
 
+/* How long a reload waits for each worker to take the new configuration. */
+#define MK_RELOAD_WAIT_MS 2000
+
 /* ---- configuration ------------------------------------------------------- */
 
 struct mk_server *mk_server_create(void)
@@ -637,6 +640,13 @@ int mk_server_reload(struct mk_server *srv, char *err, size_t errlen)
         plans[0] = NULL;
     }
     mk_plans_free(plans, owners, cfg->n_listen);
+    /* In force means for every new request: the workers switch on their
+       next control event, which comes at once unless a hook blocks. */
+    for (int i = 0; i < srv->n_workers; i++) {
+        if (!mk_worker_wait_config(&srv->workers[i], cfg, MK_RELOAD_WAIT_MS)) {
+            mk_warn("reload: worker %d has not switched to the new configuration yet", i);
+        }
+    }
     mk_config_unref(old);
     mk_info("configuration reloaded");
     return MK_OK;

@@ -260,6 +260,9 @@ struct mk_worker {
     size_t msg_plan_len;
     struct mk_suspended *resumes; /* resumed requests to continue (under msg_lock) */
     struct mk_worker_call *calls; /* api->worker_call() functions (under msg_lock) */
+    /* The configuration new requests get (NULL once the loop ended): for
+       mk_worker_wait_config() on the controlling thread. */
+    _Atomic(const struct mk_config *) cfg_serving;
     uint64_t next_gen;
 
     /* fair balancing: connections handed over by the acceptor */
@@ -363,6 +366,11 @@ struct mk_server {
 /* worker.c */
 int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id);
 int mk_worker_spawn(struct mk_worker *w);
+/*
+ * Wait up to timeout_ms until worker w gives new requests `cfg` (or has
+ * ended). True when it does. Controlling thread; cfg must stay referenced.
+ */
+bool mk_worker_wait_config(struct mk_worker *w, const struct mk_config *cfg, int timeout_ms);
 void mk_worker_post(struct mk_worker *w, unsigned flags, struct mk_config *cfg,
                     struct mk_listen_plan *plan, size_t plan_len);
 void mk_worker_teardown(struct mk_worker *w);

@@ -26,6 +26,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <time.h>
 
 #include "../core/clock.h"
 #include "../core/log.h"
@@ -81,6 +82,7 @@ static void mk_worker_cfg_switch(struct mk_worker *w, struct mk_config *cfg)
     }
     w->cfg = cfg;
     w->cfg_users = 0;
+    atomic_store_explicit(&w->cfg_serving, cfg, memory_order_release);
     /* Index files, symlink policy or roots may have changed. */
     mk_file_cache_destroy(&w->fcache);
     mk_file_cache_init(&w->fcache, cfg->file_cache);
@@ -403,6 +405,22 @@ void mk_worker_resume_drain(struct mk_worker *w)
 
 /* ---- control channel ----------------------------------------------------- */
 
+bool mk_worker_wait_config(struct mk_worker *w, const struct mk_config *cfg, int timeout_ms)
+{
+    const struct timespec step = {0, 100 * 1000};
+
+    for (int waited_us = 0;; waited_us += 100) {
+        const struct mk_config *now = atomic_load_explicit(&w->cfg_serving, memory_order_acquire);
+        if (now == cfg || now == NULL) {
+            return true;
+        }
+        if (waited_us >= timeout_ms * 1000) {
+            return false;
+        }
+        nanosleep(&step, NULL);
+    }
+}
+
 void mk_worker_post(struct mk_worker *w, unsigned flags, struct mk_config *cfg,
                     struct mk_listen_plan *plan, size_t plan_len)
 {
@@ -482,6 +500,7 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
     w->id = id;
     w->server = srv;
     w->cfg = mk_config_ref(srv->cfg);
+    atomic_init(&w->cfg_serving, w->cfg);
     w->handoff[0] = w->handoff[1] = -1;
     mk_list_init(&w->retired);
     mk_list_init(&w->listeners);
@@ -586,6 +605,7 @@ static void *mk_worker_main(void *arg)
         }
     }
 
+    atomic_store_explicit(&w->cfg_serving, NULL, memory_order_release);
     mk_worker_close_all(w);
     mk_worker_recycle(w);
     mk_listeners_close(&w->listeners, &w->loop, &w->dead_listeners);

@@ -14,11 +14,15 @@
  * reaches the server only through the `struct mk_api` table it receives in
  * init(). Requests and connections are opaque.
  *
- * Threads: init(), exit(), reload_prepare() and reload_commit() run on the
- * thread that controls the server (during a reload the workers go on
- * serving, so what they read must be published safely); every other hook
- * runs on a worker thread, several workers at once. Hooks must not block: a
- * worker serves thousands of connections.
+ * Threads: init(), exit(), reload_prepare(), reload_commit(), site_init()
+ * and site_free() run on the thread that controls the server; every other
+ * hook runs on a worker thread, several workers at once. Hooks must not
+ * block: a worker serves thousands of connections. A reload runs while the
+ * workers go on serving, requests of the old configuration included: so
+ * request hooks read settings from their request's configuration (the site
+ * data site_init() built for it, see api->site_data), never from state
+ * that reload_commit() changes. A request then sees one configuration for
+ * its whole life, and a reload writes nothing a worker reads.
  *
  * Stages of a request, in order (every hook is optional):
  *   conn_accept    a connection was accepted       MK_OK, or MK_ERR to close it
@@ -49,10 +53,13 @@
  *
  * Reload is all or nothing: every plugin reads its own files into a pending
  * state (reload_prepare), the server builds the new configuration (site_init
- * for every site) and binds its sockets, and only when all of that succeeded
- * does anything change: every plugin's reload_commit(1) puts its pending
- * state in force as the new configuration goes in force. If anything failed,
- * reload_commit(0) discards it and the running configuration stays whole.
+ * for every site, which copies what requests need from the pending state)
+ * and binds its sockets, and only when all of that succeeded does anything
+ * change: every plugin's reload_commit(1) makes its pending state the one
+ * later configurations are built from, and the new configuration goes in
+ * force: once the reload has returned, every new request gets it. If
+ * anything failed, reload_commit(0) discards it and the running
+ * configuration stays whole.
  *
  * Transport: a plugin may provide `transport`, a named byte layer that a
  * listener selects with a second word on its Listen line
@@ -302,7 +309,9 @@ struct mk_api {
      * Carry out MK_CMD_* as the signal would, and wait for the result:
      * MK_OK, or MK_ERR with the reason in err (a reload refused). Only
      * while the server runs its signal loop (the monkey binary); never from
-     * a hook that the command itself calls (reload, reopen_logs, exit).
+     * a hook that the command itself calls (reload, reopen_logs, exit). A
+     * reload waits for every worker to take the new configuration: called
+     * from a worker's hook it waits for that worker up to 2 s in vain.
      */
     int (*command)(int cmd, char *err, size_t errlen);
     /*
