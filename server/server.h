@@ -45,6 +45,9 @@ struct mk_plugin_set {
     const struct mk_plugin **list; /* in plugins.load order */
     void **handles;                /* dlopen handles (NULL for built-in) */
     size_t count;
+    /* The plugins' own structs (MK_PLUGIN_SELF); list[i] is a full-size
+       copy of own[i] when the plugin was built for an older ABI minor. */
+    const struct mk_plugin **own;
     /* Hooks present, in order, so the request path skips plugins without them. */
     const struct mk_plugin **accept, **request, **content, **done, **close, **batch;
     size_t n_accept, n_request, n_content, n_done, n_close, n_batch;
@@ -262,6 +265,9 @@ struct mk_worker {
     size_t msg_plan_len;
     struct mk_suspended *resumes; /* resumed requests to continue (under msg_lock) */
     struct mk_worker_call *calls; /* api->worker_call() functions (under msg_lock) */
+    /* The configuration new requests get (NULL once the loop ended): for
+       mk_worker_wait_config() on the controlling thread. */
+    _Atomic(const struct mk_config *) cfg_serving;
     uint64_t next_gen;
 
     /* fair balancing: connections handed over by the acceptor */
@@ -371,6 +377,11 @@ struct mk_server {
 /* worker.c */
 int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id);
 int mk_worker_spawn(struct mk_worker *w);
+/*
+ * Wait up to timeout_ms until worker w gives new requests `cfg` (or has
+ * ended). True when it does. Controlling thread; cfg must stay referenced.
+ */
+bool mk_worker_wait_config(struct mk_worker *w, const struct mk_config *cfg, int timeout_ms);
 void mk_worker_post(struct mk_worker *w, unsigned flags, struct mk_config *cfg,
                     struct mk_listen_plan *plan, size_t plan_len);
 void mk_worker_teardown(struct mk_worker *w);
@@ -465,6 +476,16 @@ void mk_listeners_close(struct mk_list *listeners, struct mk_event_loop *loop,
 void mk_listeners_reap(struct mk_list *dead);
 /* Free a plan, closing the sockets nobody adopted. */
 void mk_listen_plan_free(struct mk_listen_plan *plan, size_t n);
+/*
+ * `next` replaces `prev`, a plan its owner has not applied yet. `next` was
+ * built against the configuration `prev` belongs to, so where it says
+ * "keep" (fd -1) the owner may not hold the socket yet: it is in `prev`.
+ * Such sockets move into `next`; `prev` is freed, closing the sockets of
+ * addresses `next` no longer lists. Returns `next` (or `prev` when `next`
+ * is NULL: a message without a plan leaves the pending one in place).
+ */
+struct mk_listen_plan *mk_listen_plan_supersede(struct mk_listen_plan *prev, size_t prev_len,
+                                                struct mk_listen_plan *next, size_t next_len);
 
 /* task.c: the task threads behind api->task() */
 /*

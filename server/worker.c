@@ -33,6 +33,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <time.h>
 
 #include "../core/clock.h"
 #include "../core/log.h"
@@ -88,6 +89,7 @@ static void mk_worker_cfg_switch(struct mk_worker *w, struct mk_config *cfg)
     }
     w->cfg = cfg;
     w->cfg_users = 0;
+    atomic_store_explicit(&w->cfg_serving, cfg, memory_order_release);
     /* Index files, symlink policy or roots may have changed. */
     mk_file_cache_destroy(&w->fcache);
     mk_file_cache_init(&w->fcache, cfg->file_cache);
@@ -442,6 +444,22 @@ void mk_worker_resume_drain(struct mk_worker *w)
 
 /* ---- control channel ----------------------------------------------------- */
 
+bool mk_worker_wait_config(struct mk_worker *w, const struct mk_config *cfg, int timeout_ms)
+{
+    const struct timespec step = {0, 100 * 1000};
+
+    for (int waited_us = 0;; waited_us += 100) {
+        const struct mk_config *now = atomic_load_explicit(&w->cfg_serving, memory_order_acquire);
+        if (now == cfg || now == NULL) {
+            return true;
+        }
+        if (waited_us >= timeout_ms * 1000) {
+            return false;
+        }
+        nanosleep(&step, NULL);
+    }
+}
+
 void mk_worker_post(struct mk_worker *w, unsigned flags, struct mk_config *cfg,
                     struct mk_listen_plan *plan, size_t plan_len)
 {
@@ -452,10 +470,13 @@ void mk_worker_post(struct mk_worker *w, unsigned flags, struct mk_config *cfg,
         if (w->msg_cfg) { /* an earlier reload not yet applied: superseded */
             mk_config_unref(w->msg_cfg);
         }
-        mk_listen_plan_free(w->msg_plan, w->msg_plan_len);
         w->msg_cfg = cfg;
-        w->msg_plan = plan;
-        w->msg_plan_len = plan_len;
+        if (plan) {
+            /* Sockets of a plan not yet taken (the thread has not started,
+               or an earlier reload) must not be closed under a "keep". */
+            w->msg_plan = mk_listen_plan_supersede(w->msg_plan, w->msg_plan_len, plan, plan_len);
+            w->msg_plan_len = plan_len;
+        }
     }
     w->msg_flags |= flags;
     pthread_mutex_unlock(&w->msg_lock);
@@ -518,6 +539,7 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
     w->id = id;
     w->server = srv;
     w->cfg = mk_config_ref(srv->cfg);
+    atomic_init(&w->cfg_serving, w->cfg);
     w->handoff[0] = w->handoff[1] = -1;
     mk_list_init(&w->retired);
     mk_list_init(&w->listeners);
@@ -617,6 +639,7 @@ static void *mk_worker_main(void *arg)
         }
     }
 
+    atomic_store_explicit(&w->cfg_serving, NULL, memory_order_release);
     mk_worker_close_all(w);
     mk_worker_recycle(w);
     mk_listeners_close(&w->listeners, &w->loop, &w->dead_listeners);

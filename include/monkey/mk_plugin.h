@@ -6,18 +6,23 @@
  *
  * A plugin is one exported constant `struct mk_plugin`, named `mk_plugin`
  * in a shared object (listed in plugins.load as a path) or
- * `mk_plugin_<name>` when built into the binary (listed by name). The server
- * refuses a plugin whose `abi` differs from MK_PLUGIN_ABI.
+ * `mk_plugin_<name>` when built into the binary (listed by name). It starts
+ * with MK_PLUGIN_ABI_INIT: the ABI version it was built for and the size of
+ * the struct it saw (see "ABI versions" below and docs/plugin-api.md).
  *
  * The server calls a plugin only through the hooks below and a plugin
  * reaches the server only through the `struct mk_api` table it receives in
  * init(). Requests and connections are opaque.
  *
- * Threads: init(), exit(), reload_prepare() and reload_commit() run on the
- * thread that controls the server (during a reload the workers go on
- * serving, so what they read must be published safely); every other hook
- * runs on a worker thread, several workers at once. Hooks must not block: a
- * worker serves thousands of connections.
+ * Threads: init(), exit(), reload_prepare(), reload_commit(), site_init()
+ * and site_free() run on the thread that controls the server; every other
+ * hook runs on a worker thread, several workers at once. Hooks must not
+ * block: a worker serves thousands of connections. A reload runs while the
+ * workers go on serving, requests of the old configuration included: so
+ * request hooks read settings from their request's configuration (the site
+ * data site_init() built for it, see api->site_data), never from state
+ * that reload_commit() changes. A request then sees one configuration for
+ * its whole life, and a reload writes nothing a worker reads.
  *
  * Stages of a request, in order (every hook is optional):
  *   conn_accept    a connection was accepted       MK_OK, or MK_ERR to close it
@@ -48,10 +53,13 @@
  *
  * Reload is all or nothing: every plugin reads its own files into a pending
  * state (reload_prepare), the server builds the new configuration (site_init
- * for every site) and binds its sockets, and only when all of that succeeded
- * does anything change: every plugin's reload_commit(1) puts its pending
- * state in force as the new configuration goes in force. If anything failed,
- * reload_commit(0) discards it and the running configuration stays whole.
+ * for every site, which copies what requests need from the pending state)
+ * and binds its sockets, and only when all of that succeeded does anything
+ * change: every plugin's reload_commit(1) makes its pending state the one
+ * later configurations are built from, and the new configuration goes in
+ * force: once the reload has returned, every new request gets it. If
+ * anything failed, reload_commit(0) discards it and the running
+ * configuration stays whole.
  *
  * Transport: a plugin may provide `transport`, a named byte layer that a
  * listener selects with a second word on its Listen line
@@ -80,8 +88,30 @@
 
 #include "mk_common.h"
 
-/* Bump on any change to the structs or the order of function pointers. */
-#define MK_PLUGIN_ABI 3
+/*
+ * ABI versions. The major changes when a built plugin would misread the
+ * structs (a field removed, moved or changed): the server refuses a plugin
+ * of another major. The minor changes when fields are only appended to
+ * struct mk_plugin or struct mk_api: such a plugin loads on any server of
+ * the same major.
+ * - A plugin built for an older minor has a smaller struct mk_plugin (its
+ *   `size`): the hooks past it count as NULL.
+ * - A plugin built for a newer minor loads only if it leaves every hook
+ *   this server does not know NULL (zero bytes past the server's struct).
+ * - A plugin that calls a function of struct mk_api added in a later minor
+ *   checks it first with MK_API_HAS(api, name): an older server lacks it.
+ */
+#define MK_PLUGIN_ABI_MAJOR 3
+#define MK_PLUGIN_ABI_MINOR 0
+
+/* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
+#define MK_PLUGIN_ABI_INIT                                                                         \
+    .abi_major = MK_PLUGIN_ABI_MAJOR, .abi_minor = MK_PLUGIN_ABI_MINOR,                            \
+    .size = sizeof(struct mk_plugin)
+
+/* True when the server's function table has `fn` (a field of struct mk_api). */
+#define MK_API_HAS(api, fn)                                                                        \
+    (offsetof(struct mk_api, fn) + sizeof((api)->fn) <= (api)->size && (api)->fn != NULL)
 
 /* A request or content hook handed the request over (see api->suspend). */
 #define MK_SUSPENDED (-4)
@@ -173,7 +203,9 @@ struct mk_transport {
 
 /* The server's functions, passed to init(). Valid for the process lifetime. */
 struct mk_api {
-    uint32_t abi;
+    uint16_t abi_major; /* MK_PLUGIN_ABI_MAJOR of the server */
+    uint16_t abi_minor; /* MK_PLUGIN_ABI_MINOR of the server */
+    uint32_t size;      /* sizeof(struct mk_api) in the server: see MK_API_HAS */
 
     /* diagnostics */
     void (*log)(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -319,7 +351,9 @@ struct mk_api {
      * Carry out MK_CMD_* as the signal would, and wait for the result:
      * MK_OK, or MK_ERR with the reason in err (a reload refused). Only
      * while the server runs its signal loop (the monkey binary); never from
-     * a hook that the command itself calls (reload, reopen_logs, exit).
+     * a hook that the command itself calls (reload, reopen_logs, exit). A
+     * reload waits for every worker to take the new configuration: called
+     * from a worker's hook it waits for that worker up to 2 s in vain.
      */
     int (*command)(int cmd, char *err, size_t errlen);
     /*
@@ -402,7 +436,10 @@ struct mk_api {
 };
 
 struct mk_plugin {
-    uint32_t abi; /* MK_PLUGIN_ABI */
+    /* MK_PLUGIN_ABI_INIT fills these three. */
+    uint16_t abi_major; /* MK_PLUGIN_ABI_MAJOR the plugin was built with */
+    uint16_t abi_minor; /* MK_PLUGIN_ABI_MINOR the plugin was built with */
+    uint32_t size;      /* sizeof(struct mk_plugin) the plugin was built with */
     const char *name;
     const char *version;
     const char *description;
@@ -470,6 +507,13 @@ struct mk_plugin {
 #else
 #define MK_PLUGIN_SYMBOL(name) mk_plugin
 #endif
+/*
+ * MK_PLUGIN_DEFINE(hello) = {
+ *     MK_PLUGIN_ABI_INIT,
+ *     .name = "hello",
+ *     ...
+ * };
+ */
 #define MK_PLUGIN_DEFINE(name) MK_EXPORT const struct mk_plugin MK_PLUGIN_SYMBOL(name)
 /* The plugin's own descriptor, for api->site_data(). Declare it first. */
 #define MK_PLUGIN_DECLARE(name) extern const struct mk_plugin MK_PLUGIN_SYMBOL(name)

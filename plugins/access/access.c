@@ -34,13 +34,14 @@
  *
  * Plugin-wide settings come from conf_dir/plugins/access.conf ([ACCESS]
  * LogDenied), read at start and on reload (in force only once the whole
- * reload succeeded).
+ * reload succeeded). Each site of a configuration carries the LogDenied it
+ * was built with, so a request sees the setting of its own configuration
+ * and a reload writes nothing a worker reads.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <regex.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -80,6 +81,7 @@ struct access_rule {
 /* What site_init() stores for a site with an [ACCESS] section. */
 struct access_site {
     char *file;           /* the site file, owned */
+    bool log_denied;      /* LogDenied of the configuration this site belongs to */
     uint8_t default_deny; /* Default deny */
     int default_line;     /* line of Default, 0 when not given */
     size_t count;         /* rules fully built (site_free releases these) */
@@ -94,8 +96,14 @@ struct access_client {
 
 static const struct mk_api *api;
 static char access_conf_file[ACCESS_PATH_MAX];
-static atomic_bool access_log_denied;
-static bool access_pending_log_denied; /* read by reload_prepare, for reload_commit */
+/*
+ * access.conf: in force, and a reload's from reload_prepare to
+ * reload_commit. Controlling thread only: site_init() copies the one of the
+ * configuration it builds into the site, where requests read it.
+ */
+static bool access_log_denied;
+static bool access_pending_log_denied;
+static bool access_have_pending;
 
 MK_PLUGIN_DECLARE(access);
 
@@ -187,22 +195,31 @@ static int access_init(const struct mk_api *server_api, const char *conf_dir)
         api->log(MK_PLUGIN_LOG_ERROR, "access: %s", err);
         return MK_ERR;
     }
-    atomic_store(&access_log_denied, log_denied);
+    access_log_denied = log_denied;
+    access_have_pending = false;
     return MK_OK;
 }
 
-/* Reload, step one: read access.conf into the pending setting. */
+/* Reload, step one: read access.conf into the pending setting (site_init then reads it). */
 static int access_reload_prepare(char *err, size_t errlen)
 {
-    return access_read_conf(&access_pending_log_denied, err, errlen);
+    if (access_read_conf(&access_pending_log_denied, err, errlen) != MK_OK) {
+        return MK_ERR;
+    }
+    access_have_pending = true;
+    return MK_OK;
 }
 
-/* Reload, step two: the pending setting goes in force, or is dropped. */
+/*
+ * Reload, step two: the pending setting goes in force (the sites of the new
+ * configuration already carry it), or is dropped.
+ */
 static void access_reload_commit(int commit)
 {
     if (commit) {
-        atomic_store(&access_log_denied, access_pending_log_denied);
+        access_log_denied = access_pending_log_denied;
     }
+    access_have_pending = false;
 }
 
 /* ---- parsing rules (site_init) ---------------------------------------------- */
@@ -477,6 +494,7 @@ static int access_site_init(const struct mk_site *s, const struct mk_conf *conf,
         snprintf(err, errlen, "%s: out of memory", api->conf_path(conf));
         return MK_ERR;
     }
+    site->log_denied = access_have_pending ? access_pending_log_denied : access_log_denied;
     cursor = NULL;
     while (api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
         if (strcasecmp(section, "ACCESS") != 0) {
@@ -558,7 +576,7 @@ static void access_log(struct mk_request *r, const struct access_site *site, int
 static int access_deny(struct mk_request *r, const struct access_site *site, int line,
                        bool by_default, const char *path, size_t len)
 {
-    if (atomic_load_explicit(&access_log_denied, memory_order_relaxed)) {
+    if (site->log_denied) {
         access_log(r, site, line, by_default, path, len);
     }
     return 403;
@@ -622,7 +640,7 @@ static int access_request(struct mk_request *r)
 }
 
 MK_PLUGIN_DEFINE(access) = {
-    .abi = MK_PLUGIN_ABI,
+    MK_PLUGIN_ABI_INIT,
     .name = "access",
     .version = "1.0",
     .description = "allow and deny requests by client address and path, per site (Mandril)",

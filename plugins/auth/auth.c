@@ -827,7 +827,7 @@ static int auth_request(struct mk_request *r)
 }
 
 MK_PLUGIN_DEFINE(auth) = {
-    .abi = MK_PLUGIN_ABI,
+    MK_PLUGIN_ABI_INIT,
     .name = "auth",
     .version = "1.0",
     .description = "HTTP Basic authentication per path and realm",

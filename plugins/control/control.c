@@ -12,8 +12,10 @@
  * Guarantees:
  * - The socket is served by one thread of the plugin, started in init()
  *   (never under `monkey -t`) and joined in exit(). Workers never wait for
- *   it: the only thing they share is the HTTP settings, read under a
- *   read lock that reload_commit() holds for a copy of a few hundred bytes.
+ *   it, and share nothing with it: the HTTP settings reach them through
+ *   the site data, a copy per site of the configuration it was built with,
+ *   so a request sees the settings of its own configuration and a reload
+ *   writes nothing a worker reads.
  * - One request line per connection, one reply, then the connection is
  *   closed (after a stop: once the server has finished). A client gets
  *   CONTROL_IO_MS to send its line and again to read the reply; a line
@@ -110,11 +112,17 @@ static struct control_settings control_running;
 /* A reload's settings, from reload_prepare to reload_commit. */
 static struct control_settings control_pending;
 
-/* HttpPath and HttpAllow: replaced by reload_commit(), read by the workers. */
-static pthread_rwlock_t control_http_lock = PTHREAD_RWLOCK_INITIALIZER;
-static char control_http_path[CONTROL_HTTP_PATH_MAX + 1];
-static struct mk_cidr control_http_allow[CONTROL_ALLOW_MAX];
-static unsigned control_http_n_allow;
+/* HttpPath and HttpAllow of a configuration: what site_init() gives each site. */
+struct control_http {
+    char path[CONTROL_HTTP_PATH_MAX + 1]; /* "": no HTTP status */
+    struct mk_cidr allow[CONTROL_ALLOW_MAX];
+    unsigned n_allow;
+};
+/* In force, and a reload's from reload_prepare to reload_commit. Controlling thread only. */
+static struct control_http control_http_live, control_http_pending;
+static bool control_have_pending;
+
+MK_PLUGIN_DECLARE(control);
 
 /* The socket thread. */
 static int control_listen_fd = -1;
@@ -1111,14 +1119,12 @@ static int control_read_conf(struct control_settings *s, char *err, size_t errle
     return rc;
 }
 
-/* Publish s's HTTP settings to the workers. */
-static void control_http_publish(const struct control_settings *s)
+/* The HTTP part of settings s. */
+static void control_http_from(struct control_http *out, const struct control_settings *s)
 {
-    pthread_rwlock_wrlock(&control_http_lock);
-    memcpy(control_http_path, s->http_path, sizeof(control_http_path));
-    memcpy(control_http_allow, s->allow, sizeof(control_http_allow));
-    control_http_n_allow = s->n_allow;
-    pthread_rwlock_unlock(&control_http_lock);
+    memcpy(out->path, s->http_path, sizeof(out->path));
+    memcpy(out->allow, s->allow, sizeof(out->allow));
+    out->n_allow = s->n_allow;
 }
 
 /* ---- the socket file ------------------------------------------------------------ */
@@ -1360,7 +1366,8 @@ static int control_init(const struct mk_api *server_api, const char *conf_dir)
         return MK_ERR;
     }
     control_running = s;
-    control_http_publish(&s);
+    control_http_from(&control_http_live, &s);
+    control_have_pending = false;
     if (api->checking()) {
         return MK_OK; /* validated; no socket, no thread */
     }
@@ -1395,10 +1402,15 @@ static void control_exit(void)
     control_shutdown();
 }
 
-/* Reload, step one: read control.conf into the pending settings. */
+/* Reload, step one: read control.conf into the pending settings (site_init then reads them). */
 static int control_reload_prepare(char *err, size_t errlen)
 {
-    return control_read_conf(&control_pending, err, errlen);
+    if (control_read_conf(&control_pending, err, errlen) != MK_OK) {
+        return MK_ERR;
+    }
+    control_http_from(&control_http_pending, &control_pending);
+    control_have_pending = true;
+    return MK_OK;
 }
 
 /*
@@ -1409,6 +1421,7 @@ static void control_reload_commit(int commit)
 {
     const struct control_settings *s = &control_pending;
 
+    control_have_pending = false;
     if (!commit) {
         return;
     }
@@ -1417,11 +1430,42 @@ static void control_reload_commit(int commit)
         api->log(MK_PLUGIN_LOG_WARN, "control: Socket and Mode change only on restart (keeping %s)",
                  control_running.socket_path);
     }
-    control_http_publish(s);
+    control_http_live = control_http_pending;
 }
 
-/* Is the client of r in HttpAllow? Call with control_http_lock held. */
-static bool control_http_allowed(const struct mk_request *r)
+/*
+ * Every site of a configuration gets a copy of its HttpPath and HttpAllow
+ * (a reload's while one is prepared); nothing without an HttpPath.
+ */
+static int control_site_init(const struct mk_site *site, const struct mk_conf *conf, void **data,
+                             char *err, size_t errlen)
+{
+    const struct control_http *h =
+        control_have_pending ? &control_http_pending : &control_http_live;
+
+    (void) site;
+    (void) conf;
+    *data = NULL;
+    if (!h->path[0]) {
+        return MK_OK;
+    }
+    struct control_http *copy = malloc(sizeof(*copy));
+    if (!copy) {
+        snprintf(err, errlen, "control: out of memory");
+        return MK_ERR;
+    }
+    *copy = *h;
+    *data = copy;
+    return MK_OK;
+}
+
+static void control_site_free(void *data)
+{
+    free(data);
+}
+
+/* Is the client of r in h's HttpAllow? */
+static bool control_http_allowed(const struct mk_request *r, const struct control_http *h)
 {
     socklen_t len;
     const struct sockaddr *sa = api->remote_sockaddr(r, &len);
@@ -1432,8 +1476,8 @@ static bool control_http_allowed(const struct mk_request *r)
         return false;
     }
     mk_cidr_client(sa, key, &family); /* IPv4 clients of a dual-stack socket are IPv4 */
-    for (unsigned i = 0; i < control_http_n_allow; i++) {
-        if (mk_cidr_match(&control_http_allow[i], key, family)) {
+    for (unsigned i = 0; i < h->n_allow; i++) {
+        if (mk_cidr_match(&h->allow[i], key, family)) {
             return true;
         }
     }
@@ -1445,19 +1489,12 @@ static int control_content(struct mk_request *r)
 {
     size_t len, mlen;
     const char *path = api->path(r, &len);
-    bool mine, allowed = false;
+    const struct control_http *h = api->site_data(api->site(r), MK_PLUGIN_SELF(control));
 
-    pthread_rwlock_rdlock(&control_http_lock);
-    mine = control_http_path[0] && strlen(control_http_path) == len &&
-           memcmp(path, control_http_path, len) == 0;
-    if (mine) {
-        allowed = control_http_allowed(r);
-    }
-    pthread_rwlock_unlock(&control_http_lock);
-    if (!mine) {
+    if (!h || strlen(h->path) != len || memcmp(path, h->path, len) != 0) {
         return MK_DECLINED;
     }
-    if (!allowed) {
+    if (!control_http_allowed(r, h)) {
         return 403;
     }
     const char *method = api->method(r, &mlen);
@@ -1480,7 +1517,7 @@ static int control_content(struct mk_request *r)
 }
 
 MK_PLUGIN_DEFINE(control) = {
-    .abi = MK_PLUGIN_ABI,
+    MK_PLUGIN_ABI_INIT,
     .name = "control",
     .version = "1.0",
     .description = "control socket for monkey-ctl, and HTTP status",
@@ -1489,4 +1526,6 @@ MK_PLUGIN_DEFINE(control) = {
     .reload_prepare = control_reload_prepare,
     .reload_commit = control_reload_commit,
     .content = control_content,
+    .site_init = control_site_init,
+    .site_free = control_site_free,
 };

@@ -1051,7 +1051,7 @@ static int dirlisting_content(struct mk_request *r)
 }
 
 MK_PLUGIN_DEFINE(dirlisting) = {
-    .abi = MK_PLUGIN_ABI,
+    MK_PLUGIN_ABI_INIT,
     .name = "dirlisting",
     .version = "1.0",
     .description = "HTML listings of directories without an index file",

@@ -970,7 +970,7 @@ static void logger_reopen_logs(void)
 }
 
 MK_PLUGIN_DEFINE(logger) = {
-    .abi = MK_PLUGIN_ABI,
+    MK_PLUGIN_ABI_INIT,
     .name = "logger",
     .version = "1.0",
     .description = "access and error logs per site, written off the workers",

@@ -339,7 +339,7 @@ static void skeleton_request_done(struct mk_request *r)
 }
 
 MK_PLUGIN_DEFINE(skeleton) = {
-    .abi = MK_PLUGIN_ABI,
+    MK_PLUGIN_ABI_INIT,
     .name = "skeleton",
     .version = "1.0",
     .description = "template plugin: every hook, documented",

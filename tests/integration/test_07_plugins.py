@@ -1,6 +1,8 @@
 """Tier 7: the plugin API, through the skeleton plugin and test plugins."""
 
 import os
+import signal
+import time
 
 import pytest
 
@@ -10,6 +12,8 @@ SKELETON_SO = BUILD / "plugins" / "monkey-skeleton.so"
 TAP_SO = BUILD / "tests" / "plugins" / "monkey-tap.so"
 BADABI_SO = BUILD / "tests" / "plugins" / "monkey-badabi.so"
 HALFRELOAD_SO = BUILD / "tests" / "plugins" / "monkey-halfreload.so"
+ABI_SO = {v: BUILD / "tests" / "plugins" / f"monkey-abi-{v}.so"
+          for v in ("older", "newer", "newhook")}
 
 
 @pytest.fixture(params=[pytest.param("shared", marks=needs_dlopen), "builtin"])
@@ -209,7 +213,38 @@ def test_wrong_abi_is_refused(make_server):
     srv = make_server()
     srv.plugins = [str(BADABI_SO)]
     err = srv.run_expect_failure()
-    assert "plugins.load:2:" in err and "ABI" in err
+    assert (f"plugins.load:2: plugin '{BADABI_SO}' was built for plugin ABI 103.0, "
+            "this server has 3.0") in err
+    assert "rebuild it" in err
+
+
+@needs_dlopen
+@pytest.mark.parametrize("variant", ["older", "newer"])
+def test_other_abi_minor_loads(make_server, variant):
+    # An older minor (a smaller struct mk_plugin whose tail holds poison the
+    # server must not read) and a newer one that leaves its extra hook NULL.
+    srv = make_server()
+    srv.plugins = [str(ABI_SO[variant])]
+    srv.start()
+    r = srv.get("/abisize")
+    assert r.status == 200
+    assert r.body == f"{variant} 1\n".encode()  # MK_API_HAS saw site_hide_dotfiles
+    srv.signal(signal.SIGHUP)  # site_init and the other hooks past the size stay unread
+    deadline = time.monotonic() + 10 * SLOW
+    while "configuration reloaded" not in srv.stderr_text():
+        assert time.monotonic() < deadline, srv.stderr_text()
+        time.sleep(0.02)
+    r = srv.get("/abisize")
+    assert r.status == 200 and r.body == f"{variant} 1\n".encode()
+
+
+@needs_dlopen
+def test_newer_minor_hook_is_refused(make_server):
+    srv = make_server()
+    srv.plugins = [str(ABI_SO["newhook"])]
+    err = srv.run_expect_failure()
+    assert f"plugins.load:2: plugin '{ABI_SO['newhook']}' uses hooks of plugin ABI 3.1" in err
+    assert "this server (3.0) does not have" in err
 
 
 @needs_dlopen
