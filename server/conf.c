@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <monkey/mk_common.h>
+#include <monkey/mk_plugin.h>
 
 #include "../core/memory.h"
 #include "../core/schema.h"
@@ -331,16 +332,35 @@ static void mk_vhost_free(struct mk_vhost *vh)
         mk_free(vh->error_pages[i].path);
     }
     mk_free(vh->error_pages);
+    mk_conf_free(vh->conf);
+    mk_free(vh->file);
+    mk_free(vh);
+}
+
+/*
+ * Release what plugins keep for a site: their site_init() data first (its
+ * destructor may still read the site's keys), then the site keys.
+ */
+static void mk_vhost_release_plugins(const struct mk_config *cfg, struct mk_vhost *vh)
+{
     for (size_t i = 0; i < vh->n_plugin_data; i++) {
         if (vh->plugin_free[i] && vh->plugin_data[i]) {
             vh->plugin_free[i](vh->plugin_data[i]);
         }
     }
+    for (size_t i = 0; vh->plugin_conf && i < vh->n_plugin_data && i < cfg->n_plugin_conf; i++) {
+        const struct mk_conf_schema *schema = cfg->conf_plugins[i]->conf_schema;
+        if (schema && vh->plugin_conf[i]) {
+            mk_schema_delete(schema, MK_CONF_SITE, vh->plugin_conf[i]);
+        }
+    }
     mk_free(vh->plugin_data);
     mk_free(vh->plugin_free);
-    mk_conf_free(vh->conf);
-    mk_free(vh->file);
-    mk_free(vh);
+    mk_free(vh->plugin_conf);
+    vh->plugin_data = NULL;
+    vh->plugin_free = NULL;
+    vh->plugin_conf = NULL;
+    vh->n_plugin_data = 0;
 }
 
 static void mk_config_free(struct mk_config *cfg)
@@ -352,8 +372,16 @@ static void mk_config_free(struct mk_config *cfg)
     }
     mk_mime_free(cfg->mime);
     for (size_t i = 0; i < cfg->n_vhosts; i++) {
+        mk_vhost_release_plugins(cfg, cfg->vhosts[i]);
         mk_vhost_free(cfg->vhosts[i]);
     }
+    for (size_t i = 0; i < cfg->n_plugin_conf; i++) {
+        if (cfg->conf_plugins[i]->conf_schema) {
+            mk_schema_delete(cfg->conf_plugins[i]->conf_schema, 0, cfg->plugin_conf[i]);
+        }
+    }
+    mk_free(cfg->plugin_conf);
+    mk_free(cfg->conf_plugins);
     mk_free(cfg->vhosts);
     for (size_t i = 0; i < cfg->n_plugins; i++) {
         mk_free(cfg->plugins[i].spec);

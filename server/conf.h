@@ -70,7 +70,12 @@ struct mk_vhost {
     void **plugin_data;
     void (**plugin_free)(void *data);
     size_t n_plugin_data;
+    /* Each plugin's site keys (its schema's MK_CONF_SITE keys), by plugin index. */
+    void **plugin_conf;
+    struct mk_config *cfg; /* the configuration the site belongs to (not a reference) */
 };
+
+struct mk_plugin;
 
 struct mk_config {
     atomic_int refs;
@@ -121,6 +126,15 @@ struct mk_config {
     struct mk_schema_record key_rec[32];
     char server_header[64]; /* "Server: Monkey/x.y.z\r\n" */
     size_t server_header_len;
+
+    /*
+     * Each loaded plugin's plugin-wide keys, filled from its file by its
+     * schema (NULL for a plugin without one), by plugin index; built once
+     * per configuration (mk_plugins_configure) and freed with it.
+     */
+    const struct mk_plugin **conf_plugins;
+    void **plugin_conf;
+    size_t n_plugin_conf;
 };
 
 /* A key/value given outside the files (command line, library API). */
