@@ -51,6 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <monkey/mk_json.h>
 #include <monkey/mk_plugin.h>
 #include <monkey/mk_util.h>
 
@@ -75,12 +76,11 @@ struct control_settings {
     unsigned n_allow;
 };
 
-/* A reply (or a document) under construction; `failed` sticks. */
-struct control_buf {
-    char *data;
-    size_t len, cap;
-    bool failed;
-};
+/*
+ * A reply or a document under construction is a struct mk_json, the
+ * server's JSON writer buffer (mk_json.h), bounded by CONTROL_REPLY_MAX;
+ * `failed` sticks. A zeroed one is empty and ready (control_buf_add).
+ */
 
 enum control_client_state {
     CONTROL_FREE = 0,
@@ -96,7 +96,7 @@ struct control_client {
     int64_t deadline; /* monotonic ms */
     char line[CONTROL_LINE_MAX];
     size_t line_len;
-    struct control_buf reply;
+    struct mk_json reply;
     size_t sent;
 };
 
@@ -128,40 +128,21 @@ static struct control_client control_clients[CONTROL_CLIENTS];
 /* ---- buffers and JSON ------------------------------------------------------ */
 
 /* Append n bytes; on failure (memory, CONTROL_REPLY_MAX) mark the buffer. */
-static void control_buf_add(struct control_buf *b, const char *s, size_t n)
+static void control_buf_add(struct mk_json *b, const char *s, size_t n)
 {
-    if (b->failed) {
-        return;
+    if (!b->max) {
+        b->max = CONTROL_REPLY_MAX; /* a zeroed buffer */
     }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->len + n + 1) {
-            cap *= 2;
-        }
-        if (cap > CONTROL_REPLY_MAX) {
-            b->failed = true;
-            return;
-        }
-        char *p = realloc(b->data, cap);
-        if (!p) {
-            b->failed = true;
-            return;
-        }
-        b->data = p;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = '\0';
+    mk_json_raw(b, s, n);
 }
 
 /* Append the string s. */
-static void control_buf_str(struct control_buf *b, const char *s)
+static void control_buf_str(struct mk_json *b, const char *s)
 {
     control_buf_add(b, s, strlen(s));
 }
 
-__attribute__((format(printf, 2, 3))) static void control_buf_printf(struct control_buf *b,
+__attribute__((format(printf, 2, 3))) static void control_buf_printf(struct mk_json *b,
                                                                      const char *fmt, ...)
 {
     char tmp[1024];
@@ -191,94 +172,21 @@ __attribute__((format(printf, 2, 3))) static void control_buf_printf(struct cont
 }
 
 /* Release b's memory and make it empty (and usable) again. */
-static void control_buf_free(struct control_buf *b)
+static void control_buf_free(struct mk_json *b)
 {
-    free(b->data);
+    mk_json_free(b);
     memset(b, 0, sizeof(*b));
 }
 
-/*
- * Length of the valid UTF-8 sequence at s (1 to 4), or 0 when the bytes at
- * s are not one (overlong forms, surrogates and code points past U+10FFFF
- * included).
- */
-static size_t control_utf8_len(const unsigned char *s)
-{
-    if (s[0] < 0x80) {
-        return 1;
-    }
-    if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-        return (s[1] & 0xc0) == 0x80 ? 2 : 0;
-    }
-    if (s[0] >= 0xe0 && s[0] <= 0xef) {
-        if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80) {
-            return 0;
-        }
-        if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0)) {
-            return 0;
-        }
-        return 3;
-    }
-    if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-        if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80) {
-            return 0;
-        }
-        if ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90)) {
-            return 0;
-        }
-        return 4;
-    }
-    return 0;
-}
-
 /* Append s as a JSON string, quotes included; NULL is appended as null. */
-static void control_buf_json(struct control_buf *b, const char *s)
+static void control_buf_json(struct mk_json *b, const char *s)
 {
-    const unsigned char *p = (const unsigned char *) s;
-
     if (!s) {
         control_buf_str(b, "null");
         return;
     }
     control_buf_add(b, "\"", 1);
-    while (*p) {
-        size_t n = control_utf8_len(p);
-        if (n == 0) {
-            control_buf_str(b, "\\ufffd");
-            p++;
-            continue;
-        }
-        if (n > 1) {
-            control_buf_add(b, (const char *) p, n);
-            p += n;
-            continue;
-        }
-        switch (*p) {
-        case '"':
-            control_buf_str(b, "\\\"");
-            break;
-        case '\\':
-            control_buf_str(b, "\\\\");
-            break;
-        case '\n':
-            control_buf_str(b, "\\n");
-            break;
-        case '\r':
-            control_buf_str(b, "\\r");
-            break;
-        case '\t':
-            control_buf_str(b, "\\t");
-            break;
-        default:
-            if (*p < 0x20 || *p == 0x7f) {
-                control_buf_printf(b, "\\u%04x", *p);
-            }
-            else {
-                control_buf_add(b, (const char *) p, 1);
-            }
-        }
-        p++;
-    }
+    mk_json_escape(b, s, strlen(s));
     control_buf_add(b, "\"", 1);
 }
 
@@ -304,7 +212,7 @@ static int control_stats(struct mk_server_stats *st)
 }
 
 /* Append a byte count for people: "123456 (120.6 KiB)". */
-static void control_bytes_text(struct control_buf *b, uint64_t n)
+static void control_bytes_text(struct mk_json *b, uint64_t n)
 {
     static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
     double v = (double) n;
@@ -323,7 +231,7 @@ static void control_bytes_text(struct control_buf *b, uint64_t n)
 }
 
 /* The worker table, as text lines or as a JSON array. */
-static void control_doc_worker_list(struct control_buf *b, unsigned workers, bool json)
+static void control_doc_worker_list(struct mk_json *b, unsigned workers, bool json)
 {
     if (json) {
         control_buf_str(b, "[");
@@ -354,7 +262,7 @@ static void control_doc_worker_list(struct control_buf *b, unsigned workers, boo
 }
 
 /* "status": the whole server, then the workers. */
-static int control_doc_status(struct control_buf *b, bool json, char *err, size_t errlen)
+static int control_doc_status(struct mk_json *b, bool json, char *err, size_t errlen)
 {
     struct mk_server_stats st;
     char when[64];
@@ -394,7 +302,7 @@ static int control_doc_status(struct control_buf *b, bool json, char *err, size_
 }
 
 /* "workers": one entry per worker thread. */
-static int control_doc_workers(struct control_buf *b, bool json, char *err, size_t errlen)
+static int control_doc_workers(struct mk_json *b, bool json, char *err, size_t errlen)
 {
     struct mk_server_stats st;
 
@@ -413,7 +321,7 @@ static int control_doc_workers(struct control_buf *b, bool json, char *err, size
 }
 
 /* "sites": the virtual hosts of the configuration in force. */
-static int control_doc_sites(struct control_buf *b, bool json, char *err, size_t errlen)
+static int control_doc_sites(struct mk_json *b, bool json, char *err, size_t errlen)
 {
     struct mk_config *cfg = api->config_get();
 
@@ -459,7 +367,7 @@ static int control_doc_sites(struct control_buf *b, bool json, char *err, size_t
 }
 
 /* "plugins": the loaded plugins in plugins.load order. */
-static int control_doc_plugins(struct control_buf *b, bool json, char *err, size_t errlen)
+static int control_doc_plugins(struct mk_json *b, bool json, char *err, size_t errlen)
 {
     unsigned n = api->plugin_count();
 
@@ -496,7 +404,7 @@ static int control_doc_plugins(struct control_buf *b, bool json, char *err, size
 }
 
 /* "config": every [SERVER] key with its values in force, defaults included. */
-static int control_doc_config(struct control_buf *b, bool json, char *err, size_t errlen)
+static int control_doc_config(struct mk_json *b, bool json, char *err, size_t errlen)
 {
     struct mk_config *cfg = api->config_get();
     const char *key;
@@ -537,7 +445,7 @@ static int control_doc_config(struct control_buf *b, bool json, char *err, size_
 
 struct control_command {
     const char *name;
-    int (*doc)(struct control_buf *b, bool json, char *err, size_t errlen);
+    int (*doc)(struct mk_json *b, bool json, char *err, size_t errlen);
     int cmd;          /* MK_CMD_* for actions, 0 for documents */
     const char *done; /* what an action did, for the reply */
 };
@@ -564,7 +472,7 @@ static void control_one_line(char *s)
 }
 
 /* The reply "ERR reason" (with a JSON body when asked for JSON). */
-static void control_reply_error(struct control_buf *b, const char *command, bool json,
+static void control_reply_error(struct mk_json *b, const char *command, bool json,
                                 const char *reason)
 {
     char line[1024];
@@ -658,7 +566,7 @@ static void control_answer(struct control_client *cl)
             control_run_action(cl, c, json);
             return;
         }
-        struct control_buf body = {0};
+        struct mk_json body = {0};
         if (c->doc(&body, json, err, sizeof(err)) != MK_OK) {
             control_buf_free(&body);
             control_reply_error(&cl->reply, c->name, json, err);
@@ -1466,7 +1374,7 @@ static int control_content(struct mk_request *r)
         api->add_header(r, "Allow", "GET, HEAD");
         return 405;
     }
-    struct control_buf b = {0};
+    struct mk_json b = {0};
     char err[128];
     if (control_doc_status(&b, true, err, sizeof(err)) != MK_OK || b.failed) {
         control_buf_free(&b);

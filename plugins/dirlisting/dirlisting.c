@@ -61,6 +61,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <monkey/mk_json.h>
 #include <monkey/mk_plugin.h>
 
 #define DIRLISTING_URL_MAX 1024              /* longest Stylesheet URL */
@@ -493,42 +494,6 @@ static void dirlisting_buf_puts(struct dirlisting_buf *b, const char *s)
 }
 
 /*
- * Length of the valid UTF-8 sequence (RFC 3629: no overlong forms, no
- * surrogates, at most U+10FFFF) starting at p, or 0 if there is none.
- */
-static size_t dirlisting_utf8_len(const unsigned char *p, size_t n)
-{
-    unsigned char lo = 0x80, hi = 0xbf;
-    size_t len;
-
-    if (p[0] >= 0xc2 && p[0] <= 0xdf) {
-        len = 2;
-    }
-    else if (p[0] >= 0xe0 && p[0] <= 0xef) {
-        len = 3;
-        lo = p[0] == 0xe0 ? 0xa0 : 0x80;
-        hi = p[0] == 0xed ? 0x9f : 0xbf;
-    }
-    else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-        len = 4;
-        lo = p[0] == 0xf0 ? 0x90 : 0x80;
-        hi = p[0] == 0xf4 ? 0x8f : 0xbf;
-    }
-    else {
-        return 0;
-    }
-    if (n < len || p[1] < lo || p[1] > hi) {
-        return 0;
-    }
-    for (size_t i = 2; i < len; i++) {
-        if (p[i] < 0x80 || p[i] > 0xbf) {
-            return 0;
-        }
-    }
-    return len;
-}
-
-/*
  * Append `n` bytes of `s` as HTML text or attribute value: & < > " ' as
  * character references, control bytes and invalid UTF-8 as U+FFFD.
  */
@@ -567,7 +532,7 @@ static void dirlisting_buf_html(struct dirlisting_buf *b, const char *s, size_t 
             dirlisting_buf_puts(b, "&#39;");
             break;
         default:
-            len = p[i] >= 0x80 ? dirlisting_utf8_len(p + i, n - i) : 0;
+            len = p[i] >= 0x80 ? mk_utf8_len(p + i, n - i) : 0;
             if (len) {
                 dirlisting_buf_put(b, s + i, len);
                 i += len;
