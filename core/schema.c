@@ -343,8 +343,8 @@ static bool mk_overridden(const struct mk_schema_input *in, const struct mk_conf
 }
 
 static bool mk_schema_fill_file(const struct mk_conf_schema *schema,
-                                const struct mk_schema_input *in, void *obj, bool *seen, char *err,
-                                size_t errlen)
+                                const struct mk_schema_input *in, void *obj, bool *seen, int *lines,
+                                char *err, size_t errlen)
 {
     const struct mk_conf *conf = in->conf;
     struct mk_list *it, *eit;
@@ -371,6 +371,9 @@ static bool mk_schema_fill_file(const struct mk_conf_schema *schema,
             if (seen[idx] && !(k->flags & MK_CONF_MULTI)) {
                 return mk_conf_error(conf, e->line, err, errlen, "'%s' is given twice", k->name);
             }
+            if (!seen[idx]) {
+                lines[idx] = e->line;
+            }
             seen[idx] = true;
             if (mk_overridden(in, k)) {
                 continue; /* the command line replaces the file's lines */
@@ -391,9 +394,10 @@ int mk_schema_fill(const struct mk_conf_schema *schema, const struct mk_schema_i
 {
     size_t n = mk_schema_count(schema);
     bool *seen = mk_calloc(n + 1, sizeof(bool));
+    int *lines = mk_calloc(n + 1, sizeof(int)); /* where each key was first given */
     int rc = MK_ERR;
 
-    if (in->conf && !mk_schema_fill_file(schema, in, obj, seen, err, errlen)) {
+    if (in->conf && !mk_schema_fill_file(schema, in, obj, seen, lines, err, errlen)) {
         goto out;
     }
 
@@ -428,17 +432,22 @@ int mk_schema_fill(const struct mk_conf_schema *schema, const struct mk_schema_i
 
     if (schema->finish) {
         char reason[MK_SCHEMA_REASON];
+        const char *key = NULL;
         reason[0] = '\0';
-        if (schema->finish(obj, in->scope, reason, sizeof(reason)) != MK_OK) {
+        if (schema->finish(obj, in->scope, &key, reason, sizeof(reason)) != MK_OK) {
             const struct mk_conf_section *sec =
                 in->conf ? mk_conf_section(in->conf, schema->section) : NULL;
-            mk_conf_error(in->conf ? in->conf : &builtin, sec ? sec->line : 0, err, errlen, "%s",
+            const struct mk_conf_key *k = key ? mk_schema_find(schema, in->scope, key) : NULL;
+            int line =
+                k && lines[k - schema->keys] ? lines[k - schema->keys] : (sec ? sec->line : 0);
+            mk_conf_error(in->conf ? in->conf : &builtin, line, err, errlen, "%s",
                           reason[0] ? reason : "the settings do not fit together");
             goto out;
         }
     }
     rc = MK_OK;
 out:
+    mk_free(lines);
     mk_free(seen);
     return rc;
 }

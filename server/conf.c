@@ -228,11 +228,12 @@ static void mk_server_schema_free(void *obj, int site)
 }
 
 /* Workers 0 means one per CPU; a request line never exceeds the head. */
-static int mk_server_schema_finish(void *obj, int site, char *reason, size_t len)
+static int mk_server_schema_finish(void *obj, int site, const char **key, char *reason, size_t len)
 {
     struct mk_config *cfg = obj;
 
     (void) site;
+    (void) key;
     (void) reason;
     (void) len;
     if (cfg->workers == 0) {

@@ -734,8 +734,10 @@ static void *mk_plugin_conf_load(const struct mk_plugin *p, const struct mk_conf
     obj = mk_schema_new(schema, &in, err, errlen);
     mk_conf_free(conf);
     if (!obj) {
-        size_t n = strlen(err);
-        snprintf(err + n, errlen - n, " (plugin %s, loaded at %s)", p->name, where);
+        /* "plugins.load:N: plugin NAME: file:line: reason": the plugin, then the line */
+        char inner[1024];
+        snprintf(inner, sizeof(inner), "%s", err);
+        snprintf(err, errlen, "%s: plugin %s: %s", where, p->name, inner);
     }
     return obj;
 }

@@ -115,8 +115,9 @@ struct mk_conf_key {
  * default) and site keys from the sections named `section` of site files.
  * free(), when set, releases what set() callbacks stored in a struct (the
  * server frees strings and word lists itself). finish(), when set, checks
- * the keys together once a struct is filled: MK_OK or MK_ERR with the
- * reason in reason (the server names the file).
+ * the keys together once a struct is filled: MK_OK, or MK_ERR with the
+ * reason in reason; the server names the file and the line where the key
+ * named in *key (if finish() sets it) was first given, else the section's.
  */
 struct mk_conf_schema {
     const char *section; /* without brackets, e.g. "SKELETON" */
@@ -125,7 +126,7 @@ struct mk_conf_schema {
     size_t size;
     size_t site_size;
     void (*free)(void *obj, int site);
-    int (*finish)(void *obj, int site, char *reason, size_t len);
+    int (*finish)(void *obj, int site, const char **key, char *reason, size_t len);
 };
 
 #endif

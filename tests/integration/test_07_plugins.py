@@ -137,7 +137,7 @@ def test_skeleton_conf_error_names_file_and_line(make_server):
     conf.write_text("[SKELETON]\n    Path /x\n    Colour blue\n")
     err = srv.run_expect_failure()
     assert f"{conf}:3:" in err
-    assert "plugins.load:2)" in err  # which plugin failed
+    assert "plugins.load:2:" in err  # which plugin failed
 
 
 def test_plugin_reload(skel):

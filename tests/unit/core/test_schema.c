@@ -285,11 +285,16 @@ static void test_site_scope(void **state)
 
 static int finish_calls;
 
-static int demo_finish(void *obj, int site, char *reason, size_t len)
+static int demo_finish(void *obj, int site, const char **key, char *reason, size_t len)
 {
     struct demo *d = obj;
     (void) site;
     finish_calls++;
+    if (d->flag && d->count > 10) {
+        *key = "Count"; /* reported at the line of Count */
+        snprintf(reason, len, "Count above 10 with Flag on");
+        return -1;
+    }
     if (d->count > d->small) {
         snprintf(reason, len, "Count %d exceeds Small %u", d->count, d->small);
         return -1;
@@ -307,8 +312,14 @@ static void test_finish(void **state)
     struct mk_conf *conf = parse("# c\n[DEMO]\n    Count 50\n    Small 10\n");
     struct mk_schema_input in = {.conf = conf, .own_file = true};
     assert_null(mk_schema_new(&schema, &in, err, sizeof(err)));
-    assert_string_equal(err, "t.conf:2: Count 50 exceeds Small 10");
+    assert_string_equal(err, "t.conf:2: Count 50 exceeds Small 10"); /* the section's line */
     assert_int_equal(finish_calls, 1);
+    mk_conf_free(conf);
+
+    conf = parse("[DEMO]\n    Flag on\n    Small 100\n    Count 50\n");
+    in.conf = conf;
+    assert_null(mk_schema_new(&schema, &in, err, sizeof(err)));
+    assert_string_equal(err, "t.conf:4: Count above 10 with Flag on");
     mk_conf_free(conf);
 }
 
