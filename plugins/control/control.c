@@ -12,8 +12,9 @@
  * Guarantees:
  * - The socket is served by one thread of the plugin, started in init()
  *   (never under `monkey -t`) and joined in exit(). Workers never wait for
- *   it: the only thing they share is the HTTP settings, read under a
- *   read lock that reload_commit() holds for a copy of a few hundred bytes.
+ *   it and share nothing with it: the HTTP settings are declared keys
+ *   (control_keys), which the server reads into every configuration it
+ *   builds; a request reads those of its own configuration, without locks.
  * - One request line per connection, one reply, then the connection is
  *   closed (after a stop: once the server has finished). A client gets
  *   CONTROL_IO_MS to send its line and again to read the reply; a line
@@ -74,6 +75,7 @@ struct control_settings {
     char http_path[CONTROL_HTTP_PATH_MAX + 1]; /* "": no HTTP status */
     struct mk_cidr allow[CONTROL_ALLOW_MAX];
     unsigned n_allow;
+    bool allow_given; /* an HttpAllow line replaced the loopback default */
 };
 
 /*
@@ -101,20 +103,11 @@ struct control_client {
 };
 
 static const struct mk_api *api;
-static char control_conf_file[PATH_MAX];
-static char control_conf_dir[PATH_MAX];
-static bool control_have_conf_dir;
+
+MK_PLUGIN_DECLARE(control);
 
 /* Set in init(), read-only afterwards (the socket cannot move on reload). */
 static struct control_settings control_running;
-/* A reload's settings, from reload_prepare to reload_commit. */
-static struct control_settings control_pending;
-
-/* HttpPath and HttpAllow: replaced by reload_commit(), read by the workers. */
-static pthread_rwlock_t control_http_lock = PTHREAD_RWLOCK_INITIALIZER;
-static char control_http_path[CONTROL_HTTP_PATH_MAX + 1];
-static struct mk_cidr control_http_allow[CONTROL_ALLOW_MAX];
-static unsigned control_http_n_allow;
 
 /* The socket thread. */
 static int control_listen_fd = -1;
@@ -831,27 +824,6 @@ static void control_allow_loopback(struct control_settings *s)
     s->n_allow = 2;
 }
 
-/* Parse a Mode value: octal digits, at most 0777. */
-static int control_mode_parse(const char *text, mode_t *mode)
-{
-    unsigned v = 0;
-
-    if (!*text || strlen(text) > 4) {
-        return MK_ERR;
-    }
-    for (const char *p = text; *p; p++) {
-        if (*p < '0' || *p > '7') {
-            return MK_ERR;
-        }
-        v = v * 8 + (unsigned) (*p - '0');
-    }
-    if (v > 0777) {
-        return MK_ERR;
-    }
-    *mode = (mode_t) v;
-    return MK_OK;
-}
-
 /* Is p an HttpPath: "/" then printable characters, no space, '?', '#', '%'? */
 static bool control_http_path_ok(const char *path)
 {
@@ -873,161 +845,143 @@ static bool control_http_path_ok(const char *path)
            !(len >= 3 && strcmp(path + len - 3, "/..") == 0);
 }
 
-/* Put the socket path (absolute, or relative to the conf dir) in s. */
-static int control_socket_resolve(struct control_settings *s, const char *value)
+/* Socket PATH: absolute, or relative to the configuration directory. */
+static int control_set_socket(void *obj, const struct mk_conf_key *k, const char *value,
+                              const struct mk_conf_origin *origin, char *reason, size_t len)
 {
+    struct control_settings *s = obj;
     int n;
 
-    if (value[0] == '/' || !control_have_conf_dir) {
+    (void) k;
+    if (value[0] == '/' || !origin->confdir) {
         n = snprintf(s->socket_path, sizeof(s->socket_path), "%s", value);
     }
     else {
-        n = snprintf(s->socket_path, sizeof(s->socket_path), "%s/%s", control_conf_dir, value);
+        n = snprintf(s->socket_path, sizeof(s->socket_path), "%s/%s", origin->confdir, value);
     }
-    if (n < 0 || (size_t) n >= sizeof(s->socket_path)) {
+    size_t plen = strlen(s->socket_path);
+    if (n < 0 || (size_t) n >= sizeof(s->socket_path) || plen == 0 ||
+        s->socket_path[plen - 1] == '/') {
+        snprintf(reason, len, "'%s': not a file path", value);
         return MK_ERR;
     }
-    size_t len = strlen(s->socket_path);
-    return len > 0 && s->socket_path[len - 1] != '/' ? MK_OK : MK_ERR;
+    if (strncmp(origin->where, "built-in default", 16) == 0) {
+        snprintf(s->socket_where, sizeof(s->socket_where), "%s%s (default Socket %s)",
+                 origin->confdir ? origin->confdir : "control",
+                 origin->confdir ? "/plugins/control.conf" : "", value);
+    }
+    else {
+        snprintf(s->socket_where, sizeof(s->socket_where), "%s", origin->where);
+    }
+    return MK_OK;
 }
 
-/* Apply one [CONTROL] entry to s; MK_ERR with the reason in err. */
-static int control_conf_entry(struct control_settings *s, const char *key, const char *value,
-                              bool *seen, char *err, size_t errlen)
+/* Mode: octal digits, at most 0777. */
+static int control_set_mode(void *obj, const struct mk_conf_key *k, const char *value,
+                            const struct mk_conf_origin *origin, char *reason, size_t len)
 {
-    if (strcasecmp(key, "Socket") == 0) {
-        if (seen[0]) {
-            snprintf(err, errlen, "Socket given twice");
+    struct control_settings *s = obj;
+    unsigned v = 0;
+    bool ok = *value && strlen(value) <= 4;
+
+    (void) k;
+    (void) origin;
+    for (const char *p = value; ok && *p; p++) {
+        ok = *p >= '0' && *p <= '7';
+        v = v * 8 + (unsigned) (*p - '0');
+    }
+    if (!ok || v > 0777) {
+        snprintf(reason, len, "'%s': octal permissions expected (0000 to 0777)", value);
+        return MK_ERR;
+    }
+    s->mode = (mode_t) v;
+    return MK_OK;
+}
+
+static int control_set_http_path(void *obj, const struct mk_conf_key *k, const char *value,
+                                 const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    struct control_settings *s = obj;
+
+    (void) k;
+    (void) origin;
+    if (!control_http_path_ok(value)) {
+        snprintf(reason, len, "'%s': a normalised path starting with '/' expected", value);
+        return MK_ERR;
+    }
+    snprintf(s->http_path, sizeof(s->http_path), "%s", value);
+    return MK_OK;
+}
+
+/* HttpAllow BLOCK...: the first line replaces the loopback default, later ones add. */
+static int control_set_allow(void *obj, const struct mk_conf_key *k, const char *value,
+                             const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    struct control_settings *s = obj;
+    char list[1024], *save = NULL;
+
+    (void) k;
+    (void) origin;
+    if (!s->allow_given) {
+        s->n_allow = 0;
+    }
+    s->allow_given = true;
+    snprintf(list, sizeof(list), "%s", value);
+    for (char *tok = strtok_r(list, " \t,", &save); tok; tok = strtok_r(NULL, " \t,", &save)) {
+        if (s->n_allow == CONTROL_ALLOW_MAX) {
+            snprintf(reason, len, "more than %d address blocks", CONTROL_ALLOW_MAX);
             return MK_ERR;
         }
-        seen[0] = true;
-        if (control_socket_resolve(s, value) != MK_OK) {
-            snprintf(err, errlen, "Socket '%s': not a file path", value);
+        if (mk_cidr_parse(tok, strlen(tok), &s->allow[s->n_allow]) != MK_CIDR_OK) {
+            snprintf(reason, len, "'%s': an address or ADDRESS/BITS expected", tok);
             return MK_ERR;
         }
+        s->n_allow++;
+    }
+    return MK_OK;
+}
+
+/* The keys together: HttpAllow needs HttpPath and an address. */
+static int control_finish(void *obj, int site, const char **key, char *reason, size_t len)
+{
+    struct control_settings *s = obj;
+
+    (void) site;
+    if (!s->allow_given) {
+        control_allow_loopback(s);
         return MK_OK;
     }
-    if (strcasecmp(key, "Mode") == 0) {
-        if (seen[1]) {
-            snprintf(err, errlen, "Mode given twice");
-            return MK_ERR;
-        }
-        seen[1] = true;
-        if (control_mode_parse(value, &s->mode) != MK_OK) {
-            snprintf(err, errlen, "Mode '%s': octal permissions expected (0000 to 0777)", value);
-            return MK_ERR;
-        }
-        return MK_OK;
+    *key = "HttpAllow";
+    if (!s->http_path[0]) {
+        snprintf(reason, len, "HttpAllow without HttpPath");
+        return MK_ERR;
     }
-    if (strcasecmp(key, "HttpPath") == 0) {
-        if (seen[2]) {
-            snprintf(err, errlen, "HttpPath given twice");
-            return MK_ERR;
-        }
-        seen[2] = true;
-        if (!control_http_path_ok(value)) {
-            snprintf(err, errlen, "HttpPath '%s': a normalised path starting with '/' expected",
-                     value);
-            return MK_ERR;
-        }
-        snprintf(s->http_path, sizeof(s->http_path), "%s", value);
-        return MK_OK;
+    if (s->n_allow == 0) {
+        snprintf(reason, len, "HttpAllow lists no address");
+        return MK_ERR;
     }
-    if (strcasecmp(key, "HttpAllow") == 0) {
-        char list[1024], *save = NULL;
-        if (!seen[3]) {
-            s->n_allow = 0; /* the first line replaces the loopback default */
-        }
-        seen[3] = true;
-        snprintf(list, sizeof(list), "%s", value);
-        for (char *tok = strtok_r(list, " \t,", &save); tok; tok = strtok_r(NULL, " \t,", &save)) {
-            if (s->n_allow == CONTROL_ALLOW_MAX) {
-                snprintf(err, errlen, "HttpAllow: more than %d address blocks", CONTROL_ALLOW_MAX);
-                return MK_ERR;
-            }
-            if (mk_cidr_parse(tok, strlen(tok), &s->allow[s->n_allow]) != MK_CIDR_OK) {
-                snprintf(err, errlen, "HttpAllow '%s': an address or ADDRESS/BITS expected", tok);
-                return MK_ERR;
-            }
-            s->n_allow++;
-        }
-        return MK_OK;
-    }
-    snprintf(err, errlen, "unknown key '%s' (Socket, Mode, HttpPath, HttpAllow)", key);
-    return MK_ERR;
+    return MK_OK;
 }
 
 /*
- * Read control.conf into s (defaults for what it does not say; all
- * defaults when the file does not exist). MK_ERR with "file:line: reason"
- * in err.
+ * control.conf, read by the server into every configuration it builds (a
+ * missing file: every default). Socket and Mode are used at start only.
  */
-static int control_read_conf(struct control_settings *s, char *err, size_t errlen)
-{
-    char why[512];
-    const char *section, *key, *value;
-    void *cursor = NULL;
-    bool seen[4] = {false, false, false, false};
-    int line, http_line = 0;
+static const struct mk_conf_key control_keys[] = {
+    {"Socket", MK_CONF_CUSTOM, 0, 0, 0, 0, 0, CONTROL_DEFAULT_SOCKET, .set = control_set_socket},
+    {"Mode", MK_CONF_CUSTOM, 0, 0, 0, 0, 0, "0600", .set = control_set_mode},
+    {"HttpPath", MK_CONF_CUSTOM, 0, 0, 0, 0, 0, NULL, .set = control_set_http_path},
+    {"HttpAllow", MK_CONF_CUSTOM, MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = control_set_allow},
+    {NULL},
+};
 
-    memset(s, 0, sizeof(*s));
-    s->mode = CONTROL_DEFAULT_MODE;
-    control_allow_loopback(s);
-    if (control_socket_resolve(s, CONTROL_DEFAULT_SOCKET) != MK_OK) {
-        snprintf(err, errlen, "control: configuration directory path too long");
-        return MK_ERR;
-    }
-    snprintf(s->socket_where, sizeof(s->socket_where), "%s (default Socket %s)",
-             control_conf_file[0] ? control_conf_file : "control", CONTROL_DEFAULT_SOCKET);
-    if (!control_conf_file[0]) {
-        return MK_OK;
-    }
-    struct mk_conf *conf = api->conf_load(control_conf_file, err, errlen);
-    if (!conf) {
-        if (access(control_conf_file, F_OK) != 0 && errno == ENOENT) {
-            return MK_OK;
-        }
-        return MK_ERR;
-    }
-    int rc = MK_OK;
-    while (rc == MK_OK && api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
-        if (strcasecmp(section, "CONTROL") != 0) {
-            snprintf(err, errlen, "%s:%d: unknown section [%s] (only [CONTROL])",
-                     api->conf_path(conf), line, section);
-            rc = MK_ERR;
-        }
-        else if (control_conf_entry(s, key, value, seen, why, sizeof(why)) != MK_OK) {
-            snprintf(err, errlen, "%s:%d: %s", api->conf_path(conf), line, why);
-            rc = MK_ERR;
-        }
-        else if (strcasecmp(key, "Socket") == 0) {
-            snprintf(s->socket_where, sizeof(s->socket_where), "%s:%d", api->conf_path(conf), line);
-        }
-        else if (strcasecmp(key, "HttpAllow") == 0 && !http_line) {
-            http_line = line;
-        }
-    }
-    if (rc == MK_OK && http_line && !s->http_path[0]) {
-        snprintf(err, errlen, "%s:%d: HttpAllow without HttpPath", api->conf_path(conf), http_line);
-        rc = MK_ERR;
-    }
-    if (rc == MK_OK && seen[3] && s->n_allow == 0) {
-        snprintf(err, errlen, "%s:%d: HttpAllow lists no address", api->conf_path(conf), http_line);
-        rc = MK_ERR;
-    }
-    api->conf_free(conf);
-    return rc;
-}
-
-/* Publish s's HTTP settings to the workers. */
-static void control_http_publish(const struct control_settings *s)
-{
-    pthread_rwlock_wrlock(&control_http_lock);
-    memcpy(control_http_path, s->http_path, sizeof(control_http_path));
-    memcpy(control_http_allow, s->allow, sizeof(control_http_allow));
-    control_http_n_allow = s->n_allow;
-    pthread_rwlock_unlock(&control_http_lock);
-}
+static const struct mk_conf_schema control_schema = {
+    .section = "CONTROL",
+    .file = "control.conf",
+    .keys = control_keys,
+    .size = sizeof(struct control_settings),
+    .finish = control_finish,
+};
 
 /* ---- the socket file ------------------------------------------------------------ */
 
@@ -1247,28 +1201,19 @@ static void control_shutdown(void)
 static int control_init(const struct mk_api *server_api, const char *conf_dir)
 {
     struct control_settings s;
-    char err[CONTROL_WHERE_MAX + 512];
     sigset_t all, old;
 
+    (void) conf_dir;
     api = server_api;
-    control_conf_file[0] = '\0';
-    control_have_conf_dir = conf_dir != NULL;
-    if (conf_dir) {
-        snprintf(control_conf_dir, sizeof(control_conf_dir), "%s", conf_dir);
-        snprintf(control_conf_file, sizeof(control_conf_file), "%s/plugins/control.conf", conf_dir);
-    }
     for (int i = 0; i < CONTROL_CLIENTS; i++) {
         control_clients[i].fd = -1;
     }
-    if (control_read_conf(&s, err, sizeof(err)) != MK_OK) {
-        api->log(MK_PLUGIN_LOG_ERROR, "%s", err);
-        return MK_ERR;
-    }
+    /* control.conf as the server read it for the configuration being started. */
+    s = *(const struct control_settings *) api->plugin_conf(NULL, MK_PLUGIN_SELF(control));
     if (control_check_dir(&s) != MK_OK) {
         return MK_ERR;
     }
     control_running = s;
-    control_http_publish(&s);
     if (api->checking()) {
         return MK_OK; /* validated; no socket, no thread */
     }
@@ -1303,33 +1248,38 @@ static void control_exit(void)
     control_shutdown();
 }
 
-/* Reload, step one: read control.conf into the pending settings. */
+/* Reload, step one: the server reads control.conf itself; nothing to set aside. */
 static int control_reload_prepare(char *err, size_t errlen)
 {
-    return control_read_conf(&control_pending, err, errlen);
+    (void) err;
+    (void) errlen;
+    return MK_OK;
 }
 
 /*
- * Reload, step two: HttpPath and HttpAllow go in force (Socket and Mode
- * need a restart), or the pending settings are dropped.
+ * Reload, step two: the new HttpPath and HttpAllow are in force with the
+ * new configuration already; Socket and Mode need a restart: say so.
  */
 static void control_reload_commit(int commit)
 {
-    const struct control_settings *s = &control_pending;
+    struct mk_config *cfg;
 
-    if (!commit) {
+    if (!commit || !(cfg = api->config_get())) {
         return;
     }
-    if (strcmp(s->socket_path, control_running.socket_path) != 0 ||
-        s->mode != control_running.mode) {
+    const struct control_settings *s =
+        api->config_sites(cfg) ? api->plugin_conf(api->config_site(cfg, 0), MK_PLUGIN_SELF(control))
+                               : NULL;
+    if (s && (strcmp(s->socket_path, control_running.socket_path) != 0 ||
+              s->mode != control_running.mode)) {
         api->log(MK_PLUGIN_LOG_WARN, "control: Socket and Mode change only on restart (keeping %s)",
                  control_running.socket_path);
     }
-    control_http_publish(s);
+    api->config_put(cfg);
 }
 
-/* Is the client of r in HttpAllow? Call with control_http_lock held. */
-static bool control_http_allowed(const struct mk_request *r)
+/* Is the client of r in the HttpAllow of `s`? */
+static bool control_http_allowed(const struct control_settings *s, const struct mk_request *r)
 {
     socklen_t len;
     const struct sockaddr *sa = api->remote_sockaddr(r, &len);
@@ -1340,8 +1290,8 @@ static bool control_http_allowed(const struct mk_request *r)
         return false;
     }
     mk_cidr_client(sa, key, &family); /* IPv4 clients of a dual-stack socket are IPv4 */
-    for (unsigned i = 0; i < control_http_n_allow; i++) {
-        if (mk_cidr_match(&control_http_allow[i], key, family)) {
+    for (unsigned i = 0; i < s->n_allow; i++) {
+        if (mk_cidr_match(&s->allow[i], key, family)) {
             return true;
         }
     }
@@ -1353,19 +1303,16 @@ static int control_content(struct mk_request *r)
 {
     size_t len, mlen;
     const char *path = api->path(r, &len);
-    bool mine, allowed = false;
+    const struct mk_site *site = api->site(r);
+    /* The settings of the request's own configuration: no lock, no reload race. */
+    const struct control_settings *s =
+        site ? api->plugin_conf(site, MK_PLUGIN_SELF(control)) : NULL;
 
-    pthread_rwlock_rdlock(&control_http_lock);
-    mine = control_http_path[0] && strlen(control_http_path) == len &&
-           memcmp(path, control_http_path, len) == 0;
-    if (mine) {
-        allowed = control_http_allowed(r);
-    }
-    pthread_rwlock_unlock(&control_http_lock);
-    if (!mine) {
+    if (!s || !s->http_path[0] || strlen(s->http_path) != len ||
+        memcmp(path, s->http_path, len) != 0) {
         return MK_DECLINED;
     }
-    if (!allowed) {
+    if (!control_http_allowed(s, r)) {
         return 403;
     }
     const char *method = api->method(r, &mlen);
@@ -1397,4 +1344,5 @@ MK_PLUGIN_DEFINE(control) = {
     .reload_prepare = control_reload_prepare,
     .reload_commit = control_reload_commit,
     .content = control_content,
+    .conf_schema = &control_schema,
 };
