@@ -14,6 +14,7 @@
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "../core/log.h"
+#include "../core/schema.h"
 #include "server.h"
 
 extern const struct mk_plugin *const mk_builtin_plugins[];
@@ -32,6 +34,8 @@ extern const struct mk_plugin *const mk_builtin_plugins[];
  */
 static struct mk_server *mk_api_server;
 bool mk_plugins_checking;
+/* The configuration whose plugins' init() runs (api->plugin_conf with no site). */
+static const struct mk_config *mk_init_cfg;
 
 /* ---- the API table ------------------------------------------------------- */
 
@@ -482,6 +486,39 @@ static int mk_api_checking(void)
     return mk_plugins_checking;
 }
 
+/* Index of plugin `p` among those `cfg` holds settings for, or n_plugin_conf. */
+static size_t mk_conf_index(const struct mk_config *cfg, const struct mk_plugin *p)
+{
+    size_t i = 0;
+    while (i < cfg->n_plugin_conf && cfg->conf_plugins[i] != p) {
+        i++;
+    }
+    return i;
+}
+
+static const void *mk_api_plugin_conf(const struct mk_site *s, const struct mk_plugin *p)
+{
+    const struct mk_config *cfg = s ? ((const struct mk_vhost *) s)->cfg : mk_init_cfg;
+    size_t i;
+
+    if (!cfg || (i = mk_conf_index(cfg, p)) == cfg->n_plugin_conf) {
+        return NULL;
+    }
+    return cfg->plugin_conf[i];
+}
+
+static const void *mk_api_site_conf(const struct mk_site *s, const struct mk_plugin *p)
+{
+    const struct mk_vhost *vh = (const struct mk_vhost *) s;
+    size_t i;
+
+    if (!vh || !vh->cfg || !vh->plugin_conf) {
+        return NULL;
+    }
+    i = mk_conf_index(vh->cfg, p);
+    return i < vh->n_plugin_data ? vh->plugin_conf[i] : NULL;
+}
+
 static time_t mk_api_now(void)
 {
     struct mk_worker *w = mk_worker_current();
@@ -568,6 +605,8 @@ const struct mk_api mk_plugin_api = {
     .child_watch = mk_loop_child_watch,
     .child_unwatch = mk_loop_child_unwatch,
     .now_ms = mk_loop_now_ms,
+    .plugin_conf = mk_api_plugin_conf,
+    .site_conf = mk_api_site_conf,
 };
 
 /* ---- loading ------------------------------------------------------------- */
@@ -746,13 +785,81 @@ fail:
     return MK_ERR;
 }
 
-int mk_plugins_init(struct mk_plugin_set *set, struct mk_server *srv, const struct mk_config *cfg,
+/* Does the schema declare keys of `scope` (0 or MK_CONF_SITE)? */
+static bool mk_schema_has(const struct mk_conf_schema *schema, int scope)
+{
+    for (const struct mk_conf_key *k = schema->keys; k->name; k++) {
+        if ((k->flags & MK_CONF_SITE) == (unsigned) scope) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Fill plugin `p`'s plugin-wide keys from its file; NULL with err on error. */
+static void *mk_plugin_conf_load(const struct mk_plugin *p, const struct mk_config *cfg,
+                                 const char *where, char *err, size_t errlen)
+{
+    const struct mk_conf_schema *schema = p->conf_schema;
+    struct mk_conf *conf = NULL;
+    char path[PATH_MAX];
+    void *obj;
+
+    if (cfg->confdir && schema->file) {
+        snprintf(path, sizeof(path), "%s/plugins/%s", cfg->confdir, schema->file);
+        if (access(path, F_OK) == 0 && !(conf = mk_conf_load(path, err, errlen))) {
+            return NULL;
+        }
+    }
+    struct mk_schema_input in = {.conf = conf, .confdir = cfg->confdir, .own_file = true};
+    obj = mk_schema_new(schema, &in, err, errlen);
+    mk_conf_free(conf);
+    if (!obj) {
+        /* "plugins.load:N: plugin NAME: file:line: reason": the plugin, then the line */
+        char inner[1024];
+        snprintf(inner, sizeof(inner), "%s", err);
+        snprintf(err, errlen, "%s: plugin %s: %s", where, p->name, inner);
+    }
+    return obj;
+}
+
+int mk_plugins_configure(const struct mk_plugin_set *set, struct mk_config *cfg, char *err,
+                         size_t errlen)
+{
+    if (cfg->conf_plugins) {
+        return MK_OK; /* built already */
+    }
+    cfg->conf_plugins = mk_calloc(set->count + 1, sizeof(*cfg->conf_plugins));
+    cfg->plugin_conf = mk_calloc(set->count + 1, sizeof(*cfg->plugin_conf));
+    cfg->n_plugin_conf = set->count;
+    for (size_t i = 0; i < set->count; i++) {
+        const struct mk_plugin *p = set->list[i];
+        cfg->conf_plugins[i] = p;
+        if (!p->conf_schema || !mk_schema_has(p->conf_schema, 0)) {
+            continue;
+        }
+        const char *where = i < cfg->n_plugins ? cfg->plugins[i].where : "plugins.load";
+        cfg->plugin_conf[i] = mk_plugin_conf_load(p, cfg, where, err, errlen);
+        if (!cfg->plugin_conf[i]) {
+            return MK_ERR;
+        }
+    }
+    return MK_OK;
+}
+
+int mk_plugins_init(struct mk_plugin_set *set, struct mk_server *srv, struct mk_config *cfg,
                     char *err, size_t errlen)
 {
     mk_api_server = srv;
+    if (mk_plugins_configure(set, cfg, err, errlen) != MK_OK) {
+        return MK_ERR;
+    }
     for (size_t i = 0; i < set->count; i++) {
         const struct mk_plugin *p = set->list[i];
-        if (p->init && p->init(&mk_plugin_api, cfg->confdir) != MK_OK) {
+        mk_init_cfg = cfg;
+        int rc = p->init ? p->init(&mk_plugin_api, cfg->confdir) : MK_OK;
+        mk_init_cfg = NULL;
+        if (rc != MK_OK) {
             snprintf(err, errlen, "%s: plugin '%s' failed to start (see the messages above)",
                      cfg->plugins[i].where, p->name);
             /* Undo the ones that started. */
@@ -827,18 +934,45 @@ static bool mk_plugins_claim(const struct mk_plugin_set *set, const char *name)
 {
     for (size_t i = 0; i < set->count; i++) {
         const char *const *sec = set->list[i]->site_sections;
+        const struct mk_conf_schema *schema = set->list[i]->conf_schema;
         for (; sec && *sec; sec++) {
             if (strcasecmp(*sec, name) == 0) {
                 return true;
             }
         }
+        if (schema && schema->section && strcasecmp(schema->section, name) == 0 &&
+            mk_schema_has(schema, MK_CONF_SITE)) {
+            return true;
+        }
     }
     return false;
+}
+
+/* Fill every plugin's site keys of site `vh`. */
+static int mk_plugins_site_conf(const struct mk_plugin_set *set, struct mk_vhost *vh, char *err,
+                                size_t errlen)
+{
+    for (size_t i = 0; i < set->count; i++) {
+        const struct mk_conf_schema *schema = set->list[i]->conf_schema;
+        if (!schema || !mk_schema_has(schema, MK_CONF_SITE)) {
+            continue;
+        }
+        struct mk_schema_input in = {
+            .conf = vh->conf, .confdir = vh->cfg->confdir, .scope = MK_CONF_SITE};
+        vh->plugin_conf[i] = mk_schema_new(schema, &in, err, errlen);
+        if (!vh->plugin_conf[i]) {
+            return MK_ERR;
+        }
+    }
+    return MK_OK;
 }
 
 int mk_plugins_sites(const struct mk_plugin_set *set, struct mk_config *cfg, char *err,
                      size_t errlen)
 {
+    if (mk_plugins_configure(set, cfg, err, errlen) != MK_OK) {
+        return MK_ERR;
+    }
     for (size_t v = 0; v < cfg->n_vhosts; v++) {
         struct mk_vhost *vh = cfg->vhosts[v];
         struct mk_list *it;
@@ -857,7 +991,12 @@ int mk_plugins_sites(const struct mk_plugin_set *set, struct mk_config *cfg, cha
         }
         vh->plugin_data = mk_calloc(set->count + 1, sizeof(*vh->plugin_data));
         vh->plugin_free = mk_calloc(set->count + 1, sizeof(*vh->plugin_free));
+        vh->plugin_conf = mk_calloc(set->count + 1, sizeof(*vh->plugin_conf));
         vh->n_plugin_data = set->count;
+        vh->cfg = cfg;
+        if (mk_plugins_site_conf(set, vh, err, errlen) != MK_OK) {
+            return MK_ERR;
+        }
         for (size_t i = 0; i < set->count; i++) {
             const struct mk_plugin *p = set->list[i];
             if (!p->site_init) {

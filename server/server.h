@@ -502,9 +502,22 @@ void mk_task_pool_stop(struct mk_server *srv);
 /* plugin.c */
 int mk_plugins_load(struct mk_plugin_set *set, const struct mk_config *cfg, char *err,
                     size_t errlen);
-int mk_plugins_init(struct mk_plugin_set *set, struct mk_server *srv, const struct mk_config *cfg,
+/*
+ * Fill every plugin's plugin-wide keys (its conf_schema) for `cfg`, then
+ * run every init(). MK_ERR with "file:line: reason" in err.
+ */
+int mk_plugins_init(struct mk_plugin_set *set, struct mk_server *srv, struct mk_config *cfg,
                     char *err, size_t errlen);
-/* Check the site sections of `cfg` and run every site_init(). */
+/*
+ * Fill every plugin's plugin-wide keys for `cfg` (once per configuration:
+ * a second call does nothing). MK_OK, or MK_ERR with "file:line: reason".
+ */
+int mk_plugins_configure(const struct mk_plugin_set *set, struct mk_config *cfg, char *err,
+                         size_t errlen);
+/*
+ * Check the site sections of `cfg`, fill the plugins' keys (plugin-wide if
+ * not yet, and each site's) and run every site_init().
+ */
 int mk_plugins_sites(const struct mk_plugin_set *set, struct mk_config *cfg, char *err,
                      size_t errlen);
 /*

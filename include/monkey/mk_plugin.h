@@ -46,6 +46,12 @@
  * around a function run on the server's task threads. The continuation runs
  * on the request's worker and its return value counts as the hook's.
  *
+ * Configuration: a plugin declares its keys (conf_schema, see
+ * mk_schema.h); the server reads and checks its file and its site
+ * sections for every configuration it builds and hands it typed structs
+ * (api->plugin_conf, api->site_conf) that live and die with that
+ * configuration.
+ *
  * Sites: a plugin lists the site-file sections it reads (site_sections);
  * site_init() is called for every site of every configuration built (start
  * and reload) and stores what the request hooks need; api->site_data()
@@ -87,6 +93,7 @@
 #include <time.h>
 
 #include "mk_common.h"
+#include "mk_schema.h"
 
 /*
  * ABI versions. The major changes when a built plugin would misread the
@@ -433,6 +440,18 @@ struct mk_api {
     /* Milliseconds of the monotonic clock: the worker's cached reading (the
        timers' clock), or a fresh one off worker threads. */
     uint64_t (*now_ms)(void);
+    /*
+     * The typed settings `plugin` declared in its conf_schema (see
+     * mk_schema.h), as the server filled them for one configuration.
+     * plugin_conf(): the plugin-wide struct of the configuration `site`
+     * belongs to (in hooks: api->site(r)); with `site` NULL, inside init()
+     * only, the configuration being started or checked. site_conf(): the
+     * struct of the site's MK_CONF_SITE keys. Both stay valid as long as
+     * the site does (a request's whole life, site data included) and are
+     * NULL when the plugin declares no such keys.
+     */
+    const void *(*plugin_conf)(const struct mk_site *site, const struct mk_plugin *plugin);
+    const void *(*site_conf)(const struct mk_site *site, const struct mk_plugin *plugin);
 };
 
 struct mk_plugin {
@@ -496,6 +515,20 @@ struct mk_plugin {
     void (*site_free)(void *data);
     /* After each batch of events a worker handled: a moment to flush buffers. */
     void (*batch_done)(int worker_id);
+
+    /*
+     * The plugin's configuration keys (see mk_schema.h), or NULL. The
+     * server reads them for every configuration it builds (start, reload,
+     * monkey -t): plugin-wide keys from conf_dir/plugins/<schema->file>
+     * (a missing file means every default), MK_CONF_SITE keys from the
+     * [<schema->section>] sections of each site file (the section needs no
+     * entry in site_sections). Any error refuses the configuration with
+     * "file:line: reason"; a refused reload changes nothing. The typed
+     * structs belong to the configuration (api->plugin_conf, site_conf)
+     * and are freed with it, so a plugin with only declared keys needs no
+     * reload_prepare/reload_commit.
+     */
+    const struct mk_conf_schema *conf_schema;
 };
 
 /*

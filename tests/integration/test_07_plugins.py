@@ -2,11 +2,12 @@
 
 import os
 import signal
+import subprocess
 import time
 
 import pytest
 
-from conftest import BUILD, SLOW, STATIC, Conn, needs_dlopen
+from conftest import BUILD, MONKEY, SLOW, STATIC, Conn, needs_dlopen
 
 SKELETON_SO = BUILD / "plugins" / "monkey-skeleton.so"
 TAP_SO = BUILD / "tests" / "plugins" / "monkey-tap.so"
@@ -190,6 +191,68 @@ def test_refused_reload_keeps_plugin_settings(skel):
     while skel.get("/skel2").body != b"Hello site\n":
         assert time.monotonic() < deadline
         time.sleep(0.05)
+    assert skel.get("/skel").status == 404
+
+
+# ---- declared configuration keys (the schema) ----------------------------------
+
+SCHEMA_ERRORS = [
+    # (file, text, line, message): every value the schema refuses, named by file and line
+    ("plugins/skeleton.conf", "[SKELETON]\n    Path skel\n", 2,
+     "Path: 'skel' does not start with '/'"),
+    ("plugins/skeleton.conf", "[SKELETON]\n    Path /a\n    Path /b\n", 3,
+     "'Path' is given twice"),
+    ("plugins/skeleton.conf", "# c\n[SKELETON]\n    Message " + "m" * 300 + "\n", 3,
+     "Message: longer than 253 bytes"),
+    ("plugins/skeleton.conf", "[SKELETON]\n    Greeting hi\n", 2,
+     "unknown key 'Greeting' in [SKELETON]"),  # a site key, not a plugin-wide one
+    ("plugins/skeleton.conf", "[SKELETON]\n    Path /a\n[OTHER]\n", 3,
+     "unknown section [OTHER] (expected [SKELETON])"),
+    ("sites/default", None, 5, "unknown key 'Path' in [SKELETON]"),  # a plugin-wide key
+]
+
+
+@pytest.mark.parametrize("case", range(len(SCHEMA_ERRORS)))
+@pytest.mark.parametrize("mode", ["start", "check"])
+def test_schema_errors_name_file_and_line(make_server, case, mode):
+    rel, text, line, message = SCHEMA_ERRORS[case]
+    srv = make_server()
+    srv.plugins = ["skeleton"]
+    (srv.conf / "plugins").mkdir()
+    if text is None:
+        srv.site_extra = "[SKELETON]\n    Path /x\n"
+    else:
+        (srv.conf / rel).write_text(text)
+    if mode == "start":
+        err = srv.run_expect_failure()
+    else:
+        srv.write_conf()
+        p = subprocess.run([str(MONKEY), "-t", "-c", str(srv.conf)], capture_output=True,
+                           text=True)
+        assert p.returncode == 1, p.stderr
+        err = p.stderr
+    assert f"{srv.conf / rel}:{line}: {message}" in err, err
+
+
+def test_schema_reload_builds_new_settings(skel):
+    """A reload fills new structs; a refused one leaves the running ones in force."""
+    import signal
+    import time
+    conf = skel.conf / "plugins" / "skeleton.conf"
+    conf.write_text("[SKELETON]\n    Path /skel\n    Message Bad\n    Message Twice\n")
+    skel.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while f"{conf}:4: 'Message' is given twice" not in skel.stderr_text():
+        assert time.monotonic() < deadline, skel.stderr_text()
+        time.sleep(0.05)
+    assert skel.get("/skel").body == b"Hi from the test\n"
+    conf.write_text("[SKELETON]\n    Path /other\n")  # Message back to its default
+    skel.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while skel.get("/other").status != 200:
+        assert time.monotonic() < deadline, skel.stderr_text()
+        time.sleep(0.05)
+    assert skel.get("/other").body == b"Hello from the skeleton plugin\n"
     assert skel.get("/skel").status == 404
 
 

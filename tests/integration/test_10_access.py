@@ -497,7 +497,7 @@ def test_log_denied(make_server):
     # A bad access.conf on reload is refused and the setting in force stays.
     (srv.conf / "plugins" / "access.conf").write_text("[ACCESS]\n    LogDenied Maybe\n")
     reload(srv)
-    assert "access.conf:2: LogDenied: 'Maybe' is not On or Off" in srv.stderr_text()
+    assert "access.conf:2: LogDenied: expected On or Off, got 'Maybe'" in srv.stderr_text()
     before = srv.stderr_text().count("access: denied")
     assert srv.get("/admin/x.txt").status == 403
     assert srv.stderr_text().count("access: denied") == before + 1
@@ -557,7 +557,7 @@ def test_refused_reload_changes_no_access_setting(make_server):
     site.write_text(head + section(["Deny path /public"]))
     reload(srv)
     assert srv.stderr_text().count("reload failed") == 2
-    assert "access.conf:2: LogDenied: 'Maybe' is not On or Off" in srv.stderr_text()
+    assert "access.conf:2: LogDenied: expected On or Off, got 'Maybe'" in srv.stderr_text()
     assert srv.get("/public/a.txt").status == 200
     assert srv.get("/admin/x.txt").status == 403
     assert denials() == before + 2
@@ -629,8 +629,8 @@ def test_check_mode_validates_rules(make_server):
 
 @pytest.mark.parametrize("text,line,message", [
     ("[ACCESS]\n    LogDenied On\n    Colour blue\n", 3, "unknown key 'Colour'"),
-    ("[ACCESS]\n    LogDenied Sometimes\n", 2, "LogDenied: 'Sometimes' is not On or Off"),
-    ("[RULES]\n    LogDenied On\n", 2, "unknown section [RULES]"),
+    ("[ACCESS]\n    LogDenied Sometimes\n", 2, "LogDenied: expected On or Off, got 'Sometimes'"),
+    ("[RULES]\n    LogDenied On\n", 1, "unknown section [RULES]"),  # the header line
 ])
 def test_bad_plugin_conf_is_refused(make_server, text, line, message):
     srv = make_access(make_server, conf=text)

@@ -552,7 +552,7 @@ def test_check_mode_refuses_a_bad_password_file(make_server):
     ("[AUTH]\n    CacheSize 70000\n", 2, "CacheSize"),
     ("[AUTH]\n    CacheSize -1\n", 2, "CacheSize"),
     ("[AUTH]\n    CacheTTL 0\n", 2, "CacheTTL"),
-    ("[OTHER]\n    CacheTTL 5\n", 2, "unknown section"),
+    ("[OTHER]\n    CacheTTL 5\n", 1, "unknown section [OTHER]"),  # the header line
 ])
 def test_bad_plugin_conf_refused(make_server, conf, line, message):
     srv = auth_server(make_server, conf=conf)

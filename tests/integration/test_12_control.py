@@ -432,7 +432,7 @@ def test_unknown_section_refused(make_server):
     srv = make_control(make_server, start=False)
     control_conf(srv, "    Socket x.sock\n", section="[CONTROLS]\n")
     err = srv.run_expect_failure()
-    assert f"{srv.control_conf}:2:" in err and "[CONTROLS]" in err
+    assert f"{srv.control_conf}:1: unknown section [CONTROLS]" in err  # the header line
 
 
 # ---- the HTTP status path ----------------------------------------------------------------

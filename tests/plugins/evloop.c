@@ -364,10 +364,7 @@ static int evloop_init(const struct mk_api *a, const char *conf_dir)
 }
 
 MK_EXPORT const struct mk_plugin mk_plugin = {
-    MK_PLUGIN_ABI_INIT,
-    .name = "evloop",
-    .version = "1.0",
-    .description = "tests the worker event loop API",
-    .init = evloop_init,
-    .content = evloop_content,
+    MK_PLUGIN_ABI_INIT,  .name = "evloop",
+    .version = "1.0",    .description = "tests the worker event loop API",
+    .init = evloop_init, .content = evloop_content,
 };

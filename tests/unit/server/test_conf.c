@@ -1233,7 +1233,10 @@ static void test_keys_are_documented(void **state)
     for (size_t s = 0; s < sizeof(sections) / sizeof(sections[0]); s++) {
         size_t i = 0;
         const char *key;
-        while ((key = mk_config_key(sections[s], i))) {
+        /* [SERVER]: the schema the parser fills the configuration with */
+        const struct mk_conf_key *schema_keys =
+            strcmp(sections[s], "SERVER") == 0 ? mk_config_schema()->keys : NULL;
+        while ((key = schema_keys ? schema_keys[i].name : mk_config_key(sections[s], i))) {
             snprintf(quoted, sizeof(quoted), "`%s`", key);
             if (!strstr(doc, quoted)) {
                 print_error("[%s] %s is not documented in docs/configuration.md\n", sections[s],
@@ -1250,6 +1253,36 @@ static void test_keys_are_documented(void **state)
     assert_int_equal(missing, 0);
     assert_null(mk_config_key("NOSUCH", 0));
     free(doc);
+}
+
+extern const struct mk_plugin *const mk_builtin_plugins[];
+
+/* Every key a built-in plugin declares is documented in its README. */
+static void test_plugin_keys_are_documented(void **state)
+{
+    char path[PATH_MAX], quoted[128];
+    unsigned missing = 0, schemas = 0;
+    (void) state;
+
+    for (size_t i = 0; mk_builtin_plugins[i]; i++) {
+        const struct mk_plugin *p = mk_builtin_plugins[i];
+        if (!p->conf_schema) {
+            continue;
+        }
+        schemas++;
+        snprintf(path, sizeof(path), "%s/plugins/%s/README.md", MK_SOURCE_DIR, p->name);
+        char *doc = read_all(path);
+        for (const struct mk_conf_key *k = p->conf_schema->keys; k->name; k++) {
+            snprintf(quoted, sizeof(quoted), "`%s`", k->name);
+            if (!strstr(doc, quoted)) {
+                print_error("%s: key %s is not documented\n", path, k->name);
+                missing++;
+            }
+        }
+        free(doc);
+    }
+    assert_true(schemas > 0); /* the skeleton declares its keys */
+    assert_int_equal(missing, 0);
 }
 
 /* The key list is the one the parser accepts: each listed key is known. */
@@ -1290,6 +1323,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_plugin_keys_are_documented),
         cmocka_unit_test(test_empty_file),
         cmocka_unit_test(test_every_key),
         cmocka_unit_test(test_key_case_and_variants),
