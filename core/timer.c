@@ -13,6 +13,9 @@ void mk_timers_init(struct mk_timers *t)
 {
     mk_list_init(&t->queues);
     t->n_queues = 0;
+    t->last = NULL;
+    t->next_due = MK_TIMER_NEVER;
+    t->next_prune = MK_TIMER_NEVER;
 }
 
 void mk_timers_destroy(struct mk_timers *t)
@@ -26,6 +29,8 @@ void mk_timers_destroy(struct mk_timers *t)
         mk_free(q);
     }
     t->n_queues = 0;
+    t->last = NULL;
+    t->next_due = MK_TIMER_NEVER;
 }
 
 void mk_timer_init(struct mk_timer *e)
@@ -35,32 +40,24 @@ void mk_timer_init(struct mk_timer *e)
 }
 
 /* The queue of entries armed for `ms`, created when there is none. */
-static struct mk_timer_queue *mk_timers_queue(struct mk_timers *t, uint64_t ms)
+struct mk_timer_queue *mk_timers_queue(struct mk_timers *t, uint64_t ms)
 {
     struct mk_list *it;
 
     mk_list_foreach (it, &t->queues) {
         struct mk_timer_queue *q = mk_list_entry(it, struct mk_timer_queue, node);
         if (q->ms == ms) {
-            return q;
+            return t->last = q;
         }
     }
     struct mk_timer_queue *q = mk_alloc(sizeof(*q));
+    t->last = q;
     q->ms = ms;
     q->last_armed = 0;
     mk_list_init(&q->entries);
     mk_list_add_tail(&q->node, &t->queues);
     t->n_queues++;
     return q;
-}
-
-void mk_timer_arm(struct mk_timers *t, struct mk_timer *e, uint64_t now, uint64_t ms)
-{
-    struct mk_timer_queue *q = mk_timers_queue(t, ms);
-
-    q->last_armed = now;
-    e->deadline = now + ms;
-    mk_list_move_tail(&e->node, &q->entries);
 }
 
 void mk_timer_disarm(struct mk_timer *e)
@@ -108,9 +105,21 @@ static void mk_timers_prune(struct mk_timers *t, uint64_t now)
 {
     struct mk_list *it, *tmp;
 
+    t->next_prune = MK_TIMER_NEVER;
     mk_list_foreach_safe (it, tmp, &t->queues) {
         struct mk_timer_queue *q = mk_list_entry(it, struct mk_timer_queue, node);
-        if (mk_list_is_empty(&q->entries) && now - q->last_armed >= MK_TIMER_QUEUE_IDLE) {
+        if (!mk_list_is_empty(&q->entries)) {
+            continue;
+        }
+        if (now - q->last_armed < MK_TIMER_QUEUE_IDLE) {
+            if (q->last_armed + MK_TIMER_QUEUE_IDLE < t->next_prune) {
+                t->next_prune = q->last_armed + MK_TIMER_QUEUE_IDLE;
+            }
+        }
+        else {
+            if (t->last == q) {
+                t->last = NULL;
+            }
             mk_list_del(&q->node);
             mk_free(q);
             t->n_queues--;
@@ -118,8 +127,9 @@ static void mk_timers_prune(struct mk_timers *t, uint64_t now)
     }
 }
 
-size_t mk_timers_expire(struct mk_timers *t, uint64_t now,
-                        void (*fn)(struct mk_timer *e, void *arg), void *arg)
+/* mk_timers_expire() found something due, or an idle queue to free. */
+size_t mk_timers_expire_walk(struct mk_timers *t, uint64_t now,
+                             void (*fn)(struct mk_timer *e, void *arg), void *arg)
 {
     struct mk_list *it;
     size_t n = 0;
@@ -141,6 +151,7 @@ size_t mk_timers_expire(struct mk_timers *t, uint64_t now,
         }
     }
     mk_timers_prune(t, now);
+    t->next_due = mk_timers_next(t); /* exact again: every entry left is due later */
     return n;
 }
 

@@ -52,11 +52,17 @@ struct mk_timer_queue {
 struct mk_timers {
     struct mk_list queues;
     size_t n_queues;
+    struct mk_timer_queue *last; /* the queue armed last: most arms reuse it */
+    uint64_t next_due;           /* no entry is due before this (a lower bound) */
+    uint64_t next_prune;         /* no empty queue may be freed before this */
 };
 
 void mk_timers_init(struct mk_timers *t);
 /* Free the queues. Entries still armed are unlinked (left self-linked). */
 void mk_timers_destroy(struct mk_timers *t);
+
+/* The queue of duration `ms`, created if need be (for mk_timer_arm). */
+struct mk_timer_queue *mk_timers_queue(struct mk_timers *t, uint64_t ms);
 
 /* Prepare an entry: not armed. */
 void mk_timer_init(struct mk_timer *e);
@@ -67,7 +73,20 @@ void mk_timer_init(struct mk_timer *e);
  * entries armed after the step may expire late by up to the step. Aborts only
  * if a new queue cannot be allocated (see mk_alloc).
  */
-void mk_timer_arm(struct mk_timers *t, struct mk_timer *e, uint64_t now, uint64_t ms);
+static inline void mk_timer_arm(struct mk_timers *t, struct mk_timer *e, uint64_t now, uint64_t ms)
+{
+    struct mk_timer_queue *q = t->last;
+
+    if (!q || q->ms != ms) {
+        q = mk_timers_queue(t, ms);
+    }
+    q->last_armed = now;
+    e->deadline = now + ms;
+    mk_list_move_tail(&e->node, &q->entries);
+    if (e->deadline < t->next_due) {
+        t->next_due = e->deadline;
+    }
+}
 
 /* Disarm `e`; harmless when it is not armed. */
 void mk_timer_disarm(struct mk_timer *e);
@@ -93,9 +112,23 @@ uint64_t mk_timers_next(const struct mk_timers *t);
  * may free it. fn may arm and disarm other entries. Then free the queues
  * idle for MK_TIMER_QUEUE_IDLE ms. Returns the number of entries fn was
  * called for.
+ *
+ * Cost: most calls find nothing due and return at once, inline, without a walk:
+ * the set keeps a lower bound of the earliest deadline (lowered by every
+ * arm, made exact by every walk) and of the earliest moment an empty queue
+ * may be freed. A queue emptied by disarming rather than by expiry is freed
+ * at a later walk.
  */
-size_t mk_timers_expire(struct mk_timers *t, uint64_t now,
-                        void (*fn)(struct mk_timer *e, void *arg), void *arg);
+size_t mk_timers_expire_walk(struct mk_timers *t, uint64_t now,
+                             void (*fn)(struct mk_timer *e, void *arg), void *arg);
+static inline size_t mk_timers_expire(struct mk_timers *t, uint64_t now,
+                                      void (*fn)(struct mk_timer *e, void *arg), void *arg)
+{
+    if (now < t->next_due && now < t->next_prune) {
+        return 0; /* the usual case, once per loop iteration: no call */
+    }
+    return mk_timers_expire_walk(t, now, fn, arg);
+}
 
 /* Call fn(e, arg) once for every armed entry; fn may disarm e, and arm nothing. */
 void mk_timers_each(struct mk_timers *t, void (*fn)(struct mk_timer *e, void *arg), void *arg);

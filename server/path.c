@@ -140,8 +140,10 @@ bool mk_path_is_hidden(const char *path, size_t len)
     if (len >= wk && memcmp(path, well_known, wk) == 0 && (len == wk || path[wk] == '/')) {
         from = wk;
     }
-    for (size_t i = from; i + 1 < len; i++) {
-        if (path[i] == '/' && path[i + 1] == '.') {
+    /* Look for the dots (few: usually an extension's) and at what precedes each. */
+    for (const char *p = path + from, *end = path + len;
+         (p = memchr(p, '.', (size_t) (end - p))) != NULL; p++) {
+        if (p > path + from && p[-1] == '/') {
             return true;
         }
     }

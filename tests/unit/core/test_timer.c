@@ -328,6 +328,34 @@ static void test_callback_may_free_its_entry(void **state)
     mk_timers_destroy(&t);
 }
 
+/* The quick "nothing due" answer never hides an entry armed after a walk. */
+static void test_no_due_entry_is_skipped(void **state)
+{
+    struct mk_timers t;
+    struct mk_timer a, b, c;
+    struct log l = {0};
+    (void) state;
+
+    mk_timers_init(&t);
+    mk_timer_init(&a);
+    mk_timer_init(&b);
+    mk_timer_init(&c);
+    mk_timer_arm(&t, &a, 0, 1000);
+    assert_int_equal(expire(&t, 500, &l), 0); /* a walk: the bound is 1000 */
+    mk_timer_arm(&t, &b, 500, 100);           /* earlier than the bound */
+    assert_int_equal(expire(&t, 599, &l), 0);
+    assert_int_equal(expire(&t, 600, &l), 1);
+    assert_ptr_equal(l.seen[0], &b);
+    mk_timer_arm(&t, &c, 600, 1000); /* same duration as a: the cached queue */
+    mk_timer_disarm(&a);             /* the bound (1000) is now early: harmless */
+    assert_int_equal(expire(&t, 1000, &l), 0);
+    assert_int_equal(mk_timers_next(&t), 1600);
+    assert_int_equal(expire(&t, 1600, &l), 1);
+    assert_ptr_equal(l.seen[0], &c);
+    assert_true(mk_timers_next(&t) == MK_TIMER_NEVER);
+    mk_timers_destroy(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -340,6 +368,7 @@ int main(void)
         cmocka_unit_test(test_each_visits_every_entry_once),
         cmocka_unit_test(test_mixed_durations_expire_on_time),
         cmocka_unit_test(test_callback_may_free_its_entry),
+        cmocka_unit_test(test_no_due_entry_is_skipped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
