@@ -11,6 +11,8 @@
 #   make bench      benchmarks against nginx, lighttpd and h2o (see bench/);
 #                   BENCH_ARGS=--quick for a run of under 3 minutes
 #   make format     clang-format every C file; make format-check only checks
+#   make install    install (PREFIX, default /usr/local, and DESTDIR honoured;
+#                   docs/packaging.md); make uninstall removes those files
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -26,7 +28,8 @@ GENERATOR  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 PYTHON     := $(shell python3 -c 'import pytest' >/dev/null 2>&1 && echo python3 || echo /usr/bin/python3)
 C_FILES     = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 
-.PHONY: all run test unit integration asan deps reconfigure static fuzz bench format format-check clean
+.PHONY: all run test unit integration asan deps reconfigure static fuzz bench format format-check clean \
+	install uninstall
 
 all:
 	@tools/deps.sh build
@@ -38,6 +41,18 @@ reconfigure:
 	@cmake -S . -B $(BUILD) $(if $(wildcard $(BUILD)/CMakeCache.txt),,$(GENERATOR)) >/dev/null
 	@cmake -S . -B $(ASAN_BUILD) $(if $(wildcard $(ASAN_BUILD)/CMakeCache.txt),,$(GENERATOR)) \
 		-DMK_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+
+# PREFIX is compiled in (the configuration and plugin directories): setting
+# it configures the build again.
+install:
+	@tools/deps.sh build
+	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) $(GENERATOR) >/dev/null
+	@$(if $(PREFIX),cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null)
+	@cmake --build $(BUILD) -j $(JOBS)
+	cmake --install $(BUILD)
+
+uninstall:
+	cmake --build $(BUILD) --target uninstall
 
 run: all
 	$(BUILD)/bin/monkey -c conf

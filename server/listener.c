@@ -18,6 +18,7 @@
 
 #include "../core/log.h"
 #include "server.h"
+#include "systemd.h"
 
 static int mk_listener_open(const struct mk_config *cfg, const struct sockaddr *sa, socklen_t len,
                             bool any, bool reuseport)
@@ -72,8 +73,12 @@ fail : {
 int mk_listener_socket(const struct mk_config *cfg, const struct mk_listen_addr *a, bool reuseport,
                        char *err, size_t errlen)
 {
-    int fd =
-        mk_listener_open(cfg, (const struct sockaddr *) &a->addr, a->addrlen, a->any, reuseport);
+    int fd = mk_systemd_listen_fd((const struct sockaddr *) &a->addr, a->addrlen);
+
+    if (fd >= 0) {
+        return fd; /* passed by the service manager (socket activation) */
+    }
+    fd = mk_listener_open(cfg, (const struct sockaddr *) &a->addr, a->addrlen, a->any, reuseport);
 
     if (fd < 0 && a->any && (errno == EAFNOSUPPORT || errno == EADDRNOTAVAIL)) {
         /* No IPv6 on this host: every IPv4 address instead. */

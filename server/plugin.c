@@ -22,6 +22,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifndef MK_PLUGIN_DIR
+#define MK_PLUGIN_DIR "/usr/local/lib/monkey/plugins"
+#endif
+
 #include "../core/log.h"
 #include "../core/schema.h"
 #include "server.h"
@@ -693,6 +697,23 @@ static void mk_plugin_release(const struct mk_plugin *used, const struct mk_plug
         }                                                                                          \
     } while (0)
 
+/*
+ * The shared object to open for a Load value: the value itself when it is a
+ * path; MK_PLUGIN_DIR/monkey-NAME.so for a name no built-in plugin has (the
+ * installed plugins); NULL for a built-in plugin.
+ */
+static const char *mk_plugin_so_path(const char *spec, char *buf, size_t len)
+{
+    if (strchr(spec, '/')) {
+        return spec;
+    }
+    if (mk_builtin_find(spec)) {
+        return NULL;
+    }
+    snprintf(buf, len, "%s/monkey-%s.so", MK_PLUGIN_DIR, spec);
+    return buf;
+}
+
 int mk_plugins_load(struct mk_plugin_set *set, const struct mk_config *cfg, char *err,
                     size_t errlen)
 {
@@ -706,8 +727,10 @@ int mk_plugins_load(struct mk_plugin_set *set, const struct mk_config *cfg, char
         const struct mk_plugin *p, *own;
         void *handle = NULL;
 
-        if (strchr(spec->spec, '/')) {
-            handle = dlopen(spec->spec, RTLD_NOW | RTLD_LOCAL);
+        char path[PATH_MAX];
+        const char *so = mk_plugin_so_path(spec->spec, path, sizeof(path));
+        if (so) {
+            handle = dlopen(so, RTLD_NOW | RTLD_LOCAL);
             if (!handle) {
                 snprintf(err, errlen, "%s: cannot load plugin: %s", spec->where, dlerror());
                 goto fail;
@@ -722,12 +745,6 @@ int mk_plugins_load(struct mk_plugin_set *set, const struct mk_config *cfg, char
         }
         else {
             p = mk_builtin_find(spec->spec);
-            if (!p) {
-                snprintf(err, errlen,
-                         "%s: no built-in plugin named '%s' (give the path of a .so file)",
-                         spec->where, spec->spec);
-                goto fail;
-            }
         }
         own = p;
         p = mk_plugin_adopt(p, spec, err, errlen);

@@ -33,6 +33,7 @@
 
 #include "../core/log.h"
 #include "server.h"
+#include "systemd.h"
 
 #define ERRF(...) snprintf(err, errlen, __VA_ARGS__)
 
@@ -822,7 +823,9 @@ static void mk_server_run_command(struct mk_server *srv, bool *stopping)
     pthread_mutex_unlock(&srv->cmd_lock);
     switch (cmd) {
     case MK_CMD_RELOAD:
+        mk_systemd_notify_reloading();
         rc = mk_server_reload(srv, err, sizeof(err));
+        mk_systemd_notify("READY=1");
         if (rc != MK_OK) {
             mk_err("reload failed, the running configuration stays: %s", err);
         }
@@ -832,6 +835,7 @@ static void mk_server_run_command(struct mk_server *srv, bool *stopping)
         break;
     case MK_CMD_STOP:
         if (!*stopping) {
+            mk_systemd_notify("STOPPING=1");
             mk_info("stopping: finishing the responses in progress");
             *stopping = true;
             mk_server_signal_workers(srv, MK_WCTL_STOP);
@@ -873,6 +877,7 @@ int mk_server_loop(struct mk_server *srv)
     pthread_mutex_lock(&srv->cmd_lock);
     srv->loop_running = true;
     pthread_mutex_unlock(&srv->cmd_lock);
+    mk_systemd_notify_ready();
 
     for (;;) {
         struct pollfd pfd[3] = {
@@ -904,6 +909,7 @@ int mk_server_loop(struct mk_server *srv)
                 mk_server_signal_workers(srv, MK_WCTL_HALT);
             }
             else {
+                mk_systemd_notify("STOPPING=1");
                 mk_info("stopping: finishing the responses in progress");
                 stopping = true;
                 mk_server_signal_workers(srv, MK_WCTL_STOP);
@@ -911,9 +917,11 @@ int mk_server_loop(struct mk_server *srv)
             break;
         case SIGHUP: {
             char rerr[512];
+            mk_systemd_notify_reloading();
             if (mk_server_reload(srv, rerr, sizeof(rerr)) != MK_OK) {
                 mk_err("reload failed, the running configuration stays: %s", rerr);
             }
+            mk_systemd_notify("READY=1");
             break;
         }
         case SIGUSR1:

@@ -23,6 +23,9 @@
 #ifndef MK_DEFAULT_CONFDIR
 #define MK_DEFAULT_CONFDIR "/etc/monkey"
 #endif
+#ifndef MK_PLUGIN_DIR
+#define MK_PLUGIN_DIR "/usr/local/lib/monkey/plugins"
+#endif
 
 static void usage(FILE *out)
 {
@@ -41,8 +44,9 @@ static void usage(FILE *out)
             "\n"
             "Signals: TERM or INT stop after the responses in progress (twice: at once),\n"
             "HUP reloads the configuration, USR1 reopens the log files.\n"
+            "Plugins named in plugins.load and not built in: %s/monkey-NAME.so.\n"
             "Exit status: 0 on success, 1 on a configuration or start error, 2 on bad usage.\n",
-            MK_VERSION_STR, MK_DEFAULT_CONFDIR);
+            MK_VERSION_STR, MK_DEFAULT_CONFDIR, MK_PLUGIN_DIR);
 }
 
 /*

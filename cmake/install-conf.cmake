@@ -1,0 +1,45 @@
+# Generate the installed configuration into MK_INSTALL_CONF from conf/: the
+# same files, with the paths that are relative in the tree (the site, the
+# plugins, the control socket, the logs) replaced by installed ones. Each
+# replaced line must be found as written, so a change to conf/ that this
+# script does not know about stops the configure step instead of installing
+# a configuration pointing at the build tree.
+file(REMOVE_RECURSE ${MK_INSTALL_CONF})
+file(GLOB_RECURSE mk_conf_files RELATIVE ${CMAKE_SOURCE_DIR}/conf ${CMAKE_SOURCE_DIR}/conf/*)
+list(FILTER mk_conf_files EXCLUDE REGEX "\\.sock$")
+
+function(mk_conf_replace text_var file from to)
+  string(FIND "${${text_var}}" "${from}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "cmake/install-conf.cmake: conf/${file} no longer contains '${from}'")
+  endif()
+  string(REPLACE "${from}" "${to}" text "${${text_var}}")
+  set(${text_var} "${text}" PARENT_SCOPE)
+endfunction()
+
+foreach(f IN LISTS mk_conf_files)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/conf/${f})
+  file(READ ${CMAKE_SOURCE_DIR}/conf/${f} text)
+  if(f STREQUAL "monkey.conf")
+    mk_conf_replace(text ${f} "    Listen 2001\n" "    Listen 80\n")
+  elseif(f STREQUAL "sites/default")
+    mk_conf_replace(text ${f} "    DocumentRoot ../htdocs\n" "    DocumentRoot ${MK_SITEDIR}\n")
+  elseif(f STREQUAL "plugins.load")
+    mk_conf_replace(text ${f} "Load ../build/plugins/" "Load ${MK_PLUGINDIR}/")
+    # The installed server logs and answers monkey-ctl.
+    foreach(p logger control)
+      mk_conf_replace(text ${f} "#     Load ${MK_PLUGINDIR}/monkey-${p}.so"
+                      "    Load ${MK_PLUGINDIR}/monkey-${p}.so")
+    endforeach()
+    mk_conf_replace(text ${f} "\n[PLUGINS]\n" "\n")
+    mk_conf_replace(text ${f} "# [PLUGINS]\n" "[PLUGINS]\n")
+  elseif(f STREQUAL "plugins/logger.conf")
+    mk_conf_replace(text ${f} "    # AccessLog /var/log/monkey/access.log\n"
+                    "    AccessLog ${MK_LOGDIR}/access.log\n")
+    mk_conf_replace(text ${f} "    # ErrorLog /var/log/monkey/error.log\n"
+                    "    ErrorLog ${MK_LOGDIR}/error.log\n")
+  elseif(f STREQUAL "plugins/control.conf")
+    mk_conf_replace(text ${f} "    Socket monkey.sock\n" "    Socket ${MK_RUNDIR}/monkey.sock\n")
+  endif()
+  file(WRITE ${MK_INSTALL_CONF}/${f} "${text}")
+endforeach()

@@ -1,0 +1,38 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * systemd.h: readiness notification and socket activation, without
+ * libsystemd (see systemd.c).
+ */
+#ifndef MK_SERVER_SYSTEMD_H
+#define MK_SERVER_SYSTEMD_H
+
+#include <sys/socket.h>
+
+/*
+ * Send `state` ("READY=1", "STOPPING=1", ...) to $NOTIFY_SOCKET as one
+ * datagram. MK_OK when sent, MK_DECLINED when the variable is not set (not
+ * started by systemd), MK_ERR when sending failed (logged once per call).
+ */
+int mk_systemd_notify(const char *state);
+
+/* "READY=1" with MAINPID (the pid changes with -D): the server serves. */
+int mk_systemd_notify_ready(void);
+
+/* "RELOADING=1" with MONOTONIC_USEC, as systemd wants before a reload. */
+int mk_systemd_notify_reloading(void);
+
+/*
+ * A listening socket passed by the service manager (LISTEN_FDS and
+ * LISTEN_PID naming this process, descriptors from 3) bound to exactly
+ * `sa`, duplicated for the caller (close-on-exec, non-blocking, owned by
+ * the caller); -1 when none matches. A port-only Listen (the IPv6 any
+ * address) also matches an IPv4 socket on every address. The passed
+ * descriptors stay open for the process's life, so a reload that drops and
+ * later restores a Listen line adopts the same socket again. Call from the
+ * controlling thread.
+ */
+int mk_systemd_listen_fd(const struct sockaddr *sa, socklen_t len);
+
+#endif

@@ -1,0 +1,209 @@
+"""Installation (docs/packaging.md): `cmake --install` into a temporary
+DESTDIR, then the installed server started from there with its installed
+configuration relocated by that prefix; the manual pages against the
+programs' --help; the systemd unit checked by systemd-analyze.
+
+The build's install prefix is read from its CMakeCache.txt, so the checks
+hold for whatever prefix the build was configured with.
+"""
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import BUILD, ROOT, SLOW, STATIC, Conn, check_sanitizers, free_port, wait_port
+
+pytestmark = pytest.mark.skipif(STATIC, reason="the static build builds only the server")
+
+
+def cache(name):
+    for line in (BUILD / "CMakeCache.txt").read_text().splitlines():
+        if line.startswith(name + ":"):
+            return line.split("=", 1)[1]
+    raise KeyError(name)
+
+
+def gnu_dir(name, default):
+    """An install directory as GNUInstallDirs resolves it (absolute)."""
+    prefix = cache("CMAKE_INSTALL_PREFIX")
+    try:
+        d = cache("CMAKE_INSTALL_" + name)
+    except KeyError:
+        d = default
+    if d.startswith("/"):
+        return d
+    if prefix == "/usr" and name in ("SYSCONFDIR", "LOCALSTATEDIR"):
+        return "/" + d  # GNUInstallDirs: /etc and /var for the /usr prefix
+    return f"{prefix}/{d}"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """DESTDIR with the build installed into it."""
+    dest = tmp_path_factory.mktemp("destdir")
+    p = subprocess.run(["cmake", "--install", str(BUILD)], env={"DESTDIR": str(dest),
+                       "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return dest
+
+
+def inside(dest, path):
+    return dest / path.lstrip("/")
+
+
+def test_install_layout(installed):
+    prefix = cache("CMAKE_INSTALL_PREFIX")
+    confdir = gnu_dir("SYSCONFDIR", "etc") + "/monkey"
+    plugindir = gnu_dir("LIBDIR", "lib") + "/monkey/plugins"
+    expect = [
+        f"{prefix}/sbin/monkey", f"{prefix}/sbin/monkey-ctl", f"{prefix}/bin/monkey-passwd",
+        f"{plugindir}/monkey-logger.so", f"{plugindir}/monkey-control.so",
+        f"{plugindir}/monkey-access.so", f"{plugindir}/monkey-auth.so",
+        f"{plugindir}/monkey-dirlisting.so",
+        f"{prefix}/include/monkey/monkey.h", f"{prefix}/include/monkey/mk_plugin.h",
+        f"{confdir}/monkey.conf", f"{confdir}/sites/default", f"{confdir}/plugins.load",
+        f"{confdir}/monkey.mime", f"{confdir}/plugins/logger.conf",
+        f"{prefix}/share/monkey/htdocs/index.html",
+        f"{prefix}/share/man/man8/monkey.8", f"{prefix}/share/man/man5/monkey.conf.5",
+        f"{prefix}/share/man/man8/monkey-ctl.8", f"{prefix}/share/man/man1/monkey-passwd.1",
+        f"{prefix}/lib/systemd/system/monkey.service",
+    ]
+    missing = [p for p in expect if not inside(installed, p).exists()]
+    assert not missing
+    assert inside(installed, gnu_dir("LOCALSTATEDIR", "var") + "/log/monkey").is_dir()
+    # The installed configuration names installed paths, never the tree's.
+    conf = inside(installed, confdir)
+    for f in conf.rglob("*"):
+        if f.is_file():
+            assert str(ROOT) not in f.read_text(), f
+            assert "../" not in re.sub(r"#.*", "", f.read_text()), f
+    assert f"DocumentRoot {prefix}/share/monkey/htdocs\n" in (conf / "sites/default").read_text()
+    assert f"    Load {plugindir}/monkey-logger.so" in (conf / "plugins.load").read_text()
+    # The bundled conf/ keeps its relative paths (make run).
+    assert "DocumentRoot ../htdocs\n" in (ROOT / "conf/sites/default").read_text()
+
+
+def relocate(dest, confdir):
+    """Prefix every absolute path of the installed configuration with DESTDIR
+    (comments left alone); returns the relocated configuration directory."""
+    conf = inside(dest, confdir)
+    for f in conf.rglob("*"):
+        if not f.is_file() or f.suffix == ".mime":
+            continue
+        lines = []
+        for line in f.read_text().splitlines(keepends=True):
+            if not line.lstrip().startswith("#"):
+                line = re.sub(r"(?<=\s)(/[^\s#]+)", lambda m: str(dest) + m.group(1), line)
+            lines.append(line)
+        f.write_text("".join(lines))
+    return conf
+
+
+def test_installed_server_runs_relocated(installed):
+    prefix = cache("CMAKE_INSTALL_PREFIX")
+    confdir = gnu_dir("SYSCONFDIR", "etc") + "/monkey"
+    conf = relocate(installed, confdir)
+    sock = re.search(r"^\s*Socket (\S+)", (conf / "plugins/control.conf").read_text(), re.M)[1]
+    logs = re.search(r"^\s*AccessLog (\S+)", (conf / "plugins/logger.conf").read_text(), re.M)[1]
+    # Both are relocated already; the run directory is the one not installed.
+    Path(sock).parent.mkdir(parents=True, exist_ok=True)
+    assert logs.startswith(str(installed)) and Path(logs).parent.is_dir()
+    port = free_port()
+    err = open(installed / "stderr.log", "w")
+    proc = subprocess.Popen([str(inside(installed, prefix + "/sbin/monkey")), "-c", str(conf),
+                             "-p", f"127.0.0.1:{port}", "-w", "1"], stderr=err)
+    try:
+        assert wait_port(port, proc=proc), (installed / "stderr.log").read_text()
+        c = Conn(port)
+        r = c.request("GET", "/")
+        c.close()
+        assert r.status == 200
+        assert r.body == inside(installed, prefix + "/share/monkey/htdocs/index.html").read_bytes()
+        # The installed monkey-ctl answers through the installed control plugin.
+        p = subprocess.run([str(inside(installed, prefix + "/sbin/monkey-ctl")), "-c", str(conf),
+                            "status"], capture_output=True, text=True, timeout=10 * SLOW)
+        assert p.returncode == 0, p.stderr
+        assert f"pid          {proc.pid}" in p.stdout
+        p = subprocess.run([str(inside(installed, prefix + "/sbin/monkey-ctl")), "-c", str(conf),
+                            "stop"], capture_output=True, text=True, timeout=30 * SLOW)
+        assert p.returncode == 0, p.stderr
+        assert proc.wait(timeout=15 * SLOW) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        err.close()
+    check_sanitizers((installed / "stderr.log").read_text())
+    # The logger plugin wrote the access log where the configuration says.
+    assert '"GET / HTTP/1.1" 200' in open(logs).read()
+
+
+def test_uninstall_removes_the_manifest(tmp_path):
+    dest = tmp_path / "dest"
+    env = {"DESTDIR": str(dest), "PATH": "/usr/bin:/bin"}
+    p = subprocess.run(["cmake", "--install", str(BUILD)], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    manifest = (BUILD / "install_manifest.txt").read_text().split()
+    assert len(manifest) > 20 and all((dest / m.lstrip("/")).exists() for m in manifest)
+    p = subprocess.run(["cmake", "--build", str(BUILD), "--target", "uninstall"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    left = [f for f in dest.rglob("*") if not f.is_dir()]
+    assert left == []
+
+
+def test_unlisted_plugin_name_loads_from_the_plugin_dir(make_server):
+    srv = make_server()
+    srv.plugins = ["nosuch"]
+    err = srv.run_expect_failure()
+    plugindir = gnu_dir("LIBDIR", "lib") + "/monkey/plugins"
+    assert f"{plugindir}/monkey-nosuch.so" in err
+    assert "plugins.load:2:" in err
+
+
+def options(text):
+    """The short and long options a text names (-c, --confdir)."""
+    text = text.replace("\\-", "-").replace("\\fB", "").replace("\\fR", "").replace("\\fP", "")
+    return set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]+|-[a-zA-Z])(?![\w-])", text))
+
+
+@pytest.mark.parametrize("prog,page,helparg", [
+    ("monkey", "monkey.8", "-h"),
+    ("monkey-ctl", "monkey-ctl.8", "--help"),
+    ("monkey-passwd", "monkey-passwd.1", "--help"),
+])
+def test_man_page_options_match_help(prog, page, helparg):
+    p = subprocess.run([str(BUILD / "bin" / prog), helparg], capture_output=True, text=True,
+                       timeout=10 * SLOW)
+    assert p.returncode == 0
+    # Option lines of --help read "  -c, --confdir DIR   text".
+    help_opts = {o for m in re.finditer(r"^\s+(-[a-zA-Z]), (--[a-z][a-z0-9-]*)", p.stdout, re.M)
+                 for o in m.groups()}
+    roff = (ROOT / "man" / page).read_text()
+    opts_section = roff.split(".SH OPTIONS", 1)[1].split("\n.SH ", 1)[0]
+    man_opts = {o for item in opts_section.split(".TP\n")[1:] for o in options(item.split("\n")[0])}
+    assert help_opts and help_opts == man_opts
+
+
+def test_systemd_analyze_verify(installed):
+    tool = shutil.which("systemd-analyze")
+    if not tool:
+        pytest.skip("systemd-analyze is not installed")
+    prefix = cache("CMAKE_INSTALL_PREFIX")
+    unit = inside(installed, prefix + "/lib/systemd/system/monkey.service").read_text()
+    # The binaries it names are those of DESTDIR, so verify can find them.
+    unit = unit.replace(f"{prefix}/sbin/", str(inside(installed, prefix + "/sbin")) + "/")
+    (installed / "monkey.service").write_text(unit)
+    p = subprocess.run([tool, "verify", "--man=no", str(installed / "monkey.service")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stderr == ""
+    sock = inside(installed, prefix + "/lib/systemd/system/monkey.socket")
+    shutil.copy(sock, installed / "monkey.socket")
+    p = subprocess.run([tool, "verify", "--man=no", str(installed / "monkey.socket")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
