@@ -22,7 +22,8 @@ void mk_server_limits(struct mk_server *srv, const struct mk_config *cfg);
  * MK_OK, or MK_ERR with the reason in err.
  */
 int mk_server_drop_privileges(const struct mk_config *cfg, char *err, size_t errlen);
-/* Write the PidFile of the running configuration, if any. MK_OK, or MK_ERR with the reason in err. */
+/* Write the PidFile of the running configuration, if any. MK_OK, or MK_ERR with the reason in err.
+ */
 int mk_server_write_pidfile(struct mk_server *srv, char *err, size_t errlen);
 
 /* ---- server.c ------------------------------------------------------------ */
