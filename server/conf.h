@@ -185,4 +185,31 @@ const char *mk_config_value(const struct mk_config *cfg, const char *key, unsign
 int mk_config_check_files(const struct mk_config *cfg, const struct mk_config *running, char *err,
                           size_t errlen);
 
+/* ---- between conf.c and conf_site.c (not for other files) ------------------ */
+
+/* `path` made absolute against `base` (a directory); caller frees. */
+char *mk_path_join(const char *base, const char *path);
+/* Free the n strings of v, then v. */
+void mk_strv_free(char **v, size_t n);
+/* A site with no keys set yet, for site file `file` (copied). */
+struct mk_vhost *mk_vhost_new(const char *file);
+/*
+ * Set the document root of vh to `path` (line `line` of conf, for the
+ * error) and open it. False with "file:line: reason" in err.
+ */
+bool mk_vhost_set_docroot(struct mk_vhost *vh, const struct mk_conf *conf, int line,
+                          const char *path, char *err, size_t errlen);
+/* Free a site (NULL is allowed); what plugins keep for it must be released first. */
+void mk_vhost_free(struct mk_vhost *vh);
+/*
+ * Release what plugins keep for a site: their site_init() data first (its
+ * destructor may still read the site's keys), then the site keys.
+ */
+void mk_vhost_release_plugins(const struct mk_config *cfg, struct mk_vhost *vh);
+/*
+ * Load every site file of confdir/sites/ into cfg, in name order ("default"
+ * is the default site, else the first). False with the reason in err.
+ */
+bool mk_load_sites(struct mk_config *cfg, char *err, size_t errlen);
+
 #endif

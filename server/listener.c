@@ -2,23 +2,35 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * listener.c: listening sockets.
+ * listener.c: listening sockets, and both ways of accepting on them.
+ *
+ * Balancing reuseport: each worker has its own listening sockets and
+ * accepts on them in its own loop (mk_listener_accept_cb). Balancing fair:
+ * one acceptor thread accepts on the only set of sockets and writes each
+ * connection into the pipe of the worker with the fewest connections
+ * (mk_acceptor_*); the worker then takes it with mk_worker_accept_fd. A
+ * reload hands either one a listener plan (mk_listeners_apply).
  *
  * Options set on the listening socket are inherited by accepted ones
  * (TCP_NODELAY), which saves a system call per connection. A port-only
  * Listen binds one dual-stack IPv6 socket, or IPv4 where IPv6 is missing.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "../core/log.h"
+#include "listener.h"
 #include "server.h"
 #include "systemd.h"
+
+#define MK_ACCEPT_BATCH 64 /* accepts per listener event */
 
 static int mk_listener_open(const struct mk_config *cfg, const struct sockaddr *sa, socklen_t len,
                             bool any, bool reuseport)
@@ -194,4 +206,152 @@ struct mk_listen_plan *mk_listen_plan_supersede(struct mk_listen_plan *prev, siz
     }
     mk_listen_plan_free(prev, prev_len);
     return next;
+}
+
+/* ---- balancing reuseport: each worker accepts ---------------------------- */
+
+/* Listener readiness (reuseport mode): accept a batch. */
+void mk_listener_accept_cb(struct mk_event *ev, uint32_t ready)
+{
+    struct mk_listener *l = (struct mk_listener *) ev;
+    struct mk_worker *w = l->worker;
+    (void) ready;
+
+    for (int i = 0; i < MK_ACCEPT_BATCH && !w->stopping; i++) {
+        union {
+            struct sockaddr sa;
+            struct sockaddr_in6 in6;
+        } addr;
+        socklen_t len = sizeof(addr);
+        int fd = accept4(l->fd, &addr.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE) {
+                mk_warn("accept: %s (raise the descriptor limit or lower MaxConnections)",
+                        strerror(errno));
+            }
+            return; /* EAGAIN: drained; other errors concern one connection */
+        }
+        mk_worker_accept_fd(w, fd, &addr.sa, len, l->transport);
+    }
+}
+
+/* ---- fair balancing: the acceptor thread --------------------------------- */
+
+static void mk_acceptor_accept_cb(struct mk_event *ev, uint32_t ready)
+{
+    struct mk_listener *l = (struct mk_listener *) ev;
+    struct mk_server *srv = l->server;
+    (void) ready;
+
+    for (int k = 0; k < 64; k++) {
+        struct mk_handoff h;
+        socklen_t len = sizeof(h.peer);
+        int fd = accept4(l->fd, &h.peer.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            return;
+        }
+        h.fd = fd;
+        h.addrlen = len;
+        h.transport = l->transport;
+
+        /* The seeds' scheduler: the worker with the fewest connections. */
+        int best = 0;
+        unsigned least = ~0u;
+        for (int i = 0; i < srv->n_workers; i++) {
+            unsigned n = atomic_load_explicit(&srv->workers[i].n_conns, memory_order_relaxed);
+            if (n < least) {
+                least = n;
+                best = i;
+            }
+        }
+        if (write(srv->workers[best].handoff[1], &h, sizeof(h)) != (ssize_t) sizeof(h)) {
+            close(fd); /* the worker is far behind: shed the connection */
+        }
+    }
+}
+
+static void mk_acceptor_ctl_cb(struct mk_event *ev, uint32_t ready)
+{
+    struct mk_server *srv = mk_container_of(ev, struct mk_server, acceptor_ctl_ev);
+    uint64_t v;
+    (void) ready;
+
+    ssize_t ignored = read(srv->acceptor_ctl, &v, sizeof(v));
+    (void) ignored;
+    pthread_mutex_lock(&srv->acceptor_lock);
+    struct mk_listen_plan *plan = srv->acceptor_plan;
+    size_t n = srv->acceptor_plan_len;
+    srv->acceptor_plan = NULL;
+    srv->acceptor_plan_len = 0;
+    pthread_mutex_unlock(&srv->acceptor_lock);
+    if (plan) {
+        mk_listeners_apply(&srv->acceptor_listeners, &srv->acceptor_loop, &srv->acceptor_dead, plan,
+                           n, mk_acceptor_accept_cb, NULL, srv);
+        mk_listen_plan_free(plan, n);
+    }
+}
+
+void mk_acceptor_post(struct mk_server *srv, struct mk_listen_plan *plan, size_t n)
+{
+    uint64_t one = 1;
+    pthread_mutex_lock(&srv->acceptor_lock);
+    if (plan) {
+        srv->acceptor_plan =
+            mk_listen_plan_supersede(srv->acceptor_plan, srv->acceptor_plan_len, plan, n);
+        srv->acceptor_plan_len = n;
+    }
+    pthread_mutex_unlock(&srv->acceptor_lock);
+    ssize_t ignored = write(srv->acceptor_ctl, &one, sizeof(one));
+    (void) ignored;
+}
+
+static void *mk_acceptor_main(void *arg)
+{
+    struct mk_server *srv = arg;
+
+    while (!atomic_load(&srv->acceptor_stop)) {
+        int n = mk_event_wait(&srv->acceptor_loop, -1);
+        if (n < 0) {
+            mk_err("acceptor: event wait failed: %s", strerror(errno));
+            break;
+        }
+        mk_event_dispatch(&srv->acceptor_loop, n);
+        mk_listeners_reap(&srv->acceptor_dead);
+    }
+    mk_listeners_close(&srv->acceptor_listeners, &srv->acceptor_loop, &srv->acceptor_dead);
+    mk_listeners_reap(&srv->acceptor_dead);
+    return NULL;
+}
+
+int mk_acceptor_start(struct mk_server *srv, struct mk_listen_plan *plan, size_t n)
+{
+    if (mk_event_loop_init(&srv->acceptor_loop, 64) != MK_OK) {
+        return MK_ERR;
+    }
+    srv->acceptor_ctl = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (srv->acceptor_ctl < 0 ||
+        mk_event_add(&srv->acceptor_loop, &srv->acceptor_ctl_ev, srv->acceptor_ctl, MK_EV_READ,
+                     mk_acceptor_ctl_cb) != MK_OK) {
+        return MK_ERR;
+    }
+    mk_listeners_apply(&srv->acceptor_listeners, &srv->acceptor_loop, &srv->acceptor_dead, plan, n,
+                       mk_acceptor_accept_cb, NULL, srv);
+    if (pthread_create(&srv->acceptor, NULL, mk_acceptor_main, srv) != 0) {
+        return MK_ERR;
+    }
+    srv->acceptor_running = true;
+    return MK_OK;
+}
+
+void mk_acceptor_stop(struct mk_server *srv)
+{
+    uint64_t one = 1;
+    if (!srv->acceptor_running) {
+        return;
+    }
+    atomic_store(&srv->acceptor_stop, true);
+    ssize_t ignored = write(srv->acceptor_ctl, &one, sizeof(one));
+    (void) ignored;
+    pthread_join(srv->acceptor, NULL);
+    srv->acceptor_running = false;
 }

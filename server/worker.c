@@ -40,7 +40,6 @@
 #include "server.h"
 
 #define MK_WORKER_EVENTS 256   /* events per epoll_wait */
-#define MK_ACCEPT_BATCH 64     /* accepts per listener event */
 #define MK_FREE_CONNS_MAX 1024 /* recycled connection structs kept per worker */
 #define MK_POOL_CACHED_MAX 256 /* 4 KiB chunks kept per worker (1 MiB) */
 #define MK_LINGER_MS 5000
@@ -269,31 +268,6 @@ void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa,
         return;
     }
     mk_conn_start(c);
-}
-
-/* Listener readiness (reuseport mode): accept a batch. */
-void mk_listener_accept_cb(struct mk_event *ev, uint32_t ready)
-{
-    struct mk_listener *l = (struct mk_listener *) ev;
-    struct mk_worker *w = l->worker;
-    (void) ready;
-
-    for (int i = 0; i < MK_ACCEPT_BATCH && !w->stopping; i++) {
-        union {
-            struct sockaddr sa;
-            struct sockaddr_in6 in6;
-        } addr;
-        socklen_t len = sizeof(addr);
-        int fd = accept4(l->fd, &addr.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EMFILE || errno == ENFILE) {
-                mk_warn("accept: %s (raise the descriptor limit or lower MaxConnections)",
-                        strerror(errno));
-            }
-            return; /* EAGAIN: drained; other errors concern one connection */
-        }
-        mk_worker_accept_fd(w, fd, &addr.sa, len, l->transport);
-    }
 }
 
 /* Fair mode: connections handed over by the acceptor. */

@@ -2,10 +2,13 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * logger.h: what the three parts of the logger plugin share.
+ * logger.h: what the parts of the logger plugin share.
  *
- *   logger.c   configuration, the request hooks and each worker's buffers
+ *   logger.c   the life cycle, the request hook and each worker's buffers
+ *   config.c   logger.conf: the plugin-wide declared keys
+ *   site.c     a site's [LOGGER] section: its files and format
  *   format.c   log formats: compiling a format string, rendering one line
+ *              (escaping included)
  *   writer.c   log files, their pipes and the logger thread that empties them
  *
  * The path of a line: a worker renders it into its own buffer for that file
@@ -36,6 +39,62 @@
 
 /* The server's functions, set by init(). */
 extern const struct mk_api *logger_api;
+
+MK_PLUGIN_DECLARE(logger);
+
+/* ---- config.c ------------------------------------------------------------ */
+
+struct logger_named {
+    char *name;
+    char *spec;
+};
+
+/*
+ * logger.conf as the server filled it for one configuration (the schema
+ * below); read by site_init() on the controlling thread, and BufferLimit by
+ * the workers through logger_buf_limit.
+ */
+struct logger_settings {
+    char *access;       /* default access log (absolute path), NULL: none */
+    char *error;        /* default error log, NULL: none */
+    char *format;       /* default format string, resolved by logger_settings_finish */
+    char *format_value; /* the Format value as written */
+    char access_where[PATH_MAX + 32], error_where[PATH_MAX + 32], format_where[PATH_MAX + 32];
+    struct logger_named *named;
+    size_t n_named;
+    size_t buffer_limit;
+    size_t pipe_size;
+};
+
+/* logger.conf, read by the server into every configuration it builds. */
+extern const struct mk_conf_schema logger_schema;
+/* The configuration directory (relative paths are resolved against it), set by init(). */
+extern char *logger_conf_dir;
+
+/*
+ * The format string a Format value names: "common", "combined",
+ * "custom FORMAT" or a LogFormat name of `s`. NULL with the reason in err.
+ */
+const char *logger_format_named(const struct logger_settings *s, const char *value, char *err,
+                                size_t errlen);
+/* A path key (AccessLog, ErrorLog) given at most once; "off" stores "". */
+int logger_set_path(char **slot, int *slot_line, const char *key, const char *value, int line,
+                    char *err, size_t errlen);
+
+/* ---- site.c -------------------------------------------------------------- */
+
+/* What site_init() stored for a site. */
+struct logger_site {
+    struct logger_file *access;
+    struct logger_file *error;
+    struct logger_format *format;
+};
+
+/* site_init: the site's logs from [LOGGER] and logger.conf; *data NULL: logs nothing. */
+int logger_site_init(const struct mk_site *site, const struct mk_conf *conf, void **data, char *err,
+                     size_t errlen);
+/* site_free: let go of a site's files (closed later, once unused) and its format. Any thread. */
+void logger_site_free(void *data);
 
 /* ---- format.c ------------------------------------------------------------ */
 

@@ -2,9 +2,10 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_conf.c: unit tests of server/conf.c. Each test writes a configuration
- * directory under /tmp (mkdtemp), loads it and removes it again. Errors must
- * name the file and the line at fault, as "path/to/file:LINE: ".
+ * test_conf.c: unit tests of server/conf.c and server/conf_site.c. Each
+ * test writes a configuration directory under /tmp (mkdtemp), loads it and
+ * removes it again. Errors must name the file and the line at fault, as
+ * "path/to/file:LINE: ".
  */
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,0 +1,39 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * process.h: between server.c (start, reload, stop) and process.c (process
+ * setup and the control loop). Controlling thread only.
+ */
+#ifndef MK_SERVER_PROCESS_H
+#define MK_SERVER_PROCESS_H
+
+#include <stddef.h>
+
+struct mk_config;
+struct mk_server;
+
+/* ---- process.c ----------------------------------------------------------- */
+
+/* Raise the descriptor limit and derive the connection limit from it. */
+void mk_server_limits(struct mk_server *srv, const struct mk_config *cfg);
+/*
+ * Become the User of cfg when started as root (else nothing, said once).
+ * MK_OK, or MK_ERR with the reason in err.
+ */
+int mk_server_drop_privileges(const struct mk_config *cfg, char *err, size_t errlen);
+/* Write the PidFile of the running configuration, if any. MK_OK, or MK_ERR with the reason in err.
+ */
+int mk_server_write_pidfile(struct mk_server *srv, char *err, size_t errlen);
+
+/* ---- server.c ------------------------------------------------------------ */
+
+/* Send `flags` (MK_WCTL_STOP or MK_WCTL_HALT) to every worker; the acceptor stops first. */
+void mk_server_signal_workers(struct mk_server *srv, unsigned flags);
+/*
+ * After the workers: stop the task threads, run the plugins' exit(),
+ * release the workers, the configuration and the plugins.
+ */
+void mk_server_finish(struct mk_server *srv);
+
+#endif
