@@ -360,7 +360,7 @@ static int mk_api_task(struct mk_request *r, void (*work)(void *arg), mk_resume_
     s->arg = arg;
     if (mk_task_submit(r->conn->worker->server, s) != MK_OK) {
         /* Nothing started: the handle is settled here, on the worker. */
-        r->conn->handles--;
+        r->handles--;
         r->flags &= (uint16_t) ~MK_REQ_SUSPENDING;
         mk_free(s);
         return MK_ERR;
