@@ -303,6 +303,34 @@ static void mk_h1_wait_write(struct mk_conn *c)
     }
 }
 
+static void mk_h1_request_finished(struct mk_conn *c, bool ok);
+
+/*
+ * Act on the result of a write: wait for writability (MK_AGAIN; `watch`:
+ * the connection is not yet watched for it), wait for a stream's handler
+ * (MK_DECLINED: nothing watched, SendTimeout applies), or finish the
+ * request. Returns true when the request finished.
+ */
+static bool mk_h1_after_write(struct mk_conn *c, int rc, bool watch)
+{
+    if (rc == MK_AGAIN) {
+        if (watch || c->state != MK_CONN_WRITE) {
+            mk_h1_wait_write(c);
+        }
+        return false;
+    }
+    if (rc == MK_DECLINED) {
+        c->state = MK_CONN_WRITE;
+        mk_conn_timer_set(c, MK_TIMER_SEND);
+        if (mk_event_unwatch(&c->worker->loop, &c->ev) != MK_OK) {
+            mk_conn_close(c);
+        }
+        return false;
+    }
+    mk_h1_request_finished(c, rc == MK_OK);
+    return true;
+}
+
 /* The request finished writing its response (or failed): free it, go on. */
 static void mk_h1_request_finished(struct mk_conn *c, bool ok)
 {
@@ -407,7 +435,12 @@ static int mk_h1_build_head(struct mk_request *r)
         p = mk_put(p, r->content_type, r->content_type_len);
         p = MK_PUT_LIT(p, "\r\n");
     }
-    if (!no_body) {
+    if (!no_body && r->body_type == MK_RESP_STREAM) {
+        if (r->chunked) {
+            p = MK_PUT_LIT(p, "Transfer-Encoding: chunked\r\n");
+        }
+    }
+    else if (!no_body) {
         p = MK_PUT_LIT(p, "Content-Length: ");
         p = mk_put(p, num, mk_u64_to_str(r->content_length, num));
         p = MK_PUT_LIT(p, "\r\n");
@@ -436,8 +469,10 @@ static int mk_h1_start(struct mk_request *r)
     if (mk_h1_build_head(r) != MK_OK) {
         return MK_ERR;
     }
-    if ((r->flags & (MK_REQ_HEAD | MK_REQ_NO_BODY)) || r->content_length == 0) {
+    if ((r->flags & (MK_REQ_HEAD | MK_REQ_NO_BODY)) ||
+        (r->content_length == 0 && r->body_type != MK_RESP_STREAM)) {
         /* Nothing but the head goes out. */
+        mk_response_stream_cancel(r);
         mk_response_drop_file(r);
         r->body_type = MK_RESP_NONE;
         r->body_left = 0;
@@ -460,10 +495,92 @@ static int mk_h1_start(struct mk_request *r)
     return mk_h1_write(r);
 }
 
+/* Frame a queued piece in place: a chunk-size line and CRLF around it. */
+static void mk_h1_frame(struct mk_request *r, struct mk_piece *p)
+{
+    char hdr[MK_PIECE_HDR];
+    int n = 0;
+
+    p->start = p->buf + MK_PIECE_HDR;
+    p->end = p->start + p->len;
+    if (r->chunked) {
+        n = snprintf(hdr, sizeof(hdr), "%zx\r\n", p->last ? (size_t) 0 : p->len);
+        p->start -= n;
+        memcpy(p->start, hdr, (size_t) n);
+        memcpy(p->end, "\r\n", 2);
+        p->end += 2;
+    }
+    else if (p->last) {
+        p->end = p->start; /* close-delimited: the end is the close */
+    }
+    p->framed = true;
+}
+
 /*
- * Write the head, with a memory body in the same call, then a file body:
- * MK_OK when all is sent, MK_AGAIN when the socket is full or this event's
- * budget is spent, MK_ERR.
+ * Write the queued pieces of a streamed body, asking the handler for more
+ * (proceed) each time the queue is empty. MK_OK: the body ended and is
+ * sent; MK_AGAIN: socket full or budget spent; MK_DECLINED: the queue is
+ * empty and the handler will write later (MK_REQ_IDLE set); MK_ERR.
+ */
+static int mk_h1_write_stream(struct mk_request *r, size_t budget)
+{
+    struct mk_conn *c = r->conn;
+
+    for (;;) {
+        while (r->q_head) {
+            struct iovec iov[16];
+            int cnt = 0;
+            for (struct mk_piece *p = r->q_head; p && cnt < 16; p = p->next) {
+                if (!p->framed) {
+                    mk_h1_frame(r, p);
+                }
+                if (p->end > p->start) {
+                    iov[cnt].iov_base = p->start;
+                    iov[cnt++].iov_len = (size_t) (p->end - p->start);
+                }
+            }
+            ssize_t n = cnt ? c->transport->writev(c, iov, cnt, 0) : 0;
+            if (n < 0) {
+                return (errno == EAGAIN || errno == EWOULDBLOCK) ? MK_AGAIN : MK_ERR;
+            }
+            r->bytes_sent += (uint64_t) n;
+            size_t left = (size_t) n;
+            for (struct mk_piece *p = r->q_head; p && left; p = p->next) {
+                size_t take =
+                    (size_t) (p->end - p->start) < left ? (size_t) (p->end - p->start) : left;
+                p->start += take;
+                left -= take;
+            }
+            while (r->q_head && r->q_head->framed && r->q_head->start == r->q_head->end) {
+                mk_response_stream_pop(r);
+            }
+            if ((size_t) n >= budget) {
+                return MK_AGAIN;
+            }
+            budget -= (size_t) n;
+        }
+        if (r->flags & MK_REQ_STREAM_END) {
+            return MK_OK;
+        }
+        if (r->flags & MK_REQ_PROCEEDING) {
+            break;
+        }
+        r->flags |= MK_REQ_PROCEEDING;
+        r->proceed(r, r->proceed_arg);
+        r->flags &= (uint16_t) ~MK_REQ_PROCEEDING;
+        if (!r->q_head && !(r->flags & MK_REQ_STREAM_END)) {
+            break;
+        }
+    }
+    r->flags |= MK_REQ_IDLE;
+    return MK_DECLINED;
+}
+
+/*
+ * Write the head, with a memory body in the same call, then a file or
+ * streamed body: MK_OK when all is sent, MK_AGAIN when the socket is full
+ * or this event's budget is spent, MK_DECLINED when a stream waits for its
+ * handler, MK_ERR.
  */
 static int mk_h1_write(struct mk_request *r)
 {
@@ -502,7 +619,8 @@ static int mk_h1_write(struct mk_request *r)
         }
         budget -= (size_t) n;
     }
-    int rc = mk_response_send_file(r, budget);
+    int rc = r->body_type == MK_RESP_STREAM ? mk_h1_write_stream(r, budget)
+                                            : mk_response_send_file(r, budget);
     if (rc == MK_OK) {
         r->flags |= MK_REQ_COMPLETE;
     }
@@ -519,6 +637,13 @@ static void mk_h1_respond(struct mk_request *r, bool error)
                   s == 505 || s == 503)) {
         c->flags |= MK_CONN_CLOSE;
     }
+    if (r->body_type == MK_RESP_STREAM) {
+        /* Unknown length: chunked for HTTP/1.1, the close ends it for 1.0. */
+        r->chunked = r->head.version == 11;
+        if (!r->chunked) {
+            c->flags |= MK_CONN_CLOSE;
+        }
+    }
     if (c->flags & MK_CONN_CLOSE) {
         r->flags &= (uint16_t) ~MK_REQ_KEEPALIVE;
     }
@@ -530,12 +655,7 @@ static void mk_h1_respond(struct mk_request *r, bool error)
         !(r->flags & MK_REQ_CONTINUE_SENT)) {
         r->flags &= (uint16_t) ~MK_REQ_KEEPALIVE;
     }
-    int rc = mk_h1_start(r);
-    if (rc == MK_AGAIN) {
-        mk_h1_wait_write(c);
-        return;
-    }
-    mk_h1_request_finished(c, rc == MK_OK);
+    mk_h1_after_write(c, mk_h1_start(r), true);
 }
 
 /* ---- body ---------------------------------------------------------------- */
@@ -778,14 +898,22 @@ static void mk_h1_on_writable(struct mk_conn *c)
     uint64_t before = r->bytes_sent;
     int rc = mk_h1_write(r);
 
-    if (rc == MK_AGAIN) {
-        if (r->bytes_sent != before) {
-            mk_conn_timer_set(c, MK_TIMER_SEND);
-        }
-        return;
+    if (rc == MK_AGAIN && r->bytes_sent != before) {
+        mk_conn_timer_set(c, MK_TIMER_SEND);
     }
-    mk_h1_request_finished(c, rc == MK_OK);
-    mk_h1_proceed(c);
+    if (mk_h1_after_write(c, rc, false)) {
+        mk_h1_proceed(c);
+    }
+}
+
+/* A streamed request's handler queued bytes: write them as if writable. */
+static void mk_h1_wake(struct mk_request *r)
+{
+    struct mk_conn *c = r->conn;
+
+    if (mk_h1_after_write(c, mk_h1_write(r), true)) {
+        mk_h1_proceed(c);
+    }
 }
 
 /* ---- request-level entries ------------------------------------------------ */
@@ -848,4 +976,5 @@ const struct mk_proto mk_proto_h1 = {
     .unpark = mk_h1_unpark,
     .proceed = mk_h1_proceed,
     .abort = mk_h1_abort,
+    .wake = mk_h1_wake,
 };

@@ -552,6 +552,9 @@ const struct mk_api mk_plugin_api = {
     .response_complete = mk_api_response_complete,
     .worker_call = mk_api_worker_call,
     .site_hide_dotfiles = mk_api_site_hide_dotfiles,
+    .stream_start = mk_response_stream_start,
+    .stream_write = mk_response_stream_write,
+    .stream_end = mk_response_stream_end,
 };
 
 /* ---- loading ------------------------------------------------------------- */

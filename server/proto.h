@@ -60,6 +60,9 @@ struct mk_proto {
     void (*proceed)(struct mk_conn *c);
     /* A hook failed (MK_ERR): drop r; HTTP/1 closes the connection. */
     void (*abort)(struct mk_request *r);
+    /* A streamed response's handler queued bytes while the protocol waited
+       for it (MK_REQ_IDLE): write them (r may end, and be freed, here). */
+    void (*wake)(struct mk_request *r);
 };
 
 #endif

@@ -355,6 +355,7 @@ void mk_request_end(struct mk_request *r)
     r->flags &= (uint16_t) ~MK_REQ_ACTIVE;
     MK_STAT_ADD(w->n_requests, 1);
     MK_STAT_ADD(w->bytes_out, r->bytes_sent);
+    mk_response_stream_cancel(r);
     mk_response_drop_file(r);
     mk_free(r->owned);
     r->owned = NULL;

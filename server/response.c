@@ -113,6 +113,7 @@ void mk_response_error(struct mk_request *r, int status)
     static const char type[] = "text/html; charset=utf-8";
 
     r->status = status;
+    mk_response_stream_cancel(r);
     mk_response_drop_file(r);
     r->body_type = MK_RESP_NONE;
     r->content_length = 0;
@@ -136,6 +137,106 @@ void mk_response_error(struct mk_request *r, int status)
     r->mem = body;
     r->mem_len = (size_t) n;
     r->content_length = (uint64_t) n;
+}
+
+/* ---- streamed bodies ----------------------------------------------------- */
+
+int mk_response_stream_start(struct mk_request *r, mk_proceed_cb proceed, void *arg)
+{
+    if (r->body_type == MK_RESP_STREAM || !proceed) {
+        return MK_ERR;
+    }
+    mk_response_drop_file(r);
+    r->body_type = MK_RESP_STREAM;
+    r->mem_len = 0;
+    r->content_length = 0;
+    r->proceed = proceed;
+    r->proceed_arg = arg;
+    return MK_OK;
+}
+
+/* Append a piece (the last one: trailer lines) and wake an idle writer. */
+static int mk_response_stream_queue(struct mk_request *r, const void *data, size_t len, bool last)
+{
+    if (r->body_type != MK_RESP_STREAM || (r->flags & MK_REQ_STREAM_END) ||
+        (!last && r->queued >= MK_STREAM_HIGH_WATER)) {
+        return MK_ERR;
+    }
+    struct mk_piece *p = mk_try_alloc(sizeof(*p) + MK_PIECE_HDR + len + 2);
+    if (!p) {
+        return MK_ERR;
+    }
+    memset(p, 0, sizeof(*p));
+    memcpy(p->buf + MK_PIECE_HDR, data, len);
+    p->len = len;
+    p->last = last;
+    if (r->q_tail) {
+        r->q_tail->next = p;
+    }
+    else {
+        r->q_head = p;
+    }
+    r->q_tail = p;
+    r->queued += len;
+    if (last) {
+        r->flags |= MK_REQ_STREAM_END;
+    }
+    int rc = r->queued >= MK_STREAM_HIGH_WATER ? MK_AGAIN : MK_OK;
+    if (r->flags & MK_REQ_IDLE) {
+        /* The protocol waits for this handler: write now (r may end there). */
+        r->flags &= (uint16_t) ~MK_REQ_IDLE;
+        r->conn->proto->wake(r);
+    }
+    return rc;
+}
+
+int mk_response_stream_write(struct mk_request *r, const void *data, size_t len)
+{
+    if (len == 0) {
+        return r->body_type == MK_RESP_STREAM && !(r->flags & MK_REQ_STREAM_END) ? MK_OK : MK_ERR;
+    }
+    return mk_response_stream_queue(r, data, len, false);
+}
+
+int mk_response_stream_end(struct mk_request *r, const char *trailers)
+{
+    size_t len = trailers ? strlen(trailers) : 0;
+
+    /* Trailer lines end with CRLF and hold no empty line (it would end them early). */
+    if (len && (len < 2 || memcmp(trailers + len - 2, "\r\n", 2) != 0 ||
+                strstr(trailers, "\r\n\r\n") || trailers[0] == '\r')) {
+        return MK_ERR;
+    }
+    return mk_response_stream_queue(r, trailers ? trailers : "", len, true);
+}
+
+void mk_response_stream_pop(struct mk_request *r)
+{
+    struct mk_piece *p = r->q_head;
+
+    r->q_head = p->next;
+    if (!r->q_head) {
+        r->q_tail = NULL;
+    }
+    r->queued -= p->len;
+    mk_free(p);
+}
+
+void mk_response_stream_cancel(struct mk_request *r)
+{
+    if (r->body_type != MK_RESP_STREAM) {
+        return;
+    }
+    while (r->q_head) {
+        mk_response_stream_pop(r);
+    }
+    r->body_type = MK_RESP_NONE;
+    r->flags &= (uint16_t) ~MK_REQ_IDLE;
+    if (!(r->flags & MK_REQ_STREAM_END) && r->proceed) {
+        r->flags |= MK_REQ_STREAM_END;
+        r->proceed(NULL, r->proceed_arg);
+    }
+    r->proceed = NULL;
 }
 
 /* ---- the body ------------------------------------------------------------ */

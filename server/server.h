@@ -111,6 +111,18 @@ enum mk_resp_body {
     MK_RESP_NONE = 0,
     MK_RESP_MEM,
     MK_RESP_FILE,
+    MK_RESP_STREAM, /* pieces queued by the handler (api->stream_*) */
+};
+
+/* A queued piece of a streamed body: framing room, data, "\r\n". */
+#define MK_PIECE_HDR 18 /* room for a chunk-size line ("%x\r\n") */
+struct mk_piece {
+    struct mk_piece *next;
+    size_t len;        /* data bytes (the last piece: trailer bytes) */
+    char *start, *end; /* bytes still to write, once framed */
+    bool last;         /* the end of the body */
+    bool framed;       /* start/end set by the protocol */
+    char buf[];        /* MK_PIECE_HDR bytes, data, 2 bytes */
 };
 
 /* Request flags */
@@ -118,13 +130,16 @@ enum mk_resp_body {
 #define MK_REQ_HEAD 0x02u      /* HEAD: headers only */
 #define MK_REQ_CFG_REF 0x04u   /* counted in its worker's config users */
 #define MK_REQ_CONTINUE_SENT 0x08u
-#define MK_REQ_ACTIVE 0x10u     /* begun and not yet finished */
-#define MK_REQ_NO_BODY 0x20u    /* status forbids a body (1xx, 204, 304) */
-#define MK_REQ_BODY_READ 0x40u  /* the body asked for by a handler is complete */
-#define MK_REQ_SUSPENDING 0x80u /* the running hook called api->suspend() */
-#define MK_REQ_COMPLETE 0x100u  /* the whole announced response was sent */
-#define MK_REQ_PARKED 0x200u    /* suspended: waiting for api->resume() */
-#define MK_REQ_ZOMBIE 0x400u    /* ended while handles were out: freed by the last resume */
+#define MK_REQ_ACTIVE 0x10u       /* begun and not yet finished */
+#define MK_REQ_NO_BODY 0x20u      /* status forbids a body (1xx, 204, 304) */
+#define MK_REQ_BODY_READ 0x40u    /* the body asked for by a handler is complete */
+#define MK_REQ_SUSPENDING 0x80u   /* the running hook called api->suspend() */
+#define MK_REQ_COMPLETE 0x100u    /* the whole announced response was sent */
+#define MK_REQ_PARKED 0x200u      /* suspended: waiting for api->resume() */
+#define MK_REQ_ZOMBIE 0x400u      /* ended while handles were out: freed by the last resume */
+#define MK_REQ_STREAM_END 0x800u  /* the streaming handler called stream_end */
+#define MK_REQ_IDLE 0x1000u       /* a stream's queue is empty: waiting for its handler */
+#define MK_REQ_PROCEEDING 0x2000u /* inside the stream's proceed callback */
 
 /* Where a suspended request resumes. */
 enum mk_stage {
@@ -173,6 +188,12 @@ struct mk_request {
     uint64_t content_length;
     uint64_t bytes_sent; /* head and body */
     uint32_t head_bytes; /* of which the response head */
+    /* streamed body: pieces in order, bytes queued, the handler's callback */
+    struct mk_piece *q_head, *q_tail;
+    size_t queued;
+    mk_proceed_cb proceed;
+    void *proceed_arg;
+    bool chunked; /* framed with chunked coding (the protocol decides) */
 };
 
 /* Connection flags */
@@ -396,6 +417,15 @@ int mk_response_add_header(struct mk_request *r, const char *name, size_t name_l
 void mk_response_error(struct mk_request *r, int status);
 /* Whether r's status forbids a body (1xx, 204, 304). */
 bool mk_response_no_body(const struct mk_request *r);
+/* Streams (api->stream_*): see mk_plugin.h for the contracts. */
+#define MK_STREAM_HIGH_WATER (64u * 1024u) /* queued body bytes per request */
+int mk_response_stream_start(struct mk_request *r, mk_proceed_cb proceed, void *arg);
+int mk_response_stream_write(struct mk_request *r, const void *data, size_t len);
+int mk_response_stream_end(struct mk_request *r, const char *trailers);
+/* Free the queue; a handler that had not ended gets proceed(NULL, arg). */
+void mk_response_stream_cancel(struct mk_request *r);
+/* Free the first piece, written in full. */
+void mk_response_stream_pop(struct mk_request *r);
 /* Write the file body of r through the connection's transport: MK_OK (all
    sent), MK_AGAIN (socket full or budget spent), MK_ERR. */
 int mk_response_send_file(struct mk_request *r, size_t budget);

@@ -91,6 +91,16 @@ struct mk_plugin;
  */
 typedef int (*mk_resume_cb)(struct mk_request *r, void *arg);
 
+/*
+ * A streamed response's callback (api->stream_start). It runs on the
+ * request's worker when the queue has drained and the connection can take
+ * more: write pieces (stream_write) until it returns MK_AGAIN, or end the
+ * body (stream_end), or write nothing and come back later from another
+ * event. `r` is NULL when the request is gone before stream_end (connection
+ * lost, HEAD, 304): the callback must then only release `arg`.
+ */
+typedef void (*mk_proceed_cb)(struct mk_request *r, void *arg);
+
 /* Statistics of the whole server and of each worker (api->stats). */
 struct mk_server_stats {
     time_t started;       /* when the server started */
@@ -312,6 +322,27 @@ struct mk_api {
      * never reach a plugin's request or content hook.
      */
     int (*site_hide_dotfiles)(const struct mk_site *s);
+
+    /*
+     * Streaming responses, for a body of unknown length produced piece by
+     * piece (h2o's generator model). From a content hook (or its
+     * continuation): stream_start(), then return MK_OK; the status and
+     * headers set so far go out with the first bytes, without a
+     * Content-Length: HTTP/1.1 frames the body with chunked coding,
+     * HTTP/1.0 ends it by closing the connection. stream_write() copies a
+     * piece into the request's queue: MK_OK (write more), MK_AGAIN (taken,
+     * but the queue reached its high-water mark, 64 KiB: wait for proceed),
+     * MK_ERR (not taken: the queue was already full, memory is short, or
+     * the stream has ended). proceed(r, arg) runs each time the queue has
+     * been written out; the handler writes more there or from any later
+     * event on the worker (a write then wakes the connection up), but
+     * within SendTimeout. stream_end() ends the body, with optional trailer
+     * lines ("Name: value\r\n"..., chunked only): MK_OK or MK_ERR. Whole
+     * bodies (set_body*, set_body_file) stay the zero-copy path.
+     */
+    int (*stream_start)(struct mk_request *r, mk_proceed_cb proceed, void *arg);
+    int (*stream_write)(struct mk_request *r, const void *data, size_t len);
+    int (*stream_end)(struct mk_request *r, const char *trailers);
 };
 
 struct mk_plugin {
