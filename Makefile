@@ -3,8 +3,9 @@
 #   make            build into build/ (the server is build/bin/monkey)
 #   make run        build, then serve htdocs/ with conf/ on port 2001
 #   make test       build, then run every test on a normal and on an
-#                   AddressSanitizer + UBSan build, and the integration
-#                   tests on the static musl build
+#                   AddressSanitizer + UBSan build, the integration tests
+#                   once more with every thread pinned to one CPU (races
+#                   surface), and on the static musl build
 #   make static     a static binary with musl, for embedded systems (build-static/)
 #   make fuzz       libFuzzer targets for FUZZ_SECONDS each (default 60)
 #   make bench      benchmarks against nginx, lighttpd and h2o (see bench/);
@@ -18,6 +19,8 @@ STATIC_BUILD ?= build-static
 # Built into the static binary (auth needs libxcrypt, which musl does not have).
 STATIC_PLUGINS ?= skeleton;logger;dirlisting;access;control
 FUZZ_SECONDS ?= 60
+# The one CPU of the pinned integration run: the first this process may use.
+PIN_CPU    ?= $(shell python3 -c 'import os; print(min(os.sched_getaffinity(0)))' 2>/dev/null || echo 0)
 JOBS       ?= $(shell nproc)
 GENERATOR  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 PYTHON     := $(shell python3 -c 'import pytest' >/dev/null 2>&1 && echo python3 || echo /usr/bin/python3)
@@ -60,6 +63,8 @@ test: deps reconfigure all asan static
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 	@echo "== integration tests"
 	MK_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests/integration
+	@echo "== integration tests (server and clients pinned to CPU $(PIN_CPU))"
+	MK_BUILD=$(BUILD) taskset -c $(PIN_CPU) $(PYTHON) -m pytest -q tests/integration
 	@echo "== integration tests (ASan + UBSan)"
 	MK_BUILD=$(ASAN_BUILD) $(PYTHON) -m pytest -q tests/integration
 	@echo "== integration tests (static musl build)"

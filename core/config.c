@@ -354,6 +354,27 @@ bool mk_conf_size(const struct mk_conf *conf, const struct mk_conf_entry *e, uin
     return true;
 }
 
+bool mk_conf_duration(const struct mk_conf *conf, const struct mk_conf_entry *e, uint64_t min_ms,
+                      uint64_t max_ms, uint64_t *out, char *err, size_t errlen)
+{
+    char lo[24], hi[24];
+    uint64_t v;
+
+    mk_duration_to_str(min_ms, lo);
+    mk_duration_to_str(max_ms, hi);
+    if (!mk_str_to_duration_ms(e->value, strlen(e->value), UINT64_MAX / 2, &v)) {
+        return mk_conf_error(conf, e->line, err, errlen,
+                             "%s: expected a duration such as 30, 500ms, 2s or 1m, got '%s'",
+                             e->key, e->value);
+    }
+    if (v < min_ms || v > max_ms) {
+        return mk_conf_error(conf, e->line, err, errlen, "%s: %s is out of range (%s to %s)",
+                             e->key, e->value, lo, hi);
+    }
+    *out = v;
+    return true;
+}
+
 bool mk_conf_word(const char **cursor, const char **word, size_t *len)
 {
     const char *p = *cursor;

@@ -74,6 +74,13 @@ bool mk_conf_int(const struct mk_conf *conf, const struct mk_conf_entry *e, long
 bool mk_conf_size(const struct mk_conf *conf, const struct mk_conf_entry *e, uint64_t min,
                   uint64_t max, uint64_t *out, char *err, size_t errlen);
 
+/*
+ * A duration (see mk_str_to_duration_ms: "500ms", "2s", "1m"; a plain number
+ * counts seconds) in milliseconds, from min_ms to max_ms.
+ */
+bool mk_conf_duration(const struct mk_conf *conf, const struct mk_conf_entry *e, uint64_t min_ms,
+                      uint64_t max_ms, uint64_t *out, char *err, size_t errlen);
+
 /* Format "file:line: " + message into err. Always returns false. */
 bool mk_conf_error(const struct mk_conf *conf, int line, char *err, size_t errlen, const char *fmt,
                    ...) __attribute__((format(printf, 5, 6)));

@@ -26,6 +26,12 @@
 #define MK_EV_READ 0x01u  /* readable (or a peer hang-up: a read will tell) */
 #define MK_EV_WRITE 0x02u /* writable */
 #define MK_EV_ERROR 0x04u /* reported only: error or hang-up on the descriptor */
+/*
+ * Interest: the peer's hang-up only, without readability (for a descriptor
+ * whose input must wait). Readiness: the peer closed its side or the
+ * connection (reported whatever the interest).
+ */
+#define MK_EV_HANGUP 0x08u
 
 struct mk_event;
 typedef void (*mk_event_cb)(struct mk_event *event, uint32_t ready);

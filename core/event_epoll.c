@@ -23,6 +23,9 @@ static uint32_t mk_epoll_mask(uint32_t mask)
     if (mask & MK_EV_READ) {
         e |= EPOLLIN | EPOLLRDHUP;
     }
+    if (mask & MK_EV_HANGUP) {
+        e |= EPOLLRDHUP;
+    }
     if (mask & MK_EV_WRITE) {
         e |= EPOLLOUT;
     }
@@ -132,6 +135,9 @@ void mk_event_dispatch(struct mk_event_loop *loop, int n)
         }
         if (e & (EPOLLERR | EPOLLHUP)) {
             ready |= MK_EV_ERROR;
+        }
+        if (e & (EPOLLRDHUP | EPOLLHUP)) {
+            ready |= MK_EV_HANGUP;
         }
         event->cb(event, ready);
     }

@@ -49,6 +49,41 @@ bool mk_str_to_u64(const char *p, size_t len, uint64_t max, uint64_t *out)
     return true;
 }
 
+bool mk_str_to_duration_ms(const char *p, size_t len, uint64_t max_ms, uint64_t *out)
+{
+    uint64_t mult = 1000, v;
+
+    if (len >= 2 && p[len - 2] == 'm' && p[len - 1] == 's') {
+        mult = 1;
+        len -= 2;
+    }
+    else if (len >= 1 && (p[len - 1] == 's' || p[len - 1] == 'm' || p[len - 1] == 'h')) {
+        mult = p[len - 1] == 's' ? 1000 : p[len - 1] == 'm' ? 60000 : 3600000;
+        len--;
+    }
+    if (!mk_str_to_u64(p, len, max_ms / mult, &v)) {
+        return false;
+    }
+    *out = v * mult;
+    return true;
+}
+
+void mk_duration_to_str(uint64_t ms, char *buf)
+{
+    size_t n;
+
+    if (ms % 1000 == 0) {
+        n = mk_u64_to_str(ms / 1000, buf);
+        buf[n++] = 's';
+    }
+    else {
+        n = mk_u64_to_str(ms, buf);
+        buf[n++] = 'm';
+        buf[n++] = 's';
+    }
+    buf[n] = '\0';
+}
+
 struct mk_str mk_str_trim(struct mk_str s)
 {
     while (s.len && (s.p[0] == ' ' || s.p[0] == '\t')) {

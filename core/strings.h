@@ -55,6 +55,17 @@ bool mk_str_iprefix(const char *a, size_t alen, const char *prefix);
  */
 bool mk_str_to_u64(const char *p, size_t len, uint64_t max, uint64_t *out);
 
+/*
+ * Parse a duration into milliseconds: digits followed by an optional unit,
+ * `ms`, `s`, `m` or `h` (lowercase, no space before it). Without a unit the
+ * number counts seconds ("30" is 30 s). Returns false on anything else or
+ * when the value exceeds `max_ms`.
+ */
+bool mk_str_to_duration_ms(const char *p, size_t len, uint64_t max_ms, uint64_t *out);
+
+/* Write `ms` as a duration text ("1500ms", "30s") into `buf` (at least 24 bytes). */
+void mk_duration_to_str(uint64_t ms, char *buf);
+
 /* Strip spaces and horizontal tabs at both ends. */
 struct mk_str mk_str_trim(struct mk_str s);
 

@@ -34,19 +34,19 @@ void mk_timer_init(struct mk_timer *e)
     e->deadline = 0;
 }
 
-/* The queue of entries armed for `seconds`, created when there is none. */
-static struct mk_timer_queue *mk_timers_queue(struct mk_timers *t, int seconds)
+/* The queue of entries armed for `ms`, created when there is none. */
+static struct mk_timer_queue *mk_timers_queue(struct mk_timers *t, uint64_t ms)
 {
     struct mk_list *it;
 
     mk_list_foreach (it, &t->queues) {
         struct mk_timer_queue *q = mk_list_entry(it, struct mk_timer_queue, node);
-        if (q->seconds == seconds) {
+        if (q->ms == ms) {
             return q;
         }
     }
     struct mk_timer_queue *q = mk_alloc(sizeof(*q));
-    q->seconds = seconds;
+    q->ms = ms;
     q->last_armed = 0;
     mk_list_init(&q->entries);
     mk_list_add_tail(&q->node, &t->queues);
@@ -54,12 +54,12 @@ static struct mk_timer_queue *mk_timers_queue(struct mk_timers *t, int seconds)
     return q;
 }
 
-void mk_timer_arm(struct mk_timers *t, struct mk_timer *e, time_t now, int seconds)
+void mk_timer_arm(struct mk_timers *t, struct mk_timer *e, uint64_t now, uint64_t ms)
 {
-    struct mk_timer_queue *q = mk_timers_queue(t, seconds);
+    struct mk_timer_queue *q = mk_timers_queue(t, ms);
 
     q->last_armed = now;
-    e->deadline = now + seconds;
+    e->deadline = now + ms;
     mk_list_move_tail(&e->node, &q->entries);
 }
 
@@ -86,8 +86,25 @@ struct mk_timer *mk_timers_any(const struct mk_timers *t)
     return NULL;
 }
 
+uint64_t mk_timers_next(const struct mk_timers *t)
+{
+    const struct mk_list *it;
+    uint64_t next = MK_TIMER_NEVER;
+
+    mk_list_foreach (it, &t->queues) {
+        const struct mk_timer_queue *q = mk_list_entry(it, struct mk_timer_queue, node);
+        if (!mk_list_is_empty(&q->entries)) {
+            const struct mk_timer *e = mk_list_entry(q->entries.next, struct mk_timer, node);
+            if (e->deadline < next) {
+                next = e->deadline;
+            }
+        }
+    }
+    return next;
+}
+
 /* Free the queues that have been empty and unused for a while. */
-static void mk_timers_prune(struct mk_timers *t, time_t now)
+static void mk_timers_prune(struct mk_timers *t, uint64_t now)
 {
     struct mk_list *it, *tmp;
 
@@ -101,8 +118,8 @@ static void mk_timers_prune(struct mk_timers *t, time_t now)
     }
 }
 
-size_t mk_timers_expire(struct mk_timers *t, time_t now, void (*fn)(struct mk_timer *e, void *arg),
-                        void *arg)
+size_t mk_timers_expire(struct mk_timers *t, uint64_t now,
+                        void (*fn)(struct mk_timer *e, void *arg), void *arg)
 {
     struct mk_list *it;
     size_t n = 0;
@@ -112,12 +129,13 @@ size_t mk_timers_expire(struct mk_timers *t, time_t now, void (*fn)(struct mk_ti
         struct mk_timer_queue *q = mk_list_entry(it, struct mk_timer_queue, node);
         while (!mk_list_is_empty(&q->entries)) {
             struct mk_timer *e = mk_list_entry(q->entries.next, struct mk_timer, node);
-            if (e->deadline >= now) {
+            if (e->deadline > now) {
                 break;
             }
             fn(e, arg);
             n++;
-            if (q->entries.next == &e->node && e->deadline < now) {
+            /* e may be freed once unlinked: look at it only if still the head. */
+            if (q->entries.next == &e->node && e->deadline <= now) {
                 mk_timer_disarm(e); /* fn broke its contract: do not spin */
             }
         }

@@ -2,9 +2,10 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * timer.h: deadlines in whole seconds, in FIFO queues of one duration each.
+ * timer.h: deadlines in milliseconds of a monotonic clock, in FIFO queues of
+ * one duration each.
  *
- * An entry armed for `seconds` goes to the tail of the queue for that
+ * An entry armed for `ms` milliseconds goes to the tail of the queue for that
  * duration (created on first use). Every entry of a queue was armed with the
  * same duration and a later or equal `now`, so each queue is in deadline
  * order and expiry looks only at queue heads. When a duration changes (a reload lowers Timeout, for
@@ -13,8 +14,13 @@
  *
  * Arming, disarming and expiring cost O(1) plus a walk over the queues,
  * whose number is the number of distinct durations in use (a handful). A
- * queue left empty and unused for MK_TIMER_QUEUE_IDLE seconds is freed by
- * mk_timers_expire(), so steady traffic allocates nothing.
+ * queue left empty and unused for MK_TIMER_QUEUE_IDLE ms is freed by
+ * mk_timers_expire(), so steady traffic allocates nothing. Many distinct
+ * durations make many queues: the structure suits a few durations used
+ * over and over (connection timeouts, a plugin's polling period).
+ *
+ * The clock is the caller's: `now` is any monotonic count of milliseconds
+ * (the workers read CLOCK_MONOTONIC once per loop iteration).
  *
  * Not thread safe: a struct mk_timers belongs to one thread (a worker).
  */
@@ -23,21 +29,22 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <time.h>
+#include <stdint.h>
 
 #include "list.h"
 
-#define MK_TIMER_QUEUE_IDLE 60 /* seconds an empty queue is kept for reuse */
+#define MK_TIMER_QUEUE_IDLE 60000 /* ms an empty queue is kept for reuse */
+#define MK_TIMER_NEVER UINT64_MAX /* mk_timers_next() when nothing is armed */
 
 /* Embedded in whatever has a deadline; self-linked while not armed. */
 struct mk_timer {
     struct mk_list node; /* in its queue's entries */
-    time_t deadline;
+    uint64_t deadline;   /* ms */
 };
 
 struct mk_timer_queue {
-    int seconds;
-    time_t last_armed;
+    uint64_t ms; /* the duration of every entry */
+    uint64_t last_armed;
     struct mk_list entries; /* struct mk_timer, oldest (earliest deadline) first */
     struct mk_list node;    /* in mk_timers.queues */
 };
@@ -55,12 +62,12 @@ void mk_timers_destroy(struct mk_timers *t);
 void mk_timer_init(struct mk_timer *e);
 
 /*
- * (Re)arm `e` to expire `seconds` after `now` (seconds >= 0). `now` should
+ * (Re)arm `e` to expire `ms` after `now` (deadline now + ms). `now` should
  * not be earlier than in earlier calls on `t`: if the clock steps back, the
  * entries armed after the step may expire late by up to the step. Aborts only
  * if a new queue cannot be allocated (see mk_alloc).
  */
-void mk_timer_arm(struct mk_timers *t, struct mk_timer *e, time_t now, int seconds);
+void mk_timer_arm(struct mk_timers *t, struct mk_timer *e, uint64_t now, uint64_t ms);
 
 /* Disarm `e`; harmless when it is not armed. */
 void mk_timer_disarm(struct mk_timer *e);
@@ -76,16 +83,19 @@ bool mk_timers_empty(const struct mk_timers *t);
 /* Some armed entry, or NULL (for closing everything). */
 struct mk_timer *mk_timers_any(const struct mk_timers *t);
 
+/* The earliest deadline armed, or MK_TIMER_NEVER: how long a loop may sleep. */
+uint64_t mk_timers_next(const struct mk_timers *t);
+
 /*
- * Call fn(e, arg) for every entry whose deadline is before `now` (a deadline
- * of `now` is not yet due: with whole seconds, it may be less than a second
- * away), earliest first within each queue. fn must disarm e or re-arm it (to
- * a later deadline); an entry it leaves due is disarmed. fn may arm and disarm
- * other entries. Then free the queues idle for MK_TIMER_QUEUE_IDLE seconds.
- * Returns the number of entries fn was called for.
+ * Call fn(e, arg) for every entry whose deadline is at or before `now`,
+ * earliest first within each queue. fn must disarm e or re-arm it (to a
+ * later deadline); an entry it leaves due is disarmed. Once e is disarmed fn
+ * may free it. fn may arm and disarm other entries. Then free the queues
+ * idle for MK_TIMER_QUEUE_IDLE ms. Returns the number of entries fn was
+ * called for.
  */
-size_t mk_timers_expire(struct mk_timers *t, time_t now, void (*fn)(struct mk_timer *e, void *arg),
-                        void *arg);
+size_t mk_timers_expire(struct mk_timers *t, uint64_t now,
+                        void (*fn)(struct mk_timer *e, void *arg), void *arg);
 
 /* Call fn(e, arg) once for every armed entry; fn may disarm e, and arm nothing. */
 void mk_timers_each(struct mk_timers *t, void (*fn)(struct mk_timer *e, void *arg), void *arg);

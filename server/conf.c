@@ -26,96 +26,12 @@
 #include <unistd.h>
 
 #include <monkey/mk_common.h>
+#include <monkey/mk_plugin.h>
 
 #include "../core/memory.h"
+#include "../core/schema.h"
 #include "path.h"
 #include "server.h"
-
-/* ---- keys ---------------------------------------------------------------- */
-
-enum mk_key_id {
-    K_LISTEN,
-    K_WORKERS,
-    K_BALANCING,
-    K_TIMEOUT,
-    K_BODY_MIN_RATE,
-    K_SEND_TIMEOUT,
-    K_KEEPALIVE,
-    K_KEEPALIVE_TIMEOUT,
-    K_MAX_KEEPALIVE_REQUESTS,
-    K_GRACEFUL_TIMEOUT,
-    K_MAX_REQUEST_LINE,
-    K_MAX_REQUEST_SIZE,
-    K_MAX_REQUEST_HEADERS,
-    K_MAX_REQUEST_BODY,
-    K_MAX_CONNECTIONS,
-    K_BACKLOG,
-    K_TCP_FASTOPEN,
-    K_DEFER_ACCEPT,
-    K_HIDE_VERSION,
-    K_USER,
-    K_PIDFILE,
-    K_LOG,
-    K_LOG_LEVEL,
-    K_INDEX_FILES,
-    K_DEFAULT_MIME,
-    K_FILE_CACHE,
-    K_COUNT
-};
-
-struct mk_key {
-    const char *name;
-    enum mk_key_id id;
-    bool multi;           /* may appear on several lines */
-    const char *fallback; /* default as configuration text; NULL: none */
-};
-
-static const struct mk_key mk_server_keys[] = {
-    {"Listen", K_LISTEN, true, NULL},
-    {"Workers", K_WORKERS, false, "0"},
-    {"Balancing", K_BALANCING, false, "reuseport"},
-    {"Timeout", K_TIMEOUT, false, "15"},
-    {"BodyMinRate", K_BODY_MIN_RATE, false, "500"},
-    {"SendTimeout", K_SEND_TIMEOUT, false, "30"},
-    {"KeepAlive", K_KEEPALIVE, false, "On"},
-    {"KeepAliveTimeout", K_KEEPALIVE_TIMEOUT, false, "5"},
-    {"MaxKeepAliveRequests", K_MAX_KEEPALIVE_REQUESTS, false, "1000"},
-    {"GracefulTimeout", K_GRACEFUL_TIMEOUT, false, "30"},
-    {"MaxRequestLine", K_MAX_REQUEST_LINE, false, "8K"},
-    {"MaxRequestSize", K_MAX_REQUEST_SIZE, false, "32K"},
-    {"MaxRequestHeaders", K_MAX_REQUEST_HEADERS, false, "100"},
-    {"MaxRequestBody", K_MAX_REQUEST_BODY, false, "16M"},
-    {"MaxConnections", K_MAX_CONNECTIONS, false, "0"},
-    {"Backlog", K_BACKLOG, false, "1024"},
-    {"TCPFastOpen", K_TCP_FASTOPEN, false, "Off"},
-    {"DeferAccept", K_DEFER_ACCEPT, false, "On"},
-    {"HideVersion", K_HIDE_VERSION, false, "Off"},
-    {"User", K_USER, false, NULL},
-    {"PidFile", K_PIDFILE, false, NULL},
-    {"Log", K_LOG, false, NULL},
-    {"LogLevel", K_LOG_LEVEL, false, "info"},
-    {"IndexFiles", K_INDEX_FILES, false, "index.html index.htm"},
-    {"DefaultMimeType", K_DEFAULT_MIME, false, "application/octet-stream"},
-    {"FileCache", K_FILE_CACHE, false, "128"},
-};
-#define MK_N_SERVER_KEYS (sizeof(mk_server_keys) / sizeof(mk_server_keys[0]))
-
-static const char *const mk_host_keys[] = {"ServerName", "DocumentRoot", "Symlinks",
-                                           "HideDotFiles"};
-
-const char *mk_config_key(const char *section, size_t i)
-{
-    if (strcasecmp(section, "SERVER") == 0) {
-        return i < MK_N_SERVER_KEYS ? mk_server_keys[i].name : NULL;
-    }
-    if (strcasecmp(section, "HOST") == 0) {
-        return i < sizeof(mk_host_keys) / sizeof(mk_host_keys[0]) ? mk_host_keys[i] : NULL;
-    }
-    if (strcasecmp(section, "PLUGINS") == 0) {
-        return i == 0 ? "Load" : NULL;
-    }
-    return NULL;
-}
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -160,12 +76,249 @@ static char **mk_words(const char *value, size_t *count)
     return v;
 }
 
+/* ---- keys ---------------------------------------------------------------- */
+
+static int mk_check_user(const char *value, char *reason, size_t len)
+{
+    if (!getpwnam(value)) {
+        snprintf(reason, len, "no such user '%s'", value);
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
+static int mk_check_index_file(const char *value, char *reason, size_t len)
+{
+    if (strchr(value, '/') || strcmp(value, ".") == 0 || strcmp(value, "..") == 0) {
+        snprintf(reason, len, "'%s' is not a plain file name", value);
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
+static int mk_check_media_type(const char *value, char *reason, size_t len)
+{
+    if (!strchr(value, '/')) {
+        snprintf(reason, len, "'%s' is not a media type", value);
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
 static void mk_listen_addr_free(struct mk_listen_addr *a)
 {
     mk_free(a->text);
     mk_free(a->spec);
     mk_free(a->transport);
     mk_free(a->where);
+}
+
+static bool mk_same_addr(const struct mk_listen_addr *a, const struct mk_listen_addr *b)
+{
+    return a->any == b->any && a->addrlen == b->addrlen &&
+           memcmp(&a->addr, &b->addr, a->addrlen) == 0;
+}
+
+/* Listen ADDRESS [TRANSPORT]: one more listening address. */
+static int mk_set_listen(void *obj, const struct mk_conf_key *k, const char *value,
+                         const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    struct mk_config *cfg = obj;
+    const char *cursor = value, *w, *tw, *extra;
+    size_t wlen, twlen, extra_len;
+    struct mk_listen_addr a;
+    struct mk_conf_address addr;
+    char v[128];
+
+    (void) k;
+    if (!mk_conf_word(&cursor, &w, &wlen) || wlen >= sizeof(v)) {
+        snprintf(reason, len, "bad address '%s'", value);
+        return MK_ERR;
+    }
+    memcpy(v, w, wlen);
+    v[wlen] = '\0';
+    if (mk_conf_word(&cursor, &tw, &twlen)) {
+        if (mk_conf_word(&cursor, &extra, &extra_len)) {
+            snprintf(reason, len, "expected ADDRESS [TRANSPORT], got '%s'", value);
+            return MK_ERR;
+        }
+    }
+    else {
+        tw = "plain";
+        twlen = 5;
+    }
+    if (mk_schema_parse_address(v, &addr, reason, len) != MK_OK) {
+        return MK_ERR;
+    }
+    memset(&a, 0, sizeof(a));
+    a.addr = addr.addr;
+    a.addrlen = addr.addrlen;
+    a.any = addr.any;
+    for (size_t i = 0; i < cfg->n_listen; i++) {
+        if (mk_same_addr(&cfg->listen[i], &a)) {
+            snprintf(reason, len, "'%s' is given twice", value);
+            return MK_ERR;
+        }
+    }
+    a.spec = mk_strdup(v);
+    a.transport = mk_strndup(tw, twlen);
+    if (strcmp(a.transport, "plain") == 0) {
+        a.text = mk_strdup(v);
+    }
+    else {
+        size_t n = strlen(v) + twlen + 2;
+        a.text = mk_alloc(n);
+        snprintf(a.text, n, "%s %s", v, a.transport);
+    }
+    a.where = mk_strdup(origin->where);
+    cfg->listen = mk_realloc(cfg->listen, (cfg->n_listen + 1) * sizeof(*cfg->listen));
+    cfg->listen[cfg->n_listen++] = a;
+    return MK_OK;
+}
+
+/* TCPFastOpen On, Off or a queue length. */
+static int mk_set_fastopen(void *obj, const struct mk_conf_key *k, const char *value,
+                           const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    struct mk_config *cfg = obj;
+    struct mk_conf_entry e = {.key = (char *) k->name, .value = (char *) value};
+    bool b;
+    long n;
+
+    (void) origin;
+    if (mk_conf_bool(NULL, &e, &b, NULL, 0)) {
+        cfg->tcp_fastopen = b ? 256 : 0;
+        return MK_OK;
+    }
+    if (!mk_conf_int(NULL, &e, 0, 1 << 20, &n, NULL, 0)) {
+        snprintf(reason, len, "expected On, Off or a queue length, got '%s'", value);
+        return MK_ERR;
+    }
+    cfg->tcp_fastopen = (int) n;
+    return MK_OK;
+}
+
+/* Log FILE, or stderr. */
+static int mk_set_log(void *obj, const struct mk_conf_key *k, const char *value,
+                      const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    struct mk_config *cfg = obj;
+
+    (void) k;
+    (void) reason;
+    (void) len;
+    mk_free(cfg->log_path);
+    cfg->log_path = strcmp(value, "stderr") == 0 ? NULL : mk_path_join(origin->confdir, value);
+    return MK_OK;
+}
+
+static void mk_server_schema_free(void *obj, int site)
+{
+    struct mk_config *cfg = obj;
+
+    (void) site;
+    for (size_t i = 0; i < cfg->n_listen; i++) {
+        mk_listen_addr_free(&cfg->listen[i]);
+    }
+    mk_free(cfg->listen);
+    cfg->listen = NULL;
+    cfg->n_listen = 0;
+    mk_free(cfg->log_path);
+    cfg->log_path = NULL;
+}
+
+/* Workers 0 means one per CPU; a request line never exceeds the head. */
+static int mk_server_schema_finish(void *obj, int site, const char **key, char *reason, size_t len)
+{
+    struct mk_config *cfg = obj;
+
+    (void) site;
+    (void) key;
+    (void) reason;
+    (void) len;
+    if (cfg->workers == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        cfg->workers = n < 1 ? 1 : (int) n;
+    }
+    if (cfg->limits.max_line > cfg->limits.max_head) {
+        cfg->limits.max_line = cfg->limits.max_head;
+    }
+    return MK_OK;
+}
+
+static const char *const mk_balancing_words[] = {"reuseport", "fair", NULL};
+static const char *const mk_log_level_words[] = {"error", "warn", "info", "debug", NULL};
+
+#define MK_SRV(member) MK_CONF_FIELD(struct mk_config, member)
+
+/* Every [SERVER] key, in the order of docs/configuration.md. */
+static const struct mk_conf_key mk_server_keys[] = {
+    {"Listen", MK_CONF_CUSTOM, MK_CONF_MULTI, 0, 0, 0, 0, "2001", .set = mk_set_listen},
+    {"Workers", MK_CONF_INT, 0, MK_SRV(workers), 0, 1024, "0"},
+    {"Balancing", MK_CONF_ENUM, 0, MK_SRV(balancing), 0, 0, "reuseport", mk_balancing_words},
+    {"Timeout", MK_CONF_DURATION, 0, MK_SRV(timeout_ms), 1, 3600000, "15"},
+    {"BodyMinRate", MK_CONF_SIZE, 0, MK_SRV(body_min_rate), 0, 1u << 30, "500"},
+    {"SendTimeout", MK_CONF_DURATION, 0, MK_SRV(send_timeout_ms), 1, 3600000, "30"},
+    {"KeepAlive", MK_CONF_BOOL, 0, MK_SRV(keepalive), 0, 0, "On"},
+    {"KeepAliveTimeout", MK_CONF_DURATION, 0, MK_SRV(keepalive_timeout_ms), 1, 3600000, "5"},
+    {"MaxKeepAliveRequests", MK_CONF_INT, 0, MK_SRV(max_keepalive_requests), 0, 100000000, "1000"},
+    {"GracefulTimeout", MK_CONF_DURATION, 0, MK_SRV(graceful_timeout_ms), 0, 86400000, "30"},
+    {"MaxRequestLine", MK_CONF_SIZE, 0, MK_SRV(limits.max_line), 64, 1u << 20, "8K"},
+    {"MaxRequestSize", MK_CONF_SIZE, 0, MK_SRV(limits.max_head), 256, 16u << 20, "32K"},
+    {"MaxRequestHeaders", MK_CONF_INT, 0, MK_SRV(limits.max_headers), 1, 10000, "100"},
+    {"MaxRequestBody", MK_CONF_SIZE, 0, MK_SRV(max_body), 0, INT64_MAX, "16M"},
+    {"MaxConnections", MK_CONF_INT, 0, MK_SRV(max_connections), 0, 10000000, "0"},
+    {"Backlog", MK_CONF_INT, 0, MK_SRV(backlog), 1, 1 << 20, "1024"},
+    {"TCPFastOpen", MK_CONF_CUSTOM, 0, 0, 0, 0, 0, "Off", .set = mk_set_fastopen},
+    {"DeferAccept", MK_CONF_BOOL, 0, MK_SRV(defer_accept), 0, 0, "On"},
+    {"HideVersion", MK_CONF_BOOL, 0, MK_SRV(hide_version), 0, 0, "Off"},
+    {"User", MK_CONF_STRING, 0, MK_SRV(user), 0, 0, NULL, .check = mk_check_user},
+    {"PidFile", MK_CONF_PATH, 0, MK_SRV(pidfile), 0, 0, NULL},
+    {"Log", MK_CONF_CUSTOM, 0, 0, 0, 0, 0, NULL, .set = mk_set_log},
+    {"LogLevel", MK_CONF_ENUM, 0, MK_SRV(log_level), 0, 0, "info", mk_log_level_words},
+    {"IndexFiles", MK_CONF_WORDS, 0, MK_SRV(index_list), 0, 0, "index.html index.htm",
+     .check = mk_check_index_file},
+    {"DefaultMimeType", MK_CONF_STRING, 0, MK_SRV(default_mime), 0, 0, "application/octet-stream",
+     .check = mk_check_media_type},
+    {"FileCache", MK_CONF_INT, 0, MK_SRV(file_cache), 0, 65536, "128"},
+    {"TaskQueuePerPlugin", MK_CONF_INT, 0, MK_SRV(task_queue_per_plugin), 1, 65536, "64"},
+    {"TaskQueuePerClient", MK_CONF_INT, 0, MK_SRV(task_queue_per_client), 1, 65536, "8"},
+    {NULL},
+};
+
+static const struct mk_conf_schema mk_server_schema = {
+    .section = "SERVER",
+    .keys = mk_server_keys,
+    .size = sizeof(struct mk_config),
+    .free = mk_server_schema_free,
+    .finish = mk_server_schema_finish,
+};
+#define MK_N_SERVER_KEYS (sizeof(mk_server_keys) / sizeof(mk_server_keys[0]) - 1)
+
+_Static_assert(MK_N_SERVER_KEYS <=
+                   sizeof(((struct mk_config *) 0)->key_rec) / sizeof(struct mk_schema_record),
+               "key_rec is too small");
+
+const struct mk_conf_schema *mk_config_schema(void)
+{
+    return &mk_server_schema;
+}
+
+static const char *const mk_host_keys[] = {"ServerName", "DocumentRoot", "Symlinks",
+                                           "HideDotFiles"};
+
+const char *mk_config_key(const char *section, size_t i)
+{
+    if (strcasecmp(section, "SERVER") == 0) {
+        return i < MK_N_SERVER_KEYS ? mk_server_keys[i].name : NULL;
+    }
+    if (strcasecmp(section, "HOST") == 0) {
+        return i < sizeof(mk_host_keys) / sizeof(mk_host_keys[0]) ? mk_host_keys[i] : NULL;
+    }
+    if (strcasecmp(section, "PLUGINS") == 0) {
+        return i == 0 ? "Load" : NULL;
+    }
+    return NULL;
 }
 
 static void mk_vhost_free(struct mk_vhost *vh)
@@ -182,37 +335,56 @@ static void mk_vhost_free(struct mk_vhost *vh)
         mk_free(vh->error_pages[i].path);
     }
     mk_free(vh->error_pages);
-    for (size_t i = 0; i < vh->n_plugin_data; i++) {
-        if (vh->plugin_free[i] && vh->plugin_data[i]) {
-            vh->plugin_free[i](vh->plugin_data[i]);
-        }
-    }
-    mk_free(vh->plugin_data);
-    mk_free(vh->plugin_free);
     mk_conf_free(vh->conf);
     mk_free(vh->file);
     mk_free(vh);
 }
 
+/*
+ * Release what plugins keep for a site: their site_init() data first (its
+ * destructor may still read the site's keys), then the site keys.
+ */
+static void mk_vhost_release_plugins(const struct mk_config *cfg, struct mk_vhost *vh)
+{
+    for (size_t i = 0; i < vh->n_plugin_data; i++) {
+        if (vh->plugin_free[i] && vh->plugin_data[i]) {
+            vh->plugin_free[i](vh->plugin_data[i]);
+        }
+    }
+    for (size_t i = 0; vh->plugin_conf && i < vh->n_plugin_data && i < cfg->n_plugin_conf; i++) {
+        const struct mk_conf_schema *schema = cfg->conf_plugins[i]->conf_schema;
+        if (schema && vh->plugin_conf[i]) {
+            mk_schema_delete(schema, MK_CONF_SITE, vh->plugin_conf[i]);
+        }
+    }
+    mk_free(vh->plugin_data);
+    mk_free(vh->plugin_free);
+    mk_free(vh->plugin_conf);
+    vh->plugin_data = NULL;
+    vh->plugin_free = NULL;
+    vh->plugin_conf = NULL;
+    vh->n_plugin_data = 0;
+}
+
 static void mk_config_free(struct mk_config *cfg)
 {
-    for (size_t i = 0; i < cfg->n_listen; i++) {
-        mk_listen_addr_free(&cfg->listen[i]);
+    mk_schema_release(&mk_server_schema, 0, cfg);
+    for (size_t i = 0; i < MK_N_SERVER_KEYS; i++) {
+        mk_free(cfg->key_rec[i].text);
+        mk_free(cfg->key_rec[i].where);
     }
-    mk_free(cfg->listen);
-    mk_free(cfg->user);
-    mk_free(cfg->pidfile);
-    mk_free(cfg->log_path);
-    mk_free(cfg->default_mime);
-    for (size_t i = 0; i < K_COUNT; i++) {
-        mk_free(cfg->key_text[i]);
-        mk_free(cfg->key_where[i]);
-    }
-    mk_strv_free(cfg->index_files, cfg->n_index_files);
     mk_mime_free(cfg->mime);
     for (size_t i = 0; i < cfg->n_vhosts; i++) {
+        mk_vhost_release_plugins(cfg, cfg->vhosts[i]);
         mk_vhost_free(cfg->vhosts[i]);
     }
+    for (size_t i = 0; i < cfg->n_plugin_conf; i++) {
+        if (cfg->conf_plugins[i]->conf_schema) {
+            mk_schema_delete(cfg->conf_plugins[i]->conf_schema, 0, cfg->plugin_conf[i]);
+        }
+    }
+    mk_free(cfg->plugin_conf);
+    mk_free(cfg->conf_plugins);
     mk_free(cfg->vhosts);
     for (size_t i = 0; i < cfg->n_plugins; i++) {
         mk_free(cfg->plugins[i].spec);
@@ -236,7 +408,7 @@ void mk_config_unref(struct mk_config *cfg)
     }
 }
 
-/* ---- [SERVER] values ----------------------------------------------------- */
+/* ---- [SERVER] ------------------------------------------------------------- */
 
 static char *mk_where(const struct mk_conf *conf, int line)
 {
@@ -245,425 +417,50 @@ static char *mk_where(const struct mk_conf *conf, int line)
     return mk_strdup(buf);
 }
 
-static bool mk_parse_listen(const struct mk_conf *conf, const struct mk_conf_entry *e,
-                            struct mk_listen_addr *out, char *err, size_t errlen)
+static size_t mk_key_index(const char *name)
 {
-    const char *cursor = e->value, *w, *tw;
-    size_t wlen, twlen;
-    char v[128];
-    const char *port_str;
-    char host[INET6_ADDRSTRLEN + 1];
-    uint64_t port;
-
-    memset(out, 0, sizeof(*out));
-    if (!mk_conf_word(&cursor, &w, &wlen) || wlen >= sizeof(v)) {
-        return ERR(conf, e->line, "Listen: bad address '%s'", e->value);
-    }
-    memcpy(v, w, wlen);
-    v[wlen] = '\0';
-    if (mk_conf_word(&cursor, &tw, &twlen)) {
-        const char *extra;
-        size_t extra_len;
-        if (mk_conf_word(&cursor, &extra, &extra_len)) {
-            return ERR(conf, e->line, "Listen: expected ADDRESS [TRANSPORT], got '%s'", e->value);
-        }
-    }
-    else {
-        tw = "plain";
-        twlen = 5;
-    }
-    if (v[0] == '[') {
-        const char *close = strchr(v, ']');
-        if (!close || close[1] != ':' || (size_t) (close - v - 1) >= sizeof(host)) {
-            return ERR(conf, e->line, "Listen: expected [IPv6]:PORT, got '%s'", v);
-        }
-        memcpy(host, v + 1, (size_t) (close - v - 1));
-        host[close - v - 1] = '\0';
-        port_str = close + 2;
-    }
-    else if (strchr(v, ':')) {
-        const char *colon = strrchr(v, ':');
-        if ((size_t) (colon - v) >= sizeof(host)) {
-            return ERR(conf, e->line, "Listen: bad address '%s'", v);
-        }
-        memcpy(host, v, (size_t) (colon - v));
-        host[colon - v] = '\0';
-        port_str = colon + 1;
-    }
-    else {
-        host[0] = '\0';
-        port_str = v;
-    }
-    if (!mk_str_to_u64(port_str, strlen(port_str), 65535, &port) || port == 0) {
-        return ERR(conf, e->line, "Listen: '%s' is not a port number (1 to 65535)", port_str);
-    }
-
-    struct sockaddr_in *in4 = (struct sockaddr_in *) &out->addr;
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *) &out->addr;
-    if (host[0] == '\0' || strcmp(host, "*") == 0) {
-        out->any = true;
-        in6->sin6_family = AF_INET6;
-        in6->sin6_addr = in6addr_any;
-        in6->sin6_port = htons((uint16_t) port);
-        out->addrlen = sizeof(*in6);
-    }
-    else if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
-        in4->sin_family = AF_INET;
-        in4->sin_port = htons((uint16_t) port);
-        out->addrlen = sizeof(*in4);
-    }
-    else if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
-        in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons((uint16_t) port);
-        out->addrlen = sizeof(*in6);
-    }
-    else {
-        return ERR(conf, e->line, "Listen: '%s' is not a numeric IPv4 or IPv6 address", host);
-    }
-    out->spec = mk_strdup(v);
-    out->transport = mk_strndup(tw, twlen);
-    if (strcmp(out->transport, "plain") == 0) {
-        out->text = mk_strdup(v);
-    }
-    else {
-        size_t n = strlen(v) + twlen + 2;
-        out->text = mk_alloc(n);
-        snprintf(out->text, n, "%s %s", v, out->transport);
-    }
-    out->where = mk_where(conf, e->line);
-    return true;
+    const struct mk_conf_key *k = mk_schema_find(&mk_server_schema, 0, name);
+    return k ? (size_t) (k - mk_server_keys) : MK_N_SERVER_KEYS;
 }
 
-static bool mk_same_addr(const struct mk_listen_addr *a, const struct mk_listen_addr *b)
+/* Show the resolved worker count as the value in force of Workers. */
+static void mk_record_workers(struct mk_config *cfg)
 {
-    return a->any == b->any && a->addrlen == b->addrlen &&
-           memcmp(&a->addr, &b->addr, a->addrlen) == 0;
-}
-
-static bool mk_apply_server_key(struct mk_config *cfg, const struct mk_conf *conf,
-                                const struct mk_key *k, const struct mk_conf_entry *e, char *err,
-                                size_t errlen)
-{
-    long n;
-    uint64_t sz;
-    bool b;
-
-    switch (k->id) {
-    case K_LISTEN: {
-        struct mk_listen_addr a;
-        if (!mk_parse_listen(conf, e, &a, err, errlen)) {
-            return false;
-        }
-        for (size_t i = 0; i < cfg->n_listen; i++) {
-            if (mk_same_addr(&cfg->listen[i], &a)) {
-                mk_listen_addr_free(&a);
-                return ERR(conf, e->line, "Listen: '%s' is given twice", e->value);
-            }
-        }
-        cfg->listen = mk_realloc(cfg->listen, (cfg->n_listen + 1) * sizeof(*cfg->listen));
-        cfg->listen[cfg->n_listen++] = a;
-        return true;
-    }
-    case K_WORKERS:
-        if (!mk_conf_int(conf, e, 0, 1024, &n, err, errlen)) {
-            return false;
-        }
-        if (n == 0) {
-            n = sysconf(_SC_NPROCESSORS_ONLN);
-            if (n < 1) {
-                n = 1;
-            }
-        }
-        cfg->workers = (int) n;
-        return true;
-    case K_BALANCING:
-        if (strcasecmp(e->value, "reuseport") == 0) {
-            cfg->balancing = MK_BALANCE_REUSEPORT;
-        }
-        else if (strcasecmp(e->value, "fair") == 0) {
-            cfg->balancing = MK_BALANCE_FAIR;
-        }
-        else {
-            return ERR(conf, e->line, "Balancing: expected reuseport or fair, got '%s'", e->value);
-        }
-        return true;
-    case K_TIMEOUT:
-        if (!mk_conf_int(conf, e, 1, 3600, &n, err, errlen)) {
-            return false;
-        }
-        cfg->timeout = (int) n;
-        return true;
-    case K_BODY_MIN_RATE:
-        if (!mk_conf_size(conf, e, 0, 1u << 30, &sz, err, errlen)) {
-            return false;
-        }
-        cfg->body_min_rate = sz;
-        return true;
-    case K_SEND_TIMEOUT:
-        if (!mk_conf_int(conf, e, 1, 3600, &n, err, errlen)) {
-            return false;
-        }
-        cfg->send_timeout = (int) n;
-        return true;
-    case K_KEEPALIVE:
-        if (!mk_conf_bool(conf, e, &b, err, errlen)) {
-            return false;
-        }
-        cfg->keepalive = b;
-        return true;
-    case K_KEEPALIVE_TIMEOUT:
-        if (!mk_conf_int(conf, e, 1, 3600, &n, err, errlen)) {
-            return false;
-        }
-        cfg->keepalive_timeout = (int) n;
-        return true;
-    case K_MAX_KEEPALIVE_REQUESTS:
-        if (!mk_conf_int(conf, e, 0, 100000000, &n, err, errlen)) {
-            return false;
-        }
-        cfg->max_keepalive_requests = (unsigned) n;
-        return true;
-    case K_GRACEFUL_TIMEOUT:
-        if (!mk_conf_int(conf, e, 0, 86400, &n, err, errlen)) {
-            return false;
-        }
-        cfg->graceful_timeout = (int) n;
-        return true;
-    case K_MAX_REQUEST_LINE:
-        if (!mk_conf_size(conf, e, 64, 1u << 20, &sz, err, errlen)) {
-            return false;
-        }
-        cfg->limits.max_line = (size_t) sz;
-        return true;
-    case K_MAX_REQUEST_SIZE:
-        if (!mk_conf_size(conf, e, 256, 16u << 20, &sz, err, errlen)) {
-            return false;
-        }
-        cfg->limits.max_head = (size_t) sz;
-        return true;
-    case K_MAX_REQUEST_HEADERS:
-        if (!mk_conf_int(conf, e, 1, 10000, &n, err, errlen)) {
-            return false;
-        }
-        cfg->limits.max_headers = (unsigned) n;
-        return true;
-    case K_MAX_REQUEST_BODY:
-        if (!mk_conf_size(conf, e, 0, (uint64_t) INT64_MAX, &sz, err, errlen)) {
-            return false;
-        }
-        cfg->max_body = sz;
-        return true;
-    case K_MAX_CONNECTIONS:
-        if (!mk_conf_int(conf, e, 0, 10000000, &n, err, errlen)) {
-            return false;
-        }
-        cfg->max_connections = (unsigned) n;
-        return true;
-    case K_BACKLOG:
-        if (!mk_conf_int(conf, e, 1, 1 << 20, &n, err, errlen)) {
-            return false;
-        }
-        cfg->backlog = (int) n;
-        return true;
-    case K_TCP_FASTOPEN:
-        if (mk_conf_bool(conf, e, &b, NULL, 0)) {
-            cfg->tcp_fastopen = b ? 256 : 0;
-            return true;
-        }
-        if (!mk_conf_int(conf, e, 0, 1 << 20, &n, NULL, 0)) {
-            return ERR(conf, e->line, "TCPFastOpen: expected On, Off or a queue length, got '%s'",
-                       e->value);
-        }
-        cfg->tcp_fastopen = (int) n;
-        return true;
-    case K_DEFER_ACCEPT:
-        if (!mk_conf_bool(conf, e, &b, err, errlen)) {
-            return false;
-        }
-        cfg->defer_accept = b;
-        return true;
-    case K_HIDE_VERSION:
-        if (!mk_conf_bool(conf, e, &b, err, errlen)) {
-            return false;
-        }
-        cfg->hide_version = b;
-        return true;
-    case K_USER:
-        if (!getpwnam(e->value)) {
-            return ERR(conf, e->line, "User: no such user '%s'", e->value);
-        }
-        mk_free(cfg->user);
-        cfg->user = mk_strdup(e->value);
-        return true;
-    case K_PIDFILE:
-        mk_free(cfg->pidfile);
-        cfg->pidfile = mk_path_join(cfg->confdir, e->value);
-        return true;
-    case K_LOG:
-        mk_free(cfg->log_path);
-        cfg->log_path =
-            strcmp(e->value, "stderr") == 0 ? NULL : mk_path_join(cfg->confdir, e->value);
-        return true;
-    case K_LOG_LEVEL: {
-        static const char *const levels[] = {"error", "warn", "info", "debug"};
-        for (int i = 0; i < 4; i++) {
-            if (strcasecmp(e->value, levels[i]) == 0) {
-                cfg->log_level = i;
-                return true;
-            }
-        }
-        return ERR(conf, e->line, "LogLevel: expected error, warn, info or debug, got '%s'",
-                   e->value);
-    }
-    case K_INDEX_FILES: {
-        size_t count;
-        char **v = mk_words(e->value, &count);
-        for (size_t i = 0; i < count; i++) {
-            if (strchr(v[i], '/') || strcmp(v[i], ".") == 0 || strcmp(v[i], "..") == 0) {
-                ERR(conf, e->line, "IndexFiles: '%s' is not a plain file name", v[i]);
-                mk_strv_free(v, count);
-                return false;
-            }
-        }
-        mk_strv_free(cfg->index_files, cfg->n_index_files);
-        cfg->index_files = v;
-        cfg->n_index_files = count;
-        return true;
-    }
-    case K_DEFAULT_MIME:
-        if (!strchr(e->value, '/')) {
-            return ERR(conf, e->line, "DefaultMimeType: '%s' is not a media type", e->value);
-        }
-        mk_free(cfg->default_mime);
-        cfg->default_mime = mk_strdup(e->value);
-        return true;
-    case K_FILE_CACHE:
-        if (!mk_conf_int(conf, e, 0, 65536, &n, err, errlen)) {
-            return false;
-        }
-        cfg->file_cache = (unsigned) n;
-        return true;
-    case K_COUNT:
-        break;
-    }
-    return false;
-}
-
-_Static_assert(K_COUNT <= sizeof(((struct mk_config *) 0)->key_text) / sizeof(char *),
-               "key_text is too small");
-
-/*
- * Remember the text of the value in force (Workers: the resolved number) and
- * where it was set ("file:line", "command line", "built-in default"; NULL
- * keeps the place already recorded).
- */
-static void mk_config_record(struct mk_config *cfg, const struct mk_key *k, const char *value,
-                             char *where)
-{
+    struct mk_schema_record *rec = &cfg->key_rec[mk_key_index("Workers")];
     char buf[16];
 
-    if (k->id == K_LISTEN) {
-        mk_free(where);
-        return; /* derived from cfg->listen */
-    }
-    if (k->id == K_WORKERS) {
-        snprintf(buf, sizeof(buf), "%d", cfg->workers);
-        value = buf;
-    }
-    mk_free(cfg->key_text[k->id]);
-    cfg->key_text[k->id] = mk_strdup(value);
-    if (where) {
-        mk_free(cfg->key_where[k->id]);
-        cfg->key_where[k->id] = where;
-    }
-}
-
-static const struct mk_key *mk_find_key(const char *name)
-{
-    for (size_t i = 0; i < MK_N_SERVER_KEYS; i++) {
-        if (strcasecmp(mk_server_keys[i].name, name) == 0) {
-            return &mk_server_keys[i];
-        }
-    }
-    return NULL;
+    snprintf(buf, sizeof(buf), "%d", cfg->workers);
+    mk_free(rec->text);
+    rec->text = mk_strdup(buf);
 }
 
 /*
- * Apply the [SERVER] section `sec` (may be NULL), then the overrides, then
- * the defaults of keys nobody set.
+ * Apply the [SERVER] section of `conf` (may be NULL), then the overrides,
+ * then the defaults of keys nobody set.
  */
 static bool mk_apply_server(struct mk_config *cfg, const struct mk_conf *conf,
-                            const struct mk_conf_section *sec, const struct mk_config_override *ov,
-                            size_t n_ov, char *err, size_t errlen)
+                            const struct mk_config_override *ov, size_t n_ov, char *err,
+                            size_t errlen)
 {
-    bool seen[K_COUNT] = {false};
-    struct mk_list *it;
-
-    if (sec) {
-        mk_list_foreach (it, &sec->entries) {
-            struct mk_conf_entry *e = mk_list_entry(it, struct mk_conf_entry, node);
-            const struct mk_key *k = mk_find_key(e->key);
-            if (!k) {
-                return ERR(conf, e->line, "unknown key '%s' in [SERVER]", e->key);
-            }
-            if (seen[k->id] && !k->multi) {
-                return ERR(conf, e->line, "'%s' is given twice", k->name);
-            }
-            /* A key given on the command line replaces the file's lines. */
-            bool overridden = false;
-            for (size_t i = 0; i < n_ov; i++) {
-                if (strcasecmp(ov[i].key, k->name) == 0) {
-                    overridden = true;
-                }
-            }
-            seen[k->id] = true;
-            if (overridden) {
-                continue;
-            }
-            if (!mk_apply_server_key(cfg, conf, k, e, err, errlen)) {
-                return false;
-            }
-            mk_config_record(cfg, k, e->value, mk_where(conf, e->line));
-        }
+    struct mk_schema_override *sov = mk_calloc(n_ov + 1, sizeof(*sov));
+    for (size_t i = 0; i < n_ov; i++) {
+        sov[i].key = ov[i].key;
+        sov[i].value = ov[i].value;
     }
-
-    if (n_ov) {
-        struct mk_conf label = {.path = "command line"};
-        for (size_t i = 0; i < n_ov; i++) {
-            const struct mk_key *k = mk_find_key(ov[i].key);
-            struct mk_conf_entry e = {.key = (char *) ov[i].key, .value = (char *) ov[i].value};
-            if (!k) {
-                return ERR(&label, 0, "unknown key '%s'", ov[i].key);
-            }
-            if (!mk_apply_server_key(cfg, &label, k, &e, err, errlen)) {
-                return false;
-            }
-            mk_config_record(cfg, k, e.value, mk_strdup("command line"));
-            seen[k->id] = true;
-        }
+    struct mk_schema_input in = {
+        .conf = conf,
+        .confdir = cfg->confdir,
+        .own_file = true,
+        .ov = sov,
+        .n_ov = n_ov,
+        .records = cfg->key_rec,
+    };
+    int rc = mk_schema_fill(&mk_server_schema, &in, cfg, err, errlen);
+    mk_free(sov);
+    if (rc != MK_OK) {
+        return false;
     }
-
-    struct mk_conf builtin = {.path = "built-in default"};
-    for (size_t i = 0; i < MK_N_SERVER_KEYS; i++) {
-        const struct mk_key *k = &mk_server_keys[i];
-        if (seen[k->id] || !k->fallback) {
-            continue;
-        }
-        struct mk_conf_entry e = {.key = (char *) k->name, .value = (char *) k->fallback};
-        if (!mk_apply_server_key(cfg, &builtin, k, &e, err, errlen)) {
-            return false;
-        }
-        mk_config_record(cfg, k, e.value, mk_strdup("built-in default"));
-    }
-    if (cfg->n_listen == 0) {
-        struct mk_conf_entry e = {.key = "Listen", .value = "2001"};
-        if (!mk_apply_server_key(cfg, &builtin, &mk_server_keys[0], &e, err, errlen)) {
-            return false;
-        }
-    }
-    if (cfg->limits.max_line > cfg->limits.max_head) {
-        cfg->limits.max_line = cfg->limits.max_head;
-    }
+    mk_record_workers(cfg);
     return true;
 }
 
@@ -1101,7 +898,7 @@ struct mk_config *mk_config_load(const char *confdir, const struct mk_config_ove
             goto fail;
         }
     }
-    if (!mk_apply_server(cfg, conf, mk_conf_section(conf, "SERVER"), ov, n_ov, err, errlen)) {
+    if (!mk_apply_server(cfg, conf, ov, n_ov, err, errlen)) {
         goto fail;
     }
     mk_conf_free(conf);
@@ -1142,7 +939,7 @@ struct mk_config *mk_config_for_dir(const char *dir, const struct mk_config_over
     struct mk_config *cfg = mk_config_new();
     struct mk_conf label = {.path = "-o"};
 
-    if (!mk_apply_server(cfg, NULL, NULL, ov, n_ov, err, errlen)) {
+    if (!mk_apply_server(cfg, NULL, ov, n_ov, err, errlen)) {
         mk_config_free(cfg);
         return NULL;
     }
@@ -1165,20 +962,20 @@ struct mk_config *mk_config_for_dir(const char *dir, const struct mk_config_over
 void mk_config_force_workers(struct mk_config *cfg, int workers)
 {
     cfg->workers = workers;
-    mk_config_record(cfg, mk_find_key("Workers"), "", NULL);
+    mk_record_workers(cfg);
 }
 
 const char *mk_config_value(const struct mk_config *cfg, const char *key, unsigned i)
 {
-    const struct mk_key *k = mk_find_key(key);
+    size_t idx = mk_key_index(key);
 
-    if (!k) {
+    if (idx == MK_N_SERVER_KEYS) {
         return NULL;
     }
-    if (k->id == K_LISTEN) {
+    if (strcasecmp(key, "Listen") == 0) {
         return i < cfg->n_listen ? cfg->listen[i].text : NULL;
     }
-    return i == 0 ? cfg->key_text[k->id] : NULL;
+    return i == 0 ? cfg->key_rec[idx].text : NULL;
 }
 
 /* ---- files a start writes ------------------------------------------------ */
@@ -1312,14 +1109,15 @@ int mk_config_check_files(const struct mk_config *cfg, const struct mk_config *r
     if (cfg->log_path &&
         !(running && running->log_path && strcmp(running->log_path, cfg->log_path) == 0) &&
         mk_file_writable(cfg->log_path, &self, why, sizeof(why)) != MK_OK) {
-        snprintf(err, errlen, "%s: Log %s: %s", cfg->key_where[K_LOG], cfg->log_path, why);
+        snprintf(err, errlen, "%s: Log %s: %s", cfg->key_rec[mk_key_index("Log")].where,
+                 cfg->log_path, why);
         return MK_ERR;
     }
     if (cfg->pidfile && !running) {
         mk_writer_for_pidfile(cfg, &w);
         if (mk_file_writable(cfg->pidfile, &w, why, sizeof(why)) != MK_OK) {
-            snprintf(err, errlen, "%s: PidFile %s: %s", cfg->key_where[K_PIDFILE], cfg->pidfile,
-                     why);
+            snprintf(err, errlen, "%s: PidFile %s: %s", cfg->key_rec[mk_key_index("PidFile")].where,
+                     cfg->pidfile, why);
             return MK_ERR;
         }
     }

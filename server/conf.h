@@ -23,6 +23,7 @@
 #include <sys/types.h>
 
 #include "../core/config.h"
+#include "../core/schema.h"
 #include "http.h"
 #include "mime.h"
 
@@ -69,7 +70,12 @@ struct mk_vhost {
     void **plugin_data;
     void (**plugin_free)(void *data);
     size_t n_plugin_data;
+    /* Each plugin's site keys (its schema's MK_CONF_SITE keys), by plugin index. */
+    void **plugin_conf;
+    struct mk_config *cfg; /* the configuration the site belongs to (not a reference) */
 };
+
+struct mk_plugin;
 
 struct mk_config {
     atomic_int refs;
@@ -80,10 +86,11 @@ struct mk_config {
     size_t n_listen;
     int workers; /* resolved: 0 in the file means one per CPU */
     enum mk_balancing balancing;
-    int timeout;           /* seconds to receive a request head (and body) */
-    int send_timeout;      /* seconds without write progress */
-    int keepalive_timeout; /* seconds idle between requests */
-    int graceful_timeout;  /* seconds to finish in-flight responses on stop */
+    /* durations in milliseconds (the keys take "500ms", "2s", "1m") */
+    uint32_t timeout_ms;           /* to receive a request head (and body) */
+    uint32_t send_timeout_ms;      /* without write progress */
+    uint32_t keepalive_timeout_ms; /* idle between requests */
+    uint32_t graceful_timeout_ms;  /* to finish in-flight responses on stop */
     /* bytes a second a body must average once Timeout has passed; 0: off */
     uint64_t body_min_rate;
     bool keepalive;
@@ -95,14 +102,21 @@ struct mk_config {
     int tcp_fastopen; /* queue length; 0: off */
     bool defer_accept;
     bool hide_version;
-    unsigned file_cache; /* open files kept per worker; 0: off */
+    unsigned file_cache;            /* open files kept per worker; 0: off */
+    unsigned task_queue_per_plugin; /* tasks one plugin may have waiting or running */
+    unsigned task_queue_per_client; /* tasks one client address may have waiting or running */
     char *user;
     char *pidfile;
     char *log_path; /* NULL: standard error */
     int log_level;  /* enum mk_log_level */
     char *default_mime;
-    char **index_files;
-    size_t n_index_files;
+    union {
+        struct mk_conf_words index_list; /* what the schema fills */
+        struct {
+            char **index_files;
+            size_t n_index_files;
+        };
+    };
 
     /* derived */
     struct mk_mime_table *mime;
@@ -111,10 +125,19 @@ struct mk_config {
     struct mk_vhost *default_vhost;
     struct mk_plugin_spec *plugins;
     size_t n_plugins;
-    char *key_text[32];     /* the value in force of each [SERVER] key, as text */
-    char *key_where[32];    /* where each was set: "file:line", "command line", ... */
+    /* The value in force of each [SERVER] key as text, and where it was set. */
+    struct mk_schema_record key_rec[32];
     char server_header[64]; /* "Server: Monkey/x.y.z\r\n" */
     size_t server_header_len;
+
+    /*
+     * Each loaded plugin's plugin-wide keys, filled from its file by its
+     * schema (NULL for a plugin without one), by plugin index; built once
+     * per configuration (mk_plugins_configure) and freed with it.
+     */
+    const struct mk_plugin **conf_plugins;
+    void **plugin_conf;
+    size_t n_plugin_conf;
 };
 
 /* A key/value given outside the files (command line, library API). */
@@ -141,6 +164,8 @@ void mk_config_unref(struct mk_config *cfg);
 /* The virtual host for a Host value (port already removed); never NULL. */
 struct mk_vhost *mk_vhost_lookup(const struct mk_config *cfg, const char *host, size_t len);
 
+/* The schema of [SERVER]: every key, its type, range and default. */
+const struct mk_conf_schema *mk_config_schema(void);
 /* Name of the i-th key `section` accepts, NULL past the last (for the docs test). */
 const char *mk_config_key(const char *section, size_t i);
 /* Keep the running worker count (a reload cannot change it). */

@@ -11,7 +11,8 @@
  * here), the conn_accept/conn_close hooks and the closing; how bytes become
  * requests is the protocol's business (proto.h, h1.c). Events and timer
  * expiries are handed to the protocol except in the states that belong to
- * the connection itself (LINGER, CLOSED).
+ * the connection itself (LINGER, CLOSED) and a hang-up while a plugin holds
+ * a request (SUSPENDED: the protocol watches for nothing else then).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -199,7 +200,6 @@ void mk_conn_refuse(struct mk_conn *c)
 void mk_conn_on_event(struct mk_event *ev, uint32_t ready)
 {
     struct mk_conn *c = (struct mk_conn *) ev;
-    (void) ready;
 
     switch (c->state) {
     case MK_CONN_WRITE:
@@ -208,8 +208,19 @@ void mk_conn_on_event(struct mk_event *ev, uint32_t ready)
     case MK_CONN_LINGER:
         mk_conn_linger_read(c);
         return;
-    case MK_CONN_CLOSED:
     case MK_CONN_SUSPENDED:
+        /*
+         * The client hung up while a plugin holds its request: nobody is
+         * left to answer, so give the request up at once; freeing it drops
+         * its task if that has not started (nginx does the same with a
+         * closed client). A half-close counts too: it cannot be told apart
+         * from a close until a write fails.
+         */
+        if (ready & (MK_EV_HANGUP | MK_EV_ERROR)) {
+            mk_conn_close(c);
+        }
+        return;
+    case MK_CONN_CLOSED:
         return;
     default:
         c->proto->on_input(c);

@@ -178,6 +178,7 @@ static void mk_h1_expire(struct mk_conn *c)
     if (c->state == MK_CONN_SUSPENDED) {
         /* A plugin did not resume in time: answer for it, then close. */
         mk_warn("a request held by a plugin timed out");
+        mk_request_drop_task(h->req);
         c->state = h->prev_state;
         c->flags |= MK_CONN_CLOSE;
         h->req->flags &= (uint16_t) ~MK_REQ_PARKED;
@@ -232,7 +233,7 @@ static void mk_h1_begin_body(struct mk_conn *c, const struct mk_http_head *head)
 
     h->body_seen = 0;
     h->body_in = 0;
-    h->body_start = c->worker->now;
+    h->body_start = c->worker->now_ms;
     h->body_remaining = 0;
     h->chunked_body = head->flags & MK_HEAD_CHUNKED;
     if (h->chunked_body) {
@@ -771,10 +772,11 @@ static bool mk_h1_step_head(struct mk_conn *c)
 static bool mk_h1_body_too_slow(const struct mk_conn *c)
 {
     const struct mk_config *cfg = c->worker->cfg;
-    time_t late = c->worker->now - c->h1.body_start - cfg->timeout;
+    uint64_t grace_end = c->h1.body_start + cfg->timeout_ms;
+    uint64_t now = c->worker->now_ms;
 
-    return cfg->body_min_rate > 0 && late > 0 &&
-           (uint64_t) late * cfg->body_min_rate > c->h1.body_in;
+    return cfg->body_min_rate > 0 && now > grace_end &&
+           (now - grace_end) * cfg->body_min_rate / 1000 > c->h1.body_in;
 }
 
 static bool mk_h1_step_body(struct mk_conn *c)
@@ -937,7 +939,7 @@ static void mk_h1_read_body(struct mk_request *r)
         r->flags |= MK_REQ_CONTINUE_SENT;
     }
     c->state = MK_CONN_READ_BODY;
-    h->body_start = c->worker->now; /* BodyMinRate: the body may only start now (100) */
+    h->body_start = c->worker->now_ms; /* BodyMinRate: the body may only start now (100) */
     mk_conn_timer_set(c, MK_TIMER_READ);
 }
 
@@ -947,7 +949,10 @@ static void mk_h1_park(struct mk_request *r)
 
     c->h1.prev_state = c->state;
     c->state = MK_CONN_SUSPENDED;
-    mk_event_unwatch(&c->worker->loop, &c->ev);
+    /* No I/O until the resume, but a hang-up gives the request up (see conn.c). */
+    if (mk_event_mod(&c->worker->loop, &c->ev, MK_EV_HANGUP) != MK_OK) {
+        mk_event_unwatch(&c->worker->loop, &c->ev);
+    }
     mk_conn_timer_set(c, MK_TIMER_READ);
 }
 

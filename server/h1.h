@@ -14,7 +14,6 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <time.h>
 
 #include "http.h"
 #include "proto.h"
@@ -48,7 +47,7 @@ struct mk_h1 {
     uint64_t body_remaining; /* Content-Length bytes not yet consumed */
     uint64_t body_seen;      /* decoded body bytes consumed so far */
     uint64_t body_in;        /* body bytes received, framing included (BodyMinRate) */
-    time_t body_start;       /* head end, or a handler asking for the body (worker clock) */
+    uint64_t body_start;     /* head end, or a handler asking for the body (worker ms clock) */
     struct mk_chunked chunked;
 };
 

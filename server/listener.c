@@ -172,3 +172,21 @@ void mk_listen_plan_free(struct mk_listen_plan *plan, size_t n)
     }
     mk_free(plan);
 }
+
+struct mk_listen_plan *mk_listen_plan_supersede(struct mk_listen_plan *prev, size_t prev_len,
+                                                struct mk_listen_plan *next, size_t next_len)
+{
+    if (!next) {
+        return prev;
+    }
+    for (size_t i = 0; prev && i < next_len; i++) {
+        for (size_t j = 0; next[i].fd < 0 && j < prev_len; j++) {
+            if (prev[j].fd >= 0 && strcmp(prev[j].spec, next[i].spec) == 0) {
+                next[i].fd = prev[j].fd;
+                prev[j].fd = -1;
+            }
+        }
+    }
+    mk_listen_plan_free(prev, prev_len);
+    return next;
+}

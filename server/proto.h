@@ -51,7 +51,8 @@ struct mk_proto {
     /* A content handler returned MK_AGAIN: collect the body, then call
        mk_request_body_ready(r) (at once when there is no body). */
     void (*read_body)(struct mk_request *r);
-    /* A hook suspended r: do no I/O for it until unpark (Timeout applies). */
+    /* A hook suspended r: do no I/O for it until unpark (Timeout applies),
+       but let a client's hang-up be seen (conn.c then closes). */
     void (*park)(struct mk_request *r);
     /* r was resumed: undo park before its continuation runs. */
     void (*unpark)(struct mk_request *r);

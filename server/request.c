@@ -27,6 +27,9 @@
  * A suspension handle holds its request: a request that ends while handles
  * are out (timed out, connection lost) stays allocated, as a zombie, until
  * the last of them comes back, so a late resume never touches freed memory.
+ * A request given up while a task of its hook is still queued (the client
+ * hung up, it timed out, the server stops) takes the task out of the queue
+ * first (mk_request_drop_task): that work never runs.
  */
 #include <errno.h>
 #include <string.h>
@@ -87,6 +90,7 @@ void mk_request_free(struct mk_request *r)
 {
     struct mk_worker *w = r->conn->worker;
 
+    mk_request_drop_task(r); /* given up: a task not yet started never runs */
     mk_request_end(r);
     r->flags &= (uint16_t) ~MK_REQ_PARKED;
     if (r->handles) {
@@ -157,6 +161,23 @@ static void mk_request_park(struct mk_request *r, const struct mk_plugin *p, enu
     r->conn->proto->park(r);
 }
 
+void mk_request_drop_task(struct mk_request *r)
+{
+    struct mk_suspended *s = r->task;
+
+    if (!s) {
+        return;
+    }
+    r->task = NULL;
+    if (!mk_task_cancel(r->conn->worker->server, s)) {
+        return; /* running or done: its resume comes back and finds the request gone */
+    }
+    /* Never started: the handle is settled here; the continuation only releases arg. */
+    r->handles--;
+    s->cb(NULL, s->arg);
+    mk_free(s);
+}
+
 /* ---- stages -------------------------------------------------------------- */
 
 /* The handler wants the body: the protocol reads it, then calls the handler again. */
@@ -192,6 +213,7 @@ static void mk_request_request_hooks(struct mk_request *r, size_t from)
     const struct mk_plugin_set *ps = &r->conn->worker->server->plugins;
 
     if (from < ps->n_request) {
+        r->plugin = ps->request[from];
         mk_request_request_result(r, from, ps->request[from]->request(r));
         return;
     }
@@ -236,6 +258,7 @@ static void mk_request_content(struct mk_request *r, size_t from)
 
     if (from < ps->n_content) {
         const struct mk_plugin *p = ps->content[from];
+        r->plugin = p;
         mk_request_content_result(r, p, MK_STAGE_CONTENT, from, p->content(r));
         return;
     }
@@ -298,6 +321,7 @@ void mk_request_body_ready(struct mk_request *r)
     const struct mk_plugin *p = r->handler;
 
     r->flags |= MK_REQ_BODY_READ;
+    r->plugin = p;
     mk_request_content_result(r, p, MK_STAGE_BODY, 0, p->content(r));
 }
 
@@ -307,6 +331,9 @@ void mk_request_resume(struct mk_suspended *s)
     struct mk_worker *w = s->worker;
 
     r->handles--;
+    if (r->task == s) {
+        r->task = NULL;
+    }
     if (r->gen != s->gen || !(r->flags & MK_REQ_PARKED)) {
         s->cb(NULL, s->arg); /* the request is gone */
         mk_free(s);

@@ -36,6 +36,9 @@
 
 #define ERRF(...) snprintf(err, errlen, __VA_ARGS__)
 
+/* How long a reload waits for each worker to take the new configuration. */
+#define MK_RELOAD_WAIT_MS 2000
+
 /* ---- configuration ------------------------------------------------------- */
 
 struct mk_server *mk_server_create(void)
@@ -356,9 +359,11 @@ static void mk_acceptor_post(struct mk_server *srv, struct mk_listen_plan *plan,
 {
     uint64_t one = 1;
     pthread_mutex_lock(&srv->acceptor_lock);
-    mk_listen_plan_free(srv->acceptor_plan, srv->acceptor_plan_len);
-    srv->acceptor_plan = plan;
-    srv->acceptor_plan_len = n;
+    if (plan) {
+        srv->acceptor_plan =
+            mk_listen_plan_supersede(srv->acceptor_plan, srv->acceptor_plan_len, plan, n);
+        srv->acceptor_plan_len = n;
+    }
     pthread_mutex_unlock(&srv->acceptor_lock);
     ssize_t ignored = write(srv->acceptor_ctl, &one, sizeof(one));
     (void) ignored;
@@ -635,6 +640,13 @@ int mk_server_reload(struct mk_server *srv, char *err, size_t errlen)
         plans[0] = NULL;
     }
     mk_plans_free(plans, owners, cfg->n_listen);
+    /* In force means for every new request: the workers switch on their
+       next control event, which comes at once unless a hook blocks. */
+    for (int i = 0; i < srv->n_workers; i++) {
+        if (!mk_worker_wait_config(&srv->workers[i], cfg, MK_RELOAD_WAIT_MS)) {
+            mk_warn("reload: worker %d has not switched to the new configuration yet", i);
+        }
+    }
     mk_config_unref(old);
     mk_info("configuration reloaded");
     return MK_OK;

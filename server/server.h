@@ -38,6 +38,7 @@
 #include "h1.h"
 #include "http.h"
 #include "proto.h"
+#include "task_queue.h"
 
 struct mk_server;
 struct mk_worker;
@@ -48,6 +49,9 @@ struct mk_plugin_set {
     const struct mk_plugin **list; /* in plugins.load order */
     void **handles;                /* dlopen handles (NULL for built-in) */
     size_t count;
+    /* The plugins' own structs (MK_PLUGIN_SELF); list[i] is a full-size
+       copy of own[i] when the plugin was built for an older ABI minor. */
+    const struct mk_plugin **own;
     /* Hooks present, in order, so the request path skips plugins without them. */
     const struct mk_plugin **accept, **request, **content, **done, **close, **batch;
     size_t n_accept, n_request, n_content, n_done, n_close, n_batch;
@@ -61,16 +65,18 @@ struct mk_suspended {
     void (*work)(void *arg); /* a task's work, run on a task thread */
     mk_resume_cb cb;
     void *arg;
-    struct mk_suspended *next; /* in a worker's resume queue or the task queue */
+    struct mk_suspended *next; /* in a worker's resume queue */
+    struct mk_task_entry task; /* a task's place in the task queue (under its lock) */
 };
 
 struct mk_task_pool {
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    struct mk_suspended *head, *tail;
+    struct mk_task_queue queue; /* valid while n_threads > 0 */
     pthread_t *threads;
     int n_threads;
     bool stop;
+    time_t warned[2]; /* when a refusal of each kind was last logged */
 };
 
 /* ---- listeners ----------------------------------------------------------- */
@@ -170,6 +176,8 @@ struct mk_request {
     size_t body_len;
     size_t body_cap;
     const struct mk_plugin *handler; /* content plugin waiting for the body */
+    const struct mk_plugin *plugin;  /* the plugin whose hook runs (or is suspended) */
+    struct mk_suspended *task;       /* the queued task of a suspended hook, if any */
 
     /* response */
     const char *content_type;
@@ -212,7 +220,7 @@ struct mk_conn {
     struct mk_worker *worker;
     const struct mk_transport *transport;
     void *transport_data;
-    struct mk_list node;    /* closing, zombie or free list once closed */
+    struct mk_list node;    /* closing or free list once closed */
     struct mk_timer expiry; /* in the worker's timers while a timer is armed */
 
     union {
@@ -261,6 +269,9 @@ struct mk_worker {
     size_t msg_plan_len;
     struct mk_suspended *resumes; /* resumed requests to continue (under msg_lock) */
     struct mk_worker_call *calls; /* api->worker_call() functions (under msg_lock) */
+    /* The configuration new requests get (NULL once the loop ended): for
+       mk_worker_wait_config() on the controlling thread. */
+    _Atomic(const struct mk_config *) cfg_serving;
     uint64_t next_gen;
 
     /* fair balancing: connections handed over by the acceptor */
@@ -288,8 +299,14 @@ struct mk_worker {
     char date[48]; /* "Date: ...\r\n" */
     size_t date_len;
     bool stopping;
-    time_t stop_deadline;
+    uint64_t stop_deadline; /* ms, on the now_ms clock */
     bool running;
+
+    uint64_t now_ms; /* CLOCK_MONOTONIC ms, read once per loop iteration */
+    /* the plugins' event loop (loop.c): api->timer_start, fd_watch, child_watch */
+    struct mk_timers plugin_timers;
+    struct mk_list loop_watches; /* struct mk_loop_fd and mk_loop_child, live */
+    struct mk_list loop_dead;    /* unwatched during this batch, freed after it */
 };
 
 /* A function another thread asked a worker to run (api->worker_call). */
@@ -366,6 +383,11 @@ struct mk_server {
 /* worker.c */
 int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id);
 int mk_worker_spawn(struct mk_worker *w);
+/*
+ * Wait up to timeout_ms until worker w gives new requests `cfg` (or has
+ * ended). True when it does. Controlling thread; cfg must stay referenced.
+ */
+bool mk_worker_wait_config(struct mk_worker *w, const struct mk_config *cfg, int timeout_ms);
 void mk_worker_post(struct mk_worker *w, unsigned flags, struct mk_config *cfg,
                     struct mk_listen_plan *plan, size_t plan_len);
 void mk_worker_teardown(struct mk_worker *w);
@@ -380,6 +402,22 @@ void mk_worker_resume_drain(struct mk_worker *w);
 /* Queue fn(arg) to run on the worker (any thread). MK_ERR: no such worker. */
 int mk_worker_call(struct mk_server *srv, int worker, void (*fn)(void *arg), void *arg);
 void mk_worker_cfg_release(struct mk_worker *w, struct mk_config *cfg);
+
+/* loop.c: the plugins' timers and watches (api->timer_start and the rest) */
+struct mk_loop_timer *mk_loop_timer_start(uint32_t ms, int repeat, mk_loop_timer_cb cb, void *arg);
+int mk_loop_timer_stop(struct mk_loop_timer *t);
+struct mk_loop_fd *mk_loop_fd_watch(int fd, uint32_t mask, mk_loop_fd_cb cb, void *arg);
+int mk_loop_fd_modify(struct mk_loop_fd *h, uint32_t mask);
+int mk_loop_fd_unwatch(struct mk_loop_fd *h);
+struct mk_loop_child *mk_loop_child_watch(pid_t pid, mk_loop_child_cb cb, void *arg);
+int mk_loop_child_unwatch(struct mk_loop_child *h);
+uint64_t mk_loop_now_ms(void);
+/* Run the plugin timers due at w->now_ms (on the worker). */
+void mk_loop_expire(struct mk_worker *w);
+/* Free the watches ended during the batch that just finished. */
+void mk_loop_reap(struct mk_worker *w);
+/* Release every timer and watch of the worker, without callbacks (its exit). */
+void mk_loop_release(struct mk_worker *w);
 
 /* conn.c: the connection's life, whatever its protocol */
 void mk_conn_start(struct mk_conn *c);
@@ -405,6 +443,8 @@ void mk_request_pool_destroy(struct mk_worker *w);
 void mk_request_run(struct mk_request *r);
 struct mk_suspended *mk_request_suspend(struct mk_request *r);
 void mk_request_resume(struct mk_suspended *s);
+/* The suspended request is given up: drop its task if that has not started. */
+void mk_request_drop_task(struct mk_request *r);
 void mk_request_body_ready(struct mk_request *r);
 void mk_request_error(struct mk_request *r, int status);
 void mk_request_end(struct mk_request *r);
@@ -454,17 +494,48 @@ void mk_listeners_close(struct mk_list *listeners, struct mk_event_loop *loop,
 void mk_listeners_reap(struct mk_list *dead);
 /* Free a plan, closing the sockets nobody adopted. */
 void mk_listen_plan_free(struct mk_listen_plan *plan, size_t n);
+/*
+ * `next` replaces `prev`, a plan its owner has not applied yet. `next` was
+ * built against the configuration `prev` belongs to, so where it says
+ * "keep" (fd -1) the owner may not hold the socket yet: it is in `prev`.
+ * Such sockets move into `next`; `prev` is freed, closing the sockets of
+ * addresses `next` no longer lists. Returns `next` (or `prev` when `next`
+ * is NULL: a message without a plan leaves the pending one in place).
+ */
+struct mk_listen_plan *mk_listen_plan_supersede(struct mk_listen_plan *prev, size_t prev_len,
+                                                struct mk_listen_plan *next, size_t next_len);
 
 /* task.c: the task threads behind api->task() */
-int mk_task_submit(struct mk_server *srv, struct mk_suspended *s);
+/*
+ * Queue task `s` of request `r` in the share of r->plugin. MK_OK; 503 when
+ * a bound of r's configuration refuses it (TaskQueuePerPlugin,
+ * TaskQueuePerClient); MK_ERR when stopping or no thread could start.
+ */
+int mk_task_submit(struct mk_server *srv, struct mk_request *r, struct mk_suspended *s);
+/* Take a task out of the queue if it has not started: true if it will not run. */
+bool mk_task_cancel(struct mk_server *srv, struct mk_suspended *s);
+/* Stop the threads after their current task; queued tasks are handed back unrun. */
 void mk_task_pool_stop(struct mk_server *srv);
 
 /* plugin.c */
 int mk_plugins_load(struct mk_plugin_set *set, const struct mk_config *cfg, char *err,
                     size_t errlen);
-int mk_plugins_init(struct mk_plugin_set *set, struct mk_server *srv, const struct mk_config *cfg,
+/*
+ * Fill every plugin's plugin-wide keys (its conf_schema) for `cfg`, then
+ * run every init(). MK_ERR with "file:line: reason" in err.
+ */
+int mk_plugins_init(struct mk_plugin_set *set, struct mk_server *srv, struct mk_config *cfg,
                     char *err, size_t errlen);
-/* Check the site sections of `cfg` and run every site_init(). */
+/*
+ * Fill every plugin's plugin-wide keys for `cfg` (once per configuration:
+ * a second call does nothing). MK_OK, or MK_ERR with "file:line: reason".
+ */
+int mk_plugins_configure(const struct mk_plugin_set *set, struct mk_config *cfg, char *err,
+                         size_t errlen);
+/*
+ * Check the site sections of `cfg`, fill the plugins' keys (plugin-wide if
+ * not yet, and each site's) and run every site_init().
+ */
 int mk_plugins_sites(const struct mk_plugin_set *set, struct mk_config *cfg, char *err,
                      size_t errlen);
 /*

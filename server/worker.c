@@ -11,9 +11,15 @@
  * queue heads only. Arming, disarming and expiring are O(1) plus a walk over
  * the few queues.
  *
- * The clock is read once per loop iteration (time(2) is a vDSO call); the
- * Date header and timer expiry are refreshed when the second changes. A
- * worker with no connections sleeps without a timeout.
+ * The clocks are read once per loop iteration (vDSO calls): CLOCK_MONOTONIC
+ * in milliseconds for deadlines (now_ms), the wall clock for the Date header
+ * (refreshed when the second changes). The wait lasts until the nearest
+ * deadline of the connections' and the plugins' timers (or the graceful
+ * stop), so timeouts keep millisecond precision; a worker with nothing armed
+ * sleeps without a timeout.
+ *
+ * The plugins' timers, watched descriptors and child processes (loop.c)
+ * ride on the same loop.
  *
  * Connections are recycled: a closed connection is parked on `closing` until
  * the current event batch ends (its event may still be pending in the batch)
@@ -21,11 +27,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <time.h>
 
 #include "../core/clock.h"
 #include "../core/log.h"
@@ -35,7 +43,7 @@
 #define MK_ACCEPT_BATCH 64     /* accepts per listener event */
 #define MK_FREE_CONNS_MAX 1024 /* recycled connection structs kept per worker */
 #define MK_POOL_CACHED_MAX 256 /* 4 KiB chunks kept per worker (1 MiB) */
-#define MK_LINGER_SECONDS 5
+#define MK_LINGER_MS 5000
 
 static __thread struct mk_worker *mk_tls_worker;
 
@@ -81,6 +89,7 @@ static void mk_worker_cfg_switch(struct mk_worker *w, struct mk_config *cfg)
     }
     w->cfg = cfg;
     w->cfg_users = 0;
+    atomic_store_explicit(&w->cfg_serving, cfg, memory_order_release);
     /* Index files, symlink policy or roots may have changed. */
     mk_file_cache_destroy(&w->fcache);
     mk_file_cache_init(&w->fcache, cfg->file_cache);
@@ -88,17 +97,17 @@ static void mk_worker_cfg_switch(struct mk_worker *w, struct mk_config *cfg)
 
 /* ---- timers -------------------------------------------------------------- */
 
-static int mk_timer_seconds(const struct mk_worker *w, enum mk_timer_kind kind)
+static uint32_t mk_timer_ms(const struct mk_worker *w, enum mk_timer_kind kind)
 {
     switch (kind) {
     case MK_TIMER_READ:
-        return w->cfg->timeout;
+        return w->cfg->timeout_ms;
     case MK_TIMER_KEEPALIVE:
-        return w->cfg->keepalive_timeout;
+        return w->cfg->keepalive_timeout_ms;
     case MK_TIMER_SEND:
-        return w->cfg->send_timeout;
+        return w->cfg->send_timeout_ms;
     case MK_TIMER_LINGER:
-        return MK_LINGER_SECONDS;
+        return MK_LINGER_MS;
     default:
         return 0;
     }
@@ -119,7 +128,7 @@ void mk_conn_timer_set(struct mk_conn *c, enum mk_timer_kind kind)
         return;
     }
     c->timer = (uint8_t) kind;
-    mk_timer_arm(&w->timers, &c->expiry, w->now, mk_timer_seconds(w, kind));
+    mk_timer_arm(&w->timers, &c->expiry, w->now_ms, mk_timer_ms(w, kind));
 }
 
 /* Expiry of one connection: it always disarms or re-arms (later) its timer. */
@@ -129,17 +138,14 @@ static void mk_worker_expire_cb(struct mk_timer *e, void *arg)
     mk_conn_expire(mk_container_of(e, struct mk_conn, expiry));
 }
 
+/* Expire the connections' timers, then the plugins' (their callbacks run here). */
 static void mk_worker_expire(struct mk_worker *w)
 {
-    /*
-     * The clock has whole seconds: a deadline set late in second S for T
-     * seconds is S + T, which may be only T - 1 seconds and a fraction away.
-     * Expiring once the clock is past it guarantees at least T seconds (and
-     * at most T + 1).
-     */
-    mk_timers_expire(&w->timers, w->now, mk_worker_expire_cb, NULL);
+    mk_timers_expire(&w->timers, w->now_ms, mk_worker_expire_cb, NULL);
+    mk_loop_expire(w);
 }
 
+/* The wall clock moved to second `now`: a new Date header. */
 static void mk_worker_tick(struct mk_worker *w, time_t now)
 {
     char date[MK_HTTP_DATE_LEN];
@@ -150,7 +156,41 @@ static void mk_worker_tick(struct mk_worker *w, time_t now)
     memcpy(w->date + 6, date, MK_HTTP_DATE_LEN);
     memcpy(w->date + 6 + MK_HTTP_DATE_LEN, "\r\n", 2);
     w->date_len = 6 + MK_HTTP_DATE_LEN + 2;
-    mk_worker_expire(w);
+}
+
+/* Read both clocks (once per loop iteration). */
+static void mk_worker_clock(struct mk_worker *w)
+{
+    time_t now = time(NULL);
+
+    w->now_ms = mk_clock_mono_ms();
+    if (now != w->now) {
+        mk_worker_tick(w, now);
+    }
+}
+
+/*
+ * How long the next wait may last, in ms: until the nearest deadline of a
+ * timer or of the graceful stop; -1 (forever) when nothing is armed.
+ */
+static int mk_worker_wait_ms(const struct mk_worker *w)
+{
+    uint64_t next = mk_timers_next(&w->timers);
+    uint64_t plugin = mk_timers_next(&w->plugin_timers);
+
+    if (plugin < next) {
+        next = plugin;
+    }
+    if (w->stopping && w->stop_deadline < next) {
+        next = w->stop_deadline;
+    }
+    if (next == MK_TIMER_NEVER) {
+        return -1;
+    }
+    if (next <= w->now_ms) {
+        return 0;
+    }
+    return next - w->now_ms > INT_MAX ? INT_MAX : (int) (next - w->now_ms);
 }
 
 /* ---- connections --------------------------------------------------------- */
@@ -183,6 +223,7 @@ static struct mk_conn *mk_conn_get(struct mk_worker *w)
 static void mk_worker_recycle(struct mk_worker *w)
 {
     mk_listeners_reap(&w->dead_listeners);
+    mk_loop_reap(w);
     while (!mk_list_is_empty(&w->closing)) {
         struct mk_conn *c = mk_list_entry(w->closing.next, struct mk_conn, node);
         mk_list_del(&c->node);
@@ -291,7 +332,7 @@ static void mk_worker_begin_stop(struct mk_worker *w)
         return;
     }
     w->stopping = true;
-    w->stop_deadline = w->now + w->cfg->graceful_timeout;
+    w->stop_deadline = w->now_ms + w->cfg->graceful_timeout_ms;
     mk_listeners_close(&w->listeners, &w->loop, &w->dead_listeners);
     mk_timers_each(&w->timers, mk_worker_close_idle_cb, NULL);
 }
@@ -398,6 +439,22 @@ void mk_worker_resume_drain(struct mk_worker *w)
 
 /* ---- control channel ----------------------------------------------------- */
 
+bool mk_worker_wait_config(struct mk_worker *w, const struct mk_config *cfg, int timeout_ms)
+{
+    const struct timespec step = {0, 100 * 1000};
+
+    for (int waited_us = 0;; waited_us += 100) {
+        const struct mk_config *now = atomic_load_explicit(&w->cfg_serving, memory_order_acquire);
+        if (now == cfg || now == NULL) {
+            return true;
+        }
+        if (waited_us >= timeout_ms * 1000) {
+            return false;
+        }
+        nanosleep(&step, NULL);
+    }
+}
+
 void mk_worker_post(struct mk_worker *w, unsigned flags, struct mk_config *cfg,
                     struct mk_listen_plan *plan, size_t plan_len)
 {
@@ -408,10 +465,13 @@ void mk_worker_post(struct mk_worker *w, unsigned flags, struct mk_config *cfg,
         if (w->msg_cfg) { /* an earlier reload not yet applied: superseded */
             mk_config_unref(w->msg_cfg);
         }
-        mk_listen_plan_free(w->msg_plan, w->msg_plan_len);
         w->msg_cfg = cfg;
-        w->msg_plan = plan;
-        w->msg_plan_len = plan_len;
+        if (plan) {
+            /* Sockets of a plan not yet taken (the thread has not started,
+               or an earlier reload) must not be closed under a "keep". */
+            w->msg_plan = mk_listen_plan_supersede(w->msg_plan, w->msg_plan_len, plan, plan_len);
+            w->msg_plan_len = plan_len;
+        }
     }
     w->msg_flags |= flags;
     pthread_mutex_unlock(&w->msg_lock);
@@ -474,6 +534,7 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
     w->id = id;
     w->server = srv;
     w->cfg = mk_config_ref(srv->cfg);
+    atomic_init(&w->cfg_serving, w->cfg);
     w->handoff[0] = w->handoff[1] = -1;
     mk_list_init(&w->retired);
     mk_list_init(&w->listeners);
@@ -483,6 +544,9 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
     mk_list_init(&w->free_conns);
     mk_list_init(&w->free_reqs);
     mk_timers_init(&w->timers);
+    mk_timers_init(&w->plugin_timers);
+    mk_list_init(&w->loop_watches);
+    mk_list_init(&w->loop_dead);
     mk_pool_init(&w->pool, MK_POOL_CACHED_MAX);
     mk_file_cache_init(&w->fcache, srv->cfg->file_cache);
     pthread_mutex_init(&w->msg_lock, NULL);
@@ -531,18 +595,13 @@ static void mk_worker_take_listeners(struct mk_worker *w)
     }
 }
 
-static bool mk_worker_has_timers(const struct mk_worker *w)
-{
-    return !mk_timers_empty(&w->timers);
-}
-
 static void *mk_worker_main(void *arg)
 {
     struct mk_worker *w = arg;
     struct mk_plugin_set *ps = &w->server->plugins;
 
     mk_tls_worker = w;
-    mk_worker_tick(w, time(NULL));
+    mk_worker_clock(w);
     mk_worker_take_listeners(w);
     for (size_t i = 0; i < ps->count; i++) {
         if (ps->list[i]->worker_init && ps->list[i]->worker_init(w->id) != MK_OK) {
@@ -551,17 +610,14 @@ static void *mk_worker_main(void *arg)
     }
 
     for (;;) {
-        int timeout = (mk_worker_has_timers(w) || w->stopping) ? 1000 : -1;
-        int n = mk_event_wait(&w->loop, timeout);
+        int n = mk_event_wait(&w->loop, mk_worker_wait_ms(w));
         if (n < 0) {
             mk_err("worker %d: event wait failed: %s", w->id, strerror(errno));
             break;
         }
         /* The clock first: the wait may have lasted long. */
-        time_t now = time(NULL);
-        if (now != w->now) {
-            mk_worker_tick(w, now);
-        }
+        mk_worker_clock(w);
+        mk_worker_expire(w);
         mk_event_dispatch(&w->loop, n);
         for (size_t i = 0; i < ps->n_batch; i++) {
             ps->batch[i]->batch_done(w->id);
@@ -569,7 +625,7 @@ static void *mk_worker_main(void *arg)
         mk_worker_recycle(w);
 
         if (w->stopping) {
-            if (now >= w->stop_deadline) {
+            if (w->now_ms >= w->stop_deadline) {
                 mk_worker_close_all(w);
                 mk_worker_recycle(w);
             }
@@ -579,6 +635,7 @@ static void *mk_worker_main(void *arg)
         }
     }
 
+    atomic_store_explicit(&w->cfg_serving, NULL, memory_order_release);
     mk_worker_close_all(w);
     mk_worker_recycle(w);
     mk_listeners_close(&w->listeners, &w->loop, &w->dead_listeners);
@@ -589,6 +646,7 @@ static void *mk_worker_main(void *arg)
             ps->list[i]->worker_exit(w->id);
         }
     }
+    mk_loop_release(w); /* what the plugins left running */
     if (atomic_fetch_sub(&w->server->workers_alive, 1) == 1) {
         uint64_t one = 1;
         ssize_t ignored = write(w->server->stop_efd, &one, sizeof(one));
@@ -652,6 +710,8 @@ void mk_worker_teardown(struct mk_worker *w)
     mk_event_loop_destroy(&w->loop);
     mk_file_cache_destroy(&w->fcache);
     mk_timers_destroy(&w->timers);
+    mk_loop_release(w); /* a worker that never ran */
+    mk_timers_destroy(&w->plugin_timers);
     mk_pool_destroy(&w->pool);
     pthread_mutex_destroy(&w->msg_lock);
 }

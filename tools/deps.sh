@@ -2,7 +2,8 @@
 # What building and testing Monkey needs, from Debian packages.
 #
 #   tools/deps.sh build      check only: a C compiler and cmake (never installs)
-#   tools/deps.sh test       + ninja, cmocka, python3 with pytest, curl, clang-format, musl
+#   tools/deps.sh test       + ninja, cmocka, python3 with pytest, curl, clang-format, musl,
+#                            taskset
 #   tools/deps.sh fuzz       + clang with libFuzzer
 #   tools/deps.sh static     + musl (musl-gcc) for the static embedded build
 #   tools/deps.sh bench      + the peers and load tools of bench/
@@ -36,6 +37,7 @@ if [ "$stage" != build ]; then
     need musl-gcc musl-tools
     need curl curl
     need clang-format clang-format
+    need taskset util-linux # make test: the integration suite pinned to one CPU
     need /usr/bin/python3 python3
     # pytest for whichever python3 runs the tests: the Debian one when the
     # first python3 on PATH has none.

@@ -6,18 +6,23 @@
  *
  * A plugin is one exported constant `struct mk_plugin`, named `mk_plugin`
  * in a shared object (listed in plugins.load as a path) or
- * `mk_plugin_<name>` when built into the binary (listed by name). The server
- * refuses a plugin whose `abi` differs from MK_PLUGIN_ABI.
+ * `mk_plugin_<name>` when built into the binary (listed by name). It starts
+ * with MK_PLUGIN_ABI_INIT: the ABI version it was built for and the size of
+ * the struct it saw (see "ABI versions" below and docs/plugin-api.md).
  *
  * The server calls a plugin only through the hooks below and a plugin
  * reaches the server only through the `struct mk_api` table it receives in
  * init(). Requests and connections are opaque.
  *
- * Threads: init(), exit(), reload_prepare() and reload_commit() run on the
- * thread that controls the server (during a reload the workers go on
- * serving, so what they read must be published safely); every other hook
- * runs on a worker thread, several workers at once. Hooks must not block: a
- * worker serves thousands of connections.
+ * Threads: init(), exit(), reload_prepare(), reload_commit(), site_init()
+ * and site_free() run on the thread that controls the server; every other
+ * hook runs on a worker thread, several workers at once. Hooks must not
+ * block: a worker serves thousands of connections. A reload runs while the
+ * workers go on serving, requests of the old configuration included: so
+ * request hooks read settings from their request's configuration (the site
+ * data site_init() built for it, see api->site_data), never from state
+ * that reload_commit() changes. A request then sees one configuration for
+ * its whole life, and a reload writes nothing a worker reads.
  *
  * Stages of a request, in order (every hook is optional):
  *   conn_accept    a connection was accepted       MK_OK, or MK_ERR to close it
@@ -41,6 +46,12 @@
  * around a function run on the server's task threads. The continuation runs
  * on the request's worker and its return value counts as the hook's.
  *
+ * Configuration: a plugin declares its keys (conf_schema, see
+ * mk_schema.h); the server reads and checks its file and its site
+ * sections for every configuration it builds and hands it typed structs
+ * (api->plugin_conf, api->site_conf) that live and die with that
+ * configuration.
+ *
  * Sites: a plugin lists the site-file sections it reads (site_sections);
  * site_init() is called for every site of every configuration built (start
  * and reload) and stores what the request hooks need; api->site_data()
@@ -48,14 +59,28 @@
  *
  * Reload is all or nothing: every plugin reads its own files into a pending
  * state (reload_prepare), the server builds the new configuration (site_init
- * for every site) and binds its sockets, and only when all of that succeeded
- * does anything change: every plugin's reload_commit(1) puts its pending
- * state in force as the new configuration goes in force. If anything failed,
- * reload_commit(0) discards it and the running configuration stays whole.
+ * for every site, which copies what requests need from the pending state)
+ * and binds its sockets, and only when all of that succeeded does anything
+ * change: every plugin's reload_commit(1) makes its pending state the one
+ * later configurations are built from, and the new configuration goes in
+ * force: once the reload has returned, every new request gets it. If
+ * anything failed, reload_commit(0) discards it and the running
+ * configuration stays whole.
  *
  * Transport: a plugin may provide `transport`, a named byte layer that a
  * listener selects with a second word on its Listen line
  * ("Listen 8443 tls"). Plain sockets are the built-in transport "plain".
+ *
+ * Event loop: a hook may start timers (api->timer_start), watch its own
+ * descriptors (api->fd_watch: pipes, upstream sockets) and wait for child
+ * processes (api->child_watch) on the loop of the worker it runs on. The
+ * callbacks run on that worker, between events, and must not block either.
+ * Handles belong to that worker: calls from any other thread (init(), a
+ * task, another worker) are refused; go through api->worker_call() to reach
+ * a worker from elsewhere. What is still running when the worker exits is
+ * released after worker_exit() without callbacks; watched descriptors are
+ * not closed (they stay the plugin's). To answer a request from a callback,
+ * suspend the request in its hook and resume it from the callback.
  */
 #ifndef MONKEY_MK_PLUGIN_H
 #define MONKEY_MK_PLUGIN_H
@@ -68,12 +93,54 @@
 #include <time.h>
 
 #include "mk_common.h"
+#include "mk_schema.h"
 
-/* Bump on any change to the structs or the order of function pointers. */
-#define MK_PLUGIN_ABI 3
+/*
+ * ABI versions. The major changes when a built plugin would misread the
+ * structs (a field removed, moved or changed): the server refuses a plugin
+ * of another major. The minor changes when fields are only appended to
+ * struct mk_plugin or struct mk_api: such a plugin loads on any server of
+ * the same major.
+ * - A plugin built for an older minor has a smaller struct mk_plugin (its
+ *   `size`): the hooks past it count as NULL.
+ * - A plugin built for a newer minor loads only if it leaves every hook
+ *   this server does not know NULL (zero bytes past the server's struct).
+ * - A plugin that calls a function of struct mk_api added in a later minor
+ *   checks it first with MK_API_HAS(api, name): an older server lacks it.
+ */
+#define MK_PLUGIN_ABI_MAJOR 3
+#define MK_PLUGIN_ABI_MINOR 0
+
+/* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
+#define MK_PLUGIN_ABI_INIT                                                                         \
+    .abi_major = MK_PLUGIN_ABI_MAJOR, .abi_minor = MK_PLUGIN_ABI_MINOR,                            \
+    .size = sizeof(struct mk_plugin)
+
+/* True when the server's function table has `fn` (a field of struct mk_api). */
+#define MK_API_HAS(api, fn)                                                                        \
+    (offsetof(struct mk_api, fn) + sizeof((api)->fn) <= (api)->size && (api)->fn != NULL)
 
 /* A request or content hook handed the request over (see api->suspend). */
 #define MK_SUSPENDED (-4)
+
+/* Readiness and interest bits of api->fd_watch(). */
+#define MK_LOOP_READ 0x01u  /* readable, or the peer hung up (a read tells) */
+#define MK_LOOP_WRITE 0x02u /* writable */
+#define MK_LOOP_ERROR 0x04u /* reported only: error or hang-up on the descriptor */
+
+struct mk_loop_timer; /* api->timer_start() */
+struct mk_loop_fd;    /* api->fd_watch() */
+struct mk_loop_child; /* api->child_watch() */
+
+/* A timer fired; `t` may be stopped here (a repeating timer stops itself so). */
+typedef void (*mk_loop_timer_cb)(struct mk_loop_timer *t, void *arg);
+/* `fd` is ready (MK_LOOP_* bits); `h` may be modified or unwatched here. */
+typedef void (*mk_loop_fd_cb)(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg);
+/*
+ * Child `pid` exited and was reaped: `status` as waitpid(2) gives it
+ * (WIFEXITED, WEXITSTATUS...), or -1 when something else reaped it.
+ */
+typedef void (*mk_loop_child_cb)(pid_t pid, int status, void *arg);
 
 struct mk_request;
 struct mk_conn;
@@ -153,7 +220,9 @@ struct mk_transport {
 
 /* The server's functions, passed to init(). Valid for the process lifetime. */
 struct mk_api {
-    uint32_t abi;
+    uint16_t abi_major; /* MK_PLUGIN_ABI_MAJOR of the server */
+    uint16_t abi_minor; /* MK_PLUGIN_ABI_MINOR of the server */
+    uint32_t size;      /* sizeof(struct mk_api) in the server: see MK_API_HAS */
 
     /* diagnostics */
     void (*log)(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -253,15 +322,27 @@ struct mk_api {
      * the hook then returns MK_SUSPENDED. The connection does no I/O until
      * resume(), which any thread may call, exactly once per handle, and
      * which runs cb(r, arg) on the request's worker. A request not resumed
-     * within Timeout is abandoned (cb then gets r == NULL).
+     * within Timeout is abandoned, and so is one whose client hangs up
+     * (closes or half-closes its connection) meanwhile: cb then gets
+     * r == NULL.
      */
     struct mk_suspended *(*suspend)(struct mk_request *r);
     void (*resume)(struct mk_suspended *s, mk_resume_cb cb, void *arg);
     /*
      * Run work(arg) on one of the server's task threads, then done(r, arg)
-     * on the request's worker as above. Returns MK_SUSPENDED (return it from
-     * the hook) or MK_ERR (nothing was started). For blocking work: hashing
-     * passwords, reading large directories.
+     * on the request's worker as above. For blocking work: hashing
+     * passwords, reading large directories. Returns
+     *   MK_SUSPENDED  queued: return it from the hook;
+     *   503           refused by a bound of the queue (the calling plugin
+     *                 has TaskQueuePerPlugin tasks waiting or running, or
+     *                 the client TaskQueuePerClient); `Retry-After` has been
+     *                 added to the response: return 503 from the hook;
+     *   MK_ERR        nothing was started (stopping, memory short).
+     * Each plugin has its own share of the queue and the threads serve the
+     * plugins in turn. A task whose request is abandoned before the task
+     * starts (timeout, hang-up, stop) never runs: done(NULL, arg) is then
+     * called without work(arg), and must release what the hook gave arg.
+     * A task already running finishes, and done gets r == NULL.
      */
     int (*task)(struct mk_request *r, void (*work)(void *arg), mk_resume_cb done, void *arg);
 
@@ -287,7 +368,9 @@ struct mk_api {
      * Carry out MK_CMD_* as the signal would, and wait for the result:
      * MK_OK, or MK_ERR with the reason in err (a reload refused). Only
      * while the server runs its signal loop (the monkey binary); never from
-     * a hook that the command itself calls (reload, reopen_logs, exit).
+     * a hook that the command itself calls (reload, reopen_logs, exit). A
+     * reload waits for every worker to take the new configuration: called
+     * from a worker's hook it waits for that worker up to 2 s in vain.
      */
     int (*command)(int cmd, char *err, size_t errlen);
     /*
@@ -324,6 +407,63 @@ struct mk_api {
     int (*site_hide_dotfiles)(const struct mk_site *s);
 
     /*
+     * The worker's event loop (see "Event loop" at the top). Every function
+     * below runs only on a worker thread, in a hook or a loop callback; from
+     * another thread the starts return NULL with errno EPERM and the others
+     * MK_ERR. Handles are valid on the worker that made them.
+     *
+     * timer_start(): call cb(t, arg) in `ms` milliseconds (0: at the next
+     * loop iteration), and then every `ms` (> 0) if `repeat`. NULL with
+     * errno (EINVAL, ENOMEM) when not started. A one-shot timer's handle is
+     * freed when its callback returns; timer_stop() is valid before that
+     * (also inside the callback) and frees it. Precision: the worker's clock
+     * (CLOCK_MONOTONIC, read once per loop iteration) in milliseconds; a busy
+     * worker fires late, never early. Each distinct duration costs a small
+     * queue (freed after a minute unused): use a few durations.
+     */
+    struct mk_loop_timer *(*timer_start)(uint32_t ms, int repeat, mk_loop_timer_cb cb, void *arg);
+    int (*timer_stop)(struct mk_loop_timer *t);
+    /*
+     * fd_watch(): call cb(h, fd, ready, arg) while `fd` is ready for `mask`
+     * (MK_LOOP_READ | MK_LOOP_WRITE; 0: registered later with fd_modify).
+     * Level triggered: a callback that leaves input unread is called again.
+     * The descriptor stays the plugin's; make it non-blocking. fd_modify()
+     * changes the interest (0: pause). fd_unwatch() ends the watch and frees
+     * the handle; it is safe inside any callback, even when the descriptor
+     * still has an event pending in the same batch (it is skipped). Unwatch
+     * before closing the descriptor.
+     */
+    struct mk_loop_fd *(*fd_watch)(int fd, uint32_t mask, mk_loop_fd_cb cb, void *arg);
+    int (*fd_modify)(struct mk_loop_fd *h, uint32_t mask);
+    int (*fd_unwatch)(struct mk_loop_fd *h);
+    /*
+     * child_watch(): reap child process `pid` (of this process, for instance
+     * from posix_spawn()) on this worker when it exits, then call
+     * cb(pid, status, arg) once (cb may be NULL: reap only). The handle is
+     * freed before the callback runs. child_unwatch() cancels the callback
+     * (the child is still reaped, so no zombie stays) and frees the handle.
+     * Needs Linux 5.3 or later (pidfd_open): NULL with errno ENOSYS before;
+     * ESRCH when there is no such process. Do not reap the child elsewhere.
+     */
+    struct mk_loop_child *(*child_watch)(pid_t pid, mk_loop_child_cb cb, void *arg);
+    int (*child_unwatch)(struct mk_loop_child *h);
+    /* Milliseconds of the monotonic clock: the worker's cached reading (the
+       timers' clock), or a fresh one off worker threads. */
+    uint64_t (*now_ms)(void);
+    /*
+     * The typed settings `plugin` declared in its conf_schema (see
+     * mk_schema.h), as the server filled them for one configuration.
+     * plugin_conf(): the plugin-wide struct of the configuration `site`
+     * belongs to (in hooks: api->site(r)); with `site` NULL, inside init()
+     * only, the configuration being started or checked. site_conf(): the
+     * struct of the site's MK_CONF_SITE keys. Both stay valid as long as
+     * the site does (a request's whole life, site data included) and are
+     * NULL when the plugin declares no such keys.
+     */
+    const void *(*plugin_conf)(const struct mk_site *site, const struct mk_plugin *plugin);
+    const void *(*site_conf)(const struct mk_site *site, const struct mk_plugin *plugin);
+
+    /*
      * Streaming responses, for a body of unknown length produced piece by
      * piece (h2o's generator model). From a content hook (or its
      * continuation): stream_start(), then return MK_OK; the status and
@@ -346,7 +486,10 @@ struct mk_api {
 };
 
 struct mk_plugin {
-    uint32_t abi; /* MK_PLUGIN_ABI */
+    /* MK_PLUGIN_ABI_INIT fills these three. */
+    uint16_t abi_major; /* MK_PLUGIN_ABI_MAJOR the plugin was built with */
+    uint16_t abi_minor; /* MK_PLUGIN_ABI_MINOR the plugin was built with */
+    uint32_t size;      /* sizeof(struct mk_plugin) the plugin was built with */
     const char *name;
     const char *version;
     const char *description;
@@ -403,6 +546,20 @@ struct mk_plugin {
     void (*site_free)(void *data);
     /* After each batch of events a worker handled: a moment to flush buffers. */
     void (*batch_done)(int worker_id);
+
+    /*
+     * The plugin's configuration keys (see mk_schema.h), or NULL. The
+     * server reads them for every configuration it builds (start, reload,
+     * monkey -t): plugin-wide keys from conf_dir/plugins/<schema->file>
+     * (a missing file means every default), MK_CONF_SITE keys from the
+     * [<schema->section>] sections of each site file (the section needs no
+     * entry in site_sections). Any error refuses the configuration with
+     * "file:line: reason"; a refused reload changes nothing. The typed
+     * structs belong to the configuration (api->plugin_conf, site_conf)
+     * and are freed with it, so a plugin with only declared keys needs no
+     * reload_prepare/reload_commit.
+     */
+    const struct mk_conf_schema *conf_schema;
 };
 
 /*
@@ -414,6 +571,13 @@ struct mk_plugin {
 #else
 #define MK_PLUGIN_SYMBOL(name) mk_plugin
 #endif
+/*
+ * MK_PLUGIN_DEFINE(hello) = {
+ *     MK_PLUGIN_ABI_INIT,
+ *     .name = "hello",
+ *     ...
+ * };
+ */
 #define MK_PLUGIN_DEFINE(name) MK_EXPORT const struct mk_plugin MK_PLUGIN_SYMBOL(name)
 /* The plugin's own descriptor, for api->site_data(). Declare it first. */
 #define MK_PLUGIN_DECLARE(name) extern const struct mk_plugin MK_PLUGIN_SYMBOL(name)

@@ -33,14 +33,14 @@
  *     tricks ("/%61dmin", "//admin", "/x/../admin") cannot get around them.
  *
  * Plugin-wide settings come from conf_dir/plugins/access.conf ([ACCESS]
- * LogDenied), read at start and on reload (in force only once the whole
- * reload succeeded).
+ * LogDenied), a declared key (access_keys) the server reads into every
+ * configuration it builds; a request uses the value of its own
+ * configuration, so a refused reload changes nothing.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <regex.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -92,117 +92,34 @@ struct access_client {
     uint8_t key[16];
 };
 
+/* access.conf, as the server filled it for one configuration. */
+struct access_conf {
+    bool log_denied;
+};
+
+static const struct mk_conf_key access_keys[] = {
+    {"LogDenied", MK_CONF_BOOL, 0, MK_CONF_FIELD(struct access_conf, log_denied), 0, 0, "Off"},
+    {NULL},
+};
+
+/* The [ACCESS] rules of site files are read by access_site_init(), in file order. */
+static const struct mk_conf_schema access_schema = {
+    .section = "ACCESS",
+    .file = "access.conf",
+    .keys = access_keys,
+    .size = sizeof(struct access_conf),
+};
+
 static const struct mk_api *api;
-static char access_conf_file[ACCESS_PATH_MAX];
-static atomic_bool access_log_denied;
-static bool access_pending_log_denied; /* read by reload_prepare, for reload_commit */
 
 MK_PLUGIN_DECLARE(access);
 
-/* ---- the plugin-wide file: conf_dir/plugins/access.conf ------------------- */
-
-/* Parse a boolean of the configuration format; -1 when it is none. */
-static int access_bool(const char *v)
-{
-    static const char *const yes[] = {"on", "yes", "true", "1"};
-    static const char *const no[] = {"off", "no", "false", "0"};
-
-    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
-        if (strcasecmp(v, yes[i]) == 0) {
-            return 1;
-        }
-        if (strcasecmp(v, no[i]) == 0) {
-            return 0;
-        }
-    }
-    return -1;
-}
-
-/*
- * Read access.conf into *log_denied. A missing file means the defaults. On
- * a bad line, MK_ERR with "file:line: reason" in err and *log_denied
- * untouched. Controlling thread only.
- */
-static int access_read_conf(bool *log_denied, char *err, size_t errlen)
-{
-    const char *section, *key, *value;
-    void *cursor = NULL;
-    int line, on = 0;
-
-    if (!access_conf_file[0]) {
-        *log_denied = false;
-        return MK_OK;
-    }
-    struct mk_conf *conf = api->conf_load(access_conf_file, err, errlen);
-    if (!conf) {
-        if (strstr(err, "No such file")) {
-            *log_denied = false;
-            return MK_OK;
-        }
-        return MK_ERR;
-    }
-    while (api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
-        if (strcasecmp(section, "ACCESS") != 0) {
-            snprintf(err, errlen, "%s:%d: unknown section [%s] (only [ACCESS])",
-                     api->conf_path(conf), line, section);
-            api->conf_free(conf);
-            return MK_ERR;
-        }
-        if (strcasecmp(key, "LogDenied") != 0) {
-            snprintf(err, errlen, "%s:%d: unknown key '%s' (only LogDenied)", api->conf_path(conf),
-                     line, key);
-            api->conf_free(conf);
-            return MK_ERR;
-        }
-        on = access_bool(value);
-        if (on < 0) {
-            snprintf(err, errlen, "%s:%d: LogDenied: '%s' is not On or Off", api->conf_path(conf),
-                     line, value);
-            api->conf_free(conf);
-            return MK_ERR;
-        }
-    }
-    api->conf_free(conf);
-    *log_denied = on == 1;
-    return MK_OK;
-}
-
-/* Process start: keep the API, read access.conf (MK_ERR stops the server, logged). */
+/* Process start: keep the API (the server reads and checks access.conf). */
 static int access_init(const struct mk_api *server_api, const char *conf_dir)
 {
-    char err[512];
-    bool log_denied;
-
+    (void) conf_dir;
     api = server_api;
-    access_conf_file[0] = '\0';
-    if (conf_dir) {
-        int n = snprintf(access_conf_file, sizeof(access_conf_file), "%s/plugins/access.conf",
-                         conf_dir);
-        if (n < 0 || (size_t) n >= sizeof(access_conf_file)) {
-            api->log(MK_PLUGIN_LOG_ERROR, "access: configuration directory path too long");
-            return MK_ERR;
-        }
-    }
-    if (access_read_conf(&log_denied, err, sizeof(err)) != MK_OK) {
-        api->log(MK_PLUGIN_LOG_ERROR, "access: %s", err);
-        return MK_ERR;
-    }
-    atomic_store(&access_log_denied, log_denied);
     return MK_OK;
-}
-
-/* Reload, step one: read access.conf into the pending setting. */
-static int access_reload_prepare(char *err, size_t errlen)
-{
-    return access_read_conf(&access_pending_log_denied, err, errlen);
-}
-
-/* Reload, step two: the pending setting goes in force, or is dropped. */
-static void access_reload_commit(int commit)
-{
-    if (commit) {
-        atomic_store(&access_log_denied, access_pending_log_denied);
-    }
 }
 
 /* ---- parsing rules (site_init) ---------------------------------------------- */
@@ -558,7 +475,9 @@ static void access_log(struct mk_request *r, const struct access_site *site, int
 static int access_deny(struct mk_request *r, const struct access_site *site, int line,
                        bool by_default, const char *path, size_t len)
 {
-    if (atomic_load_explicit(&access_log_denied, memory_order_relaxed)) {
+    const struct access_conf *conf = api->plugin_conf(api->site(r), MK_PLUGIN_SELF(access));
+
+    if (conf && conf->log_denied) {
         access_log(r, site, line, by_default, path, len);
     }
     return 403;
@@ -622,15 +541,14 @@ static int access_request(struct mk_request *r)
 }
 
 MK_PLUGIN_DEFINE(access) = {
-    .abi = MK_PLUGIN_ABI,
+    MK_PLUGIN_ABI_INIT,
     .name = "access",
     .version = "1.0",
     .description = "allow and deny requests by client address and path, per site (Mandril)",
     .init = access_init,
-    .reload_prepare = access_reload_prepare,
-    .reload_commit = access_reload_commit,
     .request = access_request,
     .site_sections = (const char *const[]){"ACCESS", NULL},
     .site_init = access_site_init,
     .site_free = access_site_free,
+    .conf_schema = &access_schema,
 };

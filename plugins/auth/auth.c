@@ -28,7 +28,7 @@
  *     of that file's table (never the password); a reload builds new tables,
  *     so it empties every cache. CacheSize 0 turns it off.
  *
- * Threads: init, reload_prepare, reload_commit, site_init and site_free on
+ * Threads: init, site_init and site_free on
  * the controlling thread; the request hook and the continuation on workers;
  * auth_verify on task threads, touching only its job (the request, and with
  * it the site's data, may be gone when the work ends).
@@ -60,17 +60,29 @@
 #define AUTH_CACHE_TTL_MAX 86400
 
 static const struct mk_api *api;
-static char auth_conf_dir[PATH_MAX];  /* "" when serving built-in defaults */
-static char auth_conf_file[PATH_MAX]; /* conf_dir/plugins/auth.conf */
-/* Plugin-wide settings (auth.conf); used and changed on the controlling thread only. */
+static char auth_conf_dir[PATH_MAX]; /* "" when serving built-in defaults */
+
+/* Plugin-wide settings (auth.conf), as the server filled them for one configuration. */
 struct auth_settings {
     unsigned cache_size;
     unsigned cache_ttl;
 };
-static struct auth_settings auth_live = {128, 300};
-/* A reload's settings, from reload_prepare to reload_commit; site_init reads them meanwhile. */
-static struct auth_settings auth_pending;
-static bool auth_have_pending;
+
+static const struct mk_conf_key auth_keys[] = {
+    {"CacheSize", MK_CONF_INT, 0, MK_CONF_FIELD(struct auth_settings, cache_size), 0,
+     AUTH_CACHE_SIZE_MAX, "128"},
+    {"CacheTTL", MK_CONF_INT, 0, MK_CONF_FIELD(struct auth_settings, cache_ttl), 1,
+     AUTH_CACHE_TTL_MAX, "300"},
+    {NULL},
+};
+
+/* The [AUTH] sections of site files are read by auth_site_init(), one rule each. */
+static const struct mk_conf_schema auth_schema = {
+    .section = "AUTH",
+    .file = "auth.conf",
+    .keys = auth_keys,
+    .size = sizeof(struct auth_settings),
+};
 
 MK_PLUGIN_DECLARE(auth);
 
@@ -114,121 +126,21 @@ struct auth_job {
     int ok;    /* set by auth_verify */
 };
 
-/* ---- plugin-wide configuration: conf_dir/plugins/auth.conf ---------------- */
+/* ---- start ------------------------------------------------------------------ */
 
-/* Parse a decimal number in [min, max]; MK_OK or MK_ERR. */
-static int auth_number(const char *s, unsigned long min, unsigned long max, unsigned *out)
-{
-    unsigned long v = 0;
-
-    if (!*s) {
-        return MK_ERR;
-    }
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9' || v > max) {
-            return MK_ERR;
-        }
-        v = v * 10 + (unsigned long) (*s - '0');
-    }
-    if (v < min || v > max) {
-        return MK_ERR;
-    }
-    *out = (unsigned) v;
-    return MK_OK;
-}
-
-/*
- * Read [AUTH] CacheSize and CacheTTL into *out (a missing file: the
- * defaults). MK_ERR with "file:line: reason" in err, *out untouched.
- */
-static int auth_read_conf(struct auth_settings *out, char *err, size_t errlen)
-{
-    struct auth_settings next = {128, 300};
-    const char *section, *key, *value;
-    void *cursor = NULL;
-    int line;
-
-    if (!auth_conf_file[0]) {
-        *out = next;
-        return MK_OK;
-    }
-    struct mk_conf *conf = api->conf_load(auth_conf_file, err, errlen);
-    if (!conf) {
-        if (access(auth_conf_file, F_OK) != 0 && errno == ENOENT) {
-            *out = next;
-            return MK_OK;
-        }
-        return MK_ERR;
-    }
-    while (api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
-        int rc = MK_ERR;
-        const char *what = "unknown key";
-        if (strcasecmp(section, "AUTH") != 0) {
-            snprintf(err, errlen, "%s:%d: unknown section [%s] (expected [AUTH])",
-                     api->conf_path(conf), line, section);
-            api->conf_free(conf);
-            return MK_ERR;
-        }
-        if (strcasecmp(key, "CacheSize") == 0) {
-            rc = auth_number(value, 0, AUTH_CACHE_SIZE_MAX, &next.cache_size);
-            what = "CacheSize: expected a number of entries, 0 to 65536";
-        }
-        else if (strcasecmp(key, "CacheTTL") == 0) {
-            rc = auth_number(value, 1, AUTH_CACHE_TTL_MAX, &next.cache_ttl);
-            what = "CacheTTL: expected seconds, 1 to 86400";
-        }
-        if (rc != MK_OK) {
-            snprintf(err, errlen, "%s:%d: %s ('%s %s')", api->conf_path(conf), line, what, key,
-                     value);
-            api->conf_free(conf);
-            return MK_ERR;
-        }
-    }
-    api->conf_free(conf);
-    *out = next;
-    return MK_OK;
-}
-
-/* Process start: remember the API and the configuration folder, read auth.conf. */
+/* Process start: remember the API and the configuration folder (for Users paths). */
 static int auth_init(const struct mk_api *server_api, const char *conf_dir)
 {
-    char err[512];
-
     api = server_api;
-    auth_conf_dir[0] = auth_conf_file[0] = '\0';
-    auth_have_pending = false;
+    auth_conf_dir[0] = '\0';
     if (conf_dir) {
         int n = snprintf(auth_conf_dir, sizeof(auth_conf_dir), "%s", conf_dir);
-        int m = snprintf(auth_conf_file, sizeof(auth_conf_file), "%s/plugins/auth.conf", conf_dir);
-        if (n < 0 || m < 0 || (size_t) m >= sizeof(auth_conf_file)) {
+        if (n < 0 || (size_t) n >= sizeof(auth_conf_dir)) {
             api->log(MK_PLUGIN_LOG_ERROR, "auth: configuration directory name too long");
             return MK_ERR;
         }
     }
-    if (auth_read_conf(&auth_live, err, sizeof(err)) != MK_OK) {
-        api->log(MK_PLUGIN_LOG_ERROR, "auth: %s", err);
-        return MK_ERR;
-    }
     return MK_OK;
-}
-
-/* Reload, step one: read auth.conf into the pending settings (site_init then reads the sites). */
-static int auth_reload_prepare(char *err, size_t errlen)
-{
-    if (auth_read_conf(&auth_pending, err, errlen) != MK_OK) {
-        return MK_ERR;
-    }
-    auth_have_pending = true;
-    return MK_OK;
-}
-
-/* Reload, step two: the pending settings go in force, or are dropped. */
-static void auth_reload_commit(int commit)
-{
-    if (commit) {
-        auth_live = auth_pending;
-    }
-    auth_have_pending = false;
 }
 
 /* ---- password files -------------------------------------------------------- */
@@ -294,8 +206,8 @@ static char *auth_read_file(const char *path, size_t *len, char *err, size_t err
  * "site:line" text). Returns a new table, or NULL with "file:line: reason"
  * in err.
  */
-static struct auth_table *auth_table_load(const char *path, const char *where, char *err,
-                                          size_t errlen)
+static struct auth_table *auth_table_load(const struct auth_settings *settings, const char *path,
+                                          const char *where, char *err, size_t errlen)
 {
     char why[256];
     size_t len = 0;
@@ -331,8 +243,6 @@ static struct auth_table *auth_table_load(const char *path, const char *where, c
         auth_table_free(t);
         return NULL;
     }
-    /* The settings of the configuration being built: a reload's, while one is prepared. */
-    const struct auth_settings *settings = auth_have_pending ? &auth_pending : &auth_live;
     t->cache_size = settings->cache_size;
     t->cache_ttl = settings->cache_ttl;
     if (t->cache_size) {
@@ -490,8 +400,9 @@ struct auth_section {
 };
 
 /* Turn a complete section into a rule appended to `site`. */
-static int auth_section_finish(struct auth_site *site, const struct auth_section *sec,
-                               const struct mk_conf *conf, char *err, size_t errlen)
+static int auth_section_finish(const struct auth_settings *settings, struct auth_site *site,
+                               const struct auth_section *sec, const struct mk_conf *conf,
+                               char *err, size_t errlen)
 {
     const char *file = api->conf_path(conf), *why = NULL;
     char where[PATH_MAX + 32], path[PATH_MAX];
@@ -545,7 +456,7 @@ static int auth_section_finish(struct auth_site *site, const struct auth_section
         snprintf(err, errlen, "%s: Users: path too long", where);
         return MK_ERR;
     }
-    rule->table = auth_table_load(path, where, err, errlen);
+    rule->table = auth_table_load(settings, path, where, err, errlen);
     return rule->table ? MK_OK : MK_ERR;
 }
 
@@ -601,7 +512,8 @@ static int auth_site_init(const struct mk_site *s, const struct mk_conf *conf, v
     void *cursor = NULL;
     int line;
 
-    (void) s;
+    /* auth.conf of the configuration being built. */
+    const struct auth_settings *settings = api->plugin_conf(s, MK_PLUGIN_SELF(auth));
     *data = NULL;
     struct auth_site *site = calloc(1, sizeof(*site));
     if (!site) {
@@ -614,7 +526,8 @@ static int auth_site_init(const struct mk_site *s, const struct mk_conf *conf, v
         }
         int header = api->conf_section_line(cursor);
         if (header != sec.header_line) {
-            if (sec.header_line && auth_section_finish(site, &sec, conf, err, errlen) != MK_OK) {
+            if (sec.header_line &&
+                auth_section_finish(settings, site, &sec, conf, err, errlen) != MK_OK) {
                 auth_site_free(site);
                 return MK_ERR;
             }
@@ -625,7 +538,7 @@ static int auth_site_init(const struct mk_site *s, const struct mk_conf *conf, v
             return MK_ERR;
         }
     }
-    if (sec.header_line && auth_section_finish(site, &sec, conf, err, errlen) != MK_OK) {
+    if (sec.header_line && auth_section_finish(settings, site, &sec, conf, err, errlen) != MK_OK) {
         auth_site_free(site);
         return MK_ERR;
     }
@@ -827,15 +740,14 @@ static int auth_request(struct mk_request *r)
 }
 
 MK_PLUGIN_DEFINE(auth) = {
-    .abi = MK_PLUGIN_ABI,
+    MK_PLUGIN_ABI_INIT,
     .name = "auth",
     .version = "1.0",
     .description = "HTTP Basic authentication per path and realm",
     .init = auth_init,
-    .reload_prepare = auth_reload_prepare,
-    .reload_commit = auth_reload_commit,
     .request = auth_request,
     .site_sections = (const char *const[]){"AUTH", NULL},
     .site_init = auth_site_init,
     .site_free = auth_site_free,
+    .conf_schema = &auth_schema,
 };

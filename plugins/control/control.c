@@ -12,8 +12,9 @@
  * Guarantees:
  * - The socket is served by one thread of the plugin, started in init()
  *   (never under `monkey -t`) and joined in exit(). Workers never wait for
- *   it: the only thing they share is the HTTP settings, read under a
- *   read lock that reload_commit() holds for a copy of a few hundred bytes.
+ *   it and share nothing with it: the HTTP settings are declared keys
+ *   (control_keys), which the server reads into every configuration it
+ *   builds; a request reads those of its own configuration, without locks.
  * - One request line per connection, one reply, then the connection is
  *   closed (after a stop: once the server has finished). A client gets
  *   CONTROL_IO_MS to send its line and again to read the reply; a line
@@ -51,6 +52,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <monkey/mk_json.h>
 #include <monkey/mk_plugin.h>
 #include <monkey/mk_util.h>
 
@@ -73,14 +75,14 @@ struct control_settings {
     char http_path[CONTROL_HTTP_PATH_MAX + 1]; /* "": no HTTP status */
     struct mk_cidr allow[CONTROL_ALLOW_MAX];
     unsigned n_allow;
+    bool allow_given; /* an HttpAllow line replaced the loopback default */
 };
 
-/* A reply (or a document) under construction; `failed` sticks. */
-struct control_buf {
-    char *data;
-    size_t len, cap;
-    bool failed;
-};
+/*
+ * A reply or a document under construction is a struct mk_json, the
+ * server's JSON writer buffer (mk_json.h), bounded by CONTROL_REPLY_MAX;
+ * `failed` sticks. A zeroed one is empty and ready (control_buf_add).
+ */
 
 enum control_client_state {
     CONTROL_FREE = 0,
@@ -96,25 +98,16 @@ struct control_client {
     int64_t deadline; /* monotonic ms */
     char line[CONTROL_LINE_MAX];
     size_t line_len;
-    struct control_buf reply;
+    struct mk_json reply;
     size_t sent;
 };
 
 static const struct mk_api *api;
-static char control_conf_file[PATH_MAX];
-static char control_conf_dir[PATH_MAX];
-static bool control_have_conf_dir;
+
+MK_PLUGIN_DECLARE(control);
 
 /* Set in init(), read-only afterwards (the socket cannot move on reload). */
 static struct control_settings control_running;
-/* A reload's settings, from reload_prepare to reload_commit. */
-static struct control_settings control_pending;
-
-/* HttpPath and HttpAllow: replaced by reload_commit(), read by the workers. */
-static pthread_rwlock_t control_http_lock = PTHREAD_RWLOCK_INITIALIZER;
-static char control_http_path[CONTROL_HTTP_PATH_MAX + 1];
-static struct mk_cidr control_http_allow[CONTROL_ALLOW_MAX];
-static unsigned control_http_n_allow;
 
 /* The socket thread. */
 static int control_listen_fd = -1;
@@ -128,40 +121,21 @@ static struct control_client control_clients[CONTROL_CLIENTS];
 /* ---- buffers and JSON ------------------------------------------------------ */
 
 /* Append n bytes; on failure (memory, CONTROL_REPLY_MAX) mark the buffer. */
-static void control_buf_add(struct control_buf *b, const char *s, size_t n)
+static void control_buf_add(struct mk_json *b, const char *s, size_t n)
 {
-    if (b->failed) {
-        return;
+    if (!b->max) {
+        b->max = CONTROL_REPLY_MAX; /* a zeroed buffer */
     }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->len + n + 1) {
-            cap *= 2;
-        }
-        if (cap > CONTROL_REPLY_MAX) {
-            b->failed = true;
-            return;
-        }
-        char *p = realloc(b->data, cap);
-        if (!p) {
-            b->failed = true;
-            return;
-        }
-        b->data = p;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = '\0';
+    mk_json_raw(b, s, n);
 }
 
 /* Append the string s. */
-static void control_buf_str(struct control_buf *b, const char *s)
+static void control_buf_str(struct mk_json *b, const char *s)
 {
     control_buf_add(b, s, strlen(s));
 }
 
-__attribute__((format(printf, 2, 3))) static void control_buf_printf(struct control_buf *b,
+__attribute__((format(printf, 2, 3))) static void control_buf_printf(struct mk_json *b,
                                                                      const char *fmt, ...)
 {
     char tmp[1024];
@@ -191,94 +165,21 @@ __attribute__((format(printf, 2, 3))) static void control_buf_printf(struct cont
 }
 
 /* Release b's memory and make it empty (and usable) again. */
-static void control_buf_free(struct control_buf *b)
+static void control_buf_free(struct mk_json *b)
 {
-    free(b->data);
+    mk_json_free(b);
     memset(b, 0, sizeof(*b));
 }
 
-/*
- * Length of the valid UTF-8 sequence at s (1 to 4), or 0 when the bytes at
- * s are not one (overlong forms, surrogates and code points past U+10FFFF
- * included).
- */
-static size_t control_utf8_len(const unsigned char *s)
-{
-    if (s[0] < 0x80) {
-        return 1;
-    }
-    if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-        return (s[1] & 0xc0) == 0x80 ? 2 : 0;
-    }
-    if (s[0] >= 0xe0 && s[0] <= 0xef) {
-        if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80) {
-            return 0;
-        }
-        if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0)) {
-            return 0;
-        }
-        return 3;
-    }
-    if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-        if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80) {
-            return 0;
-        }
-        if ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90)) {
-            return 0;
-        }
-        return 4;
-    }
-    return 0;
-}
-
 /* Append s as a JSON string, quotes included; NULL is appended as null. */
-static void control_buf_json(struct control_buf *b, const char *s)
+static void control_buf_json(struct mk_json *b, const char *s)
 {
-    const unsigned char *p = (const unsigned char *) s;
-
     if (!s) {
         control_buf_str(b, "null");
         return;
     }
     control_buf_add(b, "\"", 1);
-    while (*p) {
-        size_t n = control_utf8_len(p);
-        if (n == 0) {
-            control_buf_str(b, "\\ufffd");
-            p++;
-            continue;
-        }
-        if (n > 1) {
-            control_buf_add(b, (const char *) p, n);
-            p += n;
-            continue;
-        }
-        switch (*p) {
-        case '"':
-            control_buf_str(b, "\\\"");
-            break;
-        case '\\':
-            control_buf_str(b, "\\\\");
-            break;
-        case '\n':
-            control_buf_str(b, "\\n");
-            break;
-        case '\r':
-            control_buf_str(b, "\\r");
-            break;
-        case '\t':
-            control_buf_str(b, "\\t");
-            break;
-        default:
-            if (*p < 0x20 || *p == 0x7f) {
-                control_buf_printf(b, "\\u%04x", *p);
-            }
-            else {
-                control_buf_add(b, (const char *) p, 1);
-            }
-        }
-        p++;
-    }
+    mk_json_escape(b, s, strlen(s));
     control_buf_add(b, "\"", 1);
 }
 
@@ -304,7 +205,7 @@ static int control_stats(struct mk_server_stats *st)
 }
 
 /* Append a byte count for people: "123456 (120.6 KiB)". */
-static void control_bytes_text(struct control_buf *b, uint64_t n)
+static void control_bytes_text(struct mk_json *b, uint64_t n)
 {
     static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
     double v = (double) n;
@@ -323,7 +224,7 @@ static void control_bytes_text(struct control_buf *b, uint64_t n)
 }
 
 /* The worker table, as text lines or as a JSON array. */
-static void control_doc_worker_list(struct control_buf *b, unsigned workers, bool json)
+static void control_doc_worker_list(struct mk_json *b, unsigned workers, bool json)
 {
     if (json) {
         control_buf_str(b, "[");
@@ -354,7 +255,7 @@ static void control_doc_worker_list(struct control_buf *b, unsigned workers, boo
 }
 
 /* "status": the whole server, then the workers. */
-static int control_doc_status(struct control_buf *b, bool json, char *err, size_t errlen)
+static int control_doc_status(struct mk_json *b, bool json, char *err, size_t errlen)
 {
     struct mk_server_stats st;
     char when[64];
@@ -394,7 +295,7 @@ static int control_doc_status(struct control_buf *b, bool json, char *err, size_
 }
 
 /* "workers": one entry per worker thread. */
-static int control_doc_workers(struct control_buf *b, bool json, char *err, size_t errlen)
+static int control_doc_workers(struct mk_json *b, bool json, char *err, size_t errlen)
 {
     struct mk_server_stats st;
 
@@ -413,7 +314,7 @@ static int control_doc_workers(struct control_buf *b, bool json, char *err, size
 }
 
 /* "sites": the virtual hosts of the configuration in force. */
-static int control_doc_sites(struct control_buf *b, bool json, char *err, size_t errlen)
+static int control_doc_sites(struct mk_json *b, bool json, char *err, size_t errlen)
 {
     struct mk_config *cfg = api->config_get();
 
@@ -459,7 +360,7 @@ static int control_doc_sites(struct control_buf *b, bool json, char *err, size_t
 }
 
 /* "plugins": the loaded plugins in plugins.load order. */
-static int control_doc_plugins(struct control_buf *b, bool json, char *err, size_t errlen)
+static int control_doc_plugins(struct mk_json *b, bool json, char *err, size_t errlen)
 {
     unsigned n = api->plugin_count();
 
@@ -496,7 +397,7 @@ static int control_doc_plugins(struct control_buf *b, bool json, char *err, size
 }
 
 /* "config": every [SERVER] key with its values in force, defaults included. */
-static int control_doc_config(struct control_buf *b, bool json, char *err, size_t errlen)
+static int control_doc_config(struct mk_json *b, bool json, char *err, size_t errlen)
 {
     struct mk_config *cfg = api->config_get();
     const char *key;
@@ -537,7 +438,7 @@ static int control_doc_config(struct control_buf *b, bool json, char *err, size_
 
 struct control_command {
     const char *name;
-    int (*doc)(struct control_buf *b, bool json, char *err, size_t errlen);
+    int (*doc)(struct mk_json *b, bool json, char *err, size_t errlen);
     int cmd;          /* MK_CMD_* for actions, 0 for documents */
     const char *done; /* what an action did, for the reply */
 };
@@ -564,7 +465,7 @@ static void control_one_line(char *s)
 }
 
 /* The reply "ERR reason" (with a JSON body when asked for JSON). */
-static void control_reply_error(struct control_buf *b, const char *command, bool json,
+static void control_reply_error(struct mk_json *b, const char *command, bool json,
                                 const char *reason)
 {
     char line[1024];
@@ -658,7 +559,7 @@ static void control_answer(struct control_client *cl)
             control_run_action(cl, c, json);
             return;
         }
-        struct control_buf body = {0};
+        struct mk_json body = {0};
         if (c->doc(&body, json, err, sizeof(err)) != MK_OK) {
             control_buf_free(&body);
             control_reply_error(&cl->reply, c->name, json, err);
@@ -923,27 +824,6 @@ static void control_allow_loopback(struct control_settings *s)
     s->n_allow = 2;
 }
 
-/* Parse a Mode value: octal digits, at most 0777. */
-static int control_mode_parse(const char *text, mode_t *mode)
-{
-    unsigned v = 0;
-
-    if (!*text || strlen(text) > 4) {
-        return MK_ERR;
-    }
-    for (const char *p = text; *p; p++) {
-        if (*p < '0' || *p > '7') {
-            return MK_ERR;
-        }
-        v = v * 8 + (unsigned) (*p - '0');
-    }
-    if (v > 0777) {
-        return MK_ERR;
-    }
-    *mode = (mode_t) v;
-    return MK_OK;
-}
-
 /* Is p an HttpPath: "/" then printable characters, no space, '?', '#', '%'? */
 static bool control_http_path_ok(const char *path)
 {
@@ -965,161 +845,143 @@ static bool control_http_path_ok(const char *path)
            !(len >= 3 && strcmp(path + len - 3, "/..") == 0);
 }
 
-/* Put the socket path (absolute, or relative to the conf dir) in s. */
-static int control_socket_resolve(struct control_settings *s, const char *value)
+/* Socket PATH: absolute, or relative to the configuration directory. */
+static int control_set_socket(void *obj, const struct mk_conf_key *k, const char *value,
+                              const struct mk_conf_origin *origin, char *reason, size_t len)
 {
+    struct control_settings *s = obj;
     int n;
 
-    if (value[0] == '/' || !control_have_conf_dir) {
+    (void) k;
+    if (value[0] == '/' || !origin->confdir) {
         n = snprintf(s->socket_path, sizeof(s->socket_path), "%s", value);
     }
     else {
-        n = snprintf(s->socket_path, sizeof(s->socket_path), "%s/%s", control_conf_dir, value);
+        n = snprintf(s->socket_path, sizeof(s->socket_path), "%s/%s", origin->confdir, value);
     }
-    if (n < 0 || (size_t) n >= sizeof(s->socket_path)) {
+    size_t plen = strlen(s->socket_path);
+    if (n < 0 || (size_t) n >= sizeof(s->socket_path) || plen == 0 ||
+        s->socket_path[plen - 1] == '/') {
+        snprintf(reason, len, "'%s': not a file path", value);
         return MK_ERR;
     }
-    size_t len = strlen(s->socket_path);
-    return len > 0 && s->socket_path[len - 1] != '/' ? MK_OK : MK_ERR;
+    if (strncmp(origin->where, "built-in default", 16) == 0) {
+        snprintf(s->socket_where, sizeof(s->socket_where), "%s%s (default Socket %s)",
+                 origin->confdir ? origin->confdir : "control",
+                 origin->confdir ? "/plugins/control.conf" : "", value);
+    }
+    else {
+        snprintf(s->socket_where, sizeof(s->socket_where), "%s", origin->where);
+    }
+    return MK_OK;
 }
 
-/* Apply one [CONTROL] entry to s; MK_ERR with the reason in err. */
-static int control_conf_entry(struct control_settings *s, const char *key, const char *value,
-                              bool *seen, char *err, size_t errlen)
+/* Mode: octal digits, at most 0777. */
+static int control_set_mode(void *obj, const struct mk_conf_key *k, const char *value,
+                            const struct mk_conf_origin *origin, char *reason, size_t len)
 {
-    if (strcasecmp(key, "Socket") == 0) {
-        if (seen[0]) {
-            snprintf(err, errlen, "Socket given twice");
+    struct control_settings *s = obj;
+    unsigned v = 0;
+    bool ok = *value && strlen(value) <= 4;
+
+    (void) k;
+    (void) origin;
+    for (const char *p = value; ok && *p; p++) {
+        ok = *p >= '0' && *p <= '7';
+        v = v * 8 + (unsigned) (*p - '0');
+    }
+    if (!ok || v > 0777) {
+        snprintf(reason, len, "'%s': octal permissions expected (0000 to 0777)", value);
+        return MK_ERR;
+    }
+    s->mode = (mode_t) v;
+    return MK_OK;
+}
+
+static int control_set_http_path(void *obj, const struct mk_conf_key *k, const char *value,
+                                 const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    struct control_settings *s = obj;
+
+    (void) k;
+    (void) origin;
+    if (!control_http_path_ok(value)) {
+        snprintf(reason, len, "'%s': a normalised path starting with '/' expected", value);
+        return MK_ERR;
+    }
+    snprintf(s->http_path, sizeof(s->http_path), "%s", value);
+    return MK_OK;
+}
+
+/* HttpAllow BLOCK...: the first line replaces the loopback default, later ones add. */
+static int control_set_allow(void *obj, const struct mk_conf_key *k, const char *value,
+                             const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    struct control_settings *s = obj;
+    char list[1024], *save = NULL;
+
+    (void) k;
+    (void) origin;
+    if (!s->allow_given) {
+        s->n_allow = 0;
+    }
+    s->allow_given = true;
+    snprintf(list, sizeof(list), "%s", value);
+    for (char *tok = strtok_r(list, " \t,", &save); tok; tok = strtok_r(NULL, " \t,", &save)) {
+        if (s->n_allow == CONTROL_ALLOW_MAX) {
+            snprintf(reason, len, "more than %d address blocks", CONTROL_ALLOW_MAX);
             return MK_ERR;
         }
-        seen[0] = true;
-        if (control_socket_resolve(s, value) != MK_OK) {
-            snprintf(err, errlen, "Socket '%s': not a file path", value);
+        if (mk_cidr_parse(tok, strlen(tok), &s->allow[s->n_allow]) != MK_CIDR_OK) {
+            snprintf(reason, len, "'%s': an address or ADDRESS/BITS expected", tok);
             return MK_ERR;
         }
+        s->n_allow++;
+    }
+    return MK_OK;
+}
+
+/* The keys together: HttpAllow needs HttpPath and an address. */
+static int control_finish(void *obj, int site, const char **key, char *reason, size_t len)
+{
+    struct control_settings *s = obj;
+
+    (void) site;
+    if (!s->allow_given) {
+        control_allow_loopback(s);
         return MK_OK;
     }
-    if (strcasecmp(key, "Mode") == 0) {
-        if (seen[1]) {
-            snprintf(err, errlen, "Mode given twice");
-            return MK_ERR;
-        }
-        seen[1] = true;
-        if (control_mode_parse(value, &s->mode) != MK_OK) {
-            snprintf(err, errlen, "Mode '%s': octal permissions expected (0000 to 0777)", value);
-            return MK_ERR;
-        }
-        return MK_OK;
+    *key = "HttpAllow";
+    if (!s->http_path[0]) {
+        snprintf(reason, len, "HttpAllow without HttpPath");
+        return MK_ERR;
     }
-    if (strcasecmp(key, "HttpPath") == 0) {
-        if (seen[2]) {
-            snprintf(err, errlen, "HttpPath given twice");
-            return MK_ERR;
-        }
-        seen[2] = true;
-        if (!control_http_path_ok(value)) {
-            snprintf(err, errlen, "HttpPath '%s': a normalised path starting with '/' expected",
-                     value);
-            return MK_ERR;
-        }
-        snprintf(s->http_path, sizeof(s->http_path), "%s", value);
-        return MK_OK;
+    if (s->n_allow == 0) {
+        snprintf(reason, len, "HttpAllow lists no address");
+        return MK_ERR;
     }
-    if (strcasecmp(key, "HttpAllow") == 0) {
-        char list[1024], *save = NULL;
-        if (!seen[3]) {
-            s->n_allow = 0; /* the first line replaces the loopback default */
-        }
-        seen[3] = true;
-        snprintf(list, sizeof(list), "%s", value);
-        for (char *tok = strtok_r(list, " \t,", &save); tok; tok = strtok_r(NULL, " \t,", &save)) {
-            if (s->n_allow == CONTROL_ALLOW_MAX) {
-                snprintf(err, errlen, "HttpAllow: more than %d address blocks", CONTROL_ALLOW_MAX);
-                return MK_ERR;
-            }
-            if (mk_cidr_parse(tok, strlen(tok), &s->allow[s->n_allow]) != MK_CIDR_OK) {
-                snprintf(err, errlen, "HttpAllow '%s': an address or ADDRESS/BITS expected", tok);
-                return MK_ERR;
-            }
-            s->n_allow++;
-        }
-        return MK_OK;
-    }
-    snprintf(err, errlen, "unknown key '%s' (Socket, Mode, HttpPath, HttpAllow)", key);
-    return MK_ERR;
+    return MK_OK;
 }
 
 /*
- * Read control.conf into s (defaults for what it does not say; all
- * defaults when the file does not exist). MK_ERR with "file:line: reason"
- * in err.
+ * control.conf, read by the server into every configuration it builds (a
+ * missing file: every default). Socket and Mode are used at start only.
  */
-static int control_read_conf(struct control_settings *s, char *err, size_t errlen)
-{
-    char why[512];
-    const char *section, *key, *value;
-    void *cursor = NULL;
-    bool seen[4] = {false, false, false, false};
-    int line, http_line = 0;
+static const struct mk_conf_key control_keys[] = {
+    {"Socket", MK_CONF_CUSTOM, 0, 0, 0, 0, 0, CONTROL_DEFAULT_SOCKET, .set = control_set_socket},
+    {"Mode", MK_CONF_CUSTOM, 0, 0, 0, 0, 0, "0600", .set = control_set_mode},
+    {"HttpPath", MK_CONF_CUSTOM, 0, 0, 0, 0, 0, NULL, .set = control_set_http_path},
+    {"HttpAllow", MK_CONF_CUSTOM, MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = control_set_allow},
+    {NULL},
+};
 
-    memset(s, 0, sizeof(*s));
-    s->mode = CONTROL_DEFAULT_MODE;
-    control_allow_loopback(s);
-    if (control_socket_resolve(s, CONTROL_DEFAULT_SOCKET) != MK_OK) {
-        snprintf(err, errlen, "control: configuration directory path too long");
-        return MK_ERR;
-    }
-    snprintf(s->socket_where, sizeof(s->socket_where), "%s (default Socket %s)",
-             control_conf_file[0] ? control_conf_file : "control", CONTROL_DEFAULT_SOCKET);
-    if (!control_conf_file[0]) {
-        return MK_OK;
-    }
-    struct mk_conf *conf = api->conf_load(control_conf_file, err, errlen);
-    if (!conf) {
-        if (access(control_conf_file, F_OK) != 0 && errno == ENOENT) {
-            return MK_OK;
-        }
-        return MK_ERR;
-    }
-    int rc = MK_OK;
-    while (rc == MK_OK && api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
-        if (strcasecmp(section, "CONTROL") != 0) {
-            snprintf(err, errlen, "%s:%d: unknown section [%s] (only [CONTROL])",
-                     api->conf_path(conf), line, section);
-            rc = MK_ERR;
-        }
-        else if (control_conf_entry(s, key, value, seen, why, sizeof(why)) != MK_OK) {
-            snprintf(err, errlen, "%s:%d: %s", api->conf_path(conf), line, why);
-            rc = MK_ERR;
-        }
-        else if (strcasecmp(key, "Socket") == 0) {
-            snprintf(s->socket_where, sizeof(s->socket_where), "%s:%d", api->conf_path(conf), line);
-        }
-        else if (strcasecmp(key, "HttpAllow") == 0 && !http_line) {
-            http_line = line;
-        }
-    }
-    if (rc == MK_OK && http_line && !s->http_path[0]) {
-        snprintf(err, errlen, "%s:%d: HttpAllow without HttpPath", api->conf_path(conf), http_line);
-        rc = MK_ERR;
-    }
-    if (rc == MK_OK && seen[3] && s->n_allow == 0) {
-        snprintf(err, errlen, "%s:%d: HttpAllow lists no address", api->conf_path(conf), http_line);
-        rc = MK_ERR;
-    }
-    api->conf_free(conf);
-    return rc;
-}
-
-/* Publish s's HTTP settings to the workers. */
-static void control_http_publish(const struct control_settings *s)
-{
-    pthread_rwlock_wrlock(&control_http_lock);
-    memcpy(control_http_path, s->http_path, sizeof(control_http_path));
-    memcpy(control_http_allow, s->allow, sizeof(control_http_allow));
-    control_http_n_allow = s->n_allow;
-    pthread_rwlock_unlock(&control_http_lock);
-}
+static const struct mk_conf_schema control_schema = {
+    .section = "CONTROL",
+    .file = "control.conf",
+    .keys = control_keys,
+    .size = sizeof(struct control_settings),
+    .finish = control_finish,
+};
 
 /* ---- the socket file ------------------------------------------------------------ */
 
@@ -1339,28 +1201,19 @@ static void control_shutdown(void)
 static int control_init(const struct mk_api *server_api, const char *conf_dir)
 {
     struct control_settings s;
-    char err[CONTROL_WHERE_MAX + 512];
     sigset_t all, old;
 
+    (void) conf_dir;
     api = server_api;
-    control_conf_file[0] = '\0';
-    control_have_conf_dir = conf_dir != NULL;
-    if (conf_dir) {
-        snprintf(control_conf_dir, sizeof(control_conf_dir), "%s", conf_dir);
-        snprintf(control_conf_file, sizeof(control_conf_file), "%s/plugins/control.conf", conf_dir);
-    }
     for (int i = 0; i < CONTROL_CLIENTS; i++) {
         control_clients[i].fd = -1;
     }
-    if (control_read_conf(&s, err, sizeof(err)) != MK_OK) {
-        api->log(MK_PLUGIN_LOG_ERROR, "%s", err);
-        return MK_ERR;
-    }
+    /* control.conf as the server read it for the configuration being started. */
+    s = *(const struct control_settings *) api->plugin_conf(NULL, MK_PLUGIN_SELF(control));
     if (control_check_dir(&s) != MK_OK) {
         return MK_ERR;
     }
     control_running = s;
-    control_http_publish(&s);
     if (api->checking()) {
         return MK_OK; /* validated; no socket, no thread */
     }
@@ -1395,33 +1248,38 @@ static void control_exit(void)
     control_shutdown();
 }
 
-/* Reload, step one: read control.conf into the pending settings. */
+/* Reload, step one: the server reads control.conf itself; nothing to set aside. */
 static int control_reload_prepare(char *err, size_t errlen)
 {
-    return control_read_conf(&control_pending, err, errlen);
+    (void) err;
+    (void) errlen;
+    return MK_OK;
 }
 
 /*
- * Reload, step two: HttpPath and HttpAllow go in force (Socket and Mode
- * need a restart), or the pending settings are dropped.
+ * Reload, step two: the new HttpPath and HttpAllow are in force with the
+ * new configuration already; Socket and Mode need a restart: say so.
  */
 static void control_reload_commit(int commit)
 {
-    const struct control_settings *s = &control_pending;
+    struct mk_config *cfg;
 
-    if (!commit) {
+    if (!commit || !(cfg = api->config_get())) {
         return;
     }
-    if (strcmp(s->socket_path, control_running.socket_path) != 0 ||
-        s->mode != control_running.mode) {
+    const struct control_settings *s =
+        api->config_sites(cfg) ? api->plugin_conf(api->config_site(cfg, 0), MK_PLUGIN_SELF(control))
+                               : NULL;
+    if (s && (strcmp(s->socket_path, control_running.socket_path) != 0 ||
+              s->mode != control_running.mode)) {
         api->log(MK_PLUGIN_LOG_WARN, "control: Socket and Mode change only on restart (keeping %s)",
                  control_running.socket_path);
     }
-    control_http_publish(s);
+    api->config_put(cfg);
 }
 
-/* Is the client of r in HttpAllow? Call with control_http_lock held. */
-static bool control_http_allowed(const struct mk_request *r)
+/* Is the client of r in the HttpAllow of `s`? */
+static bool control_http_allowed(const struct control_settings *s, const struct mk_request *r)
 {
     socklen_t len;
     const struct sockaddr *sa = api->remote_sockaddr(r, &len);
@@ -1432,8 +1290,8 @@ static bool control_http_allowed(const struct mk_request *r)
         return false;
     }
     mk_cidr_client(sa, key, &family); /* IPv4 clients of a dual-stack socket are IPv4 */
-    for (unsigned i = 0; i < control_http_n_allow; i++) {
-        if (mk_cidr_match(&control_http_allow[i], key, family)) {
+    for (unsigned i = 0; i < s->n_allow; i++) {
+        if (mk_cidr_match(&s->allow[i], key, family)) {
             return true;
         }
     }
@@ -1445,19 +1303,16 @@ static int control_content(struct mk_request *r)
 {
     size_t len, mlen;
     const char *path = api->path(r, &len);
-    bool mine, allowed = false;
+    const struct mk_site *site = api->site(r);
+    /* The settings of the request's own configuration: no lock, no reload race. */
+    const struct control_settings *s =
+        site ? api->plugin_conf(site, MK_PLUGIN_SELF(control)) : NULL;
 
-    pthread_rwlock_rdlock(&control_http_lock);
-    mine = control_http_path[0] && strlen(control_http_path) == len &&
-           memcmp(path, control_http_path, len) == 0;
-    if (mine) {
-        allowed = control_http_allowed(r);
-    }
-    pthread_rwlock_unlock(&control_http_lock);
-    if (!mine) {
+    if (!s || !s->http_path[0] || strlen(s->http_path) != len ||
+        memcmp(path, s->http_path, len) != 0) {
         return MK_DECLINED;
     }
-    if (!allowed) {
+    if (!control_http_allowed(s, r)) {
         return 403;
     }
     const char *method = api->method(r, &mlen);
@@ -1466,7 +1321,7 @@ static int control_content(struct mk_request *r)
         api->add_header(r, "Allow", "GET, HEAD");
         return 405;
     }
-    struct control_buf b = {0};
+    struct mk_json b = {0};
     char err[128];
     if (control_doc_status(&b, true, err, sizeof(err)) != MK_OK || b.failed) {
         control_buf_free(&b);
@@ -1480,7 +1335,7 @@ static int control_content(struct mk_request *r)
 }
 
 MK_PLUGIN_DEFINE(control) = {
-    .abi = MK_PLUGIN_ABI,
+    MK_PLUGIN_ABI_INIT,
     .name = "control",
     .version = "1.0",
     .description = "control socket for monkey-ctl, and HTTP status",
@@ -1489,4 +1344,5 @@ MK_PLUGIN_DEFINE(control) = {
     .reload_prepare = control_reload_prepare,
     .reload_commit = control_reload_commit,
     .content = control_content,
+    .conf_schema = &control_schema,
 };

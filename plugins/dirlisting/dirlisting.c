@@ -40,12 +40,12 @@
  * order (Sort bytes, the default) or ASCII case-insensitively with byte order
  * between names that differ only in case (Sort nocase).
  *
- * Threads: init(), reload_prepare(), reload_commit() and site_init() run on
- * the controlling thread and are the only users of dirlisting_global and
- * dirlisting_pending. Each site's data carries a copy of the plugin-wide
- * settings taken when its configuration was built, and each job a copy of
- * everything it needs, so workers and task threads never read state that a
- * reload rewrites.
+ * Configuration: the keys are declared (dirlisting_keys); the server reads
+ * dirlisting.conf and the sites' [DIRLISTING] sections into every
+ * configuration it builds, checks them with file and line, and frees them
+ * with it. site_init() (controlling thread) copies the plugin-wide values
+ * into the site's data and each job carries a copy of everything it needs,
+ * so workers and task threads never read state that a reload rewrites.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -61,6 +61,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <monkey/mk_json.h>
 #include <monkey/mk_plugin.h>
 
 #define DIRLISTING_URL_MAX 1024              /* longest Stylesheet URL */
@@ -80,7 +81,15 @@ struct dirlisting_settings {
     char stylesheet[DIRLISTING_URL_MAX]; /* "": the built-in style */
 };
 
-/* A site's [DIRLISTING] section; NULL site data means "never list". */
+/* The keys of a site's [DIRLISTING] section, as the server filled them. */
+struct dirlisting_site_conf {
+    bool whole_site;  /* Enable */
+    bool show_hidden; /* ShowHidden */
+    size_t n_prefixes;
+    char **prefixes; /* Path values, normalised */
+};
+
+/* What site_init() stores for a site that lists; NULL site data means "never list". */
 struct dirlisting_site {
     struct dirlisting_settings settings; /* plugin-wide values of this configuration */
     bool whole_site;                     /* Enable On */
@@ -132,12 +141,6 @@ struct dirlisting_buf {
 };
 
 static const struct mk_api *api;
-static char dirlisting_conf_path[PATH_MAX];
-static struct dirlisting_settings dirlisting_global = {DIRLISTING_SORT_BYTES,
-                                                       DIRLISTING_MAX_ENTRIES_DEFAULT, ""};
-/* A reload's settings, from reload_prepare to reload_commit; site_init reads them meanwhile. */
-static struct dirlisting_settings dirlisting_pending;
-static bool dirlisting_have_pending;
 
 static const char dirlisting_style[] = "body{font-family:system-ui,sans-serif;margin:2em}"
                                        "table{border-collapse:collapse}"
@@ -148,25 +151,6 @@ static const char dirlisting_style[] = "body{font-family:system-ui,sans-serif;ma
 MK_PLUGIN_DECLARE(dirlisting);
 
 /* ---- configuration ----------------------------------------------------------- */
-
-/* Parse a boolean as the server's reader does; false when `v` is not one. */
-static bool dirlisting_bool(const char *v, bool *out)
-{
-    static const char *const yes[] = {"on", "yes", "true", "1"};
-    static const char *const no[] = {"off", "no", "false", "0"};
-
-    for (size_t i = 0; i < 4; i++) {
-        if (strcasecmp(v, yes[i]) == 0) {
-            *out = true;
-            return true;
-        }
-        if (strcasecmp(v, no[i]) == 0) {
-            *out = false;
-            return true;
-        }
-    }
-    return false;
-}
 
 /* Does `s` hold a byte below 0x20, DEL, or (with no_space) a space? */
 static bool dirlisting_has_control(const char *s, bool no_space)
@@ -179,135 +163,29 @@ static bool dirlisting_has_control(const char *s, bool no_space)
     return false;
 }
 
-/*
- * Apply one line of the plugin-wide file to `out`. Returns NULL, or the
- * reason the line is refused (a static string). `seen` tracks keys given.
- */
-static const char *dirlisting_conf_line(const char *key, const char *value,
-                                        struct dirlisting_settings *out, unsigned *seen)
+/* Stylesheet URL: no spaces or control bytes, at most DIRLISTING_URL_MAX - 1 bytes. */
+static int dirlisting_set_stylesheet(void *obj, const struct mk_conf_key *k, const char *value,
+                                     const struct mk_conf_origin *origin, char *reason, size_t len)
 {
-    if (strcasecmp(key, "Sort") == 0) {
-        if (*seen & 1) {
-            return "Sort is given twice";
-        }
-        *seen |= 1;
-        if (strcasecmp(value, "bytes") == 0) {
-            out->sort = DIRLISTING_SORT_BYTES;
-        }
-        else if (strcasecmp(value, "nocase") == 0) {
-            out->sort = DIRLISTING_SORT_NOCASE;
-        }
-        else {
-            return "Sort: expected bytes or nocase";
-        }
-        return NULL;
-    }
-    if (strcasecmp(key, "MaxEntries") == 0) {
-        char *end;
-        if (*seen & 2) {
-            return "MaxEntries is given twice";
-        }
-        *seen |= 2;
-        errno = 0;
-        unsigned long n = strtoul(value, &end, 10);
-        if (value[0] < '0' || value[0] > '9' || *end || errno || n < 1 ||
-            n > DIRLISTING_MAX_ENTRIES_LIMIT) {
-            return "MaxEntries: expected a number from 1 to 1000000";
-        }
-        out->max_entries = n;
-        return NULL;
-    }
-    if (strcasecmp(key, "Stylesheet") == 0) {
-        if (*seen & 4) {
-            return "Stylesheet is given twice";
-        }
-        *seen |= 4;
-        if (!value[0] || strlen(value) >= DIRLISTING_URL_MAX ||
-            dirlisting_has_control(value, true)) {
-            return "Stylesheet: expected a URL (no spaces, at most 1023 bytes)";
-        }
-        snprintf(out->stylesheet, sizeof(out->stylesheet), "%s", value);
-        return NULL;
-    }
-    return "unknown key";
-}
+    struct dirlisting_settings *out = obj;
 
-/*
- * Read the plugin-wide file into *out. A missing file means the defaults.
- * On a bad line, MK_ERR with "file:line: reason" in err and *out unchanged.
- * Controlling thread only.
- */
-static int dirlisting_read_conf(struct dirlisting_settings *out, char *err, size_t errlen)
-{
-    struct dirlisting_settings next = {DIRLISTING_SORT_BYTES, DIRLISTING_MAX_ENTRIES_DEFAULT, ""};
-    const char *section, *key, *value;
-    void *cursor = NULL;
-    unsigned seen = 0;
-    struct stat st;
-    int line;
-
-    if (!dirlisting_conf_path[0] || (stat(dirlisting_conf_path, &st) < 0 && errno == ENOENT)) {
-        *out = next;
-        return MK_OK;
-    }
-    struct mk_conf *conf = api->conf_load(dirlisting_conf_path, err, errlen);
-    if (!conf) {
+    (void) k;
+    (void) origin;
+    if (!value[0] || strlen(value) >= DIRLISTING_URL_MAX || dirlisting_has_control(value, true)) {
+        snprintf(reason, len, "expected a URL (no spaces, at most %d bytes), got '%s'",
+                 DIRLISTING_URL_MAX - 1, value);
         return MK_ERR;
     }
-    while (api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
-        const char *why = strcasecmp(section, "DIRLISTING") != 0
-                              ? "unknown section (only [DIRLISTING])"
-                              : dirlisting_conf_line(key, value, &next, &seen);
-        if (why) {
-            snprintf(err, errlen, "%s:%d: %s: '%s %s'", api->conf_path(conf), line, why, key,
-                     value);
-            api->conf_free(conf);
-            return MK_ERR;
-        }
-    }
-    api->conf_free(conf);
-    *out = next;
+    snprintf(out->stylesheet, sizeof(out->stylesheet), "%s", value);
     return MK_OK;
 }
 
-/* Process start: remember the API and read the plugin-wide file. MK_ERR stops the server. */
+/* Process start: remember the API (the server reads and checks the keys). */
 static int dirlisting_init(const struct mk_api *server_api, const char *conf_dir)
 {
-    char err[PATH_MAX + 512];
-
+    (void) conf_dir;
     api = server_api;
-    dirlisting_conf_path[0] = '\0';
-    dirlisting_have_pending = false;
-    if (conf_dir &&
-        (size_t) snprintf(dirlisting_conf_path, sizeof(dirlisting_conf_path),
-                          "%s/plugins/dirlisting.conf", conf_dir) >= sizeof(dirlisting_conf_path)) {
-        api->log(MK_PLUGIN_LOG_ERROR, "dirlisting: configuration directory path too long");
-        return MK_ERR;
-    }
-    if (dirlisting_read_conf(&dirlisting_global, err, sizeof(err)) != MK_OK) {
-        api->log(MK_PLUGIN_LOG_ERROR, "dirlisting: %s", err);
-        return MK_ERR;
-    }
     return MK_OK;
-}
-
-/* Reload, step one: read the plugin-wide file into the pending settings. */
-static int dirlisting_reload_prepare(char *err, size_t errlen)
-{
-    if (dirlisting_read_conf(&dirlisting_pending, err, errlen) != MK_OK) {
-        return MK_ERR;
-    }
-    dirlisting_have_pending = true;
-    return MK_OK;
-}
-
-/* Reload, step two: the pending settings go in force, or are dropped. */
-static void dirlisting_reload_commit(int commit)
-{
-    if (commit) {
-        dirlisting_global = dirlisting_pending;
-    }
-    dirlisting_have_pending = false;
 }
 
 /* Release what dirlisting_site_init() stored (NULL is allowed). */
@@ -362,91 +240,113 @@ static const char *dirlisting_prefix_norm(const char *value, char *out, size_t o
     return NULL;
 }
 
-/* Add a normalised prefix to the site; false when memory is short. */
-static bool dirlisting_site_add_prefix(struct dirlisting_site *s, const char *prefix)
+/* Path PREFIX (repeatable): one more normalised prefix of the site. */
+static int dirlisting_set_path(void *obj, const struct mk_conf_key *k, const char *value,
+                               const struct mk_conf_origin *origin, char *reason, size_t len)
 {
-    char **v = realloc(s->prefixes, (s->n_prefixes + 1) * sizeof(*v));
-    if (!v) {
-        return false;
-    }
-    s->prefixes = v;
-    v[s->n_prefixes] = strdup(prefix);
-    if (!v[s->n_prefixes]) {
-        return false;
-    }
-    s->n_prefixes++;
-    return true;
-}
-
-/*
- * Apply one [DIRLISTING] line of a site file. Returns NULL or the reason.
- * `seen` tracks Enable (1) and ShowHidden (2).
- */
-static const char *dirlisting_site_line(struct dirlisting_site *s, const char *key,
-                                        const char *value, unsigned *seen)
-{
+    struct dirlisting_site_conf *sc = obj;
     char prefix[DIRLISTING_PREFIX_MAX];
     const char *why;
 
-    if (strcasecmp(key, "Enable") == 0) {
-        if (*seen & 1) {
-            return "Enable is given twice";
-        }
-        *seen |= 1;
-        return dirlisting_bool(value, &s->whole_site) ? NULL : "Enable: expected On or Off";
+    (void) k;
+    (void) origin;
+    if ((why = dirlisting_prefix_norm(value, prefix, sizeof(prefix)))) {
+        snprintf(reason, len, "%s: '%s'", why, value);
+        return MK_ERR;
     }
-    if (strcasecmp(key, "ShowHidden") == 0) {
-        if (*seen & 2) {
-            return "ShowHidden is given twice";
-        }
-        *seen |= 2;
-        return dirlisting_bool(value, &s->show_hidden) ? NULL : "ShowHidden: expected On or Off";
+    char **v = realloc(sc->prefixes, (sc->n_prefixes + 1) * sizeof(*v));
+    if (!v) {
+        snprintf(reason, len, "out of memory");
+        return MK_ERR;
     }
-    if (strcasecmp(key, "Path") == 0) {
-        if ((why = dirlisting_prefix_norm(value, prefix, sizeof(prefix)))) {
-            return why;
-        }
-        return dirlisting_site_add_prefix(s, prefix) ? NULL : "out of memory";
+    sc->prefixes = v;
+    if (!(v[sc->n_prefixes] = strdup(prefix))) {
+        snprintf(reason, len, "out of memory");
+        return MK_ERR;
     }
-    return "unknown key in [DIRLISTING] (Enable, Path, ShowHidden)";
+    sc->n_prefixes++;
+    return MK_OK;
 }
 
+/* Release the prefixes dirlisting_set_path() stored. */
+static void dirlisting_schema_free(void *obj, int site)
+{
+    struct dirlisting_site_conf *sc = obj;
+
+    if (!site) {
+        return;
+    }
+    for (size_t i = 0; i < sc->n_prefixes; i++) {
+        free(sc->prefixes[i]);
+    }
+    free(sc->prefixes);
+}
+
+static const char *const dirlisting_sort_words[] = {"bytes", "nocase", NULL};
+
+#define DIRLISTING_G(m) MK_CONF_FIELD(struct dirlisting_settings, m)
+#define DIRLISTING_S(m) MK_CONF_FIELD(struct dirlisting_site_conf, m)
+
+/* dirlisting.conf (plugin-wide) and the [DIRLISTING] section of site files. */
+static const struct mk_conf_key dirlisting_keys[] = {
+    {"Sort", MK_CONF_ENUM, 0, DIRLISTING_G(sort), 0, 0, "bytes", dirlisting_sort_words},
+    {"MaxEntries", MK_CONF_INT, 0, DIRLISTING_G(max_entries), 1, DIRLISTING_MAX_ENTRIES_LIMIT,
+     "100000"},
+    {"Stylesheet", MK_CONF_CUSTOM, 0, 0, 0, 0, 0, NULL, .set = dirlisting_set_stylesheet},
+    {"Enable", MK_CONF_BOOL, MK_CONF_SITE, DIRLISTING_S(whole_site), 0, 0, "Off"},
+    {"ShowHidden", MK_CONF_BOOL, MK_CONF_SITE, DIRLISTING_S(show_hidden), 0, 0, "Off"},
+    {"Path", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
+     .set = dirlisting_set_path},
+    {NULL},
+};
+
+static const struct mk_conf_schema dirlisting_schema = {
+    .section = "DIRLISTING",
+    .file = "dirlisting.conf",
+    .keys = dirlisting_keys,
+    .size = sizeof(struct dirlisting_settings),
+    .site_size = sizeof(struct dirlisting_site_conf),
+    .free = dirlisting_schema_free,
+};
+
 /*
- * Read a site's [DIRLISTING] section; the site's Symlinks setting decides
- * whether links are listed. *data is NULL when the site lists nothing.
- * MK_ERR with "file:line: reason" in err for a bad line.
+ * Build a site's data from its [DIRLISTING] keys (the server checked them);
+ * the site's Symlinks setting decides whether links are listed. *data is
+ * NULL when the site lists nothing.
  */
 static int dirlisting_site_init(const struct mk_site *site, const struct mk_conf *conf, void **data,
                                 char *err, size_t errlen)
 {
-    const char *section, *key, *value, *why;
-    void *cursor = NULL;
-    unsigned seen = 0;
-    int line;
+    const struct dirlisting_site_conf *sc = api->site_conf(site, MK_PLUGIN_SELF(dirlisting));
 
+    (void) conf;
     *data = NULL;
+    if (!sc->whole_site && sc->n_prefixes == 0) {
+        return MK_OK;
+    }
     struct dirlisting_site *s = calloc(1, sizeof(*s));
     if (!s) {
-        snprintf(err, errlen, "%s: out of memory", api->conf_path(conf));
+        snprintf(err, errlen, "%s: out of memory", api->site_file(site));
         return MK_ERR;
     }
-    s->settings = dirlisting_have_pending ? dirlisting_pending : dirlisting_global;
+    s->settings =
+        *(const struct dirlisting_settings *) api->plugin_conf(site, MK_PLUGIN_SELF(dirlisting));
     s->symlinks = api->site_symlinks(site);
     s->hide_dotfiles = api->site_hide_dotfiles(site);
-    while (api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
-        if (strcasecmp(section, "DIRLISTING") != 0) {
-            continue;
+    s->whole_site = sc->whole_site;
+    s->show_hidden = sc->show_hidden;
+    for (size_t i = 0; i < sc->n_prefixes; i++) {
+        char **v = realloc(s->prefixes, (s->n_prefixes + 1) * sizeof(*v));
+        if (v) {
+            s->prefixes = v;
+            v[s->n_prefixes] = strdup(sc->prefixes[i]);
         }
-        if ((why = dirlisting_site_line(s, key, value, &seen))) {
-            snprintf(err, errlen, "%s:%d: %s: '%s %s'", api->conf_path(conf), line, why, key,
-                     value);
+        if (!v || !v[s->n_prefixes]) {
+            snprintf(err, errlen, "%s: out of memory", api->site_file(site));
             dirlisting_site_free(s);
             return MK_ERR;
         }
-    }
-    if (!s->whole_site && s->n_prefixes == 0) {
-        dirlisting_site_free(s);
-        return MK_OK;
+        s->n_prefixes++;
     }
     *data = s;
     return MK_OK;
@@ -493,42 +393,6 @@ static void dirlisting_buf_puts(struct dirlisting_buf *b, const char *s)
 }
 
 /*
- * Length of the valid UTF-8 sequence (RFC 3629: no overlong forms, no
- * surrogates, at most U+10FFFF) starting at p, or 0 if there is none.
- */
-static size_t dirlisting_utf8_len(const unsigned char *p, size_t n)
-{
-    unsigned char lo = 0x80, hi = 0xbf;
-    size_t len;
-
-    if (p[0] >= 0xc2 && p[0] <= 0xdf) {
-        len = 2;
-    }
-    else if (p[0] >= 0xe0 && p[0] <= 0xef) {
-        len = 3;
-        lo = p[0] == 0xe0 ? 0xa0 : 0x80;
-        hi = p[0] == 0xed ? 0x9f : 0xbf;
-    }
-    else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-        len = 4;
-        lo = p[0] == 0xf0 ? 0x90 : 0x80;
-        hi = p[0] == 0xf4 ? 0x8f : 0xbf;
-    }
-    else {
-        return 0;
-    }
-    if (n < len || p[1] < lo || p[1] > hi) {
-        return 0;
-    }
-    for (size_t i = 2; i < len; i++) {
-        if (p[i] < 0x80 || p[i] > 0xbf) {
-            return 0;
-        }
-    }
-    return len;
-}
-
-/*
  * Append `n` bytes of `s` as HTML text or attribute value: & < > " ' as
  * character references, control bytes and invalid UTF-8 as U+FFFD.
  */
@@ -567,7 +431,7 @@ static void dirlisting_buf_html(struct dirlisting_buf *b, const char *s, size_t 
             dirlisting_buf_puts(b, "&#39;");
             break;
         default:
-            len = p[i] >= 0x80 ? dirlisting_utf8_len(p + i, n - i) : 0;
+            len = p[i] >= 0x80 ? mk_utf8_len(p + i, n - i) : 0;
             if (len) {
                 dirlisting_buf_put(b, s + i, len);
                 i += len;
@@ -906,11 +770,19 @@ static void dirlisting_work(void *arg)
     free(l.names);
 }
 
-/* Back on the worker: hand the page over, or answer the task's error. */
+/*
+ * Back on the worker: hand the page over, or answer the task's error. With
+ * r NULL the task may not have run (the request was given up before it
+ * started): the directory is then still the job's to close.
+ */
 static int dirlisting_done(struct mk_request *r, void *arg)
 {
     struct dirlisting_job *job = arg;
     int rc = job->status;
+
+    if (job->dirfd >= 0) {
+        close(job->dirfd);
+    }
 
     if (r && rc == 200) {
         api->set_status(r, 200);
@@ -1043,15 +915,13 @@ static int dirlisting_content(struct mk_request *r)
 }
 
 MK_PLUGIN_DEFINE(dirlisting) = {
-    .abi = MK_PLUGIN_ABI,
+    MK_PLUGIN_ABI_INIT,
     .name = "dirlisting",
     .version = "1.0",
     .description = "HTML listings of directories without an index file",
     .init = dirlisting_init,
-    .reload_prepare = dirlisting_reload_prepare,
-    .reload_commit = dirlisting_reload_commit,
     .content = dirlisting_content,
-    .site_sections = (const char *const[]){"DIRLISTING", NULL},
     .site_init = dirlisting_site_init,
     .site_free = dirlisting_site_free,
+    .conf_schema = &dirlisting_schema,
 };

@@ -7,9 +7,10 @@
  *
  * Configuration: a [LOGGER] section in a site file (AccessLog, Format,
  * ErrorLog) and the plugin-wide conf_dir/plugins/logger.conf (defaults for
- * sites without their own, named formats, buffer and pipe sizes); see
- * README.md. Every mistake, an unwritable path included, is refused at start
- * (and by monkey -t, which creates nothing) with the file and the line.
+ * sites without their own, named formats, buffer and pipe sizes; declared
+ * keys that the server reads into each configuration); see README.md. Every mistake, an unwritable
+ * path included, is refused at start (and by monkey -t, which creates nothing) with the file and
+ * the line.
  *
  * Guarantees:
  *   - A worker never blocks on a log: request_done renders the line into the
@@ -60,13 +61,17 @@ struct logger_named {
     char *spec;
 };
 
-/* Read by site_init() only, on the controlling thread. */
+/*
+ * logger.conf as the server filled it for one configuration (the schema
+ * below); read by site_init() on the controlling thread, and BufferLimit by
+ * the workers through logger_buf_limit.
+ */
 struct logger_settings {
-    char *file;   /* logger.conf, for "file:line" */
-    char *access; /* default access log (absolute path), NULL: none */
-    char *error;  /* default error log, NULL: none */
-    char *format; /* default format string */
-    int access_line, error_line, format_line;
+    char *access;       /* default access log (absolute path), NULL: none */
+    char *error;        /* default error log, NULL: none */
+    char *format;       /* default format string, resolved by logger_settings_finish */
+    char *format_value; /* the Format value as written */
+    char access_where[PATH_MAX + 32], error_where[PATH_MAX + 32], format_where[PATH_MAX + 32];
     struct logger_named *named;
     size_t n_named;
     size_t buffer_limit;
@@ -74,9 +79,6 @@ struct logger_settings {
 };
 
 static char *logger_conf_dir;
-static struct logger_settings *logger_settings;
-/* A reload's settings, from reload_prepare to reload_commit; site_init reads them meanwhile. */
-static struct logger_settings *logger_pending;
 static struct logger_format *logger_error_format;
 static atomic_size_t logger_buf_limit = LOGGER_DEFAULT_LIMIT;
 
@@ -87,10 +89,12 @@ struct logger_site {
     struct logger_format *format;
 };
 
-/* Release settings read by logger_settings_read (NULL is fine). */
-static void logger_settings_free(struct logger_settings *s)
+/* Release what the schema's callbacks stored in plugin-wide settings (schema free). */
+static void logger_settings_release(void *obj, int site)
 {
-    if (!s) {
+    struct logger_settings *s = obj;
+
+    if (site) {
         return;
     }
     for (size_t i = 0; i < s->n_named; i++) {
@@ -98,11 +102,10 @@ static void logger_settings_free(struct logger_settings *s)
         free(s->named[i].spec);
     }
     free(s->named);
-    free(s->file);
     free(s->access);
     free(s->error);
     free(s->format);
-    free(s);
+    free(s->format_value);
 }
 
 /* `value` made absolute: relative to the configuration directory. NULL: no memory. */
@@ -117,46 +120,6 @@ static char *logger_resolve_path(const char *value)
         return NULL;
     }
     return out;
-}
-
-/* A size: digits with an optional K, M or G (powers of 1024). */
-static int logger_parse_size(const char *v, size_t *out)
-{
-    char *end;
-    unsigned long long n;
-
-    if (*v < '0' || *v > '9') {
-        return MK_ERR;
-    }
-    errno = 0;
-    n = strtoull(v, &end, 10);
-    if (errno) {
-        return MK_ERR;
-    }
-    switch (*end) {
-    case 'k':
-    case 'K':
-        n <<= 10;
-        end++;
-        break;
-    case 'm':
-    case 'M':
-        n <<= 20;
-        end++;
-        break;
-    case 'g':
-    case 'G':
-        n <<= 30;
-        end++;
-        break;
-    default:
-        break;
-    }
-    if (*end || n < LOGGER_SIZE_MIN || n > LOGGER_SIZE_MAX) {
-        return MK_ERR;
-    }
-    *out = (size_t) n;
-    return MK_OK;
 }
 
 /*
@@ -279,122 +242,96 @@ static int logger_set_path(char **slot, int *slot_line, const char *key, const c
     return MK_OK;
 }
 
-/* One entry of logger.conf. */
-static int logger_settings_entry(struct logger_settings *s, const char *section, const char *key,
-                                 const char *value, int line, char **format_value, char *err,
-                                 size_t errlen)
+/* AccessLog and ErrorLog of logger.conf: a path, or Off (no default). */
+static int logger_set_default_log(void *obj, const struct mk_conf_key *k, const char *value,
+                                  const struct mk_conf_origin *origin, char *reason, size_t len)
 {
-    if (strcasecmp(section, "LOGGER") != 0) {
-        snprintf(err, errlen, "unknown section [%s] (only [LOGGER])", section);
+    struct logger_settings *s = obj;
+    bool access = strcasecmp(k->name, "AccessLog") == 0;
+    char **slot = access ? &s->access : &s->error;
+    char *where = access ? s->access_where : s->error_where;
+
+    free(*slot);
+    *slot = NULL;
+    /* Relative to the configuration directory (the server reads this file before init()). */
+    if (strcasecmp(value, "off") != 0 &&
+        (value[0] == '/' || !origin->confdir
+             ? !(*slot = strdup(value))
+             : asprintf(slot, "%s/%s", origin->confdir, value) < 0)) {
+        *slot = NULL;
+        snprintf(reason, len, "out of memory");
         return MK_ERR;
     }
-    if (strcasecmp(key, "AccessLog") == 0) {
-        return logger_set_path(&s->access, &s->access_line, key, value, line, err, errlen);
-    }
-    if (strcasecmp(key, "ErrorLog") == 0) {
-        return logger_set_path(&s->error, &s->error_line, key, value, line, err, errlen);
-    }
-    if (strcasecmp(key, "Format") == 0) {
-        if (*format_value) {
-            snprintf(err, errlen, "Format is given twice");
-            return MK_ERR;
-        }
-        *format_value = strdup(value);
-        s->format_line = line;
-        if (!*format_value) {
-            snprintf(err, errlen, "out of memory");
-            return MK_ERR;
-        }
-        return MK_OK;
-    }
-    if (strcasecmp(key, "LogFormat") == 0) {
-        return logger_add_named(s, value, err, errlen);
-    }
-    if (strcasecmp(key, "BufferLimit") == 0 || strcasecmp(key, "PipeSize") == 0) {
-        size_t *slot = strcasecmp(key, "PipeSize") == 0 ? &s->pipe_size : &s->buffer_limit;
-        if (logger_parse_size(value, slot) != MK_OK) {
-            snprintf(err, errlen, "%s: '%s' is not a size from 16K to 1G", key, value);
-            return MK_ERR;
-        }
-        return MK_OK;
-    }
-    snprintf(err, errlen,
-             "unknown key '%s' (AccessLog, ErrorLog, Format, LogFormat, BufferLimit, PipeSize)",
-             key);
-    return MK_ERR;
+    snprintf(where, PATH_MAX + 32, "%s", origin->where);
+    return MK_OK;
 }
 
-/*
- * Read conf_dir/plugins/logger.conf (absent: defaults). NULL with
- * "file:line: reason" in err. Controlling thread.
- */
-static struct logger_settings *logger_settings_read(char *err, size_t errlen)
+/* Format of logger.conf: kept as written; logger_settings_finish resolves it. */
+static int logger_set_default_format(void *obj, const struct mk_conf_key *k, const char *value,
+                                     const struct mk_conf_origin *origin, char *reason, size_t len)
 {
-    struct logger_settings *s = calloc(1, sizeof(*s));
-    char why[512];
-    const char *section, *key, *value;
-    char *format_value = NULL;
-    struct mk_conf *conf = NULL;
-    void *cursor = NULL;
-    int line = 0;
+    struct logger_settings *s = obj;
 
-    if (!s) {
-        snprintf(err, errlen, "logger: out of memory");
-        return NULL;
+    (void) k;
+    free(s->format_value);
+    if (!(s->format_value = strdup(value))) {
+        snprintf(reason, len, "out of memory");
+        return MK_ERR;
     }
-    s->buffer_limit = LOGGER_DEFAULT_LIMIT;
-    s->pipe_size = LOGGER_DEFAULT_PIPE;
-    if (asprintf(&s->file, "%s/plugins/logger.conf", logger_conf_dir ? logger_conf_dir : ".") < 0) {
-        s->file = NULL;
-        goto fail_memory;
-    }
-    if (logger_conf_dir) {
-        conf = logger_api->conf_load(s->file, err, errlen);
-    }
-    if (!conf && logger_conf_dir && !strstr(err, "No such file")) {
-        goto fail;
-    }
-    while (conf && logger_api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
-        if (logger_settings_entry(s, section, key, value, line, &format_value, why, sizeof(why)) !=
-            MK_OK) {
-            snprintf(err, errlen, "%s:%d: %s", s->file, line, why);
-            logger_api->conf_free(conf);
-            goto fail;
-        }
-    }
-    if (conf) {
-        logger_api->conf_free(conf);
-    }
-    const char *spec = logger_format_named(s, format_value ? format_value : LOGGER_DEFAULT_FORMAT,
-                                           why, sizeof(why));
-    if (!spec || logger_format_check(spec, why, sizeof(why)) != MK_OK) {
-        snprintf(err, errlen, "%s:%d: %s", s->file, s->format_line, why);
-        goto fail;
-    }
-    s->format = strdup(spec);
-    free(format_value);
-    format_value = NULL;
-    if (!s->format) {
-        goto fail_memory;
-    }
-    /* "" (Off) in the plugin-wide file is the same as no default. */
-    if (s->access && !s->access[0]) {
-        free(s->access);
-        s->access = NULL;
-    }
-    if (s->error && !s->error[0]) {
-        free(s->error);
-        s->error = NULL;
-    }
-    return s;
-
-fail_memory:
-    snprintf(err, errlen, "logger: out of memory");
-fail:
-    free(format_value);
-    logger_settings_free(s);
-    return NULL;
+    snprintf(s->format_where, sizeof(s->format_where), "%s", origin->where);
+    return MK_OK;
 }
+
+/* LogFormat NAME FORMAT (repeatable). */
+static int logger_set_named(void *obj, const struct mk_conf_key *k, const char *value,
+                            const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    (void) k;
+    (void) origin;
+    return logger_add_named(obj, value, reason, len);
+}
+
+/* Once every line is read: the default Format names a format that compiles. */
+static int logger_settings_finish(void *obj, int site, const char **key, char *reason, size_t len)
+{
+    struct logger_settings *s = obj;
+
+    (void) site;
+    *key = "Format";
+    const char *spec = logger_format_named(s, s->format_value, reason, len);
+    if (!spec || logger_format_check(spec, reason, len) != MK_OK) {
+        return MK_ERR;
+    }
+    if (!(s->format = strdup(spec))) {
+        snprintf(reason, len, "out of memory");
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
+#define LOGGER_KEY(m) MK_CONF_FIELD(struct logger_settings, m)
+
+/* logger.conf; the sites' [LOGGER] sections are read by logger_site_read(). */
+static const struct mk_conf_key logger_keys[] = {
+    {"AccessLog", MK_CONF_CUSTOM, 0, 0, 0, 0, 0, NULL, .set = logger_set_default_log},
+    {"ErrorLog", MK_CONF_CUSTOM, 0, 0, 0, 0, 0, NULL, .set = logger_set_default_log},
+    {"Format", MK_CONF_CUSTOM, 0, 0, 0, 0, 0, LOGGER_DEFAULT_FORMAT,
+     .set = logger_set_default_format},
+    {"LogFormat", MK_CONF_CUSTOM, MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = logger_set_named},
+    {"BufferLimit", MK_CONF_SIZE, 0, LOGGER_KEY(buffer_limit), LOGGER_SIZE_MIN, LOGGER_SIZE_MAX,
+     "8M"},
+    {"PipeSize", MK_CONF_SIZE, 0, LOGGER_KEY(pipe_size), LOGGER_SIZE_MIN, LOGGER_SIZE_MAX, "1M"},
+    {NULL},
+};
+
+static const struct mk_conf_schema logger_schema = {
+    .section = "LOGGER",
+    .file = "logger.conf",
+    .keys = logger_keys,
+    .size = sizeof(struct logger_settings),
+    .free = logger_settings_release,
+    .finish = logger_settings_finish,
+};
 
 /* ---- sites: the [LOGGER] section ------------------------------------------- */
 
@@ -418,8 +355,7 @@ static void logger_site_free(void *data)
 
 /* Open (or, when checking, only check) one log of a site; the message names file:line. */
 static int logger_site_file(const struct logger_settings *s, const char *path, const char *where,
-                            int line, const char *key, struct logger_file **out, char *err,
-                            size_t errlen)
+                            const char *key, struct logger_file **out, char *err, size_t errlen)
 {
     char why[512];
 
@@ -434,7 +370,7 @@ static int logger_site_file(const struct logger_settings *s, const char *path, c
             return MK_OK;
         }
     }
-    snprintf(err, errlen, "%s:%d: %s: %s", where, line, key, why);
+    snprintf(err, errlen, "%s: %s: %s", where, key, why);
     return MK_ERR;
 }
 
@@ -493,15 +429,14 @@ static int logger_site_read(const struct mk_conf *conf, struct logger_site_conf 
 static int logger_site_init(const struct mk_site *site, const struct mk_conf *conf, void **data,
                             char *err, size_t errlen)
 {
-    /* The settings of the configuration being built: a reload's, while one is prepared. */
-    const struct logger_settings *s = logger_pending ? logger_pending : logger_settings;
+    /* logger.conf of the configuration being built. */
+    const struct logger_settings *s = logger_api->plugin_conf(site, MK_PLUGIN_SELF(logger));
     const char *file = logger_api->conf_path(conf);
     struct logger_site_conf sc = {0};
     struct logger_site *ls = NULL;
-    char why[512];
+    char why[512], access_at[PATH_MAX + 32], error_at[PATH_MAX + 32];
     int rc = MK_ERR;
 
-    (void) site;
     *data = NULL;
     if (logger_site_read(conf, &sc, err, errlen) != MK_OK) {
         goto done;
@@ -509,10 +444,10 @@ static int logger_site_init(const struct mk_site *site, const struct mk_conf *co
     /* What the site says, else the plugin-wide default; "" is Off. */
     const char *access = sc.access ? sc.access : s->access;
     const char *error = sc.error ? sc.error : s->error;
-    const char *access_where = sc.access ? file : s->file;
-    const char *error_where = sc.error ? file : s->file;
-    int access_line = sc.access ? sc.access_line : s->access_line;
-    int error_line = sc.error ? sc.error_line : s->error_line;
+    snprintf(access_at, sizeof(access_at), "%s:%d", file, sc.access_line);
+    snprintf(error_at, sizeof(error_at), "%s:%d", file, sc.error_line);
+    const char *access_where = sc.access ? access_at : s->access_where;
+    const char *error_where = sc.error ? error_at : s->error_where;
     access = access && access[0] ? access : NULL;
     error = error && error[0] ? error : NULL;
 
@@ -538,16 +473,20 @@ static int logger_site_init(const struct mk_site *site, const struct mk_conf *co
         goto done;
     }
     if (access && logger_format_compile(spec, &ls->format, why, sizeof(why)) != MK_OK) {
-        snprintf(err, errlen, "%s:%d: Format: %s", sc.format ? file : s->file,
-                 sc.format ? sc.format_line : s->format_line, why);
+        if (sc.format) {
+            snprintf(err, errlen, "%s:%d: Format: %s", file, sc.format_line, why);
+        }
+        else {
+            snprintf(err, errlen, "%s: Format: %s", s->format_where, why);
+        }
         goto done;
     }
-    if (access && logger_site_file(s, access, access_where, access_line, "AccessLog", &ls->access,
-                                   err, errlen) != MK_OK) {
+    if (access &&
+        logger_site_file(s, access, access_where, "AccessLog", &ls->access, err, errlen) != MK_OK) {
         goto done;
     }
-    if (error && logger_site_file(s, error, error_where, error_line, "ErrorLog", &ls->error, err,
-                                  errlen) != MK_OK) {
+    if (error &&
+        logger_site_file(s, error, error_where, "ErrorLog", &ls->error, err, errlen) != MK_OK) {
         goto done;
     }
     *data = ls;
@@ -902,16 +841,13 @@ static int logger_init(const struct mk_api *api, const char *conf_dir)
         api->log(MK_PLUGIN_LOG_ERROR, "logger: out of memory");
         return MK_ERR;
     }
-    logger_settings = logger_settings_read(err, sizeof(err));
-    if (!logger_settings) {
-        api->log(MK_PLUGIN_LOG_ERROR, "%s", err);
-        goto fail;
-    }
+    /* logger.conf of the configuration being started, read and checked by the server. */
+    const struct logger_settings *s = api->plugin_conf(NULL, MK_PLUGIN_SELF(logger));
     if (logger_format_compile(logger_error_spec, &logger_error_format, err, sizeof(err)) != MK_OK) {
         api->log(MK_PLUGIN_LOG_ERROR, "logger: %s", err);
         goto fail;
     }
-    atomic_store(&logger_buf_limit, logger_settings->buffer_limit);
+    atomic_store(&logger_buf_limit, s->buffer_limit);
     if (api->checking()) {
         return MK_OK; /* validate only: no thread, no file */
     }
@@ -923,8 +859,6 @@ static int logger_init(const struct mk_api *api, const char *conf_dir)
 fail:
     logger_format_free(logger_error_format);
     logger_error_format = NULL;
-    logger_settings_free(logger_settings);
-    logger_settings = NULL;
     free(logger_conf_dir);
     logger_conf_dir = NULL;
     return MK_ERR;
@@ -936,31 +870,34 @@ static void logger_exit(void)
     logger_writer_stop();
     logger_format_free(logger_error_format);
     logger_error_format = NULL;
-    logger_settings_free(logger_settings);
-    logger_settings = NULL;
     free(logger_conf_dir);
     logger_conf_dir = NULL;
 }
 
-/* Reload, step one: read logger.conf into the pending settings (site_init then reads the sites). */
+/* Reload, step one: the server reads logger.conf itself; nothing to set aside. */
 static int logger_reload_prepare(char *err, size_t errlen)
 {
-    logger_pending = logger_settings_read(err, errlen);
-    return logger_pending ? MK_OK : MK_ERR;
+    (void) err;
+    (void) errlen;
+    return MK_OK;
 }
 
-/* Reload, step two: the pending settings go in force, or are dropped. */
+/* Reload, step two: the new configuration is in force; its BufferLimit applies to the workers. */
 static void logger_reload_commit(int commit)
 {
-    if (commit) {
-        logger_settings_free(logger_settings);
-        logger_settings = logger_pending;
-        atomic_store(&logger_buf_limit, logger_settings->buffer_limit);
+    struct mk_config *cfg;
+
+    if (!commit || !(cfg = logger_api->config_get())) {
+        return;
     }
-    else {
-        logger_settings_free(logger_pending);
+    const struct logger_settings *s =
+        logger_api->config_sites(cfg)
+            ? logger_api->plugin_conf(logger_api->config_site(cfg, 0), MK_PLUGIN_SELF(logger))
+            : NULL;
+    if (s) {
+        atomic_store(&logger_buf_limit, s->buffer_limit);
     }
-    logger_pending = NULL;
+    logger_api->config_put(cfg);
 }
 
 /* reopen_logs (SIGUSR1): returns once every file was reopened. Controlling thread. */
@@ -970,7 +907,7 @@ static void logger_reopen_logs(void)
 }
 
 MK_PLUGIN_DEFINE(logger) = {
-    .abi = MK_PLUGIN_ABI,
+    MK_PLUGIN_ABI_INIT,
     .name = "logger",
     .version = "1.0",
     .description = "access and error logs per site, written off the workers",
@@ -986,4 +923,5 @@ MK_PLUGIN_DEFINE(logger) = {
     .site_init = logger_site_init,
     .site_free = logger_site_free,
     .batch_done = logger_batch_done,
+    .conf_schema = &logger_schema,
 };

@@ -4,16 +4,16 @@
  *
  * skeleton.c: the template for new plugins. Copy this folder, rename the
  * plugin, keep the hooks you need. It shows every stage of the request,
- * reading a configuration file with the server's reader (errors name file
- * and line), a reload that changes nothing unless the whole configuration
- * is valid (reload_prepare, reload_commit), a section of its own in site
- * files, asking for a request body (MK_AGAIN), blocking work moved off the
- * worker (api->task) and the batch hook.
+ * declared configuration keys (a file of its own and a section of site
+ * files, read and checked by the server, errors naming file and line),
+ * asking for a request body (MK_AGAIN), blocking work moved off the worker
+ * (api->task) and the batch hook.
  *
- * Settings reach the request hooks through the site data: site_init() gives
- * every site of a configuration a copy of the plugin-wide settings it was
- * built with, so a request sees one consistent set for its whole life, and
- * a reload never writes what a worker is reading.
+ * Settings reach the request hooks through the configuration: the server
+ * fills the typed structs of the schema below for every configuration it
+ * builds and frees them with it, so a request sees one consistent set for
+ * its whole life, a reload never writes what a worker is reading, and a
+ * refused reload changes nothing (no reload_prepare/reload_commit needed).
  *
  * Behaviour (with the default conf/plugins/skeleton.conf):
  *   GET  /skeleton          200, the configured Message, or the site's
@@ -34,111 +34,70 @@
 
 #include <monkey/mk_plugin.h>
 
-#define SKELETON_MAX 256
-
-/* Plugin-wide settings (skeleton.conf). */
-struct skeleton_settings {
-    char path[SKELETON_MAX];
-    char message[SKELETON_MAX];
+/* Plugin-wide settings (skeleton.conf), filled by the server from the schema below. */
+struct skeleton_conf {
+    char *path;
+    char *message;
 };
 
-/* What site_init() stores for every site. */
+/* A site's [SKELETON] section. */
+struct skeleton_site_conf {
+    char *greeting; /* NULL when not given */
+};
+
+/* What site_init() stores for every site: the texts it answers with. */
 struct skeleton_site {
-    struct skeleton_settings settings; /* of the configuration the site belongs to */
-    char *greeting;                    /* [SKELETON] Greeting, NULL when not given */
+    const struct skeleton_conf *conf; /* of the configuration the site belongs to */
+    char *text;                       /* Greeting or Message, with a newline */
+};
+
+static int skeleton_check_path(const char *value, char *reason, size_t len)
+{
+    if (value[0] != '/') {
+        snprintf(reason, len, "'%s' does not start with '/'", value);
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
+/*
+ * The keys: the server reads conf_dir/plugins/skeleton.conf and the
+ * [SKELETON] sections of site files, checks them and reports errors with
+ * file and line; a reload builds new structs with the new configuration.
+ */
+static const struct mk_conf_key skeleton_keys[] = {
+    {"Path", MK_CONF_STRING, 0, MK_CONF_FIELD(struct skeleton_conf, path), 0, 199, "/skeleton",
+     .check = skeleton_check_path, .doc = "the path the plugin answers on"},
+    {"Message", MK_CONF_STRING, 0, MK_CONF_FIELD(struct skeleton_conf, message), 0, 253,
+     "Hello from the skeleton plugin", .doc = "the text GET Path answers"},
+    {"Greeting", MK_CONF_STRING, MK_CONF_SITE, MK_CONF_FIELD(struct skeleton_site_conf, greeting),
+     0, 253, NULL, .doc = "a site's own text instead of Message"},
+    {NULL},
+};
+
+static const struct mk_conf_schema skeleton_schema = {
+    .section = "SKELETON",
+    .file = "skeleton.conf",
+    .keys = skeleton_keys,
+    .size = sizeof(struct skeleton_conf),
+    .site_size = sizeof(struct skeleton_site_conf),
 };
 
 static const struct mk_api *api;
-static const struct skeleton_settings skeleton_defaults = {"/skeleton",
-                                                           "Hello from the skeleton plugin\n"};
-/* In force, and a reload's between reload_prepare and reload_commit. Controlling thread. */
-static struct skeleton_settings skeleton_live, skeleton_pending;
-static int skeleton_have_pending;
-static char skeleton_conf[4096];
 static atomic_ulong skeleton_requests;
 static atomic_ulong skeleton_connections;
 static atomic_ulong skeleton_batches;
 
 MK_PLUGIN_DECLARE(skeleton);
 
-/*
- * Read conf_dir/plugins/skeleton.conf ([SKELETON] Path, Message) into *out.
- * Absent: defaults. MK_ERR with "file:line: reason" in err.
- */
-static int skeleton_read_conf(struct skeleton_settings *out, char *err, size_t errlen)
-{
-    const char *section, *key, *value;
-    void *cursor = NULL;
-    int line;
-
-    *out = skeleton_defaults;
-    if (!skeleton_conf[0]) {
-        return MK_OK;
-    }
-    struct mk_conf *conf = api->conf_load(skeleton_conf, err, errlen);
-    if (!conf) {
-        return strstr(err, "No such file") ? MK_OK : MK_ERR;
-    }
-    while (api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
-        if (strcasecmp(section, "SKELETON") != 0) {
-            snprintf(err, errlen, "%s:%d: unknown section [%s]", api->conf_path(conf), line,
-                     section);
-            api->conf_free(conf);
-            return MK_ERR;
-        }
-        if (strcasecmp(key, "Path") == 0 && value[0] == '/' && strlen(value) < 200) {
-            snprintf(out->path, sizeof(out->path), "%s", value);
-        }
-        else if (strcasecmp(key, "Message") == 0 && strlen(value) < SKELETON_MAX - 2) {
-            snprintf(out->message, sizeof(out->message), "%s\n", value);
-        }
-        else {
-            snprintf(err, errlen, "%s:%d: bad key or value '%s %s'", api->conf_path(conf), line,
-                     key, value);
-            api->conf_free(conf);
-            return MK_ERR;
-        }
-    }
-    api->conf_free(conf);
-    return MK_OK;
-}
-
 static int skeleton_init(const struct mk_api *server_api, const char *conf_dir)
 {
-    char err[4096 + 512];
-
+    (void) conf_dir;
     api = server_api;
-    skeleton_have_pending = 0;
-    if (conf_dir) {
-        snprintf(skeleton_conf, sizeof(skeleton_conf), "%s/plugins/skeleton.conf", conf_dir);
-    }
-    if (skeleton_read_conf(&skeleton_live, err, sizeof(err)) != MK_OK) {
-        api->log(MK_PLUGIN_LOG_ERROR, "skeleton: %s", err);
-        return MK_ERR;
-    }
+    /* The settings of the configuration being started, already checked. */
+    const struct skeleton_conf *conf = api->plugin_conf(NULL, MK_PLUGIN_SELF(skeleton));
+    api->log(MK_PLUGIN_LOG_DEBUG, "skeleton: serving %s", conf->path);
     return MK_OK;
-}
-
-/* Reload, step one: read the file aside; the settings in force stay as they are. */
-static int skeleton_reload_prepare(char *err, size_t errlen)
-{
-    if (skeleton_read_conf(&skeleton_pending, err, errlen) != MK_OK) {
-        return MK_ERR;
-    }
-    skeleton_have_pending = 1;
-    return MK_OK;
-}
-
-/*
- * Reload, step two: keep the new settings (the sites of the new
- * configuration already carry them) or forget them.
- */
-static void skeleton_reload_commit(int commit)
-{
-    if (commit) {
-        skeleton_live = skeleton_pending;
-    }
-    skeleton_have_pending = 0;
 }
 
 static int skeleton_conn_accept(struct mk_conn *c)
@@ -161,9 +120,9 @@ static int skeleton_request(struct mk_request *r)
 static int skeleton_match(struct mk_request *r, const struct skeleton_site *site,
                           const char *suffix)
 {
-    size_t len, plen = strlen(site->settings.path), slen = strlen(suffix);
+    size_t len, plen = strlen(site->conf->path), slen = strlen(suffix);
     const char *p = api->path(r, &len);
-    return len == plen + slen && memcmp(p, site->settings.path, plen) == 0 &&
+    return len == plen + slen && memcmp(p, site->conf->path, plen) == 0 &&
            memcmp(p + plen, suffix, slen) == 0;
 }
 
@@ -174,52 +133,41 @@ static void skeleton_worker_header(struct mk_request *r)
     api->add_header(r, "X-Skeleton-Worker", id);
 }
 
-/* ---- a site section: [SKELETON] Greeting TEXT ----------------------------- */
+/* ---- per site: the answer text --------------------------------------------- */
 
 static void skeleton_site_free(void *data)
 {
     struct skeleton_site *site = data;
 
     if (site) {
-        free(site->greeting);
+        free(site->text);
         free(site);
     }
 }
 
+/* The server filled both structs already; derive what the request hooks need. */
 static int skeleton_site_init(const struct mk_site *site, const struct mk_conf *conf, void **data,
                               char *err, size_t errlen)
 {
-    const char *section, *key, *value;
-    void *cursor = NULL;
-    int line;
-
-    (void) site;
+    const struct skeleton_site_conf *sc = api->site_conf(site, MK_PLUGIN_SELF(skeleton));
     struct skeleton_site *s = calloc(1, sizeof(*s));
+
+    (void) conf;
     *data = s;
     if (!s) {
-        snprintf(err, errlen, "%s: out of memory", api->conf_path(conf));
+        snprintf(err, errlen, "%s: out of memory", api->site_file(site));
         return MK_ERR;
     }
-    /* The settings of the configuration being built: a reload's, while one is prepared. */
-    s->settings = skeleton_have_pending ? skeleton_pending : skeleton_live;
-    while (api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
-        if (strcasecmp(section, "SKELETON") != 0) {
-            continue; /* [HOST] and other plugins' sections */
-        }
-        if (strcasecmp(key, "Greeting") != 0 || s->greeting) {
-            snprintf(err, errlen, "%s:%d: [SKELETON] takes one Greeting, not '%s'",
-                     api->conf_path(conf), line, key);
-            return MK_ERR; /* the server frees what *data holds */
-        }
-        size_t n = strlen(value);
-        s->greeting = malloc(n + 2);
-        if (!s->greeting) {
-            snprintf(err, errlen, "%s:%d: out of memory", api->conf_path(conf), line);
-            return MK_ERR;
-        }
-        memcpy(s->greeting, value, n);
-        memcpy(s->greeting + n, "\n", 2);
+    s->conf = api->plugin_conf(site, MK_PLUGIN_SELF(skeleton));
+    const char *text = sc->greeting ? sc->greeting : s->conf->message;
+    size_t n = strlen(text);
+    s->text = malloc(n + 2);
+    if (!s->text) {
+        snprintf(err, errlen, "%s: out of memory", api->site_file(site));
+        return MK_ERR; /* the server frees what *data holds */
     }
+    memcpy(s->text, text, n);
+    memcpy(s->text + n, "\n", 2);
     return MK_OK;
 }
 
@@ -271,7 +219,7 @@ static int skeleton_content(struct mk_request *r)
     }
     if (skeleton_match(r, site, "")) {
         /* Site data lives as long as the request's configuration: a static body is safe. */
-        const char *text = site->greeting ? site->greeting : site->settings.message;
+        const char *text = site->text;
         api->set_status(r, 200);
         api->set_content_type(r, "text/plain; charset=utf-8");
         api->set_body_static(r, text, strlen(text));
@@ -339,19 +287,17 @@ static void skeleton_request_done(struct mk_request *r)
 }
 
 MK_PLUGIN_DEFINE(skeleton) = {
-    .abi = MK_PLUGIN_ABI,
+    MK_PLUGIN_ABI_INIT,
     .name = "skeleton",
     .version = "1.0",
     .description = "template plugin: every hook, documented",
     .init = skeleton_init,
-    .reload_prepare = skeleton_reload_prepare,
-    .reload_commit = skeleton_reload_commit,
     .conn_accept = skeleton_conn_accept,
     .request = skeleton_request,
     .content = skeleton_content,
     .request_done = skeleton_request_done,
-    .site_sections = (const char *const[]){"SKELETON", NULL},
     .site_init = skeleton_site_init,
     .site_free = skeleton_site_free,
     .batch_done = skeleton_batch_done,
+    .conf_schema = &skeleton_schema,
 };

@@ -71,10 +71,12 @@ class Response:
 class Conn:
     """A raw client connection that reads responses exactly as framed."""
 
-    def __init__(self, port, host="127.0.0.1", timeout=5.0):
+    def __init__(self, port, host="127.0.0.1", timeout=5.0, source=None):
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.socket(family)
         self.sock.settimeout(timeout * SLOW)
+        if source:  # another client address, such as 127.0.0.2
+            self.sock.bind((source, 0))
         self.sock.connect((host, port))
         self.buf = b""
 

@@ -1,15 +1,20 @@
 """Tier 7: the plugin API, through the skeleton plugin and test plugins."""
 
 import os
+import signal
+import subprocess
+import time
 
 import pytest
 
-from conftest import BUILD, STATIC, Conn, needs_dlopen
+from conftest import BUILD, MONKEY, SLOW, STATIC, Conn, needs_dlopen
 
 SKELETON_SO = BUILD / "plugins" / "monkey-skeleton.so"
 TAP_SO = BUILD / "tests" / "plugins" / "monkey-tap.so"
 BADABI_SO = BUILD / "tests" / "plugins" / "monkey-badabi.so"
 HALFRELOAD_SO = BUILD / "tests" / "plugins" / "monkey-halfreload.so"
+ABI_SO = {v: BUILD / "tests" / "plugins" / f"monkey-abi-{v}.so"
+          for v in ("older", "newer", "newhook")}
 
 
 @pytest.fixture(params=[pytest.param("shared", marks=needs_dlopen), "builtin"])
@@ -189,6 +194,68 @@ def test_refused_reload_keeps_plugin_settings(skel):
     assert skel.get("/skel").status == 404
 
 
+# ---- declared configuration keys (the schema) ----------------------------------
+
+SCHEMA_ERRORS = [
+    # (file, text, line, message): every value the schema refuses, named by file and line
+    ("plugins/skeleton.conf", "[SKELETON]\n    Path skel\n", 2,
+     "Path: 'skel' does not start with '/'"),
+    ("plugins/skeleton.conf", "[SKELETON]\n    Path /a\n    Path /b\n", 3,
+     "'Path' is given twice"),
+    ("plugins/skeleton.conf", "# c\n[SKELETON]\n    Message " + "m" * 300 + "\n", 3,
+     "Message: longer than 253 bytes"),
+    ("plugins/skeleton.conf", "[SKELETON]\n    Greeting hi\n", 2,
+     "unknown key 'Greeting' in [SKELETON]"),  # a site key, not a plugin-wide one
+    ("plugins/skeleton.conf", "[SKELETON]\n    Path /a\n[OTHER]\n", 3,
+     "unknown section [OTHER] (expected [SKELETON])"),
+    ("sites/default", None, 5, "unknown key 'Path' in [SKELETON]"),  # a plugin-wide key
+]
+
+
+@pytest.mark.parametrize("case", range(len(SCHEMA_ERRORS)))
+@pytest.mark.parametrize("mode", ["start", "check"])
+def test_schema_errors_name_file_and_line(make_server, case, mode):
+    rel, text, line, message = SCHEMA_ERRORS[case]
+    srv = make_server()
+    srv.plugins = ["skeleton"]
+    (srv.conf / "plugins").mkdir()
+    if text is None:
+        srv.site_extra = "[SKELETON]\n    Path /x\n"
+    else:
+        (srv.conf / rel).write_text(text)
+    if mode == "start":
+        err = srv.run_expect_failure()
+    else:
+        srv.write_conf()
+        p = subprocess.run([str(MONKEY), "-t", "-c", str(srv.conf)], capture_output=True,
+                           text=True)
+        assert p.returncode == 1, p.stderr
+        err = p.stderr
+    assert f"{srv.conf / rel}:{line}: {message}" in err, err
+
+
+def test_schema_reload_builds_new_settings(skel):
+    """A reload fills new structs; a refused one leaves the running ones in force."""
+    import signal
+    import time
+    conf = skel.conf / "plugins" / "skeleton.conf"
+    conf.write_text("[SKELETON]\n    Path /skel\n    Message Bad\n    Message Twice\n")
+    skel.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while f"{conf}:4: 'Message' is given twice" not in skel.stderr_text():
+        assert time.monotonic() < deadline, skel.stderr_text()
+        time.sleep(0.05)
+    assert skel.get("/skel").body == b"Hi from the test\n"
+    conf.write_text("[SKELETON]\n    Path /other\n")  # Message back to its default
+    skel.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while skel.get("/other").status != 200:
+        assert time.monotonic() < deadline, skel.stderr_text()
+        time.sleep(0.05)
+    assert skel.get("/other").body == b"Hello from the skeleton plugin\n"
+    assert skel.get("/skel").status == 404
+
+
 @needs_dlopen
 def test_missing_shared_object(make_server):
     srv = make_server()
@@ -209,7 +276,38 @@ def test_wrong_abi_is_refused(make_server):
     srv = make_server()
     srv.plugins = [str(BADABI_SO)]
     err = srv.run_expect_failure()
-    assert "plugins.load:2:" in err and "ABI" in err
+    assert (f"plugins.load:2: plugin '{BADABI_SO}' was built for plugin ABI 103.0, "
+            "this server has 3.0") in err
+    assert "rebuild it" in err
+
+
+@needs_dlopen
+@pytest.mark.parametrize("variant", ["older", "newer"])
+def test_other_abi_minor_loads(make_server, variant):
+    # An older minor (a smaller struct mk_plugin whose tail holds poison the
+    # server must not read) and a newer one that leaves its extra hook NULL.
+    srv = make_server()
+    srv.plugins = [str(ABI_SO[variant])]
+    srv.start()
+    r = srv.get("/abisize")
+    assert r.status == 200
+    assert r.body == f"{variant} 1\n".encode()  # MK_API_HAS saw site_hide_dotfiles
+    srv.signal(signal.SIGHUP)  # site_init and the other hooks past the size stay unread
+    deadline = time.monotonic() + 10 * SLOW
+    while "configuration reloaded" not in srv.stderr_text():
+        assert time.monotonic() < deadline, srv.stderr_text()
+        time.sleep(0.02)
+    r = srv.get("/abisize")
+    assert r.status == 200 and r.body == f"{variant} 1\n".encode()
+
+
+@needs_dlopen
+def test_newer_minor_hook_is_refused(make_server):
+    srv = make_server()
+    srv.plugins = [str(ABI_SO["newhook"])]
+    err = srv.run_expect_failure()
+    assert f"plugins.load:2: plugin '{ABI_SO['newhook']}' uses hooks of plugin ABI 3.1" in err
+    assert "this server (3.0) does not have" in err
 
 
 @needs_dlopen
@@ -314,6 +412,7 @@ def test_task_does_not_block_the_worker(make_server):
 def test_many_tasks_at_once(make_server):
     srv = make_server()
     srv.plugins = ["skeleton"]
+    srv.set(TaskQueuePerClient=40)  # all from one address
     srv.start()
     conns = [srv.conn() for _ in range(40)]
     for c in conns:
@@ -323,21 +422,86 @@ def test_many_tasks_at_once(make_server):
         c.close()
 
 
+def test_task_queue_bounds(make_server):
+    import select
+    import time
+    srv = make_server()
+    srv.plugins = ["skeleton"]
+    srv.set(TaskQueuePerPlugin=6, TaskQueuePerClient=4)
+    srv.start()
+
+    def flood(n, source, refused):
+        """n requests from `source`; returns once `refused` of them are answered."""
+        conns = [srv.conn(source=source) for _ in range(n)]
+        for c in conns:
+            c.send(b"GET /skeleton/slow?ms=600 HTTP/1.1\r\nHost: x\r\n\r\n")
+        deadline = time.monotonic() + 0.5 * SLOW  # refusals come at once
+        while refused:
+            ready, _, _ = select.select([c.sock for c in conns], [], [], 0.05)
+            assert len(ready) <= refused
+            if len(ready) == refused:
+                break
+            assert time.monotonic() < deadline
+        return conns
+
+    def statuses(conns):
+        out = []
+        for c in conns:
+            r = c.read_response()
+            out.append(r.status)
+            if r.status == 503:
+                assert r.header("retry-after") == "1"
+                assert c.closed()
+            else:
+                assert r.body == b"slept 600 ms\n"
+            c.close()
+        return sorted(out)
+
+    a = flood(6, "127.0.0.2", 2)  # the client's 4, the rest refused
+    b = flood(3, "127.0.0.3", 1)  # the plugin's 6: 4 + 2
+    c = flood(3, "127.0.0.4", 3)  # the plugin's share is full
+    assert statuses(c) == [503] * 3
+    assert statuses(a) == [200] * 4 + [503] * 2
+    assert statuses(b) == [200] * 2 + [503]
+    # Places free up as tasks end.
+    assert statuses(flood(2, "127.0.0.4", 0)) == [200, 200]
+    text = srv.stderr_text()
+    assert "TaskQueuePerClient" in text and "TaskQueuePerPlugin" in text
+
+
+def test_task_of_a_client_that_hung_up_is_dropped(make_server):
+    import time
+    srv = make_server()
+    srv.plugins = ["skeleton"]
+    srv.start()
+    # 8 tasks of 500 ms from 8 clients, gone at once: 2 s of work for 2 threads.
+    for i in range(8):
+        c = srv.conn(source=f"127.0.0.{2 + i}")
+        c.send(b"GET /skeleton/slow?ms=500 HTTP/1.1\r\nHost: x\r\n\r\n")
+        c.close()
+    t0 = time.monotonic()
+    c = srv.conn(source="127.0.0.20")
+    assert c.request("GET", "/skeleton/slow?ms=10").body == b"slept 10 ms\n"
+    c.close()
+    # Only the 2 already running are waited for.
+    assert time.monotonic() - t0 < 1.2
+
+
 def test_suspended_request_times_out(make_server):
     import time
     srv = make_server()
     srv.plugins = ["skeleton"]
-    srv.set(Timeout=1)
+    srv.set(Timeout="300ms")
     srv.start()
     c = srv.conn()
     t0 = time.monotonic()
-    r = c.request("GET", "/skeleton/slow?ms=3000")
+    r = c.request("GET", "/skeleton/slow?ms=1000")
     assert r.status == 503
-    assert time.monotonic() - t0 < 2.8
+    assert time.monotonic() - t0 < 0.9
     assert c.closed()
     # The late continuation finds the request gone; the server is fine and
     # stops cleanly (the fixture checks the exit status and sanitizers).
-    time.sleep(2.5)
+    time.sleep(1.0)
     assert srv.get("/skeleton").status == 200
 
 

@@ -559,7 +559,7 @@ def test_bad_site_section_is_refused(make_server, lines, lineno, reason, check):
 
 BAD_PLUGIN_CONF = [
     ("[LOGGER]\n    Colour blue\n", 2, "unknown key 'Colour'"),
-    ("[OTHER]\n    AccessLog x\n", 2, "unknown section"),
+    ("[OTHER]\n    AccessLog x\n", 1, "unknown section [OTHER]"),  # the header line
     ("[LOGGER]\n    LogFormat custom %h\n", 2, "reserved name"),
     ("[LOGGER]\n    LogFormat x %h %Q\n", 2, "unknown specifier '%Q'"),
     ("[LOGGER]\n    LogFormat x %h\n    LogFormat X %h\n", 3, "defined twice"),

@@ -488,7 +488,7 @@ def test_bad_site_section_names_file_and_line(make_server, section, bad_line, wo
     ("[DIRLISTING]\n    Sort bytes\n    Stylesheet a b.css\n", 3, "Stylesheet"),
     ("[DIRLISTING]\n    Sort bytes\n    Sort nocase\n", 3, "twice"),
     ("[DIRLISTING]\n    Colour red\n", 2, "Colour"),
-    ("[OTHER]\n    Sort bytes\n", 2, "section"),
+    ("[OTHER]\n    Sort bytes\n", 1, "unknown section [OTHER]"),  # the header line
 ])
 def test_bad_plugin_conf_names_file_and_line(make_server, text, bad_line, word):
     srv = lister(make_server, plugin_conf=text)

@@ -18,6 +18,7 @@ import pytest
 from conftest import BUILD, MONKEY, ROOT, SLOW, STATIC, Conn, wait_port
 
 ACCESS_SO = BUILD / "plugins" / "monkey-access.so"
+HOLD_SO = BUILD / "tests" / "plugins" / "monkey-hold.so"
 
 
 def access_built_in():
@@ -496,7 +497,7 @@ def test_log_denied(make_server):
     # A bad access.conf on reload is refused and the setting in force stays.
     (srv.conf / "plugins" / "access.conf").write_text("[ACCESS]\n    LogDenied Maybe\n")
     reload(srv)
-    assert "access.conf:2: LogDenied: 'Maybe' is not On or Off" in srv.stderr_text()
+    assert "access.conf:2: LogDenied: expected On or Off, got 'Maybe'" in srv.stderr_text()
     before = srv.stderr_text().count("access: denied")
     assert srv.get("/admin/x.txt").status == 403
     assert srv.stderr_text().count("access: denied") == before + 1
@@ -507,6 +508,30 @@ def test_log_denied(make_server):
     assert srv.get("/admin/x.txt").status == 403
     assert srv.get("/a.txt", headers={"Host": "d.test"}).status == 403
     assert srv.stderr_text().count("access: denied") == before
+
+
+@pytest.mark.skipif(STATIC, reason="static binary: no shared-object test plugins")
+def test_request_keeps_log_setting_of_its_configuration(make_server):
+    """LogDenied comes from the request's configuration, like its rules: a
+    request held across a reload that turns LogDenied on is judged by the
+    old rules and, as the old configuration says, not logged."""
+    srv = make_access(make_server, rules=["Deny path /hold", "Deny path /admin"],
+                      conf="[ACCESS]\n    LogDenied Off\n")
+    srv.plugins = [str(HOLD_SO), PLUGIN]  # hold runs first, access after it
+    srv.start()
+    held = srv.conn()
+    held.send(b"GET /hold/x HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    wait_for(lambda: srv.get("/held").body == b"held 1\n")
+    (srv.conf / "plugins" / "access.conf").write_text("[ACCESS]\n    LogDenied On\n")
+    reload(srv)
+    assert "configuration reloaded" in srv.stderr_text()
+    assert srv.get("/release").body == b"released 1\n"
+    assert held.read_response().status == 403
+    assert "access: denied" not in srv.stderr_text()
+    # Requests of the new configuration are logged.
+    assert srv.get("/admin/x").status == 403
+    wait_for(lambda: "access: denied 127.0.0.1 GET /admin/x by rule" in srv.stderr_text())
+    assert srv.stderr_text().count("access: denied") == 1
 
 
 def test_refused_reload_changes_no_access_setting(make_server):
@@ -532,7 +557,7 @@ def test_refused_reload_changes_no_access_setting(make_server):
     site.write_text(head + section(["Deny path /public"]))
     reload(srv)
     assert srv.stderr_text().count("reload failed") == 2
-    assert "access.conf:2: LogDenied: 'Maybe' is not On or Off" in srv.stderr_text()
+    assert "access.conf:2: LogDenied: expected On or Off, got 'Maybe'" in srv.stderr_text()
     assert srv.get("/public/a.txt").status == 200
     assert srv.get("/admin/x.txt").status == 403
     assert denials() == before + 2
@@ -604,8 +629,8 @@ def test_check_mode_validates_rules(make_server):
 
 @pytest.mark.parametrize("text,line,message", [
     ("[ACCESS]\n    LogDenied On\n    Colour blue\n", 3, "unknown key 'Colour'"),
-    ("[ACCESS]\n    LogDenied Sometimes\n", 2, "LogDenied: 'Sometimes' is not On or Off"),
-    ("[RULES]\n    LogDenied On\n", 2, "unknown section [RULES]"),
+    ("[ACCESS]\n    LogDenied Sometimes\n", 2, "LogDenied: expected On or Off, got 'Sometimes'"),
+    ("[RULES]\n    LogDenied On\n", 1, "unknown section [RULES]"),  # the header line
 ])
 def test_bad_plugin_conf_is_refused(make_server, text, line, message):
     srv = make_access(make_server, conf=text)

@@ -153,7 +153,11 @@ def test_two_authorization_headers_401(srv):
 def test_paths_outside_every_location_are_not_protected(srv):
     assert srv.get("/pub/c.txt").body == b"public C\n"
     assert srv.get("/privateer.txt").body == b"not protected\n"  # not a segment of /private
-    assert srv.get("/").status in (200, 403, 404)
+    # The root is outside every location: no challenge; a directory without
+    # an index (and no dirlisting) is refused by the static handler.
+    r = srv.get("/")
+    assert r.status == 403
+    assert r.header("www-authenticate") is None
     for path in ("/private", "/private/", "/private/inner/b.txt", "//private/a.txt",
                  "/pub/../private/a.txt", "/%70rivate/a.txt", "/private/./a.txt",
                  "/private/nothing-here"):
@@ -310,6 +314,107 @@ def test_cache_expires(make_server):
     assert again > first / 3, (first, again)
 
 
+# ---- bounded verification work ---------------------------------------------------
+#
+# Each attempt queues a bcrypt on the task threads (two here: Workers 2). The
+# queue must not outlive clients that left, nor let one client or one plugin
+# take it over. Waits are measured in rounds: the time the two threads take
+# for two verifications side by side, on this machine, now.
+
+DIRLISTING_SO = BUILD / "plugins" / "monkey-dirlisting.so"
+
+
+def attempt(user="alice", password="wrong"):
+    return (f"GET /private/a.txt HTTP/1.1\r\nHost: x\r\n"
+            f"Authorization: {basic(user, password)}\r\n\r\n").encode()
+
+
+def one_round(srv):
+    """Seconds for two verifications at once (a wrong password is never cached)."""
+    times = []
+    for _ in range(2):
+        pair = [srv.conn(), srv.conn(source="127.0.0.9")]
+        t0 = time.monotonic()
+        for c in pair:
+            c.send(attempt(password="calibrating"))
+        for c in pair:
+            assert_challenge(c.read_response())
+            c.close()
+        times.append(time.monotonic() - t0)
+    return min(times)
+
+
+def test_attempts_of_clients_that_hung_up_are_dropped(make_server):
+    srv = auth_server(make_server, cost=12).start()
+    rnd = one_round(srv)
+    # 40 attempts closed at once by the client, from 5 addresses (8 each,
+    # within TaskQueuePerClient): each would cost a whole verification.
+    for i in range(40):
+        c = srv.conn(source=f"127.0.0.{2 + i % 5}")
+        c.send(attempt())
+        c.close()
+    t0 = time.monotonic()
+    r = srv.get("/private/a.txt", headers={"Authorization": basic("alice", "wonderland")})
+    elapsed = time.monotonic() - t0
+    assert r.status == 200 and r.body == b"secret A\n"
+    # Behind the 40 the real user would wait 20 rounds; only the attempts
+    # already running when their clients left are waited for.
+    assert elapsed < 5 * rnd, (elapsed, rnd)
+
+
+def test_one_client_cannot_fill_the_queue(make_server):
+    srv = auth_server(make_server, cost=12).start()
+    rnd = one_round(srv)
+    flood = [srv.conn(source="127.0.0.2") for _ in range(20)]
+    for c in flood:
+        c.send(attempt())
+    # TaskQueuePerClient (8) of them are queued, the rest refused at once.
+    deadline = time.monotonic() + 2 * SLOW
+    while len(select.select([c.sock for c in flood], [], [], 0.05)[0]) < 12:
+        assert time.monotonic() < deadline, "no attempt was refused"
+    t0 = time.monotonic()
+    r = srv.get("/private/a.txt", headers={"Authorization": basic("alice", "wonderland")})
+    elapsed = time.monotonic() - t0
+    assert r.status == 200
+    statuses = []
+    for c in flood:
+        r = c.read_response()
+        statuses.append(r.status)
+        if r.status == 503:
+            assert r.header("retry-after") == "1", r
+        c.close()
+    assert statuses.count(401) >= 8 and statuses.count(503) >= 10, statuses
+    assert statuses.count(401) + statuses.count(503) == 20, statuses
+    assert "TaskQueuePerClient" in srv.stderr_text()
+    # The real user, another client with nothing running, went before the
+    # flood's queued attempts: a round for those running, one for its own
+    # (5 rounds behind the 8 queued, 11 behind all 20).
+    assert elapsed < 4 * rnd, (elapsed, rnd)
+
+
+def test_password_flood_does_not_starve_listings(make_server):
+    srv = auth_server(make_server, cost=12, site_extra=(
+        "[AUTH]\n    Location /private\n    Realm Private\n    Users users\n"
+        "[DIRLISTING]\n    Path /pub\n"))
+    srv.plugins = [str(AUTH_SO), str(DIRLISTING_SO)]
+    srv.start()
+    rnd = one_round(srv)
+    # Unknown users cost a verification too, and share the task threads
+    # with the listings.
+    flood = [srv.conn(source=f"127.0.0.{2 + i % 5}") for i in range(40)]
+    for i, c in enumerate(flood):
+        c.send(attempt(user=f"nobody{i}"))
+    t0 = time.monotonic()
+    r = srv.get("/pub/")
+    elapsed = time.monotonic() - t0
+    assert r.status == 200 and b"c.txt" in r.body, r
+    # The plugins take turns: the listing waits for the attempts already
+    # running, not for the 40 queued (20 rounds, past Timeout).
+    assert elapsed < 5 * rnd, (elapsed, rnd)
+    for c in flood:
+        c.close()
+
+
 # ---- reload ---------------------------------------------------------------------
 
 def wait_for(fn, timeout=5.0):
@@ -447,7 +552,7 @@ def test_check_mode_refuses_a_bad_password_file(make_server):
     ("[AUTH]\n    CacheSize 70000\n", 2, "CacheSize"),
     ("[AUTH]\n    CacheSize -1\n", 2, "CacheSize"),
     ("[AUTH]\n    CacheTTL 0\n", 2, "CacheTTL"),
-    ("[OTHER]\n    CacheTTL 5\n", 2, "unknown section"),
+    ("[OTHER]\n    CacheTTL 5\n", 1, "unknown section [OTHER]"),  # the header line
 ])
 def test_bad_plugin_conf_refused(make_server, conf, line, message):
     srv = auth_server(make_server, conf=conf)

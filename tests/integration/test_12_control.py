@@ -20,6 +20,7 @@ from conftest import BUILD, SLOW, needs_dlopen
 pytestmark = needs_dlopen
 
 CONTROL_SO = BUILD / "plugins" / "monkey-control.so"
+HOLD_SO = BUILD / "tests" / "plugins" / "monkey-hold.so"
 CTL = BUILD / "bin" / "monkey-ctl"
 
 
@@ -431,7 +432,7 @@ def test_unknown_section_refused(make_server):
     srv = make_control(make_server, start=False)
     control_conf(srv, "    Socket x.sock\n", section="[CONTROLS]\n")
     err = srv.run_expect_failure()
-    assert f"{srv.control_conf}:2:" in err and "[CONTROLS]" in err
+    assert f"{srv.control_conf}:1: unknown section [CONTROLS]" in err  # the header line
 
 
 # ---- the HTTP status path ----------------------------------------------------------------
@@ -488,6 +489,32 @@ def test_refused_reload_keeps_http_allow(make_server):
     p = ctl("-s", srv.sock, "reload")
     assert p.returncode == 0, p.stderr
     assert srv.get("/server-status").status == 403
+
+
+def test_request_keeps_http_settings_of_its_configuration(make_server):
+    """HttpPath and HttpAllow come from the request's configuration: a
+    request held across a reload that moves the path is still answered
+    as the configuration it arrived in says."""
+    body = "    Socket ctl.sock\n    HttpPath /hold/status\n"
+    srv = make_control(make_server, body=body, start=False)
+    srv.plugins.insert(0, str(HOLD_SO))  # hold runs first, control after it
+    srv.start()
+    wait_socket(srv.sock)
+    assert ctl("-s", srv.sock, "status").returncode == 0  # the server has started
+    held = srv.conn()
+    held.send(b"GET /hold/status HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    deadline = time.monotonic() + 5 * SLOW
+    while srv.get("/held").body != b"held 1\n":
+        assert time.monotonic() < deadline, "the request was not held"
+        time.sleep(0.02)
+    control_conf(srv, "    Socket ctl.sock\n    HttpPath /elsewhere\n")
+    p = ctl("-s", srv.sock, "reload")
+    assert p.returncode == 0, p.stderr
+    assert srv.get("/release").body == b"released 1\n"
+    r = held.read_response()
+    assert r.status == 200
+    assert json.loads(r.body)["workers"] == 2
+    assert srv.get("/elsewhere").status == 200  # new requests have the new path
 
 
 def test_bad_control_conf_refuses_the_whole_reload(make_server, tmp_path):

@@ -25,7 +25,7 @@ static int halfreload_prepare(char *err, size_t errlen)
 }
 
 MK_EXPORT const struct mk_plugin mk_plugin = {
-    .abi = MK_PLUGIN_ABI,
+    MK_PLUGIN_ABI_INIT,
     .name = "halfreload",
     .init = halfreload_init,
     .reload_prepare = halfreload_prepare,

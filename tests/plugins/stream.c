@@ -142,7 +142,7 @@ static int stream_content(struct mk_request *r)
 }
 
 MK_EXPORT const struct mk_plugin mk_plugin = {
-    .abi = MK_PLUGIN_ABI,
+    MK_PLUGIN_ABI_INIT,
     .name = "stream",
     .init = stream_init,
     .content = stream_content,

@@ -87,7 +87,7 @@ static int tap_content(struct mk_request *r)
 }
 
 MK_EXPORT const struct mk_plugin mk_plugin = {
-    .abi = MK_PLUGIN_ABI,
+    MK_PLUGIN_ABI_INIT,
     .name = "tap",
     .version = "1.0",
     .description = "test transport that counts bytes read",

@@ -197,6 +197,58 @@ static void test_u64_round_trip(void **state)
     }
 }
 
+static void test_duration(void **state)
+{
+    static const struct {
+        const char *s;
+        uint64_t ms; /* UINT64_MAX: refused */
+    } cases[] = {
+        {"30", 30000},
+        {"0", 0},
+        {"500ms", 500},
+        {"2s", 2000},
+        {"1m", 60000},
+        {"1h", 3600000},
+        {"0ms", 0},
+        {"3600s", 3600000},
+        {"", UINT64_MAX},
+        {"ms", UINT64_MAX},
+        {"s", UINT64_MAX},
+        {"1.5s", UINT64_MAX},
+        {"5 s", UINT64_MAX},
+        {"5S", UINT64_MAX},
+        {"5sec", UINT64_MAX},
+        {"-1", UINT64_MAX},
+        {"5x", UINT64_MAX},
+        {"1d", UINT64_MAX},
+        {"3601s", UINT64_MAX},
+        {"61m", UINT64_MAX},
+    };
+    char buf[24];
+    uint64_t v;
+    (void) state;
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        bool ok = mk_str_to_duration_ms(cases[i].s, strlen(cases[i].s), 3600000, &v);
+        if (cases[i].ms == UINT64_MAX) {
+            assert_false(ok);
+        }
+        else {
+            assert_true(ok);
+            assert_true(v == cases[i].ms);
+        }
+    }
+    assert_false(mk_str_to_duration_ms("99999999999999999999h", 21, UINT64_MAX, &v));
+    mk_duration_to_str(1500, buf);
+    assert_string_equal(buf, "1500ms");
+    mk_duration_to_str(30000, buf);
+    assert_string_equal(buf, "30s");
+    mk_duration_to_str(0, buf);
+    assert_string_equal(buf, "0s");
+    mk_duration_to_str(UINT64_MAX, buf);
+    assert_string_equal(buf, "18446744073709551615ms");
+}
+
 static void expect_items(const char *list, const char *const *want, size_t n)
 {
     struct mk_str cursor = mk_str_make(list, strlen(list)), item;
@@ -346,12 +398,19 @@ static void test_inline_helpers(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_to_u64_values),  cmocka_unit_test(test_to_u64_rejects),
-        cmocka_unit_test(test_to_u64_limits),  cmocka_unit_test(test_to_u64_small_limits),
-        cmocka_unit_test(test_u64_to_str),     cmocka_unit_test(test_u64_round_trip),
-        cmocka_unit_test(test_list_next),      cmocka_unit_test(test_list_next_views),
-        cmocka_unit_test(test_trim),           cmocka_unit_test(test_ieq),
-        cmocka_unit_test(test_iprefix_and_eq), cmocka_unit_test(test_inline_helpers),
+        cmocka_unit_test(test_to_u64_values),
+        cmocka_unit_test(test_to_u64_rejects),
+        cmocka_unit_test(test_to_u64_limits),
+        cmocka_unit_test(test_to_u64_small_limits),
+        cmocka_unit_test(test_u64_to_str),
+        cmocka_unit_test(test_u64_round_trip),
+        cmocka_unit_test(test_duration),
+        cmocka_unit_test(test_list_next),
+        cmocka_unit_test(test_list_next_views),
+        cmocka_unit_test(test_trim),
+        cmocka_unit_test(test_ieq),
+        cmocka_unit_test(test_iprefix_and_eq),
+        cmocka_unit_test(test_inline_helpers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,8 @@
  *
  * test_timer.c: unit tests of core/timer.c, the deadline queues of the
  * workers: order by deadline across durations, re-arming, disarming,
- * expiry callbacks that arm again, and the freeing of idle queues.
+ * expiry callbacks that arm again or free their entry, the earliest
+ * deadline, and the freeing of idle queues. Times are milliseconds.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,8 +24,8 @@ struct log {
     struct mk_timer *seen[16];
     size_t n;
     struct mk_timers *timers;
-    time_t now;
-    int rearm_seconds; /* > 0: re-arm instead of disarming */
+    uint64_t now;
+    uint64_t rearm_ms; /* > 0: re-arm instead of disarming */
 };
 
 static void expire_disarm(struct mk_timer *e, void *arg)
@@ -32,8 +33,8 @@ static void expire_disarm(struct mk_timer *e, void *arg)
     struct log *l = arg;
     assert_true(l->n < 16);
     l->seen[l->n++] = e;
-    if (l->rearm_seconds > 0) {
-        mk_timer_arm(l->timers, e, l->now, l->rearm_seconds);
+    if (l->rearm_ms > 0) {
+        mk_timer_arm(l->timers, e, l->now, l->rearm_ms);
     }
     else {
         mk_timer_disarm(e);
@@ -46,7 +47,7 @@ static void expire_nothing(struct mk_timer *e, void *arg)
     l->seen[l->n++] = e;
 }
 
-static size_t expire(struct mk_timers *t, time_t now, struct log *l)
+static size_t expire(struct mk_timers *t, uint64_t now, struct log *l)
 {
     l->n = 0;
     l->timers = t;
@@ -74,12 +75,14 @@ static void test_fifo_within_a_duration(void **state)
     assert_int_equal(a.deadline, 105);
     assert_int_equal(t.n_queues, 1);
 
-    /* A deadline equal to now is not due yet (whole seconds). */
-    assert_int_equal(expire(&t, 105, &l), 0);
-    assert_int_equal(expire(&t, 106, &l), 1);
+    /* Due from the deadline on, not a millisecond before. */
+    assert_int_equal(mk_timers_next(&t), 105);
+    assert_int_equal(expire(&t, 104, &l), 0);
+    assert_int_equal(expire(&t, 105, &l), 1);
     assert_ptr_equal(l.seen[0], &a);
     assert_false(mk_timer_armed(&a));
-    assert_int_equal(expire(&t, 108, &l), 2);
+    assert_int_equal(mk_timers_next(&t), 106);
+    assert_int_equal(expire(&t, 107, &l), 2);
     assert_ptr_equal(l.seen[0], &b);
     assert_ptr_equal(l.seen[1], &c);
     assert_true(mk_timers_empty(&t));
@@ -101,12 +104,14 @@ static void test_shorter_duration_is_not_held_back(void **state)
     mk_timer_arm(&t, &new_wait, 1001, 2);  /* after a reload to Timeout 2 */
     assert_int_equal(t.n_queues, 2);
 
-    assert_int_equal(expire(&t, 1003, &l), 0);
-    assert_int_equal(expire(&t, 1004, &l), 1);
+    assert_int_equal(mk_timers_next(&t), 1003); /* the head of the later queue */
+    assert_int_equal(expire(&t, 1002, &l), 0);
+    assert_int_equal(expire(&t, 1003, &l), 1);
     assert_ptr_equal(l.seen[0], &new_wait);
     assert_true(mk_timer_armed(&old_wait));
-    assert_int_equal(expire(&t, 1020, &l), 0);
-    assert_int_equal(expire(&t, 1021, &l), 1);
+    assert_int_equal(mk_timers_next(&t), 1020);
+    assert_int_equal(expire(&t, 1019, &l), 0);
+    assert_int_equal(expire(&t, 1020, &l), 1);
     assert_ptr_equal(l.seen[0], &old_wait);
     mk_timers_destroy(&t);
 }
@@ -134,6 +139,7 @@ static void test_rearm_moves_and_disarm_removes(void **state)
     assert_false(mk_timer_armed(&a));
     assert_true(mk_timers_empty(&t));
     assert_null(mk_timers_any(&t));
+    assert_true(mk_timers_next(&t) == MK_TIMER_NEVER);
     assert_int_equal(expire(&t, 100, &l), 0);
     mk_timers_destroy(&t);
 }
@@ -151,15 +157,15 @@ static void test_expiry_callback_may_rearm(void **state)
     mk_timer_arm(&t, &a, 0, 1);
     mk_timer_arm(&t, &b, 0, 1);
     /* Both due; each moves to a (new) 5-second queue, like a lingering close. */
-    l.rearm_seconds = 5;
+    l.rearm_ms = 5;
     assert_int_equal(expire(&t, 2, &l), 2);
     assert_true(mk_timer_armed(&a) && mk_timer_armed(&b));
     assert_int_equal(a.deadline, 7);
     /* Re-armed into the same duration: visited once, not again. */
-    l.rearm_seconds = 5;
+    l.rearm_ms = 5;
     assert_int_equal(expire(&t, 8, &l), 2);
     assert_int_equal(b.deadline, 13);
-    l.rearm_seconds = 0;
+    l.rearm_ms = 0;
     assert_int_equal(expire(&t, 14, &l), 2);
     assert_true(mk_timers_empty(&t));
     mk_timers_destroy(&t);
@@ -190,21 +196,25 @@ static void test_idle_queues_are_freed(void **state)
     mk_timers_init(&t);
     mk_timer_init(&a);
     mk_timer_init(&b);
-    mk_timer_arm(&t, &a, 0, 20);
-    mk_timer_arm(&t, &b, 0, 2);
+    mk_timer_arm(&t, &a, 0, 20000);
+    mk_timer_arm(&t, &b, 0, 2000);
     assert_int_equal(t.n_queues, 2);
     /* Empty but recently used: kept, so steady traffic allocates nothing. */
-    assert_int_equal(expire(&t, 3, &l), 1);
+    assert_int_equal(expire(&t, 3000, &l), 1);
     assert_int_equal(t.n_queues, 2);
-    /* Empty and unused for MK_TIMER_QUEUE_IDLE seconds: freed; the other is busy. */
-    mk_timer_arm(&t, &a, 40, 20);
+    /* Empty and unused for MK_TIMER_QUEUE_IDLE ms: freed; the other is busy. */
+    mk_timer_arm(&t, &a, 45000, 20000);
+    expire(&t, MK_TIMER_QUEUE_IDLE - 1, &l);
+    assert_int_equal(t.n_queues, 2);
     expire(&t, MK_TIMER_QUEUE_IDLE, &l);
     assert_int_equal(t.n_queues, 1);
     assert_true(mk_timer_armed(&a));
     /* The duration comes back: a queue again. */
-    mk_timer_arm(&t, &b, MK_TIMER_QUEUE_IDLE, 2);
+    mk_timer_arm(&t, &b, MK_TIMER_QUEUE_IDLE, 2000);
     assert_int_equal(t.n_queues, 2);
-    assert_int_equal(expire(&t, MK_TIMER_QUEUE_IDLE + 1, &l), 1);
+    assert_int_equal(expire(&t, MK_TIMER_QUEUE_IDLE + 2000, &l), 1);
+    assert_ptr_equal(l.seen[0], &b);
+    assert_int_equal(expire(&t, 65000, &l), 1);
     assert_ptr_equal(l.seen[0], &a);
     mk_timers_destroy(&t);
     assert_false(mk_timer_armed(&b)); /* destroy unlinks what was left */
@@ -244,20 +254,19 @@ static void test_each_visits_every_entry_once(void **state)
 }
 
 struct tick {
-    time_t now;
+    uint64_t now;
     size_t expired;
 };
 
 static void expire_on_time(struct mk_timer *e, void *arg)
 {
     struct tick *k = arg;
-    assert_true(e->deadline < k->now);
-    assert_true(e->deadline == k->now - 1); /* the first tick past it: not late */
+    assert_true(e->deadline == k->now); /* the first tick at it: not early, not late */
     mk_timer_disarm(e);
     k->expired++;
 }
 
-/* Many entries in a few durations, ticked every second: each expires once, on time. */
+/* Many entries in a few durations, ticked every ms: each expires once, on time. */
 static void test_mixed_durations_expire_on_time(void **state)
 {
     enum { N = 300 };
@@ -281,6 +290,44 @@ static void test_mixed_durations_expire_on_time(void **state)
     mk_timers_destroy(&t);
 }
 
+/* A plugin timer: the expiry callback disarms and frees its entry. */
+struct owned {
+    struct mk_timer t;
+    int *fired;
+};
+
+static void expire_and_free(struct mk_timer *e, void *arg)
+{
+    struct owned *o = mk_container_of(e, struct owned, t);
+    (void) arg;
+    (*o->fired)++;
+    mk_timer_disarm(e);
+    free(o);
+}
+
+static void test_callback_may_free_its_entry(void **state)
+{
+    struct mk_timers t;
+    int fired = 0;
+    (void) state;
+
+    mk_timers_init(&t);
+    for (int i = 0; i < 4; i++) {
+        struct owned *o = calloc(1, sizeof(*o));
+        assert_non_null(o);
+        o->fired = &fired;
+        mk_timer_init(&o->t);
+        mk_timer_arm(&t, &o->t, (uint64_t) i, 50 + (uint64_t) (i % 2) * 25);
+    }
+    assert_int_equal(mk_timers_next(&t), 50);
+    assert_int_equal(mk_timers_expire(&t, 60, expire_and_free, NULL), 2);
+    assert_int_equal(mk_timers_next(&t), 76);
+    assert_int_equal(mk_timers_expire(&t, 1000, expire_and_free, NULL), 2);
+    assert_int_equal(fired, 4);
+    assert_true(mk_timers_empty(&t));
+    mk_timers_destroy(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -292,6 +339,7 @@ int main(void)
         cmocka_unit_test(test_idle_queues_are_freed),
         cmocka_unit_test(test_each_visits_every_entry_once),
         cmocka_unit_test(test_mixed_durations_expire_on_time),
+        cmocka_unit_test(test_callback_may_free_its_entry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

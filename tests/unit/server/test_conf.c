@@ -160,13 +160,13 @@ static void test_defaults(void **state)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     assert_int_equal(cfg->workers, cpus < 1 ? 1 : cpus);
     assert_int_equal(cfg->balancing, MK_BALANCE_REUSEPORT);
-    assert_int_equal(cfg->timeout, 15);
+    assert_int_equal(cfg->timeout_ms, 15000);
     assert_int_equal(cfg->body_min_rate, 500);
-    assert_int_equal(cfg->send_timeout, 30);
+    assert_int_equal(cfg->send_timeout_ms, 30000);
     assert_true(cfg->keepalive);
-    assert_int_equal(cfg->keepalive_timeout, 5);
+    assert_int_equal(cfg->keepalive_timeout_ms, 5000);
     assert_int_equal(cfg->max_keepalive_requests, 1000);
-    assert_int_equal(cfg->graceful_timeout, 30);
+    assert_int_equal(cfg->graceful_timeout_ms, 30000);
     assert_int_equal(cfg->limits.max_line, 8192);
     assert_int_equal(cfg->limits.max_head, 32768);
     assert_int_equal(cfg->limits.max_headers, 100);
@@ -222,7 +222,7 @@ static void test_empty_file(void **state)
     cfg = load(d, NULL, 0);
     assert_int_equal(cfg->n_listen, 1);
     assert_string_equal(cfg->listen[0].spec, "2001");
-    assert_int_equal(cfg->timeout, 15);
+    assert_int_equal(cfg->timeout_ms, 15000);
     mk_config_unref(cfg);
     confdir_free(d);
 }
@@ -288,13 +288,13 @@ static void test_every_key(void **state)
 
     assert_int_equal(cfg->workers, 3);
     assert_int_equal(cfg->balancing, MK_BALANCE_FAIR);
-    assert_int_equal(cfg->timeout, 20);
+    assert_int_equal(cfg->timeout_ms, 20000);
     assert_int_equal(cfg->body_min_rate, 2048);
-    assert_int_equal(cfg->send_timeout, 40);
+    assert_int_equal(cfg->send_timeout_ms, 40000);
     assert_false(cfg->keepalive);
-    assert_int_equal(cfg->keepalive_timeout, 7);
+    assert_int_equal(cfg->keepalive_timeout_ms, 7000);
     assert_int_equal(cfg->max_keepalive_requests, 0);
-    assert_int_equal(cfg->graceful_timeout, 0);
+    assert_int_equal(cfg->graceful_timeout_ms, 0);
     assert_int_equal(cfg->limits.max_line, 4096);
     assert_int_equal(cfg->limits.max_head, 1u << 20);
     assert_int_equal(cfg->limits.max_headers, 50);
@@ -353,6 +353,34 @@ static void test_key_case_and_variants(void **state)
     confdir_free(d);
 }
 
+/* Timeouts take durations: a unit (ms, s, m, h) or plain seconds. */
+static void test_sub_second_timeouts(void **state)
+{
+    struct confdir *d = confdir_new();
+    struct mk_config *cfg;
+    (void) state;
+
+    write_file(d, "monkey.conf",
+               "[SERVER]\n"
+               "    Timeout 250ms\n"
+               "    SendTimeout 2s\n"
+               "    KeepAliveTimeout 1m\n"
+               "    GracefulTimeout 1500ms\n");
+    cfg = load(d, NULL, 0);
+    assert_int_equal(cfg->timeout_ms, 250);
+    assert_int_equal(cfg->send_timeout_ms, 2000);
+    assert_int_equal(cfg->keepalive_timeout_ms, 60000);
+    assert_int_equal(cfg->graceful_timeout_ms, 1500);
+    mk_config_unref(cfg);
+
+    write_file(d, "monkey.conf", "[SERVER]\n    Timeout 1h\n    GracefulTimeout 0ms\n");
+    cfg = load(d, NULL, 0);
+    assert_int_equal(cfg->timeout_ms, 3600000);
+    assert_int_equal(cfg->graceful_timeout_ms, 0);
+    mk_config_unref(cfg);
+    confdir_free(d);
+}
+
 /* MaxRequestLine never exceeds MaxRequestSize. */
 static void test_line_limit_clamped(void **state)
 {
@@ -387,7 +415,11 @@ static const struct bad_case bad_server[] = {
     {"monkey.conf", "[SERVER]\n    Timeout 0\n", 2, "out of range"},
     {"monkey.conf", "[SERVER]\n    Timeout 3601\n", 2, "out of range"},
     {"monkey.conf", "[SERVER]\n    Timeout -5\n", 2, "Timeout"},
-    {"monkey.conf", "[SERVER]\n    Timeout 5s\n", 2, "Timeout"},
+    {"monkey.conf", "[SERVER]\n    Timeout 5x\n", 2, "duration"},
+    {"monkey.conf", "[SERVER]\n    Timeout 1.5s\n", 2, "Timeout"},
+    {"monkey.conf", "[SERVER]\n    Timeout 0ms\n", 2, "out of range (1ms to 3600s)"},
+    {"monkey.conf", "[SERVER]\n    Timeout 61m\n", 2, "out of range"},
+    {"monkey.conf", "[SERVER]\n    KeepAliveTimeout 5 s\n", 2, "KeepAliveTimeout"},
     {"monkey.conf", "[SERVER]\n    Timeout 99999999999999999999999\n", 2, "Timeout"},
     {"monkey.conf", "[SERVER]\n    SendTimeout 0\n", 2, "SendTimeout"},
     {"monkey.conf", "[SERVER]\n    BodyMinRate 2G\n", 2, "BodyMinRate"},
@@ -684,7 +716,7 @@ static void test_overrides(void **state)
     assert_int_equal(cfg->n_listen, 1);
     assert_string_equal(cfg->listen[0].spec, "9090");
     assert_string_equal(cfg->listen[0].where, "command line:0");
-    assert_int_equal(cfg->timeout, 20); /* other keys keep the file's value */
+    assert_int_equal(cfg->timeout_ms, 20000); /* other keys keep the file's value */
     mk_config_unref(cfg);
 
     const struct mk_config_override two[] = {
@@ -693,9 +725,9 @@ static void test_overrides(void **state)
     assert_int_equal(cfg->n_listen, 2);
     assert_string_equal(cfg->listen[0].spec, "127.0.0.1:9091");
     assert_string_equal(cfg->listen[1].spec, "9092");
-    assert_int_equal(cfg->timeout, 3);
+    assert_int_equal(cfg->timeout_ms, 3000);
     assert_int_equal(cfg->workers, 2);
-    assert_int_equal(cfg->keepalive_timeout, 9);
+    assert_int_equal(cfg->keepalive_timeout_ms, 9000);
     mk_config_unref(cfg);
 
     /* without overrides the file is in force */
@@ -703,7 +735,7 @@ static void test_overrides(void **state)
     assert_int_equal(cfg->n_listen, 2);
     assert_string_equal(cfg->listen[0].spec, "8080");
     assert_string_equal(cfg->listen[1].spec, "127.0.0.1:8081");
-    assert_int_equal(cfg->timeout, 20);
+    assert_int_equal(cfg->timeout_ms, 20000);
     mk_config_unref(cfg);
     confdir_free(d);
 }
@@ -1118,7 +1150,7 @@ static void test_config_for_dir(void **state)
     assert_true(cfg->default_vhost->hide_dotfiles);
     assert_int_equal(cfg->n_listen, 1);
     assert_string_equal(cfg->listen[0].spec, "2001");
-    assert_int_equal(cfg->timeout, 15);
+    assert_int_equal(cfg->timeout_ms, 15000);
     assert_int_equal(cfg->n_plugins, 0);
     assert_non_null(cfg->mime);
     assert_ptr_equal(mk_vhost_lookup(cfg, "any.host", 8), cfg->default_vhost);
@@ -1161,7 +1193,7 @@ static void test_references(void **state)
     assert_int_equal(atomic_load(&cfg->refs), 2);
     mk_config_unref(cfg);
     assert_int_equal(atomic_load(&cfg->refs), 1);
-    assert_int_equal(cfg->timeout, 15); /* still alive */
+    assert_int_equal(cfg->timeout_ms, 15000); /* still alive */
     mk_config_unref(cfg);
     mk_config_unref(NULL);
     confdir_free(d);
@@ -1201,7 +1233,10 @@ static void test_keys_are_documented(void **state)
     for (size_t s = 0; s < sizeof(sections) / sizeof(sections[0]); s++) {
         size_t i = 0;
         const char *key;
-        while ((key = mk_config_key(sections[s], i))) {
+        /* [SERVER]: the schema the parser fills the configuration with */
+        const struct mk_conf_key *schema_keys =
+            strcmp(sections[s], "SERVER") == 0 ? mk_config_schema()->keys : NULL;
+        while ((key = schema_keys ? schema_keys[i].name : mk_config_key(sections[s], i))) {
             snprintf(quoted, sizeof(quoted), "`%s`", key);
             if (!strstr(doc, quoted)) {
                 print_error("[%s] %s is not documented in docs/configuration.md\n", sections[s],
@@ -1218,6 +1253,36 @@ static void test_keys_are_documented(void **state)
     assert_int_equal(missing, 0);
     assert_null(mk_config_key("NOSUCH", 0));
     free(doc);
+}
+
+extern const struct mk_plugin *const mk_builtin_plugins[];
+
+/* Every key a built-in plugin declares is documented in its README. */
+static void test_plugin_keys_are_documented(void **state)
+{
+    char path[PATH_MAX], quoted[128];
+    unsigned missing = 0, schemas = 0;
+    (void) state;
+
+    for (size_t i = 0; mk_builtin_plugins[i]; i++) {
+        const struct mk_plugin *p = mk_builtin_plugins[i];
+        if (!p->conf_schema) {
+            continue;
+        }
+        schemas++;
+        snprintf(path, sizeof(path), "%s/plugins/%s/README.md", MK_SOURCE_DIR, p->name);
+        char *doc = read_all(path);
+        for (const struct mk_conf_key *k = p->conf_schema->keys; k->name; k++) {
+            snprintf(quoted, sizeof(quoted), "`%s`", k->name);
+            if (!strstr(doc, quoted)) {
+                print_error("%s: key %s is not documented\n", path, k->name);
+                missing++;
+            }
+        }
+        free(doc);
+    }
+    assert_true(schemas > 0); /* the skeleton declares its keys */
+    assert_int_equal(missing, 0);
 }
 
 /* The key list is the one the parser accepts: each listed key is known. */
@@ -1258,9 +1323,11 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_plugin_keys_are_documented),
         cmocka_unit_test(test_empty_file),
         cmocka_unit_test(test_every_key),
         cmocka_unit_test(test_key_case_and_variants),
+        cmocka_unit_test(test_sub_second_timeouts),
         cmocka_unit_test(test_line_limit_clamped),
         cmocka_unit_test(test_bad_server_lines),
         cmocka_unit_test(test_bad_site_lines),
