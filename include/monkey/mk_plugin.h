@@ -109,7 +109,7 @@
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 0
+#define MK_PLUGIN_ABI_MINOR 1
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -462,6 +462,8 @@ struct mk_api {
      */
     const void *(*plugin_conf)(const struct mk_site *site, const struct mk_plugin *plugin);
     const void *(*site_conf)(const struct mk_site *site, const struct mk_plugin *plugin);
+
+    /* ---- added in ABI 3.1 (check with MK_API_HAS) ---- */
 
     /*
      * Streaming responses, for a body of unknown length produced piece by

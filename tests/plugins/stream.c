@@ -30,6 +30,10 @@ static int stream_init(const struct mk_api *a, const char *conf_dir)
 {
     (void) conf_dir;
     api = a;
+    if (!MK_API_HAS(api, stream_start)) { /* added in ABI 3.1 */
+        api->log(MK_PLUGIN_LOG_ERROR, "stream: needs a server with plugin ABI 3.1");
+        return MK_ERR;
+    }
     return MK_OK;
 }
 
