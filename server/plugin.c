@@ -370,7 +370,7 @@ static int mk_api_task(struct mk_request *r, void (*work)(void *arg), mk_resume_
     int rc = mk_task_submit(r->conn->worker->server, r, s);
     if (rc != MK_OK) {
         /* Nothing started: the handle is settled here, on the worker. */
-        r->conn->handles--;
+        r->handles--;
         r->flags &= (uint16_t) ~MK_REQ_SUSPENDING;
         mk_free(s);
         if (rc == 503) {
@@ -611,6 +611,9 @@ const struct mk_api mk_plugin_api = {
     .now_ms = mk_loop_now_ms,
     .plugin_conf = mk_api_plugin_conf,
     .site_conf = mk_api_site_conf,
+    .stream_start = mk_response_stream_start,
+    .stream_write = mk_response_stream_write,
+    .stream_end = mk_response_stream_end,
 };
 
 /* ---- loading ------------------------------------------------------------- */

@@ -2,11 +2,15 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * request.c: the stages of a request, from a parsed head to a response.
+ * request.c: the stages of a request, from a parsed head to a response,
+ * whatever protocol carried it: the protocol (c->proto, see proto.h) creates
+ * the request, parses its head, and is called back to send the response,
+ * read the body or park the request; nothing here knows HTTP/1 framing.
  *
- *   mk_request_run        head parsed: virtual host, keep-alive, body framing,
- *                         path normalisation (and 404 for hidden names when
- *                         the site hides them), then the plugins' request hooks
+ *   mk_request_new/free   a request object from the worker's free list
+ *   mk_request_run        head parsed: virtual host, path normalisation
+ *                         (and 404 for hidden names when the site hides
+ *                         them), then the plugins' request hooks
  *                         and the content handlers (plugins first, static
  *                         files last)
  *   mk_request_body_ready the body a content handler asked for has arrived
@@ -19,6 +23,13 @@
  * comes back later from a continuation is handled exactly like one returned
  * at once. The response is started exactly once, by mk_request_respond() or
  * mk_request_error().
+ *
+ * A suspension handle holds its request: a request that ends while handles
+ * are out (timed out, connection lost) stays allocated, as a zombie, until
+ * the last of them comes back, so a late resume never touches freed memory.
+ * A request given up while a task of its hook is still queued (the client
+ * hung up, it timed out, the server stops) takes the task out of the queue
+ * first (mk_request_drop_task): that work never runs.
  */
 #include <errno.h>
 #include <string.h>
@@ -32,85 +43,112 @@
 static void mk_request_request_hooks(struct mk_request *r, size_t from);
 static void mk_request_content(struct mk_request *r, size_t from);
 
-/* Does the request, as received, allow the connection to stay open? */
-static bool mk_request_keepalive(const struct mk_request *r)
-{
-    const struct mk_conn *c = r->conn;
-    const struct mk_config *cfg = r->cfg;
-    const struct mk_http_head *h = &r->head;
+#define MK_FREE_REQS_MAX 1024 /* spare requests a worker keeps */
 
-    if (!cfg->keepalive || c->worker->stopping || (c->flags & MK_CONN_CLOSE)) {
-        return false;
+/* ---- request objects ----------------------------------------------------- */
+
+struct mk_request *mk_request_new(struct mk_conn *c)
+{
+    struct mk_worker *w = c->worker;
+    struct mk_request *r;
+
+    if (!mk_list_is_empty(&w->free_reqs)) {
+        r = mk_list_entry(w->free_reqs.next, struct mk_request, node);
+        mk_list_del(&r->node);
+        w->n_free_reqs--;
     }
-    if (cfg->max_keepalive_requests && c->requests + 1 >= cfg->max_keepalive_requests) {
-        return false;
+    else {
+        r = mk_alloc(sizeof(*r));
     }
-    if (h->version == 11) {
-        return !(h->flags & MK_HEAD_CONN_CLOSE);
+    memset(r, 0, sizeof(*r));
+    mk_list_init(&r->node);
+    r->conn = c;
+    r->gen = ++w->next_gen;
+    r->fd = -1;
+    mk_arena_init(&r->arena, &w->pool);
+    r->cfg = w->cfg;
+    r->vhost = w->cfg->default_vhost; /* until the Host is known, for early errors */
+    w->cfg_users++;
+    r->flags = MK_REQ_ACTIVE | MK_REQ_CFG_REF;
+    r->status = 200;
+    return r;
+}
+
+/* Keep r for reuse, or free it when the worker has enough spares. */
+static void mk_request_recycle(struct mk_worker *w, struct mk_request *r)
+{
+    if (w->n_free_reqs < MK_FREE_REQS_MAX) {
+        mk_list_add_head(&r->node, &w->free_reqs);
+        w->n_free_reqs++;
     }
-    return (h->flags & MK_HEAD_CONN_KEEPALIVE) && !(h->flags & MK_HEAD_CONN_CLOSE);
+    else {
+        mk_free(r);
+    }
+}
+
+void mk_request_free(struct mk_request *r)
+{
+    struct mk_worker *w = r->conn->worker;
+
+    mk_request_drop_task(r); /* given up: a task not yet started never runs */
+    mk_request_end(r);
+    r->flags &= (uint16_t) ~MK_REQ_PARKED;
+    if (r->handles) {
+        r->flags |= MK_REQ_ZOMBIE;
+        mk_list_add_tail(&r->node, &w->zombies);
+        return;
+    }
+    mk_request_recycle(w, r);
+}
+
+void mk_request_pool_destroy(struct mk_worker *w)
+{
+    struct mk_list *lists[] = {&w->free_reqs, &w->zombies};
+
+    for (size_t i = 0; i < 2; i++) {
+        while (!mk_list_is_empty(lists[i])) {
+            struct mk_request *r = mk_list_entry(lists[i]->next, struct mk_request, node);
+            mk_list_del(&r->node);
+            mk_free(r);
+        }
+    }
+    w->n_free_reqs = 0;
 }
 
 /* Start sending the response that has been set up. */
 static void mk_request_respond(struct mk_request *r)
 {
-    struct mk_conn *c = r->conn;
-
-    /*
-     * A client that asked "Expect: 100-continue" and gets a final answer
-     * instead may or may not send its body: the connection cannot be reused.
-     */
-    if (c->body_mode != MK_BODY_NONE && (r->head.flags & MK_HEAD_EXPECT_CONTINUE) &&
-        !(r->flags & MK_REQ_CONTINUE_SENT)) {
-        r->flags &= (uint16_t) ~MK_REQ_KEEPALIVE;
-    }
-    int rc = mk_response_start(r);
-    if (rc == MK_AGAIN) {
-        mk_conn_wait_write(c);
-        return;
-    }
-    mk_conn_request_finished(c, rc == MK_OK);
+    r->conn->proto->respond(r, false);
 }
 
 void mk_request_error(struct mk_request *r, int status)
 {
-    /* Errors that leave the stream in doubt end the connection. */
-    if (status == 400 || status == 408 || status == 413 || status == 414 || status == 431 ||
-        status == 501 || status == 505 || status == 503) {
-        r->conn->flags |= MK_CONN_CLOSE;
-    }
-    if (r->conn->flags & MK_CONN_CLOSE) {
-        r->flags &= (uint16_t) ~MK_REQ_KEEPALIVE;
-    }
     mk_response_error(r, status);
-    mk_request_respond(r);
+    r->conn->proto->respond(r, true);
 }
 
 /* ---- suspension ---------------------------------------------------------- */
 
 struct mk_suspended *mk_request_suspend(struct mk_request *r)
 {
-    struct mk_conn *c = r->conn;
     struct mk_suspended *s = mk_try_alloc(sizeof(*s));
 
     if (!s) {
         return NULL;
     }
     memset(s, 0, sizeof(*s));
-    s->worker = c->worker;
-    s->conn = c;
-    s->gen = c->gen;
-    c->handles++;
+    s->worker = r->conn->worker;
+    s->req = r;
+    s->gen = r->gen;
+    r->handles++;
     r->flags |= MK_REQ_SUSPENDING;
     return s;
 }
 
-/* A hook returned MK_SUSPENDED: park the connection until the resume. */
+/* A hook returned MK_SUSPENDED: park the request until the resume. */
 static void mk_request_park(struct mk_request *r, const struct mk_plugin *p, enum mk_stage stage,
                             size_t index)
 {
-    struct mk_conn *c = r->conn;
-
     if (!(r->flags & MK_REQ_SUSPENDING)) {
         mk_err("plugin %s: returned MK_SUSPENDED without suspending the request", p->name);
         mk_request_error(r, 500);
@@ -119,56 +157,34 @@ static void mk_request_park(struct mk_request *r, const struct mk_plugin *p, enu
     r->flags &= (uint16_t) ~MK_REQ_SUSPENDING;
     r->stage = (uint8_t) stage;
     r->stage_index = (uint16_t) index;
-    r->prev_state = c->state;
-    c->state = MK_CONN_SUSPENDED;
-    /* No I/O until the resume, but a hang-up gives the request up (see conn.c). */
-    if (mk_event_mod(&c->worker->loop, &c->ev, MK_EV_HANGUP) != MK_OK) {
-        mk_event_unwatch(&c->worker->loop, &c->ev);
-    }
-    mk_conn_timer_set(c, MK_TIMER_READ);
+    r->flags |= MK_REQ_PARKED;
+    r->conn->proto->park(r);
 }
 
 void mk_request_drop_task(struct mk_request *r)
 {
     struct mk_suspended *s = r->task;
-    struct mk_conn *c = r->conn;
 
     if (!s) {
         return;
     }
     r->task = NULL;
-    if (!mk_task_cancel(c->worker->server, s)) {
+    if (!mk_task_cancel(r->conn->worker->server, s)) {
         return; /* running or done: its resume comes back and finds the request gone */
     }
     /* Never started: the handle is settled here; the continuation only releases arg. */
-    c->handles--;
+    r->handles--;
     s->cb(NULL, s->arg);
     mk_free(s);
 }
 
 /* ---- stages -------------------------------------------------------------- */
 
-/* The handler wants the body: read it, then call the handler again. */
+/* The handler wants the body: the protocol reads it, then calls the handler again. */
 static void mk_request_wait_body(struct mk_request *r, const struct mk_plugin *p)
 {
-    struct mk_conn *c = r->conn;
-
     r->handler = p;
-    if (c->body_mode == MK_BODY_NONE) {
-        mk_request_body_ready(r); /* no body: nothing to wait for */
-        return;
-    }
-    c->body_mode = MK_BODY_BUFFER;
-    if ((r->head.flags & MK_HEAD_EXPECT_CONTINUE) && c->in_len == c->head_len) {
-        if (mk_conn_send_continue(c) != MK_OK) {
-            mk_conn_close(c);
-            return;
-        }
-        r->flags |= MK_REQ_CONTINUE_SENT;
-    }
-    c->state = MK_CONN_READ_BODY;
-    c->body_start = c->worker->now_ms; /* BodyMinRate: the body may only start now (100) */
-    mk_conn_timer_set(c, MK_TIMER_READ);
+    r->conn->proto->read_body(r);
 }
 
 /* The result of request hook `index`. */
@@ -188,7 +204,7 @@ static void mk_request_request_result(struct mk_request *r, size_t index, int rc
     }
     else {
         mk_warn("plugin %s: request hook failed; closing the connection", p->name);
-        mk_conn_close(r->conn);
+        r->conn->proto->abort(r);
     }
 }
 
@@ -232,7 +248,7 @@ static void mk_request_content_result(struct mk_request *r, const struct mk_plug
     }
     else {
         mk_warn("plugin %s: content hook failed; closing the connection", p->name);
-        mk_conn_close(r->conn);
+        r->conn->proto->abort(r);
     }
 }
 
@@ -262,9 +278,6 @@ void mk_request_run(struct mk_request *r)
     const struct mk_http_head *h = &r->head;
 
     r->vhost = mk_vhost_lookup(r->cfg, h->host.p, h->host.len);
-    if (mk_request_keepalive(r)) {
-        r->flags |= MK_REQ_KEEPALIVE;
-    }
     if (h->method == MK_METHOD_HEAD) {
         r->flags |= MK_REQ_HEAD;
     }
@@ -276,7 +289,6 @@ void mk_request_run(struct mk_request *r)
         clock_gettime(CLOCK_MONOTONIC, &mono);
         r->start_mono_us = (uint64_t) mono.tv_sec * 1000000u + (uint64_t) mono.tv_nsec / 1000u;
     }
-    mk_conn_begin_body(c);
     if ((h->flags & MK_HEAD_CONTENT_LENGTH) && h->content_length > r->cfg->max_body) {
         mk_request_error(r, 413);
         return;
@@ -315,23 +327,28 @@ void mk_request_body_ready(struct mk_request *r)
 
 void mk_request_resume(struct mk_suspended *s)
 {
-    struct mk_conn *c = s->conn;
-    struct mk_request *r = &c->req;
-    const struct mk_plugin_set *ps = &c->worker->server->plugins;
+    struct mk_request *r = s->req;
+    struct mk_worker *w = s->worker;
 
-    c->handles--;
+    r->handles--;
     if (r->task == s) {
         r->task = NULL;
     }
-    if (c->gen != s->gen || c->state != MK_CONN_SUSPENDED) {
+    if (r->gen != s->gen || !(r->flags & MK_REQ_PARKED)) {
         s->cb(NULL, s->arg); /* the request is gone */
         mk_free(s);
-        if (c->state == MK_CONN_CLOSED && c->handles == 0) {
-            mk_list_move_tail(&c->node, &c->worker->closing); /* now it may be reused */
+        if ((r->flags & MK_REQ_ZOMBIE) && r->handles == 0) {
+            mk_list_del(&r->node);
+            r->flags &= (uint16_t) ~MK_REQ_ZOMBIE;
+            mk_request_recycle(w, r); /* now it may be reused */
         }
         return;
     }
-    c->state = r->prev_state;
+    struct mk_conn *c = r->conn;
+    const struct mk_plugin_set *ps = &w->server->plugins;
+
+    r->flags &= (uint16_t) ~MK_REQ_PARKED;
+    c->proto->unpark(r);
     int rc = s->cb(r, s->arg);
     mk_free(s);
 
@@ -347,9 +364,10 @@ void mk_request_resume(struct mk_suspended *s)
         mk_request_content_result(r, r->handler, MK_STAGE_BODY, 0, rc);
         break;
     }
-    mk_conn_continue(c);
+    c->proto->proceed(c); /* r may be gone by now */
 }
 
+/* Run the request_done hooks and release every resource of r (once). */
 void mk_request_end(struct mk_request *r)
 {
     struct mk_worker *w = r->conn->worker;
@@ -364,6 +382,7 @@ void mk_request_end(struct mk_request *r)
     r->flags &= (uint16_t) ~MK_REQ_ACTIVE;
     MK_STAT_ADD(w->n_requests, 1);
     MK_STAT_ADD(w->bytes_out, r->bytes_sent);
+    mk_response_stream_cancel(r);
     mk_response_drop_file(r);
     mk_free(r->owned);
     r->owned = NULL;

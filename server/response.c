@@ -2,13 +2,10 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * response.c: response heads and the write loop.
- *
- * The head is built once into the connection's output chunk, then written
- * together with the body in as few system calls as possible: one writev for
- * a head with a body in memory; for a file, the head is sent with MSG_MORE
- * and sendfile(2) follows, so head and first body bytes leave in the same
- * segment.
+ * response.c: what a response is, whatever protocol carries it: extra
+ * headers, error answers (the site's error pages or a short HTML body), the
+ * body's source, and the file-body write loop through the transport. The
+ * protocol (h1.c) builds the head and decides how the bytes are framed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,8 +16,6 @@
 
 #include "../core/log.h"
 #include "server.h"
-
-#define MK_WRITE_BUDGET (2u << 20) /* bytes per event before yielding to others */
 
 /* ---- extra headers ------------------------------------------------------- */
 
@@ -118,6 +113,7 @@ void mk_response_error(struct mk_request *r, int status)
     static const char type[] = "text/html; charset=utf-8";
 
     r->status = status;
+    mk_response_stream_cancel(r);
     mk_response_drop_file(r);
     r->body_type = MK_RESP_NONE;
     r->content_length = 0;
@@ -143,121 +139,112 @@ void mk_response_error(struct mk_request *r, int status)
     r->content_length = (uint64_t) n;
 }
 
-/* ---- the head ------------------------------------------------------------ */
+/* ---- streamed bodies ----------------------------------------------------- */
 
-static inline char *mk_put(char *p, const char *s, size_t n)
+int mk_response_stream_start(struct mk_request *r, mk_proceed_cb proceed, void *arg)
 {
-    memcpy(p, s, n);
-    return p + n;
-}
-
-#define MK_PUT_LIT(p, lit) mk_put((p), (lit), sizeof(lit) - 1)
-
-static size_t mk_response_head_size(const struct mk_request *r)
-{
-    const struct mk_conn *c = r->conn;
-    return 64 /* status line */
-           + r->cfg->server_header_len + c->worker->date_len + 16 +
-           r->content_type_len /* Content-Type */
-           + 40                /* Content-Length */
-           + r->extra_len + 32 /* Connection */
-           + 2;
-}
-
-/* Build the head into the connection's output buffer. MK_ERR: no memory. */
-static int mk_response_build_head(struct mk_request *r)
-{
-    struct mk_conn *c = r->conn;
-    struct mk_worker *w = c->worker;
-    size_t size = mk_response_head_size(r);
-    char num[24];
-    char *p;
-
-    if (size <= MK_CHUNK_SIZE) {
-        c->out = mk_pool_get(&w->pool);
-        c->out_size = MK_CHUNK_SIZE;
-    }
-    else {
-        c->out = mk_try_alloc(size);
-        c->out_size = (uint32_t) size;
-    }
-    if (!c->out) {
-        c->out_size = 0;
+    if (r->body_type == MK_RESP_STREAM || !proceed) {
         return MK_ERR;
     }
-    p = c->out;
-
-    const char *reason = mk_http_reason(r->status);
-    p = MK_PUT_LIT(p, "HTTP/1.1 ");
-    p += mk_u64_to_str((uint64_t) r->status, p);
-    *p++ = ' ';
-    p = mk_put(p, reason, strlen(reason));
-    p = MK_PUT_LIT(p, "\r\n");
-    p = mk_put(p, r->cfg->server_header, r->cfg->server_header_len);
-    p = mk_put(p, w->date, w->date_len);
-
-    bool no_body = (r->status < 200 || r->status == 204 || r->status == 304);
-    if (no_body) {
-        r->flags |= MK_REQ_NO_BODY;
-    }
-    if (r->content_type_len && !no_body) {
-        p = MK_PUT_LIT(p, "Content-Type: ");
-        p = mk_put(p, r->content_type, r->content_type_len);
-        p = MK_PUT_LIT(p, "\r\n");
-    }
-    if (!no_body) {
-        p = MK_PUT_LIT(p, "Content-Length: ");
-        p = mk_put(p, num, mk_u64_to_str(r->content_length, num));
-        p = MK_PUT_LIT(p, "\r\n");
-    }
-    if (r->extra_len) {
-        p = mk_put(p, r->extra_headers, r->extra_len);
-    }
-    if (!(r->flags & MK_REQ_KEEPALIVE)) {
-        p = MK_PUT_LIT(p, "Connection: close\r\n");
-    }
-    else if (r->head.version == 10) {
-        p = MK_PUT_LIT(p, "Connection: keep-alive\r\n");
-    }
-    p = MK_PUT_LIT(p, "\r\n");
-    c->out_len = (uint32_t) (p - c->out);
-    c->out_pos = 0;
-    r->head_bytes = c->out_len;
+    mk_response_drop_file(r);
+    r->body_type = MK_RESP_STREAM;
+    r->mem_len = 0;
+    r->content_length = 0;
+    r->proceed = proceed;
+    r->proceed_arg = arg;
     return MK_OK;
 }
 
-int mk_response_start(struct mk_request *r)
+/* Append a piece (the last one: trailer lines) and wake an idle writer. */
+static int mk_response_stream_queue(struct mk_request *r, const void *data, size_t len, bool last)
 {
-    struct mk_conn *c = r->conn;
-
-    if (mk_response_build_head(r) != MK_OK) {
+    if (r->body_type != MK_RESP_STREAM || (r->flags & MK_REQ_STREAM_END) ||
+        (!last && r->queued >= MK_STREAM_HIGH_WATER)) {
         return MK_ERR;
     }
-    if ((r->flags & (MK_REQ_HEAD | MK_REQ_NO_BODY)) || r->content_length == 0) {
-        /* Nothing but the head goes out. */
-        mk_response_drop_file(r);
-        r->body_type = MK_RESP_NONE;
-        r->body_left = 0;
-        r->mem_len = 0;
+    struct mk_piece *p = mk_try_alloc(sizeof(*p) + MK_PIECE_HDR + len + 2);
+    if (!p) {
+        return MK_ERR;
     }
-    else if (r->body_type == MK_RESP_FILE && r->body_left <= c->out_size - c->out_len) {
-        /*
-         * A small file rides in the head's buffer: one read and one write
-         * instead of a write and a sendfile, which costs more than it saves
-         * for a few bytes.
-         */
-        ssize_t n = pread(r->fd, c->out + c->out_len, (size_t) r->body_left, r->file_off);
-        if (n != (ssize_t) r->body_left) {
-            return MK_ERR; /* the file shrank: the announced length cannot be kept */
-        }
-        c->out_len += (uint32_t) n;
-        r->body_type = MK_RESP_NONE;
-        r->body_left = 0;
+    memset(p, 0, sizeof(*p));
+    memcpy(p->buf + MK_PIECE_HDR, data, len);
+    p->len = len;
+    p->last = last;
+    if (r->q_tail) {
+        r->q_tail->next = p;
     }
-    return mk_response_write(r);
+    else {
+        r->q_head = p;
+    }
+    r->q_tail = p;
+    r->queued += len;
+    if (last) {
+        r->flags |= MK_REQ_STREAM_END;
+    }
+    int rc = r->queued >= MK_STREAM_HIGH_WATER ? MK_AGAIN : MK_OK;
+    if (r->flags & MK_REQ_IDLE) {
+        /* The protocol waits for this handler: write now (r may end there). */
+        r->flags &= (uint16_t) ~MK_REQ_IDLE;
+        r->conn->proto->wake(r);
+    }
+    return rc;
 }
 
-/* ---- writing ------------------------------------------------------------- */
+int mk_response_stream_write(struct mk_request *r, const void *data, size_t len)
+{
+    if (len == 0) {
+        return r->body_type == MK_RESP_STREAM && !(r->flags & MK_REQ_STREAM_END) ? MK_OK : MK_ERR;
+    }
+    return mk_response_stream_queue(r, data, len, false);
+}
+
+int mk_response_stream_end(struct mk_request *r, const char *trailers)
+{
+    size_t len = trailers ? strlen(trailers) : 0;
+
+    /* Trailer lines end with CRLF and hold no empty line (it would end them early). */
+    if (len && (len < 2 || memcmp(trailers + len - 2, "\r\n", 2) != 0 ||
+                strstr(trailers, "\r\n\r\n") || trailers[0] == '\r')) {
+        return MK_ERR;
+    }
+    return mk_response_stream_queue(r, trailers ? trailers : "", len, true);
+}
+
+void mk_response_stream_pop(struct mk_request *r)
+{
+    struct mk_piece *p = r->q_head;
+
+    r->q_head = p->next;
+    if (!r->q_head) {
+        r->q_tail = NULL;
+    }
+    r->queued -= p->len;
+    mk_free(p);
+}
+
+void mk_response_stream_cancel(struct mk_request *r)
+{
+    if (r->body_type != MK_RESP_STREAM) {
+        return;
+    }
+    while (r->q_head) {
+        mk_response_stream_pop(r);
+    }
+    r->body_type = MK_RESP_NONE;
+    r->flags &= (uint16_t) ~MK_REQ_IDLE;
+    if (!(r->flags & MK_REQ_STREAM_END) && r->proceed) {
+        r->flags |= MK_REQ_STREAM_END;
+        r->proceed(NULL, r->proceed_arg);
+    }
+    r->proceed = NULL;
+}
+
+/* ---- the body ------------------------------------------------------------ */
+
+bool mk_response_no_body(const struct mk_request *r)
+{
+    return r->status < 200 || r->status == 204 || r->status == 304;
+}
 
 /* Without a transport sendfile: read the file and write it. */
 static ssize_t mk_response_copy_file(struct mk_request *r, size_t len)
@@ -282,43 +269,10 @@ static ssize_t mk_response_copy_file(struct mk_request *r, size_t len)
     return sent;
 }
 
-int mk_response_write(struct mk_request *r)
+int mk_response_send_file(struct mk_request *r, size_t budget)
 {
     struct mk_conn *c = r->conn;
     const struct mk_transport *t = c->transport;
-    size_t budget = MK_WRITE_BUDGET;
-
-    /* The head, with a memory body in the same call. */
-    while (c->out_pos < c->out_len || (r->body_type == MK_RESP_MEM && r->mem_len)) {
-        struct iovec iov[2];
-        int cnt = 0, flags = 0;
-        size_t head_left = c->out_len - c->out_pos;
-
-        if (head_left) {
-            iov[cnt].iov_base = c->out + c->out_pos;
-            iov[cnt++].iov_len = head_left;
-        }
-        if (r->body_type == MK_RESP_MEM && r->mem_len) {
-            iov[cnt].iov_base = (void *) r->mem;
-            iov[cnt++].iov_len = r->mem_len;
-        }
-        else if (r->body_type == MK_RESP_FILE && r->body_left) {
-            flags = MK_IO_MORE;
-        }
-        ssize_t n = t->writev(c, iov, cnt, flags);
-        if (n < 0) {
-            return (errno == EAGAIN || errno == EWOULDBLOCK) ? MK_AGAIN : MK_ERR;
-        }
-        r->bytes_sent += (uint64_t) n;
-        size_t from_head = (size_t) n < head_left ? (size_t) n : head_left;
-        c->out_pos += (uint32_t) from_head;
-        r->mem += (size_t) n - from_head;
-        r->mem_len -= (size_t) n - from_head;
-        if ((size_t) n >= budget) {
-            return MK_AGAIN;
-        }
-        budget -= (size_t) n;
-    }
 
     while (r->body_type == MK_RESP_FILE && r->body_left) {
         size_t chunk = r->body_left < budget ? (size_t) r->body_left : budget;
@@ -344,6 +298,5 @@ int mk_response_write(struct mk_request *r)
         }
         budget -= (size_t) n;
     }
-    r->flags |= MK_REQ_COMPLETE;
     return MK_OK;
 }

@@ -7,8 +7,10 @@
  *   struct mk_server    the process: configuration, listeners, workers
  *   struct mk_worker    one thread with its own event loop, timers, memory
  *   struct mk_conn      one client connection, owned by one worker
- *   struct mk_request   one request on a connection (HTTP/1.1 has one at a
- *                       time; kept apart so HTTP/2 can have several)
+ *   struct mk_request   one request on a connection: its own object, from
+ *                       the worker's free list (HTTP/1.1 has one at a time,
+ *                       HTTP/2 may have several); the protocol (proto.h)
+ *                       creates and ends it
  *
  * Ownership: a connection, its buffers and its request belong to the worker
  * that accepted it (or received it from the acceptor) and are touched by no
@@ -33,7 +35,9 @@
 #include "../core/timer.h"
 #include "conf.h"
 #include "file_cache.h"
+#include "h1.h"
 #include "http.h"
+#include "proto.h"
 #include "task_queue.h"
 
 struct mk_server;
@@ -56,8 +60,8 @@ struct mk_plugin_set {
 /* A suspended request (see api->suspend), or a task around one. */
 struct mk_suspended {
     struct mk_worker *worker;
-    struct mk_conn *conn;
-    uint64_t gen;            /* the connection's generation when suspended */
+    struct mk_request *req;  /* kept allocated while this handle is out */
+    uint64_t gen;            /* the request's generation when suspended */
     void (*work)(void *arg); /* a task's work, run on a task thread */
     mk_resume_cb cb;
     void *arg;
@@ -108,17 +112,23 @@ enum mk_timer_kind {
     MK_TIMER_KINDS
 };
 
-enum mk_body_mode {
-    MK_BODY_NONE = 0, /* no body, or completely consumed */
-    MK_BODY_DISCARD,  /* skip it once the response is sent */
-    MK_BODY_BUFFER,   /* collect it for the content handler */
-};
-
 /* Response body source. */
 enum mk_resp_body {
     MK_RESP_NONE = 0,
     MK_RESP_MEM,
     MK_RESP_FILE,
+    MK_RESP_STREAM, /* pieces queued by the handler (api->stream_*) */
+};
+
+/* A queued piece of a streamed body: framing room, data, "\r\n". */
+#define MK_PIECE_HDR 18 /* room for a chunk-size line ("%x\r\n") */
+struct mk_piece {
+    struct mk_piece *next;
+    size_t len;        /* data bytes (the last piece: trailer bytes) */
+    char *start, *end; /* bytes still to write, once framed */
+    bool last;         /* the end of the body */
+    bool framed;       /* start/end set by the protocol */
+    char buf[];        /* MK_PIECE_HDR bytes, data, 2 bytes */
 };
 
 /* Request flags */
@@ -126,11 +136,16 @@ enum mk_resp_body {
 #define MK_REQ_HEAD 0x02u      /* HEAD: headers only */
 #define MK_REQ_CFG_REF 0x04u   /* counted in its worker's config users */
 #define MK_REQ_CONTINUE_SENT 0x08u
-#define MK_REQ_ACTIVE 0x10u     /* begun and not yet finished */
-#define MK_REQ_NO_BODY 0x20u    /* status forbids a body (1xx, 204, 304) */
-#define MK_REQ_BODY_READ 0x40u  /* the body asked for by a handler is complete */
-#define MK_REQ_SUSPENDING 0x80u /* the running hook called api->suspend() */
-#define MK_REQ_COMPLETE 0x100u  /* the whole announced response was sent */
+#define MK_REQ_ACTIVE 0x10u       /* begun and not yet finished */
+#define MK_REQ_NO_BODY 0x20u      /* status forbids a body (1xx, 204, 304) */
+#define MK_REQ_BODY_READ 0x40u    /* the body asked for by a handler is complete */
+#define MK_REQ_SUSPENDING 0x80u   /* the running hook called api->suspend() */
+#define MK_REQ_COMPLETE 0x100u    /* the whole announced response was sent */
+#define MK_REQ_PARKED 0x200u      /* suspended: waiting for api->resume() */
+#define MK_REQ_ZOMBIE 0x400u      /* ended while handles were out: freed by the last resume */
+#define MK_REQ_STREAM_END 0x800u  /* the streaming handler called stream_end */
+#define MK_REQ_IDLE 0x1000u       /* a stream's queue is empty: waiting for its handler */
+#define MK_REQ_PROCEEDING 0x2000u /* inside the stream's proceed callback */
 
 /* Where a suspended request resumes. */
 enum mk_stage {
@@ -141,6 +156,9 @@ enum mk_stage {
 
 struct mk_request {
     struct mk_conn *conn;
+    uint64_t gen;        /* distinguishes reuses of this struct (resume checks it) */
+    uint32_t handles;    /* suspension handles not yet resumed: the struct must stay */
+    struct mk_list node; /* in the worker's free or zombie list when not in use */
     struct mk_config *cfg;
     struct mk_vhost *vhost;
     struct mk_arena arena;
@@ -148,8 +166,7 @@ struct mk_request {
     char *path; /* decoded, normalised (arena); NULL until known */
     size_t path_len;
     uint16_t flags;
-    uint8_t stage;      /* enum mk_stage while suspended */
-    uint8_t prev_state; /* the connection state to return to on resume */
+    uint8_t stage; /* enum mk_stage while suspended */
     uint16_t stage_index;
     int status;
     struct timespec start;  /* head complete, wall clock (when a plugin logs) */
@@ -179,6 +196,12 @@ struct mk_request {
     uint64_t content_length;
     uint64_t bytes_sent; /* head and body */
     uint32_t head_bytes; /* of which the response head */
+    /* streamed body: pieces in order, bytes queued, the handler's callback */
+    struct mk_piece *q_head, *q_tail;
+    size_t queued;
+    mk_proceed_cb proceed;
+    void *proceed_arg;
+    bool chunked; /* framed with chunked coding (the protocol decides) */
 };
 
 /* Connection flags */
@@ -191,14 +214,13 @@ struct mk_conn {
     uint8_t state;      /* enum mk_conn_state */
     uint8_t timer;      /* enum mk_timer_kind */
     uint8_t flags;
-    uint8_t body_mode; /* enum mk_body_mode */
     uint32_t requests; /* responses completed */
-    uint64_t gen;      /* distinguishes reuses of this struct (resume checks it) */
-    uint32_t handles;  /* suspension handles not yet resumed: the struct must stay */
+    uint64_t gen;      /* distinguishes reuses of this struct */
+    const struct mk_proto *proto;
     struct mk_worker *worker;
     const struct mk_transport *transport;
     void *transport_data;
-    struct mk_list node;    /* closing, zombie or free list once closed */
+    struct mk_list node;    /* closing or free list once closed */
     struct mk_timer expiry; /* in the worker's timers while a timer is armed */
 
     union {
@@ -207,25 +229,7 @@ struct mk_conn {
         struct sockaddr_in6 in6;
     } peer;
 
-    /* input: a pool chunk (or a larger malloc block) attached while needed */
-    char *in;
-    uint32_t in_size;
-    uint32_t in_len;
-    /* output: response head bytes not yet written */
-    char *out;
-    uint32_t out_size;
-    uint32_t out_len;
-    uint32_t out_pos;
-
-    struct mk_http_scan scan;
-    uint32_t head_len;       /* bytes of the current request head at the start of `in` */
-    uint64_t body_remaining; /* Content-Length bytes not yet consumed */
-    uint64_t body_seen;      /* decoded body bytes consumed so far */
-    uint64_t body_in;        /* body bytes received, framing included (BodyMinRate) */
-    uint64_t body_start;     /* head end, or a handler asking for the body (worker ms clock) */
-    struct mk_chunked chunked;
-
-    struct mk_request req;
+    struct mk_h1 h1; /* the HTTP/1 codec's state: h1.c only */
 };
 
 /* ---- workers ------------------------------------------------------------- */
@@ -279,9 +283,11 @@ struct mk_worker {
     /* every open connection, by deadline */
     struct mk_timers timers;
     struct mk_list closing; /* closed during this batch, recycled after it */
-    struct mk_list zombies; /* closed, but a suspension handle still points here */
+    struct mk_list zombies; /* requests ended while a suspension handle points to them */
     struct mk_list free_conns;
     unsigned n_free;
+    struct mk_list free_reqs; /* requests to reuse (mk_request_new) */
+    unsigned n_free_reqs;
     struct mk_pool pool;
     struct mk_file_cache fcache;
 
@@ -413,20 +419,14 @@ void mk_loop_reap(struct mk_worker *w);
 /* Release every timer and watch of the worker, without callbacks (its exit). */
 void mk_loop_release(struct mk_worker *w);
 
-/* conn.c */
+/* conn.c: the connection's life, whatever its protocol */
 void mk_conn_start(struct mk_conn *c);
 void mk_conn_close(struct mk_conn *c);
 void mk_conn_on_event(struct mk_event *ev, uint32_t ready);
 void mk_conn_expire(struct mk_conn *c);
 void mk_conn_refuse(struct mk_conn *c);
-/* The request finished writing its response (or failed). */
-void mk_conn_request_finished(struct mk_conn *c, bool ok);
-int mk_conn_send_continue(struct mk_conn *c);
-void mk_conn_wait_write(struct mk_conn *c);
-void mk_conn_begin_body(struct mk_conn *c);
-void mk_conn_out_release(struct mk_conn *c);
-/* Go on after a resumed request: process buffered input, wait for more. */
-void mk_conn_continue(struct mk_conn *c);
+/* Close after a response: shut the write side, drain input, then close. */
+void mk_conn_linger(struct mk_conn *c);
 /* Stats counters are written by their worker only: no locked instruction. */
 #define MK_STAT_ADD(var, n)                                                                        \
     atomic_store_explicit(&(var), atomic_load_explicit(&(var), memory_order_relaxed) + (n),        \
@@ -434,6 +434,12 @@ void mk_conn_continue(struct mk_conn *c);
 extern const struct mk_transport mk_transport_plain;
 
 /* request.c */
+/* A new request on c, from the worker's free list: active, holding the worker's configuration. */
+struct mk_request *mk_request_new(struct mk_conn *c);
+/* End r (if still active) and give it back; kept while suspension handles are out. */
+void mk_request_free(struct mk_request *r);
+/* Free the worker's spare and zombie requests (worker teardown). */
+void mk_request_pool_destroy(struct mk_worker *w);
 void mk_request_run(struct mk_request *r);
 struct mk_suspended *mk_request_suspend(struct mk_request *r);
 void mk_request_resume(struct mk_suspended *s);
@@ -443,14 +449,26 @@ void mk_request_body_ready(struct mk_request *r);
 void mk_request_error(struct mk_request *r, int status);
 void mk_request_end(struct mk_request *r);
 
-/* response.c */
+/* response.c: what a response is, whatever the protocol that sends it */
 /* Forget the response body file: release a cache entry or close a descriptor. */
 void mk_response_drop_file(struct mk_request *r);
 int mk_response_add_header(struct mk_request *r, const char *name, size_t name_len,
                            const char *value, size_t value_len);
 void mk_response_error(struct mk_request *r, int status);
-int mk_response_start(struct mk_request *r);
-int mk_response_write(struct mk_request *r);
+/* Whether r's status forbids a body (1xx, 204, 304). */
+bool mk_response_no_body(const struct mk_request *r);
+/* Streams (api->stream_*): see mk_plugin.h for the contracts. */
+#define MK_STREAM_HIGH_WATER (64u * 1024u) /* queued body bytes per request */
+int mk_response_stream_start(struct mk_request *r, mk_proceed_cb proceed, void *arg);
+int mk_response_stream_write(struct mk_request *r, const void *data, size_t len);
+int mk_response_stream_end(struct mk_request *r, const char *trailers);
+/* Free the queue; a handler that had not ended gets proceed(NULL, arg). */
+void mk_response_stream_cancel(struct mk_request *r);
+/* Free the first piece, written in full. */
+void mk_response_stream_pop(struct mk_request *r);
+/* Write the file body of r through the connection's transport: MK_OK (all
+   sent), MK_AGAIN (socket full or budget spent), MK_ERR. */
+int mk_response_send_file(struct mk_request *r, size_t budget);
 
 /* static.c */
 int mk_static_serve(struct mk_request *r);

@@ -212,8 +212,6 @@ static struct mk_conn *mk_conn_get(struct mk_worker *w)
     c->worker = w;
     mk_list_init(&c->node);
     mk_timer_init(&c->expiry);
-    c->req.conn = c;
-    c->req.fd = -1;
     return c;
 }
 
@@ -299,10 +297,7 @@ static void mk_worker_close_idle_cb(struct mk_timer *e, void *arg)
     struct mk_conn *c = mk_container_of(e, struct mk_conn, expiry);
     (void) arg;
 
-    if ((c->timer == MK_TIMER_KEEPALIVE || c->timer == MK_TIMER_READ) &&
-        c->state == MK_CONN_READ_HEAD && c->in_len == 0) {
-        mk_conn_close(c);
-    }
+    c->proto->go_away(c);
 }
 
 static void mk_worker_begin_stop(struct mk_worker *w)
@@ -521,6 +516,7 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
     mk_list_init(&w->closing);
     mk_list_init(&w->zombies);
     mk_list_init(&w->free_conns);
+    mk_list_init(&w->free_reqs);
     mk_timers_init(&w->timers);
     mk_timers_init(&w->plugin_timers);
     mk_list_init(&w->loop_watches);
@@ -655,11 +651,7 @@ int mk_worker_spawn(struct mk_worker *w)
 void mk_worker_teardown(struct mk_worker *w)
 {
     mk_worker_resume_drain(w);
-    while (!mk_list_is_empty(&w->zombies)) {
-        struct mk_conn *c = mk_list_entry(w->zombies.next, struct mk_conn, node);
-        mk_list_del(&c->node);
-        mk_free(c);
-    }
+    mk_request_pool_destroy(w);
     while (!mk_list_is_empty(&w->free_conns)) {
         struct mk_conn *c = mk_list_entry(w->free_conns.next, struct mk_conn, node);
         mk_list_del(&c->node);

@@ -109,7 +109,7 @@
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 0
+#define MK_PLUGIN_ABI_MINOR 1
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -157,6 +157,16 @@ struct mk_plugin;
  * continuation must then only release `arg`.
  */
 typedef int (*mk_resume_cb)(struct mk_request *r, void *arg);
+
+/*
+ * A streamed response's callback (api->stream_start). It runs on the
+ * request's worker when the queue has drained and the connection can take
+ * more: write pieces (stream_write) until it returns MK_AGAIN, or end the
+ * body (stream_end), or write nothing and come back later from another
+ * event. `r` is NULL when the request is gone before stream_end (connection
+ * lost, HEAD, 304): the callback must then only release `arg`.
+ */
+typedef void (*mk_proceed_cb)(struct mk_request *r, void *arg);
 
 /* Statistics of the whole server and of each worker (api->stats). */
 struct mk_server_stats {
@@ -452,6 +462,29 @@ struct mk_api {
      */
     const void *(*plugin_conf)(const struct mk_site *site, const struct mk_plugin *plugin);
     const void *(*site_conf)(const struct mk_site *site, const struct mk_plugin *plugin);
+
+    /* ---- added in ABI 3.1 (check with MK_API_HAS) ---- */
+
+    /*
+     * Streaming responses, for a body of unknown length produced piece by
+     * piece (h2o's generator model). From a content hook (or its
+     * continuation): stream_start(), then return MK_OK; the status and
+     * headers set so far go out with the first bytes, without a
+     * Content-Length: HTTP/1.1 frames the body with chunked coding,
+     * HTTP/1.0 ends it by closing the connection. stream_write() copies a
+     * piece into the request's queue: MK_OK (write more), MK_AGAIN (taken,
+     * but the queue reached its high-water mark, 64 KiB: wait for proceed),
+     * MK_ERR (not taken: the queue was already full, memory is short, or
+     * the stream has ended). proceed(r, arg) runs each time the queue has
+     * been written out; the handler writes more there or from any later
+     * event on the worker (a write then wakes the connection up), but
+     * within SendTimeout. stream_end() ends the body, with optional trailer
+     * lines ("Name: value\r\n"..., chunked only): MK_OK or MK_ERR. Whole
+     * bodies (set_body*, set_body_file) stay the zero-copy path.
+     */
+    int (*stream_start)(struct mk_request *r, mk_proceed_cb proceed, void *arg);
+    int (*stream_write)(struct mk_request *r, const void *data, size_t len);
+    int (*stream_end)(struct mk_request *r, const char *trailers);
 };
 
 struct mk_plugin {

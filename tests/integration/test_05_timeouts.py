@@ -180,6 +180,7 @@ def test_lowered_timeout_applies_after_reload(srv, key):
 
     old = srv.conn()
     wait_on_timer(old)
+    time.sleep(0.3 * SLOW)  # accepted and armed by the worker before the reload
     srv.set(**{key: "300ms"})
     srv.write_conf()
     reload(srv)

@@ -276,8 +276,8 @@ def test_wrong_abi_is_refused(make_server):
     srv = make_server()
     srv.plugins = [str(BADABI_SO)]
     err = srv.run_expect_failure()
-    assert (f"plugins.load:2: plugin '{BADABI_SO}' was built for plugin ABI 103.0, "
-            "this server has 3.0") in err
+    assert (f"plugins.load:2: plugin '{BADABI_SO}' was built for plugin ABI 103.1, "
+            "this server has 3.1") in err
     assert "rebuild it" in err
 
 
@@ -306,8 +306,8 @@ def test_newer_minor_hook_is_refused(make_server):
     srv = make_server()
     srv.plugins = [str(ABI_SO["newhook"])]
     err = srv.run_expect_failure()
-    assert f"plugins.load:2: plugin '{ABI_SO['newhook']}' uses hooks of plugin ABI 3.1" in err
-    assert "this server (3.0) does not have" in err
+    assert f"plugins.load:2: plugin '{ABI_SO['newhook']}' uses hooks of plugin ABI 3.2" in err
+    assert "this server (3.1) does not have" in err
 
 
 @needs_dlopen

@@ -1,0 +1,69 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * proto.h: the protocol seam. A connection speaks one protocol, chosen when
+ * it starts (HTTP/1.1 today; HTTP/2 by ALPN later); the protocol turns bytes
+ * into requests and responses into bytes. conn.c (lifecycle, transport,
+ * lingering close) and request.c (stages, plugins) reach it only through
+ * this table, so neither knows how requests are framed on the wire, and a
+ * protocol may carry many requests on one connection at once: every
+ * request is its own object (mk_request_new) that points to its connection.
+ *
+ * Connection-level entries run when the event loop or a timer says so;
+ * request-level entries are the calls request.c makes for one request. All
+ * run on the connection's worker.
+ */
+#ifndef MK_SERVER_PROTO_H
+#define MK_SERVER_PROTO_H
+
+#include <stdbool.h>
+
+struct mk_conn;
+struct mk_request;
+
+struct mk_proto {
+    const char *name;
+
+    /* ---- the connection ---- */
+    /* The socket is readable (or was never watched yet): read and process. */
+    void (*on_input)(struct mk_conn *c);
+    /* The socket is writable again after a write that would block. */
+    void (*on_writable)(struct mk_conn *c);
+    /* The connection's timer expired (see mk_conn_timer_set). */
+    void (*expire)(struct mk_conn *c);
+    /* The server stops: close the connection if no request is in progress. */
+    void (*go_away)(struct mk_conn *c);
+    /*
+     * The connection closes (or lingers): end every request in progress
+     * (request_done hooks run while the request's head is still readable),
+     * then release the protocol's buffers.
+     */
+    void (*release)(struct mk_conn *c);
+
+    /* ---- one request ---- */
+    /*
+     * Send the response set up in r (status, headers, body). `error`: it is
+     * an error answer made by the server (mk_request_error), after which
+     * the protocol decides whether the stream can still be trusted.
+     */
+    void (*respond)(struct mk_request *r, bool error);
+    /* A content handler returned MK_AGAIN: collect the body, then call
+       mk_request_body_ready(r) (at once when there is no body). */
+    void (*read_body)(struct mk_request *r);
+    /* A hook suspended r: do no I/O for it until unpark (Timeout applies),
+       but let a client's hang-up be seen (conn.c then closes). */
+    void (*park)(struct mk_request *r);
+    /* r was resumed: undo park before its continuation runs. */
+    void (*unpark)(struct mk_request *r);
+    /* A resumed request's result was handled (r may be gone): go on with
+       the connection's buffered input and wait for more. */
+    void (*proceed)(struct mk_conn *c);
+    /* A hook failed (MK_ERR): drop r; HTTP/1 closes the connection. */
+    void (*abort)(struct mk_request *r);
+    /* A streamed response's handler queued bytes while the protocol waited
+       for it (MK_REQ_IDLE): write them (r may end, and be freed, here). */
+    void (*wake)(struct mk_request *r);
+};
+
+#endif

@@ -1,0 +1,153 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * stream.c: a test plugin that streams a body of unknown length, driven by
+ * proceed. GET /stream?bytes=N&piece=P[&trailer=1][&async=1] answers N
+ * bytes in pieces of P (default 16384); piece k is P bytes of 'a' + k % 26,
+ * so a client can check each chunk. trailer=1 ends with the trailer line
+ * "X-Stream-Bytes: N"; async=1 writes every piece from a later event
+ * (api->worker_call) instead of from proceed itself.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <monkey/mk_plugin.h>
+
+static const struct mk_api *api;
+
+struct stream {
+    struct mk_request *r;
+    unsigned long long total, left;
+    size_t piece;
+    unsigned seq;
+    int trailer, async, pending, gone;
+    char buf[];
+};
+
+static int stream_init(const struct mk_api *a, const char *conf_dir)
+{
+    (void) conf_dir;
+    api = a;
+    if (!MK_API_HAS(api, stream_start)) { /* added in ABI 3.1 */
+        api->log(MK_PLUGIN_LOG_ERROR, "stream: needs a server with plugin ABI 3.1");
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
+static unsigned long long query_num(const char *q, size_t len, const char *key,
+                                    unsigned long long def)
+{
+    char tmp[256];
+    size_t klen = strlen(key);
+
+    if (!q || len >= sizeof(tmp)) {
+        return def;
+    }
+    memcpy(tmp, q, len);
+    tmp[len] = '\0';
+    for (char *p = tmp; p && *p; p = strchr(p, '&') ? strchr(p, '&') + 1 : NULL) {
+        if (strncmp(p, key, klen) == 0 && p[klen] == '=') {
+            return strtoull(p + klen + 1, NULL, 10);
+        }
+    }
+    return def;
+}
+
+/* Write pieces until the queue is full or the body is done. */
+static void stream_produce(struct stream *s)
+{
+    while (s->left) {
+        size_t n = s->left < s->piece ? (size_t) s->left : s->piece;
+        memset(s->buf, 'a' + (int) (s->seq % 26), n);
+        int rc = api->stream_write(s->r, s->buf, n);
+        if (rc == MK_ERR) {
+            return;
+        }
+        s->left -= n;
+        s->seq++;
+        if (rc == MK_AGAIN || s->async) {
+            return;
+        }
+    }
+    char trailer[64];
+    snprintf(trailer, sizeof(trailer), "X-Stream-Bytes: %llu\r\n", s->total);
+    struct mk_request *r = s->r;
+    int with_trailer = s->trailer;
+    free(s); /* no proceed call follows stream_end */
+    api->stream_end(r, with_trailer ? trailer : NULL);
+}
+
+static void stream_later(void *arg)
+{
+    struct stream *s = arg;
+
+    s->pending = 0;
+    if (s->gone) {
+        free(s);
+        return;
+    }
+    stream_produce(s);
+}
+
+static void stream_proceed(struct mk_request *r, void *arg)
+{
+    struct stream *s = arg;
+
+    if (!r) {
+        if (s->pending) {
+            s->gone = 1; /* stream_later frees it */
+        }
+        else {
+            free(s);
+        }
+        return;
+    }
+    if (s->async) {
+        s->pending = 1;
+        if (api->worker_call(api->worker_id(), stream_later, s) != MK_OK) {
+            s->pending = 0;
+        }
+        return;
+    }
+    stream_produce(s);
+}
+
+static int stream_content(struct mk_request *r)
+{
+    size_t len, qlen;
+    const char *path = api->path(r, &len);
+    const char *q = api->query(r, &qlen);
+
+    if (len != 7 || memcmp(path, "/stream", 7) != 0) {
+        return MK_DECLINED;
+    }
+    size_t piece = (size_t) query_num(q, qlen, "piece", 16384);
+    if (piece == 0 || piece > (1u << 20)) {
+        return 400;
+    }
+    struct stream *s = calloc(1, sizeof(*s) + piece);
+    if (!s) {
+        return 503;
+    }
+    s->r = r;
+    s->total = s->left = query_num(q, qlen, "bytes", 0);
+    s->piece = piece;
+    s->trailer = (int) query_num(q, qlen, "trailer", 0);
+    s->async = (int) query_num(q, qlen, "async", 0);
+    api->set_content_type(r, "application/octet-stream");
+    if (api->stream_start(r, stream_proceed, s) != MK_OK) {
+        free(s);
+        return 500;
+    }
+    return MK_OK;
+}
+
+MK_EXPORT const struct mk_plugin mk_plugin = {
+    MK_PLUGIN_ABI_INIT,
+    .name = "stream",
+    .init = stream_init,
+    .content = stream_content,
+};
