@@ -286,6 +286,13 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
         }
     }
 
+    /*
+     * The workers are set up: their counters may be read (api->stats) from
+     * the first request on, which a worker may serve before the others run.
+     */
+    srv->started = time(NULL);
+    atomic_store_explicit(&srv->stats_ready, true, memory_order_release);
+
     /* Server threads never take signals: the embedding program does. */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -314,8 +321,6 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
     }
 
     srv->running = true;
-    srv->started = time(NULL);
-    atomic_store_explicit(&srv->stats_ready, true, memory_order_release);
     for (size_t i = 0; i < cfg->n_listen; i++) {
         mk_info("listening on %s (%s), %d workers, %s balancing", cfg->listen[i].spec,
                 cfg->listen[i].transport, cfg->workers,
