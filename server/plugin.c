@@ -735,7 +735,14 @@ int mk_plugins_load(struct mk_plugin_set *set, const struct mk_config *cfg, char
         if (so) {
             handle = dlopen(so, RTLD_NOW | RTLD_LOCAL);
             if (!handle) {
-                snprintf(err, errlen, "%s: cannot load plugin: %s", spec->where, dlerror());
+                if (so == spec->spec) {
+                    snprintf(err, errlen, "%s: cannot load plugin: %s", spec->where, dlerror());
+                }
+                else { /* musl's dlerror() does not name the file: we do */
+                    snprintf(err, errlen,
+                             "%s: no built-in plugin '%s', and cannot load plugin %s: %s",
+                             spec->where, spec->spec, so, dlerror());
+                }
                 goto fail;
             }
             p = dlsym(handle, "mk_plugin");
