@@ -687,12 +687,38 @@ static int mk_h1_body_append(struct mk_request *r, const char *data, size_t len)
 }
 
 /*
- * Consume body bytes found at in[start, in_len): decode, hand to the request
- * (BUFFER) or drop (DISCARD), and remove them from the buffer. Returns MK_OK
- * when the body is complete, MK_AGAIN when more input is needed, or an HTTP
- * status (400 bad framing, 413 too large, 503 out of memory).
+ * A streamed body: whether its handler has room. When it has none, note
+ * the moment (BodyMinRate does not count the client's forced pause) and
+ * ask to be called back (proto->proceed) once it made room.
  */
-static int mk_h1_body_consume(struct mk_conn *c, size_t start, bool *progress)
+static bool mk_h1_body_room(struct mk_conn *c)
+{
+    struct mk_h1 *h = &c->h1;
+    struct mk_body_stream *bs = &h->req->bs;
+
+    if (mk_body_stream_window_open(bs)) {
+        if (bs->waiting) {
+            bs->waiting = false;
+            h->body_start += c->worker->now_ms - h->body_paused;
+        }
+        return true;
+    }
+    if (!bs->waiting) {
+        bs->waiting = true;
+        h->body_paused = c->worker->now_ms;
+    }
+    return false;
+}
+
+/*
+ * Consume body bytes found at in[start, in_len): decode, hand to the request
+ * (BUFFER), to its handler (STREAM, while its window is open) or drop
+ * (DISCARD), and remove them from the buffer. Returns MK_OK when the body is
+ * complete, MK_AGAIN when more input (or handler room) is needed, an HTTP
+ * status (400 bad framing, 413 too large, 503 out of memory), or
+ * MK_DECLINED when a streaming handler stopped the body with *stopped.
+ */
+static int mk_h1_body_consume(struct mk_conn *c, size_t start, bool *progress, int *stopped)
 {
     struct mk_h1 *h = &c->h1;
     uint64_t max = c->worker->cfg->max_body;
@@ -701,6 +727,9 @@ static int mk_h1_body_consume(struct mk_conn *c, size_t start, bool *progress)
     *progress = false;
     while (start < h->in_len) {
         size_t avail = h->in_len - start, data_len, used;
+        if (h->body_mode == MK_BODY_STREAM && !mk_h1_body_room(c)) {
+            return MK_AGAIN;
+        }
         if (chunked) {
             ssize_t n = mk_chunked_decode(&h->chunked, h->in + start, avail, &data_len);
             if (n < 0) {
@@ -723,7 +752,15 @@ static int mk_h1_body_consume(struct mk_conn *c, size_t start, bool *progress)
                 return rc;
             }
         }
+        int rc = MK_OK;
+        if (h->body_mode == MK_BODY_STREAM && data_len > 0) {
+            rc = mk_body_stream_data(h->req, h->in + start, data_len);
+        }
         mk_h1_in_cut(c, start, used);
+        if (rc != MK_OK) {
+            *stopped = rc;
+            return MK_DECLINED;
+        }
         *progress = *progress || used > 0;
         if (used == 0) {
             break;
@@ -784,7 +821,19 @@ static bool mk_h1_step_body(struct mk_conn *c)
     struct mk_h1 *h = &c->h1;
     bool progress;
     bool buffering = c->state == MK_CONN_READ_BODY;
-    int rc = mk_h1_body_consume(c, h->head_len, &progress);
+    int stopped = MK_OK;
+    int rc = mk_h1_body_consume(c, h->head_len, &progress, &stopped);
+
+    if (rc == MK_DECLINED) {
+        /* The handler answered mid-body: the rest is unread, so close after it. */
+        h->body_mode = MK_BODY_DISCARD;
+        c->flags |= MK_CONN_CLOSE;
+        mk_request_body_result(h->req, stopped);
+        return true;
+    }
+    if (rc == MK_AGAIN && h->req && h->req->bs.waiting) {
+        return false; /* the handler's window is closed: not the client's fault */
+    }
 
     if (rc == MK_AGAIN && mk_h1_body_too_slow(c)) {
         rc = 408;
@@ -827,6 +876,14 @@ static bool mk_h1_step_body(struct mk_conn *c)
 static void mk_h1_watch_input(struct mk_conn *c)
 {
     if (c->state == MK_CONN_WRITE || c->state == MK_CONN_CLOSED || c->state == MK_CONN_SUSPENDED) {
+        return;
+    }
+    if (c->state == MK_CONN_READ_BODY && c->h1.req->bs.waiting) {
+        /* A streaming handler's window is closed: leave the bytes in the
+           socket, so that TCP flow control holds the client back. */
+        if (mk_event_unwatch(&c->worker->loop, &c->ev) != MK_OK) {
+            mk_conn_close(c);
+        }
         return;
     }
     if (mk_event_mod(&c->worker->loop, &c->ev, MK_EV_READ) != MK_OK) {
@@ -930,7 +987,7 @@ static void mk_h1_read_body(struct mk_request *r)
         mk_request_body_ready(r); /* no body: nothing to wait for */
         return;
     }
-    h->body_mode = MK_BODY_BUFFER;
+    h->body_mode = mk_body_streaming(&r->bs) ? MK_BODY_STREAM : MK_BODY_BUFFER;
     if ((r->head.flags & MK_HEAD_EXPECT_CONTINUE) && h->in_len == h->head_len) {
         if (mk_h1_send_continue(c) != MK_OK) {
             mk_conn_close(c);

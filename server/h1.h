@@ -25,6 +25,7 @@ enum mk_body_mode {
     MK_BODY_NONE = 0, /* no body, or completely consumed */
     MK_BODY_DISCARD,  /* skip it once the response is sent */
     MK_BODY_BUFFER,   /* collect it for the content handler */
+    MK_BODY_STREAM,   /* hand it to the content handler as it arrives (body.h) */
 };
 
 struct mk_h1 {
@@ -49,6 +50,7 @@ struct mk_h1 {
     uint64_t body_in;        /* body bytes received, framing included (BodyMinRate) */
     uint64_t body_start;     /* head end, or a handler asking for the body (worker ms clock) */
     struct mk_chunked chunked;
+    uint64_t body_paused; /* when a streamed body's window closed (worker ms clock) */
 };
 
 extern const struct mk_proto mk_proto_h1;

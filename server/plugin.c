@@ -614,6 +614,8 @@ const struct mk_api mk_plugin_api = {
     .stream_start = mk_response_stream_start,
     .stream_write = mk_response_stream_write,
     .stream_end = mk_response_stream_end,
+    .body_stream = mk_body_stream_start,
+    .body_consume = mk_body_stream_consume,
 };
 
 /* ---- loading ------------------------------------------------------------- */

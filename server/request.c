@@ -123,6 +123,7 @@ static void mk_request_respond(struct mk_request *r)
 
 void mk_request_error(struct mk_request *r, int status)
 {
+    mk_body_stream_abort(r); /* the server answers: a streamed body ends here */
     mk_response_error(r, status);
     r->conn->proto->respond(r, true);
 }
@@ -320,9 +321,18 @@ void mk_request_body_ready(struct mk_request *r)
 {
     const struct mk_plugin *p = r->handler;
 
-    r->flags |= MK_REQ_BODY_READ;
     r->plugin = p;
+    if (mk_body_streaming(&r->bs)) {
+        mk_request_content_result(r, p, MK_STAGE_BODY, 0, mk_body_stream_end(r));
+        return;
+    }
+    r->flags |= MK_REQ_BODY_READ;
     mk_request_content_result(r, p, MK_STAGE_BODY, 0, p->content(r));
+}
+
+void mk_request_body_result(struct mk_request *r, int rc)
+{
+    mk_request_content_result(r, r->handler, MK_STAGE_BODY, 0, rc);
 }
 
 void mk_request_resume(struct mk_suspended *s)
@@ -376,6 +386,7 @@ void mk_request_end(struct mk_request *r)
     if (!(r->flags & MK_REQ_ACTIVE)) {
         return;
     }
+    mk_body_stream_abort(r); /* before request_done: the handler lets go of r */
     for (size_t i = 0; i < ps->n_done; i++) {
         ps->done[i]->request_done(r);
     }

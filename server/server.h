@@ -33,6 +33,7 @@
 #include "../core/list.h"
 #include "../core/memory.h"
 #include "../core/timer.h"
+#include "body.h"
 #include "conf.h"
 #include "file_cache.h"
 #include "h1.h"
@@ -202,6 +203,8 @@ struct mk_request {
     mk_proceed_cb proceed;
     void *proceed_arg;
     bool chunked; /* framed with chunked coding (the protocol decides) */
+
+    struct mk_body_stream bs; /* the body streamed to its handler (body.c) */
 };
 
 /* Connection flags */
@@ -446,6 +449,9 @@ void mk_request_resume(struct mk_suspended *s);
 /* The suspended request is given up: drop its task if that has not started. */
 void mk_request_drop_task(struct mk_request *r);
 void mk_request_body_ready(struct mk_request *r);
+/* A streamed body's handler stopped it with `rc` (a status, MK_ERR): handle it as
+   the handler's result. */
+void mk_request_body_result(struct mk_request *r, int rc);
 void mk_request_error(struct mk_request *r, int status);
 void mk_request_end(struct mk_request *r);
 

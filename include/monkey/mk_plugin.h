@@ -32,8 +32,11 @@
  *   content        produce the response            MK_DECLINED (not mine),
  *                                                  MK_OK (response set up),
  *                                                  MK_AGAIN (call me again once
- *                                                  the request body is read), an
- *                                                  HTTP status, or MK_ERR
+ *                                                  the request body is read, or,
+ *                                                  after api->body_stream, hand
+ *                                                  it to my callback as it
+ *                                                  arrives), an HTTP status, or
+ *                                                  MK_ERR
  *   request_done   the response was sent (or the   -
  *                  connection failed while sending)
  *   conn_close     the connection is closing       -
@@ -109,7 +112,7 @@
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 1
+#define MK_PLUGIN_ABI_MINOR 2
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -167,6 +170,25 @@ typedef int (*mk_resume_cb)(struct mk_request *r, void *arg);
  * lost, HEAD, 304): the callback must then only release `arg`.
  */
 typedef void (*mk_proceed_cb)(struct mk_request *r, void *arg);
+
+/* Events of a streamed request body (api->body_stream). */
+#define MK_BODY_DATA 0  /* `data`, `len`: the next decoded bytes */
+#define MK_BODY_END 1   /* the body is complete (no data) */
+#define MK_BODY_ABORT 2 /* the body will not complete: r is NULL */
+
+/*
+ * A streamed request body's callback (api->body_stream), on the request's
+ * worker. MK_BODY_DATA: `data` is valid during the call only. Return MK_OK
+ * (consumed: the bytes leave the window), MK_AGAIN (kept: they count
+ * against the window until api->body_consume()), or an HTTP status or
+ * MK_ERR to stop reading and answer with it (no further call).
+ * MK_BODY_END: the whole body was delivered; the result counts as the
+ * content hook's (MK_OK, a status, MK_SUSPENDED, MK_ERR). MK_BODY_ABORT,
+ * with r NULL, once: the request ends first (the client stopped sending or
+ * hung up, a body over MaxRequestBody, bad chunked framing, the server
+ * stops); release `arg` and stop anything that would use the request.
+ */
+typedef int (*mk_body_cb)(struct mk_request *r, int event, const char *data, size_t len, void *arg);
 
 /* Statistics of the whole server and of each worker (api->stats). */
 struct mk_server_stats {
@@ -241,7 +263,8 @@ struct mk_api {
     int (*header_at)(const struct mk_request *r, unsigned i, const char **name, size_t *name_len,
                      const char **value, size_t *value_len);
     /* The request body: NULL until it has been read, that is until content()
-       is called again after returning MK_AGAIN ("" with len 0: no body). */
+       is called again after returning MK_AGAIN ("" with len 0: no body).
+       Always NULL for a body streamed with body_stream(). */
     const char *(*body)(const struct mk_request *r, size_t *len);
     /* The site's document root (absolute path). */
     const char *(*docroot)(const struct mk_request *r);
@@ -485,6 +508,32 @@ struct mk_api {
     int (*stream_start)(struct mk_request *r, mk_proceed_cb proceed, void *arg);
     int (*stream_write)(struct mk_request *r, const void *data, size_t len);
     int (*stream_end)(struct mk_request *r, const char *trailers);
+
+    /* ---- added in ABI 3.2 (check with MK_API_HAS) ---- */
+
+    /*
+     * Streaming the request body: instead of waiting for the whole body
+     * (content() returning MK_AGAIN alone, then api->body()), a content
+     * hook (or its continuation) calls body_stream() and returns MK_AGAIN;
+     * cb then gets the body as it arrives, decoded (Content-Length or
+     * chunked), see mk_body_cb. `window` (0: 64 KiB) bounds the bytes
+     * delivered but not yet consumed: at the window the server stops
+     * reading from the client (HTTP/1: the socket, so TCP pushes back;
+     * HTTP/2 would withhold WINDOW_UPDATE) until body_consume() gives
+     * bytes back; a piece may pass the window by at most one input buffer.
+     * "100 Continue" goes out when the body is first asked for, never
+     * before. MaxRequestBody, Timeout and BodyMinRate apply as for a
+     * buffered body (the time the window is closed does not count against
+     * the client's rate, but Timeout still runs). MK_OK, or MK_ERR (no
+     * cb, called twice, the body already read, or off r's worker). A
+     * DATA callback that answers mid-body leaves the rest unread: the
+     * connection closes after the answer. api->body() stays NULL.
+     * body_consume(): n bytes kept (MK_AGAIN) are done; delivery resumes
+     * from the worker's loop, never inside this call. MK_OK, or MK_ERR when
+     * r streams no body.
+     */
+    int (*body_stream)(struct mk_request *r, size_t window, mk_body_cb cb, void *arg);
+    int (*body_consume)(struct mk_request *r, size_t n);
 };
 
 struct mk_plugin {
