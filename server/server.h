@@ -392,6 +392,14 @@ void mk_worker_post(struct mk_worker *w, unsigned flags, struct mk_config *cfg,
                     struct mk_listen_plan *plan, size_t plan_len);
 void mk_worker_teardown(struct mk_worker *w);
 struct mk_worker *mk_worker_current(void);
+/*
+ * Make the calling thread act as worker w (NULL: as none) and read its
+ * clocks, without running its loop: for driving a worker step by step
+ * (tests/unit/server/loopback.c).
+ */
+void mk_worker_bind(struct mk_worker *w);
+/* After an event batch: recycle the connections closed during it. */
+void mk_worker_recycle(struct mk_worker *w);
 void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa, socklen_t len,
                          const struct mk_transport *transport);
 void mk_conn_timer_set(struct mk_conn *c, enum mk_timer_kind kind);
