@@ -1,9 +1,11 @@
 """Tier 7: the plugin API, through the skeleton plugin and test plugins."""
 
 import os
+import re
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +17,11 @@ BADABI_SO = BUILD / "tests" / "plugins" / "monkey-badabi.so"
 HALFRELOAD_SO = BUILD / "tests" / "plugins" / "monkey-halfreload.so"
 ABI_SO = {v: BUILD / "tests" / "plugins" / f"monkey-abi-{v}.so"
           for v in ("older", "newer", "newhook")}
+# The server's plugin ABI version, as include/monkey/mk_plugin.h defines it.
+_ABI_H = (Path(__file__).resolve().parents[2] / "include" / "monkey" / "mk_plugin.h").read_text()
+ABI_MAJOR = int(re.search(r"#define MK_PLUGIN_ABI_MAJOR (\d+)", _ABI_H).group(1))
+ABI_MINOR = int(re.search(r"#define MK_PLUGIN_ABI_MINOR (\d+)", _ABI_H).group(1))
+ABI = f"{ABI_MAJOR}.{ABI_MINOR}"
 
 
 @pytest.fixture(params=[pytest.param("shared", marks=needs_dlopen), "builtin"])
@@ -276,8 +283,8 @@ def test_wrong_abi_is_refused(make_server):
     srv = make_server()
     srv.plugins = [str(BADABI_SO)]
     err = srv.run_expect_failure()
-    assert (f"plugins.load:2: plugin '{BADABI_SO}' was built for plugin ABI 103.1, "
-            "this server has 3.1") in err
+    assert (f"plugins.load:2: plugin '{BADABI_SO}' was built for plugin ABI "
+            f"{ABI_MAJOR + 100}.{ABI_MINOR}, this server has {ABI}") in err
     assert "rebuild it" in err
 
 
@@ -306,8 +313,9 @@ def test_newer_minor_hook_is_refused(make_server):
     srv = make_server()
     srv.plugins = [str(ABI_SO["newhook"])]
     err = srv.run_expect_failure()
-    assert f"plugins.load:2: plugin '{ABI_SO['newhook']}' uses hooks of plugin ABI 3.2" in err
-    assert "this server (3.1) does not have" in err
+    newer = f"{ABI_MAJOR}.{ABI_MINOR + 1}"
+    assert f"plugins.load:2: plugin '{ABI_SO['newhook']}' uses hooks of plugin ABI {newer}" in err
+    assert f"this server ({ABI}) does not have" in err
 
 
 @needs_dlopen
