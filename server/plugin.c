@@ -1026,6 +1026,9 @@ void mk_plugins_unload(struct mk_plugin_set *set)
     if (last && &last->plugins == set) {
         atomic_compare_exchange_strong(&mk_api_server, &last, NULL);
     }
+    if (mk_api_bound && &mk_api_bound->plugins == set) {
+        mk_api_bound = NULL; /* the server may be freed next */
+    }
     for (size_t i = 0; i < set->count; i++) {
         mk_plugin_release(set->list[i], set->own[i]);
         if (set->handles[i]) {
