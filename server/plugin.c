@@ -33,13 +33,46 @@
 extern const struct mk_plugin *const mk_builtin_plugins[];
 
 /*
- * The server the API serves. Plugins keep process-wide state, so one server
- * per process runs plugins; set by mk_plugins_init().
+ * Which server an API call without a request serves (api->self, stats,
+ * config_get...): the worker's on a worker thread; else the one the thread
+ * was bound to (mk_plugins_bind: the controlling thread at each library
+ * entry, task threads); else, for threads the server did not make (a
+ * plugin's own), the server that last started its plugins. Each server
+ * keeps its plugins' contexts (api->self_set), so two servers in one
+ * process do not share plugin state.
  */
-static struct mk_server *mk_api_server;
+static struct mk_server *_Atomic mk_api_server;
+static __thread struct mk_server *mk_api_bound;
 bool mk_plugins_checking;
 /* The configuration whose plugins' init() runs (api->plugin_conf with no site). */
-static const struct mk_config *mk_init_cfg;
+static __thread const struct mk_config *mk_init_cfg;
+/* The plugin set whose init() runs on this thread (api->self_set). */
+static __thread struct mk_plugin_set *mk_init_set;
+
+void mk_plugins_bind(struct mk_server *srv)
+{
+    mk_api_bound = srv;
+}
+
+static struct mk_server *mk_api_current(void)
+{
+    struct mk_worker *w = mk_worker_current();
+
+    if (w) {
+        return w->server;
+    }
+    return mk_api_bound ? mk_api_bound : atomic_load(&mk_api_server);
+}
+
+/* Index of plugin `p` (its own struct or the server's copy) in `ps`, or ps->count. */
+static size_t mk_plugin_index(const struct mk_plugin_set *ps, const struct mk_plugin *p)
+{
+    size_t i = 0;
+    while (i < ps->count && ps->list[i] != p && ps->own[i] != p) {
+        i++;
+    }
+    return i;
+}
 
 /* ---- the API table ------------------------------------------------------- */
 
@@ -332,17 +365,14 @@ static const char *mk_api_site_file(const struct mk_site *s)
 static void *mk_api_site_data(const struct mk_site *s, const struct mk_plugin *plugin)
 {
     const struct mk_vhost *vh = (const struct mk_vhost *) s;
-    const struct mk_plugin_set *ps = &mk_api_server->plugins;
+    struct mk_server *srv = mk_api_current();
+    size_t i;
 
-    if (!vh) {
+    if (!vh || !srv) {
         return NULL;
     }
-    for (size_t i = 0; i < ps->count && i < vh->n_plugin_data; i++) {
-        if (ps->list[i] == plugin || ps->own[i] == plugin) {
-            return vh->plugin_data[i];
-        }
-    }
-    return NULL;
+    i = mk_plugin_index(&srv->plugins, plugin);
+    return i < vh->n_plugin_data ? vh->plugin_data[i] : NULL;
 }
 
 static struct mk_suspended *mk_api_suspend(struct mk_request *r)
@@ -384,10 +414,10 @@ static int mk_api_task(struct mk_request *r, void (*work)(void *arg), mk_resume_
 
 static void mk_api_stats(struct mk_server_stats *out)
 {
-    struct mk_server *srv = mk_api_server;
+    struct mk_server *srv = mk_api_current();
 
     memset(out, 0, sizeof(*out));
-    if (!atomic_load_explicit(&srv->stats_ready, memory_order_acquire)) {
+    if (!srv || !atomic_load_explicit(&srv->stats_ready, memory_order_acquire)) {
         return; /* not started yet, or stopping: zeros */
     }
     out->started = srv->started;
@@ -401,9 +431,9 @@ static void mk_api_stats(struct mk_server_stats *out)
 
 static int mk_api_worker_stats(unsigned i, struct mk_worker_stats *out)
 {
-    struct mk_server *srv = mk_api_server;
+    struct mk_server *srv = mk_api_current();
 
-    if (!atomic_load_explicit(&srv->stats_ready, memory_order_acquire) ||
+    if (!srv || !atomic_load_explicit(&srv->stats_ready, memory_order_acquire) ||
         i >= (unsigned) srv->n_workers) {
         return MK_ERR;
     }
@@ -415,9 +445,12 @@ static int mk_api_worker_stats(unsigned i, struct mk_worker_stats *out)
 
 static struct mk_config *mk_api_config_get(void)
 {
-    struct mk_server *srv = mk_api_server;
+    struct mk_server *srv = mk_api_current();
     struct mk_config *cfg;
 
+    if (!srv) {
+        return NULL;
+    }
     pthread_mutex_lock(&srv->cfg_lock);
     cfg = srv->cfg ? mk_config_ref(srv->cfg) : NULL;
     pthread_mutex_unlock(&srv->cfg_lock);
@@ -441,18 +474,25 @@ static const struct mk_site *mk_api_config_site(const struct mk_config *cfg, uns
 
 static unsigned mk_api_plugin_count(void)
 {
-    return (unsigned) mk_api_server->plugins.count;
+    struct mk_server *srv = mk_api_current();
+    return srv ? (unsigned) srv->plugins.count : 0;
 }
 
 static const struct mk_plugin *mk_api_plugin_at(unsigned i)
 {
-    const struct mk_plugin_set *ps = &mk_api_server->plugins;
-    return i < ps->count ? ps->list[i] : NULL;
+    struct mk_server *srv = mk_api_current();
+    return srv && i < srv->plugins.count ? srv->plugins.list[i] : NULL;
 }
 
 static int mk_api_command(int cmd, char *err, size_t errlen)
 {
-    return mk_server_command(mk_api_server, cmd, err, errlen);
+    struct mk_server *srv = mk_api_current();
+
+    if (!srv) {
+        snprintf(err, errlen, "no server is running");
+        return MK_ERR;
+    }
+    return mk_server_command(srv, cmd, err, errlen);
 }
 
 static int mk_api_conf_section_line(const void *cursor)
@@ -482,7 +522,8 @@ static int mk_api_response_complete(const struct mk_request *r)
 
 static int mk_api_worker_call(int worker, void (*fn)(void *arg), void *arg)
 {
-    return mk_worker_call(mk_api_server, worker, fn, arg);
+    struct mk_server *srv = mk_api_current();
+    return srv ? mk_worker_call(srv, worker, fn, arg) : MK_ERR;
 }
 
 static int mk_api_checking(void)
@@ -521,6 +562,82 @@ static const void *mk_api_site_conf(const struct mk_site *s, const struct mk_plu
     }
     i = mk_conf_index(vh->cfg, p);
     return i < vh->n_plugin_data ? vh->plugin_conf[i] : NULL;
+}
+
+static int mk_api_self_set(const struct mk_plugin *p, void *self)
+{
+    struct mk_plugin_set *ps = mk_init_set;
+    size_t i;
+
+    if (!ps || (i = mk_plugin_index(ps, p)) == ps->count) {
+        return MK_ERR;
+    }
+    ps->self[i] = self;
+    return MK_OK;
+}
+
+static void *mk_api_self(const struct mk_plugin *p)
+{
+    struct mk_server *srv = mk_init_set ? NULL : mk_api_current();
+    const struct mk_plugin_set *ps = mk_init_set ? mk_init_set : srv ? &srv->plugins : NULL;
+    size_t i;
+
+    if (!ps || !ps->self || (i = mk_plugin_index(ps, p)) == ps->count) {
+        return NULL;
+    }
+    return ps->self[i];
+}
+
+static int mk_api_ctx_set(struct mk_request *r, const struct mk_plugin *p, void *ctx,
+                          void (*cleanup)(void *ctx))
+{
+    const struct mk_plugin_set *ps = &r->conn->worker->server->plugins;
+    size_t i = mk_plugin_index(ps, p);
+
+    if (i == ps->count) {
+        return MK_ERR;
+    }
+    if (!r->ctx) {
+        r->ctx = mk_arena_alloc(&r->arena, ps->count * sizeof(*r->ctx));
+        if (!r->ctx) {
+            return MK_ERR;
+        }
+        memset(r->ctx, 0, ps->count * sizeof(*r->ctx));
+    }
+    r->ctx[i].ctx = ctx;
+    r->ctx[i].cleanup = cleanup;
+    return MK_OK;
+}
+
+static void *mk_api_ctx_get(const struct mk_request *r, const struct mk_plugin *p)
+{
+    const struct mk_plugin_set *ps = &r->conn->worker->server->plugins;
+    size_t i;
+
+    if (!r->ctx || (i = mk_plugin_index(ps, p)) == ps->count) {
+        return NULL;
+    }
+    return r->ctx[i].ctx;
+}
+
+void mk_plugins_ctx_clear(struct mk_request *r)
+{
+    struct mk_req_ctx *slots = r->ctx;
+    size_t n = r->conn->worker->server->plugins.count;
+
+    if (!slots) {
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        /* Empty the slot first: a cleanup that looks at it finds nothing. */
+        struct mk_req_ctx slot = slots[i];
+        slots[i].ctx = NULL;
+        slots[i].cleanup = NULL;
+        if (slot.cleanup && slot.ctx) {
+            slot.cleanup(slot.ctx);
+        }
+    }
+    r->ctx = NULL; /* its memory goes with the arena */
 }
 
 static time_t mk_api_now(void)
@@ -616,6 +733,10 @@ const struct mk_api mk_plugin_api = {
     .stream_end = mk_response_stream_end,
     .body_stream = mk_body_stream_start,
     .body_consume = mk_body_stream_consume,
+    .self_set = mk_api_self_set,
+    .self = mk_api_self,
+    .ctx_set = mk_api_ctx_set,
+    .ctx_get = mk_api_ctx_get,
 };
 
 /* ---- loading ------------------------------------------------------------- */
@@ -726,6 +847,7 @@ int mk_plugins_load(struct mk_plugin_set *set, const struct mk_config *cfg, char
     set->list = mk_calloc(cfg->n_plugins + 1, sizeof(*set->list));
     set->handles = mk_calloc(cfg->n_plugins + 1, sizeof(*set->handles));
     set->own = mk_calloc(cfg->n_plugins + 1, sizeof(*set->own));
+    set->self = mk_calloc(cfg->n_plugins + 1, sizeof(*set->self));
 
     for (size_t i = 0; i < cfg->n_plugins; i++) {
         const struct mk_plugin_spec *spec = &cfg->plugins[i];
@@ -879,14 +1001,17 @@ int mk_plugins_configure(const struct mk_plugin_set *set, struct mk_config *cfg,
 int mk_plugins_init(struct mk_plugin_set *set, struct mk_server *srv, struct mk_config *cfg,
                     char *err, size_t errlen)
 {
-    mk_api_server = srv;
+    atomic_store(&mk_api_server, srv);
+    mk_plugins_bind(srv);
     if (mk_plugins_configure(set, cfg, err, errlen) != MK_OK) {
         return MK_ERR;
     }
     for (size_t i = 0; i < set->count; i++) {
         const struct mk_plugin *p = set->list[i];
         mk_init_cfg = cfg;
+        mk_init_set = set;
         int rc = p->init ? p->init(&mk_plugin_api, cfg->confdir) : MK_OK;
+        mk_init_set = NULL;
         mk_init_cfg = NULL;
         if (rc != MK_OK) {
             snprintf(err, errlen, "%s: plugin '%s' failed to start (see the messages above)",
@@ -905,6 +1030,14 @@ int mk_plugins_init(struct mk_plugin_set *set, struct mk_server *srv, struct mk_
 
 void mk_plugins_unload(struct mk_plugin_set *set)
 {
+    struct mk_server *last = atomic_load(&mk_api_server);
+
+    if (last && &last->plugins == set) {
+        atomic_compare_exchange_strong(&mk_api_server, &last, NULL);
+    }
+    if (mk_api_bound && &mk_api_bound->plugins == set) {
+        mk_api_bound = NULL; /* the server may be freed next */
+    }
     for (size_t i = 0; i < set->count; i++) {
         mk_plugin_release(set->list[i], set->own[i]);
         if (set->handles[i]) {
@@ -914,6 +1047,7 @@ void mk_plugins_unload(struct mk_plugin_set *set)
     mk_free(set->list);
     mk_free(set->handles);
     mk_free(set->own);
+    mk_free(set->self);
     mk_free(set->accept);
     mk_free(set->request);
     mk_free(set->content);

@@ -390,6 +390,7 @@ void mk_request_end(struct mk_request *r)
     for (size_t i = 0; i < ps->n_done; i++) {
         ps->done[i]->request_done(r);
     }
+    mk_plugins_ctx_clear(r);
     r->flags &= (uint16_t) ~MK_REQ_ACTIVE;
     MK_STAT_ADD(w->n_requests, 1);
     MK_STAT_ADD(w->bytes_out, r->bytes_sent);

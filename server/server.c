@@ -118,6 +118,7 @@ int mk_server_check(struct mk_server *srv, char *err, size_t errlen)
     bool started = false;
     int rc;
 
+    mk_plugins_bind(srv);
     if (!cfg) {
         return MK_ERR;
     }
@@ -224,6 +225,7 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
     sigset_t all, old;
     int owners;
 
+    mk_plugins_bind(srv);
     if (srv->running) {
         ERRF("the server is already running");
         return MK_ERR;
@@ -369,6 +371,7 @@ int mk_server_reload(struct mk_server *srv, char *err, size_t errlen)
     struct mk_listen_plan **plans;
     int owners;
 
+    mk_plugins_bind(srv);
     if (!srv->running) {
         ERRF("the server is not running");
         return MK_ERR;
@@ -452,6 +455,7 @@ int mk_server_reload(struct mk_server *srv, char *err, size_t errlen)
 
 void mk_server_reopen_logs(struct mk_server *srv)
 {
+    mk_plugins_bind(srv);
     if (mk_log_reopen() != MK_OK) {
         mk_warn("cannot reopen the log: %s", strerror(errno));
     }
@@ -484,6 +488,7 @@ void mk_server_signal_workers(struct mk_server *srv, unsigned flags)
  */
 void mk_server_finish(struct mk_server *srv)
 {
+    mk_plugins_bind(srv);
     atomic_store_explicit(&srv->stats_ready, false, memory_order_release);
     for (int i = 0; i < srv->n_workers; i++) {
         if (srv->workers[i].running) {

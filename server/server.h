@@ -56,6 +56,13 @@ struct mk_plugin_set {
     /* Hooks present, in order, so the request path skips plugins without them. */
     const struct mk_plugin **accept, **request, **content, **done, **close, **batch;
     size_t n_accept, n_request, n_content, n_done, n_close, n_batch;
+    void **self; /* each plugin's context for this server (api->self_set) */
+};
+
+/* A request's slot for one plugin (api->ctx_set). */
+struct mk_req_ctx {
+    void *ctx;
+    void (*cleanup)(void *ctx);
 };
 
 /* A suspended request (see api->suspend), or a task around one. */
@@ -205,6 +212,9 @@ struct mk_request {
     bool chunked; /* framed with chunked coding (the protocol decides) */
 
     struct mk_body_stream bs; /* the body streamed to its handler (body.c) */
+    /* the plugins' context slots (api->ctx_set), one per loaded plugin, in
+       the arena; NULL until a plugin stores one, cleared at the end */
+    struct mk_req_ctx *ctx;
 };
 
 /* Connection flags */
@@ -395,6 +405,14 @@ void mk_worker_post(struct mk_worker *w, unsigned flags, struct mk_config *cfg,
                     struct mk_listen_plan *plan, size_t plan_len);
 void mk_worker_teardown(struct mk_worker *w);
 struct mk_worker *mk_worker_current(void);
+/*
+ * Make the calling thread act as worker w (NULL: as none) and read its
+ * clocks, without running its loop: for driving a worker step by step
+ * (tests/unit/server/loopback.c).
+ */
+void mk_worker_bind(struct mk_worker *w);
+/* After an event batch: recycle the connections closed during it. */
+void mk_worker_recycle(struct mk_worker *w);
 void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa, socklen_t len,
                          const struct mk_transport *transport);
 void mk_conn_timer_set(struct mk_conn *c, enum mk_timer_kind kind);
@@ -557,6 +575,15 @@ int mk_server_command(struct mk_server *srv, int cmd, char *err, size_t errlen);
 /* True while `monkey -t` checks a configuration. */
 extern bool mk_plugins_checking;
 void mk_plugins_unload(struct mk_plugin_set *set);
+/*
+ * The server whose plugins the calling thread acts for, when it is no
+ * worker of it: the controlling thread at each entry of the library API,
+ * a task thread at its start. api->self() and the server-wide API
+ * functions use it (a worker thread uses its worker's server).
+ */
+void mk_plugins_bind(struct mk_server *srv);
+/* Run the cleanups of r's context slots and clear them (request end). */
+void mk_plugins_ctx_clear(struct mk_request *r);
 const struct mk_transport *mk_plugins_transport(const struct mk_plugin_set *set, const char *name);
 extern const struct mk_api mk_plugin_api;
 

@@ -168,6 +168,14 @@ static void mk_worker_clock(struct mk_worker *w)
     }
 }
 
+void mk_worker_bind(struct mk_worker *w)
+{
+    mk_tls_worker = w;
+    if (w) {
+        mk_worker_clock(w);
+    }
+}
+
 /*
  * How long the next wait may last, in ms: until the nearest deadline of a
  * timer or of the graceful stop; -1 (forever) when nothing is armed.
@@ -219,7 +227,7 @@ static struct mk_conn *mk_conn_get(struct mk_worker *w)
  * Move the connections closed during the last batch to the free list, and
  * free the listeners closed during it.
  */
-static void mk_worker_recycle(struct mk_worker *w)
+void mk_worker_recycle(struct mk_worker *w)
 {
     mk_listeners_reap(&w->dead_listeners);
     mk_loop_reap(w);

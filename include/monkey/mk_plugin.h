@@ -49,6 +49,13 @@
  * around a function run on the server's task threads. The continuation runs
  * on the request's worker and its return value counts as the hook's.
  *
+ * State: two servers may run in one process (monkey.h), with the same
+ * plugins. A plugin keeps its mutable state in a context the server stores
+ * for it, one per server (api->self_set in init(), api->self in every later
+ * hook), not in file statics; what it carries from one hook of a request to
+ * the next goes in the request's context slot (api->ctx_set, ctx_get),
+ * released when the request ends.
+ *
  * Configuration: a plugin declares its keys (conf_schema, see
  * mk_schema.h); the server reads and checks its file and its site
  * sections for every configuration it builds and hands it typed structs
@@ -534,6 +541,33 @@ struct mk_api {
      */
     int (*body_stream)(struct mk_request *r, size_t window, mk_body_cb cb, void *arg);
     int (*body_consume)(struct mk_request *r, size_t n);
+
+    /*
+     * The plugin's own context, one per server: what would otherwise be
+     * file statics (counters, caches, handles), so that two servers in one
+     * process (monkey.h) keep apart. self_set() stores `self` for the server
+     * whose init() runs (call it from init(); MK_ERR elsewhere or for a
+     * plugin that server has not loaded). self() returns what the plugin
+     * stored for the server whose hook or callback runs on this thread: any
+     * hook (a worker's, the controlling thread's: exit(), reload, site_init,
+     * site_free), a loop callback, a task's work function; NULL if nothing
+     * was stored. The server never frees it: exit() does (it runs last).
+     */
+    int (*self_set)(const struct mk_plugin *plugin, void *self);
+    void *(*self)(const struct mk_plugin *plugin);
+    /*
+     * Per-request context slots, one per plugin (nginx's module ctx,
+     * lighttpd's plugin_ctx): what a plugin carries from one hook of a
+     * request to the next. ctx_set() stores `ctx` in `plugin`'s slot of r
+     * (replacing, without cleanup, what was there): MK_OK, or MK_ERR when
+     * memory is short or the server has not loaded `plugin`. When the
+     * request ends, after every request_done hook, cleanup(ctx) runs (if not
+     * NULL) and the slot is cleared. ctx_get() returns the slot, NULL when
+     * empty. On the request's worker only.
+     */
+    int (*ctx_set)(struct mk_request *r, const struct mk_plugin *plugin, void *ctx,
+                   void (*cleanup)(void *ctx));
+    void *(*ctx_get)(const struct mk_request *r, const struct mk_plugin *plugin);
 };
 
 struct mk_plugin {

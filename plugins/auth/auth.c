@@ -59,8 +59,13 @@
 #define AUTH_CACHE_SIZE_MAX 65536
 #define AUTH_CACHE_TTL_MAX 86400
 
+/* The server's function table: the same for every server of the process. */
 static const struct mk_api *api;
-static char auth_conf_dir[PATH_MAX]; /* "" when serving built-in defaults */
+
+/* The plugin's state in one server (api->self_set): two servers keep apart. */
+struct auth_self {
+    char conf_dir[PATH_MAX]; /* "" when serving built-in defaults */
+};
 
 /* Plugin-wide settings (auth.conf), as the server filled them for one configuration. */
 struct auth_settings {
@@ -128,19 +133,41 @@ struct auth_job {
 
 /* ---- start ------------------------------------------------------------------ */
 
-/* Process start: remember the API and the configuration folder (for Users paths). */
+/*
+ * Server start: remember the API, and the server's configuration folder
+ * (for relative Users paths) in the plugin's context for that server.
+ */
 static int auth_init(const struct mk_api *server_api, const char *conf_dir)
 {
     api = server_api;
-    auth_conf_dir[0] = '\0';
+    if (!MK_API_HAS(api, self_set)) {
+        api->log(MK_PLUGIN_LOG_ERROR, "auth: needs a server with plugin ABI 3.2");
+        return MK_ERR;
+    }
+    struct auth_self *self = calloc(1, sizeof(*self));
+    if (!self) {
+        api->log(MK_PLUGIN_LOG_ERROR, "auth: out of memory");
+        return MK_ERR;
+    }
     if (conf_dir) {
-        int n = snprintf(auth_conf_dir, sizeof(auth_conf_dir), "%s", conf_dir);
-        if (n < 0 || (size_t) n >= sizeof(auth_conf_dir)) {
+        int n = snprintf(self->conf_dir, sizeof(self->conf_dir), "%s", conf_dir);
+        if (n < 0 || (size_t) n >= sizeof(self->conf_dir)) {
             api->log(MK_PLUGIN_LOG_ERROR, "auth: configuration directory name too long");
+            free(self);
             return MK_ERR;
         }
     }
+    if (api->self_set(MK_PLUGIN_SELF(auth), self) != MK_OK) {
+        free(self);
+        return MK_ERR;
+    }
     return MK_OK;
+}
+
+/* Server stop: release the context init() made. */
+static void auth_exit(void)
+{
+    free(api->self(MK_PLUGIN_SELF(auth)));
 }
 
 /* ---- password files -------------------------------------------------------- */
@@ -445,13 +472,14 @@ static int auth_section_finish(const struct auth_settings *settings, struct auth
         return MK_ERR;
     }
     snprintf(where, sizeof(where), "%s:%d", file, sec->users_line);
-    if (sec->users[0] != '/' && !auth_conf_dir[0]) {
+    const char *conf_dir = ((const struct auth_self *) api->self(MK_PLUGIN_SELF(auth)))->conf_dir;
+    if (sec->users[0] != '/' && !conf_dir[0]) {
         snprintf(err, errlen, "%s: Users %s: a relative path needs a configuration directory",
                  where, sec->users);
         return MK_ERR;
     }
     int n = sec->users[0] == '/' ? snprintf(path, sizeof(path), "%s", sec->users)
-                                 : snprintf(path, sizeof(path), "%s/%s", auth_conf_dir, sec->users);
+                                 : snprintf(path, sizeof(path), "%s/%s", conf_dir, sec->users);
     if (n < 0 || (size_t) n >= sizeof(path)) {
         snprintf(err, errlen, "%s: Users: path too long", where);
         return MK_ERR;
@@ -745,6 +773,7 @@ MK_PLUGIN_DEFINE(auth) = {
     .version = "1.0",
     .description = "HTTP Basic authentication per path and realm",
     .init = auth_init,
+    .exit = auth_exit,
     .request = auth_request,
     .site_sections = (const char *const[]){"AUTH", NULL},
     .site_init = auth_site_init,

@@ -7,7 +7,14 @@
  * declared configuration keys (a file of its own and a section of site
  * files, read and checked by the server, errors naming file and line),
  * asking for a request body (MK_AGAIN), blocking work moved off the worker
- * (api->task) and the batch hook.
+ * (api->task), the batch hook, a context of its own per server
+ * (api->self_set/self) and a per-request context slot (api->ctx_set/get).
+ *
+ * State: the plugin keeps no mutable file statics. Its counters live in a
+ * struct skeleton_self made by init() and handed to the server
+ * (api->self_set), which keeps one per server: two servers in one process
+ * (monkey.h) count apart. The only static written is `api`, the server's
+ * function table, which is the same for every server of the process.
  *
  * Settings reach the request hooks through the configuration: the server
  * fills the typed structs of the schema below for every configuration it
@@ -19,10 +26,14 @@
  *   GET  /skeleton          200, the configured Message, or the site's
  *                           [SKELETON] Greeting when the site has one
  *   POST /skeleton/echo     200, the request body echoed back
- *   GET  /skeleton/stats    200, "requests N connections M batches B"
  *   GET  /skeleton/slow?ms=N  200 after N ms (default 50, at most 10000)
  *                           slept on a task thread: the worker goes on
+ *   GET  /skeleton/stats    200, "requests N connections M batches B
+ *                           contexts C" (C: request contexts released)
  *   any request with header "X-Skeleton-Deny"    403 (request stage)
+ *   any request with header "X-Skeleton-Tag: T": the request hook keeps T
+ *                           in the request's context slot and GET /skeleton
+ *                           answers with "X-Skeleton-Tag: T"
  *   every response from this plugin carries "X-Skeleton-Worker: <id>"
  */
 #include <stdatomic.h>
@@ -83,28 +94,71 @@ static const struct mk_conf_schema skeleton_schema = {
     .site_size = sizeof(struct skeleton_site_conf),
 };
 
+/* The server's function table: the same for every server of the process. */
 static const struct mk_api *api;
-static atomic_ulong skeleton_requests;
-static atomic_ulong skeleton_connections;
-static atomic_ulong skeleton_batches;
+
+/* The plugin's state in one server (api->self_set): workers update it at once. */
+struct skeleton_self {
+    atomic_ulong requests;
+    atomic_ulong connections;
+    atomic_ulong batches;
+    atomic_ulong contexts; /* request contexts released */
+};
+
+/* A request's context (api->ctx_set): from the request hook to the content hook. */
+struct skeleton_req {
+    struct skeleton_self *self;
+    char tag[]; /* the X-Skeleton-Tag value */
+};
 
 MK_PLUGIN_DECLARE(skeleton);
+
+/* This server's state: any hook, on any thread the server runs it on. */
+static struct skeleton_self *skeleton_self(void)
+{
+    return api->self(MK_PLUGIN_SELF(skeleton));
+}
 
 static int skeleton_init(const struct mk_api *server_api, const char *conf_dir)
 {
     (void) conf_dir;
     api = server_api;
+    if (!MK_API_HAS(api, ctx_get)) {
+        api->log(MK_PLUGIN_LOG_ERROR, "skeleton: needs a server with plugin ABI 3.2");
+        return MK_ERR;
+    }
     /* The settings of the configuration being started, already checked. */
     const struct skeleton_conf *conf = api->plugin_conf(NULL, MK_PLUGIN_SELF(skeleton));
+    struct skeleton_self *self = calloc(1, sizeof(*self));
+    if (!self || api->self_set(MK_PLUGIN_SELF(skeleton), self) != MK_OK) {
+        free(self);
+        api->log(MK_PLUGIN_LOG_ERROR, "skeleton: out of memory");
+        return MK_ERR;
+    }
     api->log(MK_PLUGIN_LOG_DEBUG, "skeleton: serving %s", conf->path);
     return MK_OK;
+}
+
+/* The server stops (or `monkey -t` is done): release what init() made. */
+static void skeleton_exit(void)
+{
+    free(skeleton_self());
 }
 
 static int skeleton_conn_accept(struct mk_conn *c)
 {
     (void) c;
-    atomic_fetch_add_explicit(&skeleton_connections, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&skeleton_self()->connections, 1, memory_order_relaxed);
     return MK_OK;
+}
+
+/* The request ended: the server calls this for the context slot. */
+static void skeleton_req_free(void *ctx)
+{
+    struct skeleton_req *req = ctx;
+
+    atomic_fetch_add_explicit(&req->self->contexts, 1, memory_order_relaxed);
+    free(req);
 }
 
 static int skeleton_request(struct mk_request *r)
@@ -112,6 +166,21 @@ static int skeleton_request(struct mk_request *r)
     size_t len;
     if (api->header(r, "X-Skeleton-Deny", &len)) {
         return 403;
+    }
+    const char *tag = api->header(r, "X-Skeleton-Tag", &len);
+    if (tag) {
+        /* Kept in the request's slot, released by skeleton_req_free at its end. */
+        struct skeleton_req *req = malloc(sizeof(*req) + len + 1);
+        if (!req) {
+            return 503;
+        }
+        req->self = skeleton_self();
+        memcpy(req->tag, tag, len);
+        req->tag[len] = '\0';
+        if (api->ctx_set(r, MK_PLUGIN_SELF(skeleton), req, skeleton_req_free) != MK_OK) {
+            free(req);
+            return 503;
+        }
     }
     return MK_OK;
 }
@@ -205,7 +274,7 @@ static int skeleton_slow_done(struct mk_request *r, void *arg)
 static void skeleton_batch_done(int worker_id)
 {
     (void) worker_id;
-    atomic_fetch_add_explicit(&skeleton_batches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&skeleton_self()->batches, 1, memory_order_relaxed);
 }
 
 static int skeleton_content(struct mk_request *r)
@@ -224,6 +293,10 @@ static int skeleton_content(struct mk_request *r)
         api->set_content_type(r, "text/plain; charset=utf-8");
         api->set_body_static(r, text, strlen(text));
         skeleton_worker_header(r);
+        const struct skeleton_req *req = api->ctx_get(r, MK_PLUGIN_SELF(skeleton));
+        if (req) {
+            api->add_header(r, "X-Skeleton-Tag", req->tag);
+        }
         return MK_OK;
     }
     if (skeleton_match(r, site, "/slow")) {
@@ -268,10 +341,12 @@ static int skeleton_content(struct mk_request *r)
         return api->set_body(r, body, blen) == MK_OK ? MK_OK : 503;
     }
     if (skeleton_match(r, site, "/stats")) {
-        char buf[96];
-        int n = snprintf(buf, sizeof(buf), "requests %lu connections %lu batches %lu\n",
-                         atomic_load(&skeleton_requests), atomic_load(&skeleton_connections),
-                         atomic_load(&skeleton_batches));
+        struct skeleton_self *self = skeleton_self();
+        char buf[128];
+        int n =
+            snprintf(buf, sizeof(buf), "requests %lu connections %lu batches %lu contexts %lu\n",
+                     atomic_load(&self->requests), atomic_load(&self->connections),
+                     atomic_load(&self->batches), atomic_load(&self->contexts));
         api->set_status(r, 200);
         api->set_content_type(r, "text/plain; charset=utf-8");
         skeleton_worker_header(r);
@@ -283,7 +358,7 @@ static int skeleton_content(struct mk_request *r)
 static void skeleton_request_done(struct mk_request *r)
 {
     (void) r;
-    atomic_fetch_add_explicit(&skeleton_requests, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&skeleton_self()->requests, 1, memory_order_relaxed);
 }
 
 MK_PLUGIN_DEFINE(skeleton) = {
@@ -292,6 +367,7 @@ MK_PLUGIN_DEFINE(skeleton) = {
     .version = "1.0",
     .description = "template plugin: every hook, documented",
     .init = skeleton_init,
+    .exit = skeleton_exit,
     .conn_accept = skeleton_conn_accept,
     .request = skeleton_request,
     .content = skeleton_content,

@@ -5,15 +5,11 @@ import re
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
 from conftest import BUILD, MONKEY, SLOW, STATIC, Conn, needs_dlopen
-from conftest import ROOT
-
-# The server's plugin ABI minor, as the header the tests were built with says.
-ABI_MINOR = int(re.search(r"#define MK_PLUGIN_ABI_MINOR (\d+)",
-                          (ROOT / "include" / "monkey" / "mk_plugin.h").read_text()).group(1))
 
 SKELETON_SO = BUILD / "plugins" / "monkey-skeleton.so"
 TAP_SO = BUILD / "tests" / "plugins" / "monkey-tap.so"
@@ -21,6 +17,11 @@ BADABI_SO = BUILD / "tests" / "plugins" / "monkey-badabi.so"
 HALFRELOAD_SO = BUILD / "tests" / "plugins" / "monkey-halfreload.so"
 ABI_SO = {v: BUILD / "tests" / "plugins" / f"monkey-abi-{v}.so"
           for v in ("older", "newer", "newhook")}
+# The server's plugin ABI version, as include/monkey/mk_plugin.h defines it.
+_ABI_H = (Path(__file__).resolve().parents[2] / "include" / "monkey" / "mk_plugin.h").read_text()
+ABI_MAJOR = int(re.search(r"#define MK_PLUGIN_ABI_MAJOR (\d+)", _ABI_H).group(1))
+ABI_MINOR = int(re.search(r"#define MK_PLUGIN_ABI_MINOR (\d+)", _ABI_H).group(1))
+ABI = f"{ABI_MAJOR}.{ABI_MINOR}"
 
 
 @pytest.fixture(params=[pytest.param("shared", marks=needs_dlopen), "builtin"])

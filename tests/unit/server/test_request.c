@@ -1,0 +1,155 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * test_request.c: unit tests of server/request.c, the stages of a request,
+ * with the skeleton plugin loaded, through a loopback connection
+ * (loopback.h): a plugin's route, its request hook answering first, a body
+ * read for a content hook (MK_AGAIN), and the plugins' per-request context
+ * slots (api->ctx_set/ctx_get), released when the request ends.
+ */
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "loopback.h"
+
+struct fixture {
+    char dir[PATH_MAX];
+    struct mk_loopback lb;
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    char err[1024] = "";
+
+    assert_non_null(f);
+    mk_loopback_dir(f->dir, "    Load skeleton\n", NULL);
+    mk_loopback_file(f->dir, "plugins/skeleton.conf", "[SKELETON]\n    Message loopback says hi\n");
+    if (mk_loopback_open(&f->lb, f->dir, err, sizeof(err)) != MK_OK) {
+        fail_msg("mk_loopback_open: %s", err);
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    mk_loopback_close(&f->lb);
+    mk_loopback_dir_free(f->dir);
+    free(f);
+    return 0;
+}
+
+/* The response to `request`; its body starts at *body (NULL: no head end). */
+static char *run(struct fixture *f, const char *request, const char **body)
+{
+    size_t len;
+    char *out = mk_loopback_run(&f->lb, request, &len);
+    assert_non_null(out);
+    char *end = strstr(out, "\r\n\r\n");
+    *body = end ? end + 4 : NULL;
+    return out;
+}
+
+static void test_plugin_route(void **state)
+{
+    const char *body;
+    char *out = run(*state, "GET /skeleton HTTP/1.1\r\nHost: localhost\r\n\r\n", &body);
+
+    assert_true(strncmp(out, "HTTP/1.1 200 OK\r\n", 17) == 0);
+    assert_non_null(strstr(out, "\r\nX-Skeleton-Worker: 0\r\n"));
+    assert_non_null(strstr(out, "\r\nContent-Length: 17\r\n"));
+    assert_string_equal(body, "loopback says hi\n");
+    free(out);
+}
+
+/* A path the plugin does not serve falls through to the static files. */
+static void test_plugin_declines(void **state)
+{
+    const char *body;
+    char *out = run(*state, "GET /index.html HTTP/1.1\r\nHost: localhost\r\n\r\n", &body);
+
+    assert_true(strncmp(out, "HTTP/1.1 200 OK\r\n", 17) == 0);
+    assert_null(strstr(out, "X-Skeleton-Worker"));
+    assert_string_equal(body, "<p>hello</p>\n");
+    free(out);
+}
+
+/* The request hook answers before any content handler. */
+static void test_request_hook_403(void **state)
+{
+    const char *body;
+    char *out = run(
+        *state, "GET /index.html HTTP/1.1\r\nHost: localhost\r\nX-Skeleton-Deny: 1\r\n\r\n", &body);
+
+    assert_true(strncmp(out, "HTTP/1.1 403 ", 13) == 0);
+    assert_null(strstr(out, "<p>hello</p>"));
+    free(out);
+}
+
+/* The content hook asks for the body (MK_AGAIN) and gets it. */
+static void test_body_echo(void **state)
+{
+    const char *body;
+    char *out = run(*state,
+                    "POST /skeleton/echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 11\r\n\r\n"
+                    "hello world",
+                    &body);
+
+    assert_true(strncmp(out, "HTTP/1.1 200 OK\r\n", 17) == 0);
+    assert_string_equal(body, "hello world");
+    free(out);
+}
+
+/*
+ * The request hook stores a context that the content hook reads; it is
+ * released at the end of every request that had one, the ones the static
+ * handler answered included, and the next request starts with none.
+ */
+static void test_context_slots(void **state)
+{
+    const char *body;
+    char *out = run(
+        *state, "GET /skeleton HTTP/1.1\r\nHost: localhost\r\nX-Skeleton-Tag: abc\r\n\r\n", &body);
+
+    assert_true(strncmp(out, "HTTP/1.1 200 OK\r\n", 17) == 0);
+    assert_non_null(strstr(out, "\r\nX-Skeleton-Tag: abc\r\n"));
+    free(out);
+
+    out = run(*state, "GET /index.html HTTP/1.1\r\nHost: localhost\r\nX-Skeleton-Tag: x\r\n\r\n",
+              &body);
+    assert_true(strncmp(out, "HTTP/1.1 200 OK\r\n", 17) == 0);
+    free(out);
+
+    /* A request without the header on the same struct: no context left over. */
+    out = run(*state, "GET /skeleton HTTP/1.1\r\nHost: localhost\r\n\r\n", &body);
+    assert_null(strstr(out, "X-Skeleton-Tag"));
+    free(out);
+
+    out = run(*state, "GET /skeleton/stats HTTP/1.1\r\nHost: localhost\r\n\r\n", &body);
+    assert_non_null(body);
+    assert_string_equal(body, "requests 3 connections 4 batches 0 contexts 2\n");
+    free(out);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_plugin_route, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_plugin_declines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_request_hook_403, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_body_echo, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_context_slots, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
