@@ -72,10 +72,12 @@ struct mk_vhost {
     size_t n_plugin_data;
     /* Each plugin's site keys (its schema's MK_CONF_SITE keys), by plugin index. */
     void **plugin_conf;
-    struct mk_config *cfg; /* the configuration the site belongs to (not a reference) */
+    struct mk_config *cfg;    /* the configuration the site belongs to (not a reference) */
+    struct mk_routes *routes; /* the route table (route.h), built with the plugins' site data */
 };
 
 struct mk_plugin;
+struct mk_routes;
 
 struct mk_config {
     atomic_int refs;

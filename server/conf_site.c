@@ -8,6 +8,7 @@
  * virtual host lookup by Host. Every error names the site file and line.
  */
 #include "conf.h"
+#include "route.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -88,6 +89,9 @@ void mk_vhost_release_plugins(const struct mk_config *cfg, struct mk_vhost *vh)
     mk_free(vh->plugin_data);
     mk_free(vh->plugin_free);
     mk_free(vh->plugin_conf);
+    mk_routes_free(vh->routes);
+    mk_free(vh->routes);
+    vh->routes = NULL;
     vh->plugin_data = NULL;
     vh->plugin_free = NULL;
     vh->plugin_conf = NULL;

@@ -73,6 +73,14 @@ static size_t mk_plugin_index(const struct mk_plugin_set *ps, const struct mk_pl
     }
     return i;
 }
+/*
+ * Where api->route_add() puts routes: the plugin whose init() or
+ * site_init() runs, and the table of every site (init) or of the site
+ * being initialised (site_init). NULL elsewhere: route_add is refused.
+ */
+static __thread const struct mk_plugin *mk_route_plugin;
+static __thread struct mk_routes *mk_route_global;
+static __thread struct mk_vhost *mk_route_site;
 
 /* ---- the API table ------------------------------------------------------- */
 
@@ -652,6 +660,46 @@ static int mk_api_worker_id(void)
     return w ? w->id : -1;
 }
 
+static int mk_api_route_add(const struct mk_site *site, uint32_t methods, const char *pattern,
+                            mk_route_cb handler, void *arg)
+{
+    struct mk_routes *t = NULL;
+    struct mk_route rt;
+    char err[256];
+
+    if (mk_route_plugin && !site) {
+        t = mk_route_global;
+    }
+    else if (mk_route_plugin && site && site == (const struct mk_site *) mk_route_site) {
+        t = mk_route_site->routes;
+    }
+    if (!t) {
+        errno = EPERM;
+        return MK_ERR;
+    }
+    if (!handler || !methods) {
+        mk_err("plugin %s: route '%s' without a handler or methods", mk_route_plugin->name,
+               pattern ? pattern : "");
+        errno = EINVAL;
+        return MK_ERR;
+    }
+    if (mk_route_parse(&rt, pattern, err, sizeof(err)) != MK_OK) {
+        mk_err("plugin %s: %s", mk_route_plugin->name, err);
+        errno = EINVAL;
+        return MK_ERR;
+    }
+    rt.methods = methods;
+    rt.plugin = mk_route_plugin;
+    rt.handler = handler;
+    rt.arg = arg;
+    return mk_routes_add(t, &rt);
+}
+
+static const char *mk_api_route_param(const struct mk_request *r, const char *name, size_t *len)
+{
+    return mk_route_param(&r->route, r->path, name, len);
+}
+
 const struct mk_api mk_plugin_api = {
     .abi_major = MK_PLUGIN_ABI_MAJOR,
     .abi_minor = MK_PLUGIN_ABI_MINOR,
@@ -737,6 +785,8 @@ const struct mk_api mk_plugin_api = {
     .self = mk_api_self,
     .ctx_set = mk_api_ctx_set,
     .ctx_get = mk_api_ctx_get,
+    .route_add = mk_api_route_add,
+    .route_param = mk_api_route_param,
 };
 
 /* ---- loading ------------------------------------------------------------- */
@@ -1010,9 +1060,13 @@ int mk_plugins_init(struct mk_plugin_set *set, struct mk_server *srv, struct mk_
         const struct mk_plugin *p = set->list[i];
         mk_init_cfg = cfg;
         mk_init_set = set;
+        mk_route_plugin = p;
+        mk_route_global = &set->routes;
         int rc = p->init ? p->init(&mk_plugin_api, cfg->confdir) : MK_OK;
         mk_init_set = NULL;
         mk_init_cfg = NULL;
+        mk_route_plugin = NULL;
+        mk_route_global = NULL;
         if (rc != MK_OK) {
             snprintf(err, errlen, "%s: plugin '%s' failed to start (see the messages above)",
                      cfg->plugins[i].where, p->name);
@@ -1054,6 +1108,7 @@ void mk_plugins_unload(struct mk_plugin_set *set)
     mk_free(set->done);
     mk_free(set->close);
     mk_free(set->batch);
+    mk_routes_free(&set->routes);
     memset(set, 0, sizeof(*set));
 }
 
@@ -1130,6 +1185,20 @@ static int mk_plugins_site_conf(const struct mk_plugin_set *set, struct mk_vhost
     return MK_OK;
 }
 
+/* Complete site vh's route table with the routes of every site, and check it. */
+static int mk_plugins_site_routes(const struct mk_plugin_set *set, struct mk_vhost *vh, char *err,
+                                  size_t errlen)
+{
+    char inner[512];
+
+    mk_routes_copy(vh->routes, &set->routes);
+    if (mk_routes_finish(vh->routes, inner, sizeof(inner)) != MK_OK) {
+        snprintf(err, errlen, "%s: %s", vh->file, inner);
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
 int mk_plugins_sites(const struct mk_plugin_set *set, struct mk_config *cfg, char *err,
                      size_t errlen)
 {
@@ -1156,6 +1225,7 @@ int mk_plugins_sites(const struct mk_plugin_set *set, struct mk_config *cfg, cha
         vh->plugin_free = mk_calloc(set->count + 1, sizeof(*vh->plugin_free));
         vh->plugin_conf = mk_calloc(set->count + 1, sizeof(*vh->plugin_conf));
         vh->n_plugin_data = set->count;
+        vh->routes = mk_calloc(1, sizeof(*vh->routes));
         vh->cfg = cfg;
         if (mk_plugins_site_conf(set, vh, err, errlen) != MK_OK) {
             return MK_ERR;
@@ -1167,13 +1237,21 @@ int mk_plugins_sites(const struct mk_plugin_set *set, struct mk_config *cfg, cha
             }
             vh->plugin_free[i] = p->site_free;
             err[0] = '\0';
-            if (p->site_init((const struct mk_site *) vh, vh->conf, &vh->plugin_data[i], err,
-                             errlen) != MK_OK) {
+            mk_route_plugin = p;
+            mk_route_site = vh;
+            int rc = p->site_init((const struct mk_site *) vh, vh->conf, &vh->plugin_data[i], err,
+                                  errlen);
+            mk_route_plugin = NULL;
+            mk_route_site = NULL;
+            if (rc != MK_OK) {
                 if (!err[0]) {
                     snprintf(err, errlen, "%s: plugin %s refused the site", vh->file, p->name);
                 }
                 return MK_ERR;
             }
+        }
+        if (mk_plugins_site_routes(set, vh, err, errlen) != MK_OK) {
+            return MK_ERR;
         }
     }
     return MK_OK;

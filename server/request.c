@@ -10,9 +10,11 @@
  *   mk_request_new/free   a request object from the worker's free list
  *   mk_request_run        head parsed: virtual host, path normalisation
  *                         (and 404 for hidden names when the site hides
- *                         them), then the plugins' request hooks
- *                         and the content handlers (plugins first, static
- *                         files last)
+ *                         them), then the plugins' request hooks, the
+ *                         site's route table (route.h: a route's handler,
+ *                         or 405/OPTIONS with the routes' Allow), and for
+ *                         the requests no route takes the content hooks
+ *                         (plugins first, static files last)
  *   mk_request_body_ready the body a content handler asked for has arrived
  *   mk_request_resume     a suspended hook's continuation ran: go on from
  *                         the stage and plugin that suspended
@@ -42,6 +44,7 @@
 
 static void mk_request_request_hooks(struct mk_request *r, size_t from);
 static void mk_request_content(struct mk_request *r, size_t from);
+static void mk_request_route(struct mk_request *r);
 
 #define MK_FREE_REQS_MAX 1024 /* spare requests a worker keeps */
 
@@ -218,7 +221,7 @@ static void mk_request_request_hooks(struct mk_request *r, size_t from)
         mk_request_request_result(r, from, ps->request[from]->request(r));
         return;
     }
-    mk_request_content(r, 0);
+    mk_request_route(r);
 }
 
 /*
@@ -234,7 +237,7 @@ static void mk_request_content_result(struct mk_request *r, const struct mk_plug
     else if (rc == MK_SUSPENDED) {
         mk_request_park(r, p, stage, index);
     }
-    else if (rc == MK_AGAIN && stage == MK_STAGE_CONTENT) {
+    else if (rc == MK_AGAIN && (stage == MK_STAGE_CONTENT || stage == MK_STAGE_ROUTE)) {
         mk_request_wait_body(r, p);
     }
     else if (rc >= 100 && rc <= 599) {
@@ -242,6 +245,10 @@ static void mk_request_content_result(struct mk_request *r, const struct mk_plug
     }
     else if (rc == MK_DECLINED && stage == MK_STAGE_CONTENT) {
         mk_request_content(r, index + 1);
+    }
+    else if (rc == MK_DECLINED && stage == MK_STAGE_ROUTE) {
+        r->route.route = NULL; /* the content hooks take over */
+        mk_request_content(r, 0);
     }
     else if (rc == MK_DECLINED || rc == MK_AGAIN) {
         mk_err("plugin %s: content hook returned %d after taking the body", p->name, rc);
@@ -270,6 +277,42 @@ static void mk_request_content(struct mk_request *r, size_t from)
     else {
         mk_request_error(r, rc > 0 ? rc : 500);
     }
+}
+
+/*
+ * The site's route table, between the request hooks and the content hooks.
+ * No route, or none for this path: the content hooks. A route that takes
+ * the path and the method: its handler. Routes for the path but not for
+ * the method: 405 (501 for a method the server does not know) with their
+ * methods in Allow, or for OPTIONS, 204 with that Allow.
+ */
+static void mk_request_route(struct mk_request *r)
+{
+    const struct mk_routes *t = r->vhost ? r->vhost->routes : NULL;
+
+    if (!t || t->n == 0 || !r->path) {
+        mk_request_content(r, 0);
+        return;
+    }
+    if (mk_routes_match(t, r->head.method, r->path, r->path_len, &r->route)) {
+        const struct mk_route *rt = r->route.route;
+        r->plugin = rt->plugin;
+        mk_request_content_result(r, rt->plugin, MK_STAGE_ROUTE, 0, rt->handler(r, rt->arg));
+        return;
+    }
+    if (!r->route.allow) {
+        mk_request_content(r, 0);
+        return;
+    }
+    if (r->head.method == MK_METHOD_OPTIONS) {
+        char allow[96];
+        size_t n = mk_route_allow_format(r->route.allow, allow, sizeof(allow));
+        mk_response_add_header(r, "Allow", 5, allow, n);
+        r->status = 204;
+        mk_request_respond(r);
+        return;
+    }
+    mk_request_error(r, r->head.method == MK_METHOD_UNKNOWN ? 501 : 405);
 }
 
 void mk_request_run(struct mk_request *r)
@@ -321,13 +364,15 @@ void mk_request_body_ready(struct mk_request *r)
 {
     const struct mk_plugin *p = r->handler;
 
+    const struct mk_route *rt = r->route.route;
+
     r->plugin = p;
     if (mk_body_streaming(&r->bs)) {
         mk_request_content_result(r, p, MK_STAGE_BODY, 0, mk_body_stream_end(r));
         return;
     }
     r->flags |= MK_REQ_BODY_READ;
-    mk_request_content_result(r, p, MK_STAGE_BODY, 0, p->content(r));
+    mk_request_content_result(r, p, MK_STAGE_BODY, 0, rt ? rt->handler(r, rt->arg) : p->content(r));
 }
 
 void mk_request_body_result(struct mk_request *r, int rc)
@@ -369,6 +414,9 @@ void mk_request_resume(struct mk_suspended *s)
     case MK_STAGE_CONTENT:
         mk_request_content_result(r, ps->content[r->stage_index], MK_STAGE_CONTENT, r->stage_index,
                                   rc);
+        break;
+    case MK_STAGE_ROUTE:
+        mk_request_content_result(r, r->route.route->plugin, MK_STAGE_ROUTE, 0, rc);
         break;
     default:
         mk_request_content_result(r, r->handler, MK_STAGE_BODY, 0, rc);

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -107,6 +108,41 @@ static bool mk_response_error_page(struct mk_request *r, int status)
     return false;
 }
 
+/* Did the handler add an Allow header already? */
+static bool mk_response_has_allow(const struct mk_request *r)
+{
+    const char *p = r->extra_headers, *end = p + r->extra_len;
+
+    while (p && end - p > 6) {
+        if (strncasecmp(p, "Allow:", 6) == 0) {
+            return true;
+        }
+        const char *nl = memchr(p, '\n', (size_t) (end - p));
+        p = nl ? nl + 1 : end;
+    }
+    return false;
+}
+
+/*
+ * Allow of a 405 or 501: the methods of the routes matching the path when
+ * routes do (route.c), else the static handler's.
+ */
+static void mk_response_allow(struct mk_request *r)
+{
+    char allow[96];
+    uint32_t methods = r->route.allow;
+
+    if (r->route.route) {
+        methods |= r->route.route->methods;
+    }
+    if (!methods) {
+        mk_response_add_header(r, "Allow", 5, "GET, HEAD, OPTIONS", 18);
+        return;
+    }
+    size_t n = mk_route_allow_format(methods, allow, sizeof(allow));
+    mk_response_add_header(r, "Allow", 5, allow, n);
+}
+
 void mk_response_error(struct mk_request *r, int status)
 {
     const char *reason = mk_http_reason(status);
@@ -117,8 +153,8 @@ void mk_response_error(struct mk_request *r, int status)
     mk_response_drop_file(r);
     r->body_type = MK_RESP_NONE;
     r->content_length = 0;
-    if (status == 405 || status == 501) {
-        mk_response_add_header(r, "Allow", 5, "GET, HEAD, OPTIONS", 18);
+    if ((status == 405 || status == 501) && !mk_response_has_allow(r)) {
+        mk_response_allow(r);
     }
     if (mk_response_error_page(r, status)) {
         return;

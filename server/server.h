@@ -39,6 +39,7 @@
 #include "h1.h"
 #include "http.h"
 #include "proto.h"
+#include "route.h"
 #include "task_queue.h"
 
 struct mk_server;
@@ -56,7 +57,8 @@ struct mk_plugin_set {
     /* Hooks present, in order, so the request path skips plugins without them. */
     const struct mk_plugin **accept, **request, **content, **done, **close, **batch;
     size_t n_accept, n_request, n_content, n_done, n_close, n_batch;
-    void **self; /* each plugin's context for this server (api->self_set) */
+    struct mk_routes routes; /* registered by init(): every site's */
+    void **self;             /* each plugin's context for this server (api->self_set) */
 };
 
 /* A request's slot for one plugin (api->ctx_set). */
@@ -160,6 +162,7 @@ enum mk_stage {
     MK_STAGE_REQUEST = 1, /* request hook `stage_index` */
     MK_STAGE_CONTENT,     /* content hook `stage_index` */
     MK_STAGE_BODY,        /* r->handler, called again with the body */
+    MK_STAGE_ROUTE,       /* the handler of r->route.route */
 };
 
 struct mk_request {
@@ -215,6 +218,10 @@ struct mk_request {
     /* the plugins' context slots (api->ctx_set), one per loaded plugin, in
        the arena; NULL until a plugin stores one, cleared at the end */
     struct mk_req_ctx *ctx;
+    /* the site's route table: the route that took the request (its handler
+       is in charge while route.route is set), its parameters, and the
+       methods of every route matching the path (the Allow of a 405) */
+    struct mk_route_match route;
 };
 
 /* Connection flags */

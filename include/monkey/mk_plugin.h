@@ -40,8 +40,11 @@
  *   request_done   the response was sent (or the   -
  *                  connection failed while sending)
  *   conn_close     the connection is closing       -
- * Plugins are called in plugins.load order; the first content hook that does
- * not decline owns the response. The built-in static file handler runs last.
+ * Plugins are called in plugins.load order. Between the request and the
+ * content stage the site's route table (api->route_add) runs the handler
+ * of the route that takes the path and method; for the other requests the
+ * first content hook that does not decline owns the response. The built-in
+ * static file handler runs last.
  *
  * A request or content hook may also suspend the request (api->suspend(),
  * then return MK_SUSPENDED) to finish its work elsewhere (a thread, another
@@ -196,6 +199,27 @@ typedef void (*mk_proceed_cb)(struct mk_request *r, void *arg);
  * stops); release `arg` and stop anything that would use the request.
  */
 typedef int (*mk_body_cb)(struct mk_request *r, int event, const char *data, size_t len, void *arg);
+
+/*
+ * A route's handler (api->route_add): called instead of the content hooks
+ * for a request whose path and method the route takes, with the `arg`
+ * given to route_add(). It returns what a content hook returns: MK_OK,
+ * MK_AGAIN (call me again once the body is read), MK_SUSPENDED, an HTTP
+ * status, MK_ERR, or MK_DECLINED (the content hooks and static files go on
+ * as if no route had matched).
+ */
+typedef int (*mk_route_cb)(struct mk_request *r, void *arg);
+
+/* Method sets of api->route_add(). A GET route answers HEAD too. */
+#define MK_ROUTE_GET 0x0002u
+#define MK_ROUTE_HEAD 0x0004u
+#define MK_ROUTE_POST 0x0008u
+#define MK_ROUTE_PUT 0x0010u
+#define MK_ROUTE_DELETE 0x0020u
+#define MK_ROUTE_OPTIONS 0x0040u /* without it the server answers OPTIONS from the table */
+#define MK_ROUTE_PATCH 0x0080u
+#define MK_ROUTE_TRACE 0x0100u
+#define MK_ROUTE_ANY 0xffffffffu /* every method, unknown ones included */
 
 /* Statistics of the whole server and of each worker (api->stats). */
 struct mk_server_stats {
@@ -568,6 +592,33 @@ struct mk_api {
     int (*ctx_set)(struct mk_request *r, const struct mk_plugin *plugin, void *ctx,
                    void (*cleanup)(void *ctx));
     void *(*ctx_get)(const struct mk_request *r, const struct mk_plugin *plugin);
+
+    /*
+     * Routes. route_add() registers `handler` for the requests whose
+     * decoded, normalised path matches `pattern` and whose method is in
+     * `methods` (MK_ROUTE_* bits):
+     *   "/status"            exactly that path
+     *   "/users/:id/posts"   ":name" matches one non-empty segment
+     *   "/files/" + "*"      "/files/" and every path beneath it
+     * From init() with `site` NULL: every site of every configuration, for
+     * the server's life. From site_init() with its `site`: that site of that
+     * configuration (a reload replaces such routes with the new
+     * configuration, at once for every request). Elsewhere it is refused.
+     * MK_OK, or MK_ERR with errno: EINVAL (bad pattern or method set; the
+     * reason is logged), EPERM (not in init or site_init). Two routes of
+     * one site with the same pattern and a common method refuse the
+     * configuration. Precedence: exact, then ":name" patterns, then
+     * prefixes; longer patterns first; then registration order. Request
+     * hooks run before the routes; content hooks and static files after,
+     * for requests no route takes. A path that routes match for other
+     * methods gets 405 with their methods in Allow (OPTIONS: 204 with it).
+     * route_param() returns the value of parameter `name` of the route
+     * that took r (a slice of the decoded path, not NUL terminated; *len
+     * set), or NULL.
+     */
+    int (*route_add)(const struct mk_site *site, uint32_t methods, const char *pattern,
+                     mk_route_cb handler, void *arg);
+    const char *(*route_param)(const struct mk_request *r, const char *name, size_t *len);
 };
 
 struct mk_plugin {

@@ -18,7 +18,11 @@ static void control_allow_loopback(struct control_settings *s)
     s->n_allow = 2;
 }
 
-/* Is p an HttpPath: "/" then printable characters, no space, '?', '#', '%'? */
+/*
+ * Is p an HttpPath: "/" then printable characters, no space, '?', '#', '%'
+ * or '*', no segment starting with ':' (it is a route: those would make a
+ * pattern of it)?
+ */
 static bool control_http_path_ok(const char *path)
 {
     size_t len = strlen(path);
@@ -27,11 +31,11 @@ static bool control_http_path_ok(const char *path)
         return false;
     }
     for (const char *p = path; *p; p++) {
-        if (*p <= ' ' || *p >= 0x7f || *p == '?' || *p == '#' || *p == '%') {
+        if (*p <= ' ' || *p >= 0x7f || *p == '?' || *p == '#' || *p == '%' || *p == '*') {
             return false;
         }
     }
-    if (strstr(path, "//") || strstr(path, "/./") || strstr(path, "/../")) {
+    if (strstr(path, "//") || strstr(path, "/./") || strstr(path, "/../") || strstr(path, "/:")) {
         return false;
     }
     /* A trailing "/." or "/.." is not normalised either. */

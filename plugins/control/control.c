@@ -131,6 +131,6 @@ MK_PLUGIN_DEFINE(control) = {
     .exit = control_exit,
     .reload_prepare = control_reload_prepare,
     .reload_commit = control_reload_commit,
-    .content = control_content,
+    .site_init = control_site_init,
     .conf_schema = &control_schema,
 };

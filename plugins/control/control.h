@@ -10,7 +10,7 @@
  *   protocol.c   one request line of a client: commands and replies
  *   documents.c  the documents (status, workers, sites, plugins, config)
  *   json.c       the bounded reply buffer and JSON strings
- *   http.c       the HTTP status page (HttpPath)
+ *   http.c       the HTTP status page (HttpPath, a route of every site)
  *
  * The socket thread (socket.c, protocol.c, documents.c) and the workers
  * (http.c, documents.c) share nothing mutable: what they read of the server
@@ -140,7 +140,11 @@ void control_buf_json(struct mk_json *b, const char *s);
 
 /* ---- http.c -------------------------------------------------------------- */
 
-/* GET HttpPath: the status document as JSON, to the addresses of HttpAllow. */
-int control_content(struct mk_request *r);
+/*
+ * Route HttpPath (GET) on every site of each configuration to the status
+ * document, for the addresses of HttpAllow.
+ */
+int control_site_init(const struct mk_site *site, const struct mk_conf *conf, void **data,
+                      char *err, size_t errlen);
 
 #endif

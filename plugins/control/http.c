@@ -3,9 +3,13 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * http.c: the HTTP status page, the status document as JSON on HttpPath
- * to the addresses of HttpAllow. Worker threads; the settings are those of
- * the request's own configuration.
+ * to the addresses of HttpAllow. HttpPath is a route (GET, and so HEAD) of
+ * every site, added by site_init() for each configuration: the server
+ * matches the path and answers other methods (405, OPTIONS) itself. The
+ * handler runs on worker threads with the settings of the request's own
+ * configuration, its arg.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "control.h"
@@ -31,27 +35,13 @@ static bool control_http_allowed(const struct control_settings *s, const struct 
 }
 
 /* GET HttpPath: the status document as JSON, to the addresses of HttpAllow. */
-int control_content(struct mk_request *r)
+static int control_http_status(struct mk_request *r, void *arg)
 {
-    size_t len, mlen;
-    const char *path = control_api->path(r, &len);
-    const struct mk_site *site = control_api->site(r);
     /* The settings of the request's own configuration: no lock, no reload race. */
-    const struct control_settings *s =
-        site ? control_api->plugin_conf(site, MK_PLUGIN_SELF(control)) : NULL;
+    const struct control_settings *s = arg;
 
-    if (!s || !s->http_path[0] || strlen(s->http_path) != len ||
-        memcmp(path, s->http_path, len) != 0) {
-        return MK_DECLINED;
-    }
     if (!control_http_allowed(s, r)) {
         return 403;
-    }
-    const char *method = control_api->method(r, &mlen);
-    if (!(mlen == 3 && memcmp(method, "GET", 3) == 0) &&
-        !(mlen == 4 && memcmp(method, "HEAD", 4) == 0)) {
-        control_api->add_header(r, "Allow", "GET, HEAD");
-        return 405;
     }
     struct mk_json b = {0};
     char err[128];
@@ -63,5 +53,25 @@ int control_content(struct mk_request *r)
     control_api->set_content_type(r, "application/json");
     control_api->add_header(r, "Cache-Control", "no-store");
     control_api->set_body_owned(r, b.data, b.len);
+    return MK_OK;
+}
+
+int control_site_init(const struct mk_site *site, const struct mk_conf *conf, void **data,
+                      char *err, size_t errlen)
+{
+    const struct control_settings *s = control_api->plugin_conf(site, MK_PLUGIN_SELF(control));
+
+    (void) conf;
+    (void) data;
+    if (!s || !s->http_path[0]) {
+        return MK_OK; /* no HTTP status */
+    }
+    /* The settings live as long as the site: a safe arg for the handler. */
+    if (control_api->route_add(site, MK_ROUTE_GET, s->http_path, control_http_status, (void *) s) !=
+        MK_OK) {
+        snprintf(err, errlen, "%s: control: cannot route HttpPath %s", control_api->site_file(site),
+                 s->http_path);
+        return MK_ERR;
+    }
     return MK_OK;
 }

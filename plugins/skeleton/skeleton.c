@@ -4,11 +4,13 @@
  *
  * skeleton.c: the template for new plugins. Copy this folder, rename the
  * plugin, keep the hooks you need. It shows every stage of the request,
- * declared configuration keys (a file of its own and a section of site
- * files, read and checked by the server, errors naming file and line),
- * asking for a request body (MK_AGAIN), blocking work moved off the worker
- * (api->task), the batch hook, a context of its own per server
- * (api->self_set/self) and a per-request context slot (api->ctx_set/get).
+ * routes (api->route_add: the server matches path and method and answers
+ * 405 and OPTIONS with the routes' Allow), declared configuration keys (a
+ * file of its own and a section of site files, read and checked by the
+ * server, errors naming file and line), asking for a request body
+ * (MK_AGAIN), blocking work moved off the worker (api->task), the batch
+ * hook, a context of its own per server (api->self_set/self) and a
+ * per-request context slot (api->ctx_set/get).
  *
  * State: the plugin keeps no mutable file statics. Its counters live in a
  * struct skeleton_self made by init() and handed to the server
@@ -22,14 +24,17 @@
  * its whole life, a reload never writes what a worker is reading, and a
  * refused reload changes nothing (no reload_prepare/reload_commit needed).
  *
- * Behaviour (with the default conf/plugins/skeleton.conf):
+ * Behaviour (with the default conf/plugins/skeleton.conf), one route each,
+ * added for every site by site_init() (so a reload that changes Path moves
+ * them with the new configuration):
  *   GET  /skeleton          200, the configured Message, or the site's
  *                           [SKELETON] Greeting when the site has one
- *   POST /skeleton/echo     200, the request body echoed back
- *   GET  /skeleton/slow?ms=N  200 after N ms (default 50, at most 10000)
- *                           slept on a task thread: the worker goes on
+ *   POST /skeleton/echo     200, the request body echoed back (other
+ *                           methods: 405 with "Allow: POST, OPTIONS")
  *   GET  /skeleton/stats    200, "requests N connections M batches B
  *                           contexts C" (C: request contexts released)
+ *   GET  /skeleton/slow?ms=N  200 after N ms (default 50, at most 10000)
+ *                           slept on a task thread: the worker goes on
  *   any request with header "X-Skeleton-Deny"    403 (request stage)
  *   any request with header "X-Skeleton-Tag: T": the request hook keeps T
  *                           in the request's context slot and GET /skeleton
@@ -66,6 +71,10 @@ static int skeleton_check_path(const char *value, char *reason, size_t len)
 {
     if (value[0] != '/') {
         snprintf(reason, len, "'%s' does not start with '/'", value);
+        return MK_ERR;
+    }
+    if (strchr(value, '*') || strstr(value, "/:")) {
+        snprintf(reason, len, "'%s' holds a route pattern ('*' or '/:')", value);
         return MK_ERR;
     }
     return MK_OK;
@@ -123,7 +132,7 @@ static int skeleton_init(const struct mk_api *server_api, const char *conf_dir)
 {
     (void) conf_dir;
     api = server_api;
-    if (!MK_API_HAS(api, ctx_get)) {
+    if (!MK_API_HAS(api, ctx_get) || !MK_API_HAS(api, route_add)) {
         api->log(MK_PLUGIN_LOG_ERROR, "skeleton: needs a server with plugin ABI 3.2");
         return MK_ERR;
     }
@@ -185,16 +194,6 @@ static int skeleton_request(struct mk_request *r)
     return MK_OK;
 }
 
-/* Does the request path equal the site's Path + suffix? */
-static int skeleton_match(struct mk_request *r, const struct skeleton_site *site,
-                          const char *suffix)
-{
-    size_t len, plen = strlen(site->conf->path), slen = strlen(suffix);
-    const char *p = api->path(r, &len);
-    return len == plen + slen && memcmp(p, site->conf->path, plen) == 0 &&
-           memcmp(p + plen, suffix, slen) == 0;
-}
-
 static void skeleton_worker_header(struct mk_request *r)
 {
     char id[16];
@@ -202,7 +201,10 @@ static void skeleton_worker_header(struct mk_request *r)
     api->add_header(r, "X-Skeleton-Worker", id);
 }
 
-/* ---- per site: the answer text --------------------------------------------- */
+static int skeleton_routes(const struct mk_site *site, struct skeleton_site *s, char *err,
+                           size_t errlen);
+
+/* ---- per site: the answer text and the routes --------------------------------------------- */
 
 static void skeleton_site_free(void *data)
 {
@@ -237,7 +239,7 @@ static int skeleton_site_init(const struct mk_site *site, const struct mk_conf *
     }
     memcpy(s->text, text, n);
     memcpy(s->text + n, "\n", 2);
-    return MK_OK;
+    return skeleton_routes(site, s, err, errlen);
 }
 
 /* ---- blocking work on a task thread ---------------------------------------- */
@@ -277,82 +279,115 @@ static void skeleton_batch_done(int worker_id)
     atomic_fetch_add_explicit(&skeleton_self()->batches, 1, memory_order_relaxed);
 }
 
-static int skeleton_content(struct mk_request *r)
-{
-    size_t mlen;
-    const char *method = api->method(r, &mlen);
-    const struct skeleton_site *site = api->site_data(api->site(r), MK_PLUGIN_SELF(skeleton));
+/* ---- the routes' handlers (arg: the site's struct skeleton_site) ---------- */
 
-    if (!site) {
-        return MK_DECLINED; /* no site (a request refused before its Host was read) */
+/* GET Path: the site's text. */
+static int skeleton_hello(struct mk_request *r, void *arg)
+{
+    const struct skeleton_site *site = arg;
+
+    /* Site data lives as long as the request's configuration: a static body is safe. */
+    api->set_status(r, 200);
+    api->set_content_type(r, "text/plain; charset=utf-8");
+    api->set_body_static(r, site->text, strlen(site->text));
+    skeleton_worker_header(r);
+    const struct skeleton_req *req = api->ctx_get(r, MK_PLUGIN_SELF(skeleton));
+    if (req) {
+        api->add_header(r, "X-Skeleton-Tag", req->tag);
     }
-    if (skeleton_match(r, site, "")) {
-        /* Site data lives as long as the request's configuration: a static body is safe. */
-        const char *text = site->text;
-        api->set_status(r, 200);
-        api->set_content_type(r, "text/plain; charset=utf-8");
-        api->set_body_static(r, text, strlen(text));
-        skeleton_worker_header(r);
-        const struct skeleton_req *req = api->ctx_get(r, MK_PLUGIN_SELF(skeleton));
-        if (req) {
-            api->add_header(r, "X-Skeleton-Tag", req->tag);
-        }
-        return MK_OK;
+    return MK_OK;
+}
+
+/* GET Path/slow?ms=N: sleep on a task thread, answer from the worker. */
+static int skeleton_slow(struct mk_request *r, void *arg)
+{
+    size_t qlen;
+    const char *q = api->query(r, &qlen);
+    struct skeleton_slow *job = calloc(1, sizeof(*job));
+
+    (void) arg;
+    if (!job) {
+        return 503;
     }
-    if (skeleton_match(r, site, "/slow")) {
-        size_t qlen;
-        const char *q = api->query(r, &qlen);
-        struct skeleton_slow *job = calloc(1, sizeof(*job));
-        if (!job) {
-            return 503;
-        }
-        job->ms = 50;
-        if (q && qlen > 3 && qlen < 12 && memcmp(q, "ms=", 3) == 0) {
-            char num[12];
-            memcpy(num, q + 3, qlen - 3);
-            num[qlen - 3] = '\0';
-            job->ms = strtol(num, NULL, 10);
-        }
-        if (job->ms < 0 || job->ms > 10000) {
-            free(job);
-            return 400;
-        }
-        skeleton_worker_header(r);
-        int rc = api->task(r, skeleton_slow_work, skeleton_slow_done, job);
-        if (rc != MK_SUSPENDED) {
-            free(job);
-            return 503;
-        }
-        return MK_SUSPENDED;
+    job->ms = 50;
+    if (q && qlen > 3 && qlen < 12 && memcmp(q, "ms=", 3) == 0) {
+        char num[12];
+        memcpy(num, q + 3, qlen - 3);
+        num[qlen - 3] = '\0';
+        job->ms = strtol(num, NULL, 10);
     }
-    if (skeleton_match(r, site, "/echo")) {
-        if (mlen != 4 || memcmp(method, "POST", 4) != 0) {
-            api->add_header(r, "Allow", "POST");
-            return 405;
-        }
-        size_t blen;
-        const char *body = api->body(r, &blen);
-        if (!body) {
-            return MK_AGAIN; /* called again once the body has been read */
-        }
-        api->set_status(r, 200);
-        api->set_content_type(r, "application/octet-stream");
-        skeleton_worker_header(r);
-        return api->set_body(r, body, blen) == MK_OK ? MK_OK : 503;
+    if (job->ms < 0 || job->ms > 10000) {
+        free(job);
+        return 400;
     }
-    if (skeleton_match(r, site, "/stats")) {
-        struct skeleton_self *self = skeleton_self();
-        char buf[128];
-        int n =
-            snprintf(buf, sizeof(buf), "requests %lu connections %lu batches %lu contexts %lu\n",
+    skeleton_worker_header(r);
+    int rc = api->task(r, skeleton_slow_work, skeleton_slow_done, job);
+    if (rc != MK_SUSPENDED) {
+        free(job);
+        return 503;
+    }
+    return MK_SUSPENDED;
+}
+
+/* POST Path/echo: the body back (a POST route: other methods get 405 from the server). */
+static int skeleton_echo(struct mk_request *r, void *arg)
+{
+    size_t blen;
+    const char *body = api->body(r, &blen);
+
+    (void) arg;
+    if (!body) {
+        return MK_AGAIN; /* called again once the body has been read */
+    }
+    api->set_status(r, 200);
+    api->set_content_type(r, "application/octet-stream");
+    skeleton_worker_header(r);
+    return api->set_body(r, body, blen) == MK_OK ? MK_OK : 503;
+}
+
+/* GET Path/stats: the counters of the other hooks. */
+static int skeleton_stats(struct mk_request *r, void *arg)
+{
+    struct skeleton_self *self = skeleton_self();
+    char buf[128];
+    int n = snprintf(buf, sizeof(buf), "requests %lu connections %lu batches %lu contexts %lu\n",
                      atomic_load(&self->requests), atomic_load(&self->connections),
                      atomic_load(&self->batches), atomic_load(&self->contexts));
-        api->set_status(r, 200);
-        api->set_content_type(r, "text/plain; charset=utf-8");
-        skeleton_worker_header(r);
-        return api->set_body(r, buf, (size_t) n) == MK_OK ? MK_OK : 503;
+
+    (void) arg;
+    api->set_status(r, 200);
+    api->set_content_type(r, "text/plain; charset=utf-8");
+    skeleton_worker_header(r);
+    return api->set_body(r, buf, (size_t) n) == MK_OK ? MK_OK : 503;
+}
+
+/*
+ * The site's routes: Path and the paths beneath it, from site_init(), so
+ * they belong to this site of this configuration, like `s`, their arg.
+ */
+static int skeleton_routes(const struct mk_site *site, struct skeleton_site *s, char *err,
+                           size_t errlen)
+{
+    static const struct {
+        uint32_t methods;
+        const char *suffix;
+        mk_route_cb handler;
+    } routes[] = {
+        {MK_ROUTE_GET, "", skeleton_hello},
+        {MK_ROUTE_GET, "/slow", skeleton_slow},
+        {MK_ROUTE_POST, "/echo", skeleton_echo},
+        {MK_ROUTE_GET, "/stats", skeleton_stats},
+    };
+    char pattern[256];
+
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+        snprintf(pattern, sizeof(pattern), "%s%s", s->conf->path, routes[i].suffix);
+        if (api->route_add(site, routes[i].methods, pattern, routes[i].handler, s) != MK_OK) {
+            snprintf(err, errlen, "%s: skeleton: cannot route %s", api->site_file(site), pattern);
+            return MK_ERR;
+        }
     }
-    return MK_DECLINED;
+    return MK_OK;
 }
 
 static void skeleton_request_done(struct mk_request *r)
@@ -370,7 +405,6 @@ MK_PLUGIN_DEFINE(skeleton) = {
     .exit = skeleton_exit,
     .conn_accept = skeleton_conn_accept,
     .request = skeleton_request,
-    .content = skeleton_content,
     .request_done = skeleton_request_done,
     .site_init = skeleton_site_init,
     .site_free = skeleton_site_free,

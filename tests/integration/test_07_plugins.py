@@ -9,12 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, MONKEY, SLOW, STATIC, Conn, needs_dlopen
+from conftest import BUILD, MONKEY, ROOT, SLOW, STATIC, Conn, needs_dlopen
 
 SKELETON_SO = BUILD / "plugins" / "monkey-skeleton.so"
 TAP_SO = BUILD / "tests" / "plugins" / "monkey-tap.so"
 BADABI_SO = BUILD / "tests" / "plugins" / "monkey-badabi.so"
 HALFRELOAD_SO = BUILD / "tests" / "plugins" / "monkey-halfreload.so"
+# The server's ABI minor, from the header it was built with (other work bumps it).
+ABI_MINOR = int(re.search(r"#define MK_PLUGIN_ABI_MINOR (\d+)",
+                          (ROOT / "include/monkey/mk_plugin.h").read_text()).group(1))
 ABI_SO = {v: BUILD / "tests" / "plugins" / f"monkey-abi-{v}.so"
           for v in ("older", "newer", "newhook")}
 # The server's plugin ABI version, as include/monkey/mk_plugin.h defines it.
@@ -128,9 +131,19 @@ def test_body_limit_for_handler(make_server):
 
 
 def test_handler_method_check(skel):
+    """The echo route takes POST only: the route table answers the rest,
+    with one Allow listing exactly its methods."""
     r = skel.get("/skel/echo")
     assert r.status == 405
-    assert "POST" in r.header("allow")
+    assert len(r.headers["allow"]) == 1
+    assert r.header("allow") == "POST, OPTIONS"
+    r = skel.request("OPTIONS", "/skel/echo")
+    assert r.status == 204 and r.header("allow") == "POST, OPTIONS"
+    r = skel.request("OPTIONS", "/skel")
+    assert r.status == 204 and r.header("allow") == "GET, HEAD, OPTIONS"
+    # Static paths keep the static handler's methods.
+    r = skel.request("DELETE", "/a.txt")
+    assert r.status == 405 and r.header("allow") == "GET, HEAD, OPTIONS"
 
 
 def test_skeleton_defaults_without_conf(make_server):
@@ -207,6 +220,8 @@ SCHEMA_ERRORS = [
     # (file, text, line, message): every value the schema refuses, named by file and line
     ("plugins/skeleton.conf", "[SKELETON]\n    Path skel\n", 2,
      "Path: 'skel' does not start with '/'"),
+    ("plugins/skeleton.conf", "[SKELETON]\n    Path /a/:id\n", 2,
+     "Path: '/a/:id' holds a route pattern ('*' or '/:')"),
     ("plugins/skeleton.conf", "[SKELETON]\n    Path /a\n    Path /b\n", 3,
      "'Path' is given twice"),
     ("plugins/skeleton.conf", "# c\n[SKELETON]\n    Message " + "m" * 300 + "\n", 3,

@@ -415,6 +415,8 @@ def test_check_mode_creates_nothing(make_server):
     ("    HttpPath server-status\n", 2, "HttpPath"),
     ("    HttpPath /a//b\n", 2, "HttpPath"),
     ("    HttpPath /a/../b\n", 2, "HttpPath"),
+    ("    HttpPath /status/*\n", 2, "HttpPath"),
+    ("    HttpPath /users/:id\n", 2, "HttpPath"),
     ("    HttpPath /s\n    HttpAllow 127.0.0.1 300.1.1.1\n", 3, "300.1.1.1"),
     ("    HttpPath /s\n    HttpAllow 10.0.0.0/33\n", 3, "10.0.0.0/33"),
     ("    HttpAllow 127.0.0.1\n", 2, "without HttpPath"),
@@ -450,7 +452,11 @@ def test_http_status_json(make_server):
     assert doc["pid"] == srv.proc.pid
     assert srv.request("HEAD", "/server-status").status == 200
     r = srv.request("POST", "/server-status", body=b"x")
-    assert r.status == 405 and "GET" in r.header("allow")
+    assert r.status == 405
+    assert len(r.headers["allow"]) == 1
+    assert r.header("allow") == "GET, HEAD, OPTIONS"
+    r = srv.request("OPTIONS", "/server-status")
+    assert r.status == 204 and r.header("allow") == "GET, HEAD, OPTIONS"
     assert srv.get("/server-status/x").status == 404
     assert srv.get("/hello.txt").body == b"Hello World!\n"
 
