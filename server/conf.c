@@ -92,6 +92,7 @@ static void mk_listen_addr_free(struct mk_listen_addr *a)
     mk_free(a->text);
     mk_free(a->spec);
     mk_free(a->transport);
+    mk_free(a->options);
     mk_free(a->where);
 }
 
@@ -101,13 +102,36 @@ static bool mk_same_addr(const struct mk_listen_addr *a, const struct mk_listen_
            memcmp(&a->addr, &b->addr, a->addrlen) == 0;
 }
 
-/* Listen ADDRESS [TRANSPORT]: one more listening address. */
+/* The words left at `cursor`, joined by one space; NULL when none. */
+static char *mk_listen_options(const char *cursor)
+{
+    const char *w;
+    size_t wlen, n = 0;
+    char *out = NULL;
+
+    while (mk_conf_word(&cursor, &w, &wlen)) {
+        out = mk_realloc(out, n + wlen + 2);
+        if (n) {
+            out[n++] = ' ';
+        }
+        memcpy(out + n, w, wlen);
+        n += wlen;
+        out[n] = '\0';
+    }
+    return out;
+}
+
+/*
+ * Listen ADDRESS [TRANSPORT [OPTIONS...]]: one more listening address. The
+ * transport checks its options when the plugins are known
+ * (mk_transport_check_options).
+ */
 static int mk_set_listen(void *obj, const struct mk_conf_key *k, const char *value,
                          const struct mk_conf_origin *origin, char *reason, size_t len)
 {
     struct mk_config *cfg = obj;
-    const char *cursor = value, *w, *tw, *extra;
-    size_t wlen, twlen, extra_len;
+    const char *cursor = value, *w, *tw;
+    size_t wlen, twlen;
     struct mk_listen_addr a;
     struct mk_conf_address addr;
     char v[128];
@@ -119,15 +143,17 @@ static int mk_set_listen(void *obj, const struct mk_conf_key *k, const char *val
     }
     memcpy(v, w, wlen);
     v[wlen] = '\0';
-    if (mk_conf_word(&cursor, &tw, &twlen)) {
-        if (mk_conf_word(&cursor, &extra, &extra_len)) {
-            snprintf(reason, len, "expected ADDRESS [TRANSPORT], got '%s'", value);
-            return MK_ERR;
-        }
-    }
-    else {
+    if (!mk_conf_word(&cursor, &tw, &twlen)) {
         tw = "plain";
         twlen = 5;
+    }
+    if (twlen == 5 && memcmp(tw, "plain", 5) == 0) {
+        const char *rest = cursor, *ow;
+        size_t owlen;
+        if (mk_conf_word(&rest, &ow, &owlen)) {
+            snprintf(reason, len, "the transport 'plain' takes no options");
+            return MK_ERR;
+        }
     }
     if (mk_schema_parse_address(v, &addr, reason, len) != MK_OK) {
         return MK_ERR;
@@ -144,13 +170,15 @@ static int mk_set_listen(void *obj, const struct mk_conf_key *k, const char *val
     }
     a.spec = mk_strdup(v);
     a.transport = mk_strndup(tw, twlen);
-    if (strcmp(a.transport, "plain") == 0) {
+    a.options = mk_listen_options(cursor);
+    if (strcmp(a.transport, "plain") == 0 && !a.options) {
         a.text = mk_strdup(v);
     }
     else {
-        size_t n = strlen(v) + twlen + 2;
+        size_t n = strlen(v) + twlen + (a.options ? strlen(a.options) : 0) + 3;
         a.text = mk_alloc(n);
-        snprintf(a.text, n, "%s %s", v, a.transport);
+        snprintf(a.text, n, "%s %s%s%s", v, a.transport, a.options ? " " : "",
+                 a.options ? a.options : "");
     }
     a.where = mk_strdup(origin->where);
     cfg->listen = mk_realloc(cfg->listen, (cfg->n_listen + 1) * sizeof(*cfg->listen));

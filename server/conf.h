@@ -35,8 +35,9 @@ enum mk_balancing {
 struct mk_listen_addr {
     char *spec;      /* the address as written: "2001", "127.0.0.1:2001", "[::1]:8080" */
     char *transport; /* "plain" unless a second word names a plugin's transport */
+    char *options;   /* the words after the transport, one space apart; NULL: none */
     char *where;     /* "file:line" for messages */
-    char *text;      /* "spec" or "spec transport", as in force */
+    char *text;      /* "spec", "spec transport" or "spec transport options", as in force */
     struct sockaddr_storage addr;
     socklen_t addrlen;
     bool any; /* port only: every address, IPv6 and IPv4 */

@@ -4,15 +4,17 @@
  *
  * conn.c: the life of a client connection, whatever protocol it speaks.
  *
- *   accept ──▶ transport open, conn_accept hooks ──▶ protocol (c->proto)
- *      ──▶ ... ──▶ lingering close (write side shut, input drained) ──▶ CLOSED
+ *   accept ──▶ transport open, conn_accept hooks ──▶ HANDSHAKE (if the
+ *      transport has one) ──▶ protocol (c->proto, by ALPN) ──▶ ...
+ *      ──▶ lingering close (write side shut, input drained) ──▶ CLOSED
  *
  * This file owns the socket, the transport (the built-in "plain" one is
  * here), the conn_accept/conn_close hooks and the closing; how bytes become
  * requests is the protocol's business (proto.h, h1.c). Events and timer
  * expiries are handed to the protocol except in the states that belong to
- * the connection itself (LINGER, CLOSED) and a hang-up while a plugin holds
- * a request (SUSPENDED: the protocol watches for nothing else then).
+ * the connection itself (HANDSHAKE, LINGER, CLOSED) and a hang-up while a
+ * plugin holds a request (SUSPENDED: the protocol watches for nothing else
+ * then). The handshake has the head Timeout, counted from the accept.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -23,6 +25,7 @@
 
 #include "../core/log.h"
 #include "server.h"
+#include "transport.h"
 
 #define MK_LINGER_READS 8
 
@@ -127,7 +130,7 @@ static void mk_conn_linger_read(struct mk_conn *c)
     char buf[4096];
 
     for (int i = 0; i < MK_LINGER_READS; i++) {
-        ssize_t n = c->transport->read(c, buf, sizeof(buf));
+        ssize_t n = mk_conn_read(c, buf, sizeof(buf));
         if (n > 0) {
             continue;
         }
@@ -141,14 +144,64 @@ static void mk_conn_linger_read(struct mk_conn *c)
 
 void mk_conn_expire(struct mk_conn *c)
 {
-    if (c->state == MK_CONN_LINGER) {
+    if (c->state == MK_CONN_LINGER || c->state == MK_CONN_HANDSHAKE) {
         mk_conn_close(c);
         return;
     }
     c->proto->expire(c);
 }
 
+void mk_conn_go_away(struct mk_conn *c)
+{
+    if (c->state == MK_CONN_HANDSHAKE) {
+        mk_conn_close(c);
+        return;
+    }
+    c->proto->go_away(c);
+}
+
 /* ---- starting ------------------------------------------------------------ */
+
+/* The protocol the handshake chose (ALPN); none chosen: HTTP/1.1. */
+static int mk_conn_choose_proto(struct mk_conn *c)
+{
+    size_t len = 0;
+    const char *name = mk_conn_alpn(c, &len);
+    const struct mk_proto *p;
+
+    if (!name) {
+        return MK_OK;
+    }
+    p = mk_proto_find(name, len);
+    if (!p) {
+        mk_debug("transport %s negotiated the protocol '%.*s', which this server does not speak",
+                 c->transport->name, (int) len, name);
+        return MK_ERR;
+    }
+    c->proto = p;
+    return MK_OK;
+}
+
+/* Run the transport's handshake one step; once done, hand over to the protocol. */
+static void mk_conn_handshake(struct mk_conn *c)
+{
+    int rc;
+
+    c->io_want = 0;
+    rc = c->transport->handshake(c);
+    if (rc == MK_AGAIN) {
+        if (mk_event_mod(&c->worker->loop, &c->ev, mk_conn_want_mask(c, MK_EV_READ)) != MK_OK) {
+            mk_conn_close(c);
+        }
+        return;
+    }
+    if (rc != MK_OK || mk_conn_choose_proto(c) != MK_OK) {
+        mk_conn_close(c);
+        return;
+    }
+    c->state = MK_CONN_READ_HEAD;
+    c->proto->on_input(c);
+}
 
 void mk_conn_start(struct mk_conn *c)
 {
@@ -176,6 +229,11 @@ void mk_conn_start(struct mk_conn *c)
      */
     mk_event_init(&c->ev, c->ev.fd, mk_conn_on_event);
     mk_conn_timer_set(c, MK_TIMER_READ);
+    if (c->transport->handshake) {
+        c->state = MK_CONN_HANDSHAKE;
+        mk_conn_handshake(c);
+        return;
+    }
     c->proto->on_input(c);
 }
 
@@ -207,6 +265,9 @@ void mk_conn_on_event(struct mk_event *ev, uint32_t ready)
         return;
     case MK_CONN_LINGER:
         mk_conn_linger_read(c);
+        return;
+    case MK_CONN_HANDSHAKE:
+        mk_conn_handshake(c);
         return;
     case MK_CONN_SUSPENDED:
         /*

@@ -34,6 +34,8 @@
 
 #include "../core/log.h"
 #include "server.h"
+#include "takeover.h"
+#include "transport.h"
 
 #define MK_WRITE_BUDGET (2u << 20) /* bytes per event before yielding to others */
 
@@ -154,7 +156,7 @@ void mk_h1_send_raw(struct mk_conn *c, int status)
         return;
     }
     struct iovec iov = {buf, (size_t) n};
-    ssize_t ignored = c->transport->writev(c, &iov, 1, 0);
+    ssize_t ignored = mk_conn_writev(c, &iov, 1, 0);
     (void) ignored;
 }
 
@@ -291,7 +293,7 @@ static int mk_h1_send_continue(struct mk_conn *c)
 {
     static const char msg[] = "HTTP/1.1 100 Continue\r\n\r\n";
     struct iovec iov = {(void *) msg, sizeof(msg) - 1};
-    ssize_t n = c->transport->writev(c, &iov, 1, 0);
+    ssize_t n = mk_conn_writev(c, &iov, 1, 0);
     return n == (ssize_t) (sizeof(msg) - 1) ? MK_OK : MK_ERR;
 }
 
@@ -299,7 +301,7 @@ static void mk_h1_wait_write(struct mk_conn *c)
 {
     c->state = MK_CONN_WRITE;
     mk_conn_timer_set(c, MK_TIMER_SEND);
-    if (mk_event_mod(&c->worker->loop, &c->ev, MK_EV_WRITE) != MK_OK) {
+    if (mk_event_mod(&c->worker->loop, &c->ev, mk_conn_want_mask(c, MK_EV_WRITE)) != MK_OK) {
         mk_conn_close(c);
     }
 }
@@ -318,6 +320,10 @@ static bool mk_h1_after_write(struct mk_conn *c, int rc, bool watch)
         if (watch || c->state != MK_CONN_WRITE) {
             mk_h1_wait_write(c);
         }
+        else if (mk_event_mod(&c->worker->loop, &c->ev, mk_conn_want_mask(c, MK_EV_WRITE)) !=
+                 MK_OK) {
+            mk_conn_close(c); /* the transport now waits for the other direction */
+        }
         return false;
     }
     if (rc == MK_DECLINED) {
@@ -332,6 +338,27 @@ static bool mk_h1_after_write(struct mk_conn *c, int rc, bool watch)
     return true;
 }
 
+/*
+ * The 101 of r went out: free r and give the connection, with the bytes
+ * that followed the request head, to the plugin that asked for it.
+ */
+static void mk_h1_switch(struct mk_conn *c, struct mk_request *r)
+{
+    struct mk_h1 *h = &c->h1;
+    struct mk_upgrade up = *r->upgrade;
+
+    r->upgrade = NULL;
+    h->req = NULL;
+    mk_request_free(r);
+    c->requests++;
+    mk_h1_out_release(c);
+    if (h->head_len) {
+        mk_h1_in_cut(c, 0, h->head_len);
+        h->head_len = 0;
+    }
+    mk_takeover_start(c, &up, h->in, h->in_len);
+}
+
 /* The request finished writing its response (or failed): free it, go on. */
 static void mk_h1_request_finished(struct mk_conn *c, bool ok)
 {
@@ -340,6 +367,10 @@ static void mk_h1_request_finished(struct mk_conn *c, bool ok)
     bool keep =
         ok && (r->flags & MK_REQ_KEEPALIVE) && !(c->flags & MK_CONN_CLOSE) && !c->worker->stopping;
 
+    if (ok && r->upgrade && r->status == 101) {
+        mk_h1_switch(c, r);
+        return;
+    }
     h->req = NULL;
     mk_request_free(r);
     c->requests++;
@@ -449,7 +480,10 @@ static int mk_h1_build_head(struct mk_request *r)
     if (r->extra_len) {
         p = mk_put(p, r->extra_headers, r->extra_len);
     }
-    if (!(r->flags & MK_REQ_KEEPALIVE)) {
+    if (r->upgrade && r->status == 101) {
+        /* the handler's Connection: Upgrade says it all */
+    }
+    else if (!(r->flags & MK_REQ_KEEPALIVE)) {
         p = MK_PUT_LIT(p, "Connection: close\r\n");
     }
     else if (r->head.version == 10) {
@@ -540,7 +574,7 @@ static int mk_h1_write_stream(struct mk_request *r, size_t budget)
                     iov[cnt++].iov_len = (size_t) (p->end - p->start);
                 }
             }
-            ssize_t n = cnt ? c->transport->writev(c, iov, cnt, 0) : 0;
+            ssize_t n = cnt ? mk_conn_writev(c, iov, cnt, 0) : 0;
             if (n < 0) {
                 return (errno == EAGAIN || errno == EWOULDBLOCK) ? MK_AGAIN : MK_ERR;
             }
@@ -587,7 +621,6 @@ static int mk_h1_write(struct mk_request *r)
 {
     struct mk_conn *c = r->conn;
     struct mk_h1 *h = &c->h1;
-    const struct mk_transport *t = c->transport;
     size_t budget = MK_WRITE_BUDGET;
 
     while (h->out_pos < h->out_len || (r->body_type == MK_RESP_MEM && r->mem_len)) {
@@ -606,7 +639,7 @@ static int mk_h1_write(struct mk_request *r)
         else if (r->body_type == MK_RESP_FILE && r->body_left) {
             flags = MK_IO_MORE;
         }
-        ssize_t n = t->writev(c, iov, cnt, flags);
+        ssize_t n = mk_conn_writev(c, iov, cnt, flags);
         if (n < 0) {
             return (errno == EAGAIN || errno == EWOULDBLOCK) ? MK_AGAIN : MK_ERR;
         }
@@ -875,7 +908,8 @@ static bool mk_h1_step_body(struct mk_conn *c)
 /* A connection waiting for input must be registered for it. */
 static void mk_h1_watch_input(struct mk_conn *c)
 {
-    if (c->state == MK_CONN_WRITE || c->state == MK_CONN_CLOSED || c->state == MK_CONN_SUSPENDED) {
+    if (c->state == MK_CONN_WRITE || c->state == MK_CONN_CLOSED || c->state == MK_CONN_SUSPENDED ||
+        c->state == MK_CONN_TAKEOVER) {
         return;
     }
     if (c->state == MK_CONN_READ_BODY && c->h1.req->bs.waiting) {
@@ -886,9 +920,16 @@ static void mk_h1_watch_input(struct mk_conn *c)
         }
         return;
     }
-    if (mk_event_mod(&c->worker->loop, &c->ev, MK_EV_READ) != MK_OK) {
+    if (mk_event_mod(&c->worker->loop, &c->ev, mk_conn_want_mask(c, MK_EV_READ)) != MK_OK) {
         mk_conn_close(c);
     }
+}
+
+/* The machine waits for input (and may read what the transport holds). */
+static bool mk_h1_wants_input(const struct mk_conn *c)
+{
+    return c->state == MK_CONN_READ_HEAD || c->state == MK_CONN_READ_BODY ||
+           c->state == MK_CONN_DISCARD;
 }
 
 /* Run the machine until it needs I/O. */
@@ -914,41 +955,55 @@ static void mk_h1_process(struct mk_conn *c)
     }
 }
 
+static void mk_h1_on_input(struct mk_conn *c);
+
 static void mk_h1_proceed(struct mk_conn *c)
 {
     mk_h1_process(c);
+    if (mk_h1_wants_input(c) && mk_conn_pending(c) > 0) {
+        mk_h1_on_input(c); /* the transport holds bytes the socket will not signal */
+        return;
+    }
     mk_h1_watch_input(c);
 }
 
+/*
+ * Readable: read and process. One read per event for a plain socket (the
+ * loop is level triggered); while the transport holds more bytes
+ * (pending), read again, since no event will come for them.
+ */
 static void mk_h1_on_input(struct mk_conn *c)
 {
     struct mk_h1 *h = &c->h1;
 
-    if (!mk_h1_in_reserve(c)) {
-        if (c->state == MK_CONN_READ_HEAD && h->in) {
-            h->scan.status = 431;
-            mk_h1_begin_request(c, MK_ERR);
+    do {
+        if (!mk_h1_in_reserve(c)) {
+            if (c->state == MK_CONN_READ_HEAD && h->in) {
+                h->scan.status = 431;
+                mk_h1_begin_request(c, MK_ERR);
+                mk_h1_process(c);
+            }
+            else {
+                mk_conn_close(c);
+            }
+            return;
+        }
+        ssize_t n = mk_conn_read(c, h->in + h->in_len, h->in_size - h->in_len);
+        if (n > 0) {
+            h->in_len += (uint32_t) n;
             mk_h1_process(c);
+            continue;
         }
-        else {
-            mk_conn_close(c);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (h->in_len == 0) {
+                mk_h1_in_release(c);
+            }
+            break;
         }
+        mk_conn_close(c); /* end of stream or error */
         return;
-    }
-    ssize_t n = c->transport->read(c, h->in + h->in_len, h->in_size - h->in_len);
-    if (n > 0) {
-        h->in_len += (uint32_t) n;
-        mk_h1_proceed(c);
-        return;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        if (h->in_len == 0) {
-            mk_h1_in_release(c);
-        }
-        mk_h1_watch_input(c);
-        return;
-    }
-    mk_conn_close(c); /* end of stream or error */
+    } while (mk_h1_wants_input(c) && mk_conn_pending(c) > 0);
+    mk_h1_watch_input(c);
 }
 
 static void mk_h1_on_writable(struct mk_conn *c)
@@ -1025,6 +1080,18 @@ static void mk_h1_abort(struct mk_request *r)
     mk_conn_close(r->conn);
 }
 
+/* Upgrade (101) only from HTTP/1.1, with no request body left to frame. */
+static int mk_h1_takeover(struct mk_request *r)
+{
+    struct mk_conn *c = r->conn;
+
+    if (r->head.version != 11 || c->h1.req != r || c->h1.body_mode != MK_BODY_NONE ||
+        r->body_type == MK_RESP_STREAM || (c->flags & MK_CONN_CLOSE)) {
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
 const struct mk_proto mk_proto_h1 = {
     .name = "http/1.1",
     .on_input = mk_h1_on_input,
@@ -1039,4 +1106,5 @@ const struct mk_proto mk_proto_h1 = {
     .proceed = mk_h1_proceed,
     .abort = mk_h1_abort,
     .wake = mk_h1_wake,
+    .takeover = mk_h1_takeover,
 };

@@ -152,6 +152,7 @@ void mk_listeners_apply(struct mk_list *listeners, struct mk_event_loop *loop, s
             if (plan[i].fd < 0 && strcmp(plan[i].spec, l->spec) == 0) {
                 keep = true;
                 l->transport = plan[i].transport;
+                l->options = plan[i].options;
             }
         }
         if (!keep) {
@@ -167,6 +168,7 @@ void mk_listeners_apply(struct mk_list *listeners, struct mk_event_loop *loop, s
         plan[i].fd = -1; /* adopted */
         l->spec = mk_strdup(plan[i].spec);
         l->transport = plan[i].transport;
+        l->options = plan[i].options;
         l->worker = w;
         l->server = srv;
         if (mk_event_add(loop, &l->ev, l->fd, MK_EV_READ, cb) != MK_OK) {
@@ -231,7 +233,7 @@ void mk_listener_accept_cb(struct mk_event *ev, uint32_t ready)
             }
             return; /* EAGAIN: drained; other errors concern one connection */
         }
-        mk_worker_accept_fd(w, fd, &addr.sa, len, l->transport);
+        mk_worker_accept_fd(w, fd, &addr.sa, len, l->transport, l->options);
     }
 }
 
@@ -253,6 +255,7 @@ static void mk_acceptor_accept_cb(struct mk_event *ev, uint32_t ready)
         h.fd = fd;
         h.addrlen = len;
         h.transport = l->transport;
+        h.options = l->options;
 
         /* The seeds' scheduler: the worker with the fewest connections. */
         int best = 0;

@@ -29,6 +29,8 @@
 #include "../core/log.h"
 #include "../core/schema.h"
 #include "server.h"
+#include "takeover.h"
+#include "transport.h"
 
 extern const struct mk_plugin *const mk_builtin_plugins[];
 
@@ -787,6 +789,16 @@ const struct mk_api mk_plugin_api = {
     .ctx_get = mk_api_ctx_get,
     .route_add = mk_api_route_add,
     .route_param = mk_api_route_param,
+    .conn_io_want = mk_conn_io_want,
+    .conn_alpn = mk_conn_alpn,
+    .conn_server_name = mk_conn_server_name,
+    .conn_local_addr = mk_conn_local_addr,
+    .conn_listen_options = mk_conn_listen_options,
+    .protocol_known = mk_proto_known,
+    .takeover = mk_takeover_request,
+    .takeover_write = mk_takeover_write,
+    .takeover_close = mk_takeover_close,
+    .takeover_conn = mk_takeover_conn,
 };
 
 /* ---- loading ------------------------------------------------------------- */
@@ -898,6 +910,7 @@ int mk_plugins_load(struct mk_plugin_set *set, const struct mk_config *cfg, char
     set->handles = mk_calloc(cfg->n_plugins + 1, sizeof(*set->handles));
     set->own = mk_calloc(cfg->n_plugins + 1, sizeof(*set->own));
     set->self = mk_calloc(cfg->n_plugins + 1, sizeof(*set->self));
+    set->transports = mk_calloc(cfg->n_plugins + 1, sizeof(*set->transports));
 
     for (size_t i = 0; i < cfg->n_plugins; i++) {
         const struct mk_plugin_spec *spec = &cfg->plugins[i];
@@ -971,6 +984,7 @@ int mk_plugins_load(struct mk_plugin_set *set, const struct mk_config *cfg, char
         }
         set->list[set->count] = p;
         set->handles[set->count] = handle;
+        set->transports[set->count] = mk_transport_adopt(p);
         set->count++;
     }
     MK_HOOKS(set, accept, n_accept, conn_accept);
@@ -1094,6 +1108,7 @@ void mk_plugins_unload(struct mk_plugin_set *set)
     }
     for (size_t i = 0; i < set->count; i++) {
         mk_plugin_release(set->list[i], set->own[i]);
+        mk_free(set->transports[i]);
         if (set->handles[i]) {
             dlclose(set->handles[i]);
         }
@@ -1102,6 +1117,7 @@ void mk_plugins_unload(struct mk_plugin_set *set)
     mk_free(set->handles);
     mk_free(set->own);
     mk_free(set->self);
+    mk_free(set->transports);
     mk_free(set->accept);
     mk_free(set->request);
     mk_free(set->content);
@@ -1263,7 +1279,7 @@ const struct mk_transport *mk_plugins_transport(const struct mk_plugin_set *set,
         return &mk_transport_plain;
     }
     for (size_t i = 0; i < set->count; i++) {
-        const struct mk_transport *t = set->list[i]->transport;
+        const struct mk_transport *t = set->transports[i];
         if (t && t->name && strcmp(t->name, name) == 0) {
             return t;
         }

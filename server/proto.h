@@ -64,6 +64,11 @@ struct mk_proto {
     /* A streamed response's handler queued bytes while the protocol waited
        for it (MK_REQ_IDLE): write them (r may end, and be freed, here). */
     void (*wake)(struct mk_request *r);
+    /* A handler asks to take the connection over after r's response
+       (api->takeover): MK_OK when this protocol can hand it over once
+       that response is sent (then it calls mk_takeover_start), MK_ERR
+       when not. NULL: never. */
+    int (*takeover)(struct mk_request *r);
 };
 
 #endif

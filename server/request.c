@@ -41,6 +41,7 @@
 #include "../core/log.h"
 #include "path.h"
 #include "server.h"
+#include "takeover.h"
 
 static void mk_request_request_hooks(struct mk_request *r, size_t from);
 static void mk_request_content(struct mk_request *r, size_t from);
@@ -444,6 +445,12 @@ void mk_request_end(struct mk_request *r)
     MK_STAT_ADD(w->bytes_out, r->bytes_sent);
     mk_response_stream_cancel(r);
     mk_response_drop_file(r);
+    if (r->upgrade) {
+        /* api->takeover() was called but the switch never happened */
+        struct mk_upgrade up = *r->upgrade;
+        r->upgrade = NULL;
+        mk_takeover_cancel(&up);
+    }
     mk_free(r->owned);
     r->owned = NULL;
     mk_free(r->body);

@@ -17,6 +17,7 @@
 
 #include "../core/log.h"
 #include "server.h"
+#include "transport.h"
 
 /* ---- extra headers ------------------------------------------------------- */
 
@@ -298,7 +299,7 @@ static ssize_t mk_response_copy_file(struct mk_request *r, size_t len)
     }
     iov.iov_base = buf;
     iov.iov_len = (size_t) n;
-    ssize_t sent = c->transport->writev(c, &iov, 1, 0);
+    ssize_t sent = mk_conn_writev(c, &iov, 1, 0);
     if (sent > 0) {
         r->file_off += sent;
     }
@@ -314,6 +315,7 @@ int mk_response_send_file(struct mk_request *r, size_t budget)
         size_t chunk = r->body_left < budget ? (size_t) r->body_left : budget;
         ssize_t n;
         if (t->sendfile) {
+            c->io_want = 0;
             n = t->sendfile(c, r->fd, &r->file_off, chunk);
         }
         else {

@@ -31,6 +31,7 @@
 #include "listener.h"
 #include "process.h"
 #include "server.h"
+#include "transport.h"
 
 #define ERRF(...) snprintf(err, errlen, __VA_ARGS__)
 
@@ -98,18 +99,46 @@ static struct mk_config *mk_server_load_config(struct mk_server *srv, char *err,
     return mk_config_load(srv->confdir, srv->overrides, srv->n_overrides, err, errlen);
 }
 
-/* Every Listen names a transport that exists. */
+/* Every Listen names a transport that exists, with options it accepts. */
 static int mk_server_check_transports(const struct mk_plugin_set *ps, const struct mk_config *cfg,
                                       char *err, size_t errlen)
 {
+    char reason[256];
+
     for (size_t i = 0; i < cfg->n_listen; i++) {
-        if (!mk_plugins_transport(ps, cfg->listen[i].transport)) {
-            ERRF("%s: Listen %s: no loaded plugin provides the transport '%s'",
-                 cfg->listen[i].where, cfg->listen[i].spec, cfg->listen[i].transport);
+        const struct mk_listen_addr *a = &cfg->listen[i];
+        const struct mk_transport *t = mk_plugins_transport(ps, a->transport);
+        if (!t) {
+            ERRF("%s: Listen %s: no loaded plugin provides the transport '%s'", a->where, a->spec,
+                 a->transport);
+            return MK_ERR;
+        }
+        if (mk_transport_check_options(t, a->options, reason, sizeof(reason)) != MK_OK) {
+            ERRF("%s: Listen %s: %s", a->where, a->spec, reason);
             return MK_ERR;
         }
     }
     return MK_OK;
+}
+
+/*
+ * The server's own copy of a Listen options text, equal texts shared: it
+ * lives until the server is destroyed, since connections accepted under
+ * an older configuration keep pointing to it. Controlling thread.
+ */
+static const char *mk_server_options(struct mk_server *srv, const char *options)
+{
+    if (!options) {
+        return NULL;
+    }
+    for (size_t i = 0; i < srv->n_options; i++) {
+        if (strcmp(srv->options[i], options) == 0) {
+            return srv->options[i];
+        }
+    }
+    srv->options = mk_realloc(srv->options, (srv->n_options + 1) * sizeof(*srv->options));
+    srv->options[srv->n_options] = mk_strdup(options);
+    return srv->options[srv->n_options++];
 }
 
 int mk_server_check(struct mk_server *srv, char *err, size_t errlen)
@@ -204,6 +233,7 @@ static struct mk_listen_plan **mk_server_plans(struct mk_server *srv, const stru
             struct mk_listen_plan *p = &plans[w][i];
             p->spec = mk_strdup(a->spec);
             p->transport = mk_plugins_transport(&srv->plugins, a->transport);
+            p->options = mk_server_options(srv, a->options);
             if (mk_find_listen(old, a->spec)) {
                 continue; /* the owner keeps its socket */
             }
@@ -553,6 +583,10 @@ void mk_server_destroy(struct mk_server *srv)
         mk_free((char *) srv->overrides[i].value);
     }
     mk_free(srv->overrides);
+    for (size_t i = 0; i < srv->n_options; i++) {
+        mk_free(srv->options[i]);
+    }
+    mk_free(srv->options);
     mk_free(srv->confdir);
     mk_free(srv->serve_dir);
     pthread_mutex_destroy(&srv->acceptor_lock);

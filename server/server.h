@@ -57,6 +57,9 @@ struct mk_plugin_set {
     /* Hooks present, in order, so the request path skips plugins without them. */
     const struct mk_plugin **accept, **request, **content, **done, **close, **batch;
     size_t n_accept, n_request, n_content, n_done, n_close, n_batch;
+    /* transports[i]: list[i]'s transport as this server reads it (the fields
+       newer than the plugin's ABI minor NULL), or NULL when it has none. */
+    struct mk_transport **transports;
     struct mk_routes routes; /* registered by init(): every site's */
     void **self;             /* each plugin's context for this server (api->self_set) */
 };
@@ -96,6 +99,7 @@ struct mk_listener {
     int fd;
     char *spec; /* the Listen value, identifies the address */
     const struct mk_transport *transport;
+    const char *options;      /* the transport's options (interned, see mk_server_options) */
     struct mk_worker *worker; /* the owner, or NULL for the acceptor's */
     struct mk_server *server;
     struct mk_list node;
@@ -111,6 +115,8 @@ enum mk_conn_state {
     MK_CONN_DISCARD,       /* skipping the rest of a request body */
     MK_CONN_LINGER,        /* write side shut: draining input until EOF */
     MK_CONN_CLOSED,        /* waiting for the end of the event batch */
+    MK_CONN_HANDSHAKE,     /* the transport's handshake runs (conn.c) */
+    MK_CONN_TAKEOVER,      /* a plugin owns the bytes after a 101 (takeover.c) */
 };
 
 enum mk_timer_kind {
@@ -119,6 +125,7 @@ enum mk_timer_kind {
     MK_TIMER_KEEPALIVE, /* KeepAliveTimeout: idle between requests */
     MK_TIMER_SEND,      /* SendTimeout: no write progress */
     MK_TIMER_LINGER,    /* lingering close */
+    MK_TIMER_IDLE,      /* a taken-over connection's own idle timeout */
     MK_TIMER_KINDS
 };
 
@@ -222,6 +229,8 @@ struct mk_request {
        is in charge while route.route is set), its parameters, and the
        methods of every route matching the path (the Allow of a 405) */
     struct mk_route_match route;
+    /* api->takeover(): who gets the connection once the 101 is sent (arena) */
+    struct mk_upgrade *upgrade;
 };
 
 /* Connection flags */
@@ -234,14 +243,17 @@ struct mk_conn {
     uint8_t state;      /* enum mk_conn_state */
     uint8_t timer;      /* enum mk_timer_kind */
     uint8_t flags;
+    uint8_t io_want;   /* MK_IO_WANT_* the transport's last EAGAIN asked for, 0: its own */
     uint32_t requests; /* responses completed */
     uint64_t gen;      /* distinguishes reuses of this struct */
     const struct mk_proto *proto;
     struct mk_worker *worker;
     const struct mk_transport *transport;
     void *transport_data;
-    struct mk_list node;    /* closing or free list once closed */
-    struct mk_timer expiry; /* in the worker's timers while a timer is armed */
+    const char *listen_options;   /* the transport's options of its Listen line, or NULL */
+    struct mk_takeover *takeover; /* set while a plugin owns the connection (takeover.c) */
+    struct mk_list node;          /* closing or free list once closed */
+    struct mk_timer expiry;       /* in the worker's timers while a timer is armed */
 
     union {
         struct sockaddr sa;
@@ -269,6 +281,7 @@ struct mk_listen_plan {
     char *spec;
     int fd; /* new socket, or -1: keep the worker's socket for spec */
     const struct mk_transport *transport;
+    const char *options; /* interned */
 };
 
 struct mk_worker {
@@ -341,6 +354,7 @@ struct mk_handoff {
     int fd;
     socklen_t addrlen;
     const struct mk_transport *transport;
+    const char *options;
     union {
         struct sockaddr sa;
         struct sockaddr_in in;
@@ -396,6 +410,10 @@ struct mk_server {
     time_t started;
     bool running;
     bool pidfile_written;
+    /* every Listen options text ever configured, kept until the server is
+       destroyed: connections point to them (mk_server_options) */
+    char **options;
+    size_t n_options;
 };
 
 /* ---- functions shared inside server/ ------------------------------------- */
@@ -421,8 +439,10 @@ void mk_worker_bind(struct mk_worker *w);
 /* After an event batch: recycle the connections closed during it. */
 void mk_worker_recycle(struct mk_worker *w);
 void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa, socklen_t len,
-                         const struct mk_transport *transport);
+                         const struct mk_transport *transport, const char *options);
 void mk_conn_timer_set(struct mk_conn *c, enum mk_timer_kind kind);
+/* Arm the connection's MK_TIMER_IDLE for `ms` milliseconds. */
+void mk_conn_timer_idle(struct mk_conn *c, uint32_t ms);
 /* Queue a resumed request for its worker (any thread). */
 void mk_worker_resume_post(struct mk_worker *w, struct mk_suspended *s);
 /* Give every queued resume a NULL request (the worker is gone). */
@@ -453,6 +473,8 @@ void mk_conn_close(struct mk_conn *c);
 void mk_conn_on_event(struct mk_event *ev, uint32_t ready);
 void mk_conn_expire(struct mk_conn *c);
 void mk_conn_refuse(struct mk_conn *c);
+/* The server stops: close c unless a request is in progress on it. */
+void mk_conn_go_away(struct mk_conn *c);
 /* Close after a response: shut the write side, drain input, then close. */
 void mk_conn_linger(struct mk_conn *c);
 /* Stats counters are written by their worker only: no locked instruction. */

@@ -130,6 +130,17 @@ void mk_conn_timer_set(struct mk_conn *c, enum mk_timer_kind kind)
     mk_timer_arm(&w->timers, &c->expiry, w->now_ms, mk_timer_ms(w, kind));
 }
 
+void mk_conn_timer_idle(struct mk_conn *c, uint32_t ms)
+{
+    struct mk_worker *w = c->worker;
+
+    if (c->state == MK_CONN_CLOSED) {
+        return;
+    }
+    c->timer = MK_TIMER_IDLE;
+    mk_timer_arm(&w->timers, &c->expiry, w->now_ms, ms);
+}
+
 /* Expiry of one connection: it always disarms or re-arms (later) its timer. */
 static void mk_worker_expire_cb(struct mk_timer *e, void *arg)
 {
@@ -245,7 +256,7 @@ void mk_worker_recycle(struct mk_worker *w)
 }
 
 void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa, socklen_t len,
-                         const struct mk_transport *transport)
+                         const struct mk_transport *transport, const char *options)
 {
     struct mk_server *srv = w->server;
     bool refuse = false;
@@ -264,6 +275,7 @@ void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa,
     struct mk_conn *c = mk_conn_get(w);
     c->ev.fd = fd;
     c->transport = transport;
+    c->listen_options = options;
     if (len > sizeof(c->peer)) {
         len = sizeof(c->peer);
     }
@@ -292,8 +304,8 @@ static void mk_worker_handoff_cb(struct mk_event *ev, uint32_t ready)
             close(batch[i].fd);
             continue;
         }
-        mk_worker_accept_fd(w, batch[i].fd, &batch[i].peer.sa, batch[i].addrlen,
-                            batch[i].transport);
+        mk_worker_accept_fd(w, batch[i].fd, &batch[i].peer.sa, batch[i].addrlen, batch[i].transport,
+                            batch[i].options);
     }
 }
 
@@ -305,7 +317,7 @@ static void mk_worker_close_idle_cb(struct mk_timer *e, void *arg)
     struct mk_conn *c = mk_container_of(e, struct mk_conn, expiry);
     (void) arg;
 
-    c->proto->go_away(c);
+    mk_conn_go_away(c);
 }
 
 static void mk_worker_begin_stop(struct mk_worker *w)

@@ -82,7 +82,16 @@
  *
  * Transport: a plugin may provide `transport`, a named byte layer that a
  * listener selects with a second word on its Listen line
- * ("Listen 8443 tls"). Plain sockets are the built-in transport "plain".
+ * ("Listen 8443 tls"); the rest of the line are the listener's options for
+ * it ("Listen 8443 tls h2"). Plain sockets are the built-in transport
+ * "plain". A transport may have a handshake, keep bytes of its own
+ * (pending) and need the other direction than the call it serves (see
+ * struct mk_transport).
+ *
+ * Takeover: after answering 101 Switching Protocols (api->takeover) a
+ * plugin owns the connection's bytes (WebSocket and the like): it reads
+ * and writes them through the transport, on the owning worker, with its
+ * own idle timeout; HTTP is out of the picture from then on.
  *
  * Event loop: a hook may start timers (api->timer_start), watch its own
  * descriptors (api->fd_watch: pipes, upstream sockets) and wait for child
@@ -251,10 +260,22 @@ enum mk_plugin_log_level {
 /* Flags of transport writes. */
 #define MK_IO_MORE 0x1 /* more data follows at once: hold back a partial segment */
 
+/* Directions a transport waits for (api->conn_io_want). */
+#define MK_IO_WANT_READ 0x1u  /* the call can go on once the socket is readable */
+#define MK_IO_WANT_WRITE 0x2u /* the call can go on once the socket is writable */
+
 /*
  * A byte layer under HTTP. Each call returns a byte count, 0 for end of
- * stream (read), or -1 with errno set; EAGAIN means "wait for readiness in
- * the same direction". The connection's descriptor is api->conn_fd(c).
+ * stream (read), or -1 with errno set. EAGAIN means "call again once the
+ * socket is ready": in the same direction as the call, unless the
+ * transport said otherwise with api->conn_io_want(c, MK_IO_WANT_*) before
+ * returning (a TLS read that must write first). The connection's
+ * descriptor is api->conn_fd(c).
+ *
+ * Versions: the fields after `close` were added in ABI 3.2. The server
+ * reads them only from a plugin built for 3.2 or later (its abi_minor):
+ * for an older plugin they count as NULL, whatever its struct holds. Later
+ * fields will be appended the same way, never inserted.
  */
 struct mk_transport {
     const char *name;
@@ -269,6 +290,58 @@ struct mk_transport {
     int (*shutdown)(struct mk_conn *c);
     /* Release per-connection state; the server closes the descriptor. */
     void (*close)(struct mk_conn *c);
+
+    /* ---- added in ABI 3.2 (read only from plugins built for 3.2 or later) ---- */
+
+    /*
+     * The handshake, run after open() and the conn_accept hooks and before
+     * the protocol sees a byte: MK_OK (done), MK_AGAIN (call again once the
+     * socket is ready in the direction given with api->conn_io_want(),
+     * readable when none is given), MK_ERR (the connection is closed). The
+     * whole handshake must end within the head Timeout. NULL: no handshake.
+     */
+    int (*handshake)(struct mk_conn *c);
+    /*
+     * Bytes the transport holds that read() would return without touching
+     * the socket (decrypted TLS records). The server keeps reading while
+     * this is not 0, since the socket will not signal them. NULL: none.
+     */
+    size_t (*pending)(struct mk_conn *c);
+    /* The protocol chosen by the handshake (ALPN: "http/1.1", "h2"), NULL
+       when none was negotiated: the server then speaks HTTP/1.1. */
+    const char *(*alpn)(struct mk_conn *c, size_t *len);
+    /* The server name the client asked for in the handshake (SNI), or NULL. */
+    const char *(*server_name)(struct mk_conn *c, size_t *len);
+    /*
+     * Validate a listener's options, the words after the transport's name
+     * on its Listen line (one space between words), when a configuration
+     * is built (start, reload, monkey -t): MK_OK, or MK_ERR with a reason
+     * (the server adds file, line and address). NULL: the transport takes
+     * no options. At run time api->conn_listen_options() gives them.
+     */
+    int (*check_options)(const char *options, char *reason, size_t len);
+};
+
+/*
+ * A connection taken over after 101 Switching Protocols (api->takeover).
+ * Its callbacks run on the connection's worker:
+ *   on_read      bytes arrived (through the transport). Not called while
+ *                more than 64 KiB written with takeover_write() wait to
+ *                go out: the client's input then waits too (back-pressure).
+ *   on_writable  everything written went out after a takeover_write()
+ *                returned MK_AGAIN (optional).
+ *   on_close     the connection ends: the peer closed it or failed, the
+ *                idle timeout passed, the server stops, or the plugin
+ *                called takeover_close(). Called exactly once; `t` is
+ *                invalid after it returns. `t` is NULL when the
+ *                connection ended before the switch (the 101 could not be
+ *                sent): release `arg` only.
+ */
+struct mk_takeover;
+struct mk_takeover_ops {
+    void (*on_read)(struct mk_takeover *t, const void *data, size_t len, void *arg);
+    void (*on_writable)(struct mk_takeover *t, void *arg);
+    void (*on_close)(struct mk_takeover *t, void *arg);
 };
 
 /* The server's functions, passed to init(). Valid for the process lifetime. */
@@ -619,6 +692,52 @@ struct mk_api {
     int (*route_add)(const struct mk_site *site, uint32_t methods, const char *pattern,
                      mk_route_cb handler, void *arg);
     const char *(*route_param)(const struct mk_request *r, const char *name, size_t *len);
+
+    /*
+     * For transports, inside read, writev, sendfile or handshake, before
+     * returning EAGAIN (MK_AGAIN): the direction (MK_IO_WANT_READ or
+     * MK_IO_WANT_WRITE) the socket must be ready in before the server calls
+     * again. Without it the server waits for the call's own direction.
+     */
+    void (*conn_io_want)(struct mk_conn *c, unsigned dir);
+    /* What the transport's handshake gave: the ALPN protocol and the SNI
+       server name (NULL when none, or the transport has no such thing). */
+    const char *(*conn_alpn)(struct mk_conn *c, size_t *len);
+    const char *(*conn_server_name)(struct mk_conn *c, size_t *len);
+    /* The address the connection arrived on: MK_OK, or MK_ERR with errno.
+     *len is the size of `out` on entry, of the address on return. */
+    int (*conn_local_addr)(const struct mk_conn *c, struct sockaddr_storage *out, socklen_t *len);
+    /* The options of the connection's Listen line after its transport's
+       name ("h2" for "Listen 2443 tls h2"), NULL when none. Valid as long
+       as the connection. */
+    const char *(*conn_listen_options)(const struct mk_conn *c);
+    /* Whether the server speaks protocol `name` (an ALPN name such as
+       "http/1.1"), for a transport choosing what to negotiate. Any thread. */
+    int (*protocol_known)(const char *name, size_t len);
+    /*
+     * Connection takeover, from a content hook (or its continuation): the
+     * response becomes 101 Switching Protocols (add Upgrade and
+     * Connection: Upgrade yourself) and, once it has been sent, the
+     * connection's bytes go to `ops` (see struct mk_takeover_ops) instead
+     * of HTTP; the hook returns MK_OK. `idle_ms`: the connection is closed
+     * after that long without a byte read or written (0: the server's
+     * KeepAliveTimeout). MK_ERR when the protocol cannot hand the
+     * connection over (HTTP/1.0, a request body not read, a stream
+     * started); answer something else then.
+     */
+    int (*takeover)(struct mk_request *r, const struct mk_takeover_ops *ops, void *arg,
+                    uint32_t idle_ms);
+    /*
+     * Send bytes on a taken-over connection (copied). MK_OK; MK_AGAIN:
+     * taken, but more than 64 KiB wait to go out: on_read pauses until
+     * on_writable; MK_ERR: not taken (memory short, closing).
+     */
+    int (*takeover_write)(struct mk_takeover *t, const void *data, size_t len);
+    /* Close once what was written went out; on_close follows, from the
+       loop (never inside this call or another takeover_* call). */
+    void (*takeover_close)(struct mk_takeover *t);
+    /* The connection, for conn_* accessors. */
+    struct mk_conn *(*takeover_conn)(struct mk_takeover *t);
 };
 
 struct mk_plugin {

@@ -9,15 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, MONKEY, ROOT, SLOW, STATIC, Conn, needs_dlopen
+from conftest import BUILD, MONKEY, SLOW, STATIC, Conn, needs_dlopen
 
 SKELETON_SO = BUILD / "plugins" / "monkey-skeleton.so"
 TAP_SO = BUILD / "tests" / "plugins" / "monkey-tap.so"
 BADABI_SO = BUILD / "tests" / "plugins" / "monkey-badabi.so"
 HALFRELOAD_SO = BUILD / "tests" / "plugins" / "monkey-halfreload.so"
-# The server's ABI minor, from the header it was built with (other work bumps it).
-ABI_MINOR = int(re.search(r"#define MK_PLUGIN_ABI_MINOR (\d+)",
-                          (ROOT / "include/monkey/mk_plugin.h").read_text()).group(1))
 ABI_SO = {v: BUILD / "tests" / "plugins" / f"monkey-abi-{v}.so"
           for v in ("older", "newer", "newhook")}
 # The server's plugin ABI version, as include/monkey/mk_plugin.h defines it.

@@ -243,7 +243,7 @@ char *mk_loopback_run(struct mk_loopback *lb, const char *input, size_t *len)
 
     mk_worker_bind(&lb->worker); /* the clocks of this moment */
     mk_worker_accept_fd(&lb->worker, fd, (const struct sockaddr *) &peer, sizeof(peer),
-                        &lb_transport);
+                        &lb_transport, NULL);
     if (lb_io.conn && lb_io.conn->state != MK_CONN_CLOSED) {
         mk_conn_close(lb_io.conn);
     }

@@ -240,7 +240,7 @@ static void test_every_key(void **state)
                "    Listen 127.0.0.1:8080\n"
                "    Listen [::1]:8081\n"
                "    Listen *:8082\n"
-               "    Listen 8083 tls\n"
+               "    Listen 8083 tls  h2\tcert=a.pem\n"
                "    Workers 3\n"
                "    Balancing fair\n"
                "    Timeout 20\n"
@@ -283,6 +283,9 @@ static void test_every_key(void **state)
     assert_string_equal(cfg->listen[2].spec, "*:8082");
     assert_string_equal(cfg->listen[3].spec, "8083");
     assert_string_equal(cfg->listen[3].transport, "tls");
+    assert_string_equal(cfg->listen[3].options, "h2 cert=a.pem");
+    assert_string_equal(cfg->listen[3].text, "8083 tls h2 cert=a.pem");
+    assert_null(cfg->listen[0].options);
     assert_string_equal(cfg->listen[0].transport, "plain");
     snprintf(path, sizeof(path), "%s/monkey.conf:5", d->real);
     assert_string_equal(cfg->listen[3].where, path);
@@ -457,7 +460,8 @@ static const struct bad_case bad_server[] = {
     {"monkey.conf", "[SERVER]\n    Listen [::1]80\n", 2, "[::1]80"},
     {"monkey.conf", "[SERVER]\n    Listen [::1\n", 2, "Listen"},
     {"monkey.conf", "[SERVER]\n    Listen [zz::1]:80\n", 2, "zz::1"},
-    {"monkey.conf", "[SERVER]\n    Listen 8080 tls extra\n", 2, "Listen"},
+    {"monkey.conf", "[SERVER]\n    Listen 8080 plain extra\n", 2,
+     "the transport 'plain' takes no options"},
     {"monkey.conf", "[SERVER]\n    Listen 8080\n    Timeout 5\n    Listen 8080\n", 4, "twice"},
     {"monkey.conf", "[SERVER]\n    Listen 8080\n    Listen *:8080\n", 3, "twice"},
     {"monkey.conf", "[SERVER]\n    Listen 127.0.0.1:80\n    Listen 127.0.0.1:80 tls\n", 3, "twice"},

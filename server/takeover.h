@@ -1,0 +1,49 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * takeover.h: a connection handed to a plugin after 101 Switching
+ * Protocols (api->takeover). See takeover.c.
+ */
+#ifndef MK_SERVER_TAKEOVER_H
+#define MK_SERVER_TAKEOVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <monkey/mk_plugin.h>
+
+struct mk_conn;
+struct mk_request;
+
+/* What api->takeover() recorded on a request, until its 101 is sent. */
+struct mk_upgrade {
+    const struct mk_takeover_ops *ops;
+    void *arg;
+    uint32_t idle_ms;
+};
+
+/* The protocol of a taken-over connection (c->proto). */
+extern const struct mk_proto mk_proto_takeover;
+
+/* api->takeover, takeover_write, takeover_close, takeover_conn. */
+int mk_takeover_request(struct mk_request *r, const struct mk_takeover_ops *ops, void *arg,
+                        uint32_t idle_ms);
+int mk_takeover_write(struct mk_takeover *t, const void *data, size_t len);
+void mk_takeover_close(struct mk_takeover *t);
+struct mk_conn *mk_takeover_conn(struct mk_takeover *t);
+
+/*
+ * The protocol sent the 101 of a request with `up` and freed the request:
+ * release the protocol's state and give the connection to the plugin;
+ * `data` are bytes the client sent after the request head (copied, handed
+ * to on_read first). On the connection's worker; the connection may be
+ * closed when this returns.
+ */
+void mk_takeover_start(struct mk_conn *c, const struct mk_upgrade *up, const char *data,
+                       size_t len);
+
+/* A request with `up` ended without the switch: on_close(NULL, arg). */
+void mk_takeover_cancel(const struct mk_upgrade *up);
+
+#endif

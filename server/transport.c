@@ -1,0 +1,111 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * transport.c: what the server knows of transports beyond reading and
+ * writing (see transport.h): the versioned copy of a plugin's transport,
+ * Listen options, the accessors plugins use (ALPN, SNI, local address,
+ * the direction wanted) and the table of protocols by ALPN name.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "../core/memory.h"
+#include "transport.h"
+
+/*
+ * The protocols a connection can speak, by ALPN name. HTTP/2 joins here
+ * ({"h2", &mk_proto_h2}) once it exists; until then a transport that
+ * negotiated "h2" gets its connection closed, and protocol_known("h2")
+ * tells it not to offer it.
+ */
+static const struct {
+    const char *name;
+    const struct mk_proto *proto;
+} mk_protos[] = {
+    {"http/1.1", &mk_proto_h1},
+    {"http/1.0", &mk_proto_h1},
+};
+
+const struct mk_proto *mk_proto_find(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof(mk_protos) / sizeof(mk_protos[0]); i++) {
+        if (strlen(mk_protos[i].name) == len && memcmp(mk_protos[i].name, name, len) == 0) {
+            return mk_protos[i].proto;
+        }
+    }
+    return NULL;
+}
+
+int mk_proto_known(const char *name, size_t len)
+{
+    return name && mk_proto_find(name, len) != NULL;
+}
+
+/* The bytes of struct mk_transport a plugin built for ABI 3.<minor> has. */
+static size_t mk_transport_size(unsigned minor)
+{
+    if (minor < 2) {
+        return offsetof(struct mk_transport, handshake);
+    }
+    return sizeof(struct mk_transport);
+}
+
+struct mk_transport *mk_transport_adopt(const struct mk_plugin *p)
+{
+    struct mk_transport *t;
+
+    if (!p->transport) {
+        return NULL;
+    }
+    t = mk_calloc(1, sizeof(*t));
+    memcpy(t, p->transport, mk_transport_size(p->abi_minor));
+    return t;
+}
+
+int mk_transport_check_options(const struct mk_transport *t, const char *options, char *reason,
+                               size_t len)
+{
+    if (!options) {
+        return MK_OK;
+    }
+    if (!t->check_options) {
+        snprintf(reason, len, "the transport '%s' takes no options", t->name);
+        return MK_ERR;
+    }
+    reason[0] = '\0';
+    if (t->check_options(options, reason, len) != MK_OK) {
+        if (!reason[0]) {
+            snprintf(reason, len, "the transport '%s' refused the options '%s'", t->name, options);
+        }
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
+const char *mk_conn_alpn(struct mk_conn *c, size_t *len)
+{
+    return c->transport->alpn ? c->transport->alpn(c, len) : NULL;
+}
+
+const char *mk_conn_server_name(struct mk_conn *c, size_t *len)
+{
+    return c->transport->server_name ? c->transport->server_name(c, len) : NULL;
+}
+
+int mk_conn_local_addr(const struct mk_conn *c, struct sockaddr_storage *out, socklen_t *len)
+{
+    return getsockname(c->ev.fd, (struct sockaddr *) out, len) == 0 ? MK_OK : MK_ERR;
+}
+
+void mk_conn_io_want(struct mk_conn *c, unsigned dir)
+{
+    c->io_want = (uint8_t) (dir & (MK_IO_WANT_READ | MK_IO_WANT_WRITE));
+}
+
+const char *mk_conn_listen_options(const struct mk_conn *c)
+{
+    return c->listen_options;
+}
