@@ -13,7 +13,7 @@ void mk_timers_init(struct mk_timers *t)
 {
     mk_list_init(&t->queues);
     t->n_queues = 0;
-    t->last = NULL;
+    t->last[0] = t->last[1] = NULL;
     t->next_due = MK_TIMER_NEVER;
     t->next_prune = MK_TIMER_NEVER;
 }
@@ -29,7 +29,7 @@ void mk_timers_destroy(struct mk_timers *t)
         mk_free(q);
     }
     t->n_queues = 0;
-    t->last = NULL;
+    t->last[0] = t->last[1] = NULL;
     t->next_due = MK_TIMER_NEVER;
 }
 
@@ -47,11 +47,13 @@ struct mk_timer_queue *mk_timers_queue(struct mk_timers *t, uint64_t ms)
     mk_list_foreach (it, &t->queues) {
         struct mk_timer_queue *q = mk_list_entry(it, struct mk_timer_queue, node);
         if (q->ms == ms) {
-            return t->last = q;
+            t->last[1] = t->last[0];
+            return t->last[0] = q;
         }
     }
     struct mk_timer_queue *q = mk_alloc(sizeof(*q));
-    t->last = q;
+    t->last[1] = t->last[0];
+    t->last[0] = q;
     q->ms = ms;
     q->last_armed = 0;
     mk_list_init(&q->entries);
@@ -117,8 +119,12 @@ static void mk_timers_prune(struct mk_timers *t, uint64_t now)
             }
         }
         else {
-            if (t->last == q) {
-                t->last = NULL;
+            if (t->last[0] == q) {
+                t->last[0] = t->last[1];
+                t->last[1] = NULL;
+            }
+            else if (t->last[1] == q) {
+                t->last[1] = NULL;
             }
             mk_list_del(&q->node);
             mk_free(q);

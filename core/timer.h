@@ -52,9 +52,11 @@ struct mk_timer_queue {
 struct mk_timers {
     struct mk_list queues;
     size_t n_queues;
-    struct mk_timer_queue *last; /* the queue armed last: most arms reuse it */
-    uint64_t next_due;           /* no entry is due before this (a lower bound) */
-    uint64_t next_prune;         /* no empty queue may be freed before this */
+    /* the two queues armed last, latest first: a connection alternates
+       between two durations (request, keep-alive), so most arms find theirs */
+    struct mk_timer_queue *last[2];
+    uint64_t next_due;   /* no entry is due before this (a lower bound) */
+    uint64_t next_prune; /* no empty queue may be freed before this */
 };
 
 void mk_timers_init(struct mk_timers *t);
@@ -75,10 +77,17 @@ void mk_timer_init(struct mk_timer *e);
  */
 static inline void mk_timer_arm(struct mk_timers *t, struct mk_timer *e, uint64_t now, uint64_t ms)
 {
-    struct mk_timer_queue *q = t->last;
+    struct mk_timer_queue *q = t->last[0];
 
     if (!q || q->ms != ms) {
-        q = mk_timers_queue(t, ms);
+        q = t->last[1];
+        if (q && q->ms == ms) {
+            t->last[1] = t->last[0];
+            t->last[0] = q;
+        }
+        else {
+            q = mk_timers_queue(t, ms);
+        }
     }
     q->last_armed = now;
     e->deadline = now + ms;
