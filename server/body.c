@@ -13,7 +13,11 @@
  * zero-delay timer whose callback asks the protocol to go on.
  */
 #include "../core/log.h"
-#include "server.h"
+#include "conn.h"
+#include "loop.h"
+#include "proto.h"
+#include "request.h"
+#include "worker.h"
 
 int mk_body_stream_start(struct mk_request *r, size_t window, mk_body_cb cb, void *arg)
 {

@@ -2,19 +2,97 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * listener.h: the acceptor thread of Balancing fair (listener.c), for the
- * controlling thread (server.c). The listening sockets, listener plans and
- * the reuseport accept callback are declared in server.h.
+ * listener.h: the listening sockets and both accept paths (listener.c):
+ * each worker's own listeners in reuseport mode, and the acceptor thread of
+ * Balancing fair, which hands connections to workers through their pipes.
  *
- * All three are called by the controlling thread only.
+ * A listener belongs to the thread whose loop watches it (its worker, or
+ * the acceptor); a plan is built by the controlling thread and handed over
+ * whole (mk_worker_post, mk_acceptor_post). The acceptor functions are
+ * called by the controlling thread only.
  */
 #ifndef MK_SERVER_LISTENER_H
 #define MK_SERVER_LISTENER_H
 
+#include <netinet/in.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/socket.h>
 
+#include "../core/event.h"
+#include "../core/list.h"
+
+struct mk_config;
+struct mk_listen_addr;
 struct mk_server;
-struct mk_listen_plan;
+struct mk_transport;
+struct mk_worker;
+
+struct mk_listener {
+    struct mk_event ev; /* first */
+    int fd;
+    char *spec; /* the Listen value, identifies the address */
+    const struct mk_transport *transport;
+    const char *options;      /* the transport's options (interned, see mk_server_options) */
+    struct mk_worker *worker; /* the owner, or NULL for the acceptor's */
+    struct mk_server *server;
+    struct mk_list node;
+};
+
+/* A listener change sent to a reuseport worker on reload. */
+struct mk_listen_plan {
+    char *spec;
+    int fd; /* new socket, or -1: keep the worker's socket for spec */
+    const struct mk_transport *transport;
+    const char *options; /* interned */
+};
+
+/* Handoff record written to a worker's pipe by the acceptor (fair mode). */
+struct mk_handoff {
+    int fd;
+    socklen_t addrlen;
+    const struct mk_transport *transport;
+    const char *options;
+    union {
+        struct sockaddr sa;
+        struct sockaddr_in in;
+        struct sockaddr_in6 in6;
+    } peer;
+};
+
+/* ---- listening sockets --------------------------------------------------- */
+
+int mk_listener_socket(const struct mk_config *cfg, const struct mk_listen_addr *a, bool reuseport,
+                       char *err, size_t errlen);
+void mk_listener_accept_cb(struct mk_event *ev, uint32_t ready);
+/*
+ * Make `listeners` (watched by `loop`) match `plan`: keep the sockets whose
+ * spec the plan lists with fd -1, adopt the plan's new sockets (their fd
+ * becomes -1 in the plan), close the others. New listeners get callback cb
+ * and owner w (reuseport) or srv (the acceptor).
+ */
+void mk_listeners_apply(struct mk_list *listeners, struct mk_event_loop *loop, struct mk_list *dead,
+                        struct mk_listen_plan *plan, size_t n, mk_event_cb cb, struct mk_worker *w,
+                        struct mk_server *srv);
+/* Close every listener; the structs go to `dead` (see mk_listeners_reap). */
+void mk_listeners_close(struct mk_list *listeners, struct mk_event_loop *loop,
+                        struct mk_list *dead);
+/* Free listeners removed during an event batch, once the batch is over. */
+void mk_listeners_reap(struct mk_list *dead);
+/* Free a plan, closing the sockets nobody adopted. */
+void mk_listen_plan_free(struct mk_listen_plan *plan, size_t n);
+/*
+ * `next` replaces `prev`, a plan its owner has not applied yet. `next` was
+ * built against the configuration `prev` belongs to, so where it says
+ * "keep" (fd -1) the owner may not hold the socket yet: it is in `prev`.
+ * Such sockets move into `next`; `prev` is freed, closing the sockets of
+ * addresses `next` no longer lists. Returns `next` (or `prev` when `next`
+ * is NULL: a message without a plan leaves the pending one in place).
+ */
+struct mk_listen_plan *mk_listen_plan_supersede(struct mk_listen_plan *prev, size_t prev_len,
+                                                struct mk_listen_plan *next, size_t next_len);
+
+/* ---- the acceptor thread of Balancing fair (for server.c) ---------------- */
 
 /*
  * Start the acceptor thread on the n listeners of `plan` (taken over).

@@ -29,7 +29,8 @@
 
 #include "../core/clock.h"
 #include "../core/log.h"
-#include "server.h"
+#include "loop.h"
+#include "worker.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434 /* the same number on every architecture */

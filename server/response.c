@@ -16,8 +16,13 @@
 #include <unistd.h>
 
 #include "../core/log.h"
-#include "server.h"
+#include "conf.h"
+#include "conn.h"
+#include "file_cache.h"
+#include "proto.h"
+#include "request.h"
 #include "transport.h"
+#include "worker.h"
 
 /* ---- extra headers ------------------------------------------------------- */
 

@@ -25,8 +25,12 @@
 #include <unistd.h>
 
 #include "../core/clock.h"
+#include "conf.h"
+#include "conn.h"
+#include "file_cache.h"
 #include "path.h"
-#include "server.h"
+#include "request.h"
+#include "worker.h"
 
 /* openat2(2) may be missing from the C library's headers (musl). */
 #if __has_include(<linux/openat2.h>)

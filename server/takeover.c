@@ -35,9 +35,13 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "server.h"
+#include "conf.h"
+#include "conn.h"
+#include "proto.h"
+#include "request.h"
 #include "takeover.h"
 #include "transport.h"
+#include "worker.h"
 
 #define MK_TAKEOVER_HIGH (64u << 10) /* queued bytes past which input pauses */
 #define MK_TAKEOVER_READ 16384       /* bytes read per call */

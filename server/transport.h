@@ -20,10 +20,17 @@
 #define MK_SERVER_TRANSPORT_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#include "server.h"
+#include <monkey/mk_plugin.h>
+
+#include "../core/event.h"
+#include "conn.h"
+
+struct mk_proto;
 
 static inline ssize_t mk_conn_read(struct mk_conn *c, void *buf, size_t len)
 {

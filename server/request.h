@@ -1,0 +1,198 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * request.h: one request on a connection (struct mk_request), its flags and
+ * stages, and the functions of request.c (stages, plugins, request
+ * objects), response.c (what a response is, whatever the protocol that
+ * sends it) and static.c (static files).
+ *
+ * A request is its own object, from the worker's free list (HTTP/1.1 has
+ * one at a time, HTTP/2 may have several); the protocol (proto.h) creates
+ * and ends it. It belongs to its connection's worker and is touched by no
+ * other thread: a suspension handle (task.h) only names it, and the
+ * struct stays allocated while such handles are out.
+ */
+#ifndef MK_SERVER_REQUEST_H
+#define MK_SERVER_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <monkey/mk_plugin.h>
+
+#include "../core/list.h"
+#include "../core/memory.h"
+#include "body.h"
+#include "http.h"
+#include "route.h"
+
+struct mk_config;
+struct mk_conn;
+struct mk_file;
+struct mk_suspended;
+struct mk_upgrade;
+struct mk_vhost;
+struct mk_worker;
+
+/* Response body source. */
+enum mk_resp_body {
+    MK_RESP_NONE = 0,
+    MK_RESP_MEM,
+    MK_RESP_FILE,
+    MK_RESP_STREAM, /* pieces queued by the handler (api->stream_*) */
+};
+
+/* A queued piece of a streamed body: framing room, data, "\r\n". */
+#define MK_PIECE_HDR 18 /* room for a chunk-size line ("%x\r\n") */
+struct mk_piece {
+    struct mk_piece *next;
+    size_t len;        /* data bytes (the last piece: trailer bytes) */
+    char *start, *end; /* bytes still to write, once framed */
+    bool last;         /* the end of the body */
+    bool framed;       /* start/end set by the protocol */
+    char buf[];        /* MK_PIECE_HDR bytes, data, 2 bytes */
+};
+
+/* Request flags */
+#define MK_REQ_KEEPALIVE 0x01u /* the connection stays open after this response */
+#define MK_REQ_HEAD 0x02u      /* HEAD: headers only */
+#define MK_REQ_CFG_REF 0x04u   /* counted in its worker's config users */
+#define MK_REQ_CONTINUE_SENT 0x08u
+#define MK_REQ_ACTIVE 0x10u       /* begun and not yet finished */
+#define MK_REQ_NO_BODY 0x20u      /* status forbids a body (1xx, 204, 304) */
+#define MK_REQ_BODY_READ 0x40u    /* the body asked for by a handler is complete */
+#define MK_REQ_SUSPENDING 0x80u   /* the running hook called api->suspend() */
+#define MK_REQ_COMPLETE 0x100u    /* the whole announced response was sent */
+#define MK_REQ_PARKED 0x200u      /* suspended: waiting for api->resume() */
+#define MK_REQ_ZOMBIE 0x400u      /* ended while handles were out: freed by the last resume */
+#define MK_REQ_STREAM_END 0x800u  /* the streaming handler called stream_end */
+#define MK_REQ_IDLE 0x1000u       /* a stream's queue is empty: waiting for its handler */
+#define MK_REQ_PROCEEDING 0x2000u /* inside the stream's proceed callback */
+
+/* Where a suspended request resumes. */
+enum mk_stage {
+    MK_STAGE_REQUEST = 1, /* request hook `stage_index` */
+    MK_STAGE_CONTENT,     /* content hook `stage_index` */
+    MK_STAGE_BODY,        /* r->handler, called again with the body */
+    MK_STAGE_ROUTE,       /* the handler of r->route.route */
+};
+
+/* A request's slot for one plugin (api->ctx_set). */
+struct mk_req_ctx {
+    void *ctx;
+    void (*cleanup)(void *ctx);
+};
+
+struct mk_request {
+    struct mk_conn *conn;
+    uint64_t gen;        /* distinguishes reuses of this struct (resume checks it) */
+    uint32_t handles;    /* suspension handles not yet resumed: the struct must stay */
+    struct mk_list node; /* in the worker's free or zombie list when not in use */
+    struct mk_config *cfg;
+    struct mk_vhost *vhost;
+    struct mk_arena arena;
+    struct mk_http_head head;
+    char *path; /* decoded, normalised (arena); NULL until known */
+    size_t path_len;
+    uint16_t flags;
+    uint8_t stage; /* enum mk_stage while suspended */
+    uint16_t stage_index;
+    int status;
+    struct timespec start;  /* head complete, wall clock (when a plugin logs) */
+    uint64_t start_mono_us; /* the same instant, monotonic */
+                            /* body buffered for a content handler (malloc, freed at the end) */
+    char *body;
+    size_t body_len;
+    size_t body_cap;
+    const struct mk_plugin *handler; /* content plugin waiting for the body */
+    const struct mk_plugin *plugin;  /* the plugin whose hook runs (or is suspended) */
+    struct mk_suspended *task;       /* the queued task of a suspended hook, if any */
+
+    /* response */
+    const char *content_type;
+    size_t content_type_len;
+    char *extra_headers; /* "Name: value\r\n"..., arena */
+    size_t extra_len;
+    size_t extra_cap;
+    enum mk_resp_body body_type;
+    const char *mem;
+    size_t mem_len;
+    struct mk_file *file; /* a file cache entry the body comes from (fd borrowed) */
+    void *owned;          /* a body buffer to free() at the end */
+    int fd;
+    off_t file_off;
+    uint64_t body_left; /* body bytes still to send */
+    uint64_t content_length;
+    uint64_t bytes_sent; /* head and body */
+    uint32_t head_bytes; /* of which the response head */
+    /* streamed body: pieces in order, bytes queued, the handler's callback */
+    struct mk_piece *q_head, *q_tail;
+    size_t queued;
+    mk_proceed_cb proceed;
+    void *proceed_arg;
+    bool chunked; /* framed with chunked coding (the protocol decides) */
+
+    struct mk_body_stream bs; /* the body streamed to its handler (body.c) */
+    /* the plugins' context slots (api->ctx_set), one per loaded plugin, in
+       the arena; NULL until a plugin stores one, cleared at the end */
+    struct mk_req_ctx *ctx;
+    /* the site's route table: the route that took the request (its handler
+       is in charge while route.route is set), its parameters, and the
+       methods of every route matching the path (the Allow of a 405) */
+    struct mk_route_match route;
+    /* api->takeover(): who gets the connection once the 101 is sent (arena) */
+    struct mk_upgrade *upgrade;
+};
+
+/* ---- request.c ----------------------------------------------------------- */
+
+/* A new request on c, from the worker's free list: active, holding the worker's configuration. */
+struct mk_request *mk_request_new(struct mk_conn *c);
+/* End r (if still active) and give it back; kept while suspension handles are out. */
+void mk_request_free(struct mk_request *r);
+/* Free the worker's spare and zombie requests (worker teardown). */
+void mk_request_pool_destroy(struct mk_worker *w);
+void mk_request_run(struct mk_request *r);
+struct mk_suspended *mk_request_suspend(struct mk_request *r);
+void mk_request_resume(struct mk_suspended *s);
+/* The suspended request is given up: drop its task if that has not started. */
+void mk_request_drop_task(struct mk_request *r);
+void mk_request_body_ready(struct mk_request *r);
+/* A streamed body's handler stopped it with `rc` (a status, MK_ERR): handle it as
+   the handler's result. */
+void mk_request_body_result(struct mk_request *r, int rc);
+void mk_request_error(struct mk_request *r, int status);
+void mk_request_end(struct mk_request *r);
+
+/* ---- response.c: what a response is, whatever the protocol that sends it - */
+
+/* Forget the response body file: release a cache entry or close a descriptor. */
+void mk_response_drop_file(struct mk_request *r);
+int mk_response_add_header(struct mk_request *r, const char *name, size_t name_len,
+                           const char *value, size_t value_len);
+void mk_response_error(struct mk_request *r, int status);
+/* Whether r's status forbids a body (1xx, 204, 304). */
+bool mk_response_no_body(const struct mk_request *r);
+/* Streams (api->stream_*): see mk_plugin.h for the contracts. */
+#define MK_STREAM_HIGH_WATER (64u * 1024u) /* queued body bytes per request */
+int mk_response_stream_start(struct mk_request *r, mk_proceed_cb proceed, void *arg);
+int mk_response_stream_write(struct mk_request *r, const void *data, size_t len);
+int mk_response_stream_end(struct mk_request *r, const char *trailers);
+/* Free the queue; a handler that had not ended gets proceed(NULL, arg). */
+void mk_response_stream_cancel(struct mk_request *r);
+/* Free the first piece, written in full. */
+void mk_response_stream_pop(struct mk_request *r);
+/* Write the file body of r through the connection's transport: MK_OK (all
+   sent), MK_AGAIN (socket full or budget spent), MK_ERR. */
+int mk_response_send_file(struct mk_request *r, size_t budget);
+
+/* ---- static.c ------------------------------------------------------------ */
+
+int mk_static_serve(struct mk_request *r);
+int mk_static_open(const struct mk_vhost *vh, const char *rel, int flags);
+
+#endif
