@@ -1,0 +1,25 @@
+# plugins/tls: OpenSSL, and a self-signed certificate for localhost made at
+# build time into build/tls/ (never committed) for `make run` (conf/ refers
+# to it). Included by the top-level CMakeLists with MK_PLUGIN=tls, only when
+# OpenSSL 3 was found (MK_TLS).
+if(MK_PLUGIN_SHARED)
+  target_link_libraries(plugin-tls PRIVATE OpenSSL::SSL)
+endif()
+if(MK_PLUGIN_BUILTIN)
+  target_link_libraries(monkeylib PUBLIC OpenSSL::SSL)
+endif()
+find_program(MK_OPENSSL_TOOL openssl)
+if(MK_OPENSSL_TOOL)
+  set(MK_TLS_DIR ${CMAKE_BINARY_DIR}/tls)
+  add_custom_command(
+    OUTPUT ${MK_TLS_DIR}/localhost.crt ${MK_TLS_DIR}/localhost.key
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${MK_TLS_DIR}
+    COMMAND ${MK_OPENSSL_TOOL} req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1
+            -nodes -days 825 -subj /CN=localhost
+            -addext subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1
+            -keyout ${MK_TLS_DIR}/localhost.key -out ${MK_TLS_DIR}/localhost.crt
+    COMMENT "Making a self-signed certificate for localhost (tls/localhost.crt)"
+    VERBATIM)
+  add_custom_target(tls-localhost-cert ALL
+                    DEPENDS ${MK_TLS_DIR}/localhost.crt ${MK_TLS_DIR}/localhost.key)
+endif()

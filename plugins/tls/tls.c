@@ -1,0 +1,753 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * tls.c: HTTPS, an OpenSSL 3 transport for "Listen PORT tls".
+ *
+ * What it guarantees:
+ *   - TLS 1.2 and 1.3 only, a modern-intermediate cipher list (ECDHE with
+ *     AES-GCM or ChaCha20-Poly1305, DHE as the last resort), no
+ *     renegotiation, no compression, early data (0-RTT) refused.
+ *   - One certificate per site, from the [TLS] section of its site file
+ *     (Certificate, CertificateKey, optional CertificateChain). The files
+ *     are read and checked (readable, the key matches the certificate) when
+ *     a configuration is built: start, reload and `monkey -t` alike, and a
+ *     refusal names the file and line. A reload therefore brings new
+ *     certificates; connections keep the one they started with.
+ *   - SNI picks the site's certificate with the rules Host uses (exact
+ *     names without case, "*.example.com" wildcards, a trailing dot
+ *     ignored); a client without SNI, or naming no site, gets the default
+ *     site's certificate. A request whose Host names another site than its
+ *     SNI is answered 421 Misdirected Request.
+ *   - ALPN: the first of "h2", "http/1.1" the client offers and the server
+ *     speaks (api->protocol_known); no ALPN means HTTP/1.1.
+ *   - A connection whose first byte is not a TLS handshake record (plain
+ *     HTTP on the TLS port) gets a 400 page and is closed. Handshake
+ *     failures are logged at info with the peer's address; the head
+ *     Timeout bounds the whole handshake (the server's transport seam).
+ *
+ * Threads: the SSL_CTX of each site is built on the controlling thread
+ * (the schema's finish()) and only read afterwards; each SSL belongs to
+ * its connection's worker. Session resumption uses OpenSSL's defaults (a
+ * process-local ticket key); shared ticket keys are not implemented yet.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include <monkey/mk_plugin.h>
+
+/* Mozilla's "intermediate" profile for TLS 1.2; TLS 1.3 keeps OpenSSL's suites. */
+#define TLS_CIPHERS                                                                                \
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"                                   \
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"                                   \
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"                                   \
+    "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305"
+/* Writes smaller than this are gathered into one record (a head and a small body). */
+#define TLS_GATHER 16384
+/* Marks our per-connection state (transport data of other transports differs). */
+#define TLS_MAGIC 0x4d4b544cu
+
+static const struct mk_api *api;
+
+/* A site's [TLS] keys, and the context built from them (NULL: no certificate). */
+struct tls_site {
+    char *cert;
+    char *key;
+    char *chain;
+    SSL_CTX *ctx;
+};
+
+/* The plugin's state in one server (api->self_set). */
+struct tls_self {
+    SSL_CTX *base; /* every SSL starts here; SNI then moves it to a site's context */
+};
+
+/* One connection. */
+struct tls_conn {
+    uint32_t magic;   /* TLS_MAGIC: first, see tls_conn_of() */
+    bool peeked;      /* the first byte was checked to be a handshake record */
+    bool established; /* the handshake is done */
+    int retry_len;    /* a write that must be repeated with this many bytes; 0: none */
+    SSL *ssl;
+};
+
+MK_PLUGIN_DECLARE(tls);
+
+/* ---- names: the rules Host uses (server/conf_site.c, mk_vhost_lookup) ---- */
+
+/* Whether `name` (len bytes, no trailing dot) matches the site name `pattern`. */
+static bool tls_name_matches(const char *pattern, const char *name, size_t len)
+{
+    if (pattern[0] == '*' && pattern[1] == '.') {
+        size_t sl = strlen(pattern + 1); /* ".example.com" */
+        return len > sl && strncasecmp(name + len - sl, pattern + 1, sl) == 0;
+    }
+    return strlen(pattern) == len && strncasecmp(name, pattern, len) == 0;
+}
+
+/* Whether one of the site's ServerNames matches `name`. */
+static bool tls_site_has_name(const struct mk_site *site, const char *name, size_t len)
+{
+    if (len && name[len - 1] == '.') {
+        len--;
+    }
+    for (unsigned j = 0; api->site_name(site, j); j++) {
+        if (tls_name_matches(api->site_name(site, j), name, len)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The site of `cfg` that `name` names, NULL when none does. */
+static const struct mk_site *tls_site_named(struct mk_config *cfg, const char *name, size_t len)
+{
+    for (unsigned i = 0; i < api->config_sites(cfg); i++) {
+        const struct mk_site *s = api->config_site(cfg, i);
+        if (tls_site_has_name(s, name, len)) {
+            return s;
+        }
+    }
+    return NULL;
+}
+
+/* The default site: the site file named "default", else the first. */
+static const struct mk_site *tls_default_site(struct mk_config *cfg)
+{
+    for (unsigned i = 0; i < api->config_sites(cfg); i++) {
+        const struct mk_site *s = api->config_site(cfg, i);
+        const char *file = api->site_file(s);
+        const char *base = strrchr(file, '/');
+        if (strcmp(base ? base + 1 : file, "default") == 0) {
+            return s;
+        }
+    }
+    return api->config_site(cfg, 0);
+}
+
+/* ---- contexts ------------------------------------------------------------ */
+
+/* The peer's address as text into buf. */
+static const char *tls_peer(int fd, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+
+    snprintf(buf, len, "?");
+    if (getpeername(fd, (struct sockaddr *) &ss, &sl) == 0) {
+        const void *a = ss.ss_family == AF_INET6
+                            ? (const void *) &((struct sockaddr_in6 *) &ss)->sin6_addr
+                            : (const void *) &((struct sockaddr_in *) &ss)->sin_addr;
+        inet_ntop(ss.ss_family, a, buf, (socklen_t) len);
+    }
+    return buf;
+}
+
+/*
+ * ALPN: the server's preference among what the client offers, only
+ * protocols the server speaks. None in common: no ALPN (HTTP/1.1).
+ */
+static int tls_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                           const unsigned char *in, unsigned int inlen, void *arg)
+{
+    static const char *const prefs[] = {"h2", "http/1.1", NULL};
+
+    (void) ssl;
+    (void) arg;
+    for (size_t p = 0; prefs[p]; p++) {
+        size_t plen = strlen(prefs[p]);
+        if (!api->protocol_known(prefs[p], plen)) {
+            continue;
+        }
+        for (unsigned i = 0; i < inlen; i += 1u + in[i]) {
+            if (in[i] == plen && i + 1u + plen <= inlen &&
+                memcmp(in + i + 1, prefs[p], plen) == 0) {
+                *out = in + i + 1;
+                *outlen = in[i];
+                return SSL_TLSEXT_ERR_OK;
+            }
+        }
+    }
+    return SSL_TLSEXT_ERR_NOACK;
+}
+
+/* The site context of the SNI's site, else the default site's; NULL if neither has one. */
+static SSL_CTX *tls_ctx_for(struct mk_config *cfg, const char *name)
+{
+    const struct mk_site *site = name ? tls_site_named(cfg, name, strlen(name)) : NULL;
+    const struct tls_site *ts = site ? api->site_conf(site, MK_PLUGIN_SELF(tls)) : NULL;
+
+    if (!ts || !ts->ctx) {
+        ts = api->site_conf(tls_default_site(cfg), MK_PLUGIN_SELF(tls));
+    }
+    return ts ? ts->ctx : NULL;
+}
+
+/*
+ * Called for every ClientHello, with SNI or without: move the connection
+ * to the context holding the certificate of its site, in the configuration
+ * in force now.
+ */
+static int tls_servername(SSL *ssl, int *alert, void *arg)
+{
+    struct mk_config *cfg = api->config_get();
+    SSL_CTX *ctx = NULL;
+
+    (void) arg;
+    if (cfg) {
+        ctx = tls_ctx_for(cfg, SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name));
+        if (ctx) {
+            SSL_set_SSL_CTX(ssl, ctx); /* takes its own reference */
+        }
+        api->config_put(cfg);
+    }
+    if (!ctx) {
+        *alert = SSL_AD_UNRECOGNIZED_NAME;
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
+    }
+    return SSL_TLSEXT_ERR_OK;
+}
+
+/*
+ * A context with the server's protocol settings and no certificate. The
+ * versions, ciphers and options come from the base context every SSL
+ * starts with; site contexts carry the certificate and the callbacks.
+ */
+static SSL_CTX *tls_ctx_new(void)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+
+    if (!ctx) {
+        return NULL;
+    }
+    if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
+        SSL_CTX_set_cipher_list(ctx, TLS_CIPHERS) != 1 ||
+        SSL_CTX_set_session_id_context(ctx, (const unsigned char *) "monkey", 6) != 1) {
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION |
+                                 SSL_OP_IGNORE_UNEXPECTED_EOF);
+    SSL_CTX_set_max_early_data(ctx, 0);
+    SSL_CTX_set_dh_auto(ctx, 1);
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+                              SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_alpn_select_cb(ctx, tls_alpn_select, NULL);
+    SSL_CTX_set_tlsext_servername_callback(ctx, tls_servername);
+    return ctx;
+}
+
+/* The first OpenSSL error as text (the queue is cleared), or `fallback`. */
+static const char *tls_error_text(char *buf, size_t len, const char *fallback)
+{
+    unsigned long e = ERR_get_error();
+
+    ERR_clear_error();
+    if (!e) {
+        snprintf(buf, len, "%s", fallback);
+        return buf;
+    }
+    ERR_error_string_n(e, buf, len);
+    return buf;
+}
+
+/* Whether `path` can be opened for reading; else the reason in reason. */
+static bool tls_readable(const char *what, const char *path, char *reason, size_t len)
+{
+    FILE *f = fopen(path, "r");
+
+    if (!f) {
+        snprintf(reason, len, "%s %s: %s", what, path, strerror(errno));
+        return false;
+    }
+    fclose(f);
+    return true;
+}
+
+/* Add the certificates of the PEM file `path` to the context's chain. */
+static bool tls_load_chain(SSL_CTX *ctx, const char *path, char *reason, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    X509 *x;
+    int n = 0;
+    char why[160];
+
+    if (!f) {
+        snprintf(reason, len, "CertificateChain %s: %s", path, strerror(errno));
+        return false;
+    }
+    while ((x = PEM_read_X509(f, NULL, NULL, NULL)) != NULL) {
+        if (SSL_CTX_add0_chain_cert(ctx, x) != 1) {
+            X509_free(x);
+            fclose(f);
+            snprintf(reason, len, "CertificateChain %s: %s", path,
+                     tls_error_text(why, sizeof(why), "not accepted"));
+            return false;
+        }
+        n++;
+    }
+    fclose(f);
+    ERR_clear_error(); /* the end of the file */
+    if (n == 0) {
+        snprintf(reason, len, "CertificateChain %s: no PEM certificate in it", path);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * Build the site's context from its files: MK_OK, or MK_ERR with the key
+ * to blame in *key and the reason.
+ */
+static int tls_site_build(struct tls_site *ts, const char **key, char *reason, size_t len)
+{
+    char why[160];
+
+    *key = "Certificate";
+    if (!tls_readable("Certificate", ts->cert, reason, len)) {
+        return MK_ERR;
+    }
+    ts->ctx = tls_ctx_new();
+    if (!ts->ctx) {
+        snprintf(reason, len, "%s", tls_error_text(why, sizeof(why), "out of memory"));
+        return MK_ERR;
+    }
+    ERR_clear_error();
+    if (SSL_CTX_use_certificate_chain_file(ts->ctx, ts->cert) != 1) {
+        snprintf(reason, len, "Certificate %s: not a PEM certificate (%s)", ts->cert,
+                 tls_error_text(why, sizeof(why), "unreadable"));
+        return MK_ERR;
+    }
+    if (ts->chain) {
+        *key = "CertificateChain";
+        if (!tls_load_chain(ts->ctx, ts->chain, reason, len)) {
+            return MK_ERR;
+        }
+    }
+    *key = "CertificateKey";
+    if (!tls_readable("CertificateKey", ts->key, reason, len)) {
+        return MK_ERR;
+    }
+    if (SSL_CTX_use_PrivateKey_file(ts->ctx, ts->key, SSL_FILETYPE_PEM) != 1) {
+        snprintf(reason, len, "CertificateKey %s: not a PEM private key (%s)", ts->key,
+                 tls_error_text(why, sizeof(why), "unreadable"));
+        return MK_ERR;
+    }
+    if (SSL_CTX_check_private_key(ts->ctx) != 1) {
+        ERR_clear_error();
+        snprintf(reason, len, "CertificateKey %s does not match Certificate %s", ts->key, ts->cert);
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
+/* ---- configuration --------------------------------------------------------- */
+
+static const struct mk_conf_key tls_keys[] = {
+    {"Certificate", MK_CONF_PATH, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, cert),
+     .doc = "the site's certificate (PEM), with its chain after it if wanted"},
+    {"CertificateKey", MK_CONF_PATH, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, key),
+     .doc = "the certificate's private key (PEM)"},
+    {"CertificateChain", MK_CONF_PATH, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, chain),
+     .doc = "intermediate certificates (PEM) sent after the certificate"},
+    {NULL},
+};
+
+/* A site's keys together: both files or none, then the context built from them. */
+static int tls_finish(void *obj, int site, const char **key, char *reason, size_t len)
+{
+    struct tls_site *ts = obj;
+
+    if (!site || (!ts->cert && !ts->key && !ts->chain)) {
+        return MK_OK;
+    }
+    if (!ts->cert) {
+        *key = ts->key ? "CertificateKey" : "CertificateChain";
+        snprintf(reason, len, "[TLS] without a Certificate");
+        return MK_ERR;
+    }
+    if (!ts->key) {
+        *key = "Certificate";
+        snprintf(reason, len, "Certificate without a CertificateKey");
+        return MK_ERR;
+    }
+    return tls_site_build(ts, key, reason, len);
+}
+
+static void tls_free(void *obj, int site)
+{
+    struct tls_site *ts = obj;
+
+    if (site && ts->ctx) {
+        SSL_CTX_free(ts->ctx);
+        ts->ctx = NULL;
+    }
+}
+
+static const struct mk_conf_schema tls_schema = {
+    .section = "TLS",
+    .keys = tls_keys,
+    .site_size = sizeof(struct tls_site),
+    .free = tls_free,
+    .finish = tls_finish,
+};
+
+/* ---- the transport ---------------------------------------------------------- */
+
+/* The connection's TLS state, NULL when it arrived through another transport. */
+static struct tls_conn *tls_conn_of(struct mk_conn *c)
+{
+    struct tls_conn *t = *api->conn_transport_data(c);
+    return t && t->magic == TLS_MAGIC ? t : NULL;
+}
+
+static int tls_open(struct mk_conn *c)
+{
+    struct tls_self *self = api->self(MK_PLUGIN_SELF(tls));
+    struct tls_conn *t = calloc(1, sizeof(*t));
+
+    if (!t || !self) {
+        free(t);
+        return MK_ERR;
+    }
+    t->magic = TLS_MAGIC;
+    t->ssl = SSL_new(self->base);
+    if (!t->ssl || SSL_set_fd(t->ssl, api->conn_fd(c)) != 1) {
+        ERR_clear_error();
+        SSL_free(t->ssl);
+        free(t);
+        return MK_ERR;
+    }
+    SSL_set_accept_state(t->ssl);
+    *api->conn_transport_data(c) = t;
+    return MK_OK;
+}
+
+static void tls_close(struct mk_conn *c)
+{
+    void **slot = api->conn_transport_data(c);
+    struct tls_conn *t = *slot;
+
+    if (t) {
+        SSL_free(t->ssl);
+        free(t);
+    }
+    *slot = NULL;
+}
+
+/*
+ * Plain HTTP on the TLS port: answer 400 in clear text as nginx does. The
+ * request's bytes are read first, so that closing does not reset the
+ * connection before the client reads the answer.
+ */
+static void tls_plain_http(struct mk_conn *c)
+{
+    static const char page[] = "<html><head><title>400 Bad Request</title></head><body>\n"
+                               "<h1>400 Bad Request</h1>\n"
+                               "<p>The plain HTTP request was sent to an HTTPS port.</p>\n"
+                               "</body></html>\n";
+    char head[256], drain[4096], peer[INET6_ADDRSTRLEN];
+    int fd = api->conn_fd(c);
+    int n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 400 Bad Request\r\nContent-Type: text/html\r\n"
+                     "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                     sizeof(page) - 1);
+    struct iovec iov[2] = {{head, (size_t) n}, {(void *) page, sizeof(page) - 1}};
+    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
+
+    while (recv(fd, drain, sizeof(drain), MSG_DONTWAIT) > 0) {
+    }
+    if (sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) > 0) {
+        shutdown(fd, SHUT_WR);
+    }
+    api->log(MK_PLUGIN_LOG_INFO, "tls: plain HTTP from %s on a TLS port: 400",
+             tls_peer(fd, peer, sizeof(peer)));
+}
+
+/*
+ * The result of an SSL call that returned `rc` <= 0: MK_AGAIN with the
+ * direction wanted set, 0 for a clean end, MK_ERR otherwise.
+ */
+static int tls_result(struct mk_conn *c, struct tls_conn *t, int rc)
+{
+    switch (SSL_get_error(t->ssl, rc)) {
+    case SSL_ERROR_WANT_READ:
+        api->conn_io_want(c, MK_IO_WANT_READ);
+        return MK_AGAIN;
+    case SSL_ERROR_WANT_WRITE:
+        api->conn_io_want(c, MK_IO_WANT_WRITE);
+        return MK_AGAIN;
+    case SSL_ERROR_ZERO_RETURN:
+        return 0;
+    default:
+        return MK_ERR;
+    }
+}
+
+static int tls_handshake(struct mk_conn *c)
+{
+    struct tls_conn *t = *api->conn_transport_data(c);
+    int fd = api->conn_fd(c);
+    char peer[INET6_ADDRSTRLEN], why[160];
+
+    if (!t->peeked) {
+        unsigned char first;
+        ssize_t n = recv(fd, &first, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            return MK_AGAIN;
+        }
+        if (n <= 0) {
+            return MK_ERR;
+        }
+        t->peeked = true;
+        if (first != 0x16) { /* not a TLS handshake record */
+            tls_plain_http(c);
+            return MK_ERR;
+        }
+    }
+    ERR_clear_error();
+    int rc = SSL_do_handshake(t->ssl);
+    if (rc == 1) {
+        t->established = true;
+        return MK_OK;
+    }
+    int res = tls_result(c, t, rc);
+    if (res == MK_AGAIN) {
+        return MK_AGAIN;
+    }
+    api->log(MK_PLUGIN_LOG_INFO, "tls: handshake with %s failed: %s",
+             tls_peer(fd, peer, sizeof(peer)),
+             tls_error_text(why, sizeof(why), "the client closed the connection"));
+    return MK_ERR;
+}
+
+static ssize_t tls_read(struct mk_conn *c, void *buf, size_t len)
+{
+    struct tls_conn *t = *api->conn_transport_data(c);
+
+    ERR_clear_error();
+    int n = SSL_read(t->ssl, buf, len > INT_MAX ? INT_MAX : (int) len);
+    if (n > 0) {
+        return n;
+    }
+    switch (tls_result(c, t, n)) {
+    case MK_AGAIN:
+        errno = EAGAIN;
+        return -1;
+    case 0:
+        return 0;
+    default:
+        ERR_clear_error();
+        errno = ECONNRESET;
+        return -1;
+    }
+}
+
+/*
+ * Small pieces (a head and a small body) are gathered into one record; a
+ * large first piece goes to SSL_write as it is, without a copy. A write
+ * that OpenSSL could not finish is repeated with the same length, as
+ * OpenSSL requires (the server passes the same bytes again).
+ */
+static ssize_t tls_writev(struct mk_conn *c, const struct iovec *iov, int iovcnt, int flags)
+{
+    struct tls_conn *t = *api->conn_transport_data(c);
+    unsigned char gather[TLS_GATHER];
+    size_t total = 0, want;
+    const void *p;
+
+    (void) flags;
+    for (int i = 0; i < iovcnt; i++) {
+        total += iov[i].iov_len;
+    }
+    if (total == 0) {
+        return 0;
+    }
+    if (t->retry_len) {
+        want = (size_t) t->retry_len < total ? (size_t) t->retry_len : total;
+    }
+    else if (iov[0].iov_len >= TLS_GATHER) {
+        want = iov[0].iov_len > INT_MAX ? INT_MAX : iov[0].iov_len;
+    }
+    else {
+        want = total < TLS_GATHER ? total : TLS_GATHER;
+    }
+    if (iov[0].iov_len >= want) {
+        p = iov[0].iov_base;
+    }
+    else {
+        size_t n = 0;
+        for (int i = 0; i < iovcnt && n < want; i++) {
+            size_t take = iov[i].iov_len < want - n ? iov[i].iov_len : want - n;
+            memcpy(gather + n, iov[i].iov_base, take);
+            n += take;
+        }
+        p = gather;
+    }
+    ERR_clear_error();
+    int n = SSL_write(t->ssl, p, (int) want);
+    if (n > 0) {
+        t->retry_len = 0;
+        return n;
+    }
+    if (tls_result(c, t, n) == MK_AGAIN) {
+        t->retry_len = (int) want;
+        errno = EAGAIN;
+        return -1;
+    }
+    ERR_clear_error();
+    errno = EPIPE;
+    return -1;
+}
+
+/* Send close_notify when the handshake was done, then stop sending. */
+static int tls_shutdown(struct mk_conn *c)
+{
+    struct tls_conn *t = *api->conn_transport_data(c);
+
+    if (t->established) {
+        ERR_clear_error();
+        SSL_shutdown(t->ssl);
+        ERR_clear_error();
+    }
+    return shutdown(api->conn_fd(c), SHUT_WR);
+}
+
+static size_t tls_pending(struct mk_conn *c)
+{
+    struct tls_conn *t = *api->conn_transport_data(c);
+    int n = t->established ? SSL_pending(t->ssl) : 0;
+    return n > 0 ? (size_t) n : 0;
+}
+
+static const char *tls_alpn(struct mk_conn *c, size_t *len)
+{
+    struct tls_conn *t = *api->conn_transport_data(c);
+    const unsigned char *p = NULL;
+    unsigned int n = 0;
+
+    SSL_get0_alpn_selected(t->ssl, &p, &n);
+    if (!p || !n) {
+        return NULL;
+    }
+    *len = n;
+    return (const char *) p;
+}
+
+static const char *tls_server_name(struct mk_conn *c, size_t *len)
+{
+    struct tls_conn *t = *api->conn_transport_data(c);
+    const char *name = SSL_get_servername(t->ssl, TLSEXT_NAMETYPE_host_name);
+
+    if (!name) {
+        return NULL;
+    }
+    *len = strlen(name);
+    return name;
+}
+
+static const struct mk_transport tls_transport = {
+    .name = "tls",
+    .open = tls_open,
+    .read = tls_read,
+    .writev = tls_writev,
+    .shutdown = tls_shutdown,
+    .close = tls_close,
+    .handshake = tls_handshake,
+    .pending = tls_pending,
+    .alpn = tls_alpn,
+    .server_name = tls_server_name,
+};
+
+/* ---- hooks ------------------------------------------------------------------ */
+
+/*
+ * 421 when the request's Host names another site than the SNI did: the
+ * certificate the client checked was not the one of the site it asks.
+ * A server name no site has chose the default site's certificate.
+ */
+static int tls_request(struct mk_request *r)
+{
+    struct mk_conn *c = api->conn(r);
+    const struct mk_site *site = api->site(r);
+    size_t len = 0;
+
+    if (!tls_conn_of(c)) {
+        return MK_OK;
+    }
+    const char *sni = api->conn_server_name(c, &len);
+    if (!sni || tls_site_has_name(site, sni, len)) {
+        return MK_OK;
+    }
+    struct mk_config *cfg = api->config_get();
+    if (!cfg) {
+        return MK_OK;
+    }
+    bool sni_site = tls_site_named(cfg, sni, len) != NULL;
+    bool host_default = strcmp(api->site_file(site), api->site_file(tls_default_site(cfg))) == 0;
+    api->config_put(cfg);
+    return !sni_site && host_default ? MK_OK : 421;
+}
+
+static int tls_init(const struct mk_api *server_api, const char *conf_dir)
+{
+    struct tls_self *self;
+
+    (void) conf_dir;
+    api = server_api;
+    if (!MK_API_HAS(api, protocol_known)) {
+        api->log(MK_PLUGIN_LOG_ERROR, "tls: needs a server with plugin ABI 3.2");
+        return MK_ERR;
+    }
+    self = calloc(1, sizeof(*self));
+    if (!self) {
+        api->log(MK_PLUGIN_LOG_ERROR, "tls: out of memory");
+        return MK_ERR;
+    }
+    self->base = tls_ctx_new();
+    if (!self->base || api->self_set(MK_PLUGIN_SELF(tls), self) != MK_OK) {
+        char why[160];
+        api->log(MK_PLUGIN_LOG_ERROR, "tls: cannot set up OpenSSL: %s",
+                 tls_error_text(why, sizeof(why), "out of memory"));
+        SSL_CTX_free(self->base);
+        free(self);
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
+static void tls_exit(void)
+{
+    struct tls_self *self = api->self(MK_PLUGIN_SELF(tls));
+
+    if (self) {
+        SSL_CTX_free(self->base);
+        free(self);
+    }
+}
+
+MK_PLUGIN_DEFINE(tls) = {
+    MK_PLUGIN_ABI_INIT,
+    .name = "tls",
+    .version = "1.0",
+    .description = "HTTPS: an OpenSSL transport with a certificate per site, SNI and ALPN",
+    .init = tls_init,
+    .exit = tls_exit,
+    .request = tls_request,
+    .transport = &tls_transport,
+    .conf_schema = &tls_schema,
+};
