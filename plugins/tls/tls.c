@@ -342,14 +342,27 @@ static int tls_site_build(struct tls_site *ts, const char **key, char *reason, s
     if (!tls_readable("CertificateKey", ts->key, reason, len)) {
         return MK_ERR;
     }
-    if (SSL_CTX_use_PrivateKey_file(ts->ctx, ts->key, SSL_FILETYPE_PEM) != 1) {
+    FILE *f = fopen(ts->key, "r");
+    EVP_PKEY *pkey = f ? PEM_read_PrivateKey(f, NULL, NULL, NULL) : NULL;
+    if (f) {
+        fclose(f);
+    }
+    if (!pkey) {
         snprintf(reason, len, "CertificateKey %s: not a PEM private key (%s)", ts->key,
                  tls_error_text(why, sizeof(why), "unreadable"));
         return MK_ERR;
     }
-    if (SSL_CTX_check_private_key(ts->ctx) != 1) {
+    if (X509_check_private_key(SSL_CTX_get0_certificate(ts->ctx), pkey) != 1) {
+        EVP_PKEY_free(pkey);
         ERR_clear_error();
         snprintf(reason, len, "CertificateKey %s does not match Certificate %s", ts->key, ts->cert);
+        return MK_ERR;
+    }
+    int ok = SSL_CTX_use_PrivateKey(ts->ctx, pkey);
+    EVP_PKEY_free(pkey);
+    if (ok != 1 || SSL_CTX_check_private_key(ts->ctx) != 1) {
+        snprintf(reason, len, "CertificateKey %s: not usable with Certificate %s (%s)", ts->key,
+                 ts->cert, tls_error_text(why, sizeof(why), "refused"));
         return MK_ERR;
     }
     return MK_OK;

@@ -1,0 +1,290 @@
+"""HTTPS through the tls plugin (plugins/tls): handshakes, a certificate per
+site chosen by SNI, 421, ALPN, versions, plain HTTP on the TLS port, a
+stalled handshake, large files and ranges, other plugins over TLS, and the
+checks of certificates and keys at `monkey -t`."""
+
+import http.client
+import os
+import re
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+
+import pytest
+
+from conftest import BUILD, MONKEY, SLOW, needs_dlopen
+
+TLS_SO = BUILD / "plugins" / "monkey-tls.so"
+LOGGER_SO = BUILD / "plugins" / "monkey-logger.so"
+DIRLISTING_SO = BUILD / "plugins" / "monkey-dirlisting.so"
+
+pytestmark = [
+    needs_dlopen,
+    pytest.mark.skipif(not TLS_SO.exists(), reason="built without OpenSSL (MK_TLS off)"),
+    pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl tool"),
+]
+
+
+def make_cert(folder, name, key_type="ec"):
+    """A self-signed certificate for `name`: (cert path, key path)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    crt, key = folder / f"{name}.crt", folder / f"{name}.key"
+    newkey = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"] if key_type == "ec" \
+        else ["-newkey", "rsa:2048"]
+    subprocess.run(["openssl", "req", "-x509", *newkey, "-nodes", "-days", "2",
+                    "-subj", f"/CN={name}", "-keyout", str(key), "-out", str(crt)],
+                   check=True, capture_output=True)
+    return crt, key
+
+
+def tls_section(crt, key):
+    return f"[TLS]\n    Certificate {crt}\n    CertificateKey {key}\n"
+
+
+def tls_server(make_server, plugins=None, sites=None, **conf):
+    """A server with one TLS listener; the default site answers localhost."""
+    srv = make_server()
+    certs = srv.dir / "certs"
+    srv.certs = {"localhost": make_cert(certs, "localhost")}
+    srv.plugins = [str(TLS_SO)] + (plugins or [])
+    srv.set(Listen=f"127.0.0.1:{srv.port} tls", Workers=1, **conf)
+    srv.site_extra = tls_section(*srv.certs["localhost"])
+    for name in sites or []:
+        root = srv.dir / f"root-{name}"
+        root.mkdir()
+        (root / "site.txt").write_text(f"site {name}\n")
+        srv.certs[name] = make_cert(certs, name)
+        srv.extra_sites[name] = (f"[HOST]\n    ServerName {name}\n    DocumentRoot {root}\n"
+                                 + tls_section(*srv.certs[name]))
+    srv.file("hello.txt", "Hello World!\n")
+    return srv
+
+
+def client_context(alpn=None, max_version=None):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    if alpn:
+        ctx.set_alpn_protocols(alpn)
+    if max_version:
+        ctx.minimum_version = ssl.TLSVersion.TLSv1
+        ctx.maximum_version = max_version
+        ctx.set_ciphers("DEFAULT:@SECLEVEL=0")  # let the client offer old versions
+    return ctx
+
+
+def tls_connect(port, sni=None, **kw):
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5 * SLOW)
+    return client_context(**kw).wrap_socket(sock, server_hostname=sni)
+
+
+def der_of(crt):
+    return ssl.PEM_cert_to_DER_cert(crt.read_text())
+
+
+def https(srv, path, host="localhost", sni="localhost", headers=None):
+    """One request over a new TLS connection: (status, headers, body)."""
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10 * SLOW)
+    conn.sock = tls_connect(srv.port, sni=sni)  # used as it is: no connect()
+    conn.putrequest("GET", path, skip_host=True, skip_accept_encoding=True)
+    conn.putheader("Host", host)
+    for k, v in (headers or {}).items():
+        conn.putheader(k, v)
+    conn.endheaders()
+    resp = conn.getresponse()
+    body = resp.read()
+    conn.close()
+    return resp.status, {k.lower(): v for k, v in resp.getheaders()}, body
+
+
+# ---- the transport ---------------------------------------------------------------
+
+def test_get_over_tls_and_keepalive(make_server):
+    srv = tls_server(make_server).start()
+    s = tls_connect(srv.port, sni="localhost")
+    assert s.version() in ("TLSv1.2", "TLSv1.3")
+    for _ in range(3):
+        s.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        data = b""
+        while not data.endswith(b"Hello World!\n"):
+            chunk = s.recv(65536)
+            assert chunk, data
+            data += chunk
+        assert data.startswith(b"HTTP/1.1 200 ")
+    s.close()
+
+
+def test_sni_picks_the_site_certificate(make_server):
+    srv = tls_server(make_server, sites=["a.test", "b.test"]).start()
+    for name in ("localhost", "a.test", "b.test"):
+        s = tls_connect(srv.port, sni=name)
+        assert s.getpeercert(binary_form=True) == der_of(srv.certs[name][0]), name
+        s.close()
+    # No SNI, or a name no site has: the default site's certificate.
+    for sni in (None, "unknown.test"):
+        s = tls_connect(srv.port, sni=sni)
+        assert s.getpeercert(binary_form=True) == der_of(srv.certs["localhost"][0]), sni
+        s.close()
+    assert https(srv, "/site.txt", host="a.test", sni="a.test")[::2] == (200, b"site a.test\n")
+
+
+def test_host_naming_another_site_than_sni_gets_421(make_server):
+    srv = tls_server(make_server, sites=["a.test", "b.test"]).start()
+    assert https(srv, "/site.txt", host="b.test", sni="a.test")[0] == 421
+    assert https(srv, "/hello.txt", host="localhost", sni="a.test")[0] == 421
+    assert https(srv, "/site.txt", host="b.test", sni="b.test")[0] == 200
+    # An unknown SNI got the default certificate: the default site may be asked.
+    assert https(srv, "/hello.txt", host="localhost", sni="unknown.test")[0] == 200
+
+
+def test_alpn_http11(make_server):
+    srv = tls_server(make_server).start()
+    s = tls_connect(srv.port, sni="localhost", alpn=["h2", "http/1.1"])
+    assert s.selected_alpn_protocol() == "http/1.1"
+    s.close()
+    # Only protocols the server does not speak: no ALPN, HTTP/1.1 all the same.
+    s = tls_connect(srv.port, sni="localhost", alpn=["h2"])
+    assert s.selected_alpn_protocol() is None
+    s.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+    data = b""
+    while chunk := s.recv(65536):
+        data += chunk
+    assert data.startswith(b"HTTP/1.1 200 ") and data.endswith(b"Hello World!\n")
+    s.close()
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1, ssl.TLSVersion.TLSv1_1])
+def test_old_tls_versions_are_refused(make_server, version):
+    srv = tls_server(make_server).start()
+    with pytest.raises(ssl.SSLError):
+        tls_connect(srv.port, sni="localhost", max_version=version)
+    # The same permissive client gets TLS 1.2 when it may.
+    s = tls_connect(srv.port, sni="localhost", max_version=ssl.TLSVersion.TLSv1_2)
+    assert s.version() == "TLSv1.2"
+    s.close()
+
+
+def test_plain_http_on_the_tls_port_gets_400(make_server):
+    srv = tls_server(make_server).start()
+    data = srv.raw(b"GET /hello.txt HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    assert data.startswith(b"HTTP/1.1 400 Bad Request\r\n")
+    assert b"Connection: close\r\n" in data
+    assert b"plain HTTP request was sent to an HTTPS port" in data
+    assert srv.proc.poll() is None
+
+
+@pytest.mark.parametrize("prefix", [b"", b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"])
+def test_stalled_handshake_is_closed_after_the_timeout(make_server, prefix):
+    # Nothing, or the start of a ClientHello and then silence.
+    srv = tls_server(make_server, Timeout=1).start()
+    sock = socket.create_connection(("127.0.0.1", srv.port), timeout=5 * SLOW)
+    sock.sendall(prefix)
+    start = time.monotonic()
+    sock.settimeout(4 * SLOW)
+    try:
+        assert sock.recv(100) == b""
+    except ConnectionResetError:
+        pass
+    assert time.monotonic() - start < 4 * SLOW
+    sock.close()
+    assert https(srv, "/hello.txt")[0] == 200
+
+
+def test_garbage_handshake_is_logged_not_fatal(make_server):
+    srv = tls_server(make_server).start()
+    sock = socket.create_connection(("127.0.0.1", srv.port), timeout=5 * SLOW)
+    sock.sendall(b"\x16\x03\x01\x00\x05hello" + os.urandom(64))
+    sock.settimeout(5 * SLOW)
+    try:
+        while sock.recv(4096):
+            pass
+    except ConnectionResetError:
+        pass
+    sock.close()
+    assert https(srv, "/hello.txt")[0] == 200
+    assert re.search(r"\[info\] tls: handshake with 127\.0\.0\.1 failed: ", srv.stderr_text())
+
+
+def test_ten_megabytes_and_a_range_byte_for_byte(make_server):
+    data = os.urandom(10 << 20)
+    srv = tls_server(make_server)
+    srv.file("big.bin", data)
+    srv.start()
+    status, headers, body = https(srv, "/big.bin")
+    assert (status, len(body)) == (200, len(data))
+    assert body == data
+    status, headers, body = https(srv, "/big.bin", headers={"Range": "bytes=1000000-1999999"})
+    assert status == 206
+    assert headers["content-range"] == f"bytes 1000000-1999999/{len(data)}"
+    assert body == data[1000000:2000000]
+
+
+# ---- other plugins over TLS ------------------------------------------------------
+
+def test_logger_over_tls(make_server):
+    srv = tls_server(make_server, plugins=[str(LOGGER_SO)])
+    logs = srv.dir / "logs"
+    logs.mkdir()
+    srv.site_extra += f"[LOGGER]\n    AccessLog {logs}/access.log\n    Format common\n"
+    srv.start()
+    assert https(srv, "/hello.txt")[0] == 200
+    srv.stop()
+    lines = (logs / "access.log").read_text().splitlines()
+    assert len(lines) == 1 and '"GET /hello.txt HTTP/1.1" 200 13' in lines[0], lines
+
+
+def test_dirlisting_over_tls(make_server):
+    srv = tls_server(make_server, plugins=[str(DIRLISTING_SO)])
+    srv.site_extra += "[DIRLISTING]\n    Enable On\n"
+    srv.file("pub/one.txt", "1")
+    srv.file("pub/two.txt", "2")
+    srv.start()
+    status, headers, body = https(srv, "/pub/")
+    assert status == 200
+    assert b"one.txt" in body and b"two.txt" in body
+
+
+# ---- certificates checked when the configuration is built ------------------------
+
+def check(srv):
+    srv.write_conf()
+    p = subprocess.run([str(MONKEY), "-t", "-c", str(srv.conf)], capture_output=True, text=True,
+                       timeout=20 * SLOW)
+    return p.returncode, p.stderr
+
+
+def test_monkey_t_accepts_a_good_certificate(make_server):
+    srv = tls_server(make_server)
+    assert check(srv)[0] == 0
+
+
+def test_key_that_does_not_match_is_refused_with_file_and_line(make_server):
+    srv = tls_server(make_server)
+    other_crt, other_key = make_cert(srv.dir / "certs", "other")
+    srv.site_extra = tls_section(srv.certs["localhost"][0], other_key)
+    rc, err = check(srv)
+    assert rc == 1
+    # [HOST] ServerName, DocumentRoot, [TLS], Certificate, CertificateKey: line 6.
+    assert re.search(r"sites/default:6: .*CertificateKey .*other\.key does not match "
+                     r"Certificate .*localhost\.crt", err), err
+
+
+def test_unreadable_certificate_is_refused_with_file_and_line(make_server):
+    srv = tls_server(make_server)
+    srv.site_extra = tls_section(srv.dir / "missing.crt", srv.certs["localhost"][1])
+    rc, err = check(srv)
+    assert rc == 1
+    assert re.search(r"sites/default:5: .*missing\.crt: No such file or directory", err), err
+    # At start too, and nothing is served.
+    assert "missing.crt" in srv.run_expect_failure()
+
+
+def test_certificate_without_key_is_refused(make_server):
+    srv = tls_server(make_server)
+    srv.site_extra = f"[TLS]\n    Certificate {srv.certs['localhost'][0]}\n"
+    rc, err = check(srv)
+    assert rc == 1
+    assert re.search(r"sites/default:5: .*Certificate without a CertificateKey", err), err
