@@ -22,16 +22,24 @@ foreach(f IN LISTS mk_conf_files)
   file(READ ${CMAKE_SOURCE_DIR}/conf/${f} text)
   if(f STREQUAL "monkey.conf")
     mk_conf_replace(text ${f} "    Listen 2001\n" "    Listen 80\n")
+    # HTTPS needs a certificate of the site's own: left for the administrator.
+    mk_conf_replace(text ${f} "    Listen 2443 tls\n" "    # Listen 443 tls\n")
   elseif(f STREQUAL "sites/default")
     mk_conf_replace(text ${f} "    DocumentRoot ../htdocs\n" "    DocumentRoot ${MK_SITEDIR}\n")
+    mk_conf_replace(text ${f}
+                    "[TLS]\n    Certificate ../build/tls/localhost.crt\n    CertificateKey ../build/tls/localhost.key\n"
+                    "# [TLS]\n#     Certificate /etc/ssl/certs/monkey.crt\n#     CertificateKey /etc/ssl/private/monkey.key\n")
   elseif(f STREQUAL "plugins.load")
+    # The tree's own [PLUGINS] (HTTPS for make run) goes; the commented list becomes it.
+    mk_conf_replace(text ${f}
+                    "\n[PLUGINS]\n    Load ../build/plugins/monkey-tls.so          # HTTPS on port 2443 (make run)\n"
+                    "\n")
     mk_conf_replace(text ${f} "Load ../build/plugins/" "Load ${MK_PLUGINDIR}/")
     # The installed server logs and answers monkey-ctl.
     foreach(p logger control)
       mk_conf_replace(text ${f} "#     Load ${MK_PLUGINDIR}/monkey-${p}.so"
                       "    Load ${MK_PLUGINDIR}/monkey-${p}.so")
     endforeach()
-    mk_conf_replace(text ${f} "\n[PLUGINS]\n" "\n")
     mk_conf_replace(text ${f} "# [PLUGINS]\n" "[PLUGINS]\n")
   elseif(f STREQUAL "plugins/logger.conf")
     mk_conf_replace(text ${f} "    # AccessLog /var/log/monkey/access.log\n"

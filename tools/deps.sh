@@ -3,7 +3,7 @@
 #
 #   tools/deps.sh build      check only: a C compiler and cmake (never installs)
 #   tools/deps.sh test       + ninja, cmocka, python3 with pytest, curl, clang-format, musl,
-#                            taskset
+#                            taskset, libssl-dev and openssl (plugins/tls)
 #   tools/deps.sh fuzz       + clang with libFuzzer
 #   tools/deps.sh static     + musl (musl-gcc) for the static embedded build
 #   tools/deps.sh bench      + the peers and load tools of bench/
@@ -36,6 +36,8 @@ need /usr/include/cmocka.h libcmocka-dev
 if [ "$stage" != build ]; then
     need musl-gcc musl-tools
     need curl curl
+    need /usr/include/openssl/ssl.h libssl-dev # plugins/tls
+    need openssl openssl # the test certificates
     need clang-format clang-format
     need taskset util-linux # make test: the integration suite pinned to one CPU
     need /usr/bin/python3 python3
