@@ -54,7 +54,13 @@ install:
 uninstall:
 	cmake --build $(BUILD) --target uninstall
 
-run: all
+# The bundled configuration serves HTTPS on 2443 too: the tls plugin needs
+# OpenSSL (installed when missing and run as root), and a build configured
+# before OpenSSL was there must look again.
+run:
+	@tools/deps.sh run
+	@test -f $(BUILD)/plugins/monkey-tls.so || cmake -S . -B $(BUILD) $(if $(wildcard $(BUILD)/CMakeCache.txt),,$(GENERATOR)) >/dev/null
+	@$(MAKE) --no-print-directory all
 	$(BUILD)/bin/monkey -c conf
 
 deps:

@@ -2,6 +2,7 @@
 # What building and testing Monkey needs, from Debian packages.
 #
 #   tools/deps.sh build      check only: a C compiler and cmake (never installs)
+#   tools/deps.sh run        + libssl-dev and openssl: make run serves HTTPS on 2443
 #   tools/deps.sh test       + ninja, cmocka, python3 with pytest, curl, clang-format, musl,
 #                            taskset, libssl-dev and openssl (plugins/tls)
 #   tools/deps.sh fuzz       + clang with libFuzzer
@@ -26,11 +27,19 @@ stage=${1:-test}
 need cc gcc
 need cmake cmake
 need /usr/include/crypt.h libcrypt-dev # the auth plugin (a dependency of libc6-dev)
+if [ "$stage" = run ]; then
+    # The tls plugin and the localhost certificate made at build time.
+    need /usr/include/openssl/ssl.h libssl-dev
+    need openssl openssl
+    [ -n "$want" ] || exit 0
+    stage=run-only
+fi
 if [ "$stage" = build ]; then
     [ -z "$want" ] && exit 0
     echo "deps: building needs:$want (as root: apt-get install$want)" >&2
     exit 1
 fi
+if [ "$stage" != run-only ]; then
 need ninja ninja-build
 need /usr/include/cmocka.h libcmocka-dev
 if [ "$stage" != build ]; then
@@ -71,6 +80,7 @@ if [ "$stage" = bench ]; then
     need callgrind_control valgrind
     need gnuplot gnuplot-nox
 fi
+fi # run-only
 
 [ -z "$want" ] && exit 0
 if [ "$(id -u)" != 0 ]; then
