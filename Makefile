@@ -13,11 +13,16 @@
 #   make format     clang-format every C file; make format-check only checks
 #   make install    install (PREFIX, default /usr/local, and DESTDIR honoured;
 #                   docs/packaging.md); make uninstall removes those files
+#   make deb        the Debian packages monkey and monkey-dev (debian/) into
+#                   build-deb/; make deb-test builds them and checks them
+#                   (lintian, contents, the extracted server runs; not part
+#                   of make test)
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 STATIC_BUILD ?= build-static
+DEB_BUILD  ?= build-deb
 # Built into the static binary (auth needs libxcrypt, which musl does not have).
 STATIC_PLUGINS ?= skeleton;logger;dirlisting;access;control
 FUZZ_SECONDS ?= 60
@@ -29,7 +34,7 @@ PYTHON     := $(shell python3 -c 'import pytest' >/dev/null 2>&1 && echo python3
 C_FILES     = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 
 .PHONY: all run test unit integration asan deps reconfigure static fuzz bench format format-check clean \
-	install uninstall
+	install uninstall deb deb-test
 
 all:
 	@tools/deps.sh build
@@ -53,6 +58,20 @@ install:
 
 uninstall:
 	cmake --build $(BUILD) --target uninstall
+
+# The packages are built from a copy of the tracked (and new, not ignored)
+# files in $(DEB_BUILD)/src, so dpkg-buildpackage writes the .deb files into
+# $(DEB_BUILD)/ and leaves the tree clean.
+deb:
+	@tools/deps.sh deb
+	@rm -rf $(DEB_BUILD) && mkdir -p $(DEB_BUILD)/src
+	@git ls-files -co --exclude-standard -z | xargs -0 tar cf - | tar xf - -C $(DEB_BUILD)/src
+	cd $(DEB_BUILD)/src && DEB_BUILD_OPTIONS="parallel=$(JOBS) $(DEB_BUILD_OPTIONS)" \
+		dpkg-buildpackage -us -uc -b
+	@ls -l $(DEB_BUILD)/*.deb
+
+deb-test: deb
+	MK_DEB=$(DEB_BUILD) $(PYTHON) -m pytest -q tests/integration/test_15_deb.py
 
 # The bundled configuration serves HTTPS on 2443 too: the tls plugin needs
 # OpenSSL (installed when missing and run as root), and a build configured
@@ -119,4 +138,4 @@ format-check:
 	clang-format --dry-run -Werror $(C_FILES)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(STATIC_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(STATIC_BUILD) $(DEB_BUILD)

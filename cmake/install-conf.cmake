@@ -4,6 +4,11 @@
 # replaced line must be found as written, so a change to conf/ that this
 # script does not know about stops the configure step instead of installing
 # a configuration pointing at the build tree.
+#
+# MK_INSTALL_USER (empty by default) names the user a root-started server
+# switches to: the Debian package sets it to monkey, the user its postinst
+# creates. Left empty, the installed configuration keeps conf/'s commented
+# example, since User names a user that must exist.
 file(REMOVE_RECURSE ${MK_INSTALL_CONF})
 file(GLOB_RECURSE mk_conf_files RELATIVE ${CMAKE_SOURCE_DIR}/conf ${CMAKE_SOURCE_DIR}/conf/*)
 list(FILTER mk_conf_files EXCLUDE REGEX "\\.sock$")
@@ -24,6 +29,9 @@ foreach(f IN LISTS mk_conf_files)
     mk_conf_replace(text ${f} "    Listen 2001\n" "    Listen 80\n")
     # HTTPS needs a certificate of the site's own: left for the administrator.
     mk_conf_replace(text ${f} "    Listen 2443 tls\n" "    # Listen 443 tls\n")
+    if(MK_INSTALL_USER)
+      mk_conf_replace(text ${f} "    # User www-data\n" "    User ${MK_INSTALL_USER}\n")
+    endif()
   elseif(f STREQUAL "sites/default")
     mk_conf_replace(text ${f} "    DocumentRoot ../htdocs\n" "    DocumentRoot ${MK_SITEDIR}\n")
     mk_conf_replace(text ${f}

@@ -18,6 +18,8 @@
 
 set(MK_SYSTEMD_UNITDIR "${CMAKE_INSTALL_PREFIX}/lib/systemd/system"
     CACHE PATH "where monkey.service is installed")
+set(MK_INSTALL_USER "" CACHE STRING
+    "User of the installed monkey.conf (a root-started server switches to it); empty: none")
 
 install(TARGETS monkey RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR})
 if(TARGET monkey-ctl)

@@ -8,6 +8,8 @@
 #   tools/deps.sh fuzz       + clang with libFuzzer
 #   tools/deps.sh static     + musl (musl-gcc) for the static embedded build
 #   tools/deps.sh bench      + the peers and load tools of bench/
+#   tools/deps.sh deb        + debhelper, dpkg-dev, lintian and fakeroot for
+#                            make deb and make deb-test
 #
 # Except for "build", what is missing is installed with apt-get when run as
 # root, and every package is named before it is installed. Without root it
@@ -63,6 +65,15 @@ fi
 if [ "$stage" = fuzz ]; then
     need clang clang
     need /usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a libclang-rt-14-dev
+fi
+if [ "$stage" = deb ]; then
+    # make deb, make deb-test (docs/packaging.md): what debian/control's
+    # Build-Depends name, and the tools that build and check the packages.
+    need make build-essential
+    need dh debhelper
+    need dpkg-buildpackage dpkg-dev
+    need lintian lintian
+    need fakeroot fakeroot
 fi
 if [ "$stage" = bench ]; then
     # bench/bench.py: load tools, the peers, node.js for bench/node/hello.js,
