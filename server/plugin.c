@@ -372,6 +372,16 @@ static const char *mk_api_site_file(const struct mk_site *s)
     return s ? ((const struct mk_vhost *) s)->file : "";
 }
 
+static const struct mk_site *mk_api_site_lookup(const struct mk_site *s, const char *name,
+                                                size_t len)
+{
+    if (!s) {
+        return NULL;
+    }
+    const struct mk_config *cfg = ((const struct mk_vhost *) s)->cfg;
+    return (const struct mk_site *) mk_vhost_lookup(cfg, name ? name : "", name ? len : 0);
+}
+
 static void *mk_api_site_data(const struct mk_site *s, const struct mk_plugin *plugin)
 {
     const struct mk_vhost *vh = (const struct mk_vhost *) s;
@@ -799,6 +809,7 @@ const struct mk_api mk_plugin_api = {
     .takeover_write = mk_takeover_write,
     .takeover_close = mk_takeover_close,
     .takeover_conn = mk_takeover_conn,
+    .site_lookup = mk_api_site_lookup,
 };
 
 /* ---- loading ------------------------------------------------------------- */

@@ -738,6 +738,16 @@ struct mk_api {
     void (*takeover_close)(struct mk_takeover *t);
     /* The connection, for conn_* accessors. */
     struct mk_conn *(*takeover_conn)(struct mk_takeover *t);
+
+    /*
+     * The site of the configuration `site` belongs to that `name` names,
+     * by the rules Host follows (exact and "*.example.com" ServerNames,
+     * without case, a trailing dot ignored), or that configuration's
+     * default site when no site has the name (or name is NULL); NULL for a
+     * NULL site. Any thread holding the configuration (a request's site, or
+     * config_get()).
+     */
+    const struct mk_site *(*site_lookup)(const struct mk_site *site, const char *name, size_t len);
 };
 
 struct mk_plugin {

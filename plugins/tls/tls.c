@@ -29,7 +29,7 @@
  * Threads: the SSL_CTX of each site is built on the controlling thread
  * (the schema's finish()) and only read afterwards; each SSL belongs to
  * its connection's worker. Session resumption uses OpenSSL's defaults (a
- * process-local ticket key); shared ticket keys are not implemented yet.
+ * process-local ticket key); keys shared between servers are not offered.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -87,58 +87,6 @@ struct tls_conn {
 
 MK_PLUGIN_DECLARE(tls);
 
-/* ---- names: the rules Host uses (server/conf_site.c, mk_vhost_lookup) ---- */
-
-/* Whether `name` (len bytes, no trailing dot) matches the site name `pattern`. */
-static bool tls_name_matches(const char *pattern, const char *name, size_t len)
-{
-    if (pattern[0] == '*' && pattern[1] == '.') {
-        size_t sl = strlen(pattern + 1); /* ".example.com" */
-        return len > sl && strncasecmp(name + len - sl, pattern + 1, sl) == 0;
-    }
-    return strlen(pattern) == len && strncasecmp(name, pattern, len) == 0;
-}
-
-/* Whether one of the site's ServerNames matches `name`. */
-static bool tls_site_has_name(const struct mk_site *site, const char *name, size_t len)
-{
-    if (len && name[len - 1] == '.') {
-        len--;
-    }
-    for (unsigned j = 0; api->site_name(site, j); j++) {
-        if (tls_name_matches(api->site_name(site, j), name, len)) {
-            return true;
-        }
-    }
-    return false;
-}
-
-/* The site of `cfg` that `name` names, NULL when none does. */
-static const struct mk_site *tls_site_named(struct mk_config *cfg, const char *name, size_t len)
-{
-    for (unsigned i = 0; i < api->config_sites(cfg); i++) {
-        const struct mk_site *s = api->config_site(cfg, i);
-        if (tls_site_has_name(s, name, len)) {
-            return s;
-        }
-    }
-    return NULL;
-}
-
-/* The default site: the site file named "default", else the first. */
-static const struct mk_site *tls_default_site(struct mk_config *cfg)
-{
-    for (unsigned i = 0; i < api->config_sites(cfg); i++) {
-        const struct mk_site *s = api->config_site(cfg, i);
-        const char *file = api->site_file(s);
-        const char *base = strrchr(file, '/');
-        if (strcmp(base ? base + 1 : file, "default") == 0) {
-            return s;
-        }
-    }
-    return api->config_site(cfg, 0);
-}
-
 /* ---- contexts ------------------------------------------------------------ */
 
 /* The peer's address as text into buf. */
@@ -188,11 +136,13 @@ static int tls_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *o
 /* The site context of the SNI's site, else the default site's; NULL if neither has one. */
 static SSL_CTX *tls_ctx_for(struct mk_config *cfg, const char *name)
 {
-    const struct mk_site *site = name ? tls_site_named(cfg, name, strlen(name)) : NULL;
-    const struct tls_site *ts = site ? api->site_conf(site, MK_PLUGIN_SELF(tls)) : NULL;
+    const struct mk_site *any = api->config_site(cfg, 0);
+    const struct mk_site *dflt = api->site_lookup(any, NULL, 0);
+    const struct mk_site *site = name ? api->site_lookup(any, name, strlen(name)) : dflt;
+    const struct tls_site *ts = api->site_conf(site, MK_PLUGIN_SELF(tls));
 
     if (!ts || !ts->ctx) {
-        ts = api->site_conf(tls_default_site(cfg), MK_PLUGIN_SELF(tls));
+        ts = api->site_conf(dflt, MK_PLUGIN_SELF(tls));
     }
     return ts ? ts->ctx : NULL;
 }
@@ -703,17 +653,11 @@ static int tls_request(struct mk_request *r)
         return MK_OK;
     }
     const char *sni = api->conn_server_name(c, &len);
-    if (!sni || tls_site_has_name(site, sni, len)) {
+    /* Both by the rules Host follows: a name no site has means the default site. */
+    if (!sni || api->site_lookup(site, sni, len) == site) {
         return MK_OK;
     }
-    struct mk_config *cfg = api->config_get();
-    if (!cfg) {
-        return MK_OK;
-    }
-    bool sni_site = tls_site_named(cfg, sni, len) != NULL;
-    bool host_default = strcmp(api->site_file(site), api->site_file(tls_default_site(cfg))) == 0;
-    api->config_put(cfg);
-    return !sni_site && host_default ? MK_OK : 421;
+    return 421;
 }
 
 static int tls_init(const struct mk_api *server_api, const char *conf_dir)
@@ -722,7 +666,7 @@ static int tls_init(const struct mk_api *server_api, const char *conf_dir)
 
     (void) conf_dir;
     api = server_api;
-    if (!MK_API_HAS(api, protocol_known)) {
+    if (!MK_API_HAS(api, site_lookup)) {
         api->log(MK_PLUGIN_LOG_ERROR, "tls: needs a server with plugin ABI 3.2");
         return MK_ERR;
     }
