@@ -278,6 +278,29 @@ class Server:
             c.close()
 
 
+def read_head(f):
+    """Read a response head from a buffered binary reader: (status line, headers
+    with lower-case names)."""
+    status = f.readline().decode()
+    headers = {}
+    while True:
+        line = f.readline().decode()
+        if line in ("\r\n", ""):
+            break
+        k, v = line.split(":", 1)
+        headers[k.strip().lower()] = v.strip()
+    return status, headers
+
+
+def vm_rss_kb(pid):
+    """The resident memory of process `pid` in KiB (VmRSS of /proc/PID/status)."""
+    with open(f"/proc/{pid}/status") as st:
+        for line in st:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
 def check_sanitizers(text):
     for mark in SANITIZER_MARKS:
         assert mark not in text, f"sanitizer report:\n{text}"

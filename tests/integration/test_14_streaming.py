@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, SANITIZED, Conn, needs_dlopen
+from conftest import BUILD, SANITIZED, Conn, needs_dlopen, read_head, vm_rss_kb
 
 STREAM_SO = BUILD / "tests" / "plugins" / "monkey-stream.so"
 
@@ -28,14 +28,7 @@ def open_stream(srv, query, version="HTTP/1.1", rcvbuf=None):
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     s.sendall(f"GET /stream?{query} {version}\r\nHost: localhost\r\n\r\n".encode())
     f = s.makefile("rb")
-    status = f.readline().decode()
-    headers = {}
-    while True:
-        line = f.readline().decode()
-        if line in ("\r\n", ""):
-            break
-        k, v = line.split(":", 1)
-        headers[k.strip().lower()] = v.strip()
+    status, headers = read_head(f)
     return s, f, status, headers
 
 
@@ -60,14 +53,6 @@ def read_chunks(f, piece, on_chunk=None):
         if line == b"\r\n":
             return total, trailers
         trailers.append(line.decode().strip())
-
-
-def vm_rss_kb(pid):
-    with open(f"/proc/{pid}/status") as st:
-        for line in st:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 def test_stream_chunked_with_trailer(streamer):

@@ -12,7 +12,7 @@ import zlib
 
 import pytest
 
-from conftest import BUILD, SANITIZED, SLOW, needs_dlopen
+from conftest import BUILD, SANITIZED, SLOW, needs_dlopen, read_head, vm_rss_kb
 
 UPLOAD_SO = BUILD / "tests" / "plugins" / "monkey-upload.so"
 MIB = 1 << 20
@@ -40,14 +40,7 @@ def connect(srv, timeout=10):
 def read_response(s):
     """Read one response with a Content-Length body: (status line, headers, body)."""
     f = s.makefile("rb")
-    status = f.readline().decode()
-    headers = {}
-    while True:
-        line = f.readline().decode()
-        if line in ("\r\n", ""):
-            break
-        k, v = line.split(":", 1)
-        headers[k.strip().lower()] = v.strip()
+    status, headers = read_head(f)
     body = f.read(int(headers.get("content-length", "0")))
     return status, headers, body
 
@@ -60,14 +53,6 @@ def stats(srv):
     r = srv.get("/upload/stats")
     assert r.status == 200
     return {k: int(v) for k, v in parse_answer(r.body).items()}
-
-
-def vm_rss_kb(pid):
-    with open(f"/proc/{pid}/status") as st:
-        for line in st:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 class RssPeak:
