@@ -186,7 +186,6 @@ static int mk_hdr_list(struct mk_request *r, enum mk_http_known k, struct mk_str
 {
     const struct mk_http_head *h = &r->head;
     const struct mk_str *first = mk_http_known_get(h, k);
-    const char *name = mk_http_known_name(k);
     size_t len = 0;
 
     if (!first) {
@@ -196,6 +195,7 @@ static int mk_hdr_list(struct mk_request *r, enum mk_http_known k, struct mk_str
         *out = *first;
         return MK_OK;
     }
+    const char *name = mk_http_known_name(k); /* only the rare repeated case walks */
     for (unsigned i = h->known[k] - 1u; i < h->n_headers; i++) {
         const struct mk_http_header *hd = &h->headers[i];
         if (mk_str_ieq(hd->name.p, hd->name.len, name)) {
