@@ -81,6 +81,7 @@ struct tls_conn {
     uint32_t magic;   /* TLS_MAGIC: first, see tls_conn_of() */
     bool peeked;      /* the first byte was checked to be a handshake record */
     bool established; /* the handshake is done */
+    bool shut;        /* close_notify was sent (or may not be) */
     int retry_len;    /* a write that must be repeated with this many bytes; 0: none */
     SSL *ssl;
 };
@@ -400,12 +401,30 @@ static int tls_open(struct mk_conn *c)
     return MK_OK;
 }
 
+/* Send close_notify once, when the handshake was done: the client then
+   knows the response was complete, and may keep the session. */
+static void tls_close_notify(struct tls_conn *t)
+{
+    if (t->established && !t->shut) {
+        t->shut = true;
+        ERR_clear_error();
+        SSL_shutdown(t->ssl);
+        ERR_clear_error();
+    }
+}
+
+/*
+ * The server closes without a lingering close too (a response that ended
+ * with Connection: close and no input left, the keep-alive timeout, the
+ * server stopping): close_notify goes out best effort, without waiting.
+ */
 static void tls_close(struct mk_conn *c)
 {
     void **slot = api->conn_transport_data(c);
     struct tls_conn *t = *slot;
 
     if (t) {
+        tls_close_notify(t);
         SSL_free(t->ssl);
         free(t);
     }
@@ -457,6 +476,7 @@ static int tls_result(struct mk_conn *c, struct tls_conn *t, int rc)
     case SSL_ERROR_ZERO_RETURN:
         return 0;
     default:
+        t->shut = true; /* a failed connection gets no close_notify */
         return MK_ERR;
     }
 }
@@ -580,13 +600,7 @@ static ssize_t tls_writev(struct mk_conn *c, const struct iovec *iov, int iovcnt
 /* Send close_notify when the handshake was done, then stop sending. */
 static int tls_shutdown(struct mk_conn *c)
 {
-    struct tls_conn *t = *api->conn_transport_data(c);
-
-    if (t->established) {
-        ERR_clear_error();
-        SSL_shutdown(t->ssl);
-        ERR_clear_error();
-    }
+    tls_close_notify(*api->conn_transport_data(c));
     return shutdown(api->conn_fd(c), SHUT_WR);
 }
 

@@ -36,6 +36,33 @@ def test_get_over_tls_and_keepalive(make_server):
     s.close()
 
 
+def read_to_close_notify(s):
+    """Everything until the server's close_notify; SSLEOFError when it
+    closed the TCP connection without one (a truncation attack to a client)."""
+    s.settimeout(5 * SLOW)
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+
+
+@pytest.mark.parametrize("how", ["connection-close", "keepalive-timeout"])
+def test_server_close_sends_close_notify(make_server, how):
+    srv = tls_server(make_server, KeepAliveTimeout="300ms").start()
+    sock = socket.create_connection(("127.0.0.1", srv.port), timeout=5 * SLOW)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    s = ctx.wrap_socket(sock, server_hostname="localhost", suppress_ragged_eofs=False)
+    close = b"Connection: close\r\n" if how == "connection-close" else b""
+    s.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: localhost\r\n" + close + b"\r\n")
+    data = read_to_close_notify(s)  # raises ssl.SSLEOFError without close_notify
+    assert data.startswith(b"HTTP/1.1 200 ") and data.endswith(b"Hello World!\n"), data
+    s.close()
+
+
 def test_sni_picks_the_site_certificate(make_server):
     srv = tls_server(make_server, sites=["a.test", "b.test"]).start()
     for name in ("localhost", "a.test", "b.test"):
