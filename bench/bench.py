@@ -33,8 +33,8 @@ SCENARIOS = ["ka13", "close13", "ka200k", "ka1m", "sweep", "node", "idle",
              "tls_full", "tls_resume", "tls_ka13", "tls_1m", "tls_idle"]
 TLS_SERVERS = ["monkey", "nginx", "h2o"]  # the servers of the tls_* scenarios
 TLS_PLUGIN = os.path.join(ROOT, "build", "plugins", "monkey-tls.so")
-# What every TLS client of the harness offers (wrk, openssl s_time and
-# s_client, the idle client), through OPENSSL_CONF: only TLS 1.3 with one
+# What every TLS client of the harness offers (wrk, openssl s_client, the
+# handshake and idle clients), through OPENSSL_CONF: only TLS 1.3 with one
 # suite, so every server negotiates the same whatever its own defaults are.
 TLS_PROTOCOL, TLS_CIPHER = "TLSv1.3", "TLS_AES_128_GCM_SHA256"
 TLS_CLIENT_CONF = f"""openssl_conf = bench_conf
@@ -70,9 +70,9 @@ SCENARIO_INFO = {
     "tls_ka13": ("13-byte file, keep-alive, HTTPS", "hello.txt", []),
     "tls_1m": ("1 MB file, keep-alive, HTTPS", "file1m.bin", []),
 }
-TLS_HANDSHAKES = {  # scenario: (title, openssl s_time mode)
-    "tls_full": ("full TLS handshakes, a new connection and session per request", "-new"),
-    "tls_resume": ("resumed TLS handshakes, a new connection per request", "-reuse"),
+TLS_HANDSHAKES = {  # scenario: (title, handshake_child() mode)
+    "tls_full": ("full TLS handshakes, a new connection and session per request", "new"),
+    "tls_resume": ("resumed TLS handshakes, a new connection per request", "reuse"),
 }
 
 MODES = {
@@ -408,15 +408,22 @@ def check_server(srv, full=True, tls=False):
 
 
 def check_tls(srv, env):
-    """What openssl s_time sends (HTTP/1.0, no Host) must get the 13 bytes
-    with 200, and the harness's clients (OPENSSL_CONF in env) must negotiate
-    TLS_PROTOCOL and TLS_CIPHER. Returns what `openssl s_client -brief` saw."""
+    """An HTTP/1.0 GET /hello.txt (the server closes after it) must get the
+    13 bytes with 200, and the harness's clients (OPENSSL_CONF in env) must
+    negotiate TLS_PROTOCOL and TLS_CIPHER. Returns what `openssl s_client
+    -brief` saw, and whether the server's close came with a close_notify."""
+    info = {"close_notify": "yes"}
     with insecure_context().wrap_socket(socket.create_connection(("127.0.0.1", srv.port),
-                                                                 timeout=10)) as s:
+                                                                 timeout=10),
+                                        suppress_ragged_eofs=False) as s:
         s.sendall(b"GET /hello.txt HTTP/1.0\r\n\r\n")
         data = b""
         while True:
-            chunk = s.recv(65536)
+            try:
+                chunk = s.recv(65536)
+            except ssl.SSLEOFError:
+                info["close_notify"] = "no"  # closed without a close_notify alert
+                break
             if not chunk:
                 break
             data += chunk
@@ -426,7 +433,6 @@ def check_tls(srv, env):
     p = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % srv.port,
                         "-servername", "localhost", "-brief"], stdin=subprocess.DEVNULL,
                        capture_output=True, text=True, timeout=20, env=env)
-    info = {}
     for key, rx in (("protocol", r"Protocol version: (\S+)"), ("cipher", r"Ciphersuite: (\S+)"),
                     ("group", r"(?:Peer|Server) Temp Key: ([^,\n]+)"),
                     ("signature", r"Signature type: (\S+)")):
@@ -485,20 +491,24 @@ def parse_ab(out, n):
     return r
 
 
-def parse_s_time(out):
-    """The outputs of several `openssl s_time` run at once, one after the
-    other. Each prints a character per timed connection: `r` when the session
-    was resumed, `*` when the handshake was a full one (TLS 1.2 and 1.3)."""
-    r = {"tool": "openssl s_time", "rps": None, "p50_ms": None, "p99_ms": None}
-    done = re.findall(r"^(\d+) connections in \d+ real seconds, (\d+) bytes read per "
-                      r"connection", out, re.M)
-    marks = "".join(re.findall(r"^[*rt3]+$", out, re.M))
-    r["clients"] = len(re.findall(r"^== s_time", out, re.M))
-    r["requests"] = sum(int(n) for n, _ in done)
-    r["bytes_per_connection"] = max((int(b) for _, b in done), default=None)
-    r["resumed"] = marks.count("r")
-    r["full_handshakes"] = len(marks) - r["resumed"]
-    r["errors"] = max(0, r["clients"] - len(done))  # s_time runs that gave no total
+def parse_handshakes(out):
+    """The JSON lines of several handshake_child() run at once."""
+    r = {"tool": "bench.py handshake client", "rps": None, "requests": 0, "resumed": 0,
+         "full_handshakes": 0, "errors": 0, "clients": 0}
+    lat = []
+    for line in out.splitlines():
+        try:
+            c = json.loads(line)
+        except ValueError:
+            continue
+        r["clients"] += 1
+        for k in ("requests", "resumed", "full_handshakes", "errors"):
+            r[k] += c[k]
+        r["rps"] = (r["rps"] or 0) + c["requests"] / c["seconds"]
+        lat += c["latencies_ms"]
+    lat.sort()
+    for pct in (50, 99):
+        r["p%d_ms" % pct] = lat[min(len(lat) - 1, len(lat) * pct // 100)] if lat else None
     return r
 
 
@@ -611,8 +621,6 @@ class Bench:
                       "processes_peak", "ctx_voluntary", "ctx_involuntary", "duration_s",
                       "requests_source"):
                 rec[k] = summ.get(k)
-            if rec.get("requests") and rec.get("rps") is None and summ.get("duration_s"):
-                rec["rps"] = rec["requests"] / summ["duration_s"]  # s_time: no usable rate
             if rec.get("requests") and rec.get("cpu_us_per_request") is None \
                     and rec.get("cpu_total_s") is not None:
                 rec["cpu_us_per_request"] = rec["cpu_total_s"] * 1e6 / rec["requests"]
@@ -655,34 +663,32 @@ class Bench:
                         else None)
                 self.one(name, sc, rnd, load, dict(connections=100), parse_wrk, warm, tls)
 
-    def s_time(self, mode, seconds, tag):
-        """`openssl s_time` MODE, one per worker, at once; each one writes to
-        its own file, printed one after the other at the end."""
-        out = os.path.join(self.wd, tag)
-        one = ("openssl s_time -connect 127.0.0.1:%d -www /hello.txt -time %d %s"
-               % (self.port, seconds, mode))
-        script = ('for i in $(seq %d); do %s >%s.$i 2>&1 & done; wait; '
-                  'for i in $(seq %d); do echo "== s_time $i"; cat %s.$i; done'
-                  % (self.args.workers, one, out, self.args.workers, out))
-        return ["sh", "-c", script]
+    def handshake_load(self, mode, seconds):
+        """handshake_child() MODE, one per worker, at once; each writes its
+        JSON line to its own file, printed at the end (a line longer than a
+        pipe's atomic write would otherwise mix with the others)."""
+        self.counter += 1
+        out = os.path.join(self.wd, "handshakes%d" % self.counter)
+        one = "%s %s --handshake-client %d %d %s" % (
+            sys.executable, os.path.abspath(__file__), self.port, seconds, mode)
+        return ["sh", "-c", "for i in $(seq %d); do %s >%s.$i & done; wait; cat %s.*" % (
+            self.args.workers, one, out, out)]
 
     def run_handshakes(self, sc):
         title, mode = TLS_HANDSHAKES[sc]
         self.tls_setup()
         for rnd in range(1, self.m["rounds"] + 1):
             for name in self.tls_servers():
-                self.counter += 1
-                load = self.s_time(mode, self.m["duration"], "s_time%d" % self.counter)
-                self.counter += 1
-                warm = (self.s_time(mode, self.m["warmup"], "s_time%d" % self.counter)
-                        if self.m["warmup"] else None)
+                load = self.handshake_load(mode, self.m["duration"])
+                warm = (self.handshake_load(mode, self.m["warmup"]) if self.m["warmup"]
+                        else None)
                 rec = self.one(name, sc, rnd, load, dict(connections=self.args.workers),
-                               parse_s_time, warm, tls=True)
-                wrong = rec.get("resumed") if mode == "-new" else rec.get("full_handshakes")
+                               parse_handshakes, warm, tls=True)
+                wrong = rec.get("resumed") if mode == "new" else rec.get("full_handshakes")
                 if wrong:
                     self.problem("%s, %s round %d: %d of %d handshakes were %s" % (
                         name, sc, rnd, wrong, rec.get("requests"),
-                        "resumed" if mode == "-new" else "full ones"))
+                        "resumed" if mode == "new" else "full ones"))
 
     def run_sweep(self):
         for c in self.m["sweep"]:
@@ -1088,6 +1094,63 @@ class IdleClients:
                 self.child.wait()
 
 
+def handshake_child(port, seconds, mode):
+    """bench.py --handshake-client PORT SECONDS new|reuse: for SECONDS, one
+    connection after the other, each a TLS handshake then `GET /hello.txt`
+    (HTTP/1.1, Connection: close) read whole by its Content-Length; prints
+    one JSON line. new: no session is offered, every handshake is a full one.
+    reuse: a first connection (not counted) gets a session (a TLS 1.3 ticket),
+    which every connection then offers, as `openssl s_time -reuse` does. The
+    session is taken once the answer is read, not at the server's close, so a
+    close without close_notify (an unexpected EOF, after which OpenSSL drops
+    the session) does not prevent resumption."""
+    ctx = insecure_context()
+    req = b"GET /hello.txt HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+
+    def fetch(session):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            # Finished and the request are two writes: without this, Nagle
+            # holds the request until the server's delayed ACK (40 ms).
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with ctx.wrap_socket(raw, server_hostname="localhost", session=session) as s:
+                s.sendall(req)
+                buf = b""
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        raise OSError("closed before the whole answer")
+                    buf += chunk
+                    head, sep, body = buf.partition(b"\r\n\r\n")
+                    m = re.search(rb"(?i)content-length:\s*(\d+)", head) if sep else None
+                    if m and len(body) >= int(m.group(1)):
+                        break
+                if not head.startswith(b"HTTP/1.1 200"):
+                    raise OSError("answer %r" % head[:40])
+                return s.session, s.session_reused
+
+    r = {"requests": 0, "resumed": 0, "full_handshakes": 0, "errors": 0, "latencies_ms": []}
+    session = None
+    if mode == "reuse":
+        try:
+            session = fetch(None)[0]
+        except OSError:
+            r["errors"] += 1
+    start = time.monotonic()
+    while time.monotonic() < start + seconds:
+        t0 = time.perf_counter()
+        try:
+            _, reused = fetch(session)
+        except OSError:
+            r["errors"] += 1
+            continue
+        r["latencies_ms"].append(round((time.perf_counter() - t0) * 1e3, 3))
+        r["requests"] += 1
+        r["resumed" if reused else "full_handshakes"] += 1
+    r["seconds"] = time.monotonic() - start
+    print(json.dumps(r), flush=True)
+    return 0
+
+
 def idle_child(port, n):
     """bench.py --idle-client PORT N: open N TLS connections (idle_client),
     print the figures as a JSON line, answer each `count` line with the
@@ -1321,14 +1384,19 @@ def tls_intro(b):
          "and buffers), %d workers each. Certificate: ECDSA P-256 (prime256v1), "
          "self-signed for `localhost`, made at the start of the run with `openssl req "
          "-x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes`; every server "
-         "serves that one. Every client (wrk, openssl s_time and s_client, the idle client) "
+         "serves that one. Every client (wrk, openssl s_client, the handshake and idle clients) "
          "reads an `OPENSSL_CONF` that lets it offer only %s with %s, so every server "
-         "negotiates the same; `openssl s_client -brief` checks it after each start. What "
-         "it saw:" % (", ".join(b.tls_servers()), b.args.workers, TLS_PROTOCOL, TLS_CIPHER),
-         "", "| server | protocol | cipher | key exchange | signature |", "|---|---|---|---|---|"]
+         "negotiates the same; `openssl s_client -brief` checks it after each start. The last "
+         "column says whether the server sends a `close_notify` alert when it closes after "
+         "an HTTP/1.0 answer (without it, an OpenSSL client that reads to the end, such as "
+         "`openssl s_time -reuse`, drops the session and never resumes). What the checks "
+         "saw:"
+         % (", ".join(b.tls_servers()), b.args.workers, TLS_PROTOCOL, TLS_CIPHER),
+         "", "| server | protocol | cipher | key exchange | signature | close_notify |",
+         "|---|---|---|---|---|---|"]
     for s in b.tls_servers():
         seen = sorted({tuple((r.get("tls") or {}).get(k) or "–" for k in (
-            "protocol", "cipher", "group", "signature")) for r in b.runs
+            "protocol", "cipher", "group", "signature", "close_notify")) for r in b.runs
             if r.get("server") == s and r.get("scenario", "").startswith("tls_")
             and r.get("tls")})
         for row in seen:
@@ -1340,20 +1408,20 @@ def handshake_table(b, sc):
     title, mode = TLS_HANDSHAKES[sc]
     m, srv = b.m, b.tls_servers()
     L = ["## %s: %s" % (sc, title), "",
-         "%d × `openssl s_time -connect 127.0.0.1:PORT -www /hello.txt -time %d %s` at "
-         "once (one per worker), %d round(s)%s. Each connection sends `GET /hello.txt "
-         "HTTP/1.0` and reads the answer until the server closes. req/s = connections "
-         "of all the s_time runs / the seconds they ran; s_time gives no latency "
-         "percentiles. %s" % (
+         "%d × `bench.py --handshake-client PORT %d %s` at once (one per worker), %d "
+         "round(s)%s: Python's ssl, one connection after the other, each a handshake then "
+         "`GET /hello.txt` (`Connection: close`) read whole. req/s = the sum of each "
+         "client's connections / its seconds; p50 and p99 are of connect + handshake + "
+         "answer. %s" % (
              b.args.workers, m["duration"], mode, m["rounds"],
              ", after a %d s warm-up" % m["warmup"] if m["warmup"] else "",
-             "`-new`: no session is offered, each handshake is a full one (ECDHE and an "
-             "ECDSA signature)." if mode == "-new" else
-             "`-reuse`: one full handshake first (not timed), then every connection "
+             "`new`: no session is offered, each handshake is a full one (ECDHE and an "
+             "ECDSA signature)." if mode == "new" else
+             "`reuse`: one full handshake first (not counted), then every connection "
              "offers that session (a TLS 1.3 ticket) again."), ""]
     L += table(summarize(b.runs, sc, srv), srv)
     g = group(b.runs, sc)
-    L += ["", "Handshakes seen by s_time (every round; `r` marks, `*` marks): " + "; ".join(
+    L += ["", "Handshakes the clients saw (all rounds, `SSLSocket.session_reused`): " + "; ".join(
         "%s %d resumed, %d full" % (s, sum(r.get("resumed") or 0 for r in g.get(s, [])),
                                     sum(r.get("full_handshakes") or 0 for r in g.get(s, [])))
         for s in srv) + ".", ""]
@@ -1529,6 +1597,8 @@ def raise_nofile():
 def main():
     if sys.argv[1:2] == ["--idle-client"]:
         return idle_child(int(sys.argv[2]), int(sys.argv[3]))
+    if sys.argv[1:2] == ["--handshake-client"]:
+        return handshake_child(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
     ap = argparse.ArgumentParser(
         prog="bench.py", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Benchmark Monkey against nginx, lighttpd and h2o (and node.js).",
