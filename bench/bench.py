@@ -18,6 +18,7 @@ import selectors
 import shutil
 import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -28,7 +29,24 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PEERS = ["nginx", "lighttpd", "h2o"]
 ALL_SERVERS = ["monkey"] + PEERS
-SCENARIOS = ["ka13", "close13", "ka200k", "ka1m", "sweep", "node", "idle"]
+SCENARIOS = ["ka13", "close13", "ka200k", "ka1m", "sweep", "node", "idle",
+             "tls_full", "tls_resume", "tls_ka13", "tls_1m", "tls_idle"]
+TLS_SERVERS = ["monkey", "nginx", "h2o"]  # the servers of the tls_* scenarios
+TLS_PLUGIN = os.path.join(ROOT, "build", "plugins", "monkey-tls.so")
+# What every TLS client of the harness offers (wrk, openssl s_client, the
+# handshake and idle clients), through OPENSSL_CONF: only TLS 1.3 with one
+# suite, so every server negotiates the same whatever its own defaults are.
+TLS_PROTOCOL, TLS_CIPHER = "TLSv1.3", "TLS_AES_128_GCM_SHA256"
+TLS_CLIENT_CONF = f"""openssl_conf = bench_conf
+[bench_conf]
+ssl_conf = bench_ssl
+[bench_ssl]
+system_default = bench_tls
+[bench_tls]
+MinProtocol = {TLS_PROTOCOL}
+MaxProtocol = {TLS_PROTOCOL}
+Ciphersuites = {TLS_CIPHER}
+"""
 
 FILES = {  # name in the document root: size (the 13-byte one is text)
     "hello.txt": 13,
@@ -49,6 +67,12 @@ SCENARIO_INFO = {
                 ["-H", "Connection: close"]),
     "ka200k": ("200 KB file, keep-alive", "file200k.bin", []),
     "ka1m": ("1 MB file, keep-alive", "file1m.bin", []),
+    "tls_ka13": ("13-byte file, keep-alive, HTTPS", "hello.txt", []),
+    "tls_1m": ("1 MB file, keep-alive, HTTPS", "file1m.bin", []),
+}
+TLS_HANDSHAKES = {  # scenario: (title, handshake_child() mode)
+    "tls_full": ("full TLS handshakes, a new connection and session per request", "new"),
+    "tls_resume": ("resumed TLS handshakes, a new connection per request", "reuse"),
 }
 
 MODES = {
@@ -134,8 +158,17 @@ def free_port(preferred):
     raise SystemExit("bench: no free port near %d" % preferred)
 
 
-def http_get(port, path, close=False, timeout=10):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+def insecure_context():
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # the harness's own self-signed certificate
+    return ctx
+
+
+def http_get(port, path, close=False, timeout=10, tls=False):
+    c = (http.client.HTTPSConnection("127.0.0.1", port, timeout=timeout,
+                                     context=insecure_context()) if tls
+         else http.client.HTTPConnection("127.0.0.1", port, timeout=timeout))
     try:
         c.request("GET", path, headers={"Connection": "close"} if close else {})
         r = c.getresponse()
@@ -221,11 +254,12 @@ def write(path, text):
         f.write(text)
 
 
-def config_monkey(d, docroot, port, workers):
+def config_monkey(d, docroot, port, workers, tls=None):
+    """tls: None, or (certificate, key) for a TLS listener (the tls plugin)."""
     conf = os.path.join(d, "monkey")
     os.makedirs(os.path.join(conf, "sites"), exist_ok=True)
     write(os.path.join(conf, "monkey.conf"), f"""[SERVER]
-    Listen 127.0.0.1:{port}
+    Listen 127.0.0.1:{port}{" tls" if tls else ""}
     Workers {workers}
     KeepAlive On
     KeepAliveTimeout {KEEPALIVE_TIMEOUT}
@@ -235,17 +269,24 @@ def config_monkey(d, docroot, port, workers):
     GracefulTimeout 1
     LogLevel warn
 """)
+    tls_site = f"[TLS]\n    Certificate {tls[0]}\n    CertificateKey {tls[1]}\n" if tls else ""
     write(os.path.join(conf, "sites", "default"), f"""[HOST]
     ServerName 127.0.0.1 localhost
     DocumentRoot {docroot}
-""")
-    # No plugins.load: no plugin, so no access log.
+{tls_site}""")
+    # plugins.load names the tls plugin only for TLS; no other plugin, so no
+    # access log.
+    if tls:
+        write(os.path.join(conf, "plugins.load"), "[PLUGINS]\n    Load %s\n" % TLS_PLUGIN)
     return [os.path.join(ROOT, "build", "bin", "monkey"), "-c", conf]
 
 
-def config_nginx(d, docroot, port, workers, single=False):
+def config_nginx(d, docroot, port, workers, single=False, tls=None):
     tmp = os.path.join(d, "nginx-tmp")
     os.makedirs(tmp, exist_ok=True)
+    # nginx 1.22's default ssl_protocols lacks TLSv1.3: the versions of the others.
+    ssl_lines = ("\n        ssl_certificate %s;\n        ssl_certificate_key %s;\n"
+                 "        ssl_protocols TLSv1.2 TLSv1.3;" % tls if tls else "")
     conf = os.path.join(d, "nginx.conf")
     write(conf, f"""daemon off;
 master_process {"off" if single else "on"};
@@ -269,8 +310,8 @@ http {{
     uwsgi_temp_path {tmp}/uwsgi;
     scgi_temp_path {tmp}/scgi;
     server {{
-        listen 127.0.0.1:{port} backlog={BACKLOG};
-        root {docroot};
+        listen 127.0.0.1:{port}{" ssl" if tls else ""} backlog={BACKLOG};
+        root {docroot};{ssl_lines}
     }}
 }}
 """)
@@ -295,16 +336,17 @@ mimetype.assign = ( ".txt" => "text/plain", "" => "application/octet-stream" )
     return ["lighttpd", "-D", "-f", conf]
 
 
-def config_h2o(d, docroot, port, workers, single=False):
+def config_h2o(d, docroot, port, workers, single=False, tls=None):
     conf = os.path.join(d, "h2o.conf")
     # Started as root, h2o switches to nobody by default; valgrind's vgdb
     # (callgrind_control) cannot reach a process that changed its user, so
     # h2o keeps the user it was started as (as nginx and lighttpd do here).
     user = "user: %s\n" % pwd.getpwuid(os.geteuid()).pw_name if os.geteuid() == 0 else ""
+    ssl_lines = "  ssl:\n    certificate-file: %s\n    key-file: %s\n" % tls if tls else ""
     write(conf, f"""{user}listen:
   host: 127.0.0.1
   port: {port}
-num-threads: {1 if single else workers}
+{ssl_lines}num-threads: {1 if single else workers}
 max-connections: {MAX_CONNECTIONS}
 http1-request-timeout: {KEEPALIVE_TIMEOUT}
 error-log: {d}/h2o-error.log
@@ -327,12 +369,13 @@ CONFIGS = {"monkey": config_monkey, "nginx": config_nginx, "lighttpd": config_li
            "h2o": config_h2o, "node": config_node}
 
 
-def server_argv(name, d, docroot, port, workers, single=False):
+def server_argv(name, d, docroot, port, workers, single=False, tls=None):
     sd = os.path.join(d, name)
     os.makedirs(sd, exist_ok=True)
+    kw = {"tls": tls} if tls else {}  # only monkey, nginx and h2o take it
     if name == "monkey":
-        return config_monkey(sd, docroot, port, 1 if single else workers)
-    return CONFIGS[name](sd, docroot, port, 1 if single else workers, single)
+        return config_monkey(sd, docroot, port, 1 if single else workers, **kw)
+    return CONFIGS[name](sd, docroot, port, 1 if single else workers, single, **kw)
 
 
 def make_docroot(d):
@@ -351,17 +394,54 @@ def make_docroot(d):
     return docroot
 
 
-def check_server(srv, full=True):
+def check_server(srv, full=True, tls=False):
     """Each file must come back whole with 200: a misconfigured peer would
     otherwise win with fast 404s."""
     names = list(FILES) if full else ["hello.txt"]
     if srv.name == "node":
         names = ["hello.txt"]
     for name in names:
-        status, body = http_get(srv.port, "/" + name)
+        status, body = http_get(srv.port, "/" + name, tls=tls)
         if status != 200 or len(body) != FILES[name] or (name == "hello.txt" and body != HELLO):
             raise RuntimeError("%s: GET /%s gave %d with %d bytes" % (srv.name, name, status,
                                                                     len(body)))
+
+
+def check_tls(srv, env):
+    """An HTTP/1.0 GET /hello.txt (the server closes after it) must get the
+    13 bytes with 200, and the harness's clients (OPENSSL_CONF in env) must
+    negotiate TLS_PROTOCOL and TLS_CIPHER. Returns what `openssl s_client
+    -brief` saw, and whether the server's close came with a close_notify."""
+    info = {"close_notify": "yes"}
+    with insecure_context().wrap_socket(socket.create_connection(("127.0.0.1", srv.port),
+                                                                 timeout=10),
+                                        suppress_ragged_eofs=False) as s:
+        s.sendall(b"GET /hello.txt HTTP/1.0\r\n\r\n")
+        data = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except ssl.SSLEOFError:
+                info["close_notify"] = "no"  # closed without a close_notify alert
+                break
+            if not chunk:
+                break
+            data += chunk
+    if not data.startswith(b"HTTP/1.") or data[9:12] != b"200" or not data.endswith(HELLO):
+        raise RuntimeError("%s: an HTTP/1.0 GET /hello.txt over TLS gave %r" % (
+            srv.name, data[:80]))
+    p = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % srv.port,
+                        "-servername", "localhost", "-brief"], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=20, env=env)
+    for key, rx in (("protocol", r"Protocol version: (\S+)"), ("cipher", r"Ciphersuite: (\S+)"),
+                    ("group", r"(?:Peer|Server) Temp Key: ([^,\n]+)"),
+                    ("signature", r"Signature type: (\S+)")):
+        m = re.search(rx, p.stderr + p.stdout)
+        info[key] = m.group(1) if m else None
+    if info["protocol"] != TLS_PROTOCOL or info["cipher"] != TLS_CIPHER:
+        raise RuntimeError("%s: openssl s_client negotiated %s (expected %s %s): %s" % (
+            srv.name, info, TLS_PROTOCOL, TLS_CIPHER, (p.stderr + p.stdout)[-500:]))
+    return info
 
 
 # ------------------------------------------------------------- load tools
@@ -411,7 +491,28 @@ def parse_ab(out, n):
     return r
 
 
-def mk_watch(pid, load, wd, tag, duration=None):
+def parse_handshakes(out):
+    """The JSON lines of several handshake_child() run at once."""
+    r = {"tool": "bench.py handshake client", "rps": None, "requests": 0, "resumed": 0,
+         "full_handshakes": 0, "errors": 0, "clients": 0}
+    lat = []
+    for line in out.splitlines():
+        try:
+            c = json.loads(line)
+        except ValueError:
+            continue
+        r["clients"] += 1
+        for k in ("requests", "resumed", "full_handshakes", "errors"):
+            r[k] += c[k]
+        r["rps"] = (r["rps"] or 0) + c["requests"] / c["seconds"]
+        lat += c["latencies_ms"]
+    lat.sort()
+    for pct in (50, 99):
+        r["p%d_ms" % pct] = lat[min(len(lat) - 1, len(lat) * pct // 100)] if lat else None
+    return r
+
+
+def mk_watch(pid, load, wd, tag, duration=None, env=None):
     """Run LOAD under mk-watch attached to pid; returns (summary, load output)."""
     sj = os.path.join(wd, tag + ".summary.json")
     lo = os.path.join(wd, tag + ".load.txt")
@@ -421,7 +522,7 @@ def mk_watch(pid, load, wd, tag, duration=None):
         argv += ["--duration", str(duration)]
     if load:
         argv += ["--"] + load
-    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     summary, out = {}, ""
     try:
         with open(sj) as f:
@@ -450,42 +551,69 @@ class Bench:
         self.runs = []
         self.problems = []
         self.counter = 0
+        self.tls = self.tls_env = None
 
-    def url(self, path):
-        return "http://127.0.0.1:%d/%s" % (self.port, path)
+    def url(self, path, tls=False):
+        return "%s://127.0.0.1:%d/%s" % ("https" if tls else "http", self.port, path)
+
+    def tls_setup(self):
+        """The certificate every TLS server uses (ECDSA P-256, self-signed,
+        made with the openssl tool) and the clients' OPENSSL_CONF."""
+        if self.tls:
+            return
+        d = os.path.join(self.wd, "tls")
+        os.makedirs(d, exist_ok=True)
+        crt, key = os.path.join(d, "bench.crt"), os.path.join(d, "bench.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2", "-subj",
+                        "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                        "-keyout", key, "-out", crt], check=True, capture_output=True)
+        conf = os.path.join(d, "openssl-client.cnf")
+        write(conf, TLS_CLIENT_CONF)
+        self.tls = (crt, key)
+        self.tls_env = dict(os.environ, OPENSSL_CONF=conf)
+
+    def tls_servers(self):
+        return [s for s in self.args.servers if s in TLS_SERVERS]
 
     def problem(self, text):
         log("bench: PROBLEM: " + text)
         self.problems.append(text)
 
-    def start(self, name, single=False, wrapper=None, ready_timeout=15.0):
-        argv = server_argv(name, self.wd, self.docroot, self.port, self.args.workers, single)
+    def start(self, name, single=False, wrapper=None, ready_timeout=15.0, tls=False):
+        argv = server_argv(name, self.wd, self.docroot, self.port, self.args.workers, single,
+                           self.tls if tls else None)
         if wrapper:
             argv = wrapper + argv
         self.counter += 1
         srv = Server(name, argv, self.port, self.wd, "%s.log" % name, ready_timeout)
         try:
-            check_server(srv)
+            check_server(srv, tls=tls)
+            srv.tls_info = check_tls(srv, self.tls_env) if tls else None
         except Exception:
             srv.stop()
             raise
         return srv
 
-    def one(self, name, scenario, rnd, load, extra, parse, warmup=None):
-        """Start NAME, warm up, run LOAD under mk-watch, stop; record a run."""
+    def one(self, name, scenario, rnd, load, extra, parse, warmup=None, tls=False):
+        """Start NAME, warm up, run LOAD under mk-watch, stop; record a run.
+        tls: the server listens with TLS and the load runs with tls_env."""
         rec = dict(server=name, scenario=scenario, round=rnd, command=" ".join(load), **extra)
+        env = self.tls_env if tls else None
         try:
-            srv = self.start(name)
+            srv = self.start(name, tls=tls)
         except Exception as e:
             self.problem("%s did not start for %s: %s" % (name, scenario, e))
             rec["failed"] = str(e)
             self.runs.append(rec)
             return rec
         try:
+            rec["tls"] = srv.tls_info
             if warmup:
-                subprocess.run(warmup, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                subprocess.run(warmup, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env=env)
             self.counter += 1
-            summ, out = mk_watch(srv.pid, load, self.wd, "run%d" % self.counter)
+            summ, out = mk_watch(srv.pid, load, self.wd, "run%d" % self.counter, env=env)
             res = parse(out)
             rec.update(res)
             for k in ("cpu_us_per_request", "rss_peak_kb", "pss_peak_kb", "cpu_total_s",
@@ -493,6 +621,9 @@ class Bench:
                       "processes_peak", "ctx_voluntary", "ctx_involuntary", "duration_s",
                       "requests_source"):
                 rec[k] = summ.get(k)
+            if rec.get("requests") and rec.get("cpu_us_per_request") is None \
+                    and rec.get("cpu_total_s") is not None:
+                rec["cpu_us_per_request"] = rec["cpu_total_s"] * 1e6 / rec["requests"]
             rec["load_exit"] = summ.get("_exit")
             if rec.get("rps") is None or not rec.get("requests"):
                 self.problem("%s, %s round %d: no result from `%s` (exit %s): %s" % (
@@ -514,19 +645,50 @@ class Bench:
             rec.get("errors"), rec.get("cpu_us_per_request"), rec.get("rss_peak_kb")))
         return rec
 
-    def wrk(self, conns, dur, path, hdr):
+    def wrk(self, conns, dur, path, hdr, tls=False):
         return (["wrk", "-t2", "-c%d" % conns, "-d%ds" % dur, "--latency", "--timeout", "10s"]
-                + hdr + [self.url(path)])
+                + hdr + [self.url(path, tls)])
 
     # -- scenarios
 
     def run_wrk_scenario(self, sc):
         title, path, hdr = SCENARIO_INFO[sc]
+        tls = sc.startswith("tls_")
+        if tls:
+            self.tls_setup()
         for rnd in range(1, self.m["rounds"] + 1):
-            for name in self.args.servers:
-                load = self.wrk(100, self.m["duration"], path, hdr)
-                warm = self.wrk(100, self.m["warmup"], path, hdr) if self.m["warmup"] else None
-                self.one(name, sc, rnd, load, dict(connections=100), parse_wrk, warm)
+            for name in self.tls_servers() if tls else self.args.servers:
+                load = self.wrk(100, self.m["duration"], path, hdr, tls)
+                warm = (self.wrk(100, self.m["warmup"], path, hdr, tls) if self.m["warmup"]
+                        else None)
+                self.one(name, sc, rnd, load, dict(connections=100), parse_wrk, warm, tls)
+
+    def handshake_load(self, mode, seconds):
+        """handshake_child() MODE, one per worker, at once; each writes its
+        JSON line to its own file, printed at the end (a line longer than a
+        pipe's atomic write would otherwise mix with the others)."""
+        self.counter += 1
+        out = os.path.join(self.wd, "handshakes%d" % self.counter)
+        one = "%s %s --handshake-client %d %d %s" % (
+            sys.executable, os.path.abspath(__file__), self.port, seconds, mode)
+        return ["sh", "-c", "for i in $(seq %d); do %s >%s.$i & done; wait; cat %s.*" % (
+            self.args.workers, one, out, out)]
+
+    def run_handshakes(self, sc):
+        title, mode = TLS_HANDSHAKES[sc]
+        self.tls_setup()
+        for rnd in range(1, self.m["rounds"] + 1):
+            for name in self.tls_servers():
+                load = self.handshake_load(mode, self.m["duration"])
+                warm = (self.handshake_load(mode, self.m["warmup"]) if self.m["warmup"]
+                        else None)
+                rec = self.one(name, sc, rnd, load, dict(connections=self.args.workers),
+                               parse_handshakes, warm, tls=True)
+                wrong = rec.get("resumed") if mode == "new" else rec.get("full_handshakes")
+                if wrong:
+                    self.problem("%s, %s round %d: %d of %d handshakes were %s" % (
+                        name, sc, rnd, wrong, rec.get("requests"),
+                        "resumed" if mode == "new" else "full ones"))
 
     def run_sweep(self):
         for c in self.m["sweep"]:
@@ -550,33 +712,39 @@ class Bench:
                 self.one(name, "node", rnd, load, dict(connections=c),
                          lambda out: parse_ab(out, n))
 
-    def run_idle(self):
+    def run_idle(self, sc="idle"):
+        """idle, or tls_idle: the same over TLS, the client in a child process."""
         n = self.m["idle_n"]
+        tls = sc == "tls_idle"
+        if tls:
+            self.tls_setup()
         for rnd in range(1, self.m["idle_rounds"] + 1):
-            for name in self.args.servers:
-                rec = dict(server=name, scenario="idle", round=rnd, connections=n,
-                           command="bench.py idle client: %d connections, one GET "
-                                   "/hello.txt each, then idle" % n)
+            for name in self.tls_servers() if tls else self.args.servers:
+                rec = dict(server=name, scenario=sc, round=rnd, connections=n,
+                           command="bench.py idle client: %d %sconnections, one GET "
+                                   "/hello.txt each, then idle" % (n, "TLS " if tls else ""))
                 try:
-                    srv = self.start(name)
+                    srv = self.start(name, tls=tls)
                 except Exception as e:
-                    self.problem("%s did not start for idle: %s" % (name, e))
+                    self.problem("%s did not start for %s: %s" % (name, sc, e))
                     rec["failed"] = str(e)
                     self.runs.append(rec)
                     continue
-                socks = []
+                clients = None
                 try:
+                    rec["tls"] = srv.tls_info
                     time.sleep(0.3)
                     self.counter += 1
                     before, _ = mk_watch(srv.pid, None, self.wd, "idle%db" % self.counter, 1)
                     t0 = time.time()
-                    socks, stats = idle_client(self.port, n)
+                    clients = IdleClients(self.port, n, self.tls_env if tls else None)
+                    stats = clients.stats
                     rec["open_seconds"] = round(time.time() - t0, 2)
                     rec.update(stats)
                     time.sleep(1.0)
                     self.counter += 1
                     after, _ = mk_watch(srv.pid, None, self.wd, "idle%da" % self.counter, 1)
-                    rec["still_open"] = count_open(socks)
+                    rec["still_open"] = clients.count_open()
                     for k in ("rss", "pss"):
                         b, a = before.get(k + "_avg_kb"), after.get(k + "_avg_kb")
                         rec[k + "_before_kb"], rec[k + "_after_kb"] = b, a
@@ -588,19 +756,19 @@ class Bench:
                     rec["errors"] = n - rec["still_open"]
                     rec["fds_peak"] = after.get("fds_peak")
                     if rec["errors"]:
-                        self.problem("%s, idle round %d: only %d of %d connections were "
+                        self.problem("%s, %s round %d: only %d of %d connections were "
                                      "answered and still open (%s)" % (
-                                         name, rnd, rec["still_open"], n, stats))
+                                         name, sc, rnd, rec["still_open"], n, stats))
                     if not srv.running():
-                        self.problem("%s exited during the idle scenario round %d; log:\n%s"
-                                     % (name, rnd, srv.log_tail()))
+                        self.problem("%s exited during the %s scenario round %d; log:\n%s"
+                                     % (name, sc, rnd, srv.log_tail()))
                 finally:
-                    for s in socks:
-                        s.close()
+                    if clients:
+                        clients.close()
                     srv.stop()
                 self.runs.append(rec)
-                log("bench: %-8s idle     r%d: %s open, RSS %s -> %s KB: %s KB/conn" % (
-                    name, rnd, rec.get("still_open"), rec.get("rss_before_kb"),
+                log("bench: %-8s %-8s r%d: %s open, RSS %s -> %s KB: %s KB/conn" % (
+                    name, sc, rnd, rec.get("still_open"), rec.get("rss_before_kb"),
                     rec.get("rss_after_kb"), fmt(rec.get("rss_kb_per_conn"))))
 
     # -- deterministic figures
@@ -777,9 +945,11 @@ def parse_strace(path):
     return calls, errs, per
 
 
-def idle_client(port, n, inflight_max=256, timeout=60):
+def idle_client(port, n, inflight_max=256, timeout=60, tls=None):
     """Open n connections, send one GET on each, read the response and keep
-    the connection open, idle. Non-blocking sockets and a selector."""
+    the connection open, idle. Non-blocking sockets and a selector. tls: an
+    SSLContext, to make the TLS handshake first (no resumption: a new session
+    each time)."""
     sel = selectors.DefaultSelector()
     req = b"GET /hello.txt HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     done, socks = [], []
@@ -790,7 +960,8 @@ def idle_client(port, n, inflight_max=256, timeout=60):
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.setblocking(False)
             s.connect_ex(("127.0.0.1", port))
-            sel.register(s, selectors.EVENT_WRITE, {"state": "connect", "buf": b""})
+            sel.register(s, selectors.EVENT_WRITE, {"state": "connect", "buf": b"",
+                                                    "i": len(socks)})
             socks.append(s)
             opened += 1
             inflight += 1
@@ -803,14 +974,39 @@ def idle_client(port, n, inflight_max=256, timeout=60):
                     failed += 1
                     inflight -= 1
                     continue
+                if tls:
+                    sel.unregister(s)
+                    s = socks[st["i"]] = tls.wrap_socket(s, server_hostname="localhost",
+                                                         do_handshake_on_connect=False)
+                    st["state"] = "handshake"
+                    sel.register(s, selectors.EVENT_WRITE, st)
+                    continue
                 s.send(req)
+                st["state"] = "read"
+                sel.modify(s, selectors.EVENT_READ, st)
+            elif st["state"] == "handshake":
+                try:
+                    s.do_handshake()
+                except ssl.SSLWantReadError:
+                    sel.modify(s, selectors.EVENT_READ, st)
+                    continue
+                except ssl.SSLWantWriteError:
+                    sel.modify(s, selectors.EVENT_WRITE, st)
+                    continue
+                except OSError:
+                    sel.unregister(s)
+                    failed += 1
+                    inflight -= 1
+                    continue
+                s.send(req)  # a few bytes into an empty socket buffer
                 st["state"] = "read"
                 sel.modify(s, selectors.EVENT_READ, st)
             else:
                 try:
                     data = s.recv(65536)
-                except (BlockingIOError, InterruptedError):
-                    continue
+                except (BlockingIOError, InterruptedError, ssl.SSLWantReadError,
+                        ssl.SSLWantWriteError):
+                    continue  # for TLS also: a record that was no data (a ticket)
                 except OSError:
                     data = b""
                 if not data:
@@ -832,9 +1028,18 @@ def idle_client(port, n, inflight_max=256, timeout=60):
 
 
 def count_open(socks):
-    """Connections the server has not closed (no EOF pending)."""
+    """Connections the server has not closed (no EOF pending; for TLS, no
+    close_notify either)."""
     n = 0
     for s in socks:
+        if isinstance(s, ssl.SSLSocket):
+            try:
+                n += 1 if s.recv(1) else 0  # data: unexpected, but still open
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                n += 1
+            except (OSError, ValueError):
+                pass
+            continue
         try:
             if s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
                 continue
@@ -844,6 +1049,122 @@ def count_open(socks):
         except OSError:
             pass
     return n
+
+
+class IdleClients:
+    """The idle scenario's connections: held by this process (plain), or by
+    a child process running idle_child() (TLS: started with the clients'
+    OPENSSL_CONF, which this process's ssl module was initialised without)."""
+
+    def __init__(self, port, n, tls_env=None):
+        self.socks, self.child = [], None
+        if tls_env is None:
+            self.socks, self.stats = idle_client(port, n)
+            return
+        self.child = subprocess.Popen([sys.executable, os.path.abspath(__file__),
+                                       "--idle-client", str(port), str(n)],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      text=True, env=tls_env)
+        self.stats = self.ask() or {"failed_connections": n, "answered": 0,
+                                    "child_exit": self.child.poll()}
+
+    def ask(self, line=None):
+        try:
+            if line:
+                self.child.stdin.write(line + "\n")
+                self.child.stdin.flush()
+            return json.loads(self.child.stdout.readline() or "null")
+        except (OSError, ValueError):
+            return None
+
+    def count_open(self):
+        if self.child is None:
+            return count_open(self.socks)
+        return (self.ask("count") or {}).get("still_open", 0)
+
+    def close(self):
+        for s in self.socks:
+            s.close()
+        if self.child:
+            try:
+                self.child.stdin.close()
+                self.child.wait(30)
+            except (OSError, subprocess.TimeoutExpired):
+                self.child.kill()
+                self.child.wait()
+
+
+def handshake_child(port, seconds, mode):
+    """bench.py --handshake-client PORT SECONDS new|reuse: for SECONDS, one
+    connection after the other, each a TLS handshake then `GET /hello.txt`
+    (HTTP/1.1, Connection: close) read whole by its Content-Length; prints
+    one JSON line. new: no session is offered, every handshake is a full one.
+    reuse: a first connection (not counted) gets a session (a TLS 1.3 ticket),
+    which every connection then offers, as `openssl s_time -reuse` does. The
+    session is taken once the answer is read, not at the server's close, so a
+    close without close_notify (an unexpected EOF, after which OpenSSL drops
+    the session) does not prevent resumption."""
+    ctx = insecure_context()
+    req = b"GET /hello.txt HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+
+    def fetch(session):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            # Finished and the request are two writes: without this, Nagle
+            # holds the request until the server's delayed ACK (40 ms).
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with ctx.wrap_socket(raw, server_hostname="localhost", session=session) as s:
+                s.sendall(req)
+                buf = b""
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        raise OSError("closed before the whole answer")
+                    buf += chunk
+                    head, sep, body = buf.partition(b"\r\n\r\n")
+                    m = re.search(rb"(?i)content-length:\s*(\d+)", head) if sep else None
+                    if m and len(body) >= int(m.group(1)):
+                        break
+                if not head.startswith(b"HTTP/1.1 200"):
+                    raise OSError("answer %r" % head[:40])
+                return s.session, s.session_reused
+
+    r = {"requests": 0, "resumed": 0, "full_handshakes": 0, "errors": 0, "latencies_ms": []}
+    session = None
+    if mode == "reuse":
+        try:
+            session = fetch(None)[0]
+        except OSError:
+            r["errors"] += 1
+    start = time.monotonic()
+    while time.monotonic() < start + seconds:
+        t0 = time.perf_counter()
+        try:
+            _, reused = fetch(session)
+        except OSError:
+            r["errors"] += 1
+            continue
+        r["latencies_ms"].append(round((time.perf_counter() - t0) * 1e3, 3))
+        r["requests"] += 1
+        r["resumed" if reused else "full_handshakes"] += 1
+    r["seconds"] = time.monotonic() - start
+    print(json.dumps(r), flush=True)
+    return 0
+
+
+def idle_child(port, n):
+    """bench.py --idle-client PORT N: open N TLS connections (idle_client),
+    print the figures as a JSON line, answer each `count` line with the
+    connections still open, close them all at the end of the input."""
+    socks, stats = idle_client(port, n, timeout=120, tls=insecure_context())
+    ciphers = {s.cipher()[0] for s in socks if isinstance(s, ssl.SSLSocket) and s.cipher()}
+    stats["client_ciphers"] = sorted(ciphers)
+    print(json.dumps(stats), flush=True)
+    for line in sys.stdin:
+        if line.strip() == "count":
+            print(json.dumps({"still_open": count_open(socks)}), flush=True)
+    for s in socks:
+        s.close()
+    return 0
 
 
 # ---------------------------------------------------------------- reporting
@@ -944,8 +1265,9 @@ def report(b, results):
               results["machine"]["cpu"], os.cpu_count(), platform.release(),
               results["machine"]["loadavg_start"], results["machine"]["loadavg_end"]),
           "- versions: %s" % "; ".join("%s %s" % kv for kv in results["versions"].items()),
-          "- wall time: %.1f minutes" % (results["elapsed_s"] / 60.0),
-          "",
+          "- wall time: %.1f minutes" % (results["elapsed_s"] / 60.0)]
+    L += ["- note: " + a.note] if a.note else []
+    L += ["",
           "Each cell: median [min–max] over the rounds. ↑ higher is better, ↓ lower is "
           "better. The ratio row is Monkey's median divided by the best median of "
           "nginx, lighttpd and h2o for that column (the best peer named in brackets): "
@@ -955,15 +1277,24 @@ def report(b, results):
           "page shared by several processes once per process, PSS divides it among them. "
           "Absolute figures on a shared 2-core machine are noise; compare the ratios "
           "within one run. See bench/README.md.", ""]
+    tls_done = False
     for sc in a.scenarios:
+        if sc.startswith("tls_") and not tls_done:
+            L += tls_intro(b)
+            tls_done = True
         if sc in SCENARIO_INFO:
             title, path, hdr = SCENARIO_INFO[sc]
+            tls = sc.startswith("tls_")
             L += ["## %s: %s" % (sc, title), "",
                   "`wrk -t2 -c100 -d%ds --latency --timeout 10s%s %s`, %d round(s)%s." % (
                       m["duration"], "".join(' -H "%s"' % h for h in hdr[1::2]),
-                      "http://127.0.0.1:PORT/" + path, m["rounds"],
+                      "%s://127.0.0.1:PORT/%s" % ("https" if tls else "http", path),
+                      m["rounds"],
                       ", after a %d s warm-up" % m["warmup"] if m["warmup"] else ""), ""]
-            L += table(summarize(b.runs, sc, servers), servers) + [""]
+            srv = b.tls_servers() if tls else servers
+            L += table(summarize(b.runs, sc, srv), srv) + [""]
+        elif sc in TLS_HANDSHAKES:
+            L += handshake_table(b, sc)
         elif sc == "sweep":
             L += ["## sweep: concurrency 100 to 1000 on the 200 KB file", "",
                   "`wrk -t2 -cN -d%ds --latency --timeout 10s http://127.0.0.1:PORT/"
@@ -997,8 +1328,8 @@ def report(b, results):
             srv = (["node"] if group(b.runs, "node").get("node") else []) + servers
             L += table(summarize(b.runs, "node", srv), srv,
                        ratio_against="node" if "node" in srv else None) + [""]
-        elif sc == "idle":
-            L += idle_table(b, servers)
+        elif sc in ("idle", "tls_idle"):
+            L += idle_table(b, b.tls_servers() if sc == "tls_idle" else servers, sc)
     if results.get("callgrind"):
         L += ["## callgrind: user-space instructions per request (deterministic)", "",
               "One worker per server under `valgrind --tool=callgrind --instr-atstart=no`; "
@@ -1046,6 +1377,57 @@ def report(b, results):
     return "\n".join(L) + "\n"
 
 
+def tls_intro(b):
+    """What every tls_* scenario shares: certificate, protocol, servers."""
+    L = ["## TLS scenarios", "",
+         "Servers: %s (each with its own defaults for session resumption, TLS records "
+         "and buffers), %d workers each. Certificate: ECDSA P-256 (prime256v1), "
+         "self-signed for `localhost`, made at the start of the run with `openssl req "
+         "-x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes`; every server "
+         "serves that one. Every client (wrk, openssl s_client, the handshake and idle clients) "
+         "reads an `OPENSSL_CONF` that lets it offer only %s with %s, so every server "
+         "negotiates the same; `openssl s_client -brief` checks it after each start. The last "
+         "column says whether the server sends a `close_notify` alert when it closes after "
+         "an HTTP/1.0 answer (without it, an OpenSSL client that reads to the end, such as "
+         "`openssl s_time -reuse`, drops the session and never resumes). What the checks "
+         "saw:"
+         % (", ".join(b.tls_servers()), b.args.workers, TLS_PROTOCOL, TLS_CIPHER),
+         "", "| server | protocol | cipher | key exchange | signature | close_notify |",
+         "|---|---|---|---|---|---|"]
+    for s in b.tls_servers():
+        seen = sorted({tuple((r.get("tls") or {}).get(k) or "–" for k in (
+            "protocol", "cipher", "group", "signature", "close_notify")) for r in b.runs
+            if r.get("server") == s and r.get("scenario", "").startswith("tls_")
+            and r.get("tls")})
+        for row in seen:
+            L.append("| %s | %s |" % (s, " | ".join(row)))
+    return L + [""]
+
+
+def handshake_table(b, sc):
+    title, mode = TLS_HANDSHAKES[sc]
+    m, srv = b.m, b.tls_servers()
+    L = ["## %s: %s" % (sc, title), "",
+         "%d × `bench.py --handshake-client PORT %d %s` at once (one per worker), %d "
+         "round(s)%s: Python's ssl, one connection after the other, each a handshake then "
+         "`GET /hello.txt` (`Connection: close`) read whole. req/s = the sum of each "
+         "client's connections / its seconds; p50 and p99 are of connect + handshake + "
+         "answer. %s" % (
+             b.args.workers, m["duration"], mode, m["rounds"],
+             ", after a %d s warm-up" % m["warmup"] if m["warmup"] else "",
+             "`new`: no session is offered, each handshake is a full one (ECDHE and an "
+             "ECDSA signature)." if mode == "new" else
+             "`reuse`: one full handshake first (not counted), then every connection "
+             "offers that session (a TLS 1.3 ticket) again."), ""]
+    L += table(summarize(b.runs, sc, srv), srv)
+    g = group(b.runs, sc)
+    L += ["", "Handshakes the clients saw (all rounds, `SSLSocket.session_reused`): " + "; ".join(
+        "%s %d resumed, %d full" % (s, sum(r.get("resumed") or 0 for r in g.get(s, [])),
+                                    sum(r.get("full_handshakes") or 0 for r in g.get(s, [])))
+        for s in srv) + ".", ""]
+    return L
+
+
 def det_ratio(d, servers, keys, cols):
     peers = [p for p in PEERS if p in servers and d.get(p)]
     if "monkey" not in servers or not peers or not d.get("monkey"):
@@ -1062,17 +1444,20 @@ def det_ratio(d, servers, keys, cols):
     return ["| **Monkey / best peer** | " + " | ".join(cells) + " |" * (cols - len(keys)) + " |"]
 
 
-def idle_table(b, servers):
+def idle_table(b, servers, sc="idle"):
     m = b.m
-    L = ["## idle: %d idle keep-alive connections" % m["idle_n"], "",
-         "bench.py opens %d connections (at most 256 connecting at once), sends one "
+    tls = sc == "tls_idle"
+    L = ["## %s: %d idle keep-alive %sconnections" % (sc, m["idle_n"], "TLS " if tls else ""),
+         "",
+         "bench.py opens %d connections (at most 256 connecting at once)%s, sends one "
          "`GET /hello.txt` on each, reads the answer and leaves the connection open. The "
          "server's memory is sampled by mk-watch for 1 s before and 1 s after (averages); "
          "KB per connection = (after - before) / connections still open. %d round(s)." % (
-             m["idle_n"], m["idle_rounds"]), "",
+             m["idle_n"], ", makes a full TLS handshake on each (Python's ssl, non-blocking, "
+             "in a child process)" if tls else "", m["idle_rounds"]), "",
          "| server | still open ↑ | RSS before MiB | RSS after MiB | RSS KB/conn ↓ | "
          "PSS KB/conn ↓ | seconds to open |", "|---|---|---|---|---|---|---|"]
-    g = group(b.runs, "idle")
+    g = group(b.runs, sc)
     sm = {}
     for s in servers:
         rs = g.get(s, [])
@@ -1092,6 +1477,10 @@ def idle_table(b, servers):
                        [sm[p]["rss_kb_per_conn"] for p in peers], False, peers),
             ratio_cell(sm["monkey"]["pss_kb_per_conn"],
                        [sm[p]["pss_kb_per_conn"] for p in peers], False, peers)))
+    if tls and "monkey" in servers and "nginx" in servers:
+        L.append("| **Monkey / nginx** | | | | %s | %s | |" % tuple(
+            ratio_cell(sm["monkey"][k], [sm["nginx"][k]], False, ["nginx"])
+            for k in ("rss_kb_per_conn", "pss_kb_per_conn")))
     return L + [""]
 
 
@@ -1167,7 +1556,8 @@ def versions():
             ("node", ["node", "--version"], r"v(\S+)"),
             ("wrk", ["wrk", "--version"], r"wrk (\S+)"),
             ("ab", ["ab", "-V"], r"Version (\S+)"),
-            ("valgrind", ["valgrind", "--version"], r"valgrind-(\S+)")):
+            ("valgrind", ["valgrind", "--version"], r"valgrind-(\S+)"),
+            ("openssl", ["openssl", "version"], r"OpenSSL (\S+)")):
         try:
             p = subprocess.run(argv, capture_output=True, text=True, timeout=10)
             m = re.search(rx, p.stdout + p.stderr)
@@ -1205,15 +1595,21 @@ def raise_nofile():
 
 
 def main():
+    if sys.argv[1:2] == ["--idle-client"]:
+        return idle_child(int(sys.argv[2]), int(sys.argv[3]))
+    if sys.argv[1:2] == ["--handshake-client"]:
+        return handshake_child(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
     ap = argparse.ArgumentParser(
         prog="bench.py", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Benchmark Monkey against nginx, lighttpd and h2o (and node.js).",
-        epilog="Scenarios: ka13 close13 ka200k ka1m sweep node idle (or all).\n"
+        epilog="Scenarios: %s (or all).\n"
                "Examples:\n"
                "  bench/run.sh --quick\n"
                "  bench/run.sh --servers monkey,nginx --scenarios ka13,close13\n"
                "  bench/run.sh --callgrind --syscalls\n"
-               "  make bench BENCH_ARGS='--quick --scenarios sweep'")
+               "  bench/run.sh --quick --scenarios tls_full,tls_resume,tls_ka13,tls_1m,tls_idle"
+               " --name tls\n"
+               "  make bench BENCH_ARGS='--quick --scenarios sweep'" % " ".join(SCENARIOS))
     ap.add_argument("--quick", action="store_true",
                     help="fewer rounds, shorter runs, 3 sweep points (under 3 minutes)")
     ap.add_argument("--servers", default=",".join(ALL_SERVERS),
@@ -1236,6 +1632,11 @@ def main():
                     help="loopback port (default 18080, or the next free one)")
     ap.add_argument("--out", default=os.path.join(HERE, "results"),
                     help="output folder (default bench/results)")
+    ap.add_argument("--name", default="results",
+                    help="base name of the output files (default results: results.md, "
+                         "results.json)")
+    ap.add_argument("--note", default="",
+                    help="a line for the header of the report (how the run was made)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
     a = ap.parse_args()
     a.mode = "quick" if a.quick else "full"
@@ -1258,6 +1659,10 @@ def main():
         missing += [t for t in ("valgrind", "callgrind_control") if not shutil.which(t)]
     if a.syscalls and not shutil.which("strace"):
         missing.append("strace")
+    if any(s.startswith("tls_") for s in a.scenarios):
+        missing += [t for t in ("openssl",) if not shutil.which(t)]
+        if "monkey" in a.servers and not os.path.exists(TLS_PLUGIN):
+            missing.append("build/plugins/monkey-tls.so (libssl-dev, then make reconfigure)")
     for f in ("monkey", "mk-watch"):
         if not os.access(os.path.join(ROOT, "build", "bin", f), os.X_OK):
             missing.append("build/bin/" + f + " (run make)")
@@ -1280,7 +1685,7 @@ def main():
                               ", callgrind" if a.callgrind else "",
                               ", syscalls" if a.syscalls else "", b.port, b.wd, nofile[0]))
     t0 = time.time()
-    results = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "mode": a.mode,
+    results = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "mode": a.mode, "note": a.note,
                "settings": dict(b.m, workers=a.workers, servers=a.servers,
                                 scenarios=a.scenarios, keepalive_timeout=KEEPALIVE_TIMEOUT,
                                 keepalive_requests=KEEPALIVE_REQUESTS,
@@ -1301,8 +1706,10 @@ def main():
                 b.run_sweep()
             elif sc == "node":
                 b.run_node()
-            elif sc == "idle":
-                b.run_idle()
+            elif sc in TLS_HANDSHAKES:
+                b.run_handshakes(sc)
+            elif sc in ("idle", "tls_idle"):
+                b.run_idle(sc)
         if a.callgrind:
             results["callgrind"] = b.run_callgrind()
         if a.syscalls:
@@ -1321,7 +1728,7 @@ def main():
                         for c in b.m["sweep"]}
         elif sc == "node":
             summ[sc] = summarize(b.runs, sc, ["node"] + a.servers)
-        elif sc != "idle":
+        elif sc not in ("idle", "tls_idle"):
             summ[sc] = summarize(b.runs, sc, a.servers)
     results["summary"] = summ
 
@@ -1330,14 +1737,15 @@ def main():
     md = report(b, results)
     if made:
         md += "Charts: %s\n" % ", ".join("`%s`" % os.path.basename(p) for p in made)
-    with open(os.path.join(a.out, "results.json"), "w") as f:
+    with open(os.path.join(a.out, a.name + ".json"), "w") as f:
         json.dump(results, f, indent=1, sort_keys=False, default=str)
         f.write("\n")
-    with open(os.path.join(a.out, "results.md"), "w") as f:
+    with open(os.path.join(a.out, a.name + ".md"), "w") as f:
         f.write(md)
     sys.stdout.write(md)
-    log("bench: %.1f minutes; wrote %s/results.md, results.json%s" % (
-        results["elapsed_s"] / 60.0, a.out, "".join(", " + os.path.basename(p) for p in made)))
+    log("bench: %.1f minutes; wrote %s/%s.md, %s.json%s" % (
+        results["elapsed_s"] / 60.0, a.out, a.name, a.name,
+        "".join(", " + os.path.basename(p) for p in made)))
     if not a.keep:
         shutil.rmtree(b.wd, ignore_errors=True)
     else:

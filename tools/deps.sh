@@ -78,8 +78,10 @@ fi
 if [ "$stage" = bench ]; then
     # bench/bench.py: load tools, the peers, node.js for bench/node/hello.js,
     # valgrind (callgrind_control) for --callgrind, strace for --syscalls and
-    # gnuplot (pngcairo) for the charts.
+    # gnuplot (pngcairo) for the charts; the openssl tool makes the tls_*
+    # scenarios' certificate.
     need wrk wrk
+    need openssl openssl
     need ab apache2-utils
     need h2load nghttp2-client
     need nginx nginx-light
