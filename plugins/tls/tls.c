@@ -26,6 +26,10 @@
  *     failures are logged at info with the peer's address; the head
  *     Timeout bounds the whole handshake (the server's transport seam).
  *
+ * Client certificates and the connection's named properties are in
+ * tls_verify.c, OCSP stapling in tls_ocsp.c, HSTS and the redirect of
+ * plain HTTP in tls_site.c (tls.h).
+ *
  * Threads: the SSL_CTX of each site is built on the controlling thread
  * (the schema's finish()) and only read afterwards; each SSL belongs to
  * its connection's worker. Session resumption uses OpenSSL's defaults (a
