@@ -810,6 +810,7 @@ const struct mk_api mk_plugin_api = {
     .takeover_close = mk_takeover_close,
     .takeover_conn = mk_takeover_conn,
     .site_lookup = mk_api_site_lookup,
+    .conn_transport_var = mk_conn_transport_var,
 };
 
 /* ---- loading ------------------------------------------------------------- */
@@ -1004,6 +1005,7 @@ int mk_plugins_load(struct mk_plugin_set *set, const struct mk_config *cfg, char
     MK_HOOKS(set, done, n_done, request_done);
     MK_HOOKS(set, close, n_close, conn_close);
     MK_HOOKS(set, batch, n_batch, batch_done);
+    MK_HOOKS(set, head, n_head, response_head);
     return MK_OK;
 
 fail:
@@ -1135,6 +1137,7 @@ void mk_plugins_unload(struct mk_plugin_set *set)
     mk_free(set->done);
     mk_free(set->close);
     mk_free(set->batch);
+    mk_free(set->head);
     mk_routes_free(&set->routes);
     memset(set, 0, sizeof(*set));
 }

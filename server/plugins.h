@@ -33,8 +33,8 @@ struct mk_plugin_set {
        copy of own[i] when the plugin was built for an older ABI minor. */
     const struct mk_plugin **own;
     /* Hooks present, in order, so the request path skips plugins without them. */
-    const struct mk_plugin **accept, **request, **content, **done, **close, **batch;
-    size_t n_accept, n_request, n_content, n_done, n_close, n_batch;
+    const struct mk_plugin **accept, **request, **content, **done, **close, **batch, **head;
+    size_t n_accept, n_request, n_content, n_done, n_close, n_batch, n_head;
     /* transports[i]: list[i]'s transport as this server reads it (the fields
        newer than the plugin's ABI minor NULL), or NULL when it has none. */
     struct mk_transport **transports;

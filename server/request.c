@@ -119,9 +119,20 @@ void mk_request_pool_destroy(struct mk_worker *w)
     w->n_free_reqs = 0;
 }
 
+/* The response_head hooks: the last moment to add headers to any response. */
+static void mk_request_head_hooks(struct mk_request *r)
+{
+    const struct mk_plugin_set *ps = &r->conn->worker->server->plugins;
+
+    for (size_t i = 0; i < ps->n_head; i++) {
+        ps->head[i]->response_head(r);
+    }
+}
+
 /* Start sending the response that has been set up. */
 static void mk_request_respond(struct mk_request *r)
 {
+    mk_request_head_hooks(r);
     r->conn->proto->respond(r, false);
 }
 
@@ -129,6 +140,7 @@ void mk_request_error(struct mk_request *r, int status)
 {
     mk_body_stream_abort(r); /* the server answers: a streamed body ends here */
     mk_response_error(r, status);
+    mk_request_head_hooks(r);
     r->conn->proto->respond(r, true);
 }
 

@@ -50,6 +50,9 @@ static size_t mk_transport_size(unsigned minor)
     if (minor < 2) {
         return offsetof(struct mk_transport, handshake);
     }
+    if (minor < 3) {
+        return offsetof(struct mk_transport, var);
+    }
     return sizeof(struct mk_transport);
 }
 
@@ -93,6 +96,11 @@ const char *mk_conn_alpn(struct mk_conn *c, size_t *len)
 const char *mk_conn_server_name(struct mk_conn *c, size_t *len)
 {
     return c->transport->server_name ? c->transport->server_name(c, len) : NULL;
+}
+
+const char *mk_conn_transport_var(struct mk_conn *c, const char *name, size_t *len)
+{
+    return c->transport->var && name ? c->transport->var(c, name, len) : NULL;
 }
 
 int mk_conn_local_addr(const struct mk_conn *c, struct sockaddr_storage *out, socklen_t *len)

@@ -84,6 +84,7 @@ int mk_transport_check_options(const struct mk_transport *t, const char *options
 /* api->conn_alpn, conn_server_name, conn_local_addr, conn_io_want, ... */
 const char *mk_conn_alpn(struct mk_conn *c, size_t *len);
 const char *mk_conn_server_name(struct mk_conn *c, size_t *len);
+const char *mk_conn_transport_var(struct mk_conn *c, const char *name, size_t *len);
 int mk_conn_local_addr(const struct mk_conn *c, struct sockaddr_storage *out, socklen_t *len);
 void mk_conn_io_want(struct mk_conn *c, unsigned dir);
 const char *mk_conn_listen_options(const struct mk_conn *c);

@@ -131,7 +131,7 @@
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 2
+#define MK_PLUGIN_ABI_MINOR 3
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -320,6 +320,17 @@ struct mk_transport {
      * no options. At run time api->conn_listen_options() gives them.
      */
     int (*check_options)(const char *options, char *reason, size_t len);
+
+    /* ---- added in ABI 3.3 (read only from plugins built for 3.3 or later) ---- */
+
+    /*
+     * A named property of the connection as text, for plugins and the
+     * logger (api->conn_transport_var): "protocol" ("TLSv1.3"), "cipher",
+     * "server_name", "client_subject", "client_verify" for TLS. NULL when
+     * the transport has no such property for this connection. The text
+     * (not NUL terminated; *len set) stays valid as long as the connection.
+     */
+    const char *(*var)(struct mk_conn *c, const char *name, size_t *len);
 };
 
 /*
@@ -748,6 +759,16 @@ struct mk_api {
      * config_get()).
      */
     const struct mk_site *(*site_lookup)(const struct mk_site *site, const char *name, size_t len);
+
+    /* ---- added in ABI 3.3 (check with MK_API_HAS) ---- */
+
+    /*
+     * A named property of the connection's transport (its `var` field):
+     * "protocol", "cipher", "client_subject", ... as text, not NUL
+     * terminated, valid as long as the connection; NULL when the transport
+     * has none (always on plain connections). On the connection's worker.
+     */
+    const char *(*conn_transport_var)(struct mk_conn *c, const char *name, size_t *len);
 };
 
 struct mk_plugin {
@@ -825,6 +846,20 @@ struct mk_plugin {
      * reload_prepare/reload_commit.
      */
     const struct mk_conf_schema *conf_schema;
+
+    /* ---- added in ABI 3.3 ---- */
+
+    /*
+     * Every response that has a request object is about to be sent: its
+     * status (api->status) and body are set, and the hook may still add
+     * headers (api->add_header). It runs once per response, for handlers'
+     * answers, static files and error answers alike (a request refused by
+     * the parser included; its site is then the default site), on the
+     * request's worker; not for the short answers the server sends without
+     * a request (503 when overloaded, 408 on a connection that sent
+     * nothing).
+     */
+    void (*response_head)(struct mk_request *r);
 };
 
 /*

@@ -45,12 +45,13 @@ enum logger_op_kind {
     LOGGER_OP_SITE,      /* %v */
     LOGGER_OP_HOST,      /* %V */
     LOGGER_OP_PID,       /* %P */
+    LOGGER_OP_CONN_VAR,  /* %{ssl_NAME}x: the transport's property NAME */
 };
 
 struct logger_op {
     enum logger_op_kind kind;
     unsigned len;     /* of text */
-    const char *text; /* TEXT: the bytes; HEADER: the header name, NUL-terminated */
+    const char *text; /* TEXT: the bytes; HEADER, CONN_VAR: the name, NUL-terminated */
 };
 
 struct logger_format {
@@ -129,6 +130,23 @@ static bool logger_token_char(unsigned char c)
            (c && strchr("!#$%&'*+-.^_`|~", c));
 }
 
+/*
+ * The transport's property that %{NAME}x (`len` bytes, any case) names:
+ * "ssl_protocol" is "protocol" (api->conn_transport_var); NULL: none.
+ */
+static const char *logger_conn_var(const char *name, size_t len)
+{
+    static const char *const names[] = {"ssl_protocol", "ssl_cipher", "ssl_server_name",
+                                        "ssl_client_subject", "ssl_client_verify"};
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strlen(names[i]) == len && strncasecmp(names[i], name, len) == 0) {
+            return names[i] + 4;
+        }
+    }
+    return NULL;
+}
+
 void logger_format_free(struct logger_format *f)
 {
     if (!f) {
@@ -188,8 +206,27 @@ int logger_format_compile(const char *spec, struct logger_format **out, char *er
                 snprintf(err, errlen, "'%.40s': %%{NAME} needs a name and a closing '}'", at);
                 goto fail;
             }
+            if (p[1] == 'x') {
+                const char *var = logger_conn_var(name, (size_t) (p - name));
+                if (!var) {
+                    snprintf(err, errlen,
+                             "'%.40s': unknown %%{NAME}x (ssl_protocol, ssl_cipher, "
+                             "ssl_server_name, ssl_client_subject, ssl_client_verify)",
+                             at);
+                    goto fail;
+                }
+                /* The transport's name of the property (it is never longer). */
+                op->kind = LOGGER_OP_CONN_VAR;
+                op->text = st;
+                op->len = (unsigned) strlen(var);
+                memcpy(st, var, op->len + 1);
+                st += op->len + 1;
+                p += 2;
+                f->n_ops++;
+                continue;
+            }
             if (p[1] != 'i') {
-                snprintf(err, errlen, "'%.40s': only %%{Header}i takes a name", at);
+                snprintf(err, errlen, "'%.40s': only %%{Header}i and %%{NAME}x take a name", at);
                 goto fail;
             }
             op->kind = LOGGER_OP_HEADER;
@@ -481,6 +518,13 @@ static void logger_render_op(struct logger_out *o, const struct logger_op *op,
         break;
     case LOGGER_OP_BYTES_ALL:
         logger_put_u64(o, logger_api->bytes_sent(r));
+        break;
+    case LOGGER_OP_CONN_VAR:
+        n = 0;
+        s = MK_API_HAS(logger_api, conn_transport_var)
+                ? logger_api->conn_transport_var(logger_api->conn(r), op->text, &n)
+                : NULL;
+        logger_put_field(o, s, n);
         break;
     case LOGGER_OP_HEADER:
         s = logger_api->header(r, op->text, &n);

@@ -26,6 +26,10 @@
  *     failures are logged at info with the peer's address; the head
  *     Timeout bounds the whole handshake (the server's transport seam).
  *
+ * Client certificates and the connection's named properties are in
+ * tls_verify.c, OCSP stapling in tls_ocsp.c, HSTS and the redirect of
+ * plain HTTP in tls_site.c (tls.h).
+ *
  * Threads: the SSL_CTX of each site is built on the controlling thread
  * (the schema's finish()) and only read afterwards; each SSL belongs to
  * its connection's worker. Session resumption uses OpenSSL's defaults (a
@@ -50,6 +54,8 @@
 
 #include <monkey/mk_plugin.h>
 
+#include "tls.h"
+
 /* Mozilla's "intermediate" profile for TLS 1.2; TLS 1.3 keeps OpenSSL's suites. */
 #define TLS_CIPHERS                                                                                \
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"                                   \
@@ -62,31 +68,12 @@
 #define TLS_MAGIC 0x4d4b544cu
 
 static const struct mk_api *api;
-
-/* A site's [TLS] keys, and the context built from them (NULL: no certificate). */
-struct tls_site {
-    char *cert;
-    char *key;
-    char *chain;
-    SSL_CTX *ctx;
-};
+const struct mk_api *tls_api;
 
 /* The plugin's state in one server (api->self_set). */
 struct tls_self {
     SSL_CTX *base; /* every SSL starts here; SNI then moves it to a site's context */
 };
-
-/* One connection. */
-struct tls_conn {
-    uint32_t magic;   /* TLS_MAGIC: first, see tls_conn_of() */
-    bool peeked;      /* the first byte was checked to be a handshake record */
-    bool established; /* the handshake is done */
-    bool shut;        /* close_notify was sent (or may not be) */
-    int retry_len;    /* a write that must be repeated with this many bytes; 0: none */
-    SSL *ssl;
-};
-
-MK_PLUGIN_DECLARE(tls);
 
 /* ---- contexts ------------------------------------------------------------ */
 
@@ -134,8 +121,7 @@ static int tls_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *o
     return SSL_TLSEXT_ERR_NOACK;
 }
 
-/* The site context of the SNI's site, else the default site's; NULL if neither has one. */
-static SSL_CTX *tls_ctx_for(struct mk_config *cfg, const char *name)
+SSL_CTX *tls_ctx_for(struct mk_config *cfg, const char *name)
 {
     const struct mk_site *any = api->config_site(cfg, 0);
     const struct mk_site *dflt = api->site_lookup(any, NULL, 0);
@@ -163,6 +149,7 @@ static int tls_servername(SSL *ssl, int *alert, void *arg)
         ctx = tls_ctx_for(cfg, SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name));
         if (ctx) {
             SSL_set_SSL_CTX(ssl, ctx); /* takes its own reference */
+            tls_verify_apply(ssl, ctx);
         }
         api->config_put(cfg);
     }
@@ -199,6 +186,7 @@ static SSL_CTX *tls_ctx_new(void)
                               SSL_MODE_RELEASE_BUFFERS);
     SSL_CTX_set_alpn_select_cb(ctx, tls_alpn_select, NULL);
     SSL_CTX_set_tlsext_servername_callback(ctx, tls_servername);
+    SSL_CTX_set_client_hello_cb(ctx, tls_verify_hello, NULL);
     return ctx;
 }
 
@@ -316,10 +304,16 @@ static int tls_site_build(struct tls_site *ts, const char **key, char *reason, s
                  ts->cert, tls_error_text(why, sizeof(why), "refused"));
         return MK_ERR;
     }
-    return MK_OK;
+    if (tls_verify_build(ts, key, reason, len) != MK_OK) {
+        return MK_ERR;
+    }
+    *key = "OCSPResponse";
+    return ts->ocsp ? tls_ocsp_build(ts, reason, len) : MK_OK;
 }
 
 /* ---- configuration --------------------------------------------------------- */
+
+static const char *const tls_client_words[] = {"off", "optional", "required", NULL};
 
 static const struct mk_conf_key tls_keys[] = {
     {"Certificate", MK_CONF_PATH, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, cert),
@@ -328,6 +322,22 @@ static const struct mk_conf_key tls_keys[] = {
      .doc = "the certificate's private key (PEM)"},
     {"CertificateChain", MK_CONF_PATH, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, chain),
      .doc = "intermediate certificates (PEM) sent after the certificate"},
+    {"ClientCertificate", MK_CONF_ENUM, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, client_cert),
+     .fallback = "off", .words = tls_client_words,
+     .doc = "ask clients for a certificate: off, optional or required"},
+    {"ClientCA", MK_CONF_PATH, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, client_ca),
+     .doc = "the CAs (PEM) client certificates are checked against and that are named to clients"},
+    {"ClientVerifyDepth", MK_CONF_INT, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, verify_depth),
+     1, 20, "1", .doc = "the most intermediate CAs between a client certificate and a ClientCA"},
+    {"OCSPResponse", MK_CONF_PATH, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, ocsp),
+     .doc = "a DER OCSP response for the certificate, stapled when the client asks"},
+    {"HSTS", MK_CONF_STRING, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, hsts), 0, 255,
+     .check = tls_site_check_hsts,
+     .doc = "the Strict-Transport-Security value sent on every response over TLS"},
+    {"RedirectHTTPS", MK_CONF_BOOL, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, redirect), 0, 0,
+     "off", .doc = "answer plain HTTP requests with 308 to the same URL over HTTPS"},
+    {"RedirectPort", MK_CONF_INT, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, redirect_port), 0,
+     65535, "0", .doc = "the HTTPS port of redirects; 0: the first TLS listener's"},
     {NULL},
 };
 
@@ -337,6 +347,11 @@ static int tls_finish(void *obj, int site, const char **key, char *reason, size_
     struct tls_site *ts = obj;
 
     if (!site || (!ts->cert && !ts->key && !ts->chain)) {
+        if (site && (ts->client_cert || ts->client_ca || ts->ocsp)) {
+            *key = ts->ocsp ? "OCSPResponse" : ts->client_ca ? "ClientCA" : "ClientCertificate";
+            snprintf(reason, len, "%s without a Certificate", *key);
+            return MK_ERR;
+        }
         return MK_OK;
     }
     if (!ts->cert) {
@@ -372,8 +387,7 @@ static const struct mk_conf_schema tls_schema = {
 
 /* ---- the transport ---------------------------------------------------------- */
 
-/* The connection's TLS state, NULL when it arrived through another transport. */
-static struct tls_conn *tls_conn_of(struct mk_conn *c)
+struct tls_conn *tls_conn_of(struct mk_conn *c)
 {
     struct tls_conn *t = *api->conn_transport_data(c);
     return t && t->magic == TLS_MAGIC ? t : NULL;
@@ -426,6 +440,7 @@ static void tls_close(struct mk_conn *c)
     if (t) {
         tls_close_notify(t);
         SSL_free(t->ssl);
+        tls_verify_release(t);
         free(t);
     }
     *slot = NULL;
@@ -648,6 +663,7 @@ static const struct mk_transport tls_transport = {
     .pending = tls_pending,
     .alpn = tls_alpn,
     .server_name = tls_server_name,
+    .var = tls_var,
 };
 
 /* ---- hooks ------------------------------------------------------------------ */
@@ -664,7 +680,7 @@ static int tls_request(struct mk_request *r)
     size_t len = 0;
 
     if (!tls_conn_of(c)) {
-        return MK_OK;
+        return tls_site_redirect(r);
     }
     const char *sni = api->conn_server_name(c, &len);
     /* Both by the rules Host follows: a name no site has means the default site. */
@@ -680,8 +696,13 @@ static int tls_init(const struct mk_api *server_api, const char *conf_dir)
 
     (void) conf_dir;
     api = server_api;
-    if (!MK_API_HAS(api, site_lookup)) {
-        api->log(MK_PLUGIN_LOG_ERROR, "tls: needs a server with plugin ABI 3.2");
+    tls_api = server_api;
+    if (!MK_API_HAS(api, conn_transport_var)) {
+        api->log(MK_PLUGIN_LOG_ERROR, "tls: needs a server with plugin ABI 3.3");
+        return MK_ERR;
+    }
+    if (tls_ocsp_init() != MK_OK) {
+        api->log(MK_PLUGIN_LOG_ERROR, "tls: cannot set up OpenSSL for OCSP stapling");
         return MK_ERR;
     }
     self = calloc(1, sizeof(*self));
@@ -721,4 +742,5 @@ MK_PLUGIN_DEFINE(tls) = {
     .request = tls_request,
     .transport = &tls_transport,
     .conf_schema = &tls_schema,
+    .response_head = tls_site_response_head,
 };
