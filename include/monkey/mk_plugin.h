@@ -131,7 +131,7 @@
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 2
+#define MK_PLUGIN_ABI_MINOR 3
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -750,6 +750,9 @@ struct mk_api {
     const struct mk_site *(*site_lookup)(const struct mk_site *site, const char *name, size_t len);
 };
 
+/* One counter of a plugin's stats hook: its name (letters, digits, '_') and value. */
+typedef void (*mk_stats_emit_cb)(void *arg, const char *name, uint64_t value);
+
 struct mk_plugin {
     /* MK_PLUGIN_ABI_INIT fills these three. */
     uint16_t abi_major; /* MK_PLUGIN_ABI_MAJOR the plugin was built with */
@@ -825,6 +828,18 @@ struct mk_plugin {
      * reload_prepare/reload_commit.
      */
     const struct mk_conf_schema *conf_schema;
+
+    /* ---- added in ABI 3.3 ---- */
+
+    /*
+     * The plugin's counters, for the server's status (the control plugin
+     * shows them under the plugin's name): call emit(arg, name, value) once
+     * per counter, the same names in the same order every time. Any thread
+     * (the control plugin's own among them), at any time between init()
+     * and exit(): read atomics, take no lock a worker holds, never block.
+     * api->self() gives the server's context as in any other hook.
+     */
+    void (*stats)(mk_stats_emit_cb emit, void *arg);
 };
 
 /*
