@@ -2,10 +2,16 @@
 # build time into build/tls/ (never committed) for `make run` (conf/ refers
 # to it). Included by the top-level CMakeLists with MK_PLUGIN=tls, only when
 # OpenSSL 3 was found (MK_TLS).
+set(MK_TLS_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/tls_conf.c
+  ${CMAKE_CURRENT_LIST_DIR}/tls_session.c
+  ${CMAKE_CURRENT_LIST_DIR}/tls_stats.c)
 if(MK_PLUGIN_SHARED)
-  target_link_libraries(plugin-tls PRIVATE OpenSSL::SSL)
+  target_sources(plugin-tls PRIVATE ${MK_TLS_SOURCES})
+  target_link_libraries(plugin-tls PRIVATE OpenSSL::SSL Threads::Threads)
 endif()
 if(MK_PLUGIN_BUILTIN)
+  target_sources(monkeybuiltins PRIVATE ${MK_TLS_SOURCES})
   target_link_libraries(monkeylib PUBLIC OpenSSL::SSL)
 endif()
 find_program(MK_OPENSSL_TOOL openssl)
