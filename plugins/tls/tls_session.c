@@ -184,8 +184,8 @@ static int tls_ticket_key_find(int enc, const unsigned char *name, struct tls_ti
  * open with the key the ticket names. Returns 1 (done), 2 (opened with an
  * older key: renew the ticket), 0 (unknown key: full handshake) or -1.
  */
-static int tls_ticket_cb(SSL *ssl, unsigned char *key_name, unsigned char *iv,
-                         EVP_CIPHER_CTX *cctx, EVP_MAC_CTX *hctx, int enc)
+static int tls_ticket_cb(SSL *ssl, unsigned char *key_name, unsigned char *iv, EVP_CIPHER_CTX *cctx,
+                         EVP_MAC_CTX *hctx, int enc)
 {
     struct tls_ticket_key k;
     bool current = false;
