@@ -771,6 +771,9 @@ struct mk_api {
     const char *(*conn_transport_var)(struct mk_conn *c, const char *name, size_t *len);
 };
 
+/* One counter of a plugin's stats hook: its name (letters, digits, '_') and value. */
+typedef void (*mk_stats_emit_cb)(void *arg, const char *name, uint64_t value);
+
 struct mk_plugin {
     /* MK_PLUGIN_ABI_INIT fills these three. */
     uint16_t abi_major; /* MK_PLUGIN_ABI_MAJOR the plugin was built with */
@@ -860,6 +863,16 @@ struct mk_plugin {
      * nothing).
      */
     void (*response_head)(struct mk_request *r);
+
+    /*
+     * The plugin's counters, for the server's status (the control plugin
+     * shows them under the plugin's name): call emit(arg, name, value) once
+     * per counter, the same names in the same order every time. Any thread
+     * (the control plugin's own among them), at any time between init()
+     * and exit(): read atomics, take no lock a worker holds, never block.
+     * api->self() gives the server's context as in any other hook.
+     */
+    void (*stats)(mk_stats_emit_cb emit, void *arg);
 };
 
 /*

@@ -83,7 +83,59 @@ static void control_doc_worker_list(struct mk_json *b, unsigned workers, bool js
     }
 }
 
-/* "status": the whole server, then the workers. */
+/* Where the counters of one plugin's stats hook go. */
+struct control_stats_out {
+    struct mk_json *b;
+    bool json;
+    unsigned n; /* counters written so far */
+};
+
+static void control_stats_emit(void *arg, const char *name, uint64_t value)
+{
+    struct control_stats_out *out = arg;
+
+    if (out->json) {
+        control_buf_str(out->b, out->n ? "," : "");
+        control_buf_json(out->b, name);
+        control_buf_printf(out->b, ":%" PRIu64, value);
+    }
+    else {
+        control_buf_printf(out->b, "    %-15s %" PRIu64 "\n", name, value);
+    }
+    out->n++;
+}
+
+/*
+ * The counters of every plugin with a stats hook (ABI 3.3), under its name:
+ * a JSON object of objects, or a text block per plugin.
+ */
+static void control_doc_plugin_stats(struct mk_json *b, bool json)
+{
+    unsigned n = control_api->plugin_count(), shown = 0;
+
+    for (unsigned i = 0; i < n; i++) {
+        const struct mk_plugin *p = control_api->plugin_at(i);
+        if (!p || !p->stats) {
+            continue;
+        }
+        struct control_stats_out out = {.b = b, .json = json};
+        if (json) {
+            control_buf_str(b, shown ? "," : "");
+            control_buf_json(b, p->name ? p->name : "");
+            control_buf_str(b, ":{");
+        }
+        else {
+            control_buf_printf(b, "\nplugin %s\n", p->name ? p->name : "");
+        }
+        p->stats(control_stats_emit, &out);
+        if (json) {
+            control_buf_str(b, "}");
+        }
+        shown++;
+    }
+}
+
+/* "status": the whole server, then the workers, then the plugins' counters. */
 int control_doc_status(struct mk_json *b, bool json, char *err, size_t errlen)
 {
     struct mk_server_stats st;
@@ -106,7 +158,9 @@ int control_doc_status(struct mk_json *b, bool json, char *err, size_t errlen)
                            (long) getpid(), (long long) st.started, when, uptime, st.workers,
                            st.connections, st.requests, st.bytes_out);
         control_doc_worker_list(b, st.workers, true);
-        control_buf_str(b, "}\n");
+        control_buf_str(b, ",\"plugins\":{");
+        control_doc_plugin_stats(b, true);
+        control_buf_str(b, "}}\n");
         return MK_OK;
     }
     control_buf_printf(b, "pid          %ld\n", (long) getpid());
@@ -120,6 +174,7 @@ int control_doc_status(struct mk_json *b, bool json, char *err, size_t errlen)
     control_bytes_text(b, st.bytes_out);
     control_buf_str(b, "\n\n");
     control_doc_worker_list(b, st.workers, false);
+    control_doc_plugin_stats(b, false);
     return MK_OK;
 }
 

@@ -3,12 +3,15 @@
 # committed) for `make run` (conf/ refers to it). Included by the top-level
 # CMakeLists with MK_PLUGIN=tls, only when OpenSSL 3 was found (MK_TLS).
 set(MK_TLS_SOURCES
-  ${CMAKE_SOURCE_DIR}/plugins/tls/tls_ocsp.c
-  ${CMAKE_SOURCE_DIR}/plugins/tls/tls_site.c
-  ${CMAKE_SOURCE_DIR}/plugins/tls/tls_verify.c)
+  ${CMAKE_CURRENT_LIST_DIR}/tls_conf.c
+  ${CMAKE_CURRENT_LIST_DIR}/tls_ocsp.c
+  ${CMAKE_CURRENT_LIST_DIR}/tls_session.c
+  ${CMAKE_CURRENT_LIST_DIR}/tls_site.c
+  ${CMAKE_CURRENT_LIST_DIR}/tls_stats.c
+  ${CMAKE_CURRENT_LIST_DIR}/tls_verify.c)
 if(MK_PLUGIN_SHARED)
   target_sources(plugin-tls PRIVATE ${MK_TLS_SOURCES})
-  target_link_libraries(plugin-tls PRIVATE OpenSSL::SSL)
+  target_link_libraries(plugin-tls PRIVATE OpenSSL::SSL Threads::Threads)
 endif()
 if(MK_PLUGIN_BUILTIN)
   target_sources(monkeybuiltins PRIVATE ${MK_TLS_SOURCES})

@@ -32,8 +32,9 @@
  *
  * Threads: the SSL_CTX of each site is built on the controlling thread
  * (the schema's finish()) and only read afterwards; each SSL belongs to
- * its connection's worker. Session resumption uses OpenSSL's defaults (a
- * process-local ticket key); keys shared between servers are not offered.
+ * its connection's worker. Protocols, ciphers and session resumption are
+ * the plugin's own file's (tls_conf.c, tls_session.c), the counters
+ * tls_stats.c's.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -56,12 +57,6 @@
 
 #include "tls.h"
 
-/* Mozilla's "intermediate" profile for TLS 1.2; TLS 1.3 keeps OpenSSL's suites. */
-#define TLS_CIPHERS                                                                                \
-    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"                                   \
-    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"                                   \
-    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"                                   \
-    "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305"
 /* Writes smaller than this are gathered into one record (a head and a small body). */
 #define TLS_GATHER 16384
 /* Marks our per-connection state (transport data of other transports differs). */
@@ -69,11 +64,6 @@
 
 static const struct mk_api *api;
 const struct mk_api *tls_api;
-
-/* The plugin's state in one server (api->self_set). */
-struct tls_self {
-    SSL_CTX *base; /* every SSL starts here; SNI then moves it to a site's context */
-};
 
 /* ---- contexts ------------------------------------------------------------ */
 
@@ -161,11 +151,12 @@ static int tls_servername(SSL *ssl, int *alert, void *arg)
 }
 
 /*
- * A context with the server's protocol settings and no certificate. The
- * versions, ciphers and options come from the base context every SSL
- * starts with; site contexts carry the certificate and the callbacks.
+ * A context with the server's fixed settings and no certificate. The
+ * versions, ciphers and session settings come from the configuration's
+ * base context every SSL starts with (tls_conf.c); site contexts carry
+ * the certificate and the callbacks.
  */
-static SSL_CTX *tls_ctx_new(void)
+SSL_CTX *tls_ctx_new(void)
 {
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
 
@@ -186,7 +177,6 @@ static SSL_CTX *tls_ctx_new(void)
                               SSL_MODE_RELEASE_BUFFERS);
     SSL_CTX_set_alpn_select_cb(ctx, tls_alpn_select, NULL);
     SSL_CTX_set_tlsext_servername_callback(ctx, tls_servername);
-    SSL_CTX_set_client_hello_cb(ctx, tls_verify_hello, NULL);
     return ctx;
 }
 
@@ -338,6 +328,25 @@ static const struct mk_conf_key tls_keys[] = {
      "off", .doc = "answer plain HTTP requests with 308 to the same URL over HTTPS"},
     {"RedirectPort", MK_CONF_INT, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, redirect_port), 0,
      65535, "0", .doc = "the HTTPS port of redirects; 0: the first TLS listener's"},
+    /* plugins/tls.conf (tls_conf.c) */
+    {"Protocols", MK_CONF_WORDS, 0, MK_CONF_FIELD(struct tls_conf, protocols),
+     .fallback = "TLSv1.2 TLSv1.3", .check = tls_conf_protocol_check,
+     .doc = "the TLS versions accepted: TLSv1.2 and/or TLSv1.3"},
+    {"Ciphers", MK_CONF_STRING, 0, MK_CONF_FIELD(struct tls_conf, ciphers), .fallback = TLS_CIPHERS,
+     .check = tls_conf_ciphers_check, .doc = "the TLS 1.2 cipher list (OpenSSL's syntax)"},
+    {"Ciphersuites", MK_CONF_STRING, 0, MK_CONF_FIELD(struct tls_conf, ciphersuites),
+     .fallback = TLS_CIPHERSUITES, .check = tls_conf_ciphersuites_check,
+     .doc = "the TLS 1.3 cipher suites (OpenSSL's syntax)"},
+    {"SessionCache", MK_CONF_INT, 0, MK_CONF_FIELD(struct tls_conf, session_cache), 0, 1000000,
+     "20480", .doc = "sessions the server-side cache holds (0: no cache)"},
+    {"SessionTimeout", MK_CONF_DURATION, 0, MK_CONF_FIELD(struct tls_conf, session_timeout), 1000,
+     604800000, "1h", .doc = "how long a session resumes (ticket or cache entry)"},
+    {"SessionTickets", MK_CONF_BOOL, 0, MK_CONF_FIELD(struct tls_conf, tickets), 0, 0, "On",
+     .doc = "issue and accept session tickets"},
+    {"TicketKeyRotation", MK_CONF_DURATION, 0, MK_CONF_FIELD(struct tls_conf, ticket_rotation),
+     1000, 604800000, "1h", .doc = "how often the server makes a new ticket key"},
+    {"TicketKeyFile", MK_CONF_CUSTOM, MK_CONF_MULTI, 0, 0, .set = tls_conf_ticket_file_set,
+     .doc = "a file of 80-byte ticket keys shared by servers; the first key seals"},
     {NULL},
 };
 
@@ -346,8 +355,11 @@ static int tls_finish(void *obj, int site, const char **key, char *reason, size_
 {
     struct tls_site *ts = obj;
 
-    if (!site || (!ts->cert && !ts->key && !ts->chain)) {
-        if (site && (ts->client_cert || ts->client_ca || ts->ocsp)) {
+    if (!site) {
+        return tls_conf_finish(obj, key, reason, len);
+    }
+    if (!ts->cert && !ts->key && !ts->chain) {
+        if (ts->client_cert || ts->client_ca || ts->ocsp) {
             *key = ts->ocsp ? "OCSPResponse" : ts->client_ca ? "ClientCA" : "ClientCertificate";
             snprintf(reason, len, "%s without a Certificate", *key);
             return MK_ERR;
@@ -371,15 +383,41 @@ static void tls_free(void *obj, int site)
 {
     struct tls_site *ts = obj;
 
-    if (site && ts->ctx) {
+    if (!site) {
+        tls_conf_free(obj);
+    }
+    else if (ts->ctx) {
         SSL_CTX_free(ts->ctx);
         ts->ctx = NULL;
     }
 }
 
+/*
+ * Each site of each configuration built: its context gets the
+ * configuration's protocols and ciphers (plugins/tls.conf), which the
+ * schema's finish() of a site cannot see.
+ */
+static int tls_site_init(const struct mk_site *site, const struct mk_conf *conf, void **data,
+                         char *err, size_t errlen)
+{
+    const struct tls_site *ts = api->site_conf(site, MK_PLUGIN_SELF(tls));
+
+    (void) conf;
+    *data = NULL;
+    if (ts && ts->ctx &&
+        tls_conf_site_ctx(api->plugin_conf(site, MK_PLUGIN_SELF(tls)), ts->ctx) != MK_OK) {
+        snprintf(err, errlen, "%s: tls: OpenSSL refuses the protocols or ciphers",
+                 api->site_file(site));
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
 static const struct mk_conf_schema tls_schema = {
     .section = "TLS",
+    .file = "tls.conf",
     .keys = tls_keys,
+    .size = sizeof(struct tls_conf),
     .site_size = sizeof(struct tls_site),
     .free = tls_free,
     .finish = tls_finish,
@@ -395,15 +433,17 @@ struct tls_conn *tls_conn_of(struct mk_conn *c)
 
 static int tls_open(struct mk_conn *c)
 {
-    struct tls_self *self = api->self(MK_PLUGIN_SELF(tls));
+    SSL_CTX *base = tls_conf_base();
     struct tls_conn *t = calloc(1, sizeof(*t));
 
-    if (!t || !self) {
+    if (!t || !base) {
+        SSL_CTX_free(base);
         free(t);
         return MK_ERR;
     }
     t->magic = TLS_MAGIC;
-    t->ssl = SSL_new(self->base);
+    t->ssl = SSL_new(base);
+    SSL_CTX_free(base); /* the SSL holds its own reference */
     if (!t->ssl || SSL_set_fd(t->ssl, api->conn_fd(c)) != 1) {
         ERR_clear_error();
         SSL_free(t->ssl);
@@ -438,6 +478,11 @@ static void tls_close(struct mk_conn *c)
     struct tls_conn *t = *slot;
 
     if (t) {
+        if (t->peeked && !t->plain && !t->established) {
+            tls_stats_failure();
+        }
+        /* close_notify also keeps the session in the cache: OpenSSL drops
+           the session of a connection that was not shut down on SSL_free. */
         tls_close_notify(t);
         SSL_free(t->ssl);
         tls_verify_release(t);
@@ -513,6 +558,8 @@ static int tls_handshake(struct mk_conn *c)
         }
         t->peeked = true;
         if (first != 0x16) { /* not a TLS handshake record */
+            t->plain = true;
+            tls_stats_plain_http();
             tls_plain_http(c);
             return MK_ERR;
         }
@@ -521,6 +568,7 @@ static int tls_handshake(struct mk_conn *c)
     int rc = SSL_do_handshake(t->ssl);
     if (rc == 1) {
         t->established = true;
+        tls_stats_handshake(t->ssl);
         return MK_OK;
     }
     int res = tls_result(c, t, rc);
@@ -710,12 +758,14 @@ static int tls_init(const struct mk_api *server_api, const char *conf_dir)
         api->log(MK_PLUGIN_LOG_ERROR, "tls: out of memory");
         return MK_ERR;
     }
-    self->base = tls_ctx_new();
-    if (!self->base || api->self_set(MK_PLUGIN_SELF(tls), self) != MK_OK) {
-        char why[160];
-        api->log(MK_PLUGIN_LOG_ERROR, "tls: cannot set up OpenSSL: %s",
-                 tls_error_text(why, sizeof(why), "out of memory"));
-        SSL_CTX_free(self->base);
+    if (tls_session_init(api, self) != MK_OK) {
+        api->log(MK_PLUGIN_LOG_ERROR, "tls: cannot set up the ticket keys");
+        free(self);
+        return MK_ERR;
+    }
+    if (api->self_set(MK_PLUGIN_SELF(tls), self) != MK_OK) {
+        api->log(MK_PLUGIN_LOG_ERROR, "tls: cannot keep the plugin's state");
+        tls_session_exit(self);
         free(self);
         return MK_ERR;
     }
@@ -727,7 +777,7 @@ static void tls_exit(void)
     struct tls_self *self = api->self(MK_PLUGIN_SELF(tls));
 
     if (self) {
-        SSL_CTX_free(self->base);
+        tls_session_exit(self);
         free(self);
     }
 }
@@ -741,6 +791,8 @@ MK_PLUGIN_DEFINE(tls) = {
     .exit = tls_exit,
     .request = tls_request,
     .transport = &tls_transport,
+    .site_init = tls_site_init,
     .conf_schema = &tls_schema,
     .response_head = tls_site_response_head,
+    .stats = tls_stats,
 };

@@ -48,26 +48,6 @@ static int tls_verify_cb(int ok, X509_STORE_CTX *store)
     return ok;
 }
 
-/* The site's own session id context: SHA-256 of what decides the verification. */
-static int tls_verify_sid(struct tls_site *ts)
-{
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    EVP_MD_CTX *m = EVP_MD_CTX_new();
-    char mode = (char) ('0' + ts->client_cert);
-    int ok = m && EVP_DigestInit_ex(m, EVP_sha256(), NULL) == 1 &&
-             EVP_DigestUpdate(m, "monkey-mtls", 12) == 1 &&
-             EVP_DigestUpdate(m, ts->cert, strlen(ts->cert) + 1) == 1 &&
-             EVP_DigestUpdate(m, ts->client_ca, strlen(ts->client_ca) + 1) == 1 &&
-             EVP_DigestUpdate(m, &mode, 1) == 1 && EVP_DigestFinal_ex(m, md, &n) == 1;
-
-    EVP_MD_CTX_free(m);
-    if (!ok || n > SSL_MAX_SID_CTX_LENGTH) {
-        return MK_ERR;
-    }
-    return SSL_CTX_set_session_id_context(ts->ctx, md, n) == 1 ? MK_OK : MK_ERR;
-}
-
 int tls_verify_build(struct tls_site *ts, const char **key, char *reason, size_t len)
 {
     STACK_OF(X509_NAME) * names;
@@ -108,57 +88,7 @@ int tls_verify_build(struct tls_site *ts, const char **key, char *reason, size_t
     }
     SSL_CTX_set_verify(ts->ctx, mode, tls_verify_cb);
     SSL_CTX_set_verify_depth(ts->ctx, ts->verify_depth);
-    if (tls_verify_sid(ts) != MK_OK) {
-        ERR_clear_error();
-        snprintf(reason, len, "cannot set the session id context");
-        return MK_ERR;
-    }
     return MK_OK;
-}
-
-/* The host name of a server_name extension into out; false when it has none. */
-static bool tls_verify_sni(const unsigned char *p, size_t len, char *out, size_t cap)
-{
-    size_t list, n;
-
-    if (len < 2 || (list = (size_t) p[0] << 8 | p[1]) != len - 2 || list < 3) {
-        return false;
-    }
-    p += 2;
-    if (p[0] != TLSEXT_NAMETYPE_host_name) {
-        return false;
-    }
-    n = (size_t) p[1] << 8 | p[2];
-    if (n == 0 || n + 3 > list || n >= cap || memchr(p + 3, '\0', n)) {
-        return false;
-    }
-    memcpy(out, p + 3, n);
-    out[n] = '\0';
-    return true;
-}
-
-int tls_verify_hello(SSL *ssl, int *alert, void *arg)
-{
-    const unsigned char *ext;
-    size_t len;
-    char name[256];
-    struct mk_config *cfg = tls_api->config_get();
-    SSL_CTX *ctx;
-
-    (void) alert;
-    (void) arg;
-    if (!cfg) {
-        return SSL_CLIENT_HELLO_SUCCESS; /* the servername callback refuses it */
-    }
-    bool sni = SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &ext, &len) == 1 &&
-               tls_verify_sni(ext, len, name, sizeof(name));
-    ctx = tls_ctx_for(cfg, sni ? name : NULL);
-    if (ctx) {
-        SSL_set_SSL_CTX(ssl, ctx);
-        tls_verify_apply(ssl, ctx);
-    }
-    tls_api->config_put(cfg);
-    return SSL_CLIENT_HELLO_SUCCESS;
 }
 
 void tls_verify_apply(SSL *ssl, SSL_CTX *ctx)
