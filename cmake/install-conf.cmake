@@ -40,7 +40,7 @@ foreach(f IN LISTS mk_conf_files)
   elseif(f STREQUAL "plugins.load")
     # The tree's own [PLUGINS] (HTTPS for make run) goes; the commented list becomes it.
     mk_conf_replace(text ${f}
-                    "\n[PLUGINS]\n    Load ../build/plugins/monkey-tls.so          # HTTPS on port 2443 (make run)\n"
+                    "\n[PLUGINS]\n    Load ../build/plugins/monkey-logger.so       # access and error logs in ../build/log/\n    Load ../build/plugins/monkey-control.so      # monkey-ctl -c conf status\n    Load ../build/plugins/monkey-tls.so          # HTTPS on port 2443 (make run)\n"
                     "\n")
     mk_conf_replace(text ${f} "Load ../build/plugins/" "Load ${MK_PLUGINDIR}/")
     # The installed server logs and answers monkey-ctl.
@@ -50,9 +50,11 @@ foreach(f IN LISTS mk_conf_files)
     endforeach()
     mk_conf_replace(text ${f} "# [PLUGINS]\n" "[PLUGINS]\n")
   elseif(f STREQUAL "plugins/logger.conf")
-    mk_conf_replace(text ${f} "    # AccessLog /var/log/monkey/access.log\n"
+    mk_conf_replace(text ${f} "them a site without [LOGGER] is not logged). make run logs into\n    # build/log/ (the build makes it).\n"
+                    "them a site without [LOGGER] is not logged).\n")
+    mk_conf_replace(text ${f} "    AccessLog ../build/log/access.log\n"
                     "    AccessLog ${MK_LOGDIR}/access.log\n")
-    mk_conf_replace(text ${f} "    # ErrorLog /var/log/monkey/error.log\n"
+    mk_conf_replace(text ${f} "    ErrorLog ../build/log/error.log\n"
                     "    ErrorLog ${MK_LOGDIR}/error.log\n")
   elseif(f STREQUAL "plugins/control.conf")
     mk_conf_replace(text ${f} "    Socket monkey.sock\n" "    Socket ${MK_RUNDIR}/monkey.sock\n")
