@@ -1,11 +1,15 @@
 # plugins/tls: OpenSSL, and a self-signed certificate for localhost made at
 # build time into build/tls/ (never committed) for `make run` (conf/ refers
 # to it). Included by the top-level CMakeLists with MK_PLUGIN=tls, only when
-# OpenSSL 3 was found (MK_TLS).
+# OpenSSL 3 was found (MK_TLS). Its parts are listed in tls.h.
+set(MK_TLS_SOURCES
+  ${CMAKE_SOURCE_DIR}/plugins/tls/tls_send.c)
 if(MK_PLUGIN_SHARED)
+  target_sources(plugin-tls PRIVATE ${MK_TLS_SOURCES})
   target_link_libraries(plugin-tls PRIVATE OpenSSL::SSL)
 endif()
 if(MK_PLUGIN_BUILTIN)
+  target_sources(monkeybuiltins PRIVATE ${MK_TLS_SOURCES})
   target_link_libraries(monkeylib PUBLIC OpenSSL::SSL)
 endif()
 find_program(MK_OPENSSL_TOOL openssl)

@@ -25,6 +25,10 @@
  *     HTTP on the TLS port) gets a 400 page and is closed. Handshake
  *     failures are logged at info with the peer's address; the head
  *     Timeout bounds the whole handshake (the server's transport seam).
+ *   - Writes (tls_send.c): a head and a small file body in one record,
+ *     file bodies with SSL_sendfile under kTLS (KTLS auto, the default,
+ *     when the kernel has the tls ULP), else in blocks of 64 KiB sent
+ *     with one system call each.
  *
  * Threads: the SSL_CTX of each site is built on the controlling thread
  * (the schema's finish()) and only read afterwards; each SSL belongs to
@@ -50,39 +54,35 @@
 
 #include <monkey/mk_plugin.h>
 
+#include "tls.h"
+
 /* Mozilla's "intermediate" profile for TLS 1.2; TLS 1.3 keeps OpenSSL's suites. */
 #define TLS_CIPHERS                                                                                \
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"                                   \
     "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"                                   \
     "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"                                   \
     "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305"
-/* Writes smaller than this are gathered into one record (a head and a small body). */
-#define TLS_GATHER 16384
 /* Marks our per-connection state (transport data of other transports differs). */
 #define TLS_MAGIC 0x4d4b544cu
 
 static const struct mk_api *api;
+
+/* KTLS: the values, in the order of their index. */
+enum { TLS_KTLS_AUTO, TLS_KTLS_OFF };
+static const char *const tls_ktls_words[] = {"auto", "off", NULL};
 
 /* A site's [TLS] keys, and the context built from them (NULL: no certificate). */
 struct tls_site {
     char *cert;
     char *key;
     char *chain;
+    int ktls; /* TLS_KTLS_* */
     SSL_CTX *ctx;
 };
 
 /* The plugin's state in one server (api->self_set). */
 struct tls_self {
     SSL_CTX *base; /* every SSL starts here; SNI then moves it to a site's context */
-};
-
-/* One connection. */
-struct tls_conn {
-    uint32_t magic;   /* TLS_MAGIC: first, see tls_conn_of() */
-    bool peeked;      /* the first byte was checked to be a handshake record */
-    bool established; /* the handshake is done */
-    int retry_len;    /* a write that must be repeated with this many bytes; 0: none */
-    SSL *ssl;
 };
 
 MK_PLUGIN_DECLARE(tls);
@@ -162,6 +162,13 @@ static int tls_servername(SSL *ssl, int *alert, void *arg)
         ctx = tls_ctx_for(cfg, SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name));
         if (ctx) {
             SSL_set_SSL_CTX(ssl, ctx); /* takes its own reference */
+            /* kTLS as the site says: options stay the connection's own. */
+            if (SSL_CTX_get_options(ctx) & SSL_OP_ENABLE_KTLS) {
+                SSL_set_options(ssl, SSL_OP_ENABLE_KTLS);
+            }
+            else {
+                SSL_clear_options(ssl, SSL_OP_ENABLE_KTLS);
+            }
         }
         api->config_put(cfg);
     }
@@ -315,6 +322,9 @@ static int tls_site_build(struct tls_site *ts, const char **key, char *reason, s
                  ts->cert, tls_error_text(why, sizeof(why), "refused"));
         return MK_ERR;
     }
+    if (ts->ktls == TLS_KTLS_AUTO && tls_ktls_available()) {
+        SSL_CTX_set_options(ts->ctx, SSL_OP_ENABLE_KTLS);
+    }
     return MK_OK;
 }
 
@@ -327,6 +337,8 @@ static const struct mk_conf_key tls_keys[] = {
      .doc = "the certificate's private key (PEM)"},
     {"CertificateChain", MK_CONF_PATH, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, chain),
      .doc = "intermediate certificates (PEM) sent after the certificate"},
+    {"KTLS", MK_CONF_ENUM, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, ktls), 0, 0, "auto",
+     tls_ktls_words, .doc = "auto: the kernel encrypts (kTLS, SSL_sendfile) when it can; off"},
     {NULL},
 };
 
@@ -407,6 +419,7 @@ static void tls_close(struct mk_conn *c)
 
     if (t) {
         SSL_free(t->ssl);
+        tls_send_release(t);
         free(t);
     }
     *slot = NULL;
@@ -445,7 +458,7 @@ static void tls_plain_http(struct mk_conn *c)
  * The result of an SSL call that returned `rc` <= 0: MK_AGAIN with the
  * direction wanted set, 0 for a clean end, MK_ERR otherwise.
  */
-static int tls_result(struct mk_conn *c, struct tls_conn *t, int rc)
+int tls_result(struct mk_conn *c, struct tls_conn *t, int rc)
 {
     switch (SSL_get_error(t->ssl, rc)) {
     case SSL_ERROR_WANT_READ:
@@ -486,6 +499,7 @@ static int tls_handshake(struct mk_conn *c)
     int rc = SSL_do_handshake(t->ssl);
     if (rc == 1) {
         t->established = true;
+        tls_send_established(t);
         return MK_OK;
     }
     int res = tls_result(c, t, rc);
@@ -518,63 +532,6 @@ static ssize_t tls_read(struct mk_conn *c, void *buf, size_t len)
         errno = ECONNRESET;
         return -1;
     }
-}
-
-/*
- * Small pieces (a head and a small body) are gathered into one record; a
- * large first piece goes to SSL_write as it is, without a copy. A write
- * that OpenSSL could not finish is repeated with the same length, as
- * OpenSSL requires (the server passes the same bytes again).
- */
-static ssize_t tls_writev(struct mk_conn *c, const struct iovec *iov, int iovcnt, int flags)
-{
-    struct tls_conn *t = *api->conn_transport_data(c);
-    unsigned char gather[TLS_GATHER];
-    size_t total = 0, want;
-    const void *p;
-
-    (void) flags;
-    for (int i = 0; i < iovcnt; i++) {
-        total += iov[i].iov_len;
-    }
-    if (total == 0) {
-        return 0;
-    }
-    if (t->retry_len) {
-        want = (size_t) t->retry_len < total ? (size_t) t->retry_len : total;
-    }
-    else if (iov[0].iov_len >= TLS_GATHER) {
-        want = iov[0].iov_len > INT_MAX ? INT_MAX : iov[0].iov_len;
-    }
-    else {
-        want = total < TLS_GATHER ? total : TLS_GATHER;
-    }
-    if (iov[0].iov_len >= want) {
-        p = iov[0].iov_base;
-    }
-    else {
-        size_t n = 0;
-        for (int i = 0; i < iovcnt && n < want; i++) {
-            size_t take = iov[i].iov_len < want - n ? iov[i].iov_len : want - n;
-            memcpy(gather + n, iov[i].iov_base, take);
-            n += take;
-        }
-        p = gather;
-    }
-    ERR_clear_error();
-    int n = SSL_write(t->ssl, p, (int) want);
-    if (n > 0) {
-        t->retry_len = 0;
-        return n;
-    }
-    if (tls_result(c, t, n) == MK_AGAIN) {
-        t->retry_len = (int) want;
-        errno = EAGAIN;
-        return -1;
-    }
-    ERR_clear_error();
-    errno = EPIPE;
-    return -1;
 }
 
 /* Send close_notify when the handshake was done, then stop sending. */
@@ -628,6 +585,7 @@ static const struct mk_transport tls_transport = {
     .open = tls_open,
     .read = tls_read,
     .writev = tls_writev,
+    .sendfile = tls_sendfile,
     .shutdown = tls_shutdown,
     .close = tls_close,
     .handshake = tls_handshake,
@@ -665,7 +623,7 @@ static int tls_init(const struct mk_api *server_api, const char *conf_dir)
     struct tls_self *self;
 
     (void) conf_dir;
-    api = server_api;
+    api = tls_api = server_api;
     if (!MK_API_HAS(api, site_lookup)) {
         api->log(MK_PLUGIN_LOG_ERROR, "tls: needs a server with plugin ABI 3.2");
         return MK_ERR;
@@ -676,7 +634,8 @@ static int tls_init(const struct mk_api *server_api, const char *conf_dir)
         return MK_ERR;
     }
     self->base = tls_ctx_new();
-    if (!self->base || api->self_set(MK_PLUGIN_SELF(tls), self) != MK_OK) {
+    if (!self->base || tls_send_init() != MK_OK ||
+        api->self_set(MK_PLUGIN_SELF(tls), self) != MK_OK) {
         char why[160];
         api->log(MK_PLUGIN_LOG_ERROR, "tls: cannot set up OpenSSL: %s",
                  tls_error_text(why, sizeof(why), "out of memory"));
@@ -695,6 +654,7 @@ static void tls_exit(void)
         SSL_CTX_free(self->base);
         free(self);
     }
+    tls_send_exit();
 }
 
 MK_PLUGIN_DEFINE(tls) = {
