@@ -3,6 +3,7 @@
 # to it). Included by the top-level CMakeLists with MK_PLUGIN=tls, only when
 # OpenSSL 3 was found (MK_TLS). Its parts are listed in tls.h.
 set(MK_TLS_SOURCES
+  ${CMAKE_SOURCE_DIR}/plugins/tls/tls_certs.c
   ${CMAKE_SOURCE_DIR}/plugins/tls/tls_send.c)
 if(MK_PLUGIN_SHARED)
   target_sources(plugin-tls PRIVATE ${MK_TLS_SOURCES})

@@ -8,8 +8,9 @@
  *   - TLS 1.2 and 1.3 only, a modern-intermediate cipher list (ECDHE with
  *     AES-GCM or ChaCha20-Poly1305, DHE as the last resort), no
  *     renegotiation, no compression, early data (0-RTT) refused.
- *   - One certificate per site, from the [TLS] section of its site file
- *     (Certificate, CertificateKey, optional CertificateChain). The files
+ *   - Certificates per site, from the [TLS] section of its site file
+ *     (Certificate, CertificateKey, optional CertificateChain; up to one
+ *     pair per key type, RSA and ECDSA side by side: tls_certs.c). The files
  *     are read and checked (readable, the key matches the certificate) when
  *     a configuration is built: start, reload and `monkey -t` alike, and a
  *     refusal names the file and line. A reload therefore brings new
@@ -73,8 +74,7 @@ static const char *const tls_ktls_words[] = {"auto", "off", NULL};
 
 /* A site's [TLS] keys, and the context built from them (NULL: no certificate). */
 struct tls_site {
-    char *cert;
-    char *key;
+    struct tls_certs certs; /* Certificate and CertificateKey, one pair per key type */
     char *chain;
     int ktls; /* TLS_KTLS_* */
     SSL_CTX *ctx;
@@ -222,19 +222,6 @@ static const char *tls_error_text(char *buf, size_t len, const char *fallback)
     return buf;
 }
 
-/* Whether `path` can be opened for reading; else the reason in reason. */
-static bool tls_readable(const char *what, const char *path, char *reason, size_t len)
-{
-    FILE *f = fopen(path, "r");
-
-    if (!f) {
-        snprintf(reason, len, "%s %s: %s", what, path, strerror(errno));
-        return false;
-    }
-    fclose(f);
-    return true;
-}
-
 /* Add the certificates of the PEM file `path` to the context's chain. */
 static bool tls_load_chain(SSL_CTX *ctx, const char *path, char *reason, size_t len)
 {
@@ -267,60 +254,31 @@ static bool tls_load_chain(SSL_CTX *ctx, const char *path, char *reason, size_t 
 }
 
 /*
- * Build the site's context from its files: MK_OK, or MK_ERR with the key
- * to blame in *key and the reason.
+ * Build the site's context from its files (checked line by line when they
+ * were read): MK_OK, or MK_ERR with the key to blame in *key and the
+ * reason. CertificateChain goes with the first certificate.
  */
 static int tls_site_build(struct tls_site *ts, const char **key, char *reason, size_t len)
 {
     char why[160];
 
     *key = "Certificate";
-    if (!tls_readable("Certificate", ts->cert, reason, len)) {
-        return MK_ERR;
-    }
     ts->ctx = tls_ctx_new();
     if (!ts->ctx) {
         snprintf(reason, len, "%s", tls_error_text(why, sizeof(why), "out of memory"));
         return MK_ERR;
     }
-    ERR_clear_error();
-    if (SSL_CTX_use_certificate_chain_file(ts->ctx, ts->cert) != 1) {
-        snprintf(reason, len, "Certificate %s: not a PEM certificate (%s)", ts->cert,
-                 tls_error_text(why, sizeof(why), "unreadable"));
-        return MK_ERR;
-    }
-    if (ts->chain) {
-        *key = "CertificateChain";
-        if (!tls_load_chain(ts->ctx, ts->chain, reason, len)) {
+    for (size_t i = 0; i < ts->certs.n_cert; i++) {
+        if (tls_certs_use(&ts->certs, i, ts->ctx, reason, len) != MK_OK) {
             return MK_ERR;
         }
-    }
-    *key = "CertificateKey";
-    if (!tls_readable("CertificateKey", ts->key, reason, len)) {
-        return MK_ERR;
-    }
-    FILE *f = fopen(ts->key, "r");
-    EVP_PKEY *pkey = f ? PEM_read_PrivateKey(f, NULL, NULL, NULL) : NULL;
-    if (f) {
-        fclose(f);
-    }
-    if (!pkey) {
-        snprintf(reason, len, "CertificateKey %s: not a PEM private key (%s)", ts->key,
-                 tls_error_text(why, sizeof(why), "unreadable"));
-        return MK_ERR;
-    }
-    if (X509_check_private_key(SSL_CTX_get0_certificate(ts->ctx), pkey) != 1) {
-        EVP_PKEY_free(pkey);
-        ERR_clear_error();
-        snprintf(reason, len, "CertificateKey %s does not match Certificate %s", ts->key, ts->cert);
-        return MK_ERR;
-    }
-    int ok = SSL_CTX_use_PrivateKey(ts->ctx, pkey);
-    EVP_PKEY_free(pkey);
-    if (ok != 1 || SSL_CTX_check_private_key(ts->ctx) != 1) {
-        snprintf(reason, len, "CertificateKey %s: not usable with Certificate %s (%s)", ts->key,
-                 ts->cert, tls_error_text(why, sizeof(why), "refused"));
-        return MK_ERR;
+        if (i == 0 && ts->chain) {
+            *key = "CertificateChain";
+            if (!tls_load_chain(ts->ctx, ts->chain, reason, len)) {
+                return MK_ERR;
+            }
+            *key = "Certificate";
+        }
     }
     if (ts->ktls == TLS_KTLS_AUTO && tls_ktls_available()) {
         SSL_CTX_set_options(ts->ctx, SSL_OP_ENABLE_KTLS);
@@ -331,12 +289,15 @@ static int tls_site_build(struct tls_site *ts, const char **key, char *reason, s
 /* ---- configuration --------------------------------------------------------- */
 
 static const struct mk_conf_key tls_keys[] = {
-    {"Certificate", MK_CONF_PATH, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, cert),
-     .doc = "the site's certificate (PEM), with its chain after it if wanted"},
-    {"CertificateKey", MK_CONF_PATH, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, key),
-     .doc = "the certificate's private key (PEM)"},
+    {"Certificate", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI,
+     MK_CONF_FIELD(struct tls_site, certs), .set = tls_certs_set_cert,
+     .doc = "the site's certificate (PEM), with its chain after it if wanted; twice for RSA and "
+            "ECDSA"},
+    {"CertificateKey", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI,
+     MK_CONF_FIELD(struct tls_site, certs), .set = tls_certs_set_key,
+     .doc = "the private key (PEM) of the Certificate of the same rank"},
     {"CertificateChain", MK_CONF_PATH, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, chain),
-     .doc = "intermediate certificates (PEM) sent after the certificate"},
+     .doc = "intermediate certificates (PEM) sent after the first certificate"},
     {"KTLS", MK_CONF_ENUM, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, ktls), 0, 0, "auto",
      tls_ktls_words, .doc = "auto: the kernel encrypts (kTLS, SSL_sendfile) when it can; off"},
     {NULL},
@@ -347,17 +308,15 @@ static int tls_finish(void *obj, int site, const char **key, char *reason, size_
 {
     struct tls_site *ts = obj;
 
-    if (!site || (!ts->cert && !ts->key && !ts->chain)) {
+    if (!site || (!ts->certs.n_cert && !ts->certs.n_key && !ts->chain)) {
         return MK_OK;
     }
-    if (!ts->cert) {
-        *key = ts->key ? "CertificateKey" : "CertificateChain";
+    if (!ts->certs.n_cert && !ts->certs.n_key) {
+        *key = "CertificateChain";
         snprintf(reason, len, "[TLS] without a Certificate");
         return MK_ERR;
     }
-    if (!ts->key) {
-        *key = "Certificate";
-        snprintf(reason, len, "Certificate without a CertificateKey");
+    if (tls_certs_check(&ts->certs, key, reason, len) != MK_OK) {
         return MK_ERR;
     }
     return tls_site_build(ts, key, reason, len);
@@ -367,7 +326,11 @@ static void tls_free(void *obj, int site)
 {
     struct tls_site *ts = obj;
 
-    if (site && ts->ctx) {
+    if (!site) {
+        return;
+    }
+    tls_certs_free(&ts->certs);
+    if (ts->ctx) {
         SSL_CTX_free(ts->ctx);
         ts->ctx = NULL;
     }

@@ -8,6 +8,9 @@
  *                reads and SNI
  *   tls_send.c   writes: writev, sendfile (kTLS or staged blocks) and the
  *                corking BIO that sends the records of one block at once
+ *   tls_certs.c  the Certificate and CertificateKey lines of a site: up to
+ *                one pair per key type (RSA, ECDSA, ...), checked line by
+ *                line
  *
  * Threads: everything in struct tls_conn belongs to the connection's
  * worker. tls_send_init() and tls_send_exit() run on the controlling
@@ -86,5 +89,40 @@ ssize_t tls_sendfile(struct mk_conn *c, int fd, off_t *offset, size_t len);
  * with the direction wanted set, 0 for a clean end, MK_ERR otherwise.
  */
 int tls_result(struct mk_conn *c, struct tls_conn *t, int rc);
+
+/* ---- tls_certs.c ----------------------------------------------------------- */
+
+/* The most certificates a site has: one per key type (RSA and ECDSA). */
+#define TLS_CERTS_MAX 2
+
+/*
+ * A site's certificates as its Certificate and CertificateKey lines gave
+ * them, in order: pair i is the i-th Certificate with the i-th
+ * CertificateKey. Each file is read and checked on its line; a pair is
+ * checked (the key matches) on the line that completes it.
+ */
+struct tls_certs {
+    size_t n_cert, n_key;
+    char *cert[TLS_CERTS_MAX]; /* absolute paths */
+    char *key[TLS_CERTS_MAX];
+    X509 *x509[TLS_CERTS_MAX];
+    EVP_PKEY *pkey[TLS_CERTS_MAX];
+};
+
+/* MK_CONF_CUSTOM set() of Certificate and CertificateKey (MK_CONF_MULTI). */
+int tls_certs_set_cert(void *obj, const struct mk_conf_key *key, const char *value,
+                       const struct mk_conf_origin *origin, char *reason, size_t len);
+int tls_certs_set_key(void *obj, const struct mk_conf_key *key, const char *value,
+                      const struct mk_conf_origin *origin, char *reason, size_t len);
+/* Both lists the same length: MK_OK, or MK_ERR with the key to blame. */
+int tls_certs_check(const struct tls_certs *tc, const char **key, char *reason, size_t len);
+/*
+ * Load pair i into ctx: the certificate file (with intermediates after
+ * it) and the key. MK_OK or MK_ERR with the reason.
+ */
+int tls_certs_use(const struct tls_certs *tc, size_t i, SSL_CTX *ctx, char *reason, size_t len);
+void tls_certs_free(struct tls_certs *tc);
+/* The name of a key's type for messages: "RSA", "ECDSA", ... */
+const char *tls_certs_type_name(const EVP_PKEY *pkey);
 
 #endif

@@ -220,6 +220,84 @@ def test_ktls_sends_files_through_the_kernel(make_server):
     assert all(after.get(k, 0) == before.get(k, 0) for k in ("TlsTxSw", "TlsTxDevice"))
 
 
+# ---- RSA and ECDSA side by side ----------------------------------------------------
+
+
+def two_cert_server(make_server):
+    srv = tls_server(make_server)
+    certs = srv.dir / "certs"
+    srv.certs["rsa"] = make_cert(certs, "rsa-localhost", key_type="rsa")
+    ec, rsa = srv.certs["localhost"], srv.certs["rsa"]
+    srv.site_extra = (f"[TLS]\n    Certificate {rsa[0]}\n    CertificateKey {rsa[1]}\n"
+                      f"    Certificate {ec[0]}\n    CertificateKey {ec[1]}\n")
+    return srv
+
+
+def peer_cert_with_ciphers(srv, ciphers):
+    ctx = client_context()
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers(ciphers)
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=5 * SLOW) as raw:
+        with ctx.wrap_socket(raw, server_hostname="localhost") as sock:
+            return sock.getpeercert(binary_form=True)
+
+
+def test_rsa_and_ecdsa_certificates_side_by_side(make_server):
+    srv = two_cert_server(make_server)
+    srv.start()
+    assert peer_cert_with_ciphers(srv, "ECDHE-ECDSA-AES128-GCM-SHA256") == \
+        der_of(srv.certs["localhost"][0])
+    assert peer_cert_with_ciphers(srv, "ECDHE-RSA-AES128-GCM-SHA256") == \
+        der_of(srv.certs["rsa"][0])
+    assert https(srv, "/hello.txt")[2] == b"Hello World!\n"
+
+
+def check(srv):
+    srv.write_conf()
+    p = subprocess.run([str(MONKEY), "-t", "-c", str(srv.conf)], capture_output=True, text=True,
+                       timeout=20 * SLOW)
+    return p.returncode, p.stderr
+
+
+def test_two_certificates_of_one_type_are_refused(make_server):
+    srv = tls_server(make_server)
+    other = make_cert(srv.dir / "certs", "other")  # ECDSA like localhost's
+    ec = srv.certs["localhost"]
+    srv.site_extra = (f"[TLS]\n    Certificate {ec[0]}\n    CertificateKey {ec[1]}\n"
+                      f"    Certificate {other[0]}\n    CertificateKey {other[1]}\n")
+    rc, err = check(srv)
+    assert rc == 1
+    # [HOST] 3 lines, [TLS], then the second pair ends on line 8.
+    assert re.search(r"sites/default:8: CertificateKey: .*other\.key: a second ECDSA certificate "
+                     r"\(after Certificate .*localhost\.crt\)", err), err
+
+
+def test_second_pair_that_does_not_match_is_refused(make_server):
+    srv = two_cert_server(make_server)
+    ec, rsa = srv.certs["localhost"], srv.certs["rsa"]
+    srv.site_extra = (f"[TLS]\n    Certificate {ec[0]}\n    CertificateKey {ec[1]}\n"
+                      f"    Certificate {rsa[0]}\n    CertificateKey {ec[1]}\n")
+    rc, err = check(srv)
+    assert rc == 1
+    assert re.search(r"sites/default:8: CertificateKey: .*localhost\.key does not match "
+                     r"Certificate .*rsa-localhost\.crt", err), err
+
+
+def test_third_certificate_and_missing_second_key_are_refused(make_server):
+    srv = two_cert_server(make_server)
+    ec = srv.certs["localhost"]
+    srv.site_extra += f"    Certificate {ec[0]}\n"
+    rc, err = check(srv)
+    assert rc == 1
+    assert re.search(r"sites/default:9: Certificate: at most 2 certificates", err), err
+    srv = two_cert_server(make_server)
+    srv.site_extra = srv.site_extra.rsplit("    CertificateKey", 1)[0]
+    rc, err = check(srv)
+    assert rc == 1
+    assert re.search(r"sites/default:5: Certificate without a CertificateKey "
+                     r"\(.*localhost\.crt\)", err), err
+
+
 # ---- listeners -------------------------------------------------------------------
 
 
@@ -314,7 +392,7 @@ def test_reload_with_a_bad_key_keeps_the_running_certificate(make_server):
     srv.signal(signal.SIGHUP)
     wait_stderr(srv, "reload failed")
     assert re.search(r"reload failed, the running configuration stays: .*sites/default:6: "
-                     r"CertificateKey .*bad\.key: not a PEM private key", srv.stderr_text())
+                     r"CertificateKey: .*bad\.key: not a PEM private key", srv.stderr_text())
     with tls_connect(srv.port, sni="localhost") as sock:
         assert sock.getpeercert(binary_form=True) == der_of(old[0])
     assert https(srv, "/hello.txt")[2] == b"Hello World!\n"
