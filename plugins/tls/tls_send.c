@@ -24,8 +24,9 @@
  *     them is out; only then are they counted as written (the server
  *     repeats a call that reported EAGAIN with the same file offset or the
  *     same buffers, which this relies on and checks for files).
- *   - Memory: the stage (64 KiB) and the cork buffer (64 KiB and a little)
- *     exist only while a body is being sent; an idle connection has none.
+ *   - Memory: the stage (64 KiB) and the cork buffer (64 KiB and a little,
+ *     for stages of more than one record) exist only while a body is being
+ *     sent; an idle connection has none.
  *
  * Threads: a connection's calls run on its worker; tls_send_init() and
  * tls_send_exit() on the controlling thread.
@@ -229,20 +230,28 @@ void tls_send_release(struct tls_conn *t)
     s->held = s->len = s->cork_len = s->cork_off = 0;
 }
 
-/* The stage and, with the cork BIO, its buffer: MK_OK or MK_ERR (errno ENOMEM). */
+/* The stage: MK_OK or MK_ERR (errno ENOMEM). */
 static int tls_send_buffers(struct tls_send *s)
 {
     if (!s->stage) {
         s->stage = malloc(TLS_SEND_BLOCK);
     }
-    if (s->bio && !s->cork) {
-        s->cork = malloc(TLS_CORK_SIZE);
-    }
-    if (!s->stage || (s->bio && !s->cork)) {
+    if (!s->stage) {
         errno = ENOMEM;
         return MK_ERR;
     }
     return MK_OK;
+}
+
+/*
+ * The cork buffer, for a stage of more than one record (one record is one
+ * write anyway). Without memory the records go out one write each.
+ */
+static void tls_send_cork_buffer(struct tls_send *s)
+{
+    if (s->bio && !s->cork && s->len - s->pos > SSL3_RT_MAX_PLAIN_LENGTH) {
+        s->cork = malloc(TLS_CORK_SIZE);
+    }
 }
 
 /*
@@ -255,6 +264,7 @@ static int tls_send_stage(struct mk_conn *c, struct tls_conn *t)
 {
     struct tls_send *s = &t->send;
 
+    tls_send_cork_buffer(s);
     while (s->pos < s->len) {
         ERR_clear_error();
         s->corked = true;
