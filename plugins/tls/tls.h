@@ -72,9 +72,13 @@ struct tls_conn {
     struct tls_send send;
 };
 
-/* Whether the kernel offers kTLS (`tls` in tcp_available_ulp); read at init. */
+/*
+ * Whether the kernel offers kTLS (`tls` in tcp_available_ulp), read anew
+ * at each call: each configuration build asks (`modprobe tls` and a reload
+ * bring kTLS in).
+ */
 bool tls_ktls_available(void);
-/* Set up the cork BIO's method and read the kernel's ULPs: MK_OK or MK_ERR. */
+/* Set up the cork BIO's method: MK_OK or MK_ERR. */
 int tls_send_init(void);
 void tls_send_exit(void);
 /* After the handshake: note whether kTLS sends, else put the cork BIO in. */

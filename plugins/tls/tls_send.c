@@ -50,15 +50,9 @@
 const struct mk_api *tls_api;
 
 static BIO_METHOD *tls_cork_method;
-static bool tls_ktls_ulp;
-
-bool tls_ktls_available(void)
-{
-    return tls_ktls_ulp;
-}
 
 /* Whether the word "tls" is in /proc/sys/net/ipv4/tcp_available_ulp. */
-static bool tls_ulp_read(void)
+bool tls_ktls_available(void)
 {
     char line[256];
     FILE *f = fopen("/proc/sys/net/ipv4/tcp_available_ulp", "r");
@@ -168,7 +162,6 @@ static int tls_cork_destroy(BIO *b)
 
 int tls_send_init(void)
 {
-    tls_ktls_ulp = tls_ulp_read();
     tls_cork_method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_FILTER, "monkey tls cork");
     if (!tls_cork_method || !BIO_meth_set_write(tls_cork_method, tls_cork_write) ||
         !BIO_meth_set_ctrl(tls_cork_method, tls_cork_ctrl) ||
