@@ -3,8 +3,10 @@
 # committed) for `make run` (conf/ refers to it). Included by the top-level
 # CMakeLists with MK_PLUGIN=tls, only when OpenSSL 3 was found (MK_TLS).
 set(MK_TLS_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/tls_certs.c
   ${CMAKE_CURRENT_LIST_DIR}/tls_conf.c
   ${CMAKE_CURRENT_LIST_DIR}/tls_ocsp.c
+  ${CMAKE_CURRENT_LIST_DIR}/tls_send.c
   ${CMAKE_CURRENT_LIST_DIR}/tls_session.c
   ${CMAKE_CURRENT_LIST_DIR}/tls_site.c
   ${CMAKE_CURRENT_LIST_DIR}/tls_stats.c

@@ -8,8 +8,9 @@
  *   - TLS 1.2 and 1.3 only, a modern-intermediate cipher list (ECDHE with
  *     AES-GCM or ChaCha20-Poly1305, DHE as the last resort), no
  *     renegotiation, no compression, early data (0-RTT) refused.
- *   - One certificate per site, from the [TLS] section of its site file
- *     (Certificate, CertificateKey, optional CertificateChain). The files
+ *   - Certificates per site, from the [TLS] section of its site file
+ *     (Certificate, CertificateKey, optional CertificateChain; up to one
+ *     pair per key type, RSA and ECDSA side by side: tls_certs.c). The files
  *     are read and checked (readable, the key matches the certificate) when
  *     a configuration is built: start, reload and `monkey -t` alike, and a
  *     refusal names the file and line. A reload therefore brings new
@@ -25,6 +26,10 @@
  *     HTTP on the TLS port) gets a 400 page and is closed. Handshake
  *     failures are logged at info with the peer's address; the head
  *     Timeout bounds the whole handshake (the server's transport seam).
+ *   - Writes (tls_send.c): a head and a small file body in one record,
+ *     file bodies with SSL_sendfile under kTLS (KTLS auto, the default,
+ *     when the kernel has the tls ULP), else in blocks of 64 KiB sent
+ *     with one system call each.
  *
  * Client certificates and the connection's named properties are in
  * tls_verify.c, OCSP stapling in tls_ocsp.c, HSTS and the redirect of
@@ -57,13 +62,15 @@
 
 #include "tls.h"
 
-/* Writes smaller than this are gathered into one record (a head and a small body). */
-#define TLS_GATHER 16384
 /* Marks our per-connection state (transport data of other transports differs). */
 #define TLS_MAGIC 0x4d4b544cu
 
 static const struct mk_api *api;
 const struct mk_api *tls_api;
+
+/* KTLS: the values, in the order of their index. */
+enum { TLS_KTLS_AUTO, TLS_KTLS_OFF };
+static const char *const tls_ktls_words[] = {"auto", "off", NULL};
 
 /* ---- contexts ------------------------------------------------------------ */
 
@@ -124,6 +131,19 @@ SSL_CTX *tls_ctx_for(struct mk_config *cfg, const char *name)
     return ts ? ts->ctx : NULL;
 }
 
+void tls_switch(SSL *ssl, SSL_CTX *ctx)
+{
+    SSL_set_SSL_CTX(ssl, ctx); /* takes its own reference */
+    tls_verify_apply(ssl, ctx);
+    /* kTLS as the site says: options stay the connection's own. */
+    if (SSL_CTX_get_options(ctx) & SSL_OP_ENABLE_KTLS) {
+        SSL_set_options(ssl, SSL_OP_ENABLE_KTLS);
+    }
+    else {
+        SSL_clear_options(ssl, SSL_OP_ENABLE_KTLS);
+    }
+}
+
 /*
  * Called for every ClientHello, with SNI or without: move the connection
  * to the context holding the certificate of its site, in the configuration
@@ -138,8 +158,7 @@ static int tls_servername(SSL *ssl, int *alert, void *arg)
     if (cfg) {
         ctx = tls_ctx_for(cfg, SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name));
         if (ctx) {
-            SSL_set_SSL_CTX(ssl, ctx); /* takes its own reference */
-            tls_verify_apply(ssl, ctx);
+            tls_switch(ssl, ctx);
         }
         api->config_put(cfg);
     }
@@ -194,19 +213,6 @@ static const char *tls_error_text(char *buf, size_t len, const char *fallback)
     return buf;
 }
 
-/* Whether `path` can be opened for reading; else the reason in reason. */
-static bool tls_readable(const char *what, const char *path, char *reason, size_t len)
-{
-    FILE *f = fopen(path, "r");
-
-    if (!f) {
-        snprintf(reason, len, "%s %s: %s", what, path, strerror(errno));
-        return false;
-    }
-    fclose(f);
-    return true;
-}
-
 /* Add the certificates of the PEM file `path` to the context's chain. */
 static bool tls_load_chain(SSL_CTX *ctx, const char *path, char *reason, size_t len)
 {
@@ -239,60 +245,34 @@ static bool tls_load_chain(SSL_CTX *ctx, const char *path, char *reason, size_t 
 }
 
 /*
- * Build the site's context from its files: MK_OK, or MK_ERR with the key
- * to blame in *key and the reason.
+ * Build the site's context from its files (checked line by line when they
+ * were read): MK_OK, or MK_ERR with the key to blame in *key and the
+ * reason. CertificateChain goes with the first certificate.
  */
 static int tls_site_build(struct tls_site *ts, const char **key, char *reason, size_t len)
 {
     char why[160];
 
     *key = "Certificate";
-    if (!tls_readable("Certificate", ts->cert, reason, len)) {
-        return MK_ERR;
-    }
     ts->ctx = tls_ctx_new();
     if (!ts->ctx) {
         snprintf(reason, len, "%s", tls_error_text(why, sizeof(why), "out of memory"));
         return MK_ERR;
     }
-    ERR_clear_error();
-    if (SSL_CTX_use_certificate_chain_file(ts->ctx, ts->cert) != 1) {
-        snprintf(reason, len, "Certificate %s: not a PEM certificate (%s)", ts->cert,
-                 tls_error_text(why, sizeof(why), "unreadable"));
-        return MK_ERR;
-    }
-    if (ts->chain) {
-        *key = "CertificateChain";
-        if (!tls_load_chain(ts->ctx, ts->chain, reason, len)) {
+    for (size_t i = 0; i < ts->certs.n_cert; i++) {
+        if (tls_certs_use(&ts->certs, i, ts->ctx, reason, len) != MK_OK) {
             return MK_ERR;
         }
+        if (i == 0 && ts->chain) {
+            *key = "CertificateChain";
+            if (!tls_load_chain(ts->ctx, ts->chain, reason, len)) {
+                return MK_ERR;
+            }
+            *key = "Certificate";
+        }
     }
-    *key = "CertificateKey";
-    if (!tls_readable("CertificateKey", ts->key, reason, len)) {
-        return MK_ERR;
-    }
-    FILE *f = fopen(ts->key, "r");
-    EVP_PKEY *pkey = f ? PEM_read_PrivateKey(f, NULL, NULL, NULL) : NULL;
-    if (f) {
-        fclose(f);
-    }
-    if (!pkey) {
-        snprintf(reason, len, "CertificateKey %s: not a PEM private key (%s)", ts->key,
-                 tls_error_text(why, sizeof(why), "unreadable"));
-        return MK_ERR;
-    }
-    if (X509_check_private_key(SSL_CTX_get0_certificate(ts->ctx), pkey) != 1) {
-        EVP_PKEY_free(pkey);
-        ERR_clear_error();
-        snprintf(reason, len, "CertificateKey %s does not match Certificate %s", ts->key, ts->cert);
-        return MK_ERR;
-    }
-    int ok = SSL_CTX_use_PrivateKey(ts->ctx, pkey);
-    EVP_PKEY_free(pkey);
-    if (ok != 1 || SSL_CTX_check_private_key(ts->ctx) != 1) {
-        snprintf(reason, len, "CertificateKey %s: not usable with Certificate %s (%s)", ts->key,
-                 ts->cert, tls_error_text(why, sizeof(why), "refused"));
-        return MK_ERR;
+    if (ts->ktls == TLS_KTLS_AUTO && tls_ktls_available()) {
+        SSL_CTX_set_options(ts->ctx, SSL_OP_ENABLE_KTLS);
     }
     if (tls_verify_build(ts, key, reason, len) != MK_OK) {
         return MK_ERR;
@@ -306,12 +286,15 @@ static int tls_site_build(struct tls_site *ts, const char **key, char *reason, s
 static const char *const tls_client_words[] = {"off", "optional", "required", NULL};
 
 static const struct mk_conf_key tls_keys[] = {
-    {"Certificate", MK_CONF_PATH, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, cert),
-     .doc = "the site's certificate (PEM), with its chain after it if wanted"},
-    {"CertificateKey", MK_CONF_PATH, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, key),
-     .doc = "the certificate's private key (PEM)"},
+    {"Certificate", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI,
+     MK_CONF_FIELD(struct tls_site, certs), .set = tls_certs_set_cert,
+     .doc = "the site's certificate (PEM), with its chain after it if wanted; twice for RSA and "
+            "ECDSA"},
+    {"CertificateKey", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI,
+     MK_CONF_FIELD(struct tls_site, certs), .set = tls_certs_set_key,
+     .doc = "the private key (PEM) of the Certificate of the same rank"},
     {"CertificateChain", MK_CONF_PATH, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, chain),
-     .doc = "intermediate certificates (PEM) sent after the certificate"},
+     .doc = "intermediate certificates (PEM) sent after the first certificate"},
     {"ClientCertificate", MK_CONF_ENUM, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, client_cert),
      .fallback = "off", .words = tls_client_words,
      .doc = "ask clients for a certificate: off, optional or required"},
@@ -347,6 +330,8 @@ static const struct mk_conf_key tls_keys[] = {
      1000, 604800000, "1h", .doc = "how often the server makes a new ticket key"},
     {"TicketKeyFile", MK_CONF_CUSTOM, MK_CONF_MULTI, 0, 0, .set = tls_conf_ticket_file_set,
      .doc = "a file of 80-byte ticket keys shared by servers; the first key seals"},
+    {"KTLS", MK_CONF_ENUM, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, ktls), 0, 0, "auto",
+     tls_ktls_words, .doc = "auto: the kernel encrypts (kTLS, SSL_sendfile) when it can; off"},
     {NULL},
 };
 
@@ -358,7 +343,7 @@ static int tls_finish(void *obj, int site, const char **key, char *reason, size_
     if (!site) {
         return tls_conf_finish(obj, key, reason, len);
     }
-    if (!ts->cert && !ts->key && !ts->chain) {
+    if (!ts->certs.n_cert && !ts->certs.n_key && !ts->chain) {
         if (ts->client_cert || ts->client_ca || ts->ocsp) {
             *key = ts->ocsp ? "OCSPResponse" : ts->client_ca ? "ClientCA" : "ClientCertificate";
             snprintf(reason, len, "%s without a Certificate", *key);
@@ -366,14 +351,12 @@ static int tls_finish(void *obj, int site, const char **key, char *reason, size_
         }
         return MK_OK;
     }
-    if (!ts->cert) {
-        *key = ts->key ? "CertificateKey" : "CertificateChain";
+    if (!ts->certs.n_cert && !ts->certs.n_key) {
+        *key = "CertificateChain";
         snprintf(reason, len, "[TLS] without a Certificate");
         return MK_ERR;
     }
-    if (!ts->key) {
-        *key = "Certificate";
-        snprintf(reason, len, "Certificate without a CertificateKey");
+    if (tls_certs_check(&ts->certs, key, reason, len) != MK_OK) {
         return MK_ERR;
     }
     return tls_site_build(ts, key, reason, len);
@@ -385,8 +368,10 @@ static void tls_free(void *obj, int site)
 
     if (!site) {
         tls_conf_free(obj);
+        return;
     }
-    else if (ts->ctx) {
+    tls_certs_free(&ts->certs);
+    if (ts->ctx) {
         SSL_CTX_free(ts->ctx);
         ts->ctx = NULL;
     }
@@ -486,6 +471,7 @@ static void tls_close(struct mk_conn *c)
         tls_close_notify(t);
         SSL_free(t->ssl);
         tls_verify_release(t);
+        tls_send_release(t);
         free(t);
     }
     *slot = NULL;
@@ -524,7 +510,7 @@ static void tls_plain_http(struct mk_conn *c)
  * The result of an SSL call that returned `rc` <= 0: MK_AGAIN with the
  * direction wanted set, 0 for a clean end, MK_ERR otherwise.
  */
-static int tls_result(struct mk_conn *c, struct tls_conn *t, int rc)
+int tls_result(struct mk_conn *c, struct tls_conn *t, int rc)
 {
     switch (SSL_get_error(t->ssl, rc)) {
     case SSL_ERROR_WANT_READ:
@@ -569,6 +555,7 @@ static int tls_handshake(struct mk_conn *c)
     if (rc == 1) {
         t->established = true;
         tls_stats_handshake(t->ssl);
+        tls_send_established(t);
         return MK_OK;
     }
     int res = tls_result(c, t, rc);
@@ -601,63 +588,6 @@ static ssize_t tls_read(struct mk_conn *c, void *buf, size_t len)
         errno = ECONNRESET;
         return -1;
     }
-}
-
-/*
- * Small pieces (a head and a small body) are gathered into one record; a
- * large first piece goes to SSL_write as it is, without a copy. A write
- * that OpenSSL could not finish is repeated with the same length, as
- * OpenSSL requires (the server passes the same bytes again).
- */
-static ssize_t tls_writev(struct mk_conn *c, const struct iovec *iov, int iovcnt, int flags)
-{
-    struct tls_conn *t = *api->conn_transport_data(c);
-    unsigned char gather[TLS_GATHER];
-    size_t total = 0, want;
-    const void *p;
-
-    (void) flags;
-    for (int i = 0; i < iovcnt; i++) {
-        total += iov[i].iov_len;
-    }
-    if (total == 0) {
-        return 0;
-    }
-    if (t->retry_len) {
-        want = (size_t) t->retry_len < total ? (size_t) t->retry_len : total;
-    }
-    else if (iov[0].iov_len >= TLS_GATHER) {
-        want = iov[0].iov_len > INT_MAX ? INT_MAX : iov[0].iov_len;
-    }
-    else {
-        want = total < TLS_GATHER ? total : TLS_GATHER;
-    }
-    if (iov[0].iov_len >= want) {
-        p = iov[0].iov_base;
-    }
-    else {
-        size_t n = 0;
-        for (int i = 0; i < iovcnt && n < want; i++) {
-            size_t take = iov[i].iov_len < want - n ? iov[i].iov_len : want - n;
-            memcpy(gather + n, iov[i].iov_base, take);
-            n += take;
-        }
-        p = gather;
-    }
-    ERR_clear_error();
-    int n = SSL_write(t->ssl, p, (int) want);
-    if (n > 0) {
-        t->retry_len = 0;
-        return n;
-    }
-    if (tls_result(c, t, n) == MK_AGAIN) {
-        t->retry_len = (int) want;
-        errno = EAGAIN;
-        return -1;
-    }
-    ERR_clear_error();
-    errno = EPIPE;
-    return -1;
 }
 
 /* Send close_notify when the handshake was done, then stop sending. */
@@ -705,6 +635,7 @@ static const struct mk_transport tls_transport = {
     .open = tls_open,
     .read = tls_read,
     .writev = tls_writev,
+    .sendfile = tls_sendfile,
     .shutdown = tls_shutdown,
     .close = tls_close,
     .handshake = tls_handshake,
@@ -763,7 +694,7 @@ static int tls_init(const struct mk_api *server_api, const char *conf_dir)
         free(self);
         return MK_ERR;
     }
-    if (api->self_set(MK_PLUGIN_SELF(tls), self) != MK_OK) {
+    if (tls_send_init() != MK_OK || api->self_set(MK_PLUGIN_SELF(tls), self) != MK_OK) {
         api->log(MK_PLUGIN_LOG_ERROR, "tls: cannot keep the plugin's state");
         tls_session_exit(self);
         free(self);
@@ -780,6 +711,7 @@ static void tls_exit(void)
         tls_session_exit(self);
         free(self);
     }
+    tls_send_exit();
 }
 
 MK_PLUGIN_DEFINE(tls) = {

@@ -4,7 +4,13 @@
  *
  * tls.h: what the parts of the tls plugin share.
  *
- *   tls.c          the transport, the site certificates, SNI, ALPN, the schema
+ *   tls.c          the life cycle, contexts, the [TLS] keys, the handshake,
+ *                  reads and SNI
+ *   tls_send.c     writes: writev, sendfile (kTLS or staged blocks) and the
+ *                  corking BIO that sends the records of one block at once
+ *   tls_certs.c    the Certificate and CertificateKey lines of a site: up to
+ *                  one pair per key type (RSA, ECDSA, ...), checked line by
+ *                  line
  *   tls_conf.c     the plugin's own file (plugins/tls.conf): protocols,
  *                  ciphers and session settings, and the context every
  *                  connection of a configuration starts from
@@ -27,7 +33,10 @@
  * Threads: a tls_conf and its contexts are built on the controlling thread
  * and only read afterwards (they belong to a configuration); struct
  * tls_self belongs to a server and is shared by its workers: its ticket
- * keys under `lock`, its counters atomic.
+ * keys under `lock`, its counters atomic. Everything in struct tls_conn
+ * belongs to the connection's worker. tls_send_init() and tls_send_exit()
+ * run on the controlling thread, before the first and after the last
+ * connection.
  */
 #ifndef MONKEY_PLUGIN_TLS_H
 #define MONKEY_PLUGIN_TLS_H
@@ -37,6 +46,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include <openssl/ssl.h>
@@ -135,6 +146,71 @@ void tls_stats_failure(void);
 void tls_stats_plain_http(void);
 void tls_stats(mk_stats_emit_cb emit, void *arg);
 
+/* ---- tls_certs.c ----------------------------------------------------------- */
+
+/* The most certificates a site has: one per key type (RSA and ECDSA). */
+#define TLS_CERTS_MAX 2
+
+/*
+ * A site's certificates as its Certificate and CertificateKey lines gave
+ * them, in order: pair i is the i-th Certificate with the i-th
+ * CertificateKey. Each file is read and checked on its line; a pair is
+ * checked (the key matches) on the line that completes it.
+ */
+struct tls_certs {
+    size_t n_cert, n_key;
+    char *cert[TLS_CERTS_MAX]; /* absolute paths */
+    char *key[TLS_CERTS_MAX];
+    X509 *x509[TLS_CERTS_MAX];
+    EVP_PKEY *pkey[TLS_CERTS_MAX];
+};
+
+/* MK_CONF_CUSTOM set() of Certificate and CertificateKey (MK_CONF_MULTI). */
+int tls_certs_set_cert(void *obj, const struct mk_conf_key *key, const char *value,
+                       const struct mk_conf_origin *origin, char *reason, size_t len);
+int tls_certs_set_key(void *obj, const struct mk_conf_key *key, const char *value,
+                      const struct mk_conf_origin *origin, char *reason, size_t len);
+/* Both lists the same length: MK_OK, or MK_ERR with the key to blame. */
+int tls_certs_check(const struct tls_certs *tc, const char **key, char *reason, size_t len);
+/*
+ * Load pair i into ctx: the certificate file (with intermediates after
+ * it) and the key. MK_OK or MK_ERR with the reason.
+ */
+int tls_certs_use(const struct tls_certs *tc, size_t i, SSL_CTX *ctx, char *reason, size_t len);
+void tls_certs_free(struct tls_certs *tc);
+/* The name of a key's type for messages: "RSA", "ECDSA", ... */
+const char *tls_certs_type_name(const EVP_PKEY *pkey);
+
+/* ---- tls_send.c ------------------------------------------------------------ */
+
+/* The most plaintext one staged write carries: four full records. */
+#define TLS_SEND_BLOCK 65536
+/* A head written with MK_IO_MORE up to this size waits for the body. */
+#define TLS_HOLD_MAX 16384
+
+/*
+ * A connection's body writes. Staged bytes are plaintext in `stage`: the
+ * first `reported` of them were already counted as written to the server
+ * (a held head), the rest are the body bytes of the call in progress,
+ * counted once every record is out (flushed). The stage and the cork
+ * buffer exist only while a body is being sent.
+ */
+struct tls_send {
+    unsigned char *stage; /* TLS_SEND_BLOCK bytes, or NULL */
+    size_t held;          /* a head held from a MK_IO_MORE writev, at stage[0] */
+    size_t len;           /* bytes staged for the write in progress; 0: none */
+    size_t pos;           /* of them, taken by SSL_write */
+    size_t reported;      /* of them, already reported as written (the head) */
+    int fd;               /* the file the staged body came from; -1: writev */
+    off_t off;            /* its offset */
+    bool ktls;            /* the kernel encrypts what we send (kTLS) */
+    bool corked;          /* the cork BIO gathers records instead of sending */
+    BIO *bio;             /* the cork BIO on top of the socket's, or NULL */
+    unsigned char *cork;  /* the cork BIO's buffer of records, or NULL */
+    size_t cork_len;      /* records in it */
+    size_t cork_off;      /* of them, sent */
+};
+
 /* Values of ClientCertificate. */
 enum tls_client_cert {
     TLS_CLIENT_OFF = 0,  /* no certificate asked */
@@ -144,9 +220,9 @@ enum tls_client_cert {
 
 /* A site's [TLS] keys, and the context built from them (NULL: no certificate). */
 struct tls_site {
-    char *cert;
-    char *key;
+    struct tls_certs certs; /* Certificate and CertificateKey, one pair per key type */
     char *chain;
+    int ktls; /* KTLS: TLS_KTLS_* (tls.c) */
     SSL_CTX *ctx;
     /* client certificates (tls_verify.c) */
     int client_cert; /* enum tls_client_cert */
@@ -171,12 +247,19 @@ struct tls_conn {
     SSL *ssl;
     char *subject; /* client_subject, made once when asked (malloc) */
     char *verify;  /* client_verify when it is FAILED:reason (malloc) */
+    struct tls_send send;
 };
 
 /* The connection's TLS state, NULL when it arrived through another transport. */
 struct tls_conn *tls_conn_of(struct mk_conn *c);
 /* The site context of the SNI's site in cfg, else the default site's; NULL if neither has one. */
 SSL_CTX *tls_ctx_for(struct mk_config *cfg, const char *name);
+/*
+ * Move ssl to ctx, the context of the site SNI chose, with what
+ * SSL_set_SSL_CTX does not carry: the client-certificate settings and the
+ * site's kTLS choice.
+ */
+void tls_switch(SSL *ssl, SSL_CTX *ctx);
 
 /* ---- tls_verify.c ---- */
 
@@ -218,5 +301,27 @@ void tls_site_response_head(struct mk_request *r);
  * Location on HTTPS. MK_OK when nothing is to be done, else the status.
  */
 int tls_site_redirect(struct mk_request *r);
+
+/*
+ * Whether the kernel offers kTLS (`tls` in tcp_available_ulp), read anew
+ * at each call: each configuration build asks (`modprobe tls` and a reload
+ * bring kTLS in).
+ */
+bool tls_ktls_available(void);
+/* Set up the cork BIO's method: MK_OK or MK_ERR. */
+int tls_send_init(void);
+void tls_send_exit(void);
+/* After the handshake: note whether kTLS sends, else put the cork BIO in. */
+void tls_send_established(struct tls_conn *t);
+/* Release what the connection's writes hold (the SSL is freed by the caller). */
+void tls_send_release(struct tls_conn *t);
+/* The transport's writev and sendfile (struct mk_transport). */
+ssize_t tls_writev(struct mk_conn *c, const struct iovec *iov, int iovcnt, int flags);
+ssize_t tls_sendfile(struct mk_conn *c, int fd, off_t *offset, size_t len);
+/*
+ * The result of an SSL call on t that returned rc <= 0 (tls.c): MK_AGAIN
+ * with the direction wanted set, 0 for a clean end, MK_ERR otherwise.
+ */
+int tls_result(struct mk_conn *c, struct tls_conn *t, int rc);
 
 #endif

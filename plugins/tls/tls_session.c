@@ -313,8 +313,7 @@ static int tls_session_hello(SSL *ssl, int *alert, void *arg)
                                                       sni ? name : NULL, sni ? strlen(name) : 0);
     SSL_CTX *ctx = tls_ctx_for(cfg, sni ? name : NULL);
     if (ctx) {
-        SSL_set_SSL_CTX(ssl, ctx);
-        tls_verify_apply(ssl, ctx);
+        tls_switch(ssl, ctx);
     }
     tls_site_id(site, id);
     tls_api->config_put(cfg);

@@ -1,0 +1,480 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * tls_send.c: what a TLS connection writes, with as few copies and system
+ * calls as OpenSSL allows.
+ *
+ * What it guarantees:
+ *   - writev: pieces smaller than 16 KiB (a head and a small body) are
+ *     gathered into one record; a large first piece goes to SSL_write
+ *     without a copy. A head written with MK_IO_MORE (a file body follows
+ *     at once) is held, up to TLS_HOLD_MAX bytes, and goes out with the
+ *     first block of the body: a small file and its head are one record
+ *     and one system call.
+ *   - sendfile with kTLS (the kernel encrypts): SSL_sendfile, no copy in
+ *     user space. kTLS is on when the site's KTLS is auto, the kernel has
+ *     the tls ULP and OpenSSL could hand the keys over after the handshake.
+ *   - sendfile without kTLS: the file is read in blocks of up to 64 KiB
+ *     straight into the connection's stage and written with one SSL_write;
+ *     the cork BIO gathers the block's records and sends them with one
+ *     write(2) instead of one per 16 KiB record.
+ *   - OpenSSL's retry rule: a write that returned WANT_WRITE is repeated
+ *     with the same bytes. The staged bytes stay put until every record of
+ *     them is out; only then are they counted as written (the server
+ *     repeats a call that reported EAGAIN with the same file offset or the
+ *     same buffers, which this relies on and checks for files).
+ *   - Memory: the stage (64 KiB) and the cork buffer (64 KiB and a little,
+ *     for stages of more than one record) exist only while a body is being
+ *     sent; an idle connection has none.
+ *
+ * Threads: a connection's calls run on its worker; tls_send_init() and
+ * tls_send_exit() on the controlling thread.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "tls.h"
+
+/* The cork buffer: the records of a full stage and their headers, tags and padding. */
+#define TLS_CORK_SIZE (TLS_SEND_BLOCK + 1024)
+
+static BIO_METHOD *tls_cork_method;
+
+/* Whether the word "tls" is in /proc/sys/net/ipv4/tcp_available_ulp. */
+bool tls_ktls_available(void)
+{
+    char line[256];
+    FILE *f = fopen("/proc/sys/net/ipv4/tcp_available_ulp", "r");
+    bool found = false;
+
+    if (!f) {
+        return false;
+    }
+    if (fgets(line, sizeof(line), f)) {
+        for (char *w = strtok(line, " \t\n"); w; w = strtok(NULL, " \t\n")) {
+            found = found || strcmp(w, "tls") == 0;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* ---- the cork BIO ---------------------------------------------------------- */
+
+/*
+ * A filter over the socket BIO. While the connection is corked, records
+ * are appended to its buffer; otherwise, or when they do not fit, what is
+ * buffered goes out first and the rest passes through. BIO_flush sends
+ * the buffer. Retry flags are the socket BIO's, so OpenSSL sees WANT_WRITE
+ * as from the socket itself.
+ */
+
+/* Send what the buffer holds: 1 when it is empty, else <= 0 with the retry flags set. */
+static int tls_cork_drain(BIO *b)
+{
+    struct tls_send *s = BIO_get_data(b);
+
+    while (s->cork_off < s->cork_len) {
+        size_t left = s->cork_len - s->cork_off;
+        int n = BIO_write(BIO_next(b), s->cork + s->cork_off, (int) left);
+        if (n <= 0) {
+            BIO_copy_next_retry(b);
+            return n < 0 ? -1 : 0;
+        }
+        s->cork_off += (size_t) n;
+    }
+    s->cork_len = s->cork_off = 0;
+    return 1;
+}
+
+/* Whether `n` more bytes go into the buffer rather than to the socket. */
+static bool tls_cork_takes(const struct tls_send *s, size_t n)
+{
+    return s->corked && s->cork && s->cork_len + n <= TLS_CORK_SIZE;
+}
+
+static int tls_cork_write(BIO *b, const char *in, int inl)
+{
+    struct tls_send *s = BIO_get_data(b);
+
+    BIO_clear_retry_flags(b);
+    if (inl <= 0) {
+        return 0;
+    }
+    if (!tls_cork_takes(s, (size_t) inl)) {
+        int rc = tls_cork_drain(b);
+        if (rc <= 0) {
+            return rc;
+        }
+    }
+    if (tls_cork_takes(s, (size_t) inl)) {
+        memcpy(s->cork + s->cork_len, in, (size_t) inl);
+        s->cork_len += (size_t) inl;
+        return inl;
+    }
+    int n = BIO_write(BIO_next(b), in, inl);
+    BIO_copy_next_retry(b);
+    return n;
+}
+
+static long tls_cork_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+    struct tls_send *s = BIO_get_data(b);
+    BIO *next = BIO_next(b);
+
+    switch (cmd) {
+    case BIO_CTRL_FLUSH:
+        BIO_clear_retry_flags(b);
+        if (tls_cork_drain(b) <= 0) {
+            return 0;
+        }
+        return next ? BIO_ctrl(next, cmd, num, ptr) : 1;
+    case BIO_CTRL_WPENDING:
+        return (long) (s->cork_len - s->cork_off) + (next ? BIO_ctrl(next, cmd, num, ptr) : 0);
+    default:
+        return next ? BIO_ctrl(next, cmd, num, ptr) : 0;
+    }
+}
+
+static int tls_cork_create(BIO *b)
+{
+    BIO_set_init(b, 1);
+    return 1;
+}
+
+/* The data is the connection's struct tls_send: nothing of its own to free. */
+static int tls_cork_destroy(BIO *b)
+{
+    BIO_set_data(b, NULL);
+    return 1;
+}
+
+int tls_send_init(void)
+{
+    tls_cork_method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_FILTER, "monkey tls cork");
+    if (!tls_cork_method || !BIO_meth_set_write(tls_cork_method, tls_cork_write) ||
+        !BIO_meth_set_ctrl(tls_cork_method, tls_cork_ctrl) ||
+        !BIO_meth_set_create(tls_cork_method, tls_cork_create) ||
+        !BIO_meth_set_destroy(tls_cork_method, tls_cork_destroy)) {
+        BIO_meth_free(tls_cork_method);
+        tls_cork_method = NULL;
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
+void tls_send_exit(void)
+{
+    BIO_meth_free(tls_cork_method);
+    tls_cork_method = NULL;
+}
+
+void tls_send_established(struct tls_conn *t)
+{
+    struct tls_send *s = &t->send;
+    BIO *sock = SSL_get_wbio(t->ssl);
+
+    s->fd = -1;
+    if (BIO_get_ktls_send(sock)) {
+        s->ktls = true;
+        return;
+    }
+    BIO *cork = BIO_new(tls_cork_method);
+    if (!cork) {
+        ERR_clear_error();
+        return; /* records then go out one write each */
+    }
+    BIO_set_data(cork, s);
+    BIO_up_ref(sock);
+    BIO_push(cork, sock);
+    SSL_set0_wbio(t->ssl, cork); /* the socket BIO stays the read BIO */
+    s->bio = cork;
+}
+
+/* Free the stage and the cork buffer when nothing waits in them. */
+static void tls_send_idle(struct tls_send *s)
+{
+    if (s->held || s->len || s->cork_len) {
+        return;
+    }
+    free(s->stage);
+    free(s->cork);
+    s->stage = s->cork = NULL;
+}
+
+void tls_send_release(struct tls_conn *t)
+{
+    struct tls_send *s = &t->send;
+
+    free(s->stage);
+    free(s->cork);
+    s->stage = s->cork = NULL;
+    s->held = s->len = s->cork_len = s->cork_off = 0;
+}
+
+/* The stage: MK_OK or MK_ERR (errno ENOMEM). */
+static int tls_send_buffers(struct tls_send *s)
+{
+    if (!s->stage) {
+        s->stage = malloc(TLS_SEND_BLOCK);
+    }
+    if (!s->stage) {
+        errno = ENOMEM;
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
+/*
+ * The cork buffer, for a stage of more than one record (one record is one
+ * write anyway). Without memory the records go out one write each.
+ */
+static void tls_send_cork_buffer(struct tls_send *s)
+{
+    if (s->bio && !s->cork && s->len - s->pos > SSL3_RT_MAX_PLAIN_LENGTH) {
+        s->cork = malloc(TLS_CORK_SIZE);
+    }
+}
+
+/*
+ * Write the staged bytes and send every record of them: MK_OK (all out),
+ * MK_AGAIN (the socket is full; the direction wanted is set; call again),
+ * MK_ERR. An SSL_write that wanted to write is repeated with the same
+ * pointer and length, since pos moves only on success.
+ */
+static int tls_send_stage(struct mk_conn *c, struct tls_conn *t)
+{
+    struct tls_send *s = &t->send;
+
+    tls_send_cork_buffer(s);
+    while (s->pos < s->len) {
+        ERR_clear_error();
+        s->corked = true;
+        int n = SSL_write(t->ssl, s->stage + s->pos, (int) (s->len - s->pos));
+        s->corked = false;
+        if (n <= 0) {
+            return tls_result(c, t, n) == MK_AGAIN ? MK_AGAIN : MK_ERR;
+        }
+        s->pos += (size_t) n;
+    }
+    if (s->bio && s->cork_len) {
+        ERR_clear_error();
+        if (BIO_flush(s->bio) <= 0) {
+            if (!BIO_should_retry(s->bio)) {
+                return MK_ERR;
+            }
+            tls_api->conn_io_want(c, MK_IO_WANT_WRITE);
+            return MK_AGAIN;
+        }
+    }
+    return MK_OK;
+}
+
+/*
+ * Finish the staged write: the body bytes it carried (those not reported
+ * before), or -1 with errno EAGAIN (call again) or EPIPE.
+ */
+static ssize_t tls_send_staged(struct mk_conn *c, struct tls_conn *t)
+{
+    struct tls_send *s = &t->send;
+    int rc = tls_send_stage(c, t);
+
+    if (rc != MK_OK) {
+        if (rc == MK_ERR) {
+            ERR_clear_error();
+        }
+        errno = rc == MK_AGAIN ? EAGAIN : EPIPE;
+        return -1;
+    }
+    size_t body = s->len - s->reported;
+    s->len = s->pos = s->reported = 0;
+    return (ssize_t) body;
+}
+
+/* ---- writev ------------------------------------------------------------------ */
+
+/* Copy up to `max` bytes of the pieces to `dst`; the number copied. */
+static size_t tls_gather(unsigned char *dst, size_t max, const struct iovec *iov, int iovcnt)
+{
+    size_t n = 0;
+
+    for (int i = 0; i < iovcnt && n < max; i++) {
+        size_t take = iov[i].iov_len < max - n ? iov[i].iov_len : max - n;
+        memcpy(dst + n, iov[i].iov_base, take);
+        n += take;
+    }
+    return n;
+}
+
+/*
+ * Small pieces (a head and a small body) are gathered into one record; a
+ * large first piece goes to SSL_write as it is, without a copy. A write
+ * that OpenSSL could not finish is repeated with the same length, as
+ * OpenSSL requires (the server passes the same bytes again).
+ */
+static ssize_t tls_writev_direct(struct mk_conn *c, struct tls_conn *t, const struct iovec *iov,
+                                 int iovcnt, size_t total)
+{
+    unsigned char gather[TLS_HOLD_MAX];
+    size_t want;
+    const void *p;
+
+    if (t->retry_len) {
+        want = (size_t) t->retry_len < total ? (size_t) t->retry_len : total;
+    }
+    else if (iov[0].iov_len >= sizeof(gather)) {
+        want = iov[0].iov_len > INT_MAX ? INT_MAX : iov[0].iov_len;
+    }
+    else {
+        want = total < sizeof(gather) ? total : sizeof(gather);
+    }
+    if (iov[0].iov_len >= want) {
+        p = iov[0].iov_base;
+    }
+    else {
+        tls_gather(gather, want, iov, iovcnt);
+        p = gather;
+    }
+    ERR_clear_error();
+    int n = SSL_write(t->ssl, p, (int) want);
+    if (n > 0) {
+        t->retry_len = 0;
+        return n;
+    }
+    if (tls_result(c, t, n) == MK_AGAIN) {
+        t->retry_len = (int) want;
+        errno = EAGAIN;
+        return -1;
+    }
+    ERR_clear_error();
+    errno = EPIPE;
+    return -1;
+}
+
+ssize_t tls_writev(struct mk_conn *c, const struct iovec *iov, int iovcnt, int flags)
+{
+    struct tls_conn *t = *tls_api->conn_transport_data(c);
+    struct tls_send *s = &t->send;
+    size_t total = 0;
+
+    for (int i = 0; i < iovcnt; i++) {
+        total += iov[i].iov_len;
+    }
+    if (total == 0) {
+        return 0;
+    }
+    if (s->len && s->fd != -1) {
+        errno = EIO; /* a file's staged block waits: the server must repeat its sendfile */
+        return -1;
+    }
+    if (!s->len && s->held) {
+        /* The head held for a body that came as pieces: both in one write. */
+        s->len = s->held + tls_gather(s->stage + s->held, TLS_SEND_BLOCK - s->held, iov, iovcnt);
+        s->reported = s->held;
+        s->held = s->pos = 0;
+        s->fd = -1;
+    }
+    if (s->len) {
+        ssize_t n = tls_send_staged(c, t);
+        tls_send_idle(s);
+        return n;
+    }
+    if ((flags & MK_IO_MORE) && !t->retry_len && total <= TLS_HOLD_MAX) {
+        if (tls_send_buffers(s) != MK_OK) {
+            return -1;
+        }
+        s->held = tls_gather(s->stage, TLS_HOLD_MAX, iov, iovcnt);
+        return (ssize_t) s->held;
+    }
+    return tls_writev_direct(c, t, iov, iovcnt, total);
+}
+
+/* ---- sendfile ---------------------------------------------------------------- */
+
+/* kTLS: the kernel reads the file and encrypts it. */
+static ssize_t tls_sendfile_ktls(struct mk_conn *c, struct tls_conn *t, int fd, off_t *offset,
+                                 size_t len)
+{
+    ERR_clear_error();
+    ossl_ssize_t n = SSL_sendfile(t->ssl, fd, *offset, len, 0);
+    if (n > 0) {
+        *offset += (off_t) n;
+        return (ssize_t) n;
+    }
+    if (n == 0) {
+        return 0; /* the end of the file: it shrank */
+    }
+    if (tls_result(c, t, -1) == MK_AGAIN) {
+        errno = EAGAIN;
+        return -1;
+    }
+    ERR_clear_error();
+    errno = EPIPE;
+    return -1;
+}
+
+/* Read the next block of the file after a held head: its size, 0 at the end, -1. */
+static ssize_t tls_stage_file(struct tls_send *s, int fd, off_t offset, size_t len)
+{
+    size_t room = TLS_SEND_BLOCK - s->held;
+    size_t want = len < room ? len : room;
+    ssize_t n;
+
+    if (tls_send_buffers(s) != MK_OK) {
+        return -1;
+    }
+    do {
+        n = pread(fd, s->stage + s->held, want, offset);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) {
+        return n;
+    }
+    s->len = s->held + (size_t) n;
+    s->reported = s->held;
+    s->held = s->pos = 0;
+    s->fd = fd;
+    s->off = offset;
+    return n;
+}
+
+ssize_t tls_sendfile(struct mk_conn *c, int fd, off_t *offset, size_t len)
+{
+    struct tls_conn *t = *tls_api->conn_transport_data(c);
+    struct tls_send *s = &t->send;
+
+    if (len == 0) {
+        return 0;
+    }
+    if (!s->len) {
+        if (s->ktls && !s->held && !t->retry_len) {
+            return tls_sendfile_ktls(c, t, fd, offset, len);
+        }
+        ssize_t n = tls_stage_file(s, fd, *offset, len);
+        if (n <= 0) {
+            return n;
+        }
+    }
+    else if (s->fd != fd || s->off != *offset) {
+        errno = EIO; /* not the call that reported EAGAIN, repeated */
+        return -1;
+    }
+    ssize_t n = tls_send_staged(c, t);
+    if (n < 0) {
+        return -1;
+    }
+    s->fd = -1;
+    *offset += (off_t) n;
+    if ((size_t) n == len) {
+        tls_send_idle(s); /* the body, or this turn of it, is out */
+    }
+    return n;
+}
