@@ -854,6 +854,15 @@ static bool mk_h1_step_head(struct mk_conn *c)
         }
         return mk_h1_switch_h2(c);
     }
+    if ((c->flags & MK_CONN_H2C) && c->requests == 0 && h->scan.pos == 0) {
+        /* Neither HTTP/1 nor the preface: maybe a broken HTTP/2 client, which
+           would misread an HTTP/1 answer. Close (RFC 9113 section 3.4). */
+        const char *nl = memchr(h->in, '\n', h->in_len);
+        if (nl && !memmem(h->in, (size_t) (nl - h->in), " HTTP/1.", 8)) {
+            mk_conn_close(c);
+            return false;
+        }
+    }
 #endif
     ssize_t n = mk_http_scan(&h->scan, h->in, h->in_len, &w->cfg->limits);
     if (n == MK_AGAIN) {

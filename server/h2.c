@@ -63,6 +63,7 @@
 #define MK_H2_READ_SIZE 16384
 #define MK_H2_EMPTY_FRAMES_MAX 100 /* empty DATA/CONTINUATION frames per connection */
 #define MK_H2_STREAM_WINDOW 65535  /* body bytes a stream may have unread */
+#define MK_H2_CLOSED_IDS 64
 
 enum mk_h2_body {
     MK_H2_BODY_KEEP = 0, /* nobody asked yet: keep it (the stream window bounds it) */
@@ -83,12 +84,14 @@ struct mk_h2_stream {
     unsigned n_fields;
     int head_status; /* 431: the list is over the limits */
     /* the request body */
-    uint8_t body; /* enum mk_h2_body */
-    bool body_end;       /* END_STREAM received */
-    bool body_wanted;    /* a handler called read_body and waits for mk_request_body_ready */
-    bool responding;     /* a response was submitted */
-    bool closed;         /* nghttp2 closed the stream */
-    char *kept;          /* body bytes not yet handed over (malloc) */
+    uint8_t body;     /* enum mk_h2_body */
+    bool body_end;    /* END_STREAM received */
+    bool body_wanted; /* a handler called read_body and waits for mk_request_body_ready */
+    bool responding;  /* a response was submitted */
+    bool closed;      /* nghttp2 closed the stream */
+    bool peer_reset;  /* the client reset it */
+    bool we_reset;    /* this server reset it */
+    char *kept;       /* body bytes not yet handed over (malloc) */
     size_t kept_len, kept_cap;
     uint64_t body_seen; /* body bytes received */
 };
@@ -106,7 +109,7 @@ struct mk_h2 {
     struct mk_list streams; /* open, by arrival */
     struct mk_list dead;    /* closed, freed when the output queue is empty */
     unsigned n_open;
-    unsigned n_responding;  /* responses submitted and not yet complete */
+    unsigned n_responding; /* responses submitted and not yet complete */
     /* output queue */
     char *out;
     size_t out_len, out_cap, out_done; /* out_done: bytes of out already written */
@@ -114,14 +117,26 @@ struct mk_h2 {
     unsigned seg_head, seg_n;
     size_t file_queued;
     /* state */
-    bool busy;         /* inside nghttp2 (recv or send): no session_send now */
-    bool flush_wanted; /* a write was asked for while busy */
-    bool going_away;   /* GOAWAY submitted */
-    bool calm;         /* the peer abused a limit: GOAWAY ENHANCE_YOUR_CALM */
-    bool progress;     /* bytes moved in the current event */
-    size_t block_bytes;  /* compressed bytes of the header block being received */
+    bool busy;             /* inside nghttp2 (recv or send): no session_send now */
+    bool flush_wanted;     /* a write was asked for while busy */
+    bool going_away;       /* GOAWAY submitted */
+    bool calm;             /* the peer abused a limit: GOAWAY ENHANCE_YOUR_CALM */
+    bool progress;         /* bytes moved in the current event */
+    size_t block_bytes;    /* compressed bytes of the header block being received */
     unsigned reset_tokens; /* RST_STREAM frames the client may still send (token bucket) */
-    uint64_t reset_at;     /* when the bucket was last refilled (worker ms clock) */
+    /* streams the client closed (END_STREAM both ways, or its RST_STREAM), the
+       latest MK_H2_CLOSED_IDS: frames on them are a STREAM_CLOSED error */
+    int32_t closed_ids[MK_H2_CLOSED_IDS];
+    unsigned closed_next;
+    int32_t max_opened;  /* the highest stream id a request was opened on */
+    uint32_t conn_error; /* the GOAWAY error a callback asked for, 0: none */
+    /* frame boundaries of the input, checked before nghttp2 sees a frame */
+    uint32_t preface_left; /* bytes of the client preface still to come */
+    uint8_t scan_hd[14];   /* the frame header being read (+5 for PRIORITY) */
+    unsigned scan_have;
+    uint32_t scan_left; /* payload bytes of the current frame not yet seen */
+    bool bad_magic;     /* the client preface was wrong: close at once */
+    uint64_t reset_at;  /* when the bucket was last refilled (worker ms clock) */
     unsigned empty_frames;
 };
 
@@ -268,8 +283,7 @@ static int mk_h2_out_write(struct mk_conn *c, size_t *budget)
             }
         }
         else {
-            struct mk_h2_seg *next =
-                h->seg_n > 1 ? &h->segs[(h->seg_head + 1) % MK_H2_SEGS] : NULL;
+            struct mk_h2_seg *next = h->seg_n > 1 ? &h->segs[(h->seg_head + 1) % MK_H2_SEGS] : NULL;
             struct iovec iov = {h->out + s->off, s->len};
             n = mk_conn_writev(c, &iov, 1, next && next->file ? MK_IO_MORE : 0);
         }
@@ -472,6 +486,58 @@ static bool mk_h2_reset_allowed(struct mk_conn *c)
     return true;
 }
 
+static bool mk_h2_closed_by_peer(const struct mk_h2 *h, int32_t id)
+{
+    for (unsigned i = 0; i < MK_H2_CLOSED_IDS; i++) {
+        if (h->closed_ids[i] == id) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * nghttp2 keeps no closed streams (RFC 9218 priorities): it would ignore
+ * a frame on one. A DATA or HEADERS frame on a stream the client closed is
+ * a STREAM_CLOSED error, and a request on a stream id below one already
+ * used a PROTOCOL_ERROR (RFC 9113 sections 5.1, 5.1.1); frames on streams
+ * this server reset are ignored, as they may have crossed the reset. A
+ * PRIORITY frame on stream 0 is a PROTOCOL_ERROR. Returns true (with
+ * conn_error set) for a connection error.
+ */
+static bool mk_h2_frame_on_closed(struct mk_conn *c, const nghttp2_frame_hd *hd,
+                                  const uint8_t *priority)
+{
+    struct mk_h2 *h = c->h2;
+
+    if (hd->type == NGHTTP2_PRIORITY && hd->stream_id == 0) {
+        h->conn_error = NGHTTP2_PROTOCOL_ERROR;
+        return true;
+    }
+    if (priority && hd->length == 5 &&
+        (int32_t) (((uint32_t) priority[0] << 24 | (uint32_t) priority[1] << 16 |
+                    (uint32_t) priority[2] << 8 | priority[3]) &
+                   0x7fffffffu) == hd->stream_id) {
+        /* a stream depending on itself (RFC 9113 section 5.3.1): a stream error,
+           which may be treated as one of the connection */
+        h->conn_error = NGHTTP2_PROTOCOL_ERROR;
+        return true;
+    }
+    if ((hd->type != NGHTTP2_DATA && hd->type != NGHTTP2_HEADERS) || hd->stream_id <= 0 ||
+        nghttp2_session_find_stream(h->ng, hd->stream_id)) {
+        return false;
+    }
+    if (mk_h2_closed_by_peer(h, hd->stream_id)) {
+        h->conn_error = NGHTTP2_STREAM_CLOSED;
+        return true;
+    }
+    if (hd->type == NGHTTP2_HEADERS && (hd->stream_id & 1) && hd->stream_id < h->max_opened) {
+        h->conn_error = NGHTTP2_PROTOCOL_ERROR;
+        return true;
+    }
+    return false;
+}
+
 static int mk_h2_begin_frame_cb(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *user)
 {
     struct mk_conn *c = user;
@@ -518,6 +584,9 @@ static int mk_h2_begin_headers_cb(nghttp2_session *ng, const nghttp2_frame *fram
     }
     s = mk_calloc(1, sizeof(*s));
     s->id = frame->hd.stream_id;
+    if (s->id > c->h2->max_opened) {
+        c->h2->max_opened = s->id;
+    }
     mk_list_add_tail(&s->node, &c->h2->streams);
     c->h2->n_open++;
     MK_STAT_ADD(c->worker->n_h2_streams, 1);
@@ -661,8 +730,8 @@ static void mk_h2_request_start(struct mk_conn *c, struct mk_h2_stream *s, bool 
         return;
     }
     len = (size_t) snprintf(text, len + 1, "%s %s HTTP/1.1\r\n%s%s%s", s->method ? s->method : "",
-                            target, s->authority ? "Host: " : "",
-                            s->authority ? s->authority : "", s->authority ? "\r\n" : "");
+                            target, s->authority ? "Host: " : "", s->authority ? s->authority : "",
+                            s->authority ? "\r\n" : "");
     if (s->fields_len) {
         memcpy(text + len, s->fields, s->fields_len);
         len += s->fields_len;
@@ -805,7 +874,12 @@ static int mk_h2_data_cb(nghttp2_session *ng, uint8_t flags, int32_t id, const u
     (void) flags;
     nghttp2_session_consume_connection(ng, len); /* the stream's window holds the client */
     if (!s || !s->r || s->body == MK_H2_BODY_DROP) {
-        if (s) {
+        /*
+         * Nobody reads the rest: after a success the client may finish
+         * sending it; after a refusal its window stays shut, so it sends
+         * at most one window more (and ends or resets the stream itself).
+         */
+        if (s && s->r && s->r->status < 400) {
             mk_h2_consume(c, s, len);
         }
         return 0;
@@ -833,11 +907,11 @@ static int mk_h2_frame_recv_cb(nghttp2_session *ng, const nghttp2_frame *frame, 
     struct mk_h2_stream *s;
     bool end = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
 
-    if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) {
-        return 0;
-    }
     s = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
-    if (!s) {
+    if (s && frame->hd.type == NGHTTP2_RST_STREAM) {
+        s->peer_reset = true;
+    }
+    if (!s || (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)) {
         return 0;
     }
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
@@ -878,10 +952,6 @@ static int mk_h2_frame_send_cb(nghttp2_session *ng, const nghttp2_frame *frame, 
         s->responding = false;
         c->h2->n_responding--;
     }
-    /* A complete response ends the stream even if the client still sends. */
-    if (!nghttp2_session_get_stream_remote_close(ng, s->id)) {
-        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
-    }
     return 0;
 }
 
@@ -891,9 +961,11 @@ static int mk_h2_stream_close_cb(nghttp2_session *ng, int32_t id, uint32_t error
     struct mk_h2 *h = c->h2;
     struct mk_h2_stream *s = nghttp2_session_get_stream_user_data(ng, id);
 
-    (void) error;
     if (!s) {
         return 0;
+    }
+    if (s->peer_reset || (error == NGHTTP2_NO_ERROR && !s->we_reset)) {
+        h->closed_ids[h->closed_next++ % MK_H2_CLOSED_IDS] = id;
     }
     nghttp2_session_set_stream_user_data(ng, id, NULL);
     s->closed = true;
@@ -962,6 +1034,7 @@ static int mk_h2_session_new(struct mk_conn *c)
     nghttp2_option_set_stream_reset_rate_limit(opt, 2 * (uint64_t) cfg->h2_reset_burst,
                                                cfg->h2_reset_rate);
     h->reset_tokens = cfg->h2_reset_burst;
+    h->preface_left = MK_H2_PREFACE_LEN;
     h->reset_at = c->worker->now_ms;
     nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
     rc = nghttp2_session_server_new2(&h->ng, mk_h2_cbs, c, opt);
@@ -1027,8 +1100,8 @@ static uint8_t *mk_h2_lower(struct mk_request *r, const char *name, size_t len)
 /* Fields that mean something only to one HTTP/1 connection (RFC 9113 section 8.2.2). */
 static bool mk_h2_conn_field(const uint8_t *name, size_t len)
 {
-    static const char *const names[] = {"connection", "keep-alive", "proxy-connection",
-                                        "transfer-encoding", "upgrade", NULL};
+    static const char *const names[] = {"connection",        "keep-alive", "proxy-connection",
+                                        "transfer-encoding", "upgrade",    NULL};
 
     for (size_t i = 0; names[i]; i++) {
         if (strlen(names[i]) == len && memcmp(names[i], name, len) == 0) {
@@ -1113,6 +1186,7 @@ static void mk_h2_respond(struct mk_request *r, bool error)
         s->kept_len = 0;
     }
     if (!nv || !status || !clen || r->status < 200 || r->status > 999) {
+        s->we_reset = true;
         nghttp2_submit_rst_stream(c->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
         mk_h2_flush(c);
         return;
@@ -1136,9 +1210,9 @@ static void mk_h2_respond(struct mk_request *r, bool error)
         }
     }
     mk_h2_lines_to_nv(r, r->extra_headers, r->extra_len, nv, cap, &n);
-    body = !(r->flags & (MK_REQ_HEAD | MK_REQ_NO_BODY)) &&
-           (r->body_type == MK_RESP_STREAM ||
-            (r->content_length > 0 && r->body_type != MK_RESP_NONE));
+    body =
+        !(r->flags & (MK_REQ_HEAD | MK_REQ_NO_BODY)) &&
+        (r->body_type == MK_RESP_STREAM || (r->content_length > 0 && r->body_type != MK_RESP_NONE));
     if (!body) {
         mk_response_stream_cancel(r);
         mk_response_drop_file(r);
@@ -1147,6 +1221,7 @@ static void mk_h2_respond(struct mk_request *r, bool error)
         r->mem_len = 0;
     }
     if (nghttp2_submit_response(c->h2->ng, s->id, nv, n, body ? &dp : NULL) != 0) {
+        s->we_reset = true;
         nghttp2_submit_rst_stream(c->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
     }
     else {
@@ -1230,8 +1305,7 @@ static void mk_h2_after(struct mk_conn *c)
             return;
         }
     }
-    if (!nghttp2_session_want_read(h->ng) && !nghttp2_session_want_write(h->ng) &&
-        h->seg_n == 0) {
+    if (!nghttp2_session_want_read(h->ng) && !nghttp2_session_want_write(h->ng) && h->seg_n == 0) {
         mk_conn_linger(c); /* GOAWAY went out, or the client said goodbye */
         return;
     }
@@ -1265,12 +1339,15 @@ static void mk_h2_after(struct mk_conn *c)
     h->progress = false;
 }
 
-/* Feed bytes to nghttp2; a broken or abusive peer gets GOAWAY. MK_OK or MK_ERR. */
-static int mk_h2_feed(struct mk_conn *c, const char *data, size_t len)
+/* Hand bytes to nghttp2: MK_OK, or MK_ERR after a connection error (GOAWAY queued). */
+static int mk_h2_recv(struct mk_conn *c, const char *data, size_t len)
 {
     struct mk_h2 *h = c->h2;
     ssize_t n;
 
+    if (len == 0 || h->conn_error) {
+        return h->conn_error ? MK_ERR : MK_OK;
+    }
     h->busy = true;
     n = nghttp2_session_mem_recv(h->ng, (const uint8_t *) data, len);
     h->busy = false;
@@ -1278,16 +1355,100 @@ static int mk_h2_feed(struct mk_conn *c, const char *data, size_t len)
         return MK_OK;
     }
     if (n == NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
+        h->conn_error = NGHTTP2_PROTOCOL_ERROR;
+        h->bad_magic = true;
         return MK_ERR;
     }
     if (h->calm) {
         mk_warn("HTTP/2 client over a limit (resets, header block, empty frames): GOAWAY");
     }
-    nghttp2_session_terminate_session(h->ng, h->calm || n == NGHTTP2_ERR_FLOODED
-                                                 ? NGHTTP2_ENHANCE_YOUR_CALM
-                                                 : NGHTTP2_PROTOCOL_ERROR);
+    if (!h->conn_error) {
+        h->conn_error = h->calm || n == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM
+                                                            : NGHTTP2_PROTOCOL_ERROR;
+    }
+    nghttp2_session_terminate_session(h->ng, h->conn_error);
     h->going_away = true;
+    return MK_ERR;
+}
+
+/* A frame header (and a PRIORITY frame's payload) is complete: check it. */
+static int mk_h2_scan_frame(struct mk_conn *c)
+{
+    struct mk_h2 *h = c->h2;
+    const uint8_t *b = h->scan_hd;
+    nghttp2_frame_hd hd = {
+        .length = (size_t) b[0] << 16 | (size_t) b[1] << 8 | b[2],
+        .type = b[3],
+        .flags = b[4],
+        .stream_id = (int32_t) (((uint32_t) b[5] << 24 | (uint32_t) b[6] << 16 |
+                                 (uint32_t) b[7] << 8 | b[8]) &
+                                0x7fffffffu),
+    };
+
+    if (mk_h2_frame_on_closed(c, &hd, h->scan_have == 14 ? b + 9 : NULL)) {
+        nghttp2_session_terminate_session(h->ng, h->conn_error);
+        h->going_away = true;
+        return MK_ERR;
+    }
     return MK_OK;
+}
+
+/*
+ * Feed input to nghttp2 frame by frame: each frame header is checked
+ * (mk_h2_frame_on_closed) against the state the frames before it left,
+ * since nghttp2 drops some frames silently before any callback. MK_OK
+ * (after a connection error too: its GOAWAY is queued and no more input
+ * is taken), or MK_ERR when the client did not even send the preface.
+ */
+static int mk_h2_feed(struct mk_conn *c, const char *data, size_t len)
+{
+    struct mk_h2 *h = c->h2;
+    size_t i = 0, fed = 0;
+    bool bad_magic;
+
+    while (i < len && !h->conn_error) {
+        if (h->preface_left) {
+            size_t take = len - i < h->preface_left ? len - i : h->preface_left;
+            h->preface_left -= (uint32_t) take;
+            i += take;
+            continue;
+        }
+        if (h->scan_have == 0 && h->scan_left) {
+            size_t take = len - i < h->scan_left ? len - i : h->scan_left;
+            h->scan_left -= (uint32_t) take;
+            i += take;
+            continue;
+        }
+        if (h->scan_have == 0) {
+            /* a new frame starts: nghttp2 takes everything before it first */
+            mk_h2_recv(c, data + fed, i - fed);
+            fed = i;
+            if (h->conn_error) {
+                break;
+            }
+        }
+        h->scan_hd[h->scan_have++] = (uint8_t) data[i++];
+        if (h->scan_have < 9) {
+            continue;
+        }
+        if (h->scan_have == 9) {
+            h->scan_left =
+                (uint32_t) h->scan_hd[0] << 16 | (uint32_t) h->scan_hd[1] << 8 | h->scan_hd[2];
+            if (h->scan_hd[3] == NGHTTP2_PRIORITY && h->scan_left == 5) {
+                continue; /* its payload is read into scan_hd too */
+            }
+        }
+        else if (--h->scan_left, h->scan_have < 14) {
+            continue;
+        }
+        mk_h2_scan_frame(c);
+        h->scan_have = 0;
+    }
+    if (!h->conn_error) {
+        mk_h2_recv(c, data + fed, len - fed);
+    }
+    bad_magic = h->bad_magic;
+    return bad_magic ? MK_ERR : MK_OK;
 }
 
 static void mk_h2_on_input(struct mk_conn *c)
@@ -1352,8 +1513,7 @@ static void mk_h2_expire(struct mk_conn *c)
 
     if (c->timer == MK_TIMER_READ) {
         struct mk_list *it, *tmp;
-        mk_list_foreach_safe(it, tmp, &h->streams)
-        {
+        mk_list_foreach_safe (it, tmp, &h->streams) {
             struct mk_h2_stream *s = mk_list_entry(it, struct mk_h2_stream, node);
             if (s->r && (s->r->flags & MK_REQ_PARKED)) {
                 mk_warn("a request held by a plugin timed out");
@@ -1434,8 +1594,7 @@ static void mk_h2_proceed(struct mk_conn *c)
     if (!c->h2 || c->state == MK_CONN_CLOSED) {
         return;
     }
-    mk_list_foreach_safe(it, tmp, &c->h2->streams)
-    {
+    mk_list_foreach_safe (it, tmp, &c->h2->streams) {
         struct mk_h2_stream *s = mk_list_entry(it, struct mk_h2_stream, node);
         if (s->body == MK_H2_BODY_STREAM && s->kept_len && s->r &&
             mk_body_stream_window_open(&s->r->bs)) {
@@ -1456,6 +1615,7 @@ static void mk_h2_abort(struct mk_request *r)
     if (!s || s->closed) {
         return;
     }
+    s->we_reset = true;
     nghttp2_submit_rst_stream(c->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
     mk_h2_flush(c);
 }
