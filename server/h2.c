@@ -846,7 +846,9 @@ static void mk_h2_body_deliver(struct mk_conn *c, struct mk_h2_stream *s)
         }
         bs->waiting = n < s->kept_len && rc == MK_OK;
     }
-    memmove(s->kept, s->kept + n, s->kept_len - n);
+    if (n && n < s->kept_len) {
+        memmove(s->kept, s->kept + n, s->kept_len - n);
+    }
     s->kept_len -= n;
     mk_h2_consume(c, s, n);
     if (rc != MK_OK) {

@@ -131,7 +131,7 @@
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 2
+#define MK_PLUGIN_ABI_MINOR 3
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -243,6 +243,13 @@ struct mk_worker_stats {
     unsigned connections;
     uint64_t requests;
     uint64_t bytes_out;
+};
+
+/* HTTP/2 of the whole server (api->h2_stats, ABI 3.3): all zero without it. */
+struct mk_h2_stats {
+    unsigned connections;   /* speaking HTTP/2 now */
+    unsigned streams;       /* their streams open now */
+    uint64_t streams_total; /* streams opened since start */
 };
 
 /* Commands of api->command(). */
@@ -359,7 +366,7 @@ struct mk_api {
     const char *(*target)(const struct mk_request *r, size_t *len); /* as received */
     const char *(*query)(const struct mk_request *r, size_t *len);  /* NULL: none */
     const char *(*host)(const struct mk_request *r, size_t *len);
-    int (*version)(const struct mk_request *r); /* 10 or 11 */
+    int (*version)(const struct mk_request *r); /* 10, 11, or 20 for HTTP/2 */
     /* Value of a request header (first of that name), NULL if absent. */
     const char *(*header)(const struct mk_request *r, const char *name, size_t *len);
     /* Number of request headers and the i-th one. */
@@ -748,6 +755,11 @@ struct mk_api {
      * config_get()).
      */
     const struct mk_site *(*site_lookup)(const struct mk_site *site, const char *name, size_t len);
+
+    /* ---- ABI 3.3 ---- */
+    /* HTTP/2 connections and streams (zeros when HTTP/2 is not built in or
+       the server is not running). Any thread. */
+    void (*h2_stats)(struct mk_h2_stats *out);
 };
 
 struct mk_plugin {

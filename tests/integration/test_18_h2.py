@@ -410,3 +410,51 @@ def test_goaway_on_stop_lets_streams_in_flight_finish(make_server):
     assert srv.proc.wait(timeout=10 * SLOW) == 0
     srv.stop()
     s.close()
+
+
+# ---- control --------------------------------------------------------------------
+
+
+@needs_dlopen
+def test_control_status_counts_h2_connections_and_streams(make_server):
+    from test_12_control import ctl, make_control, status_json
+    srv = make_control(make_server, start=False, Workers=1)
+    srv.set(Listen=f"127.0.0.1:{srv.port} h2c")
+    srv.file("big.bin", os.urandom(MIB))
+    srv.start()
+    from test_12_control import wait_socket
+    wait_socket(srv.sock)
+    doc = status_json(srv)
+    assert (doc["h2_connections"], doc["h2_streams"]) == (0, 0)
+    # Two streams the client keeps open (its side never ends), one that ends.
+    c = H2Client(srv.port)
+    a, b = c.request("/hello.txt", end=False), c.request("/hello.txt", end=False)
+    c.get("/hello.txt")
+    doc = status_json(srv)
+    assert doc["h2_connections"] == 1
+    assert doc["h2_streams"] == 2
+    assert doc["h2_streams_total"] == 3
+    assert "http2        1 connections, 2 streams (3 since start)" in \
+        ctl("-s", srv.sock, "status").stdout
+    c.close()
+
+
+@needs_dlopen
+def test_plugins_over_h2_routes_buffered_body_and_tasks(make_server):
+    srv = h2c_server(make_server)
+    srv.plugins = [str(BUILD / "tests" / "plugins" / "monkey-routes.so")]
+    srv.start()
+    c = H2Client(srv.port)
+    body = os.urandom(200000)  # more than the stream's initial window
+    echo = c.request("/r/echo", method="POST", body=body)
+    hello = c.request("/r/users/7/posts/9")
+    task = c.request("/r/task")
+    c.wait([echo, hello, task])
+    assert c.streams[echo]["headers"][":status"] == "200"
+    assert c.streams[echo]["data"] == body
+    assert c.streams[hello]["data"] == b"user=7 post=9\n"
+    assert c.streams[task]["data"] == b"task done\n"
+    # 405 with Allow from the route table
+    st = c.get("/r/write")
+    assert st["headers"][":status"] == "405" and "POST" in st["headers"]["allow"]
+    c.close()
