@@ -458,3 +458,17 @@ def test_plugins_over_h2_routes_buffered_body_and_tasks(make_server):
     st = c.get("/r/write")
     assert st["headers"][":status"] == "405" and "POST" in st["headers"]["allow"]
     c.close()
+
+
+def test_rfc9218_urgency_decides_which_stream_sends_first(make_server):
+    srv = h2c_server(make_server)
+    srv.file("a.bin", os.urandom(4 * MIB))
+    srv.file("b.bin", os.urandom(4 * MIB))
+    srv.start()
+    c = H2Client(srv.port)
+    low = c.request("/a.bin", headers=[("priority", "u=7")])
+    high = c.request("/b.bin", headers=[("priority", "u=0")])
+    c.wait([low, high])
+    ended = [ev.stream_id for ev in c.events if isinstance(ev, h2.events.StreamEnded)]
+    assert ended == [high, low]
+    c.close()
