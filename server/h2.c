@@ -1117,8 +1117,12 @@ static bool mk_h2_conn_field(const uint8_t *name, size_t len)
 static int mk_h2_lines_to_nv(struct mk_request *r, const char *p, size_t len, nghttp2_nv *nv,
                              size_t cap, size_t *n)
 {
-    const char *end = p + len;
+    const char *end;
 
+    if (!p || len == 0) {
+        return MK_OK;
+    }
+    end = p + len;
     while (p < end && *n < cap) {
         const char *eol = memchr(p, '\n', (size_t) (end - p));
         const char *colon = memchr(p, ':', (size_t) (end - p));
