@@ -112,7 +112,7 @@ struct mk_h2 {
     unsigned n_responding; /* responses submitted and not yet complete */
     /* output queue */
     char *out;
-    size_t out_len, out_cap, out_done; /* out_done: bytes of out already written */
+    size_t out_len, out_cap; /* emptied only when the whole queue is written */
     struct mk_h2_seg segs[MK_H2_SEGS];
     unsigned seg_head, seg_n;
     size_t file_queued;
@@ -191,7 +191,7 @@ static struct mk_h2_seg *mk_h2_seg_last(struct mk_h2 *h)
 
 static bool mk_h2_out_room(const struct mk_h2 *h)
 {
-    return h->seg_n + 2 < MK_H2_SEGS && h->out_len - h->out_done < MK_H2_OUT_HIGH &&
+    return h->seg_n + 2 < MK_H2_SEGS && h->out_len < MK_H2_OUT_HIGH &&
            h->file_queued < MK_H2_FILE_HIGH;
 }
 
@@ -236,7 +236,7 @@ static void mk_h2_seg_pop(struct mk_h2 *h)
 {
     h->seg_head = (h->seg_head + 1) % MK_H2_SEGS;
     if (--h->seg_n == 0) {
-        h->out_len = h->out_done = 0;
+        h->out_len = 0;
     }
 }
 
@@ -1042,8 +1042,10 @@ static int mk_h2_session_new(struct mk_conn *c)
     rc = nghttp2_session_server_new2(&h->ng, mk_h2_cbs, c, opt);
     nghttp2_option_del(opt);
     if (rc != 0) {
+        h->ng = NULL;
         return MK_ERR;
     }
+    MK_STAT_ADD(c->worker->n_h2_conns, 1);
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, cfg->h2_max_streams},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, MK_H2_STREAM_WINDOW},
@@ -1055,7 +1057,6 @@ static int mk_h2_session_new(struct mk_conn *c)
     }
     /* The connection's window: streams are held back by their own windows. */
     nghttp2_session_set_local_window_size(h->ng, NGHTTP2_FLAG_NONE, 0, 1 << 24);
-    MK_STAT_ADD(c->worker->n_h2_conns, 1);
     return MK_OK;
 }
 
@@ -1334,7 +1335,8 @@ static void mk_h2_after(struct mk_conn *c)
             mk_conn_timer_set(c, MK_TIMER_SEND);
         }
     }
-    else if (h->n_open) {
+    else if (h->n_open || h->preface_left) {
+        /* a stream waits for the client, or the preface is not all there */
         if (h->progress || c->timer != MK_TIMER_READ) {
             mk_conn_timer_set(c, MK_TIMER_READ);
         }
