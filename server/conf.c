@@ -31,6 +31,7 @@
 
 #include "../core/memory.h"
 #include "../core/schema.h"
+#include "h2.h"
 #include "path.h"
 #include "server.h"
 
@@ -147,11 +148,23 @@ static int mk_set_listen(void *obj, const struct mk_conf_key *k, const char *val
         tw = "plain";
         twlen = 5;
     }
+    else if (twlen == 3 && memcmp(tw, "h2c", 3) == 0) {
+        /* "Listen 2001 h2c" says "Listen 2001 plain h2c" */
+        tw = "plain";
+        twlen = 5;
+        cursor = "h2c";
+    }
     if (twlen == 5 && memcmp(tw, "plain", 5) == 0) {
         const char *rest = cursor, *ow;
         size_t owlen;
-        if (mk_conf_word(&rest, &ow, &owlen)) {
-            snprintf(reason, len, "the transport 'plain' takes no options");
+        if (mk_conf_word(&rest, &ow, &owlen) &&
+            !(owlen == 3 && memcmp(ow, "h2c", 3) == 0 && !mk_conf_word(&rest, &ow, &owlen))) {
+            snprintf(reason, len, "the transport 'plain' takes no options (except h2c)");
+            return MK_ERR;
+        }
+        rest = cursor;
+        if (mk_conf_word(&rest, &ow, &owlen) && !mk_h2_available()) {
+            snprintf(reason, len, "h2c: this server was built without HTTP/2");
             return MK_ERR;
         }
     }
@@ -293,6 +306,10 @@ static const struct mk_conf_key mk_server_keys[] = {
     {"FileCache", MK_CONF_INT, 0, MK_SRV(file_cache), 0, 65536, "128"},
     {"TaskQueuePerPlugin", MK_CONF_INT, 0, MK_SRV(task_queue_per_plugin), 1, 65536, "64"},
     {"TaskQueuePerClient", MK_CONF_INT, 0, MK_SRV(task_queue_per_client), 1, 65536, "8"},
+    {"MaxConcurrentStreams", MK_CONF_INT, 0, MK_SRV(h2_max_streams), 1, 100000, "100"},
+    {"Http2ResetBurst", MK_CONF_INT, 0, MK_SRV(h2_reset_burst), 1, 1000000, "200"},
+    {"Http2ResetRate", MK_CONF_INT, 0, MK_SRV(h2_reset_rate), 1, 1000000, "33"},
+    {"Http2IdleTimeout", MK_CONF_DURATION, 0, MK_SRV(h2_idle_timeout_ms), 1, 3600000, "60"},
     {NULL},
 };
 

@@ -108,6 +108,10 @@ struct mk_config {
     unsigned file_cache;            /* open files kept per worker; 0: off */
     unsigned task_queue_per_plugin; /* tasks one plugin may have waiting or running */
     unsigned task_queue_per_client; /* tasks one client address may have waiting or running */
+    unsigned h2_max_streams;        /* HTTP/2: concurrent streams a client may open */
+    unsigned h2_reset_burst;        /* HTTP/2: RST_STREAM frames allowed at once */
+    unsigned h2_reset_rate;         /* HTTP/2: ... and added back each second */
+    uint32_t h2_idle_timeout_ms;    /* HTTP/2: a connection without streams */
     char *user;
     char *pidfile;
     char *log_path; /* NULL: standard error */
@@ -129,7 +133,7 @@ struct mk_config {
     struct mk_plugin_spec *plugins;
     size_t n_plugins;
     /* The value in force of each [SERVER] key as text, and where it was set. */
-    struct mk_schema_record key_rec[32];
+    struct mk_schema_record key_rec[40];
     char server_header[64]; /* "Server: Monkey/x.y.z\r\n" */
     size_t server_header_len;
 

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "../core/log.h"
+#include "h2.h"
 #include "server.h"
 #include "transport.h"
 
@@ -59,11 +60,26 @@ static ssize_t mk_plain_sendfile(struct mk_conn *c, int fd, off_t *offset, size_
     return n;
 }
 
+/* The one option of a plain listener: h2c, cleartext HTTP/2 beside HTTP/1. */
+static int mk_plain_check_options(const char *options, char *reason, size_t len)
+{
+    if (strcmp(options, "h2c") != 0) {
+        snprintf(reason, len, "the transport 'plain' takes no options (except h2c)");
+        return MK_ERR;
+    }
+    if (!mk_h2_available()) {
+        snprintf(reason, len, "h2c: this server was built without HTTP/2");
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
 const struct mk_transport mk_transport_plain = {
     .name = "plain",
     .read = mk_plain_read,
     .writev = mk_plain_writev,
     .sendfile = mk_plain_sendfile,
+    .check_options = mk_plain_check_options,
 };
 
 /* ---- closing ------------------------------------------------------------- */
@@ -210,6 +226,10 @@ void mk_conn_start(struct mk_conn *c)
 
     c->state = MK_CONN_READ_HEAD;
     c->proto = &mk_proto_h1;
+    if (c->transport == &mk_transport_plain && c->listen_options &&
+        strcmp(c->listen_options, "h2c") == 0) {
+        c->flags |= MK_CONN_H2C; /* HTTP/1 looks for the HTTP/2 preface (h1.c) */
+    }
     if (c->transport->open && c->transport->open(c) != MK_OK) {
         mk_conn_close(c);
         return;

@@ -27,6 +27,7 @@
 #include "../core/timer.h"
 #include "h1.h"
 
+struct mk_h2;
 struct mk_proto;
 struct mk_takeover;
 struct mk_worker;
@@ -57,6 +58,7 @@ enum mk_timer_kind {
 #define MK_CONN_REFUSED 0x01u /* over the connection limit: answering 503 */
 #define MK_CONN_CLOSE 0x02u   /* close once the current response is sent */
 #define MK_CONN_STARTED 0x04u /* accept hooks ran: close hooks will run */
+#define MK_CONN_H2C 0x08u     /* its listener allows cleartext HTTP/2 (Listen ... h2c) */
 
 struct mk_conn {
     struct mk_event ev; /* first: the event loop hands back this pointer */
@@ -81,7 +83,8 @@ struct mk_conn {
         struct sockaddr_in6 in6;
     } peer;
 
-    struct mk_h1 h1; /* the HTTP/1 codec's state: h1.c only */
+    struct mk_h1 h1;  /* the HTTP/1 codec's state: h1.c only */
+    struct mk_h2 *h2; /* HTTP/2's state while it speaks HTTP/2: h2.c only */
 };
 
 /* worker.c: the connection's timer, in its worker's timer queues */

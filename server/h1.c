@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "../core/log.h"
+#include "h2.h"
 #include "server.h"
 #include "takeover.h"
 #include "transport.h"
@@ -810,6 +811,24 @@ static int mk_h1_body_consume(struct mk_conn *c, size_t start, bool *progress, i
 
 /* ---- the state machine --------------------------------------------------- */
 
+#ifdef MK_HAVE_H2
+/* Cleartext HTTP/2 with prior knowledge: the bytes read so far go to HTTP/2. */
+static bool mk_h1_switch_h2(struct mk_conn *c)
+{
+    struct mk_h1 *h = &c->h1;
+    char *in = h->in;
+    size_t len = h->in_len;
+
+    h->in = NULL; /* handed over; released after HTTP/2 took the bytes */
+    h->in_len = 0;
+    mk_h2_start(c, in, len);
+    h->in = in;
+    h->in_len = 0;
+    mk_h1_in_release(c);
+    return false;
+}
+#endif
+
 /* READ_HEAD: returns true when the state changed and processing goes on. */
 static bool mk_h1_step_head(struct mk_conn *c)
 {
@@ -826,6 +845,25 @@ static bool mk_h1_step_head(struct mk_conn *c)
     if (c->timer != MK_TIMER_READ) {
         mk_conn_timer_set(c, MK_TIMER_READ); /* a new request started arriving */
     }
+#ifdef MK_HAVE_H2
+    if ((c->flags & MK_CONN_H2C) && c->requests == 0 && h->scan.pos == 0 &&
+        memcmp(h->in, MK_H2_PREFACE,
+               h->in_len < MK_H2_PREFACE_LEN ? h->in_len : MK_H2_PREFACE_LEN) == 0) {
+        if (h->in_len < MK_H2_PREFACE_LEN) {
+            return false; /* maybe the HTTP/2 preface: wait for all of it */
+        }
+        return mk_h1_switch_h2(c);
+    }
+    if ((c->flags & MK_CONN_H2C) && c->requests == 0 && h->scan.pos == 0) {
+        /* Neither HTTP/1 nor the preface: maybe a broken HTTP/2 client, which
+           would misread an HTTP/1 answer. Close (RFC 9113 section 3.4). */
+        const char *nl = memchr(h->in, '\n', h->in_len);
+        if (nl && !memmem(h->in, (size_t) (nl - h->in), " HTTP/1.", 8)) {
+            mk_conn_close(c);
+            return false;
+        }
+    }
+#endif
     ssize_t n = mk_http_scan(&h->scan, h->in, h->in_len, &w->cfg->limits);
     if (n == MK_AGAIN) {
         return false;
@@ -908,6 +946,9 @@ static bool mk_h1_step_body(struct mk_conn *c)
 /* A connection waiting for input must be registered for it. */
 static void mk_h1_watch_input(struct mk_conn *c)
 {
+    if (c->proto != &mk_proto_h1) {
+        return; /* it speaks HTTP/2 now (h2c) */
+    }
     if (c->state == MK_CONN_WRITE || c->state == MK_CONN_CLOSED || c->state == MK_CONN_SUSPENDED ||
         c->state == MK_CONN_TAKEOVER) {
         return;
@@ -992,6 +1033,9 @@ static void mk_h1_on_input(struct mk_conn *c)
         if (n > 0) {
             h->in_len += (uint32_t) n;
             mk_h1_process(c);
+            if (c->proto != &mk_proto_h1) {
+                return; /* it speaks HTTP/2 now (h2c) */
+            }
             continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {

@@ -449,6 +449,22 @@ static void mk_api_stats(struct mk_server_stats *out)
     }
 }
 
+static void mk_api_h2_stats(struct mk_h2_stats *out)
+{
+    struct mk_server *srv = mk_api_current();
+
+    memset(out, 0, sizeof(*out));
+    if (!srv || !atomic_load_explicit(&srv->stats_ready, memory_order_acquire)) {
+        return;
+    }
+    for (int i = 0; i < srv->n_workers; i++) {
+        struct mk_worker *w = &srv->workers[i];
+        out->connections += atomic_load_explicit(&w->n_h2_conns, memory_order_relaxed);
+        out->streams += atomic_load_explicit(&w->n_h2_streams, memory_order_relaxed);
+        out->streams_total += atomic_load_explicit(&w->h2_streams, memory_order_relaxed);
+    }
+}
+
 static int mk_api_worker_stats(unsigned i, struct mk_worker_stats *out)
 {
     struct mk_server *srv = mk_api_current();
@@ -762,6 +778,7 @@ const struct mk_api mk_plugin_api = {
     .task = mk_api_task,
     .stats = mk_api_stats,
     .worker_stats = mk_api_worker_stats,
+    .h2_stats = mk_api_h2_stats,
     .config_get = mk_api_config_get,
     .config_put = mk_config_unref,
     .config_key = mk_api_config_key,

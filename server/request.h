@@ -146,6 +146,8 @@ struct mk_request {
     struct mk_route_match route;
     /* api->takeover(): who gets the connection once the 101 is sent (arena) */
     struct mk_upgrade *upgrade;
+    /* the protocol's own state of r (HTTP/2: its stream), or NULL */
+    void *proto_data;
 };
 
 /* ---- request.c ----------------------------------------------------------- */

@@ -117,7 +117,7 @@ static bool mk_response_error_page(struct mk_request *r, int status)
 /* Did the handler add an Allow header already? */
 static bool mk_response_has_allow(const struct mk_request *r)
 {
-    const char *p = r->extra_headers, *end = p + r->extra_len;
+    const char *p = r->extra_headers, *end = p ? p + r->extra_len : NULL; /* NULL + 0 is UB */
 
     while (p && end - p > 6) {
         if (strncasecmp(p, "Allow:", 6) == 0) {

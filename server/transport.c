@@ -13,13 +13,13 @@
 #include <sys/socket.h>
 
 #include "../core/memory.h"
+#include "h2.h"
 #include "transport.h"
 
 /*
- * The protocols a connection can speak, by ALPN name. HTTP/2 joins here
- * ({"h2", &mk_proto_h2}) once it exists; until then a transport that
- * negotiated "h2" gets its connection closed, and protocol_known("h2")
- * tells it not to offer it.
+ * The protocols a connection can speak, by ALPN name. "h2" is here when
+ * HTTP/2 is built in (MK_H2); without it protocol_known("h2") tells a
+ * transport not to offer it.
  */
 static const struct {
     const char *name;
@@ -27,6 +27,9 @@ static const struct {
 } mk_protos[] = {
     {"http/1.1", &mk_proto_h1},
     {"http/1.0", &mk_proto_h1},
+#ifdef MK_HAVE_H2
+    {"h2", &mk_proto_h2},
+#endif
 };
 
 const struct mk_proto *mk_proto_find(const char *name, size_t len)

@@ -88,6 +88,9 @@ struct mk_worker {
     atomic_uint n_conns;
     atomic_ulong n_requests;
     atomic_ullong bytes_out;
+    atomic_uint n_h2_conns;   /* connections speaking HTTP/2 now */
+    atomic_uint n_h2_streams; /* their streams open now */
+    atomic_ulong h2_streams;  /* streams opened since start */
 
     time_t now;
     char date[48]; /* "Date: ...\r\n" */

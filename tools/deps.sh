@@ -4,7 +4,8 @@
 #   tools/deps.sh build      check only: a C compiler and cmake (never installs)
 #   tools/deps.sh run        + libssl-dev and openssl: make run serves HTTPS on 2443
 #   tools/deps.sh test       + ninja, cmocka, python3 with pytest, curl, clang-format, musl,
-#                            taskset, libssl-dev and openssl (plugins/tls)
+#                            taskset, libssl-dev and openssl (plugins/tls), libnghttp2-dev
+#                            (HTTP/2), nghttp and h2load, Python's h2, h2spec (Go)
 #   tools/deps.sh fuzz       + clang with libFuzzer
 #   tools/deps.sh static     + musl (musl-gcc) for the static embedded build
 #   tools/deps.sh bench      + the peers and load tools of bench/
@@ -58,6 +59,19 @@ if [ "$stage" != build ]; then
        ! /usr/bin/python3 -c 'import pytest' >/dev/null 2>&1; then
         want="$want python3-pytest"
     fi
+    # HTTP/2: nghttp2 for the server, its client tools and Python's h2 for the tests.
+    need /usr/include/nghttp2/nghttp2.h libnghttp2-dev
+    need nghttp nghttp2-client
+    need h2load nghttp2-client
+    h2_pip=""
+    if ! python3 -c 'import h2' >/dev/null 2>&1; then
+        if python3 -c 'import pytest' >/dev/null 2>&1 && \
+           [ "$(command -v python3)" != /usr/bin/python3 ]; then
+            h2_pip=yes # the python3 that runs the tests is not Debian's: pip
+        else
+            want="$want python3-h2"
+        fi
+    fi
 fi
 if [ "$stage" = static ]; then
     need musl-gcc musl-tools
@@ -94,6 +108,23 @@ if [ "$stage" = bench ]; then
     need gnuplot gnuplot-nox
 fi
 fi # run-only
+
+# h2spec (tests/integration/test_18_h2_spec.py) from the Go module proxy,
+# when Go is there; the test is skipped without it.
+h2spec_go=""
+if [ "$stage" = test ] && ! command -v h2spec >/dev/null 2>&1 && \
+   [ ! -x "$(go env GOPATH 2>/dev/null)/bin/h2spec" ] && command -v go >/dev/null 2>&1; then
+    h2spec_go=yes
+fi
+if [ -n "${h2_pip:-}" ]; then
+    echo "deps: installing Python's h2 with pip for $(command -v python3)"
+    python3 -m pip install -q h2 || { echo "deps: pip install h2 failed" >&2; exit 1; }
+fi
+if [ -n "$h2spec_go" ]; then
+    echo "deps: installing h2spec with go install"
+    go install github.com/summerwind/h2spec/cmd/h2spec@latest >/dev/null 2>&1 || \
+        echo "deps: go install h2spec failed: the h2spec test is skipped" >&2
+fi
 
 [ -z "$want" ] && exit 0
 if [ "$(id -u)" != 0 ]; then

@@ -245,6 +245,13 @@ struct mk_worker_stats {
     uint64_t bytes_out;
 };
 
+/* HTTP/2 of the whole server (api->h2_stats, ABI 3.3): all zero without it. */
+struct mk_h2_stats {
+    unsigned connections;   /* speaking HTTP/2 now */
+    unsigned streams;       /* their streams open now */
+    uint64_t streams_total; /* streams opened since start */
+};
+
 /* Commands of api->command(). */
 #define MK_CMD_RELOAD 1      /* like SIGHUP */
 #define MK_CMD_REOPEN_LOGS 2 /* like SIGUSR1 */
@@ -370,7 +377,7 @@ struct mk_api {
     const char *(*target)(const struct mk_request *r, size_t *len); /* as received */
     const char *(*query)(const struct mk_request *r, size_t *len);  /* NULL: none */
     const char *(*host)(const struct mk_request *r, size_t *len);
-    int (*version)(const struct mk_request *r); /* 10 or 11 */
+    int (*version)(const struct mk_request *r); /* 10, 11, or 20 for HTTP/2 */
     /* Value of a request header (first of that name), NULL if absent. */
     const char *(*header)(const struct mk_request *r, const char *name, size_t *len);
     /* Number of request headers and the i-th one. */
@@ -769,6 +776,10 @@ struct mk_api {
      * has none (always on plain connections). On the connection's worker.
      */
     const char *(*conn_transport_var)(struct mk_conn *c, const char *name, size_t *len);
+
+    /* HTTP/2 connections and streams (zeros when HTTP/2 is not built in or
+       the server is not running). Any thread. */
+    void (*h2_stats)(struct mk_h2_stats *out);
 };
 
 /* One counter of a plugin's stats hook: its name (letters, digits, '_') and value. */

@@ -150,13 +150,19 @@ int control_doc_status(struct mk_json *b, bool json, char *err, size_t errlen)
     long long uptime = now > st.started ? (long long) (now - st.started) : 0;
     gmtime_r(&st.started, &tm);
     strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    struct mk_h2_stats h2 = {0};
+    if (MK_API_HAS(control_api, h2_stats)) {
+        control_api->h2_stats(&h2);
+    }
     if (json) {
         control_buf_printf(b,
                            "{\"pid\":%ld,\"started\":%lld,\"started_utc\":\"%s\",\"uptime\":%lld,"
                            "\"workers\":%u,\"connections\":%u,\"requests\":%" PRIu64
-                           ",\"bytes_sent\":%" PRIu64 ",\"per_worker\":",
+                           ",\"bytes_sent\":%" PRIu64 ",\"h2_connections\":%u,\"h2_streams\":%u,"
+                           "\"h2_streams_total\":%" PRIu64 ",\"per_worker\":",
                            (long) getpid(), (long long) st.started, when, uptime, st.workers,
-                           st.connections, st.requests, st.bytes_out);
+                           st.connections, st.requests, st.bytes_out, h2.connections, h2.streams,
+                           h2.streams_total);
         control_doc_worker_list(b, st.workers, true);
         control_buf_str(b, ",\"plugins\":{");
         control_doc_plugin_stats(b, true);
@@ -169,6 +175,8 @@ int control_doc_status(struct mk_json *b, bool json, char *err, size_t errlen)
                        uptime / 86400, uptime / 3600 % 24, uptime / 60 % 60, uptime % 60);
     control_buf_printf(b, "workers      %u\n", st.workers);
     control_buf_printf(b, "connections  %u\n", st.connections);
+    control_buf_printf(b, "http2        %u connections, %u streams (%" PRIu64 " since start)\n",
+                       h2.connections, h2.streams, h2.streams_total);
     control_buf_printf(b, "requests     %" PRIu64 "\n", st.requests);
     control_buf_str(b, "bytes sent   ");
     control_bytes_text(b, st.bytes_out);

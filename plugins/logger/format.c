@@ -452,7 +452,8 @@ static uint64_t logger_elapsed(struct logger_line *line)
 /* %H */
 static void logger_put_protocol(struct logger_out *o, const struct mk_request *r)
 {
-    logger_put(o, logger_api->version(r) == 11 ? "HTTP/1.1" : "HTTP/1.0", 8);
+    int v = logger_api->version(r);
+    logger_put(o, v == 20 ? "HTTP/2.0" : v == 11 ? "HTTP/1.1" : "HTTP/1.0", 8);
 }
 
 /* %r: METHOD TARGET PROTOCOL as received; "-" when no method was read. */

@@ -5,7 +5,7 @@
 #
 # BUILD is a build directory configured with CC=clang -DMK_FUZZ=ON (the
 # targets are in BUILD/fuzz/); SECONDS is the time given to each target;
-# TARGET names (http_request, path, fields, config) limit the run to those.
+# TARGET names (http_request, path, fields, config, h2) limit the run to those.
 #
 # Each target works on a scratch corpus, BUILD/fuzz-corpus/TARGET, seeded from
 # the committed tests/fuzz/corpus/TARGET; what it finds stays there (and is
@@ -23,7 +23,10 @@ build=$1
 seconds=$2
 shift 2
 here=$(cd "$(dirname "$0")" && pwd)
-targets=${*:-http_request path fields config}
+# fuzz_h2 exists when the build has HTTP/2 (nghttp2).
+default="http_request path fields config"
+[ -x "$build/fuzz/fuzz_h2" ] && default="$default h2"
+targets=${*:-$default}
 
 failed=0
 for t in $targets; do
@@ -44,6 +47,7 @@ for t in $targets; do
     case $t in
         http_request) set -- "$@" -dict="$here/http.dict" -max_len=65536 ;;
         fields) set -- "$@" -dict="$here/http.dict" ;;
+        h2) set -- "$@" -max_len=16384 ;;
     esac
 
     before=$(ls "$artifacts" | wc -l)

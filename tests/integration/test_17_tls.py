@@ -13,6 +13,7 @@ import time
 import pytest
 
 from conftest import MONKEY, SLOW
+from h2util import built_with_h2
 from tlsutil import (DIRLISTING_SO, LOGGER_SO, TLS_MARKS, der_of, https, make_cert,
                      tls_connect, tls_section, tls_server)
 
@@ -89,10 +90,14 @@ def test_host_naming_another_site_than_sni_gets_421(make_server):
 def test_alpn_http11(make_server):
     srv = tls_server(make_server).start()
     s = tls_connect(srv.port, sni="localhost", alpn=["h2", "http/1.1"])
+    # h2 when HTTP/2 is built in (test_18_h2.py), else http/1.1
+    assert s.selected_alpn_protocol() == ("h2" if built_with_h2() else "http/1.1")
+    s.close()
+    s = tls_connect(srv.port, sni="localhost", alpn=["spdy/3", "http/1.1"])
     assert s.selected_alpn_protocol() == "http/1.1"
     s.close()
     # Only protocols the server does not speak: no ALPN, HTTP/1.1 all the same.
-    s = tls_connect(srv.port, sni="localhost", alpn=["h2"])
+    s = tls_connect(srv.port, sni="localhost", alpn=["spdy/3"])
     assert s.selected_alpn_protocol() is None
     s.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
     data = b""

@@ -35,6 +35,7 @@ static struct {
     char *out;
     size_t out_len, out_cap;
     struct mk_conn *conn;
+    const char *alpn;
 } lb_io;
 
 static void lb_die(const char *what, const char *detail)
@@ -123,6 +124,31 @@ static const struct mk_transport lb_transport = {
     .writev = lb_writev,
     .sendfile = lb_sendfile,
     .shutdown = lb_shutdown,
+};
+
+/* The same with a handshake that at once "negotiated" lb_io.alpn. */
+static int lb_handshake(struct mk_conn *c)
+{
+    (void) c;
+    return MK_OK;
+}
+
+static const char *lb_alpn(struct mk_conn *c, size_t *len)
+{
+    (void) c;
+    *len = lb_io.alpn ? strlen(lb_io.alpn) : 0;
+    return lb_io.alpn;
+}
+
+static const struct mk_transport lb_transport_alpn = {
+    .name = "loopback",
+    .open = lb_open,
+    .read = lb_read,
+    .writev = lb_writev,
+    .sendfile = lb_sendfile,
+    .shutdown = lb_shutdown,
+    .handshake = lb_handshake,
+    .alpn = lb_alpn,
 };
 
 /* ---- configuration directories ---------------------------------------------- */
@@ -229,6 +255,12 @@ fail_srv:
 
 char *mk_loopback_run(struct mk_loopback *lb, const char *input, size_t *len)
 {
+    return mk_loopback_run_bytes(lb, input, strlen(input), NULL, len);
+}
+
+char *mk_loopback_run_bytes(struct mk_loopback *lb, const void *input, size_t in_len,
+                            const char *alpn, size_t *len)
+{
     struct sockaddr_in peer = {.sin_family = AF_INET, .sin_port = htons(40000)};
     int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 
@@ -238,12 +270,13 @@ char *mk_loopback_run(struct mk_loopback *lb, const char *input, size_t *len)
     peer.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     memset(&lb_io, 0, sizeof(lb_io));
     lb_io.in = input;
-    lb_io.in_len = strlen(input);
+    lb_io.in_len = in_len;
+    lb_io.alpn = alpn;
     lb_append("", 0);
 
     mk_worker_bind(&lb->worker); /* the clocks of this moment */
     mk_worker_accept_fd(&lb->worker, fd, (const struct sockaddr *) &peer, sizeof(peer),
-                        &lb_transport, NULL);
+                        alpn ? &lb_transport_alpn : &lb_transport, NULL);
     if (lb_io.conn && lb_io.conn->state != MK_CONN_CLOSED) {
         mk_conn_close(lb_io.conn);
     }

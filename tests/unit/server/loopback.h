@@ -60,6 +60,13 @@ int mk_loopback_open(struct mk_loopback *lb, const char *confdir, char *err, siz
  */
 char *mk_loopback_run(struct mk_loopback *lb, const char *input, size_t *len);
 
+/*
+ * The same with `in_len` bytes of binary input, on a transport whose
+ * handshake negotiated `alpn` ("h2": the bytes are HTTP/2), or none (NULL).
+ */
+char *mk_loopback_run_bytes(struct mk_loopback *lb, const void *input, size_t in_len,
+                            const char *alpn, size_t *len);
+
 /* Stop the plugins (exit), free the worker, the configuration and the server. */
 void mk_loopback_close(struct mk_loopback *lb);
 

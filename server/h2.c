@@ -1,0 +1,1660 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * h2.c: HTTP/2 on a connection (RFC 9113), behind the protocol table
+ * (proto.h). nghttp2 parses frames, keeps HPACK state and flow-control
+ * windows and schedules the streams (RFC 9218 priorities: the `priority`
+ * header and PRIORITY_UPDATE; RFC 7540 priority frames are parsed and
+ * ignored, SETTINGS_NO_RFC7540_PRIORITIES is sent). This file turns
+ * streams into requests and responses into frames:
+ *
+ *   HEADERS (+CONTINUATION) ──▶ a request head, rebuilt as HTTP/1.1 text
+ *       and parsed by mk_http_parse (the same strict rules), version 20
+ *       ──▶ mk_request_run: the same stages, plugins and static files
+ *   DATA ──▶ the stream's body: kept (within the stream's window) until a
+ *       handler asks for it, then buffered or streamed (body.h); the
+ *       stream's window opens again only as the handler takes the bytes
+ *   respond ──▶ HEADERS, then DATA frames read without copying
+ *       (NGHTTP2_DATA_FLAG_NO_COPY): a file body is queued as a file range
+ *       and goes out with the transport's sendfile, memory and streamed
+ *       bodies are copied once into the output queue
+ *
+ * Output: nghttp2 serialises frames into an output queue of memory runs
+ * and file ranges (struct mk_h2_seg); the queue is written through the
+ * transport and refilled while the socket takes it, up to a budget per
+ * event. A stream whose request ended is freed only once the queue is
+ * empty (a queued file range still reads its descriptor).
+ *
+ * Defences: MaxConcurrentStreams; the header list is held to
+ * MaxRequestSize and MaxRequestHeaders (431), and one header block
+ * (HEADERS and its CONTINUATION frames, compressed) to MaxRequestSize + 16 KiB,
+ * with at most 8 CONTINUATION frames (nghttp2); a block that decodes to
+ * more than four times MaxRequestSize (an HPACK bomb) ends the connection;
+ * RST_STREAM frames are rate-limited (Http2ResetBurst, Http2ResetRate:
+ * CVE-2023-44487, GOAWAY ENHANCE_YOUR_CALM); SETTINGS and PING floods are
+ * nghttp2's (at most 1000 acknowledgements queued); empty DATA and
+ * CONTINUATION frames are counted and end the connection past a bound.
+ * Timers: Http2IdleTimeout without streams, Timeout while a stream waits
+ * for the client, SendTimeout while responses make no progress (a client
+ * that keeps every window shut).
+ *
+ * Everything runs on the connection's worker. nghttp2 must not be
+ * re-entered for sending from its own callbacks: `busy` marks those, and
+ * a write asked for meanwhile (`flush_wanted`) happens when they return.
+ */
+#include <errno.h>
+#include <nghttp2/nghttp2.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../core/log.h"
+#include "h2.h"
+#include "server.h"
+#include "transport.h"
+
+#define MK_H2_SEGS 128                 /* output queue entries */
+#define MK_H2_OUT_HIGH (64u * 1024u)   /* queued memory bytes before nghttp2 waits */
+#define MK_H2_FILE_HIGH (512u * 1024u) /* queued file bytes before nghttp2 waits */
+#define MK_H2_WRITE_BUDGET (2u << 20)  /* bytes per event before yielding to others */
+#define MK_H2_READ_SIZE 16384
+#define MK_H2_EMPTY_FRAMES_MAX 100 /* empty DATA/CONTINUATION frames per connection */
+#define MK_H2_STREAM_WINDOW 65535  /* body bytes a stream may have unread */
+#define MK_H2_CLOSED_IDS 64
+
+enum mk_h2_body {
+    MK_H2_BODY_KEEP = 0, /* nobody asked yet: keep it (the stream window bounds it) */
+    MK_H2_BODY_BUFFER,   /* collect it for the content handler */
+    MK_H2_BODY_STREAM,   /* hand it to the handler as its window allows (body.h) */
+    MK_H2_BODY_DROP,     /* nobody will read it */
+};
+
+struct mk_h2_stream {
+    int32_t id;
+    struct mk_request *r; /* NULL until the header block is complete, and after an abort */
+    struct mk_list node;  /* the connection's streams, or its dead list once closed */
+    /* the header block: pseudo-header values and regular fields as HTTP/1 lines (malloc) */
+    char *method, *path, *authority;
+    char *fields;
+    size_t fields_len, fields_cap;
+    size_t list_size; /* RFC 9113 header list size so far (name + value + 32 each) */
+    unsigned n_fields;
+    int head_status; /* 431: the list is over the limits */
+    /* the request body */
+    uint8_t body;     /* enum mk_h2_body */
+    bool body_end;    /* END_STREAM received */
+    bool body_wanted; /* a handler called read_body and waits for mk_request_body_ready */
+    bool responding;  /* a response was submitted */
+    bool closed;      /* nghttp2 closed the stream */
+    bool peer_reset;  /* the client reset it */
+    bool we_reset;    /* this server reset it */
+    char *kept;       /* body bytes not yet handed over (malloc) */
+    size_t kept_len, kept_cap;
+    uint64_t body_seen; /* body bytes received */
+};
+
+/* One entry of the output queue: bytes of `out`, or a range of a file. */
+struct mk_h2_seg {
+    bool file;
+    int fd;
+    off_t off; /* file offset, or the offset in `out` */
+    size_t len;
+};
+
+struct mk_h2 {
+    nghttp2_session *ng;
+    struct mk_list streams; /* open, by arrival */
+    struct mk_list dead;    /* closed, freed when the output queue is empty */
+    unsigned n_open;
+    unsigned n_responding; /* responses submitted and not yet complete */
+    /* output queue */
+    char *out;
+    size_t out_len, out_cap; /* emptied only when the whole queue is written */
+    struct mk_h2_seg segs[MK_H2_SEGS];
+    unsigned seg_head, seg_n;
+    size_t file_queued;
+    /* state */
+    bool busy;             /* inside nghttp2 (recv or send): no session_send now */
+    bool flush_wanted;     /* a write was asked for while busy */
+    bool going_away;       /* GOAWAY submitted */
+    bool calm;             /* the peer abused a limit: GOAWAY ENHANCE_YOUR_CALM */
+    bool progress;         /* bytes moved in the current event */
+    size_t block_bytes;    /* compressed bytes of the header block being received */
+    unsigned reset_tokens; /* RST_STREAM frames the client may still send (token bucket) */
+    /* streams the client closed (END_STREAM both ways, or its RST_STREAM), the
+       latest MK_H2_CLOSED_IDS: frames on them are a STREAM_CLOSED error */
+    int32_t closed_ids[MK_H2_CLOSED_IDS];
+    unsigned closed_next;
+    int32_t max_opened;  /* the highest stream id a request was opened on */
+    uint32_t conn_error; /* the GOAWAY error a callback asked for, 0: none */
+    /* frame boundaries of the input, checked before nghttp2 sees a frame */
+    uint32_t preface_left; /* bytes of the client preface still to come */
+    uint8_t scan_hd[14];   /* the frame header being read (+5 for PRIORITY) */
+    unsigned scan_have;
+    uint32_t scan_left; /* payload bytes of the current frame not yet seen */
+    bool bad_magic;     /* the client preface was wrong: close at once */
+    uint64_t reset_at;  /* when the bucket was last refilled (worker ms clock) */
+    unsigned empty_frames;
+};
+
+static void mk_h2_flush(struct mk_conn *c);
+static void mk_h2_after(struct mk_conn *c);
+static void mk_h2_body_deliver(struct mk_conn *c, struct mk_h2_stream *s);
+
+/* ---- streams ------------------------------------------------------------- */
+
+static void mk_h2_stream_free(struct mk_conn *c, struct mk_h2_stream *s)
+{
+    if (s->r) {
+        s->r->proto_data = NULL;
+        mk_request_free(s->r);
+        s->r = NULL;
+    }
+    mk_list_del(&s->node);
+    mk_free(s->method);
+    mk_free(s->path);
+    mk_free(s->authority);
+    mk_free(s->fields);
+    mk_free(s->kept);
+    mk_free(s);
+    (void) c;
+}
+
+/* Free the closed streams once nothing queued can refer to them. */
+static void mk_h2_reap(struct mk_conn *c)
+{
+    struct mk_h2 *h = c->h2;
+
+    while (h->seg_n == 0 && !mk_list_is_empty(&h->dead)) {
+        mk_h2_stream_free(c, mk_list_entry(h->dead.next, struct mk_h2_stream, node));
+    }
+}
+
+/* Hand bytes the handler took back to the client's window of the stream. */
+static void mk_h2_consume(struct mk_conn *c, struct mk_h2_stream *s, size_t n)
+{
+    if (n && !s->closed) {
+        nghttp2_session_consume_stream(c->h2->ng, s->id, n);
+        c->h2->flush_wanted = true;
+    }
+}
+
+/* ---- output queue ---------------------------------------------------------- */
+
+static struct mk_h2_seg *mk_h2_seg_last(struct mk_h2 *h)
+{
+    return h->seg_n ? &h->segs[(h->seg_head + h->seg_n - 1) % MK_H2_SEGS] : NULL;
+}
+
+static bool mk_h2_out_room(const struct mk_h2 *h)
+{
+    return h->seg_n + 2 < MK_H2_SEGS && h->out_len < MK_H2_OUT_HIGH &&
+           h->file_queued < MK_H2_FILE_HIGH;
+}
+
+/* Append bytes to the queue. */
+static void mk_h2_out_put(struct mk_h2 *h, const void *data, size_t len)
+{
+    struct mk_h2_seg *last = mk_h2_seg_last(h);
+
+    if (h->out_len + len > h->out_cap) {
+        size_t cap = h->out_cap ? h->out_cap : 16384;
+        while (cap < h->out_len + len) {
+            cap *= 2;
+        }
+        h->out = mk_realloc(h->out, cap);
+        h->out_cap = cap;
+    }
+    memcpy(h->out + h->out_len, data, len);
+    if (last && !last->file && (size_t) last->off + last->len == h->out_len) {
+        last->len += len;
+    }
+    else {
+        struct mk_h2_seg *s = &h->segs[(h->seg_head + h->seg_n++) % MK_H2_SEGS];
+        s->file = false;
+        s->off = (off_t) h->out_len;
+        s->len = len;
+    }
+    h->out_len += len;
+}
+
+static void mk_h2_out_file(struct mk_h2 *h, int fd, off_t off, size_t len)
+{
+    struct mk_h2_seg *s = &h->segs[(h->seg_head + h->seg_n++) % MK_H2_SEGS];
+
+    s->file = true;
+    s->fd = fd;
+    s->off = off;
+    s->len = len;
+    h->file_queued += len;
+}
+
+static void mk_h2_seg_pop(struct mk_h2 *h)
+{
+    h->seg_head = (h->seg_head + 1) % MK_H2_SEGS;
+    if (--h->seg_n == 0) {
+        h->out_len = 0;
+    }
+}
+
+/* Write a file range without a transport sendfile: read it, then write it. */
+static ssize_t mk_h2_copy_file(struct mk_conn *c, struct mk_h2_seg *s)
+{
+    char buf[16384];
+    size_t len = s->len < sizeof(buf) ? s->len : sizeof(buf);
+    ssize_t n = pread(s->fd, buf, len, s->off);
+    struct iovec iov;
+
+    if (n <= 0) {
+        errno = n == 0 ? EIO : errno;
+        return -1;
+    }
+    iov.iov_base = buf;
+    iov.iov_len = (size_t) n;
+    return mk_conn_writev(c, &iov, 1, 0);
+}
+
+/*
+ * Write the queue through the transport, within `*budget` bytes: MK_OK
+ * (empty), MK_AGAIN (socket full or budget spent), MK_ERR.
+ */
+static int mk_h2_out_write(struct mk_conn *c, size_t *budget)
+{
+    struct mk_h2 *h = c->h2;
+
+    while (h->seg_n) {
+        struct mk_h2_seg *s = &h->segs[h->seg_head];
+        ssize_t n;
+        if (*budget == 0) {
+            return MK_AGAIN;
+        }
+        if (s->file) {
+            size_t len = s->len < *budget ? s->len : *budget;
+            if (c->transport->sendfile) {
+                off_t off = s->off;
+                c->io_want = 0;
+                n = c->transport->sendfile(c, s->fd, &off, len);
+            }
+            else {
+                n = mk_h2_copy_file(c, s);
+            }
+        }
+        else {
+            struct mk_h2_seg *next = h->seg_n > 1 ? &h->segs[(h->seg_head + 1) % MK_H2_SEGS] : NULL;
+            struct iovec iov = {h->out + s->off, s->len};
+            n = mk_conn_writev(c, &iov, 1, next && next->file ? MK_IO_MORE : 0);
+        }
+        if (n < 0) {
+            return (errno == EAGAIN || errno == EWOULDBLOCK) ? MK_AGAIN : MK_ERR;
+        }
+        if (n == 0 && s->file) {
+            mk_warn("file shrank while being sent; closing the connection");
+            return MK_ERR;
+        }
+        h->progress = true;
+        *budget -= (size_t) n < *budget ? (size_t) n : *budget;
+        s->off += n;
+        s->len -= (size_t) n;
+        if (s->file) {
+            h->file_queued -= (size_t) n;
+        }
+        if (s->len == 0) {
+            mk_h2_seg_pop(h);
+        }
+    }
+    return MK_OK;
+}
+
+/* ---- nghttp2 callbacks: sending ---------------------------------------------- */
+
+static ssize_t mk_h2_send_cb(nghttp2_session *ng, const uint8_t *data, size_t len, int flags,
+                             void *user)
+{
+    struct mk_conn *c = user;
+
+    (void) ng;
+    (void) flags;
+    if (!mk_h2_out_room(c->h2)) {
+        return NGHTTP2_ERR_WOULDBLOCK;
+    }
+    mk_h2_out_put(c->h2, data, len);
+    return (ssize_t) len;
+}
+
+/* Bytes a streamed body has queued, before its last (trailer) piece. */
+static size_t mk_h2_stream_avail(struct mk_request *r)
+{
+    size_t n = 0;
+
+    for (struct mk_piece *p = r->q_head; p && !p->last; p = p->next) {
+        if (!p->framed) {
+            p->start = p->buf + MK_PIECE_HDR;
+            p->end = p->start + p->len;
+            p->framed = true;
+        }
+        n += (size_t) (p->end - p->start);
+    }
+    return n;
+}
+
+/* Drop the pieces written in full; the last one only when trailers went. */
+static void mk_h2_stream_trim(struct mk_request *r)
+{
+    while (r->q_head && !r->q_head->last && r->q_head->start == r->q_head->end) {
+        mk_response_stream_pop(r);
+    }
+}
+
+/* Trailers of a streamed body ("Name: value\r\n"...) as an nghttp2 list. */
+static int mk_h2_lines_to_nv(struct mk_request *r, const char *p, size_t len, nghttp2_nv *nv,
+                             size_t cap, size_t *n);
+
+static void mk_h2_submit_trailers(struct mk_conn *c, struct mk_h2_stream *s, struct mk_piece *p)
+{
+    nghttp2_nv nv[32];
+    size_t n = 0;
+
+    mk_h2_lines_to_nv(s->r, p->buf + MK_PIECE_HDR, p->len, nv, 32, &n);
+    nghttp2_submit_trailer(c->h2->ng, s->id, nv, n);
+}
+
+static ssize_t mk_h2_read_stream(struct mk_conn *c, struct mk_h2_stream *s, size_t length,
+                                 uint32_t *flags)
+{
+    struct mk_request *r = s->r;
+    size_t avail = mk_h2_stream_avail(r);
+
+    if (avail == 0 && !(r->flags & (MK_REQ_STREAM_END | MK_REQ_PROCEEDING))) {
+        r->flags |= MK_REQ_PROCEEDING;
+        r->proceed(r, r->proceed_arg);
+        r->flags &= (uint16_t) ~MK_REQ_PROCEEDING;
+        avail = mk_h2_stream_avail(r);
+    }
+    if (avail) {
+        *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+        return (ssize_t) (avail < length ? avail : length);
+    }
+    if (r->flags & MK_REQ_STREAM_END) {
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+        if (r->q_head && r->q_head->last && r->q_head->len) {
+            *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+            mk_h2_submit_trailers(c, s, r->q_head);
+        }
+        return 0;
+    }
+    r->flags |= MK_REQ_IDLE; /* mk_response_stream_queue wakes us */
+    return NGHTTP2_ERR_DEFERRED;
+}
+
+static ssize_t mk_h2_read_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
+                             uint32_t *flags, nghttp2_data_source *src, void *user)
+{
+    struct mk_conn *c = user;
+    struct mk_h2_stream *s = src->ptr;
+    struct mk_request *r = s->r;
+    uint64_t left;
+
+    (void) ng;
+    (void) id;
+    (void) buf;
+    if (!r) {
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    }
+    if (r->body_type == MK_RESP_STREAM) {
+        return mk_h2_read_stream(c, s, length, flags);
+    }
+    left = r->body_type == MK_RESP_MEM ? r->mem_len : r->body_left;
+    if (left <= length) {
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    }
+    if (left == 0) {
+        return 0;
+    }
+    *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+    return (ssize_t) (left < length ? left : length);
+}
+
+static int mk_h2_send_data_cb(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *hd,
+                              size_t length, nghttp2_data_source *src, void *user)
+{
+    struct mk_conn *c = user;
+    struct mk_h2 *h = c->h2;
+    struct mk_h2_stream *s = src->ptr;
+    struct mk_request *r = s->r;
+
+    (void) ng;
+    if (!mk_h2_out_room(h)) {
+        return NGHTTP2_ERR_WOULDBLOCK;
+    }
+    mk_h2_out_put(h, hd, 9);
+    if (r->body_type == MK_RESP_FILE) {
+        mk_h2_out_file(h, r->fd, r->file_off, length);
+        r->file_off += (off_t) length;
+        r->body_left -= length;
+    }
+    else if (r->body_type == MK_RESP_MEM) {
+        mk_h2_out_put(h, r->mem, length);
+        r->mem += length;
+        r->mem_len -= length;
+    }
+    else {
+        size_t left = length;
+        for (struct mk_piece *p = r->q_head; p && left; p = p->next) {
+            size_t take = (size_t) (p->end - p->start) < left ? (size_t) (p->end - p->start) : left;
+            mk_h2_out_put(h, p->start, take);
+            p->start += take;
+            left -= take;
+        }
+        mk_h2_stream_trim(r);
+    }
+    if (frame->data.padlen > 0) {
+        static const uint8_t zeros[256];
+        uint8_t pad = (uint8_t) (frame->data.padlen - 1);
+        mk_h2_out_put(h, &pad, 1);
+        mk_h2_out_put(h, zeros, frame->data.padlen - 1);
+    }
+    r->bytes_sent += length;
+    return 0;
+}
+
+/* ---- nghttp2 callbacks: receiving -------------------------------------------- */
+
+/*
+ * One more RST_STREAM from the client: whether the token bucket
+ * (Http2ResetBurst, refilled by Http2ResetRate a second) still has one.
+ */
+static bool mk_h2_reset_allowed(struct mk_conn *c)
+{
+    struct mk_h2 *h = c->h2;
+    const struct mk_config *cfg = c->worker->cfg;
+    uint64_t now = c->worker->now_ms;
+    uint64_t refill = (now - h->reset_at) * cfg->h2_reset_rate / 1000;
+
+    if (refill) {
+        h->reset_tokens = h->reset_tokens + refill > cfg->h2_reset_burst
+                              ? cfg->h2_reset_burst
+                              : (unsigned) (h->reset_tokens + refill);
+        h->reset_at = now;
+    }
+    if (h->reset_tokens == 0) {
+        return false;
+    }
+    h->reset_tokens--;
+    return true;
+}
+
+static bool mk_h2_closed_by_peer(const struct mk_h2 *h, int32_t id)
+{
+    for (unsigned i = 0; i < MK_H2_CLOSED_IDS; i++) {
+        if (h->closed_ids[i] == id) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * nghttp2 keeps no closed streams (RFC 9218 priorities): it would ignore
+ * a frame on one. A DATA or HEADERS frame on a stream the client closed is
+ * a STREAM_CLOSED error, and a request on a stream id below one already
+ * used a PROTOCOL_ERROR (RFC 9113 sections 5.1, 5.1.1); frames on streams
+ * this server reset are ignored, as they may have crossed the reset. A
+ * PRIORITY frame on stream 0 is a PROTOCOL_ERROR. Returns true (with
+ * conn_error set) for a connection error.
+ */
+static bool mk_h2_frame_on_closed(struct mk_conn *c, const nghttp2_frame_hd *hd,
+                                  const uint8_t *priority)
+{
+    struct mk_h2 *h = c->h2;
+
+    if (hd->type == NGHTTP2_PRIORITY && hd->stream_id == 0) {
+        h->conn_error = NGHTTP2_PROTOCOL_ERROR;
+        return true;
+    }
+    if (priority && hd->length == 5 &&
+        (int32_t) (((uint32_t) priority[0] << 24 | (uint32_t) priority[1] << 16 |
+                    (uint32_t) priority[2] << 8 | priority[3]) &
+                   0x7fffffffu) == hd->stream_id) {
+        /* a stream depending on itself (RFC 9113 section 5.3.1): a stream error,
+           which may be treated as one of the connection */
+        h->conn_error = NGHTTP2_PROTOCOL_ERROR;
+        return true;
+    }
+    if ((hd->type != NGHTTP2_DATA && hd->type != NGHTTP2_HEADERS) || hd->stream_id <= 0 ||
+        nghttp2_session_find_stream(h->ng, hd->stream_id)) {
+        return false;
+    }
+    if (mk_h2_closed_by_peer(h, hd->stream_id)) {
+        h->conn_error = NGHTTP2_STREAM_CLOSED;
+        return true;
+    }
+    if (hd->type == NGHTTP2_HEADERS && (hd->stream_id & 1) && hd->stream_id < h->max_opened) {
+        h->conn_error = NGHTTP2_PROTOCOL_ERROR;
+        return true;
+    }
+    return false;
+}
+
+static int mk_h2_begin_frame_cb(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *user)
+{
+    struct mk_conn *c = user;
+    struct mk_h2 *h = c->h2;
+    const struct mk_config *cfg = c->worker->cfg;
+
+    (void) ng;
+    if (hd->type == NGHTTP2_RST_STREAM && !mk_h2_reset_allowed(c)) {
+        h->calm = true; /* rapid reset (CVE-2023-44487) */
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    if (hd->type == NGHTTP2_HEADERS) {
+        h->block_bytes = hd->length;
+    }
+    else if (hd->type == NGHTTP2_CONTINUATION) {
+        h->block_bytes += hd->length;
+        if (hd->length == 0 && !(hd->flags & NGHTTP2_FLAG_END_HEADERS)) {
+            h->empty_frames++;
+        }
+    }
+    else if (hd->type == NGHTTP2_DATA && hd->length == 0 &&
+             !(hd->flags & NGHTTP2_FLAG_END_STREAM)) {
+        h->empty_frames++;
+    }
+    if ((hd->type == NGHTTP2_HEADERS || hd->type == NGHTTP2_CONTINUATION) &&
+        h->block_bytes > cfg->limits.max_head + 16384) {
+        h->calm = true;
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    if (h->empty_frames > MK_H2_EMPTY_FRAMES_MAX) {
+        h->calm = true;
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    return 0;
+}
+
+static int mk_h2_begin_headers_cb(nghttp2_session *ng, const nghttp2_frame *frame, void *user)
+{
+    struct mk_conn *c = user;
+    struct mk_h2_stream *s;
+
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+        return 0;
+    }
+    s = mk_calloc(1, sizeof(*s));
+    s->id = frame->hd.stream_id;
+    if (s->id > c->h2->max_opened) {
+        c->h2->max_opened = s->id;
+    }
+    mk_list_add_tail(&s->node, &c->h2->streams);
+    c->h2->n_open++;
+    MK_STAT_ADD(c->worker->n_h2_streams, 1);
+    MK_STAT_ADD(c->worker->h2_streams, 1);
+    nghttp2_session_set_stream_user_data(ng, s->id, s);
+    return 0;
+}
+
+/* Append "name: value\r\n" to the stream's fields (HTTP/1 text). */
+static bool mk_h2_field_add(struct mk_h2_stream *s, const uint8_t *name, size_t nlen,
+                            const uint8_t *value, size_t vlen)
+{
+    size_t need = nlen + vlen + 4;
+
+    if (s->fields_len + need > s->fields_cap) {
+        size_t cap = s->fields_cap ? s->fields_cap * 2 : 512;
+        while (cap < s->fields_len + need) {
+            cap *= 2;
+        }
+        char *p = mk_try_realloc(s->fields, cap);
+        if (!p) {
+            return false;
+        }
+        s->fields = p;
+        s->fields_cap = cap;
+    }
+    char *w = s->fields + s->fields_len;
+    memcpy(w, name, nlen);
+    w += nlen;
+    *w++ = ':';
+    *w++ = ' ';
+    memcpy(w, value, vlen);
+    w += vlen;
+    *w++ = '\r';
+    *w++ = '\n';
+    s->fields_len += need;
+    return true;
+}
+
+static bool mk_h2_pseudo(struct mk_h2_stream *s, const uint8_t *name, size_t nlen,
+                         const uint8_t *value, size_t vlen)
+{
+    char **slot = NULL;
+
+    if (nlen == 7 && memcmp(name, ":method", 7) == 0) {
+        slot = &s->method;
+    }
+    else if (nlen == 5 && memcmp(name, ":path", 5) == 0) {
+        slot = &s->path;
+    }
+    else if (nlen == 10 && memcmp(name, ":authority", 10) == 0) {
+        slot = &s->authority;
+    }
+    if (!slot) {
+        return true; /* :scheme (and :protocol) carry nothing the request needs */
+    }
+    mk_free(*slot);
+    *slot = mk_try_alloc(vlen + 1);
+    if (!*slot) {
+        return false;
+    }
+    memcpy(*slot, value, vlen);
+    (*slot)[vlen] = '\0';
+    return true;
+}
+
+static int mk_h2_header_cb(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
+                           size_t nlen, const uint8_t *value, size_t vlen, uint8_t flags,
+                           void *user)
+{
+    struct mk_conn *c = user;
+    const struct mk_config *cfg = c->worker->cfg;
+    struct mk_h2_stream *s;
+
+    (void) flags;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+        return 0; /* trailers: nothing reads them */
+    }
+    s = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+    if (!s) {
+        return 0;
+    }
+    s->list_size += nlen + vlen + 32;
+    if (s->list_size > 4 * (size_t) cfg->limits.max_head) {
+        c->h2->calm = true; /* an HPACK bomb: decoding it is the attack */
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    if (s->head_status) {
+        return 0;
+    }
+    if (s->list_size > cfg->limits.max_head ||
+        (name[0] != ':' && ++s->n_fields > cfg->limits.max_headers)) {
+        s->head_status = 431;
+        return 0;
+    }
+    bool ok;
+    if (name[0] == ':') {
+        ok = mk_h2_pseudo(s, name, nlen, value, vlen);
+    }
+    else if (nlen == 4 && memcmp(name, "host", 4) == 0 && s->authority) {
+        ok = true; /* :authority wins (RFC 9113 section 8.3.1) */
+    }
+    else {
+        ok = mk_h2_field_add(s, name, nlen, value, vlen);
+    }
+    if (!ok) {
+        s->head_status = 503;
+    }
+    return 0;
+}
+
+/*
+ * The header block of s is complete: build its request head as HTTP/1.1
+ * text in the request's arena ("METHOD PATH HTTP/1.1", Host from
+ * :authority, the fields) and parse it with the HTTP/1 parser, which holds
+ * it to the same rules and limits; then run the request.
+ */
+static void mk_h2_request_start(struct mk_conn *c, struct mk_h2_stream *s, bool end_stream)
+{
+    struct mk_request *r = mk_request_new(c);
+    const struct mk_http_limits *lim = &r->cfg->limits;
+    struct mk_http_scan scan;
+    struct mk_http_header *headers;
+    const char *target = s->path ? s->path : (s->authority ? s->authority : "");
+    size_t len;
+    char *text;
+
+    s->r = r;
+    r->proto_data = s;
+    r->head.version = 20;
+    s->body_end = end_stream;
+    if (s->head_status) {
+        mk_request_error(r, s->head_status);
+        return;
+    }
+    len = strlen(s->method ? s->method : "") + strlen(target) + 16 +
+          (s->authority ? strlen(s->authority) + 8 : 0) + s->fields_len + 2;
+    text = mk_arena_alloc(&r->arena, len + 1);
+    if (!text) {
+        mk_request_error(r, 503);
+        return;
+    }
+    len = (size_t) snprintf(text, len + 1, "%s %s HTTP/1.1\r\n%s%s%s", s->method ? s->method : "",
+                            target, s->authority ? "Host: " : "", s->authority ? s->authority : "",
+                            s->authority ? "\r\n" : "");
+    if (s->fields_len) {
+        memcpy(text + len, s->fields, s->fields_len);
+        len += s->fields_len;
+    }
+    memcpy(text + len, "\r\n", 2);
+    len += 2;
+    memset(&scan, 0, sizeof(scan));
+    ssize_t n = mk_http_scan(&scan, text, len, lim);
+    if (n < 0) {
+        mk_request_error(r, n == MK_AGAIN ? 400 : scan.status);
+        return;
+    }
+    headers = mk_arena_alloc(&r->arena, (scan.lines > 1 ? scan.lines - 1 : 1) * sizeof(*headers));
+    if (!headers) {
+        mk_request_error(r, 503);
+        return;
+    }
+    if (mk_http_parse(&r->head, text, (size_t) n, headers, scan.lines > 1 ? scan.lines - 1 : 1) <
+        0) {
+        int status = r->head.status;
+        r->head.version = 20;
+        mk_request_error(r, status == 505 ? 400 : status);
+        return;
+    }
+    r->head.version = 20;
+    mk_free(s->fields);
+    s->fields = NULL;
+    s->fields_len = s->fields_cap = 0;
+    mk_request_run(r);
+}
+
+/* Keep body bytes of s until its handler takes them. */
+static bool mk_h2_body_keep(struct mk_h2_stream *s, const uint8_t *data, size_t len)
+{
+    if (s->kept_len + len > s->kept_cap) {
+        size_t cap = s->kept_cap ? s->kept_cap * 2 : 16384;
+        while (cap < s->kept_len + len) {
+            cap *= 2;
+        }
+        char *p = mk_try_realloc(s->kept, cap);
+        if (!p) {
+            return false;
+        }
+        s->kept = p;
+        s->kept_cap = cap;
+    }
+    memcpy(s->kept + s->kept_len, data, len);
+    s->kept_len += len;
+    return true;
+}
+
+/* Append to the body buffered for the handler: MK_OK or a status. */
+static int mk_h2_body_append(struct mk_request *r, const char *data, size_t len)
+{
+    if (len == 0) {
+        return MK_OK;
+    }
+    if (r->body_len + len > r->body_cap) {
+        size_t cap = r->body_cap ? r->body_cap : 4096;
+        while (cap < r->body_len + len) {
+            cap *= 2;
+        }
+        char *p = mk_try_realloc(r->body, cap);
+        if (!p) {
+            return 503;
+        }
+        r->body = p;
+        r->body_cap = cap;
+    }
+    memcpy(r->body + r->body_len, data, len);
+    r->body_len += len;
+    return MK_OK;
+}
+
+/* The body of s ended and its handler waits for it. */
+static void mk_h2_body_done(struct mk_h2_stream *s)
+{
+    if (s->body_wanted && s->body_end && s->kept_len == 0 && s->r) {
+        s->body_wanted = false;
+        mk_request_body_ready(s->r);
+    }
+}
+
+/*
+ * Hand what s kept to its handler: all of it when buffering, while the
+ * handler's window is open when streaming. The client's window of the
+ * stream opens by what was handed over.
+ */
+static void mk_h2_body_deliver(struct mk_conn *c, struct mk_h2_stream *s)
+{
+    struct mk_request *r = s->r;
+    size_t n = s->kept_len;
+    int rc = MK_OK;
+
+    if (!r || !s->body_wanted) {
+        return;
+    }
+    if (s->body == MK_H2_BODY_BUFFER) {
+        rc = mk_h2_body_append(r, s->kept, n);
+    }
+    else if (s->body == MK_H2_BODY_STREAM) {
+        struct mk_body_stream *bs = &r->bs;
+        n = 0;
+        while (n < s->kept_len && mk_body_stream_window_open(bs)) {
+            size_t room = bs->window - bs->held, take = s->kept_len - n;
+            take = take < room ? take : room;
+            rc = mk_body_stream_data(r, s->kept + n, take);
+            n += take;
+            if (rc != MK_OK) {
+                break;
+            }
+        }
+        bs->waiting = n < s->kept_len && rc == MK_OK;
+    }
+    if (n && n < s->kept_len) {
+        memmove(s->kept, s->kept + n, s->kept_len - n);
+    }
+    s->kept_len -= n;
+    mk_h2_consume(c, s, n);
+    if (rc != MK_OK) {
+        bool buffered = s->body == MK_H2_BODY_BUFFER;
+        s->body = MK_H2_BODY_DROP;
+        s->body_wanted = false;
+        s->kept_len = 0;
+        if (buffered) {
+            mk_request_error(r, rc);
+        }
+        else {
+            mk_request_body_result(r, rc);
+        }
+        return;
+    }
+    mk_h2_body_done(s);
+}
+
+static int mk_h2_data_cb(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data,
+                         size_t len, void *user)
+{
+    struct mk_conn *c = user;
+    struct mk_h2_stream *s = nghttp2_session_get_stream_user_data(ng, id);
+
+    (void) flags;
+    nghttp2_session_consume_connection(ng, len); /* the stream's window holds the client */
+    if (!s || !s->r || s->body == MK_H2_BODY_DROP) {
+        /*
+         * Nobody reads the rest: after a success the client may finish
+         * sending it; after a refusal its window stays shut, so it sends
+         * at most one window more (and ends or resets the stream itself).
+         */
+        if (s && s->r && s->r->status < 400) {
+            mk_h2_consume(c, s, len);
+        }
+        return 0;
+    }
+    s->body_seen += len;
+    if (s->body_seen > s->r->cfg->max_body) {
+        s->body = MK_H2_BODY_DROP;
+        mk_h2_consume(c, s, len);
+        if (!s->responding) {
+            s->body_wanted = false;
+            mk_request_error(s->r, 413);
+        }
+        return 0;
+    }
+    if (!mk_h2_body_keep(s, data, len)) {
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* out of memory: reset the stream */
+    }
+    mk_h2_body_deliver(c, s);
+    return 0;
+}
+
+static int mk_h2_frame_recv_cb(nghttp2_session *ng, const nghttp2_frame *frame, void *user)
+{
+    struct mk_conn *c = user;
+    struct mk_h2_stream *s;
+    bool end = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
+
+    s = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+    if (s && frame->hd.type == NGHTTP2_RST_STREAM) {
+        s->peer_reset = true;
+    }
+    if (!s || (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)) {
+        return 0;
+    }
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+        c->h2->block_bytes = 0;
+        mk_h2_request_start(c, s, end);
+        return 0;
+    }
+    if (end) {
+        s->body_end = true;
+        mk_h2_body_done(s);
+    }
+    return 0;
+}
+
+static int mk_h2_frame_send_cb(nghttp2_session *ng, const nghttp2_frame *frame, void *user)
+{
+    struct mk_conn *c = user;
+    struct mk_h2_stream *s;
+
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_RESPONSE) {
+        s = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+        if (s && s->r) {
+            /* the response head as it went out: HPACK-compressed, frame header included */
+            s->r->head_bytes = (uint32_t) (frame->hd.length + 9);
+            s->r->bytes_sent += s->r->head_bytes;
+        }
+    }
+    if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM) ||
+        (frame->hd.type != NGHTTP2_DATA && frame->hd.type != NGHTTP2_HEADERS)) {
+        return 0;
+    }
+    s = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+    if (!s || !s->r) {
+        return 0;
+    }
+    s->r->flags |= MK_REQ_COMPLETE;
+    if (s->responding) {
+        s->responding = false;
+        c->h2->n_responding--;
+    }
+    return 0;
+}
+
+static int mk_h2_stream_close_cb(nghttp2_session *ng, int32_t id, uint32_t error, void *user)
+{
+    struct mk_conn *c = user;
+    struct mk_h2 *h = c->h2;
+    struct mk_h2_stream *s = nghttp2_session_get_stream_user_data(ng, id);
+
+    if (!s) {
+        return 0;
+    }
+    if (s->peer_reset || (error == NGHTTP2_NO_ERROR && !s->we_reset)) {
+        h->closed_ids[h->closed_next++ % MK_H2_CLOSED_IDS] = id;
+    }
+    nghttp2_session_set_stream_user_data(ng, id, NULL);
+    s->closed = true;
+    if (s->responding) {
+        s->responding = false;
+        h->n_responding--;
+    }
+    if (s->r) {
+        mk_body_stream_abort(s->r); /* the handler lets go of its body now */
+        s->r->flags &= (uint16_t) ~MK_REQ_IDLE;
+    }
+    h->n_open--;
+    MK_STAT_ADD(c->worker->n_h2_streams, (unsigned) -1);
+    mk_list_del(&s->node);
+    mk_list_add_tail(&s->node, &h->dead);
+    return 0;
+}
+
+/* ---- the session ------------------------------------------------------------- */
+
+/* The callbacks, shared by every session: built once, read only afterwards. */
+static nghttp2_session_callbacks *mk_h2_cbs;
+static pthread_once_t mk_h2_cbs_once = PTHREAD_ONCE_INIT;
+
+static void mk_h2_callbacks_init(void)
+{
+    nghttp2_session_callbacks *cbs;
+
+    if (nghttp2_session_callbacks_new(&cbs) != 0) {
+        mk_err("out of memory");
+        abort();
+    }
+    nghttp2_session_callbacks_set_send_callback(cbs, mk_h2_send_cb);
+    nghttp2_session_callbacks_set_send_data_callback(cbs, mk_h2_send_data_cb);
+    nghttp2_session_callbacks_set_on_begin_frame_callback(cbs, mk_h2_begin_frame_cb);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, mk_h2_begin_headers_cb);
+    nghttp2_session_callbacks_set_on_header_callback(cbs, mk_h2_header_cb);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, mk_h2_data_cb);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, mk_h2_frame_recv_cb);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cbs, mk_h2_frame_send_cb);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cbs, mk_h2_stream_close_cb);
+    mk_h2_cbs = cbs;
+}
+
+/* A new session for c, its SETTINGS queued: MK_OK or MK_ERR (no memory). */
+static int mk_h2_session_new(struct mk_conn *c)
+{
+    const struct mk_config *cfg = c->worker->cfg;
+    struct mk_h2 *h = mk_calloc(1, sizeof(*h));
+    nghttp2_option *opt;
+    int rc;
+
+    pthread_once(&mk_h2_cbs_once, mk_h2_callbacks_init);
+    mk_list_init(&h->streams);
+    mk_list_init(&h->dead);
+    c->h2 = h;
+    if (nghttp2_option_new(&opt) != 0) {
+        return MK_ERR;
+    }
+    nghttp2_option_set_no_auto_window_update(opt, 1);
+    nghttp2_option_set_no_closed_streams(opt, 1);
+    nghttp2_option_set_max_outbound_ack(opt, 1000);
+    nghttp2_option_set_max_settings(opt, 32);
+    nghttp2_option_set_max_continuations(opt, 8);
+    /* ours answers ENHANCE_YOUR_CALM first; nghttp2's stays as a backstop */
+    nghttp2_option_set_stream_reset_rate_limit(opt, 2 * (uint64_t) cfg->h2_reset_burst,
+                                               cfg->h2_reset_rate);
+    h->reset_tokens = cfg->h2_reset_burst;
+    h->preface_left = MK_H2_PREFACE_LEN;
+    h->reset_at = c->worker->now_ms;
+    nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
+    rc = nghttp2_session_server_new2(&h->ng, mk_h2_cbs, c, opt);
+    nghttp2_option_del(opt);
+    if (rc != 0) {
+        h->ng = NULL;
+        return MK_ERR;
+    }
+    MK_STAT_ADD(c->worker->n_h2_conns, 1);
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, cfg->h2_max_streams},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, MK_H2_STREAM_WINDOW},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t) cfg->limits.max_head},
+        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+    };
+    if (nghttp2_submit_settings(h->ng, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0) {
+        return MK_ERR;
+    }
+    /* The connection's window: streams are held back by their own windows. */
+    nghttp2_session_set_local_window_size(h->ng, NGHTTP2_FLAG_NONE, 0, 1 << 24);
+    return MK_OK;
+}
+
+static void mk_h2_release(struct mk_conn *c)
+{
+    struct mk_h2 *h = c->h2;
+
+    if (!h) {
+        return;
+    }
+    while (!mk_list_is_empty(&h->streams)) {
+        struct mk_h2_stream *s = mk_list_entry(h->streams.next, struct mk_h2_stream, node);
+        MK_STAT_ADD(c->worker->n_h2_streams, (unsigned) -1);
+        mk_h2_stream_free(c, s);
+    }
+    while (!mk_list_is_empty(&h->dead)) {
+        mk_h2_stream_free(c, mk_list_entry(h->dead.next, struct mk_h2_stream, node));
+    }
+    if (h->ng) {
+        nghttp2_session_del(h->ng);
+        MK_STAT_ADD(c->worker->n_h2_conns, (unsigned) -1);
+    }
+    mk_free(h->out);
+    mk_free(h);
+    c->h2 = NULL;
+}
+
+/* ---- responses ------------------------------------------------------------- */
+
+/* Lower-case copy of a field name in r's arena, or NULL. */
+static uint8_t *mk_h2_lower(struct mk_request *r, const char *name, size_t len)
+{
+    uint8_t *p = mk_arena_alloc(&r->arena, len ? len : 1);
+
+    if (p) {
+        for (size_t i = 0; i < len; i++) {
+            char ch = name[i];
+            p[i] = (uint8_t) (ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+        }
+    }
+    return p;
+}
+
+/* Fields that mean something only to one HTTP/1 connection (RFC 9113 section 8.2.2). */
+static bool mk_h2_conn_field(const uint8_t *name, size_t len)
+{
+    static const char *const names[] = {"connection",        "keep-alive", "proxy-connection",
+                                        "transfer-encoding", "upgrade",    NULL};
+
+    for (size_t i = 0; names[i]; i++) {
+        if (strlen(names[i]) == len && memcmp(names[i], name, len) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* "Name: value\r\n" lines as nghttp2 fields (names lower-cased), up to cap. */
+static int mk_h2_lines_to_nv(struct mk_request *r, const char *p, size_t len, nghttp2_nv *nv,
+                             size_t cap, size_t *n)
+{
+    const char *end;
+
+    if (!p || len == 0) {
+        return MK_OK;
+    }
+    end = p + len;
+    while (p < end && *n < cap) {
+        const char *eol = memchr(p, '\n', (size_t) (end - p));
+        const char *colon = memchr(p, ':', (size_t) (end - p));
+        const char *line_end = eol ? eol : end;
+        if (!colon || colon > line_end) {
+            p = line_end + 1;
+            continue;
+        }
+        const char *v = colon + 1;
+        const char *vend = line_end;
+        while (v < vend && (*v == ' ' || *v == '\t')) {
+            v++;
+        }
+        while (vend > v && (vend[-1] == '\r' || vend[-1] == ' ' || vend[-1] == '\t')) {
+            vend--;
+        }
+        uint8_t *name = mk_h2_lower(r, p, (size_t) (colon - p));
+        if (!name) {
+            return MK_ERR;
+        }
+        if (!mk_h2_conn_field(name, (size_t) (colon - p))) {
+            nv[*n].name = name;
+            nv[*n].namelen = (size_t) (colon - p);
+            nv[*n].value = (uint8_t *) v;
+            nv[*n].valuelen = (size_t) (vend - v);
+            nv[*n].flags = NGHTTP2_NV_FLAG_NONE;
+            (*n)++;
+        }
+        p = line_end + 1;
+    }
+    return MK_OK;
+}
+
+/* Lines of a "Name: value\r\n" block. */
+static size_t mk_h2_count_lines(const char *p, size_t len)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        n += p[i] == '\n';
+    }
+    return n;
+}
+
+/* The response of r as HEADERS (and DATA): submitted, then written. */
+static void mk_h2_respond(struct mk_request *r, bool error)
+{
+    struct mk_conn *c = r->conn;
+    struct mk_h2_stream *s = r->proto_data;
+    struct mk_worker *w = c->worker;
+    size_t cap = 8 + mk_h2_count_lines(r->extra_headers, r->extra_len), n = 0;
+    nghttp2_nv *nv = mk_arena_alloc(&r->arena, cap * sizeof(*nv));
+    char *status = mk_arena_alloc(&r->arena, 4), *clen = mk_arena_alloc(&r->arena, 24);
+    nghttp2_data_provider dp = {.source.ptr = s, .read_callback = mk_h2_read_cb};
+    bool body;
+
+    (void) error;
+    if (!s || s->closed) {
+        return; /* the stream is gone: the request ends with it */
+    }
+    if (s->body_wanted) {
+        s->body_wanted = false;
+    }
+    if (s->body == MK_H2_BODY_KEEP || !s->body_end) {
+        s->body = MK_H2_BODY_DROP; /* no handler reads what comes now */
+        mk_h2_consume(c, s, s->kept_len);
+        s->kept_len = 0;
+    }
+    if (!nv || !status || !clen || r->status < 200 || r->status > 999) {
+        s->we_reset = true;
+        nghttp2_submit_rst_stream(c->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+        mk_h2_flush(c);
+        return;
+    }
+    snprintf(status, 4, "%d", r->status);
+    nv[n++] = (nghttp2_nv){(uint8_t *) ":status", (uint8_t *) status, 7, 3, NGHTTP2_NV_FLAG_NONE};
+    mk_h2_lines_to_nv(r, r->cfg->server_header, r->cfg->server_header_len, nv, cap, &n);
+    mk_h2_lines_to_nv(r, w->date, w->date_len, nv, cap, &n);
+    if (mk_response_no_body(r)) {
+        r->flags |= MK_REQ_NO_BODY;
+    }
+    else {
+        if (r->content_type_len) {
+            nv[n++] = (nghttp2_nv){(uint8_t *) "content-type", (uint8_t *) r->content_type, 12,
+                                   r->content_type_len, NGHTTP2_NV_FLAG_NONE};
+        }
+        if (r->body_type != MK_RESP_STREAM) {
+            size_t l = mk_u64_to_str(r->content_length, clen);
+            nv[n++] = (nghttp2_nv){(uint8_t *) "content-length", (uint8_t *) clen, 14, l,
+                                   NGHTTP2_NV_FLAG_NONE};
+        }
+    }
+    mk_h2_lines_to_nv(r, r->extra_headers, r->extra_len, nv, cap, &n);
+    body =
+        !(r->flags & (MK_REQ_HEAD | MK_REQ_NO_BODY)) &&
+        (r->body_type == MK_RESP_STREAM || (r->content_length > 0 && r->body_type != MK_RESP_NONE));
+    if (!body) {
+        mk_response_stream_cancel(r);
+        mk_response_drop_file(r);
+        r->body_type = MK_RESP_NONE;
+        r->body_left = 0;
+        r->mem_len = 0;
+    }
+    if (nghttp2_submit_response(c->h2->ng, s->id, nv, n, body ? &dp : NULL) != 0) {
+        s->we_reset = true;
+        nghttp2_submit_rst_stream(c->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+    }
+    else {
+        s->responding = true;
+        c->h2->n_responding++;
+    }
+    mk_h2_flush(c);
+}
+
+/* ---- the connection ---------------------------------------------------------- */
+
+/* Send GOAWAY (once) with the last stream the server took. */
+static void mk_h2_goaway(struct mk_conn *c, uint32_t error)
+{
+    struct mk_h2 *h = c->h2;
+
+    if (h->going_away && error == NGHTTP2_NO_ERROR) {
+        return;
+    }
+    h->going_away = true;
+    nghttp2_submit_goaway(h->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h->ng),
+                          error, NULL, 0);
+}
+
+/*
+ * Let nghttp2 serialise what it has and write it, until the socket is
+ * full, the budget is spent or nothing is left. Not from inside nghttp2.
+ */
+static void mk_h2_flush(struct mk_conn *c)
+{
+    struct mk_h2 *h = c->h2;
+    size_t budget = MK_H2_WRITE_BUDGET;
+
+    if (!h || h->busy) {
+        if (h) {
+            h->flush_wanted = true;
+        }
+        return;
+    }
+    h->flush_wanted = false;
+    for (;;) {
+        int rc = mk_h2_out_write(c, &budget);
+        if (rc == MK_ERR) {
+            mk_conn_close(c);
+            return;
+        }
+        mk_h2_reap(c);
+        if (rc == MK_AGAIN || !nghttp2_session_want_write(h->ng)) {
+            break;
+        }
+        h->busy = true;
+        int sr = nghttp2_session_send(h->ng);
+        h->busy = false;
+        if (sr != 0) {
+            mk_conn_close(c);
+            return;
+        }
+        if (h->seg_n == 0) {
+            mk_h2_reap(c);
+            if (!h->flush_wanted) {
+                break;
+            }
+            h->flush_wanted = false;
+        }
+    }
+}
+
+/* Watch for what the connection waits for, and arm the right timer. */
+static void mk_h2_after(struct mk_conn *c)
+{
+    struct mk_h2 *h = c->h2;
+    struct mk_worker *w = c->worker;
+    uint32_t mask = MK_EV_READ;
+
+    if (c->state == MK_CONN_CLOSED || !h || h->busy) {
+        return;
+    }
+    if (h->flush_wanted) {
+        mk_h2_flush(c);
+        if (c->state == MK_CONN_CLOSED) {
+            return;
+        }
+    }
+    if (!nghttp2_session_want_read(h->ng) && !nghttp2_session_want_write(h->ng) && h->seg_n == 0) {
+        mk_conn_linger(c); /* GOAWAY went out, or the client said goodbye */
+        return;
+    }
+    if (h->going_away && h->n_open == 0 && h->seg_n == 0 && !nghttp2_session_want_write(h->ng)) {
+        mk_conn_linger(c);
+        return;
+    }
+    if (h->seg_n || nghttp2_session_want_write(h->ng)) {
+        mask |= MK_EV_WRITE;
+    }
+    if (c->io_want == MK_IO_WANT_WRITE) {
+        mask |= MK_EV_WRITE;
+    }
+    if (mk_event_mod(&w->loop, &c->ev, mask) != MK_OK) {
+        mk_conn_close(c);
+        return;
+    }
+    if (h->seg_n || h->n_responding) {
+        if (h->progress || c->timer != MK_TIMER_SEND) {
+            mk_conn_timer_set(c, MK_TIMER_SEND);
+        }
+    }
+    else if (h->n_open || h->preface_left) {
+        /* a stream waits for the client, or the preface is not all there */
+        if (h->progress || c->timer != MK_TIMER_READ) {
+            mk_conn_timer_set(c, MK_TIMER_READ);
+        }
+    }
+    else if (h->progress || c->timer != MK_TIMER_IDLE) {
+        mk_conn_timer_idle(c, w->cfg->h2_idle_timeout_ms);
+    }
+    h->progress = false;
+}
+
+/* Hand bytes to nghttp2: MK_OK, or MK_ERR after a connection error (GOAWAY queued). */
+static int mk_h2_recv(struct mk_conn *c, const char *data, size_t len)
+{
+    struct mk_h2 *h = c->h2;
+    ssize_t n;
+
+    if (len == 0 || h->conn_error) {
+        return h->conn_error ? MK_ERR : MK_OK;
+    }
+    h->busy = true;
+    n = nghttp2_session_mem_recv(h->ng, (const uint8_t *) data, len);
+    h->busy = false;
+    if (n >= 0) {
+        return MK_OK;
+    }
+    if (n == NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
+        h->conn_error = NGHTTP2_PROTOCOL_ERROR;
+        h->bad_magic = true;
+        return MK_ERR;
+    }
+    if (h->calm) {
+        mk_warn("HTTP/2 client over a limit (resets, header block, empty frames): GOAWAY");
+    }
+    if (!h->conn_error) {
+        h->conn_error = h->calm || n == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM
+                                                            : NGHTTP2_PROTOCOL_ERROR;
+    }
+    nghttp2_session_terminate_session(h->ng, h->conn_error);
+    h->going_away = true;
+    return MK_ERR;
+}
+
+/* A frame header (and a PRIORITY frame's payload) is complete: check it. */
+static int mk_h2_scan_frame(struct mk_conn *c)
+{
+    struct mk_h2 *h = c->h2;
+    const uint8_t *b = h->scan_hd;
+    nghttp2_frame_hd hd = {
+        .length = (size_t) b[0] << 16 | (size_t) b[1] << 8 | b[2],
+        .type = b[3],
+        .flags = b[4],
+        .stream_id = (int32_t) (((uint32_t) b[5] << 24 | (uint32_t) b[6] << 16 |
+                                 (uint32_t) b[7] << 8 | b[8]) &
+                                0x7fffffffu),
+    };
+
+    if (mk_h2_frame_on_closed(c, &hd, h->scan_have == 14 ? b + 9 : NULL)) {
+        nghttp2_session_terminate_session(h->ng, h->conn_error);
+        h->going_away = true;
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
+/*
+ * Feed input to nghttp2 frame by frame: each frame header is checked
+ * (mk_h2_frame_on_closed) against the state the frames before it left,
+ * since nghttp2 drops some frames silently before any callback. MK_OK
+ * (after a connection error too: its GOAWAY is queued and no more input
+ * is taken), or MK_ERR when the client did not even send the preface.
+ */
+static int mk_h2_feed(struct mk_conn *c, const char *data, size_t len)
+{
+    struct mk_h2 *h = c->h2;
+    size_t i = 0, fed = 0;
+    bool bad_magic;
+
+    while (i < len && !h->conn_error) {
+        if (h->preface_left) {
+            size_t take = len - i < h->preface_left ? len - i : h->preface_left;
+            h->preface_left -= (uint32_t) take;
+            i += take;
+            continue;
+        }
+        if (h->scan_have == 0 && h->scan_left) {
+            size_t take = len - i < h->scan_left ? len - i : h->scan_left;
+            h->scan_left -= (uint32_t) take;
+            i += take;
+            continue;
+        }
+        if (h->scan_have == 0) {
+            /* a new frame starts: nghttp2 takes everything before it first */
+            mk_h2_recv(c, data + fed, i - fed);
+            fed = i;
+            if (h->conn_error) {
+                break;
+            }
+        }
+        h->scan_hd[h->scan_have++] = (uint8_t) data[i++];
+        if (h->scan_have < 9) {
+            continue;
+        }
+        if (h->scan_have == 9) {
+            h->scan_left =
+                (uint32_t) h->scan_hd[0] << 16 | (uint32_t) h->scan_hd[1] << 8 | h->scan_hd[2];
+            if (h->scan_hd[3] == NGHTTP2_PRIORITY && h->scan_left == 5) {
+                continue; /* its payload is read into scan_hd too */
+            }
+        }
+        else if (--h->scan_left, h->scan_have < 14) {
+            continue;
+        }
+        mk_h2_scan_frame(c);
+        h->scan_have = 0;
+    }
+    if (!h->conn_error) {
+        mk_h2_recv(c, data + fed, len - fed);
+    }
+    bad_magic = h->bad_magic;
+    return bad_magic ? MK_ERR : MK_OK;
+}
+
+static void mk_h2_on_input(struct mk_conn *c)
+{
+    char buf[MK_H2_READ_SIZE];
+
+    if (!c->h2 && mk_h2_session_new(c) != MK_OK) {
+        mk_conn_close(c);
+        return;
+    }
+    mk_h2_flush(c);
+    if (c->state == MK_CONN_CLOSED) {
+        return;
+    }
+    do {
+        ssize_t n = mk_conn_read(c, buf, sizeof(buf));
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+            mk_conn_close(c);
+            return;
+        }
+        if (n < 0) {
+            break;
+        }
+        c->h2->progress = true;
+        if (mk_h2_feed(c, buf, (size_t) n) != MK_OK) {
+            mk_conn_close(c);
+            return;
+        }
+        mk_h2_flush(c);
+        if (c->state == MK_CONN_CLOSED) {
+            return;
+        }
+    } while (mk_conn_pending(c) > 0);
+    mk_h2_after(c);
+}
+
+void mk_h2_start(struct mk_conn *c, const char *data, size_t len)
+{
+    c->proto = &mk_proto_h2;
+    if (mk_h2_session_new(c) != MK_OK || mk_h2_feed(c, data, len) != MK_OK) {
+        mk_conn_close(c);
+        return;
+    }
+    mk_h2_flush(c);
+    mk_h2_after(c);
+}
+
+static void mk_h2_on_writable(struct mk_conn *c)
+{
+    mk_h2_on_input(c);
+}
+
+/*
+ * The timer: Http2IdleTimeout (no stream) and SendTimeout (no progress)
+ * end the connection; Timeout gives parked requests a 503, as HTTP/1
+ * does, and ends a connection whose streams wait for the client.
+ */
+static void mk_h2_expire(struct mk_conn *c)
+{
+    struct mk_h2 *h = c->h2;
+    bool parked = false;
+
+    if (c->timer == MK_TIMER_READ) {
+        struct mk_list *it, *tmp;
+        mk_list_foreach_safe (it, tmp, &h->streams) {
+            struct mk_h2_stream *s = mk_list_entry(it, struct mk_h2_stream, node);
+            if (s->r && (s->r->flags & MK_REQ_PARKED)) {
+                mk_warn("a request held by a plugin timed out");
+                parked = true;
+                mk_request_drop_task(s->r);
+                s->r->flags &= (uint16_t) ~MK_REQ_PARKED;
+                mk_request_error(s->r, 503);
+            }
+        }
+    }
+    if (parked) {
+        h->progress = true;
+        mk_h2_flush(c);
+        mk_h2_after(c);
+        return;
+    }
+    mk_h2_goaway(c, c->timer == MK_TIMER_IDLE ? NGHTTP2_NO_ERROR : NGHTTP2_INTERNAL_ERROR);
+    if (c->timer != MK_TIMER_SEND) {
+        mk_h2_flush(c); /* a stalled client gets no more bytes */
+    }
+    if (c->state != MK_CONN_CLOSED) {
+        mk_conn_close(c);
+    }
+}
+
+/* The server stops: GOAWAY; the streams in flight finish, then the connection closes. */
+static void mk_h2_go_away(struct mk_conn *c)
+{
+    if (!c->h2) {
+        mk_conn_close(c);
+        return;
+    }
+    mk_h2_goaway(c, NGHTTP2_NO_ERROR);
+    mk_h2_flush(c);
+    mk_h2_after(c);
+}
+
+/* ---- request-level entries ------------------------------------------------------ */
+
+static void mk_h2_read_body(struct mk_request *r)
+{
+    struct mk_h2_stream *s = r->proto_data;
+    struct mk_conn *c = r->conn;
+
+    if (!s || s->closed) {
+        return;
+    }
+    if (s->body_end && s->kept_len == 0) {
+        mk_request_body_ready(r);
+        return;
+    }
+    s->body = mk_body_streaming(&r->bs) ? MK_H2_BODY_STREAM : MK_H2_BODY_BUFFER;
+    s->body_wanted = true;
+    if (r->head.flags & MK_HEAD_EXPECT_CONTINUE) {
+        nghttp2_nv nv = {(uint8_t *) ":status", (uint8_t *) "100", 7, 3, NGHTTP2_NV_FLAG_NONE};
+        nghttp2_submit_headers(c->h2->ng, NGHTTP2_FLAG_NONE, s->id, NULL, &nv, 1, NULL);
+        r->flags |= MK_REQ_CONTINUE_SENT;
+    }
+    mk_h2_body_deliver(c, s);
+    mk_h2_flush(c);
+}
+
+static void mk_h2_park(struct mk_request *r)
+{
+    (void) r; /* the stream waits; the connection goes on (Timeout applies) */
+}
+
+static void mk_h2_unpark(struct mk_request *r)
+{
+    (void) r;
+}
+
+/* A resumed request was handled, or a streaming handler made room. */
+static void mk_h2_proceed(struct mk_conn *c)
+{
+    struct mk_list *it, *tmp;
+
+    if (!c->h2 || c->state == MK_CONN_CLOSED) {
+        return;
+    }
+    mk_list_foreach_safe (it, tmp, &c->h2->streams) {
+        struct mk_h2_stream *s = mk_list_entry(it, struct mk_h2_stream, node);
+        if (s->body == MK_H2_BODY_STREAM && s->kept_len && s->r &&
+            mk_body_stream_window_open(&s->r->bs)) {
+            mk_h2_body_deliver(c, s);
+        }
+    }
+    c->h2->progress = true;
+    mk_h2_flush(c);
+    mk_h2_after(c);
+}
+
+/* A hook failed: reset the stream; the others go on. */
+static void mk_h2_abort(struct mk_request *r)
+{
+    struct mk_h2_stream *s = r->proto_data;
+    struct mk_conn *c = r->conn;
+
+    if (!s || s->closed) {
+        return;
+    }
+    s->we_reset = true;
+    nghttp2_submit_rst_stream(c->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+    mk_h2_flush(c);
+}
+
+/* A streamed response's handler queued bytes: let nghttp2 read them. */
+static void mk_h2_wake(struct mk_request *r)
+{
+    struct mk_h2_stream *s = r->proto_data;
+    struct mk_conn *c = r->conn;
+
+    if (!s || s->closed) {
+        return;
+    }
+    nghttp2_session_resume_data(c->h2->ng, s->id);
+    mk_h2_flush(c);
+    mk_h2_after(c);
+}
+
+const struct mk_proto mk_proto_h2 = {
+    .name = "h2",
+    .on_input = mk_h2_on_input,
+    .on_writable = mk_h2_on_writable,
+    .expire = mk_h2_expire,
+    .go_away = mk_h2_go_away,
+    .release = mk_h2_release,
+    .respond = mk_h2_respond,
+    .read_body = mk_h2_read_body,
+    .park = mk_h2_park,
+    .unpark = mk_h2_unpark,
+    .proceed = mk_h2_proceed,
+    .abort = mk_h2_abort,
+    .wake = mk_h2_wake,
+    .takeover = NULL,
+};

@@ -1,0 +1,55 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * h2.h: HTTP/2 (RFC 9113) behind the protocol table (proto.h), with
+ * nghttp2 doing the framing, HPACK and flow control (built when
+ * MK_HAVE_H2 is defined: the CMake option MK_H2).
+ *
+ * A connection speaks HTTP/2 when its TLS handshake negotiated "h2"
+ * (ALPN), or when it opened with the connection preface on a listener
+ * whose Listen line allows cleartext HTTP/2 (`Listen 2001 h2c`; HTTP/1 is
+ * served there too). Each stream becomes one ordinary request
+ * (mk_request_new) that goes through request.c exactly like an HTTP/1
+ * request; h2.c turns its HEADERS into a request head and its response
+ * into HEADERS and DATA frames. The state (struct mk_h2, h2.c only) is
+ * allocated when the connection starts speaking HTTP/2 and freed by
+ * proto->release.
+ */
+#ifndef MK_SERVER_H2_H
+#define MK_SERVER_H2_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "proto.h"
+
+struct mk_conn;
+
+/* The client connection preface (RFC 9113 section 3.4) */
+#define MK_H2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+#define MK_H2_PREFACE_LEN 24
+
+#ifdef MK_HAVE_H2
+extern const struct mk_proto mk_proto_h2;
+
+/*
+ * c (an HTTP/1 connection on an h2c listener, no request served yet)
+ * opened with the connection preface: it speaks HTTP/2 from now on.
+ * `data` (len bytes, the preface first) is what was read so far; the
+ * caller's buffers may be released once this returns.
+ */
+void mk_h2_start(struct mk_conn *c, const char *data, size_t len);
+#endif
+
+/* Whether HTTP/2 is built in. */
+static inline bool mk_h2_available(void)
+{
+#ifdef MK_HAVE_H2
+    return true;
+#else
+    return false;
+#endif
+}
+
+#endif

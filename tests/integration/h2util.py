@@ -1,0 +1,162 @@
+"""What the HTTP/2 tests share: whether the server was built with HTTP/2, a
+server with an h2c (and optionally a TLS) listener, and a small blocking
+client on Python's `h2` that can also misbehave on purpose."""
+
+import shutil
+import socket
+
+import pytest
+
+from conftest import BUILD, SLOW
+
+try:
+    import h2.config
+    import h2.connection
+    import h2.events
+    import h2.settings
+except ImportError:  # tools/deps.sh test installs it
+    h2 = None
+
+
+def built_with_h2():
+    cache = BUILD / "CMakeCache.txt"
+    if not cache.exists():
+        return False
+    text = cache.read_text()
+    return "MK_H2:BOOL=ON" in text and "NGHTTP2_FOUND:INTERNAL=1" in text
+
+
+H2_MARKS = [
+    pytest.mark.skipif(not built_with_h2(), reason="built without HTTP/2 (MK_H2 off)"),
+    pytest.mark.skipif(h2 is None, reason="no Python h2 module"),
+]
+
+
+def needs_tool(name):
+    return pytest.mark.skipif(shutil.which(name) is None, reason=f"no {name}")
+
+
+def h2c_server(make_server, **conf):
+    """A server whose listener also speaks cleartext HTTP/2 (prior knowledge)."""
+    srv = make_server()
+    srv.set(Listen=f"127.0.0.1:{srv.port} h2c", Workers=1, **conf)
+    srv.file("hello.txt", "Hello World!\n")
+    return srv
+
+
+class H2Client:
+    """One HTTP/2 connection. Responses are collected per stream in
+    self.streams[id] = {"headers": dict, "data": bytes, "ended": bool,
+    "reset": error code or None}; connection-level events in self.events."""
+
+    def __init__(self, port, sock=None, settings=None, auto_ack=True, timeout=10.0):
+        self.sock = sock or socket.create_connection(("127.0.0.1", port), timeout=timeout * SLOW)
+        self.sock.settimeout(timeout * SLOW)
+        cfg = h2.config.H2Configuration(client_side=True, header_encoding="utf-8",
+                                        validate_outbound_headers=False,
+                                        validate_inbound_headers=False,
+                                        normalize_outbound_headers=False)
+        self.conn = h2.connection.H2Connection(config=cfg)
+        self.conn.initiate_connection()
+        if settings:
+            self.conn.update_settings(settings)
+        self.auto_ack = auto_ack
+        self.streams = {}
+        self.events = []
+        self.goaway = None
+        self.closed = False
+        self.flush()
+
+    def flush(self):
+        data = self.conn.data_to_send()
+        if data:
+            self.sock.sendall(data)
+
+    def request(self, path, method="GET", headers=None, body=None, end=True,
+                authority="localhost"):
+        sid = self.conn.get_next_available_stream_id()
+        hdrs = [(":method", method), (":scheme", "http"), (":authority", authority),
+                (":path", path)] + list(headers or [])
+        self.conn.send_headers(sid, hdrs, end_stream=end and body is None)
+        self.streams[sid] = {"headers": {}, "data": b"", "ended": False, "reset": None}
+        if body is not None:
+            self.send_body(sid, body, end=end)
+        self.flush()
+        return sid
+
+    def send_body(self, sid, body, end=True):
+        """Send as much of body as the windows allow; wait for window updates."""
+        view = memoryview(body)
+        while view:
+            window = min(self.conn.local_flow_control_window(sid),
+                         self.conn.max_outbound_frame_size)
+            if window <= 0:
+                self.read_once()
+                continue
+            n = min(window, len(view))
+            self.conn.send_data(sid, view[:n].tobytes())
+            view = view[n:]
+            self.flush()
+        if end:
+            self.conn.end_stream(sid)
+            self.flush()
+
+    def read_once(self):
+        try:
+            data = self.sock.recv(65536)
+        except socket.timeout:
+            raise AssertionError("timed out waiting for the server")
+        if not data:
+            self.closed = True
+            return False
+        for ev in self.conn.receive_data(data):
+            self.handle(ev)
+        self.flush()
+        return True
+
+    def handle(self, ev):
+        self.events.append(ev)
+        if isinstance(ev, h2.events.ResponseReceived):
+            self.streams[ev.stream_id]["headers"] = dict(ev.headers)
+        elif isinstance(ev, h2.events.InformationalResponseReceived):
+            self.streams[ev.stream_id].setdefault("informational", []).append(dict(ev.headers))
+        elif isinstance(ev, h2.events.TrailersReceived):
+            self.streams[ev.stream_id]["trailers"] = dict(ev.headers)
+        elif isinstance(ev, h2.events.DataReceived):
+            st = self.streams[ev.stream_id]
+            st["data"] += ev.data
+            if self.auto_ack and ev.flow_controlled_length:
+                self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+        elif isinstance(ev, h2.events.StreamEnded):
+            self.streams[ev.stream_id]["ended"] = True
+        elif isinstance(ev, h2.events.StreamReset):
+            if ev.stream_id in self.streams:
+                self.streams[ev.stream_id]["reset"] = ev.error_code
+        elif isinstance(ev, h2.events.ConnectionTerminated):
+            self.goaway = ev
+
+    def wait(self, sids, allow_close=False):
+        """Read until every stream of sids ended or was reset."""
+        def done():
+            return all(self.streams[s]["ended"] or self.streams[s]["reset"] is not None
+                       for s in sids)
+        while not done():
+            if not self.read_once():
+                if allow_close:
+                    return
+                raise AssertionError(f"connection closed; streams {self.streams}")
+
+    def get(self, path, headers=None):
+        sid = self.request(path, headers=headers)
+        self.wait([sid])
+        return self.streams[sid]
+
+    def read_until_closed(self):
+        try:
+            while self.read_once():
+                pass
+        except (ConnectionResetError, AssertionError):
+            self.closed = True
+
+    def close(self):
+        self.sock.close()

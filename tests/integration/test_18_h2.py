@@ -1,0 +1,474 @@
+"""HTTP/2 (server/h2.c): negotiation, streams as requests, bodies, flow control.
+
+Cleartext HTTP/2 by prior knowledge on an h2c listener, h2 by ALPN over TLS
+(with the tls plugin), checked with Python's h2, curl and nghttp.
+"""
+
+import hashlib
+import os
+import subprocess
+import zlib
+
+import pytest
+
+from conftest import BUILD, SLOW, needs_dlopen
+from h2util import H2_MARKS, H2Client, h2, h2c_server, needs_tool
+from tlsutil import TLS_MARKS, tls_connect, tls_server
+
+pytestmark = H2_MARKS
+
+MIB = 1 << 20
+UPLOAD_SO = BUILD / "tests" / "plugins" / "monkey-upload.so"
+STREAM_SO = BUILD / "tests" / "plugins" / "monkey-stream.so"
+
+
+def curl(*args):
+    p = subprocess.run(["curl", "-s", "-S", "--max-time", str(int(20 * SLOW)), *args],
+                       capture_output=True, timeout=30 * SLOW)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+# ---- negotiation -----------------------------------------------------------
+
+
+@needs_tool("curl")
+def test_h2c_prior_knowledge_and_http1_on_the_same_listener(make_server):
+    srv = h2c_server(make_server).start()
+    out = curl("--http2-prior-knowledge", "-D", "-", f"http://127.0.0.1:{srv.port}/hello.txt")
+    head, body = out.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/2 200")
+    assert b"content-length: 13" in head and b"server: Monkey" in head
+    assert body == b"Hello World!\n"
+    # HTTP/1.1 is still served there.
+    r = srv.get("/hello.txt")
+    assert r.status == 200 and r.body == b"Hello World!\n"
+
+
+def test_plain_listener_without_h2c_does_not_speak_http2(make_server):
+    srv = make_server()
+    srv.file("hello.txt", "x")
+    srv.start()
+    data = srv.raw(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+    assert data.startswith(b"HTTP/1.1 505 ") or data.startswith(b"HTTP/1.1 400 ")
+
+
+def test_listen_h2c_options_are_checked(make_server):
+    srv = make_server()
+    srv.set(Listen=f"127.0.0.1:{srv.port} plain h2c extra")
+    err = srv.run_expect_failure(["-t"])
+    assert "monkey.conf:2: Listen: the transport 'plain' takes no options (except h2c)" in err
+    srv.set(Listen=f"127.0.0.1:{srv.port} plain h2c")
+    srv.write_conf()
+    p = subprocess.run([str(BUILD / "bin" / "monkey"), "-t", "-c", str(srv.conf)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.parametrize("mark", [0])
+def test_h2_over_tls_by_alpn(make_server, mark):
+    for m in TLS_MARKS:
+        if m.args[0]:
+            pytest.skip(m.kwargs["reason"])
+    srv = tls_server(make_server).start()
+    s = tls_connect(srv.port, sni="localhost", alpn=["h2", "http/1.1"])
+    assert s.selected_alpn_protocol() == "h2"
+    c = H2Client(srv.port, sock=s)
+    st = c.get("/hello.txt")
+    assert st["headers"][":status"] == "200"
+    assert st["data"] == b"Hello World!\n"
+    c.close()
+    # A client that offers only http/1.1 gets HTTP/1.1.
+    s = tls_connect(srv.port, sni="localhost", alpn=["http/1.1"])
+    assert s.selected_alpn_protocol() == "http/1.1"
+    s.close()
+
+
+# ---- streams as requests ----------------------------------------------------
+
+
+def test_hundred_concurrent_streams_small_and_large_files(make_server):
+    srv = h2c_server(make_server)
+    big = os.urandom(MIB)
+    srv.file("big.bin", big)
+    small = {f"s{i}.txt": f"small file {i}\n".encode() * (i + 1) for i in range(10)}
+    for name, content in small.items():
+        srv.file(name, content)
+    srv.start()
+    c = H2Client(srv.port)
+    want = {}
+    for i in range(100):
+        name = "big.bin" if i % 10 == 0 else f"s{i % 10}.txt"
+        want[c.request("/" + name)] = big if name == "big.bin" else small[name]
+    c.wait(list(want))
+    for sid, content in want.items():
+        st = c.streams[sid]
+        assert st["headers"][":status"] == "200", st["headers"]
+        assert int(st["headers"]["content-length"]) == len(content)
+        assert st["data"] == content, f"stream {sid}: {len(st['data'])} of {len(content)} bytes"
+    c.close()
+
+
+@needs_tool("nghttp")
+def test_nghttp_fetches_many_files_over_one_connection(make_server):
+    srv = h2c_server(make_server)
+    big = os.urandom(MIB)
+    srv.file("big.bin", big)
+    srv.start()
+    urls = [f"http://127.0.0.1:{srv.port}/big.bin?{i}" for i in range(4)] + \
+        [f"http://127.0.0.1:{srv.port}/hello.txt?{i}" for i in range(20)]
+    p = subprocess.run(["nghttp", "-n", "-s", *urls], capture_output=True, text=True,
+                       timeout=30 * SLOW)
+    assert p.returncode == 0, p.stderr
+    # one line per response in the statistics: all 24 answered 200
+    assert p.stdout.count(" 200 ") == 24, p.stdout
+
+
+def test_ranges_and_conditionals(make_server):
+    srv = h2c_server(make_server)
+    data = bytes(range(256)) * 40
+    srv.file("r.bin", data)
+    srv.start()
+    c = H2Client(srv.port)
+    st = c.get("/r.bin", headers=[("range", "bytes=100-199")])
+    assert st["headers"][":status"] == "206"
+    assert st["headers"]["content-range"] == f"bytes 100-199/{len(data)}"
+    assert st["data"] == data[100:200]
+    etag = c.get("/r.bin")["headers"]["etag"]
+    st = c.get("/r.bin", headers=[("if-none-match", etag)])
+    assert st["headers"][":status"] == "304" and st["data"] == b""
+    st = c.get("/missing")
+    assert st["headers"][":status"] == "404"
+    # HEAD: the length, no body
+    sid = c.request("/r.bin", method="HEAD")
+    c.wait([sid])
+    assert c.streams[sid]["headers"]["content-length"] == str(len(data))
+    assert c.streams[sid]["data"] == b""
+    c.close()
+
+
+def test_bad_request_head_is_answered_on_its_stream(make_server):
+    srv = h2c_server(make_server).start()
+    c = H2Client(srv.port)
+    sid = c.request("/../../etc/passwd")
+    c.wait([sid])
+    assert c.streams[sid]["headers"][":status"] == "400"
+    # the connection goes on
+    assert c.get("/hello.txt")["data"] == b"Hello World!\n"
+    c.close()
+
+
+def test_too_many_header_bytes_get_431(make_server):
+    srv = h2c_server(make_server, MaxRequestSize="1K").start()
+    c = H2Client(srv.port)
+    sid = c.request("/hello.txt", headers=[("x-big", "a" * 1500)])
+    c.wait([sid])
+    assert c.streams[sid]["headers"][":status"] == "431"
+    assert c.get("/hello.txt")["headers"][":status"] == "200"
+    c.close()
+
+
+def test_stream_reset_mid_download(make_server):
+    srv = h2c_server(make_server)
+    big = os.urandom(4 * MIB)
+    srv.file("big.bin", big)
+    srv.start()
+    c = H2Client(srv.port)
+    sid = c.request("/big.bin")
+    while len(c.streams[sid]["data"]) < 100000:
+        assert c.read_once()
+    c.conn.reset_stream(sid)
+    c.flush()
+    # another stream on the same connection gets its whole file
+    st = c.get("/big.bin")
+    assert st["data"] == big
+    c.close()
+
+
+@needs_dlopen
+def test_post_body_larger_than_the_initial_window(make_server):
+    srv = h2c_server(make_server, MaxRequestBody="64M")
+    srv.plugins = [str(UPLOAD_SO)]
+    srv.start()
+    body = os.urandom(3 * MIB + 12345)
+    c = H2Client(srv.port)
+    sid = c.request("/upload?slow=1", method="POST", body=body,
+                    headers=[("content-length", str(len(body)))])
+    c.wait([sid])
+    st = c.streams[sid]
+    assert st["headers"][":status"] == "200"
+    assert st["data"].startswith(f"bytes={len(body)} crc32={zlib.crc32(body):08x}".encode())
+    # the handler's window held the client back: it never had more than it asked for
+    held = int(st["data"].split(b"max_held=")[1])
+    assert held <= 65536 + 16384
+    c.close()
+
+
+@needs_dlopen
+def test_streamed_response_with_trailers(make_server):
+    srv = h2c_server(make_server)
+    srv.plugins = [str(STREAM_SO)]
+    srv.start()
+    c = H2Client(srv.port)
+    a = c.request("/stream?bytes=300000&piece=1000&trailer=1")
+    b = c.request("/stream?bytes=50000&piece=7000&async=1")
+    c.wait([a, b])
+    sa, sb = c.streams[a], c.streams[b]
+    assert sa["headers"][":status"] == "200" and "content-length" not in sa["headers"]
+    assert len(sa["data"]) == 300000
+    assert sa["data"][:1000] == b"a" * 1000 and sa["data"][1000:2000] == b"b" * 1000
+    assert sa["trailers"] == {"x-stream-bytes": "300000"}
+    assert len(sb["data"]) == 50000
+    c.close()
+
+
+@needs_tool("curl")
+def test_curl_upload_and_logger_writes_http2(make_server):
+    logger = BUILD / "plugins" / "monkey-logger.so"
+    if not logger.exists():
+        pytest.skip("no logger plugin")
+    srv = h2c_server(make_server)
+    srv.plugins = [str(logger)]
+    log = srv.dir / "access.log"
+    srv.site_extra = f"[LOGGER]\n    AccessLog {log}\n"
+    srv.start()
+    curl("--http2-prior-knowledge", f"http://127.0.0.1:{srv.port}/hello.txt")
+    srv.stop()
+    text = log.read_text()
+    assert '"GET /hello.txt HTTP/2.0" 200 13' in text, text
+
+
+# ---- flow control and defences -------------------------------------------------
+
+
+def test_zero_window_client_is_closed_by_send_timeout(make_server):
+    srv = h2c_server(make_server, SendTimeout="1")
+    srv.file("big.bin", os.urandom(MIB))
+    srv.start()
+    stalled = H2Client(srv.port, settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0},
+                       auto_ack=False)
+    sid = stalled.request("/big.bin")
+    # Another client is served meanwhile.
+    other = H2Client(srv.port)
+    assert len(other.get("/big.bin")["data"]) == MIB
+    other.close()
+    stalled.read_until_closed()
+    assert stalled.closed
+    assert stalled.streams[sid]["data"] == b""
+    stalled.close()
+
+
+def test_rapid_reset_gets_goaway_while_others_are_served(make_server):
+    srv = h2c_server(make_server)
+    srv.start()
+    bad = H2Client(srv.port)
+    good = H2Client(srv.port)
+    for _ in range(1000):
+        sid = bad.conn.get_next_available_stream_id()
+        bad.conn.send_headers(sid, [(":method", "GET"), (":scheme", "http"),
+                                    (":authority", "localhost"), (":path", "/hello.txt")],
+                              end_stream=True)
+        bad.conn.reset_stream(sid)
+    try:
+        bad.flush()
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    bad.read_until_closed()
+    assert bad.goaway is not None
+    assert bad.goaway.error_code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
+    assert good.get("/hello.txt")["data"] == b"Hello World!\n"
+    good.close()
+    bad.close()
+
+
+def frame(ftype, flags, sid, payload=b""):
+    return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + sid.to_bytes(4, "big") + \
+        payload
+
+
+def raw_h2(srv):
+    import socket
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10 * SLOW)
+    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0))
+    return s
+
+
+def read_goaway(s):
+    """Read frames until GOAWAY or the close: its error code, or None."""
+    buf = b""
+    while True:
+        try:
+            data = s.recv(65536)
+        except (ConnectionResetError, TimeoutError):
+            return None
+        if not data:
+            return None
+        buf += data
+        while len(buf) >= 9:
+            n = int.from_bytes(buf[:3], "big")
+            if len(buf) < 9 + n:
+                break
+            if buf[3] == 7:
+                return int.from_bytes(buf[9 + 4:9 + 8], "big")
+            buf = buf[9 + n:]
+
+
+def test_continuation_flood_gets_goaway(make_server):
+    srv = h2c_server(make_server).start()
+    s = raw_h2(srv)
+    # HEADERS without END_HEADERS (":method GET" indexed), then endless CONTINUATIONs
+    # of literal headers: one header budget for the whole block.
+    s.sendall(frame(1, 0x1, 1, b"\x82"))
+    field = b"\x00\x01x\x64" + b"y" * 100  # a literal field, new name "x", 100-byte value
+    try:
+        for _ in range(200):
+            s.sendall(frame(9, 0, 1, field * 40))
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    code = read_goaway(s)
+    assert code in (0xb, 0x1), code  # ENHANCE_YOUR_CALM (or PROTOCOL_ERROR from nghttp2)
+    s.close()
+    c = H2Client(srv.port)
+    assert c.get("/hello.txt")["headers"][":status"] == "200"
+    c.close()
+
+
+def test_empty_continuation_frames_get_goaway(make_server):
+    srv = h2c_server(make_server).start()
+    s = raw_h2(srv)
+    s.sendall(frame(1, 0x1, 1, b"\x82"))
+    try:
+        for _ in range(1000):
+            s.sendall(frame(9, 0, 1))
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    assert read_goaway(s) is not None
+    s.close()
+
+
+def test_max_concurrent_streams_is_advertised(make_server):
+    srv = h2c_server(make_server, MaxConcurrentStreams=7).start()
+    c = H2Client(srv.port)
+    c.get("/hello.txt")
+    assert c.conn.remote_settings.max_concurrent_streams == 7
+    c.close()
+
+
+def test_idle_connection_gets_goaway(make_server):
+    srv = h2c_server(make_server, Http2IdleTimeout="300ms").start()
+    c = H2Client(srv.port)
+    c.get("/hello.txt")
+    c.read_until_closed()
+    assert c.goaway is not None and c.goaway.error_code == 0
+    c.close()
+
+
+def test_goaway_on_stop_lets_streams_in_flight_finish(make_server):
+    import hpack
+    srv = h2c_server(make_server)
+    big = os.urandom(2 * MIB)
+    srv.file("big.bin", big)
+    srv.start()
+    # Raw frames: a client library stops reading DATA once it saw GOAWAY.
+    s = raw_h2(srv)
+    block = hpack.Encoder().encode([(":method", "GET"), (":scheme", "http"),
+                                    (":authority", "localhost"), (":path", "/big.bin")])
+    s.sendall(frame(1, 0x5, 1, block))  # END_STREAM | END_HEADERS
+    buf, body, goaway, ended = b"", b"", None, False
+    stopped = False
+    while not ended:
+        data = s.recv(65536)
+        assert data, "closed before the stream ended"
+        buf += data
+        while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+            n, ftype, flags = int.from_bytes(buf[:3], "big"), buf[3], buf[4]
+            payload, buf = buf[9:9 + n], buf[9 + n:]
+            if ftype == 0:
+                body += payload
+                ended = bool(flags & 1)
+            elif ftype == 7:
+                goaway = (int.from_bytes(payload[:4], "big"), int.from_bytes(payload[4:8], "big"))
+        if len(body) >= 65535 and not stopped:
+            # the stream's window is spent: stop the server, then let the body go on
+            srv.signal(15)
+            while goaway is None:
+                data = s.recv(65536)
+                assert data
+                buf += data
+                while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+                    n, ftype = int.from_bytes(buf[:3], "big"), buf[3]
+                    payload, buf = buf[9:9 + n], buf[9 + n:]
+                    if ftype == 7:
+                        goaway = (int.from_bytes(payload[:4], "big"),
+                                  int.from_bytes(payload[4:8], "big"))
+            assert goaway == (1, 0)  # last stream 1, NO_ERROR
+            stopped = True
+            inc = (4 * MIB).to_bytes(4, "big")
+            s.sendall(frame(8, 0, 1, inc) + frame(8, 0, 0, inc))
+    assert stopped
+    assert hashlib.sha256(body).digest() == hashlib.sha256(big).digest()
+    assert srv.proc.wait(timeout=10 * SLOW) == 0
+    srv.stop()
+    s.close()
+
+
+# ---- control --------------------------------------------------------------------
+
+
+@needs_dlopen
+def test_control_status_counts_h2_connections_and_streams(make_server):
+    from test_12_control import ctl, make_control, status_json
+    srv = make_control(make_server, start=False, Workers=1)
+    srv.set(Listen=f"127.0.0.1:{srv.port} h2c")
+    srv.file("big.bin", os.urandom(MIB))
+    srv.start()
+    from test_12_control import wait_socket
+    wait_socket(srv.sock)
+    doc = status_json(srv)
+    assert (doc["h2_connections"], doc["h2_streams"]) == (0, 0)
+    # Two streams the client keeps open (its side never ends), one that ends.
+    c = H2Client(srv.port)
+    a, b = c.request("/hello.txt", end=False), c.request("/hello.txt", end=False)
+    c.get("/hello.txt")
+    doc = status_json(srv)
+    assert doc["h2_connections"] == 1
+    assert doc["h2_streams"] == 2
+    assert doc["h2_streams_total"] == 3
+    assert "http2        1 connections, 2 streams (3 since start)" in \
+        ctl("-s", srv.sock, "status").stdout
+    c.close()
+
+
+@needs_dlopen
+def test_plugins_over_h2_routes_buffered_body_and_tasks(make_server):
+    srv = h2c_server(make_server)
+    srv.plugins = [str(BUILD / "tests" / "plugins" / "monkey-routes.so")]
+    srv.start()
+    c = H2Client(srv.port)
+    body = os.urandom(200000)  # more than the stream's initial window
+    echo = c.request("/r/echo", method="POST", body=body)
+    hello = c.request("/r/users/7/posts/9")
+    task = c.request("/r/task")
+    c.wait([echo, hello, task])
+    assert c.streams[echo]["headers"][":status"] == "200"
+    assert c.streams[echo]["data"] == body
+    assert c.streams[hello]["data"] == b"user=7 post=9\n"
+    assert c.streams[task]["data"] == b"task done\n"
+    # 405 with Allow from the route table
+    st = c.get("/r/write")
+    assert st["headers"][":status"] == "405" and "POST" in st["headers"]["allow"]
+    c.close()
+
+
+def test_rfc9218_urgency_decides_which_stream_sends_first(make_server):
+    srv = h2c_server(make_server)
+    srv.file("a.bin", os.urandom(4 * MIB))
+    srv.file("b.bin", os.urandom(4 * MIB))
+    srv.start()
+    c = H2Client(srv.port)
+    low = c.request("/a.bin", headers=[("priority", "u=7")])
+    high = c.request("/b.bin", headers=[("priority", "u=0")])
+    c.wait([low, high])
+    ended = [ev.stream_id for ev in c.events if isinstance(ev, h2.events.StreamEnded)]
+    assert ended == [high, low]
+    c.close()
