@@ -36,7 +36,49 @@ def free_port():
         return s.getsockname()[1]
 
 
+def listening_inodes(port):
+    """Socket inodes listening on TCP `port` (any address), from /proc/net."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+                found.add(f[9])
+    return found
+
+
+def owns_listener(proc, port):
+    """Whether `proc` itself listens on `port`: another program (a test run
+    beside this one) may have taken a port free_port() gave out."""
+    inodes = listening_inodes(port)
+    pids, seen = [proc.pid], set()
+    while pids:  # the process and its descendants (a wrapper's child listens)
+        pid = pids.pop()
+        seen.add(pid)
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    pids += [int(c) for c in f.read().split() if int(c) not in seen]
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:[") and link[8:-1] in inodes:
+                return True
+    return False
+
+
 def wait_port(port, host="127.0.0.1", timeout=10.0, proc=None):
+    """Wait until `port` accepts connections (and, given `proc`, until that
+    process is the one listening on it)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     deadline = time.monotonic() + timeout * SLOW
     while time.monotonic() < deadline:
@@ -46,9 +88,11 @@ def wait_port(port, host="127.0.0.1", timeout=10.0, proc=None):
             with socket.socket(family) as s:
                 s.settimeout(0.5)
                 s.connect((host, port))
+            if proc is None or owns_listener(proc, port):
                 return True
         except OSError:
-            time.sleep(0.02)
+            pass
+        time.sleep(0.02)
     return False
 
 
