@@ -63,6 +63,9 @@ if [ "$stage" != build ]; then
     need /usr/include/nghttp2/nghttp2.h libnghttp2-dev
     need nghttp nghttp2-client
     need h2load nghttp2-client
+    # h2spec is built with Go (below, after the packages): Debian's Go when
+    # there is none.
+    [ "$stage" = test ] && need go golang-go
     h2_pip=""
     if ! python3 -c 'import h2' >/dev/null 2>&1; then
         if python3 -c 'import pytest' >/dev/null 2>&1 && \
@@ -109,31 +112,29 @@ if [ "$stage" = bench ]; then
 fi
 fi # run-only
 
-# h2spec (tests/integration/test_18_h2_spec.py) from the Go module proxy,
-# when Go is there; the test is skipped without it.
-h2spec_go=""
-if [ "$stage" = test ] && ! command -v h2spec >/dev/null 2>&1 && \
-   [ ! -x "$(go env GOPATH 2>/dev/null)/bin/h2spec" ] && command -v go >/dev/null 2>&1; then
-    h2spec_go=yes
+if [ -n "$want" ]; then
+    if [ "$(id -u)" != 0 ]; then
+        echo "deps: missing:$want (run 'sudo tools/deps.sh $stage' or install them)" >&2
+        exit 1
+    fi
+    echo "deps: installing with apt-get:$want"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    # shellcheck disable=SC2086
+    apt-get install -y -q --no-install-recommends $want >/dev/null
+    echo "deps: installed:$want"
 fi
+
 if [ -n "${h2_pip:-}" ]; then
     echo "deps: installing Python's h2 with pip for $(command -v python3)"
     python3 -m pip install -q h2 || { echo "deps: pip install h2 failed" >&2; exit 1; }
 fi
-if [ -n "$h2spec_go" ]; then
-    echo "deps: installing h2spec with go install"
-    go install github.com/summerwind/h2spec/cmd/h2spec@latest >/dev/null 2>&1 || \
+# h2spec (tests/integration/test_18_h2_spec.py) from the Go module proxy;
+# the test is skipped when the proxy cannot be reached.
+if [ "$stage" = test ] && ! command -v h2spec >/dev/null 2>&1 && command -v go >/dev/null 2>&1 &&
+   [ ! -x "$(go env GOPATH)/bin/h2spec" ]; then
+    echo "deps: installing h2spec with go install github.com/summerwind/h2spec/cmd/h2spec@latest"
+    go install github.com/summerwind/h2spec/cmd/h2spec@latest >/dev/null 2>&1 ||
         echo "deps: go install h2spec failed: the h2spec test is skipped" >&2
 fi
-
-[ -z "$want" ] && exit 0
-if [ "$(id -u)" != 0 ]; then
-    echo "deps: missing:$want (run 'sudo tools/deps.sh $stage' or install them)" >&2
-    exit 1
-fi
-echo "deps: installing with apt-get:$want"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q >/dev/null
-# shellcheck disable=SC2086
-apt-get install -y -q --no-install-recommends $want >/dev/null
-echo "deps: installed:$want"
+exit 0
