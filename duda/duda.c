@@ -22,6 +22,7 @@
 
 const struct mk_api *duda_mk;
 __thread struct duda_service *duda_current;
+__thread duda_request_t *duda_current_request;
 
 static const struct mk_conf_key duda_keys[] = {
     {"ServicesRoot", MK_CONF_PATH, 0, MK_CONF_FIELD(struct duda_conf, services_root), 0, 0,
@@ -72,6 +73,9 @@ void duda_misuse(duda_request_t *dr, const char *fmt, ...)
 {
     char msg[256];
     va_list ap;
+    if (!dr) {
+        dr = duda_current_request;
+    }
     struct duda_service *svc = dr && dr->svc ? dr->svc : duda_current;
 
     va_start(ap, fmt);

@@ -132,6 +132,7 @@ struct duda_request {
     struct duda_gc_item *gc;
     struct duda_timer *timers;
     char *method, *path;
+    void *user; /* request->set_ctx */
 };
 
 /* The plugin's context in one server (api->self). */
@@ -143,6 +144,8 @@ struct duda_self {
 
 /* The service whose code runs on this thread (NULL: none). */
 extern __thread struct duda_service *duda_current;
+/* The request whose callback runs on this thread (NULL: none): misuse without a dr marks it. */
+extern __thread duda_request_t *duda_current_request;
 
 struct duda_self *duda_self(void);
 

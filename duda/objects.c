@@ -178,8 +178,8 @@ static bool duda_has_body(struct mk_request *r)
     return cl && !(n == 1 && cl[0] == '0');
 }
 
-/* Hand the finished response to the server. */
-static int duda_commit(duda_request_t *dr)
+/* Hand the response's status and headers to the server. */
+static int duda_commit_head(duda_request_t *dr)
 {
     struct mk_request *r = dr->r;
 
@@ -191,6 +191,17 @@ static int duda_commit(duda_request_t *dr)
     }
     if (dr->ctype) {
         duda_mk->set_content_type(r, dr->ctype);
+    }
+    return MK_OK;
+}
+
+/* Hand the finished response to the server. */
+static int duda_commit(duda_request_t *dr)
+{
+    struct mk_request *r = dr->r;
+
+    if (duda_commit_head(dr) != MK_OK) {
+        return 503;
     }
     if (dr->file_fd >= 0) {
         duda_mk->set_body_file(r, dr->file_fd, dr->file_off, dr->file_len);
@@ -237,12 +248,15 @@ int duda_finish(duda_request_t *dr)
 static void duda_call(duda_request_t *dr, duda_callback_t cb)
 {
     struct duda_service *saved = duda_current;
+    duda_request_t *saved_dr = duda_current_request;
 
     duda_current = dr->svc;
+    duda_current_request = dr;
     duda_service_enter(dr->svc);
     dr->called = true;
     cb(dr);
     duda_current = saved;
+    duda_current_request = saved_dr;
 }
 
 int duda_handler(struct mk_request *r, void *arg)
@@ -435,6 +449,21 @@ static const char *duda_remote_addr(duda_request_t *dr)
     return a ? duda_gc_strndup(dr, a, strlen(a)) : NULL;
 }
 
+static int duda_set_ctx(duda_request_t *dr, void *ctx)
+{
+    if (!dr) {
+        duda_misuse(NULL, "request->set_ctx() without a request");
+        return -1;
+    }
+    dr->user = ctx;
+    return 0;
+}
+
+static void *duda_ctx(duda_request_t *dr)
+{
+    return dr ? dr->user : NULL;
+}
+
 const struct duda_request_api duda_request_obj = {
     .size = sizeof(struct duda_request_api),
     .method = duda_req_method,
@@ -449,6 +478,8 @@ const struct duda_request_api duda_request_obj = {
     .body = duda_body,
     .body_stream = duda_body_stream,
     .remote_addr = duda_remote_addr,
+    .set_ctx = duda_set_ctx,
+    .ctx = duda_ctx,
 };
 
 /* ---- response --------------------------------------------------------------- */
@@ -659,7 +690,7 @@ static int duda_flush(duda_request_t *dr)
         return DUDA_ERR;
     }
     if (!dr->streaming) {
-        if (duda_commit(dr) != MK_OK) {
+        if (duda_commit_head(dr) != MK_OK) {
             return DUDA_ERR;
         }
         if (duda_mk->stream_start(dr->r, duda_proceed, dr) != MK_OK) {

@@ -101,6 +101,9 @@ struct duda_request_api {
                        void (*on_data)(duda_request_t *dr, const char *data, size_t len));
     /* The client's address as text. */
     const char *(*remote_addr)(duda_request_t *dr);
+    /* The service's own pointer for this request (NULL until set; never freed by Duda). */
+    int (*set_ctx)(duda_request_t *dr, void *ctx);
+    void *(*ctx)(duda_request_t *dr);
 };
 
 struct duda_response_api {
