@@ -130,7 +130,12 @@ int duda_router_check(const char *pattern, uint32_t methods, char *err, size_t e
 
 int duda_router_join(const char *prefix, const char *pattern, char *out, size_t outlen)
 {
-    int n = snprintf(out, outlen, "%s%s", prefix, pattern);
+    size_t a = strlen(prefix), b = strlen(pattern);
 
-    return n < 0 || (size_t) n >= outlen ? MK_ERR : MK_OK;
+    if (a + b >= outlen) {
+        return MK_ERR;
+    }
+    memcpy(out, prefix, a);
+    memcpy(out + a, pattern, b + 1);
+    return MK_OK;
 }
