@@ -173,6 +173,7 @@ void duda_sessions_shutdown(void);
 void duda_service_enter(struct duda_service *svc); /* pre_loop and globals of this worker */
 void duda_timers_stop(duda_request_t *dr);
 void duda_loggers_release(struct duda_service *svc);
+void duda_globals_release(struct duda_service *svc); /* destroy() every value made */
 void duda_logger_shutdown(void);
 void duda_console_note(struct duda_service *svc, const char *line);
 

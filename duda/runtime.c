@@ -37,7 +37,7 @@ void duda_service_enter(struct duda_service *svc)
     }
 }
 
-static int duda_global_init(duda_global_t *key, void *(*init)(void) )
+static int duda_global_init(duda_global_t *key, void *(*make)(void), void (*destroy)(void *value))
 {
     struct duda_service *svc = duda_current;
 
@@ -49,7 +49,8 @@ static int duda_global_init(duda_global_t *key, void *(*init)(void) )
         snprintf(svc->map_err, sizeof(svc->map_err), "more than %d globals", DUDA_GLOBALS_MAX);
         return -1;
     }
-    key->init = init;
+    key->make = make;
+    key->destroy = destroy;
     key->id = (int) svc->n_globals;
     svc->globals[svc->n_globals++] = key;
     return 0;
@@ -68,7 +69,7 @@ static void **duda_global_slot(duda_global_t *key, const char *what)
     size_t i = (size_t) w * DUDA_GLOBALS_MAX + (size_t) key->id;
     if (!svc->gready[i]) {
         svc->gready[i] = 1;
-        svc->gvalues[i] = key->init ? key->init() : NULL;
+        svc->gvalues[i] = key->make ? key->make() : NULL;
     }
     return &svc->gvalues[i];
 }
@@ -238,16 +239,36 @@ static void duda_timer_fire(struct mk_loop_timer *lt, void *arg)
 {
     struct duda_timer *t = arg;
     struct duda_service *saved = duda_current;
+    duda_request_t *dr = t->dr;
 
     (void) lt;
+    if (dr) {
+        dr->refs++; /* the request may end inside the callback (a flush to a gone client) */
+    }
     duda_current = t->svc;
     t->firing = true;
-    t->cb(t->dr, t->data);
+    t->cb(dr, t->data);
     t->firing = false;
     duda_current = saved;
     if (t->deleted || !t->repeat) {
         duda_timer_unlink(t);
         free(t);
+    }
+    if (dr) {
+        duda_request_unref(dr);
+    }
+}
+
+void duda_globals_release(struct duda_service *svc)
+{
+    for (unsigned id = 0; id < svc->n_globals && svc->gready; id++) {
+        const duda_global_t *key = svc->globals[id];
+        for (unsigned w = 0; w < svc->workers; w++) {
+            size_t i = (size_t) w * DUDA_GLOBALS_MAX + id;
+            if (svc->gready[i] && key->destroy) {
+                key->destroy(svc->gvalues[i]);
+            }
+        }
     }
 }
 

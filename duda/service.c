@@ -157,6 +157,9 @@ void duda_service_unload(struct duda_service *svc)
         svc->exit_fn();
         duda_current = saved;
     }
+    if (svc->dl) {
+        duda_globals_release(svc);
+    }
     duda_loggers_release(svc);
     if (svc->docroot_fd >= 0) {
         close(svc->docroot_fd);

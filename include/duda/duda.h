@@ -213,16 +213,21 @@ struct duda_gc_api {
     int (*add)(duda_request_t *dr, void *p);         /* free(p) at the end */
 };
 
-/* Per-worker values: one per worker thread, made by init() on first use there. */
+/* Per-worker values: one per worker thread, made by make() on first use there. */
 typedef struct duda_global {
-    void *(*init)(void);
+    void *(*make)(void);
+    void (*destroy)(void *value);
     int id;
 } duda_global_t;
 
 struct duda_global_api {
     size_t size;
-    /* In duda_main(): declare a key; init (may be NULL) makes each worker's first value. */
-    int (*init)(duda_global_t *key, void *(*init)(void) );
+    /*
+     * In duda_main(): declare a key. make (may be NULL) makes each worker's
+     * first value; destroy (may be NULL) releases each value made when the
+     * service is unloaded (on the controlling thread, after duda_exit).
+     */
+    int (*init)(duda_global_t *key, void *(*make)(void), void (*destroy)(void *value));
     void *(*get)(duda_global_t *key);
     int (*set)(duda_global_t *key, void *value);
 };

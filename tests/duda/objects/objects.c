@@ -140,7 +140,7 @@ static void cb_debug(duda_request_t *dr)
 
 int duda_main(void)
 {
-    global->init(&counter_key, counter_new);
+    global->init(&counter_key, counter_new, free);
     worker->pre_loop(every_worker);
     router->map("/global", DUDA_GET, cb_global);
     router->map("/signal", DUDA_GET, cb_signal);
