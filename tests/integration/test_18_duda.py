@@ -429,3 +429,32 @@ def test_reload_picks_up_a_rebuilt_service(make_server, tmp_path):
     time.sleep(0.5 * SLOW)
     assert srv.get("/version/").body == b"version 2\n"
     assert "version.duda" in srv.stderr_text()
+
+
+def test_installed_duda(tmp_path):
+    """make install puts the header, the plugin and the helper in place, and they work."""
+    dest = tmp_path / "dest"
+    p = subprocess.run(["cmake", "--install", str(BUILD)], env={**os.environ, "DESTDIR": str(dest)},
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    found = {f.name: f for f in dest.rglob("*") if f.is_file()}
+    for name in ("duda", "duda.h", "monkey-duda.so", "monkey"):
+        assert name in found, name
+    assert found["duda.h"].parent.name == "duda" and found["duda.h"].parent.parent.name == "include"
+    tool = found["duda"]
+    text = tool.read_text()
+    assert str(ROOT) not in text and str(BUILD) not in text
+    env = {"DUDA_MONKEY": str(found["monkey"]), "DUDA_PLUGIN": str(found["monkey-duda.so"]),
+           "DUDA_INCLUDE": str(found["duda.h"].parent.parent)}
+    port = free_port()
+    proc = subprocess.Popen([str(tool), "-w", str(ROOT / "examples/hello"), "-o",
+                             str(tmp_path / "out"), "-p", str(port)], env={**os.environ, **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert wait_port(port, proc=proc), proc.communicate(timeout=5)
+        c = Conn(port)
+        assert c.request("GET", "/hello/hello").body == b"Hello World!\n"
+        c.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15 * SLOW) == 0
