@@ -87,6 +87,10 @@ void duda_misuse(duda_request_t *dr, const char *fmt, ...)
     if (svc) {
         atomic_fetch_add(&svc->misuses, 1);
     }
+    struct duda_self *self = duda_self();
+    if (self) {
+        atomic_fetch_add(&self->misuses, 1);
+    }
     duda_mk->log(MK_PLUGIN_LOG_ERROR, "duda: service '%s': %s%s%s", svc ? svc->name : "?", msg,
                  dr && dr->path ? " on " : "", dr && dr->path ? dr->path : "");
 }
@@ -351,6 +355,18 @@ static int duda_site_init(const struct mk_site *s, const struct mk_conf *conf, v
     return rc;
 }
 
+/* The counters in the server's status (monkey-ctl status, the control plugin's JSON). */
+static void duda_stats(mk_stats_emit_cb emit, void *arg)
+{
+    struct duda_self *self = duda_self();
+
+    if (self) {
+        emit(arg, "requests", atomic_load_explicit(&self->requests, memory_order_relaxed));
+        emit(arg, "misuses", atomic_load_explicit(&self->misuses, memory_order_relaxed));
+        emit(arg, "sessions", duda_sessions_count());
+    }
+}
+
 MK_PLUGIN_DEFINE(duda) = {
     MK_PLUGIN_ABI_INIT,
     .name = "duda",
@@ -358,8 +374,10 @@ MK_PLUGIN_DEFINE(duda) = {
     .description = "Duda: web services in C as shared objects",
     .init = duda_init,
     .exit = duda_exit,
+    .reopen_logs = duda_logger_reopen,
     .site_sections = (const char *const[]){"WEB_SERVICE", NULL},
     .site_init = duda_site_init,
     .site_free = duda_site_free,
     .conf_schema = &duda_schema,
+    .stats = duda_stats,
 };

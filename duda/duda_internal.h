@@ -140,6 +140,8 @@ struct duda_self {
     const struct duda_conf *conf;
     char conf_dir[4096];
     atomic_ulong generation; /* names of loaded copies */
+    atomic_ulong requests;   /* taken by a service's route */
+    atomic_ulong misuses;    /* of the API, by every service */
 };
 
 /* The service whose code runs on this thread (NULL: none). */
@@ -168,6 +170,7 @@ void duda_dashboard(duda_request_t *dr);
 
 /* session.c */
 void duda_sessions_shutdown(void);
+unsigned long duda_sessions_count(void);
 
 /* runtime.c */
 void duda_service_enter(struct duda_service *svc); /* pre_loop and globals of this worker */
@@ -175,6 +178,7 @@ void duda_timers_stop(duda_request_t *dr);
 void duda_loggers_release(struct duda_service *svc);
 void duda_globals_release(struct duda_service *svc); /* destroy() every value made */
 void duda_logger_shutdown(void);
+void duda_logger_reopen(void); /* SIGUSR1 */
 void duda_console_note(struct duda_service *svc, const char *line);
 
 extern const struct duda_request_api duda_request_obj;

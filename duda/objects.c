@@ -270,6 +270,7 @@ int duda_handler(struct mk_request *r, void *arg)
             return 503;
         }
         atomic_fetch_add(&rt->svc->requests, 1);
+        atomic_fetch_add_explicit(&duda_self()->requests, 1, memory_order_relaxed);
         if (!rt->stream && duda_has_body(r)) {
             size_t n;
             if (!duda_mk->body(r, &n)) {

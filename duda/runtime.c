@@ -539,6 +539,8 @@ void duda_dashboard(duda_request_t *dr)
 struct duda_logger {
     int fd;
     atomic_int refs; /* the service's, and each queued line's */
+    char *path;
+    struct duda_logger *next, **prev; /* in duda_loggers, for reopening */
 };
 
 struct duda_line {
@@ -553,15 +555,48 @@ static pthread_cond_t duda_log_cond = PTHREAD_COND_INITIALIZER;
 static struct duda_line *duda_log_head, **duda_log_tail = &duda_log_head;
 static bool duda_log_running, duda_log_stop;
 static pthread_t duda_log_thread;
+/* Every open log file, for SIGUSR1; under duda_log_lock. */
+static struct duda_logger *duda_loggers;
 
 static void duda_logger_unref(struct duda_logger *log)
 {
     if (atomic_fetch_sub(&log->refs, 1) == 1) {
+        pthread_mutex_lock(&duda_log_lock);
+        if (log->prev) {
+            *log->prev = log->next;
+            if (log->next) {
+                log->next->prev = log->prev;
+            }
+        }
+        pthread_mutex_unlock(&duda_log_lock);
         if (log->fd >= 0) {
             close(log->fd);
         }
+        free(log->path);
         free(log);
     }
+}
+
+/*
+ * SIGUSR1: open every service's log file again (after a rotation). The new
+ * file takes the old descriptor's number (dup2), so the logger thread's
+ * writes go on without a pause.
+ */
+void duda_logger_reopen(void)
+{
+    pthread_mutex_lock(&duda_log_lock);
+    for (struct duda_logger *log = duda_loggers; log; log = log->next) {
+        int fd = open(log->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+        if (fd < 0) {
+            duda_mk->log(MK_PLUGIN_LOG_ERROR, "duda: reopening %s: %s", log->path, strerror(errno));
+            continue;
+        }
+        if (dup3(fd, log->fd, O_CLOEXEC) < 0) {
+            duda_mk->log(MK_PLUGIN_LOG_ERROR, "duda: reopening %s: %s", log->path, strerror(errno));
+        }
+        close(fd);
+    }
+    pthread_mutex_unlock(&duda_log_lock);
 }
 
 static void *duda_logger_main(void *arg)
@@ -651,10 +686,19 @@ static duda_logger_t *duda_logger_create(const char *name)
             free(log);
             return NULL;
         }
+        log->path = strdup(path);
         pthread_mutex_lock(&duda_log_lock);
         if (!duda_log_running &&
             pthread_create(&duda_log_thread, NULL, duda_logger_main, NULL) == 0) {
             duda_log_running = true;
+        }
+        if (log->path) {
+            log->next = duda_loggers;
+            log->prev = &duda_loggers;
+            if (duda_loggers) {
+                duda_loggers->prev = &log->next;
+            }
+            duda_loggers = log;
         }
         pthread_mutex_unlock(&duda_log_lock);
     }

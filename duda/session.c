@@ -73,6 +73,14 @@ void duda_sessions_shutdown(void)
     pthread_mutex_unlock(&duda_sessions_lock);
 }
 
+unsigned long duda_sessions_count(void)
+{
+    pthread_mutex_lock(&duda_sessions_lock);
+    unsigned long n = duda_sessions_n;
+    pthread_mutex_unlock(&duda_sessions_lock);
+    return n;
+}
+
 static int duda_owner(duda_request_t *dr, const char *name, char *out, size_t len)
 {
     if (!dr || !name || !*name) {

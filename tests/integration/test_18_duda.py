@@ -1,6 +1,7 @@
 """Duda (docs/duda.md): services built with the `duda` helper from examples/
 and tests/duda/, loaded by the duda plugin and driven over HTTP."""
 
+import json
 import os
 import re
 import signal
@@ -458,3 +459,47 @@ def test_installed_duda(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15 * SLOW) == 0
+
+
+def test_counters_in_the_control_status(make_server, services):
+    srv = duda_server(make_server, services, [web_service("misuse"), example("cookies_sessions")])
+    srv.plugins.append(str(BUILD / "plugins" / "monkey-control.so"))
+    (srv.conf / "plugins" / "control.conf").write_text("[CONTROL]\n    Socket ctl.sock\n")
+    srv.start()
+    deadline = time.monotonic() + 10 * SLOW
+    while not (srv.conf / "ctl.sock").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    srv.get("/misuse/ok")
+    srv.get("/misuse/twice")
+    srv.request("POST", "/cookies_sessions/login?user=a")
+    p = subprocess.run([str(BUILD / "bin" / "monkey-ctl"), "-s", str(srv.conf / "ctl.sock"),
+                        "--json", "status"], capture_output=True, text=True, timeout=20 * SLOW)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["plugins"]["duda"] == {"requests": 3, "misuses": 1, "sessions": 1}
+
+
+def test_logs_reopened_on_sigusr1(make_server, services, tmp_path):
+    d = ROOT / "examples" / "data_files"
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    srv = duda_server(make_server, services,
+                      [web_service("data_files", ConfDir=d / "conf", DataDir=d / "data",
+                                   LogDir=logs)])
+    srv.start()
+    srv.get("/data_files/greeting")
+    wait_for(lambda: (logs / "access.log").exists() and
+             (logs / "access.log").read_text() == "greeting\n")
+    (logs / "access.log").rename(logs / "access.log.1")
+    srv.signal(signal.SIGUSR1)
+    wait_for(lambda: (logs / "access.log").exists())
+    srv.get("/data_files/file/hello.txt")
+    wait_for(lambda: (logs / "access.log").read_text() == "file hello.txt\n")
+    assert (logs / "access.log.1").read_text() == "greeting\n"
+
+
+def wait_for(cond, timeout=5.0):
+    deadline = time.monotonic() + timeout * SLOW
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
