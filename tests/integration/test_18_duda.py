@@ -503,3 +503,18 @@ def wait_for(cond, timeout=5.0):
     while not cond():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.02)
+
+
+def test_waiting_request_whose_client_leaves(make_server, services):
+    """A request parked on a timer of its own: the client leaves, the timer stops with the
+    request and the framework continues it (nothing leaks, nothing fires late)."""
+    srv = duda_server(make_server, services, [web_service("objects")])
+    srv.start()
+    for _ in range(3):
+        c = Conn(srv.port)
+        c.send(b"GET /objects/park HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(0.1)
+        c.close()
+    assert srv.get("/objects/xtime").status == 200
+    time.sleep(1.2 * SLOW)
+    assert srv.get("/objects/parked").body == b"fired 0\n"

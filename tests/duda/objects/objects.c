@@ -138,6 +138,30 @@ static void cb_debug(duda_request_t *dr)
     response->end(dr, on_end);
 }
 
+static atomic_int parked_fired;
+
+static void parked_timer(duda_request_t *dr, void *data)
+{
+    (void) data;
+    atomic_fetch_add(&parked_fired, 1);
+    response->end(dr, NULL);
+    response->cont(dr);
+}
+
+/* GET /objects/park: waits on a timer of the request's own, 1 s. */
+static void cb_park(duda_request_t *dr)
+{
+    response->wait(dr);
+    event->timer_add(dr, 1000, 0, parked_timer, NULL);
+}
+
+/* GET /objects/parked: how many park timers fired (none when their clients left). */
+static void cb_parked(duda_request_t *dr)
+{
+    response->printf(dr, "fired %d\n", atomic_load(&parked_fired));
+    response->end(dr, NULL);
+}
+
 int duda_main(void)
 {
     global->init(&counter_key, counter_new, free);
@@ -148,6 +172,8 @@ int duda_main(void)
     router->map("/xtime", DUDA_GET, cb_xtime);
     router->map("/request/:id", DUDA_GET | DUDA_POST | DUDA_DELETE, cb_request);
     router->map("/debug", DUDA_GET, cb_debug);
+    router->map("/park", DUDA_GET, cb_park);
+    router->map("/parked", DUDA_GET, cb_parked);
     console->dashboard("/dashboard");
     return 0;
 }
