@@ -222,15 +222,17 @@ static int duda_commit(duda_request_t *dr)
 /* What the handler returns once the service's code returned. */
 int duda_finish(duda_request_t *dr)
 {
-    if (dr->misuse && !dr->streaming) {
-        return 500;
-    }
+    /* Suspended (by worker->task or wait()): the continuation decides, even if cont()
+       already ran on another thread. */
     if (dr->tasking) {
         dr->tasking = false;
         return MK_SUSPENDED;
     }
-    if (dr->waiting && !atomic_load(&dr->cont_done)) {
+    if (dr->waiting) {
         return MK_SUSPENDED;
+    }
+    if (dr->misuse && !dr->streaming) {
+        return 500;
     }
     if (dr->body_streaming && !dr->ended) {
         return MK_AGAIN;

@@ -518,3 +518,13 @@ def test_waiting_request_whose_client_leaves(make_server, services):
     assert srv.get("/objects/xtime").status == 200
     time.sleep(1.2 * SLOW)
     assert srv.get("/objects/parked").body == b"fired 0\n"
+
+
+def test_cont_before_the_callback_returns(make_server, services):
+    """A thread may call cont() while the callback that waited is still running."""
+    srv = duda_server(make_server, services, [web_service("objects")])
+    srv.start()
+    c = Conn(srv.port)
+    for _ in range(10):
+        assert c.request("GET", "/objects/fast").body == b"fast\n"
+    c.close()

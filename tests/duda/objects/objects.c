@@ -3,6 +3,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -162,6 +163,25 @@ static void cb_parked(duda_request_t *dr)
     response->end(dr, NULL);
 }
 
+static void *fast_thread(void *arg)
+{
+    duda_request_t *dr = arg;
+
+    response->print(dr, "fast\n", 5);
+    response->end(dr, NULL);
+    response->cont(dr);
+    return NULL;
+}
+
+/* GET /objects/fast: continued by a thread that may finish before the callback returns. */
+static void cb_fast(duda_request_t *dr)
+{
+    response->wait(dr);
+    worker->spawn(fast_thread, dr);
+    struct timespec ts = {0, 20 * 1000000L};
+    nanosleep(&ts, NULL); /* a test only: the thread calls cont() first */
+}
+
 int duda_main(void)
 {
     global->init(&counter_key, counter_new, free);
@@ -173,6 +193,7 @@ int duda_main(void)
     router->map("/request/:id", DUDA_GET | DUDA_POST | DUDA_DELETE, cb_request);
     router->map("/debug", DUDA_GET, cb_debug);
     router->map("/park", DUDA_GET, cb_park);
+    router->map("/fast", DUDA_GET, cb_fast);
     router->map("/parked", DUDA_GET, cb_parked);
     console->dashboard("/dashboard");
     return 0;
