@@ -1,12 +1,15 @@
 /*
  * cookies_sessions: log in and out with a session, and plain cookies.
  *
- *   POST /cookies_sessions/login?user=NAME   starts a session (cookie "sid", one hour)
+ *   POST /cookies_sessions/login?user=NAME   starts a session (cookie "sid", one hour;
+ *                                            &ttl=SECONDS for another lifetime)
  *   GET  /cookies_sessions/me                "NAME\n", or 401 without a live session
  *   POST /cookies_sessions/logout            ends it (404 when there was none)
  *   GET  /cookies_sessions/cookie/set        sets "theme=dark" (Secure, HttpOnly, SameSite=Strict)
  *   GET  /cookies_sessions/cookie/get        the theme cookie the client sent
  */
+#include <stdlib.h>
+
 #include <duda/duda.h>
 
 DUDA_REGISTER("Cookies and sessions", "cookies_sessions");
@@ -22,12 +25,14 @@ static void reply(duda_request_t *dr, int status, const char *text)
 static void cb_login(duda_request_t *dr)
 {
     const char *user = qs->get(dr, "user");
+    const char *ttl = qs->get(dr, "ttl");
+    long seconds = ttl ? atol(ttl) : 3600;
 
-    if (!user || !*user) {
-        reply(dr, 400, "give ?user=NAME");
+    if (!user || !*user || seconds < 1) {
+        reply(dr, 400, "give ?user=NAME[&ttl=SECONDS]");
         return;
     }
-    if (session->create(dr, "sid", user, 3600) != 0) {
+    if (session->create(dr, "sid", user, seconds) != 0) {
         reply(dr, 503, "no session");
         return;
     }

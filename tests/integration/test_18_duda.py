@@ -212,6 +212,12 @@ def test_cookies_and_sessions(make_server, services):
     assert srv.get("/cookies_sessions/me", headers={"Cookie": f"sid={sid}"}).status == 401
     assert srv.request("POST", "/cookies_sessions/logout",
                        headers={"Cookie": f"sid={sid}"}).status == 404
+    # Expiry: a session of one second is gone after it.
+    r = srv.request("POST", "/cookies_sessions/login?user=carol&ttl=1")
+    short = r.header("set-cookie")[4:36]
+    assert srv.get("/cookies_sessions/me", headers={"Cookie": f"sid={short}"}).body == b"carol\n"
+    time.sleep(1.1)
+    assert srv.get("/cookies_sessions/me", headers={"Cookie": f"sid={short}"}).status == 401
     r = srv.get("/cookies_sessions/cookie/set")
     assert re.match(r"theme=dark; Path=/; Expires=.*; Max-Age=86400; SameSite=Strict; Secure; "
                     r"HttpOnly$", r.header("set-cookie"))
