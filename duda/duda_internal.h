@@ -1,0 +1,202 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * duda/duda_internal.h: what the parts of the duda plugin share.
+ *
+ *   duda.c      the plugin: settings, [WEB_SERVICE] sections, dispatch
+ *   service.c   loading NAME.duda (ABI check, duda_main, routes)
+ *   objects.c   request, response, router, param, qs, cookie, gc
+ *   session.c   the session store shared by every worker
+ *   runtime.c   global, worker, event, console, logger, data, conf, fconf, xtime
+ *   router.c    checking and prefixing patterns (pure)
+ *
+ * Threads: services are loaded on the controlling thread (site_init);
+ * a request's duda_request lives on its worker. The thread-local current
+ * service tells the objects whose callback runs.
+ */
+#ifndef DUDA_INTERNAL_H
+#define DUDA_INTERNAL_H
+
+#define DUDA_PLUGIN_INTERNAL
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include <duda/duda.h>
+#include <monkey/mk_plugin.h>
+
+#include "router.h"
+
+#define DUDA_GLOBALS_MAX 64
+#define DUDA_CONSOLE_LINES 16
+
+extern const struct mk_api *duda_mk;
+extern const struct duda_api duda_api_table;
+
+/* [DUDA] of conf/plugins/duda.conf. */
+struct duda_conf {
+    char *services_root;
+    char *packages_root;
+};
+
+struct duda_service;
+
+/* One mapped route (router->map, root, dashboard). */
+struct duda_route {
+    char pattern[DUDA_PATTERN_MAX]; /* as the service mapped it */
+    uint32_t methods;
+    duda_callback_t cb;
+    bool stream;    /* map_stream: the body is the callback's */
+    bool dashboard; /* the console's page */
+    bool root;      /* router->root */
+    struct duda_service *svc;
+};
+
+/* A loaded service on one site of one configuration. */
+struct duda_service {
+    char *name;
+    const char *title;
+    bool root; /* Root on: no /name prefix */
+    char *docroot, *confdir, *datadir, *logdir;
+    char *file; /* ServicesRoot/NAME.duda */
+    void *dl;
+    void (*exit_fn)(void);
+    struct duda_route *routes;
+    size_t n_routes, cap_routes;
+    char map_err[320]; /* the first bad route of duda_main() */
+    void (*pre_loop)(void);
+    duda_global_t *globals[DUDA_GLOBALS_MAX];
+    unsigned n_globals;
+    unsigned workers;
+    void **gvalues;            /* [worker * DUDA_GLOBALS_MAX + id] */
+    unsigned char *gready;     /* the same shape: made yet? */
+    unsigned char *loop_ready; /* [worker]: pre_loop ran */
+    int docroot_fd;            /* -1: no DocumentRoot */
+    atomic_ulong requests, misuses;
+    atomic_long handles; /* worker-bound timers and watches still running */
+    atomic_int threads;  /* spawned threads */
+    pthread_mutex_t console_lock;
+    char console[DUDA_CONSOLE_LINES][160];
+    unsigned console_next;
+    struct duda_logger **logs;
+    size_t n_logs;
+};
+
+/* What site_init() stores for a site. */
+struct duda_site {
+    struct duda_service **svc;
+    size_t n;
+};
+
+/* A request-bound or worker-bound timer. */
+struct duda_timer {
+    struct mk_loop_timer *t;
+    duda_request_t *dr; /* NULL: bound to the worker */
+    struct duda_service *svc;
+    void (*cb)(duda_request_t *dr, void *data);
+    void *data;
+    bool repeat, firing, deleted;
+    struct duda_timer *next; /* in dr->timers */
+};
+
+struct duda_header {
+    char *name, *value;
+    struct duda_header *next;
+};
+
+struct duda_gc_item {
+    void *p;
+    struct duda_gc_item *next;
+};
+
+/* A request as a service sees it. Lives from the route's handler until the request's end. */
+struct duda_request {
+    struct mk_request *r; /* NULL once the request is gone */
+    struct duda_service *svc;
+    const struct duda_route *route;
+    int refs; /* the request's own, a wait, a stream: on the worker */
+    int status;
+    char *ctype;
+    struct duda_header *headers, **headers_tail;
+    char *body;
+    size_t len, cap;
+    int file_fd;
+    off_t file_off;
+    uint64_t file_len;
+    bool ended, streaming, stream_ended, waiting, tasking, misuse, called, body_streaming;
+    atomic_int cont_done;
+    struct mk_suspended *susp;
+    void (*end_cb)(duda_request_t *dr);
+    void (*on_data)(duda_request_t *dr, const char *data, size_t len);
+    struct duda_gc_item *gc;
+    struct duda_timer *timers;
+    char *method, *path;
+    void *user; /* request->set_ctx */
+};
+
+/* The plugin's context in one server (api->self). */
+struct duda_self {
+    const struct duda_conf *conf;
+    char conf_dir[4096];
+    atomic_ulong generation; /* names of loaded copies */
+    atomic_ulong requests;   /* taken by a service's route */
+    atomic_ulong misuses;    /* of the API, by every service */
+};
+
+/* The service whose code runs on this thread (NULL: none). */
+extern __thread struct duda_service *duda_current;
+/* The request whose callback runs on this thread (NULL: none): misuse without a dr marks it. */
+extern __thread duda_request_t *duda_current_request;
+
+struct duda_self *duda_self(void);
+
+/* Log a misuse of the API by the current service; the request answers 500. */
+void duda_misuse(duda_request_t *dr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* service.c */
+int duda_service_load(struct duda_service *svc, char *err, size_t errlen);
+void duda_service_unload(struct duda_service *svc);
+int duda_service_routes(const struct mk_site *site, struct duda_service *svc, char *err,
+                        size_t errlen);
+
+/* objects.c: what the route handler does after a callback, and the request's life */
+int duda_handler(struct mk_request *r, void *arg);
+int duda_finish(duda_request_t *dr);
+void duda_request_unref(duda_request_t *dr);
+char *duda_gc_strndup(duda_request_t *dr, const char *s, size_t n);
+int duda_static(struct mk_request *r, void *arg);
+void duda_dashboard(duda_request_t *dr);
+
+/* session.c */
+void duda_sessions_shutdown(void);
+unsigned long duda_sessions_count(void);
+
+/* runtime.c */
+void duda_service_enter(struct duda_service *svc); /* pre_loop and globals of this worker */
+void duda_timers_stop(duda_request_t *dr);
+void duda_loggers_release(struct duda_service *svc);
+void duda_globals_release(struct duda_service *svc); /* destroy() every value made */
+void duda_logger_shutdown(void);
+void duda_logger_reopen(void); /* SIGUSR1 */
+void duda_console_note(struct duda_service *svc, const char *line);
+
+extern const struct duda_request_api duda_request_obj;
+extern const struct duda_response_api duda_response_obj;
+extern const struct duda_router_api duda_router_obj;
+extern const struct duda_param_api duda_param_obj;
+extern const struct duda_qs_api duda_qs_obj;
+extern const struct duda_cookie_api duda_cookie_obj;
+extern const struct duda_session_api duda_session_obj;
+extern const struct duda_gc_api duda_gc_obj;
+extern const struct duda_global_api duda_global_obj;
+extern const struct duda_worker_api duda_worker_obj;
+extern const struct duda_event_api duda_event_obj;
+extern const struct duda_console_api duda_console_obj;
+extern const struct duda_logger_api duda_logger_obj;
+extern const struct duda_data_api duda_data_obj;
+extern const struct duda_conf_api duda_conf_obj;
+extern const struct duda_fconf_api duda_fconf_obj;
+extern const struct duda_xtime_api duda_xtime_obj;
+
+#endif

@@ -1,0 +1,416 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * duda.h: the Duda web service API. A service sees only this header.
+ *
+ * A service is a shared object, NAME.duda, that the duda plugin loads for
+ * every [WEB_SERVICE] section of a site naming it. It declares itself once
+ * with DUDA_REGISTER("Title", "name") and defines
+ *
+ *     int duda_main(void);     map the routes; 0, or -1 to refuse the load
+ *     void duda_exit(void);    optional: the service is unloaded
+ *
+ * After duda_main() the service reaches the framework through global
+ * objects (names from the original Duda I/O): request, response, router,
+ * param, qs, cookie, session, gc, global, worker, event, console, logger,
+ * data, conf, fconf, xtime. Each callback gets the request it serves, a
+ * duda_request_t, valid until the response has ended (see response->end).
+ *
+ * Threads: callbacks run on the worker thread that serves the request and
+ * must never block (a worker serves thousands of connections). Blocking
+ * work goes to the task threads with worker->task(), or the request waits
+ * (response->wait) for an event and continues (response->cont).
+ *
+ * Misuse (a NULL request, ending twice, writing after the end, a bad
+ * header or cookie) never aborts the server: the call returns -1, the
+ * framework logs it with the service's name and the request is answered
+ * 500 if it has not been sent yet.
+ *
+ * ABI: DUDA_ABI_MAJOR changes when a built service would misread these
+ * tables; the plugin refuses a service built for another major. The minor
+ * grows when functions are appended to an object: a service checks with
+ * DUDA_HAS(obj, fn) before calling a function newer than its plugin.
+ */
+#ifndef DUDA_DUDA_H
+#define DUDA_DUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#define DUDA_ABI_MAJOR 1
+#define DUDA_ABI_MINOR 0
+
+typedef struct duda_request duda_request_t;
+
+/* A route's callback: answer with response->..., then response->end(). */
+typedef void (*duda_callback_t)(duda_request_t *dr);
+
+/* Methods of router->map (a GET route answers HEAD too). */
+#define DUDA_GET 0x0002u
+#define DUDA_HEAD 0x0004u
+#define DUDA_POST 0x0008u
+#define DUDA_PUT 0x0010u
+#define DUDA_DELETE 0x0020u
+#define DUDA_OPTIONS 0x0040u
+#define DUDA_PATCH 0x0080u
+#define DUDA_ANY 0xffffffffu
+
+/* Cookie attributes of cookie->set. */
+#define DUDA_COOKIE_SECURE 0x1u
+#define DUDA_COOKIE_HTTPONLY 0x2u
+#define DUDA_COOKIE_SAMESITE_LAX 0x4u
+#define DUDA_COOKIE_SAMESITE_STRICT 0x8u
+#define DUDA_COOKIE_SAMESITE_NONE 0x10u /* needs DUDA_COOKIE_SECURE */
+
+/* Results of response->flush. */
+#define DUDA_OK 0
+#define DUDA_ERR (-1)
+#define DUDA_AGAIN (-2) /* taken, but the client is slow: write again later */
+
+/* Every object starts with its size: DUDA_HAS(obj, fn) tells whether the plugin has `fn`. */
+#define DUDA_HAS(obj, fn) (offsetof(__typeof__(*(obj)), fn) + sizeof((obj)->fn) <= (obj)->size)
+
+struct duda_request_api {
+    size_t size;
+    /* The method ("GET") and the decoded, normalised path, NUL terminated. */
+    const char *(*method)(duda_request_t *dr);
+    const char *(*path)(duda_request_t *dr);
+    int (*is_get)(duda_request_t *dr);
+    int (*is_head)(duda_request_t *dr);
+    int (*is_post)(duda_request_t *dr);
+    int (*is_put)(duda_request_t *dr);
+    int (*is_delete)(duda_request_t *dr);
+    /* A request header (first of the name; NUL terminated, freed at the end), or NULL. */
+    const char *(*header_get)(duda_request_t *dr, const char *name);
+    /* Whether Content-Type is `type` (parameters such as charset ignored, no case). */
+    int (*is_content_type)(duda_request_t *dr, const char *type);
+    /*
+     * The body of a route mapped with router->map: read whole before the
+     * callback ("" with *len 0: none). NULL for router->map_stream routes.
+     */
+    const char *(*body)(duda_request_t *dr, size_t *len);
+    /*
+     * For router->map_stream routes, in the callback: deliver the body to
+     * on_data(dr, data, len) as it arrives, then on_data(dr, NULL, 0) once
+     * it is complete; end the response from there. 0 or -1.
+     */
+    int (*body_stream)(duda_request_t *dr,
+                       void (*on_data)(duda_request_t *dr, const char *data, size_t len));
+    /* The client's address as text. */
+    const char *(*remote_addr)(duda_request_t *dr);
+    /* The service's own pointer for this request (NULL until set; never freed by Duda). */
+    int (*set_ctx)(duda_request_t *dr, void *ctx);
+    void *(*ctx)(duda_request_t *dr);
+};
+
+struct duda_response_api {
+    size_t size;
+    int (*http_status)(duda_request_t *dr, int status);
+    /* Add a header (copied). -1: bad characters, or the head is out. */
+    int (*http_header)(duda_request_t *dr, const char *name, const char *value);
+    int (*http_content_type)(duda_request_t *dr, const char *type);
+    /* Append to the body (copied). */
+    int (*print)(duda_request_t *dr, const char *data, size_t len);
+    int (*printf)(duda_request_t *dr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+    /* The whole body is a file of the service (relative to its DataDir, or absolute). */
+    int (*sendfile)(duda_request_t *dr, const char *path);
+    int (*sendfile_range)(duda_request_t *dr, const char *path, off_t offset, size_t len);
+    /*
+     * Streaming: the first flush sends the status and headers (chunked, no
+     * Content-Length) and what was printed; later ones send what was
+     * printed since. DUDA_OK, DUDA_AGAIN (taken; the client is slow),
+     * DUDA_ERR (dropped: the client is gone or far behind).
+     */
+    int (*flush)(duda_request_t *dr);
+    /*
+     * Park the request (no I/O) until cont(): the callback returns and an
+     * event (a timer, an fd, a thread) produces the answer. Between wait()
+     * and cont() only the party holding the result writes to dr.
+     */
+    int (*wait)(duda_request_t *dr);
+    /*
+     * Resume a request parked by wait(), from any thread: what the service
+     * printed and ended goes out. Once per wait(); a no-op when the request
+     * is already gone (timed out or the client left).
+     */
+    int (*cont)(duda_request_t *dr);
+    /*
+     * The response is complete: it goes out when the callback returns (or
+     * at cont() for a waiting request). end_cb (optional) runs once it was
+     * sent or the request failed. Ending twice is misuse (-1, logged).
+     */
+    int (*end)(duda_request_t *dr, void (*end_cb)(duda_request_t *dr));
+};
+
+struct duda_router_api {
+    size_t size;
+    /*
+     * Map `pattern` ("/users/:id", "/files/ *" without the space) under the
+     * service's prefix (/name, or the site's root with Root on) for the
+     * DUDA_* methods. From duda_main() only; -1 for a bad pattern or
+     * method set (the load then fails with the reason).
+     */
+    int (*map)(const char *pattern, uint32_t methods, duda_callback_t cb);
+    /* The same, with the body left to request->body_stream(). */
+    int (*map_stream)(const char *pattern, uint32_t methods, duda_callback_t cb);
+    /* The callback of the service's root, /name and /name/ (GET and HEAD). */
+    int (*root)(duda_callback_t cb);
+};
+
+struct duda_param_api {
+    size_t size;
+    /* The value of `:name` in the route that took dr (NUL terminated, freed at the end), or NULL.
+     */
+    const char *(*get)(duda_request_t *dr, const char *name);
+    /* The same as a number: 0, or -1 when absent or not a whole number. */
+    int (*get_number)(duda_request_t *dr, const char *name, long *out);
+};
+
+struct duda_qs_api {
+    size_t size;
+    /* The decoded value of query key `key` (first one; '+' is a space), or NULL. */
+    const char *(*get)(duda_request_t *dr, const char *key);
+    /* The value as received (not decoded, not NUL terminated), or NULL. */
+    const char *(*get_raw)(duda_request_t *dr, const char *key, size_t *len);
+    /* Number of key=value pairs. */
+    int (*count)(duda_request_t *dr);
+};
+
+struct duda_cookie_api {
+    size_t size;
+    /* Set-Cookie: `expires` seconds from now (0: a session cookie), DUDA_COOKIE_* flags. */
+    int (*set)(duda_request_t *dr, const char *name, const char *value, long expires,
+               unsigned flags);
+    /* The value the client sent (NUL terminated, freed at the end), or NULL. */
+    const char *(*get)(duda_request_t *dr, const char *name);
+    /* Tell the client to drop the cookie. */
+    int (*destroy)(duda_request_t *dr, const char *name);
+};
+
+/*
+ * Sessions: a store shared by every worker, with expiry, and nothing to set
+ * up. The id is 128 random bits in a cookie named `name`; the value is
+ * text the service stores.
+ */
+struct duda_session_api {
+    size_t size;
+    /* Start a session holding `value` for `expires` seconds; sets the cookie. */
+    int (*create)(duda_request_t *dr, const char *name, const char *value, long expires);
+    /* The value of the client's live session (freed at the end), or NULL. */
+    const char *(*get)(duda_request_t *dr, const char *name);
+    int (*isset)(duda_request_t *dr, const char *name);
+    /* End the session and drop its cookie. 0, or -1 when there was none. */
+    int (*destroy)(duda_request_t *dr, const char *name);
+};
+
+/* Memory released when the request ends. */
+struct duda_gc_api {
+    size_t size;
+    void *(*alloc)(duda_request_t *dr, size_t size); /* zeroed; NULL when short */
+    int (*add)(duda_request_t *dr, void *p);         /* free(p) at the end */
+};
+
+/* Per-worker values: one per worker thread, made by make() on first use there. */
+typedef struct duda_global {
+    void *(*make)(void);
+    void (*destroy)(void *value);
+    int id;
+} duda_global_t;
+
+struct duda_global_api {
+    size_t size;
+    /*
+     * In duda_main(): declare a key. make (may be NULL) makes each worker's
+     * first value; destroy (may be NULL) releases each value made when the
+     * service is unloaded (on the controlling thread, after duda_exit).
+     */
+    int (*init)(duda_global_t *key, void *(*make)(void), void (*destroy)(void *value));
+    void *(*get)(duda_global_t *key);
+    int (*set)(duda_global_t *key, void *value);
+};
+
+struct duda_worker_api {
+    size_t size;
+    /* A thread of the service's own, detached. 0 or -1. */
+    int (*spawn)(void *(*fn)(void *), void *arg);
+    /* In duda_main(): fn runs on each worker before its first request for the service. */
+    int (*pre_loop)(void (*fn)(void));
+    /*
+     * Blocking work: work(arg) runs on a task thread, then done(dr, arg) on
+     * the request's worker (dr NULL when the request is gone: release arg
+     * only). The callback returns after this; done() ends the response.
+     */
+    int (*task)(duda_request_t *dr, void (*work)(void *arg),
+                void (*done)(duda_request_t *dr, void *arg), void *arg);
+};
+
+typedef struct duda_timer duda_timer_t;
+typedef struct duda_watch duda_watch_t;
+
+#define DUDA_EVENT_READ 0x1u
+#define DUDA_EVENT_WRITE 0x2u
+
+struct duda_event_api {
+    size_t size;
+    /*
+     * A timer on the current worker: cb(dr, data) after `ms`, then every
+     * `ms` when `repeat`. With a dr the timer belongs to that request and
+     * stops when it ends; NULL otherwise.
+     */
+    duda_timer_t *(*timer_add)(duda_request_t *dr, unsigned ms, int repeat,
+                               void (*cb)(duda_request_t *dr, void *data), void *data);
+    int (*timer_del)(duda_timer_t *t);
+    /* Watch a non-blocking fd on the current worker: cb(fd, DUDA_EVENT_* ready, data). */
+    duda_watch_t *(*add)(int fd, unsigned mask, void (*cb)(int fd, unsigned ready, void *data),
+                         void *data);
+    int (*del)(duda_watch_t *w);
+    /* Run cb(data) on every worker (the service's workers): 0 or -1. */
+    int (*signal_all)(void (*cb)(void *data), void *data);
+};
+
+struct duda_console_api {
+    size_t size;
+    /* A debug message in the server's log, prefixed with the service's name. */
+    void (*debug)(duda_request_t *dr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+    /* In duda_main(): serve a dashboard (the service, its routes, memory) at `path`. */
+    int (*dashboard)(const char *path);
+};
+
+typedef struct duda_logger duda_logger_t;
+
+struct duda_logger_api {
+    size_t size;
+    /* In duda_main(): a log file `name` in the service's LogDir. NULL on error. */
+    duda_logger_t *(*create)(const char *name);
+    /* Append a line (a newline is added); written by the logger thread, off the workers. */
+    int (*print)(duda_logger_t *log, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+};
+
+struct duda_data_api {
+    size_t size;
+    const char *(*get_path)(void); /* DataDir, or NULL */
+    /* DataDir/name, allocated for the request (dr) or with malloc (dr NULL). */
+    char *(*locate)(duda_request_t *dr, const char *name);
+};
+
+struct duda_conf_api {
+    size_t size;
+    const char *(*get_path)(void); /* ConfDir, or NULL */
+};
+
+/* An indented configuration file of ConfDir ([SECTION], then "    Key value" lines). */
+typedef struct duda_fconf duda_fconf_t;
+
+struct duda_fconf_api {
+    size_t size;
+    /* Read ConfDir/name; NULL with the reason (file:line) logged. */
+    duda_fconf_t *(*read)(const char *name);
+    /* The value of `key` in `section` (first one, no case), or NULL. */
+    const char *(*get)(duda_fconf_t *f, const char *section, const char *key);
+    void (*free)(duda_fconf_t *f);
+};
+
+struct duda_xtime_api {
+    size_t size;
+    time_t (*now)(void);             /* seconds since the epoch */
+    time_t (*tomorrow)(void);        /* the next midnight, UTC */
+    time_t (*next_hours)(int hours); /* now + hours */
+    uint64_t (*monotonic_ms)(void);  /* a monotonic clock */
+    /* An HTTP date ("Sun, 06 Nov 1994 08:49:37 GMT") into buf (30 bytes). */
+    const char *(*http_date)(time_t t, char *buf, size_t len);
+};
+
+/* The tables the plugin hands a service at load. */
+struct duda_api {
+    uint16_t abi_major, abi_minor;
+    uint32_t size;
+    const struct duda_request_api *request;
+    const struct duda_response_api *response;
+    const struct duda_router_api *router;
+    const struct duda_param_api *param;
+    const struct duda_qs_api *qs;
+    const struct duda_cookie_api *cookie;
+    const struct duda_session_api *session;
+    const struct duda_gc_api *gc;
+    const struct duda_global_api *global;
+    const struct duda_worker_api *worker;
+    const struct duda_event_api *event;
+    const struct duda_console_api *console;
+    const struct duda_logger_api *logger;
+    const struct duda_data_api *data;
+    const struct duda_conf_api *conf;
+    const struct duda_fconf_api *fconf;
+    const struct duda_xtime_api *xtime;
+};
+
+/* What DUDA_REGISTER exports: read by the plugin before any service code runs. */
+struct duda_service_info {
+    uint16_t abi_major, abi_minor;
+    const char *title;
+    const char *name;
+    void (*bind)(const struct duda_api *api);
+};
+
+#define DUDA_HIDDEN __attribute__((visibility("hidden")))
+#define DUDA_EXPORT __attribute__((visibility("default")))
+
+/* The plugin itself defines DUDA_PLUGIN_INTERNAL: the service's globals are not its own. */
+#ifndef DUDA_PLUGIN_INTERNAL
+
+extern DUDA_HIDDEN const struct duda_request_api *request;
+extern DUDA_HIDDEN const struct duda_response_api *response;
+extern DUDA_HIDDEN const struct duda_router_api *router;
+extern DUDA_HIDDEN const struct duda_param_api *param;
+extern DUDA_HIDDEN const struct duda_qs_api *qs;
+extern DUDA_HIDDEN const struct duda_cookie_api *cookie;
+extern DUDA_HIDDEN const struct duda_session_api *session;
+extern DUDA_HIDDEN const struct duda_gc_api *gc;
+extern DUDA_HIDDEN const struct duda_global_api *global;
+extern DUDA_HIDDEN const struct duda_worker_api *worker;
+extern DUDA_HIDDEN const struct duda_event_api *event;
+extern DUDA_HIDDEN const struct duda_console_api *console;
+extern DUDA_HIDDEN const struct duda_logger_api *logger;
+extern DUDA_HIDDEN const struct duda_data_api *data;
+extern DUDA_HIDDEN const struct duda_conf_api *conf;
+extern DUDA_HIDDEN const struct duda_fconf_api *fconf;
+extern DUDA_HIDDEN const struct duda_xtime_api *xtime;
+
+DUDA_EXPORT int duda_main(void);
+DUDA_EXPORT void duda_exit(void);
+
+/* Once per service, in one of its files: its title and name (the NAME of NAME.duda). */
+#define DUDA_REGISTER(title, name)                                                                 \
+    const struct duda_request_api *request;                                                        \
+    const struct duda_response_api *response;                                                      \
+    const struct duda_router_api *router;                                                          \
+    const struct duda_param_api *param;                                                            \
+    const struct duda_qs_api *qs;                                                                  \
+    const struct duda_cookie_api *cookie;                                                          \
+    const struct duda_session_api *session;                                                        \
+    const struct duda_gc_api *gc;                                                                  \
+    const struct duda_global_api *global;                                                          \
+    const struct duda_worker_api *worker;                                                          \
+    const struct duda_event_api *event;                                                            \
+    const struct duda_console_api *console;                                                        \
+    const struct duda_logger_api *logger;                                                          \
+    const struct duda_data_api *data;                                                              \
+    const struct duda_conf_api *conf;                                                              \
+    const struct duda_fconf_api *fconf;                                                            \
+    const struct duda_xtime_api *xtime;                                                            \
+    static void duda_bind_(const struct duda_api *a)                                               \
+    {                                                                                              \
+        request = a->request, response = a->response, router = a->router;                          \
+        param = a->param, qs = a->qs, cookie = a->cookie, session = a->session;                    \
+        gc = a->gc, global = a->global, worker = a->worker, event = a->event;                      \
+        console = a->console, logger = a->logger, data = a->data, conf = a->conf;                  \
+        fconf = a->fconf, xtime = a->xtime;                                                        \
+    }                                                                                              \
+    DUDA_EXPORT const struct duda_service_info duda_service = {DUDA_ABI_MAJOR, DUDA_ABI_MINOR,     \
+                                                               title, name, duda_bind_}
+
+#endif /* DUDA_PLUGIN_INTERNAL */
+
+#endif
