@@ -1547,7 +1547,11 @@ static void mk_h2_expire(struct mk_conn *c)
     }
 }
 
-/* The server stops: GOAWAY; the streams in flight finish, then the connection closes. */
+/*
+ * The server stops, or its configuration was reloaded: GOAWAY; the streams
+ * in flight finish, then the connection closes (new streams go to a new
+ * connection, which takes the configuration in force).
+ */
 static void mk_h2_go_away(struct mk_conn *c)
 {
     if (!c->h2) {
@@ -1648,6 +1652,7 @@ const struct mk_proto mk_proto_h2 = {
     .on_writable = mk_h2_on_writable,
     .expire = mk_h2_expire,
     .go_away = mk_h2_go_away,
+    .reload = mk_h2_go_away,
     .release = mk_h2_release,
     .respond = mk_h2_respond,
     .read_body = mk_h2_read_body,
