@@ -30,8 +30,10 @@ ROOT = os.path.dirname(HERE)
 PEERS = ["nginx", "lighttpd", "h2o"]
 ALL_SERVERS = ["monkey"] + PEERS
 SCENARIOS = ["ka13", "close13", "ka200k", "ka1m", "sweep", "node", "idle",
-             "tls_full", "tls_resume", "tls_ka13", "tls_1m", "tls_idle"]
-TLS_SERVERS = ["monkey", "nginx", "h2o"]  # the servers of the tls_* scenarios
+             "tls_full", "tls_resume", "tls_ka13", "tls_1m", "tls_idle",
+             "h2_13", "h2_200k", "h2c_13", "h2c_200k", "h2_streams", "h2_idle"]
+TLS_SERVERS = ["monkey", "nginx", "h2o"]  # the servers of the tls_* and h2_* scenarios
+H2C_SERVERS = ["monkey", "h2o"]  # h2c: nginx serves no HTTP/1 on an h2c port
 TLS_PLUGIN = os.path.join(ROOT, "build", "plugins", "monkey-tls.so")
 # What every TLS client of the harness offers (wrk, openssl s_client, the
 # handshake and idle clients), through OPENSSL_CONF: only TLS 1.3 with one
@@ -69,6 +71,20 @@ SCENARIO_INFO = {
     "ka1m": ("1 MB file, keep-alive", "file1m.bin", []),
     "tls_ka13": ("13-byte file, keep-alive, HTTPS", "hello.txt", []),
     "tls_1m": ("1 MB file, keep-alive, HTTPS", "file1m.bin", []),
+}
+# HTTP/2 with h2load: scenario: (title, file, over TLS, h2load's load arguments).
+# h2_streams: one connection, 100 streams at once, 10 rounds of them.
+H2_INFO = {
+    "h2_13": ("13-byte file, HTTP/2 over TLS (ALPN h2)", "hello.txt", True,
+              ["-t2", "-c100", "-m10"]),
+    "h2_200k": ("200 KB file, HTTP/2 over TLS (ALPN h2)", "file200k.bin", True,
+                ["-t2", "-c100", "-m10"]),
+    "h2c_13": ("13-byte file, cleartext HTTP/2 (h2c, prior knowledge)", "hello.txt", False,
+               ["-t2", "-c100", "-m10"]),
+    "h2c_200k": ("200 KB file, cleartext HTTP/2 (h2c, prior knowledge)", "file200k.bin", False,
+                 ["-t2", "-c100", "-m10"]),
+    "h2_streams": ("one connection, 100 streams of 1 MB at once, HTTP/2 over TLS",
+                   "file1m.bin", True, ["-t1", "-c1", "-m100", "-n1000"]),
 }
 TLS_HANDSHAKES = {  # scenario: (title, handshake_child() mode)
     "tls_full": ("full TLS handshakes, a new connection and session per request", "new"),
@@ -254,12 +270,13 @@ def write(path, text):
         f.write(text)
 
 
-def config_monkey(d, docroot, port, workers, tls=None):
-    """tls: None, or (certificate, key) for a TLS listener (the tls plugin)."""
+def config_monkey(d, docroot, port, workers, tls=None, h2=False):
+    """tls: None, or (certificate, key) for a TLS listener (the tls plugin).
+    h2: a plain listener also speaks h2c (ALPN h2 needs nothing more)."""
     conf = os.path.join(d, "monkey")
     os.makedirs(os.path.join(conf, "sites"), exist_ok=True)
     write(os.path.join(conf, "monkey.conf"), f"""[SERVER]
-    Listen 127.0.0.1:{port}{" tls" if tls else ""}
+    Listen 127.0.0.1:{port}{" tls" if tls else " h2c" if h2 else ""}
     Workers {workers}
     KeepAlive On
     KeepAliveTimeout {KEEPALIVE_TIMEOUT}
@@ -281,7 +298,7 @@ def config_monkey(d, docroot, port, workers, tls=None):
     return [os.path.join(ROOT, "build", "bin", "monkey"), "-c", conf]
 
 
-def config_nginx(d, docroot, port, workers, single=False, tls=None):
+def config_nginx(d, docroot, port, workers, single=False, tls=None, h2=False):
     tmp = os.path.join(d, "nginx-tmp")
     os.makedirs(tmp, exist_ok=True)
     # nginx 1.22's default ssl_protocols lacks TLSv1.3: the versions of the others.
@@ -310,7 +327,7 @@ http {{
     uwsgi_temp_path {tmp}/uwsgi;
     scgi_temp_path {tmp}/scgi;
     server {{
-        listen 127.0.0.1:{port}{" ssl" if tls else ""} backlog={BACKLOG};
+        listen 127.0.0.1:{port}{" ssl" if tls else ""}{" http2" if h2 else ""} backlog={BACKLOG};
         root {docroot};{ssl_lines}
     }}
 }}
@@ -336,7 +353,7 @@ mimetype.assign = ( ".txt" => "text/plain", "" => "application/octet-stream" )
     return ["lighttpd", "-D", "-f", conf]
 
 
-def config_h2o(d, docroot, port, workers, single=False, tls=None):
+def config_h2o(d, docroot, port, workers, single=False, tls=None, h2=False):
     conf = os.path.join(d, "h2o.conf")
     # Started as root, h2o switches to nobody by default; valgrind's vgdb
     # (callgrind_control) cannot reach a process that changed its user, so
@@ -349,7 +366,7 @@ def config_h2o(d, docroot, port, workers, single=False, tls=None):
 {ssl_lines}num-threads: {1 if single else workers}
 max-connections: {MAX_CONNECTIONS}
 http1-request-timeout: {KEEPALIVE_TIMEOUT}
-error-log: {d}/h2o-error.log
+{"http2-idle-timeout: %d" % KEEPALIVE_TIMEOUT + chr(10) if h2 else ""}error-log: {d}/h2o-error.log
 hosts:
   default:
     paths:
@@ -369,10 +386,12 @@ CONFIGS = {"monkey": config_monkey, "nginx": config_nginx, "lighttpd": config_li
            "h2o": config_h2o, "node": config_node}
 
 
-def server_argv(name, d, docroot, port, workers, single=False, tls=None):
+def server_argv(name, d, docroot, port, workers, single=False, tls=None, h2=False):
     sd = os.path.join(d, name)
     os.makedirs(sd, exist_ok=True)
-    kw = {"tls": tls} if tls else {}  # only monkey, nginx and h2o take it
+    kw = {"tls": tls} if tls else {}  # only monkey, nginx and h2o take them
+    if h2:
+        kw["h2"] = True
     if name == "monkey":
         return config_monkey(sd, docroot, port, 1 if single else workers, **kw)
     return CONFIGS[name](sd, docroot, port, 1 if single else workers, single, **kw)
@@ -444,6 +463,24 @@ def check_tls(srv, env):
     return info
 
 
+def check_h2(srv, url, env):
+    """One request with h2load must be served over HTTP/2 (ALPN h2 over TLS,
+    h2c by prior knowledge in cleartext). Returns what h2load saw."""
+    p = subprocess.run(["h2load", "-n1", "-c1", "--tls13-ciphers=" + TLS_CIPHER, url],
+                       capture_output=True, text=True, timeout=30, env=env)
+    info = {}
+    for key, rx in (("protocol", r"TLS Protocol: (\S+)"), ("cipher", r"Cipher: (\S+)"),
+                    ("group", r"Server Temp Key: ([^\n]+)"),
+                    ("alpn", r"Application protocol: (\S+)")):
+        m = re.search(rx, p.stdout)
+        info[key] = m.group(1).strip() if m else None
+    r = parse_h2load(p.stdout)
+    if info["alpn"] not in ("h2", "h2c") or r.get("requests") != 1 or r.get("errors"):
+        raise RuntimeError("%s: h2load -n1 %s did not get one answer over HTTP/2: %s" % (
+            srv.name, url, (p.stdout + p.stderr)[-600:]))
+    return info
+
+
 # ------------------------------------------------------------- load tools
 
 def to_ms(s):
@@ -488,6 +525,32 @@ def parse_ab(out, n):
     r["failed"] = failed
     r["missing"] = max(0, n - r["requests"])
     r["errors"] = failed + r["non2xx"] + r["missing"]
+    return r
+
+
+def parse_h2load(out):
+    """h2load's summary: req/s, the requests that succeeded, errors (failed,
+    errored, timed out, or answered with a status other than 2xx), mean
+    time per request (h2load prints no percentiles)."""
+    r = {"tool": "h2load", "rps": None, "requests": 0, "errors": None}
+    m = re.search(r"finished in ([\d.]+)(m?s), ([\d.]+) req/s", out)
+    if m:
+        r["rps"] = float(m.group(3))
+        r["seconds"] = float(m.group(1)) / (1000.0 if m.group(2) == "ms" else 1.0)
+    m = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) "
+                  r"failed, (\d+) errored, (\d+) timeout", out)
+    if m:
+        done, ok, failed, errored, timeout = map(int, m.groups())
+        r["requests"] = ok
+        r["errors"] = failed + errored + timeout
+        r["errors_detail"] = dict(done=done, failed=failed, errored=errored, timeout=timeout)
+    m = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", out)
+    if m and r["errors"] is not None:
+        r["errors"] += sum(map(int, m.groups()[1:]))
+        r["requests"] = min(r["requests"], int(m.group(1)))
+    m = re.search(r"time for request:\s+\S+\s+\S+\s+(\S+)", out)
+    if m:
+        r["mean_ms"] = to_ms(m.group(1))
     return r
 
 
@@ -580,9 +643,9 @@ class Bench:
         log("bench: PROBLEM: " + text)
         self.problems.append(text)
 
-    def start(self, name, single=False, wrapper=None, ready_timeout=15.0, tls=False):
+    def start(self, name, single=False, wrapper=None, ready_timeout=15.0, tls=False, h2=False):
         argv = server_argv(name, self.wd, self.docroot, self.port, self.args.workers, single,
-                           self.tls if tls else None)
+                           self.tls if tls else None, h2)
         if wrapper:
             argv = wrapper + argv
         self.counter += 1
@@ -590,18 +653,21 @@ class Bench:
         try:
             check_server(srv, tls=tls)
             srv.tls_info = check_tls(srv, self.tls_env) if tls else None
+            srv.h2_info = (check_h2(srv, self.url("hello.txt", tls), self.tls_env if tls
+                                    else None) if h2 else None)
         except Exception:
             srv.stop()
             raise
         return srv
 
-    def one(self, name, scenario, rnd, load, extra, parse, warmup=None, tls=False):
+    def one(self, name, scenario, rnd, load, extra, parse, warmup=None, tls=False, h2=False):
         """Start NAME, warm up, run LOAD under mk-watch, stop; record a run.
-        tls: the server listens with TLS and the load runs with tls_env."""
+        tls: the server listens with TLS and the load runs with tls_env.
+        h2: the server speaks HTTP/2 too (checked with one h2load request)."""
         rec = dict(server=name, scenario=scenario, round=rnd, command=" ".join(load), **extra)
         env = self.tls_env if tls else None
         try:
-            srv = self.start(name, tls=tls)
+            srv = self.start(name, tls=tls, h2=h2)
         except Exception as e:
             self.problem("%s did not start for %s: %s" % (name, scenario, e))
             rec["failed"] = str(e)
@@ -609,6 +675,8 @@ class Bench:
             return rec
         try:
             rec["tls"] = srv.tls_info
+            if h2:
+                rec["h2"] = srv.h2_info
             if warmup:
                 subprocess.run(warmup, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                env=env)
@@ -663,6 +731,28 @@ class Bench:
                         else None)
                 self.one(name, sc, rnd, load, dict(connections=100), parse_wrk, warm, tls)
 
+    def h2servers(self, sc):
+        return [s for s in self.args.servers if s in (TLS_SERVERS if H2_INFO[sc][2] or
+                                                       sc == "h2_idle" else H2C_SERVERS)]
+
+    def h2load(self, sc, seconds):
+        title, path, tls, args = H2_INFO[sc]
+        timing = [] if any(a.startswith("-n") for a in args) else ["-D", str(seconds)]
+        return (["h2load"] + args + timing + ["--tls13-ciphers=" + TLS_CIPHER,
+                                              self.url(path, tls)])
+
+    def run_h2_scenario(self, sc):
+        tls = H2_INFO[sc][2]
+        if tls:
+            self.tls_setup()
+        for rnd in range(1, self.m["rounds"] + 1):
+            for name in self.h2servers(sc):
+                load = self.h2load(sc, self.m["duration"])
+                warm = self.h2load(sc, self.m["warmup"]) if self.m["warmup"] else None
+                c = int(next(a for a in H2_INFO[sc][3] if a.startswith("-c"))[2:])
+                self.one(name, sc, rnd, load, dict(connections=c), parse_h2load, warm,
+                         tls=tls, h2=True)
+
     def handshake_load(self, mode, seconds):
         """handshake_child() MODE, one per worker, at once; each writes its
         JSON line to its own file, printed at the end (a line longer than a
@@ -713,18 +803,20 @@ class Bench:
                          lambda out: parse_ab(out, n))
 
     def run_idle(self, sc="idle"):
-        """idle, or tls_idle: the same over TLS, the client in a child process."""
+        """idle; tls_idle: the same over TLS, the client in a child process;
+        h2_idle: over TLS with ALPN h2, the preface and SETTINGS exchanged."""
         n = self.m["idle_n"]
-        tls = sc == "tls_idle"
+        tls, h2 = sc in ("tls_idle", "h2_idle"), sc == "h2_idle"
         if tls:
             self.tls_setup()
         for rnd in range(1, self.m["idle_rounds"] + 1):
             for name in self.tls_servers() if tls else self.args.servers:
                 rec = dict(server=name, scenario=sc, round=rnd, connections=n,
                            command="bench.py idle client: %d %sconnections, one GET "
-                                   "/hello.txt each, then idle" % (n, "TLS " if tls else ""))
+                                   "/hello.txt each, then idle" % (
+                                       n, "HTTP/2 TLS " if h2 else "TLS " if tls else ""))
                 try:
-                    srv = self.start(name, tls=tls)
+                    srv = self.start(name, tls=tls, h2=h2)
                 except Exception as e:
                     self.problem("%s did not start for %s: %s" % (name, sc, e))
                     rec["failed"] = str(e)
@@ -733,11 +825,12 @@ class Bench:
                 clients = None
                 try:
                     rec["tls"] = srv.tls_info
+                    rec["h2"] = srv.h2_info
                     time.sleep(0.3)
                     self.counter += 1
                     before, _ = mk_watch(srv.pid, None, self.wd, "idle%db" % self.counter, 1)
                     t0 = time.time()
-                    clients = IdleClients(self.port, n, self.tls_env if tls else None)
+                    clients = IdleClients(self.port, n, self.tls_env if tls else None, h2)
                     stats = clients.stats
                     rec["open_seconds"] = round(time.time() - t0, 2)
                     rec.update(stats)
@@ -945,13 +1038,47 @@ def parse_strace(path):
     return calls, errs, per
 
 
-def idle_client(port, n, inflight_max=256, timeout=60, tls=None):
+def h2_frame(ftype, flags, sid, payload=b""):
+    return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + sid.to_bytes(4, "big") + \
+        payload
+
+
+# A minimal HTTP/2 client's first bytes: the preface, empty SETTINGS, and
+# GET /hello.txt on stream 1 (END_STREAM | END_HEADERS). The header block is
+# HPACK from the static table, no Huffman: :method GET (index 2), :scheme
+# https (7), then :path and :authority as literals without indexing whose
+# names are static indexes 4 and 1.
+H2_IDLE_REQUEST = (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0) + h2_frame(
+    1, 0x5, 1, b"\x82\x87\x04\x0a/hello.txt\x01\x09localhost"))
+
+
+def h2_idle_read(st, send):
+    """Frames received on an idle HTTP/2 connection: acknowledge the
+    server's SETTINGS (with send), and say whether stream 1 ended with a
+    200 (:status 200 is static index 8: 0x88) and SETTINGS were exchanged."""
+    buf = st["buf"]
+    while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+        n, ftype, flags = int.from_bytes(buf[:3], "big"), buf[3], buf[4]
+        sid, payload, buf = int.from_bytes(buf[5:9], "big") & 0x7fffffff, buf[9:9 + n], buf[9 + n:]
+        if ftype == 4 and not flags & 1:
+            send(h2_frame(4, 1, 0))
+            st["acked"] = True
+        elif ftype == 1 and sid == 1:
+            st["ok"] = payload[:1] == b"\x88" and not flags & 0x28  # no padding, no priority
+        if ftype in (0, 1) and sid == 1 and flags & 1:
+            st["ended"] = True
+    st["buf"] = buf
+    return st.get("ended") and st.get("acked") and st.get("ok")
+
+
+def idle_client(port, n, inflight_max=256, timeout=60, tls=None, h2=False):
     """Open n connections, send one GET on each, read the response and keep
     the connection open, idle. Non-blocking sockets and a selector. tls: an
     SSLContext, to make the TLS handshake first (no resumption: a new session
-    each time)."""
+    each time). h2: speak HTTP/2 (tls offers ALPN h2): the preface, SETTINGS
+    both ways, one GET (H2_IDLE_REQUEST)."""
     sel = selectors.DefaultSelector()
-    req = b"GET /hello.txt HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    req = H2_IDLE_REQUEST if h2 else b"GET /hello.txt HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     done, socks = [], []
     opened = failed = inflight = 0
     deadline = time.time() + timeout
@@ -1015,6 +1142,12 @@ def idle_client(port, n, inflight_max=256, timeout=60, tls=None):
                     inflight -= 1
                     continue
                 st["buf"] += data
+                if h2:
+                    if h2_idle_read(st, s.send):
+                        sel.unregister(s)
+                        inflight -= 1
+                        done.append(s)
+                    continue
                 head, sep, body = st["buf"].partition(b"\r\n\r\n")
                 if sep:
                     m = re.search(rb"(?i)content-length:\s*(\d+)", head)
@@ -1056,13 +1189,13 @@ class IdleClients:
     a child process running idle_child() (TLS: started with the clients'
     OPENSSL_CONF, which this process's ssl module was initialised without)."""
 
-    def __init__(self, port, n, tls_env=None):
+    def __init__(self, port, n, tls_env=None, h2=False):
         self.socks, self.child = [], None
         if tls_env is None:
-            self.socks, self.stats = idle_client(port, n)
+            self.socks, self.stats = idle_client(port, n, h2=h2)
             return
         self.child = subprocess.Popen([sys.executable, os.path.abspath(__file__),
-                                       "--idle-client", str(port), str(n)],
+                                       "--idle-client", str(port), str(n)] + (["h2"] if h2 else []),
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       text=True, env=tls_env)
         self.stats = self.ask() or {"failed_connections": n, "answered": 0,
@@ -1151,13 +1284,20 @@ def handshake_child(port, seconds, mode):
     return 0
 
 
-def idle_child(port, n):
-    """bench.py --idle-client PORT N: open N TLS connections (idle_client),
-    print the figures as a JSON line, answer each `count` line with the
-    connections still open, close them all at the end of the input."""
-    socks, stats = idle_client(port, n, timeout=120, tls=insecure_context())
+def idle_child(port, n, h2=False):
+    """bench.py --idle-client PORT N [h2]: open N TLS connections (idle_client;
+    h2: HTTP/2, ALPN h2), print the figures as a JSON line, answer each `count`
+    line with the connections still open, close them all at the end of the
+    input."""
+    ctx = insecure_context()
+    if h2:
+        ctx.set_alpn_protocols(["h2"])
+    socks, stats = idle_client(port, n, timeout=120, tls=ctx, h2=h2)
     ciphers = {s.cipher()[0] for s in socks if isinstance(s, ssl.SSLSocket) and s.cipher()}
     stats["client_ciphers"] = sorted(ciphers)
+    if h2:
+        stats["alpn"] = sorted({s.selected_alpn_protocol() or "none" for s in socks
+                                if isinstance(s, ssl.SSLSocket) and s.cipher()})
     print(json.dumps(stats), flush=True)
     for line in sys.stdin:
         if line.strip() == "count":
@@ -1277,11 +1417,14 @@ def report(b, results):
           "page shared by several processes once per process, PSS divides it among them. "
           "Absolute figures on a shared 2-core machine are noise; compare the ratios "
           "within one run. See bench/README.md.", ""]
-    tls_done = False
+    tls_done = h2_done = False
     for sc in a.scenarios:
         if sc.startswith("tls_") and not tls_done:
             L += tls_intro(b)
             tls_done = True
+        if sc.startswith("h2") and not h2_done:
+            L += h2_intro(b)
+            h2_done = True
         if sc in SCENARIO_INFO:
             title, path, hdr = SCENARIO_INFO[sc]
             tls = sc.startswith("tls_")
@@ -1293,6 +1436,8 @@ def report(b, results):
                       ", after a %d s warm-up" % m["warmup"] if m["warmup"] else ""), ""]
             srv = b.tls_servers() if tls else servers
             L += table(summarize(b.runs, sc, srv), srv) + [""]
+        elif sc in H2_INFO:
+            L += h2_table(b, sc)
         elif sc in TLS_HANDSHAKES:
             L += handshake_table(b, sc)
         elif sc == "sweep":
@@ -1328,8 +1473,8 @@ def report(b, results):
             srv = (["node"] if group(b.runs, "node").get("node") else []) + servers
             L += table(summarize(b.runs, "node", srv), srv,
                        ratio_against="node" if "node" in srv else None) + [""]
-        elif sc in ("idle", "tls_idle"):
-            L += idle_table(b, b.tls_servers() if sc == "tls_idle" else servers, sc)
+        elif sc in ("idle", "tls_idle", "h2_idle"):
+            L += idle_table(b, b.tls_servers() if sc != "idle" else servers, sc)
     if results.get("callgrind"):
         L += ["## callgrind: user-space instructions per request (deterministic)", "",
               "One worker per server under `valgrind --tool=callgrind --instr-atstart=no`; "
@@ -1404,6 +1549,43 @@ def tls_intro(b):
     return L + [""]
 
 
+def h2_intro(b):
+    """What the HTTP/2 scenarios share: servers, configurations, load tool."""
+    return ["## HTTP/2 scenarios", "",
+            "h2load (nghttp2's load tool) against %s over TLS with ALPN h2 (the certificate, "
+            "protocol and suite of the TLS scenarios: h2load offers only %s), and against "
+            "%s in cleartext with prior knowledge (h2c; nginx serves no HTTP/1 on a port "
+            "with `listen ... http2` and no TLS, so it is measured over TLS only). %d workers "
+            "each. Monkey: `Listen 127.0.0.1:PORT tls` (ALPN h2 needs no option) or `Listen "
+            "127.0.0.1:PORT h2c`, its HTTP/2 defaults (`MaxConcurrentStreams 100`, "
+            "`Http2IdleTimeout 60`); nginx: `listen ... ssl http2`, its defaults "
+            "(`http2_max_concurrent_streams 128`); h2o: `http2-idle-timeout: 60`, its "
+            "defaults otherwise (100 streams). After every start one `h2load -n1` request "
+            "must come back over HTTP/2. CPU µs/req is the CPU time of the server's process "
+            "tree (from /proc, sampled by mk-watch) divided by the requests h2load completed; "
+            "h2load prints no percentiles, so the p50 and p99 columns stay empty (its mean "
+            "time per request is in the JSON, `mean_ms`)." % (
+                ", ".join(b.tls_servers()), TLS_CIPHER,
+                ", ".join(s for s in b.args.servers if s in H2C_SERVERS), b.args.workers), ""]
+
+
+def h2_table(b, sc):
+    title, path, tls, args = H2_INFO[sc]
+    m, srv = b.m, b.h2servers(sc)
+    timing = "" if any(a.startswith("-n") for a in args) else " -D %d" % m["duration"]
+    L = ["## %s: %s" % (sc, title), "",
+         "`h2load %s%s %s://127.0.0.1:PORT/%s`, %d round(s)%s." % (
+             " ".join(args), timing, "https" if tls else "http", path, m["rounds"],
+             ", after a %d s warm-up" % m["warmup"] if m["warmup"] else ""), ""]
+    if sc == "h2_streams":
+        L[-2] = L[-2][:-1] + (": 1000 requests of the 1 MB file on one connection, 100 "
+                              "streams open at a time; req/s × 1 MiB is the throughput.")
+    L += table(summarize(b.runs, sc, srv), srv)
+    seen = sorted({"%s: %s" % (s, (r.get("h2") or {}).get("alpn"))
+                   for s in srv for r in group(b.runs, sc).get(s, [])})
+    return L + ["", "Protocol h2load saw: " + "; ".join(seen) + ".", ""]
+
+
 def handshake_table(b, sc):
     title, mode = TLS_HANDSHAKES[sc]
     m, srv = b.m, b.tls_servers()
@@ -1446,15 +1628,19 @@ def det_ratio(d, servers, keys, cols):
 
 def idle_table(b, servers, sc="idle"):
     m = b.m
-    tls = sc == "tls_idle"
-    L = ["## %s: %d idle keep-alive %sconnections" % (sc, m["idle_n"], "TLS " if tls else ""),
+    tls, h2 = sc in ("tls_idle", "h2_idle"), sc == "h2_idle"
+    L = ["## %s: %d idle keep-alive %sconnections" % (
+        sc, m["idle_n"], "HTTP/2 (TLS) " if h2 else "TLS " if tls else ""),
          "",
          "bench.py opens %d connections (at most 256 connecting at once)%s, sends one "
-         "`GET /hello.txt` on each, reads the answer and leaves the connection open. The "
+         "`GET /hello.txt` on each%s, reads the answer and leaves the connection open. The "
          "server's memory is sampled by mk-watch for 1 s before and 1 s after (averages); "
          "KB per connection = (after - before) / connections still open. %d round(s)." % (
              m["idle_n"], ", makes a full TLS handshake on each (Python's ssl, non-blocking, "
-             "in a child process)" if tls else "", m["idle_rounds"]), "",
+             "in a child process%s)" % (", offering ALPN h2" if h2 else "") if tls else "",
+             " (HTTP/2: the connection preface, SETTINGS both ways, the SETTINGS of the server "
+             "acknowledged, HEADERS on stream 1, the answer read to END_STREAM)" if h2 else "",
+             m["idle_rounds"]), "",
          "| server | still open ↑ | RSS before MiB | RSS after MiB | RSS KB/conn ↓ | "
          "PSS KB/conn ↓ | seconds to open |", "|---|---|---|---|---|---|---|"]
     g = group(b.runs, sc)
@@ -1477,7 +1663,12 @@ def idle_table(b, servers, sc="idle"):
                        [sm[p]["rss_kb_per_conn"] for p in peers], False, peers),
             ratio_cell(sm["monkey"]["pss_kb_per_conn"],
                        [sm[p]["pss_kb_per_conn"] for p in peers], False, peers)))
-    if tls and "monkey" in servers and "nginx" in servers:
+    if tls and "monkey" in servers and "nginx" in servers and "h2o" in servers:
+        for peer in ("nginx", "h2o"):
+            L.append("| **Monkey / %s** | | | | %s | %s | |" % ((peer,) + tuple(
+                ratio_cell(sm["monkey"][k], [sm[peer][k]], False, [peer])
+                for k in ("rss_kb_per_conn", "pss_kb_per_conn"))))
+    elif tls and "monkey" in servers and "nginx" in servers:
         L.append("| **Monkey / nginx** | | | | %s | %s | |" % tuple(
             ratio_cell(sm["monkey"][k], [sm["nginx"][k]], False, ["nginx"])
             for k in ("rss_kb_per_conn", "pss_kb_per_conn")))
@@ -1596,7 +1787,7 @@ def raise_nofile():
 
 def main():
     if sys.argv[1:2] == ["--idle-client"]:
-        return idle_child(int(sys.argv[2]), int(sys.argv[3]))
+        return idle_child(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:5] == ["h2"])
     if sys.argv[1:2] == ["--handshake-client"]:
         return handshake_child(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
     ap = argparse.ArgumentParser(
@@ -1609,6 +1800,8 @@ def main():
                "  bench/run.sh --callgrind --syscalls\n"
                "  bench/run.sh --quick --scenarios tls_full,tls_resume,tls_ka13,tls_1m,tls_idle"
                " --name tls\n"
+               "  bench/run.sh --quick --scenarios h2_13,h2_200k,h2c_13,h2c_200k,h2_streams,"
+               "h2_idle --name h2\n"
                "  make bench BENCH_ARGS='--quick --scenarios sweep'" % " ".join(SCENARIOS))
     ap.add_argument("--quick", action="store_true",
                     help="fewer rounds, shorter runs, 3 sweep points (under 3 minutes)")
@@ -1659,7 +1852,9 @@ def main():
         missing += [t for t in ("valgrind", "callgrind_control") if not shutil.which(t)]
     if a.syscalls and not shutil.which("strace"):
         missing.append("strace")
-    if any(s.startswith("tls_") for s in a.scenarios):
+    if any(s.startswith("h2") for s in a.scenarios):
+        missing += [t for t in ("h2load",) if not shutil.which(t)]
+    if any(s.startswith(("tls_", "h2")) for s in a.scenarios):
         missing += [t for t in ("openssl",) if not shutil.which(t)]
         if "monkey" in a.servers and not os.path.exists(TLS_PLUGIN):
             missing.append("build/plugins/monkey-tls.so (libssl-dev, then make reconfigure)")
@@ -1708,7 +1903,9 @@ def main():
                 b.run_node()
             elif sc in TLS_HANDSHAKES:
                 b.run_handshakes(sc)
-            elif sc in ("idle", "tls_idle"):
+            elif sc in H2_INFO:
+                b.run_h2_scenario(sc)
+            elif sc in ("idle", "tls_idle", "h2_idle"):
                 b.run_idle(sc)
         if a.callgrind:
             results["callgrind"] = b.run_callgrind()
@@ -1728,7 +1925,7 @@ def main():
                         for c in b.m["sweep"]}
         elif sc == "node":
             summ[sc] = summarize(b.runs, sc, ["node"] + a.servers)
-        elif sc not in ("idle", "tls_idle"):
+        elif sc not in ("idle", "tls_idle", "h2_idle"):
             summ[sc] = summarize(b.runs, sc, a.servers)
     results["summary"] = summ
 

@@ -176,6 +176,14 @@ void mk_conn_go_away(struct mk_conn *c)
     c->proto->go_away(c);
 }
 
+void mk_conn_reload(struct mk_conn *c)
+{
+    if (c->state == MK_CONN_HANDSHAKE || c->state == MK_CONN_LINGER || !c->proto->reload) {
+        return;
+    }
+    c->proto->reload(c);
+}
+
 /* ---- starting ------------------------------------------------------------ */
 
 /* The protocol the handshake chose (ALPN); none chosen: HTTP/1.1. */

@@ -100,6 +100,8 @@ void mk_conn_expire(struct mk_conn *c);
 void mk_conn_refuse(struct mk_conn *c);
 /* The server stops: close c unless a request is in progress on it. */
 void mk_conn_go_away(struct mk_conn *c);
+/* The configuration was reloaded: proto->reload, once past the handshake. */
+void mk_conn_reload(struct mk_conn *c);
 /* Close after a response: shut the write side, drain input, then close. */
 void mk_conn_linger(struct mk_conn *c);
 /* Stats counters are written by their worker only: no locked instruction. */

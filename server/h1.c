@@ -827,6 +827,43 @@ static bool mk_h1_switch_h2(struct mk_conn *c)
     mk_h1_in_release(c);
     return false;
 }
+
+/*
+ * The first request's head (head_len bytes) asks for `Upgrade: h2c`
+ * (mk_h2_upgrade_wanted): answer 101 and continue in HTTP/2, this request
+ * being stream 1. False when it does not (or cannot be parsed here): it is
+ * then an ordinary HTTP/1 request.
+ */
+static bool mk_h1_upgrade_h2(struct mk_conn *c, size_t head_len)
+{
+    struct mk_h1 *h = &c->h1;
+    unsigned cap = h->scan.lines > 1 ? h->scan.lines - 1 : 1;
+    struct mk_http_header *headers = mk_try_alloc(cap * sizeof(*headers));
+    uint8_t settings[MK_H2_UPGRADE_SETTINGS_MAX];
+    struct mk_http_head head;
+    size_t settings_len = 0;
+    bool upgrade = false;
+
+    if (!headers) {
+        return false;
+    }
+    memset(&head, 0, sizeof(head));
+    if (mk_http_parse(&head, h->in, head_len, headers, cap) >= 0 &&
+        mk_h2_upgrade_wanted(&head, settings, sizeof(settings), &settings_len)) {
+        char *in = h->in;
+        size_t len = h->in_len;
+
+        upgrade = true;
+        h->in = NULL; /* handed over; released after HTTP/2 took the bytes */
+        h->in_len = 0;
+        mk_h2_start_upgrade(c, &head, settings, settings_len, in + head_len, len - head_len);
+        h->in = in;
+        h->in_len = 0;
+        mk_h1_in_release(c);
+    }
+    mk_free(headers);
+    return upgrade;
+}
 #endif
 
 /* READ_HEAD: returns true when the state changed and processing goes on. */
@@ -868,6 +905,11 @@ static bool mk_h1_step_head(struct mk_conn *c)
     if (n == MK_AGAIN) {
         return false;
     }
+#ifdef MK_HAVE_H2
+    if ((c->flags & MK_CONN_H2C) && c->requests == 0 && n > 0 && mk_h1_upgrade_h2(c, (size_t) n)) {
+        return false;
+    }
+#endif
     mk_h1_begin_request(c, n);
     return true;
 }

@@ -49,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "../core/log.h"
@@ -130,6 +131,9 @@ struct mk_h2 {
     unsigned closed_next;
     int32_t max_opened;  /* the highest stream id a request was opened on */
     uint32_t conn_error; /* the GOAWAY error a callback asked for, 0: none */
+    /* stream 1 of an upgraded connection (Upgrade: h2c), started once the
+       client's preface is complete, so that the 101 is read before it */
+    struct mk_h2_stream *upgraded;
     /* frame boundaries of the input, checked before nghttp2 sees a frame */
     uint32_t preface_left; /* bytes of the client preface still to come */
     uint8_t scan_hd[14];   /* the frame header being read (+5 for PRIORITY) */
@@ -574,6 +578,22 @@ static int mk_h2_begin_frame_cb(nghttp2_session *ng, const nghttp2_frame_hd *hd,
     return 0;
 }
 
+/* A stream the client opened: counted, on the connection's list. */
+static struct mk_h2_stream *mk_h2_stream_new(struct mk_conn *c, int32_t id)
+{
+    struct mk_h2_stream *s = mk_calloc(1, sizeof(*s));
+
+    s->id = id;
+    if (s->id > c->h2->max_opened) {
+        c->h2->max_opened = s->id;
+    }
+    mk_list_add_tail(&s->node, &c->h2->streams);
+    c->h2->n_open++;
+    MK_STAT_ADD(c->worker->n_h2_streams, 1);
+    MK_STAT_ADD(c->worker->h2_streams, 1);
+    return s;
+}
+
 static int mk_h2_begin_headers_cb(nghttp2_session *ng, const nghttp2_frame *frame, void *user)
 {
     struct mk_conn *c = user;
@@ -582,15 +602,7 @@ static int mk_h2_begin_headers_cb(nghttp2_session *ng, const nghttp2_frame *fram
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
         return 0;
     }
-    s = mk_calloc(1, sizeof(*s));
-    s->id = frame->hd.stream_id;
-    if (s->id > c->h2->max_opened) {
-        c->h2->max_opened = s->id;
-    }
-    mk_list_add_tail(&s->node, &c->h2->streams);
-    c->h2->n_open++;
-    MK_STAT_ADD(c->worker->n_h2_streams, 1);
-    MK_STAT_ADD(c->worker->h2_streams, 1);
+    s = mk_h2_stream_new(c, frame->hd.stream_id);
     nghttp2_session_set_stream_user_data(ng, s->id, s);
     return 0;
 }
@@ -909,6 +921,12 @@ static int mk_h2_frame_recv_cb(nghttp2_session *ng, const nghttp2_frame *frame, 
     struct mk_h2_stream *s;
     bool end = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
 
+    if (frame->hd.type == NGHTTP2_SETTINGS && c->h2->upgraded) {
+        s = c->h2->upgraded; /* the client's preface is complete */
+        c->h2->upgraded = NULL;
+        mk_h2_request_start(c, s, true);
+        return 0;
+    }
     s = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
     if (s && frame->hd.type == NGHTTP2_RST_STREAM) {
         s->peer_reset = true;
@@ -971,6 +989,9 @@ static int mk_h2_stream_close_cb(nghttp2_session *ng, int32_t id, uint32_t error
     }
     nghttp2_session_set_stream_user_data(ng, id, NULL);
     s->closed = true;
+    if (h->upgraded == s) {
+        h->upgraded = NULL; /* closed before the client's preface came */
+    }
     if (s->responding) {
         s->responding = false;
         h->n_responding--;
@@ -1504,6 +1525,93 @@ void mk_h2_start(struct mk_conn *c, const char *data, size_t len)
     mk_h2_after(c);
 }
 
+/* A copy of v as a C string (malloc), or NULL when out of memory. */
+static char *mk_h2_strdup(const struct mk_str *v)
+{
+    char *p = mk_try_alloc(v->len + 1);
+
+    if (p) {
+        memcpy(p, v->p, v->len);
+        p[v->len] = '\0';
+    }
+    return p;
+}
+
+/* Fields of an HTTP/1 upgrade request that are about that connection only. */
+static bool mk_h2_upgrade_skip(const struct mk_str *name)
+{
+    static const char *const hop[] = {
+        "host", "connection",        "upgrade", "http2-settings", "keep-alive", "proxy-connection",
+        "te",   "transfer-encoding", NULL};
+
+    for (int i = 0; hop[i]; i++) {
+        if (name->len == strlen(hop[i]) && strncasecmp(name->p, hop[i], name->len) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Stream 1 of an upgraded connection: the HTTP/1 head as a header block. */
+static bool mk_h2_upgrade_stream(struct mk_h2_stream *s, const struct mk_http_head *head)
+{
+    const struct mk_str *host = mk_http_header_get(head, "host");
+
+    s->method = mk_h2_strdup(&head->method_name);
+    s->path = mk_h2_strdup(&head->target);
+    if (host) {
+        s->authority = mk_h2_strdup(host);
+    }
+    if (!s->method || !s->path || (host && !s->authority)) {
+        return false;
+    }
+    for (unsigned i = 0; i < head->n_headers; i++) {
+        const struct mk_http_header *f = &head->headers[i];
+        if (!mk_h2_upgrade_skip(&f->name) &&
+            !mk_h2_field_add(s, (const uint8_t *) f->name.p, f->name.len,
+                             (const uint8_t *) f->value.p, f->value.len)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+void mk_h2_start_upgrade(struct mk_conn *c, const struct mk_http_head *head,
+                         const uint8_t *settings, size_t settings_len, const char *rest,
+                         size_t rest_len)
+{
+    static const char switching[] = "HTTP/1.1 101 Switching Protocols\r\n"
+                                    "Connection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
+    struct mk_h2_stream *s;
+
+    c->proto = &mk_proto_h2;
+    if (mk_h2_session_new(c) != MK_OK) {
+        mk_conn_close(c);
+        return;
+    }
+    /*
+     * The 101 first; the server's SETTINGS (queued in nghttp2) follow it.
+     * The answer on stream 1 waits for the client's preface: a client that
+     * read more than the 101 and a SETTINGS frame in one go before switching
+     * (curl's 32 KiB) would otherwise fail.
+     */
+    mk_h2_out_put(c->h2, switching, sizeof(switching) - 1);
+    s = mk_h2_stream_new(c, 1);
+    if (nghttp2_session_upgrade2(c->h2->ng, settings, settings_len, head->method == MK_METHOD_HEAD,
+                                 s) != 0 ||
+        !mk_h2_upgrade_stream(s, head)) {
+        mk_conn_close(c);
+        return;
+    }
+    c->h2->upgraded = s;
+    if (rest_len && mk_h2_feed(c, rest, rest_len) != MK_OK) {
+        mk_conn_close(c);
+        return;
+    }
+    mk_h2_flush(c);
+    mk_h2_after(c);
+}
+
 static void mk_h2_on_writable(struct mk_conn *c)
 {
     mk_h2_on_input(c);
@@ -1547,7 +1655,11 @@ static void mk_h2_expire(struct mk_conn *c)
     }
 }
 
-/* The server stops: GOAWAY; the streams in flight finish, then the connection closes. */
+/*
+ * The server stops, or its configuration was reloaded: GOAWAY; the streams
+ * in flight finish, then the connection closes (new streams go to a new
+ * connection, which takes the configuration in force).
+ */
 static void mk_h2_go_away(struct mk_conn *c)
 {
     if (!c->h2) {
@@ -1648,6 +1760,7 @@ const struct mk_proto mk_proto_h2 = {
     .on_writable = mk_h2_on_writable,
     .expire = mk_h2_expire,
     .go_away = mk_h2_go_away,
+    .reload = mk_h2_go_away,
     .release = mk_h2_release,
     .respond = mk_h2_respond,
     .read_body = mk_h2_read_body,

@@ -35,6 +35,13 @@ struct mk_proto {
     /* The server stops: close the connection if no request is in progress. */
     void (*go_away)(struct mk_conn *c);
     /*
+     * The configuration was reloaded: have the client open new connections,
+     * which take it (HTTP/2: GOAWAY with the last stream taken; the streams
+     * in flight finish, then the connection closes). NULL: nothing to do
+     * (an HTTP/1 request already takes the new configuration).
+     */
+    void (*reload)(struct mk_conn *c);
+    /*
      * The connection closes (or lingers): end every request in progress
      * (request_done hooks run while the request's head is still readable),
      * then release the protocol's buffers.

@@ -311,6 +311,13 @@ static void mk_worker_handoff_cb(struct mk_event *ev, uint32_t ready)
 
 /* ---- stopping ------------------------------------------------------------ */
 
+/* A reload reached this worker: let each connection's protocol react. */
+static void mk_worker_reload_cb(struct mk_timer *e, void *arg)
+{
+    (void) arg;
+    mk_conn_reload(mk_container_of(e, struct mk_conn, expiry));
+}
+
 /* Close a connection that waits for a request and has received none of it. */
 static void mk_worker_close_idle_cb(struct mk_timer *e, void *arg)
 {
@@ -502,6 +509,9 @@ static void mk_worker_ctl_cb(struct mk_event *ev, uint32_t ready)
                                mk_listener_accept_cb, w, NULL);
         }
         mk_worker_cfg_switch(w, cfg);
+        if (!w->stopping) {
+            mk_timers_each(&w->timers, mk_worker_reload_cb, NULL);
+        }
     }
     mk_listen_plan_free(plan, plan_len);
     if (flags & MK_WCTL_STOP) {
