@@ -433,9 +433,11 @@ def test_reload_picks_up_a_rebuilt_service(make_server, tmp_path):
     # A reload with a broken service is refused: the running one stays.
     (out / "version.duda").write_bytes(b"not an object")
     srv.signal(signal.SIGHUP)
-    time.sleep(0.5 * SLOW)
-    assert srv.get("/version/").body == b"version 2\n"
+    deadline = time.monotonic() + 10 * SLOW
+    while time.monotonic() < deadline and "version.duda" not in srv.stderr_text():
+        time.sleep(0.05)
     assert "version.duda" in srv.stderr_text()
+    assert srv.get("/version/").body == b"version 2\n"
 
 
 def test_installed_duda(tmp_path):
