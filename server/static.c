@@ -84,7 +84,8 @@ static int mk_open_walk(int dirfd, const char *rel, int flags)
         }
         cur = next;
     }
-    int fd = openat(cur, comp, flags | O_NOFOLLOW);
+    /* "dir/" ends with an empty name: the directory itself. */
+    int fd = openat(cur, *comp ? comp : ".", flags | O_NOFOLLOW);
     int saved = errno;
     if (cur != dirfd) {
         close(cur);
