@@ -10,8 +10,8 @@
 #                                     server
 #
 # The integration suite starts BUILD/bin/* directly: BUILD/emu/ is a copy of
-# BUILD made of symbolic links whose bin/ holds one script per program that
-# runs it under qemu-user-static, and the suite runs with MK_BUILD=BUILD/emu
+# BUILD made of symbolic links whose bin/ and tests/ hold one script per
+# program that runs it under qemu-user-static, and the suite runs with MK_BUILD=BUILD/emu
 # and MK_EMULATED=1 (conftest.py: a larger SLOW factor).
 set -eu
 
@@ -31,16 +31,30 @@ sizes() {
     (cd "$build/stripped" && ls -l | awk 'NR > 1 { printf "%9d  %s\n", $5, $9 }')
 }
 
+# DIR of the emulated tree: the programs of BUILD/DIR as scripts that run
+# them under the emulator, everything else as links.
+emu_dir() {
+    mkdir -p "$emu/$1"
+    for f in "$build/$1"/*; do
+        if [ -f "$f" ] && [ -x "$f" ]; then
+            printf '#!/bin/sh\nexec %s %s "$@"\n' "$qemu" "$f" >"$emu/$1/${f##*/}"
+            chmod +x "$emu/$1/${f##*/}"
+        else
+            ln -s "$f" "$emu/$1/${f##*/}"
+        fi
+    done
+}
+
 emu_tree() {
     emu=$build/emu
-    rm -rf "$emu" && mkdir -p "$emu/bin"
+    rm -rf "$emu" && mkdir -p "$emu"
     for f in "$build"/*; do
-        case "${f##*/}" in bin | emu) ;; *) ln -s "$f" "$emu/${f##*/}" ;; esac
+        case "${f##*/}" in bin | tests | emu) ;; *) ln -s "$f" "$emu/${f##*/}" ;; esac
     done
-    for f in "$build"/bin/*; do
-        printf '#!/bin/sh\nexec %s %s "$@"\n' "$qemu" "$f" >"$emu/bin/${f##*/}"
-        chmod +x "$emu/bin/${f##*/}"
-    done
+    emu_dir bin
+    emu_dir tests
+    # cmake --install (test_15_install.py) writes it into BUILD later.
+    [ -e "$emu/install_manifest.txt" ] || ln -s "$build/install_manifest.txt" "$emu/"
 }
 
 run_tests() {
