@@ -1,7 +1,8 @@
 # Cross build for armhf with Debian's cross compiler (gcc-arm-linux-gnueabihf):
 # make cross ARCH=armhf (docs/packaging.md, "ARM"). The target's libraries
 # come from multiarch packages (libssl-dev:<arch> ...) in
-# /usr/lib/arm-linux-gnueabihf; one that is not installed switches its part off (find_package, find_library).
+# /usr/lib/arm-linux-gnueabihf; one that is not installed switches its part
+# off (find_package, find_library).
 # Programs built for the target (the unit tests) run under qemu-user-static
 # with the target's multiarch C library (libc6:<arch>, which those packages
 # bring): not with -L /usr/<triplet>, whose older loader would then load the
