@@ -17,6 +17,10 @@
 #                   build-deb/; make deb-test builds them and checks them
 #                   (lintian, contents, the extracted server runs; not part
 #                   of make test)
+#   make cross ARCH=aarch64|armhf   a cross build with Debian's cross
+#                   compiler into build-cross-ARCH/; make cross-test ARCH=...
+#                   runs its unit and integration tests under qemu-user-static
+#                   (docs/packaging.md, "ARM"; not part of make test)
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -34,7 +38,7 @@ PYTHON     := $(shell python3 -c 'import pytest' >/dev/null 2>&1 && echo python3
 C_FILES     = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 
 .PHONY: all run test unit integration asan deps reconfigure static fuzz bench format format-check clean \
-	install uninstall deb deb-test
+	install uninstall deb deb-test cross cross-test
 
 all:
 	@tools/deps.sh build
@@ -72,6 +76,22 @@ deb:
 
 deb-test: deb
 	MK_DEB=$(DEB_BUILD) $(PYTHON) -m pytest -q tests/integration/test_15_deb.py
+
+# ARM (docs/packaging.md): cmake/toolchain-$(ARCH).cmake; the target's
+# OpenSSL and cmocka come from multiarch packages when they can be installed
+# (tools/deps.sh cross), else the tls plugin or the unit tests are left out.
+ARCH       ?= aarch64
+CROSS_BUILD ?= build-cross-$(ARCH)
+cross:
+	@case "$(ARCH)" in aarch64|armhf) ;; *) echo "make cross: ARCH=aarch64 or ARCH=armhf" >&2; exit 2 ;; esac
+	@tools/deps.sh cross $(ARCH)
+	@test -f $(CROSS_BUILD)/CMakeCache.txt || cmake -S . -B $(CROSS_BUILD) $(GENERATOR) \
+		-DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/toolchain-$(ARCH).cmake >/dev/null
+	@cmake --build $(CROSS_BUILD) -j $(JOBS)
+	@tools/cross.sh sizes $(ARCH) $(CROSS_BUILD)
+
+cross-test: cross
+	tools/cross.sh test $(ARCH) $(CROSS_BUILD)
 
 # The bundled configuration serves HTTPS on 2443 too: the tls plugin needs
 # OpenSSL (installed when missing and run as root), and a build configured
@@ -138,4 +158,4 @@ format-check:
 	clang-format --dry-run -Werror $(C_FILES)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(STATIC_BUILD) $(DEB_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(STATIC_BUILD) $(DEB_BUILD) build-cross-*

@@ -68,6 +68,13 @@ static int mk_open_walk(int dirfd, const char *rel, int flags)
         *slash = '\0';
         int next = openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         int saved = errno;
+        struct stat st;
+        /* A link to a directory fails with ENOTDIR here: refuse it as
+           openat2(RESOLVE_NO_SYMLINKS) does, with ELOOP. */
+        if (next < 0 && saved == ENOTDIR && fstatat(cur, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISLNK(st.st_mode)) {
+            saved = ELOOP;
+        }
         if (cur != dirfd) {
             close(cur);
         }
@@ -77,7 +84,8 @@ static int mk_open_walk(int dirfd, const char *rel, int flags)
         }
         cur = next;
     }
-    int fd = openat(cur, comp, flags | O_NOFOLLOW);
+    /* "dir/" ends with an empty name: the directory itself. */
+    int fd = openat(cur, *comp ? comp : ".", flags | O_NOFOLLOW);
     int saved = errno;
     if (cur != dirfd) {
         close(cur);

@@ -11,6 +11,11 @@
 #   tools/deps.sh bench      + the peers and load tools of bench/
 #   tools/deps.sh deb        + debhelper, dpkg-dev, lintian and fakeroot for
 #                            make deb and make deb-test
+#   tools/deps.sh cross ARCH + for make cross and make cross-test (ARCH aarch64
+#                            or armhf): the cross compiler, qemu-user-static,
+#                            and through multiarch (dpkg --add-architecture)
+#                            the architecture's libssl-dev, libcrypt-dev and
+#                            libcmocka-dev
 #
 # Except for "build", what is missing is installed with apt-get when run as
 # root, and every package is named before it is installed. Without root it
@@ -92,6 +97,36 @@ if [ "$stage" = deb ]; then
     need lintian lintian
     need fakeroot fakeroot
 fi
+if [ "$stage" = cross ]; then
+    # make cross, make cross-test (docs/packaging.md, "ARM"): Debian's cross
+    # compiler and its C library, the emulator, and the target's libcrypt
+    # (the auth plugin) through multiarch (dpkg --add-architecture). The
+    # target's libssl-dev (the tls plugin) and libcmocka-dev (the unit tests)
+    # are installed after them when they can be: a multiarch -dev package
+    # needs the very version of the host's, which a mirror does not always
+    # have for every architecture; without them the cross build leaves the
+    # tls plugin, or the unit tests, out.
+    case "${2:-}" in
+        aarch64) triplet=aarch64-linux-gnu; debarch=arm64; qemu=qemu-aarch64-static ;;
+        armhf) triplet=arm-linux-gnueabihf; debarch=armhf; qemu=qemu-arm-static ;;
+        *) echo "deps: cross needs ARCH aarch64 or armhf" >&2; exit 2 ;;
+    esac
+    need $triplet-gcc gcc-$triplet
+    need /usr/$triplet/include/stdio.h libc6-dev-$debarch-cross
+    need $qemu qemu-user-static
+    need /usr/lib/$triplet/libcrypt.so libcrypt-dev:$debarch
+    need /usr/lib/$triplet/libc.so.6 libc6:$debarch # the loader qemu runs the programs with
+    need openssl openssl # the test certificates, made on the host
+    optional=""
+    [ -e /usr/include/$triplet/openssl/opensslconf.h ] || optional="$optional libssl-dev:$debarch"
+    [ -e /usr/lib/$triplet/libcmocka.so ] || optional="$optional libcmocka-dev:$debarch"
+    if [ -n "$want$optional" ] && [ "$(id -u)" = 0 ] &&
+       ! dpkg --print-foreign-architectures | grep -qx "$debarch"; then
+        echo "deps: dpkg --add-architecture $debarch"
+        dpkg --add-architecture "$debarch"
+    fi
+    stage="cross $2"
+fi
 if [ "$stage" = bench ]; then
     # bench/bench.py: load tools, the peers, node.js for bench/node/hello.js,
     # valgrind (callgrind_control) for --callgrind, strace for --syscalls and
@@ -112,17 +147,33 @@ if [ "$stage" = bench ]; then
 fi
 fi # run-only
 
-if [ -n "$want" ]; then
+optional=${optional:-}
+if [ -n "$want$optional" ]; then
     if [ "$(id -u)" != 0 ]; then
-        echo "deps: missing:$want (run 'sudo tools/deps.sh $stage' or install them)" >&2
-        exit 1
+        if [ -n "$want" ]; then
+            echo "deps: missing:$want (run 'sudo tools/deps.sh $stage' or install them)" >&2
+            exit 1
+        fi
+        echo "deps: not installed (optional):$optional" >&2
+    else
+        export DEBIAN_FRONTEND=noninteractive
+        # An index that fails to download (a mirror in sync) is not fatal:
+        # the install below fails if it needed it.
+        apt-get update -q >/dev/null || echo "deps: apt-get update reported errors" >&2
+        if [ -n "$want" ]; then
+            echo "deps: installing with apt-get:$want"
+            # shellcheck disable=SC2086
+            apt-get install -y -q --no-install-recommends $want >/dev/null
+            echo "deps: installed:$want"
+        fi
+        for p in $optional; do
+            if apt-get install -y -q --no-install-recommends "$p" >/dev/null 2>&1; then
+                echo "deps: installed: $p"
+            else
+                echo "deps: $p cannot be installed (apt-get install $p says why): left out" >&2
+            fi
+        done
     fi
-    echo "deps: installing with apt-get:$want"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -q >/dev/null
-    # shellcheck disable=SC2086
-    apt-get install -y -q --no-install-recommends $want >/dev/null
-    echo "deps: installed:$want"
 fi
 
 if [ -n "${h2_pip:-}" ]; then

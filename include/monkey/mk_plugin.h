@@ -117,6 +117,12 @@
 #include "mk_common.h"
 #include "mk_schema.h"
 
+/* off_t and time_t cross this API (sendfile, set_body_file, now, started):
+   the server is built with 64-bit ones on every target, and so must a plugin
+   be (on 32-bit targets such as armhf: -D_FILE_OFFSET_BITS=64 -D_TIME_BITS=64). */
+_Static_assert(sizeof(off_t) == 8, "build Monkey plugins with -D_FILE_OFFSET_BITS=64");
+_Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64");
+
 /*
  * ABI versions. The major changes when a built plugin would misread the
  * structs (a field removed, moved or changed): the server refuses a plugin

@@ -24,8 +24,14 @@ SANITIZED = "asan" in BUILD.name
 # A static binary (make static) cannot load shared-object plugins.
 STATIC = os.environ.get("MK_STATIC") == "1"
 needs_dlopen = pytest.mark.skipif(STATIC, reason="static binary: no shared-object plugins")
-# Sanitizer builds are several times slower to start and to serve.
-SLOW = 3.0 if SANITIZED else 1.0
+# The server of an ARM cross build runs under qemu-user-static (make
+# cross-test: tools/cross.sh runs the suite with MK_EMULATED=1).
+EMULATED = os.environ.get("MK_EMULATED") == "1"
+# qemu-user runs a thread of its own (RCU) in every emulated process.
+EMULATOR_THREADS = 1 if EMULATED else 0
+# Sanitizer builds are several times slower to start and to serve, and so is
+# an emulated server.
+SLOW = 3.0 if SANITIZED else 4.0 if EMULATED else 1.0
 
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import MONKEY, SLOW, Conn, check_sanitizers, free_port, wait_port
+from conftest import EMULATOR_THREADS, MONKEY, SLOW, Conn, check_sanitizers, free_port, wait_port
 
 
 def test_version_and_help():
@@ -219,7 +219,7 @@ def thread_count(pid, expected, timeout=5.0):
     deadline = time.monotonic() + timeout * SLOW
     while True:
         threads = int([l for l in open(f"/proc/{pid}/status")
-                       if l.startswith("Threads:")][0].split()[1])
+                       if l.startswith("Threads:")][0].split()[1]) - EMULATOR_THREADS
         if threads == expected or time.monotonic() > deadline:
             return threads
         time.sleep(0.02)

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, ROOT, SLOW, STATIC, Conn, check_sanitizers, free_port, wait_port
+from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, Conn, check_sanitizers, free_port, wait_port
 
 pytestmark = pytest.mark.skipif(STATIC, reason="the static build builds only the server")
+# The installed programs of a cross build run only under the emulator.
+native_only = pytest.mark.skipif(EMULATED, reason="cross build: installed programs need qemu")
 
 
 def cache(name):
@@ -102,6 +104,7 @@ def relocate(dest, confdir):
     return conf
 
 
+@native_only
 def test_installed_server_runs_relocated(installed):
     prefix = cache("CMAKE_INSTALL_PREFIX")
     confdir = gnu_dir("SYSCONFDIR", "etc") + "/monkey"
