@@ -22,9 +22,15 @@ case "$arch" in
     *) echo "cross.sh: ARCH aarch64 or armhf" >&2; exit 2 ;;
 esac
 
+# Whether FILE is an ELF object (bin/ also holds scripts, such as duda).
+is_elf() {
+    [ "$(head -c 4 "$1" | tail -c 3)" = ELF ]
+}
+
 sizes() {
     rm -rf "$build/stripped" && mkdir -p "$build/stripped"
     for f in "$build"/bin/* "$build"/plugins/*.so; do
+        is_elf "$f" || continue
         cp "$f" "$build/stripped/" && $triplet-strip "$build/stripped/${f##*/}"
     done
     echo "== $arch: stripped sizes (bytes), $build/stripped/"
@@ -36,7 +42,7 @@ sizes() {
 emu_dir() {
     mkdir -p "$emu/$1"
     for f in "$build/$1"/*; do
-        if [ -f "$f" ] && [ -x "$f" ]; then
+        if [ -f "$f" ] && [ -x "$f" ] && is_elf "$f"; then
             printf '#!/bin/sh\nexec %s %s "$@"\n' "$qemu" "$f" >"$emu/$1/${f##*/}"
             chmod +x "$emu/$1/${f##*/}"
         else

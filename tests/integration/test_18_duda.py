@@ -10,9 +10,14 @@ import time
 
 import pytest
 
-from conftest import BUILD, ROOT, SLOW, STATIC, Conn, free_port, wait_port
+from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, Conn, free_port, wait_port
 
-pytestmark = pytest.mark.skipif(STATIC, reason="static binary: no shared objects")
+pytestmark = [
+    pytest.mark.skipif(STATIC, reason="static binary: no shared objects"),
+    # Services are built with the host's compiler; an emulated (cross-built)
+    # server cannot load them.
+    pytest.mark.skipif(EMULATED, reason="cross-test: services are built for the host"),
+]
 
 DUDA = BUILD / "bin" / "duda"
 PLUGIN = BUILD / "plugins" / "monkey-duda.so"
