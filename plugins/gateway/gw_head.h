@@ -12,6 +12,8 @@
 
 #include <stddef.h>
 
+#include <monkey/mk_common.h>
+
 /* The largest header block accepted: a longer one is malformed (502). */
 #define MK_GW_HEAD_MAX 16384
 /* Header fields other than Status, Location and Content-Type kept. */
