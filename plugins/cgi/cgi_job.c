@@ -762,12 +762,22 @@ int cgi_job_start(struct mk_request *r, const struct cgi_target *t, const struct
     return cgi_body_end(j, r);
 }
 
+/* The continuation of a request whose job went with its worker. */
+static int cgi_resumed_orphan(struct mk_request *r, void *arg)
+{
+    (void) arg;
+    return r ? 503 : MK_OK;
+}
+
 void cgi_job_worker_exit(void)
 {
     while (cgi_jobs) {
         struct cgi_job *j = cgi_jobs;
         if (!j->reaped) {
             kill(-j->pid, SIGKILL);
+        }
+        if (j->state == CGI_HEAD && j->susp) {
+            cgi_api->resume(j->susp, cgi_resumed_orphan, NULL); /* every handle resumed once */
         }
         cgi_job_free(j);
     }
