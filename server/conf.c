@@ -315,7 +315,7 @@ const struct mk_conf_schema *mk_config_schema(void)
 }
 
 static const char *const mk_host_keys[] = {"ServerName", "DocumentRoot", "Symlinks",
-                                           "HideDotFiles"};
+                                           "HideDotFiles", "Fallback"};
 
 const char *mk_config_key(const char *section, size_t i)
 {

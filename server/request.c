@@ -34,6 +34,7 @@
  * first (mk_request_drop_task): that work never runs.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -225,6 +226,38 @@ static void mk_request_request_result(struct mk_request *r, size_t index, int rc
     }
 }
 
+/*
+ * The site's Fallback (a front controller such as /index.php): when the
+ * path names no file and no directory under the document root, the request
+ * goes on with the fallback's path, for the routes, the content hooks and
+ * the static files alike. The request target and the query stay the
+ * client's (REQUEST_URI keeps the pretty URL). One open() per request, on
+ * sites with a Fallback only.
+ */
+static void mk_request_fallback(struct mk_request *r)
+{
+    const struct mk_vhost *vh = r->vhost;
+
+    if (!vh || !vh->fallback || !r->path) {
+        return;
+    }
+    int fd = mk_static_open(vh, r->path_len > 1 ? r->path + 1 : ".",
+                            O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) {
+        close(fd);
+        return;
+    }
+    if (errno != ENOENT && errno != ENOTDIR) {
+        return; /* there is something (403, 500): the usual answer */
+    }
+    char *path = mk_arena_alloc(&r->arena, vh->fallback_len + 1);
+    if (path) {
+        memcpy(path, vh->fallback, vh->fallback_len + 1);
+        r->path = path;
+        r->path_len = vh->fallback_len;
+    }
+}
+
 static void mk_request_request_hooks(struct mk_request *r, size_t from)
 {
     const struct mk_plugin_set *ps = &r->conn->worker->server->plugins;
@@ -234,6 +267,7 @@ static void mk_request_request_hooks(struct mk_request *r, size_t from)
         mk_request_request_result(r, from, ps->request[from]->request(r));
         return;
     }
+    mk_request_fallback(r);
     mk_request_route(r);
 }
 
