@@ -342,8 +342,8 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
                 goto fail;
             }
             if (n <= 0 || (size_t) n != len || memcmp(fallback, e->value, len) != 0) {
-                ERR(conf, e->line, "Fallback: expected a normalised path such as /index.php, got '%s'",
-                    e->value);
+                ERR(conf, e->line,
+                    "Fallback: expected a normalised path such as /index.php, got '%s'", e->value);
                 goto fail;
             }
             vh->fallback = mk_strdup(e->value);

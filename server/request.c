@@ -241,8 +241,8 @@ static void mk_request_fallback(struct mk_request *r)
     if (!vh || !vh->fallback || !r->path) {
         return;
     }
-    int fd = mk_static_open(vh, r->path_len > 1 ? r->path + 1 : ".",
-                            O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    int fd =
+        mk_static_open(vh, r->path_len > 1 ? r->path + 1 : ".", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd >= 0) {
         close(fd);
         return;

@@ -114,7 +114,8 @@ static int cgi_path_decode(char *p)
             }
             *w++ = (char) (hi * 16 + lo);
             s += 2;
-        } else {
+        }
+        else {
             *w++ = *s;
         }
     }

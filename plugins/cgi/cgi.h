@@ -54,12 +54,12 @@ struct cgi_site_conf {
 
 /* The plugin's state in one server (api->self). */
 struct cgi_self {
-    atomic_int running;         /* scripts running now */
-    atomic_uint_fast64_t spawned;  /* scripts started */
-    atomic_uint_fast64_t refused;  /* 503: MaxScripts reached */
-    atomic_uint_fast64_t timeouts; /* 504 */
+    atomic_int running;             /* scripts running now */
+    atomic_uint_fast64_t spawned;   /* scripts started */
+    atomic_uint_fast64_t refused;   /* 503: MaxScripts reached */
+    atomic_uint_fast64_t timeouts;  /* 504 */
     atomic_uint_fast64_t bad_heads; /* 502 */
-    atomic_uint_fast64_t killed;   /* killed: the client went away or timeout */
+    atomic_uint_fast64_t killed;    /* killed: the client went away or timeout */
 };
 
 /* A request's script, as cgi_map_request() resolved it. */

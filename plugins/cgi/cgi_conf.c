@@ -21,8 +21,7 @@
 static int cgi_two_words(const char *value, char **a, char **b, char *reason, size_t len)
 {
     char w1[4096], w2[4096], extra[2];
-    if (strlen(value) >= sizeof(w1) ||
-        sscanf(value, "%4095s %4095s %1s", w1, w2, extra) != 2) {
+    if (strlen(value) >= sizeof(w1) || sscanf(value, "%4095s %4095s %1s", w1, w2, extra) != 2) {
         snprintf(reason, len, "expected two words, got '%s'", value);
         return MK_ERR;
     }
@@ -54,9 +53,11 @@ static int cgi_set_alias(void *obj, const struct mk_conf_key *k, const char *val
     const char *why = NULL;
     if (prefix[0] != '/' || prefix[plen - 1] != '/') {
         why = "the URL prefix must start and end with '/'";
-    } else if (dir[0] != '/') {
+    }
+    else if (dir[0] != '/') {
         why = "the directory must be an absolute path";
-    } else if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    }
+    else if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         why = "the directory does not exist";
     }
     if (why) {
@@ -122,7 +123,8 @@ static int cgi_set_interp(void *obj, const struct mk_conf_key *k, const char *va
     const char *why = NULL;
     if (ext[0] != '.' || ext[1] == '\0' || strchr(ext, '/')) {
         why = "the extension must start with '.'";
-    } else if (program[0] != '/' || access(program, X_OK) != 0) {
+    }
+    else if (program[0] != '/' || access(program, X_OK) != 0) {
         why = "the interpreter is not an executable absolute path";
     }
     if (why) {
@@ -177,8 +179,8 @@ static const struct mk_conf_key cgi_keys[] = {
      .doc = "time between SIGTERM and SIGKILL of a script given up"},
     {"ScriptAlias", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
      .set = cgi_set_alias, .doc = "URL prefix and directory of scripts"},
-    {"Match", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
-     .set = cgi_set_match, .doc = "regular expression of script paths under the document root"},
+    {"Match", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = cgi_set_match,
+     .doc = "regular expression of script paths under the document root"},
     {"Interpreter", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
      .set = cgi_set_interp, .doc = "extension and the program that runs such scripts"},
     {NULL},

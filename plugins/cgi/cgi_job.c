@@ -55,10 +55,10 @@ struct cgi_job {
     struct mk_loop_timer *timer; /* header timeout, then the kill grace */
     int fail;                    /* status to answer instead of the script (502, 504) */
     bool nph, head_ready, body_done, reaped, killed, out_paused;
-    size_t owed;        /* body bytes kept (MK_AGAIN), given back once the buffer drains */
-    char *in_buf;       /* body bytes waiting for stdin */
+    size_t owed;  /* body bytes kept (MK_AGAIN), given back once the buffer drains */
+    char *in_buf; /* body bytes waiting for stdin */
     size_t in_len, in_off;
-    char *head;         /* stdout until the header block is complete */
+    char *head; /* stdout until the header block is complete */
     size_t head_len;
     struct mk_gw_head h;
     size_t err_len;
@@ -100,8 +100,7 @@ static void cgi_timer_stop(struct cgi_job *j)
 static void cgi_err_flush(struct cgi_job *j)
 {
     if (j->err_len > 0) {
-        cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: %.*s", j->name, (int) j->err_len,
-                     j->err_line);
+        cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: %.*s", j->name, (int) j->err_len, j->err_line);
         j->err_len = 0;
     }
 }
@@ -351,7 +350,8 @@ static void cgi_out_head(struct cgi_job *j)
     }
     if (rc == MK_OK) {
         cgi_head_done(j, 0);
-    } else if (rc == MK_ERR || n == 0) {
+    }
+    else if (rc == MK_ERR || n == 0) {
         cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: %s", j->name,
                      j->head_len ? "malformed header block" : "no output");
         cgi_head_done(j, 502);
@@ -380,7 +380,8 @@ static void cgi_out_body(struct cgi_job *j)
     int rc = cgi_api->stream_write(j->r, buf, (size_t) n);
     if (rc == MK_ERR) {
         cgi_request_over(j);
-    } else if (rc == MK_AGAIN) {
+    }
+    else if (rc == MK_AGAIN) {
         cgi_out_pause(j, true); /* proceed() reads on */
     }
 }
@@ -393,7 +394,8 @@ static void cgi_out_cb(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg)
     (void) ready;
     if (j->state == CGI_STREAM) {
         cgi_out_body(j);
-    } else if (!j->head_ready) {
+    }
+    else if (!j->head_ready) {
         cgi_out_head(j);
     }
 }
@@ -450,7 +452,8 @@ static void cgi_in_cb(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg)
     }
     if (j->body_done) {
         cgi_close(&j->in_fd, &j->in_w);
-    } else if (j->owed > 0 && j->r) {
+    }
+    else if (j->owed > 0 && j->r) {
         size_t owed = j->owed;
         j->owed = 0;
         cgi_api->body_consume(j->r, owed);
@@ -523,7 +526,8 @@ static int cgi_body_cb(struct mk_request *r, int event, const char *data, size_t
     j->owed += piece; /* the whole piece is kept until body_consume */
     if (!j->in_w) {
         j->in_w = cgi_api->fd_watch(j->in_fd, MK_LOOP_WRITE, cgi_in_cb, j);
-    } else {
+    }
+    else {
         cgi_api->fd_modify(j->in_w, MK_LOOP_WRITE);
     }
     return MK_AGAIN;
@@ -696,8 +700,7 @@ static int cgi_job_run(struct cgi_job *j, struct mk_request *r, const struct cgi
     j->out_fd = out[0];
     j->err_fd = err[0];
     if (rc != 0) {
-        cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: cannot run: %s", t->gw.filename,
-                     strerror(rc));
+        cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: cannot run: %s", t->gw.filename, strerror(rc));
         return MK_ERR;
     }
     atomic_fetch_add_explicit(&j->self->spawned, 1, memory_order_relaxed);
@@ -729,8 +732,7 @@ static bool cgi_has_body(struct mk_request *r)
 int cgi_job_start(struct mk_request *r, const struct cgi_target *t, const struct cgi_conf *conf,
                   struct cgi_self *self, bool no_body)
 {
-    if (atomic_fetch_add_explicit(&self->running, 1, memory_order_relaxed) >=
-        conf->max_scripts) {
+    if (atomic_fetch_add_explicit(&self->running, 1, memory_order_relaxed) >= conf->max_scripts) {
         atomic_fetch_sub_explicit(&self->running, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&self->refused, 1, memory_order_relaxed);
         cgi_api->add_header(r, "Retry-After", "1");

@@ -76,9 +76,11 @@ static void gw_header_var(const struct mk_api *api, struct mk_request *r, unsign
         char c = name[k];
         if (c == '-') {
             c = '_';
-        } else if (c >= 'a' && c <= 'z') {
+        }
+        else if (c >= 'a' && c <= 'z') {
             c = (char) (c - 'a' + 'A');
-        } else if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) {
+        }
+        else if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) {
             return;
         }
         var[5 + k] = c;
@@ -130,7 +132,8 @@ static void gw_server_name(const struct mk_api *api, struct mk_request *r, struc
         if (host[0] == '[') {
             const char *close = memchr(host, ']', len);
             end = close ? close + 1 : end;
-        } else {
+        }
+        else {
             const char *colon = memchr(host, ':', len);
             end = colon ? colon : end;
         }
@@ -161,9 +164,9 @@ static void gw_addresses(const struct mk_api *api, struct mk_request *r, struct 
         const struct sockaddr *ls = (const struct sockaddr *) &local;
         if (ls->sa_family == AF_INET) {
             inet_ntop(AF_INET, &((const struct sockaddr_in *) ls)->sin_addr, text, sizeof(text));
-        } else if (ls->sa_family == AF_INET6) {
-            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *) ls)->sin6_addr, text,
-                      sizeof(text));
+        }
+        else if (ls->sa_family == AF_INET6) {
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *) ls)->sin6_addr, text, sizeof(text));
         }
         gw_puts(e, "SERVER_ADDR", text);
         snprintf(port, sizeof(port), "%u", gw_port(ls));

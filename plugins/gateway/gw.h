@@ -11,6 +11,7 @@
 #ifndef MK_GW_H
 #define MK_GW_H
 
+#include <regex.h>
 #include <stddef.h>
 
 #include <monkey/mk_plugin.h>
@@ -19,7 +20,7 @@
 
 /* The script a request runs, as the plugin resolved it. */
 struct mk_gw_script {
-    const char *name;     /* SCRIPT_NAME: the URL path of the script */
+    const char *name; /* SCRIPT_NAME: the URL path of the script */
     size_t name_len;
     const char *path_info; /* PATH_INFO: the rest of the path, "" when none */
     size_t path_info_len;
@@ -49,6 +50,19 @@ typedef int (*mk_gw_param_cb)(void *arg, const char *name, size_t name_len, cons
  */
 int mk_gw_params(const struct mk_api *api, struct mk_request *r, const struct mk_gw_script *s,
                  mk_gw_param_cb cb, void *arg);
+
+/*
+ * The script of `path` (decoded, normalised) under r's document root that
+ * one of the n_re expressions selects: the shortest prefix of whole
+ * segments that an expression matches and that is a regular file beneath
+ * the document root (the rest is PATH_INFO: /index.php/a/b), or, for a
+ * path ending in '/', the first index file (IndexFiles) an expression
+ * matches that exists, so "/" with index.php runs it rather than serving
+ * its source. MK_OK (*s filled, strings in r's memory), MK_DECLINED (no
+ * script), or 500 (memory short).
+ */
+int mk_gw_map_match(const struct mk_api *api, struct mk_request *r, const regex_t *re, size_t n_re,
+                    const char *path, size_t path_len, struct mk_gw_script *s);
 
 /*
  * Put a parsed header block on r's response: the status (Status, the NPH

@@ -93,17 +93,20 @@ static int gw_parse_field(const char *p, size_t len, struct mk_gw_head *h)
             return MK_ERR;
         }
         h->status = status;
-    } else if (gw_name_is(&name, "Location")) {
+    }
+    else if (gw_name_is(&name, "Location")) {
         if (h->location.p || value.len == 0) {
             return MK_ERR;
         }
         h->location = value;
-    } else if (gw_name_is(&name, "Content-Type")) {
+    }
+    else if (gw_name_is(&name, "Content-Type")) {
         if (h->content_type.p) {
             return MK_ERR;
         }
         h->content_type = value;
-    } else {
+    }
+    else {
         if (h->n_fields == MK_GW_FIELDS_MAX) {
             return MK_ERR;
         }
@@ -148,7 +151,8 @@ int mk_gw_head_parse(const char *buf, size_t len, int nph, struct mk_gw_head *h)
             if ((h->status = gw_parse_status_line(line, line_len)) < 0) {
                 return MK_ERR;
             }
-        } else if (gw_parse_field(line, line_len, h) != MK_OK) {
+        }
+        else if (gw_parse_field(line, line_len, h) != MK_OK) {
             return MK_ERR;
         }
         first = 0;
@@ -162,10 +166,9 @@ int mk_gw_head_parse(const char *buf, size_t len, int nph, struct mk_gw_head *h)
 
 int mk_gw_field_is_framing(const struct mk_gw_slice *name)
 {
-    static const char *const framing[] = {"Content-Length", "Transfer-Encoding", "Connection",
-                                          "Keep-Alive",     "Date",              "Server",
-                                          "Upgrade",        "Trailer",           "TE",
-                                          "Proxy-Connection"};
+    static const char *const framing[] = {
+        "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Date",
+        "Server",         "Upgrade",           "Trailer",    "TE",         "Proxy-Connection"};
     for (size_t i = 0; i < sizeof(framing) / sizeof(framing[0]); i++) {
         if (gw_name_is(name, framing[i])) {
             return 1;

@@ -17,8 +17,8 @@
 struct head_case {
     const char *raw;
     int nph;
-    int rc;         /* MK_OK, MK_AGAIN, MK_ERR */
-    int status;     /* when MK_OK */
+    int rc;     /* MK_OK, MK_AGAIN, MK_ERR */
+    int status; /* when MK_OK */
     const char *location;
     const char *content_type;
     unsigned n_fields;
@@ -76,7 +76,8 @@ static void test_table(void **state)
         if (c->location) {
             assert_int_equal(h.location.len, strlen(c->location));
             assert_memory_equal(h.location.p, c->location, h.location.len);
-        } else {
+        }
+        else {
             assert_null(h.location.p);
         }
         if (c->content_type) {
