@@ -711,6 +711,19 @@ static const char *mk_api_route_param(const struct mk_request *r, const char *na
 {
     return mk_route_param(&r->route, r->path, name, len);
 }
+/*
+ * A streamed response that cannot be completed (its upstream broke): the
+ * connection closes at once, without the end of the body, so the client
+ * sees it cut short rather than complete. proceed(NULL, arg) runs inside.
+ */
+static int mk_api_stream_abort(struct mk_request *r)
+{
+    if (!r || r->body_type != MK_RESP_STREAM || (r->flags & MK_REQ_STREAM_END)) {
+        return MK_ERR;
+    }
+    r->conn->proto->abort(r);
+    return MK_OK;
+}
 
 const struct mk_api mk_plugin_api = {
     .abi_major = MK_PLUGIN_ABI_MAJOR,
@@ -811,6 +824,7 @@ const struct mk_api mk_plugin_api = {
     .takeover_conn = mk_takeover_conn,
     .site_lookup = mk_api_site_lookup,
     .conn_transport_var = mk_conn_transport_var,
+    .stream_abort = mk_api_stream_abort,
 };
 
 /* ---- loading ------------------------------------------------------------- */

@@ -228,11 +228,12 @@ static void mk_request_request_result(struct mk_request *r, size_t index, int rc
 
 /*
  * The site's Fallback (a front controller such as /index.php): when the
- * path names no file and no directory under the document root, the request
- * goes on with the fallback's path, for the routes, the content hooks and
- * the static files alike. The request target and the query stay the
- * client's (REQUEST_URI keeps the pretty URL). One open() per request, on
- * sites with a Fallback only.
+ * path names no file and no directory under the document root (and does
+ * not pass through a file, as /index.php/a/b does), the request
+ * goes on with the fallback's path, for the content hooks and the static
+ * files (after the routes: a path a route takes is never replaced). The request target and the
+ * query stay the client's (REQUEST_URI keeps the pretty URL). One open() per request, on sites with
+ * a Fallback only.
  */
 static void mk_request_fallback(struct mk_request *r)
 {
@@ -247,8 +248,10 @@ static void mk_request_fallback(struct mk_request *r)
         close(fd);
         return;
     }
-    if (errno != ENOENT && errno != ENOTDIR) {
-        return; /* there is something (403, 500): the usual answer */
+    if (errno != ENOENT) {
+        /* ENOTDIR: the path passes through a file (/index.php/a/b: PATH_INFO);
+           others (403, 500): there is something, with its usual answer */
+        return;
     }
     char *path = mk_arena_alloc(&r->arena, vh->fallback_len + 1);
     if (path) {
@@ -267,7 +270,6 @@ static void mk_request_request_hooks(struct mk_request *r, size_t from)
         mk_request_request_result(r, from, ps->request[from]->request(r));
         return;
     }
-    mk_request_fallback(r);
     mk_request_route(r);
 }
 
@@ -338,6 +340,7 @@ static void mk_request_route(struct mk_request *r)
     const struct mk_routes *t = r->vhost ? r->vhost->routes : NULL;
 
     if (!t || t->n == 0 || !r->path) {
+        mk_request_fallback(r);
         mk_request_content(r, 0);
         return;
     }
@@ -348,6 +351,7 @@ static void mk_request_route(struct mk_request *r)
         return;
     }
     if (!r->route.allow) {
+        mk_request_fallback(r);
         mk_request_content(r, 0);
         return;
     }

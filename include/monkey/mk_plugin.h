@@ -769,6 +769,16 @@ struct mk_api {
      * has none (always on plain connections). On the connection's worker.
      */
     const char *(*conn_transport_var)(struct mk_conn *c, const char *name, size_t *len);
+    /*
+     * End a streamed response that cannot be completed (its upstream
+     * broke mid-body): the connection closes at once, without the end of
+     * the body (no last chunk), so the client sees the response cut short
+     * instead of complete. proceed(NULL, arg) runs inside this call; r is
+     * gone when it returns. MK_OK, or MK_ERR when r streams no response or
+     * its stream was ended. On the request's worker, outside its hooks
+     * (from a loop callback).
+     */
+    int (*stream_abort)(struct mk_request *r);
 };
 
 /* One counter of a plugin's stats hook: its name (letters, digits, '_') and value. */
