@@ -15,3 +15,14 @@ if(MK_PLUGIN_BUILTIN)
   target_sources(monkeybuiltins PRIVATE ${MK_FCGI_SOURCES} ${MK_GW_SOURCES})
   target_include_directories(monkeybuiltins PRIVATE ${MK_GW_DIR})
 endif()
+
+if(MK_TESTS AND CMOCKA_LIB AND CMOCKA_INCLUDE)
+  add_executable(test_fcgi_proto ${CMAKE_SOURCE_DIR}/plugins/fastcgi/tests/test_fcgi_proto.c
+                 ${CMAKE_SOURCE_DIR}/plugins/fastcgi/fcgi_proto.c)
+  target_include_directories(test_fcgi_proto PRIVATE ${CMAKE_SOURCE_DIR}/plugins/fastcgi
+                             ${CMAKE_SOURCE_DIR}/include ${CMOCKA_INCLUDE})
+  target_link_libraries(test_fcgi_proto PRIVATE ${CMOCKA_LIB})
+  set_target_properties(test_fcgi_proto PROPERTIES RUNTIME_OUTPUT_DIRECTORY
+                        ${CMAKE_BINARY_DIR}/tests)
+  add_test(NAME test_fcgi_proto COMMAND test_fcgi_proto)
+endif()

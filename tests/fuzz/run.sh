@@ -5,7 +5,7 @@
 #
 # BUILD is a build directory configured with CC=clang -DMK_FUZZ=ON (the
 # targets are in BUILD/fuzz/); SECONDS is the time given to each target;
-# TARGET names (http_request, path, fields, config) limit the run to those.
+# TARGET names (http_request, path, fields, config, gw_head, fcgi) limit the run to those.
 #
 # Each target works on a scratch corpus, BUILD/fuzz-corpus/TARGET, seeded from
 # the committed tests/fuzz/corpus/TARGET; what it finds stays there (and is
@@ -23,7 +23,7 @@ build=$1
 seconds=$2
 shift 2
 here=$(cd "$(dirname "$0")" && pwd)
-targets=${*:-http_request path fields config}
+targets=${*:-http_request path fields config gw_head fcgi}
 
 failed=0
 for t in $targets; do
