@@ -146,6 +146,8 @@ struct mk_request {
     struct mk_route_match route;
     /* api->takeover(): who gets the connection once the 101 is sent (arena) */
     struct mk_upgrade *upgrade;
+    /* api->note_set(): named values for the logs, newest first (arena) */
+    struct mk_note *notes;
 };
 
 /* ---- request.c ----------------------------------------------------------- */

@@ -45,6 +45,7 @@ struct cgi_job {
     struct cgi_job *next, **pprev; /* the worker's list */
     struct cgi_self *self;
     uint64_t timeout_ms, kill_grace_ms;
+    uint64_t start_ms; /* spawned (api->now_ms), for the upstream_ms note */
     enum cgi_state state;
     struct mk_request *r; /* while the body streams or the response does */
     struct mk_suspended *susp;
@@ -251,6 +252,7 @@ static void cgi_proceed(struct mk_request *r, void *arg)
 static int cgi_begin(struct cgi_job *j, struct mk_request *r)
 {
     cgi_timer_stop(j);
+    mk_gw_note_upstream(cgi_api, r, j->start_ms); /* the head's time; the end's replaces it */
     if (j->fail) {
         int status = j->fail;
         cgi_request_over(j);
@@ -371,6 +373,7 @@ static void cgi_out_body(struct cgi_job *j)
     }
     if (n == 0) {
         cgi_close(&j->out_fd, &j->out_w);
+        mk_gw_note_upstream(cgi_api, j->r, j->start_ms);
         cgi_api->stream_end(j->r, NULL);
         j->state = CGI_OVER;
         j->r = NULL;
@@ -661,6 +664,7 @@ static struct cgi_job *cgi_job_new(const struct cgi_target *t, const struct cgi_
     j->self = self;
     j->timeout_ms = conf->timeout_ms;
     j->kill_grace_ms = conf->kill_grace_ms;
+    j->start_ms = cgi_api->now_ms();
     j->nph = t->nph;
     j->in_fd = j->out_fd = j->err_fd = -1;
     snprintf(j->name, sizeof(j->name), "%.*s", (int) t->gw.name_len, t->gw.name);

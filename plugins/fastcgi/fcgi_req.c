@@ -361,6 +361,7 @@ static int fcgi_out(struct fcgi_req *req, const void *data, size_t len)
 /* END_REQUEST came and everything is out: end the body, keep the connection. */
 static void fcgi_finish(struct fcgi_req *req)
 {
+    mk_gw_note_upstream(fcgi_api, req->r, req->start_ms);
     fcgi_api->stream_end(req->r, NULL);
     req->r = NULL;
     fcgi_over(req);
@@ -372,6 +373,7 @@ static void fcgi_finish(struct fcgi_req *req)
  */
 static int fcgi_respond(struct fcgi_req *req, struct mk_request *r)
 {
+    mk_gw_note_upstream(fcgi_api, r, req->start_ms); /* the head's time; the end's replaces it */
     if (req->fail) {
         int status = req->fail;
         fcgi_over(req);

@@ -303,3 +303,12 @@ int mk_gw_head_apply(const struct mk_api *api, struct mk_request *r, const struc
     }
     return status;
 }
+
+void mk_gw_note_upstream(const struct mk_api *api, struct mk_request *r, uint64_t start_ms)
+{
+    char ms[24];
+    if (r && MK_API_HAS(api, note_set)) {
+        snprintf(ms, sizeof(ms), "%llu", (unsigned long long) (api->now_ms() - start_ms));
+        api->note_set(r, "upstream_ms", ms);
+    }
+}

@@ -76,4 +76,11 @@ int mk_gw_map_match(const struct mk_api *api, struct mk_request *r, const regex_
 int mk_gw_head_apply(const struct mk_api *api, struct mk_request *r, const struct mk_gw_head *h,
                      int nph);
 
+/*
+ * Note the upstream time of r for the logs: "upstream_ms" (api->note_set,
+ * the logger's %{upstream_ms}n), the milliseconds since `start_ms`
+ * (api->now_ms()). Nothing when the server has no notes (before 3.3).
+ */
+void mk_gw_note_upstream(const struct mk_api *api, struct mk_request *r, uint64_t start_ms);
+
 #endif

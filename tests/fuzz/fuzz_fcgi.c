@@ -49,8 +49,8 @@ static int on_event(void *arg, const struct fcgi_event *ev)
     }
     MK_FUZZ_CHECK(ev->type == FCGI_STDOUT || ev->type == FCGI_STDERR);
     if (ev->len > 0) {
-        MK_FUZZ_CHECK(mk_fuzz_inside((const char *) ev->data, ev->len, (const char *) t->in,
-                                     t->in_len));
+        MK_FUZZ_CHECK(
+            mk_fuzz_inside((const char *) ev->data, ev->len, (const char *) t->in, t->in_len));
     }
     MK_FUZZ_CHECK(t->out_len + ev->len <= t->in_len);
     for (size_t i = 0; i < ev->len; i++) {
@@ -82,8 +82,8 @@ static void check_param(const uint8_t *data, size_t size)
     uint8_t out[600];
     size_t nlen = size / 2 > 200 ? 200 : size / 2;
     size_t vlen = size - nlen > 300 ? 300 : size - nlen;
-    size_t n = fcgi_param(out, sizeof(out), (const char *) data, nlen,
-                          (const char *) data + nlen, vlen);
+    size_t n =
+        fcgi_param(out, sizeof(out), (const char *) data, nlen, (const char *) data + nlen, vlen);
     MK_FUZZ_CHECK(n > 0);
     size_t pos = 0, lens[2];
     for (int k = 0; k < 2; k++) {
@@ -91,7 +91,8 @@ static void check_param(const uint8_t *data, size_t size)
             lens[k] = ((size_t) (out[pos] & 0x7f) << 24) | ((size_t) out[pos + 1] << 16) |
                       ((size_t) out[pos + 2] << 8) | out[pos + 3];
             pos += 4;
-        } else {
+        }
+        else {
             lens[k] = out[pos++];
         }
     }

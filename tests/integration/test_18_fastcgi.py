@@ -22,6 +22,7 @@ from test_18_cgi import CgiConn, read_chunked, wait_for
 
 FCGI_SO = BUILD / "plugins" / "monkey-fastcgi.so"
 CONTROL_SO = BUILD / "plugins" / "monkey-control.so"
+LOGGER_SO = BUILD / "plugins" / "monkey-logger.so"
 PHP_FPM = shutil.which("php-fpm8.2") or (
     "/usr/sbin/php-fpm8.2" if Path("/usr/sbin/php-fpm8.2").exists() else None)
 
@@ -400,3 +401,18 @@ def test_config_check(make_server, tmp_path):
     srv.site_extra = "[FASTCGI]\n    Match \\.php$\n"
     err = srv.run_expect_failure(["-t"])
     assert "Backend" in err
+
+
+def test_upstream_ms_in_the_access_log(make_server, fpm):
+    srv = make_php_server(make_server, fpm.sock)
+    srv.plugins.insert(0, str(LOGGER_SO))
+    log = srv.dir / "access.log"
+    srv.site_extra += f"[LOGGER]\n    AccessLog {log}\n    Format custom %U %s %{{upstream_ms}}n\n"
+    srv.start()
+    assert get(srv, "/slow.php?s=0.4").body == b"slept\n"
+    assert get(srv, "/static.txt").status == 200
+    assert wait_for(lambda: log.exists() and log.read_text().count("\n") >= 2)
+    slow, static = log.read_text().splitlines()[:2]
+    path, status, ms = slow.split()
+    assert (path, status) == ("/slow.php", "200") and 400 <= int(ms) < 3000 * SLOW
+    assert static == "/static.txt 200 -"  # no upstream: no note

@@ -138,8 +138,8 @@ static void test_encode(void **state)
     (void) state;
     uint8_t b[16];
     fcgi_begin_request(b, 1, 1);
-    const uint8_t want[16] = {1, FCGI_BEGIN_REQUEST, 0, 1, 0, 8, 0, 0, 0, FCGI_RESPONDER,
-                              FCGI_KEEP_CONN, 0, 0, 0, 0, 0};
+    const uint8_t want[16] = {
+        1, FCGI_BEGIN_REQUEST, 0, 1, 0, 8, 0, 0, 0, FCGI_RESPONDER, FCGI_KEEP_CONN, 0, 0, 0, 0, 0};
     assert_memory_equal(b, want, 16);
 
     uint8_t out[400];
