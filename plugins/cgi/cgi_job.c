@@ -56,6 +56,7 @@ struct cgi_job {
     struct mk_loop_timer *timer; /* header timeout, then the kill grace */
     int fail;                    /* status to answer instead of the script (502, 504) */
     bool nph, head_ready, body_done, reaped, killed, out_paused;
+    bool orphan;  /* its worker exited while its continuation was pending */
     size_t owed;  /* body bytes kept (MK_AGAIN), given back once the buffer drains */
     char *in_buf; /* body bytes waiting for stdin */
     size_t in_len, in_off;
@@ -196,7 +197,8 @@ static void cgi_request_over(struct cgi_job *j)
     cgi_job_maybe_free(j);
 }
 
-static void cgi_job_free(struct cgi_job *j)
+/* Release what j holds on its worker (timers, pipes, watches) and unlink it. */
+static void cgi_job_release(struct cgi_job *j)
 {
     cgi_timer_stop(j);
     cgi_close(&j->in_fd, &j->in_w);
@@ -204,11 +206,17 @@ static void cgi_job_free(struct cgi_job *j)
     cgi_close(&j->err_fd, &j->err_w);
     if (j->child) {
         cgi_api->child_unwatch(j->child);
+        j->child = NULL;
     }
     if (j->next) {
         j->next->pprev = j->pprev;
     }
     *j->pprev = j->next;
+}
+
+static void cgi_job_free(struct cgi_job *j)
+{
+    cgi_job_release(j);
     free(j->in_buf);
     free(j->head);
     free(j);
@@ -305,6 +313,10 @@ static int cgi_begin(struct cgi_job *j, struct mk_request *r)
 static int cgi_resumed(struct mk_request *r, void *arg)
 {
     struct cgi_job *j = arg;
+    if (j->orphan) {
+        free(j); /* its worker is gone: everything else was released then */
+        return r ? 503 : MK_OK;
+    }
     j->susp = NULL;
     if (!r) {
         cgi_request_over(j);
@@ -784,6 +796,16 @@ void cgi_job_worker_exit(void)
         }
         if (j->state == CGI_HEAD && j->susp) {
             cgi_api->resume(j->susp, cgi_resumed_orphan, NULL); /* every handle resumed once */
+        }
+        if (j->state == CGI_RESUMING) {
+            /* its continuation is still to run (with r NULL, at the worker's
+               teardown): release all but j itself, which it frees */
+            j->orphan = true;
+            free(j->in_buf);
+            free(j->head);
+            j->in_buf = j->head = NULL;
+            cgi_job_release(j);
+            continue;
         }
         cgi_job_free(j);
     }

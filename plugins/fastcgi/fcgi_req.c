@@ -73,7 +73,8 @@ struct fcgi_req {
     size_t spill_len;
     int fail; /* the status to answer instead (502, 503, 504) */
     bool has_body, body_done, head_ready, ended, paused, aborting;
-    bool wdead; /* the backend stopped reading: the body is dropped */
+    bool wdead;  /* the backend stopped reading: the body is dropped */
+    bool orphan; /* its worker exited while its continuation was pending */
     size_t err_len;
     char err_line[512];
 };
@@ -410,6 +411,10 @@ static int fcgi_respond(struct fcgi_req *req, struct mk_request *r)
 static int fcgi_resumed(struct mk_request *r, void *arg)
 {
     struct fcgi_req *req = arg;
+    if (req->orphan) {
+        free(req); /* its worker is gone: everything else was released then */
+        return r ? 503 : MK_OK;
+    }
     req->susp = NULL;
     if (!r) {
         fcgi_over(req);
@@ -871,6 +876,26 @@ void fcgi_req_worker_exit(void)
         if (req->conn) {
             fcgi_pool_release(req->conn, false);
             req->conn = NULL;
+        }
+        if (req->state == FR_RESUMING) {
+            /* its continuation is still to run (with r NULL, at the worker's
+               teardown): release all but req itself, which it frees */
+            struct fcgi_req *keep = req;
+            if (req->timer) {
+                fcgi_api->timer_stop(req->timer);
+                req->timer = NULL;
+            }
+            *req->pprev = req->next;
+            if (req->next) {
+                req->next->pprev = req->pprev;
+            }
+            free(keep->wbuf);
+            free(keep->head);
+            free(keep->spill);
+            keep->wbuf = NULL;
+            keep->head = keep->spill = NULL;
+            keep->orphan = true;
+            continue;
         }
         fcgi_req_free(req);
     }
