@@ -423,6 +423,11 @@ static void cgi_timeout_cb(struct mk_loop_timer *t, void *arg)
     if (j->head_ready) {
         return;
     }
+    if (j->state == CGI_BODY && !j->body_done) {
+        /* the body still arrives: Timeout counts from its end (cgi_body_end) */
+        j->timer = cgi_api->timer_start((uint32_t) j->timeout_ms, 0, cgi_timeout_cb, j);
+        return;
+    }
     cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: no header block within the Timeout", j->name);
     atomic_fetch_add_explicit(&j->self->timeouts, 1, memory_order_relaxed);
     cgi_kill(j);
@@ -479,6 +484,11 @@ static void cgi_in_cb(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg)
 static int cgi_body_end(struct cgi_job *j, struct mk_request *r)
 {
     j->body_done = true;
+    if (j->timer && !j->head_ready && !j->killed) {
+        /* Timeout counts from the end of the body: an upload takes its time */
+        cgi_timer_stop(j);
+        j->timer = cgi_api->timer_start((uint32_t) j->timeout_ms, 0, cgi_timeout_cb, j);
+    }
     if (j->in_len == 0) {
         cgi_close(&j->in_fd, &j->in_w);
     }

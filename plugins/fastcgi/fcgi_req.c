@@ -743,6 +743,7 @@ static int fcgi_body_cb(struct mk_request *r, int event, const char *data, size_
         fcgi_over(req);
         return 500;
     }
+    req->last_io_ms = fcgi_api->now_ms(); /* a slow upload is the client's, not the backend's */
     req->owed += len;
     fcgi_want(req);
     return MK_AGAIN;

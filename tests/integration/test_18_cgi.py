@@ -424,3 +424,17 @@ def test_config_errors_name_file_and_line(cgi):
     cgi.site_extra = "[CGI]\n    Match (\n"
     err = cgi.run_expect_failure(["-t"])
     assert "sites/default:5:" in err and "regular expression" in err
+
+
+def test_timeout_counts_from_the_end_of_the_body(cgi):
+    # Timeout 1 s: an upload of 1.5 s is the client's time, not the script's
+    cgi.start()
+    c = CgiConn(cgi.port, timeout=10)
+    c.send("POST /cgi-bin/post.py HTTP/1.1\r\nHost: localhost\r\nContent-Length: 30\r\n\r\n")
+    for _ in range(3):
+        time.sleep(0.5)
+        c.send(b"0123456789")
+    r = c.read_response()
+    assert r.status == 200
+    assert r.body.decode().split()[0] == "30"
+    c.close()
