@@ -56,7 +56,9 @@ struct cgi_job {
     struct mk_loop_timer *timer; /* header timeout, then the kill grace */
     int fail;                    /* status to answer instead of the script (502, 504) */
     bool nph, head_ready, body_done, reaped, killed, out_paused;
-    bool orphan;  /* its worker exited while its continuation was pending */
+    bool orphan; /* its worker exited while its continuation was pending */
+    /* inside stream_write(): proceed() calls are noted, not acted on */
+    bool in_write, drained, gone;
     size_t owed;  /* body bytes kept (MK_AGAIN), given back once the buffer drains */
     char *in_buf; /* body bytes waiting for stdin */
     size_t in_len, in_off;
@@ -242,9 +244,36 @@ static void cgi_out_pause(struct cgi_job *j, bool pause)
     }
 }
 
+#define CGI_GONE (-100)
+
+/*
+ * api->stream_write() for j. The server may write at once and, inside the
+ * call, run proceed(r) (the queue drained) or proceed(NULL) (the client is
+ * gone): cgi_proceed only notes them then. MK_OK, MK_AGAIN (at the mark and
+ * not drained meanwhile), MK_ERR, or CGI_GONE (the caller ends the job's
+ * request with cgi_request_over).
+ */
+static int cgi_stream_write(struct cgi_job *j, const void *data, size_t len)
+{
+    j->in_write = true;
+    j->drained = false;
+    int rc = cgi_api->stream_write(j->r, data, len);
+    j->in_write = false;
+    if (j->gone) {
+        j->r = NULL;
+        return CGI_GONE;
+    }
+    return rc == MK_AGAIN && j->drained ? MK_OK : rc;
+}
+
 static void cgi_proceed(struct mk_request *r, void *arg)
 {
     struct cgi_job *j = arg;
+    if (j->in_write) {
+        j->gone |= !r;
+        j->drained |= r != NULL;
+        return;
+    }
     if (!r) {
         cgi_request_over(j); /* the client went away (or HEAD) */
         return;
@@ -292,10 +321,10 @@ static int cgi_begin(struct cgi_job *j, struct mk_request *r)
     j->r = r;
     j->state = CGI_STREAM;
     size_t rest = j->head_len - j->h.head_len;
-    int wrc = rest > 0 ? cgi_api->stream_write(r, j->head + j->h.head_len, rest) : MK_OK;
+    int wrc = rest > 0 ? cgi_stream_write(j, j->head + j->h.head_len, rest) : MK_OK;
     free(j->head);
     j->head = NULL;
-    if (wrc == MK_ERR) {
+    if (wrc == MK_ERR || wrc == CGI_GONE) {
         cgi_request_over(j);
         return MK_OK;
     }
@@ -392,8 +421,8 @@ static void cgi_out_body(struct cgi_job *j)
         cgi_job_maybe_free(j);
         return;
     }
-    int rc = cgi_api->stream_write(j->r, buf, (size_t) n);
-    if (rc == MK_ERR) {
+    int rc = cgi_stream_write(j, buf, (size_t) n);
+    if (rc == MK_ERR || rc == CGI_GONE) {
         cgi_request_over(j);
     }
     else if (rc == MK_AGAIN) {

@@ -48,6 +48,8 @@ enum fcgi_state {
 #define FR_HEAD_BUF (MK_GW_HEAD_MAX + 2 * FR_READ)
 #define FR_SPILL (2 * FR_READ)
 #define FR_REQUEST_ID 1
+/* fcgi_stream_write(): the request went away inside the call */
+#define FR_GONE (-100)
 
 struct fcgi_req {
     struct fcgi_req *next, **pprev; /* the worker's list */
@@ -75,6 +77,8 @@ struct fcgi_req {
     bool has_body, body_done, head_ready, ended, paused, aborting;
     bool wdead;  /* the backend stopped reading: the body is dropped */
     bool orphan; /* its worker exited while its continuation was pending */
+    /* inside stream_write(): proceed() calls are noted, not acted on */
+    bool in_write, drained, gone;
     size_t err_len;
     char err_line[512];
 };
@@ -336,6 +340,26 @@ static int fcgi_flush(struct fcgi_req *req)
 
 static void fcgi_proceed(struct mk_request *r, void *arg);
 
+/*
+ * api->stream_write() for req. The server may write at once and, inside the
+ * call, run proceed(r) (the queue drained) or proceed(NULL) (the client is
+ * gone): fcgi_proceed only notes them then. MK_OK, MK_AGAIN (the queue is at
+ * its mark and was not drained meanwhile: wait for proceed), MK_ERR, or
+ * FR_GONE (the request is over: the caller calls fcgi_over).
+ */
+static int fcgi_stream_write(struct fcgi_req *req, const void *data, size_t len)
+{
+    req->in_write = true;
+    req->drained = false;
+    int rc = fcgi_api->stream_write(req->r, data, len);
+    req->in_write = false;
+    if (req->gone) {
+        req->r = NULL;
+        return FR_GONE;
+    }
+    return rc == MK_AGAIN && req->drained ? MK_OK : rc;
+}
+
 /* STDOUT body bytes to the client; what the queue does not take waits in spill. */
 static int fcgi_out(struct fcgi_req *req, const void *data, size_t len)
 {
@@ -350,7 +374,7 @@ static int fcgi_out(struct fcgi_req *req, const void *data, size_t len)
         req->spill_len += len;
         return MK_OK;
     }
-    int rc = fcgi_api->stream_write(req->r, data, len);
+    int rc = fcgi_stream_write(req, data, len);
     if (rc == MK_AGAIN) {
         req->paused = true;
         fcgi_want(req);
@@ -395,7 +419,7 @@ static int fcgi_respond(struct fcgi_req *req, struct mk_request *r)
     req->state = FR_STREAM;
     size_t rest = req->head_len - req->h.head_len;
     if (rest > 0 && fcgi_out(req, req->head + req->h.head_len, rest) != MK_OK) {
-        fcgi_over(req);
+        fcgi_over(req); /* gone, or not taken */
         return MK_OK;
     }
     free(req->head);
@@ -432,14 +456,24 @@ static void fcgi_proceed(struct mk_request *r, void *arg)
     if (req->aborting) {
         return; /* inside stream_abort: fcgi_fail frees req */
     }
+    if (req->in_write) {
+        /* inside fcgi_stream_write: noted, acted on when it returns */
+        req->gone |= !r;
+        req->drained |= r != NULL;
+        return;
+    }
     if (!r) {
         fcgi_over(req); /* the client went away (or HEAD) */
         return;
     }
     req->paused = false;
     if (req->spill_len > 0) {
-        int rc = fcgi_api->stream_write(r, req->spill, req->spill_len);
+        int rc = fcgi_stream_write(req, req->spill, req->spill_len);
         req->spill_len = 0;
+        if (rc == FR_GONE) {
+            fcgi_over(req);
+            return;
+        }
         if (rc == MK_ERR) {
             req->aborting = true;
             fcgi_api->stream_abort(r);
@@ -586,9 +620,15 @@ static int fcgi_on_event(void *arg, const struct fcgi_event *ev)
         return MK_OK; /* the end of STDOUT; END_REQUEST follows */
     }
     if (req->state == FR_STREAM) {
-        if (fcgi_out(req, ev->data, ev->len) != MK_OK) {
+        int rc = fcgi_out(req, ev->data, ev->len);
+        if (rc != MK_OK) {
             ctx->outcome = FO_DONE;
-            fcgi_fail(req, 502);
+            if (rc == FR_GONE) {
+                fcgi_over(req); /* the client went away */
+            }
+            else {
+                fcgi_fail(req, 502);
+            }
             return MK_ERR;
         }
         return MK_OK;

@@ -33,6 +33,8 @@ SCRIPTS = {
     "forever.sh": '#!/bin/sh\necho $$ > "$DOCUMENT_ROOT/forever.pid"\n'
     'printf "Content-Type: text/plain\\r\\n\\r\\n"\nexec yes\n',
     # pieces with pauses
+    "drip.sh": '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\n'
+    "for i in 1 2 3 4 5 6 7 8 9 10; do head -c 8192 /dev/zero; sleep 0.05; done\n",
     "slowout.sh": '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\n'
     "for i in 1 2 3; do echo piece$i; sleep 0.2; done\n",
     "silent.sh": '#!/bin/sh\necho $$ > "$DOCUMENT_ROOT/silent.pid"\nsleep 30\n',
@@ -438,3 +440,22 @@ def test_timeout_counts_from_the_end_of_the_body(cgi):
     assert r.status == 200
     assert r.body.decode().split()[0] == "30"
     c.close()
+
+
+def test_clients_leaving_mid_response_under_load(cgi):
+    # A client that resets while the server waits for the script's next
+    # piece: the server finds it gone inside stream_write (it writes at once)
+    cgi.start()
+    for _ in range(3):
+        socks = []
+        for _ in range(4):
+            s = socket.create_connection(("127.0.0.1", cgi.port), timeout=10)
+            s.sendall(b"GET /cgi-bin/drip.sh HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            socks.append(s)
+        for s in socks:
+            s.recv(100)
+        for s in socks:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            s.close()
+        assert wait_for(lambda: not children_of(cgi.proc.pid)), "scripts left running"
+    assert cget(cgi, "/cgi-bin/env.sh").status == 200

@@ -57,6 +57,8 @@ PAGES = {
                ' for ($i = 0; $i < $mb; $i++) { echo $s; flush(); }',
     "slow.php": '<?php $s = (float) ($_GET["s"] ?? 1); usleep((int) ($s * 1000000));'
                 ' echo "slept\\n";',
+    "drip.php": '<?php for ($i = 0; $i < 40; $i++) { echo str_repeat("d", 8192); flush();'
+                ' usleep(50000); }',
     "fatal.php": '<?php throw new Exception("boom in fatal.php");',
     "target.php": '<?php echo "target ", $_GET["from"] ?? "-", "\\n";',
 }
@@ -416,3 +418,23 @@ def test_upstream_ms_in_the_access_log(make_server, fpm):
     path, status, ms = slow.split()
     assert (path, status) == ("/slow.php", "200") and 400 <= int(ms) < 3000 * SLOW
     assert static == "/static.txt 200 -"  # no upstream: no note
+
+
+def test_clients_leaving_mid_response_under_load(php):
+    # A client that resets while the server waits for the backend's next
+    # piece: the server finds it gone inside stream_write (it writes at
+    # once). Each request must end once, its connection closed.
+    for _ in range(3):
+        socks = []
+        for _ in range(6):
+            s = socket.create_connection(("127.0.0.1", php.port), timeout=10)
+            s.sendall(b"GET /drip.php HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            socks.append(s)
+        for s in socks:
+            s.recv(100)
+        for s in socks:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            s.close()
+        time.sleep(0.2)
+    assert get(php, "/env.php").status == 200
+    assert wait_for(lambda: status_doc(php)["backend0_active"] <= 2)
