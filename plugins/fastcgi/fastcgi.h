@@ -107,8 +107,8 @@ void fcgi_pool_worker_exit(void);
 /* The connection's descriptor, its backend's health slot, and its watch. */
 int fcgi_conn_fd(const struct fcgi_conn *c);
 struct fcgi_backend *fcgi_conn_backend(const struct fcgi_conn *c);
-/* Route c's events to req (NULL: idle, watched for the backend closing it). */
-void fcgi_conn_attach(struct fcgi_conn *c, struct fcgi_req *req, uint32_t mask);
+/* Route c's events to req (its interest unchanged: set it with fcgi_conn_want). */
+void fcgi_conn_attach(struct fcgi_conn *c, struct fcgi_req *req);
 void fcgi_conn_want(struct fcgi_conn *c, uint32_t mask);
 /* Whether c is still connecting (its first writable event tells the result). */
 bool fcgi_conn_connecting(const struct fcgi_conn *c);

@@ -25,6 +25,7 @@ struct fcgi_conn {
     int fd;
     struct mk_loop_fd *w;
     struct fcgi_req *req; /* NULL while idle */
+    uint32_t mask;        /* the interest registered, to skip needless epoll_ctl */
     bool connecting;
 };
 
@@ -102,13 +103,15 @@ static void fcgi_conn_cb(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg
 
 void fcgi_conn_want(struct fcgi_conn *c, uint32_t mask)
 {
-    fcgi_api->fd_modify(c->w, mask);
+    if (c->mask != mask) {
+        fcgi_api->fd_modify(c->w, mask);
+        c->mask = mask;
+    }
 }
 
-void fcgi_conn_attach(struct fcgi_conn *c, struct fcgi_req *req, uint32_t mask)
+void fcgi_conn_attach(struct fcgi_conn *c, struct fcgi_req *req)
 {
     c->req = req;
-    fcgi_api->fd_modify(c->w, mask);
 }
 
 /* Mark backend `slot` down for down_ms. */
@@ -262,7 +265,7 @@ void fcgi_pool_release(struct fcgi_conn *c, bool keep)
         fcgi_req_connected(next, c);
         return;
     }
-    fcgi_api->fd_modify(c->w, MK_LOOP_READ);
+    fcgi_conn_want(c, MK_LOOP_READ);
     c->next = fcgi_pools[slot].idle;
     fcgi_pools[slot].idle = c;
 }

@@ -336,6 +336,20 @@ static int fcgi_flush(struct fcgi_req *req)
     return MK_OK;
 }
 
+/*
+ * Send what wbuf holds now when the connection is up (a pooled one is
+ * writable): most requests then need no change of interest at all. What
+ * does not go now, or an error, is left to the connection's events.
+ */
+static void fcgi_flush_now(struct fcgi_req *req)
+{
+    if (!fcgi_conn_connecting(req->conn) && fcgi_flush(req) != MK_OK) {
+        req->woff = req->wlen = 0;
+        req->wdead = true; /* the answer (or EOF: 502) is read next */
+    }
+    fcgi_want(req);
+}
+
 /* ---- the response --------------------------------------------------------------- */
 
 static void fcgi_proceed(struct mk_request *r, void *arg);
@@ -498,7 +512,11 @@ static void fcgi_head_done(struct fcgi_req *req, int fail)
     }
     req->head_ready = true;
     req->paused = true; /* until the response starts */
-    fcgi_want(req);
+    if (req->state != FR_HEAD) {
+        fcgi_want(req); /* the body may take long: stop reading meanwhile */
+    }
+    /* Waiting for the resume, which the worker runs next: the interest stays
+       (no epoll_ctl each way), the handler reads nothing while paused. */
     if (req->state == FR_HEAD) {
         req->state = FR_RESUMING;
         fcgi_api->resume(req->susp, fcgi_resumed, req);
@@ -806,7 +824,7 @@ static int fcgi_req_begin_on(struct fcgi_req *req, struct mk_request *r)
 {
     req->last_io_ms = fcgi_api->now_ms();
     atomic_fetch_add_explicit(&fcgi_conn_backend(req->conn)->requests, 1, memory_order_relaxed);
-    fcgi_conn_attach(req->conn, req, 0);
+    fcgi_conn_attach(req->conn, req);
     if (fcgi_write_begin(req, r) != MK_OK) {
         fcgi_drop_conn(req, 0);
         fcgi_over(req);
@@ -824,7 +842,7 @@ static int fcgi_req_begin_on(struct fcgi_req *req, struct mk_request *r)
         }
         req->state = FR_BODY;
         req->r = r;
-        fcgi_want(req);
+        fcgi_flush_now(req);
         return MK_AGAIN;
     }
     if (fcgi_append(req, FCGI_STDIN, NULL, 0) != MK_OK) {
@@ -832,7 +850,7 @@ static int fcgi_req_begin_on(struct fcgi_req *req, struct mk_request *r)
         fcgi_over(req);
         return 500;
     }
-    fcgi_want(req);
+    fcgi_flush_now(req);
     return fcgi_body_end(req, r);
 }
 
