@@ -331,8 +331,8 @@ const struct mk_conf_schema *mk_config_schema(void)
     return &mk_server_schema;
 }
 
-static const char *const mk_host_keys[] = {"ServerName", "DocumentRoot", "Symlinks",
-                                           "HideDotFiles"};
+static const char *const mk_host_keys[] = {"ServerName", "DocumentRoot", "Symlinks", "HideDotFiles",
+                                           "Fallback"};
 
 const char *mk_config_key(const char *section, size_t i)
 {

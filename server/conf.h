@@ -54,6 +54,9 @@ struct mk_error_page {
     char *path; /* normalised, relative to the document root, leading '/' */
 };
 
+/* The longest [HOST] Fallback path. */
+#define MK_FALLBACK_MAX 1024
+
 struct mk_vhost {
     char **names; /* lower case; a leading "*." is a wildcard */
     size_t n_names;
@@ -75,6 +78,11 @@ struct mk_vhost {
     void **plugin_conf;
     struct mk_config *cfg;    /* the configuration the site belongs to (not a reference) */
     struct mk_routes *routes; /* the route table (route.h), built with the plugins' site data */
+    /* Fallback: the path a request continues with when its own path names
+       nothing under the document root (nginx's try_files $uri $uri/ PATH);
+       normalised, NULL when not set. */
+    char *fallback;
+    size_t fallback_len;
 };
 
 struct mk_plugin;

@@ -57,6 +57,7 @@ void mk_vhost_free(struct mk_vhost *vh)
     }
     mk_strv_free(vh->names, vh->n_names);
     mk_free(vh->docroot);
+    mk_free(vh->fallback);
     if (vh->docroot_fd >= 0) {
         close(vh->docroot_fd);
     }
@@ -261,6 +262,7 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
     }
 
     bool seen_symlinks = false, seen_hide = false;
+    char fallback[MK_FALLBACK_MAX + 2];
     mk_list_foreach (it, &host->entries) {
         struct mk_conf_entry *e = mk_list_entry(it, struct mk_conf_entry, node);
         if (strcasecmp(e->key, "ServerName") == 0) {
@@ -329,6 +331,23 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
             if (!mk_conf_bool(conf, e, &vh->hide_dotfiles, err, errlen)) {
                 goto fail;
             }
+        }
+        else if (strcasecmp(e->key, "Fallback") == 0) {
+            size_t len = strlen(e->value);
+            ssize_t n = len <= MK_FALLBACK_MAX && e->value[0] == '/' && !strchr(e->value, '?')
+                            ? mk_path_normalize(e->value, len, fallback)
+                            : -1;
+            if (vh->fallback) {
+                ERR(conf, e->line, "'Fallback' is given twice");
+                goto fail;
+            }
+            if (n <= 0 || (size_t) n != len || memcmp(fallback, e->value, len) != 0) {
+                ERR(conf, e->line,
+                    "Fallback: expected a normalised path such as /index.php, got '%s'", e->value);
+                goto fail;
+            }
+            vh->fallback = mk_strdup(e->value);
+            vh->fallback_len = len;
         }
         else {
             ERR(conf, e->line, "unknown key '%s' in [HOST]", e->key);

@@ -727,6 +727,65 @@ static const char *mk_api_route_param(const struct mk_request *r, const char *na
 {
     return mk_route_param(&r->route, r->path, name, len);
 }
+/* A note of a request (api->note_set), in its arena. */
+struct mk_note {
+    struct mk_note *next;
+    size_t name_len, value_len;
+    char text[]; /* name, NUL, value, NUL */
+};
+
+/*
+ * Set note `name` of r (both copied into the request's memory); a later
+ * note of the same name hides an earlier one. MK_ERR when memory is short
+ * or name is empty.
+ */
+static int mk_api_note_set(struct mk_request *r, const char *name, const char *value)
+{
+    size_t nlen = strlen(name), vlen = strlen(value);
+    if (!r || nlen == 0) {
+        return MK_ERR;
+    }
+    struct mk_note *n = mk_arena_alloc(&r->arena, sizeof(*n) + nlen + vlen + 2);
+    if (!n) {
+        return MK_ERR;
+    }
+    n->name_len = nlen;
+    n->value_len = vlen;
+    memcpy(n->text, name, nlen + 1);
+    memcpy(n->text + nlen + 1, value, vlen + 1);
+    n->next = r->notes;
+    r->notes = n;
+    return MK_OK;
+}
+
+/* The value of note `name` of r (NUL terminated, *len set), NULL when none. */
+static const char *mk_api_note(const struct mk_request *r, const char *name, size_t *len)
+{
+    size_t nlen = strlen(name);
+    for (const struct mk_note *n = r ? r->notes : NULL; n; n = n->next) {
+        if (n->name_len == nlen && memcmp(n->text, name, nlen) == 0) {
+            if (len) {
+                *len = n->value_len;
+            }
+            return n->text + nlen + 1;
+        }
+    }
+    return NULL;
+}
+
+/*
+ * A streamed response that cannot be completed (its upstream broke): the
+ * connection closes at once, without the end of the body, so the client
+ * sees it cut short rather than complete. proceed(NULL, arg) runs inside.
+ */
+static int mk_api_stream_abort(struct mk_request *r)
+{
+    if (!r || r->body_type != MK_RESP_STREAM || (r->flags & MK_REQ_STREAM_END)) {
+        return MK_ERR;
+    }
+    r->conn->proto->abort(r);
+    return MK_OK;
+}
 
 const struct mk_api mk_plugin_api = {
     .abi_major = MK_PLUGIN_ABI_MAJOR,
@@ -828,6 +887,9 @@ const struct mk_api mk_plugin_api = {
     .takeover_conn = mk_takeover_conn,
     .site_lookup = mk_api_site_lookup,
     .conn_transport_var = mk_conn_transport_var,
+    .stream_abort = mk_api_stream_abort,
+    .note_set = mk_api_note_set,
+    .note = mk_api_note,
 };
 
 /* ---- loading ------------------------------------------------------------- */

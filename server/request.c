@@ -34,6 +34,7 @@
  * first (mk_request_drop_task): that work never runs.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -225,6 +226,41 @@ static void mk_request_request_result(struct mk_request *r, size_t index, int rc
     }
 }
 
+/*
+ * The site's Fallback (a front controller such as /index.php): when the
+ * path names no file and no directory under the document root (and does
+ * not pass through a file, as /index.php/a/b does), the request
+ * goes on with the fallback's path, for the content hooks and the static
+ * files (after the routes: a path a route takes is never replaced). The request target and the
+ * query stay the client's (REQUEST_URI keeps the pretty URL). One open() per request, on sites with
+ * a Fallback only.
+ */
+static void mk_request_fallback(struct mk_request *r)
+{
+    const struct mk_vhost *vh = r->vhost;
+
+    if (!vh || !vh->fallback || !r->path) {
+        return;
+    }
+    int fd =
+        mk_static_open(vh, r->path_len > 1 ? r->path + 1 : ".", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) {
+        close(fd);
+        return;
+    }
+    if (errno != ENOENT) {
+        /* ENOTDIR: the path passes through a file (/index.php/a/b: PATH_INFO);
+           others (403, 500): there is something, with its usual answer */
+        return;
+    }
+    char *path = mk_arena_alloc(&r->arena, vh->fallback_len + 1);
+    if (path) {
+        memcpy(path, vh->fallback, vh->fallback_len + 1);
+        r->path = path;
+        r->path_len = vh->fallback_len;
+    }
+}
+
 static void mk_request_request_hooks(struct mk_request *r, size_t from)
 {
     const struct mk_plugin_set *ps = &r->conn->worker->server->plugins;
@@ -304,6 +340,7 @@ static void mk_request_route(struct mk_request *r)
     const struct mk_routes *t = r->vhost ? r->vhost->routes : NULL;
 
     if (!t || t->n == 0 || !r->path) {
+        mk_request_fallback(r);
         mk_request_content(r, 0);
         return;
     }
@@ -314,6 +351,7 @@ static void mk_request_route(struct mk_request *r)
         return;
     }
     if (!r->route.allow) {
+        mk_request_fallback(r);
         mk_request_content(r, 0);
         return;
     }

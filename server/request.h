@@ -148,6 +148,8 @@ struct mk_request {
     struct mk_upgrade *upgrade;
     /* the protocol's own state of r (HTTP/2: its stream), or NULL */
     void *proto_data;
+    /* api->note_set(): named values for the logs, newest first (arena) */
+    struct mk_note *notes;
 };
 
 /* ---- request.c ----------------------------------------------------------- */

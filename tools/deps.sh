@@ -5,7 +5,8 @@
 #   tools/deps.sh run        + libssl-dev and openssl: make run serves HTTPS on 2443
 #   tools/deps.sh test       + ninja, cmocka, python3 with pytest, curl, clang-format, musl,
 #                            taskset, libssl-dev and openssl (plugins/tls), libnghttp2-dev
-#                            (HTTP/2), nghttp and h2load, Python's h2, h2spec (Go)
+#                            (HTTP/2), nghttp and h2load, Python's h2, h2spec (Go), php-fpm
+#                            and php-cgi (plugins/fastcgi, plugins/cgi)
 #   tools/deps.sh fuzz       + clang with libFuzzer
 #   tools/deps.sh static     + musl (musl-gcc) for the static embedded build
 #   tools/deps.sh bench      + the peers and load tools of bench/
@@ -57,6 +58,10 @@ if [ "$stage" != build ]; then
     need openssl openssl # the test certificates
     need clang-format clang-format
     need taskset util-linux # make test: the integration suite pinned to one CPU
+    # plugins/fastcgi and plugins/cgi tests: Debian 12's php-fpm8.2 (package
+    # php-fpm) run by the tests with their own pool, and php-cgi.
+    need /usr/sbin/php-fpm8.2 php-fpm
+    need php-cgi php-cgi
     need /usr/bin/python3 python3
     # pytest for whichever python3 runs the tests: the Debian one when the
     # first python3 on PATH has none.

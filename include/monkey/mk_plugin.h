@@ -786,6 +786,28 @@ struct mk_api {
     /* HTTP/2 connections and streams (zeros when HTTP/2 is not built in or
        the server is not running). Any thread. */
     void (*h2_stats)(struct mk_h2_stats *out);
+    /*
+     * End a streamed response that cannot be completed (its upstream
+     * broke mid-body): the connection closes at once, without the end of
+     * the body (no last chunk), so the client sees the response cut short
+     * instead of complete. proceed(NULL, arg) runs inside this call; r is
+     * gone when it returns. MK_OK, or MK_ERR when r streams no response or
+     * its stream was ended. On the request's worker, outside its hooks
+     * (from a loop callback).
+     */
+    int (*stream_abort)(struct mk_request *r);
+    /*
+     * Notes: named values a plugin attaches to a request for another to
+     * read, the logger's %{NAME}n above all (Apache's notes): the gateway
+     * plugins' "upstream_ms". note_set() copies name and value into the
+     * request's memory (a later note of the same name hides an earlier
+     * one): MK_OK, or MK_ERR (memory short, empty name). note() returns the
+     * value (NUL terminated; *len set when len is not NULL), NULL when r
+     * has no such note. Notes live until the request ends, after its
+     * request_done hooks. On the request's worker.
+     */
+    int (*note_set)(struct mk_request *r, const char *name, const char *value);
+    const char *(*note)(const struct mk_request *r, const char *name, size_t *len);
 };
 
 /* One counter of a plugin's stats hook: its name (letters, digits, '_') and value. */

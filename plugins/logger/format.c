@@ -46,6 +46,7 @@ enum logger_op_kind {
     LOGGER_OP_HOST,      /* %V */
     LOGGER_OP_PID,       /* %P */
     LOGGER_OP_CONN_VAR,  /* %{ssl_NAME}x: the transport's property NAME */
+    LOGGER_OP_NOTE,      /* %{NAME}n: a plugin's note (api->note) */
 };
 
 struct logger_op {
@@ -225,11 +226,12 @@ int logger_format_compile(const char *spec, struct logger_format **out, char *er
                 f->n_ops++;
                 continue;
             }
-            if (p[1] != 'i') {
-                snprintf(err, errlen, "'%.40s': only %%{Header}i and %%{NAME}x take a name", at);
+            if (p[1] != 'i' && p[1] != 'n') {
+                snprintf(err, errlen,
+                         "'%.40s': only %%{Header}i, %%{NAME}n and %%{NAME}x take a name", at);
                 goto fail;
             }
-            op->kind = LOGGER_OP_HEADER;
+            op->kind = p[1] == 'n' ? LOGGER_OP_NOTE : LOGGER_OP_HEADER;
             op->text = st;
             op->len = (unsigned) (p - name);
             memcpy(st, name, op->len);
@@ -526,6 +528,16 @@ static void logger_render_op(struct logger_out *o, const struct logger_op *op,
                 ? logger_api->conn_transport_var(logger_api->conn(r), op->text, &n)
                 : NULL;
         logger_put_field(o, s, n);
+        break;
+    case LOGGER_OP_NOTE:
+        n = 0;
+        s = MK_API_HAS(logger_api, note) ? logger_api->note(r, op->text, &n) : NULL;
+        if (s) {
+            logger_put_escaped(o, s, n);
+        }
+        else {
+            logger_put_char(o, '-');
+        }
         break;
     case LOGGER_OP_HEADER:
         s = logger_api->header(r, op->text, &n);

@@ -1,0 +1,104 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * cgi.h: the CGI plugin's parts (RFC 3875).
+ *   cgi.c       the plugin: hooks, the content handler, counters
+ *   cgi_conf.c  the declared keys (cgi.conf and the [CGI] site section)
+ *   cgi_map.c   which script a request runs (ScriptAlias, Match, index files)
+ *   cgi_job.c   one running script: spawn, pipes, back-pressure, kill, reap
+ * The header block and the meta-variables come from the gateway core,
+ * plugins/gateway.
+ */
+#ifndef MK_CGI_H
+#define MK_CGI_H
+
+#include <regex.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <monkey/mk_plugin.h>
+
+#include "gw.h"
+
+/* The pipes' high-water mark, both ways: request body and response. */
+#define CGI_WINDOW 65536
+
+/* cgi.conf: plugin-wide. */
+struct cgi_conf {
+    int max_scripts;        /* scripts running at once, in the whole server */
+    uint64_t timeout_ms;    /* for the header block: 504 past it */
+    uint64_t kill_grace_ms; /* SIGTERM, then SIGKILL after this long */
+};
+
+struct cgi_alias {
+    char *prefix; /* URL path prefix, ending with '/' */
+    char *dir;    /* absolute directory, without a trailing '/' */
+};
+
+struct cgi_interp {
+    char *ext;     /* ".py" */
+    char *program; /* "/usr/bin/python3" */
+};
+
+/* A site's [CGI] section. */
+struct cgi_site_conf {
+    struct cgi_alias *aliases;
+    size_t n_aliases;
+    regex_t *matches;
+    size_t n_matches;
+    struct cgi_interp *interps;
+    size_t n_interps;
+};
+
+/* The plugin's state in one server (api->self). */
+struct cgi_self {
+    atomic_int running;             /* scripts running now */
+    atomic_uint_fast64_t spawned;   /* scripts started */
+    atomic_uint_fast64_t refused;   /* 503: MaxScripts reached */
+    atomic_uint_fast64_t timeouts;  /* 504 */
+    atomic_uint_fast64_t bad_heads; /* 502 */
+    atomic_uint_fast64_t killed;    /* killed: the client went away or timeout */
+};
+
+/* A request's script, as cgi_map_request() resolved it. */
+struct cgi_target {
+    struct mk_gw_script gw;
+    const char *interpreter; /* NULL: run the script itself */
+    bool nph;                /* "nph-" script: its answer is not parsed for CGI fields */
+};
+
+extern const struct mk_api *cgi_api;
+extern const struct mk_conf_schema cgi_schema;
+
+/*
+ * Resolve the script of `path` (decoded, normalised; a local redirect's
+ * path included) for r's site into *t (strings in r's memory): MK_OK,
+ * MK_DECLINED (not a CGI path), or a status (403 a script that may not
+ * run, 404 no such script under a ScriptAlias, 500 memory).
+ */
+int cgi_map_request(struct mk_request *r, const struct cgi_site_conf *sc, const char *path,
+                    size_t path_len, struct cgi_target *t);
+
+/*
+ * Run the script of t for r (the content hook's or a continuation's
+ * result follows): MK_AGAIN (the request body streams to it),
+ * MK_SUSPENDED (waiting for its header block), or a status (503 at
+ * MaxScripts, 500 when it cannot be started). With `no_body` the request
+ * body (already read) is not given again, for a local redirect.
+ */
+int cgi_job_start(struct mk_request *r, const struct cgi_target *t, const struct cgi_conf *conf,
+                  struct cgi_self *self, bool no_body);
+
+/*
+ * Answer r with the local redirect `location` of a script (a path and an
+ * optional query, RFC 3875 6.2.2) as for a GET of it: another script of
+ * the site runs, or the file is sent. The content stage's result.
+ */
+int cgi_local_redirect(struct mk_request *r, const char *location);
+
+/* Kill and release every job of this worker (worker_exit). */
+void cgi_job_worker_exit(void);
+
+#endif

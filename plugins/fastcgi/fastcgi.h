@@ -1,0 +1,135 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * fastcgi.h: the FastCGI plugin's parts.
+ *   fastcgi.c     the plugin: hooks, site data, the content handler, counters
+ *   fcgi_conf.c   the declared keys (fastcgi.conf, the [FASTCGI] site section)
+ *   fcgi_pool.c   backends: health shared by the workers, connections pooled
+ *                 per worker and backend, the queue of requests waiting for one
+ *   fcgi_req.c    one request on one connection: records both ways,
+ *                 back-pressure, timeouts, errors
+ *   fcgi_proto.c  the record layer (pure)
+ * The header block, the parameters and the script mapping come from the
+ * gateway core, plugins/gateway.
+ */
+#ifndef MK_FASTCGI_H
+#define MK_FASTCGI_H
+
+#include <regex.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <monkey/mk_plugin.h>
+
+#include "fcgi_proto.h"
+#include "gw.h"
+
+/* Backends one server may know (all sites and configurations together). */
+#define FCGI_BACKENDS_MAX 64
+/* The window of the request body and the high-water mark of the response. */
+#define FCGI_WINDOW 65536
+
+/* fastcgi.conf: plugin-wide. */
+struct fcgi_conf {
+    int max_conns;             /* connections per backend and worker */
+    uint64_t queue_timeout_ms; /* a request waiting for a connection: 503 past it */
+    uint64_t timeout_ms;       /* backend silence: 504 before the head, cut after */
+    uint64_t down_ms;          /* a backend that refused is skipped this long */
+};
+
+/* A backend address as configured. */
+struct fcgi_addr {
+    struct sockaddr_storage sa;
+    socklen_t len;
+    char *text; /* as written: "unix:/run/php/fpm.sock", "127.0.0.1:9000" */
+};
+
+/* A site's [FASTCGI] section. */
+struct fcgi_site_conf {
+    struct fcgi_addr *backends;
+    size_t n_backends;
+    regex_t *matches;
+    size_t n_matches;
+};
+
+/* A backend's state in one server, shared by the workers (atomics). */
+struct fcgi_backend {
+    struct sockaddr_storage sa;
+    socklen_t len;
+    char text[128];
+    atomic_uint_fast64_t down_until; /* api->now_ms() before which it is skipped */
+    atomic_uint active;              /* connections open (all workers) */
+    atomic_uint queued;              /* requests waiting for a connection */
+    atomic_uint_fast64_t requests, failures;
+};
+
+/* The plugin's state in one server (api->self). */
+struct fcgi_self {
+    struct fcgi_backend backends[FCGI_BACKENDS_MAX];
+    atomic_uint n_backends; /* entries appended by site_init (controlling thread) */
+    atomic_uint_fast64_t requests, bad_gateway, timeouts, queue_timeouts, upstream_ms;
+};
+
+/* What site_init() stores: the site's backends as indexes into self->backends. */
+struct fcgi_site {
+    unsigned slots[FCGI_BACKENDS_MAX];
+    unsigned n_slots;
+    const struct fcgi_site_conf *sc;
+    const struct fcgi_conf *conf;
+};
+
+struct fcgi_conn;
+struct fcgi_req;
+
+extern const struct mk_api *fcgi_api;
+extern const struct mk_conf_schema fcgi_schema;
+
+/* ---- fcgi_pool.c ---- */
+
+/*
+ * A connection to a backend of the site for req, chosen round-robin among
+ * the backends not marked down: MK_OK (*out set: an idle pooled
+ * connection, or a new one being connected), MK_AGAIN (every usable
+ * backend is at MaxConnections on this worker: req was queued and
+ * fcgi_req_connected() will be called with a connection, or with NULL
+ * after QueueTimeout), or 502 (no backend is up).
+ */
+int fcgi_pool_acquire(struct fcgi_req *req, const struct fcgi_site *site, struct fcgi_conn **out);
+/* Give a connection back: kept for the next request (keep), else closed. */
+void fcgi_pool_release(struct fcgi_conn *c, bool keep);
+/* Remove req from the queue it waits in (its request went away). */
+void fcgi_pool_unqueue(struct fcgi_req *req);
+/* Close this worker's idle connections and drop its queue (worker_exit). */
+void fcgi_pool_worker_exit(void);
+/* The connection's descriptor, its backend's health slot, and its watch. */
+int fcgi_conn_fd(const struct fcgi_conn *c);
+struct fcgi_backend *fcgi_conn_backend(const struct fcgi_conn *c);
+/* Route c's events to req (its interest unchanged: set it with fcgi_conn_want). */
+void fcgi_conn_attach(struct fcgi_conn *c, struct fcgi_req *req);
+void fcgi_conn_want(struct fcgi_conn *c, uint32_t mask);
+/* Whether c is still connecting (its first writable event tells the result). */
+bool fcgi_conn_connecting(const struct fcgi_conn *c);
+void fcgi_conn_connected(struct fcgi_conn *c);
+
+/* ---- fcgi_req.c ---- */
+
+/* The content stage of a request for script s of site: as a content hook returns. */
+int fcgi_req_start(struct mk_request *r, const struct fcgi_site *site,
+                   const struct mk_gw_script *s);
+/* A queued request got a connection (NULL: QueueTimeout passed). */
+void fcgi_req_connected(struct fcgi_req *req, struct fcgi_conn *c);
+/* Events of the request's connection. */
+void fcgi_req_io(struct fcgi_req *req, uint32_t ready);
+/* Release every request of this worker (worker_exit). */
+void fcgi_req_worker_exit(void);
+/* The queue link of a request (fcgi_pool.c keeps the queue). */
+struct fcgi_req **fcgi_req_queue_next(struct fcgi_req *req);
+unsigned fcgi_req_slot(const struct fcgi_req *req);
+void fcgi_req_set_slot(struct fcgi_req *req, unsigned slot);
+
+struct fcgi_self *fcgi_self(void);
+
+#endif

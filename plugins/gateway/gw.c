@@ -1,0 +1,314 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * gw.c: meta-variables and response heads of the gateways (see gw.h).
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "gw.h"
+
+#define GW_NAME_MAX 128
+
+struct gw_emit {
+    mk_gw_param_cb cb;
+    void *arg;
+    int rc;
+};
+
+static void gw_put(struct gw_emit *e, const char *name, const char *value, size_t len)
+{
+    if (e->rc == MK_OK && value) {
+        e->rc = e->cb(e->arg, name, strlen(name), value, len);
+    }
+}
+
+static void gw_puts(struct gw_emit *e, const char *name, const char *value)
+{
+    gw_put(e, name, value, value ? strlen(value) : 0);
+}
+
+/* The port of a socket address, 0 for other families. */
+static unsigned gw_port(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET) {
+        return ntohs(((const struct sockaddr_in *) sa)->sin_port);
+    }
+    if (sa->sa_family == AF_INET6) {
+        return ntohs(((const struct sockaddr_in6 *) sa)->sin6_port);
+    }
+    return 0;
+}
+
+/* HTTP_<NAME> for header i, unless it is left out (see gw.h). */
+static void gw_header_var(const struct mk_api *api, struct mk_request *r, unsigned i,
+                          struct gw_emit *e)
+{
+    const char *name, *value;
+    size_t nlen, vlen;
+    char var[GW_NAME_MAX];
+
+    if (api->header_at(r, i, &name, &nlen, &value, &vlen) != MK_OK || nlen == 0 ||
+        nlen + 5 >= sizeof(var)) {
+        return;
+    }
+    if ((nlen == 5 && strncasecmp(name, "Proxy", 5) == 0) ||
+        (nlen == 12 && strncasecmp(name, "Content-Type", 12) == 0) ||
+        (nlen == 14 && strncasecmp(name, "Content-Length", 14) == 0)) {
+        return;
+    }
+    /* Repeated names: only the first occurrence emits, with every value joined. */
+    for (unsigned j = 0; j < i; j++) {
+        const char *n2, *v2;
+        size_t n2len, v2len;
+        if (api->header_at(r, j, &n2, &n2len, &v2, &v2len) == MK_OK && n2len == nlen &&
+            strncasecmp(n2, name, nlen) == 0) {
+            return;
+        }
+    }
+    memcpy(var, "HTTP_", 5);
+    for (size_t k = 0; k < nlen; k++) {
+        char c = name[k];
+        if (c == '-') {
+            c = '_';
+        }
+        else if (c >= 'a' && c <= 'z') {
+            c = (char) (c - 'a' + 'A');
+        }
+        else if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) {
+            return;
+        }
+        var[5 + k] = c;
+    }
+    var[5 + nlen] = '\0';
+
+    size_t total = vlen;
+    unsigned n = api->header_count(r);
+    for (unsigned j = i + 1; j < n; j++) {
+        const char *n2, *v2;
+        size_t n2len, v2len;
+        if (api->header_at(r, j, &n2, &n2len, &v2, &v2len) == MK_OK && n2len == nlen &&
+            strncasecmp(n2, name, nlen) == 0) {
+            total += 2 + v2len;
+        }
+    }
+    if (total == vlen) {
+        gw_put(e, var, value, vlen);
+        return;
+    }
+    char *joined = api->alloc(r, total);
+    if (!joined) {
+        e->rc = MK_ERR;
+        return;
+    }
+    size_t off = 0;
+    memcpy(joined, value, vlen);
+    off = vlen;
+    for (unsigned j = i + 1; j < n; j++) {
+        const char *n2, *v2;
+        size_t n2len, v2len;
+        if (api->header_at(r, j, &n2, &n2len, &v2, &v2len) == MK_OK && n2len == nlen &&
+            strncasecmp(n2, name, nlen) == 0) {
+            memcpy(joined + off, ", ", 2);
+            memcpy(joined + off + 2, v2, v2len);
+            off += 2 + v2len;
+        }
+    }
+    gw_put(e, var, joined, total);
+}
+
+/* SERVER_NAME: the Host without its port, else the site's first name. */
+static void gw_server_name(const struct mk_api *api, struct mk_request *r, struct gw_emit *e)
+{
+    size_t len = 0;
+    const char *host = api->host(r, &len);
+    if (host && len > 0) {
+        const char *end = host + len;
+        if (host[0] == '[') {
+            const char *close = memchr(host, ']', len);
+            end = close ? close + 1 : end;
+        }
+        else {
+            const char *colon = memchr(host, ':', len);
+            end = colon ? colon : end;
+        }
+        gw_put(e, "SERVER_NAME", host, (size_t) (end - host));
+        return;
+    }
+    const char *name = api->site_name(api->site(r), 0);
+    gw_puts(e, "SERVER_NAME", name ? name : "localhost");
+}
+
+static void gw_addresses(const struct mk_api *api, struct mk_request *r, struct gw_emit *e)
+{
+    char addr[64], port[8];
+    socklen_t slen = 0;
+
+    const char *remote = api->remote_addr(r, addr, sizeof(addr));
+    gw_puts(e, "REMOTE_ADDR", remote);
+    gw_puts(e, "REMOTE_HOST", remote);
+    const struct sockaddr *sa = api->remote_sockaddr(r, &slen);
+    if (sa) {
+        snprintf(port, sizeof(port), "%u", gw_port(sa));
+        gw_puts(e, "REMOTE_PORT", port);
+    }
+    struct sockaddr_storage local;
+    socklen_t llen = sizeof(local);
+    if (api->conn_local_addr(api->conn(r), &local, &llen) == MK_OK) {
+        char text[64] = "";
+        const struct sockaddr *ls = (const struct sockaddr *) &local;
+        if (ls->sa_family == AF_INET) {
+            inet_ntop(AF_INET, &((const struct sockaddr_in *) ls)->sin_addr, text, sizeof(text));
+        }
+        else if (ls->sa_family == AF_INET6) {
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *) ls)->sin6_addr, text, sizeof(text));
+        }
+        gw_puts(e, "SERVER_ADDR", text);
+        snprintf(port, sizeof(port), "%u", gw_port(ls));
+        gw_puts(e, "SERVER_PORT", port);
+    }
+}
+
+/* AUTH_TYPE: the scheme of an Authorization header. */
+static void gw_auth_type(const struct mk_api *api, struct mk_request *r, struct gw_emit *e)
+{
+    size_t len;
+    const char *auth = api->header(r, "Authorization", &len);
+    if (!auth) {
+        return;
+    }
+    size_t n = 0;
+    while (n < len && auth[n] != ' ') {
+        n++;
+    }
+    gw_put(e, "AUTH_TYPE", auth, n);
+}
+
+static void gw_request_vars(const struct mk_api *api, struct mk_request *r,
+                            const struct mk_gw_script *s, struct gw_emit *e)
+{
+    size_t len;
+    const char *v;
+
+    v = s->method ? s->method : api->method(r, &len);
+    gw_put(e, "REQUEST_METHOD", v, s->method ? strlen(v) : len);
+    v = s->uri ? s->uri : api->target(r, &len);
+    gw_put(e, "REQUEST_URI", v, s->uri ? strlen(v) : len);
+    v = s->query ? s->query : api->query(r, &len);
+    gw_put(e, "QUERY_STRING", v ? v : "", v ? (s->query ? strlen(v) : len) : 0);
+    gw_puts(e, "SERVER_PROTOCOL", api->version(r) == 10 ? "HTTP/1.0" : "HTTP/1.1");
+    if (!s->method && (v = api->header(r, "Content-Length", &len))) {
+        gw_put(e, "CONTENT_LENGTH", v, len);
+    }
+    if (!s->method && (v = api->header(r, "Content-Type", &len))) {
+        gw_put(e, "CONTENT_TYPE", v, len);
+    }
+    gw_put(e, "SCRIPT_NAME", s->name, s->name_len);
+    gw_put(e, "PATH_INFO", s->path_info, s->path_info_len);
+    if (s->path_info_len > 0) {
+        size_t dlen = strlen(s->docroot);
+        char *t = api->alloc(r, dlen + s->path_info_len);
+        if (!t) {
+            e->rc = MK_ERR;
+            return;
+        }
+        memcpy(t, s->docroot, dlen);
+        memcpy(t + dlen, s->path_info, s->path_info_len);
+        gw_put(e, "PATH_TRANSLATED", t, dlen + s->path_info_len);
+    }
+    gw_puts(e, "SCRIPT_FILENAME", s->filename);
+    gw_puts(e, "DOCUMENT_ROOT", s->docroot);
+}
+
+int mk_gw_params(const struct mk_api *api, struct mk_request *r, const struct mk_gw_script *s,
+                 mk_gw_param_cb cb, void *arg)
+{
+    struct gw_emit e = {cb, arg, MK_OK};
+    size_t len;
+
+    gw_puts(&e, "GATEWAY_INTERFACE", "CGI/1.1");
+    gw_puts(&e, "SERVER_SOFTWARE", "Monkey");
+    gw_puts(&e, "REDIRECT_STATUS", "200");
+    gw_request_vars(api, r, s, &e);
+    gw_server_name(api, r, &e);
+    gw_addresses(api, r, &e);
+    gw_auth_type(api, r, &e);
+    int tls = MK_API_HAS(api, conn_transport_var) &&
+              api->conn_transport_var(api->conn(r), "protocol", &len) != NULL;
+    gw_puts(&e, "REQUEST_SCHEME", tls ? "https" : "http");
+    if (tls) {
+        gw_puts(&e, "HTTPS", "on");
+    }
+    unsigned n = api->header_count(r);
+    for (unsigned i = 0; i < n && e.rc == MK_OK; i++) {
+        gw_header_var(api, r, i, &e);
+    }
+    return e.rc;
+}
+
+/* A slice as a NUL-terminated copy in request memory. */
+static char *gw_cstr(const struct mk_api *api, struct mk_request *r, const struct mk_gw_slice *s)
+{
+    char *p = api->alloc(r, s->len + 1);
+    if (p) {
+        memcpy(p, s->p, s->len);
+        p[s->len] = '\0';
+    }
+    return p;
+}
+
+int mk_gw_head_apply(const struct mk_api *api, struct mk_request *r, const struct mk_gw_head *h,
+                     int nph)
+{
+    int status = h->status;
+
+    if (!nph && !status && h->location.p) {
+        if (mk_gw_location_is_local(&h->location)) {
+            return MK_DECLINED;
+        }
+        status = 302;
+    }
+    if (!status) {
+        status = 200;
+    }
+    api->set_status(r, status);
+    if (h->content_type.p) {
+        char *ct = gw_cstr(api, r, &h->content_type);
+        if (!ct) {
+            return MK_ERR;
+        }
+        api->set_content_type(r, ct);
+    }
+    if (h->location.p) {
+        char *loc = gw_cstr(api, r, &h->location);
+        if (!loc || api->add_header(r, "Location", loc) != MK_OK) {
+            return MK_ERR;
+        }
+    }
+    for (unsigned i = 0; i < h->n_fields; i++) {
+        const struct mk_gw_field *f = &h->fields[i];
+        if (mk_gw_field_is_framing(&f->name)) {
+            continue;
+        }
+        char *name = gw_cstr(api, r, &f->name);
+        char *value = gw_cstr(api, r, &f->value);
+        if (!name || !value || api->add_header(r, name, value) != MK_OK) {
+            return MK_ERR;
+        }
+    }
+    return status;
+}
+
+void mk_gw_note_upstream(const struct mk_api *api, struct mk_request *r, uint64_t start_ms)
+{
+    char ms[24];
+    if (r && MK_API_HAS(api, note_set)) {
+        snprintf(ms, sizeof(ms), "%llu", (unsigned long long) (api->now_ms() - start_ms));
+        api->note_set(r, "upstream_ms", ms);
+    }
+}

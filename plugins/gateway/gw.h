@@ -1,0 +1,86 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * gw.h: the gateway core shared by plugins/cgi and plugins/fastcgi (as
+ * lighttpd's gw_backend is by mod_cgi and mod_fastcgi): the request's
+ * meta-variables (RFC 3875 section 4.1, with the PHP set) and the
+ * application of a script's header block to the response. Both run on the
+ * request's worker; neither blocks.
+ */
+#ifndef MK_GW_H
+#define MK_GW_H
+
+#include <regex.h>
+#include <stddef.h>
+
+#include <monkey/mk_plugin.h>
+
+#include "gw_head.h"
+
+/* The script a request runs, as the plugin resolved it. */
+struct mk_gw_script {
+    const char *name; /* SCRIPT_NAME: the URL path of the script */
+    size_t name_len;
+    const char *path_info; /* PATH_INFO: the rest of the path, "" when none */
+    size_t path_info_len;
+    const char *filename; /* SCRIPT_FILENAME: absolute, NUL terminated */
+    const char *docroot;  /* DOCUMENT_ROOT, NUL terminated */
+    /* For a local redirect (RFC 3875 6.2.2), NULL otherwise: the request's
+       own method, target and query are replaced by these (NUL terminated). */
+    const char *method, *uri, *query;
+};
+
+/* One variable: name and value, not NUL terminated. MK_OK, or MK_ERR to stop. */
+typedef int (*mk_gw_param_cb)(void *arg, const char *name, size_t name_len, const char *value,
+                              size_t value_len);
+
+/*
+ * Call cb once per meta-variable of request r: the RFC 3875 set
+ * (AUTH_TYPE, CONTENT_LENGTH, CONTENT_TYPE, GATEWAY_INTERFACE, PATH_INFO,
+ * PATH_TRANSLATED, QUERY_STRING, REMOTE_ADDR, REMOTE_HOST, REMOTE_PORT,
+ * REQUEST_METHOD, SCRIPT_NAME, SERVER_NAME, SERVER_PORT, SERVER_PROTOCOL,
+ * SERVER_SOFTWARE), the usual additions (DOCUMENT_ROOT, SCRIPT_FILENAME,
+ * REQUEST_URI, SERVER_ADDR, REQUEST_SCHEME, HTTPS under TLS,
+ * REDIRECT_STATUS for php-cgi) and one HTTP_<NAME> per request header
+ * (repeated headers joined with ", "), except Proxy (no HTTP_PROXY:
+ * httpoxy), Content-Type and Content-Length (they are CONTENT_*) and names
+ * with bytes other than letters, digits and '-'. CONTENT_LENGTH is given
+ * for a Content-Length body only. MK_OK, or MK_ERR when cb refused one.
+ */
+int mk_gw_params(const struct mk_api *api, struct mk_request *r, const struct mk_gw_script *s,
+                 mk_gw_param_cb cb, void *arg);
+
+/*
+ * The script of `path` (decoded, normalised) under r's document root that
+ * one of the n_re expressions selects: the shortest prefix of whole
+ * segments that an expression matches and that is a regular file beneath
+ * the document root (the rest is PATH_INFO: /index.php/a/b), or, for a
+ * path ending in '/', the first index file (IndexFiles) an expression
+ * matches that exists, so "/" with index.php runs it rather than serving
+ * its source. MK_OK (*s filled, strings in r's memory), MK_DECLINED (no
+ * script), or 500 (memory short).
+ */
+int mk_gw_map_match(const struct mk_api *api, struct mk_request *r, const regex_t *re, size_t n_re,
+                    const char *path, size_t path_len, struct mk_gw_script *s);
+
+/*
+ * Put a parsed header block on r's response: the status (Status, the NPH
+ * status line, 302 for a client redirect, else 200), Content-Type,
+ * Location and the other fields (the ones the server frames itself
+ * dropped). Returns the status set, MK_DECLINED for a local redirect
+ * (a Location path without Status, RFC 3875 6.2.2: nothing was set, the
+ * caller serves h->location itself), or MK_ERR when a field cannot be
+ * added (memory short, a line break): answer 502.
+ */
+int mk_gw_head_apply(const struct mk_api *api, struct mk_request *r, const struct mk_gw_head *h,
+                     int nph);
+
+/*
+ * Note the upstream time of r for the logs: "upstream_ms" (api->note_set,
+ * the logger's %{upstream_ms}n), the milliseconds since `start_ms`
+ * (api->now_ms()). Nothing when the server has no notes (before 3.3).
+ */
+void mk_gw_note_upstream(const struct mk_api *api, struct mk_request *r, uint64_t start_ms);
+
+#endif

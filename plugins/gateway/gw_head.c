@@ -1,0 +1,184 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * gw_head.c: the gateway response header block (see gw_head.h). Pure: it
+ * reads the bytes given and writes only *h.
+ */
+#include <string.h>
+#include <strings.h>
+
+#include <monkey/mk_common.h>
+
+#include "gw_head.h"
+
+/* RFC 9110 tchar. */
+static int gw_is_tchar(unsigned char c)
+{
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
+        return 1;
+    }
+    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+static int gw_name_is(const struct mk_gw_slice *name, const char *want)
+{
+    size_t n = strlen(want);
+    return name->len == n && strncasecmp(name->p, want, n) == 0;
+}
+
+/* Three digits, 100 to 599, then the end or a space and a reason. */
+static int gw_parse_status(const char *p, size_t len)
+{
+    if (len < 3 || (len > 3 && p[3] != ' ')) {
+        return -1;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (p[i] < '0' || p[i] > '9') {
+            return -1;
+        }
+    }
+    int status = (p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0');
+    return status >= 100 && status <= 599 ? status : -1;
+}
+
+/* "HTTP/1.x NNN reason" of an NPH answer. */
+static int gw_parse_status_line(const char *p, size_t len)
+{
+    if (len < 12 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') || p[8] != ' ') {
+        return -1;
+    }
+    return gw_parse_status(p + 9, len - 9);
+}
+
+/* Field values: visible ASCII, obs-text, space and tab; no other control byte. */
+static int gw_value_ok(const char *p, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char) p[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7f) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* One "Name: value" line (without its line end) into h. */
+static int gw_parse_field(const char *p, size_t len, struct mk_gw_head *h)
+{
+    const char *colon = memchr(p, ':', len);
+    if (!colon || colon == p) {
+        return MK_ERR;
+    }
+    struct mk_gw_slice name = {p, (size_t) (colon - p)};
+    for (size_t i = 0; i < name.len; i++) {
+        if (!gw_is_tchar((unsigned char) p[i])) {
+            return MK_ERR;
+        }
+    }
+    const char *v = colon + 1, *end = p + len;
+    while (v < end && (*v == ' ' || *v == '\t')) {
+        v++;
+    }
+    while (end > v && (end[-1] == ' ' || end[-1] == '\t')) {
+        end--;
+    }
+    struct mk_gw_slice value = {v, (size_t) (end - v)};
+    if (!gw_value_ok(value.p, value.len)) {
+        return MK_ERR;
+    }
+    if (gw_name_is(&name, "Status")) {
+        int status = gw_parse_status(value.p, value.len);
+        if (status < 0 || h->status) {
+            return MK_ERR;
+        }
+        h->status = status;
+    }
+    else if (gw_name_is(&name, "Location")) {
+        if (h->location.p || value.len == 0) {
+            return MK_ERR;
+        }
+        h->location = value;
+    }
+    else if (gw_name_is(&name, "Content-Type")) {
+        if (h->content_type.p) {
+            return MK_ERR;
+        }
+        h->content_type = value;
+    }
+    else {
+        if (h->n_fields == MK_GW_FIELDS_MAX) {
+            return MK_ERR;
+        }
+        h->fields[h->n_fields].name = name;
+        h->fields[h->n_fields].value = value;
+        h->n_fields++;
+    }
+    return MK_OK;
+}
+
+int mk_gw_head_parse(const char *buf, size_t len, int nph, struct mk_gw_head *h)
+{
+    size_t pos = 0;
+    int first = 1;
+
+    memset(h, 0, sizeof(*h));
+    for (;;) {
+        const char *nl = memchr(buf + pos, '\n', len - pos);
+        if (!nl) {
+            return len >= MK_GW_HEAD_MAX ? MK_ERR : MK_AGAIN;
+        }
+        size_t end = (size_t) (nl - buf) + 1;
+        if (end > MK_GW_HEAD_MAX) {
+            return MK_ERR;
+        }
+        size_t line_len = end - 1 - pos;
+        if (line_len > 0 && buf[pos + line_len - 1] == '\r') {
+            line_len--;
+        }
+        const char *line = buf + pos;
+        pos = end;
+        if (line_len == 0) {
+            if (first && nph) {
+                return MK_ERR;
+            }
+            break;
+        }
+        if (memchr(line, '\r', line_len)) {
+            return MK_ERR; /* a bare CR */
+        }
+        if (first && nph) {
+            if ((h->status = gw_parse_status_line(line, line_len)) < 0) {
+                return MK_ERR;
+            }
+        }
+        else if (gw_parse_field(line, line_len, h) != MK_OK) {
+            return MK_ERR;
+        }
+        first = 0;
+    }
+    if (!nph && !h->status && !h->location.p && !h->content_type.p) {
+        return MK_ERR; /* RFC 3875 6.2: at least one CGI field */
+    }
+    h->head_len = pos;
+    return MK_OK;
+}
+
+int mk_gw_field_is_framing(const struct mk_gw_slice *name)
+{
+    static const char *const framing[] = {
+        "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Date",
+        "Server",         "Upgrade",           "Trailer",    "TE",         "Proxy-Connection"};
+    for (size_t i = 0; i < sizeof(framing) / sizeof(framing[0]); i++) {
+        if (gw_name_is(name, framing[i])) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int mk_gw_location_is_local(const struct mk_gw_slice *location)
+{
+    return location->len >= 1 && location->p[0] == '/' &&
+           (location->len == 1 || location->p[1] != '/');
+}

@@ -1,0 +1,69 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * gw_head.h: the header block a gateway script or application answers with
+ * (RFC 3875 section 6: CGI, and FastCGI responders, which use the same
+ * block), parsed without I/O, allocation or globals, so that it is unit
+ * tested and fuzzed as it is. Shared by plugins/cgi and plugins/fastcgi.
+ */
+#ifndef MK_GW_HEAD_H
+#define MK_GW_HEAD_H
+
+#include <stddef.h>
+
+#include <monkey/mk_common.h>
+
+/* The largest header block accepted: a longer one is malformed (502). */
+#define MK_GW_HEAD_MAX 16384
+/* Header fields other than Status, Location and Content-Type kept. */
+#define MK_GW_FIELDS_MAX 64
+
+/* A slice of the parsed buffer (not NUL terminated). */
+struct mk_gw_slice {
+    const char *p;
+    size_t len;
+};
+
+struct mk_gw_field {
+    struct mk_gw_slice name, value;
+};
+
+/*
+ * A parsed header block. Slices point into the buffer given to the parser
+ * and are valid as long as it is.
+ */
+struct mk_gw_head {
+    int status;                  /* Status (or the NPH status line), 0 when absent */
+    struct mk_gw_slice location; /* Location, len 0 when absent */
+    struct mk_gw_slice content_type;
+    struct mk_gw_field fields[MK_GW_FIELDS_MAX]; /* the other fields, in order */
+    unsigned n_fields;
+    size_t head_len; /* bytes of the block, its empty line included */
+};
+
+/*
+ * Parse the header block at the start of buf[0..len).
+ *   MK_OK     complete: *h filled, the body starts at buf + h->head_len;
+ *   MK_AGAIN  no empty line yet (and fewer than MK_GW_HEAD_MAX bytes);
+ *   MK_ERR    malformed: a line without ':' or with a bad name, a control
+ *             character in a value, a bad Status, more than
+ *             MK_GW_FIELDS_MAX fields, no Status, Location nor
+ *             Content-Type, or no end within MK_GW_HEAD_MAX bytes.
+ * Lines end with LF or CRLF. When `nph` is true the block starts with an
+ * HTTP status line ("HTTP/1.1 200 OK") that sets h->status, and no field
+ * is required (a non-parsed-header script's answer).
+ */
+int mk_gw_head_parse(const char *buf, size_t len, int nph, struct mk_gw_head *h);
+
+/*
+ * Whether a field the script sent is one the server frames itself and
+ * therefore drops (Content-Length, Transfer-Encoding, Connection,
+ * Keep-Alive, Date, Server, Upgrade, Trailer, TE, Proxy-Connection).
+ */
+int mk_gw_field_is_framing(const struct mk_gw_slice *name);
+
+/* Whether a Location is local (starts with '/' and not "//"), RFC 3875 6.2.2. */
+int mk_gw_location_is_local(const struct mk_gw_slice *location);
+
+#endif

@@ -1,0 +1,129 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * gw_map.c: which script under the document root a request runs, by the
+ * site's Match expressions (see mk_gw_map_match in gw.h). Only a path an
+ * expression matches costs a system call; files are opened beneath the
+ * document root with the site's rules, so no script outside it runs.
+ */
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gw.h"
+
+/* a + b as a NUL-terminated string in r's memory. */
+static char *gw_join(const struct mk_api *api, struct mk_request *r, const char *a, size_t alen,
+                     const char *b, size_t blen)
+{
+    char *s = api->alloc(r, alen + blen + 1);
+    if (s) {
+        memcpy(s, a, alen);
+        memcpy(s + alen, b, blen);
+        s[alen + blen] = '\0';
+    }
+    return s;
+}
+
+/* The script is path[0..name_len), the rest PATH_INFO. */
+static int gw_script(const struct mk_api *api, struct mk_request *r, const char *path,
+                     size_t name_len, size_t path_len, const char *filename, struct mk_gw_script *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->name = path;
+    s->name_len = name_len;
+    s->path_info = path + name_len;
+    s->path_info_len = path_len - name_len;
+    s->filename = filename;
+    s->docroot = api->docroot(r);
+    return MK_OK;
+}
+
+static int gw_matches(const regex_t *re, size_t n_re, const char *s)
+{
+    for (size_t i = 0; i < n_re; i++) {
+        if (regexec(&re[i], s, 0, NULL, 0) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Whether `rel` (no leading '/') is a regular file beneath the document root. */
+static int gw_is_file_beneath(const struct mk_api *api, struct mk_request *r, const char *rel)
+{
+    struct stat st;
+    int fd = api->open_beneath(r, rel, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        return 0;
+    }
+    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    close(fd);
+    return ok;
+}
+
+/* The script path `name` (NUL terminated, in r's memory) as a file name. */
+static char *gw_filename(const struct mk_api *api, struct mk_request *r, const char *name,
+                         size_t name_len)
+{
+    const char *root = api->docroot(r);
+    size_t rlen = strlen(root);
+    while (rlen > 1 && root[rlen - 1] == '/') {
+        rlen--;
+    }
+    return gw_join(api, r, root, rlen, name, name_len);
+}
+
+/* A path ending in '/': the first index file a Match expression selects. */
+static int gw_map_index(const struct mk_api *api, struct mk_request *r, const regex_t *re,
+                        size_t n_re, const char *path, size_t path_len, struct mk_gw_script *s)
+{
+    const char *index;
+    for (unsigned i = 0; (index = api->index_file(r, i)) != NULL; i++) {
+        char *name = gw_join(api, r, path, path_len, index, strlen(index));
+        if (!name) {
+            return 500;
+        }
+        if (gw_matches(re, n_re, name) && gw_is_file_beneath(api, r, name + 1)) {
+            char *file = gw_filename(api, r, name, path_len + strlen(index));
+            if (!file) {
+                return 500;
+            }
+            size_t nlen = strlen(name);
+            return gw_script(api, r, name, nlen, nlen, file, s);
+        }
+    }
+    return MK_DECLINED;
+}
+
+/* Under the document root: the shortest prefix of whole segments Match selects. */
+int mk_gw_map_match(const struct mk_api *api, struct mk_request *r, const regex_t *re, size_t n_re,
+                    const char *path, size_t path_len, struct mk_gw_script *s)
+{
+    char *copy = gw_join(api, r, path, path_len, "", 0);
+    if (!copy) {
+        return 500;
+    }
+    if (path_len > 0 && path[path_len - 1] == '/') {
+        return gw_map_index(api, r, re, n_re, copy, path_len, s);
+    }
+    for (size_t end = 1; end <= path_len; end++) {
+        if (end < path_len && copy[end] != '/') {
+            continue;
+        }
+        char saved = copy[end];
+        copy[end] = '\0';
+        int hit = gw_matches(re, n_re, copy) && gw_is_file_beneath(api, r, copy + 1);
+        copy[end] = saved;
+        if (hit) {
+            char *file = gw_filename(api, r, copy, end);
+            if (!file) {
+                return 500;
+            }
+            return gw_script(api, r, copy, end, path_len, file, s);
+        }
+    }
+    return MK_DECLINED;
+}

@@ -1,0 +1,144 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * test_gw_head.c: the gateway header block parser (plugins/gateway/gw_head.c),
+ * as a table of raw blocks and what the parser must make of them.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gw_head.h"
+
+struct head_case {
+    const char *raw;
+    int nph;
+    int rc;     /* MK_OK, MK_AGAIN, MK_ERR */
+    int status; /* when MK_OK */
+    const char *location;
+    const char *content_type;
+    unsigned n_fields;
+    size_t head_len; /* 0: strlen(raw) */
+};
+
+static const struct head_case cases[] = {
+    {"Content-Type: text/html\n\nbody", 0, MK_OK, 0, NULL, "text/html", 0, 25},
+    {"Content-Type: text/html\r\n\r\n", 0, MK_OK, 0, NULL, "text/html", 0, 0},
+    {"Status: 404 Not Found\r\nX-A: 1\r\nX-B:  two  \r\n\r\n", 0, MK_OK, 404, NULL, NULL, 2, 0},
+    {"Status: 302\nLocation: /x?y\n\n", 0, MK_OK, 302, "/x?y", NULL, 0, 0},
+    {"Location: http://example.com/\n\n", 0, MK_OK, 0, "http://example.com/", NULL, 0, 0},
+    {"content-type:text/plain\n\n", 0, MK_OK, 0, NULL, "text/plain", 0, 0},
+    {"HTTP/1.1 203 Fine\r\nX-Nph: 1\r\n\r\nraw", 1, MK_OK, 203, NULL, NULL, 1, 31},
+    /* incomplete */
+    {"Content-Type: text/html\n", 0, MK_AGAIN},
+    {"Content-Ty", 0, MK_AGAIN},
+    {"", 0, MK_AGAIN},
+    /* malformed */
+    {"no colon here\n\n", 0, MK_ERR},
+    {": empty name\n\n", 0, MK_ERR},
+    {"Bad Name: x\nContent-Type: a\n\n", 0, MK_ERR},
+    {"X-Only: field\n\n", 0, MK_ERR}, /* no CGI field */
+    {"\n", 0, MK_ERR},                /* nothing at all */
+    {"Status: 99\n\n", 0, MK_ERR},
+    {"Status: 600\n\n", 0, MK_ERR},
+    {"Status: 20x\n\n", 0, MK_ERR},
+    {"Status: 2000\n\n", 0, MK_ERR},
+    {"Status: 200\nStatus: 404\n\n", 0, MK_ERR},
+    {"Content-Type: a\rb\n\n", 0, MK_ERR},
+    {"Content-Type: a\x01\n\n", 0, MK_ERR},
+    {"Location:\nStatus: 200\n\n", 0, MK_ERR},
+    {"Content-Type: a\nContent-Type: b\n\n", 0, MK_ERR},
+    {"HTTP/2 200 OK\n\n", 1, MK_ERR},
+    {"Content-Type: a\n\n", 1, MK_ERR}, /* NPH without a status line */
+    {"\n\n", 1, MK_ERR},
+};
+
+static void test_table(void **state)
+{
+    (void) state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const struct head_case *c = &cases[i];
+        struct mk_gw_head h;
+        int rc = mk_gw_head_parse(c->raw, strlen(c->raw), c->nph, &h);
+        if (rc != c->rc) {
+            fail_msg("case %zu (%s): rc %d, want %d", i, c->raw, rc, c->rc);
+        }
+        if (rc != MK_OK) {
+            continue;
+        }
+        assert_int_equal(h.status, c->status);
+        assert_int_equal(h.n_fields, c->n_fields);
+        assert_int_equal(h.head_len, c->head_len ? c->head_len : strlen(c->raw));
+        if (c->location) {
+            assert_int_equal(h.location.len, strlen(c->location));
+            assert_memory_equal(h.location.p, c->location, h.location.len);
+        }
+        else {
+            assert_null(h.location.p);
+        }
+        if (c->content_type) {
+            assert_int_equal(h.content_type.len, strlen(c->content_type));
+            assert_memory_equal(h.content_type.p, c->content_type, h.content_type.len);
+        }
+    }
+}
+
+static void test_field_values_trimmed(void **state)
+{
+    (void) state;
+    const char *raw = "Status: 200\nX-A: \t two words \t\n\n";
+    struct mk_gw_head h;
+    assert_int_equal(mk_gw_head_parse(raw, strlen(raw), 0, &h), MK_OK);
+    assert_int_equal(h.fields[0].name.len, 3);
+    assert_int_equal(h.fields[0].value.len, 9);
+    assert_memory_equal(h.fields[0].value.p, "two words", 9);
+}
+
+static void test_too_long(void **state)
+{
+    (void) state;
+    static char big[MK_GW_HEAD_MAX + 64];
+    memset(big, 'a', sizeof(big));
+    memcpy(big, "X-Long: ", 8);
+    struct mk_gw_head h;
+    /* no line end within the limit */
+    assert_int_equal(mk_gw_head_parse(big, sizeof(big), 0, &h), MK_ERR);
+    assert_int_equal(mk_gw_head_parse(big, MK_GW_HEAD_MAX - 1, 0, &h), MK_AGAIN);
+    /* too many fields */
+    char many[4096] = "Status: 200\n";
+    for (int i = 0; i <= MK_GW_FIELDS_MAX; i++) {
+        strcat(many, "X-F: 1\n");
+    }
+    strcat(many, "\n");
+    assert_int_equal(mk_gw_head_parse(many, strlen(many), 0, &h), MK_ERR);
+}
+
+static void test_framing_and_local(void **state)
+{
+    (void) state;
+    struct mk_gw_slice s = {"content-length", 14};
+    assert_true(mk_gw_field_is_framing(&s));
+    s = (struct mk_gw_slice){"X-Powered-By", 12};
+    assert_false(mk_gw_field_is_framing(&s));
+    s = (struct mk_gw_slice){"/a", 2};
+    assert_true(mk_gw_location_is_local(&s));
+    s = (struct mk_gw_slice){"//evil.example/", 15};
+    assert_false(mk_gw_location_is_local(&s));
+    s = (struct mk_gw_slice){"http://x/", 9};
+    assert_false(mk_gw_location_is_local(&s));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table),
+        cmocka_unit_test(test_field_values_trimmed),
+        cmocka_unit_test(test_too_long),
+        cmocka_unit_test(test_framing_and_local),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

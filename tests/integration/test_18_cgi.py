@@ -1,0 +1,461 @@
+"""The CGI plugin (plugins/cgi): real shell and Python scripts, spawned by the
+real server. Environment, request bodies, large and slow output, clients that
+do not read or go away, bad header blocks, timeouts, NPH scripts, redirects,
+MaxScripts and the reaping of every child."""
+
+import hashlib
+import os
+import signal
+import socket
+import time
+
+import pytest
+
+from conftest import BUILD, SANITIZED, SLOW, Conn, needs_dlopen, read_head, vm_rss_kb
+
+CGI_SO = BUILD / "plugins" / "monkey-cgi.so"
+
+pytestmark = needs_dlopen
+
+SCRIPTS = {
+    "env.sh": '#!/bin/sh\necho "Content-Type: text/plain"\necho\nenv\n',
+    "post.py": (
+        "import hashlib, os, sys\n"
+        "data = sys.stdin.buffer.read()\n"
+        "sys.stdout.write('Content-Type: text/plain\\r\\n\\r\\n')\n"
+        "sys.stdout.write('%d %s %s\\n' % (len(data), hashlib.sha256(data).hexdigest(),\n"
+        "                 os.environ.get('CONTENT_LENGTH', '-')))\n"
+    ),
+    # MB megabytes of 'x' (QUERY_STRING is the count)
+    "big.sh": '#!/bin/sh\nprintf "Content-Type: application/octet-stream\\r\\n\\r\\n"\n'
+    'head -c $((QUERY_STRING * 1048576)) /dev/zero | tr "\\0" x\n',
+    # writes forever, after leaving its process id behind
+    "forever.sh": '#!/bin/sh\necho $$ > "$DOCUMENT_ROOT/forever.pid"\n'
+    'printf "Content-Type: text/plain\\r\\n\\r\\n"\nexec yes\n',
+    # pieces with pauses
+    "drip.sh": '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\n'
+    "for i in 1 2 3 4 5 6 7 8 9 10; do head -c 8192 /dev/zero; sleep 0.05; done\n",
+    "slowout.sh": '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\n'
+    "for i in 1 2 3; do echo piece$i; sleep 0.2; done\n",
+    "silent.sh": '#!/bin/sh\necho $$ > "$DOCUMENT_ROOT/silent.pid"\nsleep 30\n',
+    "bad.sh": '#!/bin/sh\necho "this is not a header"\necho\necho body\n',
+    "empty.sh": "#!/bin/sh\nexit 0\n",
+    "status.sh": '#!/bin/sh\necho "Status: 404 Not Here"\necho "Content-Type: text/plain"\n'
+    'echo "X-Script: yes"\necho "Content-Length: 999"\necho\necho gone\n',
+    "away.sh": '#!/bin/sh\necho "Location: https://example.com/elsewhere"\necho\n',
+    "local.sh": '#!/bin/sh\necho "Location: /cgi-bin/env.sh/from?redir=1"\necho\n',
+    "tofile.sh": '#!/bin/sh\necho "Location: /plain.txt"\necho\n',
+    "nph-raw.sh": '#!/bin/sh\nprintf "HTTP/1.1 203 Non-Authoritative\\r\\nX-Nph: 1\\r\\n'
+    'Content-Type: text/plain\\r\\n\\r\\nraw body\\n"\n',
+    "stderr.sh": '#!/bin/sh\necho "oops: something broke" >&2\n'
+    'printf "Content-Type: text/plain\\r\\n\\r\\nok\\n"\n',
+    "pgroup.sh": '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\n'
+    'echo "$(ps -o pgid= -p $$ | tr -d " ") $$ $(pwd)"\n',
+    "noexec.sh": '#!/bin/sh\necho "Content-Type: text/plain"\necho\necho no\n',
+}
+
+
+@pytest.fixture
+def cgi(make_server):
+    srv = make_server()
+    bindir = srv.dir / "cgi-bin"
+    bindir.mkdir()
+    for name, text in SCRIPTS.items():
+        path = bindir / name
+        path.write_text(text)
+        path.chmod(0o644 if name.endswith(".py") or name == "noexec.sh" else 0o755)
+    srv.file("plain.txt", "plain file\n")
+    srv.file("app/hello.cgi", '#!/bin/sh\necho "Content-Type: text/plain"\necho\n'
+             'echo "hello $SCRIPT_NAME [$PATH_INFO]"\n', mode=0o755)
+    srv.file("app/index.cgi", '#!/bin/sh\necho "Content-Type: text/plain"\necho\necho index\n',
+             mode=0o755)
+    srv.plugins = [str(CGI_SO)]
+    srv.site_extra = (
+        "[CGI]\n"
+        f"    ScriptAlias /cgi-bin/ {bindir}\n"
+        "    Match \\.cgi$\n"
+        "    Interpreter .py /usr/bin/python3\n"
+    )
+    (srv.conf / "plugins").mkdir()
+    (srv.conf / "plugins" / "cgi.conf").write_text(
+        "[CGI]\n    Timeout 1\n    KillGrace 500ms\n    MaxScripts 4\n")
+    srv.set(Workers=1, IndexFiles="index.html index.cgi")
+    srv.bindir = bindir
+    return srv
+
+
+class CgiConn(Conn):
+    """A Conn that also decodes chunked bodies (the CGI responses' framing)."""
+
+    def read_response(self, head_request=False):
+        r = super().read_response(head_request)
+        if head_request or r.header("Transfer-Encoding") != "chunked":
+            return r
+        body = b""
+        while True:
+            while b"\r\n" not in self.buf:
+                self._fill()
+            line, self.buf = self.buf.split(b"\r\n", 1)
+            size = int(line.split(b";")[0], 16)
+            while len(self.buf) < size + 2:
+                self._fill()
+            body, self.buf = body + self.buf[:size], self.buf[size + 2:]
+            if size == 0:
+                r.body = body
+                return r
+
+
+def cget(srv, path, **kw):
+    c = CgiConn(srv.port)
+    try:
+        return c.request("GET", path, **kw)
+    finally:
+        c.close()
+
+
+def env_of(body):
+    out = {}
+    for line in body.decode().splitlines():
+        if "=" in line:
+            k, v = line.split("=", 1)
+            out[k] = v
+    return out
+
+
+def read_chunked(f):
+    body = bytearray()
+    while True:
+        size = int(f.readline().split(b";")[0], 16)
+        if size == 0:
+            f.readline()
+            return bytes(body)
+        body += f.read(size)
+        assert f.read(2) == b"\r\n"
+
+
+def get_stream(srv, path, version="HTTP/1.1", headers=""):
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10 * SLOW)
+    s.sendall(f"GET {path} {version}\r\nHost: localhost\r\n{headers}\r\n".encode())
+    f = s.makefile("rb")
+    status, hdrs = read_head(f)
+    return s, f, status, hdrs
+
+
+def zombies_of(pid):
+    """Zombie children of process pid."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as st:
+                fields = st.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z" and int(fields[1]) == pid:
+            out.append(int(d))
+    return out
+
+
+def children_of(pid):
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as st:
+                fields = st.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(d))
+    return out
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as st:
+            return st.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_for(cond, timeout=5.0):
+    deadline = time.monotonic() + timeout * SLOW
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return cond()
+
+
+def test_environment(cgi):
+    cgi.start()
+    r = cget(cgi, "/cgi-bin/env.sh/a/b%20c?x=1&y=2",
+                headers={"Proxy": "http://evil:1", "X-Thing": "one", "Cookie": "a=1"})
+    assert r.status == 200
+    e = env_of(r.body)
+    assert e["GATEWAY_INTERFACE"] == "CGI/1.1"
+    assert e["REQUEST_METHOD"] == "GET"
+    assert e["SCRIPT_NAME"] == "/cgi-bin/env.sh"
+    assert e["PATH_INFO"] == "/a/b c"
+    assert e["PATH_TRANSLATED"] == f"{cgi.docroot}/a/b c"
+    assert e["QUERY_STRING"] == "x=1&y=2"
+    assert e["REQUEST_URI"] == "/cgi-bin/env.sh/a/b%20c?x=1&y=2"
+    assert e["SCRIPT_FILENAME"] == str(cgi.bindir / "env.sh")
+    assert e["DOCUMENT_ROOT"] == str(cgi.docroot)
+    assert e["REMOTE_ADDR"] == "127.0.0.1" and int(e["REMOTE_PORT"]) > 0
+    assert e["SERVER_NAME"] == "localhost"
+    assert e["SERVER_PORT"] == str(cgi.port)
+    assert e["SERVER_PROTOCOL"] == "HTTP/1.1"
+    assert e["HTTP_X_THING"] == "one" and e["HTTP_COOKIE"] == "a=1"
+    assert "HTTP_PROXY" not in e  # httpoxy
+    assert "HTTPS" not in e
+    # run in its own directory
+    assert e["PWD"] == str(cgi.bindir)
+
+
+def test_own_process_group_and_directory(cgi):
+    cgi.start()
+    r = cget(cgi, "/cgi-bin/pgroup.sh")
+    pgid, pid, cwd = r.body.decode().split()
+    assert pgid == pid  # the leader of its own group
+    assert cwd == str(cgi.bindir)
+
+
+def test_match_extension_and_index(cgi):
+    cgi.start()
+    r = cget(cgi, "/app/hello.cgi/more/info")
+    assert r.status == 200
+    assert r.body == b"hello /app/hello.cgi [/more/info]\n"
+    cgi.file("index.cgi", "never served\n")
+    r = cget(cgi, "/app/")
+    assert r.status == 200 and r.body == b"index\n"
+    # a file the expression does not select is static
+    assert cget(cgi, "/plain.txt").body == b"plain file\n"
+
+
+def test_post_body_streams_to_stdin(cgi):
+    cgi.start()
+    body = os.urandom(3 * 1024 * 1024 + 17)
+    c = CgiConn(cgi.port, timeout=20)
+    r = c.request("POST", "/cgi-bin/post.py", body=body)
+    n, digest, cl = r.body.decode().split()
+    assert (int(n), digest, cl) == (len(body), hashlib.sha256(body).hexdigest(), str(len(body)))
+    # the connection stays usable
+    r = c.request("GET", "/cgi-bin/env.sh")
+    assert r.status == 200
+    c.close()
+
+
+def test_chunked_post(cgi):
+    cgi.start()
+    c = CgiConn(cgi.port)
+    c.send("POST /cgi-bin/post.py HTTP/1.1\r\nHost: localhost\r\n"
+           "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+    r = c.read_response()
+    n, digest, cl = r.body.decode().split()
+    assert int(n) == 11 and digest == hashlib.sha256(b"hello world").hexdigest()
+    assert cl == "-"  # no CONTENT_LENGTH for a chunked body
+    c.close()
+
+
+def test_large_output_chunked_and_bounded(cgi):
+    cgi.start()
+    s, f, status, headers = get_stream(cgi, "/cgi-bin/big.sh?64")
+    assert status.startswith("HTTP/1.1 200")
+    assert headers["transfer-encoding"] == "chunked"
+    body = read_chunked(f)
+    assert len(body) == 64 * 1048576 and body.count(b"x") == len(body)
+    s.close()
+
+
+def test_http10_close_delimited(cgi):
+    cgi.start()
+    s, f, status, headers = get_stream(cgi, "/cgi-bin/slowout.sh", version="HTTP/1.0")
+    assert "transfer-encoding" not in headers
+    assert f.read() == b"piece1\npiece2\npiece3\n"
+    s.close()
+
+
+def test_slow_output_arrives_in_pieces(cgi):
+    cgi.start()
+    s, f, status, headers = get_stream(cgi, "/cgi-bin/slowout.sh")
+    assert status.startswith("HTTP/1.1 200")
+    t0 = time.monotonic()
+    size = int(f.readline(), 16)
+    first = f.read(size)
+    assert first == b"piece1\n"
+    f.read(2)
+    # the first piece came before the script ended (it sleeps 0.4 s more)
+    assert time.monotonic() - t0 < 0.4 * SLOW + 0.3
+    assert read_chunked(f) == b"piece2\npiece3\n"
+    s.close()
+
+
+def test_non_reading_client_holds_memory(cgi):
+    cgi.start()
+    rss0 = vm_rss_kb(cgi.proc.pid)
+    s = socket.create_connection(("127.0.0.1", cgi.port))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.sendall(b"GET /cgi-bin/forever.sh HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    pidfile = cgi.docroot / "forever.pid"
+    assert wait_for(pidfile.exists)
+    time.sleep(1.0)  # the script writes as fast as it can; nobody reads
+    grown = vm_rss_kb(cgi.proc.pid) - rss0
+    assert SANITIZED or grown < 8 * 1024, f"server grew {grown} KiB for a client that does not read"
+    pid = int(pidfile.read_text())
+    assert alive(pid)
+    s.close()
+    # the client went away: SIGTERM to the group, the child reaped
+    assert wait_for(lambda: not alive(pid)), "script not killed"
+    assert wait_for(lambda: not zombies_of(cgi.proc.pid)), "zombie left"
+
+
+def test_killed_client_kills_script(cgi):
+    cgi.start()
+    s, f, status, headers = get_stream(cgi, "/cgi-bin/forever.sh")
+    assert f.read(4096)
+    pid = int((cgi.docroot / "forever.pid").read_text())
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    f.close()
+    s.close()  # reset
+    assert wait_for(lambda: not alive(pid)), "script not killed"
+    assert wait_for(lambda: not children_of(cgi.proc.pid)), "child left behind"
+    # the server goes on
+    assert cget(cgi, "/cgi-bin/env.sh").status == 200
+
+
+def test_bad_header_block_is_502(cgi):
+    cgi.error_pages = {"502": "502.html"}
+    cgi.file("502.html", "site bad gateway page\n")
+    cgi.start()
+    c = CgiConn(cgi.port)
+    r = c.request("GET", "/cgi-bin/bad.sh")
+    assert r.status == 502 and r.body == b"site bad gateway page\n"
+    r = c.request("GET", "/cgi-bin/empty.sh")
+    assert r.status == 502
+    # the client's connection stays healthy
+    assert c.request("GET", "/plain.txt").body == b"plain file\n"
+    c.close()
+
+
+def test_silent_script_is_504_and_killed(cgi):
+    cgi.start()
+    t0 = time.monotonic()
+    r = cget(cgi, "/cgi-bin/silent.sh")
+    assert r.status == 504
+    assert time.monotonic() - t0 >= 0.9
+    pid = int((cgi.docroot / "silent.pid").read_text())
+    assert wait_for(lambda: not alive(pid))
+    assert wait_for(lambda: not children_of(cgi.proc.pid))
+
+
+def test_status_and_framing_fields(cgi):
+    cgi.start()
+    r = cget(cgi, "/cgi-bin/status.sh")
+    assert r.status == 404 and r.reason == "Not Found"
+    assert r.header("X-Script") == "yes"
+    assert r.header("Content-Type") == "text/plain"
+    # the script's Content-Length is dropped: the server frames the body
+    assert "999" not in r.raw_head.decode()
+
+
+def test_redirects(cgi):
+    cgi.start()
+    r = cget(cgi, "/cgi-bin/away.sh")
+    assert r.status == 302 and r.header("Location") == "https://example.com/elsewhere"
+    r = cget(cgi, "/cgi-bin/local.sh")  # a local redirect runs the other script
+    assert r.status == 200
+    e = env_of(r.body)
+    assert e["SCRIPT_NAME"] == "/cgi-bin/env.sh" and e["PATH_INFO"] == "/from"
+    assert e["QUERY_STRING"] == "redir=1" and e["REQUEST_METHOD"] == "GET"
+    r = cget(cgi, "/cgi-bin/tofile.sh")
+    assert r.status == 200 and r.body == b"plain file\n"
+
+
+def test_nph_script(cgi):
+    cgi.start()
+    r = cget(cgi, "/cgi-bin/nph-raw.sh")
+    assert r.status == 203
+    assert r.header("X-Nph") == "1"
+
+
+def test_stderr_goes_to_the_log(cgi):
+    cgi.start()
+    assert cget(cgi, "/cgi-bin/stderr.sh").body == b"ok\n"
+    assert wait_for(lambda: "oops: something broke" in cgi.stderr_text())
+    assert "/cgi-bin/stderr.sh" in cgi.stderr_text()
+
+
+def test_not_executable_is_403_and_missing_404(cgi):
+    cgi.start()
+    assert cget(cgi, "/cgi-bin/noexec.sh").status == 403
+    assert cget(cgi, "/cgi-bin/nothere.sh").status == 404
+
+
+def test_max_scripts_503(cgi):
+    (cgi.conf / "plugins" / "cgi.conf").write_text(
+        "[CGI]\n    Timeout 3\n    MaxScripts 1\n")
+    cgi.start()
+    first = CgiConn(cgi.port)
+    first.send("GET /cgi-bin/silent.sh HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    assert wait_for((cgi.docroot / "silent.pid").exists)
+    r = cget(cgi, "/cgi-bin/env.sh")
+    assert r.status == 503 and r.header("Retry-After") == "1"
+    first.close()
+    assert first.sock.fileno() == -1
+
+
+def test_no_zombies_after_many(cgi):
+    cgi.start()
+    c = CgiConn(cgi.port)
+    for _ in range(30):
+        assert c.request("GET", "/cgi-bin/env.sh").status == 200
+    c.close()
+    assert wait_for(lambda: not children_of(cgi.proc.pid))
+
+
+def test_config_errors_name_file_and_line(cgi):
+    cgi.site_extra = "[CGI]\n    ScriptAlias /cgi-bin/ /does/not/exist\n"
+    err = cgi.run_expect_failure(["-t"])
+    assert "sites/default:5:" in err and "does not exist" in err
+    cgi.site_extra = "[CGI]\n    Interpreter .py /no/python\n"
+    err = cgi.run_expect_failure(["-t"])
+    assert "sites/default:5:" in err and "interpreter" in err
+    cgi.site_extra = "[CGI]\n    Match (\n"
+    err = cgi.run_expect_failure(["-t"])
+    assert "sites/default:5:" in err and "regular expression" in err
+
+
+def test_timeout_counts_from_the_end_of_the_body(cgi):
+    # Timeout 1 s: an upload of 1.5 s is the client's time, not the script's
+    cgi.start()
+    c = CgiConn(cgi.port, timeout=10)
+    c.send("POST /cgi-bin/post.py HTTP/1.1\r\nHost: localhost\r\nContent-Length: 30\r\n\r\n")
+    for _ in range(3):
+        time.sleep(0.5)
+        c.send(b"0123456789")
+    r = c.read_response()
+    assert r.status == 200
+    assert r.body.decode().split()[0] == "30"
+    c.close()
+
+
+def test_clients_leaving_mid_response_under_load(cgi):
+    # A client that resets while the server waits for the script's next
+    # piece: the server finds it gone inside stream_write (it writes at once)
+    cgi.start()
+    for _ in range(3):
+        socks = []
+        for _ in range(4):
+            s = socket.create_connection(("127.0.0.1", cgi.port), timeout=10)
+            s.sendall(b"GET /cgi-bin/drip.sh HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            socks.append(s)
+        for s in socks:
+            s.recv(100)
+        for s in socks:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            s.close()
+        assert wait_for(lambda: not children_of(cgi.proc.pid)), "scripts left running"
+    assert cget(cgi, "/cgi-bin/env.sh").status == 200

@@ -1,0 +1,440 @@
+"""The FastCGI plugin (plugins/fastcgi) with a real php-fpm, started by each
+test with its own pool configuration in a temporary folder, on a temporary
+unix socket, and stopped by its PID. Pages, forms, cookies and sessions,
+redirects, a 50 MB upload and a 200 MB response with bounded server memory,
+PATH_INFO, index files, the site's Fallback, a backend down or killed, a
+slow backend, the pool limit and the queue, keep-alive connections."""
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import BUILD, SANITIZED, SLOW, needs_dlopen, read_head, vm_rss_kb
+from test_18_cgi import CgiConn, read_chunked, wait_for
+
+FCGI_SO = BUILD / "plugins" / "monkey-fastcgi.so"
+CONTROL_SO = BUILD / "plugins" / "monkey-control.so"
+LOGGER_SO = BUILD / "plugins" / "monkey-logger.so"
+PHP_FPM = shutil.which("php-fpm8.2") or (
+    "/usr/sbin/php-fpm8.2" if Path("/usr/sbin/php-fpm8.2").exists() else None)
+
+pytestmark = [
+    needs_dlopen,
+    pytest.mark.skipif(PHP_FPM is None, reason="php-fpm is not installed (tools/deps.sh test)"),
+]
+
+PAGES = {
+    "index.php": '<?php header("X-Index: 1"); echo "front ", $_SERVER["SCRIPT_NAME"], " ",'
+                 ' $_SERVER["REQUEST_URI"], " [", $_GET["q"] ?? "", "]\\n";',
+    "info.php": "<?php phpinfo();",
+    "env.php": '<?php header("Content-Type: text/plain");\n'
+               'foreach (["SCRIPT_NAME","PATH_INFO","SCRIPT_FILENAME","DOCUMENT_ROOT",'
+               '"REQUEST_URI","QUERY_STRING","REQUEST_METHOD","SERVER_PORT","HTTPS",'
+               '"HTTP_PROXY","HTTP_X_THING","REMOTE_ADDR","SERVER_PROTOCOL"] as $k)'
+               ' echo "$k=", $_SERVER[$k] ?? "-", "\\n";',
+    "form.php": '<?php echo "name=", $_POST["name"] ?? "-", " n=", $_POST["n"] ?? "-",'
+                ' " m=", $_SERVER["REQUEST_METHOD"], "\\n";',
+    "session.php": '<?php session_start(); $_SESSION["n"] = ($_SESSION["n"] ?? 0) + 1;'
+                   ' setcookie("seen", "yes"); echo "n=", $_SESSION["n"], "\\n";',
+    "redirect.php": '<?php header("Location: /target.php?from=redirect"); echo "moved";',
+    "status.php": '<?php http_response_code(418); echo "teapot";',
+    "upload.php": '<?php $f = $_FILES["file"] ?? null;'
+                  ' if (!$f || $f["error"]) { http_response_code(400); echo "error ",'
+                  ' $f["error"] ?? "none"; exit; }'
+                  ' echo $f["size"], " ", md5_file($f["tmp_name"]), "\\n";',
+    "input.php": '<?php $h = hash_init("sha256"); $in = fopen("php://input", "rb"); $n = 0;'
+                 ' while (!feof($in)) { $d = fread($in, 65536); $n += strlen($d);'
+                 ' hash_update($h, $d); } echo $n, " ", hash_final($h), "\\n";',
+    "big.php": '<?php $mb = (int) ($_GET["mb"] ?? 1); $s = str_repeat("y", 1048576);'
+               ' for ($i = 0; $i < $mb; $i++) { echo $s; flush(); }',
+    "slow.php": '<?php $s = (float) ($_GET["s"] ?? 1); usleep((int) ($s * 1000000));'
+                ' echo "slept\\n";',
+    "drip.php": '<?php for ($i = 0; $i < 40; $i++) { echo str_repeat("d", 8192); flush();'
+                ' usleep(50000); }',
+    "fatal.php": '<?php throw new Exception("boom in fatal.php");',
+    "target.php": '<?php echo "target ", $_GET["from"] ?? "-", "\\n";',
+}
+
+
+class PhpFpm:
+    """A php-fpm master with a static pool on a unix socket in `folder`."""
+
+    def __init__(self, folder, children=4, extra=""):
+        self.dir = folder
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.sock = self.dir / "fpm.sock"
+        (self.dir / "sessions").mkdir(exist_ok=True)
+        (self.dir / "tmp").mkdir(exist_ok=True)
+        conf = self.dir / "fpm.conf"
+        conf.write_text(
+            "[global]\n"
+            f"error_log = {self.dir}/fpm.log\n"
+            "daemonize = no\n"
+            "[pool]\n"
+            f"listen = {self.sock}\n"
+            "pm = static\n"
+            f"pm.max_children = {children}\n"
+            "catch_workers_output = yes\n"
+            f"php_admin_value[session.save_path] = {self.dir}/sessions\n"
+            f"php_admin_value[upload_tmp_dir] = {self.dir}/tmp\n"
+            "php_admin_value[upload_max_filesize] = 200M\n"
+            "php_admin_value[post_max_size] = 200M\n"
+            "php_admin_value[memory_limit] = 256M\n"
+            "php_admin_value[output_buffering] = 0\n" + extra)
+        args = [PHP_FPM, "-F", "-y", str(conf), "-p", str(self.dir)]
+        if os.geteuid() == 0:
+            args.append("-R")  # a container's root: the pool runs as the test's user
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        if not wait_for(self.sock.exists, 10):
+            self.stop()
+            raise RuntimeError("php-fpm did not start: " + self.log())
+
+    def log(self):
+        p = self.dir / "fpm.log"
+        return p.read_text(errors="replace") if p.exists() else ""
+
+    def kill(self):
+        """SIGKILL to the master and its children (its own process group)."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture
+def fpm(tmp_path):
+    f = PhpFpm(tmp_path / "fpm")
+    yield f
+    f.stop()
+
+
+def make_php_server(make_server, sock, conf="", site_extra="", control=False):
+    srv = make_server()
+    for name, text in PAGES.items():
+        srv.file(name, text)
+    srv.file("static.txt", "static file\n")
+    srv.file("50x.html", "site error page\n")
+    srv.error_pages = {"502": "/50x.html", "504": "/50x.html"}
+    srv.site_conf["Fallback"] = "/index.php"
+    srv.site_extra = f"[FASTCGI]\n    Backend unix:{sock}\n    Match \\.php$\n" + site_extra
+    srv.plugins = [str(FCGI_SO)]
+    srv.set(Workers=1, IndexFiles="index.php index.html", MaxRequestBody="200M")
+    (srv.conf / "plugins").mkdir()
+    (srv.conf / "plugins" / "fastcgi.conf").write_text("[FASTCGI]\n" + conf)
+    if control:
+        srv.plugins.append(str(CONTROL_SO))
+        (srv.conf / "plugins" / "control.conf").write_text(
+            f"[CONTROL]\n    Socket {srv.dir}/ctl.sock\n    HttpPath /server-status\n")
+    return srv
+
+
+@pytest.fixture
+def php(make_server, fpm):
+    srv = make_php_server(make_server, fpm.sock, control=True)
+    srv.fpm = fpm
+    srv.start()
+    return srv
+
+
+def get(srv, path, **kw):
+    c = CgiConn(srv.port, timeout=30)
+    try:
+        return c.request(kw.pop("method", "GET"), path, **kw)
+    finally:
+        c.close()
+
+
+def env_of(body):
+    return dict(line.split("=", 1) for line in body.decode().splitlines() if "=" in line)
+
+
+def status_doc(srv):
+    r = get(srv, "/server-status")
+    assert r.status == 200
+    return json.loads(r.body)["plugins"]["fastcgi"]
+
+
+def test_phpinfo(php):
+    r = get(php, "/info.php")
+    assert r.status == 200
+    assert r.header("Transfer-Encoding") == "chunked"
+    assert b"PHP Version" in r.body and b"<title>PHP" in r.body
+    assert b"FPM/FastCGI" in r.body
+
+
+def test_index_runs_never_serves_source(php):
+    r = get(php, "/")
+    assert r.status == 200 and r.header("X-Index") == "1"
+    assert r.body == b"front /index.php / []\n"
+    assert b"<?php" not in r.body
+
+
+def test_params_and_path_info(php):
+    r = get(php, "/env.php/a/b?x=1", headers={"Proxy": "http://evil", "X-Thing": "t"})
+    e = env_of(r.body)
+    assert e["SCRIPT_NAME"] == "/env.php" and e["PATH_INFO"] == "/a/b"
+    assert e["SCRIPT_FILENAME"] == f"{php.docroot}/env.php"
+    assert e["DOCUMENT_ROOT"] == str(php.docroot)
+    assert e["REQUEST_URI"] == "/env.php/a/b?x=1" and e["QUERY_STRING"] == "x=1"
+    assert e["SERVER_PORT"] == str(php.port) and e["REMOTE_ADDR"] == "127.0.0.1"
+    assert e["HTTPS"] == "-" and e["HTTP_PROXY"] == "-" and e["HTTP_X_THING"] == "t"
+
+
+def test_front_controller_fallback(php):
+    r = get(php, "/blog/2024/hello?q=7")
+    assert r.status == 200
+    assert r.body == b"front /index.php /blog/2024/hello?q=7 [7]\n"
+    # existing files are still themselves
+    assert get(php, "/static.txt").body == b"static file\n"
+
+
+def test_form_post(php):
+    body = b"name=Ada+Lovelace&n=42"
+    r = get(php, "/form.php", method="POST", body=body,
+            headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert r.body == b"name=Ada Lovelace n=42 m=POST\n"
+
+
+def test_cookies_and_sessions(php):
+    c = CgiConn(php.port)
+    r = c.request("GET", "/session.php")
+    assert r.body == b"n=1\n"
+    cookies = r.headers["set-cookie"]
+    assert any(v.startswith("seen=yes") for v in cookies)
+    sid = next(v.split(";")[0] for v in cookies if v.startswith("PHPSESSID="))
+    for n in (2, 3):
+        r = c.request("GET", "/session.php", headers={"Cookie": sid})
+        assert r.body == f"n={n}\n".encode()
+    c.close()
+
+
+def test_redirect_and_status(php):
+    r = get(php, "/redirect.php")
+    assert r.status == 302 and r.header("Location") == "/target.php?from=redirect"
+    r = get(php, "/status.php")
+    assert r.status == 418 and r.body == b"teapot"
+
+
+def test_stderr_records_to_the_log(php):
+    r = get(php, "/fatal.php")
+    assert r.status == 500
+    assert wait_for(lambda: "boom in fatal.php" in php.stderr_text())
+    assert "fastcgi: /fatal.php:" in php.stderr_text()
+
+
+def test_upload_50mb_multipart(php):
+    data = os.urandom(1 << 20) * 50
+    boundary = "----monkeyboundary"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
+            f"filename=\"big.bin\"\r\nContent-Type: application/octet-stream\r\n\r\n").encode()
+    body += data + f"\r\n--{boundary}--\r\n".encode()
+    rss0 = vm_rss_kb(php.proc.pid)
+    r = get(php, "/upload.php", method="POST", body=body,
+            headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert r.status == 200, r.body
+    assert r.body.decode().split() == [str(len(data)), hashlib.md5(data).hexdigest()]
+    grown = vm_rss_kb(php.proc.pid) - rss0
+    if not SANITIZED:
+        assert grown < 16 * 1024, f"server grew {grown} KiB for a 50 MB upload"
+
+
+def test_body_streams_to_php_input(php):
+    body = os.urandom(20 << 20)
+    rss0 = vm_rss_kb(php.proc.pid)
+    r = get(php, "/input.php", method="POST", body=body)
+    assert r.body.decode().split() == [str(len(body)), hashlib.sha256(body).hexdigest()]
+    if not SANITIZED:
+        assert vm_rss_kb(php.proc.pid) - rss0 < 16 * 1024
+
+
+def test_chunked_body_has_no_content_length(php):
+    # php-fpm reads a body only with CONTENT_LENGTH, which a chunked body has
+    # not: PHP sees an empty body, and the server still answers whole
+    c = CgiConn(php.port, timeout=30)
+    c.send("POST /input.php HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n")
+    for _ in range(3):
+        c.send(b"3e8\r\n" + b"z" * 1000 + b"\r\n")
+    c.send("0\r\n\r\n")
+    r = c.read_response()
+    assert r.status == 200
+    assert r.body.decode().split() == ["0", hashlib.sha256(b"").hexdigest()]
+    c.close()
+
+
+def test_200mb_response_bounded_memory(php):
+    rss0 = vm_rss_kb(php.proc.pid)
+    s = socket.create_connection(("127.0.0.1", php.port), timeout=30)
+    s.sendall(b"GET /big.php?mb=200 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    f = s.makefile("rb")
+    status, headers = read_head(f)
+    assert status.startswith("HTTP/1.1 200")
+    total, peak = 0, 0
+    while True:
+        size = int(f.readline().split(b";")[0], 16)
+        if size == 0:
+            f.readline()
+            break
+        chunk = f.read(size)
+        assert chunk.count(b"y") == size
+        f.read(2)
+        total += size
+        if total % (16 << 20) < size:
+            peak = max(peak, vm_rss_kb(php.proc.pid) - rss0)
+            time.sleep(0.05)  # a slower reader for a moment
+    assert total == 200 << 20
+    if not SANITIZED:  # ASan's quarantine keeps freed pieces resident
+        assert peak < 16 * 1024, f"server grew {peak} KiB while streaming 200 MB"
+    f.close()
+    s.close()
+
+
+def test_keepalive_connections_are_pooled(php):
+    c = CgiConn(php.port)
+    for _ in range(20):
+        assert c.request("GET", "/env.php").status == 200
+    c.close()
+    st = status_doc(php)
+    assert st["backend0_up"] == 1
+    # one connection served all of them, and stays open for the next request
+    assert st["backend0_active"] == 1
+    assert st["backend0_requests"] >= 20
+
+
+def test_backend_down_is_502_with_site_page(make_server, tmp_path):
+    srv = make_php_server(make_server, tmp_path / "nobody.sock")
+    srv.start()
+    c = CgiConn(srv.port)
+    r = c.request("GET", "/env.php")
+    assert r.status == 502 and r.body == b"site error page\n"
+    # the client's connection stays healthy
+    assert c.request("GET", "/static.txt").body == b"static file\n"
+    c.close()
+    assert "fastcgi" in srv.stderr_text()
+
+
+def test_backend_killed_mid_request(php):
+    c = CgiConn(php.port, timeout=10)
+    c.send("GET /slow.php?s=3 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    time.sleep(0.5)
+    php.fpm.kill()
+    r = c.read_response()
+    assert r.status == 502 and r.body == b"site error page\n"
+    assert c.request("GET", "/static.txt").status == 200
+    c.close()
+
+
+def test_backend_killed_mid_response_cuts_it_short(php):
+    s = socket.create_connection(("127.0.0.1", php.port), timeout=10)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    s.sendall(b"GET /big.php?mb=100 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    f = s.makefile("rb")
+    status, headers = read_head(f)
+    assert status.startswith("HTTP/1.1 200")
+    f.read(1 << 20)
+    php.fpm.kill()
+    rest = f.read()  # until the server closes
+    assert not rest.endswith(b"0\r\n\r\n"), "a cut response must not look complete"
+    f.close()
+    s.close()
+
+
+def test_slow_backend_504(make_server, fpm):
+    srv = make_php_server(make_server, fpm.sock, conf="    Timeout 1\n")
+    srv.start()
+    t0 = time.monotonic()
+    c = CgiConn(srv.port, timeout=10)
+    r = c.request("GET", "/slow.php?s=3")
+    assert r.status == 504 and r.body == b"site error page\n"
+    assert time.monotonic() - t0 < 2.5 * SLOW
+    assert c.request("GET", "/slow.php?s=0").body == b"slept\n"
+    c.close()
+
+
+def test_pool_limit_queues_then_503(make_server, fpm):
+    srv = make_php_server(make_server, fpm.sock,
+                          conf="    MaxConnections 1\n    QueueTimeout 600ms\n")
+    srv.start()
+    first = CgiConn(srv.port, timeout=10)
+    first.send("GET /slow.php?s=1.5 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    r = get(srv, "/env.php")  # waits in the queue, then gives up
+    assert r.status == 503
+    assert 0.5 <= time.monotonic() - t0 < 1.4 * SLOW
+    assert first.read_response().body == b"slept\n"
+    first.close()
+
+
+def test_pool_limit_queue_serves_in_turn(make_server, fpm):
+    srv = make_php_server(make_server, fpm.sock, conf="    MaxConnections 1\n    QueueTimeout 5\n")
+    srv.start()
+    conns = [CgiConn(srv.port, timeout=10) for _ in range(3)]
+    for c in conns:
+        c.send("GET /slow.php?s=0.3 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    t0 = time.monotonic()
+    for c in conns:
+        assert c.read_response().body == b"slept\n"
+        c.close()
+    # one connection: the three ran one after the other
+    assert time.monotonic() - t0 >= 0.8
+
+
+def test_config_check(make_server, tmp_path):
+    srv = make_php_server(make_server, tmp_path / "x.sock")
+    srv.site_extra = "[FASTCGI]\n    Backend 127.0.0.1:notaport\n    Match \\.php$\n"
+    err = srv.run_expect_failure(["-t"])
+    assert "sites/default:9:" in err and "bad port" in err
+    srv.site_extra = "[FASTCGI]\n    Match \\.php$\n"
+    err = srv.run_expect_failure(["-t"])
+    assert "Backend" in err
+
+
+def test_upstream_ms_in_the_access_log(make_server, fpm):
+    srv = make_php_server(make_server, fpm.sock)
+    srv.plugins.insert(0, str(LOGGER_SO))
+    log = srv.dir / "access.log"
+    srv.site_extra += f"[LOGGER]\n    AccessLog {log}\n    Format custom %U %s %{{upstream_ms}}n\n"
+    srv.start()
+    assert get(srv, "/slow.php?s=0.4").body == b"slept\n"
+    assert get(srv, "/static.txt").status == 200
+    assert wait_for(lambda: log.exists() and log.read_text().count("\n") >= 2)
+    slow, static = log.read_text().splitlines()[:2]
+    path, status, ms = slow.split()
+    assert (path, status) == ("/slow.php", "200") and 400 <= int(ms) < 3000 * SLOW
+    assert static == "/static.txt 200 -"  # no upstream: no note
+
+
+def test_clients_leaving_mid_response_under_load(php):
+    # A client that resets while the server waits for the backend's next
+    # piece: the server finds it gone inside stream_write (it writes at
+    # once). Each request must end once, its connection closed.
+    for _ in range(3):
+        socks = []
+        for _ in range(6):
+            s = socket.create_connection(("127.0.0.1", php.port), timeout=10)
+            s.sendall(b"GET /drip.php HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            socks.append(s)
+        for s in socks:
+            s.recv(100)
+        for s in socks:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            s.close()
+        time.sleep(0.2)
+    assert get(php, "/env.php").status == 200
+    assert wait_for(lambda: status_doc(php)["backend0_active"] <= 2)
