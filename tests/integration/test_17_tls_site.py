@@ -439,6 +439,7 @@ def test_ocsp_garbage_or_another_certificates_response_is_refused(make_server):
     # A reload with a bad file is refused and the running response stays.
     ocsp_response(srv.dir / "certs", srv.ca, srv.leaf[0], 0x1001, srv.resp)
     srv.start()
+    assert "OCSP Response Status: successful" in s_client_status(srv.port)
     srv.resp.write_bytes(b"garbage")
     reload(srv)
     assert "reload failed" in srv.stderr_text()
