@@ -65,6 +65,7 @@
 #define MK_H2_EMPTY_FRAMES_MAX 100 /* empty DATA/CONTINUATION frames per connection */
 #define MK_H2_STREAM_WINDOW 65535  /* body bytes a stream may have unread */
 #define MK_H2_CLOSED_IDS 64
+#define MK_H2_INLINE_FILE 8192 /* a file body up to this size is read into the queue */
 
 enum mk_h2_body {
     MK_H2_BODY_KEEP = 0, /* nobody asked yet: keep it (the stream window bounds it) */
@@ -199,11 +200,9 @@ static bool mk_h2_out_room(const struct mk_h2 *h)
            h->file_queued < MK_H2_FILE_HIGH;
 }
 
-/* Append bytes to the queue. */
-static void mk_h2_out_put(struct mk_h2 *h, const void *data, size_t len)
+/* Make room for len more bytes in the queue's memory. */
+static void mk_h2_out_reserve(struct mk_h2 *h, size_t len)
 {
-    struct mk_h2_seg *last = mk_h2_seg_last(h);
-
     if (h->out_len + len > h->out_cap) {
         size_t cap = h->out_cap ? h->out_cap : 16384;
         while (cap < h->out_len + len) {
@@ -212,7 +211,17 @@ static void mk_h2_out_put(struct mk_h2 *h, const void *data, size_t len)
         h->out = mk_realloc(h->out, cap);
         h->out_cap = cap;
     }
-    memcpy(h->out + h->out_len, data, len);
+}
+
+/* Append bytes to the queue (data may already be where they go). */
+static void mk_h2_out_put(struct mk_h2 *h, const void *data, size_t len)
+{
+    struct mk_h2_seg *last = mk_h2_seg_last(h);
+
+    mk_h2_out_reserve(h, len);
+    if (data != h->out + h->out_len) {
+        memcpy(h->out + h->out_len, data, len);
+    }
     if (last && !last->file && (size_t) last->off + last->len == h->out_len) {
         last->len += len;
     }
@@ -421,6 +430,29 @@ static ssize_t mk_h2_read_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size
     return (ssize_t) (left < length ? left : length);
 }
 
+/*
+ * The frame header and `length` bytes of r's file, read into the queue:
+ * a small body costs one pread and rides in the batch's single write
+ * instead of a write and a sendfile of its own. MK_OK, or MK_ERR when
+ * the file shrank (the announced length cannot be kept).
+ */
+static int mk_h2_out_file_inline(struct mk_h2 *h, const uint8_t *hd, struct mk_request *r,
+                                 size_t length)
+{
+    ssize_t n;
+
+    mk_h2_out_put(h, hd, 9);
+    mk_h2_out_reserve(h, length);
+    n = pread(r->fd, h->out + h->out_len, length, r->file_off);
+    if (n != (ssize_t) length) {
+        return MK_ERR;
+    }
+    mk_h2_out_put(h, h->out + h->out_len, length); /* in place: the copy is a no-op */
+    r->file_off += (off_t) length;
+    r->body_left -= length;
+    return MK_OK;
+}
+
 static int mk_h2_send_data_cb(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *hd,
                               size_t length, nghttp2_data_source *src, void *user)
 {
@@ -433,19 +465,26 @@ static int mk_h2_send_data_cb(nghttp2_session *ng, nghttp2_frame *frame, const u
     if (!mk_h2_out_room(h)) {
         return NGHTTP2_ERR_WOULDBLOCK;
     }
-    mk_h2_out_put(h, hd, 9);
-    if (r->body_type == MK_RESP_FILE) {
+    if (r->body_type == MK_RESP_FILE && r->body_left <= MK_H2_INLINE_FILE) {
+        if (mk_h2_out_file_inline(h, hd, r, length) != MK_OK) {
+            return NGHTTP2_ERR_CALLBACK_FAILURE; /* the file shrank */
+        }
+    }
+    else if (r->body_type == MK_RESP_FILE) {
+        mk_h2_out_put(h, hd, 9);
         mk_h2_out_file(h, r->fd, r->file_off, length);
         r->file_off += (off_t) length;
         r->body_left -= length;
     }
     else if (r->body_type == MK_RESP_MEM) {
+        mk_h2_out_put(h, hd, 9);
         mk_h2_out_put(h, r->mem, length);
         r->mem += length;
         r->mem_len -= length;
     }
     else {
         size_t left = length;
+        mk_h2_out_put(h, hd, 9);
         for (struct mk_piece *p = r->q_head; p && left; p = p->next) {
             size_t take = (size_t) (p->end - p->start) < left ? (size_t) (p->end - p->start) : left;
             mk_h2_out_put(h, p->start, take);

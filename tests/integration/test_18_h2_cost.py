@@ -1,0 +1,77 @@
+"""HTTP/2 costs (server/h2.c): system calls per batch of streams and the
+memory an idle connection keeps.
+
+The system calls are counted with strace attached to the running server:
+a batch of requests that arrives in one read must be answered with one
+write, small files included (read into the output queue, not sent with a
+sendfile each).
+"""
+
+import signal
+import subprocess
+import time
+
+from conftest import SLOW
+from h2util import H2_MARKS, H2Client, h2c_server, needs_tool
+
+pytestmark = H2_MARKS
+
+
+class Strace:
+    """strace -f on a running process, the system calls of `calls` only."""
+
+    def __init__(self, pid, calls, out):
+        self.out = out
+        self.proc = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=" + ",".join(calls),
+                                      "-o", str(out), "-p", str(pid)],
+                                     stderr=subprocess.PIPE)
+        # strace attaches every thread before it reports anything: wait for
+        # the attach by checking the tracer pid of the process.
+        deadline = time.monotonic() + 10 * SLOW
+        while time.monotonic() < deadline:
+            with open(f"/proc/{pid}/status") as st:
+                if any(line.startswith("TracerPid:") and line.split()[1] != "0" for line in st):
+                    break
+            time.sleep(0.02)
+        time.sleep(0.2 * SLOW)  # the worker threads are attached after the main one
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=10 * SLOW)
+        return [line for line in self.out.read_text().splitlines() if "(" in line]
+
+
+def count(lines, name):
+    return sum(1 for line in lines if line.split(" ", 1)[-1].lstrip().startswith(name + "("))
+
+
+@needs_tool("strace")
+def test_a_batch_of_small_files_goes_out_in_one_write(make_server, tmp_path):
+    srv = h2c_server(make_server)
+    for i in range(10):
+        srv.file(f"f{i}.txt", f"small file {i}\n" * (i + 1))
+    srv.start()
+    c = H2Client(srv.port)
+    c.wait([c.request("/f0.txt")])  # the connection is set up, SETTINGS exchanged
+    tracer = Strace(srv.proc.pid, ["sendfile", "writev", "sendmsg", "write", "sendto"],
+                    tmp_path / "strace.out")
+    try:
+        # Ten HEADERS frames in one send: the server reads them in one go.
+        sids = []
+        for i in range(10):
+            sid = c.conn.get_next_available_stream_id()
+            c.conn.send_headers(sid, [(":method", "GET"), (":scheme", "http"),
+                                      (":authority", "localhost"), (":path", f"/f{i}.txt")],
+                                end_stream=True)
+            c.streams[sid] = {"headers": {}, "data": b"", "ended": False, "reset": None}
+            sids.append(sid)
+        c.flush()
+        c.wait(sids)
+    finally:
+        lines = tracer.stop()
+    for i, sid in enumerate(sids):
+        assert c.streams[sid]["data"] == f"small file {i}\n".encode() * (i + 1)
+    assert count(lines, "sendfile") == 0, lines
+    writes = sum(count(lines, n) for n in ("writev", "sendmsg", "write", "sendto"))
+    assert writes == 1, lines
+    c.close()
