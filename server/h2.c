@@ -749,6 +749,39 @@ static int mk_h2_header_cb(nghttp2_session *ng, const nghttp2_frame *frame, cons
     return 0;
 }
 
+static char *mk_h2_put(char *w, const char *p, size_t n)
+{
+    memcpy(w, p, n);
+    return w + n;
+}
+
+/*
+ * Write the request head of s as HTTP/1.1 text to `text` ("METHOD TARGET
+ * HTTP/1.1", Host from :authority, the fields, the empty line), which has
+ * room for it; its length.
+ */
+static size_t mk_h2_head_text(const struct mk_h2_stream *s, const char *target, char *text)
+{
+    char *w = text;
+
+    if (s->method) {
+        w = mk_h2_put(w, s->method, strlen(s->method));
+    }
+    *w++ = ' ';
+    w = mk_h2_put(w, target, strlen(target));
+    w = mk_h2_put(w, " HTTP/1.1\r\n", 11);
+    if (s->authority) {
+        w = mk_h2_put(w, "Host: ", 6);
+        w = mk_h2_put(w, s->authority, strlen(s->authority));
+        w = mk_h2_put(w, "\r\n", 2);
+    }
+    if (s->fields_len) {
+        w = mk_h2_put(w, s->fields, s->fields_len);
+    }
+    w = mk_h2_put(w, "\r\n", 2);
+    return (size_t) (w - text);
+}
+
 /*
  * The header block of s is complete: build its request head as HTTP/1.1
  * text in the request's arena ("METHOD PATH HTTP/1.1", Host from
@@ -780,15 +813,7 @@ static void mk_h2_request_start(struct mk_conn *c, struct mk_h2_stream *s, bool 
         mk_request_error(r, 503);
         return;
     }
-    len = (size_t) snprintf(text, len + 1, "%s %s HTTP/1.1\r\n%s%s%s", s->method ? s->method : "",
-                            target, s->authority ? "Host: " : "", s->authority ? s->authority : "",
-                            s->authority ? "\r\n" : "");
-    if (s->fields_len) {
-        memcpy(text + len, s->fields, s->fields_len);
-        len += s->fields_len;
-    }
-    memcpy(text + len, "\r\n", 2);
-    len += 2;
+    len = mk_h2_head_text(s, target, text);
     memset(&scan, 0, sizeof(scan));
     ssize_t n = mk_http_scan(&scan, text, len, lim);
     if (n < 0) {
@@ -1217,6 +1242,23 @@ static int mk_h2_lines_to_nv(struct mk_request *r, const char *p, size_t len, ng
     return MK_OK;
 }
 
+/*
+ * The one line "Name: value\r\n" of a field the server writes itself
+ * (Server, Date), whose name is `lower` lower-cased: appended to nv.
+ */
+static void mk_h2_line_nv(const char *line, size_t len, const char *lower, nghttp2_nv *nv,
+                          size_t *n)
+{
+    size_t skip = strlen(lower) + 2; /* "Name: " */
+
+    if (len < skip + 2) {
+        return; /* no such field (an empty server header) */
+    }
+    nv[*n] = (nghttp2_nv){(uint8_t *) lower, (uint8_t *) line + skip, skip - 2, len - skip - 2,
+                          NGHTTP2_NV_FLAG_NONE};
+    (*n)++;
+}
+
 /* Lines of a "Name: value\r\n" block. */
 static size_t mk_h2_count_lines(const char *p, size_t len)
 {
@@ -1258,10 +1300,12 @@ static void mk_h2_respond(struct mk_request *r, bool error)
         mk_h2_flush(c);
         return;
     }
-    snprintf(status, 4, "%d", r->status);
+    status[0] = (char) ('0' + r->status / 100);
+    status[1] = (char) ('0' + r->status / 10 % 10);
+    status[2] = (char) ('0' + r->status % 10);
     nv[n++] = (nghttp2_nv){(uint8_t *) ":status", (uint8_t *) status, 7, 3, NGHTTP2_NV_FLAG_NONE};
-    mk_h2_lines_to_nv(r, r->cfg->server_header, r->cfg->server_header_len, nv, cap, &n);
-    mk_h2_lines_to_nv(r, w->date, w->date_len, nv, cap, &n);
+    mk_h2_line_nv(r->cfg->server_header, r->cfg->server_header_len, "server", nv, &n);
+    mk_h2_line_nv(w->date, w->date_len, "date", nv, &n);
     if (mk_response_no_body(r)) {
         r->flags |= MK_REQ_NO_BODY;
     }
