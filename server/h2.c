@@ -115,7 +115,7 @@ struct mk_h2 {
     /* output queue */
     char *out;
     size_t out_len, out_cap; /* emptied only when the whole queue is written */
-    struct mk_h2_seg segs[MK_H2_SEGS];
+    struct mk_h2_seg *segs;  /* MK_H2_SEGS entries; with `out`, none while idle */
     unsigned seg_head, seg_n;
     size_t file_queued;
     /* state */
@@ -200,9 +200,35 @@ static bool mk_h2_out_room(const struct mk_h2 *h)
            h->file_queued < MK_H2_FILE_HIGH;
 }
 
+/* The queue's entries, allocated when something is queued first after an idle spell. */
+static void mk_h2_segs_ready(struct mk_h2 *h)
+{
+    if (!h->segs) {
+        h->segs = mk_alloc(MK_H2_SEGS * sizeof(*h->segs));
+    }
+}
+
+/*
+ * An idle connection (no stream open, the queue empty) gives its queue's
+ * memory back: thousands of idle connections would otherwise keep 19 KiB
+ * each.
+ */
+static void mk_h2_queue_trim(struct mk_h2 *h)
+{
+    if (h->seg_n == 0) {
+        mk_free(h->out);
+        mk_free(h->segs);
+        h->out = NULL;
+        h->segs = NULL;
+        h->out_len = h->out_cap = 0;
+        h->seg_head = 0;
+    }
+}
+
 /* Make room for len more bytes in the queue's memory. */
 static void mk_h2_out_reserve(struct mk_h2 *h, size_t len)
 {
+    mk_h2_segs_ready(h);
     if (h->out_len + len > h->out_cap) {
         size_t cap = h->out_cap ? h->out_cap : 16384;
         while (cap < h->out_len + len) {
@@ -236,7 +262,10 @@ static void mk_h2_out_put(struct mk_h2 *h, const void *data, size_t len)
 
 static void mk_h2_out_file(struct mk_h2 *h, int fd, off_t off, size_t len)
 {
-    struct mk_h2_seg *s = &h->segs[(h->seg_head + h->seg_n++) % MK_H2_SEGS];
+    struct mk_h2_seg *s;
+
+    mk_h2_segs_ready(h);
+    s = &h->segs[(h->seg_head + h->seg_n++) % MK_H2_SEGS];
 
     s->file = true;
     s->fd = fd;
@@ -1165,6 +1194,7 @@ static void mk_h2_release(struct mk_conn *c)
         MK_STAT_ADD(c->worker->n_h2_conns, (unsigned) -1);
     }
     mk_free(h->out);
+    mk_free(h->segs);
     mk_free(h);
     c->h2 = NULL;
 }
@@ -1445,8 +1475,11 @@ static void mk_h2_after(struct mk_conn *c)
             mk_conn_timer_set(c, MK_TIMER_READ);
         }
     }
-    else if (h->progress || c->timer != MK_TIMER_IDLE) {
-        mk_conn_timer_idle(c, w->cfg->h2_idle_timeout_ms);
+    else {
+        mk_h2_queue_trim(h);
+        if (h->progress || c->timer != MK_TIMER_IDLE) {
+            mk_conn_timer_idle(c, w->cfg->h2_idle_timeout_ms);
+        }
     }
     h->progress = false;
 }
