@@ -74,14 +74,26 @@ enum mk_h2_body {
     MK_H2_BODY_DROP,     /* nobody will read it */
 };
 
+/* A pseudo-header value in a stream's header block. */
+struct mk_h2_span {
+    uint32_t off, len;
+    bool set;
+};
+
 struct mk_h2_stream {
     int32_t id;
     struct mk_request *r; /* NULL until the header block is complete, and after an abort */
     struct mk_list node;  /* the connection's streams, or its dead list once closed */
-    /* the header block: pseudo-header values and regular fields as HTTP/1 lines (malloc) */
-    char *method, *path, *authority;
-    char *fields;
-    size_t fields_len, fields_cap;
+    /*
+     * the header block, in one buffer (malloc, freed once the request
+     * head is built): the pseudo-header values, then the regular fields
+     * as HTTP/1 lines from fields_off on (pseudo-headers come first)
+     */
+    char *block;
+    size_t block_len, block_cap;
+    struct mk_h2_span method, path, authority;
+    size_t fields_off; /* where the first regular field begins */
+    bool has_fields;
     size_t list_size; /* RFC 9113 header list size so far (name + value + 32 each) */
     unsigned n_fields;
     int head_status; /* 431: the list is over the limits */
@@ -159,10 +171,7 @@ static void mk_h2_stream_free(struct mk_conn *c, struct mk_h2_stream *s)
         s->r = NULL;
     }
     mk_list_del(&s->node);
-    mk_free(s->method);
-    mk_free(s->path);
-    mk_free(s->authority);
-    mk_free(s->fields);
+    mk_free(s->block);
     mk_free(s->kept);
     mk_free(s);
     (void) c;
@@ -675,25 +684,45 @@ static int mk_h2_begin_headers_cb(nghttp2_session *ng, const nghttp2_frame *fram
     return 0;
 }
 
+/* Room for `need` more bytes in the header block of s: false when out of memory. */
+static bool mk_h2_block_room(struct mk_h2_stream *s, size_t need)
+{
+    if (s->block_len + need > s->block_cap) {
+        size_t cap = s->block_cap ? s->block_cap * 2 : 512;
+        while (cap < s->block_len + need) {
+            cap *= 2;
+        }
+        char *p = mk_try_realloc(s->block, cap);
+        if (!p) {
+            return false;
+        }
+        s->block = p;
+        s->block_cap = cap;
+    }
+    return true;
+}
+
+/* The regular fields of s (HTTP/1 lines) and their length. */
+static const char *mk_h2_fields(const struct mk_h2_stream *s, size_t *len)
+{
+    *len = s->has_fields ? s->block_len - s->fields_off : 0;
+    return s->has_fields ? s->block + s->fields_off : NULL;
+}
+
 /* Append "name: value\r\n" to the stream's fields (HTTP/1 text). */
 static bool mk_h2_field_add(struct mk_h2_stream *s, const uint8_t *name, size_t nlen,
                             const uint8_t *value, size_t vlen)
 {
     size_t need = nlen + vlen + 4;
 
-    if (s->fields_len + need > s->fields_cap) {
-        size_t cap = s->fields_cap ? s->fields_cap * 2 : 512;
-        while (cap < s->fields_len + need) {
-            cap *= 2;
-        }
-        char *p = mk_try_realloc(s->fields, cap);
-        if (!p) {
-            return false;
-        }
-        s->fields = p;
-        s->fields_cap = cap;
+    if (!mk_h2_block_room(s, need)) {
+        return false;
     }
-    char *w = s->fields + s->fields_len;
+    if (!s->has_fields) {
+        s->has_fields = true;
+        s->fields_off = s->block_len;
+    }
+    char *w = s->block + s->block_len;
     memcpy(w, name, nlen);
     w += nlen;
     *w++ = ':';
@@ -702,14 +731,31 @@ static bool mk_h2_field_add(struct mk_h2_stream *s, const uint8_t *name, size_t 
     w += vlen;
     *w++ = '\r';
     *w++ = '\n';
-    s->fields_len += need;
+    s->block_len += need;
+    return true;
+}
+
+/* Keep a pseudo-header value in the header block of s: false when out of memory. */
+static bool mk_h2_span_set(struct mk_h2_stream *s, struct mk_h2_span *span, const void *value,
+                           size_t len)
+{
+    if (!mk_h2_block_room(s, len)) {
+        return false;
+    }
+    if (len) {
+        memcpy(s->block + s->block_len, value, len);
+    }
+    span->off = (uint32_t) s->block_len;
+    span->len = (uint32_t) len;
+    span->set = true;
+    s->block_len += len;
     return true;
 }
 
 static bool mk_h2_pseudo(struct mk_h2_stream *s, const uint8_t *name, size_t nlen,
                          const uint8_t *value, size_t vlen)
 {
-    char **slot = NULL;
+    struct mk_h2_span *slot = NULL;
 
     if (nlen == 7 && memcmp(name, ":method", 7) == 0) {
         slot = &s->method;
@@ -723,14 +769,11 @@ static bool mk_h2_pseudo(struct mk_h2_stream *s, const uint8_t *name, size_t nle
     if (!slot) {
         return true; /* :scheme (and :protocol) carry nothing the request needs */
     }
-    mk_free(*slot);
-    *slot = mk_try_alloc(vlen + 1);
-    if (!*slot) {
-        return false;
+    if (s->has_fields) {
+        s->head_status = 400; /* after a regular field (RFC 9113 section 8.3) */
+        return true;
     }
-    memcpy(*slot, value, vlen);
-    (*slot)[vlen] = '\0';
-    return true;
+    return mk_h2_span_set(s, slot, value, vlen);
 }
 
 static int mk_h2_header_cb(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
@@ -766,7 +809,7 @@ static int mk_h2_header_cb(nghttp2_session *ng, const nghttp2_frame *frame, cons
     if (name[0] == ':') {
         ok = mk_h2_pseudo(s, name, nlen, value, vlen);
     }
-    else if (nlen == 4 && memcmp(name, "host", 4) == 0 && s->authority) {
+    else if (nlen == 4 && memcmp(name, "host", 4) == 0 && s->authority.set) {
         ok = true; /* :authority wins (RFC 9113 section 8.3.1) */
     }
     else {
@@ -780,8 +823,15 @@ static int mk_h2_header_cb(nghttp2_session *ng, const nghttp2_frame *frame, cons
 
 static char *mk_h2_put(char *w, const char *p, size_t n)
 {
-    memcpy(w, p, n);
+    if (n) {
+        memcpy(w, p, n);
+    }
     return w + n;
+}
+
+static char *mk_h2_span_put(char *w, const struct mk_h2_stream *s, const struct mk_h2_span *span)
+{
+    return span->len ? mk_h2_put(w, s->block + span->off, span->len) : w;
 }
 
 /*
@@ -789,23 +839,24 @@ static char *mk_h2_put(char *w, const char *p, size_t n)
  * HTTP/1.1", Host from :authority, the fields, the empty line), which has
  * room for it; its length.
  */
-static size_t mk_h2_head_text(const struct mk_h2_stream *s, const char *target, char *text)
+static size_t mk_h2_head_text(const struct mk_h2_stream *s, char *text)
 {
+    const struct mk_h2_span *target = s->path.set ? &s->path : &s->authority;
+    size_t flen;
+    const char *fields = mk_h2_fields(s, &flen);
     char *w = text;
 
-    if (s->method) {
-        w = mk_h2_put(w, s->method, strlen(s->method));
-    }
+    w = mk_h2_span_put(w, s, &s->method);
     *w++ = ' ';
-    w = mk_h2_put(w, target, strlen(target));
+    w = mk_h2_span_put(w, s, target);
     w = mk_h2_put(w, " HTTP/1.1\r\n", 11);
-    if (s->authority) {
+    if (s->authority.set) {
         w = mk_h2_put(w, "Host: ", 6);
-        w = mk_h2_put(w, s->authority, strlen(s->authority));
+        w = mk_h2_span_put(w, s, &s->authority);
         w = mk_h2_put(w, "\r\n", 2);
     }
-    if (s->fields_len) {
-        w = mk_h2_put(w, s->fields, s->fields_len);
+    if (flen) {
+        w = mk_h2_put(w, fields, flen);
     }
     w = mk_h2_put(w, "\r\n", 2);
     return (size_t) (w - text);
@@ -823,7 +874,6 @@ static void mk_h2_request_start(struct mk_conn *c, struct mk_h2_stream *s, bool 
     const struct mk_http_limits *lim = &r->cfg->limits;
     struct mk_http_scan scan;
     struct mk_http_header *headers;
-    const char *target = s->path ? s->path : (s->authority ? s->authority : "");
     size_t len;
     char *text;
 
@@ -835,14 +885,13 @@ static void mk_h2_request_start(struct mk_conn *c, struct mk_h2_stream *s, bool 
         mk_request_error(r, s->head_status);
         return;
     }
-    len = strlen(s->method ? s->method : "") + strlen(target) + 16 +
-          (s->authority ? strlen(s->authority) + 8 : 0) + s->fields_len + 2;
-    text = mk_arena_alloc(&r->arena, len + 1);
+    len = 2 * s->block_len + 32; /* every value at most twice (target and Host) */
+    text = mk_arena_alloc(&r->arena, len);
     if (!text) {
         mk_request_error(r, 503);
         return;
     }
-    len = mk_h2_head_text(s, target, text);
+    len = mk_h2_head_text(s, text);
     memset(&scan, 0, sizeof(scan));
     ssize_t n = mk_http_scan(&scan, text, len, lim);
     if (n < 0) {
@@ -862,9 +911,9 @@ static void mk_h2_request_start(struct mk_conn *c, struct mk_h2_stream *s, bool 
         return;
     }
     r->head.version = 20;
-    mk_free(s->fields);
-    s->fields = NULL;
-    s->fields_len = s->fields_cap = 0;
+    mk_free(s->block);
+    s->block = NULL;
+    s->block_len = s->block_cap = 0;
     mk_request_run(r);
 }
 
@@ -1292,10 +1341,12 @@ static void mk_h2_line_nv(const char *line, size_t len, const char *lower, nghtt
 /* Lines of a "Name: value\r\n" block. */
 static size_t mk_h2_count_lines(const char *p, size_t len)
 {
+    const char *end = p + len;
     size_t n = 0;
 
-    for (size_t i = 0; i < len; i++) {
-        n += p[i] == '\n';
+    while (p && p < end && (p = memchr(p, '\n', (size_t) (end - p)))) {
+        n++;
+        p++;
     }
     return n;
 }
@@ -1641,18 +1692,6 @@ void mk_h2_start(struct mk_conn *c, const char *data, size_t len)
     mk_h2_after(c);
 }
 
-/* A copy of v as a C string (malloc), or NULL when out of memory. */
-static char *mk_h2_strdup(const struct mk_str *v)
-{
-    char *p = mk_try_alloc(v->len + 1);
-
-    if (p) {
-        memcpy(p, v->p, v->len);
-        p[v->len] = '\0';
-    }
-    return p;
-}
-
 /* Fields of an HTTP/1 upgrade request that are about that connection only. */
 static bool mk_h2_upgrade_skip(const struct mk_str *name)
 {
@@ -1673,12 +1712,9 @@ static bool mk_h2_upgrade_stream(struct mk_h2_stream *s, const struct mk_http_he
 {
     const struct mk_str *host = mk_http_header_get(head, "host");
 
-    s->method = mk_h2_strdup(&head->method_name);
-    s->path = mk_h2_strdup(&head->target);
-    if (host) {
-        s->authority = mk_h2_strdup(host);
-    }
-    if (!s->method || !s->path || (host && !s->authority)) {
+    if (!mk_h2_span_set(s, &s->method, head->method_name.p, head->method_name.len) ||
+        !mk_h2_span_set(s, &s->path, head->target.p, head->target.len) ||
+        (host && !mk_h2_span_set(s, &s->authority, host->p, host->len))) {
         return false;
     }
     for (unsigned i = 0; i < head->n_headers; i++) {
