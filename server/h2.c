@@ -291,23 +291,6 @@ static void mk_h2_seg_pop(struct mk_h2 *h)
     }
 }
 
-/* Write a file range without a transport sendfile: read it, then write it. */
-static ssize_t mk_h2_copy_file(struct mk_conn *c, struct mk_h2_seg *s)
-{
-    char buf[16384];
-    size_t len = s->len < sizeof(buf) ? s->len : sizeof(buf);
-    ssize_t n = pread(s->fd, buf, len, s->off);
-    struct iovec iov;
-
-    if (n <= 0) {
-        errno = n == 0 ? EIO : errno;
-        return -1;
-    }
-    iov.iov_base = buf;
-    iov.iov_len = (size_t) n;
-    return mk_conn_writev(c, &iov, 1, 0);
-}
-
 /*
  * Write the queue through the transport, within `*budget` bytes: MK_OK
  * (empty), MK_AGAIN (socket full or budget spent), MK_ERR.
@@ -324,14 +307,9 @@ static int mk_h2_out_write(struct mk_conn *c, size_t *budget)
         }
         if (s->file) {
             size_t len = s->len < *budget ? s->len : *budget;
-            if (c->transport->sendfile) {
-                off_t off = s->off;
-                c->io_want = 0;
-                n = c->transport->sendfile(c, s->fd, &off, len);
-            }
-            else {
-                n = mk_h2_copy_file(c, s);
-            }
+            off_t off = s->off;
+            c->io_want = 0; /* file ranges are queued only with a sendfile */
+            n = c->transport->sendfile(c, s->fd, &off, len);
         }
         else {
             struct mk_h2_seg *next = h->seg_n > 1 ? &h->segs[(h->seg_head + 1) % MK_H2_SEGS] : NULL;
@@ -469,6 +447,22 @@ static ssize_t mk_h2_read_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size
 }
 
 /*
+ * Whether the next frame of r's file is read into the queue rather than
+ * queued as a file range: a small body (one pread, and it rides in the
+ * batch's single write), or a transport whose sendfile would copy it
+ * through the process anyway (TLS without kTLS: whole batches of frames
+ * then go to one encrypted write instead of a write and a sendfile each),
+ * or one without sendfile.
+ */
+static bool mk_h2_file_inline(struct mk_conn *c, const struct mk_request *r)
+{
+    const struct mk_transport *t = c->transport;
+
+    return r->body_left <= MK_H2_INLINE_FILE || !t->sendfile ||
+           (t->sendfile_copies && t->sendfile_copies(c));
+}
+
+/*
  * The frame header and `length` bytes of r's file, read into the queue:
  * a small body costs one pread and rides in the batch's single write
  * instead of a write and a sendfile of its own. MK_OK, or MK_ERR when
@@ -503,7 +497,7 @@ static int mk_h2_send_data_cb(nghttp2_session *ng, nghttp2_frame *frame, const u
     if (!mk_h2_out_room(h)) {
         return NGHTTP2_ERR_WOULDBLOCK;
     }
-    if (r->body_type == MK_RESP_FILE && r->body_left <= MK_H2_INLINE_FILE) {
+    if (r->body_type == MK_RESP_FILE && mk_h2_file_inline(c, r)) {
         if (mk_h2_out_file_inline(h, hd, r, length) != MK_OK) {
             return NGHTTP2_ERR_CALLBACK_FAILURE; /* the file shrank */
         }

@@ -1,5 +1,6 @@
-"""HTTP/2 costs (server/h2.c): system calls per batch of streams and the
-memory an idle connection keeps (its output queue is freed).
+"""HTTP/2 costs (server/h2.c): system calls per batch of streams, TLS
+records per file frame, and the memory an idle connection keeps (its output
+queue is freed).
 
 The system calls are counted with strace attached to the running server:
 a batch of requests that arrives in one read must be answered with one
@@ -9,13 +10,18 @@ sendfile each).
 
 import os
 import signal
+import socket
+import struct
 import subprocess
+import threading
 import time
 
 import pytest
 
 from conftest import SANITIZED, SLOW, vm_rss_kb
+import h2util
 from h2util import H2_MARKS, H2Client, h2c_server, needs_tool
+from tlsutil import TLS_MARKS, tls_connect, tls_server
 
 pytestmark = H2_MARKS
 
@@ -105,3 +111,75 @@ def test_an_idle_connection_gives_its_output_queue_back(make_server):
     assert per_conn < 36, f"{per_conn:.1f} KiB per idle HTTP/2 connection"
     for c in conns:
         c.close()
+
+
+class RecordCounter:
+    """A TCP relay in front of the server that reads the TLS record headers
+    of what the server sends (their lengths are in the clear)."""
+
+    def __init__(self, port):
+        self.port = port
+        self.lsock = socket.socket()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(1)
+        self.lengths = []
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def run(self):
+        client, _ = self.lsock.accept()
+        server = socket.create_connection(("127.0.0.1", self.port))
+        threading.Thread(target=self.pipe, args=(client, server), daemon=True).start()
+        buf = b""
+        while True:
+            data = server.recv(65536)
+            if not data:
+                client.close()
+                return
+            client.sendall(data)
+            buf += data
+            while len(buf) >= 5:
+                length = struct.unpack("!H", buf[3:5])[0]
+                if len(buf) < 5 + length:
+                    break
+                self.lengths.append(length)
+                buf = buf[5 + length:]
+
+    @staticmethod
+    def pipe(src, dst):
+        while True:
+            data = src.recv(65536)
+            if not data:
+                dst.shutdown(socket.SHUT_WR)
+                return
+            dst.sendall(data)
+
+
+def test_file_frames_over_tls_go_out_in_full_records(make_server):
+    # Over TLS (no kTLS) the file is read into the process whatever
+    # happens; HTTP/2 reads its frames into the output queue, so a batch
+    # of frames is one encrypted write of full records, not a record for
+    # each frame's 9-byte header followed by one for its payload.
+    for m in TLS_MARKS:
+        if m.args[0]:
+            pytest.skip(m.kwargs["reason"])
+    srv = tls_server(make_server)
+    big = os.urandom(1 << 20)
+    srv.file("big.bin", big)
+    srv.start()
+    relay = RecordCounter(srv.port)
+    sock = tls_connect(relay.lsock.getsockname()[1], sni="localhost", alpn=["h2"])
+    assert sock.selected_alpn_protocol() == "h2"
+    # Windows wide open: the server sends as fast as it can frame.
+    c = H2Client(srv.port, sock=sock,
+                 settings={h2util.h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
+    c.conn.increment_flow_control_window(1 << 24)
+    c.flush()
+    sid = c.request("/big.bin")
+    c.wait([sid])
+    assert c.streams[sid]["data"] == big
+    c.close()
+    tiny = [n for n in relay.lengths if n < 64]
+    # 64 DATA frames of 16 KiB: a record for each frame's header would make
+    # 64 tiny records; a batch of frames in one write leaves one short
+    # record (its last bytes) a batch, besides the handshake's and SETTINGS.
+    assert len(tiny) < 32, relay.lengths
