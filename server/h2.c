@@ -18,13 +18,16 @@
  *   respond ──▶ HEADERS, then DATA frames read without copying
  *       (NGHTTP2_DATA_FLAG_NO_COPY): a file body is queued as a file range
  *       and goes out with the transport's sendfile, memory and streamed
- *       bodies are copied once into the output queue
+ *       bodies are copied once into the output queue; so are small files
+ *       (pread) and, when the transport's sendfile copies anyway (TLS
+ *       without kTLS), every file frame
  *
  * Output: nghttp2 serialises frames into an output queue of memory runs
  * and file ranges (struct mk_h2_seg); the queue is written through the
  * transport and refilled while the socket takes it, up to a budget per
  * event. A stream whose request ended is freed only once the queue is
- * empty (a queued file range still reads its descriptor).
+ * empty (a queued file range still reads its descriptor). The queue's
+ * memory is freed while the connection is idle.
  *
  * Defences: MaxConcurrentStreams; the header list is held to
  * MaxRequestSize and MaxRequestHeaders (431), and one header block
