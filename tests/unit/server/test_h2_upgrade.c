@@ -54,8 +54,8 @@ static void test_upgrade_request_and_its_settings(void **state)
                        settings, &len));
     assert_int_equal(len, 6);
     /* an empty payload is an empty SETTINGS frame */
-    assert_true(wanted("GET / HTTP/1.1\r\nHost: a\r\n" UPGRADE "HTTP2-Settings: \r\n\r\n", settings,
-                       &len));
+    assert_true(
+        wanted("GET / HTTP/1.1\r\nHost: a\r\n" UPGRADE "HTTP2-Settings: \r\n\r\n", settings, &len));
     assert_int_equal(len, 0);
     /* Content-Length: 0 is no body */
     assert_true(wanted("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n" UPGRADE SETTINGS "\r\n",
@@ -71,17 +71,19 @@ static void test_not_an_upgrade(void **state)
                         "Upgrade: h2\r\n" SETTINGS "\r\n",
                         NULL, NULL));
     /* Connection must name both Upgrade and HTTP2-Settings */
-    assert_false(wanted("GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n" SETTINGS
-                        "\r\n",
-                        NULL, NULL));
-    assert_false(wanted("GET / HTTP/1.1\r\nHost: a\r\nUpgrade: h2c\r\n" SETTINGS "\r\n", NULL, NULL));
+    assert_false(wanted(
+        "GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n" SETTINGS "\r\n",
+        NULL, NULL));
+    assert_false(
+        wanted("GET / HTTP/1.1\r\nHost: a\r\nUpgrade: h2c\r\n" SETTINGS "\r\n", NULL, NULL));
     /* HTTP2-Settings: missing, twice, not base64url, not a multiple of 6 bytes */
     assert_false(wanted("GET / HTTP/1.1\r\nHost: a\r\n" UPGRADE "\r\n", NULL, NULL));
-    assert_false(wanted("GET / HTTP/1.1\r\nHost: a\r\n" UPGRADE SETTINGS SETTINGS "\r\n", NULL, NULL));
     assert_false(
-        wanted("GET / HTTP/1.1\r\nHost: a\r\n" UPGRADE "HTTP2-Settings: AAMA+ABk\r\n\r\n", NULL, NULL));
-    assert_false(
-        wanted("GET / HTTP/1.1\r\nHost: a\r\n" UPGRADE "HTTP2-Settings: AAMAAA\r\n\r\n", NULL, NULL));
+        wanted("GET / HTTP/1.1\r\nHost: a\r\n" UPGRADE SETTINGS SETTINGS "\r\n", NULL, NULL));
+    assert_false(wanted("GET / HTTP/1.1\r\nHost: a\r\n" UPGRADE "HTTP2-Settings: AAMA+ABk\r\n\r\n",
+                        NULL, NULL));
+    assert_false(wanted("GET / HTTP/1.1\r\nHost: a\r\n" UPGRADE "HTTP2-Settings: AAMAAA\r\n\r\n",
+                        NULL, NULL));
     /* HTTP/1.0 has no Upgrade */
     assert_false(wanted("GET / HTTP/1.0\r\n" UPGRADE SETTINGS "\r\n", NULL, NULL));
 }
@@ -89,11 +91,11 @@ static void test_not_an_upgrade(void **state)
 static void test_request_with_a_body_stays_http1(void **state)
 {
     (void) state;
-    assert_false(wanted("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n" UPGRADE SETTINGS "\r\n",
-                        NULL, NULL));
-    assert_false(wanted("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n" UPGRADE
-                            SETTINGS "\r\n",
-                        NULL, NULL));
+    assert_false(wanted(
+        "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n" UPGRADE SETTINGS "\r\n", NULL, NULL));
+    assert_false(wanted(
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n" UPGRADE SETTINGS "\r\n",
+        NULL, NULL));
 }
 
 static void test_settings_larger_than_the_buffer_are_refused(void **state)
