@@ -26,8 +26,9 @@
  * and file ranges (struct mk_h2_seg); the queue is written through the
  * transport and refilled while the socket takes it, up to a budget per
  * event. A stream whose request ended is freed only once the queue is
- * empty (a queued file range still reads its descriptor). The queue's
- * memory is freed while the connection is idle.
+ * empty (a queued file range still reads its descriptor). A connection
+ * idle for MK_H2_TRIM_MS frees the queue's memory and gives back the
+ * pages of nghttp2's frame buffer (h2_mem.h).
  *
  * Defences: MaxConcurrentStreams; the header list is held to
  * MaxRequestSize and MaxRequestHeaders (431), and one header block
@@ -57,6 +58,7 @@
 
 #include "../core/log.h"
 #include "h2.h"
+#include "h2_mem.h"
 #include "server.h"
 #include "transport.h"
 
@@ -69,6 +71,7 @@
 #define MK_H2_STREAM_WINDOW 65535  /* body bytes a stream may have unread */
 #define MK_H2_CLOSED_IDS 64
 #define MK_H2_INLINE_FILE 8192 /* a file body up to this size is read into the queue */
+#define MK_H2_TRIM_MS 250      /* idle this long, a connection gives memory back */
 
 enum mk_h2_body {
     MK_H2_BODY_KEEP = 0, /* nobody asked yet: keep it (the stream window bounds it) */
@@ -123,6 +126,7 @@ struct mk_h2_seg {
 
 struct mk_h2 {
     nghttp2_session *ng;
+    struct mk_h2_mem mem;   /* nghttp2's allocator for this session */
     struct mk_list streams; /* open, by arrival */
     struct mk_list dead;    /* closed, freed when the output queue is empty */
     unsigned n_open;
@@ -139,6 +143,7 @@ struct mk_h2 {
     bool going_away;       /* GOAWAY submitted */
     bool calm;             /* the peer abused a limit: GOAWAY ENHANCE_YOUR_CALM */
     bool progress;         /* bytes moved in the current event */
+    bool trimmed;          /* idle memory given back since the last activity */
     size_t block_bytes;    /* compressed bytes of the header block being received */
     unsigned reset_tokens; /* RST_STREAM frames the client may still send (token bucket) */
     /* streams the client closed (END_STREAM both ways, or its RST_STREAM), the
@@ -221,13 +226,15 @@ static void mk_h2_segs_ready(struct mk_h2 *h)
 }
 
 /*
- * An idle connection (no stream open, the queue empty) gives its queue's
- * memory back: thousands of idle connections would otherwise keep 19 KiB
- * each.
+ * A connection idle for MK_H2_TRIM_MS (no stream open, nothing queued)
+ * gives memory back: its queue's (16 KiB and up, and 3 KiB of entries)
+ * and the pages of nghttp2's frame buffer (h2_mem.h). Thousands of idle
+ * connections would otherwise keep them.
  */
-static void mk_h2_queue_trim(struct mk_h2 *h)
+static void mk_h2_idle_trim(struct mk_h2 *h)
 {
-    if (h->seg_n == 0) {
+    if (h->seg_n == 0 && h->n_open == 0 && !nghttp2_session_want_write(h->ng)) {
+        mk_h2_mem_idle(&h->mem);
         mk_free(h->out);
         mk_free(h->segs);
         h->out = NULL;
@@ -1199,7 +1206,10 @@ static int mk_h2_session_new(struct mk_conn *c)
     h->preface_left = MK_H2_PREFACE_LEN;
     h->reset_at = c->worker->now_ms;
     nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
-    rc = nghttp2_session_server_new2(&h->ng, mk_h2_cbs, c, opt);
+    mk_h2_mem_init(&h->mem);
+    h->mem.creating = true;
+    rc = nghttp2_session_server_new3(&h->ng, mk_h2_cbs, c, opt, &h->mem.ng);
+    h->mem.creating = false;
     nghttp2_option_del(opt);
     if (rc != 0) {
         h->ng = NULL;
@@ -1523,11 +1533,11 @@ static void mk_h2_after(struct mk_conn *c)
             mk_conn_timer_set(c, MK_TIMER_READ);
         }
     }
-    else {
-        mk_h2_queue_trim(h);
-        if (h->progress || c->timer != MK_TIMER_IDLE) {
-            mk_conn_timer_idle(c, w->cfg->h2_idle_timeout_ms);
-        }
+    else if (h->progress || c->timer != MK_TIMER_IDLE) {
+        /* idle: MK_H2_TRIM_MS first (mk_h2_expire trims), then the rest */
+        uint32_t timeout = w->cfg->h2_idle_timeout_ms;
+        h->trimmed = false;
+        mk_conn_timer_idle(c, timeout < MK_H2_TRIM_MS ? timeout : MK_H2_TRIM_MS);
     }
     h->progress = false;
 }
@@ -1776,6 +1786,15 @@ static void mk_h2_expire(struct mk_conn *c)
     struct mk_h2 *h = c->h2;
     bool parked = false;
 
+    if (c->timer == MK_TIMER_IDLE && !h->trimmed) {
+        uint32_t timeout = c->worker->cfg->h2_idle_timeout_ms;
+        mk_h2_idle_trim(h);
+        h->trimmed = true;
+        if (timeout > MK_H2_TRIM_MS) {
+            mk_conn_timer_idle(c, timeout - MK_H2_TRIM_MS);
+            return;
+        }
+    }
     if (c->timer == MK_TIMER_READ) {
         struct mk_list *it, *tmp;
         mk_list_foreach_safe (it, tmp, &h->streams) {
