@@ -18,13 +18,17 @@
  *   respond ──▶ HEADERS, then DATA frames read without copying
  *       (NGHTTP2_DATA_FLAG_NO_COPY): a file body is queued as a file range
  *       and goes out with the transport's sendfile, memory and streamed
- *       bodies are copied once into the output queue
+ *       bodies are copied once into the output queue; so are small files
+ *       (pread) and, when the transport's sendfile copies anyway (TLS
+ *       without kTLS), every file frame
  *
  * Output: nghttp2 serialises frames into an output queue of memory runs
  * and file ranges (struct mk_h2_seg); the queue is written through the
  * transport and refilled while the socket takes it, up to a budget per
  * event. A stream whose request ended is freed only once the queue is
- * empty (a queued file range still reads its descriptor).
+ * empty (a queued file range still reads its descriptor). A connection
+ * idle for MK_H2_TRIM_MS frees the queue's memory and gives back the
+ * pages of nghttp2's frame buffer (h2_mem.h).
  *
  * Defences: MaxConcurrentStreams; the header list is held to
  * MaxRequestSize and MaxRequestHeaders (431), and one header block
@@ -54,6 +58,7 @@
 
 #include "../core/log.h"
 #include "h2.h"
+#include "h2_mem.h"
 #include "server.h"
 #include "transport.h"
 
@@ -65,6 +70,8 @@
 #define MK_H2_EMPTY_FRAMES_MAX 100 /* empty DATA/CONTINUATION frames per connection */
 #define MK_H2_STREAM_WINDOW 65535  /* body bytes a stream may have unread */
 #define MK_H2_CLOSED_IDS 64
+#define MK_H2_INLINE_FILE 8192 /* a file body up to this size is read into the queue */
+#define MK_H2_TRIM_MS 250      /* idle this long, a connection gives memory back */
 
 enum mk_h2_body {
     MK_H2_BODY_KEEP = 0, /* nobody asked yet: keep it (the stream window bounds it) */
@@ -73,14 +80,26 @@ enum mk_h2_body {
     MK_H2_BODY_DROP,     /* nobody will read it */
 };
 
+/* A pseudo-header value in a stream's header block. */
+struct mk_h2_span {
+    uint32_t off, len;
+    bool set;
+};
+
 struct mk_h2_stream {
     int32_t id;
     struct mk_request *r; /* NULL until the header block is complete, and after an abort */
     struct mk_list node;  /* the connection's streams, or its dead list once closed */
-    /* the header block: pseudo-header values and regular fields as HTTP/1 lines (malloc) */
-    char *method, *path, *authority;
-    char *fields;
-    size_t fields_len, fields_cap;
+    /*
+     * the header block, in one buffer (malloc, freed once the request
+     * head is built): the pseudo-header values, then the regular fields
+     * as HTTP/1 lines from fields_off on (pseudo-headers come first)
+     */
+    char *block;
+    size_t block_len, block_cap;
+    struct mk_h2_span method, path, authority;
+    size_t fields_off; /* where the first regular field begins */
+    bool has_fields;
     size_t list_size; /* RFC 9113 header list size so far (name + value + 32 each) */
     unsigned n_fields;
     int head_status; /* 431: the list is over the limits */
@@ -107,6 +126,7 @@ struct mk_h2_seg {
 
 struct mk_h2 {
     nghttp2_session *ng;
+    struct mk_h2_mem mem;   /* nghttp2's allocator for this session */
     struct mk_list streams; /* open, by arrival */
     struct mk_list dead;    /* closed, freed when the output queue is empty */
     unsigned n_open;
@@ -114,7 +134,7 @@ struct mk_h2 {
     /* output queue */
     char *out;
     size_t out_len, out_cap; /* emptied only when the whole queue is written */
-    struct mk_h2_seg segs[MK_H2_SEGS];
+    struct mk_h2_seg *segs;  /* MK_H2_SEGS entries; with `out`, none while idle */
     unsigned seg_head, seg_n;
     size_t file_queued;
     /* state */
@@ -123,6 +143,7 @@ struct mk_h2 {
     bool going_away;       /* GOAWAY submitted */
     bool calm;             /* the peer abused a limit: GOAWAY ENHANCE_YOUR_CALM */
     bool progress;         /* bytes moved in the current event */
+    bool trimmed;          /* idle memory given back since the last activity */
     size_t block_bytes;    /* compressed bytes of the header block being received */
     unsigned reset_tokens; /* RST_STREAM frames the client may still send (token bucket) */
     /* streams the client closed (END_STREAM both ways, or its RST_STREAM), the
@@ -158,10 +179,7 @@ static void mk_h2_stream_free(struct mk_conn *c, struct mk_h2_stream *s)
         s->r = NULL;
     }
     mk_list_del(&s->node);
-    mk_free(s->method);
-    mk_free(s->path);
-    mk_free(s->authority);
-    mk_free(s->fields);
+    mk_free(s->block);
     mk_free(s->kept);
     mk_free(s);
     (void) c;
@@ -199,11 +217,37 @@ static bool mk_h2_out_room(const struct mk_h2 *h)
            h->file_queued < MK_H2_FILE_HIGH;
 }
 
-/* Append bytes to the queue. */
-static void mk_h2_out_put(struct mk_h2 *h, const void *data, size_t len)
+/* The queue's entries, allocated when something is queued first after an idle spell. */
+static void mk_h2_segs_ready(struct mk_h2 *h)
 {
-    struct mk_h2_seg *last = mk_h2_seg_last(h);
+    if (!h->segs) {
+        h->segs = mk_alloc(MK_H2_SEGS * sizeof(*h->segs));
+    }
+}
 
+/*
+ * A connection idle for MK_H2_TRIM_MS (no stream open, nothing queued)
+ * gives memory back: its queue's (16 KiB and up, and 3 KiB of entries)
+ * and the pages of nghttp2's frame buffer (h2_mem.h). Thousands of idle
+ * connections would otherwise keep them.
+ */
+static void mk_h2_idle_trim(struct mk_h2 *h)
+{
+    if (h->seg_n == 0 && h->n_open == 0 && !nghttp2_session_want_write(h->ng)) {
+        mk_h2_mem_idle(&h->mem);
+        mk_free(h->out);
+        mk_free(h->segs);
+        h->out = NULL;
+        h->segs = NULL;
+        h->out_len = h->out_cap = 0;
+        h->seg_head = 0;
+    }
+}
+
+/* Make room for len more bytes in the queue's memory. */
+static void mk_h2_out_reserve(struct mk_h2 *h, size_t len)
+{
+    mk_h2_segs_ready(h);
     if (h->out_len + len > h->out_cap) {
         size_t cap = h->out_cap ? h->out_cap : 16384;
         while (cap < h->out_len + len) {
@@ -212,7 +256,17 @@ static void mk_h2_out_put(struct mk_h2 *h, const void *data, size_t len)
         h->out = mk_realloc(h->out, cap);
         h->out_cap = cap;
     }
-    memcpy(h->out + h->out_len, data, len);
+}
+
+/* Append bytes to the queue (data may already be where they go). */
+static void mk_h2_out_put(struct mk_h2 *h, const void *data, size_t len)
+{
+    struct mk_h2_seg *last = mk_h2_seg_last(h);
+
+    mk_h2_out_reserve(h, len);
+    if (data != h->out + h->out_len) {
+        memcpy(h->out + h->out_len, data, len);
+    }
     if (last && !last->file && (size_t) last->off + last->len == h->out_len) {
         last->len += len;
     }
@@ -227,7 +281,10 @@ static void mk_h2_out_put(struct mk_h2 *h, const void *data, size_t len)
 
 static void mk_h2_out_file(struct mk_h2 *h, int fd, off_t off, size_t len)
 {
-    struct mk_h2_seg *s = &h->segs[(h->seg_head + h->seg_n++) % MK_H2_SEGS];
+    struct mk_h2_seg *s;
+
+    mk_h2_segs_ready(h);
+    s = &h->segs[(h->seg_head + h->seg_n++) % MK_H2_SEGS];
 
     s->file = true;
     s->fd = fd;
@@ -242,23 +299,6 @@ static void mk_h2_seg_pop(struct mk_h2 *h)
     if (--h->seg_n == 0) {
         h->out_len = 0;
     }
-}
-
-/* Write a file range without a transport sendfile: read it, then write it. */
-static ssize_t mk_h2_copy_file(struct mk_conn *c, struct mk_h2_seg *s)
-{
-    char buf[16384];
-    size_t len = s->len < sizeof(buf) ? s->len : sizeof(buf);
-    ssize_t n = pread(s->fd, buf, len, s->off);
-    struct iovec iov;
-
-    if (n <= 0) {
-        errno = n == 0 ? EIO : errno;
-        return -1;
-    }
-    iov.iov_base = buf;
-    iov.iov_len = (size_t) n;
-    return mk_conn_writev(c, &iov, 1, 0);
 }
 
 /*
@@ -277,14 +317,9 @@ static int mk_h2_out_write(struct mk_conn *c, size_t *budget)
         }
         if (s->file) {
             size_t len = s->len < *budget ? s->len : *budget;
-            if (c->transport->sendfile) {
-                off_t off = s->off;
-                c->io_want = 0;
-                n = c->transport->sendfile(c, s->fd, &off, len);
-            }
-            else {
-                n = mk_h2_copy_file(c, s);
-            }
+            off_t off = s->off;
+            c->io_want = 0; /* file ranges are queued only with a sendfile */
+            n = c->transport->sendfile(c, s->fd, &off, len);
         }
         else {
             struct mk_h2_seg *next = h->seg_n > 1 ? &h->segs[(h->seg_head + 1) % MK_H2_SEGS] : NULL;
@@ -421,6 +456,45 @@ static ssize_t mk_h2_read_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size
     return (ssize_t) (left < length ? left : length);
 }
 
+/*
+ * Whether the next frame of r's file is read into the queue rather than
+ * queued as a file range: a small body (one pread, and it rides in the
+ * batch's single write), or a transport whose sendfile would copy it
+ * through the process anyway (TLS without kTLS: whole batches of frames
+ * then go to one encrypted write instead of a write and a sendfile each),
+ * or one without sendfile.
+ */
+static bool mk_h2_file_inline(struct mk_conn *c, const struct mk_request *r)
+{
+    const struct mk_transport *t = c->transport;
+
+    return r->body_left <= MK_H2_INLINE_FILE || !t->sendfile ||
+           (t->sendfile_copies && t->sendfile_copies(c));
+}
+
+/*
+ * The frame header and `length` bytes of r's file, read into the queue:
+ * a small body costs one pread and rides in the batch's single write
+ * instead of a write and a sendfile of its own. MK_OK, or MK_ERR when
+ * the file shrank (the announced length cannot be kept).
+ */
+static int mk_h2_out_file_inline(struct mk_h2 *h, const uint8_t *hd, struct mk_request *r,
+                                 size_t length)
+{
+    ssize_t n;
+
+    mk_h2_out_put(h, hd, 9);
+    mk_h2_out_reserve(h, length);
+    n = pread(r->fd, h->out + h->out_len, length, r->file_off);
+    if (n != (ssize_t) length) {
+        return MK_ERR;
+    }
+    mk_h2_out_put(h, h->out + h->out_len, length); /* in place: the copy is a no-op */
+    r->file_off += (off_t) length;
+    r->body_left -= length;
+    return MK_OK;
+}
+
 static int mk_h2_send_data_cb(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *hd,
                               size_t length, nghttp2_data_source *src, void *user)
 {
@@ -433,19 +507,26 @@ static int mk_h2_send_data_cb(nghttp2_session *ng, nghttp2_frame *frame, const u
     if (!mk_h2_out_room(h)) {
         return NGHTTP2_ERR_WOULDBLOCK;
     }
-    mk_h2_out_put(h, hd, 9);
-    if (r->body_type == MK_RESP_FILE) {
+    if (r->body_type == MK_RESP_FILE && mk_h2_file_inline(c, r)) {
+        if (mk_h2_out_file_inline(h, hd, r, length) != MK_OK) {
+            return NGHTTP2_ERR_CALLBACK_FAILURE; /* the file shrank */
+        }
+    }
+    else if (r->body_type == MK_RESP_FILE) {
+        mk_h2_out_put(h, hd, 9);
         mk_h2_out_file(h, r->fd, r->file_off, length);
         r->file_off += (off_t) length;
         r->body_left -= length;
     }
     else if (r->body_type == MK_RESP_MEM) {
+        mk_h2_out_put(h, hd, 9);
         mk_h2_out_put(h, r->mem, length);
         r->mem += length;
         r->mem_len -= length;
     }
     else {
         size_t left = length;
+        mk_h2_out_put(h, hd, 9);
         for (struct mk_piece *p = r->q_head; p && left; p = p->next) {
             size_t take = (size_t) (p->end - p->start) < left ? (size_t) (p->end - p->start) : left;
             mk_h2_out_put(h, p->start, take);
@@ -607,25 +688,45 @@ static int mk_h2_begin_headers_cb(nghttp2_session *ng, const nghttp2_frame *fram
     return 0;
 }
 
+/* Room for `need` more bytes in the header block of s: false when out of memory. */
+static bool mk_h2_block_room(struct mk_h2_stream *s, size_t need)
+{
+    if (s->block_len + need > s->block_cap) {
+        size_t cap = s->block_cap ? s->block_cap * 2 : 512;
+        while (cap < s->block_len + need) {
+            cap *= 2;
+        }
+        char *p = mk_try_realloc(s->block, cap);
+        if (!p) {
+            return false;
+        }
+        s->block = p;
+        s->block_cap = cap;
+    }
+    return true;
+}
+
+/* The regular fields of s (HTTP/1 lines) and their length. */
+static const char *mk_h2_fields(const struct mk_h2_stream *s, size_t *len)
+{
+    *len = s->has_fields ? s->block_len - s->fields_off : 0;
+    return s->has_fields ? s->block + s->fields_off : NULL;
+}
+
 /* Append "name: value\r\n" to the stream's fields (HTTP/1 text). */
 static bool mk_h2_field_add(struct mk_h2_stream *s, const uint8_t *name, size_t nlen,
                             const uint8_t *value, size_t vlen)
 {
     size_t need = nlen + vlen + 4;
 
-    if (s->fields_len + need > s->fields_cap) {
-        size_t cap = s->fields_cap ? s->fields_cap * 2 : 512;
-        while (cap < s->fields_len + need) {
-            cap *= 2;
-        }
-        char *p = mk_try_realloc(s->fields, cap);
-        if (!p) {
-            return false;
-        }
-        s->fields = p;
-        s->fields_cap = cap;
+    if (!mk_h2_block_room(s, need)) {
+        return false;
     }
-    char *w = s->fields + s->fields_len;
+    if (!s->has_fields) {
+        s->has_fields = true;
+        s->fields_off = s->block_len;
+    }
+    char *w = s->block + s->block_len;
     memcpy(w, name, nlen);
     w += nlen;
     *w++ = ':';
@@ -634,14 +735,31 @@ static bool mk_h2_field_add(struct mk_h2_stream *s, const uint8_t *name, size_t 
     w += vlen;
     *w++ = '\r';
     *w++ = '\n';
-    s->fields_len += need;
+    s->block_len += need;
+    return true;
+}
+
+/* Keep a pseudo-header value in the header block of s: false when out of memory. */
+static bool mk_h2_span_set(struct mk_h2_stream *s, struct mk_h2_span *span, const void *value,
+                           size_t len)
+{
+    if (!mk_h2_block_room(s, len)) {
+        return false;
+    }
+    if (len) {
+        memcpy(s->block + s->block_len, value, len);
+    }
+    span->off = (uint32_t) s->block_len;
+    span->len = (uint32_t) len;
+    span->set = true;
+    s->block_len += len;
     return true;
 }
 
 static bool mk_h2_pseudo(struct mk_h2_stream *s, const uint8_t *name, size_t nlen,
                          const uint8_t *value, size_t vlen)
 {
-    char **slot = NULL;
+    struct mk_h2_span *slot = NULL;
 
     if (nlen == 7 && memcmp(name, ":method", 7) == 0) {
         slot = &s->method;
@@ -655,14 +773,11 @@ static bool mk_h2_pseudo(struct mk_h2_stream *s, const uint8_t *name, size_t nle
     if (!slot) {
         return true; /* :scheme (and :protocol) carry nothing the request needs */
     }
-    mk_free(*slot);
-    *slot = mk_try_alloc(vlen + 1);
-    if (!*slot) {
-        return false;
+    if (s->has_fields) {
+        s->head_status = 400; /* after a regular field (RFC 9113 section 8.3) */
+        return true;
     }
-    memcpy(*slot, value, vlen);
-    (*slot)[vlen] = '\0';
-    return true;
+    return mk_h2_span_set(s, slot, value, vlen);
 }
 
 static int mk_h2_header_cb(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
@@ -698,7 +813,7 @@ static int mk_h2_header_cb(nghttp2_session *ng, const nghttp2_frame *frame, cons
     if (name[0] == ':') {
         ok = mk_h2_pseudo(s, name, nlen, value, vlen);
     }
-    else if (nlen == 4 && memcmp(name, "host", 4) == 0 && s->authority) {
+    else if (nlen == 4 && memcmp(name, "host", 4) == 0 && s->authority.set) {
         ok = true; /* :authority wins (RFC 9113 section 8.3.1) */
     }
     else {
@@ -708,6 +823,47 @@ static int mk_h2_header_cb(nghttp2_session *ng, const nghttp2_frame *frame, cons
         s->head_status = 503;
     }
     return 0;
+}
+
+static char *mk_h2_put(char *w, const char *p, size_t n)
+{
+    if (n) {
+        memcpy(w, p, n);
+    }
+    return w + n;
+}
+
+static char *mk_h2_span_put(char *w, const struct mk_h2_stream *s, const struct mk_h2_span *span)
+{
+    return span->len ? mk_h2_put(w, s->block + span->off, span->len) : w;
+}
+
+/*
+ * Write the request head of s as HTTP/1.1 text to `text` ("METHOD TARGET
+ * HTTP/1.1", Host from :authority, the fields, the empty line), which has
+ * room for it; its length.
+ */
+static size_t mk_h2_head_text(const struct mk_h2_stream *s, char *text)
+{
+    const struct mk_h2_span *target = s->path.set ? &s->path : &s->authority;
+    size_t flen;
+    const char *fields = mk_h2_fields(s, &flen);
+    char *w = text;
+
+    w = mk_h2_span_put(w, s, &s->method);
+    *w++ = ' ';
+    w = mk_h2_span_put(w, s, target);
+    w = mk_h2_put(w, " HTTP/1.1\r\n", 11);
+    if (s->authority.set) {
+        w = mk_h2_put(w, "Host: ", 6);
+        w = mk_h2_span_put(w, s, &s->authority);
+        w = mk_h2_put(w, "\r\n", 2);
+    }
+    if (flen) {
+        w = mk_h2_put(w, fields, flen);
+    }
+    w = mk_h2_put(w, "\r\n", 2);
+    return (size_t) (w - text);
 }
 
 /*
@@ -722,7 +878,6 @@ static void mk_h2_request_start(struct mk_conn *c, struct mk_h2_stream *s, bool 
     const struct mk_http_limits *lim = &r->cfg->limits;
     struct mk_http_scan scan;
     struct mk_http_header *headers;
-    const char *target = s->path ? s->path : (s->authority ? s->authority : "");
     size_t len;
     char *text;
 
@@ -734,22 +889,13 @@ static void mk_h2_request_start(struct mk_conn *c, struct mk_h2_stream *s, bool 
         mk_request_error(r, s->head_status);
         return;
     }
-    len = strlen(s->method ? s->method : "") + strlen(target) + 16 +
-          (s->authority ? strlen(s->authority) + 8 : 0) + s->fields_len + 2;
-    text = mk_arena_alloc(&r->arena, len + 1);
+    len = 2 * s->block_len + 32; /* every value at most twice (target and Host) */
+    text = mk_arena_alloc(&r->arena, len);
     if (!text) {
         mk_request_error(r, 503);
         return;
     }
-    len = (size_t) snprintf(text, len + 1, "%s %s HTTP/1.1\r\n%s%s%s", s->method ? s->method : "",
-                            target, s->authority ? "Host: " : "", s->authority ? s->authority : "",
-                            s->authority ? "\r\n" : "");
-    if (s->fields_len) {
-        memcpy(text + len, s->fields, s->fields_len);
-        len += s->fields_len;
-    }
-    memcpy(text + len, "\r\n", 2);
-    len += 2;
+    len = mk_h2_head_text(s, text);
     memset(&scan, 0, sizeof(scan));
     ssize_t n = mk_http_scan(&scan, text, len, lim);
     if (n < 0) {
@@ -769,9 +915,9 @@ static void mk_h2_request_start(struct mk_conn *c, struct mk_h2_stream *s, bool 
         return;
     }
     r->head.version = 20;
-    mk_free(s->fields);
-    s->fields = NULL;
-    s->fields_len = s->fields_cap = 0;
+    mk_free(s->block);
+    s->block = NULL;
+    s->block_len = s->block_cap = 0;
     mk_request_run(r);
 }
 
@@ -1060,7 +1206,10 @@ static int mk_h2_session_new(struct mk_conn *c)
     h->preface_left = MK_H2_PREFACE_LEN;
     h->reset_at = c->worker->now_ms;
     nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
-    rc = nghttp2_session_server_new2(&h->ng, mk_h2_cbs, c, opt);
+    mk_h2_mem_init(&h->mem);
+    h->mem.creating = true;
+    rc = nghttp2_session_server_new3(&h->ng, mk_h2_cbs, c, opt, &h->mem.ng);
+    h->mem.creating = false;
     nghttp2_option_del(opt);
     if (rc != 0) {
         h->ng = NULL;
@@ -1101,6 +1250,7 @@ static void mk_h2_release(struct mk_conn *c)
         MK_STAT_ADD(c->worker->n_h2_conns, (unsigned) -1);
     }
     mk_free(h->out);
+    mk_free(h->segs);
     mk_free(h);
     c->h2 = NULL;
 }
@@ -1178,13 +1328,32 @@ static int mk_h2_lines_to_nv(struct mk_request *r, const char *p, size_t len, ng
     return MK_OK;
 }
 
+/*
+ * The one line "Name: value\r\n" of a field the server writes itself
+ * (Server, Date), whose name is `lower` lower-cased: appended to nv.
+ */
+static void mk_h2_line_nv(const char *line, size_t len, const char *lower, nghttp2_nv *nv,
+                          size_t *n)
+{
+    size_t skip = strlen(lower) + 2; /* "Name: " */
+
+    if (len < skip + 2) {
+        return; /* no such field (an empty server header) */
+    }
+    nv[*n] = (nghttp2_nv){(uint8_t *) lower, (uint8_t *) line + skip, skip - 2, len - skip - 2,
+                          NGHTTP2_NV_FLAG_NONE};
+    (*n)++;
+}
+
 /* Lines of a "Name: value\r\n" block. */
 static size_t mk_h2_count_lines(const char *p, size_t len)
 {
+    const char *end = p + len;
     size_t n = 0;
 
-    for (size_t i = 0; i < len; i++) {
-        n += p[i] == '\n';
+    while (p && p < end && (p = memchr(p, '\n', (size_t) (end - p)))) {
+        n++;
+        p++;
     }
     return n;
 }
@@ -1219,10 +1388,12 @@ static void mk_h2_respond(struct mk_request *r, bool error)
         mk_h2_flush(c);
         return;
     }
-    snprintf(status, 4, "%d", r->status);
+    status[0] = (char) ('0' + r->status / 100);
+    status[1] = (char) ('0' + r->status / 10 % 10);
+    status[2] = (char) ('0' + r->status % 10);
     nv[n++] = (nghttp2_nv){(uint8_t *) ":status", (uint8_t *) status, 7, 3, NGHTTP2_NV_FLAG_NONE};
-    mk_h2_lines_to_nv(r, r->cfg->server_header, r->cfg->server_header_len, nv, cap, &n);
-    mk_h2_lines_to_nv(r, w->date, w->date_len, nv, cap, &n);
+    mk_h2_line_nv(r->cfg->server_header, r->cfg->server_header_len, "server", nv, &n);
+    mk_h2_line_nv(w->date, w->date_len, "date", nv, &n);
     if (mk_response_no_body(r)) {
         r->flags |= MK_REQ_NO_BODY;
     }
@@ -1363,7 +1534,10 @@ static void mk_h2_after(struct mk_conn *c)
         }
     }
     else if (h->progress || c->timer != MK_TIMER_IDLE) {
-        mk_conn_timer_idle(c, w->cfg->h2_idle_timeout_ms);
+        /* idle: MK_H2_TRIM_MS first (mk_h2_expire trims), then the rest */
+        uint32_t timeout = w->cfg->h2_idle_timeout_ms;
+        h->trimmed = false;
+        mk_conn_timer_idle(c, timeout < MK_H2_TRIM_MS ? timeout : MK_H2_TRIM_MS);
     }
     h->progress = false;
 }
@@ -1525,18 +1699,6 @@ void mk_h2_start(struct mk_conn *c, const char *data, size_t len)
     mk_h2_after(c);
 }
 
-/* A copy of v as a C string (malloc), or NULL when out of memory. */
-static char *mk_h2_strdup(const struct mk_str *v)
-{
-    char *p = mk_try_alloc(v->len + 1);
-
-    if (p) {
-        memcpy(p, v->p, v->len);
-        p[v->len] = '\0';
-    }
-    return p;
-}
-
 /* Fields of an HTTP/1 upgrade request that are about that connection only. */
 static bool mk_h2_upgrade_skip(const struct mk_str *name)
 {
@@ -1557,12 +1719,9 @@ static bool mk_h2_upgrade_stream(struct mk_h2_stream *s, const struct mk_http_he
 {
     const struct mk_str *host = mk_http_header_get(head, "host");
 
-    s->method = mk_h2_strdup(&head->method_name);
-    s->path = mk_h2_strdup(&head->target);
-    if (host) {
-        s->authority = mk_h2_strdup(host);
-    }
-    if (!s->method || !s->path || (host && !s->authority)) {
+    if (!mk_h2_span_set(s, &s->method, head->method_name.p, head->method_name.len) ||
+        !mk_h2_span_set(s, &s->path, head->target.p, head->target.len) ||
+        (host && !mk_h2_span_set(s, &s->authority, host->p, host->len))) {
         return false;
     }
     for (unsigned i = 0; i < head->n_headers; i++) {
@@ -1627,6 +1786,15 @@ static void mk_h2_expire(struct mk_conn *c)
     struct mk_h2 *h = c->h2;
     bool parked = false;
 
+    if (c->timer == MK_TIMER_IDLE && !h->trimmed) {
+        uint32_t timeout = c->worker->cfg->h2_idle_timeout_ms;
+        mk_h2_idle_trim(h);
+        h->trimmed = true;
+        if (timeout > MK_H2_TRIM_MS) {
+            mk_conn_timer_idle(c, timeout - MK_H2_TRIM_MS);
+            return;
+        }
+    }
     if (c->timer == MK_TIMER_READ) {
         struct mk_list *it, *tmp;
         mk_list_foreach_safe (it, tmp, &h->streams) {

@@ -344,6 +344,15 @@ struct mk_transport {
      * (not NUL terminated; *len set) stays valid as long as the connection.
      */
     const char *(*var)(struct mk_conn *c, const char *name, size_t *len);
+    /*
+     * Whether sendfile() reads the file through user space on this
+     * connection (TLS encrypted in the process, not by the kernel): 1 or
+     * 0. A protocol that frames the bytes itself (HTTP/2) then reads file
+     * data into its own buffer and writes whole batches of frames instead
+     * of a small write and a sendfile per frame. NULL: sendfile does not
+     * copy.
+     */
+    int (*sendfile_copies)(struct mk_conn *c);
 };
 
 /*

@@ -643,6 +643,7 @@ static const struct mk_transport tls_transport = {
     .alpn = tls_alpn,
     .server_name = tls_server_name,
     .var = tls_var,
+    .sendfile_copies = tls_sendfile_copies,
 };
 
 /* ---- hooks ------------------------------------------------------------------ */

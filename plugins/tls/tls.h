@@ -318,6 +318,8 @@ void tls_send_release(struct tls_conn *t);
 /* The transport's writev and sendfile (struct mk_transport). */
 ssize_t tls_writev(struct mk_conn *c, const struct iovec *iov, int iovcnt, int flags);
 ssize_t tls_sendfile(struct mk_conn *c, int fd, off_t *offset, size_t len);
+/* 1 when tls_sendfile reads the file into the process (no kTLS), else 0. */
+int tls_sendfile_copies(struct mk_conn *c);
 /*
  * The result of an SSL call on t that returned rc <= 0 (tls.c): MK_AGAIN
  * with the direction wanted set, 0 for a clean end, MK_ERR otherwise.

@@ -446,6 +446,13 @@ static ssize_t tls_stage_file(struct tls_send *s, int fd, off_t offset, size_t l
     return n;
 }
 
+int tls_sendfile_copies(struct mk_conn *c)
+{
+    struct tls_conn *t = *tls_api->conn_transport_data(c);
+
+    return !t->send.ktls;
+}
+
 ssize_t tls_sendfile(struct mk_conn *c, int fd, off_t *offset, size_t len)
 {
     struct tls_conn *t = *tls_api->conn_transport_data(c);
