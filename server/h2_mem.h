@@ -22,9 +22,9 @@
 #include <stddef.h>
 
 struct mk_h2_mem {
-    nghttp2_mem ng;   /* what nghttp2_session_server_new3 takes */
-    bool creating;    /* the session is being created: its frame buffer comes now */
-    void *framebuf;   /* the frame buffer (page aligned), NULL once nghttp2 let go of it */
+    nghttp2_mem ng;      /* what nghttp2_session_server_new3 takes */
+    bool creating;       /* the session is being created: its frame buffer comes now */
+    void *framebuf;      /* the frame buffer (page aligned), NULL once nghttp2 let go of it */
     size_t framebuf_len; /* its length, a multiple of the page size */
 };
 
