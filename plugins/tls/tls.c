@@ -695,7 +695,7 @@ static int tls_init(const struct mk_api *server_api, const char *conf_dir)
         free(self);
         return MK_ERR;
     }
-    if (tls_send_init() != MK_OK || api->self_set(MK_PLUGIN_SELF(tls), self) != MK_OK) {
+    if (api->self_set(MK_PLUGIN_SELF(tls), self) != MK_OK) {
         api->log(MK_PLUGIN_LOG_ERROR, "tls: cannot keep the plugin's state");
         tls_session_exit(self);
         free(self);
@@ -712,7 +712,6 @@ static void tls_exit(void)
         tls_session_exit(self);
         free(self);
     }
-    tls_send_exit();
 }
 
 MK_PLUGIN_DEFINE(tls) = {

@@ -6,8 +6,7 @@
  *
  *   tls.c          the life cycle, contexts, the [TLS] keys, the handshake,
  *                  reads and SNI
- *   tls_send.c     writes: writev, sendfile (kTLS or staged blocks) and the
- *                  corking BIO that sends the records of one block at once
+ *   tls_send.c     writes: writev and sendfile (kTLS or staged blocks)
  *   tls_certs.c    the Certificate and CertificateKey lines of a site: up to
  *                  one pair per key type (RSA, ECDSA, ...), checked line by
  *                  line
@@ -34,9 +33,7 @@
  * and only read afterwards (they belong to a configuration); struct
  * tls_self belongs to a server and is shared by its workers: its ticket
  * keys under `lock`, its counters atomic. Everything in struct tls_conn
- * belongs to the connection's worker. tls_send_init() and tls_send_exit()
- * run on the controlling thread, before the first and after the last
- * connection.
+ * belongs to the connection's worker.
  */
 #ifndef MONKEY_PLUGIN_TLS_H
 #define MONKEY_PLUGIN_TLS_H
@@ -192,8 +189,8 @@ const char *tls_certs_type_name(const EVP_PKEY *pkey);
  * A connection's body writes. Staged bytes are plaintext in `stage`: the
  * first `reported` of them were already counted as written to the server
  * (a held head), the rest are the body bytes of the call in progress,
- * counted once every record is out (flushed). The stage and the cork
- * buffer exist only while a body is being sent.
+ * counted once SSL_write took them all. The stage exists only while a
+ * body is being sent.
  */
 struct tls_send {
     unsigned char *stage; /* TLS_SEND_BLOCK bytes, or NULL */
@@ -204,11 +201,6 @@ struct tls_send {
     int fd;               /* the file the staged body came from; -1: writev */
     off_t off;            /* its offset */
     bool ktls;            /* the kernel encrypts what we send (kTLS) */
-    bool corked;          /* the cork BIO gathers records instead of sending */
-    BIO *bio;             /* the cork BIO on top of the socket's, or NULL */
-    unsigned char *cork;  /* the cork BIO's buffer of records, or NULL */
-    size_t cork_len;      /* records in it */
-    size_t cork_off;      /* of them, sent */
 };
 
 /* Values of ClientCertificate. */
@@ -308,10 +300,7 @@ int tls_site_redirect(struct mk_request *r);
  * bring kTLS in).
  */
 bool tls_ktls_available(void);
-/* Set up the cork BIO's method: MK_OK or MK_ERR. */
-int tls_send_init(void);
-void tls_send_exit(void);
-/* After the handshake: note whether kTLS sends, else put the cork BIO in. */
+/* After the handshake: note whether kTLS sends. */
 void tls_send_established(struct tls_conn *t);
 /* Release what the connection's writes hold (the SSL is freed by the caller). */
 void tls_send_release(struct tls_conn *t);

@@ -16,17 +16,16 @@
  *     user space. kTLS is on when the site's KTLS is auto, the kernel has
  *     the tls ULP and OpenSSL could hand the keys over after the handshake.
  *   - sendfile without kTLS: the file is read in blocks of up to 64 KiB
- *     straight into the connection's stage and written with one SSL_write;
- *     the cork BIO gathers the block's records and sends them with one
- *     write(2) instead of one per 16 KiB record.
+ *     straight into the connection's stage and written with one SSL_write
+ *     (one write(2) per 16 KiB record: gathering the records into one
+ *     write cost a copy of them, more CPU than the system calls it saved).
  *   - OpenSSL's retry rule: a write that returned WANT_WRITE is repeated
  *     with the same bytes. The staged bytes stay put until every record of
  *     them is out; only then are they counted as written (the server
  *     repeats a call that reported EAGAIN with the same file offset or the
  *     same buffers, which this relies on and checks for files).
- *   - Memory: the stage (64 KiB) and the cork buffer (64 KiB and a little,
- *     for stages of more than one record) exist only while a body is being
- *     sent; an idle connection has none.
+ *   - Memory: the stage (64 KiB) exists only while a body is being sent;
+ *     an idle connection has none.
  *
  * Threads: a connection's calls run on its worker; tls_send_init() and
  * tls_send_exit() on the controlling thread.
@@ -43,11 +42,6 @@
 #include <openssl/ssl.h>
 
 #include "tls.h"
-
-/* The cork buffer: the records of a full stage and their headers, tags and padding. */
-#define TLS_CORK_SIZE (TLS_SEND_BLOCK + 1024)
-
-static BIO_METHOD *tls_cork_method;
 
 /* Whether the word "tls" is in /proc/sys/net/ipv4/tcp_available_ulp. */
 bool tls_ktls_available(void)
@@ -68,147 +62,20 @@ bool tls_ktls_available(void)
     return found;
 }
 
-/* ---- the cork BIO ---------------------------------------------------------- */
-
-/*
- * A filter over the socket BIO. While the connection is corked, records
- * are appended to its buffer; otherwise, or when they do not fit, what is
- * buffered goes out first and the rest passes through. BIO_flush sends
- * the buffer. Retry flags are the socket BIO's, so OpenSSL sees WANT_WRITE
- * as from the socket itself.
- */
-
-/* Send what the buffer holds: 1 when it is empty, else <= 0 with the retry flags set. */
-static int tls_cork_drain(BIO *b)
-{
-    struct tls_send *s = BIO_get_data(b);
-
-    while (s->cork_off < s->cork_len) {
-        size_t left = s->cork_len - s->cork_off;
-        int n = BIO_write(BIO_next(b), s->cork + s->cork_off, (int) left);
-        if (n <= 0) {
-            BIO_copy_next_retry(b);
-            return n < 0 ? -1 : 0;
-        }
-        s->cork_off += (size_t) n;
-    }
-    s->cork_len = s->cork_off = 0;
-    return 1;
-}
-
-/* Whether `n` more bytes go into the buffer rather than to the socket. */
-static bool tls_cork_takes(const struct tls_send *s, size_t n)
-{
-    return s->corked && s->cork && s->cork_len + n <= TLS_CORK_SIZE;
-}
-
-static int tls_cork_write(BIO *b, const char *in, int inl)
-{
-    struct tls_send *s = BIO_get_data(b);
-
-    BIO_clear_retry_flags(b);
-    if (inl <= 0) {
-        return 0;
-    }
-    if (!tls_cork_takes(s, (size_t) inl)) {
-        int rc = tls_cork_drain(b);
-        if (rc <= 0) {
-            return rc;
-        }
-    }
-    if (tls_cork_takes(s, (size_t) inl)) {
-        memcpy(s->cork + s->cork_len, in, (size_t) inl);
-        s->cork_len += (size_t) inl;
-        return inl;
-    }
-    int n = BIO_write(BIO_next(b), in, inl);
-    BIO_copy_next_retry(b);
-    return n;
-}
-
-static long tls_cork_ctrl(BIO *b, int cmd, long num, void *ptr)
-{
-    struct tls_send *s = BIO_get_data(b);
-    BIO *next = BIO_next(b);
-
-    switch (cmd) {
-    case BIO_CTRL_FLUSH:
-        BIO_clear_retry_flags(b);
-        if (tls_cork_drain(b) <= 0) {
-            return 0;
-        }
-        return next ? BIO_ctrl(next, cmd, num, ptr) : 1;
-    case BIO_CTRL_WPENDING:
-        return (long) (s->cork_len - s->cork_off) + (next ? BIO_ctrl(next, cmd, num, ptr) : 0);
-    default:
-        return next ? BIO_ctrl(next, cmd, num, ptr) : 0;
-    }
-}
-
-static int tls_cork_create(BIO *b)
-{
-    BIO_set_init(b, 1);
-    return 1;
-}
-
-/* The data is the connection's struct tls_send: nothing of its own to free. */
-static int tls_cork_destroy(BIO *b)
-{
-    BIO_set_data(b, NULL);
-    return 1;
-}
-
-int tls_send_init(void)
-{
-    tls_cork_method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_FILTER, "monkey tls cork");
-    if (!tls_cork_method || !BIO_meth_set_write(tls_cork_method, tls_cork_write) ||
-        !BIO_meth_set_ctrl(tls_cork_method, tls_cork_ctrl) ||
-        !BIO_meth_set_create(tls_cork_method, tls_cork_create) ||
-        !BIO_meth_set_destroy(tls_cork_method, tls_cork_destroy)) {
-        BIO_meth_free(tls_cork_method);
-        tls_cork_method = NULL;
-        return MK_ERR;
-    }
-    return MK_OK;
-}
-
-void tls_send_exit(void)
-{
-    BIO_meth_free(tls_cork_method);
-    tls_cork_method = NULL;
-}
-
 void tls_send_established(struct tls_conn *t)
 {
-    struct tls_send *s = &t->send;
-    BIO *sock = SSL_get_wbio(t->ssl);
-
-    s->fd = -1;
-    if (BIO_get_ktls_send(sock)) {
-        s->ktls = true;
-        return;
-    }
-    BIO *cork = BIO_new(tls_cork_method);
-    if (!cork) {
-        ERR_clear_error();
-        return; /* records then go out one write each */
-    }
-    BIO_set_data(cork, s);
-    BIO_up_ref(sock);
-    BIO_push(cork, sock);
-    SSL_set0_wbio(t->ssl, cork); /* the socket BIO stays the read BIO */
-    s->bio = cork;
+    t->send.fd = -1;
+    t->send.ktls = BIO_get_ktls_send(SSL_get_wbio(t->ssl)) != 0;
 }
 
-/* Free the stage and the cork buffer when nothing waits in them. */
+/* Free the stage when nothing waits in it. */
 static void tls_send_idle(struct tls_send *s)
 {
-    if (s->held || s->len || s->cork_len) {
+    if (s->held || s->len) {
         return;
     }
     free(s->stage);
-    free(s->cork);
-    s->stage = s->cork = NULL;
+    s->stage = NULL;
 }
 
 void tls_send_release(struct tls_conn *t)
@@ -216,9 +83,8 @@ void tls_send_release(struct tls_conn *t)
     struct tls_send *s = &t->send;
 
     free(s->stage);
-    free(s->cork);
-    s->stage = s->cork = NULL;
-    s->held = s->len = s->cork_len = s->cork_off = 0;
+    s->stage = NULL;
+    s->held = s->len = 0;
 }
 
 /* The stage: MK_OK or MK_ERR (errno ENOMEM). */
@@ -235,17 +101,6 @@ static int tls_send_buffers(struct tls_send *s)
 }
 
 /*
- * The cork buffer, for a stage of more than one record (one record is one
- * write anyway). Without memory the records go out one write each.
- */
-static void tls_send_cork_buffer(struct tls_send *s)
-{
-    if (s->bio && !s->cork && s->len - s->pos > SSL3_RT_MAX_PLAIN_LENGTH) {
-        s->cork = malloc(TLS_CORK_SIZE);
-    }
-}
-
-/*
  * Write the staged bytes and send every record of them: MK_OK (all out),
  * MK_AGAIN (the socket is full; the direction wanted is set; call again),
  * MK_ERR. An SSL_write that wanted to write is repeated with the same
@@ -255,26 +110,13 @@ static int tls_send_stage(struct mk_conn *c, struct tls_conn *t)
 {
     struct tls_send *s = &t->send;
 
-    tls_send_cork_buffer(s);
     while (s->pos < s->len) {
         ERR_clear_error();
-        s->corked = true;
         int n = SSL_write(t->ssl, s->stage + s->pos, (int) (s->len - s->pos));
-        s->corked = false;
         if (n <= 0) {
             return tls_result(c, t, n) == MK_AGAIN ? MK_AGAIN : MK_ERR;
         }
         s->pos += (size_t) n;
-    }
-    if (s->bio && s->cork_len) {
-        ERR_clear_error();
-        if (BIO_flush(s->bio) <= 0) {
-            if (!BIO_should_retry(s->bio)) {
-                return MK_ERR;
-            }
-            tls_api->conn_io_want(c, MK_IO_WANT_WRITE);
-            return MK_AGAIN;
-        }
     }
     return MK_OK;
 }
