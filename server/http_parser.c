@@ -89,6 +89,31 @@ static int mk_request_line_check(const char *buf, size_t from, size_t to, size_t
     return 0;
 }
 
+/*
+ * The shape of a whole request line buf[start, start + len) (its CR left
+ * out): a method token, SP, a target, SP, then "HTTP/". Judged as soon as
+ * the line ends, so a line such as "a" followed by bytes that are no header
+ * fields is refused at once instead of waiting, up to Timeout, for an end of
+ * head that never comes. The parser checks the rest (the version: 505).
+ * Returns 0 or 400.
+ */
+static int mk_request_line_shape(const char *line, size_t len)
+{
+    const char *sp1 = memchr(line, ' ', len);
+    const char *sp2 = sp1 ? memrchr(line, ' ', len) : NULL;
+
+    if (!sp1 || sp1 == line || sp2 == sp1 || sp2 == sp1 + 1) {
+        return 400;
+    }
+    for (const char *p = line; p < sp1; p++) {
+        if (!mk_is_tchar((unsigned char) *p)) {
+            return 400;
+        }
+    }
+    size_t vlen = len - (size_t) (sp2 + 1 - line);
+    return vlen >= 5 && memcmp(sp2 + 1, "HTTP/", 5) == 0 ? 0 : 400;
+}
+
 ssize_t mk_http_scan(struct mk_http_scan *s, const char *buf, size_t len,
                      const struct mk_http_limits *lim)
 {
@@ -129,6 +154,10 @@ ssize_t mk_http_scan(struct mk_http_scan *s, const char *buf, size_t len,
                 return MK_ERR;
             }
             return (ssize_t) (i + 1);
+        }
+        if (s->lines == 0 && mk_request_line_shape(buf + s->line_start, llen)) {
+            s->status = 400;
+            return MK_ERR;
         }
         s->lines++;
         if (s->lines > lim->max_headers + 1 || i + 1 - s->head_start > lim->max_head) {

@@ -862,6 +862,38 @@ static void test_scan_counts_lines(void **state)
     assert_int_equal(scan.head_start, 2);
 }
 
+/*
+ * A request line is judged when it ends, not when the head does: "a" then
+ * bytes that never end a head (binary garbage with line breaks) is a 400 at
+ * once rather than a wait for Timeout. A version the parser refuses (505)
+ * still reaches the parser.
+ */
+static void test_scan_refuses_a_misshapen_request_line(void **state)
+{
+    static const char *const bad[] = {
+        "a\r\n\x01\x02garbage\r\n", "GET\r\n",           "GET /\r\nHost: h\r\n",
+        "GET / FTP/1.0\r\n",        "GET  HTTP/1.1\r\n", " GET / HTTP/1.1\r\n",
+        "G@T / HTTP/1.1\r\n",       "GET /x\n",
+    };
+    static const char *const good[] = {
+        "GET / HTTP/1.1\r\n",
+        "OPTIONS * HTTP/1.1\r\n",
+        "GET / HTTP/2.0\r\n",
+        "GET /a b HTTP/1.1\r\n",
+    };
+    (void) state;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct mk_http_scan scan = {0};
+        assert_int_equal(mk_http_scan(&scan, bad[i], strlen(bad[i]), &lim_default), MK_ERR);
+        assert_int_equal(scan.status, 400);
+    }
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        struct mk_http_scan scan = {0};
+        assert_int_equal(mk_http_scan(&scan, good[i], strlen(good[i]), &lim_default), MK_AGAIN);
+    }
+}
+
 /* Growing the buffer by arbitrary pieces, not only single bytes. */
 static void test_scan_resumable_pieces(void **state)
 {
@@ -1261,6 +1293,7 @@ int main(void)
         cmocka_unit_test(test_limit_max_head_boundary),
         cmocka_unit_test(test_limit_max_headers_boundary),
         cmocka_unit_test(test_scan_counts_lines),
+        cmocka_unit_test(test_scan_refuses_a_misshapen_request_line),
         cmocka_unit_test(test_scan_resumable_pieces),
         cmocka_unit_test(test_chunked_simple),
         cmocka_unit_test(test_chunked_binary_data),
