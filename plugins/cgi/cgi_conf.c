@@ -86,26 +86,10 @@ static int cgi_set_match(void *obj, const struct mk_conf_key *k, const char *val
                          const struct mk_conf_origin *origin, char *reason, size_t len)
 {
     struct cgi_site_conf *sc = obj;
-    regex_t re;
 
     (void) k;
     (void) origin;
-    int rc = regcomp(&re, value, REG_EXTENDED | REG_NOSUB);
-    if (rc != 0) {
-        char msg[128];
-        regerror(rc, &re, msg, sizeof(msg));
-        snprintf(reason, len, "bad regular expression '%s': %s", value, msg);
-        return MK_ERR;
-    }
-    regex_t *v = realloc(sc->matches, (sc->n_matches + 1) * sizeof(*v));
-    if (!v) {
-        regfree(&re);
-        snprintf(reason, len, "out of memory");
-        return MK_ERR;
-    }
-    sc->matches = v;
-    v[sc->n_matches++] = re;
-    return MK_OK;
+    return mk_gw_match_add(&sc->matches, &sc->n_matches, value, reason, len);
 }
 
 /* Interpreter .py /usr/bin/python3: the program must be executable. */

@@ -113,26 +113,10 @@ static int fcgi_set_match(void *obj, const struct mk_conf_key *k, const char *va
                           const struct mk_conf_origin *origin, char *reason, size_t len)
 {
     struct fcgi_site_conf *sc = obj;
-    regex_t re;
 
     (void) k;
     (void) origin;
-    int rc = regcomp(&re, value, REG_EXTENDED | REG_NOSUB);
-    if (rc != 0) {
-        char msg[128];
-        regerror(rc, &re, msg, sizeof(msg));
-        snprintf(reason, len, "bad regular expression '%s': %s", value, msg);
-        return MK_ERR;
-    }
-    regex_t *v = realloc(sc->matches, (sc->n_matches + 1) * sizeof(*v));
-    if (!v) {
-        regfree(&re);
-        snprintf(reason, len, "out of memory");
-        return MK_ERR;
-    }
-    sc->matches = v;
-    v[sc->n_matches++] = re;
-    return MK_OK;
+    return mk_gw_match_add(&sc->matches, &sc->n_matches, value, reason, len);
 }
 
 static void fcgi_schema_free(void *obj, int site)

@@ -52,6 +52,12 @@ int mk_gw_params(const struct mk_api *api, struct mk_request *r, const struct mk
                  mk_gw_param_cb cb, void *arg);
 
 /*
+ * A Match line: compile `value` (a POSIX extended regular expression, no
+ * submatches) and append it to the *n entries of *matches. MK_OK, or MK_ERR
+ * with the reason (a bad expression, memory short).
+ */
+int mk_gw_match_add(regex_t **matches, size_t *n, const char *value, char *reason, size_t len);
+/*
  * The script of `path` (decoded, normalised) under r's document root that
  * one of the n_re expressions selects: the shortest prefix of whole
  * segments that an expression matches and that is a regular file beneath

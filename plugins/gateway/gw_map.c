@@ -8,6 +8,8 @@
  * document root with the site's rules, so no script outside it runs.
  */
 #include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -126,4 +128,26 @@ int mk_gw_map_match(const struct mk_api *api, struct mk_request *r, const regex_
         }
     }
     return MK_DECLINED;
+}
+
+int mk_gw_match_add(regex_t **matches, size_t *n, const char *value, char *reason, size_t len)
+{
+    regex_t re;
+    int rc = regcomp(&re, value, REG_EXTENDED | REG_NOSUB);
+
+    if (rc != 0) {
+        char msg[128];
+        regerror(rc, &re, msg, sizeof(msg));
+        snprintf(reason, len, "bad regular expression '%s': %s", value, msg);
+        return MK_ERR;
+    }
+    regex_t *v = realloc(*matches, (*n + 1) * sizeof(*v));
+    if (!v) {
+        regfree(&re);
+        snprintf(reason, len, "out of memory");
+        return MK_ERR;
+    }
+    *matches = v;
+    v[(*n)++] = re;
+    return MK_OK;
 }
