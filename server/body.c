@@ -17,6 +17,7 @@
 #include "loop.h"
 #include "proto.h"
 #include "request.h"
+#include "server.h"
 #include "worker.h"
 
 int mk_body_stream_start(struct mk_request *r, size_t window, mk_body_cb cb, void *arg)
@@ -120,4 +121,29 @@ void mk_body_stream_abort(struct mk_request *r)
     }
     bs->cb = NULL;
     cb(NULL, MK_BODY_ABORT, NULL, 0, bs->arg);
+}
+
+int mk_body_append(struct mk_request *r, const char *data, size_t len)
+{
+    if (len == 0) {
+        return MK_OK;
+    }
+    if (r->body_len + len > r->body_cap) {
+        size_t cap = r->body_cap ? r->body_cap : 4096;
+        while (cap < r->body_len + len) {
+            cap *= 2;
+        }
+        if (cap > r->cfg->max_body && r->cfg->max_body >= r->body_len + len) {
+            cap = (size_t) r->cfg->max_body;
+        }
+        char *p = mk_try_realloc(r->body, cap);
+        if (!p) {
+            return 503;
+        }
+        r->body = p;
+        r->body_cap = cap;
+    }
+    memcpy(r->body + r->body_len, data, len);
+    r->body_len += len;
+    return MK_OK;
 }

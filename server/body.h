@@ -37,6 +37,13 @@ struct mk_body_stream {
 
 struct mk_request;
 
+/*
+ * Append len bytes to the body buffered for r's handler (r->body, grown by
+ * doubling, never past MaxBodySize when that bound suffices): MK_OK, or
+ * 503 when memory is short. Both protocols buffer bodies through it.
+ */
+int mk_body_append(struct mk_request *r, const char *data, size_t len);
+
 /* api->body_stream and api->body_consume (contracts in mk_plugin.h). */
 int mk_body_stream_start(struct mk_request *r, size_t window, mk_body_cb cb, void *arg);
 int mk_body_stream_consume(struct mk_request *r, size_t n);

@@ -695,31 +695,6 @@ static void mk_h1_respond(struct mk_request *r, bool error)
 
 /* ---- body ---------------------------------------------------------------- */
 
-static int mk_h1_body_append(struct mk_request *r, const char *data, size_t len)
-{
-    if (len == 0) {
-        return MK_OK;
-    }
-    if (r->body_len + len > r->body_cap) {
-        size_t cap = r->body_cap ? r->body_cap : 4096;
-        while (cap < r->body_len + len) {
-            cap *= 2;
-        }
-        if (cap > r->cfg->max_body && r->cfg->max_body >= r->body_len + len) {
-            cap = (size_t) r->cfg->max_body;
-        }
-        char *p = mk_try_realloc(r->body, cap);
-        if (!p) {
-            return 503;
-        }
-        r->body = p;
-        r->body_cap = cap;
-    }
-    memcpy(r->body + r->body_len, data, len);
-    r->body_len += len;
-    return MK_OK;
-}
-
 /*
  * A streamed body: whether its handler has room. When it has none, note
  * the moment (BodyMinRate does not count the client's forced pause) and
@@ -781,7 +756,7 @@ static int mk_h1_body_consume(struct mk_conn *c, size_t start, bool *progress, i
             return 413;
         }
         if (h->body_mode == MK_BODY_BUFFER) {
-            int rc = mk_h1_body_append(h->req, h->in + start, data_len);
+            int rc = mk_body_append(h->req, h->in + start, data_len);
             if (rc != MK_OK) {
                 return rc;
             }

@@ -941,29 +941,6 @@ static bool mk_h2_body_keep(struct mk_h2_stream *s, const uint8_t *data, size_t 
     return true;
 }
 
-/* Append to the body buffered for the handler: MK_OK or a status. */
-static int mk_h2_body_append(struct mk_request *r, const char *data, size_t len)
-{
-    if (len == 0) {
-        return MK_OK;
-    }
-    if (r->body_len + len > r->body_cap) {
-        size_t cap = r->body_cap ? r->body_cap : 4096;
-        while (cap < r->body_len + len) {
-            cap *= 2;
-        }
-        char *p = mk_try_realloc(r->body, cap);
-        if (!p) {
-            return 503;
-        }
-        r->body = p;
-        r->body_cap = cap;
-    }
-    memcpy(r->body + r->body_len, data, len);
-    r->body_len += len;
-    return MK_OK;
-}
-
 /* The body of s ended and its handler waits for it. */
 static void mk_h2_body_done(struct mk_h2_stream *s)
 {
@@ -988,7 +965,7 @@ static void mk_h2_body_deliver(struct mk_conn *c, struct mk_h2_stream *s)
         return;
     }
     if (s->body == MK_H2_BODY_BUFFER) {
-        rc = mk_h2_body_append(r, s->kept, n);
+        rc = mk_body_append(r, s->kept, n);
     }
     else if (s->body == MK_H2_BODY_STREAM) {
         struct mk_body_stream *bs = &r->bs;
