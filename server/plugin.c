@@ -28,6 +28,7 @@
 
 #include "../core/log.h"
 #include "../core/schema.h"
+#include "lib.h"
 #include "server.h"
 #include "takeover.h"
 #include "transport.h"
@@ -64,6 +65,11 @@ static struct mk_server *mk_api_current(void)
         return w->server;
     }
     return mk_api_bound ? mk_api_bound : atomic_load(&mk_api_server);
+}
+
+struct mk_server *mk_plugins_server(void)
+{
+    return mk_api_current();
 }
 
 /* Index of plugin `p` (its own struct or the server's copy) in `ps`, or ps->count. */
@@ -896,6 +902,9 @@ const struct mk_api mk_plugin_api = {
 
 static const struct mk_plugin *mk_builtin_find(const char *name)
 {
+    if (strcmp(name, mk_lib_plugin.name) == 0) {
+        return &mk_lib_plugin; /* always built in: the program's handlers (lib.c) */
+    }
     for (size_t i = 0; mk_builtin_plugins[i]; i++) {
         if (strcmp(mk_builtin_plugins[i]->name, name) == 0) {
             return mk_builtin_plugins[i];

@@ -28,6 +28,7 @@
 #include <monkey/monkey.h>
 
 #include "../core/log.h"
+#include "lib.h"
 #include "listener.h"
 #include "process.h"
 #include "server.h"
@@ -87,16 +88,30 @@ int mk_server_set(struct mk_server *srv, const char *key, const char *value)
     return MK_OK;
 }
 
-static struct mk_config *mk_server_load_config(struct mk_server *srv, char *err, size_t errlen)
+static struct mk_config *mk_server_read_config(struct mk_server *srv, char *err, size_t errlen)
 {
-    if (srv->serve_dir) {
-        return mk_config_for_dir(srv->serve_dir, srv->overrides, srv->n_overrides, err, errlen);
+    const char *dir = srv->serve_dir ? srv->serve_dir : mk_lib_first_docroot(srv);
+
+    if (!srv->confdir && dir) {
+        return mk_config_for_dir(dir, srv->overrides, srv->n_overrides, err, errlen);
     }
     if (!srv->confdir) {
         ERRF("no configuration directory and no directory to serve");
         return NULL;
     }
     return mk_config_load(srv->confdir, srv->overrides, srv->n_overrides, err, errlen);
+}
+
+/* The configuration files (or defaults), then the program's sites and routes (lib.c). */
+static struct mk_config *mk_server_load_config(struct mk_server *srv, char *err, size_t errlen)
+{
+    struct mk_config *cfg = mk_server_read_config(srv, err, errlen);
+
+    if (cfg && mk_lib_configure(srv, cfg, err, errlen) != MK_OK) {
+        mk_config_unref(cfg);
+        return NULL;
+    }
+    return cfg;
 }
 
 /* Every Listen names a transport that exists, with options it accepts. */
@@ -589,6 +604,7 @@ void mk_server_destroy(struct mk_server *srv)
     mk_free(srv->options);
     mk_free(srv->confdir);
     mk_free(srv->serve_dir);
+    mk_lib_free(srv);
     pthread_mutex_destroy(&srv->acceptor_lock);
     pthread_mutex_destroy(&srv->cfg_lock);
     pthread_mutex_destroy(&srv->cmd_lock);

@@ -58,6 +58,8 @@
 #include "task_queue.h"
 #include "worker.h"
 
+struct mk_lib;
+
 struct mk_server {
     struct mk_config *cfg; /* current */
     char *confdir;         /* NULL: serve_dir or built-in */
@@ -108,6 +110,7 @@ struct mk_server {
        destroyed: connections point to them (mk_server_options) */
     char **options;
     size_t n_options;
+    struct mk_lib *lib; /* the program's sites and routes (lib.c); NULL: none */
 };
 
 /* process.c: api->command(): carried out by mk_server_loop(), waited for. */

@@ -27,6 +27,9 @@
 #include <stddef.h>
 
 #include "mk_common.h"
+#include "mk_lib.h"
+
+#pragma GCC visibility push(default)
 
 struct mk_server;
 
@@ -56,5 +59,7 @@ int mk_server_loop(struct mk_server *srv);
 
 /* The workers that will be or are started (after check/start). */
 int mk_server_workers(const struct mk_server *srv);
+
+#pragma GCC visibility pop
 
 #endif
