@@ -696,6 +696,11 @@ int mk_http_gone(const struct mk_http *h)
     return atomic_load(&h->gone);
 }
 
+const char *mk_server_version(void)
+{
+    return MK_VERSION_STR;
+}
+
 /* ---- sites and routes ---------------------------------------------------------- */
 
 static struct mk_lib *mk_lib_get(struct mk_server *srv)

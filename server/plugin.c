@@ -46,7 +46,7 @@ extern const struct mk_plugin *const mk_builtin_plugins[];
  */
 static struct mk_server *_Atomic mk_api_server;
 static __thread struct mk_server *mk_api_bound;
-bool mk_plugins_checking;
+__thread bool mk_plugins_checking; /* per thread: another server may be checked meanwhile */
 /* The configuration whose plugins' init() runs (api->plugin_conf with no site). */
 static __thread const struct mk_config *mk_init_cfg;
 /* The plugin set whose init() runs on this thread (api->self_set). */

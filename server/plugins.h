@@ -70,8 +70,8 @@ int mk_plugins_sites(const struct mk_plugin_set *set, struct mk_config *cfg, cha
 int mk_plugins_reload_prepare(const struct mk_plugin_set *set, char *err, size_t errlen);
 /* Reload, step two: every plugin that prepared puts its state in force (commit) or drops it. */
 void mk_plugins_reload_commit(const struct mk_plugin_set *set, bool commit);
-/* True while `monkey -t` checks a configuration. */
-extern bool mk_plugins_checking;
+/* True while this thread checks a configuration (`monkey -t`, mk_server_check). */
+extern __thread bool mk_plugins_checking;
 void mk_plugins_unload(struct mk_plugin_set *set);
 /*
  * The server whose plugins the calling thread acts for, when it is no

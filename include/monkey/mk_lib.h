@@ -91,6 +91,10 @@ typedef void (*mk_http_writable_cb)(struct mk_http *h, void *arg);
 /* A function posted to a request's worker; `h` may be gone (mk_http_gone). */
 typedef void (*mk_http_post_cb)(struct mk_http *h, void *arg);
 
+/* The library's version ("0.1.0"): with libmonkey.so, the one loaded at run
+   time, which may be newer than the MK_VERSION_STR of the headers. */
+const char *mk_server_version(void);
+
 /* ---- sites and routes (controlling thread, before start or reload) ---- */
 
 /*

@@ -1,0 +1,127 @@
+"""The library (docs/library.md): libmonkey.so and monkey.pc installed into
+a temporary DESTDIR; examples/embed built against that installation with
+its Makefile and pkg-config, run, and both of its routes fetched (the JSON
+status route the program answers, a static file). The shared object
+exports the library API and nothing else, under a versioned SONAME.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+
+import pytest
+
+from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, Conn, check_sanitizers, free_port, wait_port
+
+pytestmark = [
+    pytest.mark.skipif(STATIC, reason="the static build makes no shared library"),
+    pytest.mark.skipif(EMULATED, reason="cross build: the example would need qemu"),
+    pytest.mark.skipif(not shutil.which("pkg-config"), reason="pkg-config is not installed"),
+]
+
+HEADERS = [ROOT / "include/monkey/monkey.h", ROOT / "include/monkey/mk_lib.h"]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """DESTDIR with the build installed into it, and the directory of monkey.pc."""
+    dest = tmp_path_factory.mktemp("destdir")
+    p = subprocess.run(["cmake", "--install", str(BUILD)], env={"DESTDIR": str(dest),
+                       "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    pcs = list(dest.rglob("pkgconfig/monkey.pc"))
+    assert len(pcs) == 1, pcs
+    return dest, pcs[0].parent
+
+
+def api_functions():
+    """Every function the public headers declare."""
+    names = set()
+    for h in HEADERS:
+        text = re.sub(r"/\*.*?\*/", "", h.read_text(), flags=re.S)
+        names |= set(re.findall(r"^[a-z].*?\b(mk_\w+)\(", text, flags=re.M))
+    return names
+
+
+def test_shared_library_exports_the_api_only(installed):
+    dest, pcdir = installed
+    libdir = pcdir.parent
+    sonames = list(libdir.glob("libmonkey.so.*.*.*"))
+    assert len(sonames) == 1, sonames
+    real = sonames[0]
+    dyn = subprocess.run(["objdump", "-p", str(real)], capture_output=True, text=True).stdout
+    major = real.name.split(".")[2]
+    assert re.search(rf"SONAME\s+libmonkey\.so\.{major}\n", dyn)
+    assert (libdir / f"libmonkey.so.{major}").is_symlink()
+    assert (libdir / "libmonkey.so").is_symlink()
+
+    nm = subprocess.run(["nm", "-D", "--defined-only", str(real)], capture_output=True,
+                        text=True).stdout
+    exported = {line.split()[2].split("@")[0] for line in nm.splitlines()
+                if len(line.split()) == 3 and line.split()[1] in "TDBR"}
+    assert exported == api_functions(), exported ^ api_functions()
+
+
+def test_pkg_config_names_the_installation(installed):
+    dest, pcdir = installed
+    env = dict(os.environ, PKG_CONFIG_PATH=str(pcdir))
+    cflags = subprocess.run(["pkg-config", "--cflags", "monkey"], env=env, capture_output=True,
+                            text=True, check=True).stdout.split()
+    libs = subprocess.run(["pkg-config", "--libs", "monkey"], env=env, capture_output=True,
+                          text=True, check=True).stdout.split()
+    inc = [f[2:] for f in cflags if f.startswith("-I")]
+    assert inc and os.path.exists(os.path.join(inc[0], "monkey", "monkey.h"))
+    assert "-lmonkey" in libs
+    libdir = [f[2:] for f in libs if f.startswith("-L")][0]
+    assert os.path.realpath(libdir) == os.path.realpath(pcdir.parent)
+
+
+def test_example_builds_with_pkg_config_and_serves(installed, tmp_path):
+    dest, pcdir = installed
+    src = tmp_path / "embed"
+    src.mkdir()
+    for name in ("embed.c", "Makefile"):
+        shutil.copy(ROOT / "examples/embed" / name, src / name)
+    env = dict(os.environ, PKG_CONFIG_PATH=str(pcdir))
+    p = subprocess.run(["make", "-C", str(src)], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    # Built against the installed library, not the build tree's.
+    ldd = subprocess.run(["ldd", str(src / "embed")], capture_output=True, text=True).stdout
+    assert str(dest) in ldd, ldd
+
+    docroot = tmp_path / "htdocs"
+    docroot.mkdir()
+    (docroot / "index.html").write_text("<h1>static beside the program</h1>\n")
+    port = free_port()
+    proc = subprocess.Popen([str(src / "embed"), "-l", f"127.0.0.1:{port}", "-w", "2",
+                             str(docroot)], stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_port(port, proc=proc), proc.stderr.read() if proc.poll() is not None else ""
+        for n in (1, 2):
+            c = Conn(port)
+            r = c.request("GET", "/api/status")
+            c.close()
+            assert r.status == 200
+            assert r.headers["content-type"] == ["application/json"]
+            st = json.loads(r.body)
+            assert st["server"] == "monkey" and st["requests"] == n
+            assert re.fullmatch(r"\d+\.\d+\.\d+", st["version"])
+        c = Conn(port)
+        r = c.request("GET", "/")
+        c.close()
+        assert r.status == 200
+        assert r.body == b"<h1>static beside the program</h1>\n"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            rc = proc.wait(timeout=10 * SLOW)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+        err = proc.stderr.read()
+    assert rc == 0, err
+    check_sanitizers(err)
