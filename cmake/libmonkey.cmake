@@ -12,7 +12,10 @@
 # relative to the .pc file, so an installation moved with DESTDIR or
 # `cmake --install --prefix` still builds against itself. A library built
 # with MK_SANITIZE asks its users to link the sanitizer runtimes too.
-if(MK_STATIC)
+#
+# MK_LIBMONKEY=OFF builds neither (the Debian packages: docs/packaging.md).
+option(MK_LIBMONKEY "build libmonkey.so and monkey.pc (the library API as a shared object)" ON)
+if(MK_STATIC OR NOT MK_LIBMONKEY)
   return() # a static (musl) build makes no shared objects
 endif()
 

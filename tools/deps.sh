@@ -6,7 +6,8 @@
 #   tools/deps.sh test       + ninja, cmocka, python3 with pytest, curl, clang-format, musl,
 #                            taskset, libssl-dev and openssl (plugins/tls), libnghttp2-dev
 #                            (HTTP/2), nghttp and h2load, Python's h2, h2spec (Go), php-fpm
-#                            and php-cgi (plugins/fastcgi, plugins/cgi)
+#                            and php-cgi (plugins/fastcgi, plugins/cgi), pkg-config (the
+#                            libmonkey example)
 #   tools/deps.sh fuzz       + clang with libFuzzer
 #   tools/deps.sh static     + musl (musl-gcc) for the static embedded build
 #   tools/deps.sh bench      + the peers and load tools of bench/
@@ -73,6 +74,8 @@ if [ "$stage" != build ]; then
     need /usr/include/nghttp2/nghttp2.h libnghttp2-dev
     need nghttp nghttp2-client
     need h2load nghttp2-client
+    # test_15_embed: the example is built against the installed libmonkey.
+    need pkg-config pkgconf
     # h2spec is built with Go (below, after the packages): Debian's Go when
     # there is none.
     [ "$stage" = test ] && need go golang-go

@@ -20,6 +20,8 @@ pytestmark = [
     pytest.mark.skipif(STATIC, reason="the static build makes no shared library"),
     pytest.mark.skipif(EMULATED, reason="cross build: the example would need qemu"),
     pytest.mark.skipif(not shutil.which("pkg-config"), reason="pkg-config is not installed"),
+    pytest.mark.skipif(not list((BUILD / "lib").glob("libmonkey.so*")),
+                       reason="built with MK_LIBMONKEY=OFF"),
 ]
 
 HEADERS = [ROOT / "include/monkey/monkey.h", ROOT / "include/monkey/mk_lib.h"]
