@@ -20,17 +20,64 @@
 
 #include <monkey/mk_common.h>
 
-static atomic_int mk_log_fd = STDERR_FILENO;
-static atomic_int mk_log_level = MK_LOG_INFO;
-static char *mk_log_path;
+/* The process's sink, the fallback of the last sink opened, the thread's own. */
+static struct mk_log_sink mk_log_process = {STDERR_FILENO, MK_LOG_INFO, NULL};
+static struct mk_log_sink *_Atomic mk_log_last;
+static __thread struct mk_log_sink *mk_log_bound;
+
+static struct mk_log_sink *mk_log_sink(void)
+{
+    struct mk_log_sink *s = mk_log_bound;
+
+    if (s) {
+        return s;
+    }
+    s = atomic_load(&mk_log_last);
+    return s ? s : &mk_log_process;
+}
+
+void mk_log_sink_init(struct mk_log_sink *s)
+{
+    atomic_init(&s->fd, STDERR_FILENO);
+    atomic_init(&s->level, MK_LOG_INFO);
+    s->path = NULL;
+}
+
+void mk_log_bind(struct mk_log_sink *s)
+{
+    mk_log_bound = s;
+}
+
+void mk_log_fallback(struct mk_log_sink *s)
+{
+    atomic_store(&mk_log_last, s);
+}
+
+void mk_log_sink_release(struct mk_log_sink *s)
+{
+    struct mk_log_sink *expect = s;
+
+    atomic_compare_exchange_strong(&mk_log_last, &expect, NULL);
+    if (mk_log_bound == s) {
+        mk_log_bound = NULL;
+    }
+    int old = atomic_exchange(&s->fd, STDERR_FILENO);
+    if (old != STDERR_FILENO) {
+        close(old);
+    }
+    free(s->path);
+    s->path = NULL;
+}
 
 static const char *const mk_log_names[] = {"error", "warn", "info", "debug"};
 
 int mk_log_open(const char *path)
 {
-    free(mk_log_path);
-    mk_log_path = path ? strdup(path) : NULL;
-    if (path && !mk_log_path) {
+    struct mk_log_sink *s = mk_log_sink();
+
+    free(s->path);
+    s->path = path ? strdup(path) : NULL;
+    if (path && !s->path) {
         return MK_ERR;
     }
     return mk_log_reopen();
@@ -38,18 +85,19 @@ int mk_log_open(const char *path)
 
 int mk_log_reopen(void)
 {
+    struct mk_log_sink *s = mk_log_sink();
     int fd, cur;
 
-    if (!mk_log_path) {
+    if (!s->path) {
         return MK_OK;
     }
-    fd = open(mk_log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+    fd = open(s->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
     if (fd < 0) {
         return MK_ERR;
     }
-    cur = atomic_load(&mk_log_fd);
+    cur = atomic_load(&s->fd);
     if (cur == STDERR_FILENO) {
-        atomic_store(&mk_log_fd, fd);
+        atomic_store(&s->fd, fd);
         return MK_OK;
     }
     if (dup3(fd, cur, O_CLOEXEC) < 0) {
@@ -63,22 +111,23 @@ int mk_log_reopen(void)
 /* Only when no other thread logs any more (process exit). */
 void mk_log_close(void)
 {
-    int old = atomic_exchange(&mk_log_fd, STDERR_FILENO);
+    struct mk_log_sink *s = mk_log_sink();
+    int old = atomic_exchange(&s->fd, STDERR_FILENO);
     if (old != STDERR_FILENO) {
         close(old);
     }
-    free(mk_log_path);
-    mk_log_path = NULL;
+    free(s->path);
+    s->path = NULL;
 }
 
 void mk_log_set_level(enum mk_log_level level)
 {
-    atomic_store(&mk_log_level, (int) level);
+    atomic_store(&mk_log_sink()->level, (int) level);
 }
 
 enum mk_log_level mk_log_get_level(void)
 {
-    return (enum mk_log_level) atomic_load_explicit(&mk_log_level, memory_order_relaxed);
+    return (enum mk_log_level) atomic_load_explicit(&mk_log_sink()->level, memory_order_relaxed);
 }
 
 void mk_log(enum mk_log_level level, const char *fmt, ...)
@@ -111,7 +160,7 @@ void mk_log(enum mk_log_level level, const char *fmt, ...)
     }
     line[len++] = '\n';
 
-    int fd = atomic_load(&mk_log_fd);
+    int fd = atomic_load(&mk_log_sink()->fd);
     ssize_t ignored = write(fd, line, len);
     (void) ignored;
 }

@@ -312,6 +312,7 @@ static void *mk_acceptor_main(void *arg)
 {
     struct mk_server *srv = arg;
 
+    mk_log_bind(&srv->log);
     while (!atomic_load(&srv->acceptor_stop)) {
         int n = mk_event_wait(&srv->acceptor_loop, -1);
         if (n < 0) {

@@ -55,6 +55,7 @@ static __thread struct mk_plugin_set *mk_init_set;
 void mk_plugins_bind(struct mk_server *srv)
 {
     mk_api_bound = srv;
+    mk_log_bind(srv ? &srv->log : NULL); /* and its log (core/log.h) */
 }
 
 static struct mk_server *mk_api_current(void)

@@ -77,7 +77,8 @@ void mk_plugins_unload(struct mk_plugin_set *set);
  * The server whose plugins the calling thread acts for, when it is no
  * worker of it: the controlling thread at each entry of the library API,
  * a task thread at its start. api->self() and the server-wide API
- * functions use it (a worker thread uses its worker's server).
+ * functions use it (a worker thread uses its worker's server); the
+ * thread's log lines go to srv's log. NULL unbinds.
  */
 void mk_plugins_bind(struct mk_server *srv);
 /* The server the calling thread acts for (see mk_plugins_bind), or NULL. */

@@ -55,6 +55,7 @@ struct mk_server *mk_server_create(void)
     pthread_cond_init(&srv->cmd_cond, NULL);
     pthread_mutex_init(&srv->tasks.lock, NULL);
     pthread_cond_init(&srv->tasks.cond, NULL);
+    mk_log_sink_init(&srv->log);
     return srv;
 }
 
@@ -288,6 +289,7 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
         goto fail_cfg;
     }
     mk_log_set_level((enum mk_log_level) cfg->log_level);
+    mk_log_fallback(&srv->log); /* the plugins' own threads log here */
 
     if (mk_plugins_load(&srv->plugins, cfg, err, errlen) != MK_OK) {
         goto fail_cfg;
@@ -605,6 +607,8 @@ void mk_server_destroy(struct mk_server *srv)
     mk_free(srv->confdir);
     mk_free(srv->serve_dir);
     mk_lib_free(srv);
+    mk_plugins_bind(NULL); /* this thread no longer acts for srv, nor logs to it */
+    mk_log_sink_release(&srv->log);
     pthread_mutex_destroy(&srv->acceptor_lock);
     pthread_mutex_destroy(&srv->cfg_lock);
     pthread_mutex_destroy(&srv->cmd_lock);

@@ -40,6 +40,7 @@
 
 #include "../core/event.h"
 #include "../core/list.h"
+#include "../core/log.h"
 #include "../core/memory.h"
 #include "../core/timer.h"
 #include "body.h"
@@ -110,7 +111,8 @@ struct mk_server {
        destroyed: connections point to them (mk_server_options) */
     char **options;
     size_t n_options;
-    struct mk_lib *lib; /* the program's sites and routes (lib.c); NULL: none */
+    struct mk_lib *lib;     /* the program's sites and routes (lib.c); NULL: none */
+    struct mk_log_sink log; /* this server's Log and LogLevel (core/log.h) */
 };
 
 /* process.c: api->command(): carried out by mk_server_loop(), waited for. */

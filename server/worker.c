@@ -605,6 +605,7 @@ static void *mk_worker_main(void *arg)
     struct mk_plugin_set *ps = &w->server->plugins;
 
     mk_tls_worker = w;
+    mk_log_bind(&w->server->log);
     mk_worker_clock(w);
     mk_worker_take_listeners(w);
     for (size_t i = 0; i < ps->count; i++) {

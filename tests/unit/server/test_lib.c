@@ -689,6 +689,63 @@ static void test_server_post(void **state)
     finish(&a);
 }
 
+/* The whole of file `path`, malloc'ed. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *buf = calloc(1, 65536);
+
+    assert_non_null(f);
+    size_t n = fread(buf, 1, 65535, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void test_two_servers_own_logs(void **state)
+{
+    struct instance a, b;
+    char alog[PATH_MAX + 16], blog[PATH_MAX + 16], mark_a[64], mark_b[64];
+
+    (void) state;
+    new_server(&a, "A");
+    new_server(&b, "B");
+    snprintf(alog, sizeof(alog), "%s/a.log", a.dir);
+    snprintf(blog, sizeof(blog), "%s/b.log", b.dir);
+    mk_server_set(a.srv, "Log", alog);
+    mk_server_set(a.srv, "Timeout", "300ms");
+    mk_server_set(b.srv, "Log", blog);
+    mk_server_route(a.srv, NULL, MK_ROUTE_GET, "/forget", h_forget, NULL);
+    start(&a);
+    start(&b);
+    /* A's worker logs the timeout of a parked request, once B runs too. */
+    atomic_store(&forgotten, NULL);
+    char *res = http(a.port, "GET", "/forget", "localhost", NULL, NULL);
+    assert_true(strncmp(res, "HTTP/1.1 503 ", 13) == 0);
+    free(res);
+    int seen = atomic_load(&forgotten_seen_gone);
+    assert_int_equal(mk_http_post(atomic_load(&forgotten), forgotten_late, NULL), MK_OK);
+    wait_for(&forgotten_seen_gone, seen + 1);
+    mk_server_stop(a.srv);
+    mk_server_stop(b.srv);
+
+    char *at = slurp(alog), *bt = slurp(blog);
+    snprintf(mark_a, sizeof(mark_a), "listening on 127.0.0.1:%d ", a.port);
+    snprintf(mark_b, sizeof(mark_b), "listening on 127.0.0.1:%d ", b.port);
+    if (!strstr(at, mark_a) || strstr(at, mark_b) || !strstr(at, "timed out")) {
+        fail_msg("a.log:\n%s", at);
+    }
+    if (!strstr(bt, mark_b) || strstr(bt, mark_a) || strstr(bt, "timed out")) {
+        fail_msg("b.log:\n%s", bt);
+    }
+    free(at);
+    free(bt);
+    unlink(alog);
+    unlink(blog);
+    finish(&a);
+    finish(&b);
+}
+
 static void test_start_stop_100(void **state)
 {
     struct instance a;
@@ -729,6 +786,7 @@ int main(void)
         cmocka_unit_test(test_parked_timeout),
         cmocka_unit_test(test_stream_client_gone),
         cmocka_unit_test(test_server_post),
+        cmocka_unit_test(test_two_servers_own_logs),
         cmocka_unit_test(test_start_stop_100),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
