@@ -83,8 +83,9 @@ enum mk_lib_body {
 };
 
 struct mk_http {
-    struct mk_request *r; /* NULL once the request ended */
-    struct mk_worker *worker;
+    struct mk_request *r;     /* NULL once the request ended */
+    struct mk_worker *worker; /* compared, never followed: freed at the server's stop */
+    int worker_id;
     struct mk_server *srv;
     struct mk_lib_route *route;
     atomic_uint refs;
@@ -257,6 +258,7 @@ static struct mk_http *mk_lib_http_new(struct mk_request *r, struct mk_lib_route
     }
     h->r = r;
     h->worker = mk_worker_current();
+    h->worker_id = h->worker->id;
     h->srv = rt->srv;
     h->route = rt;
     atomic_init(&h->refs, 2); /* the program's and the request's */
@@ -666,7 +668,7 @@ int mk_http_post(struct mk_http *h, mk_http_post_cb fn, void *arg)
     }
     h->tail = p;
     pthread_mutex_unlock(&h->lock);
-    if (mk_worker_call(h->srv, h->worker->id, mk_lib_call, h) != MK_OK) {
+    if (mk_worker_call(h->srv, h->worker_id, mk_lib_call, h) != MK_OK) {
         /* Not running: take it back (it is the last one queued, or already run). */
         pthread_mutex_lock(&h->lock);
         struct mk_lib_post **pp = &h->head, *prev = NULL;

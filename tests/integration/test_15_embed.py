@@ -15,6 +15,7 @@ import subprocess
 import pytest
 
 from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, Conn, check_sanitizers, free_port, wait_port
+from h2util import built_with_h2
 
 pytestmark = [
     pytest.mark.skipif(STATIC, reason="the static build makes no shared library"),
@@ -99,8 +100,10 @@ def test_example_builds_with_pkg_config_and_serves(installed, tmp_path):
     docroot.mkdir()
     (docroot / "index.html").write_text("<h1>static beside the program</h1>\n")
     port = free_port()
-    proc = subprocess.Popen([str(src / "embed"), "-l", f"127.0.0.1:{port}", "-w", "2",
-                             str(docroot)], stderr=subprocess.PIPE, text=True)
+    h2c = built_with_h2() and shutil.which("curl") is not None
+    listen = f"127.0.0.1:{port}" + (" h2c" if h2c else "")
+    proc = subprocess.Popen([str(src / "embed"), "-l", listen, "-w", "2", str(docroot)],
+                            stderr=subprocess.PIPE, text=True)
     try:
         assert wait_port(port, proc=proc), proc.stderr.read() if proc.poll() is not None else ""
         for n in (1, 2):
@@ -117,6 +120,12 @@ def test_example_builds_with_pkg_config_and_serves(installed, tmp_path):
         c.close()
         assert r.status == 200
         assert r.body == b"<h1>static beside the program</h1>\n"
+        if h2c:  # the program's handler answers HTTP/2 streams alike
+            p = subprocess.run(["curl", "-s", "--http2-prior-knowledge", "-w", "\n%{http_version}",
+                                f"http://127.0.0.1:{port}/api/status"], capture_output=True,
+                               text=True, timeout=10 * SLOW)
+            body, version = p.stdout.rsplit("\n", 1)
+            assert version == "2" and json.loads(body)["requests"] == 3, p.stdout
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -650,6 +650,35 @@ static void test_parked_timeout(void **state)
     finish(&a);
 }
 
+static void test_parked_at_stop(void **state)
+{
+    struct instance a;
+
+    (void) state;
+    new_server(&a, "A");
+    mk_server_set(a.srv, "GracefulTimeout", "200ms");
+    mk_server_route(a.srv, NULL, MK_ROUTE_GET, "/forget", h_forget, NULL);
+    start(&a);
+    atomic_store(&forgotten, NULL);
+    int fd = dial(a.port);
+    const char *req = "GET /forget HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    send_all(fd, req, strlen(req));
+    for (int i = 0; i < 500 && !atomic_load(&forgotten); i++) {
+        usleep(10000);
+    }
+    struct mk_http *h = atomic_load(&forgotten);
+    assert_non_null(h);
+    assert_false(mk_http_gone(h));
+    assert_int_equal(mk_http_done(h), MK_ERR); /* off the worker while it lives */
+    /* The server stops with the request still parked: it lets go of it. */
+    mk_server_stop(a.srv);
+    assert_true(mk_http_gone(h));
+    assert_int_equal(mk_http_post(h, forgotten_late, NULL), MK_ERR); /* not running */
+    assert_int_equal(mk_http_done(h), MK_OK);                        /* the last reference */
+    close(fd);
+    finish(&a);
+}
+
 static void test_stream_client_gone(void **state)
 {
     struct instance a;
@@ -784,6 +813,7 @@ int main(void)
         cmocka_unit_test(test_parked_finished_by_thread),
         cmocka_unit_test(test_stream_100mb),
         cmocka_unit_test(test_parked_timeout),
+        cmocka_unit_test(test_parked_at_stop),
         cmocka_unit_test(test_stream_client_gone),
         cmocka_unit_test(test_server_post),
         cmocka_unit_test(test_two_servers_own_logs),
