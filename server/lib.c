@@ -306,6 +306,20 @@ static void mk_lib_drain(struct mk_http *h)
 }
 
 static int mk_lib_body_start(struct mk_http *h);
+static int mk_lib_stream(struct mk_http *h);
+static void mk_lib_call(void *arg);
+
+/* Have the worker run what is posted, from its loop (a worker call). */
+static void mk_lib_kick(struct mk_http *h)
+{
+    if (!mk_lib_post_waiting(h)) {
+        return;
+    }
+    mk_http_ref(h);
+    if (mk_worker_call(h->srv, h->worker_id, mk_lib_call, h) != MK_OK) {
+        mk_http_unref(h); /* stopping: the request's end runs them */
+    }
+}
 
 /*
  * The end of a call into the program that may answer (the handler, a
@@ -322,26 +336,30 @@ static int mk_lib_result(struct mk_http *h)
     if (h->body == MK_LIB_BODY_STREAM) {
         return mk_lib_body_start(h);
     }
-    for (;;) {
-        if (h->streaming) {
-            return MK_OK;
-        }
-        if (h->done && h->len == 0) {
-            api->set_body_static(r, "", 0);
-            return MK_OK;
-        }
-        if (h->done) {
-            api->set_body_owned(r, h->buf, h->len);
-            h->buf = NULL;
-            h->len = h->cap = 0;
-            return MK_OK;
-        }
-        if (!mk_lib_post_waiting(h)) {
-            break;
-        }
+    while (!h->streaming && !h->done && mk_lib_post_waiting(h)) {
         h->answering = true;
         mk_lib_drain(h);
         h->answering = false;
+    }
+    if (h->streaming || h->done) {
+        mk_lib_kick(h); /* posts that waited for a body's END */
+    }
+    if (h->streaming) {
+        return MK_OK;
+    }
+    if (h->done && h->len == 0) {
+        api->set_body_static(r, "", 0);
+        return MK_OK;
+    }
+    if (h->done) {
+        api->set_body_owned(r, h->buf, h->len);
+        h->buf = NULL;
+        h->len = h->cap = 0;
+        return MK_OK;
+    }
+    if (h->len) {
+        /* Sent without done, and the call returned: the rest comes later. */
+        return mk_lib_stream(h) == MK_ERR ? 500 : MK_OK;
     }
     h->susp = api->suspend(r);
     return h->susp ? MK_SUSPENDED : 503;
@@ -639,8 +657,8 @@ int mk_http_done(struct mk_http *h)
     if (h->streaming) {
         h->stream_ended = api->stream_end(h->r, NULL) == MK_OK;
     }
-    else if (!h->answering) {
-        return MK_ERR; /* a body callback's DATA: answer at END */
+    else if (!h->answering || h->body == MK_LIB_BODY_WHOLE || h->body == MK_LIB_BODY_STREAM) {
+        return MK_ERR; /* a body callback's DATA, or a body asked for: answer at END */
     }
     h->done = true;
     mk_http_unref(h); /* the request's reference keeps h until the hook returns */

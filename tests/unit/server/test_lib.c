@@ -650,6 +650,79 @@ static void test_parked_timeout(void **state)
     finish(&a);
 }
 
+/* A stream fed from a program thread: the handler sends a first piece and returns. */
+static struct mk_http *_Atomic feeding;
+
+static void h_feed(struct mk_http *h, void *data)
+{
+    (void) data;
+    mk_http_header(h, "Content-Type", "text/plain");
+    mk_http_send(h, "first;", 6);
+    atomic_store(&feeding, h);
+}
+
+static void feed_piece(struct mk_http *h, void *arg)
+{
+    if (mk_http_send(h, arg, strlen(arg)) == MK_ERR) {
+        atomic_fetch_add(&worker_errors, 1);
+    }
+}
+
+static void feed_end(struct mk_http *h, void *arg)
+{
+    (void) arg;
+    mk_http_done(h);
+}
+
+/* The body of a chunked response (after its head), decoded in place. */
+static char *dechunk(char *res)
+{
+    char *p = strstr(res, "\r\n\r\n") + 4, *out = p, *w = p;
+
+    for (;;) {
+        unsigned long n = strtoul(p, &p, 16);
+        p = strstr(p, "\r\n") + 2;
+        if (n == 0) {
+            break;
+        }
+        memmove(w, p, n);
+        w += n;
+        p += n + 2;
+    }
+    *w = '\0';
+    return out;
+}
+
+static void test_stream_fed_by_thread(void **state)
+{
+    struct instance a;
+
+    (void) state;
+    new_server(&a, "A");
+    mk_server_route(a.srv, NULL, MK_ROUTE_GET, "/feed", h_feed, NULL);
+    start(&a);
+    int fd = dial(a.port);
+    const char *req = "GET /feed HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    send_all(fd, req, strlen(req));
+    for (int i = 0; i < 500 && !atomic_load(&feeding); i++) {
+        usleep(10000);
+    }
+    struct mk_http *h = atomic_load(&feeding);
+    assert_non_null(h);
+    assert_int_equal(mk_http_post(h, feed_piece, "second;"), MK_OK);
+    assert_int_equal(mk_http_post(h, feed_piece, "third;"), MK_OK);
+    assert_int_equal(mk_http_post(h, feed_end, NULL), MK_OK);
+    char *res = read_all(fd);
+    if (strncmp(res, "HTTP/1.1 200 OK\r\n", 17) != 0 ||
+        !strstr(res, "\r\nTransfer-Encoding: chunked\r\n")) {
+        fail_msg("%s", res);
+    }
+    assert_string_equal(dechunk(res), "first;second;third;");
+    free(res);
+    assert_int_equal(atomic_load(&worker_errors), 0);
+    finish(&a);
+}
+
 static void test_parked_at_stop(void **state)
 {
     struct instance a;
@@ -813,6 +886,7 @@ int main(void)
         cmocka_unit_test(test_parked_finished_by_thread),
         cmocka_unit_test(test_stream_100mb),
         cmocka_unit_test(test_parked_timeout),
+        cmocka_unit_test(test_stream_fed_by_thread),
         cmocka_unit_test(test_parked_at_stop),
         cmocka_unit_test(test_stream_client_gone),
         cmocka_unit_test(test_server_post),
