@@ -533,6 +533,15 @@ const char *mk_http_request_header(const struct mk_http *h, const char *name, si
     return mk_http_here(h) ? api->header(h->r, name, len ? len : &ignored) : NULL;
 }
 
+int mk_http_request_header_at(const struct mk_http *h, unsigned i, const char **name,
+                              size_t *name_len, const char **value, size_t *value_len)
+{
+    if (!mk_http_here(h) || i >= api->header_count(h->r)) {
+        return MK_ERR;
+    }
+    return api->header_at(h->r, i, name, name_len, value, value_len);
+}
+
 const char *mk_http_param(const struct mk_http *h, const char *name, size_t *len)
 {
     size_t ignored;

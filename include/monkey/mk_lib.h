@@ -131,6 +131,9 @@ const char *mk_http_path(const struct mk_http *h, size_t *len);
 const char *mk_http_query(const struct mk_http *h, size_t *len);
 /* The value of request header `name` (the first one; any case), NULL if absent. */
 const char *mk_http_request_header(const struct mk_http *h, const char *name, size_t *len);
+/* The i-th request header (0 ..): MK_OK with its name and value set, MK_ERR past the last. */
+int mk_http_request_header_at(const struct mk_http *h, unsigned i, const char **name,
+                              size_t *name_len, const char **value, size_t *value_len);
 /* Parameter `name` of the route's ":name" segment (not NUL terminated), NULL if none. */
 const char *mk_http_param(const struct mk_http *h, const char *name, size_t *len);
 /* The whole body, after mk_http_read_body(h, NULL, ...) ("" with len 0: none); else NULL. */
@@ -164,8 +167,10 @@ int mk_http_send(struct mk_http *h, const void *data, size_t len);
 int mk_http_on_writable(struct mk_http *h, mk_http_writable_cb cb, void *arg);
 /*
  * End the response (the rest is sent out) and give up h, which is invalid
- * afterwards. Also for a request that is gone. MK_OK or MK_ERR (off the
- * request's worker: nothing was done).
+ * afterwards. Also for a request that is gone (then from any thread).
+ * MK_OK, or MK_ERR and nothing was done: off the request's worker while it
+ * lives, in a body callback's DATA, or after mk_http_read_body() before
+ * the body came.
  */
 int mk_http_done(struct mk_http *h);
 
