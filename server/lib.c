@@ -6,8 +6,8 @@
  *
  * The program's sites and routes live in srv->lib. Every configuration the
  * server builds gets those sites (mk_lib_configure) and loads the internal
- * plugin "lib" (mk_lib_plugin), whose init() and site_init() register the
- * routes in the route table, so the program's handlers run exactly where a
+ * plugin "lib" (mk_lib_plugin), whose site_init() registers the routes in
+ * each site's route table, so the program's handlers run exactly where a
  * plugin's route handler would: on the workers, after the request hooks.
  *
  * One `struct mk_http` per request a handler took, kept in the plugin's
@@ -168,28 +168,10 @@ static int mk_lib_add(const struct mk_site *site, struct mk_lib_route *rt, char 
     return MK_OK;
 }
 
-/* Routes for every site, for the server's life. */
-static int mk_lib_init(const struct mk_api *a, const char *conf_dir)
-{
-    struct mk_server *srv = mk_plugins_server();
-    char err[512];
-
-    (void) a;
-    (void) conf_dir;
-    if (!srv || !srv->lib) {
-        return MK_OK;
-    }
-    for (size_t i = 0; i < srv->lib->n_routes; i++) {
-        struct mk_lib_route *rt = srv->lib->routes[i];
-        if (!rt->site && mk_lib_add(NULL, rt, err, sizeof(err)) != MK_OK) {
-            mk_err("%s", err);
-            return MK_ERR;
-        }
-    }
-    return MK_OK;
-}
-
-/* The routes of one named site, for each configuration. */
+/*
+ * The routes of `site` (those of every site, and those naming it), for
+ * each configuration built: a reload registers the routes added since.
+ */
 static int mk_lib_site_init(const struct mk_site *site, const struct mk_conf *conf, void **data,
                             char *err, size_t errlen)
 {
@@ -202,7 +184,7 @@ static int mk_lib_site_init(const struct mk_site *site, const struct mk_conf *co
     }
     for (size_t i = 0; i < srv->lib->n_routes; i++) {
         struct mk_lib_route *rt = srv->lib->routes[i];
-        if (rt->site && mk_lib_site_named(site, rt->site) &&
+        if ((!rt->site || mk_lib_site_named(site, rt->site)) &&
             mk_lib_add(site, rt, err, errlen) != MK_OK) {
             return MK_ERR;
         }
@@ -215,7 +197,6 @@ const struct mk_plugin mk_lib_plugin = {
     .name = "lib",
     .version = MK_VERSION_STR,
     .description = "the embedding program's handlers (monkey.h, mk_lib.h)",
-    .init = mk_lib_init,
     .site_init = mk_lib_site_init,
 };
 
@@ -871,9 +852,8 @@ int mk_lib_configure(struct mk_server *srv, struct mk_config *cfg, char *err, si
             return MK_ERR;
         }
     }
-    if (lib->n_routes == 0) {
-        return MK_OK;
-    }
+    /* Loaded as soon as the program made a site or a route, so routes added
+       later come with a reload (the plugins loaded never change). */
     for (size_t i = 0; i < cfg->n_plugins; i++) {
         if (strcmp(cfg->plugins[i].spec, mk_lib_plugin.name) == 0) {
             return MK_OK;
@@ -881,7 +861,7 @@ int mk_lib_configure(struct mk_server *srv, struct mk_config *cfg, char *err, si
     }
     cfg->plugins = mk_realloc(cfg->plugins, (cfg->n_plugins + 1) * sizeof(*cfg->plugins));
     cfg->plugins[cfg->n_plugins].spec = mk_strdup(mk_lib_plugin.name);
-    cfg->plugins[cfg->n_plugins].where = mk_strdup("mk_server_route");
+    cfg->plugins[cfg->n_plugins].where = mk_strdup("mk_server_route (built in)");
     cfg->n_plugins++;
     return MK_OK;
 }

@@ -7,8 +7,8 @@
  *
  * The program's sites and routes are kept in srv->lib; each configuration
  * the server builds gets the sites (mk_lib_configure) and loads the
- * internal plugin "lib", whose init() and site_init() put the routes in
- * the route table. Controlling thread only.
+ * internal plugin "lib", whose site_init() puts the routes in each site's
+ * route table. Controlling thread only.
  */
 #ifndef MK_SERVER_LIB_H
 #define MK_SERVER_LIB_H
@@ -24,8 +24,8 @@ struct mk_server;
 extern const struct mk_plugin mk_lib_plugin;
 
 /*
- * Add the program's sites to `cfg` (just loaded) and, when it registered
- * routes, the plugin "lib". MK_OK, or MK_ERR with the reason in err.
+ * Add the program's sites to `cfg` (just loaded) and, when it made a site
+ * or a route, the plugin "lib". MK_OK, or MK_ERR with the reason in err.
  */
 int mk_lib_configure(struct mk_server *srv, struct mk_config *cfg, char *err, size_t errlen);
 /* The docroot of the program's first site, NULL when it created none. */

@@ -490,13 +490,23 @@ static void test_two_servers_routes(void **state)
     assert_true(strncmp(res, "HTTP/1.1 404 ", 13) == 0);
     free(res);
 
-    /* A reload builds the sites and their routes again. */
+    /* A reload builds the sites and their routes again, with those added since. */
     char err[512] = "";
+    mk_server_route(a.srv, NULL, MK_ROUTE_GET, "/added", h_text, "added later");
+    res = http(a.port, "GET", "/added", "localhost", NULL, NULL);
+    assert_true(strncmp(res, "HTTP/1.1 404 ", 13) == 0);
+    free(res);
     if (mk_server_reload(a.srv, err, sizeof(err)) != MK_OK) {
         fail_msg("reload: %s", err);
     }
     body = get_body(a.port, "/only", "api.example");
     assert_string_equal(body, "only on api.example");
+    free(body);
+    body = get_body(a.port, "/added", "api.example");
+    assert_string_equal(body, "added later");
+    free(body);
+    body = get_body(a.port, "/hello", "localhost");
+    assert_string_equal(body, "hello A");
     free(body);
 
     finish(&b);
