@@ -23,7 +23,11 @@ endif()
 file(WRITE ${CMAKE_BINARY_DIR}/generated/libmonkey.c
      "/* libmonkey.so is monkeylib whole: see cmake/libmonkey.cmake */\n")
 add_library(monkeyshared SHARED ${CMAKE_BINARY_DIR}/generated/libmonkey.c)
-target_link_libraries(monkeyshared PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,monkeylib>")
+if(CMAKE_VERSION VERSION_GREATER_EQUAL 3.24)
+  target_link_libraries(monkeyshared PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,monkeylib>")
+else() # the same by hand, for the CMake 3.18 the build allows
+  target_link_libraries(monkeyshared PRIVATE -Wl,--whole-archive monkeylib -Wl,--no-whole-archive)
+endif()
 set(MK_LIBMONKEY_MAP ${CMAKE_SOURCE_DIR}/cmake/libmonkey.map)
 target_link_options(monkeyshared PRIVATE "-Wl,--version-script=${MK_LIBMONKEY_MAP}"
                     -Wl,--no-undefined)
