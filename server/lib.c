@@ -570,6 +570,9 @@ int mk_http_header(struct mk_http *h, const char *name, const char *value)
         return MK_ERR;
     }
     if (strcasecmp(name, "Content-Type") == 0) {
+        if (strpbrk(value, "\r\n")) {
+            return MK_ERR; /* no header lines smuggled in */
+        }
         api->set_content_type(h->r, value);
         return MK_OK;
     }

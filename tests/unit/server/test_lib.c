@@ -157,6 +157,10 @@ static void h_user(struct mk_http *h, void *data)
     int n = snprintf(out, sizeof(out), "user %.*s %.*s %.*s %u", (int) len, id, (int) qlen,
                      q ? q : "", (int) alen, agent ? agent : "-", count);
     mk_http_header(h, "X-Route", "user");
+    if (mk_http_header(h, "Content-Type", "text/plain\r\nX-Evil: 1") != MK_ERR ||
+        mk_http_header(h, "X-Evil", "a\r\nX-Evil: 1") != MK_ERR) {
+        atomic_fetch_add(&worker_errors, 1);
+    }
     mk_http_send(h, out, (size_t) n);
     mk_http_done(h);
 }
@@ -459,6 +463,7 @@ static void test_two_servers_routes(void **state)
         fail_msg("%s", res);
     }
     assert_non_null(strstr(res, "\r\n\r\nuser 42 x=1 t 4")); /* Host, Connection, X-Agent, C-L */
+    assert_null(strstr(res, "X-Evil"));
     free(res);
     body = get_body(a.port, "/files/deep/down", "localhost");
     assert_string_equal(body, "prefix");
