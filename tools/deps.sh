@@ -6,7 +6,8 @@
 #   tools/deps.sh test       + ninja, cmocka, python3 with pytest, curl, clang-format, musl,
 #                            taskset, libssl-dev and openssl (plugins/tls), libnghttp2-dev
 #                            (HTTP/2), nghttp and h2load, Python's h2, h2spec (Go), php-fpm
-#                            and php-cgi (plugins/fastcgi, plugins/cgi)
+#                            and php-cgi (plugins/fastcgi, plugins/cgi), and optionally
+#                            libcjson-dev and libsqlite3-dev (Duda's json and sqlite packages)
 #   tools/deps.sh fuzz       + clang with libFuzzer
 #   tools/deps.sh static     + musl (musl-gcc) for the static embedded build
 #   tools/deps.sh bench      + the peers and load tools of bench/
@@ -71,6 +72,10 @@ if [ "$stage" != build ]; then
     fi
     # HTTP/2: nghttp2 for the server, its client tools and Python's h2 for the tests.
     need /usr/include/nghttp2/nghttp2.h libnghttp2-dev
+    # Duda's json and sqlite packages (duda/packages/): optional, the build
+    # leaves them (and the tests their tests) out without these.
+    [ -e /usr/include/cjson/cJSON.h ] || optional="${optional:-} libcjson-dev"
+    [ -e /usr/include/sqlite3.h ] || optional="${optional:-} libsqlite3-dev"
     need nghttp nghttp2-client
     need h2load nghttp2-client
     # h2spec is built with Go (below, after the packages): Debian's Go when
