@@ -14,7 +14,8 @@
 /*
  * Parse exactly len bytes as one JSON value (surrounding white space
  * allowed). The value (the caller's: cJSON_Delete), or NULL with the
- * reason in why (a message with the byte offset).
+ * reason in why (a message with the byte offset). A number beyond a double
+ * (1e999) is refused rather than read as infinity.
  */
 cJSON *duda_json_parse(const char *text, size_t len, char *why, size_t whylen);
 

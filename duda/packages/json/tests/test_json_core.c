@@ -48,9 +48,13 @@ static void test_bad_json_refused_with_reason(void **state)
     assert_null(parse("{} {}", why));
     assert_string_equal(why, "not JSON: text after the value at byte 3");
     assert_null(parse("{\"a\":1,}", why));
-    /* A NUL byte inside the length is not white space. */
+    /* A NUL byte inside the length is not white space, nor a raw control character text. */
     assert_null(duda_json_parse("{}\0", 3, why, sizeof(why)));
-    assert_string_equal(why, "not JSON: text after the value at byte 2");
+    assert_string_equal(why, "not JSON: a control character at byte 2");
+    assert_null(parse("[\"a\x01\"]", why));
+    assert_string_equal(why, "not JSON: a control character at byte 3");
+    assert_null(parse("{\"n\": [1, -1e999]}", why));
+    assert_string_equal(why, "a number too large (beyond a double)");
     /* Only len bytes are read: the text need not be NUL terminated. */
     cJSON *v = duda_json_parse("[1]]", 3, why, sizeof(why));
     assert_non_null(v);
