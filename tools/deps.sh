@@ -10,7 +10,7 @@
 #                            libcjson-dev and libsqlite3-dev (Duda's json and sqlite packages)
 #   tools/deps.sh fuzz       + clang with libFuzzer
 #   tools/deps.sh static     + musl (musl-gcc) for the static embedded build
-#   tools/deps.sh bench      + the peers and load tools of bench/
+#   tools/deps.sh bench      + the peers and load tools of bench/ (and better-sqlite3 from npm)
 #   tools/deps.sh deb        + debhelper, dpkg-dev, lintian and fakeroot for
 #                            make deb and make deb-test
 #   tools/deps.sh cross ARCH + for make cross and make cross-test (ARCH aarch64
@@ -150,6 +150,7 @@ if [ "$stage" = bench ]; then
     need lighttpd lighttpd
     need h2o h2o
     need node nodejs
+    need npm npm # bench/node/package.json: better-sqlite3 for bench/node/notes.js
     need valgrind valgrind
     need strace strace
     need callgrind_control valgrind
@@ -197,5 +198,16 @@ if [ "$stage" = test ] && ! command -v h2spec >/dev/null 2>&1 && command -v go >
     echo "deps: installing h2spec with go install github.com/summerwind/h2spec/cmd/h2spec@latest"
     go install github.com/summerwind/h2spec/cmd/h2spec@latest >/dev/null 2>&1 ||
         echo "deps: go install h2spec failed: the h2spec test is skipped" >&2
+fi
+# bench/duda_packages.py's node peer (bench/node/notes.js): better-sqlite3
+# from npm into bench/node/node_modules (built with node-gyp when npm has no
+# prebuilt binary for this node).
+if [ "$stage" = bench ] && command -v npm >/dev/null 2>&1; then
+    node_dir=$(cd "$(dirname "$0")/../bench/node" && pwd)
+    if [ ! -d "$node_dir/node_modules/better-sqlite3" ]; then
+        echo "deps: installing better-sqlite3 with npm install --prefix $node_dir"
+        npm install --prefix "$node_dir" --no-audit --no-fund >/dev/null 2>&1 ||
+            echo "deps: npm install failed: bench/duda_packages.py runs without node" >&2
+    fi
 fi
 exit 0
