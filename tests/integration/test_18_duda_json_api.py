@@ -158,7 +158,8 @@ def test_run_rows_and_errors(make_server, services, tmp_path):
 
 def test_slow_query_does_not_stall_the_worker(make_server, services, tmp_path):
     # One worker: the static request is served by the very worker whose request waits.
-    srv = start(make_server, services, tmp_path, "sqlslow", workers=1)
+    # Timeout: the query may take several seconds on a loaded machine (ASan, parallel builds).
+    srv = start(make_server, services, tmp_path, "sqlslow", workers=1, Timeout=60)
     srv.file("static.txt", "static\n")
     n = 3000000
     result = {}
@@ -169,6 +170,7 @@ def test_slow_query_does_not_stall_the_worker(make_server, services, tmp_path):
         c.request("GET", f"/sqlslow/count?n={n}")
         r = c.getresponse()
         result["body"] = r.read()
+        result["status"] = r.status
         result["took"] = time.monotonic() - t0
 
     t = threading.Thread(target=slow)
@@ -184,9 +186,24 @@ def test_slow_query_does_not_stall_the_worker(make_server, services, tmp_path):
         lat.append(time.monotonic() - t0)
         time.sleep(0.02)
     t.join()
-    assert result["body"] == f"rows=2 sum={n + 7}\n".encode()
+    assert (result["status"], result["body"]) == (200, f"rows=2 sum={n + 7}\n".encode())
     assert result["took"] > 0.4, result  # the query was slow enough to mean something
     assert lat, "the slow query ended before a static request could be sent"
     # Served while the query ran: far quicker than the query (generously: a quarter).
     assert max(lat) < result["took"] / 4, (lat, result)
+    assert srv.stop() == 0
+
+
+def test_query_refused_when_the_task_queue_is_full(make_server, services, tmp_path):
+    """on_done runs at once with error 5 (busy) when the query cannot be queued."""
+    srv = start(make_server, services, tmp_path, "sqlslow", workers=1, TaskQueuePerClient=1)
+    slow = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    t = threading.Thread(target=lambda: (slow.request("GET", "/sqlslow/count?n=2000000"),
+                                         slow.getresponse().read()))
+    t.start()
+    time.sleep(0.2)
+    r = srv.get("/sqlslow/count?n=10")
+    t.join()
+    assert (r.status, r.body) == (500, b"error 5: busy: the server's task queue is full\n")
+    assert srv.get("/sqlslow/count?n=10").body == b"rows=2 sum=17\n"
     assert srv.stop() == 0

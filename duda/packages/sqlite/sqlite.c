@@ -234,6 +234,9 @@ static int sqlite_run(duda_sqlite_stmt_t *st, duda_sqlite_row_cb on_row,
 static void sqlite_answer(duda_request_t *dr, int status, const char *body, size_t len)
 {
     response->http_status(dr, status);
+    if (status == 503) {
+        response->http_header(dr, "Retry-After", "1"); /* as the server's own 503s */
+    }
     if (body) {
         response->http_content_type(dr, "application/json");
         response->print(dr, body, len);
