@@ -231,6 +231,12 @@ static int duda_sqlite_row(sqlite3_stmt *st, struct duda_sqlite_result *res)
     struct duda_sqlite_value *row = &res->cells[(size_t) res->n_rows * (size_t) res->n_cols];
     memset(row, 0, (size_t) res->n_cols * sizeof(*row));
     res->n_rows++;
+    /* The cells count too: a query of many small rows is bounded like one of long texts. */
+    res->bytes += (size_t) res->n_cols * sizeof(*row);
+    if (res->bytes > DUDA_SQLITE_RESULT_MAX) {
+        duda_sqlite_fail(res, SQLITE_TOOBIG, "the result is larger than 16 MiB");
+        return -1;
+    }
     for (int c = 0; c < res->n_cols; c++) {
         struct duda_sqlite_value *v = &row[c];
         v->type = sqlite3_column_type(st, c);

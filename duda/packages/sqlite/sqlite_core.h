@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define DUDA_SQLITE_PARAMS_MAX 99
-#define DUDA_SQLITE_RESULT_MAX (16u << 20) /* bytes of text and blobs in one result */
+#define DUDA_SQLITE_RESULT_MAX (16u << 20) /* bytes of one result: cells, text and blobs */
 #define DUDA_SQLITE_CACHE 8                /* prepared statements kept per connection */
 
 /* A value: a bound parameter or a result's cell. type: SQLITE_INTEGER ... SQLITE_NULL. */

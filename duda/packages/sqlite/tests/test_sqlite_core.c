@@ -111,6 +111,14 @@ static void test_errors_and_codes(void **state)
     assert_int_equal(res.code, SQLITE_ERROR);
     assert_non_null(strstr(res.error, "syntax error"));
     duda_sqlite_result_clear(&res);
+    /* A result beyond 16 MiB: many small rows count too. */
+    run("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000000) "
+        "SELECT x FROM c",
+        NULL, 0, &res);
+    assert_int_equal(res.code, SQLITE_TOOBIG);
+    assert_string_equal(res.error, "the result is larger than 16 MiB");
+    assert_true(res.n_rows < 1000000);
+    duda_sqlite_result_clear(&res);
     /* A parameter beyond the statement's. */
     struct duda_sqlite_value two[2] = {{.type = SQLITE_INTEGER, .i = 1},
                                        {.type = SQLITE_INTEGER, .i = 2}};
