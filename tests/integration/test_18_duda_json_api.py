@@ -4,6 +4,8 @@ concurrent inserts, and a slow query that does not stall the worker."""
 
 import http.client
 import json
+import re
+import signal
 import threading
 import time
 
@@ -207,3 +209,25 @@ def test_query_refused_when_the_task_queue_is_full(make_server, services, tmp_pa
     assert (r.status, r.body) == (500, b"error 5: busy: the server's task queue is full\n")
     assert srv.get("/sqlslow/count?n=10").body == b"rows=2 sum=17\n"
     assert srv.stop() == 0
+
+
+def test_reload_keeps_the_data_and_the_packages(make_server, services, tmp_path):
+    """SIGHUP loads the service again (its database opened again); the packages stay loaded."""
+    srv = start(make_server, services, tmp_path, "json_api")
+    old = Api(srv.port)
+    st, n = old.call("POST", "/notes", {"title": "before the reload"})
+    assert st == 201
+    srv.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while "configuration reloaded" not in srv.stderr_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "configuration reloaded" in srv.stderr_text()
+    new = Api(srv.port)
+    assert new.call("GET", f"/notes/{n['id']}") == (200, n)
+    st, m = new.call("POST", "/notes", {"title": "after"})
+    assert st == 201 and m["id"] == n["id"] + 1
+    # The connection of the old configuration still works, on the old service's copy.
+    assert [x["title"] for x in old.call("GET", "/notes")[1]] == ["before the reload", "after"]
+    assert srv.stop() == 0
+    text = srv.stderr_text()
+    assert len(re.findall(r"package 'sqlite' 1\.0 loaded from", text)) == 1, text

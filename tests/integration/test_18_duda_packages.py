@@ -61,9 +61,9 @@ def test_package_loaded_once_and_shared(make_server, built):
     # A reload loads the services again; they take the package before the old ones drop it.
     srv.signal(signal.SIGHUP)
     deadline = time.time() + 10
-    while "reload" not in srv.stderr_text().lower() and time.time() < deadline:
+    while "configuration reloaded" not in srv.stderr_text() and time.time() < deadline:
         time.sleep(0.05)
-    time.sleep(0.3)
+    assert "configuration reloaded" in srv.stderr_text()
     r = srv.get("/pkguser/sum")
     assert r.body == b"testpkg: 2+3=5 inits=1\n"
     assert srv.stop() == 0
