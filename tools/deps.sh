@@ -7,10 +7,11 @@
 #                            taskset, libssl-dev and openssl (plugins/tls), libnghttp2-dev
 #                            (HTTP/2), nghttp and h2load, Python's h2, h2spec (Go), php-fpm
 #                            and php-cgi (plugins/fastcgi, plugins/cgi), pkg-config (the
-#                            libmonkey example)
+#                            libmonkey example), and optionally libcjson-dev and
+#                            libsqlite3-dev (Duda's json and sqlite packages)
 #   tools/deps.sh fuzz       + clang with libFuzzer
 #   tools/deps.sh static     + musl (musl-gcc) for the static embedded build
-#   tools/deps.sh bench      + the peers and load tools of bench/
+#   tools/deps.sh bench      + the peers and load tools of bench/ (and better-sqlite3 from npm)
 #   tools/deps.sh deb        + debhelper, dpkg-dev, lintian and fakeroot for
 #                            make deb and make deb-test
 #   tools/deps.sh cross ARCH + for make cross and make cross-test (ARCH aarch64
@@ -72,6 +73,10 @@ if [ "$stage" != build ]; then
     fi
     # HTTP/2: nghttp2 for the server, its client tools and Python's h2 for the tests.
     need /usr/include/nghttp2/nghttp2.h libnghttp2-dev
+    # Duda's json and sqlite packages (duda/packages/): optional, the build
+    # leaves them (and the tests their tests) out without these.
+    [ -e /usr/include/cjson/cJSON.h ] || optional="${optional:-} libcjson-dev"
+    [ -e /usr/include/sqlite3.h ] || optional="${optional:-} libsqlite3-dev"
     need nghttp nghttp2-client
     need h2load nghttp2-client
     # test_15_embed: the example is built against the installed libmonkey.
@@ -148,6 +153,7 @@ if [ "$stage" = bench ]; then
     need lighttpd lighttpd
     need h2o h2o
     need node nodejs
+    need npm npm # bench/node/package.json: better-sqlite3 for bench/node/notes.js
     need valgrind valgrind
     need strace strace
     need callgrind_control valgrind
@@ -195,5 +201,16 @@ if [ "$stage" = test ] && ! command -v h2spec >/dev/null 2>&1 && command -v go >
     echo "deps: installing h2spec with go install github.com/summerwind/h2spec/cmd/h2spec@latest"
     go install github.com/summerwind/h2spec/cmd/h2spec@latest >/dev/null 2>&1 ||
         echo "deps: go install h2spec failed: the h2spec test is skipped" >&2
+fi
+# bench/duda_packages.py's node peer (bench/node/notes.js): better-sqlite3
+# from npm into bench/node/node_modules (built with node-gyp when npm has no
+# prebuilt binary for this node).
+if [ "$stage" = bench ] && command -v npm >/dev/null 2>&1; then
+    node_dir=$(cd "$(dirname "$0")/../bench/node" && pwd)
+    if [ ! -d "$node_dir/node_modules/better-sqlite3" ]; then
+        echo "deps: installing better-sqlite3 with npm install --prefix $node_dir"
+        npm install --prefix "$node_dir" --no-audit --no-fund >/dev/null 2>&1 ||
+            echo "deps: npm install failed: bench/duda_packages.py runs without node" >&2
+    fi
 fi
 exit 0

@@ -137,7 +137,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 3
+#define MK_PLUGIN_ABI_MINOR 4
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -817,6 +817,19 @@ struct mk_api {
      */
     int (*note_set)(struct mk_request *r, const char *name, const char *value);
     const char *(*note)(const struct mk_request *r, const char *name, size_t *len);
+
+    /* ---- added in ABI 3.4 (check with MK_API_HAS) ---- */
+
+    /*
+     * The sections named `section` of `site`'s file, as the server filled
+     * them from the plugin's section_schemas (one typed struct each, in
+     * file order, with the line of each header): *n of them, NULL when
+     * there is none. They live as long as the site's configuration. From
+     * site_init() or any thread holding the configuration.
+     */
+    const struct mk_conf_instance *(*site_sections)(const struct mk_site *site,
+                                                    const struct mk_plugin *plugin,
+                                                    const char *section, size_t *n);
 };
 
 /* One counter of a plugin's stats hook: its name (letters, digits, '_') and value. */
@@ -921,6 +934,20 @@ struct mk_plugin {
      * api->self() gives the server's context as in any other hook.
      */
     void (*stats)(mk_stats_emit_cb emit, void *arg);
+
+    /* ---- added in ABI 3.4 ---- */
+
+    /*
+     * Schemas of repeated site sections, NULL terminated: each names its
+     * section (schema->section), declares MK_CONF_SITE keys and its
+     * site_size. Every such section of a site file ([WEB_SERVICE], once per
+     * service) is filled into a struct of its own, with the checks,
+     * defaults and "file:line: reason" errors of any declared key (a
+     * key given twice in one section is an error; the same key in two
+     * sections is not), before site_init(); api->site_sections() returns
+     * them. The sections need no entry in site_sections.
+     */
+    const struct mk_conf_schema *const *section_schemas;
 };
 
 /*
