@@ -29,6 +29,9 @@ static const struct mk_conf_key duda_keys[] = {
      "services", .doc = "the folder of the services' NAME.duda files"},
     {"PackagesRoot", MK_CONF_PATH, 0, MK_CONF_FIELD(struct duda_conf, packages_root), 0, 0,
      "packages", .doc = "the folder of the packages services load"},
+    {"SessionStore", MK_CONF_STRING, 0, MK_CONF_FIELD(struct duda_conf, session_store), 0, 300,
+     "memory", .check = duda_session_store_check,
+     .doc = "where sessions live: memory (this process) or redis://host:port/db (shared)"},
     {NULL},
 };
 
@@ -112,6 +115,15 @@ static int duda_init(const struct mk_api *api, const char *conf_dir)
     return MK_OK;
 }
 
+#ifdef DUDA_HAVE_HIREDIS
+/* The worker's connections to the Redis session store. */
+static void duda_worker_exit(int worker_id)
+{
+    (void) worker_id;
+    duda_session_worker_exit();
+}
+#endif
+
 static void duda_exit(void)
 {
     duda_logger_shutdown();
@@ -133,6 +145,7 @@ static void duda_service_free(struct duda_service *svc)
     free(svc->datadir);
     free(svc->logdir);
     free(svc->file);
+    free(svc->session_store);
     free(svc);
 }
 
@@ -298,6 +311,9 @@ static int duda_site_add(struct duda_site *site, const struct mk_site *s, struct
     svc->datadir = sec->datadir;
     svc->logdir = sec->logdir;
     svc->file = strdup(file);
+    if (conf->session_store && strcmp(conf->session_store, "memory") != 0) {
+        svc->session_store = strdup(conf->session_store);
+    }
     svc->docroot_fd = -1;
     int header = sec->header;
     *sec = (struct duda_section){0};
@@ -380,4 +396,7 @@ MK_PLUGIN_DEFINE(duda) = {
     .site_free = duda_site_free,
     .conf_schema = &duda_schema,
     .stats = duda_stats,
+#ifdef DUDA_HAVE_HIREDIS
+    .worker_exit = duda_worker_exit,
+#endif
 };

@@ -38,6 +38,7 @@ extern const struct duda_api duda_api_table;
 struct duda_conf {
     char *services_root;
     char *packages_root;
+    char *session_store; /* "memory" or redis://host:port/db */
 };
 
 struct duda_service;
@@ -81,6 +82,7 @@ struct duda_service {
     unsigned console_next;
     struct duda_logger **logs;
     size_t n_logs;
+    char *session_store; /* redis://...: sessions in Redis (session_redis.c); NULL: in process */
 };
 
 /* What site_init() stores for a site. */
@@ -110,6 +112,15 @@ struct duda_gc_item {
     struct duda_gc_item *next;
 };
 
+/* A session of the Redis store as a request sees it (session_redis.c). */
+struct duda_sess {
+    char *name; /* the cookie's */
+    char id[33];
+    char *value;        /* NULL: none (or destroyed) */
+    duda_request_t *dr; /* while its lookup is pending */
+    struct duda_sess *next;
+};
+
 /* A request as a service sees it. Lives from the route's handler until the request's end. */
 struct duda_request {
     struct mk_request *r; /* NULL once the request is gone */
@@ -133,6 +144,11 @@ struct duda_request {
     struct duda_timer *timers;
     char *method, *path;
     void *user; /* request->set_ctx */
+    /* The Redis session store: what it found, and the commands still unanswered. */
+    struct duda_sess *sessions;
+    int sess_pending;
+    struct mk_suspended *sess_susp;
+    mk_resume_cb sess_resume;
 };
 
 /* The plugin's context in one server (api->self). */
@@ -171,6 +187,24 @@ void duda_dashboard(duda_request_t *dr);
 /* session.c */
 void duda_sessions_shutdown(void);
 unsigned long duda_sessions_count(void);
+/* SessionStore: "memory" or a redis:// address (the check of the schema key). */
+int duda_session_store_check(const char *value, char *reason, size_t len);
+
+/*
+ * session_redis.c: the Redis store (built with hiredis). prefetch() looks
+ * up the sessions of dr's cookies: 0 (nothing to wait for), 1 (suspended:
+ * resume(r, dr) follows, which drops one reference) or -1. hold() suspends
+ * the same way while writes are unanswered.
+ */
+bool duda_session_remote(const duda_request_t *dr);
+int duda_session_prefetch(duda_request_t *dr, mk_resume_cb resume);
+int duda_session_hold(duda_request_t *dr, mk_resume_cb resume);
+int duda_session_remote_create(duda_request_t *dr, const char *name, const char *id,
+                               const char *value, long expires);
+const char *duda_session_remote_get(duda_request_t *dr, const char *name);
+int duda_session_remote_destroy(duda_request_t *dr, const char *name);
+void duda_sessions_release(duda_request_t *dr);
+void duda_session_worker_exit(void);
 
 /* runtime.c */
 void duda_service_enter(struct duda_service *svc); /* pre_loop and globals of this worker */
