@@ -63,6 +63,7 @@ const struct duda_api duda_api_table = {
     .conf = &duda_conf_obj,
     .fconf = &duda_fconf_obj,
     .xtime = &duda_xtime_obj,
+    .package = &duda_package_obj,
 };
 
 MK_PLUGIN_DECLARE(duda);
@@ -146,6 +147,7 @@ static void duda_service_free(struct duda_service *svc)
     free(svc->logdir);
     free(svc->file);
     free(svc->session_store);
+    free(svc->packages_root);
     free(svc);
 }
 
@@ -314,6 +316,7 @@ static int duda_site_add(struct duda_site *site, const struct mk_site *s, struct
     if (conf->session_store && strcmp(conf->session_store, "memory") != 0) {
         svc->session_store = strdup(conf->session_store);
     }
+    svc->packages_root = conf->packages_root ? strdup(conf->packages_root) : NULL;
     svc->docroot_fd = -1;
     int header = sec->header;
     *sec = (struct duda_section){0};
