@@ -192,8 +192,8 @@ static void duda_rloop_on_connect(const redisAsyncContext *ac, int status)
         return; /* hiredis frees the context next: cleanup */
     }
     if (c->failures) {
-        c->ops->log("duda: redis %s:%d (%s): connected after %u failed attempts", c->host,
-                    c->port, c->who, c->failures);
+        c->ops->log("duda: redis %s:%d (%s): connected after %u failed attempts", c->host, c->port,
+                    c->who, c->failures);
     }
     c->state = DUDA_RLOOP_UP;
     c->failures = 0;

@@ -37,8 +37,7 @@
 /* The worker's loop, as the user of a connection sees it. */
 struct duda_rloop_ops {
     /* Watch fd for DUDA_RLOOP_* (mask may be 0); NULL on failure. */
-    void *(*watch)(int fd, unsigned mask, void (*cb)(int fd, unsigned ready, void *arg),
-                   void *arg);
+    void *(*watch)(int fd, unsigned mask, void (*cb)(int fd, unsigned ready, void *arg), void *arg);
     /* Change the interest: 0 or -1 (NULL: the connection unwatches and watches again). */
     int (*modify)(void *w, unsigned mask);
     void (*unwatch)(void *w);
@@ -68,14 +67,14 @@ struct duda_rloop {
     int port, db;
     const char *who; /* for the log: "session store", "redis package" */
     void *watch;
-    unsigned mask;           /* the interest registered */
+    unsigned mask; /* the interest registered */
     bool want_read, want_write;
-    bool flushing;           /* inside the coalesced write */
+    bool flushing; /* inside the coalesced write */
     void *flush_timer, *retry_timer;
     unsigned backoff_ms, failures;
     duda_rloop_up_cb on_up;
     void *up_arg;
-    bool closing;            /* duda_rloop_close(): no reconnection */
+    bool closing; /* duda_rloop_close(): no reconnection */
 };
 
 /* Start a connection (on the current worker); it reconnects by itself. NULL: out of memory. */

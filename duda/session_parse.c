@@ -13,8 +13,8 @@
 
 #include "session_parse.h"
 
-int duda_redis_url_parse(const char *url, char *host, size_t hostlen, int *port, int *db,
-                         char *err, size_t errlen)
+int duda_redis_url_parse(const char *url, char *host, size_t hostlen, int *port, int *db, char *err,
+                         size_t errlen)
 {
     const char *p, *end;
     size_t n;

@@ -14,8 +14,8 @@
  * 6379 and db 0 by default) into host (NUL terminated), port and db: 0,
  * or -1 with the reason in err.
  */
-int duda_redis_url_parse(const char *url, char *host, size_t hostlen, int *port, int *db,
-                         char *err, size_t errlen);
+int duda_redis_url_parse(const char *url, char *host, size_t hostlen, int *port, int *db, char *err,
+                         size_t errlen);
 
 /* One name=value pair of a Cookie header; spans into the header, not NUL terminated. */
 struct duda_cookie_pair {

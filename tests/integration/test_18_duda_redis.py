@@ -1,0 +1,220 @@
+"""Duda and Redis: the redis package (duda/packages/redis) and the Redis
+session store ([DUDA] SessionStore redis://...), against Debian's
+redis-server started here on a free port and stopped by PID."""
+
+import re
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, Conn, free_port, wait_port
+from test_18_duda import build, duda_server, example, web_service
+
+PACKAGES = BUILD / "duda-packages"
+REDIS_SERVER = shutil.which("redis-server") or (
+    "/usr/bin/redis-server" if shutil.which("/usr/bin/redis-server") else None)
+
+pytestmark = [
+    pytest.mark.skipif(STATIC, reason="static binary: no shared objects"),
+    pytest.mark.skipif(EMULATED, reason="cross-test: packages are built for the host"),
+    pytest.mark.skipif(not (PACKAGES / "redis.dpkg").exists(),
+                       reason="built without hiredis (libhiredis-dev): no redis package"),
+    pytest.mark.skipif(REDIS_SERVER is None,
+                       reason="no redis-server (tools/deps.sh test installs it)"),
+]
+
+
+class Redis:
+    """A redis-server of our own on `port`; stop() kills it by PID."""
+
+    def __init__(self, tmp_path, port=None):
+        self.port = port or free_port()
+        self.dir = tmp_path
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.dir), "--logfile", ""],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert wait_port(self.port, proc=self.proc), "redis-server did not start"
+        return self
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def call(self, *args):
+        """One command over RESP; the reply as Python values."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
+            f = s.makefile("rb")
+            out = b"*%d\r\n" % len(args)
+            for a in args:
+                a = a if isinstance(a, bytes) else str(a).encode()
+                out += b"$%d\r\n%s\r\n" % (len(a), a)
+            s.sendall(out)
+            return resp_read(f)
+
+    @property
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}"
+
+
+def resp_read(f):
+    line = f.readline()
+    kind, rest = line[:1], line[1:-2]
+    if kind in (b"+", b"-"):
+        return rest.decode()
+    if kind == b":":
+        return int(rest)
+    if kind == b"$":
+        n = int(rest)
+        if n < 0:
+            return None
+        data = f.read(n + 2)[:-2]
+        return data
+    if kind == b"*":
+        return [resp_read(f) for _ in range(int(rest))]
+    raise AssertionError(f"bad RESP line {line!r}")
+
+
+@pytest.fixture
+def redis(tmp_path):
+    r = Redis(tmp_path).start()
+    yield r
+    r.stop()
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory):
+    out = tmp_path_factory.mktemp("services")
+    build(ROOT / "tests" / "duda" / "redisuser", out)
+    build(ROOT / "examples" / "cookies_sessions", out)
+    return out
+
+
+def redis_server(make_server, services, redis, tmp_path, workers=2, name=None):
+    confdir = tmp_path / (name or "svcconf")
+    confdir.mkdir(exist_ok=True)
+    (confdir / "redis.conf").write_text(f"[REDIS]\n    Url {redis.url}\n")
+    srv = duda_server(make_server, services, [web_service("redisuser", ConfDir=confdir)],
+                      workers=workers)
+    srv.set(GracefulTimeout="1s")  # event streams whose clients left end at the stop
+    (srv.conf / "plugins" / "duda.conf").write_text(
+        f"[DUDA]\n    ServicesRoot {services}\n    PackagesRoot {PACKAGES}\n")
+    return srv
+
+
+def test_commands_and_pipelining(make_server, services, redis, tmp_path):
+    srv = redis_server(make_server, services, redis, tmp_path).start()
+    r = srv.get("/redisuser/set/greeting/hello")
+    assert (r.status, r.body) == (200, b"OK\n")
+    assert redis.call("GET", "greeting") == b"hello"
+    r = srv.get("/redisuser/get/greeting")
+    assert (r.status, r.body) == (200, b"hello\n")
+    assert srv.get("/redisuser/get/nosuchkey").status == 404
+    for n in (1, 2, 3):
+        r = srv.get("/redisuser/incr/hits")
+        assert (r.status, r.body) == (200, b"%d\n" % n)
+    # Four commands sent together, four answers in order on one connection.
+    r = srv.get("/redisuser/pipeline/list")
+    assert (r.status, r.body) == (200, b"0 1 2 a,b\n")
+    r = srv.get("/redisuser/bad")
+    assert r.status == 502 and b"unknown command" in r.body.lower()
+    # One connection per worker (2 workers) for commands, not one per request.
+    for _ in range(20):
+        assert srv.get("/redisuser/incr/many").status == 200
+    clients = redis.call("CLIENT", "LIST").decode().strip().splitlines()
+    commands = [c for c in clients if " sub=0 " in c and "cmd=client|list" not in c]
+    assert len(commands) == 2, clients  # one per worker; the others are the pub/sub ones
+    assert srv.stop() == 0
+
+
+def sse_client(port):
+    s = socket.create_connection(("127.0.0.1", port), timeout=5 * SLOW)
+    s.sendall(b"GET /redisuser/events HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    return s
+
+
+def sse_read_until(s, want, buf, timeout):
+    """Read from s into buf until the predicate want(buf) holds."""
+    deadline = time.time() + timeout
+    while not want(buf) and time.time() < deadline:
+        s.settimeout(max(0.05, deadline - time.time()))
+        try:
+            data = s.recv(65536)
+        except socket.timeout:
+            break
+        if not data:
+            break
+        buf.extend(data)
+    return want(buf)
+
+
+def events(buf):
+    return re.findall(rb"data: ([^\n]*)\n\n", bytes(buf))
+
+
+def test_pubsub_fan_out_to_clients_on_every_worker(make_server, services, redis, tmp_path):
+    srv = redis_server(make_server, services, redis, tmp_path).start()
+    clients = [sse_client(srv.port) for _ in range(6)]
+    bufs = [bytearray() for _ in clients]
+    for s, b in zip(clients, bufs):
+        assert sse_read_until(s, lambda b: b": subscribed" in b, b, 5 * SLOW)
+    # The workers subscribe as they serve their first request: wait until they all listen.
+    deadline = time.time() + 5 * SLOW
+    while time.time() < deadline:
+        if redis.call("PUBSUB", "NUMSUB", "news")[1] == 2:
+            break
+        time.sleep(0.02)
+    assert redis.call("PUBSUB", "NUMSUB", "news")[1] == 2
+    # Published from outside Monkey and through the service: every client gets each once, in order.
+    sent = [b"m%d" % i for i in range(20)]
+    for i, m in enumerate(sent):
+        if i % 2:
+            assert redis.call("PUBLISH", "news", m) == 2
+        else:
+            assert srv.get("/redisuser/publish/news/" + m.decode()).body == b"2\n"
+    for s, b in zip(clients, bufs):
+        assert sse_read_until(s, lambda b: len(events(b)) >= len(sent), b, 5 * SLOW), bytes(b)
+        assert events(b) == sent
+        s.close()
+    assert srv.stop() == 0
+
+
+def test_reconnect_after_a_redis_restart(make_server, services, redis, tmp_path):
+    srv = redis_server(make_server, services, redis, tmp_path, workers=1).start()
+    assert srv.get("/redisuser/set/k/before").status == 200
+    sse = sse_client(srv.port)
+    buf = bytearray()
+    assert sse_read_until(sse, lambda b: b": subscribed" in b, buf, 5 * SLOW)
+    redis.stop()  # killed by PID: the connections drop
+    time.sleep(0.3)
+    r = srv.get("/redisuser/get/k")
+    assert r.status == 503, r
+    assert srv.get("/redisuser/up").body == b"0\n"
+    redis.start()  # the same port again; the fixture stops it by PID
+    deadline = time.time() + 10 * SLOW
+    while time.time() < deadline and srv.get("/redisuser/up").body != b"1\n":
+        time.sleep(0.05)
+    assert srv.get("/redisuser/up").body == b"1\n"
+    r = srv.get("/redisuser/set/k/after")
+    assert (r.status, r.body) == (200, b"OK\n")
+    assert redis.call("GET", "k") == b"after"
+    # The worker subscribed again: the client that stayed connected gets new messages.
+    deadline = time.time() + 5 * SLOW
+    while time.time() < deadline and redis.call("PUBSUB", "NUMSUB", "news")[1] != 1:
+        time.sleep(0.02)
+    assert redis.call("PUBLISH", "news", "again") == 1
+    assert sse_read_until(sse, lambda b: b"data: again" in b, buf, 5 * SLOW), bytes(buf)
+    sse.close()
+    log = srv.stderr_text()
+    assert re.search(r"redis 127\.0\.0\.1:\d+ \(redis package\): .*attempt 1, next in 100 ms",
+                     log), log
+    assert "connected after" in log
+    assert srv.stop() == 0
