@@ -152,6 +152,7 @@ struct duda_request {
     /* The Redis session store: what it found, and the commands still unanswered. */
     struct duda_sess *sessions;
     int sess_pending;
+    bool sess_failed; /* a write was refused or lost: the response is 503 */
     struct mk_suspended *sess_susp;
     mk_resume_cb sess_resume;
 };
@@ -202,7 +203,7 @@ int duda_session_store_check(const char *value, char *reason, size_t len);
  * session_redis.c: the Redis store (built with hiredis). prefetch() looks
  * up the sessions of dr's cookies: 0 (nothing to wait for), 1 (suspended:
  * resume(r, dr) follows, which drops one reference) or -1. hold() suspends
- * the same way while writes are unanswered.
+ * the same way while writes are unanswered, and is -1 once one failed.
  */
 bool duda_session_remote(const duda_request_t *dr);
 int duda_session_prefetch(duda_request_t *dr, mk_resume_cb resume);

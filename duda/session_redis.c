@@ -274,6 +274,7 @@ static void duda_sr_acked(redisAsyncContext *ac, void *reply, void *arg)
 
     (void) ac;
     if (!rep || rep->type == REDIS_REPLY_ERROR) {
+        dr->sess_failed = true;
         duda_mk->log(MK_PLUGIN_LOG_ERROR, "duda: service '%s': session store: %s", dr->svc->name,
                      rep ? rep->str : "the connection was lost before the answer");
     }
@@ -321,7 +322,7 @@ int duda_session_prefetch(duda_request_t *dr, mk_resume_cb resume)
 int duda_session_hold(duda_request_t *dr, mk_resume_cb resume)
 {
     if (dr->sess_pending == 0) {
-        return 0;
+        return dr->sess_failed ? -1 : 0;
     }
     dr->sess_susp = duda_mk->suspend(dr->r);
     if (!dr->sess_susp) {

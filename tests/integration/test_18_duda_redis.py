@@ -218,3 +218,81 @@ def test_reconnect_after_a_redis_restart(make_server, services, redis, tmp_path)
                      log), log
     assert "connected after" in log
     assert srv.stop() == 0
+
+
+def sessions_server(make_server, services, store):
+    srv = duda_server(make_server, services, [example("cookies_sessions")])
+    text = f"[DUDA]\n    ServicesRoot {services}\n"
+    if store:
+        text += f"    SessionStore {store}\n"
+    (srv.conf / "plugins" / "duda.conf").write_text(text)
+    return srv
+
+
+def sid_of(r):
+    m = re.match(r"sid=([0-9a-f]{32});", r.header("Set-Cookie") or "")
+    assert m, r
+    return m.group(1)
+
+
+def test_two_servers_share_sessions_through_redis(make_server, services, redis):
+    a = sessions_server(make_server, services, redis.url + "/3").start()
+    b = sessions_server(make_server, services, redis.url + "/3").start()
+    r = a.request("POST", "/cookies_sessions/login?user=alice&ttl=60")
+    assert r.status == 200, r
+    sid = sid_of(r)
+    # Stored in db 3 with its lifetime before the answer left the first server.
+    key = f"duda:session:cookies_sessions/sid:{sid}"
+    assert redis.call("SELECT", 3) == "OK"
+    assert redis.call("EXISTS", key) == 0  # each call is a new connection, on db 0
+    with socket.create_connection(("127.0.0.1", redis.port), timeout=5) as s:
+        f = s.makefile("rb")
+        s.sendall(b"*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n*2\r\n$3\r\nTTL\r\n$%d\r\n%s\r\n"
+                  % (len(key), key.encode()))
+        assert resp_read(f) == "OK"
+        assert 0 < resp_read(f) <= 60
+    cookie = {"Cookie": f"theme=dark; sid={sid}"}
+    for srv in (b, a, b):
+        r = srv.get("/cookies_sessions/me", headers=cookie)
+        assert (r.status, r.body) == (200, b"alice\n")
+    assert b.get("/cookies_sessions/me", headers={"Cookie": "sid=" + "0" * 32}).status == 401
+    # Logged out on one server: gone on both.
+    assert b.request("POST", "/cookies_sessions/logout", headers=cookie).status == 200
+    assert a.get("/cookies_sessions/me", headers=cookie).status == 401
+    assert b.request("POST", "/cookies_sessions/logout", headers=cookie).status == 404
+    assert a.stop() == 0 and b.stop() == 0
+
+
+def test_memory_store_is_per_process(make_server, services, redis):
+    a = sessions_server(make_server, services, None).start()
+    b = sessions_server(make_server, services, "memory").start()
+    sid = sid_of(a.request("POST", "/cookies_sessions/login?user=bob"))
+    cookie = {"Cookie": f"sid={sid}"}
+    assert a.get("/cookies_sessions/me", headers=cookie).body == b"bob\n"
+    assert b.get("/cookies_sessions/me", headers=cookie).status == 401
+    assert redis.call("DBSIZE") == 0
+    assert a.stop() == 0 and b.stop() == 0
+
+
+def test_session_store_unreachable(make_server, services, tmp_path):
+    port = free_port()  # nothing listens there
+    srv = sessions_server(make_server, services, f"redis://127.0.0.1:{port}").start()
+    r = srv.request("POST", "/cookies_sessions/login?user=carol")
+    assert r.status == 503, r
+    r = srv.get("/cookies_sessions/me", headers={"Cookie": "sid=" + "a" * 32})
+    assert r.status == 401, r
+    assert srv.stop() == 0
+    assert f"redis 127.0.0.1:{port} (session store): " in srv.stderr_text()
+
+
+@pytest.mark.parametrize("value, reason", [
+    ("redis:/nohost", "is not a redis://host[:port][/db] address"),
+    ("redis://host:0", "the port is not a number from 1 to 65535"),
+    ("redis://host:6379/x", "the database is not a number from 0"),
+    ("disk", "is not a redis://host[:port][/db] address"),
+])
+def test_session_store_bad_value(make_server, services, value, reason):
+    srv = sessions_server(make_server, services, value)
+    err = srv.run_expect_failure(["-t"])
+    assert re.search(r"plugins/duda\.conf:3: .*SessionStore", err), err
+    assert reason in err, err

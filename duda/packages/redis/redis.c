@@ -180,8 +180,7 @@ static struct duda_redis_worker *duda_redis_here(duda_redis_t *r)
         return NULL;
     }
     w->r = r;
-    w->cmd = duda_rloop_open(&duda_redis_ops, r->host, r->port, r->db, "redis package", NULL,
-                             NULL);
+    w->cmd = duda_rloop_open(&duda_redis_ops, r->host, r->port, r->db, "redis package", NULL, NULL);
     if (!w->cmd || global->set(&r->key, w) != 0) {
         duda_rloop_close(w->cmd);
         free(w);
@@ -379,8 +378,8 @@ static duda_redis_t *duda_redis_connect(const char *url)
     if (!r) {
         return NULL;
     }
-    if (duda_redis_url_parse(url, r->host, sizeof(r->host), &r->port, &r->db, err,
-                             sizeof(err)) != 0) {
+    if (duda_redis_url_parse(url, r->host, sizeof(r->host), &r->port, &r->db, err, sizeof(err)) !=
+        0) {
         console->debug(NULL, "redis->connect(): %s", err);
         free(r);
         return NULL;

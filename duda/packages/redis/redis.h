@@ -61,8 +61,8 @@ struct duda_redis_api {
     int (*command)(duda_redis_t *r, duda_request_t *dr, duda_redis_cb cb, void *data,
                    const char *fmt, ...);
     /* The same with the arguments as argc strings of lens[i] bytes (binary safe). */
-    int (*command_argv)(duda_redis_t *r, duda_request_t *dr, duda_redis_cb cb, void *data,
-                        int argc, const char **argv, const size_t *lens);
+    int (*command_argv)(duda_redis_t *r, duda_request_t *dr, duda_redis_cb cb, void *data, int argc,
+                        const char **argv, const size_t *lens);
     /*
      * Subscribe this worker to `channel`: cb(channel, message, len, data)
      * for each message, on this worker, until unsubscribe(); kept across

@@ -191,7 +191,8 @@ static void on_news(const char *channel, const char *msg, size_t len, void *data
     log->seq++;
 }
 
-/* Each client's own timer sends what arrived since its last turn (it stops when the client goes). */
+/* Each client's own timer sends what arrived since its last turn (it stops when the client goes).
+ */
 static void tick(duda_request_t *dr, void *data)
 {
     struct client *c = data;
