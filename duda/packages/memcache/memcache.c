@@ -201,8 +201,8 @@ static int duda_mc_start(duda_request_t *dr, struct duda_mc_op *op)
     return 0;
 }
 
-static int duda_mc_get(duda_memcache_t *m, duda_request_t *dr, const char *key,
-                       duda_memcache_cb cb, void *cb_data)
+static int duda_mc_get(duda_memcache_t *m, duda_request_t *dr, const char *key, duda_memcache_cb cb,
+                       void *cb_data)
 {
     struct duda_mc_op *op;
 
@@ -234,8 +234,8 @@ static int duda_mc_set(duda_memcache_t *m, duda_request_t *dr, const char *key, 
     return duda_mc_start(dr, op);
 }
 
-static int duda_mc_del(duda_memcache_t *m, duda_request_t *dr, const char *key,
-                       duda_memcache_cb cb, void *cb_data)
+static int duda_mc_del(duda_memcache_t *m, duda_request_t *dr, const char *key, duda_memcache_cb cb,
+                       void *cb_data)
 {
     struct duda_mc_op *op;
 
@@ -245,8 +245,8 @@ static int duda_mc_del(duda_memcache_t *m, duda_request_t *dr, const char *key,
     return duda_mc_start(dr, op);
 }
 
-static int duda_mc_incr_op(duda_memcache_t *m, duda_request_t *dr, const char *key,
-                           uint64_t delta, time_t expires, duda_memcache_cb cb, void *cb_data)
+static int duda_mc_incr_op(duda_memcache_t *m, duda_request_t *dr, const char *key, uint64_t delta,
+                           time_t expires, duda_memcache_cb cb, void *cb_data)
 {
     struct duda_mc_op *op;
 

@@ -31,9 +31,9 @@
 typedef struct duda_memcache duda_memcache_t;
 
 enum duda_memcache_status {
-    DUDA_MEMCACHE_OK,         /* found, stored, deleted, incremented */
-    DUDA_MEMCACHE_NOT_FOUND,  /* get, del: no such key */
-    DUDA_MEMCACHE_ERROR,      /* the server failed or could not be reached: see error */
+    DUDA_MEMCACHE_OK,        /* found, stored, deleted, incremented */
+    DUDA_MEMCACHE_NOT_FOUND, /* get, del: no such key */
+    DUDA_MEMCACHE_ERROR,     /* the server failed or could not be reached: see error */
 };
 
 struct duda_memcache_result {

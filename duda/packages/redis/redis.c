@@ -120,7 +120,8 @@ static void duda_redis_log(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
-    console->debug(NULL, "%s", line);
+    /* console->debug names Duda and the service already. */
+    console->debug(NULL, "%s", strncmp(line, "duda: ", 6) ? line : line + 6);
 }
 
 static const struct duda_rloop_ops duda_redis_ops = {

@@ -63,8 +63,8 @@ static void refused(duda_request_t *dr)
 static void cb_set(duda_request_t *dr)
 {
     const char *v = param->get(dr, "value");
-    if (memcache->set(mc, dr, param->get(dr, "key"), v, strlen(v), ttl(dr), answered,
-                      "stored") != 0) {
+    if (memcache->set(mc, dr, param->get(dr, "key"), v, strlen(v), ttl(dr), answered, "stored") !=
+        0) {
         refused(dr);
     }
 }
