@@ -116,14 +116,14 @@ static int duda_init(const struct mk_api *api, const char *conf_dir)
     return MK_OK;
 }
 
-#ifdef DUDA_HAVE_HIREDIS
-/* The worker's connections to the Redis session store. */
+/* A worker stops: the services' values it made, and its Redis session store connections. */
 static void duda_worker_exit(int worker_id)
 {
-    (void) worker_id;
+    duda_globals_worker_exit(worker_id);
+#ifdef DUDA_HAVE_HIREDIS
     duda_session_worker_exit();
-}
 #endif
+}
 
 static void duda_exit(void)
 {
@@ -399,7 +399,5 @@ MK_PLUGIN_DEFINE(duda) = {
     .site_free = duda_site_free,
     .conf_schema = &duda_schema,
     .stats = duda_stats,
-#ifdef DUDA_HAVE_HIREDIS
     .worker_exit = duda_worker_exit,
-#endif
 };

@@ -88,6 +88,8 @@ struct duda_service {
     struct duda_logger **logs;
     size_t n_logs;
     char *session_store; /* redis://...: sessions in Redis (session_redis.c); NULL: in process */
+    struct duda_service *live_next; /* the services with per-worker values (runtime.c) */
+    bool live;
 };
 
 /* What site_init() stores for a site. */
@@ -220,6 +222,10 @@ void duda_service_enter(struct duda_service *svc); /* pre_loop and globals of th
 void duda_timers_stop(duda_request_t *dr);
 void duda_loggers_release(struct duda_service *svc);
 void duda_globals_release(struct duda_service *svc); /* destroy() every value made */
+/* The service's per-worker values exist: released by a stopping worker or at the unload. */
+void duda_globals_track(struct duda_service *svc);
+/* On a stopping worker: destroy() the values it made, of every service, while its loop lives. */
+void duda_globals_worker_exit(int worker);
 void duda_logger_shutdown(void);
 void duda_logger_reopen(void); /* SIGUSR1 */
 void duda_console_note(struct duda_service *svc, const char *line);

@@ -293,3 +293,26 @@ void duda_rloop_close(struct duda_rloop *c)
     }
     free(c);
 }
+
+void duda_rloop_abandon(struct duda_rloop *c)
+{
+    if (!c) {
+        return;
+    }
+    c->closing = true;
+    if (c->retry_timer && c->ops->timer_disarm) {
+        c->ops->timer_disarm(c->retry_timer);
+    }
+    if (c->flush_timer && c->ops->timer_disarm) {
+        c->ops->timer_disarm(c->flush_timer);
+    }
+    redisAsyncContext *ac = c->ac;
+    if (ac) {
+        ac->data = NULL;
+        ac->ev.data = NULL;
+        ac->ev.addRead = ac->ev.delRead = ac->ev.addWrite = ac->ev.delWrite = NULL;
+        ac->ev.cleanup = NULL;
+        redisAsyncFree(ac);
+    }
+    free(c);
+}

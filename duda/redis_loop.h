@@ -44,6 +44,8 @@ struct duda_rloop_ops {
     /* A one-shot timer; its handle is invalid once cb has run. NULL on failure. */
     void *(*timer)(unsigned ms, void (*cb)(void *arg), void *arg);
     void (*timer_cancel)(void *t);
+    /* Optional, for duda_rloop_abandon(): the timer fires into nothing (any thread). */
+    void (*timer_disarm)(void *t);
     /* A line in the server's log (an error or a notice). */
     void (*log)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 };
@@ -84,7 +86,15 @@ struct duda_rloop *duda_rloop_open(const struct duda_rloop_ops *ops, const char 
 /* The context to send commands on, or NULL while the server is unreachable. */
 redisAsyncContext *duda_rloop_ctx(struct duda_rloop *c);
 
-/* Close: pending callbacks get a NULL reply; c is freed. */
+/* Close, on the connection's worker: pending callbacks get a NULL reply; c is freed. */
 void duda_rloop_close(struct duda_rloop *c);
+
+/*
+ * Close from another thread, whose calls the worker's loop refuses: the
+ * socket is closed (so its watch never fires again) and the timers are
+ * disarmed, but the watch and timer handles are left to the worker.
+ * Pending callbacks get a NULL reply; c is freed.
+ */
+void duda_rloop_abandon(struct duda_rloop *c);
 
 #endif

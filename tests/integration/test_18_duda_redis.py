@@ -165,10 +165,11 @@ def events(buf):
 
 def test_pubsub_fan_out_to_clients_on_every_worker(make_server, services, redis, tmp_path):
     srv = redis_server(make_server, services, redis, tmp_path).start()
-    clients = [sse_client(srv.port) for _ in range(6)]
-    bufs = [bytearray() for _ in clients]
-    for s, b in zip(clients, bufs):
-        assert sse_read_until(s, lambda b: b": subscribed" in b, b, 5 * SLOW)
+    clients, bufs = [], []
+    for _ in range(6):  # one after the other: the least loaded worker takes the next
+        clients.append(sse_client(srv.port))
+        bufs.append(bytearray())
+        assert sse_read_until(clients[-1], lambda b: b": subscribed" in b, bufs[-1], 5 * SLOW)
     # The workers subscribe as they serve their first request: wait until they all listen.
     deadline = time.time() + 5 * SLOW
     while time.time() < deadline:

@@ -11,6 +11,7 @@
  * are duda/redis_loop.c on Duda's event object (watches and timers of the
  * service, on the worker).
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -45,7 +46,8 @@ struct duda_redis_worker {
     duda_redis_t *r;
     struct duda_rloop *cmd, *sub;
     struct duda_redis_sub *subs;
-    bool closing; /* the service is unloaded: answers reach nobody */
+    pthread_t owner; /* the worker */
+    bool closing;    /* the service is unloaded: answers reach nobody */
 };
 
 /* One command's callback. */
@@ -112,6 +114,17 @@ static void duda_redis_timer_cancel(void *p)
     free(t);
 }
 
+static void duda_redis_nothing(void *arg)
+{
+    (void) arg;
+}
+
+static void duda_redis_timer_disarm(void *p)
+{
+    struct duda_redis_timer *t = p;
+    t->cb = duda_redis_nothing; /* it frees itself when it fires */
+}
+
 static void duda_redis_log(const char *fmt, ...)
 {
     char line[160];
@@ -130,6 +143,7 @@ static const struct duda_rloop_ops duda_redis_ops = {
     .unwatch = duda_redis_unwatch,
     .timer = duda_redis_timer,
     .timer_cancel = duda_redis_timer_cancel,
+    .timer_disarm = duda_redis_timer_disarm,
     .log = duda_redis_log,
 };
 
@@ -149,7 +163,11 @@ static void duda_redis_sub_free(struct duda_redis_sub *s)
     free(s);
 }
 
-/* The value of the service's global: released on the controlling thread at unload. */
+/*
+ * The value of the service's global: released by its worker when the
+ * worker stops, or on the controlling thread when the service is unloaded
+ * while the workers run (a reload), where the loop is out of reach.
+ */
 static void duda_redis_worker_free(void *value)
 {
     struct duda_redis_worker *w = value;
@@ -158,8 +176,14 @@ static void duda_redis_worker_free(void *value)
         return;
     }
     w->closing = true;
-    duda_rloop_close(w->cmd);
-    duda_rloop_close(w->sub);
+    if (pthread_equal(w->owner, pthread_self())) {
+        duda_rloop_close(w->cmd);
+        duda_rloop_close(w->sub);
+    }
+    else {
+        duda_rloop_abandon(w->cmd);
+        duda_rloop_abandon(w->sub);
+    }
     while (w->subs) {
         duda_redis_sub_free(w->subs);
     }
@@ -181,6 +205,7 @@ static struct duda_redis_worker *duda_redis_here(duda_redis_t *r)
         return NULL;
     }
     w->r = r;
+    w->owner = pthread_self();
     w->cmd = duda_rloop_open(&duda_redis_ops, r->host, r->port, r->db, "redis package", NULL, NULL);
     if (!w->cmd || global->set(&r->key, w) != 0) {
         duda_rloop_close(w->cmd);
