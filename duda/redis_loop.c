@@ -12,6 +12,7 @@
  * only while connecting or when a write could not finish; otherwise a
  * 0 ms timer writes what the commands of one loop iteration queued.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,9 @@ static void duda_rloop_io(int fd, unsigned ready, void *arg)
     struct duda_rloop *c = arg;
 
     (void) fd;
+    if (!__atomic_load_n(&c->ac, __ATOMIC_ACQUIRE)) {
+        return; /* abandoned */
+    }
     if (c->ac && (ready & DUDA_RLOOP_READ)) {
         redisAsyncHandleRead(c->ac); /* may free the context: cleanup clears c->ac */
     }
@@ -70,8 +74,8 @@ static void duda_rloop_flush(void *arg)
     struct duda_rloop *c = arg;
 
     c->flush_timer = NULL;
-    if (!c->ac) {
-        return;
+    if (!__atomic_load_n(&c->ac, __ATOMIC_ACQUIRE)) {
+        return; /* closed or abandoned */
     }
     c->flushing = true;
     redisAsyncHandleWrite(c->ac);
@@ -160,6 +164,9 @@ static void duda_rloop_retry_fire(void *arg)
     struct duda_rloop *c = arg;
 
     c->retry_timer = NULL;
+    if (__atomic_load_n(&c->closing, __ATOMIC_ACQUIRE)) {
+        return; /* abandoned */
+    }
     duda_rloop_connect(c);
 }
 
@@ -294,25 +301,27 @@ void duda_rloop_close(struct duda_rloop *c)
     free(c);
 }
 
+/* Abandoned connections: kept, since the worker may still call their watch or a timer. */
+static pthread_mutex_t duda_rloop_abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct duda_rloop *duda_rloop_abandoned;
+
 void duda_rloop_abandon(struct duda_rloop *c)
 {
     if (!c) {
         return;
     }
-    c->closing = true;
-    if (c->retry_timer && c->ops->timer_disarm) {
-        c->ops->timer_disarm(c->retry_timer);
-    }
-    if (c->flush_timer && c->ops->timer_disarm) {
-        c->ops->timer_disarm(c->flush_timer);
-    }
+    __atomic_store_n(&c->closing, true, __ATOMIC_RELEASE);
     redisAsyncContext *ac = c->ac;
     if (ac) {
         ac->data = NULL;
         ac->ev.data = NULL;
         ac->ev.addRead = ac->ev.delRead = ac->ev.addWrite = ac->ev.delWrite = NULL;
         ac->ev.cleanup = NULL;
-        redisAsyncFree(ac);
+        __atomic_store_n(&c->ac, NULL, __ATOMIC_RELEASE);
+        redisAsyncFree(ac); /* closes the socket: its watch does not fire again */
     }
-    free(c);
+    pthread_mutex_lock(&duda_rloop_abandoned_lock);
+    c->next = duda_rloop_abandoned;
+    duda_rloop_abandoned = c;
+    pthread_mutex_unlock(&duda_rloop_abandoned_lock);
 }

@@ -44,8 +44,6 @@ struct duda_rloop_ops {
     /* A one-shot timer; its handle is invalid once cb has run. NULL on failure. */
     void *(*timer)(unsigned ms, void (*cb)(void *arg), void *arg);
     void (*timer_cancel)(void *t);
-    /* Optional, for duda_rloop_abandon(): the timer fires into nothing (any thread). */
-    void (*timer_disarm)(void *t);
     /* A line in the server's log (an error or a notice). */
     void (*log)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 };
@@ -76,7 +74,8 @@ struct duda_rloop {
     unsigned backoff_ms, failures;
     duda_rloop_up_cb on_up;
     void *up_arg;
-    bool closing; /* duda_rloop_close(): no reconnection */
+    bool closing;            /* duda_rloop_close() or _abandon(): no reconnection */
+    struct duda_rloop *next; /* on the list of abandoned ones */
 };
 
 /* Start a connection (on the current worker); it reconnects by itself. NULL: out of memory. */
@@ -90,10 +89,12 @@ redisAsyncContext *duda_rloop_ctx(struct duda_rloop *c);
 void duda_rloop_close(struct duda_rloop *c);
 
 /*
- * Close from another thread, whose calls the worker's loop refuses: the
- * socket is closed (so its watch never fires again) and the timers are
- * disarmed, but the watch and timer handles are left to the worker.
- * Pending callbacks get a NULL reply; c is freed.
+ * Close from another thread, whose calls the worker's loop refuses (a
+ * service unloaded at a reload while its workers run): the socket is
+ * closed, so its watch never fires again, and pending callbacks get a
+ * NULL reply. The watch and a pending timer stay with the worker, which
+ * may still call them: c is kept (they find it closed and do nothing),
+ * on a list of the process, and never freed.
  */
 void duda_rloop_abandon(struct duda_rloop *c);
 

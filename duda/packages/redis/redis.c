@@ -114,17 +114,6 @@ static void duda_redis_timer_cancel(void *p)
     free(t);
 }
 
-static void duda_redis_nothing(void *arg)
-{
-    (void) arg;
-}
-
-static void duda_redis_timer_disarm(void *p)
-{
-    struct duda_redis_timer *t = p;
-    t->cb = duda_redis_nothing; /* it frees itself when it fires */
-}
-
 static void duda_redis_log(const char *fmt, ...)
 {
     char line[160];
@@ -143,7 +132,6 @@ static const struct duda_rloop_ops duda_redis_ops = {
     .unwatch = duda_redis_unwatch,
     .timer = duda_redis_timer,
     .timer_cancel = duda_redis_timer_cancel,
-    .timer_disarm = duda_redis_timer_disarm,
     .log = duda_redis_log,
 };
 
