@@ -1,12 +1,16 @@
 #!/bin/sh
 # What building and testing Monkey needs, from Debian packages.
 #
-#   tools/deps.sh build      check only: a C compiler and cmake (never installs)
+#   tools/deps.sh build      check only: a C compiler and cmake (never installs); names the
+#                            optional libraries missing (Duda's redis and memcache
+#                            packages: libhiredis-dev, libmemcached-dev)
 #   tools/deps.sh run        + libssl-dev and openssl: make run serves HTTPS on 2443
 #   tools/deps.sh test       + ninja, cmocka, python3 with pytest, curl, clang-format, musl,
 #                            taskset, libssl-dev and openssl (plugins/tls), libnghttp2-dev
 #                            (HTTP/2), nghttp and h2load, Python's h2, h2spec (Go), php-fpm
-#                            and php-cgi (plugins/fastcgi, plugins/cgi)
+#                            and php-cgi (plugins/fastcgi, plugins/cgi), redis-server and
+#                            memcached (Duda's packages), and optionally libhiredis-dev
+#                            and libmemcached-dev
 #   tools/deps.sh fuzz       + clang with libFuzzer
 #   tools/deps.sh static     + musl (musl-gcc) for the static embedded build
 #   tools/deps.sh bench      + the peers and load tools of bench/
@@ -43,7 +47,13 @@ if [ "$stage" = run ]; then
     [ -n "$want" ] || exit 0
     stage=run-only
 fi
+# Optional: Duda's redis package and Redis session store (hiredis) and its
+# memcache package (libmemcached); without them they and their tests are left out.
+duda_optional=""
+[ -e /usr/include/hiredis/async.h ] || duda_optional="$duda_optional libhiredis-dev"
+[ -e /usr/include/libmemcached-1.0/memcached.h ] || duda_optional="$duda_optional libmemcached-dev"
 if [ "$stage" = build ]; then
+    [ -z "$duda_optional" ] || echo "deps: optional, not installed:$duda_optional" >&2
     [ -z "$want" ] && exit 0
     echo "deps: building needs:$want (as root: apt-get install$want)" >&2
     exit 1
@@ -62,6 +72,11 @@ if [ "$stage" != build ]; then
     # php-fpm) run by the tests with their own pool, and php-cgi.
     need /usr/sbin/php-fpm8.2 php-fpm
     need php-cgi php-cgi
+    # Duda's redis and memcache packages: their libraries (optional) and the
+    # servers their tests start.
+    optional="${optional:-}$duda_optional"
+    need redis-server redis-server
+    need memcached memcached
     need /usr/bin/python3 python3
     # pytest for whichever python3 runs the tests: the Debian one when the
     # first python3 on PATH has none.

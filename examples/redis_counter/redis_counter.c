@@ -22,9 +22,9 @@
 
 DUDA_REGISTER("Redis hit counter and fan-out", "redis_counter");
 
-#define BACKLOG 128     /* messages a worker keeps for clients that lag */
-#define TICK_MS 20      /* how often a client looks for new messages */
-#define HEARTBEAT 1500  /* ticks (30 s) between comments that find gone clients */
+#define BACKLOG 128    /* messages a worker keeps for clients that lag */
+#define TICK_MS 20     /* how often a client looks for new messages */
+#define HEARTBEAT 1500 /* ticks (30 s) between comments that find gone clients */
 #define BODY_MAX 4096
 
 static const struct duda_redis_api *redis;
@@ -88,13 +88,11 @@ static void cb_publish(duda_request_t *dr)
     if (!body || len == 0 || len > BODY_MAX || memchr(body, '\n', len) || memchr(body, '\r', len)) {
         response->http_status(dr, 400);
         response->http_content_type(dr, "application/json");
-        response->printf(dr, "{\"error\":\"a message is 1 to %d bytes on one line\"}\n",
-                         BODY_MAX);
+        response->printf(dr, "{\"error\":\"a message is 1 to %d bytes on one line\"}\n", BODY_MAX);
         response->end(dr, NULL);
         return;
     }
-    if (redis->command(db, dr, on_number, "receivers", "PUBLISH %s %b", channel, body, len) !=
-        0) {
+    if (redis->command(db, dr, on_number, "receivers", "PUBLISH %s %b", channel, body, len) != 0) {
         unavailable(dr);
         return;
     }

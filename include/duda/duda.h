@@ -233,8 +233,9 @@ struct duda_global_api {
     size_t size;
     /*
      * In duda_main(): declare a key. make (may be NULL) makes each worker's
-     * first value; destroy (may be NULL) releases each value made when the
-     * service is unloaded (on the controlling thread, after duda_exit).
+     * first value; destroy (may be NULL) releases each value made, once: on
+     * its worker when that worker stops (its loop still there), else when
+     * the service is unloaded (on the controlling thread, after duda_exit).
      */
     int (*init)(duda_global_t *key, void *(*make)(void), void (*destroy)(void *value));
     void *(*get)(duda_global_t *key);
