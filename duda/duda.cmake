@@ -6,7 +6,7 @@
 #   build/bin/duda                 the helper, for services built against this tree
 #   include/duda/duda.h            the services' header (installed with the helper)
 add_library(plugin-duda MODULE duda/duda.c duda/service.c duda/objects.c duda/session.c
-            duda/runtime.c duda/router.c)
+            duda/runtime.c duda/router.c duda/socket.c)
 target_include_directories(plugin-duda PRIVATE include)
 target_link_libraries(plugin-duda PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
 set_target_properties(plugin-duda PROPERTIES PREFIX "monkey-" OUTPUT_NAME duda)
