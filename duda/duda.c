@@ -60,6 +60,7 @@ const struct duda_api duda_api_table = {
     .conf = &duda_conf_obj,
     .fconf = &duda_fconf_obj,
     .xtime = &duda_xtime_obj,
+    .package = &duda_package_obj,
 };
 
 MK_PLUGIN_DECLARE(duda);
@@ -133,6 +134,7 @@ static void duda_service_free(struct duda_service *svc)
     free(svc->datadir);
     free(svc->logdir);
     free(svc->file);
+    free(svc->packages_root);
     free(svc);
 }
 
@@ -298,6 +300,7 @@ static int duda_site_add(struct duda_site *site, const struct mk_site *s, struct
     svc->datadir = sec->datadir;
     svc->logdir = sec->logdir;
     svc->file = strdup(file);
+    svc->packages_root = conf->packages_root ? strdup(conf->packages_root) : NULL;
     svc->docroot_fd = -1;
     int header = sec->header;
     *sec = (struct duda_section){0};

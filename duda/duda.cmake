@@ -5,8 +5,10 @@
 #   build/plugins/monkey-duda.so   the plugin (Load it in plugins.load)
 #   build/bin/duda                 the helper, for services built against this tree
 #   include/duda/duda.h            the services' header (installed with the helper)
+#   build/duda-packages/NAME.dpkg  the packages (duda/packages/), PackagesRoot of `duda -w`
+#   build/duda-packages/include/duda/packages/NAME.h   their headers, for services
 add_library(plugin-duda MODULE duda/duda.c duda/service.c duda/objects.c duda/session.c
-            duda/runtime.c duda/router.c duda/socket.c)
+            duda/runtime.c duda/router.c duda/package.c duda/socket.c)
 target_include_directories(plugin-duda PRIVATE include)
 target_link_libraries(plugin-duda PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
 set_target_properties(plugin-duda PROPERTIES PREFIX "monkey-" OUTPUT_NAME duda)
@@ -14,10 +16,51 @@ install(TARGETS plugin-duda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/monkey/p
 install(DIRECTORY include/duda DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING
         PATTERN "*.h")
 
+# ---- Packages -----------------------------------------------------------------
+# duda_package(NAME SOURCES src... [HEADER h] [LIBS lib...] [INCLUDES dir...])
+# builds duda/packages/NAME/ into build/duda-packages/NAME.dpkg, copies its
+# public header (default duda/packages/NAME/NAME.h) to
+# build/duda-packages/include/duda/packages/NAME.h and installs both
+# (LIBDIR/monkey/duda-packages, INCLUDEDIR/duda/packages). Each package's
+# duda/packages/NAME/package.cmake is one call of it.
+set(DUDA_PACKAGES_DIR ${CMAKE_BINARY_DIR}/duda-packages)
+set(DUDA_PACKAGES_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/monkey/duda-packages)
+file(MAKE_DIRECTORY ${DUDA_PACKAGES_DIR}/include/duda/packages)
+add_custom_target(duda-packages ALL)
+function(duda_package name)
+  cmake_parse_arguments(PKG "" "HEADER" "SOURCES;LIBS;INCLUDES" ${ARGN})
+  set(dir ${CMAKE_SOURCE_DIR}/duda/packages/${name})
+  list(TRANSFORM PKG_SOURCES PREPEND ${dir}/)
+  if(NOT PKG_HEADER)
+    set(PKG_HEADER ${name}.h)
+  endif()
+  add_library(duda-pkg-${name} MODULE ${PKG_SOURCES})
+  target_include_directories(duda-pkg-${name} PRIVATE include ${DUDA_PACKAGES_DIR}/include
+                                                      ${PKG_INCLUDES})
+  target_link_libraries(duda-pkg-${name} PRIVATE Threads::Threads ${PKG_LIBS})
+  set_target_properties(
+    duda-pkg-${name}
+    PROPERTIES PREFIX "" OUTPUT_NAME ${name} SUFFIX ".dpkg" C_VISIBILITY_PRESET hidden
+               LIBRARY_OUTPUT_DIRECTORY ${DUDA_PACKAGES_DIR})
+  configure_file(${dir}/${PKG_HEADER} ${DUDA_PACKAGES_DIR}/include/duda/packages/${name}.h
+                 COPYONLY)
+  add_dependencies(duda-packages duda-pkg-${name})
+  install(TARGETS duda-pkg-${name} LIBRARY DESTINATION ${DUDA_PACKAGES_INSTALL_DIR})
+  install(FILES ${dir}/${PKG_HEADER} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/duda/packages
+          RENAME ${name}.h)
+endfunction()
+file(GLOB DUDA_PACKAGE_FILES ${CMAKE_SOURCE_DIR}/duda/packages/*/package.cmake)
+list(SORT DUDA_PACKAGE_FILES)
+foreach(f ${DUDA_PACKAGE_FILES})
+  include(${f})
+endforeach()
+
 # The helper: the same script, with the paths of the tree or of the installation.
 set(DUDA_MONKEY ${CMAKE_BINARY_DIR}/bin/monkey)
 set(DUDA_PLUGIN ${CMAKE_BINARY_DIR}/plugins/monkey-duda.so)
 set(DUDA_INCLUDE ${CMAKE_SOURCE_DIR}/include)
+set(DUDA_PACKAGES ${DUDA_PACKAGES_DIR})
+set(DUDA_PACKAGES_INCLUDE ${DUDA_PACKAGES_DIR}/include)
 set(DUDA_CFLAGS "${CMAKE_C_FLAGS}")
 if(MK_SANITIZE)
   set(DUDA_CFLAGS "${DUDA_CFLAGS} -fsanitize=address,undefined -fno-omit-frame-pointer")
@@ -28,6 +71,8 @@ configure_file(tools/duda.in ${CMAKE_BINARY_DIR}/bin/duda @ONLY
 set(DUDA_MONKEY ${CMAKE_INSTALL_FULL_SBINDIR}/monkey)
 set(DUDA_PLUGIN ${MK_PLUGINDIR}/monkey-duda.so)
 set(DUDA_INCLUDE ${CMAKE_INSTALL_FULL_INCLUDEDIR})
+set(DUDA_PACKAGES ${CMAKE_INSTALL_FULL_LIBDIR}/monkey/duda-packages)
+set(DUDA_PACKAGES_INCLUDE ${CMAKE_INSTALL_FULL_INCLUDEDIR})
 set(DUDA_CFLAGS "")
 configure_file(tools/duda.in ${CMAKE_BINARY_DIR}/install-bin/duda @ONLY)
 install(PROGRAMS ${CMAKE_BINARY_DIR}/install-bin/duda DESTINATION ${CMAKE_INSTALL_BINDIR})

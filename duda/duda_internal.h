@@ -10,6 +10,7 @@
  *   session.c   the session store shared by every worker
  *   runtime.c   global, worker, event, console, logger, data, conf, fconf, xtime
  *   router.c    checking and prefixing patterns (pure)
+ *   package.c   loading packages (NAME.dpkg), shared by the services
  *
  * Threads: services are loaded on the controlling thread (site_init);
  * a request's duda_request lives on its worker. The thread-local current
@@ -41,6 +42,7 @@ struct duda_conf {
 };
 
 struct duda_service;
+struct duda_pkg;
 
 /* One mapped route (router->map, root, dashboard). */
 struct duda_route {
@@ -59,7 +61,10 @@ struct duda_service {
     const char *title;
     bool root; /* Root on: no /name prefix */
     char *docroot, *confdir, *datadir, *logdir;
-    char *file; /* ServicesRoot/NAME.duda */
+    char *file;             /* ServicesRoot/NAME.duda */
+    char *packages_root;    /* PackagesRoot of its configuration */
+    struct duda_pkg **pkgs; /* the packages it loaded (one reference each) */
+    size_t n_pkgs;
     void *dl;
     void (*exit_fn)(void);
     struct duda_route *routes;
@@ -161,6 +166,9 @@ void duda_service_unload(struct duda_service *svc);
 int duda_service_routes(const struct mk_site *site, struct duda_service *svc, char *err,
                         size_t errlen);
 
+/* package.c: drop the service's references; the last one runs exit() and closes the package. */
+void duda_packages_release(struct duda_service *svc);
+
 /* objects.c: what the route handler does after a callback, and the request's life */
 int duda_handler(struct mk_request *r, void *arg);
 int duda_finish(duda_request_t *dr);
@@ -209,5 +217,6 @@ extern const struct duda_data_api duda_data_obj;
 extern const struct duda_conf_api duda_conf_obj;
 extern const struct duda_fconf_api duda_fconf_obj;
 extern const struct duda_xtime_api duda_xtime_obj;
+extern const struct duda_package_api duda_package_obj;
 
 #endif

@@ -166,6 +166,7 @@ void duda_service_unload(struct duda_service *svc)
     }
     /* Timers, watches or threads of its own may still run its code: keep it mapped then. */
     if (svc->dl && atomic_load(&svc->handles) == 0 && atomic_load(&svc->threads) == 0) {
+        duda_packages_release(svc);
         dlclose(svc->dl);
     }
     if (svc->dl) {

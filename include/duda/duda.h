@@ -43,6 +43,15 @@
 #define DUDA_ABI_MAJOR 1
 #define DUDA_ABI_MINOR 1
 
+/*
+ * Packages (include/duda/duda_package.h): NAME.dpkg files of PackagesRoot
+ * that a service loads in duda_main() with duda_load_package(obj, "NAME").
+ * The package ABI is versioned like the service ABI: the plugin refuses a
+ * package built for another DUDA_PACKAGE_ABI_MAJOR.
+ */
+#define DUDA_PACKAGE_ABI_MAJOR 1
+#define DUDA_PACKAGE_ABI_MINOR 0
+
 typedef struct duda_request duda_request_t;
 
 /*
@@ -380,6 +389,21 @@ struct duda_xtime_api {
     const char *(*http_date)(time_t t, char *buf, size_t len);
 };
 
+/* Since service ABI 1.1: packages (docs/duda.md, "Packages"). */
+struct duda_package_api {
+    size_t size;
+    /*
+     * In duda_main() (or a package's init): load package `name` from the
+     * plugin's PackagesRoot, once per process (shared, refcounted, by every
+     * service that loads it), and return its API struct. `abi_major` and
+     * `abi_minor` are the caller's DUDA_PACKAGE_ABI_*. NULL when the file
+     * is missing, is not a package, or was built for another package ABI
+     * major: the service's load then fails with that reason, naming the
+     * package. The package stays loaded until the service is unloaded.
+     */
+    const void *(*load)(const char *name, unsigned abi_major, unsigned abi_minor);
+};
+
 /* The tables the plugin hands a service at load. */
 struct duda_api {
     uint16_t abi_major, abi_minor;
@@ -401,6 +425,7 @@ struct duda_api {
     const struct duda_conf_api *conf;
     const struct duda_fconf_api *fconf;
     const struct duda_xtime_api *xtime;
+    const struct duda_package_api *package; /* service ABI 1.1 */
 };
 
 /* What DUDA_REGISTER exports: read by the plugin before any service code runs. */
@@ -434,12 +459,25 @@ extern DUDA_HIDDEN const struct duda_data_api *data;
 extern DUDA_HIDDEN const struct duda_conf_api *conf;
 extern DUDA_HIDDEN const struct duda_fconf_api *fconf;
 extern DUDA_HIDDEN const struct duda_xtime_api *xtime;
+extern DUDA_HIDDEN const struct duda_package_api *package;
+
+/*
+ * In duda_main(): obj = the API struct of package `name` (a pointer to the
+ * package's struct, declared by its header <duda/packages/NAME.h>), or NULL
+ * (the service's load then fails with the reason, see package->load).
+ */
+#define duda_load_package(obj, name)                                                               \
+    ((obj) = package ? package->load((name), DUDA_PACKAGE_ABI_MAJOR, DUDA_PACKAGE_ABI_MINOR) : NULL)
 
 DUDA_EXPORT int duda_main(void);
 DUDA_EXPORT void duda_exit(void);
 
-/* Once per service, in one of its files: its title and name (the NAME of NAME.duda). */
-#define DUDA_REGISTER(title, name)                                                                 \
+/*
+ * The objects' definitions and the function that sets them from the
+ * plugin's tables: shared by DUDA_REGISTER and DUDA_PACKAGE (a package has
+ * its own copies). Not for direct use.
+ */
+#define DUDA_OBJECTS_DEFINE_(bind_fn)                                                              \
     const struct duda_request_api *request;                                                        \
     const struct duda_response_api *response;                                                      \
     const struct duda_router_api *router;                                                          \
@@ -457,14 +495,21 @@ DUDA_EXPORT void duda_exit(void);
     const struct duda_conf_api *conf;                                                              \
     const struct duda_fconf_api *fconf;                                                            \
     const struct duda_xtime_api *xtime;                                                            \
-    static void duda_bind_(const struct duda_api *a)                                               \
+    const struct duda_package_api *package;                                                        \
+    static void bind_fn(const struct duda_api *a)                                                  \
     {                                                                                              \
         request = a->request, response = a->response, router = a->router;                          \
         param = a->param, qs = a->qs, cookie = a->cookie, session = a->session;                    \
         gc = a->gc, global = a->global, worker = a->worker, event = a->event;                      \
         console = a->console, logger = a->logger, data = a->data, conf = a->conf;                  \
         fconf = a->fconf, xtime = a->xtime;                                                        \
-    }                                                                                              \
+        package = a->size >= offsetof(struct duda_api, package) + sizeof(a->package) ? a->package  \
+                                                                                     : NULL;       \
+    }
+
+/* Once per service, in one of its files: its title and name (the NAME of NAME.duda). */
+#define DUDA_REGISTER(title, name)                                                                 \
+    DUDA_OBJECTS_DEFINE_(duda_bind_)                                                               \
     DUDA_EXPORT const struct duda_service_info duda_service = {DUDA_ABI_MAJOR, DUDA_ABI_MINOR,     \
                                                                title, name, duda_bind_}
 

@@ -370,7 +370,7 @@ def test_refused_services(make_server, tmp_path):
     srv = duda_server(make_server, out, [web_service("badabi")])
     err = start_fails(srv)
     assert re.search(r"sites/default:\d+: \[WEB_SERVICE\] badabi: .*badabi.duda was built for "
-                     r"Duda service ABI 2\.0, this server has 1\.0 \(rebuild it", err), err
+                     r"Duda service ABI 2\.0, this server has 1\.1 \(rebuild it", err), err
     # duda build refuses a service without duda_main; one built by hand is refused at load.
     p = duda("build", ROOT / "tests/duda/nomain", "-o", out)
     assert p.returncode == 1
