@@ -8,7 +8,7 @@
 #   build/duda-packages/NAME.dpkg  the packages (duda/packages/), PackagesRoot of `duda -w`
 #   build/duda-packages/include/duda/packages/NAME.h   their headers, for services
 add_library(plugin-duda MODULE duda/duda.c duda/service.c duda/objects.c duda/session.c
-            duda/session_parse.c duda/runtime.c duda/router.c duda/package.c)
+            duda/session_parse.c duda/runtime.c duda/router.c duda/package.c duda/socket.c)
 target_include_directories(plugin-duda PRIVATE include)
 target_link_libraries(plugin-duda PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
 

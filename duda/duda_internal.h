@@ -150,7 +150,8 @@ struct duda_request {
     struct duda_gc_item *gc;
     struct duda_timer *timers;
     char *method, *path;
-    void *user; /* request->set_ctx */
+    void *user;    /* request->set_ctx */
+    bool upgraded; /* response->takeover: the answer is a 101 without a body */
     /* The Redis session store: what it found, and the commands still unanswered. */
     struct duda_sess *sessions;
     int sess_pending;
@@ -229,6 +230,16 @@ void duda_globals_worker_exit(int worker);
 void duda_logger_shutdown(void);
 void duda_logger_reopen(void); /* SIGUSR1 */
 void duda_console_note(struct duda_service *svc, const char *line);
+
+/* socket.c: response->takeover and its socket, worker->id, count, call (ABI 1.1) */
+int duda_socket_takeover(duda_request_t *dr, const struct duda_socket_ops *ops, void *arg,
+                         unsigned idle_ms);
+int duda_socket_write(duda_socket_t *s, const void *data, size_t len);
+int duda_socket_close(duda_socket_t *s);
+const char *duda_socket_remote_addr(duda_socket_t *s);
+int duda_worker_id(void);
+int duda_worker_count(void);
+int duda_worker_call(int worker, void (*fn)(void *arg), void *arg);
 
 extern const struct duda_request_api duda_request_obj;
 extern const struct duda_response_api duda_response_obj;

@@ -206,6 +206,9 @@ static int duda_commit(duda_request_t *dr)
     if (duda_commit_head(dr) != MK_OK) {
         return 503;
     }
+    if (dr->upgraded) {
+        return MK_OK; /* 101: the server sends the head alone */
+    }
     if (dr->file_fd >= 0) {
         duda_mk->set_body_file(r, dr->file_fd, dr->file_off, dr->file_len);
         dr->file_fd = -1; /* the server closes it */
@@ -827,6 +830,10 @@ const struct duda_response_api duda_response_obj = {
     .wait = duda_wait,
     .cont = duda_cont,
     .end = duda_end,
+    .takeover = duda_socket_takeover,
+    .socket_write = duda_socket_write,
+    .socket_close = duda_socket_close,
+    .socket_remote_addr = duda_socket_remote_addr,
 };
 
 /* ---- router ----------------------------------------------------------------- */

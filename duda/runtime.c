@@ -216,7 +216,10 @@ static int duda_task(duda_request_t *dr, void (*work)(void *arg),
 const struct duda_worker_api duda_worker_obj = {.size = sizeof(struct duda_worker_api),
                                                 .spawn = duda_spawn,
                                                 .pre_loop = duda_pre_loop,
-                                                .task = duda_task};
+                                                .task = duda_task,
+                                                .id = duda_worker_id,
+                                                .count = duda_worker_count,
+                                                .call = duda_worker_call};
 
 /* ---- event -------------------------------------------------------------------- */
 

@@ -890,6 +890,7 @@ const struct mk_api mk_plugin_api = {
     .stream_abort = mk_api_stream_abort,
     .note_set = mk_api_note_set,
     .note = mk_api_note,
+    .takeover_on_open = mk_takeover_on_open,
 };
 
 /* ---- loading ------------------------------------------------------------- */

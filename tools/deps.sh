@@ -8,12 +8,13 @@
 #   tools/deps.sh test       + ninja, cmocka, python3 with pytest, curl, clang-format, musl,
 #                            taskset, libssl-dev and openssl (plugins/tls), libnghttp2-dev
 #                            (HTTP/2), nghttp and h2load, Python's h2, h2spec (Go), php-fpm
-#                            and php-cgi (plugins/fastcgi, plugins/cgi), redis-server and
-#                            memcached (Duda's packages), and optionally libhiredis-dev
-#                            and libmemcached-dev
+#                            and php-cgi (plugins/fastcgi, plugins/cgi), zlib1g-dev, Python's
+#                            websockets and chromium (the Duda websocket packages and chat),
+#                            redis-server and memcached (Duda's redis and memcache packages),
+#                            and optionally libhiredis-dev and libmemcached-dev
 #   tools/deps.sh fuzz       + clang with libFuzzer
 #   tools/deps.sh static     + musl (musl-gcc) for the static embedded build
-#   tools/deps.sh bench      + the peers and load tools of bench/
+#   tools/deps.sh bench      + the peers and load tools of bench/ (node's ws with npm)
 #   tools/deps.sh deb        + debhelper, dpkg-dev, lintian and fakeroot for
 #                            make deb and make deb-test
 #   tools/deps.sh cross ARCH + for make cross and make cross-test (ARCH aarch64
@@ -91,6 +92,20 @@ if [ "$stage" != build ]; then
     # h2spec is built with Go (below, after the packages): Debian's Go when
     # there is none.
     [ "$stage" = test ] && need go golang-go
+    # The websocket packages (duda/packages/websocket): zlib for
+    # permessage-deflate; their tests use Python's websockets and drive the
+    # chat example in headless Chromium.
+    need /usr/include/zlib.h zlib1g-dev
+    need chromium chromium
+    ws_pip=""
+    if ! python3 -c 'import websockets.sync.client' >/dev/null 2>&1; then
+        if python3 -c 'import pytest' >/dev/null 2>&1 && \
+           [ "$(command -v python3)" != /usr/bin/python3 ]; then
+            ws_pip=yes # the python3 that runs the tests is not Debian's: pip
+        else
+            want="$want python3-websockets"
+        fi
+    fi
     h2_pip=""
     if ! python3 -c 'import h2' >/dev/null 2>&1; then
         if python3 -c 'import pytest' >/dev/null 2>&1 && \
@@ -164,6 +179,7 @@ if [ "$stage" = bench ]; then
     need strace strace
     need callgrind_control valgrind
     need gnuplot gnuplot-nox
+    need npm npm # bench/websocket.py: node's ws package, installed below
 fi
 fi # run-only
 
@@ -196,9 +212,21 @@ if [ -n "$want$optional" ]; then
     fi
 fi
 
+if [ -n "${ws_pip:-}" ]; then
+    echo "deps: installing Python's websockets with pip for $(command -v python3)"
+    python3 -m pip install -q websockets || { echo "deps: pip install websockets failed" >&2; exit 1; }
+fi
 if [ -n "${h2_pip:-}" ]; then
     echo "deps: installing Python's h2 with pip for $(command -v python3)"
     python3 -m pip install -q h2 || { echo "deps: pip install h2 failed" >&2; exit 1; }
+fi
+# bench/websocket.py compares with node's `ws` package, from npm, installed
+# into bench/node/node_modules (ignored by git).
+if [ "$stage" = bench ] && command -v npm >/dev/null 2>&1 &&
+   [ ! -d "$(dirname "$0")/../bench/node/node_modules/ws" ]; then
+    echo "deps: installing node's ws with npm into bench/node"
+    (cd "$(dirname "$0")/../bench/node" && npm install --no-save --no-audit --no-fund ws >/dev/null) ||
+        echo "deps: npm install ws failed: bench/websocket.py runs without node" >&2
 fi
 # h2spec (tests/integration/test_18_h2_spec.py) from the Go module proxy;
 # the test is skipped when the proxy cannot be reached.

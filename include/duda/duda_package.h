@@ -50,6 +50,8 @@ struct duda_package_info {
 
 #ifndef DUDA_PLUGIN_INTERNAL
 
+DUDA_EXPORT const struct duda_package_info *duda_package_main(void);
+
 /* Once per package, in one of its files. init and exit may be NULL. */
 #define DUDA_PACKAGE(name, version, api, init, exit)                                               \
     DUDA_OBJECTS_DEFINE_(duda_package_bind_)                                                       \

@@ -137,7 +137,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 3
+#define MK_PLUGIN_ABI_MINOR 4
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -817,6 +817,19 @@ struct mk_api {
      */
     int (*note_set)(struct mk_request *r, const char *name, const char *value);
     const char *(*note)(const struct mk_request *r, const char *name, size_t *len);
+
+    /* ---- added in ABI 3.4 (check with MK_API_HAS) ---- */
+
+    /*
+     * After takeover() on the same request: on_open(t, arg) runs once the
+     * 101 went out and the connection is the plugin's, before any on_read
+     * (so the plugin holds `t` at once: to greet, or to register the
+     * connection for writes that do not answer a read). Not called when
+     * the 101 never goes out (on_close(NULL, arg) then). MK_OK, or MK_ERR
+     * when takeover() was not called on r.
+     */
+    int (*takeover_on_open)(struct mk_request *r,
+                            void (*on_open)(struct mk_takeover *t, void *arg));
 };
 
 /* One counter of a plugin's stats hook: its name (letters, digits, '_') and value. */
