@@ -1,24 +1,29 @@
 /*
  * redis_counter: a page hit counter in Redis, and a pub/sub fan-out of a
- * Redis channel to the service's clients (server-sent events).
+ * Redis channel to the service's clients (WebSocket, or server-sent
+ * events).
  *
  *   GET  /redis_counter/             the page (html/index.html)
  *   GET  /redis_counter/hit          INCR redis_counter:hits: {"hits":N}
+ *   GET  /redis_counter/ws           WebSocket: every message of the channel as a text
+ *                                    message; a text message sent is published on it
  *   POST /redis_counter/publish      PUBLISH the body on the channel: {"receivers":N}
  *   GET  /redis_counter/events       text/event-stream: every message of the channel
  *
  * Redis's address and the channel are in conf/redis.conf. Messages come
  * from anything that publishes on the channel (redis-cli PUBLISH
- * redis_counter hello, or the page's form). Each worker subscribes once
- * (pre_loop) and keeps the last messages; each client's own timer sends
- * it what arrived since its last turn, so a client that leaves takes
- * nothing with it. 503 while Redis cannot be reached.
+ * redis_counter hello, the page, another server). Each worker subscribes
+ * once (pre_loop) and hands each message to its own WebSocket clients (a
+ * client leaves the list as it closes), and keeps the last messages for
+ * its event-stream clients, whose own timer sends each what arrived since
+ * its last turn. 503 while Redis cannot be reached.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include <duda/duda.h>
 #include <duda/packages/redis.h>
+#include <duda/packages/websocket.h>
 
 DUDA_REGISTER("Redis hit counter and fan-out", "redis_counter");
 
@@ -28,6 +33,7 @@ DUDA_REGISTER("Redis hit counter and fan-out", "redis_counter");
 #define BODY_MAX 4096
 
 static const struct duda_redis_api *redis;
+static const struct duda_websocket_api *websocket;
 static duda_redis_t *db;
 static char channel[128];
 static duda_global_t inbox; /* per worker: struct inbox */
@@ -35,6 +41,8 @@ static duda_global_t inbox; /* per worker: struct inbox */
 struct inbox {
     unsigned long seq; /* messages received by this worker */
     char *text[BACKLOG];
+    websocket_t **sockets; /* this worker's WebSocket clients */
+    size_t n_sockets, cap_sockets;
 };
 
 struct client {
@@ -111,9 +119,72 @@ static void on_message(const char *ch, const char *msg, size_t len, void *unused
         free(copy);
         return;
     }
+    /* Backwards: a client dropped by its send (too slow) leaves the list meanwhile. */
+    for (size_t i = in->n_sockets; i-- > 0;) {
+        if (i < in->n_sockets) {
+            websocket->send(in->sockets[i], WEBSOCKET_TEXT, msg, len);
+        }
+    }
     free(in->text[in->seq % BACKLOG]);
     in->text[in->seq % BACKLOG] = copy;
     in->seq++;
+}
+
+/* ---- WebSocket clients: on their worker's list while open --------------------------------- */
+
+static void ws_open(websocket_t *ws)
+{
+    struct inbox *in = global->get(&inbox);
+
+    if (!in) {
+        websocket->close(ws, 1011, "no memory");
+        return;
+    }
+    if (in->n_sockets == in->cap_sockets) {
+        size_t cap = in->cap_sockets ? 2 * in->cap_sockets : 16;
+        websocket_t **v = realloc(in->sockets, cap * sizeof(*v));
+        if (!v) {
+            websocket->close(ws, 1011, "no memory");
+            return;
+        }
+        in->sockets = v;
+        in->cap_sockets = cap;
+    }
+    in->sockets[in->n_sockets++] = ws;
+}
+
+static void ws_close(websocket_t *ws, int code)
+{
+    struct inbox *in = global->get(&inbox);
+
+    (void) code;
+    for (size_t i = 0; in && i < in->n_sockets; i++) {
+        if (in->sockets[i] == ws) {
+            in->sockets[i] = in->sockets[--in->n_sockets];
+            break;
+        }
+    }
+}
+
+/* A client's text message is published on the channel (it comes back to everyone). */
+static void ws_message(websocket_t *ws, int type, const void *msg, size_t len)
+{
+    if (type != WEBSOCKET_TEXT || len == 0 || len > BODY_MAX) {
+        websocket->close(ws, 1003, "one line of text, up to 4096 bytes");
+        return;
+    }
+    redis->command(db, NULL, NULL, NULL, "PUBLISH %s %b", channel, msg, len);
+}
+
+static const struct websocket_callbacks ws_callbacks = {
+    .on_open = ws_open,
+    .on_message = ws_message,
+    .on_close = ws_close,
+};
+
+static void cb_ws(duda_request_t *dr)
+{
+    websocket->handshake(dr, &ws_callbacks, NULL, NULL);
 }
 
 static void tick(duda_request_t *dr, void *arg)
@@ -170,6 +241,9 @@ static void inbox_free(void *p)
     for (int i = 0; in && i < BACKLOG; i++) {
         free(in->text[i]);
     }
+    if (in) {
+        free(in->sockets);
+    }
     free(in);
 }
 
@@ -185,7 +259,8 @@ int duda_main(void)
     const char *ch = f ? fconf->get(f, "REDIS", "Channel") : NULL;
 
     snprintf(channel, sizeof(channel), "%s", ch ? ch : "redis_counter");
-    int ok = url && duda_load_package(redis, "redis") && (db = redis->connect(url));
+    int ok = url && duda_load_package(redis, "redis") &&
+             duda_load_package(websocket, "websocket") && (db = redis->connect(url));
     if (f) {
         fconf->free(f);
     }
@@ -195,6 +270,7 @@ int duda_main(void)
     global->init(&inbox, inbox_make, inbox_free);
     worker->pre_loop(subscribe_worker);
     router->map("/hit", DUDA_GET, cb_hit);
+    router->map("/ws", DUDA_GET, cb_ws);
     router->map("/publish", DUDA_POST, cb_publish);
     router->map("/events", DUDA_GET, cb_events);
     return 0;

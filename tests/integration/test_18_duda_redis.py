@@ -2,6 +2,7 @@
 session store ([DUDA] SessionStore redis://...), against Debian's
 redis-server started here on a free port and stopped by PID."""
 
+import contextlib
 import re
 import shutil
 import signal
@@ -304,6 +305,10 @@ def test_session_store_bad_value(make_server, services, value, reason):
 
 
 def test_redis_counter_example(make_server, services, redis, tmp_path):
+    ws_client = pytest.importorskip("websockets.sync.client",
+                                    reason="no Python websockets (tools/deps.sh test installs it)")
+    if not (PACKAGES / "websocket.dpkg").exists():
+        pytest.skip("built without the websocket package (libssl-dev, zlib1g-dev)")
     confdir = tmp_path / "rcconf"
     confdir.mkdir()
     (confdir / "redis.conf").write_text(f"[REDIS]\n    Url {redis.url}\n    Channel rc\n")
@@ -314,29 +319,43 @@ def test_redis_counter_example(make_server, services, redis, tmp_path):
         f"[DUDA]\n    ServicesRoot {services}\n    PackagesRoot {PACKAGES}\n")
     srv.set(GracefulTimeout="1s", Balancing="fair").start()
     r = srv.get("/redis_counter/")
-    assert r.status == 200 and b'new EventSource("/redis_counter/events")' in r.body
+    assert r.status == 200 and b'"/redis_counter/ws"' in r.body
     for n in (1, 2, 3):
         r = srv.get("/redis_counter/hit")
         assert (r.status, r.body) == (200, b'{"hits":%d}\n' % n)
     assert redis.call("GET", "redis_counter:hits") == b"3"
-    clients = []
-    for _ in range(4):
-        s = socket.create_connection(("127.0.0.1", srv.port), timeout=5 * SLOW)
-        s.sendall(b"GET /redis_counter/events HTTP/1.1\r\nHost: localhost\r\n\r\n")
-        buf = bytearray()
-        assert sse_read_until(s, lambda b: b": listening to rc" in b, buf, 5 * SLOW)
-        clients.append((s, buf))
+    # WebSocket clients and one event-stream client, one after the other: on both workers.
+    stack = contextlib.ExitStack()
+    sockets = [stack.enter_context(ws_client.connect(f"ws://127.0.0.1:{srv.port}/redis_counter/ws",
+                                                     open_timeout=5 * SLOW)) for _ in range(4)]
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=5 * SLOW)
+    s.sendall(b"GET /redis_counter/events HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    buf = bytearray()
+    assert sse_read_until(s, lambda b: b": listening to rc" in b, buf, 5 * SLOW)
     deadline = time.time() + 5 * SLOW
     while time.time() < deadline and redis.call("PUBSUB", "NUMSUB", "rc")[1] != 2:
         time.sleep(0.02)
+    assert redis.call("PUBSUB", "NUMSUB", "rc")[1] == 2
+    # From the form's route, from Redis itself, and from one of the sockets: every client,
+    # in order, once.
     r = srv.request("POST", "/redis_counter/publish", body=b"hello everyone")
     assert (r.status, r.body) == (200, b'{"receivers":2}\n')
     assert redis.call("PUBLISH", "rc", "from redis-cli") == 2
-    for s, buf in clients:
-        assert sse_read_until(s, lambda b: len(events(b)) == 2, buf, 5 * SLOW), bytes(buf)
-        assert events(buf) == [b"hello everyone", b"from redis-cli"]
-        s.close()
+    want = ["hello everyone", "from redis-cli"]
+    for ws in sockets:
+        assert [ws.recv(timeout=5 * SLOW) for _ in want] == want
+    sockets[0].send("from a socket")
+    want.append("from a socket")
+    for ws in sockets:
+        assert ws.recv(timeout=5 * SLOW) == "from a socket"
+    stack.close()
+    assert sse_read_until(s, lambda b: len(events(b)) == 3, buf, 5 * SLOW), bytes(buf)
+    assert events(buf) == [m.encode() for m in want]
+    s.close()
+    # Closed sockets left their worker's list: a message reaches nobody and breaks nothing.
+    assert redis.call("PUBLISH", "rc", "after") == 2
     assert srv.request("POST", "/redis_counter/publish", body=b"two\nlines").status == 400
+    assert srv.get("/redis_counter/hit").body == b'{"hits":4}\n'
     assert srv.stop() == 0
 
 
