@@ -29,6 +29,9 @@ static const struct mk_conf_key duda_keys[] = {
      "services", .doc = "the folder of the services' NAME.duda files"},
     {"PackagesRoot", MK_CONF_PATH, 0, MK_CONF_FIELD(struct duda_conf, packages_root), 0, 0,
      "packages", .doc = "the folder of the packages services load"},
+    {"SessionStore", MK_CONF_STRING, 0, MK_CONF_FIELD(struct duda_conf, session_store), 0, 300,
+     "memory", .check = duda_session_store_check,
+     .doc = "where sessions live: memory (this process) or redis://host:port/db (shared)"},
     {NULL},
 };
 
@@ -113,6 +116,15 @@ static int duda_init(const struct mk_api *api, const char *conf_dir)
     return MK_OK;
 }
 
+/* A worker stops: the services' values it made, and its Redis session store connections. */
+static void duda_worker_exit(int worker_id)
+{
+    duda_globals_worker_exit(worker_id);
+#ifdef DUDA_HAVE_HIREDIS
+    duda_session_worker_exit();
+#endif
+}
+
 static void duda_exit(void)
 {
     duda_logger_shutdown();
@@ -134,6 +146,7 @@ static void duda_service_free(struct duda_service *svc)
     free(svc->datadir);
     free(svc->logdir);
     free(svc->file);
+    free(svc->session_store);
     free(svc->packages_root);
     free(svc);
 }
@@ -259,6 +272,9 @@ static int duda_site_add(struct duda_site *site, const struct mk_site *s,
     svc->logdir = duda_strdup_opt(ws->logdir, &oom);
     svc->file = duda_strdup_opt(file, &oom);
     svc->packages_root = duda_strdup_opt(conf->packages_root, &oom);
+    if (conf->session_store && strcmp(conf->session_store, "memory") != 0) {
+        svc->session_store = duda_strdup_opt(conf->session_store, &oom);
+    }
     svc->docroot_fd = -1;
     site->svc[site->n++] = svc;
     if (oom) {
@@ -322,4 +338,5 @@ MK_PLUGIN_DEFINE(duda) = {
     .conf_schema = &duda_schema,
     .stats = duda_stats,
     .section_schemas = (const struct mk_conf_schema *const[]){&duda_ws_schema, NULL},
+    .worker_exit = duda_worker_exit,
 };

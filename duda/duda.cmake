@@ -8,9 +8,24 @@
 #   build/duda-packages/NAME.dpkg  the packages (duda/packages/), PackagesRoot of `duda -w`
 #   build/duda-packages/include/duda/packages/NAME.h   their headers, for services
 add_library(plugin-duda MODULE duda/duda.c duda/service.c duda/objects.c duda/session.c
-            duda/runtime.c duda/router.c duda/package.c)
+            duda/session_parse.c duda/runtime.c duda/router.c duda/package.c duda/socket.c)
 target_include_directories(plugin-duda PRIVATE include)
 target_link_libraries(plugin-duda PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
+
+# hiredis (libhiredis-dev), optional: the Redis session store ([DUDA] SessionStore
+# redis://...) and the redis package. Without it the only store is memory.
+find_path(HIREDIS_INCLUDE_DIR hiredis/async.h)
+find_library(HIREDIS_LIBRARY hiredis)
+if(HIREDIS_INCLUDE_DIR AND HIREDIS_LIBRARY)
+  set(MK_DUDA_HIREDIS ON)
+  target_sources(plugin-duda PRIVATE duda/session_redis.c duda/redis_loop.c)
+  target_compile_definitions(plugin-duda PRIVATE DUDA_HAVE_HIREDIS)
+  target_include_directories(plugin-duda PRIVATE ${HIREDIS_INCLUDE_DIR})
+  target_link_libraries(plugin-duda PRIVATE ${HIREDIS_LIBRARY})
+else()
+  set(MK_DUDA_HIREDIS OFF)
+  message(STATUS "duda: no hiredis (libhiredis-dev): no Redis session store, no redis package")
+endif()
 set_target_properties(plugin-duda PROPERTIES PREFIX "monkey-" OUTPUT_NAME duda)
 install(TARGETS plugin-duda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/monkey/plugins)
 install(DIRECTORY include/duda DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING

@@ -39,6 +39,7 @@ extern const struct duda_api duda_api_table;
 struct duda_conf {
     char *services_root;
     char *packages_root;
+    char *session_store; /* "memory" or redis://host:port/db */
 };
 
 struct duda_service;
@@ -86,6 +87,9 @@ struct duda_service {
     unsigned console_next;
     struct duda_logger **logs;
     size_t n_logs;
+    char *session_store; /* redis://...: sessions in Redis (session_redis.c); NULL: in process */
+    struct duda_service *live_next; /* the services with per-worker values (runtime.c) */
+    bool live;
 };
 
 /* What site_init() stores for a site. */
@@ -116,6 +120,15 @@ struct duda_gc_item {
     struct duda_gc_item *next;
 };
 
+/* A session of the Redis store as a request sees it (session_redis.c). */
+struct duda_sess {
+    char *name; /* the cookie's */
+    char id[33];
+    char *value;        /* NULL: none (or destroyed) */
+    duda_request_t *dr; /* while its lookup is pending */
+    struct duda_sess *next;
+};
+
 /* A request as a service sees it. Lives from the route's handler until the request's end. */
 struct duda_request {
     struct mk_request *r; /* NULL once the request is gone */
@@ -138,7 +151,14 @@ struct duda_request {
     struct duda_gc_item *gc;
     struct duda_timer *timers;
     char *method, *path;
-    void *user; /* request->set_ctx */
+    void *user;    /* request->set_ctx */
+    bool upgraded; /* response->takeover: the answer is a 101 without a body */
+    /* The Redis session store: what it found, and the commands still unanswered. */
+    struct duda_sess *sessions;
+    int sess_pending;
+    bool sess_failed; /* a write was refused or lost: the response is 503 */
+    struct mk_suspended *sess_susp;
+    mk_resume_cb sess_resume;
 };
 
 /* The plugin's context in one server (api->self). */
@@ -180,15 +200,47 @@ void duda_dashboard(duda_request_t *dr);
 /* session.c */
 void duda_sessions_shutdown(void);
 unsigned long duda_sessions_count(void);
+/* SessionStore: "memory" or a redis:// address (the check of the schema key). */
+int duda_session_store_check(const char *value, char *reason, size_t len);
+
+/*
+ * session_redis.c: the Redis store (built with hiredis). prefetch() looks
+ * up the sessions of dr's cookies: 0 (nothing to wait for), 1 (suspended:
+ * resume(r, dr) follows, which drops one reference) or -1. hold() suspends
+ * the same way while writes are unanswered, and is -1 once one failed.
+ */
+bool duda_session_remote(const duda_request_t *dr);
+int duda_session_prefetch(duda_request_t *dr, mk_resume_cb resume);
+int duda_session_hold(duda_request_t *dr, mk_resume_cb resume);
+int duda_session_remote_create(duda_request_t *dr, const char *name, const char *id,
+                               const char *value, long expires);
+const char *duda_session_remote_get(duda_request_t *dr, const char *name);
+int duda_session_remote_destroy(duda_request_t *dr, const char *name);
+void duda_sessions_release(duda_request_t *dr);
+void duda_session_worker_exit(void);
 
 /* runtime.c */
 void duda_service_enter(struct duda_service *svc); /* pre_loop and globals of this worker */
 void duda_timers_stop(duda_request_t *dr);
 void duda_loggers_release(struct duda_service *svc);
 void duda_globals_release(struct duda_service *svc); /* destroy() every value made */
+/* The service's per-worker values exist: released by a stopping worker or at the unload. */
+void duda_globals_track(struct duda_service *svc);
+/* On a stopping worker: destroy() the values it made, of every service, while its loop lives. */
+void duda_globals_worker_exit(int worker);
 void duda_logger_shutdown(void);
 void duda_logger_reopen(void); /* SIGUSR1 */
 void duda_console_note(struct duda_service *svc, const char *line);
+
+/* socket.c: response->takeover and its socket, worker->id, count, call (ABI 1.1) */
+int duda_socket_takeover(duda_request_t *dr, const struct duda_socket_ops *ops, void *arg,
+                         unsigned idle_ms);
+int duda_socket_write(duda_socket_t *s, const void *data, size_t len);
+int duda_socket_close(duda_socket_t *s);
+const char *duda_socket_remote_addr(duda_socket_t *s);
+int duda_worker_id(void);
+int duda_worker_count(void);
+int duda_worker_call(int worker, void (*fn)(void *arg), void *arg);
 
 extern const struct duda_request_api duda_request_obj;
 extern const struct duda_response_api duda_response_obj;

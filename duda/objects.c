@@ -122,6 +122,9 @@ static void duda_request_free(duda_request_t *dr)
     free(dr->ctype);
     free(dr->method);
     free(dr->path);
+#ifdef DUDA_HAVE_HIREDIS
+    duda_sessions_release(dr);
+#endif
     free(dr);
 }
 
@@ -218,6 +221,9 @@ static int duda_commit(duda_request_t *dr)
     if (duda_commit_head(dr) != MK_OK) {
         return 503;
     }
+    if (dr->upgraded) {
+        return MK_OK; /* 101: the server sends the head alone */
+    }
     if (dr->file_fd >= 0) {
         duda_mk->set_body_file(r, dr->file_fd, dr->file_off, dr->file_len);
         dr->file_fd = -1; /* the server closes it */
@@ -259,8 +265,20 @@ int duda_finish(duda_request_t *dr)
         duda_misuse(dr, "the callback returned without response->end() or wait()");
         return 500;
     }
+#ifdef DUDA_HAVE_HIREDIS
+    /* Sessions created or destroyed: the response waits for the store's answer. */
+    int held = duda_session_hold(dr, duda_continue);
+    if (held != 0) {
+        return held > 0 ? MK_SUSPENDED : 503;
+    }
+#endif
     return duda_commit(dr);
 }
+
+static int duda_run(duda_request_t *dr);
+#ifdef DUDA_HAVE_HIREDIS
+static int duda_sessions_loaded(struct mk_request *r, void *arg);
+#endif
 
 static void duda_call(duda_request_t *dr, duda_callback_t cb)
 {
@@ -298,14 +316,43 @@ int duda_handler(struct mk_request *r, void *arg)
     else if (dr->called) {
         return duda_finish(dr);
     }
-    if (rt->dashboard) {
+#ifdef DUDA_HAVE_HIREDIS
+    if (!rt->dashboard && duda_session_remote(dr)) {
+        int rc = duda_session_prefetch(dr, duda_sessions_loaded);
+        if (rc != 0) {
+            return rc > 0 ? MK_SUSPENDED : 503;
+        }
+    }
+#endif
+    return duda_run(dr);
+}
+
+/* The route's callback (or the dashboard), then what the handler returns. */
+static int duda_run(duda_request_t *dr)
+{
+    if (dr->route->dashboard) {
         duda_dashboard(dr);
     }
     else {
-        duda_call(dr, rt->cb);
+        duda_call(dr, dr->route->cb);
     }
     return duda_finish(dr);
 }
+
+#ifdef DUDA_HAVE_HIREDIS
+/* The Redis store answered the lookups of the request's sessions. r is NULL when it is gone. */
+static int duda_sessions_loaded(struct mk_request *r, void *arg)
+{
+    duda_request_t *dr = arg;
+    int rc = MK_OK;
+
+    if (r && dr->r) {
+        rc = duda_run(dr);
+    }
+    duda_request_unref(dr);
+    return rc;
+}
+#endif
 
 /* A parked request continues (wait/cont, worker->task). r is NULL when it is gone. */
 static int duda_continue(struct mk_request *r, void *arg)
@@ -798,6 +845,10 @@ const struct duda_response_api duda_response_obj = {
     .wait = duda_wait,
     .cont = duda_cont,
     .end = duda_end,
+    .takeover = duda_socket_takeover,
+    .socket_write = duda_socket_write,
+    .socket_close = duda_socket_close,
+    .socket_remote_addr = duda_socket_remote_addr,
 };
 
 /* ---- router ----------------------------------------------------------------- */

@@ -216,7 +216,10 @@ static int duda_task(duda_request_t *dr, void (*work)(void *arg),
 const struct duda_worker_api duda_worker_obj = {.size = sizeof(struct duda_worker_api),
                                                 .spawn = duda_spawn,
                                                 .pre_loop = duda_pre_loop,
-                                                .task = duda_task};
+                                                .task = duda_task,
+                                                .id = duda_worker_id,
+                                                .count = duda_worker_count,
+                                                .call = duda_worker_call};
 
 /* ---- event -------------------------------------------------------------------- */
 
@@ -259,17 +262,72 @@ static void duda_timer_fire(struct mk_loop_timer *lt, void *arg)
     }
 }
 
-void duda_globals_release(struct duda_service *svc)
+/*
+ * The services whose per-worker values may exist. A value is destroyed
+ * once, under this lock: by its worker when the worker stops first (its
+ * event loop is still there, so a value holding watches or timers, such
+ * as a connection, closes cleanly), else when the service is unloaded.
+ */
+static pthread_mutex_t duda_live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct duda_service *duda_live;
+
+void duda_globals_track(struct duda_service *svc)
 {
-    for (unsigned id = 0; id < svc->n_globals && svc->gready; id++) {
-        const duda_global_t *key = svc->globals[id];
-        for (unsigned w = 0; w < svc->workers; w++) {
-            size_t i = (size_t) w * DUDA_GLOBALS_MAX + id;
-            if (svc->gready[i] && key->destroy) {
-                key->destroy(svc->gvalues[i]);
-            }
+    pthread_mutex_lock(&duda_live_lock);
+    if (!svc->live) {
+        svc->live = true;
+        svc->live_next = duda_live;
+        duda_live = svc;
+    }
+    pthread_mutex_unlock(&duda_live_lock);
+}
+
+/* destroy() the value of (worker, id) if it was made; under the lock. */
+static void duda_global_drop(struct duda_service *svc, unsigned w, unsigned id)
+{
+    size_t i = (size_t) w * DUDA_GLOBALS_MAX + id;
+    const duda_global_t *key = svc->globals[id];
+
+    if (!svc->gready[i]) {
+        return;
+    }
+    svc->gready[i] = 0;
+    if (key->destroy) {
+        struct duda_service *saved = duda_current;
+        duda_current = svc;
+        key->destroy(svc->gvalues[i]);
+        duda_current = saved;
+    }
+}
+
+void duda_globals_worker_exit(int worker)
+{
+    pthread_mutex_lock(&duda_live_lock);
+    for (struct duda_service *svc = duda_live; svc; svc = svc->live_next) {
+        for (unsigned id = 0;
+             worker >= 0 && (unsigned) worker < svc->workers && id < svc->n_globals; id++) {
+            duda_global_drop(svc, (unsigned) worker, id);
         }
     }
+    pthread_mutex_unlock(&duda_live_lock);
+}
+
+void duda_globals_release(struct duda_service *svc)
+{
+    pthread_mutex_lock(&duda_live_lock);
+    for (struct duda_service **pp = &duda_live; *pp; pp = &(*pp)->live_next) {
+        if (*pp == svc) {
+            *pp = svc->live_next;
+            break;
+        }
+    }
+    svc->live = false;
+    for (unsigned id = 0; id < svc->n_globals && svc->gready; id++) {
+        for (unsigned w = 0; w < svc->workers; w++) {
+            duda_global_drop(svc, w, id);
+        }
+    }
+    pthread_mutex_unlock(&duda_live_lock);
 }
 
 static duda_timer_t *duda_timer_add(duda_request_t *dr, unsigned ms, int repeat,

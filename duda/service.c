@@ -202,6 +202,7 @@ int duda_service_routes(const struct mk_site *site, struct duda_service *svc, ch
         snprintf(err, errlen, "out of memory");
         return MK_ERR;
     }
+    duda_globals_track(svc);
     snprintf(prefix, sizeof(prefix), "%s%s", svc->root ? "" : "/", svc->root ? "" : svc->name);
     for (size_t i = 0; i < svc->n_routes; i++) {
         struct duda_route *rt = &svc->routes[i];

@@ -8,6 +8,10 @@
  * the chain it lands in. Ids are 128 bits from getrandom(), in hex, in the
  * cookie the service names; entries are kept per service and cookie name,
  * so services on one site cannot read each other's sessions.
+ *
+ * With [DUDA] SessionStore redis://... (and the plugin built with hiredis)
+ * a service's sessions live in Redis instead (session_redis.c): the same
+ * ids and cookies, shared by every server that uses the same Redis.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +20,29 @@
 #include <time.h>
 
 #include "duda_internal.h"
+#include "session_parse.h"
+
+int duda_session_store_check(const char *value, char *reason, size_t len)
+{
+    if (!strcmp(value, "memory")) {
+        return MK_OK;
+    }
+#ifdef DUDA_HAVE_HIREDIS
+    char host[256];
+    int port, db;
+    if (duda_redis_url_parse(value, host, sizeof(host), &port, &db, reason, len) == 0) {
+        return MK_OK;
+    }
+    size_t n = strlen(reason);
+    snprintf(reason + n, len - n, " (SessionStore is memory or redis://host[:port][/db])");
+#else
+    snprintf(reason, len,
+             "'%s': this duda plugin was built without hiredis (libhiredis-dev), so the only "
+             "store is memory",
+             value);
+#endif
+    return MK_ERR;
+}
 
 #define DUDA_SESSION_BUCKETS 4096
 #define DUDA_SESSION_MAX 1000000
@@ -117,6 +144,17 @@ static int duda_session_create(duda_request_t *dr, const char *name, const char 
     for (int i = 0; i < 16; i++) {
         snprintf(s->id + 2 * i, 3, "%02x", raw[i]);
     }
+#ifdef DUDA_HAVE_HIREDIS
+    if (duda_session_remote(dr)) {
+        int rc = duda_session_remote_create(dr, name, s->id, value, expires);
+        if (rc == 0) {
+            rc = duda_cookie_obj.set(dr, name, s->id, expires,
+                                     DUDA_COOKIE_HTTPONLY | DUDA_COOKIE_SAMESITE_LAX);
+        }
+        duda_session_free(s);
+        return rc;
+    }
+#endif
     time_t now = time(NULL);
     s->expires = now + expires;
     if (duda_cookie_obj.set(dr, name, s->id, expires,
@@ -165,6 +203,12 @@ static const char *duda_session_get(duda_request_t *dr, const char *name)
     if (duda_owner(dr, name, owner, sizeof(owner)) != 0 || !dr->r) {
         return NULL;
     }
+#ifdef DUDA_HAVE_HIREDIS
+    if (duda_session_remote(dr)) {
+        const char *v = duda_session_remote_get(dr, name);
+        return v ? duda_gc_strndup(dr, v, strlen(v)) : NULL;
+    }
+#endif
     pthread_mutex_lock(&duda_sessions_lock);
     struct duda_session **pp = duda_session_find(dr, name, owner);
     if (pp) {
@@ -182,6 +226,11 @@ static int duda_session_isset(duda_request_t *dr, const char *name)
     if (duda_owner(dr, name, owner, sizeof(owner)) != 0 || !dr->r) {
         return 0;
     }
+#ifdef DUDA_HAVE_HIREDIS
+    if (duda_session_remote(dr)) {
+        return duda_session_remote_get(dr, name) != NULL;
+    }
+#endif
     pthread_mutex_lock(&duda_sessions_lock);
     int found = duda_session_find(dr, name, owner) != NULL;
     pthread_mutex_unlock(&duda_sessions_lock);
@@ -195,6 +244,14 @@ static int duda_session_destroy(duda_request_t *dr, const char *name)
     if (duda_owner(dr, name, owner, sizeof(owner)) != 0 || !dr->r) {
         return -1;
     }
+#ifdef DUDA_HAVE_HIREDIS
+    if (duda_session_remote(dr)) {
+        if (duda_session_remote_destroy(dr, name) != 0) {
+            return -1;
+        }
+        return duda_cookie_obj.destroy(dr, name);
+    }
+#endif
     pthread_mutex_lock(&duda_sessions_lock);
     struct duda_session **pp = duda_session_find(dr, name, owner);
     if (pp) {

@@ -922,6 +922,7 @@ const struct mk_api mk_plugin_api = {
     .note_set = mk_api_note_set,
     .note = mk_api_note,
     .site_sections = mk_api_site_sections,
+    .takeover_on_open = mk_takeover_on_open,
 };
 
 /* ---- loading ------------------------------------------------------------- */

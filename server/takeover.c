@@ -89,8 +89,18 @@ int mk_takeover_request(struct mk_request *r, const struct mk_takeover_ops *ops,
     up->ops = ops;
     up->arg = arg;
     up->idle_ms = idle_ms ? idle_ms : r->cfg->keepalive_timeout_ms;
+    up->on_open = NULL;
     r->upgrade = up;
     r->status = 101;
+    return MK_OK;
+}
+
+int mk_takeover_on_open(struct mk_request *r, void (*on_open)(struct mk_takeover *t, void *arg))
+{
+    if (!r || !r->upgrade) {
+        return MK_ERR;
+    }
+    r->upgrade->on_open = on_open;
     return MK_OK;
 }
 
@@ -364,5 +374,10 @@ void mk_takeover_start(struct mk_conn *c, const struct mk_upgrade *up, const cha
     c->proto = &mk_proto_takeover;
     c->state = MK_CONN_TAKEOVER;
     c->takeover = t;
+    if (up->on_open) {
+        t->busy = true; /* a close asked for in on_open waits for its end */
+        up->on_open(t, t->arg);
+        t->busy = false;
+    }
     mk_takeover_run(c);
 }

@@ -21,6 +21,7 @@ struct mk_upgrade {
     const struct mk_takeover_ops *ops;
     void *arg;
     uint32_t idle_ms;
+    void (*on_open)(struct mk_takeover *t, void *arg); /* api->takeover_on_open, or NULL */
 };
 
 /* The protocol of a taken-over connection (c->proto). */
@@ -32,6 +33,7 @@ int mk_takeover_request(struct mk_request *r, const struct mk_takeover_ops *ops,
 int mk_takeover_write(struct mk_takeover *t, const void *data, size_t len);
 void mk_takeover_close(struct mk_takeover *t);
 struct mk_conn *mk_takeover_conn(struct mk_takeover *t);
+int mk_takeover_on_open(struct mk_request *r, void (*on_open)(struct mk_takeover *t, void *arg));
 
 /*
  * The protocol sent the 101 of a request with `up` and freed the request:

@@ -1,17 +1,23 @@
 #!/bin/sh
 # What building and testing Monkey needs, from Debian packages.
 #
-#   tools/deps.sh build      check only: a C compiler and cmake (never installs)
+#   tools/deps.sh build      check only: a C compiler and cmake (never installs); names the
+#                            optional libraries missing (Duda's redis and memcache
+#                            packages: libhiredis-dev, libmemcached-dev)
 #   tools/deps.sh run        + libssl-dev and openssl: make run serves HTTPS on 2443
 #   tools/deps.sh test       + ninja, cmocka, python3 with pytest, curl, clang-format, musl,
 #                            taskset, libssl-dev and openssl (plugins/tls), libnghttp2-dev
 #                            (HTTP/2), nghttp and h2load, Python's h2, h2spec (Go), php-fpm
 #                            and php-cgi (plugins/fastcgi, plugins/cgi), pkg-config (the
-#                            libmonkey example), and optionally libcjson-dev and
-#                            libsqlite3-dev (Duda's json and sqlite packages)
+#                            libmonkey example), zlib1g-dev, Python's websockets and
+#                            chromium (the Duda websocket packages and chat), redis-server
+#                            and memcached (Duda's redis and memcache packages), and
+#                            optionally libcjson-dev, libsqlite3-dev, libhiredis-dev and
+#                            libmemcached-dev (Duda's json, sqlite, redis, memcache packages)
 #   tools/deps.sh fuzz       + clang with libFuzzer
 #   tools/deps.sh static     + musl (musl-gcc) for the static embedded build
-#   tools/deps.sh bench      + the peers and load tools of bench/ (and better-sqlite3 from npm)
+#   tools/deps.sh bench      + the peers and load tools of bench/ (node's ws and
+#                            better-sqlite3 with npm)
 #   tools/deps.sh deb        + debhelper, dpkg-dev, lintian and fakeroot for
 #                            make deb and make deb-test
 #   tools/deps.sh cross ARCH + for make cross and make cross-test (ARCH aarch64
@@ -45,7 +51,13 @@ if [ "$stage" = run ]; then
     [ -n "$want" ] || exit 0
     stage=run-only
 fi
+# Optional: Duda's redis package and Redis session store (hiredis) and its
+# memcache package (libmemcached); without them they and their tests are left out.
+duda_optional=""
+[ -e /usr/include/hiredis/async.h ] || duda_optional="$duda_optional libhiredis-dev"
+[ -e /usr/include/libmemcached-1.0/memcached.h ] || duda_optional="$duda_optional libmemcached-dev"
 if [ "$stage" = build ]; then
+    [ -z "$duda_optional" ] || echo "deps: optional, not installed:$duda_optional" >&2
     [ -z "$want" ] && exit 0
     echo "deps: building needs:$want (as root: apt-get install$want)" >&2
     exit 1
@@ -64,6 +76,11 @@ if [ "$stage" != build ]; then
     # php-fpm) run by the tests with their own pool, and php-cgi.
     need /usr/sbin/php-fpm8.2 php-fpm
     need php-cgi php-cgi
+    # Duda's redis and memcache packages: their libraries (optional) and the
+    # servers their tests start.
+    optional="${optional:-}$duda_optional"
+    need redis-server redis-server
+    need memcached memcached
     need /usr/bin/python3 python3
     # pytest for whichever python3 runs the tests: the Debian one when the
     # first python3 on PATH has none.
@@ -84,6 +101,20 @@ if [ "$stage" != build ]; then
     # h2spec is built with Go (below, after the packages): Debian's Go when
     # there is none.
     [ "$stage" = test ] && need go golang-go
+    # The websocket packages (duda/packages/websocket): zlib for
+    # permessage-deflate; their tests use Python's websockets and drive the
+    # chat example in headless Chromium.
+    need /usr/include/zlib.h zlib1g-dev
+    need chromium chromium
+    ws_pip=""
+    if ! python3 -c 'import websockets.sync.client' >/dev/null 2>&1; then
+        if python3 -c 'import pytest' >/dev/null 2>&1 && \
+           [ "$(command -v python3)" != /usr/bin/python3 ]; then
+            ws_pip=yes # the python3 that runs the tests is not Debian's: pip
+        else
+            want="$want python3-websockets"
+        fi
+    fi
     h2_pip=""
     if ! python3 -c 'import h2' >/dev/null 2>&1; then
         if python3 -c 'import pytest' >/dev/null 2>&1 && \
@@ -153,7 +184,7 @@ if [ "$stage" = bench ]; then
     need lighttpd lighttpd
     need h2o h2o
     need node nodejs
-    need npm npm # bench/node/package.json: better-sqlite3 for bench/node/notes.js
+    need npm npm # bench/node/package.json: ws and better-sqlite3 for bench/node/
     need valgrind valgrind
     need strace strace
     need callgrind_control valgrind
@@ -190,6 +221,10 @@ if [ -n "$want$optional" ]; then
     fi
 fi
 
+if [ -n "${ws_pip:-}" ]; then
+    echo "deps: installing Python's websockets with pip for $(command -v python3)"
+    python3 -m pip install -q websockets || { echo "deps: pip install websockets failed" >&2; exit 1; }
+fi
 if [ -n "${h2_pip:-}" ]; then
     echo "deps: installing Python's h2 with pip for $(command -v python3)"
     python3 -m pip install -q h2 || { echo "deps: pip install h2 failed" >&2; exit 1; }
@@ -202,15 +237,16 @@ if [ "$stage" = test ] && ! command -v h2spec >/dev/null 2>&1 && command -v go >
     go install github.com/summerwind/h2spec/cmd/h2spec@latest >/dev/null 2>&1 ||
         echo "deps: go install h2spec failed: the h2spec test is skipped" >&2
 fi
-# bench/duda_packages.py's node peer (bench/node/notes.js): better-sqlite3
-# from npm into bench/node/node_modules (built with node-gyp when npm has no
-# prebuilt binary for this node).
+# The node peers of bench/ (bench/node/package.json): ws for bench/websocket.py
+# and better-sqlite3 for bench/duda_packages.py, from npm into
+# bench/node/node_modules (better-sqlite3 is built with node-gyp when npm has
+# no prebuilt binary for this node).
 if [ "$stage" = bench ] && command -v npm >/dev/null 2>&1; then
     node_dir=$(cd "$(dirname "$0")/../bench/node" && pwd)
-    if [ ! -d "$node_dir/node_modules/better-sqlite3" ]; then
-        echo "deps: installing better-sqlite3 with npm install --prefix $node_dir"
+    if [ ! -d "$node_dir/node_modules/better-sqlite3" ] || [ ! -d "$node_dir/node_modules/ws" ]; then
+        echo "deps: installing ws and better-sqlite3 with npm install --prefix $node_dir"
         npm install --prefix "$node_dir" --no-audit --no-fund >/dev/null 2>&1 ||
-            echo "deps: npm install failed: bench/duda_packages.py runs without node" >&2
+            echo "deps: npm install failed: bench/websocket.py and bench/duda_packages.py run without node" >&2
     fi
 fi
 exit 0

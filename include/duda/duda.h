@@ -54,6 +54,23 @@
 
 typedef struct duda_request duda_request_t;
 
+/*
+ * Since service ABI 1.1: a connection taken over after 101 Switching
+ * Protocols (response->takeover), for WebSocket and the like. Its
+ * callbacks run on the connection's worker, one at a time, with the
+ * service current. on_open (optional) runs once the 101 went out, before
+ * any on_read; on_writable (optional) once what was written went out after
+ * socket_write answered DUDA_AGAIN; on_close exactly once, last (s NULL
+ * when the 101 never went out), after which s is gone.
+ */
+typedef struct duda_socket duda_socket_t;
+struct duda_socket_ops {
+    void (*on_open)(duda_socket_t *s, void *arg);
+    void (*on_read)(duda_socket_t *s, const void *data, size_t len, void *arg);
+    void (*on_writable)(duda_socket_t *s, void *arg);
+    void (*on_close)(duda_socket_t *s, void *arg);
+};
+
 /* A route's callback: answer with response->..., then response->end(). */
 typedef void (*duda_callback_t)(duda_request_t *dr);
 
@@ -152,6 +169,30 @@ struct duda_response_api {
      * sent or the request failed. Ending twice is misuse (-1, logged).
      */
     int (*end)(duda_request_t *dr, void (*end_cb)(duda_request_t *dr));
+
+    /* ---- since service ABI 1.1 (check with DUDA_HAS) ---- */
+
+    /*
+     * In a route's callback, for a request that asks for an Upgrade
+     * (HTTP/1.1 without a body): the response becomes 101 Switching
+     * Protocols; add Upgrade and Connection headers, then end() it. Once it
+     * went out the connection's bytes go to ops (arg is theirs), with
+     * `idle_ms` of silence closing it (0: the server's KeepAliveTimeout).
+     * 0, or -1 when the request cannot be taken over (HTTP/1.0, HTTP/2, a
+     * body): answer something else then.
+     */
+    int (*takeover)(duda_request_t *dr, const struct duda_socket_ops *ops, void *arg,
+                    unsigned idle_ms);
+    /*
+     * Send bytes (copied) on the socket's worker: DUDA_OK; DUDA_AGAIN taken,
+     * but more than 64 KiB wait to go out (reading pauses until on_writable);
+     * DUDA_ERR not taken (closing).
+     */
+    int (*socket_write)(duda_socket_t *s, const void *data, size_t len);
+    /* Close once what was written went out; on_close follows from the loop. */
+    int (*socket_close)(duda_socket_t *s);
+    /* The client's address as text (valid as long as s). */
+    const char *(*socket_remote_addr)(duda_socket_t *s);
 };
 
 struct duda_router_api {
@@ -235,8 +276,9 @@ struct duda_global_api {
     size_t size;
     /*
      * In duda_main(): declare a key. make (may be NULL) makes each worker's
-     * first value; destroy (may be NULL) releases each value made when the
-     * service is unloaded (on the controlling thread, after duda_exit).
+     * first value; destroy (may be NULL) releases each value made, once: on
+     * its worker when that worker stops (its loop still there), else when
+     * the service is unloaded (on the controlling thread, after duda_exit).
      */
     int (*init)(duda_global_t *key, void *(*make)(void), void (*destroy)(void *value));
     void *(*get)(duda_global_t *key);
@@ -256,6 +298,22 @@ struct duda_worker_api {
      */
     int (*task)(duda_request_t *dr, void (*work)(void *arg),
                 void (*done)(duda_request_t *dr, void *arg), void *arg);
+
+    /* ---- since service ABI 1.1 (check with DUDA_HAS) ---- */
+
+    /* The worker running the caller (0 .. count()-1), or -1 off the workers. */
+    int (*id)(void);
+    /* The server's worker threads. */
+    int (*count)(void);
+    /*
+     * Run fn(arg) on worker `worker` soon, with the service current, from
+     * any thread: how a worker hands another one data for its own
+     * connections (calls to one worker run in the order they were made).
+     * 0, or -1 (no such worker, memory short): then fn never runs. Calls
+     * still queued when the server stops run during the stop, on the
+     * controlling thread (id() is -1 there), so fn can release arg.
+     */
+    int (*call)(int worker, void (*fn)(void *arg), void *arg);
 };
 
 typedef struct duda_timer duda_timer_t;

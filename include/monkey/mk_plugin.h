@@ -830,6 +830,17 @@ struct mk_api {
     const struct mk_conf_instance *(*site_sections)(const struct mk_site *site,
                                                     const struct mk_plugin *plugin,
                                                     const char *section, size_t *n);
+
+    /*
+     * After takeover() on the same request: on_open(t, arg) runs once the
+     * 101 went out and the connection is the plugin's, before any on_read
+     * (so the plugin holds `t` at once: to greet, or to register the
+     * connection for writes that do not answer a read). Not called when
+     * the 101 never goes out (on_close(NULL, arg) then). MK_OK, or MK_ERR
+     * when takeover() was not called on r.
+     */
+    int (*takeover_on_open)(struct mk_request *r,
+                            void (*on_open)(struct mk_takeover *t, void *arg));
 };
 
 /* One counter of a plugin's stats hook: its name (letters, digits, '_') and value. */

@@ -1,0 +1,327 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * duda/redis_loop.c: the hiredis adapter for a worker's event loop and
+ * the reconnection logic (see redis_loop.h for the contract).
+ *
+ * hiredis drives the adapter through five hooks: addRead/delRead and
+ * addWrite/delWrite say which readiness it waits for, cleanup says the
+ * context is going away (after its pending callbacks got a NULL reply).
+ * The adapter keeps one watch on the socket and registers write interest
+ * only while connecting or when a write could not finish; otherwise a
+ * 0 ms timer writes what the commands of one loop iteration queued.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redis_loop.h"
+
+static void duda_rloop_connect(struct duda_rloop *c);
+
+/* Register the interest hiredis asked for. */
+static void duda_rloop_io(int fd, unsigned ready, void *arg);
+
+static void duda_rloop_update(struct duda_rloop *c)
+{
+    unsigned m = (c->want_read ? DUDA_RLOOP_READ : 0) | (c->want_write ? DUDA_RLOOP_WRITE : 0);
+
+    if (!c->ac) {
+        return;
+    }
+    if (!c->watch) {
+        c->watch = c->ops->watch(c->ac->c.fd, m, duda_rloop_io, c);
+        c->mask = m;
+        if (!c->watch) {
+            c->ops->log("duda: redis %s:%d (%s): cannot watch the socket", c->host, c->port,
+                        c->who);
+        }
+        return;
+    }
+    if (m == c->mask) {
+        return;
+    }
+    if (c->ops->modify) {
+        c->ops->modify(c->watch, m);
+    }
+    else {
+        c->ops->unwatch(c->watch);
+        c->watch = c->ops->watch(c->ac->c.fd, m, duda_rloop_io, c);
+    }
+    c->mask = m;
+}
+
+static void duda_rloop_io(int fd, unsigned ready, void *arg)
+{
+    struct duda_rloop *c = arg;
+
+    (void) fd;
+    if (!__atomic_load_n(&c->ac, __ATOMIC_ACQUIRE)) {
+        return; /* abandoned */
+    }
+    if (c->ac && (ready & DUDA_RLOOP_READ)) {
+        redisAsyncHandleRead(c->ac); /* may free the context: cleanup clears c->ac */
+    }
+    if (c->ac && (ready & DUDA_RLOOP_WRITE) && c->want_write) {
+        redisAsyncHandleWrite(c->ac);
+    }
+}
+
+static void duda_rloop_flush(void *arg)
+{
+    struct duda_rloop *c = arg;
+
+    c->flush_timer = NULL;
+    if (!__atomic_load_n(&c->ac, __ATOMIC_ACQUIRE)) {
+        return; /* closed or abandoned */
+    }
+    c->flushing = true;
+    redisAsyncHandleWrite(c->ac);
+    c->flushing = false;
+}
+
+static void duda_rloop_add_read(void *priv)
+{
+    struct duda_rloop *c = priv;
+    if (c && !c->want_read) {
+        c->want_read = true;
+        duda_rloop_update(c);
+    }
+}
+
+static void duda_rloop_del_read(void *priv)
+{
+    struct duda_rloop *c = priv;
+    if (c && c->want_read) {
+        c->want_read = false;
+        duda_rloop_update(c);
+    }
+}
+
+static void duda_rloop_add_write(void *priv)
+{
+    struct duda_rloop *c = priv;
+
+    if (!c || c->want_write) {
+        return;
+    }
+    /* Up and not inside a write that came short: one write at the next iteration. */
+    if (c->state == DUDA_RLOOP_UP && !c->flushing) {
+        if (!c->flush_timer) {
+            c->flush_timer = c->ops->timer(0, duda_rloop_flush, c);
+        }
+        if (c->flush_timer) {
+            return;
+        }
+    }
+    c->want_write = true;
+    duda_rloop_update(c);
+}
+
+static void duda_rloop_del_write(void *priv)
+{
+    struct duda_rloop *c = priv;
+
+    if (!c) {
+        return;
+    }
+    if (c->flush_timer) {
+        c->ops->timer_cancel(c->flush_timer);
+        c->flush_timer = NULL;
+    }
+    if (c->want_write) {
+        c->want_write = false;
+        duda_rloop_update(c);
+    }
+}
+
+/* The context goes away (its pending callbacks have run): forget it. */
+static void duda_rloop_cleanup(void *priv)
+{
+    struct duda_rloop *c = priv;
+
+    if (!c) {
+        return;
+    }
+    if (c->flush_timer) {
+        c->ops->timer_cancel(c->flush_timer);
+        c->flush_timer = NULL;
+    }
+    if (c->watch) {
+        c->ops->unwatch(c->watch);
+        c->watch = NULL;
+    }
+    c->mask = 0;
+    c->want_read = c->want_write = false;
+    c->ac = NULL;
+    c->state = DUDA_RLOOP_DOWN;
+}
+
+static void duda_rloop_retry_fire(void *arg)
+{
+    struct duda_rloop *c = arg;
+
+    c->retry_timer = NULL;
+    if (__atomic_load_n(&c->closing, __ATOMIC_ACQUIRE)) {
+        return; /* abandoned */
+    }
+    duda_rloop_connect(c);
+}
+
+/* Count a failure, log it (every one at first, then once a minute) and plan the next attempt. */
+static void duda_rloop_retry(struct duda_rloop *c, const char *why)
+{
+    unsigned delay = c->backoff_ms;
+
+    c->state = DUDA_RLOOP_DOWN;
+    c->failures++;
+    if (c->failures <= 6 || c->failures % 12 == 0) {
+        c->ops->log("duda: redis %s:%d (%s): %s; attempt %u, next in %u ms", c->host, c->port,
+                    c->who, why, c->failures, delay);
+    }
+    c->backoff_ms = delay * 2 > DUDA_RLOOP_BACKOFF_MAX_MS ? DUDA_RLOOP_BACKOFF_MAX_MS : delay * 2;
+    if (!c->retry_timer) {
+        c->retry_timer = c->ops->timer(delay, duda_rloop_retry_fire, c);
+    }
+}
+
+static void duda_rloop_on_connect(const redisAsyncContext *ac, int status)
+{
+    struct duda_rloop *c = ac->data;
+
+    if (!c) {
+        return;
+    }
+    if (status != REDIS_OK) {
+        duda_rloop_retry(c, ac->errstr[0] ? ac->errstr : "cannot connect");
+        return; /* hiredis frees the context next: cleanup */
+    }
+    if (c->failures) {
+        c->ops->log("duda: redis %s:%d (%s): connected after %u failed attempts", c->host, c->port,
+                    c->who, c->failures);
+    }
+    c->state = DUDA_RLOOP_UP;
+    c->failures = 0;
+    c->backoff_ms = DUDA_RLOOP_BACKOFF_MIN_MS;
+    if (c->on_up) {
+        c->on_up(c, c->up_arg);
+    }
+}
+
+static void duda_rloop_on_disconnect(const redisAsyncContext *ac, int status)
+{
+    struct duda_rloop *c = ac->data;
+
+    (void) status;
+    if (!c) {
+        return;
+    }
+    c->ac = NULL;
+    duda_rloop_retry(c, ac->errstr[0] ? ac->errstr : "the server closed the connection");
+}
+
+static void duda_rloop_connect(struct duda_rloop *c)
+{
+    redisAsyncContext *ac = redisAsyncConnect(c->host, c->port);
+
+    if (!ac || ac->err) {
+        char why[160];
+        snprintf(why, sizeof(why), "%s", ac ? ac->errstr : "out of memory");
+        if (ac) {
+            redisAsyncFree(ac);
+        }
+        duda_rloop_retry(c, why);
+        return;
+    }
+    c->ac = ac;
+    c->state = DUDA_RLOOP_CONNECTING;
+    ac->data = c;
+    ac->ev.data = c;
+    ac->ev.addRead = duda_rloop_add_read;
+    ac->ev.delRead = duda_rloop_del_read;
+    ac->ev.addWrite = duda_rloop_add_write;
+    ac->ev.delWrite = duda_rloop_del_write;
+    ac->ev.cleanup = duda_rloop_cleanup;
+    /* The connection is established at the first write event: the hooks must be in place. */
+    redisAsyncSetConnectCallback(ac, duda_rloop_on_connect);
+    redisAsyncSetDisconnectCallback(ac, duda_rloop_on_disconnect);
+    if (c->db != 0) {
+        redisAsyncCommand(ac, NULL, NULL, "SELECT %d", c->db);
+    }
+}
+
+struct duda_rloop *duda_rloop_open(const struct duda_rloop_ops *ops, const char *host, int port,
+                                   int db, const char *who, duda_rloop_up_cb on_up, void *up_arg)
+{
+    struct duda_rloop *c = calloc(1, sizeof(*c));
+
+    if (!c) {
+        return NULL;
+    }
+    c->ops = ops;
+    snprintf(c->host, sizeof(c->host), "%s", host);
+    c->port = port;
+    c->db = db;
+    c->who = who;
+    c->on_up = on_up;
+    c->up_arg = up_arg;
+    c->backoff_ms = DUDA_RLOOP_BACKOFF_MIN_MS;
+    duda_rloop_connect(c);
+    return c;
+}
+
+redisAsyncContext *duda_rloop_ctx(struct duda_rloop *c)
+{
+    if (!c || !c->ac || c->closing) {
+        return NULL;
+    }
+    return c->ac;
+}
+
+void duda_rloop_close(struct duda_rloop *c)
+{
+    if (!c) {
+        return;
+    }
+    c->closing = true;
+    if (c->retry_timer) {
+        c->ops->timer_cancel(c->retry_timer);
+        c->retry_timer = NULL;
+    }
+    redisAsyncContext *ac = c->ac;
+    if (ac) {
+        duda_rloop_cleanup(c);
+        /* hiredis may free it later (inside one of its callbacks): it must not reach c. */
+        ac->data = NULL;
+        ac->ev.data = NULL;
+        redisAsyncFree(ac);
+    }
+    free(c);
+}
+
+/* Abandoned connections: kept, since the worker may still call their watch or a timer. */
+static pthread_mutex_t duda_rloop_abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct duda_rloop *duda_rloop_abandoned;
+
+void duda_rloop_abandon(struct duda_rloop *c)
+{
+    if (!c) {
+        return;
+    }
+    __atomic_store_n(&c->closing, true, __ATOMIC_RELEASE);
+    redisAsyncContext *ac = c->ac;
+    if (ac) {
+        ac->data = NULL;
+        ac->ev.data = NULL;
+        ac->ev.addRead = ac->ev.delRead = ac->ev.addWrite = ac->ev.delWrite = NULL;
+        ac->ev.cleanup = NULL;
+        __atomic_store_n(&c->ac, NULL, __ATOMIC_RELEASE);
+        redisAsyncFree(ac); /* closes the socket: its watch does not fire again */
+    }
+    pthread_mutex_lock(&duda_rloop_abandoned_lock);
+    c->next = duda_rloop_abandoned;
+    duda_rloop_abandoned = c;
+    pthread_mutex_unlock(&duda_rloop_abandoned_lock);
+}

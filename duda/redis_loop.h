@@ -1,0 +1,101 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * duda/redis_loop.h: one hiredis asynchronous connection on a worker's
+ * event loop, with reconnection. Shared by the plugin (the Redis session
+ * store, on the plugin event-loop API) and the redis package (on Duda's
+ * event object): each hands it its loop as a table of functions.
+ *
+ * A connection belongs to the worker that opened it: every function here
+ * runs on that worker only. It connects at once, queues commands while
+ * connecting, and when the server cannot be reached or the link drops it
+ * fails what was pending (callbacks get a NULL reply), logs it and tries
+ * again after a back-off that doubles from 100 ms up to 5 s.
+ *
+ * Writes are coalesced: commands issued during one loop iteration go out
+ * in one write at the next iteration (a 0 ms timer), without touching
+ * the descriptor's interest; a write interest is registered only when the
+ * socket is full or the connection is still being established.
+ */
+#ifndef DUDA_REDIS_LOOP_H
+#define DUDA_REDIS_LOOP_H
+
+#include <stdbool.h>
+
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+
+#include "session_parse.h"
+
+#define DUDA_RLOOP_READ 0x1u
+#define DUDA_RLOOP_WRITE 0x2u
+
+#define DUDA_RLOOP_BACKOFF_MIN_MS 100u
+#define DUDA_RLOOP_BACKOFF_MAX_MS 5000u
+
+/* The worker's loop, as the user of a connection sees it. */
+struct duda_rloop_ops {
+    /* Watch fd for DUDA_RLOOP_* (mask may be 0); NULL on failure. */
+    void *(*watch)(int fd, unsigned mask, void (*cb)(int fd, unsigned ready, void *arg), void *arg);
+    /* Change the interest: 0 or -1 (NULL: the connection unwatches and watches again). */
+    int (*modify)(void *w, unsigned mask);
+    void (*unwatch)(void *w);
+    /* A one-shot timer; its handle is invalid once cb has run. NULL on failure. */
+    void *(*timer)(unsigned ms, void (*cb)(void *arg), void *arg);
+    void (*timer_cancel)(void *t);
+    /* A line in the server's log (an error or a notice). */
+    void (*log)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+};
+
+enum duda_rloop_state {
+    DUDA_RLOOP_DOWN,       /* waiting for the next attempt */
+    DUDA_RLOOP_CONNECTING, /* commands are queued */
+    DUDA_RLOOP_UP,
+};
+
+struct duda_rloop;
+
+/* Called on the worker each time the connection is up (again): re-subscribe here. */
+typedef void (*duda_rloop_up_cb)(struct duda_rloop *c, void *arg);
+
+struct duda_rloop {
+    const struct duda_rloop_ops *ops;
+    redisAsyncContext *ac; /* NULL while down */
+    enum duda_rloop_state state;
+    char host[256];
+    int port, db;
+    const char *who; /* for the log: "session store", "redis package" */
+    void *watch;
+    unsigned mask; /* the interest registered */
+    bool want_read, want_write;
+    bool flushing; /* inside the coalesced write */
+    void *flush_timer, *retry_timer;
+    unsigned backoff_ms, failures;
+    duda_rloop_up_cb on_up;
+    void *up_arg;
+    bool closing;            /* duda_rloop_close() or _abandon(): no reconnection */
+    struct duda_rloop *next; /* on the list of abandoned ones */
+};
+
+/* Start a connection (on the current worker); it reconnects by itself. NULL: out of memory. */
+struct duda_rloop *duda_rloop_open(const struct duda_rloop_ops *ops, const char *host, int port,
+                                   int db, const char *who, duda_rloop_up_cb on_up, void *up_arg);
+
+/* The context to send commands on, or NULL while the server is unreachable. */
+redisAsyncContext *duda_rloop_ctx(struct duda_rloop *c);
+
+/* Close, on the connection's worker: pending callbacks get a NULL reply; c is freed. */
+void duda_rloop_close(struct duda_rloop *c);
+
+/*
+ * Close from another thread, whose calls the worker's loop refuses (a
+ * service unloaded at a reload while its workers run): the socket is
+ * closed, so its watch never fires again, and pending callbacks get a
+ * NULL reply. The watch and a pending timer stay with the worker, which
+ * may still call them: c is kept (they find it closed and do nothing),
+ * on a list of the process, and never freed.
+ */
+void duda_rloop_abandon(struct duda_rloop *c);
+
+#endif

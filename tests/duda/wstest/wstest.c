@@ -1,0 +1,127 @@
+/*
+ * The websocket and broadcaster packages' test service
+ * (tests/integration/test_18_duda_websocket.py):
+ *
+ *   /wstest/echo    echoes every message (default limits: 1 MiB)
+ *   /wstest/echoz   the same with permessage-deflate accepted
+ *   /wstest/cmd     text "close CODE" closes with CODE; "ping" pings the client
+ *   /wstest/room    members of channel "room": every message goes to all of them
+ *   /wstest/flood   members of channel "flood" (every message to all)
+ *   /wstest/slow    a member of "flood" with a 128 KiB send queue
+ *   /wstest/shout   not a member: its messages go to "flood"
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <duda/duda.h>
+#include <duda/packages/broadcaster.h>
+#include <duda/packages/websocket.h>
+
+DUDA_REGISTER("WebSocket tests", "wstest");
+
+static const struct duda_websocket_api *websocket;
+static const struct duda_broadcaster_api *broadcaster;
+
+static void echo_message(websocket_t *ws, int type, const void *msg, size_t len)
+{
+    websocket->send(ws, type, msg, len);
+}
+
+static const struct websocket_callbacks echo_cb = {.on_message = echo_message};
+static const struct websocket_settings echoz_settings = {.deflate = 1};
+
+static void cb_echo(duda_request_t *dr)
+{
+    websocket->handshake(dr, &echo_cb, NULL, NULL);
+}
+
+static void cb_echoz(duda_request_t *dr)
+{
+    websocket->handshake(dr, &echo_cb, &echoz_settings, NULL);
+}
+
+static void cmd_message(websocket_t *ws, int type, const void *msg, size_t len)
+{
+    char text[64];
+    int code;
+
+    if (type != WEBSOCKET_TEXT || len >= sizeof(text)) {
+        return;
+    }
+    memcpy(text, msg, len);
+    text[len] = '\0';
+    if (sscanf(text, "close %d", &code) == 1) {
+        websocket->close(ws, code, "asked to");
+    }
+    else if (strcmp(text, "ping") == 0) {
+        websocket->ping(ws, "are you there", 13);
+    }
+}
+
+static void cmd_pong(websocket_t *ws, const void *msg, size_t len)
+{
+    char text[160];
+    snprintf(text, sizeof(text), "pong: %.*s", (int) len, (const char *) msg);
+    websocket->send_text(ws, text);
+}
+
+static const struct websocket_callbacks cmd_cb = {.on_message = cmd_message, .on_pong = cmd_pong};
+
+static void cb_cmd(duda_request_t *dr)
+{
+    websocket->handshake(dr, &cmd_cb, NULL, NULL);
+}
+
+static void room_open(websocket_t *ws)
+{
+    broadcaster->join(ws, websocket->user(ws));
+}
+
+static void room_message(websocket_t *ws, int type, const void *msg, size_t len)
+{
+    broadcaster->send(websocket->user(ws), type, msg, len);
+}
+
+static const struct websocket_callbacks room_cb = {.on_open = room_open,
+                                                   .on_message = room_message};
+static const struct websocket_settings slow_settings = {.send_queue = 128 << 10};
+
+static void cb_room(duda_request_t *dr)
+{
+    websocket->handshake(dr, &room_cb, NULL, "room");
+}
+
+static void cb_flood(duda_request_t *dr)
+{
+    websocket->handshake(dr, &room_cb, NULL, "flood");
+}
+
+static void cb_slow(duda_request_t *dr)
+{
+    websocket->handshake(dr, &room_cb, &slow_settings, "flood");
+}
+
+static const struct websocket_callbacks shout_cb = {.on_message = room_message};
+
+static void cb_shout(duda_request_t *dr)
+{
+    websocket->handshake(dr, &shout_cb, NULL, "flood");
+}
+
+int duda_main(void)
+{
+    duda_load_package(websocket, "websocket");
+    duda_load_package(broadcaster, "broadcaster");
+    if (!websocket || !broadcaster) {
+        return -1;
+    }
+    router->map("/echo", DUDA_GET, cb_echo);
+    router->map("/echoz", DUDA_GET, cb_echoz);
+    router->map("/cmd", DUDA_GET, cb_cmd);
+    router->map("/room", DUDA_GET, cb_room);
+    router->map("/flood", DUDA_GET, cb_flood);
+    router->map("/slow", DUDA_GET, cb_slow);
+    router->map("/shout", DUDA_GET, cb_shout);
+    return 0;
+}

@@ -1,0 +1,372 @@
+"""The Duda websocket and broadcaster packages (duda/packages/websocket,
+duda/packages/broadcaster) through the test service tests/duda/wstest, with
+Python's `websockets` as the client and raw frames where a well-behaved
+client cannot misbehave: echo, fragments, ping, close codes, limits,
+permessage-deflate, 1,000 clients on a channel across two workers, a slow
+reader dropped, and the echo over TLS."""
+
+import asyncio
+import base64
+import hashlib
+import os
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC
+from test_18_duda import build, duda_server, web_service
+
+websockets = pytest.importorskip("websockets", reason="Python's websockets (tools/deps.sh test)")
+from websockets.asyncio.client import connect as aconnect  # noqa: E402
+from websockets.exceptions import ConnectionClosed  # noqa: E402
+from websockets.sync.client import connect  # noqa: E402
+
+PACKAGES = BUILD / "duda-packages"
+
+pytestmark = [
+    pytest.mark.skipif(STATIC, reason="static binary: no shared objects"),
+    pytest.mark.skipif(EMULATED, reason="cross-test: services are built for the host"),
+    pytest.mark.skipif(not (PACKAGES / "websocket.dpkg").exists(),
+                       reason="websocket package not built (libssl-dev, zlib1g-dev)"),
+]
+
+GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory):
+    out = tmp_path_factory.mktemp("services")
+    return build(ROOT / "tests" / "duda" / "wstest", out)
+
+
+def ws_server(make_server, services, workers=2):
+    srv = duda_server(make_server, services, [web_service("wstest")], workers=workers)
+    (srv.conf / "plugins" / "duda.conf").write_text(
+        f"[DUDA]\n    ServicesRoot {services}\n    PackagesRoot {PACKAGES}\n")
+    return srv
+
+
+@pytest.fixture
+def srv(make_server, services):
+    s = ws_server(make_server, services)
+    s.start()
+    return s
+
+
+def url(srv, path="echo"):
+    return f"ws://127.0.0.1:{srv.port}/wstest/{path}"
+
+
+# ---- raw frames ---------------------------------------------------------------------------
+
+
+def frame(opcode, payload=b"", fin=True, mask=True, rsv1=False):
+    b0 = (0x80 if fin else 0) | (0x40 if rsv1 else 0) | opcode
+    n = len(payload)
+    if n < 126:
+        head = struct.pack("!BB", b0, (0x80 if mask else 0) | n)
+    elif n < 65536:
+        head = struct.pack("!BBH", b0, (0x80 if mask else 0) | 126, n)
+    else:
+        head = struct.pack("!BBQ", b0, (0x80 if mask else 0) | 127, n)
+    if not mask:
+        return head + payload
+    key = os.urandom(4)
+    return head + key + bytes(c ^ key[i & 3] for i, c in enumerate(payload))
+
+
+class Raw:
+    """A client speaking frames by hand over a plain socket."""
+
+    def __init__(self, srv, path="echo", headers=""):
+        self.s = socket.create_connection(("127.0.0.1", srv.port), timeout=5 * SLOW)
+        self.key = base64.b64encode(os.urandom(16)).decode()
+        self.s.sendall((f"GET /wstest/{path} HTTP/1.1\r\nHost: localhost\r\n"
+                        f"Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                        f"Sec-WebSocket-Key: {self.key}\r\nSec-WebSocket-Version: 13\r\n"
+                        f"{headers}\r\n").encode())
+        self.buf = b""
+        while b"\r\n\r\n" not in self.buf:
+            chunk = self.s.recv(4096)
+            assert chunk, self.buf
+            self.buf += chunk
+        self.head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        self.head = self.head.decode()
+
+    def _need(self, n):
+        while len(self.buf) < n:
+            chunk = self.s.recv(65536)
+            if not chunk:
+                raise EOFError("closed")
+            self.buf += chunk
+
+    def read(self):
+        """(fin, opcode, payload) of the next frame."""
+        self._need(2)
+        b0, b1 = self.buf[0], self.buf[1]
+        assert not b1 & 0x80, "a server frame is never masked"
+        n, off = b1 & 0x7f, 2
+        if n == 126:
+            self._need(4)
+            n, off = struct.unpack("!H", self.buf[2:4])[0], 4
+        elif n == 127:
+            self._need(10)
+            n, off = struct.unpack("!Q", self.buf[2:10])[0], 10
+        self._need(off + n)
+        payload, self.buf = self.buf[off:off + n], self.buf[off + n:]
+        return bool(b0 & 0x80), b0 & 0x0f, payload
+
+    def send(self, data):
+        self.s.sendall(data)
+
+    def close_code(self):
+        """Read until the server's close frame: its code (None without one); then EOF."""
+        while True:
+            fin, op, payload = self.read()
+            if op == 8:
+                code = struct.unpack("!H", payload[:2])[0] if len(payload) >= 2 else None
+                self.s.settimeout(5 * SLOW)
+                assert self.s.recv(1) == b"", "the server closes after its close frame"
+                return code
+
+
+# ---- handshake --------------------------------------------------------------------------
+
+
+def test_handshake_answers_101_with_the_accept_key(srv):
+    raw = Raw(srv)
+    assert raw.head.startswith("HTTP/1.1 101"), raw.head
+    lines = {k.lower(): v.strip() for k, v in
+             (line.split(":", 1) for line in raw.head.split("\r\n")[1:])}
+    want = base64.b64encode(hashlib.sha1(raw.key.encode() + GUID).digest()).decode()
+    assert lines["sec-websocket-accept"] == want
+    assert lines["upgrade"].lower() == "websocket"
+    assert "content-length" not in lines
+    assert "sec-websocket-extensions" not in lines  # deflate is off by default
+
+
+def test_handshake_refused(srv):
+    base = ("GET /wstest/echo HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+            "Connection: Upgrade\r\n")
+    r = srv.raw((base + "Sec-WebSocket-Version: 13\r\nConnection: close\r\n\r\n").encode())
+    assert r.startswith(b"HTTP/1.1 400"), r
+    assert b"Sec-WebSocket-Key" in r
+    r = srv.raw((base + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                 "Sec-WebSocket-Version: 8\r\nConnection: close\r\n\r\n").encode())
+    assert r.startswith(b"HTTP/1.1 426"), r
+    assert b"Sec-WebSocket-Version: 13" in r
+    r = srv.get("/wstest/echo")
+    assert r.status == 400
+
+
+# ---- messages -----------------------------------------------------------------------------
+
+
+def echo_checks(uri, **kw):
+    with connect(uri, max_size=None, **kw) as ws:
+        ws.send("héllo")
+        assert ws.recv() == "héllo"
+        ws.send(b"\x00\x01\xff")
+        assert ws.recv() == b"\x00\x01\xff"
+        ws.send("")
+        assert ws.recv() == ""
+        big = os.urandom(300_000)
+        ws.send(big)
+        assert ws.recv() == big
+        # A fragmented message comes back whole.
+        ws.send(["frag", "men", "ted"])
+        assert ws.recv() == "fragmented"
+        ws.ping(b"p1").wait(5 * SLOW)
+        ws.close(4000, "done")
+        assert ws.close_code == 4000  # the server echoes the client's code
+
+
+def test_echo(srv):
+    echo_checks(url(srv))
+
+
+def test_fragments_with_a_ping_between(srv):
+    raw = Raw(srv)
+    raw.send(frame(1, b"one ", fin=False) + frame(9, b"ping!") + frame(0, b"two ", fin=False)
+             + frame(0, b"three"))
+    assert raw.read() == (True, 10, b"ping!")  # the pong comes first
+    assert raw.read() == (True, 1, b"one two three")
+    raw.send(frame(8, struct.pack("!H", 1000)))
+    assert raw.close_code() == 1000
+
+
+def test_server_ping_and_close(srv):
+    raw = Raw(srv, "cmd")
+    raw.send(frame(1, b"ping"))
+    fin, op, payload = raw.read()
+    assert (op, payload) == (9, b"are you there")
+    raw.send(frame(10, payload))
+    assert raw.read() == (True, 1, b"pong: are you there")
+    raw.send(frame(1, b"close 4002"))
+    fin, op, payload = raw.read()
+    assert op == 8 and payload == struct.pack("!H", 4002) + b"asked to"
+    raw.send(frame(8, struct.pack("!H", 4002)))  # the client answers: the server closes
+    raw.s.settimeout(5 * SLOW)
+    assert raw.s.recv(1) == b""
+
+
+@pytest.mark.parametrize("frames,code", [
+    (frame(1, b"hi", mask=False), 1002),                 # unmasked
+    (frame(1, b"\xff\xfe"), 1007),                       # not UTF-8
+    (frame(1, b"ok \xe2\x82", fin=False) + frame(0, b"\x00"), 1007),  # cut sequence
+    (frame(3, b"x"), 1002),                              # reserved opcode
+    (frame(0, b"x"), 1002),                              # continuation with nothing open
+    (frame(1, b"a", fin=False) + frame(1, b"b"), 1002),  # a new message inside a fragmented one
+    (frame(9, b"x" * 126), 1002),                        # control frame too long
+    (frame(9, b"x", fin=False), 1002),                   # fragmented control frame
+    (frame(1, b"x", rsv1=True), 1002),                   # RSV1 without permessage-deflate
+    (frame(8, b"\x03"), 1002),                           # close payload of one byte
+    (frame(8, struct.pack("!H", 1005)), 1002),           # a code that may not be sent
+    (frame(8, struct.pack("!H", 1000) + b"\xff"), 1007),  # reason not UTF-8
+])
+def test_protocol_errors_close_with_the_right_code(srv, frames, code):
+    raw = Raw(srv)
+    raw.send(frames)
+    assert raw.close_code() == code
+
+
+def test_close_without_code(srv):
+    raw = Raw(srv)
+    raw.send(frame(8))
+    assert raw.close_code() is None  # an empty close is answered with an empty close
+
+
+def test_16mb_message_refused_1009(srv):
+    with connect(url(srv), max_size=None) as ws:
+        with pytest.raises(ConnectionClosed):
+            ws.send(b"x" * (16 << 20))
+            ws.recv(timeout=5 * SLOW)
+        assert ws.close_code == 1009
+    # Frames under the frame limit that add up past the message limit: 1009 too.
+    raw = Raw(srv)
+    piece = b"y" * (400 << 10)
+    raw.send(frame(2, piece, fin=False) + frame(0, piece, fin=False) + frame(0, piece))
+    assert raw.close_code() == 1009
+
+
+def test_permessage_deflate(srv):
+    text = "compress me " * 20000
+    with connect(url(srv, "echoz"), max_size=None) as ws:
+        assert "permessage-deflate" in ws.response.headers["Sec-WebSocket-Extensions"]
+        for _ in range(3):  # context takeover on both sides
+            ws.send(text)
+            assert ws.recv() == text
+        ws.send(b"\x01\x02" * 1000)
+        assert ws.recv() == b"\x01\x02" * 1000
+    with connect(url(srv, "echo")) as ws:  # offered, but off on this route
+        assert "Sec-WebSocket-Extensions" not in ws.response.headers
+        ws.send(text)
+        assert ws.recv() == text
+    # An inflated message past the limit (1 MiB) is refused though small on the wire.
+    with connect(url(srv, "echoz"), max_size=None) as ws:
+        with pytest.raises(ConnectionClosed):
+            ws.send("z" * (2 << 20))
+            ws.recv(timeout=5 * SLOW)
+        assert ws.close_code == 1009
+
+
+# ---- broadcaster ------------------------------------------------------------------------
+
+
+def test_1000_clients_broadcast_across_two_workers(srv):
+    clients, senders, per_sender = 1000, 4, 10
+
+    async def run():
+        conns = []
+        for i in range(0, clients, 100):
+            conns += await asyncio.gather(*(aconnect(url(srv, "room"), compression=None)
+                                            for _ in range(100)))
+        await asyncio.sleep(0.3 * SLOW)  # every on_open has joined
+
+        async def receive(ws):
+            got = []
+            while len(got) < senders * per_sender:
+                got.append(await ws.recv())
+            return got
+
+        readers = [asyncio.create_task(receive(ws)) for ws in conns]
+        for j in range(per_sender):
+            for s in range(senders):
+                await conns[s * 250].send(f"s{s}-{j:03d}")
+        results = await asyncio.wait_for(asyncio.gather(*readers), 60 * SLOW)
+        # Nothing more arrives: no duplicate after the expected count.
+        extra = await asyncio.gather(*(asyncio.wait_for(ws.recv(), 0.3) for ws in conns[:20]),
+                                     return_exceptions=True)
+        for ws in conns:
+            await ws.close()
+        return results, extra
+
+    results, extra = asyncio.run(run())
+    want = {f"s{s}-{j:03d}" for s in range(senders) for j in range(per_sender)}
+    for got in results:
+        assert len(got) == len(want) and set(got) == want
+        for s in range(senders):  # each sender's messages in its order
+            mine = [m for m in got if m.startswith(f"s{s}-")]
+            assert mine == sorted(mine)
+    assert all(isinstance(e, asyncio.TimeoutError) for e in extra), extra
+
+
+def test_slow_reader_dropped(srv):
+    slow_sock = socket.socket()
+    slow_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    slow_sock.connect(("127.0.0.1", srv.port))
+    got = []
+
+    def read_all(ws):
+        try:
+            while True:
+                got.append(ws.recv())
+        except ConnectionClosed:
+            pass
+
+    with connect(url(srv, "slow"), sock=slow_sock, max_size=None, compression=None) as slow, \
+            connect(url(srv, "flood"), max_size=None, compression=None) as fast:
+        reader = threading.Thread(target=read_all, args=(fast,), daemon=True)
+        reader.start()
+        msg, count = b"m" * 65536, 300
+        deadline = time.time() + 30 * SLOW
+        with connect(url(srv, "shout"), compression=None) as shout:
+            for i in range(count):
+                shout.send(msg)
+                # In step with the member that reads, so that only the other one lags.
+                while len(got) <= i and time.time() < deadline:
+                    time.sleep(0.001)
+        assert len(got) == count  # the member that reads gets everything
+        received = 0
+        with pytest.raises(ConnectionClosed):
+            while True:
+                slow.recv(timeout=5 * SLOW)
+                received += 1
+        assert slow.close_code == 1008
+        assert received < count
+    assert "send queue over 131072 bytes (slow reader)" in srv.stderr_text()
+
+
+# ---- TLS ------------------------------------------------------------------------------------
+
+
+def test_echo_over_tls(make_server, services):
+    from tlsutil import TLS_SO, client_context, tls_server
+    if not TLS_SO.exists():
+        pytest.skip("built without OpenSSL (MK_TLS off)")
+    srv = tls_server(make_server, plugins=[str(BUILD / "plugins" / "monkey-duda.so")])
+    srv.set(Workers=2)
+    (srv.conf / "plugins").mkdir(exist_ok=True)
+    (srv.conf / "plugins" / "duda.conf").write_text(
+        f"[DUDA]\n    ServicesRoot {services}\n    PackagesRoot {PACKAGES}\n")
+    srv.site_extra += "\n" + web_service("wstest")
+    srv.start()
+    uri = f"wss://127.0.0.1:{srv.port}/wstest/echo"
+    echo_checks(uri, ssl=client_context())
+    with connect(f"wss://127.0.0.1:{srv.port}/wstest/echoz", ssl=client_context(),
+                 max_size=None) as ws:
+        ws.send("tls " * 50000)
+        assert ws.recv() == "tls " * 50000
