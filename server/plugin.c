@@ -29,6 +29,7 @@
 #include "../core/log.h"
 #include "../core/schema.h"
 #include "server.h"
+#include "supervisor.h"
 #include "takeover.h"
 #include "transport.h"
 
@@ -890,6 +891,7 @@ const struct mk_api mk_plugin_api = {
     .stream_abort = mk_api_stream_abort,
     .note_set = mk_api_note_set,
     .note = mk_api_note,
+    .supervisor_stats = mk_supervisor_stats_get,
 };
 
 /* ---- loading ------------------------------------------------------------- */

@@ -87,7 +87,7 @@ int mk_server_set(struct mk_server *srv, const char *key, const char *value)
     return MK_OK;
 }
 
-static struct mk_config *mk_server_load_config(struct mk_server *srv, char *err, size_t errlen)
+struct mk_config *mk_server_load_config(struct mk_server *srv, char *err, size_t errlen)
 {
     if (srv->serve_dir) {
         return mk_config_for_dir(srv->serve_dir, srv->overrides, srv->n_overrides, err, errlen);

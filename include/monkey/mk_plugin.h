@@ -137,7 +137,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 3
+#define MK_PLUGIN_ABI_MINOR 4
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -256,6 +256,19 @@ struct mk_h2_stats {
     unsigned connections;   /* speaking HTTP/2 now */
     unsigned streams;       /* their streams open now */
     uint64_t streams_total; /* streams opened since start */
+};
+
+/*
+ * The supervisor that runs this server as its child (api->supervisor_stats,
+ * ABI 3.4): its pid, how many times it restarted the server after a crash,
+ * and when and why the last one happened (last_crash 0 and an empty reason
+ * before the first).
+ */
+struct mk_supervisor_stats {
+    long pid;
+    unsigned restarts;
+    time_t last_crash;
+    char last_crash_reason[96]; /* "signal 11 (SIGSEGV), core dumped" */
 };
 
 /* Commands of api->command(). */
@@ -817,6 +830,15 @@ struct mk_api {
      */
     int (*note_set)(struct mk_request *r, const char *name, const char *value);
     const char *(*note)(const struct mk_request *r, const char *name, size_t *len);
+
+    /* ---- added in ABI 3.4 (check with MK_API_HAS) ---- */
+
+    /*
+     * The supervisor of this server (Supervisor On, monkey -S): MK_OK with
+     * *out filled, or MK_DECLINED when the server runs without one. Any
+     * thread.
+     */
+    int (*supervisor_stats)(struct mk_supervisor_stats *out);
 };
 
 /* One counter of a plugin's stats hook: its name (letters, digits, '_') and value. */
