@@ -76,14 +76,14 @@ struct mk_supervisor {
     struct mk_supervisor_opts *opts;
     struct mk_sup_socket *socks;
     size_t n_socks;
-    int sfd;                 /* signalfd */
-    int nfd;                 /* the child's readiness messages */
-    char notify_name[64];    /* its name, "@monkey-supervisor-..." */
-    sigset_t old_mask;       /* the mask to give the child */
-    pid_t child;             /* 0: none running */
-    bool ever_ready;         /* a child has been ready (PidFile, -D told) */
-    bool stopping;           /* TERM, INT or QUIT came: start no child again */
-    uint64_t restart_at_ms;  /* when to start the next child; 0: none due */
+    int sfd;                /* signalfd */
+    int nfd;                /* the child's readiness messages */
+    char notify_name[64];   /* its name, "@monkey-supervisor-..." */
+    sigset_t old_mask;      /* the mask to give the child */
+    pid_t child;            /* 0: none running */
+    bool ever_ready;        /* a child has been ready (PidFile, -D told) */
+    bool stopping;          /* TERM, INT or QUIT came: start no child again */
+    uint64_t restart_at_ms; /* when to start the next child; 0: none due */
     char *pidfile;
     bool pidfile_written;
     struct mk_supervisor_stats stats; /* what the next child is told */
@@ -99,9 +99,9 @@ bool mk_supervisor_child_init(const char *argv0)
 {
     const char *pid = getenv(MK_SUPERVISOR_ENV_PID);
 
-    if (pid && mk_supervisor_env_parse(pid, getenv(MK_SUPERVISOR_ENV_RESTARTS),
-                                       getenv(MK_SUPERVISOR_ENV_CRASH),
-                                       &mk_supervisor_info) == MK_OK) {
+    if (pid &&
+        mk_supervisor_env_parse(pid, getenv(MK_SUPERVISOR_ENV_RESTARTS),
+                                getenv(MK_SUPERVISOR_ENV_CRASH), &mk_supervisor_info) == MK_OK) {
         /* A stale variable (a monkey started by a CGI script of a supervised
            one) names a process that is not our parent. */
         mk_supervisor_child = mk_supervisor_info.pid == (long) getppid();
@@ -265,8 +265,8 @@ static void mk_supervisor_notify_read(struct mk_supervisor *s)
         char buf[CMSG_SPACE(sizeof(struct ucred))];
     } ctl;
     struct iovec iov = {in, sizeof(in) - 1};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = &ctl,
-                         .msg_controllen = sizeof(ctl)};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &ctl, .msg_controllen = sizeof(ctl)};
     bool ready;
     ssize_t len;
 
@@ -527,8 +527,8 @@ static void mk_supervisor_loop(struct mk_supervisor *s)
         }
         struct signalfd_siginfo si;
         while (pfd[0].revents && read(s->sfd, &si, sizeof(si)) == (ssize_t) sizeof(si)) {
-            bool done = si.ssi_signo == SIGCHLD ? mk_supervisor_reap(s)
-                                                : mk_supervisor_signal(s, &si);
+            bool done =
+                si.ssi_signo == SIGCHLD ? mk_supervisor_reap(s) : mk_supervisor_signal(s, &si);
             if (done) {
                 return;
             }
@@ -567,8 +567,7 @@ static int mk_supervisor_setup(struct mk_supervisor *s, const struct mk_config *
         return MK_ERR;
     }
     mk_log_set_level((enum mk_log_level) cfg->log_level);
-    mk_crash_window_init(&s->crashes, cfg->supervisor_crash_limit,
-                         cfg->supervisor_crash_window_ms);
+    mk_crash_window_init(&s->crashes, cfg->supervisor_crash_limit, cfg->supervisor_crash_window_ms);
     s->pidfile = cfg->pidfile ? mk_strdup(cfg->pidfile) : NULL;
     if (mk_supervisor_bind(s, cfg, err, errlen) != MK_OK) {
         return MK_ERR;
@@ -590,8 +589,7 @@ static int mk_supervisor_setup(struct mk_supervisor *s, const struct mk_config *
     return MK_OK;
 }
 
-int mk_supervisor_run(struct mk_server *srv, struct mk_supervisor_opts *o, char *err,
-                      size_t errlen)
+int mk_supervisor_run(struct mk_server *srv, struct mk_supervisor_opts *o, char *err, size_t errlen)
 {
     struct mk_supervisor *s;
     struct mk_config *cfg = mk_server_load_config(srv, err, errlen);

@@ -23,8 +23,8 @@ struct mk_server;
 /* ---- the supervisor process (supervisor.c) ------------------------------- */
 
 struct mk_supervisor_opts {
-    bool force;             /* monkey -S: supervise whatever the configuration says */
-    char *const *argv;      /* the command line, run again for each child */
+    bool force;        /* monkey -S: supervise whatever the configuration says */
+    char *const *argv; /* the command line, run again for each child */
     /* Called once: the first child serves (err NULL), or none ever will (err
        says why). monkey -D reports it to the terminal. May be NULL. */
     void (*ready)(void *arg, const char *err);
@@ -78,7 +78,7 @@ int mk_supervisor_stats_get(struct mk_supervisor_stats *out);
 struct mk_crash_window {
     uint64_t at_ms[MK_SUPERVISOR_CRASH_LIMIT_MAX]; /* a ring, oldest at `first` */
     unsigned first, n;
-    unsigned limit;     /* crashes within window_ms that mean a crash loop */
+    unsigned limit; /* crashes within window_ms that mean a crash loop */
     uint32_t window_ms;
 };
 

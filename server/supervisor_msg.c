@@ -24,8 +24,9 @@
 void mk_crash_window_init(struct mk_crash_window *w, unsigned limit, uint32_t window_ms)
 {
     memset(w, 0, sizeof(*w));
-    w->limit = limit < 1 ? 1 : limit > MK_SUPERVISOR_CRASH_LIMIT_MAX ? MK_SUPERVISOR_CRASH_LIMIT_MAX
-                                                                     : limit;
+    w->limit = limit < 1                               ? 1
+               : limit > MK_SUPERVISOR_CRASH_LIMIT_MAX ? MK_SUPERVISOR_CRASH_LIMIT_MAX
+                                                       : limit;
     w->window_ms = window_ms;
 }
 
@@ -114,8 +115,8 @@ size_t mk_supervisor_notify_rewrite(const char *in, size_t len, long mainpid, ch
         const char *nl = memchr(in, '\n', (size_t) (end - in));
         size_t l = nl ? (size_t) (nl - in) : (size_t) (end - in);
         const char *eq = memchr(in, '=', l);
-        bool keep = eq && eq != in && !memchr(in, '\0', l) &&
-                    !(l >= 8 && memcmp(in, "MAINPID=", 8) == 0);
+        bool keep =
+            eq && eq != in && !memchr(in, '\0', l) && !(l >= 8 && memcmp(in, "MAINPID=", 8) == 0);
         if (keep) {
             if (n + l + 2 > outlen) {
                 out[0] = '\0';
