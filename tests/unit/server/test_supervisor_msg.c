@@ -49,8 +49,8 @@ static void test_crash_window_limit_one_and_bounds(void **state)
     /* a full ring keeps counting at its capacity */
     for (unsigned i = 0; i < MK_SUPERVISOR_CRASH_LIMIT_MAX + 5; i++) {
         unsigned n = mk_crash_window_add(&w, 10 + i);
-        assert_int_equal(n, i < MK_SUPERVISOR_CRASH_LIMIT_MAX ? i + 1
-                                                              : MK_SUPERVISOR_CRASH_LIMIT_MAX);
+        assert_int_equal(n,
+                         i < MK_SUPERVISOR_CRASH_LIMIT_MAX ? i + 1 : MK_SUPERVISOR_CRASH_LIMIT_MAX);
     }
 }
 
