@@ -256,6 +256,10 @@ def test_status_pidfile_and_ctl_through_restarts(make_server):
     assert re.search(rf"^supervisor   pid {sup}, 1 restarts, last crash \S+Z: signal 9 \(SIGKILL\)$",
                      text, re.M), text
     assert (srv.conf / "monkey.pid").read_text() == f"{sup}\n"
+    # a stop asked of the child ends the supervisor too, with the child's status
+    assert ctl("-s", srv.sock, "stop").returncode == 0
+    assert srv.proc.wait(timeout=15 * SLOW) == 0
+    assert f"supervisor: the server (pid {second}) exited" in srv.stderr_text()
     assert srv.stop() == 0
     assert not (srv.conf / "monkey.pid").exists()
 
