@@ -169,11 +169,16 @@ static bool supervise(struct mk_server *srv, bool force, char **argv, int *repor
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"confdir", required_argument, NULL, 'c'}, {"serve", required_argument, NULL, 'o'},
-        {"port", required_argument, NULL, 'p'},    {"workers", required_argument, NULL, 'w'},
-        {"test", no_argument, NULL, 't'},          {"daemon", no_argument, NULL, 'D'},
-        {"supervisor", no_argument, NULL, 'S'},    {"version", no_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"confdir", required_argument, NULL, 'c'},
+        {"serve", required_argument, NULL, 'o'},
+        {"port", required_argument, NULL, 'p'},
+        {"workers", required_argument, NULL, 'w'},
+        {"test", no_argument, NULL, 't'},
+        {"daemon", no_argument, NULL, 'D'},
+        {"supervisor", no_argument, NULL, 'S'}, /* Supervisor On */
+        {"version", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     const char *confdir = MK_DEFAULT_CONFDIR, *serve = NULL, *port = NULL, *workers = NULL;
     bool test = false, daemon_mode = false, supervisor = false;
