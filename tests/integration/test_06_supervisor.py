@@ -15,6 +15,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -166,6 +167,33 @@ def test_crash_under_load_refuses_nothing(make_server, sig):
     name = signal.Signals(sig).name
     wait_log(srv, rf"the server \(pid {first}\) crashed: signal {int(sig)} \({name}\); "
                   r"starting it again")
+    assert srv.stop() == 0
+
+
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")
+def test_crash_under_wrk(make_server):
+    """wrk's keep-alive connections are reset by the crash and connect again:
+    none of those connects is refused, every answer is a 200."""
+    srv = supervised(make_server)
+    sup = srv.proc.pid
+    first = child_of(sup)
+    wrk = subprocess.Popen(["wrk", "-t2", "-c8", "-d2s", f"http://127.0.0.1:{srv.port}/"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(0.5)
+    os.kill(first, signal.SIGSEGV)
+    t0 = time.monotonic()
+    second = new_child_of(sup, first)
+    assert srv.get("/").status == 200
+    back = time.monotonic() - t0
+    out, _ = wrk.communicate(timeout=30 * SLOW)
+    assert wrk.returncode == 0, out
+    assert back < 1.0 * SLOW, f"answering again after {back:.3f} s"
+    m = re.search(r"Socket errors: connect (\d+)", out)
+    assert m is None or m.group(1) == "0", out
+    assert "Non-2xx" not in out, out
+    assert int(re.search(r"(\d+) requests in", out).group(1)) > 100, out
+    # and no further crash under the load that followed
+    assert child_of(sup) == second
     assert srv.stop() == 0
 
 
