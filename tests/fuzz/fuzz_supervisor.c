@@ -67,7 +67,8 @@ static void check_rewrite(const char *in, size_t len, size_t outlen)
         size_t l = nl ? (size_t) (nl - p) : (size_t) (end - p);
         MK_FUZZ_CHECK(l > 0 && memchr(p, '=', l));
         if (l >= 8 && memcmp(p, "MAINPID=", 8) == 0) {
-            MK_FUZZ_CHECK(ready && !saw_mainpid && !nl && l == 12 && memcmp(p, "MAINPID=4242", 12) == 0);
+            MK_FUZZ_CHECK(ready && !saw_mainpid && !nl && l == 12 &&
+                          memcmp(p, "MAINPID=4242", 12) == 0);
             saw_mainpid = true;
         }
         else {
@@ -110,7 +111,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     else {
         MK_FUZZ_CHECK(rc == MK_ERR);
-        MK_FUZZ_CHECK(!digits || strtoll(pid, NULL, 10) <= 0 || strtoll(pid, NULL, 10) > 0x7fffffff);
+        MK_FUZZ_CHECK(!digits || strtoll(pid, NULL, 10) <= 0 ||
+                      strtoll(pid, NULL, 10) > 0x7fffffff);
     }
     free(in);
     return 0;
