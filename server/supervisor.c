@@ -303,7 +303,8 @@ static void mk_setenv_num(const char *name, long long v)
 
 /*
  * In the forked child, before exec: the sockets to 3, 4, ..., the
- * variables, the signal mask of the supervisor's caller. Never returns.
+ * variables, the signal mask (the caller's, plus the server's signals).
+ * Never returns.
  */
 __attribute__((noreturn)) static void mk_supervisor_exec(struct mk_supervisor *s, pid_t parent)
 {
@@ -345,7 +346,19 @@ __attribute__((noreturn)) static void mk_supervisor_exec(struct mk_supervisor *s
     if (getppid() != parent) {
         _exit(1);
     }
-    sigprocmask(SIG_SETMASK, &s->old_mask, NULL);
+    /*
+     * The signals the server reads from its signalfd stay blocked across
+     * exec: one passed on while the child starts waits for its loop, rather
+     * than killing a server that has not set up its signal mask yet (or
+     * dumping its core, for QUIT).
+     */
+    sigset_t mask = s->old_mask;
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGQUIT);
+    sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGUSR1);
+    sigprocmask(SIG_SETMASK, &mask, NULL);
     execv("/proc/self/exe", s->opts->argv);
     fprintf(stderr, "monkey: supervisor: cannot run /proc/self/exe: %s\n", strerror(errno));
     _exit(127);

@@ -231,10 +231,40 @@ def test_hup_reloads_through_supervisor(make_server):
     wait_log(srv, r"configuration reloaded")
     assert srv.get("/").body == b"other root\n"
     assert child_of(srv.proc.pid) == child  # reloaded, not restarted
-    # USR1 reaches the child too: it reopens its log (to the same stderr)
+    assert srv.stop() == 0
+
+
+def test_usr1_reopens_both_logs(make_server):
+    srv = make_server()
+    log = srv.dir / "error.log"
+    srv.file("index.html", "x\n")
+    srv.set(Log=str(log))
+    srv.start(["-S"])
+    sup = srv.proc.pid
+    child = child_of(sup)
+    deadline = time.monotonic() + 10 * SLOW
+    while "is ready" not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    log.rename(srv.dir / "error.log.1")  # logrotate
     srv.signal(signal.SIGUSR1)
-    assert srv.get("/").status == 200
-    assert child_of(srv.proc.pid) == child
+    deadline = time.monotonic() + 10 * SLOW
+    while not log.exists():
+        assert time.monotonic() < deadline, "no log reopened"
+        time.sleep(0.02)
+    time.sleep(0.2)  # the child's reopen, after the supervisor's
+
+    def wait_text(needle):
+        deadline = time.monotonic() + 10 * SLOW
+        while needle not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.02)
+
+    srv.signal(signal.SIGHUP)
+    wait_text("configuration reloaded")  # the child writes to its reopened log
+    os.kill(child, signal.SIGKILL)
+    wait_text("crashed: signal 9 (SIGKILL)")  # and the supervisor to its own
+    new_child_of(sup, child)
     assert srv.stop() == 0
 
 
@@ -251,6 +281,20 @@ def test_quit_stops_gracefully(make_server):
     assert srv.proc.wait(timeout=15 * SLOW) == 0
     assert "stopping now" not in srv.stderr_text()
     assert "supervisor: stopped (status 0)" in srv.stderr_text()
+    assert srv.stop() == 0
+
+
+def test_term_while_the_child_starts(make_server):
+    """A stop passed on while the new child starts waits for its loop: the
+    child stops cleanly (status 0), it is not killed by the signal."""
+    srv = supervised(make_server)
+    sup = srv.proc.pid
+    first = child_of(sup)
+    os.kill(first, signal.SIGKILL)
+    new_child_of(sup, first)
+    srv.signal(signal.SIGTERM)  # the child is still starting
+    assert srv.proc.wait(timeout=15 * SLOW) == 0, srv.stderr_text()
+    assert "ended while stopping" not in srv.stderr_text()
     assert srv.stop() == 0
 
 
