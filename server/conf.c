@@ -310,6 +310,10 @@ static const struct mk_conf_key mk_server_keys[] = {
     {"Http2ResetBurst", MK_CONF_INT, 0, MK_SRV(h2_reset_burst), 1, 1000000, "200"},
     {"Http2ResetRate", MK_CONF_INT, 0, MK_SRV(h2_reset_rate), 1, 1000000, "33"},
     {"Http2IdleTimeout", MK_CONF_DURATION, 0, MK_SRV(h2_idle_timeout_ms), 1, 3600000, "60"},
+    {"Supervisor", MK_CONF_BOOL, 0, MK_SRV(supervisor), 0, 0, "Off"},
+    {"SupervisorCrashLimit", MK_CONF_INT, 0, MK_SRV(supervisor_crash_limit), 1, 1000, "5"},
+    {"SupervisorCrashWindow", MK_CONF_DURATION, 0, MK_SRV(supervisor_crash_window_ms), 1000,
+     86400000, "60"},
     {NULL},
 };
 

@@ -129,6 +129,11 @@ struct mk_config {
     unsigned h2_reset_burst;        /* HTTP/2: RST_STREAM frames allowed at once */
     unsigned h2_reset_rate;         /* HTTP/2: ... and added back each second */
     uint32_t h2_idle_timeout_ms;    /* HTTP/2: a connection without streams */
+    /* Supervisor: the server runs as the child of a process that restarts it
+       after a crash, and gives up after crash_limit crashes in crash_window. */
+    bool supervisor;
+    unsigned supervisor_crash_limit;
+    uint32_t supervisor_crash_window_ms;
     char *user;
     char *pidfile;
     char *log_path; /* NULL: standard error */

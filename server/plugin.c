@@ -30,6 +30,7 @@
 #include "../core/schema.h"
 #include "lib.h"
 #include "server.h"
+#include "supervisor.h"
 #include "takeover.h"
 #include "transport.h"
 
@@ -923,6 +924,7 @@ const struct mk_api mk_plugin_api = {
     .note = mk_api_note,
     .site_sections = mk_api_site_sections,
     .takeover_on_open = mk_takeover_on_open,
+    .supervisor_stats = mk_supervisor_stats_get,
 };
 
 /* ---- loading ------------------------------------------------------------- */

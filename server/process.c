@@ -9,7 +9,8 @@
  * commands (api->command) into reload, log reopening and stop.
  *
  * Signals: SIGTERM and SIGINT stop gracefully (a second one stops at once),
- * SIGHUP reloads, SIGUSR1 reopens the logs. They are blocked in every
+ * SIGQUIT stops gracefully (and never at once), SIGHUP reloads, SIGUSR1
+ * reopens the logs. They are blocked in every
  * thread and read from a signalfd by the controlling thread only, so no
  * handler ever runs inside a worker.
  */
@@ -31,6 +32,7 @@
 #include "../core/log.h"
 #include "process.h"
 #include "server.h"
+#include "supervisor.h"
 #include "systemd.h"
 
 #define ERRF(...) snprintf(err, errlen, __VA_ARGS__)
@@ -97,8 +99,8 @@ int mk_server_write_pidfile(struct mk_server *srv, char *err, size_t errlen)
     char buf[32];
     int fd, n;
 
-    if (!path) {
-        return MK_OK;
+    if (!path || mk_supervised()) {
+        return MK_OK; /* a supervisor's child: the supervisor writes its own pid */
     }
     fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -123,6 +125,7 @@ static void mk_server_signal_set(sigset_t *set)
     sigemptyset(set);
     sigaddset(set, SIGTERM);
     sigaddset(set, SIGINT);
+    sigaddset(set, SIGQUIT);
     sigaddset(set, SIGHUP);
     sigaddset(set, SIGUSR1);
     sigaddset(set, SIGPIPE);
@@ -258,11 +261,12 @@ int mk_server_loop(struct mk_server *srv)
         switch (si.ssi_signo) {
         case SIGTERM:
         case SIGINT:
-            if (stopping) {
+        case SIGQUIT:
+            if (stopping && si.ssi_signo != SIGQUIT) {
                 mk_info("stopping now");
                 mk_server_signal_workers(srv, MK_WCTL_HALT);
             }
-            else {
+            else if (!stopping) {
                 mk_systemd_notify("STOPPING=1");
                 mk_info("stopping: finishing the responses in progress");
                 stopping = true;

@@ -28,6 +28,12 @@ int mk_server_write_pidfile(struct mk_server *srv, char *err, size_t errlen);
 
 /* ---- server.c ------------------------------------------------------------ */
 
+/*
+ * A new configuration from the server's directory (or -o) and overrides,
+ * without plugins: the caller owns the reference. NULL with the reason in err.
+ */
+struct mk_config *mk_server_load_config(struct mk_server *srv, char *err, size_t errlen);
+
 /* Send `flags` (MK_WCTL_STOP or MK_WCTL_HALT) to every worker; the acceptor stops first. */
 void mk_server_signal_workers(struct mk_server *srv, unsigned flags);
 /*

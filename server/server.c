@@ -104,7 +104,7 @@ static struct mk_config *mk_server_read_config(struct mk_server *srv, char *err,
 }
 
 /* The configuration files (or defaults), then the program's sites and routes (lib.c). */
-static struct mk_config *mk_server_load_config(struct mk_server *srv, char *err, size_t errlen)
+struct mk_config *mk_server_load_config(struct mk_server *srv, char *err, size_t errlen)
 {
     struct mk_config *cfg = mk_server_read_config(srv, err, errlen);
 

@@ -32,10 +32,13 @@
 #include <monkey/mk_common.h>
 
 #include "../core/log.h"
+#include "../core/memory.h"
 #include "systemd.h"
 
 #define MK_LISTEN_FDS_START 3
-#define MK_LISTEN_FDS_MAX 64
+/* A bound, not a limit anyone meets: the supervisor passes one socket per
+   worker and Listen address with Balancing reuseport. */
+#define MK_LISTEN_FDS_MAX 16384
 
 int mk_systemd_notify(const char *state)
 {
@@ -97,6 +100,8 @@ int mk_systemd_notify_reloading(void)
 /* ---- socket activation --------------------------------------------------- */
 
 static int mk_listen_fds = -1; /* -1: not looked at yet */
+/* How many times each passed socket was handed out, by fd - 3. */
+static unsigned *mk_listen_taken;
 
 /* Take the passed descriptors once; returns how many there are. */
 static int mk_systemd_take_fds(void)
@@ -126,6 +131,7 @@ static int mk_systemd_take_fds(void)
     unsetenv("LISTEN_PID");
     unsetenv("LISTEN_FDS");
     unsetenv("LISTEN_FDNAMES");
+    mk_listen_taken = mk_calloc((size_t) n, sizeof(*mk_listen_taken));
     mk_listen_fds = (int) n;
     mk_info("socket activation: %ld sockets passed", n);
     return mk_listen_fds;
@@ -176,10 +182,16 @@ int mk_systemd_listen_fd(const struct sockaddr *sa, socklen_t len)
         return -1;
     }
     memcpy(&want, sa, len);
+    /*
+     * Several sockets of one address (a supervisor's, one per worker with
+     * reuseport) go out in turn: the one handed out least so far, so each
+     * worker gets its own and every socket has a worker.
+     */
+    int best = -1;
     for (int fd = MK_LISTEN_FDS_START; fd < MK_LISTEN_FDS_START + n; fd++) {
         struct sockaddr_storage got = {0};
         socklen_t glen = sizeof(got);
-        int type = 0, listening = 0, one = 1;
+        int type = 0, listening = 0;
         socklen_t ilen = sizeof(int);
 
         if (getsockname(fd, (struct sockaddr *) &got, &glen) < 0 ||
@@ -188,14 +200,22 @@ int mk_systemd_listen_fd(const struct sockaddr *sa, socklen_t len)
             !mk_same_address(&want, &got)) {
             continue;
         }
-        int dup = fcntl(fd, F_DUPFD_CLOEXEC, MK_LISTEN_FDS_START + n);
-        if (dup < 0) {
-            return -1;
+        if (best < 0 || mk_listen_taken[fd - MK_LISTEN_FDS_START] <
+                            mk_listen_taken[best - MK_LISTEN_FDS_START]) {
+            best = fd;
         }
-        /* As a socket bound here would be (accepted sockets inherit it). */
-        fcntl(dup, F_SETFL, fcntl(dup, F_GETFL) | O_NONBLOCK);
-        setsockopt(dup, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        return dup;
     }
-    return -1;
+    if (best < 0) {
+        return -1;
+    }
+    int dup = fcntl(best, F_DUPFD_CLOEXEC, MK_LISTEN_FDS_START + n);
+    if (dup < 0) {
+        return -1;
+    }
+    mk_listen_taken[best - MK_LISTEN_FDS_START]++;
+    /* As a socket bound here would be (accepted sockets inherit it). */
+    int one = 1;
+    fcntl(dup, F_SETFL, fcntl(dup, F_GETFL) | O_NONBLOCK);
+    setsockopt(dup, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return dup;
 }

@@ -28,7 +28,9 @@ int mk_systemd_notify_reloading(void);
  * LISTEN_PID naming this process, descriptors from 3) bound to exactly
  * `sa`, duplicated for the caller (close-on-exec, non-blocking, owned by
  * the caller); -1 when none matches. A port-only Listen (the IPv6 any
- * address) also matches an IPv4 socket on every address. The passed
+ * address) also matches an IPv4 socket on every address. Of several
+ * sockets of one address (a supervisor passes one per reuseport worker),
+ * the one handed out least so far is taken. The passed
  * descriptors stay open for the process's life, so a reload that drops and
  * later restores a Listen line adopts the same socket again. Call from the
  * controlling thread.

@@ -20,6 +20,8 @@
 
 #include <monkey/monkey.h>
 
+#include "../server/supervisor.h"
+
 #ifndef MK_DEFAULT_CONFDIR
 #define MK_DEFAULT_CONFDIR "/etc/monkey"
 #endif
@@ -39,11 +41,13 @@ static void usage(FILE *out)
             "  -w, --workers N      worker threads (0: one per CPU)\n"
             "  -t, --test           check the configuration and exit\n"
             "  -D, --daemon         run in the background (stays in the foreground otherwise)\n"
+            "  -S, --supervisor     run the server as the child of a supervisor that starts\n"
+            "                       it again after a crash (as Supervisor On)\n"
             "  -v, --version        print the version and exit\n"
             "  -h, --help           print this help and exit\n"
             "\n"
             "Signals: TERM or INT stop after the responses in progress (twice: at once),\n"
-            "HUP reloads the configuration, USR1 reopens the log files.\n"
+            "QUIT stops after them, HUP reloads the configuration, USR1 reopens the log files.\n"
             "Plugins named in plugins.load and not built in: %s/monkey-NAME.so.\n"
             "Exit status: 0 on success, 1 on a configuration or start error, 2 on bad usage.\n",
             MK_VERSION_STR, MK_DEFAULT_CONFDIR, MK_PLUGIN_DIR);
@@ -88,14 +92,26 @@ static int daemonize(int *report_fd)
     return 0;
 }
 
+/*
+ * Tell the waiting parent of daemonize() whether the server started (fd -1:
+ * a supervisor's child, whose errors go to standard error), and detach from
+ * the terminal once it did.
+ */
 static void daemon_report(int fd, const char *err)
 {
     char msg[600];
     int n = snprintf(msg, sizeof(msg), "%c%s", err ? 'E' : 'K', err ? err : "");
-    if (write(fd, msg, (size_t) n) < 0) {
-        /* the parent is gone; nothing to tell */
+    if (fd < 0) {
+        if (err) {
+            fprintf(stderr, "monkey: %s\n", err);
+        }
     }
-    close(fd);
+    else {
+        if (write(fd, msg, (size_t) n) < 0) {
+            /* the parent is gone; nothing to tell */
+        }
+        close(fd);
+    }
     if (!err) {
         int null = open("/dev/null", O_RDWR);
         if (null >= 0) {
@@ -109,6 +125,47 @@ static void daemon_report(int fd, const char *err)
     }
 }
 
+/* The supervisor's first child serves (err NULL) or none will: tell -D's parent. */
+static void supervisor_ready(void *arg, const char *err)
+{
+    int *report = arg;
+
+    daemon_report(*report, err);
+    *report = -1;
+}
+
+/*
+ * Run under a supervisor when -S or Supervisor On asks for it (never in the
+ * supervisor's own child). Returns true with *status the exit status when
+ * it did, false when the server is to start in this process.
+ */
+static bool supervise(struct mk_server *srv, bool force, char **argv, int *report, int *status)
+{
+    struct mk_supervisor_opts so = {
+        .force = force,
+        .argv = argv,
+        .ready = *report >= 0 ? supervisor_ready : NULL,
+        .ready_arg = report,
+    };
+    char err[1024];
+    int rc = mk_supervisor_run(srv, &so, err, sizeof(err));
+
+    if (rc == MK_DECLINED) {
+        return false;
+    }
+    *status = so.status;
+    if (rc != MK_OK) {
+        if (*report >= 0) {
+            daemon_report(*report, err);
+        }
+        else {
+            fprintf(stderr, "monkey: %s\n", err);
+        }
+        *status = 1;
+    }
+    return true;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -118,16 +175,19 @@ int main(int argc, char **argv)
         {"workers", required_argument, NULL, 'w'},
         {"test", no_argument, NULL, 't'},
         {"daemon", no_argument, NULL, 'D'},
+        {"supervisor", no_argument, NULL, 'S'}, /* Supervisor On */
         {"version", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *confdir = MK_DEFAULT_CONFDIR, *serve = NULL, *port = NULL, *workers = NULL;
-    bool test = false, daemon_mode = false;
+    bool test = false, daemon_mode = false, supervisor = false;
+    /* Before anything reads the environment: a supervisor's variables. */
+    bool supervised = mk_supervisor_child_init(argv[0]);
     char err[1024], path[PATH_MAX];
     int opt, rc;
 
-    while ((opt = getopt_long(argc, argv, "c:o:p:w:tDvh", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "c:o:p:w:tDSvh", opts, NULL)) != -1) {
         switch (opt) {
         case 'c':
             confdir = optarg;
@@ -146,6 +206,9 @@ int main(int argc, char **argv)
             break;
         case 'D':
             daemon_mode = true;
+            break;
+        case 'S':
+            supervisor = true;
             break;
         case 'v':
             printf("Monkey HTTP Server %s\n", MK_VERSION_STR);
@@ -191,17 +254,25 @@ int main(int argc, char **argv)
         return rc == MK_OK ? 0 : 1;
     }
 
-    if (daemon_mode) {
-        int report = -1;
-        sigset_t set;
-        if (daemonize(&report) < 0) {
-            fprintf(stderr, "monkey: cannot run in the background: %s\n", strerror(errno));
+    int report = -1;
+    if (daemon_mode && !supervised && daemonize(&report) < 0) {
+        fprintf(stderr, "monkey: cannot run in the background: %s\n", strerror(errno));
+        mk_server_destroy(srv);
+        return 1;
+    }
+    if (!supervised) {
+        int status;
+        if (supervise(srv, supervisor, argv, &report, &status)) {
             mk_server_destroy(srv);
-            return 1;
+            return status;
         }
+    }
+    if (daemon_mode) {
+        sigset_t set;
         sigemptyset(&set);
         sigaddset(&set, SIGTERM);
         sigaddset(&set, SIGINT);
+        sigaddset(&set, SIGQUIT);
         sigaddset(&set, SIGHUP);
         sigaddset(&set, SIGUSR1);
         sigaddset(&set, SIGPIPE);

@@ -258,6 +258,19 @@ struct mk_h2_stats {
     uint64_t streams_total; /* streams opened since start */
 };
 
+/*
+ * The supervisor that runs this server as its child (api->supervisor_stats,
+ * ABI 3.4): its pid, how many times it restarted the server after a crash,
+ * and when and why the last one happened (last_crash 0 and an empty reason
+ * before the first).
+ */
+struct mk_supervisor_stats {
+    long pid;
+    unsigned restarts;
+    time_t last_crash;
+    char last_crash_reason[96]; /* "signal 11 (SIGSEGV), core dumped" */
+};
+
 /* Commands of api->command(). */
 #define MK_CMD_RELOAD 1      /* like SIGHUP */
 #define MK_CMD_REOPEN_LOGS 2 /* like SIGUSR1 */
@@ -841,6 +854,13 @@ struct mk_api {
      */
     int (*takeover_on_open)(struct mk_request *r,
                             void (*on_open)(struct mk_takeover *t, void *arg));
+
+    /*
+     * The supervisor of this server (Supervisor On, monkey -S): MK_OK with
+     * *out filled, or MK_DECLINED when the server runs without one. Any
+     * thread.
+     */
+    int (*supervisor_stats)(struct mk_supervisor_stats *out);
 };
 
 /* One counter of a plugin's stats hook: its name (letters, digits, '_') and value. */

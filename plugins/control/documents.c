@@ -135,6 +135,40 @@ static void control_doc_plugin_stats(struct mk_json *b, bool json)
     }
 }
 
+/* The supervisor part of "status": null / nothing when there is none. */
+static void control_doc_supervisor(struct mk_json *b, bool json)
+{
+    struct mk_supervisor_stats sv;
+    char when[64] = "";
+    struct tm tm;
+
+    if (!MK_API_HAS(control_api, supervisor_stats) || control_api->supervisor_stats(&sv) != MK_OK) {
+        if (json) {
+            control_buf_str(b, "null");
+        }
+        return;
+    }
+    if (sv.last_crash) {
+        gmtime_r(&sv.last_crash, &tm);
+        strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    }
+    if (json) {
+        control_buf_printf(b, "{\"pid\":%ld,\"restarts\":%u,\"last_crash\":%lld,", sv.pid,
+                           sv.restarts, (long long) sv.last_crash);
+        control_buf_str(b, "\"last_crash_utc\":");
+        control_buf_json(b, when);
+        control_buf_str(b, ",\"last_crash_reason\":");
+        control_buf_json(b, sv.last_crash_reason);
+        control_buf_str(b, "}");
+        return;
+    }
+    control_buf_printf(b, "supervisor   pid %ld, %u restarts", sv.pid, sv.restarts);
+    if (sv.last_crash) {
+        control_buf_printf(b, ", last crash %s: %s", when, sv.last_crash_reason);
+    }
+    control_buf_str(b, "\n");
+}
+
 /* "status": the whole server, then the workers, then the plugins' counters. */
 int control_doc_status(struct mk_json *b, bool json, char *err, size_t errlen)
 {
@@ -164,12 +198,15 @@ int control_doc_status(struct mk_json *b, bool json, char *err, size_t errlen)
                            st.connections, st.requests, st.bytes_out, h2.connections, h2.streams,
                            h2.streams_total);
         control_doc_worker_list(b, st.workers, true);
+        control_buf_str(b, ",\"supervisor\":");
+        control_doc_supervisor(b, true);
         control_buf_str(b, ",\"plugins\":{");
         control_doc_plugin_stats(b, true);
         control_buf_str(b, "}}\n");
         return MK_OK;
     }
     control_buf_printf(b, "pid          %ld\n", (long) getpid());
+    control_doc_supervisor(b, false);
     control_buf_printf(b, "started      %s\n", when);
     control_buf_printf(b, "uptime       %lld s (%lldd %02lld:%02lld:%02lld)\n", uptime,
                        uptime / 86400, uptime / 3600 % 24, uptime / 60 % 60, uptime % 60);

@@ -1,0 +1,397 @@
+"""The supervisor (Supervisor On, monkey -S; server/supervisor.c).
+
+The supervisor binds the listening sockets and runs the server as its child.
+These tests crash the child under load and count refused connections, run a
+child that faults at every start into the crash-loop limit, reload through
+the supervisor, read the restarts from the control status, and check that
+readiness and the PidFile name the supervisor.
+
+A sanitizer build catches SIGSEGV itself and exits with a report; the tests
+turn that off (handle_segv=0) so that the signal ends the child as it would
+a normal build. Core dumps are turned off for the children.
+"""
+
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import BUILD, SLOW, needs_dlopen
+from test_12_control import CONTROL_SO, ctl, make_control, wait_socket
+from test_15_systemd import messages, notify_socket
+
+CRASH_SO = BUILD / "tests" / "plugins" / "monkey-crash.so"
+
+
+@pytest.fixture(autouse=True)
+def crash_env(monkeypatch):
+    """Children die from the signal itself (no sanitizer report, no core file)."""
+    asan = os.environ.get("ASAN_OPTIONS", "")
+    monkeypatch.setenv("ASAN_OPTIONS", (asan + ":" if asan else "") + "handle_segv=0")
+    soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, hard))
+    yield
+    resource.setrlimit(resource.RLIMIT_CORE, (soft, hard))
+
+
+def child_of(pid, timeout=5.0):
+    """The one child process of `pid`, once there is one."""
+    deadline = time.monotonic() + timeout * SLOW
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            kids = [int(c) for c in f.read().split()]
+        if kids:
+            assert len(kids) == 1, kids
+            return kids[0]
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} has no child")
+
+
+def new_child_of(pid, old, timeout=5.0):
+    deadline = time.monotonic() + timeout * SLOW
+    while time.monotonic() < deadline:
+        kid = child_of(pid, timeout)
+        if kid != old:
+            return kid
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} did not start a new child")
+
+
+def wait_log(srv, pattern, timeout=10.0):
+    deadline = time.monotonic() + timeout * SLOW
+    while time.monotonic() < deadline:
+        m = re.search(pattern, srv.stderr_text())
+        if m:
+            return m
+        time.sleep(0.02)
+    raise AssertionError(f"no {pattern!r} in:\n{srv.stderr_text()}")
+
+
+class Load:
+    """Client threads that connect, send one GET and read the answer, in a
+    loop: refused connects, resets of requests in flight and answers are
+    counted, with the time of each answer."""
+
+    def __init__(self, port, threads=2):
+        self.port = port
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.refused = 0
+        self.reset = 0
+        self.answers = []  # monotonic times of 200 answers
+        self.threads = [threading.Thread(target=self.run) for _ in range(threads)]
+
+    def one(self):
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5 * SLOW) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            data = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        return data.startswith(b"HTTP/1.1 200 ")
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                ok = self.one()
+            except ConnectionRefusedError:
+                with self.lock:
+                    self.refused += 1
+                continue
+            except OSError:  # reset or cut short: the request was in flight
+                ok = False
+            with self.lock:
+                if ok:
+                    self.answers.append(time.monotonic())
+                else:
+                    self.reset += 1
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+
+    def answered_after(self, t):
+        with self.lock:
+            return [a for a in self.answers if a > t]
+
+
+def supervised(make_server, args=("-S",), **keys):
+    srv = make_server()
+    srv.file("index.html", "<h1>index</h1>\n")
+    srv.set(**keys)
+    srv.start(list(args))
+    child_of(srv.proc.pid)
+    assert srv.get("/").status == 200
+    return srv
+
+
+@pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL], ids=["SIGSEGV", "SIGKILL"])
+def test_crash_under_load_refuses_nothing(make_server, sig):
+    srv = supervised(make_server)
+    sup = srv.proc.pid
+    first = child_of(sup)
+    with Load(srv.port) as load:
+        deadline = time.monotonic() + 5 * SLOW
+        while len(load.answered_after(0)) < 20:  # the load runs
+            assert time.monotonic() < deadline, "no answers under load"
+            time.sleep(0.01)
+        killed_at = time.monotonic()
+        os.kill(first, sig)
+        deadline = killed_at + 5 * SLOW
+        while not load.answered_after(killed_at + 0.05):
+            assert time.monotonic() < deadline, "no answer after the crash"
+            time.sleep(0.005)
+        back = load.answered_after(killed_at + 0.05)[0] - killed_at
+        time.sleep(0.3)  # more load on the new child
+    assert back < 1.0 * SLOW, f"answering again after {back:.3f} s"
+    assert load.refused == 0, f"{load.refused} connects refused during the restart"
+    assert len(load.answered_after(killed_at + 0.05)) > 10
+    second = child_of(sup)
+    assert second != first
+    name = signal.Signals(sig).name
+    wait_log(srv, rf"the server \(pid {first}\) crashed: signal {int(sig)} \({name}\); "
+                  r"starting it again")
+    assert srv.stop() == 0
+
+
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")
+def test_crash_under_wrk(make_server):
+    """wrk's keep-alive connections are reset by the crash and connect again:
+    none of those connects is refused, every answer is a 200."""
+    srv = supervised(make_server)
+    sup = srv.proc.pid
+    first = child_of(sup)
+    wrk = subprocess.Popen(["wrk", "-t2", "-c8", "-d2s", f"http://127.0.0.1:{srv.port}/"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(0.5)
+    os.kill(first, signal.SIGSEGV)
+    t0 = time.monotonic()
+    second = new_child_of(sup, first)
+    assert srv.get("/").status == 200
+    back = time.monotonic() - t0
+    out, _ = wrk.communicate(timeout=30 * SLOW)
+    assert wrk.returncode == 0, out
+    assert back < 1.0 * SLOW, f"answering again after {back:.3f} s"
+    m = re.search(r"Socket errors: connect (\d+)", out)
+    assert m is None or m.group(1) == "0", out
+    assert "Non-2xx" not in out, out
+    assert int(re.search(r"(\d+) requests in", out).group(1)) > 100, out
+    # and no further crash under the load that followed
+    assert child_of(sup) == second
+    assert srv.stop() == 0
+
+
+@needs_dlopen
+def test_crash_loop_gives_up(make_server):
+    srv = make_server()
+    srv.plugins = [str(CRASH_SO)]
+    srv.set(Supervisor="On", SupervisorCrashLimit=3, SupervisorCrashWindow="1m")
+    srv.start(wait=False)
+    t0 = time.monotonic()
+    rc = srv.proc.wait(timeout=20 * SLOW)
+    took = time.monotonic() - t0
+    srv.proc = None
+    srv.stderr.close()
+    err = srv.stderr_text()
+    assert rc == 1, err
+    crashes = re.findall(r"the server \(pid \d+\) crashed: signal 11 \(SIGSEGV\)", err)
+    assert len(crashes) == 3, err
+    assert "giving up after 3 crashes within 60 s (SupervisorCrashLimit, SupervisorCrashWindow)" \
+        in err
+    # the back-off: the second start at once, the third after 100 ms
+    assert "starting it again in 100 ms" in err
+    assert took >= 0.1
+
+
+def test_hup_reloads_through_supervisor(make_server):
+    srv = supervised(make_server, args=(), Supervisor="On")
+    child = child_of(srv.proc.pid)
+    other = srv.dir / "other"
+    other.mkdir()
+    (other / "index.html").write_text("other root\n")
+    srv.site_conf["DocumentRoot"] = str(other)
+    srv.write_conf()
+    srv.signal(signal.SIGHUP)
+    wait_log(srv, r"configuration reloaded")
+    assert srv.get("/").body == b"other root\n"
+    assert child_of(srv.proc.pid) == child  # reloaded, not restarted
+    assert srv.stop() == 0
+
+
+def test_usr1_reopens_both_logs(make_server):
+    srv = make_server()
+    log = srv.dir / "error.log"
+    srv.file("index.html", "x\n")
+    srv.set(Log=str(log))
+    srv.start(["-S"])
+    sup = srv.proc.pid
+    child = child_of(sup)
+    deadline = time.monotonic() + 10 * SLOW
+    while "is ready" not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    log.rename(srv.dir / "error.log.1")  # logrotate
+    srv.signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 10 * SLOW
+    while not log.exists():
+        assert time.monotonic() < deadline, "no log reopened"
+        time.sleep(0.02)
+    time.sleep(0.2)  # the child's reopen, after the supervisor's
+
+    def wait_text(needle):
+        deadline = time.monotonic() + 10 * SLOW
+        while needle not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.02)
+
+    srv.signal(signal.SIGHUP)
+    wait_text("configuration reloaded")  # the child writes to its reopened log
+    os.kill(child, signal.SIGKILL)
+    wait_text("crashed: signal 9 (SIGKILL)")  # and the supervisor to its own
+    new_child_of(sup, child)
+    assert srv.stop() == 0
+
+
+def test_quit_stops_gracefully(make_server):
+    srv = supervised(make_server)
+    c = srv.conn()
+    c.send("GET / HTTP/1.1\r\nHost: localhost\r\n")  # a request in progress
+    time.sleep(0.1)
+    srv.signal(signal.SIGQUIT)
+    wait_log(srv, r"stopping: finishing the responses in progress")
+    c.send("\r\n")
+    assert c.read_response().status == 200  # finished, not cut
+    c.close()
+    assert srv.proc.wait(timeout=15 * SLOW) == 0
+    assert "stopping now" not in srv.stderr_text()
+    assert "supervisor: stopped (status 0)" in srv.stderr_text()
+    assert srv.stop() == 0
+
+
+def test_term_while_the_child_starts(make_server):
+    """A stop passed on while the new child starts waits for its loop: the
+    child stops cleanly (status 0), it is not killed by the signal."""
+    srv = supervised(make_server)
+    sup = srv.proc.pid
+    first = child_of(sup)
+    os.kill(first, signal.SIGKILL)
+    new_child_of(sup, first)
+    srv.signal(signal.SIGTERM)  # the child is still starting
+    assert srv.proc.wait(timeout=15 * SLOW) == 0, srv.stderr_text()
+    assert "ended while stopping" not in srv.stderr_text()
+    assert srv.stop() == 0
+
+
+@needs_dlopen
+def test_status_pidfile_and_ctl_through_restarts(make_server):
+    srv = make_control(make_server, start=False, PidFile="monkey.pid")
+    srv.start(["-S"])
+    wait_socket(srv.sock)
+    sup = srv.proc.pid
+    doc = json.loads(ctl("-s", srv.sock, "--json", "status").stdout)
+    assert doc["supervisor"] == {"pid": sup, "restarts": 0, "last_crash": 0,
+                                 "last_crash_utc": "", "last_crash_reason": ""}
+    first = doc["pid"]
+    assert first == child_of(sup)
+    assert (srv.conf / "monkey.pid").read_text() == f"{sup}\n"
+
+    os.kill(first, signal.SIGKILL)
+    second = new_child_of(sup, first)
+    deadline = time.monotonic() + 5 * SLOW
+    while True:  # monkey-ctl reaches the new child on the same socket path
+        p = ctl("-s", srv.sock, "--json", "status")
+        if p.returncode == 0 and json.loads(p.stdout)["pid"] == second:
+            break
+        assert time.monotonic() < deadline, p.stderr
+        time.sleep(0.02)
+    doc = json.loads(p.stdout)["supervisor"]
+    assert doc["pid"] == sup and doc["restarts"] == 1
+    assert doc["last_crash_reason"] == "signal 9 (SIGKILL)"
+    assert abs(doc["last_crash"] - time.time()) < 30
+    text = ctl("-s", srv.sock, "status").stdout
+    assert re.search(rf"^supervisor   pid {sup}, 1 restarts, last crash \S+Z: signal 9 \(SIGKILL\)$",
+                     text, re.M), text
+    assert (srv.conf / "monkey.pid").read_text() == f"{sup}\n"
+    # a stop asked of the child ends the supervisor too, with the child's status
+    assert ctl("-s", srv.sock, "stop").returncode == 0
+    assert srv.proc.wait(timeout=15 * SLOW) == 0
+    assert f"supervisor: the server (pid {second}) exited" in srv.stderr_text()
+    assert srv.stop() == 0
+    assert not (srv.conf / "monkey.pid").exists()
+
+
+def test_readiness_from_the_supervisor(make_server, monkeypatch, tmp_path):
+    sock, name = notify_socket(tmp_path, True)
+    monkeypatch.setenv("NOTIFY_SOCKET", name)
+    srv = supervised(make_server)
+    sup = srv.proc.pid
+    [ready] = messages(sock, 1)
+    assert ready == {"READY": "1", "MAINPID": str(sup)}
+    os.kill(child_of(sup), signal.SIGKILL)
+    [again] = messages(sock, 1)  # the new child's, still naming the supervisor
+    assert again == {"READY": "1", "MAINPID": str(sup)}
+    srv.signal(signal.SIGTERM)
+    assert messages(sock, 1) == [{"STOPPING": "1"}]
+    assert srv.proc.wait(timeout=15 * SLOW) == 0
+    assert srv.stop() == 0
+    sock.close()
+
+
+def test_reuseport_sockets_belong_to_the_supervisor(make_server):
+    srv = supervised(make_server, Workers=3)
+    sup = srv.proc.pid
+    child = child_of(sup)
+
+    def listening(pid):
+        inodes = set()
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+        return inodes
+
+    from conftest import listening_inodes
+    ports = listening_inodes(srv.port)
+    assert len(ports) == 3  # one SO_REUSEPORT socket per worker
+    assert ports <= listening(sup)  # all held by the supervisor
+    assert ports <= listening(child)  # and passed to the child
+    assert srv.stop() == 0
+
+
+def test_bad_configuration_with_flag(make_server):
+    srv = make_server()
+    srv.set(Workers="many")
+    err = srv.run_expect_failure(["-S"])
+    assert "Workers" in err and "monkey.conf" in err
+
+
+@needs_dlopen
+def test_child_exit_status_ends_the_supervisor(make_server):
+    """A child that exits (here: a plugin refused at load) is not restarted:
+    the supervisor ends with its status, and its message reaches stderr."""
+    srv = make_server()
+    srv.plugins = [str(BUILD / "tests" / "plugins" / "monkey-badabi.so")]
+    srv.set(Supervisor="On")
+    err = srv.run_expect_failure()
+    assert "was built for plugin ABI" in err
+    assert re.search(r"supervisor: the server \(pid \d+\) exited with status 1", err), err
+    assert "crashed" not in err
