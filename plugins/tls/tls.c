@@ -26,6 +26,8 @@
  *     HTTP on the TLS port) gets a 400 page and is closed. Handshake
  *     failures are logged at info with the peer's address; the head
  *     Timeout bounds the whole handshake (the server's transport seam).
+ *   - Reads: OpenSSL reads ahead (one read(2) per burst of records, not
+ *     two per record); records waiting undecrypted count as pending.
  *   - Writes (tls_send.c): a head and a small file body in one record,
  *     file bodies with SSL_sendfile under kTLS (KTLS auto, the default,
  *     when the kernel has the tls ULP), else in blocks of 64 KiB sent
@@ -194,6 +196,10 @@ SSL_CTX *tls_ctx_new(void)
     SSL_CTX_set_dh_auto(ctx, 1);
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                               SSL_MODE_RELEASE_BUFFERS);
+    /* One read(2) takes whatever has arrived (a record's header and body,
+       or the client's last flight with its first request) instead of two
+       per record; tls_pending() then reports what waits in the buffer. */
+    SSL_CTX_set_read_ahead(ctx, 1);
     SSL_CTX_set_alpn_select_cb(ctx, tls_alpn_select, NULL);
     SSL_CTX_set_tlsext_servername_callback(ctx, tls_servername);
     return ctx;
@@ -597,11 +603,23 @@ static int tls_shutdown(struct mk_conn *c)
     return shutdown(api->conn_fd(c), SHUT_WR);
 }
 
+/*
+ * Decrypted bytes waiting, or 1 when only records not yet decrypted wait
+ * in the read-ahead buffer (a pipelined request): the socket signals
+ * neither. A partial record reports 1 too; its read then ends in EAGAIN.
+ */
 static size_t tls_pending(struct mk_conn *c)
 {
     struct tls_conn *t = *api->conn_transport_data(c);
-    int n = t->established ? SSL_pending(t->ssl) : 0;
-    return n > 0 ? (size_t) n : 0;
+
+    if (!t->established) {
+        return 0;
+    }
+    int n = SSL_pending(t->ssl);
+    if (n > 0) {
+        return (size_t) n;
+    }
+    return SSL_has_pending(t->ssl) ? 1 : 0;
 }
 
 static const char *tls_alpn(struct mk_conn *c, size_t *len)

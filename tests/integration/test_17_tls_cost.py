@@ -1,0 +1,90 @@
+"""What TLS costs the server per handshake and per request (plugins/tls: tls.c):
+one socket read per keep-alive request (OpenSSL's read-ahead), and pipelined requests that wait, not yet decrypted,
+in the read-ahead buffer still answered without more input."""
+
+import re
+import socket
+import ssl
+
+from conftest import SLOW
+from tlsutil import TLS_MARKS, client_context, tls_connect, tls_server
+
+pytestmark = TLS_MARKS
+
+
+def read_responses(sock, count):
+    """Read `count` responses with a Content-Length; their heads."""
+    buf, heads = b"", []
+    while len(heads) < count:
+        head, sep, rest = buf.partition(b"\r\n\r\n")
+        if sep:
+            length = int(re.search(rb"(?i)\r\ncontent-length: *(\d+)", head).group(1))
+            if len(rest) >= length:
+                heads.append(head.decode())
+                buf = rest[length:]
+                continue
+        chunk = sock.recv(65536)
+        assert chunk, (heads, buf)
+        buf += chunk
+    return heads
+
+
+def read_syscalls(pid):
+    with open(f"/proc/{pid}/io") as f:
+        return int(re.search(r"^syscr: (\d+)$", f.read(), re.M).group(1))
+
+
+def test_one_socket_read_per_keepalive_request(make_server):
+    # Without read-ahead OpenSSL reads a record's 5-byte header and its body
+    # with two read(2) calls. Per request now: one socket read, and the
+    # pread of the 13-byte file (syscr counts both).
+    srv = tls_server(make_server).start()
+    sock = tls_connect(srv.port, sni="localhost")
+    req = b"GET /hello.txt HTTP/1.1\r\nHost: localhost\r\n\r\n"
+    sock.sendall(req)
+    read_responses(sock, 1)
+    n = 200
+    before = read_syscalls(srv.proc.pid)
+    for _ in range(n):
+        sock.sendall(req)
+        assert read_responses(sock, 1)[0].startswith("HTTP/1.1 200")
+    per_request = (read_syscalls(srv.proc.pid) - before) / n
+    sock.close()
+    assert per_request < 2.2, per_request
+
+
+def test_pipelined_requests_in_separate_records_are_all_answered(make_server):
+    # Three requests, each in its own TLS record, in one TCP segment: one
+    # read takes them all into OpenSSL's buffer, and the socket will not
+    # signal the two that wait there.
+    srv = tls_server(make_server).start()
+    sock = socket.create_connection(("127.0.0.1", srv.port), timeout=5 * SLOW)
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = client_context().wrap_bio(inc, out, server_hostname="localhost")
+    while True:
+        try:
+            obj.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            sock.sendall(out.read())
+            inc.write(sock.recv(65536))
+    sock.sendall(out.read())
+    for path in ("/hello.txt", "/nothing-here", "/hello.txt"):
+        obj.write(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+    sock.sendall(out.read())
+
+    class Reader:
+        def recv(self, size):
+            while True:
+                try:
+                    return obj.read(size)
+                except ssl.SSLWantReadError:
+                    data = sock.recv(65536)
+                    if not data:
+                        return b""
+                    inc.write(data)
+
+    heads = read_responses(Reader(), 3)
+    sock.close()
+    assert [h.split("\r\n")[0] for h in heads] == [
+        "HTTP/1.1 200 OK", "HTTP/1.1 404 Not Found", "HTTP/1.1 200 OK"]
