@@ -1,10 +1,12 @@
 """What TLS costs the server per handshake and per request (plugins/tls: tls.c):
-one socket read per keep-alive request (OpenSSL's read-ahead), and pipelined requests that wait, not yet decrypted,
+one session ticket per full handshake, one socket read per keep-alive request
+(OpenSSL's read-ahead), and pipelined requests that wait, not yet decrypted,
 in the read-ahead buffer still answered without more input."""
 
 import re
 import socket
 import ssl
+import subprocess
 
 from conftest import SLOW
 from tlsutil import TLS_MARKS, client_context, tls_connect, tls_server
@@ -27,6 +29,20 @@ def read_responses(sock, count):
         assert chunk, (heads, buf)
         buf += chunk
     return heads
+
+
+def test_one_session_ticket_per_full_handshake(make_server):
+    # OpenSSL sends two TLS 1.3 tickets unless told otherwise; each costs the
+    # server a session encoding and an encryption.
+    srv = tls_server(make_server).start()
+    p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{srv.port}",
+                        "-servername", "localhost", "-tls1_3", "-ign_eof"],
+                       input="GET /hello.txt HTTP/1.1\r\nHost: localhost\r\n"
+                             "Connection: close\r\n\r\n",
+                       capture_output=True, text=True, timeout=20 * SLOW)
+    out = p.stdout + p.stderr
+    assert "Hello World!" in out, out
+    assert out.count("Post-Handshake New Session Ticket arrived") == 1, out
 
 
 def read_syscalls(pid):
