@@ -456,9 +456,9 @@ static void tls_close_notify(struct tls_conn *t)
 {
     if (t->established && !t->shut) {
         t->shut = true;
-        ERR_clear_error();
+        tls_err_reset();
         SSL_shutdown(t->ssl);
-        ERR_clear_error();
+        tls_err_reset();
     }
 }
 
@@ -560,7 +560,7 @@ static int tls_handshake(struct mk_conn *c)
             return MK_ERR;
         }
     }
-    ERR_clear_error();
+    tls_err_reset();
     int rc = SSL_do_handshake(t->ssl);
     if (rc == 1) {
         t->established = true;
@@ -582,7 +582,7 @@ static ssize_t tls_read(struct mk_conn *c, void *buf, size_t len)
 {
     struct tls_conn *t = *api->conn_transport_data(c);
 
-    ERR_clear_error();
+    tls_err_reset();
     int n = SSL_read(t->ssl, buf, len > INT_MAX ? INT_MAX : (int) len);
     if (n > 0) {
         return n;
