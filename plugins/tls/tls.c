@@ -200,10 +200,6 @@ SSL_CTX *tls_ctx_new(void)
        or the client's last flight with its first request) instead of two
        per record; tls_pending() then reports what waits in the buffer. */
     SSL_CTX_set_read_ahead(ctx, 1);
-    /* One TLS 1.3 ticket per handshake instead of OpenSSL's two: each
-       costs a session encoding and an encryption, and a client resumes
-       with one (a resumption renews it). */
-    SSL_CTX_set_num_tickets(ctx, 1);
     SSL_CTX_set_alpn_select_cb(ctx, tls_alpn_select, NULL);
     SSL_CTX_set_tlsext_servername_callback(ctx, tls_servername);
     return ctx;
@@ -336,6 +332,8 @@ static const struct mk_conf_key tls_keys[] = {
      604800000, "1h", .doc = "how long a session resumes (ticket or cache entry)"},
     {"SessionTickets", MK_CONF_BOOL, 0, MK_CONF_FIELD(struct tls_conf, tickets), 0, 0, "On",
      .doc = "issue and accept session tickets"},
+    {"TicketsPerHandshake", MK_CONF_INT, 0, MK_CONF_FIELD(struct tls_conf, tickets_per_handshake),
+     1, 10, "1", .doc = "TLS 1.3 session tickets sent after a full handshake"},
     {"TicketKeyRotation", MK_CONF_DURATION, 0, MK_CONF_FIELD(struct tls_conf, ticket_rotation),
      1000, 604800000, "1h", .doc = "how often the server makes a new ticket key"},
     {"TicketKeyFile", MK_CONF_CUSTOM, MK_CONF_MULTI, 0, 0, .set = tls_conf_ticket_file_set,

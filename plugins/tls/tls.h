@@ -83,6 +83,7 @@ struct tls_conf {
     unsigned session_cache;         /* entries; 0: no server-side cache */
     long long session_timeout;      /* ms */
     bool tickets;
+    int tickets_per_handshake; /* TLS 1.3 tickets after a full handshake */
     long long ticket_rotation; /* ms; rotation of the server's own keys */
     /* TicketKeyFile keys in the order given: the first encrypts. */
     struct tls_ticket_key file_keys[TLS_TICKET_FILE_KEYS];

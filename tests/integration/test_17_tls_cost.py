@@ -1,14 +1,18 @@
-"""What TLS costs the server per handshake and per request (plugins/tls: tls.c):
-one session ticket per full handshake, one socket read per keep-alive request
-(OpenSSL's read-ahead), and pipelined requests that wait, not yet decrypted,
-in the read-ahead buffer still answered without more input."""
+"""What TLS costs the server per handshake and per request (plugins/tls: tls.c,
+tls_session.c): one session ticket per full handshake (TicketsPerHandshake),
+one socket read per keep-alive request (OpenSSL's read-ahead), and pipelined
+requests that wait, not yet decrypted, in the read-ahead buffer still
+answered without more input."""
 
 import re
 import socket
 import ssl
 import subprocess
 
+import pytest
+
 from conftest import SLOW
+from test_17_tls_session import check, tls_conf
 from tlsutil import TLS_MARKS, client_context, tls_connect, tls_server
 
 pytestmark = TLS_MARKS
@@ -31,10 +35,7 @@ def read_responses(sock, count):
     return heads
 
 
-def test_one_session_ticket_per_full_handshake(make_server):
-    # OpenSSL sends two TLS 1.3 tickets unless told otherwise; each costs the
-    # server a session encoding and an encryption.
-    srv = tls_server(make_server).start()
+def tickets_of_a_full_handshake(srv):
     p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{srv.port}",
                         "-servername", "localhost", "-tls1_3", "-ign_eof"],
                        input="GET /hello.txt HTTP/1.1\r\nHost: localhost\r\n"
@@ -42,7 +43,27 @@ def test_one_session_ticket_per_full_handshake(make_server):
                        capture_output=True, text=True, timeout=20 * SLOW)
     out = p.stdout + p.stderr
     assert "Hello World!" in out, out
-    assert out.count("Post-Handshake New Session Ticket arrived") == 1, out
+    return out.count("Post-Handshake New Session Ticket arrived")
+
+
+@pytest.mark.parametrize("setting,tickets", [(None, 1), (3, 3)])
+def test_session_tickets_per_full_handshake(make_server, setting, tickets):
+    # OpenSSL sends two TLS 1.3 tickets unless told otherwise; each costs the
+    # server a session encoding and an encryption.
+    srv = tls_server(make_server)
+    if setting:
+        tls_conf(srv, f"    TicketsPerHandshake {setting}\n")
+    srv.start()
+    assert tickets_of_a_full_handshake(srv) == tickets
+
+
+@pytest.mark.parametrize("value", ["0", "11", "two"])
+def test_tickets_per_handshake_out_of_range_is_refused_with_file_and_line(make_server, value):
+    srv = tls_server(make_server)
+    tls_conf(srv, f"    SessionCache 10\n    TicketsPerHandshake {value}\n")
+    rc, err = check(srv)
+    assert rc == 1
+    assert re.search(r"plugins/tls\.conf:3: .*TicketsPerHandshake", err), err
 
 
 def read_syscalls(pid):
