@@ -388,12 +388,16 @@ static void tls_free(void *obj, int site)
 /*
  * Each site of each configuration built: its context gets the
  * configuration's protocols and ciphers (plugins/tls.conf), which the
- * schema's finish() of a site cannot see.
+ * schema's finish() of a site cannot see, and its session id context is
+ * computed once for the ClientHellos (struct tls_site_data, freed by
+ * tls_site_free()).
  */
 static int tls_site_init(const struct mk_site *site, const struct mk_conf *conf, void **data,
                          char *err, size_t errlen)
 {
     const struct tls_site *ts = api->site_conf(site, MK_PLUGIN_SELF(tls));
+
+    struct tls_site_data *sd;
 
     (void) conf;
     *data = NULL;
@@ -403,7 +407,19 @@ static int tls_site_init(const struct mk_site *site, const struct mk_conf *conf,
                  api->site_file(site));
         return MK_ERR;
     }
+    sd = malloc(sizeof(*sd));
+    if (!sd) {
+        snprintf(err, errlen, "%s: tls: out of memory", api->site_file(site));
+        return MK_ERR;
+    }
+    tls_session_site_id(site, sd->id);
+    *data = sd;
     return MK_OK;
+}
+
+static void tls_site_free(void *data)
+{
+    free(data);
 }
 
 static const struct mk_conf_schema tls_schema = {
@@ -744,6 +760,7 @@ MK_PLUGIN_DEFINE(tls) = {
     .request = tls_request,
     .transport = &tls_transport,
     .site_init = tls_site_init,
+    .site_free = tls_site_free,
     .conf_schema = &tls_schema,
     .response_head = tls_site_response_head,
     .stats = tls_stats,

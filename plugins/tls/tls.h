@@ -134,6 +134,19 @@ int tls_conf_site_ctx(const struct tls_conf *tc, SSL_CTX *ctx);
 SSL_CTX *tls_conf_base(void);
 
 /* tls_session.c */
+
+/* The length of a site's session id context (SHA-256). */
+#define TLS_SITE_ID 32
+/* What site_init() keeps for each site of a configuration (api->site_data). */
+struct tls_site_data {
+    unsigned char id[TLS_SITE_ID]; /* tls_session_site_id() of the site */
+};
+/*
+ * A site's session id context: SHA-256 of its names and of its
+ * client-certificate settings. Computed once per site and configuration
+ * (site_init), not per ClientHello.
+ */
+void tls_session_site_id(const struct mk_site *site, unsigned char id[TLS_SITE_ID]);
 int tls_session_init(const struct mk_api *server_api, struct tls_self *self);
 void tls_session_exit(struct tls_self *self);
 /* Set up resumption on a configuration's base context: MK_OK or MK_ERR. */

@@ -261,7 +261,9 @@ static bool tls_hello_sni(SSL *ssl, char *buf, size_t size)
  * asks for one, so a session made without a client certificate, or under
  * another ClientCA, never skips the check.
  */
-static void tls_site_id(const struct mk_site *site, unsigned char id[SHA256_DIGEST_LENGTH])
+_Static_assert(TLS_SITE_ID == SHA256_DIGEST_LENGTH, "a site id is a SHA-256 digest");
+
+void tls_session_site_id(const struct mk_site *site, unsigned char id[TLS_SITE_ID])
 {
     const struct tls_site *ts = tls_api->site_conf(site, MK_PLUGIN_SELF(tls));
     EVP_MD_CTX *md = EVP_MD_CTX_new();
@@ -270,7 +272,7 @@ static void tls_site_id(const struct mk_site *site, unsigned char id[SHA256_DIGE
 
     if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
         EVP_MD_CTX_free(md);
-        memset(id, 0, SHA256_DIGEST_LENGTH);
+        memset(id, 0, TLS_SITE_ID);
         return;
     }
     EVP_DigestUpdate(md, "monkey-site", 11);
@@ -300,7 +302,7 @@ static void tls_site_id(const struct mk_site *site, unsigned char id[SHA256_DIGE
  */
 static int tls_session_hello(SSL *ssl, int *alert, void *arg)
 {
-    unsigned char id[SHA256_DIGEST_LENGTH];
+    unsigned char id[TLS_SITE_ID];
     char name[256];
     struct mk_config *cfg = tls_api->config_get();
 
@@ -315,7 +317,13 @@ static int tls_session_hello(SSL *ssl, int *alert, void *arg)
     if (ctx) {
         tls_switch(ssl, ctx);
     }
-    tls_site_id(site, id);
+    const struct tls_site_data *sd = tls_api->site_data(site, MK_PLUGIN_SELF(tls));
+    if (sd) {
+        memcpy(id, sd->id, sizeof(id));
+    }
+    else {
+        tls_session_site_id(site, id);
+    }
     tls_api->config_put(cfg);
     if (SSL_set_session_id_context(ssl, id, sizeof(id)) != 1) {
         *alert = SSL_AD_INTERNAL_ERROR;
