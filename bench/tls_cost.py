@@ -24,7 +24,8 @@ Instructions: the server under `valgrind --tool=callgrind --instr-atstart=no`,
 instrumentation switched on just before the client's run and dumped after it
 (libssl and libcrypto included; the kernel is not). System calls: `strace -c
 -f` attached to the server's process tree for the client's run. Prints a
-markdown table and writes tls_cost.json into --out (default /tmp/tls_cost).
+markdown table and writes it (tls_cost.md) with every figure (tls_cost.json)
+into --out (default /tmp/tls_cost; the committed ones are in bench/results).
 """
 
 import argparse
@@ -204,14 +205,26 @@ def main():
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "tls_cost.json"), "w") as f:
         json.dump(res, f, indent=1)
-    print("| scenario | server | Ir/request | syscalls/request | top system calls/request |")
-    print("|---|---|---|---|---|")
+    lines = ["| scenario | server | Ir/request | syscalls/request | top system calls/request |",
+             "|---|---|---|---|---|"]
     for sc, per in res.items():
         for name, r in per.items():
             top = ", ".join("%s %.2f" % kv for kv in list(r.get("by_syscall", {}).items())[:5])
-            print("| %s | %s | %s | %s | %s |" % (
+            lines.append("| %s | %s | %s | %s | %s |" % (
                 sc, name, "%.0f" % r["ir_per_request"] if "ir_per_request" in r else "",
                 "%.2f" % r["syscalls_per_request"] if "syscalls_per_request" in r else "", top))
+    commit = subprocess.run(["git", "-C", bench.ROOT, "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    head = ["# Deterministic TLS figures (bench/tls_cost.py)", "",
+            "- date: %s UTC; monkey commit %s; one worker per server; requests per scenario: %s"
+            % (time.strftime("%Y-%m-%d %H:%M", time.gmtime()), commit or "?",
+               ", ".join("%s %d" % (sc, counts[sc]) for sc in res)),
+            "- Ir: user-space instructions under callgrind (libssl and libcrypto included, "
+            "the kernel not); h2o's ECDSA signatures run in its neverbleed process, which "
+            "callgrind does not follow (strace does)", ""]
+    with open(os.path.join(out, "tls_cost.md"), "w") as f:
+        f.write("\n".join(head + lines) + "\n")
+    print("\n".join(lines))
     print("(details in %s)" % os.path.join(out, "tls_cost.json"))
     if not a.keep:
         subprocess.run(["rm", "-rf", b.wd])
