@@ -159,7 +159,8 @@ static int tls_servername(SSL *ssl, int *alert, void *arg)
     (void) arg;
     if (cfg) {
         ctx = tls_ctx_for(cfg, SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name));
-        if (ctx) {
+        /* The ClientHello callback has usually moved it there already. */
+        if (ctx && ctx != SSL_get_SSL_CTX(ssl)) {
             tls_switch(ssl, ctx);
         }
         api->config_put(cfg);

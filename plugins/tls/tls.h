@@ -106,6 +106,9 @@ struct tls_self {
     atomic_uint_fast64_t resumptions; /* of those, resumed */
     atomic_uint_fast64_t failures;    /* a TLS record came, the handshake never finished */
     atomic_uint_fast64_t plain_http;  /* answered 400: plain HTTP on the TLS port */
+    /* AES-256-CBC, fetched once: EVP_aes_256_cbc() would be fetched anew at
+       every ticket sealed or opened (tls_session.c). */
+    EVP_CIPHER *ticket_cipher;
 };
 
 MK_PLUGIN_DECLARE(tls);
