@@ -26,6 +26,8 @@
  *     HTTP on the TLS port) gets a 400 page and is closed. Handshake
  *     failures are logged at info with the peer's address; the head
  *     Timeout bounds the whole handshake (the server's transport seam).
+ *   - Reads: OpenSSL reads ahead (one read(2) per burst of records, not
+ *     two per record); records waiting undecrypted count as pending.
  *   - Writes (tls_send.c): a head and a small file body in one record,
  *     file bodies with SSL_sendfile under kTLS (KTLS auto, the default,
  *     when the kernel has the tls ULP), else in blocks of 64 KiB sent
@@ -157,7 +159,8 @@ static int tls_servername(SSL *ssl, int *alert, void *arg)
     (void) arg;
     if (cfg) {
         ctx = tls_ctx_for(cfg, SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name));
-        if (ctx) {
+        /* The ClientHello callback has usually moved it there already. */
+        if (ctx && ctx != SSL_get_SSL_CTX(ssl)) {
             tls_switch(ssl, ctx);
         }
         api->config_put(cfg);
@@ -194,6 +197,10 @@ SSL_CTX *tls_ctx_new(void)
     SSL_CTX_set_dh_auto(ctx, 1);
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                               SSL_MODE_RELEASE_BUFFERS);
+    /* One read(2) takes whatever has arrived (a record's header and body,
+       or the client's last flight with its first request) instead of two
+       per record; tls_pending() then reports what waits in the buffer. */
+    SSL_CTX_set_read_ahead(ctx, 1);
     SSL_CTX_set_alpn_select_cb(ctx, tls_alpn_select, NULL);
     SSL_CTX_set_tlsext_servername_callback(ctx, tls_servername);
     return ctx;
@@ -326,6 +333,8 @@ static const struct mk_conf_key tls_keys[] = {
      604800000, "1h", .doc = "how long a session resumes (ticket or cache entry)"},
     {"SessionTickets", MK_CONF_BOOL, 0, MK_CONF_FIELD(struct tls_conf, tickets), 0, 0, "On",
      .doc = "issue and accept session tickets"},
+    {"TicketsPerHandshake", MK_CONF_INT, 0, MK_CONF_FIELD(struct tls_conf, tickets_per_handshake),
+     1, 10, "1", .doc = "TLS 1.3 session tickets sent after a full handshake"},
     {"TicketKeyRotation", MK_CONF_DURATION, 0, MK_CONF_FIELD(struct tls_conf, ticket_rotation),
      1000, 604800000, "1h", .doc = "how often the server makes a new ticket key"},
     {"TicketKeyFile", MK_CONF_CUSTOM, MK_CONF_MULTI, 0, 0, .set = tls_conf_ticket_file_set,
@@ -380,12 +389,16 @@ static void tls_free(void *obj, int site)
 /*
  * Each site of each configuration built: its context gets the
  * configuration's protocols and ciphers (plugins/tls.conf), which the
- * schema's finish() of a site cannot see.
+ * schema's finish() of a site cannot see, and its session id context is
+ * computed once for the ClientHellos (struct tls_site_data, freed by
+ * tls_site_free()).
  */
 static int tls_site_init(const struct mk_site *site, const struct mk_conf *conf, void **data,
                          char *err, size_t errlen)
 {
     const struct tls_site *ts = api->site_conf(site, MK_PLUGIN_SELF(tls));
+
+    struct tls_site_data *sd;
 
     (void) conf;
     *data = NULL;
@@ -395,7 +408,19 @@ static int tls_site_init(const struct mk_site *site, const struct mk_conf *conf,
                  api->site_file(site));
         return MK_ERR;
     }
+    sd = malloc(sizeof(*sd));
+    if (!sd) {
+        snprintf(err, errlen, "%s: tls: out of memory", api->site_file(site));
+        return MK_ERR;
+    }
+    tls_session_site_id(site, sd->id);
+    *data = sd;
     return MK_OK;
+}
+
+static void tls_site_free(void *data)
+{
+    free(data);
 }
 
 static const struct mk_conf_schema tls_schema = {
@@ -446,9 +471,9 @@ static void tls_close_notify(struct tls_conn *t)
 {
     if (t->established && !t->shut) {
         t->shut = true;
-        ERR_clear_error();
+        tls_err_reset();
         SSL_shutdown(t->ssl);
-        ERR_clear_error();
+        tls_err_reset();
     }
 }
 
@@ -550,7 +575,7 @@ static int tls_handshake(struct mk_conn *c)
             return MK_ERR;
         }
     }
-    ERR_clear_error();
+    tls_err_reset();
     int rc = SSL_do_handshake(t->ssl);
     if (rc == 1) {
         t->established = true;
@@ -572,7 +597,7 @@ static ssize_t tls_read(struct mk_conn *c, void *buf, size_t len)
 {
     struct tls_conn *t = *api->conn_transport_data(c);
 
-    ERR_clear_error();
+    tls_err_reset();
     int n = SSL_read(t->ssl, buf, len > INT_MAX ? INT_MAX : (int) len);
     if (n > 0) {
         return n;
@@ -597,11 +622,23 @@ static int tls_shutdown(struct mk_conn *c)
     return shutdown(api->conn_fd(c), SHUT_WR);
 }
 
+/*
+ * Decrypted bytes waiting, or 1 when only records not yet decrypted wait
+ * in the read-ahead buffer (a pipelined request): the socket signals
+ * neither. A partial record reports 1 too; its read then ends in EAGAIN.
+ */
 static size_t tls_pending(struct mk_conn *c)
 {
     struct tls_conn *t = *api->conn_transport_data(c);
-    int n = t->established ? SSL_pending(t->ssl) : 0;
-    return n > 0 ? (size_t) n : 0;
+
+    if (!t->established) {
+        return 0;
+    }
+    int n = SSL_pending(t->ssl);
+    if (n > 0) {
+        return (size_t) n;
+    }
+    return SSL_has_pending(t->ssl) ? 1 : 0;
 }
 
 static const char *tls_alpn(struct mk_conn *c, size_t *len)
@@ -724,6 +761,7 @@ MK_PLUGIN_DEFINE(tls) = {
     .request = tls_request,
     .transport = &tls_transport,
     .site_init = tls_site_init,
+    .site_free = tls_site_free,
     .conf_schema = &tls_schema,
     .response_head = tls_site_response_head,
     .stats = tls_stats,

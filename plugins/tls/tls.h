@@ -47,6 +47,7 @@
 #include <sys/uio.h>
 #include <time.h>
 
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 
 #include <monkey/mk_plugin.h>
@@ -82,6 +83,7 @@ struct tls_conf {
     unsigned session_cache;         /* entries; 0: no server-side cache */
     long long session_timeout;      /* ms */
     bool tickets;
+    int tickets_per_handshake; /* TLS 1.3 tickets after a full handshake */
     long long ticket_rotation; /* ms; rotation of the server's own keys */
     /* TicketKeyFile keys in the order given: the first encrypts. */
     struct tls_ticket_key file_keys[TLS_TICKET_FILE_KEYS];
@@ -104,6 +106,9 @@ struct tls_self {
     atomic_uint_fast64_t resumptions; /* of those, resumed */
     atomic_uint_fast64_t failures;    /* a TLS record came, the handshake never finished */
     atomic_uint_fast64_t plain_http;  /* answered 400: plain HTTP on the TLS port */
+    /* AES-256-CBC, fetched once: EVP_aes_256_cbc() would be fetched anew at
+       every ticket sealed or opened (tls_session.c). */
+    EVP_CIPHER *ticket_cipher;
 };
 
 MK_PLUGIN_DECLARE(tls);
@@ -132,6 +137,19 @@ int tls_conf_site_ctx(const struct tls_conf *tc, SSL_CTX *ctx);
 SSL_CTX *tls_conf_base(void);
 
 /* tls_session.c */
+
+/* The length of a site's session id context (SHA-256). */
+#define TLS_SITE_ID 32
+/* What site_init() keeps for each site of a configuration (api->site_data). */
+struct tls_site_data {
+    unsigned char id[TLS_SITE_ID]; /* tls_session_site_id() of the site */
+};
+/*
+ * A site's session id context: SHA-256 of its names and of its
+ * client-certificate settings. Computed once per site and configuration
+ * (site_init), not per ClientHello.
+ */
+void tls_session_site_id(const struct mk_site *site, unsigned char id[TLS_SITE_ID]);
 int tls_session_init(const struct mk_api *server_api, struct tls_self *self);
 void tls_session_exit(struct tls_self *self);
 /* Set up resumption on a configuration's base context: MK_OK or MK_ERR. */
@@ -309,6 +327,20 @@ ssize_t tls_writev(struct mk_conn *c, const struct iovec *iov, int iovcnt, int f
 ssize_t tls_sendfile(struct mk_conn *c, int fd, off_t *offset, size_t len);
 /* 1 when tls_sendfile reads the file into the process (no kTLS), else 0. */
 int tls_sendfile_copies(struct mk_conn *c);
+/*
+ * Empty this thread's OpenSSL error queue before an SSL call whose result
+ * SSL_get_error() reads (an error left by earlier code would be taken for
+ * the call's own). ERR_clear_error() walks the whole queue and costs about
+ * 800 instructions even when it is empty, a look at the queue a tenth of
+ * that: twice per keep-alive request, it was 7% of one.
+ */
+static inline void tls_err_reset(void)
+{
+    if (ERR_peek_error() != 0) {
+        ERR_clear_error();
+    }
+}
+
 /*
  * The result of an SSL call on t that returned rc <= 0 (tls.c): MK_AGAIN
  * with the direction wanted set, 0 for a clean end, MK_ERR otherwise.

@@ -111,7 +111,7 @@ static int tls_send_stage(struct mk_conn *c, struct tls_conn *t)
     struct tls_send *s = &t->send;
 
     while (s->pos < s->len) {
-        ERR_clear_error();
+        tls_err_reset();
         int n = SSL_write(t->ssl, s->stage + s->pos, (int) (s->len - s->pos));
         if (n <= 0) {
             return tls_result(c, t, n) == MK_AGAIN ? MK_AGAIN : MK_ERR;
@@ -186,7 +186,7 @@ static ssize_t tls_writev_direct(struct mk_conn *c, struct tls_conn *t, const st
         tls_gather(gather, want, iov, iovcnt);
         p = gather;
     }
-    ERR_clear_error();
+    tls_err_reset();
     int n = SSL_write(t->ssl, p, (int) want);
     if (n > 0) {
         t->retry_len = 0;
@@ -246,7 +246,7 @@ ssize_t tls_writev(struct mk_conn *c, const struct iovec *iov, int iovcnt, int f
 static ssize_t tls_sendfile_ktls(struct mk_conn *c, struct tls_conn *t, int fd, off_t *offset,
                                  size_t len)
 {
-    ERR_clear_error();
+    tls_err_reset();
     ossl_ssize_t n = SSL_sendfile(t->ssl, fd, *offset, len, 0);
     if (n > 0) {
         *offset += (off_t) n;

@@ -58,7 +58,16 @@ static int64_t tls_session_now(void)
 int tls_session_init(const struct mk_api *server_api, struct tls_self *self)
 {
     tls_api = server_api;
-    return pthread_mutex_init(&self->ring.lock, NULL) == 0 ? MK_OK : MK_ERR;
+    self->ticket_cipher = EVP_CIPHER_fetch(NULL, "AES-256-CBC", NULL);
+    if (!self->ticket_cipher) {
+        return MK_ERR;
+    }
+    if (pthread_mutex_init(&self->ring.lock, NULL) != 0) {
+        EVP_CIPHER_free(self->ticket_cipher);
+        self->ticket_cipher = NULL;
+        return MK_ERR;
+    }
+    return MK_OK;
 }
 
 void tls_session_exit(struct tls_self *self)
@@ -66,6 +75,8 @@ void tls_session_exit(struct tls_self *self)
     OPENSSL_cleanse(&self->ring.cur, sizeof(self->ring.cur));
     OPENSSL_cleanse(&self->ring.prev, sizeof(self->ring.prev));
     pthread_mutex_destroy(&self->ring.lock);
+    EVP_CIPHER_free(self->ticket_cipher);
+    self->ticket_cipher = NULL;
 }
 
 /* A fresh random key: MK_OK, or MK_ERR when the random generator fails. */
@@ -187,12 +198,17 @@ static int tls_ticket_key_find(int enc, const unsigned char *name, struct tls_ti
 static int tls_ticket_cb(SSL *ssl, unsigned char *key_name, unsigned char *iv, EVP_CIPHER_CTX *cctx,
                          EVP_MAC_CTX *hctx, int enc)
 {
+    const struct tls_self *self = tls_api->self(MK_PLUGIN_SELF(tls));
     struct tls_ticket_key k;
     bool current = false;
     OSSL_PARAM params[3];
     int rc;
 
     (void) ssl;
+    if (!self) {
+        return -1;
+    }
+    const EVP_CIPHER *aes = self->ticket_cipher;
     rc = tls_ticket_key_find(enc, key_name, &k, &current);
     if (rc != MK_OK) {
         return rc == MK_DECLINED ? 0 : -1;
@@ -201,8 +217,8 @@ static int tls_ticket_cb(SSL *ssl, unsigned char *key_name, unsigned char *iv, E
     params[1] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, "SHA256", 0);
     params[2] = OSSL_PARAM_construct_end();
     if (enc) {
-        rc = RAND_bytes(iv, EVP_CIPHER_get_iv_length(EVP_aes_256_cbc())) == 1 &&
-                     EVP_EncryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k.aes, iv) == 1 &&
+        rc = RAND_bytes(iv, EVP_CIPHER_get_iv_length(aes)) == 1 &&
+                     EVP_EncryptInit_ex(cctx, aes, NULL, k.aes, iv) == 1 &&
                      EVP_MAC_CTX_set_params(hctx, params) == 1
                  ? 1
                  : -1;
@@ -212,7 +228,7 @@ static int tls_ticket_cb(SSL *ssl, unsigned char *key_name, unsigned char *iv, E
     }
     else {
         rc = EVP_MAC_CTX_set_params(hctx, params) == 1 &&
-                     EVP_DecryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k.aes, iv) == 1
+                     EVP_DecryptInit_ex(cctx, aes, NULL, k.aes, iv) == 1
                  ? (current ? 1 : 2)
                  : -1;
     }
@@ -261,7 +277,9 @@ static bool tls_hello_sni(SSL *ssl, char *buf, size_t size)
  * asks for one, so a session made without a client certificate, or under
  * another ClientCA, never skips the check.
  */
-static void tls_site_id(const struct mk_site *site, unsigned char id[SHA256_DIGEST_LENGTH])
+_Static_assert(TLS_SITE_ID == SHA256_DIGEST_LENGTH, "a site id is a SHA-256 digest");
+
+void tls_session_site_id(const struct mk_site *site, unsigned char id[TLS_SITE_ID])
 {
     const struct tls_site *ts = tls_api->site_conf(site, MK_PLUGIN_SELF(tls));
     EVP_MD_CTX *md = EVP_MD_CTX_new();
@@ -270,7 +288,7 @@ static void tls_site_id(const struct mk_site *site, unsigned char id[SHA256_DIGE
 
     if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
         EVP_MD_CTX_free(md);
-        memset(id, 0, SHA256_DIGEST_LENGTH);
+        memset(id, 0, TLS_SITE_ID);
         return;
     }
     EVP_DigestUpdate(md, "monkey-site", 11);
@@ -300,7 +318,7 @@ static void tls_site_id(const struct mk_site *site, unsigned char id[SHA256_DIGE
  */
 static int tls_session_hello(SSL *ssl, int *alert, void *arg)
 {
-    unsigned char id[SHA256_DIGEST_LENGTH];
+    unsigned char id[TLS_SITE_ID];
     char name[256];
     struct mk_config *cfg = tls_api->config_get();
 
@@ -315,7 +333,13 @@ static int tls_session_hello(SSL *ssl, int *alert, void *arg)
     if (ctx) {
         tls_switch(ssl, ctx);
     }
-    tls_site_id(site, id);
+    const struct tls_site_data *sd = tls_api->site_data(site, MK_PLUGIN_SELF(tls));
+    if (sd) {
+        memcpy(id, sd->id, sizeof(id));
+    }
+    else {
+        tls_session_site_id(site, id);
+    }
     tls_api->config_put(cfg);
     if (SSL_set_session_id_context(ssl, id, sizeof(id)) != 1) {
         *alert = SSL_AD_INTERNAL_ERROR;
@@ -334,6 +358,10 @@ int tls_session_setup(SSL_CTX *base, const struct tls_conf *tc)
     else {
         SSL_CTX_set_session_cache_mode(base, SSL_SESS_CACHE_OFF);
     }
+    /* Each ticket costs an encoding of the session and its encryption
+       (about 160,000 instructions, 6% of a full handshake); OpenSSL's
+       default is two. SSL_new() copies the count from this context. */
+    SSL_CTX_set_num_tickets(base, (size_t) tc->tickets_per_handshake);
     if (!tc->tickets) {
         SSL_CTX_set_options(base, SSL_OP_NO_TICKET);
     }
