@@ -133,9 +133,10 @@ struct mk_h2_seg {
 
 struct mk_h2 {
     nghttp2_session *ng;
-    struct mk_h2_mem mem;   /* nghttp2's allocator for this session */
-    struct mk_list streams; /* open, by arrival */
-    struct mk_list dead;    /* closed, freed when the output queue is empty */
+    struct mk_h2_mem mem;          /* nghttp2's allocator for this session */
+    struct mk_list streams;        /* open, by arrival */
+    struct mk_list dead;           /* closed, freed when the output queue is empty */
+    struct mk_h2_stream *in_block; /* the stream whose header block is being received */
     unsigned n_open;
     unsigned n_responding; /* responses submitted and not yet complete */
     /* output queue */
@@ -166,9 +167,10 @@ struct mk_h2 {
     uint32_t preface_left; /* bytes of the client preface still to come */
     uint8_t scan_hd[14];   /* the frame header being read (+5 for PRIORITY) */
     unsigned scan_have;
-    uint32_t scan_left; /* payload bytes of the current frame not yet seen */
-    bool bad_magic;     /* the client preface was wrong: close at once */
-    uint64_t reset_at;  /* when the bucket was last refilled (worker ms clock) */
+    uint32_t scan_left;  /* payload bytes of the current frame not yet seen */
+    int32_t scan_max_id; /* the highest stream id of a HEADERS frame scanned */
+    bool bad_magic;      /* the client preface was wrong: close at once */
+    uint64_t reset_at;   /* when the bucket was last refilled (worker ms clock) */
     unsigned empty_frames;
 };
 
@@ -692,6 +694,7 @@ static int mk_h2_begin_headers_cb(nghttp2_session *ng, const nghttp2_frame *fram
     }
     s = mk_h2_stream_new(c, frame->hd.stream_id);
     nghttp2_session_set_stream_user_data(ng, s->id, s);
+    c->h2->in_block = s;
     return 0;
 }
 
@@ -794,7 +797,10 @@ static int mk_h2_header_cb(nghttp2_session *ng, const nghttp2_frame *frame, cons
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
         return 0; /* trailers: nothing reads them */
     }
-    s = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+    s = c->h2->in_block;
+    if (!s || s->id != frame->hd.stream_id) {
+        s = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+    }
     if (!s) {
         return 0;
     }
@@ -1092,6 +1098,9 @@ static int mk_h2_stream_close_cb(nghttp2_session *ng, int32_t id, uint32_t error
     }
     nghttp2_session_set_stream_user_data(ng, id, NULL);
     s->closed = true;
+    if (h->in_block == s) {
+        h->in_block = NULL;
+    }
     if (h->upgraded == s) {
         h->upgraded = NULL; /* closed before the client's preface came */
     }
@@ -1538,6 +1547,9 @@ static int mk_h2_scan_frame(struct mk_conn *c)
                                 0x7fffffffu),
     };
 
+    if (hd.type == NGHTTP2_HEADERS && hd.stream_id > h->scan_max_id) {
+        h->scan_max_id = hd.stream_id;
+    }
     if (mk_h2_frame_on_closed(c, &hd, h->scan_have == 14 ? b + 9 : NULL)) {
         nghttp2_session_terminate_session(h->ng, h->conn_error);
         h->going_away = true;
@@ -1547,9 +1559,40 @@ static int mk_h2_scan_frame(struct mk_conn *c)
 }
 
 /*
+ * A frame header (9 bytes at p, all there) that mk_h2_frame_on_closed
+ * would pass whatever the frames before it did: a frame that is neither
+ * DATA nor HEADERS nor PRIORITY, or a HEADERS frame opening a stream
+ * above every id seen so far (no stream is open or closed there). Then
+ * true, with the frame's payload to be skipped: nghttp2 takes it with the
+ * rest of the input, in one call.
+ */
+static bool mk_h2_frame_unchecked(struct mk_h2 *h, const char *p)
+{
+    const uint8_t *b = (const uint8_t *) p;
+    uint8_t type = b[3];
+    int32_t id =
+        (int32_t) (((uint32_t) b[5] << 24 | (uint32_t) b[6] << 16 | (uint32_t) b[7] << 8 | b[8]) &
+                   0x7fffffffu);
+
+    if (type == NGHTTP2_DATA || type == NGHTTP2_PRIORITY) {
+        return false;
+    }
+    if (type == NGHTTP2_HEADERS) {
+        if (!(id & 1) || id <= h->scan_max_id || id <= h->max_opened) {
+            return false;
+        }
+        h->scan_max_id = id;
+    }
+    h->scan_left = (uint32_t) b[0] << 16 | (uint32_t) b[1] << 8 | b[2];
+    return true;
+}
+
+/*
  * Feed input to nghttp2 frame by frame: each frame header is checked
  * (mk_h2_frame_on_closed) against the state the frames before it left,
- * since nghttp2 drops some frames silently before any callback. MK_OK
+ * since nghttp2 drops some frames silently before any callback; a frame
+ * the check cannot refuse (mk_h2_frame_unchecked) is not split off, so a
+ * batch of requests goes to nghttp2 in one call. MK_OK
  * (after a connection error too: its GOAWAY is queued and no more input
  * is taken), or MK_ERR when the client did not even send the preface.
  */
@@ -1570,6 +1613,10 @@ static int mk_h2_feed(struct mk_conn *c, const char *data, size_t len)
             size_t take = len - i < h->scan_left ? len - i : h->scan_left;
             h->scan_left -= (uint32_t) take;
             i += take;
+            continue;
+        }
+        if (h->scan_have == 0 && len - i >= 9 && mk_h2_frame_unchecked(h, data + i)) {
+            i += 9;
             continue;
         }
         if (h->scan_have == 0) {
