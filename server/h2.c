@@ -188,9 +188,9 @@ static void mk_h2_stream_free(struct mk_conn *c, struct mk_h2_stream *s)
         s->r = NULL;
     }
     mk_list_del(&s->node);
-    mk_free(s->block);
+    mk_h2_mem_put(s->block);
     mk_free(s->kept);
-    mk_free(s);
+    mk_h2_mem_put(s);
     (void) c;
 }
 
@@ -671,8 +671,13 @@ static int mk_h2_begin_frame_cb(nghttp2_session *ng, const nghttp2_frame_hd *hd,
 /* A stream the client opened: counted, on the connection's list. */
 static struct mk_h2_stream *mk_h2_stream_new(struct mk_conn *c, int32_t id)
 {
-    struct mk_h2_stream *s = mk_calloc(1, sizeof(*s));
+    struct mk_h2_stream *s = mk_h2_mem_get(sizeof(*s));
 
+    if (!s) {
+        mk_err("out of memory");
+        abort();
+    }
+    memset(s, 0, sizeof(*s));
     s->id = id;
     if (s->id > c->h2->max_opened) {
         c->h2->max_opened = s->id;
@@ -706,7 +711,7 @@ static bool mk_h2_block_room(struct mk_h2_stream *s, size_t need)
         while (cap < s->block_len + need) {
             cap *= 2;
         }
-        char *p = mk_try_realloc(s->block, cap);
+        char *p = mk_h2_mem_resize(s->block, cap);
         if (!p) {
             return false;
         }
@@ -1241,9 +1246,44 @@ static bool mk_h2_conn_field(const char *name, size_t len)
 }
 
 /*
+ * The lower-case spelling of a field name the server itself writes often
+ * (static files, errors, redirects), or NULL: such a name is not lowered
+ * character by character.
+ */
+static const char *mk_h2_known_lower(const char *name, size_t len)
+{
+#define MK_H2_KNOWN(n, l)                                                                          \
+    {                                                                                              \
+        n, l, sizeof(n) - 1                                                                        \
+    }
+    static const struct {
+        const char *name, *lower;
+        size_t len;
+    } known[] = {
+        MK_H2_KNOWN("ETag", "etag"),
+        MK_H2_KNOWN("Last-Modified", "last-modified"),
+        MK_H2_KNOWN("Accept-Ranges", "accept-ranges"),
+        MK_H2_KNOWN("Content-Range", "content-range"),
+        MK_H2_KNOWN("Allow", "allow"),
+        MK_H2_KNOWN("Location", "location"),
+        MK_H2_KNOWN("Cache-Control", "cache-control"),
+        MK_H2_KNOWN("Vary", "vary"),
+    };
+#undef MK_H2_KNOWN
+
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+        if (known[i].len == len && memcmp(known[i].name, name, len) == 0) {
+            return known[i].lower;
+        }
+    }
+    return NULL;
+}
+
+/*
  * "Name: value\r\n" lines as nghttp2 fields, up to cap, with `flags`
- * (the NO_COPY ones when the lines outlive the frame). The names are
- * lower-cased in place, in the caller's buffer: HTTP/2 wants them so.
+ * (the NO_COPY ones when the lines outlive the frame). A name that is not
+ * one of mk_h2_known_lower's is lower-cased in place, in the caller's
+ * buffer: HTTP/2 wants them so.
  */
 static void mk_h2_lines_to_nv(char *p, size_t len, nghttp2_nv *nv, size_t cap, size_t *n,
                               uint8_t flags)
@@ -1252,17 +1292,20 @@ static void mk_h2_lines_to_nv(char *p, size_t len, nghttp2_nv *nv, size_t cap, s
 
     while (p < end && *n < cap) {
         char *line_end = memchr(p, '\n', (size_t) (end - p));
-        char *colon = p;
         if (!line_end) {
             line_end = end;
         }
-        while (colon < line_end && *colon != ':') {
-            *colon = mk_tolower(*colon);
-            colon++;
-        }
-        if (colon == line_end) {
+        char *colon = memchr(p, ':', (size_t) (line_end - p));
+        if (!colon) {
             p = line_end + 1;
             continue;
+        }
+        const char *name = mk_h2_known_lower(p, (size_t) (colon - p));
+        if (!name) {
+            for (char *q = p; q < colon; q++) {
+                *q = mk_tolower(*q);
+            }
+            name = p;
         }
         char *v = colon + 1;
         char *vend = line_end;
@@ -1272,8 +1315,8 @@ static void mk_h2_lines_to_nv(char *p, size_t len, nghttp2_nv *nv, size_t cap, s
         while (vend > v && (vend[-1] == '\r' || vend[-1] == ' ' || vend[-1] == '\t')) {
             vend--;
         }
-        if (!mk_h2_conn_field(p, (size_t) (colon - p))) {
-            nv[*n] = (nghttp2_nv){(uint8_t *) p, (uint8_t *) v, (size_t) (colon - p),
+        if (!mk_h2_conn_field(name, (size_t) (colon - p))) {
+            nv[*n] = (nghttp2_nv){(uint8_t *) name, (uint8_t *) v, (size_t) (colon - p),
                                   (size_t) (vend - v), flags};
             (*n)++;
         }
@@ -1298,19 +1341,6 @@ static void mk_h2_line_nv(const char *line, size_t len, const char *lower, nghtt
     (*n)++;
 }
 
-/* Lines of a "Name: value\r\n" block. */
-static size_t mk_h2_count_lines(const char *p, size_t len)
-{
-    const char *end = p + len;
-    size_t n = 0;
-
-    while (p && p < end && (p = memchr(p, '\n', (size_t) (end - p)))) {
-        n++;
-        p++;
-    }
-    return n;
-}
-
 /*
  * The response of r as HEADERS (and DATA): submitted, then written. The
  * fields are not copied by nghttp2 (NO_COPY): they live in r's arena, the
@@ -1324,7 +1354,8 @@ static void mk_h2_respond(struct mk_request *r, bool error)
     struct mk_conn *c = r->conn;
     struct mk_h2_stream *s = r->proto_data;
     struct mk_worker *w = c->worker;
-    size_t cap = 8 + mk_h2_count_lines(r->extra_headers, r->extra_len), n = 0;
+    /* the fixed fields, and the extra lines: at least "x: \r\n" each (mk_response_add_header) */
+    size_t cap = 8 + r->extra_len / 5, n = 0;
     nghttp2_nv *nv = mk_arena_alloc(&r->arena, cap * sizeof(*nv));
     char *status = mk_arena_alloc(&r->arena, 4), *clen = mk_arena_alloc(&r->arena, 24);
     nghttp2_data_provider dp = {.source.ptr = s, .read_callback = mk_h2_read_cb};

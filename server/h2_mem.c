@@ -48,6 +48,8 @@ static __thread struct {
     unsigned n[MK_H2_CLASSES];
 } mk_h2_cache;
 
+void *mk_h2_mem_resize(void *p, size_t size);
+
 static struct mk_h2_hdr *mk_h2_hdr_of(void *ptr)
 {
     return (struct mk_h2_hdr *) ((char *) ptr - MK_H2_HDR);
@@ -175,7 +177,6 @@ static void *mk_h2_mem_calloc(size_t n, size_t size, void *user)
 static void *mk_h2_mem_realloc(void *ptr, size_t size, void *user)
 {
     struct mk_h2_mem *m = user;
-    size_t old;
     void *p;
 
     if (!ptr) {
@@ -191,16 +192,39 @@ static void *mk_h2_mem_realloc(void *ptr, size_t size, void *user)
         }
         return p;
     }
-    old = mk_h2_hdr_of(ptr)->cap;
+    return mk_h2_mem_resize(ptr, size);
+}
+
+void *mk_h2_mem_get(size_t size)
+{
+    return mk_h2_block_get(size);
+}
+
+void *mk_h2_mem_resize(void *p, size_t size)
+{
+    size_t old;
+    void *q;
+
+    if (!p) {
+        return mk_h2_block_get(size);
+    }
+    old = mk_h2_hdr_of(p)->cap;
     if (size <= old) {
-        return ptr;
+        return p;
     }
-    p = mk_h2_block_get(size);
+    q = mk_h2_block_get(size);
+    if (q) {
+        memcpy(q, p, old);
+        mk_h2_block_put(p);
+    }
+    return q;
+}
+
+void mk_h2_mem_put(void *p)
+{
     if (p) {
-        memcpy(p, ptr, old);
-        mk_h2_block_put(ptr);
+        mk_h2_block_put(p);
     }
-    return p;
 }
 
 void mk_h2_mem_init(struct mk_h2_mem *m)

@@ -40,6 +40,17 @@ struct mk_h2_mem {
     size_t framebuf_len; /* its length, a multiple of the page size */
 };
 
+/*
+ * A block of the worker's free lists for the server's own per-stream
+ * objects (the same lists nghttp2's blocks come from): at least `size`
+ * bytes, 16-byte aligned, or NULL when out of memory. Given back with
+ * mk_h2_mem_put (NULL is fine); mk_h2_mem_resize moves it to a block of
+ * `size` bytes keeping its contents (NULL when out of memory: p stays).
+ */
+void *mk_h2_mem_get(size_t size);
+void *mk_h2_mem_resize(void *p, size_t size);
+void mk_h2_mem_put(void *p);
+
 /* Set m up; m must stay where it is for the session's life. */
 void mk_h2_mem_init(struct mk_h2_mem *m);
 

@@ -119,3 +119,20 @@ def test_a_batch_of_requests_in_one_write_is_served(make_server):
     assert read_frames(s, done) is not None
     assert ended == set(range(1, 40, 2))
     s.close()
+
+
+def test_response_fields_go_out_lower_case(make_server):
+    srv = h2c_server(make_server)
+    srv.file("d/x.txt", "x\n")
+    srv.start()
+    c = H2Client(srv.port)
+    st = c.get("/hello.txt")
+    h = st["headers"]
+    assert h[":status"] == "200" and h["accept-ranges"] == "bytes"
+    assert h["etag"].startswith('"') and h["last-modified"].endswith("GMT")
+    assert h["content-length"] == "13" and h["content-type"].startswith("text/plain")
+    st = c.get("/d")
+    assert st["headers"][":status"] == "301"
+    assert st["headers"]["location"].endswith("/d/")
+    assert all(name == name.lower() for name in st["headers"])
+    c.close()
