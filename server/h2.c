@@ -9,9 +9,10 @@
  * ignored, SETTINGS_NO_RFC7540_PRIORITIES is sent). This file turns
  * streams into requests and responses into frames:
  *
- *   HEADERS (+CONTINUATION) ──▶ a request head, rebuilt as HTTP/1.1 text
- *       and parsed by mk_http_parse (the same strict rules), version 20
- *       ──▶ mk_request_run: the same stages, plugins and static files
+ *   HEADERS (+CONTINUATION) ──▶ a request head, built from the fields by
+ *       mk_http_head_build (the rules of the HTTP/1 parser, no text in
+ *       between), version 20 ──▶ mk_request_run: the same stages, plugins
+ *       and static files
  *   DATA ──▶ the stream's body: kept (within the stream's window) until a
  *       handler asks for it, then buffered or streamed (body.h); the
  *       stream's window opens again only as the handler takes the bytes

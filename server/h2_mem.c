@@ -58,15 +58,14 @@ static struct mk_h2_hdr *mk_h2_hdr_of(void *ptr)
 /* The class holding `size` bytes, or MK_H2_CLASS_NONE. */
 static unsigned mk_h2_class(size_t size)
 {
-    unsigned cls = 0;
-
     if (size > MK_H2_MEM_MAX) {
         return MK_H2_CLASS_NONE;
     }
-    while (((size_t) 1 << (cls + MK_H2_CLASS_MIN)) < size) {
-        cls++;
+    if (size <= ((size_t) 1 << MK_H2_CLASS_MIN)) {
+        return 0;
     }
-    return cls;
+    /* the bits of size - 1: the power of two at or above size */
+    return (unsigned) (64 - __builtin_clzll((unsigned long long) size - 1)) - MK_H2_CLASS_MIN;
 }
 
 /* A block of at least `size` bytes behind its header, or NULL. */
