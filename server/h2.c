@@ -97,8 +97,8 @@ struct mk_h2_stream {
     struct mk_request *r; /* NULL until the header block is complete, and after an abort */
     struct mk_list node;  /* the connection's streams, or its dead list once closed */
     /*
-     * the header block, in one buffer (malloc, kept with the stream: the
-     * request head points into it): the pseudo-header values, then from
+     * the header block, in one buffer (mk_h2_mem_get, kept with the stream:
+     * the request head points into it): the pseudo-header values, then from
      * fields_off on the regular fields as records (struct mk_h2_rec, then
      * the name and the value); pseudo-headers come first
      */
