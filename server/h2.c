@@ -9,9 +9,10 @@
  * ignored, SETTINGS_NO_RFC7540_PRIORITIES is sent). This file turns
  * streams into requests and responses into frames:
  *
- *   HEADERS (+CONTINUATION) ──▶ a request head, rebuilt as HTTP/1.1 text
- *       and parsed by mk_http_parse (the same strict rules), version 20
- *       ──▶ mk_request_run: the same stages, plugins and static files
+ *   HEADERS (+CONTINUATION) ──▶ a request head, built from the fields by
+ *       mk_http_head_build (the rules of the HTTP/1 parser, no text in
+ *       between), version 20 ──▶ mk_request_run: the same stages, plugins
+ *       and static files
  *   DATA ──▶ the stream's body: kept (within the stream's window) until a
  *       handler asks for it, then buffered or streamed (body.h); the
  *       stream's window opens again only as the handler takes the bytes
@@ -86,23 +87,30 @@ struct mk_h2_span {
     bool set;
 };
 
+/* A regular field in a stream's header block: its name and value follow. */
+struct mk_h2_rec {
+    uint32_t name_len, value_len;
+};
+
 struct mk_h2_stream {
     int32_t id;
     struct mk_request *r; /* NULL until the header block is complete, and after an abort */
     struct mk_list node;  /* the connection's streams, or its dead list once closed */
     /*
-     * the header block, in one buffer (malloc, freed once the request
-     * head is built): the pseudo-header values, then the regular fields
-     * as HTTP/1 lines from fields_off on (pseudo-headers come first)
+     * the header block, in one buffer (mk_h2_mem_get, kept with the stream:
+     * the request head points into it): the pseudo-header values, then from
+     * fields_off on the regular fields as records (struct mk_h2_rec, then
+     * the name and the value); pseudo-headers come first
      */
     char *block;
     size_t block_len, block_cap;
     struct mk_h2_span method, path, authority;
     size_t fields_off; /* where the first regular field begins */
     bool has_fields;
-    size_t list_size; /* RFC 9113 header list size so far (name + value + 32 each) */
-    unsigned n_fields;
-    int head_status; /* 431: the list is over the limits */
+    size_t list_size;  /* RFC 9113 header list size so far (name + value + 32 each) */
+    unsigned n_fields; /* regular fields received */
+    unsigned n_recs;   /* regular fields kept (a Host beside :authority is not) */
+    int head_status;   /* 431: the list is over the limits */
     /* the request body */
     uint8_t body;     /* enum mk_h2_body */
     bool body_end;    /* END_STREAM received */
@@ -126,9 +134,10 @@ struct mk_h2_seg {
 
 struct mk_h2 {
     nghttp2_session *ng;
-    struct mk_h2_mem mem;   /* nghttp2's allocator for this session */
-    struct mk_list streams; /* open, by arrival */
-    struct mk_list dead;    /* closed, freed when the output queue is empty */
+    struct mk_h2_mem mem;          /* nghttp2's allocator for this session */
+    struct mk_list streams;        /* open, by arrival */
+    struct mk_list dead;           /* closed, freed when the output queue is empty */
+    struct mk_h2_stream *in_block; /* the stream whose header block is being received */
     unsigned n_open;
     unsigned n_responding; /* responses submitted and not yet complete */
     /* output queue */
@@ -159,9 +168,10 @@ struct mk_h2 {
     uint32_t preface_left; /* bytes of the client preface still to come */
     uint8_t scan_hd[14];   /* the frame header being read (+5 for PRIORITY) */
     unsigned scan_have;
-    uint32_t scan_left; /* payload bytes of the current frame not yet seen */
-    bool bad_magic;     /* the client preface was wrong: close at once */
-    uint64_t reset_at;  /* when the bucket was last refilled (worker ms clock) */
+    uint32_t scan_left;  /* payload bytes of the current frame not yet seen */
+    int32_t scan_max_id; /* the highest stream id of a HEADERS frame scanned */
+    bool bad_magic;      /* the client preface was wrong: close at once */
+    uint64_t reset_at;   /* when the bucket was last refilled (worker ms clock) */
     unsigned empty_frames;
 };
 
@@ -179,9 +189,9 @@ static void mk_h2_stream_free(struct mk_conn *c, struct mk_h2_stream *s)
         s->r = NULL;
     }
     mk_list_del(&s->node);
-    mk_free(s->block);
+    mk_h2_mem_put(s->block);
     mk_free(s->kept);
-    mk_free(s);
+    mk_h2_mem_put(s);
     (void) c;
 }
 
@@ -388,15 +398,15 @@ static void mk_h2_stream_trim(struct mk_request *r)
 }
 
 /* Trailers of a streamed body ("Name: value\r\n"...) as an nghttp2 list. */
-static int mk_h2_lines_to_nv(struct mk_request *r, const char *p, size_t len, nghttp2_nv *nv,
-                             size_t cap, size_t *n);
+static void mk_h2_lines_to_nv(char *p, size_t len, nghttp2_nv *nv, size_t cap, size_t *n,
+                              uint8_t flags);
 
 static void mk_h2_submit_trailers(struct mk_conn *c, struct mk_h2_stream *s, struct mk_piece *p)
 {
     nghttp2_nv nv[32];
     size_t n = 0;
 
-    mk_h2_lines_to_nv(s->r, p->buf + MK_PIECE_HDR, p->len, nv, 32, &n);
+    mk_h2_lines_to_nv(p->buf + MK_PIECE_HDR, p->len, nv, 32, &n, NGHTTP2_NV_FLAG_NONE);
     nghttp2_submit_trailer(c->h2->ng, s->id, nv, n);
 }
 
@@ -662,8 +672,13 @@ static int mk_h2_begin_frame_cb(nghttp2_session *ng, const nghttp2_frame_hd *hd,
 /* A stream the client opened: counted, on the connection's list. */
 static struct mk_h2_stream *mk_h2_stream_new(struct mk_conn *c, int32_t id)
 {
-    struct mk_h2_stream *s = mk_calloc(1, sizeof(*s));
+    struct mk_h2_stream *s = mk_h2_mem_get(sizeof(*s));
 
+    if (!s) {
+        mk_err("out of memory");
+        abort();
+    }
+    memset(s, 0, sizeof(*s));
     s->id = id;
     if (s->id > c->h2->max_opened) {
         c->h2->max_opened = s->id;
@@ -685,6 +700,7 @@ static int mk_h2_begin_headers_cb(nghttp2_session *ng, const nghttp2_frame *fram
     }
     s = mk_h2_stream_new(c, frame->hd.stream_id);
     nghttp2_session_set_stream_user_data(ng, s->id, s);
+    c->h2->in_block = s;
     return 0;
 }
 
@@ -696,7 +712,7 @@ static bool mk_h2_block_room(struct mk_h2_stream *s, size_t need)
         while (cap < s->block_len + need) {
             cap *= 2;
         }
-        char *p = mk_try_realloc(s->block, cap);
+        char *p = mk_h2_mem_resize(s->block, cap);
         if (!p) {
             return false;
         }
@@ -706,18 +722,12 @@ static bool mk_h2_block_room(struct mk_h2_stream *s, size_t need)
     return true;
 }
 
-/* The regular fields of s (HTTP/1 lines) and their length. */
-static const char *mk_h2_fields(const struct mk_h2_stream *s, size_t *len)
-{
-    *len = s->has_fields ? s->block_len - s->fields_off : 0;
-    return s->has_fields ? s->block + s->fields_off : NULL;
-}
-
-/* Append "name: value\r\n" to the stream's fields (HTTP/1 text). */
+/* Append a regular field (a record, its name, its value) to the header block of s. */
 static bool mk_h2_field_add(struct mk_h2_stream *s, const uint8_t *name, size_t nlen,
                             const uint8_t *value, size_t vlen)
 {
-    size_t need = nlen + vlen + 4;
+    struct mk_h2_rec rec = {(uint32_t) nlen, (uint32_t) vlen};
+    size_t need = sizeof(rec) + nlen + vlen;
 
     if (!mk_h2_block_room(s, need)) {
         return false;
@@ -727,15 +737,16 @@ static bool mk_h2_field_add(struct mk_h2_stream *s, const uint8_t *name, size_t 
         s->fields_off = s->block_len;
     }
     char *w = s->block + s->block_len;
-    memcpy(w, name, nlen);
-    w += nlen;
-    *w++ = ':';
-    *w++ = ' ';
-    memcpy(w, value, vlen);
-    w += vlen;
-    *w++ = '\r';
-    *w++ = '\n';
+    memcpy(w, &rec, sizeof(rec));
+    w += sizeof(rec);
+    if (nlen) {
+        memcpy(w, name, nlen);
+    }
+    if (vlen) {
+        memcpy(w + nlen, value, vlen);
+    }
     s->block_len += need;
+    s->n_recs++;
     return true;
 }
 
@@ -792,7 +803,10 @@ static int mk_h2_header_cb(nghttp2_session *ng, const nghttp2_frame *frame, cons
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
         return 0; /* trailers: nothing reads them */
     }
-    s = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+    s = c->h2->in_block;
+    if (!s || s->id != frame->hd.stream_id) {
+        s = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+    }
     if (!s) {
         return 0;
     }
@@ -825,61 +839,55 @@ static int mk_h2_header_cb(nghttp2_session *ng, const nghttp2_frame *frame, cons
     return 0;
 }
 
-static char *mk_h2_put(char *w, const char *p, size_t n)
+static struct mk_str mk_h2_span_str(const struct mk_h2_stream *s, const struct mk_h2_span *span)
 {
-    if (n) {
-        memcpy(w, p, n);
-    }
-    return w + n;
-}
-
-static char *mk_h2_span_put(char *w, const struct mk_h2_stream *s, const struct mk_h2_span *span)
-{
-    return span->len ? mk_h2_put(w, s->block + span->off, span->len) : w;
+    return span->len ? mk_str_make(s->block + span->off, span->len) : MK_STR("");
 }
 
 /*
- * Write the request head of s as HTTP/1.1 text to `text` ("METHOD TARGET
- * HTTP/1.1", Host from :authority, the fields, the empty line), which has
- * room for it; its length.
+ * The fields of s as a request head's header array (in r's arena): Host
+ * from :authority first, then the regular fields, as views into the
+ * header block. NULL when out of memory.
  */
-static size_t mk_h2_head_text(const struct mk_h2_stream *s, char *text)
+static struct mk_http_header *mk_h2_headers(struct mk_request *r, const struct mk_h2_stream *s,
+                                            unsigned *n)
 {
-    const struct mk_h2_span *target = s->path.set ? &s->path : &s->authority;
-    size_t flen;
-    const char *fields = mk_h2_fields(s, &flen);
-    char *w = text;
+    unsigned cap = s->n_recs + (s->authority.set ? 1 : 0);
+    struct mk_http_header *headers = mk_arena_alloc(&r->arena, (cap ? cap : 1) * sizeof(*headers));
+    const char *p = s->block + s->fields_off;
 
-    w = mk_h2_span_put(w, s, &s->method);
-    *w++ = ' ';
-    w = mk_h2_span_put(w, s, target);
-    w = mk_h2_put(w, " HTTP/1.1\r\n", 11);
+    if (!headers) {
+        return NULL;
+    }
+    *n = 0;
     if (s->authority.set) {
-        w = mk_h2_put(w, "Host: ", 6);
-        w = mk_h2_span_put(w, s, &s->authority);
-        w = mk_h2_put(w, "\r\n", 2);
+        headers[(*n)++] = (struct mk_http_header){MK_STR("host"), mk_h2_span_str(s, &s->authority)};
     }
-    if (flen) {
-        w = mk_h2_put(w, fields, flen);
+    for (unsigned i = 0; i < s->n_recs; i++) {
+        struct mk_h2_rec rec;
+        memcpy(&rec, p, sizeof(rec));
+        p += sizeof(rec);
+        headers[*n].name = mk_str_make(p, rec.name_len);
+        headers[*n].value = mk_str_make(p + rec.name_len, rec.value_len);
+        p += rec.name_len + rec.value_len;
+        (*n)++;
     }
-    w = mk_h2_put(w, "\r\n", 2);
-    return (size_t) (w - text);
+    return headers;
 }
 
 /*
- * The header block of s is complete: build its request head as HTTP/1.1
- * text in the request's arena ("METHOD PATH HTTP/1.1", Host from
- * :authority, the fields) and parse it with the HTTP/1 parser, which holds
- * it to the same rules and limits; then run the request.
+ * The header block of s is complete: build its request head straight
+ * from the pseudo-headers and fields (mk_http_head_build holds them to
+ * the rules and limits of an HTTP/1.1 head: "METHOD PATH", Host from
+ * :authority, the fields), version 20; then run the request. The head
+ * points into the header block, which stays with the stream.
  */
 static void mk_h2_request_start(struct mk_conn *c, struct mk_h2_stream *s, bool end_stream)
 {
     struct mk_request *r = mk_request_new(c);
-    const struct mk_http_limits *lim = &r->cfg->limits;
-    struct mk_http_scan scan;
+    const struct mk_h2_span *target = s->path.set ? &s->path : &s->authority;
     struct mk_http_header *headers;
-    size_t len;
-    char *text;
+    unsigned n;
 
     s->r = r;
     r->proto_data = s;
@@ -889,35 +897,19 @@ static void mk_h2_request_start(struct mk_conn *c, struct mk_h2_stream *s, bool 
         mk_request_error(r, s->head_status);
         return;
     }
-    len = 2 * s->block_len + 32; /* every value at most twice (target and Host) */
-    text = mk_arena_alloc(&r->arena, len);
-    if (!text) {
-        mk_request_error(r, 503);
-        return;
-    }
-    len = mk_h2_head_text(s, text);
-    memset(&scan, 0, sizeof(scan));
-    ssize_t n = mk_http_scan(&scan, text, len, lim);
-    if (n < 0) {
-        mk_request_error(r, n == MK_AGAIN ? 400 : scan.status);
-        return;
-    }
-    headers = mk_arena_alloc(&r->arena, (scan.lines > 1 ? scan.lines - 1 : 1) * sizeof(*headers));
+    headers = mk_h2_headers(r, s, &n);
     if (!headers) {
         mk_request_error(r, 503);
         return;
     }
-    if (mk_http_parse(&r->head, text, (size_t) n, headers, scan.lines > 1 ? scan.lines - 1 : 1) <
-        0) {
+    if (mk_http_head_build(&r->head, mk_h2_span_str(s, &s->method), mk_h2_span_str(s, target),
+                           headers, n, &r->cfg->limits) != MK_OK) {
         int status = r->head.status;
         r->head.version = 20;
-        mk_request_error(r, status == 505 ? 400 : status);
+        mk_request_error(r, status);
         return;
     }
     r->head.version = 20;
-    mk_free(s->block);
-    s->block = NULL;
-    s->block_len = s->block_cap = 0;
     mk_request_run(r);
 }
 
@@ -1112,6 +1104,9 @@ static int mk_h2_stream_close_cb(nghttp2_session *ng, int32_t id, uint32_t error
     }
     nghttp2_session_set_stream_user_data(ng, id, NULL);
     s->closed = true;
+    if (h->in_block == s) {
+        h->in_block = NULL;
+    }
     if (h->upgraded == s) {
         h->upgraded = NULL; /* closed before the client's preface came */
     }
@@ -1234,75 +1229,100 @@ static void mk_h2_release(struct mk_conn *c)
 
 /* ---- responses ------------------------------------------------------------- */
 
-/* Lower-case copy of a field name in r's arena, or NULL. */
-static uint8_t *mk_h2_lower(struct mk_request *r, const char *name, size_t len)
-{
-    uint8_t *p = mk_arena_alloc(&r->arena, len ? len : 1);
-
-    if (p) {
-        for (size_t i = 0; i < len; i++) {
-            char ch = name[i];
-            p[i] = (uint8_t) (ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
-        }
-    }
-    return p;
-}
-
 /* Fields that mean something only to one HTTP/1 connection (RFC 9113 section 8.2.2). */
-static bool mk_h2_conn_field(const uint8_t *name, size_t len)
+static bool mk_h2_conn_field(const char *name, size_t len)
 {
-    static const char *const names[] = {"connection",        "keep-alive", "proxy-connection",
-                                        "transfer-encoding", "upgrade",    NULL};
-
-    for (size_t i = 0; names[i]; i++) {
-        if (strlen(names[i]) == len && memcmp(names[i], name, len) == 0) {
-            return true;
-        }
+    switch (len) {
+    case 7:
+        return memcmp(name, "upgrade", 7) == 0;
+    case 10:
+        return memcmp(name, "connection", 10) == 0 || memcmp(name, "keep-alive", 10) == 0;
+    case 16:
+        return memcmp(name, "proxy-connection", 16) == 0;
+    case 17:
+        return memcmp(name, "transfer-encoding", 17) == 0;
+    default:
+        return false;
     }
-    return false;
 }
 
-/* "Name: value\r\n" lines as nghttp2 fields (names lower-cased), up to cap. */
-static int mk_h2_lines_to_nv(struct mk_request *r, const char *p, size_t len, nghttp2_nv *nv,
-                             size_t cap, size_t *n)
+/*
+ * The lower-case spelling of a field name the server itself writes often
+ * (static files, errors, redirects), or NULL: such a name is not lowered
+ * character by character.
+ */
+static const char *mk_h2_known_lower(const char *name, size_t len)
 {
-    const char *end;
-
-    if (!p || len == 0) {
-        return MK_OK;
+#define MK_H2_KNOWN(n, l)                                                                          \
+    {                                                                                              \
+        n, l, sizeof(n) - 1                                                                        \
     }
-    end = p + len;
+    static const struct {
+        const char *name, *lower;
+        size_t len;
+    } known[] = {
+        MK_H2_KNOWN("ETag", "etag"),
+        MK_H2_KNOWN("Last-Modified", "last-modified"),
+        MK_H2_KNOWN("Accept-Ranges", "accept-ranges"),
+        MK_H2_KNOWN("Content-Range", "content-range"),
+        MK_H2_KNOWN("Allow", "allow"),
+        MK_H2_KNOWN("Location", "location"),
+        MK_H2_KNOWN("Cache-Control", "cache-control"),
+        MK_H2_KNOWN("Vary", "vary"),
+    };
+#undef MK_H2_KNOWN
+
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+        if (known[i].len == len && memcmp(known[i].name, name, len) == 0) {
+            return known[i].lower;
+        }
+    }
+    return NULL;
+}
+
+/*
+ * "Name: value\r\n" lines as nghttp2 fields, up to cap, with `flags`
+ * (the NO_COPY ones when the lines outlive the frame). A name that is not
+ * one of mk_h2_known_lower's is lower-cased in place, in the caller's
+ * buffer: HTTP/2 wants them so.
+ */
+static void mk_h2_lines_to_nv(char *p, size_t len, nghttp2_nv *nv, size_t cap, size_t *n,
+                              uint8_t flags)
+{
+    char *end = p ? p + len : NULL;
+
     while (p < end && *n < cap) {
-        const char *eol = memchr(p, '\n', (size_t) (end - p));
-        const char *colon = memchr(p, ':', (size_t) (end - p));
-        const char *line_end = eol ? eol : end;
-        if (!colon || colon > line_end) {
+        char *line_end = memchr(p, '\n', (size_t) (end - p));
+        if (!line_end) {
+            line_end = end;
+        }
+        char *colon = memchr(p, ':', (size_t) (line_end - p));
+        if (!colon) {
             p = line_end + 1;
             continue;
         }
-        const char *v = colon + 1;
-        const char *vend = line_end;
+        const char *name = mk_h2_known_lower(p, (size_t) (colon - p));
+        if (!name) {
+            for (char *q = p; q < colon; q++) {
+                *q = mk_tolower(*q);
+            }
+            name = p;
+        }
+        char *v = colon + 1;
+        char *vend = line_end;
         while (v < vend && (*v == ' ' || *v == '\t')) {
             v++;
         }
         while (vend > v && (vend[-1] == '\r' || vend[-1] == ' ' || vend[-1] == '\t')) {
             vend--;
         }
-        uint8_t *name = mk_h2_lower(r, p, (size_t) (colon - p));
-        if (!name) {
-            return MK_ERR;
-        }
         if (!mk_h2_conn_field(name, (size_t) (colon - p))) {
-            nv[*n].name = name;
-            nv[*n].namelen = (size_t) (colon - p);
-            nv[*n].value = (uint8_t *) v;
-            nv[*n].valuelen = (size_t) (vend - v);
-            nv[*n].flags = NGHTTP2_NV_FLAG_NONE;
+            nv[*n] = (nghttp2_nv){(uint8_t *) name, (uint8_t *) v, (size_t) (colon - p),
+                                  (size_t) (vend - v), flags};
             (*n)++;
         }
         p = line_end + 1;
     }
-    return MK_OK;
 }
 
 /*
@@ -1310,38 +1330,33 @@ static int mk_h2_lines_to_nv(struct mk_request *r, const char *p, size_t len, ng
  * (Server, Date), whose name is `lower` lower-cased: appended to nv.
  */
 static void mk_h2_line_nv(const char *line, size_t len, const char *lower, nghttp2_nv *nv,
-                          size_t *n)
+                          size_t *n, uint8_t flags)
 {
     size_t skip = strlen(lower) + 2; /* "Name: " */
 
     if (len < skip + 2) {
         return; /* no such field (an empty server header) */
     }
-    nv[*n] = (nghttp2_nv){(uint8_t *) lower, (uint8_t *) line + skip, skip - 2, len - skip - 2,
-                          NGHTTP2_NV_FLAG_NONE};
+    nv[*n] =
+        (nghttp2_nv){(uint8_t *) lower, (uint8_t *) line + skip, skip - 2, len - skip - 2, flags};
     (*n)++;
 }
 
-/* Lines of a "Name: value\r\n" block. */
-static size_t mk_h2_count_lines(const char *p, size_t len)
-{
-    const char *end = p + len;
-    size_t n = 0;
-
-    while (p && p < end && (p = memchr(p, '\n', (size_t) (end - p)))) {
-        n++;
-        p++;
-    }
-    return n;
-}
-
-/* The response of r as HEADERS (and DATA): submitted, then written. */
+/*
+ * The response of r as HEADERS (and DATA): submitted, then written. The
+ * fields are not copied by nghttp2 (NO_COPY): they live in r's arena, the
+ * configuration r holds, the worker or static storage, and r lives until
+ * its stream is closed; a HEADERS frame still queued for a closed stream
+ * is dropped by nghttp2 without reading them.
+ */
 static void mk_h2_respond(struct mk_request *r, bool error)
 {
+    const uint8_t nc = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE;
     struct mk_conn *c = r->conn;
     struct mk_h2_stream *s = r->proto_data;
     struct mk_worker *w = c->worker;
-    size_t cap = 8 + mk_h2_count_lines(r->extra_headers, r->extra_len), n = 0;
+    /* the fixed fields, and the extra lines: at least "x: \r\n" each (mk_response_add_header) */
+    size_t cap = 8 + r->extra_len / 5, n = 0;
     nghttp2_nv *nv = mk_arena_alloc(&r->arena, cap * sizeof(*nv));
     char *status = mk_arena_alloc(&r->arena, 4), *clen = mk_arena_alloc(&r->arena, 24);
     nghttp2_data_provider dp = {.source.ptr = s, .read_callback = mk_h2_read_cb};
@@ -1368,24 +1383,23 @@ static void mk_h2_respond(struct mk_request *r, bool error)
     status[0] = (char) ('0' + r->status / 100);
     status[1] = (char) ('0' + r->status / 10 % 10);
     status[2] = (char) ('0' + r->status % 10);
-    nv[n++] = (nghttp2_nv){(uint8_t *) ":status", (uint8_t *) status, 7, 3, NGHTTP2_NV_FLAG_NONE};
-    mk_h2_line_nv(r->cfg->server_header, r->cfg->server_header_len, "server", nv, &n);
-    mk_h2_line_nv(w->date, w->date_len, "date", nv, &n);
+    nv[n++] = (nghttp2_nv){(uint8_t *) ":status", (uint8_t *) status, 7, 3, nc};
+    mk_h2_line_nv(r->cfg->server_header, r->cfg->server_header_len, "server", nv, &n, nc);
+    mk_h2_line_nv(w->date, w->date_len, "date", nv, &n, nc);
     if (mk_response_no_body(r)) {
         r->flags |= MK_REQ_NO_BODY;
     }
     else {
         if (r->content_type_len) {
             nv[n++] = (nghttp2_nv){(uint8_t *) "content-type", (uint8_t *) r->content_type, 12,
-                                   r->content_type_len, NGHTTP2_NV_FLAG_NONE};
+                                   r->content_type_len, nc};
         }
         if (r->body_type != MK_RESP_STREAM) {
             size_t l = mk_u64_to_str(r->content_length, clen);
-            nv[n++] = (nghttp2_nv){(uint8_t *) "content-length", (uint8_t *) clen, 14, l,
-                                   NGHTTP2_NV_FLAG_NONE};
+            nv[n++] = (nghttp2_nv){(uint8_t *) "content-length", (uint8_t *) clen, 14, l, nc};
         }
     }
-    mk_h2_lines_to_nv(r, r->extra_headers, r->extra_len, nv, cap, &n);
+    mk_h2_lines_to_nv(r->extra_headers, r->extra_len, nv, cap, &n, nc);
     body =
         !(r->flags & (MK_REQ_HEAD | MK_REQ_NO_BODY)) &&
         (r->body_type == MK_RESP_STREAM || (r->content_length > 0 && r->body_type != MK_RESP_NONE));
@@ -1565,6 +1579,9 @@ static int mk_h2_scan_frame(struct mk_conn *c)
                                 0x7fffffffu),
     };
 
+    if (hd.type == NGHTTP2_HEADERS && hd.stream_id > h->scan_max_id) {
+        h->scan_max_id = hd.stream_id;
+    }
     if (mk_h2_frame_on_closed(c, &hd, h->scan_have == 14 ? b + 9 : NULL)) {
         nghttp2_session_terminate_session(h->ng, h->conn_error);
         h->going_away = true;
@@ -1574,9 +1591,40 @@ static int mk_h2_scan_frame(struct mk_conn *c)
 }
 
 /*
+ * A frame header (9 bytes at p, all there) that mk_h2_frame_on_closed
+ * would pass whatever the frames before it did: a frame that is neither
+ * DATA nor HEADERS nor PRIORITY, or a HEADERS frame opening a stream
+ * above every id seen so far (no stream is open or closed there). Then
+ * true, with the frame's payload to be skipped: nghttp2 takes it with the
+ * rest of the input, in one call.
+ */
+static bool mk_h2_frame_unchecked(struct mk_h2 *h, const char *p)
+{
+    const uint8_t *b = (const uint8_t *) p;
+    uint8_t type = b[3];
+    int32_t id =
+        (int32_t) (((uint32_t) b[5] << 24 | (uint32_t) b[6] << 16 | (uint32_t) b[7] << 8 | b[8]) &
+                   0x7fffffffu);
+
+    if (type == NGHTTP2_DATA || type == NGHTTP2_PRIORITY) {
+        return false;
+    }
+    if (type == NGHTTP2_HEADERS) {
+        if (!(id & 1) || id <= h->scan_max_id || id <= h->max_opened) {
+            return false;
+        }
+        h->scan_max_id = id;
+    }
+    h->scan_left = (uint32_t) b[0] << 16 | (uint32_t) b[1] << 8 | b[2];
+    return true;
+}
+
+/*
  * Feed input to nghttp2 frame by frame: each frame header is checked
  * (mk_h2_frame_on_closed) against the state the frames before it left,
- * since nghttp2 drops some frames silently before any callback. MK_OK
+ * since nghttp2 drops some frames silently before any callback; a frame
+ * the check cannot refuse (mk_h2_frame_unchecked) is not split off, so a
+ * batch of requests goes to nghttp2 in one call. MK_OK
  * (after a connection error too: its GOAWAY is queued and no more input
  * is taken), or MK_ERR when the client did not even send the preface.
  */
@@ -1597,6 +1645,10 @@ static int mk_h2_feed(struct mk_conn *c, const char *data, size_t len)
             size_t take = len - i < h->scan_left ? len - i : h->scan_left;
             h->scan_left -= (uint32_t) take;
             i += take;
+            continue;
+        }
+        if (h->scan_have == 0 && len - i >= 9 && mk_h2_frame_unchecked(h, data + i)) {
+            i += 9;
             continue;
         }
         if (h->scan_have == 0) {

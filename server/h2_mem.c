@@ -15,6 +15,96 @@
 /* The smallest block taken for the frame buffer (nghttp2's is 16 KiB and a few bytes). */
 #define MK_H2_FRAMEBUF_MIN 16384
 
+#if defined(__SANITIZE_ADDRESS__)
+#define MK_H2_MEM_POOL 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MK_H2_MEM_POOL 0
+#endif
+#endif
+#ifndef MK_H2_MEM_POOL
+#define MK_H2_MEM_POOL 1
+#endif
+
+#define MK_H2_CLASS_MIN 5      /* the smallest class: 32 bytes */
+#define MK_H2_CLASSES 7        /* 32 ... 2048 (MK_H2_MEM_MAX) */
+#define MK_H2_CLASS_NONE 0xffu /* a block above MK_H2_MEM_MAX: plain malloc */
+#define MK_H2_HDR 16           /* keeps the block 16-byte aligned */
+
+/* What precedes every block but the frame buffer. */
+struct mk_h2_hdr {
+    uint8_t cls; /* size class, or MK_H2_CLASS_NONE */
+    size_t cap;  /* bytes usable after the header */
+};
+
+/* A free block of a class: its first bytes link it (the header stays before it). */
+struct mk_h2_free {
+    struct mk_h2_free *next;
+};
+
+/* The worker's free lists (one thread each). */
+static __thread struct {
+    struct mk_h2_free *head[MK_H2_CLASSES];
+    unsigned n[MK_H2_CLASSES];
+} mk_h2_cache;
+
+void *mk_h2_mem_resize(void *p, size_t size);
+
+static struct mk_h2_hdr *mk_h2_hdr_of(void *ptr)
+{
+    return (struct mk_h2_hdr *) ((char *) ptr - MK_H2_HDR);
+}
+
+/* The class holding `size` bytes, or MK_H2_CLASS_NONE. */
+static unsigned mk_h2_class(size_t size)
+{
+    if (size > MK_H2_MEM_MAX) {
+        return MK_H2_CLASS_NONE;
+    }
+    if (size <= ((size_t) 1 << MK_H2_CLASS_MIN)) {
+        return 0;
+    }
+    /* the bits of size - 1: the power of two at or above size */
+    return (unsigned) (64 - __builtin_clzll((unsigned long long) size - 1)) - MK_H2_CLASS_MIN;
+}
+
+/* A block of at least `size` bytes behind its header, or NULL. */
+static void *mk_h2_block_get(size_t size)
+{
+    unsigned cls = mk_h2_class(size);
+    size_t cap = cls == MK_H2_CLASS_NONE ? size : (size_t) 1 << (cls + MK_H2_CLASS_MIN);
+    struct mk_h2_hdr *hd;
+
+    if (cls != MK_H2_CLASS_NONE && mk_h2_cache.head[cls]) {
+        struct mk_h2_free *f = mk_h2_cache.head[cls];
+        mk_h2_cache.head[cls] = f->next;
+        mk_h2_cache.n[cls]--;
+        return f;
+    }
+    hd = malloc(MK_H2_HDR + cap);
+    if (!hd) {
+        return NULL;
+    }
+    hd->cls = (uint8_t) cls;
+    hd->cap = cap;
+    return (char *) hd + MK_H2_HDR;
+}
+
+static void mk_h2_block_put(void *ptr)
+{
+    struct mk_h2_hdr *hd = mk_h2_hdr_of(ptr);
+    unsigned cls = hd->cls;
+
+    if (MK_H2_MEM_POOL && cls != MK_H2_CLASS_NONE && mk_h2_cache.n[cls] < MK_H2_MEM_KEEP) {
+        struct mk_h2_free *f = ptr;
+        f->next = mk_h2_cache.head[cls];
+        mk_h2_cache.head[cls] = f;
+        mk_h2_cache.n[cls]++;
+        return;
+    }
+    free(hd);
+}
+
 static size_t mk_h2_page(void)
 {
     static size_t page;
@@ -50,36 +140,90 @@ static void *mk_h2_mem_malloc(size_t size, void *user)
 {
     struct mk_h2_mem *m = user;
 
-    return mk_h2_is_framebuf(m, size) ? mk_h2_framebuf_new(m, size) : malloc(size);
+    return mk_h2_is_framebuf(m, size) ? mk_h2_framebuf_new(m, size) : mk_h2_block_get(size);
 }
 
 static void mk_h2_mem_free(void *ptr, void *user)
 {
     struct mk_h2_mem *m = user;
 
-    if (ptr && ptr == m->framebuf) {
-        m->framebuf = NULL;
+    if (!ptr) {
+        return;
     }
-    free(ptr);
+    if (ptr == m->framebuf) {
+        m->framebuf = NULL;
+        free(ptr);
+        return;
+    }
+    mk_h2_block_put(ptr);
 }
 
 static void *mk_h2_mem_calloc(size_t n, size_t size, void *user)
 {
+    void *p;
+
     (void) user;
-    return calloc(n, size);
+    if (size && n > SIZE_MAX / size) {
+        return NULL;
+    }
+    p = mk_h2_block_get(n * size);
+    if (p) {
+        memset(p, 0, n * size);
+    }
+    return p;
 }
 
 static void *mk_h2_mem_realloc(void *ptr, size_t size, void *user)
 {
     struct mk_h2_mem *m = user;
+    void *p;
 
-    if (!ptr && mk_h2_is_framebuf(m, size)) {
-        return mk_h2_framebuf_new(m, size);
+    if (!ptr) {
+        return mk_h2_is_framebuf(m, size) ? mk_h2_framebuf_new(m, size) : mk_h2_block_get(size);
     }
-    if (ptr && ptr == m->framebuf) {
-        m->framebuf = NULL; /* moved or resized: no longer ours to release */
+    if (ptr == m->framebuf) {
+        /* moved: no longer ours to release, and a block like the others */
+        p = mk_h2_block_get(size);
+        if (p) {
+            memcpy(p, ptr, size < m->framebuf_len ? size : m->framebuf_len);
+            m->framebuf = NULL;
+            free(ptr);
+        }
+        return p;
     }
-    return realloc(ptr, size);
+    return mk_h2_mem_resize(ptr, size);
+}
+
+void *mk_h2_mem_get(size_t size)
+{
+    return mk_h2_block_get(size);
+}
+
+void *mk_h2_mem_resize(void *p, size_t size)
+{
+    size_t old;
+    void *q;
+
+    if (!p) {
+        return mk_h2_block_get(size);
+    }
+    old = mk_h2_hdr_of(p)->cap;
+    if (size <= old) {
+        return p;
+    }
+    q = mk_h2_block_get(size);
+    if (q) {
+        memcpy(q, p, old);
+        mk_h2_block_put(p);
+    }
+    return q;
+}
+
+void mk_h2_mem_put(void *p)
+{
+    if (p) {
+        mk_h2_block_put(p);
+    }
 }
 
 void mk_h2_mem_init(struct mk_h2_mem *m)

@@ -4,7 +4,16 @@
  *
  * h2_mem.h: the allocator of a connection's nghttp2 session (h2_mem.c).
  *
- * It is malloc, except for the session's frame buffer: nghttp2 allocates
+ * Small blocks (up to MK_H2_MEM_MAX bytes: streams, outbound frames,
+ * decoded header fields, the few nghttp2 allocates per request) come from
+ * free lists of the worker, one per power-of-two size class, each block
+ * behind a 16-byte header naming its class; a freed block goes back to its
+ * list (at most MK_H2_MEM_KEEP per class are kept, the rest are freed), so
+ * a request costs no malloc once the worker is warm. Under AddressSanitizer
+ * nothing is kept, so that use after free is still caught. Larger blocks
+ * are malloc'd, behind the same header.
+ *
+ * The session's frame buffer is the exception: nghttp2 allocates
  * it (16 KiB) when the session is created and keeps it for the session's
  * life as scratch space for the frame being written. Here it is page
  * aligned, so that a connection idle for a while can give its pages back
@@ -21,12 +30,26 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#define MK_H2_MEM_MAX 2048 /* the largest block a size class holds */
+#define MK_H2_MEM_KEEP 256 /* blocks kept per size class and worker */
+
 struct mk_h2_mem {
     nghttp2_mem ng;      /* what nghttp2_session_server_new3 takes */
     bool creating;       /* the session is being created: its frame buffer comes now */
     void *framebuf;      /* the frame buffer (page aligned), NULL once nghttp2 let go of it */
     size_t framebuf_len; /* its length, a multiple of the page size */
 };
+
+/*
+ * A block of the worker's free lists for the server's own per-stream
+ * objects (the same lists nghttp2's blocks come from): at least `size`
+ * bytes, 16-byte aligned, or NULL when out of memory. Given back with
+ * mk_h2_mem_put (NULL is fine); mk_h2_mem_resize moves it to a block of
+ * `size` bytes keeping its contents (NULL when out of memory: p stays).
+ */
+void *mk_h2_mem_get(size_t size);
+void *mk_h2_mem_resize(void *p, size_t size);
+void mk_h2_mem_put(void *p);
 
 /* Set m up; m must stay where it is for the session's life. */
 void mk_h2_mem_init(struct mk_h2_mem *m);

@@ -123,6 +123,23 @@ ssize_t mk_http_scan(struct mk_http_scan *scan, const char *buf, size_t len,
 ssize_t mk_http_parse(struct mk_http_head *head, const char *buf, size_t len,
                       struct mk_http_header *headers, unsigned cap);
 
+/*
+ * Build a head from its parts, as an HTTP/2 header block gives them (no
+ * text to parse): `method`, `target` (:path, or :authority for CONNECT)
+ * and the n fields in `headers` (Host first when there was an :authority),
+ * all views that must outlive the head. They are held to the rules and
+ * limits mk_http_scan and mk_http_parse apply to the HTTP/1.1 request
+ * "METHOD TARGET HTTP/1.1" with those fields: token method, target
+ * characters and form, request line length (414), field count (431),
+ * field names and values (values are trimmed in place), Host,
+ * Content-Length, Transfer-Encoding, Expect. head->version is 11; the
+ * caller sets its own. Returns MK_OK, or MK_ERR with head->status set
+ * (400, 414, 417, 431, 501).
+ */
+int mk_http_head_build(struct mk_http_head *head, struct mk_str method, struct mk_str target,
+                       struct mk_http_header *headers, unsigned n,
+                       const struct mk_http_limits *lim);
+
 /* Value of the first header named `name` (case-insensitive), or NULL. */
 const struct mk_str *mk_http_header_get(const struct mk_http_head *head, const char *name);
 

@@ -527,6 +527,9 @@ static bool mk_parse_known_header(struct mk_http_head *h, struct mk_te_state *te
     return true;
 }
 
+static int mk_head_finish(struct mk_http_head *h, const struct mk_te_state *te,
+                          const struct mk_str *expect);
+
 ssize_t mk_http_parse(struct mk_http_head *h, const char *buf, size_t len,
                       struct mk_http_header *headers, unsigned cap)
 {
@@ -604,16 +607,29 @@ ssize_t mk_http_parse(struct mk_http_head *h, const char *buf, size_t len,
     if (first) {
         return MK_ERR; /* no request line */
     }
+    if (mk_head_finish(h, &te, &expect) != MK_OK) {
+        return MK_ERR;
+    }
+    return (ssize_t) (p - buf);
+}
 
-    if (te.present) {
+/*
+ * The checks that need the whole head: Transfer-Encoding against the
+ * version and Content-Length, Host for HTTP/1.1, Expect. MK_OK (status
+ * cleared), or MK_ERR with h->status set.
+ */
+static int mk_head_finish(struct mk_http_head *h, const struct mk_te_state *te,
+                          const struct mk_str *expect)
+{
+    if (te->present) {
         if (h->version == 10 || (h->flags & MK_HEAD_CONTENT_LENGTH)) {
             return MK_ERR;
         }
-        if (te.unknown) {
+        if (te->unknown) {
             h->status = 501;
             return MK_ERR;
         }
-        if (te.chunked != 1 || !te.last_chunked) {
+        if (te->chunked != 1 || !te->last_chunked) {
             return MK_ERR;
         }
         h->flags |= MK_HEAD_CHUNKED;
@@ -621,15 +637,90 @@ ssize_t mk_http_parse(struct mk_http_head *h, const char *buf, size_t len,
     if (h->version == 11 && !(h->flags & MK_HEAD_HOST)) {
         return MK_ERR;
     }
-    if (expect.p && h->version == 11) {
-        if (!mk_str_ieq(expect.p, expect.len, "100-continue")) {
+    if (expect->p && h->version == 11) {
+        if (!mk_str_ieq(expect->p, expect->len, "100-continue")) {
             h->status = 417;
             return MK_ERR;
         }
         h->flags |= MK_HEAD_EXPECT_CONTINUE;
     }
     h->status = 0;
-    return (ssize_t) (p - buf);
+    return MK_OK;
+}
+
+/* Whether [p, p + len) is a token (tchar+). */
+static bool mk_is_token(const char *p, size_t len)
+{
+    size_t i = 0;
+
+    while (i < len && mk_is_tchar((unsigned char) p[i])) {
+        i++;
+    }
+    return len && i == len;
+}
+
+/* Whether [p, p + len) is a non-empty run of request-target characters. */
+static bool mk_is_target(const char *p, size_t len)
+{
+    size_t i = 0;
+
+    while (i < len && mk_is_target_char((unsigned char) p[i])) {
+        i++;
+    }
+    return len && i == len;
+}
+
+/* Whether [p, p + len) holds field-value characters only. */
+static bool mk_is_field_value(const char *p, size_t len)
+{
+    size_t i = 0;
+
+    while (i < len && mk_is_field_char((unsigned char) p[i])) {
+        i++;
+    }
+    return i == len;
+}
+
+int mk_http_head_build(struct mk_http_head *h, struct mk_str method, struct mk_str target,
+                       struct mk_http_header *headers, unsigned n, const struct mk_http_limits *lim)
+{
+    struct mk_te_state te = {0};
+    struct mk_str expect = {0};
+
+    memset(h, 0, sizeof(*h));
+    h->headers = headers;
+    h->status = 400;
+    if (!mk_is_token(method.p, method.len) || !mk_is_target(target.p, target.len)) {
+        return MK_ERR;
+    }
+    if (method.len + target.len + sizeof(" HTTP/1.1") > lim->max_line) {
+        h->status = 414; /* the request line "METHOD TARGET HTTP/1.1" */
+        return MK_ERR;
+    }
+    if (n > lim->max_headers) {
+        h->status = 431;
+        return MK_ERR;
+    }
+    h->method_name = method;
+    h->method = mk_method_lookup(method.p, method.len);
+    h->target = target;
+    h->version = 11;
+    if (!mk_parse_target(h)) {
+        return MK_ERR;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        struct mk_http_header *hd = &headers[i];
+        if (!mk_is_token(hd->name.p, hd->name.len) ||
+            !mk_is_field_value(hd->value.p, hd->value.len)) {
+            return MK_ERR;
+        }
+        hd->value = mk_str_trim(hd->value);
+        h->n_headers = i + 1;
+        if (!mk_parse_known_header(h, &te, &expect, hd)) {
+            return MK_ERR;
+        }
+    }
+    return mk_head_finish(h, &te, &expect);
 }
 
 const struct mk_str *mk_http_header_get(const struct mk_http_head *head, const char *name)

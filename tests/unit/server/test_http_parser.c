@@ -1273,11 +1273,117 @@ static void test_chunked_every_split(void **state)
     free(all);
 }
 
+/* ---- mk_http_head_build: a head from its parts (HTTP/2) ------------------ */
+
+struct build_case {
+    const char *name;
+    const char *method, *target;
+    const char *fields[8]; /* name, value pairs, NULL-terminated */
+    int status;            /* 0: built; else the status answered */
+    const struct mk_http_limits *lim;
+};
+
+static const struct build_case build_cases[] = {
+    {"GET with Host", "GET", "/a?b", {"host", "example.com:80", "user-agent", "x", NULL}, 0},
+    {"no Host", "GET", "/", {"user-agent", "x", NULL}, 400},
+    {"bad method token", "G(T", "/", {"host", "a", NULL}, 400},
+    {"empty method", "", "/", {"host", "a", NULL}, 400},
+    {"space in target", "GET", "/a b", {"host", "a", NULL}, 400},
+    {"fragment in target", "GET", "/a#b", {"host", "a", NULL}, 400},
+    {"relative target", "GET", "a", {"host", "a", NULL}, 400},
+    {"CONNECT authority", "CONNECT", "example.com:443", {"host", "example.com:443", NULL}, 0},
+    {"OPTIONS *", "OPTIONS", "*", {"host", "a", NULL}, 0},
+    {"GET *", "GET", "*", {"host", "a", NULL}, 400},
+    {"bad Host", "GET", "/", {"host", "a b", NULL}, 400},
+    {"two Hosts", "GET", "/", {"host", "a", "host", "b", NULL}, 400},
+    {"control character in a value", "GET", "/", {"host", "a", "x", "a\x01b", NULL}, 400},
+    {"DEL in a value", "GET", "/", {"host", "a", "x", "a\x7f", NULL}, 400},
+    {"bad field name", "GET", "/", {"host", "a", "x y", "1", NULL}, 400},
+    {"differing Content-Length", "POST", "/", {"host", "a", "content-length", "1, 2", NULL}, 400},
+    {"unknown Transfer-Encoding",
+     "POST",
+     "/",
+     {"host", "a", "transfer-encoding", "gzip", NULL},
+     501},
+    {"Expect other than 100-continue", "POST", "/", {"host", "a", "expect", "x", NULL}, 417},
+    {"request line over the limit", "GET", "/abc", {"host", "a", NULL}, 414, &lim_short_line},
+    {"request line at the limit", "GET", "/ab", {"host", "a", NULL}, 0, &lim_short_line},
+    {"more fields than the limit",
+     "GET",
+     "/",
+     {"host", "a", "b", "1", "c", "2", NULL},
+     431,
+     &lim_two_headers},
+    {"fields at the limit", "GET", "/", {"host", "a", "b", "1", NULL}, 0, &lim_two_headers},
+};
+
+static int build_one(const struct build_case *c, struct mk_http_head *h, struct mk_http_header *f)
+{
+    unsigned n = 0;
+
+    while (c->fields[2 * n]) {
+        f[n].name = mk_str_make(c->fields[2 * n], strlen(c->fields[2 * n]));
+        f[n].value = mk_str_make(c->fields[2 * n + 1], strlen(c->fields[2 * n + 1]));
+        n++;
+    }
+    return mk_http_head_build(h, mk_str_make(c->method, strlen(c->method)),
+                              mk_str_make(c->target, strlen(c->target)), f, n,
+                              c->lim ? c->lim : &lim_default);
+}
+
+static void test_build_table(void **state)
+{
+    unsigned failures = 0;
+    (void) state;
+
+    for (size_t i = 0; i < sizeof(build_cases) / sizeof(build_cases[0]); i++) {
+        const struct build_case *c = &build_cases[i];
+        struct mk_http_head h;
+        struct mk_http_header f[4];
+        int rc = build_one(c, &h, f);
+        int status = rc == MK_OK ? 0 : h.status;
+        if (status != c->status || (rc == MK_OK && h.status != 0)) {
+            print_error("%s: status %d, expected %d\n", c->name, status, c->status);
+            failures++;
+        }
+    }
+    assert_int_equal(failures, 0);
+}
+
+/* What the server reads from a built head: as from the same request in HTTP/1.1 text. */
+static void test_build_fields(void **state)
+{
+    struct mk_http_header f[4] = {
+        {MK_STR("host"), MK_STR("Example.com:8080")},
+        {MK_STR("content-length"), MK_STR(" 5 ")},
+        {MK_STR("range"), MK_STR("bytes=0-1")},
+        {MK_STR("expect"), MK_STR("100-continue")},
+    };
+    struct mk_http_head h;
+    (void) state;
+
+    assert_int_equal(
+        mk_http_head_build(&h, MK_STR("POST"), MK_STR("/d/f.txt?x=1"), f, 4, &lim_default), MK_OK);
+    assert_int_equal(h.method, MK_METHOD_POST);
+    assert_int_equal(h.form, MK_TARGET_ORIGIN);
+    assert_int_equal(h.version, 11);
+    assert_str(h.path, "/d/f.txt");
+    assert_str(h.query, "x=1");
+    assert_str(h.host, "Example.com");
+    assert_int_equal(h.flags, MK_HEAD_HOST | MK_HEAD_CONTENT_LENGTH | MK_HEAD_EXPECT_CONTINUE);
+    assert_int_equal(h.content_length, 5);
+    assert_int_equal(h.n_headers, 4);
+    assert_str(h.headers[1].value, "5"); /* trimmed */
+    assert_ptr_equal(mk_http_known_get(&h, MK_HDR_RANGE), &h.headers[2].value);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_whole),
         cmocka_unit_test(test_table_bytewise),
+        cmocka_unit_test(test_build_table),
+        cmocka_unit_test(test_build_fields),
         cmocka_unit_test(test_origin_form_fields),
         cmocka_unit_test(test_no_query),
         cmocka_unit_test(test_unknown_method_name),
