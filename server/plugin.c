@@ -774,6 +774,43 @@ static const char *mk_api_note(const struct mk_request *r, const char *name, siz
 }
 
 /*
+ * Format a message of request r into one line for its site's error log
+ * (api->error_log): at most MK_ERROR_LOG_LINE bytes, cut with "...",
+ * control bytes as spaces. The first error_log hook that takes it ends
+ * it; none does: the server log.
+ */
+static void mk_api_error_log(struct mk_request *r, const char *fmt, ...)
+{
+    char line[MK_ERROR_LOG_LINE + 1];
+    va_list ap;
+
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        return;
+    }
+    size_t len = (size_t) n;
+    if (len > MK_ERROR_LOG_LINE) {
+        len = MK_ERROR_LOG_LINE;
+        memcpy(line + len - 3, "...", 3);
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char) line[i];
+        if (ch < 0x20 || ch == 0x7f) {
+            line[i] = ' ';
+        }
+    }
+    const struct mk_plugin_set *ps = r ? &r->conn->worker->server->plugins : NULL;
+    for (size_t i = 0; ps && i < ps->n_errlog; i++) {
+        if (ps->errlog[i]->error_log(r, line, len) == MK_OK) {
+            return;
+        }
+    }
+    mk_err("%s", line);
+}
+
+/*
  * A streamed response that cannot be completed (its upstream broke): the
  * connection closes at once, without the end of the body, so the client
  * sees it cut short rather than complete. proceed(NULL, arg) runs inside.
@@ -890,6 +927,7 @@ const struct mk_api mk_plugin_api = {
     .stream_abort = mk_api_stream_abort,
     .note_set = mk_api_note_set,
     .note = mk_api_note,
+    .error_log = mk_api_error_log,
 };
 
 /* ---- loading ------------------------------------------------------------- */
@@ -1085,6 +1123,7 @@ int mk_plugins_load(struct mk_plugin_set *set, const struct mk_config *cfg, char
     MK_HOOKS(set, close, n_close, conn_close);
     MK_HOOKS(set, batch, n_batch, batch_done);
     MK_HOOKS(set, head, n_head, response_head);
+    MK_HOOKS(set, errlog, n_errlog, error_log);
     return MK_OK;
 
 fail:
@@ -1217,6 +1256,7 @@ void mk_plugins_unload(struct mk_plugin_set *set)
     mk_free(set->close);
     mk_free(set->batch);
     mk_free(set->head);
+    mk_free(set->errlog);
     mk_routes_free(&set->routes);
     memset(set, 0, sizeof(*set));
 }

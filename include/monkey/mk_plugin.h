@@ -137,7 +137,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 3
+#define MK_PLUGIN_ABI_MINOR 4
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -817,7 +817,26 @@ struct mk_api {
      */
     int (*note_set)(struct mk_request *r, const char *name, const char *value);
     const char *(*note)(const struct mk_request *r, const char *name, size_t *len);
+
+    /* ---- added in ABI 3.4 (check with MK_API_HAS) ---- */
+
+    /*
+     * A message about request r for its site's error log (a script's
+     * stderr, a backend's complaint), printf-style. It is formatted into
+     * one line of at most MK_ERROR_LOG_LINE bytes (a longer one is cut and
+     * ends in "..."; line breaks and other control bytes become spaces) and
+     * offered to the plugins' error_log hooks in plugins.load order (the
+     * logger writes it to the site's ErrorLog); when none takes it, it goes
+     * to the server log as an error. On the request's worker, while r is
+     * live: in one of its hooks, or from a loop callback while the request
+     * streams its body or its response (not while it is suspended).
+     */
+    void (*error_log)(struct mk_request *r, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
 };
+
+/* The longest line of api->error_log(), without the newline. */
+#define MK_ERROR_LOG_LINE 1024
 
 /* One counter of a plugin's stats hook: its name (letters, digits, '_') and value. */
 typedef void (*mk_stats_emit_cb)(void *arg, const char *name, uint64_t value);
@@ -921,6 +940,17 @@ struct mk_plugin {
      * api->self() gives the server's context as in any other hook.
      */
     void (*stats)(mk_stats_emit_cb emit, void *arg);
+
+    /* ---- added in ABI 3.4 ---- */
+
+    /*
+     * A line for the error log of r's site (api->error_log): `len` bytes,
+     * NUL terminated, no line break. MK_OK when the plugin wrote it (no
+     * other plugin sees it then), MK_DECLINED to leave it to the next one
+     * and in the end to the server log (the site has no error log of this
+     * plugin's). On the request's worker; must not block.
+     */
+    int (*error_log)(struct mk_request *r, const char *line, size_t len);
 };
 
 /*

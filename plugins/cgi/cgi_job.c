@@ -65,9 +65,7 @@ struct cgi_job {
     char *head; /* stdout until the header block is complete */
     size_t head_len;
     struct mk_gw_head h;
-    size_t err_len;
-    char err_line[512];
-    char name[128]; /* the script, for logs */
+    struct mk_gw_log log; /* stderr, and the script's name for the logs */
 };
 
 #define CGI_HEAD_BUF (MK_GW_HEAD_MAX + 16384)
@@ -101,15 +99,7 @@ static void cgi_timer_stop(struct cgi_job *j)
 
 /* ---- stderr -------------------------------------------------------------- */
 
-static void cgi_err_flush(struct cgi_job *j)
-{
-    if (j->err_len > 0) {
-        cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: %.*s", j->name, (int) j->err_len, j->err_line);
-        j->err_len = 0;
-    }
-}
-
-/* Read what stderr holds; one log line per line (long lines split). */
+/* Read what stderr holds, into the log (the site's while j->r is set). */
 static void cgi_err_read(struct cgi_job *j)
 {
     char buf[4096];
@@ -120,22 +110,22 @@ static void cgi_err_read(struct cgi_job *j)
         }
         if (n <= 0) {
             if (n == 0 || errno != EAGAIN) {
-                cgi_err_flush(j);
+                mk_gw_log_flush(cgi_api, &j->log, j->r);
                 cgi_close(&j->err_fd, &j->err_w);
             }
             return;
         }
-        for (ssize_t i = 0; i < n; i++) {
-            if (buf[i] == '\n') {
-                cgi_err_flush(j);
-                continue;
-            }
-            if (j->err_len == sizeof(j->err_line)) {
-                cgi_err_flush(j);
-            }
-            j->err_line[j->err_len++] = buf[i] == '\r' ? ' ' : buf[i];
-        }
+        mk_gw_log_feed(cgi_api, &j->log, j->r, buf, (size_t) n);
     }
+}
+
+/* stdout ended while the request is still here: what stderr holds goes to its site's log. */
+static void cgi_err_drain(struct cgi_job *j)
+{
+    if (j->err_fd >= 0) {
+        cgi_err_read(j);
+    }
+    mk_gw_log_flush(cgi_api, &j->log, j->r);
 }
 
 static void cgi_err_cb(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg)
@@ -218,6 +208,7 @@ static void cgi_job_release(struct cgi_job *j)
 
 static void cgi_job_free(struct cgi_job *j)
 {
+    mk_gw_log_flush(cgi_api, &j->log, NULL); /* the request is over: the server log */
     cgi_job_release(j);
     free(j->in_buf);
     free(j->head);
@@ -289,6 +280,7 @@ static void cgi_proceed(struct mk_request *r, void *arg)
 static int cgi_begin(struct cgi_job *j, struct mk_request *r)
 {
     cgi_timer_stop(j);
+    mk_gw_log_feed(cgi_api, &j->log, r, NULL, 0); /* what came while suspended */
     mk_gw_note_upstream(cgi_api, r, j->start_ms); /* the head's time; the end's replaces it */
     if (j->fail) {
         int status = j->fail;
@@ -329,6 +321,7 @@ static int cgi_begin(struct cgi_job *j, struct mk_request *r)
         return MK_OK;
     }
     if (j->out_fd < 0) {
+        cgi_err_drain(j);
         cgi_api->stream_end(r, NULL); /* the whole output was in the head buffer */
         j->state = CGI_OVER;
         j->r = NULL;
@@ -395,7 +388,7 @@ static void cgi_out_head(struct cgi_job *j)
         cgi_head_done(j, 0);
     }
     else if (rc == MK_ERR || n == 0) {
-        cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: %s", j->name,
+        cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: %s", j->log.name,
                      j->head_len ? "malformed header block" : "no output");
         cgi_head_done(j, 502);
     }
@@ -415,6 +408,7 @@ static void cgi_out_body(struct cgi_job *j)
     if (n == 0) {
         cgi_close(&j->out_fd, &j->out_w);
         mk_gw_note_upstream(cgi_api, j->r, j->start_ms);
+        cgi_err_drain(j);
         cgi_api->stream_end(j->r, NULL);
         j->state = CGI_OVER;
         j->r = NULL;
@@ -457,7 +451,7 @@ static void cgi_timeout_cb(struct mk_loop_timer *t, void *arg)
         j->timer = cgi_api->timer_start((uint32_t) j->timeout_ms, 0, cgi_timeout_cb, j);
         return;
     }
-    cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: no header block within the Timeout", j->name);
+    cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: no header block within the Timeout", j->log.name);
     atomic_fetch_add_explicit(&j->self->timeouts, 1, memory_order_relaxed);
     cgi_kill(j);
     cgi_head_done(j, 504);
@@ -718,7 +712,7 @@ static struct cgi_job *cgi_job_new(const struct cgi_target *t, const struct cgi_
     j->start_ms = cgi_api->now_ms();
     j->nph = t->nph;
     j->in_fd = j->out_fd = j->err_fd = -1;
-    snprintf(j->name, sizeof(j->name), "%.*s", (int) t->gw.name_len, t->gw.name);
+    mk_gw_log_init(&j->log, "cgi", t->gw.name, t->gw.name_len);
     j->next = cgi_jobs;
     if (cgi_jobs) {
         cgi_jobs->pprev = &j->next;
@@ -741,7 +735,7 @@ static int cgi_job_run(struct cgi_job *j, struct mk_request *r, const struct cgi
         return MK_ERR;
     }
     if (cgi_pipes(in, out, err) != MK_OK) {
-        cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: pipe: %s", j->name, strerror(errno));
+        cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: pipe: %s", j->log.name, strerror(errno));
         cgi_pipes_close(in, out, err);
         cgi_env_free(&env);
         return MK_ERR;

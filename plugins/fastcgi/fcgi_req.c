@@ -79,8 +79,7 @@ struct fcgi_req {
     bool orphan; /* its worker exited while its continuation was pending */
     /* inside stream_write(): proceed() calls are noted, not acted on */
     bool in_write, drained, gone;
-    size_t err_len;
-    char err_line[512];
+    struct mk_gw_log log; /* STDERR records */
 };
 
 static __thread struct fcgi_req *fcgi_reqs;
@@ -147,6 +146,7 @@ static void fcgi_over(struct fcgi_req *req)
     }
     uint64_t ms = fcgi_api->now_ms() - req->start_ms;
     atomic_fetch_add_explicit(&req->self->upstream_ms, ms, memory_order_relaxed);
+    mk_gw_log_flush(fcgi_api, &req->log, NULL); /* the request is over: the server log */
     fcgi_req_free(req);
 }
 
@@ -401,6 +401,7 @@ static int fcgi_out(struct fcgi_req *req, const void *data, size_t len)
 static void fcgi_finish(struct fcgi_req *req)
 {
     mk_gw_note_upstream(fcgi_api, req->r, req->start_ms);
+    mk_gw_log_flush(fcgi_api, &req->log, req->r);
     fcgi_api->stream_end(req->r, NULL);
     req->r = NULL;
     fcgi_over(req);
@@ -413,7 +414,9 @@ static void fcgi_finish(struct fcgi_req *req)
 static int fcgi_respond(struct fcgi_req *req, struct mk_request *r)
 {
     mk_gw_note_upstream(fcgi_api, r, req->start_ms); /* the head's time; the end's replaces it */
+    mk_gw_log_feed(fcgi_api, &req->log, r, NULL, 0); /* what came while suspended */
     if (req->fail) {
+        mk_gw_log_flush(fcgi_api, &req->log, r);
         int status = req->fail;
         fcgi_over(req);
         return status;
@@ -551,26 +554,7 @@ static void fcgi_stdout_head(struct fcgi_req *req, const uint8_t *data, size_t l
 
 static void fcgi_stderr(struct fcgi_req *req, const uint8_t *data, size_t len)
 {
-    for (size_t i = 0; i <= len; i++) {
-        bool flush = i == len ? len == 0 : data[i] == '\n';
-        if (!flush && i < len) {
-            if (req->err_len == sizeof(req->err_line)) {
-                flush = true;
-            }
-            else {
-                req->err_line[req->err_len++] = data[i] == '\r' ? ' ' : (char) data[i];
-                continue;
-            }
-        }
-        if (flush && req->err_len > 0) {
-            fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: %.*s", (int) req->script.name_len,
-                          req->script.name, (int) req->err_len, req->err_line);
-            req->err_len = 0;
-            if (i < len && data[i] != '\n') {
-                req->err_line[req->err_len++] = (char) data[i];
-            }
-        }
-    }
+    mk_gw_log_feed(fcgi_api, &req->log, req->r, data, len);
 }
 
 static void fcgi_end_request(struct fcgi_req *req, const struct fcgi_event *ev)
@@ -877,6 +861,7 @@ int fcgi_req_start(struct mk_request *r, const struct fcgi_site *site, const str
     req->self = fcgi_self();
     req->site = site;
     req->script = *s;
+    mk_gw_log_init(&req->log, "fastcgi", s->name, s->name_len);
     req->has_body = fcgi_has_body(r);
     req->start_ms = fcgi_api->now_ms();
     req->next = fcgi_reqs;

@@ -3,7 +3,8 @@
 # gateway plugin compiles these sources into itself. Included once.
 include_guard(GLOBAL)
 set(MK_GW_DIR ${CMAKE_SOURCE_DIR}/plugins/gateway)
-set(MK_GW_SOURCES ${MK_GW_DIR}/gw.c ${MK_GW_DIR}/gw_head.c ${MK_GW_DIR}/gw_map.c)
+set(MK_GW_SOURCES ${MK_GW_DIR}/gw.c ${MK_GW_DIR}/gw_head.c ${MK_GW_DIR}/gw_log.c
+                   ${MK_GW_DIR}/gw_map.c)
 
 if(MK_TESTS)
   find_library(CMOCKA_LIB cmocka)

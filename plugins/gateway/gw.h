@@ -89,4 +89,38 @@ int mk_gw_head_apply(const struct mk_api *api, struct mk_request *r, const struc
  */
 void mk_gw_note_upstream(const struct mk_api *api, struct mk_request *r, uint64_t start_ms);
 
+/* ---- gw_log.c: a script's stderr for the site's error log ---- */
+
+#define MK_GW_LOG_LINE 512  /* a longer stderr line is split */
+#define MK_GW_LOG_HELD 2048 /* whole lines kept while the request is out of reach */
+
+/*
+ * The stderr of one script (CGI) or the STDERR records of one FastCGI
+ * request, cut into lines of at most MK_GW_LOG_LINE bytes, each logged as
+ * "<who>: <script>: <line>" with api->error_log (the error log of the
+ * request's site, ABI 3.4), or with api->log (the server log) when the
+ * request is over or the server has no error_log. While the request is
+ * suspended (no request to name), whole lines are held, up to
+ * MK_GW_LOG_HELD bytes (more go to the server log), and written once the
+ * request is back.
+ */
+struct mk_gw_log {
+    const char *who; /* "cgi", "fastcgi": a static string */
+    size_t len, held_len;
+    char name[128];
+    char line[MK_GW_LOG_LINE];
+    char held[MK_GW_LOG_HELD]; /* whole lines, each ending in '\n' */
+};
+
+void mk_gw_log_init(struct mk_gw_log *l, const char *who, const char *name, size_t name_len);
+/*
+ * Take `len` bytes of stderr (none: only write the held lines). `r`: the
+ * request, live on this worker (its hook, or a callback while its body or
+ * response streams), or NULL while it is suspended or over.
+ */
+void mk_gw_log_feed(const struct mk_api *api, struct mk_gw_log *l, struct mk_request *r,
+                    const void *data, size_t len);
+/* stderr ended (or the request ends): the held lines and a partial last line go out. */
+void mk_gw_log_flush(const struct mk_api *api, struct mk_gw_log *l, struct mk_request *r);
+
 #endif

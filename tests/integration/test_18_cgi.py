@@ -49,6 +49,14 @@ SCRIPTS = {
     'Content-Type: text/plain\\r\\n\\r\\nraw body\\n"\n',
     "stderr.sh": '#!/bin/sh\necho "oops: something broke" >&2\n'
     'printf "Content-Type: text/plain\\r\\n\\r\\nok\\n"\n',
+    # a 1300-byte stderr line while the body streams, then another after the head
+    "longerr.py": (
+        "import sys\n"
+        "sys.stdin.buffer.read()\n"
+        "sys.stderr.write('e' * 1300 + '\\n'); sys.stderr.flush()\n"
+        "sys.stdout.write('Content-Type: text/plain\\r\\n\\r\\nok\\n'); sys.stdout.flush()\n"
+        "sys.stderr.write('after the head')\n"
+    ),
     "pgroup.sh": '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\n'
     'echo "$(ps -o pgid= -p $$ | tr -d " ") $$ $(pwd)"\n',
     "noexec.sh": '#!/bin/sh\necho "Content-Type: text/plain"\necho\necho no\n',
@@ -386,6 +394,34 @@ def test_stderr_goes_to_the_log(cgi):
     assert cget(cgi, "/cgi-bin/stderr.sh").body == b"ok\n"
     assert wait_for(lambda: "oops: something broke" in cgi.stderr_text())
     assert "/cgi-bin/stderr.sh" in cgi.stderr_text()
+
+
+def test_stderr_goes_to_the_site_error_log(cgi):
+    # with the logger and an ErrorLog for the site, stderr lines go there
+    # (named by client, site and script, bounded in length), not to the server log
+    logs = cgi.dir / "logs"
+    logs.mkdir()
+    cgi.plugins.append(str(BUILD / "plugins" / "monkey-logger.so"))
+    cgi.site_extra += f"[LOGGER]\n    ErrorLog {logs}/error.log\n"
+    cgi.start()
+    assert cget(cgi, "/cgi-bin/stderr.sh").body == b"ok\n"
+    c = CgiConn(cgi.port)
+    r = c.request("POST", "/cgi-bin/longerr.py", body=b"x" * 100000)
+    c.close()
+    assert r.status == 200 and r.body == b"ok\n"
+    err = logs / "error.log"
+
+    def text():
+        return err.read_text() if err.exists() else ""
+    assert wait_for(lambda: "after the head" in text() and "oops" in text())
+    lines = text().splitlines()
+    oops = [line for line in lines if "oops" in line]
+    assert len(oops) == 1
+    assert "[client 127.0.0.1] [site localhost] cgi: /cgi-bin/stderr.sh: oops: something broke" \
+        in oops[0]
+    pieces = [line.split("cgi: /cgi-bin/longerr.py: ")[1] for line in lines if "longerr" in line]
+    assert pieces == ["e" * 512, "e" * 512, "e" * 276, "after the head"]
+    assert "oops" not in cgi.stderr_text() and "eeee" not in cgi.stderr_text()
 
 
 def test_not_executable_is_403_and_missing_404(cgi):

@@ -238,6 +238,22 @@ def test_stderr_records_to_the_log(php):
     assert "fastcgi: /fatal.php:" in php.stderr_text()
 
 
+def test_stderr_records_to_the_site_error_log(make_server, fpm):
+    srv = make_php_server(make_server, fpm.sock)
+    logs = srv.dir / "logs"
+    logs.mkdir()
+    srv.plugins.append(str(LOGGER_SO))
+    srv.site_extra += f"[LOGGER]\n    ErrorLog {logs}/error.log\n"
+    srv.start()
+    assert get(srv, "/fatal.php").status == 500
+    err = logs / "error.log"
+    assert wait_for(lambda: err.exists() and "boom in fatal.php" in err.read_text())
+    line = [x for x in err.read_text().splitlines() if "boom in fatal.php" in x][0]
+    assert "[client 127.0.0.1] [site localhost] fastcgi: /fatal.php: " in line
+    assert "boom in fatal.php" not in srv.stderr_text()
+    srv.stop()
+
+
 def test_upload_50mb_multipart(php):
     data = os.urandom(1 << 20) * 50
     boundary = "----monkeyboundary"
