@@ -201,7 +201,11 @@ static void gw_request_vars(const struct mk_api *api, struct mk_request *r,
     gw_put(e, "REQUEST_URI", v, s->uri ? strlen(v) : len);
     v = s->query ? s->query : api->query(r, &len);
     gw_put(e, "QUERY_STRING", v ? v : "", v ? (s->query ? strlen(v) : len) : 0);
-    gw_puts(e, "SERVER_PROTOCOL", api->version(r) == 10 ? "HTTP/1.0" : "HTTP/1.1");
+    int version = api->version(r);
+    gw_puts(e, "SERVER_PROTOCOL",
+            version == 20   ? "HTTP/2.0"
+            : version == 10 ? "HTTP/1.0"
+                            : "HTTP/1.1");
     if (!s->method && (v = api->header(r, "Content-Length", &len))) {
         gw_put(e, "CONTENT_LENGTH", v, len);
     }
