@@ -47,6 +47,9 @@ enum fcgi_state {
 #define FR_READ 16384
 #define FR_HEAD_BUF (MK_GW_HEAD_MAX + 2 * FR_READ)
 #define FR_SPILL (2 * FR_READ)
+/* What wbuf keeps of a request's records, from the first byte, while it
+   may still be sent again on a new connection (fcgi_retry). */
+#define FR_REPLAY_MAX (FCGI_WINDOW + 2 * FR_READ)
 #define FR_REQUEST_ID 1
 /* fcgi_stream_write(): the request went away inside the call */
 #define FR_GONE (-100)
@@ -76,6 +79,9 @@ struct fcgi_req {
     int fail; /* the status to answer instead (502, 503, 504) */
     bool has_body, body_done, head_ready, ended, paused, aborting;
     bool wdead;  /* the backend stopped reading: the body is dropped */
+    bool replay; /* wbuf holds every record from the first: the request can be sent again */
+    bool heard;  /* a byte came from the backend */
+    bool retried;
     bool orphan; /* its worker exited while its continuation was pending */
     /* inside stream_write(): proceed() calls are noted, not acted on */
     bool in_write, drained, gone;
@@ -105,7 +111,7 @@ static void fcgi_want(struct fcgi_req *req)
         return;
     }
     uint32_t mask = req->paused ? 0 : MK_LOOP_READ;
-    if (req->woff < req->wlen || fcgi_conn_connecting(req->conn)) {
+    if ((req->woff < req->wlen && !req->wdead) || fcgi_conn_connecting(req->conn)) {
         mask |= MK_LOOP_WRITE;
     }
     fcgi_conn_want(req->conn, mask);
@@ -214,13 +220,16 @@ static void fcgi_fail(struct fcgi_req *req, int status)
 
 static int fcgi_wreserve(struct fcgi_req *req, size_t more)
 {
-    if (req->woff == req->wlen) {
+    if (req->replay && req->wlen + more > FR_REPLAY_MAX) {
+        req->replay = false; /* too much to keep: sent bytes may go */
+    }
+    if (!req->replay && req->woff == req->wlen) {
         req->woff = req->wlen = 0;
     }
     if (req->wlen + more <= req->wcap) {
         return MK_OK;
     }
-    if (req->woff > 0) {
+    if (req->woff > 0 && !req->replay) {
         memmove(req->wbuf, req->wbuf + req->woff, req->wlen - req->woff);
         req->wlen -= req->woff;
         req->woff = 0;
@@ -337,13 +346,45 @@ static int fcgi_flush(struct fcgi_req *req)
 }
 
 /*
+ * The kept-alive connection of req failed before the backend said a word
+ * (php-fpm closes idle connections when it likes: pm.max_requests, its
+ * process manager): send the request again, once, on a new connection to
+ * the same backend, if wbuf still holds every record of it (the body not
+ * streamed past what it keeps). Whether it did; if not, the failure
+ * stands.
+ */
+static bool fcgi_retry(struct fcgi_req *req)
+{
+    char b;
+    if (req->retried || !req->replay || req->heard || !fcgi_conn_reused(req->conn)) {
+        return false;
+    }
+    if (recv(fcgi_conn_fd(req->conn), &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
+        return false; /* an answer waits: read it */
+    }
+    if (fcgi_conn_renew(req->conn) != MK_OK) {
+        return false;
+    }
+    req->retried = true;
+    req->woff = 0;
+    req->wdead = false;
+    memset(&req->parser, 0, sizeof(req->parser));
+    atomic_fetch_add_explicit(&req->self->retries, 1, memory_order_relaxed);
+    fcgi_api->log(MK_PLUGIN_LOG_INFO,
+                  "fastcgi: %.*s: the backend closed a kept-alive connection; sent again",
+                  (int) req->script.name_len, req->script.name);
+    fcgi_want(req);
+    return true;
+}
+
+/*
  * Send what wbuf holds now when the connection is up (a pooled one is
  * writable): most requests then need no change of interest at all. What
  * does not go now, or an error, is left to the connection's events.
  */
 static void fcgi_flush_now(struct fcgi_req *req)
 {
-    if (!fcgi_conn_connecting(req->conn) && fcgi_flush(req) != MK_OK) {
+    if (!fcgi_conn_connecting(req->conn) && fcgi_flush(req) != MK_OK && !fcgi_retry(req)) {
         req->woff = req->wlen = 0;
         req->wdead = true; /* the answer (or EOF: 502) is read next */
     }
@@ -651,6 +692,9 @@ static void fcgi_read(struct fcgi_req *req)
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
         return;
     }
+    if (n <= 0 && fcgi_retry(req)) {
+        return;
+    }
     if (n <= 0) {
         fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: the backend closed the connection",
                       (int) req->script.name_len, req->script.name);
@@ -658,6 +702,8 @@ static void fcgi_read(struct fcgi_req *req)
         return;
     }
     req->last_io_ms = fcgi_api->now_ms();
+    req->heard = true;
+    req->replay = false;
     struct fcgi_read_ctx ctx = {req, FO_GOING};
     if (fcgi_parse(&req->parser, buf, (size_t) n, fcgi_on_event, &ctx) != MK_OK &&
         ctx.outcome == FO_GOING) {
@@ -690,7 +736,7 @@ void fcgi_req_io(struct fcgi_req *req, uint32_t ready)
         fcgi_read(req); /* may free req */
         return;
     }
-    if ((ready & MK_LOOP_WRITE) && fcgi_flush(req) != MK_OK) {
+    if ((ready & MK_LOOP_WRITE) && fcgi_flush(req) != MK_OK && !fcgi_retry(req)) {
         /* The backend stopped reading: what it answered is read next, and
            the rest of the body is dropped; EOF without an answer is a 502. */
         req->woff = req->wlen = 0;
@@ -863,6 +909,7 @@ int fcgi_req_start(struct mk_request *r, const struct fcgi_site *site, const str
     req->script = *s;
     mk_gw_log_init(&req->log, "fastcgi", s->name, s->name_len);
     req->has_body = fcgi_has_body(r);
+    req->replay = true;
     req->start_ms = fcgi_api->now_ms();
     req->next = fcgi_reqs;
     if (fcgi_reqs) {

@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -330,6 +331,32 @@ def test_keepalive_connections_are_pooled(php):
     # one connection served all of them, and stays open for the next request
     assert st["backend0_active"] == 1
     assert st["backend0_requests"] >= 20
+
+
+def test_closed_keepalive_connection_is_retried(make_server, tmp_path):
+    # a backend that closes a kept-alive connection as soon as the next
+    # request arrives on it: that request goes again on a new connection,
+    # once, its body included, and the client never sees the failure
+    sock = tmp_path / "flaky.sock"
+    resp = subprocess.Popen([sys.executable, str(Path(__file__).parent / "fcgi_responder.py"),
+                             str(sock)], start_new_session=True)
+    try:
+        assert wait_for(sock.exists, 10)
+        srv = make_php_server(make_server, sock)
+        srv.start()
+        c = CgiConn(srv.port, timeout=30)
+        r = c.request("GET", "/env.php")
+        assert r.status == 200 and r.body == b"conn 1 req 1 stdin="
+        r = c.request("POST", "/form.php", body=b"name=retried",
+                      headers={"Content-Type": "application/x-www-form-urlencoded"})
+        assert r.status == 200 and r.body == b"conn 2 req 1 stdin=name=retried"
+        r = c.request("GET", "/env.php")
+        assert r.status == 200 and r.body == b"conn 3 req 1 stdin="
+        c.close()
+        srv.stop()
+    finally:
+        resp.kill()
+        resp.wait()
 
 
 def test_backend_down_is_502_with_site_page(make_server, tmp_path):
