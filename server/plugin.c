@@ -28,6 +28,7 @@
 
 #include "../core/log.h"
 #include "../core/schema.h"
+#include "path.h"
 #include "server.h"
 #include "takeover.h"
 #include "transport.h"
@@ -810,6 +811,32 @@ static void mk_api_error_log(struct mk_request *r, const char *fmt, ...)
     mk_err("%s", line);
 }
 
+/* An internal redirect to a file of r's site (api->serve_file): see mk_plugin.h. */
+static int mk_api_serve_file(struct mk_request *r, const char *path)
+{
+    size_t len = path ? strlen(path) : 0;
+    if (len == 0 || path[0] != '/') {
+        return MK_ERR;
+    }
+    char *p = mk_arena_alloc(&r->arena, len + 1);
+    if (!p) {
+        return 503;
+    }
+    ssize_t n = mk_path_normalize(path, len, p);
+    if (n < 0) {
+        return MK_ERR;
+    }
+    if (r->vhost && r->vhost->hide_dotfiles && mk_path_is_hidden(p, (size_t) n)) {
+        return 404;
+    }
+    r->path = p;
+    r->path_len = (size_t) n;
+    if (r->head.method != MK_METHOD_HEAD) {
+        r->head.method = MK_METHOD_GET;
+    }
+    return mk_static_serve(r);
+}
+
 /*
  * A streamed response that cannot be completed (its upstream broke): the
  * connection closes at once, without the end of the body, so the client
@@ -928,6 +955,7 @@ const struct mk_api mk_plugin_api = {
     .note_set = mk_api_note_set,
     .note = mk_api_note,
     .error_log = mk_api_error_log,
+    .serve_file = mk_api_serve_file,
 };
 
 /* ---- loading ------------------------------------------------------------- */

@@ -833,6 +833,20 @@ struct mk_api {
      */
     void (*error_log)(struct mk_request *r, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
+    /*
+     * Answer r with a file of its site as the static file handler does, for
+     * an internal redirect (a CGI local redirect, X-Sendfile): `path` is a
+     * URL path (percent-encoded, starting with '/', no query), decoded and
+     * normalised like a request's and opened beneath the document root by
+     * the site's rules (HideDotFiles, symlinks). The request counts as a GET
+     * (a HEAD stays a HEAD) of that path: Content-Type by the file's
+     * extension, ETag and Last-Modified, conditional and range requests,
+     * an index file for a directory path ending in '/'. MK_OK (the response
+     * is set up: return MK_OK from the hook), an HTTP status to answer
+     * with (404, 403, 304 is MK_OK), or MK_ERR for a malformed path. From a
+     * content hook or its continuation, on the request's worker.
+     */
+    int (*serve_file)(struct mk_request *r, const char *path);
 };
 
 /* The longest line of api->error_log(), without the newline. */

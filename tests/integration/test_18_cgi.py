@@ -380,6 +380,14 @@ def test_redirects(cgi):
     assert e["QUERY_STRING"] == "redir=1" and e["REQUEST_METHOD"] == "GET"
     r = cget(cgi, "/cgi-bin/tofile.sh")
     assert r.status == 200 and r.body == b"plain file\n"
+    # the file goes out as the static handler sends it: its type, validators, ranges
+    assert r.header("Content-Type") == "text/plain; charset=utf-8"
+    assert r.header("ETag") and r.header("Last-Modified")
+    assert r.header("Content-Length") == "11"
+    r = cget(cgi, "/cgi-bin/tofile.sh", headers={"Range": "bytes=0-4"})
+    assert r.status == 206 and r.body == b"plain"
+    r = cget(cgi, "/cgi-bin/tofile.sh", headers={"If-None-Match": r.header("ETag")})
+    assert r.status == 304 and r.body == b""
 
 
 def test_nph_script(cgi):
