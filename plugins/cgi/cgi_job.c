@@ -34,6 +34,7 @@
 #include "cgi.h"
 
 enum cgi_state {
+    CGI_SPOOL,    /* a body of unknown length is kept whole before the script starts */
     CGI_BODY,     /* the request body streams to stdin; the head may be read meanwhile */
     CGI_HEAD,     /* suspended: waiting for the header block */
     CGI_RESUMING, /* resume() called: the continuation comes */
@@ -66,6 +67,11 @@ struct cgi_job {
     size_t head_len;
     struct mk_gw_head h;
     struct mk_gw_log log; /* stderr, and the script's name for the logs */
+    /* a body of unknown length (chunked, HTTP/2), kept whole first */
+    struct mk_gw_spool spool;
+    struct cgi_target target; /* while spooling: the script to start then */
+    const struct cgi_conf *conf;
+    char content_length[24];
 };
 
 #define CGI_HEAD_BUF (MK_GW_HEAD_MAX + 16384)
@@ -212,6 +218,7 @@ static void cgi_job_free(struct cgi_job *j)
     cgi_job_release(j);
     free(j->in_buf);
     free(j->head);
+    mk_gw_spool_free(&j->spool);
     free(j);
 }
 
@@ -481,6 +488,44 @@ static int cgi_in_drain(struct cgi_job *j)
     return MK_OK;
 }
 
+static void cgi_in_cb(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg);
+
+/*
+ * Give the script its spooled body: the window's worth at a time through
+ * in_buf, the rest when stdin is writable again; stdin closes at the end.
+ */
+static void cgi_spool_feed(struct cgi_job *j)
+{
+    while (j->in_fd >= 0) {
+        if (j->in_len == 0) {
+            if (!j->in_buf && !(j->in_buf = malloc(CGI_WINDOW + CGI_READ))) {
+                cgi_close(&j->in_fd, &j->in_w);
+                return;
+            }
+            ssize_t n = mk_gw_spool_read(&j->spool, j->in_buf, CGI_WINDOW);
+            if (n <= 0) {
+                if (n < 0) {
+                    cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: the spooled body: %s", j->log.name,
+                                 strerror(errno));
+                }
+                cgi_close(&j->in_fd, &j->in_w); /* the end of the body */
+                return;
+            }
+            j->in_len = (size_t) n;
+            j->in_off = 0;
+        }
+        if (cgi_in_drain(j) == MK_AGAIN) {
+            if (!j->in_w) {
+                j->in_w = cgi_api->fd_watch(j->in_fd, MK_LOOP_WRITE, cgi_in_cb, j);
+            }
+            else {
+                cgi_api->fd_modify(j->in_w, MK_LOOP_WRITE);
+            }
+            return;
+        }
+    }
+}
+
 static void cgi_in_cb(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg)
 {
     struct cgi_job *j = arg;
@@ -488,6 +533,10 @@ static void cgi_in_cb(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg)
     (void) fd;
     (void) ready;
     if (cgi_in_drain(j) != MK_OK) {
+        return;
+    }
+    if (j->spool.size > 0) {
+        cgi_spool_feed(j);
         return;
     }
     if (j->in_w) {
@@ -778,20 +827,31 @@ static bool cgi_has_body(struct mk_request *r)
     return cgi_api->header(r, "Transfer-Encoding", &len) != NULL;
 }
 
-int cgi_job_start(struct mk_request *r, const struct cgi_target *t, const struct cgi_conf *conf,
-                  struct cgi_self *self, bool no_body)
+/*
+ * Start the script of t for r. `j`: the job that spooled r's body (its
+ * CONTENT_LENGTH known now), or NULL (the body, if any, streams to the
+ * script as it arrives, unless no_body). As cgi_job_start returns.
+ */
+static int cgi_job_launch(struct mk_request *r, const struct cgi_target *t,
+                          const struct cgi_conf *conf, struct cgi_self *self, struct cgi_job *j,
+                          bool no_body)
 {
     if (atomic_fetch_add_explicit(&self->running, 1, memory_order_relaxed) >= conf->max_scripts) {
         atomic_fetch_sub_explicit(&self->running, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&self->refused, 1, memory_order_relaxed);
         cgi_api->add_header(r, "Retry-After", "1");
+        if (j) {
+            cgi_request_over(j);
+        }
         return 503;
     }
-    struct cgi_job *j = cgi_job_new(t, conf, self);
-    if (!j) {
+    bool spooled = j != NULL;
+    if (!j && !(j = cgi_job_new(t, conf, self))) {
         atomic_fetch_sub_explicit(&self->running, 1, memory_order_relaxed);
         return 500;
     }
+    j->reaped = false;
+    j->start_ms = cgi_api->now_ms();
     if (cgi_job_run(j, r, t) != MK_OK) {
         if (!j->child) {
             j->reaped = true; /* never started, or killed unwatched */
@@ -799,6 +859,10 @@ int cgi_job_start(struct mk_request *r, const struct cgi_target *t, const struct
         }
         cgi_request_over(j);
         return 500;
+    }
+    if (spooled) {
+        cgi_spool_feed(j);
+        return cgi_body_end(j, r);
     }
     if (!no_body && cgi_has_body(r)) {
         if (cgi_api->body_stream(r, CGI_WINDOW, cgi_body_cb, j) != MK_OK) {
@@ -811,6 +875,55 @@ int cgi_job_start(struct mk_request *r, const struct cgi_target *t, const struct
     }
     cgi_close(&j->in_fd, &j->in_w);
     return cgi_body_end(j, r);
+}
+
+/* A body of unknown length arrives: keep it; start the script at its end. */
+static int cgi_spool_cb(struct mk_request *r, int event, const char *data, size_t len, void *arg)
+{
+    struct cgi_job *j = arg;
+
+    if (event == MK_BODY_ABORT) {
+        cgi_request_over(j);
+        return MK_OK;
+    }
+    if (event == MK_BODY_DATA) {
+        if (mk_gw_spool_add(&j->spool, data, len) != MK_OK) {
+            cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: cannot keep the request body: %s",
+                         j->log.name, strerror(errno));
+            cgi_request_over(j);
+            return 500;
+        }
+        return MK_OK;
+    }
+    snprintf(j->content_length, sizeof(j->content_length), "%llu",
+             (unsigned long long) j->spool.size);
+    j->target.gw.content_length = j->content_length;
+    j->r = NULL;
+    return cgi_job_launch(r, &j->target, j->conf, j->self, j, false);
+}
+
+int cgi_job_start(struct mk_request *r, const struct cgi_target *t, const struct cgi_conf *conf,
+                  struct cgi_self *self, bool no_body)
+{
+    if (no_body || !mk_gw_body_unsized(cgi_api, r)) {
+        return cgi_job_launch(r, t, conf, self, NULL, no_body);
+    }
+    /* Chunked, or HTTP/2 without content-length: CGI wants CONTENT_LENGTH,
+       so the body is kept whole first (as nginx does), then the script runs. */
+    struct cgi_job *j = cgi_job_new(t, conf, self);
+    if (!j) {
+        return 500;
+    }
+    j->reaped = true; /* no process yet */
+    j->target = *t;
+    j->conf = conf;
+    if (cgi_api->body_stream(r, CGI_WINDOW, cgi_spool_cb, j) != MK_OK) {
+        cgi_request_over(j);
+        return 500;
+    }
+    j->state = CGI_SPOOL;
+    j->r = r;
+    return MK_AGAIN;
 }
 
 /* The continuation of a request whose job went with its worker. */

@@ -37,6 +37,7 @@
 #include "fastcgi.h"
 
 enum fcgi_state {
+    FR_SPOOL,    /* a body of unknown length is kept whole first */
     FR_QUEUED,   /* suspended: waiting for a connection */
     FR_BODY,     /* the request body streams to the backend */
     FR_HEAD,     /* suspended: waiting for the header block */
@@ -86,6 +87,11 @@ struct fcgi_req {
     /* inside stream_write(): proceed() calls are noted, not acted on */
     bool in_write, drained, gone;
     struct mk_gw_log log; /* STDERR records */
+    /* a body of unknown length (chunked, HTTP/2), kept whole before the
+       request goes out, so that the backend gets CONTENT_LENGTH */
+    struct mk_gw_spool spool;
+    bool spooled, stdin_sent;
+    char content_length[24];
 };
 
 static __thread struct fcgi_req *fcgi_reqs;
@@ -111,7 +117,8 @@ static void fcgi_want(struct fcgi_req *req)
         return;
     }
     uint32_t mask = req->paused ? 0 : MK_LOOP_READ;
-    if ((req->woff < req->wlen && !req->wdead) || fcgi_conn_connecting(req->conn)) {
+    bool more = req->woff < req->wlen || (req->spooled && !req->stdin_sent);
+    if ((more && !req->wdead) || fcgi_conn_connecting(req->conn)) {
         mask |= MK_LOOP_WRITE;
     }
     fcgi_conn_want(req->conn, mask);
@@ -131,6 +138,7 @@ static void fcgi_req_free(struct fcgi_req *req)
     free(req->wbuf);
     free(req->head);
     free(req->spill);
+    mk_gw_spool_free(&req->spool);
     free(req);
 }
 
@@ -204,7 +212,8 @@ static void fcgi_fail(struct fcgi_req *req, int status)
         req->state = FR_RESUMING;
         fcgi_api->resume(req->susp, fcgi_resumed, req);
         break;
-    case FR_RESUMING:
+    case FR_SPOOL:    /* no connection yet: nothing can fail */
+    case FR_RESUMING: /* answered by the continuation */
         break;
     case FR_STREAM:
         fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: the backend failed mid-response (%d)",
@@ -319,10 +328,35 @@ static int fcgi_write_begin(struct fcgi_req *req, struct mk_request *r)
     return rc;
 }
 
+/*
+ * The next STDIN record of a spooled body into wbuf (the empty one that
+ * ends the stream once the spool is read): MK_OK, or MK_ERR (memory, the
+ * temporary file).
+ */
+static int fcgi_spool_refill(struct fcgi_req *req)
+{
+    if (fcgi_wreserve(req, FCGI_HEADER_LEN + 32768) != MK_OK) {
+        return MK_ERR;
+    }
+    ssize_t n = mk_gw_spool_read(&req->spool, req->wbuf + req->wlen + FCGI_HEADER_LEN, 32768);
+    if (n < 0) {
+        fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: the spooled body: %s",
+                      (int) req->script.name_len, req->script.name, strerror(errno));
+        return MK_ERR;
+    }
+    fcgi_header(req->wbuf + req->wlen, FCGI_STDIN, FR_REQUEST_ID, (uint16_t) n);
+    req->wlen += FCGI_HEADER_LEN + (size_t) n;
+    req->stdin_sent = n == 0;
+    return MK_OK;
+}
+
 /* Write what wbuf holds: MK_OK (all out or EAGAIN), MK_ERR (the backend is gone). */
 static int fcgi_flush(struct fcgi_req *req)
 {
-    while (req->woff < req->wlen) {
+    while (req->woff < req->wlen || (req->spooled && !req->stdin_sent)) {
+        if (req->woff == req->wlen && fcgi_spool_refill(req) != MK_OK) {
+            return MK_ERR;
+        }
         ssize_t n = send(fcgi_conn_fd(req->conn), req->wbuf + req->woff, req->wlen - req->woff,
                          MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR) {
@@ -864,6 +898,16 @@ static int fcgi_req_begin_on(struct fcgi_req *req, struct mk_request *r)
         uint32_t period = (uint32_t) (req->site->conf->timeout_ms / 4 + 1);
         req->timer = fcgi_api->timer_start(period, 1, fcgi_timer_cb, req);
     }
+    if (req->spooled) {
+        /* the body is whole: its STDIN records go as the connection takes them */
+        if (fcgi_spool_refill(req) != MK_OK) {
+            fcgi_drop_conn(req, 0);
+            fcgi_over(req);
+            return 500;
+        }
+        fcgi_flush_now(req);
+        return fcgi_body_end(req, r);
+    }
     if (req->has_body) {
         if (fcgi_api->body_stream(r, FCGI_WINDOW, fcgi_body_cb, req) != MK_OK) {
             fcgi_drop_conn(req, 0);
@@ -898,6 +942,68 @@ void fcgi_req_connected(struct fcgi_req *req, struct fcgi_conn *c)
     fcgi_api->resume(req->susp, fcgi_resumed, req);
 }
 
+/* A connection for req, then the request on it: as the content hook returns. */
+static int fcgi_req_acquire(struct fcgi_req *req, struct mk_request *r)
+{
+    const struct fcgi_site *site = req->site;
+    int rc = fcgi_pool_acquire(req, site, &req->conn);
+    if (rc == MK_OK) {
+        return fcgi_req_begin_on(req, r);
+    }
+    if (rc != MK_AGAIN) {
+        if (rc == 502) {
+            atomic_fetch_add_explicit(&req->self->bad_gateway, 1, memory_order_relaxed);
+            fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: no backend is up",
+                          (int) req->script.name_len, req->script.name);
+        }
+        fcgi_req_free(req);
+        return rc;
+    }
+    req->state = FR_QUEUED;
+    req->timer =
+        fcgi_api->timer_start((uint32_t) site->conf->queue_timeout_ms, 1, fcgi_timer_cb, req);
+    if (!(req->susp = fcgi_api->suspend(r)) || !req->timer) {
+        if (req->susp) {
+            fcgi_pool_unqueue(req);
+            req->fail = 503;
+            req->state = FR_RESUMING;
+            fcgi_api->resume(req->susp, fcgi_resumed, req);
+            return MK_SUSPENDED;
+        }
+        fcgi_pool_unqueue(req);
+        fcgi_req_free(req);
+        return 503;
+    }
+    return MK_SUSPENDED;
+}
+
+/* A body of unknown length arrives: keep it; send the request at its end. */
+static int fcgi_spool_cb(struct mk_request *r, int event, const char *data, size_t len, void *arg)
+{
+    struct fcgi_req *req = arg;
+
+    if (event == MK_BODY_ABORT) {
+        fcgi_over(req);
+        return MK_OK;
+    }
+    if (event == MK_BODY_DATA) {
+        if (mk_gw_spool_add(&req->spool, data, len) != MK_OK) {
+            fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: cannot keep the request body: %s",
+                          (int) req->script.name_len, req->script.name, strerror(errno));
+            fcgi_over(req);
+            return 500;
+        }
+        return MK_OK;
+    }
+    snprintf(req->content_length, sizeof(req->content_length), "%llu",
+             (unsigned long long) req->spool.size);
+    req->script.content_length = req->content_length;
+    req->spooled = true;
+    req->r = NULL;
+    req->start_ms = fcgi_api->now_ms();
+    return fcgi_req_acquire(req, r);
+}
+
 int fcgi_req_start(struct mk_request *r, const struct fcgi_site *site, const struct mk_gw_script *s)
 {
     struct fcgi_req *req = calloc(1, sizeof(*req));
@@ -919,35 +1025,18 @@ int fcgi_req_start(struct mk_request *r, const struct fcgi_site *site, const str
     fcgi_reqs = req;
     atomic_fetch_add_explicit(&req->self->requests, 1, memory_order_relaxed);
 
-    int rc = fcgi_pool_acquire(req, site, &req->conn);
-    if (rc == MK_OK) {
-        return fcgi_req_begin_on(req, r);
-    }
-    if (rc != MK_AGAIN) {
-        if (rc == 502) {
-            atomic_fetch_add_explicit(&req->self->bad_gateway, 1, memory_order_relaxed);
-            fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: no backend is up", (int) s->name_len,
-                          s->name);
+    if (mk_gw_body_unsized(fcgi_api, r)) {
+        /* Chunked, or HTTP/2 without content-length: php-fpm reads no body
+           without CONTENT_LENGTH, so it is kept whole first (as nginx does). */
+        if (fcgi_api->body_stream(r, FCGI_WINDOW, fcgi_spool_cb, req) != MK_OK) {
+            fcgi_req_free(req);
+            return 500;
         }
-        fcgi_req_free(req);
-        return rc;
+        req->state = FR_SPOOL;
+        req->r = r;
+        return MK_AGAIN;
     }
-    req->state = FR_QUEUED;
-    req->timer =
-        fcgi_api->timer_start((uint32_t) site->conf->queue_timeout_ms, 1, fcgi_timer_cb, req);
-    if (!(req->susp = fcgi_api->suspend(r)) || !req->timer) {
-        if (req->susp) {
-            fcgi_pool_unqueue(req);
-            req->fail = 503;
-            req->state = FR_RESUMING;
-            fcgi_api->resume(req->susp, fcgi_resumed, req);
-            return MK_SUSPENDED;
-        }
-        fcgi_pool_unqueue(req);
-        fcgi_req_free(req);
-        return 503;
-    }
-    return MK_SUSPENDED;
+    return fcgi_req_acquire(req, r);
 }
 
 /* The continuation of a request whose job went with its worker. */

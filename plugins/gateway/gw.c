@@ -59,7 +59,8 @@ static void gw_header_var(const struct mk_api *api, struct mk_request *r, unsign
     }
     if ((nlen == 5 && strncasecmp(name, "Proxy", 5) == 0) ||
         (nlen == 12 && strncasecmp(name, "Content-Type", 12) == 0) ||
-        (nlen == 14 && strncasecmp(name, "Content-Length", 14) == 0)) {
+        (nlen == 14 && strncasecmp(name, "Content-Length", 14) == 0) ||
+        (nlen == 17 && strncasecmp(name, "Transfer-Encoding", 17) == 0)) {
         return;
     }
     /* Repeated names: only the first occurrence emits, with every value joined. */
@@ -206,7 +207,10 @@ static void gw_request_vars(const struct mk_api *api, struct mk_request *r,
             version == 20   ? "HTTP/2.0"
             : version == 10 ? "HTTP/1.0"
                             : "HTTP/1.1");
-    if (!s->method && (v = api->header(r, "Content-Length", &len))) {
+    if (!s->method && s->content_length) {
+        gw_puts(e, "CONTENT_LENGTH", s->content_length);
+    }
+    else if (!s->method && (v = api->header(r, "Content-Length", &len))) {
         gw_put(e, "CONTENT_LENGTH", v, len);
     }
     if (!s->method && (v = api->header(r, "Content-Type", &len))) {

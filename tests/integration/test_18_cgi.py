@@ -264,7 +264,28 @@ def test_chunked_post(cgi):
     r = c.read_response()
     n, digest, cl = r.body.decode().split()
     assert int(n) == 11 and digest == hashlib.sha256(b"hello world").hexdigest()
-    assert cl == "-"  # no CONTENT_LENGTH for a chunked body
+    assert cl == "11"  # the chunked body was kept whole first: its length is known
+    c.close()
+
+
+def test_chunked_upload_5x100k(cgi):
+    # a chunked body bigger than what is kept in memory (a temporary file
+    # holds the rest): the script gets all of it with CONTENT_LENGTH, and the
+    # connection stays usable (it was once reset after such an upload)
+    cgi.start()
+    piece = os.urandom(100 * 1024)
+    c = CgiConn(cgi.port, timeout=30)
+    c.send("POST /cgi-bin/post.py HTTP/1.1\r\nHost: localhost\r\n"
+           "Transfer-Encoding: chunked\r\n\r\n")
+    for _ in range(5):
+        c.send(b"19000\r\n" + piece + b"\r\n")
+    c.send("0\r\n\r\n")
+    r = c.read_response()
+    n, digest, cl = r.body.decode().split()
+    assert r.status == 200 and int(n) == 5 * len(piece) and cl == str(5 * len(piece))
+    assert digest == hashlib.sha256(piece * 5).hexdigest()
+    r = c.request("GET", "/cgi-bin/env.sh")
+    assert r.status == 200
     c.close()
 
 

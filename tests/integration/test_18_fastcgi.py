@@ -280,18 +280,40 @@ def test_body_streams_to_php_input(php):
         assert vm_rss_kb(php.proc.pid) - rss0 < 16 * 1024
 
 
-def test_chunked_body_has_no_content_length(php):
-    # php-fpm reads a body only with CONTENT_LENGTH, which a chunked body has
-    # not: PHP sees an empty body, and the server still answers whole
+def test_chunked_upload_5x100k(php):
+    # php-fpm reads a body only with CONTENT_LENGTH: a chunked body is kept
+    # whole first (memory, then a temporary file) and goes with its length;
+    # the connection stays usable (it was once reset after such an upload)
+    piece = os.urandom(100 * 1024)
     c = CgiConn(php.port, timeout=30)
     c.send("POST /input.php HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n")
-    for _ in range(3):
-        c.send(b"3e8\r\n" + b"z" * 1000 + b"\r\n")
+    for _ in range(5):
+        c.send(b"19000\r\n" + piece + b"\r\n")
     c.send("0\r\n\r\n")
     r = c.read_response()
     assert r.status == 200
+    assert r.body.decode().split() == [str(5 * len(piece)), hashlib.sha256(piece * 5).hexdigest()]
+    r = c.request("POST", "/form.php", body=b"name=after",
+                  headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status == 200 and r.body == b"name=after n=- m=POST\n"
+    # an empty chunked body: CONTENT_LENGTH 0
+    c.send("POST /input.php HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n"
+           "0\r\n\r\n")
+    r = c.read_response()
     assert r.body.decode().split() == ["0", hashlib.sha256(b"").hexdigest()]
     c.close()
+
+
+def test_chunked_body_over_max_request_body_is_413(make_server, fpm):
+    srv = make_php_server(make_server, fpm.sock)
+    srv.set(MaxRequestBody="300K")
+    srv.start()
+    c = CgiConn(srv.port, timeout=30)
+    c.send(b"POST /input.php HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n"
+           b"64000\r\n" + b"b" * (310 * 1024))
+    assert c.read_response().status == 413
+    c.close()
+    srv.stop()
 
 
 def test_200mb_response_bounded_memory(php):

@@ -99,6 +99,17 @@ def test_post_body(gw):
     assert c.streams[a]["headers"][":status"] == "200"
     assert c.streams[a]["data"].decode().split() == [digest, str(len(body))]
     assert c.streams[b]["data"].decode().split() == [str(len(body)), digest]
+    # without content-length (HTTP/2 needs none) the body is kept whole
+    # first and both get it with CONTENT_LENGTH
+    a = c.request("/post.cgi", method="POST", body=body)
+    b = c.request("/input.php", method="POST", body=body)
+    c.wait([a, b])
+    assert c.streams[a]["data"].decode().split() == [digest, str(len(body))]
+    assert c.streams[b]["data"].decode().split() == [str(len(body)), digest]
+    # a POST whose HEADERS end the stream: an empty body, CONTENT_LENGTH 0
+    a = c.request("/post.cgi", method="POST")
+    c.wait([a])
+    assert c.streams[a]["data"].decode().split() == [hashlib.sha256(b"").hexdigest(), "0"]
     c.close()
 
 
