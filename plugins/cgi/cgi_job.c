@@ -313,6 +313,20 @@ static int cgi_begin(struct cgi_job *j, struct mk_request *r)
         cgi_request_over(j);
         return 502;
     }
+    if (j->out_fd < 0) {
+        /* The whole output is in: a body of known length, sent with the
+           head in one write. The head buffer becomes the body. */
+        size_t len = j->head_len - j->h.head_len;
+        memmove(j->head, j->head + j->h.head_len, len);
+        cgi_api->set_body_owned(r, j->head, len);
+        j->head = NULL;
+        j->r = r;
+        cgi_err_drain(j);
+        j->r = NULL;
+        j->state = CGI_OVER;
+        cgi_job_maybe_free(j);
+        return MK_OK;
+    }
     if (cgi_api->stream_start(r, cgi_proceed, j) != MK_OK) {
         cgi_request_over(j);
         return 500;
@@ -325,14 +339,6 @@ static int cgi_begin(struct cgi_job *j, struct mk_request *r)
     j->head = NULL;
     if (wrc == MK_ERR || wrc == CGI_GONE) {
         cgi_request_over(j);
-        return MK_OK;
-    }
-    if (j->out_fd < 0) {
-        cgi_err_drain(j);
-        cgi_api->stream_end(r, NULL); /* the whole output was in the head buffer */
-        j->state = CGI_OVER;
-        j->r = NULL;
-        cgi_job_maybe_free(j);
         return MK_OK;
     }
     cgi_out_pause(j, wrc == MK_AGAIN);

@@ -28,6 +28,7 @@
  * over for the client; it lives on its worker's list until then.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,7 +75,6 @@ struct fcgi_req {
     size_t owed; /* body bytes kept, given back when wbuf drains */
     char *head;  /* STDOUT until the response starts */
     size_t head_len;
-    struct mk_gw_head h;
     char *spill; /* STDOUT the client's queue did not take */
     size_t spill_len;
     int fail; /* the status to answer instead (502, 503, 504) */
@@ -86,12 +86,14 @@ struct fcgi_req {
     bool orphan; /* its worker exited while its continuation was pending */
     /* inside stream_write(): proceed() calls are noted, not acted on */
     bool in_write, drained, gone;
-    struct mk_gw_log log; /* STDERR records */
     /* a body of unknown length (chunked, HTTP/2), kept whole before the
        request goes out, so that the backend gets CONTENT_LENGTH */
     struct mk_gw_spool spool;
     bool spooled, stdin_sent;
     char content_length[24];
+    /* Not zeroed at the start (fcgi_req_start): filled before use. */
+    struct mk_gw_head h;  /* filled by mk_gw_head_parse */
+    struct mk_gw_log log; /* STDERR records; mk_gw_log_init */
 };
 
 static __thread struct fcgi_req *fcgi_reqs;
@@ -501,6 +503,18 @@ static int fcgi_respond(struct fcgi_req *req, struct mk_request *r)
         struct mk_gw_head h = req->h; /* a local Location: a client redirect, as nginx does */
         h.status = 302;
         rc = mk_gw_head_apply(fcgi_api, r, &h, 0);
+    }
+    if (rc != MK_ERR && req->ended) {
+        /* The whole answer is in (END_REQUEST came with it, as for most
+           pages): a body of known length, sent with the head in one write,
+           keep-alive even for HTTP/1.0. The head buffer becomes the body. */
+        size_t len = req->head_len - req->h.head_len;
+        memmove(req->head, req->head + req->h.head_len, len);
+        fcgi_api->set_body_owned(r, req->head, len);
+        req->head = NULL;
+        mk_gw_log_flush(fcgi_api, &req->log, r);
+        fcgi_over(req);
+        return MK_OK;
     }
     if (rc == MK_ERR || fcgi_api->stream_start(r, fcgi_proceed, req) != MK_OK) {
         fcgi_drop_conn(req, 502);
@@ -1006,10 +1020,11 @@ static int fcgi_spool_cb(struct mk_request *r, int event, const char *data, size
 
 int fcgi_req_start(struct mk_request *r, const struct fcgi_site *site, const struct mk_gw_script *s)
 {
-    struct fcgi_req *req = calloc(1, sizeof(*req));
+    struct fcgi_req *req = malloc(sizeof(*req));
     if (!req) {
         return 503;
     }
+    memset(req, 0, offsetof(struct fcgi_req, h)); /* h and log (5 KB) need no zeroes */
     req->self = fcgi_self();
     req->site = site;
     req->script = *s;

@@ -17,7 +17,11 @@ void mk_gw_log_init(struct mk_gw_log *l, const char *who, const char *name, size
 {
     l->who = who;
     l->len = l->held_len = 0;
-    snprintf(l->name, sizeof(l->name), "%.*s", (int) name_len, name);
+    if (name_len >= sizeof(l->name)) {
+        name_len = sizeof(l->name) - 1;
+    }
+    memcpy(l->name, name, name_len);
+    l->name[name_len] = '\0';
 }
 
 /* One line out: the site's error log with r, the server log without. */

@@ -49,13 +49,17 @@ SCRIPTS = {
     'Content-Type: text/plain\\r\\n\\r\\nraw body\\n"\n',
     "stderr.sh": '#!/bin/sh\necho "oops: something broke" >&2\n'
     'printf "Content-Type: text/plain\\r\\n\\r\\nok\\n"\n',
-    # a 1300-byte stderr line while the body streams, then another after the head
+    # a 1300-byte stderr line while the request body streams, then a line
+    # without a newline while the response streams
     "longerr.py": (
         "import sys\n"
         "sys.stdin.buffer.read()\n"
         "sys.stderr.write('e' * 1300 + '\\n'); sys.stderr.flush()\n"
-        "sys.stdout.write('Content-Type: text/plain\\r\\n\\r\\nok\\n'); sys.stdout.flush()\n"
-        "sys.stderr.write('after the head')\n"
+        "sys.stdout.write('Content-Type: text/plain\\r\\n\\r\\n'); sys.stdout.flush()\n"
+        "import time; time.sleep(0.1)\n"
+        "sys.stderr.write('after the head'); sys.stderr.flush()\n"
+        "time.sleep(0.1)\n"
+        "sys.stdout.write('ok\\n')\n"
     ),
     "pgroup.sh": '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\n'
     'echo "$(ps -o pgid= -p $$ | tr -d " ") $$ $(pwd)"\n',

@@ -381,6 +381,49 @@ def test_closed_keepalive_connection_is_retried(make_server, tmp_path):
         resp.wait()
 
 
+def test_whole_answer_has_a_length(php):
+    # php-fpm sends a small page and END_REQUEST together: the page goes out
+    # with a Content-Length, so an HTTP/1.0 client keeps its connection
+    r = get(php, "/target.php?from=x")
+    assert r.status == 200 and r.body == b"target x\n"
+    assert r.header("Content-Length") == "9" and r.header("Transfer-Encoding") is None
+    c = CgiConn(php.port, timeout=30)
+    for _ in range(2):
+        c.send("GET /target.php HTTP/1.0\r\nHost: localhost\r\nConnection: keep-alive\r\n\r\n")
+        r = c.read_response()
+        assert r.body == b"target -\n" and r.header("Connection").lower() == "keep-alive"
+    c.close()
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="no strace")
+def test_system_calls_per_request(make_server, fpm, tmp_path):
+    # a keep-alive request to a small page, on a pooled connection, costs 7
+    # system calls: read the request, getsockname (SERVER_ADDR), send the
+    # records, wait, read the answer, one write of head and body, wait; no
+    # file lookup (found scripts are remembered), no interest changes, no
+    # wake-up of the worker by itself (16 before)
+    from test_18_h2_cost import Strace, count
+    php = make_php_server(make_server, fpm.sock)
+    del php.site_conf["Fallback"]  # the server's own lookup of the path is another matter
+    php.start()
+    c = CgiConn(php.port, timeout=30)
+    for _ in range(3):
+        assert c.request("GET", "/target.php").status == 200
+    tracer = Strace(php.proc.pid, ["all"], tmp_path / "strace.out")
+    try:
+        for _ in range(20):
+            assert c.request("GET", "/target.php").body == b"target -\n"
+    finally:
+        lines = tracer.stop()
+        c.close()
+    assert count(lines, "sendmsg") + count(lines, "writev") == 20
+    assert count(lines, "openat2") + count(lines, "openat") + count(lines, "newfstatat") == 0
+    assert count(lines, "epoll_ctl") == 0
+    assert count(lines, "write") == 0 and count(lines, "read") == 20
+    calls = [x for x in lines if "resumed>" not in x and "restart_syscall" not in x]
+    assert len(calls) <= 20 * 7 + 2, f"{len(calls)} calls:\n" + "\n".join(calls[:60])
+
+
 def test_backend_down_is_502_with_site_page(make_server, tmp_path):
     srv = make_php_server(make_server, tmp_path / "nobody.sock")
     srv.start()
