@@ -53,6 +53,7 @@ struct fcgi_site_conf {
     size_t n_backends;
     regex_t *matches;
     size_t n_matches;
+    bool xsendfile; /* XSendfile: X-Sendfile and X-Accel-Redirect answered with the file */
 };
 
 /* A backend's state in one server, shared by the workers (atomics). */

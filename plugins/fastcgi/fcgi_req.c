@@ -498,6 +498,14 @@ static int fcgi_respond(struct fcgi_req *req, struct mk_request *r)
         fcgi_over(req);
         return status;
     }
+    if (req->site->sc->xsendfile) {
+        int src = mk_gw_sendfile(fcgi_api, r, &req->h);
+        if (src != MK_DECLINED) {
+            mk_gw_log_flush(fcgi_api, &req->log, r);
+            fcgi_over(req); /* the rest of the answer is not wanted */
+            return src;
+        }
+    }
     int rc = mk_gw_head_apply(fcgi_api, r, &req->h, 0);
     if (rc == MK_DECLINED) {
         struct mk_gw_head h = req->h; /* a local Location: a client redirect, as nginx does */

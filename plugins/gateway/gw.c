@@ -360,6 +360,82 @@ int mk_gw_head_apply(const struct mk_api *api, struct mk_request *r, const struc
     return status;
 }
 
+/* The URL path of X-Sendfile's file path v (under the document root), '%', '?' and '#' escaped. */
+static char *gw_sendfile_path(const struct mk_api *api, struct mk_request *r,
+                              const struct mk_gw_slice *v, int *status)
+{
+    const char *root = api->docroot(r);
+    size_t rlen = strlen(root);
+    while (rlen > 1 && root[rlen - 1] == '/') {
+        rlen--;
+    }
+    if (v->len <= rlen || memcmp(v->p, root, rlen) != 0 || v->p[rlen] != '/') {
+        api->log(MK_PLUGIN_LOG_ERROR, "X-Sendfile: %.*s is not under the document root",
+                 (int) v->len, v->p);
+        *status = 403;
+        return NULL;
+    }
+    char *out = api->alloc(r, 3 * (v->len - rlen) + 1), *w = out;
+    if (!out) {
+        *status = 500;
+        return NULL;
+    }
+    for (size_t i = rlen; i < v->len; i++) {
+        char c = v->p[i];
+        if (c == '%' || c == '?' || c == '#') {
+            *w++ = '%';
+            *w++ = "0123456789ABCDEF"[(unsigned char) c >> 4];
+            *w++ = "0123456789ABCDEF"[c & 15];
+            continue;
+        }
+        *w++ = c;
+    }
+    *w = '\0';
+    return out;
+}
+
+int mk_gw_sendfile(const struct mk_api *api, struct mk_request *r, struct mk_gw_head *h)
+{
+    unsigned i;
+    int accel = 0;
+    for (i = 0; i < h->n_fields; i++) {
+        const struct mk_gw_slice *n = &h->fields[i].name;
+        if ((n->len == 16 && strncasecmp(n->p, "X-Accel-Redirect", 16) == 0) ||
+            (n->len == 10 && strncasecmp(n->p, "X-Sendfile", 10) == 0)) {
+            accel = n->len == 16;
+            break;
+        }
+    }
+    if (i == h->n_fields || !MK_API_HAS(api, serve_file)) {
+        return MK_DECLINED;
+    }
+    struct mk_gw_slice v = h->fields[i].value;
+    memmove(&h->fields[i], &h->fields[i + 1], (h->n_fields - i - 1) * sizeof(h->fields[0]));
+    h->n_fields--;
+    int status = 502;
+    char *path;
+    if (accel) {
+        const char *q = memchr(v.p, '?', v.len);
+        path = v.len && v.p[0] == '/'
+                   ? gw_cstr(api, r, &(struct mk_gw_slice){v.p, q ? (size_t) (q - v.p) : v.len})
+                   : NULL;
+    }
+    else {
+        path = gw_sendfile_path(api, r, &v, &status);
+    }
+    if (!path) {
+        return status;
+    }
+    h->status = 0;
+    h->content_type.p = h->location.p = NULL;
+    h->content_type.len = h->location.len = 0;
+    if (mk_gw_head_apply(api, r, h, 0) != 200) {
+        return 502;
+    }
+    int rc = api->serve_file(r, path);
+    return rc == MK_ERR ? 502 : rc;
+}
+
 void mk_gw_note_upstream(const struct mk_api *api, struct mk_request *r, uint64_t start_ms)
 {
     char ms[24];

@@ -90,6 +90,18 @@ int mk_gw_head_apply(const struct mk_api *api, struct mk_request *r, const struc
                      int nph);
 
 /*
+ * An internal redirect to a file (XSendfile): when h has an X-Accel-Redirect
+ * field (a URL path, a query ignored) or an X-Sendfile field (an absolute
+ * file path, which must lie under the document root: 403 otherwise), put
+ * the rest of h on r's response (that field, Status, Content-Type and
+ * Location left out) and answer with the file as the static handler does
+ * (api->serve_file, ABI 3.4). MK_DECLINED when h has neither field;
+ * otherwise what the content stage returns (MK_OK, a status; 502 for a
+ * malformed value).
+ */
+int mk_gw_sendfile(const struct mk_api *api, struct mk_request *r, struct mk_gw_head *h);
+
+/*
  * Note the upstream time of r for the logs: "upstream_ms" (api->note_set,
  * the logger's %{upstream_ms}n), the milliseconds since `start_ms`
  * (api->now_ms()). Nothing when the server has no notes (before 3.3).

@@ -424,6 +424,37 @@ def test_system_calls_per_request(make_server, fpm, tmp_path):
     assert len(calls) <= 20 * 7 + 2, f"{len(calls)} calls:\n" + "\n".join(calls[:60])
 
 
+def test_x_sendfile_and_x_accel_redirect(make_server, fpm):
+    srv = make_php_server(make_server, fpm.sock, site_extra="    XSendfile On\n")
+    srv.file("files/report 1%.txt", "the report\n")
+    srv.file("accel.php", '<?php header("X-Accel-Redirect: /files/report%201%25.txt?x=1");'
+             ' header("Content-Disposition: attachment"); echo "not this";')
+    srv.file("send.php", '<?php header("X-Sendfile: " . __DIR__ . "/files/report 1%.txt");'
+             ' header("Content-Type: application/x-php"); echo "not this";')
+    srv.file("outside.php", '<?php header("X-Sendfile: /etc/passwd"); echo "no";')
+    srv.file("missing.php", '<?php header("X-Accel-Redirect: /files/none.txt"); echo "no";')
+    srv.start()
+    for page in ("/accel.php", "/send.php"):
+        r = get(srv, page)
+        assert r.status == 200 and r.body == b"the report\n", page
+        assert r.header("Content-Type") == "text/plain; charset=utf-8"
+        assert r.header("ETag") and r.header("Content-Length") == "11"
+        assert r.header("X-Accel-Redirect") is None and r.header("X-Sendfile") is None
+    assert get(srv, "/accel.php").header("Content-Disposition") == "attachment"
+    r = get(srv, "/accel.php", headers={"Range": "bytes=4-9"})
+    assert r.status == 206 and r.body == b"report"
+    assert get(srv, "/outside.php").status == 403
+    assert get(srv, "/missing.php").status == 404
+    srv.stop()
+    # off (the default): the fields go to the client as they are
+    srv2 = make_php_server(make_server, fpm.sock)
+    srv2.file("accel.php", '<?php header("X-Accel-Redirect: /static.txt"); echo "this";')
+    srv2.start()
+    r = get(srv2, "/accel.php")
+    assert r.body == b"this" and r.header("X-Accel-Redirect") == "/static.txt"
+    srv2.stop()
+
+
 def test_backend_down_is_502_with_site_page(make_server, tmp_path):
     srv = make_php_server(make_server, tmp_path / "nobody.sock")
     srv.start()
