@@ -116,7 +116,8 @@ static void cgi_err_read(struct cgi_job *j)
         }
         if (n <= 0) {
             if (n == 0 || errno != EAGAIN) {
-                mk_gw_log_flush(cgi_api, &j->log, j->r);
+                /* the last line ends; held while the request is suspended */
+                mk_gw_log_feed(cgi_api, &j->log, j->r, "\n", 1);
                 cgi_close(&j->err_fd, &j->err_w);
             }
             return;

@@ -446,7 +446,8 @@ def test_stderr_goes_to_the_site_error_log(cgi):
 
     def text():
         return err.read_text() if err.exists() else ""
-    assert wait_for(lambda: "after the head" in text() and "oops" in text())
+    assert wait_for(lambda: "after the head" in text() and "oops" in text()), \
+        text() + "\n--- server log:\n" + cgi.stderr_text()
     lines = text().splitlines()
     oops = [line for line in lines if "oops" in line]
     assert len(oops) == 1
