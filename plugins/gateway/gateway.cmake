@@ -17,4 +17,12 @@ if(MK_TESTS AND CMOCKA_LIB AND CMOCKA_INCLUDE)
   target_link_libraries(test_gw_head PRIVATE ${CMOCKA_LIB})
   set_target_properties(test_gw_head PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   add_test(NAME test_gw_head COMMAND test_gw_head)
+  add_executable(test_gw_stderr_spool ${MK_GW_DIR}/tests/test_gw_stderr_spool.c
+                 ${MK_GW_DIR}/gw_log.c ${MK_GW_DIR}/gw_spool.c)
+  target_include_directories(test_gw_stderr_spool PRIVATE ${MK_GW_DIR} ${CMAKE_SOURCE_DIR}/include
+                             ${CMOCKA_INCLUDE})
+  target_link_libraries(test_gw_stderr_spool PRIVATE ${CMOCKA_LIB})
+  set_target_properties(test_gw_stderr_spool PROPERTIES RUNTIME_OUTPUT_DIRECTORY
+                        ${CMAKE_BINARY_DIR}/tests)
+  add_test(NAME test_gw_stderr_spool COMMAND test_gw_stderr_spool)
 endif()
