@@ -48,7 +48,10 @@ enum fcgi_state {
 
 #define FR_READ 16384
 #define FR_HEAD_BUF (MK_GW_HEAD_MAX + 2 * FR_READ)
-#define FR_SPILL (2 * FR_READ)
+/* A read once the response streams: a 100 KB page in two reads, its
+   STDOUT records written to the client in one piece per read. */
+#define FR_RECV 65536
+#define FR_SPILL FR_RECV
 /* What wbuf keeps of a request's records, from the first byte, while it
    may still be sent again on a new connection (fcgi_retry). */
 #define FR_REPLAY_MAX (FCGI_WINDOW + 2 * FR_READ)
@@ -97,6 +100,8 @@ struct fcgi_req {
 };
 
 static __thread struct fcgi_req *fcgi_reqs;
+/* This worker's read buffer and the STDOUT of one read: FR_RECV bytes each. */
+static __thread uint8_t *fcgi_rbuf;
 
 void fcgi_req_set_slot(struct fcgi_req *req, unsigned slot)
 {
@@ -695,7 +700,32 @@ enum fcgi_outcome { FO_GOING, FO_DONE };
 struct fcgi_read_ctx {
     struct fcgi_req *req;
     enum fcgi_outcome outcome;
+    uint8_t *batch; /* STDOUT body bytes of this read, not yet written */
+    size_t batch_len;
 };
+
+/* The STDOUT of this read so far to the client, in one piece: MK_OK, or MK_ERR (req handled). */
+static int fcgi_batch_flush(struct fcgi_read_ctx *ctx)
+{
+    struct fcgi_req *req = ctx->req;
+    size_t len = ctx->batch_len;
+    if (len == 0) {
+        return MK_OK;
+    }
+    ctx->batch_len = 0;
+    int rc = fcgi_out(req, ctx->batch, len);
+    if (rc == MK_OK) {
+        return MK_OK;
+    }
+    ctx->outcome = FO_DONE;
+    if (rc == FR_GONE) {
+        fcgi_over(req); /* the client went away */
+    }
+    else {
+        fcgi_fail(req, 502);
+    }
+    return MK_ERR;
+}
 
 /* Per record event; MK_ERR stops parsing (FO_DONE: req may be gone). */
 static int fcgi_on_event(void *arg, const struct fcgi_event *ev)
@@ -711,6 +741,9 @@ static int fcgi_on_event(void *arg, const struct fcgi_event *ev)
         return MK_OK;
     }
     if (ev->type == FCGI_END_REQUEST) {
+        if (fcgi_batch_flush(ctx) != MK_OK) {
+            return MK_ERR;
+        }
         ctx->outcome = FO_DONE;
         fcgi_end_request(req, ev);
         return MK_ERR; /* nothing follows for this request */
@@ -719,17 +752,9 @@ static int fcgi_on_event(void *arg, const struct fcgi_event *ev)
         return MK_OK; /* the end of STDOUT; END_REQUEST follows */
     }
     if (req->state == FR_STREAM) {
-        int rc = fcgi_out(req, ev->data, ev->len);
-        if (rc != MK_OK) {
-            ctx->outcome = FO_DONE;
-            if (rc == FR_GONE) {
-                fcgi_over(req); /* the client went away */
-            }
-            else {
-                fcgi_fail(req, 502);
-            }
-            return MK_ERR;
-        }
+        /* a read holds at most FR_RECV bytes: its STDOUT fits the batch */
+        memcpy(ctx->batch + ctx->batch_len, ev->data, ev->len);
+        ctx->batch_len += ev->len;
         return MK_OK;
     }
     fcgi_stdout_head(req, ev->data, ev->len);
@@ -743,8 +768,15 @@ static int fcgi_on_event(void *arg, const struct fcgi_event *ev)
 /* Read and parse once. */
 static void fcgi_read(struct fcgi_req *req)
 {
-    uint8_t buf[FR_READ];
-    ssize_t n = recv(fcgi_conn_fd(req->conn), buf, sizeof(buf), 0);
+    if (!fcgi_rbuf && !(fcgi_rbuf = malloc(2 * FR_RECV))) {
+        fcgi_fail(req, 502);
+        return;
+    }
+    /* Before the response starts, what a read brings goes into the head
+       buffer: FR_READ at a time; then FR_RECV. */
+    uint8_t *buf = fcgi_rbuf;
+    size_t cap = req->state == FR_STREAM ? FR_RECV : FR_READ;
+    ssize_t n = recv(fcgi_conn_fd(req->conn), buf, cap, 0);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
         return;
     }
@@ -760,9 +792,12 @@ static void fcgi_read(struct fcgi_req *req)
     req->last_io_ms = fcgi_api->now_ms();
     req->heard = true;
     req->replay = false;
-    struct fcgi_read_ctx ctx = {req, FO_GOING};
-    if (fcgi_parse(&req->parser, buf, (size_t) n, fcgi_on_event, &ctx) != MK_OK &&
-        ctx.outcome == FO_GOING) {
+    struct fcgi_read_ctx ctx = {req, FO_GOING, fcgi_rbuf + FR_RECV, 0};
+    int rc = fcgi_parse(&req->parser, buf, (size_t) n, fcgi_on_event, &ctx);
+    if (ctx.outcome == FO_GOING && fcgi_batch_flush(&ctx) != MK_OK) {
+        return; /* req was handled */
+    }
+    if (rc != MK_OK && ctx.outcome == FO_GOING) {
         fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: the backend broke the protocol",
                       (int) req->script.name_len, req->script.name);
         fcgi_fail(req, 502);
@@ -1071,6 +1106,8 @@ static int fcgi_resumed_orphan(struct mk_request *r, void *arg)
 
 void fcgi_req_worker_exit(void)
 {
+    free(fcgi_rbuf);
+    fcgi_rbuf = NULL;
     while (fcgi_reqs) {
         struct fcgi_req *req = fcgi_reqs;
         if ((req->state == FR_HEAD || req->state == FR_QUEUED) && req->susp) {
