@@ -457,6 +457,28 @@ def test_x_sendfile_and_x_accel_redirect(make_server, fpm):
     srv2.stop()
 
 
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_pipelined_request_behind_a_waiting_one(php):
+    # the second request arrives while the first waits for php-fpm: it is
+    # answered after it, in order, and the waiting connection (readable, its
+    # interest narrowed only then) does not keep the worker busy meanwhile
+    c = CgiConn(php.port, timeout=30)
+    cpu0 = cpu_seconds(php.proc.pid)
+    c.send("GET /slow.php?s=0.6 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    time.sleep(0.1)  # the first one waits (parked) when the second comes
+    c.send("GET /target.php?from=second HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    first = c.read_response()
+    second = c.read_response()
+    assert first.body == b"slept\n" and second.body == b"target second\n"
+    assert cpu_seconds(php.proc.pid) - cpu0 < 0.3, "the worker spun while the request waited"
+    c.close()
+
+
 def test_backend_down_is_502_with_site_page(make_server, tmp_path):
     srv = make_php_server(make_server, tmp_path / "nobody.sock")
     srv.start()
