@@ -283,6 +283,7 @@ void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa,
         len = sizeof(c->peer);
     }
     memcpy(&c->peer, sa, len);
+    c->local_len = 0;
     atomic_fetch_add_explicit(&w->n_conns, 1, memory_order_relaxed);
     if (refuse) {
         mk_conn_refuse(c);
