@@ -307,6 +307,13 @@ void mk_conn_on_event(struct mk_event *ev, uint32_t ready)
          */
         if (ready & (MK_EV_HANGUP | MK_EV_ERROR)) {
             mk_conn_close(c);
+            return;
+        }
+        /* Bytes to read (a pipelined request) or room to write: not now.
+           Narrow the interest to hang-ups until the resume (mk_h1_park). */
+        if (c->ev.mask != MK_EV_HANGUP &&
+            mk_event_mod(&c->worker->loop, &c->ev, MK_EV_HANGUP) != MK_OK) {
+            mk_event_unwatch(&c->worker->loop, &c->ev);
         }
         return;
     case MK_CONN_CLOSED:

@@ -82,6 +82,14 @@ struct mk_conn {
         struct sockaddr_in in;
         struct sockaddr_in6 in6;
     } peer;
+    /* The address it arrived on, asked of the kernel once (api->conn_local_addr:
+       the gateways want it for every request); local_len 0: not yet. */
+    union {
+        struct sockaddr sa;
+        struct sockaddr_in in;
+        struct sockaddr_in6 in6;
+    } local;
+    socklen_t local_len;
 
     struct mk_h1 h1;  /* the HTTP/1 codec's state: h1.c only */
     struct mk_h2 *h2; /* HTTP/2's state while it speaks HTTP/2: h2.c only */

@@ -1122,8 +1122,12 @@ static void mk_h1_park(struct mk_request *r)
 
     c->h1.prev_state = c->state;
     c->state = MK_CONN_SUSPENDED;
-    /* No I/O until the resume, but a hang-up gives the request up (see conn.c). */
-    if (mk_event_mod(&c->worker->loop, &c->ev, MK_EV_HANGUP) != MK_OK) {
+    /* No I/O until the resume, but a hang-up gives the request up (see
+       conn.c). An interest that reports hang-ups (reading does) stays: it is
+       narrowed only when another event comes (mk_conn_on_event), and most
+       requests resume before any does, so they cost no epoll_ctl either way. */
+    if (!(c->ev.mask & (MK_EV_HANGUP | MK_EV_READ)) &&
+        mk_event_mod(&c->worker->loop, &c->ev, MK_EV_HANGUP) != MK_OK) {
         mk_event_unwatch(&c->worker->loop, &c->ev);
     }
     mk_conn_timer_set(c, MK_TIMER_READ);

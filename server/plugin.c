@@ -29,6 +29,7 @@
 #include "../core/log.h"
 #include "../core/schema.h"
 #include "lib.h"
+#include "path.h"
 #include "server.h"
 #include "supervisor.h"
 #include "takeover.h"
@@ -806,6 +807,69 @@ static const char *mk_api_note(const struct mk_request *r, const char *name, siz
 }
 
 /*
+ * Format a message of request r into one line for its site's error log
+ * (api->error_log): at most MK_ERROR_LOG_LINE bytes, cut with "...",
+ * control bytes as spaces. The first error_log hook that takes it ends
+ * it; none does: the server log.
+ */
+static void mk_api_error_log(struct mk_request *r, const char *fmt, ...)
+{
+    char line[MK_ERROR_LOG_LINE + 1];
+    va_list ap;
+
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        return;
+    }
+    size_t len = (size_t) n;
+    if (len > MK_ERROR_LOG_LINE) {
+        len = MK_ERROR_LOG_LINE;
+        memcpy(line + len - 3, "...", 3);
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char) line[i];
+        if (ch < 0x20 || ch == 0x7f) {
+            line[i] = ' ';
+        }
+    }
+    const struct mk_plugin_set *ps = r ? &r->conn->worker->server->plugins : NULL;
+    for (size_t i = 0; ps && i < ps->n_errlog; i++) {
+        if (ps->errlog[i]->error_log(r, line, len) == MK_OK) {
+            return;
+        }
+    }
+    mk_err("%s", line);
+}
+
+/* An internal redirect to a file of r's site (api->serve_file): see mk_plugin.h. */
+static int mk_api_serve_file(struct mk_request *r, const char *path)
+{
+    size_t len = path ? strlen(path) : 0;
+    if (len == 0 || path[0] != '/') {
+        return MK_ERR;
+    }
+    char *p = mk_arena_alloc(&r->arena, len + 1);
+    if (!p) {
+        return 503;
+    }
+    ssize_t n = mk_path_normalize(path, len, p);
+    if (n < 0) {
+        return MK_ERR;
+    }
+    if (r->vhost && r->vhost->hide_dotfiles && mk_path_is_hidden(p, (size_t) n)) {
+        return 404;
+    }
+    r->path = p;
+    r->path_len = (size_t) n;
+    if (r->head.method != MK_METHOD_HEAD) {
+        r->head.method = MK_METHOD_GET;
+    }
+    return mk_static_serve(r);
+}
+
+/*
  * A streamed response that cannot be completed (its upstream broke): the
  * connection closes at once, without the end of the body, so the client
  * sees it cut short rather than complete. proceed(NULL, arg) runs inside.
@@ -925,6 +989,8 @@ const struct mk_api mk_plugin_api = {
     .site_sections = mk_api_site_sections,
     .takeover_on_open = mk_takeover_on_open,
     .supervisor_stats = mk_supervisor_stats_get,
+    .error_log = mk_api_error_log,
+    .serve_file = mk_api_serve_file,
 };
 
 /* ---- loading ------------------------------------------------------------- */
@@ -1123,6 +1189,7 @@ int mk_plugins_load(struct mk_plugin_set *set, const struct mk_config *cfg, char
     MK_HOOKS(set, close, n_close, conn_close);
     MK_HOOKS(set, batch, n_batch, batch_done);
     MK_HOOKS(set, head, n_head, response_head);
+    MK_HOOKS(set, errlog, n_errlog, error_log);
     return MK_OK;
 
 fail:
@@ -1255,6 +1322,7 @@ void mk_plugins_unload(struct mk_plugin_set *set)
     mk_free(set->close);
     mk_free(set->batch);
     mk_free(set->head);
+    mk_free(set->errlog);
     mk_routes_free(&set->routes);
     memset(set, 0, sizeof(*set));
 }

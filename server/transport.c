@@ -108,7 +108,23 @@ const char *mk_conn_transport_var(struct mk_conn *c, const char *name, size_t *l
 
 int mk_conn_local_addr(const struct mk_conn *c, struct sockaddr_storage *out, socklen_t *len)
 {
-    return getsockname(c->ev.fd, (struct sockaddr *) out, len) == 0 ? MK_OK : MK_ERR;
+    /* A cache of the connection's own, written on its worker: the accessor stays const. */
+    struct mk_conn *m = (struct mk_conn *) c;
+
+    if (m->local_len == 0) {
+        socklen_t l = sizeof(m->local);
+        if (getsockname(c->ev.fd, &m->local.sa, &l) != 0) {
+            return MK_ERR;
+        }
+        if (l > sizeof(m->local)) {
+            /* another family (a unix socket): not kept */
+            return getsockname(c->ev.fd, (struct sockaddr *) out, len) == 0 ? MK_OK : MK_ERR;
+        }
+        m->local_len = l;
+    }
+    memcpy(out, &m->local, *len < m->local_len ? *len : m->local_len);
+    *len = m->local_len;
+    return MK_OK;
 }
 
 void mk_conn_io_want(struct mk_conn *c, unsigned dir)

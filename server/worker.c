@@ -202,6 +202,9 @@ static int mk_worker_wait_ms(const struct mk_worker *w)
     if (w->stopping && w->stop_deadline < next) {
         next = w->stop_deadline;
     }
+    if (w->local_resumes) {
+        return 0; /* resumed after the last batch (batch_done, a timer): continue at once */
+    }
     if (next == MK_TIMER_NEVER) {
         return -1;
     }
@@ -280,6 +283,7 @@ void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa,
         len = sizeof(c->peer);
     }
     memcpy(&c->peer, sa, len);
+    c->local_len = 0;
     atomic_fetch_add_explicit(&w->n_conns, 1, memory_order_relaxed);
     if (refuse) {
         mk_conn_refuse(c);
@@ -353,6 +357,14 @@ void mk_worker_resume_post(struct mk_worker *w, struct mk_suspended *s)
 {
     uint64_t one = 1;
 
+    if (mk_tls_worker == w) {
+        /* From the worker itself (a plugin's loop callback): no wake-up to
+           send, the loop continues it after this batch of events. */
+        s->next = w->local_resumes;
+        w->local_resumes = s;
+        return;
+    }
+
     pthread_mutex_lock(&w->msg_lock);
     s->next = w->resumes;
     w->resumes = s;
@@ -361,15 +373,11 @@ void mk_worker_resume_post(struct mk_worker *w, struct mk_suspended *s)
     (void) ignored;
 }
 
-/* Take the queue, oldest first. */
-static struct mk_suspended *mk_worker_take_resumes(struct mk_worker *w)
+/* A list, newest first, turned oldest first. */
+static struct mk_suspended *mk_worker_fifo(struct mk_suspended *list)
 {
-    struct mk_suspended *list, *fifo = NULL;
+    struct mk_suspended *fifo = NULL;
 
-    pthread_mutex_lock(&w->msg_lock);
-    list = w->resumes;
-    w->resumes = NULL;
-    pthread_mutex_unlock(&w->msg_lock);
     while (list) {
         struct mk_suspended *next = list->next;
         list->next = fifo;
@@ -377,6 +385,33 @@ static struct mk_suspended *mk_worker_take_resumes(struct mk_worker *w)
         list = next;
     }
     return fifo;
+}
+
+/* Continue the requests resumed on the worker's own thread, oldest first,
+   and those their continuations resume in turn. */
+static void mk_worker_run_local_resumes(struct mk_worker *w)
+{
+    while (w->local_resumes) {
+        struct mk_suspended *s = mk_worker_fifo(w->local_resumes);
+        w->local_resumes = NULL;
+        while (s) {
+            struct mk_suspended *next = s->next;
+            mk_request_resume(s);
+            s = next;
+        }
+    }
+}
+
+/* Take the queue, oldest first. */
+static struct mk_suspended *mk_worker_take_resumes(struct mk_worker *w)
+{
+    struct mk_suspended *list;
+
+    pthread_mutex_lock(&w->msg_lock);
+    list = w->resumes;
+    w->resumes = NULL;
+    pthread_mutex_unlock(&w->msg_lock);
+    return mk_worker_fifo(list);
 }
 
 int mk_worker_call(struct mk_server *srv, int worker, void (*fn)(void *arg), void *arg)
@@ -429,12 +464,16 @@ static void mk_worker_run_calls(struct mk_worker *w)
 void mk_worker_resume_drain(struct mk_worker *w)
 {
     mk_worker_run_calls(w);
-    struct mk_suspended *s = mk_worker_take_resumes(w);
-    while (s) {
-        struct mk_suspended *next = s->next;
-        s->cb(NULL, s->arg);
-        mk_free(s);
-        s = next;
+    struct mk_suspended *lists[2] = {mk_worker_fifo(w->local_resumes), mk_worker_take_resumes(w)};
+    w->local_resumes = NULL;
+    for (int i = 0; i < 2; i++) {
+        struct mk_suspended *s = lists[i];
+        while (s) {
+            struct mk_suspended *next = s->next;
+            s->cb(NULL, s->arg);
+            mk_free(s);
+            s = next;
+        }
     }
 }
 
@@ -624,6 +663,7 @@ static void *mk_worker_main(void *arg)
         mk_worker_clock(w);
         mk_worker_expire(w);
         mk_event_dispatch(&w->loop, n);
+        mk_worker_run_local_resumes(w);
         for (size_t i = 0; i < ps->n_batch; i++) {
             ps->batch[i]->batch_done(w->id);
         }

@@ -62,6 +62,9 @@ struct mk_worker {
     struct mk_listen_plan *msg_plan;
     size_t msg_plan_len;
     struct mk_suspended *resumes; /* resumed requests to continue (under msg_lock) */
+    /* resumed on this worker's own thread (a loop callback): continued after
+       the batch of events, without the lock or the eventfd; newest first */
+    struct mk_suspended *local_resumes;
     struct mk_worker_call *calls; /* api->worker_call() functions (under msg_lock) */
     /* The configuration new requests get (NULL once the loop ended): for
        mk_worker_wait_config() on the controlling thread. */

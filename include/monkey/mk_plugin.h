@@ -861,7 +861,38 @@ struct mk_api {
      * thread.
      */
     int (*supervisor_stats)(struct mk_supervisor_stats *out);
+
+    /*
+     * A message about request r for its site's error log (a script's
+     * stderr, a backend's complaint), printf-style. It is formatted into
+     * one line of at most MK_ERROR_LOG_LINE bytes (a longer one is cut and
+     * ends in "..."; line breaks and other control bytes become spaces) and
+     * offered to the plugins' error_log hooks in plugins.load order (the
+     * logger writes it to the site's ErrorLog); when none takes it, it goes
+     * to the server log as an error. On the request's worker, while r is
+     * live: in one of its hooks, or from a loop callback while the request
+     * streams its body or its response (not while it is suspended).
+     */
+    void (*error_log)(struct mk_request *r, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+    /*
+     * Answer r with a file of its site as the static file handler does, for
+     * an internal redirect (a CGI local redirect, X-Sendfile): `path` is a
+     * URL path (percent-encoded, starting with '/', no query), decoded and
+     * normalised like a request's and opened beneath the document root by
+     * the site's rules (HideDotFiles, symlinks). The request counts as a GET
+     * (a HEAD stays a HEAD) of that path: Content-Type by the file's
+     * extension, ETag and Last-Modified, conditional and range requests,
+     * an index file for a directory path ending in '/'. MK_OK (the response
+     * is set up: return MK_OK from the hook), an HTTP status to answer
+     * with (404, 403, 304 is MK_OK), or MK_ERR for a malformed path. From a
+     * content hook or its continuation, on the request's worker.
+     */
+    int (*serve_file)(struct mk_request *r, const char *path);
 };
+
+/* The longest line of api->error_log(), without the newline. */
+#define MK_ERROR_LOG_LINE 1024
 
 /* One counter of a plugin's stats hook: its name (letters, digits, '_') and value. */
 typedef void (*mk_stats_emit_cb)(void *arg, const char *name, uint64_t value);
@@ -979,6 +1010,15 @@ struct mk_plugin {
      * them. The sections need no entry in site_sections.
      */
     const struct mk_conf_schema *const *section_schemas;
+
+    /*
+     * A line for the error log of r's site (api->error_log): `len` bytes,
+     * NUL terminated, no line break. MK_OK when the plugin wrote it (no
+     * other plugin sees it then), MK_DECLINED to leave it to the next one
+     * and in the end to the server log (the site has no error log of this
+     * plugin's). On the request's worker; must not block.
+     */
+    int (*error_log)(struct mk_request *r, const char *line, size_t len);
 };
 
 /*

@@ -30,8 +30,8 @@ static int cgi_init(const struct mk_api *api, const char *conf_dir)
 {
     (void) conf_dir;
     cgi_api = api;
-    if (!MK_API_HAS(api, body_stream) || !MK_API_HAS(api, self)) {
-        api->log(MK_PLUGIN_LOG_ERROR, "cgi: needs a server with plugin ABI 3.2");
+    if (!MK_API_HAS(api, serve_file)) {
+        api->log(MK_PLUGIN_LOG_ERROR, "cgi: needs a server with plugin ABI 3.4");
         return MK_ERR;
     }
     struct cgi_self *self = calloc(1, sizeof(*self));
@@ -127,23 +127,6 @@ static int cgi_path_decode(char *p)
                : MK_OK;
 }
 
-/* A local redirect to a file that is not a script: send it as it is. */
-static int cgi_redirect_file(struct mk_request *r, const char *path)
-{
-    struct stat st;
-    int fd = cgi_api->open_beneath(r, path + 1, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return 404;
-    }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return 404;
-    }
-    cgi_api->set_status(r, 200);
-    cgi_api->set_body_file(r, fd, 0, (uint64_t) st.st_size);
-    return MK_OK;
-}
-
 int cgi_local_redirect(struct mk_request *r, const char *location)
 {
     uintptr_t n = (uintptr_t) cgi_api->ctx_get(r, MK_PLUGIN_SELF(cgi));
@@ -167,11 +150,21 @@ int cgi_local_redirect(struct mk_request *r, const char *location)
     if (frag) {
         *frag = '\0';
     }
+    char *raw = cgi_api->alloc(r, strlen(path) + 1); /* as written, for serve_file */
+    if (!raw) {
+        return 500;
+    }
+    memcpy(raw, path, strlen(path) + 1);
     if (cgi_path_decode(path) != MK_OK) {
         return 502;
     }
     int rc = cgi_run(r, path, strlen(path), true, query);
-    return rc == MK_DECLINED ? cgi_redirect_file(r, path) : rc;
+    if (rc != MK_DECLINED) {
+        return rc;
+    }
+    /* Not a script: the file, as the static handler sends it (Content-Type and all). */
+    rc = cgi_api->serve_file(r, raw);
+    return rc == MK_ERR ? 502 : rc;
 }
 
 static void cgi_stats(mk_stats_emit_cb emit, void *arg)

@@ -34,6 +34,7 @@
 #include "cgi.h"
 
 enum cgi_state {
+    CGI_SPOOL,    /* a body of unknown length is kept whole before the script starts */
     CGI_BODY,     /* the request body streams to stdin; the head may be read meanwhile */
     CGI_HEAD,     /* suspended: waiting for the header block */
     CGI_RESUMING, /* resume() called: the continuation comes */
@@ -65,9 +66,12 @@ struct cgi_job {
     char *head; /* stdout until the header block is complete */
     size_t head_len;
     struct mk_gw_head h;
-    size_t err_len;
-    char err_line[512];
-    char name[128]; /* the script, for logs */
+    struct mk_gw_log log; /* stderr, and the script's name for the logs */
+    /* a body of unknown length (chunked, HTTP/2), kept whole first */
+    struct mk_gw_spool spool;
+    struct cgi_target target; /* while spooling: the script to start then */
+    const struct cgi_conf *conf;
+    char content_length[24];
 };
 
 #define CGI_HEAD_BUF (MK_GW_HEAD_MAX + 16384)
@@ -101,15 +105,7 @@ static void cgi_timer_stop(struct cgi_job *j)
 
 /* ---- stderr -------------------------------------------------------------- */
 
-static void cgi_err_flush(struct cgi_job *j)
-{
-    if (j->err_len > 0) {
-        cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: %.*s", j->name, (int) j->err_len, j->err_line);
-        j->err_len = 0;
-    }
-}
-
-/* Read what stderr holds; one log line per line (long lines split). */
+/* Read what stderr holds, into the log (the site's while j->r is set). */
 static void cgi_err_read(struct cgi_job *j)
 {
     char buf[4096];
@@ -120,22 +116,23 @@ static void cgi_err_read(struct cgi_job *j)
         }
         if (n <= 0) {
             if (n == 0 || errno != EAGAIN) {
-                cgi_err_flush(j);
+                /* the last line ends; held while the request is suspended */
+                mk_gw_log_feed(cgi_api, &j->log, j->r, "\n", 1);
                 cgi_close(&j->err_fd, &j->err_w);
             }
             return;
         }
-        for (ssize_t i = 0; i < n; i++) {
-            if (buf[i] == '\n') {
-                cgi_err_flush(j);
-                continue;
-            }
-            if (j->err_len == sizeof(j->err_line)) {
-                cgi_err_flush(j);
-            }
-            j->err_line[j->err_len++] = buf[i] == '\r' ? ' ' : buf[i];
-        }
+        mk_gw_log_feed(cgi_api, &j->log, j->r, buf, (size_t) n);
     }
+}
+
+/* stdout ended while the request is still here: what stderr holds goes to its site's log. */
+static void cgi_err_drain(struct cgi_job *j)
+{
+    if (j->err_fd >= 0) {
+        cgi_err_read(j);
+    }
+    mk_gw_log_flush(cgi_api, &j->log, j->r);
 }
 
 static void cgi_err_cb(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg)
@@ -218,9 +215,11 @@ static void cgi_job_release(struct cgi_job *j)
 
 static void cgi_job_free(struct cgi_job *j)
 {
+    mk_gw_log_flush(cgi_api, &j->log, NULL); /* the request is over: the server log */
     cgi_job_release(j);
     free(j->in_buf);
     free(j->head);
+    mk_gw_spool_free(&j->spool);
     free(j);
 }
 
@@ -289,6 +288,7 @@ static void cgi_proceed(struct mk_request *r, void *arg)
 static int cgi_begin(struct cgi_job *j, struct mk_request *r)
 {
     cgi_timer_stop(j);
+    mk_gw_log_feed(cgi_api, &j->log, r, NULL, 0); /* what came while suspended */
     mk_gw_note_upstream(cgi_api, r, j->start_ms); /* the head's time; the end's replaces it */
     if (j->fail) {
         int status = j->fail;
@@ -314,6 +314,20 @@ static int cgi_begin(struct cgi_job *j, struct mk_request *r)
         cgi_request_over(j);
         return 502;
     }
+    if (j->out_fd < 0) {
+        /* The whole output is in: a body of known length, sent with the
+           head in one write. The head buffer becomes the body. */
+        size_t len = j->head_len - j->h.head_len;
+        memmove(j->head, j->head + j->h.head_len, len);
+        cgi_api->set_body_owned(r, j->head, len);
+        j->head = NULL;
+        j->r = r;
+        cgi_err_drain(j);
+        j->r = NULL;
+        j->state = CGI_OVER;
+        cgi_job_maybe_free(j);
+        return MK_OK;
+    }
     if (cgi_api->stream_start(r, cgi_proceed, j) != MK_OK) {
         cgi_request_over(j);
         return 500;
@@ -326,13 +340,6 @@ static int cgi_begin(struct cgi_job *j, struct mk_request *r)
     j->head = NULL;
     if (wrc == MK_ERR || wrc == CGI_GONE) {
         cgi_request_over(j);
-        return MK_OK;
-    }
-    if (j->out_fd < 0) {
-        cgi_api->stream_end(r, NULL); /* the whole output was in the head buffer */
-        j->state = CGI_OVER;
-        j->r = NULL;
-        cgi_job_maybe_free(j);
         return MK_OK;
     }
     cgi_out_pause(j, wrc == MK_AGAIN);
@@ -395,7 +402,7 @@ static void cgi_out_head(struct cgi_job *j)
         cgi_head_done(j, 0);
     }
     else if (rc == MK_ERR || n == 0) {
-        cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: %s", j->name,
+        cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: %s", j->log.name,
                      j->head_len ? "malformed header block" : "no output");
         cgi_head_done(j, 502);
     }
@@ -415,6 +422,7 @@ static void cgi_out_body(struct cgi_job *j)
     if (n == 0) {
         cgi_close(&j->out_fd, &j->out_w);
         mk_gw_note_upstream(cgi_api, j->r, j->start_ms);
+        cgi_err_drain(j);
         cgi_api->stream_end(j->r, NULL);
         j->state = CGI_OVER;
         j->r = NULL;
@@ -457,7 +465,7 @@ static void cgi_timeout_cb(struct mk_loop_timer *t, void *arg)
         j->timer = cgi_api->timer_start((uint32_t) j->timeout_ms, 0, cgi_timeout_cb, j);
         return;
     }
-    cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: no header block within the Timeout", j->name);
+    cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: no header block within the Timeout", j->log.name);
     atomic_fetch_add_explicit(&j->self->timeouts, 1, memory_order_relaxed);
     cgi_kill(j);
     cgi_head_done(j, 504);
@@ -487,6 +495,44 @@ static int cgi_in_drain(struct cgi_job *j)
     return MK_OK;
 }
 
+static void cgi_in_cb(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg);
+
+/*
+ * Give the script its spooled body: the window's worth at a time through
+ * in_buf, the rest when stdin is writable again; stdin closes at the end.
+ */
+static void cgi_spool_feed(struct cgi_job *j)
+{
+    while (j->in_fd >= 0) {
+        if (j->in_len == 0) {
+            if (!j->in_buf && !(j->in_buf = malloc(CGI_WINDOW + CGI_READ))) {
+                cgi_close(&j->in_fd, &j->in_w);
+                return;
+            }
+            ssize_t n = mk_gw_spool_read(&j->spool, j->in_buf, CGI_WINDOW);
+            if (n <= 0) {
+                if (n < 0) {
+                    cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: the spooled body: %s", j->log.name,
+                                 strerror(errno));
+                }
+                cgi_close(&j->in_fd, &j->in_w); /* the end of the body */
+                return;
+            }
+            j->in_len = (size_t) n;
+            j->in_off = 0;
+        }
+        if (cgi_in_drain(j) == MK_AGAIN) {
+            if (!j->in_w) {
+                j->in_w = cgi_api->fd_watch(j->in_fd, MK_LOOP_WRITE, cgi_in_cb, j);
+            }
+            else {
+                cgi_api->fd_modify(j->in_w, MK_LOOP_WRITE);
+            }
+            return;
+        }
+    }
+}
+
 static void cgi_in_cb(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg)
 {
     struct cgi_job *j = arg;
@@ -494,6 +540,10 @@ static void cgi_in_cb(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg)
     (void) fd;
     (void) ready;
     if (cgi_in_drain(j) != MK_OK) {
+        return;
+    }
+    if (j->spool.size > 0) {
+        cgi_spool_feed(j);
         return;
     }
     if (j->in_w) {
@@ -718,7 +768,7 @@ static struct cgi_job *cgi_job_new(const struct cgi_target *t, const struct cgi_
     j->start_ms = cgi_api->now_ms();
     j->nph = t->nph;
     j->in_fd = j->out_fd = j->err_fd = -1;
-    snprintf(j->name, sizeof(j->name), "%.*s", (int) t->gw.name_len, t->gw.name);
+    mk_gw_log_init(&j->log, "cgi", t->gw.name, t->gw.name_len);
     j->next = cgi_jobs;
     if (cgi_jobs) {
         cgi_jobs->pprev = &j->next;
@@ -741,7 +791,7 @@ static int cgi_job_run(struct cgi_job *j, struct mk_request *r, const struct cgi
         return MK_ERR;
     }
     if (cgi_pipes(in, out, err) != MK_OK) {
-        cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: pipe: %s", j->name, strerror(errno));
+        cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: pipe: %s", j->log.name, strerror(errno));
         cgi_pipes_close(in, out, err);
         cgi_env_free(&env);
         return MK_ERR;
@@ -784,20 +834,31 @@ static bool cgi_has_body(struct mk_request *r)
     return cgi_api->header(r, "Transfer-Encoding", &len) != NULL;
 }
 
-int cgi_job_start(struct mk_request *r, const struct cgi_target *t, const struct cgi_conf *conf,
-                  struct cgi_self *self, bool no_body)
+/*
+ * Start the script of t for r. `j`: the job that spooled r's body (its
+ * CONTENT_LENGTH known now), or NULL (the body, if any, streams to the
+ * script as it arrives, unless no_body). As cgi_job_start returns.
+ */
+static int cgi_job_launch(struct mk_request *r, const struct cgi_target *t,
+                          const struct cgi_conf *conf, struct cgi_self *self, struct cgi_job *j,
+                          bool no_body)
 {
     if (atomic_fetch_add_explicit(&self->running, 1, memory_order_relaxed) >= conf->max_scripts) {
         atomic_fetch_sub_explicit(&self->running, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&self->refused, 1, memory_order_relaxed);
         cgi_api->add_header(r, "Retry-After", "1");
+        if (j) {
+            cgi_request_over(j);
+        }
         return 503;
     }
-    struct cgi_job *j = cgi_job_new(t, conf, self);
-    if (!j) {
+    bool spooled = j != NULL;
+    if (!j && !(j = cgi_job_new(t, conf, self))) {
         atomic_fetch_sub_explicit(&self->running, 1, memory_order_relaxed);
         return 500;
     }
+    j->reaped = false;
+    j->start_ms = cgi_api->now_ms();
     if (cgi_job_run(j, r, t) != MK_OK) {
         if (!j->child) {
             j->reaped = true; /* never started, or killed unwatched */
@@ -805,6 +866,10 @@ int cgi_job_start(struct mk_request *r, const struct cgi_target *t, const struct
         }
         cgi_request_over(j);
         return 500;
+    }
+    if (spooled) {
+        cgi_spool_feed(j);
+        return cgi_body_end(j, r);
     }
     if (!no_body && cgi_has_body(r)) {
         if (cgi_api->body_stream(r, CGI_WINDOW, cgi_body_cb, j) != MK_OK) {
@@ -817,6 +882,55 @@ int cgi_job_start(struct mk_request *r, const struct cgi_target *t, const struct
     }
     cgi_close(&j->in_fd, &j->in_w);
     return cgi_body_end(j, r);
+}
+
+/* A body of unknown length arrives: keep it; start the script at its end. */
+static int cgi_spool_cb(struct mk_request *r, int event, const char *data, size_t len, void *arg)
+{
+    struct cgi_job *j = arg;
+
+    if (event == MK_BODY_ABORT) {
+        cgi_request_over(j);
+        return MK_OK;
+    }
+    if (event == MK_BODY_DATA) {
+        if (mk_gw_spool_add(&j->spool, data, len) != MK_OK) {
+            cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: cannot keep the request body: %s",
+                         j->log.name, strerror(errno));
+            cgi_request_over(j);
+            return 500;
+        }
+        return MK_OK;
+    }
+    snprintf(j->content_length, sizeof(j->content_length), "%llu",
+             (unsigned long long) j->spool.size);
+    j->target.gw.content_length = j->content_length;
+    j->r = NULL;
+    return cgi_job_launch(r, &j->target, j->conf, j->self, j, false);
+}
+
+int cgi_job_start(struct mk_request *r, const struct cgi_target *t, const struct cgi_conf *conf,
+                  struct cgi_self *self, bool no_body)
+{
+    if (no_body || !mk_gw_body_unsized(cgi_api, r)) {
+        return cgi_job_launch(r, t, conf, self, NULL, no_body);
+    }
+    /* Chunked, or HTTP/2 without content-length: CGI wants CONTENT_LENGTH,
+       so the body is kept whole first (as nginx does), then the script runs. */
+    struct cgi_job *j = cgi_job_new(t, conf, self);
+    if (!j) {
+        return 500;
+    }
+    j->reaped = true; /* no process yet */
+    j->target = *t;
+    j->conf = conf;
+    if (cgi_api->body_stream(r, CGI_WINDOW, cgi_spool_cb, j) != MK_OK) {
+        cgi_request_over(j);
+        return 500;
+    }
+    j->state = CGI_SPOOL;
+    j->r = r;
+    return MK_AGAIN;
 }
 
 /* The continuation of a request whose job went with its worker. */

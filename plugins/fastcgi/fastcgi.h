@@ -53,6 +53,7 @@ struct fcgi_site_conf {
     size_t n_backends;
     regex_t *matches;
     size_t n_matches;
+    bool xsendfile; /* XSendfile: X-Sendfile and X-Accel-Redirect answered with the file */
 };
 
 /* A backend's state in one server, shared by the workers (atomics). */
@@ -71,6 +72,7 @@ struct fcgi_self {
     struct fcgi_backend backends[FCGI_BACKENDS_MAX];
     atomic_uint n_backends; /* entries appended by site_init (controlling thread) */
     atomic_uint_fast64_t requests, bad_gateway, timeouts, queue_timeouts, upstream_ms;
+    atomic_uint_fast64_t retries; /* requests sent again on a new connection */
 };
 
 /* What site_init() stores: the site's backends as indexes into self->backends. */
@@ -110,6 +112,15 @@ struct fcgi_backend *fcgi_conn_backend(const struct fcgi_conn *c);
 /* Route c's events to req (its interest unchanged: set it with fcgi_conn_want). */
 void fcgi_conn_attach(struct fcgi_conn *c, struct fcgi_req *req);
 void fcgi_conn_want(struct fcgi_conn *c, uint32_t mask);
+/* Whether c served a request before (kept alive: the backend may have closed it since). */
+bool fcgi_conn_reused(const struct fcgi_conn *c);
+/*
+ * Replace c's socket with a new connection to the same backend, in place
+ * (its pool's count unchanged): for a request whose kept-alive connection
+ * the backend closed before answering. MK_OK (connecting), or MK_ERR (c
+ * unchanged).
+ */
+int fcgi_conn_renew(struct fcgi_conn *c);
 /* Whether c is still connecting (its first writable event tells the result). */
 bool fcgi_conn_connecting(const struct fcgi_conn *c);
 void fcgi_conn_connected(struct fcgi_conn *c);

@@ -166,6 +166,10 @@ static const struct mk_conf_key fcgi_keys[] = {
      .set = fcgi_set_backend, .doc = "unix:/path or HOST:PORT of a FastCGI application"},
     {"Match", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = fcgi_set_match,
      .doc = "regular expression of script paths under the document root"},
+    {"XSendfile", MK_CONF_BOOL, MK_CONF_SITE, MK_CONF_FIELD(struct fcgi_site_conf, xsendfile), 0, 0,
+     "Off",
+     .doc = "answer X-Sendfile (a file path) and X-Accel-Redirect (a URL path) with that file of "
+            "the document root"},
     {NULL},
 };
 

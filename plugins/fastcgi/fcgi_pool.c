@@ -27,6 +27,7 @@ struct fcgi_conn {
     struct fcgi_req *req; /* NULL while idle */
     uint32_t mask;        /* the interest registered, to skip needless epoll_ctl */
     bool connecting;
+    bool reused; /* it served a request before: the backend may have closed it meanwhile */
 };
 
 struct fcgi_pool {
@@ -46,6 +47,11 @@ int fcgi_conn_fd(const struct fcgi_conn *c)
 struct fcgi_backend *fcgi_conn_backend(const struct fcgi_conn *c)
 {
     return &fcgi_self()->backends[c->slot];
+}
+
+bool fcgi_conn_reused(const struct fcgi_conn *c)
+{
+    return c->reused;
 }
 
 bool fcgi_conn_connecting(const struct fcgi_conn *c)
@@ -124,23 +130,34 @@ static void fcgi_backend_down(unsigned slot, uint64_t down_ms)
                   b->text, (unsigned long long) down_ms);
 }
 
-/* A new connection to backend `slot`: the connection, or NULL with errno. */
-static struct fcgi_conn *fcgi_connect(unsigned slot)
+/* A non-blocking socket connecting to backend `slot`: the descriptor, or -1 with errno. */
+static int fcgi_socket(unsigned slot, bool *connecting)
 {
     const struct fcgi_backend *b = &fcgi_self()->backends[slot];
     int fd = socket(b->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        return NULL;
+        return -1;
     }
-    bool connecting = false;
+    *connecting = false;
     if (connect(fd, (const struct sockaddr *) &b->sa, b->len) != 0) {
         if (errno != EINPROGRESS) {
             int e = errno;
             close(fd);
             errno = e;
-            return NULL;
+            return -1;
         }
-        connecting = true;
+        *connecting = true;
+    }
+    return fd;
+}
+
+/* A new connection to backend `slot`: the connection, or NULL with errno. */
+static struct fcgi_conn *fcgi_connect(unsigned slot)
+{
+    bool connecting;
+    int fd = fcgi_socket(slot, &connecting);
+    if (fd < 0) {
+        return NULL;
     }
     struct fcgi_conn *c = calloc(1, sizeof(*c));
     if (!c) {
@@ -160,6 +177,28 @@ static struct fcgi_conn *fcgi_connect(unsigned slot)
     fcgi_pools[slot].open++;
     atomic_fetch_add_explicit(&fcgi_self()->backends[slot].active, 1, memory_order_relaxed);
     return c;
+}
+
+int fcgi_conn_renew(struct fcgi_conn *c)
+{
+    bool connecting;
+    int fd = fcgi_socket(c->slot, &connecting);
+    if (fd < 0) {
+        return MK_ERR;
+    }
+    struct mk_loop_fd *w = fcgi_api->fd_watch(fd, 0, fcgi_conn_cb, c);
+    if (!w) {
+        close(fd);
+        return MK_ERR;
+    }
+    fcgi_api->fd_unwatch(c->w);
+    close(c->fd);
+    c->fd = fd;
+    c->w = w;
+    c->mask = 0;
+    c->connecting = connecting;
+    c->reused = false;
+    return MK_OK;
 }
 
 int fcgi_pool_acquire(struct fcgi_req *req, const struct fcgi_site *site, struct fcgi_conn **out)
@@ -262,10 +301,12 @@ void fcgi_pool_release(struct fcgi_conn *c, bool keep)
     }
     struct fcgi_req *next = fcgi_dequeue(slot);
     if (next) {
+        c->reused = true;
         fcgi_req_connected(next, c);
         return;
     }
     fcgi_conn_want(c, MK_LOOP_READ);
+    c->reused = true;
     c->next = fcgi_pools[slot].idle;
     fcgi_pools[slot].idle = c;
 }

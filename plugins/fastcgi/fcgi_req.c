@@ -28,6 +28,7 @@
  * over for the client; it lives on its worker's list until then.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,7 @@
 #include "fastcgi.h"
 
 enum fcgi_state {
+    FR_SPOOL,    /* a body of unknown length is kept whole first */
     FR_QUEUED,   /* suspended: waiting for a connection */
     FR_BODY,     /* the request body streams to the backend */
     FR_HEAD,     /* suspended: waiting for the header block */
@@ -46,7 +48,13 @@ enum fcgi_state {
 
 #define FR_READ 16384
 #define FR_HEAD_BUF (MK_GW_HEAD_MAX + 2 * FR_READ)
-#define FR_SPILL (2 * FR_READ)
+/* A read once the response streams: a 100 KB page in two reads, its
+   STDOUT records written to the client in one piece per read. */
+#define FR_RECV 65536
+#define FR_SPILL FR_RECV
+/* What wbuf keeps of a request's records, from the first byte, while it
+   may still be sent again on a new connection (fcgi_retry). */
+#define FR_REPLAY_MAX (FCGI_WINDOW + 2 * FR_READ)
 #define FR_REQUEST_ID 1
 /* fcgi_stream_write(): the request went away inside the call */
 #define FR_GONE (-100)
@@ -70,20 +78,30 @@ struct fcgi_req {
     size_t owed; /* body bytes kept, given back when wbuf drains */
     char *head;  /* STDOUT until the response starts */
     size_t head_len;
-    struct mk_gw_head h;
     char *spill; /* STDOUT the client's queue did not take */
     size_t spill_len;
     int fail; /* the status to answer instead (502, 503, 504) */
     bool has_body, body_done, head_ready, ended, paused, aborting;
     bool wdead;  /* the backend stopped reading: the body is dropped */
+    bool replay; /* wbuf holds every record from the first: the request can be sent again */
+    bool heard;  /* a byte came from the backend */
+    bool retried;
     bool orphan; /* its worker exited while its continuation was pending */
     /* inside stream_write(): proceed() calls are noted, not acted on */
     bool in_write, drained, gone;
-    size_t err_len;
-    char err_line[512];
+    /* a body of unknown length (chunked, HTTP/2), kept whole before the
+       request goes out, so that the backend gets CONTENT_LENGTH */
+    struct mk_gw_spool spool;
+    bool spooled, stdin_sent;
+    char content_length[24];
+    /* Not zeroed at the start (fcgi_req_start): filled before use. */
+    struct mk_gw_head h;  /* filled by mk_gw_head_parse */
+    struct mk_gw_log log; /* STDERR records; mk_gw_log_init */
 };
 
 static __thread struct fcgi_req *fcgi_reqs;
+/* This worker's read buffer and the STDOUT of one read: FR_RECV bytes each. */
+static __thread uint8_t *fcgi_rbuf;
 
 void fcgi_req_set_slot(struct fcgi_req *req, unsigned slot)
 {
@@ -106,7 +124,8 @@ static void fcgi_want(struct fcgi_req *req)
         return;
     }
     uint32_t mask = req->paused ? 0 : MK_LOOP_READ;
-    if (req->woff < req->wlen || fcgi_conn_connecting(req->conn)) {
+    bool more = req->woff < req->wlen || (req->spooled && !req->stdin_sent);
+    if ((more && !req->wdead) || fcgi_conn_connecting(req->conn)) {
         mask |= MK_LOOP_WRITE;
     }
     fcgi_conn_want(req->conn, mask);
@@ -126,6 +145,7 @@ static void fcgi_req_free(struct fcgi_req *req)
     free(req->wbuf);
     free(req->head);
     free(req->spill);
+    mk_gw_spool_free(&req->spool);
     free(req);
 }
 
@@ -147,6 +167,7 @@ static void fcgi_over(struct fcgi_req *req)
     }
     uint64_t ms = fcgi_api->now_ms() - req->start_ms;
     atomic_fetch_add_explicit(&req->self->upstream_ms, ms, memory_order_relaxed);
+    mk_gw_log_flush(fcgi_api, &req->log, NULL); /* the request is over: the server log */
     fcgi_req_free(req);
 }
 
@@ -198,7 +219,8 @@ static void fcgi_fail(struct fcgi_req *req, int status)
         req->state = FR_RESUMING;
         fcgi_api->resume(req->susp, fcgi_resumed, req);
         break;
-    case FR_RESUMING:
+    case FR_SPOOL:    /* no connection yet: nothing can fail */
+    case FR_RESUMING: /* answered by the continuation */
         break;
     case FR_STREAM:
         fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: the backend failed mid-response (%d)",
@@ -214,13 +236,16 @@ static void fcgi_fail(struct fcgi_req *req, int status)
 
 static int fcgi_wreserve(struct fcgi_req *req, size_t more)
 {
-    if (req->woff == req->wlen) {
+    if (req->replay && req->wlen + more > FR_REPLAY_MAX) {
+        req->replay = false; /* too much to keep: sent bytes may go */
+    }
+    if (!req->replay && req->woff == req->wlen) {
         req->woff = req->wlen = 0;
     }
     if (req->wlen + more <= req->wcap) {
         return MK_OK;
     }
-    if (req->woff > 0) {
+    if (req->woff > 0 && !req->replay) {
         memmove(req->wbuf, req->wbuf + req->woff, req->wlen - req->woff);
         req->wlen -= req->woff;
         req->woff = 0;
@@ -310,10 +335,35 @@ static int fcgi_write_begin(struct fcgi_req *req, struct mk_request *r)
     return rc;
 }
 
+/*
+ * The next STDIN record of a spooled body into wbuf (the empty one that
+ * ends the stream once the spool is read): MK_OK, or MK_ERR (memory, the
+ * temporary file).
+ */
+static int fcgi_spool_refill(struct fcgi_req *req)
+{
+    if (fcgi_wreserve(req, FCGI_HEADER_LEN + 32768) != MK_OK) {
+        return MK_ERR;
+    }
+    ssize_t n = mk_gw_spool_read(&req->spool, req->wbuf + req->wlen + FCGI_HEADER_LEN, 32768);
+    if (n < 0) {
+        fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: the spooled body: %s",
+                      (int) req->script.name_len, req->script.name, strerror(errno));
+        return MK_ERR;
+    }
+    fcgi_header(req->wbuf + req->wlen, FCGI_STDIN, FR_REQUEST_ID, (uint16_t) n);
+    req->wlen += FCGI_HEADER_LEN + (size_t) n;
+    req->stdin_sent = n == 0;
+    return MK_OK;
+}
+
 /* Write what wbuf holds: MK_OK (all out or EAGAIN), MK_ERR (the backend is gone). */
 static int fcgi_flush(struct fcgi_req *req)
 {
-    while (req->woff < req->wlen) {
+    while (req->woff < req->wlen || (req->spooled && !req->stdin_sent)) {
+        if (req->woff == req->wlen && fcgi_spool_refill(req) != MK_OK) {
+            return MK_ERR;
+        }
         ssize_t n = send(fcgi_conn_fd(req->conn), req->wbuf + req->woff, req->wlen - req->woff,
                          MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR) {
@@ -337,13 +387,45 @@ static int fcgi_flush(struct fcgi_req *req)
 }
 
 /*
+ * The kept-alive connection of req failed before the backend said a word
+ * (php-fpm closes idle connections when it likes: pm.max_requests, its
+ * process manager): send the request again, once, on a new connection to
+ * the same backend, if wbuf still holds every record of it (the body not
+ * streamed past what it keeps). Whether it did; if not, the failure
+ * stands.
+ */
+static bool fcgi_retry(struct fcgi_req *req)
+{
+    char b;
+    if (req->retried || !req->replay || req->heard || !fcgi_conn_reused(req->conn)) {
+        return false;
+    }
+    if (recv(fcgi_conn_fd(req->conn), &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
+        return false; /* an answer waits: read it */
+    }
+    if (fcgi_conn_renew(req->conn) != MK_OK) {
+        return false;
+    }
+    req->retried = true;
+    req->woff = 0;
+    req->wdead = false;
+    memset(&req->parser, 0, sizeof(req->parser));
+    atomic_fetch_add_explicit(&req->self->retries, 1, memory_order_relaxed);
+    fcgi_api->log(MK_PLUGIN_LOG_INFO,
+                  "fastcgi: %.*s: the backend closed a kept-alive connection; sent again",
+                  (int) req->script.name_len, req->script.name);
+    fcgi_want(req);
+    return true;
+}
+
+/*
  * Send what wbuf holds now when the connection is up (a pooled one is
  * writable): most requests then need no change of interest at all. What
  * does not go now, or an error, is left to the connection's events.
  */
 static void fcgi_flush_now(struct fcgi_req *req)
 {
-    if (!fcgi_conn_connecting(req->conn) && fcgi_flush(req) != MK_OK) {
+    if (!fcgi_conn_connecting(req->conn) && fcgi_flush(req) != MK_OK && !fcgi_retry(req)) {
         req->woff = req->wlen = 0;
         req->wdead = true; /* the answer (or EOF: 502) is read next */
     }
@@ -401,6 +483,7 @@ static int fcgi_out(struct fcgi_req *req, const void *data, size_t len)
 static void fcgi_finish(struct fcgi_req *req)
 {
     mk_gw_note_upstream(fcgi_api, req->r, req->start_ms);
+    mk_gw_log_flush(fcgi_api, &req->log, req->r);
     fcgi_api->stream_end(req->r, NULL);
     req->r = NULL;
     fcgi_over(req);
@@ -413,16 +496,38 @@ static void fcgi_finish(struct fcgi_req *req)
 static int fcgi_respond(struct fcgi_req *req, struct mk_request *r)
 {
     mk_gw_note_upstream(fcgi_api, r, req->start_ms); /* the head's time; the end's replaces it */
+    mk_gw_log_feed(fcgi_api, &req->log, r, NULL, 0); /* what came while suspended */
     if (req->fail) {
+        mk_gw_log_flush(fcgi_api, &req->log, r);
         int status = req->fail;
         fcgi_over(req);
         return status;
+    }
+    if (req->site->sc->xsendfile) {
+        int src = mk_gw_sendfile(fcgi_api, r, &req->h);
+        if (src != MK_DECLINED) {
+            mk_gw_log_flush(fcgi_api, &req->log, r);
+            fcgi_over(req); /* the rest of the answer is not wanted */
+            return src;
+        }
     }
     int rc = mk_gw_head_apply(fcgi_api, r, &req->h, 0);
     if (rc == MK_DECLINED) {
         struct mk_gw_head h = req->h; /* a local Location: a client redirect, as nginx does */
         h.status = 302;
         rc = mk_gw_head_apply(fcgi_api, r, &h, 0);
+    }
+    if (rc != MK_ERR && req->ended) {
+        /* The whole answer is in (END_REQUEST came with it, as for most
+           pages): a body of known length, sent with the head in one write,
+           keep-alive even for HTTP/1.0. The head buffer becomes the body. */
+        size_t len = req->head_len - req->h.head_len;
+        memmove(req->head, req->head + req->h.head_len, len);
+        fcgi_api->set_body_owned(r, req->head, len);
+        req->head = NULL;
+        mk_gw_log_flush(fcgi_api, &req->log, r);
+        fcgi_over(req);
+        return MK_OK;
     }
     if (rc == MK_ERR || fcgi_api->stream_start(r, fcgi_proceed, req) != MK_OK) {
         fcgi_drop_conn(req, 502);
@@ -551,26 +656,7 @@ static void fcgi_stdout_head(struct fcgi_req *req, const uint8_t *data, size_t l
 
 static void fcgi_stderr(struct fcgi_req *req, const uint8_t *data, size_t len)
 {
-    for (size_t i = 0; i <= len; i++) {
-        bool flush = i == len ? len == 0 : data[i] == '\n';
-        if (!flush && i < len) {
-            if (req->err_len == sizeof(req->err_line)) {
-                flush = true;
-            }
-            else {
-                req->err_line[req->err_len++] = data[i] == '\r' ? ' ' : (char) data[i];
-                continue;
-            }
-        }
-        if (flush && req->err_len > 0) {
-            fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: %.*s", (int) req->script.name_len,
-                          req->script.name, (int) req->err_len, req->err_line);
-            req->err_len = 0;
-            if (i < len && data[i] != '\n') {
-                req->err_line[req->err_len++] = (char) data[i];
-            }
-        }
-    }
+    mk_gw_log_feed(fcgi_api, &req->log, req->r, data, len);
 }
 
 static void fcgi_end_request(struct fcgi_req *req, const struct fcgi_event *ev)
@@ -614,7 +700,32 @@ enum fcgi_outcome { FO_GOING, FO_DONE };
 struct fcgi_read_ctx {
     struct fcgi_req *req;
     enum fcgi_outcome outcome;
+    uint8_t *batch; /* STDOUT body bytes of this read, not yet written */
+    size_t batch_len;
 };
+
+/* The STDOUT of this read so far to the client, in one piece: MK_OK, or MK_ERR (req handled). */
+static int fcgi_batch_flush(struct fcgi_read_ctx *ctx)
+{
+    struct fcgi_req *req = ctx->req;
+    size_t len = ctx->batch_len;
+    if (len == 0) {
+        return MK_OK;
+    }
+    ctx->batch_len = 0;
+    int rc = fcgi_out(req, ctx->batch, len);
+    if (rc == MK_OK) {
+        return MK_OK;
+    }
+    ctx->outcome = FO_DONE;
+    if (rc == FR_GONE) {
+        fcgi_over(req); /* the client went away */
+    }
+    else {
+        fcgi_fail(req, 502);
+    }
+    return MK_ERR;
+}
 
 /* Per record event; MK_ERR stops parsing (FO_DONE: req may be gone). */
 static int fcgi_on_event(void *arg, const struct fcgi_event *ev)
@@ -630,6 +741,9 @@ static int fcgi_on_event(void *arg, const struct fcgi_event *ev)
         return MK_OK;
     }
     if (ev->type == FCGI_END_REQUEST) {
+        if (fcgi_batch_flush(ctx) != MK_OK) {
+            return MK_ERR;
+        }
         ctx->outcome = FO_DONE;
         fcgi_end_request(req, ev);
         return MK_ERR; /* nothing follows for this request */
@@ -638,17 +752,9 @@ static int fcgi_on_event(void *arg, const struct fcgi_event *ev)
         return MK_OK; /* the end of STDOUT; END_REQUEST follows */
     }
     if (req->state == FR_STREAM) {
-        int rc = fcgi_out(req, ev->data, ev->len);
-        if (rc != MK_OK) {
-            ctx->outcome = FO_DONE;
-            if (rc == FR_GONE) {
-                fcgi_over(req); /* the client went away */
-            }
-            else {
-                fcgi_fail(req, 502);
-            }
-            return MK_ERR;
-        }
+        /* a read holds at most FR_RECV bytes: its STDOUT fits the batch */
+        memcpy(ctx->batch + ctx->batch_len, ev->data, ev->len);
+        ctx->batch_len += ev->len;
         return MK_OK;
     }
     fcgi_stdout_head(req, ev->data, ev->len);
@@ -662,9 +768,19 @@ static int fcgi_on_event(void *arg, const struct fcgi_event *ev)
 /* Read and parse once. */
 static void fcgi_read(struct fcgi_req *req)
 {
-    uint8_t buf[FR_READ];
-    ssize_t n = recv(fcgi_conn_fd(req->conn), buf, sizeof(buf), 0);
+    if (!fcgi_rbuf && !(fcgi_rbuf = malloc(2 * FR_RECV))) {
+        fcgi_fail(req, 502);
+        return;
+    }
+    /* Before the response starts, what a read brings goes into the head
+       buffer: FR_READ at a time; then FR_RECV. */
+    uint8_t *buf = fcgi_rbuf;
+    size_t cap = req->state == FR_STREAM ? FR_RECV : FR_READ;
+    ssize_t n = recv(fcgi_conn_fd(req->conn), buf, cap, 0);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        return;
+    }
+    if (n <= 0 && fcgi_retry(req)) {
         return;
     }
     if (n <= 0) {
@@ -674,9 +790,14 @@ static void fcgi_read(struct fcgi_req *req)
         return;
     }
     req->last_io_ms = fcgi_api->now_ms();
-    struct fcgi_read_ctx ctx = {req, FO_GOING};
-    if (fcgi_parse(&req->parser, buf, (size_t) n, fcgi_on_event, &ctx) != MK_OK &&
-        ctx.outcome == FO_GOING) {
+    req->heard = true;
+    req->replay = false;
+    struct fcgi_read_ctx ctx = {req, FO_GOING, fcgi_rbuf + FR_RECV, 0};
+    int rc = fcgi_parse(&req->parser, buf, (size_t) n, fcgi_on_event, &ctx);
+    if (ctx.outcome == FO_GOING && fcgi_batch_flush(&ctx) != MK_OK) {
+        return; /* req was handled */
+    }
+    if (rc != MK_OK && ctx.outcome == FO_GOING) {
         fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: the backend broke the protocol",
                       (int) req->script.name_len, req->script.name);
         fcgi_fail(req, 502);
@@ -706,7 +827,7 @@ void fcgi_req_io(struct fcgi_req *req, uint32_t ready)
         fcgi_read(req); /* may free req */
         return;
     }
-    if ((ready & MK_LOOP_WRITE) && fcgi_flush(req) != MK_OK) {
+    if ((ready & MK_LOOP_WRITE) && fcgi_flush(req) != MK_OK && !fcgi_retry(req)) {
         /* The backend stopped reading: what it answered is read next, and
            the rest of the body is dropped; EOF without an answer is a 502. */
         req->woff = req->wlen = 0;
@@ -834,6 +955,16 @@ static int fcgi_req_begin_on(struct fcgi_req *req, struct mk_request *r)
         uint32_t period = (uint32_t) (req->site->conf->timeout_ms / 4 + 1);
         req->timer = fcgi_api->timer_start(period, 1, fcgi_timer_cb, req);
     }
+    if (req->spooled) {
+        /* the body is whole: its STDIN records go as the connection takes them */
+        if (fcgi_spool_refill(req) != MK_OK) {
+            fcgi_drop_conn(req, 0);
+            fcgi_over(req);
+            return 500;
+        }
+        fcgi_flush_now(req);
+        return fcgi_body_end(req, r);
+    }
     if (req->has_body) {
         if (fcgi_api->body_stream(r, FCGI_WINDOW, fcgi_body_cb, req) != MK_OK) {
             fcgi_drop_conn(req, 0);
@@ -868,25 +999,10 @@ void fcgi_req_connected(struct fcgi_req *req, struct fcgi_conn *c)
     fcgi_api->resume(req->susp, fcgi_resumed, req);
 }
 
-int fcgi_req_start(struct mk_request *r, const struct fcgi_site *site, const struct mk_gw_script *s)
+/* A connection for req, then the request on it: as the content hook returns. */
+static int fcgi_req_acquire(struct fcgi_req *req, struct mk_request *r)
 {
-    struct fcgi_req *req = calloc(1, sizeof(*req));
-    if (!req) {
-        return 503;
-    }
-    req->self = fcgi_self();
-    req->site = site;
-    req->script = *s;
-    req->has_body = fcgi_has_body(r);
-    req->start_ms = fcgi_api->now_ms();
-    req->next = fcgi_reqs;
-    if (fcgi_reqs) {
-        fcgi_reqs->pprev = &req->next;
-    }
-    req->pprev = &fcgi_reqs;
-    fcgi_reqs = req;
-    atomic_fetch_add_explicit(&req->self->requests, 1, memory_order_relaxed);
-
+    const struct fcgi_site *site = req->site;
     int rc = fcgi_pool_acquire(req, site, &req->conn);
     if (rc == MK_OK) {
         return fcgi_req_begin_on(req, r);
@@ -894,8 +1010,8 @@ int fcgi_req_start(struct mk_request *r, const struct fcgi_site *site, const str
     if (rc != MK_AGAIN) {
         if (rc == 502) {
             atomic_fetch_add_explicit(&req->self->bad_gateway, 1, memory_order_relaxed);
-            fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: no backend is up", (int) s->name_len,
-                          s->name);
+            fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: no backend is up",
+                          (int) req->script.name_len, req->script.name);
         }
         fcgi_req_free(req);
         return rc;
@@ -918,6 +1034,69 @@ int fcgi_req_start(struct mk_request *r, const struct fcgi_site *site, const str
     return MK_SUSPENDED;
 }
 
+/* A body of unknown length arrives: keep it; send the request at its end. */
+static int fcgi_spool_cb(struct mk_request *r, int event, const char *data, size_t len, void *arg)
+{
+    struct fcgi_req *req = arg;
+
+    if (event == MK_BODY_ABORT) {
+        fcgi_over(req);
+        return MK_OK;
+    }
+    if (event == MK_BODY_DATA) {
+        if (mk_gw_spool_add(&req->spool, data, len) != MK_OK) {
+            fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: cannot keep the request body: %s",
+                          (int) req->script.name_len, req->script.name, strerror(errno));
+            fcgi_over(req);
+            return 500;
+        }
+        return MK_OK;
+    }
+    snprintf(req->content_length, sizeof(req->content_length), "%llu",
+             (unsigned long long) req->spool.size);
+    req->script.content_length = req->content_length;
+    req->spooled = true;
+    req->r = NULL;
+    req->start_ms = fcgi_api->now_ms();
+    return fcgi_req_acquire(req, r);
+}
+
+int fcgi_req_start(struct mk_request *r, const struct fcgi_site *site, const struct mk_gw_script *s)
+{
+    struct fcgi_req *req = malloc(sizeof(*req));
+    if (!req) {
+        return 503;
+    }
+    memset(req, 0, offsetof(struct fcgi_req, h)); /* h and log (5 KB) need no zeroes */
+    req->self = fcgi_self();
+    req->site = site;
+    req->script = *s;
+    mk_gw_log_init(&req->log, "fastcgi", s->name, s->name_len);
+    req->has_body = fcgi_has_body(r);
+    req->replay = true;
+    req->start_ms = fcgi_api->now_ms();
+    req->next = fcgi_reqs;
+    if (fcgi_reqs) {
+        fcgi_reqs->pprev = &req->next;
+    }
+    req->pprev = &fcgi_reqs;
+    fcgi_reqs = req;
+    atomic_fetch_add_explicit(&req->self->requests, 1, memory_order_relaxed);
+
+    if (mk_gw_body_unsized(fcgi_api, r)) {
+        /* Chunked, or HTTP/2 without content-length: php-fpm reads no body
+           without CONTENT_LENGTH, so it is kept whole first (as nginx does). */
+        if (fcgi_api->body_stream(r, FCGI_WINDOW, fcgi_spool_cb, req) != MK_OK) {
+            fcgi_req_free(req);
+            return 500;
+        }
+        req->state = FR_SPOOL;
+        req->r = r;
+        return MK_AGAIN;
+    }
+    return fcgi_req_acquire(req, r);
+}
+
 /* The continuation of a request whose job went with its worker. */
 static int fcgi_resumed_orphan(struct mk_request *r, void *arg)
 {
@@ -927,6 +1106,8 @@ static int fcgi_resumed_orphan(struct mk_request *r, void *arg)
 
 void fcgi_req_worker_exit(void)
 {
+    free(fcgi_rbuf);
+    fcgi_rbuf = NULL;
     while (fcgi_reqs) {
         struct fcgi_req *req = fcgi_reqs;
         if ((req->state == FR_HEAD || req->state == FR_QUEUED) && req->susp) {

@@ -59,7 +59,8 @@ static void gw_header_var(const struct mk_api *api, struct mk_request *r, unsign
     }
     if ((nlen == 5 && strncasecmp(name, "Proxy", 5) == 0) ||
         (nlen == 12 && strncasecmp(name, "Content-Type", 12) == 0) ||
-        (nlen == 14 && strncasecmp(name, "Content-Length", 14) == 0)) {
+        (nlen == 14 && strncasecmp(name, "Content-Length", 14) == 0) ||
+        (nlen == 17 && strncasecmp(name, "Transfer-Encoding", 17) == 0)) {
         return;
     }
     /* Repeated names: only the first occurrence emits, with every value joined. */
@@ -144,33 +145,81 @@ static void gw_server_name(const struct mk_api *api, struct mk_request *r, struc
     gw_puts(e, "SERVER_NAME", name ? name : "localhost");
 }
 
+/* v in decimal into out (room for 20 digits); the length, no NUL. */
+static size_t gw_u64(uint64_t v, char *out)
+{
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char) ('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++) {
+        out[i] = tmp[n - 1 - i];
+    }
+    return n;
+}
+
+/*
+ * The address of sa as text into out (64 bytes, NUL terminated): IPv4
+ * without printf (this runs for every request), IPv6 by inet_ntop, an
+ * IPv4-mapped IPv6 address in IPv4 form. "" for another family.
+ */
+static void gw_addr_text(const struct sockaddr *sa, char out[64])
+{
+    const uint8_t *v4 = NULL;
+    out[0] = '\0';
+    if (sa->sa_family == AF_INET) {
+        v4 = (const uint8_t *) &((const struct sockaddr_in *) sa)->sin_addr;
+    }
+    else if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *) sa)->sin6_addr;
+        if (!IN6_IS_ADDR_V4MAPPED(a)) {
+            inet_ntop(AF_INET6, a, out, 64);
+            return;
+        }
+        v4 = a->s6_addr + 12;
+    }
+    if (!v4) {
+        return;
+    }
+    size_t n = 0;
+    for (int i = 0; i < 4; i++) {
+        n += gw_u64(v4[i], out + n);
+        out[n++] = i < 3 ? '.' : '\0';
+    }
+}
+
+static void gw_port_var(struct gw_emit *e, const char *name, const struct sockaddr *sa)
+{
+    char port[8];
+    gw_put(e, name, port, gw_u64(gw_port(sa), port));
+}
+
 static void gw_addresses(const struct mk_api *api, struct mk_request *r, struct gw_emit *e)
 {
-    char addr[64], port[8];
+    char text[64];
     socklen_t slen = 0;
 
-    const char *remote = api->remote_addr(r, addr, sizeof(addr));
-    gw_puts(e, "REMOTE_ADDR", remote);
-    gw_puts(e, "REMOTE_HOST", remote);
     const struct sockaddr *sa = api->remote_sockaddr(r, &slen);
-    if (sa) {
-        snprintf(port, sizeof(port), "%u", gw_port(sa));
-        gw_puts(e, "REMOTE_PORT", port);
+    if (sa && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6)) {
+        gw_addr_text(sa, text);
+        gw_puts(e, "REMOTE_ADDR", text);
+        gw_puts(e, "REMOTE_HOST", text);
+        gw_port_var(e, "REMOTE_PORT", sa);
+    }
+    else {
+        const char *remote = api->remote_addr(r, text, sizeof(text));
+        gw_puts(e, "REMOTE_ADDR", remote);
+        gw_puts(e, "REMOTE_HOST", remote);
     }
     struct sockaddr_storage local;
     socklen_t llen = sizeof(local);
     if (api->conn_local_addr(api->conn(r), &local, &llen) == MK_OK) {
-        char text[64] = "";
         const struct sockaddr *ls = (const struct sockaddr *) &local;
-        if (ls->sa_family == AF_INET) {
-            inet_ntop(AF_INET, &((const struct sockaddr_in *) ls)->sin_addr, text, sizeof(text));
-        }
-        else if (ls->sa_family == AF_INET6) {
-            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *) ls)->sin6_addr, text, sizeof(text));
-        }
+        gw_addr_text(ls, text);
         gw_puts(e, "SERVER_ADDR", text);
-        snprintf(port, sizeof(port), "%u", gw_port(ls));
-        gw_puts(e, "SERVER_PORT", port);
+        gw_port_var(e, "SERVER_PORT", ls);
     }
 }
 
@@ -201,8 +250,15 @@ static void gw_request_vars(const struct mk_api *api, struct mk_request *r,
     gw_put(e, "REQUEST_URI", v, s->uri ? strlen(v) : len);
     v = s->query ? s->query : api->query(r, &len);
     gw_put(e, "QUERY_STRING", v ? v : "", v ? (s->query ? strlen(v) : len) : 0);
-    gw_puts(e, "SERVER_PROTOCOL", api->version(r) == 10 ? "HTTP/1.0" : "HTTP/1.1");
-    if (!s->method && (v = api->header(r, "Content-Length", &len))) {
+    int version = api->version(r);
+    gw_puts(e, "SERVER_PROTOCOL",
+            version == 20   ? "HTTP/2.0"
+            : version == 10 ? "HTTP/1.0"
+                            : "HTTP/1.1");
+    if (!s->method && s->content_length) {
+        gw_puts(e, "CONTENT_LENGTH", s->content_length);
+    }
+    else if (!s->method && (v = api->header(r, "Content-Length", &len))) {
         gw_put(e, "CONTENT_LENGTH", v, len);
     }
     if (!s->method && (v = api->header(r, "Content-Type", &len))) {
@@ -304,11 +360,87 @@ int mk_gw_head_apply(const struct mk_api *api, struct mk_request *r, const struc
     return status;
 }
 
+/* The URL path of X-Sendfile's file path v (under the document root), '%', '?' and '#' escaped. */
+static char *gw_sendfile_path(const struct mk_api *api, struct mk_request *r,
+                              const struct mk_gw_slice *v, int *status)
+{
+    const char *root = api->docroot(r);
+    size_t rlen = strlen(root);
+    while (rlen > 1 && root[rlen - 1] == '/') {
+        rlen--;
+    }
+    if (v->len <= rlen || memcmp(v->p, root, rlen) != 0 || v->p[rlen] != '/') {
+        api->log(MK_PLUGIN_LOG_ERROR, "X-Sendfile: %.*s is not under the document root",
+                 (int) v->len, v->p);
+        *status = 403;
+        return NULL;
+    }
+    char *out = api->alloc(r, 3 * (v->len - rlen) + 1), *w = out;
+    if (!out) {
+        *status = 500;
+        return NULL;
+    }
+    for (size_t i = rlen; i < v->len; i++) {
+        char c = v->p[i];
+        if (c == '%' || c == '?' || c == '#') {
+            *w++ = '%';
+            *w++ = "0123456789ABCDEF"[(unsigned char) c >> 4];
+            *w++ = "0123456789ABCDEF"[c & 15];
+            continue;
+        }
+        *w++ = c;
+    }
+    *w = '\0';
+    return out;
+}
+
+int mk_gw_sendfile(const struct mk_api *api, struct mk_request *r, struct mk_gw_head *h)
+{
+    unsigned i;
+    int accel = 0;
+    for (i = 0; i < h->n_fields; i++) {
+        const struct mk_gw_slice *n = &h->fields[i].name;
+        if ((n->len == 16 && strncasecmp(n->p, "X-Accel-Redirect", 16) == 0) ||
+            (n->len == 10 && strncasecmp(n->p, "X-Sendfile", 10) == 0)) {
+            accel = n->len == 16;
+            break;
+        }
+    }
+    if (i == h->n_fields || !MK_API_HAS(api, serve_file)) {
+        return MK_DECLINED;
+    }
+    struct mk_gw_slice v = h->fields[i].value;
+    memmove(&h->fields[i], &h->fields[i + 1], (h->n_fields - i - 1) * sizeof(h->fields[0]));
+    h->n_fields--;
+    int status = 502;
+    char *path;
+    if (accel) {
+        const char *q = memchr(v.p, '?', v.len);
+        path = v.len && v.p[0] == '/'
+                   ? gw_cstr(api, r, &(struct mk_gw_slice){v.p, q ? (size_t) (q - v.p) : v.len})
+                   : NULL;
+    }
+    else {
+        path = gw_sendfile_path(api, r, &v, &status);
+    }
+    if (!path) {
+        return status;
+    }
+    h->status = 0;
+    h->content_type.p = h->location.p = NULL;
+    h->content_type.len = h->location.len = 0;
+    if (mk_gw_head_apply(api, r, h, 0) != 200) {
+        return 502;
+    }
+    int rc = api->serve_file(r, path);
+    return rc == MK_ERR ? 502 : rc;
+}
+
 void mk_gw_note_upstream(const struct mk_api *api, struct mk_request *r, uint64_t start_ms)
 {
     char ms[24];
     if (r && MK_API_HAS(api, note_set)) {
-        snprintf(ms, sizeof(ms), "%llu", (unsigned long long) (api->now_ms() - start_ms));
+        ms[gw_u64(api->now_ms() - start_ms, ms)] = '\0';
         api->note_set(r, "upstream_ms", ms);
     }
 }

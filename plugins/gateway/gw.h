@@ -12,7 +12,9 @@
 #define MK_GW_H
 
 #include <regex.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include <monkey/mk_plugin.h>
 
@@ -29,6 +31,9 @@ struct mk_gw_script {
     /* For a local redirect (RFC 3875 6.2.2), NULL otherwise: the request's
        own method, target and query are replaced by these (NUL terminated). */
     const char *method, *uri, *query;
+    /* CONTENT_LENGTH when the request's Content-Length does not give it (a
+       chunked or HTTP/2 body spooled first), NUL terminated; NULL otherwise. */
+    const char *content_length;
 };
 
 /* One variable: name and value, not NUL terminated. MK_OK, or MK_ERR to stop. */
@@ -44,9 +49,11 @@ typedef int (*mk_gw_param_cb)(void *arg, const char *name, size_t name_len, cons
  * REQUEST_URI, SERVER_ADDR, REQUEST_SCHEME, HTTPS under TLS,
  * REDIRECT_STATUS for php-cgi) and one HTTP_<NAME> per request header
  * (repeated headers joined with ", "), except Proxy (no HTTP_PROXY:
- * httpoxy), Content-Type and Content-Length (they are CONTENT_*) and names
- * with bytes other than letters, digits and '-'. CONTENT_LENGTH is given
- * for a Content-Length body only. MK_OK, or MK_ERR when cb refused one.
+ * httpoxy), Content-Type and Content-Length (they are CONTENT_*),
+ * Transfer-Encoding (a script always reads a decoded body) and names with
+ * bytes other than letters, digits and '-'. CONTENT_LENGTH is the
+ * request's Content-Length, or s->content_length for a body spooled
+ * first. MK_OK, or MK_ERR when cb refused one.
  */
 int mk_gw_params(const struct mk_api *api, struct mk_request *r, const struct mk_gw_script *s,
                  mk_gw_param_cb cb, void *arg);
@@ -83,10 +90,92 @@ int mk_gw_head_apply(const struct mk_api *api, struct mk_request *r, const struc
                      int nph);
 
 /*
+ * An internal redirect to a file (XSendfile): when h has an X-Accel-Redirect
+ * field (a URL path, a query ignored) or an X-Sendfile field (an absolute
+ * file path, which must lie under the document root: 403 otherwise), put
+ * the rest of h on r's response (that field, Status, Content-Type and
+ * Location left out) and answer with the file as the static handler does
+ * (api->serve_file, ABI 3.4). MK_DECLINED when h has neither field;
+ * otherwise what the content stage returns (MK_OK, a status; 502 for a
+ * malformed value).
+ */
+int mk_gw_sendfile(const struct mk_api *api, struct mk_request *r, struct mk_gw_head *h);
+
+/*
  * Note the upstream time of r for the logs: "upstream_ms" (api->note_set,
  * the logger's %{upstream_ms}n), the milliseconds since `start_ms`
  * (api->now_ms()). Nothing when the server has no notes (before 3.3).
  */
 void mk_gw_note_upstream(const struct mk_api *api, struct mk_request *r, uint64_t start_ms);
+
+/* ---- gw_log.c: a script's stderr for the site's error log ---- */
+
+#define MK_GW_LOG_LINE 512  /* a longer stderr line is split */
+#define MK_GW_LOG_HELD 2048 /* whole lines kept while the request is out of reach */
+
+/*
+ * The stderr of one script (CGI) or the STDERR records of one FastCGI
+ * request, cut into lines of at most MK_GW_LOG_LINE bytes, each logged as
+ * "<who>: <script>: <line>" with api->error_log (the error log of the
+ * request's site, ABI 3.4), or with api->log (the server log) when the
+ * request is over or the server has no error_log. While the request is
+ * suspended (no request to name), whole lines are held, up to
+ * MK_GW_LOG_HELD bytes (more go to the server log), and written once the
+ * request is back.
+ */
+struct mk_gw_log {
+    const char *who; /* "cgi", "fastcgi": a static string */
+    size_t len, held_len;
+    char name[128];
+    char line[MK_GW_LOG_LINE];
+    char held[MK_GW_LOG_HELD]; /* whole lines, each ending in '\n' */
+};
+
+void mk_gw_log_init(struct mk_gw_log *l, const char *who, const char *name, size_t name_len);
+/*
+ * Take `len` bytes of stderr (none: only write the held lines). `r`: the
+ * request, live on this worker (its hook, or a callback while its body or
+ * response streams), or NULL while it is suspended or over.
+ */
+void mk_gw_log_feed(const struct mk_api *api, struct mk_gw_log *l, struct mk_request *r,
+                    const void *data, size_t len);
+/* stderr ended (or the request ends): the held lines and a partial last line go out. */
+void mk_gw_log_flush(const struct mk_api *api, struct mk_gw_log *l, struct mk_request *r);
+
+/* ---- gw_spool.c: a request body of unknown length, kept whole ---- */
+
+#define MK_GW_SPOOL_MEM 65536 /* kept in memory up to this, then in a temporary file */
+
+/*
+ * A request body whose length is not known before it ends (chunked, or
+ * HTTP/2 without content-length), kept whole so that a script can be
+ * given CONTENT_LENGTH, as nginx does: the first MK_GW_SPOOL_MEM bytes in
+ * memory, the rest in a temporary file of $TMPDIR (else /tmp) that has no
+ * name (O_TMPFILE, or unlinked at once). The server bounds it by the
+ * site's MaxRequestBody. Zeroed: empty.
+ */
+struct mk_gw_spool {
+    char *mem;
+    size_t mem_len;
+    int fd;        /* the temporary file, -1 (or 0 when zeroed: see fd_open) */
+    bool fd_open;  /* fd is the spool's */
+    uint64_t size; /* bytes kept */
+    uint64_t off;  /* the next byte mk_gw_spool_read gives */
+};
+
+/* Keep `len` more bytes: MK_OK, or MK_ERR with errno (memory, the disk). */
+int mk_gw_spool_add(struct mk_gw_spool *s, const void *data, size_t len);
+/* The next bytes, at most cap, into buf: their count, 0 at the end, -1 with errno. */
+ssize_t mk_gw_spool_read(struct mk_gw_spool *s, void *buf, size_t cap);
+/* Bytes mk_gw_spool_read has still to give. */
+uint64_t mk_gw_spool_left(const struct mk_gw_spool *s);
+void mk_gw_spool_free(struct mk_gw_spool *s);
+
+/*
+ * Whether r's body has a length only known at its end: chunked
+ * (Transfer-Encoding), or HTTP/2 with no content-length on a method that
+ * carries a body (not GET, HEAD, OPTIONS, DELETE, TRACE).
+ */
+bool mk_gw_body_unsized(const struct mk_api *api, struct mk_request *r);
 
 #endif

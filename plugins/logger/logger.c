@@ -43,10 +43,13 @@
 /* The error log's line: time, client, site, status, request line. */
 static const char logger_error_spec[] = "%t [client %h] [site %v] %>s \"%r\"";
 static const char logger_unsent[] = " (the response was not sent whole)";
+/* A message of a plugin about a request (api->error_log): time, client, site, then the text. */
+static const char logger_message_spec[] = "%t [client %h] [site %v]";
 
 const struct mk_api *logger_api;
 
 static struct logger_format *logger_error_format;
+static struct logger_format *logger_message_format;
 static atomic_size_t logger_buf_limit = LOGGER_DEFAULT_LIMIT;
 
 /* ---- each worker's buffers ------------------------------------------------- */
@@ -375,6 +378,35 @@ static void logger_request_done(struct mk_request *r)
     }
 }
 
+/*
+ * error_log (ABI 3.4): a plugin's message about r, such as a CGI script's
+ * stderr, into the error log of r's site. MK_DECLINED when that site has
+ * none (the server logs it). On the worker; no system call.
+ */
+static int logger_error_log(struct mk_request *r, const char *text, size_t len)
+{
+    struct logger_worker *w = logger_self;
+    char suffix[MK_ERROR_LOG_LINE + 2];
+
+    const struct mk_site *site = logger_api->site(r);
+    const struct logger_site *ls =
+        site ? logger_api->site_data(site, MK_PLUGIN_SELF(logger)) : NULL;
+    if (!w || !ls || !ls->error || !logger_message_format) {
+        return MK_DECLINED;
+    }
+    if (len > MK_ERROR_LOG_LINE) {
+        len = MK_ERROR_LOG_LINE;
+    }
+    suffix[0] = ' ';
+    memcpy(suffix + 1, text, len);
+    suffix[len + 1] = '\0';
+    struct logger_line line = {.r = r, .site = site, .clock = &w->clock};
+    pthread_mutex_lock(&w->lock);
+    logger_emit(w, ls->error, logger_message_format, &line, suffix);
+    pthread_mutex_unlock(&w->lock);
+    return MK_OK;
+}
+
 /* ---- life cycle ------------------------------------------------------------ */
 
 /*
@@ -392,7 +424,9 @@ static int logger_init(const struct mk_api *api, const char *conf_dir)
     }
     /* logger.conf of the configuration being started, read and checked by the server. */
     const struct logger_settings *s = api->plugin_conf(NULL, MK_PLUGIN_SELF(logger));
-    if (logger_format_compile(logger_error_spec, &logger_error_format, err, sizeof(err)) != MK_OK) {
+    if (logger_format_compile(logger_error_spec, &logger_error_format, err, sizeof(err)) != MK_OK ||
+        logger_format_compile(logger_message_spec, &logger_message_format, err, sizeof(err)) !=
+            MK_OK) {
         api->log(MK_PLUGIN_LOG_ERROR, "logger: %s", err);
         goto fail;
     }
@@ -408,6 +442,8 @@ static int logger_init(const struct mk_api *api, const char *conf_dir)
 fail:
     logger_format_free(logger_error_format);
     logger_error_format = NULL;
+    logger_format_free(logger_message_format);
+    logger_message_format = NULL;
     free(logger_conf_dir);
     logger_conf_dir = NULL;
     return MK_ERR;
@@ -419,6 +455,8 @@ static void logger_exit(void)
     logger_writer_stop();
     logger_format_free(logger_error_format);
     logger_error_format = NULL;
+    logger_format_free(logger_message_format);
+    logger_message_format = NULL;
     free(logger_conf_dir);
     logger_conf_dir = NULL;
 }
@@ -473,4 +511,5 @@ MK_PLUGIN_DEFINE(logger) = {
     .site_free = logger_site_free,
     .batch_done = logger_batch_done,
     .conf_schema = &logger_schema,
+    .error_log = logger_error_log,
 };

@@ -49,6 +49,18 @@ SCRIPTS = {
     'Content-Type: text/plain\\r\\n\\r\\nraw body\\n"\n',
     "stderr.sh": '#!/bin/sh\necho "oops: something broke" >&2\n'
     'printf "Content-Type: text/plain\\r\\n\\r\\nok\\n"\n',
+    # a 1300-byte stderr line while the request body streams, then a line
+    # without a newline while the response streams
+    "longerr.py": (
+        "import sys\n"
+        "sys.stdin.buffer.read()\n"
+        "sys.stderr.write('e' * 1300 + '\\n'); sys.stderr.flush()\n"
+        "sys.stdout.write('Content-Type: text/plain\\r\\n\\r\\n'); sys.stdout.flush()\n"
+        "import time; time.sleep(0.1)\n"
+        "sys.stderr.write('after the head'); sys.stderr.flush()\n"
+        "time.sleep(0.1)\n"
+        "sys.stdout.write('ok\\n')\n"
+    ),
     "pgroup.sh": '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\n'
     'echo "$(ps -o pgid= -p $$ | tr -d " ") $$ $(pwd)"\n',
     "noexec.sh": '#!/bin/sh\necho "Content-Type: text/plain"\necho\necho no\n',
@@ -256,7 +268,28 @@ def test_chunked_post(cgi):
     r = c.read_response()
     n, digest, cl = r.body.decode().split()
     assert int(n) == 11 and digest == hashlib.sha256(b"hello world").hexdigest()
-    assert cl == "-"  # no CONTENT_LENGTH for a chunked body
+    assert cl == "11"  # the chunked body was kept whole first: its length is known
+    c.close()
+
+
+def test_chunked_upload_5x100k(cgi):
+    # a chunked body bigger than what is kept in memory (a temporary file
+    # holds the rest): the script gets all of it with CONTENT_LENGTH, and the
+    # connection stays usable (it was once reset after such an upload)
+    cgi.start()
+    piece = os.urandom(100 * 1024)
+    c = CgiConn(cgi.port, timeout=30)
+    c.send("POST /cgi-bin/post.py HTTP/1.1\r\nHost: localhost\r\n"
+           "Transfer-Encoding: chunked\r\n\r\n")
+    for _ in range(5):
+        c.send(b"19000\r\n" + piece + b"\r\n")
+    c.send("0\r\n\r\n")
+    r = c.read_response()
+    n, digest, cl = r.body.decode().split()
+    assert r.status == 200 and int(n) == 5 * len(piece) and cl == str(5 * len(piece))
+    assert digest == hashlib.sha256(piece * 5).hexdigest()
+    r = c.request("GET", "/cgi-bin/env.sh")
+    assert r.status == 200
     c.close()
 
 
@@ -372,6 +405,14 @@ def test_redirects(cgi):
     assert e["QUERY_STRING"] == "redir=1" and e["REQUEST_METHOD"] == "GET"
     r = cget(cgi, "/cgi-bin/tofile.sh")
     assert r.status == 200 and r.body == b"plain file\n"
+    # the file goes out as the static handler sends it: its type, validators, ranges
+    assert r.header("Content-Type") == "text/plain; charset=utf-8"
+    assert r.header("ETag") and r.header("Last-Modified")
+    assert r.header("Content-Length") == "11"
+    r = cget(cgi, "/cgi-bin/tofile.sh", headers={"Range": "bytes=0-4"})
+    assert r.status == 206 and r.body == b"plain"
+    r = cget(cgi, "/cgi-bin/tofile.sh", headers={"If-None-Match": r.header("ETag")})
+    assert r.status == 304 and r.body == b""
 
 
 def test_nph_script(cgi):
@@ -386,6 +427,35 @@ def test_stderr_goes_to_the_log(cgi):
     assert cget(cgi, "/cgi-bin/stderr.sh").body == b"ok\n"
     assert wait_for(lambda: "oops: something broke" in cgi.stderr_text())
     assert "/cgi-bin/stderr.sh" in cgi.stderr_text()
+
+
+def test_stderr_goes_to_the_site_error_log(cgi):
+    # with the logger and an ErrorLog for the site, stderr lines go there
+    # (named by client, site and script, bounded in length), not to the server log
+    logs = cgi.dir / "logs"
+    logs.mkdir()
+    cgi.plugins.append(str(BUILD / "plugins" / "monkey-logger.so"))
+    cgi.site_extra += f"[LOGGER]\n    ErrorLog {logs}/error.log\n"
+    cgi.start()
+    assert cget(cgi, "/cgi-bin/stderr.sh").body == b"ok\n"
+    c = CgiConn(cgi.port)
+    r = c.request("POST", "/cgi-bin/longerr.py", body=b"x" * 100000)
+    c.close()
+    assert r.status == 200 and r.body == b"ok\n"
+    err = logs / "error.log"
+
+    def text():
+        return err.read_text() if err.exists() else ""
+    assert wait_for(lambda: "after the head" in text() and "oops" in text()), \
+        text() + "\n--- server log:\n" + cgi.stderr_text()
+    lines = text().splitlines()
+    oops = [line for line in lines if "oops" in line]
+    assert len(oops) == 1
+    assert "[client 127.0.0.1] [site localhost] cgi: /cgi-bin/stderr.sh: oops: something broke" \
+        in oops[0]
+    pieces = [line.split("cgi: /cgi-bin/longerr.py: ")[1] for line in lines if "longerr" in line]
+    assert pieces == ["e" * 512, "e" * 512, "e" * 276, "after the head"]
+    assert "oops" not in cgi.stderr_text() and "eeee" not in cgi.stderr_text()
 
 
 def test_not_executable_is_403_and_missing_404(cgi):

@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -238,6 +239,22 @@ def test_stderr_records_to_the_log(php):
     assert "fastcgi: /fatal.php:" in php.stderr_text()
 
 
+def test_stderr_records_to_the_site_error_log(make_server, fpm):
+    srv = make_php_server(make_server, fpm.sock)
+    logs = srv.dir / "logs"
+    logs.mkdir()
+    srv.plugins.append(str(LOGGER_SO))
+    srv.site_extra += f"[LOGGER]\n    ErrorLog {logs}/error.log\n"
+    srv.start()
+    assert get(srv, "/fatal.php").status == 500
+    err = logs / "error.log"
+    assert wait_for(lambda: err.exists() and "boom in fatal.php" in err.read_text())
+    line = [x for x in err.read_text().splitlines() if "boom in fatal.php" in x][0]
+    assert "[client 127.0.0.1] [site localhost] fastcgi: /fatal.php: " in line
+    assert "boom in fatal.php" not in srv.stderr_text()
+    srv.stop()
+
+
 def test_upload_50mb_multipart(php):
     data = os.urandom(1 << 20) * 50
     boundary = "----monkeyboundary"
@@ -263,18 +280,40 @@ def test_body_streams_to_php_input(php):
         assert vm_rss_kb(php.proc.pid) - rss0 < 16 * 1024
 
 
-def test_chunked_body_has_no_content_length(php):
-    # php-fpm reads a body only with CONTENT_LENGTH, which a chunked body has
-    # not: PHP sees an empty body, and the server still answers whole
+def test_chunked_upload_5x100k(php):
+    # php-fpm reads a body only with CONTENT_LENGTH: a chunked body is kept
+    # whole first (memory, then a temporary file) and goes with its length;
+    # the connection stays usable (it was once reset after such an upload)
+    piece = os.urandom(100 * 1024)
     c = CgiConn(php.port, timeout=30)
     c.send("POST /input.php HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n")
-    for _ in range(3):
-        c.send(b"3e8\r\n" + b"z" * 1000 + b"\r\n")
+    for _ in range(5):
+        c.send(b"19000\r\n" + piece + b"\r\n")
     c.send("0\r\n\r\n")
     r = c.read_response()
     assert r.status == 200
+    assert r.body.decode().split() == [str(5 * len(piece)), hashlib.sha256(piece * 5).hexdigest()]
+    r = c.request("POST", "/form.php", body=b"name=after",
+                  headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status == 200 and r.body == b"name=after n=- m=POST\n"
+    # an empty chunked body: CONTENT_LENGTH 0
+    c.send("POST /input.php HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n"
+           "0\r\n\r\n")
+    r = c.read_response()
     assert r.body.decode().split() == ["0", hashlib.sha256(b"").hexdigest()]
     c.close()
+
+
+def test_chunked_body_over_max_request_body_is_413(make_server, fpm):
+    srv = make_php_server(make_server, fpm.sock)
+    srv.set(MaxRequestBody="300K")
+    srv.start()
+    c = CgiConn(srv.port, timeout=30)
+    c.send(b"POST /input.php HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n"
+           b"64000\r\n" + b"b" * (310 * 1024))
+    assert c.read_response().status == 413
+    c.close()
+    srv.stop()
 
 
 def test_200mb_response_bounded_memory(php):
@@ -314,6 +353,131 @@ def test_keepalive_connections_are_pooled(php):
     # one connection served all of them, and stays open for the next request
     assert st["backend0_active"] == 1
     assert st["backend0_requests"] >= 20
+
+
+def test_closed_keepalive_connection_is_retried(make_server, tmp_path):
+    # a backend that closes a kept-alive connection as soon as the next
+    # request arrives on it: that request goes again on a new connection,
+    # once, its body included, and the client never sees the failure
+    sock = tmp_path / "flaky.sock"
+    resp = subprocess.Popen([sys.executable, str(Path(__file__).parent / "fcgi_responder.py"),
+                             str(sock)], start_new_session=True)
+    try:
+        assert wait_for(sock.exists, 10)
+        srv = make_php_server(make_server, sock)
+        srv.start()
+        c = CgiConn(srv.port, timeout=30)
+        r = c.request("GET", "/env.php")
+        assert r.status == 200 and r.body == b"conn 1 req 1 stdin="
+        r = c.request("POST", "/form.php", body=b"name=retried",
+                      headers={"Content-Type": "application/x-www-form-urlencoded"})
+        assert r.status == 200 and r.body == b"conn 2 req 1 stdin=name=retried"
+        r = c.request("GET", "/env.php")
+        assert r.status == 200 and r.body == b"conn 3 req 1 stdin="
+        c.close()
+        srv.stop()
+    finally:
+        resp.kill()
+        resp.wait()
+
+
+def test_whole_answer_has_a_length(php):
+    # php-fpm sends a small page and END_REQUEST together: the page goes out
+    # with a Content-Length, so an HTTP/1.0 client keeps its connection
+    r = get(php, "/target.php?from=x")
+    assert r.status == 200 and r.body == b"target x\n"
+    assert r.header("Content-Length") == "9" and r.header("Transfer-Encoding") is None
+    c = CgiConn(php.port, timeout=30)
+    for _ in range(2):
+        c.send("GET /target.php HTTP/1.0\r\nHost: localhost\r\nConnection: keep-alive\r\n\r\n")
+        r = c.read_response()
+        assert r.body == b"target -\n" and r.header("Connection").lower() == "keep-alive"
+    c.close()
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="no strace")
+def test_system_calls_per_request(make_server, fpm, tmp_path):
+    # a keep-alive request to a small page, on a pooled connection, costs 6
+    # system calls: read the request, send the records, wait, read the
+    # answer, one write of head and body, wait; no file lookup (found scripts
+    # are remembered), no getsockname (the connection's address is kept), no
+    # interest changes, no wake-up of the worker by itself (16 before)
+    from test_18_h2_cost import Strace, count
+    php = make_php_server(make_server, fpm.sock)
+    del php.site_conf["Fallback"]  # the server's own lookup of the path is another matter
+    php.start()
+    c = CgiConn(php.port, timeout=30)
+    for _ in range(3):
+        assert c.request("GET", "/target.php").status == 200
+    tracer = Strace(php.proc.pid, ["all"], tmp_path / "strace.out")
+    try:
+        for _ in range(20):
+            assert c.request("GET", "/target.php").body == b"target -\n"
+    finally:
+        lines = tracer.stop()
+        c.close()
+    assert count(lines, "sendmsg") + count(lines, "writev") == 20
+    assert count(lines, "openat2") + count(lines, "openat") + count(lines, "newfstatat") == 0
+    assert count(lines, "epoll_ctl") == 0
+    assert count(lines, "write") == 0 and count(lines, "read") == 20
+    memory = ("mmap(", "munmap(", "madvise(", "mprotect(")  # the allocator's (ASan's above all)
+    calls = [x for x in lines if "resumed>" not in x and "restart_syscall" not in x
+             and not any(m in x for m in memory)]
+    assert count(lines, "getsockname") <= 1  # asked once per connection
+    assert len(calls) <= 20 * 6 + 2, f"{len(calls)} calls:\n" + "\n".join(calls[:60])
+
+
+def test_x_sendfile_and_x_accel_redirect(make_server, fpm):
+    srv = make_php_server(make_server, fpm.sock, site_extra="    XSendfile On\n")
+    srv.file("files/report 1%.txt", "the report\n")
+    srv.file("accel.php", '<?php header("X-Accel-Redirect: /files/report%201%25.txt?x=1");'
+             ' header("Content-Disposition: attachment"); echo "not this";')
+    srv.file("send.php", '<?php header("X-Sendfile: " . __DIR__ . "/files/report 1%.txt");'
+             ' header("Content-Type: application/x-php"); echo "not this";')
+    srv.file("outside.php", '<?php header("X-Sendfile: /etc/passwd"); echo "no";')
+    srv.file("missing.php", '<?php header("X-Accel-Redirect: /files/none.txt"); echo "no";')
+    srv.start()
+    for page in ("/accel.php", "/send.php"):
+        r = get(srv, page)
+        assert r.status == 200 and r.body == b"the report\n", page
+        assert r.header("Content-Type") == "text/plain; charset=utf-8"
+        assert r.header("ETag") and r.header("Content-Length") == "11"
+        assert r.header("X-Accel-Redirect") is None and r.header("X-Sendfile") is None
+    assert get(srv, "/accel.php").header("Content-Disposition") == "attachment"
+    r = get(srv, "/accel.php", headers={"Range": "bytes=4-9"})
+    assert r.status == 206 and r.body == b"report"
+    assert get(srv, "/outside.php").status == 403
+    assert get(srv, "/missing.php").status == 404
+    srv.stop()
+    # off (the default): the fields go to the client as they are
+    srv2 = make_php_server(make_server, fpm.sock)
+    srv2.file("accel.php", '<?php header("X-Accel-Redirect: /static.txt"); echo "this";')
+    srv2.start()
+    r = get(srv2, "/accel.php")
+    assert r.body == b"this" and r.header("X-Accel-Redirect") == "/static.txt"
+    srv2.stop()
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_pipelined_request_behind_a_waiting_one(php):
+    # the second request arrives while the first waits for php-fpm: it is
+    # answered after it, in order, and the waiting connection (readable, its
+    # interest narrowed only then) does not keep the worker busy meanwhile
+    c = CgiConn(php.port, timeout=30)
+    cpu0 = cpu_seconds(php.proc.pid)
+    c.send("GET /slow.php?s=0.6 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    time.sleep(0.1)  # the first one waits (parked) when the second comes
+    c.send("GET /target.php?from=second HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    first = c.read_response()
+    second = c.read_response()
+    assert first.body == b"slept\n" and second.body == b"target second\n"
+    assert cpu_seconds(php.proc.pid) - cpu0 < 0.3, "the worker spun while the request waited"
+    c.close()
 
 
 def test_backend_down_is_502_with_site_page(make_server, tmp_path):

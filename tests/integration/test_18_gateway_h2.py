@@ -1,0 +1,143 @@
+"""The cgi and fastcgi plugins over HTTP/2: cleartext by prior knowledge (an
+h2c listener) and h2 by ALPN over TLS, with a real php-fpm. GET, a POST body,
+a large streamed answer, and a backend failure that answers 502 on its own
+stream while the other streams and the connection go on."""
+
+import hashlib
+import os
+
+import pytest
+
+from conftest import BUILD, needs_dlopen
+from h2util import H2_MARKS, H2Client
+from test_18_fastcgi import PAGES, PHP_FPM, PhpFpm
+from tlsutil import TLS_MARKS, tls_connect, tls_server
+
+CGI_SO = BUILD / "plugins" / "monkey-cgi.so"
+FCGI_SO = BUILD / "plugins" / "monkey-fastcgi.so"
+
+pytestmark = H2_MARKS + [
+    needs_dlopen,
+    pytest.mark.skipif(PHP_FPM is None, reason="php-fpm is not installed (tools/deps.sh test)"),
+]
+
+CGI = {
+    "env.cgi": '#!/bin/sh\necho "Content-Type: text/plain"\necho\nenv\n',
+    "post.cgi": '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\n'
+                'sha256sum | cut -d" " -f1\necho "$CONTENT_LENGTH"\n',
+    # QUERY_STRING megabytes of 'c'
+    "big.cgi": '#!/bin/sh\nprintf "Content-Type: application/octet-stream\\r\\n\\r\\n"\n'
+               'head -c $((QUERY_STRING * 1048576)) /dev/zero | tr "\\0" c\n',
+    "bad.cgi": '#!/bin/sh\necho "not a header"\necho\n',
+}
+
+
+@pytest.fixture(params=["h2c", "tls"])
+def gw(request, make_server, tmp_path):
+    """A server with cgi and fastcgi, its php-fpm, and a way to open an HTTP/2 connection."""
+    if request.param == "tls":
+        for m in TLS_MARKS:
+            if m.args[0]:
+                pytest.skip(m.kwargs["reason"])
+        srv = tls_server(make_server, plugins=[str(CGI_SO), str(FCGI_SO)])
+    else:
+        srv = make_server()
+        srv.set(Listen=f"127.0.0.1:{srv.port} h2c", Workers=1)
+        srv.plugins = [str(CGI_SO), str(FCGI_SO)]
+    fpm = PhpFpm(tmp_path / "fpm")
+    for name, text in PAGES.items():
+        srv.file(name, text)
+    for name, text in CGI.items():
+        srv.file(name, text, mode=0o755)
+    srv.set(MaxRequestBody="64M")
+    srv.site_extra += (f"[CGI]\n    Match \\.cgi$\n"
+                       f"[FASTCGI]\n    Backend unix:{fpm.sock}\n    Match \\.php$\n")
+    # a page whose php-fpm child dies before answering: 502 on its stream
+    srv.file("die.php", "<?php posix_kill(posix_getpid(), 9);")
+    srv.start()
+
+    def connect():
+        if request.param == "tls":
+            s = tls_connect(srv.port, sni="localhost", alpn=["h2"])
+            assert s.selected_alpn_protocol() == "h2"
+            return H2Client(srv.port, sock=s)
+        return H2Client(srv.port)
+    srv.h2 = connect
+    yield srv
+    srv.stop()
+    fpm.stop()
+
+
+def env_of(body):
+    return dict(line.split("=", 1) for line in body.decode().splitlines() if "=" in line)
+
+
+def test_get(gw):
+    c = gw.h2()
+    st = c.get("/env.cgi/p?q=1")
+    assert st["headers"][":status"] == "200"
+    e = env_of(st["data"])
+    assert e["SCRIPT_NAME"] == "/env.cgi" and e["PATH_INFO"] == "/p" and e["QUERY_STRING"] == "q=1"
+    assert e["SERVER_PROTOCOL"] == "HTTP/2.0"
+    st = c.get("/env.php/a?x=2")
+    assert st["headers"][":status"] == "200"
+    e = env_of(st["data"])
+    assert e["SCRIPT_NAME"] == "/env.php" and e["PATH_INFO"] == "/a" and e["QUERY_STRING"] == "x=2"
+    assert e["SERVER_PROTOCOL"] == "HTTP/2.0"
+    c.close()
+
+
+def test_post_body(gw):
+    body = os.urandom(300000)
+    digest = hashlib.sha256(body).hexdigest()
+    c = gw.h2()
+    a = c.request("/post.cgi", method="POST", body=body,
+                  headers=[("content-length", str(len(body)))])
+    b = c.request("/input.php", method="POST", body=body,
+                  headers=[("content-length", str(len(body)))])
+    c.wait([a, b])
+    assert c.streams[a]["headers"][":status"] == "200"
+    assert c.streams[a]["data"].decode().split() == [digest, str(len(body))]
+    assert c.streams[b]["data"].decode().split() == [str(len(body)), digest]
+    # without content-length (HTTP/2 needs none) the body is kept whole
+    # first and both get it with CONTENT_LENGTH
+    a = c.request("/post.cgi", method="POST", body=body)
+    b = c.request("/input.php", method="POST", body=body)
+    c.wait([a, b])
+    assert c.streams[a]["data"].decode().split() == [digest, str(len(body))]
+    assert c.streams[b]["data"].decode().split() == [str(len(body)), digest]
+    # a POST whose HEADERS end the stream: an empty body, CONTENT_LENGTH 0
+    a = c.request("/post.cgi", method="POST")
+    c.wait([a])
+    assert c.streams[a]["data"].decode().split() == [hashlib.sha256(b"").hexdigest(), "0"]
+    c.close()
+
+
+def test_large_streamed_responses(gw):
+    c = gw.h2()
+    a = c.request("/big.cgi?8")
+    b = c.request("/big.php?mb=8")
+    c.wait([a, b])
+    assert c.streams[a]["headers"][":status"] == "200"
+    assert c.streams[a]["data"] == b"c" * (8 << 20)
+    assert c.streams[b]["data"] == b"y" * (8 << 20)
+    c.close()
+
+
+def test_backend_failure_is_502_on_its_stream(gw):
+    c = gw.h2()
+    slow = c.request("/slow.php?s=0.3")
+    down = c.request("/die.php")
+    bad = c.request("/bad.cgi")
+    c.wait([down, bad])
+    assert c.streams[down]["headers"][":status"] == "502"
+    assert c.streams[bad]["headers"][":status"] == "502"
+    assert not c.streams[slow]["ended"]  # still running, on the same connection
+    c.wait([slow])
+    assert c.streams[slow]["headers"][":status"] == "200"
+    assert c.streams[slow]["data"] == b"slept\n"
+    # the connection is healthy: more requests on it work
+    st = c.get("/env.php")
+    assert st["headers"][":status"] == "200"
+    assert c.goaway is None and not c.closed
+    c.close()
