@@ -4,6 +4,7 @@
  *
  *   /wstest/echo    echoes every message (default limits: 1 MiB)
  *   /wstest/echoz   the same with permessage-deflate accepted
+ *   /wstest/big     echo with deflate and 64 MiB limits (the Autobahn TestSuite's target)
  *   /wstest/cmd     text "close CODE" closes with CODE; "ping" pings the client
  *   /wstest/room    members of channel "room": every message goes to all of them
  *   /wstest/flood   members of channel "flood" (every message to all)
@@ -30,6 +31,18 @@ static void echo_message(websocket_t *ws, int type, const void *msg, size_t len)
 
 static const struct websocket_callbacks echo_cb = {.on_message = echo_message};
 static const struct websocket_settings echoz_settings = {.deflate = 1};
+
+static const struct websocket_settings big_settings = {
+    .deflate = 1,
+    .max_frame = 64u << 20,
+    .max_message = 64u << 20,
+    .send_queue = 128u << 20,
+};
+
+static void cb_big(duda_request_t *dr)
+{
+    websocket->handshake(dr, &echo_cb, &big_settings, NULL);
+}
 
 static void cb_echo(duda_request_t *dr)
 {
@@ -118,6 +131,7 @@ int duda_main(void)
     }
     router->map("/echo", DUDA_GET, cb_echo);
     router->map("/echoz", DUDA_GET, cb_echoz);
+    router->map("/big", DUDA_GET, cb_big);
     router->map("/cmd", DUDA_GET, cb_cmd);
     router->map("/room", DUDA_GET, cb_room);
     router->map("/flood", DUDA_GET, cb_flood);
