@@ -196,7 +196,9 @@ static void ws_close_frame(websocket_t *ws, int code, const char *reason)
         if (rl > sizeof(p) - 2) {
             rl = sizeof(p) - 2;
         }
-        memcpy(p + 2, reason, rl);
+        if (rl) {
+            memcpy(p + 2, reason, rl);
+        }
         n += rl;
     }
     ws_frame(ws, WS_OP_CLOSE, false, p, n);
