@@ -213,6 +213,24 @@ def test_server_ping_and_close(srv):
     assert raw.s.recv(1) == b""
 
 
+def test_close_and_idle_timeouts(srv):
+    # The client never answers the server's close frame: closed after close_timeout_ms (300).
+    raw = Raw(srv, "cmd")
+    raw.send(frame(1, b"close 4003"))
+    fin, op, payload = raw.read()
+    assert op == 8 and payload[:2] == struct.pack("!H", 4003)
+    t0 = time.monotonic()
+    raw.s.settimeout(5 * SLOW)
+    assert raw.s.recv(1) == b""
+    assert time.monotonic() - t0 < 5  # not the idle timeout (10 s)
+    # Silence: closed after idle_timeout_ms (600).
+    raw = Raw(srv, "idle")
+    t0 = time.monotonic()
+    raw.s.settimeout(5 * SLOW)
+    assert raw.s.recv(1) == b""
+    assert 0.5 < time.monotonic() - t0 < 4 * SLOW
+
+
 @pytest.mark.parametrize("frames,code", [
     (frame(1, b"hi", mask=False), 1002),                 # unmasked
     (frame(1, b"\xff\xfe"), 1007),                       # not UTF-8
