@@ -123,13 +123,21 @@ class Raw:
         self.s.sendall(data)
 
     def close_code(self):
-        """Read until the server's close frame: its code (None without one); then EOF."""
+        """Read until the server's close frame: its code (None without one). Answer it as a
+        client does (a server that failed the connection has closed already), then EOF."""
         while True:
             fin, op, payload = self.read()
             if op == 8:
                 code = struct.unpack("!H", payload[:2])[0] if len(payload) >= 2 else None
-                self.s.settimeout(5 * SLOW)
-                assert self.s.recv(1) == b"", "the server closes after its close frame"
+                try:
+                    self.send(frame(8, payload[:2]))
+                except OSError:
+                    pass
+                self.s.settimeout(3 * SLOW)
+                try:
+                    assert self.s.recv(1) == b"", "the server closes after its close frame"
+                except ConnectionResetError:
+                    pass
                 return code
 
 
