@@ -358,6 +358,9 @@ static bool mk_schema_fill_file(const struct mk_conf_schema *schema,
 
     mk_list_foreach (it, &conf->sections) {
         struct mk_conf_section *s = mk_list_entry(it, struct mk_conf_section, node);
+        if (in->only && s != in->only) {
+            continue;
+        }
         if (strcasecmp(s->name, schema->section) != 0) {
             if (in->own_file) {
                 return mk_conf_error(conf, s->line, err, errlen,
@@ -441,8 +444,10 @@ int mk_schema_fill(const struct mk_conf_schema *schema, const struct mk_schema_i
         const char *key = NULL;
         reason[0] = '\0';
         if (schema->finish(obj, in->scope, &key, reason, sizeof(reason)) != MK_OK) {
-            const struct mk_conf_section *sec =
-                in->conf ? mk_conf_section(in->conf, schema->section) : NULL;
+            const struct mk_conf_section *sec = in->only ? in->only
+                                                : in->conf
+                                                    ? mk_conf_section(in->conf, schema->section)
+                                                    : NULL;
             const struct mk_conf_key *k = key ? mk_schema_find(schema, in->scope, key) : NULL;
             int line =
                 k && lines[k - schema->keys] ? lines[k - schema->keys] : (sec ? sec->line : 0);

@@ -45,6 +45,8 @@ struct mk_schema_input {
     size_t n_ov;
     /* NULL, or one record per key of the table (index as in schema->keys). */
     struct mk_schema_record *records;
+    /* Not NULL: read this section of conf only (one of a repeated section). */
+    const struct mk_conf_section *only;
 };
 
 /*

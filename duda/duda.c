@@ -99,8 +99,8 @@ void duda_misuse(duda_request_t *dr, const char *fmt, ...)
 static int duda_init(const struct mk_api *api, const char *conf_dir)
 {
     duda_mk = api;
-    if (!MK_API_HAS(api, route_add) || !MK_API_HAS(api, stream_start)) {
-        api->log(MK_PLUGIN_LOG_ERROR, "duda: needs a server with plugin ABI 3.2");
+    if (!MK_API_HAS(api, route_add) || !MK_API_HAS(api, site_sections)) {
+        api->log(MK_PLUGIN_LOG_ERROR, "duda: needs a server with plugin ABI 3.4");
         return MK_ERR;
     }
     struct duda_self *self = calloc(1, sizeof(*self));
@@ -152,167 +152,123 @@ static void duda_site_free(void *data)
     free(site);
 }
 
-/* A section being read: its values and where they were given. */
-struct duda_section {
-    int header;
-    int line; /* of its first entry */
+/* One [WEB_SERVICE] section, as the server fills it from duda_ws_schema. */
+struct duda_ws_conf {
     char *name, *docroot, *confdir, *datadir, *logdir;
     bool enabled, root;
 };
 
-static int duda_bool(const char *value, bool *out)
+static int duda_ws_name_check(const char *value, char *reason, size_t len)
 {
-    if (!strcasecmp(value, "on") || !strcasecmp(value, "yes") || !strcasecmp(value, "true") ||
-        !strcmp(value, "1")) {
-        *out = true;
+    if (duda_router_name_ok(value)) {
         return MK_OK;
     }
-    if (!strcasecmp(value, "off") || !strcasecmp(value, "no") || !strcasecmp(value, "false") ||
-        !strcmp(value, "0")) {
-        *out = false;
-        return MK_OK;
-    }
+    snprintf(reason, len,
+             "'%s': 1 to 64 letters, digits, '_' or '-' (it is the service's path segment and "
+             "file name)",
+             value);
     return MK_ERR;
 }
 
-/* `value` made absolute against the configuration directory. */
-static char *duda_path(const char *value)
+static int duda_ws_finish(void *obj, int site, const char **key, char *reason, size_t len)
 {
-    char buf[PATH_MAX];
-
-    if (value[0] == '/') {
-        return strdup(value);
-    }
-    int n = snprintf(buf, sizeof(buf), "%s/%s", duda_self()->conf_dir, value);
-    return n < 0 || (size_t) n >= sizeof(buf) ? NULL : strdup(buf);
-}
-
-static int duda_section_entry(struct duda_section *sec, const char *key, const char *value,
-                              const char *where, int line, char *err, size_t errlen)
-{
-    char **slot = NULL;
-    bool *flag = NULL;
-
-    if (!strcasecmp(key, "Name")) {
-        slot = &sec->name;
-    }
-    else if (!strcasecmp(key, "DocumentRoot")) {
-        slot = &sec->docroot;
-    }
-    else if (!strcasecmp(key, "ConfDir")) {
-        slot = &sec->confdir;
-    }
-    else if (!strcasecmp(key, "DataDir")) {
-        slot = &sec->datadir;
-    }
-    else if (!strcasecmp(key, "LogDir")) {
-        slot = &sec->logdir;
-    }
-    else if (!strcasecmp(key, "Enabled")) {
-        flag = &sec->enabled;
-    }
-    else if (!strcasecmp(key, "Root")) {
-        flag = &sec->root;
-    }
-    else {
-        snprintf(err, errlen, "%s:%d: unknown key '%s' in [WEB_SERVICE]", where, line, key);
-        return MK_ERR;
-    }
-    if (flag) {
-        if (duda_bool(value, flag) != MK_OK) {
-            snprintf(err, errlen, "%s:%d: %s: '%s' is not On or Off", where, line, key, value);
-            return MK_ERR;
-        }
-        return MK_OK;
-    }
-    if (*slot) {
-        snprintf(err, errlen, "%s:%d: '%s' is given twice", where, line, key);
-        return MK_ERR;
-    }
-    if (slot == &sec->name) {
-        if (!duda_router_name_ok(value)) {
-            snprintf(err, errlen,
-                     "%s:%d: Name '%s': 1 to 64 letters, digits, '_' or '-' (it is the "
-                     "service's path segment and file name)",
-                     where, line, value);
-            return MK_ERR;
-        }
-        *slot = strdup(value);
-    }
-    else {
-        *slot = duda_path(value);
-    }
-    if (!*slot) {
-        snprintf(err, errlen, "%s:%d: out of memory", where, line);
+    const struct duda_ws_conf *ws = obj;
+    (void) site;
+    (void) key;
+    if (!ws->name) {
+        snprintf(reason, len, "[WEB_SERVICE] without Name");
         return MK_ERR;
     }
     return MK_OK;
 }
 
-static void duda_section_clear(struct duda_section *sec)
+#define DUDA_WS_FIELD(m) MK_CONF_FIELD(struct duda_ws_conf, m)
+static const struct mk_conf_key duda_ws_keys[] = {
+    {"Name", MK_CONF_STRING, MK_CONF_SITE, DUDA_WS_FIELD(name), 0, 64, NULL,
+     .check = duda_ws_name_check, .doc = "the service: ServicesRoot/NAME.duda, answering /NAME"},
+    {"Enabled", MK_CONF_BOOL, MK_CONF_SITE, DUDA_WS_FIELD(enabled), 0, 0, "On",
+     .doc = "Off keeps the section without loading the service"},
+    {"Root", MK_CONF_BOOL, MK_CONF_SITE, DUDA_WS_FIELD(root), 0, 0, "Off",
+     .doc = "the service owns the whole site, without the /NAME prefix"},
+    {"DocumentRoot", MK_CONF_PATH, MK_CONF_SITE, DUDA_WS_FIELD(docroot), 0, 0, NULL,
+     .doc = "the service's static files"},
+    {"ConfDir", MK_CONF_PATH, MK_CONF_SITE, DUDA_WS_FIELD(confdir), 0, 0, NULL,
+     .doc = "the service's configuration files"},
+    {"DataDir", MK_CONF_PATH, MK_CONF_SITE, DUDA_WS_FIELD(datadir), 0, 0, NULL,
+     .doc = "the service's data files"},
+    {"LogDir", MK_CONF_PATH, MK_CONF_SITE, DUDA_WS_FIELD(logdir), 0, 0, NULL,
+     .doc = "the service's log files"},
+    {NULL},
+};
+
+/* [WEB_SERVICE], once per service in a site file (plugin ABI 3.4 section_schemas). */
+static const struct mk_conf_schema duda_ws_schema = {
+    .section = "WEB_SERVICE",
+    .keys = duda_ws_keys,
+    .site_size = sizeof(struct duda_ws_conf),
+    .finish = duda_ws_finish,
+};
+
+static char *duda_strdup_opt(const char *s, bool *oom)
 {
-    free(sec->name);
-    free(sec->docroot);
-    free(sec->confdir);
-    free(sec->datadir);
-    free(sec->logdir);
-    *sec = (struct duda_section){0};
+    char *p = s ? strdup(s) : NULL;
+    if (s && !p) {
+        *oom = true;
+    }
+    return p;
 }
 
-static int duda_site_add(struct duda_site *site, const struct mk_site *s, struct duda_section *sec,
-                         const char *where, char *err, size_t errlen)
+/* The service of section `ws` (line `line` of `where`), loaded for site s. */
+static int duda_site_add(struct duda_site *site, const struct mk_site *s,
+                         const struct duda_ws_conf *ws, int line, const char *where, char *err,
+                         size_t errlen)
 {
     const struct duda_conf *conf = duda_mk->plugin_conf(s, MK_PLUGIN_SELF(duda));
     char file[PATH_MAX];
+    bool oom = false;
 
-    if (!sec->name) {
-        snprintf(err, errlen, "%s:%d: [WEB_SERVICE] without Name", where, sec->header);
-        return MK_ERR;
-    }
     for (size_t i = 0; i < site->n; i++) {
-        if (!strcmp(site->svc[i]->name, sec->name)) {
-            snprintf(err, errlen, "%s:%d: service '%s' is given twice for this site", where,
-                     sec->header, sec->name);
+        if (!strcmp(site->svc[i]->name, ws->name)) {
+            snprintf(err, errlen, "%s:%d: service '%s' is given twice for this site", where, line,
+                     ws->name);
             return MK_ERR;
         }
-        if (site->svc[i]->root && sec->root && sec->enabled) {
+        if (site->svc[i]->root && ws->root && ws->enabled) {
             snprintf(err, errlen, "%s:%d: Root On for '%s': '%s' already owns the site", where,
-                     sec->header, sec->name, site->svc[i]->name);
+                     line, ws->name, site->svc[i]->name);
             return MK_ERR;
         }
     }
-    if (!sec->enabled) {
+    if (!ws->enabled) {
         return MK_OK;
     }
     struct duda_service *svc = calloc(1, sizeof(*svc));
     struct duda_service **v = realloc(site->svc, (site->n + 1) * sizeof(*v));
     if (!svc || !v) {
         free(svc);
-        snprintf(err, errlen, "%s:%d: out of memory", where, sec->header);
+        snprintf(err, errlen, "%s:%d: out of memory", where, line);
         return MK_ERR;
     }
     site->svc = v;
-    snprintf(file, sizeof(file), "%s/%s.duda", conf->services_root, sec->name);
-    svc->name = sec->name;
-    svc->root = sec->root;
-    svc->docroot = sec->docroot;
-    svc->confdir = sec->confdir;
-    svc->datadir = sec->datadir;
-    svc->logdir = sec->logdir;
-    svc->file = strdup(file);
-    svc->packages_root = conf->packages_root ? strdup(conf->packages_root) : NULL;
+    snprintf(file, sizeof(file), "%s/%s.duda", conf->services_root, ws->name);
+    svc->name = duda_strdup_opt(ws->name, &oom);
+    svc->root = ws->root;
+    svc->docroot = duda_strdup_opt(ws->docroot, &oom);
+    svc->confdir = duda_strdup_opt(ws->confdir, &oom);
+    svc->datadir = duda_strdup_opt(ws->datadir, &oom);
+    svc->logdir = duda_strdup_opt(ws->logdir, &oom);
+    svc->file = duda_strdup_opt(file, &oom);
+    svc->packages_root = duda_strdup_opt(conf->packages_root, &oom);
     svc->docroot_fd = -1;
-    int header = sec->header;
-    *sec = (struct duda_section){0};
     site->svc[site->n++] = svc;
-    if (!svc->file) {
+    if (oom) {
         snprintf(err, errlen, "%s: out of memory", where);
         return MK_ERR;
     }
     char inner[512];
     if (duda_service_load(svc, inner, sizeof(inner)) != MK_OK ||
         duda_service_routes(s, svc, inner, sizeof(inner)) != MK_OK) {
-        snprintf(err, errlen, "%s:%d: [WEB_SERVICE] %s: %s", where, header, svc->name, inner);
+        snprintf(err, errlen, "%s:%d: [WEB_SERVICE] %s: %s", where, line, svc->name, inner);
         return MK_ERR;
     }
     return MK_OK;
@@ -321,11 +277,8 @@ static int duda_site_add(struct duda_site *site, const struct mk_site *s, struct
 static int duda_site_init(const struct mk_site *s, const struct mk_conf *conf, void **data,
                           char *err, size_t errlen)
 {
-    const char *section, *key, *value;
-    struct duda_section sec = {0};
-    void *cursor = NULL;
-    int line, rc = MK_OK;
     const char *where = duda_mk->conf_path(conf);
+    size_t n = 0;
 
     *data = NULL;
     struct duda_site *site = calloc(1, sizeof(*site));
@@ -334,28 +287,14 @@ static int duda_site_init(const struct mk_site *s, const struct mk_conf *conf, v
         return MK_ERR;
     }
     *data = site; /* the server frees it with duda_site_free, also on an error */
-    while (rc == MK_OK && duda_mk->conf_next(conf, &cursor, &section, &key, &value, &line)) {
-        if (strcasecmp(section, "WEB_SERVICE") != 0) {
-            continue;
+    const struct mk_conf_instance *ws =
+        duda_mk->site_sections(s, MK_PLUGIN_SELF(duda), "WEB_SERVICE", &n);
+    for (size_t i = 0; i < n; i++) {
+        if (duda_site_add(site, s, ws[i].obj, ws[i].line, where, err, errlen) != MK_OK) {
+            return MK_ERR;
         }
-        int header = duda_mk->conf_section_line(cursor);
-        if (header != sec.header) {
-            if (sec.header) {
-                rc = duda_site_add(site, s, &sec, where, err, errlen);
-                duda_section_clear(&sec);
-                if (rc != MK_OK) {
-                    break;
-                }
-            }
-            sec = (struct duda_section){.header = header, .line = line, .enabled = true};
-        }
-        rc = duda_section_entry(&sec, key, value, where, line, err, errlen);
     }
-    if (rc == MK_OK && sec.header) {
-        rc = duda_site_add(site, s, &sec, where, err, errlen);
-    }
-    duda_section_clear(&sec);
-    return rc;
+    return MK_OK;
 }
 
 /* The counters in the server's status (monkey-ctl status, the control plugin's JSON). */
@@ -378,9 +317,9 @@ MK_PLUGIN_DEFINE(duda) = {
     .init = duda_init,
     .exit = duda_exit,
     .reopen_logs = duda_logger_reopen,
-    .site_sections = (const char *const[]){"WEB_SERVICE", NULL},
     .site_init = duda_site_init,
     .site_free = duda_site_free,
     .conf_schema = &duda_schema,
     .stats = duda_stats,
+    .section_schemas = (const struct mk_conf_schema *const[]){&duda_ws_schema, NULL},
 };

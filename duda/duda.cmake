@@ -17,18 +17,22 @@ install(DIRECTORY include/duda DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MAT
         PATTERN "*.h")
 
 # ---- Packages -----------------------------------------------------------------
-# duda_package(NAME SOURCES src... [HEADER h] [LIBS lib...] [INCLUDES dir...])
+# duda_package(NAME SOURCES src... [HEADER h] [LIBS lib...] [INCLUDES dir...]
+#              [TESTS test.c... TEST_SOURCES src...])
 # builds duda/packages/NAME/ into build/duda-packages/NAME.dpkg, copies its
 # public header (default duda/packages/NAME/NAME.h) to
 # build/duda-packages/include/duda/packages/NAME.h and installs both
-# (LIBDIR/monkey/duda-packages, INCLUDEDIR/duda/packages). Each package's
-# duda/packages/NAME/package.cmake is one call of it.
+# (LIBDIR/monkey/duda-packages, INCLUDEDIR/duda/packages). TESTS are cmocka
+# unit tests of the package's pure parts (in NAME/tests/, linked with
+# TEST_SOURCES and LIBS), run by ctest. Each package's
+# duda/packages/NAME/package.cmake is one call of it, behind a check of the
+# libraries it needs: without them the package (and its tests) is left out.
 set(DUDA_PACKAGES_DIR ${CMAKE_BINARY_DIR}/duda-packages)
 set(DUDA_PACKAGES_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/monkey/duda-packages)
 file(MAKE_DIRECTORY ${DUDA_PACKAGES_DIR}/include/duda/packages)
 add_custom_target(duda-packages ALL)
 function(duda_package name)
-  cmake_parse_arguments(PKG "" "HEADER" "SOURCES;LIBS;INCLUDES" ${ARGN})
+  cmake_parse_arguments(PKG "" "HEADER" "SOURCES;LIBS;INCLUDES;TESTS;TEST_SOURCES" ${ARGN})
   set(dir ${CMAKE_SOURCE_DIR}/duda/packages/${name})
   list(TRANSFORM PKG_SOURCES PREPEND ${dir}/)
   if(NOT PKG_HEADER)
@@ -48,8 +52,25 @@ function(duda_package name)
   install(TARGETS duda-pkg-${name} LIBRARY DESTINATION ${DUDA_PACKAGES_INSTALL_DIR})
   install(FILES ${dir}/${PKG_HEADER} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/duda/packages
           RENAME ${name}.h)
+  if(NOT MK_TESTS OR NOT CMOCKA_LIB OR NOT CMOCKA_INCLUDE)
+    return()
+  endif()
+  list(TRANSFORM PKG_TEST_SOURCES PREPEND ${dir}/)
+  foreach(t ${PKG_TESTS})
+    get_filename_component(tname ${t} NAME_WE)
+    add_executable(${tname} ${dir}/tests/${t} ${PKG_TEST_SOURCES})
+    target_include_directories(${tname} PRIVATE ${dir} ${CMAKE_SOURCE_DIR}/include
+                                                ${CMOCKA_INCLUDE} ${PKG_INCLUDES})
+    target_link_libraries(${tname} PRIVATE ${CMOCKA_LIB} ${PKG_LIBS})
+    set_target_properties(${tname} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+    add_test(NAME ${tname} COMMAND ${tname})
+  endforeach()
 endfunction()
-file(GLOB DUDA_PACKAGE_FILES ${CMAKE_SOURCE_DIR}/duda/packages/*/package.cmake)
+if(MK_TESTS)
+  find_library(CMOCKA_LIB cmocka)
+  find_path(CMOCKA_INCLUDE cmocka.h)
+endif()
+file(GLOB DUDA_PACKAGE_FILES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/duda/packages/*/package.cmake)
 list(SORT DUDA_PACKAGE_FILES)
 foreach(f ${DUDA_PACKAGE_FILES})
   include(${f})

@@ -113,6 +113,7 @@ struct duda_header {
 
 struct duda_gc_item {
     void *p;
+    void (*fn)(void *p); /* free, or gc->add_fn's */
     struct duda_gc_item *next;
 };
 

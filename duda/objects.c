@@ -54,8 +54,21 @@ static int duda_gc_add(duda_request_t *dr, void *p)
         return -1;
     }
     it->p = p;
+    it->fn = free;
     it->next = dr->gc;
     dr->gc = it;
+    return 0;
+}
+
+static int duda_gc_add_fn(duda_request_t *dr, void (*fn)(void *p), void *p)
+{
+    if (!fn || duda_gc_add(dr, p) != 0) {
+        if (!fn) {
+            duda_misuse(dr, "gc->add_fn() without a function");
+        }
+        return -1;
+    }
+    dr->gc->fn = fn;
     return 0;
 }
 
@@ -78,8 +91,10 @@ char *duda_gc_strndup(duda_request_t *dr, const char *s, size_t n)
     return p;
 }
 
-const struct duda_gc_api duda_gc_obj = {
-    .size = sizeof(struct duda_gc_api), .alloc = duda_gc_alloc, .add = duda_gc_add};
+const struct duda_gc_api duda_gc_obj = {.size = sizeof(struct duda_gc_api),
+                                        .alloc = duda_gc_alloc,
+                                        .add = duda_gc_add,
+                                        .add_fn = duda_gc_add_fn};
 
 /* ---- the request's life ----------------------------------------------------- */
 
@@ -96,7 +111,7 @@ static void duda_request_free(duda_request_t *dr)
     struct duda_gc_item *g = dr->gc;
     while (g) {
         struct duda_gc_item *next = g->next;
-        free(g->p);
+        g->fn(g->p);
         free(g);
         g = next;
     }

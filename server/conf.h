@@ -57,6 +57,13 @@ struct mk_error_page {
 /* The longest [HOST] Fallback path. */
 #define MK_FALLBACK_MAX 1024
 
+/* The sections of a site file filled from one of a plugin's section_schemas. */
+struct mk_section_instances {
+    const struct mk_conf_schema *schema; /* NULL ends a plugin's array */
+    struct mk_conf_instance *v;
+    size_t n;
+};
+
 struct mk_vhost {
     char **names; /* lower case; a leading "*." is a wildcard */
     size_t n_names;
@@ -76,6 +83,8 @@ struct mk_vhost {
     size_t n_plugin_data;
     /* Each plugin's site keys (its schema's MK_CONF_SITE keys), by plugin index. */
     void **plugin_conf;
+    /* Each plugin's repeated sections (its section_schemas), by plugin index. */
+    struct mk_section_instances **plugin_sections;
     struct mk_config *cfg;    /* the configuration the site belongs to (not a reference) */
     struct mk_routes *routes; /* the route table (route.h), built with the plugins' site data */
     /* Fallback: the path a request continues with when its own path names

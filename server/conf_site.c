@@ -87,6 +87,17 @@ void mk_vhost_release_plugins(const struct mk_config *cfg, struct mk_vhost *vh)
             mk_schema_delete(schema, MK_CONF_SITE, vh->plugin_conf[i]);
         }
     }
+    for (size_t i = 0; vh->plugin_sections && i < vh->n_plugin_data; i++) {
+        for (struct mk_section_instances *s = vh->plugin_sections[i]; s && s->schema; s++) {
+            for (size_t k = 0; k < s->n; k++) {
+                mk_schema_delete(s->schema, MK_CONF_SITE, (void *) s->v[k].obj);
+            }
+            mk_free(s->v);
+        }
+        mk_free(vh->plugin_sections[i]);
+    }
+    mk_free(vh->plugin_sections);
+    vh->plugin_sections = NULL;
     mk_free(vh->plugin_data);
     mk_free(vh->plugin_free);
     mk_free(vh->plugin_conf);

@@ -600,6 +600,30 @@ static const void *mk_api_site_conf(const struct mk_site *s, const struct mk_plu
     return i < vh->n_plugin_data ? vh->plugin_conf[i] : NULL;
 }
 
+static const struct mk_conf_instance *mk_api_site_sections(const struct mk_site *s,
+                                                           const struct mk_plugin *p,
+                                                           const char *section, size_t *n)
+{
+    const struct mk_vhost *vh = (const struct mk_vhost *) s;
+    size_t i;
+
+    *n = 0;
+    if (!vh || !vh->cfg || !vh->plugin_sections || !section) {
+        return NULL;
+    }
+    i = mk_conf_index(vh->cfg, p);
+    if (i >= vh->n_plugin_data) {
+        return NULL;
+    }
+    for (const struct mk_section_instances *si = vh->plugin_sections[i]; si && si->schema; si++) {
+        if (strcasecmp(si->schema->section, section) == 0) {
+            *n = si->n;
+            return si->v;
+        }
+    }
+    return NULL;
+}
+
 static int mk_api_self_set(const struct mk_plugin *p, void *self)
 {
     struct mk_plugin_set *ps = mk_init_set;
@@ -891,6 +915,7 @@ const struct mk_api mk_plugin_api = {
     .note_set = mk_api_note_set,
     .note = mk_api_note,
     .takeover_on_open = mk_takeover_on_open,
+    .site_sections = mk_api_site_sections,
 };
 
 /* ---- loading ------------------------------------------------------------- */
@@ -1272,8 +1297,59 @@ static bool mk_plugins_claim(const struct mk_plugin_set *set, const char *name)
             mk_schema_has(schema, MK_CONF_SITE)) {
             return true;
         }
+        for (const struct mk_conf_schema *const *s = set->list[i]->section_schemas; s && *s; s++) {
+            if (strcasecmp((*s)->section, name) == 0) {
+                return true;
+            }
+        }
     }
     return false;
+}
+
+/* Fill one struct per section of vh's file named as `schema` says, into *out. */
+static int mk_plugin_sections_fill(const struct mk_conf_schema *schema, const struct mk_vhost *vh,
+                                   struct mk_section_instances *out, char *err, size_t errlen)
+{
+    struct mk_list *it;
+
+    out->schema = schema;
+    mk_list_foreach (it, &vh->conf->sections) {
+        const struct mk_conf_section *sec = mk_list_entry(it, struct mk_conf_section, node);
+        if (strcasecmp(sec->name, schema->section) != 0) {
+            continue;
+        }
+        struct mk_schema_input in = {
+            .conf = vh->conf, .confdir = vh->cfg->confdir, .scope = MK_CONF_SITE, .only = sec};
+        void *obj = mk_schema_new(schema, &in, err, errlen);
+        if (!obj) {
+            return MK_ERR;
+        }
+        out->v = mk_realloc(out->v, (out->n + 1) * sizeof(*out->v));
+        out->v[out->n++] = (struct mk_conf_instance){.obj = obj, .line = sec->line};
+    }
+    return MK_OK;
+}
+
+/* Fill plugin i's repeated sections (section_schemas) of site vh. */
+static int mk_plugin_sections(const struct mk_plugin *p, size_t i, struct mk_vhost *vh, char *err,
+                              size_t errlen)
+{
+    size_t n = 0;
+
+    while (p->section_schemas && p->section_schemas[n]) {
+        n++;
+    }
+    if (n == 0) {
+        return MK_OK;
+    }
+    vh->plugin_sections[i] = mk_calloc(n + 1, sizeof(**vh->plugin_sections));
+    for (size_t k = 0; k < n; k++) {
+        if (mk_plugin_sections_fill(p->section_schemas[k], vh, &vh->plugin_sections[i][k], err,
+                                    errlen) != MK_OK) {
+            return MK_ERR;
+        }
+    }
+    return MK_OK;
 }
 
 /* Fill every plugin's site keys of site `vh`. */
@@ -1281,6 +1357,9 @@ static int mk_plugins_site_conf(const struct mk_plugin_set *set, struct mk_vhost
                                 size_t errlen)
 {
     for (size_t i = 0; i < set->count; i++) {
+        if (mk_plugin_sections(set->list[i], i, vh, err, errlen) != MK_OK) {
+            return MK_ERR;
+        }
         const struct mk_conf_schema *schema = set->list[i]->conf_schema;
         if (!schema || !mk_schema_has(schema, MK_CONF_SITE)) {
             continue;
@@ -1334,6 +1413,7 @@ int mk_plugins_sites(const struct mk_plugin_set *set, struct mk_config *cfg, cha
         vh->plugin_data = mk_calloc(set->count + 1, sizeof(*vh->plugin_data));
         vh->plugin_free = mk_calloc(set->count + 1, sizeof(*vh->plugin_free));
         vh->plugin_conf = mk_calloc(set->count + 1, sizeof(*vh->plugin_conf));
+        vh->plugin_sections = mk_calloc(set->count + 1, sizeof(*vh->plugin_sections));
         vh->n_plugin_data = set->count;
         vh->routes = mk_calloc(1, sizeof(*vh->routes));
         vh->cfg = cfg;

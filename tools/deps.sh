@@ -7,10 +7,13 @@
 #                            taskset, libssl-dev and openssl (plugins/tls), libnghttp2-dev
 #                            (HTTP/2), nghttp and h2load, Python's h2, h2spec (Go), php-fpm
 #                            and php-cgi (plugins/fastcgi, plugins/cgi), zlib1g-dev, Python's
-#                            websockets and chromium (the Duda websocket packages and chat)
+#                            websockets and chromium (the Duda websocket packages and chat),
+#                            and optionally libcjson-dev and libsqlite3-dev (Duda's json and
+#                            sqlite packages)
 #   tools/deps.sh fuzz       + clang with libFuzzer
 #   tools/deps.sh static     + musl (musl-gcc) for the static embedded build
-#   tools/deps.sh bench      + the peers and load tools of bench/ (node's ws with npm)
+#   tools/deps.sh bench      + the peers and load tools of bench/ (and better-sqlite3 and ws
+#                            from npm)
 #   tools/deps.sh deb        + debhelper, dpkg-dev, lintian and fakeroot for
 #                            make deb and make deb-test
 #   tools/deps.sh cross ARCH + for make cross and make cross-test (ARCH aarch64
@@ -72,6 +75,10 @@ if [ "$stage" != build ]; then
     fi
     # HTTP/2: nghttp2 for the server, its client tools and Python's h2 for the tests.
     need /usr/include/nghttp2/nghttp2.h libnghttp2-dev
+    # Duda's json and sqlite packages (duda/packages/): optional, the build
+    # leaves them (and the tests their tests) out without these.
+    [ -e /usr/include/cjson/cJSON.h ] || optional="${optional:-} libcjson-dev"
+    [ -e /usr/include/sqlite3.h ] || optional="${optional:-} libsqlite3-dev"
     need nghttp nghttp2-client
     need h2load nghttp2-client
     # h2spec is built with Go (below, after the packages): Debian's Go when
@@ -160,11 +167,11 @@ if [ "$stage" = bench ]; then
     need lighttpd lighttpd
     need h2o h2o
     need node nodejs
+    need npm npm # bench/node/package.json: better-sqlite3 for bench/node/notes.js
     need valgrind valgrind
     need strace strace
     need callgrind_control valgrind
     need gnuplot gnuplot-nox
-    need npm npm # bench/websocket.py: node's ws package, installed below
 fi
 fi # run-only
 
@@ -205,14 +212,6 @@ if [ -n "${h2_pip:-}" ]; then
     echo "deps: installing Python's h2 with pip for $(command -v python3)"
     python3 -m pip install -q h2 || { echo "deps: pip install h2 failed" >&2; exit 1; }
 fi
-# bench/websocket.py compares with node's `ws` package, from npm, installed
-# into bench/node/node_modules (ignored by git).
-if [ "$stage" = bench ] && command -v npm >/dev/null 2>&1 &&
-   [ ! -d "$(dirname "$0")/../bench/node/node_modules/ws" ]; then
-    echo "deps: installing node's ws with npm into bench/node"
-    (cd "$(dirname "$0")/../bench/node" && npm install --no-save --no-audit --no-fund ws >/dev/null) ||
-        echo "deps: npm install ws failed: bench/websocket.py runs without node" >&2
-fi
 # h2spec (tests/integration/test_18_h2_spec.py) from the Go module proxy;
 # the test is skipped when the proxy cannot be reached.
 if [ "$stage" = test ] && ! command -v h2spec >/dev/null 2>&1 && command -v go >/dev/null 2>&1 &&
@@ -220,5 +219,17 @@ if [ "$stage" = test ] && ! command -v h2spec >/dev/null 2>&1 && command -v go >
     echo "deps: installing h2spec with go install github.com/summerwind/h2spec/cmd/h2spec@latest"
     go install github.com/summerwind/h2spec/cmd/h2spec@latest >/dev/null 2>&1 ||
         echo "deps: go install h2spec failed: the h2spec test is skipped" >&2
+fi
+# The node peers of bench/ (bench/node/package.json): better-sqlite3 for
+# bench/duda_packages.py (built with node-gyp when npm has no prebuilt
+# binary for this node) and ws for bench/websocket.py, from npm into
+# bench/node/node_modules.
+if [ "$stage" = bench ] && command -v npm >/dev/null 2>&1; then
+    node_dir=$(cd "$(dirname "$0")/../bench/node" && pwd)
+    if [ ! -d "$node_dir/node_modules/better-sqlite3" ] || [ ! -d "$node_dir/node_modules/ws" ]; then
+        echo "deps: installing better-sqlite3 and ws with npm install --prefix $node_dir"
+        npm install --prefix "$node_dir" --no-audit --no-fund >/dev/null 2>&1 ||
+            echo "deps: npm install failed: bench/duda_packages.py and websocket.py run without node" >&2
+    fi
 fi
 exit 0

@@ -261,6 +261,8 @@ struct duda_gc_api {
     size_t size;
     void *(*alloc)(duda_request_t *dr, size_t size); /* zeroed; NULL when short */
     int (*add)(duda_request_t *dr, void *p);         /* free(p) at the end */
+    /* Service ABI 1.1: fn(p) at the end (newest first), e.g. a package's own destructor. */
+    int (*add_fn)(duda_request_t *dr, void (*fn)(void *p), void *p);
 };
 
 /* Per-worker values: one per worker thread, made by make() on first use there. */

@@ -50,6 +50,7 @@ struct duda_package_info {
 
 #ifndef DUDA_PLUGIN_INTERNAL
 
+/* The one entry point of a package (defined by DUDA_PACKAGE). */
 DUDA_EXPORT const struct duda_package_info *duda_package_main(void);
 
 /* Once per package, in one of its files. init and exit may be NULL. */

@@ -830,6 +830,17 @@ struct mk_api {
      */
     int (*takeover_on_open)(struct mk_request *r,
                             void (*on_open)(struct mk_takeover *t, void *arg));
+
+    /*
+     * The sections named `section` of `site`'s file, as the server filled
+     * them from the plugin's section_schemas (one typed struct each, in
+     * file order, with the line of each header): *n of them, NULL when
+     * there is none. They live as long as the site's configuration. From
+     * site_init() or any thread holding the configuration.
+     */
+    const struct mk_conf_instance *(*site_sections)(const struct mk_site *site,
+                                                    const struct mk_plugin *plugin,
+                                                    const char *section, size_t *n);
 };
 
 /* One counter of a plugin's stats hook: its name (letters, digits, '_') and value. */
@@ -934,6 +945,20 @@ struct mk_plugin {
      * api->self() gives the server's context as in any other hook.
      */
     void (*stats)(mk_stats_emit_cb emit, void *arg);
+
+    /* ---- added in ABI 3.4 ---- */
+
+    /*
+     * Schemas of repeated site sections, NULL terminated: each names its
+     * section (schema->section), declares MK_CONF_SITE keys and its
+     * site_size. Every such section of a site file ([WEB_SERVICE], once per
+     * service) is filled into a struct of its own, with the checks,
+     * defaults and "file:line: reason" errors of any declared key (a
+     * key given twice in one section is an error; the same key in two
+     * sections is not), before site_init(); api->site_sections() returns
+     * them. The sections need no entry in site_sections.
+     */
+    const struct mk_conf_schema *const *section_schemas;
 };
 
 /*

@@ -133,4 +133,14 @@ struct mk_conf_schema {
     int (*finish)(void *obj, int site, const char **key, char *reason, size_t len);
 };
 
+/*
+ * One section of a repeated site section ([WEB_SERVICE] once per service),
+ * filled from the schema a plugin lists in section_schemas (plugin ABI
+ * 3.4): api->site_sections() returns them in file order.
+ */
+struct mk_conf_instance {
+    const void *obj; /* the typed struct, schema->site_size bytes */
+    int line;        /* the line of the section's [HEADER] */
+};
+
 #endif

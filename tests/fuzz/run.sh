@@ -5,7 +5,8 @@
 #
 # BUILD is a build directory configured with CC=clang -DMK_FUZZ=ON (the
 # targets are in BUILD/fuzz/); SECONDS is the time given to each target;
-# TARGET names (http_request, path, fields, config, gw_head, fcgi, ws, h2) limit the run to those.
+# TARGET names (http_request, path, fields, config, gw_head, fcgi, ws, h2, duda_json,
+# duda_base64) limit the run to those.
 #
 # Each target works on a scratch corpus, BUILD/fuzz-corpus/TARGET, seeded from
 # the committed tests/fuzz/corpus/TARGET; what it finds stays there (and is
@@ -26,6 +27,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 # fuzz_h2 exists when the build has HTTP/2 (nghttp2).
 default="http_request path fields config gw_head fcgi ws"
 [ -x "$build/fuzz/fuzz_h2" ] && default="$default h2"
+# The Duda packages' targets exist when their libraries are installed.
+for t in duda_json duda_base64; do
+    [ -x "$build/fuzz/fuzz_$t" ] && default="$default $t"
+done
 targets=${*:-$default}
 
 failed=0

@@ -382,7 +382,7 @@ def test_refused_services(make_server, tmp_path):
     srv = duda_server(make_server, out, [web_service("missing")])
     assert "missing.duda: No such file or directory" in start_fails(srv)
     srv = duda_server(make_server, out, [web_service("bad/name")])
-    assert "Name 'bad/name'" in start_fails(srv)
+    assert re.search(r"sites/default:\d+: Name: 'bad/name': 1 to 64 letters", start_fails(srv))
 
 
 def test_duda_w_reports_bad_route_before_serving(tmp_path):

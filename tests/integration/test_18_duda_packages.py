@@ -3,6 +3,7 @@ packages of tests/duda/packages/ built by `duda package`."""
 
 import re
 import signal
+import subprocess
 import time
 
 import pytest
@@ -60,9 +61,9 @@ def test_package_loaded_once_and_shared(make_server, built):
     # A reload loads the services again; they take the package before the old ones drop it.
     srv.signal(signal.SIGHUP)
     deadline = time.time() + 10
-    while "reload" not in srv.stderr_text().lower() and time.time() < deadline:
+    while "configuration reloaded" not in srv.stderr_text() and time.time() < deadline:
         time.sleep(0.05)
-    time.sleep(0.3)
+    assert "configuration reloaded" in srv.stderr_text()
     r = srv.get("/pkguser/sum")
     assert r.body == b"testpkg: 2+3=5 inits=1\n"
     assert srv.stop() == 0
@@ -89,3 +90,23 @@ def test_duda_package_refuses_a_non_package(tmp_path):
     p = duda("package", TESTS / "pkguser", "-o", tmp_path)
     assert p.returncode == 1
     assert "the package has no DUDA_PACKAGE(\"pkguser\", ...)" in p.stderr
+
+
+def test_make_install_installs_packages(tmp_path):
+    """cmake --install puts the tree's packages, their headers and duda_package.h in place,
+    and the installed helper points PackagesRoot at them."""
+    from test_15_install import gnu_dir, inside
+
+    p = subprocess.run(["cmake", "--install", str(BUILD)], env={"DESTDIR": str(tmp_path),
+                       "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    pkgdir = gnu_dir("LIBDIR", "lib") + "/monkey/duda-packages"
+    inc = gnu_dir("INCLUDEDIR", "include")
+    built = sorted(f.name for f in (BUILD / "duda-packages").glob("*.dpkg"))
+    assert built, "no package built"
+    assert sorted(f.name for f in inside(tmp_path, pkgdir).glob("*.dpkg")) == built
+    for f in built:
+        assert inside(tmp_path, f"{inc}/duda/packages/{f[:-5]}.h").is_file()
+    assert inside(tmp_path, f"{inc}/duda/duda_package.h").is_file()
+    helper = inside(tmp_path, gnu_dir("BINDIR", "bin") + "/duda").read_text()
+    assert f"PACKAGES=${{DUDA_PACKAGES:-'{pkgdir}'}}" in helper

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <cmocka.h>
 
@@ -323,6 +324,52 @@ static void test_finish(void **state)
     mk_conf_free(conf);
 }
 
+/* One section of a repeated one (input.only): its own keys and defaults, its own lines. */
+static void test_one_section_of_several(void **state)
+{
+    char err[MK_CONF_ERR_LEN] = "";
+    const struct mk_conf_schema schema = demo_schema;
+    (void) state;
+
+    struct mk_conf *conf = parse("[DEMO]\n    Level 4\n[HOST]\n    ServerName a\n"
+                                 "[DEMO]\n    Level 8\n    Greeting yo\n[DEMO]\n    Level 2\n"
+                                 "    Level 3\n");
+    const struct mk_conf_section *secs[3];
+    size_t n = 0;
+    for (struct mk_conf_section *sec = mk_conf_section(conf, "DEMO"); sec;) {
+        secs[n++] = sec;
+        struct mk_list *next = sec->node.next;
+        sec = NULL;
+        while (next != &conf->sections) {
+            struct mk_conf_section *c = mk_list_entry(next, struct mk_conf_section, node);
+            if (strcasecmp(c->name, "DEMO") == 0) {
+                sec = c;
+                break;
+            }
+            next = next->next;
+        }
+    }
+    assert_int_equal(n, 3);
+    struct mk_schema_input in = {.conf = conf, .scope = MK_CONF_SITE, .only = secs[0]};
+    struct demo_site *a = mk_schema_new(&schema, &in, err, sizeof(err));
+    in.only = secs[1];
+    struct demo_site *b = mk_schema_new(&schema, &in, err, sizeof(err));
+    assert_non_null(a);
+    assert_non_null(b);
+    /* The same key in two sections is no repeat; each gets its own defaults. */
+    assert_int_equal(a->level, 4);
+    assert_string_equal(a->greeting, "hi");
+    assert_int_equal(b->level, 8);
+    assert_string_equal(b->greeting, "yo");
+    mk_schema_delete(&schema, MK_CONF_SITE, a);
+    mk_schema_delete(&schema, MK_CONF_SITE, b);
+    /* A key twice within one section is, at that section's line. */
+    in.only = secs[2];
+    assert_null(mk_schema_new(&schema, &in, err, sizeof(err)));
+    assert_string_equal(err, "t.conf:10: 'Level' is given twice");
+    mk_conf_free(conf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -332,6 +379,7 @@ int main(void)
         cmocka_unit_test(test_overrides),
         cmocka_unit_test(test_site_scope),
         cmocka_unit_test(test_finish),
+        cmocka_unit_test(test_one_section_of_several),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

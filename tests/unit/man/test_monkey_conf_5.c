@@ -237,6 +237,13 @@ static unsigned check_plugin(const char *page, const char *name, unsigned *schem
         missing = missing_plugin_keys(page, name, p->conf_schema);
         *schemas += 1;
     }
+    /* Repeated site sections (plugin ABI 3.4): "NAME: [SECTION] in a site file" too. */
+    if (p->size >= offsetof(struct mk_plugin, section_schemas) + sizeof(p->section_schemas)) {
+        for (const struct mk_conf_schema *const *s = p->section_schemas; s && *s; s++) {
+            missing += missing_plugin_keys(page, name, *s);
+            *schemas += 1;
+        }
+    }
     if (h) {
         dlclose(h);
     }
@@ -266,6 +273,14 @@ static void test_plugin_keys(void **state)
         missing += check_plugin(page, e->d_name, &schemas);
     }
     closedir(d);
+    /* The duda plugin lives in duda/, built unless MK_DUDA is off (or the build is static). */
+    if (access(MK_BUILD_DIR "/plugins/monkey-duda.so", F_OK) == 0) {
+        missing += check_plugin(page, "duda", &schemas);
+    }
+    else {
+        print_message("the duda plugin is not built in this configuration: its keys are not "
+                      "checked\n");
+    }
     assert_true(plugins > 1);
     assert_true(schemas > 0); /* the skeleton declares its keys */
     assert_int_equal(missing, 0);
