@@ -10,6 +10,9 @@
 #   make fuzz       libFuzzer targets for FUZZ_SECONDS each (default 60)
 #   make bench      benchmarks against nginx, lighttpd and h2o (see bench/);
 #                   BENCH_ARGS=--quick for a run of under 3 minutes
+#   make autobahn   the Autobahn TestSuite's fuzzing client against the Duda
+#                   websocket package (tests/autobahn/run.py; several minutes,
+#                   not part of make test; AUTOBAHN_CASES=1-7 for fewer)
 #   make format     clang-format every C file; make format-check only checks
 #   make install    install (PREFIX, default /usr/local, and DESTDIR honoured;
 #                   docs/packaging.md); make uninstall removes those files
@@ -37,7 +40,7 @@ GENERATOR  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 PYTHON     := $(shell python3 -c 'import pytest' >/dev/null 2>&1 && echo python3 || echo /usr/bin/python3)
 C_FILES     = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 
-.PHONY: all run test unit integration asan deps reconfigure static fuzz bench format format-check clean \
+.PHONY: all run test unit integration asan deps reconfigure static fuzz bench autobahn format format-check clean \
 	install uninstall deb deb-test cross cross-test
 
 all:
@@ -150,6 +153,10 @@ fuzz:
 BENCH_ARGS ?=
 bench: all
 	bench/run.sh $(BENCH_ARGS)
+
+AUTOBAHN_CASES ?= 1-7,9,10,12,13
+autobahn: all
+	python3 tests/autobahn/run.py --build $(BUILD) --cases $(AUTOBAHN_CASES)
 
 format:
 	clang-format -i $(C_FILES)

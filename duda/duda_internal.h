@@ -10,6 +10,7 @@
  *   session.c   the session store shared by every worker
  *   runtime.c   global, worker, event, console, logger, data, conf, fconf, xtime
  *   router.c    checking and prefixing patterns (pure)
+ *   socket.c    response->takeover and its socket, worker->id/count/call
  *   package.c   loading packages (NAME.dpkg), shared by the services
  *
  * Threads: services are loaded on the controlling thread (site_init);

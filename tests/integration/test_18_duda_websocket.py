@@ -123,13 +123,21 @@ class Raw:
         self.s.sendall(data)
 
     def close_code(self):
-        """Read until the server's close frame: its code (None without one); then EOF."""
+        """Read until the server's close frame: its code (None without one). Answer it as a
+        client does (a server that failed the connection has closed already), then EOF."""
         while True:
             fin, op, payload = self.read()
             if op == 8:
                 code = struct.unpack("!H", payload[:2])[0] if len(payload) >= 2 else None
-                self.s.settimeout(5 * SLOW)
-                assert self.s.recv(1) == b"", "the server closes after its close frame"
+                try:
+                    self.send(frame(8, payload[:2]))
+                except OSError:
+                    pass
+                self.s.settimeout(3 * SLOW)
+                try:
+                    assert self.s.recv(1) == b"", "the server closes after its close frame"
+                except ConnectionResetError:
+                    pass
                 return code
 
 
@@ -211,6 +219,24 @@ def test_server_ping_and_close(srv):
     raw.send(frame(8, struct.pack("!H", 4002)))  # the client answers: the server closes
     raw.s.settimeout(5 * SLOW)
     assert raw.s.recv(1) == b""
+
+
+def test_close_and_idle_timeouts(srv):
+    # The client never answers the server's close frame: closed after close_timeout_ms (300).
+    raw = Raw(srv, "cmd")
+    raw.send(frame(1, b"close 4003"))
+    fin, op, payload = raw.read()
+    assert op == 8 and payload[:2] == struct.pack("!H", 4003)
+    t0 = time.monotonic()
+    raw.s.settimeout(5 * SLOW)
+    assert raw.s.recv(1) == b""
+    assert time.monotonic() - t0 < 5  # not the idle timeout (10 s)
+    # Silence: closed after idle_timeout_ms (600).
+    raw = Raw(srv, "idle")
+    t0 = time.monotonic()
+    raw.s.settimeout(5 * SLOW)
+    assert raw.s.recv(1) == b""
+    assert 0.5 < time.monotonic() - t0 < 4 * SLOW
 
 
 @pytest.mark.parametrize("frames,code", [

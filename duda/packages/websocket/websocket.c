@@ -217,6 +217,14 @@ static void ws_shutdown(websocket_t *ws)
     }
 }
 
+/* Drop the message being reassembled and its buffer. */
+static void ws_msg_release_all(websocket_t *ws)
+{
+    free(ws->msg);
+    ws->msg = NULL;
+    ws->msg_len = ws->msg_cap = 0;
+}
+
 /* Fail the connection: close frame with `code`, on_error, close. */
 static void ws_fail(websocket_t *ws, int code, const char *reason)
 {
@@ -232,6 +240,34 @@ static void ws_fail(websocket_t *ws, int code, const char *reason)
         ws->cb->on_error(ws, code, reason);
     }
     ws_shutdown(ws);
+}
+
+static void ws_close_timeout(duda_request_t *dr, void *arg);
+
+/*
+ * Too big: close frame 1009 and on_error, then a closing handshake rather
+ * than a reset, since the client may still be sending what we refuse:
+ * its data is read and dropped until its close frame, or the close timeout.
+ */
+static void ws_refuse_big(websocket_t *ws, const char *reason)
+{
+    if (ws->state != WS_OPEN) {
+        ws_fail(ws, WS_CLOSE_TOO_BIG, reason);
+        return;
+    }
+    console->debug(NULL, "websocket %lu (%s): closed with %d: %s", ws->id,
+                   ws->sock ? response->socket_remote_addr(ws->sock) : "-", WS_CLOSE_TOO_BIG,
+                   reason);
+    ws_close_frame(ws, WS_CLOSE_TOO_BIG, reason);
+    ws->state = WS_CLOSING;
+    ws_msg_release_all(ws);
+    if (ws->cb->on_error) {
+        ws->cb->on_error(ws, WS_CLOSE_TOO_BIG, reason);
+    }
+    ws->close_timer = event->timer_add(NULL, ws->st.close_timeout_ms, 0, ws_close_timeout, ws);
+    if (!ws->close_timer) {
+        ws_shutdown(ws);
+    }
 }
 
 /* ---- permessage-deflate ------------------------------------------------------------ */
@@ -353,7 +389,7 @@ static void ws_msg_release(websocket_t *ws)
     }
 }
 
-/* A whole bytes message arrived. */
+/* A whole data message arrived. */
 static void ws_message(websocket_t *ws)
 {
     uint8_t *bytes = ws->msg, *inflated = NULL;
@@ -362,7 +398,12 @@ static void ws_message(websocket_t *ws)
     if (ws->msg_deflated) {
         int rc = ws_inflate_msg(ws, &inflated, &len);
         if (rc) {
-            ws_fail(ws, rc, rc == WS_CLOSE_TOO_BIG ? "message too big" : "bad compressed bytes");
+            if (rc == WS_CLOSE_TOO_BIG) {
+                ws_refuse_big(ws, "message too big");
+            }
+            else {
+                ws_fail(ws, rc, "bad compressed data");
+            }
             return;
         }
         bytes = inflated;
@@ -414,8 +455,8 @@ static void ws_control(websocket_t *ws, const uint8_t *p, size_t len)
 static int ws_on_head(websocket_t *ws, const struct ws_head *h)
 {
     ws->head = *h;
-    if (h->opcode & 0x8) {
-        return 0;
+    if ((h->opcode & 0x8) || ws->state != WS_OPEN) {
+        return 0; /* closing: data frames are read and dropped */
     }
     if (h->opcode != WS_OP_CONT) {
         ws->msg_type = h->opcode;
@@ -423,8 +464,8 @@ static int ws_on_head(websocket_t *ws, const struct ws_head *h)
         ws->msg_len = 0;
     }
     if (h->len > ws->st.max_message - ws->msg_len) {
-        ws_fail(ws, WS_CLOSE_TOO_BIG, "message too big");
-        return -1;
+        ws_refuse_big(ws, "message too big");
+        return 0;
     }
     size_t need = ws->msg_len + (size_t) h->len;
     if (need > ws->msg_cap) {
@@ -454,6 +495,9 @@ static void ws_on_data(websocket_t *ws, const struct ws_chunk *ev)
         }
         return;
     }
+    if (ws->state != WS_OPEN) {
+        return; /* closing: dropped */
+    }
     if (ev->len) {
         ws_unmask(ws->msg + ws->msg_len + ev->offset, ev->data, ev->len, h->mask, ev->offset);
     }
@@ -478,8 +522,14 @@ static void ws_sock_read(duda_socket_t *s, const void *bytes, size_t len, void *
         int rc = ws_read(&ws->rd, in + off, len - off, &used, &ev);
         off += used;
         if (rc < 0) {
-            ws_fail(ws, -rc, rc == -WS_CLOSE_TOO_BIG ? "frame too big" : "protocol error");
-            return;
+            if (rc != -WS_CLOSE_TOO_BIG) {
+                ws_fail(ws, -rc, "protocol error");
+                return;
+            }
+            ws_read_skip(&ws->rd);
+            ws->head = ws->rd.head;
+            ws_refuse_big(ws, "frame too big");
+            continue;
         }
         if (rc == WS_EV_NEED) {
             return;
@@ -708,9 +758,9 @@ static int ws_ping(websocket_t *ws, const void *bytes, size_t len)
     return ws_frame(ws, WS_OP_PING, false, bytes, len);
 }
 
-static void ws_close_timeout(duda_request_t *dr, void *bytes)
+static void ws_close_timeout(duda_request_t *dr, void *arg)
 {
-    websocket_t *ws = bytes;
+    websocket_t *ws = arg;
 
     (void) dr;
     ws->close_timer = NULL;

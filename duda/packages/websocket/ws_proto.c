@@ -142,6 +142,16 @@ int ws_read(struct ws_reader *r, const uint8_t *in, size_t len, size_t *used, st
     return WS_EV_DATA;
 }
 
+void ws_read_skip(struct ws_reader *r)
+{
+    if (!(r->head.opcode & 0x8)) {
+        r->in_message = !r->head.fin;
+    }
+    r->buf_len = 0;
+    r->in_payload = true;
+    r->got = 0;
+}
+
 void ws_unmask(uint8_t *dst, const uint8_t *src, size_t len, const uint8_t mask[4], uint64_t offset)
 {
     size_t k = (size_t) (offset & 3);

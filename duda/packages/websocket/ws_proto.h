@@ -85,9 +85,18 @@ struct ws_reader {
  * Take bytes from `in` (len of them) until one event: returns the event
  * (WS_EV_NEED once everything was used) with *used bytes of `in`
  * consumed, or a negative close code (-1002, -1009) for a frame a server
- * must refuse; the reader must not be used after an error.
+ * must refuse; the reader must not be used after an error (but see
+ * ws_read_skip() for -1009).
  */
 int ws_read(struct ws_reader *r, const uint8_t *in, size_t len, size_t *used, struct ws_chunk *ev);
+
+/*
+ * After -1009 (a frame past max_frame): go on past that frame, whose
+ * payload is then reported as WS_EV_DATA events for the caller to drop,
+ * so that a server can answer a frame too big with a closing handshake
+ * instead of resetting a client that is still sending it.
+ */
+void ws_read_skip(struct ws_reader *r);
 
 /* Copy len payload bytes unmasked: `offset` is their place in the frame's payload. */
 void ws_unmask(uint8_t *dst, const uint8_t *src, size_t len, const uint8_t mask[4],

@@ -4,7 +4,10 @@
  *
  *   /wstest/echo    echoes every message (default limits: 1 MiB)
  *   /wstest/echoz   the same with permessage-deflate accepted
+ *   /wstest/big     echo with deflate and 64 MiB limits (the Autobahn TestSuite's target)
  *   /wstest/cmd     text "close CODE" closes with CODE; "ping" pings the client
+ *                   (close timeout 300 ms, idle timeout 10 s)
+ *   /wstest/idle    the same with an idle timeout of 600 ms
  *   /wstest/room    members of channel "room": every message goes to all of them
  *   /wstest/flood   members of channel "flood" (every message to all)
  *   /wstest/slow    a member of "flood" with a 128 KiB send queue
@@ -30,6 +33,18 @@ static void echo_message(websocket_t *ws, int type, const void *msg, size_t len)
 
 static const struct websocket_callbacks echo_cb = {.on_message = echo_message};
 static const struct websocket_settings echoz_settings = {.deflate = 1};
+
+static const struct websocket_settings big_settings = {
+    .deflate = 1,
+    .max_frame = 64u << 20,
+    .max_message = 64u << 20,
+    .send_queue = 128u << 20,
+};
+
+static void cb_big(duda_request_t *dr)
+{
+    websocket->handshake(dr, &echo_cb, &big_settings, NULL);
+}
 
 static void cb_echo(duda_request_t *dr)
 {
@@ -68,9 +83,18 @@ static void cmd_pong(websocket_t *ws, const void *msg, size_t len)
 
 static const struct websocket_callbacks cmd_cb = {.on_message = cmd_message, .on_pong = cmd_pong};
 
+static const struct websocket_settings cmd_settings = {.idle_timeout_ms = 10000,
+                                                       .close_timeout_ms = 300};
+static const struct websocket_settings idle_settings = {.idle_timeout_ms = 600};
+
 static void cb_cmd(duda_request_t *dr)
 {
-    websocket->handshake(dr, &cmd_cb, NULL, NULL);
+    websocket->handshake(dr, &cmd_cb, &cmd_settings, NULL);
+}
+
+static void cb_idle(duda_request_t *dr)
+{
+    websocket->handshake(dr, &cmd_cb, &idle_settings, NULL);
 }
 
 static void room_open(websocket_t *ws)
@@ -118,7 +142,9 @@ int duda_main(void)
     }
     router->map("/echo", DUDA_GET, cb_echo);
     router->map("/echoz", DUDA_GET, cb_echoz);
+    router->map("/big", DUDA_GET, cb_big);
     router->map("/cmd", DUDA_GET, cb_cmd);
+    router->map("/idle", DUDA_GET, cb_idle);
     router->map("/room", DUDA_GET, cb_room);
     router->map("/flood", DUDA_GET, cb_flood);
     router->map("/slow", DUDA_GET, cb_slow);

@@ -178,6 +178,36 @@ static void test_refused_frames(void **state)
     assert_int_equal(o.rc, 0);
 }
 
+static void test_skip_a_frame_too_big(void **state)
+{
+    uint8_t in[600];
+    size_t n = 0, off = 0, used, dropped = 0;
+    struct ws_reader r = {.max_frame = 100};
+    struct ws_chunk ev;
+    char big[300];
+
+    (void) state;
+    memset(big, 'b', sizeof(big));
+    n += client_frame(in + n, 0x82, big, sizeof(big));
+    n += client_frame(in + n, 0x81, "after", 5);
+    assert_int_equal(ws_read(&r, in, n, &used, &ev), -WS_CLOSE_TOO_BIG);
+    off += used;
+    ws_read_skip(&r);
+    for (;;) {
+        int rc = ws_read(&r, in + off, n - off, &used, &ev);
+        off += used;
+        assert_int_equal(rc, WS_EV_DATA);
+        dropped += ev.len;
+        if (ev.end) {
+            break;
+        }
+    }
+    assert_int_equal(dropped, sizeof(big));
+    assert_int_equal(ws_read(&r, in + off, n - off, &used, &ev), WS_EV_HEAD);
+    assert_int_equal(ev.head.opcode, WS_OP_TEXT);
+    assert_int_equal(ev.head.len, 5);
+}
+
 static void test_head_write(void **state)
 {
     uint8_t h[10];
@@ -277,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_fragments_and_control_between),
         cmocka_unit_test(test_lengths_16_and_64_bits),
         cmocka_unit_test(test_refused_frames),
+        cmocka_unit_test(test_skip_a_frame_too_big),
         cmocka_unit_test(test_head_write),
         cmocka_unit_test(test_close_payloads),
         cmocka_unit_test(test_header_values),
