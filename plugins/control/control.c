@@ -89,7 +89,7 @@ static int control_init(const struct mk_api *server_api, const char *conf_dir)
     /* control.conf as the server read it for the configuration being started. */
     self->running =
         *(const struct control_settings *) control_api->plugin_conf(NULL, MK_PLUGIN_SELF(control));
-    self->server = control_api->server();
+    self->server = MK_API_HAS(control_api, server) ? control_api->server() : NULL;
     if (control_check_dir(&self->running) != MK_OK) {
         free(self);
         return MK_ERR;

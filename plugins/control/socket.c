@@ -189,7 +189,9 @@ void *control_thread_main(void *arg)
     struct control_client *polled[CONTROL_CLIENTS + 2];
 
     /* Its documents and log lines are its server's, not the one started last. */
-    control_api->thread_serve(self->server);
+    if (self->server && MK_API_HAS(control_api, thread_serve)) {
+        control_api->thread_serve(self->server);
+    }
     if (!control_wait_running(self)) {
         return NULL;
     }

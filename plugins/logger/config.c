@@ -45,7 +45,7 @@ static void logger_settings_release(void *obj, int site)
 static char *logger_resolve_path(const char *value)
 {
     /* The configuration directory of the server that reads it, once its logger started. */
-    const struct logger_self *lg = logger_api ? logger_api->self(MK_PLUGIN_SELF(logger)) : NULL;
+    const struct logger_state *lg = logger_api ? logger_api->self(MK_PLUGIN_SELF(logger)) : NULL;
     char *out;
 
     if (value[0] == '/' || !lg || !lg->conf_dir) {

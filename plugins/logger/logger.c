@@ -68,7 +68,7 @@ struct logger_worker {
     pthread_mutex_t lock;
     atomic_bool stuck;                         /* lines wait for room in a pipe */
     int id;                                    /* the slot in lg->workers, -1: none */
-    struct logger_self *lg;                    /* its server's logger */
+    struct logger_state *lg;                   /* its server's logger */
     struct logger_buf *bufs[LOGGER_MAX_FILES]; /* by file id */
     unsigned dirty[LOGGER_MAX_FILES];          /* ids of buffers with data */
     unsigned n_dirty;
@@ -242,7 +242,7 @@ static void logger_worker_flush(struct logger_worker *w)
     }
 }
 
-void logger_help_workers(struct logger_self *lg)
+void logger_help_workers(struct logger_state *lg)
 {
     pthread_mutex_lock(&lg->workers_lock);
     for (unsigned i = 0; i < LOGGER_MAX_WORKERS; i++) {
@@ -260,7 +260,7 @@ void logger_help_workers(struct logger_self *lg)
 /* worker_init: the worker's buffers, reachable by the logger thread. On the worker. */
 static int logger_worker_init(int worker_id)
 {
-    struct logger_self *lg = logger_api->self(MK_PLUGIN_SELF(logger));
+    struct logger_state *lg = logger_api->self(MK_PLUGIN_SELF(logger));
     struct logger_worker *w;
 
     if (!lg) {
@@ -407,7 +407,7 @@ static int logger_error_log(struct mk_request *r, const char *text, size_t len)
 /* ---- life cycle ------------------------------------------------------------ */
 
 /* Free lg's formats and hand lg to the writer, which frees it (logger_writer_stop). */
-static void logger_exit_self(struct logger_self *lg)
+static void logger_state_exit(struct logger_state *lg)
 {
     logger_format_free(lg->error_format);
     lg->error_format = NULL;
@@ -425,32 +425,32 @@ static void logger_exit_self(struct logger_self *lg)
 static int logger_init(const struct mk_api *api, const char *conf_dir)
 {
     char err[PATH_MAX + 512];
-    struct logger_self *lg;
+    struct logger_state *lg;
 
     logger_api = api;
     /* logger.conf of the configuration being started, read and checked by the server. */
     const struct logger_settings *s = api->plugin_conf(NULL, MK_PLUGIN_SELF(logger));
-    lg = logger_self_new();
+    lg = logger_state_new();
     if (!lg) {
         api->log(MK_PLUGIN_LOG_ERROR, "logger: out of memory");
         return MK_ERR;
     }
     atomic_store(&lg->buf_limit, s->buffer_limit);
-    lg->server = api->server();
+    lg->server = MK_API_HAS(api, server) ? api->server() : NULL;
     if (conf_dir && !(lg->conf_dir = strdup(conf_dir))) {
         api->log(MK_PLUGIN_LOG_ERROR, "logger: out of memory");
-        logger_exit_self(lg);
+        logger_state_exit(lg);
         return MK_ERR;
     }
     if (logger_format_compile(logger_error_spec, &lg->error_format, err, sizeof(err)) != MK_OK ||
         logger_format_compile(logger_message_spec, &lg->message_format, err, sizeof(err)) !=
             MK_OK) {
         api->log(MK_PLUGIN_LOG_ERROR, "logger: %s", err);
-        logger_exit_self(lg);
+        logger_state_exit(lg);
         return MK_ERR;
     }
     if (api->self_set(MK_PLUGIN_SELF(logger), lg) != MK_OK) {
-        logger_exit_self(lg);
+        logger_state_exit(lg);
         return MK_ERR;
     }
     if (api->checking()) {
@@ -458,7 +458,7 @@ static int logger_init(const struct mk_api *api, const char *conf_dir)
     }
     if (logger_writer_start(lg) != MK_OK) {
         api->self_set(MK_PLUGIN_SELF(logger), NULL);
-        logger_exit_self(lg);
+        logger_state_exit(lg);
         return MK_ERR;
     }
     return MK_OK;
@@ -467,10 +467,10 @@ static int logger_init(const struct mk_api *api, const char *conf_dir)
 /* exit: after the workers stopped, write everything left and close the files. */
 static void logger_exit(void)
 {
-    struct logger_self *lg = logger_api->self(MK_PLUGIN_SELF(logger));
+    struct logger_state *lg = logger_api->self(MK_PLUGIN_SELF(logger));
 
     if (lg) {
-        logger_exit_self(lg);
+        logger_state_exit(lg);
     }
 }
 
@@ -485,7 +485,7 @@ static int logger_reload_prepare(char *err, size_t errlen)
 /* Reload, step two: the new configuration is in force; its BufferLimit applies to the workers. */
 static void logger_reload_commit(int commit)
 {
-    struct logger_self *lg = logger_api->self(MK_PLUGIN_SELF(logger));
+    struct logger_state *lg = logger_api->self(MK_PLUGIN_SELF(logger));
     struct mk_config *cfg;
 
     if (!commit || !lg || !(cfg = logger_api->config_get())) {
@@ -504,7 +504,7 @@ static void logger_reload_commit(int commit)
 /* reopen_logs (SIGUSR1): returns once every file was reopened. Controlling thread. */
 static void logger_reopen_logs(void)
 {
-    struct logger_self *lg = logger_api->self(MK_PLUGIN_SELF(logger));
+    struct logger_state *lg = logger_api->self(MK_PLUGIN_SELF(logger));
 
     if (lg) {
         logger_writer_reopen(lg);

@@ -54,7 +54,7 @@ struct logger_worker;
  * exit() hands it to logger_writer_stop(), which frees it once the last
  * site using one of its files has let go (sites may outlive exit()).
  */
-struct logger_self {
+struct logger_state {
     /* logger.c: set by init() (buf_limit also by a reload) */
     struct logger_format *error_format;
     struct logger_format *message_format;
@@ -83,7 +83,7 @@ struct logger_self {
 };
 
 /* A new logger state, or NULL (memory). Controlling thread. */
-struct logger_self *logger_self_new(void);
+struct logger_state *logger_state_new(void);
 
 MK_PLUGIN_DECLARE(logger);
 
@@ -187,7 +187,7 @@ size_t logger_format_render(const struct logger_format *f, struct logger_line *l
  * worker that is busy right now is skipped: it flushes at the end of its
  * batch). The logger thread.
  */
-void logger_help_workers(struct logger_self *lg);
+void logger_help_workers(struct logger_state *lg);
 
 /* ---- writer.c ------------------------------------------------------------ */
 
@@ -214,24 +214,24 @@ struct logger_file {
     bool copy;     /* splice(2) refused: read(2) and write(2) */
     bool failing;  /* a write error was logged; cleared by the next success */
     struct logger_leftover *leftovers;
-    struct logger_self *owner; /* the server's logger whose registry holds it */
+    struct logger_state *owner; /* the server's logger whose registry holds it */
 };
 
 /* Start the logger thread (init, not when checking). MK_OK or MK_ERR (logged). */
-int logger_writer_start(struct logger_self *lg);
+int logger_writer_start(struct logger_state *lg);
 /*
  * At exit(), after the workers stopped: stop the thread, move what every
  * pipe and every left-over holds into the files, close them. Nothing written
  * by a worker is lost. lg is freed here, or by the release of its last file
  * (a site freed later): the caller no longer uses it. Controlling thread.
  */
-void logger_writer_stop(struct logger_self *lg);
+void logger_writer_stop(struct logger_state *lg);
 /*
  * SIGUSR1: every file is emptied into the file it had, then opened again at
  * its path (created if renamed away). Returns once the logger thread has
  * done it (or after 10 s). Controlling thread.
  */
-void logger_writer_reopen(struct logger_self *lg);
+void logger_writer_reopen(struct logger_state *lg);
 
 /*
  * The log file at `path` (absolute), opened (created) for a site with a pipe
@@ -239,14 +239,14 @@ void logger_writer_reopen(struct logger_self *lg);
  * file); its site count is raised. NULL with the reason in err. Controlling
  * thread, writer started.
  */
-struct logger_file *logger_file_open(struct logger_self *lg, const char *path, size_t pipe_size,
+struct logger_file *logger_file_open(struct logger_state *lg, const char *path, size_t pipe_size,
                                      char *err, size_t errlen);
 /* A site lets go of a file (site_free); any thread. */
 void logger_file_release(struct logger_file *f);
 /* Without creating anything: could `path` be opened for writing? (monkey -t) */
 int logger_path_check(const char *path, char *err, size_t errlen);
 /* Changes when a file is retired: workers then let go of the ones they hold. */
-unsigned logger_retire_generation(struct logger_self *lg);
+unsigned logger_retire_generation(struct logger_state *lg);
 /*
  * A stopping worker hands over the bytes (whole lines) it could not write;
  * its hold on `f` passes to them. `data` was malloc'ed; it is freed here.

@@ -43,7 +43,7 @@ static int logger_site_file(const struct logger_settings *s, const char *path, c
         }
     }
     else {
-        struct logger_self *lg = logger_api->self(MK_PLUGIN_SELF(logger));
+        struct logger_state *lg = logger_api->self(MK_PLUGIN_SELF(logger));
         *out = lg ? logger_file_open(lg, path, s->pipe_size, why, sizeof(why)) : NULL;
         if (*out) {
             return MK_OK;

@@ -65,9 +65,9 @@ struct logger_leftover {
     size_t len;
 };
 
-struct logger_self *logger_self_new(void)
+struct logger_state *logger_state_new(void)
 {
-    struct logger_self *lg = calloc(1, sizeof(*lg));
+    struct logger_state *lg = calloc(1, sizeof(*lg));
 
     if (!lg) {
         return NULL;
@@ -81,7 +81,7 @@ struct logger_self *logger_self_new(void)
 }
 
 /* Free lg (no file left, no thread). */
-static void logger_self_free(struct logger_self *lg)
+static void logger_state_free(struct logger_state *lg)
 {
     pthread_mutex_destroy(&lg->workers_lock);
     pthread_mutex_destroy(&lg->lock);
@@ -89,13 +89,13 @@ static void logger_self_free(struct logger_self *lg)
     free(lg);
 }
 
-unsigned logger_retire_generation(struct logger_self *lg)
+unsigned logger_retire_generation(struct logger_state *lg)
 {
     return atomic_load_explicit(&lg->retire_gen, memory_order_acquire);
 }
 
 /* Have the logger thread look at its flags (new files, reopen, stop). Any thread. */
-static void logger_wake(struct logger_self *lg)
+static void logger_wake(struct logger_state *lg)
 {
     uint64_t one = 1;
     ssize_t ignored = write(lg->ctl, &one, sizeof(one));
@@ -103,7 +103,7 @@ static void logger_wake(struct logger_self *lg)
 }
 
 /* Copy the registry; the caller uses the pointers only where files cannot go. */
-static unsigned logger_snapshot(struct logger_self *lg, struct logger_file **out)
+static unsigned logger_snapshot(struct logger_state *lg, struct logger_file **out)
 {
     unsigned n = 0;
 
@@ -165,7 +165,7 @@ static int logger_open_path(const char *path, struct stat *st)
 /* splice(2) refused the file: move one pipe-full through user space. */
 static ssize_t logger_file_copy(struct logger_file *f)
 {
-    struct logger_self *lg = f->owner;
+    struct logger_state *lg = f->owner;
     ssize_t n = read(f->pipe_r, lg->scratch, sizeof(lg->scratch));
     size_t off = 0;
 
@@ -329,7 +329,7 @@ static void logger_report(struct logger_file *f)
 /* ---- the logger thread ----------------------------------------------------- */
 
 /* Add the pipes of new (or failed) files to the epoll set. */
-static void logger_writer_watch(struct logger_self *lg)
+static void logger_writer_watch(struct logger_state *lg)
 {
     struct logger_file *files[LOGGER_MAX_FILES];
     unsigned n = logger_snapshot(lg, files);
@@ -348,7 +348,7 @@ static void logger_writer_watch(struct logger_self *lg)
 }
 
 /* SIGUSR1: each file gets what its pipe holds, then is opened again at its path. */
-static void logger_writer_reopen_files(struct logger_self *lg)
+static void logger_writer_reopen_files(struct logger_state *lg)
 {
     struct logger_file *files[LOGGER_MAX_FILES];
     unsigned asked, n;
@@ -387,7 +387,7 @@ static void logger_writer_reopen_files(struct logger_self *lg)
 }
 
 /* Close the files no site uses and no worker holds any more. */
-static void logger_writer_reap(struct logger_self *lg)
+static void logger_writer_reap(struct logger_state *lg)
 {
     struct logger_file *cand[LOGGER_MAX_FILES];
     unsigned n = 0;
@@ -424,7 +424,7 @@ static void logger_writer_reap(struct logger_self *lg)
 }
 
 /* Report the drops of every file (every LOGGER_REPORT_S). The logger thread. */
-static void logger_writer_report_all(struct logger_self *lg)
+static void logger_writer_report_all(struct logger_state *lg)
 {
     struct logger_file *files[LOGGER_MAX_FILES];
     unsigned n = logger_snapshot(lg, files);
@@ -435,7 +435,7 @@ static void logger_writer_report_all(struct logger_self *lg)
 }
 
 /* After a round that moved data: let more gather, unless there is work. */
-static void logger_writer_pause(struct logger_self *lg)
+static void logger_writer_pause(struct logger_state *lg)
 {
     struct pollfd p = {.fd = lg->ctl, .events = POLLIN};
     poll(&p, 1, LOGGER_PAUSE_MS);
@@ -444,12 +444,14 @@ static void logger_writer_pause(struct logger_self *lg)
 /* The logger thread: drain readable pipes, then the chores, until asked to stop. */
 static void *logger_writer_main(void *arg)
 {
-    struct logger_self *lg = arg;
+    struct logger_state *lg = arg;
     struct epoll_event evs[64];
     time_t ticked = time(NULL), reported = ticked;
 
     /* Its messages (write errors, drops) go to its server's log. */
-    logger_api->thread_serve(lg->server);
+    if (lg->server && MK_API_HAS(logger_api, thread_serve)) {
+        logger_api->thread_serve(lg->server);
+    }
     while (!atomic_load(&lg->stop)) {
         int n = epoll_wait(lg->epfd, evs, 64, LOGGER_TICK_MS);
         bool moved = false, busy = false;
@@ -493,7 +495,7 @@ static void *logger_writer_main(void *arg)
     return NULL;
 }
 
-int logger_writer_start(struct logger_self *lg)
+int logger_writer_start(struct logger_state *lg)
 {
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
     sigset_t all, old;
@@ -527,7 +529,7 @@ int logger_writer_start(struct logger_self *lg)
     return MK_OK;
 }
 
-void logger_writer_stop(struct logger_self *lg)
+void logger_writer_stop(struct logger_state *lg)
 {
     struct logger_file *files[LOGGER_MAX_FILES];
     unsigned n;
@@ -575,11 +577,11 @@ void logger_writer_stop(struct logger_self *lg)
     bool last = lg->n_files == 0;
     pthread_mutex_unlock(&lg->lock);
     if (last) {
-        logger_self_free(lg);
+        logger_state_free(lg);
     }
 }
 
-void logger_writer_reopen(struct logger_self *lg)
+void logger_writer_reopen(struct logger_state *lg)
 {
     struct timespec deadline;
     unsigned want;
@@ -608,7 +610,7 @@ void logger_writer_reopen(struct logger_self *lg)
 /* ---- the registry ---------------------------------------------------------- */
 
 /* A file already open at `path`, or as the file (dev, ino); NULL. Under the lock. */
-static struct logger_file *logger_find(struct logger_self *lg, const char *path,
+static struct logger_file *logger_find(struct logger_state *lg, const char *path,
                                        const struct stat *st)
 {
     for (unsigned i = 0; i < LOGGER_MAX_FILES; i++) {
@@ -634,7 +636,7 @@ static struct logger_file *logger_take(struct logger_file *f)
     return f;
 }
 
-struct logger_file *logger_file_open(struct logger_self *lg, const char *path, size_t pipe_size,
+struct logger_file *logger_file_open(struct logger_state *lg, const char *path, size_t pipe_size,
                                      char *err, size_t errlen)
 {
     struct logger_file *f;
@@ -726,7 +728,7 @@ struct logger_file *logger_file_open(struct logger_self *lg, const char *path, s
 
 void logger_file_release(struct logger_file *f)
 {
-    struct logger_self *lg = f->owner;
+    struct logger_state *lg = f->owner;
     bool free_now = false, last = false;
 
     pthread_mutex_lock(&lg->lock);
@@ -747,7 +749,7 @@ void logger_file_release(struct logger_file *f)
         logger_file_free(f);
     }
     if (last) {
-        logger_self_free(lg); /* exit() was done with it: its last file is gone */
+        logger_state_free(lg); /* exit() was done with it: its last file is gone */
     }
 }
 
