@@ -11,8 +11,9 @@
  * Sinks: each server (two may run in one process) has its own file and
  * level, a `struct mk_log_sink`. A thread logs to the sink it was bound to
  * (mk_log_bind: a server's workers, task threads, acceptor and controlling
- * thread), else to the sink of the server that started last
- * (mk_log_fallback: threads of a plugin's own), else to the process's
+ * thread; a plugin's own thread through api->thread_serve), else to the
+ * sink of the server that started last (mk_log_fallback: threads of a
+ * plugin's own that did not say), else to the process's
  * (standard error, info). The
  * functions below without a sink argument act on that same sink.
  */

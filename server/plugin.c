@@ -645,6 +645,16 @@ static int mk_api_self_set(const struct mk_plugin *p, void *self)
     return MK_OK;
 }
 
+static struct mk_server *mk_api_server_get(void)
+{
+    return mk_plugins_checking ? NULL : mk_api_current();
+}
+
+static void mk_api_thread_serve(struct mk_server *srv)
+{
+    mk_plugins_bind(srv);
+}
+
 static void *mk_api_self(const struct mk_plugin *p)
 {
     struct mk_server *srv = mk_init_set ? NULL : mk_api_current();
@@ -991,6 +1001,8 @@ const struct mk_api mk_plugin_api = {
     .supervisor_stats = mk_supervisor_stats_get,
     .error_log = mk_api_error_log,
     .serve_file = mk_api_serve_file,
+    .server = mk_api_server_get,
+    .thread_serve = mk_api_thread_serve,
 };
 
 /* ---- loading ------------------------------------------------------------- */

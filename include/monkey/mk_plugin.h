@@ -174,6 +174,7 @@ struct mk_request;
 struct mk_conn;
 struct mk_conf;      /* a parsed configuration file (the indented format) */
 struct mk_config;    /* a configuration of the server (see config_get) */
+struct mk_server;    /* a server of the process (api->server, thread_serve) */
 struct mk_site;      /* a virtual host of a configuration */
 struct mk_suspended; /* a suspended request, until it is resumed */
 struct mk_plugin;
@@ -889,6 +890,20 @@ struct mk_api {
      * content hook or its continuation, on the request's worker.
      */
     int (*serve_file)(struct mk_request *r, const char *path);
+
+    /*
+     * A thread the plugin starts itself acts for no server: api->self(),
+     * config_get(), stats() and log() there would reach the server started
+     * last. server() returns the server whose hook runs on the calling
+     * thread (call it in init(): that server; NULL in monkey -t), an opaque
+     * handle valid until the plugin's exit() for that server returns.
+     * thread_serve(srv) makes the calling thread act for srv from then on,
+     * as that server's own threads do (its plugin contexts, configuration,
+     * status and log); NULL undoes it. Call it first thing on the plugin's
+     * thread, and end that thread in exit().
+     */
+    struct mk_server *(*server)(void);
+    void (*thread_serve)(struct mk_server *srv);
 };
 
 /* The longest line of api->error_log(), without the newline. */

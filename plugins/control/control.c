@@ -33,61 +33,90 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/eventfd.h>
 
 #include "control.h"
 
 const struct mk_api *control_api;
 
-static int control_init(const struct mk_api *server_api, const char *conf_dir)
+/* init(), the server running: the socket, its eventfd and the thread. */
+static int control_start(struct control_self *self)
 {
-    struct control_settings s;
+    const struct control_settings *s = &self->running;
     sigset_t all, old;
 
-    (void) conf_dir;
-    control_api = server_api;
-    for (int i = 0; i < CONTROL_CLIENTS; i++) {
-        control_clients[i].fd = -1;
-    }
-    /* control.conf as the server read it for the configuration being started. */
-    s = *(const struct control_settings *) control_api->plugin_conf(NULL, MK_PLUGIN_SELF(control));
-    if (control_check_dir(&s) != MK_OK) {
+    if (control_listen(self, s) != MK_OK) {
         return MK_ERR;
     }
-    control_running = s;
-    if (control_api->checking()) {
-        return MK_OK; /* validated; no socket, no thread */
-    }
-    if (control_listen(&s) != MK_OK) {
-        return MK_ERR;
-    }
-    control_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (control_wake_fd < 0) {
+    self->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (self->wake_fd < 0) {
         control_api->log(MK_PLUGIN_LOG_ERROR, "control: eventfd: %s", strerror(errno));
-        control_shutdown();
         return MK_ERR;
     }
     /* The thread takes no signals: the server handles them. */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&control_thread, NULL, control_thread_main, NULL);
+    int rc = pthread_create(&self->thread, NULL, control_thread_main, self);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         control_api->log(MK_PLUGIN_LOG_ERROR, "control: cannot start the socket thread: %s",
                          strerror(rc));
-        control_shutdown();
         return MK_ERR;
     }
-    control_thread_started = true;
-    control_api->log(MK_PLUGIN_LOG_INFO, "control: listening on %s (mode %04o)%s%s", s.socket_path,
-                     (unsigned) s.mode, s.http_path[0] ? ", HTTP status on " : "", s.http_path);
+    self->thread_started = true;
+    control_api->log(MK_PLUGIN_LOG_INFO, "control: listening on %s (mode %04o)%s%s", s->socket_path,
+                     (unsigned) s->mode, s->http_path[0] ? ", HTTP status on " : "", s->http_path);
+    return MK_OK;
+}
+
+static int control_init(const struct mk_api *server_api, const char *conf_dir)
+{
+    struct control_self *self;
+
+    (void) conf_dir;
+    control_api = server_api;
+    self = calloc(1, sizeof(*self));
+    if (!self) {
+        control_api->log(MK_PLUGIN_LOG_ERROR, "control: out of memory");
+        return MK_ERR;
+    }
+    self->listen_fd = -1;
+    self->wake_fd = -1;
+    for (int i = 0; i < CONTROL_CLIENTS; i++) {
+        self->clients[i].fd = -1;
+    }
+    /* control.conf as the server read it for the configuration being started. */
+    self->running =
+        *(const struct control_settings *) control_api->plugin_conf(NULL, MK_PLUGIN_SELF(control));
+    self->server = MK_API_HAS(control_api, server) ? control_api->server() : NULL;
+    if (control_check_dir(&self->running) != MK_OK) {
+        free(self);
+        return MK_ERR;
+    }
+    if (control_api->checking()) {
+        free(self);
+        return MK_OK; /* validated; no socket, no thread */
+    }
+    if (control_api->self_set(MK_PLUGIN_SELF(control), self) != MK_OK ||
+        control_start(self) != MK_OK) {
+        control_shutdown(self);
+        control_api->self_set(MK_PLUGIN_SELF(control), NULL);
+        free(self);
+        return MK_ERR;
+    }
     return MK_OK;
 }
 
 /* Server stop: end the thread, remove the socket, close held clients. */
 static void control_exit(void)
 {
-    control_shutdown();
+    struct control_self *self = control_api->self(MK_PLUGIN_SELF(control));
+
+    if (self) {
+        control_shutdown(self);
+        free(self);
+    }
 }
 
 /* Reload, step one: the server reads control.conf itself; nothing to set aside. */
@@ -104,20 +133,21 @@ static int control_reload_prepare(char *err, size_t errlen)
  */
 static void control_reload_commit(int commit)
 {
+    const struct control_self *self = control_api->self(MK_PLUGIN_SELF(control));
     struct mk_config *cfg;
 
-    if (!commit || !(cfg = control_api->config_get())) {
+    if (!commit || !self || !(cfg = control_api->config_get())) {
         return;
     }
     const struct control_settings *s =
         control_api->config_sites(cfg)
             ? control_api->plugin_conf(control_api->config_site(cfg, 0), MK_PLUGIN_SELF(control))
             : NULL;
-    if (s && (strcmp(s->socket_path, control_running.socket_path) != 0 ||
-              s->mode != control_running.mode)) {
+    if (s &&
+        (strcmp(s->socket_path, self->running.socket_path) != 0 || s->mode != self->running.mode)) {
         control_api->log(MK_PLUGIN_LOG_WARN,
                          "control: Socket and Mode change only on restart (keeping %s)",
-                         control_running.socket_path);
+                         self->running.socket_path);
     }
     control_api->config_put(cfg);
 }

@@ -14,7 +14,7 @@
  *
  * The socket thread (socket.c, protocol.c, documents.c) and the workers
  * (http.c, documents.c) share nothing mutable: what they read of the server
- * comes through the API, and control_running is written by init() only.
+ * comes through the API, and the struct control_self of a server is written by init() only.
  */
 #ifndef MONKEY_PLUGIN_CONTROL_H
 #define MONKEY_PLUGIN_CONTROL_H
@@ -87,23 +87,31 @@ extern const struct mk_conf_schema control_schema;
 
 /* ---- socket.c ------------------------------------------------------------ */
 
-/* Set in init(), read-only afterwards (the socket cannot move on reload). */
-extern struct control_settings control_running;
+/*
+ * The plugin's state for one server (api->self): two servers of one process
+ * each have their socket and thread. Set in init(); the thread owns the
+ * clients; exit() ends the thread and frees it.
+ */
+struct control_self {
+    struct control_settings running; /* read-only after init (the socket cannot move on reload) */
+    struct mk_server *server;        /* the server the thread answers for (api->thread_serve) */
+    int listen_fd;
+    int wake_fd; /* exit() writes here to end the thread */
+    bool thread_started;
+    pthread_t thread;
+    dev_t sock_dev; /* the socket file created, removed at exit if still ours */
+    ino_t sock_ino;
+    struct control_client clients[CONTROL_CLIENTS];
+};
 
-/* The socket thread: its wake-up eventfd, the thread and its clients. */
-extern int control_wake_fd;
-extern bool control_thread_started;
-extern pthread_t control_thread;
-extern struct control_client control_clients[CONTROL_CLIENTS];
-
-/* The socket thread: serve clients until exit() writes to control_wake_fd. */
+/* The socket thread of `arg` (a struct control_self): serve clients until exit(). */
 void *control_thread_main(void *arg);
 /* Check that the socket's directory exists and that we may create files in it. */
 int control_check_dir(const struct control_settings *s);
-/* Create, bind and listen on the socket of s; sets control_listen_fd. */
-int control_listen(const struct control_settings *s);
-/* Release what init() set up; safe to call in any state. */
-void control_shutdown(void);
+/* Create, bind and listen on the socket of s; sets self->listen_fd. */
+int control_listen(struct control_self *self, const struct control_settings *s);
+/* Release what init() set up (not self itself); safe to call in any state. */
+void control_shutdown(struct control_self *self);
 
 /* ---- protocol.c ---------------------------------------------------------- */
 

@@ -20,18 +20,6 @@
 
 #include "control.h"
 
-/* Set in init(), read-only afterwards (the socket cannot move on reload). */
-struct control_settings control_running;
-
-/* The socket thread. */
-static int control_listen_fd = -1;
-int control_wake_fd = -1;
-bool control_thread_started;
-pthread_t control_thread;
-static dev_t control_sock_dev;
-static ino_t control_sock_ino;
-struct control_client control_clients[CONTROL_CLIENTS];
-
 /* Milliseconds of the monotonic clock, for client deadlines. */
 static int64_t control_now_ms(void)
 {
@@ -146,20 +134,20 @@ static int control_client_write(struct control_client *cl)
 }
 
 /* Accept one connection into a free slot, if any. */
-static void control_accept(void)
+static void control_accept(struct control_self *self)
 {
-    int fd = accept4(control_listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = accept4(self->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
     if (fd < 0) {
         if (errno == EMFILE || errno == ENFILE) {
             control_api->log(MK_PLUGIN_LOG_WARN, "control: accept: %s", strerror(errno));
-            struct pollfd p = {control_wake_fd, POLLIN, 0};
+            struct pollfd p = {self->wake_fd, POLLIN, 0};
             poll(&p, 1, 100); /* the connection waits in the backlog */
         }
         return;
     }
     for (int i = 0; i < CONTROL_CLIENTS; i++) {
-        struct control_client *cl = &control_clients[i];
+        struct control_client *cl = &self->clients[i];
         if (cl->state == CONTROL_FREE) {
             cl->state = CONTROL_READING;
             cl->fd = fd;
@@ -175,7 +163,7 @@ static void control_accept(void)
  * the plugins are initialised): connections made earlier wait in the
  * backlog. False when exit() asked the thread to end.
  */
-static bool control_wait_running(void)
+static bool control_wait_running(struct control_self *self)
 {
     for (;;) {
         struct mk_worker_stats ws;
@@ -186,30 +174,34 @@ static bool control_wait_running(void)
                 return true;
             }
         }
-        struct pollfd p = {control_wake_fd, POLLIN, 0};
+        struct pollfd p = {self->wake_fd, POLLIN, 0};
         if (poll(&p, 1, 10) > 0) {
             return false;
         }
     }
 }
 
-/* The socket thread: serve clients until exit() writes to control_wake_fd. */
+/* The socket thread: serve clients until exit() writes to self->wake_fd. */
 void *control_thread_main(void *arg)
 {
+    struct control_self *self = arg;
     struct pollfd pfd[CONTROL_CLIENTS + 2];
     struct control_client *polled[CONTROL_CLIENTS + 2];
 
-    (void) arg;
-    if (!control_wait_running()) {
+    /* Its documents and log lines are its server's, not the one started last. */
+    if (self->server && MK_API_HAS(control_api, thread_serve)) {
+        control_api->thread_serve(self->server);
+    }
+    if (!control_wait_running(self)) {
         return NULL;
     }
     for (;;) {
         int64_t now = control_now_ms(), next = -1;
         int n = 0, busy = 0;
 
-        pfd[n++] = (struct pollfd){control_wake_fd, POLLIN, 0};
+        pfd[n++] = (struct pollfd){self->wake_fd, POLLIN, 0};
         for (int i = 0; i < CONTROL_CLIENTS; i++) {
-            struct control_client *cl = &control_clients[i];
+            struct control_client *cl = &self->clients[i];
             if (cl->state == CONTROL_FREE) {
                 continue;
             }
@@ -230,7 +222,7 @@ void *control_thread_main(void *arg)
         }
         if (busy < CONTROL_CLIENTS) {
             polled[n] = NULL;
-            pfd[n++] = (struct pollfd){control_listen_fd, POLLIN, 0};
+            pfd[n++] = (struct pollfd){self->listen_fd, POLLIN, 0};
         }
         int timeout = next < 0 ? -1 : (int) (next - now);
         if (poll(pfd, (nfds_t) n, timeout) < 0) {
@@ -249,7 +241,7 @@ void *control_thread_main(void *arg)
             }
             struct control_client *cl = polled[i];
             if (!cl) {
-                control_accept();
+                control_accept(self);
                 continue;
             }
             int rc = cl->state == CONTROL_READING ? control_client_read(cl) : MK_OK;
@@ -393,8 +385,8 @@ static int control_clear_stale(const struct control_settings *s)
     return MK_OK;
 }
 
-/* Create, bind and listen on the socket of s; sets control_listen_fd. */
-int control_listen(const struct control_settings *s)
+/* Create, bind and listen on the socket of s; sets self->listen_fd. */
+int control_listen(struct control_self *self, const struct control_settings *s)
 {
     struct sockaddr_un addr;
     struct stat st;
@@ -425,9 +417,9 @@ int control_listen(const struct control_settings *s)
     if (dirfd >= 0) {
         close(dirfd);
     }
-    control_sock_dev = st.st_dev;
-    control_sock_ino = st.st_ino;
-    control_listen_fd = fd;
+    self->sock_dev = st.st_dev;
+    self->sock_ino = st.st_ino;
+    self->listen_fd = fd;
     return MK_OK;
 
 fail:
@@ -441,37 +433,37 @@ fail:
 }
 
 /* Remove the socket file if it is still the one we created. */
-static void control_unlink_ours(void)
+static void control_unlink_ours(const struct control_self *self)
 {
     struct stat st;
 
-    if (lstat(control_running.socket_path, &st) == 0 && st.st_dev == control_sock_dev &&
-        st.st_ino == control_sock_ino) {
-        unlink(control_running.socket_path);
+    if (lstat(self->running.socket_path, &st) == 0 && st.st_dev == self->sock_dev &&
+        st.st_ino == self->sock_ino) {
+        unlink(self->running.socket_path);
     }
 }
 
 /* Release what init() set up; safe to call in any state. */
-void control_shutdown(void)
+void control_shutdown(struct control_self *self)
 {
-    if (control_thread_started) {
+    if (self->thread_started) {
         uint64_t one = 1;
-        ssize_t ignored = write(control_wake_fd, &one, sizeof(one));
+        ssize_t ignored = write(self->wake_fd, &one, sizeof(one));
         (void) ignored;
-        pthread_join(control_thread, NULL);
-        control_thread_started = false;
+        pthread_join(self->thread, NULL);
+        self->thread_started = false;
     }
-    if (control_listen_fd >= 0) {
-        control_unlink_ours();
-        close(control_listen_fd);
-        control_listen_fd = -1;
+    if (self->listen_fd >= 0) {
+        control_unlink_ours(self);
+        close(self->listen_fd);
+        self->listen_fd = -1;
     }
     /* Clients still held (a stop) learn here that the server is done. */
     for (int i = 0; i < CONTROL_CLIENTS; i++) {
-        control_client_close(&control_clients[i]);
+        control_client_close(&self->clients[i]);
     }
-    if (control_wake_fd >= 0) {
-        close(control_wake_fd);
-        control_wake_fd = -1;
+    if (self->wake_fd >= 0) {
+        close(self->wake_fd);
+        self->wake_fd = -1;
     }
 }

@@ -21,7 +21,6 @@
 #define LOGGER_NAME_MAX 64
 
 /* The configuration directory (relative paths are resolved against it), set by init(). */
-char *logger_conf_dir;
 
 /* Release what the schema's callbacks stored in plugin-wide settings (schema free). */
 static void logger_settings_release(void *obj, int site)
@@ -45,12 +44,14 @@ static void logger_settings_release(void *obj, int site)
 /* `value` made absolute: relative to the configuration directory. NULL: no memory. */
 static char *logger_resolve_path(const char *value)
 {
+    /* The configuration directory of the server that reads it, once its logger started. */
+    const struct logger_state *lg = logger_api ? logger_api->self(MK_PLUGIN_SELF(logger)) : NULL;
     char *out;
 
-    if (value[0] == '/' || !logger_conf_dir) {
+    if (value[0] == '/' || !lg || !lg->conf_dir) {
         return strdup(value);
     }
-    if (asprintf(&out, "%s/%s", logger_conf_dir, value) < 0) {
+    if (asprintf(&out, "%s/%s", lg->conf_dir, value) < 0) {
         return NULL;
     }
     return out;

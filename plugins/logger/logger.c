@@ -48,10 +48,6 @@ static const char logger_message_spec[] = "%t [client %h] [site %v]";
 
 const struct mk_api *logger_api;
 
-static struct logger_format *logger_error_format;
-static struct logger_format *logger_message_format;
-static atomic_size_t logger_buf_limit = LOGGER_DEFAULT_LIMIT;
-
 /* ---- each worker's buffers ------------------------------------------------- */
 
 /* What one worker has rendered for one file and not yet written into its pipe. */
@@ -70,8 +66,9 @@ struct logger_worker {
      * across anything that can block.
      */
     pthread_mutex_t lock;
-    atomic_bool stuck; /* lines wait for room in a pipe */
-    int id;
+    atomic_bool stuck;                         /* lines wait for room in a pipe */
+    int id;                                    /* the slot in lg->workers, -1: none */
+    struct logger_state *lg;                   /* its server's logger */
     struct logger_buf *bufs[LOGGER_MAX_FILES]; /* by file id */
     unsigned dirty[LOGGER_MAX_FILES];          /* ids of buffers with data */
     unsigned n_dirty;
@@ -80,12 +77,6 @@ struct logger_worker {
 };
 
 static __thread struct logger_worker *logger_self;
-
-/* The running workers, for the logger thread's help. */
-#define LOGGER_MAX_WORKERS 1025
-static pthread_mutex_t logger_workers_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct logger_worker *logger_workers[LOGGER_MAX_WORKERS];
-atomic_bool logger_any_stuck;
 
 /*
  * Write whole lines into the pipe, PIPE_BUF bytes at most per write so each
@@ -137,7 +128,7 @@ static bool logger_buf_room(struct logger_buf *b)
     if (b->cap - b->len >= LOGGER_LINE_MAX) {
         return true;
     }
-    size_t limit = atomic_load_explicit(&logger_buf_limit, memory_order_relaxed);
+    size_t limit = atomic_load_explicit(&b->file->owner->buf_limit, memory_order_relaxed);
     if (b->cap >= limit) {
         return false;
     }
@@ -201,7 +192,7 @@ static void logger_emit(struct logger_worker *w, struct logger_file *f,
 /* Let go of the buffers of retired files once they are empty. */
 static void logger_worker_let_go(struct logger_worker *w)
 {
-    unsigned gen = logger_retire_generation();
+    unsigned gen = logger_retire_generation(w->lg);
     bool all = true;
 
     for (unsigned i = 0; i < LOGGER_MAX_FILES; i++) {
@@ -244,18 +235,18 @@ static void logger_worker_flush(struct logger_worker *w)
     w->n_dirty = keep;
     if (keep) {
         atomic_store(&w->stuck, true);
-        atomic_store(&logger_any_stuck, true);
+        atomic_store(&w->lg->any_stuck, true);
     }
     else if (atomic_load_explicit(&w->stuck, memory_order_relaxed)) {
         atomic_store(&w->stuck, false);
     }
 }
 
-void logger_help_workers(void)
+void logger_help_workers(struct logger_state *lg)
 {
-    pthread_mutex_lock(&logger_workers_lock);
+    pthread_mutex_lock(&lg->workers_lock);
     for (unsigned i = 0; i < LOGGER_MAX_WORKERS; i++) {
-        struct logger_worker *w = logger_workers[i];
+        struct logger_worker *w = lg->workers[i];
         /* A busy worker flushes by itself at the end of its batch. */
         if (!w || !atomic_load(&w->stuck) || pthread_mutex_trylock(&w->lock) != 0) {
             continue;
@@ -263,26 +254,32 @@ void logger_help_workers(void)
         logger_worker_flush(w);
         pthread_mutex_unlock(&w->lock);
     }
-    pthread_mutex_unlock(&logger_workers_lock);
+    pthread_mutex_unlock(&lg->workers_lock);
 }
 
 /* worker_init: the worker's buffers, reachable by the logger thread. On the worker. */
 static int logger_worker_init(int worker_id)
 {
-    struct logger_worker *w = calloc(1, sizeof(*w));
+    struct logger_state *lg = logger_api->self(MK_PLUGIN_SELF(logger));
+    struct logger_worker *w;
 
+    if (!lg) {
+        return MK_OK; /* checking: nothing to log */
+    }
+    w = calloc(1, sizeof(*w));
     if (!w) {
         logger_api->log(MK_PLUGIN_LOG_ERROR, "logger: worker %d: out of memory, not logging",
                         worker_id);
         return MK_ERR;
     }
     pthread_mutex_init(&w->lock, NULL);
-    w->id = worker_id;
-    w->retire_seen = logger_retire_generation();
-    if (worker_id >= 0 && worker_id < LOGGER_MAX_WORKERS) {
-        pthread_mutex_lock(&logger_workers_lock);
-        logger_workers[worker_id] = w;
-        pthread_mutex_unlock(&logger_workers_lock);
+    w->lg = lg;
+    w->id = worker_id >= 0 && worker_id < LOGGER_MAX_WORKERS ? worker_id : -1;
+    w->retire_seen = logger_retire_generation(lg);
+    if (w->id >= 0) {
+        pthread_mutex_lock(&lg->workers_lock);
+        lg->workers[w->id] = w;
+        pthread_mutex_unlock(&lg->workers_lock);
     }
     logger_self = w;
     return MK_OK;
@@ -299,7 +296,7 @@ static void logger_batch_done(int worker_id)
     }
     pthread_mutex_lock(&w->lock);
     logger_worker_flush(w);
-    if (logger_retire_generation() != w->retire_seen) {
+    if (logger_retire_generation(w->lg) != w->retire_seen) {
         logger_worker_let_go(w);
     }
     pthread_mutex_unlock(&w->lock);
@@ -315,11 +312,11 @@ static void logger_worker_exit(int worker_id)
         return;
     }
     /* Out of the logger thread's reach first: then the buffers are ours alone. */
-    pthread_mutex_lock(&logger_workers_lock);
-    if (w->id >= 0 && w->id < LOGGER_MAX_WORKERS && logger_workers[w->id] == w) {
-        logger_workers[w->id] = NULL;
+    pthread_mutex_lock(&w->lg->workers_lock);
+    if (w->id >= 0 && w->lg->workers[w->id] == w) {
+        w->lg->workers[w->id] = NULL;
     }
-    pthread_mutex_unlock(&logger_workers_lock);
+    pthread_mutex_unlock(&w->lg->workers_lock);
     for (unsigned i = 0; i < LOGGER_MAX_FILES; i++) {
         struct logger_buf *b = w->bufs[i];
         if (!b) {
@@ -354,7 +351,7 @@ static void logger_log(struct logger_worker *w, const struct logger_site *ls,
     if (ls->error) {
         bool unsent = !logger_api->response_complete(r);
         if (unsent || logger_api->status(r) >= 400) {
-            logger_emit(w, ls->error, logger_error_format, &line, unsent ? logger_unsent : NULL);
+            logger_emit(w, ls->error, w->lg->error_format, &line, unsent ? logger_unsent : NULL);
         }
     }
     pthread_mutex_unlock(&w->lock);
@@ -391,7 +388,7 @@ static int logger_error_log(struct mk_request *r, const char *text, size_t len)
     const struct mk_site *site = logger_api->site(r);
     const struct logger_site *ls =
         site ? logger_api->site_data(site, MK_PLUGIN_SELF(logger)) : NULL;
-    if (!w || !ls || !ls->error || !logger_message_format) {
+    if (!w || !ls || !ls->error || !w->lg->message_format) {
         return MK_DECLINED;
     }
     if (len > MK_ERROR_LOG_LINE) {
@@ -402,63 +399,79 @@ static int logger_error_log(struct mk_request *r, const char *text, size_t len)
     suffix[len + 1] = '\0';
     struct logger_line line = {.r = r, .site = site, .clock = &w->clock};
     pthread_mutex_lock(&w->lock);
-    logger_emit(w, ls->error, logger_message_format, &line, suffix);
+    logger_emit(w, ls->error, w->lg->message_format, &line, suffix);
     pthread_mutex_unlock(&w->lock);
     return MK_OK;
 }
 
 /* ---- life cycle ------------------------------------------------------------ */
 
+/* Free lg's formats and hand lg to the writer, which frees it (logger_writer_stop). */
+static void logger_state_exit(struct logger_state *lg)
+{
+    logger_format_free(lg->error_format);
+    lg->error_format = NULL;
+    logger_format_free(lg->message_format);
+    lg->message_format = NULL;
+    free(lg->conf_dir);
+    lg->conf_dir = NULL;
+    logger_writer_stop(lg);
+}
+
 /*
- * init: read logger.conf and start the logger thread (not when checking).
- * MK_ERR after logging why. Controlling thread.
+ * init: read logger.conf and start the logger thread of this server (not
+ * when checking). MK_ERR after logging why. Controlling thread.
  */
 static int logger_init(const struct mk_api *api, const char *conf_dir)
 {
     char err[PATH_MAX + 512];
+    struct logger_state *lg;
 
     logger_api = api;
-    if (conf_dir && !(logger_conf_dir = strdup(conf_dir))) {
+    /* logger.conf of the configuration being started, read and checked by the server. */
+    const struct logger_settings *s = api->plugin_conf(NULL, MK_PLUGIN_SELF(logger));
+    lg = logger_state_new();
+    if (!lg) {
         api->log(MK_PLUGIN_LOG_ERROR, "logger: out of memory");
         return MK_ERR;
     }
-    /* logger.conf of the configuration being started, read and checked by the server. */
-    const struct logger_settings *s = api->plugin_conf(NULL, MK_PLUGIN_SELF(logger));
-    if (logger_format_compile(logger_error_spec, &logger_error_format, err, sizeof(err)) != MK_OK ||
-        logger_format_compile(logger_message_spec, &logger_message_format, err, sizeof(err)) !=
+    atomic_store(&lg->buf_limit, s->buffer_limit);
+    lg->server = MK_API_HAS(api, server) ? api->server() : NULL;
+    if (conf_dir && !(lg->conf_dir = strdup(conf_dir))) {
+        api->log(MK_PLUGIN_LOG_ERROR, "logger: out of memory");
+        logger_state_exit(lg);
+        return MK_ERR;
+    }
+    if (logger_format_compile(logger_error_spec, &lg->error_format, err, sizeof(err)) != MK_OK ||
+        logger_format_compile(logger_message_spec, &lg->message_format, err, sizeof(err)) !=
             MK_OK) {
         api->log(MK_PLUGIN_LOG_ERROR, "logger: %s", err);
-        goto fail;
+        logger_state_exit(lg);
+        return MK_ERR;
     }
-    atomic_store(&logger_buf_limit, s->buffer_limit);
+    if (api->self_set(MK_PLUGIN_SELF(logger), lg) != MK_OK) {
+        logger_state_exit(lg);
+        return MK_ERR;
+    }
     if (api->checking()) {
         return MK_OK; /* validate only: no thread, no file */
     }
-    if (logger_writer_start() != MK_OK) {
-        goto fail;
+    if (logger_writer_start(lg) != MK_OK) {
+        api->self_set(MK_PLUGIN_SELF(logger), NULL);
+        logger_state_exit(lg);
+        return MK_ERR;
     }
     return MK_OK;
-
-fail:
-    logger_format_free(logger_error_format);
-    logger_error_format = NULL;
-    logger_format_free(logger_message_format);
-    logger_message_format = NULL;
-    free(logger_conf_dir);
-    logger_conf_dir = NULL;
-    return MK_ERR;
 }
 
 /* exit: after the workers stopped, write everything left and close the files. */
 static void logger_exit(void)
 {
-    logger_writer_stop();
-    logger_format_free(logger_error_format);
-    logger_error_format = NULL;
-    logger_format_free(logger_message_format);
-    logger_message_format = NULL;
-    free(logger_conf_dir);
-    logger_conf_dir = NULL;
+    struct logger_state *lg = logger_api->self(MK_PLUGIN_SELF(logger));
+
+    if (lg) {
+        logger_state_exit(lg);
+    }
 }
 
 /* Reload, step one: the server reads logger.conf itself; nothing to set aside. */
@@ -472,9 +485,10 @@ static int logger_reload_prepare(char *err, size_t errlen)
 /* Reload, step two: the new configuration is in force; its BufferLimit applies to the workers. */
 static void logger_reload_commit(int commit)
 {
+    struct logger_state *lg = logger_api->self(MK_PLUGIN_SELF(logger));
     struct mk_config *cfg;
 
-    if (!commit || !(cfg = logger_api->config_get())) {
+    if (!commit || !lg || !(cfg = logger_api->config_get())) {
         return;
     }
     const struct logger_settings *s =
@@ -482,7 +496,7 @@ static void logger_reload_commit(int commit)
             ? logger_api->plugin_conf(logger_api->config_site(cfg, 0), MK_PLUGIN_SELF(logger))
             : NULL;
     if (s) {
-        atomic_store(&logger_buf_limit, s->buffer_limit);
+        atomic_store(&lg->buf_limit, s->buffer_limit);
     }
     logger_api->config_put(cfg);
 }
@@ -490,7 +504,11 @@ static void logger_reload_commit(int commit)
 /* reopen_logs (SIGUSR1): returns once every file was reopened. Controlling thread. */
 static void logger_reopen_logs(void)
 {
-    logger_writer_reopen();
+    struct logger_state *lg = logger_api->self(MK_PLUGIN_SELF(logger));
+
+    if (lg) {
+        logger_writer_reopen(lg);
+    }
 }
 
 MK_PLUGIN_DEFINE(logger) = {

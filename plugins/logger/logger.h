@@ -22,6 +22,7 @@
 #define MONKEY_PLUGIN_LOGGER_H
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -37,8 +38,52 @@
 /* The most log files open at once (all sites, all configurations in use). */
 #define LOGGER_MAX_FILES 1024
 
+/* The most workers of one server whose buffers the logger thread can help flush. */
+#define LOGGER_MAX_WORKERS 1025
+
 /* The server's functions, set by init(). */
 extern const struct mk_api *logger_api;
+
+struct logger_file;
+struct logger_format;
+struct logger_worker;
+
+/*
+ * The logger of one server (api->self): two servers of one process each
+ * have their formats, workers, files and logger thread. Made by init();
+ * exit() hands it to logger_writer_stop(), which frees it once the last
+ * site using one of its files has let go (sites may outlive exit()).
+ */
+struct logger_state {
+    /* logger.c: set by init() (buf_limit also by a reload) */
+    struct logger_format *error_format;
+    struct logger_format *message_format;
+    atomic_size_t buf_limit;
+    char *conf_dir;           /* relative paths are resolved against it (config.c) */
+    struct mk_server *server; /* the logger thread's server (api->thread_serve) */
+    /* logger.c: the running workers, for the logger thread's help */
+    pthread_mutex_t workers_lock;
+    struct logger_worker *workers[LOGGER_MAX_WORKERS];
+    atomic_bool any_stuck; /* a worker found a pipe full: its lines wait */
+    /* writer.c */
+    pthread_mutex_t lock; /* the registry: files, site counts, running, reopen counts */
+    pthread_cond_t cond;
+    struct logger_file *files[LOGGER_MAX_FILES];
+    unsigned n_files;
+    atomic_uint retire_gen;
+    pthread_t thread;
+    bool running; /* between start and stop */
+    bool stopped; /* exit() is done with it: freed with its last file */
+    int epfd;
+    int ctl; /* eventfd: something for the thread to do */
+    atomic_bool stop;
+    atomic_bool new_files;
+    unsigned reopen_asked, reopen_done;
+    char scratch[65536]; /* the copy buffer of the thread (of exit() once it stopped) */
+};
+
+/* A new logger state, or NULL (memory). Controlling thread. */
+struct logger_state *logger_state_new(void);
 
 MK_PLUGIN_DECLARE(logger);
 
@@ -68,8 +113,6 @@ struct logger_settings {
 
 /* logger.conf, read by the server into every configuration it builds. */
 extern const struct mk_conf_schema logger_schema;
-/* The configuration directory (relative paths are resolved against it), set by init(). */
-extern char *logger_conf_dir;
 
 /*
  * The format string a Format value names: "common", "combined",
@@ -139,14 +182,12 @@ size_t logger_format_render(const struct logger_format *f, struct logger_line *l
 
 /* ---- logger.c (for the logger thread) ----------------------------------- */
 
-/* Set when a worker found a pipe full: its lines wait, and it may sit idle. */
-extern atomic_bool logger_any_stuck;
 /*
- * Flush the buffers of workers whose pipes were full, for them (a worker
- * that is busy right now is skipped: it flushes at the end of its batch).
- * The logger thread.
+ * Flush the buffers of lg's workers whose pipes were full, for them (a
+ * worker that is busy right now is skipped: it flushes at the end of its
+ * batch). The logger thread.
  */
-void logger_help_workers(void);
+void logger_help_workers(struct logger_state *lg);
 
 /* ---- writer.c ------------------------------------------------------------ */
 
@@ -173,22 +214,24 @@ struct logger_file {
     bool copy;     /* splice(2) refused: read(2) and write(2) */
     bool failing;  /* a write error was logged; cleared by the next success */
     struct logger_leftover *leftovers;
+    struct logger_state *owner; /* the server's logger whose registry holds it */
 };
 
 /* Start the logger thread (init, not when checking). MK_OK or MK_ERR (logged). */
-int logger_writer_start(void);
+int logger_writer_start(struct logger_state *lg);
 /*
  * At exit(), after the workers stopped: stop the thread, move what every
  * pipe and every left-over holds into the files, close them. Nothing written
- * by a worker is lost. Controlling thread.
+ * by a worker is lost. lg is freed here, or by the release of its last file
+ * (a site freed later): the caller no longer uses it. Controlling thread.
  */
-void logger_writer_stop(void);
+void logger_writer_stop(struct logger_state *lg);
 /*
  * SIGUSR1: every file is emptied into the file it had, then opened again at
  * its path (created if renamed away). Returns once the logger thread has
  * done it (or after 10 s). Controlling thread.
  */
-void logger_writer_reopen(void);
+void logger_writer_reopen(struct logger_state *lg);
 
 /*
  * The log file at `path` (absolute), opened (created) for a site with a pipe
@@ -196,13 +239,14 @@ void logger_writer_reopen(void);
  * file); its site count is raised. NULL with the reason in err. Controlling
  * thread, writer started.
  */
-struct logger_file *logger_file_open(const char *path, size_t pipe_size, char *err, size_t errlen);
+struct logger_file *logger_file_open(struct logger_state *lg, const char *path, size_t pipe_size,
+                                     char *err, size_t errlen);
 /* A site lets go of a file (site_free); any thread. */
 void logger_file_release(struct logger_file *f);
 /* Without creating anything: could `path` be opened for writing? (monkey -t) */
 int logger_path_check(const char *path, char *err, size_t errlen);
 /* Changes when a file is retired: workers then let go of the ones they hold. */
-unsigned logger_retire_generation(void);
+unsigned logger_retire_generation(struct logger_state *lg);
 /*
  * A stopping worker hands over the bytes (whole lines) it could not write;
  * its hold on `f` passes to them. `data` was malloc'ed; it is freed here.

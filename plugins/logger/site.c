@@ -43,9 +43,13 @@ static int logger_site_file(const struct logger_settings *s, const char *path, c
         }
     }
     else {
-        *out = logger_file_open(path, s->pipe_size, why, sizeof(why));
+        struct logger_state *lg = logger_api->self(MK_PLUGIN_SELF(logger));
+        *out = lg ? logger_file_open(lg, path, s->pipe_size, why, sizeof(why)) : NULL;
         if (*out) {
             return MK_OK;
+        }
+        if (!lg) {
+            snprintf(why, sizeof(why), "the logger of this server did not start");
         }
     }
     snprintf(err, errlen, "%s: %s: %s", where, key, why);

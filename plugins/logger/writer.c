@@ -65,49 +65,55 @@ struct logger_leftover {
     size_t len;
 };
 
-static pthread_mutex_t logger_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t logger_cond = PTHREAD_COND_INITIALIZER;
-static struct logger_file *logger_files[LOGGER_MAX_FILES]; /* under logger_lock */
-static atomic_uint logger_retire_gen;
-
-static struct {
-    pthread_t thread;
-    bool running; /* between start and stop; under logger_lock */
-    int epfd;
-    int ctl; /* eventfd: something for the thread to do */
-    atomic_bool stop;
-    atomic_bool new_files;
-    unsigned reopen_asked, reopen_done; /* under logger_lock */
-} logger_writer = {.epfd = -1, .ctl = -1};
-
-/* The copy buffer of the thread (of the controlling thread once it stopped). */
-static char logger_scratch[65536];
-
-unsigned logger_retire_generation(void)
+struct logger_state *logger_state_new(void)
 {
-    return atomic_load_explicit(&logger_retire_gen, memory_order_acquire);
+    struct logger_state *lg = calloc(1, sizeof(*lg));
+
+    if (!lg) {
+        return NULL;
+    }
+    pthread_mutex_init(&lg->workers_lock, NULL);
+    pthread_mutex_init(&lg->lock, NULL);
+    pthread_cond_init(&lg->cond, NULL);
+    lg->epfd = -1;
+    lg->ctl = -1;
+    return lg;
+}
+
+/* Free lg (no file left, no thread). */
+static void logger_state_free(struct logger_state *lg)
+{
+    pthread_mutex_destroy(&lg->workers_lock);
+    pthread_mutex_destroy(&lg->lock);
+    pthread_cond_destroy(&lg->cond);
+    free(lg);
+}
+
+unsigned logger_retire_generation(struct logger_state *lg)
+{
+    return atomic_load_explicit(&lg->retire_gen, memory_order_acquire);
 }
 
 /* Have the logger thread look at its flags (new files, reopen, stop). Any thread. */
-static void logger_wake(void)
+static void logger_wake(struct logger_state *lg)
 {
     uint64_t one = 1;
-    ssize_t ignored = write(logger_writer.ctl, &one, sizeof(one));
+    ssize_t ignored = write(lg->ctl, &one, sizeof(one));
     (void) ignored;
 }
 
 /* Copy the registry; the caller uses the pointers only where files cannot go. */
-static unsigned logger_snapshot(struct logger_file **out)
+static unsigned logger_snapshot(struct logger_state *lg, struct logger_file **out)
 {
     unsigned n = 0;
 
-    pthread_mutex_lock(&logger_lock);
+    pthread_mutex_lock(&lg->lock);
     for (unsigned i = 0; i < LOGGER_MAX_FILES; i++) {
-        if (logger_files[i]) {
-            out[n++] = logger_files[i];
+        if (lg->files[i]) {
+            out[n++] = lg->files[i];
         }
     }
-    pthread_mutex_unlock(&logger_lock);
+    pthread_mutex_unlock(&lg->lock);
     return n;
 }
 
@@ -159,14 +165,15 @@ static int logger_open_path(const char *path, struct stat *st)
 /* splice(2) refused the file: move one pipe-full through user space. */
 static ssize_t logger_file_copy(struct logger_file *f)
 {
-    ssize_t n = read(f->pipe_r, logger_scratch, sizeof(logger_scratch));
+    struct logger_state *lg = f->owner;
+    ssize_t n = read(f->pipe_r, lg->scratch, sizeof(lg->scratch));
     size_t off = 0;
 
     if (n <= 0) {
         return n;
     }
     while (off < (size_t) n) {
-        ssize_t w = write(f->fd, logger_scratch + off, (size_t) n - off);
+        ssize_t w = write(f->fd, lg->scratch + off, (size_t) n - off);
         if (w < 0 && errno == EINTR) {
             continue;
         }
@@ -201,8 +208,8 @@ static bool logger_file_writable(const struct logger_file *f)
 /* Stop watching the pipe until the next tick (the file cannot take data now). */
 static void logger_file_unwatch(struct logger_file *f)
 {
-    if (f->watched && logger_writer.epfd >= 0) {
-        epoll_ctl(logger_writer.epfd, EPOLL_CTL_DEL, f->pipe_r, NULL);
+    if (f->watched && f->owner->epfd >= 0) {
+        epoll_ctl(f->owner->epfd, EPOLL_CTL_DEL, f->pipe_r, NULL);
         f->watched = false;
     }
 }
@@ -322,10 +329,10 @@ static void logger_report(struct logger_file *f)
 /* ---- the logger thread ----------------------------------------------------- */
 
 /* Add the pipes of new (or failed) files to the epoll set. */
-static void logger_writer_watch(void)
+static void logger_writer_watch(struct logger_state *lg)
 {
-    static struct logger_file *files[LOGGER_MAX_FILES];
-    unsigned n = logger_snapshot(files);
+    struct logger_file *files[LOGGER_MAX_FILES];
+    unsigned n = logger_snapshot(lg, files);
 
     for (unsigned i = 0; i < n; i++) {
         struct logger_file *f = files[i];
@@ -333,7 +340,7 @@ static void logger_writer_watch(void)
             continue;
         }
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = f};
-        if (epoll_ctl(logger_writer.epfd, EPOLL_CTL_ADD, f->pipe_r, &ev) == 0) {
+        if (epoll_ctl(lg->epfd, EPOLL_CTL_ADD, f->pipe_r, &ev) == 0) {
             f->watched = true;
         }
         logger_file_drain(f);
@@ -341,18 +348,18 @@ static void logger_writer_watch(void)
 }
 
 /* SIGUSR1: each file gets what its pipe holds, then is opened again at its path. */
-static void logger_writer_reopen_files(void)
+static void logger_writer_reopen_files(struct logger_state *lg)
 {
-    static struct logger_file *files[LOGGER_MAX_FILES];
+    struct logger_file *files[LOGGER_MAX_FILES];
     unsigned asked, n;
 
-    pthread_mutex_lock(&logger_lock);
-    asked = logger_writer.reopen_asked;
-    pthread_mutex_unlock(&logger_lock);
-    if (asked == logger_writer.reopen_done) {
+    pthread_mutex_lock(&lg->lock);
+    asked = lg->reopen_asked;
+    pthread_mutex_unlock(&lg->lock);
+    if (asked == lg->reopen_done) {
         return;
     }
-    n = logger_snapshot(files);
+    n = logger_snapshot(lg, files);
     for (unsigned i = 0; i < n; i++) {
         struct logger_file *f = files[i];
         struct stat st;
@@ -364,50 +371,51 @@ static void logger_writer_reopen_files(void)
             continue;
         }
         int old = f->fd;
-        pthread_mutex_lock(&logger_lock);
+        pthread_mutex_lock(&lg->lock);
         f->fd = fd;
         f->dev = st.st_dev;
         f->ino = st.st_ino;
         f->regular = S_ISREG(st.st_mode);
         f->copy = false;
-        pthread_mutex_unlock(&logger_lock);
+        pthread_mutex_unlock(&lg->lock);
         close(old);
     }
-    pthread_mutex_lock(&logger_lock);
-    logger_writer.reopen_done = asked;
-    pthread_cond_broadcast(&logger_cond);
-    pthread_mutex_unlock(&logger_lock);
+    pthread_mutex_lock(&lg->lock);
+    lg->reopen_done = asked;
+    pthread_cond_broadcast(&lg->cond);
+    pthread_mutex_unlock(&lg->lock);
 }
 
 /* Close the files no site uses and no worker holds any more. */
-static void logger_writer_reap(void)
+static void logger_writer_reap(struct logger_state *lg)
 {
-    static struct logger_file *cand[LOGGER_MAX_FILES];
+    struct logger_file *cand[LOGGER_MAX_FILES];
     unsigned n = 0;
 
-    pthread_mutex_lock(&logger_lock);
+    pthread_mutex_lock(&lg->lock);
     for (unsigned i = 0; i < LOGGER_MAX_FILES; i++) {
-        struct logger_file *f = logger_files[i];
+        struct logger_file *f = lg->files[i];
         if (f && f->site_refs == 0 && atomic_load(&f->users) == 0) {
             cand[n++] = f;
         }
     }
-    pthread_mutex_unlock(&logger_lock);
+    pthread_mutex_unlock(&lg->lock);
     for (unsigned i = 0; i < n; i++) {
         struct logger_file *f = cand[i];
         logger_file_drain(f);
-        pthread_mutex_lock(&logger_lock);
+        pthread_mutex_lock(&lg->lock);
         /* No site uses it, so no worker can take it again: it may go. */
         bool gone = f->site_refs == 0 && atomic_load(&f->users) == 0;
         if (gone) {
-            logger_files[f->id] = NULL;
+            lg->files[f->id] = NULL;
+            lg->n_files--;
         }
-        pthread_mutex_unlock(&logger_lock);
+        pthread_mutex_unlock(&lg->lock);
         if (!gone) {
             continue;
         }
         if (f->watched) {
-            epoll_ctl(logger_writer.epfd, EPOLL_CTL_DEL, f->pipe_r, NULL);
+            epoll_ctl(lg->epfd, EPOLL_CTL_DEL, f->pipe_r, NULL);
         }
         logger_file_drain(f);
         logger_report(f);
@@ -416,10 +424,10 @@ static void logger_writer_reap(void)
 }
 
 /* Report the drops of every file (every LOGGER_REPORT_S). The logger thread. */
-static void logger_writer_report_all(void)
+static void logger_writer_report_all(struct logger_state *lg)
 {
-    static struct logger_file *files[LOGGER_MAX_FILES];
-    unsigned n = logger_snapshot(files);
+    struct logger_file *files[LOGGER_MAX_FILES];
+    unsigned n = logger_snapshot(lg, files);
 
     for (unsigned i = 0; i < n; i++) {
         logger_report(files[i]);
@@ -427,27 +435,31 @@ static void logger_writer_report_all(void)
 }
 
 /* After a round that moved data: let more gather, unless there is work. */
-static void logger_writer_pause(void)
+static void logger_writer_pause(struct logger_state *lg)
 {
-    struct pollfd p = {.fd = logger_writer.ctl, .events = POLLIN};
+    struct pollfd p = {.fd = lg->ctl, .events = POLLIN};
     poll(&p, 1, LOGGER_PAUSE_MS);
 }
 
 /* The logger thread: drain readable pipes, then the chores, until asked to stop. */
 static void *logger_writer_main(void *arg)
 {
+    struct logger_state *lg = arg;
     struct epoll_event evs[64];
     time_t ticked = time(NULL), reported = ticked;
 
-    (void) arg;
-    while (!atomic_load(&logger_writer.stop)) {
-        int n = epoll_wait(logger_writer.epfd, evs, 64, LOGGER_TICK_MS);
+    /* Its messages (write errors, drops) go to its server's log. */
+    if (lg->server && MK_API_HAS(logger_api, thread_serve)) {
+        logger_api->thread_serve(lg->server);
+    }
+    while (!atomic_load(&lg->stop)) {
+        int n = epoll_wait(lg->epfd, evs, 64, LOGGER_TICK_MS);
         bool moved = false, busy = false;
         for (int i = 0; i < n; i++) {
             struct logger_file *f = evs[i].data.ptr;
             if (!f) {
                 uint64_t v;
-                ssize_t ignored = read(logger_writer.ctl, &v, sizeof(v));
+                ssize_t ignored = read(lg->ctl, &v, sizeof(v));
                 (void) ignored;
                 continue;
             }
@@ -455,88 +467,86 @@ static void *logger_writer_main(void *arg)
             moved |= bytes > 0;
             busy |= bytes >= f->pipe_cap / 2; /* the pipe was filling up: no pause */
         }
-        if (atomic_load(&logger_writer.stop)) {
+        if (atomic_load(&lg->stop)) {
             break;
         }
-        if (atomic_exchange(&logger_writer.new_files, false)) {
-            logger_writer_watch();
+        if (atomic_exchange(&lg->new_files, false)) {
+            logger_writer_watch(lg);
         }
-        logger_writer_reopen_files();
+        logger_writer_reopen_files(lg);
         time_t now = time(NULL);
         bool tick = now != ticked;
         if (tick) {
             ticked = now;
-            logger_writer_watch(); /* files that failed get another try */
-            logger_writer_reap();
+            logger_writer_watch(lg); /* files that failed get another try */
+            logger_writer_reap(lg);
         }
         if (now - reported >= LOGGER_REPORT_S) {
             reported = now;
-            logger_writer_report_all();
+            logger_writer_report_all(lg);
         }
-        if (atomic_exchange(&logger_any_stuck, false) || tick) {
-            logger_help_workers();
+        if (atomic_exchange(&lg->any_stuck, false) || tick) {
+            logger_help_workers(lg);
         }
         if (moved && !busy) {
-            logger_writer_pause();
+            logger_writer_pause(lg);
         }
     }
     return NULL;
 }
 
-int logger_writer_start(void)
+int logger_writer_start(struct logger_state *lg)
 {
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
     sigset_t all, old;
     int rc;
 
-    logger_writer.epfd = epoll_create1(EPOLL_CLOEXEC);
-    logger_writer.ctl = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (logger_writer.epfd < 0 || logger_writer.ctl < 0 ||
-        epoll_ctl(logger_writer.epfd, EPOLL_CTL_ADD, logger_writer.ctl, &ev) != 0) {
+    lg->epfd = epoll_create1(EPOLL_CLOEXEC);
+    lg->ctl = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (lg->epfd < 0 || lg->ctl < 0 || epoll_ctl(lg->epfd, EPOLL_CTL_ADD, lg->ctl, &ev) != 0) {
         logger_api->log(MK_PLUGIN_LOG_ERROR, "logger: cannot set up the logger thread: %s",
                         strerror(errno));
-        logger_close_fd(&logger_writer.epfd);
-        logger_close_fd(&logger_writer.ctl);
+        logger_close_fd(&lg->epfd);
+        logger_close_fd(&lg->ctl);
         return MK_ERR;
     }
-    atomic_store(&logger_writer.stop, false);
+    atomic_store(&lg->stop, false);
     /* The thread never takes a signal: the server's signal loop does. */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = pthread_create(&logger_writer.thread, NULL, logger_writer_main, NULL);
+    rc = pthread_create(&lg->thread, NULL, logger_writer_main, lg);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         logger_api->log(MK_PLUGIN_LOG_ERROR, "logger: cannot start the logger thread: %s",
                         strerror(rc));
-        logger_close_fd(&logger_writer.epfd);
-        logger_close_fd(&logger_writer.ctl);
+        logger_close_fd(&lg->epfd);
+        logger_close_fd(&lg->ctl);
         return MK_ERR;
     }
-    pthread_mutex_lock(&logger_lock);
-    logger_writer.running = true;
-    pthread_mutex_unlock(&logger_lock);
+    pthread_mutex_lock(&lg->lock);
+    lg->running = true;
+    pthread_mutex_unlock(&lg->lock);
     return MK_OK;
 }
 
-void logger_writer_stop(void)
+void logger_writer_stop(struct logger_state *lg)
 {
-    static struct logger_file *files[LOGGER_MAX_FILES];
+    struct logger_file *files[LOGGER_MAX_FILES];
     unsigned n;
 
-    pthread_mutex_lock(&logger_lock);
-    bool running = logger_writer.running;
-    logger_writer.running = false;
-    pthread_mutex_unlock(&logger_lock);
-    if (!running) {
-        return;
+    pthread_mutex_lock(&lg->lock);
+    bool running = lg->running;
+    lg->running = false;
+    pthread_mutex_unlock(&lg->lock);
+    if (running) {
+        atomic_store(&lg->stop, true);
+        logger_wake(lg);
+        pthread_join(lg->thread, NULL);
     }
-    atomic_store(&logger_writer.stop, true);
-    logger_wake();
-    pthread_join(logger_writer.thread, NULL);
-    logger_close_fd(&logger_writer.epfd);
-    logger_close_fd(&logger_writer.ctl);
+    logger_close_fd(&lg->epfd);
+    logger_close_fd(&lg->ctl);
 
-    n = logger_snapshot(files);
+    n = logger_snapshot(lg, files);
     for (unsigned i = 0; i < n; i++) {
         struct logger_file *f = files[i];
         f->watched = false;
@@ -554,50 +564,57 @@ void logger_writer_stop(void)
         logger_close_fd(&f->pipe_w);
     }
     /* Files no site uses go now; the others when their sites are freed. */
-    pthread_mutex_lock(&logger_lock);
+    pthread_mutex_lock(&lg->lock);
     for (unsigned i = 0; i < LOGGER_MAX_FILES; i++) {
-        struct logger_file *f = logger_files[i];
+        struct logger_file *f = lg->files[i];
         if (f && f->site_refs == 0) {
-            logger_files[i] = NULL;
+            lg->files[i] = NULL;
+            lg->n_files--;
             logger_file_free(f);
         }
     }
-    pthread_mutex_unlock(&logger_lock);
+    lg->stopped = true;
+    bool last = lg->n_files == 0;
+    pthread_mutex_unlock(&lg->lock);
+    if (last) {
+        logger_state_free(lg);
+    }
 }
 
-void logger_writer_reopen(void)
+void logger_writer_reopen(struct logger_state *lg)
 {
     struct timespec deadline;
     unsigned want;
 
-    pthread_mutex_lock(&logger_lock);
-    if (!logger_writer.running) {
-        pthread_mutex_unlock(&logger_lock);
+    pthread_mutex_lock(&lg->lock);
+    if (!lg->running) {
+        pthread_mutex_unlock(&lg->lock);
         return;
     }
-    want = ++logger_writer.reopen_asked;
-    pthread_mutex_unlock(&logger_lock);
-    logger_wake();
+    want = ++lg->reopen_asked;
+    pthread_mutex_unlock(&lg->lock);
+    logger_wake(lg);
 
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += LOGGER_REOPEN_WAIT_S;
-    pthread_mutex_lock(&logger_lock);
-    while ((int) (logger_writer.reopen_done - want) < 0) {
-        if (pthread_cond_timedwait(&logger_cond, &logger_lock, &deadline) == ETIMEDOUT) {
+    pthread_mutex_lock(&lg->lock);
+    while ((int) (lg->reopen_done - want) < 0) {
+        if (pthread_cond_timedwait(&lg->cond, &lg->lock, &deadline) == ETIMEDOUT) {
             logger_api->log(MK_PLUGIN_LOG_WARN, "logger: the log files are still being reopened");
             break;
         }
     }
-    pthread_mutex_unlock(&logger_lock);
+    pthread_mutex_unlock(&lg->lock);
 }
 
 /* ---- the registry ---------------------------------------------------------- */
 
 /* A file already open at `path`, or as the file (dev, ino); NULL. Under the lock. */
-static struct logger_file *logger_find(const char *path, const struct stat *st)
+static struct logger_file *logger_find(struct logger_state *lg, const char *path,
+                                       const struct stat *st)
 {
     for (unsigned i = 0; i < LOGGER_MAX_FILES; i++) {
-        struct logger_file *f = logger_files[i];
+        struct logger_file *f = lg->files[i];
         if (!f) {
             continue;
         }
@@ -619,18 +636,19 @@ static struct logger_file *logger_take(struct logger_file *f)
     return f;
 }
 
-struct logger_file *logger_file_open(const char *path, size_t pipe_size, char *err, size_t errlen)
+struct logger_file *logger_file_open(struct logger_state *lg, const char *path, size_t pipe_size,
+                                     char *err, size_t errlen)
 {
     struct logger_file *f;
     struct stat st;
     int fd, p[2];
 
-    pthread_mutex_lock(&logger_lock);
-    f = logger_find(path, NULL);
+    pthread_mutex_lock(&lg->lock);
+    f = logger_find(lg, path, NULL);
     if (f) {
         logger_take(f);
     }
-    pthread_mutex_unlock(&logger_lock);
+    pthread_mutex_unlock(&lg->lock);
     if (f) {
         return f;
     }
@@ -676,11 +694,11 @@ struct logger_file *logger_file_open(const char *path, size_t pipe_size, char *e
     f->ino = st.st_ino;
     f->regular = S_ISREG(st.st_mode);
 
-    pthread_mutex_lock(&logger_lock);
-    struct logger_file *same = logger_find(NULL, &st); /* another name of an open file */
+    pthread_mutex_lock(&lg->lock);
+    struct logger_file *same = logger_find(lg, NULL, &st); /* another name of an open file */
     unsigned id = LOGGER_MAX_FILES;
     for (unsigned i = 0; !same && i < LOGGER_MAX_FILES; i++) {
-        if (!logger_files[i]) {
+        if (!lg->files[i]) {
             id = i;
             break;
         }
@@ -691,9 +709,11 @@ struct logger_file *logger_file_open(const char *path, size_t pipe_size, char *e
     else if (id < LOGGER_MAX_FILES) {
         f->id = id;
         f->site_refs = 1;
-        logger_files[id] = f;
+        f->owner = lg;
+        lg->files[id] = f;
+        lg->n_files++;
     }
-    pthread_mutex_unlock(&logger_lock);
+    pthread_mutex_unlock(&lg->lock);
     if (same || id == LOGGER_MAX_FILES) {
         logger_file_free(f);
         if (!same) {
@@ -701,29 +721,35 @@ struct logger_file *logger_file_open(const char *path, size_t pipe_size, char *e
         }
         return same;
     }
-    atomic_store(&logger_writer.new_files, true);
-    logger_wake();
+    atomic_store(&lg->new_files, true);
+    logger_wake(lg);
     return f;
 }
 
 void logger_file_release(struct logger_file *f)
 {
-    bool free_now = false;
+    struct logger_state *lg = f->owner;
+    bool free_now = false, last = false;
 
-    pthread_mutex_lock(&logger_lock);
+    pthread_mutex_lock(&lg->lock);
     if (--f->site_refs == 0) {
-        if (logger_writer.running) {
+        if (lg->running) {
             atomic_store(&f->retired, true);
-            atomic_fetch_add_explicit(&logger_retire_gen, 1, memory_order_release);
+            atomic_fetch_add_explicit(&lg->retire_gen, 1, memory_order_release);
         }
         else {
-            logger_files[f->id] = NULL;
+            lg->files[f->id] = NULL;
+            lg->n_files--;
             free_now = true;
+            last = lg->stopped && lg->n_files == 0;
         }
     }
-    pthread_mutex_unlock(&logger_lock);
+    pthread_mutex_unlock(&lg->lock);
     if (free_now) {
         logger_file_free(f);
+    }
+    if (last) {
+        logger_state_free(lg); /* exit() was done with it: its last file is gone */
     }
 }
 
@@ -740,11 +766,11 @@ void logger_file_leftover(struct logger_file *f, char *data, size_t len)
     l->next = NULL;
     l->data = data;
     l->len = len;
-    pthread_mutex_lock(&logger_lock);
+    pthread_mutex_lock(&f->owner->lock);
     for (tail = &f->leftovers; *tail; tail = &(*tail)->next) {
     }
     *tail = l;
-    pthread_mutex_unlock(&logger_lock);
+    pthread_mutex_unlock(&f->owner->lock);
 }
 
 int logger_path_check(const char *path, char *err, size_t errlen)
