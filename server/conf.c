@@ -335,8 +335,8 @@ const struct mk_conf_schema *mk_config_schema(void)
     return &mk_server_schema;
 }
 
-static const char *const mk_host_keys[] = {"ServerName", "DocumentRoot", "Symlinks", "HideDotFiles",
-                                           "Fallback"};
+static const char *const mk_host_keys[] = {"ServerName",   "DocumentRoot", "Symlinks",
+                                           "HideDotFiles", "Fallback",     "Precompressed"};
 
 const char *mk_config_key(const char *section, size_t i)
 {

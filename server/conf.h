@@ -92,6 +92,9 @@ struct mk_vhost {
        normalised, NULL when not set. */
     char *fallback;
     size_t fallback_len;
+    /* Precompressed: the codings whose variants may be sent (MK_CODING_BIT
+       of accept_encoding.h), 0: off */
+    unsigned precompressed;
 };
 
 struct mk_plugin;
