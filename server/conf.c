@@ -336,7 +336,8 @@ const struct mk_conf_schema *mk_config_schema(void)
 }
 
 static const char *const mk_host_keys[] = {"ServerName",   "DocumentRoot", "Symlinks",
-                                           "HideDotFiles", "Fallback",     "Precompressed"};
+                                           "HideDotFiles", "Fallback",     "Precompressed",
+                                           "CacheControl"};
 
 const char *mk_config_key(const char *section, size_t i)
 {

@@ -26,6 +26,7 @@
 #include "../core/schema.h"
 #include "http.h"
 #include "mime.h"
+#include "static_cache.h"
 
 enum mk_balancing {
     MK_BALANCE_REUSEPORT = 0, /* one listening socket per worker, the kernel spreads */
@@ -95,6 +96,8 @@ struct mk_vhost {
     /* Precompressed: the codings whose variants may be sent (MK_CODING_BIT
        of accept_encoding.h), 0: off */
     unsigned precompressed;
+    /* CacheControl rules (static_cache.h); none by default */
+    struct mk_cache_rules cache_rules;
 };
 
 struct mk_plugin;

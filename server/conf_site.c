@@ -66,6 +66,7 @@ void mk_vhost_free(struct mk_vhost *vh)
         mk_free(vh->error_pages[i].path);
     }
     mk_free(vh->error_pages);
+    mk_static_cache_free(&vh->cache_rules);
     mk_conf_free(vh->conf);
     mk_free(vh->file);
     mk_free(vh);
@@ -368,6 +369,11 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
             }
             seen_precompressed = true;
             if (!mk_static_variant_conf(conf, e, &vh->precompressed, err, errlen)) {
+                goto fail;
+            }
+        }
+        else if (strcasecmp(e->key, "CacheControl") == 0) {
+            if (!mk_static_cache_conf(&vh->cache_rules, conf, e, err, errlen)) {
                 goto fail;
             }
         }

@@ -30,6 +30,7 @@
 #include "file_cache.h"
 #include "path.h"
 #include "request.h"
+#include "static_cache.h"
 #include "static_variant.h"
 #include "worker.h"
 
@@ -383,9 +384,11 @@ static void mk_static_content_range(struct mk_request *r, const char *prefix, ui
 
 /*
  * Answer r from the file entry f (r->file, the variant when one was
- * chosen); `type` is the media type of the file the path names.
+ * chosen); `named` is the file the path names, which gives the media type
+ * and the extension of the cache rules.
  */
-static int mk_static_serve_file(struct mk_request *r, struct mk_file *f, struct mk_str type)
+static int mk_static_serve_file(struct mk_request *r, struct mk_file *f,
+                                const struct mk_file *named)
 {
     r->file = f;
     r->fd = f->fd;
@@ -395,6 +398,9 @@ static int mk_static_serve_file(struct mk_request *r, struct mk_file *f, struct 
     if (pre == 304) {
         mk_response_add_header(r, "ETag", 4, f->etag, f->etag_len);
         mk_response_add_header(r, "Last-Modified", 13, f->last_modified, MK_HTTP_DATE_LEN);
+        if (r->vhost->cache_rules.n) {
+            mk_static_cache_headers(r, named->type_path, named->type_len);
+        }
         r->status = 304;
         return MK_OK;
     }
@@ -422,11 +428,15 @@ static int mk_static_serve_file(struct mk_request *r, struct mk_file *f, struct 
         }
     }
 
+    struct mk_str type = mk_mime_lookup(r->cfg->mime, named->type_path, named->type_len);
     r->content_type = type.p;
     r->content_type_len = type.len;
     mk_response_add_header(r, "Last-Modified", 13, f->last_modified, MK_HTTP_DATE_LEN);
     mk_response_add_header(r, "ETag", 4, f->etag, f->etag_len);
     mk_response_add_header(r, "Accept-Ranges", 13, "bytes", 5);
+    if (r->vhost->cache_rules.n) {
+        mk_static_cache_headers(r, named->type_path, named->type_len);
+    }
 
     r->body_type = MK_RESP_FILE;
     r->file_off = (off_t) first;
@@ -443,7 +453,6 @@ static int mk_static_serve_file(struct mk_request *r, struct mk_file *f, struct 
  */
 static int mk_static_serve_variant(struct mk_request *r, struct mk_file *f)
 {
-    struct mk_str type = mk_mime_lookup(r->cfg->mime, f->type_path, f->type_len);
     struct mk_file *v;
     enum mk_coding c;
 
@@ -453,12 +462,12 @@ static int mk_static_serve_variant(struct mk_request *r, struct mk_file *f)
     }
     mk_response_add_header(r, "Vary", 4, "Accept-Encoding", 15);
     if (!v) {
-        return mk_static_serve_file(r, f, type);
+        return mk_static_serve_file(r, f, f);
     }
     const char *name = mk_coding_name(c);
     mk_response_add_header(r, "Content-Encoding", 16, name, strlen(name));
-    int rc = mk_static_serve_file(r, v, type);
-    mk_file_release(f); /* the media type points into the table, not into f */
+    int rc = mk_static_serve_file(r, v, f);
+    mk_file_release(f); /* what the response keeps points into the tables, not into f */
     return rc;
 }
 
@@ -489,5 +498,5 @@ int mk_static_serve(struct mk_request *r)
     if (r->vhost->precompressed) {
         return mk_static_serve_variant(r, f);
     }
-    return mk_static_serve_file(r, f, mk_mime_lookup(r->cfg->mime, f->type_path, f->type_len));
+    return mk_static_serve_file(r, f, f);
 }
