@@ -129,6 +129,7 @@ struct mk_config {
     bool defer_accept;
     bool hide_version;
     unsigned file_cache;            /* open files kept per worker; 0: off */
+    uint64_t file_cache_body;       /* bodies up to this size kept in the file cache; 0: none */
     unsigned task_queue_per_plugin; /* tasks one plugin may have waiting or running */
     unsigned task_queue_per_client; /* tasks one client address may have waiting or running */
     unsigned h2_max_streams;        /* HTTP/2: concurrent streams a client may open */
