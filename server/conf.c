@@ -304,6 +304,7 @@ static const struct mk_conf_key mk_server_keys[] = {
     {"DefaultMimeType", MK_CONF_STRING, 0, MK_SRV(default_mime), 0, 0, "application/octet-stream",
      .check = mk_check_media_type},
     {"FileCache", MK_CONF_INT, 0, MK_SRV(file_cache), 0, 65536, "128"},
+    {"FileCacheBody", MK_CONF_SIZE, 0, MK_SRV(file_cache_body), 0, 1u << 20, "16K"},
     {"TaskQueuePerPlugin", MK_CONF_INT, 0, MK_SRV(task_queue_per_plugin), 1, 65536, "64"},
     {"TaskQueuePerClient", MK_CONF_INT, 0, MK_SRV(task_queue_per_client), 1, 65536, "8"},
     {"MaxConcurrentStreams", MK_CONF_INT, 0, MK_SRV(h2_max_streams), 1, 100000, "100"},
@@ -335,8 +336,9 @@ const struct mk_conf_schema *mk_config_schema(void)
     return &mk_server_schema;
 }
 
-static const char *const mk_host_keys[] = {"ServerName", "DocumentRoot", "Symlinks", "HideDotFiles",
-                                           "Fallback"};
+static const char *const mk_host_keys[] = {"ServerName",   "DocumentRoot", "Symlinks",
+                                           "HideDotFiles", "Fallback",     "Precompressed",
+                                           "CacheControl"};
 
 const char *mk_config_key(const char *section, size_t i)
 {

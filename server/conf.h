@@ -26,6 +26,7 @@
 #include "../core/schema.h"
 #include "http.h"
 #include "mime.h"
+#include "static_cache.h"
 
 enum mk_balancing {
     MK_BALANCE_REUSEPORT = 0, /* one listening socket per worker, the kernel spreads */
@@ -92,6 +93,11 @@ struct mk_vhost {
        normalised, NULL when not set. */
     char *fallback;
     size_t fallback_len;
+    /* Precompressed: the codings whose variants may be sent (MK_CODING_BIT
+       of accept_encoding.h), 0: off */
+    unsigned precompressed;
+    /* CacheControl rules (static_cache.h); none by default */
+    struct mk_cache_rules cache_rules;
 };
 
 struct mk_plugin;
@@ -123,6 +129,7 @@ struct mk_config {
     bool defer_accept;
     bool hide_version;
     unsigned file_cache;            /* open files kept per worker; 0: off */
+    uint64_t file_cache_body;       /* bodies up to this size kept in the file cache; 0: none */
     unsigned task_queue_per_plugin; /* tasks one plugin may have waiting or running */
     unsigned task_queue_per_client; /* tasks one client address may have waiting or running */
     unsigned h2_max_streams;        /* HTTP/2: concurrent streams a client may open */

@@ -28,6 +28,7 @@
 #include "../core/schema.h"
 #include "path.h"
 #include "server.h"
+#include "static_variant.h"
 
 #define ERR(conf, line, ...) mk_conf_error((conf), (line), err, errlen, __VA_ARGS__)
 
@@ -65,6 +66,7 @@ void mk_vhost_free(struct mk_vhost *vh)
         mk_free(vh->error_pages[i].path);
     }
     mk_free(vh->error_pages);
+    mk_static_cache_free(&vh->cache_rules);
     mk_conf_free(vh->conf);
     mk_free(vh->file);
     mk_free(vh);
@@ -272,7 +274,7 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
         goto fail;
     }
 
-    bool seen_symlinks = false, seen_hide = false;
+    bool seen_symlinks = false, seen_hide = false, seen_precompressed = false;
     char fallback[MK_FALLBACK_MAX + 2];
     mk_list_foreach (it, &host->entries) {
         struct mk_conf_entry *e = mk_list_entry(it, struct mk_conf_entry, node);
@@ -359,6 +361,21 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
             }
             vh->fallback = mk_strdup(e->value);
             vh->fallback_len = len;
+        }
+        else if (strcasecmp(e->key, "Precompressed") == 0) {
+            if (seen_precompressed) {
+                ERR(conf, e->line, "'Precompressed' is given twice");
+                goto fail;
+            }
+            seen_precompressed = true;
+            if (!mk_static_variant_conf(conf, e, &vh->precompressed, err, errlen)) {
+                goto fail;
+            }
+        }
+        else if (strcasecmp(e->key, "CacheControl") == 0) {
+            if (!mk_static_cache_conf(&vh->cache_rules, conf, e, err, errlen)) {
+                goto fail;
+            }
         }
         else {
             ERR(conf, e->line, "unknown key '%s' in [HOST]", e->key);

@@ -34,6 +34,7 @@ void mk_file_release(struct mk_file *f)
 {
     if (--f->refs == 0) {
         close(f->fd);
+        mk_free(f->body);
         mk_free(f);
     }
 }
@@ -152,6 +153,39 @@ static void mk_file_validators(struct mk_file *f)
     mk_http_date_format(f->st.st_mtime, f->last_modified);
 }
 
+/*
+ * Read the whole of a small file into f->body, once, as it enters the
+ * cache. Nothing is kept when the file is larger than `max`, empty, memory
+ * is short or the read comes short (the file changed under us: the
+ * descriptor serves it, and the next revalidation sees the change).
+ */
+static void mk_file_keep_body(struct mk_file *f, uint64_t max)
+{
+    size_t size = (size_t) f->st.st_size;
+
+    if (!max || f->st.st_size <= 0 || (uint64_t) f->st.st_size > max) {
+        return;
+    }
+    char *b = mk_try_alloc(size);
+    if (!b) {
+        return;
+    }
+    if (pread(f->fd, b, size, 0) != (ssize_t) size) {
+        mk_free(b);
+        return;
+    }
+    f->body = b;
+}
+
+ssize_t mk_file_read(const struct mk_file *f, int fd, void *buf, size_t len, off_t off)
+{
+    if (f && f->body && off >= 0 && (uint64_t) off + len <= (uint64_t) f->st.st_size) {
+        memcpy(buf, f->body + off, len);
+        return (ssize_t) len;
+    }
+    return pread(fd, buf, len, off);
+}
+
 struct mk_file *mk_file_cache_put(struct mk_file_cache *fc, const struct mk_vhost *vh,
                                   const char *path, size_t path_len, const char *type_name, int fd,
                                   const struct stat *st, time_t now)
@@ -203,6 +237,7 @@ struct mk_file *mk_file_cache_put(struct mk_file_cache *fc, const struct mk_vhos
     if (!fc->max) {
         return f;
     }
+    mk_file_keep_body(f, vh->cfg ? vh->cfg->file_cache_body : 0);
     if (fc->count >= fc->max) {
         mk_file_cache_evict(fc, mk_list_entry(fc->lru.next, struct mk_file, lru));
     }

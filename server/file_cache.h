@@ -16,6 +16,18 @@
  * opened under the site's containment rules (static.c), so a stale entry can
  * only serve a file that was legitimately inside the document root.
  *
+ * Small bodies: a cached regular file of at most FileCacheBody bytes
+ * (default 16 KB) is read once when it enters the cache, and its bytes are
+ * then served from memory (mk_file_read): no pread per request. They follow
+ * the same revalidation as the metadata, so a file changed on disk is
+ * served from memory for at most the rest of the second in which it changed,
+ * like nginx's open_file_cache_valid with a bound of one second rather than
+ * its 60: the one fstatat a second is paid anyway, and one second is what
+ * Last-Modified can tell apart. The copy is always the whole file as it was
+ * when read, with the size and validators read with it, so an answer never
+ * mixes two versions (a file rewritten in place mid-second could, through
+ * the descriptor).
+ *
  * One cache per worker: no locks. Entries in use by a response are
  * reference counted and closed when the last user is done.
  */
@@ -25,6 +37,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "../core/list.h"
@@ -45,6 +58,7 @@ struct mk_file {
     char last_modified[29]; /* IMF-fixdate of st_mtime */
     const char *type_path;  /* name to derive the media type from (index file) */
     size_t type_len;
+    char *body; /* the whole file (st.st_size bytes) when small enough; else NULL */
     uint32_t hash;
     struct mk_file *hnext;
     struct mk_list lru;
@@ -81,6 +95,13 @@ struct mk_file *mk_file_cache_get(struct mk_file_cache *fc, const struct mk_vhos
 struct mk_file *mk_file_cache_put(struct mk_file_cache *fc, const struct mk_vhost *vh,
                                   const char *path, size_t path_len, const char *type_name, int fd,
                                   const struct stat *st, time_t now);
+
+/*
+ * Read len bytes at off of the body of f (NULL: none) whose descriptor is
+ * fd: from memory when f holds the body, else pread(2). Returns what pread
+ * returns.
+ */
+ssize_t mk_file_read(const struct mk_file *f, int fd, void *buf, size_t len, off_t off);
 
 /* Drop one reference; the descriptor is closed with the last one. */
 void mk_file_release(struct mk_file *f);

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "../core/log.h"
+#include "file_cache.h"
 #include "h2.h"
 #include "server.h"
 #include "takeover.h"
@@ -520,7 +521,8 @@ static int mk_h1_start(struct mk_request *r)
          * instead of a write and a sendfile, which costs more than it saves
          * for a few bytes.
          */
-        ssize_t n = pread(r->fd, h->out + h->out_len, (size_t) r->body_left, r->file_off);
+        ssize_t n =
+            mk_file_read(r->file, r->fd, h->out + h->out_len, (size_t) r->body_left, r->file_off);
         if (n != (ssize_t) r->body_left) {
             return MK_ERR; /* the file shrank: the announced length cannot be kept */
         }

@@ -58,6 +58,7 @@
 #include <unistd.h>
 
 #include "../core/log.h"
+#include "file_cache.h"
 #include "h2.h"
 #include "h2_mem.h"
 #include "server.h"
@@ -495,7 +496,7 @@ static int mk_h2_out_file_inline(struct mk_h2 *h, const uint8_t *hd, struct mk_r
 
     mk_h2_out_put(h, hd, 9);
     mk_h2_out_reserve(h, length);
-    n = pread(r->fd, h->out + h->out_len, length, r->file_off);
+    n = mk_file_read(r->file, r->fd, h->out + h->out_len, length, r->file_off);
     if (n != (ssize_t) length) {
         return MK_ERR;
     }

@@ -298,7 +298,7 @@ static ssize_t mk_response_copy_file(struct mk_request *r, size_t len)
     if (len > sizeof(buf)) {
         len = sizeof(buf);
     }
-    ssize_t n = pread(r->fd, buf, len, r->file_off);
+    ssize_t n = mk_file_read(r->file, r->fd, buf, len, r->file_off);
     if (n <= 0) {
         return n;
     }

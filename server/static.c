@@ -30,6 +30,8 @@
 #include "file_cache.h"
 #include "path.h"
 #include "request.h"
+#include "static_cache.h"
+#include "static_variant.h"
 #include "worker.h"
 
 /* openat2(2) may be missing from the C library's headers (musl). */
@@ -380,30 +382,14 @@ static void mk_static_content_range(struct mk_request *r, const char *prefix, ui
     mk_response_add_header(r, "Content-Range", 13, cr, (size_t) (p - cr));
 }
 
-int mk_static_serve(struct mk_request *r)
+/*
+ * Answer r from the file entry f (r->file, the variant when one was
+ * chosen); `named` is the file the path names, which gives the media type
+ * and the extension of the cache rules.
+ */
+static int mk_static_serve_file(struct mk_request *r, struct mk_file *f,
+                                const struct mk_file *named)
 {
-    struct mk_file *f;
-
-    switch (r->head.method) {
-    case MK_METHOD_GET:
-    case MK_METHOD_HEAD:
-        break;
-    case MK_METHOD_OPTIONS:
-        r->status = 200;
-        mk_response_add_header(r, "Allow", 5, "GET, HEAD, OPTIONS", 18);
-        return MK_OK;
-    case MK_METHOD_UNKNOWN:
-        return 501;
-    default:
-        return 405;
-    }
-    if (!r->path) {
-        return 400;
-    }
-    int rc = mk_static_lookup(r, &f);
-    if (rc != MK_OK || !f) {
-        return rc;
-    }
     r->file = f;
     r->fd = f->fd;
 
@@ -412,6 +398,9 @@ int mk_static_serve(struct mk_request *r)
     if (pre == 304) {
         mk_response_add_header(r, "ETag", 4, f->etag, f->etag_len);
         mk_response_add_header(r, "Last-Modified", 13, f->last_modified, MK_HTTP_DATE_LEN);
+        if (r->vhost->cache_rules.n) {
+            mk_static_cache_headers(r, named->type_path, named->type_len);
+        }
         r->status = 304;
         return MK_OK;
     }
@@ -439,16 +428,75 @@ int mk_static_serve(struct mk_request *r)
         }
     }
 
-    struct mk_str type = mk_mime_lookup(r->cfg->mime, f->type_path, f->type_len);
+    struct mk_str type = mk_mime_lookup(r->cfg->mime, named->type_path, named->type_len);
     r->content_type = type.p;
     r->content_type_len = type.len;
     mk_response_add_header(r, "Last-Modified", 13, f->last_modified, MK_HTTP_DATE_LEN);
     mk_response_add_header(r, "ETag", 4, f->etag, f->etag_len);
     mk_response_add_header(r, "Accept-Ranges", 13, "bytes", 5);
+    if (r->vhost->cache_rules.n) {
+        mk_static_cache_headers(r, named->type_path, named->type_len);
+    }
 
     r->body_type = MK_RESP_FILE;
     r->file_off = (off_t) first;
     r->content_length = size ? last - first + 1 : 0;
     r->body_left = r->content_length;
     return MK_OK;
+}
+
+/*
+ * A site with precompressed variants: answer from the variant r's
+ * Accept-Encoding picks, or from f itself. Every answer varies with
+ * Accept-Encoding, the identity one included, so that a cache keeps them
+ * apart. Takes over the caller's reference to f.
+ */
+static int mk_static_serve_variant(struct mk_request *r, struct mk_file *f)
+{
+    struct mk_file *v;
+    enum mk_coding c;
+
+    if (mk_static_variant_pick(r, f, r->vhost->precompressed, &v, &c) != MK_OK) {
+        mk_file_release(f);
+        return 503;
+    }
+    mk_response_add_header(r, "Vary", 4, "Accept-Encoding", 15);
+    if (!v) {
+        return mk_static_serve_file(r, f, f);
+    }
+    const char *name = mk_coding_name(c);
+    mk_response_add_header(r, "Content-Encoding", 16, name, strlen(name));
+    int rc = mk_static_serve_file(r, v, f);
+    mk_file_release(f); /* what the response keeps points into the tables, not into f */
+    return rc;
+}
+
+int mk_static_serve(struct mk_request *r)
+{
+    struct mk_file *f;
+
+    switch (r->head.method) {
+    case MK_METHOD_GET:
+    case MK_METHOD_HEAD:
+        break;
+    case MK_METHOD_OPTIONS:
+        r->status = 200;
+        mk_response_add_header(r, "Allow", 5, "GET, HEAD, OPTIONS", 18);
+        return MK_OK;
+    case MK_METHOD_UNKNOWN:
+        return 501;
+    default:
+        return 405;
+    }
+    if (!r->path) {
+        return 400;
+    }
+    int rc = mk_static_lookup(r, &f);
+    if (rc != MK_OK || !f) {
+        return rc;
+    }
+    if (r->vhost->precompressed) {
+        return mk_static_serve_variant(r, f);
+    }
+    return mk_static_serve_file(r, f, f);
 }

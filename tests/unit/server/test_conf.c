@@ -1305,7 +1305,9 @@ static void test_key_list_matches_parser(void **state)
     assert_string_equal(mk_config_key("HOST", 2), "Symlinks");
     assert_string_equal(mk_config_key("HOST", 3), "HideDotFiles");
     assert_string_equal(mk_config_key("HOST", 4), "Fallback");
-    assert_null(mk_config_key("HOST", 5));
+    assert_string_equal(mk_config_key("HOST", 5), "Precompressed");
+    assert_string_equal(mk_config_key("HOST", 6), "CacheControl");
+    assert_null(mk_config_key("HOST", 7));
     while ((key = mk_config_key("SERVER", n))) {
         /* an unknown key fails with "unknown key"; a known one fails otherwise or not at all */
         struct confdir *d = confdir_new();

@@ -1,0 +1,46 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * static_variant.h: precompressed variants of static files (the site key
+ * Precompressed), as nginx's gzip_static and brotli_static serve them.
+ *
+ * When a site allows them, a request for "file" may be answered with
+ * "file.br", "file.zst" or "file.gz" beside it, chosen by Accept-Encoding
+ * (accept_encoding.h). A variant is used only when it is a regular file
+ * opened under the same containment rules as the file itself, and not
+ * older than the file (a stale variant is ignored). The variant is a file
+ * of its own: its ETag, Last-Modified, size and ranges are its own.
+ */
+#ifndef MK_SERVER_STATIC_VARIANT_H
+#define MK_SERVER_STATIC_VARIANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../core/config.h"
+#include "accept_encoding.h"
+
+struct mk_file;
+struct mk_request;
+struct mk_vhost;
+
+/*
+ * Parse the value of a Precompressed line: "Off", "On" (br zstd gzip) or a
+ * list of the codings allowed among br, zstd and gzip. *mask gets their
+ * MK_CODING_BITs. False with "file:line: reason" in err.
+ */
+bool mk_static_variant_conf(const struct mk_conf *conf, const struct mk_conf_entry *e,
+                            unsigned *mask, char *err, size_t errlen);
+
+/*
+ * The variant of `f` (the file r's path names) to send for r's
+ * Accept-Encoding among the codings `mask` allows: MK_OK with *out a
+ * referenced entry (release with mk_file_release) and *coding set, or with
+ * *out NULL and *coding MK_CODING_IDENTITY when the file itself is to be
+ * sent. MK_ERR when memory is short.
+ */
+int mk_static_variant_pick(struct mk_request *r, const struct mk_file *f, unsigned mask,
+                           struct mk_file **out, enum mk_coding *coding);
+
+#endif
