@@ -76,6 +76,8 @@ struct websocket {
     struct ws_piece *q_head, *q_tail;
     size_t q_bytes;
     duda_timer_t *close_timer;
+    bool close_drained;    /* data arrived (and was dropped) since the close timer was set */
+    unsigned close_rounds; /* close timeouts waited on since then (WS_CLOSE_DRAIN_ROUNDS) */
     bool deflate, inf_ready, def_ready;
     struct ws_deflate_params dp;
     z_stream inf, def;
@@ -243,6 +245,13 @@ static void ws_fail(websocket_t *ws, int code, const char *reason)
 }
 
 static void ws_close_timeout(duda_request_t *dr, void *arg);
+
+/*
+ * A client still sending what it sent before our close frame (a refused big
+ * message) cannot answer it yet: each close timeout in which such data kept
+ * coming waits one more, up to this many, before the connection is cut.
+ */
+#define WS_CLOSE_DRAIN_ROUNDS 8
 
 /*
  * Too big: close frame 1009 and on_error, then a closing handshake rather
@@ -496,6 +505,7 @@ static void ws_on_data(websocket_t *ws, const struct ws_chunk *ev)
         return;
     }
     if (ws->state != WS_OPEN) {
+        ws->close_drained = true;
         return; /* closing: dropped */
     }
     if (ev->len) {
@@ -764,6 +774,14 @@ static void ws_close_timeout(duda_request_t *dr, void *arg)
 
     (void) dr;
     ws->close_timer = NULL;
+    if (ws->close_drained && ws->close_rounds < WS_CLOSE_DRAIN_ROUNDS) {
+        ws->close_drained = false;
+        ws->close_rounds++;
+        ws->close_timer = event->timer_add(NULL, ws->st.close_timeout_ms, 0, ws_close_timeout, ws);
+        if (ws->close_timer) {
+            return;
+        }
+    }
     ws_shutdown(ws);
 }
 
