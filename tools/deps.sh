@@ -106,13 +106,18 @@ if [ "$stage" != build ]; then
     # chat example in headless Chromium.
     need /usr/include/zlib.h zlib1g-dev
     need chromium chromium
+    # websockets.sync and websockets.asyncio (websockets 13 and later): Debian
+    # 12's python3-websockets (10.4) has neither, so it comes from PyPI for
+    # whichever python3 runs the tests.
     ws_pip=""
-    if ! python3 -c 'import websockets.sync.client' >/dev/null 2>&1; then
+    ws_new='import websockets.sync.client, websockets.asyncio.client'
+    if ! python3 -c "$ws_new" >/dev/null 2>&1; then
         if python3 -c 'import pytest' >/dev/null 2>&1 && \
            [ "$(command -v python3)" != /usr/bin/python3 ]; then
             ws_pip=yes # the python3 that runs the tests is not Debian's: pip
-        else
-            want="$want python3-websockets"
+        elif ! /usr/bin/python3 -c "$ws_new" >/dev/null 2>&1; then
+            ws_pip=debian # Debian's python3: pip beside its own packages
+            need /usr/lib/python3/dist-packages/pip/__init__.py python3-pip
         fi
     fi
     h2_pip=""
@@ -221,9 +226,13 @@ if [ -n "$want$optional" ]; then
     fi
 fi
 
-if [ -n "${ws_pip:-}" ]; then
+if [ "${ws_pip:-}" = yes ]; then
     echo "deps: installing Python's websockets with pip for $(command -v python3)"
-    python3 -m pip install -q websockets || { echo "deps: pip install websockets failed" >&2; exit 1; }
+    python3 -m pip install -q 'websockets>=13' || { echo "deps: pip install websockets failed" >&2; exit 1; }
+elif [ "${ws_pip:-}" = debian ]; then
+    echo "deps: installing Python's websockets with pip for /usr/bin/python3"
+    /usr/bin/python3 -m pip install -q --break-system-packages 'websockets>=13' ||
+        { echo "deps: pip install websockets failed" >&2; exit 1; }
 fi
 if [ -n "${h2_pip:-}" ]; then
     echo "deps: installing Python's h2 with pip for $(command -v python3)"

@@ -16,7 +16,7 @@ import pytest
 from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC
 from test_18_duda import build, duda_server, web_service
 
-websockets = pytest.importorskip("websockets", reason="Python's websockets (tools/deps.sh test)")
+pytest.importorskip("websockets.sync.client", reason="Python's websockets 13 or later (tools/deps.sh test)")
 from websockets.sync.client import connect  # noqa: E402
 
 PACKAGES = BUILD / "duda-packages"

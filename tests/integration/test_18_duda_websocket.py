@@ -19,7 +19,8 @@ import pytest
 from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC
 from test_18_duda import build, duda_server, web_service
 
-websockets = pytest.importorskip("websockets", reason="Python's websockets (tools/deps.sh test)")
+pytest.importorskip("websockets.asyncio.client", reason="Python's websockets 13 or later (tools/deps.sh test)")
+pytest.importorskip("websockets.sync.client", reason="Python's websockets 13 or later (tools/deps.sh test)")
 from websockets.asyncio.client import connect as aconnect  # noqa: E402
 from websockets.exceptions import ConnectionClosed  # noqa: E402
 from websockets.sync.client import connect  # noqa: E402
