@@ -53,11 +53,16 @@ def logger_server(make_server, site_logger="", plugin_conf=None, name=None):
     return srv
 
 
-def read_lines(path):
+def read_lines(path, whole=True):
+    """The lines of `path`. With whole=False, a file read while the writer is
+    still copying into it (a reader can see part of one write) may end in a
+    partial line, which is left out; otherwise it must end with a newline."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return []
+    if not whole:
+        data = data[:data.rfind(b"\n") + 1]
     assert data == b"" or data.endswith(b"\n"), f"partial line at the end of {path}"
     return data.decode("latin-1").splitlines()
 
@@ -65,11 +70,11 @@ def read_lines(path):
 def wait_lines(path, n, timeout=5.0, settle=0.2):
     """The lines of `path` once it has n of them; fails if it gets more."""
     deadline = time.monotonic() + timeout * SLOW
-    lines = read_lines(path)
+    lines = read_lines(path, whole=False)
     while len(lines) < n:
         assert time.monotonic() < deadline, f"{path}: {len(lines)} lines, expected {n}: {lines[-3:]}"
         time.sleep(0.02)
-        lines = read_lines(path)
+        lines = read_lines(path, whole=False)
     time.sleep(settle)
     lines = read_lines(path)
     assert len(lines) == n, f"{path}: {len(lines)} lines, expected {n}"
