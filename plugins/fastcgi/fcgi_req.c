@@ -734,7 +734,7 @@ static int fcgi_on_event(void *arg, const struct fcgi_event *ev)
     struct fcgi_req *req = ctx->req;
 
     if (ev->id != FR_REQUEST_ID) {
-        return MK_OK;
+        return MK_ERR; /* no other request is open on the connection: broken */
     }
     if (ev->type == FCGI_STDERR) {
         fcgi_stderr(req, ev->data, ev->len);

@@ -1,9 +1,9 @@
 """The FastCGI plugin's backends: several per site (round-robin, a backend
 down skipped and taken back after DownTime), HOST:PORT backends (php-fpm on
 loopback TCP), the protocol status of END_REQUEST and backends that break
-the protocol, and `monkey -t` with backends that are not up. The backends are php-fpm and
-fcgi_responder.py, started by each test on temporary sockets or ports and
-stopped by their PIDs."""
+the protocol, and `monkey -t` with backends that are not up. The backends
+are php-fpm and fcgi_responder.py, started by each test on temporary sockets
+or ports and stopped by their PIDs."""
 
 import subprocess
 import sys
@@ -172,7 +172,7 @@ def test_end_request_protocol_status(make_server, responders, tmp_path, mode, st
     assert "the backend refused the request" in srv.stderr_text()
 
 
-@pytest.mark.parametrize("mode", ["garbage", "version", "bad-end"])
+@pytest.mark.parametrize("mode", ["garbage", "version", "other-id", "bad-end"])
 def test_protocol_breaks_are_502(make_server, responders, tmp_path, mode):
     # the backend keeps its connection open after the bad bytes: the server
     # must see the break at once, not wait for Timeout
