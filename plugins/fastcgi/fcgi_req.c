@@ -19,13 +19,15 @@
  *                     answer; STDERR: logged line by line; END_REQUEST: the
  *                     end (its protocol status honoured).
  *
- * Errors: a backend that refuses or breaks the protocol before the head
- * gives 502, silence for Timeout 504 (both with the site's error page, the
- * client's connection staying usable); after the head the response can
- * only be cut short (api->stream_abort). A connection goes back to its
- * pool only when its request ended cleanly (END_REQUEST read, nothing
- * pending); otherwise it is closed. A request is freed as soon as it is
- * over for the client; it lives on its worker's list until then.
+ * Errors: a backend that refuses the connection is passed over for the
+ * next one (fcgi_move); one that breaks the protocol before the head gives
+ * 502, as do all backends refusing; silence for Timeout 504 (both with the
+ * site's error page, the client's connection staying usable); after the
+ * head the response can only be cut short (api->stream_abort). A
+ * connection goes back to its pool only when its request ended cleanly
+ * (END_REQUEST read, nothing pending); otherwise it is closed. A request is
+ * freed as soon as it is over for the client; it lives on its worker's list
+ * until then.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -65,6 +67,7 @@ struct fcgi_req {
     struct fcgi_self *self;
     const struct fcgi_site *site;
     unsigned slot;
+    uint64_t tried; /* the backends tried (bit N: self->backends[N]), each once */
     enum fcgi_state state;
     struct mk_request *r; /* while the body or the response streams */
     struct mk_suspended *susp;
@@ -804,6 +807,30 @@ static void fcgi_read(struct fcgi_req *req)
     }
 }
 
+/*
+ * The connection of req could not be made (the backend refused it): every
+ * record of req is still in wbuf, none went out, so they go to the next
+ * backend of the site that can take them now (each backend tried once per
+ * request), as fcgi_pool_acquire passes over a backend that refuses at
+ * once. Whether req moved; if not, the caller fails it.
+ */
+static bool fcgi_move(struct fcgi_req *req)
+{
+    struct fcgi_conn *c;
+
+    fcgi_pool_release(req->conn, false);
+    req->conn = NULL;
+    if (fcgi_pool_next(req->site, &req->tried, &c) != MK_OK) {
+        return false;
+    }
+    req->conn = c;
+    atomic_fetch_add_explicit(&fcgi_conn_backend(c)->requests, 1, memory_order_relaxed);
+    fcgi_conn_attach(c, req);
+    req->last_io_ms = fcgi_api->now_ms();
+    fcgi_flush_now(req);
+    return true;
+}
+
 void fcgi_req_io(struct fcgi_req *req, uint32_t ready)
 {
     if (fcgi_conn_connecting(req->conn)) {
@@ -811,12 +838,12 @@ void fcgi_req_io(struct fcgi_req *req, uint32_t ready)
         socklen_t len = sizeof(err);
         getsockopt(fcgi_conn_fd(req->conn), SOL_SOCKET, SO_ERROR, &err, &len);
         if (err) {
-            struct fcgi_backend *b = fcgi_conn_backend(req->conn);
-            atomic_store_explicit(&b->down_until, fcgi_api->now_ms() + req->site->conf->down_ms,
-                                  memory_order_relaxed);
-            fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: backend %s: %s: marked down", b->text,
-                          strerror(err));
-            fcgi_fail(req, 502);
+            fcgi_pool_down(req->conn, req->site->conf->down_ms, strerror(err));
+            if (!fcgi_move(req)) {
+                fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: no backend is up",
+                              (int) req->script.name_len, req->script.name);
+                fcgi_fail(req, 502);
+            }
             return;
         }
         fcgi_conn_connected(req->conn);
@@ -944,7 +971,9 @@ static bool fcgi_has_body(struct mk_request *r)
 static int fcgi_req_begin_on(struct fcgi_req *req, struct mk_request *r)
 {
     req->last_io_ms = fcgi_api->now_ms();
-    atomic_fetch_add_explicit(&fcgi_conn_backend(req->conn)->requests, 1, memory_order_relaxed);
+    struct fcgi_backend *b = fcgi_conn_backend(req->conn);
+    req->tried |= UINT64_C(1) << (b - req->self->backends);
+    atomic_fetch_add_explicit(&b->requests, 1, memory_order_relaxed);
     fcgi_conn_attach(req->conn, req);
     if (fcgi_write_begin(req, r) != MK_OK) {
         fcgi_drop_conn(req, 0);
@@ -1003,7 +1032,7 @@ void fcgi_req_connected(struct fcgi_req *req, struct fcgi_conn *c)
 static int fcgi_req_acquire(struct fcgi_req *req, struct mk_request *r)
 {
     const struct fcgi_site *site = req->site;
-    int rc = fcgi_pool_acquire(req, site, &req->conn);
+    int rc = fcgi_pool_acquire(req, site, &req->tried, &req->conn);
     if (rc == MK_OK) {
         return fcgi_req_begin_on(req, r);
     }

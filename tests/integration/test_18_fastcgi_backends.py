@@ -1,5 +1,6 @@
 """The FastCGI plugin's backends: several per site (round-robin, a backend
-down skipped and taken back after DownTime), HOST:PORT backends (php-fpm on
+down skipped and taken back after DownTime, a connection refused late moving
+on to the next backend), HOST:PORT backends (php-fpm on
 loopback TCP), the protocol status of END_REQUEST and backends that break
 the protocol, and `monkey -t` with backends that are not up. The backends
 are php-fpm and fcgi_responder.py, started by each test on temporary sockets
@@ -122,6 +123,42 @@ def test_down_backend_is_skipped_then_taken_back(make_server, responders, tmp_pa
     got = names(c, 4)
     assert sorted(got) == ["A", "A", "B", "B"], got
     c.close()
+
+
+def test_refused_tcp_connect_moves_to_the_next_backend(make_server, responders, tmp_path):
+    # a HOST:PORT backend that nobody listens on fails its connect() only
+    # later (EINPROGRESS, then ECONNREFUSED): the request goes on to the next
+    # backend, as when a connect is refused at once, instead of a 502
+    dead = free_port()
+    responders(tmp_path / "a.sock", "A")
+    srv = backends_server(make_server, [f"127.0.0.1:{dead}", f"unix:{tmp_path}/a.sock"],
+                          conf="    DownTime 30\n")
+    srv.start()
+    c = CgiConn(srv.port)
+    for _ in range(4):
+        r = c.request("POST", "/form.php", body=b"moved")
+        assert r.status == 200, r
+        assert r.body.startswith(b"A ") and r.body.endswith(b"stdin=moved")
+    c.close()
+    st = status_doc(srv)
+    assert st["backend0_up"] == 0 and st["backend0_failures"] == 1
+    assert st["backend1_requests"] == 4 and st["bad_gateway"] == 0
+    assert f"127.0.0.1:{dead}" in srv.stderr_text()
+
+
+def test_every_backend_refusing_late_is_502_each_tried_once(make_server, tmp_path):
+    dead = [free_port(), free_port()]
+    srv = backends_server(make_server, [f"127.0.0.1:{p}" for p in dead])
+    srv.start()
+    c = CgiConn(srv.port)
+    r = c.request("GET", "/env.php")
+    assert r.status == 502 and r.body == b"site error page\n"
+    assert c.request("GET", "/static.txt").body == b"static file\n"
+    c.close()
+    st = status_doc(srv)
+    assert st["backend0_failures"] == 1 and st["backend1_failures"] == 1
+    assert st["backend0_up"] == 0 and st["backend1_up"] == 0
+    assert st["bad_gateway"] == 1
 
 
 def test_php_fpm_on_a_tcp_port(make_server, tmp_path):
