@@ -539,6 +539,7 @@ static int fcgi_respond(struct fcgi_req *req, struct mk_request *r)
     }
     req->r = r;
     req->state = FR_STREAM;
+    req->paused = false; /* the queue takes the body now: what came with the head goes there */
     size_t rest = req->head_len - req->h.head_len;
     if (rest > 0 && fcgi_out(req, req->head + req->h.head_len, rest) != MK_OK) {
         fcgi_over(req); /* gone, or not taken */
