@@ -440,17 +440,20 @@ static void fcgi_flush_now(struct fcgi_req *req)
 static void fcgi_proceed(struct mk_request *r, void *arg);
 
 /*
- * api->stream_write() for req. The server may write at once and, inside the
- * call, run proceed(r) (the queue drained) or proceed(NULL) (the client is
- * gone): fcgi_proceed only notes them then. MK_OK, MK_AGAIN (the queue is at
- * its mark and was not drained meanwhile: wait for proceed), MK_ERR, or
- * FR_GONE (the request is over: the caller calls fcgi_over).
+ * api->stream_write() for req, or api->stream_commit() of the first len
+ * bytes of its stream buffer when data is NULL. The server may write at
+ * once and, inside the call, run proceed(r) (the queue drained) or
+ * proceed(NULL) (the client is gone): fcgi_proceed only notes them then.
+ * MK_OK, MK_AGAIN (the queue is at its mark and was not drained meanwhile:
+ * wait for proceed), MK_ERR, or FR_GONE (the request is over: the caller
+ * calls fcgi_over).
  */
 static int fcgi_stream_write(struct fcgi_req *req, const void *data, size_t len)
 {
     req->in_write = true;
     req->drained = false;
-    int rc = fcgi_api->stream_write(req->r, data, len);
+    int rc =
+        data ? fcgi_api->stream_write(req->r, data, len) : fcgi_api->stream_commit(req->r, len);
     req->in_write = false;
     if (req->gone) {
         req->r = NULL;
@@ -459,8 +462,12 @@ static int fcgi_stream_write(struct fcgi_req *req, const void *data, size_t len)
     return rc == MK_AGAIN && req->drained ? MK_OK : rc;
 }
 
-/* STDOUT body bytes to the client; what the queue does not take waits in spill. */
-static int fcgi_out(struct fcgi_req *req, const void *data, size_t len)
+/*
+ * STDOUT body bytes to the client; what the queue does not take waits in
+ * spill. `in_buffer`: data is the request's stream buffer
+ * (api->stream_buffer), queued as it is, without a copy.
+ */
+static int fcgi_out(struct fcgi_req *req, const void *data, size_t len, bool in_buffer)
 {
     if (req->paused || req->spill_len > 0) {
         if (req->spill_len + len > FR_SPILL) {
@@ -471,9 +478,12 @@ static int fcgi_out(struct fcgi_req *req, const void *data, size_t len)
         }
         memcpy(req->spill + req->spill_len, data, len);
         req->spill_len += len;
+        if (in_buffer) {
+            fcgi_api->stream_commit(req->r, 0); /* copied: released */
+        }
         return MK_OK;
     }
-    int rc = fcgi_stream_write(req, data, len);
+    int rc = fcgi_stream_write(req, in_buffer ? NULL : data, len);
     if (rc == MK_AGAIN) {
         req->paused = true;
         fcgi_want(req);
@@ -541,7 +551,7 @@ static int fcgi_respond(struct fcgi_req *req, struct mk_request *r)
     req->state = FR_STREAM;
     req->paused = false; /* the queue takes the body now: what came with the head goes there */
     size_t rest = req->head_len - req->h.head_len;
-    if (rest > 0 && fcgi_out(req, req->head + req->h.head_len, rest) != MK_OK) {
+    if (rest > 0 && fcgi_out(req, req->head + req->h.head_len, rest, false) != MK_OK) {
         fcgi_over(req); /* gone, or not taken */
         return MK_OK;
     }
@@ -706,6 +716,7 @@ struct fcgi_read_ctx {
     enum fcgi_outcome outcome;
     uint8_t *batch; /* STDOUT body bytes of this read, not yet written */
     size_t batch_len;
+    bool in_buffer; /* batch is the request's stream buffer (api->stream_buffer) */
 };
 
 /* The STDOUT of this read so far to the client, in one piece: MK_OK, or MK_ERR (req handled). */
@@ -713,11 +724,19 @@ static int fcgi_batch_flush(struct fcgi_read_ctx *ctx)
 {
     struct fcgi_req *req = ctx->req;
     size_t len = ctx->batch_len;
+    uint8_t *batch = ctx->batch;
+    bool in_buffer = ctx->in_buffer;
+    /* what follows (nothing, as a rule: END_REQUEST flushes) goes by copy */
+    ctx->in_buffer = false;
+    ctx->batch = fcgi_rbuf + FR_RECV;
+    ctx->batch_len = 0;
     if (len == 0) {
+        if (in_buffer) {
+            fcgi_api->stream_commit(req->r, 0); /* unused: released */
+        }
         return MK_OK;
     }
-    ctx->batch_len = 0;
-    int rc = fcgi_out(req, ctx->batch, len);
+    int rc = fcgi_out(req, batch, len, in_buffer);
     if (rc == MK_OK) {
         return MK_OK;
     }
@@ -796,7 +815,16 @@ static void fcgi_read(struct fcgi_req *req)
     req->last_io_ms = fcgi_api->now_ms();
     req->heard = true;
     req->replay = false;
-    struct fcgi_read_ctx ctx = {req, FO_GOING, fcgi_rbuf + FR_RECV, 0};
+    struct fcgi_read_ctx ctx = {req, FO_GOING, fcgi_rbuf + FR_RECV, 0, false};
+    if (req->state == FR_STREAM && MK_API_HAS(fcgi_api, stream_buffer)) {
+        /* The STDOUT of this read is gathered straight into a piece of the
+           client's queue, which takes it without another copy. */
+        uint8_t *piece = fcgi_api->stream_buffer(req->r, (size_t) n);
+        if (piece) {
+            ctx.batch = piece;
+            ctx.in_buffer = true;
+        }
+    }
     int rc = fcgi_parse(&req->parser, buf, (size_t) n, fcgi_on_event, &ctx);
     if (ctx.outcome == FO_GOING && fcgi_batch_flush(&ctx) != MK_OK) {
         return; /* req was handled */
