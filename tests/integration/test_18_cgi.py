@@ -623,6 +623,15 @@ def test_environment_complete(cgi):
     assert e["CONTENT_LENGTH"] == "7"
     assert "HTTP_CONTENT_TYPE" not in e and "HTTP_CONTENT_LENGTH" not in e
     assert e["AUTH_TYPE"] == "Bearer"
+    # repeated headers joined; names with other bytes than letters, digits
+    # and '-' left out; a chunked body decoded, so no HTTP_TRANSFER_ENCODING
+    c.send("POST /cgi-bin/env.sh HTTP/1.1\r\nHost: localhost\r\nX-Multi: a\r\n"
+           "X_Under: 1\r\nX-Multi: b\r\nTransfer-Encoding: chunked\r\n\r\n"
+           "3\r\nabc\r\n0\r\n\r\n")
+    e = env_of(c.read_response().body)
+    assert e["HTTP_X_MULTI"] == "a, b"
+    assert "HTTP_X_UNDER" not in e and "HTTP_X__UNDER" not in e
+    assert "HTTP_TRANSFER_ENCODING" not in e and e["CONTENT_LENGTH"] == "3"
     c.close()
     # HTTP/1.0
     c = CgiConn(cgi.port)
