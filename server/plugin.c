@@ -1003,6 +1003,8 @@ const struct mk_api mk_plugin_api = {
     .serve_file = mk_api_serve_file,
     .server = mk_api_server_get,
     .thread_serve = mk_api_thread_serve,
+    .stream_buffer = mk_response_stream_buffer,
+    .stream_commit = mk_response_stream_commit,
 };
 
 /* ---- loading ------------------------------------------------------------- */

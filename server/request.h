@@ -132,6 +132,7 @@ struct mk_request {
     /* streamed body: pieces in order, bytes queued, the handler's callback */
     struct mk_piece *q_head, *q_tail;
     size_t queued;
+    struct mk_piece *spare; /* api->stream_buffer()'s, not yet committed */
     mk_proceed_cb proceed;
     void *proceed_arg;
     bool chunked; /* framed with chunked coding (the protocol decides) */
@@ -186,6 +187,8 @@ bool mk_response_no_body(const struct mk_request *r);
 int mk_response_stream_start(struct mk_request *r, mk_proceed_cb proceed, void *arg);
 int mk_response_stream_write(struct mk_request *r, const void *data, size_t len);
 int mk_response_stream_end(struct mk_request *r, const char *trailers);
+void *mk_response_stream_buffer(struct mk_request *r, size_t len);
+int mk_response_stream_commit(struct mk_request *r, size_t n);
 /* Free the queue; a handler that had not ended gets proceed(NULL, arg). */
 void mk_response_stream_cancel(struct mk_request *r);
 /* Free the first piece, written in full. */

@@ -197,21 +197,30 @@ int mk_response_stream_start(struct mk_request *r, mk_proceed_cb proceed, void *
     return MK_OK;
 }
 
-/* Append a piece (the last one: trailer lines) and wake an idle writer. */
-static int mk_response_stream_queue(struct mk_request *r, const void *data, size_t len, bool last)
+/* A piece for len data bytes, with room for the framing around them: NULL when memory is short. */
+static struct mk_piece *mk_piece_new(size_t len)
 {
-    if (r->body_type != MK_RESP_STREAM || (r->flags & MK_REQ_STREAM_END) ||
-        (!last && r->queued >= MK_STREAM_HIGH_WATER)) {
-        return MK_ERR;
+    if (len > SIZE_MAX - sizeof(struct mk_piece) - MK_PIECE_HDR - 2) {
+        return NULL;
     }
     struct mk_piece *p = mk_try_alloc(sizeof(*p) + MK_PIECE_HDR + len + 2);
-    if (!p) {
-        return MK_ERR;
+    if (p) {
+        memset(p, 0, sizeof(*p));
+        p->len = len;
     }
-    memset(p, 0, sizeof(*p));
-    memcpy(p->buf + MK_PIECE_HDR, data, len);
-    p->len = len;
-    p->last = last;
+    return p;
+}
+
+/* Whether the stream of r takes a piece now (the last one: whatever the mark). */
+static bool mk_response_stream_open(const struct mk_request *r, bool last)
+{
+    return r->body_type == MK_RESP_STREAM && !(r->flags & MK_REQ_STREAM_END) &&
+           (last || r->queued < MK_STREAM_HIGH_WATER);
+}
+
+/* Append piece p (its data in place) and wake an idle writer: MK_OK or MK_AGAIN. */
+static int mk_response_stream_append(struct mk_request *r, struct mk_piece *p)
+{
     if (r->q_tail) {
         r->q_tail->next = p;
     }
@@ -219,8 +228,8 @@ static int mk_response_stream_queue(struct mk_request *r, const void *data, size
         r->q_head = p;
     }
     r->q_tail = p;
-    r->queued += len;
-    if (last) {
+    r->queued += p->len;
+    if (p->last) {
         r->flags |= MK_REQ_STREAM_END;
     }
     int rc = r->queued >= MK_STREAM_HIGH_WATER ? MK_AGAIN : MK_OK;
@@ -230,6 +239,47 @@ static int mk_response_stream_queue(struct mk_request *r, const void *data, size
         r->conn->proto->wake(r);
     }
     return rc;
+}
+
+/* Append a copy of a piece (the last one: trailer lines) and wake an idle writer. */
+static int mk_response_stream_queue(struct mk_request *r, const void *data, size_t len, bool last)
+{
+    if (!mk_response_stream_open(r, last)) {
+        return MK_ERR;
+    }
+    struct mk_piece *p = mk_piece_new(len);
+    if (!p) {
+        return MK_ERR;
+    }
+    memcpy(p->buf + MK_PIECE_HDR, data, len);
+    p->last = last;
+    return mk_response_stream_append(r, p);
+}
+
+void *mk_response_stream_buffer(struct mk_request *r, size_t len)
+{
+    mk_free(r->spare);
+    r->spare = NULL;
+    if (len == 0 || !mk_response_stream_open(r, false) || !(r->spare = mk_piece_new(len))) {
+        return NULL;
+    }
+    return r->spare->buf + MK_PIECE_HDR;
+}
+
+int mk_response_stream_commit(struct mk_request *r, size_t n)
+{
+    struct mk_piece *p = r->spare;
+
+    r->spare = NULL;
+    if (!p) {
+        return MK_ERR;
+    }
+    if (n == 0 || n > p->len || !mk_response_stream_open(r, false)) {
+        mk_free(p);
+        return n == 0 && mk_response_stream_open(r, true) ? MK_OK : MK_ERR;
+    }
+    p->len = n;
+    return mk_response_stream_append(r, p);
 }
 
 int mk_response_stream_write(struct mk_request *r, const void *data, size_t len)
@@ -266,6 +316,8 @@ void mk_response_stream_pop(struct mk_request *r)
 
 void mk_response_stream_cancel(struct mk_request *r)
 {
+    mk_free(r->spare);
+    r->spare = NULL;
     if (r->body_type != MK_RESP_STREAM) {
         return;
     }

@@ -137,7 +137,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 4
+#define MK_PLUGIN_ABI_MINOR 5
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -904,6 +904,28 @@ struct mk_api {
      */
     struct mk_server *(*server)(void);
     void (*thread_serve)(struct mk_server *srv);
+
+    /* ---- added in ABI 3.5 (check with MK_API_HAS) ---- */
+
+    /*
+     * A streamed body without the copy of stream_write(), for a handler
+     * that reads its pieces from a descriptor (a pipe, a backend's socket):
+     * stream_buffer() gives a buffer of `len` bytes in the form of the
+     * queue's own pieces, the handler fills it (a read() straight into
+     * it), and stream_commit() queues its first `n` bytes (at most `len`)
+     * as stream_write() queues a copy: the same results (MK_OK, MK_AGAIN,
+     * MK_ERR) and the same proceed() calls, which may run inside the call.
+     * stream_commit() releases the buffer whatever it returns: with n 0 it
+     * queues nothing (MK_OK while the stream is open); with n past `len`,
+     * or no buffer given, it is MK_ERR. One buffer per request at a time:
+     * stream_buffer() releases an earlier one not committed, and so does
+     * the end of the request. stream_buffer() returns NULL when `len` is 0,
+     * when stream_write() would take nothing (no stream started, ended, the
+     * queue over its mark) or memory is short. On the request's worker,
+     * where stream_write() may be called.
+     */
+    void *(*stream_buffer)(struct mk_request *r, size_t len);
+    int (*stream_commit)(struct mk_request *r, size_t n);
 };
 
 /* The longest line of api->error_log(), without the newline. */

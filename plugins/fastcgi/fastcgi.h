@@ -97,9 +97,21 @@ extern const struct mk_conf_schema fcgi_schema;
  * connection, or a new one being connected), MK_AGAIN (every usable
  * backend is at MaxConnections on this worker: req was queued and
  * fcgi_req_connected() will be called with a connection, or with NULL
- * after QueueTimeout), or 502 (no backend is up).
+ * after QueueTimeout), or 502 (no backend is up). Each backend it tries
+ * gets its bit in *tried (bit N: self->backends[N]).
  */
-int fcgi_pool_acquire(struct fcgi_req *req, const struct fcgi_site *site, struct fcgi_conn **out);
+int fcgi_pool_acquire(struct fcgi_req *req, const struct fcgi_site *site, uint64_t *tried,
+                      struct fcgi_conn **out);
+/*
+ * Another connection for a request whose connection failed before a byte
+ * of it went out: the next backend of the site in turn that is not in
+ * *tried (its bit then set) nor marked down, and has an idle connection or
+ * room for a new one on this worker (a request is never queued again).
+ * MK_OK (*out set, as fcgi_pool_acquire sets it), or MK_ERR (none).
+ */
+int fcgi_pool_next(const struct fcgi_site *site, uint64_t *tried, struct fcgi_conn **out);
+/* Mark the backend of c down for down_ms (its connection failed): logged, counted. */
+void fcgi_pool_down(const struct fcgi_conn *c, uint64_t down_ms, const char *why);
 /* Give a connection back: kept for the next request (keep), else closed. */
 void fcgi_pool_release(struct fcgi_conn *c, bool keep);
 /* Remove req from the queue it waits in (its request went away). */

@@ -3,10 +3,14 @@ real server. Environment, request bodies, large and slow output, clients that
 do not read or go away, bad header blocks, timeouts, NPH scripts, redirects,
 MaxScripts and the reaping of every child."""
 
+import base64
 import hashlib
+import json
 import os
 import signal
 import socket
+import subprocess
+import threading
 import time
 
 import pytest
@@ -14,6 +18,7 @@ import pytest
 from conftest import BUILD, SANITIZED, SLOW, Conn, needs_dlopen, read_head, vm_rss_kb
 
 CGI_SO = BUILD / "plugins" / "monkey-cgi.so"
+PHP_CGI = "/usr/bin/php-cgi"
 
 pytestmark = needs_dlopen
 
@@ -64,6 +69,38 @@ SCRIPTS = {
     "pgroup.sh": '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\n'
     'echo "$(ps -o pgid= -p $$ | tr -d " ") $$ $(pwd)"\n',
     "noexec.sh": '#!/bin/sh\necho "Content-Type: text/plain"\necho\necho no\n',
+    # writes a line every 50 ms for ever, ignoring SIGTERM (noting it) and
+    # failed writes
+    "noterm.py": (
+        "import os, signal, time\n"
+        "d = os.environ['DOCUMENT_ROOT']\n"
+        "signal.signal(signal.SIGTERM, lambda s, f: open(d + '/noterm.term', 'w').close())\n"
+        "open(d + '/noterm.pid', 'w').write(str(os.getpid()))\n"
+        "os.write(1, b'Content-Type: text/plain\\r\\n\\r\\n')\n"
+        "while True:\n"
+        "    try:\n"
+        "        os.write(1, b'tick\\n')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "    time.sleep(0.05)\n"
+    ),
+    # never reads its standard input
+    "noread.py": (
+        "import os, time\n"
+        "open(os.environ['DOCUMENT_ROOT'] + '/noread.pid', 'w').write(str(os.getpid()))\n"
+        "time.sleep(30)\n"
+    ),
+    # reads a little of its standard input, closes it, then answers
+    "closein.py": (
+        "import os, sys, time\n"
+        "data = os.read(0, 10)\n"
+        "os.close(0)\n"
+        "time.sleep(0.3)\n"
+        "sys.stdout.write('Content-Type: text/plain\\r\\n\\r\\nread %d\\n' % len(data))\n"
+    ),
+    "hello.php": '<?php header("X-Php: " . PHP_SAPI); echo "php ", $_GET["x"] ?? "-", " ",'
+                 ' $_POST["name"] ?? "-", " ", $_SERVER["SCRIPT_NAME"], " ",'
+                 ' $_SERVER["REDIRECT_STATUS"] ?? "-", " ", $_SERVER["PATH_INFO"] ?? "-", "\\n";',
 }
 
 
@@ -529,3 +566,233 @@ def test_clients_leaving_mid_response_under_load(cgi):
             s.close()
         assert wait_for(lambda: not children_of(cgi.proc.pid)), "scripts left running"
     assert cget(cgi, "/cgi-bin/env.sh").status == 200
+
+
+def with_control(srv):
+    """Load the control plugin too; status_of(srv) reads the cgi counters."""
+    srv.plugins.append(str(BUILD / "plugins" / "monkey-control.so"))
+    (srv.conf / "plugins" / "control.conf").write_text(
+        f"[CONTROL]\n    Socket {srv.dir}/ctl.sock\n    HttpPath /server-status\n")
+    return srv
+
+
+def status_of(srv):
+    r = cget(srv, "/server-status")
+    assert r.status == 200
+    return json.loads(r.body)["plugins"]["cgi"]
+
+
+def pid_in(path):
+    """The process id a script wrote to path, once it is there whole."""
+    assert wait_for(lambda: path.exists() and path.read_text().strip().isdigit()), path
+    return int(path.read_text())
+
+
+def test_environment_complete(cgi):
+    # the rest of the RFC 3875 set: what the server is and where, who asks
+    # from where, what the body is; HTTPS is tested over TLS
+    # (test_18_gateway_tls.py)
+    cgi.start()
+    c = CgiConn(cgi.port)
+    r = c.request("GET", "/cgi-bin/env.sh")
+    e = env_of(r.body)
+    assert e["GATEWAY_INTERFACE"] == "CGI/1.1" and e["SERVER_PROTOCOL"] == "HTTP/1.1"
+    assert e["SERVER_SOFTWARE"] == "Monkey"
+    assert e["SERVER_ADDR"] == "127.0.0.1" and e["SERVER_PORT"] == str(cgi.port)
+    assert e["REMOTE_HOST"] == "127.0.0.1"  # the address: no reverse lookup
+    assert e["REMOTE_PORT"] == str(c.sock.getsockname()[1])
+    assert e["REQUEST_SCHEME"] == "http" and "HTTPS" not in e
+    assert e["REDIRECT_STATUS"] == "200"
+    assert e["PATH"] == "/usr/local/bin:/usr/bin:/bin"
+    assert e["QUERY_STRING"] == ""  # present and empty without a query
+    for absent in ("CONTENT_TYPE", "CONTENT_LENGTH", "AUTH_TYPE", "PATH_TRANSLATED"):
+        assert absent not in e, absent
+    # the script's environment is this set and nothing of the server's own
+    assert set(e) - {"PWD", "SHLVL", "_", "OLDPWD"} <= {
+        "GATEWAY_INTERFACE", "SERVER_SOFTWARE", "SERVER_NAME", "SERVER_PORT", "SERVER_ADDR",
+        "SERVER_PROTOCOL", "REQUEST_METHOD", "REQUEST_URI", "REQUEST_SCHEME", "QUERY_STRING",
+        "SCRIPT_NAME", "SCRIPT_FILENAME", "PATH_INFO", "DOCUMENT_ROOT", "REMOTE_ADDR",
+        "REMOTE_HOST", "REMOTE_PORT", "REDIRECT_STATUS", "PATH", "HTTP_HOST"}, sorted(e)
+    # a body: its type and length, not as HTTP_ variables; the scheme of Authorization
+    r = c.request("POST", "/cgi-bin/env.sh", body=b"a=1&b=2", headers={
+        "Content-Type": "application/x-www-form-urlencoded",
+        "Authorization": "Bearer abc.def"})
+    e = env_of(r.body)
+    assert e["REQUEST_METHOD"] == "POST"
+    assert e["CONTENT_TYPE"] == "application/x-www-form-urlencoded"
+    assert e["CONTENT_LENGTH"] == "7"
+    assert "HTTP_CONTENT_TYPE" not in e and "HTTP_CONTENT_LENGTH" not in e
+    assert e["AUTH_TYPE"] == "Bearer"
+    # repeated headers joined; names with other bytes than letters, digits
+    # and '-' left out; a chunked body decoded, so no HTTP_TRANSFER_ENCODING
+    c.send("POST /cgi-bin/env.sh HTTP/1.1\r\nHost: localhost\r\nX-Multi: a\r\n"
+           "X_Under: 1\r\nX-Multi: b\r\nTransfer-Encoding: chunked\r\n\r\n"
+           "3\r\nabc\r\n0\r\n\r\n")
+    e = env_of(c.read_response().body)
+    assert e["HTTP_X_MULTI"] == "a, b"
+    assert "HTTP_X_UNDER" not in e and "HTTP_X__UNDER" not in e
+    assert "HTTP_TRANSFER_ENCODING" not in e and e["CONTENT_LENGTH"] == "3"
+    c.close()
+    # HTTP/1.0
+    c = CgiConn(cgi.port)
+    c.send("GET /cgi-bin/env.sh HTTP/1.0\r\nHost: localhost\r\n\r\n")
+    c.closed()
+    assert b"SERVER_PROTOCOL=HTTP/1.0\n" in c.buf
+    c.close()
+
+
+def test_auth_type_with_the_auth_plugin(cgi):
+    # behind the auth plugin a script runs only for a valid user, and learns
+    # the scheme (AUTH_TYPE)
+    users = cgi.conf / "users"
+    subprocess.run([str(BUILD / "bin" / "monkey-passwd"), "-i", "-c", "-C", "4", str(users),
+                    "alice"], input=b"wonderland\n", check=True, capture_output=True)
+    cgi.plugins.insert(0, str(BUILD / "plugins" / "monkey-auth.so"))
+    cgi.site_extra += "[AUTH]\n    Location /cgi-bin/\n    Realm Scripts\n    Users users\n"
+    cgi.start()
+    assert cget(cgi, "/cgi-bin/env.sh").status == 401
+    good = "Basic " + base64.b64encode(b"alice:wonderland").decode()
+    bad = "Basic " + base64.b64encode(b"alice:looking-glass").decode()
+    assert cget(cgi, "/cgi-bin/env.sh", headers={"Authorization": bad}).status == 401
+    r = cget(cgi, "/cgi-bin/env.sh", headers={"Authorization": good})
+    assert r.status == 200
+    assert env_of(r.body)["AUTH_TYPE"] == "Basic"
+
+
+def test_sigterm_ignored_then_sigkill_after_kill_grace(cgi):
+    # a script that ignores SIGTERM: when its client goes away it gets
+    # SIGTERM, KillGrace (500 ms) later SIGKILL, and is reaped
+    with_control(cgi)
+    cgi.start()
+    s, f, status, headers = get_stream(cgi, "/cgi-bin/noterm.py")
+    assert status.startswith("HTTP/1.1 200")
+    assert f.readline().strip() == b"5" and f.readline() == b"tick\n"
+    pid = pid_in(cgi.docroot / "noterm.pid")
+    assert pid in children_of(cgi.proc.pid)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    f.close()
+    s.close()  # reset: the server finds the client gone at its next write
+    term = cgi.docroot / "noterm.term"
+    assert wait_for(term.exists), "no SIGTERM"
+    t_term = time.monotonic()
+    assert alive(pid), "killed before KillGrace"
+    assert wait_for(lambda: not alive(pid)), "not killed after KillGrace"
+    assert time.monotonic() - t_term >= 0.3
+    # reaped: no zombie, nothing left of it in /proc
+    assert wait_for(lambda: not os.path.exists(f"/proc/{pid}")), "zombie left"
+    assert not zombies_of(cgi.proc.pid)
+    st = status_of(cgi)
+    assert st["killed"] == 1 and st["running"] == 0
+
+
+def test_script_that_does_not_read_holds_the_client_back(cgi):
+    # a 256 MB upload to a script that never reads: the server stops
+    # reading the client once its 64 KiB window and the pipe are full, so
+    # the client's send blocks and the server's memory stays flat
+    cgi.set(MaxRequestBody="1G")
+    cgi.start()
+    rss0 = vm_rss_kb(cgi.proc.pid)
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
+    s.settimeout(10 * SLOW)
+    s.connect(("127.0.0.1", cgi.port))
+    s.sendall(b"POST /cgi-bin/noread.py HTTP/1.1\r\nHost: localhost\r\n"
+              b"Content-Length: 268435456\r\n\r\n")
+    pid = pid_in(cgi.docroot / "noread.pid")
+    s.setblocking(False)
+    piece = b"u" * 65536
+    sent, last_progress = 0, time.monotonic()
+    while time.monotonic() - last_progress < 1.0 * SLOW:
+        try:
+            sent += s.send(piece)
+            last_progress = time.monotonic()
+        except BlockingIOError:
+            time.sleep(0.02)
+        assert sent < 64 << 20, "the server read on: nothing held the client back"
+    # what went: the socket buffers of both sides, the window and the pipe
+    assert sent < 8 << 20, sent
+    grown = vm_rss_kb(cgi.proc.pid) - rss0
+    assert SANITIZED or grown < 8 * 1024, f"server grew {grown} KiB"
+    assert alive(pid)
+    s.close()
+    assert wait_for(lambda: not alive(pid)), "script not killed"
+    assert wait_for(lambda: not children_of(cgi.proc.pid))
+
+
+def test_script_closing_its_input_early(cgi):
+    # the script reads 10 bytes and closes its standard input: the rest of
+    # an 8 MB body is dropped, its answer arrives, the connection goes on
+    cgi.start()
+    body = os.urandom(8 << 20)
+    c = CgiConn(cgi.port, timeout=30)
+    c.send(f"POST /cgi-bin/closein.py HTTP/1.1\r\nHost: localhost\r\n"
+           f"Content-Length: {len(body)}\r\n\r\n")
+    sender = threading.Thread(target=c.sock.sendall, args=(body,))
+    sender.start()
+    r = c.read_response()
+    sender.join()
+    assert r.status == 200 and r.body.startswith(b"read ")
+    assert 0 < int(r.body.split()[1]) <= 10
+    assert c.request("GET", "/cgi-bin/env.sh").status == 200
+    c.close()
+
+
+def test_control_counters(cgi):
+    # running, spawned, refused (503), timeouts (504), bad_heads (502), killed
+    (cgi.conf / "plugins" / "cgi.conf").write_text(
+        "[CGI]\n    Timeout 1\n    KillGrace 500ms\n    MaxScripts 1\n")
+    with_control(cgi)
+    cgi.start()
+    assert cget(cgi, "/cgi-bin/env.sh").status == 200
+    assert wait_for(lambda: status_of(cgi)["running"] == 0)  # reaped: its slot is free
+    assert cget(cgi, "/cgi-bin/bad.sh").status == 502
+    assert wait_for(lambda: status_of(cgi)["running"] == 0)
+    before = status_of(cgi)
+    assert before["spawned"] == 2 and before["bad_heads"] == 1
+    assert before["refused"] == 0 and before["timeouts"] == 0
+    first = CgiConn(cgi.port, timeout=10)
+    first.send("GET /cgi-bin/silent.sh HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    pid_in(cgi.docroot / "silent.pid")
+    assert status_of(cgi)["running"] == 1
+    assert cget(cgi, "/cgi-bin/env.sh").status == 503  # MaxScripts 1
+    assert first.read_response().status == 504
+    first.close()
+    assert wait_for(lambda: status_of(cgi)["running"] == 0)
+    after = status_of(cgi)
+    assert after["spawned"] == 3 and after["refused"] == 1 and after["timeouts"] == 1
+    assert after["bad_heads"] == 1 and after["killed"] == before["killed"] + 1
+
+
+def test_upstream_ms_in_the_access_log(cgi):
+    log = cgi.dir / "access.log"
+    cgi.plugins.insert(0, str(BUILD / "plugins" / "monkey-logger.so"))
+    cgi.site_extra += f"[LOGGER]\n    AccessLog {log}\n    Format custom %U %s %{{upstream_ms}}n\n"
+    cgi.start()
+    s, f, status, headers = get_stream(cgi, "/cgi-bin/slowout.sh")
+    assert read_chunked(f) == b"piece1\npiece2\npiece3\n"
+    s.close()
+    assert cget(cgi, "/plain.txt").status == 200
+    assert wait_for(lambda: log.exists() and log.read_text().count("\n") >= 2)
+    slow, static = log.read_text().splitlines()[:2]
+    path, status, ms = slow.split()
+    # from the start of the script to the end of its answer (it sleeps 0.6 s)
+    assert (path, status) == ("/cgi-bin/slowout.sh", "200") and 550 <= int(ms) < 5000 * SLOW
+    assert static == "/plain.txt 200 -"
+
+
+@pytest.mark.skipif(not os.access(PHP_CGI, os.X_OK), reason="php-cgi is not installed")
+def test_php_cgi_as_interpreter(cgi):
+    # php-cgi runs .php pages through the cgi plugin: it refuses to run
+    # without REDIRECT_STATUS (cgi.force_redirect), which the plugin sets
+    cgi.site_extra += f"    Interpreter .php {PHP_CGI}\n"
+    cgi.start()
+    c = CgiConn(cgi.port)
+    r = c.request("GET", "/cgi-bin/hello.php/more?x=1")
+    assert r.status == 200, r
+    assert r.header("X-Php") == "cgi-fcgi"
+    assert r.header("Content-Type").startswith("text/html")
+    assert r.body == b"php 1 - /cgi-bin/hello.php 200 /more\n"
+    r = c.request("POST", "/cgi-bin/hello.php", body=b"name=form",
+                  headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status == 200 and r.body == b"php - form /cgi-bin/hello.php 200 \n"
+    c.close()

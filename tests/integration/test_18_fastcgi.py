@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, SANITIZED, SLOW, needs_dlopen, read_head, vm_rss_kb
+from conftest import BUILD, SANITIZED, SLOW, needs_dlopen, read_head, vm_rss_kb, wait_port
 from test_18_cgi import CgiConn, read_chunked, wait_for
 
 FCGI_SO = BUILD / "plugins" / "monkey-fastcgi.so"
@@ -66,12 +66,14 @@ PAGES = {
 
 
 class PhpFpm:
-    """A php-fpm master with a static pool on a unix socket in `folder`."""
+    """A php-fpm master with a static pool on a unix socket in `folder`, or on
+    `listen` (HOST:PORT) when given."""
 
-    def __init__(self, folder, children=4, extra=""):
+    def __init__(self, folder, children=4, extra="", listen=None):
         self.dir = folder
         self.dir.mkdir(parents=True, exist_ok=True)
         self.sock = self.dir / "fpm.sock"
+        self.listen = listen or str(self.sock)
         (self.dir / "sessions").mkdir(exist_ok=True)
         (self.dir / "tmp").mkdir(exist_ok=True)
         conf = self.dir / "fpm.conf"
@@ -80,7 +82,7 @@ class PhpFpm:
             f"error_log = {self.dir}/fpm.log\n"
             "daemonize = no\n"
             "[pool]\n"
-            f"listen = {self.sock}\n"
+            f"listen = {self.listen}\n"
             "pm = static\n"
             f"pm.max_children = {children}\n"
             "catch_workers_output = yes\n"
@@ -95,7 +97,12 @@ class PhpFpm:
             args.append("-R")  # a container's root: the pool runs as the test's user
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
                                      start_new_session=True)
-        if not wait_for(self.sock.exists, 10):
+        if listen:
+            host, port = listen.rsplit(":", 1)
+            up = wait_port(int(port), host, proc=self.proc)
+        else:
+            up = wait_for(self.sock.exists, 10)
+        if not up:
             self.stop()
             raise RuntimeError("php-fpm did not start: " + self.log())
 
@@ -361,10 +368,10 @@ def test_closed_keepalive_connection_is_retried(make_server, tmp_path):
     # once, its body included, and the client never sees the failure
     sock = tmp_path / "flaky.sock"
     resp = subprocess.Popen([sys.executable, str(Path(__file__).parent / "fcgi_responder.py"),
-                             str(sock)], start_new_session=True)
+                             str(sock), "--race"], start_new_session=True)
     try:
         assert wait_for(sock.exists, 10)
-        srv = make_php_server(make_server, sock)
+        srv = make_php_server(make_server, sock, control=True)
         srv.start()
         c = CgiConn(srv.port, timeout=30)
         r = c.request("GET", "/env.php")
@@ -375,6 +382,8 @@ def test_closed_keepalive_connection_is_retried(make_server, tmp_path):
         r = c.request("GET", "/env.php")
         assert r.status == 200 and r.body == b"conn 3 req 1 stdin="
         c.close()
+        st = status_doc(srv)
+        assert st["retries"] == 2 and st["bad_gateway"] == 0
         srv.stop()
     finally:
         resp.kill()
@@ -532,7 +541,7 @@ def test_slow_backend_504(make_server, fpm):
 
 def test_pool_limit_queues_then_503(make_server, fpm):
     srv = make_php_server(make_server, fpm.sock,
-                          conf="    MaxConnections 1\n    QueueTimeout 600ms\n")
+                          conf="    MaxConnections 1\n    QueueTimeout 600ms\n", control=True)
     srv.start()
     first = CgiConn(srv.port, timeout=10)
     first.send("GET /slow.php?s=1.5 HTTP/1.1\r\nHost: localhost\r\n\r\n")
@@ -543,20 +552,26 @@ def test_pool_limit_queues_then_503(make_server, fpm):
     assert 0.5 <= time.monotonic() - t0 < 1.4 * SLOW
     assert first.read_response().body == b"slept\n"
     first.close()
+    st = status_doc(srv)
+    assert st["queue_timeouts"] == 1 and st["backend0_queued"] == 0
 
 
 def test_pool_limit_queue_serves_in_turn(make_server, fpm):
-    srv = make_php_server(make_server, fpm.sock, conf="    MaxConnections 1\n    QueueTimeout 5\n")
+    srv = make_php_server(make_server, fpm.sock, conf="    MaxConnections 1\n    QueueTimeout 5\n",
+                          control=True)
     srv.start()
     conns = [CgiConn(srv.port, timeout=10) for _ in range(3)]
     for c in conns:
-        c.send("GET /slow.php?s=0.3 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        c.send("GET /slow.php?s=0.6 HTTP/1.1\r\nHost: localhost\r\n\r\n")
     t0 = time.monotonic()
+    # one runs, the two others wait in the backend's queue meanwhile
+    assert wait_for(lambda: status_doc(srv)["backend0_queued"] == 2, 0.5)
     for c in conns:
         assert c.read_response().body == b"slept\n"
         c.close()
     # one connection: the three ran one after the other
-    assert time.monotonic() - t0 >= 0.8
+    assert time.monotonic() - t0 >= 1.7
+    assert status_doc(srv)["backend0_queued"] == 0
 
 
 def test_config_check(make_server, tmp_path):
