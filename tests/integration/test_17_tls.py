@@ -342,3 +342,12 @@ def test_certificate_without_key_is_refused(make_server):
     assert rc == 1
     assert re.search(r"sites/default:5: .*Certificate without a CertificateKey", err), err
 
+
+def test_listener_options_are_refused(make_server):
+    """The transport takes no options: HTTP/2 is chosen by ALPN, not by `h2`."""
+    srv = tls_server(make_server)
+    srv.set(Listen=f"127.0.0.1:{srv.port} tls h2")
+    rc, err = check(srv)
+    assert rc == 1
+    assert re.search(r"monkey\.conf:2: Listen 127\.0\.0\.1:\d+: the transport 'tls' takes no "
+                     r"options", err), err
