@@ -5,6 +5,7 @@ frames for what no client library would send."""
 
 import shutil
 import socket
+import ssl
 
 import pytest
 
@@ -52,6 +53,7 @@ class H2Client:
 
     def __init__(self, port, sock=None, settings=None, auto_ack=True, timeout=10.0):
         self.sock = sock or socket.create_connection(("127.0.0.1", port), timeout=timeout * SLOW)
+        self.scheme = "https" if isinstance(self.sock, ssl.SSLSocket) else "http"
         self.sock.settimeout(timeout * SLOW)
         cfg = h2.config.H2Configuration(client_side=True, header_encoding="utf-8",
                                         validate_outbound_headers=False,
@@ -76,7 +78,7 @@ class H2Client:
     def request(self, path, method="GET", headers=None, body=None, end=True,
                 authority="localhost"):
         sid = self.conn.get_next_available_stream_id()
-        hdrs = [(":method", method), (":scheme", "http"), (":authority", authority),
+        hdrs = [(":method", method), (":scheme", self.scheme), (":authority", authority),
                 (":path", path)] + list(headers or [])
         self.conn.send_headers(sid, hdrs, end_stream=end and body is None)
         self.streams[sid] = {"headers": {}, "data": b"", "ended": False, "reset": None}
