@@ -1220,6 +1220,8 @@ static int mk_h2_session_new(struct mk_conn *c)
     nghttp2_option_set_max_outbound_ack(opt, 1000);
     nghttp2_option_set_max_settings(opt, 32);
     nghttp2_option_set_max_continuations(opt, 8);
+    /* RFC 9218 PRIORITY_UPDATE: nghttp2 ignores the frame unless asked to take it */
+    nghttp2_option_set_builtin_recv_extension_type(opt, NGHTTP2_PRIORITY_UPDATE);
     /* ours answers ENHANCE_YOUR_CALM first; nghttp2's stays as a backstop */
     nghttp2_option_set_stream_reset_rate_limit(opt, 2 * (uint64_t) cfg->h2_reset_burst,
                                                cfg->h2_reset_rate);

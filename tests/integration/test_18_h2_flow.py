@@ -1,5 +1,7 @@
 """HTTP/2 scheduling on one connection (server/h2.c, nghttp2): a stream
-whose window the client keeps shut never holds up the others."""
+whose window the client keeps shut never holds up the others, and RFC 9218
+priorities sent as PRIORITY_UPDATE frames decide which stream sends first,
+as the `priority` header does (test_18_h2.py)."""
 
 import os
 
@@ -69,4 +71,66 @@ def test_a_stream_stalled_halfway_does_not_block_the_others(make_server):
     assert all(c.streams[sid]["ended"] for sid in later)
     assert c.streams[later[-1]]["data"] == big
     assert len(c.streams[stalled]["data"]) == 16384 and not c.streams[stalled]["ended"]
+    c.close()
+
+
+def priority_update(sid, value):
+    """A PRIORITY_UPDATE frame (type 0x10, RFC 9218 section 7.1) on stream 0."""
+    return frame(0x10, 0, 0, sid.to_bytes(4, "big") + value.encode())
+
+
+def order_of_ends(c, sids):
+    c.wait(sids)
+    return [ev.stream_id for ev in c.events
+            if isinstance(ev, h2.events.StreamEnded) and ev.stream_id in sids]
+
+
+def two_large_files(make_server):
+    srv = h2c_server(make_server)
+    srv.file("a.bin", os.urandom(4 * MIB))
+    srv.file("b.bin", os.urandom(4 * MIB))
+    return srv.start()
+
+
+def test_without_priorities_the_first_stream_sends_first(make_server):
+    """The control: two streams of one urgency (3, the default), not
+    incremental, are sent in the order they were opened."""
+    srv = two_large_files(make_server)
+    c = H2Client(srv.port)
+    first, second = c.request("/a.bin"), c.request("/b.bin")
+    assert order_of_ends(c, [first, second]) == [first, second]
+    c.close()
+
+
+def test_priority_update_after_the_request_decides_which_stream_sends_first(make_server):
+    srv = two_large_files(make_server)
+    c = H2Client(srv.port)
+    first, second = c.request("/a.bin"), c.request("/b.bin")
+    # In the same write as the requests: the second becomes urgent, the first not.
+    c.sock.sendall(priority_update(second, "u=0") + priority_update(first, "u=7"))
+    assert order_of_ends(c, [first, second]) == [second, first]
+    c.close()
+
+
+def test_priority_update_overrides_the_priority_header(make_server):
+    """The header says the first is urgent; a PRIORITY_UPDATE sent after it
+    says otherwise, and the frame wins (RFC 9218 section 7)."""
+    srv = two_large_files(make_server)
+    c = H2Client(srv.port)
+    first = c.request("/a.bin", headers=[("priority", "u=0")])
+    second = c.request("/b.bin", headers=[("priority", "u=5")])
+    c.sock.sendall(priority_update(first, "u=7"))
+    assert order_of_ends(c, [first, second]) == [second, first]
+    c.close()
+
+
+def test_priority_update_before_the_stream_opens(make_server):
+    """A PRIORITY_UPDATE may name a stream not opened yet (RFC 9218 section
+    7.1): it applies when its HEADERS come."""
+    srv = two_large_files(make_server)
+    c = H2Client(srv.port)
+    c.sock.sendall(priority_update(3, "u=0"))
+    first, second = c.request("/a.bin"), c.request("/b.bin")
+    assert second == 3
+    assert order_of_ends(c, [first, second]) == [second, first]
     c.close()
