@@ -37,7 +37,11 @@
  * with at most 8 CONTINUATION frames (nghttp2); a block that decodes to
  * more than four times MaxRequestSize (an HPACK bomb) ends the connection;
  * RST_STREAM frames are rate-limited (Http2ResetBurst, Http2ResetRate:
- * CVE-2023-44487, GOAWAY ENHANCE_YOUR_CALM); SETTINGS and PING floods are
+ * CVE-2023-44487, GOAWAY ENHANCE_YOUR_CALM), and so are streams that end
+ * without a complete answer however they end (Http2UnansweredBurst,
+ * Http2UnansweredRate: reset by the client, or by this server because of
+ * what the client sent, refused over MaxConcurrentStreams included: the
+ * variants of rapid reset that send no RST_STREAM); SETTINGS and PING floods are
  * nghttp2's (at most 1000 acknowledgements queued); empty DATA and
  * CONTINUATION frames are counted and end the connection past a bound.
  * Timers: Http2IdleTimeout without streams, Timeout while a stream waits
@@ -120,9 +124,16 @@ struct mk_h2_stream {
     bool closed;      /* nghttp2 closed the stream */
     bool peer_reset;  /* the client reset it */
     bool we_reset;    /* this server reset it */
+    bool answered;    /* the last frame of its response (END_STREAM) went out */
     char *kept;       /* body bytes not yet handed over (malloc) */
     size_t kept_len, kept_cap;
     uint64_t body_seen; /* body bytes received */
+};
+
+/* A token bucket: `tokens` left, refilled at a rate per second since `at`. */
+struct mk_h2_bucket {
+    unsigned tokens;
+    uint64_t at; /* when it was last refilled (worker ms clock) */
 };
 
 /* One entry of the output queue: bytes of `out`, or a range of a file. */
@@ -148,14 +159,15 @@ struct mk_h2 {
     unsigned seg_head, seg_n;
     size_t file_queued;
     /* state */
-    bool busy;             /* inside nghttp2 (recv or send): no session_send now */
-    bool flush_wanted;     /* a write was asked for while busy */
-    bool going_away;       /* GOAWAY submitted */
-    bool calm;             /* the peer abused a limit: GOAWAY ENHANCE_YOUR_CALM */
-    bool progress;         /* bytes moved in the current event */
-    bool trimmed;          /* idle memory given back since the last activity */
-    size_t block_bytes;    /* compressed bytes of the header block being received */
-    unsigned reset_tokens; /* RST_STREAM frames the client may still send (token bucket) */
+    bool busy;                      /* inside nghttp2 (recv or send): no session_send now */
+    bool flush_wanted;              /* a write was asked for while busy */
+    bool going_away;                /* GOAWAY submitted */
+    bool calm;                      /* the peer abused a limit: GOAWAY ENHANCE_YOUR_CALM */
+    bool progress;                  /* bytes moved in the current event */
+    bool trimmed;                   /* idle memory given back since the last activity */
+    size_t block_bytes;             /* compressed bytes of the header block being received */
+    struct mk_h2_bucket resets;     /* RST_STREAM frames the client may still send */
+    struct mk_h2_bucket unanswered; /* streams that may still end without an answer */
     /* streams the client closed (END_STREAM both ways, or its RST_STREAM), the
        latest MK_H2_CLOSED_IDS: frames on them are a STREAM_CLOSED error */
     int32_t closed_ids[MK_H2_CLOSED_IDS];
@@ -172,7 +184,6 @@ struct mk_h2 {
     uint32_t scan_left;  /* payload bytes of the current frame not yet seen */
     int32_t scan_max_id; /* the highest stream id of a HEADERS frame scanned */
     bool bad_magic;      /* the client preface was wrong: close at once */
-    uint64_t reset_at;   /* when the bucket was last refilled (worker ms clock) */
     unsigned empty_frames;
 };
 
@@ -559,27 +570,48 @@ static int mk_h2_send_data_cb(nghttp2_session *ng, nghttp2_frame *frame, const u
 /* ---- nghttp2 callbacks: receiving -------------------------------------------- */
 
 /*
- * One more RST_STREAM from the client: whether the token bucket
- * (Http2ResetBurst, refilled by Http2ResetRate a second) still has one.
+ * Take a token from b (at most `burst`, refilled by `rate` a second):
+ * false when none is left.
  */
-static bool mk_h2_reset_allowed(struct mk_conn *c)
+static bool mk_h2_bucket_take(struct mk_h2_bucket *b, unsigned burst, unsigned rate, uint64_t now)
 {
-    struct mk_h2 *h = c->h2;
-    const struct mk_config *cfg = c->worker->cfg;
-    uint64_t now = c->worker->now_ms;
-    uint64_t refill = (now - h->reset_at) * cfg->h2_reset_rate / 1000;
+    uint64_t refill = (now - b->at) * rate / 1000;
 
     if (refill) {
-        h->reset_tokens = h->reset_tokens + refill > cfg->h2_reset_burst
-                              ? cfg->h2_reset_burst
-                              : (unsigned) (h->reset_tokens + refill);
-        h->reset_at = now;
+        b->tokens = b->tokens + refill > burst ? burst : (unsigned) (b->tokens + refill);
+        b->at = now;
     }
-    if (h->reset_tokens == 0) {
+    if (b->tokens == 0) {
         return false;
     }
-    h->reset_tokens--;
+    b->tokens--;
     return true;
+}
+
+/* One more RST_STREAM from the client: whether Http2ResetBurst/Rate allow it. */
+static bool mk_h2_reset_allowed(struct mk_conn *c)
+{
+    const struct mk_config *cfg = c->worker->cfg;
+
+    return mk_h2_bucket_take(&c->h2->resets, cfg->h2_reset_burst, cfg->h2_reset_rate,
+                             c->worker->now_ms);
+}
+
+/*
+ * A stream the client opened ended without a complete answer (reset by
+ * either side, refused): past Http2UnansweredBurst/Rate the connection is
+ * over its limit (`calm`). The GOAWAY follows once nghttp2 returns: at the
+ * next frame received (mk_h2_begin_frame_cb), after the input
+ * (mk_h2_recv) or after sending (mk_h2_flush).
+ */
+static void mk_h2_unanswered(struct mk_conn *c)
+{
+    const struct mk_config *cfg = c->worker->cfg;
+
+    if (!mk_h2_bucket_take(&c->h2->unanswered, cfg->h2_unanswered_burst, cfg->h2_unanswered_rate,
+                           c->worker->now_ms)) {
+        c->h2->calm = true;
+    }
 }
 
 static bool mk_h2_closed_by_peer(const struct mk_h2 *h, int32_t id)
@@ -641,6 +673,9 @@ static int mk_h2_begin_frame_cb(nghttp2_session *ng, const nghttp2_frame_hd *hd,
     const struct mk_config *cfg = c->worker->cfg;
 
     (void) ng;
+    if (h->calm) {
+        return NGHTTP2_ERR_CALLBACK_FAILURE; /* over a limit since the last frame */
+    }
     if (hd->type == NGHTTP2_RST_STREAM && !mk_h2_reset_allowed(c)) {
         h->calm = true; /* rapid reset (CVE-2023-44487) */
         return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -1067,6 +1102,13 @@ static int mk_h2_frame_send_cb(nghttp2_session *ng, const nghttp2_frame *frame, 
     struct mk_conn *c = user;
     struct mk_h2_stream *s;
 
+    if (frame->hd.type == NGHTTP2_RST_STREAM && frame->rst_stream.error_code != NGHTTP2_NO_ERROR &&
+        !nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id)) {
+        /* a stream nghttp2 refused before it became ours (over
+           MaxConcurrentStreams); ours are counted as they close */
+        mk_h2_unanswered(c);
+        return 0;
+    }
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_RESPONSE) {
         s = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
         if (s && s->r) {
@@ -1080,6 +1122,9 @@ static int mk_h2_frame_send_cb(nghttp2_session *ng, const nghttp2_frame *frame, 
         return 0;
     }
     s = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+    if (s) {
+        s->answered = true;
+    }
     if (!s || !s->r) {
         return 0;
     }
@@ -1102,6 +1147,9 @@ static int mk_h2_stream_close_cb(nghttp2_session *ng, int32_t id, uint32_t error
     }
     if (s->peer_reset || (error == NGHTTP2_NO_ERROR && !s->we_reset)) {
         h->closed_ids[h->closed_next++ % MK_H2_CLOSED_IDS] = id;
+    }
+    if (!s->answered) {
+        mk_h2_unanswered(c);
     }
     nghttp2_session_set_stream_user_data(ng, id, NULL);
     s->closed = true;
@@ -1172,12 +1220,14 @@ static int mk_h2_session_new(struct mk_conn *c)
     nghttp2_option_set_max_outbound_ack(opt, 1000);
     nghttp2_option_set_max_settings(opt, 32);
     nghttp2_option_set_max_continuations(opt, 8);
+    /* RFC 9218 PRIORITY_UPDATE: nghttp2 ignores the frame unless asked to take it */
+    nghttp2_option_set_builtin_recv_extension_type(opt, NGHTTP2_PRIORITY_UPDATE);
     /* ours answers ENHANCE_YOUR_CALM first; nghttp2's stays as a backstop */
     nghttp2_option_set_stream_reset_rate_limit(opt, 2 * (uint64_t) cfg->h2_reset_burst,
                                                cfg->h2_reset_rate);
-    h->reset_tokens = cfg->h2_reset_burst;
+    h->resets = (struct mk_h2_bucket){cfg->h2_reset_burst, c->worker->now_ms};
+    h->unanswered = (struct mk_h2_bucket){cfg->h2_unanswered_burst, c->worker->now_ms};
     h->preface_left = MK_H2_PREFACE_LEN;
-    h->reset_at = c->worker->now_ms;
     nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
     mk_h2_mem_init(&h->mem);
     h->mem.creating = true;
@@ -1424,6 +1474,26 @@ static void mk_h2_respond(struct mk_request *r, bool error)
 
 /* ---- the connection ---------------------------------------------------------- */
 
+/*
+ * End the session with GOAWAY: the connection error a callback chose
+ * (conn_error), else `error`; ENHANCE_YOUR_CALM is logged (the client
+ * went over a limit). Not from inside nghttp2.
+ */
+static void mk_h2_fail(struct mk_conn *c, uint32_t error)
+{
+    struct mk_h2 *h = c->h2;
+
+    if (!h->conn_error) {
+        h->conn_error = error;
+    }
+    if (h->conn_error == NGHTTP2_ENHANCE_YOUR_CALM) {
+        mk_warn("HTTP/2 client over a limit (resets, unanswered streams, header block, empty "
+                "frames): GOAWAY");
+    }
+    nghttp2_session_terminate_session(h->ng, h->conn_error);
+    h->going_away = true;
+}
+
 /* Send GOAWAY (once) with the last stream the server took. */
 static void mk_h2_goaway(struct mk_conn *c, uint32_t error)
 {
@@ -1469,6 +1539,11 @@ static void mk_h2_flush(struct mk_conn *c)
         if (sr != 0) {
             mk_conn_close(c);
             return;
+        }
+        if (h->calm && !h->conn_error) {
+            /* streams closed unanswered as frames went out: GOAWAY now */
+            mk_h2_fail(c, NGHTTP2_ENHANCE_YOUR_CALM);
+            continue;
         }
         if (h->seg_n == 0) {
             mk_h2_reap(c);
@@ -1546,23 +1621,16 @@ static int mk_h2_recv(struct mk_conn *c, const char *data, size_t len)
     h->busy = true;
     n = nghttp2_session_mem_recv(h->ng, (const uint8_t *) data, len);
     h->busy = false;
-    if (n >= 0) {
-        return MK_OK;
-    }
     if (n == NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
         h->conn_error = NGHTTP2_PROTOCOL_ERROR;
         h->bad_magic = true;
         return MK_ERR;
     }
-    if (h->calm) {
-        mk_warn("HTTP/2 client over a limit (resets, header block, empty frames): GOAWAY");
+    if (n >= 0 && !h->calm) {
+        return MK_OK;
     }
-    if (!h->conn_error) {
-        h->conn_error = h->calm || n == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM
-                                                            : NGHTTP2_PROTOCOL_ERROR;
-    }
-    nghttp2_session_terminate_session(h->ng, h->conn_error);
-    h->going_away = true;
+    mk_h2_fail(c, h->calm || n == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM
+                                                      : NGHTTP2_PROTOCOL_ERROR);
     return MK_ERR;
 }
 

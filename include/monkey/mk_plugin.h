@@ -83,8 +83,9 @@
  * Transport: a plugin may provide `transport`, a named byte layer that a
  * listener selects with a second word on its Listen line
  * ("Listen 8443 tls"); the rest of the line are the listener's options for
- * it ("Listen 8443 tls h2"). Plain sockets are the built-in transport
- * "plain". A transport may have a handshake, keep bytes of its own
+ * it ("Listen 8443 xor key=7" for the test transport tests/plugins/xor.c;
+ * the tls plugin takes none). Plain sockets are the built-in transport
+ * "plain", whose one option is "h2c". A transport may have a handshake, keep bytes of its own
  * (pending) and need the other direction than the call it serves (see
  * struct mk_transport).
  *
@@ -755,7 +756,7 @@ struct mk_api {
      *len is the size of `out` on entry, of the address on return. */
     int (*conn_local_addr)(const struct mk_conn *c, struct sockaddr_storage *out, socklen_t *len);
     /* The options of the connection's Listen line after its transport's
-       name ("h2" for "Listen 2443 tls h2"), NULL when none. Valid as long
+       name ("key=7" for "Listen 8443 xor key=7"), NULL when none. Valid as long
        as the connection. */
     const char *(*conn_listen_options)(const struct mk_conn *c);
     /* Whether the server speaks protocol `name` (an ALPN name such as

@@ -12,7 +12,8 @@ import zlib
 import pytest
 
 from conftest import BUILD, SLOW, needs_dlopen
-from h2util import H2_MARKS, H2Client, h2, h2c_server, needs_tool
+from h2util import (H2_MARKS, H2Client, frame, h2, h2c_server, needs_tool, raw_h2,
+                    read_goaway)
 from tlsutil import TLS_MARKS, tls_connect, tls_server
 
 pytestmark = H2_MARKS
@@ -279,38 +280,6 @@ def test_rapid_reset_gets_goaway_while_others_are_served(make_server):
     assert good.get("/hello.txt")["data"] == b"Hello World!\n"
     good.close()
     bad.close()
-
-
-def frame(ftype, flags, sid, payload=b""):
-    return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + sid.to_bytes(4, "big") + \
-        payload
-
-
-def raw_h2(srv):
-    import socket
-    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10 * SLOW)
-    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0))
-    return s
-
-
-def read_goaway(s):
-    """Read frames until GOAWAY or the close: its error code, or None."""
-    buf = b""
-    while True:
-        try:
-            data = s.recv(65536)
-        except (ConnectionResetError, TimeoutError):
-            return None
-        if not data:
-            return None
-        buf += data
-        while len(buf) >= 9:
-            n = int.from_bytes(buf[:3], "big")
-            if len(buf) < 9 + n:
-                break
-            if buf[3] == 7:
-                return int.from_bytes(buf[9 + 4:9 + 8], "big")
-            buf = buf[9 + n:]
 
 
 def test_continuation_flood_gets_goaway(make_server):
