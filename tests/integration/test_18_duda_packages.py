@@ -1,6 +1,9 @@
 """Duda packages (docs/duda.md, "Packages"): the loader, with the test
 packages of tests/duda/packages/ built by `duda package`."""
 
+import hashlib
+import hmac
+import os
 import re
 import signal
 import subprocess
@@ -110,3 +113,93 @@ def test_make_install_installs_packages(tmp_path):
     assert inside(tmp_path, f"{inc}/duda/duda_package.h").is_file()
     helper = inside(tmp_path, gnu_dir("BINDIR", "bin") + "/duda").read_text()
     assert f"PACKAGES=${{DUDA_PACKAGES:-'{pkgdir}'}}" in helper
+
+
+# ---- the tree's base64, sha1 and sha256 packages, loaded by a service ------------------------
+
+TREE_PACKAGES = BUILD / "duda-packages"
+
+
+def crypto_server(make_server, tmp_path):
+    """The crypto test service (tests/duda/crypto) on the tree's packages."""
+    for name in ("base64", "sha1", "sha256"):
+        if not (TREE_PACKAGES / f"{name}.dpkg").exists():
+            pytest.skip(f"the {name} package is not built (libssl-dev)")
+    svc = build(TESTS / "crypto", tmp_path / "services")
+    srv = with_packages(duda_server(make_server, svc, [web_service("crypto")]), svc,
+                        TREE_PACKAGES)
+    srv.start()
+    return srv
+
+
+RFC4648 = [(b"", b""), (b"f", b"Zg=="), (b"fo", b"Zm8="), (b"foo", b"Zm9v"),
+           (b"foob", b"Zm9vYg=="), (b"fooba", b"Zm9vYmE="), (b"foobar", b"Zm9vYmFy")]
+
+# FIPS 180-2 "abc", RFC 2202 and RFC 4231 test cases 1, 2 and 6 (a key longer than a block).
+DIGESTS = {
+    "sha1": {"abc": "a9993e364706816aba3e25717850c26c9cd0d89d",
+             "": "da39a3ee5e6b4b0d3255bfef95601890afd80709"},
+    "sha256": {"abc": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+               "": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+}
+HMACS = {
+    "sha1": [("0b" * 20, b"Hi There", "b617318655057264e28bc0b6fb378c8ef146be00"),
+             (b"Jefe".hex(), b"what do ya want for nothing?",
+              "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79"),
+             ("aa" * 80, b"Test Using Larger Than Block-Size Key - Hash Key First",
+              "aa4ae5e15272d00e95705637ce8a3b55ed402112")],
+    "sha256": [("0b" * 20, b"Hi There",
+                "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"),
+               (b"Jefe".hex(), b"what do ya want for nothing?",
+                "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"),
+               ("aa" * 131, b"Test Using Larger Than Block-Size Key - Hash Key First",
+                "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54")],
+}
+
+
+def post(srv, path, body):
+    return srv.request("POST", "/crypto/" + path, body=body)
+
+
+@pytest.mark.parametrize("own", ["", "?own=1"], ids=["request", "caller"])
+def test_base64_package_through_a_service(make_server, tmp_path, own):
+    srv = crypto_server(make_server, tmp_path)
+    for raw, text in RFC4648:
+        r = post(srv, "base64/encode" + own, raw)
+        assert (r.status, r.body) == (200, text), raw
+        r = post(srv, "base64/decode" + own, text)
+        assert (r.status, r.body) == (200, raw), text
+    data = bytes(range(256)) * 4
+    text = post(srv, "base64/encode" + own, data).body
+    assert post(srv, "base64/decode" + own, text).body == data
+    for bad in (b"Zm9", b"Zm9v!A==", b"Zm 9", b"Z=9v", b"Zg=a", b"Zm9vYmFy\n"):
+        r = post(srv, "base64/decode" + own, bad)
+        assert (r.status, r.body) == (400, b"not base64\n"), bad
+    for name in ("base64", "sha1", "sha256"):
+        assert re.search(rf"package '{name}' \S+ loaded from \S+/{name}\.dpkg", srv.stderr_text())
+
+
+@pytest.mark.parametrize("alg", ["sha1", "sha256"])
+@pytest.mark.parametrize("own", ["", "?own=1"], ids=["request", "caller"])
+def test_sha_packages_through_a_service(make_server, tmp_path, alg, own):
+    srv = crypto_server(make_server, tmp_path)
+    size = 20 if alg == "sha1" else 32
+    for data, want in DIGESTS[alg].items():
+        r = post(srv, f"{alg}/hex{own}", data.encode())
+        assert (r.status, r.body.decode()) == (200, want), data
+        r = post(srv, f"{alg}/digest", data.encode())
+        assert (r.status, r.body) == (200, bytes.fromhex(want)), data
+        assert len(r.body) == size
+    big = os.urandom(100_000)
+    assert post(srv, f"{alg}/hex{own}", big).body.decode() == hashlib.new(alg, big).hexdigest()
+    for key, data, want in HMACS[alg]:
+        sep = "&" if own else "?"
+        r = post(srv, f"{alg}/hmac_hex{own}{sep}key={key}", data)
+        assert (r.status, r.body.decode()) == (200, want), key
+        r = post(srv, f"{alg}/hmac?key={key}", data)
+        assert (r.status, r.body) == (200, bytes.fromhex(want)), key
+    # An empty key is a key of zero bytes.
+    r = post(srv, f"{alg}/hmac_hex{own}", b"")
+    assert r.body.decode() == hmac.new(b"", b"", alg).hexdigest()
+    assert post(srv, f"{alg}/hmac?key=abc", b"x").status == 400
+    assert post(srv, f"{alg}/nothing", b"x").status == 404
