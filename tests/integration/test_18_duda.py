@@ -593,8 +593,8 @@ def test_router_map_outside_duda_main_refused(make_server, services):
 
 
 def test_duda_exit_runs_at_reload_and_stop(make_server, services, tmp_path):
-    """duda_exit() runs when a copy of the service is unloaded: the old one after a reload,
-    the running one at a stop; never for monkey -t."""
+    """duda_exit() runs when a copy of the service is unloaded: at the end of monkey -t
+    (duda_main() ran there), the old one after a reload, the running one at a stop."""
     data = tmp_path / "data"
     data.mkdir()
     exits = data / "exit.log"
@@ -603,7 +603,8 @@ def test_duda_exit_runs_at_reload_and_stop(make_server, services, tmp_path):
     p = subprocess.run([str(BUILD / "bin" / "monkey"), "-t", "-c", str(srv.conf)],
                        capture_output=True, text=True, timeout=20 * SLOW)
     assert p.returncode == 0, p.stderr
-    assert not exits.exists()
+    assert exits.read_text() == "duda_exit ran\n"
+    exits.unlink()
     srv.start()
     assert srv.get("/objects/ctx").status == 200
     assert not exits.exists()
