@@ -1,17 +1,22 @@
 """Duda packages (docs/duda.md, "Packages"): the loader, with the test
-packages of tests/duda/packages/ built by `duda package`."""
+packages of tests/duda/packages/ built by `duda package`; the tree's
+base64, sha1 and sha256 packages through the crypto test service; and
+`duda -w` on each package example."""
 
 import hashlib
 import hmac
+import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
 
 import pytest
 
-from conftest import BUILD, EMULATED, ROOT, STATIC
+from conftest import (BUILD, EMULATED, ROOT, SLOW, STATIC, Conn, check_sanitizers, free_port,
+                      wait_port)
 from test_18_duda import build, duda, duda_server, start_fails, web_service
 
 pytestmark = [
@@ -203,3 +208,101 @@ def test_sha_packages_through_a_service(make_server, tmp_path, alg, own):
     assert r.body.decode() == hmac.new(b"", b"", alg).hexdigest()
     assert post(srv, f"{alg}/hmac?key=abc", b"x").status == 400
     assert post(srv, f"{alg}/nothing", b"x").status == 404
+
+
+# ---- duda -w on the package examples ------------------------------------------------------
+
+
+def run_w(folder, tmp_path):
+    """`duda -w FOLDER -p PORT` in the background once it answers: (process, port)."""
+    port = free_port()
+    proc = subprocess.Popen([str(BUILD / "bin" / "duda"), "-w", str(folder), "-o",
+                             str(tmp_path / "out"), "-p", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if not wait_port(port, proc=proc):
+        out, err = proc.communicate(timeout=5 * SLOW)
+        raise AssertionError(f"duda -w {folder.name} did not serve:\n{out.decode()}{err.decode()}")
+    return proc, port
+
+
+def stop_w(proc):
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=15 * SLOW)
+    assert proc.returncode == 0, err.decode()
+    check_sanitizers(err.decode())
+
+
+def example_copy(name, tmp_path):
+    """A copy of examples/NAME: the service writes into its own folders (DataDir)."""
+    dst = tmp_path / name
+    shutil.copytree(ROOT / "examples" / name, dst)
+    return dst
+
+
+def need_packages(*names):
+    for name in names:
+        if not (TREE_PACKAGES / f"{name}.dpkg").exists():
+            pytest.skip(f"the {name} package is not built")
+
+
+def test_duda_w_chat(tmp_path):
+    ws_client = pytest.importorskip("websockets.sync.client",
+                                    reason="Python's websockets 13 or later (tools/deps.sh test)")
+    need_packages("websocket", "broadcaster")
+    proc, port = run_w(example_copy("chat", tmp_path), tmp_path)
+    try:
+        c = Conn(port)
+        r = c.request("GET", "/chat/")
+        assert r.status == 200 and b'id="who"' in r.body
+        c.close()
+        with ws_client.connect(f"ws://127.0.0.1:{port}/chat/ws?nick=w") as ws:
+            assert json.loads(ws.recv(timeout=5 * SLOW))["type"] == "here"
+            assert json.loads(ws.recv(timeout=5 * SLOW))["nick"] == "w"
+            ws.send("hi")
+            assert json.loads(ws.recv(timeout=5 * SLOW)) == {"type": "message", "nick": "w",
+                                                              "text": "hi"}
+    finally:
+        stop_w(proc)
+
+
+def test_duda_w_json_api(tmp_path):
+    need_packages("json", "sqlite")
+    folder = example_copy("json_api", tmp_path)
+    proc, port = run_w(folder, tmp_path)
+    try:
+        c = Conn(port)
+        r = c.request("POST", "/json_api/notes", headers={"Content-Type": "application/json"},
+                      body=b'{"title": "milk", "body": "2 l"}')
+        assert r.status == 201, r
+        note = json.loads(r.body)
+        r = c.request("GET", f"/json_api/notes/{note['id']}")
+        assert (r.status, json.loads(r.body)) == (200, note)
+        assert c.request("GET", "/json_api/notes/x").status == 400
+        c.close()
+    finally:
+        stop_w(proc)
+    assert (folder / "data" / "notes.db").is_file()  # DataDir is the folder's data/
+
+
+def test_duda_w_redis_counter(tmp_path):
+    from test_18_duda_redis import REDIS_SERVER, Redis
+    need_packages("redis", "websocket")
+    if REDIS_SERVER is None:
+        pytest.skip("no redis-server (tools/deps.sh test installs it)")
+    redis = Redis(tmp_path).start()
+    folder = example_copy("redis_counter", tmp_path)
+    conf = folder / "conf" / "redis.conf"
+    conf.write_text(conf.read_text().replace("redis://127.0.0.1:6379/0", redis.url + "/0"))
+    proc = None
+    try:
+        proc, port = run_w(folder, tmp_path)
+        c = Conn(port)
+        assert c.request("GET", "/redis_counter/").status == 200
+        for n in (1, 2):
+            assert c.request("GET", "/redis_counter/hit").body == b'{"hits":%d}\n' % n
+        c.close()
+        assert redis.call("GET", "redis_counter:hits") == b"2"
+    finally:
+        if proc:
+            stop_w(proc)
+        redis.stop()
