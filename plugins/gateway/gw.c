@@ -223,10 +223,25 @@ static void gw_addresses(const struct mk_api *api, struct mk_request *r, struct 
     }
 }
 
-/* AUTH_TYPE: the scheme of an Authorization header. */
-static void gw_auth_type(const struct mk_api *api, struct mk_request *r, struct gw_emit *e)
+/*
+ * AUTH_TYPE and REMOTE_USER (RFC 3875 4.1.1, 4.1.11): the scheme and the
+ * user of the server's authentication of r, as a plugin noted them
+ * (MK_NOTE_AUTH_TYPE, MK_NOTE_REMOTE_USER: the auth plugin's). Without
+ * one, no REMOTE_USER, and AUTH_TYPE is the scheme of an Authorization
+ * header (what the client sent, unverified), if any.
+ */
+static void gw_auth_vars(const struct mk_api *api, struct mk_request *r, struct gw_emit *e)
 {
     size_t len;
+    const char *user = MK_API_HAS(api, note) ? api->note(r, MK_NOTE_REMOTE_USER, &len) : NULL;
+    if (user) {
+        gw_put(e, "REMOTE_USER", user, len);
+        const char *type = api->note(r, MK_NOTE_AUTH_TYPE, &len);
+        if (type) {
+            gw_put(e, "AUTH_TYPE", type, len);
+            return;
+        }
+    }
     const char *auth = api->header(r, "Authorization", &len);
     if (!auth) {
         return;
@@ -293,7 +308,7 @@ int mk_gw_params(const struct mk_api *api, struct mk_request *r, const struct mk
     gw_request_vars(api, r, s, &e);
     gw_server_name(api, r, &e);
     gw_addresses(api, r, &e);
-    gw_auth_type(api, r, &e);
+    gw_auth_vars(api, r, &e);
     int tls = MK_API_HAS(api, conn_transport_var) &&
               api->conn_transport_var(api->conn(r), "protocol", &len) != NULL;
     gw_puts(&e, "REQUEST_SCHEME", tls ? "https" : "http");

@@ -44,9 +44,11 @@ typedef int (*mk_gw_param_cb)(void *arg, const char *name, size_t name_len, cons
  * Call cb once per meta-variable of request r: the RFC 3875 set
  * (AUTH_TYPE, CONTENT_LENGTH, CONTENT_TYPE, GATEWAY_INTERFACE, PATH_INFO,
  * PATH_TRANSLATED, QUERY_STRING, REMOTE_ADDR, REMOTE_HOST, REMOTE_PORT,
- * REQUEST_METHOD, SCRIPT_NAME, SERVER_NAME, SERVER_PORT, SERVER_PROTOCOL,
- * SERVER_SOFTWARE), the usual additions (DOCUMENT_ROOT, SCRIPT_FILENAME,
- * REQUEST_URI, SERVER_ADDR, REQUEST_SCHEME, HTTPS under TLS,
+ * REMOTE_USER, REQUEST_METHOD, SCRIPT_NAME, SERVER_NAME, SERVER_PORT,
+ * SERVER_PROTOCOL, SERVER_SOFTWARE; REMOTE_USER and AUTH_TYPE from the
+ * notes of the server's authentication, MK_NOTE_REMOTE_USER and
+ * MK_NOTE_AUTH_TYPE, else AUTH_TYPE from an Authorization header), the usual additions
+ * (DOCUMENT_ROOT, SCRIPT_FILENAME, REQUEST_URI, SERVER_ADDR, REQUEST_SCHEME, HTTPS under TLS,
  * REDIRECT_STATUS for php-cgi) and one HTTP_<NAME> per request header
  * (repeated headers joined with ", "), except Proxy (no HTTP_PROXY:
  * httpoxy), Content-Type and Content-Length (they are CONTENT_*),
