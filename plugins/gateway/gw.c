@@ -46,8 +46,8 @@ static unsigned gw_port(const struct sockaddr *sa)
 }
 
 /* HTTP_<NAME> for header i, unless it is left out (see gw.h). */
-static void gw_header_var(const struct mk_api *api, struct mk_request *r, unsigned i,
-                          struct gw_emit *e)
+static void gw_header_var(const struct mk_api *api, struct mk_request *r,
+                          const struct mk_gw_script *s, unsigned i, struct gw_emit *e)
 {
     const char *name, *value;
     size_t nlen, vlen;
@@ -60,7 +60,10 @@ static void gw_header_var(const struct mk_api *api, struct mk_request *r, unsign
     if ((nlen == 5 && strncasecmp(name, "Proxy", 5) == 0) ||
         (nlen == 12 && strncasecmp(name, "Content-Type", 12) == 0) ||
         (nlen == 14 && strncasecmp(name, "Content-Length", 14) == 0) ||
-        (nlen == 17 && strncasecmp(name, "Transfer-Encoding", 17) == 0)) {
+        (nlen == 17 && strncasecmp(name, "Transfer-Encoding", 17) == 0) ||
+        (!s->pass_authorization && nlen == 13 && strncasecmp(name, "Authorization", 13) == 0) ||
+        (!s->pass_proxy_authorization && nlen == 19 &&
+         strncasecmp(name, "Proxy-Authorization", 19) == 0)) {
         return;
     }
     /* Repeated names: only the first occurrence emits, with every value joined. */
@@ -317,7 +320,7 @@ int mk_gw_params(const struct mk_api *api, struct mk_request *r, const struct mk
     }
     unsigned n = api->header_count(r);
     for (unsigned i = 0; i < n && e.rc == MK_OK; i++) {
-        gw_header_var(api, r, i, &e);
+        gw_header_var(api, r, s, i, &e);
     }
     return e.rc;
 }

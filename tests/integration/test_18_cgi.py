@@ -676,6 +676,36 @@ def test_remote_user_with_the_auth_plugin(cgi):
     assert "REMOTE_USER" not in e and e["AUTH_TYPE"] == "Basic"
 
 
+CREDENTIALS = {"Authorization": "Bearer abc.def", "Proxy-Authorization": "Basic eDp5"}
+
+
+def test_credentials_are_not_passed_by_default(cgi):
+    # RFC 3875 4.1.18: a script does not see the credentials of the
+    # Authorization and Proxy-Authorization headers; AUTH_TYPE still names
+    # the scheme the client used
+    cgi.start()
+    e = env_of(cget(cgi, "/cgi-bin/env.sh", headers=CREDENTIALS).body)
+    assert "HTTP_AUTHORIZATION" not in e and "HTTP_PROXY_AUTHORIZATION" not in e
+    assert e["AUTH_TYPE"] == "Bearer" and "REMOTE_USER" not in e
+
+
+def test_pass_authorization_gives_scripts_the_credentials(cgi):
+    # PassAuthorization On (Apache's CGIPassAuth): for scripts that check
+    # credentials themselves; behind the auth plugin they get both the
+    # header and the user it authenticated
+    cgi.site_extra += "    PassAuthorization On\n"
+    good, _ = add_auth(cgi, "/cgi-bin/private/")
+    (cgi.bindir / "private").mkdir()
+    (cgi.bindir / "private" / "env.sh").write_text(SCRIPTS["env.sh"])
+    (cgi.bindir / "private" / "env.sh").chmod(0o755)
+    cgi.start()
+    e = env_of(cget(cgi, "/cgi-bin/env.sh", headers=CREDENTIALS).body)
+    assert e["HTTP_AUTHORIZATION"] == "Bearer abc.def"
+    assert e["HTTP_PROXY_AUTHORIZATION"] == "Basic eDp5"
+    e = env_of(cget(cgi, "/cgi-bin/private/env.sh", headers={"Authorization": good}).body)
+    assert e["HTTP_AUTHORIZATION"] == good and e["REMOTE_USER"] == "alice"
+
+
 def test_sigterm_ignored_then_sigkill_after_kill_grace(cgi):
     # a script that ignores SIGTERM: when its client goes away it gets
     # SIGTERM, KillGrace (500 ms) later SIGKILL, and is reaped

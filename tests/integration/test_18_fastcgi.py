@@ -5,6 +5,7 @@ redirects, a 50 MB upload and a 200 MB response with bounded server memory,
 PATH_INFO, index files, the site's Fallback, a backend down or killed, a
 slow backend, the pool limit and the queue, keep-alive connections."""
 
+import base64
 import hashlib
 import json
 import os
@@ -227,6 +228,20 @@ def test_remote_user_behind_the_auth_plugin(make_server, fpm):
         assert e["REMOTE_USER"] == "alice" and e["AUTH_TYPE"] == "Basic"
     r = get(srv, "/who.php", headers={"Authorization": good})
     assert r.status == 200 and env_of(r.body)["REMOTE_USER"] == "-"
+
+
+def test_authorization_passed_proxy_authorization_not(make_server, fpm):
+    # unlike a CGI script, an application gets HTTP_AUTHORIZATION (PHP
+    # applications check credentials themselves: PHP_AUTH_USER comes from
+    # it), as with nginx and lighttpd; never a proxy's credentials
+    srv = make_php_server(make_server, fpm.sock)
+    srv.file("who.php", WHO)
+    srv.start()
+    good = "Basic " + base64.b64encode(b"bob:builder").decode()
+    r = get(srv, "/who.php", headers={"Authorization": good, "Proxy-Authorization": good})
+    e = env_of(r.body)
+    assert e["HTTP_AUTHORIZATION"] == good and e["PHP_AUTH_USER"] == "bob"
+    assert e["HTTP_PROXY_AUTHORIZATION"] == "-" and e["REMOTE_USER"] == "-"
 
 
 def test_front_controller_fallback(php):
