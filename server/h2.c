@@ -1248,44 +1248,10 @@ static bool mk_h2_conn_field(const char *name, size_t len)
 }
 
 /*
- * The lower-case spelling of a field name the server itself writes often
- * (static files, errors, redirects), or NULL: such a name is not lowered
- * character by character.
- */
-static const char *mk_h2_known_lower(const char *name, size_t len)
-{
-#define MK_H2_KNOWN(n, l)                                                                          \
-    {                                                                                              \
-        n, l, sizeof(n) - 1                                                                        \
-    }
-    static const struct {
-        const char *name, *lower;
-        size_t len;
-    } known[] = {
-        MK_H2_KNOWN("ETag", "etag"),
-        MK_H2_KNOWN("Last-Modified", "last-modified"),
-        MK_H2_KNOWN("Accept-Ranges", "accept-ranges"),
-        MK_H2_KNOWN("Content-Range", "content-range"),
-        MK_H2_KNOWN("Allow", "allow"),
-        MK_H2_KNOWN("Location", "location"),
-        MK_H2_KNOWN("Cache-Control", "cache-control"),
-        MK_H2_KNOWN("Vary", "vary"),
-    };
-#undef MK_H2_KNOWN
-
-    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
-        if (known[i].len == len && memcmp(known[i].name, name, len) == 0) {
-            return known[i].lower;
-        }
-    }
-    return NULL;
-}
-
-/*
- * "Name: value\r\n" lines as nghttp2 fields, up to cap, with `flags`
- * (the NO_COPY ones when the lines outlive the frame). A name that is not
- * one of mk_h2_known_lower's is lower-cased in place, in the caller's
- * buffer: HTTP/2 wants them so.
+ * "Name: value\r\n" lines (a streamed body's trailers) as nghttp2 fields,
+ * up to cap, with `flags` (the NO_COPY ones when the lines outlive the
+ * frame). Names are lower-cased in place, in the caller's buffer: HTTP/2
+ * wants them so.
  */
 static void mk_h2_lines_to_nv(char *p, size_t len, nghttp2_nv *nv, size_t cap, size_t *n,
                               uint8_t flags)
@@ -1302,12 +1268,9 @@ static void mk_h2_lines_to_nv(char *p, size_t len, nghttp2_nv *nv, size_t cap, s
             p = line_end + 1;
             continue;
         }
-        const char *name = mk_h2_known_lower(p, (size_t) (colon - p));
-        if (!name) {
-            for (char *q = p; q < colon; q++) {
-                *q = mk_tolower(*q);
-            }
-            name = p;
+        const char *name = p;
+        for (char *q = p; q < colon; q++) {
+            *q = mk_tolower(*q);
         }
         char *v = colon + 1;
         char *vend = line_end;
@@ -1344,6 +1307,41 @@ static void mk_h2_line_nv(const char *line, size_t len, const char *lower, nghtt
 }
 
 /*
+ * The extra fields of r's response (r->fields, lines of r->extra_headers)
+ * appended to nv, up to cap, with `flags`: a name the server added comes
+ * with its lower-case spelling; a handler's is lower-cased in place and
+ * its value trimmed, and connection-specific ones are left out.
+ */
+static void mk_h2_fields_to_nv(struct mk_request *r, nghttp2_nv *nv, size_t cap, size_t *n,
+                               uint8_t flags)
+{
+    for (unsigned i = 0; i < r->n_fields && *n < cap; i++) {
+        const struct mk_resp_field *f = &r->fields[i];
+        char *name = r->extra_headers + f->off;
+        const char *v = name + f->name_len + 2, *vend = v + f->value_len;
+        if (f->lower) {
+            nv[(*n)++] =
+                (nghttp2_nv){(uint8_t *) f->lower, (uint8_t *) v, f->name_len, f->value_len, flags};
+            continue;
+        }
+        for (char *q = name; q < name + f->name_len; q++) {
+            *q = mk_tolower(*q);
+        }
+        if (mk_h2_conn_field(name, f->name_len)) {
+            continue;
+        }
+        while (v < vend && (*v == ' ' || *v == '\t')) {
+            v++;
+        }
+        while (vend > v && (vend[-1] == ' ' || vend[-1] == '\t')) {
+            vend--;
+        }
+        nv[(*n)++] =
+            (nghttp2_nv){(uint8_t *) name, (uint8_t *) v, f->name_len, (size_t) (vend - v), flags};
+    }
+}
+
+/*
  * The response of r as HEADERS (and DATA): submitted, then written. The
  * fields are not copied by nghttp2 (NO_COPY): they live in r's arena, the
  * configuration r holds, the worker or static storage, and r lives until
@@ -1356,8 +1354,8 @@ static void mk_h2_respond(struct mk_request *r, bool error)
     struct mk_conn *c = r->conn;
     struct mk_h2_stream *s = r->proto_data;
     struct mk_worker *w = c->worker;
-    /* the fixed fields, and the extra lines: at least "x: \r\n" each (mk_response_add_header) */
-    size_t cap = 8 + r->extra_len / 5, n = 0;
+    /* the fixed fields, and the extra ones */
+    size_t cap = 8 + r->n_fields, n = 0;
     nghttp2_nv *nv = mk_arena_alloc(&r->arena, cap * sizeof(*nv));
     char *status = mk_arena_alloc(&r->arena, 4), *clen = mk_arena_alloc(&r->arena, 24);
     nghttp2_data_provider dp = {.source.ptr = s, .read_callback = mk_h2_read_cb};
@@ -1400,7 +1398,7 @@ static void mk_h2_respond(struct mk_request *r, bool error)
             nv[n++] = (nghttp2_nv){(uint8_t *) "content-length", (uint8_t *) clen, 14, l, nc};
         }
     }
-    mk_h2_lines_to_nv(r->extra_headers, r->extra_len, nv, cap, &n, nc);
+    mk_h2_fields_to_nv(r, nv, cap, &n, nc);
     body =
         !(r->flags & (MK_REQ_HEAD | MK_REQ_NO_BODY)) &&
         (r->body_type == MK_RESP_STREAM || (r->content_length > 0 && r->body_type != MK_RESP_NONE));
