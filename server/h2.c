@@ -74,6 +74,7 @@
 #define MK_H2_CLOSED_IDS 64
 #define MK_H2_INLINE_FILE 8192 /* a file body up to this size is read into the queue */
 #define MK_H2_TRIM_MS 250      /* idle this long, a connection gives memory back */
+#define MK_H2_RECENT 16        /* open streams found without asking nghttp2 */
 
 enum mk_h2_body {
     MK_H2_BODY_KEEP = 0, /* nobody asked yet: keep it (the stream window bounds it) */
@@ -174,11 +175,25 @@ struct mk_h2 {
     bool bad_magic;      /* the client preface was wrong: close at once */
     uint64_t reset_at;   /* when the bucket was last refilled (worker ms clock) */
     unsigned empty_frames;
+    /* open streams by (id / 2) % MK_H2_RECENT, the latest opened of each
+       slot (NULL once closed): most lookups by id need no nghttp2 map */
+    struct mk_h2_stream *recent[MK_H2_RECENT];
 };
 
 static void mk_h2_flush(struct mk_conn *c);
 static void mk_h2_after(struct mk_conn *c);
 static void mk_h2_body_deliver(struct mk_conn *c, struct mk_h2_stream *s);
+
+/* The open stream with this id, or NULL (the same as nghttp2's stream user data). */
+static struct mk_h2_stream *mk_h2_stream_find(struct mk_h2 *h, int32_t id)
+{
+    struct mk_h2_stream *s = h->recent[((uint32_t) id >> 1) % MK_H2_RECENT];
+
+    if (s && s->id == id) {
+        return s;
+    }
+    return nghttp2_session_get_stream_user_data(h->ng, id);
+}
 
 /* ---- streams ------------------------------------------------------------- */
 
@@ -620,7 +635,7 @@ static bool mk_h2_frame_on_closed(struct mk_conn *c, const nghttp2_frame_hd *hd,
         return true;
     }
     if ((hd->type != NGHTTP2_DATA && hd->type != NGHTTP2_HEADERS) || hd->stream_id <= 0 ||
-        nghttp2_session_find_stream(h->ng, hd->stream_id)) {
+        mk_h2_stream_find(h, hd->stream_id) || nghttp2_session_find_stream(h->ng, hd->stream_id)) {
         return false;
     }
     if (mk_h2_closed_by_peer(h, hd->stream_id)) {
@@ -685,6 +700,7 @@ static struct mk_h2_stream *mk_h2_stream_new(struct mk_conn *c, int32_t id)
         c->h2->max_opened = s->id;
     }
     mk_list_add_tail(&s->node, &c->h2->streams);
+    c->h2->recent[((uint32_t) id >> 1) % MK_H2_RECENT] = s;
     c->h2->n_open++;
     MK_STAT_ADD(c->worker->n_h2_streams, 1);
     MK_STAT_ADD(c->worker->h2_streams, 1);
@@ -800,13 +816,14 @@ static int mk_h2_header_cb(nghttp2_session *ng, const nghttp2_frame *frame, cons
     const struct mk_config *cfg = c->worker->cfg;
     struct mk_h2_stream *s;
 
+    (void) ng;
     (void) flags;
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
         return 0; /* trailers: nothing reads them */
     }
     s = c->h2->in_block;
     if (!s || s->id != frame->hd.stream_id) {
-        s = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+        s = mk_h2_stream_find(c->h2, frame->hd.stream_id);
     }
     if (!s) {
         return 0;
@@ -999,7 +1016,7 @@ static int mk_h2_data_cb(nghttp2_session *ng, uint8_t flags, int32_t id, const u
                          size_t len, void *user)
 {
     struct mk_conn *c = user;
-    struct mk_h2_stream *s = nghttp2_session_get_stream_user_data(ng, id);
+    struct mk_h2_stream *s = mk_h2_stream_find(c->h2, id);
 
     (void) flags;
     nghttp2_session_consume_connection(ng, len); /* the stream's window holds the client */
@@ -1037,13 +1054,14 @@ static int mk_h2_frame_recv_cb(nghttp2_session *ng, const nghttp2_frame *frame, 
     struct mk_h2_stream *s;
     bool end = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
 
+    (void) ng;
     if (frame->hd.type == NGHTTP2_SETTINGS && c->h2->upgraded) {
         s = c->h2->upgraded; /* the client's preface is complete */
         c->h2->upgraded = NULL;
         mk_h2_request_start(c, s, true);
         return 0;
     }
-    s = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+    s = mk_h2_stream_find(c->h2, frame->hd.stream_id);
     if (s && frame->hd.type == NGHTTP2_RST_STREAM) {
         s->peer_reset = true;
     }
@@ -1067,8 +1085,9 @@ static int mk_h2_frame_send_cb(nghttp2_session *ng, const nghttp2_frame *frame, 
     struct mk_conn *c = user;
     struct mk_h2_stream *s;
 
+    (void) ng;
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_RESPONSE) {
-        s = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+        s = mk_h2_stream_find(c->h2, frame->hd.stream_id);
         if (s && s->r) {
             /* the response head as it went out: HPACK-compressed, frame header included */
             s->r->head_bytes = (uint32_t) (frame->hd.length + 9);
@@ -1079,7 +1098,7 @@ static int mk_h2_frame_send_cb(nghttp2_session *ng, const nghttp2_frame *frame, 
         (frame->hd.type != NGHTTP2_DATA && frame->hd.type != NGHTTP2_HEADERS)) {
         return 0;
     }
-    s = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+    s = mk_h2_stream_find(c->h2, frame->hd.stream_id);
     if (!s || !s->r) {
         return 0;
     }
@@ -1095,15 +1114,20 @@ static int mk_h2_stream_close_cb(nghttp2_session *ng, int32_t id, uint32_t error
 {
     struct mk_conn *c = user;
     struct mk_h2 *h = c->h2;
-    struct mk_h2_stream *s = nghttp2_session_get_stream_user_data(ng, id);
+    struct mk_h2_stream *s = mk_h2_stream_find(h, id);
 
+    (void) ng;
     if (!s) {
         return 0;
     }
     if (s->peer_reset || (error == NGHTTP2_NO_ERROR && !s->we_reset)) {
         h->closed_ids[h->closed_next++ % MK_H2_CLOSED_IDS] = id;
     }
-    nghttp2_session_set_stream_user_data(ng, id, NULL);
+    /* nghttp2 destroys the stream (and its user data) when this returns:
+       it keeps no closed streams (no_closed_streams, RFC 9218 priorities) */
+    if (h->recent[((uint32_t) id >> 1) % MK_H2_RECENT] == s) {
+        h->recent[((uint32_t) id >> 1) % MK_H2_RECENT] = NULL;
+    }
     s->closed = true;
     if (h->in_block == s) {
         h->in_block = NULL;
