@@ -109,10 +109,20 @@ struct mk_h2_stream {
     struct mk_h2_span method, path, authority;
     size_t fields_off; /* where the first regular field begins */
     bool has_fields;
-    size_t list_size;  /* RFC 9113 header list size so far (name + value + 32 each) */
-    unsigned n_fields; /* regular fields received */
-    unsigned n_recs;   /* regular fields kept (a Host beside :authority is not) */
-    int head_status;   /* 431: the list is over the limits */
+    /* what mk_h2_request_checks needs (nghttp2's HTTP checks are off) */
+    bool regular_seen; /* a regular field came: no pseudo-header may follow */
+    bool scheme_set;   /* :scheme came (valid) */
+    bool scheme_http;  /* ... and it is http or https */
+    bool host_set;     /* a Host field came */
+    bool malformed;    /* RFC 9113 section 8.1.1: reset with PROTOCOL_ERROR */
+    bool prio_set;     /* a valid `priority` field came (RFC 9218) */
+    uint8_t urgency;   /* its urgency (0..7) and incremental flag */
+    bool incremental;
+    int64_t content_length; /* the request's Content-Length, -1: none */
+    size_t list_size;       /* RFC 9113 header list size so far (name + value + 32 each) */
+    unsigned n_fields;      /* regular fields received */
+    unsigned n_recs;        /* regular fields kept (a Host beside :authority is not) */
+    int head_status;        /* 431: the list is over the limits */
     /* the request body */
     uint8_t body;     /* enum mk_h2_body */
     bool body_end;    /* END_STREAM received */
@@ -696,6 +706,7 @@ static struct mk_h2_stream *mk_h2_stream_new(struct mk_conn *c, int32_t id)
     }
     memset(s, 0, sizeof(*s));
     s->id = id;
+    s->content_length = -1;
     if (s->id > c->h2->max_opened) {
         c->h2->max_opened = s->id;
     }
@@ -784,11 +795,57 @@ static bool mk_h2_span_set(struct mk_h2_stream *s, struct mk_h2_span *span, cons
     return true;
 }
 
+/* ---- request checks (RFC 9113 sections 8.1.1, 8.2, 8.3) ------------------------- */
+
+/*
+ * nghttp2 runs with its HTTP checks off (no_http_messaging): they cost
+ * more than a thousand instructions a request and repeated what
+ * mk_http_head_build checks anyway. What remains specific to HTTP/2 is
+ * checked here as the fields arrive, and a malformed request is reset
+ * with PROTOCOL_ERROR, as nghttp2 would: pseudo-headers (known, once,
+ * not empty, before every regular field, none in trailers; :method,
+ * :scheme and :path present, or :authority alone for CONNECT; :path
+ * "/..." or OPTIONS "*"), upper-case or connection-specific field names,
+ * TE other than "trailers", Content-Length against the DATA received.
+ * The rest (characters of names, values, :method, :path, :authority) is
+ * mk_http_head_build's, which answers 400 like HTTP/1. The `priority`
+ * field (RFC 9218) is parsed here too and given to nghttp2's scheduler.
+ */
+
+static bool mk_h2_is_lower(char c)
+{
+    return c >= 'a' && c <= 'z';
+}
+
+static bool mk_h2_is_alpha(char c)
+{
+    return mk_h2_is_lower(mk_tolower(c));
+}
+
+/* A scheme (RFC 3986 section 3.1): ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ). */
+static bool mk_h2_scheme_valid(const uint8_t *p, size_t len)
+{
+    if (len == 0 || !mk_h2_is_alpha((char) p[0])) {
+        return false;
+    }
+    for (size_t i = 1; i < len; i++) {
+        if (!mk_h2_is_alpha((char) p[i]) && !mk_is_digit((char) p[i]) && p[i] != '+' &&
+            p[i] != '-' && p[i] != '.') {
+            return false;
+        }
+    }
+    return true;
+}
+
 static bool mk_h2_pseudo(struct mk_h2_stream *s, const uint8_t *name, size_t nlen,
                          const uint8_t *value, size_t vlen)
 {
     struct mk_h2_span *slot = NULL;
 
+    if (s->regular_seen || vlen == 0) {
+        s->malformed = true; /* after a regular field, or empty */
+        return true;
+    }
     if (nlen == 7 && memcmp(name, ":method", 7) == 0) {
         slot = &s->method;
     }
@@ -798,14 +855,205 @@ static bool mk_h2_pseudo(struct mk_h2_stream *s, const uint8_t *name, size_t nle
     else if (nlen == 10 && memcmp(name, ":authority", 10) == 0) {
         slot = &s->authority;
     }
-    if (!slot) {
-        return true; /* :scheme (and :protocol) carry nothing the request needs */
+    else if (nlen == 7 && memcmp(name, ":scheme", 7) == 0 && !s->scheme_set &&
+             mk_h2_scheme_valid(value, vlen)) {
+        s->scheme_set = true;
+        s->scheme_http = (vlen == 4 && strncasecmp((const char *) value, "http", 4) == 0) ||
+                         (vlen == 5 && strncasecmp((const char *) value, "https", 5) == 0);
+        return true;
     }
-    if (s->has_fields) {
-        s->head_status = 400; /* after a regular field (RFC 9113 section 8.3) */
+    if (!slot || slot->set) {
+        s->malformed = true; /* unknown (:status, :protocol...), repeated, a bad :scheme */
         return true;
     }
     return mk_h2_span_set(s, slot, value, vlen);
+}
+
+/* Skip a structured-field bare item or inner list (RFC 8941) at p[*i]. */
+static void mk_h2_sf_skip(const char *p, size_t len, size_t *i)
+{
+    unsigned depth = 0;
+
+    while (*i < len) {
+        char ch = p[*i];
+        if (ch == '"') {
+            for (++*i; *i < len && p[*i] != '"'; ++*i) {
+                if (p[*i] == '\\') {
+                    ++*i;
+                }
+            }
+        }
+        else if (ch == '(') {
+            depth++;
+        }
+        else if (ch == ')') {
+            if (depth) {
+                depth--;
+            }
+        }
+        else if (!depth && (ch == ',' || ch == ';' || ch == ' ' || ch == '\t')) {
+            return;
+        }
+        ++*i;
+    }
+}
+
+/*
+ * A `priority` field value (RFC 9218 section 4: a structured-field
+ * dictionary): its u (urgency, 0 to 7) and i (incremental, a boolean)
+ * members applied to s, other members ignored. false for a value this
+ * parser does not accept, or a u or i of the wrong type or range: the
+ * field is then ignored, as nghttp2 does.
+ */
+static bool mk_h2_priority_parse(struct mk_h2_stream *s, const char *p, size_t len)
+{
+    size_t i = 0;
+
+    for (;;) {
+        while (i < len && (p[i] == ' ' || p[i] == '\t')) {
+            i++;
+        }
+        if (i == len) {
+            return true;
+        }
+        size_t k = i;
+        if (!mk_h2_is_lower(p[i]) && p[i] != '*') {
+            return false;
+        }
+        while (i < len && (mk_h2_is_lower(p[i]) || mk_is_digit(p[i]) || p[i] == '_' ||
+                           p[i] == '-' || p[i] == '.' || p[i] == '*')) {
+            i++;
+        }
+        bool is_u = i - k == 1 && p[k] == 'u', is_i = i - k == 1 && p[k] == 'i';
+        if (i < len && p[i] == '=') {
+            i++;
+            if (is_u) {
+                if (i == len || !mk_is_digit(p[i]) || (i + 1 < len && mk_is_digit(p[i + 1])) ||
+                    p[i] > '7') {
+                    return false; /* not an integer from 0 to 7 */
+                }
+                s->urgency = (uint8_t) (p[i++] - '0');
+            }
+            else if (is_i) {
+                if (i + 1 >= len || p[i] != '?' || (p[i + 1] != '0' && p[i + 1] != '1')) {
+                    return false;
+                }
+                s->incremental = p[i + 1] == '1';
+                i += 2;
+            }
+            else {
+                mk_h2_sf_skip(p, len, &i);
+            }
+        }
+        else if (is_i) {
+            s->incremental = true; /* a bare key is the boolean true */
+        }
+        while (i < len && p[i] == ';') { /* parameters: ignored */
+            i++;
+            mk_h2_sf_skip(p, len, &i);
+        }
+        while (i < len && (p[i] == ' ' || p[i] == '\t')) {
+            i++;
+        }
+        if (i == len) {
+            return true;
+        }
+        if (p[i++] != ',') {
+            return false;
+        }
+    }
+}
+
+/*
+ * A regular field of a request: upper case in a name, a connection-
+ * specific field, TE other than "trailers" or a bad or second
+ * Content-Length make the request malformed; `priority` is parsed.
+ */
+static void mk_h2_regular_check(struct mk_h2_stream *s, const uint8_t *name, size_t nlen,
+                                const uint8_t *value, size_t vlen)
+{
+    const char *n = (const char *) name, *v = (const char *) value;
+
+    s->regular_seen = true;
+    for (size_t i = 0; i < nlen; i++) {
+        if ((unsigned) (name[i] - 'A') < 26u) {
+            s->malformed = true;
+            return;
+        }
+    }
+    switch (nlen) {
+    case 2:
+        if (memcmp(n, "te", 2) == 0 && !(vlen == 8 && strncasecmp(v, "trailers", 8) == 0)) {
+            s->malformed = true;
+        }
+        break;
+    case 4:
+        if (memcmp(n, "host", 4) == 0) {
+            s->host_set = true;
+        }
+        break;
+    case 7:
+        s->malformed |= memcmp(n, "upgrade", 7) == 0;
+        break;
+    case 8:
+        if (memcmp(n, "priority", 8) == 0 && mk_h2_priority_parse(s, v, vlen)) {
+            s->prio_set = true;
+        }
+        break;
+    case 10:
+        s->malformed |= memcmp(n, "connection", 10) == 0 || memcmp(n, "keep-alive", 10) == 0;
+        break;
+    case 14:
+        if (memcmp(n, "content-length", 14) == 0) {
+            uint64_t cl;
+            if (s->content_length >= 0 || !mk_str_to_u64(v, vlen, INT64_MAX, &cl)) {
+                s->malformed = true;
+                return;
+            }
+            s->content_length = (int64_t) cl;
+        }
+        break;
+    case 16:
+        s->malformed |= memcmp(n, "proxy-connection", 16) == 0;
+        break;
+    case 17:
+        s->malformed |= memcmp(n, "transfer-encoding", 17) == 0;
+        break;
+    default:
+        break;
+    }
+}
+
+/*
+ * The header block of s is complete: whether the request is well formed
+ * (RFC 9113 section 8.3.1: the pseudo-headers a request needs; the
+ * :authority or Host that nghttp2 also demands; a body its Content-Length
+ * already rules out).
+ */
+static bool mk_h2_request_checks(const struct mk_h2_stream *s, bool end_stream)
+{
+    if (s->malformed || !s->method.set || (!s->authority.set && !s->host_set)) {
+        return false;
+    }
+    if (s->method.len == 7 && memcmp(s->block + s->method.off, "CONNECT", 7) == 0) {
+        return !s->scheme_set && !s->path.set && s->authority.set;
+    }
+    if (!s->scheme_set || !s->path.set) {
+        return false;
+    }
+    if (s->scheme_http && s->block[s->path.off] != '/' &&
+        !(s->path.len == 1 && s->block[s->path.off] == '*' && s->method.len == 7 &&
+          memcmp(s->block + s->method.off, "OPTIONS", 7) == 0)) {
+        return false;
+    }
+    return !(end_stream && s->content_length > 0);
+}
+
+/* Reset s with PROTOCOL_ERROR: a malformed request (RFC 9113 section 8.1.1). */
+static void mk_h2_malformed(struct mk_conn *c, struct mk_h2_stream *s)
+{
+    s->we_reset = true;
+    nghttp2_submit_rst_stream(c->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_PROTOCOL_ERROR);
 }
 
 static int mk_h2_header_cb(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
@@ -818,8 +1066,8 @@ static int mk_h2_header_cb(nghttp2_session *ng, const nghttp2_frame *frame, cons
 
     (void) ng;
     (void) flags;
-    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
-        return 0; /* trailers: nothing reads them */
+    if (frame->hd.type != NGHTTP2_HEADERS) {
+        return 0;
     }
     s = c->h2->in_block;
     if (!s || s->id != frame->hd.stream_id) {
@@ -828,28 +1076,37 @@ static int mk_h2_header_cb(nghttp2_session *ng, const nghttp2_frame *frame, cons
     if (!s) {
         return 0;
     }
+    if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+        /* trailers: nothing reads them, but a pseudo-header there is malformed */
+        s->malformed |= nlen && name[0] == ':';
+        return 0;
+    }
     s->list_size += nlen + vlen + 32;
     if (s->list_size > 4 * (size_t) cfg->limits.max_head) {
         c->h2->calm = true; /* an HPACK bomb: decoding it is the attack */
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
-    if (s->head_status) {
+    if (s->head_status || s->malformed) {
         return 0;
     }
+    bool pseudo = nlen && name[0] == ':';
     if (s->list_size > cfg->limits.max_head ||
-        (name[0] != ':' && ++s->n_fields > cfg->limits.max_headers)) {
+        (!pseudo && ++s->n_fields > cfg->limits.max_headers)) {
         s->head_status = 431;
         return 0;
     }
     bool ok;
-    if (name[0] == ':') {
+    if (pseudo) {
         ok = mk_h2_pseudo(s, name, nlen, value, vlen);
     }
-    else if (nlen == 4 && memcmp(name, "host", 4) == 0 && s->authority.set) {
-        ok = true; /* :authority wins (RFC 9113 section 8.3.1) */
-    }
     else {
-        ok = mk_h2_field_add(s, name, nlen, value, vlen);
+        mk_h2_regular_check(s, name, nlen, value, vlen);
+        if (nlen == 4 && memcmp(name, "host", 4) == 0 && s->authority.set) {
+            ok = true; /* :authority wins (RFC 9113 section 8.3.1) */
+        }
+        else {
+            ok = mk_h2_field_add(s, name, nlen, value, vlen);
+        }
     }
     if (!ok) {
         s->head_status = 503;
@@ -1020,6 +1277,13 @@ static int mk_h2_data_cb(nghttp2_session *ng, uint8_t flags, int32_t id, const u
 
     (void) flags;
     nghttp2_session_consume_connection(ng, len); /* the stream's window holds the client */
+    if (s) {
+        s->body_seen += len;
+        if (s->content_length >= 0 && s->body_seen > (uint64_t) s->content_length) {
+            mk_h2_malformed(c, s); /* more than its Content-Length */
+            return 0;
+        }
+    }
     if (!s || !s->r || s->body == MK_H2_BODY_DROP) {
         /*
          * Nobody reads the rest: after a success the client may finish
@@ -1031,7 +1295,6 @@ static int mk_h2_data_cb(nghttp2_session *ng, uint8_t flags, int32_t id, const u
         }
         return 0;
     }
-    s->body_seen += len;
     if (s->body_seen > s->r->cfg->max_body) {
         s->body = MK_H2_BODY_DROP;
         mk_h2_consume(c, s, len);
@@ -1070,7 +1333,22 @@ static int mk_h2_frame_recv_cb(nghttp2_session *ng, const nghttp2_frame *frame, 
     }
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
         c->h2->block_bytes = 0;
+        if (!mk_h2_request_checks(s, end)) {
+            mk_h2_malformed(c, s);
+            return 0;
+        }
+        if (s->prio_set) {
+            nghttp2_extpri pri = {s->urgency, s->incremental};
+            nghttp2_session_change_extpri_stream_priority(c->h2->ng, s->id, &pri, 0);
+        }
         mk_h2_request_start(c, s, end);
+        return 0;
+    }
+    if ((frame->hd.type == NGHTTP2_HEADERS && (!end || s->malformed)) ||
+        (end && s->content_length >= 0 && s->body_seen != (uint64_t) s->content_length)) {
+        /* trailers that do not end the stream or hold a pseudo-header, or a
+           body shorter than its Content-Length */
+        mk_h2_malformed(c, s);
         return 0;
     }
     if (end) {
@@ -1193,6 +1471,7 @@ static int mk_h2_session_new(struct mk_conn *c)
     }
     nghttp2_option_set_no_auto_window_update(opt, 1);
     nghttp2_option_set_no_closed_streams(opt, 1);
+    nghttp2_option_set_no_http_messaging(opt, 1); /* h2.c checks requests itself */
     nghttp2_option_set_max_outbound_ack(opt, 1000);
     nghttp2_option_set_max_settings(opt, 32);
     nghttp2_option_set_max_continuations(opt, 8);
