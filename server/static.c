@@ -383,12 +383,27 @@ static void mk_static_content_range(struct mk_request *r, const char *prefix, ui
 }
 
 /*
+ * The media type of the file entry `named` under r's configuration: looked
+ * up in its table once, then kept with the entry while the table is the
+ * same (a reload brings another table and a new cache).
+ */
+static struct mk_str mk_static_type(const struct mk_request *r, struct mk_file *named)
+{
+    if (named->type_table != r->cfg->mime) {
+        struct mk_str type = mk_mime_lookup(r->cfg->mime, named->type_path, named->type_len);
+        named->type = type.p;
+        named->type_str_len = type.len;
+        named->type_table = r->cfg->mime;
+    }
+    return mk_str_make(named->type, named->type_str_len);
+}
+
+/*
  * Answer r from the file entry f (r->file, the variant when one was
  * chosen); `named` is the file the path names, which gives the media type
  * and the extension of the cache rules.
  */
-static int mk_static_serve_file(struct mk_request *r, struct mk_file *f,
-                                const struct mk_file *named)
+static int mk_static_serve_file(struct mk_request *r, struct mk_file *f, struct mk_file *named)
 {
     r->file = f;
     r->fd = f->fd;
@@ -428,7 +443,7 @@ static int mk_static_serve_file(struct mk_request *r, struct mk_file *f,
         }
     }
 
-    struct mk_str type = mk_mime_lookup(r->cfg->mime, named->type_path, named->type_len);
+    struct mk_str type = mk_static_type(r, named);
     r->content_type = type.p;
     r->content_type_len = type.len;
     mk_response_add_known(r, MK_RESP_LAST_MODIFIED, f->last_modified, MK_HTTP_DATE_LEN);
