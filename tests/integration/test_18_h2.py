@@ -521,6 +521,31 @@ def test_plugins_over_h2_routes_buffered_body_and_tasks(make_server):
     c.close()
 
 
+@pytest.mark.parametrize("value,urgent", [
+    ("u=0", True),
+    ("i, u=0", True),
+    ('x="a, b", u=0;p=1, i=?0', True),
+    ("u=0, y=(a b), z=:AAA=:", True),
+    ("u=9", False),      # out of range: the field is ignored (urgency 3)
+    ("u=0, i=5", False),  # i is not a boolean: ignored
+    ("u=0 u=1", False),  # not a dictionary: ignored
+])
+def test_rfc9218_priority_field_is_parsed(make_server, value, urgent):
+    """h2.c parses the priority field (nghttp2's HTTP checks are off): a
+    stream sent with `value` goes before or after one sent with u=2."""
+    srv = h2c_server(make_server)
+    srv.file("a.bin", os.urandom(4 * MIB))
+    srv.file("b.bin", os.urandom(4 * MIB))
+    srv.start()
+    c = H2Client(srv.port)
+    ref = c.request("/a.bin", headers=[("priority", "u=2")])
+    tried = c.request("/b.bin", headers=[("priority", value)])
+    c.wait([ref, tried])
+    ended = [ev.stream_id for ev in c.events if isinstance(ev, h2.events.StreamEnded)]
+    assert ended == ([tried, ref] if urgent else [ref, tried])
+    c.close()
+
+
 def test_rfc9218_urgency_decides_which_stream_sends_first(make_server):
     srv = h2c_server(make_server)
     srv.file("a.bin", os.urandom(4 * MIB))
