@@ -75,6 +75,7 @@
 #define MK_H2_INLINE_FILE 8192 /* a file body up to this size is read into the queue */
 #define MK_H2_TRIM_MS 250      /* idle this long, a connection gives memory back */
 #define MK_H2_RECENT 16        /* open streams found without asking nghttp2 */
+#define MK_H2_RECORD 16384     /* the payload of a full TLS record */
 
 enum mk_h2_body {
     MK_H2_BODY_KEEP = 0, /* nobody asked yet: keep it (the stream window bounds it) */
@@ -158,6 +159,12 @@ struct mk_h2 {
     struct mk_h2_seg *segs;  /* MK_H2_SEGS entries; with `out`, none while idle */
     unsigned seg_head, seg_n;
     size_t file_queued;
+    /* the transport encrypts in the process, record by record (TLS without
+       kTLS: sendfile would copy): file frames are read into the queue, and
+       a batch is written in whole records while more frames follow */
+    bool records;
+    size_t again_len; /* the length of a write that found the socket full: a
+                         retry may not be shorter (OpenSSL's rule) */
     /* state */
     bool busy;             /* inside nghttp2 (recv or send): no session_send now */
     bool flush_wanted;     /* a write was asked for while busy */
@@ -360,10 +367,40 @@ static void mk_h2_seg_pop(struct mk_h2 *h)
 }
 
 /*
- * Write the queue through the transport, within `*budget` bytes: MK_OK
- * (empty), MK_AGAIN (socket full or budget spent), MK_ERR.
+ * The bytes of the last memory entry s to write now, when the transport
+ * makes records and more frames follow (`hold`): whole records only, so a
+ * batch does not end in a small record (and a write(2) of its own); the
+ * rest waits for the next frames. 0: hold all of it.
  */
-static int mk_h2_out_write(struct mk_conn *c, size_t *budget)
+static size_t mk_h2_whole_records(const struct mk_h2 *h, const struct mk_h2_seg *s, bool hold)
+{
+    size_t len = s->len;
+
+    if (hold && h->records && h->seg_n == 1 && len % MK_H2_RECORD) {
+        len -= len % MK_H2_RECORD;
+        if (len < h->again_len) {
+            len = h->again_len < s->len ? h->again_len : s->len;
+        }
+    }
+    return len;
+}
+
+/* Move the queue's one memory entry to the start of its buffer. */
+static void mk_h2_out_compact(struct mk_h2 *h)
+{
+    struct mk_h2_seg *s = &h->segs[h->seg_head];
+
+    memmove(h->out, h->out + s->off, s->len);
+    s->off = 0;
+    h->out_len = s->len;
+}
+
+/*
+ * Write the queue through the transport, within `*budget` bytes: MK_OK
+ * (empty, or only a partial record held back: see mk_h2_whole_records),
+ * MK_AGAIN (socket full or budget spent), MK_ERR.
+ */
+static int mk_h2_out_write(struct mk_conn *c, size_t *budget, bool hold)
 {
     struct mk_h2 *h = c->h2;
 
@@ -381,8 +418,20 @@ static int mk_h2_out_write(struct mk_conn *c, size_t *budget)
         }
         else {
             struct mk_h2_seg *next = h->seg_n > 1 ? &h->segs[(h->seg_head + 1) % MK_H2_SEGS] : NULL;
-            struct iovec iov = {h->out + s->off, s->len};
+            struct iovec iov = {h->out + s->off, mk_h2_whole_records(h, s, hold)};
+            if (iov.iov_len == 0) {
+                if (s->off) {
+                    mk_h2_out_compact(h);
+                }
+                return MK_OK;
+            }
             n = mk_conn_writev(c, &iov, 1, next && next->file ? MK_IO_MORE : 0);
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                h->again_len = iov.iov_len;
+            }
+            else if (n > 0) {
+                h->again_len = 0;
+            }
         }
         if (n < 0) {
             return (errno == EAGAIN || errno == EWOULDBLOCK) ? MK_AGAIN : MK_ERR;
@@ -524,10 +573,7 @@ static ssize_t mk_h2_read_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size
  */
 static bool mk_h2_file_inline(struct mk_conn *c, const struct mk_request *r)
 {
-    const struct mk_transport *t = c->transport;
-
-    return r->body_left <= MK_H2_INLINE_FILE || !t->sendfile ||
-           (t->sendfile_copies && t->sendfile_copies(c));
+    return r->body_left <= MK_H2_INLINE_FILE || !c->transport->sendfile || c->h2->records;
 }
 
 /*
@@ -1501,6 +1547,7 @@ static int mk_h2_session_new(struct mk_conn *c)
     nghttp2_option_set_stream_reset_rate_limit(opt, 2 * (uint64_t) cfg->h2_reset_burst,
                                                cfg->h2_reset_rate);
     h->reset_tokens = cfg->h2_reset_burst;
+    h->records = c->transport->sendfile_copies && c->transport->sendfile_copies(c);
     h->preface_left = MK_H2_PREFACE_LEN;
     h->reset_at = c->worker->now_ms;
     nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
@@ -1768,6 +1815,7 @@ static void mk_h2_flush(struct mk_conn *c)
 {
     struct mk_h2 *h = c->h2;
     size_t budget = MK_H2_WRITE_BUDGET;
+    bool hold = true;
 
     if (!h || h->busy) {
         if (h) {
@@ -1777,7 +1825,10 @@ static void mk_h2_flush(struct mk_conn *c)
     }
     h->flush_wanted = false;
     for (;;) {
-        int rc = mk_h2_out_write(c, &budget);
+        /* a partial record waits for more frames only while nghttp2 has
+           more and the last round added some */
+        int rc =
+            mk_h2_out_write(c, &budget, hold && h->records && nghttp2_session_want_write(h->ng));
         if (rc == MK_ERR) {
             mk_conn_close(c);
             return;
@@ -1786,6 +1837,7 @@ static void mk_h2_flush(struct mk_conn *c)
         if (rc == MK_AGAIN || !nghttp2_session_want_write(h->ng)) {
             break;
         }
+        size_t queued = h->out_len + h->file_queued;
         h->busy = true;
         int sr = nghttp2_session_send(h->ng);
         h->busy = false;
@@ -1793,6 +1845,7 @@ static void mk_h2_flush(struct mk_conn *c)
             mk_conn_close(c);
             return;
         }
+        hold = h->out_len + h->file_queued != queued;
         if (h->seg_n == 0) {
             mk_h2_reap(c);
             if (!h->flush_wanted) {
