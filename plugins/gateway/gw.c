@@ -230,30 +230,21 @@ static void gw_addresses(const struct mk_api *api, struct mk_request *r, struct 
  * AUTH_TYPE and REMOTE_USER (RFC 3875 4.1.1, 4.1.11): the scheme and the
  * user of the server's authentication of r, as a plugin noted them
  * (MK_NOTE_AUTH_TYPE, MK_NOTE_REMOTE_USER: the auth plugin's). Without
- * one, no REMOTE_USER, and AUTH_TYPE is the scheme of an Authorization
- * header (what the client sent, unverified), if any.
+ * them the server authenticated nobody, and neither is set: an
+ * Authorization header alone is what the client claims, not verified.
  */
 static void gw_auth_vars(const struct mk_api *api, struct mk_request *r, struct gw_emit *e)
 {
     size_t len;
     const char *user = MK_API_HAS(api, note) ? api->note(r, MK_NOTE_REMOTE_USER, &len) : NULL;
-    if (user) {
-        gw_put(e, "REMOTE_USER", user, len);
-        const char *type = api->note(r, MK_NOTE_AUTH_TYPE, &len);
-        if (type) {
-            gw_put(e, "AUTH_TYPE", type, len);
-            return;
-        }
-    }
-    const char *auth = api->header(r, "Authorization", &len);
-    if (!auth) {
+    if (!user) {
         return;
     }
-    size_t n = 0;
-    while (n < len && auth[n] != ' ') {
-        n++;
+    gw_put(e, "REMOTE_USER", user, len);
+    const char *type = api->note(r, MK_NOTE_AUTH_TYPE, &len);
+    if (type) {
+        gw_put(e, "AUTH_TYPE", type, len);
     }
-    gw_put(e, "AUTH_TYPE", auth, n);
 }
 
 static void gw_request_vars(const struct mk_api *api, struct mk_request *r,
