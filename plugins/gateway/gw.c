@@ -253,24 +253,24 @@ static void gw_request_vars(const struct mk_api *api, struct mk_request *r,
     size_t len;
     const char *v;
 
-    v = s->method ? s->method : api->method(r, &len);
-    gw_put(e, "REQUEST_METHOD", v, s->method ? strlen(v) : len);
-    v = s->uri ? s->uri : api->target(r, &len);
-    gw_put(e, "REQUEST_URI", v, s->uri ? strlen(v) : len);
-    v = s->query ? s->query : api->query(r, &len);
-    gw_put(e, "QUERY_STRING", v ? v : "", v ? (s->query ? strlen(v) : len) : 0);
+    v = api->method(r, &len);
+    gw_put(e, "REQUEST_METHOD", v, len);
+    v = api->target(r, &len);
+    gw_put(e, "REQUEST_URI", v, len);
+    v = api->query(r, &len);
+    gw_put(e, "QUERY_STRING", v ? v : "", v ? len : 0);
     int version = api->version(r);
     gw_puts(e, "SERVER_PROTOCOL",
             version == 20   ? "HTTP/2.0"
             : version == 10 ? "HTTP/1.0"
                             : "HTTP/1.1");
-    if (!s->method && s->content_length) {
+    if (s->content_length) {
         gw_puts(e, "CONTENT_LENGTH", s->content_length);
     }
-    else if (!s->method && (v = api->header(r, "Content-Length", &len))) {
+    else if ((v = api->header(r, "Content-Length", &len))) {
         gw_put(e, "CONTENT_LENGTH", v, len);
     }
-    if (!s->method && (v = api->header(r, "Content-Type", &len))) {
+    if ((v = api->header(r, "Content-Type", &len))) {
         gw_put(e, "CONTENT_TYPE", v, len);
     }
     gw_put(e, "SCRIPT_NAME", s->name, s->name_len);

@@ -28,9 +28,6 @@ struct mk_gw_script {
     size_t path_info_len;
     const char *filename; /* SCRIPT_FILENAME: absolute, NUL terminated */
     const char *docroot;  /* DOCUMENT_ROOT, NUL terminated */
-    /* For a local redirect (RFC 3875 6.2.2), NULL otherwise: the request's
-       own method, target and query are replaced by these (NUL terminated). */
-    const char *method, *uri, *query;
     /* CONTENT_LENGTH when the request's Content-Length does not give it (a
        chunked or HTTP/2 body spooled first), NUL terminated; NULL otherwise. */
     const char *content_length;
