@@ -131,6 +131,24 @@ static const char *mk_api_target(const struct mk_request *r, size_t *len)
     return r->head.target.p ? r->head.target.p : "";
 }
 
+static const char *mk_api_client_method(const struct mk_request *r, size_t *len)
+{
+    if (!(r->flags & MK_REQ_REDIRECTED)) {
+        return mk_api_method(r, len);
+    }
+    *len = r->client_method.len;
+    return r->client_method.p ? r->client_method.p : "";
+}
+
+static const char *mk_api_client_target(const struct mk_request *r, size_t *len)
+{
+    if (!(r->flags & MK_REQ_REDIRECTED)) {
+        return mk_api_target(r, len);
+    }
+    *len = r->client_target.len;
+    return r->client_target.p ? r->client_target.p : "";
+}
+
 static const char *mk_api_query(const struct mk_request *r, size_t *len)
 {
     *len = r->head.query.len;
@@ -148,9 +166,19 @@ static int mk_api_version(const struct mk_request *r)
     return r->head.version ? r->head.version : 10;
 }
 
+/* The fields of a request body, which a request started again by an internal redirect has not. */
+static bool mk_api_body_field(const char *name)
+{
+    return strcasecmp(name, "Content-Length") == 0 || strcasecmp(name, "Transfer-Encoding") == 0 ||
+           strcasecmp(name, "Content-Type") == 0;
+}
+
 static const char *mk_api_header(const struct mk_request *r, const char *name, size_t *len)
 {
     const struct mk_str *v = mk_http_header_get(&r->head, name);
+    if (v && (r->flags & MK_REQ_REDIRECTED) && mk_api_body_field(name)) {
+        v = NULL;
+    }
     if (!v) {
         *len = 0;
         return NULL;
@@ -1005,6 +1033,9 @@ const struct mk_api mk_plugin_api = {
     .thread_serve = mk_api_thread_serve,
     .stream_buffer = mk_response_stream_buffer,
     .stream_commit = mk_response_stream_commit,
+    .internal_redirect = mk_request_redirect,
+    .client_method = mk_api_client_method,
+    .client_target = mk_api_client_target,
 };
 
 /* ---- loading ------------------------------------------------------------- */

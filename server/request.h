@@ -72,6 +72,11 @@ struct mk_piece {
 #define MK_REQ_STREAM_END 0x800u  /* the streaming handler called stream_end */
 #define MK_REQ_IDLE 0x1000u       /* a stream's queue is empty: waiting for its handler */
 #define MK_REQ_PROCEEDING 0x2000u /* inside the stream's proceed callback */
+#define MK_REQ_REDIRECTED 0x4000u /* started again by an internal redirect: a GET without body */
+#define MK_REQ_FALLBACK 0x8000u   /* the path is the site's Fallback (applied once per start) */
+
+/* Internal redirects (api->internal_redirect) one request may take: past it, 500. */
+#define MK_REDIRECTS_MAX 10
 
 /*
  * A line of a response's extra headers (r->extra_headers), so that a
@@ -180,6 +185,16 @@ struct mk_request {
     void *proto_data;
     /* api->note_set(): named values for the logs, newest first (arena) */
     struct mk_note *notes;
+    /* api->internal_redirect(): the new target ("/path?query", arena) and its
+       normalised path, set until the hook's MK_OK starts the request again */
+    char *redirect;
+    size_t redirect_len;
+    char *redirect_path;
+    size_t redirect_path_len;
+    uint8_t redirects; /* internal redirects taken, at most MK_REDIRECTS_MAX */
+    /* the head's method and target as the client sent them, kept by the
+       first internal redirect (api->client_method, client_target) */
+    struct mk_str client_method, client_target;
 };
 
 /* ---- request.c ----------------------------------------------------------- */
@@ -201,6 +216,8 @@ void mk_request_body_ready(struct mk_request *r);
 void mk_request_body_result(struct mk_request *r, int rc);
 void mk_request_error(struct mk_request *r, int status);
 void mk_request_end(struct mk_request *r);
+/* api->internal_redirect (the contract is in mk_plugin.h). */
+int mk_request_redirect(struct mk_request *r, const char *location);
 
 /* ---- response.c: what a response is, whatever the protocol that sends it - */
 
@@ -216,6 +233,8 @@ int mk_response_add_header(struct mk_request *r, const char *name, size_t name_l
 int mk_response_add_known(struct mk_request *r, enum mk_resp_name name, const char *value,
                           size_t value_len);
 void mk_response_error(struct mk_request *r, int status);
+/* Forget the response set up so far (status, type, headers, body): r answers afresh. */
+void mk_response_reset(struct mk_request *r);
 /* Whether r's status forbids a body (1xx, 204, 304). */
 bool mk_response_no_body(const struct mk_request *r);
 /* Streams (api->stream_*): see mk_plugin.h for the contracts. */

@@ -225,6 +225,25 @@ void mk_response_error(struct mk_request *r, int status)
     r->content_length = (uint64_t) n;
 }
 
+void mk_response_reset(struct mk_request *r)
+{
+    mk_response_stream_cancel(r);
+    mk_response_drop_file(r);
+    mk_free(r->owned);
+    r->owned = NULL;
+    r->status = 200;
+    r->flags &= (uint16_t) ~MK_REQ_NO_BODY;
+    r->content_type = NULL;
+    r->content_type_len = 0;
+    r->extra_len = 0;
+    r->body_type = MK_RESP_NONE;
+    r->mem = NULL;
+    r->mem_len = 0;
+    r->file_off = 0;
+    r->body_left = 0;
+    r->content_length = 0;
+}
+
 /* ---- streamed bodies ----------------------------------------------------- */
 
 int mk_response_stream_start(struct mk_request *r, mk_proceed_cb proceed, void *arg)

@@ -138,7 +138,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 5
+#define MK_PLUGIN_ABI_MINOR 6
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -880,10 +880,16 @@ struct mk_api {
         __attribute__((format(printf, 2, 3)));
     /*
      * Answer r with a file of its site as the static file handler does, for
-     * an internal redirect (a CGI local redirect, X-Sendfile): `path` is a
-     * URL path (percent-encoded, starting with '/', no query), decoded and
-     * normalised like a request's and opened beneath the document root by
-     * the site's rules (HideDotFiles, symlinks). The request counts as a GET
+     * a privileged internal redirect (a FastCGI backend's X-Sendfile or
+     * X-Accel-Redirect): `path` is a URL path (percent-encoded, starting
+     * with '/', no query), decoded and normalised like a request's and
+     * opened beneath the document root by the site's rules (HideDotFiles,
+     * symlinks). No request hook, route or content hook runs for it: the
+     * access rules and authentication of that path are not checked, since
+     * the calling plugin vouches for the file (a backend sending a file the
+     * client may not ask for is what X-Sendfile is for). For a redirect
+     * the client's request could not make by itself, use internal_redirect()
+     * instead. The request counts as a GET
      * (a HEAD stays a HEAD) of that path: Content-Type by the file's
      * extension, ETag and Last-Modified, conditional and range requests,
      * an index file for a directory path ending in '/'. MK_OK (the response
@@ -928,6 +934,45 @@ struct mk_api {
      */
     void *(*stream_buffer)(struct mk_request *r, size_t len);
     int (*stream_commit)(struct mk_request *r, size_t n);
+
+    /* ---- added in ABI 3.6 (check with MK_API_HAS) ---- */
+
+    /*
+     * An internal redirect (a CGI script's local redirect, RFC 3875 6.2.2):
+     * r is answered as the server would answer a GET (a HEAD stays a HEAD)
+     * of `location`, a URL path with an optional query ("/a/b?x=1",
+     * percent-encoded; a "#fragment" is dropped). Once the hook returns
+     * MK_OK (at once, or from its continuation), the request starts again
+     * for it through the whole pipeline, as a request from the client:
+     * HideDotFiles, the request hooks (so access rules and authentication
+     * check the new path), the site's routes and Fallback, the content hooks
+     * and the static files. For the new start:
+     *   - method() is "GET" (or "HEAD"), target() the location, query() and
+     *     path() its query and decoded, normalised path (client_method()
+     *     and client_target() still give what the client sent);
+     *   - the request has no body: header() finds no Content-Length,
+     *     Transfer-Encoding nor Content-Type, and a handler that asks for
+     *     the body (MK_AGAIN, body_stream()) gets an empty one at once;
+     *   - what was set up of the response (status, headers, body) is
+     *     dropped, the context slots are emptied (their cleanups run);
+     *     notes stay.
+     * Returns MK_OK (return MK_OK from the hook), MK_ERR for a location that
+     * is not such a path (characters a request target may not hold, "//",
+     * ".." above the root) or when r streams its body or response or took
+     * over its connection (answer 502 or 500), 500 past 10 internal
+     * redirects of one request (a loop; logged), 503 when memory is short.
+     * From a content hook, a route's handler or their continuation, on the
+     * request's worker.
+     */
+    int (*internal_redirect)(struct mk_request *r, const char *location);
+    /*
+     * The method and the target as the client sent them: what method() and
+     * target() return, except after internal_redirect(), which changes
+     * those (the access log's request line, %r, shows these). Not NUL
+     * terminated; "" with *len 0 when no method could be read.
+     */
+    const char *(*client_method)(const struct mk_request *r, size_t *len);
+    const char *(*client_target)(const struct mk_request *r, size_t *len);
 };
 
 /* The longest line of api->error_log(), without the newline. */

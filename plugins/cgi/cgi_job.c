@@ -847,11 +847,10 @@ static bool cgi_has_body(struct mk_request *r)
 /*
  * Start the script of t for r. `j`: the job that spooled r's body (its
  * CONTENT_LENGTH known now), or NULL (the body, if any, streams to the
- * script as it arrives, unless no_body). As cgi_job_start returns.
+ * script as it arrives). As cgi_job_start returns.
  */
 static int cgi_job_launch(struct mk_request *r, const struct cgi_target *t,
-                          const struct cgi_conf *conf, struct cgi_self *self, struct cgi_job *j,
-                          bool no_body)
+                          const struct cgi_conf *conf, struct cgi_self *self, struct cgi_job *j)
 {
     if (atomic_fetch_add_explicit(&self->running, 1, memory_order_relaxed) >= conf->max_scripts) {
         atomic_fetch_sub_explicit(&self->running, 1, memory_order_relaxed);
@@ -881,7 +880,7 @@ static int cgi_job_launch(struct mk_request *r, const struct cgi_target *t,
         cgi_spool_feed(j);
         return cgi_body_end(j, r);
     }
-    if (!no_body && cgi_has_body(r)) {
+    if (cgi_has_body(r)) {
         if (cgi_api->body_stream(r, CGI_WINDOW, cgi_body_cb, j) != MK_OK) {
             cgi_request_over(j);
             return 500;
@@ -916,14 +915,14 @@ static int cgi_spool_cb(struct mk_request *r, int event, const char *data, size_
              (unsigned long long) j->spool.size);
     j->target.gw.content_length = j->content_length;
     j->r = NULL;
-    return cgi_job_launch(r, &j->target, j->conf, j->self, j, false);
+    return cgi_job_launch(r, &j->target, j->conf, j->self, j);
 }
 
 int cgi_job_start(struct mk_request *r, const struct cgi_target *t, const struct cgi_conf *conf,
-                  struct cgi_self *self, bool no_body)
+                  struct cgi_self *self)
 {
-    if (no_body || !mk_gw_body_unsized(cgi_api, r)) {
-        return cgi_job_launch(r, t, conf, self, NULL, no_body);
+    if (!mk_gw_body_unsized(cgi_api, r)) {
+        return cgi_job_launch(r, t, conf, self, NULL);
     }
     /* Chunked, or HTTP/2 without content-length: CGI wants CONTENT_LENGTH,
        so the body is kept whole first (as nginx does), then the script runs. */

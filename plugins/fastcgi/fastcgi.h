@@ -95,10 +95,11 @@ extern const struct mk_conf_schema fcgi_schema;
  * A connection to a backend of the site for req, chosen round-robin among
  * the backends not marked down: MK_OK (*out set: an idle pooled
  * connection, or a new one being connected), MK_AGAIN (every usable
- * backend is at MaxConnections on this worker: req was queued and
+ * backend is at MaxConnections on this worker: req was queued, and
  * fcgi_req_connected() will be called with a connection, or with NULL
- * after QueueTimeout), or 502 (no backend is up). Each backend it tries
- * gets its bit in *tried (bit N: self->backends[N]).
+ * when the backend refused the one made for it; the queue's timer
+ * (QueueTimeout) is req's), or 502 (no backend is up). Each backend it
+ * tries gets its bit in *tried (bit N: self->backends[N]).
  */
 int fcgi_pool_acquire(struct fcgi_req *req, const struct fcgi_site *site, uint64_t *tried,
                       struct fcgi_conn **out);
@@ -143,7 +144,12 @@ void fcgi_conn_connected(struct fcgi_conn *c);
 /* The content stage of a request for script s of site: as a content hook returns. */
 int fcgi_req_start(struct mk_request *r, const struct fcgi_site *site,
                    const struct mk_gw_script *s);
-/* A queued request got a connection (NULL: QueueTimeout passed). */
+/*
+ * A queued request got a connection, or NULL: the one made for it was
+ * refused (its backend then marked down) or could not be made; it then
+ * moves to the next backend of its site that can take it now (each
+ * backend once per request), or gets 502.
+ */
 void fcgi_req_connected(struct fcgi_req *req, struct fcgi_conn *c);
 /* Events of the request's connection. */
 void fcgi_req_io(struct fcgi_req *req, uint32_t ready);
@@ -153,6 +159,8 @@ void fcgi_req_worker_exit(void);
 struct fcgi_req **fcgi_req_queue_next(struct fcgi_req *req);
 unsigned fcgi_req_slot(const struct fcgi_req *req);
 void fcgi_req_set_slot(struct fcgi_req *req, unsigned slot);
+/* The site of a request (its backends and settings). */
+const struct fcgi_site *fcgi_req_site(const struct fcgi_req *req);
 
 struct fcgi_self *fcgi_self(void);
 

@@ -319,6 +319,34 @@ static struct fcgi_req *fcgi_dequeue(unsigned slot)
     return req;
 }
 
+/*
+ * A connection to backend `slot` was closed: the first request waiting for
+ * one gets a new connection in its place. When the backend refuses it at
+ * once, it is marked down, and every request waiting for it moves on to
+ * the next backend of its site (fcgi_req_connected with NULL: each backend
+ * once per request) instead of failing or waiting for its QueueTimeout.
+ */
+static void fcgi_pool_replace(unsigned slot)
+{
+    struct fcgi_req *next = fcgi_dequeue(slot);
+    if (!next) {
+        return;
+    }
+    struct fcgi_conn *nc = fcgi_connect(slot);
+    if (nc) {
+        fcgi_req_connected(next, nc);
+        return;
+    }
+    if (errno == ENOMEM || errno == EMFILE || errno == ENFILE) {
+        fcgi_req_connected(next, NULL); /* the server is short, not the backend */
+        return;
+    }
+    fcgi_backend_down(slot, fcgi_req_site(next)->conf->down_ms, strerror(errno));
+    do {
+        fcgi_req_connected(next, NULL);
+    } while ((next = fcgi_dequeue(slot)));
+}
+
 void fcgi_pool_release(struct fcgi_conn *c, bool keep)
 {
     unsigned slot = c->slot;
@@ -326,11 +354,7 @@ void fcgi_pool_release(struct fcgi_conn *c, bool keep)
     c->req = NULL;
     if (!keep) {
         fcgi_conn_close(c);
-        struct fcgi_req *next = fcgi_dequeue(slot);
-        if (next) {
-            struct fcgi_conn *nc = fcgi_connect(slot);
-            fcgi_req_connected(next, nc);
-        }
+        fcgi_pool_replace(slot);
         return;
     }
     struct fcgi_req *next = fcgi_dequeue(slot);

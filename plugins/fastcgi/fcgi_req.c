@@ -121,6 +121,11 @@ unsigned fcgi_req_slot(const struct fcgi_req *req)
     return req->slot;
 }
 
+const struct fcgi_site *fcgi_req_site(const struct fcgi_req *req)
+{
+    return req->site;
+}
+
 static void fcgi_want(struct fcgi_req *req)
 {
     if (!req->conn) {
@@ -591,6 +596,14 @@ static int fcgi_resumed(struct mk_request *r, void *arg)
     if (!r) {
         fcgi_over(req);
         return MK_OK;
+    }
+    if (!req->conn && !req->fail && !req->head_ready &&
+        fcgi_pool_next(req->site, &req->tried, &req->conn) != MK_OK) {
+        /* queued, and its backend could not take it: nor can any other now */
+        fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: no backend is up",
+                      (int) req->script.name_len, req->script.name);
+        atomic_fetch_add_explicit(&req->self->bad_gateway, 1, memory_order_relaxed);
+        req->fail = 502;
     }
     if (req->fail || req->head_ready) {
         return fcgi_respond(req, r);
@@ -1070,7 +1083,7 @@ void fcgi_req_connected(struct fcgi_req *req, struct fcgi_conn *c)
         req->timer = NULL;
     }
     if (!c) {
-        req->fail = 502;
+        req->tried |= UINT64_C(1) << req->slot; /* the continuation moves on (fcgi_resumed) */
     }
     req->conn = c;
     req->state = FR_RESUMING;

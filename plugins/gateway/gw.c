@@ -230,30 +230,21 @@ static void gw_addresses(const struct mk_api *api, struct mk_request *r, struct 
  * AUTH_TYPE and REMOTE_USER (RFC 3875 4.1.1, 4.1.11): the scheme and the
  * user of the server's authentication of r, as a plugin noted them
  * (MK_NOTE_AUTH_TYPE, MK_NOTE_REMOTE_USER: the auth plugin's). Without
- * one, no REMOTE_USER, and AUTH_TYPE is the scheme of an Authorization
- * header (what the client sent, unverified), if any.
+ * them the server authenticated nobody, and neither is set: an
+ * Authorization header alone is what the client claims, not verified.
  */
 static void gw_auth_vars(const struct mk_api *api, struct mk_request *r, struct gw_emit *e)
 {
     size_t len;
     const char *user = MK_API_HAS(api, note) ? api->note(r, MK_NOTE_REMOTE_USER, &len) : NULL;
-    if (user) {
-        gw_put(e, "REMOTE_USER", user, len);
-        const char *type = api->note(r, MK_NOTE_AUTH_TYPE, &len);
-        if (type) {
-            gw_put(e, "AUTH_TYPE", type, len);
-            return;
-        }
-    }
-    const char *auth = api->header(r, "Authorization", &len);
-    if (!auth) {
+    if (!user) {
         return;
     }
-    size_t n = 0;
-    while (n < len && auth[n] != ' ') {
-        n++;
+    gw_put(e, "REMOTE_USER", user, len);
+    const char *type = api->note(r, MK_NOTE_AUTH_TYPE, &len);
+    if (type) {
+        gw_put(e, "AUTH_TYPE", type, len);
     }
-    gw_put(e, "AUTH_TYPE", auth, n);
 }
 
 static void gw_request_vars(const struct mk_api *api, struct mk_request *r,
@@ -262,24 +253,24 @@ static void gw_request_vars(const struct mk_api *api, struct mk_request *r,
     size_t len;
     const char *v;
 
-    v = s->method ? s->method : api->method(r, &len);
-    gw_put(e, "REQUEST_METHOD", v, s->method ? strlen(v) : len);
-    v = s->uri ? s->uri : api->target(r, &len);
-    gw_put(e, "REQUEST_URI", v, s->uri ? strlen(v) : len);
-    v = s->query ? s->query : api->query(r, &len);
-    gw_put(e, "QUERY_STRING", v ? v : "", v ? (s->query ? strlen(v) : len) : 0);
+    v = api->method(r, &len);
+    gw_put(e, "REQUEST_METHOD", v, len);
+    v = api->target(r, &len);
+    gw_put(e, "REQUEST_URI", v, len);
+    v = api->query(r, &len);
+    gw_put(e, "QUERY_STRING", v ? v : "", v ? len : 0);
     int version = api->version(r);
     gw_puts(e, "SERVER_PROTOCOL",
             version == 20   ? "HTTP/2.0"
             : version == 10 ? "HTTP/1.0"
                             : "HTTP/1.1");
-    if (!s->method && s->content_length) {
+    if (s->content_length) {
         gw_puts(e, "CONTENT_LENGTH", s->content_length);
     }
-    else if (!s->method && (v = api->header(r, "Content-Length", &len))) {
+    else if ((v = api->header(r, "Content-Length", &len))) {
         gw_put(e, "CONTENT_LENGTH", v, len);
     }
-    if (!s->method && (v = api->header(r, "Content-Type", &len))) {
+    if ((v = api->header(r, "Content-Type", &len))) {
         gw_put(e, "CONTENT_TYPE", v, len);
     }
     gw_put(e, "SCRIPT_NAME", s->name, s->name_len);

@@ -28,9 +28,6 @@ struct mk_gw_script {
     size_t path_info_len;
     const char *filename; /* SCRIPT_FILENAME: absolute, NUL terminated */
     const char *docroot;  /* DOCUMENT_ROOT, NUL terminated */
-    /* For a local redirect (RFC 3875 6.2.2), NULL otherwise: the request's
-       own method, target and query are replaced by these (NUL terminated). */
-    const char *method, *uri, *query;
     /* CONTENT_LENGTH when the request's Content-Length does not give it (a
        chunked or HTTP/2 body spooled first), NUL terminated; NULL otherwise. */
     const char *content_length;
@@ -51,7 +48,8 @@ typedef int (*mk_gw_param_cb)(void *arg, const char *name, size_t name_len, cons
  * REMOTE_USER, REQUEST_METHOD, SCRIPT_NAME, SERVER_NAME, SERVER_PORT,
  * SERVER_PROTOCOL, SERVER_SOFTWARE; REMOTE_USER and AUTH_TYPE from the
  * notes of the server's authentication, MK_NOTE_REMOTE_USER and
- * MK_NOTE_AUTH_TYPE, else AUTH_TYPE from an Authorization header), the
+ * MK_NOTE_AUTH_TYPE, and neither without them, whatever Authorization
+ * header the client sent), the
  * usual additions (DOCUMENT_ROOT, SCRIPT_FILENAME, REQUEST_URI,
  * SERVER_ADDR, REQUEST_SCHEME, HTTPS under TLS, REDIRECT_STATUS for
  * php-cgi) and one HTTP_<NAME> per request header (repeated headers joined

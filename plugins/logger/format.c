@@ -467,12 +467,16 @@ static void logger_put_protocol(struct logger_out *o, const struct mk_request *r
     logger_put(o, v == 20 ? "HTTP/2.0" : v == 11 ? "HTTP/1.1" : "HTTP/1.0", 8);
 }
 
-/* %r: METHOD TARGET PROTOCOL as received; "-" when no method was read. */
+/*
+ * %r: METHOD TARGET PROTOCOL as received (the client's, also after an
+ * internal redirect); "-" when no method was read.
+ */
 static void logger_put_request(struct logger_out *o, const struct mk_request *r)
 {
     size_t mlen, tlen;
-    const char *m = logger_api->method(r, &mlen);
-    const char *t = logger_api->target(r, &tlen);
+    bool client = MK_API_HAS(logger_api, client_target);
+    const char *m = client ? logger_api->client_method(r, &mlen) : logger_api->method(r, &mlen);
+    const char *t = client ? logger_api->client_target(r, &tlen) : logger_api->target(r, &tlen);
 
     if (mlen == 0) {
         logger_put_char(o, '-');

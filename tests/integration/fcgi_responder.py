@@ -19,6 +19,10 @@ mode=MODE:
     version       a STDOUT record of FastCGI version 2
     other-id      STDOUT and END_REQUEST for another request id
     bad-end       an END_REQUEST of 4 bytes instead of 8
+    hold          the usual answer, once the file named by until=PATH exists
+    die           no answer: once the file named by until=PATH exists, the
+                  responder stops listening (a connect is refused at once),
+                  then exits, which closes its connections
 
 After a mode that breaks the protocol the responder sends nothing more on
 the connection and waits for the server to close it.
@@ -38,6 +42,7 @@ import os
 import socket
 import struct
 import threading
+import time
 from urllib.parse import parse_qs
 
 BEGIN, END, PARAMS, STDIN, STDOUT = 1, 3, 4, 5, 6
@@ -139,6 +144,13 @@ def serve(conn, number, name, race, listener=None):
                 stdin_done = rec[2] == b""
         query = parse_qs(params_of(params).get("QUERY_STRING", ""))
         mode = query.get("mode", [""])[0]
+        if mode in ("hold", "die"):
+            until = query.get("until", [""])[0]
+            while not os.path.exists(until):
+                time.sleep(0.02)
+        if mode == "die":
+            LISTENER.shutdown(socket.SHUT_RDWR)
+            os._exit(0)
         conn.sendall(answer(mode, rid, name, number, count, body))
         if listener:
             listener.close()
@@ -164,14 +176,18 @@ def listen(address):
     return srv
 
 
+LISTENER = None
+
+
 def main():
+    global LISTENER
     ap = argparse.ArgumentParser()
     ap.add_argument("address")
     ap.add_argument("--name", default="")
     ap.add_argument("--race", action="store_true")
     ap.add_argument("--last", action="store_true")
     args = ap.parse_args()
-    srv = listen(args.address)
+    srv = LISTENER = listen(args.address)
     if args.last:
         conn, _ = srv.accept()
         serve(conn, 1, args.name, False, srv)

@@ -9,6 +9,7 @@ or ports and stopped by their PIDs."""
 
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -170,6 +171,50 @@ def test_kept_connection_to_a_stopped_backend_moves_to_the_next(make_server, res
     assert st["backend0_up"] == 0 and st["backend0_failures"] == 1
     assert st["bad_gateway"] == 0 and st["backend1_requests"] == 4
     assert "a.sock" in srv.stderr_text()
+
+
+def test_queued_request_moves_on_when_its_backend_dies(make_server, responders, tmp_path):
+    # MaxConnections 1: A and B each hold a request, so a third one waits in
+    # A's queue. B answers (its connection is idle again), then A stops
+    # listening and exits: its request gets 502, and the queued one, handed
+    # a new connection to A that is refused at once, goes on to B (each
+    # backend once per request) instead of a 502 of its own
+    responders(tmp_path / "a.sock", "A")
+    responders(tmp_path / "b.sock", "B")
+    srv = backends_server(make_server, [f"unix:{tmp_path}/a.sock", f"unix:{tmp_path}/b.sock"],
+                          conf="    MaxConnections 1\n    QueueTimeout 60\n    DownTime 30\n")
+    srv.start()
+    die, go = tmp_path / "die", tmp_path / "go"
+    results = {}
+
+    def ask(key, path, body=b""):
+        c = CgiConn(srv.port, timeout=60)
+        try:
+            results[key] = c.request("POST" if body else "GET", path, body=body)
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=ask, args=("a", f"/env.php?mode=die&until={die}"))]
+    threads[0].start()
+    assert wait_for(lambda: status_doc(srv)["backend0_active"] == 1)
+    threads.append(threading.Thread(target=ask, args=("b", f"/env.php?mode=hold&until={go}")))
+    threads[1].start()
+    assert wait_for(lambda: status_doc(srv)["backend1_active"] == 1)
+    threads.append(threading.Thread(target=ask, args=("q", "/form.php", b"queued")))
+    threads[2].start()
+    assert wait_for(lambda: status_doc(srv)["backend0_queued"] == 1)
+    go.touch()
+    threads[1].join(30 * SLOW)
+    assert results["b"].status == 200 and results["b"].body.startswith(b"B ")
+    die.touch()
+    for t in threads:
+        t.join(30 * SLOW)
+    assert results["a"].status == 502
+    assert results["q"].status == 200, results["q"]
+    assert results["q"].body == b"B conn 1 req 2 stdin=queued"
+    st = status_doc(srv)
+    assert st["backend0_up"] == 0 and st["backend0_queued"] == 0
+    assert st["bad_gateway"] == 1 and st["backend1_requests"] == 2
 
 
 def test_every_backend_stopped_behind_kept_connections_is_502(make_server, responders,

@@ -29,6 +29,8 @@ CGI = {
     "big.cgi": '#!/bin/sh\nprintf "Content-Type: application/octet-stream\\r\\n\\r\\n"\n'
                'head -c $((QUERY_STRING * 1048576)) /dev/zero | tr "\\0" c\n',
     "bad.cgi": '#!/bin/sh\necho "not a header"\necho\n',
+    # reads its body, then a local redirect
+    "redir.cgi": '#!/bin/sh\ncat >/dev/null\necho "Location: /post.cgi"\necho\n',
 }
 
 
@@ -110,6 +112,23 @@ def test_post_body(gw):
     a = c.request("/post.cgi", method="POST")
     c.wait([a])
     assert c.streams[a]["data"].decode().split() == [hashlib.sha256(b"").hexdigest(), "0"]
+    c.close()
+
+
+def test_local_redirect_is_a_get_without_the_body(gw):
+    # the redirected request is a GET of /post.cgi on the same stream: the
+    # body went to the first script, the second gets none
+    body = os.urandom(100000)
+    empty = hashlib.sha256(b"").hexdigest()
+    c = gw.h2()
+    a = c.request("/redir.cgi", method="POST", body=body,
+                  headers=[("content-length", str(len(body)))])
+    b = c.request("/redir.cgi", method="POST", body=body)
+    c.wait([a, b])
+    for s in (a, b):
+        assert c.streams[s]["headers"][":status"] == "200"
+        assert c.streams[s]["data"].decode().split() == [empty]
+    assert c.get("/env.php")["headers"][":status"] == "200"
     c.close()
 
 
