@@ -16,10 +16,11 @@
 #   make format     clang-format every C file; make format-check only checks
 #   make install    install (PREFIX, default /usr/local, and DESTDIR honoured;
 #                   docs/packaging.md); make uninstall removes those files
-#   make deb        the Debian packages monkey and monkey-dev (debian/) into
-#                   build-deb/; make deb-test builds them and checks them
-#                   (lintian, contents, the extracted server runs; not part
-#                   of make test)
+#   make deb        the Debian packages monkey, monkey-dev, monkey-duda and
+#                   monkey-duda-dev (debian/) into build-deb/; make deb-test
+#                   builds them and checks them (lintian, contents, the
+#                   extracted server runs, the extracted duda helper builds
+#                   and serves services; not part of make test)
 #   make cross ARCH=aarch64|armhf   a cross build with Debian's cross
 #                   compiler into build-cross-ARCH/; make cross-test ARCH=...
 #                   runs its unit and integration tests under qemu-user-static

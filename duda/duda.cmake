@@ -4,6 +4,7 @@
 #
 #   build/plugins/monkey-duda.so   the plugin (Load it in plugins.load)
 #   build/bin/duda                 the helper, for services built against this tree
+#                                  (installed with its manual page, man/duda.1)
 #   include/duda/duda.h            the services' header (installed with the helper)
 #   build/duda-packages/NAME.dpkg  the packages (duda/packages/), PackagesRoot of `duda -w`
 #   build/duda-packages/include/duda/packages/NAME.h   their headers, for services
@@ -112,3 +113,4 @@ set(DUDA_PACKAGES_INCLUDE ${CMAKE_INSTALL_FULL_INCLUDEDIR})
 set(DUDA_CFLAGS "")
 configure_file(tools/duda.in ${CMAKE_BINARY_DIR}/install-bin/duda @ONLY)
 install(PROGRAMS ${CMAKE_BINARY_DIR}/install-bin/duda DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(FILES man/duda.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)

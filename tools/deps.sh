@@ -21,7 +21,8 @@
 #   tools/deps.sh bench      + the peers and load tools of bench/ (node's ws and
 #                            better-sqlite3 with npm)
 #   tools/deps.sh deb        + debhelper, dpkg-dev, lintian and fakeroot for
-#                            make deb and make deb-test
+#                            make deb and make deb-test, and the libraries of
+#                            debian/control's Build-Depends
 #   tools/deps.sh cross ARCH + for make cross and make cross-test (ARCH aarch64
 #                            or armhf): the cross compiler, qemu-user-static,
 #                            and through multiarch (dpkg --add-architecture)
@@ -146,6 +147,14 @@ if [ "$stage" = deb ]; then
     # make deb, make deb-test (docs/packaging.md): what debian/control's
     # Build-Depends name, and the tools that build and check the packages.
     need make build-essential
+    need /usr/include/openssl/ssl.h libssl-dev
+    need openssl openssl
+    need /usr/include/nghttp2/nghttp2.h libnghttp2-dev
+    need /usr/include/cjson/cJSON.h libcjson-dev
+    need /usr/include/sqlite3.h libsqlite3-dev
+    need /usr/include/zlib.h zlib1g-dev
+    need /usr/include/hiredis/async.h libhiredis-dev
+    need /usr/include/libmemcached-1.0/memcached.h libmemcached-dev
     need dh debhelper
     need dpkg-buildpackage dpkg-dev
     need lintian lintian

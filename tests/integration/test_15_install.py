@@ -73,6 +73,11 @@ def test_install_layout(installed):
         f"{prefix}/share/man/man8/monkey-ctl.8", f"{prefix}/share/man/man1/monkey-passwd.1",
         f"{prefix}/lib/systemd/system/monkey.service",
     ]
+    # Duda (MK_DUDA, on by default): the plugin, the helper with its page, the headers.
+    if cache("MK_DUDA").upper() in ("ON", "1", "TRUE", "YES"):
+        expect += [f"{plugindir}/monkey-duda.so", f"{prefix}/bin/duda",
+                   f"{prefix}/share/man/man1/duda.1", f"{prefix}/include/duda/duda.h",
+                   f"{prefix}/include/duda/duda_package.h"]
     missing = [p for p in expect if not inside(installed, p).exists()]
     assert not missing
     assert inside(installed, gnu_dir("LOCALSTATEDIR", "var") + "/log/monkey").is_dir()
@@ -190,6 +195,35 @@ def test_man_page_options_match_help(prog, page, helparg):
     opts_section = roff.split(".SH OPTIONS", 1)[1].split("\n.SH ", 1)[0]
     man_opts = {o for item in opts_section.split(".TP\n")[1:] for o in options(item.split("\n")[0])}
     assert help_opts and help_opts == man_opts
+
+
+def test_duda_man_page_matches_usage():
+    """duda(1)'s SYNOPSIS lists the helper's usage lines: the same commands and options."""
+    tool = BUILD / "bin" / "duda"
+    if not tool.exists():
+        pytest.skip("the build has no Duda (MK_DUDA=OFF)")
+    p = subprocess.run([str(tool), "-h"], capture_output=True, text=True, timeout=10 * SLOW)
+    assert p.returncode == 2
+    # "  duda build DIR [-o OUT]     build DIR/*.c into OUT/NAME.duda": the synopsis, then
+    # what it does.
+    usage = [line.strip() for line in p.stderr.splitlines() if line.strip()]
+    roff = (ROOT / "man/duda.1").read_text()
+    synopsis = roff.split(".SH SYNOPSIS\n", 1)[1].split("\n.SH ", 1)[0]
+    lines = []
+    for item in synopsis.split("\n.br\n"):
+        words = []
+        for req in item.splitlines():
+            req = req.replace("\\-", "-")
+            if req.startswith(".RB [ "):  # .RB [ -o  then .IR OUT ]  or  .RB [ -r ]
+                opt = req[len(".RB [ "):]
+                words.append("[" + opt.rstrip(" ]") + ("]" if opt.endswith("]") else ""))
+            elif req.startswith(".IR "):
+                words.append(req[len(".IR "):].replace(" ]", "]"))
+            else:
+                words.append(req.split(" ", 1)[1])
+        lines.append(" ".join(words))
+    assert usage and len(lines) == len(usage)
+    assert all(u.startswith(m + " ") for m, u in zip(lines, usage)), (lines, usage)
 
 
 def test_systemd_analyze_verify(installed):
