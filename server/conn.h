@@ -59,6 +59,9 @@ enum mk_timer_kind {
 #define MK_CONN_CLOSE 0x02u   /* close once the current response is sent */
 #define MK_CONN_STARTED 0x04u /* accept hooks ran: close hooks will run */
 #define MK_CONN_H2C 0x08u     /* its listener allows cleartext HTTP/2 (Listen ... h2c) */
+/* In WRITE, a streamed response waits for its handler (h1.c): an event can
+   only be input or a hang-up, and a hang-up closes the connection (conn.c). */
+#define MK_CONN_HANDLER_WAIT 0x10u
 
 struct mk_conn {
     struct mk_event ev; /* first: the event loop hands back this pointer */
