@@ -102,6 +102,12 @@ struct mk_conn {
 void mk_conn_timer_set(struct mk_conn *c, enum mk_timer_kind kind);
 /* Arm the connection's MK_TIMER_IDLE for `ms` milliseconds. */
 void mk_conn_timer_idle(struct mk_conn *c, uint32_t ms);
+/*
+ * Arm the connection's timer as `kind` for `ms` milliseconds rather than
+ * the configured duration of the kind (HTTP/2: the next deadline of its
+ * streams). Each distinct `ms` is a timer queue of the worker: use few.
+ */
+void mk_conn_timer_arm(struct mk_conn *c, enum mk_timer_kind kind, uint32_t ms);
 
 /* conn.c: the connection's life, whatever its protocol */
 void mk_conn_start(struct mk_conn *c);

@@ -242,7 +242,10 @@ def test_curl_upload_and_logger_writes_http2(make_server):
 # ---- flow control and defences -------------------------------------------------
 
 
-def test_zero_window_client_is_closed_by_send_timeout(make_server):
+def test_zero_window_client_gets_its_stream_cancelled_by_send_timeout(make_server):
+    # A stream whose window stays shut is reset (CANCEL) at SendTimeout, the
+    # connection is kept; one whose connection window stays shut is closed
+    # (test_18_h2_timeouts.py has both, with busy siblings).
     srv = h2c_server(make_server, SendTimeout="1")
     srv.file("big.bin", os.urandom(MIB))
     srv.start()
@@ -253,9 +256,10 @@ def test_zero_window_client_is_closed_by_send_timeout(make_server):
     other = H2Client(srv.port)
     assert len(other.get("/big.bin")["data"]) == MIB
     other.close()
-    stalled.read_until_closed()
-    assert stalled.closed
+    stalled.wait([sid])
+    assert stalled.streams[sid]["reset"] == 0x8  # CANCEL
     assert stalled.streams[sid]["data"] == b""
+    assert stalled.goaway is None
     stalled.close()
 
 
