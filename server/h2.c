@@ -83,6 +83,7 @@
 #define MK_H2_CLOSED_IDS 64
 #define MK_H2_INLINE_FILE 8192 /* a file body up to this size is read into the queue */
 #define MK_H2_TRIM_MS 250      /* idle this long, a connection gives memory back */
+#define MK_H2_DRAIN_MS 1000    /* at most this long from the shutdown notice to the GOAWAY */
 
 enum mk_h2_body {
     MK_H2_BODY_KEEP = 0, /* nobody asked yet: keep it (the stream window bounds it) */
@@ -169,6 +170,8 @@ struct mk_h2 {
     bool busy;                      /* inside nghttp2 (recv or send): no session_send now */
     bool flush_wanted;              /* a write was asked for while busy */
     bool going_away;                /* GOAWAY submitted */
+    bool draining;                  /* the shutdown notice went out, the final GOAWAY not yet */
+    uint64_t drain_at;              /* worker ms: when the shutdown notice was submitted */
     bool calm;                      /* the peer abused a limit: GOAWAY ENHANCE_YOUR_CALM */
     bool progress;                  /* bytes moved in the current event */
     bool trimmed;                   /* idle memory given back since the last activity */
@@ -198,6 +201,10 @@ struct mk_h2 {
 
 static void mk_h2_flush(struct mk_conn *c);
 static void mk_h2_after(struct mk_conn *c);
+static void mk_h2_drain_end(struct mk_conn *c);
+
+/* The opaque data of the PING that follows the shutdown notice. */
+static const uint8_t mk_h2_drain_ping[8] = {'m', 'k', '-', 'd', 'r', 'a', 'i', 'n'};
 static void mk_h2_body_deliver(struct mk_conn *c, struct mk_h2_stream *s);
 
 /* ---- streams ------------------------------------------------------------- */
@@ -1104,6 +1111,13 @@ static int mk_h2_frame_recv_cb(nghttp2_session *ng, const nghttp2_frame *frame, 
         mk_h2_request_start(c, s, true);
         return 0;
     }
+    if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK) && c->h2->draining &&
+        memcmp(frame->ping.opaque_data, mk_h2_drain_ping, 8) == 0) {
+        /* a round trip since the shutdown notice: whatever the client sent
+           before it saw the notice has arrived */
+        mk_h2_drain_end(c);
+        return 0;
+    }
     s = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
     if (s && frame->hd.type == NGHTTP2_RST_STREAM) {
         s->peer_reset = true;
@@ -1664,8 +1678,9 @@ static void mk_h2_after(struct mk_conn *c)
     if (!mk_h2_out_stalled(h)) {
         h->out_since = w->now_ms;
     }
-    if (h->seg_n || h->n_open || h->preface_left) {
-        /* streams wait (for the client, a plugin or their turn), or the preface does */
+    if (h->seg_n || h->n_open || h->preface_left || h->draining) {
+        /* streams wait (for the client, a plugin or their turn), or the preface does,
+           or the final GOAWAY */
         if (c->timer != MK_TIMER_READ) {
             mk_h2_timer_check(c, mk_h2_check_ms(w->cfg));
         }
@@ -2059,7 +2074,13 @@ static void mk_h2_expire(struct mk_conn *c)
         }
         return;
     }
-    if (reading) {
+    if (h->draining && now - h->drain_at >= MK_H2_DRAIN_MS) {
+        mk_h2_drain_end(c); /* the PING was not answered in time */
+    }
+    else if (h->draining) {
+        next = h->drain_at + MK_H2_DRAIN_MS;
+    }
+    if (reading && h->read_at + cfg->timeout_ms < next) {
         next = h->read_at + cfg->timeout_ms;
     }
     if (stalled && h->out_since + cfg->send_timeout_ms < next) {
@@ -2083,17 +2104,49 @@ static void mk_h2_expire(struct mk_conn *c)
 }
 
 /*
- * The server stops, or its configuration was reloaded: GOAWAY; the streams
- * in flight finish, then the connection closes (new streams go to a new
- * connection, which takes the configuration in force).
+ * The final GOAWAY of a graceful shutdown, with the last stream taken:
+ * streams up to it finish, later ones the client retries elsewhere.
+ */
+static void mk_h2_drain_end(struct mk_conn *c)
+{
+    c->h2->draining = false;
+    mk_h2_goaway(c, NGHTTP2_NO_ERROR);
+}
+
+/*
+ * The server stops, or its configuration was reloaded: a graceful shutdown
+ * in two steps (RFC 9113 section 6.8). First the shutdown notice, a GOAWAY
+ * with the last stream id 2^31-1 (nghttp2_submit_shutdown_notice), and a
+ * PING; new streams are still taken meanwhile. When the PING's ACK comes,
+ * a round trip later, every request the client sent before it saw the
+ * notice has arrived: then the final GOAWAY names the last stream taken
+ * (mk_h2_drain_end; also after MK_H2_DRAIN_MS if no ACK comes, as h2o
+ * does). A single GOAWAY would refuse the requests already on their way.
+ * The streams taken finish, then the connection closes; the client opens a
+ * new one, which gets the configuration in force.
  */
 static void mk_h2_go_away(struct mk_conn *c)
 {
-    if (!c->h2) {
+    struct mk_h2 *h = c->h2;
+    uint64_t now = c->worker->now_ms;
+
+    if (!h) {
         mk_conn_close(c);
         return;
     }
-    mk_h2_goaway(c, NGHTTP2_NO_ERROR);
+    if (!h->going_away && !h->draining) {
+        if (nghttp2_submit_shutdown_notice(h->ng) == 0 &&
+            nghttp2_submit_ping(h->ng, NGHTTP2_FLAG_NONE, mk_h2_drain_ping) == 0) {
+            h->draining = true;
+            h->drain_at = now;
+            if (c->timer != MK_TIMER_READ || c->expiry.deadline > now + MK_H2_DRAIN_MS) {
+                mk_h2_timer_check(c, MK_H2_DRAIN_MS);
+            }
+        }
+        else {
+            mk_h2_goaway(c, NGHTTP2_NO_ERROR);
+        }
+    }
     mk_h2_flush(c);
     mk_h2_after(c);
 }
