@@ -141,9 +141,17 @@ void mk_conn_linger(struct mk_conn *c)
     mk_conn_timer_set(c, MK_TIMER_LINGER);
 }
 
+/*
+ * Drop what a lingering client still sends, at most MK_LINGER_READS reads
+ * an event: the loop is level triggered, so it comes back for the rest
+ * after the other connections. Close at the client's end of stream or an
+ * error; the LINGER timer bounds the whole drain. Closing with input still
+ * arriving would reset the connection, and a client still sending its body
+ * (an upload answered early) would lose the response.
+ */
 static void mk_conn_linger_read(struct mk_conn *c)
 {
-    char buf[4096];
+    char buf[16384];
 
     for (int i = 0; i < MK_LINGER_READS; i++) {
         ssize_t n = mk_conn_read(c, buf, sizeof(buf));
@@ -153,9 +161,9 @@ static void mk_conn_linger_read(struct mk_conn *c)
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             return;
         }
-        break;
+        mk_conn_close(c); /* the client's end of stream, or an error */
+        return;
     }
-    mk_conn_close(c);
 }
 
 void mk_conn_expire(struct mk_conn *c)

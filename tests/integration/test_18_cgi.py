@@ -334,6 +334,26 @@ def test_chunked_upload_5x100k(cgi):
     c.close()
 
 
+def test_five_chunked_100k_posts_on_one_connection(cgi):
+    # five chunked POSTs of 100 KB, one after the other on one keep-alive
+    # connection, each read whole by the script (a report once said such a
+    # series got a connection reset; it did not reproduce)
+    cgi.start()
+    c = CgiConn(cgi.port, timeout=30)
+    for i in range(5):
+        piece = os.urandom(100 * 1024)
+        c.send("POST /cgi-bin/post.py HTTP/1.1\r\nHost: localhost\r\n"
+               "Transfer-Encoding: chunked\r\n\r\n")
+        c.send(b"%x\r\n%s\r\n0\r\n\r\n" % (len(piece), piece))
+        r = c.read_response()
+        n, digest, cl = r.body.decode().split()
+        assert r.status == 200 and int(n) == len(piece), i
+        assert digest == hashlib.sha256(piece).hexdigest()
+        assert r.header("Connection") is None
+    assert c.request("GET", "/cgi-bin/env.sh").status == 200
+    c.close()
+
+
 def test_large_output_chunked_and_bounded(cgi):
     cgi.start()
     s, f, status, headers = get_stream(cgi, "/cgi-bin/big.sh?64")
