@@ -114,6 +114,8 @@ def test_a_stream_held_by_a_plugin_gets_503_alone(make_server, busy):
     assert c.streams[sid]["headers"].get(":status") == "503", c.streams[sid]
     assert took >= 0.8
     still_served(c)
+    # the plugin gives its handle back (a late resume of a request gone)
+    assert c.get("/release")["data"] == b"released 1\n"
     c.close()
 
 
