@@ -42,6 +42,7 @@
 
 #include "../core/list.h"
 
+struct mk_mime_table;
 struct mk_vhost;
 
 struct mk_file {
@@ -58,6 +59,11 @@ struct mk_file {
     char last_modified[29]; /* IMF-fixdate of st_mtime */
     const char *type_path;  /* name to derive the media type from (index file) */
     size_t type_len;
+    /* the media type of type_path in the table `type_table` (the one of the
+       configuration that looked it up last; NULL: not looked up yet) */
+    const struct mk_mime_table *type_table;
+    const char *type;
+    size_t type_str_len;
     char *body; /* the whole file (st.st_size bytes) when small enough; else NULL */
     uint32_t hash;
     struct mk_file *hnext;

@@ -235,12 +235,23 @@ const char *mk_http_method_name(enum mk_http_method method)
     return names[method];
 }
 
-/* sub-delims and unreserved characters of a reg-name (RFC 3986). */
-static bool mk_is_regname_char(char c)
+/* sub-delims and unreserved characters of a reg-name (RFC 3986): ALPHA, DIGIT, -._~!$&'()*+,;= */
+static const uint8_t mk_regname[256] = {
+    ['-'] = 1, ['.'] = 1, ['_'] = 1, ['~'] = 1, ['!'] = 1, ['$'] = 1, ['&'] = 1, ['\''] = 1,
+    ['('] = 1, [')'] = 1, ['*'] = 1, ['+'] = 1, [','] = 1, [';'] = 1, ['='] = 1, ['0'] = 1,
+    ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1,
+    ['9'] = 1, ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1,
+    ['H'] = 1, ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1,
+    ['P'] = 1, ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1,
+    ['X'] = 1, ['Y'] = 1, ['Z'] = 1, ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1,
+    ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1,
+    ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1,
+    ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
+};
+
+static inline bool mk_is_regname_char(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || mk_is_digit(c) || c == '-' ||
-           c == '.' || c == '_' || c == '~' || c == '!' || c == '$' || c == '&' || c == '\'' ||
-           c == '(' || c == ')' || c == '*' || c == '+' || c == ',' || c == ';' || c == '=';
+    return mk_regname[(unsigned char) c] != 0;
 }
 
 /*
@@ -285,11 +296,14 @@ static bool mk_parse_authority(const char *p, size_t len, struct mk_str *host)
     if (p[i] != ':' || len - i - 1 > 5) {
         return false;
     }
-    uint64_t port = 0;
-    if (len - i - 1 > 0 && !mk_str_to_u64(p + i + 1, len - i - 1, 65535, &port)) {
-        return false;
+    unsigned port = 0; /* at most 5 digits: no overflow before the check */
+    for (size_t k = i + 1; k < len; k++) {
+        if (!mk_is_digit(p[k])) {
+            return false;
+        }
+        port = port * 10 + (unsigned) (p[k] - '0');
     }
-    return true;
+    return port <= 65535;
 }
 
 static void mk_split_query(struct mk_http_head *h, const char *p, size_t len)

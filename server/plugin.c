@@ -433,7 +433,7 @@ static int mk_api_task(struct mk_request *r, void (*work)(void *arg), mk_resume_
         r->flags &= (uint16_t) ~MK_REQ_SUSPENDING;
         mk_free(s);
         if (rc == 503) {
-            mk_response_add_header(r, "Retry-After", 11, "1", 1);
+            mk_response_add_known(r, MK_RESP_RETRY_AFTER, "1", 1);
         }
         return rc;
     }

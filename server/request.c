@@ -358,7 +358,7 @@ static void mk_request_route(struct mk_request *r)
     if (r->head.method == MK_METHOD_OPTIONS) {
         char allow[96];
         size_t n = mk_route_allow_format(r->route.allow, allow, sizeof(allow));
-        mk_response_add_header(r, "Allow", 5, allow, n);
+        mk_response_add_known(r, MK_RESP_ALLOW, allow, n);
         r->status = 204;
         mk_request_respond(r);
         return;

@@ -73,6 +73,33 @@ struct mk_piece {
 #define MK_REQ_IDLE 0x1000u       /* a stream's queue is empty: waiting for its handler */
 #define MK_REQ_PROCEEDING 0x2000u /* inside the stream's proceed callback */
 
+/*
+ * A line of a response's extra headers (r->extra_headers), so that a
+ * protocol that does not send them as text (HTTP/2) need not parse them
+ * back: where the line starts, its name's and value's lengths ("Name:
+ * value\r\n"), and the name's lower-case spelling when the server added
+ * a name it knows (static storage), else NULL.
+ */
+struct mk_resp_field {
+    const char *lower;
+    uint32_t off;
+    uint32_t name_len, value_len;
+};
+
+/* The field names the server writes itself (mk_response_add_known). */
+enum mk_resp_name {
+    MK_RESP_ETAG = 0,
+    MK_RESP_LAST_MODIFIED,
+    MK_RESP_ACCEPT_RANGES,
+    MK_RESP_CONTENT_RANGE,
+    MK_RESP_ALLOW,
+    MK_RESP_CACHE_CONTROL,
+    MK_RESP_EXPIRES,
+    MK_RESP_VARY,
+    MK_RESP_CONTENT_ENCODING,
+    MK_RESP_RETRY_AFTER,
+};
+
 /* Where a suspended request resumes. */
 enum mk_stage {
     MK_STAGE_REQUEST = 1, /* request hook `stage_index` */
@@ -118,6 +145,8 @@ struct mk_request {
     char *extra_headers; /* "Name: value\r\n"..., arena */
     size_t extra_len;
     size_t extra_cap;
+    struct mk_resp_field *fields; /* one per line of extra_headers, in order (arena) */
+    unsigned n_fields, fields_cap;
     enum mk_resp_body body_type;
     const char *mem;
     size_t mem_len;
@@ -177,8 +206,15 @@ void mk_request_end(struct mk_request *r);
 
 /* Forget the response body file: release a cache entry or close a descriptor. */
 void mk_response_drop_file(struct mk_request *r);
+/* Add "Name: value" to r's response: MK_OK, or MK_ERR for a name or value that would
+   break the head (empty name, CR, LF, a colon in the name) or no memory. */
 int mk_response_add_header(struct mk_request *r, const char *name, size_t name_len,
                            const char *value, size_t value_len);
+/* Add a field the server writes itself: the value was made by the server or checked
+   when it was configured (no CR or LF), so it is not checked again. MK_OK or MK_ERR
+   (no memory). */
+int mk_response_add_known(struct mk_request *r, enum mk_resp_name name, const char *value,
+                          size_t value_len);
 void mk_response_error(struct mk_request *r, int status);
 /* Whether r's status forbids a body (1xx, 204, 304). */
 bool mk_response_no_body(const struct mk_request *r);

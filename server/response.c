@@ -26,17 +26,31 @@
 
 /* ---- extra headers ------------------------------------------------------- */
 
-int mk_response_add_header(struct mk_request *r, const char *name, size_t name_len,
-                           const char *value, size_t value_len)
+/* The names of enum mk_resp_name, as HTTP/1 writes them and in lower case. */
+static const struct {
+    const char *name, *lower;
+    uint32_t len;
+} mk_resp_names[] = {
+#define MK_RESP_NAME(id, n, l) [id] = {n, l, sizeof(n) - 1}
+    MK_RESP_NAME(MK_RESP_ETAG, "ETag", "etag"),
+    MK_RESP_NAME(MK_RESP_LAST_MODIFIED, "Last-Modified", "last-modified"),
+    MK_RESP_NAME(MK_RESP_ACCEPT_RANGES, "Accept-Ranges", "accept-ranges"),
+    MK_RESP_NAME(MK_RESP_CONTENT_RANGE, "Content-Range", "content-range"),
+    MK_RESP_NAME(MK_RESP_ALLOW, "Allow", "allow"),
+    MK_RESP_NAME(MK_RESP_CACHE_CONTROL, "Cache-Control", "cache-control"),
+    MK_RESP_NAME(MK_RESP_EXPIRES, "Expires", "expires"),
+    MK_RESP_NAME(MK_RESP_VARY, "Vary", "vary"),
+    MK_RESP_NAME(MK_RESP_CONTENT_ENCODING, "Content-Encoding", "content-encoding"),
+    MK_RESP_NAME(MK_RESP_RETRY_AFTER, "Retry-After", "retry-after"),
+#undef MK_RESP_NAME
+};
+
+/* Append the line "Name: value\r\n" and its record: MK_OK, or MK_ERR (no memory). */
+static int mk_response_field_put(struct mk_request *r, const char *lower, const char *name,
+                                 size_t name_len, const char *value, size_t value_len)
 {
     size_t need = name_len + value_len + 4;
 
-    /* A header must never smuggle a line break into the response. */
-    if (name_len == 0 || memchr(name, '\r', name_len) || memchr(name, '\n', name_len) ||
-        memchr(name, ':', name_len) || memchr(value, '\r', value_len) ||
-        memchr(value, '\n', value_len)) {
-        return MK_ERR;
-    }
     if (r->extra_len + need > r->extra_cap) {
         size_t cap = r->extra_cap ? r->extra_cap * 2 : 256;
         while (cap < r->extra_len + need) {
@@ -52,6 +66,20 @@ int mk_response_add_header(struct mk_request *r, const char *name, size_t name_l
         r->extra_headers = p;
         r->extra_cap = cap;
     }
+    if (r->n_fields == r->fields_cap) {
+        unsigned cap = r->fields_cap ? r->fields_cap * 2 : 8;
+        struct mk_resp_field *f = mk_arena_alloc(&r->arena, cap * sizeof(*f));
+        if (!f) {
+            return MK_ERR;
+        }
+        if (r->n_fields) {
+            memcpy(f, r->fields, r->n_fields * sizeof(*f));
+        }
+        r->fields = f;
+        r->fields_cap = cap;
+    }
+    r->fields[r->n_fields++] = (struct mk_resp_field){lower, (uint32_t) r->extra_len,
+                                                      (uint32_t) name_len, (uint32_t) value_len};
     char *w = r->extra_headers + r->extra_len;
     memcpy(w, name, name_len);
     w += name_len;
@@ -63,6 +91,25 @@ int mk_response_add_header(struct mk_request *r, const char *name, size_t name_l
     *w++ = '\n';
     r->extra_len += need;
     return MK_OK;
+}
+
+int mk_response_add_header(struct mk_request *r, const char *name, size_t name_len,
+                           const char *value, size_t value_len)
+{
+    /* A header must never smuggle a line break into the response. */
+    if (name_len == 0 || memchr(name, '\r', name_len) || memchr(name, '\n', name_len) ||
+        memchr(name, ':', name_len) || memchr(value, '\r', value_len) ||
+        memchr(value, '\n', value_len)) {
+        return MK_ERR;
+    }
+    return mk_response_field_put(r, NULL, name, name_len, value, value_len);
+}
+
+int mk_response_add_known(struct mk_request *r, enum mk_resp_name name, const char *value,
+                          size_t value_len)
+{
+    return mk_response_field_put(r, mk_resp_names[name].lower, mk_resp_names[name].name,
+                                 mk_resp_names[name].len, value, value_len);
 }
 
 void mk_response_drop_file(struct mk_request *r)
@@ -117,14 +164,11 @@ static bool mk_response_error_page(struct mk_request *r, int status)
 /* Did the handler add an Allow header already? */
 static bool mk_response_has_allow(const struct mk_request *r)
 {
-    const char *p = r->extra_headers, *end = p ? p + r->extra_len : NULL; /* NULL + 0 is UB */
-
-    while (p && end - p > 6) {
-        if (strncasecmp(p, "Allow:", 6) == 0) {
+    for (unsigned i = 0; i < r->n_fields; i++) {
+        const struct mk_resp_field *f = &r->fields[i];
+        if (f->name_len == 5 && strncasecmp(r->extra_headers + f->off, "Allow", 5) == 0) {
             return true;
         }
-        const char *nl = memchr(p, '\n', (size_t) (end - p));
-        p = nl ? nl + 1 : end;
     }
     return false;
 }
@@ -142,11 +186,11 @@ static void mk_response_allow(struct mk_request *r)
         methods |= r->route.route->methods;
     }
     if (!methods) {
-        mk_response_add_header(r, "Allow", 5, "GET, HEAD, OPTIONS", 18);
+        mk_response_add_known(r, MK_RESP_ALLOW, "GET, HEAD, OPTIONS", 18);
         return;
     }
     size_t n = mk_route_allow_format(methods, allow, sizeof(allow));
-    mk_response_add_header(r, "Allow", 5, allow, n);
+    mk_response_add_known(r, MK_RESP_ALLOW, allow, n);
 }
 
 void mk_response_error(struct mk_request *r, int status)

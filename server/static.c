@@ -379,7 +379,23 @@ static void mk_static_content_range(struct mk_request *r, const char *prefix, ui
         *p++ = '/';
     }
     p += mk_u64_to_str(size, p);
-    mk_response_add_header(r, "Content-Range", 13, cr, (size_t) (p - cr));
+    mk_response_add_known(r, MK_RESP_CONTENT_RANGE, cr, (size_t) (p - cr));
+}
+
+/*
+ * The media type of the file entry `named` under r's configuration: looked
+ * up in its table once, then kept with the entry while the table is the
+ * same (a reload brings another table and a new cache).
+ */
+static struct mk_str mk_static_type(const struct mk_request *r, struct mk_file *named)
+{
+    if (named->type_table != r->cfg->mime) {
+        struct mk_str type = mk_mime_lookup(r->cfg->mime, named->type_path, named->type_len);
+        named->type = type.p;
+        named->type_str_len = type.len;
+        named->type_table = r->cfg->mime;
+    }
+    return mk_str_make(named->type, named->type_str_len);
 }
 
 /*
@@ -387,8 +403,7 @@ static void mk_static_content_range(struct mk_request *r, const char *prefix, ui
  * chosen); `named` is the file the path names, which gives the media type
  * and the extension of the cache rules.
  */
-static int mk_static_serve_file(struct mk_request *r, struct mk_file *f,
-                                const struct mk_file *named)
+static int mk_static_serve_file(struct mk_request *r, struct mk_file *f, struct mk_file *named)
 {
     r->file = f;
     r->fd = f->fd;
@@ -396,8 +411,8 @@ static int mk_static_serve_file(struct mk_request *r, struct mk_file *f,
     const struct stat *st = &f->st;
     int pre = mk_static_preconditions(r, st, f->etag, f->etag_len);
     if (pre == 304) {
-        mk_response_add_header(r, "ETag", 4, f->etag, f->etag_len);
-        mk_response_add_header(r, "Last-Modified", 13, f->last_modified, MK_HTTP_DATE_LEN);
+        mk_response_add_known(r, MK_RESP_ETAG, f->etag, f->etag_len);
+        mk_response_add_known(r, MK_RESP_LAST_MODIFIED, f->last_modified, MK_HTTP_DATE_LEN);
         if (r->vhost->cache_rules.n) {
             mk_static_cache_headers(r, named->type_path, named->type_len);
         }
@@ -428,12 +443,12 @@ static int mk_static_serve_file(struct mk_request *r, struct mk_file *f,
         }
     }
 
-    struct mk_str type = mk_mime_lookup(r->cfg->mime, named->type_path, named->type_len);
+    struct mk_str type = mk_static_type(r, named);
     r->content_type = type.p;
     r->content_type_len = type.len;
-    mk_response_add_header(r, "Last-Modified", 13, f->last_modified, MK_HTTP_DATE_LEN);
-    mk_response_add_header(r, "ETag", 4, f->etag, f->etag_len);
-    mk_response_add_header(r, "Accept-Ranges", 13, "bytes", 5);
+    mk_response_add_known(r, MK_RESP_LAST_MODIFIED, f->last_modified, MK_HTTP_DATE_LEN);
+    mk_response_add_known(r, MK_RESP_ETAG, f->etag, f->etag_len);
+    mk_response_add_known(r, MK_RESP_ACCEPT_RANGES, "bytes", 5);
     if (r->vhost->cache_rules.n) {
         mk_static_cache_headers(r, named->type_path, named->type_len);
     }
@@ -460,12 +475,12 @@ static int mk_static_serve_variant(struct mk_request *r, struct mk_file *f)
         mk_file_release(f);
         return 503;
     }
-    mk_response_add_header(r, "Vary", 4, "Accept-Encoding", 15);
+    mk_response_add_known(r, MK_RESP_VARY, "Accept-Encoding", 15);
     if (!v) {
         return mk_static_serve_file(r, f, f);
     }
     const char *name = mk_coding_name(c);
-    mk_response_add_header(r, "Content-Encoding", 16, name, strlen(name));
+    mk_response_add_known(r, MK_RESP_CONTENT_ENCODING, name, strlen(name));
     int rc = mk_static_serve_file(r, v, f);
     mk_file_release(f); /* what the response keeps points into the tables, not into f */
     return rc;
@@ -481,7 +496,7 @@ int mk_static_serve(struct mk_request *r)
         break;
     case MK_METHOD_OPTIONS:
         r->status = 200;
-        mk_response_add_header(r, "Allow", 5, "GET, HEAD, OPTIONS", 18);
+        mk_response_add_known(r, MK_RESP_ALLOW, "GET, HEAD, OPTIONS", 18);
         return MK_OK;
     case MK_METHOD_UNKNOWN:
         return 501;

@@ -6,7 +6,8 @@
 #                            packages: libhiredis-dev, libmemcached-dev)
 #   tools/deps.sh run        + libssl-dev and openssl: make run serves HTTPS on 2443
 #   tools/deps.sh test       + ninja, cmocka, python3 with pytest, curl, clang-format, musl,
-#                            taskset, libssl-dev and openssl (plugins/tls), libnghttp2-dev
+#                            taskset, wrk (the supervisor's crash test), libssl-dev and
+#                            openssl (plugins/tls), libnghttp2-dev
 #                            (HTTP/2), nghttp and h2load, Python's h2, h2spec (built with
 #                            Go: tools/h2spec/go.mod; a failure is an error), php-fpm
 #                            and php-cgi (plugins/fastcgi, plugins/cgi), pkg-config (the
@@ -73,6 +74,9 @@ if [ "$stage" != build ]; then
     need openssl openssl # the test certificates
     need clang-format clang-format
     need taskset util-linux # make test: the integration suite pinned to one CPU
+    # test_06_supervisor.py kills the server under wrk's load and reads wrk's
+    # count of refused connects; it fails without wrk.
+    need wrk wrk
     # plugins/fastcgi and plugins/cgi tests: Debian 12's php-fpm8.2 (package
     # php-fpm) run by the tests with their own pool, and php-cgi.
     need /usr/sbin/php-fpm8.2 php-fpm

@@ -823,7 +823,8 @@ struct mk_api {
     /*
      * Notes: named values a plugin attaches to a request for another to
      * read, the logger's %{NAME}n above all (Apache's notes): the gateway
-     * plugins' "upstream_ms". note_set() copies name and value into the
+     * plugins' "upstream_ms", an authentication's MK_NOTE_REMOTE_USER and
+     * MK_NOTE_AUTH_TYPE (below). note_set() copies name and value into the
      * request's memory (a later note of the same name hides an earlier
      * one): MK_OK, or MK_ERR (memory short, empty name). note() returns the
      * value (NUL terminated; *len set when len is not NULL), NULL when r
@@ -931,6 +932,17 @@ struct mk_api {
 
 /* The longest line of api->error_log(), without the newline. */
 #define MK_ERROR_LOG_LINE 1024
+
+/*
+ * Well-known request notes (api->note_set(), ABI 3.3). A plugin that
+ * authenticated a request (verified its credentials; the auth plugin, for
+ * HTTP Basic) notes the user and the scheme before the content stage; any
+ * plugin may read them: the cgi and fastcgi plugins pass them on as
+ * REMOTE_USER and AUTH_TYPE (RFC 3875 4.1.1, 4.1.11), the logger prints
+ * the user with %u. Absent: the server did not authenticate the request.
+ */
+#define MK_NOTE_REMOTE_USER "remote_user" /* the user, as authenticated */
+#define MK_NOTE_AUTH_TYPE "auth_type"     /* the scheme that did it: "Basic" */
 
 /* One counter of a plugin's stats hook: its name (letters, digits, '_') and value. */
 typedef void (*mk_stats_emit_cb)(void *arg, const char *name, uint64_t value);

@@ -65,6 +65,8 @@ static int cgi_run(struct mk_request *r, const char *path, size_t len, bool redi
     if (rc != MK_OK) {
         return rc;
     }
+    /* RFC 3875 4.1.18: credentials only for a site that asks for them. */
+    t.gw.pass_authorization = t.gw.pass_proxy_authorization = sc->pass_authorization;
     if (redirected) {
         t.gw.method = "GET";
         t.gw.query = query ? query : "";

@@ -50,6 +50,7 @@ struct cgi_site_conf {
     size_t n_matches;
     struct cgi_interp *interps;
     size_t n_interps;
+    bool pass_authorization; /* PassAuthorization: HTTP_AUTHORIZATION for scripts */
 };
 
 /* The plugin's state in one server (api->self). */

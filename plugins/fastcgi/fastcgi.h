@@ -129,8 +129,9 @@ bool fcgi_conn_reused(const struct fcgi_conn *c);
 /*
  * Replace c's socket with a new connection to the same backend, in place
  * (its pool's count unchanged): for a request whose kept-alive connection
- * the backend closed before answering. MK_OK (connecting), or MK_ERR (c
- * unchanged).
+ * the backend closed before answering. MK_OK (connecting), or MK_ERR with
+ * errno (the backend refused at once: ECONNREFUSED, ENOENT...; ENOMEM,
+ * EMFILE: the server is short), c unchanged.
  */
 int fcgi_conn_renew(struct fcgi_conn *c);
 /* Whether c is still connecting (its first writable event tells the result). */

@@ -194,6 +194,7 @@ int fcgi_conn_renew(struct fcgi_conn *c)
     struct mk_loop_fd *w = fcgi_api->fd_watch(fd, 0, fcgi_conn_cb, c);
     if (!w) {
         close(fd);
+        errno = ENOMEM;
         return MK_ERR;
     }
     fcgi_api->fd_unwatch(c->w);

@@ -389,13 +389,19 @@ static int fcgi_flush(struct fcgi_req *req)
     return MK_OK;
 }
 
+static bool fcgi_move(struct fcgi_req *req);
+
 /*
  * The kept-alive connection of req failed before the backend said a word
  * (php-fpm closes idle connections when it likes: pm.max_requests, its
  * process manager): send the request again, once, on a new connection to
  * the same backend, if wbuf still holds every record of it (the body not
- * streamed past what it keeps). Whether it did; if not, the failure
- * stands.
+ * streamed past what it keeps). When that backend refuses the new
+ * connection at once (it was stopped), it is marked down and the request
+ * moves to the next backend, as after a connect refused late (fcgi_move:
+ * each backend tried once per request), or fails with 502 when none is
+ * left. Whether the failure was handled so (the request goes on, or was
+ * failed); if not, it stands and the caller deals with it.
  */
 static bool fcgi_retry(struct fcgi_req *req)
 {
@@ -406,13 +412,22 @@ static bool fcgi_retry(struct fcgi_req *req)
     if (recv(fcgi_conn_fd(req->conn), &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
         return false; /* an answer waits: read it */
     }
-    if (fcgi_conn_renew(req->conn) != MK_OK) {
-        return false;
-    }
-    req->retried = true;
+    /* From the first record again, whichever connection takes it. */
     req->woff = 0;
     req->wdead = false;
     memset(&req->parser, 0, sizeof(req->parser));
+    if (fcgi_conn_renew(req->conn) != MK_OK) {
+        if (errno != ENOMEM && errno != EMFILE && errno != ENFILE) {
+            fcgi_pool_down(req->conn, req->site->conf->down_ms, strerror(errno));
+        }
+        if (!fcgi_move(req)) {
+            fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: no backend is up",
+                          (int) req->script.name_len, req->script.name);
+            fcgi_fail(req, 502);
+        }
+        return true;
+    }
+    req->retried = true;
     atomic_fetch_add_explicit(&req->self->retries, 1, memory_order_relaxed);
     fcgi_api->log(MK_PLUGIN_LOG_INFO,
                   "fastcgi: %.*s: the backend closed a kept-alive connection; sent again",
@@ -837,11 +852,15 @@ static void fcgi_read(struct fcgi_req *req)
 }
 
 /*
- * The connection of req could not be made (the backend refused it): every
- * record of req is still in wbuf, none went out, so they go to the next
- * backend of the site that can take them now (each backend tried once per
- * request), as fcgi_pool_acquire passes over a backend that refuses at
- * once. Whether req moved; if not, the caller fails it.
+ * The connection of req could not be made (the backend refused it, late
+ * or, for a kept-alive connection being renewed, at once): every record of
+ * req is in wbuf from the first (woff 0), none was answered, so they go to
+ * the next backend of the site that can take them now (each backend tried
+ * once per request), as fcgi_pool_acquire passes over a backend that
+ * refuses at once. That backend's kept-alive connection may be sent the
+ * request again once in its turn (fcgi_retry). Whether req moved (its
+ * connection then the new one); if not, req has no connection and the
+ * caller fails it.
  */
 static bool fcgi_move(struct fcgi_req *req)
 {
@@ -853,6 +872,7 @@ static bool fcgi_move(struct fcgi_req *req)
         return false;
     }
     req->conn = c;
+    req->retried = false;
     atomic_fetch_add_explicit(&fcgi_conn_backend(c)->requests, 1, memory_order_relaxed);
     fcgi_conn_attach(c, req);
     req->last_io_ms = fcgi_api->now_ms();

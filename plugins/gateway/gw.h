@@ -34,6 +34,10 @@ struct mk_gw_script {
     /* CONTENT_LENGTH when the request's Content-Length does not give it (a
        chunked or HTTP/2 body spooled first), NUL terminated; NULL otherwise. */
     const char *content_length;
+    /* Whether the credentials of the Authorization and Proxy-Authorization
+       headers become HTTP_AUTHORIZATION and HTTP_PROXY_AUTHORIZATION
+       (RFC 3875 4.1.18: a server should not pass them; false: left out). */
+    bool pass_authorization, pass_proxy_authorization;
 };
 
 /* One variable: name and value, not NUL terminated. MK_OK, or MK_ERR to stop. */
@@ -44,14 +48,18 @@ typedef int (*mk_gw_param_cb)(void *arg, const char *name, size_t name_len, cons
  * Call cb once per meta-variable of request r: the RFC 3875 set
  * (AUTH_TYPE, CONTENT_LENGTH, CONTENT_TYPE, GATEWAY_INTERFACE, PATH_INFO,
  * PATH_TRANSLATED, QUERY_STRING, REMOTE_ADDR, REMOTE_HOST, REMOTE_PORT,
- * REQUEST_METHOD, SCRIPT_NAME, SERVER_NAME, SERVER_PORT, SERVER_PROTOCOL,
- * SERVER_SOFTWARE), the usual additions (DOCUMENT_ROOT, SCRIPT_FILENAME,
- * REQUEST_URI, SERVER_ADDR, REQUEST_SCHEME, HTTPS under TLS,
- * REDIRECT_STATUS for php-cgi) and one HTTP_<NAME> per request header
- * (repeated headers joined with ", "), except Proxy (no HTTP_PROXY:
- * httpoxy), Content-Type and Content-Length (they are CONTENT_*),
- * Transfer-Encoding (a script always reads a decoded body) and names with
- * bytes other than letters, digits and '-'. CONTENT_LENGTH is the
+ * REMOTE_USER, REQUEST_METHOD, SCRIPT_NAME, SERVER_NAME, SERVER_PORT,
+ * SERVER_PROTOCOL, SERVER_SOFTWARE; REMOTE_USER and AUTH_TYPE from the
+ * notes of the server's authentication, MK_NOTE_REMOTE_USER and
+ * MK_NOTE_AUTH_TYPE, else AUTH_TYPE from an Authorization header), the
+ * usual additions (DOCUMENT_ROOT, SCRIPT_FILENAME, REQUEST_URI,
+ * SERVER_ADDR, REQUEST_SCHEME, HTTPS under TLS, REDIRECT_STATUS for
+ * php-cgi) and one HTTP_<NAME> per request header (repeated headers joined
+ * with ", "), except Proxy (no HTTP_PROXY: httpoxy), Authorization and
+ * Proxy-Authorization unless s passes them (s->pass_authorization,
+ * s->pass_proxy_authorization), Content-Type and Content-Length (they are
+ * CONTENT_*), Transfer-Encoding (a script always reads a decoded body) and
+ * names with bytes other than letters, digits and '-'. CONTENT_LENGTH is the
  * request's Content-Length, or s->content_length for a body spooled
  * first. MK_OK, or MK_ERR when cb refused one.
  */

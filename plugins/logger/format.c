@@ -381,15 +381,24 @@ static void logger_put_client(struct logger_out *o, const struct mk_request *r)
 }
 
 /*
- * %u: the user name of a Basic Authorization header (what the client sent,
- * not verified), "-" without one or when it is not valid base 64.
+ * %u: the user the server authenticated the request as (the note
+ * MK_NOTE_REMOTE_USER, the auth plugin's); without one (no authentication,
+ * or a 401 that refused it), the user name of a Basic Authorization header
+ * (what the client sent, not verified, as Apache's %u on a 401), "-"
+ * without one or when it is not valid base 64 of at most 768 bytes.
  */
 static void logger_put_user(struct logger_out *o, const struct mk_request *r)
 {
     char cred[768];
     size_t vlen;
-    const char *v = logger_api->header(r, "Authorization", &vlen);
+    const char *v =
+        MK_API_HAS(logger_api, note) ? logger_api->note(r, MK_NOTE_REMOTE_USER, &vlen) : NULL;
 
+    if (v) {
+        logger_put_field(o, v, vlen);
+        return;
+    }
+    v = logger_api->header(r, "Authorization", &vlen);
     if (!v || vlen < 6 || strncasecmp(v, "Basic ", 6) != 0) {
         logger_put_char(o, '-');
         return;

@@ -1,6 +1,6 @@
 """A tiny FastCGI responder for the tests, run as a process of its own:
 
-    python3 fcgi_responder.py ADDRESS [--name NAME] [--race]
+    python3 fcgi_responder.py ADDRESS [--name NAME] [--race | --last]
 
 ADDRESS is a unix socket path, or HOST:PORT to listen on TCP. A unix socket
 appears only once the responder listens (it is bound under another name,
@@ -25,7 +25,13 @@ the connection and waits for the server to close it.
 
 With --race, the second request on any connection is never answered: the
 responder reads its first record and closes the connection, as php-fpm does
-when it drops an idle connection at the moment the server reuses it."""
+when it drops an idle connection at the moment the server reuses it.
+
+With --last, the responder answers one request and stops: it closes its
+listening socket (the socket file stays, so a connect is refused at once),
+and when the next request comes on the kept-alive connection it reads its
+first record and closes that connection too, without an answer, as a
+php-fpm that was stopped between two requests."""
 
 import argparse
 import os
@@ -110,12 +116,15 @@ def answer(mode, rid, name, number, count, body):
     return record(STDOUT, rid, out) + record(STDOUT, rid) + end_request(rid)
 
 
-def serve(conn, number, name, race):
+def serve(conn, number, name, race, listener=None):
+    """Answer the requests of one connection. With a listener (--last), that
+    socket is closed after the first answer, and the connection at the next
+    request."""
     for count in range(1, 1000):
         first = read_record(conn)
         if first is None:
             break
-        if race and count == 2:
+        if (race or listener) and count == 2:
             break  # the race: closed just as it is reused
         rid, params, body, stdin_done = first[1], b"", b"", False
         while not stdin_done:
@@ -131,6 +140,8 @@ def serve(conn, number, name, race):
         query = parse_qs(params_of(params).get("QUERY_STRING", ""))
         mode = query.get("mode", [""])[0]
         conn.sendall(answer(mode, rid, name, number, count, body))
+        if listener:
+            listener.close()
         if mode in BREAKS:
             while conn.recv(65536):
                 pass  # until the server closes the connection
@@ -158,8 +169,13 @@ def main():
     ap.add_argument("address")
     ap.add_argument("--name", default="")
     ap.add_argument("--race", action="store_true")
+    ap.add_argument("--last", action="store_true")
     args = ap.parse_args()
     srv = listen(args.address)
+    if args.last:
+        conn, _ = srv.accept()
+        serve(conn, 1, args.name, False, srv)
+        return
     number = 0
     while True:
         conn, _ = srv.accept()

@@ -717,22 +717,69 @@ def test_environment_complete(cgi):
     c.close()
 
 
-def test_auth_type_with_the_auth_plugin(cgi):
-    # behind the auth plugin a script runs only for a valid user, and learns
-    # the scheme (AUTH_TYPE)
-    users = cgi.conf / "users"
+def add_auth(srv, location):
+    """Load the auth plugin first, with alice:wonderland allowed under location;
+    returns the Authorization values of alice's right and wrong passwords."""
+    users = srv.conf / "users"
     subprocess.run([str(BUILD / "bin" / "monkey-passwd"), "-i", "-c", "-C", "4", str(users),
                     "alice"], input=b"wonderland\n", check=True, capture_output=True)
-    cgi.plugins.insert(0, str(BUILD / "plugins" / "monkey-auth.so"))
-    cgi.site_extra += "[AUTH]\n    Location /cgi-bin/\n    Realm Scripts\n    Users users\n"
+    srv.plugins.insert(0, str(BUILD / "plugins" / "monkey-auth.so"))
+    srv.site_extra += f"[AUTH]\n    Location {location}\n    Realm Scripts\n    Users users\n"
+    return ("Basic " + base64.b64encode(b"alice:wonderland").decode(),
+            "Basic " + base64.b64encode(b"alice:looking-glass").decode())
+
+
+def test_remote_user_with_the_auth_plugin(cgi):
+    # behind the auth plugin a script runs only for a valid user, and learns
+    # who (REMOTE_USER) and how (AUTH_TYPE), RFC 3875 4.1.1 and 4.1.11, from
+    # the plugin's notes: when the password was checked on a task thread and
+    # when it came from the plugin's cache
+    good, bad = add_auth(cgi, "/cgi-bin/")
+    cgi.file("open/env.cgi", SCRIPTS["env.sh"], mode=0o755)
     cgi.start()
     assert cget(cgi, "/cgi-bin/env.sh").status == 401
-    good = "Basic " + base64.b64encode(b"alice:wonderland").decode()
-    bad = "Basic " + base64.b64encode(b"alice:looking-glass").decode()
     assert cget(cgi, "/cgi-bin/env.sh", headers={"Authorization": bad}).status == 401
-    r = cget(cgi, "/cgi-bin/env.sh", headers={"Authorization": good})
+    for _ in range(2):
+        r = cget(cgi, "/cgi-bin/env.sh", headers={"Authorization": good})
+        assert r.status == 200
+        e = env_of(r.body)
+        assert e["REMOTE_USER"] == "alice" and e["AUTH_TYPE"] == "Basic"
+    # outside the protected Location nobody was authenticated: no REMOTE_USER,
+    # whatever the client sends (AUTH_TYPE is only the scheme it used)
+    r = cget(cgi, "/open/env.cgi", headers={"Authorization": good})
     assert r.status == 200
-    assert env_of(r.body)["AUTH_TYPE"] == "Basic"
+    e = env_of(r.body)
+    assert "REMOTE_USER" not in e and e["AUTH_TYPE"] == "Basic"
+
+
+CREDENTIALS = {"Authorization": "Bearer abc.def", "Proxy-Authorization": "Basic eDp5"}
+
+
+def test_credentials_are_not_passed_by_default(cgi):
+    # RFC 3875 4.1.18: a script does not see the credentials of the
+    # Authorization and Proxy-Authorization headers; AUTH_TYPE still names
+    # the scheme the client used
+    cgi.start()
+    e = env_of(cget(cgi, "/cgi-bin/env.sh", headers=CREDENTIALS).body)
+    assert "HTTP_AUTHORIZATION" not in e and "HTTP_PROXY_AUTHORIZATION" not in e
+    assert e["AUTH_TYPE"] == "Bearer" and "REMOTE_USER" not in e
+
+
+def test_pass_authorization_gives_scripts_the_credentials(cgi):
+    # PassAuthorization On (Apache's CGIPassAuth): for scripts that check
+    # credentials themselves; behind the auth plugin they get both the
+    # header and the user it authenticated
+    cgi.site_extra += "    PassAuthorization On\n"
+    good, _ = add_auth(cgi, "/cgi-bin/private/")
+    (cgi.bindir / "private").mkdir()
+    (cgi.bindir / "private" / "env.sh").write_text(SCRIPTS["env.sh"])
+    (cgi.bindir / "private" / "env.sh").chmod(0o755)
+    cgi.start()
+    e = env_of(cget(cgi, "/cgi-bin/env.sh", headers=CREDENTIALS).body)
+    assert e["HTTP_AUTHORIZATION"] == "Bearer abc.def"
+    assert e["HTTP_PROXY_AUTHORIZATION"] == "Basic eDp5"
+    e = env_of(cget(cgi, "/cgi-bin/private/env.sh", headers={"Authorization": good}).body)
+    assert e["HTTP_AUTHORIZATION"] == good and e["REMOTE_USER"] == "alice"
 
 
 def test_sigterm_ignored_then_sigkill_after_kill_grace(cgi):

@@ -5,6 +5,7 @@ redirects, a 50 MB upload and a 200 MB response with bounded server memory,
 PATH_INFO, index files, the site's Fallback, a backend down or killed, a
 slow backend, the pool limit and the queue, keep-alive connections."""
 
+import base64
 import hashlib
 import json
 import os
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BUILD, SANITIZED, SLOW, needs_dlopen, read_head, vm_rss_kb, wait_port
-from test_18_cgi import CgiConn, read_chunked, wait_for
+from test_18_cgi import CgiConn, add_auth, read_chunked, wait_for
 
 FCGI_SO = BUILD / "plugins" / "monkey-fastcgi.so"
 CONTROL_SO = BUILD / "plugins" / "monkey-control.so"
@@ -202,6 +203,45 @@ def test_params_and_path_info(php):
     assert e["REQUEST_URI"] == "/env.php/a/b?x=1" and e["QUERY_STRING"] == "x=1"
     assert e["SERVER_PORT"] == str(php.port) and e["REMOTE_ADDR"] == "127.0.0.1"
     assert e["HTTPS"] == "-" and e["HTTP_PROXY"] == "-" and e["HTTP_X_THING"] == "t"
+
+
+WHO = ('<?php header("Content-Type: text/plain");\n'
+       'foreach (["REMOTE_USER","AUTH_TYPE","HTTP_AUTHORIZATION","PHP_AUTH_USER",'
+       '"HTTP_PROXY_AUTHORIZATION"] as $k) echo "$k=", $_SERVER[$k] ?? "-", "\\n";')
+
+
+def test_remote_user_behind_the_auth_plugin(make_server, fpm):
+    # behind the auth plugin the application learns who (REMOTE_USER) and
+    # how (AUTH_TYPE) from the plugin's notes; elsewhere nobody was
+    # authenticated, whatever the client sends
+    srv = make_php_server(make_server, fpm.sock)
+    good, bad = add_auth(srv, "/private")
+    srv.file("private/who.php", WHO)
+    srv.file("who.php", WHO)
+    srv.start()
+    assert get(srv, "/private/who.php").status == 401
+    assert get(srv, "/private/who.php", headers={"Authorization": bad}).status == 401
+    for _ in range(2):  # checked on a task thread, then from the plugin's cache
+        r = get(srv, "/private/who.php", headers={"Authorization": good})
+        assert r.status == 200
+        e = env_of(r.body)
+        assert e["REMOTE_USER"] == "alice" and e["AUTH_TYPE"] == "Basic"
+    r = get(srv, "/who.php", headers={"Authorization": good})
+    assert r.status == 200 and env_of(r.body)["REMOTE_USER"] == "-"
+
+
+def test_authorization_passed_proxy_authorization_not(make_server, fpm):
+    # unlike a CGI script, an application gets HTTP_AUTHORIZATION (PHP
+    # applications check credentials themselves: PHP_AUTH_USER comes from
+    # it), as with nginx and lighttpd; never a proxy's credentials
+    srv = make_php_server(make_server, fpm.sock)
+    srv.file("who.php", WHO)
+    srv.start()
+    good = "Basic " + base64.b64encode(b"bob:builder").decode()
+    r = get(srv, "/who.php", headers={"Authorization": good, "Proxy-Authorization": good})
+    e = env_of(r.body)
+    assert e["HTTP_AUTHORIZATION"] == good and e["PHP_AUTH_USER"] == "bob"
+    assert e["HTTP_PROXY_AUTHORIZATION"] == "-" and e["REMOTE_USER"] == "-"
 
 
 def test_front_controller_fallback(php):

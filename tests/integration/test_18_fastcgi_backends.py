@@ -1,6 +1,7 @@
 """The FastCGI plugin's backends: several per site (round-robin, a backend
 down skipped and taken back after DownTime, a connection refused late moving
-on to the next backend), HOST:PORT backends (php-fpm on
+on to the next backend, and so does a kept-alive connection to a backend
+stopped since, which cannot be renewed), HOST:PORT backends (php-fpm on
 loopback TCP), the protocol status of END_REQUEST and backends that break
 the protocol, and `monkey -t` with backends that are not up. The backends
 are php-fpm and fcgi_responder.py, started by each test on temporary sockets
@@ -28,9 +29,10 @@ pytestmark = [
 class Responder:
     """fcgi_responder.py on a unix socket path or a HOST:PORT."""
 
-    def __init__(self, address, name=""):
+    def __init__(self, address, name="", flags=()):
         self.address = str(address)
         args = [sys.executable, str(RESPONDER), self.address] + (["--name", name] if name else [])
+        args += list(flags)
         self.proc = subprocess.Popen(args, start_new_session=True)
         if self.address.startswith("/"):
             up = wait_for(Path(self.address).exists, 10)
@@ -51,8 +53,8 @@ class Responder:
 def responders():
     started = []
 
-    def start(address, name=""):
-        r = Responder(address, name)
+    def start(address, name="", flags=()):
+        r = Responder(address, name, flags)
         started.append(r)
         return r
 
@@ -144,6 +146,51 @@ def test_refused_tcp_connect_moves_to_the_next_backend(make_server, responders, 
     assert st["backend0_up"] == 0 and st["backend0_failures"] == 1
     assert st["backend1_requests"] == 4 and st["bad_gateway"] == 0
     assert f"127.0.0.1:{dead}" in srv.stderr_text()
+
+
+def test_kept_connection_to_a_stopped_backend_moves_to_the_next(make_server, responders,
+                                                              tmp_path):
+    # A answers once and stops between two requests: its listening socket
+    # closed (a new connect is refused at once), its kept-alive connection
+    # closed only when the next request arrives on it. That request cannot
+    # be sent again to A, so it goes to B, its body with it, instead of a 502
+    responders(tmp_path / "a.sock", "A", ["--last"])
+    responders(tmp_path / "b.sock", "B")
+    srv = backends_server(make_server, [f"unix:{tmp_path}/a.sock", f"unix:{tmp_path}/b.sock"],
+                          conf="    DownTime 30\n")
+    srv.start()
+    c = CgiConn(srv.port)
+    assert names(c, 2) == ["A", "B"]  # one worker: A's turn comes next
+    r = c.request("POST", "/form.php", body=b"moved")
+    assert r.status == 200, r
+    assert r.body == b"B conn 1 req 2 stdin=moved"
+    assert names(c, 2) == ["B", "B"]  # A is down now
+    c.close()
+    st = status_doc(srv)
+    assert st["backend0_up"] == 0 and st["backend0_failures"] == 1
+    assert st["bad_gateway"] == 0 and st["backend1_requests"] == 4
+    assert "a.sock" in srv.stderr_text()
+
+
+def test_every_backend_stopped_behind_kept_connections_is_502(make_server, responders,
+                                                             tmp_path):
+    # both backends stop after one answer: the request tries A's kept
+    # connection, then B's, each once, and gets the site's 502 page
+    responders(tmp_path / "a.sock", "A", ["--last"])
+    responders(tmp_path / "b.sock", "B", ["--last"])
+    srv = backends_server(make_server, [f"unix:{tmp_path}/a.sock", f"unix:{tmp_path}/b.sock"],
+                          conf="    DownTime 30\n")
+    srv.start()
+    c = CgiConn(srv.port)
+    assert names(c, 2) == ["A", "B"]
+    r = c.request("GET", "/env.php")
+    assert r.status == 502 and r.body == b"site error page\n"
+    assert c.request("GET", "/static.txt").body == b"static file\n"
+    c.close()
+    st = status_doc(srv)
+    assert st["backend0_failures"] == 1 and st["backend1_failures"] == 1
+    assert st["backend0_up"] == 0 and st["backend1_up"] == 0
+    assert st["bad_gateway"] == 1
 
 
 def test_every_backend_refusing_late_is_502_each_tried_once(make_server, tmp_path):

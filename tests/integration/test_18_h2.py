@@ -159,6 +159,67 @@ def test_bad_request_head_is_answered_on_its_stream(make_server):
     c.close()
 
 
+def raw_request(c, hdrs, end=True):
+    """A request with exactly these fields (no :authority added)."""
+    sid = c.conn.get_next_available_stream_id()
+    c.conn.send_headers(sid, hdrs, end_stream=end)
+    c.streams[sid] = {"headers": {}, "data": b"", "ended": False, "reset": None}
+    c.flush()
+    return sid
+
+
+def test_malformed_requests_are_reset_and_the_connection_goes_on(make_server):
+    """RFC 9113 section 8.1.1: h2.c checks what nghttp2's HTTP checks (off)
+    used to: each of these requests is reset with PROTOCOL_ERROR (1)."""
+    srv = h2c_server(make_server).start()
+    c = H2Client(srv.port)
+    base = [(":method", "GET"), (":scheme", "http"), (":path", "/hello.txt")]
+    auth = [(":authority", "localhost")]
+    malformed = [
+        base,  # neither :authority nor Host
+        [(":method", "GET"), (":scheme", "http")] + auth,  # no :path
+        [(":method", "GET"), (":path", "/hello.txt")] + auth,  # no :scheme
+        [(":scheme", "http"), (":path", "/hello.txt")] + auth,  # no :method
+        base + auth + [(":method", "GET")],  # a pseudo-header twice, after the others
+        base + [("user-agent", "t"), (":authority", "localhost")],  # pseudo after regular
+        base + auth + [(":protocol", "websocket")],  # extended CONNECT is not offered
+        base + auth + [(":status", "200")],  # a response pseudo-header
+        [(":method", "GET"), (":scheme", "http"), (":path", "")] + auth,  # empty :path
+        [(":method", "GET"), (":scheme", "http"), (":path", "hello.txt")] + auth,
+        [(":method", "GET"), (":scheme", "1x"), (":path", "/hello.txt")] + auth,
+        base + auth + [("User-Agent", "t")],  # upper case in a name
+        base + auth + [("connection", "keep-alive")],
+        base + auth + [("keep-alive", "5")],
+        base + auth + [("proxy-connection", "x")],
+        base + auth + [("transfer-encoding", "chunked")],
+        base + auth + [("upgrade", "h2c")],
+        base + auth + [("te", "gzip")],
+        base + auth + [("content-length", "1"), ("content-length", "1")],
+        base + auth + [("content-length", "5")],  # END_STREAM: no body can follow
+    ]
+    sids = [raw_request(c, h) for h in malformed]
+    c.wait(sids)
+    for sid, h in zip(sids, malformed):
+        assert c.streams[sid]["reset"] == 1, (h, c.streams[sid])
+    # a body longer or shorter than its Content-Length
+    post = [(":method", "POST"), (":scheme", "http"), (":path", "/hello.txt")] + auth
+    longer = raw_request(c, post + [("content-length", "3")], end=False)
+    c.send_body(longer, b"12345")
+    shorter = raw_request(c, post + [("content-length", "9")], end=False)
+    c.send_body(shorter, b"12345")
+    c.wait([longer, shorter])
+    assert c.streams[longer]["reset"] == 1 and c.streams[shorter]["reset"] == 1
+    # well-formed: Host instead of :authority, TE: trailers, OPTIONS *
+    ok = [raw_request(c, base + [("host", "localhost"), ("te", "trailers")]),
+          raw_request(c, [(":method", "OPTIONS"), (":scheme", "http"), (":path", "*")] + auth),
+          raw_request(c, base + auth + [("content-length", "0")])]
+    c.wait(ok)
+    assert [c.streams[s]["headers"].get(":status") for s in ok] == ["200", "200", "200"]
+    assert c.streams[ok[0]]["data"] == b"Hello World!\n"
+    assert c.get("/hello.txt")["data"] == b"Hello World!\n"
+    c.close()
+
+
 def test_too_many_header_bytes_get_431(make_server):
     srv = h2c_server(make_server, MaxRequestSize="1K").start()
     c = H2Client(srv.port)
@@ -431,6 +492,31 @@ def test_plugins_over_h2_routes_buffered_body_and_tasks(make_server):
     # 405 with Allow from the route table
     st = c.get("/r/write")
     assert st["headers"][":status"] == "405" and "POST" in st["headers"]["allow"]
+    c.close()
+
+
+@pytest.mark.parametrize("value,urgent", [
+    ("u=0", True),
+    ("i, u=0", True),
+    ('x="a, b", u=0;p=1, i=?0', True),
+    ("u=0, y=(a b), z=:AAA=:", True),
+    ("u=9", False),      # out of range: the field is ignored (urgency 3)
+    ("u=0, i=5", False),  # i is not a boolean: ignored
+    ("u=0 u=1", False),  # not a dictionary: ignored
+])
+def test_rfc9218_priority_field_is_parsed(make_server, value, urgent):
+    """h2.c parses the priority field (nghttp2's HTTP checks are off): a
+    stream sent with `value` goes before or after one sent with u=2."""
+    srv = h2c_server(make_server)
+    srv.file("a.bin", os.urandom(4 * MIB))
+    srv.file("b.bin", os.urandom(4 * MIB))
+    srv.start()
+    c = H2Client(srv.port)
+    ref = c.request("/a.bin", headers=[("priority", "u=2")])
+    tried = c.request("/b.bin", headers=[("priority", value)])
+    c.wait([ref, tried])
+    ended = [ev.stream_id for ev in c.events if isinstance(ev, h2.events.StreamEnded)]
+    assert ended == ([tried, ref] if urgent else [ref, tried])
     c.close()
 
 
