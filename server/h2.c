@@ -223,10 +223,10 @@ struct mk_h2 {
 static void mk_h2_flush(struct mk_conn *c);
 static void mk_h2_after(struct mk_conn *c);
 static void mk_h2_drain_end(struct mk_conn *c);
+static void mk_h2_body_deliver(struct mk_conn *c, struct mk_h2_stream *s);
 
 /* The opaque data of the PING that follows the shutdown notice. */
 static const uint8_t mk_h2_drain_ping[8] = {'m', 'k', '-', 'd', 'r', 'a', 'i', 'n'};
-static void mk_h2_body_deliver(struct mk_conn *c, struct mk_h2_stream *s);
 
 /* The open stream with this id, or NULL (the same as nghttp2's stream user data). */
 static struct mk_h2_stream *mk_h2_stream_find(struct mk_h2 *h, int32_t id)
