@@ -44,9 +44,14 @@
  * variants of rapid reset that send no RST_STREAM); SETTINGS and PING floods are
  * nghttp2's (at most 1000 acknowledgements queued); empty DATA and
  * CONTINUATION frames are counted and end the connection past a bound.
- * Timers: Http2IdleTimeout without streams, Timeout while a stream waits
- * for the client, SendTimeout while responses make no progress (a client
- * that keeps every window shut).
+ * Timers: Http2IdleTimeout without streams. With streams, timeouts are
+ * per stream and end that stream alone (mk_h2_stream_expire): Timeout for
+ * one that waits for its body (408), its plugin (503) or the end of a body
+ * it answered (RST_STREAM NO_ERROR); SendTimeout for a response that makes
+ * no progress (RST_STREAM CANCEL: its window is shut; INTERNAL_ERROR: its
+ * handler is silent). Only a connection stuck as a whole is ended: Timeout
+ * inside the preface or a header block, SendTimeout while its output is
+ * stalled (a client that reads nothing or keeps the connection's window shut).
  *
  * Everything runs on the connection's worker. nghttp2 must not be
  * re-entered for sending from its own callbacks: `busy` marks those, and
@@ -78,6 +83,7 @@
 #define MK_H2_CLOSED_IDS 64
 #define MK_H2_INLINE_FILE 8192 /* a file body up to this size is read into the queue */
 #define MK_H2_TRIM_MS 250      /* idle this long, a connection gives memory back */
+#define MK_H2_DRAIN_MS 1000    /* at most this long from the shutdown notice to the GOAWAY */
 #define MK_H2_RECENT 16        /* open streams found without asking nghttp2 */
 #define MK_H2_RECORD 16384     /* the payload of a full TLS record */
 
@@ -137,6 +143,8 @@ struct mk_h2_stream {
     bool peer_reset;  /* the client reset it */
     bool we_reset;    /* this server reset it */
     bool answered;    /* the last frame of its response (END_STREAM) went out */
+    bool timed_out;   /* answered 408 by its timeout: reset (NO_ERROR) once that is out */
+    uint64_t since;   /* worker ms: the start of its current wait, its timeout counts from here */
     char *kept;       /* body bytes not yet handed over (malloc) */
     size_t kept_len, kept_cap;
     uint64_t body_seen; /* body bytes received */
@@ -161,7 +169,7 @@ struct mk_h2 {
     struct mk_h2_mem mem;          /* nghttp2's allocator for this session */
     struct mk_list streams;        /* open, by arrival */
     struct mk_list dead;           /* closed, freed when the output queue is empty */
-    struct mk_h2_stream *in_block; /* the stream whose header block is being received */
+    struct mk_h2_stream *in_block; /* the stream whose header block is being received, or NULL */
     unsigned n_open;
     unsigned n_responding; /* responses submitted and not yet complete */
     /* output queue */
@@ -180,6 +188,8 @@ struct mk_h2 {
     bool busy;                      /* inside nghttp2 (recv or send): no session_send now */
     bool flush_wanted;              /* a write was asked for while busy */
     bool going_away;                /* GOAWAY submitted */
+    bool draining;                  /* the shutdown notice went out, the final GOAWAY not yet */
+    uint64_t drain_at;              /* worker ms: when the shutdown notice was submitted */
     bool calm;                      /* the peer abused a limit: GOAWAY ENHANCE_YOUR_CALM */
     bool progress;                  /* bytes moved in the current event */
     bool trimmed;                   /* idle memory given back since the last activity */
@@ -191,6 +201,8 @@ struct mk_h2 {
     int32_t closed_ids[MK_H2_CLOSED_IDS];
     unsigned closed_next;
     int32_t max_opened;  /* the highest stream id a request was opened on */
+    uint64_t read_at;    /* worker ms: the last bytes read */
+    uint64_t out_since;  /* worker ms: the output has not been stalled since */
     uint32_t conn_error; /* the GOAWAY error a callback asked for, 0: none */
     /* stream 1 of an upgraded connection (Upgrade: h2c), started once the
        client's preface is complete, so that the 101 is read before it */
@@ -210,7 +222,11 @@ struct mk_h2 {
 
 static void mk_h2_flush(struct mk_conn *c);
 static void mk_h2_after(struct mk_conn *c);
+static void mk_h2_drain_end(struct mk_conn *c);
 static void mk_h2_body_deliver(struct mk_conn *c, struct mk_h2_stream *s);
+
+/* The opaque data of the PING that follows the shutdown notice. */
+static const uint8_t mk_h2_drain_ping[8] = {'m', 'k', '-', 'd', 'r', 'a', 'i', 'n'};
 
 /* The open stream with this id, or NULL (the same as nghttp2's stream user data). */
 static struct mk_h2_stream *mk_h2_stream_find(struct mk_h2 *h, int32_t id)
@@ -256,6 +272,13 @@ static void mk_h2_consume(struct mk_conn *c, struct mk_h2_stream *s, size_t n)
         nghttp2_session_consume_stream(c->h2->ng, s->id, n);
         c->h2->flush_wanted = true;
     }
+}
+
+/* Reset s from this side (RST_STREAM with `error`); frames that crossed it are ignored. */
+static void mk_h2_reset(struct mk_conn *c, struct mk_h2_stream *s, uint32_t error)
+{
+    s->we_reset = true;
+    nghttp2_submit_rst_stream(c->h2->ng, NGHTTP2_FLAG_NONE, s->id, error);
 }
 
 /* ---- output queue ---------------------------------------------------------- */
@@ -452,6 +475,7 @@ static int mk_h2_out_write(struct mk_conn *c, size_t *budget, bool hold)
             return MK_ERR;
         }
         h->progress = true;
+        h->out_since = c->worker->now_ms;
         *budget -= (size_t) n < *budget ? (size_t) n : *budget;
         s->off += n;
         s->len -= (size_t) n;
@@ -657,6 +681,7 @@ static int mk_h2_send_data_cb(nghttp2_session *ng, nghttp2_frame *frame, const u
         mk_h2_out_put(h, zeros, frame->data.padlen - 1);
     }
     r->bytes_sent += length;
+    s->since = c->worker->now_ms;
     return 0;
 }
 
@@ -809,6 +834,7 @@ static struct mk_h2_stream *mk_h2_stream_new(struct mk_conn *c, int32_t id)
     }
     memset(s, 0, sizeof(*s));
     s->id = id;
+    s->since = c->worker->now_ms;
     s->content_length = -1;
     if (s->id > c->h2->max_opened) {
         c->h2->max_opened = s->id;
@@ -1155,8 +1181,7 @@ static bool mk_h2_request_checks(const struct mk_h2_stream *s, bool end_stream)
 /* Reset s with PROTOCOL_ERROR: a malformed request (RFC 9113 section 8.1.1). */
 static void mk_h2_malformed(struct mk_conn *c, struct mk_h2_stream *s)
 {
-    s->we_reset = true;
-    nghttp2_submit_rst_stream(c->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_PROTOCOL_ERROR);
+    mk_h2_reset(c, s, NGHTTP2_PROTOCOL_ERROR);
 }
 
 static int mk_h2_header_cb(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
@@ -1271,6 +1296,7 @@ static void mk_h2_request_start(struct mk_conn *c, struct mk_h2_stream *s, bool 
     r->proto_data = s;
     r->head.version = 20;
     s->body_end = end_stream;
+    s->since = c->worker->now_ms;
     if (s->head_status) {
         mk_request_error(r, s->head_status);
         return;
@@ -1355,6 +1381,9 @@ static void mk_h2_body_deliver(struct mk_conn *c, struct mk_h2_stream *s)
         memmove(s->kept, s->kept + n, s->kept_len - n);
     }
     s->kept_len -= n;
+    if (n) {
+        s->since = c->worker->now_ms; /* the handler took bytes */
+    }
     mk_h2_consume(c, s, n);
     if (rc != MK_OK) {
         bool buffered = s->body == MK_H2_BODY_BUFFER;
@@ -1381,6 +1410,7 @@ static int mk_h2_data_cb(nghttp2_session *ng, uint8_t flags, int32_t id, const u
     (void) flags;
     nghttp2_session_consume_connection(ng, len); /* the stream's window holds the client */
     if (s) {
+        s->since = c->worker->now_ms;
         s->body_seen += len;
         if (s->content_length >= 0 && s->body_seen > (uint64_t) s->content_length) {
             mk_h2_malformed(c, s); /* more than its Content-Length */
@@ -1427,6 +1457,13 @@ static int mk_h2_frame_recv_cb(nghttp2_session *ng, const nghttp2_frame *frame, 
         mk_h2_request_start(c, s, true);
         return 0;
     }
+    if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK) && c->h2->draining &&
+        memcmp(frame->ping.opaque_data, mk_h2_drain_ping, 8) == 0) {
+        /* a round trip since the shutdown notice: whatever the client sent
+           before it saw the notice has arrived */
+        mk_h2_drain_end(c);
+        return 0;
+    }
     s = mk_h2_stream_find(c->h2, frame->hd.stream_id);
     if (s && frame->hd.type == NGHTTP2_RST_STREAM) {
         s->peer_reset = true;
@@ -1436,6 +1473,7 @@ static int mk_h2_frame_recv_cb(nghttp2_session *ng, const nghttp2_frame *frame, 
     }
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
         c->h2->block_bytes = 0;
+        c->h2->in_block = NULL; /* complete */
         if (!mk_h2_request_checks(s, end)) {
             mk_h2_malformed(c, s);
             return 0;
@@ -1489,6 +1527,11 @@ static int mk_h2_frame_send_cb(nghttp2_session *ng, const nghttp2_frame *frame, 
     s = mk_h2_stream_find(c->h2, frame->hd.stream_id);
     if (s) {
         s->answered = true;
+        s->since = c->worker->now_ms; /* now the client's END_STREAM is all it waits for */
+        if (s->timed_out && !s->body_end) {
+            /* its 408 is out: the client need not send the rest (RFC 9113 section 8.1) */
+            mk_h2_reset(c, s, NGHTTP2_NO_ERROR);
+        }
     }
     if (!s || !s->r) {
         return 0;
@@ -1600,6 +1643,7 @@ static int mk_h2_session_new(struct mk_conn *c)
     h->unanswered = (struct mk_h2_bucket){cfg->h2_unanswered_burst, c->worker->now_ms};
     h->records = c->transport->sendfile_copies && c->transport->sendfile_copies(c);
     h->preface_left = MK_H2_PREFACE_LEN;
+    h->read_at = h->out_since = c->worker->now_ms;
     nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
     mk_h2_mem_init(&h->mem);
     h->mem.creating = true;
@@ -1787,6 +1831,7 @@ static void mk_h2_respond(struct mk_request *r, bool error)
     if (!s || s->closed) {
         return; /* the stream is gone: the request ends with it */
     }
+    s->since = c->worker->now_ms;
     if (s->body_wanted) {
         s->body_wanted = false;
     }
@@ -1796,8 +1841,7 @@ static void mk_h2_respond(struct mk_request *r, bool error)
         s->kept_len = 0;
     }
     if (!nv || !status || !clen || r->status < 200 || r->status > 999) {
-        s->we_reset = true;
-        nghttp2_submit_rst_stream(c->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+        mk_h2_reset(c, s, NGHTTP2_INTERNAL_ERROR);
         mk_h2_flush(c);
         return;
     }
@@ -1832,8 +1876,7 @@ static void mk_h2_respond(struct mk_request *r, bool error)
         r->mem_len = 0;
     }
     if (nghttp2_submit_response(c->h2->ng, s->id, nv, n, body ? &dp : NULL) != 0) {
-        s->we_reset = true;
-        nghttp2_submit_rst_stream(c->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+        mk_h2_reset(c, s, NGHTTP2_INTERNAL_ERROR);
     }
     else {
         s->responding = true;
@@ -1931,7 +1974,47 @@ static void mk_h2_flush(struct mk_conn *c)
     }
 }
 
-/* Watch for what the connection waits for, and arm the right timer. */
+/*
+ * Whether the output is stuck for the whole connection: bytes queued that
+ * the socket does not take, or responses held by the connection's window.
+ */
+static bool mk_h2_out_stalled(const struct mk_h2 *h)
+{
+    return h->seg_n || (h->n_responding && nghttp2_session_get_remote_window_size(h->ng) <= 0);
+}
+
+/* The shorter of Timeout and SendTimeout: the first check of a busy connection. */
+static uint64_t mk_h2_check_ms(const struct mk_config *cfg)
+{
+    return cfg->timeout_ms < cfg->send_timeout_ms ? cfg->timeout_ms : cfg->send_timeout_ms;
+}
+
+/*
+ * Arm the connection's timer (MK_TIMER_READ: the checks of a busy
+ * connection) for about `ms`: rounded up to four significant bits, so that
+ * the deadlines of many connections share a few timer queues of the
+ * worker, at most 1/8 late.
+ */
+static void mk_h2_timer_check(struct mk_conn *c, uint64_t ms)
+{
+    unsigned shift = 0;
+
+    if (ms == 0) {
+        ms = 1;
+    }
+    while ((ms >> shift) > 15) {
+        shift++;
+    }
+    ms = ((ms + ((UINT64_C(1) << shift) - 1)) >> shift) << shift;
+    mk_conn_timer_arm(c, MK_TIMER_READ, ms > UINT32_MAX ? UINT32_MAX : (uint32_t) ms);
+}
+
+/*
+ * Watch for what the connection waits for, and arm the right timer: idle,
+ * or the checks of a busy connection. The latter is not pushed back by
+ * progress: each stream's deadline counts from its own last progress
+ * (`since`), and mk_h2_expire finds the due ones and re-arms for the next.
+ */
 static void mk_h2_after(struct mk_conn *c)
 {
     struct mk_h2 *h = c->h2;
@@ -1965,15 +2048,14 @@ static void mk_h2_after(struct mk_conn *c)
         mk_conn_close(c);
         return;
     }
-    if (h->seg_n || h->n_responding) {
-        if (h->progress || c->timer != MK_TIMER_SEND) {
-            mk_conn_timer_set(c, MK_TIMER_SEND);
-        }
+    if (!mk_h2_out_stalled(h)) {
+        h->out_since = w->now_ms;
     }
-    else if (h->n_open || h->preface_left) {
-        /* a stream waits for the client, or the preface is not all there */
-        if (h->progress || c->timer != MK_TIMER_READ) {
-            mk_conn_timer_set(c, MK_TIMER_READ);
+    if (h->seg_n || h->n_open || h->preface_left || h->draining) {
+        /* streams wait (for the client, a plugin or their turn), or the preface does,
+           or the final GOAWAY */
+        if (c->timer != MK_TIMER_READ) {
+            mk_h2_timer_check(c, mk_h2_check_ms(w->cfg));
         }
     }
     else if (h->progress || c->timer != MK_TIMER_IDLE) {
@@ -2150,6 +2232,7 @@ static void mk_h2_on_input(struct mk_conn *c)
             break;
         }
         c->h2->progress = true;
+        c->h2->read_at = c->worker->now_ms;
         if (mk_h2_feed(c, buf, (size_t) n) != MK_OK) {
             mk_conn_close(c);
             return;
@@ -2251,64 +2334,192 @@ static void mk_h2_on_writable(struct mk_conn *c)
 }
 
 /*
- * The timer: Http2IdleTimeout (no stream) and SendTimeout (no progress)
- * end the connection; Timeout gives parked requests a 503, as HTTP/1
- * does, and ends a connection whose streams wait for the client.
+ * The timeouts of one stream, when the connection's timer expires: act on
+ * the ones due and return the stream's next deadline (UINT64_MAX: none).
+ * Each is the stream's own: its siblings' progress does not put it off, and
+ * the connection goes on. Not from inside nghttp2.
+ *
+ *   responding, SendTimeout without a byte of it going out:
+ *     its window is shut: RST_STREAM CANCEL (the client does not take the
+ *       response; CANCEL says the stream is no longer wanted, whereas
+ *       NO_ERROR would pass a cut response for a complete one);
+ *     its handler wrote nothing: RST_STREAM INTERNAL_ERROR (the server could
+ *       not finish the response: as when its upstream fails mid-body);
+ *     otherwise it waits its turn (the connection's window, the queue,
+ *       priorities): the connection's own check covers that.
+ *   Timeout without progress:
+ *     parked (a plugin holds it): 503, as with HTTP/1;
+ *     waiting for its body, no response begun: 408 (503 when its handler
+ *       holds the bytes received: not the client's fault), then RST_STREAM
+ *       NO_ERROR once the answer is out, so the client sends no more;
+ *     answered, but the client never ended its body: RST_STREAM NO_ERROR
+ *       (RFC 9113 section 8.1: the response is complete).
+ */
+static uint64_t mk_h2_stream_expire(struct mk_conn *c, struct mk_h2_stream *s, uint64_t now)
+{
+    const struct mk_config *cfg = c->worker->cfg;
+    struct mk_request *r = s->r;
+    uint64_t due;
+
+    if (!r || s->closed || s->we_reset) {
+        return UINT64_MAX; /* a header block (the connection's check), or closing */
+    }
+    if (s->responding) {
+        due = s->since + cfg->send_timeout_ms;
+        if (now < due) {
+            return due;
+        }
+        if (nghttp2_session_get_stream_remote_window_size(c->h2->ng, s->id) <= 0) {
+            mk_h2_reset(c, s, NGHTTP2_CANCEL);
+        }
+        else if (r->body_type == MK_RESP_STREAM && (r->flags & MK_REQ_IDLE) &&
+                 mk_h2_stream_avail(r) == 0) {
+            mk_warn("a streamed response's handler wrote nothing within the SendTimeout");
+            mk_h2_reset(c, s, NGHTTP2_INTERNAL_ERROR);
+        }
+        else {
+            return now + cfg->send_timeout_ms;
+        }
+        return UINT64_MAX;
+    }
+    due = s->since + cfg->timeout_ms;
+    if (now < due) {
+        return due;
+    }
+    if (r->flags & MK_REQ_PARKED) {
+        mk_warn("a request held by a plugin timed out");
+        mk_request_drop_task(r);
+        r->flags &= (uint16_t) ~MK_REQ_PARKED;
+        mk_request_error(r, 503);
+    }
+    else if (s->answered) {
+        mk_h2_reset(c, s, NGHTTP2_NO_ERROR);
+    }
+    else if (s->body_wanted) {
+        s->timed_out = true;
+        mk_request_error(r, s->kept_len ? 503 : 408);
+    }
+    return UINT64_MAX;
+}
+
+/*
+ * The timer. Idle (no stream): Http2IdleTimeout, GOAWAY and close. Busy:
+ * the connection ends only when it is stuck as a whole (Timeout inside the
+ * preface or a header block, SendTimeout with its output stalled: a client
+ * that reads nothing or keeps the connection's window shut); otherwise each
+ * stream's own timeouts apply (mk_h2_stream_expire) and the timer is armed
+ * again for the nearest deadline.
  */
 static void mk_h2_expire(struct mk_conn *c)
 {
     struct mk_h2 *h = c->h2;
-    bool parked = false;
+    const struct mk_config *cfg = c->worker->cfg;
+    uint64_t now = c->worker->now_ms, next = UINT64_MAX;
+    bool reading = h->preface_left || h->in_block || h->upgraded;
+    bool stalled = mk_h2_out_stalled(h);
+    struct mk_list *it, *tmp;
 
-    if (c->timer == MK_TIMER_IDLE && !h->trimmed) {
-        uint32_t timeout = c->worker->cfg->h2_idle_timeout_ms;
-        mk_h2_idle_trim(h);
-        h->trimmed = true;
-        if (timeout > MK_H2_TRIM_MS) {
-            mk_conn_timer_idle(c, timeout - MK_H2_TRIM_MS);
-            return;
-        }
-    }
-    if (c->timer == MK_TIMER_READ) {
-        struct mk_list *it, *tmp;
-        mk_list_foreach_safe (it, tmp, &h->streams) {
-            struct mk_h2_stream *s = mk_list_entry(it, struct mk_h2_stream, node);
-            if (s->r && (s->r->flags & MK_REQ_PARKED)) {
-                mk_warn("a request held by a plugin timed out");
-                parked = true;
-                mk_request_drop_task(s->r);
-                s->r->flags &= (uint16_t) ~MK_REQ_PARKED;
-                mk_request_error(s->r, 503);
+    if (c->timer == MK_TIMER_IDLE) {
+        uint32_t timeout = cfg->h2_idle_timeout_ms;
+        if (!h->trimmed) {
+            mk_h2_idle_trim(h);
+            h->trimmed = true;
+            if (timeout > MK_H2_TRIM_MS) {
+                mk_conn_timer_idle(c, timeout - MK_H2_TRIM_MS);
+                return;
             }
         }
-    }
-    if (parked) {
-        h->progress = true;
+        mk_h2_goaway(c, NGHTTP2_NO_ERROR);
         mk_h2_flush(c);
-        mk_h2_after(c);
+        if (c->state != MK_CONN_CLOSED) {
+            mk_conn_close(c);
+        }
         return;
     }
-    mk_h2_goaway(c, c->timer == MK_TIMER_IDLE ? NGHTTP2_NO_ERROR : NGHTTP2_INTERNAL_ERROR);
-    if (c->timer != MK_TIMER_SEND) {
-        mk_h2_flush(c); /* a stalled client gets no more bytes */
+    if ((reading && now - h->read_at >= cfg->timeout_ms) ||
+        (stalled && now - h->out_since >= cfg->send_timeout_ms)) {
+        mk_h2_goaway(c, NGHTTP2_INTERNAL_ERROR);
+        if (!stalled) {
+            mk_h2_flush(c); /* a stalled client gets no more bytes */
+        }
+        if (c->state != MK_CONN_CLOSED) {
+            mk_conn_close(c);
+        }
+        return;
     }
-    if (c->state != MK_CONN_CLOSED) {
-        mk_conn_close(c);
+    if (h->draining && now - h->drain_at >= MK_H2_DRAIN_MS) {
+        mk_h2_drain_end(c); /* the PING was not answered in time */
     }
+    else if (h->draining) {
+        next = h->drain_at + MK_H2_DRAIN_MS;
+    }
+    if (reading && h->read_at + cfg->timeout_ms < next) {
+        next = h->read_at + cfg->timeout_ms;
+    }
+    if (stalled && h->out_since + cfg->send_timeout_ms < next) {
+        next = h->out_since + cfg->send_timeout_ms;
+    }
+    h->busy = true; /* what the streams' answers write goes out once, below */
+    mk_list_foreach_safe (it, tmp, &h->streams) {
+        uint64_t due = mk_h2_stream_expire(c, mk_list_entry(it, struct mk_h2_stream, node), now);
+        if (due < next) {
+            next = due;
+        }
+    }
+    h->busy = false;
+    h->progress = true;
+    mk_h2_flush(c);
+    if (c->state == MK_CONN_CLOSED) {
+        return;
+    }
+    mk_h2_timer_check(c, next == UINT64_MAX ? mk_h2_check_ms(cfg) : next - now);
+    mk_h2_after(c);
 }
 
 /*
- * The server stops, or its configuration was reloaded: GOAWAY; the streams
- * in flight finish, then the connection closes (new streams go to a new
- * connection, which takes the configuration in force).
+ * The final GOAWAY of a graceful shutdown, with the last stream taken:
+ * streams up to it finish, later ones the client retries elsewhere.
+ */
+static void mk_h2_drain_end(struct mk_conn *c)
+{
+    c->h2->draining = false;
+    mk_h2_goaway(c, NGHTTP2_NO_ERROR);
+}
+
+/*
+ * The server stops, or its configuration was reloaded: a graceful shutdown
+ * in two steps (RFC 9113 section 6.8). First the shutdown notice, a GOAWAY
+ * with the last stream id 2^31-1 (nghttp2_submit_shutdown_notice), and a
+ * PING; new streams are still taken meanwhile. When the PING's ACK comes,
+ * a round trip later, every request the client sent before it saw the
+ * notice has arrived: then the final GOAWAY names the last stream taken
+ * (mk_h2_drain_end; also after MK_H2_DRAIN_MS if no ACK comes, as h2o
+ * does). A single GOAWAY would refuse the requests already on their way.
+ * The streams taken finish, then the connection closes; the client opens a
+ * new one, which gets the configuration in force.
  */
 static void mk_h2_go_away(struct mk_conn *c)
 {
-    if (!c->h2) {
+    struct mk_h2 *h = c->h2;
+    uint64_t now = c->worker->now_ms;
+
+    if (!h) {
         mk_conn_close(c);
         return;
     }
-    mk_h2_goaway(c, NGHTTP2_NO_ERROR);
+    if (!h->going_away && !h->draining) {
+        if (nghttp2_submit_shutdown_notice(h->ng) == 0 &&
+            nghttp2_submit_ping(h->ng, NGHTTP2_FLAG_NONE, mk_h2_drain_ping) == 0) {
+            h->draining = true;
+            h->drain_at = now;
+            if (c->timer != MK_TIMER_READ || c->expiry.deadline > now + MK_H2_DRAIN_MS) {
+                mk_h2_timer_check(c, MK_H2_DRAIN_MS);
+            }
+        }
+        else {
+            mk_h2_goaway(c, NGHTTP2_NO_ERROR);
+        }
+    }
     mk_h2_flush(c);
     mk_h2_after(c);
 }
@@ -2338,14 +2549,19 @@ static void mk_h2_read_body(struct mk_request *r)
     mk_h2_flush(c);
 }
 
+/* The stream waits for its plugin (Timeout from now); the connection goes on. */
 static void mk_h2_park(struct mk_request *r)
 {
-    (void) r; /* the stream waits; the connection goes on (Timeout applies) */
+    struct mk_h2_stream *s = r->proto_data;
+
+    if (s) {
+        s->since = r->conn->worker->now_ms;
+    }
 }
 
 static void mk_h2_unpark(struct mk_request *r)
 {
-    (void) r;
+    mk_h2_park(r); /* its next wait starts now */
 }
 
 /* A resumed request was handled, or a streaming handler made room. */
@@ -2377,8 +2593,7 @@ static void mk_h2_abort(struct mk_request *r)
     if (!s || s->closed) {
         return;
     }
-    s->we_reset = true;
-    nghttp2_submit_rst_stream(c->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+    mk_h2_reset(c, s, NGHTTP2_INTERNAL_ERROR);
     mk_h2_flush(c);
 }
 

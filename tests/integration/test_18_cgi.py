@@ -16,6 +16,7 @@ import time
 import pytest
 
 from conftest import BUILD, SANITIZED, SLOW, Conn, needs_dlopen, read_head, vm_rss_kb
+from h2util import H2_MARKS, H2Client
 
 CGI_SO = BUILD / "plugins" / "monkey-cgi.so"
 PHP_CGI = "/usr/bin/php-cgi"
@@ -43,6 +44,9 @@ SCRIPTS = {
     "slowout.sh": '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\n'
     "for i in 1 2 3; do echo piece$i; sleep 0.2; done\n",
     "silent.sh": '#!/bin/sh\necho $$ > "$DOCUMENT_ROOT/silent.pid"\nsleep 30\n',
+    # its header block, then nothing for 30 s (the response waits for it)
+    "quiet.sh": '#!/bin/sh\necho $$ > "$DOCUMENT_ROOT/quiet.pid"\n'
+    'printf "Content-Type: text/plain\\r\\n\\r\\n"\nexec sleep 30\n',
     "bad.sh": '#!/bin/sh\necho "this is not a header"\necho\necho body\n',
     "empty.sh": "#!/bin/sh\nexit 0\n",
     "status.sh": '#!/bin/sh\necho "Status: 404 Not Here"\necho "Content-Type: text/plain"\n'
@@ -330,6 +334,26 @@ def test_chunked_upload_5x100k(cgi):
     c.close()
 
 
+def test_five_chunked_100k_posts_on_one_connection(cgi):
+    # five chunked POSTs of 100 KB, one after the other on one keep-alive
+    # connection, each read whole by the script (a report once said such a
+    # series got a connection reset; it did not reproduce)
+    cgi.start()
+    c = CgiConn(cgi.port, timeout=30)
+    for i in range(5):
+        piece = os.urandom(100 * 1024)
+        c.send("POST /cgi-bin/post.py HTTP/1.1\r\nHost: localhost\r\n"
+               "Transfer-Encoding: chunked\r\n\r\n")
+        c.send(b"%x\r\n%s\r\n0\r\n\r\n" % (len(piece), piece))
+        r = c.read_response()
+        n, digest, cl = r.body.decode().split()
+        assert r.status == 200 and int(n) == len(piece), i
+        assert digest == hashlib.sha256(piece).hexdigest()
+        assert r.header("Connection") is None
+    assert c.request("GET", "/cgi-bin/env.sh").status == 200
+    c.close()
+
+
 def test_large_output_chunked_and_bounded(cgi):
     cgi.start()
     s, f, status, headers = get_stream(cgi, "/cgi-bin/big.sh?64")
@@ -394,6 +418,58 @@ def test_killed_client_kills_script(cgi):
     assert wait_for(lambda: not children_of(cgi.proc.pid)), "child left behind"
     # the server goes on
     assert cget(cgi, "/cgi-bin/env.sh").status == 200
+
+
+@pytest.mark.parametrize("pipelined", [False, True])
+def test_client_leaving_a_silent_stream_kills_the_script_at_once(cgi, pipelined):
+    # The script printed its header block and says nothing more: the
+    # response waits for it. A client that closes is noticed at once (not at
+    # SendTimeout, 30 s), so the script gets its SIGTERM within ~2 s; a
+    # request pipelined meanwhile does not hide the close.
+    cgi.start()
+    s, f, status, headers = get_stream(cgi, "/cgi-bin/quiet.sh")
+    assert status.startswith("HTTP/1.1 200")
+    pid = pid_in(cgi.docroot / "quiet.pid")
+    if pipelined:
+        s.sendall(b"GET /plain.txt HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        time.sleep(0.2)
+    assert alive(pid)
+    f.close()
+    s.close()
+    assert wait_for(lambda: not alive(pid), timeout=2), "script not killed within 2 s"
+    assert wait_for(lambda: not children_of(cgi.proc.pid)), "child left behind"
+    assert cget(cgi, "/cgi-bin/env.sh").status == 200
+
+
+@pytest.mark.parametrize("how", ["reset", "close"])
+def test_h2_client_leaving_a_silent_stream_kills_the_script_at_once(cgi, how):
+    # The same over HTTP/2: RST_STREAM ends that stream (and its script) at
+    # once, the connection and its other streams go on; closing the
+    # connection ends every stream on it.
+    for m in H2_MARKS:
+        if m.args[0]:
+            pytest.skip(m.kwargs["reason"])
+    cgi.set(Listen=f"127.0.0.1:{cgi.port} h2c")
+    cgi.start()
+    c = H2Client(cgi.port)
+    sid = c.request("/cgi-bin/quiet.sh")
+    while not c.streams[sid]["headers"]:
+        assert c.read_once()
+    assert c.streams[sid]["headers"][":status"] == "200"
+    pid = pid_in(cgi.docroot / "quiet.pid")
+    assert alive(pid)
+    if how == "reset":
+        c.conn.reset_stream(sid, 8)  # CANCEL
+        c.flush()
+        assert wait_for(lambda: not alive(pid), timeout=2), "script not killed within 2 s"
+        st = c.get("/cgi-bin/env.sh")
+        assert st["headers"][":status"] == "200" and b"GATEWAY_INTERFACE" in st["data"]
+        assert c.goaway is None
+    else:
+        c.close()
+        assert wait_for(lambda: not alive(pid), timeout=2), "script not killed within 2 s"
+    assert wait_for(lambda: not children_of(cgi.proc.pid)), "child left behind"
+    c.close()
 
 
 def test_bad_header_block_is_502(cgi):

@@ -193,6 +193,27 @@ def test_post_form_json_and_stream(make_server, services):
     assert r.body == f"size {len(data)} sum {s}\n".encode()
 
 
+def test_five_chunked_100k_uploads_on_one_connection(make_server, services):
+    # five streamed uploads of 100 KB, chunked, on one keep-alive connection
+    # (a report once said such a series got a connection reset; it did not
+    # reproduce)
+    srv = duda_server(make_server, services, [example("post")])
+    srv.start()
+    c = Conn(srv.port)
+    for i in range(5):
+        data = os.urandom(100 * 1024)
+        s = 0
+        for b in data:
+            s = (s * 31 + b) % 1000000007
+        chunks = b"".join(b"%x\r\n" % len(data[j:j + 8192]) + data[j:j + 8192] + b"\r\n"
+                          for j in range(0, len(data), 8192))
+        c.send(b"POST /post/upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
+               chunks + b"0\r\n\r\n")
+        r = c.read_response()
+        assert r.status == 200 and r.body == f"size {len(data)} sum {s}\n".encode(), i
+    c.close()
+
+
 def test_cookies_and_sessions(make_server, services):
     srv = duda_server(make_server, services, [example("cookies_sessions")])
     srv.start()
