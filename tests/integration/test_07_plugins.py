@@ -15,6 +15,7 @@ SKELETON_SO = BUILD / "plugins" / "monkey-skeleton.so"
 TAP_SO = BUILD / "tests" / "plugins" / "monkey-tap.so"
 BADABI_SO = BUILD / "tests" / "plugins" / "monkey-badabi.so"
 HALFRELOAD_SO = BUILD / "tests" / "plugins" / "monkey-halfreload.so"
+HOLD_SO = BUILD / "tests" / "plugins" / "monkey-hold.so"
 ABI_SO = {v: BUILD / "tests" / "plugins" / f"monkey-abi-{v}.so"
           for v in ("older", "newer", "newhook")}
 # The server's plugin ABI version, as include/monkey/mk_plugin.h defines it.
@@ -523,6 +524,24 @@ def test_suspended_request_times_out(make_server):
     # stops cleanly (the fixture checks the exit status and sanitizers).
     time.sleep(1.0)
     assert srv.get("/skeleton").status == 200
+
+
+@needs_dlopen
+def test_handles_never_resumed_are_freed_at_stop(make_server):
+    """The hold plugin keeps the handles of requests that timed out (503) and
+    never resumes them: the requests stay allocated while the server runs,
+    and the server frees the handles and their requests when it stops (under
+    ASan the stop fails on a leak report otherwise)."""
+    srv = make_server()
+    srv.plugins = [str(HOLD_SO)]
+    srv.set(Timeout="300ms")
+    srv.start()
+    c = srv.conn()
+    assert c.request("GET", "/hold/a").status == 503
+    c.close()
+    assert srv.get("/hold/b").status == 503
+    assert srv.get("/held").body == b"held 2\n"
+    assert srv.stop() == 0
 
 
 def test_stop_waits_for_task(make_server):
