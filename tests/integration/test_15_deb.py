@@ -17,7 +17,8 @@ the plugin's line of plugins.load uncommented and a [WEB_SERVICE] section,
 the extracted server serves services built into its ServicesRoot.
 monkey-duda-dev holds the duda helper, the headers and the examples. The
 helper extracted with the server and the plugin writes, builds and serves a
-new service and an example, and every installed header compiles.
+new service, and serves every example with the command its README gives for
+the installed copy; every installed header compiles.
 """
 
 import json
@@ -498,12 +499,13 @@ def test_packaged_duda_conf_serves_services(tmp_path):
         tmp_path / "stderr.log").read_text()
 
 
-def serve_service(root, work, name, check):
-    """duda -w work/name with the extracted helper; check(port) while it serves."""
+def serve_service(root, work, name, check, args=None):
+    """duda -w work/name (or duda -w ARGS, in work) with the extracted helper; check(port)
+    while it serves."""
     port = free_port()
     log = open(work / f"{name}.log", "w")
-    proc = subprocess.Popen([str(root / "usr/bin/duda"), "-w", name, "-p", str(port)], cwd=work,
-                            env=duda_env(root), stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([str(root / "usr/bin/duda"), "-w", *(args or [name]), "-p", str(port)],
+                            cwd=work, env=duda_env(root), stdout=log, stderr=subprocess.STDOUT)
     try:
         assert wait_port(port, proc=proc, timeout=60), (work / f"{name}.log").read_text()
         check(port)
@@ -516,6 +518,46 @@ def serve_service(root, work, name, check):
         log.close()
     text = (work / f"{name}.log").read_text()
     assert f"duda: serving {name} on http://localhost:{port}/{name}/" in text
+
+
+def snapshot(folder):
+    """Every path under folder with its size and modification time."""
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in folder.rglob("*")}
+
+
+def test_installed_example_commands(tmp_path):
+    """Each packaged example's README gives the command that runs it where it is installed
+    (duda -w on the read-only folder with -o, or on a copy for the services that write into
+    their own folders): run as written, with the paths of the extracted root, it serves the
+    example, and the packaged folder is left as it was."""
+    root = extract(tmp_path, "monkey", "monkey-duda", "monkey-duda-dev")
+    doc = "/usr/share/doc/monkey-duda/examples"
+    ex = root / doc.lstrip("/")
+    before = snapshot(ex)
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in tree_duda_examples():
+        readme = (ex / name / "README.md").read_text()
+        m = re.search(rf"^(?:# installed: )?(cp -r {doc}/{name} \. && )?duda -w (\S+)(?: -o (\S+))?$",
+                      readme, re.M)
+        assert m, f"{name}: no installed command in its README"
+        if m[1]:
+            shutil.copytree(ex / name, work / name)
+            assert (m[2], m[3]) == (name, None), m[0]
+            args = [name]
+        else:
+            assert (m[2], m[3]) == (f"{doc}/{name}", f"{name}-build"), m[0]
+            args = [str(ex / name), "-o", m[3]]
+
+        def check(port, name=name):
+            c = Conn(port)
+            r = c.request("GET", f"/{name}/")
+            c.close()
+            assert r.status < 500, (name, r.status)
+
+        serve_service(root, work, name, check, args)
+    assert snapshot(ex) == before
 
 
 def test_extracted_helper_builds_and_serves_a_new_service(tmp_path):
