@@ -896,11 +896,22 @@ static int mk_api_serve_file(struct mk_request *r, const char *path)
     if (n < 0) {
         return MK_ERR;
     }
-    if (r->vhost && r->vhost->hide_dotfiles && mk_path_is_hidden(p, (size_t) n)) {
+    bool hide = r->vhost->hide_dotfiles;
+    if (hide && mk_path_is_hidden(p, (size_t) n)) {
         return 404;
     }
     r->path = p;
     r->path_len = (size_t) n;
+    if (p[n - 1] == '/') {
+        /* a directory: its index file, as for a request for it */
+        int rc = mk_static_index(r);
+        if (rc == MK_OK && hide && mk_path_is_hidden(r->path, r->path_len)) {
+            return 404;
+        }
+        if (rc != MK_OK && rc != MK_DECLINED) {
+            return rc;
+        }
+    }
     if (r->head.method != MK_METHOD_HEAD) {
         r->head.method = MK_METHOD_GET;
     }

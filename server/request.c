@@ -13,9 +13,9 @@
  *                         them), then the plugins' request hooks, the
  *                         site's route table (route.h: a route's handler,
  *                         or 405/OPTIONS with the routes' Allow), and for
- *                         the requests no route takes the site's Fallback
- *                         and the content hooks (plugins first, static
- *                         files last)
+ *                         the requests no route takes a directory's index
+ *                         file, the site's Fallback and the content hooks
+ *                         (plugins first, static files last)
  *   mk_request_redirect   api->internal_redirect: once the content hook's
  *                         MK_OK comes, the request starts again as a GET
  *                         of the new target, from the hidden-name check on
@@ -272,7 +272,7 @@ static bool mk_request_fallback(struct mk_request *r)
 {
     const struct mk_vhost *vh = r->vhost;
 
-    if (!vh || !vh->fallback || !r->path || (r->flags & MK_REQ_FALLBACK)) {
+    if (!vh->fallback || !r->path || (r->flags & MK_REQ_FALLBACK)) {
         return false;
     }
     int fd =
@@ -305,7 +305,7 @@ static bool mk_request_fallback(struct mk_request *r)
  */
 static void mk_request_begin(struct mk_request *r)
 {
-    if (r->path && r->vhost && r->vhost->hide_dotfiles && mk_path_is_hidden(r->path, r->path_len)) {
+    if (r->path && r->vhost->hide_dotfiles && mk_path_is_hidden(r->path, r->path_len)) {
         /* Decoded, so "/%2egit" is caught too; before any plugin, so none serves it. */
         mk_request_error(r, 404);
         return;
@@ -314,10 +314,10 @@ static void mk_request_begin(struct mk_request *r)
 }
 
 /*
- * Start r again for a new path (the Fallback's, an internal redirect's),
- * as a request for it: the plugins' context slots of the earlier start are
- * emptied first (their cleanups run), so that its request hooks start
- * afresh, and whatever route took it is forgotten.
+ * Start r again for a new path (a directory's index file, the Fallback's,
+ * an internal redirect's), as a request for it: the plugins' context slots
+ * of the earlier start are emptied first (their cleanups run), so that its
+ * request hooks start afresh, and whatever route took it is forgotten.
  */
 static void mk_request_restart(struct mk_request *r)
 {
@@ -327,12 +327,29 @@ static void mk_request_restart(struct mk_request *r)
 }
 
 /*
- * No route took r: the site's Fallback, which starts the request again for
- * the fallback's path (its request hooks check that path: access rules and
- * authentication apply to it as to a request for it), or the content hooks.
+ * No route took r (or the one that did declined). A path ending in '/'
+ * that names a directory with an index file becomes the index file's path
+ * (mk_static_index), and a path that names nothing the site's Fallback:
+ * either way r starts again for the new path, as a request for it (its
+ * request hooks check that path: access rules and authentication apply to
+ * it as to a request for it; the routes and the gateways' Match see it),
+ * keeping its method, its body and the client's target, as nginx's index
+ * and try_files do. Otherwise the content hooks. A file's path pays one
+ * comparison for the index step.
  */
 static void mk_request_unrouted(struct mk_request *r)
 {
+    if (r->path && r->path[r->path_len - 1] == '/') {
+        int rc = mk_static_index(r);
+        if (rc == MK_OK) {
+            mk_request_restart(r);
+            return;
+        }
+        if (rc != MK_DECLINED) {
+            mk_request_error(r, rc);
+            return;
+        }
+    }
     if (mk_request_fallback(r)) {
         mk_request_restart(r);
         return;
@@ -378,8 +395,8 @@ static void mk_request_content_result(struct mk_request *r, const struct mk_plug
         mk_request_content(r, index + 1);
     }
     else if (rc == MK_DECLINED && stage == MK_STAGE_ROUTE) {
-        r->route.route = NULL; /* the content hooks take over */
-        mk_request_content(r, 0);
+        r->route.route = NULL; /* as if no route had taken it */
+        mk_request_unrouted(r);
     }
     else if (rc == MK_DECLINED || rc == MK_AGAIN) {
         mk_err("plugin %s: content hook returned %d after taking the body", p->name, rc);
@@ -419,7 +436,7 @@ static void mk_request_content(struct mk_request *r, size_t from)
  */
 static void mk_request_route(struct mk_request *r)
 {
-    const struct mk_routes *t = r->vhost ? r->vhost->routes : NULL;
+    const struct mk_routes *t = r->vhost->routes;
 
     if (!t || t->n == 0 || !r->path) {
         mk_request_unrouted(r);

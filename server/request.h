@@ -125,7 +125,7 @@ struct mk_request {
     uint32_t handles;    /* suspension handles not yet resumed: the struct must stay */
     struct mk_list node; /* in the worker's free or zombie list when not in use */
     struct mk_config *cfg;
-    struct mk_vhost *vhost;
+    struct mk_vhost *vhost; /* never NULL: the default site until the Host is known */
     struct mk_arena arena;
     struct mk_http_head head;
     char *path; /* decoded, normalised (arena); NULL until known */
@@ -263,6 +263,17 @@ int mk_response_send_file(struct mk_request *r, size_t budget);
 /* ---- static.c ------------------------------------------------------------ */
 
 int mk_static_serve(struct mk_request *r);
+/*
+ * r's path ends in '/': when it names a directory with an index file (the
+ * first of IndexFiles that is a regular file in it, opened by the site's
+ * rules; remembered in the file cache under the directory's path), make
+ * r's path the index file's (in r's arena) and return MK_OK. MK_DECLINED
+ * when there is none (no such directory, no index file: r is unchanged and
+ * its handlers answer for the directory), 503 when memory is short. The
+ * only place a directory becomes its index file: the static handler
+ * answers a path ending in '/' with 403 or 404.
+ */
+int mk_static_index(struct mk_request *r);
 int mk_static_open(const struct mk_vhost *vh, const char *rel, int flags);
 
 #endif

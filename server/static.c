@@ -298,16 +298,74 @@ static bool mk_static_if_range(const struct mk_request *r, const struct stat *st
     return mk_http_date_parse(v->p, v->len, &t) && t == st->st_mtime;
 }
 
+int mk_static_index(struct mk_request *r)
+{
+    struct mk_worker *w = r->conn->worker;
+    const struct mk_vhost *vh = r->vhost;
+    const char *name = NULL;
+    size_t name_len = 0;
+    /* the directory's entry: its path with the NUL that ends it (file_cache.h) */
+    struct mk_file *f = mk_file_cache_get(&w->fcache, vh, r->path, r->path_len + 1, w->now);
+
+    if (f) {
+        name = f->type_path;
+        name_len = f->type_len;
+    }
+    else {
+        int dirfd = mk_static_open(vh, r->path_len > 1 ? r->path + 1 : ".", O_RDONLY | O_DIRECTORY);
+        if (dirfd < 0) {
+            return MK_DECLINED;
+        }
+        for (size_t i = 0; i < r->cfg->n_index_files && !name; i++) {
+            struct stat st;
+            int fd = mk_open_beneath(dirfd, r->cfg->index_files[i], O_RDONLY, vh->symlinks);
+            if (fd < 0) {
+                continue;
+            }
+            if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+                name = r->cfg->index_files[i]; /* lives with the configuration */
+                name_len = strlen(name);
+                f = mk_file_cache_put(&w->fcache, vh, r->path, r->path_len + 1, name, fd, &st,
+                                      w->now);
+            }
+            if (!f) {
+                close(fd);
+            }
+        }
+        close(dirfd);
+        if (!name) {
+            return MK_DECLINED;
+        }
+    }
+    char *path = mk_arena_alloc(&r->arena, r->path_len + name_len + 1);
+    if (path) {
+        memcpy(path, r->path, r->path_len);
+        memcpy(path + r->path_len, name, name_len);
+        path[r->path_len + name_len] = '\0';
+    }
+    if (f) {
+        mk_file_release(f); /* after the copy: name may point into it */
+    }
+    if (!path) {
+        return 503;
+    }
+    r->path = path;
+    r->path_len += name_len;
+    return MK_OK;
+}
+
 /*
- * Open what the request path names: a regular file, or the index file of a
- * directory. Returns a referenced file entry (cached when the cache is on),
- * or an HTTP status; MK_OK with *out NULL means a redirect was set up.
+ * Open the regular file the request path names. Returns a referenced file
+ * entry (cached when the cache is on), or an HTTP status; MK_OK with *out
+ * NULL means a redirect was set up. A directory is never answered here: one
+ * without the trailing '/' is redirected to it, one with it is 403 (its
+ * index file, if it has one, was found by mk_static_index before the
+ * content hooks, and the request came here for the index file's own path).
  */
 static int mk_static_lookup(struct mk_request *r, struct mk_file **out)
 {
     struct mk_worker *w = r->conn->worker;
     const struct mk_vhost *vh = r->vhost;
-    const char *type_name = NULL;
     struct stat st;
     struct mk_file *f;
     int fd;
@@ -327,35 +385,14 @@ static int mk_static_lookup(struct mk_request *r, struct mk_file **out)
         return 500;
     }
     if (S_ISDIR(st.st_mode)) {
-        if (r->path[r->path_len - 1] != '/') {
-            close(fd);
-            return mk_static_redirect_dir(r);
-        }
-        int dirfd = fd;
-        fd = -1;
-        for (size_t i = 0; i < r->cfg->n_index_files; i++) {
-            const char *name = r->cfg->index_files[i];
-            int ifd = mk_open_beneath(dirfd, name, O_RDONLY, vh->symlinks);
-            if (ifd < 0) {
-                continue;
-            }
-            if (fstat(ifd, &st) == 0 && S_ISREG(st.st_mode)) {
-                fd = ifd;
-                type_name = name;
-                break;
-            }
-            close(ifd);
-        }
-        close(dirfd);
-        if (fd < 0) {
-            return 403;
-        }
+        close(fd);
+        return r->path[r->path_len - 1] == '/' ? 403 : mk_static_redirect_dir(r);
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
         return 403;
     }
-    f = mk_file_cache_put(&w->fcache, vh, r->path, r->path_len, type_name, fd, &st, w->now);
+    f = mk_file_cache_put(&w->fcache, vh, r->path, r->path_len, NULL, fd, &st, w->now);
     if (!f) {
         close(fd);
         return 503;

@@ -44,7 +44,10 @@
  * content stage the site's route table (api->route_add) runs the handler
  * of the route that takes the path and method; for the other requests the
  * first content hook that does not decline owns the response. The built-in
- * static file handler runs last.
+ * static file handler runs last. A directory's path with an index file
+ * (IndexFiles) never reaches the content hooks: the request starts again
+ * for the index file's path first (request hooks, routes), keeping its
+ * method and body.
  *
  * A request or content hook may also suspend the request (api->suspend(),
  * then return MK_SUSPENDED) to finish its work elsewhere (a thread, another
@@ -222,8 +225,8 @@ typedef int (*mk_body_cb)(struct mk_request *r, int event, const char *data, siz
  * for a request whose path and method the route takes, with the `arg`
  * given to route_add(). It returns what a content hook returns: MK_OK,
  * MK_AGAIN (call me again once the body is read), MK_SUSPENDED, an HTTP
- * status, MK_ERR, or MK_DECLINED (the content hooks and static files go on
- * as if no route had matched).
+ * status, MK_ERR, or MK_DECLINED (as if no route had matched: a directory's
+ * index file, the site's Fallback, then the content hooks and static files).
  */
 typedef int (*mk_route_cb)(struct mk_request *r, void *arg);
 

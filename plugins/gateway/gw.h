@@ -74,11 +74,12 @@ int mk_gw_match_add(regex_t **matches, size_t *n, const char *value, char *reaso
  * The script of `path` (decoded, normalised) under r's document root that
  * one of the n_re expressions selects: the shortest prefix of whole
  * segments that an expression matches and that is a regular file beneath
- * the document root (the rest is PATH_INFO: /index.php/a/b), or, for a
- * path ending in '/', the first index file (IndexFiles) an expression
- * matches that exists, so "/" with index.php runs it rather than serving
- * its source. MK_OK (*s filled, strings in r's memory), MK_DECLINED (no
- * script), or 500 (memory short).
+ * the document root (the rest is PATH_INFO: /index.php/a/b). A directory's
+ * index file is not looked for here: the server makes a path ending in '/'
+ * the index file's path before the content hooks (after checking it as a
+ * request for it), so "/" with index.php comes as "/index.php" and runs
+ * it rather than serving its source. MK_OK (*s filled, strings in r's
+ * memory), MK_DECLINED (no script), or 500 (memory short).
  */
 int mk_gw_map_match(const struct mk_api *api, struct mk_request *r, const regex_t *re, size_t n_re,
                     const char *path, size_t path_len, struct mk_gw_script *s);

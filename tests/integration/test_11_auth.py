@@ -196,6 +196,29 @@ def test_paths_outside_every_location_are_not_protected(srv):
         assert_challenge(srv.get(path))
 
 
+def test_index_file_is_checked_as_its_own_path(make_server):
+    # a directory answered with its index file: the index file's path goes
+    # through the request hooks too (nginx's index is an internal redirect),
+    # so a Location naming the index file protects the directory as well
+    srv = auth_server(make_server, site_extra=(
+        "[AUTH]\n    Location /dir/index.html\n    Realm Private\n    Users users\n"))
+    srv.file("dir/index.html", "dir index\n")
+    srv.file("dir/other.txt", "other\n")
+    srv.start()
+    for path in ("/dir/index.html", "/dir/", "/dir//", "/pub/../dir/"):
+        assert_challenge(srv.get(path))
+    assert_challenge(srv.request("HEAD", "/dir/"))
+    assert_challenge(srv.get("/dir/", headers={"Authorization": basic("alice", "nope")}))
+    good = {"Authorization": basic("alice", "wonderland")}
+    c = srv.conn()
+    for _ in range(2):  # verified on a task thread, then from the plugin's cache
+        r = c.request("GET", "/dir/", headers=good)
+        assert r.status == 200 and r.body == b"dir index\n"
+    assert c.request("GET", "/dir/other.txt").status == 200
+    assert_challenge(c.request("GET", "/dir/"))
+    c.close()
+
+
 def test_longest_location_wins(make_server):
     srv = make_server()
     srv.file("area/x.txt", "outer\n")

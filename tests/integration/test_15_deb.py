@@ -11,10 +11,14 @@ as dpkg would (the package's file list, then what postrm purge removes),
 leaves nothing behind of what the package and the running server wrote.
 
 monkey-duda holds the duda plugin and every package of duda/packages, built
-against Debian's libraries (dh_shlibdeps names them in Depends);
+against Debian's libraries (dh_shlibdeps names them in Depends), and the
+plugin's duda.conf, a configuration file naming the packaged folders: with
+the plugin's line of plugins.load uncommented and a [WEB_SERVICE] section,
+the extracted server serves services built into its ServicesRoot.
 monkey-duda-dev holds the duda helper, the headers and the examples. The
 helper extracted with the server and the plugin writes, builds and serves a
-new service and an example, and every installed header compiles.
+new service, and serves every example with the command its README gives for
+the installed copy; every installed header compiles.
 """
 
 import json
@@ -164,6 +168,8 @@ def test_packaged_configuration_runs_as_monkey(tmp_path):
         assert re.search(rf"^    Load /usr/lib/{arch}/monkey/plugins/monkey-{p}\.so\s", load, re.M)
     assert "    Socket /run/monkey/monkey.sock\n" in (conf / "plugins/control.conf").read_text()
     assert "    AccessLog /var/log/monkey/access.log\n" in (conf / "plugins/logger.conf").read_text()
+    # The duda plugin (monkey-duda) is named, commented out.
+    assert re.search(rf"^#     Load /usr/lib/{arch}/monkey/plugins/monkey-duda\.so\s", load, re.M)
     unit = (root / "lib/systemd/system/monkey.service").read_text()
     assert "\nUser=monkey\n" in unit
     assert "\nExecStart=/usr/sbin/monkey -c /etc/monkey\n" in unit
@@ -178,12 +184,14 @@ def extract(tmp_path, *names):
     return root
 
 
-def relocate(root):
-    """The packaged configuration with every absolute path prefixed by root
-    (comments left alone). `User monkey` is dropped: the test may run as root
-    on a system without that user, and the server would switch to a user who
-    cannot read the temporary root."""
+def relocate(root, edit=None):
+    """The packaged configuration, edit(conf) applied to it, with every
+    absolute path prefixed by root (comments left alone). `User monkey` is
+    dropped: the test may run as root on a system without that user, and the
+    server would switch to a user who cannot read the temporary root."""
     conf = root / "etc/monkey"
+    if edit:
+        edit(conf)
     for f in conf.rglob("*"):
         if not f.is_file() or f.suffix == ".mime":
             continue
@@ -328,8 +336,18 @@ def test_monkey_duda_package_contents():
     assert [p for p in files if p.startswith(pkgdir) and not p.endswith(".dpkg")] == []
     for doc in ("copyright", "README.Debian", "duda.md.gz", "changelog.gz"):
         assert f"usr/share/doc/monkey-duda/{doc}" in files
-    owned = (f"usr/lib/{arch}/monkey/plugins/monkey-duda.so", pkgdir, "usr/share/doc/monkey-duda/")
+    assert "etc/monkey/plugins/duda.conf" in files
+    assert "var/lib/monkey/duda/services/" in contents("monkey-duda")
+    owned = (f"usr/lib/{arch}/monkey/plugins/monkey-duda.so", pkgdir, "usr/share/doc/monkey-duda/",
+             "etc/monkey/plugins/duda.conf")
     assert [p for p in files if not p.startswith(owned)] == []
+    # duda.conf is a configuration file: dpkg keeps the administrator's changes.
+    assert control_file("monkey-duda", "conffiles").split() == ["/etc/monkey/plugins/duda.conf"]
+    # No maintainer script: removing the package leaves the deployed services alone.
+    members = subprocess.run(["dpkg-deb", "--ctrl-tarfile", str(deb("monkey-duda"))],
+                             capture_output=True, check=True).stdout
+    names = subprocess.run(["tar", "t"], input=members, capture_output=True, check=True)
+    assert not re.search(rb"(pre|post)(inst|rm)", names.stdout), names.stdout
     # The plugin is loaded by the server of the same build: the very version.
     assert relations("monkey-duda", "Depends")["monkey"] == "= " + field("monkey", "Version")
 
@@ -422,12 +440,72 @@ def test_installed_headers_compile(tmp_path):
         assert p.returncode == 0, (h, p.stderr)
 
 
-def serve_service(root, work, name, check):
-    """duda -w work/name with the extracted helper; check(port) while it serves."""
+def test_packaged_duda_conf_serves_services(tmp_path):
+    """The packaged duda.conf as it is, the duda line of plugins.load uncommented and
+    [WEB_SERVICE] sections added: the extracted server serves services that the extracted
+    helper built into ServicesRoot, one of them on packages of PackagesRoot."""
+    root = extract(tmp_path, "monkey", "monkey-duda", "monkey-duda-dev")
+    arch = multiarch()
+    text = (root / "etc/monkey/plugins/duda.conf").read_text()
+    assert "\n    ServicesRoot /var/lib/monkey/duda/services\n" in text
+    assert f"\n    PackagesRoot /usr/lib/{arch}/monkey/duda-packages\n" in text
+    services = root / "var/lib/monkey/duda/services"
+    assert services.is_dir() and list(services.iterdir()) == []
+
+    def enable(conf):
+        load = conf / "plugins.load"
+        text, n = re.subn(r"^# (    Load \S+/monkey-duda\.so\s)", r"\1", load.read_text(),
+                          flags=re.M)
+        assert n == 1
+        load.write_text(text)
+
+    conf = relocate(root, enable)
+    monkey = str(root / "usr/sbin/monkey")
+    p = subprocess.run([monkey, "-t", "-c", str(conf)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stdout + p.stderr
+    ex = root / "usr/share/doc/monkey-duda/examples"
+    with open(conf / "sites/default", "a") as f:
+        for n in ("hello", "chat"):
+            f.write(f"\n[WEB_SERVICE]\n    Name {n}\n    DocumentRoot {ex / n / 'html'}\n")
+    p = subprocess.run([monkey, "-t", "-c", str(conf)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1 and f"{services}/hello.duda: No such file" in p.stderr, p.stderr
+    for n in ("hello", "chat"):
+        p = subprocess.run([str(root / "usr/bin/duda"), "build", str(ex / n), "-o", str(services)],
+                           env=duda_env(root), capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stdout + p.stderr
+    p = subprocess.run([monkey, "-t", "-c", str(conf)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stdout + p.stderr
+    port = free_port()
+    err = open(tmp_path / "stderr.log", "w")
+    proc = subprocess.Popen([monkey, "-c", str(conf), "-p", f"127.0.0.1:{port}", "-w", "1"],
+                            stderr=err)
+    try:
+        assert wait_port(port, proc=proc), (tmp_path / "stderr.log").read_text()
+        c = Conn(port)
+        r = c.request("GET", "/hello/hello")
+        assert (r.status, r.body) == (200, b"Hello World!\n")
+        r = c.request("GET", "/chat/")
+        assert (r.status, r.body) == (200, (ex / "chat/html/index.html").read_bytes())
+        c.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15 * SLOW) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        err.close()
+    pkgs = root / f"usr/lib/{arch}/monkey/duda-packages"
+    assert f"package 'websocket' 1.0 loaded from {pkgs}/websocket.dpkg" in (
+        tmp_path / "stderr.log").read_text()
+
+
+def serve_service(root, work, name, check, args=None):
+    """duda -w work/name (or duda -w ARGS, in work) with the extracted helper; check(port)
+    while it serves."""
     port = free_port()
     log = open(work / f"{name}.log", "w")
-    proc = subprocess.Popen([str(root / "usr/bin/duda"), "-w", name, "-p", str(port)], cwd=work,
-                            env=duda_env(root), stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([str(root / "usr/bin/duda"), "-w", *(args or [name]), "-p", str(port)],
+                            cwd=work, env=duda_env(root), stdout=log, stderr=subprocess.STDOUT)
     try:
         assert wait_port(port, proc=proc, timeout=60), (work / f"{name}.log").read_text()
         check(port)
@@ -440,6 +518,46 @@ def serve_service(root, work, name, check):
         log.close()
     text = (work / f"{name}.log").read_text()
     assert f"duda: serving {name} on http://localhost:{port}/{name}/" in text
+
+
+def snapshot(folder):
+    """Every path under folder with its size and modification time."""
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in folder.rglob("*")}
+
+
+def test_installed_example_commands(tmp_path):
+    """Each packaged example's README gives the command that runs it where it is installed
+    (duda -w on the read-only folder with -o, or on a copy for the services that write into
+    their own folders): run as written, with the paths of the extracted root, it serves the
+    example, and the packaged folder is left as it was."""
+    root = extract(tmp_path, "monkey", "monkey-duda", "monkey-duda-dev")
+    doc = "/usr/share/doc/monkey-duda/examples"
+    ex = root / doc.lstrip("/")
+    before = snapshot(ex)
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in tree_duda_examples():
+        readme = (ex / name / "README.md").read_text()
+        m = re.search(rf"^(?:# installed: )?(cp -r {doc}/{name} \. && )?duda -w (\S+)(?: -o (\S+))?$",
+                      readme, re.M)
+        assert m, f"{name}: no installed command in its README"
+        if m[1]:
+            shutil.copytree(ex / name, work / name)
+            assert (m[2], m[3]) == (name, None), m[0]
+            args = [name]
+        else:
+            assert (m[2], m[3]) == (f"{doc}/{name}", f"{name}-build"), m[0]
+            args = [str(ex / name), "-o", m[3]]
+
+        def check(port, name=name):
+            c = Conn(port)
+            r = c.request("GET", f"/{name}/")
+            c.close()
+            assert r.status < 500, (name, r.status)
+
+        serve_service(root, work, name, check, args)
+    assert snapshot(ex) == before
 
 
 def test_extracted_helper_builds_and_serves_a_new_service(tmp_path):

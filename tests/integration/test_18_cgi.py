@@ -856,6 +856,20 @@ def test_remote_user_with_the_auth_plugin(cgi):
     assert "REMOTE_USER" not in e and "AUTH_TYPE" not in e
 
 
+def test_index_script_is_checked_as_its_own_path(cgi):
+    # "/app/" runs /app/index.cgi only as a request for /app/index.cgi would:
+    # a Location naming the script protects the directory too
+    good, bad = add_auth(cgi, "/app/index.cgi")
+    cgi.start()
+    for path in ("/app/index.cgi", "/app/"):
+        assert cget(cgi, path).status == 401, path
+        assert cget(cgi, path, headers={"Authorization": bad}).status == 401, path
+        r = cget(cgi, path, headers={"Authorization": good})
+        assert r.status == 200 and r.body == b"index\n", path
+    r = cget(cgi, "/app/hello.cgi")
+    assert r.status == 200 and r.body == b"hello /app/hello.cgi []\n"
+
+
 CREDENTIALS = {"Authorization": "Bearer abc.def", "Proxy-Authorization": "Basic eDp5"}
 
 

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -464,6 +465,27 @@ def test_duda_new_then_w(tmp_path):
         c.close()
         for sub in ("html", "conf", "data", "logs"):
             assert (svc / sub).is_dir()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15 * SLOW) == 0
+
+
+def test_duda_w_data_files(tmp_path):
+    """The data_files example as its README runs it, `duda -w` on its folder: the folder's
+    logs/ is the LogDir that logger->create() needs (without it the service refuses to load)."""
+    svc = tmp_path / "data_files"
+    shutil.copytree(ROOT / "examples/data_files", svc,
+                    ignore=shutil.ignore_patterns("build", "*.log"))
+    port = free_port()
+    proc = subprocess.Popen([str(DUDA), "-w", str(svc), "-p", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert wait_port(port, proc=proc), proc.communicate(timeout=5)
+        c = Conn(port)
+        assert c.request("GET", "/data_files/greeting").body == b"Good morning from ConfDir\n"
+        c.close()
+        wait_for(lambda: (svc / "logs/access.log").exists() and
+                 (svc / "logs/access.log").read_text() == "greeting\n")
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15 * SLOW) == 0

@@ -194,6 +194,57 @@ def test_index_runs_never_serves_source(php):
     assert b"<?php" not in r.body
 
 
+INDEX_ENV = ('<?php header("Content-Type: text/plain");\n'
+             'foreach (["REQUEST_METHOD","SCRIPT_NAME","SCRIPT_FILENAME","REQUEST_URI",'
+             '"QUERY_STRING","PATH_INFO","CONTENT_LENGTH"] as $k) echo "$k=", $_SERVER[$k] ?? "-", "\\n";'
+             '$in = file_get_contents("php://input");'
+             'echo "BODY=", strlen($in), " ", hash("sha256", $in), "\\n";')
+
+
+def test_index_runs_with_the_method_and_body(make_server, fpm):
+    # "/form/" runs /form/index.php as a request for it would, keeping the
+    # method and the body (a POST to a front controller), while REQUEST_URI
+    # stays what the client sent, as with nginx's index
+    srv = make_php_server(make_server, fpm.sock)
+    srv.file("form/index.php", INDEX_ENV)
+    srv.start()
+    body = os.urandom(150000)
+    for path, query in (("/form/", "x=1"), ("/form/index.php", "")):
+        target = path + ("?" + query if query else "")
+        r = get(srv, target, method="POST", body=body,
+                headers={"Content-Type": "application/octet-stream"})
+        assert r.status == 200, r
+        e = env_of(r.body)
+        assert e["REQUEST_METHOD"] == "POST" and e["REQUEST_URI"] == target
+        assert e["SCRIPT_NAME"] == "/form/index.php" and e["PATH_INFO"] == ""
+        assert e["SCRIPT_FILENAME"] == f"{srv.docroot}/form/index.php"
+        assert e["QUERY_STRING"] == query and e["CONTENT_LENGTH"] == str(len(body))
+        assert e["BODY"] == f"{len(body)} {hashlib.sha256(body).hexdigest()}"
+    # a chunked body too (kept whole first, for CONTENT_LENGTH)
+    c = CgiConn(srv.port, timeout=30)
+    c.send(b"POST /form/ HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+           b"5\r\nhello\r\n0\r\n\r\n")
+    e = env_of(c.read_response().body)
+    c.close()
+    assert e["BODY"] == "5 " + hashlib.sha256(b"hello").hexdigest()
+    assert e["SCRIPT_NAME"] == "/form/index.php"
+
+
+def test_index_script_is_checked_as_its_own_path(make_server, fpm):
+    # behind [AUTH], "/" runs /index.php only for a client that may run it
+    srv = make_php_server(make_server, fpm.sock)
+    good, bad = add_auth(srv, "/index.php")
+    srv.start()
+    for path in ("/", "/index.php", "/?q=1"):
+        assert get(srv, path).status == 401, path
+        assert get(srv, path, headers={"Authorization": bad}).status == 401, path
+    r = get(srv, "/?q=1", headers={"Authorization": good})
+    assert r.status == 200 and r.body == b"front /index.php /?q=1 [1]\n"
+    r = get(srv, "/", method="POST", body=b"x", headers={"Authorization": good})
+    assert r.status == 200 and r.body == b"front /index.php / []\n"
+    assert get(srv, "/static.txt").status == 200
+
+
 def test_params_and_path_info(php):
     r = get(php, "/env.php/a/b?x=1", headers={"Proxy": "http://evil", "X-Thing": "t"})
     e = env_of(r.body)
@@ -487,7 +538,12 @@ def test_x_sendfile_and_x_accel_redirect(make_server, fpm):
              ' header("Content-Type: application/x-php"); echo "not this";')
     srv.file("outside.php", '<?php header("X-Sendfile: /etc/passwd"); echo "no";')
     srv.file("missing.php", '<?php header("X-Accel-Redirect: /files/none.txt"); echo "no";')
+    srv.file("files/index.html", "files index\n")
+    srv.file("dir.php", '<?php header("X-Accel-Redirect: /files/"); echo "no";')
     srv.start()
+    r = get(srv, "/dir.php")  # a directory: its index file
+    assert r.status == 200 and r.body == b"files index\n"
+    assert r.header("Content-Type") == "text/html; charset=utf-8"
     for page in ("/accel.php", "/send.php"):
         r = get(srv, page)
         assert r.status == 200 and r.body == b"the report\n", page

@@ -51,7 +51,11 @@ def gw(request, make_server, tmp_path):
         srv.file(name, text)
     for name, text in CGI.items():
         srv.file(name, text, mode=0o755)
-    srv.set(MaxRequestBody="64M")
+    srv.set(MaxRequestBody="64M", IndexFiles="index.php index.html")
+    # a directory's index script: sha256 of the body, its length, the script
+    srv.file("form/index.php", '<?php $in = file_get_contents("php://input");'
+             ' echo hash("sha256", $in), " ", strlen($in), " ", $_SERVER["REQUEST_METHOD"], " ",'
+             ' $_SERVER["SCRIPT_NAME"], " ", $_SERVER["REQUEST_URI"], "\\n";')
     srv.site_extra += (f"[CGI]\n    Match \\.cgi$\n"
                        f"[FASTCGI]\n    Backend unix:{fpm.sock}\n    Match \\.php$\n")
     # a page whose php-fpm child dies before answering: 502 on its stream
@@ -112,6 +116,26 @@ def test_post_body(gw):
     a = c.request("/post.cgi", method="POST")
     c.wait([a])
     assert c.streams[a]["data"].decode().split() == [hashlib.sha256(b"").hexdigest(), "0"]
+    c.close()
+
+
+def test_index_script_gets_the_method_and_body(gw):
+    # "/form/" runs its index.php as a request for /form/index.php, on the
+    # same stream, with the method and the body (with and without
+    # content-length); REQUEST_URI stays the client's
+    body = os.urandom(200000)
+    want = [hashlib.sha256(body).hexdigest(), str(len(body)), "POST", "/form/index.php", "/form/"]
+    c = gw.h2()
+    a = c.request("/form/", method="POST", body=body,
+                  headers=[("content-length", str(len(body)))])
+    b = c.request("/form/", method="POST", body=body)
+    g = c.request("/form/?x=1")
+    c.wait([a, b, g])
+    for s in (a, b):
+        assert c.streams[s]["headers"][":status"] == "200"
+        assert c.streams[s]["data"].decode().split() == want
+    assert c.streams[g]["data"].decode().split() == [
+        hashlib.sha256(b"").hexdigest(), "0", "GET", "/form/index.php", "/form/?x=1"]
     c.close()
 
 
