@@ -38,10 +38,11 @@
  * more than four times MaxRequestSize (an HPACK bomb) ends the connection;
  * RST_STREAM frames are rate-limited (Http2ResetBurst, Http2ResetRate:
  * CVE-2023-44487, GOAWAY ENHANCE_YOUR_CALM), and so are streams that end
- * without a complete answer however they end (Http2UnansweredBurst,
+ * without a complete answer because of the client (Http2UnansweredBurst,
  * Http2UnansweredRate: reset by the client, or by this server because of
  * what the client sent, refused over MaxConcurrentStreams included: the
- * variants of rapid reset that send no RST_STREAM); SETTINGS and PING floods are
+ * variants of rapid reset that send no RST_STREAM; not those this server
+ * resets for its own failure); SETTINGS and PING floods are
  * nghttp2's (at most 1000 acknowledgements queued); empty DATA and
  * CONTINUATION frames are counted and end the connection past a bound.
  * Timers: Http2IdleTimeout without streams. With streams, timeouts are
@@ -716,11 +717,13 @@ static bool mk_h2_reset_allowed(struct mk_conn *c)
 }
 
 /*
- * A stream the client opened ended without a complete answer (reset by
- * either side, refused): past Http2UnansweredBurst/Rate the connection is
- * over its limit (`calm`). The GOAWAY follows once nghttp2 returns: at the
- * next frame received (mk_h2_begin_frame_cb), after the input
- * (mk_h2_recv) or after sending (mk_h2_flush).
+ * A stream the client opened ended without a complete answer because of
+ * the client (reset by it, or by this server for what it sent, refused):
+ * past Http2UnansweredBurst/Rate the connection is over its limit (`calm`).
+ * A stream this server resets for its own failure (INTERNAL_ERROR) is not
+ * counted: a client must not lose its connection to the server's faults. The GOAWAY follows once
+ * nghttp2 returns: at the next frame received (mk_h2_begin_frame_cb), after the input (mk_h2_recv)
+ * or after sending (mk_h2_flush).
  */
 static void mk_h2_unanswered(struct mk_conn *c)
 {
@@ -1505,11 +1508,14 @@ static int mk_h2_frame_send_cb(nghttp2_session *ng, const nghttp2_frame *frame, 
     struct mk_h2_stream *s;
 
     (void) ng;
-    if (frame->hd.type == NGHTTP2_RST_STREAM && frame->rst_stream.error_code != NGHTTP2_NO_ERROR &&
-        !mk_h2_stream_find(c->h2, frame->hd.stream_id)) {
-        /* a stream nghttp2 refused before it became ours (over
-           MaxConcurrentStreams); ours are counted as they close */
-        mk_h2_unanswered(c);
+    if (frame->hd.type == NGHTTP2_RST_STREAM && !mk_h2_stream_find(c->h2, frame->hd.stream_id)) {
+        /* a stream nghttp2 refused before it became ours: counted when
+           over MaxConcurrentStreams or malformed, not for this server's
+           own failure (INTERNAL_ERROR); ours are counted as they close */
+        if (frame->rst_stream.error_code != NGHTTP2_NO_ERROR &&
+            frame->rst_stream.error_code != NGHTTP2_INTERNAL_ERROR) {
+            mk_h2_unanswered(c);
+        }
         return 0;
     }
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_RESPONSE) {
@@ -1557,7 +1563,9 @@ static int mk_h2_stream_close_cb(nghttp2_session *ng, int32_t id, uint32_t error
     if (s->peer_reset || (error == NGHTTP2_NO_ERROR && !s->we_reset)) {
         h->closed_ids[h->closed_next++ % MK_H2_CLOSED_IDS] = id;
     }
-    if (!s->answered) {
+    if (!s->answered && (s->peer_reset || error != NGHTTP2_INTERNAL_ERROR)) {
+        /* not when this server reset it for its own failure (INTERNAL_ERROR:
+           a silent handler, a hook that failed, memory short) */
         mk_h2_unanswered(c);
     }
     /* nghttp2 destroys the stream (and its user data) when this returns:

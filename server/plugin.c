@@ -459,7 +459,7 @@ static int mk_api_task(struct mk_request *r, void (*work)(void *arg), mk_resume_
         /* Nothing started: the handle is settled here, on the worker. */
         r->handles--;
         r->flags &= (uint16_t) ~MK_REQ_SUSPENDING;
-        mk_free(s);
+        mk_request_handle_free(s);
         if (rc == 503) {
             mk_response_add_known(r, MK_RESP_RETRY_AFTER, "1", 1);
         }

@@ -33,6 +33,8 @@
  * A suspension handle holds its request: a request that ends while handles
  * are out (timed out, connection lost) stays allocated, as a zombie, until
  * the last of them comes back, so a late resume never touches freed memory.
+ * Handles never given back are freed at the worker's teardown
+ * (mk_request_handles_reclaim), after the plugins' exit() hooks.
  * A request given up while a task of its hook is still queued (the client
  * hung up, it timed out, the server stops) takes the task out of the queue
  * first (mk_request_drop_task): that work never runs.
@@ -163,6 +165,7 @@ struct mk_suspended *mk_request_suspend(struct mk_request *r)
     s->worker = r->conn->worker;
     s->req = r;
     s->gen = r->gen;
+    mk_list_add_tail(&s->out, &s->worker->handles);
     r->handles++;
     r->flags |= MK_REQ_SUSPENDING;
     return s;
@@ -198,7 +201,22 @@ void mk_request_drop_task(struct mk_request *r)
     /* Never started: the handle is settled here; the continuation only releases arg. */
     r->handles--;
     s->cb(NULL, s->arg);
+    mk_request_handle_free(s);
+}
+
+void mk_request_handle_free(struct mk_suspended *s)
+{
+    mk_list_del(&s->out);
     mk_free(s);
+}
+
+void mk_request_handles_reclaim(struct mk_worker *w)
+{
+    while (!mk_list_is_empty(&w->handles)) {
+        struct mk_suspended *s = mk_list_entry(w->handles.next, struct mk_suspended, out);
+        s->req->handles--;
+        mk_request_handle_free(s);
+    }
 }
 
 /* ---- stages -------------------------------------------------------------- */
@@ -597,7 +615,7 @@ void mk_request_resume(struct mk_suspended *s)
     }
     if (r->gen != s->gen || !(r->flags & MK_REQ_PARKED)) {
         s->cb(NULL, s->arg); /* the request is gone */
-        mk_free(s);
+        mk_request_handle_free(s);
         if ((r->flags & MK_REQ_ZOMBIE) && r->handles == 0) {
             mk_list_del(&r->node);
             r->flags &= (uint16_t) ~MK_REQ_ZOMBIE;
@@ -611,7 +629,7 @@ void mk_request_resume(struct mk_suspended *s)
     r->flags &= (uint16_t) ~MK_REQ_PARKED;
     c->proto->unpark(r);
     int rc = s->cb(r, s->arg);
-    mk_free(s);
+    mk_request_handle_free(s);
 
     switch (r->stage) {
     case MK_STAGE_REQUEST:

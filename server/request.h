@@ -208,6 +208,14 @@ void mk_request_pool_destroy(struct mk_worker *w);
 void mk_request_run(struct mk_request *r);
 struct mk_suspended *mk_request_suspend(struct mk_request *r);
 void mk_request_resume(struct mk_suspended *s);
+/* Free handle s once settled (its request no longer counts it); on its worker's thread. */
+void mk_request_handle_free(struct mk_suspended *s);
+/*
+ * Worker teardown, after the plugins' exit() hooks and the last resumes:
+ * free the handles never resumed (a plugin kept them past its request's
+ * timeout, or past the stop). Their requests are zombies, freed next.
+ */
+void mk_request_handles_reclaim(struct mk_worker *w);
 /* The suspended request is given up: drop its task if that has not started. */
 void mk_request_drop_task(struct mk_request *r);
 void mk_request_body_ready(struct mk_request *r);

@@ -20,16 +20,22 @@
 
 #include <monkey/mk_plugin.h>
 
+#include "../core/list.h"
 #include "task_queue.h"
 
 struct mk_request;
 struct mk_server;
 struct mk_worker;
 
-/* A suspended request (see api->suspend), or a task around one. */
+/*
+ * A suspended request (see api->suspend), or a task around one. The server
+ * allocates it; it is freed when its resume has run on the worker, or at
+ * the worker's teardown when it never came back (mk_request_handles_reclaim).
+ */
 struct mk_suspended {
     struct mk_worker *worker;
     struct mk_request *req;  /* kept allocated while this handle is out */
+    struct mk_list out;      /* in worker->handles until freed (that worker's thread only) */
     uint64_t gen;            /* the request's generation when suspended */
     void (*work)(void *arg); /* a task's work, run on a task thread */
     mk_resume_cb cb;

@@ -482,7 +482,7 @@ void mk_worker_resume_drain(struct mk_worker *w)
         while (s) {
             struct mk_suspended *next = s->next;
             s->cb(NULL, s->arg);
-            mk_free(s);
+            mk_request_handle_free(s);
             s = next;
         }
     }
@@ -595,6 +595,7 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
     mk_list_init(&w->dead_listeners);
     mk_list_init(&w->closing);
     mk_list_init(&w->zombies);
+    mk_list_init(&w->handles);
     mk_list_init(&w->free_conns);
     mk_list_init(&w->free_reqs);
     mk_timers_init(&w->timers);
@@ -733,6 +734,7 @@ int mk_worker_spawn(struct mk_worker *w)
 void mk_worker_teardown(struct mk_worker *w)
 {
     mk_worker_resume_drain(w);
+    mk_request_handles_reclaim(w);
     mk_request_pool_destroy(w);
     while (!mk_list_is_empty(&w->free_conns)) {
         struct mk_conn *c = mk_list_entry(w->free_conns.next, struct mk_conn, node);

@@ -81,6 +81,7 @@ struct mk_worker {
     struct mk_timers timers;
     struct mk_list closing; /* closed during this batch, recycled after it */
     struct mk_list zombies; /* requests ended while a suspension handle points to them */
+    struct mk_list handles; /* suspension handles of its requests not yet freed */
     struct mk_list free_conns;
     unsigned n_free;
     struct mk_list free_reqs; /* requests to reuse (mk_request_new) */

@@ -502,7 +502,11 @@ struct mk_api {
      * which runs cb(r, arg) on the request's worker. A request not resumed
      * within Timeout is abandoned, and so is one whose client hangs up
      * (closes or half-closes its connection) meanwhile: cb then gets
-     * r == NULL.
+     * r == NULL. The handle is the server's: the plugin holds it from
+     * suspend() to resume(), also after its request was abandoned, and the
+     * request's memory stays allocated until then. Handles still out when
+     * the server stops, once every plugin's exit() has returned, are freed
+     * by the server: resume() must not be called after the plugin's exit().
      */
     struct mk_suspended *(*suspend)(struct mk_request *r);
     void (*resume)(struct mk_suspended *s, mk_resume_cb cb, void *arg);

@@ -411,9 +411,9 @@ def test_second_signal_drops_queued_tasks(make_server):
     conns = [srv.conn(source=f"127.0.0.{1 + i % 4}") for i in range(32)]
     for c in conns:
         c.send(b"GET /skeleton/slow?ms=1000 HTTP/1.1\r\nHost: x\r\n\r\n")
-    time.sleep(0.3)
+    time.sleep(0.3 * SLOW)  # the requests are read and their tasks queued
     srv.signal(signal.SIGTERM)
-    time.sleep(0.3)
+    time.sleep(0.3 * SLOW)
     assert srv.proc.poll() is None  # waiting for the requests in progress
     t = time.monotonic()
     srv.signal(signal.SIGTERM)

@@ -278,9 +278,13 @@ def test_echo_large_with_back_pressure(make_server):
     data = os.urandom(32 << 20)
     sender = threading.Thread(target=s.sendall, args=(data,))
     sender.start()
-    time.sleep(0.5)  # nobody reads: the server's queue fills and it stops reading
-    assert sender.is_alive()  # so the client's sending is held up too
-    assert stats(srv)["paused"] != "0"
+    # Nobody reads: the server's queue fills and it stops reading...
+    deadline = time.monotonic() + 5 * SLOW
+    while stats(srv)["paused"] == "0":
+        assert time.monotonic() < deadline, "the server never stopped reading"
+        time.sleep(0.05)
+    time.sleep(0.2)
+    assert sender.is_alive()  # ...so the client's sending is held up too
     assert recv_exact(s, len(data)) == data
     sender.join()
     s.close()

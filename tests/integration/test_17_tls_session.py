@@ -6,6 +6,7 @@ and Ciphersuites and their checks, and the counters in the control plugin's
 status. Resumption is driven with `openssl s_client -sess_out/-sess_in`."""
 
 import json
+import math
 import os
 import re
 import signal
@@ -180,24 +181,31 @@ def test_early_data_stays_off(make_server, tmp_path):
 
 
 def test_ticket_keys_rotate_and_old_tickets_are_renewed(make_server, tmp_path):
+    # Keys are made as tickets need them: each step below waits from the
+    # moment the key it counts on was made at the latest, and the period
+    # leaves a slow handshake (sanitizers, one CPU) time to fit in it.
+    period = math.ceil(SLOW)
     srv = tls_server(make_server)
-    tls_conf(srv, "    TicketKeyRotation 1s\n")
+    tls_conf(srv, f"    TicketKeyRotation {period}s\n")
     srv.start()
     sess = tmp_path / "session.pem"
     first = s_client(srv, "localhost", "-tls1_2", sess_out=sess)
+    made = time.monotonic()  # the first key, made by this first ticket
     name1 = ticket_name(first)
     # Within the period the same key seals, and a resumption keeps its ticket.
     again = s_client(srv, "localhost", "-tls1_2", sess_in=sess)
     assert outcome(again) == "Reused" and ticket_name(again) == name1
-    time.sleep(1.2)
+    time.sleep(max(0.0, made + period + 0.1 - time.monotonic()))
     # One period later the key is the previous one: it still opens, and the
     # ticket is renewed under the new key.
     renewed = tmp_path / "renewed.pem"
     second = s_client(srv, "localhost", "-tls1_2", sess_in=sess, sess_out=renewed)
+    made = time.monotonic()  # the second key, made by this renewal
     assert outcome(second) == "Reused"
     assert ticket_name(second) != name1
-    time.sleep(2.2)
-    # Two periods later the first key is gone: a full handshake.
+    time.sleep(max(0.0, made + period + 0.1 - time.monotonic()))
+    # Another period later (two since the first key was made) the next key
+    # takes the place of the second, and the first is gone: a full handshake.
     assert outcome(s_client(srv, "localhost", "-tls1_2", sess_in=sess)) == "New"
 
 

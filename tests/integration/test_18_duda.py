@@ -3,6 +3,7 @@ and tests/duda/, loaded by the duda plugin and driven over HTTP."""
 
 import email.utils
 import json
+import math
 import os
 import re
 import shutil
@@ -240,12 +241,27 @@ def test_cookies_and_sessions(make_server, services):
     assert srv.get("/cookies_sessions/me", headers={"Cookie": f"sid={sid}"}).status == 401
     assert srv.request("POST", "/cookies_sessions/logout",
                        headers={"Cookie": f"sid={sid}"}).status == 404
-    # Expiry: a session of one second is gone after it.
-    r = srv.request("POST", "/cookies_sessions/login?user=carol&ttl=1")
+    # Expiry. The store counts whole seconds of the wall clock: a session of
+    # ttl seconds lives more than ttl - 1 s and at most ttl s. So it is still
+    # there ttl - 1 s after the login began, is gone once ttl s have passed
+    # (polled, within a bound), and the first refusal comes no earlier than
+    # ttl - 1 s after the login began.
+    ttl = 2 + math.ceil(SLOW)
+    t0 = time.monotonic()
+    r = srv.request("POST", f"/cookies_sessions/login?user=carol&ttl={ttl}")
+    assert f"; Max-Age={ttl};" in r.header("set-cookie")
     short = r.header("set-cookie")[4:36]
-    assert srv.get("/cookies_sessions/me", headers={"Cookie": f"sid={short}"}).body == b"carol\n"
-    time.sleep(1.1)
-    assert srv.get("/cookies_sessions/me", headers={"Cookie": f"sid={short}"}).status == 401
+    polls = 0
+    while True:
+        r = srv.get("/cookies_sessions/me", headers={"Cookie": f"sid={short}"})
+        if r.status == 401:
+            break
+        assert (r.status, r.body) == (200, b"carol\n")
+        polls += 1
+        assert time.monotonic() - t0 < ttl + 2 * SLOW, "the session outlived its lifetime"
+        time.sleep(0.05)
+    assert polls > 0, "the session was gone at once"
+    assert time.monotonic() - t0 >= ttl - 1, "the session expired before its lifetime"
     r = srv.get("/cookies_sessions/cookie/set")
     assert re.match(r"theme=dark; Path=/; Expires=.*; Max-Age=86400; SameSite=Strict; Secure; "
                     r"HttpOnly$", r.header("set-cookie"))

@@ -200,10 +200,12 @@ def test_reconnect_after_a_redis_restart(make_server, services, redis, tmp_path)
     buf = bytearray()
     assert sse_read_until(sse, lambda b: b": subscribed" in b, buf, 5 * SLOW)
     redis.stop()  # killed by PID: the connections drop
-    time.sleep(0.3)
+    deadline = time.time() + 5 * SLOW
+    while time.time() < deadline and srv.get("/redisuser/up").body != b"0\n":
+        time.sleep(0.05)
+    assert srv.get("/redisuser/up").body == b"0\n"
     r = srv.get("/redisuser/get/k")
     assert r.status == 503, r
-    assert srv.get("/redisuser/up").body == b"0\n"
     redis.start()  # the same port again; the fixture stops it by PID
     deadline = time.time() + 10 * SLOW
     while time.time() < deadline and srv.get("/redisuser/up").body != b"1\n":

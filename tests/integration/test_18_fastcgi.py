@@ -643,7 +643,7 @@ def test_pool_limit_queues_then_503(make_server, fpm):
     srv.start()
     first = CgiConn(srv.port, timeout=10)
     first.send("GET /slow.php?s=1.5 HTTP/1.1\r\nHost: localhost\r\n\r\n")
-    time.sleep(0.2)
+    assert wait_for(lambda: status_doc(srv)["backend0_active"] == 1), "the first never started"
     t0 = time.monotonic()
     r = get(srv, "/env.php")  # waits in the queue, then gives up
     assert r.status == 503

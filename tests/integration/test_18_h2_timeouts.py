@@ -172,6 +172,44 @@ def test_a_silent_handler_gets_its_stream_reset_alone(make_server, busy):
     c.close()
 
 
+@needs_dlopen
+@pytest.mark.parametrize("kind", ["silent", "held"])
+def test_streams_the_server_fails_do_not_count_against_the_client(make_server, kind):
+    """Four streams at once that the server fails by its own fault: CGI
+    scripts silent past SendTimeout (reset INTERNAL_ERROR), or requests a
+    plugin holds past Timeout (503). With a budget of one unanswered stream
+    (Http2UnansweredBurst 1, refilled once a second) none of them costs the
+    client its connection."""
+    srv = h2c_server(make_server, Timeout="1", SendTimeout="1", Http2UnansweredBurst=1,
+                     Http2UnansweredRate=1)
+    if kind == "silent":
+        srv.plugins = [str(CGI_SO)]
+        srv.file("quiet.cgi", '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\n'
+                 'exec sleep 30\n', mode=0o755)
+        srv.site_extra += "[CGI]\n    Match \\.cgi$\n"
+        paths = [f"/quiet.cgi?{i}" for i in range(4)]
+    else:
+        srv.plugins = [str(HOLD_SO)]
+        paths = [f"/hold/{i}" for i in range(4)]
+    srv.start()
+    c = H2Client(srv.port)
+    sids = [c.request(p) for p in paths]
+    for sid in sids:
+        settle(c, sid, False, 6)
+    for sid in sids:
+        st = c.streams[sid]
+        if kind == "silent":
+            assert st["headers"].get(":status") == "200" and st["reset"] == INTERNAL_ERROR, st
+        else:
+            assert st["headers"].get(":status") == "503" and st["ended"], st
+    drain(c, 0.3)
+    still_served(c)
+    if kind == "held":
+        assert c.get("/release")["data"] == b"released 4\n"
+    c.close()
+    assert "HTTP/2 client over a limit" not in srv.stderr_text()
+
+
 @pytest.mark.parametrize("busy", [False, True])
 def test_a_stream_with_a_shut_window_is_cancelled_alone(make_server, busy):
     """A stream whose window the client keeps at zero is reset (CANCEL)
