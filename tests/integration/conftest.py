@@ -42,6 +42,20 @@ def free_port():
         return s.getsockname()[1]
 
 
+def can_bind(host):
+    """Whether a socket can bind host on this machine ("::1", "127.0.0.2")."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+            s.bind((host, 0))
+        return True
+    except OSError:
+        return False
+
+
+HAS_IPV6 = can_bind("::1")
+needs_ipv6 = pytest.mark.skipif(not HAS_IPV6, reason="no IPv6 loopback (::1)")
+
+
 def listening_inodes(port):
     """Socket inodes listening on TCP `port` (any address), from /proc/net."""
     found = set()

@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from conftest import BUILD, MONKEY, ROOT, SLOW, STATIC, Conn, wait_port
+from conftest import (BUILD, HAS_IPV6, MONKEY, ROOT, SLOW, STATIC, Conn, can_bind, needs_ipv6,
+                      wait_port)
 
 ACCESS_SO = BUILD / "plugins" / "monkey-access.so"
 HOLD_SO = BUILD / "tests" / "plugins" / "monkey-hold.so"
@@ -48,26 +49,7 @@ FILES = {
 }
 
 
-def has_ipv6():
-    try:
-        with socket.socket(socket.AF_INET6) as s:
-            s.bind(("::1", 0))
-        return True
-    except OSError:
-        return False
-
-
-def can_use_source(addr):
-    try:
-        with socket.socket() as s:
-            s.bind((addr, 0))
-        return True
-    except OSError:
-        return False
-
-
-needs_ipv6 = pytest.mark.skipif(not has_ipv6(), reason="no IPv6 loopback")
-needs_127_0_0_2 = pytest.mark.skipif(not can_use_source("127.0.0.2"),
+needs_127_0_0_2 = pytest.mark.skipif(not can_bind("127.0.0.2"),
                                      reason="cannot bind 127.0.0.2 as a source address")
 
 
@@ -322,7 +304,7 @@ def test_only_localhost_sees_admin(make_server):
         # Deny rule: everything is allowed but /admin from anybody else.
         "denyrule.test": ["Allow 127.0.0.1 path /admin", "Deny all path /admin"],
     })
-    srv.set(Listen=[f"127.0.0.1:{srv.port}"] + ([f"[::1]:{srv.port}"] if has_ipv6() else []))
+    srv.set(Listen=[f"127.0.0.1:{srv.port}"] + ([f"[::1]:{srv.port}"] if HAS_IPV6 else []))
     srv.start()
     local, other = srv.conn(), SourceConn(srv.port, "127.0.0.2")
     paths = ["/admin/x.txt", "/admin/", "/public/a.txt", "/a.txt"]
@@ -332,7 +314,7 @@ def test_only_localhost_sees_admin(make_server):
     # Outside the allowed paths the allow list denies both.
     assert statuses(local, "allowlist.test", ["/index.html"]) == [403]
     assert statuses(local, "denyrule.test", ["/index.html"]) == [200]
-    if has_ipv6():
+    if HAS_IPV6:
         c6 = Conn(srv.port, host="::1")
         # ::1 is not 127.0.0.1: "all" covers both families.
         assert statuses(c6, "denyrule.test", ["/admin/x.txt", "/a.txt"]) == [403, 200]

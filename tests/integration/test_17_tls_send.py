@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, MONKEY, SLOW, free_port, wait_port
+from conftest import BUILD, MONKEY, SLOW, free_port, needs_ipv6, wait_port
 from tlsutil import (TLS_MARKS, client_context, der_of, https, make_cert, tls_connect,
                      tls_section, tls_server)
 
@@ -300,17 +300,7 @@ def test_third_certificate_and_missing_second_key_are_refused(make_server):
 
 # ---- listeners -------------------------------------------------------------------
 
-
-def has_ipv6():
-    try:
-        with socket.socket(socket.AF_INET6) as s:
-            s.bind(("::1", 0))
-        return True
-    except OSError:
-        return False
-
-
-@pytest.mark.skipif(not has_ipv6(), reason="no IPv6 loopback (::1)")
+@needs_ipv6
 def test_ipv6_tls_listener(make_server):
     srv = tls_server(make_server)
     srv.set(Listen=f"[::1]:{srv.port} tls")
