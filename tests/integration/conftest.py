@@ -8,6 +8,7 @@ The binary comes from $MK_BUILD (default: build/), so the same tests run
 against the normal and the sanitizer builds.
 """
 
+import contextlib
 import os
 import signal
 import socket
@@ -114,6 +115,27 @@ def wait_port(port, host="127.0.0.1", timeout=10.0, proc=None):
             pass
         time.sleep(0.02)
     return False
+
+
+@contextlib.contextmanager
+def serving(argv, port, log, timeout=10.0, **popen):
+    """Run argv, a server of its own that listens on 127.0.0.1:port, with its
+    standard output and error in the file `log`; yield the process once it
+    listens (the test fails with the log if it does not). Unless the block
+    waited for it itself, SIGTERM stops it at the end of the block; it must
+    exit with status 0, and it never outlives the test."""
+    with open(log, "w") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, **popen)
+        try:
+            assert wait_port(port, proc=proc, timeout=timeout), Path(log).read_text()
+            yield proc
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=15 * SLOW) == 0, Path(log).read_text()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 class Response:
