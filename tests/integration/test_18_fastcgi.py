@@ -7,7 +7,6 @@ slow backend, the pool limit and the queue, keep-alive connections."""
 
 import base64
 import hashlib
-import json
 import os
 import shutil
 import signal
@@ -20,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from conftest import BUILD, SANITIZED, SLOW, needs_dlopen, read_head, vm_rss_kb, wait_port
-from test_18_cgi import CgiConn, add_auth, read_chunked, wait_for
+from gwutil import (CgiConn, add_auth, check_remote_user, env_of, get, plugin_status, wait_for,
+                    with_control)
 
 FCGI_SO = BUILD / "plugins" / "monkey-fastcgi.so"
-CONTROL_SO = BUILD / "plugins" / "monkey-control.so"
 LOGGER_SO = BUILD / "plugins" / "monkey-logger.so"
 PHP_FPM = shutil.which("php-fpm8.2") or (
     "/usr/sbin/php-fpm8.2" if Path("/usr/sbin/php-fpm8.2").exists() else None)
@@ -146,11 +145,7 @@ def make_php_server(make_server, sock, conf="", site_extra="", control=False):
     srv.set(Workers=1, IndexFiles="index.php index.html", MaxRequestBody="200M")
     (srv.conf / "plugins").mkdir()
     (srv.conf / "plugins" / "fastcgi.conf").write_text("[FASTCGI]\n" + conf)
-    if control:
-        srv.plugins.append(str(CONTROL_SO))
-        (srv.conf / "plugins" / "control.conf").write_text(
-            f"[CONTROL]\n    Socket {srv.dir}/ctl.sock\n    HttpPath /server-status\n")
-    return srv
+    return with_control(srv) if control else srv
 
 
 @pytest.fixture
@@ -161,22 +156,16 @@ def php(make_server, fpm):
     return srv
 
 
-def get(srv, path, **kw):
-    c = CgiConn(srv.port, timeout=30)
-    try:
-        return c.request(kw.pop("method", "GET"), path, **kw)
-    finally:
-        c.close()
-
-
-def env_of(body):
-    return dict(line.split("=", 1) for line in body.decode().splitlines() if "=" in line)
-
-
 def status_doc(srv):
-    r = get(srv, "/server-status")
-    assert r.status == 200
-    return json.loads(r.body)["plugins"]["fastcgi"]
+    return plugin_status(srv, "fastcgi")
+
+
+def bad_gateway_on(c):
+    """On the connection c, /env.php is 502 with the site's error page, and
+    the connection stays healthy: a static file follows."""
+    r = c.request("GET", "/env.php")
+    assert r.status == 502 and r.body == b"site error page\n"
+    assert c.request("GET", "/static.txt").body == b"static file\n"
 
 
 def test_phpinfo(php):
@@ -270,17 +259,7 @@ def test_remote_user_behind_the_auth_plugin(make_server, fpm):
     srv.file("private/who.php", WHO)
     srv.file("who.php", WHO)
     srv.start()
-    assert get(srv, "/private/who.php").status == 401
-    assert get(srv, "/private/who.php", headers={"Authorization": bad}).status == 401
-    for _ in range(2):  # checked on a task thread, then from the plugin's cache
-        r = get(srv, "/private/who.php", headers={"Authorization": good})
-        assert r.status == 200
-        e = env_of(r.body)
-        assert e["REMOTE_USER"] == "alice" and e["AUTH_TYPE"] == "Basic"
-    r = get(srv, "/who.php", headers={"Authorization": good})
-    assert r.status == 200
-    e = env_of(r.body)
-    assert e["REMOTE_USER"] == "-" and e["AUTH_TYPE"] == "-"
+    check_remote_user(srv, "/private/who.php", "/who.php", good, bad)
 
 
 def test_authorization_passed_proxy_authorization_not(make_server, fpm):
@@ -591,10 +570,7 @@ def test_backend_down_is_502_with_site_page(make_server, tmp_path):
     srv = make_php_server(make_server, tmp_path / "nobody.sock")
     srv.start()
     c = CgiConn(srv.port)
-    r = c.request("GET", "/env.php")
-    assert r.status == 502 and r.body == b"site error page\n"
-    # the client's connection stays healthy
-    assert c.request("GET", "/static.txt").body == b"static file\n"
+    bad_gateway_on(c)
     c.close()
     assert "fastcgi" in srv.stderr_text()
 
