@@ -33,7 +33,8 @@ run also reports how busy each side was (CPU time over wall time, in CPUs):
 the side that used all of its CPUs is the one that bounded the run.
 
 This module also holds what bench/websocket.py and bench/duda_packages.py
-share: the placement, the server processes and their CPU time.
+share: the placement, the server processes and their CPU time (on the
+ports and /proc readings of bench/procs.py).
 """
 
 import argparse
@@ -48,59 +49,12 @@ import sys
 import tempfile
 import time
 
+from procs import cpu_of, cpu_seconds, free_port, tree, wait_port
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BUILD = os.path.join(ROOT, os.environ.get("MK_BUILD", "build"))
 HELLO = b"Hello World!\n"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return True
-        except OSError:
-            time.sleep(0.05)
-    return False
-
-
-def tree(pid):
-    """pid and its descendants (node's cluster workers)."""
-    pids, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        pids.append(p)
-        for d in os.listdir("/proc"):
-            if d.isdigit():
-                try:
-                    with open(f"/proc/{d}/stat") as f:
-                        if int(f.read().rsplit(")", 1)[1].split()[1]) == p:
-                            todo.append(int(d))
-                except OSError:
-                    pass
-    return pids
-
-
-def cpu_of(pid):
-    """User + system CPU seconds of process pid (all its threads, live or
-    exited), or None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
-
-
-def cpu_seconds(pids):
-    return sum(c for c in map(cpu_of, pids) if c is not None)
 
 
 class CpuMeter:

@@ -48,8 +48,9 @@ import sys
 import tempfile
 import time
 
-from duda import (BUILD, HERE, ROOT, Placement, Target, add_pin_args, free_port, load_columns,
-                  measure, rss_kb, tree, wait_port, wrk)
+from duda import (BUILD, HERE, ROOT, Placement, Target, add_pin_args, load_columns, measure,
+                  rss_kb, wrk)
+from procs import free_port, tree, wait_port
 
 NOTES = 1000
 PATH = "/json_api/notes/1"

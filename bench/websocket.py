@@ -61,8 +61,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from duda import (BUILD, HERE, ROOT, CpuMeter, Placement, Target, add_pin_args, cpu_of,  # noqa
-                  free_port, rss_kb, self_cpu, tree, wait_port)
+from duda import BUILD, HERE, ROOT, CpuMeter, Placement, Target, add_pin_args, rss_kb, self_cpu  # noqa
+from procs import cpu_of, free_port, tree, wait_port  # noqa: E402
 
 WSLOAD = os.path.join(BUILD, "bin", "mk-wsload")
 MSG = b"x" * 32
