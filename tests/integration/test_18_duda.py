@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, Conn, free_port, wait_port
+from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, Conn, free_port, serving
 
 pytestmark = [
     pytest.mark.skipif(STATIC, reason="static binary: no shared objects"),
@@ -439,19 +439,13 @@ def test_duda_new_then_w(tmp_path):
     p = duda("new", svc)
     assert p.returncode == 0, p.stderr
     port = free_port()
-    proc = subprocess.Popen([str(DUDA), "-w", str(svc), "-p", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert wait_port(port, proc=proc), proc.communicate(timeout=5)
+    with serving([str(DUDA), "-w", str(svc), "-p", str(port)], port, tmp_path / "duda-w.log"):
         c = Conn(port)
         assert c.request("GET", "/fresh/hello").body == b"Hello World!\n"
         assert c.request("GET", "/fresh/").body == (svc / "html/index.html").read_bytes()
         c.close()
         for sub in ("html", "conf", "data", "logs"):
             assert (svc / sub).is_dir()
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15 * SLOW) == 0
 
 
 def test_duda_w_data_files(tmp_path):
@@ -461,18 +455,12 @@ def test_duda_w_data_files(tmp_path):
     shutil.copytree(ROOT / "examples/data_files", svc,
                     ignore=shutil.ignore_patterns("build", "*.log"))
     port = free_port()
-    proc = subprocess.Popen([str(DUDA), "-w", str(svc), "-p", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert wait_port(port, proc=proc), proc.communicate(timeout=5)
+    with serving([str(DUDA), "-w", str(svc), "-p", str(port)], port, tmp_path / "duda-w.log"):
         c = Conn(port)
         assert c.request("GET", "/data_files/greeting").body == b"Good morning from ConfDir\n"
         c.close()
         wait_for(lambda: (svc / "logs/access.log").exists() and
                  (svc / "logs/access.log").read_text() == "greeting\n")
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15 * SLOW) == 0
 
 
 def test_reload_picks_up_a_rebuilt_service(make_server, tmp_path):
@@ -514,17 +502,11 @@ def test_installed_duda(tmp_path):
     env = {"DUDA_MONKEY": str(found["monkey"]), "DUDA_PLUGIN": str(found["monkey-duda.so"]),
            "DUDA_INCLUDE": str(found["duda.h"].parent.parent)}
     port = free_port()
-    proc = subprocess.Popen([str(tool), "-w", str(ROOT / "examples/hello"), "-o",
-                             str(tmp_path / "out"), "-p", str(port)], env={**os.environ, **env},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert wait_port(port, proc=proc), proc.communicate(timeout=5)
+    with serving([str(tool), "-w", str(ROOT / "examples/hello"), "-o", str(tmp_path / "out"),
+                  "-p", str(port)], port, tmp_path / "duda-w.log", env={**os.environ, **env}):
         c = Conn(port)
         assert c.request("GET", "/hello/hello").body == b"Hello World!\n"
         c.close()
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15 * SLOW) == 0
 
 
 def test_counters_in_the_control_status(make_server, services):
