@@ -1,6 +1,6 @@
 """What the tests of an installed tree share: a DESTDIR that `cmake --install`
-filled (test_15_install.py, test_15_embed.py) or the Debian packages
-extracted into a folder (test_15_deb.py). The tree's configuration names
+filled (test_15_install.py, test_15_embed.py, the Duda tests) or the Debian
+packages extracted into a folder (test_15_deb.py). The tree's configuration names
 absolute paths; relocated, it names the tree's own files, and its programs
 run from there as an administrator would run them."""
 
@@ -8,6 +8,33 @@ import re
 import subprocess
 
 from conftest import BUILD, SLOW, Conn, free_port, serving
+
+
+def cache(name):
+    """The value of `name` in the build's CMakeCache.txt (KeyError without it)."""
+    for line in (BUILD / "CMakeCache.txt").read_text().splitlines():
+        if line.startswith(name + ":"):
+            return line.split("=", 1)[1]
+    raise KeyError(name)
+
+
+def gnu_dir(name, default):
+    """An install directory as GNUInstallDirs resolves it (absolute)."""
+    prefix = cache("CMAKE_INSTALL_PREFIX")
+    try:
+        d = cache("CMAKE_INSTALL_" + name)
+    except KeyError:
+        d = default
+    if d.startswith("/"):
+        return d
+    if prefix == "/usr" and name in ("SYSCONFDIR", "LOCALSTATEDIR"):
+        return "/" + d  # GNUInstallDirs: /etc and /var for the /usr prefix
+    return f"{prefix}/{d}"
+
+
+def inside(dest, path):
+    """The absolute install path `path` under the tree dest."""
+    return dest / path.lstrip("/")
 
 
 def cmake_install(dest):

@@ -17,32 +17,12 @@ from pathlib import Path
 import pytest
 
 from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, check_sanitizers
-from installutil import cmake_install, enable_duda, prefix_paths, serve_default_page, serve_services
+from installutil import (cache, cmake_install, enable_duda, gnu_dir, inside, prefix_paths,
+                         serve_default_page, serve_services)
 
 pytestmark = pytest.mark.skipif(STATIC, reason="the static build builds only the server")
 # The installed programs of a cross build run only under the emulator.
 native_only = pytest.mark.skipif(EMULATED, reason="cross build: installed programs need qemu")
-
-
-def cache(name):
-    for line in (BUILD / "CMakeCache.txt").read_text().splitlines():
-        if line.startswith(name + ":"):
-            return line.split("=", 1)[1]
-    raise KeyError(name)
-
-
-def gnu_dir(name, default):
-    """An install directory as GNUInstallDirs resolves it (absolute)."""
-    prefix = cache("CMAKE_INSTALL_PREFIX")
-    try:
-        d = cache("CMAKE_INSTALL_" + name)
-    except KeyError:
-        d = default
-    if d.startswith("/"):
-        return d
-    if prefix == "/usr" and name in ("SYSCONFDIR", "LOCALSTATEDIR"):
-        return "/" + d  # GNUInstallDirs: /etc and /var for the /usr prefix
-    return f"{prefix}/{d}"
 
 
 @pytest.fixture(scope="module")
@@ -51,10 +31,6 @@ def installed(tmp_path_factory):
     dest = tmp_path_factory.mktemp("destdir")
     cmake_install(dest)
     return dest
-
-
-def inside(dest, path):
-    return dest / path.lstrip("/")
 
 
 def with_duda():

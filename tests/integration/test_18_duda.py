@@ -13,6 +13,7 @@ import time
 import pytest
 
 from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, Conn, free_port, serving
+from installutil import cmake_install
 
 pytestmark = [
     pytest.mark.skipif(STATIC, reason="static binary: no shared objects"),
@@ -489,9 +490,7 @@ def test_reload_picks_up_a_rebuilt_service(make_server, tmp_path):
 def test_installed_duda(tmp_path):
     """make install puts the header, the plugin and the helper in place, and they work."""
     dest = tmp_path / "dest"
-    p = subprocess.run(["cmake", "--install", str(BUILD)], env={**os.environ, "DESTDIR": str(dest)},
-                       capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stdout + p.stderr
+    cmake_install(dest)
     found = {f.name: f for f in dest.rglob("*") if f.is_file()}
     for name in ("duda", "duda.h", "monkey-duda.so", "monkey"):
         assert name in found, name

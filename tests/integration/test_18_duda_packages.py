@@ -11,13 +11,13 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import time
 
 import pytest
 
 from conftest import (BUILD, EMULATED, ROOT, SLOW, STATIC, Conn, check_sanitizers, free_port,
                       serving)
+from installutil import cmake_install, gnu_dir, inside
 from test_18_duda import build, duda, duda_server, start_fails, web_service
 
 pytestmark = [
@@ -104,11 +104,7 @@ def test_duda_package_refuses_a_non_package(tmp_path):
 def test_make_install_installs_packages(tmp_path):
     """cmake --install puts the tree's packages, their headers and duda_package.h in place,
     and the installed helper points PackagesRoot at them."""
-    from test_15_install import gnu_dir, inside
-
-    p = subprocess.run(["cmake", "--install", str(BUILD)], env={"DESTDIR": str(tmp_path),
-                       "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stdout + p.stderr
+    cmake_install(tmp_path)
     pkgdir = gnu_dir("LIBDIR", "lib") + "/monkey/duda-packages"
     inc = gnu_dir("INCLUDEDIR", "include")
     built = sorted(f.name for f in (BUILD / "duda-packages").glob("*.dpkg"))
