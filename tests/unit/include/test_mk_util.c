@@ -61,27 +61,29 @@ static size_t addr(int family, const char *text, char out[MK_ADDR_TEXT_LEN + 1])
 
 static void test_addr_text(void **state)
 {
+    static const struct {
+        int family;
+        const char *in, *text;
+    } cases[] = {
+        {AF_INET, "127.0.0.1", "127.0.0.1"},
+        {AF_INET, "0.0.0.0", "0.0.0.0"},
+        {AF_INET, "255.255.255.255", "255.255.255.255"},
+        {AF_INET, "10.20.100.9", "10.20.100.9"},
+        /* An IPv4 client of a dual-stack socket reads as IPv4. */
+        {AF_INET6, "::ffff:192.0.2.33", "192.0.2.33"},
+        {AF_INET6, "::1", "::1"},
+        {AF_INET6, "2001:db8::8:800:200c:417a", "2001:db8::8:800:200c:417a"},
+        /* Eight groups, none to compress. */
+        {AF_INET6, "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe",
+         "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe"},
+    };
     char out[MK_ADDR_TEXT_LEN + 1];
 
     (void) state;
-    addr(AF_INET, "127.0.0.1", out);
-    assert_string_equal(out, "127.0.0.1");
-    addr(AF_INET, "0.0.0.0", out);
-    assert_string_equal(out, "0.0.0.0");
-    addr(AF_INET, "255.255.255.255", out);
-    assert_string_equal(out, "255.255.255.255");
-    addr(AF_INET, "10.20.100.9", out);
-    assert_string_equal(out, "10.20.100.9");
-    /* An IPv4 client of a dual-stack socket reads as IPv4. */
-    addr(AF_INET6, "::ffff:192.0.2.33", out);
-    assert_string_equal(out, "192.0.2.33");
-    addr(AF_INET6, "::1", out);
-    assert_string_equal(out, "::1");
-    addr(AF_INET6, "2001:db8::8:800:200c:417a", out);
-    assert_string_equal(out, "2001:db8::8:800:200c:417a");
-    /* Eight groups, none to compress. */
-    addr(AF_INET6, "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe", out);
-    assert_string_equal(out, "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe");
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        addr(cases[i].family, cases[i].in, out);
+        assert_string_equal(out, cases[i].text);
+    }
     /* Another family: nothing. */
     memset(out, 'z', MK_ADDR_TEXT_LEN);
     assert_int_equal(addr(AF_UNIX, NULL, out), 0);
