@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from procs import descendants, port_open, tree
+from procs import descendants, port_open, stop, tree
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -925,12 +925,7 @@ class Bench:
                     a = parse_ab(subprocess.run(load + [self.url("hello.txt")],
                                                 capture_output=True, text=True).stdout, n)
                     time.sleep(0.2)
-                    st.send_signal(signal.SIGINT)
-                    try:
-                        st.wait(30)
-                    except subprocess.TimeoutExpired:
-                        st.kill()
-                        st.wait()
+                    stop(st, 30, signal.SIGINT)
                     calls, errs, per = parse_strace(sf)
                     res["syscalls_" + phase] = calls
                     res["syscall_errors_" + phase] = errs

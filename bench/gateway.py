@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 
-from procs import cpu_seconds, free_port, tree, wait_port
+from procs import cpu_seconds, free_port, stop, tree, wait_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -222,12 +222,7 @@ def run_server(name, base, root, sock, pool, scenarios, args):
             print(f"{sc:16} {name:9} {rps:10.0f} req/s  {us:7.1f} us CPU/request"
                   f"{'  non-2xx ' + str(errors) if errors else ''}", flush=True)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop(proc, 10, group=True)
     return results
 
 
@@ -267,12 +262,7 @@ def instructions(name, base, root, sock, pool, path, n):
                 raise RuntimeError(f"{name} did not start under callgrind")
             done = h2load_h1(port, path, k)
         finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            stop(proc, 120, group=True)
         if done != k:
             raise RuntimeError(f"{name} {path}: {done} of {k} requests succeeded")
         time.sleep(1)  # forked processes (nginx's workers) write their files last

@@ -1,10 +1,13 @@
 """Ports and processes, for the benchmark scripts of bench/ (bench.py and the
 scripts that import it, duda.py and the scripts that import it, gateway.py):
-a free loopback port, waiting for a server to listen on one, a server's
-process tree and its CPU time, from /proc. Python 3 standard library only."""
+a free loopback port, waiting for a server to listen on one, stopping a
+process this script started, a server's process tree and its CPU time,
+from /proc. Python 3 standard library only."""
 
 import os
+import signal
 import socket
+import subprocess
 import time
 
 
@@ -32,6 +35,26 @@ def wait_port(port, timeout=10.0):
             return True
         time.sleep(0.05)
     return False
+
+
+def stop(proc, timeout=10.0, sig=signal.SIGTERM, group=False):
+    """Send sig to proc, a subprocess.Popen of this script (with group, to
+    its whole process group: one started with start_new_session), wait up
+    to timeout seconds for it, then SIGKILL it (or its group); reaped."""
+    def send(s):
+        try:
+            if group:
+                os.killpg(proc.pid, s)
+            else:
+                proc.send_signal(s)
+        except ProcessLookupError:
+            pass
+    send(sig)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        send(signal.SIGKILL)
+        proc.wait()
 
 
 def descendants(pid):
