@@ -138,6 +138,37 @@ def serving(argv, port, log, timeout=10.0, **popen):
                 proc.wait()
 
 
+class Strace:
+    """strace -f attached to the running process pid (its threads too), the
+    system calls of `calls` only (["all"]: every one), written to the file
+    out; stop() detaches and returns the lines of the calls."""
+
+    def __init__(self, pid, calls, out):
+        self.out = out
+        self.proc = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=" + ",".join(calls),
+                                      "-o", str(out), "-p", str(pid)],
+                                     stderr=subprocess.PIPE)
+        # strace attaches every thread before it reports anything: wait for
+        # the attach by checking the tracer pid of the process.
+        deadline = time.monotonic() + 10 * SLOW
+        while time.monotonic() < deadline:
+            with open(f"/proc/{pid}/status") as st:
+                if any(line.startswith("TracerPid:") and line.split()[1] != "0" for line in st):
+                    break
+            time.sleep(0.02)
+        time.sleep(0.2 * SLOW)  # the worker threads are attached after the main one
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=10 * SLOW)
+        return [line for line in self.out.read_text().splitlines() if "(" in line]
+
+
+def strace_count(lines, name):
+    """How many of the Strace lines are calls of `name`."""
+    return sum(1 for line in lines if line.split(" ", 1)[-1].lstrip().startswith(name + "("))
+
+
 class Response:
     def __init__(self, status, reason, headers, body, raw_head):
         self.status = status

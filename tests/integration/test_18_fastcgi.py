@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, SANITIZED, SLOW, needs_dlopen, read_head, vm_rss_kb, wait_port
+from conftest import (BUILD, SANITIZED, SLOW, Strace, needs_dlopen, read_head, strace_count,
+                      vm_rss_kb, wait_port)
 from gwutil import (CgiConn, add_auth, check_remote_user, env_of, get, plugin_status, wait_for,
                     with_control)
 
@@ -483,7 +484,6 @@ def test_system_calls_per_request(make_server, fpm, tmp_path):
     # answer, one write of head and body, wait; no file lookup (found scripts
     # are remembered), no getsockname (the connection's address is kept), no
     # interest changes, no wake-up of the worker by itself (16 before)
-    from test_18_h2_cost import Strace, count
     php = make_php_server(make_server, fpm.sock)
     del php.site_conf["Fallback"]  # the server's own lookup of the path is another matter
     php.start()
@@ -497,14 +497,14 @@ def test_system_calls_per_request(make_server, fpm, tmp_path):
     finally:
         lines = tracer.stop()
         c.close()
-    assert count(lines, "sendmsg") + count(lines, "writev") == 20
-    assert count(lines, "openat2") + count(lines, "openat") + count(lines, "newfstatat") == 0
-    assert count(lines, "epoll_ctl") == 0
-    assert count(lines, "write") == 0 and count(lines, "read") == 20
+    assert strace_count(lines, "sendmsg") + strace_count(lines, "writev") == 20
+    assert sum(strace_count(lines, n) for n in ("openat2", "openat", "newfstatat")) == 0
+    assert strace_count(lines, "epoll_ctl") == 0
+    assert strace_count(lines, "write") == 0 and strace_count(lines, "read") == 20
     memory = ("mmap(", "munmap(", "madvise(", "mprotect(")  # the allocator's (ASan's above all)
     calls = [x for x in lines if "resumed>" not in x and "restart_syscall" not in x
              and not any(m in x for m in memory)]
-    assert count(lines, "getsockname") <= 1  # asked once per connection
+    assert strace_count(lines, "getsockname") <= 1  # asked once per connection
     assert len(calls) <= 20 * 6 + 2, f"{len(calls)} calls:\n" + "\n".join(calls[:60])
 
 
