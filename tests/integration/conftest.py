@@ -117,6 +117,17 @@ def wait_port(port, host="127.0.0.1", timeout=10.0, proc=None):
     return False
 
 
+def wait_for(cond, timeout=5.0):
+    """Poll cond() every 20 ms for up to timeout seconds (times SLOW);
+    whether it came true (assert it)."""
+    deadline = time.monotonic() + timeout * SLOW
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return bool(cond())
+
+
 @contextlib.contextmanager
 def serving(argv, port, log, timeout=10.0, **popen):
     """Run argv, a server of its own that listens on 127.0.0.1:port, with its

@@ -1,14 +1,13 @@
 """What the tests of the gateways share (test_18_cgi.py, test_18_fastcgi*.py;
 add_auth for test_18_fallback.py too): a client that decodes chunked
 bodies, the environment a script prints, the auth plugin in front of a
-site, the control plugin's counters of a plugin, waiting for a condition."""
+site, the control plugin's counters of a plugin."""
 
 import base64
 import json
 import subprocess
-import time
 
-from conftest import BUILD, SLOW, Conn
+from conftest import BUILD, Conn
 
 
 class CgiConn(Conn):
@@ -56,16 +55,6 @@ def read_chunked(f):
             return bytes(body)
         body += f.read(size)
         assert f.read(2) == b"\r\n"
-
-
-def wait_for(cond, timeout=5.0):
-    """Poll cond() for up to timeout seconds (times SLOW); its last value."""
-    deadline = time.monotonic() + timeout * SLOW
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return cond()
 
 
 def add_auth(srv, location):

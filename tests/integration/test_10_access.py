@@ -11,12 +11,11 @@ site with the Host header.
 import signal
 import socket
 import subprocess
-import time
 
 import pytest
 
 from conftest import (BUILD, HAS_IPV6, MONKEY, ROOT, SLOW, STATIC, Conn, can_bind, needs_ipv6,
-                      wait_port)
+                      wait_for, wait_port)
 
 ACCESS_SO = BUILD / "plugins" / "monkey-access.so"
 HOLD_SO = BUILD / "tests" / "plugins" / "monkey-hold.so"
@@ -440,13 +439,6 @@ def test_non_path_targets(make_server):
 
 # ---- reload and the plugin-wide file ----------------------------------------------
 
-def wait_for(fn, timeout=5.0):
-    deadline = time.monotonic() + timeout * SLOW
-    while not fn():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 def reload(srv):
     """SIGHUP, then wait until the server reports the reload done or refused."""
     def done():
@@ -454,7 +446,7 @@ def reload(srv):
         return text.count("configuration reloaded") + text.count("reload failed")
     before = done()
     srv.signal(signal.SIGHUP)
-    wait_for(lambda: done() > before)
+    assert wait_for(lambda: done() > before)
 
 
 def test_reload_picks_up_changed_rules(make_server):
@@ -522,7 +514,7 @@ def test_request_keeps_log_setting_of_its_configuration(make_server):
     srv.start()
     held = srv.conn()
     held.send(b"GET /hold/x HTTP/1.1\r\nHost: localhost\r\n\r\n")
-    wait_for(lambda: srv.get("/held").body == b"held 1\n")
+    assert wait_for(lambda: srv.get("/held").body == b"held 1\n")
     (srv.conf / "plugins" / "access.conf").write_text("[ACCESS]\n    LogDenied On\n")
     reload(srv)
     assert "configuration reloaded" in srv.stderr_text()
@@ -531,7 +523,7 @@ def test_request_keeps_log_setting_of_its_configuration(make_server):
     assert "access: denied" not in srv.stderr_text()
     # Requests of the new configuration are logged.
     assert srv.get("/admin/x").status == 403
-    wait_for(lambda: "access: denied 127.0.0.1 GET /admin/x by rule" in srv.stderr_text())
+    assert wait_for(lambda: "access: denied 127.0.0.1 GET /admin/x by rule" in srv.stderr_text())
     assert srv.stderr_text().count("access: denied") == 1
 
 

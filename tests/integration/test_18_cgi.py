@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from conftest import BUILD, SANITIZED, SLOW, needs_dlopen, read_head, vm_rss_kb
+from conftest import BUILD, SANITIZED, SLOW, needs_dlopen, read_head, vm_rss_kb, wait_for
 from gwutil import (CgiConn, add_auth, check_remote_user, env_of, get, plugin_status, read_chunked,
-                    wait_for, with_control)
+                    with_control)
 from h2util import H2_MARKS, H2Client
 
 CGI_SO = BUILD / "plugins" / "monkey-cgi.so"

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, Conn, free_port, serving
+from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, Conn, free_port, serving, wait_for
 from installutil import cmake_install
 
 pytestmark = [
@@ -460,7 +460,7 @@ def test_duda_w_data_files(tmp_path):
         c = Conn(port)
         assert c.request("GET", "/data_files/greeting").body == b"Good morning from ConfDir\n"
         c.close()
-        wait_for(lambda: (svc / "logs/access.log").exists() and
+        assert wait_for(lambda: (svc / "logs/access.log").exists() and
                  (svc / "logs/access.log").read_text() == "greeting\n")
 
 
@@ -535,21 +535,14 @@ def test_logs_reopened_on_sigusr1(make_server, services, tmp_path):
                                    LogDir=logs)])
     srv.start()
     srv.get("/data_files/greeting")
-    wait_for(lambda: (logs / "access.log").exists() and
+    assert wait_for(lambda: (logs / "access.log").exists() and
              (logs / "access.log").read_text() == "greeting\n")
     (logs / "access.log").rename(logs / "access.log.1")
     srv.signal(signal.SIGUSR1)
-    wait_for(lambda: (logs / "access.log").exists())
+    assert wait_for(lambda: (logs / "access.log").exists())
     srv.get("/data_files/file/hello.txt")
-    wait_for(lambda: (logs / "access.log").read_text() == "file hello.txt\n")
+    assert wait_for(lambda: (logs / "access.log").read_text() == "file hello.txt\n")
     assert (logs / "access.log.1").read_text() == "greeting\n"
-
-
-def wait_for(cond, timeout=5.0):
-    deadline = time.monotonic() + timeout * SLOW
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def test_global_set(make_server, services):
@@ -633,7 +626,7 @@ def test_duda_exit_runs_at_reload_and_stop(make_server, services, tmp_path):
     assert srv.get("/objects/ctx").status == 200
     assert not exits.exists()
     srv.signal(signal.SIGHUP)
-    wait_for(lambda: exits.exists() and exits.read_text() == "duda_exit ran\n")
+    assert wait_for(lambda: exits.exists() and exits.read_text() == "duda_exit ran\n")
     assert srv.get("/objects/ctx").status == 200  # the new copy serves
     assert srv.stop() == 0
     assert exits.read_text() == "duda_exit ran\n" * 2

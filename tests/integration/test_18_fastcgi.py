@@ -19,9 +19,8 @@ from pathlib import Path
 import pytest
 
 from conftest import (BUILD, SANITIZED, SLOW, Strace, needs_dlopen, read_head, strace_count,
-                      vm_rss_kb, wait_port)
-from gwutil import (CgiConn, add_auth, check_remote_user, env_of, get, plugin_status, wait_for,
-                    with_control)
+                      vm_rss_kb, wait_for, wait_port)
+from gwutil import CgiConn, add_auth, check_remote_user, env_of, get, plugin_status, with_control
 
 FCGI_SO = BUILD / "plugins" / "monkey-fastcgi.so"
 LOGGER_SO = BUILD / "plugins" / "monkey-logger.so"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MONKEY, SLOW, free_port, needs_dlopen, wait_port
-from gwutil import CgiConn, env_of, wait_for
+from conftest import MONKEY, SLOW, free_port, needs_dlopen, wait_for, wait_port
+from gwutil import CgiConn, env_of
 from test_18_fastcgi import PHP_FPM, PhpFpm, bad_gateway_on, make_php_server, status_doc
 
 RESPONDER = Path(__file__).parent / "fcgi_responder.py"
