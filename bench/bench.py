@@ -25,6 +25,8 @@ import sys
 import tempfile
 import time
 
+from procs import descendants, port_open, stop, tree
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PEERS = ["nginx", "lighttpd", "h2o"]
@@ -108,28 +110,6 @@ def log(msg):
 
 # ---------------------------------------------------------------- processes
 
-def proc_children(pid):
-    """Every descendant PID of pid (processes, not threads)."""
-    parents = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                st = f.read()
-        except OSError:
-            continue
-        ppid = int(st[st.rindex(")") + 2:].split()[1])
-        parents.setdefault(ppid, []).append(int(d))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        for c in parents.get(p, []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
 def start_time(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -150,15 +130,8 @@ def alive(pid, started):
         return False
 
 
-def port_open(port, timeout=0.2):
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
 def free_port(preferred):
+    """preferred, or the first free port after it (stable configurations from run to run)."""
     for p in [preferred] + list(range(preferred + 1, preferred + 200)):
         if port_open(p):
             continue
@@ -228,12 +201,12 @@ class Server:
         return self.proc.poll() is None
 
     def tree(self):
-        return [self.pid] + proc_children(self.pid)
+        return tree(self.pid)
 
     def stop(self, timeout=15.0):
         """SIGTERM to the PID we started, then SIGKILL to it and to each of
         the descendants seen before, one PID at a time."""
-        family = [(p, start_time(p)) for p in proc_children(self.pid)]
+        family = [(p, start_time(p)) for p in descendants(self.pid)]
         if self.proc.poll() is None:
             try:
                 os.kill(self.pid, signal.SIGTERM)
@@ -952,12 +925,7 @@ class Bench:
                     a = parse_ab(subprocess.run(load + [self.url("hello.txt")],
                                                 capture_output=True, text=True).stdout, n)
                     time.sleep(0.2)
-                    st.send_signal(signal.SIGINT)
-                    try:
-                        st.wait(30)
-                    except subprocess.TimeoutExpired:
-                        st.kill()
-                        st.wait()
+                    stop(st, 30, signal.SIGINT)
                     calls, errs, per = parse_strace(sf)
                     res["syscalls_" + phase] = calls
                     res["syscall_errors_" + phase] = errs

@@ -33,7 +33,8 @@ run also reports how busy each side was (CPU time over wall time, in CPUs):
 the side that used all of its CPUs is the one that bounded the run.
 
 This module also holds what bench/websocket.py and bench/duda_packages.py
-share: the placement, the server processes and their CPU time.
+share: the placement, the server processes and their CPU time (on the
+ports and /proc readings of bench/procs.py).
 """
 
 import argparse
@@ -48,59 +49,12 @@ import sys
 import tempfile
 import time
 
+from procs import cpu_of, cpu_seconds, free_port, tree, wait_port
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BUILD = os.path.join(ROOT, os.environ.get("MK_BUILD", "build"))
 HELLO = b"Hello World!\n"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return True
-        except OSError:
-            time.sleep(0.05)
-    return False
-
-
-def tree(pid):
-    """pid and its descendants (node's cluster workers)."""
-    pids, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        pids.append(p)
-        for d in os.listdir("/proc"):
-            if d.isdigit():
-                try:
-                    with open(f"/proc/{d}/stat") as f:
-                        if int(f.read().rsplit(")", 1)[1].split()[1]) == p:
-                            todo.append(int(d))
-                except OSError:
-                    pass
-    return pids
-
-
-def cpu_of(pid):
-    """User + system CPU seconds of process pid (all its threads, live or
-    exited), or None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
-
-
-def cpu_seconds(pids):
-    return sum(c for c in map(cpu_of, pids) if c is not None)
 
 
 class CpuMeter:
@@ -274,27 +228,42 @@ class Target:
         self.log.close()
 
 
-def monkey_conf(tmp, port, workers, service):
-    conf = os.path.join(tmp, "conf-" + ("duda" if service else "static"))
+def monkey_conf(conf, port, workers, services=None, site="", server=""):
+    """The configuration folder conf of build/bin/monkey for a benchmark:
+    127.0.0.1:port with `workers`, keep-alive connections that last (60 s,
+    100,000 requests) and room for 20,000 of them, then the server keys of
+    `server` ("    Key value\n" lines); one site whose document root is the
+    folder htdocs beside conf, then `site` (sections of its own); with
+    services (a ServicesRoot), the duda plugin, with the build's packages.
+    Returns conf."""
     os.makedirs(os.path.join(conf, "sites"))
     os.makedirs(os.path.join(conf, "plugins"))
-    docroot = os.path.join(tmp, "htdocs")
+    docroot = os.path.join(os.path.dirname(conf), "htdocs")
     os.makedirs(docroot, exist_ok=True)
-    with open(os.path.join(docroot, "hello.txt"), "wb") as f:
-        f.write(HELLO)
     with open(os.path.join(conf, "monkey.conf"), "w") as f:
         f.write(f"[SERVER]\n    Listen 127.0.0.1:{port}\n    Workers {workers}\n"
                 "    KeepAliveTimeout 60\n    MaxKeepAliveRequests 100000\n"
-                "    MaxConnections 20000\n    Backlog 4096\n")
-    site = f"[HOST]\n    ServerName localhost\n    DocumentRoot {docroot}\n"
-    if service:
-        site += "\n[WEB_SERVICE]\n    Name hello\n"
+                "    MaxConnections 20000\n    Backlog 4096\n" + server)
+    with open(os.path.join(conf, "sites", "default"), "w") as f:
+        f.write(f"[HOST]\n    ServerName localhost\n    DocumentRoot {docroot}\n"
+                + ("\n" + site if site else ""))
+    if services:
         with open(os.path.join(conf, "plugins.load"), "w") as f:
             f.write(f"[PLUGINS]\n    Load {os.path.join(BUILD, 'plugins', 'monkey-duda.so')}\n")
         with open(os.path.join(conf, "plugins", "duda.conf"), "w") as f:
-            f.write(f"[DUDA]\n    ServicesRoot {service}\n")
-    with open(os.path.join(conf, "sites", "default"), "w") as f:
-        f.write(site)
+            f.write(f"[DUDA]\n    ServicesRoot {services}\n"
+                    f"    PackagesRoot {os.path.join(BUILD, 'duda-packages')}\n")
+    return conf
+
+
+def hello_conf(tmp, port, workers, services):
+    """monkey_conf() in tmp for the hello service (services given) or for
+    hello.txt, the same 13 bytes from the document root (services None)."""
+    site = "[WEB_SERVICE]\n    Name hello\n" if services else ""
+    conf = monkey_conf(os.path.join(tmp, "conf-" + ("duda" if services else "static")), port,
+                       workers, services, site=site)
+    with open(os.path.join(tmp, "htdocs", "hello.txt"), "wb") as f:
+        f.write(HELLO)
     return conf
 
 
@@ -379,8 +348,8 @@ def main():
                 cmd = ["node", os.path.join(HERE, "node", "hello.js"), str(port), str(args.workers)]
                 path = "/"
             else:
-                conf = monkey_conf(os.path.join(tmp, f"r{rnd}"), port, args.workers,
-                                   services if name == "duda" else None)
+                conf = hello_conf(os.path.join(tmp, f"r{rnd}"), port, args.workers,
+                                  services if name == "duda" else None)
                 cmd, path = [monkey, "-c", conf], "/hello/hello" if name == "duda" else "/hello.txt"
             t = Target(name, cmd, path, tmp, placement)
             try:
@@ -413,7 +382,7 @@ def main():
           f"(bar: >= 0.8)")
     # Idle keep-alive connections to the service.
     port = free_port()
-    conf = monkey_conf(os.path.join(tmp, "idle"), port, args.workers, services)
+    conf = hello_conf(os.path.join(tmp, "idle"), port, args.workers, services)
     t = Target("idle", [monkey, "-c", conf], "/hello/hello", tmp, placement)
     try:
         wait_port(port)

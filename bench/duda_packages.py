@@ -48,8 +48,9 @@ import sys
 import tempfile
 import time
 
-from duda import (BUILD, HERE, ROOT, Placement, Target, add_pin_args, free_port, load_columns,
-                  measure, rss_kb, tree, wait_port, wrk)
+from duda import (BUILD, HERE, ROOT, Placement, Target, add_pin_args, load_columns, measure,
+                  monkey_conf, rss_kb, wrk)
+from procs import free_port, tree, wait_port
 
 NOTES = 1000
 PATH = "/json_api/notes/1"
@@ -69,29 +70,6 @@ def make_db(path):
                      "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z") for i in range(NOTES)])
     db.commit()
     db.close()
-
-
-def monkey_conf(tmp, port, workers, services, data):
-    conf = os.path.join(tmp, "conf")
-    os.makedirs(os.path.join(conf, "sites"))
-    os.makedirs(os.path.join(conf, "plugins"))
-    docroot = os.path.join(tmp, "htdocs")
-    os.makedirs(docroot, exist_ok=True)
-    # Every wrk connection comes from 127.0.0.1: the per-client task bound must hold them all.
-    with open(os.path.join(conf, "monkey.conf"), "w") as f:
-        f.write(f"[SERVER]\n    Listen 127.0.0.1:{port}\n    Workers {workers}\n"
-                "    KeepAliveTimeout 60\n    MaxKeepAliveRequests 100000\n"
-                "    MaxConnections 20000\n    Backlog 4096\n"
-                "    TaskQueuePerPlugin 4096\n    TaskQueuePerClient 4096\n")
-    with open(os.path.join(conf, "plugins.load"), "w") as f:
-        f.write(f"[PLUGINS]\n    Load {os.path.join(BUILD, 'plugins', 'monkey-duda.so')}\n")
-    with open(os.path.join(conf, "plugins", "duda.conf"), "w") as f:
-        f.write(f"[DUDA]\n    ServicesRoot {services}\n"
-                f"    PackagesRoot {os.path.join(BUILD, 'duda-packages')}\n")
-    with open(os.path.join(conf, "sites", "default"), "w") as f:
-        f.write(f"[HOST]\n    ServerName localhost\n    DocumentRoot {docroot}\n\n"
-                f"[WEB_SERVICE]\n    Name json_api\n    DataDir {data}\n")
-    return conf
 
 
 def get(port, path):
@@ -172,8 +150,11 @@ def start(name, tmp, port, args, services, db, placement):
     if name == "node":
         cmd = ["node", os.path.join(HERE, "node", "notes.js"), str(port), str(args.workers), db]
     else:
-        conf = monkey_conf(os.path.join(tmp, f"m{port}"), port, args.workers, services,
-                           os.path.dirname(db))
+        site = f"[WEB_SERVICE]\n    Name json_api\n    DataDir {os.path.dirname(db)}\n"
+        # Every wrk connection comes from 127.0.0.1: the per-client task bound must hold them all.
+        conf = monkey_conf(os.path.join(tmp, f"m{port}", "conf"), port, args.workers, services,
+                           site=site,
+                           server="    TaskQueuePerPlugin 4096\n    TaskQueuePerClient 4096\n")
         cmd = [os.path.join(BUILD, "bin", "monkey"), "-c", conf]
     t = Target(name, cmd, PATH, tmp, placement)
     if not wait_port(port):

@@ -33,11 +33,12 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from procs import cpu_seconds, free_port, stop, tree, wait_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -55,51 +56,6 @@ SCENARIOS = {
     "cgi_100k_ka": ("/cgi-bin/page100k.sh", True),
 }
 CGI_SERVERS = ["monkey", "lighttpd"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, timeout=10):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return True
-        except OSError:
-            time.sleep(0.05)
-    return False
-
-
-def cpu_ticks(pid):
-    """utime + stime of pid and every descendant, in clock ticks."""
-    total, todo = 0, [pid]
-    children = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                children.setdefault(int(fields[1]), []).append((int(d), fields))
-            except OSError:
-                pass
-    seen = set()
-    while todo:
-        p = todo.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-        except OSError:
-            pass
-        todo += [c for c, _ in children.get(p, [])]
-    return total
 
 
 def make_site(base):
@@ -252,28 +208,21 @@ def run_server(name, base, root, sock, pool, scenarios, args):
     try:
         if not wait_port(port):
             raise RuntimeError(f"{name} did not start")
-        hz = os.sysconf("SC_CLK_TCK")
         for sc in scenarios:
             path, keepalive = SCENARIOS[sc]
             if sc.startswith("cgi") and name not in CGI_SERVERS:
                 continue
             wrk(port, path, keepalive, 1, args.connections)  # warm-up
-            t0 = cpu_ticks(proc.pid)
+            t0 = cpu_seconds(tree(proc.pid))
             rps, total, errors, sock_err = wrk(port, path, keepalive, args.duration,
                                                args.connections)
-            ticks = cpu_ticks(proc.pid) - t0
-            us = ticks / hz * 1e6 / max(total, 1)
+            us = (cpu_seconds(tree(proc.pid)) - t0) * 1e6 / max(total, 1)
             results[sc] = {"rps": rps, "requests": total, "non_2xx": errors,
                            "socket_errors": sock_err, "cpu_us_per_request": round(us, 1)}
             print(f"{sc:16} {name:9} {rps:10.0f} req/s  {us:7.1f} us CPU/request"
                   f"{'  non-2xx ' + str(errors) if errors else ''}", flush=True)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop(proc, 10, group=True)
     return results
 
 
@@ -313,12 +262,7 @@ def instructions(name, base, root, sock, pool, path, n):
                 raise RuntimeError(f"{name} did not start under callgrind")
             done = h2load_h1(port, path, k)
         finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            stop(proc, 120, group=True)
         if done != k:
             raise RuntimeError(f"{name} {path}: {done} of {k} requests succeeded")
         time.sleep(1)  # forked processes (nginx's workers) write their files last

@@ -31,6 +31,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench as B  # noqa: E402
+from procs import stop  # noqa: E402
 
 FILES = {"hello.txt": 10000, "file200k.bin": 2000}  # file: requests N under callgrind
 
@@ -98,15 +99,6 @@ def start(argv, wrapper, d):
                             start_new_session=True)
 
 
-def stop(proc):
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 def instructions(name, mode, path, n, wd, docroot, tls, monkey):
     totals = []
     for k in (n, 2 * n):
@@ -121,7 +113,7 @@ def instructions(name, mode, path, n, wd, docroot, tls, monkey):
             wait_ready(url, proc, 120)
             done = h2load(url, k)
         finally:
-            stop(proc)
+            stop(proc, 60)
         if done != k:
             raise RuntimeError("%s: %d of %d requests succeeded" % (name, done, k))
         files = [f for f in os.listdir(d) if f.startswith("callgrind.out.")]
@@ -143,10 +135,9 @@ def syscalls(name, mode, path, n, wd, docroot, tls, monkey):
         time.sleep(1)
         done = h2load(url, n)
         time.sleep(0.2)
-        st.send_signal(signal.SIGINT)
-        st.wait(30)
+        stop(st, 30, signal.SIGINT)
     finally:
-        stop(proc)
+        stop(proc, 60)
     if done != n:
         raise RuntimeError("%s: %d of %d requests succeeded" % (name, done, n))
     calls = {}

@@ -61,8 +61,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from duda import (BUILD, HERE, ROOT, CpuMeter, Placement, Target, add_pin_args, cpu_of,  # noqa
-                  free_port, rss_kb, self_cpu, tree, wait_port)
+from duda import (BUILD, HERE, ROOT, CpuMeter, Placement, Target, add_pin_args,  # noqa: E402
+                  monkey_conf, rss_kb, self_cpu)
+from procs import cpu_of, free_port, tree, wait_port  # noqa: E402
 
 WSLOAD = os.path.join(BUILD, "bin", "mk-wsload")
 MSG = b"x" * 32
@@ -294,26 +295,6 @@ def memory(target, port, n):
     return (after - before) * 1024 / n
 
 
-def monkey_conf(tmp, port, workers, services):
-    conf = os.path.join(tmp, "conf")
-    os.makedirs(os.path.join(conf, "sites"))
-    os.makedirs(os.path.join(conf, "plugins"))
-    docroot = os.path.join(tmp, "htdocs")
-    os.makedirs(docroot, exist_ok=True)
-    with open(os.path.join(conf, "monkey.conf"), "w") as f:
-        f.write(f"[SERVER]\n    Listen 127.0.0.1:{port}\n    Workers {workers}\n"
-                "    KeepAliveTimeout 60\n    MaxConnections 20000\n    Backlog 4096\n")
-    with open(os.path.join(conf, "sites", "default"), "w") as f:
-        f.write(f"[HOST]\n    ServerName localhost\n    DocumentRoot {docroot}\n\n"
-                "[WEB_SERVICE]\n    Name wstest\n")
-    with open(os.path.join(conf, "plugins.load"), "w") as f:
-        f.write(f"[PLUGINS]\n    Load {os.path.join(BUILD, 'plugins', 'monkey-duda.so')}\n")
-    with open(os.path.join(conf, "plugins", "duda.conf"), "w") as f:
-        f.write(f"[DUDA]\n    ServicesRoot {services}\n"
-                f"    PackagesRoot {os.path.join(BUILD, 'duda-packages')}\n")
-    return conf
-
-
 def run_target(name, cmd, port, args, tmp, placement):
     t = Target(name, cmd, "/", tmp, placement)
     try:
@@ -375,7 +356,8 @@ def main():
                 continue
             cmd = ["node", os.path.join(HERE, "node", "ws.js"), str(port), str(args.workers)]
         else:
-            conf = monkey_conf(os.path.join(tmp, "monkey"), port, args.workers, services)
+            conf = monkey_conf(os.path.join(tmp, "monkey", "conf"), port, args.workers, services,
+                               site="[WEB_SERVICE]\n    Name wstest\n")
             cmd = [os.path.join(BUILD, "bin", "monkey"), "-c", conf]
         results[name] = run_target(name, cmd, port, args, tmp, placement)
     shutil.rmtree(tmp, ignore_errors=True)

@@ -82,6 +82,15 @@ static void duda_rloop_flush(void *arg)
     c->flushing = false;
 }
 
+/* Cancel the timer *t (flush_timer or retry_timer) if one is pending. */
+static void duda_rloop_timer_cancel(struct duda_rloop *c, void **t)
+{
+    if (*t) {
+        c->ops->timer_cancel(*t);
+        *t = NULL;
+    }
+}
+
 static void duda_rloop_add_read(void *priv)
 {
     struct duda_rloop *c = priv;
@@ -127,10 +136,7 @@ static void duda_rloop_del_write(void *priv)
     if (!c) {
         return;
     }
-    if (c->flush_timer) {
-        c->ops->timer_cancel(c->flush_timer);
-        c->flush_timer = NULL;
-    }
+    duda_rloop_timer_cancel(c, &c->flush_timer);
     if (c->want_write) {
         c->want_write = false;
         duda_rloop_update(c);
@@ -145,10 +151,7 @@ static void duda_rloop_cleanup(void *priv)
     if (!c) {
         return;
     }
-    if (c->flush_timer) {
-        c->ops->timer_cancel(c->flush_timer);
-        c->flush_timer = NULL;
-    }
+    duda_rloop_timer_cancel(c, &c->flush_timer);
     if (c->watch) {
         c->ops->unwatch(c->watch);
         c->watch = NULL;
@@ -286,10 +289,7 @@ void duda_rloop_close(struct duda_rloop *c)
         return;
     }
     c->closing = true;
-    if (c->retry_timer) {
-        c->ops->timer_cancel(c->retry_timer);
-        c->retry_timer = NULL;
-    }
+    duda_rloop_timer_cancel(c, &c->retry_timer);
     redisAsyncContext *ac = c->ac;
     if (ac) {
         duda_rloop_cleanup(c);

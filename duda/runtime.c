@@ -441,24 +441,7 @@ static int duda_watch_del(duda_watch_t *w)
     return 0;
 }
 
-struct duda_signal {
-    struct duda_service *svc;
-    void (*cb)(void *data);
-    void *data;
-};
-
-static void duda_signal_run(void *p)
-{
-    struct duda_signal *s = p;
-    struct duda_service *saved = duda_current;
-
-    duda_current = s->svc;
-    s->cb(s->data);
-    duda_current = saved;
-    atomic_fetch_sub(&s->svc->handles, 1);
-    free(s);
-}
-
+/* Each worker's turn through worker->call(), as the current service. */
 static int duda_signal_all(void (*cb)(void *data), void *data)
 {
     if (!duda_current || !cb) {
@@ -467,16 +450,8 @@ static int duda_signal_all(void (*cb)(void *data), void *data)
     }
     int sent = 0;
     for (int w = 0; w < (int) duda_current->workers; w++) {
-        struct duda_signal *s = malloc(sizeof(*s));
-        if (!s) {
-            return -1;
-        }
-        *s = (struct duda_signal){duda_current, cb, data};
-        atomic_fetch_add(&duda_current->handles, 1);
-        if (duda_mk->worker_call(w, duda_signal_run, s) != MK_OK) {
-            atomic_fetch_sub(&duda_current->handles, 1);
-            free(s);
-            break; /* past the last worker */
+        if (duda_worker_call(w, cb, data) != 0) {
+            break; /* past the last worker, or memory short */
         }
         sent++;
     }

@@ -120,7 +120,7 @@ int mk_server_write_pidfile(struct mk_server *srv, char *err, size_t errlen)
 
 /* ---- the binary's main loop ---------------------------------------------- */
 
-static void mk_server_signal_set(sigset_t *set)
+void mk_server_signal_set(sigset_t *set)
 {
     sigemptyset(set);
     sigaddset(set, SIGTERM);
@@ -302,7 +302,8 @@ int mk_server_loop(struct mk_server *srv)
     return MK_OK;
 }
 
-int mk_server_run(struct mk_server *srv, char *err, size_t errlen)
+int mk_server_run_notify(struct mk_server *srv, void (*started)(void *arg, const char *err),
+                         void *arg, char *err, size_t errlen)
 {
     sigset_t set, old;
     int rc;
@@ -311,9 +312,17 @@ int mk_server_run(struct mk_server *srv, char *err, size_t errlen)
     mk_server_signal_set(&set);
     pthread_sigmask(SIG_BLOCK, &set, &old);
     rc = mk_server_start(srv, err, errlen);
+    if (started) {
+        started(arg, rc == MK_OK ? NULL : err);
+    }
     if (rc == MK_OK) {
         rc = mk_server_loop(srv);
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return rc;
+}
+
+int mk_server_run(struct mk_server *srv, char *err, size_t errlen)
+{
+    return mk_server_run_notify(srv, NULL, NULL, err, errlen);
 }

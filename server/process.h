@@ -3,11 +3,13 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * process.h: between server.c (start, reload, stop) and process.c (process
- * setup and the control loop). Controlling thread only.
+ * setup and the control loop), and what the supervisor and the binary
+ * (tools/monkey.c) share with that loop. Controlling thread only.
  */
 #ifndef MK_SERVER_PROCESS_H
 #define MK_SERVER_PROCESS_H
 
+#include <signal.h>
 #include <stddef.h>
 
 struct mk_config;
@@ -25,6 +27,18 @@ int mk_server_drop_privileges(const struct mk_config *cfg, char *err, size_t err
 /* Write the PidFile of the running configuration, if any. MK_OK, or MK_ERR with the reason in err.
  */
 int mk_server_write_pidfile(struct mk_server *srv, char *err, size_t errlen);
+/*
+ * The signals the control loop reads from its signalfd (TERM, INT, QUIT,
+ * HUP, USR1, PIPE): the set a process blocks before it starts threads.
+ */
+void mk_server_signal_set(sigset_t *set);
+/*
+ * mk_server_run(), telling started(arg, err) once mk_server_start() has
+ * returned: err NULL when the server serves, else the reason (the run then
+ * returns MK_ERR). monkey -D uses it to release its waiting parent.
+ */
+int mk_server_run_notify(struct mk_server *srv, void (*started)(void *arg, const char *err),
+                         void *arg, char *err, size_t errlen);
 
 /* ---- server.c ------------------------------------------------------------ */
 

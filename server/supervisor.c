@@ -626,14 +626,8 @@ static int mk_supervisor_setup(struct mk_supervisor *s, const struct mk_config *
     if (mk_supervisor_bind(s, cfg, err, errlen) != MK_OK) {
         return MK_ERR;
     }
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGQUIT);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGUSR1);
+    mk_server_signal_set(&set); /* the server's signals (PIPE read and dropped), and CHLD */
     sigaddset(&set, SIGCHLD);
-    sigaddset(&set, SIGPIPE);
     sigprocmask(SIG_BLOCK, &set, &s->old_mask);
     s->sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     if (s->sfd < 0 || mk_supervisor_notify_open(s) != MK_OK) {

@@ -9,9 +9,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdbool.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +18,7 @@
 
 #include <monkey/monkey.h>
 
+#include "../server/process.h"
 #include "../server/supervisor.h"
 
 #ifndef MK_DEFAULT_CONFDIR
@@ -125,8 +124,11 @@ static void daemon_report(int fd, const char *err)
     }
 }
 
-/* The supervisor's first child serves (err NULL) or none will: tell -D's parent. */
-static void supervisor_ready(void *arg, const char *err)
+/*
+ * The server started (err NULL) or cannot (the supervisor's first child
+ * serves, or none will): tell -D's parent, once.
+ */
+static void daemon_started(void *arg, const char *err)
 {
     int *report = arg;
 
@@ -144,7 +146,7 @@ static bool supervise(struct mk_server *srv, bool force, char **argv, int *repor
     struct mk_supervisor_opts so = {
         .force = force,
         .argv = argv,
-        .ready = *report >= 0 ? supervisor_ready : NULL,
+        .ready = *report >= 0 ? daemon_started : NULL,
         .ready_arg = report,
     };
     char err[1024];
@@ -268,20 +270,7 @@ int main(int argc, char **argv)
         }
     }
     if (daemon_mode) {
-        sigset_t set;
-        sigemptyset(&set);
-        sigaddset(&set, SIGTERM);
-        sigaddset(&set, SIGINT);
-        sigaddset(&set, SIGQUIT);
-        sigaddset(&set, SIGHUP);
-        sigaddset(&set, SIGUSR1);
-        sigaddset(&set, SIGPIPE);
-        pthread_sigmask(SIG_BLOCK, &set, NULL);
-        rc = mk_server_start(srv, err, sizeof(err));
-        daemon_report(report, rc == MK_OK ? NULL : err);
-        if (rc == MK_OK) {
-            rc = mk_server_loop(srv);
-        }
+        rc = mk_server_run_notify(srv, daemon_started, &report, err, sizeof(err));
     }
     else {
         rc = mk_server_run(srv, err, sizeof(err));

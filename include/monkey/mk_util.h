@@ -4,8 +4,10 @@
  *
  * mk_util.h: small helpers plugins share, as static inline functions so a
  * plugin needs nothing from the server to use them: base 64 decoding
- * (RFC 4648, for Basic credentials) and address blocks (CIDR) matched
- * against clients. Pure: no allocation, no globals, no I/O.
+ * (RFC 4648, for Basic credentials), address blocks (CIDR) matched
+ * against clients, and numbers and addresses as text (for access logs
+ * and gateway variables, every request). Pure: no allocation, no
+ * globals, no I/O.
  */
 #ifndef MONKEY_MK_UTIL_H
 #define MONKEY_MK_UTIL_H
@@ -200,6 +202,53 @@ static inline bool mk_cidr_match(const struct mk_cidr *c, const uint8_t key[16],
     memcpy(m, c->mask, 16);
     memcpy(n, c->net, 16);
     return (k[0] & m[0]) == n[0] && (k[1] & m[1]) == n[1];
+}
+
+/* ---- numbers and addresses as text ---------------------------------------- */
+
+/* v in decimal into out (room for 20 characters, no NUL written); the length. */
+static inline size_t mk_u64_dec(uint64_t v, char *out)
+{
+    size_t n = 1;
+
+    for (uint64_t t = v; t >= 10; t /= 10) {
+        n++;
+    }
+    for (size_t i = n; i-- > 0; v /= 10) {
+        out[i] = (char) ('0' + v % 10);
+    }
+    return n;
+}
+
+/* The room mk_addr_text() needs, its NUL included. */
+#define MK_ADDR_TEXT_LEN INET6_ADDRSTRLEN
+
+/*
+ * The address of sa as text into out (MK_ADDR_TEXT_LEN bytes, NUL
+ * terminated): IPv4 in dotted decimal without printf, an IPv4-mapped IPv6
+ * address (an IPv4 client of a dual-stack socket) in IPv4 form as well,
+ * other IPv6 addresses by inet_ntop. Returns the length: 0, with "" in
+ * out, for another family.
+ */
+static inline size_t mk_addr_text(const struct sockaddr *sa, char out[MK_ADDR_TEXT_LEN])
+{
+    uint8_t key[16];
+    int family;
+    size_t n = 0;
+
+    mk_cidr_client(sa, key, &family);
+    if (family == AF_INET6 && inet_ntop(AF_INET6, key, out, MK_ADDR_TEXT_LEN)) {
+        return strlen(out);
+    }
+    if (family != AF_INET) {
+        out[0] = '\0';
+        return 0;
+    }
+    for (int i = 12; i < 16; i++) {
+        n += mk_u64_dec(key[i], out + n);
+        out[n++] = i < 15 ? '.' : '\0';
+    }
+    return n - 1;
 }
 
 #endif

@@ -11,6 +11,8 @@
 #include <strings.h>
 #include <sys/socket.h>
 
+#include <monkey/mk_util.h>
+
 #include "gw.h"
 
 #define GW_NAME_MAX 128
@@ -148,65 +150,20 @@ static void gw_server_name(const struct mk_api *api, struct mk_request *r, struc
     gw_puts(e, "SERVER_NAME", name ? name : "localhost");
 }
 
-/* v in decimal into out (room for 20 digits); the length, no NUL. */
-static size_t gw_u64(uint64_t v, char *out)
-{
-    char tmp[20];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char) ('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++) {
-        out[i] = tmp[n - 1 - i];
-    }
-    return n;
-}
-
-/*
- * The address of sa as text into out (64 bytes, NUL terminated): IPv4
- * without printf (this runs for every request), IPv6 by inet_ntop, an
- * IPv4-mapped IPv6 address in IPv4 form. "" for another family.
- */
-static void gw_addr_text(const struct sockaddr *sa, char out[64])
-{
-    const uint8_t *v4 = NULL;
-    out[0] = '\0';
-    if (sa->sa_family == AF_INET) {
-        v4 = (const uint8_t *) &((const struct sockaddr_in *) sa)->sin_addr;
-    }
-    else if (sa->sa_family == AF_INET6) {
-        const struct in6_addr *a = &((const struct sockaddr_in6 *) sa)->sin6_addr;
-        if (!IN6_IS_ADDR_V4MAPPED(a)) {
-            inet_ntop(AF_INET6, a, out, 64);
-            return;
-        }
-        v4 = a->s6_addr + 12;
-    }
-    if (!v4) {
-        return;
-    }
-    size_t n = 0;
-    for (int i = 0; i < 4; i++) {
-        n += gw_u64(v4[i], out + n);
-        out[n++] = i < 3 ? '.' : '\0';
-    }
-}
-
 static void gw_port_var(struct gw_emit *e, const char *name, const struct sockaddr *sa)
 {
     char port[8];
-    gw_put(e, name, port, gw_u64(gw_port(sa), port));
+    gw_put(e, name, port, mk_u64_dec(gw_port(sa), port));
 }
 
 static void gw_addresses(const struct mk_api *api, struct mk_request *r, struct gw_emit *e)
 {
-    char text[64];
+    char text[MK_ADDR_TEXT_LEN];
     socklen_t slen = 0;
 
     const struct sockaddr *sa = api->remote_sockaddr(r, &slen);
     if (sa && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6)) {
-        gw_addr_text(sa, text);
+        mk_addr_text(sa, text);
         gw_puts(e, "REMOTE_ADDR", text);
         gw_puts(e, "REMOTE_HOST", text);
         gw_port_var(e, "REMOTE_PORT", sa);
@@ -220,7 +177,7 @@ static void gw_addresses(const struct mk_api *api, struct mk_request *r, struct 
     socklen_t llen = sizeof(local);
     if (api->conn_local_addr(api->conn(r), &local, &llen) == MK_OK) {
         const struct sockaddr *ls = (const struct sockaddr *) &local;
-        gw_addr_text(ls, text);
+        mk_addr_text(ls, text);
         gw_puts(e, "SERVER_ADDR", text);
         gw_port_var(e, "SERVER_PORT", ls);
     }
@@ -449,7 +406,7 @@ void mk_gw_note_upstream(const struct mk_api *api, struct mk_request *r, uint64_
 {
     char ms[24];
     if (r && MK_API_HAS(api, note_set)) {
-        ms[gw_u64(api->now_ms() - start_ms, ms)] = '\0';
+        ms[mk_u64_dec(api->now_ms() - start_ms, ms)] = '\0';
         api->note_set(r, "upstream_ms", ms);
     }
 }

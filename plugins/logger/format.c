@@ -13,9 +13,7 @@
  * are not printable ASCII are written as \xhh, and '"' and '\' as \" and \\,
  * so a client cannot forge a line or break a quoted field.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,13 +326,8 @@ static void logger_put_escaped(struct logger_out *o, const char *s, size_t n)
 /* A number in decimal. */
 static void logger_put_u64(struct logger_out *o, uint64_t v)
 {
-    char tmp[24];
-    char *q = tmp + sizeof(tmp);
-    do {
-        *--q = (char) ('0' + v % 10);
-        v /= 10;
-    } while (v);
-    logger_put(o, q, (size_t) (tmp + sizeof(tmp) - q));
+    char tmp[20];
+    logger_put(o, tmp, mk_u64_dec(v, tmp));
 }
 
 /* Escaped text, or "-" when there is none. */
@@ -347,37 +340,18 @@ static void logger_put_field(struct logger_out *o, const char *s, size_t n)
     logger_put_escaped(o, s, n);
 }
 
-/* %h: the client address, formatted here for IPv4 (no snprintf, no inet_ntop). */
+/* %h: the client address (mk_addr_text: IPv4 without printf), "-" without one. */
 static void logger_put_client(struct logger_out *o, const struct mk_request *r)
 {
     socklen_t len;
-    const struct sockaddr *sa = logger_api->remote_sockaddr(r, &len);
-    const unsigned char *b = NULL;
-    char text[INET6_ADDRSTRLEN];
+    char text[MK_ADDR_TEXT_LEN];
+    size_t n = mk_addr_text(logger_api->remote_sockaddr(r, &len), text);
 
-    if (sa->sa_family == AF_INET) {
-        b = (const unsigned char *) &((const struct sockaddr_in *) sa)->sin_addr;
-    }
-    else if (sa->sa_family == AF_INET6) {
-        const struct in6_addr *a6 = &((const struct sockaddr_in6 *) sa)->sin6_addr;
-        if (IN6_IS_ADDR_V4MAPPED(a6)) {
-            b = a6->s6_addr + 12; /* an IPv4 client of a dual-stack socket */
-        }
-        else if (inet_ntop(AF_INET6, a6, text, sizeof(text))) {
-            logger_put(o, text, strlen(text));
-            return;
-        }
-    }
-    if (!b) {
+    if (n == 0) {
         logger_put_char(o, '-');
         return;
     }
-    for (int i = 0; i < 4; i++) {
-        if (i) {
-            logger_put_char(o, '.');
-        }
-        logger_put_u64(o, b[i]);
-    }
+    logger_put(o, text, n);
 }
 
 /*

@@ -8,6 +8,7 @@ The binary comes from $MK_BUILD (default: build/), so the same tests run
 against the normal and the sanitizer builds.
 """
 
+import contextlib
 import os
 import signal
 import socket
@@ -40,6 +41,20 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def can_bind(host):
+    """Whether a socket can bind host on this machine ("::1", "127.0.0.2")."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+            s.bind((host, 0))
+        return True
+    except OSError:
+        return False
+
+
+HAS_IPV6 = can_bind("::1")
+needs_ipv6 = pytest.mark.skipif(not HAS_IPV6, reason="no IPv6 loopback (::1)")
 
 
 def listening_inodes(port):
@@ -100,6 +115,69 @@ def wait_port(port, host="127.0.0.1", timeout=10.0, proc=None):
             pass
         time.sleep(0.02)
     return False
+
+
+def wait_for(cond, timeout=5.0):
+    """Poll cond() every 20 ms for up to timeout seconds (times SLOW);
+    whether it came true (assert it)."""
+    deadline = time.monotonic() + timeout * SLOW
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return bool(cond())
+
+
+@contextlib.contextmanager
+def serving(argv, port, log, timeout=10.0, **popen):
+    """Run argv, a server of its own that listens on 127.0.0.1:port, with its
+    standard output and error in the file `log`; yield the process once it
+    listens (the test fails with the log if it does not). Unless the block
+    waited for it itself, SIGTERM stops it at the end of the block; it must
+    exit with status 0, and it never outlives the test."""
+    with open(log, "w") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, **popen)
+        try:
+            assert wait_port(port, proc=proc, timeout=timeout), Path(log).read_text()
+            yield proc
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=15 * SLOW) == 0, Path(log).read_text()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+class Strace:
+    """strace -f attached to the running process pid (its threads too), the
+    system calls of `calls` only (["all"]: every one), written to the file
+    out; stop() detaches and returns the lines of the calls."""
+
+    def __init__(self, pid, calls, out):
+        self.out = out
+        self.proc = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=" + ",".join(calls),
+                                      "-o", str(out), "-p", str(pid)],
+                                     stderr=subprocess.PIPE)
+        # strace attaches every thread before it reports anything: wait for
+        # the attach by checking the tracer pid of the process.
+        deadline = time.monotonic() + 10 * SLOW
+        while time.monotonic() < deadline:
+            with open(f"/proc/{pid}/status") as st:
+                if any(line.startswith("TracerPid:") and line.split()[1] != "0" for line in st):
+                    break
+            time.sleep(0.02)
+        time.sleep(0.2 * SLOW)  # the worker threads are attached after the main one
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=10 * SLOW)
+        return [line for line in self.out.read_text().splitlines() if "(" in line]
+
+
+def strace_count(lines, name):
+    """How many of the Strace lines are calls of `name`."""
+    return sum(1 for line in lines if line.split(" ", 1)[-1].lstrip().startswith(name + "("))
 
 
 class Response:

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from conftest import EMULATOR_THREADS, MONKEY, SLOW, Conn, check_sanitizers, free_port, wait_port
+from conftest import (EMULATOR_THREADS, MONKEY, SLOW, Conn, check_sanitizers, free_port,
+                      needs_ipv6, wait_port)
 
 
 def test_version_and_help():
@@ -167,17 +168,7 @@ def test_several_listen_lines(make_server):
     assert Conn(srv.port).request("GET", "/x.txt").status == 200
     assert Conn(second).request("GET", "/x.txt").status == 200
 
-
-def ipv6_available():
-    try:
-        with socket.socket(socket.AF_INET6) as s:
-            s.bind(("::1", 0))
-        return True
-    except OSError:
-        return False
-
-
-@pytest.mark.skipif(not ipv6_available(), reason="no IPv6 loopback")
+@needs_ipv6
 def test_ipv6_and_dual_stack(make_server):
     srv = make_server()
     srv.file("x.txt", "x")

@@ -18,19 +18,7 @@ import time
 
 import pytest
 
-from conftest import SLOW, Conn, free_port, owns_listener, wait_port
-
-
-def ipv6_available():
-    try:
-        with socket.socket(socket.AF_INET6) as s:
-            s.bind(("::1", 0))
-        return True
-    except OSError:
-        return False
-
-
-needs_ipv6 = pytest.mark.skipif(not ipv6_available(), reason="no IPv6 loopback")
+from conftest import SLOW, Conn, free_port, needs_ipv6, owns_listener, wait_port
 
 
 def busy_message(spec):

@@ -15,7 +15,7 @@ from collections import namedtuple
 
 import pytest
 
-from conftest import BUILD, MONKEY, SLOW, needs_dlopen
+from conftest import BUILD, MONKEY, SLOW, needs_dlopen, wait_for
 
 pytestmark = needs_dlopen
 
@@ -516,15 +516,6 @@ def test_shipped_default_conf_is_valid(make_server):
     srv.file("pub/f.txt", "x")
     srv.start()
     assert names(srv.get("/pub/").body) == ["f.txt"]
-
-
-def wait_for(cond, timeout=5.0):
-    deadline = time.monotonic() + timeout * SLOW
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_reload_rereads_plugin_and_site_configuration(make_server):

@@ -11,11 +11,11 @@ site with the Host header.
 import signal
 import socket
 import subprocess
-import time
 
 import pytest
 
-from conftest import BUILD, MONKEY, ROOT, SLOW, STATIC, Conn, wait_port
+from conftest import (BUILD, HAS_IPV6, MONKEY, ROOT, SLOW, STATIC, Conn, can_bind, needs_ipv6,
+                      wait_for, wait_port)
 
 ACCESS_SO = BUILD / "plugins" / "monkey-access.so"
 HOLD_SO = BUILD / "tests" / "plugins" / "monkey-hold.so"
@@ -48,26 +48,7 @@ FILES = {
 }
 
 
-def has_ipv6():
-    try:
-        with socket.socket(socket.AF_INET6) as s:
-            s.bind(("::1", 0))
-        return True
-    except OSError:
-        return False
-
-
-def can_use_source(addr):
-    try:
-        with socket.socket() as s:
-            s.bind((addr, 0))
-        return True
-    except OSError:
-        return False
-
-
-needs_ipv6 = pytest.mark.skipif(not has_ipv6(), reason="no IPv6 loopback")
-needs_127_0_0_2 = pytest.mark.skipif(not can_use_source("127.0.0.2"),
+needs_127_0_0_2 = pytest.mark.skipif(not can_bind("127.0.0.2"),
                                      reason="cannot bind 127.0.0.2 as a source address")
 
 
@@ -322,7 +303,7 @@ def test_only_localhost_sees_admin(make_server):
         # Deny rule: everything is allowed but /admin from anybody else.
         "denyrule.test": ["Allow 127.0.0.1 path /admin", "Deny all path /admin"],
     })
-    srv.set(Listen=[f"127.0.0.1:{srv.port}"] + ([f"[::1]:{srv.port}"] if has_ipv6() else []))
+    srv.set(Listen=[f"127.0.0.1:{srv.port}"] + ([f"[::1]:{srv.port}"] if HAS_IPV6 else []))
     srv.start()
     local, other = srv.conn(), SourceConn(srv.port, "127.0.0.2")
     paths = ["/admin/x.txt", "/admin/", "/public/a.txt", "/a.txt"]
@@ -332,7 +313,7 @@ def test_only_localhost_sees_admin(make_server):
     # Outside the allowed paths the allow list denies both.
     assert statuses(local, "allowlist.test", ["/index.html"]) == [403]
     assert statuses(local, "denyrule.test", ["/index.html"]) == [200]
-    if has_ipv6():
+    if HAS_IPV6:
         c6 = Conn(srv.port, host="::1")
         # ::1 is not 127.0.0.1: "all" covers both families.
         assert statuses(c6, "denyrule.test", ["/admin/x.txt", "/a.txt"]) == [403, 200]
@@ -458,13 +439,6 @@ def test_non_path_targets(make_server):
 
 # ---- reload and the plugin-wide file ----------------------------------------------
 
-def wait_for(fn, timeout=5.0):
-    deadline = time.monotonic() + timeout * SLOW
-    while not fn():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 def reload(srv):
     """SIGHUP, then wait until the server reports the reload done or refused."""
     def done():
@@ -472,7 +446,7 @@ def reload(srv):
         return text.count("configuration reloaded") + text.count("reload failed")
     before = done()
     srv.signal(signal.SIGHUP)
-    wait_for(lambda: done() > before)
+    assert wait_for(lambda: done() > before)
 
 
 def test_reload_picks_up_changed_rules(make_server):
@@ -540,7 +514,7 @@ def test_request_keeps_log_setting_of_its_configuration(make_server):
     srv.start()
     held = srv.conn()
     held.send(b"GET /hold/x HTTP/1.1\r\nHost: localhost\r\n\r\n")
-    wait_for(lambda: srv.get("/held").body == b"held 1\n")
+    assert wait_for(lambda: srv.get("/held").body == b"held 1\n")
     (srv.conf / "plugins" / "access.conf").write_text("[ACCESS]\n    LogDenied On\n")
     reload(srv)
     assert "configuration reloaded" in srv.stderr_text()
@@ -549,7 +523,7 @@ def test_request_keeps_log_setting_of_its_configuration(make_server):
     assert "access: denied" not in srv.stderr_text()
     # Requests of the new configuration are logged.
     assert srv.get("/admin/x").status == 403
-    wait_for(lambda: "access: denied 127.0.0.1 GET /admin/x by rule" in srv.stderr_text())
+    assert wait_for(lambda: "access: denied 127.0.0.1 GET /admin/x by rule" in srv.stderr_text())
     assert srv.stderr_text().count("access: denied") == 1
 
 

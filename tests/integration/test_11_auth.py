@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, MONKEY, SLOW, needs_dlopen
+from conftest import BUILD, MONKEY, SLOW, needs_dlopen, wait_for
 
 AUTH_SO = BUILD / "plugins" / "monkey-auth.so"
 PASSWD = BUILD / "bin" / "monkey-passwd"
@@ -477,13 +477,6 @@ def test_password_flood_does_not_starve_listings(make_server):
 
 # ---- reload ---------------------------------------------------------------------
 
-def wait_for(fn, timeout=5.0):
-    deadline = time.monotonic() + timeout * SLOW
-    while not fn():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-
-
 def test_reload_adds_and_removes_users(srv):
     alice = {"Authorization": basic("alice", "wonderland")}
     dave = {"Authorization": basic("dave", "new-user")}
@@ -494,7 +487,7 @@ def test_reload_adds_and_removes_users(srv):
     users.write_text("\n".join(lines) + "\n")
     passwd("-C", 4, users, "dave", password="new-user")
     srv.signal(signal.SIGHUP)
-    wait_for(lambda: srv.get("/private/a.txt", headers=dave).status == 200)
+    assert wait_for(lambda: srv.get("/private/a.txt", headers=dave).status == 200)
     # Removed, and the cached credential went with the old configuration.
     assert_challenge(srv.get("/private/a.txt", headers=alice))
     assert srv.get("/private/a.txt",
@@ -506,7 +499,7 @@ def test_reload_with_a_bad_password_file_keeps_the_old_one(srv):
     users = srv.conf / "users"
     users.write_text(users.read_text() + "mallory:$1$ab$dslkcXxVH.x8LwW1W/oAB/\n")
     srv.signal(signal.SIGHUP)
-    wait_for(lambda: f"{users}:3:" in srv.stderr_text())
+    assert wait_for(lambda: f"{users}:3:" in srv.stderr_text())
     assert "MD5" in srv.stderr_text()
     assert srv.get("/private/a.txt", headers=alice).status == 200
 
@@ -518,20 +511,20 @@ def test_bad_auth_conf_refuses_the_whole_reload(srv):
     conf.write_text("[AUTH]\n    CacheSize lots\n")
     passwd("-C", 4, srv.conf / "users", "dave", password="new-user")
     srv.signal(signal.SIGHUP)
-    wait_for(lambda: "reload failed" in srv.stderr_text())
+    assert wait_for(lambda: "reload failed" in srv.stderr_text())
     assert f"{conf}:2:" in srv.stderr_text()
     # The users file changed with it is not read either.
     assert_challenge(srv.get("/private/a.txt", headers=dave))
     conf.write_text("[AUTH]\n    CacheSize 8\n")
     srv.signal(signal.SIGHUP)
-    wait_for(lambda: srv.get("/private/a.txt", headers=dave).status == 200)
+    assert wait_for(lambda: srv.get("/private/a.txt", headers=dave).status == 200)
 
 
 def test_reload_reads_auth_conf(make_server):
     srv = auth_server(make_server, cost=11, conf="[AUTH]\n    CacheSize 0\n").start()
     (srv.conf / "plugins" / "auth.conf").write_text("[AUTH]\n    CacheSize 8\n")
     srv.signal(signal.SIGHUP)
-    wait_for(lambda: "configuration reloaded" in srv.stderr_text())
+    assert wait_for(lambda: "configuration reloaded" in srv.stderr_text())
     good = {"Authorization": basic("alice", "wonderland")}
     t0 = time.monotonic()
     assert srv.get("/private/a.txt", headers=good).status == 200

@@ -25,13 +25,13 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SLOW, Conn, free_port, wait_port
+from conftest import ROOT, Conn, free_port, serving
+from installutil import enable_duda, prefix_paths, serve_default_page, serve_services
 
 DEB = os.environ.get("MK_DEB")
 pytestmark = pytest.mark.skipif(not DEB, reason="MK_DEB unset: run through make deb-test")
@@ -192,47 +192,16 @@ def relocate(root, edit=None):
     conf = root / "etc/monkey"
     if edit:
         edit(conf)
-    for f in conf.rglob("*"):
-        if not f.is_file() or f.suffix == ".mime":
-            continue
-        lines = []
-        for line in f.read_text().splitlines(keepends=True):
-            if line.strip() == "User monkey":
-                continue
-            if not line.lstrip().startswith("#"):
-                line = re.sub(r"(?<=\s)(/[^\s#]+)", lambda m: str(root) + m.group(1), line)
-            lines.append(line)
-        f.write_text("".join(lines))
+    prefix_paths(conf, root, drop=("User monkey",))
     (root / "run/monkey").mkdir(parents=True)
     return conf
 
 
 def serve(root):
     """Start the extracted server, fetch /, ask monkey-ctl, stop it."""
-    conf = relocate(root)
-    port = free_port()
-    err = open(root.parent / "stderr.log", "w")
-    proc = subprocess.Popen([str(root / "usr/sbin/monkey"), "-c", str(conf), "-p",
-                             f"127.0.0.1:{port}", "-w", "1"], stderr=err)
-    ctl = [str(root / "usr/sbin/monkey-ctl"), "-c", str(conf)]
-    try:
-        assert wait_port(port, proc=proc), (root.parent / "stderr.log").read_text()
-        c = Conn(port)
-        r = c.request("GET", "/")
-        c.close()
-        assert r.status == 200
-        assert r.body == (root / "usr/share/monkey/htdocs/index.html").read_bytes()
-        p = subprocess.run(ctl + ["status"], capture_output=True, text=True, timeout=10)
-        assert p.returncode == 0, p.stderr
-        assert f"pid          {proc.pid}" in p.stdout
-        p = subprocess.run(ctl + ["stop"], capture_output=True, text=True, timeout=30)
-        assert p.returncode == 0, p.stderr
-        assert proc.wait(timeout=15) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        err.close()
+    serve_default_page(str(root / "usr/sbin/monkey"), str(root / "usr/sbin/monkey-ctl"),
+                       relocate(root), root / "usr/share/monkey/htdocs/index.html",
+                       root.parent / "stderr.log")
 
 
 def test_extracted_server_serves_the_default_page(tmp_path):
@@ -452,48 +421,10 @@ def test_packaged_duda_conf_serves_services(tmp_path):
     services = root / "var/lib/monkey/duda/services"
     assert services.is_dir() and list(services.iterdir()) == []
 
-    def enable(conf):
-        load = conf / "plugins.load"
-        text, n = re.subn(r"^# (    Load \S+/monkey-duda\.so\s)", r"\1", load.read_text(),
-                          flags=re.M)
-        assert n == 1
-        load.write_text(text)
-
-    conf = relocate(root, enable)
-    monkey = str(root / "usr/sbin/monkey")
-    p = subprocess.run([monkey, "-t", "-c", str(conf)], capture_output=True, text=True, timeout=30)
-    assert p.returncode == 0, p.stdout + p.stderr
+    conf = relocate(root, enable_duda)
     ex = root / "usr/share/doc/monkey-duda/examples"
-    with open(conf / "sites/default", "a") as f:
-        for n in ("hello", "chat"):
-            f.write(f"\n[WEB_SERVICE]\n    Name {n}\n    DocumentRoot {ex / n / 'html'}\n")
-    p = subprocess.run([monkey, "-t", "-c", str(conf)], capture_output=True, text=True, timeout=30)
-    assert p.returncode == 1 and f"{services}/hello.duda: No such file" in p.stderr, p.stderr
-    for n in ("hello", "chat"):
-        p = subprocess.run([str(root / "usr/bin/duda"), "build", str(ex / n), "-o", str(services)],
-                           env=duda_env(root), capture_output=True, text=True, timeout=120)
-        assert p.returncode == 0, p.stdout + p.stderr
-    p = subprocess.run([monkey, "-t", "-c", str(conf)], capture_output=True, text=True, timeout=30)
-    assert p.returncode == 0, p.stdout + p.stderr
-    port = free_port()
-    err = open(tmp_path / "stderr.log", "w")
-    proc = subprocess.Popen([monkey, "-c", str(conf), "-p", f"127.0.0.1:{port}", "-w", "1"],
-                            stderr=err)
-    try:
-        assert wait_port(port, proc=proc), (tmp_path / "stderr.log").read_text()
-        c = Conn(port)
-        r = c.request("GET", "/hello/hello")
-        assert (r.status, r.body) == (200, b"Hello World!\n")
-        r = c.request("GET", "/chat/")
-        assert (r.status, r.body) == (200, (ex / "chat/html/index.html").read_bytes())
-        c.close()
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15 * SLOW) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        err.close()
+    serve_services(str(root / "usr/sbin/monkey"), str(root / "usr/bin/duda"), duda_env(root), conf,
+                   services, ex, ["hello", "chat"], tmp_path / "stderr.log")
     pkgs = root / f"usr/lib/{arch}/monkey/duda-packages"
     assert f"package 'websocket' 1.0 loaded from {pkgs}/websocket.dpkg" in (
         tmp_path / "stderr.log").read_text()
@@ -503,21 +434,11 @@ def serve_service(root, work, name, check, args=None):
     """duda -w work/name (or duda -w ARGS, in work) with the extracted helper; check(port)
     while it serves."""
     port = free_port()
-    log = open(work / f"{name}.log", "w")
-    proc = subprocess.Popen([str(root / "usr/bin/duda"), "-w", *(args or [name]), "-p", str(port)],
-                            cwd=work, env=duda_env(root), stdout=log, stderr=subprocess.STDOUT)
-    try:
-        assert wait_port(port, proc=proc, timeout=60), (work / f"{name}.log").read_text()
+    log = work / f"{name}.log"
+    with serving([str(root / "usr/bin/duda"), "-w", *(args or [name]), "-p", str(port)], port,
+                 log, timeout=60, cwd=work, env=duda_env(root)):
         check(port)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15 * SLOW) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        log.close()
-    text = (work / f"{name}.log").read_text()
-    assert f"duda: serving {name} on http://localhost:{port}/{name}/" in text
+    assert f"duda: serving {name} on http://localhost:{port}/{name}/" in log.read_text()
 
 
 def snapshot(folder):

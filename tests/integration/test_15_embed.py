@@ -9,13 +9,13 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 
 import pytest
 
-from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, Conn, check_sanitizers, free_port, wait_port
+from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, Conn, check_sanitizers, free_port, serving
 from h2util import built_with_h2
+from installutil import cmake_install
 
 pytestmark = [
     pytest.mark.skipif(STATIC, reason="the static build makes no shared library"),
@@ -32,9 +32,7 @@ HEADERS = [ROOT / "include/monkey/monkey.h", ROOT / "include/monkey/mk_lib.h"]
 def installed(tmp_path_factory):
     """DESTDIR with the build installed into it, and the directory of monkey.pc."""
     dest = tmp_path_factory.mktemp("destdir")
-    p = subprocess.run(["cmake", "--install", str(BUILD)], env={"DESTDIR": str(dest),
-                       "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stdout + p.stderr
+    cmake_install(dest)
     pcs = list(dest.rglob("pkgconfig/monkey.pc"))
     assert len(pcs) == 1, pcs
     return dest, pcs[0].parent
@@ -102,10 +100,8 @@ def test_example_builds_with_pkg_config_and_serves(installed, tmp_path):
     port = free_port()
     h2c = built_with_h2() and shutil.which("curl") is not None
     listen = f"127.0.0.1:{port}" + (" h2c" if h2c else "")
-    proc = subprocess.Popen([str(src / "embed"), "-l", listen, "-w", "2", str(docroot)],
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        assert wait_port(port, proc=proc), proc.stderr.read() if proc.poll() is not None else ""
+    log = tmp_path / "embed.log"
+    with serving([str(src / "embed"), "-l", listen, "-w", "2", str(docroot)], port, log):
         for n in (1, 2):
             c = Conn(port)
             r = c.request("GET", "/api/status")
@@ -126,13 +122,4 @@ def test_example_builds_with_pkg_config_and_serves(installed, tmp_path):
                                text=True, timeout=10 * SLOW)
             body, version = p.stdout.rsplit("\n", 1)
             assert version == "2" and json.loads(body)["requests"] == 3, p.stdout
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            rc = proc.wait(timeout=10 * SLOW)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rc = proc.wait()
-        err = proc.stderr.read()
-    assert rc == 0, err
-    check_sanitizers(err)
+    check_sanitizers(log.read_text())

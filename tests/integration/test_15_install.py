@@ -11,52 +11,26 @@ hold for whatever prefix the build was configured with.
 import os
 import re
 import shutil
-import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, Conn, check_sanitizers, free_port, wait_port
+from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, check_sanitizers
+from installutil import (cache, cmake_install, enable_duda, gnu_dir, inside, prefix_paths,
+                         serve_default_page, serve_services)
 
 pytestmark = pytest.mark.skipif(STATIC, reason="the static build builds only the server")
 # The installed programs of a cross build run only under the emulator.
 native_only = pytest.mark.skipif(EMULATED, reason="cross build: installed programs need qemu")
 
 
-def cache(name):
-    for line in (BUILD / "CMakeCache.txt").read_text().splitlines():
-        if line.startswith(name + ":"):
-            return line.split("=", 1)[1]
-    raise KeyError(name)
-
-
-def gnu_dir(name, default):
-    """An install directory as GNUInstallDirs resolves it (absolute)."""
-    prefix = cache("CMAKE_INSTALL_PREFIX")
-    try:
-        d = cache("CMAKE_INSTALL_" + name)
-    except KeyError:
-        d = default
-    if d.startswith("/"):
-        return d
-    if prefix == "/usr" and name in ("SYSCONFDIR", "LOCALSTATEDIR"):
-        return "/" + d  # GNUInstallDirs: /etc and /var for the /usr prefix
-    return f"{prefix}/{d}"
-
-
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """DESTDIR with the build installed into it."""
     dest = tmp_path_factory.mktemp("destdir")
-    p = subprocess.run(["cmake", "--install", str(BUILD)], env={"DESTDIR": str(dest),
-                       "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stdout + p.stderr
+    cmake_install(dest)
     return dest
-
-
-def inside(dest, path):
-    return dest / path.lstrip("/")
 
 
 def with_duda():
@@ -133,15 +107,7 @@ def relocate(dest, confdir, conf, edit=None):
     shutil.copytree(inside(dest, confdir), conf)
     if edit:
         edit(conf)
-    for f in conf.rglob("*"):
-        if not f.is_file() or f.suffix == ".mime":
-            continue
-        lines = []
-        for line in f.read_text().splitlines(keepends=True):
-            if not line.lstrip().startswith("#"):
-                line = re.sub(r"(?<=\s)(/[^\s#]+)", lambda m: str(dest) + m.group(1), line)
-            lines.append(line)
-        f.write_text("".join(lines))
+    prefix_paths(conf, dest)
     return conf
 
 
@@ -155,42 +121,13 @@ def test_installed_server_runs_relocated(installed, tmp_path):
     # Both are relocated already; the run directory is the one not installed.
     Path(sock).parent.mkdir(parents=True, exist_ok=True)
     assert logs.startswith(str(installed)) and Path(logs).parent.is_dir()
-    port = free_port()
-    err = open(installed / "stderr.log", "w")
-    proc = subprocess.Popen([str(inside(installed, prefix + "/sbin/monkey")), "-c", str(conf),
-                             "-p", f"127.0.0.1:{port}", "-w", "1"], stderr=err)
-    try:
-        assert wait_port(port, proc=proc), (installed / "stderr.log").read_text()
-        c = Conn(port)
-        r = c.request("GET", "/")
-        c.close()
-        assert r.status == 200
-        assert r.body == inside(installed, prefix + "/share/monkey/htdocs/index.html").read_bytes()
-        # The installed monkey-ctl answers through the installed control plugin.
-        p = subprocess.run([str(inside(installed, prefix + "/sbin/monkey-ctl")), "-c", str(conf),
-                            "status"], capture_output=True, text=True, timeout=10 * SLOW)
-        assert p.returncode == 0, p.stderr
-        assert f"pid          {proc.pid}" in p.stdout
-        p = subprocess.run([str(inside(installed, prefix + "/sbin/monkey-ctl")), "-c", str(conf),
-                            "stop"], capture_output=True, text=True, timeout=30 * SLOW)
-        assert p.returncode == 0, p.stderr
-        assert proc.wait(timeout=15 * SLOW) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        err.close()
+    serve_default_page(str(inside(installed, prefix + "/sbin/monkey")),
+                       str(inside(installed, prefix + "/sbin/monkey-ctl")), conf,
+                       inside(installed, prefix + "/share/monkey/htdocs/index.html"),
+                       installed / "stderr.log")
     check_sanitizers((installed / "stderr.log").read_text())
     # The logger plugin wrote the access log where the configuration says.
     assert '"GET / HTTP/1.1" 200' in open(logs).read()
-
-
-def enable_duda(conf):
-    """What an administrator does to enable Duda: uncomment the plugin's line of plugins.load."""
-    load = conf / "plugins.load"
-    text, n = re.subn(r"^# (    Load \S+/monkey-duda\.so\s)", r"\1", load.read_text(), flags=re.M)
-    assert n == 1
-    load.write_text(text)
 
 
 @native_only
@@ -205,57 +142,17 @@ def test_installed_duda_conf_serves_services(installed, tmp_path):
     services, packages = (str(inside(installed, d)) for d in duda_dirs())
     assert f"\n    ServicesRoot {services}\n" in (conf / "plugins/duda.conf").read_text()
     monkey = str(inside(installed, prefix + "/sbin/monkey"))
-    # The plugin loads with the shipped duda.conf and no service.
-    p = subprocess.run([monkey, "-t", "-c", str(conf)], capture_output=True, text=True,
-                       timeout=30 * SLOW)
-    assert p.returncode == 0, p.stdout + p.stderr
-    # A service named in the site is looked for in ServicesRoot.
-    names = ["hello"]
-    # chat loads the websocket and broadcaster packages (built with zlib and libcrypto).
-    if all((BUILD / "duda-packages" / f"{n}.dpkg").exists() for n in ("websocket", "broadcaster")):
-        names.append("chat")
-    with open(conf / "sites/default", "a") as f:
-        for n in names:
-            f.write(f"\n[WEB_SERVICE]\n    Name {n}\n"
-                    f"    DocumentRoot {ROOT / 'examples' / n / 'html'}\n")
-    p = subprocess.run([monkey, "-t", "-c", str(conf)], capture_output=True, text=True,
-                       timeout=30 * SLOW)
-    assert p.returncode == 1
-    assert f"{services}/hello.duda: No such file" in p.stderr
-    # The installed helper, pointed into DESTDIR, builds them into ServicesRoot.
+    # The installed helper, pointed into DESTDIR.
     lib = inside(installed, gnu_dir("LIBDIR", "lib") + "/monkey")
     env = {**os.environ, "DUDA_MONKEY": monkey, "DUDA_PLUGIN": str(lib / "plugins/monkey-duda.so"),
            "DUDA_INCLUDE": str(inside(installed, prefix + "/include")),
            "DUDA_PACKAGES": packages, "DUDA_PACKAGES_INCLUDE": str(inside(installed, prefix + "/include"))}
-    for n in names:
-        p = subprocess.run([str(inside(installed, prefix + "/bin/duda")), "build",
-                            str(ROOT / "examples" / n), "-o", services], env=env,
-                           capture_output=True, text=True, timeout=120 * SLOW)
-        assert p.returncode == 0, p.stdout + p.stderr
-    p = subprocess.run([monkey, "-t", "-c", str(conf)], capture_output=True, text=True,
-                       timeout=30 * SLOW)
-    assert p.returncode == 0, p.stdout + p.stderr
-    port = free_port()
-    err = open(tmp_path / "stderr.log", "w")
-    proc = subprocess.Popen([monkey, "-c", str(conf), "-p", f"127.0.0.1:{port}", "-w", "1"],
-                            stderr=err)
-    try:
-        assert wait_port(port, proc=proc), (tmp_path / "stderr.log").read_text()
-        c = Conn(port)
-        r = c.request("GET", "/hello/hello")
-        assert (r.status, r.body) == (200, b"Hello World!\n")
-        if "chat" in names:
-            r = c.request("GET", "/chat/")
-            assert r.status == 200
-            assert r.body == (ROOT / "examples/chat/html/index.html").read_bytes()
-        c.close()
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15 * SLOW) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        err.close()
+    # chat loads the websocket and broadcaster packages (built with zlib and libcrypto).
+    names = ["hello"]
+    if all((BUILD / "duda-packages" / f"{n}.dpkg").exists() for n in ("websocket", "broadcaster")):
+        names.append("chat")
+    serve_services(monkey, str(inside(installed, prefix + "/bin/duda")), env, conf, services,
+                   ROOT / "examples", names, tmp_path / "stderr.log")
     stderr = (tmp_path / "stderr.log").read_text()
     check_sanitizers(stderr)
     if "chat" in names:
@@ -266,9 +163,7 @@ def test_installed_duda_conf_serves_services(installed, tmp_path):
 def test_uninstall_removes_the_manifest(tmp_path):
     dest = tmp_path / "dest"
     env = {"DESTDIR": str(dest), "PATH": "/usr/bin:/bin"}
-    p = subprocess.run(["cmake", "--install", str(BUILD)], env=env, capture_output=True,
-                       text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
+    cmake_install(dest)
     manifest = (BUILD / "install_manifest.txt").read_text().split()
     assert len(manifest) > 20 and all((dest / m.lstrip("/")).exists() for m in manifest)
     p = subprocess.run(["cmake", "--build", str(BUILD), "--target", "uninstall"], env=env,

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import SLOW
 from test_17_tls_session import check, tls_conf
-from tlsutil import TLS_MARKS, client_context, tls_connect, tls_server
+from tlsutil import TLS_MARKS, bio_connect, tls_connect, tls_server
 
 pytestmark = TLS_MARKS
 
@@ -95,17 +95,7 @@ def test_pipelined_requests_in_separate_records_are_all_answered(make_server):
     # read takes them all into OpenSSL's buffer, and the socket will not
     # signal the two that wait there.
     srv = tls_server(make_server).start()
-    sock = socket.create_connection(("127.0.0.1", srv.port), timeout=5 * SLOW)
-    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
-    obj = client_context().wrap_bio(inc, out, server_hostname="localhost")
-    while True:
-        try:
-            obj.do_handshake()
-            break
-        except ssl.SSLWantReadError:
-            sock.sendall(out.read())
-            inc.write(sock.recv(65536))
-    sock.sendall(out.read())
+    sock, obj, inc, out = bio_connect(srv.port)
     for path in ("/hello.txt", "/nothing-here", "/hello.txt"):
         obj.write(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
     sock.sendall(out.read())

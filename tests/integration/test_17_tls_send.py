@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from conftest import BUILD, MONKEY, SLOW, free_port, wait_port
-from tlsutil import (TLS_MARKS, client_context, der_of, https, make_cert, tls_connect,
+from conftest import BUILD, MONKEY, SLOW, free_port, needs_ipv6, wait_port
+from tlsutil import (TLS_MARKS, bio_connect, client_context, der_of, https, make_cert, tls_connect,
                      tls_section, tls_server)
 
 pytestmark = TLS_MARKS
@@ -63,18 +63,7 @@ def wait_stderr(srv, text, count=1):
 def response_records(srv, path):
     """GET `path` over TLS 1.2 and count the application-data records the
     response came in (read from the wire): (records, body)."""
-    ctx = client_context(max_version=ssl.TLSVersion.TLSv1_2)
-    sock = socket.create_connection(("127.0.0.1", srv.port), timeout=5 * SLOW)
-    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
-    obj = ctx.wrap_bio(inc, out, server_hostname="localhost")
-    while True:
-        try:
-            obj.do_handshake()
-            break
-        except ssl.SSLWantReadError:
-            sock.sendall(out.read())
-            inc.write(sock.recv(65536))
-    sock.sendall(out.read())
+    sock, obj, inc, out = bio_connect(srv.port, max_version=ssl.TLSVersion.TLSv1_2)
     obj.write(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
     sock.sendall(out.read())
     raw, plain, length = b"", b"", None
@@ -300,17 +289,7 @@ def test_third_certificate_and_missing_second_key_are_refused(make_server):
 
 # ---- listeners -------------------------------------------------------------------
 
-
-def has_ipv6():
-    try:
-        with socket.socket(socket.AF_INET6) as s:
-            s.bind(("::1", 0))
-        return True
-    except OSError:
-        return False
-
-
-@pytest.mark.skipif(not has_ipv6(), reason="no IPv6 loopback (::1)")
+@needs_ipv6
 def test_ipv6_tls_listener(make_server):
     srv = tls_server(make_server)
     srv.set(Listen=f"[::1]:{srv.port} tls")

@@ -3,19 +3,18 @@ real server. Environment, request bodies, large and slow output, clients that
 do not read or go away, bad header blocks, timeouts, NPH scripts, redirects,
 MaxScripts and the reaping of every child."""
 
-import base64
 import hashlib
-import json
 import os
 import signal
 import socket
-import subprocess
 import threading
 import time
 
 import pytest
 
-from conftest import BUILD, SANITIZED, SLOW, Conn, needs_dlopen, read_head, vm_rss_kb
+from conftest import BUILD, SANITIZED, SLOW, needs_dlopen, read_head, vm_rss_kb, wait_for
+from gwutil import (CgiConn, add_auth, check_remote_user, env_of, get, plugin_status, read_chunked,
+                    with_control)
 from h2util import H2_MARKS, H2Client
 
 CGI_SO = BUILD / "plugins" / "monkey-cgi.so"
@@ -137,55 +136,6 @@ def cgi(make_server):
     return srv
 
 
-class CgiConn(Conn):
-    """A Conn that also decodes chunked bodies (the CGI responses' framing)."""
-
-    def read_response(self, head_request=False):
-        r = super().read_response(head_request)
-        if head_request or r.header("Transfer-Encoding") != "chunked":
-            return r
-        body = b""
-        while True:
-            while b"\r\n" not in self.buf:
-                self._fill()
-            line, self.buf = self.buf.split(b"\r\n", 1)
-            size = int(line.split(b";")[0], 16)
-            while len(self.buf) < size + 2:
-                self._fill()
-            body, self.buf = body + self.buf[:size], self.buf[size + 2:]
-            if size == 0:
-                r.body = body
-                return r
-
-
-def cget(srv, path, **kw):
-    c = CgiConn(srv.port)
-    try:
-        return c.request("GET", path, **kw)
-    finally:
-        c.close()
-
-
-def env_of(body):
-    out = {}
-    for line in body.decode().splitlines():
-        if "=" in line:
-            k, v = line.split("=", 1)
-            out[k] = v
-    return out
-
-
-def read_chunked(f):
-    body = bytearray()
-    while True:
-        size = int(f.readline().split(b";")[0], 16)
-        if size == 0:
-            f.readline()
-            return bytes(body)
-        body += f.read(size)
-        assert f.read(2) == b"\r\n"
-
-
 def get_stream(srv, path, version="HTTP/1.1", headers=""):
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=10 * SLOW)
     s.sendall(f"GET {path} {version}\r\nHost: localhost\r\n{headers}\r\n".encode())
@@ -233,18 +183,9 @@ def alive(pid):
         return False
 
 
-def wait_for(cond, timeout=5.0):
-    deadline = time.monotonic() + timeout * SLOW
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return cond()
-
-
 def test_environment(cgi):
     cgi.start()
-    r = cget(cgi, "/cgi-bin/env.sh/a/b%20c?x=1&y=2",
+    r = get(cgi, "/cgi-bin/env.sh/a/b%20c?x=1&y=2",
                 headers={"Proxy": "http://evil:1", "X-Thing": "one", "Cookie": "a=1"})
     assert r.status == 200
     e = env_of(r.body)
@@ -270,7 +211,7 @@ def test_environment(cgi):
 
 def test_own_process_group_and_directory(cgi):
     cgi.start()
-    r = cget(cgi, "/cgi-bin/pgroup.sh")
+    r = get(cgi, "/cgi-bin/pgroup.sh")
     pgid, pid, cwd = r.body.decode().split()
     assert pgid == pid  # the leader of its own group
     assert cwd == str(cgi.bindir)
@@ -278,14 +219,14 @@ def test_own_process_group_and_directory(cgi):
 
 def test_match_extension_and_index(cgi):
     cgi.start()
-    r = cget(cgi, "/app/hello.cgi/more/info")
+    r = get(cgi, "/app/hello.cgi/more/info")
     assert r.status == 200
     assert r.body == b"hello /app/hello.cgi [/more/info]\n"
     cgi.file("index.cgi", "never served\n")
-    r = cget(cgi, "/app/")
+    r = get(cgi, "/app/")
     assert r.status == 200 and r.body == b"index\n"
     # a file the expression does not select is static
-    assert cget(cgi, "/plain.txt").body == b"plain file\n"
+    assert get(cgi, "/plain.txt").body == b"plain file\n"
 
 
 def test_post_body_streams_to_stdin(cgi):
@@ -417,7 +358,7 @@ def test_killed_client_kills_script(cgi):
     assert wait_for(lambda: not alive(pid)), "script not killed"
     assert wait_for(lambda: not children_of(cgi.proc.pid)), "child left behind"
     # the server goes on
-    assert cget(cgi, "/cgi-bin/env.sh").status == 200
+    assert get(cgi, "/cgi-bin/env.sh").status == 200
 
 
 @pytest.mark.parametrize("pipelined", [False, True])
@@ -438,7 +379,7 @@ def test_client_leaving_a_silent_stream_kills_the_script_at_once(cgi, pipelined)
     s.close()
     assert wait_for(lambda: not alive(pid), timeout=2), "script not killed within 2 s"
     assert wait_for(lambda: not children_of(cgi.proc.pid)), "child left behind"
-    assert cget(cgi, "/cgi-bin/env.sh").status == 200
+    assert get(cgi, "/cgi-bin/env.sh").status == 200
 
 
 @pytest.mark.parametrize("how", ["reset", "close"])
@@ -489,7 +430,7 @@ def test_bad_header_block_is_502(cgi):
 def test_silent_script_is_504_and_killed(cgi):
     cgi.start()
     t0 = time.monotonic()
-    r = cget(cgi, "/cgi-bin/silent.sh")
+    r = get(cgi, "/cgi-bin/silent.sh")
     assert r.status == 504
     assert time.monotonic() - t0 >= 0.9
     pid = int((cgi.docroot / "silent.pid").read_text())
@@ -499,7 +440,7 @@ def test_silent_script_is_504_and_killed(cgi):
 
 def test_status_and_framing_fields(cgi):
     cgi.start()
-    r = cget(cgi, "/cgi-bin/status.sh")
+    r = get(cgi, "/cgi-bin/status.sh")
     assert r.status == 404 and r.reason == "Not Found"
     assert r.header("X-Script") == "yes"
     assert r.header("Content-Type") == "text/plain"
@@ -509,22 +450,22 @@ def test_status_and_framing_fields(cgi):
 
 def test_redirects(cgi):
     cgi.start()
-    r = cget(cgi, "/cgi-bin/away.sh")
+    r = get(cgi, "/cgi-bin/away.sh")
     assert r.status == 302 and r.header("Location") == "https://example.com/elsewhere"
-    r = cget(cgi, "/cgi-bin/local.sh")  # a local redirect runs the other script
+    r = get(cgi, "/cgi-bin/local.sh")  # a local redirect runs the other script
     assert r.status == 200
     e = env_of(r.body)
     assert e["SCRIPT_NAME"] == "/cgi-bin/env.sh" and e["PATH_INFO"] == "/from"
     assert e["QUERY_STRING"] == "redir=1" and e["REQUEST_METHOD"] == "GET"
-    r = cget(cgi, "/cgi-bin/tofile.sh")
+    r = get(cgi, "/cgi-bin/tofile.sh")
     assert r.status == 200 and r.body == b"plain file\n"
     # the file goes out as the static handler sends it: its type, validators, ranges
     assert r.header("Content-Type") == "text/plain; charset=utf-8"
     assert r.header("ETag") and r.header("Last-Modified")
     assert r.header("Content-Length") == "11"
-    r = cget(cgi, "/cgi-bin/tofile.sh", headers={"Range": "bytes=0-4"})
+    r = get(cgi, "/cgi-bin/tofile.sh", headers={"Range": "bytes=0-4"})
     assert r.status == 206 and r.body == b"plain"
-    r = cget(cgi, "/cgi-bin/tofile.sh", headers={"If-None-Match": r.header("ETag")})
+    r = get(cgi, "/cgi-bin/tofile.sh", headers={"If-None-Match": r.header("ETag")})
     assert r.status == 304 and r.body == b""
 
 
@@ -557,19 +498,19 @@ def test_local_redirect_is_a_new_request_through_every_check(cgi):
     redirect_script(cgi, "to-hidden.sh", "/.hidden.txt")
     redirect_script(cgi, "to-dotdot.sh", "/cgi-bin/x/../private/env.sh")
     cgi.start()
-    assert cget(cgi, "/cgi-bin/private/env.sh").status == 401
-    r = cget(cgi, "/cgi-bin/to-private.sh")
+    assert get(cgi, "/cgi-bin/private/env.sh").status == 401
+    r = get(cgi, "/cgi-bin/to-private.sh")
     assert r.status == 401 and r.header("WWW-Authenticate").startswith("Basic realm=")
-    assert cget(cgi, "/cgi-bin/to-dotdot.sh").status == 401
-    r = cget(cgi, "/cgi-bin/to-private.sh", headers={"Authorization": good})
+    assert get(cgi, "/cgi-bin/to-dotdot.sh").status == 401
+    r = get(cgi, "/cgi-bin/to-private.sh", headers={"Authorization": good})
     assert r.status == 200
     e = env_of(r.body)
     assert e["SCRIPT_NAME"] == "/cgi-bin/private/env.sh" and e["QUERY_STRING"] == "who=me"
     assert e["REMOTE_USER"] == "alice" and e["AUTH_TYPE"] == "Basic"
-    assert cget(cgi, "/cgi-bin/denied/env.sh").status == 403
-    assert cget(cgi, "/cgi-bin/to-denied.sh").status == 403
+    assert get(cgi, "/cgi-bin/denied/env.sh").status == 403
+    assert get(cgi, "/cgi-bin/to-denied.sh").status == 403
     for name in ("to-secret.sh", "to-encoded.sh", "to-hidden.sh"):
-        r = cget(cgi, "/cgi-bin/" + name)
+        r = get(cgi, "/cgi-bin/" + name)
         assert r.status == 404 and b"hidden" not in r.body and b"SCRIPT_NAME" not in r.body, name
 
 
@@ -614,32 +555,32 @@ def test_local_redirect_loop_ends_with_500(cgi):
     with_control(cgi)
     cgi.start()
     for path in ("/cgi-bin/loop.sh", "/cgi-bin/ping.sh"):
-        r = cget(cgi, path)
+        r = get(cgi, path)
         assert r.status == 500
     assert "more than 10 internal redirects" in cgi.stderr_text()
     # a chain below the bound is followed: each script ran once
     for i in range(9):
         redirect_script(cgi, f"hop{i}.sh", f"/cgi-bin/hop{i + 1}.sh")
     redirect_script(cgi, "hop9.sh", "/plain.txt")
-    r = cget(cgi, "/cgi-bin/hop0.sh")
+    r = get(cgi, "/cgi-bin/hop0.sh")
     assert r.status == 200 and r.body == b"plain file\n"
     # a route of the site (the control plugin's) takes a redirected request too
     redirect_script(cgi, "to-status.sh", "/server-status")
-    r = cget(cgi, "/cgi-bin/to-status.sh")
+    r = get(cgi, "/cgi-bin/to-status.sh")
     assert r.status == 200 and b'"plugins"' in r.body
-    assert wait_for(lambda: status_of(cgi)["running"] == 0)
+    assert wait_for(lambda: plugin_status(cgi, "cgi")["running"] == 0)
 
 
 def test_nph_script(cgi):
     cgi.start()
-    r = cget(cgi, "/cgi-bin/nph-raw.sh")
+    r = get(cgi, "/cgi-bin/nph-raw.sh")
     assert r.status == 203
     assert r.header("X-Nph") == "1"
 
 
 def test_stderr_goes_to_the_log(cgi):
     cgi.start()
-    assert cget(cgi, "/cgi-bin/stderr.sh").body == b"ok\n"
+    assert get(cgi, "/cgi-bin/stderr.sh").body == b"ok\n"
     assert wait_for(lambda: "oops: something broke" in cgi.stderr_text())
     assert "/cgi-bin/stderr.sh" in cgi.stderr_text()
 
@@ -652,7 +593,7 @@ def test_stderr_goes_to_the_site_error_log(cgi):
     cgi.plugins.append(str(BUILD / "plugins" / "monkey-logger.so"))
     cgi.site_extra += f"[LOGGER]\n    ErrorLog {logs}/error.log\n"
     cgi.start()
-    assert cget(cgi, "/cgi-bin/stderr.sh").body == b"ok\n"
+    assert get(cgi, "/cgi-bin/stderr.sh").body == b"ok\n"
     c = CgiConn(cgi.port)
     r = c.request("POST", "/cgi-bin/longerr.py", body=b"x" * 100000)
     c.close()
@@ -675,8 +616,8 @@ def test_stderr_goes_to_the_site_error_log(cgi):
 
 def test_not_executable_is_403_and_missing_404(cgi):
     cgi.start()
-    assert cget(cgi, "/cgi-bin/noexec.sh").status == 403
-    assert cget(cgi, "/cgi-bin/nothere.sh").status == 404
+    assert get(cgi, "/cgi-bin/noexec.sh").status == 403
+    assert get(cgi, "/cgi-bin/nothere.sh").status == 404
 
 
 def test_max_scripts_503(cgi):
@@ -686,7 +627,7 @@ def test_max_scripts_503(cgi):
     first = CgiConn(cgi.port)
     first.send("GET /cgi-bin/silent.sh HTTP/1.1\r\nHost: localhost\r\n\r\n")
     assert wait_for((cgi.docroot / "silent.pid").exists)
-    r = cget(cgi, "/cgi-bin/env.sh")
+    r = get(cgi, "/cgi-bin/env.sh")
     assert r.status == 503 and r.header("Retry-After") == "1"
     first.close()
     assert first.sock.fileno() == -1
@@ -743,21 +684,7 @@ def test_clients_leaving_mid_response_under_load(cgi):
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
             s.close()
         assert wait_for(lambda: not children_of(cgi.proc.pid)), "scripts left running"
-    assert cget(cgi, "/cgi-bin/env.sh").status == 200
-
-
-def with_control(srv):
-    """Load the control plugin too; status_of(srv) reads the cgi counters."""
-    srv.plugins.append(str(BUILD / "plugins" / "monkey-control.so"))
-    (srv.conf / "plugins" / "control.conf").write_text(
-        f"[CONTROL]\n    Socket {srv.dir}/ctl.sock\n    HttpPath /server-status\n")
-    return srv
-
-
-def status_of(srv):
-    r = cget(srv, "/server-status")
-    assert r.status == 200
-    return json.loads(r.body)["plugins"]["cgi"]
+    assert get(cgi, "/cgi-bin/env.sh").status == 200
 
 
 def pid_in(path):
@@ -821,39 +748,15 @@ def test_environment_complete(cgi):
     c.close()
 
 
-def add_auth(srv, location):
-    """Load the auth plugin first, with alice:wonderland allowed under location;
-    returns the Authorization values of alice's right and wrong passwords."""
-    users = srv.conf / "users"
-    subprocess.run([str(BUILD / "bin" / "monkey-passwd"), "-i", "-c", "-C", "4", str(users),
-                    "alice"], input=b"wonderland\n", check=True, capture_output=True)
-    srv.plugins.insert(0, str(BUILD / "plugins" / "monkey-auth.so"))
-    srv.site_extra += f"[AUTH]\n    Location {location}\n    Realm Scripts\n    Users users\n"
-    return ("Basic " + base64.b64encode(b"alice:wonderland").decode(),
-            "Basic " + base64.b64encode(b"alice:looking-glass").decode())
-
-
 def test_remote_user_with_the_auth_plugin(cgi):
     # behind the auth plugin a script runs only for a valid user, and learns
-    # who (REMOTE_USER) and how (AUTH_TYPE), RFC 3875 4.1.1 and 4.1.11, from
-    # the plugin's notes: when the password was checked on a task thread and
-    # when it came from the plugin's cache
+    # who and how; outside the protected Location nobody was authenticated
     good, bad = add_auth(cgi, "/cgi-bin/")
     cgi.file("open/env.cgi", SCRIPTS["env.sh"], mode=0o755)
     cgi.start()
-    assert cget(cgi, "/cgi-bin/env.sh").status == 401
-    assert cget(cgi, "/cgi-bin/env.sh", headers={"Authorization": bad}).status == 401
-    for _ in range(2):
-        r = cget(cgi, "/cgi-bin/env.sh", headers={"Authorization": good})
-        assert r.status == 200
-        e = env_of(r.body)
-        assert e["REMOTE_USER"] == "alice" and e["AUTH_TYPE"] == "Basic"
-    # outside the protected Location nobody was authenticated: neither
-    # REMOTE_USER nor AUTH_TYPE, whatever credentials the client sends
-    r = cget(cgi, "/open/env.cgi", headers={"Authorization": good})
-    assert r.status == 200
-    e = env_of(r.body)
-    assert "REMOTE_USER" not in e and "AUTH_TYPE" not in e
+    check_remote_user(cgi, "/cgi-bin/env.sh", "/open/env.cgi", good, bad)
+    r = get(cgi, "/open/env.cgi", headers={"Authorization": good})
+    assert "REMOTE_USER" not in env_of(r.body)  # not even as "-"
 
 
 def test_index_script_is_checked_as_its_own_path(cgi):
@@ -862,11 +765,11 @@ def test_index_script_is_checked_as_its_own_path(cgi):
     good, bad = add_auth(cgi, "/app/index.cgi")
     cgi.start()
     for path in ("/app/index.cgi", "/app/"):
-        assert cget(cgi, path).status == 401, path
-        assert cget(cgi, path, headers={"Authorization": bad}).status == 401, path
-        r = cget(cgi, path, headers={"Authorization": good})
+        assert get(cgi, path).status == 401, path
+        assert get(cgi, path, headers={"Authorization": bad}).status == 401, path
+        r = get(cgi, path, headers={"Authorization": good})
         assert r.status == 200 and r.body == b"index\n", path
-    r = cget(cgi, "/app/hello.cgi")
+    r = get(cgi, "/app/hello.cgi")
     assert r.status == 200 and r.body == b"hello /app/hello.cgi []\n"
 
 
@@ -878,7 +781,7 @@ def test_credentials_are_not_passed_by_default(cgi):
     # Authorization and Proxy-Authorization headers, nor their scheme as
     # AUTH_TYPE: the server authenticated nobody
     cgi.start()
-    e = env_of(cget(cgi, "/cgi-bin/env.sh", headers=CREDENTIALS).body)
+    e = env_of(get(cgi, "/cgi-bin/env.sh", headers=CREDENTIALS).body)
     assert "HTTP_AUTHORIZATION" not in e and "HTTP_PROXY_AUTHORIZATION" not in e
     assert "AUTH_TYPE" not in e and "REMOTE_USER" not in e
 
@@ -893,10 +796,10 @@ def test_pass_authorization_gives_scripts_the_credentials(cgi):
     (cgi.bindir / "private" / "env.sh").write_text(SCRIPTS["env.sh"])
     (cgi.bindir / "private" / "env.sh").chmod(0o755)
     cgi.start()
-    e = env_of(cget(cgi, "/cgi-bin/env.sh", headers=CREDENTIALS).body)
+    e = env_of(get(cgi, "/cgi-bin/env.sh", headers=CREDENTIALS).body)
     assert e["HTTP_AUTHORIZATION"] == "Bearer abc.def"
     assert e["HTTP_PROXY_AUTHORIZATION"] == "Basic eDp5"
-    e = env_of(cget(cgi, "/cgi-bin/private/env.sh", headers={"Authorization": good}).body)
+    e = env_of(get(cgi, "/cgi-bin/private/env.sh", headers={"Authorization": good}).body)
     assert e["HTTP_AUTHORIZATION"] == good and e["REMOTE_USER"] == "alice"
 
 
@@ -922,7 +825,7 @@ def test_sigterm_ignored_then_sigkill_after_kill_grace(cgi):
     # reaped: no zombie, nothing left of it in /proc
     assert wait_for(lambda: not os.path.exists(f"/proc/{pid}")), "zombie left"
     assert not zombies_of(cgi.proc.pid)
-    st = status_of(cgi)
+    st = plugin_status(cgi, "cgi")
     assert st["killed"] == 1 and st["running"] == 0
 
 
@@ -984,22 +887,22 @@ def test_control_counters(cgi):
         "[CGI]\n    Timeout 1\n    KillGrace 500ms\n    MaxScripts 1\n")
     with_control(cgi)
     cgi.start()
-    assert cget(cgi, "/cgi-bin/env.sh").status == 200
-    assert wait_for(lambda: status_of(cgi)["running"] == 0)  # reaped: its slot is free
-    assert cget(cgi, "/cgi-bin/bad.sh").status == 502
-    assert wait_for(lambda: status_of(cgi)["running"] == 0)
-    before = status_of(cgi)
+    assert get(cgi, "/cgi-bin/env.sh").status == 200
+    assert wait_for(lambda: plugin_status(cgi, "cgi")["running"] == 0)  # reaped: its slot is free
+    assert get(cgi, "/cgi-bin/bad.sh").status == 502
+    assert wait_for(lambda: plugin_status(cgi, "cgi")["running"] == 0)
+    before = plugin_status(cgi, "cgi")
     assert before["spawned"] == 2 and before["bad_heads"] == 1
     assert before["refused"] == 0 and before["timeouts"] == 0
     first = CgiConn(cgi.port, timeout=10)
     first.send("GET /cgi-bin/silent.sh HTTP/1.1\r\nHost: localhost\r\n\r\n")
     pid_in(cgi.docroot / "silent.pid")
-    assert status_of(cgi)["running"] == 1
-    assert cget(cgi, "/cgi-bin/env.sh").status == 503  # MaxScripts 1
+    assert plugin_status(cgi, "cgi")["running"] == 1
+    assert get(cgi, "/cgi-bin/env.sh").status == 503  # MaxScripts 1
     assert first.read_response().status == 504
     first.close()
-    assert wait_for(lambda: status_of(cgi)["running"] == 0)
-    after = status_of(cgi)
+    assert wait_for(lambda: plugin_status(cgi, "cgi")["running"] == 0)
+    after = plugin_status(cgi, "cgi")
     assert after["spawned"] == 3 and after["refused"] == 1 and after["timeouts"] == 1
     assert after["bad_heads"] == 1 and after["killed"] == before["killed"] + 1
 
@@ -1012,7 +915,7 @@ def test_upstream_ms_in_the_access_log(cgi):
     s, f, status, headers = get_stream(cgi, "/cgi-bin/slowout.sh")
     assert read_chunked(f) == b"piece1\npiece2\npiece3\n"
     s.close()
-    assert cget(cgi, "/plain.txt").status == 200
+    assert get(cgi, "/plain.txt").status == 200
     assert wait_for(lambda: log.exists() and log.read_text().count("\n") >= 2)
     slow, static = log.read_text().splitlines()[:2]
     path, status, ms = slow.split()

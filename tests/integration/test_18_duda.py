@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, Conn, free_port, wait_port
+from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, Conn, free_port, serving, wait_for
+from installutil import cmake_install
 
 pytestmark = [
     pytest.mark.skipif(STATIC, reason="static binary: no shared objects"),
@@ -455,19 +456,13 @@ def test_duda_new_then_w(tmp_path):
     p = duda("new", svc)
     assert p.returncode == 0, p.stderr
     port = free_port()
-    proc = subprocess.Popen([str(DUDA), "-w", str(svc), "-p", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert wait_port(port, proc=proc), proc.communicate(timeout=5)
+    with serving([str(DUDA), "-w", str(svc), "-p", str(port)], port, tmp_path / "duda-w.log"):
         c = Conn(port)
         assert c.request("GET", "/fresh/hello").body == b"Hello World!\n"
         assert c.request("GET", "/fresh/").body == (svc / "html/index.html").read_bytes()
         c.close()
         for sub in ("html", "conf", "data", "logs"):
             assert (svc / sub).is_dir()
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15 * SLOW) == 0
 
 
 def test_duda_w_data_files(tmp_path):
@@ -477,18 +472,12 @@ def test_duda_w_data_files(tmp_path):
     shutil.copytree(ROOT / "examples/data_files", svc,
                     ignore=shutil.ignore_patterns("build", "*.log"))
     port = free_port()
-    proc = subprocess.Popen([str(DUDA), "-w", str(svc), "-p", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert wait_port(port, proc=proc), proc.communicate(timeout=5)
+    with serving([str(DUDA), "-w", str(svc), "-p", str(port)], port, tmp_path / "duda-w.log"):
         c = Conn(port)
         assert c.request("GET", "/data_files/greeting").body == b"Good morning from ConfDir\n"
         c.close()
-        wait_for(lambda: (svc / "logs/access.log").exists() and
+        assert wait_for(lambda: (svc / "logs/access.log").exists() and
                  (svc / "logs/access.log").read_text() == "greeting\n")
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15 * SLOW) == 0
 
 
 def test_reload_picks_up_a_rebuilt_service(make_server, tmp_path):
@@ -517,9 +506,7 @@ def test_reload_picks_up_a_rebuilt_service(make_server, tmp_path):
 def test_installed_duda(tmp_path):
     """make install puts the header, the plugin and the helper in place, and they work."""
     dest = tmp_path / "dest"
-    p = subprocess.run(["cmake", "--install", str(BUILD)], env={**os.environ, "DESTDIR": str(dest)},
-                       capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stdout + p.stderr
+    cmake_install(dest)
     found = {f.name: f for f in dest.rglob("*") if f.is_file()}
     for name in ("duda", "duda.h", "monkey-duda.so", "monkey"):
         assert name in found, name
@@ -530,17 +517,11 @@ def test_installed_duda(tmp_path):
     env = {"DUDA_MONKEY": str(found["monkey"]), "DUDA_PLUGIN": str(found["monkey-duda.so"]),
            "DUDA_INCLUDE": str(found["duda.h"].parent.parent)}
     port = free_port()
-    proc = subprocess.Popen([str(tool), "-w", str(ROOT / "examples/hello"), "-o",
-                             str(tmp_path / "out"), "-p", str(port)], env={**os.environ, **env},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert wait_port(port, proc=proc), proc.communicate(timeout=5)
+    with serving([str(tool), "-w", str(ROOT / "examples/hello"), "-o", str(tmp_path / "out"),
+                  "-p", str(port)], port, tmp_path / "duda-w.log", env={**os.environ, **env}):
         c = Conn(port)
         assert c.request("GET", "/hello/hello").body == b"Hello World!\n"
         c.close()
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15 * SLOW) == 0
 
 
 def test_counters_in_the_control_status(make_server, services):
@@ -570,21 +551,14 @@ def test_logs_reopened_on_sigusr1(make_server, services, tmp_path):
                                    LogDir=logs)])
     srv.start()
     srv.get("/data_files/greeting")
-    wait_for(lambda: (logs / "access.log").exists() and
+    assert wait_for(lambda: (logs / "access.log").exists() and
              (logs / "access.log").read_text() == "greeting\n")
     (logs / "access.log").rename(logs / "access.log.1")
     srv.signal(signal.SIGUSR1)
-    wait_for(lambda: (logs / "access.log").exists())
+    assert wait_for(lambda: (logs / "access.log").exists())
     srv.get("/data_files/file/hello.txt")
-    wait_for(lambda: (logs / "access.log").read_text() == "file hello.txt\n")
+    assert wait_for(lambda: (logs / "access.log").read_text() == "file hello.txt\n")
     assert (logs / "access.log.1").read_text() == "greeting\n"
-
-
-def wait_for(cond, timeout=5.0):
-    deadline = time.monotonic() + timeout * SLOW
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def test_global_set(make_server, services):
@@ -668,7 +642,7 @@ def test_duda_exit_runs_at_reload_and_stop(make_server, services, tmp_path):
     assert srv.get("/objects/ctx").status == 200
     assert not exits.exists()
     srv.signal(signal.SIGHUP)
-    wait_for(lambda: exits.exists() and exits.read_text() == "duda_exit ran\n")
+    assert wait_for(lambda: exits.exists() and exits.read_text() == "duda_exit ran\n")
     assert srv.get("/objects/ctx").status == 200  # the new copy serves
     assert srv.stop() == 0
     assert exits.read_text() == "duda_exit ran\n" * 2

@@ -3,6 +3,7 @@ packages of tests/duda/packages/ built by `duda package`; the tree's
 base64, sha1 and sha256 packages through the crypto test service; and
 `duda -w` on each package example."""
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -10,13 +11,13 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import time
 
 import pytest
 
 from conftest import (BUILD, EMULATED, ROOT, SLOW, STATIC, Conn, check_sanitizers, free_port,
-                      wait_port)
+                      serving)
+from installutil import cmake_install, gnu_dir, inside
 from test_18_duda import build, duda, duda_server, start_fails, web_service
 
 pytestmark = [
@@ -103,11 +104,7 @@ def test_duda_package_refuses_a_non_package(tmp_path):
 def test_make_install_installs_packages(tmp_path):
     """cmake --install puts the tree's packages, their headers and duda_package.h in place,
     and the installed helper points PackagesRoot at them."""
-    from test_15_install import gnu_dir, inside
-
-    p = subprocess.run(["cmake", "--install", str(BUILD)], env={"DESTDIR": str(tmp_path),
-                       "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stdout + p.stderr
+    cmake_install(tmp_path)
     pkgdir = gnu_dir("LIBDIR", "lib") + "/monkey/duda-packages"
     inc = gnu_dir("INCLUDEDIR", "include")
     built = sorted(f.name for f in (BUILD / "duda-packages").glob("*.dpkg"))
@@ -213,23 +210,16 @@ def test_sha_packages_through_a_service(make_server, tmp_path, alg, own):
 # ---- duda -w on the package examples ------------------------------------------------------
 
 
-def run_w(folder, tmp_path):
-    """`duda -w FOLDER -p PORT` in the background once it answers: (process, port)."""
+@contextlib.contextmanager
+def served_w(folder, tmp_path):
+    """`duda -w FOLDER -p PORT` while the block runs (conftest.serving): yields
+    the port; its output must hold no sanitizer report."""
     port = free_port()
-    proc = subprocess.Popen([str(BUILD / "bin" / "duda"), "-w", str(folder), "-o",
-                             str(tmp_path / "out"), "-p", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    if not wait_port(port, proc=proc):
-        out, err = proc.communicate(timeout=5 * SLOW)
-        raise AssertionError(f"duda -w {folder.name} did not serve:\n{out.decode()}{err.decode()}")
-    return proc, port
-
-
-def stop_w(proc):
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=15 * SLOW)
-    assert proc.returncode == 0, err.decode()
-    check_sanitizers(err.decode())
+    log = tmp_path / f"{folder.name}-w.log"
+    with serving([str(BUILD / "bin" / "duda"), "-w", str(folder), "-o", str(tmp_path / "out"),
+                  "-p", str(port)], port, log):
+        yield port
+    check_sanitizers(log.read_text())
 
 
 def example_copy(name, tmp_path):
@@ -249,8 +239,7 @@ def test_duda_w_chat(tmp_path):
     ws_client = pytest.importorskip("websockets.sync.client",
                                     reason="Python's websockets 13 or later (tools/deps.sh test)")
     need_packages("websocket", "broadcaster")
-    proc, port = run_w(example_copy("chat", tmp_path), tmp_path)
-    try:
+    with served_w(example_copy("chat", tmp_path), tmp_path) as port:
         c = Conn(port)
         r = c.request("GET", "/chat/")
         assert r.status == 200 and b'id="who"' in r.body
@@ -261,15 +250,12 @@ def test_duda_w_chat(tmp_path):
             ws.send("hi")
             assert json.loads(ws.recv(timeout=5 * SLOW)) == {"type": "message", "nick": "w",
                                                               "text": "hi"}
-    finally:
-        stop_w(proc)
 
 
 def test_duda_w_json_api(tmp_path):
     need_packages("json", "sqlite")
     folder = example_copy("json_api", tmp_path)
-    proc, port = run_w(folder, tmp_path)
-    try:
+    with served_w(folder, tmp_path) as port:
         c = Conn(port)
         r = c.request("POST", "/json_api/notes", headers={"Content-Type": "application/json"},
                       body=b'{"title": "milk", "body": "2 l"}')
@@ -279,8 +265,6 @@ def test_duda_w_json_api(tmp_path):
         assert (r.status, json.loads(r.body)) == (200, note)
         assert c.request("GET", "/json_api/notes/x").status == 400
         c.close()
-    finally:
-        stop_w(proc)
     assert (folder / "data" / "notes.db").is_file()  # DataDir is the folder's data/
 
 
@@ -293,16 +277,13 @@ def test_duda_w_redis_counter(tmp_path):
     folder = example_copy("redis_counter", tmp_path)
     conf = folder / "conf" / "redis.conf"
     conf.write_text(conf.read_text().replace("redis://127.0.0.1:6379/0", redis.url + "/0"))
-    proc = None
     try:
-        proc, port = run_w(folder, tmp_path)
-        c = Conn(port)
-        assert c.request("GET", "/redis_counter/").status == 200
-        for n in (1, 2):
-            assert c.request("GET", "/redis_counter/hit").body == b'{"hits":%d}\n' % n
-        c.close()
-        assert redis.call("GET", "redis_counter:hits") == b"2"
+        with served_w(folder, tmp_path) as port:
+            c = Conn(port)
+            assert c.request("GET", "/redis_counter/").status == 200
+            for n in (1, 2):
+                assert c.request("GET", "/redis_counter/hit").body == b'{"hits":%d}\n' % n
+            c.close()
+            assert redis.call("GET", "redis_counter:hits") == b"2"
     finally:
-        if proc:
-            stop_w(proc)
         redis.stop()

@@ -2,7 +2,7 @@
 name nothing under the document root, like nginx's try_files $uri $uri/ PATH."""
 
 from conftest import BUILD, Conn, needs_dlopen
-from test_18_cgi import add_auth
+from gwutil import add_auth
 
 
 def test_fallback_serves_front_controller(make_server):

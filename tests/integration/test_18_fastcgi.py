@@ -7,7 +7,6 @@ slow backend, the pool limit and the queue, keep-alive connections."""
 
 import base64
 import hashlib
-import json
 import os
 import shutil
 import signal
@@ -19,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, SANITIZED, SLOW, needs_dlopen, read_head, vm_rss_kb, wait_port
-from test_18_cgi import CgiConn, add_auth, read_chunked, wait_for
+from conftest import (BUILD, SANITIZED, SLOW, Strace, needs_dlopen, read_head, strace_count,
+                      vm_rss_kb, wait_for, wait_port)
+from gwutil import CgiConn, add_auth, check_remote_user, env_of, get, plugin_status, with_control
 
 FCGI_SO = BUILD / "plugins" / "monkey-fastcgi.so"
-CONTROL_SO = BUILD / "plugins" / "monkey-control.so"
 LOGGER_SO = BUILD / "plugins" / "monkey-logger.so"
 PHP_FPM = shutil.which("php-fpm8.2") or (
     "/usr/sbin/php-fpm8.2" if Path("/usr/sbin/php-fpm8.2").exists() else None)
@@ -146,11 +145,7 @@ def make_php_server(make_server, sock, conf="", site_extra="", control=False):
     srv.set(Workers=1, IndexFiles="index.php index.html", MaxRequestBody="200M")
     (srv.conf / "plugins").mkdir()
     (srv.conf / "plugins" / "fastcgi.conf").write_text("[FASTCGI]\n" + conf)
-    if control:
-        srv.plugins.append(str(CONTROL_SO))
-        (srv.conf / "plugins" / "control.conf").write_text(
-            f"[CONTROL]\n    Socket {srv.dir}/ctl.sock\n    HttpPath /server-status\n")
-    return srv
+    return with_control(srv) if control else srv
 
 
 @pytest.fixture
@@ -161,22 +156,16 @@ def php(make_server, fpm):
     return srv
 
 
-def get(srv, path, **kw):
-    c = CgiConn(srv.port, timeout=30)
-    try:
-        return c.request(kw.pop("method", "GET"), path, **kw)
-    finally:
-        c.close()
-
-
-def env_of(body):
-    return dict(line.split("=", 1) for line in body.decode().splitlines() if "=" in line)
-
-
 def status_doc(srv):
-    r = get(srv, "/server-status")
-    assert r.status == 200
-    return json.loads(r.body)["plugins"]["fastcgi"]
+    return plugin_status(srv, "fastcgi")
+
+
+def bad_gateway_on(c):
+    """On the connection c, /env.php is 502 with the site's error page, and
+    the connection stays healthy: a static file follows."""
+    r = c.request("GET", "/env.php")
+    assert r.status == 502 and r.body == b"site error page\n"
+    assert c.request("GET", "/static.txt").body == b"static file\n"
 
 
 def test_phpinfo(php):
@@ -270,17 +259,7 @@ def test_remote_user_behind_the_auth_plugin(make_server, fpm):
     srv.file("private/who.php", WHO)
     srv.file("who.php", WHO)
     srv.start()
-    assert get(srv, "/private/who.php").status == 401
-    assert get(srv, "/private/who.php", headers={"Authorization": bad}).status == 401
-    for _ in range(2):  # checked on a task thread, then from the plugin's cache
-        r = get(srv, "/private/who.php", headers={"Authorization": good})
-        assert r.status == 200
-        e = env_of(r.body)
-        assert e["REMOTE_USER"] == "alice" and e["AUTH_TYPE"] == "Basic"
-    r = get(srv, "/who.php", headers={"Authorization": good})
-    assert r.status == 200
-    e = env_of(r.body)
-    assert e["REMOTE_USER"] == "-" and e["AUTH_TYPE"] == "-"
+    check_remote_user(srv, "/private/who.php", "/who.php", good, bad)
 
 
 def test_authorization_passed_proxy_authorization_not(make_server, fpm):
@@ -504,7 +483,6 @@ def test_system_calls_per_request(make_server, fpm, tmp_path):
     # answer, one write of head and body, wait; no file lookup (found scripts
     # are remembered), no getsockname (the connection's address is kept), no
     # interest changes, no wake-up of the worker by itself (16 before)
-    from test_18_h2_cost import Strace, count
     php = make_php_server(make_server, fpm.sock)
     del php.site_conf["Fallback"]  # the server's own lookup of the path is another matter
     php.start()
@@ -518,14 +496,14 @@ def test_system_calls_per_request(make_server, fpm, tmp_path):
     finally:
         lines = tracer.stop()
         c.close()
-    assert count(lines, "sendmsg") + count(lines, "writev") == 20
-    assert count(lines, "openat2") + count(lines, "openat") + count(lines, "newfstatat") == 0
-    assert count(lines, "epoll_ctl") == 0
-    assert count(lines, "write") == 0 and count(lines, "read") == 20
+    assert strace_count(lines, "sendmsg") + strace_count(lines, "writev") == 20
+    assert sum(strace_count(lines, n) for n in ("openat2", "openat", "newfstatat")) == 0
+    assert strace_count(lines, "epoll_ctl") == 0
+    assert strace_count(lines, "write") == 0 and strace_count(lines, "read") == 20
     memory = ("mmap(", "munmap(", "madvise(", "mprotect(")  # the allocator's (ASan's above all)
     calls = [x for x in lines if "resumed>" not in x and "restart_syscall" not in x
              and not any(m in x for m in memory)]
-    assert count(lines, "getsockname") <= 1  # asked once per connection
+    assert strace_count(lines, "getsockname") <= 1  # asked once per connection
     assert len(calls) <= 20 * 6 + 2, f"{len(calls)} calls:\n" + "\n".join(calls[:60])
 
 
@@ -591,10 +569,7 @@ def test_backend_down_is_502_with_site_page(make_server, tmp_path):
     srv = make_php_server(make_server, tmp_path / "nobody.sock")
     srv.start()
     c = CgiConn(srv.port)
-    r = c.request("GET", "/env.php")
-    assert r.status == 502 and r.body == b"site error page\n"
-    # the client's connection stays healthy
-    assert c.request("GET", "/static.txt").body == b"static file\n"
+    bad_gateway_on(c)
     c.close()
     assert "fastcgi" in srv.stderr_text()
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MONKEY, SLOW, free_port, needs_dlopen, wait_port
-from test_18_cgi import CgiConn, wait_for
-from test_18_fastcgi import PHP_FPM, PhpFpm, env_of, get, make_php_server, status_doc
+from conftest import MONKEY, SLOW, free_port, needs_dlopen, wait_for, wait_port
+from gwutil import CgiConn, env_of
+from test_18_fastcgi import PHP_FPM, PhpFpm, bad_gateway_on, make_php_server, status_doc
 
 RESPONDER = Path(__file__).parent / "fcgi_responder.py"
 
@@ -81,6 +81,14 @@ def names(conn, n, path="/env.php"):
         assert r.status == 200, r
         out.append(r.body.split(b" ", 1)[0].decode())
     return out
+
+
+def each_backend_failed_once(srv):
+    """Both backends of srv failed once and are down; one 502 was answered."""
+    st = status_doc(srv)
+    assert st["backend0_failures"] == 1 and st["backend1_failures"] == 1
+    assert st["backend0_up"] == 0 and st["backend1_up"] == 0
+    assert st["bad_gateway"] == 1
 
 
 def test_round_robin_over_two_backends(make_server, responders, tmp_path):
@@ -228,14 +236,9 @@ def test_every_backend_stopped_behind_kept_connections_is_502(make_server, respo
     srv.start()
     c = CgiConn(srv.port)
     assert names(c, 2) == ["A", "B"]
-    r = c.request("GET", "/env.php")
-    assert r.status == 502 and r.body == b"site error page\n"
-    assert c.request("GET", "/static.txt").body == b"static file\n"
+    bad_gateway_on(c)
     c.close()
-    st = status_doc(srv)
-    assert st["backend0_failures"] == 1 and st["backend1_failures"] == 1
-    assert st["backend0_up"] == 0 and st["backend1_up"] == 0
-    assert st["bad_gateway"] == 1
+    each_backend_failed_once(srv)
 
 
 def test_every_backend_refusing_late_is_502_each_tried_once(make_server, tmp_path):
@@ -243,14 +246,9 @@ def test_every_backend_refusing_late_is_502_each_tried_once(make_server, tmp_pat
     srv = backends_server(make_server, [f"127.0.0.1:{p}" for p in dead])
     srv.start()
     c = CgiConn(srv.port)
-    r = c.request("GET", "/env.php")
-    assert r.status == 502 and r.body == b"site error page\n"
-    assert c.request("GET", "/static.txt").body == b"static file\n"
+    bad_gateway_on(c)
     c.close()
-    st = status_doc(srv)
-    assert st["backend0_failures"] == 1 and st["backend1_failures"] == 1
-    assert st["backend0_up"] == 0 and st["backend1_up"] == 0
-    assert st["bad_gateway"] == 1
+    each_backend_failed_once(srv)
 
 
 def test_php_fpm_on_a_tcp_port(make_server, tmp_path):

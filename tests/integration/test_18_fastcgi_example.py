@@ -12,9 +12,9 @@ import time
 import pytest
 
 from conftest import BUILD, SLOW, needs_dlopen
-from test_18_cgi import CgiConn
 from fcgi_responder import params_of, read_record, record
-from test_18_fastcgi import get, make_php_server, status_doc
+from gwutil import CgiConn, get
+from test_18_fastcgi import make_php_server, status_doc
 
 RESPONDER = BUILD / "examples" / "fastcgi-responder"
 

@@ -9,49 +9,19 @@ sendfile each).
 """
 
 import os
-import signal
 import socket
 import struct
-import subprocess
 import threading
 import time
 
 import pytest
 
-from conftest import SANITIZED, SLOW, vm_rss_kb
+from conftest import SANITIZED, SLOW, Strace, strace_count, vm_rss_kb
 import h2util
 from h2util import H2_MARKS, H2Client, h2c_server, needs_tool
 from tlsutil import TLS_MARKS, tls_connect, tls_server
 
 pytestmark = H2_MARKS
-
-
-class Strace:
-    """strace -f on a running process, the system calls of `calls` only."""
-
-    def __init__(self, pid, calls, out):
-        self.out = out
-        self.proc = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=" + ",".join(calls),
-                                      "-o", str(out), "-p", str(pid)],
-                                     stderr=subprocess.PIPE)
-        # strace attaches every thread before it reports anything: wait for
-        # the attach by checking the tracer pid of the process.
-        deadline = time.monotonic() + 10 * SLOW
-        while time.monotonic() < deadline:
-            with open(f"/proc/{pid}/status") as st:
-                if any(line.startswith("TracerPid:") and line.split()[1] != "0" for line in st):
-                    break
-            time.sleep(0.02)
-        time.sleep(0.2 * SLOW)  # the worker threads are attached after the main one
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGINT)
-        self.proc.wait(timeout=10 * SLOW)
-        return [line for line in self.out.read_text().splitlines() if "(" in line]
-
-
-def count(lines, name):
-    return sum(1 for line in lines if line.split(" ", 1)[-1].lstrip().startswith(name + "("))
 
 
 @needs_tool("strace")
@@ -80,8 +50,8 @@ def test_a_batch_of_small_files_goes_out_in_one_write(make_server, tmp_path):
         lines = tracer.stop()
     for i, sid in enumerate(sids):
         assert c.streams[sid]["data"] == f"small file {i}\n".encode() * (i + 1)
-    assert count(lines, "sendfile") == 0, lines
-    writes = sum(count(lines, n) for n in ("writev", "sendmsg", "write", "sendto"))
+    assert strace_count(lines, "sendfile") == 0, lines
+    writes = sum(strace_count(lines, n) for n in ("writev", "sendmsg", "write", "sendto"))
     assert writes == 1, lines
     c.close()
 

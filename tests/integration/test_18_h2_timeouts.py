@@ -33,11 +33,13 @@ def read_some(c):
     return True
 
 
-def settle(c, sid, busy, limit):
+def settle(c, sid, busy, limit, windows=False):
     """Read until stream sid ends or is reset, within `limit` seconds (times
     SLOW). With `busy`, the client meanwhile fetches /hello.txt on the same
     connection every 100 ms, each answered in full: the connection is never
-    quiet for long. Returns the seconds it took."""
+    quiet for long. With `windows` (a client whose streams start with a
+    window of 0), each of those gets its window opened, and the
+    connection's, as it is sent. Returns the seconds it took."""
     t0 = time.monotonic()
     st = c.streams[sid]
     c.sock.settimeout(0.1)
@@ -46,6 +48,10 @@ def settle(c, sid, busy, limit):
             assert time.monotonic() - t0 < limit * SLOW, f"stream {sid} not answered: {st}"
             if busy:
                 other = c.request("/hello.txt")
+                if windows:
+                    c.conn.increment_flow_control_window(1000, stream_id=other)
+                    c.conn.increment_flow_control_window(1000)
+                    c.flush()
                 deadline = time.monotonic() + 5 * SLOW
                 while not c.streams[other]["ended"]:
                     assert time.monotonic() < deadline, "a sibling was not served"
@@ -221,7 +227,7 @@ def test_a_stream_with_a_shut_window_is_cancelled_alone(make_server, busy):
     c = H2Client(srv.port, settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0},
                  auto_ack=False)
     sid = c.request("/big.bin")
-    took = settle_with_windows(c, sid, busy, 6)
+    took = settle(c, sid, busy, 6, windows=True)
     st = c.streams[sid]
     assert st["headers"][":status"] == "200" and st["data"] == b""
     assert st["reset"] == CANCEL, st
@@ -234,32 +240,6 @@ def test_a_stream_with_a_shut_window_is_cancelled_alone(make_server, busy):
     assert len(c.streams[other]["data"]) == MIB
     assert c.goaway is None and not c.closed
     c.close()
-
-
-def settle_with_windows(c, sid, busy, limit):
-    """settle() for a client whose streams start with a window of 0: each
-    sibling gets its window opened (and the connection's) when sent."""
-    t0 = time.monotonic()
-    st = c.streams[sid]
-    c.sock.settimeout(0.1)
-    try:
-        while not (st["ended"] or st["reset"] is not None):
-            assert time.monotonic() - t0 < limit * SLOW, f"stream {sid} not answered: {st}"
-            if busy:
-                other = c.request("/hello.txt")
-                c.conn.increment_flow_control_window(1000, stream_id=other)
-                c.conn.increment_flow_control_window(1000)
-                c.flush()
-                deadline = time.monotonic() + 5 * SLOW
-                while not c.streams[other]["ended"]:
-                    assert time.monotonic() < deadline, "a sibling was not served"
-                    read_some(c)
-                time.sleep(0.1)
-            else:
-                read_some(c)
-    finally:
-        c.sock.settimeout(10 * SLOW)
-    return time.monotonic() - t0
 
 
 def test_a_client_that_keeps_the_connection_window_shut_is_closed(make_server):

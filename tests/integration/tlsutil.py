@@ -75,6 +75,26 @@ def tls_connect(port, sni=None, **kw):
     return client_context(**kw).wrap_socket(sock, server_hostname=sni)
 
 
+def bio_connect(port, **kw):
+    """A TLS client on memory BIOs over a new connection to port, its
+    handshake done: (socket, SSLObject, incoming BIO, outgoing BIO). The
+    test moves the records itself (sock.sendall(out.read()),
+    inc.write(sock.recv(...))), so it sees them as they are on the wire.
+    kw: as client_context()."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5 * SLOW)
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = client_context(**kw).wrap_bio(inc, out, server_hostname="localhost")
+    while True:
+        try:
+            obj.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            sock.sendall(out.read())
+            inc.write(sock.recv(65536))
+    sock.sendall(out.read())
+    return sock, obj, inc, out
+
+
 def der_of(crt):
     return ssl.PEM_cert_to_DER_cert(crt.read_text())
 

@@ -326,7 +326,4 @@ static const struct duda_memcache_api duda_mc_pkg = {
     .incr = duda_mc_incr_op,
 };
 
-/* Declared here for -Wmissing-prototypes: DUDA_PACKAGE defines it. */
-DUDA_EXPORT const struct duda_package_info *duda_package_main(void);
-
 DUDA_PACKAGE("memcache", "1.0", &duda_mc_pkg, NULL, duda_mc_exit);

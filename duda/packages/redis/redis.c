@@ -427,7 +427,4 @@ static const struct duda_redis_api duda_redis_pkg = {
     .connected = duda_redis_connected,
 };
 
-/* Declared here for -Wmissing-prototypes: DUDA_PACKAGE defines it. */
-DUDA_EXPORT const struct duda_package_info *duda_package_main(void);
-
 DUDA_PACKAGE("redis", "1.0", &duda_redis_pkg, NULL, duda_redis_exit);

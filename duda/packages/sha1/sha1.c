@@ -1,15 +1,21 @@
 /*
- * duda/packages/sha1/sha1.c: the sha1 package (README.md), on sha.c.
+ * duda/packages/sha1/sha1.c: the sha1 package (README.md): sha.c and
+ * sha_api.c with EVP_sha1().
  */
 #include <duda/duda_package.h>
-#include <stdlib.h>
 
 #include "../sha1/sha.h"
+#include "../sha1/sha_api.h"
 #include "sha1.h"
 
 static void sha1_digest(const void *msg, size_t len, unsigned char *out)
 {
     duda_sha_digest(EVP_sha1(), msg, len, out);
+}
+
+static char *sha1_hex(duda_request_t *dr, const void *msg, size_t len)
+{
+    return duda_sha_hex_new(dr, EVP_sha1(), msg, len);
 }
 
 static void sha1_hmac(const void *key, size_t keylen, const void *msg, size_t len,
@@ -18,29 +24,10 @@ static void sha1_hmac(const void *key, size_t keylen, const void *msg, size_t le
     duda_sha_hmac(EVP_sha1(), key, keylen, msg, len, out);
 }
 
-/* The hex digits of md for dr (freed at its end) or for the caller. */
-static char *sha1_to_hex(duda_request_t *dr, const unsigned char *md)
-{
-    char *out = dr ? gc->alloc(dr, 2 * DUDA_SHA1_LEN + 1) : malloc(2 * DUDA_SHA1_LEN + 1);
-    if (out) {
-        duda_sha_hex(md, DUDA_SHA1_LEN, out);
-    }
-    return out;
-}
-
-static char *sha1_hex(duda_request_t *dr, const void *msg, size_t len)
-{
-    unsigned char md[DUDA_SHA1_LEN];
-    sha1_digest(msg, len, md);
-    return sha1_to_hex(dr, md);
-}
-
 static char *sha1_hmac_hex(duda_request_t *dr, const void *key, size_t keylen, const void *msg,
                            size_t len)
 {
-    unsigned char md[DUDA_SHA1_LEN];
-    sha1_hmac(key, keylen, msg, len, md);
-    return sha1_to_hex(dr, md);
+    return duda_sha_hmac_hex_new(dr, EVP_sha1(), key, keylen, msg, len);
 }
 
 static const struct duda_sha1_api sha1_api = {

@@ -1,15 +1,21 @@
 /*
- * duda/packages/sha256/sha256.c: the sha256 package (README.md), on sha.c.
+ * duda/packages/sha256/sha256.c: the sha256 package (README.md): sha.c and
+ * sha_api.c with EVP_sha256().
  */
 #include <duda/duda_package.h>
-#include <stdlib.h>
 
 #include "../sha1/sha.h"
+#include "../sha1/sha_api.h"
 #include "sha256.h"
 
 static void sha256_digest(const void *msg, size_t len, unsigned char *out)
 {
     duda_sha_digest(EVP_sha256(), msg, len, out);
+}
+
+static char *sha256_hex(duda_request_t *dr, const void *msg, size_t len)
+{
+    return duda_sha_hex_new(dr, EVP_sha256(), msg, len);
 }
 
 static void sha256_hmac(const void *key, size_t keylen, const void *msg, size_t len,
@@ -18,29 +24,10 @@ static void sha256_hmac(const void *key, size_t keylen, const void *msg, size_t 
     duda_sha_hmac(EVP_sha256(), key, keylen, msg, len, out);
 }
 
-/* The hex digits of md for dr (freed at its end) or for the caller. */
-static char *sha256_to_hex(duda_request_t *dr, const unsigned char *md)
-{
-    char *out = dr ? gc->alloc(dr, 2 * DUDA_SHA256_LEN + 1) : malloc(2 * DUDA_SHA256_LEN + 1);
-    if (out) {
-        duda_sha_hex(md, DUDA_SHA256_LEN, out);
-    }
-    return out;
-}
-
-static char *sha256_hex(duda_request_t *dr, const void *msg, size_t len)
-{
-    unsigned char md[DUDA_SHA256_LEN];
-    sha256_digest(msg, len, md);
-    return sha256_to_hex(dr, md);
-}
-
 static char *sha256_hmac_hex(duda_request_t *dr, const void *key, size_t keylen, const void *msg,
                              size_t len)
 {
-    unsigned char md[DUDA_SHA256_LEN];
-    sha256_hmac(key, keylen, msg, len, md);
-    return sha256_to_hex(dr, md);
+    return duda_sha_hmac_hex_new(dr, EVP_sha256(), key, keylen, msg, len);
 }
 
 static const struct duda_sha256_api sha256_api = {

@@ -31,6 +31,8 @@
 
 #include <monkey/monkey.h>
 
+#include "tcp.h"
+
 #define BIG (100u * 1024 * 1024)
 
 /* Failures seen on the server's threads (cmocka asserts only on the test's). */
@@ -38,64 +40,12 @@ static atomic_int worker_errors;
 /* Times the 100 MB stream met a full queue (back-pressure) and waited. */
 static atomic_int big_agains;
 
-/* A loopback TCP port that was free a moment ago. */
-static int free_port(void)
+/* A connection to the server on port with `req` sent on it. */
+static int send_request(int port, const char *req)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_true(fd >= 0);
-    assert_int_equal(bind(fd, (struct sockaddr *) &a, sizeof(a)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *) &a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static int dial(int port)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t) port)};
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct timeval tv = {20, 0};
-
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_true(fd >= 0);
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    if (connect(fd, (struct sockaddr *) &a, sizeof(a)) != 0) {
-        fail_msg("connect to %d: %s", port, strerror(errno));
-    }
+    int fd = tcp_dial(port, 20);
+    tcp_send_all(fd, req, strlen(req));
     return fd;
-}
-
-static void send_all(int fd, const void *data, size_t len)
-{
-    const char *p = data;
-    while (len) {
-        ssize_t n = write(fd, p, len);
-        assert_true(n > 0);
-        p += n;
-        len -= (size_t) n;
-    }
-}
-
-/* Read to the end of the connection; the response, malloc'ed. */
-static char *read_all(int fd)
-{
-    size_t cap = 65536, len = 0;
-    char *buf = malloc(cap);
-    ssize_t n;
-
-    while ((n = read(fd, buf + len, cap - 1 - len)) > 0) {
-        len += (size_t) n;
-        if (cap - 1 - len == 0) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-        }
-    }
-    close(fd);
-    buf[len] = '\0';
-    return buf;
 }
 
 /* One request (with `extra` header lines and Connection: close); the response. */
@@ -103,16 +53,15 @@ static char *http(int port, const char *method, const char *path, const char *ho
                   const char *extra, const char *body)
 {
     char req[1024];
-    int fd = dial(port);
-    int n = snprintf(req, sizeof(req),
-                     "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n%s"
-                     "Content-Length: %zu\r\n\r\n",
-                     method, path, host, extra ? extra : "", body ? strlen(body) : 0);
-    send_all(fd, req, (size_t) n);
+    snprintf(req, sizeof(req),
+             "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n%s"
+             "Content-Length: %zu\r\n\r\n",
+             method, path, host, extra ? extra : "", body ? strlen(body) : 0);
+    int fd = send_request(port, req);
     if (body) {
-        send_all(fd, body, strlen(body));
+        tcp_send_all(fd, body, strlen(body));
     }
-    return read_all(fd);
+    return tcp_read_all(fd);
 }
 
 /* The body of a 200 response to GET path; fails the test on another status. */
@@ -358,6 +307,17 @@ static void wait_for(atomic_int *v, int want)
     assert_int_equal(atomic_load(v), want);
 }
 
+/* Wait up to 5 s for a handler to leave its handle in *slot; the handle. */
+static struct mk_http *wait_handle(struct mk_http *_Atomic *slot)
+{
+    for (int i = 0; i < 500 && !atomic_load(slot); i++) {
+        usleep(10000);
+    }
+    struct mk_http *h = atomic_load(slot);
+    assert_non_null(h);
+    return h;
+}
+
 /* mk_server_post(): where the function ran. */
 static atomic_int posted_ran;
 static pthread_t posted_thread;
@@ -397,18 +357,20 @@ static void remove_dir(const char *dir)
     rmdir(dir);
 }
 
-static struct mk_server *new_server(struct instance *in, const char *name)
+/* A server object for in's directory (made already), on a free port, 2 workers. */
+static struct mk_server *create_server(struct instance *in)
 {
-    char listen[32];
-
-    make_dir(in, name);
-    in->port = free_port();
     in->srv = mk_server_create();
     mk_server_set_docroot(in->srv, in->dir);
-    snprintf(listen, sizeof(listen), "127.0.0.1:%d", in->port);
-    mk_server_set(in->srv, "Listen", listen);
+    in->port = tcp_listen_local(in->srv);
     mk_server_set(in->srv, "Workers", "2");
     return in->srv;
+}
+
+static struct mk_server *new_server(struct instance *in, const char *name)
+{
+    make_dir(in, name);
+    return create_server(in);
 }
 
 static void start(struct instance *in)
@@ -548,9 +510,7 @@ static void test_stream_100mb(void **state)
     start(&a);
 
     /* Out: HTTP/1.0, so the stream ends with the connection (no chunks to undo). */
-    int fd = dial(a.port);
-    const char *req = "GET /big HTTP/1.0\r\nHost: localhost\r\n\r\n";
-    send_all(fd, req, strlen(req));
+    int fd = send_request(a.port, "GET /big HTTP/1.0\r\nHost: localhost\r\n\r\n");
     char buf[65536], head[4096];
     size_t got = 0, hlen = 0, bad = 0;
     bool in_body = false;
@@ -583,10 +543,8 @@ static void test_stream_100mb(void **state)
     assert_true(atomic_load(&big_agains) > 0);
 
     /* In: 100 MB streamed to the handler in pieces, chunked by the client. */
-    fd = dial(a.port);
-    req = "POST /upload HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
-          "Transfer-Encoding: chunked\r\n\r\n";
-    send_all(fd, req, strlen(req));
+    fd = send_request(a.port, "POST /upload HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+                              "Transfer-Encoding: chunked\r\n\r\n");
     uint64_t sum = 0;
     for (size_t i = 0; i < sizeof(buf); i++) {
         buf[i] = (char) (i % 199);
@@ -595,12 +553,12 @@ static void test_stream_100mb(void **state)
     for (size_t i = 0; i < BIG / sizeof(buf); i++) {
         char line[16];
         int ln = snprintf(line, sizeof(line), "%zx\r\n", sizeof(buf));
-        send_all(fd, line, (size_t) ln);
-        send_all(fd, buf, sizeof(buf));
-        send_all(fd, "\r\n", 2);
+        tcp_send_all(fd, line, (size_t) ln);
+        tcp_send_all(fd, buf, sizeof(buf));
+        tcp_send_all(fd, "\r\n", 2);
     }
-    send_all(fd, "0\r\n\r\n", 5);
-    char *res = read_all(fd);
+    tcp_send_all(fd, "0\r\n\r\n", 5);
+    char *res = tcp_read_all(fd);
     char expect[64];
     snprintf(expect, sizeof(expect), "\r\n\r\n%u %llu", BIG,
              (unsigned long long) (sum * (BIG / sizeof(buf))));
@@ -623,13 +581,12 @@ static void test_parked_finished_by_thread(void **state)
     start(&a);
     assert_int_equal(pthread_create(&t, NULL, park_thread, NULL), 0);
     for (int i = 0; i < PARKED; i++) {
-        const char *req = "GET /park HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
-        fds[i] = dial(a.port);
-        send_all(fds[i], req, strlen(req));
+        fds[i] = send_request(a.port,
+                              "GET /park HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
     }
     int seen[PARKED] = {0};
     for (int i = 0; i < PARKED; i++) {
-        char *res = read_all(fds[i]);
+        char *res = tcp_read_all(fds[i]);
         int k = -1;
         if (strncmp(res, "HTTP/1.1 202 ", 13) != 0 || !strstr(res, "\r\nX-Parked: yes\r\n")) {
             fail_msg("parked %d: %s", i, res);
@@ -722,18 +679,13 @@ static void test_stream_fed_by_thread(void **state)
     new_server(&a, "A");
     mk_server_route(a.srv, NULL, MK_ROUTE_GET, "/feed", h_feed, NULL);
     start(&a);
-    int fd = dial(a.port);
-    const char *req = "GET /feed HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
-    send_all(fd, req, strlen(req));
-    for (int i = 0; i < 500 && !atomic_load(&feeding); i++) {
-        usleep(10000);
-    }
-    struct mk_http *h = atomic_load(&feeding);
-    assert_non_null(h);
+    int fd =
+        send_request(a.port, "GET /feed HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    struct mk_http *h = wait_handle(&feeding);
     assert_int_equal(mk_http_post(h, feed_piece, "second;"), MK_OK);
     assert_int_equal(mk_http_post(h, feed_piece, "third;"), MK_OK);
     assert_int_equal(mk_http_post(h, feed_end, NULL), MK_OK);
-    char *res = read_all(fd);
+    char *res = tcp_read_all(fd);
     if (strncmp(res, "HTTP/1.1 200 OK\r\n", 17) != 0 ||
         !strstr(res, "\r\nTransfer-Encoding: chunked\r\n")) {
         fail_msg("%s", res);
@@ -754,14 +706,8 @@ static void test_parked_at_stop(void **state)
     mk_server_route(a.srv, NULL, MK_ROUTE_GET, "/forget", h_forget, NULL);
     start(&a);
     atomic_store(&forgotten, NULL);
-    int fd = dial(a.port);
-    const char *req = "GET /forget HTTP/1.1\r\nHost: localhost\r\n\r\n";
-    send_all(fd, req, strlen(req));
-    for (int i = 0; i < 500 && !atomic_load(&forgotten); i++) {
-        usleep(10000);
-    }
-    struct mk_http *h = atomic_load(&forgotten);
-    assert_non_null(h);
+    int fd = send_request(a.port, "GET /forget HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    struct mk_http *h = wait_handle(&forgotten);
     assert_false(mk_http_gone(h));
     assert_int_equal(mk_http_done(h), MK_ERR); /* off the worker while it lives */
     /* The server stops with the request still parked: it lets go of it. */
@@ -783,9 +729,7 @@ static void test_stream_client_gone(void **state)
     new_server(&a, "A");
     mk_server_route(a.srv, NULL, MK_ROUTE_GET, "/big", h_big, NULL);
     start(&a);
-    int fd = dial(a.port);
-    const char *req = "GET /big HTTP/1.0\r\nHost: localhost\r\n\r\n";
-    send_all(fd, req, strlen(req));
+    int fd = send_request(a.port, "GET /big HTTP/1.0\r\nHost: localhost\r\n\r\n");
     while (got < 1024 * 1024) {
         ssize_t n = read(fd, buf, sizeof(buf));
         assert_true(n > 0);
@@ -877,13 +821,7 @@ static void test_start_stop_100(void **state)
     (void) state;
     make_dir(&a, "A");
     for (int i = 0; i < 100; i++) {
-        char listen[32];
-        a.port = free_port();
-        a.srv = mk_server_create();
-        mk_server_set_docroot(a.srv, a.dir);
-        snprintf(listen, sizeof(listen), "127.0.0.1:%d", a.port);
-        mk_server_set(a.srv, "Listen", listen);
-        mk_server_set(a.srv, "Workers", "2");
+        create_server(&a);
         mk_server_route(a.srv, NULL, MK_ROUTE_GET, "/hello", h_text, "hello");
         if (mk_server_start(a.srv, err, sizeof(err)) != MK_OK) {
             fail_msg("start %d: %s", i, err);
@@ -897,12 +835,7 @@ static void test_start_stop_100(void **state)
         mk_server_destroy(a.srv);
     }
     /* One server object started again after each stop. */
-    a.port = free_port();
-    a.srv = mk_server_create();
-    mk_server_set_docroot(a.srv, a.dir);
-    char listen[32];
-    snprintf(listen, sizeof(listen), "127.0.0.1:%d", a.port);
-    mk_server_set(a.srv, "Listen", listen);
+    create_server(&a);
     mk_server_route(a.srv, NULL, MK_ROUTE_GET, "/hello", h_text, "again");
     for (int i = 0; i < 10; i++) {
         if (mk_server_start(a.srv, err, sizeof(err)) != MK_OK) {

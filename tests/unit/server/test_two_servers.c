@@ -36,50 +36,38 @@
 #include <monkey/monkey.h>
 
 #include "loopback.h"
-
-/* A loopback TCP port that was free a moment ago. */
-static int free_port(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_true(fd >= 0);
-    assert_int_equal(bind(fd, (struct sockaddr *) &a, sizeof(a)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *) &a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
+#include "tcp.h"
 
 /* GET `path` from 127.0.0.1:port on a new connection; the body, malloc'ed. */
 static char *get(int port, const char *path)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t) port)};
-    char req[256], buf[8192];
-    size_t len = 0;
-    ssize_t n;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_true(fd >= 0);
-    struct timeval tv = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    if (connect(fd, (struct sockaddr *) &a, sizeof(a)) != 0) {
-        fail_msg("connect to %d: %s", port, strerror(errno));
-    }
+    char req[256];
+    int fd = tcp_dial(port, 5);
     int rl = snprintf(req, sizeof(req),
                       "GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", path);
-    assert_int_equal(write(fd, req, (size_t) rl), rl);
-    while ((n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0) {
-        len += (size_t) n;
-    }
-    close(fd);
-    buf[len] = '\0';
-    assert_true(strncmp(buf, "HTTP/1.1 200 OK\r\n", 17) == 0);
-    char *body = strstr(buf, "\r\n\r\n");
+    tcp_send_all(fd, req, (size_t) rl);
+    char *res = tcp_read_all(fd);
+    assert_true(strncmp(res, "HTTP/1.1 200 OK\r\n", 17) == 0);
+    char *body = strstr(res, "\r\n\r\n");
     assert_non_null(body);
-    return strdup(body + 4);
+    body = strdup(body + 4);
+    free(res);
+    return body;
+}
+
+/* A server of the configuration in confdir on a free port (*port), started. */
+static struct mk_server *serve(const char *confdir, const char *name, int *port)
+{
+    char err[1024] = "";
+    struct mk_server *srv = mk_server_create();
+
+    assert_non_null(srv);
+    mk_server_set_confdir(srv, confdir);
+    *port = tcp_listen_local(srv);
+    if (mk_server_start(srv, err, sizeof(err)) != MK_OK) {
+        fail_msg("server %s on %d: %s", name, *port, err);
+    }
+    return srv;
 }
 
 struct instance {
@@ -90,22 +78,12 @@ struct instance {
 
 static void start(struct instance *in, const char *message)
 {
-    char keys[128], conf[300], err[1024] = "";
+    char conf[300];
 
-    in->port = free_port();
-    snprintf(keys, sizeof(keys), "    Workers 1\n");
-    mk_loopback_dir(in->dir, "    Load skeleton\n", keys);
+    mk_loopback_dir(in->dir, "    Load skeleton\n", "    Workers 1\n");
     snprintf(conf, sizeof(conf), "[SKELETON]\n    Message %s\n", message);
     mk_loopback_file(in->dir, "plugins/skeleton.conf", conf);
-    in->srv = mk_server_create();
-    assert_non_null(in->srv);
-    mk_server_set_confdir(in->srv, in->dir);
-    char listen[32];
-    snprintf(listen, sizeof(listen), "127.0.0.1:%d", in->port);
-    mk_server_set(in->srv, "Listen", listen);
-    if (mk_server_start(in->srv, err, sizeof(err)) != MK_OK) {
-        fail_msg("server on %d: %s", in->port, err);
-    }
+    in->srv = serve(in->dir, message, &in->port);
 }
 
 static void stop(struct instance *in)
@@ -182,17 +160,7 @@ static void logged_setup(struct logged *in, const char *name)
 
 static void logged_start(struct logged *in)
 {
-    char listen[32], err[1024] = "";
-
-    in->port = free_port();
-    in->srv = mk_server_create();
-    assert_non_null(in->srv);
-    mk_server_set_confdir(in->srv, in->dir);
-    snprintf(listen, sizeof(listen), "127.0.0.1:%d", in->port);
-    mk_server_set(in->srv, "Listen", listen);
-    if (mk_server_start(in->srv, err, sizeof(err)) != MK_OK) {
-        fail_msg("server %s on %d: %s", in->name, in->port, err);
-    }
+    in->srv = serve(in->dir, in->name, &in->port);
 }
 
 static void logged_stop(struct logged *in)
@@ -217,9 +185,6 @@ static void logged_get(struct logged *in, int n)
 static char *control_status(const struct logged *in)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
-    char buf[65536];
-    size_t len = 0;
-    ssize_t n;
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
 
     assert_true(fd >= 0);
@@ -230,13 +195,8 @@ static char *control_status(const struct logged *in)
     if (connect(fd, (struct sockaddr *) &a, sizeof(a)) != 0) {
         fail_msg("connect to %s: %s", in->sock, strerror(errno));
     }
-    assert_int_equal(write(fd, "status\n", 7), 7);
-    while ((n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0) {
-        len += (size_t) n;
-    }
-    close(fd);
-    buf[len] = '\0';
-    return strdup(buf);
+    tcp_send_all(fd, "status\n", 7);
+    return tcp_read_all(fd);
 }
 
 /* The "requests" figure of in's status, as its control socket gives it. */

@@ -1,0 +1,100 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * test_mk_util.c: unit tests of the text helpers of include/monkey/mk_util.h
+ * (mk_u64_dec, mk_addr_text), which the logger and the gateways use for
+ * every request.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <monkey/mk_util.h>
+
+/* mk_u64_dec of v, NUL terminated into out; checks the length against the text. */
+static const char *dec(uint64_t v, char out[21])
+{
+    size_t n = mk_u64_dec(v, out);
+    out[n] = '\0';
+    assert_int_equal(n, strlen(out));
+    return out;
+}
+
+static void test_u64_dec(void **state)
+{
+    char out[21];
+
+    (void) state;
+    assert_string_equal(dec(0, out), "0");
+    assert_string_equal(dec(7, out), "7");
+    assert_string_equal(dec(9, out), "9");
+    assert_string_equal(dec(10, out), "10");
+    assert_string_equal(dec(255, out), "255");
+    assert_string_equal(dec(1000000, out), "1000000");
+    assert_string_equal(dec(UINT64_MAX, out), "18446744073709551615");
+}
+
+/* mk_addr_text of text (an address of family) with a canary after the room it may use. */
+static size_t addr(int family, const char *text, char out[MK_ADDR_TEXT_LEN + 1])
+{
+    struct sockaddr_storage ss;
+
+    memset(&ss, 0, sizeof(ss));
+    ss.ss_family = (sa_family_t) family;
+    if (family == AF_INET) {
+        assert_int_equal(inet_pton(AF_INET, text, &((struct sockaddr_in *) &ss)->sin_addr), 1);
+    }
+    else if (family == AF_INET6) {
+        assert_int_equal(inet_pton(AF_INET6, text, &((struct sockaddr_in6 *) &ss)->sin6_addr), 1);
+    }
+    out[MK_ADDR_TEXT_LEN] = 'X';
+    size_t n = mk_addr_text((const struct sockaddr *) &ss, out);
+    assert_int_equal(out[MK_ADDR_TEXT_LEN], 'X');
+    assert_int_equal(n, strlen(out));
+    return n;
+}
+
+static void test_addr_text(void **state)
+{
+    static const struct {
+        int family;
+        const char *in, *text;
+    } cases[] = {
+        {AF_INET, "127.0.0.1", "127.0.0.1"},
+        {AF_INET, "0.0.0.0", "0.0.0.0"},
+        {AF_INET, "255.255.255.255", "255.255.255.255"},
+        {AF_INET, "10.20.100.9", "10.20.100.9"},
+        /* An IPv4 client of a dual-stack socket reads as IPv4. */
+        {AF_INET6, "::ffff:192.0.2.33", "192.0.2.33"},
+        {AF_INET6, "::1", "::1"},
+        {AF_INET6, "2001:db8::8:800:200c:417a", "2001:db8::8:800:200c:417a"},
+        /* Eight groups, none to compress. */
+        {AF_INET6, "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe",
+         "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe"},
+    };
+    char out[MK_ADDR_TEXT_LEN + 1];
+
+    (void) state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        addr(cases[i].family, cases[i].in, out);
+        assert_string_equal(out, cases[i].text);
+    }
+    /* Another family: nothing. */
+    memset(out, 'z', MK_ADDR_TEXT_LEN);
+    assert_int_equal(addr(AF_UNIX, NULL, out), 0);
+    assert_string_equal(out, "");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_u64_dec),
+        cmocka_unit_test(test_addr_text),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
