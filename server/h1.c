@@ -1028,13 +1028,45 @@ static void mk_h1_proceed(struct mk_conn *c)
 }
 
 /*
+ * Eager reads. After a keep-alive response the connection usually goes back
+ * to epoll_wait and, once the next request has come, reads it: three system
+ * calls a request (read, the answer, epoll_wait). A client that sends its
+ * next request as soon as it has the answer (a benchmark, a proxy, a fast
+ * local client) has often done so by the time the answer is written, and a
+ * read right away then finds it and skips the epoll_wait; for a client
+ * across a network it finds nothing (EAGAIN) and costs one system call more.
+ * So each connection keeps a credit: a read that found a request adds one
+ * (up to MK_H1_EAGER_MAX), one that found nothing takes one away, and a
+ * connection reads eagerly while it has credit. Without credit, every
+ * MK_H1_EAGER_PROBE-th response tries once more, so a client that becomes
+ * quick is noticed: a slow client pays one read in MK_H1_EAGER_PROBE
+ * requests, and a connection that makes fewer requests never pays. Eager
+ * requests in one turn are bounded by MK_H1_TURN, so that a quick client
+ * does not keep the worker from the others.
+ */
+#define MK_H1_EAGER_MAX 7
+#define MK_H1_EAGER_PROBE 16u
+#define MK_H1_TURN 16u
+
+/* After a response completed in this turn: read again at once? */
+static bool mk_h1_read_eagerly(const struct mk_conn *c, uint32_t turn_start)
+{
+    return c->state == MK_CONN_READ_HEAD && c->h1.in_len == 0 && c->requests != turn_start &&
+           c->requests - turn_start < MK_H1_TURN &&
+           (c->h1.eager || c->requests % MK_H1_EAGER_PROBE == 0);
+}
+
+/*
  * Readable: read and process. One read per event for a plain socket (the
- * loop is level triggered); while the transport holds more bytes
- * (pending), read again, since no event will come for them.
+ * loop is level triggered), then an eager read after a response (above);
+ * while the transport holds more bytes (pending), read again, since no
+ * event will come for them.
  */
 static void mk_h1_on_input(struct mk_conn *c)
 {
     struct mk_h1 *h = &c->h1;
+    uint32_t turn_start = c->requests;
+    bool eager = false;
 
     do {
         if (!mk_h1_in_reserve(c)) {
@@ -1050,14 +1082,21 @@ static void mk_h1_on_input(struct mk_conn *c)
         }
         ssize_t n = mk_conn_read(c, h->in + h->in_len, h->in_size - h->in_len);
         if (n > 0) {
+            if (eager && h->eager < MK_H1_EAGER_MAX) {
+                h->eager++;
+            }
             h->in_len += (uint32_t) n;
             mk_h1_process(c);
             if (c->proto != &mk_proto_h1) {
                 return; /* it speaks HTTP/2 now (h2c) */
             }
+            eager = mk_h1_read_eagerly(c, turn_start);
             continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (eager && h->eager) {
+                h->eager--;
+            }
             if (h->in_len == 0) {
                 mk_h1_in_release(c);
             }
@@ -1065,7 +1104,7 @@ static void mk_h1_on_input(struct mk_conn *c)
         }
         mk_conn_close(c); /* end of stream or error */
         return;
-    } while (mk_h1_wants_input(c) && mk_conn_pending(c) > 0);
+    } while (mk_h1_wants_input(c) && (eager || mk_conn_pending(c) > 0));
     mk_h1_watch_input(c);
 }
 

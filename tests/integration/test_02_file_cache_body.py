@@ -3,37 +3,14 @@ no read per request once cached, and a changed file seen again within the
 documented bound (one second: the entry's revalidation)."""
 
 import os
-import signal
-import subprocess
 import time
 
 import pytest
 
-from conftest import SLOW
+from conftest import Strace
 from h2util import needs_tool
 
 BOUND = 1.0  # seconds: FileCacheBody follows the file cache's revalidation
-
-
-class Strace:
-    """strace -f on a running server, the given system calls only."""
-
-    def __init__(self, pid, calls, out):
-        self.out = out
-        self.proc = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=" + ",".join(calls),
-                                      "-o", str(out), "-p", str(pid)], stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 10 * SLOW
-        while time.monotonic() < deadline:
-            with open(f"/proc/{pid}/status") as st:
-                if any(line.startswith("TracerPid:") and line.split()[1] != "0" for line in st):
-                    break
-            time.sleep(0.02)
-        time.sleep(0.2 * SLOW)  # the worker threads are attached after the main one
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGINT)
-        self.proc.wait(timeout=10 * SLOW)
-        return [line for line in self.out.read_text().splitlines() if "pread" in line]
 
 
 def preads_for_requests(srv, tmp_path, n=5):
@@ -45,7 +22,7 @@ def preads_for_requests(srv, tmp_path, n=5):
             r = c.request("GET", "/hello.txt")
             assert r.status == 200 and r.body == b"Hello World!\n"
     finally:
-        lines = tracer.stop()
+        lines = [line for line in tracer.stop() if "pread" in line]
     c.close()
     return lines
 

@@ -1,10 +1,12 @@
 """Tier 3: persistent connections, pipelining and request bodies."""
 
 import socket
+import time
 
 import pytest
 
-from conftest import SLOW
+from conftest import SLOW, Strace
+from h2util import needs_tool
 
 
 @pytest.fixture
@@ -205,3 +207,30 @@ def test_many_connections(srv):
     for c in conns:
         assert c.read_response().body == b"AAAA\n"
         c.close()
+
+
+# Eager reads (h1.c): a client that takes its time between requests never
+# has the next one ready when an answer has gone out, so the worker reads
+# again at once only on a probe, every sixteenth request, not after each:
+# at most one EAGAIN in sixteen, and at least the probes.
+
+
+@needs_tool("strace")
+def test_a_slow_client_costs_few_eager_reads(make_server, tmp_path):
+    srv = make_server()
+    srv.set(Workers=1)
+    srv.file("a.txt", "AAAA\n")
+    srv.start()
+    c = srv.conn()
+    assert c.request("GET", "/a.txt").status == 200
+    tracer = Strace(srv.proc.pid, ["read"], tmp_path / "strace.out")
+    try:
+        for _ in range(64):
+            assert c.request("GET", "/a.txt").body == b"AAAA\n"
+            time.sleep(0.01)
+    finally:
+        lines = tracer.stop()
+    c.close()
+    eagain = [line for line in lines if "EAGAIN" in line]
+    assert 1 <= len(eagain) <= 64 // 16 + 1, lines
+
