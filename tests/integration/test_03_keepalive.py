@@ -209,10 +209,11 @@ def test_many_connections(srv):
         c.close()
 
 
-# Eager reads (h1.c): a client that takes its time between requests never
-# has the next one ready when an answer has gone out, so the worker reads
-# again at once only on a probe, every sixteenth request, not after each:
-# at most one EAGAIN in sixteen, and at least the probes.
+# Eager reads and accepts (h1.c, listener.c): a client that takes its time
+# between requests never has the next one ready when an answer has gone out,
+# so the worker reads (or accepts) again at once only on a probe, every
+# sixteenth request (or connection), not after each: at most one EAGAIN in
+# sixteen, and at least the probes.
 
 
 @needs_tool("strace")
@@ -234,3 +235,21 @@ def test_a_slow_client_costs_few_eager_reads(make_server, tmp_path):
     eagain = [line for line in lines if "EAGAIN" in line]
     assert 1 <= len(eagain) <= 64 // 16 + 1, lines
 
+
+@needs_tool("strace")
+def test_slow_connections_cost_few_eager_accepts(make_server, tmp_path):
+    srv = make_server()
+    srv.set(Workers=1)
+    srv.file("a.txt", "AAAA\n")
+    srv.start()
+    srv.get("/a.txt")
+    tracer = Strace(srv.proc.pid, ["accept4"], tmp_path / "strace.out")
+    try:
+        for _ in range(64):
+            r = srv.get("/a.txt", headers={"Connection": "close"})
+            assert r.body == b"AAAA\n"
+            time.sleep(0.01)
+    finally:
+        lines = tracer.stop()
+    eagain = [line for line in lines if "EAGAIN" in line]
+    assert 1 <= len(eagain) <= 64 // 16 + 1, lines
