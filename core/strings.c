@@ -84,18 +84,6 @@ void mk_duration_to_str(uint64_t ms, char *buf)
     buf[n] = '\0';
 }
 
-struct mk_str mk_str_trim(struct mk_str s)
-{
-    while (s.len && (s.p[0] == ' ' || s.p[0] == '\t')) {
-        s.p++;
-        s.len--;
-    }
-    while (s.len && (s.p[s.len - 1] == ' ' || s.p[s.len - 1] == '\t')) {
-        s.len--;
-    }
-    return s;
-}
-
 bool mk_str_list_next(struct mk_str *cursor, struct mk_str *item)
 {
     while (cursor->len) {

@@ -62,6 +62,73 @@ static inline unsigned mk_hex_val(char c)
     return (unsigned) (mk_tolower(c) - 'a' + 10);
 }
 
+/*
+ * Eight bytes at a time (SWAR): the fast paths below test whole words and
+ * fall back to the byte loops for a word that holds anything unusual, so
+ * the byte loops alone decide every answer.
+ */
+#define MK_ONES 0x0101010101010101ull
+#define MK_HIGHS 0x8080808080808080ull
+
+static inline uint64_t mk_load8(const char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+/* Non-zero when a byte of x is below n (n <= 0x80). */
+static inline uint64_t mk_swar_below(uint64_t x, unsigned n)
+{
+    return (x - MK_ONES * n) & ~x & MK_HIGHS;
+}
+
+/* Non-zero when a byte of x is c. */
+static inline uint64_t mk_swar_has(uint64_t x, unsigned c)
+{
+    return mk_swar_below(x ^ (MK_ONES * c), 1);
+}
+
+/* Non-zero when a byte of x is a control character or DEL (HTAB included). */
+static inline uint64_t mk_swar_ctl(uint64_t x)
+{
+    return mk_swar_below(x, 0x20) | mk_swar_has(x, 0x7f);
+}
+
+/*
+ * Compare [p, p + len) without regard to case with `lower`, a lower-case
+ * name of the same length made of letters and '-' only. Setting bit 0x20
+ * maps exactly the letters of either case onto the lower-case ones, and
+ * only CR (not a token character) onto '-', so the test is exact for the
+ * token characters a field name is made of.
+ */
+static inline bool mk_name_is(const char *p, const char *lower, size_t len)
+{
+    if (len >= 8) {
+        /* Whole words, the last one overlapping the one before. */
+        for (size_t i = 0; i + 8 < len; i += 8) {
+            if ((mk_load8(p + i) | (MK_ONES * 0x20)) != mk_load8(lower + i)) {
+                return false;
+            }
+        }
+        return (mk_load8(p + len - 8) | (MK_ONES * 0x20)) == mk_load8(lower + len - 8);
+    }
+    if (len >= 4) {
+        uint32_t a, b, c, d;
+        memcpy(&a, p, 4);
+        memcpy(&b, lower, 4);
+        memcpy(&c, p + len - 4, 4);
+        memcpy(&d, lower + len - 4, 4);
+        return (a | 0x20202020u) == b && (c | 0x20202020u) == d;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (((unsigned char) p[i] | 0x20) != (unsigned char) lower[i]) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* ---- step 1: find the end of the head ------------------------------------ */
 
 /*
@@ -76,7 +143,31 @@ static inline unsigned mk_hex_val(char c)
 static int mk_request_line_check(const char *buf, size_t from, size_t to, size_t line_start,
                                  size_t max_line)
 {
-    for (size_t k = from; k < to; k++) {
+    /*
+     * The usual case decided at once: printable ASCII to the end, but for a
+     * CR right before the line's end, within max_line; whole words, the
+     * last one overlapping. Anything else goes through the loop below.
+     */
+    size_t k = from, stop = to;
+    if (stop > k && buf[stop - 1] == '\r') {
+        stop--;
+    }
+    if (k == line_start && k < stop && mk_is_tchar((unsigned char) buf[k])) {
+        k++;
+    }
+    if (k > line_start && stop - k >= 8 && stop - line_start <= max_line) {
+        uint64_t bad = 0;
+        for (size_t w = k; w + 8 < stop; w += 8) {
+            uint64_t x = mk_load8(buf + w);
+            bad |= mk_swar_below(x, 0x20) | mk_swar_has(x, 0x7f) | (x & MK_HIGHS);
+        }
+        uint64_t x = mk_load8(buf + stop - 8);
+        bad |= mk_swar_below(x, 0x20) | mk_swar_has(x, 0x7f) | (x & MK_HIGHS);
+        if (!bad) {
+            return 0;
+        }
+    }
+    for (k = from; k < to; k++) {
         unsigned char c = (unsigned char) buf[k];
         if ((c < 0x20 && c != '\r') || c >= 0x7f ||
             (k == line_start && !mk_is_tchar(c) && c != '\r')) {
@@ -117,55 +208,79 @@ static int mk_request_line_shape(const char *line, size_t len)
 ssize_t mk_http_scan(struct mk_http_scan *s, const char *buf, size_t len,
                      const struct mk_http_limits *lim)
 {
-    while (s->pos < len) {
+    /* The request line (and empty lines before it). */
+    while (s->lines == 0 && s->pos < len) {
         const char *nl = memchr(buf + s->pos, '\n', len - s->pos);
         size_t end = nl ? (size_t) (nl - buf) : len;
+        int status = mk_request_line_check(buf, s->pos, end, s->line_start, lim->max_line);
 
-        if (s->lines == 0) {
-            int status = mk_request_line_check(buf, s->pos, end, s->line_start, lim->max_line);
-            if (status) {
-                s->status = status;
-                return MK_ERR;
-            }
+        if (status) {
+            s->status = status;
+            return MK_ERR;
         }
         if (!nl) {
             s->pos = len;
             break;
         }
-        size_t i = end;
-        size_t llen = i - s->line_start;
-        if (llen && buf[i - 1] == '\r') {
+        size_t llen = end - s->line_start;
+        if (llen && buf[end - 1] == '\r') {
             llen--;
         }
-        s->pos = i + 1;
-
+        s->pos = end + 1;
         if (llen == 0) {
-            if (s->lines == 0) {
-                /* Empty line before the request line: ignored, but bounded. */
-                s->line_start = s->head_start = i + 1;
-                if (s->head_start > lim->max_line) {
-                    s->status = 400;
-                    return MK_ERR;
-                }
-                continue;
-            }
-            if (i + 1 - s->head_start > lim->max_head) {
-                s->status = 431;
+            /* Empty line before the request line: ignored, but bounded. */
+            s->line_start = s->head_start = end + 1;
+            if (s->head_start > lim->max_line) {
+                s->status = 400;
                 return MK_ERR;
             }
-            return (ssize_t) (i + 1);
+            continue;
         }
-        if (s->lines == 0 && mk_request_line_shape(buf + s->line_start, llen)) {
+        if (mk_request_line_shape(buf + s->line_start, llen)) {
             s->status = 400;
             return MK_ERR;
         }
-        s->lines++;
-        if (s->lines > lim->max_headers + 1 || i + 1 - s->head_start > lim->max_head) {
+        s->lines = 1;
+        if (s->lines > lim->max_headers + 1 || end + 1 - s->head_start > lim->max_head) {
             s->status = 431;
             return MK_ERR;
         }
-        s->line_start = i + 1;
+        s->line_start = end + 1;
     }
+
+    /* Header lines, up to the empty one. */
+    size_t pos = s->pos, line_start = s->line_start, head_start = s->head_start;
+    unsigned lines = s->lines, max_lines = lim->max_headers + 1;
+    size_t max_end = head_start + lim->max_head; /* a line ending past it: 431 */
+    while (lines && pos < len) {
+        const char *nl = memchr(buf + pos, '\n', len - pos);
+        if (!nl) {
+            pos = len;
+            break;
+        }
+        size_t end = (size_t) (nl - buf);
+        pos = end + 1;
+        if (end == line_start || (end == line_start + 1 && buf[line_start] == '\r')) {
+            s->pos = pos;
+            s->line_start = line_start;
+            s->lines = lines;
+            if (pos > max_end) {
+                s->status = 431;
+                return MK_ERR;
+            }
+            return (ssize_t) pos;
+        }
+        if (++lines > max_lines || pos > max_end) {
+            s->pos = pos;
+            s->lines = lines;
+            s->status = 431;
+            return MK_ERR;
+        }
+        line_start = pos;
+    }
+    s->pos = pos;
+    s->line_start = line_start;
+    s->lines = lines;
 
     if (len - s->head_start > lim->max_head) {
         s->status = 431;
@@ -236,12 +351,18 @@ const char *mk_http_method_name(enum mk_http_method method)
 }
 
 /* sub-delims and unreserved characters of a reg-name (RFC 3986). */
-static bool mk_is_regname_char(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || mk_is_digit(c) || c == '-' ||
-           c == '.' || c == '_' || c == '~' || c == '!' || c == '$' || c == '&' || c == '\'' ||
-           c == '(' || c == ')' || c == '*' || c == '+' || c == ',' || c == ';' || c == '=';
-}
+static const uint8_t mk_regname[256] = {
+    ['-'] = 1, ['.'] = 1, ['_'] = 1, ['~'] = 1, ['!'] = 1, ['$'] = 1, ['&'] = 1, ['\''] = 1,
+    ['('] = 1, [')'] = 1, ['*'] = 1, ['+'] = 1, [','] = 1, [';'] = 1, ['='] = 1, ['0'] = 1,
+    ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1,
+    ['9'] = 1, ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1,
+    ['H'] = 1, ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1,
+    ['P'] = 1, ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1,
+    ['X'] = 1, ['Y'] = 1, ['Z'] = 1, ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1,
+    ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1,
+    ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1,
+    ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
+};
 
 /*
  * Validate an authority "host[:port]" (no userinfo) and return the host part.
@@ -264,18 +385,19 @@ static bool mk_parse_authority(const char *p, size_t len, struct mk_str *host)
         i = (size_t) (close - p) + 1;
     }
     else {
-        while (i < len && p[i] != ':') {
-            if (p[i] == '%') {
-                if (i + 2 >= len || !mk_is_hex(p[i + 1]) || !mk_is_hex(p[i + 2])) {
-                    return false;
-                }
-                i += 3;
+        while (i < len) {
+            unsigned char c = (unsigned char) p[i];
+            if (mk_regname[c]) {
+                i++;
                 continue;
             }
-            if (!mk_is_regname_char(p[i])) {
+            if (c != '%') {
+                break; /* ':' ends the host; anything else is refused below */
+            }
+            if (i + 2 >= len || !mk_is_hex(p[i + 1]) || !mk_is_hex(p[i + 2])) {
                 return false;
             }
-            i++;
+            i += 3;
         }
     }
     *host = mk_str_make(p, i);
@@ -285,11 +407,15 @@ static bool mk_parse_authority(const char *p, size_t len, struct mk_str *host)
     if (p[i] != ':' || len - i - 1 > 5) {
         return false;
     }
-    uint64_t port = 0;
-    if (len - i - 1 > 0 && !mk_str_to_u64(p + i + 1, len - i - 1, 65535, &port)) {
-        return false;
+    /* At most 5 digits, at most 65535; none at all is an empty port. */
+    uint32_t port = 0;
+    for (size_t k = i + 1; k < len; k++) {
+        if (!mk_is_digit(p[k])) {
+            return false;
+        }
+        port = port * 10 + (uint32_t) (p[k] - '0');
     }
-    return true;
+    return port <= 65535;
 }
 
 static void mk_split_query(struct mk_http_head *h, const char *p, size_t len)
@@ -368,12 +494,16 @@ static bool mk_parse_target(struct mk_http_head *h)
     return true;
 }
 
-/* Request line [p, e) without its terminator. Sets status on failure. */
+/*
+ * Request line [p, e) without its terminator, which *e is (CR or LF: no
+ * token or target character, so the loops below stop at e without testing
+ * it). Sets status on failure.
+ */
 static bool mk_parse_request_line(struct mk_http_head *h, const char *p, const char *e)
 {
     const char *m = p;
 
-    while (p < e && mk_is_tchar((unsigned char) *p)) {
+    while (mk_is_tchar((unsigned char) *p)) {
         p++;
     }
     if (p == m || p == e || *p != ' ') {
@@ -383,7 +513,16 @@ static bool mk_parse_request_line(struct mk_http_head *h, const char *p, const c
     h->method = mk_method_lookup(m, (size_t) (p - m));
 
     const char *t = ++p;
-    while (p < e && mk_is_target_char((unsigned char) *p)) {
+    /* Whole words of target characters first (none is SP, a control, '#' or
+       above 0x7e), then the byte loop finds where the target ends. */
+    while (e - p >= 8) {
+        uint64_t x = mk_load8(p);
+        if (mk_swar_below(x, 0x21) | mk_swar_has(x, 0x7f) | mk_swar_has(x, '#') | (x & MK_HIGHS)) {
+            break;
+        }
+        p += 8;
+    }
+    while (mk_is_target_char((unsigned char) *p)) {
         p++;
     }
     if (p == t || p == e || *p != ' ') {
@@ -425,7 +564,43 @@ struct mk_te_state {
     unsigned chunked;
 };
 
-/* Semantics of the headers the core itself acts on. */
+/* The kind of an indexed header (If-Match ... Range), or MK_HDR_KNOWN_COUNT. */
+static enum mk_http_known mk_known_kind(const char *n, size_t nl)
+{
+    switch (nl) {
+    case 5:
+        return mk_name_is(n, "range", 5) ? MK_HDR_RANGE : MK_HDR_KNOWN_COUNT;
+    case 8:
+        if (mk_name_is(n, "if-match", 8)) {
+            return MK_HDR_IF_MATCH;
+        }
+        return mk_name_is(n, "if-range", 8) ? MK_HDR_IF_RANGE : MK_HDR_KNOWN_COUNT;
+    case 13:
+        return mk_name_is(n, "if-none-match", 13) ? MK_HDR_IF_NONE_MATCH : MK_HDR_KNOWN_COUNT;
+    case 17:
+        return mk_name_is(n, "if-modified-since", 17) ? MK_HDR_IF_MODIFIED_SINCE
+                                                      : MK_HDR_KNOWN_COUNT;
+    case 19:
+        return mk_name_is(n, "if-unmodified-since", 19) ? MK_HDR_IF_UNMODIFIED_SINCE
+                                                        : MK_HDR_KNOWN_COUNT;
+    default:
+        return MK_HDR_KNOWN_COUNT;
+    }
+}
+
+/* One item of a list value equal (case aside) to `lower` (letters, digits, '-'). */
+static inline bool mk_item_is(const struct mk_str *item, const char *lower, size_t len)
+{
+    return item->len == len && mk_name_is(item->p, lower, len);
+}
+
+/*
+ * Semantics of the headers the core itself acts on. Names are matched by
+ * length first, then with mk_name_is (exact for token characters); list
+ * items likewise, which is exact for field values too: no byte a value may
+ * hold (HTAB, visible ASCII, obs-text) becomes a letter, a digit or '-' with
+ * bit 0x20 set unless it was one.
+ */
 static bool mk_parse_known_header(struct mk_http_head *h, struct mk_te_state *te,
                                   struct mk_str *expect, const struct mk_http_header *hd)
 {
@@ -433,9 +608,9 @@ static bool mk_parse_known_header(struct mk_http_head *h, struct mk_te_state *te
     size_t nl = hd->name.len;
     struct mk_str cursor = hd->value, item;
 
-    switch (mk_tolower(n[0])) {
-    case 'h':
-        if (mk_str_ieq(n, nl, "host")) {
+    switch (nl) {
+    case 4:
+        if (mk_name_is(n, "host", 4)) {
             struct mk_str host;
             if (h->flags & MK_HEAD_HOST) {
                 return false;
@@ -448,9 +623,9 @@ static bool mk_parse_known_header(struct mk_http_head *h, struct mk_te_state *te
                 h->host = host;
             }
         }
-        break;
-    case 'c':
-        if (mk_str_ieq(n, nl, "content-length")) {
+        return true;
+    case 14:
+        if (mk_name_is(n, "content-length", 14)) {
             bool any = false;
             while (mk_str_list_next(&cursor, &item)) {
                 uint64_t v;
@@ -468,24 +643,30 @@ static bool mk_parse_known_header(struct mk_http_head *h, struct mk_te_state *te
                 return false;
             }
         }
-        else if (mk_str_ieq(n, nl, "connection")) {
+        return true;
+    case 10:
+        if (mk_name_is(n, "connection", 10)) {
+            if (mk_item_is(&cursor, "keep-alive", 10)) {
+                h->flags |= MK_HEAD_CONN_KEEPALIVE; /* the common value, alone */
+                return true;
+            }
             while (mk_str_list_next(&cursor, &item)) {
-                if (mk_str_ieq(item.p, item.len, "close")) {
+                if (mk_item_is(&item, "close", 5)) {
                     h->flags |= MK_HEAD_CONN_CLOSE;
                 }
-                else if (mk_str_ieq(item.p, item.len, "keep-alive")) {
+                else if (mk_item_is(&item, "keep-alive", 10)) {
                     h->flags |= MK_HEAD_CONN_KEEPALIVE;
                 }
             }
         }
-        break;
-    case 't':
-        if (mk_str_ieq(n, nl, "transfer-encoding")) {
+        return true;
+    case 17:
+        if (mk_name_is(n, "transfer-encoding", 17)) {
             te->present = true;
             bool any = false;
             while (mk_str_list_next(&cursor, &item)) {
                 any = true;
-                if (mk_str_ieq(item.p, item.len, "chunked")) {
+                if (mk_item_is(&item, "chunked", 7)) {
                     te->chunked++;
                     te->last_chunked = true;
                 }
@@ -494,41 +675,55 @@ static bool mk_parse_known_header(struct mk_http_head *h, struct mk_te_state *te
                     te->last_chunked = false;
                 }
             }
-            if (!any) {
-                return false;
-            }
+            return any;
         }
         break;
-    case 'i':
-    case 'r':
-        for (unsigned k = 0; k < MK_HDR_KNOWN_COUNT; k++) {
-            if (mk_str_ieq(n, nl, mk_known_names[k])) {
-                if (h->known[k]) {
-                    h->known_repeated |= (uint8_t) (1u << k);
-                }
-                else {
-                    h->known[k] = (uint16_t) h->n_headers; /* hd is the last one stored */
-                }
-                break;
-            }
-        }
-        break;
-    case 'e':
-        if (mk_str_ieq(n, nl, "expect")) {
+    case 6:
+        if (mk_name_is(n, "expect", 6)) {
             if (expect->p) {
                 return false;
             }
             *expect = hd->value;
         }
-        break;
+        return true;
     default:
         break;
+    }
+    enum mk_http_known k = mk_known_kind(n, nl);
+    if (k < MK_HDR_KNOWN_COUNT) {
+        if (h->known[k]) {
+            h->known_repeated |= (uint8_t) (1u << k);
+        }
+        else {
+            h->known[k] = (uint16_t) h->n_headers; /* hd is the last one stored */
+        }
     }
     return true;
 }
 
 static int mk_head_finish(struct mk_http_head *h, const struct mk_te_state *te,
                           const struct mk_str *expect);
+
+/* Whether [p, p + len) holds field-value characters only. */
+static inline bool mk_is_field_value(const char *p, size_t len)
+{
+    if (len >= 8) {
+        /* Whole words, the last one overlapping: any control (HTAB too) or
+           DEL sends the value to the exact loop. */
+        uint64_t bad = mk_swar_ctl(mk_load8(p + len - 8));
+        for (size_t i = 0; i + 8 < len; i += 8) {
+            bad |= mk_swar_ctl(mk_load8(p + i));
+        }
+        if (!bad) {
+            return true;
+        }
+    }
+    size_t i = 0;
+    while (i < len && mk_is_field_char((unsigned char) p[i])) {
+        i++;
+    }
+    return i == len;
+}
 
 ssize_t mk_http_parse(struct mk_http_head *h, const char *buf, size_t len,
                       struct mk_http_header *headers, unsigned cap)
@@ -551,11 +746,8 @@ ssize_t mk_http_parse(struct mk_http_head *h, const char *buf, size_t len,
         if (le > p && le[-1] == '\r') {
             le--;
         }
-        for (const char *q = p; q < le; q++) {
-            if (*q == '\r') {
-                return MK_ERR; /* bare CR */
-            }
-        }
+        /* A bare CR is refused by the checks of each part of the line: the
+           method, the target, the version, a field name or value. */
 
         if (le == p) {
             if (first) {
@@ -580,7 +772,13 @@ ssize_t mk_http_parse(struct mk_http_head *h, const char *buf, size_t len,
             return MK_ERR; /* obs-fold */
         }
         const char *name = p;
-        while (p < le && mk_is_tchar((unsigned char) *p)) {
+        /* Stops at le the latest (CR or LF); four at a time, never reading
+           past the first byte that is not a token character. */
+        while (mk_is_tchar((unsigned char) p[0]) && mk_is_tchar((unsigned char) p[1]) &&
+               mk_is_tchar((unsigned char) p[2]) && mk_is_tchar((unsigned char) p[3])) {
+            p += 4;
+        }
+        while (mk_is_tchar((unsigned char) *p)) {
             p++;
         }
         if (p == name || p == le || *p != ':') {
@@ -588,10 +786,8 @@ ssize_t mk_http_parse(struct mk_http_head *h, const char *buf, size_t len,
         }
         struct mk_http_header hd;
         hd.name = mk_str_make(name, (size_t) (p - name));
-        for (const char *q = p + 1; q < le; q++) {
-            if (!mk_is_field_char((unsigned char) *q)) {
-                return MK_ERR;
-            }
+        if (!mk_is_field_value(p + 1, (size_t) (le - p - 1))) {
+            return MK_ERR;
         }
         hd.value = mk_str_trim(mk_str_make(p + 1, (size_t) (le - p - 1)));
         if (h->n_headers >= cap) {
@@ -668,17 +864,6 @@ static bool mk_is_target(const char *p, size_t len)
         i++;
     }
     return len && i == len;
-}
-
-/* Whether [p, p + len) holds field-value characters only. */
-static bool mk_is_field_value(const char *p, size_t len)
-{
-    size_t i = 0;
-
-    while (i < len && mk_is_field_char((unsigned char) p[i])) {
-        i++;
-    }
-    return i == len;
 }
 
 int mk_http_head_build(struct mk_http_head *h, struct mk_str method, struct mk_str target,
