@@ -151,6 +151,22 @@ static void mk_file_validators(struct mk_file *f)
     }
     f->etag_len = (uint8_t) (p - f->etag);
     mk_http_date_format(f->st.st_mtime, f->last_modified);
+
+    char *h = f->hdrs;
+    memcpy(h, "ETag: ", 6);
+    h += 6;
+    memcpy(h, f->etag, f->etag_len);
+    h += f->etag_len;
+    memcpy(h, "\r\nLast-Modified: ", 17);
+    h += 17;
+    memcpy(h, f->last_modified, sizeof(f->last_modified));
+    h += sizeof(f->last_modified);
+    memcpy(h, "\r\n", 2);
+    h += 2;
+    f->hdrs_validators_len = (uint8_t) (h - f->hdrs);
+    memcpy(h, "Accept-Ranges: bytes\r\n", 22);
+    h += 22;
+    f->hdrs_len = (uint8_t) (h - f->hdrs);
 }
 
 /*

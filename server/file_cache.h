@@ -41,8 +41,10 @@
 #include <time.h>
 
 #include "../core/list.h"
+#include "../core/strings.h"
 
 struct mk_vhost;
+struct mk_mime_table;
 
 struct mk_file {
     int fd;
@@ -56,8 +58,16 @@ struct mk_file {
     char etag[64];
     uint8_t etag_len;
     char last_modified[29]; /* IMF-fixdate of st_mtime */
-    const char *type_path;  /* name to derive the media type from (index file) */
+    /* The header lines "ETag", "Last-Modified" and "Accept-Ranges: bytes" of
+       an answer from this file, ready to copy: the first two alone for 304. */
+    uint8_t hdrs_validators_len;
+    uint8_t hdrs_len;
+    char hdrs[128];
+    const char *type_path; /* name to derive the media type from (index file) */
     size_t type_len;
+    /* The media type of type_path in the table `media_table`, once looked up. */
+    const struct mk_mime_table *media_table;
+    struct mk_str media;
     char *body; /* the whole file (st.st_size bytes) when small enough; else NULL */
     uint32_t hash;
     struct mk_file *hnext;

@@ -178,6 +178,9 @@ void mk_request_end(struct mk_request *r);
 void mk_response_drop_file(struct mk_request *r);
 int mk_response_add_header(struct mk_request *r, const char *name, size_t name_len,
                            const char *value, size_t value_len);
+/* Append complete header lines ("Name: value\r\n"...) the server wrote itself:
+   nothing is checked. MK_ERR when memory is short. */
+int mk_response_add_lines(struct mk_request *r, const char *lines, size_t len);
 void mk_response_error(struct mk_request *r, int status);
 /* Whether r's status forbids a body (1xx, 204, 304). */
 bool mk_response_no_body(const struct mk_request *r);

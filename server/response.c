@@ -26,6 +26,39 @@
 
 /* ---- extra headers ------------------------------------------------------- */
 
+/* Room for `need` more bytes of extra header lines: where they go, or NULL. */
+static char *mk_response_extra_room(struct mk_request *r, size_t need)
+{
+    if (r->extra_len + need > r->extra_cap) {
+        size_t cap = r->extra_cap ? r->extra_cap * 2 : 256;
+        while (cap < r->extra_len + need) {
+            cap *= 2;
+        }
+        char *p = mk_arena_alloc(&r->arena, cap);
+        if (!p) {
+            return NULL;
+        }
+        if (r->extra_len) {
+            memcpy(p, r->extra_headers, r->extra_len);
+        }
+        r->extra_headers = p;
+        r->extra_cap = cap;
+    }
+    return r->extra_headers + r->extra_len;
+}
+
+int mk_response_add_lines(struct mk_request *r, const char *lines, size_t len)
+{
+    char *w = mk_response_extra_room(r, len);
+
+    if (!w) {
+        return MK_ERR;
+    }
+    memcpy(w, lines, len);
+    r->extra_len += len;
+    return MK_OK;
+}
+
 int mk_response_add_header(struct mk_request *r, const char *name, size_t name_len,
                            const char *value, size_t value_len)
 {
@@ -37,22 +70,10 @@ int mk_response_add_header(struct mk_request *r, const char *name, size_t name_l
         memchr(value, '\n', value_len)) {
         return MK_ERR;
     }
-    if (r->extra_len + need > r->extra_cap) {
-        size_t cap = r->extra_cap ? r->extra_cap * 2 : 256;
-        while (cap < r->extra_len + need) {
-            cap *= 2;
-        }
-        char *p = mk_arena_alloc(&r->arena, cap);
-        if (!p) {
-            return MK_ERR;
-        }
-        if (r->extra_len) {
-            memcpy(p, r->extra_headers, r->extra_len);
-        }
-        r->extra_headers = p;
-        r->extra_cap = cap;
+    char *w = mk_response_extra_room(r, need);
+    if (!w) {
+        return MK_ERR;
     }
-    char *w = r->extra_headers + r->extra_len;
     memcpy(w, name, name_len);
     w += name_len;
     *w++ = ':';

@@ -387,17 +387,23 @@ static void mk_static_content_range(struct mk_request *r, const char *prefix, ui
  * chosen) with the entity tag `etag`; `named` is the file the path names,
  * which gives the media type and the extension of the cache rules.
  */
-static int mk_static_serve_file(struct mk_request *r, struct mk_file *f,
-                                const struct mk_file *named, const char *etag, size_t etag_len)
+static int mk_static_serve_file(struct mk_request *r, struct mk_file *f, struct mk_file *named,
+                                const char *etag, size_t etag_len)
 {
     r->file = f;
     r->fd = f->fd;
 
     const struct stat *st = &f->st;
+    bool own_tag = etag == f->etag; /* not a variant's: the prepared lines apply */
     int pre = mk_static_preconditions(r, st, etag, etag_len);
     if (pre == 304) {
-        mk_response_add_header(r, "ETag", 4, etag, etag_len);
-        mk_response_add_header(r, "Last-Modified", 13, f->last_modified, MK_HTTP_DATE_LEN);
+        if (own_tag) {
+            mk_response_add_lines(r, f->hdrs, f->hdrs_validators_len);
+        }
+        else {
+            mk_response_add_header(r, "ETag", 4, etag, etag_len);
+            mk_response_add_header(r, "Last-Modified", 13, f->last_modified, MK_HTTP_DATE_LEN);
+        }
         if (r->vhost->cache_rules.n) {
             mk_static_cache_headers(r, named->type_path, named->type_len);
         }
@@ -427,12 +433,23 @@ static int mk_static_serve_file(struct mk_request *r, struct mk_file *f,
         }
     }
 
-    struct mk_str type = mk_mime_lookup(r->cfg->mime, named->type_path, named->type_len);
-    r->content_type = type.p;
-    r->content_type_len = type.len;
-    mk_response_add_header(r, "Last-Modified", 13, f->last_modified, MK_HTTP_DATE_LEN);
-    mk_response_add_header(r, "ETag", 4, etag, etag_len);
-    mk_response_add_header(r, "Accept-Ranges", 13, "bytes", 5);
+    if (named->media_table != r->cfg->mime) {
+        /* Looked up once per entry and table: a reload, which brings another
+           table, empties the cache; a request of the configuration before
+           looks its own up again. */
+        named->media = mk_mime_lookup(r->cfg->mime, named->type_path, named->type_len);
+        named->media_table = r->cfg->mime;
+    }
+    r->content_type = named->media.p;
+    r->content_type_len = named->media.len;
+    if (own_tag) {
+        mk_response_add_lines(r, f->hdrs, f->hdrs_len);
+    }
+    else {
+        mk_response_add_header(r, "ETag", 4, etag, etag_len);
+        mk_response_add_header(r, "Last-Modified", 13, f->last_modified, MK_HTTP_DATE_LEN);
+        mk_response_add_header(r, "Accept-Ranges", 13, "bytes", 5);
+    }
     if (r->vhost->cache_rules.n) {
         mk_static_cache_headers(r, named->type_path, named->type_len);
     }
