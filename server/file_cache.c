@@ -70,21 +70,31 @@ void mk_file_cache_destroy(struct mk_file_cache *fc)
     fc->max = 0;
 }
 
-/* FNV-1a over the document root's identity, the link policy and the path. */
+/*
+ * The document root's identity, the link policy and the path, mixed a word
+ * at a time (multiply and fold). Entries are compared in full, and only
+ * files that were opened enter (at most FileCache of them), so the hash
+ * needs spreading, not strength.
+ */
 static uint32_t mk_file_hash(const struct mk_vhost *vh, const char *path, size_t len)
 {
-    uint32_t h = 2166136261u;
-    uint64_t id[2] = {(uint64_t) vh->root_dev ^ ((uint64_t) vh->symlinks << 63),
-                      (uint64_t) vh->root_ino};
-    const unsigned char *b = (const unsigned char *) id;
+    const uint64_t k = 0x9e3779b97f4a7c15ull;
+    uint64_t h = ((uint64_t) vh->root_dev ^ ((uint64_t) vh->symlinks << 63)) * k;
+    size_t i = 0;
 
-    for (size_t i = 0; i < sizeof(id); i++) {
-        h = (h ^ b[i]) * 16777619u;
+    h = (h ^ (uint64_t) vh->root_ino) * k;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+        memcpy(&w, path + i, sizeof(w));
+        h = (h ^ w) * k;
+        h ^= h >> 29;
     }
-    for (size_t i = 0; i < len; i++) {
-        h = (h ^ (unsigned char) path[i]) * 16777619u;
+    uint64_t tail = len;
+    for (; i < len; i++) {
+        tail = (tail << 8) | (unsigned char) path[i];
     }
-    return h;
+    h = (h ^ tail) * k;
+    return (uint32_t) (h ^ (h >> 32));
 }
 
 static bool mk_file_same(const struct stat *a, const struct stat *b)
