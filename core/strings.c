@@ -107,15 +107,16 @@ bool mk_str_list_next(struct mk_str *cursor, struct mk_str *item)
 
 size_t mk_u64_to_str(uint64_t v, char *buf)
 {
-    char tmp[21];
-    size_t n = 0;
+    size_t n = 1;
 
+    /* Count the digits, then write them from the last one. */
+    for (uint64_t t = v; t >= 10; t /= 10) {
+        n++;
+    }
+    char *p = buf + n;
     do {
-        tmp[n++] = (char) ('0' + v % 10);
+        *--p = (char) ('0' + v % 10);
         v /= 10;
     } while (v);
-    for (size_t i = 0; i < n; i++) {
-        buf[i] = tmp[n - 1 - i];
-    }
     return n;
 }

@@ -451,12 +451,17 @@ static int mk_h1_build_head(struct mk_request *r)
     }
     p = h->out;
 
-    const char *reason = mk_http_reason(r->status);
-    p = MK_PUT_LIT(p, "HTTP/1.1 ");
-    p += mk_u64_to_str((uint64_t) r->status, p);
-    *p++ = ' ';
-    p = mk_put(p, reason, strlen(reason));
-    p = MK_PUT_LIT(p, "\r\n");
+    if (r->status == 200) {
+        p = MK_PUT_LIT(p, "HTTP/1.1 200 OK\r\n");
+    }
+    else {
+        const char *reason = mk_http_reason(r->status);
+        p = MK_PUT_LIT(p, "HTTP/1.1 ");
+        p += mk_u64_to_str((uint64_t) r->status, p);
+        *p++ = ' ';
+        p = mk_put(p, reason, strlen(reason));
+        p = MK_PUT_LIT(p, "\r\n");
+    }
     p = mk_put(p, r->cfg->server_header, r->cfg->server_header_len);
     p = mk_put(p, w->date, w->date_len);
 
