@@ -244,7 +244,12 @@ static int mk_static_preconditions(struct mk_request *r, const struct stat *st, 
     struct mk_str list;
     time_t t;
     int rc;
+    const uint16_t *known = r->head.known;
 
+    if (!(known[MK_HDR_IF_MATCH] | known[MK_HDR_IF_NONE_MATCH] | known[MK_HDR_IF_MODIFIED_SINCE] |
+          known[MK_HDR_IF_UNMODIFIED_SINCE])) {
+        return 0; /* no precondition: the common case */
+    }
     if ((rc = mk_hdr_list(r, MK_HDR_IF_MATCH, &list)) == MK_OK) {
         if (!mk_http_etag_match(list.p, list.len, etag, etag_len, false)) {
             return 412;
