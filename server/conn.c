@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "../core/log.h"
+#include "../core/sys.h"
 #include "h2.h"
 #include "server.h"
 #include "transport.h"
@@ -36,7 +37,7 @@ static ssize_t mk_plain_read(struct mk_conn *c, void *buf, size_t len)
 {
     ssize_t n;
     do {
-        n = read(c->ev.fd, buf, len);
+        n = mk_sys_read(c->ev.fd, buf, len);
     } while (n < 0 && errno == EINTR);
     return n;
 }
@@ -46,7 +47,7 @@ static ssize_t mk_plain_writev(struct mk_conn *c, const struct iovec *iov, int i
     struct msghdr msg = {.msg_iov = (struct iovec *) iov, .msg_iovlen = (size_t) iovcnt};
     ssize_t n;
     do {
-        n = sendmsg(c->ev.fd, &msg, MSG_NOSIGNAL | ((flags & MK_IO_MORE) ? MSG_MORE : 0));
+        n = mk_sys_sendmsg(c->ev.fd, &msg, MSG_NOSIGNAL | ((flags & MK_IO_MORE) ? MSG_MORE : 0));
     } while (n < 0 && errno == EINTR);
     return n;
 }
@@ -104,7 +105,7 @@ void mk_conn_close(struct mk_conn *c)
     }
     mk_event_forget(&c->ev);
     if (fd >= 0) {
-        close(fd);
+        mk_sys_close(fd);
     }
     c->state = MK_CONN_CLOSED;
     mk_conn_timer_set(c, MK_TIMER_NONE);

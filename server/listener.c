@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "../core/log.h"
+#include "../core/sys.h"
 #include "listener.h"
 #include "server.h"
 #include "systemd.h"
@@ -242,7 +243,7 @@ void mk_listener_accept_cb(struct mk_event *ev, uint32_t ready)
         if (i > 0 && !l->eager && l->accepted % MK_ACCEPT_EAGER_PROBE != 0) {
             return;
         }
-        int fd = accept4(l->fd, &addr.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = mk_sys_accept4(l->fd, &addr.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE) {
                 mk_warn("accept: %s (raise the descriptor limit or lower MaxConnections)",
