@@ -79,7 +79,10 @@ int mk_event_del(struct mk_event_loop *loop, struct mk_event *event);
 
 /*
  * Mark `event` unregistered without a system call, for a descriptor about to
- * be closed (closing it removes it from the kernel's interest list).
+ * be closed that is not registered, or whose open file nothing else can hold:
+ * closing removes a descriptor from the kernel's interest list only with the
+ * last reference to its open file (a child forked by another thread holds
+ * one until it execs), so a registered socket is deleted first (mk_event_del).
  */
 static inline void mk_event_forget(struct mk_event *event)
 {

@@ -103,6 +103,19 @@ void mk_conn_close(struct mk_conn *c)
             c->transport->close(c);
         }
     }
+    /*
+     * Out of the interest list before the close when it was registered:
+     * close() removes it only with the last reference to the open socket,
+     * and a child that another thread is spawning (posix_spawn, fork: CGI,
+     * plugins) holds a copy of the descriptor table until it execs. Left
+     * in the list, the closed socket would go on reporting its hang-up for
+     * this struct, which by then may serve a new connection (that one would
+     * be closed for it). A connection answered at once was never
+     * registered and costs no system call.
+     */
+    if (c->ev.mask) {
+        mk_event_del(&w->loop, &c->ev);
+    }
     mk_event_forget(&c->ev);
     if (fd >= 0) {
         mk_sys_close(fd);
