@@ -595,6 +595,23 @@ static inline bool mk_item_is(const struct mk_str *item, const char *lower, size
 }
 
 /*
+ * Whether a field name may be one that mk_parse_known_header acts on: its
+ * length and first letter are those of one of them (host, content-length,
+ * connection, transfer-encoding, expect, if-*, range). A cheap filter, so
+ * that the other fields (User-Agent, Accept...) cost no call.
+ */
+static inline bool mk_maybe_known(const char *n, size_t nl)
+{
+    const uint32_t lengths = (1u << 4) | (1u << 5) | (1u << 6) | (1u << 8) | (1u << 10) |
+                             (1u << 13) | (1u << 14) | (1u << 17) | (1u << 19);
+    const uint32_t letters = (1u << ('c' - 'a')) | (1u << ('e' - 'a')) | (1u << ('h' - 'a')) |
+                             (1u << ('i' - 'a')) | (1u << ('r' - 'a')) | (1u << ('t' - 'a'));
+    unsigned l = (unsigned) ((unsigned char) n[0] | 0x20) - 'a';
+
+    return nl < 32 && ((lengths >> nl) & 1u) && l < 26 && ((letters >> l) & 1u);
+}
+
+/*
  * Semantics of the headers the core itself acts on. Names are matched by
  * length first, then with mk_name_is (exact for token characters); list
  * items likewise, which is exact for field values too: no byte a value may
@@ -725,19 +742,48 @@ static inline bool mk_is_field_value(const char *p, size_t len)
     return i == len;
 }
 
+/*
+ * The first control character or DEL (HTAB included) at or after p, given
+ * that `stop` is one (an LF) at or after p: whole words first, and in the
+ * first word that holds one, its lowest flagged byte, which is exact (a
+ * borrow only runs from a flagged byte to higher ones); on a big-endian
+ * machine the bytes of that word are looked at one by one instead.
+ */
+static inline const char *mk_find_ctl(const char *p, const char *stop)
+{
+    while (stop - p >= 7) {
+        uint64_t m = mk_swar_ctl(mk_load8(p));
+        if (m) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            return p + (__builtin_ctzll(m) >> 3);
+#else
+            break;
+#endif
+        }
+        p += 8;
+    }
+    while (mk_is_field_char((unsigned char) *p) && *p != '\t') {
+        p++;
+    }
+    return p;
+}
+
 ssize_t mk_http_parse(struct mk_http_head *h, const char *buf, size_t len,
                       struct mk_http_header *headers, unsigned cap)
 {
     const char *p = buf, *end = buf + len;
     struct mk_te_state te = {0};
     struct mk_str expect = {0};
-    bool first = true;
 
     memset(h, 0, sizeof(*h));
     h->headers = headers;
     h->status = 400;
 
-    while (p < end) {
+    /* Empty lines, then the request line. */
+    for (;;) {
+        if (p >= end) {
+            return MK_ERR; /* no request line */
+        }
         const char *nl = memchr(p, '\n', (size_t) (end - p));
         if (!nl) {
             return MK_ERR; /* the scan guarantees a terminated head */
@@ -748,32 +794,37 @@ ssize_t mk_http_parse(struct mk_http_head *h, const char *buf, size_t len,
         }
         /* A bare CR is refused by the checks of each part of the line: the
            method, the target, the version, a field name or value. */
-
         if (le == p) {
-            if (first) {
-                p = nl + 1; /* leading empty line */
-                continue;
-            }
-            p = nl + 1;
-            break; /* end of head */
-        }
-
-        if (first) {
-            if (!mk_parse_request_line(h, p, le)) {
-                return MK_ERR;
-            }
-            first = false;
-            p = nl + 1;
+            p = nl + 1; /* leading empty line */
             continue;
         }
+        if (!mk_parse_request_line(h, p, le)) {
+            return MK_ERR;
+        }
+        p = nl + 1;
+        break;
+    }
 
+    /*
+     * Field lines, up to the empty one. No line can end past the last LF:
+     * with it as a sentinel, the loops below need no bounds.
+     */
+    const char *stop = len && end[-1] == '\n' ? end - 1 : memrchr(buf, '\n', len);
+    while (p < end) {
+        if (!stop || p > stop) {
+            return MK_ERR; /* a line without its end */
+        }
+        if (*p == '\n' || (*p == '\r' && p[1] == '\n')) {
+            p += *p == '\n' ? 1 : 2;
+            break; /* end of head */
+        }
         /* field-line = field-name ":" OWS field-value OWS */
         if (*p == ' ' || *p == '\t') {
             return MK_ERR; /* obs-fold */
         }
         const char *name = p;
-        /* Stops at le the latest (CR or LF); four at a time, never reading
-           past the first byte that is not a token character. */
+        /* Stops at stop the latest (LF); four at a time, never reading past
+           the first byte that is not a token character. */
         while (mk_is_tchar((unsigned char) p[0]) && mk_is_tchar((unsigned char) p[1]) &&
                mk_is_tchar((unsigned char) p[2]) && mk_is_tchar((unsigned char) p[3])) {
             p += 4;
@@ -781,27 +832,39 @@ ssize_t mk_http_parse(struct mk_http_head *h, const char *buf, size_t len,
         while (mk_is_tchar((unsigned char) *p)) {
             p++;
         }
-        if (p == name || p == le || *p != ':') {
+        if (p == name || *p != ':') {
             return MK_ERR; /* empty name, bad character or whitespace before colon */
+        }
+        /* The value runs to the first control character, which must be the
+           line's end (CRLF or LF); HTAB is a value character. */
+        const char *v = p + 1, *le = v;
+        for (;;) {
+            le = mk_find_ctl(le, stop);
+            if (*le != '\t') {
+                break;
+            }
+            le++;
+        }
+        const char *nl = le;
+        if (*le == '\r' && le[1] == '\n') {
+            nl = le + 1;
+        }
+        else if (*le != '\n') {
+            return MK_ERR; /* a control character, DEL or a bare CR */
         }
         struct mk_http_header hd;
         hd.name = mk_str_make(name, (size_t) (p - name));
-        if (!mk_is_field_value(p + 1, (size_t) (le - p - 1))) {
-            return MK_ERR;
-        }
-        hd.value = mk_str_trim(mk_str_make(p + 1, (size_t) (le - p - 1)));
+        hd.value = mk_str_trim(mk_str_make(v, (size_t) (le - v)));
         if (h->n_headers >= cap) {
             h->status = 431;
             return MK_ERR;
         }
         headers[h->n_headers++] = hd;
-        if (!mk_parse_known_header(h, &te, &expect, &hd)) {
+        if (mk_maybe_known(hd.name.p, hd.name.len) &&
+            !mk_parse_known_header(h, &te, &expect, &hd)) {
             return MK_ERR;
         }
         p = nl + 1;
-    }
-    if (first) {
-        return MK_ERR; /* no request line */
     }
     if (mk_head_finish(h, &te, &expect) != MK_OK) {
         return MK_ERR;
