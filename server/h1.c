@@ -848,6 +848,19 @@ static bool mk_h1_upgrade_h2(struct mk_conn *c, size_t head_len)
 }
 #endif
 
+/*
+ * A head has started arriving and is not complete: it has Timeout from its
+ * first byte. A head that is complete at once needs no timer: whatever the
+ * request then waits for arms its own (a body, a plugin, a full socket), and
+ * its end arms the next one.
+ */
+static void mk_h1_head_timer(struct mk_conn *c)
+{
+    if (c->timer != MK_TIMER_READ) {
+        mk_conn_timer_set(c, MK_TIMER_READ);
+    }
+}
+
 /* READ_HEAD: returns true when the state changed and processing goes on. */
 static bool mk_h1_step_head(struct mk_conn *c)
 {
@@ -861,14 +874,12 @@ static bool mk_h1_step_head(struct mk_conn *c)
         }
         return false;
     }
-    if (c->timer != MK_TIMER_READ) {
-        mk_conn_timer_set(c, MK_TIMER_READ); /* a new request started arriving */
-    }
 #ifdef MK_HAVE_H2
     if ((c->flags & MK_CONN_H2C) && c->requests == 0 && h->scan.pos == 0 &&
         memcmp(h->in, MK_H2_PREFACE,
                h->in_len < MK_H2_PREFACE_LEN ? h->in_len : MK_H2_PREFACE_LEN) == 0) {
         if (h->in_len < MK_H2_PREFACE_LEN) {
+            mk_h1_head_timer(c);
             return false; /* maybe the HTTP/2 preface: wait for all of it */
         }
         return mk_h1_switch_h2(c);
@@ -885,6 +896,7 @@ static bool mk_h1_step_head(struct mk_conn *c)
 #endif
     ssize_t n = mk_http_scan(&h->scan, h->in, h->in_len, &w->cfg->limits);
     if (n == MK_AGAIN) {
+        mk_h1_head_timer(c);
         return false;
     }
 #ifdef MK_HAVE_H2
