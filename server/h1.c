@@ -130,7 +130,9 @@ static void mk_h1_in_cut(struct mk_conn *c, size_t at, size_t n)
 {
     struct mk_h1 *h = &c->h1;
 
-    memmove(h->in + at, h->in + at + n, h->in_len - at - n);
+    if (h->in_len > at + n) {
+        memmove(h->in + at, h->in + at + n, h->in_len - at - n);
+    }
     h->in_len -= (uint32_t) n;
 }
 
@@ -434,7 +436,6 @@ static int mk_h1_build_head(struct mk_request *r)
     struct mk_h1 *h = &c->h1;
     struct mk_worker *w = c->worker;
     size_t size = mk_h1_head_size(r);
-    char num[24];
     char *p;
 
     if (size <= MK_CHUNK_SIZE) {
@@ -481,7 +482,7 @@ static int mk_h1_build_head(struct mk_request *r)
     }
     else if (!no_body) {
         p = MK_PUT_LIT(p, "Content-Length: ");
-        p = mk_put(p, num, mk_u64_to_str(r->content_length, num));
+        p += mk_u64_to_str(r->content_length, p);
         p = MK_PUT_LIT(p, "\r\n");
     }
     if (r->extra_len) {
