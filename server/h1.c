@@ -255,16 +255,42 @@ static void mk_h1_begin_body(struct mk_conn *c, const struct mk_http_head *head)
     }
 }
 
-/* A head of `head_len` bytes is at the start of `in` (MK_ERR: scan failed). */
-static void mk_h1_begin_request(struct mk_conn *c, ssize_t head_len)
+/* A new request on c, the one in progress. */
+static struct mk_request *mk_h1_new_request(struct mk_conn *c)
+{
+    struct mk_request *r = mk_request_new(c);
+
+    c->h1.req = r;
+    c->h1.body_mode = MK_BODY_NONE;
+    return r;
+}
+
+/* Run r, whose head of `head_len` bytes at the start of `in` is parsed. */
+static void mk_h1_run_request(struct mk_conn *c, struct mk_request *r, size_t head_len)
+{
+    c->h1.head_len = (uint32_t) head_len;
+    if (mk_h1_keepalive(&r->head,
+                        r->cfg->keepalive && !c->worker->stopping && !(c->flags & MK_CONN_CLOSE),
+                        r->cfg->max_keepalive_requests, c->requests)) {
+        r->flags |= MK_REQ_KEEPALIVE;
+    }
+    mk_h1_begin_body(c, &r->head);
+    mk_request_run(r);
+}
+
+/*
+ * A head of `head_len` bytes is at the start of `in` (MK_ERR: scan failed):
+ * parse it into r (NULL: a new request) and run it.
+ */
+static void mk_h1_begin_request(struct mk_conn *c, ssize_t head_len, struct mk_request *r)
 {
     struct mk_h1 *h = &c->h1;
-    struct mk_request *r = mk_request_new(c);
     struct mk_http_header *headers;
     unsigned cap;
 
-    h->req = r;
-    h->body_mode = MK_BODY_NONE;
+    if (!r) {
+        r = mk_h1_new_request(c);
+    }
     if (head_len < 0) {
         h->head_len = 0;
         c->flags |= MK_CONN_CLOSE;
@@ -284,13 +310,49 @@ static void mk_h1_begin_request(struct mk_conn *c, ssize_t head_len)
         mk_request_error(r, r->head.status);
         return;
     }
-    if (mk_h1_keepalive(&r->head,
-                        r->cfg->keepalive && !c->worker->stopping && !(c->flags & MK_CONN_CLOSE),
-                        r->cfg->max_keepalive_requests, c->requests)) {
-        r->flags |= MK_REQ_KEEPALIVE;
+    mk_h1_run_request(c, r, (size_t) head_len);
+}
+
+/*
+ * Whether `in` may hold a whole head: it ends with an empty line and does
+ * not start with one. The scan then finds the head or refuses it, it never
+ * waits for more: a request is needed either way.
+ */
+static bool mk_h1_head_whole(const struct mk_h1 *h)
+{
+    const char *in = h->in;
+    uint32_t n = h->in_len;
+
+    return n >= 4 && in[0] != '\r' && in[0] != '\n' && in[n - 1] == '\n' &&
+           (in[n - 2] == '\n' || (in[n - 2] == '\r' && in[n - 3] == '\n'));
+}
+
+#define MK_H1_WHOLE_FIELDS 24u /* fields a head read in one pass may have */
+
+/*
+ * A head that arrived whole: read in one pass (mk_http_read_head), or,
+ * when that declines, with the scan and the parser as any other.
+ */
+static void mk_h1_begin_whole(struct mk_conn *c)
+{
+    struct mk_h1 *h = &c->h1;
+    const struct mk_http_limits *lim = &c->worker->cfg->limits;
+    struct mk_request *r = mk_h1_new_request(c);
+    unsigned cap = lim->max_headers < MK_H1_WHOLE_FIELDS ? lim->max_headers : MK_H1_WHOLE_FIELDS;
+    struct mk_http_header *headers = mk_arena_alloc(&r->arena, (cap ? cap : 1) * sizeof(*headers));
+    unsigned lines;
+
+    if (headers) {
+        ssize_t n = mk_http_read_head(&r->head, h->in, h->in_len, lim, headers, cap, &lines);
+        if (n > 0) {
+            h->scan.pos = (size_t) n;
+            h->scan.lines = lines;
+            mk_h1_run_request(c, r, (size_t) n);
+            return;
+        }
+        memset(&r->head, 0, sizeof(r->head)); /* as the two steps would find it */
     }
-    mk_h1_begin_body(c, &r->head);
-    mk_request_run(r);
+    mk_h1_begin_request(c, mk_http_scan(&h->scan, h->in, h->in_len, lim), r);
 }
 
 static int mk_h1_send_continue(struct mk_conn *c)
@@ -875,6 +937,11 @@ static bool mk_h1_step_head(struct mk_conn *c)
         }
         return false;
     }
+    if (h->scan.pos == 0 && !((c->flags & MK_CONN_H2C) && c->requests == 0) &&
+        mk_h1_head_whole(h)) {
+        mk_h1_begin_whole(c);
+        return true;
+    }
 #ifdef MK_HAVE_H2
     if ((c->flags & MK_CONN_H2C) && c->requests == 0 && h->scan.pos == 0 &&
         memcmp(h->in, MK_H2_PREFACE,
@@ -905,7 +972,7 @@ static bool mk_h1_step_head(struct mk_conn *c)
         return false;
     }
 #endif
-    mk_h1_begin_request(c, n);
+    mk_h1_begin_request(c, n, NULL);
     return true;
 }
 
@@ -1090,7 +1157,7 @@ static void mk_h1_on_input(struct mk_conn *c)
         if (!mk_h1_in_reserve(c)) {
             if (c->state == MK_CONN_READ_HEAD && h->in) {
                 h->scan.status = 431;
-                mk_h1_begin_request(c, MK_ERR);
+                mk_h1_begin_request(c, MK_ERR, NULL);
                 mk_h1_process(c);
             }
             else {

@@ -124,6 +124,19 @@ ssize_t mk_http_parse(struct mk_http_head *head, const char *buf, size_t len,
                       struct mk_http_header *headers, unsigned cap);
 
 /*
+ * Both steps at once for the usual case, a head that arrived whole: when
+ * buf[0, len) starts with a complete head that mk_http_scan (from a zeroed
+ * scan, with `lim`) and mk_http_parse (with `cap` entries) would both
+ * accept, parse it into `head` exactly as they would, store the lines the
+ * scan would count in *lines and return the head's length. Otherwise
+ * (incomplete, refused, more than `cap` fields, empty lines first) return
+ * MK_DECLINED, and the two steps decide.
+ */
+ssize_t mk_http_read_head(struct mk_http_head *head, const char *buf, size_t len,
+                          const struct mk_http_limits *lim, struct mk_http_header *headers,
+                          unsigned cap, unsigned *lines);
+
+/*
  * Build a head from its parts, as an HTTP/2 header block gives them (no
  * text to parse): `method`, `target` (:path, or :authority for CONNECT)
  * and the n fields in `headers` (Host first when there was an :authority),

@@ -768,12 +768,89 @@ static inline const char *mk_find_ctl(const char *p, const char *stop)
     return p;
 }
 
+/*
+ * The field lines from p up to the empty line that ends the head. Returns
+ * the first byte after that line with *ended set, `end` when the lines ran
+ * out without one (*ended false), or NULL with h->status set for a line that
+ * is refused or has no end.
+ */
+static const char *mk_parse_fields(struct mk_http_head *h, const char *p, const char *end,
+                                   struct mk_http_header *headers, unsigned cap,
+                                   struct mk_te_state *te, struct mk_str *expect, bool *ended)
+{
+    /* No line can end past the last LF: with it as a sentinel, the loops
+       below need no bounds. */
+    const char *stop = p < end && end[-1] == '\n' ? end - 1 : NULL;
+
+    if (!stop && p < end) {
+        stop = memrchr(p, '\n', (size_t) (end - p));
+    }
+    *ended = false;
+    while (p < end) {
+        if (!stop || p > stop) {
+            return NULL; /* a line without its end */
+        }
+        if (*p == '\n' || (*p == '\r' && p[1] == '\n')) {
+            *ended = true;
+            return p + (*p == '\n' ? 1 : 2); /* end of head */
+        }
+        /* field-line = field-name ":" OWS field-value OWS */
+        if (*p == ' ' || *p == '\t') {
+            return NULL; /* obs-fold */
+        }
+        const char *name = p;
+        /* Stops at stop the latest (LF); four at a time, never reading past
+           the first byte that is not a token character. */
+        while (mk_is_tchar((unsigned char) p[0]) && mk_is_tchar((unsigned char) p[1]) &&
+               mk_is_tchar((unsigned char) p[2]) && mk_is_tchar((unsigned char) p[3])) {
+            p += 4;
+        }
+        while (mk_is_tchar((unsigned char) *p)) {
+            p++;
+        }
+        if (p == name || *p != ':') {
+            return NULL; /* empty name, bad character or whitespace before colon */
+        }
+        /* The value runs to the first control character, which must be the
+           line's end (CRLF or LF); HTAB is a value character. */
+        const char *v = p + 1, *le = v;
+        for (;;) {
+            le = mk_find_ctl(le, stop);
+            if (*le != '\t') {
+                break;
+            }
+            le++;
+        }
+        const char *nl = le;
+        if (*le == '\r' && le[1] == '\n') {
+            nl = le + 1;
+        }
+        else if (*le != '\n') {
+            return NULL; /* a control character, DEL or a bare CR */
+        }
+        struct mk_http_header hd;
+        hd.name = mk_str_make(name, (size_t) (p - name));
+        hd.value = mk_str_trim(mk_str_make(v, (size_t) (le - v)));
+        if (h->n_headers >= cap) {
+            h->status = 431;
+            return NULL;
+        }
+        headers[h->n_headers++] = hd;
+        if (mk_maybe_known(hd.name.p, hd.name.len) && !mk_parse_known_header(h, te, expect, &hd)) {
+            return NULL;
+        }
+        p = nl + 1;
+    }
+    return end;
+}
+
 ssize_t mk_http_parse(struct mk_http_head *h, const char *buf, size_t len,
                       struct mk_http_header *headers, unsigned cap)
 {
     const char *p = buf, *end = buf + len;
     struct mk_te_state te = {0};
     struct mk_str expect = {0};
+    bool ended;
 
     memset(h, 0, sizeof(*h));
     h->headers = headers;
@@ -804,71 +881,48 @@ ssize_t mk_http_parse(struct mk_http_head *h, const char *buf, size_t len,
         p = nl + 1;
         break;
     }
-
-    /*
-     * Field lines, up to the empty one. No line can end past the last LF:
-     * with it as a sentinel, the loops below need no bounds.
-     */
-    const char *stop = len && end[-1] == '\n' ? end - 1 : memrchr(buf, '\n', len);
-    while (p < end) {
-        if (!stop || p > stop) {
-            return MK_ERR; /* a line without its end */
-        }
-        if (*p == '\n' || (*p == '\r' && p[1] == '\n')) {
-            p += *p == '\n' ? 1 : 2;
-            break; /* end of head */
-        }
-        /* field-line = field-name ":" OWS field-value OWS */
-        if (*p == ' ' || *p == '\t') {
-            return MK_ERR; /* obs-fold */
-        }
-        const char *name = p;
-        /* Stops at stop the latest (LF); four at a time, never reading past
-           the first byte that is not a token character. */
-        while (mk_is_tchar((unsigned char) p[0]) && mk_is_tchar((unsigned char) p[1]) &&
-               mk_is_tchar((unsigned char) p[2]) && mk_is_tchar((unsigned char) p[3])) {
-            p += 4;
-        }
-        while (mk_is_tchar((unsigned char) *p)) {
-            p++;
-        }
-        if (p == name || *p != ':') {
-            return MK_ERR; /* empty name, bad character or whitespace before colon */
-        }
-        /* The value runs to the first control character, which must be the
-           line's end (CRLF or LF); HTAB is a value character. */
-        const char *v = p + 1, *le = v;
-        for (;;) {
-            le = mk_find_ctl(le, stop);
-            if (*le != '\t') {
-                break;
-            }
-            le++;
-        }
-        const char *nl = le;
-        if (*le == '\r' && le[1] == '\n') {
-            nl = le + 1;
-        }
-        else if (*le != '\n') {
-            return MK_ERR; /* a control character, DEL or a bare CR */
-        }
-        struct mk_http_header hd;
-        hd.name = mk_str_make(name, (size_t) (p - name));
-        hd.value = mk_str_trim(mk_str_make(v, (size_t) (le - v)));
-        if (h->n_headers >= cap) {
-            h->status = 431;
-            return MK_ERR;
-        }
-        headers[h->n_headers++] = hd;
-        if (mk_maybe_known(hd.name.p, hd.name.len) &&
-            !mk_parse_known_header(h, &te, &expect, &hd)) {
-            return MK_ERR;
-        }
-        p = nl + 1;
-    }
-    if (mk_head_finish(h, &te, &expect) != MK_OK) {
+    p = mk_parse_fields(h, p, end, headers, cap, &te, &expect, &ended);
+    if (!p || mk_head_finish(h, &te, &expect) != MK_OK) {
         return MK_ERR;
     }
+    return (ssize_t) (p - buf);
+}
+
+ssize_t mk_http_read_head(struct mk_http_head *h, const char *buf, size_t len,
+                          const struct mk_http_limits *lim, struct mk_http_header *headers,
+                          unsigned cap, unsigned *lines)
+{
+    const char *end = buf + len;
+    struct mk_te_state te = {0};
+    struct mk_str expect = {0};
+    bool ended;
+
+    if (len < 2 || buf[0] == '\r' || buf[0] == '\n') {
+        return MK_DECLINED; /* empty lines first: the scan bounds them */
+    }
+    memset(h, 0, sizeof(*h));
+    h->headers = headers;
+    h->status = 400;
+    const char *nl = memchr(buf, '\n', len);
+    if (!nl) {
+        return MK_DECLINED;
+    }
+    const char *le = nl > buf && nl[-1] == '\r' ? nl - 1 : nl;
+    /*
+     * A request line the parser accepts is one the scan accepts (a token,
+     * SP, target characters, SP, "HTTP/d.d": nothing but printable ASCII,
+     * its shape) as long as it is not too long; the scan's other limits are
+     * the field count and the head's length, checked at the end.
+     */
+    if ((size_t) (le - buf) > lim->max_line || !mk_parse_request_line(h, buf, le)) {
+        return MK_DECLINED;
+    }
+    const char *p = mk_parse_fields(h, nl + 1, end, headers, cap, &te, &expect, &ended);
+    if (!p || !ended || h->n_headers > lim->max_headers || (size_t) (p - buf) > lim->max_head ||
+        mk_head_finish(h, &te, &expect) != MK_OK) {
+        return MK_DECLINED;
+    }
+    *lines = h->n_headers + 1;
     return (ssize_t) (p - buf);
 }
 
