@@ -54,8 +54,14 @@ void mk_event_loop_destroy(struct mk_event_loop *loop);
 /* Watch `fd` with interest `mask`; `event` must outlive the registration. */
 int mk_event_add(struct mk_event_loop *loop, struct mk_event *event, int fd, uint32_t mask,
                  mk_event_cb cb);
-/* Change the interest; a no-op (no system call) when it is unchanged. */
-int mk_event_mod(struct mk_event_loop *loop, struct mk_event *event, uint32_t mask);
+/* Change the interest to `mask` (a system call: use mk_event_mod). */
+int mk_event_change(struct mk_event_loop *loop, struct mk_event *event, uint32_t mask);
+
+/* Change the interest; a no-op (no call at all) when it is unchanged. */
+static inline int mk_event_mod(struct mk_event_loop *loop, struct mk_event *event, uint32_t mask)
+{
+    return event->mask == mask ? 0 /* MK_OK */ : mk_event_change(loop, event, mask);
+}
 
 /*
  * Stop watching but keep `fd`: a later mk_event_mod() registers it again.

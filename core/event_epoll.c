@@ -69,7 +69,7 @@ int mk_event_add(struct mk_event_loop *loop, struct mk_event *event, int fd, uin
     return MK_OK;
 }
 
-int mk_event_mod(struct mk_event_loop *loop, struct mk_event *event, uint32_t mask)
+int mk_event_change(struct mk_event_loop *loop, struct mk_event *event, uint32_t mask)
 {
     struct epoll_event ev = {.events = mk_epoll_mask(mask), .data.ptr = event};
 

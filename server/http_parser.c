@@ -385,6 +385,11 @@ static bool mk_parse_authority(const char *p, size_t len, struct mk_str *host)
         i = (size_t) (close - p) + 1;
     }
     else {
+        const unsigned char *u = (const unsigned char *) p;
+        while (i + 4 <= len && mk_regname[u[i]] && mk_regname[u[i + 1]] && mk_regname[u[i + 2]] &&
+               mk_regname[u[i + 3]]) {
+            i += 4;
+        }
         while (i < len) {
             unsigned char c = (unsigned char) p[i];
             if (mk_regname[c]) {
