@@ -525,8 +525,13 @@ static int mk_h1_build_head(struct mk_request *r)
         p = mk_put(p, reason, strlen(reason));
         p = MK_PUT_LIT(p, "\r\n");
     }
-    p = mk_put(p, r->cfg->server_header, r->cfg->server_header_len);
-    p = mk_put(p, w->date, w->date_len);
+    if (r->cfg == w->cfg) {
+        p = mk_put(p, w->head_lines, w->head_lines_len);
+    }
+    else {
+        p = mk_put(p, r->cfg->server_header, r->cfg->server_header_len);
+        p = mk_put(p, w->date, w->date_len);
+    }
 
     bool no_body = mk_response_no_body(r);
     if (no_body) {

@@ -75,6 +75,8 @@ void mk_worker_cfg_release(struct mk_worker *w, struct mk_config *cfg)
     }
 }
 
+static void mk_worker_head_lines(struct mk_worker *w);
+
 static void mk_worker_cfg_switch(struct mk_worker *w, struct mk_config *cfg)
 {
     if (w->cfg_users > 0) {
@@ -89,6 +91,7 @@ static void mk_worker_cfg_switch(struct mk_worker *w, struct mk_config *cfg)
     w->cfg = cfg;
     w->cfg_users = 0;
     atomic_store_explicit(&w->cfg_serving, cfg, memory_order_release);
+    mk_worker_head_lines(w);
     /* Index files, symlink policy or roots may have changed. */
     mk_file_cache_destroy(&w->fcache);
     mk_file_cache_init(&w->fcache, cfg->file_cache);
@@ -155,6 +158,18 @@ static void mk_worker_expire(struct mk_worker *w)
     mk_loop_expire(w);
 }
 
+/* The Server and Date lines together, for the configuration in force. */
+static void mk_worker_head_lines(struct mk_worker *w)
+{
+    size_t n = w->cfg ? w->cfg->server_header_len : 0;
+
+    if (n) {
+        memcpy(w->head_lines, w->cfg->server_header, n);
+    }
+    memcpy(w->head_lines + n, w->date, w->date_len);
+    w->head_lines_len = n + w->date_len;
+}
+
 /* The wall clock moved to second `now`: a new Date header. */
 static void mk_worker_tick(struct mk_worker *w, time_t now)
 {
@@ -166,6 +181,7 @@ static void mk_worker_tick(struct mk_worker *w, time_t now)
     memcpy(w->date + 6, date, MK_HTTP_DATE_LEN);
     memcpy(w->date + 6 + MK_HTTP_DATE_LEN, "\r\n", 2);
     w->date_len = 6 + MK_HTTP_DATE_LEN + 2;
+    mk_worker_head_lines(w);
 }
 
 /* Read both clocks (once per loop iteration). */
@@ -189,12 +205,15 @@ void mk_worker_bind(struct mk_worker *w)
 
 /*
  * How long the next wait may last, in ms: until the nearest deadline of a
- * timer or of the graceful stop; -1 (forever) when nothing is armed.
+ * timer or of the graceful stop; -1 (forever) when nothing is armed. The
+ * timers' next_due is a lower bound (a timer moved later or disarmed leaves
+ * it early), read without walking the queues: at worst the loop wakes once
+ * early, and the expiry that follows makes it exact again.
  */
 static int mk_worker_wait_ms(const struct mk_worker *w)
 {
-    uint64_t next = mk_timers_next(&w->timers);
-    uint64_t plugin = mk_timers_next(&w->plugin_timers);
+    uint64_t next = w->timers.next_due;
+    uint64_t plugin = w->plugin_timers.next_due;
 
     if (plugin < next) {
         next = plugin;
@@ -243,8 +262,12 @@ static struct mk_conn *mk_conn_get(struct mk_worker *w)
  */
 void mk_worker_recycle(struct mk_worker *w)
 {
-    mk_listeners_reap(&w->dead_listeners);
-    mk_loop_reap(w);
+    if (!mk_list_is_empty(&w->dead_listeners)) {
+        mk_listeners_reap(&w->dead_listeners);
+    }
+    if (!mk_list_is_empty(&w->loop_dead)) {
+        mk_loop_reap(w);
+    }
     while (!mk_list_is_empty(&w->closing)) {
         struct mk_conn *c = mk_list_entry(w->closing.next, struct mk_conn, node);
         mk_list_del(&c->node);

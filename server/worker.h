@@ -98,6 +98,10 @@ struct mk_worker {
     time_t now;
     char date[48]; /* "Date: ...\r\n" */
     size_t date_len;
+    /* The Server line of cfg (the configuration in force) and the Date line,
+       as every HTTP/1 head starts after its status line (worker.c) */
+    char head_lines[112];
+    size_t head_lines_len;
     bool stopping;
     uint64_t stop_deadline; /* ms, on the now_ms clock */
     bool running;
