@@ -203,15 +203,6 @@ static void mk_file_keep_body(struct mk_file *f, uint64_t max)
     f->body = b;
 }
 
-ssize_t mk_file_read(const struct mk_file *f, int fd, void *buf, size_t len, off_t off)
-{
-    if (f && f->body && off >= 0 && (uint64_t) off + len <= (uint64_t) f->st.st_size) {
-        memcpy(buf, f->body + off, len);
-        return (ssize_t) len;
-    }
-    return pread(fd, buf, len, off);
-}
-
 struct mk_file *mk_file_cache_put(struct mk_file_cache *fc, const struct mk_vhost *vh,
                                   const char *path, size_t path_len, const char *type_name, int fd,
                                   const struct stat *st, time_t now)

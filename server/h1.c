@@ -730,7 +730,8 @@ static int mk_h1_write(struct mk_request *r)
         budget -= (size_t) n;
     }
     int rc = r->body_type == MK_RESP_STREAM ? mk_h1_write_stream(r, budget)
-                                            : mk_response_send_file(r, budget);
+             : r->body_type == MK_RESP_FILE ? mk_response_send_file(r, budget)
+                                            : MK_OK;
     if (rc == MK_OK) {
         r->flags |= MK_REQ_COMPLETE;
     }

@@ -183,7 +183,10 @@ int mk_response_add_header(struct mk_request *r, const char *name, size_t name_l
 int mk_response_add_lines(struct mk_request *r, const char *lines, size_t len);
 void mk_response_error(struct mk_request *r, int status);
 /* Whether r's status forbids a body (1xx, 204, 304). */
-bool mk_response_no_body(const struct mk_request *r);
+static inline bool mk_response_no_body(const struct mk_request *r)
+{
+    return r->status < 200 || r->status == 204 || r->status == 304;
+}
 /* Streams (api->stream_*): see mk_plugin.h for the contracts. */
 #define MK_STREAM_HIGH_WATER (64u * 1024u) /* queued body bytes per request */
 int mk_response_stream_start(struct mk_request *r, mk_proceed_cb proceed, void *arg);

@@ -304,11 +304,6 @@ void mk_response_stream_cancel(struct mk_request *r)
 
 /* ---- the body ------------------------------------------------------------ */
 
-bool mk_response_no_body(const struct mk_request *r)
-{
-    return r->status < 200 || r->status == 204 || r->status == 304;
-}
-
 /* Without a transport sendfile: read the file and write it. */
 static ssize_t mk_response_copy_file(struct mk_request *r, size_t len)
 {
