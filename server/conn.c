@@ -122,6 +122,10 @@ void mk_conn_close(struct mk_conn *c)
     }
     c->state = MK_CONN_CLOSED;
     mk_conn_timer_set(c, MK_TIMER_NONE);
+    if (!mk_list_is_empty(&c->turn)) {
+        mk_list_del(&c->turn);
+        mk_list_init(&c->turn);
+    }
     mk_list_move_tail(&c->node, &w->closing);
     atomic_fetch_sub_explicit(&w->n_conns, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit((c->flags & MK_CONN_REFUSED) ? &w->server->n_refused

@@ -41,6 +41,33 @@
 
 #define MK_WRITE_BUDGET (2u << 20) /* bytes per event before yielding to others */
 
+/*
+ * Eager reads. After a keep-alive response the connection usually goes back
+ * to epoll_wait and, once the next request has come, reads it: three system
+ * calls a request (read, the answer, epoll_wait). A client that sends its
+ * next request as soon as it has the answer (a benchmark, a proxy, a fast
+ * local client) has often done so by the time the answer is written, and a
+ * read right away then finds it and skips the epoll_wait; for a client
+ * across a network it finds nothing (EAGAIN) and costs one system call more.
+ * So each connection keeps a credit: a read that found a request adds one
+ * (up to MK_H1_EAGER_MAX), one that found nothing takes one away, and a
+ * connection reads eagerly while it has credit. Without credit, every
+ * MK_H1_EAGER_PROBE-th response tries once more, so a client that becomes
+ * quick is noticed: a slow client pays one read in MK_H1_EAGER_PROBE
+ * requests, and a connection that makes fewer requests never pays.
+ *
+ * Turns. Only a connection alone in its event batch reads eagerly: when
+ * others are ready too, they go first (a read would not save the
+ * epoll_wait then anyway), and the worker's round over them is one request
+ * each. Alone, a connection still serves at most MK_H1_TURN requests in a
+ * turn, eager or already in its buffer (pipelined): past that, the rest
+ * waits for its next turn (mk_conn_next_turn: after the other events of the
+ * worker's batch), so no connection holds the worker for long.
+ */
+#define MK_H1_EAGER_MAX 7
+#define MK_H1_EAGER_PROBE 16u
+#define MK_H1_TURN 16u
+
 static void mk_h1_process(struct mk_conn *c);
 static void mk_h1_watch_input(struct mk_conn *c);
 static int mk_h1_write(struct mk_request *r);
@@ -1083,11 +1110,18 @@ static bool mk_h1_wants_input(const struct mk_conn *c)
            c->state == MK_CONN_DISCARD;
 }
 
-/* Run the machine until it needs I/O. */
+/* Run the machine until it needs I/O, or its turn is over. */
 static void mk_h1_process(struct mk_conn *c)
 {
+    uint32_t turn_start = c->requests;
+
     for (;;) {
         bool go_on;
+        if (c->requests - turn_start >= MK_H1_TURN && c->state == MK_CONN_READ_HEAD &&
+            c->h1.in_len > 0 && c->proto == &mk_proto_h1) {
+            mk_conn_next_turn(c); /* pipelined requests left: the next turn serves them */
+            return;
+        }
         switch (c->state) {
         case MK_CONN_READ_HEAD:
             go_on = mk_h1_step_head(c);
@@ -1118,32 +1152,11 @@ static void mk_h1_proceed(struct mk_conn *c)
     mk_h1_watch_input(c);
 }
 
-/*
- * Eager reads. After a keep-alive response the connection usually goes back
- * to epoll_wait and, once the next request has come, reads it: three system
- * calls a request (read, the answer, epoll_wait). A client that sends its
- * next request as soon as it has the answer (a benchmark, a proxy, a fast
- * local client) has often done so by the time the answer is written, and a
- * read right away then finds it and skips the epoll_wait; for a client
- * across a network it finds nothing (EAGAIN) and costs one system call more.
- * So each connection keeps a credit: a read that found a request adds one
- * (up to MK_H1_EAGER_MAX), one that found nothing takes one away, and a
- * connection reads eagerly while it has credit. Without credit, every
- * MK_H1_EAGER_PROBE-th response tries once more, so a client that becomes
- * quick is noticed: a slow client pays one read in MK_H1_EAGER_PROBE
- * requests, and a connection that makes fewer requests never pays. Eager
- * requests in one turn are bounded by MK_H1_TURN, so that a quick client
- * does not keep the worker from the others.
- */
-#define MK_H1_EAGER_MAX 7
-#define MK_H1_EAGER_PROBE 16u
-#define MK_H1_TURN 16u
-
 /* After a response completed in this turn: read again at once? */
 static bool mk_h1_read_eagerly(const struct mk_conn *c, uint32_t turn_start)
 {
     return c->state == MK_CONN_READ_HEAD && c->h1.in_len == 0 && c->requests != turn_start &&
-           c->requests - turn_start < MK_H1_TURN &&
+           c->requests - turn_start < MK_H1_TURN && c->worker->batch_n <= 1 &&
            (c->h1.eager || c->requests % MK_H1_EAGER_PROBE == 0);
 }
 

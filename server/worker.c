@@ -133,6 +133,36 @@ void mk_conn_timer_set(struct mk_conn *c, enum mk_timer_kind kind)
     mk_timer_arm(&w->timers, &c->expiry, w->now_ms, mk_timer_ms(w, kind));
 }
 
+void mk_conn_next_turn(struct mk_conn *c)
+{
+    if (mk_list_is_empty(&c->turn) && c->state != MK_CONN_CLOSED) {
+        mk_list_add_tail(&c->turn, &c->worker->turns);
+    }
+}
+
+/* The connections that used up their turn in an earlier loop turn. */
+static void mk_worker_run_turns(struct mk_worker *w)
+{
+    struct mk_list due;
+
+    if (mk_list_is_empty(&w->turns)) {
+        return;
+    }
+    /* Those queued again meanwhile wait for the next loop turn. */
+    mk_list_init(&due);
+    due.next = w->turns.next;
+    due.prev = w->turns.prev;
+    due.next->prev = &due;
+    due.prev->next = &due;
+    mk_list_init(&w->turns);
+    while (!mk_list_is_empty(&due)) {
+        struct mk_conn *c = mk_list_entry(due.next, struct mk_conn, turn);
+        mk_list_del(&c->turn);
+        mk_list_init(&c->turn);
+        c->proto->proceed(c);
+    }
+}
+
 void mk_conn_timer_idle(struct mk_conn *c, uint32_t ms)
 {
     struct mk_worker *w = c->worker;
@@ -221,8 +251,8 @@ static int mk_worker_wait_ms(const struct mk_worker *w)
     if (w->stopping && w->stop_deadline < next) {
         next = w->stop_deadline;
     }
-    if (w->local_resumes) {
-        return 0; /* resumed after the last batch (batch_done, a timer): continue at once */
+    if (w->local_resumes || !mk_list_is_empty(&w->turns)) {
+        return 0; /* resumed after the last batch (batch_done, a timer), or a turn due */
     }
     if (next == MK_TIMER_NEVER) {
         return -1;
@@ -252,6 +282,7 @@ static struct mk_conn *mk_conn_get(struct mk_worker *w)
     c->ev.fd = -1;
     c->worker = w;
     mk_list_init(&c->node);
+    mk_list_init(&c->turn);
     mk_timer_init(&c->expiry);
     return c;
 }
@@ -606,6 +637,7 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
     mk_list_init(&w->listeners);
     mk_list_init(&w->dead_listeners);
     mk_list_init(&w->closing);
+    mk_list_init(&w->turns);
     mk_list_init(&w->zombies);
     mk_list_init(&w->free_conns);
     mk_list_init(&w->free_reqs);
@@ -685,7 +717,10 @@ static void *mk_worker_main(void *arg)
         /* The clock first: the wait may have lasted long. */
         mk_worker_clock(w);
         mk_worker_expire(w);
+        w->batch_n = n;
         mk_event_dispatch(&w->loop, n);
+        w->batch_n = 0;
+        mk_worker_run_turns(w);
         mk_worker_run_local_resumes(w);
         for (size_t i = 0; i < ps->n_batch; i++) {
             ps->batch[i]->batch_done(w->id);

@@ -50,6 +50,8 @@ struct mk_worker {
     pthread_t thread;
     struct mk_server *server;
     struct mk_event_loop loop;
+    int batch_n;           /* events of the batch being dispatched (0 outside the loop) */
+    struct mk_list turns;  /* connections waiting for their next turn (mk_conn_next_turn) */
     struct mk_config *cfg; /* current; the worker holds one reference */
     unsigned cfg_users;    /* requests in flight on cfg */
     struct mk_list retired;
