@@ -32,6 +32,7 @@
 #include "systemd.h"
 
 #define MK_ACCEPT_BATCH 64 /* accepts per listener event */
+#define MK_ACCEPT_SHARED 8 /* the same when other events wait in the batch */
 #define MK_ACCEPT_EAGER_MAX 7
 #define MK_ACCEPT_EAGER_PROBE 16u
 
@@ -226,15 +227,19 @@ struct mk_listen_plan *mk_listen_plan_supersede(struct mk_listen_plan *prev, siz
  * MK_ACCEPT_EAGER_MAX), one that found none takes one away; without credit
  * only every MK_ACCEPT_EAGER_PROBE-th connection is followed by a try. A
  * connection left in the queue is not lost: the listener is level
- * triggered, so the next wait reports it at once.
+ * triggered, so the next wait reports it at once. Each connection accepted
+ * is served at once (its request has usually come with it), so when other
+ * events wait in the same batch a listener event takes at most
+ * MK_ACCEPT_SHARED connections before they get their turn.
  */
 void mk_listener_accept_cb(struct mk_event *ev, uint32_t ready)
 {
     struct mk_listener *l = (struct mk_listener *) ev;
     struct mk_worker *w = l->worker;
+    int max = w->batch_n > 1 ? MK_ACCEPT_SHARED : MK_ACCEPT_BATCH;
     (void) ready;
 
-    for (int i = 0; i < MK_ACCEPT_BATCH && !w->stopping; i++) {
+    for (int i = 0; i < max && !w->stopping; i++) {
         union {
             struct sockaddr sa;
             struct sockaddr_in6 in6;
