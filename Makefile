@@ -16,10 +16,11 @@
 #   make format     clang-format every C file; make format-check only checks
 #   make install    install (PREFIX, default /usr/local, and DESTDIR honoured;
 #                   docs/packaging.md); make uninstall removes those files
-#   make deb        the Debian packages monkey and monkey-dev (debian/) into
-#                   build-deb/; make deb-test builds them and checks them
-#                   (lintian, contents, the extracted server runs; not part
-#                   of make test)
+#   make deb        the Debian packages monkey, monkey-dev, monkey-duda and
+#                   monkey-duda-dev (debian/) into build-deb/; make deb-test
+#                   builds them and checks them (lintian, contents, the
+#                   extracted server runs, the extracted duda helper builds
+#                   and serves services; not part of make test)
 #   make cross ARCH=aarch64|armhf   a cross build with Debian's cross
 #                   compiler into build-cross-ARCH/; make cross-test ARCH=...
 #                   runs its unit and integration tests under qemu-user-static
@@ -119,19 +120,21 @@ unit: all
 integration: all
 	MK_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests/integration
 
+# MK_TEST_DEPS=1: tools/deps.sh test has run (the deps target), so a test
+# whose tool it provides fails without it instead of skipping (h2spec).
 test: deps reconfigure all asan static
 	@echo "== unit tests"
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@echo "== unit tests (ASan + UBSan)"
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 	@echo "== integration tests"
-	MK_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests/integration
+	MK_TEST_DEPS=1 MK_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests/integration
 	@echo "== integration tests (server and clients pinned to CPU $(PIN_CPU))"
-	MK_BUILD=$(BUILD) taskset -c $(PIN_CPU) $(PYTHON) -m pytest -q tests/integration
+	MK_TEST_DEPS=1 MK_BUILD=$(BUILD) taskset -c $(PIN_CPU) $(PYTHON) -m pytest -q tests/integration
 	@echo "== integration tests (ASan + UBSan)"
-	MK_BUILD=$(ASAN_BUILD) $(PYTHON) -m pytest -q tests/integration
+	MK_TEST_DEPS=1 MK_BUILD=$(ASAN_BUILD) $(PYTHON) -m pytest -q tests/integration
 	@echo "== integration tests (static musl build)"
-	MK_BUILD=$(STATIC_BUILD) MK_STATIC=1 $(PYTHON) -m pytest -q tests/integration \
+	MK_TEST_DEPS=1 MK_BUILD=$(STATIC_BUILD) MK_STATIC=1 $(PYTHON) -m pytest -q tests/integration \
 		--ignore=tests/integration/test_watch.py
 
 static:

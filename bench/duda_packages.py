@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The Duda packages benchmark: the json_api example against node.js.
 
-    python3 bench/duda_packages.py [--seconds 10] [--rounds 3] [--workers 2]
-                                   [--syscalls 2000] [--quick]
+    python3 bench/duda_packages.py [--seconds 10] [--rounds 3] [--warmup 3] [--workers 2]
+                                   [--syscalls 2000] [--idle 10000] [--quick]
+                                   [--pin [--server-cpus LIST] [--client-cpus LIST]]
 
 GET of one note as JSON (`/json_api/notes/1`), from a SQLite database of
 1,000 notes:
@@ -12,12 +13,22 @@ GET of one note as JSON (`/json_api/notes/1`), from a SQLite database of
   node  bench/node/notes.js: http + better-sqlite3 (synchronous, on the
         event loop), a cluster of --workers processes
 Both answer the same bytes for the same row (checked first). Each runs
-`wrk -t2 -c100 -d<seconds>s` with keep-alive, --rounds times: requests/s
+`wrk -t2 -c100 -d<seconds>s` with keep-alive, --rounds times, each on a
+fresh server after an unmeasured wrk run of --warmup seconds: requests/s
 and the server's CPU time per request (user + system of the server's
 processes over the run, divided by the requests). Then, independent of the
 machine's load, system calls per request: --syscalls sequential keep-alive
 requests on one connection with `strace -c -f` attached to the server.
---quick: 2 s, 1 round, 200 requests under strace (checks that it runs).
+And memory per connection: on a fresh server (after 20 requests to warm
+it), --idle keep-alive connections each with one GET answered and left
+open; the resident memory of the server's processes (node's cluster
+together) before and after, divided by the connections.
+--quick: 2 s, 1 round, 1 s of warm-up, 200 requests under strace, 1,000
+idle connections
+(checks that it runs).
+--pin, --server-cpus, --client-cpus: the placement of bench/duda.py (the
+servers under `taskset -c SERVER`, wrk, strace and this script under
+`taskset -c CLIENT`); each run reports how busy each side was.
 Needs wrk, node with better-sqlite3 (tools/deps.sh bench) and strace;
 Python 3 standard library only. Prints a Markdown report.
 """
@@ -29,6 +40,7 @@ import re
 import resource
 import shutil
 import signal
+import socket
 import sqlite3
 import statistics
 import subprocess
@@ -36,7 +48,8 @@ import sys
 import tempfile
 import time
 
-from duda import BUILD, HERE, ROOT, Target, free_port, measure, tree, wait_port
+from duda import (BUILD, HERE, ROOT, Placement, Target, add_pin_args, free_port, load_columns,
+                  measure, rss_kb, tree, wait_port, wrk)
 
 NOTES = 1000
 PATH = "/json_api/notes/1"
@@ -109,18 +122,64 @@ def syscalls(target, port, n, tmp):
     return int(m.group(1)) / n if m else None
 
 
-def start(name, tmp, port, args, services, db):
+def read_response(s, buf=b""):
+    """Read one whole response (a Content-Length body) from s: its status line."""
+    while b"\r\n\r\n" not in buf:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise RuntimeError("closed before a response")
+        buf += chunk
+    head, body = buf.split(b"\r\n\r\n", 1)
+    m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+    want = int(m.group(1)) if m else 0
+    while len(body) < want:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise RuntimeError("closed in a body")
+        body += chunk
+    return head.split(b"\r\n", 1)[0]
+
+
+def idle_memory(target, port, n):
+    """Bytes of resident memory per idle keep-alive connection: n connections, each with one
+    GET answered, left open; the server's processes (node's cluster too) before and after."""
+    for _ in range(20):
+        get(port, PATH)
+    time.sleep(0.3)
+    before = rss_kb(tree(target.proc.pid))
+    req = f"GET {PATH} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode()
+    socks = []
+    try:
+        for i in range(0, n, 500):  # in batches: the listen backlogs stay short
+            batch = [socket.create_connection(("127.0.0.1", port), timeout=30)
+                     for _ in range(min(500, n - i))]
+            for s in batch:
+                s.sendall(req)
+            for s in batch:
+                status = read_response(s)
+                if not status.startswith(b"HTTP/1.1 200"):
+                    raise RuntimeError(f"idle connection answered {status!r}")
+            socks += batch
+        time.sleep(1.0)
+        after = rss_kb(tree(target.proc.pid))
+    finally:
+        for s in socks:
+            s.close()
+    return (after - before) * 1024 / n
+
+
+def start(name, tmp, port, args, services, db, placement):
     if name == "node":
         cmd = ["node", os.path.join(HERE, "node", "notes.js"), str(port), str(args.workers), db]
     else:
         conf = monkey_conf(os.path.join(tmp, f"m{port}"), port, args.workers, services,
                            os.path.dirname(db))
         cmd = [os.path.join(BUILD, "bin", "monkey"), "-c", conf]
-    t = Target(name, cmd, PATH, tmp)
+    t = Target(name, cmd, PATH, tmp, placement)
     if not wait_port(port):
         t.stop()
         sys.exit(f"duda_packages.py: {name} did not start (log in {tmp})")
-    time.sleep(0.3)
+    t.settle()
     return t
 
 
@@ -128,12 +187,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--syscalls", type=int, default=2000)
+    ap.add_argument("--idle", type=int, default=10000)
     ap.add_argument("--quick", action="store_true")
+    add_pin_args(ap)
     args = ap.parse_args()
+    placement = Placement(args)
     if args.quick:
-        args.seconds, args.rounds, args.syscalls = 2, 1, 200
+        args.seconds, args.rounds, args.warmup, args.syscalls, args.idle = 2, 1, 1, 200, 1000
     for tool in ("wrk", "node", "strace"):
         if not shutil.which(tool):
             sys.exit(f"duda_packages.py: {tool} is not installed (tools/deps.sh bench)")
@@ -161,7 +224,7 @@ def main():
     answers = {}
     for name in ("duda", "node"):
         port = free_port()
-        t = start(name, tmp, port, args, services, dbs[name])
+        t = start(name, tmp, port, args, services, dbs[name], placement)
         try:
             answers[name] = get(port, PATH)
         finally:
@@ -169,18 +232,27 @@ def main():
     if answers["duda"] != answers["node"]:
         sys.exit(f"duda_packages.py: the answers differ: {answers}")
 
-    results, calls = {}, {}
+    results, calls, memory = {}, {}, {}
+    for name in ("duda", "node"):  # first, on fresh servers
+        port = free_port()
+        t = start(name, tmp, port, args, services, dbs[name], placement)
+        try:
+            memory[name] = idle_memory(t, port, args.idle)
+        finally:
+            t.stop()
     for _ in range(args.rounds):
         for name in ("duda", "node"):
             port = free_port()
-            t = start(name, tmp, port, args, services, dbs[name])
+            t = start(name, tmp, port, args, services, dbs[name], placement)
             try:
+                if args.warmup:
+                    wrk(port, PATH, args.warmup, placement)
                 results.setdefault(name, []).append(measure(t, port, args.seconds))
             finally:
                 t.stop()
     for name in ("duda", "node"):
         port = free_port()
-        t = start(name, tmp, port, args, services, dbs[name])
+        t = start(name, tmp, port, args, services, dbs[name], placement)
         try:
             calls[name] = syscalls(t, port, args.syscalls, tmp)
         finally:
@@ -188,23 +260,34 @@ def main():
 
     print(f"# Duda json_api vs node.js (http + better-sqlite3): GET one note\n\n"
           f"`GET {PATH}` ({len(answers['duda'][2])} bytes of JSON, the same from both), "
-          f"`wrk -t2 -c100 -d{args.seconds}s`, keep-alive, {args.rounds} round(s), medians; "
-          f"{args.workers} workers each; {os.cpu_count()} CPUs shared by wrk and the servers.\n")
-    print("| target | requests/s | CPU µs/request | non-2xx | system calls/request |")
-    print("|---|---|---|---|---|")
+          f"`wrk -t2 -c100 -d{args.seconds}s`, keep-alive, {args.rounds} round(s) after "
+          f"{args.warmup} s of warm-up, medians; "
+          f"{args.workers} workers each; {placement.describe()}.\n")
+    print(f"Server and client load: CPU time over wall time under wrk, in CPUs (the server has "
+          f"{placement.server_cpus()}, the client {placement.client_cpus()}).\n")
+    print("| target | requests/s | CPU µs/request | non-2xx | server load | client load | "
+          "system calls/request | memory/idle connection |")
+    print("|---|---|---|---|---|---|---|---|")
     med = {}
     for name, runs in results.items():
-        rps = statistics.median(r[0] for r in runs)
-        cpu = statistics.median(r[1] for r in runs)
+        rps = statistics.median(r["rps"] for r in runs)
+        cpu = statistics.median(r["cpu_us"] for r in runs)
         med[name] = (rps, cpu)
         sc = f"{calls[name]:.1f}" if calls.get(name) is not None else "?"
-        print(f"| {name} | {rps:.0f} | {cpu:.1f} | {sum(r[2] for r in runs)} | {sc} |")
+        print(f"| {name} | {rps:.0f} | {cpu:.1f} | {sum(r['errors'] for r in runs)} | "
+              f"{load_columns(runs)} | {sc} | {memory[name] / 1024:.2f} KiB |")
     d, n = med["duda"], med["node"]
     print(f"\nduda/node requests/s: {d[0] / n[0]:.2f}x (bar: >= 3x); CPU per request "
           f"{d[1] / n[1]:.2f}x; system calls per request ({args.syscalls} sequential "
           f"keep-alive requests under `strace -c -f`): "
-          f"{calls['duda'] / calls['node']:.2f}x" if calls.get("duda") and calls.get("node")
-          else "")
+          + (f"{calls['duda'] / calls['node']:.2f}x" if calls.get("duda") and calls.get("node")
+             else "?"))
+    ratio = f"{memory['duda'] / memory['node']:.2f}x" if memory["node"] > 0 else "?"
+    print(f"\nMemory per idle keep-alive connection ({args.idle} connections, one GET answered "
+          f"on each, resident memory of the server's processes): duda "
+          f"{memory['duda'] / 1024:.2f} KiB, node {memory['node'] / 1024:.2f} KiB, duda/node "
+          f"{ratio} (bar: < 1x); {memory['duda'] * 10000 / 1024 / 1024:.1f} MiB per 10,000 for "
+          f"duda.")
     shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -11,6 +11,7 @@ Scenarios (each server in turn, the same php-fpm pool for all, started here):
   php_100k_close   the same, a new connection per request
   cgi_hello_ka     GET /cgi-bin/hello.sh (a shell script), keep-alive:
                    Monkey's cgi plugin against lighttpd's mod_cgi
+  cgi_100k_ka      GET /cgi-bin/page100k.sh (100 KB from head -c), keep-alive
 
 Servers: monkey (build/bin/monkey with the fastcgi and cgi plugins, Workers
 2), nginx (2 worker processes, fastcgi_keep_conn with an upstream keepalive
@@ -51,6 +52,7 @@ SCENARIOS = {
     "php_100k_ka": ("/page100k.php", True),
     "php_100k_close": ("/page100k.php", False),
     "cgi_hello_ka": ("/cgi-bin/hello.sh", True),
+    "cgi_100k_ka": ("/cgi-bin/page100k.sh", True),
 }
 CGI_SERVERS = ["monkey", "lighttpd"]
 
@@ -111,6 +113,11 @@ def make_site(base):
     with open(cgi, "w") as f:
         f.write('#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\nHello World!\\n"\n')
     os.chmod(cgi, 0o755)
+    big = os.path.join(root, "cgi-bin", "page100k.sh")
+    with open(big, "w") as f:
+        f.write('#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\n'
+                'head -c 102400 /dev/zero | tr "\\0" x\n')
+    os.chmod(big, 0o755)
     return root
 
 
@@ -270,6 +277,56 @@ def run_server(name, base, root, sock, pool, scenarios, args):
     return results
 
 
+def callgrind_total(path):
+    """The total instructions (Ir) of a callgrind output file."""
+    with open(path, errors="replace") as f:
+        for line in f:
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    return 0
+
+
+def h2load_h1(port, path, n):
+    """n HTTP/1.1 requests on one kept-alive connection: how many succeeded."""
+    run = subprocess.run(["h2load", "--h1", "-c1", "-n", str(n), f"http://127.0.0.1:{port}{path}"],
+                         capture_output=True, text=True, timeout=900)
+    m = re.search(r"requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded", run.stdout)
+    return int(m.group(1)) if m else 0
+
+
+def instructions(name, base, root, sock, pool, path, n):
+    """Instructions per request of the server's processes (never php-fpm's):
+    the server under callgrind, a fresh start for n and for 2n keep-alive
+    requests, (Ir(2n) - Ir(n)) / n, so that start and stop cancel out."""
+    totals = []
+    for k in (n, 2 * n):
+        d = os.path.join(base, f"{name}-cg-{os.path.basename(path)}-{k}")
+        os.makedirs(d)
+        port = free_port()
+        cmd = SERVERS[name](d, root, port, sock, pool)
+        out = os.path.join(d, "callgrind.out")
+        proc = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}.%p"]
+                                + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            if not wait_port(port, 120):
+                raise RuntimeError(f"{name} did not start under callgrind")
+            done = h2load_h1(port, path, k)
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        if done != k:
+            raise RuntimeError(f"{name} {path}: {done} of {k} requests succeeded")
+        time.sleep(1)  # forked processes (nginx's workers) write their files last
+        totals.append(sum(callgrind_total(os.path.join(d, f)) for f in os.listdir(d)
+                          if f.startswith("callgrind.out.")))
+    return (totals[1] - totals[0]) / n
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=int, default=10, help="seconds per run (default 10)")
@@ -278,10 +335,14 @@ def main():
     ap.add_argument("--servers", default="monkey,nginx,lighttpd")
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--out", help="write the results as JSON to this file")
+    ap.add_argument("--callgrind", type=int, metavar="N",
+                    help="instead of wrk: instructions per request under callgrind, N and 2N "
+                    "keep-alive requests (h2load --h1) per server and php keep-alive scenario")
     args = ap.parse_args()
     servers = [s for s in args.servers.split(",") if s]
     scenarios = [s for s in args.scenarios.split(",") if s]
-    missing = [t for t in ["wrk"] + [s for s in servers if s != "monkey"] if not shutil.which(t)]
+    tools = ["valgrind", "h2load"] if args.callgrind else ["wrk"]
+    missing = [t for t in tools + [s for s in servers if s != "monkey"] if not shutil.which(t)]
     if missing or not os.path.exists(PHP_FPM) or not os.path.exists(MONKEY):
         sys.exit(f"gateway.py: missing {missing or ''} {PHP_FPM} {MONKEY}: "
                  "run tools/deps.sh bench and tools/deps.sh test, and make")
@@ -292,7 +353,17 @@ def main():
     results = {}
     try:
         for name in servers:
-            results[name] = run_server(name, base, root, sock, args.pool, scenarios, args)
+            if not args.callgrind:
+                results[name] = run_server(name, base, root, sock, args.pool, scenarios, args)
+                continue
+            results[name] = {}
+            for sc in scenarios:
+                path, keepalive = SCENARIOS[sc]
+                if not keepalive or sc.startswith("cgi"):
+                    continue  # valgrind 3.19 lacks pidfd_open: the cgi plugin answers 500 under it
+                ir = instructions(name, base, root, sock, args.pool, path, args.callgrind)
+                results[name][sc] = {"instructions_per_request": round(ir)}
+                print(f"{sc:16} {name:9} {ir:10.0f} instructions/request", flush=True)
     finally:
         os.killpg(fpm.pid, signal.SIGTERM)
         fpm.wait()

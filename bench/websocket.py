@@ -2,9 +2,11 @@
 """The WebSocket benchmark: the Duda websocket/broadcaster packages against node's ws.
 
     python3 bench/websocket.py [--seconds 10] [--conns 64] [--clients 1000]
-                               [--fanouts 200] [--idle 5000] [--workers 2]
+                               [--fanouts 200] [--idle 5000] [--workers 2] [--warmup 3]
+                               [--client c|python] [--only monkey|node] [--quick]
+                               [--pin [--server-cpus LIST] [--client-cpus LIST]]
 
-Two targets, the same endpoints, the same client program (this file):
+Two targets, the same endpoints, the same client program:
   monkey  build/bin/monkey with the test service tests/duda/wstest and the
           packages of build/duda-packages (/wstest/echo, /wstest/room)
   node    bench/node/ws.js: a cluster of --workers processes with the `ws`
@@ -23,15 +25,30 @@ Three measures for each:
            the fresh server): the growth of the server's resident memory
            divided by their number
 
-The client is Python with raw sockets (selectors, one thread): it masks
-with a zero key and parses frames with a few slices, so it is cheap, but on
-a small machine it may still be the bottleneck of the per-second figures;
-the CPU time per operation of the server does not depend on that. Python 3
-standard library only. Prints a Markdown report.
+After the memory, and before the measures, an unmeasured echo run of
+--warmup seconds and a fan-out of 10 messages warm the server up (node's JIT
+compiler would otherwise count its start against node). The rates and the
+server's CPU time cover the measured phase only: the
+connections are opened (and upgraded) first, then the server's CPU time is
+sampled, then the messages flow. Every echo and every delivery is checked
+against the message sent; one that differs is counted as an error.
+
+The client (--client): `c` (the default when built) is build/bin/mk-wsload
+(bench/wsload.c, built with the tests): C, epoll, one thread, masked frames
+with a fresh key each. `python` is the client of this file: selectors, one
+thread, frames masked with a zero key; on a small machine it bounds the
+per-second figures. Both report how busy the server and the client were
+(CPU time over wall time, in CPUs): the side that used all of its CPUs
+bounded the run. --pin and its lists place them as bench/duda.py does (the
+server's whole tree under `taskset -c SERVER`, the client under `taskset -c
+CLIENT`). --quick (2 s of echo, 20 fan-outs, 500 idle connections, 1 s of
+warm-up) only checks that it runs. Python 3 standard library only. Prints a
+Markdown report.
 """
 
 import argparse
 import base64
+import json
 import os
 import resource
 import selectors
@@ -44,8 +61,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from duda import BUILD, HERE, ROOT, Target, cpu_seconds, free_port, rss_kb, tree, wait_port  # noqa
+from duda import (BUILD, HERE, ROOT, CpuMeter, Placement, Target, add_pin_args, cpu_of,  # noqa
+                  free_port, rss_kb, self_cpu, tree, wait_port)
 
+WSLOAD = os.path.join(BUILD, "bin", "mk-wsload")
 MSG = b"x" * 32
 
 
@@ -102,55 +121,166 @@ def ws_open(port, path):
     return s, buf
 
 
-def echo(port, conns, seconds):
-    sel = selectors.DefaultSelector()
-    for _ in range(conns):
-        s, buf = ws_open(port, "/wstest/echo")
-        sel.register(s, selectors.EVENT_READ, buf)
-        s.send(frame(MSG))
-    done, end = 0, time.monotonic() + seconds
-    while time.monotonic() < end:
-        for key, _ in sel.select(1):
-            buf = key.data
-            buf += key.fileobj.recv(65536)
-            got = parse(buf)
-            done += len(got)
-            if got:
-                key.fileobj.send(frame(MSG) * len(got))
-    for key in list(sel.get_map().values()):
-        key.fileobj.close()
-    return done
+class PythonClient:
+    """The client of this file: open() upgrades the connections, echo() or
+    fanout() sends the messages (the measured phase), close() closes them."""
 
+    def __init__(self, port, placement):
+        self.port = port
 
-def fanout(port, clients, count):
-    sel = selectors.DefaultSelector()
-    conns = []
-    for _ in range(clients):
-        s, buf = ws_open(port, "/wstest/room")
-        sel.register(s, selectors.EVENT_READ, buf)
-        conns.append(s)
-    time.sleep(0.5)  # every connection has joined
-    sender = conns[0]
-    times = []
-    for m in range(count):
-        payload = f"m{m:06d}".encode() + MSG
-        left = clients
+    def open(self, path, n):
+        self.sel = selectors.DefaultSelector()
+        self.conns = []
+        for _ in range(n):
+            s, buf = ws_open(self.port, path)
+            self.sel.register(s, selectors.EVENT_READ, buf)
+            self.conns.append(s)
+
+    def cpu(self):
+        return self_cpu()
+
+    def echo(self, seconds):
+        """(round trips, errors, seconds) of one outstanding MSG per connection."""
+        for s in self.conns:
+            s.send(frame(MSG))
+        done = errors = 0
         t0 = time.monotonic()
-        sender.setblocking(True)
-        sender.sendall(frame(payload))
-        sender.setblocking(False)
-        while left:
-            for key, _ in sel.select(5):
+        end = t0 + seconds
+        while time.monotonic() < end:
+            for key, _ in self.sel.select(1):
                 buf = key.data
                 buf += key.fileobj.recv(65536)
-                for got in parse(buf):
-                    if got != payload:
-                        raise RuntimeError(f"fan-out: {got[:20]!r} where {payload[:20]!r}")
-                    left -= 1
-        times.append(time.monotonic() - t0)
-    for s in conns:
-        s.close()
-    return times
+                got = parse(buf)
+                for g in got:
+                    if g == MSG:
+                        done += 1
+                    else:
+                        errors += 1
+                if got:
+                    key.fileobj.send(frame(MSG) * len(got))
+        return done, errors, time.monotonic() - t0
+
+    def fanout(self, count):
+        """(deliveries, errors, seconds, the time of each fan-out)."""
+        sender, clients = self.conns[0], len(self.conns)
+        times, done, errors = [], 0, 0
+        t0 = time.monotonic()
+        for m in range(count):
+            payload = f"m{m:06d}".encode() + MSG
+            left = clients
+            f0 = time.monotonic()
+            sender.setblocking(True)
+            sender.sendall(frame(payload))
+            sender.setblocking(False)
+            while left:
+                ready = self.sel.select(10)
+                if not ready:
+                    raise RuntimeError(f"fan-out {m}: {left} deliveries missing after 10 s")
+                for key, _ in ready:
+                    buf = key.data
+                    buf += key.fileobj.recv(65536)
+                    for got in parse(buf):
+                        if got == payload:
+                            done += 1
+                            left -= 1
+                        else:
+                            errors += 1
+            times.append(time.monotonic() - f0)
+        return done, errors, time.monotonic() - t0, times
+
+    def close(self):
+        for s in self.conns:
+            s.close()
+
+
+class CClient:
+    """build/bin/mk-wsload, one process per measure: it opens the
+    connections and prints "open"; run() tells it to go and reads its JSON
+    result, while it still holds the connections; close() lets it close
+    them and exit."""
+
+    def __init__(self, port, placement):
+        self.port, self.placement = port, placement
+
+    def open(self, path, n, mode, extra):
+        cmd = self.placement.client_cmd(
+            [WSLOAD, "-p", str(self.port), "-u", path, "-m", mode, "-c", str(n), "-w"] + extra)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+        line = self.proc.stdout.readline()
+        if line.strip() != "open":
+            self.proc.wait()
+            raise RuntimeError(f"mk-wsload did not open its connections (exit "
+                               f"{self.proc.returncode})")
+
+    def cpu(self):
+        return cpu_of(self.proc.pid) or 0.0
+
+    def run(self):
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"mk-wsload ended without a result (exit {self.proc.wait()})")
+        return json.loads(line)
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(30)
+
+    def echo(self, seconds):
+        r = self.run()
+        return r["round_trips"], r["errors"], r["seconds"]
+
+    def fanout(self, count):
+        r = self.run()
+        return r["deliveries"], r["errors"], r["seconds"], [r["median_ms"] / 1e3]
+
+
+def measured(target, client, what, *args):
+    """Run client.what(*args) between two samples of the server's CPU time
+    and the client's: (its result, server CPU seconds, client CPU seconds)."""
+    meter = CpuMeter(target.proc.pid)
+    c0 = client.cpu()
+    result = getattr(client, what)(*args)
+    client_cpu = client.cpu() - c0
+    server_cpu, _, _ = meter.stop()
+    target.placement.verify(target.proc.pid)
+    return result, server_cpu, client_cpu
+
+
+def echo(target, port, args, placement, seconds):
+    if args.client == "c":
+        client = CClient(port, placement)
+        client.open("/wstest/echo", args.conns, "echo", ["-d", str(seconds)])
+    else:
+        client = PythonClient(port, placement)
+        client.open("/wstest/echo", args.conns)
+    try:
+        (trips, errors, wall), server, own = measured(target, client, "echo", seconds)
+    finally:
+        client.close()
+    return {"echo_rps": trips / wall, "echo_cpu_us": server / trips * 1e6 if trips else None,
+            "echo_errors": errors, "echo_server_load": server / wall,
+            "echo_client_load": own / wall}
+
+
+def fanout(target, port, args, placement, fanouts):
+    if args.client == "c":
+        client = CClient(port, placement)
+        client.open("/wstest/room", args.clients, "fanout", ["-n", str(fanouts)])
+    else:
+        client = PythonClient(port, placement)
+        client.open("/wstest/room", args.clients)
+    if args.client == "python":
+        time.sleep(0.5)  # every connection has joined the room (mk-wsload waits as long)
+    try:
+        (done, errors, wall, times), server, own = measured(target, client, "fanout", fanouts)
+    finally:
+        client.close()
+    return {"fan_per_s": done / wall, "fan_median_ms": statistics.median(times) * 1e3,
+            "fan_cpu_us": server / done * 1e6 if done else None, "fan_errors": errors,
+            "fan_server_load": server / wall, "fan_client_load": own / wall}
 
 
 def memory(target, port, n):
@@ -184,30 +314,19 @@ def monkey_conf(tmp, port, workers, services):
     return conf
 
 
-def run_target(name, cmd, port, args, tmp):
-    t = Target(name, cmd, "/", tmp)
+def run_target(name, cmd, port, args, tmp, placement):
+    t = Target(name, cmd, "/", tmp, placement)
     try:
         if not wait_port(port):
             raise RuntimeError(f"{name} did not start (see {tmp}/{name}.log)")
-        mem = memory(t, port, args.idle)  # first: before other runs grow the heap
-        pids = tree(t.proc.pid)
-        c0 = cpu_seconds(pids)
-        trips = echo(port, args.conns, args.seconds)
-        echo_cpu = cpu_seconds(tree(t.proc.pid)) - c0
-        c0 = cpu_seconds(tree(t.proc.pid))
-        t0 = time.monotonic()
-        times = fanout(port, args.clients, args.fanouts)
-        wall = time.monotonic() - t0
-        fan_cpu = cpu_seconds(tree(t.proc.pid)) - c0
-        deliveries = args.clients * args.fanouts
-        return {
-            "echo_rps": trips / args.seconds,
-            "echo_cpu_us": echo_cpu / trips * 1e6 if trips else None,
-            "fan_per_s": deliveries / wall,
-            "fan_median_ms": statistics.median(times) * 1e3,
-            "fan_cpu_us": fan_cpu / deliveries * 1e6,
-            "mem_per_conn": mem,
-        }
+        t.settle()
+        result = {"mem_per_conn": memory(t, port, args.idle)}  # first: on the fresh heap
+        if args.warmup:
+            echo(t, port, args, placement, args.warmup)
+            fanout(t, port, args, placement, 10)
+        result.update(echo(t, port, args, placement, args.seconds))
+        result.update(fanout(t, port, args, placement, args.fanouts))
+        return result
     finally:
         t.stop()
 
@@ -220,8 +339,23 @@ def main():
     ap.add_argument("--fanouts", type=int, default=200)
     ap.add_argument("--idle", type=int, default=5000)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--only", choices=("monkey", "node"))
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--client", choices=("c", "python"),
+                    help="the load client (default: c when build/bin/mk-wsload is built)")
+    add_pin_args(ap)
     args = ap.parse_args()
+    if args.quick:
+        args.seconds, args.fanouts, args.idle, args.warmup = 2, 20, 500, 1
+    placement = Placement(args)
+    if args.client is None:
+        args.client = "c" if os.access(WSLOAD, os.X_OK) else "python"
+        if args.client == "python":
+            print(f"{WSLOAD} is not built (it is built with the tests): the Python client "
+                  "is used", file=sys.stderr)
+    elif args.client == "c" and not os.access(WSLOAD, os.X_OK):
+        sys.exit(f"websocket.py: {WSLOAD} is not built (make, with the tests)")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536), hard))
     tmp = tempfile.mkdtemp(prefix="ws-bench-")
@@ -243,25 +377,38 @@ def main():
         else:
             conf = monkey_conf(os.path.join(tmp, "monkey"), port, args.workers, services)
             cmd = [os.path.join(BUILD, "bin", "monkey"), "-c", conf]
-        results[name] = run_target(name, cmd, port, args, tmp)
+        results[name] = run_target(name, cmd, port, args, tmp, placement)
+    shutil.rmtree(tmp, ignore_errors=True)
 
+    client = ("the C client build/bin/mk-wsload (bench/wsload.c)" if args.client == "c"
+              else "the Python client of bench/websocket.py")
     print(f"## WebSocket: {args.workers} workers; echo {args.conns} connections x "
-          f"{args.seconds} s; fan-out {args.fanouts} messages to {args.clients} clients; "
+          f"{args.seconds} s after {args.warmup} s of warm-up; fan-out {args.fanouts} messages to {args.clients} clients; "
           f"memory over {args.idle} idle connections\n")
-    print("| server | echo round trips/s | CPU µs/round trip | fan-out deliveries/s "
-          "| fan-out median ms | CPU µs/delivery | memory/connection |")
+    print(f"Client: {client}; {placement.describe()}. Server and client load: CPU time over "
+          f"wall time of the measured phase, in CPUs (the server has {placement.server_cpus()}, "
+          f"the client {placement.client_cpus()}).\n")
+    print("| server | echo round trips/s | CPU µs/round trip | errors | server load "
+          "| client load | memory/connection |")
     print("|---|---|---|---|---|---|---|")
     for name, r in results.items():
-        print(f"| {name} | {r['echo_rps']:.0f} | {r['echo_cpu_us']:.1f} | {r['fan_per_s']:.0f} "
-              f"| {r['fan_median_ms']:.2f} | {r['fan_cpu_us']:.2f} "
+        print(f"| {name} | {r['echo_rps']:.0f} | {r['echo_cpu_us']:.1f} | {r['echo_errors']} "
+              f"| {r['echo_server_load']:.2f} | {r['echo_client_load']:.2f} "
               f"| {r['mem_per_conn'] / 1024:.1f} KiB |")
+    print("\n| server | fan-out deliveries/s | fan-out median ms | CPU µs/delivery | errors "
+          "| server load | client load |")
+    print("|---|---|---|---|---|---|---|")
+    for name, r in results.items():
+        print(f"| {name} | {r['fan_per_s']:.0f} | {r['fan_median_ms']:.2f} "
+              f"| {r['fan_cpu_us']:.2f} | {r['fan_errors']} | {r['fan_server_load']:.2f} "
+              f"| {r['fan_client_load']:.2f} |")
     if "monkey" in results and "node" in results:
         m, n = results["monkey"], results["node"]
-        print(f"\nmonkey/node: echo {m['echo_rps'] / n['echo_rps']:.2f}x round trips/s, "
-              f"{m['echo_cpu_us'] / n['echo_cpu_us']:.2f}x CPU per round trip; fan-out "
-              f"{m['fan_per_s'] / n['fan_per_s']:.2f}x deliveries/s, "
+        print(f"\nmonkey/node: echo {m['echo_rps'] / n['echo_rps']:.2f}x round trips/s "
+              f"(bar: >= 3x), {m['echo_cpu_us'] / n['echo_cpu_us']:.2f}x CPU per round trip; "
+              f"fan-out {m['fan_per_s'] / n['fan_per_s']:.2f}x deliveries/s (bar: >= 3x), "
               f"{m['fan_cpu_us'] / n['fan_cpu_us']:.2f}x CPU per delivery; memory per "
-              f"connection {m['mem_per_conn'] / n['mem_per_conn']:.2f}x")
+              f"connection {m['mem_per_conn'] / n['mem_per_conn']:.2f}x (bar: < 1x)")
 
 
 if __name__ == "__main__":

@@ -9,9 +9,16 @@
 # switches to: the Debian package sets it to monkey, the user its postinst
 # creates. Left empty, the installed configuration keeps conf/'s commented
 # example, since User names a user that must exist.
+#
+# plugins/duda.conf names the installed ServicesRoot and PackagesRoot
+# (MK_DUDA_SERVICESDIR, MK_DUDA_PACKAGESDIR of duda/duda.cmake); a build
+# without Duda installs no duda.conf and no commented Load line for it.
 file(REMOVE_RECURSE ${MK_INSTALL_CONF})
 file(GLOB_RECURSE mk_conf_files RELATIVE ${CMAKE_SOURCE_DIR}/conf ${CMAKE_SOURCE_DIR}/conf/*)
 list(FILTER mk_conf_files EXCLUDE REGEX "\\.sock$")
+if(NOT TARGET plugin-duda)
+  list(REMOVE_ITEM mk_conf_files plugins/duda.conf)
+endif()
 
 function(mk_conf_replace text_var file from to)
   string(FIND "${${text_var}}" "${from}" at)
@@ -42,6 +49,9 @@ foreach(f IN LISTS mk_conf_files)
     mk_conf_replace(text ${f}
                     "\n[PLUGINS]\n    Load ../build/plugins/monkey-logger.so       # access and error logs in ../build/log/\n    Load ../build/plugins/monkey-control.so      # monkey-ctl -c conf status\n    Load ../build/plugins/monkey-tls.so          # HTTPS on port 2443 (make run)\n"
                     "\n")
+    if(NOT TARGET plugin-duda)
+      string(REGEX REPLACE "#[^\n]*monkey-duda\\.so[^\n]*\n" "" text "${text}")
+    endif()
     mk_conf_replace(text ${f} "Load ../build/plugins/" "Load ${MK_PLUGINDIR}/")
     # The installed server logs and answers monkey-ctl.
     foreach(p logger control)
@@ -56,6 +66,15 @@ foreach(f IN LISTS mk_conf_files)
                     "    AccessLog ${MK_LOGDIR}/access.log\n")
     mk_conf_replace(text ${f} "    ErrorLog ../build/log/error.log\n"
                     "    ErrorLog ${MK_LOGDIR}/error.log\n")
+  elseif(f STREQUAL "plugins/duda.conf")
+    mk_conf_replace(text ${f} "# Not loaded by default: add \"Load ../build/plugins/monkey-duda.so\" to\n# plugins.load."
+                    "# Not loaded by default: uncomment its Load line in plugins.load (or add\n# \"Load duda\").")
+    mk_conf_replace(text ${f} "relative to the configuration directory. make run's is\n    # build/duda-services/ (the build makes it, empty).\n"
+                    "relative to the configuration directory.\n")
+    mk_conf_replace(text ${f} "    ServicesRoot ../build/duda-services\n"
+                    "    ServicesRoot ${MK_DUDA_SERVICESDIR}\n")
+    mk_conf_replace(text ${f} "    PackagesRoot ../build/duda-packages\n"
+                    "    PackagesRoot ${MK_DUDA_PACKAGESDIR}\n")
   elseif(f STREQUAL "plugins/control.conf")
     mk_conf_replace(text ${f} "    Socket monkey.sock\n" "    Socket ${MK_RUNDIR}/monkey.sock\n")
   endif()

@@ -4,9 +4,15 @@
 #
 #   build/plugins/monkey-duda.so   the plugin (Load it in plugins.load)
 #   build/bin/duda                 the helper, for services built against this tree
+#                                  (installed with its manual page, man/duda.1)
 #   include/duda/duda.h            the services' header (installed with the helper)
 #   build/duda-packages/NAME.dpkg  the packages (duda/packages/), PackagesRoot of `duda -w`
 #   build/duda-packages/include/duda/packages/NAME.h   their headers, for services
+#   build/duda-services/           ServicesRoot of conf/plugins/duda.conf (make run), empty
+#
+# Installed: the plugin, the packages (MK_DUDA_PACKAGESDIR), the helper, the
+# headers, an empty MK_DUDA_SERVICESDIR for the system server's services, and
+# plugins/duda.conf naming both (cmake/install-conf.cmake; docs/packaging.md).
 add_library(plugin-duda MODULE duda/duda.c duda/service.c duda/objects.c duda/session.c
             duda/session_parse.c duda/runtime.c duda/router.c duda/package.c duda/socket.c)
 target_include_directories(plugin-duda PRIVATE include)
@@ -44,6 +50,14 @@ install(DIRECTORY include/duda DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MAT
 # libraries it needs: without them the package (and its tests) is left out.
 set(DUDA_PACKAGES_DIR ${CMAKE_BINARY_DIR}/duda-packages)
 set(DUDA_PACKAGES_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/monkey/duda-packages)
+set(MK_DUDA_PACKAGESDIR ${CMAKE_INSTALL_FULL_LIBDIR}/monkey/duda-packages)
+# The installed ServicesRoot: services the administrator builds and deploys
+# are variable data of the server, not files of a package (/usr stays the
+# package manager's): LOCALSTATEDIR/lib, as Debian's servers keep deployed
+# applications (docs/packaging.md).
+set(MK_DUDA_SERVICESDIR ${CMAKE_INSTALL_FULL_LOCALSTATEDIR}/lib/monkey/duda/services)
+install(DIRECTORY DESTINATION ${MK_DUDA_SERVICESDIR})
+file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/duda-services)
 file(MAKE_DIRECTORY ${DUDA_PACKAGES_DIR}/include/duda/packages)
 add_custom_target(duda-packages ALL)
 function(duda_package name)
@@ -107,8 +121,9 @@ configure_file(tools/duda.in ${CMAKE_BINARY_DIR}/bin/duda @ONLY
 set(DUDA_MONKEY ${CMAKE_INSTALL_FULL_SBINDIR}/monkey)
 set(DUDA_PLUGIN ${MK_PLUGINDIR}/monkey-duda.so)
 set(DUDA_INCLUDE ${CMAKE_INSTALL_FULL_INCLUDEDIR})
-set(DUDA_PACKAGES ${CMAKE_INSTALL_FULL_LIBDIR}/monkey/duda-packages)
+set(DUDA_PACKAGES ${MK_DUDA_PACKAGESDIR})
 set(DUDA_PACKAGES_INCLUDE ${CMAKE_INSTALL_FULL_INCLUDEDIR})
 set(DUDA_CFLAGS "")
 configure_file(tools/duda.in ${CMAKE_BINARY_DIR}/install-bin/duda @ONLY)
 install(PROGRAMS ${CMAKE_BINARY_DIR}/install-bin/duda DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(FILES man/duda.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)

@@ -651,6 +651,9 @@ static int duda_print(duda_request_t *dr, const char *data, size_t len)
         duda_misuse(dr, "response->print() after response->sendfile()");
         return -1;
     }
+    if (len == 0) { /* nothing to copy, and dr->body may still be NULL */
+        return 0;
+    }
     if (dr->len + len > dr->cap) {
         size_t cap = dr->cap ? dr->cap : 512;
         while (cap < dr->len + len) {

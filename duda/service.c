@@ -151,7 +151,8 @@ int duda_service_load(struct duda_service *svc, char *err, size_t errlen)
 
 void duda_service_unload(struct duda_service *svc)
 {
-    if (svc->dl && svc->exit_fn && !duda_mk->checking()) {
+    /* Under monkey -t too: duda_main() ran and may hold what duda_exit() releases. */
+    if (svc->dl && svc->exit_fn) {
         struct duda_service *saved = duda_current;
         duda_current = svc;
         svc->exit_fn();

@@ -310,6 +310,8 @@ static const struct mk_conf_key mk_server_keys[] = {
     {"MaxConcurrentStreams", MK_CONF_INT, 0, MK_SRV(h2_max_streams), 1, 100000, "100"},
     {"Http2ResetBurst", MK_CONF_INT, 0, MK_SRV(h2_reset_burst), 1, 1000000, "200"},
     {"Http2ResetRate", MK_CONF_INT, 0, MK_SRV(h2_reset_rate), 1, 1000000, "33"},
+    {"Http2UnansweredBurst", MK_CONF_INT, 0, MK_SRV(h2_unanswered_burst), 1, 1000000, "400"},
+    {"Http2UnansweredRate", MK_CONF_INT, 0, MK_SRV(h2_unanswered_rate), 1, 1000000, "100"},
     {"Http2IdleTimeout", MK_CONF_DURATION, 0, MK_SRV(h2_idle_timeout_ms), 1, 3600000, "60"},
     {"Supervisor", MK_CONF_BOOL, 0, MK_SRV(supervisor), 0, 0, "Off"},
     {"SupervisorCrashLimit", MK_CONF_INT, 0, MK_SRV(supervisor_crash_limit), 1, 1000, "5"},

@@ -135,6 +135,8 @@ struct mk_config {
     unsigned h2_max_streams;        /* HTTP/2: concurrent streams a client may open */
     unsigned h2_reset_burst;        /* HTTP/2: RST_STREAM frames allowed at once */
     unsigned h2_reset_rate;         /* HTTP/2: ... and added back each second */
+    unsigned h2_unanswered_burst;   /* HTTP/2: streams ending unanswered allowed at once */
+    unsigned h2_unanswered_rate;    /* HTTP/2: ... and added back each second */
     uint32_t h2_idle_timeout_ms;    /* HTTP/2: a connection without streams */
     /* Supervisor: the server runs as the child of a process that restarts it
        after a crash, and gives up after crash_limit crashes in crash_window. */

@@ -159,9 +159,17 @@ void mk_conn_linger(struct mk_conn *c)
     mk_conn_timer_set(c, MK_TIMER_LINGER);
 }
 
+/*
+ * Drop what a lingering client still sends, at most MK_LINGER_READS reads
+ * an event: the loop is level triggered, so it comes back for the rest
+ * after the other connections. Close at the client's end of stream or an
+ * error; the LINGER timer bounds the whole drain. Closing with input still
+ * arriving would reset the connection, and a client still sending its body
+ * (an upload answered early) would lose the response.
+ */
 static void mk_conn_linger_read(struct mk_conn *c)
 {
-    char buf[4096];
+    char buf[16384];
 
     for (int i = 0; i < MK_LINGER_READS; i++) {
         ssize_t n = mk_conn_read(c, buf, sizeof(buf));
@@ -171,9 +179,9 @@ static void mk_conn_linger_read(struct mk_conn *c)
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             return;
         }
-        break;
+        mk_conn_close(c); /* the client's end of stream, or an error */
+        return;
     }
-    mk_conn_close(c);
 }
 
 void mk_conn_expire(struct mk_conn *c)
@@ -301,12 +309,39 @@ void mk_conn_refuse(struct mk_conn *c)
     mk_conn_linger(c);
 }
 
+/*
+ * An event on a connection whose request waits for a plugin (suspended, or
+ * a streamed response waiting for its handler), not for I/O. The client
+ * hung up: nobody is left to answer, so give the request up at once;
+ * freeing it drops its task if that has not started, and ends a streamed
+ * response (its handler's abort path runs: a CGI script is killed). nginx
+ * does the same with a closed client. A half-close counts too: it cannot be
+ * told apart from a close until a write fails.
+ */
+static void mk_conn_waiting_event(struct mk_conn *c, uint32_t ready)
+{
+    if (ready & (MK_EV_HANGUP | MK_EV_ERROR)) {
+        mk_conn_close(c);
+        return;
+    }
+    /* Bytes to read (a pipelined request) or room to write: not now. Narrow
+       the interest to hang-ups until the request goes on (mk_h1_park). */
+    if (c->ev.mask != MK_EV_HANGUP &&
+        mk_event_mod(&c->worker->loop, &c->ev, MK_EV_HANGUP) != MK_OK) {
+        mk_event_unwatch(&c->worker->loop, &c->ev);
+    }
+}
+
 void mk_conn_on_event(struct mk_event *ev, uint32_t ready)
 {
     struct mk_conn *c = (struct mk_conn *) ev;
 
     switch (c->state) {
     case MK_CONN_WRITE:
+        if (c->flags & MK_CONN_HANDLER_WAIT) {
+            mk_conn_waiting_event(c, ready); /* a stream waits for its handler */
+            return;
+        }
         c->proto->on_writable(c);
         return;
     case MK_CONN_LINGER:
@@ -316,23 +351,7 @@ void mk_conn_on_event(struct mk_event *ev, uint32_t ready)
         mk_conn_handshake(c);
         return;
     case MK_CONN_SUSPENDED:
-        /*
-         * The client hung up while a plugin holds its request: nobody is
-         * left to answer, so give the request up at once; freeing it drops
-         * its task if that has not started (nginx does the same with a
-         * closed client). A half-close counts too: it cannot be told apart
-         * from a close until a write fails.
-         */
-        if (ready & (MK_EV_HANGUP | MK_EV_ERROR)) {
-            mk_conn_close(c);
-            return;
-        }
-        /* Bytes to read (a pipelined request) or room to write: not now.
-           Narrow the interest to hang-ups until the resume (mk_h1_park). */
-        if (c->ev.mask != MK_EV_HANGUP &&
-            mk_event_mod(&c->worker->loop, &c->ev, MK_EV_HANGUP) != MK_OK) {
-            mk_event_unwatch(&c->worker->loop, &c->ev);
-        }
+        mk_conn_waiting_event(c, ready);
         return;
     case MK_CONN_CLOSED:
         return;

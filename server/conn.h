@@ -59,6 +59,9 @@ enum mk_timer_kind {
 #define MK_CONN_CLOSE 0x02u   /* close once the current response is sent */
 #define MK_CONN_STARTED 0x04u /* accept hooks ran: close hooks will run */
 #define MK_CONN_H2C 0x08u     /* its listener allows cleartext HTTP/2 (Listen ... h2c) */
+/* In WRITE, a streamed response waits for its handler (h1.c): an event can
+   only be input or a hang-up, and a hang-up closes the connection (conn.c). */
+#define MK_CONN_HANDLER_WAIT 0x10u
 
 struct mk_conn {
     struct mk_event ev; /* first: the event loop hands back this pointer */
@@ -100,6 +103,12 @@ struct mk_conn {
 void mk_conn_timer_set(struct mk_conn *c, enum mk_timer_kind kind);
 /* Arm the connection's MK_TIMER_IDLE for `ms` milliseconds. */
 void mk_conn_timer_idle(struct mk_conn *c, uint32_t ms);
+/*
+ * Arm the connection's timer as `kind` for `ms` milliseconds rather than
+ * the configured duration of the kind (HTTP/2: the next deadline of its
+ * streams). Each distinct `ms` is a timer queue of the worker: use few.
+ */
+void mk_conn_timer_arm(struct mk_conn *c, enum mk_timer_kind kind, uint32_t ms);
 /*
  * c used up its turn with work left that no event will announce (input in
  * its buffer): its protocol's proceed() runs once the worker has dispatched

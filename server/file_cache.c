@@ -162,7 +162,13 @@ static void mk_file_validators(struct mk_file *f)
     f->etag_len = (uint8_t) (p - f->etag);
     mk_http_date_format(f->st.st_mtime, f->last_modified);
 
+    /* the lines and records an answer copies (struct mk_resp_field) */
     char *h = f->hdrs;
+    uint32_t lm = 6u + f->etag_len + 2u, ar = lm + 15u + (uint32_t) sizeof(f->last_modified) + 2u;
+    f->hdr_fields[0] = (struct mk_resp_field){"etag", 0, 4, f->etag_len};
+    f->hdr_fields[1] =
+        (struct mk_resp_field){"last-modified", lm, 13, (uint32_t) sizeof(f->last_modified)};
+    f->hdr_fields[2] = (struct mk_resp_field){"accept-ranges", ar, 13, 5};
     memcpy(h, "ETag: ", 6);
     h += 6;
     memcpy(h, f->etag, f->etag_len);
@@ -207,15 +213,17 @@ struct mk_file *mk_file_cache_put(struct mk_file_cache *fc, const struct mk_vhos
                                   const char *path, size_t path_len, const char *type_name, int fd,
                                   const struct stat *st, time_t now)
 {
-    /* The real path, relative to the root, used to revalidate. */
-    size_t dir_len = path_len, name_len = type_name ? strlen(type_name) : 0;
-    size_t real_len = (path_len > 1 ? path_len - 1 : 1) + name_len;
+    /* The real path, relative to the root, used to revalidate: the path
+       without its '/' ("." for the root), or for a directory's key (path and
+       NUL) the directory's path without it, then the index file's name. */
+    size_t name_len = type_name ? strlen(type_name) : 0;
+    size_t rel_len = path_len - (type_name ? 2 : 1);
     struct mk_file *f;
 
-    if (path_len > UINT16_MAX) {
+    if (path_len > UINT16_MAX || path_len < (type_name ? 2u : 1u)) {
         return NULL;
     }
-    f = mk_try_alloc(sizeof(*f) + path_len + 1 + real_len + 1);
+    f = mk_try_alloc(sizeof(*f) + path_len + 1 + rel_len + name_len + 2);
     if (!f) {
         return NULL;
     }
@@ -232,16 +240,16 @@ struct mk_file *mk_file_cache_put(struct mk_file_cache *fc, const struct mk_vhos
     f->path[path_len] = '\0';
 
     char *real = f->path + path_len + 1;
-    if (path_len > 1) {
-        memcpy(real, path + 1, dir_len - 1);
-        real[dir_len - 1] = '\0';
+    memcpy(real, path + 1, rel_len);
+    if (type_name) {
+        memcpy(real + rel_len, type_name, name_len);
     }
-    else {
-        strcpy(real, type_name ? "" : ".");
+    real[rel_len + name_len] = '\0';
+    if (rel_len + name_len == 0) {
+        memcpy(real, ".", 2);
     }
     if (type_name) {
-        strcat(real, type_name);
-        f->type_path = real + strlen(real) - name_len;
+        f->type_path = real + rel_len;
         f->type_len = name_len;
     }
     else {
@@ -254,7 +262,9 @@ struct mk_file *mk_file_cache_put(struct mk_file_cache *fc, const struct mk_vhos
     if (!fc->max) {
         return f;
     }
-    mk_file_keep_body(f, vh->cfg ? vh->cfg->file_cache_body : 0);
+    if (!type_name) { /* a directory's entry only tells which index file answered */
+        mk_file_keep_body(f, vh->cfg ? vh->cfg->file_cache_body : 0);
+    }
     if (fc->count >= fc->max) {
         mk_file_cache_evict(fc, mk_list_entry(fc->lru.next, struct mk_file, lru));
     }

@@ -5,8 +5,13 @@
  * file_cache.h: a per-worker cache of open files and their metadata.
  *
  * Serving a file costs openat2 + fstat + close on top of the transfer; the
- * cache keeps the descriptor, the size, the validators and the resolved
- * name (index files) of recently served files, so a hit costs nothing.
+ * cache keeps the descriptor, the size and the validators of recently
+ * served files, so a hit costs nothing; and for a directory's path (ending
+ * in '/'), which index file answered (static.c's mk_static_index), so that
+ * a request for the directory finds it without a system call. Such an
+ * entry is keyed by the directory's path followed by its NUL (path_len + 1
+ * bytes), which no request path holds: a lookup of the path as a file
+ * never finds it.
  *
  * Freshness: an entry is revalidated with one fstatat(2) of its path the
  * first time it is used in a new second; a changed inode, size or
@@ -43,10 +48,10 @@
 #include <unistd.h>
 
 #include "../core/list.h"
-#include "../core/strings.h"
+#include "http.h"
 
-struct mk_vhost;
 struct mk_mime_table;
+struct mk_vhost;
 
 struct mk_file {
     int fd;
@@ -60,16 +65,20 @@ struct mk_file {
     char etag[64];
     uint8_t etag_len;
     char last_modified[29]; /* IMF-fixdate of st_mtime */
-    /* The header lines "ETag", "Last-Modified" and "Accept-Ranges: bytes" of
-       an answer from this file, ready to copy: the first two alone for 304. */
+    /* The fields ETag, Last-Modified and "Accept-Ranges: bytes" of an answer
+       from this file, as lines ready to copy (the first two alone for 304)
+       with their records (offsets from hdrs). */
     uint8_t hdrs_validators_len;
     uint8_t hdrs_len;
     char hdrs[128];
-    const char *type_path; /* name to derive the media type from (index file) */
+    struct mk_resp_field hdr_fields[3];
+    const char *type_path; /* name to derive the media type from; a directory's: its index file */
     size_t type_len;
-    /* The media type of type_path in the table `media_table`, once looked up. */
-    const struct mk_mime_table *media_table;
-    struct mk_str media;
+    /* the media type of type_path in the table `type_table` (the one of the
+       configuration that looked it up last; NULL: not looked up yet) */
+    const struct mk_mime_table *type_table;
+    const char *type;
+    size_t type_str_len;
     char *body; /* the whole file (st.st_size bytes) when small enough; else NULL */
     uint32_t hash;
     struct mk_file *hnext;
@@ -100,8 +109,9 @@ struct mk_file *mk_file_cache_get(struct mk_file_cache *fc, const struct mk_vhos
 
 /*
  * Wrap an open regular file in a referenced entry and, when the cache is on,
- * remember it for `path`. `type_name` names the file actually opened (an
- * index file) for the media type; NULL means the path itself. Returns NULL
+ * remember it for `path`. `type_name` names the file actually opened for
+ * a directory's key (its path and NUL: the index file; such an entry keeps
+ * no body, it only tells the name); NULL means the path itself. Returns NULL
  * when memory is short (the caller still owns fd then).
  */
 struct mk_file *mk_file_cache_put(struct mk_file_cache *fc, const struct mk_vhost *vh,

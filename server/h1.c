@@ -404,11 +404,13 @@ static void mk_h1_request_finished(struct mk_conn *c, bool ok);
 /*
  * Act on the result of a write: wait for writability (MK_AGAIN; `watch`:
  * the connection is not yet watched for it), wait for a stream's handler
- * (MK_DECLINED: nothing watched, SendTimeout applies), or finish the
- * request. Returns true when the request finished.
+ * (MK_DECLINED: SendTimeout applies, and only a hang-up is acted on, so a
+ * client that leaves ends the stream at once: see MK_CONN_HANDLER_WAIT), or
+ * finish the request. Returns true when the request finished.
  */
 static bool mk_h1_after_write(struct mk_conn *c, int rc, bool watch)
 {
+    c->flags &= (uint8_t) ~MK_CONN_HANDLER_WAIT;
     if (rc == MK_AGAIN) {
         if (watch || c->state != MK_CONN_WRITE) {
             mk_h1_wait_write(c);
@@ -420,9 +422,17 @@ static bool mk_h1_after_write(struct mk_conn *c, int rc, bool watch)
         return false;
     }
     if (rc == MK_DECLINED) {
+        /*
+         * An interest that reports hang-ups (reading does) stays: input that
+         * comes meanwhile narrows it to hang-ups (conn.c). Otherwise read
+         * interest once the body is in, as the next request will want it.
+         */
+        uint32_t want = c->h1.body_mode == MK_BODY_NONE ? MK_EV_READ : MK_EV_HANGUP;
         c->state = MK_CONN_WRITE;
+        c->flags |= MK_CONN_HANDLER_WAIT;
         mk_conn_timer_set(c, MK_TIMER_SEND);
-        if (mk_event_unwatch(&c->worker->loop, &c->ev) != MK_OK) {
+        if ((!(c->ev.mask & (MK_EV_READ | MK_EV_HANGUP)) || (c->ev.mask & MK_EV_WRITE)) &&
+            mk_event_mod(&c->worker->loop, &c->ev, want) != MK_OK) {
             mk_conn_close(c);
         }
         return false;

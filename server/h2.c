@@ -37,12 +37,21 @@
  * with at most 8 CONTINUATION frames (nghttp2); a block that decodes to
  * more than four times MaxRequestSize (an HPACK bomb) ends the connection;
  * RST_STREAM frames are rate-limited (Http2ResetBurst, Http2ResetRate:
- * CVE-2023-44487, GOAWAY ENHANCE_YOUR_CALM); SETTINGS and PING floods are
+ * CVE-2023-44487, GOAWAY ENHANCE_YOUR_CALM), and so are streams that end
+ * without a complete answer however they end (Http2UnansweredBurst,
+ * Http2UnansweredRate: reset by the client, or by this server because of
+ * what the client sent, refused over MaxConcurrentStreams included: the
+ * variants of rapid reset that send no RST_STREAM); SETTINGS and PING floods are
  * nghttp2's (at most 1000 acknowledgements queued); empty DATA and
  * CONTINUATION frames are counted and end the connection past a bound.
- * Timers: Http2IdleTimeout without streams, Timeout while a stream waits
- * for the client, SendTimeout while responses make no progress (a client
- * that keeps every window shut).
+ * Timers: Http2IdleTimeout without streams. With streams, timeouts are
+ * per stream and end that stream alone (mk_h2_stream_expire): Timeout for
+ * one that waits for its body (408), its plugin (503) or the end of a body
+ * it answered (RST_STREAM NO_ERROR); SendTimeout for a response that makes
+ * no progress (RST_STREAM CANCEL: its window is shut; INTERNAL_ERROR: its
+ * handler is silent). Only a connection stuck as a whole is ended: Timeout
+ * inside the preface or a header block, SendTimeout while its output is
+ * stalled (a client that reads nothing or keeps the connection's window shut).
  *
  * Everything runs on the connection's worker. nghttp2 must not be
  * re-entered for sending from its own callbacks: `busy` marks those, and
@@ -74,6 +83,9 @@
 #define MK_H2_CLOSED_IDS 64
 #define MK_H2_INLINE_FILE 8192 /* a file body up to this size is read into the queue */
 #define MK_H2_TRIM_MS 250      /* idle this long, a connection gives memory back */
+#define MK_H2_DRAIN_MS 1000    /* at most this long from the shutdown notice to the GOAWAY */
+#define MK_H2_RECENT 16        /* open streams found without asking nghttp2 */
+#define MK_H2_RECORD 16384     /* the payload of a full TLS record */
 
 enum mk_h2_body {
     MK_H2_BODY_KEEP = 0, /* nobody asked yet: keep it (the stream window bounds it) */
@@ -108,10 +120,20 @@ struct mk_h2_stream {
     struct mk_h2_span method, path, authority;
     size_t fields_off; /* where the first regular field begins */
     bool has_fields;
-    size_t list_size;  /* RFC 9113 header list size so far (name + value + 32 each) */
-    unsigned n_fields; /* regular fields received */
-    unsigned n_recs;   /* regular fields kept (a Host beside :authority is not) */
-    int head_status;   /* 431: the list is over the limits */
+    /* what mk_h2_request_checks needs (nghttp2's HTTP checks are off) */
+    bool regular_seen; /* a regular field came: no pseudo-header may follow */
+    bool scheme_set;   /* :scheme came (valid) */
+    bool scheme_http;  /* ... and it is http or https */
+    bool host_set;     /* a Host field came */
+    bool malformed;    /* RFC 9113 section 8.1.1: reset with PROTOCOL_ERROR */
+    bool prio_set;     /* a valid `priority` field came (RFC 9218) */
+    uint8_t urgency;   /* its urgency (0..7) and incremental flag */
+    bool incremental;
+    int64_t content_length; /* the request's Content-Length, -1: none */
+    size_t list_size;       /* RFC 9113 header list size so far (name + value + 32 each) */
+    unsigned n_fields;      /* regular fields received */
+    unsigned n_recs;        /* regular fields kept (a Host beside :authority is not) */
+    int head_status;        /* 431: the list is over the limits */
     /* the request body */
     uint8_t body;     /* enum mk_h2_body */
     bool body_end;    /* END_STREAM received */
@@ -120,9 +142,18 @@ struct mk_h2_stream {
     bool closed;      /* nghttp2 closed the stream */
     bool peer_reset;  /* the client reset it */
     bool we_reset;    /* this server reset it */
+    bool answered;    /* the last frame of its response (END_STREAM) went out */
+    bool timed_out;   /* answered 408 by its timeout: reset (NO_ERROR) once that is out */
+    uint64_t since;   /* worker ms: the start of its current wait, its timeout counts from here */
     char *kept;       /* body bytes not yet handed over (malloc) */
     size_t kept_len, kept_cap;
     uint64_t body_seen; /* body bytes received */
+};
+
+/* A token bucket: `tokens` left, refilled at a rate per second since `at`. */
+struct mk_h2_bucket {
+    unsigned tokens;
+    uint64_t at; /* when it was last refilled (worker ms clock) */
 };
 
 /* One entry of the output queue: bytes of `out`, or a range of a file. */
@@ -138,7 +169,7 @@ struct mk_h2 {
     struct mk_h2_mem mem;          /* nghttp2's allocator for this session */
     struct mk_list streams;        /* open, by arrival */
     struct mk_list dead;           /* closed, freed when the output queue is empty */
-    struct mk_h2_stream *in_block; /* the stream whose header block is being received */
+    struct mk_h2_stream *in_block; /* the stream whose header block is being received, or NULL */
     unsigned n_open;
     unsigned n_responding; /* responses submitted and not yet complete */
     /* output queue */
@@ -147,20 +178,31 @@ struct mk_h2 {
     struct mk_h2_seg *segs;  /* MK_H2_SEGS entries; with `out`, none while idle */
     unsigned seg_head, seg_n;
     size_t file_queued;
+    /* the transport encrypts in the process, record by record (TLS without
+       kTLS: sendfile would copy): file frames are read into the queue, and
+       a batch is written in whole records while more frames follow */
+    bool records;
+    size_t again_len; /* the length of a write that found the socket full: a
+                         retry may not be shorter (OpenSSL's rule) */
     /* state */
-    bool busy;             /* inside nghttp2 (recv or send): no session_send now */
-    bool flush_wanted;     /* a write was asked for while busy */
-    bool going_away;       /* GOAWAY submitted */
-    bool calm;             /* the peer abused a limit: GOAWAY ENHANCE_YOUR_CALM */
-    bool progress;         /* bytes moved in the current event */
-    bool trimmed;          /* idle memory given back since the last activity */
-    size_t block_bytes;    /* compressed bytes of the header block being received */
-    unsigned reset_tokens; /* RST_STREAM frames the client may still send (token bucket) */
+    bool busy;                      /* inside nghttp2 (recv or send): no session_send now */
+    bool flush_wanted;              /* a write was asked for while busy */
+    bool going_away;                /* GOAWAY submitted */
+    bool draining;                  /* the shutdown notice went out, the final GOAWAY not yet */
+    uint64_t drain_at;              /* worker ms: when the shutdown notice was submitted */
+    bool calm;                      /* the peer abused a limit: GOAWAY ENHANCE_YOUR_CALM */
+    bool progress;                  /* bytes moved in the current event */
+    bool trimmed;                   /* idle memory given back since the last activity */
+    size_t block_bytes;             /* compressed bytes of the header block being received */
+    struct mk_h2_bucket resets;     /* RST_STREAM frames the client may still send */
+    struct mk_h2_bucket unanswered; /* streams that may still end without an answer */
     /* streams the client closed (END_STREAM both ways, or its RST_STREAM), the
        latest MK_H2_CLOSED_IDS: frames on them are a STREAM_CLOSED error */
     int32_t closed_ids[MK_H2_CLOSED_IDS];
     unsigned closed_next;
     int32_t max_opened;  /* the highest stream id a request was opened on */
+    uint64_t read_at;    /* worker ms: the last bytes read */
+    uint64_t out_since;  /* worker ms: the output has not been stalled since */
     uint32_t conn_error; /* the GOAWAY error a callback asked for, 0: none */
     /* stream 1 of an upgraded connection (Upgrade: h2c), started once the
        client's preface is complete, so that the 101 is read before it */
@@ -172,13 +214,30 @@ struct mk_h2 {
     uint32_t scan_left;  /* payload bytes of the current frame not yet seen */
     int32_t scan_max_id; /* the highest stream id of a HEADERS frame scanned */
     bool bad_magic;      /* the client preface was wrong: close at once */
-    uint64_t reset_at;   /* when the bucket was last refilled (worker ms clock) */
     unsigned empty_frames;
+    /* open streams by (id / 2) % MK_H2_RECENT, the latest opened of each
+       slot (NULL once closed): most lookups by id need no nghttp2 map */
+    struct mk_h2_stream *recent[MK_H2_RECENT];
 };
 
 static void mk_h2_flush(struct mk_conn *c);
 static void mk_h2_after(struct mk_conn *c);
+static void mk_h2_drain_end(struct mk_conn *c);
 static void mk_h2_body_deliver(struct mk_conn *c, struct mk_h2_stream *s);
+
+/* The opaque data of the PING that follows the shutdown notice. */
+static const uint8_t mk_h2_drain_ping[8] = {'m', 'k', '-', 'd', 'r', 'a', 'i', 'n'};
+
+/* The open stream with this id, or NULL (the same as nghttp2's stream user data). */
+static struct mk_h2_stream *mk_h2_stream_find(struct mk_h2 *h, int32_t id)
+{
+    struct mk_h2_stream *s = h->recent[((uint32_t) id >> 1) % MK_H2_RECENT];
+
+    if (s && s->id == id) {
+        return s;
+    }
+    return nghttp2_session_get_stream_user_data(h->ng, id);
+}
 
 /* ---- streams ------------------------------------------------------------- */
 
@@ -213,6 +272,13 @@ static void mk_h2_consume(struct mk_conn *c, struct mk_h2_stream *s, size_t n)
         nghttp2_session_consume_stream(c->h2->ng, s->id, n);
         c->h2->flush_wanted = true;
     }
+}
+
+/* Reset s from this side (RST_STREAM with `error`); frames that crossed it are ignored. */
+static void mk_h2_reset(struct mk_conn *c, struct mk_h2_stream *s, uint32_t error)
+{
+    s->we_reset = true;
+    nghttp2_submit_rst_stream(c->h2->ng, NGHTTP2_FLAG_NONE, s->id, error);
 }
 
 /* ---- output queue ---------------------------------------------------------- */
@@ -255,8 +321,8 @@ static void mk_h2_idle_trim(struct mk_h2 *h)
     }
 }
 
-/* Make room for len more bytes in the queue's memory. */
-static void mk_h2_out_reserve(struct mk_h2 *h, size_t len)
+/* Grow the queue's memory to hold len more bytes (and its entries after an idle spell). */
+static void mk_h2_out_grow(struct mk_h2 *h, size_t len)
 {
     mk_h2_segs_ready(h);
     if (h->out_len + len > h->out_cap) {
@@ -269,15 +335,19 @@ static void mk_h2_out_reserve(struct mk_h2 *h, size_t len)
     }
 }
 
-/* Append bytes to the queue (data may already be where they go). */
-static void mk_h2_out_put(struct mk_h2 *h, const void *data, size_t len)
+/* Make room for len more bytes in the queue's memory. */
+static inline void mk_h2_out_reserve(struct mk_h2 *h, size_t len)
+{
+    if (h->out_len + len > h->out_cap || !h->segs) {
+        mk_h2_out_grow(h, len);
+    }
+}
+
+/* Count len bytes just written at the end of the queue's memory as queued. */
+static inline void mk_h2_out_commit(struct mk_h2 *h, size_t len)
 {
     struct mk_h2_seg *last = mk_h2_seg_last(h);
 
-    mk_h2_out_reserve(h, len);
-    if (data != h->out + h->out_len) {
-        memcpy(h->out + h->out_len, data, len);
-    }
     if (last && !last->file && (size_t) last->off + last->len == h->out_len) {
         last->len += len;
     }
@@ -288,6 +358,24 @@ static void mk_h2_out_put(struct mk_h2 *h, const void *data, size_t len)
         s->len = len;
     }
     h->out_len += len;
+}
+
+/* Append bytes to the queue (data may already be where they go). */
+static void mk_h2_out_put(struct mk_h2 *h, const void *data, size_t len)
+{
+    mk_h2_out_reserve(h, len);
+    if (data != h->out + h->out_len) {
+        memcpy(h->out + h->out_len, data, len);
+    }
+    mk_h2_out_commit(h, len);
+}
+
+/* Append a frame header (9 bytes): the one copy the compiler can inline. */
+static inline void mk_h2_out_hd(struct mk_h2 *h, const uint8_t *hd)
+{
+    mk_h2_out_reserve(h, 9);
+    memcpy(h->out + h->out_len, hd, 9);
+    mk_h2_out_commit(h, 9);
 }
 
 static void mk_h2_out_file(struct mk_h2 *h, int fd, off_t off, size_t len)
@@ -313,10 +401,40 @@ static void mk_h2_seg_pop(struct mk_h2 *h)
 }
 
 /*
- * Write the queue through the transport, within `*budget` bytes: MK_OK
- * (empty), MK_AGAIN (socket full or budget spent), MK_ERR.
+ * The bytes of the last memory entry s to write now, when the transport
+ * makes records and more frames follow (`hold`): whole records only, so a
+ * batch does not end in a small record (and a write(2) of its own); the
+ * rest waits for the next frames. 0: hold all of it.
  */
-static int mk_h2_out_write(struct mk_conn *c, size_t *budget)
+static size_t mk_h2_whole_records(const struct mk_h2 *h, const struct mk_h2_seg *s, bool hold)
+{
+    size_t len = s->len;
+
+    if (hold && h->records && h->seg_n == 1 && len % MK_H2_RECORD) {
+        len -= len % MK_H2_RECORD;
+        if (len < h->again_len) {
+            len = h->again_len < s->len ? h->again_len : s->len;
+        }
+    }
+    return len;
+}
+
+/* Move the queue's one memory entry to the start of its buffer. */
+static void mk_h2_out_compact(struct mk_h2 *h)
+{
+    struct mk_h2_seg *s = &h->segs[h->seg_head];
+
+    memmove(h->out, h->out + s->off, s->len);
+    s->off = 0;
+    h->out_len = s->len;
+}
+
+/*
+ * Write the queue through the transport, within `*budget` bytes: MK_OK
+ * (empty, or only a partial record held back: see mk_h2_whole_records),
+ * MK_AGAIN (socket full or budget spent), MK_ERR.
+ */
+static int mk_h2_out_write(struct mk_conn *c, size_t *budget, bool hold)
 {
     struct mk_h2 *h = c->h2;
 
@@ -334,8 +452,20 @@ static int mk_h2_out_write(struct mk_conn *c, size_t *budget)
         }
         else {
             struct mk_h2_seg *next = h->seg_n > 1 ? &h->segs[(h->seg_head + 1) % MK_H2_SEGS] : NULL;
-            struct iovec iov = {h->out + s->off, s->len};
+            struct iovec iov = {h->out + s->off, mk_h2_whole_records(h, s, hold)};
+            if (iov.iov_len == 0) {
+                if (s->off) {
+                    mk_h2_out_compact(h);
+                }
+                return MK_OK;
+            }
             n = mk_conn_writev(c, &iov, 1, next && next->file ? MK_IO_MORE : 0);
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                h->again_len = iov.iov_len;
+            }
+            else if (n > 0) {
+                h->again_len = 0;
+            }
         }
         if (n < 0) {
             return (errno == EAGAIN || errno == EWOULDBLOCK) ? MK_AGAIN : MK_ERR;
@@ -345,6 +475,7 @@ static int mk_h2_out_write(struct mk_conn *c, size_t *budget)
             return MK_ERR;
         }
         h->progress = true;
+        h->out_since = c->worker->now_ms;
         *budget -= (size_t) n < *budget ? (size_t) n : *budget;
         s->off += n;
         s->len -= (size_t) n;
@@ -477,10 +608,7 @@ static ssize_t mk_h2_read_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size
  */
 static bool mk_h2_file_inline(struct mk_conn *c, const struct mk_request *r)
 {
-    const struct mk_transport *t = c->transport;
-
-    return r->body_left <= MK_H2_INLINE_FILE || !t->sendfile ||
-           (t->sendfile_copies && t->sendfile_copies(c));
+    return r->body_left <= MK_H2_INLINE_FILE || !c->transport->sendfile || c->h2->records;
 }
 
 /*
@@ -494,7 +622,7 @@ static int mk_h2_out_file_inline(struct mk_h2 *h, const uint8_t *hd, struct mk_r
 {
     ssize_t n;
 
-    mk_h2_out_put(h, hd, 9);
+    mk_h2_out_hd(h, hd);
     mk_h2_out_reserve(h, length);
     n = mk_file_read(r->file, r->fd, h->out + h->out_len, length, r->file_off);
     if (n != (ssize_t) length) {
@@ -524,20 +652,20 @@ static int mk_h2_send_data_cb(nghttp2_session *ng, nghttp2_frame *frame, const u
         }
     }
     else if (r->body_type == MK_RESP_FILE) {
-        mk_h2_out_put(h, hd, 9);
+        mk_h2_out_hd(h, hd);
         mk_h2_out_file(h, r->fd, r->file_off, length);
         r->file_off += (off_t) length;
         r->body_left -= length;
     }
     else if (r->body_type == MK_RESP_MEM) {
-        mk_h2_out_put(h, hd, 9);
+        mk_h2_out_hd(h, hd);
         mk_h2_out_put(h, r->mem, length);
         r->mem += length;
         r->mem_len -= length;
     }
     else {
         size_t left = length;
-        mk_h2_out_put(h, hd, 9);
+        mk_h2_out_hd(h, hd);
         for (struct mk_piece *p = r->q_head; p && left; p = p->next) {
             size_t take = (size_t) (p->end - p->start) < left ? (size_t) (p->end - p->start) : left;
             mk_h2_out_put(h, p->start, take);
@@ -553,33 +681,55 @@ static int mk_h2_send_data_cb(nghttp2_session *ng, nghttp2_frame *frame, const u
         mk_h2_out_put(h, zeros, frame->data.padlen - 1);
     }
     r->bytes_sent += length;
+    s->since = c->worker->now_ms;
     return 0;
 }
 
 /* ---- nghttp2 callbacks: receiving -------------------------------------------- */
 
 /*
- * One more RST_STREAM from the client: whether the token bucket
- * (Http2ResetBurst, refilled by Http2ResetRate a second) still has one.
+ * Take a token from b (at most `burst`, refilled by `rate` a second):
+ * false when none is left.
  */
-static bool mk_h2_reset_allowed(struct mk_conn *c)
+static bool mk_h2_bucket_take(struct mk_h2_bucket *b, unsigned burst, unsigned rate, uint64_t now)
 {
-    struct mk_h2 *h = c->h2;
-    const struct mk_config *cfg = c->worker->cfg;
-    uint64_t now = c->worker->now_ms;
-    uint64_t refill = (now - h->reset_at) * cfg->h2_reset_rate / 1000;
+    uint64_t refill = (now - b->at) * rate / 1000;
 
     if (refill) {
-        h->reset_tokens = h->reset_tokens + refill > cfg->h2_reset_burst
-                              ? cfg->h2_reset_burst
-                              : (unsigned) (h->reset_tokens + refill);
-        h->reset_at = now;
+        b->tokens = b->tokens + refill > burst ? burst : (unsigned) (b->tokens + refill);
+        b->at = now;
     }
-    if (h->reset_tokens == 0) {
+    if (b->tokens == 0) {
         return false;
     }
-    h->reset_tokens--;
+    b->tokens--;
     return true;
+}
+
+/* One more RST_STREAM from the client: whether Http2ResetBurst/Rate allow it. */
+static bool mk_h2_reset_allowed(struct mk_conn *c)
+{
+    const struct mk_config *cfg = c->worker->cfg;
+
+    return mk_h2_bucket_take(&c->h2->resets, cfg->h2_reset_burst, cfg->h2_reset_rate,
+                             c->worker->now_ms);
+}
+
+/*
+ * A stream the client opened ended without a complete answer (reset by
+ * either side, refused): past Http2UnansweredBurst/Rate the connection is
+ * over its limit (`calm`). The GOAWAY follows once nghttp2 returns: at the
+ * next frame received (mk_h2_begin_frame_cb), after the input
+ * (mk_h2_recv) or after sending (mk_h2_flush).
+ */
+static void mk_h2_unanswered(struct mk_conn *c)
+{
+    const struct mk_config *cfg = c->worker->cfg;
+
+    if (!mk_h2_bucket_take(&c->h2->unanswered, cfg->h2_unanswered_burst, cfg->h2_unanswered_rate,
+                           c->worker->now_ms)) {
+        c->h2->calm = true;
+    }
 }
 
 static bool mk_h2_closed_by_peer(const struct mk_h2 *h, int32_t id)
@@ -620,7 +770,7 @@ static bool mk_h2_frame_on_closed(struct mk_conn *c, const nghttp2_frame_hd *hd,
         return true;
     }
     if ((hd->type != NGHTTP2_DATA && hd->type != NGHTTP2_HEADERS) || hd->stream_id <= 0 ||
-        nghttp2_session_find_stream(h->ng, hd->stream_id)) {
+        mk_h2_stream_find(h, hd->stream_id) || nghttp2_session_find_stream(h->ng, hd->stream_id)) {
         return false;
     }
     if (mk_h2_closed_by_peer(h, hd->stream_id)) {
@@ -641,6 +791,9 @@ static int mk_h2_begin_frame_cb(nghttp2_session *ng, const nghttp2_frame_hd *hd,
     const struct mk_config *cfg = c->worker->cfg;
 
     (void) ng;
+    if (h->calm) {
+        return NGHTTP2_ERR_CALLBACK_FAILURE; /* over a limit since the last frame */
+    }
     if (hd->type == NGHTTP2_RST_STREAM && !mk_h2_reset_allowed(c)) {
         h->calm = true; /* rapid reset (CVE-2023-44487) */
         return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -681,10 +834,13 @@ static struct mk_h2_stream *mk_h2_stream_new(struct mk_conn *c, int32_t id)
     }
     memset(s, 0, sizeof(*s));
     s->id = id;
+    s->since = c->worker->now_ms;
+    s->content_length = -1;
     if (s->id > c->h2->max_opened) {
         c->h2->max_opened = s->id;
     }
     mk_list_add_tail(&s->node, &c->h2->streams);
+    c->h2->recent[((uint32_t) id >> 1) % MK_H2_RECENT] = s;
     c->h2->n_open++;
     MK_STAT_ADD(c->worker->n_h2_streams, 1);
     MK_STAT_ADD(c->worker->h2_streams, 1);
@@ -768,11 +924,57 @@ static bool mk_h2_span_set(struct mk_h2_stream *s, struct mk_h2_span *span, cons
     return true;
 }
 
+/* ---- request checks (RFC 9113 sections 8.1.1, 8.2, 8.3) ------------------------- */
+
+/*
+ * nghttp2 runs with its HTTP checks off (no_http_messaging): they cost
+ * more than a thousand instructions a request and repeated what
+ * mk_http_head_build checks anyway. What remains specific to HTTP/2 is
+ * checked here as the fields arrive, and a malformed request is reset
+ * with PROTOCOL_ERROR, as nghttp2 would: pseudo-headers (known, once,
+ * not empty, before every regular field, none in trailers; :method,
+ * :scheme and :path present, or :authority alone for CONNECT; :path
+ * "/..." or OPTIONS "*"), upper-case or connection-specific field names,
+ * TE other than "trailers", Content-Length against the DATA received.
+ * The rest (characters of names, values, :method, :path, :authority) is
+ * mk_http_head_build's, which answers 400 like HTTP/1. The `priority`
+ * field (RFC 9218) is parsed here too and given to nghttp2's scheduler.
+ */
+
+static bool mk_h2_is_lower(char c)
+{
+    return c >= 'a' && c <= 'z';
+}
+
+static bool mk_h2_is_alpha(char c)
+{
+    return mk_h2_is_lower(mk_tolower(c));
+}
+
+/* A scheme (RFC 3986 section 3.1): ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ). */
+static bool mk_h2_scheme_valid(const uint8_t *p, size_t len)
+{
+    if (len == 0 || !mk_h2_is_alpha((char) p[0])) {
+        return false;
+    }
+    for (size_t i = 1; i < len; i++) {
+        if (!mk_h2_is_alpha((char) p[i]) && !mk_is_digit((char) p[i]) && p[i] != '+' &&
+            p[i] != '-' && p[i] != '.') {
+            return false;
+        }
+    }
+    return true;
+}
+
 static bool mk_h2_pseudo(struct mk_h2_stream *s, const uint8_t *name, size_t nlen,
                          const uint8_t *value, size_t vlen)
 {
     struct mk_h2_span *slot = NULL;
 
+    if (s->regular_seen || vlen == 0) {
+        s->malformed = true; /* after a regular field, or empty */
+        return true;
+    }
     if (nlen == 7 && memcmp(name, ":method", 7) == 0) {
         slot = &s->method;
     }
@@ -782,14 +984,204 @@ static bool mk_h2_pseudo(struct mk_h2_stream *s, const uint8_t *name, size_t nle
     else if (nlen == 10 && memcmp(name, ":authority", 10) == 0) {
         slot = &s->authority;
     }
-    if (!slot) {
-        return true; /* :scheme (and :protocol) carry nothing the request needs */
+    else if (nlen == 7 && memcmp(name, ":scheme", 7) == 0 && !s->scheme_set &&
+             mk_h2_scheme_valid(value, vlen)) {
+        s->scheme_set = true;
+        s->scheme_http = (vlen == 4 && strncasecmp((const char *) value, "http", 4) == 0) ||
+                         (vlen == 5 && strncasecmp((const char *) value, "https", 5) == 0);
+        return true;
     }
-    if (s->has_fields) {
-        s->head_status = 400; /* after a regular field (RFC 9113 section 8.3) */
+    if (!slot || slot->set) {
+        s->malformed = true; /* unknown (:status, :protocol...), repeated, a bad :scheme */
         return true;
     }
     return mk_h2_span_set(s, slot, value, vlen);
+}
+
+/* Skip a structured-field bare item or inner list (RFC 8941) at p[*i]. */
+static void mk_h2_sf_skip(const char *p, size_t len, size_t *i)
+{
+    unsigned depth = 0;
+
+    while (*i < len) {
+        char ch = p[*i];
+        if (ch == '"') {
+            for (++*i; *i < len && p[*i] != '"'; ++*i) {
+                if (p[*i] == '\\') {
+                    ++*i;
+                }
+            }
+        }
+        else if (ch == '(') {
+            depth++;
+        }
+        else if (ch == ')') {
+            if (depth) {
+                depth--;
+            }
+        }
+        else if (!depth && (ch == ',' || ch == ';' || ch == ' ' || ch == '\t')) {
+            return;
+        }
+        ++*i;
+    }
+}
+
+/*
+ * A `priority` field value (RFC 9218 section 4: a structured-field
+ * dictionary): its u (urgency, 0 to 7) and i (incremental, a boolean)
+ * members applied to s, other members ignored. false for a value this
+ * parser does not accept, or a u or i of the wrong type or range: the
+ * field is then ignored, as nghttp2 does.
+ */
+static bool mk_h2_priority_parse(struct mk_h2_stream *s, const char *p, size_t len)
+{
+    size_t i = 0;
+
+    for (;;) {
+        while (i < len && (p[i] == ' ' || p[i] == '\t')) {
+            i++;
+        }
+        if (i == len) {
+            return true;
+        }
+        size_t k = i;
+        if (!mk_h2_is_lower(p[i]) && p[i] != '*') {
+            return false;
+        }
+        while (i < len && (mk_h2_is_lower(p[i]) || mk_is_digit(p[i]) || p[i] == '_' ||
+                           p[i] == '-' || p[i] == '.' || p[i] == '*')) {
+            i++;
+        }
+        bool is_u = i - k == 1 && p[k] == 'u', is_i = i - k == 1 && p[k] == 'i';
+        if (i < len && p[i] == '=') {
+            i++;
+            if (is_u) {
+                if (i == len || !mk_is_digit(p[i]) || (i + 1 < len && mk_is_digit(p[i + 1])) ||
+                    p[i] > '7') {
+                    return false; /* not an integer from 0 to 7 */
+                }
+                s->urgency = (uint8_t) (p[i++] - '0');
+            }
+            else if (is_i) {
+                if (i + 1 >= len || p[i] != '?' || (p[i + 1] != '0' && p[i + 1] != '1')) {
+                    return false;
+                }
+                s->incremental = p[i + 1] == '1';
+                i += 2;
+            }
+            else {
+                mk_h2_sf_skip(p, len, &i);
+            }
+        }
+        else if (is_i) {
+            s->incremental = true; /* a bare key is the boolean true */
+        }
+        while (i < len && p[i] == ';') { /* parameters: ignored */
+            i++;
+            mk_h2_sf_skip(p, len, &i);
+        }
+        while (i < len && (p[i] == ' ' || p[i] == '\t')) {
+            i++;
+        }
+        if (i == len) {
+            return true;
+        }
+        if (p[i++] != ',') {
+            return false;
+        }
+    }
+}
+
+/*
+ * A regular field of a request: upper case in a name, a connection-
+ * specific field, TE other than "trailers" or a bad or second
+ * Content-Length make the request malformed; `priority` is parsed.
+ */
+static void mk_h2_regular_check(struct mk_h2_stream *s, const uint8_t *name, size_t nlen,
+                                const uint8_t *value, size_t vlen)
+{
+    const char *n = (const char *) name, *v = (const char *) value;
+
+    s->regular_seen = true;
+    for (size_t i = 0; i < nlen; i++) {
+        if ((unsigned) (name[i] - 'A') < 26u) {
+            s->malformed = true;
+            return;
+        }
+    }
+    switch (nlen) {
+    case 2:
+        if (memcmp(n, "te", 2) == 0 && !(vlen == 8 && strncasecmp(v, "trailers", 8) == 0)) {
+            s->malformed = true;
+        }
+        break;
+    case 4:
+        if (memcmp(n, "host", 4) == 0) {
+            s->host_set = true;
+        }
+        break;
+    case 7:
+        s->malformed |= memcmp(n, "upgrade", 7) == 0;
+        break;
+    case 8:
+        if (memcmp(n, "priority", 8) == 0 && mk_h2_priority_parse(s, v, vlen)) {
+            s->prio_set = true;
+        }
+        break;
+    case 10:
+        s->malformed |= memcmp(n, "connection", 10) == 0 || memcmp(n, "keep-alive", 10) == 0;
+        break;
+    case 14:
+        if (memcmp(n, "content-length", 14) == 0) {
+            uint64_t cl;
+            if (s->content_length >= 0 || !mk_str_to_u64(v, vlen, INT64_MAX, &cl)) {
+                s->malformed = true;
+                return;
+            }
+            s->content_length = (int64_t) cl;
+        }
+        break;
+    case 16:
+        s->malformed |= memcmp(n, "proxy-connection", 16) == 0;
+        break;
+    case 17:
+        s->malformed |= memcmp(n, "transfer-encoding", 17) == 0;
+        break;
+    default:
+        break;
+    }
+}
+
+/*
+ * The header block of s is complete: whether the request is well formed
+ * (RFC 9113 section 8.3.1: the pseudo-headers a request needs; the
+ * :authority or Host that nghttp2 also demands; a body its Content-Length
+ * already rules out).
+ */
+static bool mk_h2_request_checks(const struct mk_h2_stream *s, bool end_stream)
+{
+    if (s->malformed || !s->method.set || (!s->authority.set && !s->host_set)) {
+        return false;
+    }
+    if (s->method.len == 7 && memcmp(s->block + s->method.off, "CONNECT", 7) == 0) {
+        return !s->scheme_set && !s->path.set && s->authority.set;
+    }
+    if (!s->scheme_set || !s->path.set) {
+        return false;
+    }
+    if (s->scheme_http && s->block[s->path.off] != '/' &&
+        !(s->path.len == 1 && s->block[s->path.off] == '*' && s->method.len == 7 &&
+          memcmp(s->block + s->method.off, "OPTIONS", 7) == 0)) {
+        return false;
+    }
+    return !(end_stream && s->content_length > 0);
+}
+
+/* Reset s with PROTOCOL_ERROR: a malformed request (RFC 9113 section 8.1.1). */
+static void mk_h2_malformed(struct mk_conn *c, struct mk_h2_stream *s)
+{
+    mk_h2_reset(c, s, NGHTTP2_PROTOCOL_ERROR);
 }
 
 static int mk_h2_header_cb(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
@@ -800,15 +1192,21 @@ static int mk_h2_header_cb(nghttp2_session *ng, const nghttp2_frame *frame, cons
     const struct mk_config *cfg = c->worker->cfg;
     struct mk_h2_stream *s;
 
+    (void) ng;
     (void) flags;
-    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
-        return 0; /* trailers: nothing reads them */
+    if (frame->hd.type != NGHTTP2_HEADERS) {
+        return 0;
     }
     s = c->h2->in_block;
     if (!s || s->id != frame->hd.stream_id) {
-        s = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+        s = mk_h2_stream_find(c->h2, frame->hd.stream_id);
     }
     if (!s) {
+        return 0;
+    }
+    if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+        /* trailers: nothing reads them, but a pseudo-header there is malformed */
+        s->malformed |= nlen && name[0] == ':';
         return 0;
     }
     s->list_size += nlen + vlen + 32;
@@ -816,23 +1214,27 @@ static int mk_h2_header_cb(nghttp2_session *ng, const nghttp2_frame *frame, cons
         c->h2->calm = true; /* an HPACK bomb: decoding it is the attack */
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
-    if (s->head_status) {
+    if (s->head_status || s->malformed) {
         return 0;
     }
+    bool pseudo = nlen && name[0] == ':';
     if (s->list_size > cfg->limits.max_head ||
-        (name[0] != ':' && ++s->n_fields > cfg->limits.max_headers)) {
+        (!pseudo && ++s->n_fields > cfg->limits.max_headers)) {
         s->head_status = 431;
         return 0;
     }
     bool ok;
-    if (name[0] == ':') {
+    if (pseudo) {
         ok = mk_h2_pseudo(s, name, nlen, value, vlen);
     }
-    else if (nlen == 4 && memcmp(name, "host", 4) == 0 && s->authority.set) {
-        ok = true; /* :authority wins (RFC 9113 section 8.3.1) */
-    }
     else {
-        ok = mk_h2_field_add(s, name, nlen, value, vlen);
+        mk_h2_regular_check(s, name, nlen, value, vlen);
+        if (nlen == 4 && memcmp(name, "host", 4) == 0 && s->authority.set) {
+            ok = true; /* :authority wins (RFC 9113 section 8.3.1) */
+        }
+        else {
+            ok = mk_h2_field_add(s, name, nlen, value, vlen);
+        }
     }
     if (!ok) {
         s->head_status = 503;
@@ -894,6 +1296,7 @@ static void mk_h2_request_start(struct mk_conn *c, struct mk_h2_stream *s, bool 
     r->proto_data = s;
     r->head.version = 20;
     s->body_end = end_stream;
+    s->since = c->worker->now_ms;
     if (s->head_status) {
         mk_request_error(r, s->head_status);
         return;
@@ -978,6 +1381,9 @@ static void mk_h2_body_deliver(struct mk_conn *c, struct mk_h2_stream *s)
         memmove(s->kept, s->kept + n, s->kept_len - n);
     }
     s->kept_len -= n;
+    if (n) {
+        s->since = c->worker->now_ms; /* the handler took bytes */
+    }
     mk_h2_consume(c, s, n);
     if (rc != MK_OK) {
         bool buffered = s->body == MK_H2_BODY_BUFFER;
@@ -999,10 +1405,18 @@ static int mk_h2_data_cb(nghttp2_session *ng, uint8_t flags, int32_t id, const u
                          size_t len, void *user)
 {
     struct mk_conn *c = user;
-    struct mk_h2_stream *s = nghttp2_session_get_stream_user_data(ng, id);
+    struct mk_h2_stream *s = mk_h2_stream_find(c->h2, id);
 
     (void) flags;
     nghttp2_session_consume_connection(ng, len); /* the stream's window holds the client */
+    if (s) {
+        s->since = c->worker->now_ms;
+        s->body_seen += len;
+        if (s->content_length >= 0 && s->body_seen > (uint64_t) s->content_length) {
+            mk_h2_malformed(c, s); /* more than its Content-Length */
+            return 0;
+        }
+    }
     if (!s || !s->r || s->body == MK_H2_BODY_DROP) {
         /*
          * Nobody reads the rest: after a success the client may finish
@@ -1014,7 +1428,6 @@ static int mk_h2_data_cb(nghttp2_session *ng, uint8_t flags, int32_t id, const u
         }
         return 0;
     }
-    s->body_seen += len;
     if (s->body_seen > s->r->cfg->max_body) {
         s->body = MK_H2_BODY_DROP;
         mk_h2_consume(c, s, len);
@@ -1037,13 +1450,21 @@ static int mk_h2_frame_recv_cb(nghttp2_session *ng, const nghttp2_frame *frame, 
     struct mk_h2_stream *s;
     bool end = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
 
+    (void) ng;
     if (frame->hd.type == NGHTTP2_SETTINGS && c->h2->upgraded) {
         s = c->h2->upgraded; /* the client's preface is complete */
         c->h2->upgraded = NULL;
         mk_h2_request_start(c, s, true);
         return 0;
     }
-    s = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+    if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK) && c->h2->draining &&
+        memcmp(frame->ping.opaque_data, mk_h2_drain_ping, 8) == 0) {
+        /* a round trip since the shutdown notice: whatever the client sent
+           before it saw the notice has arrived */
+        mk_h2_drain_end(c);
+        return 0;
+    }
+    s = mk_h2_stream_find(c->h2, frame->hd.stream_id);
     if (s && frame->hd.type == NGHTTP2_RST_STREAM) {
         s->peer_reset = true;
     }
@@ -1052,7 +1473,23 @@ static int mk_h2_frame_recv_cb(nghttp2_session *ng, const nghttp2_frame *frame, 
     }
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
         c->h2->block_bytes = 0;
+        c->h2->in_block = NULL; /* complete */
+        if (!mk_h2_request_checks(s, end)) {
+            mk_h2_malformed(c, s);
+            return 0;
+        }
+        if (s->prio_set) {
+            nghttp2_extpri pri = {s->urgency, s->incremental};
+            nghttp2_session_change_extpri_stream_priority(c->h2->ng, s->id, &pri, 0);
+        }
         mk_h2_request_start(c, s, end);
+        return 0;
+    }
+    if ((frame->hd.type == NGHTTP2_HEADERS && (!end || s->malformed)) ||
+        (end && s->content_length >= 0 && s->body_seen != (uint64_t) s->content_length)) {
+        /* trailers that do not end the stream or hold a pseudo-header, or a
+           body shorter than its Content-Length */
+        mk_h2_malformed(c, s);
         return 0;
     }
     if (end) {
@@ -1067,8 +1504,16 @@ static int mk_h2_frame_send_cb(nghttp2_session *ng, const nghttp2_frame *frame, 
     struct mk_conn *c = user;
     struct mk_h2_stream *s;
 
+    (void) ng;
+    if (frame->hd.type == NGHTTP2_RST_STREAM && frame->rst_stream.error_code != NGHTTP2_NO_ERROR &&
+        !mk_h2_stream_find(c->h2, frame->hd.stream_id)) {
+        /* a stream nghttp2 refused before it became ours (over
+           MaxConcurrentStreams); ours are counted as they close */
+        mk_h2_unanswered(c);
+        return 0;
+    }
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_RESPONSE) {
-        s = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+        s = mk_h2_stream_find(c->h2, frame->hd.stream_id);
         if (s && s->r) {
             /* the response head as it went out: HPACK-compressed, frame header included */
             s->r->head_bytes = (uint32_t) (frame->hd.length + 9);
@@ -1079,7 +1524,15 @@ static int mk_h2_frame_send_cb(nghttp2_session *ng, const nghttp2_frame *frame, 
         (frame->hd.type != NGHTTP2_DATA && frame->hd.type != NGHTTP2_HEADERS)) {
         return 0;
     }
-    s = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+    s = mk_h2_stream_find(c->h2, frame->hd.stream_id);
+    if (s) {
+        s->answered = true;
+        s->since = c->worker->now_ms; /* now the client's END_STREAM is all it waits for */
+        if (s->timed_out && !s->body_end) {
+            /* its 408 is out: the client need not send the rest (RFC 9113 section 8.1) */
+            mk_h2_reset(c, s, NGHTTP2_NO_ERROR);
+        }
+    }
     if (!s || !s->r) {
         return 0;
     }
@@ -1095,15 +1548,23 @@ static int mk_h2_stream_close_cb(nghttp2_session *ng, int32_t id, uint32_t error
 {
     struct mk_conn *c = user;
     struct mk_h2 *h = c->h2;
-    struct mk_h2_stream *s = nghttp2_session_get_stream_user_data(ng, id);
+    struct mk_h2_stream *s = mk_h2_stream_find(h, id);
 
+    (void) ng;
     if (!s) {
         return 0;
     }
     if (s->peer_reset || (error == NGHTTP2_NO_ERROR && !s->we_reset)) {
         h->closed_ids[h->closed_next++ % MK_H2_CLOSED_IDS] = id;
     }
-    nghttp2_session_set_stream_user_data(ng, id, NULL);
+    if (!s->answered) {
+        mk_h2_unanswered(c);
+    }
+    /* nghttp2 destroys the stream (and its user data) when this returns:
+       it keeps no closed streams (no_closed_streams, RFC 9218 priorities) */
+    if (h->recent[((uint32_t) id >> 1) % MK_H2_RECENT] == s) {
+        h->recent[((uint32_t) id >> 1) % MK_H2_RECENT] = NULL;
+    }
     s->closed = true;
     if (h->in_block == s) {
         h->in_block = NULL;
@@ -1169,15 +1630,20 @@ static int mk_h2_session_new(struct mk_conn *c)
     }
     nghttp2_option_set_no_auto_window_update(opt, 1);
     nghttp2_option_set_no_closed_streams(opt, 1);
+    nghttp2_option_set_no_http_messaging(opt, 1); /* h2.c checks requests itself */
     nghttp2_option_set_max_outbound_ack(opt, 1000);
     nghttp2_option_set_max_settings(opt, 32);
     nghttp2_option_set_max_continuations(opt, 8);
+    /* RFC 9218 PRIORITY_UPDATE: nghttp2 ignores the frame unless asked to take it */
+    nghttp2_option_set_builtin_recv_extension_type(opt, NGHTTP2_PRIORITY_UPDATE);
     /* ours answers ENHANCE_YOUR_CALM first; nghttp2's stays as a backstop */
     nghttp2_option_set_stream_reset_rate_limit(opt, 2 * (uint64_t) cfg->h2_reset_burst,
                                                cfg->h2_reset_rate);
-    h->reset_tokens = cfg->h2_reset_burst;
+    h->resets = (struct mk_h2_bucket){cfg->h2_reset_burst, c->worker->now_ms};
+    h->unanswered = (struct mk_h2_bucket){cfg->h2_unanswered_burst, c->worker->now_ms};
+    h->records = c->transport->sendfile_copies && c->transport->sendfile_copies(c);
     h->preface_left = MK_H2_PREFACE_LEN;
-    h->reset_at = c->worker->now_ms;
+    h->read_at = h->out_since = c->worker->now_ms;
     nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
     mk_h2_mem_init(&h->mem);
     h->mem.creating = true;
@@ -1248,44 +1714,10 @@ static bool mk_h2_conn_field(const char *name, size_t len)
 }
 
 /*
- * The lower-case spelling of a field name the server itself writes often
- * (static files, errors, redirects), or NULL: such a name is not lowered
- * character by character.
- */
-static const char *mk_h2_known_lower(const char *name, size_t len)
-{
-#define MK_H2_KNOWN(n, l)                                                                          \
-    {                                                                                              \
-        n, l, sizeof(n) - 1                                                                        \
-    }
-    static const struct {
-        const char *name, *lower;
-        size_t len;
-    } known[] = {
-        MK_H2_KNOWN("ETag", "etag"),
-        MK_H2_KNOWN("Last-Modified", "last-modified"),
-        MK_H2_KNOWN("Accept-Ranges", "accept-ranges"),
-        MK_H2_KNOWN("Content-Range", "content-range"),
-        MK_H2_KNOWN("Allow", "allow"),
-        MK_H2_KNOWN("Location", "location"),
-        MK_H2_KNOWN("Cache-Control", "cache-control"),
-        MK_H2_KNOWN("Vary", "vary"),
-    };
-#undef MK_H2_KNOWN
-
-    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
-        if (known[i].len == len && memcmp(known[i].name, name, len) == 0) {
-            return known[i].lower;
-        }
-    }
-    return NULL;
-}
-
-/*
- * "Name: value\r\n" lines as nghttp2 fields, up to cap, with `flags`
- * (the NO_COPY ones when the lines outlive the frame). A name that is not
- * one of mk_h2_known_lower's is lower-cased in place, in the caller's
- * buffer: HTTP/2 wants them so.
+ * "Name: value\r\n" lines (a streamed body's trailers) as nghttp2 fields,
+ * up to cap, with `flags` (the NO_COPY ones when the lines outlive the
+ * frame). Names are lower-cased in place, in the caller's buffer: HTTP/2
+ * wants them so.
  */
 static void mk_h2_lines_to_nv(char *p, size_t len, nghttp2_nv *nv, size_t cap, size_t *n,
                               uint8_t flags)
@@ -1302,12 +1734,9 @@ static void mk_h2_lines_to_nv(char *p, size_t len, nghttp2_nv *nv, size_t cap, s
             p = line_end + 1;
             continue;
         }
-        const char *name = mk_h2_known_lower(p, (size_t) (colon - p));
-        if (!name) {
-            for (char *q = p; q < colon; q++) {
-                *q = mk_tolower(*q);
-            }
-            name = p;
+        const char *name = p;
+        for (char *q = p; q < colon; q++) {
+            *q = mk_tolower(*q);
         }
         char *v = colon + 1;
         char *vend = line_end;
@@ -1344,6 +1773,41 @@ static void mk_h2_line_nv(const char *line, size_t len, const char *lower, nghtt
 }
 
 /*
+ * The extra fields of r's response (r->fields, lines of r->extra_headers)
+ * appended to nv, up to cap, with `flags`: a name the server added comes
+ * with its lower-case spelling; a handler's is lower-cased in place and
+ * its value trimmed, and connection-specific ones are left out.
+ */
+static void mk_h2_fields_to_nv(struct mk_request *r, nghttp2_nv *nv, size_t cap, size_t *n,
+                               uint8_t flags)
+{
+    for (unsigned i = 0; i < r->n_fields && *n < cap; i++) {
+        const struct mk_resp_field *f = &r->fields[i];
+        char *name = r->extra_headers + f->off;
+        const char *v = name + f->name_len + 2, *vend = v + f->value_len;
+        if (f->lower) {
+            nv[(*n)++] =
+                (nghttp2_nv){(uint8_t *) f->lower, (uint8_t *) v, f->name_len, f->value_len, flags};
+            continue;
+        }
+        for (char *q = name; q < name + f->name_len; q++) {
+            *q = mk_tolower(*q);
+        }
+        if (mk_h2_conn_field(name, f->name_len)) {
+            continue;
+        }
+        while (v < vend && (*v == ' ' || *v == '\t')) {
+            v++;
+        }
+        while (vend > v && (vend[-1] == ' ' || vend[-1] == '\t')) {
+            vend--;
+        }
+        nv[(*n)++] =
+            (nghttp2_nv){(uint8_t *) name, (uint8_t *) v, f->name_len, (size_t) (vend - v), flags};
+    }
+}
+
+/*
  * The response of r as HEADERS (and DATA): submitted, then written. The
  * fields are not copied by nghttp2 (NO_COPY): they live in r's arena, the
  * configuration r holds, the worker or static storage, and r lives until
@@ -1356,8 +1820,8 @@ static void mk_h2_respond(struct mk_request *r, bool error)
     struct mk_conn *c = r->conn;
     struct mk_h2_stream *s = r->proto_data;
     struct mk_worker *w = c->worker;
-    /* the fixed fields, and the extra lines: at least "x: \r\n" each (mk_response_add_header) */
-    size_t cap = 8 + r->extra_len / 5, n = 0;
+    /* the fixed fields, and the extra ones */
+    size_t cap = 8 + r->n_fields, n = 0;
     nghttp2_nv *nv = mk_arena_alloc(&r->arena, cap * sizeof(*nv));
     char *status = mk_arena_alloc(&r->arena, 4), *clen = mk_arena_alloc(&r->arena, 24);
     nghttp2_data_provider dp = {.source.ptr = s, .read_callback = mk_h2_read_cb};
@@ -1367,6 +1831,7 @@ static void mk_h2_respond(struct mk_request *r, bool error)
     if (!s || s->closed) {
         return; /* the stream is gone: the request ends with it */
     }
+    s->since = c->worker->now_ms;
     if (s->body_wanted) {
         s->body_wanted = false;
     }
@@ -1376,8 +1841,7 @@ static void mk_h2_respond(struct mk_request *r, bool error)
         s->kept_len = 0;
     }
     if (!nv || !status || !clen || r->status < 200 || r->status > 999) {
-        s->we_reset = true;
-        nghttp2_submit_rst_stream(c->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+        mk_h2_reset(c, s, NGHTTP2_INTERNAL_ERROR);
         mk_h2_flush(c);
         return;
     }
@@ -1400,7 +1864,7 @@ static void mk_h2_respond(struct mk_request *r, bool error)
             nv[n++] = (nghttp2_nv){(uint8_t *) "content-length", (uint8_t *) clen, 14, l, nc};
         }
     }
-    mk_h2_lines_to_nv(r->extra_headers, r->extra_len, nv, cap, &n, nc);
+    mk_h2_fields_to_nv(r, nv, cap, &n, nc);
     body =
         !(r->flags & (MK_REQ_HEAD | MK_REQ_NO_BODY)) &&
         (r->body_type == MK_RESP_STREAM || (r->content_length > 0 && r->body_type != MK_RESP_NONE));
@@ -1412,8 +1876,7 @@ static void mk_h2_respond(struct mk_request *r, bool error)
         r->mem_len = 0;
     }
     if (nghttp2_submit_response(c->h2->ng, s->id, nv, n, body ? &dp : NULL) != 0) {
-        s->we_reset = true;
-        nghttp2_submit_rst_stream(c->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+        mk_h2_reset(c, s, NGHTTP2_INTERNAL_ERROR);
     }
     else {
         s->responding = true;
@@ -1423,6 +1886,26 @@ static void mk_h2_respond(struct mk_request *r, bool error)
 }
 
 /* ---- the connection ---------------------------------------------------------- */
+
+/*
+ * End the session with GOAWAY: the connection error a callback chose
+ * (conn_error), else `error`; ENHANCE_YOUR_CALM is logged (the client
+ * went over a limit). Not from inside nghttp2.
+ */
+static void mk_h2_fail(struct mk_conn *c, uint32_t error)
+{
+    struct mk_h2 *h = c->h2;
+
+    if (!h->conn_error) {
+        h->conn_error = error;
+    }
+    if (h->conn_error == NGHTTP2_ENHANCE_YOUR_CALM) {
+        mk_warn("HTTP/2 client over a limit (resets, unanswered streams, header block, empty "
+                "frames): GOAWAY");
+    }
+    nghttp2_session_terminate_session(h->ng, h->conn_error);
+    h->going_away = true;
+}
 
 /* Send GOAWAY (once) with the last stream the server took. */
 static void mk_h2_goaway(struct mk_conn *c, uint32_t error)
@@ -1445,6 +1928,7 @@ static void mk_h2_flush(struct mk_conn *c)
 {
     struct mk_h2 *h = c->h2;
     size_t budget = MK_H2_WRITE_BUDGET;
+    bool hold = true;
 
     if (!h || h->busy) {
         if (h) {
@@ -1454,7 +1938,10 @@ static void mk_h2_flush(struct mk_conn *c)
     }
     h->flush_wanted = false;
     for (;;) {
-        int rc = mk_h2_out_write(c, &budget);
+        /* a partial record waits for more frames only while nghttp2 has
+           more and the last round added some */
+        int rc =
+            mk_h2_out_write(c, &budget, hold && h->records && nghttp2_session_want_write(h->ng));
         if (rc == MK_ERR) {
             mk_conn_close(c);
             return;
@@ -1463,12 +1950,19 @@ static void mk_h2_flush(struct mk_conn *c)
         if (rc == MK_AGAIN || !nghttp2_session_want_write(h->ng)) {
             break;
         }
+        size_t queued = h->out_len + h->file_queued;
         h->busy = true;
         int sr = nghttp2_session_send(h->ng);
         h->busy = false;
         if (sr != 0) {
             mk_conn_close(c);
             return;
+        }
+        hold = h->out_len + h->file_queued != queued;
+        if (h->calm && !h->conn_error) {
+            /* streams closed unanswered as frames went out: GOAWAY now */
+            mk_h2_fail(c, NGHTTP2_ENHANCE_YOUR_CALM);
+            continue;
         }
         if (h->seg_n == 0) {
             mk_h2_reap(c);
@@ -1480,7 +1974,47 @@ static void mk_h2_flush(struct mk_conn *c)
     }
 }
 
-/* Watch for what the connection waits for, and arm the right timer. */
+/*
+ * Whether the output is stuck for the whole connection: bytes queued that
+ * the socket does not take, or responses held by the connection's window.
+ */
+static bool mk_h2_out_stalled(const struct mk_h2 *h)
+{
+    return h->seg_n || (h->n_responding && nghttp2_session_get_remote_window_size(h->ng) <= 0);
+}
+
+/* The shorter of Timeout and SendTimeout: the first check of a busy connection. */
+static uint64_t mk_h2_check_ms(const struct mk_config *cfg)
+{
+    return cfg->timeout_ms < cfg->send_timeout_ms ? cfg->timeout_ms : cfg->send_timeout_ms;
+}
+
+/*
+ * Arm the connection's timer (MK_TIMER_READ: the checks of a busy
+ * connection) for about `ms`: rounded up to four significant bits, so that
+ * the deadlines of many connections share a few timer queues of the
+ * worker, at most 1/8 late.
+ */
+static void mk_h2_timer_check(struct mk_conn *c, uint64_t ms)
+{
+    unsigned shift = 0;
+
+    if (ms == 0) {
+        ms = 1;
+    }
+    while ((ms >> shift) > 15) {
+        shift++;
+    }
+    ms = ((ms + ((UINT64_C(1) << shift) - 1)) >> shift) << shift;
+    mk_conn_timer_arm(c, MK_TIMER_READ, ms > UINT32_MAX ? UINT32_MAX : (uint32_t) ms);
+}
+
+/*
+ * Watch for what the connection waits for, and arm the right timer: idle,
+ * or the checks of a busy connection. The latter is not pushed back by
+ * progress: each stream's deadline counts from its own last progress
+ * (`since`), and mk_h2_expire finds the due ones and re-arms for the next.
+ */
 static void mk_h2_after(struct mk_conn *c)
 {
     struct mk_h2 *h = c->h2;
@@ -1514,15 +2048,14 @@ static void mk_h2_after(struct mk_conn *c)
         mk_conn_close(c);
         return;
     }
-    if (h->seg_n || h->n_responding) {
-        if (h->progress || c->timer != MK_TIMER_SEND) {
-            mk_conn_timer_set(c, MK_TIMER_SEND);
-        }
+    if (!mk_h2_out_stalled(h)) {
+        h->out_since = w->now_ms;
     }
-    else if (h->n_open || h->preface_left) {
-        /* a stream waits for the client, or the preface is not all there */
-        if (h->progress || c->timer != MK_TIMER_READ) {
-            mk_conn_timer_set(c, MK_TIMER_READ);
+    if (h->seg_n || h->n_open || h->preface_left || h->draining) {
+        /* streams wait (for the client, a plugin or their turn), or the preface does,
+           or the final GOAWAY */
+        if (c->timer != MK_TIMER_READ) {
+            mk_h2_timer_check(c, mk_h2_check_ms(w->cfg));
         }
     }
     else if (h->progress || c->timer != MK_TIMER_IDLE) {
@@ -1546,23 +2079,16 @@ static int mk_h2_recv(struct mk_conn *c, const char *data, size_t len)
     h->busy = true;
     n = nghttp2_session_mem_recv(h->ng, (const uint8_t *) data, len);
     h->busy = false;
-    if (n >= 0) {
-        return MK_OK;
-    }
     if (n == NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
         h->conn_error = NGHTTP2_PROTOCOL_ERROR;
         h->bad_magic = true;
         return MK_ERR;
     }
-    if (h->calm) {
-        mk_warn("HTTP/2 client over a limit (resets, header block, empty frames): GOAWAY");
+    if (n >= 0 && !h->calm) {
+        return MK_OK;
     }
-    if (!h->conn_error) {
-        h->conn_error = h->calm || n == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM
-                                                            : NGHTTP2_PROTOCOL_ERROR;
-    }
-    nghttp2_session_terminate_session(h->ng, h->conn_error);
-    h->going_away = true;
+    mk_h2_fail(c, h->calm || n == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM
+                                                      : NGHTTP2_PROTOCOL_ERROR);
     return MK_ERR;
 }
 
@@ -1706,6 +2232,7 @@ static void mk_h2_on_input(struct mk_conn *c)
             break;
         }
         c->h2->progress = true;
+        c->h2->read_at = c->worker->now_ms;
         if (mk_h2_feed(c, buf, (size_t) n) != MK_OK) {
             mk_conn_close(c);
             return;
@@ -1807,64 +2334,192 @@ static void mk_h2_on_writable(struct mk_conn *c)
 }
 
 /*
- * The timer: Http2IdleTimeout (no stream) and SendTimeout (no progress)
- * end the connection; Timeout gives parked requests a 503, as HTTP/1
- * does, and ends a connection whose streams wait for the client.
+ * The timeouts of one stream, when the connection's timer expires: act on
+ * the ones due and return the stream's next deadline (UINT64_MAX: none).
+ * Each is the stream's own: its siblings' progress does not put it off, and
+ * the connection goes on. Not from inside nghttp2.
+ *
+ *   responding, SendTimeout without a byte of it going out:
+ *     its window is shut: RST_STREAM CANCEL (the client does not take the
+ *       response; CANCEL says the stream is no longer wanted, whereas
+ *       NO_ERROR would pass a cut response for a complete one);
+ *     its handler wrote nothing: RST_STREAM INTERNAL_ERROR (the server could
+ *       not finish the response: as when its upstream fails mid-body);
+ *     otherwise it waits its turn (the connection's window, the queue,
+ *       priorities): the connection's own check covers that.
+ *   Timeout without progress:
+ *     parked (a plugin holds it): 503, as with HTTP/1;
+ *     waiting for its body, no response begun: 408 (503 when its handler
+ *       holds the bytes received: not the client's fault), then RST_STREAM
+ *       NO_ERROR once the answer is out, so the client sends no more;
+ *     answered, but the client never ended its body: RST_STREAM NO_ERROR
+ *       (RFC 9113 section 8.1: the response is complete).
+ */
+static uint64_t mk_h2_stream_expire(struct mk_conn *c, struct mk_h2_stream *s, uint64_t now)
+{
+    const struct mk_config *cfg = c->worker->cfg;
+    struct mk_request *r = s->r;
+    uint64_t due;
+
+    if (!r || s->closed || s->we_reset) {
+        return UINT64_MAX; /* a header block (the connection's check), or closing */
+    }
+    if (s->responding) {
+        due = s->since + cfg->send_timeout_ms;
+        if (now < due) {
+            return due;
+        }
+        if (nghttp2_session_get_stream_remote_window_size(c->h2->ng, s->id) <= 0) {
+            mk_h2_reset(c, s, NGHTTP2_CANCEL);
+        }
+        else if (r->body_type == MK_RESP_STREAM && (r->flags & MK_REQ_IDLE) &&
+                 mk_h2_stream_avail(r) == 0) {
+            mk_warn("a streamed response's handler wrote nothing within the SendTimeout");
+            mk_h2_reset(c, s, NGHTTP2_INTERNAL_ERROR);
+        }
+        else {
+            return now + cfg->send_timeout_ms;
+        }
+        return UINT64_MAX;
+    }
+    due = s->since + cfg->timeout_ms;
+    if (now < due) {
+        return due;
+    }
+    if (r->flags & MK_REQ_PARKED) {
+        mk_warn("a request held by a plugin timed out");
+        mk_request_drop_task(r);
+        r->flags &= (uint16_t) ~MK_REQ_PARKED;
+        mk_request_error(r, 503);
+    }
+    else if (s->answered) {
+        mk_h2_reset(c, s, NGHTTP2_NO_ERROR);
+    }
+    else if (s->body_wanted) {
+        s->timed_out = true;
+        mk_request_error(r, s->kept_len ? 503 : 408);
+    }
+    return UINT64_MAX;
+}
+
+/*
+ * The timer. Idle (no stream): Http2IdleTimeout, GOAWAY and close. Busy:
+ * the connection ends only when it is stuck as a whole (Timeout inside the
+ * preface or a header block, SendTimeout with its output stalled: a client
+ * that reads nothing or keeps the connection's window shut); otherwise each
+ * stream's own timeouts apply (mk_h2_stream_expire) and the timer is armed
+ * again for the nearest deadline.
  */
 static void mk_h2_expire(struct mk_conn *c)
 {
     struct mk_h2 *h = c->h2;
-    bool parked = false;
+    const struct mk_config *cfg = c->worker->cfg;
+    uint64_t now = c->worker->now_ms, next = UINT64_MAX;
+    bool reading = h->preface_left || h->in_block || h->upgraded;
+    bool stalled = mk_h2_out_stalled(h);
+    struct mk_list *it, *tmp;
 
-    if (c->timer == MK_TIMER_IDLE && !h->trimmed) {
-        uint32_t timeout = c->worker->cfg->h2_idle_timeout_ms;
-        mk_h2_idle_trim(h);
-        h->trimmed = true;
-        if (timeout > MK_H2_TRIM_MS) {
-            mk_conn_timer_idle(c, timeout - MK_H2_TRIM_MS);
-            return;
-        }
-    }
-    if (c->timer == MK_TIMER_READ) {
-        struct mk_list *it, *tmp;
-        mk_list_foreach_safe (it, tmp, &h->streams) {
-            struct mk_h2_stream *s = mk_list_entry(it, struct mk_h2_stream, node);
-            if (s->r && (s->r->flags & MK_REQ_PARKED)) {
-                mk_warn("a request held by a plugin timed out");
-                parked = true;
-                mk_request_drop_task(s->r);
-                s->r->flags &= (uint16_t) ~MK_REQ_PARKED;
-                mk_request_error(s->r, 503);
+    if (c->timer == MK_TIMER_IDLE) {
+        uint32_t timeout = cfg->h2_idle_timeout_ms;
+        if (!h->trimmed) {
+            mk_h2_idle_trim(h);
+            h->trimmed = true;
+            if (timeout > MK_H2_TRIM_MS) {
+                mk_conn_timer_idle(c, timeout - MK_H2_TRIM_MS);
+                return;
             }
         }
-    }
-    if (parked) {
-        h->progress = true;
+        mk_h2_goaway(c, NGHTTP2_NO_ERROR);
         mk_h2_flush(c);
-        mk_h2_after(c);
+        if (c->state != MK_CONN_CLOSED) {
+            mk_conn_close(c);
+        }
         return;
     }
-    mk_h2_goaway(c, c->timer == MK_TIMER_IDLE ? NGHTTP2_NO_ERROR : NGHTTP2_INTERNAL_ERROR);
-    if (c->timer != MK_TIMER_SEND) {
-        mk_h2_flush(c); /* a stalled client gets no more bytes */
+    if ((reading && now - h->read_at >= cfg->timeout_ms) ||
+        (stalled && now - h->out_since >= cfg->send_timeout_ms)) {
+        mk_h2_goaway(c, NGHTTP2_INTERNAL_ERROR);
+        if (!stalled) {
+            mk_h2_flush(c); /* a stalled client gets no more bytes */
+        }
+        if (c->state != MK_CONN_CLOSED) {
+            mk_conn_close(c);
+        }
+        return;
     }
-    if (c->state != MK_CONN_CLOSED) {
-        mk_conn_close(c);
+    if (h->draining && now - h->drain_at >= MK_H2_DRAIN_MS) {
+        mk_h2_drain_end(c); /* the PING was not answered in time */
     }
+    else if (h->draining) {
+        next = h->drain_at + MK_H2_DRAIN_MS;
+    }
+    if (reading && h->read_at + cfg->timeout_ms < next) {
+        next = h->read_at + cfg->timeout_ms;
+    }
+    if (stalled && h->out_since + cfg->send_timeout_ms < next) {
+        next = h->out_since + cfg->send_timeout_ms;
+    }
+    h->busy = true; /* what the streams' answers write goes out once, below */
+    mk_list_foreach_safe (it, tmp, &h->streams) {
+        uint64_t due = mk_h2_stream_expire(c, mk_list_entry(it, struct mk_h2_stream, node), now);
+        if (due < next) {
+            next = due;
+        }
+    }
+    h->busy = false;
+    h->progress = true;
+    mk_h2_flush(c);
+    if (c->state == MK_CONN_CLOSED) {
+        return;
+    }
+    mk_h2_timer_check(c, next == UINT64_MAX ? mk_h2_check_ms(cfg) : next - now);
+    mk_h2_after(c);
 }
 
 /*
- * The server stops, or its configuration was reloaded: GOAWAY; the streams
- * in flight finish, then the connection closes (new streams go to a new
- * connection, which takes the configuration in force).
+ * The final GOAWAY of a graceful shutdown, with the last stream taken:
+ * streams up to it finish, later ones the client retries elsewhere.
+ */
+static void mk_h2_drain_end(struct mk_conn *c)
+{
+    c->h2->draining = false;
+    mk_h2_goaway(c, NGHTTP2_NO_ERROR);
+}
+
+/*
+ * The server stops, or its configuration was reloaded: a graceful shutdown
+ * in two steps (RFC 9113 section 6.8). First the shutdown notice, a GOAWAY
+ * with the last stream id 2^31-1 (nghttp2_submit_shutdown_notice), and a
+ * PING; new streams are still taken meanwhile. When the PING's ACK comes,
+ * a round trip later, every request the client sent before it saw the
+ * notice has arrived: then the final GOAWAY names the last stream taken
+ * (mk_h2_drain_end; also after MK_H2_DRAIN_MS if no ACK comes, as h2o
+ * does). A single GOAWAY would refuse the requests already on their way.
+ * The streams taken finish, then the connection closes; the client opens a
+ * new one, which gets the configuration in force.
  */
 static void mk_h2_go_away(struct mk_conn *c)
 {
-    if (!c->h2) {
+    struct mk_h2 *h = c->h2;
+    uint64_t now = c->worker->now_ms;
+
+    if (!h) {
         mk_conn_close(c);
         return;
     }
-    mk_h2_goaway(c, NGHTTP2_NO_ERROR);
+    if (!h->going_away && !h->draining) {
+        if (nghttp2_submit_shutdown_notice(h->ng) == 0 &&
+            nghttp2_submit_ping(h->ng, NGHTTP2_FLAG_NONE, mk_h2_drain_ping) == 0) {
+            h->draining = true;
+            h->drain_at = now;
+            if (c->timer != MK_TIMER_READ || c->expiry.deadline > now + MK_H2_DRAIN_MS) {
+                mk_h2_timer_check(c, MK_H2_DRAIN_MS);
+            }
+        }
+        else {
+            mk_h2_goaway(c, NGHTTP2_NO_ERROR);
+        }
+    }
     mk_h2_flush(c);
     mk_h2_after(c);
 }
@@ -1894,14 +2549,19 @@ static void mk_h2_read_body(struct mk_request *r)
     mk_h2_flush(c);
 }
 
+/* The stream waits for its plugin (Timeout from now); the connection goes on. */
 static void mk_h2_park(struct mk_request *r)
 {
-    (void) r; /* the stream waits; the connection goes on (Timeout applies) */
+    struct mk_h2_stream *s = r->proto_data;
+
+    if (s) {
+        s->since = r->conn->worker->now_ms;
+    }
 }
 
 static void mk_h2_unpark(struct mk_request *r)
 {
-    (void) r;
+    mk_h2_park(r); /* its next wait starts now */
 }
 
 /* A resumed request was handled, or a streaming handler made room. */
@@ -1933,8 +2593,7 @@ static void mk_h2_abort(struct mk_request *r)
     if (!s || s->closed) {
         return;
     }
-    s->we_reset = true;
-    nghttp2_submit_rst_stream(c->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+    mk_h2_reset(c, s, NGHTTP2_INTERNAL_ERROR);
     mk_h2_flush(c);
 }
 

@@ -226,6 +226,19 @@ bool mk_http_etag_is(const char *value, size_t len, const char *etag, size_t eta
 bool mk_http_etag_match(const char *value, size_t len, const char *etag, size_t etag_len,
                         bool weak);
 
+/*
+ * A line of a response's extra headers (a request's extra_headers), so that a
+ * protocol that does not send them as text (HTTP/2) need not parse them
+ * back: where the line starts, its name's and value's lengths ("Name:
+ * value\r\n"), and the name's lower-case spelling when the server added
+ * a name it knows (static storage), else NULL.
+ */
+struct mk_resp_field {
+    const char *lower;
+    uint32_t off;
+    uint32_t name_len, value_len;
+};
+
 /* Reason phrase of a status code ("Not Found"), or "Unknown". */
 const char *mk_http_reason(int status);
 /* Method token of a known method, or NULL for MK_METHOD_UNKNOWN. */

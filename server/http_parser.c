@@ -350,7 +350,7 @@ const char *mk_http_method_name(enum mk_http_method method)
     return names[method];
 }
 
-/* sub-delims and unreserved characters of a reg-name (RFC 3986). */
+/* sub-delims and unreserved characters of a reg-name (RFC 3986): ALPHA, DIGIT, -._~!$&'()*+,;= */
 static const uint8_t mk_regname[256] = {
     ['-'] = 1, ['.'] = 1, ['_'] = 1, ['~'] = 1, ['!'] = 1, ['$'] = 1, ['&'] = 1, ['\''] = 1,
     ['('] = 1, [')'] = 1, ['*'] = 1, ['+'] = 1, [','] = 1, [';'] = 1, ['='] = 1, ['0'] = 1,
@@ -412,7 +412,8 @@ static bool mk_parse_authority(const char *p, size_t len, struct mk_str *host)
     if (p[i] != ':' || len - i - 1 > 5) {
         return false;
     }
-    /* At most 5 digits, at most 65535; none at all is an empty port. */
+    /* At most 5 digits (no overflow before the check), at most 65535; none
+       at all is an empty port. */
     uint32_t port = 0;
     for (size_t k = i + 1; k < len; k++) {
         if (!mk_is_digit(p[k])) {

@@ -14,6 +14,8 @@
  * Options set on the listening socket are inherited by accepted ones
  * (TCP_NODELAY), which saves a system call per connection. A port-only
  * Listen binds one dual-stack IPv6 socket, or IPv4 where IPv6 is missing.
+ * Before SO_REUSEPORT sockets are bound to an address, a probe without it
+ * (mk_listener_probe) checks that no other program listens there.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -36,8 +38,13 @@
 #define MK_ACCEPT_EAGER_MAX 7
 #define MK_ACCEPT_EAGER_PROBE 16u
 
-static int mk_listener_open(const struct mk_config *cfg, const struct sockaddr *sa, socklen_t len,
-                            bool any, bool reuseport)
+/*
+ * A socket of sa's family bound to sa as every listening socket is:
+ * SO_REUSEADDR (a restart is not refused by connections in TIME_WAIT), a
+ * port-only Listen (any) dual-stack, and SO_REUSEPORT when asked. Returns
+ * the socket, or -1 with errno.
+ */
+static int mk_listener_bind(const struct sockaddr *sa, socklen_t len, bool any, bool reuseport)
 {
     int one = 1, zero = 0;
     int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -46,13 +53,40 @@ static int mk_listener_open(const struct mk_config *cfg, const struct sockaddr *
         return -1;
     }
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-        (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)) {
-        goto fail;
+        (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0) ||
+        (sa->sa_family == AF_INET6 &&
+         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, any ? &zero : &one, sizeof(int)) < 0) ||
+        bind(fd, sa, len) < 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
     }
-    if (sa->sa_family == AF_INET6 &&
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, any ? &zero : &one, sizeof(int)) < 0) {
-        goto fail;
+    return fd;
+}
+
+/*
+ * mk_listener_bind() for a Listen address: a port-only one falls back to
+ * every IPv4 address on a host without IPv6.
+ */
+static int mk_listener_bind_addr(const struct mk_listen_addr *a, bool reuseport)
+{
+    int fd = mk_listener_bind((const struct sockaddr *) &a->addr, a->addrlen, a->any, reuseport);
+
+    if (fd < 0 && a->any && (errno == EAFNOSUPPORT || errno == EADDRNOTAVAIL)) {
+        struct sockaddr_in in4 = {.sin_family = AF_INET,
+                                  .sin_port = ((const struct sockaddr_in6 *) &a->addr)->sin6_port,
+                                  .sin_addr.s_addr = htonl(INADDR_ANY)};
+        fd = mk_listener_bind((const struct sockaddr *) &in4, sizeof(in4), false, reuseport);
     }
+    return fd;
+}
+
+/* The options of a bound socket, then listen(): 0, or -1 with errno. */
+static int mk_listener_listen(const struct mk_config *cfg, int fd)
+{
+    int one = 1;
+
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (cfg->defer_accept) {
         /*
@@ -64,26 +98,19 @@ static int mk_listener_open(const struct mk_config *cfg, const struct sockaddr *
         int secs = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs));
     }
-    if (bind(fd, sa, len) < 0) {
-        goto fail;
-    }
     if (cfg->tcp_fastopen > 0) {
         int qlen = cfg->tcp_fastopen;
         if (setsockopt(fd, IPPROTO_TCP, TCP_FASTOPEN, &qlen, sizeof(qlen)) < 0) {
             mk_warn("TCPFastOpen: %s (check /proc/sys/net/ipv4/tcp_fastopen)", strerror(errno));
         }
     }
-    if (listen(fd, cfg->backlog) < 0) {
-        goto fail;
-    }
-    return fd;
-
-fail : {
-    int saved = errno;
-    close(fd);
-    errno = saved;
-    return -1;
+    return listen(fd, cfg->backlog);
 }
+
+static void mk_listener_error(const struct mk_listen_addr *a, int error, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "%s: Listen %s: %s", a->where ? a->where : "Listen", a->spec,
+             strerror(error));
 }
 
 int mk_listener_socket(const struct mk_config *cfg, const struct mk_listen_addr *a, bool reuseport,
@@ -94,20 +121,56 @@ int mk_listener_socket(const struct mk_config *cfg, const struct mk_listen_addr 
     if (fd >= 0) {
         return fd; /* passed by the service manager (socket activation) */
     }
-    fd = mk_listener_open(cfg, (const struct sockaddr *) &a->addr, a->addrlen, a->any, reuseport);
-
-    if (fd < 0 && a->any && (errno == EAFNOSUPPORT || errno == EADDRNOTAVAIL)) {
-        /* No IPv6 on this host: every IPv4 address instead. */
-        struct sockaddr_in in4 = {.sin_family = AF_INET,
-                                  .sin_port = ((const struct sockaddr_in6 *) &a->addr)->sin6_port,
-                                  .sin_addr.s_addr = htonl(INADDR_ANY)};
-        fd = mk_listener_open(cfg, (const struct sockaddr *) &in4, sizeof(in4), false, reuseport);
+    fd = mk_listener_bind_addr(a, reuseport);
+    if (fd >= 0 && mk_listener_listen(cfg, fd) < 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        fd = -1;
     }
     if (fd < 0) {
-        snprintf(err, errlen, "%s: Listen %s: %s", a->where ? a->where : "Listen", a->spec,
-                 strerror(errno));
+        mk_listener_error(a, errno, err, errlen);
     }
     return fd;
+}
+
+/* ---- probing an address before sharing it -------------------------------- */
+
+static in_port_t mk_addr_port(const struct mk_listen_addr *a)
+{
+    return a->addr.ss_family == AF_INET ? ((const struct sockaddr_in *) &a->addr)->sin_port
+                                        : ((const struct sockaddr_in6 *) &a->addr)->sin6_port;
+}
+
+static bool mk_addr_wildcard(const struct mk_listen_addr *a)
+{
+    if (a->addr.ss_family == AF_INET) {
+        return ((const struct sockaddr_in *) &a->addr)->sin_addr.s_addr == htonl(INADDR_ANY);
+    }
+    return a->any || IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *) &a->addr)->sin6_addr);
+}
+
+bool mk_listen_addr_overlap(const struct mk_listen_addr *a, const struct mk_listen_addr *b)
+{
+    if (mk_addr_port(a) != mk_addr_port(b)) {
+        return false;
+    }
+    return mk_addr_wildcard(a) || mk_addr_wildcard(b) ||
+           (a->addrlen == b->addrlen && memcmp(&a->addr, &b->addr, a->addrlen) == 0);
+}
+
+int mk_listener_probe(const struct mk_listen_addr *a, char *err, size_t errlen)
+{
+    if (mk_systemd_passed((const struct sockaddr *) &a->addr, a->addrlen)) {
+        return MK_OK; /* the service manager's socket: ours to share */
+    }
+    int fd = mk_listener_bind_addr(a, false);
+    if (fd < 0) {
+        mk_listener_error(a, errno, err, errlen);
+        return MK_ERR;
+    }
+    close(fd);
+    return MK_OK;
 }
 
 /* ---- listener sets --------------------------------------------------------- */

@@ -64,8 +64,33 @@ struct mk_handoff {
 
 /* ---- listening sockets --------------------------------------------------- */
 
+/*
+ * A listening socket for a (owned by the caller): the service manager's
+ * when it passed one (socket activation), else one bound here, with
+ * SO_REUSEPORT when reuseport. -1 on failure, with
+ * "file:line: Listen SPEC: reason" in err.
+ */
 int mk_listener_socket(const struct mk_config *cfg, const struct mk_listen_addr *a, bool reuseport,
                        char *err, size_t errlen);
+/*
+ * Whether another socket already listens on a's address, before the server
+ * binds its SO_REUSEPORT sockets there (which the kernel would let share the
+ * port with any program of the same user that sets SO_REUSEPORT too): a
+ * socket is bound there without SO_REUSEPORT (with SO_REUSEADDR, as the
+ * real ones, so connections in TIME_WAIT do not count) and closed at once.
+ * MK_OK when the bind succeeds, or when the service manager passed a socket
+ * for a (nothing is probed); MK_ERR otherwise, with the same message as
+ * mk_listener_socket() ("...: Address already in use" when busy). Start and
+ * reload only: the caller must not hold a socket on a itself (see
+ * mk_listen_addr_overlap).
+ */
+int mk_listener_probe(const struct mk_listen_addr *a, char *err, size_t errlen);
+/*
+ * Whether sockets bound to a and b may stand in each other's way: the same
+ * port, and the same address or a wildcard on either side (erring towards
+ * yes, so a probe is never refused by the server's own socket).
+ */
+bool mk_listen_addr_overlap(const struct mk_listen_addr *a, const struct mk_listen_addr *b);
 void mk_listener_accept_cb(struct mk_event *ev, uint32_t ready);
 /*
  * Make `listeners` (watched by `loop`) match `plan`: keep the sockets whose

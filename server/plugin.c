@@ -131,6 +131,24 @@ static const char *mk_api_target(const struct mk_request *r, size_t *len)
     return r->head.target.p ? r->head.target.p : "";
 }
 
+static const char *mk_api_client_method(const struct mk_request *r, size_t *len)
+{
+    if (!(r->flags & MK_REQ_REDIRECTED)) {
+        return mk_api_method(r, len);
+    }
+    *len = r->client_method.len;
+    return r->client_method.p ? r->client_method.p : "";
+}
+
+static const char *mk_api_client_target(const struct mk_request *r, size_t *len)
+{
+    if (!(r->flags & MK_REQ_REDIRECTED)) {
+        return mk_api_target(r, len);
+    }
+    *len = r->client_target.len;
+    return r->client_target.p ? r->client_target.p : "";
+}
+
 static const char *mk_api_query(const struct mk_request *r, size_t *len)
 {
     *len = r->head.query.len;
@@ -148,9 +166,19 @@ static int mk_api_version(const struct mk_request *r)
     return r->head.version ? r->head.version : 10;
 }
 
+/* The fields of a request body, which a request started again by an internal redirect has not. */
+static bool mk_api_body_field(const char *name)
+{
+    return strcasecmp(name, "Content-Length") == 0 || strcasecmp(name, "Transfer-Encoding") == 0 ||
+           strcasecmp(name, "Content-Type") == 0;
+}
+
 static const char *mk_api_header(const struct mk_request *r, const char *name, size_t *len)
 {
     const struct mk_str *v = mk_http_header_get(&r->head, name);
+    if (v && (r->flags & MK_REQ_REDIRECTED) && mk_api_body_field(name)) {
+        v = NULL;
+    }
     if (!v) {
         *len = 0;
         return NULL;
@@ -433,7 +461,7 @@ static int mk_api_task(struct mk_request *r, void (*work)(void *arg), mk_resume_
         r->flags &= (uint16_t) ~MK_REQ_SUSPENDING;
         mk_free(s);
         if (rc == 503) {
-            mk_response_add_header(r, "Retry-After", 11, "1", 1);
+            mk_response_add_known(r, MK_RESP_RETRY_AFTER, "1", 1);
         }
         return rc;
     }
@@ -868,11 +896,22 @@ static int mk_api_serve_file(struct mk_request *r, const char *path)
     if (n < 0) {
         return MK_ERR;
     }
-    if (r->vhost && r->vhost->hide_dotfiles && mk_path_is_hidden(p, (size_t) n)) {
+    bool hide = r->vhost->hide_dotfiles;
+    if (hide && mk_path_is_hidden(p, (size_t) n)) {
         return 404;
     }
     r->path = p;
     r->path_len = (size_t) n;
+    if (p[n - 1] == '/') {
+        /* a directory: its index file, as for a request for it */
+        int rc = mk_static_index(r);
+        if (rc == MK_OK && hide && mk_path_is_hidden(r->path, r->path_len)) {
+            return 404;
+        }
+        if (rc != MK_OK && rc != MK_DECLINED) {
+            return rc;
+        }
+    }
     if (r->head.method != MK_METHOD_HEAD) {
         r->head.method = MK_METHOD_GET;
     }
@@ -1003,6 +1042,11 @@ const struct mk_api mk_plugin_api = {
     .serve_file = mk_api_serve_file,
     .server = mk_api_server_get,
     .thread_serve = mk_api_thread_serve,
+    .stream_buffer = mk_response_stream_buffer,
+    .stream_commit = mk_response_stream_commit,
+    .internal_redirect = mk_request_redirect,
+    .client_method = mk_api_client_method,
+    .client_target = mk_api_client_target,
 };
 
 /* ---- loading ------------------------------------------------------------- */

@@ -2,9 +2,11 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * proto.h: the protocol seam. A connection speaks one protocol, chosen when
- * it starts (HTTP/1.1 today; HTTP/2 by ALPN later); the protocol turns bytes
- * into requests and responses into bytes. conn.c (lifecycle, transport,
+ * proto.h: the protocol seam. A connection speaks one protocol at a time:
+ * HTTP/1.x (h1.c) or HTTP/2 (h2.c), chosen when it starts, by ALPN on a TLS
+ * listener or by the client preface on an h2c listener, or switched to
+ * HTTP/2 by `Upgrade: h2c` on its first request (h2_upgrade.c). The
+ * protocol turns bytes into requests and responses into bytes. conn.c (lifecycle, transport,
  * lingering close) and request.c (stages, plugins) reach it only through
  * this table, so neither knows how requests are framed on the wire, and a
  * protocol may carry many requests on one connection at once: every

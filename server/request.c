@@ -13,8 +13,12 @@
  *                         them), then the plugins' request hooks, the
  *                         site's route table (route.h: a route's handler,
  *                         or 405/OPTIONS with the routes' Allow), and for
- *                         the requests no route takes the content hooks
+ *                         the requests no route takes a directory's index
+ *                         file, the site's Fallback and the content hooks
  *                         (plugins first, static files last)
+ *   mk_request_redirect   api->internal_redirect: once the content hook's
+ *                         MK_OK comes, the request starts again as a GET
+ *                         of the new target, from the hidden-name check on
  *   mk_request_body_ready the body a content handler asked for has arrived
  *   mk_request_resume     a suspended hook's continuation ran: go on from
  *                         the stage and plugin that suspended
@@ -47,6 +51,7 @@
 static void mk_request_request_hooks(struct mk_request *r, size_t from);
 static void mk_request_content(struct mk_request *r, size_t from);
 static void mk_request_route(struct mk_request *r);
+static void mk_request_redirect_run(struct mk_request *r);
 
 #define MK_FREE_REQS_MAX 1024 /* spare requests a worker keeps */
 
@@ -200,10 +205,20 @@ void mk_request_drop_task(struct mk_request *r)
 
 /* ---- stages -------------------------------------------------------------- */
 
-/* The handler wants the body: the protocol reads it, then calls the handler again. */
+/*
+ * The handler wants the body: the protocol reads it, then calls the handler
+ * again. A request started again by an internal redirect has none: the
+ * handler is called again at once with an empty body (the client's, read or
+ * not, was the first handler's; what is left of it is skipped after the
+ * response).
+ */
 static void mk_request_wait_body(struct mk_request *r, const struct mk_plugin *p)
 {
     r->handler = p;
+    if (r->flags & MK_REQ_REDIRECTED) {
+        mk_request_body_ready(r);
+        return;
+    }
     r->conn->proto->read_body(r);
 }
 
@@ -229,38 +244,101 @@ static void mk_request_request_result(struct mk_request *r, size_t index, int rc
 }
 
 /*
- * The site's Fallback (a front controller such as /index.php): when the
+ * The site's Fallback (a front controller such as /index.php): whether r's
  * path names no file and no directory under the document root (and does
- * not pass through a file, as /index.php/a/b does), the request
- * goes on with the fallback's path, for the content hooks and the static
- * files (after the routes: a path a route takes is never replaced). The request target and the
- * query stay the client's (REQUEST_URI keeps the pretty URL). One open() per request, on sites with
- * a Fallback only.
+ * not pass through a file, as /index.php/a/b does), so that it was
+ * replaced by the fallback's path. Asked after the routes (a path a route
+ * takes is never replaced), once per start of the request. The request
+ * target and the query stay the client's (REQUEST_URI keeps the pretty
+ * URL). One open() per request, on sites with a Fallback only.
  */
-static void mk_request_fallback(struct mk_request *r)
+static bool mk_request_fallback(struct mk_request *r)
 {
     const struct mk_vhost *vh = r->vhost;
 
-    if (!vh || !vh->fallback || !r->path) {
-        return;
+    if (!vh->fallback || !r->path || (r->flags & MK_REQ_FALLBACK)) {
+        return false;
     }
     int fd =
         mk_static_open(vh, r->path_len > 1 ? r->path + 1 : ".", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd >= 0) {
         close(fd);
-        return;
+        return false;
     }
     if (errno != ENOENT) {
         /* ENOTDIR: the path passes through a file (/index.php/a/b: PATH_INFO);
            others (403, 500): there is something, with its usual answer */
-        return;
+        return false;
     }
     char *path = mk_arena_alloc(&r->arena, vh->fallback_len + 1);
-    if (path) {
-        memcpy(path, vh->fallback, vh->fallback_len + 1);
-        r->path = path;
-        r->path_len = vh->fallback_len;
+    if (!path) {
+        return false;
     }
+    memcpy(path, vh->fallback, vh->fallback_len + 1);
+    r->path = path;
+    r->path_len = vh->fallback_len;
+    r->flags |= MK_REQ_FALLBACK;
+    return true;
+}
+
+/*
+ * Start r's pipeline for its path (normalised, or NULL for "*" and
+ * authority targets): 404 for a hidden name when the site hides them,
+ * else the request hooks, then the routes, the Fallback and the content
+ * hooks.
+ */
+static void mk_request_begin(struct mk_request *r)
+{
+    if (r->path && r->vhost->hide_dotfiles && mk_path_is_hidden(r->path, r->path_len)) {
+        /* Decoded, so "/%2egit" is caught too; before any plugin, so none serves it. */
+        mk_request_error(r, 404);
+        return;
+    }
+    mk_request_request_hooks(r, 0);
+}
+
+/*
+ * Start r again for a new path (a directory's index file, the Fallback's,
+ * an internal redirect's), as a request for it: the plugins' context slots
+ * of the earlier start are emptied first (their cleanups run), so that its
+ * request hooks start afresh, and whatever route took it is forgotten.
+ */
+static void mk_request_restart(struct mk_request *r)
+{
+    mk_plugins_ctx_clear(r);
+    memset(&r->route, 0, sizeof(r->route));
+    mk_request_begin(r);
+}
+
+/*
+ * No route took r (or the one that did declined). A path ending in '/'
+ * that names a directory with an index file becomes the index file's path
+ * (mk_static_index), and a path that names nothing the site's Fallback:
+ * either way r starts again for the new path, as a request for it (its
+ * request hooks check that path: access rules and authentication apply to
+ * it as to a request for it; the routes and the gateways' Match see it),
+ * keeping its method, its body and the client's target, as nginx's index
+ * and try_files do. Otherwise the content hooks. A file's path pays one
+ * comparison for the index step.
+ */
+static void mk_request_unrouted(struct mk_request *r)
+{
+    if (r->path && r->path[r->path_len - 1] == '/') {
+        int rc = mk_static_index(r);
+        if (rc == MK_OK) {
+            mk_request_restart(r);
+            return;
+        }
+        if (rc != MK_DECLINED) {
+            mk_request_error(r, rc);
+            return;
+        }
+    }
+    if (mk_request_fallback(r)) {
+        mk_request_restart(r);
+        return;
+    }
+    mk_request_content(r, 0);
 }
 
 static void mk_request_request_hooks(struct mk_request *r, size_t from)
@@ -282,7 +360,10 @@ static void mk_request_request_hooks(struct mk_request *r, size_t from)
 static void mk_request_content_result(struct mk_request *r, const struct mk_plugin *p,
                                       enum mk_stage stage, size_t index, int rc)
 {
-    if (rc == MK_OK) {
+    if (rc == MK_OK && r->redirect) {
+        mk_request_redirect_run(r);
+    }
+    else if (rc == MK_OK) {
         mk_request_respond(r);
     }
     else if (rc == MK_SUSPENDED) {
@@ -298,8 +379,8 @@ static void mk_request_content_result(struct mk_request *r, const struct mk_plug
         mk_request_content(r, index + 1);
     }
     else if (rc == MK_DECLINED && stage == MK_STAGE_ROUTE) {
-        r->route.route = NULL; /* the content hooks take over */
-        mk_request_content(r, 0);
+        r->route.route = NULL; /* as if no route had taken it */
+        mk_request_unrouted(r);
     }
     else if (rc == MK_DECLINED || rc == MK_AGAIN) {
         mk_err("plugin %s: content hook returned %d after taking the body", p->name, rc);
@@ -339,11 +420,10 @@ static void mk_request_content(struct mk_request *r, size_t from)
  */
 static void mk_request_route(struct mk_request *r)
 {
-    const struct mk_routes *t = r->vhost ? r->vhost->routes : NULL;
+    const struct mk_routes *t = r->vhost->routes;
 
     if (!t || t->n == 0 || !r->path) {
-        mk_request_fallback(r);
-        mk_request_content(r, 0);
+        mk_request_unrouted(r);
         return;
     }
     if (mk_routes_match(t, r->head.method, r->path, r->path_len, &r->route)) {
@@ -353,14 +433,13 @@ static void mk_request_route(struct mk_request *r)
         return;
     }
     if (!r->route.allow) {
-        mk_request_fallback(r);
-        mk_request_content(r, 0);
+        mk_request_unrouted(r);
         return;
     }
     if (r->head.method == MK_METHOD_OPTIONS) {
         char allow[96];
         size_t n = mk_route_allow_format(r->route.allow, allow, sizeof(allow));
-        mk_response_add_header(r, "Allow", 5, allow, n);
+        mk_response_add_known(r, MK_RESP_ALLOW, allow, n);
         r->status = 204;
         mk_request_respond(r);
         return;
@@ -404,13 +483,89 @@ void mk_request_run(struct mk_request *r)
             return;
         }
         r->path_len = (size_t) n;
-        /* Decoded, so "/%2egit" is caught too; before any plugin, so none serves it. */
-        if (r->vhost && r->vhost->hide_dotfiles && mk_path_is_hidden(r->path, r->path_len)) {
-            mk_request_error(r, 404);
-            return;
+    }
+    mk_request_begin(r);
+}
+
+int mk_request_redirect(struct mk_request *r, const char *location)
+{
+    if (!r || !location || !(r->flags & MK_REQ_ACTIVE) || r->upgrade ||
+        r->body_type == MK_RESP_STREAM || mk_body_streaming(&r->bs)) {
+        return MK_ERR;
+    }
+    if (r->redirects >= MK_REDIRECTS_MAX) {
+        mk_err("%.*s: more than %d internal redirects for one request", (int) r->head.target.len,
+               r->head.target.p, MK_REDIRECTS_MAX);
+        return 500;
+    }
+    size_t len = strcspn(location, "#"); /* a fragment is the client's business */
+    if (len == 0 || location[0] != '/' || (len > 1 && location[1] == '/')) {
+        return MK_ERR; /* a path, never "//authority" */
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char) location[i];
+        if (ch <= 0x20 || ch >= 0x7f) {
+            return MK_ERR; /* what a request target may not hold */
         }
     }
-    mk_request_request_hooks(r, 0);
+    const char *q = memchr(location, '?', len);
+    size_t plen = q ? (size_t) (q - location) : len;
+    char *target = mk_arena_alloc(&r->arena, len + 1);
+    char *path = mk_arena_alloc(&r->arena, plen + 2);
+    if (!target || !path) {
+        return 503;
+    }
+    ssize_t n = mk_path_normalize(location, plen, path);
+    if (n < 0) {
+        return MK_ERR;
+    }
+    memcpy(target, location, len);
+    target[len] = '\0';
+    r->redirect = target;
+    r->redirect_len = len;
+    r->redirect_path = path;
+    r->redirect_path_len = (size_t) n;
+    return MK_OK;
+}
+
+/*
+ * The content hook that called api->internal_redirect() returned MK_OK: r
+ * starts again as a GET (a HEAD stays a HEAD) of the new target, as if the
+ * client had asked for it, through every check (mk_request_begin). What the
+ * first handler set up of the response is dropped; the request has no body
+ * any more (api->header() hides its body fields); the notes stay.
+ * Recursion is bounded: MK_REDIRECTS_MAX starts at most.
+ */
+static void mk_request_redirect_run(struct mk_request *r)
+{
+    struct mk_http_head *h = &r->head;
+    const char *t = r->redirect;
+    size_t len = r->redirect_len;
+    const char *q = memchr(t, '?', len);
+
+    r->redirect = NULL;
+    if (r->redirects++ == 0) {
+        r->client_method = h->method_name;
+        r->client_target = h->target;
+    }
+    r->flags |= MK_REQ_REDIRECTED;
+    r->flags &= (uint16_t) ~(MK_REQ_BODY_READ | MK_REQ_FALLBACK);
+    mk_response_reset(r);
+    mk_free(r->body);
+    r->body = NULL;
+    r->body_len = r->body_cap = 0;
+    r->handler = NULL;
+    if (h->method != MK_METHOD_HEAD) {
+        h->method = MK_METHOD_GET;
+        h->method_name = MK_STR("GET");
+    }
+    h->form = MK_TARGET_ORIGIN;
+    h->target = mk_str_make(t, len);
+    h->path = mk_str_make(t, q ? (size_t) (q - t) : len);
+    h->query = q ? mk_str_make(q + 1, len - (size_t) (q - t) - 1) : mk_str_make(NULL, 0);
+    r->path = r->redirect_path;
+    r->path_len = r->redirect_path_len;
+    mk_request_restart(r);
 }
 
 void mk_request_body_ready(struct mk_request *r)

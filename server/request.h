@@ -72,6 +72,25 @@ struct mk_piece {
 #define MK_REQ_STREAM_END 0x800u  /* the streaming handler called stream_end */
 #define MK_REQ_IDLE 0x1000u       /* a stream's queue is empty: waiting for its handler */
 #define MK_REQ_PROCEEDING 0x2000u /* inside the stream's proceed callback */
+#define MK_REQ_REDIRECTED 0x4000u /* started again by an internal redirect: a GET without body */
+#define MK_REQ_FALLBACK 0x8000u   /* the path is the site's Fallback (applied once per start) */
+
+/* Internal redirects (api->internal_redirect) one request may take: past it, 500. */
+#define MK_REDIRECTS_MAX 10
+
+/* The field names the server writes itself (mk_response_add_known). */
+enum mk_resp_name {
+    MK_RESP_ETAG = 0,
+    MK_RESP_LAST_MODIFIED,
+    MK_RESP_ACCEPT_RANGES,
+    MK_RESP_CONTENT_RANGE,
+    MK_RESP_ALLOW,
+    MK_RESP_CACHE_CONTROL,
+    MK_RESP_EXPIRES,
+    MK_RESP_VARY,
+    MK_RESP_CONTENT_ENCODING,
+    MK_RESP_RETRY_AFTER,
+};
 
 /* Where a suspended request resumes. */
 enum mk_stage {
@@ -93,7 +112,7 @@ struct mk_request {
     uint32_t handles;    /* suspension handles not yet resumed: the struct must stay */
     struct mk_list node; /* in the worker's free or zombie list when not in use */
     struct mk_config *cfg;
-    struct mk_vhost *vhost;
+    struct mk_vhost *vhost; /* never NULL: the default site until the Host is known */
     struct mk_arena arena;
     struct mk_http_head head;
     char *path; /* decoded, normalised (arena); NULL until known */
@@ -118,6 +137,8 @@ struct mk_request {
     char *extra_headers; /* "Name: value\r\n"..., arena */
     size_t extra_len;
     size_t extra_cap;
+    struct mk_resp_field *fields; /* one per line of extra_headers, in order (arena) */
+    unsigned n_fields, fields_cap;
     enum mk_resp_body body_type;
     const char *mem;
     size_t mem_len;
@@ -132,6 +153,7 @@ struct mk_request {
     /* streamed body: pieces in order, bytes queued, the handler's callback */
     struct mk_piece *q_head, *q_tail;
     size_t queued;
+    struct mk_piece *spare; /* api->stream_buffer()'s, not yet committed */
     mk_proceed_cb proceed;
     void *proceed_arg;
     bool chunked; /* framed with chunked coding (the protocol decides) */
@@ -150,6 +172,16 @@ struct mk_request {
     void *proto_data;
     /* api->note_set(): named values for the logs, newest first (arena) */
     struct mk_note *notes;
+    /* api->internal_redirect(): the new target ("/path?query", arena) and its
+       normalised path, set until the hook's MK_OK starts the request again */
+    char *redirect;
+    size_t redirect_len;
+    char *redirect_path;
+    size_t redirect_path_len;
+    uint8_t redirects; /* internal redirects taken, at most MK_REDIRECTS_MAX */
+    /* the head's method and target as the client sent them, kept by the
+       first internal redirect (api->client_method, client_target) */
+    struct mk_str client_method, client_target;
 };
 
 /* ---- request.c ----------------------------------------------------------- */
@@ -171,17 +203,30 @@ void mk_request_body_ready(struct mk_request *r);
 void mk_request_body_result(struct mk_request *r, int rc);
 void mk_request_error(struct mk_request *r, int status);
 void mk_request_end(struct mk_request *r);
+/* api->internal_redirect (the contract is in mk_plugin.h). */
+int mk_request_redirect(struct mk_request *r, const char *location);
 
 /* ---- response.c: what a response is, whatever the protocol that sends it - */
 
 /* Forget the response body file: release a cache entry or close a descriptor. */
 void mk_response_drop_file(struct mk_request *r);
+/* Add "Name: value" to r's response: MK_OK, or MK_ERR for a name or value that would
+   break the head (empty name, CR, LF, a colon in the name) or no memory. */
 int mk_response_add_header(struct mk_request *r, const char *name, size_t name_len,
                            const char *value, size_t value_len);
-/* Append complete header lines ("Name: value\r\n"...) the server wrote itself:
-   nothing is checked. MK_ERR when memory is short. */
-int mk_response_add_lines(struct mk_request *r, const char *lines, size_t len);
+/* Add a field the server writes itself: the value was made by the server or checked
+   when it was configured (no CR or LF), so it is not checked again. MK_OK or MK_ERR
+   (no memory). */
+int mk_response_add_known(struct mk_request *r, enum mk_resp_name name, const char *value,
+                          size_t value_len);
+/* Append complete lines ("Name: value\r\n"...) the server wrote itself, with
+   their records `fields` (n of them, offsets from `lines`): nothing is
+   checked. MK_OK, or MK_ERR when memory is short. */
+int mk_response_add_lines(struct mk_request *r, const char *lines, size_t len,
+                          const struct mk_resp_field *fields, unsigned n);
 void mk_response_error(struct mk_request *r, int status);
+/* Forget the response set up so far (status, type, headers, body): r answers afresh. */
+void mk_response_reset(struct mk_request *r);
 /* Whether r's status forbids a body (1xx, 204, 304). */
 static inline bool mk_response_no_body(const struct mk_request *r)
 {
@@ -192,6 +237,8 @@ static inline bool mk_response_no_body(const struct mk_request *r)
 int mk_response_stream_start(struct mk_request *r, mk_proceed_cb proceed, void *arg);
 int mk_response_stream_write(struct mk_request *r, const void *data, size_t len);
 int mk_response_stream_end(struct mk_request *r, const char *trailers);
+void *mk_response_stream_buffer(struct mk_request *r, size_t len);
+int mk_response_stream_commit(struct mk_request *r, size_t n);
 /* Free the queue; a handler that had not ended gets proceed(NULL, arg). */
 void mk_response_stream_cancel(struct mk_request *r);
 /* Free the first piece, written in full. */
@@ -203,6 +250,17 @@ int mk_response_send_file(struct mk_request *r, size_t budget);
 /* ---- static.c ------------------------------------------------------------ */
 
 int mk_static_serve(struct mk_request *r);
+/*
+ * r's path ends in '/': when it names a directory with an index file (the
+ * first of IndexFiles that is a regular file in it, opened by the site's
+ * rules; remembered in the file cache under the directory's path), make
+ * r's path the index file's (in r's arena) and return MK_OK. MK_DECLINED
+ * when there is none (no such directory, no index file: r is unchanged and
+ * its handlers answer for the directory), 503 when memory is short. The
+ * only place a directory becomes its index file: the static handler
+ * answers a path ending in '/' with 403 or 404.
+ */
+int mk_static_index(struct mk_request *r);
 int mk_static_open(const struct mk_vhost *vh, const char *rel, int flags);
 
 #endif

@@ -26,8 +26,30 @@
 
 /* ---- extra headers ------------------------------------------------------- */
 
-/* Room for `need` more bytes of extra header lines: where they go, or NULL. */
-static char *mk_response_extra_room(struct mk_request *r, size_t need)
+/* The names of enum mk_resp_name, as HTTP/1 writes them and in lower case. */
+static const struct {
+    const char *name, *lower;
+    uint32_t len;
+} mk_resp_names[] = {
+#define MK_RESP_NAME(id, n, l) [id] = {n, l, sizeof(n) - 1}
+    MK_RESP_NAME(MK_RESP_ETAG, "ETag", "etag"),
+    MK_RESP_NAME(MK_RESP_LAST_MODIFIED, "Last-Modified", "last-modified"),
+    MK_RESP_NAME(MK_RESP_ACCEPT_RANGES, "Accept-Ranges", "accept-ranges"),
+    MK_RESP_NAME(MK_RESP_CONTENT_RANGE, "Content-Range", "content-range"),
+    MK_RESP_NAME(MK_RESP_ALLOW, "Allow", "allow"),
+    MK_RESP_NAME(MK_RESP_CACHE_CONTROL, "Cache-Control", "cache-control"),
+    MK_RESP_NAME(MK_RESP_EXPIRES, "Expires", "expires"),
+    MK_RESP_NAME(MK_RESP_VARY, "Vary", "vary"),
+    MK_RESP_NAME(MK_RESP_CONTENT_ENCODING, "Content-Encoding", "content-encoding"),
+    MK_RESP_NAME(MK_RESP_RETRY_AFTER, "Retry-After", "retry-after"),
+#undef MK_RESP_NAME
+};
+
+/*
+ * Room for `need` more bytes of extra header lines and `n` more records:
+ * where the lines go, or NULL (no memory).
+ */
+static char *mk_response_extra_room(struct mk_request *r, size_t need, unsigned n)
 {
     if (r->extra_len + need > r->extra_cap) {
         size_t cap = r->extra_cap ? r->extra_cap * 2 : 256;
@@ -44,36 +66,54 @@ static char *mk_response_extra_room(struct mk_request *r, size_t need)
         r->extra_headers = p;
         r->extra_cap = cap;
     }
+    if (r->n_fields + n > r->fields_cap) {
+        unsigned cap = r->fields_cap ? r->fields_cap * 2 : 8;
+        while (cap < r->n_fields + n) {
+            cap *= 2;
+        }
+        struct mk_resp_field *f = mk_arena_alloc(&r->arena, cap * sizeof(*f));
+        if (!f) {
+            return NULL;
+        }
+        if (r->n_fields) {
+            memcpy(f, r->fields, r->n_fields * sizeof(*f));
+        }
+        r->fields = f;
+        r->fields_cap = cap;
+    }
     return r->extra_headers + r->extra_len;
 }
 
-int mk_response_add_lines(struct mk_request *r, const char *lines, size_t len)
+int mk_response_add_lines(struct mk_request *r, const char *lines, size_t len,
+                          const struct mk_resp_field *fields, unsigned n)
 {
-    char *w = mk_response_extra_room(r, len);
+    char *w = mk_response_extra_room(r, len, n);
 
     if (!w) {
         return MK_ERR;
     }
     memcpy(w, lines, len);
+    for (unsigned i = 0; i < n; i++) {
+        struct mk_resp_field *f = &r->fields[r->n_fields++];
+        *f = fields[i];
+        f->off += (uint32_t) r->extra_len;
+    }
     r->extra_len += len;
     return MK_OK;
 }
 
-int mk_response_add_header(struct mk_request *r, const char *name, size_t name_len,
-                           const char *value, size_t value_len)
+/* Append the line "Name: value\r\n" and its record: MK_OK, or MK_ERR (no memory). */
+static int mk_response_field_put(struct mk_request *r, const char *lower, const char *name,
+                                 size_t name_len, const char *value, size_t value_len)
 {
     size_t need = name_len + value_len + 4;
+    char *w = mk_response_extra_room(r, need, 1);
 
-    /* A header must never smuggle a line break into the response. */
-    if (name_len == 0 || memchr(name, '\r', name_len) || memchr(name, '\n', name_len) ||
-        memchr(name, ':', name_len) || memchr(value, '\r', value_len) ||
-        memchr(value, '\n', value_len)) {
-        return MK_ERR;
-    }
-    char *w = mk_response_extra_room(r, need);
     if (!w) {
         return MK_ERR;
     }
+    r->fields[r->n_fields++] = (struct mk_resp_field){lower, (uint32_t) r->extra_len,
+                                                      (uint32_t) name_len, (uint32_t) value_len};
     memcpy(w, name, name_len);
     w += name_len;
     *w++ = ':';
@@ -84,6 +124,25 @@ int mk_response_add_header(struct mk_request *r, const char *name, size_t name_l
     *w++ = '\n';
     r->extra_len += need;
     return MK_OK;
+}
+
+int mk_response_add_header(struct mk_request *r, const char *name, size_t name_len,
+                           const char *value, size_t value_len)
+{
+    /* A header must never smuggle a line break into the response. */
+    if (name_len == 0 || memchr(name, '\r', name_len) || memchr(name, '\n', name_len) ||
+        memchr(name, ':', name_len) || memchr(value, '\r', value_len) ||
+        memchr(value, '\n', value_len)) {
+        return MK_ERR;
+    }
+    return mk_response_field_put(r, NULL, name, name_len, value, value_len);
+}
+
+int mk_response_add_known(struct mk_request *r, enum mk_resp_name name, const char *value,
+                          size_t value_len)
+{
+    return mk_response_field_put(r, mk_resp_names[name].lower, mk_resp_names[name].name,
+                                 mk_resp_names[name].len, value, value_len);
 }
 
 void mk_response_drop_file(struct mk_request *r)
@@ -138,14 +197,11 @@ static bool mk_response_error_page(struct mk_request *r, int status)
 /* Did the handler add an Allow header already? */
 static bool mk_response_has_allow(const struct mk_request *r)
 {
-    const char *p = r->extra_headers, *end = p ? p + r->extra_len : NULL; /* NULL + 0 is UB */
-
-    while (p && end - p > 6) {
-        if (strncasecmp(p, "Allow:", 6) == 0) {
+    for (unsigned i = 0; i < r->n_fields; i++) {
+        const struct mk_resp_field *f = &r->fields[i];
+        if (f->name_len == 5 && strncasecmp(r->extra_headers + f->off, "Allow", 5) == 0) {
             return true;
         }
-        const char *nl = memchr(p, '\n', (size_t) (end - p));
-        p = nl ? nl + 1 : end;
     }
     return false;
 }
@@ -163,11 +219,11 @@ static void mk_response_allow(struct mk_request *r)
         methods |= r->route.route->methods;
     }
     if (!methods) {
-        mk_response_add_header(r, "Allow", 5, "GET, HEAD, OPTIONS", 18);
+        mk_response_add_known(r, MK_RESP_ALLOW, "GET, HEAD, OPTIONS", 18);
         return;
     }
     size_t n = mk_route_allow_format(methods, allow, sizeof(allow));
-    mk_response_add_header(r, "Allow", 5, allow, n);
+    mk_response_add_known(r, MK_RESP_ALLOW, allow, n);
 }
 
 void mk_response_error(struct mk_request *r, int status)
@@ -202,6 +258,25 @@ void mk_response_error(struct mk_request *r, int status)
     r->content_length = (uint64_t) n;
 }
 
+void mk_response_reset(struct mk_request *r)
+{
+    mk_response_stream_cancel(r);
+    mk_response_drop_file(r);
+    mk_free(r->owned);
+    r->owned = NULL;
+    r->status = 200;
+    r->flags &= (uint16_t) ~MK_REQ_NO_BODY;
+    r->content_type = NULL;
+    r->content_type_len = 0;
+    r->extra_len = 0;
+    r->body_type = MK_RESP_NONE;
+    r->mem = NULL;
+    r->mem_len = 0;
+    r->file_off = 0;
+    r->body_left = 0;
+    r->content_length = 0;
+}
+
 /* ---- streamed bodies ----------------------------------------------------- */
 
 int mk_response_stream_start(struct mk_request *r, mk_proceed_cb proceed, void *arg)
@@ -218,21 +293,30 @@ int mk_response_stream_start(struct mk_request *r, mk_proceed_cb proceed, void *
     return MK_OK;
 }
 
-/* Append a piece (the last one: trailer lines) and wake an idle writer. */
-static int mk_response_stream_queue(struct mk_request *r, const void *data, size_t len, bool last)
+/* A piece for len data bytes, with room for the framing around them: NULL when memory is short. */
+static struct mk_piece *mk_piece_new(size_t len)
 {
-    if (r->body_type != MK_RESP_STREAM || (r->flags & MK_REQ_STREAM_END) ||
-        (!last && r->queued >= MK_STREAM_HIGH_WATER)) {
-        return MK_ERR;
+    if (len > SIZE_MAX - sizeof(struct mk_piece) - MK_PIECE_HDR - 2) {
+        return NULL;
     }
     struct mk_piece *p = mk_try_alloc(sizeof(*p) + MK_PIECE_HDR + len + 2);
-    if (!p) {
-        return MK_ERR;
+    if (p) {
+        memset(p, 0, sizeof(*p));
+        p->len = len;
     }
-    memset(p, 0, sizeof(*p));
-    memcpy(p->buf + MK_PIECE_HDR, data, len);
-    p->len = len;
-    p->last = last;
+    return p;
+}
+
+/* Whether the stream of r takes a piece now (the last one: whatever the mark). */
+static bool mk_response_stream_open(const struct mk_request *r, bool last)
+{
+    return r->body_type == MK_RESP_STREAM && !(r->flags & MK_REQ_STREAM_END) &&
+           (last || r->queued < MK_STREAM_HIGH_WATER);
+}
+
+/* Append piece p (its data in place) and wake an idle writer: MK_OK or MK_AGAIN. */
+static int mk_response_stream_append(struct mk_request *r, struct mk_piece *p)
+{
     if (r->q_tail) {
         r->q_tail->next = p;
     }
@@ -240,8 +324,8 @@ static int mk_response_stream_queue(struct mk_request *r, const void *data, size
         r->q_head = p;
     }
     r->q_tail = p;
-    r->queued += len;
-    if (last) {
+    r->queued += p->len;
+    if (p->last) {
         r->flags |= MK_REQ_STREAM_END;
     }
     int rc = r->queued >= MK_STREAM_HIGH_WATER ? MK_AGAIN : MK_OK;
@@ -251,6 +335,47 @@ static int mk_response_stream_queue(struct mk_request *r, const void *data, size
         r->conn->proto->wake(r);
     }
     return rc;
+}
+
+/* Append a copy of a piece (the last one: trailer lines) and wake an idle writer. */
+static int mk_response_stream_queue(struct mk_request *r, const void *data, size_t len, bool last)
+{
+    if (!mk_response_stream_open(r, last)) {
+        return MK_ERR;
+    }
+    struct mk_piece *p = mk_piece_new(len);
+    if (!p) {
+        return MK_ERR;
+    }
+    memcpy(p->buf + MK_PIECE_HDR, data, len);
+    p->last = last;
+    return mk_response_stream_append(r, p);
+}
+
+void *mk_response_stream_buffer(struct mk_request *r, size_t len)
+{
+    mk_free(r->spare);
+    r->spare = NULL;
+    if (len == 0 || !mk_response_stream_open(r, false) || !(r->spare = mk_piece_new(len))) {
+        return NULL;
+    }
+    return r->spare->buf + MK_PIECE_HDR;
+}
+
+int mk_response_stream_commit(struct mk_request *r, size_t n)
+{
+    struct mk_piece *p = r->spare;
+
+    r->spare = NULL;
+    if (!p) {
+        return MK_ERR;
+    }
+    if (n == 0 || n > p->len || !mk_response_stream_open(r, false)) {
+        mk_free(p);
+        return n == 0 && mk_response_stream_open(r, true) ? MK_OK : MK_ERR;
+    }
+    p->len = n;
+    return mk_response_stream_append(r, p);
 }
 
 int mk_response_stream_write(struct mk_request *r, const void *data, size_t len)
@@ -287,6 +412,8 @@ void mk_response_stream_pop(struct mk_request *r)
 
 void mk_response_stream_cancel(struct mk_request *r)
 {
+    mk_free(r->spare);
+    r->spare = NULL;
     if (r->body_type != MK_RESP_STREAM) {
         return;
     }

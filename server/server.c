@@ -228,16 +228,45 @@ static void mk_plans_free(struct mk_listen_plan **plans, int n_plans, size_t n_e
 }
 
 /*
+ * With Balancing reuseport, refuse an address another program listens on
+ * (mk_listener_probe) before binding any socket, so "Address already in
+ * use" stops the start or the reload as it does with one socket (fair).
+ * Addresses that may meet a socket of `old`, which the server holds itself,
+ * are not probed: the probe would find that socket.
+ */
+static int mk_server_probe(const struct mk_config *old, const struct mk_config *cfg, char *err,
+                           size_t errlen)
+{
+    if (cfg->balancing != MK_BALANCE_REUSEPORT) {
+        return MK_OK; /* the one socket per address is bound without SO_REUSEPORT */
+    }
+    for (size_t i = 0; i < cfg->n_listen; i++) {
+        bool held = false;
+        for (size_t j = 0; old && j < old->n_listen && !held; j++) {
+            held = mk_listen_addr_overlap(&cfg->listen[i], &old->listen[j]);
+        }
+        if (!held && mk_listener_probe(&cfg->listen[i], err, errlen) != MK_OK) {
+            return MK_ERR;
+        }
+    }
+    return MK_OK;
+}
+
+/*
  * One plan per socket owner (each worker with reuseport, the acceptor with
  * fair balancing): keep the sockets of addresses `old` already had, open the
- * others. Nothing is left open on failure.
+ * others, probed first (mk_server_probe). Nothing is left open on failure.
  */
 static struct mk_listen_plan **mk_server_plans(struct mk_server *srv, const struct mk_config *old,
                                                const struct mk_config *cfg, int owners, char *err,
                                                size_t errlen)
 {
-    struct mk_listen_plan **plans = mk_calloc((size_t) owners, sizeof(*plans));
     bool reuseport = cfg->balancing == MK_BALANCE_REUSEPORT;
+
+    if (mk_server_probe(old, cfg, err, errlen) != MK_OK) {
+        return NULL;
+    }
+    struct mk_listen_plan **plans = mk_calloc((size_t) owners, sizeof(*plans));
 
     for (int w = 0; w < owners; w++) {
         plans[w] = mk_calloc(cfg->n_listen ? cfg->n_listen : 1, sizeof(**plans));

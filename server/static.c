@@ -303,16 +303,74 @@ static bool mk_static_if_range(const struct mk_request *r, const struct stat *st
     return mk_http_date_parse(v->p, v->len, &t) && t == st->st_mtime;
 }
 
+int mk_static_index(struct mk_request *r)
+{
+    struct mk_worker *w = r->conn->worker;
+    const struct mk_vhost *vh = r->vhost;
+    const char *name = NULL;
+    size_t name_len = 0;
+    /* the directory's entry: its path with the NUL that ends it (file_cache.h) */
+    struct mk_file *f = mk_file_cache_get(&w->fcache, vh, r->path, r->path_len + 1, w->now);
+
+    if (f) {
+        name = f->type_path;
+        name_len = f->type_len;
+    }
+    else {
+        int dirfd = mk_static_open(vh, r->path_len > 1 ? r->path + 1 : ".", O_RDONLY | O_DIRECTORY);
+        if (dirfd < 0) {
+            return MK_DECLINED;
+        }
+        for (size_t i = 0; i < r->cfg->n_index_files && !name; i++) {
+            struct stat st;
+            int fd = mk_open_beneath(dirfd, r->cfg->index_files[i], O_RDONLY, vh->symlinks);
+            if (fd < 0) {
+                continue;
+            }
+            if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+                name = r->cfg->index_files[i]; /* lives with the configuration */
+                name_len = strlen(name);
+                f = mk_file_cache_put(&w->fcache, vh, r->path, r->path_len + 1, name, fd, &st,
+                                      w->now);
+            }
+            if (!f) {
+                close(fd);
+            }
+        }
+        close(dirfd);
+        if (!name) {
+            return MK_DECLINED;
+        }
+    }
+    char *path = mk_arena_alloc(&r->arena, r->path_len + name_len + 1);
+    if (path) {
+        memcpy(path, r->path, r->path_len);
+        memcpy(path + r->path_len, name, name_len);
+        path[r->path_len + name_len] = '\0';
+    }
+    if (f) {
+        mk_file_release(f); /* after the copy: name may point into it */
+    }
+    if (!path) {
+        return 503;
+    }
+    r->path = path;
+    r->path_len += name_len;
+    return MK_OK;
+}
+
 /*
- * Open what the request path names: a regular file, or the index file of a
- * directory. Returns a referenced file entry (cached when the cache is on),
- * or an HTTP status; MK_OK with *out NULL means a redirect was set up.
+ * Open the regular file the request path names. Returns a referenced file
+ * entry (cached when the cache is on), or an HTTP status; MK_OK with *out
+ * NULL means a redirect was set up. A directory is never answered here: one
+ * without the trailing '/' is redirected to it, one with it is 403 (its
+ * index file, if it has one, was found by mk_static_index before the
+ * content hooks, and the request came here for the index file's own path).
  */
 static int mk_static_lookup(struct mk_request *r, struct mk_file **out)
 {
     struct mk_worker *w = r->conn->worker;
     const struct mk_vhost *vh = r->vhost;
-    const char *type_name = NULL;
     struct stat st;
     struct mk_file *f;
     int fd;
@@ -332,35 +390,14 @@ static int mk_static_lookup(struct mk_request *r, struct mk_file **out)
         return 500;
     }
     if (S_ISDIR(st.st_mode)) {
-        if (r->path[r->path_len - 1] != '/') {
-            close(fd);
-            return mk_static_redirect_dir(r);
-        }
-        int dirfd = fd;
-        fd = -1;
-        for (size_t i = 0; i < r->cfg->n_index_files; i++) {
-            const char *name = r->cfg->index_files[i];
-            int ifd = mk_open_beneath(dirfd, name, O_RDONLY, vh->symlinks);
-            if (ifd < 0) {
-                continue;
-            }
-            if (fstat(ifd, &st) == 0 && S_ISREG(st.st_mode)) {
-                fd = ifd;
-                type_name = name;
-                break;
-            }
-            close(ifd);
-        }
-        close(dirfd);
-        if (fd < 0) {
-            return 403;
-        }
+        close(fd);
+        return r->path[r->path_len - 1] == '/' ? 403 : mk_static_redirect_dir(r);
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
         return 403;
     }
-    f = mk_file_cache_put(&w->fcache, vh, r->path, r->path_len, type_name, fd, &st, w->now);
+    f = mk_file_cache_put(&w->fcache, vh, r->path, r->path_len, NULL, fd, &st, w->now);
     if (!f) {
         close(fd);
         return 503;
@@ -384,7 +421,23 @@ static void mk_static_content_range(struct mk_request *r, const char *prefix, ui
         *p++ = '/';
     }
     p += mk_u64_to_str(size, p);
-    mk_response_add_header(r, "Content-Range", 13, cr, (size_t) (p - cr));
+    mk_response_add_known(r, MK_RESP_CONTENT_RANGE, cr, (size_t) (p - cr));
+}
+
+/*
+ * The media type of the file entry `named` under r's configuration: looked
+ * up in its table once, then kept with the entry while the table is the
+ * same (a reload brings another table and a new cache).
+ */
+static struct mk_str mk_static_type(const struct mk_request *r, struct mk_file *named)
+{
+    if (named->type_table != r->cfg->mime) {
+        struct mk_str type = mk_mime_lookup(r->cfg->mime, named->type_path, named->type_len);
+        named->type = type.p;
+        named->type_str_len = type.len;
+        named->type_table = r->cfg->mime;
+    }
+    return mk_str_make(named->type, named->type_str_len);
 }
 
 /*
@@ -403,11 +456,11 @@ static int mk_static_serve_file(struct mk_request *r, struct mk_file *f, struct 
     int pre = mk_static_preconditions(r, st, etag, etag_len);
     if (pre == 304) {
         if (own_tag) {
-            mk_response_add_lines(r, f->hdrs, f->hdrs_validators_len);
+            mk_response_add_lines(r, f->hdrs, f->hdrs_validators_len, f->hdr_fields, 2);
         }
         else {
-            mk_response_add_header(r, "ETag", 4, etag, etag_len);
-            mk_response_add_header(r, "Last-Modified", 13, f->last_modified, MK_HTTP_DATE_LEN);
+            mk_response_add_known(r, MK_RESP_ETAG, etag, etag_len);
+            mk_response_add_known(r, MK_RESP_LAST_MODIFIED, f->last_modified, MK_HTTP_DATE_LEN);
         }
         if (r->vhost->cache_rules.n) {
             mk_static_cache_headers(r, named->type_path, named->type_len);
@@ -438,22 +491,16 @@ static int mk_static_serve_file(struct mk_request *r, struct mk_file *f, struct 
         }
     }
 
-    if (named->media_table != r->cfg->mime) {
-        /* Looked up once per entry and table: a reload, which brings another
-           table, empties the cache; a request of the configuration before
-           looks its own up again. */
-        named->media = mk_mime_lookup(r->cfg->mime, named->type_path, named->type_len);
-        named->media_table = r->cfg->mime;
-    }
-    r->content_type = named->media.p;
-    r->content_type_len = named->media.len;
+    struct mk_str type = mk_static_type(r, named);
+    r->content_type = type.p;
+    r->content_type_len = type.len;
     if (own_tag) {
-        mk_response_add_lines(r, f->hdrs, f->hdrs_len);
+        mk_response_add_lines(r, f->hdrs, f->hdrs_len, f->hdr_fields, 3);
     }
     else {
-        mk_response_add_header(r, "ETag", 4, etag, etag_len);
-        mk_response_add_header(r, "Last-Modified", 13, f->last_modified, MK_HTTP_DATE_LEN);
-        mk_response_add_header(r, "Accept-Ranges", 13, "bytes", 5);
+        mk_response_add_known(r, MK_RESP_ETAG, etag, etag_len);
+        mk_response_add_known(r, MK_RESP_LAST_MODIFIED, f->last_modified, MK_HTTP_DATE_LEN);
+        mk_response_add_known(r, MK_RESP_ACCEPT_RANGES, "bytes", 5);
     }
     if (r->vhost->cache_rules.n) {
         mk_static_cache_headers(r, named->type_path, named->type_len);
@@ -484,7 +531,7 @@ static int mk_static_serve_variant(struct mk_request *r, struct mk_file *f)
         mk_file_release(f);
         return 503;
     }
-    mk_response_add_header(r, "Vary", 4, "Accept-Encoding", 15);
+    mk_response_add_known(r, MK_RESP_VARY, "Accept-Encoding", 15);
     if (!v) {
         return mk_static_serve_file(r, f, f, f->etag, f->etag_len);
     }
@@ -498,7 +545,7 @@ static int mk_static_serve_variant(struct mk_request *r, struct mk_file *f)
     memcpy(p, name, name_len);
     p += name_len;
     *p++ = '"';
-    mk_response_add_header(r, "Content-Encoding", 16, name, name_len);
+    mk_response_add_known(r, MK_RESP_CONTENT_ENCODING, name, name_len);
     int rc = mk_static_serve_file(r, v, f, etag, (size_t) (p - etag));
     mk_file_release(f); /* what the response keeps points into the tables, not into f */
     return rc;
@@ -514,7 +561,7 @@ int mk_static_serve(struct mk_request *r)
         break;
     case MK_METHOD_OPTIONS:
         r->status = 200;
-        mk_response_add_header(r, "Allow", 5, "GET, HEAD, OPTIONS", 18);
+        mk_response_add_known(r, MK_RESP_ALLOW, "GET, HEAD, OPTIONS", 18);
         return MK_OK;
     case MK_METHOD_UNKNOWN:
         return 501;

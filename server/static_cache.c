@@ -219,13 +219,13 @@ void mk_static_cache_headers(struct mk_request *r, const char *name, size_t name
     if (!rule) {
         return;
     }
-    mk_response_add_header(r, "Cache-Control", 13, rule->value, rule->value_len);
+    mk_response_add_known(r, MK_RESP_CACHE_CONTROL, rule->value, rule->value_len);
     if (rule->max_age < 0) {
         return;
     }
     char *date = mk_arena_alloc(&r->arena, MK_HTTP_DATE_LEN);
     if (date) {
         mk_http_date_format(r->conn->worker->now + (time_t) rule->max_age, date);
-        mk_response_add_header(r, "Expires", 7, date, MK_HTTP_DATE_LEN);
+        mk_response_add_known(r, MK_RESP_EXPIRES, date, MK_HTTP_DATE_LEN);
     }
 }

@@ -139,13 +139,49 @@ static void mk_sup_socket_close(struct mk_sup_socket *s)
     mk_free(s->spec);
 }
 
+/* Whether one of the n sockets in `socks` is for Listen address a. */
+static bool mk_supervisor_holds(const struct mk_sup_socket *socks, size_t n,
+                                const struct mk_listen_addr *a)
+{
+    for (size_t j = 0; j < n; j++) {
+        if (strcmp(socks[j].spec, a->spec) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * Refuse, before binding any, an address of cfg another program listens on
+ * (mk_listener_probe; reuseport sockets would share it silently). Addresses
+ * that may meet one of the n sockets kept in `socks` are not probed: the
+ * probe would find the supervisor's own socket.
+ */
+static int mk_supervisor_probe(const struct mk_config *cfg, const struct mk_sup_socket *socks,
+                               size_t n, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < cfg->n_listen; i++) {
+        bool held = false;
+        for (size_t j = 0; j < cfg->n_listen && !held; j++) {
+            held = mk_supervisor_holds(socks, n, &cfg->listen[j]) &&
+                   mk_listen_addr_overlap(&cfg->listen[i], &cfg->listen[j]);
+        }
+        if (!held && mk_listener_probe(&cfg->listen[i], err, errlen) != MK_OK) {
+            return MK_ERR;
+        }
+    }
+    return MK_OK;
+}
+
 /*
  * Make the held sockets match cfg: as many per Listen address as the server
  * will take (one per worker with reuseport, else one). Sockets of the same
  * address and kind are kept, so their queues survive; the others are closed
  * before new ones are bound (a fair socket would refuse reuseport ones
- * beside it). MK_OK, or MK_ERR with the reason in err (the sockets of the
- * failed address are then missing; the child binds them or reports).
+ * beside it); with reuseport the new addresses are probed first. MK_OK, or
+ * MK_ERR with the reason in err (the sockets of the failed address, or all
+ * new ones when a probe failed, are then missing; the child binds them or
+ * reports).
  */
 static int mk_supervisor_bind(struct mk_supervisor *s, const struct mk_config *cfg, char *err,
                               size_t errlen)
@@ -174,6 +210,11 @@ static int mk_supervisor_bind(struct mk_supervisor *s, const struct mk_config *c
         }
     }
     mk_free(s->socks);
+    if (reuseport && mk_supervisor_probe(cfg, next, n, err, errlen) != MK_OK) {
+        s->socks = next;
+        s->n_socks = n;
+        return MK_ERR;
+    }
     for (size_t i = 0; i < cfg->n_listen; i++) {
         size_t have = 0;
         for (size_t j = 0; j < n; j++) {

@@ -173,7 +173,12 @@ static bool mk_same_address(const struct sockaddr_storage *want, const struct so
                   &((const struct sockaddr_in6 *) got)->sin6_addr, sizeof(struct in6_addr)) == 0;
 }
 
-int mk_systemd_listen_fd(const struct sockaddr *sa, socklen_t len)
+/*
+ * The passed socket bound to sa handed out least so far (several sockets of
+ * one address, a supervisor's one per reuseport worker, go out in turn, so
+ * each worker gets its own and every socket has a worker); -1 when none.
+ */
+static int mk_systemd_find(const struct sockaddr *sa, socklen_t len)
 {
     struct sockaddr_storage want = {0};
     int n = mk_systemd_take_fds();
@@ -182,11 +187,6 @@ int mk_systemd_listen_fd(const struct sockaddr *sa, socklen_t len)
         return -1;
     }
     memcpy(&want, sa, len);
-    /*
-     * Several sockets of one address (a supervisor's, one per worker with
-     * reuseport) go out in turn: the one handed out least so far, so each
-     * worker gets its own and every socket has a worker.
-     */
     int best = -1;
     for (int fd = MK_LISTEN_FDS_START; fd < MK_LISTEN_FDS_START + n; fd++) {
         struct sockaddr_storage got = {0};
@@ -205,10 +205,22 @@ int mk_systemd_listen_fd(const struct sockaddr *sa, socklen_t len)
             best = fd;
         }
     }
+    return best;
+}
+
+bool mk_systemd_passed(const struct sockaddr *sa, socklen_t len)
+{
+    return mk_systemd_find(sa, len) >= 0;
+}
+
+int mk_systemd_listen_fd(const struct sockaddr *sa, socklen_t len)
+{
+    int best = mk_systemd_find(sa, len);
+
     if (best < 0) {
         return -1;
     }
-    int dup = fcntl(best, F_DUPFD_CLOEXEC, MK_LISTEN_FDS_START + n);
+    int dup = fcntl(best, F_DUPFD_CLOEXEC, MK_LISTEN_FDS_START + mk_listen_fds);
     if (dup < 0) {
         return -1;
     }

@@ -8,6 +8,7 @@
 #ifndef MK_SERVER_SYSTEMD_H
 #define MK_SERVER_SYSTEMD_H
 
+#include <stdbool.h>
 #include <sys/socket.h>
 
 /*
@@ -36,5 +37,12 @@ int mk_systemd_notify_reloading(void);
  * controlling thread.
  */
 int mk_systemd_listen_fd(const struct sockaddr *sa, socklen_t len);
+
+/*
+ * Whether the service manager passed a socket that mk_systemd_listen_fd()
+ * would hand out for `sa` (nothing is taken). Such a socket was bound by
+ * whoever passed it: the server neither binds nor probes its address.
+ */
+bool mk_systemd_passed(const struct sockaddr *sa, socklen_t len);
 
 #endif

@@ -174,6 +174,17 @@ void mk_conn_timer_idle(struct mk_conn *c, uint32_t ms)
     mk_timer_arm(&w->timers, &c->expiry, w->now_ms, ms);
 }
 
+void mk_conn_timer_arm(struct mk_conn *c, enum mk_timer_kind kind, uint32_t ms)
+{
+    struct mk_worker *w = c->worker;
+
+    if (c->state == MK_CONN_CLOSED) {
+        return;
+    }
+    c->timer = (uint8_t) kind;
+    mk_timer_arm(&w->timers, &c->expiry, w->now_ms, ms);
+}
+
 /* Expiry of one connection: it always disarms or re-arms (later) its timer. */
 static void mk_worker_expire_cb(struct mk_timer *e, void *arg)
 {

@@ -9,7 +9,8 @@
  * with DUDA_REGISTER("Title", "name") and defines
  *
  *     int duda_main(void);     map the routes; 0, or -1 to refuse the load
- *     void duda_exit(void);    optional: the service is unloaded
+ *     void duda_exit(void);    optional: the service is unloaded (a stop, the
+ *                              old copy after a reload, the end of monkey -t)
  *
  * After duda_main() the service reaches the framework through global
  * objects (names from the original Duda I/O): request, response, router,
@@ -287,7 +288,7 @@ struct duda_global_api {
 
 struct duda_worker_api {
     size_t size;
-    /* A thread of the service's own, detached. 0 or -1. */
+    /* A thread of the service's own, detached. 0 or -1. Under monkey -t: 0, and no thread. */
     int (*spawn)(void *(*fn)(void *), void *arg);
     /* In duda_main(): fn runs on each worker before its first request for the service. */
     int (*pre_loop)(void (*fn)(void));

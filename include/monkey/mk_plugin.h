@@ -44,7 +44,10 @@
  * content stage the site's route table (api->route_add) runs the handler
  * of the route that takes the path and method; for the other requests the
  * first content hook that does not decline owns the response. The built-in
- * static file handler runs last.
+ * static file handler runs last. A directory's path with an index file
+ * (IndexFiles) never reaches the content hooks: the request starts again
+ * for the index file's path first (request hooks, routes), keeping its
+ * method and body.
  *
  * A request or content hook may also suspend the request (api->suspend(),
  * then return MK_SUSPENDED) to finish its work elsewhere (a thread, another
@@ -83,8 +86,9 @@
  * Transport: a plugin may provide `transport`, a named byte layer that a
  * listener selects with a second word on its Listen line
  * ("Listen 8443 tls"); the rest of the line are the listener's options for
- * it ("Listen 8443 tls h2"). Plain sockets are the built-in transport
- * "plain". A transport may have a handshake, keep bytes of its own
+ * it ("Listen 8443 xor key=7" for the test transport tests/plugins/xor.c;
+ * the tls plugin takes none). Plain sockets are the built-in transport
+ * "plain", whose one option is "h2c". A transport may have a handshake, keep bytes of its own
  * (pending) and need the other direction than the call it serves (see
  * struct mk_transport).
  *
@@ -137,7 +141,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 4
+#define MK_PLUGIN_ABI_MINOR 6
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -221,8 +225,8 @@ typedef int (*mk_body_cb)(struct mk_request *r, int event, const char *data, siz
  * for a request whose path and method the route takes, with the `arg`
  * given to route_add(). It returns what a content hook returns: MK_OK,
  * MK_AGAIN (call me again once the body is read), MK_SUSPENDED, an HTTP
- * status, MK_ERR, or MK_DECLINED (the content hooks and static files go on
- * as if no route had matched).
+ * status, MK_ERR, or MK_DECLINED (as if no route had matched: a directory's
+ * index file, the site's Fallback, then the content hooks and static files).
  */
 typedef int (*mk_route_cb)(struct mk_request *r, void *arg);
 
@@ -755,7 +759,7 @@ struct mk_api {
      *len is the size of `out` on entry, of the address on return. */
     int (*conn_local_addr)(const struct mk_conn *c, struct sockaddr_storage *out, socklen_t *len);
     /* The options of the connection's Listen line after its transport's
-       name ("h2" for "Listen 2443 tls h2"), NULL when none. Valid as long
+       name ("key=7" for "Listen 8443 xor key=7"), NULL when none. Valid as long
        as the connection. */
     const char *(*conn_listen_options)(const struct mk_conn *c);
     /* Whether the server speaks protocol `name` (an ALPN name such as
@@ -822,7 +826,8 @@ struct mk_api {
     /*
      * Notes: named values a plugin attaches to a request for another to
      * read, the logger's %{NAME}n above all (Apache's notes): the gateway
-     * plugins' "upstream_ms". note_set() copies name and value into the
+     * plugins' "upstream_ms", an authentication's MK_NOTE_REMOTE_USER and
+     * MK_NOTE_AUTH_TYPE (below). note_set() copies name and value into the
      * request's memory (a later note of the same name hides an earlier
      * one): MK_OK, or MK_ERR (memory short, empty name). note() returns the
      * value (NUL terminated; *len set when len is not NULL), NULL when r
@@ -878,10 +883,16 @@ struct mk_api {
         __attribute__((format(printf, 2, 3)));
     /*
      * Answer r with a file of its site as the static file handler does, for
-     * an internal redirect (a CGI local redirect, X-Sendfile): `path` is a
-     * URL path (percent-encoded, starting with '/', no query), decoded and
-     * normalised like a request's and opened beneath the document root by
-     * the site's rules (HideDotFiles, symlinks). The request counts as a GET
+     * a privileged internal redirect (a FastCGI backend's X-Sendfile or
+     * X-Accel-Redirect): `path` is a URL path (percent-encoded, starting
+     * with '/', no query), decoded and normalised like a request's and
+     * opened beneath the document root by the site's rules (HideDotFiles,
+     * symlinks). No request hook, route or content hook runs for it: the
+     * access rules and authentication of that path are not checked, since
+     * the calling plugin vouches for the file (a backend sending a file the
+     * client may not ask for is what X-Sendfile is for). For a redirect
+     * the client's request could not make by itself, use internal_redirect()
+     * instead. The request counts as a GET
      * (a HEAD stays a HEAD) of that path: Content-Type by the file's
      * extension, ETag and Last-Modified, conditional and range requests,
      * an index file for a directory path ending in '/'. MK_OK (the response
@@ -904,10 +915,82 @@ struct mk_api {
      */
     struct mk_server *(*server)(void);
     void (*thread_serve)(struct mk_server *srv);
+
+    /* ---- added in ABI 3.5 (check with MK_API_HAS) ---- */
+
+    /*
+     * A streamed body without the copy of stream_write(), for a handler
+     * that reads its pieces from a descriptor (a pipe, a backend's socket):
+     * stream_buffer() gives a buffer of `len` bytes in the form of the
+     * queue's own pieces, the handler fills it (a read() straight into
+     * it), and stream_commit() queues its first `n` bytes (at most `len`)
+     * as stream_write() queues a copy: the same results (MK_OK, MK_AGAIN,
+     * MK_ERR) and the same proceed() calls, which may run inside the call.
+     * stream_commit() releases the buffer whatever it returns: with n 0 it
+     * queues nothing (MK_OK while the stream is open); with n past `len`,
+     * or no buffer given, it is MK_ERR. One buffer per request at a time:
+     * stream_buffer() releases an earlier one not committed, and so does
+     * the end of the request. stream_buffer() returns NULL when `len` is 0,
+     * when stream_write() would take nothing (no stream started, ended, the
+     * queue over its mark) or memory is short. On the request's worker,
+     * where stream_write() may be called.
+     */
+    void *(*stream_buffer)(struct mk_request *r, size_t len);
+    int (*stream_commit)(struct mk_request *r, size_t n);
+
+    /* ---- added in ABI 3.6 (check with MK_API_HAS) ---- */
+
+    /*
+     * An internal redirect (a CGI script's local redirect, RFC 3875 6.2.2):
+     * r is answered as the server would answer a GET (a HEAD stays a HEAD)
+     * of `location`, a URL path with an optional query ("/a/b?x=1",
+     * percent-encoded; a "#fragment" is dropped). Once the hook returns
+     * MK_OK (at once, or from its continuation), the request starts again
+     * for it through the whole pipeline, as a request from the client:
+     * HideDotFiles, the request hooks (so access rules and authentication
+     * check the new path), the site's routes and Fallback, the content hooks
+     * and the static files. For the new start:
+     *   - method() is "GET" (or "HEAD"), target() the location, query() and
+     *     path() its query and decoded, normalised path (client_method()
+     *     and client_target() still give what the client sent);
+     *   - the request has no body: header() finds no Content-Length,
+     *     Transfer-Encoding nor Content-Type, and a handler that asks for
+     *     the body (MK_AGAIN, body_stream()) gets an empty one at once;
+     *   - what was set up of the response (status, headers, body) is
+     *     dropped, the context slots are emptied (their cleanups run);
+     *     notes stay.
+     * Returns MK_OK (return MK_OK from the hook), MK_ERR for a location that
+     * is not such a path (characters a request target may not hold, "//",
+     * ".." above the root) or when r streams its body or response or took
+     * over its connection (answer 502 or 500), 500 past 10 internal
+     * redirects of one request (a loop; logged), 503 when memory is short.
+     * From a content hook, a route's handler or their continuation, on the
+     * request's worker.
+     */
+    int (*internal_redirect)(struct mk_request *r, const char *location);
+    /*
+     * The method and the target as the client sent them: what method() and
+     * target() return, except after internal_redirect(), which changes
+     * those (the access log's request line, %r, shows these). Not NUL
+     * terminated; "" with *len 0 when no method could be read.
+     */
+    const char *(*client_method)(const struct mk_request *r, size_t *len);
+    const char *(*client_target)(const struct mk_request *r, size_t *len);
 };
 
 /* The longest line of api->error_log(), without the newline. */
 #define MK_ERROR_LOG_LINE 1024
+
+/*
+ * Well-known request notes (api->note_set(), ABI 3.3). A plugin that
+ * authenticated a request (verified its credentials; the auth plugin, for
+ * HTTP Basic) notes the user and the scheme before the content stage; any
+ * plugin may read them: the cgi and fastcgi plugins pass them on as
+ * REMOTE_USER and AUTH_TYPE (RFC 3875 4.1.1, 4.1.11), the logger prints
+ * the user with %u. Absent: the server did not authenticate the request.
+ */
+#define MK_NOTE_REMOTE_USER "remote_user" /* the user, as authenticated */
+#define MK_NOTE_AUTH_TYPE "auth_type"     /* the scheme that did it: "Basic" */
 
 /* One counter of a plugin's stats hook: its name (letters, digits, '_') and value. */
 typedef void (*mk_stats_emit_cb)(void *arg, const char *name, uint64_t value);

@@ -28,6 +28,11 @@
  *     of that file's table (never the password); a reload builds new tables,
  *     so it empties every cache. CacheSize 0 turns it off.
  *
+ * A request let through is noted as authenticated (api->note_set):
+ * MK_NOTE_REMOTE_USER is the user, MK_NOTE_AUTH_TYPE "Basic". The cgi and
+ * fastcgi plugins pass them on as REMOTE_USER and AUTH_TYPE, the logger
+ * prints the user with %u.
+ *
  * Threads: init, site_init and site_free on
  * the controlling thread; the request hook and the continuation on workers;
  * auth_verify on task threads, touching only its job (the request, and with
@@ -656,6 +661,25 @@ static ssize_t auth_credentials(struct mk_request *r, char *cred, size_t *cred_l
     return colon - cred;
 }
 
+/*
+ * The request is authenticated as `user` (NUL terminated): note it for the
+ * other plugins (MK_NOTE_REMOTE_USER, MK_NOTE_AUTH_TYPE: the gateways'
+ * REMOTE_USER and AUTH_TYPE, the logger's %u). MK_OK, or 503 when memory
+ * is short: a script behind the rule must not run without knowing who
+ * asks. Nothing on a server without notes (before ABI 3.3).
+ */
+static int auth_note_user(struct mk_request *r, const char *user)
+{
+    if (!MK_API_HAS(api, note_set)) {
+        return MK_OK;
+    }
+    if (api->note_set(r, MK_NOTE_REMOTE_USER, user) != MK_OK ||
+        api->note_set(r, MK_NOTE_AUTH_TYPE, "Basic") != MK_OK) {
+        return 503;
+    }
+    return MK_OK;
+}
+
 /* Answer 401 with the rule's challenge. */
 static int auth_challenge(struct mk_request *r, const struct auth_rule *rule)
 {
@@ -687,7 +711,7 @@ static void auth_job_free(struct auth_job *job)
     free(job);
 }
 
-/* Back on the worker: let the request go on, or answer 401. */
+/* Back on the worker: let the request go on (the user noted), or answer 401. */
 static int auth_verified(struct mk_request *r, void *arg)
 {
     struct auth_job *job = arg;
@@ -696,6 +720,7 @@ static int auth_verified(struct mk_request *r, void *arg)
     if (r) {
         if (job->ok) {
             auth_cache_store(job->rule->table, job->digest);
+            rc = auth_note_user(r, job->user);
         }
         else {
             char addr[64];
@@ -710,9 +735,9 @@ static int auth_verified(struct mk_request *r, void *arg)
 
 /*
  * The request hook, on a worker: MK_OK when the path is not protected or
- * the credentials are in the cache, 401 (with the challenge) when they are
- * absent or malformed, otherwise MK_SUSPENDED while a task thread verifies
- * them (503 if no task could be started).
+ * the credentials are in the cache (the user then noted), 401 (with the
+ * challenge) when they are absent or malformed, otherwise MK_SUSPENDED
+ * while a task thread verifies them (503 if no task could be started).
  */
 static int auth_request(struct mk_request *r)
 {
@@ -745,8 +770,10 @@ static int auth_request(struct mk_request *r)
     /* Known or not, the same work: a digest, a cache lookup, a hash on a task thread. */
     mk_auth_hmac_sha256(t->key, sizeof(t->key), parts, lens, 5, digest);
     if (auth_cache_lookup(t, digest) && u) {
+        cred[colon] = '\0'; /* the user name alone */
+        int rc = auth_note_user(r, cred);
         mk_auth_wipe(cred, sizeof(cred));
-        return MK_OK;
+        return rc;
     }
     struct auth_job *job = calloc(1, sizeof(*job));
     if (!job) {

@@ -20,8 +20,6 @@
 
 #include "cgi.h"
 
-#define CGI_REDIRECTS_MAX 5
-
 const struct mk_api *cgi_api;
 
 MK_PLUGIN_DECLARE(cgi);
@@ -30,8 +28,8 @@ static int cgi_init(const struct mk_api *api, const char *conf_dir)
 {
     (void) conf_dir;
     cgi_api = api;
-    if (!MK_API_HAS(api, serve_file)) {
-        api->log(MK_PLUGIN_LOG_ERROR, "cgi: needs a server with plugin ABI 3.4");
+    if (!MK_API_HAS(api, internal_redirect)) {
+        api->log(MK_PLUGIN_LOG_ERROR, "cgi: needs a server with plugin ABI 3.6");
         return MK_ERR;
     }
     struct cgi_self *self = calloc(1, sizeof(*self));
@@ -54,117 +52,34 @@ static void cgi_worker_exit(int id)
     cgi_job_worker_exit();
 }
 
-static int cgi_run(struct mk_request *r, const char *path, size_t len, bool redirected,
-                   const char *query)
+static int cgi_content(struct mk_request *r)
 {
     const struct mk_site *site = cgi_api->site(r);
     const struct cgi_site_conf *sc = cgi_api->site_conf(site, MK_PLUGIN_SELF(cgi));
-    struct cgi_target t;
-
-    int rc = cgi_map_request(r, sc, path, len, &t);
-    if (rc != MK_OK) {
-        return rc;
-    }
-    if (redirected) {
-        t.gw.method = "GET";
-        t.gw.query = query ? query : "";
-        t.gw.uri = path;
-    }
-    return cgi_job_start(r, &t, cgi_api->plugin_conf(site, MK_PLUGIN_SELF(cgi)),
-                         cgi_api->self(MK_PLUGIN_SELF(cgi)), redirected);
-}
-
-static int cgi_content(struct mk_request *r)
-{
-    const struct cgi_site_conf *sc = cgi_api->site_conf(cgi_api->site(r), MK_PLUGIN_SELF(cgi));
     if (!sc || (sc->n_aliases == 0 && sc->n_matches == 0)) {
         return MK_DECLINED;
     }
     size_t len;
     const char *path = cgi_api->path(r, &len);
-    return cgi_run(r, path, len, false, NULL);
-}
-
-static int cgi_hex(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
+    struct cgi_target t;
+    int rc = cgi_map_request(r, sc, path, len, &t);
+    if (rc != MK_OK) {
+        return rc;
     }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
-/*
- * Decode a local redirect's path in place: %XX escapes (not to NUL or
- * '/'), and no "." or ".." segment nor "//". MK_OK or MK_ERR.
- */
-static int cgi_path_decode(char *p)
-{
-    char *w = p;
-    for (const char *s = p; *s; s++) {
-        if (*s == '%') {
-            int hi = cgi_hex(s[1]), lo = hi >= 0 ? cgi_hex(s[2]) : -1;
-            if (lo < 0 || (hi == 0 && lo == 0) || (hi == 2 && (lo == 15))) {
-                return MK_ERR;
-            }
-            *w++ = (char) (hi * 16 + lo);
-            s += 2;
-        }
-        else {
-            *w++ = *s;
-        }
-    }
-    *w = '\0';
-    return strstr(p, "//") || strstr(p, "/./") || strstr(p, "/../") ||
-                   (strlen(p) >= 2 && strcmp(p + strlen(p) - 2, "/.") == 0) ||
-                   (strlen(p) >= 3 && strcmp(p + strlen(p) - 3, "/..") == 0)
-               ? MK_ERR
-               : MK_OK;
+    /* RFC 3875 4.1.18: credentials only for a site that asks for them. */
+    t.gw.pass_authorization = t.gw.pass_proxy_authorization = sc->pass_authorization;
+    return cgi_job_start(r, &t, cgi_api->plugin_conf(site, MK_PLUGIN_SELF(cgi)),
+                         cgi_api->self(MK_PLUGIN_SELF(cgi)));
 }
 
 int cgi_local_redirect(struct mk_request *r, const char *location)
 {
-    uintptr_t n = (uintptr_t) cgi_api->ctx_get(r, MK_PLUGIN_SELF(cgi));
-    if (n >= CGI_REDIRECTS_MAX) {
-        cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: more than %d local redirects for one request",
-                     CGI_REDIRECTS_MAX);
-        return 500;
-    }
-    cgi_api->ctx_set(r, MK_PLUGIN_SELF(cgi), (void *) (n + 1), NULL);
-    size_t len = strlen(location);
-    char *path = cgi_api->alloc(r, len + 1);
-    if (!path) {
-        return 500;
-    }
-    memcpy(path, location, len + 1);
-    char *query = strchr(path, '?');
-    if (query) {
-        *query++ = '\0';
-    }
-    char *frag = strchr(query ? query : path, '#');
-    if (frag) {
-        *frag = '\0';
-    }
-    char *raw = cgi_api->alloc(r, strlen(path) + 1); /* as written, for serve_file */
-    if (!raw) {
-        return 500;
-    }
-    memcpy(raw, path, strlen(path) + 1);
-    if (cgi_path_decode(path) != MK_OK) {
+    int rc = cgi_api->internal_redirect(r, location);
+    if (rc == MK_ERR) {
+        cgi_api->error_log(r, "cgi: a local redirect to a malformed path: %s", location);
         return 502;
     }
-    int rc = cgi_run(r, path, strlen(path), true, query);
-    if (rc != MK_DECLINED) {
-        return rc;
-    }
-    /* Not a script: the file, as the static handler sends it (Content-Type and all). */
-    rc = cgi_api->serve_file(r, raw);
-    return rc == MK_ERR ? 502 : rc;
+    return rc;
 }
 
 static void cgi_stats(mk_stats_emit_cb emit, void *arg)

@@ -50,6 +50,7 @@ struct cgi_site_conf {
     size_t n_matches;
     struct cgi_interp *interps;
     size_t n_interps;
+    bool pass_authorization; /* PassAuthorization: HTTP_AUTHORIZATION for scripts */
 };
 
 /* The plugin's state in one server (api->self). */
@@ -85,16 +86,17 @@ int cgi_map_request(struct mk_request *r, const struct cgi_site_conf *sc, const 
  * Run the script of t for r (the content hook's or a continuation's
  * result follows): MK_AGAIN (the request body streams to it),
  * MK_SUSPENDED (waiting for its header block), or a status (503 at
- * MaxScripts, 500 when it cannot be started). With `no_body` the request
- * body (already read) is not given again, for a local redirect.
+ * MaxScripts, 500 when it cannot be started).
  */
 int cgi_job_start(struct mk_request *r, const struct cgi_target *t, const struct cgi_conf *conf,
-                  struct cgi_self *self, bool no_body);
+                  struct cgi_self *self);
 
 /*
  * Answer r with the local redirect `location` of a script (a path and an
- * optional query, RFC 3875 6.2.2) as for a GET of it: another script of
- * the site runs, or the file is sent. The content stage's result.
+ * optional query, RFC 3875 6.2.2): the server's internal redirect, a new
+ * GET of it through every check (access, authentication, hidden names),
+ * the routes and the handlers. The content stage's result: MK_OK, 502 for
+ * a malformed path, 500 past the server's bound on redirects (a loop).
  */
 int cgi_local_redirect(struct mk_request *r, const char *location);
 

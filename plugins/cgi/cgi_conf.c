@@ -167,6 +167,10 @@ static const struct mk_conf_key cgi_keys[] = {
      .doc = "regular expression of script paths under the document root"},
     {"Interpreter", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
      .set = cgi_set_interp, .doc = "extension and the program that runs such scripts"},
+    {"PassAuthorization", MK_CONF_BOOL, MK_CONF_SITE,
+     MK_CONF_FIELD(struct cgi_site_conf, pass_authorization), 0, 0, "Off",
+     .doc = "give scripts the Authorization and Proxy-Authorization headers (HTTP_AUTHORIZATION, "
+            "HTTP_PROXY_AUTHORIZATION), for scripts that check credentials themselves"},
     {NULL},
 };
 

@@ -246,17 +246,18 @@ static void cgi_out_pause(struct cgi_job *j, bool pause)
 #define CGI_GONE (-100)
 
 /*
- * api->stream_write() for j. The server may write at once and, inside the
- * call, run proceed(r) (the queue drained) or proceed(NULL) (the client is
- * gone): cgi_proceed only notes them then. MK_OK, MK_AGAIN (at the mark and
- * not drained meanwhile), MK_ERR, or CGI_GONE (the caller ends the job's
- * request with cgi_request_over).
+ * api->stream_write() for j, or api->stream_commit() of the first len bytes
+ * of its stream buffer when data is NULL. The server may write at once
+ * and, inside the call, run proceed(r) (the queue drained) or
+ * proceed(NULL) (the client is gone): cgi_proceed only notes them then.
+ * MK_OK, MK_AGAIN (at the mark and not drained meanwhile), MK_ERR, or
+ * CGI_GONE (the caller ends the job's request with cgi_request_over).
  */
 static int cgi_stream_write(struct cgi_job *j, const void *data, size_t len)
 {
     j->in_write = true;
     j->drained = false;
-    int rc = cgi_api->stream_write(j->r, data, len);
+    int rc = data ? cgi_api->stream_write(j->r, data, len) : cgi_api->stream_commit(j->r, len);
     j->in_write = false;
     if (j->gone) {
         j->r = NULL;
@@ -408,16 +409,25 @@ static void cgi_out_head(struct cgi_job *j)
     }
 }
 
-/* stdout while streaming: one read, one write into the client's queue. */
+/*
+ * stdout while streaming: one read, one write into the client's queue. The
+ * read goes straight into a piece of the queue (api->stream_buffer), which
+ * takes it without a copy; into a buffer of its own on an older server.
+ */
 static void cgi_out_body(struct cgi_job *j)
 {
-    char buf[CGI_READ];
-    ssize_t n = read(j->out_fd, buf, sizeof(buf));
+    char own[CGI_READ];
+    char *piece =
+        MK_API_HAS(cgi_api, stream_buffer) ? cgi_api->stream_buffer(j->r, CGI_READ) : NULL;
+    ssize_t n = read(j->out_fd, piece ? piece : own, CGI_READ);
     if (n < 0) {
         if (errno == EAGAIN || errno == EINTR) {
-            return;
+            return; /* the piece waits for the next read (or the end of the request) */
         }
         n = 0;
+    }
+    if (n == 0 && piece) {
+        cgi_api->stream_commit(j->r, 0); /* unused: released */
     }
     if (n == 0) {
         cgi_close(&j->out_fd, &j->out_w);
@@ -429,7 +439,7 @@ static void cgi_out_body(struct cgi_job *j)
         cgi_job_maybe_free(j);
         return;
     }
-    int rc = cgi_stream_write(j, buf, (size_t) n);
+    int rc = cgi_stream_write(j, piece ? NULL : own, (size_t) n);
     if (rc == MK_ERR || rc == CGI_GONE) {
         cgi_request_over(j);
     }
@@ -837,11 +847,10 @@ static bool cgi_has_body(struct mk_request *r)
 /*
  * Start the script of t for r. `j`: the job that spooled r's body (its
  * CONTENT_LENGTH known now), or NULL (the body, if any, streams to the
- * script as it arrives, unless no_body). As cgi_job_start returns.
+ * script as it arrives). As cgi_job_start returns.
  */
 static int cgi_job_launch(struct mk_request *r, const struct cgi_target *t,
-                          const struct cgi_conf *conf, struct cgi_self *self, struct cgi_job *j,
-                          bool no_body)
+                          const struct cgi_conf *conf, struct cgi_self *self, struct cgi_job *j)
 {
     if (atomic_fetch_add_explicit(&self->running, 1, memory_order_relaxed) >= conf->max_scripts) {
         atomic_fetch_sub_explicit(&self->running, 1, memory_order_relaxed);
@@ -871,7 +880,7 @@ static int cgi_job_launch(struct mk_request *r, const struct cgi_target *t,
         cgi_spool_feed(j);
         return cgi_body_end(j, r);
     }
-    if (!no_body && cgi_has_body(r)) {
+    if (cgi_has_body(r)) {
         if (cgi_api->body_stream(r, CGI_WINDOW, cgi_body_cb, j) != MK_OK) {
             cgi_request_over(j);
             return 500;
@@ -906,14 +915,14 @@ static int cgi_spool_cb(struct mk_request *r, int event, const char *data, size_
              (unsigned long long) j->spool.size);
     j->target.gw.content_length = j->content_length;
     j->r = NULL;
-    return cgi_job_launch(r, &j->target, j->conf, j->self, j, false);
+    return cgi_job_launch(r, &j->target, j->conf, j->self, j);
 }
 
 int cgi_job_start(struct mk_request *r, const struct cgi_target *t, const struct cgi_conf *conf,
-                  struct cgi_self *self, bool no_body)
+                  struct cgi_self *self)
 {
-    if (no_body || !mk_gw_body_unsized(cgi_api, r)) {
-        return cgi_job_launch(r, t, conf, self, NULL, no_body);
+    if (!mk_gw_body_unsized(cgi_api, r)) {
+        return cgi_job_launch(r, t, conf, self, NULL);
     }
     /* Chunked, or HTTP/2 without content-length: CGI wants CONTENT_LENGTH,
        so the body is kept whole first (as nginx does), then the script runs. */

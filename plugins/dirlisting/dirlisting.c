@@ -9,8 +9,10 @@
  * the whole site (Enable On) or below given paths (Path /prefix). For GET or
  * HEAD of an enabled path that ends with '/', names a directory and has none
  * of the IndexFiles, the plugin answers 200 with a listing. In every other
- * case it declines, and the static handler serves the index file, the
- * redirect from "dir" to "dir/" or the error (403, 404).
+ * case it declines, and the static handler serves the redirect from "dir"
+ * to "dir/" or the error (403, 404). A directory with an index file comes
+ * here as the index file's path (the server resolves it first); the check
+ * here only covers an index file created in between.
  *
  * Guarantees:
  *  - the directory is opened with dirlisting_api->open_beneath(), so the site's

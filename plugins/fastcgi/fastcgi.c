@@ -126,6 +126,10 @@ static int fcgi_content(struct mk_request *r)
     if (rc != MK_OK) {
         return rc;
     }
+    /* Applications check credentials themselves (PHP's PHP_AUTH_USER comes from
+       HTTP_AUTHORIZATION), as nginx and lighttpd pass it; a proxy's are for no
+       application. */
+    s.pass_authorization = true;
     return fcgi_req_start(r, site, &s);
 }
 

@@ -95,11 +95,24 @@ extern const struct mk_conf_schema fcgi_schema;
  * A connection to a backend of the site for req, chosen round-robin among
  * the backends not marked down: MK_OK (*out set: an idle pooled
  * connection, or a new one being connected), MK_AGAIN (every usable
- * backend is at MaxConnections on this worker: req was queued and
+ * backend is at MaxConnections on this worker: req was queued, and
  * fcgi_req_connected() will be called with a connection, or with NULL
- * after QueueTimeout), or 502 (no backend is up).
+ * when the backend refused the one made for it; the queue's timer
+ * (QueueTimeout) is req's), or 502 (no backend is up). Each backend it
+ * tries gets its bit in *tried (bit N: self->backends[N]).
  */
-int fcgi_pool_acquire(struct fcgi_req *req, const struct fcgi_site *site, struct fcgi_conn **out);
+int fcgi_pool_acquire(struct fcgi_req *req, const struct fcgi_site *site, uint64_t *tried,
+                      struct fcgi_conn **out);
+/*
+ * Another connection for a request whose connection failed before a byte
+ * of it went out: the next backend of the site in turn that is not in
+ * *tried (its bit then set) nor marked down, and has an idle connection or
+ * room for a new one on this worker (a request is never queued again).
+ * MK_OK (*out set, as fcgi_pool_acquire sets it), or MK_ERR (none).
+ */
+int fcgi_pool_next(const struct fcgi_site *site, uint64_t *tried, struct fcgi_conn **out);
+/* Mark the backend of c down for down_ms (its connection failed): logged, counted. */
+void fcgi_pool_down(const struct fcgi_conn *c, uint64_t down_ms, const char *why);
 /* Give a connection back: kept for the next request (keep), else closed. */
 void fcgi_pool_release(struct fcgi_conn *c, bool keep);
 /* Remove req from the queue it waits in (its request went away). */
@@ -117,8 +130,9 @@ bool fcgi_conn_reused(const struct fcgi_conn *c);
 /*
  * Replace c's socket with a new connection to the same backend, in place
  * (its pool's count unchanged): for a request whose kept-alive connection
- * the backend closed before answering. MK_OK (connecting), or MK_ERR (c
- * unchanged).
+ * the backend closed before answering. MK_OK (connecting), or MK_ERR with
+ * errno (the backend refused at once: ECONNREFUSED, ENOENT...; ENOMEM,
+ * EMFILE: the server is short), c unchanged.
  */
 int fcgi_conn_renew(struct fcgi_conn *c);
 /* Whether c is still connecting (its first writable event tells the result). */
@@ -130,7 +144,12 @@ void fcgi_conn_connected(struct fcgi_conn *c);
 /* The content stage of a request for script s of site: as a content hook returns. */
 int fcgi_req_start(struct mk_request *r, const struct fcgi_site *site,
                    const struct mk_gw_script *s);
-/* A queued request got a connection (NULL: QueueTimeout passed). */
+/*
+ * A queued request got a connection, or NULL: the one made for it was
+ * refused (its backend then marked down) or could not be made; it then
+ * moves to the next backend of its site that can take it now (each
+ * backend once per request), or gets 502.
+ */
 void fcgi_req_connected(struct fcgi_req *req, struct fcgi_conn *c);
 /* Events of the request's connection. */
 void fcgi_req_io(struct fcgi_req *req, uint32_t ready);
@@ -140,6 +159,8 @@ void fcgi_req_worker_exit(void);
 struct fcgi_req **fcgi_req_queue_next(struct fcgi_req *req);
 unsigned fcgi_req_slot(const struct fcgi_req *req);
 void fcgi_req_set_slot(struct fcgi_req *req, unsigned slot);
+/* The site of a request (its backends and settings). */
+const struct fcgi_site *fcgi_req_site(const struct fcgi_req *req);
 
 struct fcgi_self *fcgi_self(void);
 

@@ -120,14 +120,19 @@ void fcgi_conn_attach(struct fcgi_conn *c, struct fcgi_req *req)
     c->req = req;
 }
 
-/* Mark backend `slot` down for down_ms. */
-static void fcgi_backend_down(unsigned slot, uint64_t down_ms)
+/* Mark backend `slot` down for down_ms, `why` its connection failed. */
+static void fcgi_backend_down(unsigned slot, uint64_t down_ms, const char *why)
 {
     struct fcgi_backend *b = &fcgi_self()->backends[slot];
     atomic_store_explicit(&b->down_until, fcgi_api->now_ms() + down_ms, memory_order_relaxed);
     atomic_fetch_add_explicit(&b->failures, 1, memory_order_relaxed);
-    fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: backend %s refused: marked down for %llu ms",
-                  b->text, (unsigned long long) down_ms);
+    fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: backend %s: %s: marked down for %llu ms", b->text,
+                  why, (unsigned long long) down_ms);
+}
+
+void fcgi_pool_down(const struct fcgi_conn *c, uint64_t down_ms, const char *why)
+{
+    fcgi_backend_down(c->slot, down_ms, why);
 }
 
 /* A non-blocking socket connecting to backend `slot`: the descriptor, or -1 with errno. */
@@ -189,6 +194,7 @@ int fcgi_conn_renew(struct fcgi_conn *c)
     struct mk_loop_fd *w = fcgi_api->fd_watch(fd, 0, fcgi_conn_cb, c);
     if (!w) {
         close(fd);
+        errno = ENOMEM;
         return MK_ERR;
     }
     fcgi_api->fd_unwatch(c->w);
@@ -201,38 +207,60 @@ int fcgi_conn_renew(struct fcgi_conn *c)
     return MK_OK;
 }
 
-int fcgi_pool_acquire(struct fcgi_req *req, const struct fcgi_site *site, struct fcgi_conn **out)
+/*
+ * The first backend of the site in turn that is neither in *tried nor
+ * marked down and has an idle connection or room for a new one: MK_OK
+ * (*out set), 503 (out of descriptors or memory), or MK_AGAIN (none; *full
+ * is the first one at MaxConnections, or -1). A backend that refuses a new
+ * connection is marked down and passed over; each one tried gets its bit.
+ */
+static int fcgi_pool_pick(const struct fcgi_site *site, uint64_t *tried, struct fcgi_conn **out,
+                          int *full)
 {
     struct fcgi_self *self = fcgi_self();
     uint64_t now = fcgi_api->now_ms();
     unsigned start = fcgi_rr++;
-    int full = -1;
 
+    *full = -1;
     for (unsigned i = 0; i < site->n_slots; i++) {
         unsigned slot = site->slots[(start + i) % site->n_slots];
         struct fcgi_pool *pool = &fcgi_pools[slot];
-        if (atomic_load_explicit(&self->backends[slot].down_until, memory_order_relaxed) > now) {
+        if ((*tried & (UINT64_C(1) << slot)) ||
+            atomic_load_explicit(&self->backends[slot].down_until, memory_order_relaxed) > now) {
             continue;
         }
         if (pool->idle) {
+            *tried |= UINT64_C(1) << slot;
             *out = pool->idle;
             pool->idle = pool->idle->next;
             (*out)->next = NULL;
             return MK_OK;
         }
         if (pool->open >= (unsigned) site->conf->max_conns) {
-            if (full < 0) {
-                full = (int) slot;
+            if (*full < 0) {
+                *full = (int) slot;
             }
             continue;
         }
+        *tried |= UINT64_C(1) << slot;
         if ((*out = fcgi_connect(slot))) {
             return MK_OK;
         }
         if (errno == ENOMEM || errno == EMFILE || errno == ENFILE) {
             return 503;
         }
-        fcgi_backend_down(slot, site->conf->down_ms);
+        fcgi_backend_down(slot, site->conf->down_ms, strerror(errno));
+    }
+    return MK_AGAIN;
+}
+
+int fcgi_pool_acquire(struct fcgi_req *req, const struct fcgi_site *site, uint64_t *tried,
+                      struct fcgi_conn **out)
+{
+    int full;
+    int rc = fcgi_pool_pick(site, tried, out, &full);
+    if (rc != MK_AGAIN) {
+        return rc;
     }
     if (full < 0) {
         return 502;
@@ -247,8 +275,14 @@ int fcgi_pool_acquire(struct fcgi_req *req, const struct fcgi_site *site, struct
         pool->q_head = req;
     }
     pool->q_tail = req;
-    atomic_fetch_add_explicit(&self->backends[full].queued, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&fcgi_self()->backends[full].queued, 1, memory_order_relaxed);
     return MK_AGAIN;
+}
+
+int fcgi_pool_next(const struct fcgi_site *site, uint64_t *tried, struct fcgi_conn **out)
+{
+    int full;
+    return fcgi_pool_pick(site, tried, out, &full) == MK_OK ? MK_OK : MK_ERR;
 }
 
 void fcgi_pool_unqueue(struct fcgi_req *req)
@@ -285,6 +319,34 @@ static struct fcgi_req *fcgi_dequeue(unsigned slot)
     return req;
 }
 
+/*
+ * A connection to backend `slot` was closed: the first request waiting for
+ * one gets a new connection in its place. When the backend refuses it at
+ * once, it is marked down, and every request waiting for it moves on to
+ * the next backend of its site (fcgi_req_connected with NULL: each backend
+ * once per request) instead of failing or waiting for its QueueTimeout.
+ */
+static void fcgi_pool_replace(unsigned slot)
+{
+    struct fcgi_req *next = fcgi_dequeue(slot);
+    if (!next) {
+        return;
+    }
+    struct fcgi_conn *nc = fcgi_connect(slot);
+    if (nc) {
+        fcgi_req_connected(next, nc);
+        return;
+    }
+    if (errno == ENOMEM || errno == EMFILE || errno == ENFILE) {
+        fcgi_req_connected(next, NULL); /* the server is short, not the backend */
+        return;
+    }
+    fcgi_backend_down(slot, fcgi_req_site(next)->conf->down_ms, strerror(errno));
+    do {
+        fcgi_req_connected(next, NULL);
+    } while ((next = fcgi_dequeue(slot)));
+}
+
 void fcgi_pool_release(struct fcgi_conn *c, bool keep)
 {
     unsigned slot = c->slot;
@@ -292,11 +354,7 @@ void fcgi_pool_release(struct fcgi_conn *c, bool keep)
     c->req = NULL;
     if (!keep) {
         fcgi_conn_close(c);
-        struct fcgi_req *next = fcgi_dequeue(slot);
-        if (next) {
-            struct fcgi_conn *nc = fcgi_connect(slot);
-            fcgi_req_connected(next, nc);
-        }
+        fcgi_pool_replace(slot);
         return;
     }
     struct fcgi_req *next = fcgi_dequeue(slot);

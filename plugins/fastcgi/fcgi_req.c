@@ -19,13 +19,15 @@
  *                     answer; STDERR: logged line by line; END_REQUEST: the
  *                     end (its protocol status honoured).
  *
- * Errors: a backend that refuses or breaks the protocol before the head
- * gives 502, silence for Timeout 504 (both with the site's error page, the
- * client's connection staying usable); after the head the response can
- * only be cut short (api->stream_abort). A connection goes back to its
- * pool only when its request ended cleanly (END_REQUEST read, nothing
- * pending); otherwise it is closed. A request is freed as soon as it is
- * over for the client; it lives on its worker's list until then.
+ * Errors: a backend that refuses the connection is passed over for the
+ * next one (fcgi_move); one that breaks the protocol before the head gives
+ * 502, as do all backends refusing; silence for Timeout 504 (both with the
+ * site's error page, the client's connection staying usable); after the
+ * head the response can only be cut short (api->stream_abort). A
+ * connection goes back to its pool only when its request ended cleanly
+ * (END_REQUEST read, nothing pending); otherwise it is closed. A request is
+ * freed as soon as it is over for the client; it lives on its worker's list
+ * until then.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -65,6 +67,7 @@ struct fcgi_req {
     struct fcgi_self *self;
     const struct fcgi_site *site;
     unsigned slot;
+    uint64_t tried; /* the backends tried (bit N: self->backends[N]), each once */
     enum fcgi_state state;
     struct mk_request *r; /* while the body or the response streams */
     struct mk_suspended *susp;
@@ -116,6 +119,11 @@ struct fcgi_req **fcgi_req_queue_next(struct fcgi_req *req)
 unsigned fcgi_req_slot(const struct fcgi_req *req)
 {
     return req->slot;
+}
+
+const struct fcgi_site *fcgi_req_site(const struct fcgi_req *req)
+{
+    return req->site;
 }
 
 static void fcgi_want(struct fcgi_req *req)
@@ -386,13 +394,19 @@ static int fcgi_flush(struct fcgi_req *req)
     return MK_OK;
 }
 
+static bool fcgi_move(struct fcgi_req *req);
+
 /*
  * The kept-alive connection of req failed before the backend said a word
  * (php-fpm closes idle connections when it likes: pm.max_requests, its
  * process manager): send the request again, once, on a new connection to
  * the same backend, if wbuf still holds every record of it (the body not
- * streamed past what it keeps). Whether it did; if not, the failure
- * stands.
+ * streamed past what it keeps). When that backend refuses the new
+ * connection at once (it was stopped), it is marked down and the request
+ * moves to the next backend, as after a connect refused late (fcgi_move:
+ * each backend tried once per request), or fails with 502 when none is
+ * left. Whether the failure was handled so (the request goes on, or was
+ * failed); if not, it stands and the caller deals with it.
  */
 static bool fcgi_retry(struct fcgi_req *req)
 {
@@ -403,13 +417,22 @@ static bool fcgi_retry(struct fcgi_req *req)
     if (recv(fcgi_conn_fd(req->conn), &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
         return false; /* an answer waits: read it */
     }
-    if (fcgi_conn_renew(req->conn) != MK_OK) {
-        return false;
-    }
-    req->retried = true;
+    /* From the first record again, whichever connection takes it. */
     req->woff = 0;
     req->wdead = false;
     memset(&req->parser, 0, sizeof(req->parser));
+    if (fcgi_conn_renew(req->conn) != MK_OK) {
+        if (errno != ENOMEM && errno != EMFILE && errno != ENFILE) {
+            fcgi_pool_down(req->conn, req->site->conf->down_ms, strerror(errno));
+        }
+        if (!fcgi_move(req)) {
+            fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: no backend is up",
+                          (int) req->script.name_len, req->script.name);
+            fcgi_fail(req, 502);
+        }
+        return true;
+    }
+    req->retried = true;
     atomic_fetch_add_explicit(&req->self->retries, 1, memory_order_relaxed);
     fcgi_api->log(MK_PLUGIN_LOG_INFO,
                   "fastcgi: %.*s: the backend closed a kept-alive connection; sent again",
@@ -437,17 +460,20 @@ static void fcgi_flush_now(struct fcgi_req *req)
 static void fcgi_proceed(struct mk_request *r, void *arg);
 
 /*
- * api->stream_write() for req. The server may write at once and, inside the
- * call, run proceed(r) (the queue drained) or proceed(NULL) (the client is
- * gone): fcgi_proceed only notes them then. MK_OK, MK_AGAIN (the queue is at
- * its mark and was not drained meanwhile: wait for proceed), MK_ERR, or
- * FR_GONE (the request is over: the caller calls fcgi_over).
+ * api->stream_write() for req, or api->stream_commit() of the first len
+ * bytes of its stream buffer when data is NULL. The server may write at
+ * once and, inside the call, run proceed(r) (the queue drained) or
+ * proceed(NULL) (the client is gone): fcgi_proceed only notes them then.
+ * MK_OK, MK_AGAIN (the queue is at its mark and was not drained meanwhile:
+ * wait for proceed), MK_ERR, or FR_GONE (the request is over: the caller
+ * calls fcgi_over).
  */
 static int fcgi_stream_write(struct fcgi_req *req, const void *data, size_t len)
 {
     req->in_write = true;
     req->drained = false;
-    int rc = fcgi_api->stream_write(req->r, data, len);
+    int rc =
+        data ? fcgi_api->stream_write(req->r, data, len) : fcgi_api->stream_commit(req->r, len);
     req->in_write = false;
     if (req->gone) {
         req->r = NULL;
@@ -456,8 +482,12 @@ static int fcgi_stream_write(struct fcgi_req *req, const void *data, size_t len)
     return rc == MK_AGAIN && req->drained ? MK_OK : rc;
 }
 
-/* STDOUT body bytes to the client; what the queue does not take waits in spill. */
-static int fcgi_out(struct fcgi_req *req, const void *data, size_t len)
+/*
+ * STDOUT body bytes to the client; what the queue does not take waits in
+ * spill. `in_buffer`: data is the request's stream buffer
+ * (api->stream_buffer), queued as it is, without a copy.
+ */
+static int fcgi_out(struct fcgi_req *req, const void *data, size_t len, bool in_buffer)
 {
     if (req->paused || req->spill_len > 0) {
         if (req->spill_len + len > FR_SPILL) {
@@ -468,9 +498,12 @@ static int fcgi_out(struct fcgi_req *req, const void *data, size_t len)
         }
         memcpy(req->spill + req->spill_len, data, len);
         req->spill_len += len;
+        if (in_buffer) {
+            fcgi_api->stream_commit(req->r, 0); /* copied: released */
+        }
         return MK_OK;
     }
-    int rc = fcgi_stream_write(req, data, len);
+    int rc = fcgi_stream_write(req, in_buffer ? NULL : data, len);
     if (rc == MK_AGAIN) {
         req->paused = true;
         fcgi_want(req);
@@ -536,8 +569,9 @@ static int fcgi_respond(struct fcgi_req *req, struct mk_request *r)
     }
     req->r = r;
     req->state = FR_STREAM;
+    req->paused = false; /* the queue takes the body now: what came with the head goes there */
     size_t rest = req->head_len - req->h.head_len;
-    if (rest > 0 && fcgi_out(req, req->head + req->h.head_len, rest) != MK_OK) {
+    if (rest > 0 && fcgi_out(req, req->head + req->h.head_len, rest, false) != MK_OK) {
         fcgi_over(req); /* gone, or not taken */
         return MK_OK;
     }
@@ -562,6 +596,14 @@ static int fcgi_resumed(struct mk_request *r, void *arg)
     if (!r) {
         fcgi_over(req);
         return MK_OK;
+    }
+    if (!req->conn && !req->fail && !req->head_ready &&
+        fcgi_pool_next(req->site, &req->tried, &req->conn) != MK_OK) {
+        /* queued, and its backend could not take it: nor can any other now */
+        fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: no backend is up",
+                      (int) req->script.name_len, req->script.name);
+        atomic_fetch_add_explicit(&req->self->bad_gateway, 1, memory_order_relaxed);
+        req->fail = 502;
     }
     if (req->fail || req->head_ready) {
         return fcgi_respond(req, r);
@@ -702,6 +744,7 @@ struct fcgi_read_ctx {
     enum fcgi_outcome outcome;
     uint8_t *batch; /* STDOUT body bytes of this read, not yet written */
     size_t batch_len;
+    bool in_buffer; /* batch is the request's stream buffer (api->stream_buffer) */
 };
 
 /* The STDOUT of this read so far to the client, in one piece: MK_OK, or MK_ERR (req handled). */
@@ -709,11 +752,19 @@ static int fcgi_batch_flush(struct fcgi_read_ctx *ctx)
 {
     struct fcgi_req *req = ctx->req;
     size_t len = ctx->batch_len;
+    uint8_t *batch = ctx->batch;
+    bool in_buffer = ctx->in_buffer;
+    /* what follows (nothing, as a rule: END_REQUEST flushes) goes by copy */
+    ctx->in_buffer = false;
+    ctx->batch = fcgi_rbuf + FR_RECV;
+    ctx->batch_len = 0;
     if (len == 0) {
+        if (in_buffer) {
+            fcgi_api->stream_commit(req->r, 0); /* unused: released */
+        }
         return MK_OK;
     }
-    ctx->batch_len = 0;
-    int rc = fcgi_out(req, ctx->batch, len);
+    int rc = fcgi_out(req, batch, len, in_buffer);
     if (rc == MK_OK) {
         return MK_OK;
     }
@@ -734,7 +785,7 @@ static int fcgi_on_event(void *arg, const struct fcgi_event *ev)
     struct fcgi_req *req = ctx->req;
 
     if (ev->id != FR_REQUEST_ID) {
-        return MK_OK;
+        return MK_ERR; /* no other request is open on the connection: broken */
     }
     if (ev->type == FCGI_STDERR) {
         fcgi_stderr(req, ev->data, ev->len);
@@ -792,7 +843,16 @@ static void fcgi_read(struct fcgi_req *req)
     req->last_io_ms = fcgi_api->now_ms();
     req->heard = true;
     req->replay = false;
-    struct fcgi_read_ctx ctx = {req, FO_GOING, fcgi_rbuf + FR_RECV, 0};
+    struct fcgi_read_ctx ctx = {req, FO_GOING, fcgi_rbuf + FR_RECV, 0, false};
+    if (req->state == FR_STREAM && MK_API_HAS(fcgi_api, stream_buffer)) {
+        /* The STDOUT of this read is gathered straight into a piece of the
+           client's queue, which takes it without another copy. */
+        uint8_t *piece = fcgi_api->stream_buffer(req->r, (size_t) n);
+        if (piece) {
+            ctx.batch = piece;
+            ctx.in_buffer = true;
+        }
+    }
     int rc = fcgi_parse(&req->parser, buf, (size_t) n, fcgi_on_event, &ctx);
     if (ctx.outcome == FO_GOING && fcgi_batch_flush(&ctx) != MK_OK) {
         return; /* req was handled */
@@ -804,6 +864,35 @@ static void fcgi_read(struct fcgi_req *req)
     }
 }
 
+/*
+ * The connection of req could not be made (the backend refused it, late
+ * or, for a kept-alive connection being renewed, at once): every record of
+ * req is in wbuf from the first (woff 0), none was answered, so they go to
+ * the next backend of the site that can take them now (each backend tried
+ * once per request), as fcgi_pool_acquire passes over a backend that
+ * refuses at once. That backend's kept-alive connection may be sent the
+ * request again once in its turn (fcgi_retry). Whether req moved (its
+ * connection then the new one); if not, req has no connection and the
+ * caller fails it.
+ */
+static bool fcgi_move(struct fcgi_req *req)
+{
+    struct fcgi_conn *c;
+
+    fcgi_pool_release(req->conn, false);
+    req->conn = NULL;
+    if (fcgi_pool_next(req->site, &req->tried, &c) != MK_OK) {
+        return false;
+    }
+    req->conn = c;
+    req->retried = false;
+    atomic_fetch_add_explicit(&fcgi_conn_backend(c)->requests, 1, memory_order_relaxed);
+    fcgi_conn_attach(c, req);
+    req->last_io_ms = fcgi_api->now_ms();
+    fcgi_flush_now(req);
+    return true;
+}
+
 void fcgi_req_io(struct fcgi_req *req, uint32_t ready)
 {
     if (fcgi_conn_connecting(req->conn)) {
@@ -811,12 +900,12 @@ void fcgi_req_io(struct fcgi_req *req, uint32_t ready)
         socklen_t len = sizeof(err);
         getsockopt(fcgi_conn_fd(req->conn), SOL_SOCKET, SO_ERROR, &err, &len);
         if (err) {
-            struct fcgi_backend *b = fcgi_conn_backend(req->conn);
-            atomic_store_explicit(&b->down_until, fcgi_api->now_ms() + req->site->conf->down_ms,
-                                  memory_order_relaxed);
-            fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: backend %s: %s: marked down", b->text,
-                          strerror(err));
-            fcgi_fail(req, 502);
+            fcgi_pool_down(req->conn, req->site->conf->down_ms, strerror(err));
+            if (!fcgi_move(req)) {
+                fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: no backend is up",
+                              (int) req->script.name_len, req->script.name);
+                fcgi_fail(req, 502);
+            }
             return;
         }
         fcgi_conn_connected(req->conn);
@@ -944,7 +1033,9 @@ static bool fcgi_has_body(struct mk_request *r)
 static int fcgi_req_begin_on(struct fcgi_req *req, struct mk_request *r)
 {
     req->last_io_ms = fcgi_api->now_ms();
-    atomic_fetch_add_explicit(&fcgi_conn_backend(req->conn)->requests, 1, memory_order_relaxed);
+    struct fcgi_backend *b = fcgi_conn_backend(req->conn);
+    req->tried |= UINT64_C(1) << (b - req->self->backends);
+    atomic_fetch_add_explicit(&b->requests, 1, memory_order_relaxed);
     fcgi_conn_attach(req->conn, req);
     if (fcgi_write_begin(req, r) != MK_OK) {
         fcgi_drop_conn(req, 0);
@@ -992,7 +1083,7 @@ void fcgi_req_connected(struct fcgi_req *req, struct fcgi_conn *c)
         req->timer = NULL;
     }
     if (!c) {
-        req->fail = 502;
+        req->tried |= UINT64_C(1) << req->slot; /* the continuation moves on (fcgi_resumed) */
     }
     req->conn = c;
     req->state = FR_RESUMING;
@@ -1003,7 +1094,7 @@ void fcgi_req_connected(struct fcgi_req *req, struct fcgi_conn *c)
 static int fcgi_req_acquire(struct fcgi_req *req, struct mk_request *r)
 {
     const struct fcgi_site *site = req->site;
-    int rc = fcgi_pool_acquire(req, site, &req->conn);
+    int rc = fcgi_pool_acquire(req, site, &req->tried, &req->conn);
     if (rc == MK_OK) {
         return fcgi_req_begin_on(req, r);
     }

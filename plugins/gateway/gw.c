@@ -46,8 +46,8 @@ static unsigned gw_port(const struct sockaddr *sa)
 }
 
 /* HTTP_<NAME> for header i, unless it is left out (see gw.h). */
-static void gw_header_var(const struct mk_api *api, struct mk_request *r, unsigned i,
-                          struct gw_emit *e)
+static void gw_header_var(const struct mk_api *api, struct mk_request *r,
+                          const struct mk_gw_script *s, unsigned i, struct gw_emit *e)
 {
     const char *name, *value;
     size_t nlen, vlen;
@@ -60,7 +60,10 @@ static void gw_header_var(const struct mk_api *api, struct mk_request *r, unsign
     if ((nlen == 5 && strncasecmp(name, "Proxy", 5) == 0) ||
         (nlen == 12 && strncasecmp(name, "Content-Type", 12) == 0) ||
         (nlen == 14 && strncasecmp(name, "Content-Length", 14) == 0) ||
-        (nlen == 17 && strncasecmp(name, "Transfer-Encoding", 17) == 0)) {
+        (nlen == 17 && strncasecmp(name, "Transfer-Encoding", 17) == 0) ||
+        (!s->pass_authorization && nlen == 13 && strncasecmp(name, "Authorization", 13) == 0) ||
+        (!s->pass_proxy_authorization && nlen == 19 &&
+         strncasecmp(name, "Proxy-Authorization", 19) == 0)) {
         return;
     }
     /* Repeated names: only the first occurrence emits, with every value joined. */
@@ -223,19 +226,25 @@ static void gw_addresses(const struct mk_api *api, struct mk_request *r, struct 
     }
 }
 
-/* AUTH_TYPE: the scheme of an Authorization header. */
-static void gw_auth_type(const struct mk_api *api, struct mk_request *r, struct gw_emit *e)
+/*
+ * AUTH_TYPE and REMOTE_USER (RFC 3875 4.1.1, 4.1.11): the scheme and the
+ * user of the server's authentication of r, as a plugin noted them
+ * (MK_NOTE_AUTH_TYPE, MK_NOTE_REMOTE_USER: the auth plugin's). Without
+ * them the server authenticated nobody, and neither is set: an
+ * Authorization header alone is what the client claims, not verified.
+ */
+static void gw_auth_vars(const struct mk_api *api, struct mk_request *r, struct gw_emit *e)
 {
     size_t len;
-    const char *auth = api->header(r, "Authorization", &len);
-    if (!auth) {
+    const char *user = MK_API_HAS(api, note) ? api->note(r, MK_NOTE_REMOTE_USER, &len) : NULL;
+    if (!user) {
         return;
     }
-    size_t n = 0;
-    while (n < len && auth[n] != ' ') {
-        n++;
+    gw_put(e, "REMOTE_USER", user, len);
+    const char *type = api->note(r, MK_NOTE_AUTH_TYPE, &len);
+    if (type) {
+        gw_put(e, "AUTH_TYPE", type, len);
     }
-    gw_put(e, "AUTH_TYPE", auth, n);
 }
 
 static void gw_request_vars(const struct mk_api *api, struct mk_request *r,
@@ -244,24 +253,24 @@ static void gw_request_vars(const struct mk_api *api, struct mk_request *r,
     size_t len;
     const char *v;
 
-    v = s->method ? s->method : api->method(r, &len);
-    gw_put(e, "REQUEST_METHOD", v, s->method ? strlen(v) : len);
-    v = s->uri ? s->uri : api->target(r, &len);
-    gw_put(e, "REQUEST_URI", v, s->uri ? strlen(v) : len);
-    v = s->query ? s->query : api->query(r, &len);
-    gw_put(e, "QUERY_STRING", v ? v : "", v ? (s->query ? strlen(v) : len) : 0);
+    v = api->method(r, &len);
+    gw_put(e, "REQUEST_METHOD", v, len);
+    v = api->target(r, &len);
+    gw_put(e, "REQUEST_URI", v, len);
+    v = api->query(r, &len);
+    gw_put(e, "QUERY_STRING", v ? v : "", v ? len : 0);
     int version = api->version(r);
     gw_puts(e, "SERVER_PROTOCOL",
             version == 20   ? "HTTP/2.0"
             : version == 10 ? "HTTP/1.0"
                             : "HTTP/1.1");
-    if (!s->method && s->content_length) {
+    if (s->content_length) {
         gw_puts(e, "CONTENT_LENGTH", s->content_length);
     }
-    else if (!s->method && (v = api->header(r, "Content-Length", &len))) {
+    else if ((v = api->header(r, "Content-Length", &len))) {
         gw_put(e, "CONTENT_LENGTH", v, len);
     }
-    if (!s->method && (v = api->header(r, "Content-Type", &len))) {
+    if ((v = api->header(r, "Content-Type", &len))) {
         gw_put(e, "CONTENT_TYPE", v, len);
     }
     gw_put(e, "SCRIPT_NAME", s->name, s->name_len);
@@ -293,7 +302,7 @@ int mk_gw_params(const struct mk_api *api, struct mk_request *r, const struct mk
     gw_request_vars(api, r, s, &e);
     gw_server_name(api, r, &e);
     gw_addresses(api, r, &e);
-    gw_auth_type(api, r, &e);
+    gw_auth_vars(api, r, &e);
     int tls = MK_API_HAS(api, conn_transport_var) &&
               api->conn_transport_var(api->conn(r), "protocol", &len) != NULL;
     gw_puts(&e, "REQUEST_SCHEME", tls ? "https" : "http");
@@ -302,7 +311,7 @@ int mk_gw_params(const struct mk_api *api, struct mk_request *r, const struct mk
     }
     unsigned n = api->header_count(r);
     for (unsigned i = 0; i < n && e.rc == MK_OK; i++) {
-        gw_header_var(api, r, i, &e);
+        gw_header_var(api, r, s, i, &e);
     }
     return e.rc;
 }

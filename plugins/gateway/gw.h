@@ -28,12 +28,13 @@ struct mk_gw_script {
     size_t path_info_len;
     const char *filename; /* SCRIPT_FILENAME: absolute, NUL terminated */
     const char *docroot;  /* DOCUMENT_ROOT, NUL terminated */
-    /* For a local redirect (RFC 3875 6.2.2), NULL otherwise: the request's
-       own method, target and query are replaced by these (NUL terminated). */
-    const char *method, *uri, *query;
     /* CONTENT_LENGTH when the request's Content-Length does not give it (a
        chunked or HTTP/2 body spooled first), NUL terminated; NULL otherwise. */
     const char *content_length;
+    /* Whether the credentials of the Authorization and Proxy-Authorization
+       headers become HTTP_AUTHORIZATION and HTTP_PROXY_AUTHORIZATION
+       (RFC 3875 4.1.18: a server should not pass them; false: left out). */
+    bool pass_authorization, pass_proxy_authorization;
 };
 
 /* One variable: name and value, not NUL terminated. MK_OK, or MK_ERR to stop. */
@@ -44,14 +45,19 @@ typedef int (*mk_gw_param_cb)(void *arg, const char *name, size_t name_len, cons
  * Call cb once per meta-variable of request r: the RFC 3875 set
  * (AUTH_TYPE, CONTENT_LENGTH, CONTENT_TYPE, GATEWAY_INTERFACE, PATH_INFO,
  * PATH_TRANSLATED, QUERY_STRING, REMOTE_ADDR, REMOTE_HOST, REMOTE_PORT,
- * REQUEST_METHOD, SCRIPT_NAME, SERVER_NAME, SERVER_PORT, SERVER_PROTOCOL,
- * SERVER_SOFTWARE), the usual additions (DOCUMENT_ROOT, SCRIPT_FILENAME,
- * REQUEST_URI, SERVER_ADDR, REQUEST_SCHEME, HTTPS under TLS,
- * REDIRECT_STATUS for php-cgi) and one HTTP_<NAME> per request header
- * (repeated headers joined with ", "), except Proxy (no HTTP_PROXY:
- * httpoxy), Content-Type and Content-Length (they are CONTENT_*),
- * Transfer-Encoding (a script always reads a decoded body) and names with
- * bytes other than letters, digits and '-'. CONTENT_LENGTH is the
+ * REMOTE_USER, REQUEST_METHOD, SCRIPT_NAME, SERVER_NAME, SERVER_PORT,
+ * SERVER_PROTOCOL, SERVER_SOFTWARE; REMOTE_USER and AUTH_TYPE from the
+ * notes of the server's authentication, MK_NOTE_REMOTE_USER and
+ * MK_NOTE_AUTH_TYPE, and neither without them, whatever Authorization
+ * header the client sent), the
+ * usual additions (DOCUMENT_ROOT, SCRIPT_FILENAME, REQUEST_URI,
+ * SERVER_ADDR, REQUEST_SCHEME, HTTPS under TLS, REDIRECT_STATUS for
+ * php-cgi) and one HTTP_<NAME> per request header (repeated headers joined
+ * with ", "), except Proxy (no HTTP_PROXY: httpoxy), Authorization and
+ * Proxy-Authorization unless s passes them (s->pass_authorization,
+ * s->pass_proxy_authorization), Content-Type and Content-Length (they are
+ * CONTENT_*), Transfer-Encoding (a script always reads a decoded body) and
+ * names with bytes other than letters, digits and '-'. CONTENT_LENGTH is the
  * request's Content-Length, or s->content_length for a body spooled
  * first. MK_OK, or MK_ERR when cb refused one.
  */
@@ -68,11 +74,12 @@ int mk_gw_match_add(regex_t **matches, size_t *n, const char *value, char *reaso
  * The script of `path` (decoded, normalised) under r's document root that
  * one of the n_re expressions selects: the shortest prefix of whole
  * segments that an expression matches and that is a regular file beneath
- * the document root (the rest is PATH_INFO: /index.php/a/b), or, for a
- * path ending in '/', the first index file (IndexFiles) an expression
- * matches that exists, so "/" with index.php runs it rather than serving
- * its source. MK_OK (*s filled, strings in r's memory), MK_DECLINED (no
- * script), or 500 (memory short).
+ * the document root (the rest is PATH_INFO: /index.php/a/b). A directory's
+ * index file is not looked for here: the server makes a path ending in '/'
+ * the index file's path before the content hooks (after checking it as a
+ * request for it), so "/" with index.php comes as "/index.php" and runs
+ * it rather than serving its source. MK_OK (*s filled, strings in r's
+ * memory), MK_DECLINED (no script), or 500 (memory short).
  */
 int mk_gw_map_match(const struct mk_api *api, struct mk_request *r, const regex_t *re, size_t n_re,
                     const char *path, size_t path_len, struct mk_gw_script *s);

@@ -6,7 +6,8 @@
  * site's Match expressions (see mk_gw_map_match in gw.h). Only a path an
  * expression matches costs a system call, and a script found lately none;
  * files are opened beneath the document root with the site's rules, so no
- * script outside it runs.
+ * script outside it runs. Index files are the server's business: a path
+ * ending in '/' with one comes here as the index file's path.
  */
 #include <fcntl.h>
 #include <stdint.h>
@@ -134,28 +135,6 @@ static char *gw_filename(const struct mk_api *api, struct mk_request *r, const c
     return gw_join(api, r, root, rlen, name, name_len);
 }
 
-/* A path ending in '/': the first index file a Match expression selects. */
-static int gw_map_index(const struct mk_api *api, struct mk_request *r, const regex_t *re,
-                        size_t n_re, const char *path, size_t path_len, struct mk_gw_script *s)
-{
-    const char *index;
-    for (unsigned i = 0; (index = api->index_file(r, i)) != NULL; i++) {
-        char *name = gw_join(api, r, path, path_len, index, strlen(index));
-        if (!name) {
-            return 500;
-        }
-        if (gw_matches(re, n_re, name) && gw_is_file_beneath(api, r, name + 1)) {
-            char *file = gw_filename(api, r, name, path_len + strlen(index));
-            if (!file) {
-                return 500;
-            }
-            size_t nlen = strlen(name);
-            return gw_script(api, r, name, nlen, nlen, file, s);
-        }
-    }
-    return MK_DECLINED;
-}
-
 /* Under the document root: the shortest prefix of whole segments Match selects. */
 int mk_gw_map_match(const struct mk_api *api, struct mk_request *r, const regex_t *re, size_t n_re,
                     const char *path, size_t path_len, struct mk_gw_script *s)
@@ -163,9 +142,6 @@ int mk_gw_map_match(const struct mk_api *api, struct mk_request *r, const regex_
     char *copy = gw_join(api, r, path, path_len, "", 0);
     if (!copy) {
         return 500;
-    }
-    if (path_len > 0 && path[path_len - 1] == '/') {
-        return gw_map_index(api, r, re, n_re, copy, path_len, s);
     }
     for (size_t end = 1; end <= path_len; end++) {
         if (end < path_len && copy[end] != '/') {

@@ -381,15 +381,24 @@ static void logger_put_client(struct logger_out *o, const struct mk_request *r)
 }
 
 /*
- * %u: the user name of a Basic Authorization header (what the client sent,
- * not verified), "-" without one or when it is not valid base 64.
+ * %u: the user the server authenticated the request as (the note
+ * MK_NOTE_REMOTE_USER, the auth plugin's); without one (no authentication,
+ * or a 401 that refused it), the user name of a Basic Authorization header
+ * (what the client sent, not verified, as Apache's %u on a 401), "-"
+ * without one or when it is not valid base 64 of at most 768 bytes.
  */
 static void logger_put_user(struct logger_out *o, const struct mk_request *r)
 {
     char cred[768];
     size_t vlen;
-    const char *v = logger_api->header(r, "Authorization", &vlen);
+    const char *v =
+        MK_API_HAS(logger_api, note) ? logger_api->note(r, MK_NOTE_REMOTE_USER, &vlen) : NULL;
 
+    if (v) {
+        logger_put_field(o, v, vlen);
+        return;
+    }
+    v = logger_api->header(r, "Authorization", &vlen);
     if (!v || vlen < 6 || strncasecmp(v, "Basic ", 6) != 0) {
         logger_put_char(o, '-');
         return;
@@ -458,12 +467,16 @@ static void logger_put_protocol(struct logger_out *o, const struct mk_request *r
     logger_put(o, v == 20 ? "HTTP/2.0" : v == 11 ? "HTTP/1.1" : "HTTP/1.0", 8);
 }
 
-/* %r: METHOD TARGET PROTOCOL as received; "-" when no method was read. */
+/*
+ * %r: METHOD TARGET PROTOCOL as received (the client's, also after an
+ * internal redirect); "-" when no method was read.
+ */
 static void logger_put_request(struct logger_out *o, const struct mk_request *r)
 {
     size_t mlen, tlen;
-    const char *m = logger_api->method(r, &mlen);
-    const char *t = logger_api->target(r, &tlen);
+    bool client = MK_API_HAS(logger_api, client_target);
+    const char *m = client ? logger_api->client_method(r, &mlen) : logger_api->method(r, &mlen);
+    const char *t = client ? logger_api->client_target(r, &tlen) : logger_api->target(r, &tlen);
 
     if (mlen == 0) {
         logger_put_char(o, '-');

@@ -1,9 +1,11 @@
 """What the HTTP/2 tests share: whether the server was built with HTTP/2, a
-server with an h2c (and optionally a TLS) listener, and a small blocking
-client on Python's `h2` that can also misbehave on purpose."""
+server with an h2c (and optionally a TLS) listener, a small blocking
+client on Python's `h2` that can also misbehave on purpose, and raw
+frames for what no client library would send."""
 
 import shutil
 import socket
+import ssl
 
 import pytest
 
@@ -51,6 +53,7 @@ class H2Client:
 
     def __init__(self, port, sock=None, settings=None, auto_ack=True, timeout=10.0):
         self.sock = sock or socket.create_connection(("127.0.0.1", port), timeout=timeout * SLOW)
+        self.scheme = "https" if isinstance(self.sock, ssl.SSLSocket) else "http"
         self.sock.settimeout(timeout * SLOW)
         cfg = h2.config.H2Configuration(client_side=True, header_encoding="utf-8",
                                         validate_outbound_headers=False,
@@ -75,7 +78,7 @@ class H2Client:
     def request(self, path, method="GET", headers=None, body=None, end=True,
                 authority="localhost"):
         sid = self.conn.get_next_available_stream_id()
-        hdrs = [(":method", method), (":scheme", "http"), (":authority", authority),
+        hdrs = [(":method", method), (":scheme", self.scheme), (":authority", authority),
                 (":path", path)] + list(headers or [])
         self.conn.send_headers(sid, hdrs, end_stream=end and body is None)
         self.streams[sid] = {"headers": {}, "data": b"", "ended": False, "reset": None}
@@ -160,3 +163,48 @@ class H2Client:
 
     def close(self):
         self.sock.close()
+
+
+# ---- raw frames -------------------------------------------------------------------
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def frame(ftype, flags, sid, payload=b""):
+    return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + sid.to_bytes(4, "big") + \
+        payload
+
+
+def raw_h2(srv, port=None):
+    """A connection that sent the preface and an empty SETTINGS frame."""
+    s = socket.create_connection(("127.0.0.1", port or srv.port), timeout=10 * SLOW)
+    s.sendall(PREFACE + frame(4, 0, 0))
+    return s
+
+
+def read_frames(s, until):
+    """Read frames until until(type, flags, sid, payload) is true: that
+    frame, or None at the close (or a reset, or the socket's timeout)."""
+    buf = b""
+    while True:
+        try:
+            data = s.recv(65536)
+        except (ConnectionResetError, TimeoutError):
+            return None
+        if not data:
+            return None
+        buf += data
+        while len(buf) >= 9:
+            n = int.from_bytes(buf[:3], "big")
+            if len(buf) < 9 + n:
+                break
+            f = (buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7fffffff, buf[9:9 + n])
+            buf = buf[9 + n:]
+            if until(*f):
+                return f
+
+
+def read_goaway(s):
+    """Read frames until GOAWAY or the close: its error code, or None."""
+    f = read_frames(s, lambda t, fl, sid, p: t == 7)
+    return None if f is None else int.from_bytes(f[3][4:8], "big")

@@ -128,6 +128,36 @@ def test_index_files_setting(site):
     assert site.get("/").body == b"<h1>index</h1>\n"
 
 
+def test_hidden_index_name_is_not_served(site):
+    # the index file's path is checked as a request for it: with
+    # HideDotFiles On (the default) a hidden index name is 404, never served;
+    # a directory without it still gets the next name
+    site.set(IndexFiles=".index.html index.html")
+    site.file("dot/.index.html", "hidden index\n")
+    site.file("dot/index.html", "plain index\n")
+    site.start()
+    for path in ("/dot/", "/dot/.index.html"):
+        r = site.get(path)
+        assert r.status == 404 and b"hidden index" not in r.body, path
+    assert site.get("/dir/").body == b"dir index\n"
+    site.stop()
+    site.site_conf["HideDotFiles"] = "Off"
+    site.start()
+    assert site.get("/dot/").body == b"hidden index\n"
+
+
+def test_index_file_answers_every_method_as_its_own_path(server_site):
+    # "/dir/" is answered as "/dir/index.html" would be, for each method
+    r = server_site.request("HEAD", "/dir/")
+    assert r.status == 200 and r.header("content-length") == "10"
+    assert server_site.request("POST", "/dir/", body=b"x").status == 405
+    r = server_site.request("OPTIONS", "/dir/")
+    assert r.status == 200 and r.header("allow") == "GET, HEAD, OPTIONS"
+    etag = server_site.get("/dir/index.html").header("etag")
+    assert server_site.get("/dir/").header("etag") == etag
+    assert server_site.get("/dir/", headers={"If-None-Match": etag}).status == 304
+
+
 def test_percent_encoded_name_and_query(server_site):
     r = server_site.get("/hello%20world.txt")
     assert r.status == 200 and r.body == b"spaced\n"

@@ -1,7 +1,8 @@
 """The supervisor (Supervisor On, monkey -S; server/supervisor.c).
 
 The supervisor binds the listening sockets and runs the server as its child.
-These tests crash the child under load and count refused connections, run a
+These tests crash the child (SIGSEGV, SIGKILL) under load, from Python
+clients and from wrk, and count refused connections, run a
 child that faults at every start into the crash-loop limit, reload through
 the supervisor, read the restarts from the control status, and check that
 readiness and the PidFile name the supervisor.
@@ -170,17 +171,20 @@ def test_crash_under_load_refuses_nothing(make_server, sig):
     assert srv.stop() == 0
 
 
-@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")
-def test_crash_under_wrk(make_server):
+@pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL], ids=["SIGSEGV", "SIGKILL"])
+def test_crash_under_wrk(make_server, sig):
     """wrk's keep-alive connections are reset by the crash and connect again:
-    none of those connects is refused, every answer is a 200."""
+    none of those connects is refused (wrk counts them: "Socket errors:
+    connect N"), every answer is a 200. wrk is a test dependency
+    (tools/deps.sh test): missing, the test fails rather than skips."""
+    assert shutil.which("wrk"), "wrk is not installed (tools/deps.sh test installs it)"
     srv = supervised(make_server)
     sup = srv.proc.pid
     first = child_of(sup)
     wrk = subprocess.Popen(["wrk", "-t2", "-c8", "-d2s", f"http://127.0.0.1:{srv.port}/"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     time.sleep(0.5)
-    os.kill(first, signal.SIGSEGV)
+    os.kill(first, sig)
     t0 = time.monotonic()
     second = new_child_of(sup, first)
     assert srv.get("/").status == 200
@@ -192,6 +196,9 @@ def test_crash_under_wrk(make_server):
     assert m is None or m.group(1) == "0", out
     assert "Non-2xx" not in out, out
     assert int(re.search(r"(\d+) requests in", out).group(1)) > 100, out
+    name = signal.Signals(sig).name
+    wait_log(srv, rf"the server \(pid {first}\) crashed: signal {int(sig)} \({name}\); "
+                  r"starting it again")
     # and no further crash under the load that followed
     assert child_of(sup) == second
     assert srv.stop() == 0

@@ -167,7 +167,7 @@ def test_plugin_reload(skel):
     import signal
     import time
     skel.signal(signal.SIGHUP)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 10 * SLOW
     while skel.get("/skel").body != b"Reloaded\n":
         assert time.monotonic() < deadline
         time.sleep(0.05)
@@ -178,7 +178,7 @@ def test_refused_reload_keeps_plugin_settings(skel):
     import time
 
     def wait_log(text, count):
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 10 * SLOW
         while skel.stderr_text().count(text) < count:
             assert time.monotonic() < deadline, skel.stderr_text()
             time.sleep(0.05)
@@ -204,7 +204,7 @@ def test_refused_reload_keeps_plugin_settings(skel):
     conf.write_text("[SKELETON]\n    Path /skel2\n    Message Changed\n")
     skel.signal(signal.SIGHUP)
     wait_log("configuration reloaded", 1)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 10 * SLOW
     while skel.get("/skel2").body != b"Hello site\n":
         assert time.monotonic() < deadline
         time.sleep(0.05)
@@ -260,14 +260,14 @@ def test_schema_reload_builds_new_settings(skel):
     conf = skel.conf / "plugins" / "skeleton.conf"
     conf.write_text("[SKELETON]\n    Path /skel\n    Message Bad\n    Message Twice\n")
     skel.signal(signal.SIGHUP)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 10 * SLOW
     while f"{conf}:4: 'Message' is given twice" not in skel.stderr_text():
         assert time.monotonic() < deadline, skel.stderr_text()
         time.sleep(0.05)
     assert skel.get("/skel").body == b"Hi from the test\n"
     conf.write_text("[SKELETON]\n    Path /other\n")  # Message back to its default
     skel.signal(signal.SIGHUP)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 10 * SLOW
     while skel.get("/other").status != 200:
         assert time.monotonic() < deadline, skel.stderr_text()
         time.sleep(0.05)

@@ -394,6 +394,25 @@ def test_denied_before_any_file_access(make_server):
     c.close()
 
 
+def test_rules_see_the_index_files_path(make_server):
+    # a directory answered with its index file: the rules check the index
+    # file's path too (nginx's index is an internal redirect), so a rule
+    # written for it covers the directory
+    srv = make_access(make_server, sites={
+        "p.test": ["Deny path /admin/index.html"],
+        "r.test": ["Deny regex /index\\.html$"],
+    })
+    srv.start()
+    c = srv.conn()
+    assert statuses(c, "p.test", ["/admin/index.html", "/admin/", "/admin/x.txt", "/"]) == [
+        403, 403, 200, 200]
+    assert statuses(c, "r.test", ["/", "/admin/", "/a.txt", "/admin"]) == [403, 403, 200, 301]
+    assert statuses(c, "localhost", ["/", "/admin/"]) == [200, 200]
+    r = c.request("HEAD", "/admin/", headers={"Host": "p.test"})
+    assert r.status == 403
+    c.close()
+
+
 def test_denied_keeps_the_connection(make_server):
     srv = make_access(make_server, rules=["Deny path /admin"])
     srv.start()

@@ -150,6 +150,38 @@ def test_two_authorization_headers_401(srv):
     c.close()
 
 
+def test_authenticated_requests_carry_the_user_in_notes(make_server):
+    # a request let through carries the notes remote_user and auth_type
+    # (api->note_set) for the other plugins: the logger prints them here.
+    # A refused request and one outside every Location have none; there the
+    # logger's %u is the name the client sent (unverified, as Apache's on a
+    # 401), and for an authenticated request the user the plugin noted, even
+    # when the header is one the logger cannot read (a tab after "Basic")
+    from test_08_logger import LOGGER_SO, wait_lines
+    srv = auth_server(make_server)
+    srv.plugins.append(str(LOGGER_SO))
+    (srv.dir / "logs").mkdir()
+    srv.site_extra += ("[LOGGER]\n    AccessLog ../logs/access.log\n"
+                       "    Format custom %>s|%U|%{remote_user}n|%{auth_type}n|%u\n")
+    srv.start()
+    alice, carol = basic("alice", "wonderland"), basic("carol", "s3cr3t pass")
+    for value, path in [(alice, "/private/a.txt"),  # verified on a task thread
+                        (alice, "/private/inner/b.txt"),  # from the cache
+                        (carol, "/private/a.txt"),
+                        (carol.replace(" ", "\t"), "/private/inner/b.txt"),
+                        (basic("alice", "nope"), "/private/a.txt"),
+                        (alice, "/pub/c.txt")]:
+        srv.get(path, headers={"Authorization": value})
+    # (each worker writes its own lines: sorted, as their order may vary)
+    assert sorted(wait_lines(srv.dir / "logs" / "access.log", 6)) == sorted([
+        "200|/private/a.txt|alice|Basic|alice",
+        "200|/private/inner/b.txt|alice|Basic|alice",
+        "200|/private/a.txt|carol|Basic|carol",
+        "200|/private/inner/b.txt|carol|Basic|carol",
+        "401|/private/a.txt|-|-|alice",
+        "200|/pub/c.txt|-|-|alice"])
+
+
 def test_paths_outside_every_location_are_not_protected(srv):
     assert srv.get("/pub/c.txt").body == b"public C\n"
     assert srv.get("/privateer.txt").body == b"not protected\n"  # not a segment of /private
@@ -162,6 +194,29 @@ def test_paths_outside_every_location_are_not_protected(srv):
                  "/pub/../private/a.txt", "/%70rivate/a.txt", "/private/./a.txt",
                  "/private/nothing-here"):
         assert_challenge(srv.get(path))
+
+
+def test_index_file_is_checked_as_its_own_path(make_server):
+    # a directory answered with its index file: the index file's path goes
+    # through the request hooks too (nginx's index is an internal redirect),
+    # so a Location naming the index file protects the directory as well
+    srv = auth_server(make_server, site_extra=(
+        "[AUTH]\n    Location /dir/index.html\n    Realm Private\n    Users users\n"))
+    srv.file("dir/index.html", "dir index\n")
+    srv.file("dir/other.txt", "other\n")
+    srv.start()
+    for path in ("/dir/index.html", "/dir/", "/dir//", "/pub/../dir/"):
+        assert_challenge(srv.get(path))
+    assert_challenge(srv.request("HEAD", "/dir/"))
+    assert_challenge(srv.get("/dir/", headers={"Authorization": basic("alice", "nope")}))
+    good = {"Authorization": basic("alice", "wonderland")}
+    c = srv.conn()
+    for _ in range(2):  # verified on a task thread, then from the plugin's cache
+        r = c.request("GET", "/dir/", headers=good)
+        assert r.status == 200 and r.body == b"dir index\n"
+    assert c.request("GET", "/dir/other.txt").status == 200
+    assert_challenge(c.request("GET", "/dir/"))
+    c.close()
 
 
 def test_longest_location_wins(make_server):

@@ -86,6 +86,26 @@ def test_stream_async_pieces_wake_the_connection(streamer):
     s.close()
 
 
+@pytest.mark.parametrize("query,piece", [
+    ("bytes=100000&piece=1000&trailer=1", 1000),  # many pieces under the mark
+    ("bytes=1000000&piece=40000", 40000),         # the mark reached: proceed
+    ("bytes=50000&piece=5000&async=1", 5000),     # from later events
+])
+def test_stream_buffer_and_commit(streamer, query, piece):
+    # the pieces are filled in buffers of the queue (api->stream_buffer)
+    # and queued as they are (api->stream_commit); the plugin checks the
+    # contract on the way (a commit without a buffer or past it, a buffer
+    # replaced, released unused, none over the mark) and ends short if broken
+    s, f, status, headers = open_stream(streamer, query + "&buffer=1")
+    assert status.startswith("HTTP/1.1 200")
+    total, trailers = read_chunks(f, piece)
+    assert total == int(query.split("&")[0].split("=")[1])
+    assert trailers == (["X-Stream-Bytes: 100000"] if "trailer" in query else [])
+    assert get_small(f, s, "bytes=5&buffer=1") == 5  # the connection goes on
+    s.close()
+    assert "buffer contract" not in streamer.stderr_text()
+
+
 def get_small(f, s, query):
     """GET /stream?query on an open connection; return the decoded body size."""
     s.sendall(f"GET /stream?{query} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())

@@ -9,17 +9,29 @@ directories a package of Monkey owns; the server extracted from the package
 into it, serves the default page and answers monkey-ctl; and a purge, done
 as dpkg would (the package's file list, then what postrm purge removes),
 leaves nothing behind of what the package and the running server wrote.
+
+monkey-duda holds the duda plugin and every package of duda/packages, built
+against Debian's libraries (dh_shlibdeps names them in Depends), and the
+plugin's duda.conf, a configuration file naming the packaged folders: with
+the plugin's line of plugins.load uncommented and a [WEB_SERVICE] section,
+the extracted server serves services built into its ServicesRoot.
+monkey-duda-dev holds the duda helper, the headers and the examples. The
+helper extracted with the server and the plugin writes, builds and serves a
+new service, and serves every example with the command its README gives for
+the installed copy; every installed header compiles.
 """
 
+import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, Conn, free_port, wait_port
+from conftest import ROOT, SLOW, Conn, free_port, wait_port
 
 DEB = os.environ.get("MK_DEB")
 pytestmark = pytest.mark.skipif(not DEB, reason="MK_DEB unset: run through make deb-test")
@@ -104,6 +116,7 @@ def test_monkey_package_contents():
     stray = [p for p in paths if not p.endswith("/") and not p.startswith(owned)]
     assert stray == []
     assert not any(p.startswith("usr/include/") for p in paths)
+    assert [p for p in paths if "duda" in p] == []  # monkey-duda, monkey-duda-dev
     # dh marks every file of /etc as a configuration file.
     conffiles = control_file("monkey", "conffiles").split()
     etc = ["/" + p for p in paths if p.startswith("etc/") and not p.endswith("/")]
@@ -155,24 +168,30 @@ def test_packaged_configuration_runs_as_monkey(tmp_path):
         assert re.search(rf"^    Load /usr/lib/{arch}/monkey/plugins/monkey-{p}\.so\s", load, re.M)
     assert "    Socket /run/monkey/monkey.sock\n" in (conf / "plugins/control.conf").read_text()
     assert "    AccessLog /var/log/monkey/access.log\n" in (conf / "plugins/logger.conf").read_text()
+    # The duda plugin (monkey-duda) is named, commented out.
+    assert re.search(rf"^#     Load /usr/lib/{arch}/monkey/plugins/monkey-duda\.so\s", load, re.M)
     unit = (root / "lib/systemd/system/monkey.service").read_text()
     assert "\nUser=monkey\n" in unit
     assert "\nExecStart=/usr/sbin/monkey -c /etc/monkey\n" in unit
     assert "\nReadWritePaths=/var/log/monkey\n" in unit
 
 
-def extract(tmp_path):
+def extract(tmp_path, *names):
+    """The packages (default: monkey) extracted into one temporary root."""
     root = tmp_path / "root"
-    subprocess.run(["dpkg-deb", "-x", str(deb("monkey")), str(root)], check=True)
+    for name in names or ("monkey",):
+        subprocess.run(["dpkg-deb", "-x", str(deb(name)), str(root)], check=True)
     return root
 
 
-def relocate(root):
-    """The packaged configuration with every absolute path prefixed by root
-    (comments left alone). `User monkey` is dropped: the test may run as root
-    on a system without that user, and the server would switch to a user who
-    cannot read the temporary root."""
+def relocate(root, edit=None):
+    """The packaged configuration, edit(conf) applied to it, with every
+    absolute path prefixed by root (comments left alone). `User monkey` is
+    dropped: the test may run as root on a system without that user, and the
+    server would switch to a user who cannot read the temporary root."""
     conf = root / "etc/monkey"
+    if edit:
+        edit(conf)
     for f in conf.rglob("*"):
         if not f.is_file() or f.suffix == ".mime":
             continue
@@ -253,3 +272,336 @@ def test_purge_leaves_nothing(tmp_path):
         (root / "run").rmdir()
     left = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
     assert left == []
+
+
+# ---- monkey-duda and monkey-duda-dev ------------------------------------------------------------
+
+def tree_duda_packages():
+    """The packages of duda/packages: all are built (the Build-Depends give each its library)."""
+    return sorted(p.parent.name for p in (ROOT / "duda/packages").glob("*/package.cmake"))
+
+
+def tree_duda_examples():
+    """The examples that are Duda services (embed and fastcgi_responder are not)."""
+    return sorted(d.name for d in (ROOT / "examples").iterdir()
+                  if (d / f"{d.name}.c").is_file()
+                  and "#include <duda/duda.h>" in (d / f"{d.name}.c").read_text())
+
+
+def field(name, key):
+    p = subprocess.run(["dpkg-deb", "-f", str(deb(name)), key], capture_output=True, text=True,
+                       check=True)
+    return p.stdout.strip()
+
+
+def relations(name, key):
+    """A relation field as {package: version constraint or ""}; alternatives kept as "a | b"."""
+    out = {}
+    for rel in field(name, key).split(","):
+        rel = rel.strip()
+        if not rel:
+            continue
+        m = re.fullmatch(r"([^\s(]+)(?: \(([^)]*)\))?", rel)
+        out[m[1] if m else rel] = (m[2] or "") if m else ""
+    return out
+
+
+def needed(path):
+    """The DT_NEEDED sonames of an ELF file."""
+    p = subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True, check=True)
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", p.stdout)
+
+
+def owner(soname):
+    """The Debian package that holds the system library soname (as dh_shlibdeps finds it)."""
+    arch = multiarch()
+    p = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=True)
+    paths = [m[1] for m in re.finditer(rf"^\s+{re.escape(soname)} \([^)]*\) => (\S+)$",
+                                       p.stdout, re.M) if arch in m[1]]
+    assert paths, soname
+    path = paths[0]
+    for cand in (path, os.path.realpath(path), "/usr" + path, path.removeprefix("/usr")):
+        q = subprocess.run(["dpkg", "-S", cand], capture_output=True, text=True)
+        if q.returncode == 0:
+            return q.stdout.split(":", 1)[0]
+    raise AssertionError(f"no package holds {path}")
+
+
+def test_monkey_duda_package_contents():
+    arch = multiarch()
+    files = [p for p in contents("monkey-duda") if not p.endswith("/")]
+    pkgdir = f"usr/lib/{arch}/monkey/duda-packages/"
+    assert f"usr/lib/{arch}/monkey/plugins/monkey-duda.so" in files
+    assert sorted(p[len(pkgdir):-5] for p in files if p.startswith(pkgdir)) == tree_duda_packages()
+    assert [p for p in files if p.startswith(pkgdir) and not p.endswith(".dpkg")] == []
+    for doc in ("copyright", "README.Debian", "duda.md.gz", "changelog.gz"):
+        assert f"usr/share/doc/monkey-duda/{doc}" in files
+    assert "etc/monkey/plugins/duda.conf" in files
+    assert "var/lib/monkey/duda/services/" in contents("monkey-duda")
+    owned = (f"usr/lib/{arch}/monkey/plugins/monkey-duda.so", pkgdir, "usr/share/doc/monkey-duda/",
+             "etc/monkey/plugins/duda.conf")
+    assert [p for p in files if not p.startswith(owned)] == []
+    # duda.conf is a configuration file: dpkg keeps the administrator's changes.
+    assert control_file("monkey-duda", "conffiles").split() == ["/etc/monkey/plugins/duda.conf"]
+    # No maintainer script: removing the package leaves the deployed services alone.
+    members = subprocess.run(["dpkg-deb", "--ctrl-tarfile", str(deb("monkey-duda"))],
+                             capture_output=True, check=True).stdout
+    names = subprocess.run(["tar", "t"], input=members, capture_output=True, check=True)
+    assert not re.search(rb"(pre|post)(inst|rm)", names.stdout), names.stdout
+    # The plugin is loaded by the server of the same build: the very version.
+    assert relations("monkey-duda", "Depends")["monkey"] == "= " + field("monkey", "Version")
+
+
+def test_monkey_duda_built_against_debian_libraries(tmp_path):
+    """Each package links the system library it wraps, and dh_shlibdeps turned every library
+    the plugin and the packages need into a Depends of monkey-duda."""
+    root = extract(tmp_path, "monkey-duda")
+    pkgdir = root / f"usr/lib/{multiarch()}/monkey/duda-packages"
+    wraps = {"json": "libcjson.so.", "sqlite": "libsqlite3.so.", "redis": "libhiredis.so.",
+             "memcache": "libmemcached.so.", "websocket": "libz.so.", "base64": "libcrypto.so.",
+             "sha1": "libcrypto.so.", "sha256": "libcrypto.so."}
+    libs = set(needed(root / f"usr/lib/{multiarch()}/monkey/plugins/monkey-duda.so"))
+    for name in tree_duda_packages():
+        sonames = needed(pkgdir / f"{name}.dpkg")
+        if name in wraps:
+            assert any(s.startswith(wraps[name]) for s in sonames), (name, sonames)
+        libs |= set(sonames)
+    depends = relations("monkey-duda", "Depends")
+    missing = {s: owner(s) for s in libs if owner(s) not in depends}
+    assert missing == {}, depends
+    for lib in ("libcjson", "libsqlite3", "libhiredis", "libmemcached", "libssl3", "zlib1g"):
+        assert any(d.startswith(lib) for d in depends), (lib, depends)
+
+
+def test_monkey_duda_dev_package_contents():
+    paths = contents("monkey-duda-dev")
+    files = [p for p in paths if not p.endswith("/")]
+    for f in ("usr/bin/duda", "usr/include/duda/duda.h", "usr/include/duda/duda_package.h",
+              "usr/share/man/man1/duda.1.gz"):
+        assert f in files, f
+    headers = sorted(p[len("usr/include/duda/packages/"):-2] for p in files
+                     if p.startswith("usr/include/duda/packages/"))
+    assert headers == tree_duda_packages()
+    # Its documentation folder is monkey-duda's, where the examples go, as in the tree and
+    # uncompressed, so that a copy builds.
+    assert "usr/share/doc/monkey-duda-dev -> monkey-duda" in subprocess.run(
+        ["dpkg-deb", "-c", str(deb("monkey-duda-dev"))], capture_output=True, text=True,
+        check=True).stdout
+    ex = "usr/share/doc/monkey-duda/examples/"
+    shipped = sorted(p[len(ex):] for p in files if p.startswith(ex))
+    tree = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "--", *(
+        f"examples/{e}" for e in tree_duda_examples())], cwd=ROOT, capture_output=True,
+        text=True, check=True).stdout.split()
+    assert shipped == sorted(t[len("examples/"):] for t in tree)
+    owned = ("usr/bin/duda", "usr/include/duda/", "usr/share/man/man1/duda.1.gz", ex,
+             "usr/share/doc/monkey-duda-dev")
+    assert [p for p in files if not p.startswith(owned)] == []
+    depends = relations("monkey-duda-dev", "Depends")
+    assert depends["monkey-duda"] == "= " + field("monkey-duda", "Version")
+    assert "libhiredis-dev" in depends  # <duda/packages/redis.h> includes <hiredis/hiredis.h>
+    assert "gcc | c-compiler" in relations("monkey-duda-dev", "Recommends")
+
+
+def duda_env(root):
+    """The extracted helper pointed at the extracted server, plugin, headers and packages."""
+    lib = root / f"usr/lib/{multiarch()}/monkey"
+    return {**os.environ, "DUDA_MONKEY": str(root / "usr/sbin/monkey"),
+            "DUDA_PLUGIN": str(lib / "plugins/monkey-duda.so"),
+            "DUDA_INCLUDE": str(root / "usr/include"),
+            "DUDA_PACKAGES": str(lib / "duda-packages"),
+            "DUDA_PACKAGES_INCLUDE": str(root / "usr/include")}
+
+
+def test_helper_names_the_packaged_files(tmp_path):
+    """The installed paths compiled into the helper are files of the packages."""
+    root = extract(tmp_path, "monkey", "monkey-duda", "monkey-duda-dev")
+    text = (root / "usr/bin/duda").read_text()
+    defaults = dict(re.findall(r"^([A-Z_]+)=\$\{DUDA_[A-Z_]+:-'([^']*)'\}$", text, re.M))
+    assert sorted(defaults) == ["INCLUDE", "MONKEY", "PACKAGES", "PACKAGES_INCLUDE", "PLUGIN"]
+    assert defaults["MONKEY"] == "/usr/sbin/monkey"
+    assert (root / defaults["PLUGIN"].lstrip("/")).is_file()
+    assert (root / defaults["INCLUDE"].lstrip("/") / "duda/duda.h").is_file()
+    assert (root / defaults["PACKAGES_INCLUDE"].lstrip("/") / "duda/packages/json.h").is_file()
+    assert (root / defaults["PACKAGES"].lstrip("/") / "json.dpkg").is_file()
+    assert "BUILD_CFLAGS=''\n" in text
+
+
+def test_installed_headers_compile(tmp_path):
+    """Every header of monkey-duda-dev compiles on its own with the extracted root's include
+    folder and the system's (the -dev packages of Depends)."""
+    root = extract(tmp_path, "monkey-duda-dev")
+    inc = root / "usr/include"
+    headers = sorted(str(h.relative_to(inc)) for h in (inc / "duda").rglob("*.h"))
+    assert len(headers) == 2 + len(tree_duda_packages())
+    for h in headers:
+        p = subprocess.run(["cc", "-fsyntax-only", "-Wall", "-Werror", "-I", str(inc), "-x", "c",
+                            "-"], input=f"#include <{h}>\n", capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 0, (h, p.stderr)
+
+
+def test_packaged_duda_conf_serves_services(tmp_path):
+    """The packaged duda.conf as it is, the duda line of plugins.load uncommented and
+    [WEB_SERVICE] sections added: the extracted server serves services that the extracted
+    helper built into ServicesRoot, one of them on packages of PackagesRoot."""
+    root = extract(tmp_path, "monkey", "monkey-duda", "monkey-duda-dev")
+    arch = multiarch()
+    text = (root / "etc/monkey/plugins/duda.conf").read_text()
+    assert "\n    ServicesRoot /var/lib/monkey/duda/services\n" in text
+    assert f"\n    PackagesRoot /usr/lib/{arch}/monkey/duda-packages\n" in text
+    services = root / "var/lib/monkey/duda/services"
+    assert services.is_dir() and list(services.iterdir()) == []
+
+    def enable(conf):
+        load = conf / "plugins.load"
+        text, n = re.subn(r"^# (    Load \S+/monkey-duda\.so\s)", r"\1", load.read_text(),
+                          flags=re.M)
+        assert n == 1
+        load.write_text(text)
+
+    conf = relocate(root, enable)
+    monkey = str(root / "usr/sbin/monkey")
+    p = subprocess.run([monkey, "-t", "-c", str(conf)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stdout + p.stderr
+    ex = root / "usr/share/doc/monkey-duda/examples"
+    with open(conf / "sites/default", "a") as f:
+        for n in ("hello", "chat"):
+            f.write(f"\n[WEB_SERVICE]\n    Name {n}\n    DocumentRoot {ex / n / 'html'}\n")
+    p = subprocess.run([monkey, "-t", "-c", str(conf)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1 and f"{services}/hello.duda: No such file" in p.stderr, p.stderr
+    for n in ("hello", "chat"):
+        p = subprocess.run([str(root / "usr/bin/duda"), "build", str(ex / n), "-o", str(services)],
+                           env=duda_env(root), capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stdout + p.stderr
+    p = subprocess.run([monkey, "-t", "-c", str(conf)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stdout + p.stderr
+    port = free_port()
+    err = open(tmp_path / "stderr.log", "w")
+    proc = subprocess.Popen([monkey, "-c", str(conf), "-p", f"127.0.0.1:{port}", "-w", "1"],
+                            stderr=err)
+    try:
+        assert wait_port(port, proc=proc), (tmp_path / "stderr.log").read_text()
+        c = Conn(port)
+        r = c.request("GET", "/hello/hello")
+        assert (r.status, r.body) == (200, b"Hello World!\n")
+        r = c.request("GET", "/chat/")
+        assert (r.status, r.body) == (200, (ex / "chat/html/index.html").read_bytes())
+        c.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15 * SLOW) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        err.close()
+    pkgs = root / f"usr/lib/{arch}/monkey/duda-packages"
+    assert f"package 'websocket' 1.0 loaded from {pkgs}/websocket.dpkg" in (
+        tmp_path / "stderr.log").read_text()
+
+
+def serve_service(root, work, name, check, args=None):
+    """duda -w work/name (or duda -w ARGS, in work) with the extracted helper; check(port)
+    while it serves."""
+    port = free_port()
+    log = open(work / f"{name}.log", "w")
+    proc = subprocess.Popen([str(root / "usr/bin/duda"), "-w", *(args or [name]), "-p", str(port)],
+                            cwd=work, env=duda_env(root), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        assert wait_port(port, proc=proc, timeout=60), (work / f"{name}.log").read_text()
+        check(port)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15 * SLOW) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    text = (work / f"{name}.log").read_text()
+    assert f"duda: serving {name} on http://localhost:{port}/{name}/" in text
+
+
+def snapshot(folder):
+    """Every path under folder with its size and modification time."""
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in folder.rglob("*")}
+
+
+def test_installed_example_commands(tmp_path):
+    """Each packaged example's README gives the command that runs it where it is installed
+    (duda -w on the read-only folder with -o, or on a copy for the services that write into
+    their own folders): run as written, with the paths of the extracted root, it serves the
+    example, and the packaged folder is left as it was."""
+    root = extract(tmp_path, "monkey", "monkey-duda", "monkey-duda-dev")
+    doc = "/usr/share/doc/monkey-duda/examples"
+    ex = root / doc.lstrip("/")
+    before = snapshot(ex)
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in tree_duda_examples():
+        readme = (ex / name / "README.md").read_text()
+        m = re.search(rf"^(?:# installed: )?(cp -r {doc}/{name} \. && )?duda -w (\S+)(?: -o (\S+))?$",
+                      readme, re.M)
+        assert m, f"{name}: no installed command in its README"
+        if m[1]:
+            shutil.copytree(ex / name, work / name)
+            assert (m[2], m[3]) == (name, None), m[0]
+            args = [name]
+        else:
+            assert (m[2], m[3]) == (f"{doc}/{name}", f"{name}-build"), m[0]
+            args = [str(ex / name), "-o", m[3]]
+
+        def check(port, name=name):
+            c = Conn(port)
+            r = c.request("GET", f"/{name}/")
+            c.close()
+            assert r.status < 500, (name, r.status)
+
+        serve_service(root, work, name, check, args)
+    assert snapshot(ex) == before
+
+
+def test_extracted_helper_builds_and_serves_a_new_service(tmp_path):
+    root = extract(tmp_path, "monkey", "monkey-duda", "monkey-duda-dev")
+    work = tmp_path / "work"
+    work.mkdir()
+    duda = [str(root / "usr/bin/duda")]
+    for args in (["new", "hello2"], ["build", "hello2"]):
+        p = subprocess.run(duda + args, cwd=work, env=duda_env(root), capture_output=True,
+                           text=True, timeout=120)
+        assert p.returncode == 0, p.stdout + p.stderr
+    assert (work / "hello2/build/hello2.duda").read_bytes()[:4] == b"\x7fELF"
+
+    def check(port):
+        c = Conn(port)
+        r = c.request("GET", "/hello2/hello")
+        assert (r.status, r.body) == (200, b"Hello World!\n")
+        r = c.request("GET", "/hello2/index.html")
+        assert r.status == 200 and b"The static files of hello2" in r.body
+        c.close()
+
+    serve_service(root, work, "hello2", check)
+
+
+def test_extracted_helper_serves_the_json_api_example(tmp_path):
+    """The packaged example, copied out of the documentation, on the packaged json and sqlite
+    packages."""
+    root = extract(tmp_path, "monkey", "monkey-duda", "monkey-duda-dev")
+    work = tmp_path / "work"
+    shutil.copytree(root / "usr/share/doc/monkey-duda/examples/json_api", work / "json_api")
+
+    def check(port):
+        c = Conn(port)
+        r = c.request("POST", "/json_api/notes", headers={"Content-Type": "application/json"},
+                      body=b'{"title": "milk", "body": "2 l"}')
+        assert r.status == 201, r
+        note = json.loads(r.body)
+        assert (note["id"], note["title"], note["body"]) == (1, "milk", "2 l")
+        r = c.request("GET", "/json_api/notes/1")
+        assert r.status == 200 and json.loads(r.body)["title"] == "milk"
+        r = c.request("GET", "/json_api/notes/2")
+        assert r.status == 404
+        c.close()
+
+    serve_service(root, work, "json_api", check)
+    assert (work / "json_api/data/notes.db").is_file()
+    assert "package 'sqlite' 1.0 loaded from " + str(root) in (work / "json_api.log").read_text()

@@ -199,6 +199,107 @@ def test_dirlisting_over_tls(make_server):
     assert b"one.txt" in body and b"two.txt" in body
 
 
+# ---- a certificate chain -----------------------------------------------------------
+
+def openssl(*args):
+    subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
+
+
+EC_KEY = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+CA_EXT = "basicConstraints=critical,CA:TRUE,pathlen:0\nkeyUsage=critical,keyCertSign,cRLSign\n"
+
+
+def issue(folder, name, issuer, ext):
+    """A certificate for CN=name signed by `issuer` (cert, key), with the
+    extensions `ext` (a config text): (cert path, key path)."""
+    crt, key, csr, extf = (folder / f"{name}.{x}" for x in ("crt", "key", "csr", "ext"))
+    extf.write_text(ext)
+    openssl("req", "-new", *EC_KEY, "-subj", f"/CN={name}", "-keyout", key, "-out", csr)
+    openssl("x509", "-req", "-in", csr, "-CA", issuer[0], "-CAkey", issuer[1], "-days", "2",
+            "-set_serial", f"0x{os.urandom(8).hex()}", "-extfile", extf, "-out", crt)
+    return crt, key
+
+
+def make_chain(folder):
+    """A root CA, an intermediate CA it signed, and leaves for localhost and
+    a.test that the intermediate signed: (root, intermediate, leaves by name)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    root = folder / "root.crt", folder / "root.key"
+    openssl("req", "-x509", *EC_KEY, "-days", "2", "-subj", "/CN=Test Root",
+            "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+            "-keyout", root[1], "-out", root[0])
+    inter = issue(folder, "Test Intermediate", root, CA_EXT)
+    leaves = {name: issue(folder, name, inter,
+                          f"basicConstraints=CA:FALSE\nsubjectAltName=DNS:{name}\n")
+              for name in ("localhost", "a.test", "b.test")}
+    return root, inter, leaves
+
+
+def verified_get(port, sni, cafile):
+    """GET /hello.txt over a connection that verifies the server against
+    `cafile` and its name: (the verified chain's subjects, the response)."""
+    ctx = ssl.create_default_context(cafile=str(cafile))
+    with socket.create_connection(("127.0.0.1", port), timeout=5 * SLOW) as raw:
+        with ctx.wrap_socket(raw, server_hostname=sni) as s:
+            subject = dict(x[0] for x in s.getpeercert()["subject"])["commonName"]
+            s.sendall(f"GET /hello.txt HTTP/1.1\r\nHost: {sni}\r\n"
+                      "Connection: close\r\n\r\n".encode())
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+    return subject, data
+
+
+def showcerts(port, sni, cafile):
+    """openssl s_client -showcerts: (certificates the server sent, output)."""
+    p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}",
+                        "-servername", sni, "-showcerts", "-CAfile", str(cafile),
+                        "-verify_hostname", sni],
+                       input="", capture_output=True, text=True, timeout=20 * SLOW)
+    return p.stdout.count("-----BEGIN CERTIFICATE-----"), p.stdout + p.stderr
+
+
+def test_certificate_chain_is_sent_and_verifies_against_the_root_alone(make_server):
+    srv = tls_server(make_server)
+    root, inter, leaves = make_chain(srv.dir / "pki")
+    srv.site_extra = tls_section(*leaves["localhost"]) + f"    CertificateChain {inter[0]}\n"
+    for name in ("a.test", "b.test"):
+        docroot = srv.dir / f"root-{name}"
+        docroot.mkdir()
+        (docroot / "hello.txt").write_text(f"site {name}\n")
+        srv.extra_sites[name] = (f"[HOST]\n    ServerName {name}\n    DocumentRoot {docroot}\n"
+                                 + tls_section(*leaves[name]))
+    # a.test sends its chain too (after SNI switched the context); b.test has none
+    srv.extra_sites["a.test"] += f"    CertificateChain {inter[0]}\n"
+    srv.start()
+    for sni, body in (("localhost", b"Hello World!\n"), ("a.test", b"site a.test\n")):
+        count, out = showcerts(srv.port, sni, root[0])
+        assert count == 2, out  # the leaf, then the intermediate
+        assert re.search(r"^ 1 s:CN ?= ?Test Intermediate$", out, re.M), out
+        assert "Verify return code: 0 (ok)" in out, out
+        subject, data = verified_get(srv.port, sni, root[0])
+        assert subject == sni
+        assert data.startswith(b"HTTP/1.1 200 ") and data.endswith(body), data
+    # Without the chain, the root alone cannot verify the leaf.
+    count, out = showcerts(srv.port, "b.test", root[0])
+    assert count == 1, out
+    assert "unable to get local issuer certificate" in out, out
+    with pytest.raises(ssl.SSLCertVerificationError):
+        verified_get(srv.port, "b.test", root[0])
+
+
+def test_certificate_chain_without_a_certificate_is_refused(make_server):
+    srv = tls_server(make_server)
+    junk = srv.dir / "junk.pem"
+    junk.write_text("not a certificate\n")
+    srv.site_extra = tls_section(*srv.certs["localhost"]) + f"    CertificateChain {junk}\n"
+    rc, err = check(srv)
+    assert rc == 1
+    assert re.search(r"sites/default:7: CertificateChain .*junk\.pem: no PEM certificate in it",
+                     err), err
+
+
 # ---- certificates checked when the configuration is built ------------------------
 
 def check(srv):
@@ -240,3 +341,13 @@ def test_certificate_without_key_is_refused(make_server):
     rc, err = check(srv)
     assert rc == 1
     assert re.search(r"sites/default:5: .*Certificate without a CertificateKey", err), err
+
+
+def test_listener_options_are_refused(make_server):
+    """The transport takes no options: HTTP/2 is chosen by ALPN, not by `h2`."""
+    srv = tls_server(make_server)
+    srv.set(Listen=f"127.0.0.1:{srv.port} tls h2")
+    rc, err = check(srv)
+    assert rc == 1
+    assert re.search(r"monkey\.conf:2: Listen 127\.0\.0\.1:\d+: the transport 'tls' takes no "
+                     r"options", err), err

@@ -25,6 +25,18 @@ CONTROL_SO = BUILD / "plugins" / "monkey-control.so"
 CTL = BUILD / "bin" / "monkey-ctl"
 
 
+def control_conf(srv):
+    (srv.conf / "plugins").mkdir(exist_ok=True)
+    (srv.conf / "plugins" / "control.conf").write_text("[CONTROL]\n    Socket ctl.sock\n")
+
+
+def wait_ctl_socket(srv):
+    deadline = time.monotonic() + 10 * SLOW
+    while not (srv.conf / "ctl.sock").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
 def tls_conf(srv, text):
     """Write conf/plugins/tls.conf: the plugin-wide [TLS] keys."""
     (srv.conf / "plugins").mkdir(exist_ok=True)
@@ -93,6 +105,33 @@ def test_session_resumes(make_server, tmp_path, args):
         assert "TLS session ticket:" not in first  # a session id, kept by the server
     else:
         assert "TLS session ticket lifetime hint: 3600 (seconds)" in first
+
+
+def per_worker_requests(srv):
+    return [w["requests"] for w in json.loads(ctl_status(srv, True))["per_worker"]]
+
+
+@pytest.mark.parametrize("args", ALL_KINDS)
+def test_one_session_resumes_on_every_worker(make_server, tmp_path, args):
+    """Ticket keys and the session cache belong to the server, not to a
+    worker: a session made on one connection resumes on 20 new ones, which
+    the kernel spreads over the workers (SO_REUSEPORT, one socket each)."""
+    srv = tls_server(make_server, plugins=[str(CONTROL_SO)])
+    srv.set(Workers=2, Balancing="reuseport")
+    control_conf(srv)
+    srv.start()
+    wait_ctl_socket(srv)
+    sess = tmp_path / "session.pem"
+    assert outcome(s_client(srv, "localhost", *args, sess_out=sess)) == "New"
+    for i in range(20):
+        out = s_client(srv, "localhost", *args, sess_in=sess)
+        assert outcome(out) == "Reused", f"connection {i + 1}: {out}"
+        assert "Hello World!" in out
+    served = per_worker_requests(srv)
+    assert sum(served) == 21
+    # 21 connections from 21 source ports: both workers took some (the
+    # chance that the kernel's hash sent all to one is 2 / 2^21)
+    assert len(served) == 2 and all(served), served
 
 
 @pytest.mark.parametrize("args", ALL_KINDS)
@@ -296,13 +335,10 @@ def tls_counters(srv):
 
 def test_counters_in_the_control_status(make_server, tmp_path):
     srv = tls_server(make_server, plugins=[str(CONTROL_SO)])
-    (srv.conf / "plugins").mkdir(exist_ok=True)
-    (srv.conf / "plugins" / "control.conf").write_text("[CONTROL]\n    Socket ctl.sock\n")
+    control_conf(srv)
     srv.start()
+    wait_ctl_socket(srv)
     deadline = time.monotonic() + 10 * SLOW
-    while not (srv.conf / "ctl.sock").exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
     assert tls_counters(srv) == {"handshakes": 0, "resumptions": 0, "failures": 0,
                                  "plain_http": 0}
     for _ in range(3):  # three full handshakes

@@ -3,17 +3,23 @@ real server. Environment, request bodies, large and slow output, clients that
 do not read or go away, bad header blocks, timeouts, NPH scripts, redirects,
 MaxScripts and the reaping of every child."""
 
+import base64
 import hashlib
+import json
 import os
 import signal
 import socket
+import subprocess
+import threading
 import time
 
 import pytest
 
 from conftest import BUILD, SANITIZED, SLOW, Conn, needs_dlopen, read_head, vm_rss_kb
+from h2util import H2_MARKS, H2Client
 
 CGI_SO = BUILD / "plugins" / "monkey-cgi.so"
+PHP_CGI = "/usr/bin/php-cgi"
 
 pytestmark = needs_dlopen
 
@@ -38,6 +44,9 @@ SCRIPTS = {
     "slowout.sh": '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\n'
     "for i in 1 2 3; do echo piece$i; sleep 0.2; done\n",
     "silent.sh": '#!/bin/sh\necho $$ > "$DOCUMENT_ROOT/silent.pid"\nsleep 30\n',
+    # its header block, then nothing for 30 s (the response waits for it)
+    "quiet.sh": '#!/bin/sh\necho $$ > "$DOCUMENT_ROOT/quiet.pid"\n'
+    'printf "Content-Type: text/plain\\r\\n\\r\\n"\nexec sleep 30\n',
     "bad.sh": '#!/bin/sh\necho "this is not a header"\necho\necho body\n',
     "empty.sh": "#!/bin/sh\nexit 0\n",
     "status.sh": '#!/bin/sh\necho "Status: 404 Not Here"\necho "Content-Type: text/plain"\n'
@@ -64,6 +73,38 @@ SCRIPTS = {
     "pgroup.sh": '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\n'
     'echo "$(ps -o pgid= -p $$ | tr -d " ") $$ $(pwd)"\n',
     "noexec.sh": '#!/bin/sh\necho "Content-Type: text/plain"\necho\necho no\n',
+    # writes a line every 50 ms for ever, ignoring SIGTERM (noting it) and
+    # failed writes
+    "noterm.py": (
+        "import os, signal, time\n"
+        "d = os.environ['DOCUMENT_ROOT']\n"
+        "signal.signal(signal.SIGTERM, lambda s, f: open(d + '/noterm.term', 'w').close())\n"
+        "open(d + '/noterm.pid', 'w').write(str(os.getpid()))\n"
+        "os.write(1, b'Content-Type: text/plain\\r\\n\\r\\n')\n"
+        "while True:\n"
+        "    try:\n"
+        "        os.write(1, b'tick\\n')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "    time.sleep(0.05)\n"
+    ),
+    # never reads its standard input
+    "noread.py": (
+        "import os, time\n"
+        "open(os.environ['DOCUMENT_ROOT'] + '/noread.pid', 'w').write(str(os.getpid()))\n"
+        "time.sleep(30)\n"
+    ),
+    # reads a little of its standard input, closes it, then answers
+    "closein.py": (
+        "import os, sys, time\n"
+        "data = os.read(0, 10)\n"
+        "os.close(0)\n"
+        "time.sleep(0.3)\n"
+        "sys.stdout.write('Content-Type: text/plain\\r\\n\\r\\nread %d\\n' % len(data))\n"
+    ),
+    "hello.php": '<?php header("X-Php: " . PHP_SAPI); echo "php ", $_GET["x"] ?? "-", " ",'
+                 ' $_POST["name"] ?? "-", " ", $_SERVER["SCRIPT_NAME"], " ",'
+                 ' $_SERVER["REDIRECT_STATUS"] ?? "-", " ", $_SERVER["PATH_INFO"] ?? "-", "\\n";',
 }
 
 
@@ -293,6 +334,26 @@ def test_chunked_upload_5x100k(cgi):
     c.close()
 
 
+def test_five_chunked_100k_posts_on_one_connection(cgi):
+    # five chunked POSTs of 100 KB, one after the other on one keep-alive
+    # connection, each read whole by the script (a report once said such a
+    # series got a connection reset; it did not reproduce)
+    cgi.start()
+    c = CgiConn(cgi.port, timeout=30)
+    for i in range(5):
+        piece = os.urandom(100 * 1024)
+        c.send("POST /cgi-bin/post.py HTTP/1.1\r\nHost: localhost\r\n"
+               "Transfer-Encoding: chunked\r\n\r\n")
+        c.send(b"%x\r\n%s\r\n0\r\n\r\n" % (len(piece), piece))
+        r = c.read_response()
+        n, digest, cl = r.body.decode().split()
+        assert r.status == 200 and int(n) == len(piece), i
+        assert digest == hashlib.sha256(piece).hexdigest()
+        assert r.header("Connection") is None
+    assert c.request("GET", "/cgi-bin/env.sh").status == 200
+    c.close()
+
+
 def test_large_output_chunked_and_bounded(cgi):
     cgi.start()
     s, f, status, headers = get_stream(cgi, "/cgi-bin/big.sh?64")
@@ -359,6 +420,58 @@ def test_killed_client_kills_script(cgi):
     assert cget(cgi, "/cgi-bin/env.sh").status == 200
 
 
+@pytest.mark.parametrize("pipelined", [False, True])
+def test_client_leaving_a_silent_stream_kills_the_script_at_once(cgi, pipelined):
+    # The script printed its header block and says nothing more: the
+    # response waits for it. A client that closes is noticed at once (not at
+    # SendTimeout, 30 s), so the script gets its SIGTERM within ~2 s; a
+    # request pipelined meanwhile does not hide the close.
+    cgi.start()
+    s, f, status, headers = get_stream(cgi, "/cgi-bin/quiet.sh")
+    assert status.startswith("HTTP/1.1 200")
+    pid = pid_in(cgi.docroot / "quiet.pid")
+    if pipelined:
+        s.sendall(b"GET /plain.txt HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        time.sleep(0.2)
+    assert alive(pid)
+    f.close()
+    s.close()
+    assert wait_for(lambda: not alive(pid), timeout=2), "script not killed within 2 s"
+    assert wait_for(lambda: not children_of(cgi.proc.pid)), "child left behind"
+    assert cget(cgi, "/cgi-bin/env.sh").status == 200
+
+
+@pytest.mark.parametrize("how", ["reset", "close"])
+def test_h2_client_leaving_a_silent_stream_kills_the_script_at_once(cgi, how):
+    # The same over HTTP/2: RST_STREAM ends that stream (and its script) at
+    # once, the connection and its other streams go on; closing the
+    # connection ends every stream on it.
+    for m in H2_MARKS:
+        if m.args[0]:
+            pytest.skip(m.kwargs["reason"])
+    cgi.set(Listen=f"127.0.0.1:{cgi.port} h2c")
+    cgi.start()
+    c = H2Client(cgi.port)
+    sid = c.request("/cgi-bin/quiet.sh")
+    while not c.streams[sid]["headers"]:
+        assert c.read_once()
+    assert c.streams[sid]["headers"][":status"] == "200"
+    pid = pid_in(cgi.docroot / "quiet.pid")
+    assert alive(pid)
+    if how == "reset":
+        c.conn.reset_stream(sid, 8)  # CANCEL
+        c.flush()
+        assert wait_for(lambda: not alive(pid), timeout=2), "script not killed within 2 s"
+        st = c.get("/cgi-bin/env.sh")
+        assert st["headers"][":status"] == "200" and b"GATEWAY_INTERFACE" in st["data"]
+        assert c.goaway is None
+    else:
+        c.close()
+        assert wait_for(lambda: not alive(pid), timeout=2), "script not killed within 2 s"
+    assert wait_for(lambda: not children_of(cgi.proc.pid)), "child left behind"
+    c.close()
+
+
 def test_bad_header_block_is_502(cgi):
     cgi.error_pages = {"502": "502.html"}
     cgi.file("502.html", "site bad gateway page\n")
@@ -413,6 +526,108 @@ def test_redirects(cgi):
     assert r.status == 206 and r.body == b"plain"
     r = cget(cgi, "/cgi-bin/tofile.sh", headers={"If-None-Match": r.header("ETag")})
     assert r.status == 304 and r.body == b""
+
+
+def redirect_script(srv, name, location):
+    """A script of cgi-bin that answers with a local redirect to location."""
+    path = srv.bindir / name
+    path.write_text(f'#!/bin/sh\necho "Location: {location}"\necho\n')
+    path.chmod(0o755)
+
+
+def test_local_redirect_is_a_new_request_through_every_check(cgi):
+    # RFC 3875 6.2.2: the server answers a local redirect as it would answer
+    # a request for the new URL. So a script outside the protected Location
+    # cannot run one inside it without credentials, nor reach a path the
+    # access rules deny or a hidden name
+    good, _ = add_auth(cgi, "/cgi-bin/private/")
+    cgi.plugins.insert(0, str(BUILD / "plugins" / "monkey-access.so"))
+    cgi.site_extra += "[ACCESS]\n    Deny all path /cgi-bin/denied/\n"
+    for sub in ("private", "denied"):
+        (cgi.bindir / sub).mkdir()
+        (cgi.bindir / sub / "env.sh").write_text(SCRIPTS["env.sh"])
+        (cgi.bindir / sub / "env.sh").chmod(0o755)
+    (cgi.bindir / ".secret.sh").write_text(SCRIPTS["env.sh"])
+    (cgi.bindir / ".secret.sh").chmod(0o755)
+    cgi.file(".hidden.txt", "hidden\n")
+    redirect_script(cgi, "to-private.sh", "/cgi-bin/private/env.sh?who=me")
+    redirect_script(cgi, "to-denied.sh", "/cgi-bin/denied/env.sh")
+    redirect_script(cgi, "to-secret.sh", "/cgi-bin/.secret.sh")
+    redirect_script(cgi, "to-encoded.sh", "/cgi-bin/%2esecret.sh")
+    redirect_script(cgi, "to-hidden.sh", "/.hidden.txt")
+    redirect_script(cgi, "to-dotdot.sh", "/cgi-bin/x/../private/env.sh")
+    cgi.start()
+    assert cget(cgi, "/cgi-bin/private/env.sh").status == 401
+    r = cget(cgi, "/cgi-bin/to-private.sh")
+    assert r.status == 401 and r.header("WWW-Authenticate").startswith("Basic realm=")
+    assert cget(cgi, "/cgi-bin/to-dotdot.sh").status == 401
+    r = cget(cgi, "/cgi-bin/to-private.sh", headers={"Authorization": good})
+    assert r.status == 200
+    e = env_of(r.body)
+    assert e["SCRIPT_NAME"] == "/cgi-bin/private/env.sh" and e["QUERY_STRING"] == "who=me"
+    assert e["REMOTE_USER"] == "alice" and e["AUTH_TYPE"] == "Basic"
+    assert cget(cgi, "/cgi-bin/denied/env.sh").status == 403
+    assert cget(cgi, "/cgi-bin/to-denied.sh").status == 403
+    for name in ("to-secret.sh", "to-encoded.sh", "to-hidden.sh"):
+        r = cget(cgi, "/cgi-bin/" + name)
+        assert r.status == 404 and b"hidden" not in r.body and b"SCRIPT_NAME" not in r.body, name
+
+
+def test_local_redirect_is_a_get_without_the_body(cgi):
+    # the new request is a GET (a HEAD stays a HEAD) of the new URL, without
+    # the body the first script was given: no CONTENT_LENGTH, nothing on stdin
+    redirect_script(cgi, "post-then.sh",
+                    "/cgi-bin/post.py?from=post#frag")
+    logs = cgi.dir / "logs"
+    logs.mkdir()
+    cgi.plugins.append(str(BUILD / "plugins" / "monkey-logger.so"))
+    cgi.site_extra += f'[LOGGER]\n    AccessLog {logs}/access.log\n    Format custom "%r" %m %U %>s\n'
+    cgi.start()
+    c = CgiConn(cgi.port)
+    r = c.request("POST", "/cgi-bin/post-then.sh", body=b"x" * 5000)
+    assert r.status == 200
+    assert r.body == b"0 %s -\n" % hashlib.sha256(b"").hexdigest().encode()
+    redirect_script(cgi, "env-then.sh", "/cgi-bin/env.sh?q=1")
+    r = c.request("POST", "/cgi-bin/env-then.sh", body=b"a=1", headers={
+        "Content-Type": "application/x-www-form-urlencoded"})
+    e = env_of(r.body)
+    assert e["REQUEST_METHOD"] == "GET" and e["QUERY_STRING"] == "q=1"
+    assert e["REQUEST_URI"] == "/cgi-bin/env.sh?q=1"
+    assert "CONTENT_LENGTH" not in e and "CONTENT_TYPE" not in e
+    r = c.request("HEAD", "/cgi-bin/tofile.sh")
+    assert r.status == 200 and r.header("Content-Length") == "11" and r.body == b""
+    # the connection goes on with the next request
+    assert c.request("GET", "/plain.txt").body == b"plain file\n"
+    c.close()
+    # the access log keeps the client's request line; %m and %U are what was answered
+    log = logs / "access.log"
+    assert wait_for(lambda: log.exists() and log.read_text().count("\n") >= 4)
+    assert log.read_text().splitlines()[:2] == [
+        '"POST /cgi-bin/post-then.sh HTTP/1.1" GET /cgi-bin/post.py 200',
+        '"POST /cgi-bin/env-then.sh HTTP/1.1" GET /cgi-bin/env.sh 200']
+
+
+def test_local_redirect_loop_ends_with_500(cgi):
+    redirect_script(cgi, "loop.sh", "/cgi-bin/loop.sh")
+    redirect_script(cgi, "ping.sh", "/cgi-bin/pong.sh")
+    redirect_script(cgi, "pong.sh", "/cgi-bin/ping.sh")
+    with_control(cgi)
+    cgi.start()
+    for path in ("/cgi-bin/loop.sh", "/cgi-bin/ping.sh"):
+        r = cget(cgi, path)
+        assert r.status == 500
+    assert "more than 10 internal redirects" in cgi.stderr_text()
+    # a chain below the bound is followed: each script ran once
+    for i in range(9):
+        redirect_script(cgi, f"hop{i}.sh", f"/cgi-bin/hop{i + 1}.sh")
+    redirect_script(cgi, "hop9.sh", "/plain.txt")
+    r = cget(cgi, "/cgi-bin/hop0.sh")
+    assert r.status == 200 and r.body == b"plain file\n"
+    # a route of the site (the control plugin's) takes a redirected request too
+    redirect_script(cgi, "to-status.sh", "/server-status")
+    r = cget(cgi, "/cgi-bin/to-status.sh")
+    assert r.status == 200 and b'"plugins"' in r.body
+    assert wait_for(lambda: status_of(cgi)["running"] == 0)
 
 
 def test_nph_script(cgi):
@@ -529,3 +744,296 @@ def test_clients_leaving_mid_response_under_load(cgi):
             s.close()
         assert wait_for(lambda: not children_of(cgi.proc.pid)), "scripts left running"
     assert cget(cgi, "/cgi-bin/env.sh").status == 200
+
+
+def with_control(srv):
+    """Load the control plugin too; status_of(srv) reads the cgi counters."""
+    srv.plugins.append(str(BUILD / "plugins" / "monkey-control.so"))
+    (srv.conf / "plugins" / "control.conf").write_text(
+        f"[CONTROL]\n    Socket {srv.dir}/ctl.sock\n    HttpPath /server-status\n")
+    return srv
+
+
+def status_of(srv):
+    r = cget(srv, "/server-status")
+    assert r.status == 200
+    return json.loads(r.body)["plugins"]["cgi"]
+
+
+def pid_in(path):
+    """The process id a script wrote to path, once it is there whole."""
+    assert wait_for(lambda: path.exists() and path.read_text().strip().isdigit()), path
+    return int(path.read_text())
+
+
+def test_environment_complete(cgi):
+    # the rest of the RFC 3875 set: what the server is and where, who asks
+    # from where, what the body is; HTTPS is tested over TLS
+    # (test_18_gateway_tls.py)
+    cgi.start()
+    c = CgiConn(cgi.port)
+    r = c.request("GET", "/cgi-bin/env.sh")
+    e = env_of(r.body)
+    assert e["GATEWAY_INTERFACE"] == "CGI/1.1" and e["SERVER_PROTOCOL"] == "HTTP/1.1"
+    assert e["SERVER_SOFTWARE"] == "Monkey"
+    assert e["SERVER_ADDR"] == "127.0.0.1" and e["SERVER_PORT"] == str(cgi.port)
+    assert e["REMOTE_HOST"] == "127.0.0.1"  # the address: no reverse lookup
+    assert e["REMOTE_PORT"] == str(c.sock.getsockname()[1])
+    assert e["REQUEST_SCHEME"] == "http" and "HTTPS" not in e
+    assert e["REDIRECT_STATUS"] == "200"
+    assert e["PATH"] == "/usr/local/bin:/usr/bin:/bin"
+    assert e["QUERY_STRING"] == ""  # present and empty without a query
+    for absent in ("CONTENT_TYPE", "CONTENT_LENGTH", "AUTH_TYPE", "PATH_TRANSLATED"):
+        assert absent not in e, absent
+    # the script's environment is this set and nothing of the server's own
+    assert set(e) - {"PWD", "SHLVL", "_", "OLDPWD"} <= {
+        "GATEWAY_INTERFACE", "SERVER_SOFTWARE", "SERVER_NAME", "SERVER_PORT", "SERVER_ADDR",
+        "SERVER_PROTOCOL", "REQUEST_METHOD", "REQUEST_URI", "REQUEST_SCHEME", "QUERY_STRING",
+        "SCRIPT_NAME", "SCRIPT_FILENAME", "PATH_INFO", "DOCUMENT_ROOT", "REMOTE_ADDR",
+        "REMOTE_HOST", "REMOTE_PORT", "REDIRECT_STATUS", "PATH", "HTTP_HOST"}, sorted(e)
+    # a body: its type and length, not as HTTP_ variables; no AUTH_TYPE for
+    # an Authorization header the server did not verify (RFC 3875 4.1.1:
+    # the scheme the server used to authenticate the user)
+    r = c.request("POST", "/cgi-bin/env.sh", body=b"a=1&b=2", headers={
+        "Content-Type": "application/x-www-form-urlencoded",
+        "Authorization": "Bearer abc.def"})
+    e = env_of(r.body)
+    assert e["REQUEST_METHOD"] == "POST"
+    assert e["CONTENT_TYPE"] == "application/x-www-form-urlencoded"
+    assert e["CONTENT_LENGTH"] == "7"
+    assert "HTTP_CONTENT_TYPE" not in e and "HTTP_CONTENT_LENGTH" not in e
+    assert "AUTH_TYPE" not in e and "REMOTE_USER" not in e
+    # repeated headers joined; names with other bytes than letters, digits
+    # and '-' left out; a chunked body decoded, so no HTTP_TRANSFER_ENCODING
+    c.send("POST /cgi-bin/env.sh HTTP/1.1\r\nHost: localhost\r\nX-Multi: a\r\n"
+           "X_Under: 1\r\nX-Multi: b\r\nTransfer-Encoding: chunked\r\n\r\n"
+           "3\r\nabc\r\n0\r\n\r\n")
+    e = env_of(c.read_response().body)
+    assert e["HTTP_X_MULTI"] == "a, b"
+    assert "HTTP_X_UNDER" not in e and "HTTP_X__UNDER" not in e
+    assert "HTTP_TRANSFER_ENCODING" not in e and e["CONTENT_LENGTH"] == "3"
+    c.close()
+    # HTTP/1.0
+    c = CgiConn(cgi.port)
+    c.send("GET /cgi-bin/env.sh HTTP/1.0\r\nHost: localhost\r\n\r\n")
+    c.closed()
+    assert b"SERVER_PROTOCOL=HTTP/1.0\n" in c.buf
+    c.close()
+
+
+def add_auth(srv, location):
+    """Load the auth plugin first, with alice:wonderland allowed under location;
+    returns the Authorization values of alice's right and wrong passwords."""
+    users = srv.conf / "users"
+    subprocess.run([str(BUILD / "bin" / "monkey-passwd"), "-i", "-c", "-C", "4", str(users),
+                    "alice"], input=b"wonderland\n", check=True, capture_output=True)
+    srv.plugins.insert(0, str(BUILD / "plugins" / "monkey-auth.so"))
+    srv.site_extra += f"[AUTH]\n    Location {location}\n    Realm Scripts\n    Users users\n"
+    return ("Basic " + base64.b64encode(b"alice:wonderland").decode(),
+            "Basic " + base64.b64encode(b"alice:looking-glass").decode())
+
+
+def test_remote_user_with_the_auth_plugin(cgi):
+    # behind the auth plugin a script runs only for a valid user, and learns
+    # who (REMOTE_USER) and how (AUTH_TYPE), RFC 3875 4.1.1 and 4.1.11, from
+    # the plugin's notes: when the password was checked on a task thread and
+    # when it came from the plugin's cache
+    good, bad = add_auth(cgi, "/cgi-bin/")
+    cgi.file("open/env.cgi", SCRIPTS["env.sh"], mode=0o755)
+    cgi.start()
+    assert cget(cgi, "/cgi-bin/env.sh").status == 401
+    assert cget(cgi, "/cgi-bin/env.sh", headers={"Authorization": bad}).status == 401
+    for _ in range(2):
+        r = cget(cgi, "/cgi-bin/env.sh", headers={"Authorization": good})
+        assert r.status == 200
+        e = env_of(r.body)
+        assert e["REMOTE_USER"] == "alice" and e["AUTH_TYPE"] == "Basic"
+    # outside the protected Location nobody was authenticated: neither
+    # REMOTE_USER nor AUTH_TYPE, whatever credentials the client sends
+    r = cget(cgi, "/open/env.cgi", headers={"Authorization": good})
+    assert r.status == 200
+    e = env_of(r.body)
+    assert "REMOTE_USER" not in e and "AUTH_TYPE" not in e
+
+
+def test_index_script_is_checked_as_its_own_path(cgi):
+    # "/app/" runs /app/index.cgi only as a request for /app/index.cgi would:
+    # a Location naming the script protects the directory too
+    good, bad = add_auth(cgi, "/app/index.cgi")
+    cgi.start()
+    for path in ("/app/index.cgi", "/app/"):
+        assert cget(cgi, path).status == 401, path
+        assert cget(cgi, path, headers={"Authorization": bad}).status == 401, path
+        r = cget(cgi, path, headers={"Authorization": good})
+        assert r.status == 200 and r.body == b"index\n", path
+    r = cget(cgi, "/app/hello.cgi")
+    assert r.status == 200 and r.body == b"hello /app/hello.cgi []\n"
+
+
+CREDENTIALS = {"Authorization": "Bearer abc.def", "Proxy-Authorization": "Basic eDp5"}
+
+
+def test_credentials_are_not_passed_by_default(cgi):
+    # RFC 3875 4.1.18: a script does not see the credentials of the
+    # Authorization and Proxy-Authorization headers, nor their scheme as
+    # AUTH_TYPE: the server authenticated nobody
+    cgi.start()
+    e = env_of(cget(cgi, "/cgi-bin/env.sh", headers=CREDENTIALS).body)
+    assert "HTTP_AUTHORIZATION" not in e and "HTTP_PROXY_AUTHORIZATION" not in e
+    assert "AUTH_TYPE" not in e and "REMOTE_USER" not in e
+
+
+def test_pass_authorization_gives_scripts_the_credentials(cgi):
+    # PassAuthorization On (Apache's CGIPassAuth): for scripts that check
+    # credentials themselves; behind the auth plugin they get both the
+    # header and the user it authenticated
+    cgi.site_extra += "    PassAuthorization On\n"
+    good, _ = add_auth(cgi, "/cgi-bin/private/")
+    (cgi.bindir / "private").mkdir()
+    (cgi.bindir / "private" / "env.sh").write_text(SCRIPTS["env.sh"])
+    (cgi.bindir / "private" / "env.sh").chmod(0o755)
+    cgi.start()
+    e = env_of(cget(cgi, "/cgi-bin/env.sh", headers=CREDENTIALS).body)
+    assert e["HTTP_AUTHORIZATION"] == "Bearer abc.def"
+    assert e["HTTP_PROXY_AUTHORIZATION"] == "Basic eDp5"
+    e = env_of(cget(cgi, "/cgi-bin/private/env.sh", headers={"Authorization": good}).body)
+    assert e["HTTP_AUTHORIZATION"] == good and e["REMOTE_USER"] == "alice"
+
+
+def test_sigterm_ignored_then_sigkill_after_kill_grace(cgi):
+    # a script that ignores SIGTERM: when its client goes away it gets
+    # SIGTERM, KillGrace (500 ms) later SIGKILL, and is reaped
+    with_control(cgi)
+    cgi.start()
+    s, f, status, headers = get_stream(cgi, "/cgi-bin/noterm.py")
+    assert status.startswith("HTTP/1.1 200")
+    assert f.readline().strip() == b"5" and f.readline() == b"tick\n"
+    pid = pid_in(cgi.docroot / "noterm.pid")
+    assert pid in children_of(cgi.proc.pid)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    f.close()
+    s.close()  # reset: the server finds the client gone at its next write
+    term = cgi.docroot / "noterm.term"
+    assert wait_for(term.exists), "no SIGTERM"
+    t_term = time.monotonic()
+    assert alive(pid), "killed before KillGrace"
+    assert wait_for(lambda: not alive(pid)), "not killed after KillGrace"
+    assert time.monotonic() - t_term >= 0.3
+    # reaped: no zombie, nothing left of it in /proc
+    assert wait_for(lambda: not os.path.exists(f"/proc/{pid}")), "zombie left"
+    assert not zombies_of(cgi.proc.pid)
+    st = status_of(cgi)
+    assert st["killed"] == 1 and st["running"] == 0
+
+
+def test_script_that_does_not_read_holds_the_client_back(cgi):
+    # a 256 MB upload to a script that never reads: the server stops
+    # reading the client once its 64 KiB window and the pipe are full, so
+    # the client's send blocks and the server's memory stays flat
+    cgi.set(MaxRequestBody="1G")
+    cgi.start()
+    rss0 = vm_rss_kb(cgi.proc.pid)
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
+    s.settimeout(10 * SLOW)
+    s.connect(("127.0.0.1", cgi.port))
+    s.sendall(b"POST /cgi-bin/noread.py HTTP/1.1\r\nHost: localhost\r\n"
+              b"Content-Length: 268435456\r\n\r\n")
+    pid = pid_in(cgi.docroot / "noread.pid")
+    s.setblocking(False)
+    piece = b"u" * 65536
+    sent, last_progress = 0, time.monotonic()
+    while time.monotonic() - last_progress < 1.0 * SLOW:
+        try:
+            sent += s.send(piece)
+            last_progress = time.monotonic()
+        except BlockingIOError:
+            time.sleep(0.02)
+        assert sent < 64 << 20, "the server read on: nothing held the client back"
+    # what went: the socket buffers of both sides, the window and the pipe
+    assert sent < 8 << 20, sent
+    grown = vm_rss_kb(cgi.proc.pid) - rss0
+    assert SANITIZED or grown < 8 * 1024, f"server grew {grown} KiB"
+    assert alive(pid)
+    s.close()
+    assert wait_for(lambda: not alive(pid)), "script not killed"
+    assert wait_for(lambda: not children_of(cgi.proc.pid))
+
+
+def test_script_closing_its_input_early(cgi):
+    # the script reads 10 bytes and closes its standard input: the rest of
+    # an 8 MB body is dropped, its answer arrives, the connection goes on
+    cgi.start()
+    body = os.urandom(8 << 20)
+    c = CgiConn(cgi.port, timeout=30)
+    c.send(f"POST /cgi-bin/closein.py HTTP/1.1\r\nHost: localhost\r\n"
+           f"Content-Length: {len(body)}\r\n\r\n")
+    sender = threading.Thread(target=c.sock.sendall, args=(body,))
+    sender.start()
+    r = c.read_response()
+    sender.join()
+    assert r.status == 200 and r.body.startswith(b"read ")
+    assert 0 < int(r.body.split()[1]) <= 10
+    assert c.request("GET", "/cgi-bin/env.sh").status == 200
+    c.close()
+
+
+def test_control_counters(cgi):
+    # running, spawned, refused (503), timeouts (504), bad_heads (502), killed
+    (cgi.conf / "plugins" / "cgi.conf").write_text(
+        "[CGI]\n    Timeout 1\n    KillGrace 500ms\n    MaxScripts 1\n")
+    with_control(cgi)
+    cgi.start()
+    assert cget(cgi, "/cgi-bin/env.sh").status == 200
+    assert wait_for(lambda: status_of(cgi)["running"] == 0)  # reaped: its slot is free
+    assert cget(cgi, "/cgi-bin/bad.sh").status == 502
+    assert wait_for(lambda: status_of(cgi)["running"] == 0)
+    before = status_of(cgi)
+    assert before["spawned"] == 2 and before["bad_heads"] == 1
+    assert before["refused"] == 0 and before["timeouts"] == 0
+    first = CgiConn(cgi.port, timeout=10)
+    first.send("GET /cgi-bin/silent.sh HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    pid_in(cgi.docroot / "silent.pid")
+    assert status_of(cgi)["running"] == 1
+    assert cget(cgi, "/cgi-bin/env.sh").status == 503  # MaxScripts 1
+    assert first.read_response().status == 504
+    first.close()
+    assert wait_for(lambda: status_of(cgi)["running"] == 0)
+    after = status_of(cgi)
+    assert after["spawned"] == 3 and after["refused"] == 1 and after["timeouts"] == 1
+    assert after["bad_heads"] == 1 and after["killed"] == before["killed"] + 1
+
+
+def test_upstream_ms_in_the_access_log(cgi):
+    log = cgi.dir / "access.log"
+    cgi.plugins.insert(0, str(BUILD / "plugins" / "monkey-logger.so"))
+    cgi.site_extra += f"[LOGGER]\n    AccessLog {log}\n    Format custom %U %s %{{upstream_ms}}n\n"
+    cgi.start()
+    s, f, status, headers = get_stream(cgi, "/cgi-bin/slowout.sh")
+    assert read_chunked(f) == b"piece1\npiece2\npiece3\n"
+    s.close()
+    assert cget(cgi, "/plain.txt").status == 200
+    assert wait_for(lambda: log.exists() and log.read_text().count("\n") >= 2)
+    slow, static = log.read_text().splitlines()[:2]
+    path, status, ms = slow.split()
+    # from the start of the script to the end of its answer (it sleeps 0.6 s)
+    assert (path, status) == ("/cgi-bin/slowout.sh", "200") and 550 <= int(ms) < 5000 * SLOW
+    assert static == "/plain.txt 200 -"
+
+
+@pytest.mark.skipif(not os.access(PHP_CGI, os.X_OK), reason="php-cgi is not installed")
+def test_php_cgi_as_interpreter(cgi):
+    # php-cgi runs .php pages through the cgi plugin: it refuses to run
+    # without REDIRECT_STATUS (cgi.force_redirect), which the plugin sets
+    cgi.site_extra += f"    Interpreter .php {PHP_CGI}\n"
+    cgi.start()
+    c = CgiConn(cgi.port)
+    r = c.request("GET", "/cgi-bin/hello.php/more?x=1")
+    assert r.status == 200, r
+    assert r.header("X-Php") == "cgi-fcgi"
+    assert r.header("Content-Type").startswith("text/html")
+    assert r.body == b"php 1 - /cgi-bin/hello.php 200 /more\n"
+    r = c.request("POST", "/cgi-bin/hello.php", body=b"name=form",
+                  headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status == 200 and r.body == b"php - form /cgi-bin/hello.php 200 \n"
+    c.close()

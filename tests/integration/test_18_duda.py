@@ -1,9 +1,11 @@
 """Duda (docs/duda.md): services built with the `duda` helper from examples/
 and tests/duda/, loaded by the duda plugin and driven over HTTP."""
 
+import email.utils
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -192,6 +194,27 @@ def test_post_form_json_and_stream(make_server, services):
     assert r.body == f"size {len(data)} sum {s}\n".encode()
 
 
+def test_five_chunked_100k_uploads_on_one_connection(make_server, services):
+    # five streamed uploads of 100 KB, chunked, on one keep-alive connection
+    # (a report once said such a series got a connection reset; it did not
+    # reproduce)
+    srv = duda_server(make_server, services, [example("post")])
+    srv.start()
+    c = Conn(srv.port)
+    for i in range(5):
+        data = os.urandom(100 * 1024)
+        s = 0
+        for b in data:
+            s = (s * 31 + b) % 1000000007
+        chunks = b"".join(b"%x\r\n" % len(data[j:j + 8192]) + data[j:j + 8192] + b"\r\n"
+                          for j in range(0, len(data), 8192))
+        c.send(b"POST /post/upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
+               chunks + b"0\r\n\r\n")
+        r = c.read_response()
+        assert r.status == 200 and r.body == f"size {len(data)} sum {s}\n".encode(), i
+    c.close()
+
+
 def test_cookies_and_sessions(make_server, services):
     srv = duda_server(make_server, services, [example("cookies_sessions")])
     srv.start()
@@ -323,9 +346,18 @@ def test_objects(make_server, services):
     assert srv.get("/objects/xtime").body == \
         b"Thu, 01 Jan 1970 00:00:00 GMT\ntomorrow midnight\nnext ok\n"
     r = srv.request("DELETE", "/objects/request/9", headers={"X-Test": "yes"})
-    assert r.body == (b"method DELETE path /objects/request/9 get 0 post 0 delete 1 id 9 "
-                      b"x-test yes addr 127.0.0.1\n")
-    assert srv.request("PUT", "/objects/request/9", body=b"x").status == 405
+    assert r.body == (b"method DELETE path /objects/request/9 get 0 head 0 post 0 put 0 delete 1 "
+                      b"id 9 x-test yes addr 127.0.0.1\n")
+    for method in ("GET", "HEAD", "POST", "PUT", "DELETE"):
+        body = b"x" if method in ("POST", "PUT") else b""
+        r = srv.request(method, "/objects/request/9", body=body)
+        want = " ".join(f"{m.lower()} {int(m == method)}"
+                        for m in ("GET", "HEAD", "POST", "PUT", "DELETE"))
+        assert (r.status, r.header("x-flags")) == (200, want), method
+        assert r.body == (b"" if method == "HEAD" else
+                          f"method {method} path /objects/request/9 {want} id 9 x-test - "
+                          f"addr 127.0.0.1\n".encode())
+    assert srv.request("PATCH", "/objects/request/9", body=b"x").status == 405
     assert srv.get("/objects/debug").status == 201
     time.sleep(0.1)
     log = srv.stderr_text()
@@ -417,6 +449,27 @@ def test_duda_new_then_w(tmp_path):
         c.close()
         for sub in ("html", "conf", "data", "logs"):
             assert (svc / sub).is_dir()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15 * SLOW) == 0
+
+
+def test_duda_w_data_files(tmp_path):
+    """The data_files example as its README runs it, `duda -w` on its folder: the folder's
+    logs/ is the LogDir that logger->create() needs (without it the service refuses to load)."""
+    svc = tmp_path / "data_files"
+    shutil.copytree(ROOT / "examples/data_files", svc,
+                    ignore=shutil.ignore_patterns("build", "*.log"))
+    port = free_port()
+    proc = subprocess.Popen([str(DUDA), "-w", str(svc), "-p", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert wait_port(port, proc=proc), proc.communicate(timeout=5)
+        c = Conn(port)
+        assert c.request("GET", "/data_files/greeting").body == b"Good morning from ConfDir\n"
+        c.close()
+        wait_for(lambda: (svc / "logs/access.log").exists() and
+                 (svc / "logs/access.log").read_text() == "greeting\n")
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15 * SLOW) == 0
@@ -516,6 +569,93 @@ def wait_for(cond, timeout=5.0):
     while not cond():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.02)
+
+
+def test_global_set(make_server, services):
+    """global->set() replaces this worker's value: the next get() on the worker sees it."""
+    srv = duda_server(make_server, services, [web_service("objects")], workers=2)
+    srv.start()
+    c = Conn(srv.port)  # one connection: one worker
+    c.request("GET", "/objects/global")
+    c.request("GET", "/objects/global")
+    assert c.request("GET", "/objects/global/set?n=100").body == b"set 0 old 2\n"
+    assert c.request("GET", "/objects/global").body == b"pre_loop 1 count 101\n"
+    assert c.request("GET", "/objects/global").body == b"pre_loop 1 count 102\n"
+    c.close()
+
+
+def test_xtime_monotonic_ms(make_server, services):
+    """xtime->monotonic_ms() is CLOCK_MONOTONIC in milliseconds (Python's time.monotonic on
+    Linux), and it advances across a 100 ms timer."""
+    srv = duda_server(make_server, services, [web_service("objects")])
+    srv.start()
+    before = int(time.monotonic() * 1000)
+    body = srv.get("/objects/monotonic").body.decode()
+    after = int(time.monotonic() * 1000)
+    m = re.fullmatch(r"start (\d+) elapsed (\d+)\n", body)
+    assert m, body
+    start, elapsed = int(m.group(1)), int(m.group(2))
+    assert before <= start <= after, (before, start, after)
+    assert 100 <= elapsed <= after - start + 1, (elapsed, after - start)
+
+
+def test_request_context_is_per_request(make_server, services):
+    """A context set by one request is not seen by the next one on the same connection,
+    pipelined or one after the other."""
+    srv = duda_server(make_server, services, [web_service("objects")])
+    srv.start()
+    c = Conn(srv.port)
+    c.send(b"GET /objects/ctx HTTP/1.1\r\nHost: x\r\n\r\n" * 2)  # pipelined
+    first, second = c.read_response(), c.read_response()
+    assert (first.status, first.body) == (200, b"ctx none\n")
+    assert (second.status, second.body) == (200, b"ctx none\n")
+    for _ in range(3):  # keep-alive, one after the other
+        assert c.request("GET", "/objects/ctx").body == b"ctx none\n"
+    c.close()
+
+
+def test_cookie_destroy(make_server, services):
+    srv = duda_server(make_server, services, [web_service("objects")])
+    srv.start()
+    r = srv.get("/objects/cookie/destroy", headers={"Cookie": "theme=dark"})
+    assert (r.status, r.body) == (200, b"destroy 0\n")
+    m = re.fullmatch(r"theme=deleted; Path=/; Expires=([^;]+); Max-Age=0", r.header("set-cookie"))
+    assert m, r.header("set-cookie")
+    assert email.utils.parsedate_to_datetime(m.group(1)).timestamp() < time.time()
+
+
+def test_router_map_outside_duda_main_refused(make_server, services):
+    srv = duda_server(make_server, services, [web_service("objects")])
+    srv.start()
+    r = srv.get("/objects/remap")
+    assert r.status == 500
+    assert "duda: service 'objects': router->map() outside duda_main() on /objects/remap" in \
+        srv.stderr_text()
+    assert srv.get("/objects/remapped").status == 404  # nothing was mapped
+    assert srv.get("/objects/ctx").status == 200  # and the service still serves
+
+
+def test_duda_exit_runs_at_reload_and_stop(make_server, services, tmp_path):
+    """duda_exit() runs when a copy of the service is unloaded: at the end of monkey -t
+    (duda_main() ran there), the old one after a reload, the running one at a stop."""
+    data = tmp_path / "data"
+    data.mkdir()
+    exits = data / "exit.log"
+    srv = duda_server(make_server, services, [web_service("objects", DataDir=data)])
+    srv.write_conf()
+    p = subprocess.run([str(BUILD / "bin" / "monkey"), "-t", "-c", str(srv.conf)],
+                       capture_output=True, text=True, timeout=20 * SLOW)
+    assert p.returncode == 0, p.stderr
+    assert exits.read_text() == "duda_exit ran\n"
+    exits.unlink()
+    srv.start()
+    assert srv.get("/objects/ctx").status == 200
+    assert not exits.exists()
+    srv.signal(signal.SIGHUP)
+    wait_for(lambda: exits.exists() and exits.read_text() == "duda_exit ran\n")
+    assert srv.get("/objects/ctx").status == 200  # the new copy serves
+    assert srv.stop() == 0
+    assert exits.read_text() == "duda_exit ran\n" * 2
 
 
 def test_waiting_request_whose_client_leaves(make_server, services):

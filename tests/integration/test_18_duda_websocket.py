@@ -3,7 +3,9 @@ duda/packages/broadcaster) through the test service tests/duda/wstest, with
 Python's `websockets` as the client and raw frames where a well-behaved
 client cannot misbehave: echo, fragments, ping, close codes, limits,
 permessage-deflate, 1,000 clients on a channel across two workers, a slow
-reader dropped, and the echo over TLS."""
+reader dropped. Over TLS (the tls plugin): the echo, the close codes, the
+16 MB message refused, the 1,000 clients broadcasting across two workers
+and the slow reader dropped."""
 
 import asyncio
 import base64
@@ -57,8 +59,42 @@ def srv(make_server, services):
     return s
 
 
+def tls_ws_server(make_server, services):
+    """The same service behind a TLS listener, 2 workers; skips without the tls plugin."""
+    from tlsutil import TLS_SO, client_context, tls_server
+    if not TLS_SO.exists():
+        pytest.skip("built without OpenSSL (MK_TLS off)")
+    srv = tls_server(make_server, plugins=[str(BUILD / "plugins" / "monkey-duda.so")])
+    srv.set(Workers=2)
+    (srv.conf / "plugins").mkdir(exist_ok=True)
+    (srv.conf / "plugins" / "duda.conf").write_text(
+        f"[DUDA]\n    ServicesRoot {services}\n    PackagesRoot {PACKAGES}\n")
+    srv.site_extra += "\n" + web_service("wstest")
+    srv.ws_ssl = client_context()
+    return srv
+
+
+@pytest.fixture(params=["plain", "tls"])
+def any_srv(request, make_server, services):
+    """The service over plain TCP, then over TLS: srv.ws_ssl is the client's context or None."""
+    if request.param == "tls":
+        s = tls_ws_server(make_server, services)
+    else:
+        s = ws_server(make_server, services)
+        s.ws_ssl = None
+    s.start()
+    return s
+
+
 def url(srv, path="echo"):
-    return f"ws://127.0.0.1:{srv.port}/wstest/{path}"
+    scheme = "wss" if getattr(srv, "ws_ssl", None) else "ws"
+    return f"{scheme}://127.0.0.1:{srv.port}/wstest/{path}"
+
+
+def tls_kw(srv):
+    """connect()'s ssl argument for srv, when it is TLS."""
+    ctx = getattr(srv, "ws_ssl", None)
+    return {"ssl": ctx} if ctx else {}
 
 
 # ---- raw frames ---------------------------------------------------------------------------
@@ -80,10 +116,12 @@ def frame(opcode, payload=b"", fin=True, mask=True, rsv1=False):
 
 
 class Raw:
-    """A client speaking frames by hand over a plain socket."""
+    """A client speaking frames by hand over a plain socket, or TLS when srv is."""
 
     def __init__(self, srv, path="echo", headers=""):
         self.s = socket.create_connection(("127.0.0.1", srv.port), timeout=5 * SLOW)
+        if getattr(srv, "ws_ssl", None):
+            self.s = srv.ws_ssl.wrap_socket(self.s, server_hostname="localhost")
         self.key = base64.b64encode(os.urandom(16)).decode()
         self.s.sendall((f"GET /wstest/{path} HTTP/1.1\r\nHost: localhost\r\n"
                         f"Upgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -254,8 +292,8 @@ def test_close_and_idle_timeouts(srv):
     (frame(8, struct.pack("!H", 1005)), 1002),           # a code that may not be sent
     (frame(8, struct.pack("!H", 1000) + b"\xff"), 1007),  # reason not UTF-8
 ])
-def test_protocol_errors_close_with_the_right_code(srv, frames, code):
-    raw = Raw(srv)
+def test_protocol_errors_close_with_the_right_code(any_srv, frames, code):
+    raw = Raw(any_srv)
     raw.send(frames)
     assert raw.close_code() == code
 
@@ -266,8 +304,9 @@ def test_close_without_code(srv):
     assert raw.close_code() is None  # an empty close is answered with an empty close
 
 
-def test_16mb_message_refused_1009(srv):
-    with connect(url(srv), max_size=None) as ws:
+def test_16mb_message_refused_1009(any_srv):
+    srv = any_srv
+    with connect(url(srv), max_size=None, **tls_kw(srv)) as ws:
         with pytest.raises(ConnectionClosed):
             ws.send(b"x" * (16 << 20))
             ws.recv(timeout=5 * SLOW)
@@ -303,14 +342,16 @@ def test_permessage_deflate(srv):
 # ---- broadcaster ------------------------------------------------------------------------
 
 
-def test_1000_clients_broadcast_across_two_workers(srv):
-    clients, senders, per_sender = 1000, 4, 10
+def broadcast_check(srv, clients, senders=4, per_sender=10):
+    """`clients` members of one channel, on both workers; `senders` of them send `per_sender`
+    messages each: every member gets every message once, each sender's in its order."""
 
     async def run():
         conns = []
         for i in range(0, clients, 100):
-            conns += await asyncio.gather(*(aconnect(url(srv, "room"), compression=None)
-                                            for _ in range(100)))
+            conns += await asyncio.gather(*(aconnect(url(srv, "room"), compression=None,
+                                                     open_timeout=30 * SLOW, **tls_kw(srv))
+                                            for _ in range(min(100, clients - i))))
         await asyncio.sleep(0.3 * SLOW)  # every on_open has joined
 
         async def receive(ws):
@@ -322,7 +363,7 @@ def test_1000_clients_broadcast_across_two_workers(srv):
         readers = [asyncio.create_task(receive(ws)) for ws in conns]
         for j in range(per_sender):
             for s in range(senders):
-                await conns[s * 250].send(f"s{s}-{j:03d}")
+                await conns[s * (clients // senders)].send(f"s{s}-{j:03d}")
         results = await asyncio.wait_for(asyncio.gather(*readers), 60 * SLOW)
         # Nothing more arrives: no duplicate after the expected count.
         extra = await asyncio.gather(*(asyncio.wait_for(ws.recv(), 0.3) for ws in conns[:20]),
@@ -332,6 +373,7 @@ def test_1000_clients_broadcast_across_two_workers(srv):
         return results, extra
 
     results, extra = asyncio.run(run())
+    assert len(results) == clients
     want = {f"s{s}-{j:03d}" for s in range(senders) for j in range(per_sender)}
     for got in results:
         assert len(got) == len(want) and set(got) == want
@@ -341,7 +383,18 @@ def test_1000_clients_broadcast_across_two_workers(srv):
     assert all(isinstance(e, asyncio.TimeoutError) for e in extra), extra
 
 
-def test_slow_reader_dropped(srv):
+def test_1000_clients_broadcast_across_two_workers(srv):
+    broadcast_check(srv, 1000)
+
+
+def test_1000_clients_broadcast_across_two_workers_over_tls(make_server, services):
+    srv = tls_ws_server(make_server, services)
+    srv.start()
+    broadcast_check(srv, 1000)
+
+
+def test_slow_reader_dropped(any_srv):
+    srv = any_srv
     slow_sock = socket.socket()
     slow_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     slow_sock.connect(("127.0.0.1", srv.port))
@@ -354,13 +407,14 @@ def test_slow_reader_dropped(srv):
         except ConnectionClosed:
             pass
 
-    with connect(url(srv, "slow"), sock=slow_sock, max_size=None, compression=None) as slow, \
-            connect(url(srv, "flood"), max_size=None, compression=None) as fast:
+    with connect(url(srv, "slow"), sock=slow_sock, max_size=None, compression=None,
+                 **tls_kw(srv)) as slow, \
+            connect(url(srv, "flood"), max_size=None, compression=None, **tls_kw(srv)) as fast:
         reader = threading.Thread(target=read_all, args=(fast,), daemon=True)
         reader.start()
         msg, count = b"m" * 65536, 300
         deadline = time.time() + 30 * SLOW
-        with connect(url(srv, "shout"), compression=None) as shout:
+        with connect(url(srv, "shout"), compression=None, **tls_kw(srv)) as shout:
             for i in range(count):
                 shout.send(msg)
                 # In step with the member that reads, so that only the other one lags.
@@ -381,19 +435,9 @@ def test_slow_reader_dropped(srv):
 
 
 def test_echo_over_tls(make_server, services):
-    from tlsutil import TLS_SO, client_context, tls_server
-    if not TLS_SO.exists():
-        pytest.skip("built without OpenSSL (MK_TLS off)")
-    srv = tls_server(make_server, plugins=[str(BUILD / "plugins" / "monkey-duda.so")])
-    srv.set(Workers=2)
-    (srv.conf / "plugins").mkdir(exist_ok=True)
-    (srv.conf / "plugins" / "duda.conf").write_text(
-        f"[DUDA]\n    ServicesRoot {services}\n    PackagesRoot {PACKAGES}\n")
-    srv.site_extra += "\n" + web_service("wstest")
+    srv = tls_ws_server(make_server, services)
     srv.start()
-    uri = f"wss://127.0.0.1:{srv.port}/wstest/echo"
-    echo_checks(uri, ssl=client_context())
-    with connect(f"wss://127.0.0.1:{srv.port}/wstest/echoz", ssl=client_context(),
-                 max_size=None) as ws:
+    echo_checks(url(srv), ssl=srv.ws_ssl)
+    with connect(url(srv, "echoz"), ssl=srv.ws_ssl, max_size=None) as ws:
         ws.send("tls " * 50000)
         assert ws.recv() == "tls " * 50000

@@ -5,6 +5,7 @@ redirects, a 50 MB upload and a 200 MB response with bounded server memory,
 PATH_INFO, index files, the site's Fallback, a backend down or killed, a
 slow backend, the pool limit and the queue, keep-alive connections."""
 
+import base64
 import hashlib
 import json
 import os
@@ -18,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, SANITIZED, SLOW, needs_dlopen, read_head, vm_rss_kb
-from test_18_cgi import CgiConn, read_chunked, wait_for
+from conftest import BUILD, SANITIZED, SLOW, needs_dlopen, read_head, vm_rss_kb, wait_port
+from test_18_cgi import CgiConn, add_auth, read_chunked, wait_for
 
 FCGI_SO = BUILD / "plugins" / "monkey-fastcgi.so"
 CONTROL_SO = BUILD / "plugins" / "monkey-control.so"
@@ -66,12 +67,14 @@ PAGES = {
 
 
 class PhpFpm:
-    """A php-fpm master with a static pool on a unix socket in `folder`."""
+    """A php-fpm master with a static pool on a unix socket in `folder`, or on
+    `listen` (HOST:PORT) when given."""
 
-    def __init__(self, folder, children=4, extra=""):
+    def __init__(self, folder, children=4, extra="", listen=None):
         self.dir = folder
         self.dir.mkdir(parents=True, exist_ok=True)
         self.sock = self.dir / "fpm.sock"
+        self.listen = listen or str(self.sock)
         (self.dir / "sessions").mkdir(exist_ok=True)
         (self.dir / "tmp").mkdir(exist_ok=True)
         conf = self.dir / "fpm.conf"
@@ -80,7 +83,7 @@ class PhpFpm:
             f"error_log = {self.dir}/fpm.log\n"
             "daemonize = no\n"
             "[pool]\n"
-            f"listen = {self.sock}\n"
+            f"listen = {self.listen}\n"
             "pm = static\n"
             f"pm.max_children = {children}\n"
             "catch_workers_output = yes\n"
@@ -95,7 +98,12 @@ class PhpFpm:
             args.append("-R")  # a container's root: the pool runs as the test's user
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
                                      start_new_session=True)
-        if not wait_for(self.sock.exists, 10):
+        if listen:
+            host, port = listen.rsplit(":", 1)
+            up = wait_port(int(port), host, proc=self.proc)
+        else:
+            up = wait_for(self.sock.exists, 10)
+        if not up:
             self.stop()
             raise RuntimeError("php-fpm did not start: " + self.log())
 
@@ -186,6 +194,57 @@ def test_index_runs_never_serves_source(php):
     assert b"<?php" not in r.body
 
 
+INDEX_ENV = ('<?php header("Content-Type: text/plain");\n'
+             'foreach (["REQUEST_METHOD","SCRIPT_NAME","SCRIPT_FILENAME","REQUEST_URI",'
+             '"QUERY_STRING","PATH_INFO","CONTENT_LENGTH"] as $k) echo "$k=", $_SERVER[$k] ?? "-", "\\n";'
+             '$in = file_get_contents("php://input");'
+             'echo "BODY=", strlen($in), " ", hash("sha256", $in), "\\n";')
+
+
+def test_index_runs_with_the_method_and_body(make_server, fpm):
+    # "/form/" runs /form/index.php as a request for it would, keeping the
+    # method and the body (a POST to a front controller), while REQUEST_URI
+    # stays what the client sent, as with nginx's index
+    srv = make_php_server(make_server, fpm.sock)
+    srv.file("form/index.php", INDEX_ENV)
+    srv.start()
+    body = os.urandom(150000)
+    for path, query in (("/form/", "x=1"), ("/form/index.php", "")):
+        target = path + ("?" + query if query else "")
+        r = get(srv, target, method="POST", body=body,
+                headers={"Content-Type": "application/octet-stream"})
+        assert r.status == 200, r
+        e = env_of(r.body)
+        assert e["REQUEST_METHOD"] == "POST" and e["REQUEST_URI"] == target
+        assert e["SCRIPT_NAME"] == "/form/index.php" and e["PATH_INFO"] == ""
+        assert e["SCRIPT_FILENAME"] == f"{srv.docroot}/form/index.php"
+        assert e["QUERY_STRING"] == query and e["CONTENT_LENGTH"] == str(len(body))
+        assert e["BODY"] == f"{len(body)} {hashlib.sha256(body).hexdigest()}"
+    # a chunked body too (kept whole first, for CONTENT_LENGTH)
+    c = CgiConn(srv.port, timeout=30)
+    c.send(b"POST /form/ HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+           b"5\r\nhello\r\n0\r\n\r\n")
+    e = env_of(c.read_response().body)
+    c.close()
+    assert e["BODY"] == "5 " + hashlib.sha256(b"hello").hexdigest()
+    assert e["SCRIPT_NAME"] == "/form/index.php"
+
+
+def test_index_script_is_checked_as_its_own_path(make_server, fpm):
+    # behind [AUTH], "/" runs /index.php only for a client that may run it
+    srv = make_php_server(make_server, fpm.sock)
+    good, bad = add_auth(srv, "/index.php")
+    srv.start()
+    for path in ("/", "/index.php", "/?q=1"):
+        assert get(srv, path).status == 401, path
+        assert get(srv, path, headers={"Authorization": bad}).status == 401, path
+    r = get(srv, "/?q=1", headers={"Authorization": good})
+    assert r.status == 200 and r.body == b"front /index.php /?q=1 [1]\n"
+    r = get(srv, "/", method="POST", body=b"x", headers={"Authorization": good})
+    assert r.status == 200 and r.body == b"front /index.php / []\n"
+    assert get(srv, "/static.txt").status == 200
+
+
 def test_params_and_path_info(php):
     r = get(php, "/env.php/a/b?x=1", headers={"Proxy": "http://evil", "X-Thing": "t"})
     e = env_of(r.body)
@@ -195,6 +254,47 @@ def test_params_and_path_info(php):
     assert e["REQUEST_URI"] == "/env.php/a/b?x=1" and e["QUERY_STRING"] == "x=1"
     assert e["SERVER_PORT"] == str(php.port) and e["REMOTE_ADDR"] == "127.0.0.1"
     assert e["HTTPS"] == "-" and e["HTTP_PROXY"] == "-" and e["HTTP_X_THING"] == "t"
+
+
+WHO = ('<?php header("Content-Type: text/plain");\n'
+       'foreach (["REMOTE_USER","AUTH_TYPE","HTTP_AUTHORIZATION","PHP_AUTH_USER",'
+       '"HTTP_PROXY_AUTHORIZATION"] as $k) echo "$k=", $_SERVER[$k] ?? "-", "\\n";')
+
+
+def test_remote_user_behind_the_auth_plugin(make_server, fpm):
+    # behind the auth plugin the application learns who (REMOTE_USER) and
+    # how (AUTH_TYPE) from the plugin's notes; elsewhere nobody was
+    # authenticated, whatever the client sends
+    srv = make_php_server(make_server, fpm.sock)
+    good, bad = add_auth(srv, "/private")
+    srv.file("private/who.php", WHO)
+    srv.file("who.php", WHO)
+    srv.start()
+    assert get(srv, "/private/who.php").status == 401
+    assert get(srv, "/private/who.php", headers={"Authorization": bad}).status == 401
+    for _ in range(2):  # checked on a task thread, then from the plugin's cache
+        r = get(srv, "/private/who.php", headers={"Authorization": good})
+        assert r.status == 200
+        e = env_of(r.body)
+        assert e["REMOTE_USER"] == "alice" and e["AUTH_TYPE"] == "Basic"
+    r = get(srv, "/who.php", headers={"Authorization": good})
+    assert r.status == 200
+    e = env_of(r.body)
+    assert e["REMOTE_USER"] == "-" and e["AUTH_TYPE"] == "-"
+
+
+def test_authorization_passed_proxy_authorization_not(make_server, fpm):
+    # unlike a CGI script, an application gets HTTP_AUTHORIZATION (PHP
+    # applications check credentials themselves: PHP_AUTH_USER comes from
+    # it), as with nginx and lighttpd; never a proxy's credentials
+    srv = make_php_server(make_server, fpm.sock)
+    srv.file("who.php", WHO)
+    srv.start()
+    good = "Basic " + base64.b64encode(b"bob:builder").decode()
+    r = get(srv, "/who.php", headers={"Authorization": good, "Proxy-Authorization": good})
+    e = env_of(r.body)
+    assert e["HTTP_AUTHORIZATION"] == good and e["PHP_AUTH_USER"] == "bob"
+    assert e["HTTP_PROXY_AUTHORIZATION"] == "-" and e["REMOTE_USER"] == "-"
 
 
 def test_front_controller_fallback(php):
@@ -361,10 +461,10 @@ def test_closed_keepalive_connection_is_retried(make_server, tmp_path):
     # once, its body included, and the client never sees the failure
     sock = tmp_path / "flaky.sock"
     resp = subprocess.Popen([sys.executable, str(Path(__file__).parent / "fcgi_responder.py"),
-                             str(sock)], start_new_session=True)
+                             str(sock), "--race"], start_new_session=True)
     try:
         assert wait_for(sock.exists, 10)
-        srv = make_php_server(make_server, sock)
+        srv = make_php_server(make_server, sock, control=True)
         srv.start()
         c = CgiConn(srv.port, timeout=30)
         r = c.request("GET", "/env.php")
@@ -375,6 +475,8 @@ def test_closed_keepalive_connection_is_retried(make_server, tmp_path):
         r = c.request("GET", "/env.php")
         assert r.status == 200 and r.body == b"conn 3 req 1 stdin="
         c.close()
+        st = status_doc(srv)
+        assert st["retries"] == 2 and st["bad_gateway"] == 0
         srv.stop()
     finally:
         resp.kill()
@@ -436,7 +538,12 @@ def test_x_sendfile_and_x_accel_redirect(make_server, fpm):
              ' header("Content-Type: application/x-php"); echo "not this";')
     srv.file("outside.php", '<?php header("X-Sendfile: /etc/passwd"); echo "no";')
     srv.file("missing.php", '<?php header("X-Accel-Redirect: /files/none.txt"); echo "no";')
+    srv.file("files/index.html", "files index\n")
+    srv.file("dir.php", '<?php header("X-Accel-Redirect: /files/"); echo "no";')
     srv.start()
+    r = get(srv, "/dir.php")  # a directory: its index file
+    assert r.status == 200 and r.body == b"files index\n"
+    assert r.header("Content-Type") == "text/html; charset=utf-8"
     for page in ("/accel.php", "/send.php"):
         r = get(srv, page)
         assert r.status == 200 and r.body == b"the report\n", page
@@ -532,7 +639,7 @@ def test_slow_backend_504(make_server, fpm):
 
 def test_pool_limit_queues_then_503(make_server, fpm):
     srv = make_php_server(make_server, fpm.sock,
-                          conf="    MaxConnections 1\n    QueueTimeout 600ms\n")
+                          conf="    MaxConnections 1\n    QueueTimeout 600ms\n", control=True)
     srv.start()
     first = CgiConn(srv.port, timeout=10)
     first.send("GET /slow.php?s=1.5 HTTP/1.1\r\nHost: localhost\r\n\r\n")
@@ -543,20 +650,26 @@ def test_pool_limit_queues_then_503(make_server, fpm):
     assert 0.5 <= time.monotonic() - t0 < 1.4 * SLOW
     assert first.read_response().body == b"slept\n"
     first.close()
+    st = status_doc(srv)
+    assert st["queue_timeouts"] == 1 and st["backend0_queued"] == 0
 
 
 def test_pool_limit_queue_serves_in_turn(make_server, fpm):
-    srv = make_php_server(make_server, fpm.sock, conf="    MaxConnections 1\n    QueueTimeout 5\n")
+    srv = make_php_server(make_server, fpm.sock, conf="    MaxConnections 1\n    QueueTimeout 5\n",
+                          control=True)
     srv.start()
     conns = [CgiConn(srv.port, timeout=10) for _ in range(3)]
     for c in conns:
-        c.send("GET /slow.php?s=0.3 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        c.send("GET /slow.php?s=0.6 HTTP/1.1\r\nHost: localhost\r\n\r\n")
     t0 = time.monotonic()
+    # one runs, the two others wait in the backend's queue meanwhile
+    assert wait_for(lambda: status_doc(srv)["backend0_queued"] == 2, 0.5)
     for c in conns:
         assert c.read_response().body == b"slept\n"
         c.close()
     # one connection: the three ran one after the other
-    assert time.monotonic() - t0 >= 0.8
+    assert time.monotonic() - t0 >= 1.7
+    assert status_doc(srv)["backend0_queued"] == 0
 
 
 def test_config_check(make_server, tmp_path):

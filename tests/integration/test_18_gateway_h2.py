@@ -29,6 +29,8 @@ CGI = {
     "big.cgi": '#!/bin/sh\nprintf "Content-Type: application/octet-stream\\r\\n\\r\\n"\n'
                'head -c $((QUERY_STRING * 1048576)) /dev/zero | tr "\\0" c\n',
     "bad.cgi": '#!/bin/sh\necho "not a header"\necho\n',
+    # reads its body, then a local redirect
+    "redir.cgi": '#!/bin/sh\ncat >/dev/null\necho "Location: /post.cgi"\necho\n',
 }
 
 
@@ -49,7 +51,11 @@ def gw(request, make_server, tmp_path):
         srv.file(name, text)
     for name, text in CGI.items():
         srv.file(name, text, mode=0o755)
-    srv.set(MaxRequestBody="64M")
+    srv.set(MaxRequestBody="64M", IndexFiles="index.php index.html")
+    # a directory's index script: sha256 of the body, its length, the script
+    srv.file("form/index.php", '<?php $in = file_get_contents("php://input");'
+             ' echo hash("sha256", $in), " ", strlen($in), " ", $_SERVER["REQUEST_METHOD"], " ",'
+             ' $_SERVER["SCRIPT_NAME"], " ", $_SERVER["REQUEST_URI"], "\\n";')
     srv.site_extra += (f"[CGI]\n    Match \\.cgi$\n"
                        f"[FASTCGI]\n    Backend unix:{fpm.sock}\n    Match \\.php$\n")
     # a page whose php-fpm child dies before answering: 502 on its stream
@@ -110,6 +116,43 @@ def test_post_body(gw):
     a = c.request("/post.cgi", method="POST")
     c.wait([a])
     assert c.streams[a]["data"].decode().split() == [hashlib.sha256(b"").hexdigest(), "0"]
+    c.close()
+
+
+def test_index_script_gets_the_method_and_body(gw):
+    # "/form/" runs its index.php as a request for /form/index.php, on the
+    # same stream, with the method and the body (with and without
+    # content-length); REQUEST_URI stays the client's
+    body = os.urandom(200000)
+    want = [hashlib.sha256(body).hexdigest(), str(len(body)), "POST", "/form/index.php", "/form/"]
+    c = gw.h2()
+    a = c.request("/form/", method="POST", body=body,
+                  headers=[("content-length", str(len(body)))])
+    b = c.request("/form/", method="POST", body=body)
+    g = c.request("/form/?x=1")
+    c.wait([a, b, g])
+    for s in (a, b):
+        assert c.streams[s]["headers"][":status"] == "200"
+        assert c.streams[s]["data"].decode().split() == want
+    assert c.streams[g]["data"].decode().split() == [
+        hashlib.sha256(b"").hexdigest(), "0", "GET", "/form/index.php", "/form/?x=1"]
+    c.close()
+
+
+def test_local_redirect_is_a_get_without_the_body(gw):
+    # the redirected request is a GET of /post.cgi on the same stream: the
+    # body went to the first script, the second gets none
+    body = os.urandom(100000)
+    empty = hashlib.sha256(b"").hexdigest()
+    c = gw.h2()
+    a = c.request("/redir.cgi", method="POST", body=body,
+                  headers=[("content-length", str(len(body)))])
+    b = c.request("/redir.cgi", method="POST", body=body)
+    c.wait([a, b])
+    for s in (a, b):
+        assert c.streams[s]["headers"][":status"] == "200"
+        assert c.streams[s]["data"].decode().split() == [empty]
+    assert c.get("/env.php")["headers"][":status"] == "200"
     c.close()
 
 

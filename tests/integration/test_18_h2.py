@@ -12,7 +12,8 @@ import zlib
 import pytest
 
 from conftest import BUILD, SLOW, needs_dlopen
-from h2util import H2_MARKS, H2Client, h2, h2c_server, needs_tool
+from h2util import (H2_MARKS, H2Client, frame, h2, h2c_server, needs_tool, raw_h2,
+                    read_goaway)
 from tlsutil import TLS_MARKS, tls_connect, tls_server
 
 pytestmark = H2_MARKS
@@ -158,6 +159,77 @@ def test_bad_request_head_is_answered_on_its_stream(make_server):
     c.close()
 
 
+def raw_request(c, hdrs, end=True):
+    """A request with exactly these fields (no :authority added)."""
+    sid = c.conn.get_next_available_stream_id()
+    c.conn.send_headers(sid, hdrs, end_stream=end)
+    c.streams[sid] = {"headers": {}, "data": b"", "ended": False, "reset": None}
+    c.flush()
+    return sid
+
+
+def test_malformed_requests_are_reset_and_the_connection_goes_on(make_server):
+    """RFC 9113 section 8.1.1: h2.c checks what nghttp2's HTTP checks (off)
+    used to: each of these requests is reset with PROTOCOL_ERROR (1)."""
+    srv = h2c_server(make_server).start()
+    c = H2Client(srv.port)
+    base = [(":method", "GET"), (":scheme", "http"), (":path", "/hello.txt")]
+    auth = [(":authority", "localhost")]
+    malformed = [
+        base,  # neither :authority nor Host
+        [(":method", "GET"), (":scheme", "http")] + auth,  # no :path
+        [(":method", "GET"), (":path", "/hello.txt")] + auth,  # no :scheme
+        [(":scheme", "http"), (":path", "/hello.txt")] + auth,  # no :method
+        base + auth + [(":method", "GET")],  # a pseudo-header twice, after the others
+        base + [("user-agent", "t"), (":authority", "localhost")],  # pseudo after regular
+        base + auth + [(":protocol", "websocket")],  # extended CONNECT is not offered
+        base + auth + [(":status", "200")],  # a response pseudo-header
+        [(":method", "GET"), (":scheme", "http"), (":path", "")] + auth,  # empty :path
+        [(":method", "GET"), (":scheme", "http"), (":path", "hello.txt")] + auth,
+        [(":method", "GET"), (":scheme", "1x"), (":path", "/hello.txt")] + auth,
+        base + auth + [("User-Agent", "t")],  # upper case in a name
+        base + auth + [("connection", "keep-alive")],
+        base + auth + [("keep-alive", "5")],
+        base + auth + [("proxy-connection", "x")],
+        base + auth + [("transfer-encoding", "chunked")],
+        base + auth + [("upgrade", "h2c")],
+        base + auth + [("te", "gzip")],
+        base + auth + [("content-length", "1"), ("content-length", "1")],
+        base + auth + [("content-length", "5")],  # END_STREAM: no body can follow
+    ]
+    sids = [raw_request(c, h) for h in malformed]
+    c.wait(sids)
+    for sid, h in zip(sids, malformed):
+        assert c.streams[sid]["reset"] == 1, (h, c.streams[sid])
+    # a body longer or shorter than its Content-Length
+    # (each request's HEADERS and DATA in one write: the static handler
+    # answers a POST with 405 at once, and a body that came after the
+    # answer was complete would be left unchecked)
+    post = [(":method", "POST"), (":scheme", "http"), (":path", "/hello.txt")] + auth
+
+    def with_body(hdrs, body):
+        sid = c.conn.get_next_available_stream_id()
+        c.conn.send_headers(sid, hdrs)
+        c.conn.send_data(sid, body, end_stream=True)
+        c.streams[sid] = {"headers": {}, "data": b"", "ended": False, "reset": None}
+        c.flush()
+        return sid
+
+    longer = with_body(post + [("content-length", "3")], b"12345")
+    shorter = with_body(post + [("content-length", "9")], b"12345")
+    c.wait([longer, shorter])
+    assert c.streams[longer]["reset"] == 1 and c.streams[shorter]["reset"] == 1
+    # well-formed: Host instead of :authority, TE: trailers, OPTIONS *
+    ok = [raw_request(c, base + [("host", "localhost"), ("te", "trailers")]),
+          raw_request(c, [(":method", "OPTIONS"), (":scheme", "http"), (":path", "*")] + auth),
+          raw_request(c, base + auth + [("content-length", "0")])]
+    c.wait(ok)
+    assert [c.streams[s]["headers"].get(":status") for s in ok] == ["200", "200", "200"]
+    assert c.streams[ok[0]]["data"] == b"Hello World!\n"
+    assert c.get("/hello.txt")["data"] == b"Hello World!\n"
+    c.close()
+
+
 def test_too_many_header_bytes_get_431(make_server):
     srv = h2c_server(make_server, MaxRequestSize="1K").start()
     c = H2Client(srv.port)
@@ -241,7 +313,10 @@ def test_curl_upload_and_logger_writes_http2(make_server):
 # ---- flow control and defences -------------------------------------------------
 
 
-def test_zero_window_client_is_closed_by_send_timeout(make_server):
+def test_zero_window_client_gets_its_stream_cancelled_by_send_timeout(make_server):
+    # A stream whose window stays shut is reset (CANCEL) at SendTimeout, the
+    # connection is kept; one whose connection window stays shut is closed
+    # (test_18_h2_timeouts.py has both, with busy siblings).
     srv = h2c_server(make_server, SendTimeout="1")
     srv.file("big.bin", os.urandom(MIB))
     srv.start()
@@ -252,9 +327,10 @@ def test_zero_window_client_is_closed_by_send_timeout(make_server):
     other = H2Client(srv.port)
     assert len(other.get("/big.bin")["data"]) == MIB
     other.close()
-    stalled.read_until_closed()
-    assert stalled.closed
+    stalled.wait([sid])
+    assert stalled.streams[sid]["reset"] == 0x8  # CANCEL
     assert stalled.streams[sid]["data"] == b""
+    assert stalled.goaway is None
     stalled.close()
 
 
@@ -279,38 +355,6 @@ def test_rapid_reset_gets_goaway_while_others_are_served(make_server):
     assert good.get("/hello.txt")["data"] == b"Hello World!\n"
     good.close()
     bad.close()
-
-
-def frame(ftype, flags, sid, payload=b""):
-    return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + sid.to_bytes(4, "big") + \
-        payload
-
-
-def raw_h2(srv):
-    import socket
-    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10 * SLOW)
-    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0))
-    return s
-
-
-def read_goaway(s):
-    """Read frames until GOAWAY or the close: its error code, or None."""
-    buf = b""
-    while True:
-        try:
-            data = s.recv(65536)
-        except (ConnectionResetError, TimeoutError):
-            return None
-        if not data:
-            return None
-        buf += data
-        while len(buf) >= 9:
-            n = int.from_bytes(buf[:3], "big")
-            if len(buf) < 9 + n:
-                break
-            if buf[3] == 7:
-                return int.from_bytes(buf[9 + 4:9 + 8], "big")
-            buf = buf[9 + n:]
 
 
 def test_continuation_flood_gets_goaway(make_server):
@@ -374,7 +418,7 @@ def test_goaway_on_stop_lets_streams_in_flight_finish(make_server):
     block = hpack.Encoder().encode([(":method", "GET"), (":scheme", "http"),
                                     (":authority", "localhost"), (":path", "/big.bin")])
     s.sendall(frame(1, 0x5, 1, block))  # END_STREAM | END_HEADERS
-    buf, body, goaway, ended = b"", b"", None, False
+    buf, body, ended = b"", b"", False
     stopped = False
     while not ended:
         data = s.recv(65536)
@@ -386,12 +430,13 @@ def test_goaway_on_stop_lets_streams_in_flight_finish(make_server):
             if ftype == 0:
                 body += payload
                 ended = bool(flags & 1)
-            elif ftype == 7:
-                goaway = (int.from_bytes(payload[:4], "big"), int.from_bytes(payload[4:8], "big"))
         if len(body) >= 65535 and not stopped:
             # the stream's window is spent: stop the server, then let the body go on
             srv.signal(15)
-            while goaway is None:
+            goaways = []
+            # the shutdown notice (2^31-1), then, this client not answering
+            # the PING, the final GOAWAY a second later
+            while len(goaways) < 2:
                 data = s.recv(65536)
                 assert data
                 buf += data
@@ -399,9 +444,9 @@ def test_goaway_on_stop_lets_streams_in_flight_finish(make_server):
                     n, ftype = int.from_bytes(buf[:3], "big"), buf[3]
                     payload, buf = buf[9:9 + n], buf[9 + n:]
                     if ftype == 7:
-                        goaway = (int.from_bytes(payload[:4], "big"),
-                                  int.from_bytes(payload[4:8], "big"))
-            assert goaway == (1, 0)  # last stream 1, NO_ERROR
+                        goaways.append((int.from_bytes(payload[:4], "big"),
+                                        int.from_bytes(payload[4:8], "big")))
+            assert goaways == [(2**31 - 1, 0), (1, 0)]  # then last stream 1, NO_ERROR
             stopped = True
             inc = (4 * MIB).to_bytes(4, "big")
             s.sendall(frame(8, 0, 1, inc) + frame(8, 0, 0, inc))
@@ -457,6 +502,31 @@ def test_plugins_over_h2_routes_buffered_body_and_tasks(make_server):
     # 405 with Allow from the route table
     st = c.get("/r/write")
     assert st["headers"][":status"] == "405" and "POST" in st["headers"]["allow"]
+    c.close()
+
+
+@pytest.mark.parametrize("value,urgent", [
+    ("u=0", True),
+    ("i, u=0", True),
+    ('x="a, b", u=0;p=1, i=?0', True),
+    ("u=0, y=(a b), z=:AAA=:", True),
+    ("u=9", False),      # out of range: the field is ignored (urgency 3)
+    ("u=0, i=5", False),  # i is not a boolean: ignored
+    ("u=0 u=1", False),  # not a dictionary: ignored
+])
+def test_rfc9218_priority_field_is_parsed(make_server, value, urgent):
+    """h2.c parses the priority field (nghttp2's HTTP checks are off): a
+    stream sent with `value` goes before or after one sent with u=2."""
+    srv = h2c_server(make_server)
+    srv.file("a.bin", os.urandom(4 * MIB))
+    srv.file("b.bin", os.urandom(4 * MIB))
+    srv.start()
+    c = H2Client(srv.port)
+    ref = c.request("/a.bin", headers=[("priority", "u=2")])
+    tried = c.request("/b.bin", headers=[("priority", value)])
+    c.wait([ref, tried])
+    ended = [ev.stream_id for ev in c.events if isinstance(ev, h2.events.StreamEnded)]
+    assert ended == ([tried, ref] if urgent else [ref, tried])
     c.close()
 
 

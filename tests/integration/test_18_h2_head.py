@@ -6,49 +6,16 @@ off before nghttp2 sees them)."""
 
 import hpack
 
-from conftest import SLOW
-from h2util import H2_MARKS, H2Client, h2c_server
+from h2util import H2_MARKS, H2Client, frame, h2c_server, read_frames
+from h2util import raw_h2 as open_raw
 
 pytestmark = H2_MARKS
-
-
-def frame(ftype, flags, sid, payload=b""):
-    return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + sid.to_bytes(4, "big") + \
-        payload
 
 
 def get_headers(enc, path="/hello.txt"):
     """A HEADERS frame payload (END_STREAM | END_HEADERS is the caller's)."""
     return enc.encode([(":method", "GET"), (":scheme", "http"), (":authority", "localhost"),
                        (":path", path)])
-
-
-def open_raw(srv):
-    import socket
-    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10 * SLOW)
-    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0))
-    return s
-
-
-def read_frames(s, until):
-    """Read frames until until(type, flags, sid, payload) is true: that frame, or None."""
-    buf = b""
-    while True:
-        try:
-            data = s.recv(65536)
-        except (ConnectionResetError, TimeoutError):
-            return None
-        if not data:
-            return None
-        buf += data
-        while len(buf) >= 9:
-            n = int.from_bytes(buf[:3], "big")
-            if len(buf) < 9 + n:
-                break
-            f = (buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7fffffff, buf[9:9 + n])
-            buf = buf[9 + n:]
-            if until(*f):
-                return f
 
 
 def goaway_code(s):

@@ -1,5 +1,9 @@
-"""HTTP/2 and a reload (SIGHUP): GOAWAY with the last stream id, the streams in
-flight finish, and new connections take the new configuration."""
+"""HTTP/2 and a reload (SIGHUP) or a stop: a graceful shutdown in two steps
+(RFC 9113 section 6.8): the shutdown notice (GOAWAY with the last stream id
+2^31-1) and a PING, then, once the PING's ACK came, GOAWAY with the last
+stream id. A request the client sent before it saw the notice is served;
+the streams in flight finish, and new connections take the new
+configuration."""
 
 import hashlib
 import os
@@ -7,6 +11,7 @@ import signal
 import time
 
 import hpack
+import pytest
 
 from conftest import SLOW
 from h2util import H2_MARKS, H2Client, h2c_server
@@ -47,6 +52,13 @@ class Frames:
         return f
 
 
+NOTICE = (2**31 - 1, 0)  # the shutdown notice: last stream 2^31-1, NO_ERROR
+
+
+def goaway_of(f):
+    return (int.from_bytes(f[3][:4], "big") & 0x7fffffff, int.from_bytes(f[3][4:8], "big"))
+
+
 def other_root(srv, text):
     root = srv.dir / "htdocs2"
     root.mkdir(exist_ok=True)
@@ -64,19 +76,20 @@ def test_reload_sends_goaway_and_the_stream_in_flight_finishes(make_server):
                                     (":authority", "localhost"), (":path", "/big.bin")])
     s.sendall(frame(1, 0x5, 1, block))  # END_STREAM | END_HEADERS
     frames = Frames(s)
-    body, goaway, ended = b"", None, False
+    body, ended = b"", False
     # the stream's initial window (65535 bytes) goes out, then the server waits
     while len(body) < 65535:
         ftype, flags, sid, payload = frames.next()
         if ftype == 0:
             body += payload
     reload(srv, DocumentRoot=other_root(srv, "new configuration\n"))
-    while goaway is None:
+    goaways = []
+    while len(goaways) < 2:  # this client does not answer the PING: a second later
         f = frames.next()
         assert f is not None, "closed without GOAWAY"
         if f[0] == 7:
-            goaway = (int.from_bytes(f[3][:4], "big"), int.from_bytes(f[3][4:8], "big"))
-    assert goaway == (1, 0)  # last stream 1, NO_ERROR
+            goaways.append(goaway_of(f))
+    assert goaways == [NOTICE, (1, 0)]  # then last stream 1, NO_ERROR
     inc = (4 * MIB).to_bytes(4, "big")
     s.sendall(frame(8, 0, 1, inc) + frame(8, 0, 0, inc))
     while not ended:
@@ -97,14 +110,25 @@ def test_reload_sends_goaway_and_the_stream_in_flight_finishes(make_server):
 
 
 def test_reload_closes_an_idle_h2_connection_with_goaway(make_server):
+    # Raw frames: Python's h2 takes no frame after a GOAWAY, not even the PING
+    # that follows the shutdown notice.
     srv = h2c_server(make_server).start()
-    c = H2Client(srv.port)
-    assert c.get("/hello.txt")["data"] == b"Hello World!\n"
+    s = raw_h2(srv)
+    frames = Frames(s)
+    s.sendall(get_frame(hpack.Encoder(), 1))
+    read_answer(frames, 1)
     reload(srv, DocumentRoot=other_root(srv, "reloaded\n"))
-    c.read_until_closed()
-    assert c.goaway is not None
-    assert c.goaway.error_code == 0 and c.goaway.last_stream_id == 1
-    c.close()
+    goaways = []
+    while True:
+        f = frames.next()
+        if f is None:
+            break
+        if f[0] == 6 and not f[1] & 1:
+            s.sendall(frame(6, 1, 0, f[3]))  # the PING's ACK
+        if f[0] == 7:
+            goaways.append(goaway_of(f))
+    assert goaways == [NOTICE, (1, 0)]
+    s.close()
     c = H2Client(srv.port)
     assert c.get("/hello.txt")["data"] == b"reloaded\n"
     c.close()
@@ -117,3 +141,71 @@ def test_reload_keeps_http1_keepalive_connections_on_an_h2c_listener(make_server
     reload(srv, DocumentRoot=other_root(srv, "reloaded\n"))
     assert c.request("GET", "/hello.txt").body == b"reloaded\n"
     c.close()
+
+
+def get_frame(enc, sid, path="/hello.txt"):
+    return frame(1, 0x5, sid, enc.encode([(":method", "GET"), (":scheme", "http"),
+                                          (":authority", "localhost"), (":path", path)]))
+
+
+def read_answer(frames, sid):
+    """Read frames until stream sid's answer ended: (its :status block seen, body)."""
+    body = b""
+    while True:
+        f = frames.next()
+        assert f is not None, f"closed before stream {sid} ended"
+        if f[2] == sid and f[0] == 0:
+            body += f[3]
+        if f[2] == sid and f[0] in (0, 1) and f[1] & 1:
+            return body
+        assert not (f[2] == sid and f[0] == 3), f"stream {sid} reset"
+
+
+@pytest.mark.parametrize("how", ["reload", "stop"])
+def test_a_request_sent_as_the_shutdown_notice_arrives_is_served(make_server, how):
+    """The client sends a request right as the first GOAWAY (the shutdown
+    notice) arrives, before it answers the PING behind it: the request is
+    served, and the final GOAWAY names its stream."""
+    srv = h2c_server(make_server).start()
+    s = raw_h2(srv)
+    frames = Frames(s)
+    enc = hpack.Encoder()
+    s.sendall(get_frame(enc, 1))
+    assert read_answer(frames, 1) == b"Hello World!\n"
+    if how == "reload":
+        reload(srv, DocumentRoot=other_root(srv, "reloaded\n"))
+    else:
+        srv.signal(signal.SIGTERM)
+    ping, goaways, body3, ended3 = None, [], b"", False
+    while not goaways:
+        f = frames.next()
+        assert f is not None, "closed without GOAWAY"
+        if f[0] == 6 and not f[1] & 1:
+            ping = f[3]
+        if f[0] == 7:
+            goaways.append(goaway_of(f))
+    assert goaways == [NOTICE]
+    s.sendall(get_frame(enc, 3))  # on its way before the client saw the notice
+    while ping is None:
+        f = frames.next()
+        assert f is not None, "no PING after the shutdown notice"
+        if f[0] == 6 and not f[1] & 1:
+            ping = f[3]
+        elif f[0] == 7:
+            goaways.append(goaway_of(f))
+    s.sendall(frame(6, 1, 0, ping))  # the ACK, after the request
+    while True:
+        f = frames.next()
+        if f is None:
+            break
+        if f[0] == 7:
+            goaways.append(goaway_of(f))
+        elif f[2] == 3 and f[0] == 0:
+            body3 += f[3]
+            ended3 = ended3 or bool(f[1] & 1)
+        assert not (f[2] == 3 and f[0] == 3), "stream 3 was reset"
+    assert goaways == [NOTICE, (3, 0)]
+    assert ended3 and body3 == (b"reloaded\n" if how == "reload" else b"Hello World!\n")
+    s.close()
+    if how == "stop":
+        assert srv.proc.wait(timeout=10 * SLOW) == 0

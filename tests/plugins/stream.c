@@ -7,7 +7,11 @@
  * bytes in pieces of P (default 16384); piece k is P bytes of 'a' + k % 26,
  * so a client can check each chunk. trailer=1 ends with the trailer line
  * "X-Stream-Bytes: N"; async=1 writes every piece from a later event
- * (api->worker_call) instead of from proceed itself.
+ * (api->worker_call) instead of from proceed itself; buffer=1 fills each
+ * piece in a buffer of the queue (api->stream_buffer, stream_commit, ABI
+ * 3.5) instead of copying it in with stream_write, and checks their
+ * contract on the way: a broken rule is logged ("stream: buffer contract")
+ * and the body ends short.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +26,7 @@ struct stream {
     unsigned long long total, left;
     size_t piece;
     unsigned seq;
-    int trailer, async, pending, gone;
+    int trailer, async, pending, gone, buffer;
     char buf[];
 };
 
@@ -56,13 +60,56 @@ static unsigned long long query_num(const char *q, size_t len, const char *key,
     return def;
 }
 
+/* A broken rule of stream_buffer()/stream_commit(): logged, and the body ends short. */
+static int stream_contract(struct stream *s, const char *what)
+{
+    api->log(MK_PLUGIN_LOG_ERROR, "stream: buffer contract: %s", what);
+    s->left = 0;
+    return MK_ERR;
+}
+
+/* Piece n of s through a buffer of the queue: as stream_write() returns. */
+static int stream_buffered(struct stream *s, size_t n)
+{
+    if (api->stream_commit(s->r, n) != MK_ERR) {
+        return stream_contract(s, "a commit without a buffer was taken");
+    }
+    if (api->stream_buffer(s->r, 0) != NULL) {
+        return stream_contract(s, "a buffer of 0 bytes");
+    }
+    char *b = api->stream_buffer(s->r, n + 1);
+    if (!b || api->stream_commit(s->r, n + 2) != MK_ERR) {
+        return stream_contract(s, "a commit past the buffer was taken");
+    }
+    /* a buffer replaced by another, then one released unused */
+    if (!api->stream_buffer(s->r, n) || !api->stream_buffer(s->r, n) ||
+        api->stream_commit(s->r, 0) != MK_OK) {
+        return stream_contract(s, "an unused buffer");
+    }
+    if (!(b = api->stream_buffer(s->r, n + 100))) {
+        return stream_contract(s, "no buffer below the mark");
+    }
+    memset(b, 'a' + (int) (s->seq % 26), n);
+    int rc = api->stream_commit(s->r, n);
+    if (rc == MK_AGAIN && api->stream_buffer(s->r, 1) != NULL) {
+        return stream_contract(s, "a buffer over the mark");
+    }
+    return rc;
+}
+
 /* Write pieces until the queue is full or the body is done. */
 static void stream_produce(struct stream *s)
 {
     while (s->left) {
         size_t n = s->left < s->piece ? (size_t) s->left : s->piece;
-        memset(s->buf, 'a' + (int) (s->seq % 26), n);
-        int rc = api->stream_write(s->r, s->buf, n);
+        int rc;
+        if (s->buffer) {
+            rc = stream_buffered(s, n);
+        }
+        else {
+            memset(s->buf, 'a' + (int) (s->seq % 26), n);
+            rc = api->stream_write(s->r, s->buf, n);
+        }
         if (rc == MK_ERR) {
             return;
         }
@@ -137,6 +184,11 @@ static int stream_content(struct mk_request *r)
     s->piece = piece;
     s->trailer = (int) query_num(q, qlen, "trailer", 0);
     s->async = (int) query_num(q, qlen, "async", 0);
+    s->buffer = (int) query_num(q, qlen, "buffer", 0);
+    if (s->buffer && !MK_API_HAS(api, stream_buffer)) {
+        free(s);
+        return 501;
+    }
     api->set_content_type(r, "application/octet-stream");
     if (api->stream_start(r, stream_proceed, s) != MK_OK) {
         free(s);

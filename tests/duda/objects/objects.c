@@ -1,6 +1,11 @@
-/* The objects the examples do not show, one route each. */
+/*
+ * The objects the examples do not show, one route each. With a DataDir,
+ * duda_exit() appends a line to DataDir/exit.log each time the service is
+ * unloaded (a reload, a stop).
+ */
 #define _GNU_SOURCE
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -33,6 +38,25 @@ static void cb_global(duda_request_t *dr)
     (*n)++;
     gc->add(dr, malloc(100)); /* freed at the request's end */
     response->printf(dr, "pre_loop %d count %ld\n", pre_loop_ran, *n);
+    response->end(dr, NULL);
+}
+
+/* GET /objects/global/set?n=N: this worker's counter becomes a new value N (global->set). */
+static void cb_global_set(duda_request_t *dr)
+{
+    const char *n = qs->get(dr, "n");
+    long *old = global->get(&counter_key);
+    long *mine = malloc(sizeof(long));
+
+    if (!n || !mine) {
+        free(mine);
+        response->http_status(dr, 400);
+        response->end(dr, NULL);
+        return;
+    }
+    *mine = strtol(n, NULL, 10);
+    response->printf(dr, "set %d old %ld\n", global->set(&counter_key, mine), *old);
+    free(old);
     response->end(dr, NULL);
 }
 
@@ -113,15 +137,78 @@ static void cb_xtime(duda_request_t *dr)
     response->end(dr, NULL);
 }
 
-/* ANY /objects/request/:id: what the request object tells. */
+static void monotonic_fired(duda_request_t *dr, void *data)
+{
+    uint64_t *start = request->ctx(dr);
+
+    (void) data;
+    response->printf(dr, "start %llu elapsed %llu\n", (unsigned long long) *start,
+                     (unsigned long long) (xtime->monotonic_ms() - *start));
+    response->end(dr, NULL);
+    response->cont(dr);
+}
+
+/* GET /objects/monotonic: xtime->monotonic_ms() now, and across a timer of 100 ms. */
+static void cb_monotonic(duda_request_t *dr)
+{
+    uint64_t *start = gc->alloc(dr, sizeof(*start));
+
+    if (!start) {
+        response->http_status(dr, 503);
+        response->end(dr, NULL);
+        return;
+    }
+    *start = xtime->monotonic_ms();
+    request->set_ctx(dr, start);
+    response->wait(dr);
+    event->timer_add(dr, 100, 0, monotonic_fired, NULL);
+}
+
+/* ANY /objects/request/:id: what the request object tells (in a header too, for HEAD). */
 static void cb_request(duda_request_t *dr)
 {
     const char *h = request->header_get(dr, "X-Test");
+    char flags[80];
 
-    response->printf(dr, "method %s path %s get %d post %d delete %d id %s x-test %s addr %s\n",
-                     request->method(dr), request->path(dr), request->is_get(dr),
-                     request->is_post(dr), request->is_delete(dr), param->get(dr, "id"),
-                     h ? h : "-", request->remote_addr(dr));
+    snprintf(flags, sizeof(flags), "get %d head %d post %d put %d delete %d", request->is_get(dr),
+             request->is_head(dr), request->is_post(dr), request->is_put(dr),
+             request->is_delete(dr));
+    response->http_header(dr, "X-Flags", flags);
+    response->printf(dr, "method %s path %s %s id %s x-test %s addr %s\n", request->method(dr),
+                     request->path(dr), flags, param->get(dr, "id"), h ? h : "-",
+                     request->remote_addr(dr));
+    response->end(dr, NULL);
+}
+
+/*
+ * GET /objects/ctx: the request's context before this callback sets it. A
+ * context is the request's: the next request on the connection finds none.
+ */
+static void cb_ctx(duda_request_t *dr)
+{
+    const char *before = request->ctx(dr);
+
+    request->set_ctx(dr, "set by an earlier request");
+    response->printf(dr, "ctx %s\n", before ? before : "none");
+    response->end(dr, NULL);
+}
+
+/* GET /objects/cookie/destroy: the cookie `theme` removed from the client. */
+static void cb_cookie_destroy(duda_request_t *dr)
+{
+    response->printf(dr, "destroy %d\n", cookie->destroy(dr, "theme"));
+    response->end(dr, NULL);
+}
+
+static void cb_remapped(duda_request_t *dr)
+{
+    response->end(dr, NULL);
+}
+
+/* GET /objects/remap: router->map() outside duda_main() is refused, logged, answered 500. */
+static void cb_remap(duda_request_t *dr)
+{
+    response->printf(dr, "map %d\n", router->map("/remapped", DUDA_GET, cb_remapped));
     response->end(dr, NULL);
 }
 
@@ -182,15 +269,33 @@ static void cb_fast(duda_request_t *dr)
     nanosleep(&ts, NULL); /* a test only: the thread calls cont() first */
 }
 
+void duda_exit(void)
+{
+    char *path = data->locate(NULL, "exit.log");
+    FILE *f = path ? fopen(path, "a") : NULL;
+
+    if (f) {
+        fprintf(f, "duda_exit ran\n");
+        fclose(f);
+    }
+    free(path);
+}
+
 int duda_main(void)
 {
     global->init(&counter_key, counter_new, free);
     worker->pre_loop(every_worker);
     router->map("/global", DUDA_GET, cb_global);
+    router->map("/global/set", DUDA_GET, cb_global_set);
     router->map("/signal", DUDA_GET, cb_signal);
     router->map("/watch", DUDA_GET, cb_watch);
     router->map("/xtime", DUDA_GET, cb_xtime);
-    router->map("/request/:id", DUDA_GET | DUDA_POST | DUDA_DELETE, cb_request);
+    router->map("/monotonic", DUDA_GET, cb_monotonic);
+    router->map("/request/:id", DUDA_GET | DUDA_HEAD | DUDA_POST | DUDA_PUT | DUDA_DELETE,
+                cb_request);
+    router->map("/ctx", DUDA_GET, cb_ctx);
+    router->map("/cookie/destroy", DUDA_GET, cb_cookie_destroy);
+    router->map("/remap", DUDA_GET, cb_remap);
     router->map("/debug", DUDA_GET, cb_debug);
     router->map("/park", DUDA_GET, cb_park);
     router->map("/fast", DUDA_GET, cb_fast);

@@ -1,0 +1,53 @@
+# The fuzz targets' corpora replayed in every unit-test build (tests/fuzz/README.md,
+# "Replaying the corpus"): each target's source is built with the build's own
+# compiler and flags (gcc; build-asan/ adds ASan and UBSan) against
+# tests/fuzz/replay.c, a main() that feeds every file of
+# tests/fuzz/corpus/NAME/ to LLVMFuzzerTestOneInput, and ctest runs it as
+# fuzz_replay_NAME. A target whose code or libraries this build leaves out is
+# left out, as in tests/fuzz/CMakeLists.txt.
+#
+# mk_fuzz_replay(NAME [SOURCES src...] [LIBS lib...] [INCLUDES dir...])
+function(mk_fuzz_replay name)
+  cmake_parse_arguments(R "" "" "SOURCES;LIBS;INCLUDES" ${ARGN})
+  set(fuzz ${CMAKE_SOURCE_DIR}/tests/fuzz)
+  add_executable(replay_${name} ${fuzz}/fuzz_${name}.c ${fuzz}/replay.c ${R_SOURCES})
+  target_include_directories(replay_${name} PRIVATE ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/include
+                             ${R_INCLUDES})
+  target_link_libraries(replay_${name} PRIVATE ${R_LIBS})
+  set_target_properties(replay_${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY
+                        ${CMAKE_BINARY_DIR}/tests/fuzz-replay)
+  add_test(NAME fuzz_replay_${name} COMMAND replay_${name} ${fuzz}/corpus/${name})
+endfunction()
+
+# The pure parsers of the core and the server: in monkeylib.
+foreach(name http_request path fields config supervisor accept_encoding)
+  mk_fuzz_replay(${name} LIBS monkeylib)
+endforeach()
+
+# The gateway plugins' parsers, with no dependency.
+mk_fuzz_replay(gw_head SOURCES ${CMAKE_SOURCE_DIR}/plugins/gateway/gw_head.c)
+mk_fuzz_replay(fcgi SOURCES ${CMAKE_SOURCE_DIR}/plugins/fastcgi/fcgi_proto.c)
+
+# Duda's parsers, when this build has Duda, and its packages' when their
+# libraries were found (the packages' targets exist).
+if(TARGET plugin-duda)
+  mk_fuzz_replay(duda_session SOURCES ${CMAKE_SOURCE_DIR}/duda/session_parse.c)
+  mk_fuzz_replay(ws SOURCES ${CMAKE_SOURCE_DIR}/duda/packages/websocket/ws_proto.c)
+  if(TARGET duda-pkg-json AND TARGET duda-pkg-sqlite)
+    mk_fuzz_replay(duda_json
+      SOURCES ${CMAKE_SOURCE_DIR}/duda/packages/json/json_core.c
+              ${CMAKE_SOURCE_DIR}/duda/packages/sqlite/sqlite_core.c
+      LIBS ${CJSON_LIB} ${SQLITE3_LIB} m Threads::Threads
+      INCLUDES ${CJSON_INCLUDE} ${SQLITE3_INCLUDE})
+  endif()
+  if(TARGET duda-pkg-base64)
+    mk_fuzz_replay(duda_base64 SOURCES ${CMAKE_SOURCE_DIR}/duda/packages/base64/b64.c
+                   LIBS OpenSSL::Crypto)
+  endif()
+endif()
+
+# HTTP/2 frames into a whole server (the loopback harness), when this build has HTTP/2.
+if(MK_H2 AND NGHTTP2_FOUND)
+  mk_fuzz_replay(h2 SOURCES ${CMAKE_SOURCE_DIR}/tests/unit/server/loopback.c LIBS monkeylib
+                 INCLUDES ${CMAKE_SOURCE_DIR}/tests/unit/server)
+endif()
