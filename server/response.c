@@ -269,6 +269,7 @@ void mk_response_reset(struct mk_request *r)
     r->content_type = NULL;
     r->content_type_len = 0;
     r->extra_len = 0;
+    r->n_fields = 0; /* the records go with their lines */
     r->body_type = MK_RESP_NONE;
     r->mem = NULL;
     r->mem_len = 0;
