@@ -45,14 +45,30 @@ static const struct {
 #undef MK_RESP_NAME
 };
 
+#define MK_EXTRA_FIRST 256u      /* bytes of lines of a response's first block */
+#define MK_EXTRA_FIRST_FIELDS 8u /* and records: one arena allocation for both */
+
 /*
  * Room for `need` more bytes of extra header lines and `n` more records:
  * where the lines go, or NULL (no memory).
  */
 static char *mk_response_extra_room(struct mk_request *r, size_t need, unsigned n)
 {
+    if (!r->extra_cap && !r->fields_cap && need <= MK_EXTRA_FIRST && n <= MK_EXTRA_FIRST_FIELDS) {
+        /* the usual case: the first fields, and few */
+        char *p = mk_arena_alloc(&r->arena, MK_EXTRA_FIRST + MK_EXTRA_FIRST_FIELDS *
+                                                                 sizeof(struct mk_resp_field));
+        if (!p) {
+            return NULL;
+        }
+        r->extra_headers = p;
+        r->extra_cap = MK_EXTRA_FIRST;
+        r->fields = (struct mk_resp_field *) (void *) (p + MK_EXTRA_FIRST);
+        r->fields_cap = MK_EXTRA_FIRST_FIELDS;
+        return p;
+    }
     if (r->extra_len + need > r->extra_cap) {
-        size_t cap = r->extra_cap ? r->extra_cap * 2 : 256;
+        size_t cap = r->extra_cap ? r->extra_cap * 2 : MK_EXTRA_FIRST;
         while (cap < r->extra_len + need) {
             cap *= 2;
         }
@@ -67,7 +83,7 @@ static char *mk_response_extra_room(struct mk_request *r, size_t need, unsigned 
         r->extra_cap = cap;
     }
     if (r->n_fields + n > r->fields_cap) {
-        unsigned cap = r->fields_cap ? r->fields_cap * 2 : 8;
+        unsigned cap = r->fields_cap ? r->fields_cap * 2 : MK_EXTRA_FIRST_FIELDS;
         while (cap < r->n_fields + n) {
             cap *= 2;
         }
@@ -92,12 +108,17 @@ int mk_response_add_lines(struct mk_request *r, const char *lines, size_t len,
     if (!w) {
         return MK_ERR;
     }
+    struct mk_resp_field *f = r->fields + r->n_fields;
+    uint32_t base = (uint32_t) r->extra_len;
+
     memcpy(w, lines, len);
-    for (unsigned i = 0; i < n; i++) {
-        struct mk_resp_field *f = &r->fields[r->n_fields++];
-        *f = fields[i];
-        f->off += (uint32_t) r->extra_len;
+    memcpy(f, fields, n * sizeof(*f));
+    if (base) { /* not the first lines: the offsets move with them */
+        for (unsigned i = 0; i < n; i++) {
+            f[i].off += base;
+        }
     }
+    r->n_fields += n;
     r->extra_len += len;
     return MK_OK;
 }
@@ -413,8 +434,10 @@ void mk_response_stream_pop(struct mk_request *r)
 
 void mk_response_stream_cancel(struct mk_request *r)
 {
-    mk_free(r->spare);
-    r->spare = NULL;
+    if (r->spare) {
+        mk_free(r->spare);
+        r->spare = NULL;
+    }
     if (r->body_type != MK_RESP_STREAM) {
         return;
     }

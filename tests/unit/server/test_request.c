@@ -192,13 +192,18 @@ static void test_response_fields(void **state)
     for (int i = 0; i < 8; i++) { /* past the records' first capacity */
         assert_int_equal(mk_response_add_header(&r, "X-N", 3, "v", 1), MK_OK);
     }
-    assert_int_equal(r.n_fields, 12);
+    char big[301];
+    memset(big, 'z', 300);
+    big[300] = '\0';
+    assert_int_equal(mk_response_add_header(&r, "X-Big", 5, big, 300), MK_OK); /* past 256 bytes */
+    assert_int_equal(r.n_fields, 13);
     check_field(&r, 0, NULL, "X-One", "a b");
     check_field(&r, 1, "etag", "ETag", "\"1\"");
     check_field(&r, 2, "accept-ranges", "Accept-Ranges", "bytes");
     check_field(&r, 3, "vary", "Vary", "Accept-Encoding");
     check_field(&r, 11, NULL, "X-N", "v");
-    assert_int_equal(r.extra_len, 12 + sizeof(lines) - 1 + 23 + 8 * 8);
+    check_field(&r, 12, NULL, "X-Big", big);
+    assert_int_equal(r.extra_len, 12 + sizeof(lines) - 1 + 23 + 8 * 8 + 309);
 
     mk_response_reset(&r);
     assert_int_equal(r.n_fields, 0);
