@@ -860,11 +860,11 @@ class Bench:
                 subprocess.run(cc + ["-i", "on", str(srv.pid)], capture_output=True, text=True,
                                timeout=60)
                 p1 = subprocess.run(["ab", "-q", "-k", "-n", str(ka), "-c", "1",
-                                     self.url("hello.txt")], capture_output=True, text=True)
+                                     self.url(self.args.cg_file)], capture_output=True, text=True)
                 subprocess.run(cc + ["--dump=keepalive", str(srv.pid)], capture_output=True,
                                text=True, timeout=60)
                 p2 = subprocess.run(["ab", "-q", "-n", str(cl), "-c", "1", "-H",
-                                     "Connection: close", self.url("hello.txt")],
+                                     "Connection: close", self.url(self.args.cg_file)],
                                     capture_output=True, text=True)
                 subprocess.run(cc + ["--dump=close", str(srv.pid)], capture_output=True,
                                text=True, timeout=60)
@@ -922,7 +922,7 @@ class Bench:
                     st = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                           stderr=subprocess.DEVNULL)
                     wait_traced(srv.tree(), 10)
-                    a = parse_ab(subprocess.run(load + [self.url("hello.txt")],
+                    a = parse_ab(subprocess.run(load + [self.url(self.args.cg_file)],
                                                 capture_output=True, text=True).stdout, n)
                     time.sleep(0.2)
                     stop(st, 30, signal.SIGINT)
@@ -941,6 +941,96 @@ class Bench:
             log("bench: strace %s: %s syscalls/request keep-alive, %s close" % (
                 name, fmt(res.get("per_request_keepalive")), fmt(res.get("per_request_close"))))
         return out
+
+
+    def run_perf_syscalls(self):
+        """System calls per request as --syscalls, counted by perf stat on the
+        kernel's syscall tracepoints instead of strace: the server is not
+        stopped at each call, so it runs at its own speed against the client,
+        and what depends on timing (a read that finds the next request already
+        there, an accept that finds another connection) is counted as it
+        happens without a tracer. strace slows the server down several times
+        and so favours such speculative calls."""
+        ka, cl = self.args.cg_requests, self.args.cg_close
+        # perf refuses the whole list if one tracepoint is missing (another
+        # architecture, an older kernel): ask only for those the kernel has.
+        names = [n for n in PERF_SYSCALLS if os.path.isdir(
+            "/sys/kernel/tracing/events/syscalls/sys_enter_" + n) or os.path.isdir(
+            "/sys/kernel/debug/tracing/events/syscalls/sys_enter_" + n)]
+        events = ["raw_syscalls:sys_enter"] + ["syscalls:sys_enter_" + n for n in names]
+        out = {}
+        for name in self.args.servers:
+            log("bench: perf %s: %d keep-alive + %d close requests" % (name, ka, cl))
+            try:
+                srv = self.start(name, single=True)
+            except Exception as e:
+                self.problem("%s did not start for perf: %s" % (name, e))
+                continue
+            res = {"requests_keepalive": ka, "requests_close": cl}
+            try:
+                for phase, load, n in (
+                        ("keepalive", ["ab", "-q", "-k", "-n", str(ka), "-c", "1"], ka),
+                        ("close", ["ab", "-q", "-n", str(cl), "-c", "1", "-H",
+                                   "Connection: close"], cl)):
+                    pf = os.path.join(self.wd, "perf-%s-%s.txt" % (name, phase))
+                    st = subprocess.Popen(["perf", "stat", "-x,", "-o", pf, "-e",
+                                           ",".join(events), "-p",
+                                           ",".join(str(p) for p in srv.tree())],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    time.sleep(0.5)  # perf opens its counters
+                    a = parse_ab(subprocess.run(load + [self.url(self.args.cg_file)],
+                                                capture_output=True, text=True).stdout, n)
+                    time.sleep(0.2)
+                    st.send_signal(signal.SIGINT)
+                    try:
+                        st.wait(30)
+                    except subprocess.TimeoutExpired:
+                        st.kill()
+                        st.wait()
+                    counts = parse_perf_stat(pf)
+                    total = counts.pop("raw_syscalls:sys_enter", None)
+                    per = {k.rsplit("sys_enter_", 1)[-1]: v for k, v in counts.items() if v}
+                    if total is not None:
+                        other = total - sum(per.values())
+                        if other > 0:
+                            per["other"] = other
+                    res["syscalls_" + phase] = total
+                    res["per_request_" + phase] = total / n if total is not None else None
+                    res["by_syscall_" + phase] = {k: v / n for k, v in per.items()}
+                    res["errors_" + phase] = a["errors"]
+                    if total is None:
+                        self.problem("%s: perf stat counted nothing (%s): is perf allowed to "
+                                     "read tracepoints (run as root)?" % (name, phase))
+                    if a["errors"]:
+                        self.problem("%s under perf (%s): ab reported %d errors" % (
+                            name, phase, a["errors"]))
+            finally:
+                srv.stop()
+            out[name] = res
+            log("bench: perf %s: %s syscalls/request keep-alive, %s close" % (
+                name, fmt(res.get("per_request_keepalive")), fmt(res.get("per_request_close"))))
+        return out
+
+
+# The system calls --perf-syscalls names one by one (the rest are "other").
+PERF_SYSCALLS = ["read", "recvfrom", "recvmsg", "write", "writev", "sendmsg", "sendto",
+                 "sendfile64", "pread64", "epoll_wait", "epoll_pwait", "epoll_ctl", "accept4",
+                 "close", "shutdown", "openat", "newfstatat", "newfstat", "setsockopt", "ioctl",
+                 "fcntl", "clock_gettime", "futex"]
+
+
+def parse_perf_stat(path):
+    """perf stat -x, output: {event: count}; events it could not count are left out."""
+    counts = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                parts = line.strip().split(",")
+                if len(parts) >= 3 and re.match(r"\d+$", parts[0]):
+                    counts[parts[2]] = int(parts[0])
+    except OSError:
+        pass
+    return counts
 
 
 def callgrind_totals(path):
@@ -1448,9 +1538,10 @@ def report(b, results):
               "One worker per server under `valgrind --tool=callgrind --instr-atstart=no`; "
               "instrumentation is switched on with `callgrind_control -i on` after start-up, "
               "then `ab -k -n %d -c 1` (keep-alive) and `ab -n %d -c 1 -H 'Connection: close'`"
-              " run one after the other, with a `callgrind_control --dump` after each. Ir is "
-              "every instruction the server's process executed in user space (all threads), "
-              "kernel time is not counted. Lower is better." % (a.cg_requests, a.cg_close), "",
+              " of `/%s` run one after the other, with a `callgrind_control --dump` after each."
+              " Ir is every instruction the server's process executed in user space (all "
+              "threads), kernel time is not counted. Lower is better." % (
+                  a.cg_requests, a.cg_close, a.cg_file), "",
               "| server | Ir/request keep-alive ↓ | Ir/request close ↓ | ab errors |",
               "|---|---|---|---|"]
         cg = results["callgrind"]
@@ -1466,9 +1557,34 @@ def report(b, results):
         sy = results["syscalls"]
         L += ["## strace: system calls per request (deterministic)", "",
               "The same loads (`ab -k -n %d -c 1`, then `ab -n %d -c 1 -H 'Connection: "
-              "close'`) against one worker per server, counted by `strace -c -f` attached "
-              "to every process of the server after start-up. Lower is better." % (
-                  a.cg_requests, a.cg_close), "",
+              "close'`, of `/%s`) against one worker per server, counted by `strace -c -f` "
+              "attached to every process of the server after start-up. Lower is better." % (
+                  a.cg_requests, a.cg_close, a.cg_file), "",
+              "| server | syscalls/request keep-alive ↓ | syscalls/request close ↓ | "
+              "keep-alive: the most frequent, per request | close: the most frequent, "
+              "per request |", "|---|---|---|---|---|"]
+        for s in servers:
+            r = sy.get(s, {})
+
+            def top(ph):
+                d = r.get("by_syscall_" + ph) or {}
+                return ", ".join("%s %.2f" % (k, v) for k, v in
+                                 sorted(d.items(), key=lambda kv: -kv[1])[:6])
+            L.append("| %s | %s | %s | %s | %s |" % (
+                s, fmt(r.get("per_request_keepalive"), "%.2f"),
+                fmt(r.get("per_request_close"), "%.2f"), top("keepalive"), top("close")))
+        L += det_ratio(sy, servers, ["per_request_keepalive", "per_request_close"], 4)
+        L.append("")
+    if results.get("perf_syscalls"):
+        sy = results["perf_syscalls"]
+        L += ["## perf: system calls per request, untraced", "",
+              "The same loads, the system calls counted by `perf stat` on the kernel's "
+              "syscall tracepoints (`raw_syscalls:sys_enter` for the total) for every process "
+              "of the server: nothing stops the server at each call, so a call whose result "
+              "depends on timing (an eager read or accept) is counted as it happens at full "
+              "speed, where strace, which slows the server several times, lets the client "
+              "win every race. Not deterministic: the figures move with the machine's load "
+              "by a few hundredths. Lower is better.", "",
               "| server | syscalls/request keep-alive ↓ | syscalls/request close ↓ | "
               "keep-alive: the most frequent, per request | close: the most frequent, "
               "per request |", "|---|---|---|---|---|"]
@@ -1782,6 +1898,11 @@ def main():
                     help="instructions per request under callgrind, one worker")
     ap.add_argument("--syscalls", action="store_true",
                     help="system calls per request with strace -c -f, one worker")
+    ap.add_argument("--perf-syscalls", action="store_true",
+                    help="system calls per request counted by perf stat (no tracer), one worker")
+    ap.add_argument("--cg-file", default="hello.txt",
+                    help="the file of the --callgrind/--syscalls/--perf-syscalls loads "
+                         "(default hello.txt; file200k.bin, file1m.bin)")
     ap.add_argument("--cg-requests", type=int, default=20000,
                     help="keep-alive requests for --callgrind/--syscalls (default 20000)")
     ap.add_argument("--cg-close", type=int, default=2000,
@@ -1806,7 +1927,7 @@ def main():
         if s not in ALL_SERVERS:
             ap.error("unknown server %r (choose from %s)" % (s, ", ".join(ALL_SERVERS)))
     if a.scenarios is None:
-        a.scenarios = "none" if (a.callgrind or a.syscalls) else "all"
+        a.scenarios = "none" if (a.callgrind or a.syscalls or a.perf_syscalls) else "all"
     a.scenarios = (SCENARIOS if a.scenarios == "all" else [] if a.scenarios == "none"
                    else [s for s in a.scenarios.split(",") if s])
     for s in a.scenarios:
@@ -1820,6 +1941,10 @@ def main():
         missing += [t for t in ("valgrind", "callgrind_control") if not shutil.which(t)]
     if a.syscalls and not shutil.which("strace"):
         missing.append("strace")
+    if a.perf_syscalls and not shutil.which("perf"):
+        missing.append("perf")
+    if a.cg_file not in FILES:
+        ap.error("--cg-file: one of %s" % ", ".join(FILES))
     if any(s.startswith("h2") for s in a.scenarios):
         missing += [t for t in ("h2load",) if not shutil.which(t)]
     if any(s.startswith(("tls_", "h2")) for s in a.scenarios):
@@ -1854,7 +1979,7 @@ def main():
                                 keepalive_requests=KEEPALIVE_REQUESTS,
                                 max_connections=MAX_CONNECTIONS, backlog=BACKLOG,
                                 rlimit_nofile=nofile[0], cg_requests=a.cg_requests,
-                                cg_close=a.cg_close),
+                                cg_close=a.cg_close, cg_file=a.cg_file),
                "machine": {"cpu": cpu_model(), "cpus": os.cpu_count(),
                            "kernel": platform.release(),
                            "loadavg_start": " ".join(open("/proc/loadavg").read().split()[:3])},
@@ -1879,6 +2004,8 @@ def main():
             results["callgrind"] = b.run_callgrind()
         if a.syscalls:
             results["syscalls"] = b.run_syscalls()
+        if a.perf_syscalls:
+            results["perf_syscalls"] = b.run_perf_syscalls()
     except KeyboardInterrupt:
         interrupted = True
         b.problem("interrupted: the results are incomplete")

@@ -54,8 +54,14 @@ void mk_event_loop_destroy(struct mk_event_loop *loop);
 /* Watch `fd` with interest `mask`; `event` must outlive the registration. */
 int mk_event_add(struct mk_event_loop *loop, struct mk_event *event, int fd, uint32_t mask,
                  mk_event_cb cb);
-/* Change the interest; a no-op (no system call) when it is unchanged. */
-int mk_event_mod(struct mk_event_loop *loop, struct mk_event *event, uint32_t mask);
+/* Change the interest to `mask` (a system call: use mk_event_mod). */
+int mk_event_change(struct mk_event_loop *loop, struct mk_event *event, uint32_t mask);
+
+/* Change the interest; a no-op (no call at all) when it is unchanged. */
+static inline int mk_event_mod(struct mk_event_loop *loop, struct mk_event *event, uint32_t mask)
+{
+    return event->mask == mask ? 0 /* MK_OK */ : mk_event_change(loop, event, mask);
+}
 
 /*
  * Stop watching but keep `fd`: a later mk_event_mod() registers it again.
@@ -79,7 +85,10 @@ int mk_event_del(struct mk_event_loop *loop, struct mk_event *event);
 
 /*
  * Mark `event` unregistered without a system call, for a descriptor about to
- * be closed (closing it removes it from the kernel's interest list).
+ * be closed that is not registered, or whose open file nothing else can hold:
+ * closing removes a descriptor from the kernel's interest list only with the
+ * last reference to its open file (a child forked by another thread holds
+ * one until it execs), so a registered socket is deleted first (mk_event_del).
  */
 static inline void mk_event_forget(struct mk_event *event)
 {

@@ -14,6 +14,7 @@
 #include <monkey/mk_common.h>
 
 #include "memory.h"
+#include "sys.h"
 
 static uint32_t mk_epoll_mask(uint32_t mask)
 {
@@ -68,7 +69,7 @@ int mk_event_add(struct mk_event_loop *loop, struct mk_event *event, int fd, uin
     return MK_OK;
 }
 
-int mk_event_mod(struct mk_event_loop *loop, struct mk_event *event, uint32_t mask)
+int mk_event_change(struct mk_event_loop *loop, struct mk_event *event, uint32_t mask)
 {
     struct epoll_event ev = {.events = mk_epoll_mask(mask), .data.ptr = event};
 
@@ -108,7 +109,7 @@ int mk_event_del(struct mk_event_loop *loop, struct mk_event *event)
 
 int mk_event_wait(struct mk_event_loop *loop, int timeout_ms)
 {
-    int n = epoll_wait(loop->fd, loop->events, loop->capacity, timeout_ms);
+    int n = mk_sys_epoll_wait(loop->fd, loop->events, loop->capacity, timeout_ms);
     if (n < 0) {
         return errno == EINTR ? 0 : MK_ERR;
     }

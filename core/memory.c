@@ -141,7 +141,6 @@ struct mk_arena_block {
     alignas(max_align_t) char data[];
 };
 
-#define MK_ARENA_ALIGN alignof(max_align_t)
 #define MK_ARENA_BLOCK_DATA (MK_CHUNK_SIZE - sizeof(struct mk_arena_block))
 
 void mk_arena_init(struct mk_arena *arena, struct mk_pool *pool)
@@ -152,7 +151,7 @@ void mk_arena_init(struct mk_arena *arena, struct mk_pool *pool)
     arena->end = NULL;
 }
 
-static void *mk_arena_grow(struct mk_arena *arena, size_t size)
+void *mk_arena_grow(struct mk_arena *arena, size_t size)
 {
     struct mk_arena_block *b;
 
@@ -188,20 +187,6 @@ static void *mk_arena_grow(struct mk_arena *arena, size_t size)
         arena->pos = arena->end = NULL;
     }
     return b->data;
-}
-
-void *mk_arena_alloc(struct mk_arena *arena, size_t size)
-{
-    size_t rounded = (size + MK_ARENA_ALIGN - 1) & ~(size_t) (MK_ARENA_ALIGN - 1);
-    if (rounded < size) {
-        return NULL;
-    }
-    if (arena->pos && (size_t) (arena->end - arena->pos) >= rounded) {
-        void *p = arena->pos;
-        arena->pos += rounded;
-        return p;
-    }
-    return mk_arena_grow(arena, rounded);
 }
 
 char *mk_arena_strndup(struct mk_arena *arena, const char *s, size_t len)

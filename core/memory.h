@@ -17,6 +17,7 @@
 #ifndef MK_CORE_MEMORY_H
 #define MK_CORE_MEMORY_H
 
+#include <stdalign.h>
 #include <stddef.h>
 
 #define MK_CHUNK_SIZE 4096
@@ -64,8 +65,25 @@ struct mk_arena {
 };
 
 void mk_arena_init(struct mk_arena *arena, struct mk_pool *pool);
+/* The slow path of mk_arena_alloc: a new block for `size` (already rounded). */
+void *mk_arena_grow(struct mk_arena *arena, size_t size);
+
+#define MK_ARENA_ALIGN alignof(max_align_t)
+
 /* Memory aligned for any type, valid until mk_arena_reset(); NULL on OOM. */
-void *mk_arena_alloc(struct mk_arena *arena, size_t size);
+static inline void *mk_arena_alloc(struct mk_arena *arena, size_t size)
+{
+    size_t rounded = (size + MK_ARENA_ALIGN - 1) & ~(size_t) (MK_ARENA_ALIGN - 1);
+    if (rounded < size) {
+        return NULL;
+    }
+    if (arena->pos && (size_t) (arena->end - arena->pos) >= rounded) {
+        void *p = arena->pos;
+        arena->pos += rounded;
+        return p;
+    }
+    return mk_arena_grow(arena, rounded);
+}
 char *mk_arena_strndup(struct mk_arena *arena, const char *s, size_t len);
 /* Release every block; the arena stays usable. */
 void mk_arena_reset(struct mk_arena *arena);

@@ -84,18 +84,6 @@ void mk_duration_to_str(uint64_t ms, char *buf)
     buf[n] = '\0';
 }
 
-struct mk_str mk_str_trim(struct mk_str s)
-{
-    while (s.len && (s.p[0] == ' ' || s.p[0] == '\t')) {
-        s.p++;
-        s.len--;
-    }
-    while (s.len && (s.p[s.len - 1] == ' ' || s.p[s.len - 1] == '\t')) {
-        s.len--;
-    }
-    return s;
-}
-
 bool mk_str_list_next(struct mk_str *cursor, struct mk_str *item)
 {
     while (cursor->len) {
@@ -119,15 +107,30 @@ bool mk_str_list_next(struct mk_str *cursor, struct mk_str *item)
 
 size_t mk_u64_to_str(uint64_t v, char *buf)
 {
-    char tmp[21];
-    size_t n = 0;
+    static const char pairs[] =
+        "00010203040506070809101112131415161718192021222324252627282930313233"
+        "34353637383940414243444546474849505152535455565758596061626364656667"
+        "6869707172737475767778798081828384858687888990919293949596979899";
+    size_t n = 1;
 
-    do {
-        tmp[n++] = (char) ('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++) {
-        buf[i] = tmp[n - 1 - i];
+    /* Count the digits, then write them from the last one, two at a time. */
+    for (uint64_t t = v; t >= 10; t /= 10) {
+        n++;
+    }
+    char *p = buf + n;
+    while (v >= 100) {
+        const char *d = pairs + (v % 100) * 2;
+        v /= 100;
+        p -= 2;
+        p[0] = d[0];
+        p[1] = d[1];
+    }
+    if (v >= 10) {
+        p[-2] = pairs[v * 2];
+        p[-1] = pairs[v * 2 + 1];
+    }
+    else {
+        p[-1] = (char) ('0' + v);
     }
     return n;
 }

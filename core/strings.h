@@ -67,7 +67,17 @@ bool mk_str_to_duration_ms(const char *p, size_t len, uint64_t max_ms, uint64_t 
 void mk_duration_to_str(uint64_t ms, char *buf);
 
 /* Strip spaces and horizontal tabs at both ends. */
-struct mk_str mk_str_trim(struct mk_str s);
+static inline struct mk_str mk_str_trim(struct mk_str s)
+{
+    while (s.len && (s.p[0] == ' ' || s.p[0] == '\t')) {
+        s.p++;
+        s.len--;
+    }
+    while (s.len && (s.p[s.len - 1] == ' ' || s.p[s.len - 1] == '\t')) {
+        s.len--;
+    }
+    return s;
+}
 
 /*
  * Comma-separated list iteration (RFC 9110 section 5.6.1): each call returns

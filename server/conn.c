@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "../core/log.h"
+#include "../core/sys.h"
 #include "h2.h"
 #include "server.h"
 #include "transport.h"
@@ -36,7 +37,7 @@ static ssize_t mk_plain_read(struct mk_conn *c, void *buf, size_t len)
 {
     ssize_t n;
     do {
-        n = read(c->ev.fd, buf, len);
+        n = mk_sys_read(c->ev.fd, buf, len);
     } while (n < 0 && errno == EINTR);
     return n;
 }
@@ -46,7 +47,7 @@ static ssize_t mk_plain_writev(struct mk_conn *c, const struct iovec *iov, int i
     struct msghdr msg = {.msg_iov = (struct iovec *) iov, .msg_iovlen = (size_t) iovcnt};
     ssize_t n;
     do {
-        n = sendmsg(c->ev.fd, &msg, MSG_NOSIGNAL | ((flags & MK_IO_MORE) ? MSG_MORE : 0));
+        n = mk_sys_sendmsg(c->ev.fd, &msg, MSG_NOSIGNAL | ((flags & MK_IO_MORE) ? MSG_MORE : 0));
     } while (n < 0 && errno == EINTR);
     return n;
 }
@@ -102,12 +103,29 @@ void mk_conn_close(struct mk_conn *c)
             c->transport->close(c);
         }
     }
+    /*
+     * Out of the interest list before the close when it was registered:
+     * close() removes it only with the last reference to the open socket,
+     * and a child that another thread is spawning (posix_spawn, fork: CGI,
+     * plugins) holds a copy of the descriptor table until it execs. Left
+     * in the list, the closed socket would go on reporting its hang-up for
+     * this struct, which by then may serve a new connection (that one would
+     * be closed for it). A connection answered at once was never
+     * registered and costs no system call.
+     */
+    if (c->ev.mask) {
+        mk_event_del(&w->loop, &c->ev);
+    }
     mk_event_forget(&c->ev);
     if (fd >= 0) {
-        close(fd);
+        mk_sys_close(fd);
     }
     c->state = MK_CONN_CLOSED;
     mk_conn_timer_set(c, MK_TIMER_NONE);
+    if (!mk_list_is_empty(&c->turn)) {
+        mk_list_del(&c->turn);
+        mk_list_init(&c->turn);
+    }
     mk_list_move_tail(&c->node, &w->closing);
     atomic_fetch_sub_explicit(&w->n_conns, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit((c->flags & MK_CONN_REFUSED) ? &w->server->n_refused

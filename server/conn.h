@@ -78,6 +78,7 @@ struct mk_conn {
     const char *listen_options;   /* the transport's options of its Listen line, or NULL */
     struct mk_takeover *takeover; /* set while a plugin owns the connection (takeover.c) */
     struct mk_list node;          /* closing or free list once closed */
+    struct mk_list turn;          /* in the worker's turns while it waits for its next one */
     struct mk_timer expiry;       /* in the worker's timers while a timer is armed */
 
     union {
@@ -108,6 +109,14 @@ void mk_conn_timer_idle(struct mk_conn *c, uint32_t ms);
  * streams). Each distinct `ms` is a timer queue of the worker: use few.
  */
 void mk_conn_timer_arm(struct mk_conn *c, enum mk_timer_kind kind, uint32_t ms);
+/*
+ * c used up its turn with work left that no event will announce (input in
+ * its buffer): its protocol's proceed() runs once the worker has dispatched
+ * the rest of its current batch of events; queued again from that turn, it
+ * waits for the next batch (the wait before it does not sleep). Harmless
+ * when already queued; closing c takes it out.
+ */
+void mk_conn_next_turn(struct mk_conn *c);
 
 /* conn.c: the connection's life, whatever its protocol */
 void mk_conn_start(struct mk_conn *c);

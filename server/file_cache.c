@@ -71,21 +71,30 @@ void mk_file_cache_destroy(struct mk_file_cache *fc)
 }
 
 /*
- * FNV-1a over the path, seeded with the document root's identity and the
- * link policy mixed in a word at a time (the identity is the same for
- * every path of a site: hashing it byte by byte cost more than the path).
+ * The document root's identity, the link policy and the path, mixed a word
+ * at a time (multiply and fold). Entries are compared in full, and only
+ * files that were opened enter (at most FileCache of them), so the hash
+ * needs spreading, not strength.
  */
 static uint32_t mk_file_hash(const struct mk_vhost *vh, const char *path, size_t len)
 {
-    uint64_t id =
-        ((uint64_t) vh->root_dev ^ ((uint64_t) vh->symlinks << 63)) * 0x9e3779b97f4a7c15ull ^
-        (uint64_t) vh->root_ino;
-    uint32_t h = 2166136261u ^ (uint32_t) (id ^ (id >> 32));
+    const uint64_t k = 0x9e3779b97f4a7c15ull;
+    uint64_t h = ((uint64_t) vh->root_dev ^ ((uint64_t) vh->symlinks << 63)) * k;
+    size_t i = 0;
 
-    for (size_t i = 0; i < len; i++) {
-        h = (h ^ (unsigned char) path[i]) * 16777619u;
+    h = (h ^ (uint64_t) vh->root_ino) * k;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+        memcpy(&w, path + i, sizeof(w));
+        h = (h ^ w) * k;
+        h ^= h >> 29;
     }
-    return h;
+    uint64_t tail = len;
+    for (; i < len; i++) {
+        tail = (tail << 8) | (unsigned char) path[i];
+    }
+    h = (h ^ tail) * k;
+    return (uint32_t) (h ^ (h >> 32));
 }
 
 static bool mk_file_same(const struct stat *a, const struct stat *b)
@@ -152,6 +161,28 @@ static void mk_file_validators(struct mk_file *f)
     }
     f->etag_len = (uint8_t) (p - f->etag);
     mk_http_date_format(f->st.st_mtime, f->last_modified);
+
+    /* the lines and records an answer copies (struct mk_resp_field) */
+    char *h = f->hdrs;
+    uint32_t lm = 6u + f->etag_len + 2u, ar = lm + 15u + (uint32_t) sizeof(f->last_modified) + 2u;
+    f->hdr_fields[0] = (struct mk_resp_field){"etag", 0, 4, f->etag_len};
+    f->hdr_fields[1] =
+        (struct mk_resp_field){"last-modified", lm, 13, (uint32_t) sizeof(f->last_modified)};
+    f->hdr_fields[2] = (struct mk_resp_field){"accept-ranges", ar, 13, 5};
+    memcpy(h, "ETag: ", 6);
+    h += 6;
+    memcpy(h, f->etag, f->etag_len);
+    h += f->etag_len;
+    memcpy(h, "\r\nLast-Modified: ", 17);
+    h += 17;
+    memcpy(h, f->last_modified, sizeof(f->last_modified));
+    h += sizeof(f->last_modified);
+    memcpy(h, "\r\n", 2);
+    h += 2;
+    f->hdrs_validators_len = (uint8_t) (h - f->hdrs);
+    memcpy(h, "Accept-Ranges: bytes\r\n", 22);
+    h += 22;
+    f->hdrs_len = (uint8_t) (h - f->hdrs);
 }
 
 /*
@@ -176,15 +207,6 @@ static void mk_file_keep_body(struct mk_file *f, uint64_t max)
         return;
     }
     f->body = b;
-}
-
-ssize_t mk_file_read(const struct mk_file *f, int fd, void *buf, size_t len, off_t off)
-{
-    if (f && f->body && off >= 0 && (uint64_t) off + len <= (uint64_t) f->st.st_size) {
-        memcpy(buf, f->body + off, len);
-        return (ssize_t) len;
-    }
-    return pread(fd, buf, len, off);
 }
 
 struct mk_file *mk_file_cache_put(struct mk_file_cache *fc, const struct mk_vhost *vh,

@@ -41,6 +41,33 @@
 
 #define MK_WRITE_BUDGET (2u << 20) /* bytes per event before yielding to others */
 
+/*
+ * Eager reads. After a keep-alive response the connection usually goes back
+ * to epoll_wait and, once the next request has come, reads it: three system
+ * calls a request (read, the answer, epoll_wait). A client that sends its
+ * next request as soon as it has the answer (a benchmark, a proxy, a fast
+ * local client) has often done so by the time the answer is written, and a
+ * read right away then finds it and skips the epoll_wait; for a client
+ * across a network it finds nothing (EAGAIN) and costs one system call more.
+ * So each connection keeps a credit: a read that found a request adds one
+ * (up to MK_H1_EAGER_MAX), one that found nothing takes one away, and a
+ * connection reads eagerly while it has credit. Without credit, every
+ * MK_H1_EAGER_PROBE-th response tries once more, so a client that becomes
+ * quick is noticed: a slow client pays one read in MK_H1_EAGER_PROBE
+ * requests, and a connection that makes fewer requests never pays.
+ *
+ * Turns. Only a connection alone in its event batch reads eagerly: when
+ * others are ready too, they go first (a read would not save the
+ * epoll_wait then anyway), and the worker's round over them is one request
+ * each. Alone, a connection still serves at most MK_H1_TURN requests in a
+ * turn, eager or already in its buffer (pipelined): past that, the rest
+ * waits for its next turn (mk_conn_next_turn: after the other events of the
+ * worker's batch), so no connection holds the worker for long.
+ */
+#define MK_H1_EAGER_MAX 7
+#define MK_H1_EAGER_PROBE 16u
+#define MK_H1_TURN 16u
+
 static void mk_h1_process(struct mk_conn *c);
 static void mk_h1_watch_input(struct mk_conn *c);
 static int mk_h1_write(struct mk_request *r);
@@ -130,7 +157,9 @@ static void mk_h1_in_cut(struct mk_conn *c, size_t at, size_t n)
 {
     struct mk_h1 *h = &c->h1;
 
-    memmove(h->in + at, h->in + at + n, h->in_len - at - n);
+    if (h->in_len > at + n) {
+        memmove(h->in + at, h->in + at + n, h->in_len - at - n);
+    }
     h->in_len -= (uint32_t) n;
 }
 
@@ -253,16 +282,42 @@ static void mk_h1_begin_body(struct mk_conn *c, const struct mk_http_head *head)
     }
 }
 
-/* A head of `head_len` bytes is at the start of `in` (MK_ERR: scan failed). */
-static void mk_h1_begin_request(struct mk_conn *c, ssize_t head_len)
+/* A new request on c, the one in progress. */
+static struct mk_request *mk_h1_new_request(struct mk_conn *c)
+{
+    struct mk_request *r = mk_request_new(c);
+
+    c->h1.req = r;
+    c->h1.body_mode = MK_BODY_NONE;
+    return r;
+}
+
+/* Run r, whose head of `head_len` bytes at the start of `in` is parsed. */
+static void mk_h1_run_request(struct mk_conn *c, struct mk_request *r, size_t head_len)
+{
+    c->h1.head_len = (uint32_t) head_len;
+    if (mk_h1_keepalive(&r->head,
+                        r->cfg->keepalive && !c->worker->stopping && !(c->flags & MK_CONN_CLOSE),
+                        r->cfg->max_keepalive_requests, c->requests)) {
+        r->flags |= MK_REQ_KEEPALIVE;
+    }
+    mk_h1_begin_body(c, &r->head);
+    mk_request_run(r);
+}
+
+/*
+ * A head of `head_len` bytes is at the start of `in` (MK_ERR: scan failed):
+ * parse it into r (NULL: a new request) and run it.
+ */
+static void mk_h1_begin_request(struct mk_conn *c, ssize_t head_len, struct mk_request *r)
 {
     struct mk_h1 *h = &c->h1;
-    struct mk_request *r = mk_request_new(c);
     struct mk_http_header *headers;
     unsigned cap;
 
-    h->req = r;
-    h->body_mode = MK_BODY_NONE;
+    if (!r) {
+        r = mk_h1_new_request(c);
+    }
     if (head_len < 0) {
         h->head_len = 0;
         c->flags |= MK_CONN_CLOSE;
@@ -282,13 +337,49 @@ static void mk_h1_begin_request(struct mk_conn *c, ssize_t head_len)
         mk_request_error(r, r->head.status);
         return;
     }
-    if (mk_h1_keepalive(&r->head,
-                        r->cfg->keepalive && !c->worker->stopping && !(c->flags & MK_CONN_CLOSE),
-                        r->cfg->max_keepalive_requests, c->requests)) {
-        r->flags |= MK_REQ_KEEPALIVE;
+    mk_h1_run_request(c, r, (size_t) head_len);
+}
+
+/*
+ * Whether `in` may hold a whole head: it ends with an empty line and does
+ * not start with one. The scan then finds the head or refuses it, it never
+ * waits for more: a request is needed either way.
+ */
+static bool mk_h1_head_whole(const struct mk_h1 *h)
+{
+    const char *in = h->in;
+    uint32_t n = h->in_len;
+
+    return n >= 4 && in[0] != '\r' && in[0] != '\n' && in[n - 1] == '\n' &&
+           (in[n - 2] == '\n' || (in[n - 2] == '\r' && in[n - 3] == '\n'));
+}
+
+#define MK_H1_WHOLE_FIELDS 24u /* fields a head read in one pass may have */
+
+/*
+ * A head that arrived whole: read in one pass (mk_http_read_head), or,
+ * when that declines, with the scan and the parser as any other.
+ */
+static void mk_h1_begin_whole(struct mk_conn *c)
+{
+    struct mk_h1 *h = &c->h1;
+    const struct mk_http_limits *lim = &c->worker->cfg->limits;
+    struct mk_request *r = mk_h1_new_request(c);
+    unsigned cap = lim->max_headers < MK_H1_WHOLE_FIELDS ? lim->max_headers : MK_H1_WHOLE_FIELDS;
+    struct mk_http_header *headers = mk_arena_alloc(&r->arena, (cap ? cap : 1) * sizeof(*headers));
+    unsigned lines;
+
+    if (headers) {
+        ssize_t n = mk_http_read_head(&r->head, h->in, h->in_len, lim, headers, cap, &lines);
+        if (n > 0) {
+            h->scan.pos = (size_t) n;
+            h->scan.lines = lines;
+            mk_h1_run_request(c, r, (size_t) n);
+            return;
+        }
+        memset(&r->head, 0, sizeof(r->head)); /* as the two steps would find it */
     }
-    mk_h1_begin_body(c, &r->head);
-    mk_request_run(r);
+    mk_h1_begin_request(c, mk_http_scan(&h->scan, h->in, h->in_len, lim), r);
 }
 
 static int mk_h1_send_continue(struct mk_conn *c)
@@ -444,7 +535,6 @@ static int mk_h1_build_head(struct mk_request *r)
     struct mk_h1 *h = &c->h1;
     struct mk_worker *w = c->worker;
     size_t size = mk_h1_head_size(r);
-    char num[24];
     char *p;
 
     if (size <= MK_CHUNK_SIZE) {
@@ -461,14 +551,24 @@ static int mk_h1_build_head(struct mk_request *r)
     }
     p = h->out;
 
-    const char *reason = mk_http_reason(r->status);
-    p = MK_PUT_LIT(p, "HTTP/1.1 ");
-    p += mk_u64_to_str((uint64_t) r->status, p);
-    *p++ = ' ';
-    p = mk_put(p, reason, strlen(reason));
-    p = MK_PUT_LIT(p, "\r\n");
-    p = mk_put(p, r->cfg->server_header, r->cfg->server_header_len);
-    p = mk_put(p, w->date, w->date_len);
+    if (r->status == 200) {
+        p = MK_PUT_LIT(p, "HTTP/1.1 200 OK\r\n");
+    }
+    else {
+        const char *reason = mk_http_reason(r->status);
+        p = MK_PUT_LIT(p, "HTTP/1.1 ");
+        p += mk_u64_to_str((uint64_t) r->status, p);
+        *p++ = ' ';
+        p = mk_put(p, reason, strlen(reason));
+        p = MK_PUT_LIT(p, "\r\n");
+    }
+    if (r->cfg == w->cfg) {
+        p = mk_put(p, w->head_lines, w->head_lines_len);
+    }
+    else {
+        p = mk_put(p, r->cfg->server_header, r->cfg->server_header_len);
+        p = mk_put(p, w->date, w->date_len);
+    }
 
     bool no_body = mk_response_no_body(r);
     if (no_body) {
@@ -486,7 +586,7 @@ static int mk_h1_build_head(struct mk_request *r)
     }
     else if (!no_body) {
         p = MK_PUT_LIT(p, "Content-Length: ");
-        p = mk_put(p, num, mk_u64_to_str(r->content_length, num));
+        p += mk_u64_to_str(r->content_length, p);
         p = MK_PUT_LIT(p, "\r\n");
     }
     if (r->extra_len) {
@@ -667,7 +767,8 @@ static int mk_h1_write(struct mk_request *r)
         budget -= (size_t) n;
     }
     int rc = r->body_type == MK_RESP_STREAM ? mk_h1_write_stream(r, budget)
-                                            : mk_response_send_file(r, budget);
+             : r->body_type == MK_RESP_FILE ? mk_response_send_file(r, budget)
+                                            : MK_OK;
     if (rc == MK_OK) {
         r->flags |= MK_REQ_COMPLETE;
     }
@@ -853,6 +954,19 @@ static bool mk_h1_upgrade_h2(struct mk_conn *c, size_t head_len)
 }
 #endif
 
+/*
+ * A head has started arriving and is not complete: it has Timeout from its
+ * first byte. A head that is complete at once needs no timer: whatever the
+ * request then waits for arms its own (a body, a plugin, a full socket), and
+ * its end arms the next one.
+ */
+static void mk_h1_head_timer(struct mk_conn *c)
+{
+    if (c->timer != MK_TIMER_READ) {
+        mk_conn_timer_set(c, MK_TIMER_READ);
+    }
+}
+
 /* READ_HEAD: returns true when the state changed and processing goes on. */
 static bool mk_h1_step_head(struct mk_conn *c)
 {
@@ -866,14 +980,17 @@ static bool mk_h1_step_head(struct mk_conn *c)
         }
         return false;
     }
-    if (c->timer != MK_TIMER_READ) {
-        mk_conn_timer_set(c, MK_TIMER_READ); /* a new request started arriving */
+    if (h->scan.pos == 0 && !((c->flags & MK_CONN_H2C) && c->requests == 0) &&
+        mk_h1_head_whole(h)) {
+        mk_h1_begin_whole(c);
+        return true;
     }
 #ifdef MK_HAVE_H2
     if ((c->flags & MK_CONN_H2C) && c->requests == 0 && h->scan.pos == 0 &&
         memcmp(h->in, MK_H2_PREFACE,
                h->in_len < MK_H2_PREFACE_LEN ? h->in_len : MK_H2_PREFACE_LEN) == 0) {
         if (h->in_len < MK_H2_PREFACE_LEN) {
+            mk_h1_head_timer(c);
             return false; /* maybe the HTTP/2 preface: wait for all of it */
         }
         return mk_h1_switch_h2(c);
@@ -890,6 +1007,7 @@ static bool mk_h1_step_head(struct mk_conn *c)
 #endif
     ssize_t n = mk_http_scan(&h->scan, h->in, h->in_len, &w->cfg->limits);
     if (n == MK_AGAIN) {
+        mk_h1_head_timer(c);
         return false;
     }
 #ifdef MK_HAVE_H2
@@ -897,7 +1015,7 @@ static bool mk_h1_step_head(struct mk_conn *c)
         return false;
     }
 #endif
-    mk_h1_begin_request(c, n);
+    mk_h1_begin_request(c, n, NULL);
     return true;
 }
 
@@ -1002,11 +1120,18 @@ static bool mk_h1_wants_input(const struct mk_conn *c)
            c->state == MK_CONN_DISCARD;
 }
 
-/* Run the machine until it needs I/O. */
+/* Run the machine until it needs I/O, or its turn is over. */
 static void mk_h1_process(struct mk_conn *c)
 {
+    uint32_t turn_start = c->requests;
+
     for (;;) {
         bool go_on;
+        if (c->requests - turn_start >= MK_H1_TURN && c->state == MK_CONN_READ_HEAD &&
+            c->h1.in_len > 0 && c->proto == &mk_proto_h1) {
+            mk_conn_next_turn(c); /* pipelined requests left: the next turn serves them */
+            return;
+        }
         switch (c->state) {
         case MK_CONN_READ_HEAD:
             go_on = mk_h1_step_head(c);
@@ -1037,20 +1162,31 @@ static void mk_h1_proceed(struct mk_conn *c)
     mk_h1_watch_input(c);
 }
 
+/* After a response completed in this turn: read again at once? */
+static bool mk_h1_read_eagerly(const struct mk_conn *c, uint32_t turn_start)
+{
+    return c->state == MK_CONN_READ_HEAD && c->h1.in_len == 0 && c->requests != turn_start &&
+           c->requests - turn_start < MK_H1_TURN && c->worker->batch_n <= 1 &&
+           (c->h1.eager || c->requests % MK_H1_EAGER_PROBE == 0);
+}
+
 /*
  * Readable: read and process. One read per event for a plain socket (the
- * loop is level triggered); while the transport holds more bytes
- * (pending), read again, since no event will come for them.
+ * loop is level triggered), then an eager read after a response (above);
+ * while the transport holds more bytes (pending), read again, since no
+ * event will come for them.
  */
 static void mk_h1_on_input(struct mk_conn *c)
 {
     struct mk_h1 *h = &c->h1;
+    uint32_t turn_start = c->requests;
+    bool eager = false;
 
     do {
         if (!mk_h1_in_reserve(c)) {
             if (c->state == MK_CONN_READ_HEAD && h->in) {
                 h->scan.status = 431;
-                mk_h1_begin_request(c, MK_ERR);
+                mk_h1_begin_request(c, MK_ERR, NULL);
                 mk_h1_process(c);
             }
             else {
@@ -1060,14 +1196,21 @@ static void mk_h1_on_input(struct mk_conn *c)
         }
         ssize_t n = mk_conn_read(c, h->in + h->in_len, h->in_size - h->in_len);
         if (n > 0) {
+            if (eager && h->eager < MK_H1_EAGER_MAX) {
+                h->eager++;
+            }
             h->in_len += (uint32_t) n;
             mk_h1_process(c);
             if (c->proto != &mk_proto_h1) {
                 return; /* it speaks HTTP/2 now (h2c) */
             }
+            eager = mk_h1_read_eagerly(c, turn_start);
             continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (eager && h->eager) {
+                h->eager--;
+            }
             if (h->in_len == 0) {
                 mk_h1_in_release(c);
             }
@@ -1075,7 +1218,7 @@ static void mk_h1_on_input(struct mk_conn *c)
         }
         mk_conn_close(c); /* end of stream or error */
         return;
-    } while (mk_h1_wants_input(c) && mk_conn_pending(c) > 0);
+    } while (mk_h1_wants_input(c) && (eager || mk_conn_pending(c) > 0));
     mk_h1_watch_input(c);
 }
 

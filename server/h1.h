@@ -51,6 +51,7 @@ struct mk_h1 {
     uint64_t body_start;     /* head end, or a handler asking for the body (worker ms clock) */
     struct mk_chunked chunked;
     uint64_t body_paused; /* when a streamed body's window closed (worker ms clock) */
+    uint8_t eager;        /* credit of eager reads after a response (h1.c, mk_h1_on_input) */
 };
 
 extern const struct mk_proto mk_proto_h1;

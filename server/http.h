@@ -124,6 +124,19 @@ ssize_t mk_http_parse(struct mk_http_head *head, const char *buf, size_t len,
                       struct mk_http_header *headers, unsigned cap);
 
 /*
+ * Both steps at once for the usual case, a head that arrived whole: when
+ * buf[0, len) starts with a complete head that mk_http_scan (from a zeroed
+ * scan, with `lim`) and mk_http_parse (with `cap` entries) would both
+ * accept, parse it into `head` exactly as they would, store the lines the
+ * scan would count in *lines and return the head's length. Otherwise
+ * (incomplete, refused, more than `cap` fields, empty lines first) return
+ * MK_DECLINED, and the two steps decide.
+ */
+ssize_t mk_http_read_head(struct mk_http_head *head, const char *buf, size_t len,
+                          const struct mk_http_limits *lim, struct mk_http_header *headers,
+                          unsigned cap, unsigned *lines);
+
+/*
  * Build a head from its parts, as an HTTP/2 header block gives them (no
  * text to parse): `method`, `target` (:path, or :authority for CONNECT)
  * and the n fields in `headers` (Host first when there was an :authority),
@@ -212,6 +225,19 @@ bool mk_http_etag_is(const char *value, size_t len, const char *etag, size_t eta
  */
 bool mk_http_etag_match(const char *value, size_t len, const char *etag, size_t etag_len,
                         bool weak);
+
+/*
+ * A line of a response's extra headers (a request's extra_headers), so that a
+ * protocol that does not send them as text (HTTP/2) need not parse them
+ * back: where the line starts, its name's and value's lengths ("Name:
+ * value\r\n"), and the name's lower-case spelling when the server added
+ * a name it knows (static storage), else NULL.
+ */
+struct mk_resp_field {
+    const char *lower;
+    uint32_t off;
+    uint32_t name_len, value_len;
+};
 
 /* Reason phrase of a status code ("Not Found"), or "Unknown". */
 const char *mk_http_reason(int status);

@@ -62,6 +62,73 @@ static inline unsigned mk_hex_val(char c)
     return (unsigned) (mk_tolower(c) - 'a' + 10);
 }
 
+/*
+ * Eight bytes at a time (SWAR): the fast paths below test whole words and
+ * fall back to the byte loops for a word that holds anything unusual, so
+ * the byte loops alone decide every answer.
+ */
+#define MK_ONES 0x0101010101010101ull
+#define MK_HIGHS 0x8080808080808080ull
+
+static inline uint64_t mk_load8(const char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+/* Non-zero when a byte of x is below n (n <= 0x80). */
+static inline uint64_t mk_swar_below(uint64_t x, unsigned n)
+{
+    return (x - MK_ONES * n) & ~x & MK_HIGHS;
+}
+
+/* Non-zero when a byte of x is c. */
+static inline uint64_t mk_swar_has(uint64_t x, unsigned c)
+{
+    return mk_swar_below(x ^ (MK_ONES * c), 1);
+}
+
+/* Non-zero when a byte of x is a control character or DEL (HTAB included). */
+static inline uint64_t mk_swar_ctl(uint64_t x)
+{
+    return mk_swar_below(x, 0x20) | mk_swar_has(x, 0x7f);
+}
+
+/*
+ * Compare [p, p + len) without regard to case with `lower`, a lower-case
+ * name of the same length made of letters and '-' only. Setting bit 0x20
+ * maps exactly the letters of either case onto the lower-case ones, and
+ * only CR (not a token character) onto '-', so the test is exact for the
+ * token characters a field name is made of.
+ */
+static inline bool mk_name_is(const char *p, const char *lower, size_t len)
+{
+    if (len >= 8) {
+        /* Whole words, the last one overlapping the one before. */
+        for (size_t i = 0; i + 8 < len; i += 8) {
+            if ((mk_load8(p + i) | (MK_ONES * 0x20)) != mk_load8(lower + i)) {
+                return false;
+            }
+        }
+        return (mk_load8(p + len - 8) | (MK_ONES * 0x20)) == mk_load8(lower + len - 8);
+    }
+    if (len >= 4) {
+        uint32_t a, b, c, d;
+        memcpy(&a, p, 4);
+        memcpy(&b, lower, 4);
+        memcpy(&c, p + len - 4, 4);
+        memcpy(&d, lower + len - 4, 4);
+        return (a | 0x20202020u) == b && (c | 0x20202020u) == d;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (((unsigned char) p[i] | 0x20) != (unsigned char) lower[i]) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* ---- step 1: find the end of the head ------------------------------------ */
 
 /*
@@ -76,7 +143,31 @@ static inline unsigned mk_hex_val(char c)
 static int mk_request_line_check(const char *buf, size_t from, size_t to, size_t line_start,
                                  size_t max_line)
 {
-    for (size_t k = from; k < to; k++) {
+    /*
+     * The usual case decided at once: printable ASCII to the end, but for a
+     * CR right before the line's end, within max_line; whole words, the
+     * last one overlapping. Anything else goes through the loop below.
+     */
+    size_t k = from, stop = to;
+    if (stop > k && buf[stop - 1] == '\r') {
+        stop--;
+    }
+    if (k == line_start && k < stop && mk_is_tchar((unsigned char) buf[k])) {
+        k++;
+    }
+    if (k > line_start && stop - k >= 8 && stop - line_start <= max_line) {
+        uint64_t bad = 0;
+        for (size_t w = k; w + 8 < stop; w += 8) {
+            uint64_t x = mk_load8(buf + w);
+            bad |= mk_swar_below(x, 0x20) | mk_swar_has(x, 0x7f) | (x & MK_HIGHS);
+        }
+        uint64_t x = mk_load8(buf + stop - 8);
+        bad |= mk_swar_below(x, 0x20) | mk_swar_has(x, 0x7f) | (x & MK_HIGHS);
+        if (!bad) {
+            return 0;
+        }
+    }
+    for (k = from; k < to; k++) {
         unsigned char c = (unsigned char) buf[k];
         if ((c < 0x20 && c != '\r') || c >= 0x7f ||
             (k == line_start && !mk_is_tchar(c) && c != '\r')) {
@@ -117,55 +208,79 @@ static int mk_request_line_shape(const char *line, size_t len)
 ssize_t mk_http_scan(struct mk_http_scan *s, const char *buf, size_t len,
                      const struct mk_http_limits *lim)
 {
-    while (s->pos < len) {
+    /* The request line (and empty lines before it). */
+    while (s->lines == 0 && s->pos < len) {
         const char *nl = memchr(buf + s->pos, '\n', len - s->pos);
         size_t end = nl ? (size_t) (nl - buf) : len;
+        int status = mk_request_line_check(buf, s->pos, end, s->line_start, lim->max_line);
 
-        if (s->lines == 0) {
-            int status = mk_request_line_check(buf, s->pos, end, s->line_start, lim->max_line);
-            if (status) {
-                s->status = status;
-                return MK_ERR;
-            }
+        if (status) {
+            s->status = status;
+            return MK_ERR;
         }
         if (!nl) {
             s->pos = len;
             break;
         }
-        size_t i = end;
-        size_t llen = i - s->line_start;
-        if (llen && buf[i - 1] == '\r') {
+        size_t llen = end - s->line_start;
+        if (llen && buf[end - 1] == '\r') {
             llen--;
         }
-        s->pos = i + 1;
-
+        s->pos = end + 1;
         if (llen == 0) {
-            if (s->lines == 0) {
-                /* Empty line before the request line: ignored, but bounded. */
-                s->line_start = s->head_start = i + 1;
-                if (s->head_start > lim->max_line) {
-                    s->status = 400;
-                    return MK_ERR;
-                }
-                continue;
-            }
-            if (i + 1 - s->head_start > lim->max_head) {
-                s->status = 431;
+            /* Empty line before the request line: ignored, but bounded. */
+            s->line_start = s->head_start = end + 1;
+            if (s->head_start > lim->max_line) {
+                s->status = 400;
                 return MK_ERR;
             }
-            return (ssize_t) (i + 1);
+            continue;
         }
-        if (s->lines == 0 && mk_request_line_shape(buf + s->line_start, llen)) {
+        if (mk_request_line_shape(buf + s->line_start, llen)) {
             s->status = 400;
             return MK_ERR;
         }
-        s->lines++;
-        if (s->lines > lim->max_headers + 1 || i + 1 - s->head_start > lim->max_head) {
+        s->lines = 1;
+        if (s->lines > lim->max_headers + 1 || end + 1 - s->head_start > lim->max_head) {
             s->status = 431;
             return MK_ERR;
         }
-        s->line_start = i + 1;
+        s->line_start = end + 1;
     }
+
+    /* Header lines, up to the empty one. */
+    size_t pos = s->pos, line_start = s->line_start, head_start = s->head_start;
+    unsigned lines = s->lines, max_lines = lim->max_headers + 1;
+    size_t max_end = head_start + lim->max_head; /* a line ending past it: 431 */
+    while (lines && pos < len) {
+        const char *nl = memchr(buf + pos, '\n', len - pos);
+        if (!nl) {
+            pos = len;
+            break;
+        }
+        size_t end = (size_t) (nl - buf);
+        pos = end + 1;
+        if (end == line_start || (end == line_start + 1 && buf[line_start] == '\r')) {
+            s->pos = pos;
+            s->line_start = line_start;
+            s->lines = lines;
+            if (pos > max_end) {
+                s->status = 431;
+                return MK_ERR;
+            }
+            return (ssize_t) pos;
+        }
+        if (++lines > max_lines || pos > max_end) {
+            s->pos = pos;
+            s->lines = lines;
+            s->status = 431;
+            return MK_ERR;
+        }
+        line_start = pos;
+    }
+    s->pos = pos;
+    s->line_start = line_start;
+    s->lines = lines;
 
     if (len - s->head_start > lim->max_head) {
         s->status = 431;
@@ -249,11 +364,6 @@ static const uint8_t mk_regname[256] = {
     ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
 };
 
-static inline bool mk_is_regname_char(char c)
-{
-    return mk_regname[(unsigned char) c] != 0;
-}
-
 /*
  * Validate an authority "host[:port]" (no userinfo) and return the host part.
  * An empty authority is valid (an empty Host header).
@@ -275,18 +385,24 @@ static bool mk_parse_authority(const char *p, size_t len, struct mk_str *host)
         i = (size_t) (close - p) + 1;
     }
     else {
-        while (i < len && p[i] != ':') {
-            if (p[i] == '%') {
-                if (i + 2 >= len || !mk_is_hex(p[i + 1]) || !mk_is_hex(p[i + 2])) {
-                    return false;
-                }
-                i += 3;
+        const unsigned char *u = (const unsigned char *) p;
+        while (i + 4 <= len && mk_regname[u[i]] && mk_regname[u[i + 1]] && mk_regname[u[i + 2]] &&
+               mk_regname[u[i + 3]]) {
+            i += 4;
+        }
+        while (i < len) {
+            unsigned char c = (unsigned char) p[i];
+            if (mk_regname[c]) {
+                i++;
                 continue;
             }
-            if (!mk_is_regname_char(p[i])) {
+            if (c != '%') {
+                break; /* ':' ends the host; anything else is refused below */
+            }
+            if (i + 2 >= len || !mk_is_hex(p[i + 1]) || !mk_is_hex(p[i + 2])) {
                 return false;
             }
-            i++;
+            i += 3;
         }
     }
     *host = mk_str_make(p, i);
@@ -296,12 +412,14 @@ static bool mk_parse_authority(const char *p, size_t len, struct mk_str *host)
     if (p[i] != ':' || len - i - 1 > 5) {
         return false;
     }
-    unsigned port = 0; /* at most 5 digits: no overflow before the check */
+    /* At most 5 digits (no overflow before the check), at most 65535; none
+       at all is an empty port. */
+    uint32_t port = 0;
     for (size_t k = i + 1; k < len; k++) {
         if (!mk_is_digit(p[k])) {
             return false;
         }
-        port = port * 10 + (unsigned) (p[k] - '0');
+        port = port * 10 + (uint32_t) (p[k] - '0');
     }
     return port <= 65535;
 }
@@ -382,12 +500,16 @@ static bool mk_parse_target(struct mk_http_head *h)
     return true;
 }
 
-/* Request line [p, e) without its terminator. Sets status on failure. */
+/*
+ * Request line [p, e) without its terminator, which *e is (CR or LF: no
+ * token or target character, so the loops below stop at e without testing
+ * it). Sets status on failure.
+ */
 static bool mk_parse_request_line(struct mk_http_head *h, const char *p, const char *e)
 {
     const char *m = p;
 
-    while (p < e && mk_is_tchar((unsigned char) *p)) {
+    while (mk_is_tchar((unsigned char) *p)) {
         p++;
     }
     if (p == m || p == e || *p != ' ') {
@@ -397,7 +519,16 @@ static bool mk_parse_request_line(struct mk_http_head *h, const char *p, const c
     h->method = mk_method_lookup(m, (size_t) (p - m));
 
     const char *t = ++p;
-    while (p < e && mk_is_target_char((unsigned char) *p)) {
+    /* Whole words of target characters first (none is SP, a control, '#' or
+       above 0x7e), then the byte loop finds where the target ends. */
+    while (e - p >= 8) {
+        uint64_t x = mk_load8(p);
+        if (mk_swar_below(x, 0x21) | mk_swar_has(x, 0x7f) | mk_swar_has(x, '#') | (x & MK_HIGHS)) {
+            break;
+        }
+        p += 8;
+    }
+    while (mk_is_target_char((unsigned char) *p)) {
         p++;
     }
     if (p == t || p == e || *p != ' ') {
@@ -439,7 +570,60 @@ struct mk_te_state {
     unsigned chunked;
 };
 
-/* Semantics of the headers the core itself acts on. */
+/* The kind of an indexed header (If-Match ... Range), or MK_HDR_KNOWN_COUNT. */
+static enum mk_http_known mk_known_kind(const char *n, size_t nl)
+{
+    switch (nl) {
+    case 5:
+        return mk_name_is(n, "range", 5) ? MK_HDR_RANGE : MK_HDR_KNOWN_COUNT;
+    case 8:
+        if (mk_name_is(n, "if-match", 8)) {
+            return MK_HDR_IF_MATCH;
+        }
+        return mk_name_is(n, "if-range", 8) ? MK_HDR_IF_RANGE : MK_HDR_KNOWN_COUNT;
+    case 13:
+        return mk_name_is(n, "if-none-match", 13) ? MK_HDR_IF_NONE_MATCH : MK_HDR_KNOWN_COUNT;
+    case 17:
+        return mk_name_is(n, "if-modified-since", 17) ? MK_HDR_IF_MODIFIED_SINCE
+                                                      : MK_HDR_KNOWN_COUNT;
+    case 19:
+        return mk_name_is(n, "if-unmodified-since", 19) ? MK_HDR_IF_UNMODIFIED_SINCE
+                                                        : MK_HDR_KNOWN_COUNT;
+    default:
+        return MK_HDR_KNOWN_COUNT;
+    }
+}
+
+/* One item of a list value equal (case aside) to `lower` (letters, digits, '-'). */
+static inline bool mk_item_is(const struct mk_str *item, const char *lower, size_t len)
+{
+    return item->len == len && mk_name_is(item->p, lower, len);
+}
+
+/*
+ * Whether a field name may be one that mk_parse_known_header acts on: its
+ * length and first letter are those of one of them (host, content-length,
+ * connection, transfer-encoding, expect, if-*, range). A cheap filter, so
+ * that the other fields (User-Agent, Accept...) cost no call.
+ */
+static inline bool mk_maybe_known(const char *n, size_t nl)
+{
+    const uint32_t lengths = (1u << 4) | (1u << 5) | (1u << 6) | (1u << 8) | (1u << 10) |
+                             (1u << 13) | (1u << 14) | (1u << 17) | (1u << 19);
+    const uint32_t letters = (1u << ('c' - 'a')) | (1u << ('e' - 'a')) | (1u << ('h' - 'a')) |
+                             (1u << ('i' - 'a')) | (1u << ('r' - 'a')) | (1u << ('t' - 'a'));
+    unsigned l = (unsigned) ((unsigned char) n[0] | 0x20) - 'a';
+
+    return nl < 32 && ((lengths >> nl) & 1u) && l < 26 && ((letters >> l) & 1u);
+}
+
+/*
+ * Semantics of the headers the core itself acts on. Names are matched by
+ * length first, then with mk_name_is (exact for token characters); list
+ * items likewise, which is exact for field values too: no byte a value may
+ * hold (HTAB, visible ASCII, obs-text) becomes a letter, a digit or '-' with
+ * bit 0x20 set unless it was one.
+ */
 static bool mk_parse_known_header(struct mk_http_head *h, struct mk_te_state *te,
                                   struct mk_str *expect, const struct mk_http_header *hd)
 {
@@ -447,9 +631,9 @@ static bool mk_parse_known_header(struct mk_http_head *h, struct mk_te_state *te
     size_t nl = hd->name.len;
     struct mk_str cursor = hd->value, item;
 
-    switch (mk_tolower(n[0])) {
-    case 'h':
-        if (mk_str_ieq(n, nl, "host")) {
+    switch (nl) {
+    case 4:
+        if (mk_name_is(n, "host", 4)) {
             struct mk_str host;
             if (h->flags & MK_HEAD_HOST) {
                 return false;
@@ -462,9 +646,9 @@ static bool mk_parse_known_header(struct mk_http_head *h, struct mk_te_state *te
                 h->host = host;
             }
         }
-        break;
-    case 'c':
-        if (mk_str_ieq(n, nl, "content-length")) {
+        return true;
+    case 14:
+        if (mk_name_is(n, "content-length", 14)) {
             bool any = false;
             while (mk_str_list_next(&cursor, &item)) {
                 uint64_t v;
@@ -482,24 +666,30 @@ static bool mk_parse_known_header(struct mk_http_head *h, struct mk_te_state *te
                 return false;
             }
         }
-        else if (mk_str_ieq(n, nl, "connection")) {
+        return true;
+    case 10:
+        if (mk_name_is(n, "connection", 10)) {
+            if (mk_item_is(&cursor, "keep-alive", 10)) {
+                h->flags |= MK_HEAD_CONN_KEEPALIVE; /* the common value, alone */
+                return true;
+            }
             while (mk_str_list_next(&cursor, &item)) {
-                if (mk_str_ieq(item.p, item.len, "close")) {
+                if (mk_item_is(&item, "close", 5)) {
                     h->flags |= MK_HEAD_CONN_CLOSE;
                 }
-                else if (mk_str_ieq(item.p, item.len, "keep-alive")) {
+                else if (mk_item_is(&item, "keep-alive", 10)) {
                     h->flags |= MK_HEAD_CONN_KEEPALIVE;
                 }
             }
         }
-        break;
-    case 't':
-        if (mk_str_ieq(n, nl, "transfer-encoding")) {
+        return true;
+    case 17:
+        if (mk_name_is(n, "transfer-encoding", 17)) {
             te->present = true;
             bool any = false;
             while (mk_str_list_next(&cursor, &item)) {
                 any = true;
-                if (mk_str_ieq(item.p, item.len, "chunked")) {
+                if (mk_item_is(&item, "chunked", 7)) {
                     te->chunked++;
                     te->last_chunked = true;
                 }
@@ -508,35 +698,28 @@ static bool mk_parse_known_header(struct mk_http_head *h, struct mk_te_state *te
                     te->last_chunked = false;
                 }
             }
-            if (!any) {
-                return false;
-            }
+            return any;
         }
         break;
-    case 'i':
-    case 'r':
-        for (unsigned k = 0; k < MK_HDR_KNOWN_COUNT; k++) {
-            if (mk_str_ieq(n, nl, mk_known_names[k])) {
-                if (h->known[k]) {
-                    h->known_repeated |= (uint8_t) (1u << k);
-                }
-                else {
-                    h->known[k] = (uint16_t) h->n_headers; /* hd is the last one stored */
-                }
-                break;
-            }
-        }
-        break;
-    case 'e':
-        if (mk_str_ieq(n, nl, "expect")) {
+    case 6:
+        if (mk_name_is(n, "expect", 6)) {
             if (expect->p) {
                 return false;
             }
             *expect = hd->value;
         }
-        break;
+        return true;
     default:
         break;
+    }
+    enum mk_http_known k = mk_known_kind(n, nl);
+    if (k < MK_HDR_KNOWN_COUNT) {
+        if (h->known[k]) {
+            h->known_repeated |= (uint8_t) (1u << k);
+        }
+        else {
+            h->known[k] = (uint16_t) h->n_headers; /* hd is the last one stored */
+        }
     }
     return true;
 }
@@ -544,19 +727,146 @@ static bool mk_parse_known_header(struct mk_http_head *h, struct mk_te_state *te
 static int mk_head_finish(struct mk_http_head *h, const struct mk_te_state *te,
                           const struct mk_str *expect);
 
+/* Whether [p, p + len) holds field-value characters only. */
+static inline bool mk_is_field_value(const char *p, size_t len)
+{
+    if (len >= 8) {
+        /* Whole words, the last one overlapping: any control (HTAB too) or
+           DEL sends the value to the exact loop. */
+        uint64_t bad = mk_swar_ctl(mk_load8(p + len - 8));
+        for (size_t i = 0; i + 8 < len; i += 8) {
+            bad |= mk_swar_ctl(mk_load8(p + i));
+        }
+        if (!bad) {
+            return true;
+        }
+    }
+    size_t i = 0;
+    while (i < len && mk_is_field_char((unsigned char) p[i])) {
+        i++;
+    }
+    return i == len;
+}
+
+/*
+ * The first control character or DEL (HTAB included) at or after p, given
+ * that `stop` is one (an LF) at or after p: whole words first, and in the
+ * first word that holds one, its lowest flagged byte, which is exact (a
+ * borrow only runs from a flagged byte to higher ones); on a big-endian
+ * machine the bytes of that word are looked at one by one instead.
+ */
+static inline const char *mk_find_ctl(const char *p, const char *stop)
+{
+    while (stop - p >= 7) {
+        uint64_t m = mk_swar_ctl(mk_load8(p));
+        if (m) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            return p + (__builtin_ctzll(m) >> 3);
+#else
+            break;
+#endif
+        }
+        p += 8;
+    }
+    while (mk_is_field_char((unsigned char) *p) && *p != '\t') {
+        p++;
+    }
+    return p;
+}
+
+/*
+ * The field lines from p up to the empty line that ends the head. Returns
+ * the first byte after that line with *ended set, `end` when the lines ran
+ * out without one (*ended false), or NULL with h->status set for a line that
+ * is refused or has no end.
+ */
+static const char *mk_parse_fields(struct mk_http_head *h, const char *p, const char *end,
+                                   struct mk_http_header *headers, unsigned cap,
+                                   struct mk_te_state *te, struct mk_str *expect, bool *ended)
+{
+    /* No line can end past the last LF: with it as a sentinel, the loops
+       below need no bounds. */
+    const char *stop = p < end && end[-1] == '\n' ? end - 1 : NULL;
+
+    if (!stop && p < end) {
+        stop = memrchr(p, '\n', (size_t) (end - p));
+    }
+    *ended = false;
+    while (p < end) {
+        if (!stop || p > stop) {
+            return NULL; /* a line without its end */
+        }
+        if (*p == '\n' || (*p == '\r' && p[1] == '\n')) {
+            *ended = true;
+            return p + (*p == '\n' ? 1 : 2); /* end of head */
+        }
+        /* field-line = field-name ":" OWS field-value OWS */
+        if (*p == ' ' || *p == '\t') {
+            return NULL; /* obs-fold */
+        }
+        const char *name = p;
+        /* Stops at stop the latest (LF); four at a time, never reading past
+           the first byte that is not a token character. */
+        while (mk_is_tchar((unsigned char) p[0]) && mk_is_tchar((unsigned char) p[1]) &&
+               mk_is_tchar((unsigned char) p[2]) && mk_is_tchar((unsigned char) p[3])) {
+            p += 4;
+        }
+        while (mk_is_tchar((unsigned char) *p)) {
+            p++;
+        }
+        if (p == name || *p != ':') {
+            return NULL; /* empty name, bad character or whitespace before colon */
+        }
+        /* The value runs to the first control character, which must be the
+           line's end (CRLF or LF); HTAB is a value character. */
+        const char *v = p + 1, *le = v;
+        for (;;) {
+            le = mk_find_ctl(le, stop);
+            if (*le != '\t') {
+                break;
+            }
+            le++;
+        }
+        const char *nl = le;
+        if (*le == '\r' && le[1] == '\n') {
+            nl = le + 1;
+        }
+        else if (*le != '\n') {
+            return NULL; /* a control character, DEL or a bare CR */
+        }
+        struct mk_http_header hd;
+        hd.name = mk_str_make(name, (size_t) (p - name));
+        hd.value = mk_str_trim(mk_str_make(v, (size_t) (le - v)));
+        if (h->n_headers >= cap) {
+            h->status = 431;
+            return NULL;
+        }
+        headers[h->n_headers++] = hd;
+        if (mk_maybe_known(hd.name.p, hd.name.len) && !mk_parse_known_header(h, te, expect, &hd)) {
+            return NULL;
+        }
+        p = nl + 1;
+    }
+    return end;
+}
+
 ssize_t mk_http_parse(struct mk_http_head *h, const char *buf, size_t len,
                       struct mk_http_header *headers, unsigned cap)
 {
     const char *p = buf, *end = buf + len;
     struct mk_te_state te = {0};
     struct mk_str expect = {0};
-    bool first = true;
+    bool ended;
 
     memset(h, 0, sizeof(*h));
     h->headers = headers;
     h->status = 400;
 
-    while (p < end) {
+    /* Empty lines, then the request line. */
+    for (;;) {
+        if (p >= end) {
+            return MK_ERR; /* no request line */
+        }
         const char *nl = memchr(p, '\n', (size_t) (end - p));
         if (!nl) {
             return MK_ERR; /* the scan guarantees a terminated head */
@@ -565,65 +875,60 @@ ssize_t mk_http_parse(struct mk_http_head *h, const char *buf, size_t len,
         if (le > p && le[-1] == '\r') {
             le--;
         }
-        for (const char *q = p; q < le; q++) {
-            if (*q == '\r') {
-                return MK_ERR; /* bare CR */
-            }
-        }
-
+        /* A bare CR is refused by the checks of each part of the line: the
+           method, the target, the version, a field name or value. */
         if (le == p) {
-            if (first) {
-                p = nl + 1; /* leading empty line */
-                continue;
-            }
-            p = nl + 1;
-            break; /* end of head */
-        }
-
-        if (first) {
-            if (!mk_parse_request_line(h, p, le)) {
-                return MK_ERR;
-            }
-            first = false;
-            p = nl + 1;
+            p = nl + 1; /* leading empty line */
             continue;
         }
-
-        /* field-line = field-name ":" OWS field-value OWS */
-        if (*p == ' ' || *p == '\t') {
-            return MK_ERR; /* obs-fold */
-        }
-        const char *name = p;
-        while (p < le && mk_is_tchar((unsigned char) *p)) {
-            p++;
-        }
-        if (p == name || p == le || *p != ':') {
-            return MK_ERR; /* empty name, bad character or whitespace before colon */
-        }
-        struct mk_http_header hd;
-        hd.name = mk_str_make(name, (size_t) (p - name));
-        for (const char *q = p + 1; q < le; q++) {
-            if (!mk_is_field_char((unsigned char) *q)) {
-                return MK_ERR;
-            }
-        }
-        hd.value = mk_str_trim(mk_str_make(p + 1, (size_t) (le - p - 1)));
-        if (h->n_headers >= cap) {
-            h->status = 431;
-            return MK_ERR;
-        }
-        headers[h->n_headers++] = hd;
-        if (!mk_parse_known_header(h, &te, &expect, &hd)) {
+        if (!mk_parse_request_line(h, p, le)) {
             return MK_ERR;
         }
         p = nl + 1;
+        break;
     }
-    if (first) {
-        return MK_ERR; /* no request line */
-    }
-    if (mk_head_finish(h, &te, &expect) != MK_OK) {
+    p = mk_parse_fields(h, p, end, headers, cap, &te, &expect, &ended);
+    if (!p || mk_head_finish(h, &te, &expect) != MK_OK) {
         return MK_ERR;
     }
+    return (ssize_t) (p - buf);
+}
+
+ssize_t mk_http_read_head(struct mk_http_head *h, const char *buf, size_t len,
+                          const struct mk_http_limits *lim, struct mk_http_header *headers,
+                          unsigned cap, unsigned *lines)
+{
+    const char *end = buf + len;
+    struct mk_te_state te = {0};
+    struct mk_str expect = {0};
+    bool ended;
+
+    if (len < 2 || buf[0] == '\r' || buf[0] == '\n') {
+        return MK_DECLINED; /* empty lines first: the scan bounds them */
+    }
+    memset(h, 0, sizeof(*h));
+    h->headers = headers;
+    h->status = 400;
+    const char *nl = memchr(buf, '\n', len);
+    if (!nl) {
+        return MK_DECLINED;
+    }
+    const char *le = nl > buf && nl[-1] == '\r' ? nl - 1 : nl;
+    /*
+     * A request line the parser accepts is one the scan accepts (a token,
+     * SP, target characters, SP, "HTTP/d.d": nothing but printable ASCII,
+     * its shape) as long as it is not too long; the scan's other limits are
+     * the field count and the head's length, checked at the end.
+     */
+    if ((size_t) (le - buf) > lim->max_line || !mk_parse_request_line(h, buf, le)) {
+        return MK_DECLINED;
+    }
+    const char *p = mk_parse_fields(h, nl + 1, end, headers, cap, &te, &expect, &ended);
+    if (!p || !ended || h->n_headers > lim->max_headers || (size_t) (p - buf) > lim->max_head ||
+        mk_head_finish(h, &te, &expect) != MK_OK) {
+        return MK_DECLINED;
+    }
+    *lines = h->n_headers + 1;
     return (ssize_t) (p - buf);
 }
 
@@ -682,17 +987,6 @@ static bool mk_is_target(const char *p, size_t len)
         i++;
     }
     return len && i == len;
-}
-
-/* Whether [p, p + len) holds field-value characters only. */
-static bool mk_is_field_value(const char *p, size_t len)
-{
-    size_t i = 0;
-
-    while (i < len && mk_is_field_char((unsigned char) p[i])) {
-        i++;
-    }
-    return i == len;
 }
 
 int mk_http_head_build(struct mk_http_head *h, struct mk_str method, struct mk_str target,

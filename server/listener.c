@@ -28,11 +28,15 @@
 #include <unistd.h>
 
 #include "../core/log.h"
+#include "../core/sys.h"
 #include "listener.h"
 #include "server.h"
 #include "systemd.h"
 
 #define MK_ACCEPT_BATCH 64 /* accepts per listener event */
+#define MK_ACCEPT_SHARED 8 /* the same when other events wait in the batch */
+#define MK_ACCEPT_EAGER_MAX 7
+#define MK_ACCEPT_EAGER_PROBE 16u
 
 /*
  * A socket of sa's family bound to sa as every listening socket is:
@@ -275,27 +279,53 @@ struct mk_listen_plan *mk_listen_plan_supersede(struct mk_listen_plan *prev, siz
 
 /* ---- balancing reuseport: each worker accepts ---------------------------- */
 
-/* Listener readiness (reuseport mode): accept a batch. */
+/*
+ * Listener readiness (reuseport mode): accept, and serve at once, the
+ * connections waiting. The event promises one; each further accept4 finds
+ * another only when clients connect faster than the worker serves them (a
+ * burst), and otherwise costs a system call for its EAGAIN: clients that
+ * connect one after the other, each waiting for its answer, find nothing
+ * more. So, as for HTTP/1's eager reads (h1.c), the listener keeps a credit:
+ * a further accept that found a connection adds one (up to
+ * MK_ACCEPT_EAGER_MAX), one that found none takes one away; without credit
+ * only every MK_ACCEPT_EAGER_PROBE-th connection is followed by a try. A
+ * connection left in the queue is not lost: the listener is level
+ * triggered, so the next wait reports it at once. Each connection accepted
+ * is served at once (its request has usually come with it), so when other
+ * events wait in the same batch a listener event takes at most
+ * MK_ACCEPT_SHARED connections before they get their turn.
+ */
 void mk_listener_accept_cb(struct mk_event *ev, uint32_t ready)
 {
     struct mk_listener *l = (struct mk_listener *) ev;
     struct mk_worker *w = l->worker;
+    int max = w->batch_n > 1 ? MK_ACCEPT_SHARED : MK_ACCEPT_BATCH;
     (void) ready;
 
-    for (int i = 0; i < MK_ACCEPT_BATCH && !w->stopping; i++) {
+    for (int i = 0; i < max && !w->stopping; i++) {
         union {
             struct sockaddr sa;
             struct sockaddr_in6 in6;
         } addr;
         socklen_t len = sizeof(addr);
-        int fd = accept4(l->fd, &addr.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (i > 0 && !l->eager && l->accepted % MK_ACCEPT_EAGER_PROBE != 0) {
+            return;
+        }
+        int fd = mk_sys_accept4(l->fd, &addr.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE) {
                 mk_warn("accept: %s (raise the descriptor limit or lower MaxConnections)",
                         strerror(errno));
             }
+            if (i > 0 && l->eager) {
+                l->eager--;
+            }
             return; /* EAGAIN: drained; other errors concern one connection */
         }
+        if (i > 0 && l->eager < MK_ACCEPT_EAGER_MAX) {
+            l->eager++;
+        }
+        l->accepted++;
         mk_worker_accept_fd(w, fd, &addr.sa, len, l->transport, l->options);
     }
 }

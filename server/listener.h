@@ -37,6 +37,8 @@ struct mk_listener {
     struct mk_worker *worker; /* the owner, or NULL for the acceptor's */
     struct mk_server *server;
     struct mk_list node;
+    uint8_t eager;     /* credit of eager accepts (listener.c, mk_listener_accept_cb) */
+    uint32_t accepted; /* connections accepted, for the probes of eager accepts */
 };
 
 /* A listener change sent to a reuseport worker on reload. */

@@ -6,6 +6,7 @@
  */
 #include "path.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include <monkey/mk_common.h>
@@ -50,8 +51,30 @@ static ssize_t mk_path_decode(const char *raw, size_t len, char *out)
     return (ssize_t) w;
 }
 
+/*
+ * Bytes that may make a path change when normalised, or be refused: '%',
+ * '\\', NUL, and '/' (when a '/' or a '.' follows it).
+ */
+static const uint8_t mk_path_special[256] = {['%'] = 1, ['\\'] = 1, [0] = 1, ['/'] = 1};
+
 ssize_t mk_path_normalize(const char *raw, size_t len, char *out)
 {
+    /* Most paths are normal already ("/img/a.png"): then they are copied. */
+    if (len && raw[0] == '/') {
+        size_t i = 0;
+        for (; i < len; i++) {
+            unsigned char c = (unsigned char) raw[i];
+            if (mk_path_special[c] &&
+                (c != '/' || (i + 1 < len && (raw[i + 1] == '/' || raw[i + 1] == '.')))) {
+                break;
+            }
+        }
+        if (i == len) {
+            memcpy(out, raw, len);
+            out[len] = '\0';
+            return (ssize_t) len;
+        }
+    }
     ssize_t n = mk_path_decode(raw, len, out);
     size_t r = 0, w = 0;
     int trailing = 0;

@@ -102,7 +102,9 @@ void mk_request_free(struct mk_request *r)
 {
     struct mk_worker *w = r->conn->worker;
 
-    mk_request_drop_task(r); /* given up: a task not yet started never runs */
+    if (r->task) {
+        mk_request_drop_task(r); /* given up: a task not yet started never runs */
+    }
     mk_request_end(r);
     r->flags &= (uint16_t) ~MK_REQ_PARKED;
     if (r->handles) {
@@ -658,11 +660,15 @@ void mk_request_end(struct mk_request *r)
     if (!(r->flags & MK_REQ_ACTIVE)) {
         return;
     }
-    mk_body_stream_abort(r); /* before request_done: the handler lets go of r */
+    if (r->bs.cb || r->bs.wake) {
+        mk_body_stream_abort(r); /* before request_done: the handler lets go of r */
+    }
     for (size_t i = 0; i < ps->n_done; i++) {
         ps->done[i]->request_done(r);
     }
-    mk_plugins_ctx_clear(r);
+    if (r->ctx) {
+        mk_plugins_ctx_clear(r);
+    }
     r->flags &= (uint16_t) ~MK_REQ_ACTIVE;
     MK_STAT_ADD(w->n_requests, 1);
     MK_STAT_ADD(w->bytes_out, r->bytes_sent);
@@ -674,10 +680,14 @@ void mk_request_end(struct mk_request *r)
         r->upgrade = NULL;
         mk_takeover_cancel(&up);
     }
-    mk_free(r->owned);
-    r->owned = NULL;
-    mk_free(r->body);
-    r->body = NULL;
+    if (r->owned) {
+        mk_free(r->owned);
+        r->owned = NULL;
+    }
+    if (r->body) {
+        mk_free(r->body);
+        r->body = NULL;
+    }
     mk_arena_reset(&r->arena);
     if (r->flags & MK_REQ_CFG_REF) {
         mk_worker_cfg_release(w, r->cfg);

@@ -78,19 +78,6 @@ struct mk_piece {
 /* Internal redirects (api->internal_redirect) one request may take: past it, 500. */
 #define MK_REDIRECTS_MAX 10
 
-/*
- * A line of a response's extra headers (r->extra_headers), so that a
- * protocol that does not send them as text (HTTP/2) need not parse them
- * back: where the line starts, its name's and value's lengths ("Name:
- * value\r\n"), and the name's lower-case spelling when the server added
- * a name it knows (static storage), else NULL.
- */
-struct mk_resp_field {
-    const char *lower;
-    uint32_t off;
-    uint32_t name_len, value_len;
-};
-
 /* The field names the server writes itself (mk_response_add_known). */
 enum mk_resp_name {
     MK_RESP_ETAG = 0,
@@ -240,11 +227,19 @@ int mk_response_add_header(struct mk_request *r, const char *name, size_t name_l
    (no memory). */
 int mk_response_add_known(struct mk_request *r, enum mk_resp_name name, const char *value,
                           size_t value_len);
+/* Append complete lines ("Name: value\r\n"...) the server wrote itself, with
+   their records `fields` (n of them, offsets from `lines`): nothing is
+   checked. MK_OK, or MK_ERR when memory is short. */
+int mk_response_add_lines(struct mk_request *r, const char *lines, size_t len,
+                          const struct mk_resp_field *fields, unsigned n);
 void mk_response_error(struct mk_request *r, int status);
 /* Forget the response set up so far (status, type, headers, body): r answers afresh. */
 void mk_response_reset(struct mk_request *r);
 /* Whether r's status forbids a body (1xx, 204, 304). */
-bool mk_response_no_body(const struct mk_request *r);
+static inline bool mk_response_no_body(const struct mk_request *r)
+{
+    return r->status < 200 || r->status == 204 || r->status == 304;
+}
 /* Streams (api->stream_*): see mk_plugin.h for the contracts. */
 #define MK_STREAM_HIGH_WATER (64u * 1024u) /* queued body bytes per request */
 int mk_response_stream_start(struct mk_request *r, mk_proceed_cb proceed, void *arg);

@@ -45,20 +45,36 @@ static const struct {
 #undef MK_RESP_NAME
 };
 
-/* Append the line "Name: value\r\n" and its record: MK_OK, or MK_ERR (no memory). */
-static int mk_response_field_put(struct mk_request *r, const char *lower, const char *name,
-                                 size_t name_len, const char *value, size_t value_len)
-{
-    size_t need = name_len + value_len + 4;
+#define MK_EXTRA_FIRST 256u      /* bytes of lines of a response's first block */
+#define MK_EXTRA_FIRST_FIELDS 8u /* and records: one arena allocation for both */
 
+/*
+ * Room for `need` more bytes of extra header lines and `n` more records:
+ * where the lines go, or NULL (no memory).
+ */
+static char *mk_response_extra_room(struct mk_request *r, size_t need, unsigned n)
+{
+    if (!r->extra_cap && !r->fields_cap && need <= MK_EXTRA_FIRST && n <= MK_EXTRA_FIRST_FIELDS) {
+        /* the usual case: the first fields, and few */
+        char *p = mk_arena_alloc(&r->arena, MK_EXTRA_FIRST + MK_EXTRA_FIRST_FIELDS *
+                                                                 sizeof(struct mk_resp_field));
+        if (!p) {
+            return NULL;
+        }
+        r->extra_headers = p;
+        r->extra_cap = MK_EXTRA_FIRST;
+        r->fields = (struct mk_resp_field *) (void *) (p + MK_EXTRA_FIRST);
+        r->fields_cap = MK_EXTRA_FIRST_FIELDS;
+        return p;
+    }
     if (r->extra_len + need > r->extra_cap) {
-        size_t cap = r->extra_cap ? r->extra_cap * 2 : 256;
+        size_t cap = r->extra_cap ? r->extra_cap * 2 : MK_EXTRA_FIRST;
         while (cap < r->extra_len + need) {
             cap *= 2;
         }
         char *p = mk_arena_alloc(&r->arena, cap);
         if (!p) {
-            return MK_ERR;
+            return NULL;
         }
         if (r->extra_len) {
             memcpy(p, r->extra_headers, r->extra_len);
@@ -66,11 +82,14 @@ static int mk_response_field_put(struct mk_request *r, const char *lower, const 
         r->extra_headers = p;
         r->extra_cap = cap;
     }
-    if (r->n_fields == r->fields_cap) {
-        unsigned cap = r->fields_cap ? r->fields_cap * 2 : 8;
+    if (r->n_fields + n > r->fields_cap) {
+        unsigned cap = r->fields_cap ? r->fields_cap * 2 : MK_EXTRA_FIRST_FIELDS;
+        while (cap < r->n_fields + n) {
+            cap *= 2;
+        }
         struct mk_resp_field *f = mk_arena_alloc(&r->arena, cap * sizeof(*f));
         if (!f) {
-            return MK_ERR;
+            return NULL;
         }
         if (r->n_fields) {
             memcpy(f, r->fields, r->n_fields * sizeof(*f));
@@ -78,9 +97,44 @@ static int mk_response_field_put(struct mk_request *r, const char *lower, const 
         r->fields = f;
         r->fields_cap = cap;
     }
+    return r->extra_headers + r->extra_len;
+}
+
+int mk_response_add_lines(struct mk_request *r, const char *lines, size_t len,
+                          const struct mk_resp_field *fields, unsigned n)
+{
+    char *w = mk_response_extra_room(r, len, n);
+
+    if (!w) {
+        return MK_ERR;
+    }
+    struct mk_resp_field *f = r->fields + r->n_fields;
+    uint32_t base = (uint32_t) r->extra_len;
+
+    memcpy(w, lines, len);
+    memcpy(f, fields, n * sizeof(*f));
+    if (base) { /* not the first lines: the offsets move with them */
+        for (unsigned i = 0; i < n; i++) {
+            f[i].off += base;
+        }
+    }
+    r->n_fields += n;
+    r->extra_len += len;
+    return MK_OK;
+}
+
+/* Append the line "Name: value\r\n" and its record: MK_OK, or MK_ERR (no memory). */
+static int mk_response_field_put(struct mk_request *r, const char *lower, const char *name,
+                                 size_t name_len, const char *value, size_t value_len)
+{
+    size_t need = name_len + value_len + 4;
+    char *w = mk_response_extra_room(r, need, 1);
+
+    if (!w) {
+        return MK_ERR;
+    }
     r->fields[r->n_fields++] = (struct mk_resp_field){lower, (uint32_t) r->extra_len,
                                                       (uint32_t) name_len, (uint32_t) value_len};
-    char *w = r->extra_headers + r->extra_len;
     memcpy(w, name, name_len);
     w += name_len;
     *w++ = ':';
@@ -236,6 +290,7 @@ void mk_response_reset(struct mk_request *r)
     r->content_type = NULL;
     r->content_type_len = 0;
     r->extra_len = 0;
+    r->n_fields = 0; /* the records go with their lines */
     r->body_type = MK_RESP_NONE;
     r->mem = NULL;
     r->mem_len = 0;
@@ -379,8 +434,10 @@ void mk_response_stream_pop(struct mk_request *r)
 
 void mk_response_stream_cancel(struct mk_request *r)
 {
-    mk_free(r->spare);
-    r->spare = NULL;
+    if (r->spare) {
+        mk_free(r->spare);
+        r->spare = NULL;
+    }
     if (r->body_type != MK_RESP_STREAM) {
         return;
     }
@@ -397,11 +454,6 @@ void mk_response_stream_cancel(struct mk_request *r)
 }
 
 /* ---- the body ------------------------------------------------------------ */
-
-bool mk_response_no_body(const struct mk_request *r)
-{
-    return r->status < 200 || r->status == 204 || r->status == 304;
-}
 
 /* Without a transport sendfile: read the file and write it. */
 static ssize_t mk_response_copy_file(struct mk_request *r, size_t len)

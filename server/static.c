@@ -244,7 +244,12 @@ static int mk_static_preconditions(struct mk_request *r, const struct stat *st, 
     struct mk_str list;
     time_t t;
     int rc;
+    const uint16_t *known = r->head.known;
 
+    if (!(known[MK_HDR_IF_MATCH] | known[MK_HDR_IF_NONE_MATCH] | known[MK_HDR_IF_MODIFIED_SINCE] |
+          known[MK_HDR_IF_UNMODIFIED_SINCE])) {
+        return 0; /* no precondition: the common case */
+    }
     if ((rc = mk_hdr_list(r, MK_HDR_IF_MATCH, &list)) == MK_OK) {
         if (!mk_http_etag_match(list.p, list.len, etag, etag_len, false)) {
             return 412;
@@ -437,19 +442,26 @@ static struct mk_str mk_static_type(const struct mk_request *r, struct mk_file *
 
 /*
  * Answer r from the file entry f (r->file, the variant when one was
- * chosen); `named` is the file the path names, which gives the media type
- * and the extension of the cache rules.
+ * chosen) with the entity tag `etag`; `named` is the file the path names,
+ * which gives the media type and the extension of the cache rules.
  */
-static int mk_static_serve_file(struct mk_request *r, struct mk_file *f, struct mk_file *named)
+static int mk_static_serve_file(struct mk_request *r, struct mk_file *f, struct mk_file *named,
+                                const char *etag, size_t etag_len)
 {
     r->file = f;
     r->fd = f->fd;
 
     const struct stat *st = &f->st;
-    int pre = mk_static_preconditions(r, st, f->etag, f->etag_len);
+    bool own_tag = etag == f->etag; /* not a variant's: the prepared lines apply */
+    int pre = mk_static_preconditions(r, st, etag, etag_len);
     if (pre == 304) {
-        mk_response_add_known(r, MK_RESP_ETAG, f->etag, f->etag_len);
-        mk_response_add_known(r, MK_RESP_LAST_MODIFIED, f->last_modified, MK_HTTP_DATE_LEN);
+        if (own_tag) {
+            mk_response_add_lines(r, f->hdrs, f->hdrs_validators_len, f->hdr_fields, 2);
+        }
+        else {
+            mk_response_add_known(r, MK_RESP_ETAG, etag, etag_len);
+            mk_response_add_known(r, MK_RESP_LAST_MODIFIED, f->last_modified, MK_HTTP_DATE_LEN);
+        }
         if (r->vhost->cache_rules.n) {
             mk_static_cache_headers(r, named->type_path, named->type_len);
         }
@@ -463,8 +475,7 @@ static int mk_static_serve_file(struct mk_request *r, struct mk_file *f, struct 
     uint64_t size = (uint64_t) st->st_size, first = 0, last = size ? size - 1 : 0;
     const struct mk_str *range = mk_hdr(r, MK_HDR_RANGE);
     r->status = 200;
-    if (range && r->head.method == MK_METHOD_GET &&
-        mk_static_if_range(r, st, f->etag, f->etag_len)) {
+    if (range && r->head.method == MK_METHOD_GET && mk_static_if_range(r, st, etag, etag_len)) {
         switch (mk_http_range_parse(range->p, range->len, size, &first, &last)) {
         case MK_RANGE_OK:
             r->status = 206;
@@ -483,9 +494,14 @@ static int mk_static_serve_file(struct mk_request *r, struct mk_file *f, struct 
     struct mk_str type = mk_static_type(r, named);
     r->content_type = type.p;
     r->content_type_len = type.len;
-    mk_response_add_known(r, MK_RESP_LAST_MODIFIED, f->last_modified, MK_HTTP_DATE_LEN);
-    mk_response_add_known(r, MK_RESP_ETAG, f->etag, f->etag_len);
-    mk_response_add_known(r, MK_RESP_ACCEPT_RANGES, "bytes", 5);
+    if (own_tag) {
+        mk_response_add_lines(r, f->hdrs, f->hdrs_len, f->hdr_fields, 3);
+    }
+    else {
+        mk_response_add_known(r, MK_RESP_ETAG, etag, etag_len);
+        mk_response_add_known(r, MK_RESP_LAST_MODIFIED, f->last_modified, MK_HTTP_DATE_LEN);
+        mk_response_add_known(r, MK_RESP_ACCEPT_RANGES, "bytes", 5);
+    }
     if (r->vhost->cache_rules.n) {
         mk_static_cache_headers(r, named->type_path, named->type_len);
     }
@@ -501,7 +517,10 @@ static int mk_static_serve_file(struct mk_request *r, struct mk_file *f, struct 
  * A site with precompressed variants: answer from the variant r's
  * Accept-Encoding picks, or from f itself. Every answer varies with
  * Accept-Encoding, the identity one included, so that a cache keeps them
- * apart. Takes over the caller's reference to f.
+ * apart. A variant's entity tag is its file's with the coding's name
+ * appended ("...-gzip"): compressors keep the source's modification time,
+ * so two variants of the same size, or a variant and the file, would
+ * otherwise share a tag. Takes over the caller's reference to f.
  */
 static int mk_static_serve_variant(struct mk_request *r, struct mk_file *f)
 {
@@ -514,11 +533,20 @@ static int mk_static_serve_variant(struct mk_request *r, struct mk_file *f)
     }
     mk_response_add_known(r, MK_RESP_VARY, "Accept-Encoding", 15);
     if (!v) {
-        return mk_static_serve_file(r, f, f);
+        return mk_static_serve_file(r, f, f, f->etag, f->etag_len);
     }
     const char *name = mk_coding_name(c);
-    mk_response_add_known(r, MK_RESP_CONTENT_ENCODING, name, strlen(name));
-    int rc = mk_static_serve_file(r, v, f);
+    size_t name_len = strlen(name);
+    char etag[sizeof(v->etag) + 8];
+    char *p = etag;
+    memcpy(p, v->etag, v->etag_len - 1u); /* without its closing quote */
+    p += v->etag_len - 1u;
+    *p++ = '-';
+    memcpy(p, name, name_len);
+    p += name_len;
+    *p++ = '"';
+    mk_response_add_known(r, MK_RESP_CONTENT_ENCODING, name, name_len);
+    int rc = mk_static_serve_file(r, v, f, etag, (size_t) (p - etag));
     mk_file_release(f); /* what the response keeps points into the tables, not into f */
     return rc;
 }
@@ -550,5 +578,5 @@ int mk_static_serve(struct mk_request *r)
     if (r->vhost->precompressed) {
         return mk_static_serve_variant(r, f);
     }
-    return mk_static_serve_file(r, f, f);
+    return mk_static_serve_file(r, f, f, f->etag, f->etag_len);
 }

@@ -75,6 +75,8 @@ void mk_worker_cfg_release(struct mk_worker *w, struct mk_config *cfg)
     }
 }
 
+static void mk_worker_head_lines(struct mk_worker *w);
+
 static void mk_worker_cfg_switch(struct mk_worker *w, struct mk_config *cfg)
 {
     if (w->cfg_users > 0) {
@@ -89,6 +91,7 @@ static void mk_worker_cfg_switch(struct mk_worker *w, struct mk_config *cfg)
     w->cfg = cfg;
     w->cfg_users = 0;
     atomic_store_explicit(&w->cfg_serving, cfg, memory_order_release);
+    mk_worker_head_lines(w);
     /* Index files, symlink policy or roots may have changed. */
     mk_file_cache_destroy(&w->fcache);
     mk_file_cache_init(&w->fcache, cfg->file_cache);
@@ -130,6 +133,36 @@ void mk_conn_timer_set(struct mk_conn *c, enum mk_timer_kind kind)
     mk_timer_arm(&w->timers, &c->expiry, w->now_ms, mk_timer_ms(w, kind));
 }
 
+void mk_conn_next_turn(struct mk_conn *c)
+{
+    if (mk_list_is_empty(&c->turn) && c->state != MK_CONN_CLOSED) {
+        mk_list_add_tail(&c->turn, &c->worker->turns);
+    }
+}
+
+/* The connections that used up their turn in an earlier loop turn. */
+static void mk_worker_run_turns(struct mk_worker *w)
+{
+    struct mk_list due;
+
+    if (mk_list_is_empty(&w->turns)) {
+        return;
+    }
+    /* Those queued again meanwhile wait for the next loop turn. */
+    mk_list_init(&due);
+    due.next = w->turns.next;
+    due.prev = w->turns.prev;
+    due.next->prev = &due;
+    due.prev->next = &due;
+    mk_list_init(&w->turns);
+    while (!mk_list_is_empty(&due)) {
+        struct mk_conn *c = mk_list_entry(due.next, struct mk_conn, turn);
+        mk_list_del(&c->turn);
+        mk_list_init(&c->turn);
+        c->proto->proceed(c);
+    }
+}
+
 void mk_conn_timer_idle(struct mk_conn *c, uint32_t ms)
 {
     struct mk_worker *w = c->worker;
@@ -166,6 +199,18 @@ static void mk_worker_expire(struct mk_worker *w)
     mk_loop_expire(w);
 }
 
+/* The Server and Date lines together, for the configuration in force. */
+static void mk_worker_head_lines(struct mk_worker *w)
+{
+    size_t n = w->cfg ? w->cfg->server_header_len : 0;
+
+    if (n) {
+        memcpy(w->head_lines, w->cfg->server_header, n);
+    }
+    memcpy(w->head_lines + n, w->date, w->date_len);
+    w->head_lines_len = n + w->date_len;
+}
+
 /* The wall clock moved to second `now`: a new Date header. */
 static void mk_worker_tick(struct mk_worker *w, time_t now)
 {
@@ -177,6 +222,7 @@ static void mk_worker_tick(struct mk_worker *w, time_t now)
     memcpy(w->date + 6, date, MK_HTTP_DATE_LEN);
     memcpy(w->date + 6 + MK_HTTP_DATE_LEN, "\r\n", 2);
     w->date_len = 6 + MK_HTTP_DATE_LEN + 2;
+    mk_worker_head_lines(w);
 }
 
 /* Read both clocks (once per loop iteration). */
@@ -200,12 +246,15 @@ void mk_worker_bind(struct mk_worker *w)
 
 /*
  * How long the next wait may last, in ms: until the nearest deadline of a
- * timer or of the graceful stop; -1 (forever) when nothing is armed.
+ * timer or of the graceful stop; -1 (forever) when nothing is armed. The
+ * timers' next_due is a lower bound (a timer moved later or disarmed leaves
+ * it early), read without walking the queues: at worst the loop wakes once
+ * early, and the expiry that follows makes it exact again.
  */
 static int mk_worker_wait_ms(const struct mk_worker *w)
 {
-    uint64_t next = mk_timers_next(&w->timers);
-    uint64_t plugin = mk_timers_next(&w->plugin_timers);
+    uint64_t next = w->timers.next_due;
+    uint64_t plugin = w->plugin_timers.next_due;
 
     if (plugin < next) {
         next = plugin;
@@ -213,8 +262,8 @@ static int mk_worker_wait_ms(const struct mk_worker *w)
     if (w->stopping && w->stop_deadline < next) {
         next = w->stop_deadline;
     }
-    if (w->local_resumes) {
-        return 0; /* resumed after the last batch (batch_done, a timer): continue at once */
+    if (w->local_resumes || !mk_list_is_empty(&w->turns)) {
+        return 0; /* resumed after the last batch (batch_done, a timer), or a turn due */
     }
     if (next == MK_TIMER_NEVER) {
         return -1;
@@ -244,6 +293,7 @@ static struct mk_conn *mk_conn_get(struct mk_worker *w)
     c->ev.fd = -1;
     c->worker = w;
     mk_list_init(&c->node);
+    mk_list_init(&c->turn);
     mk_timer_init(&c->expiry);
     return c;
 }
@@ -254,8 +304,12 @@ static struct mk_conn *mk_conn_get(struct mk_worker *w)
  */
 void mk_worker_recycle(struct mk_worker *w)
 {
-    mk_listeners_reap(&w->dead_listeners);
-    mk_loop_reap(w);
+    if (!mk_list_is_empty(&w->dead_listeners)) {
+        mk_listeners_reap(&w->dead_listeners);
+    }
+    if (!mk_list_is_empty(&w->loop_dead)) {
+        mk_loop_reap(w);
+    }
     while (!mk_list_is_empty(&w->closing)) {
         struct mk_conn *c = mk_list_entry(w->closing.next, struct mk_conn, node);
         mk_list_del(&c->node);
@@ -594,6 +648,7 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
     mk_list_init(&w->listeners);
     mk_list_init(&w->dead_listeners);
     mk_list_init(&w->closing);
+    mk_list_init(&w->turns);
     mk_list_init(&w->zombies);
     mk_list_init(&w->handles);
     mk_list_init(&w->free_conns);
@@ -674,7 +729,10 @@ static void *mk_worker_main(void *arg)
         /* The clock first: the wait may have lasted long. */
         mk_worker_clock(w);
         mk_worker_expire(w);
+        w->batch_n = n;
         mk_event_dispatch(&w->loop, n);
+        w->batch_n = 0;
+        mk_worker_run_turns(w);
         mk_worker_run_local_resumes(w);
         for (size_t i = 0; i < ps->n_batch; i++) {
             ps->batch[i]->batch_done(w->id);

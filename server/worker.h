@@ -50,6 +50,8 @@ struct mk_worker {
     pthread_t thread;
     struct mk_server *server;
     struct mk_event_loop loop;
+    int batch_n;           /* events of the batch being dispatched (0 outside the loop) */
+    struct mk_list turns;  /* connections waiting for their next turn (mk_conn_next_turn) */
     struct mk_config *cfg; /* current; the worker holds one reference */
     unsigned cfg_users;    /* requests in flight on cfg */
     struct mk_list retired;
@@ -99,6 +101,10 @@ struct mk_worker {
     time_t now;
     char date[48]; /* "Date: ...\r\n" */
     size_t date_len;
+    /* The Server line of cfg (the configuration in force) and the Date line,
+       as every HTTP/1 head starts after its status line (worker.c) */
+    char head_lines[112];
+    size_t head_lines_len;
     bool stopping;
     uint64_t stop_deadline; /* ms, on the now_ms clock */
     bool running;

@@ -192,9 +192,9 @@ if [ "$stage" = cross ]; then
 fi
 if [ "$stage" = bench ]; then
     # bench/bench.py: load tools, the peers, node.js for bench/node/hello.js,
-    # valgrind (callgrind_control) for --callgrind, strace for --syscalls and
-    # gnuplot (pngcairo) for the charts; the openssl tool makes the tls_*
-    # scenarios' certificate.
+    # valgrind (callgrind_control) for --callgrind, strace for --syscalls, perf
+    # for --perf-syscalls and gnuplot (pngcairo) for the charts; the openssl
+    # tool makes the tls_* scenarios' certificate.
     need wrk wrk
     need openssl openssl
     need ab apache2-utils
@@ -206,6 +206,7 @@ if [ "$stage" = bench ]; then
     need npm npm # bench/node/package.json: ws and better-sqlite3 for bench/node/
     need valgrind valgrind
     need strace strace
+    need perf linux-perf
     need callgrind_control valgrind
     need gnuplot gnuplot-nox
 fi

@@ -28,6 +28,9 @@
  *    accept it with the same head, or both refuse it with the same status
  *    (but a 414 or 431 may meet another status: the scan judges the line
  *    length and the field count before the parser sees the line);
+ *  - mk_http_read_head() (a head read in one pass) either declines or
+ *    agrees with the scan and the parser on the same bytes: the same head
+ *    length, line count and head;
  *  - mk_chunked_decode() never produces more bytes than it consumed, stops
  *    early only when the message is complete, and decoding in two pieces
  *    gives the same bytes, the same count and the same error as in one.
@@ -296,6 +299,31 @@ static void fuzz_head(const char *head, size_t len, unsigned lines)
     free(headers);
 }
 
+/*
+ * The whole input through mk_http_read_head, in a buffer of its exact size:
+ * when it reads a head, the scan and the parser must read the same.
+ */
+static void fuzz_read_head(const uint8_t *data, size_t size)
+{
+    char *buf = malloc(size ? size : 1);
+    struct mk_http_header fields[24], fields2[24];
+    struct mk_http_head a, b;
+    struct mk_http_scan scan;
+    unsigned lines = 0;
+
+    memcpy(buf, data, size);
+    ssize_t n = mk_http_read_head(&a, buf, size, &mk_fuzz_limits, fields, 24, &lines);
+    if (n != MK_DECLINED) {
+        MK_FUZZ_CHECK(n > 0 && (size_t) n <= size);
+        memset(&scan, 0, sizeof(scan));
+        MK_FUZZ_CHECK(mk_http_scan(&scan, buf, size, &mk_fuzz_limits) == n);
+        MK_FUZZ_CHECK(scan.lines == lines);
+        MK_FUZZ_CHECK(mk_http_parse(&b, buf, (size_t) n, fields2, 24) == n);
+        check_same_head(&a, &b);
+    }
+    free(buf);
+}
+
 /* One decoder call over buf[0, len): checks what holds for any call. */
 static ssize_t decode_step(struct mk_chunked *c, char *buf, size_t len, size_t *out)
 {
@@ -388,6 +416,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size && data[0] == 0) {
         fuzz_parts(data, size);
     }
+    fuzz_read_head(data, size);
     /* Tiny limits first, so that short inputs reach every limit check. */
     fuzz_scan(data, size, &mk_fuzz_small_limits, &s1);
     ssize_t r1 = fuzz_scan(data, size, &mk_fuzz_limits, &s1);

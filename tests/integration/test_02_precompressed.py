@@ -106,6 +106,32 @@ def test_validators_are_per_encoding(site):
     assert r.status == 200 and r.body == BODY
 
 
+def test_variants_keeping_the_original_mtime_have_distinct_tags(make_server):
+    # gzip -k, brotli and zstd keep the source's modification time: here the
+    # file and its variants share it and their sizes too, so only the coding
+    # tells their entity tags apart.
+    srv = make_server()
+    srv.site_conf["Precompressed"] = "On"
+    base = srv.file("same.txt", b"0123456789abcdef")
+    for c, body in (("br", b"BBBBBBBBBBBBBBBB"), ("zstd", b"ZZZZZZZZZZZZZZZZ"),
+                    ("gzip", b"GGGGGGGGGGGGGGGG")):
+        v = srv.file("same.txt" + SUFFIX[c], body)
+        st = os.stat(base)
+        os.utime(v, ns=(st.st_atime_ns, st.st_mtime_ns))
+    srv.start()
+    got = {}
+    for c in (None, "br", "zstd", "gzip"):
+        r = srv.get("/same.txt", headers={"Accept-Encoding": c} if c else {})
+        assert r.status == 200 and r.header("content-encoding") == c
+        got[c] = r.header("etag")
+    assert len(set(got.values())) == 4, got
+    for c, tag in got.items():
+        for other in (None, "br", "zstd", "gzip"):
+            r = srv.get("/same.txt", headers=dict({"If-None-Match": tag},
+                                                  **({"Accept-Encoding": other} if other else {})))
+            assert r.status == (304 if other == c else 200), (c, other)
+
+
 def test_range_applies_to_the_encoded_bytes(site):
     gz = site.get("/app.css", headers={"Accept-Encoding": "gzip"})
     r = site.get("/app.css", headers={"Accept-Encoding": "gzip", "Range": "bytes=2-5"})

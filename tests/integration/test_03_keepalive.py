@@ -1,10 +1,13 @@
 """Tier 3: persistent connections, pipelining and request bodies."""
 
+import re
 import socket
+import time
 
 import pytest
 
-from conftest import SLOW
+from conftest import SLOW, Strace
+from h2util import needs_tool
 
 
 @pytest.fixture
@@ -256,3 +259,73 @@ def test_many_connections(srv):
     for c in conns:
         assert c.read_response().body == b"AAAA\n"
         c.close()
+
+
+# Eager reads and accepts (h1.c, listener.c): a client that takes its time
+# between requests never has the next one ready when an answer has gone out,
+# so the worker reads (or accepts) again at once only on a probe, every
+# sixteenth request (or connection), not after each: at most one EAGAIN in
+# sixteen, and at least the probes.
+
+
+@needs_tool("strace")
+def test_a_slow_client_costs_few_eager_reads(make_server, tmp_path):
+    srv = make_server()
+    srv.set(Workers=1)
+    srv.file("a.txt", "AAAA\n")
+    srv.start()
+    c = srv.conn()
+    assert c.request("GET", "/a.txt").status == 200
+    tracer = Strace(srv.proc.pid, ["read"], tmp_path / "strace.out")
+    try:
+        for _ in range(64):
+            assert c.request("GET", "/a.txt").body == b"AAAA\n"
+            time.sleep(0.01)
+    finally:
+        lines = tracer.stop()
+    c.close()
+    eagain = [line for line in lines if "EAGAIN" in line]
+    assert 1 <= len(eagain) <= 64 // 16 + 1, lines
+
+
+@needs_tool("strace")
+def test_slow_connections_cost_few_eager_accepts(make_server, tmp_path):
+    srv = make_server()
+    srv.set(Workers=1)
+    srv.file("a.txt", "AAAA\n")
+    srv.start()
+    srv.get("/a.txt")
+    tracer = Strace(srv.proc.pid, ["accept4"], tmp_path / "strace.out")
+    try:
+        for _ in range(64):
+            r = srv.get("/a.txt", headers={"Connection": "close"})
+            assert r.body == b"AAAA\n"
+            time.sleep(0.01)
+    finally:
+        lines = tracer.stop()
+    eagain = [line for line in lines if "EAGAIN" in line]
+    assert 1 <= len(eagain) <= 64 // 16 + 1, lines
+
+
+@needs_tool("strace")
+def test_a_long_pipeline_is_served_over_several_turns(make_server, tmp_path):
+    # 40 pipelined requests arrive in one read; a turn serves at most 16 of
+    # them: the next turn comes after the rest of the worker's batch, and the
+    # one after that after the next batch, which the worker waits for without
+    # sleeping (epoll_wait(..., 0)). Served at once, there would be no such wait.
+    srv = make_server()
+    srv.set(Workers=1)
+    srv.file("a.txt", "AAAA\n")
+    srv.start()
+    c = srv.conn()
+    assert c.request("GET", "/a.txt").status == 200
+    tracer = Strace(srv.proc.pid, ["epoll_wait", "epoll_pwait"], tmp_path / "strace.out")
+    try:
+        c.send(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n" * 40)
+        for _ in range(40):
+            r = c.read_response()
+            assert r.status == 200 and r.body == b"AAAA\n"
+    finally:
+        lines = tracer.stop()
+    c.close()
+    assert len([line for line in lines if re.search(r", 0\)\s+=", line)]) >= 1, lines

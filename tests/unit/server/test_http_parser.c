@@ -1377,6 +1377,72 @@ static void test_build_fields(void **state)
     assert_ptr_equal(mk_http_known_get(&h, MK_HDR_RANGE), &h.headers[2].value);
 }
 
+/*
+ * mk_http_read_head: a head that arrived whole is read in one pass exactly
+ * as the scan and the parser would read it; anything else is declined.
+ */
+static void test_read_head_agrees_or_declines(void **state)
+{
+    static const struct {
+        const char *in;
+        const struct mk_http_limits *lim;
+        unsigned cap;
+        bool read; /* read in one pass (else declined) */
+    } rh[] = {
+        {"GET /a?b HTTP/1.1\r\nHost: h:80\r\nConnection: keep-alive\r\n\r\n", &lim_default, 8,
+         true},
+        {"GET / HTTP/1.0\nA: 1\n\nGET / HTTP/1.0\n\n", &lim_default, 8, true}, /* pipelined */
+        {"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello", &lim_default, 8, true},
+        {"GET / HTTP/1.1\r\nHost: h\r\n", &lim_default, 8, false},         /* incomplete */
+        {"\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n", &lim_default, 8, false}, /* empty line first */
+        {"GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\n\r\n", &lim_default, 1, false}, /* cap */
+        {"GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\n\r\n", &lim_two_headers, 8, false},
+        {"GET /0123456789abcdef HTTP/1.1\r\nHost: h\r\n\r\n", &lim_short_line, 8, false},
+        {"GET / HTTP/1.1\r\nHost: h\r\nX: "
+         "01234567890123456789012345678901234567890123456789012345678\r\n\r\n",
+         &lim_small_head, 8, false},
+        {"GET / HTTP/2.0\r\nHost: h\r\n\r\n", &lim_default, 8, false}, /* 505: the parser's */
+        {"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", &lim_default, 8, false},
+        {"GET / HTTP/1.1\r\nX: a\rb\r\nHost: h\r\n\r\n", &lim_default, 8, false},
+        {"GET / HTTP/1.1\r\nX:\ta\t b\t\r\nHost: h\r\n\r\n", &lim_default, 8, true},
+    };
+    (void) state;
+
+    for (size_t i = 0; i < sizeof(rh) / sizeof(rh[0]); i++) {
+        const char *in = rh[i].in;
+        size_t len = strlen(in);
+        struct mk_http_header h1[16], h2[16];
+        struct mk_http_head a, b;
+        unsigned lines = 0;
+        ssize_t n = mk_http_read_head(&a, in, len, rh[i].lim, h1, rh[i].cap, &lines);
+        if (!rh[i].read) {
+            if (n != MK_DECLINED) {
+                fail_msg("case %zu: read, expected declined", i);
+            }
+            continue;
+        }
+        struct mk_http_scan scan = {0};
+        ssize_t want = mk_http_scan(&scan, in, len, rh[i].lim);
+        assert_true(want > 0);
+        if (n != want || lines != scan.lines) {
+            fail_msg("case %zu: read %zd bytes, %u lines; the scan %zd, %u", i, n, lines, want,
+                     scan.lines);
+        }
+        assert_int_equal(mk_http_parse(&b, in, (size_t) want, h2, rh[i].cap), want);
+        assert_int_equal(a.method, b.method);
+        assert_int_equal(a.version, b.version);
+        assert_int_equal(a.flags, b.flags);
+        assert_int_equal(a.content_length, b.content_length);
+        assert_int_equal(a.n_headers, b.n_headers);
+        assert_true(a.path.len == b.path.len && a.path.p == b.path.p);
+        assert_true(a.host.len == b.host.len && a.host.p == b.host.p);
+        for (unsigned k = 0; k < a.n_headers; k++) {
+            assert_true(h1[k].name.p == h2[k].name.p && h1[k].name.len == h2[k].name.len);
+            assert_true(h1[k].value.p == h2[k].value.p && h1[k].value.len == h2[k].value.len);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1401,6 +1467,7 @@ int main(void)
         cmocka_unit_test(test_scan_counts_lines),
         cmocka_unit_test(test_scan_refuses_a_misshapen_request_line),
         cmocka_unit_test(test_scan_resumable_pieces),
+        cmocka_unit_test(test_read_head_agrees_or_declines),
         cmocka_unit_test(test_chunked_simple),
         cmocka_unit_test(test_chunked_binary_data),
         cmocka_unit_test(test_chunked_extensions),

@@ -6,7 +6,8 @@
  * with the skeleton plugin loaded, through a loopback connection
  * (loopback.h): a plugin's route, its request hook answering first, a body
  * read for a content hook (MK_AGAIN), and the plugins' per-request context
- * slots (api->ctx_set/ctx_get), released when the request ends.
+ * slots (api->ctx_set/ctx_get), released when the request ends; and the
+ * records of a response's fields (response.c), which HTTP/2 sends from.
  */
 #include <limits.h>
 #include <setjmp.h>
@@ -142,6 +143,78 @@ static void test_context_slots(void **state)
     free(out);
 }
 
+/* The field of r's record i is "name: value" at its offset. */
+static void check_field(const struct mk_request *r, unsigned i, const char *lower, const char *name,
+                        const char *value)
+{
+    const struct mk_resp_field *f = &r->fields[i];
+    const char *line = r->extra_headers + f->off;
+
+    assert_true(i < r->n_fields);
+    if (lower) {
+        assert_string_equal(f->lower, lower);
+    }
+    else {
+        assert_null(f->lower);
+    }
+    assert_int_equal(f->name_len, strlen(name));
+    assert_memory_equal(line, name, f->name_len);
+    assert_memory_equal(line + f->name_len, ": ", 2);
+    assert_int_equal(f->value_len, strlen(value));
+    assert_memory_equal(line + f->name_len + 2, value, f->value_len);
+    assert_memory_equal(line + f->name_len + 2 + f->value_len, "\r\n", 2);
+}
+
+/*
+ * Each field of a response has a record of its line: one added by name,
+ * by the server's names, or copied with prepared lines and their records
+ * (offsets moved to where the lines land). Forgetting the response
+ * (mk_response_reset: an internal redirect) forgets the records too, or
+ * HTTP/2 would send the first handler's fields from lines written over.
+ */
+static void test_response_fields(void **state)
+{
+    static const char lines[] = "ETag: \"1\"\r\nAccept-Ranges: bytes\r\n";
+    static const struct mk_resp_field recs[] = {{"etag", 0, 4, 3}, {"accept-ranges", 11, 13, 5}};
+    struct mk_pool pool;
+    struct mk_request r;
+
+    (void) state;
+    memset(&r, 0, sizeof(r));
+    r.fd = -1;
+    mk_pool_init(&pool, 4);
+    mk_arena_init(&r.arena, &pool);
+
+    assert_int_equal(mk_response_add_header(&r, "X-One", 5, "a b", 3), MK_OK);
+    assert_int_equal(mk_response_add_header(&r, "X-Bad", 5, "a\r\nb", 4), MK_ERR);
+    assert_int_equal(mk_response_add_lines(&r, lines, sizeof(lines) - 1, recs, 2), MK_OK);
+    assert_int_equal(mk_response_add_known(&r, MK_RESP_VARY, "Accept-Encoding", 15), MK_OK);
+    for (int i = 0; i < 8; i++) { /* past the records' first capacity */
+        assert_int_equal(mk_response_add_header(&r, "X-N", 3, "v", 1), MK_OK);
+    }
+    char big[301];
+    memset(big, 'z', 300);
+    big[300] = '\0';
+    assert_int_equal(mk_response_add_header(&r, "X-Big", 5, big, 300), MK_OK); /* past 256 bytes */
+    assert_int_equal(r.n_fields, 13);
+    check_field(&r, 0, NULL, "X-One", "a b");
+    check_field(&r, 1, "etag", "ETag", "\"1\"");
+    check_field(&r, 2, "accept-ranges", "Accept-Ranges", "bytes");
+    check_field(&r, 3, "vary", "Vary", "Accept-Encoding");
+    check_field(&r, 11, NULL, "X-N", "v");
+    check_field(&r, 12, NULL, "X-Big", big);
+    assert_int_equal(r.extra_len, 12 + sizeof(lines) - 1 + 23 + 8 * 8 + 309);
+
+    mk_response_reset(&r);
+    assert_int_equal(r.n_fields, 0);
+    assert_int_equal(mk_response_add_known(&r, MK_RESP_ALLOW, "GET", 3), MK_OK);
+    assert_int_equal(r.n_fields, 1);
+    check_field(&r, 0, "allow", "Allow", "GET");
+
+    mk_arena_reset(&r.arena);
+    mk_pool_destroy(&pool);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -150,6 +223,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_request_hook_403, setup, teardown),
         cmocka_unit_test_setup_teardown(test_body_echo, setup, teardown),
         cmocka_unit_test_setup_teardown(test_context_slots, setup, teardown),
+        cmocka_unit_test(test_response_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
