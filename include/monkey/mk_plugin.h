@@ -423,7 +423,13 @@ struct mk_api {
     const char *(*body)(const struct mk_request *r, size_t *len);
     /* The site's document root (absolute path). */
     const char *(*docroot)(const struct mk_request *r);
-    /* The client address as text ("192.0.2.1", "2001:db8::1"). */
+    /*
+     * The client address as text into buf (len bytes, NUL terminated):
+     * "192.0.2.1", "2001:db8::1"; an IPv4 client of a dual-stack socket in
+     * IPv4 form, as mk_addr_text() of mk_util.h gives it. A buffer of
+     * MK_ADDR_TEXT_LEN bytes (mk_util.h) always holds it; "-" for a client
+     * that is not IP, or an address a shorter buf cannot hold. Returns buf.
+     */
     const char *(*remote_addr)(const struct mk_request *r, char *buf, size_t len);
     struct mk_conn *(*conn)(const struct mk_request *r);
 
