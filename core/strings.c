@@ -6,6 +6,8 @@
  */
 #include "strings.h"
 
+#include <monkey/mk_util.h>
+
 bool mk_str_ieq(const char *a, size_t alen, const char *b)
 {
     size_t i;
@@ -73,11 +75,11 @@ void mk_duration_to_str(uint64_t ms, char *buf)
     size_t n;
 
     if (ms % 1000 == 0) {
-        n = mk_u64_to_str(ms / 1000, buf);
+        n = mk_u64_dec(ms / 1000, buf);
         buf[n++] = 's';
     }
     else {
-        n = mk_u64_to_str(ms, buf);
+        n = mk_u64_dec(ms, buf);
         buf[n++] = 'm';
         buf[n++] = 's';
     }
@@ -115,19 +117,4 @@ bool mk_str_list_next(struct mk_str *cursor, struct mk_str *item)
         }
     }
     return false;
-}
-
-size_t mk_u64_to_str(uint64_t v, char *buf)
-{
-    char tmp[21];
-    size_t n = 0;
-
-    do {
-        tmp[n++] = (char) ('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++) {
-        buf[i] = tmp[n - 1 - i];
-    }
-    return n;
 }
