@@ -6,8 +6,10 @@
  * plugin needs nothing from the server to use them: base 64 decoding
  * (RFC 4648, for Basic credentials), address blocks (CIDR) matched
  * against clients, and numbers and addresses as text (for access logs
- * and gateway variables, every request). Pure: no allocation, no
- * globals, no I/O.
+ * and gateway variables, every request). The server uses the same ones
+ * (status lines and lengths, the task queue's client keys,
+ * api->remote_addr), so there is one implementation of each. Pure: no
+ * allocation, no globals, no I/O.
  */
 #ifndef MONKEY_MK_UTIL_H
 #define MONKEY_MK_UTIL_H
