@@ -108,18 +108,6 @@ int mk_log_reopen(void)
     return MK_OK;
 }
 
-/* Only when no other thread logs any more (process exit). */
-void mk_log_close(void)
-{
-    struct mk_log_sink *s = mk_log_sink();
-    int old = atomic_exchange(&s->fd, STDERR_FILENO);
-    if (old != STDERR_FILENO) {
-        close(old);
-    }
-    free(s->path);
-    s->path = NULL;
-}
-
 void mk_log_set_level(enum mk_log_level level)
 {
     atomic_store(&mk_log_sink()->level, (int) level);

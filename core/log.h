@@ -45,7 +45,6 @@ void mk_log_fallback(struct mk_log_sink *s);
 /* Send lines to `path` (NULL: standard error). Returns MK_OK or MK_ERR. */
 int mk_log_open(const char *path);
 int mk_log_reopen(void);
-void mk_log_close(void);
 void mk_log_set_level(enum mk_log_level level);
 enum mk_log_level mk_log_get_level(void);
 

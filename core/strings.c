@@ -6,6 +6,8 @@
  */
 #include "strings.h"
 
+#include <monkey/mk_util.h>
+
 bool mk_str_ieq(const char *a, size_t alen, const char *b)
 {
     size_t i;
@@ -73,11 +75,11 @@ void mk_duration_to_str(uint64_t ms, char *buf)
     size_t n;
 
     if (ms % 1000 == 0) {
-        n = mk_u64_to_str(ms / 1000, buf);
+        n = mk_u64_dec(ms / 1000, buf);
         buf[n++] = 's';
     }
     else {
-        n = mk_u64_to_str(ms, buf);
+        n = mk_u64_dec(ms, buf);
         buf[n++] = 'm';
         buf[n++] = 's';
     }
@@ -103,34 +105,4 @@ bool mk_str_list_next(struct mk_str *cursor, struct mk_str *item)
         }
     }
     return false;
-}
-
-size_t mk_u64_to_str(uint64_t v, char *buf)
-{
-    static const char pairs[] =
-        "00010203040506070809101112131415161718192021222324252627282930313233"
-        "34353637383940414243444546474849505152535455565758596061626364656667"
-        "6869707172737475767778798081828384858687888990919293949596979899";
-    size_t n = 1;
-
-    /* Count the digits, then write them from the last one, two at a time. */
-    for (uint64_t t = v; t >= 10; t /= 10) {
-        n++;
-    }
-    char *p = buf + n;
-    while (v >= 100) {
-        const char *d = pairs + (v % 100) * 2;
-        v /= 100;
-        p -= 2;
-        p[0] = d[0];
-        p[1] = d[1];
-    }
-    if (v >= 10) {
-        p[-2] = pairs[v * 2];
-        p[-1] = pairs[v * 2 + 1];
-    }
-    else {
-        p[-1] = (char) ('0' + v);
-    }
-    return n;
 }

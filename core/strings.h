@@ -87,7 +87,4 @@ static inline struct mk_str mk_str_trim(struct mk_str s)
  */
 bool mk_str_list_next(struct mk_str *cursor, struct mk_str *item);
 
-/* Writes the decimal form of `v` into `buf` (at least 21 bytes); returns its length. */
-size_t mk_u64_to_str(uint64_t v, char *buf);
-
 #endif

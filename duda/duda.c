@@ -102,8 +102,9 @@ void duda_misuse(duda_request_t *dr, const char *fmt, ...)
 static int duda_init(const struct mk_api *api, const char *conf_dir)
 {
     duda_mk = api;
-    if (!MK_API_HAS(api, route_add) || !MK_API_HAS(api, site_sections)) {
-        api->log(MK_PLUGIN_LOG_ERROR, "duda: needs a server with plugin ABI 3.4");
+    if (!MK_API_HAS(api, route_add) || !MK_API_HAS(api, site_sections) ||
+        !MK_API_HAS(api, timer_new)) {
+        api->log(MK_PLUGIN_LOG_ERROR, "duda: needs a server with plugin ABI 3.7");
         return MK_ERR;
     }
     struct duda_self *self = calloc(1, sizeof(*self));

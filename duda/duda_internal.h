@@ -107,6 +107,7 @@ struct duda_timer {
     void (*cb)(duda_request_t *dr, void *data);
     void *data;
     bool repeat, firing, deleted;
+    bool kept;               /* event->timer_new(): stays after its call */
     struct duda_timer *next; /* in dr->timers */
 };
 

@@ -10,7 +10,9 @@
  * context is going away (after its pending callbacks got a NULL reply).
  * The adapter keeps one watch on the socket and registers write interest
  * only while connecting or when a write could not finish; otherwise a
- * 0 ms timer writes what the commands of one loop iteration queued.
+ * 0 ms timer writes what the commands of one loop iteration queued. That
+ * timer and the one of the next attempt are made with the connection and
+ * armed again each time: no allocation per write.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -73,7 +75,7 @@ static void duda_rloop_flush(void *arg)
 {
     struct duda_rloop *c = arg;
 
-    c->flush_timer = NULL;
+    c->flush_armed = false;
     if (!__atomic_load_n(&c->ac, __ATOMIC_ACQUIRE)) {
         return; /* closed or abandoned */
     }
@@ -82,12 +84,12 @@ static void duda_rloop_flush(void *arg)
     c->flushing = false;
 }
 
-/* Cancel the timer *t (flush_timer or retry_timer) if one is pending. */
-static void duda_rloop_timer_cancel(struct duda_rloop *c, void **t)
+/* Disarm timer t (flush_timer or retry_timer) if it is armed (*armed). */
+static void duda_rloop_timer_disarm(struct duda_rloop *c, void *t, bool *armed)
 {
-    if (*t) {
-        c->ops->timer_cancel(*t);
-        *t = NULL;
+    if (*armed) {
+        c->ops->timer_disarm(t);
+        *armed = false;
     }
 }
 
@@ -118,10 +120,10 @@ static void duda_rloop_add_write(void *priv)
     }
     /* Up and not inside a write that came short: one write at the next iteration. */
     if (c->state == DUDA_RLOOP_UP && !c->flushing) {
-        if (!c->flush_timer) {
-            c->flush_timer = c->ops->timer(0, duda_rloop_flush, c);
+        if (!c->flush_armed && c->ops->timer_arm(c->flush_timer, 0) == 0) {
+            c->flush_armed = true;
         }
-        if (c->flush_timer) {
+        if (c->flush_armed) {
             return;
         }
     }
@@ -136,7 +138,7 @@ static void duda_rloop_del_write(void *priv)
     if (!c) {
         return;
     }
-    duda_rloop_timer_cancel(c, &c->flush_timer);
+    duda_rloop_timer_disarm(c, c->flush_timer, &c->flush_armed);
     if (c->want_write) {
         c->want_write = false;
         duda_rloop_update(c);
@@ -151,7 +153,7 @@ static void duda_rloop_cleanup(void *priv)
     if (!c) {
         return;
     }
-    duda_rloop_timer_cancel(c, &c->flush_timer);
+    duda_rloop_timer_disarm(c, c->flush_timer, &c->flush_armed);
     if (c->watch) {
         c->ops->unwatch(c->watch);
         c->watch = NULL;
@@ -166,7 +168,7 @@ static void duda_rloop_retry_fire(void *arg)
 {
     struct duda_rloop *c = arg;
 
-    c->retry_timer = NULL;
+    c->retry_armed = false;
     if (__atomic_load_n(&c->closing, __ATOMIC_ACQUIRE)) {
         return; /* abandoned */
     }
@@ -185,8 +187,8 @@ static void duda_rloop_retry(struct duda_rloop *c, const char *why)
                     c->who, why, c->failures, delay);
     }
     c->backoff_ms = delay * 2 > DUDA_RLOOP_BACKOFF_MAX_MS ? DUDA_RLOOP_BACKOFF_MAX_MS : delay * 2;
-    if (!c->retry_timer) {
-        c->retry_timer = c->ops->timer(delay, duda_rloop_retry_fire, c);
+    if (!c->retry_armed && c->ops->timer_arm(c->retry_timer, delay) == 0) {
+        c->retry_armed = true;
     }
 }
 
@@ -271,6 +273,18 @@ struct duda_rloop *duda_rloop_open(const struct duda_rloop_ops *ops, const char 
     c->on_up = on_up;
     c->up_arg = up_arg;
     c->backoff_ms = DUDA_RLOOP_BACKOFF_MIN_MS;
+    c->flush_timer = ops->timer_new(duda_rloop_flush, c);
+    c->retry_timer = ops->timer_new(duda_rloop_retry_fire, c);
+    if (!c->flush_timer || !c->retry_timer) {
+        if (c->flush_timer) {
+            ops->timer_free(c->flush_timer);
+        }
+        if (c->retry_timer) {
+            ops->timer_free(c->retry_timer);
+        }
+        free(c);
+        return NULL;
+    }
     duda_rloop_connect(c);
     return c;
 }
@@ -289,7 +303,6 @@ void duda_rloop_close(struct duda_rloop *c)
         return;
     }
     c->closing = true;
-    duda_rloop_timer_cancel(c, &c->retry_timer);
     redisAsyncContext *ac = c->ac;
     if (ac) {
         duda_rloop_cleanup(c);
@@ -298,6 +311,8 @@ void duda_rloop_close(struct duda_rloop *c)
         ac->ev.data = NULL;
         redisAsyncFree(ac);
     }
+    c->ops->timer_free(c->flush_timer);
+    c->ops->timer_free(c->retry_timer);
     free(c);
 }
 

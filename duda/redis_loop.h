@@ -16,7 +16,9 @@
  * Writes are coalesced: commands issued during one loop iteration go out
  * in one write at the next iteration (a 0 ms timer), without touching
  * the descriptor's interest; a write interest is registered only when the
- * socket is full or the connection is still being established.
+ * socket is full or the connection is still being established. The
+ * connection makes its two timers (that write, the next attempt) once,
+ * when it is opened, and arms them again each time.
  */
 #ifndef DUDA_REDIS_LOOP_H
 #define DUDA_REDIS_LOOP_H
@@ -41,9 +43,17 @@ struct duda_rloop_ops {
     /* Change the interest: 0 or -1 (NULL: the connection unwatches and watches again). */
     int (*modify)(void *w, unsigned mask);
     void (*unwatch)(void *w);
-    /* A one-shot timer; its handle is invalid once cb has run. NULL on failure. */
-    void *(*timer)(unsigned ms, void (*cb)(void *arg), void *arg);
-    void (*timer_cancel)(void *t);
+    /*
+     * A timer made once per connection and armed again and again: not
+     * armed at first (NULL on failure); timer_arm() calls cb(arg) once in
+     * `ms` (0: at the next loop iteration), moving an armed one (0 or -1);
+     * timer_disarm() cancels the call; timer_free() frees it, also inside
+     * its callback.
+     */
+    void *(*timer_new)(void (*cb)(void *arg), void *arg);
+    int (*timer_arm)(void *t, unsigned ms);
+    void (*timer_disarm)(void *t);
+    void (*timer_free)(void *t);
     /* A line in the server's log (an error or a notice). */
     void (*log)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 };
@@ -69,8 +79,9 @@ struct duda_rloop {
     void *watch;
     unsigned mask; /* the interest registered */
     bool want_read, want_write;
-    bool flushing; /* inside the coalesced write */
-    void *flush_timer, *retry_timer;
+    bool flushing;                   /* inside the coalesced write */
+    void *flush_timer, *retry_timer; /* made at open, freed at close */
+    bool flush_armed, retry_armed;
     unsigned backoff_ms, failures;
     duda_rloop_up_cb on_up;
     void *up_arg;
@@ -78,7 +89,8 @@ struct duda_rloop {
     struct duda_rloop *next; /* on the list of abandoned ones */
 };
 
-/* Start a connection (on the current worker); it reconnects by itself. NULL: out of memory. */
+/* Start a connection (on the current worker); it reconnects by itself. NULL: out of memory
+   (the connection or its timers). */
 struct duda_rloop *duda_rloop_open(const struct duda_rloop_ops *ops, const char *host, int port,
                                    int db, const char *who, duda_rloop_up_cb on_up, void *up_arg);
 

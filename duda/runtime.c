@@ -253,7 +253,7 @@ static void duda_timer_fire(struct mk_loop_timer *lt, void *arg)
     t->cb(dr, t->data);
     t->firing = false;
     duda_current = saved;
-    if (t->deleted || !t->repeat) {
+    if (t->deleted || (!t->repeat && !t->kept)) {
         duda_timer_unlink(t);
         free(t);
     }
@@ -330,20 +330,18 @@ void duda_globals_release(struct duda_service *svc)
     pthread_mutex_unlock(&duda_live_lock);
 }
 
-static duda_timer_t *duda_timer_add(duda_request_t *dr, unsigned ms, int repeat,
-                                    void (*cb)(duda_request_t *dr, void *data), void *data)
+/* A timer of the current service: started (timer_add) or kept, not armed (timer_new). */
+static duda_timer_t *duda_timer_make(duda_request_t *dr, unsigned ms, int repeat, bool kept,
+                                     void (*cb)(duda_request_t *dr, void *data), void *data)
 {
-    if (!duda_current || !cb || (dr && !dr->r)) {
-        duda_misuse(dr, "event->timer_add(): no callback, or the request is gone");
-        return NULL;
-    }
     struct duda_timer *t = calloc(1, sizeof(*t));
     if (!t) {
         return NULL;
     }
     *t = (struct duda_timer){
-        .dr = dr, .svc = duda_current, .cb = cb, .data = data, .repeat = repeat != 0};
-    t->t = duda_mk->timer_start(ms, repeat, duda_timer_fire, t);
+        .dr = dr, .svc = duda_current, .cb = cb, .data = data, .repeat = repeat != 0, .kept = kept};
+    t->t = kept ? duda_mk->timer_new(duda_timer_fire, t)
+                : duda_mk->timer_start(ms, repeat, duda_timer_fire, t);
     if (!t->t) {
         free(t);
         return NULL;
@@ -356,6 +354,42 @@ static duda_timer_t *duda_timer_add(duda_request_t *dr, unsigned ms, int repeat,
         atomic_fetch_add(&t->svc->handles, 1);
     }
     return t;
+}
+
+static duda_timer_t *duda_timer_add(duda_request_t *dr, unsigned ms, int repeat,
+                                    void (*cb)(duda_request_t *dr, void *data), void *data)
+{
+    if (!duda_current || !cb || (dr && !dr->r)) {
+        duda_misuse(dr, "event->timer_add(): no callback, or the request is gone");
+        return NULL;
+    }
+    return duda_timer_make(dr, ms, repeat, false, cb, data);
+}
+
+static duda_timer_t *duda_timer_new(duda_request_t *dr, void (*cb)(duda_request_t *dr, void *data),
+                                    void *data)
+{
+    if (!duda_current || !cb || (dr && !dr->r)) {
+        duda_misuse(dr, "event->timer_new(): no callback, or the request is gone");
+        return NULL;
+    }
+    return duda_timer_make(dr, 0, 0, true, cb, data);
+}
+
+static int duda_timer_arm(duda_timer_t *t, unsigned ms)
+{
+    if (!t || t->deleted || !t->kept) {
+        return -1;
+    }
+    return duda_mk->timer_arm(t->t, ms) == MK_OK ? 0 : -1;
+}
+
+static int duda_timer_disarm(duda_timer_t *t)
+{
+    if (!t || t->deleted || !t->kept) {
+        return -1;
+    }
+    return duda_mk->timer_disarm(t->t) == MK_OK ? 0 : -1;
 }
 
 static int duda_timer_del(duda_timer_t *t)
@@ -463,7 +497,10 @@ const struct duda_event_api duda_event_obj = {.size = sizeof(struct duda_event_a
                                               .timer_del = duda_timer_del,
                                               .add = duda_watch_add,
                                               .del = duda_watch_del,
-                                              .signal_all = duda_signal_all};
+                                              .signal_all = duda_signal_all,
+                                              .timer_new = duda_timer_new,
+                                              .timer_arm = duda_timer_arm,
+                                              .timer_disarm = duda_timer_disarm};
 
 /* ---- console ------------------------------------------------------------------ */
 

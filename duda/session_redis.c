@@ -80,6 +80,7 @@ static void duda_sr_unwatch(void *p)
     free(w);
 }
 
+/* A connection's timer (redis_loop.h): a kept loop timer and the callback it calls. */
 struct duda_sr_timer {
     struct mk_loop_timer *t;
     void (*cb)(void *arg);
@@ -89,15 +90,12 @@ struct duda_sr_timer {
 static void duda_sr_timer_fire(struct mk_loop_timer *lt, void *arg)
 {
     struct duda_sr_timer *t = arg;
-    void (*cb)(void *) = t->cb;
-    void *cb_arg = t->arg;
 
     (void) lt;
-    free(t);
-    cb(cb_arg);
+    t->cb(t->arg); /* may free t */
 }
 
-static void *duda_sr_timer(unsigned ms, void (*cb)(void *arg), void *arg)
+static void *duda_sr_timer_new(void (*cb)(void *arg), void *arg)
 {
     struct duda_sr_timer *t = malloc(sizeof(*t));
 
@@ -105,7 +103,7 @@ static void *duda_sr_timer(unsigned ms, void (*cb)(void *arg), void *arg)
         return NULL;
     }
     *t = (struct duda_sr_timer){.cb = cb, .arg = arg};
-    t->t = duda_mk->timer_start(ms, 0, duda_sr_timer_fire, t);
+    t->t = duda_mk->timer_new(duda_sr_timer_fire, t);
     if (!t->t) {
         free(t);
         return NULL;
@@ -113,7 +111,19 @@ static void *duda_sr_timer(unsigned ms, void (*cb)(void *arg), void *arg)
     return t;
 }
 
-static void duda_sr_timer_cancel(void *p)
+static int duda_sr_timer_arm(void *p, unsigned ms)
+{
+    struct duda_sr_timer *t = p;
+    return duda_mk->timer_arm(t->t, ms) == MK_OK ? 0 : -1;
+}
+
+static void duda_sr_timer_disarm(void *p)
+{
+    struct duda_sr_timer *t = p;
+    duda_mk->timer_disarm(t->t);
+}
+
+static void duda_sr_timer_free(void *p)
 {
     struct duda_sr_timer *t = p;
     duda_mk->timer_stop(t->t);
@@ -135,8 +145,10 @@ static const struct duda_rloop_ops duda_sr_ops = {
     .watch = duda_sr_watch,
     .modify = duda_sr_modify,
     .unwatch = duda_sr_unwatch,
-    .timer = duda_sr_timer,
-    .timer_cancel = duda_sr_timer_cancel,
+    .timer_new = duda_sr_timer_new,
+    .timer_arm = duda_sr_timer_arm,
+    .timer_disarm = duda_sr_timer_disarm,
+    .timer_free = duda_sr_timer_free,
     .log = duda_sr_log,
 };
 

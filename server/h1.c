@@ -32,6 +32,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <monkey/mk_util.h>
+
 #include "../core/log.h"
 #include "file_cache.h"
 #include "h2.h"
@@ -557,7 +559,7 @@ static int mk_h1_build_head(struct mk_request *r)
     else {
         const char *reason = mk_http_reason(r->status);
         p = MK_PUT_LIT(p, "HTTP/1.1 ");
-        p += mk_u64_to_str((uint64_t) r->status, p);
+        p += mk_u64_dec((uint64_t) r->status, p);
         *p++ = ' ';
         p = mk_put(p, reason, strlen(reason));
         p = MK_PUT_LIT(p, "\r\n");
@@ -586,7 +588,7 @@ static int mk_h1_build_head(struct mk_request *r)
     }
     else if (!no_body) {
         p = MK_PUT_LIT(p, "Content-Length: ");
-        p += mk_u64_to_str(r->content_length, p);
+        p += mk_u64_dec(r->content_length, p);
         p = MK_PUT_LIT(p, "\r\n");
     }
     if (r->extra_len) {

@@ -67,6 +67,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <monkey/mk_util.h>
+
 #include "../core/log.h"
 #include "file_cache.h"
 #include "h2.h"
@@ -1868,7 +1870,7 @@ static void mk_h2_respond(struct mk_request *r, bool error)
                                    r->content_type_len, nc};
         }
         if (r->body_type != MK_RESP_STREAM) {
-            size_t l = mk_u64_to_str(r->content_length, clen);
+            size_t l = mk_u64_dec(r->content_length, clen);
             nv[n++] = (nghttp2_nv){(uint8_t *) "content-length", (uint8_t *) clen, 14, l, nc};
         }
     }

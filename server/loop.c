@@ -9,14 +9,15 @@
  * on that worker's thread: a call from another thread is refused (EPERM or
  * MK_ERR), so a plugin on a task thread goes through api->worker_call().
  *
- * Timers live in the worker's `plugin_timers` queues (core/timer.h), apart
- * from the connections' so that expiry knows what it holds; the worker sleeps
- * until the nearest deadline of both. Descriptor and child watches embed a
- * `struct mk_event` in the worker's loop. An unwatched record may still have
- * an event pending in the current batch: mk_event_del() marks it (the
- * dispatcher skips it) and it is freed only after the batch (mk_loop_reap).
- * Children are watched through a pidfd (Linux 5.3 or later): readable once
- * the child exited, then waitpid() reaps it on the worker that watches it.
+ * Timers live in the worker's `plugin_timers` queues (core/timer.h) while
+ * armed, apart from the connections' so that expiry knows what it holds; the
+ * worker sleeps until the nearest deadline of both. The timers of
+ * timer_new(), which outlive their firing, are also on its `loop_kept`
+ * list, so that the worker's exit finds those that are not armed. Descriptor and child watches
+ * embed a `struct mk_event` in the worker's loop. An unwatched record may still have an event
+ * pending in the current batch: mk_event_del() marks it (the dispatcher skips it) and it is freed
+ * only after the batch (mk_loop_reap). Children are watched through a pidfd (Linux 5.3 or later):
+ * readable once the child exited, then waitpid() reaps it on the worker that watches it.
  *
  * What the plugins leave running when their worker exits is released
  * (mk_loop_release) after their worker_exit() hooks: no callback runs then.
@@ -45,10 +46,12 @@ struct mk_loop_timer {
     struct mk_worker *worker;
     uint32_t ms;
     bool repeat;
+    bool kept;    /* timer_new(): stays after firing, on the worker's loop_kept */
     bool firing;  /* its callback runs now */
     bool stopped; /* timer_stop() during the callback: freed after it */
     mk_loop_timer_cb cb;
     void *arg;
+    struct mk_list node; /* a kept timer: in loop_kept */
 };
 
 /* What fd and child watches share; the event first (the loop hands it back). */
@@ -86,6 +89,30 @@ static struct mk_worker *mk_loop_owner(void)
 
 /* ---- timers -------------------------------------------------------------- */
 
+/* A timer record for w, not armed; NULL with errno ENOMEM. */
+static struct mk_loop_timer *mk_loop_timer_alloc(struct mk_worker *w, mk_loop_timer_cb cb,
+                                                 void *arg)
+{
+    struct mk_loop_timer *t = mk_try_alloc(sizeof(*t));
+
+    if (!t) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    *t = (struct mk_loop_timer){.worker = w, .cb = cb, .arg = arg};
+    mk_timer_init(&t->entry);
+    return t;
+}
+
+static void mk_loop_timer_free(struct mk_loop_timer *t)
+{
+    mk_timer_disarm(&t->entry);
+    if (t->kept) {
+        mk_list_del(&t->node);
+    }
+    mk_free(t);
+}
+
 struct mk_loop_timer *mk_loop_timer_start(uint32_t ms, int repeat, mk_loop_timer_cb cb, void *arg)
 {
     struct mk_worker *w = mk_loop_owner();
@@ -97,21 +124,51 @@ struct mk_loop_timer *mk_loop_timer_start(uint32_t ms, int repeat, mk_loop_timer
         errno = EINVAL;
         return NULL;
     }
-    struct mk_loop_timer *t = mk_try_alloc(sizeof(*t));
+    struct mk_loop_timer *t = mk_loop_timer_alloc(w, cb, arg);
     if (!t) {
-        errno = ENOMEM;
         return NULL;
     }
-    mk_timer_init(&t->entry);
-    t->worker = w;
     t->ms = ms;
     t->repeat = repeat != 0;
-    t->firing = false;
-    t->stopped = false;
-    t->cb = cb;
-    t->arg = arg;
     mk_timer_arm(&w->plugin_timers, &t->entry, w->now_ms, ms);
     return t;
+}
+
+struct mk_loop_timer *mk_loop_timer_new(mk_loop_timer_cb cb, void *arg)
+{
+    struct mk_worker *w = mk_loop_owner();
+
+    if (!w) {
+        return NULL;
+    }
+    if (!cb) {
+        errno = EINVAL;
+        return NULL;
+    }
+    struct mk_loop_timer *t = mk_loop_timer_alloc(w, cb, arg);
+    if (t) {
+        t->kept = true;
+        mk_list_add_tail(&t->node, &w->loop_kept);
+    }
+    return t;
+}
+
+int mk_loop_timer_arm(struct mk_loop_timer *t, uint32_t ms)
+{
+    if (!t || !t->kept || t->stopped || t->worker != mk_worker_current()) {
+        return MK_ERR;
+    }
+    mk_timer_arm(&t->worker->plugin_timers, &t->entry, t->worker->now_ms, ms);
+    return MK_OK;
+}
+
+int mk_loop_timer_disarm(struct mk_loop_timer *t)
+{
+    if (!t || !t->kept || t->stopped || t->worker != mk_worker_current()) {
+        return MK_ERR;
+    }
+    mk_timer_disarm(&t->entry);
+    return MK_OK;
 }
 
 int mk_loop_timer_stop(struct mk_loop_timer *t)
@@ -124,11 +181,15 @@ int mk_loop_timer_stop(struct mk_loop_timer *t)
         t->stopped = true; /* the expiry below frees it when the callback returns */
         return MK_OK;
     }
-    mk_free(t);
+    mk_loop_timer_free(t);
     return MK_OK;
 }
 
-/* A plugin timer is due: run its callback, then re-arm or free it. */
+/*
+ * A plugin timer is due: run its callback, then, unless the callback
+ * stopped it or armed it again (for 1 ms at least), re-arm a repeating
+ * one, leave a kept one disarmed and free a one-shot.
+ */
 static void mk_loop_timer_fire(struct mk_timer *e, void *arg)
 {
     struct mk_loop_timer *t = mk_container_of(e, struct mk_loop_timer, entry);
@@ -138,13 +199,27 @@ static void mk_loop_timer_fire(struct mk_timer *e, void *arg)
     t->firing = true;
     t->cb(t, t->arg);
     t->firing = false;
-    if (t->repeat && !t->stopped) {
+    if (t->stopped) {
+        mk_loop_timer_free(t);
+        return;
+    }
+    if (mk_timer_armed(e)) {
+        /* Armed again by its callback: never twice in one loop iteration
+           (due now, the walk would run it again or drop it). */
+        if (e->deadline <= w->now_ms) {
+            mk_timer_arm(&w->plugin_timers, e, w->now_ms, 1);
+        }
+        return;
+    }
+    if (t->kept) {
+        return;
+    }
+    if (t->repeat) {
         /* From now, not from the deadline: a late worker does not fire a burst. */
         mk_timer_arm(&w->plugin_timers, e, w->now_ms, t->ms);
         return;
     }
-    mk_timer_disarm(e); /* a one-shot that re-armed nothing */
-    mk_free(t);
+    mk_loop_timer_free(t);
 }
 
 void mk_loop_expire(struct mk_worker *w)
@@ -313,8 +388,10 @@ void mk_loop_release(struct mk_worker *w)
     struct mk_timer *e;
 
     while ((e = mk_timers_any(&w->plugin_timers)) != NULL) {
-        mk_timer_disarm(e);
-        mk_free(mk_container_of(e, struct mk_loop_timer, entry));
+        mk_loop_timer_free(mk_container_of(e, struct mk_loop_timer, entry));
+    }
+    while (!mk_list_is_empty(&w->loop_kept)) {
+        mk_loop_timer_free(mk_list_entry(w->loop_kept.next, struct mk_loop_timer, node));
     }
     while (!mk_list_is_empty(&w->loop_watches)) {
         struct mk_loop_watch *lw = mk_list_entry(w->loop_watches.next, struct mk_loop_watch, node);

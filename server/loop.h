@@ -6,7 +6,7 @@
  * (loop.c): api->timer_start, fd_watch, child_watch and the rest.
  *
  * The timers and watches of a worker live in it (w->plugin_timers,
- * w->loop_watches, w->loop_dead) and are touched only on that worker's
+ * w->loop_kept, w->loop_watches, w->loop_dead) and are touched only on that worker's
  * thread: a call from another thread is refused (a plugin on a task thread
  * goes through api->worker_call()).
  */
@@ -22,6 +22,9 @@ struct mk_worker;
 
 struct mk_loop_timer *mk_loop_timer_start(uint32_t ms, int repeat, mk_loop_timer_cb cb, void *arg);
 int mk_loop_timer_stop(struct mk_loop_timer *t);
+struct mk_loop_timer *mk_loop_timer_new(mk_loop_timer_cb cb, void *arg);
+int mk_loop_timer_arm(struct mk_loop_timer *t, uint32_t ms);
+int mk_loop_timer_disarm(struct mk_loop_timer *t);
 struct mk_loop_fd *mk_loop_fd_watch(int fd, uint32_t mask, mk_loop_fd_cb cb, void *arg);
 int mk_loop_fd_modify(struct mk_loop_fd *h, uint32_t mask);
 int mk_loop_fd_unwatch(struct mk_loop_fd *h);

@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <monkey/mk_util.h>
+
 #ifndef MK_PLUGIN_DIR
 #define MK_PLUGIN_DIR "/usr/local/lib/monkey/plugins"
 #endif
@@ -219,17 +221,23 @@ static const char *mk_api_docroot(const struct mk_request *r)
     return r->vhost ? r->vhost->docroot : "";
 }
 
+/*
+ * The client address as text, by mk_addr_text() (mk_util.h: IPv4 clients
+ * of a dual-stack socket in IPv4 form): straight into buf when it has
+ * MK_ADDR_TEXT_LEN bytes, else through a copy that must fit; "-" for a
+ * client that is not IP or an address buf cannot hold.
+ */
 static const char *mk_api_remote_addr(const struct mk_request *r, char *buf, size_t len)
 {
-    const struct mk_conn *c = r->conn;
-    const void *src = c->peer.sa.sa_family == AF_INET6 ? (const void *) &c->peer.in6.sin6_addr
-                                                       : (const void *) &c->peer.in.sin_addr;
-    if (!inet_ntop(c->peer.sa.sa_family, src, buf, (socklen_t) len)) {
+    char text[MK_ADDR_TEXT_LEN];
+    char *out = len >= sizeof(text) ? buf : text;
+    size_t n = mk_addr_text(&r->conn->peer.sa, out);
+
+    if (n == 0 || n >= len) {
         snprintf(buf, len, "-");
     }
-    /* Report IPv4 clients of a dual-stack socket in IPv4 form. */
-    if (strncmp(buf, "::ffff:", 7) == 0 && strchr(buf, '.')) {
-        memmove(buf, buf + 7, strlen(buf + 7) + 1);
+    else if (out != buf) {
+        memcpy(buf, text, n + 1);
     }
     return buf;
 }
@@ -1001,6 +1009,9 @@ const struct mk_api mk_plugin_api = {
     .site_hide_dotfiles = mk_api_site_hide_dotfiles,
     .timer_start = mk_loop_timer_start,
     .timer_stop = mk_loop_timer_stop,
+    .timer_new = mk_loop_timer_new,
+    .timer_arm = mk_loop_timer_arm,
+    .timer_disarm = mk_loop_timer_disarm,
     .fd_watch = mk_loop_fd_watch,
     .fd_modify = mk_loop_fd_modify,
     .fd_unwatch = mk_loop_fd_unwatch,

@@ -24,6 +24,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <monkey/mk_util.h>
+
 #include "../core/clock.h"
 #include "conf.h"
 #include "conn.h"
@@ -415,12 +417,12 @@ static void mk_static_content_range(struct mk_request *r, const char *prefix, ui
     memcpy(p, prefix, n);
     p += n;
     if (!unsatisfied) {
-        p += mk_u64_to_str(first, p);
+        p += mk_u64_dec(first, p);
         *p++ = '-';
-        p += mk_u64_to_str(last, p);
+        p += mk_u64_dec(last, p);
         *p++ = '/';
     }
-    p += mk_u64_to_str(size, p);
+    p += mk_u64_dec(size, p);
     mk_response_add_known(r, MK_RESP_CONTENT_RANGE, cr, (size_t) (p - cr));
 }
 

@@ -11,26 +11,22 @@
  */
 #include "task_queue.h"
 
-#include <netinet/in.h>
 #include <string.h>
 
 #include <monkey/mk_common.h>
+#include <monkey/mk_util.h>
 
 #include "../core/memory.h"
 
+_Static_assert(MK_TASK_KEY_LEN == 16, "a task key is mk_cidr_client()'s key");
+
 void mk_task_key(const struct sockaddr *sa, uint8_t key[MK_TASK_KEY_LEN])
 {
-    memset(key, 0, MK_TASK_KEY_LEN);
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *) (const void *) sa;
-        key[10] = key[11] = 0xff; /* the IPv4-mapped form, as it comes over IPv6 */
-        memcpy(key + 12, &in->sin_addr, 4);
-    }
-    else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *) (const void *) sa;
-        bool mapped = IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr);
-        /* One host has a whole /64: the prefix is the client. */
-        memcpy(key, &in6->sin6_addr, mapped ? 16 : 8);
+    int family;
+
+    mk_cidr_client(sa, key, &family);
+    if (family == AF_INET6) {
+        memset(key + 8, 0, 8); /* one host has a whole /64: the prefix is the client */
     }
 }
 

@@ -55,9 +55,10 @@ struct mk_task_queue {
 };
 
 /*
- * The client key of a socket address: an IPv4 address (also when it comes
- * IPv4-mapped over IPv6) or the first 64 bits of an IPv6 address; zeros for
- * anything else.
+ * The client key of a socket address: mk_cidr_client()'s (mk_util.h: an
+ * IPv4 address, also when it comes IPv4-mapped over IPv6, in the mapped
+ * form) with an IPv6 address cut to its first 64 bits; zeros for anything
+ * else.
  */
 void mk_task_key(const struct sockaddr *sa, uint8_t key[MK_TASK_KEY_LEN]);
 

@@ -655,6 +655,7 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
     mk_list_init(&w->free_reqs);
     mk_timers_init(&w->timers);
     mk_timers_init(&w->plugin_timers);
+    mk_list_init(&w->loop_kept);
     mk_list_init(&w->loop_watches);
     mk_list_init(&w->loop_dead);
     mk_pool_init(&w->pool, MK_POOL_CACHED_MAX);

@@ -112,6 +112,7 @@ struct mk_worker {
     uint64_t now_ms; /* CLOCK_MONOTONIC ms, read once per loop iteration */
     /* the plugins' event loop (loop.c): api->timer_start, fd_watch, child_watch */
     struct mk_timers plugin_timers;
+    struct mk_list loop_kept;    /* struct mk_loop_timer of timer_new(), armed or not */
     struct mk_list loop_watches; /* struct mk_loop_fd and mk_loop_child, live */
     struct mk_list loop_dead;    /* unwatched during this batch, freed after it */
 };

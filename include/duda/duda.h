@@ -42,7 +42,7 @@
 #include <time.h>
 
 #define DUDA_ABI_MAJOR 1
-#define DUDA_ABI_MINOR 1
+#define DUDA_ABI_MINOR 2
 
 /*
  * Packages (include/duda/duda_package.h): NAME.dpkg files of PackagesRoot
@@ -339,6 +339,25 @@ struct duda_event_api {
     int (*del)(duda_watch_t *w);
     /* Run cb(data) on every worker (the service's workers): 0 or -1. */
     int (*signal_all)(void (*cb)(void *data), void *data);
+
+    /* ---- since service ABI 1.2 (check with DUDA_HAS) ---- */
+
+    /*
+     * A timer made once and armed again and again without an allocation
+     * each time (a write coalesced to the next loop iteration).
+     * timer_new(): on the current worker, not armed; with a dr it belongs
+     * to that request and goes when the request ends. timer_arm(): cb(dr,
+     * data) once in `ms` (0: at the next loop iteration); an armed timer is
+     * moved (only the new time counts). timer_disarm(): no call until it is
+     * armed again. After its call the timer stays, not armed, unless the
+     * callback armed it again (then 0 counts as 1 ms: never twice in one
+     * loop iteration); timer_del() frees it (also inside its callback). Both return 0, or -1 for a
+     * timer of timer_add() or one deleted, or off its worker.
+     */
+    duda_timer_t *(*timer_new)(duda_request_t *dr, void (*cb)(duda_request_t *dr, void *data),
+                               void *data);
+    int (*timer_arm)(duda_timer_t *t, unsigned ms);
+    int (*timer_disarm)(duda_timer_t *t);
 };
 
 struct duda_console_api {

@@ -141,7 +141,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 6
+#define MK_PLUGIN_ABI_MINOR 7
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -423,7 +423,13 @@ struct mk_api {
     const char *(*body)(const struct mk_request *r, size_t *len);
     /* The site's document root (absolute path). */
     const char *(*docroot)(const struct mk_request *r);
-    /* The client address as text ("192.0.2.1", "2001:db8::1"). */
+    /*
+     * The client address as text into buf (len bytes, NUL terminated):
+     * "192.0.2.1", "2001:db8::1"; an IPv4 client of a dual-stack socket in
+     * IPv4 form, as mk_addr_text() of mk_util.h gives it. A buffer of
+     * MK_ADDR_TEXT_LEN bytes (mk_util.h) always holds it; "-" for a client
+     * that is not IP, or an address a shorter buf cannot hold. Returns buf.
+     */
     const char *(*remote_addr)(const struct mk_request *r, char *buf, size_t len);
     struct mk_conn *(*conn)(const struct mk_request *r);
 
@@ -980,6 +986,28 @@ struct mk_api {
      */
     const char *(*client_method)(const struct mk_request *r, size_t *len);
     const char *(*client_target)(const struct mk_request *r, size_t *len);
+
+    /* ---- added in ABI 3.7 (check with MK_API_HAS) ---- */
+
+    /*
+     * A timer the plugin keeps and arms again and again without an
+     * allocation each time (a write coalesced to the next loop iteration,
+     * a timeout pushed back). timer_new(): a one-shot timer, not armed;
+     * NULL with errno (EPERM off a worker, EINVAL without cb, ENOMEM).
+     * timer_arm(): call cb(t, arg) once in `ms` milliseconds (0: at the
+     * next loop iteration); a timer armed already is moved (only the new
+     * time counts). timer_disarm(): no call until it is armed again
+     * (harmless when it is not armed). After its callback the timer stays,
+     * not armed, unless the callback armed it again (then 0 counts as 1:
+     * a timer never runs twice in one loop iteration). timer_stop() frees
+     * it, also inside its callback. timer_arm() and timer_disarm() return
+     * MK_OK, or MK_ERR for a timer of timer_start(), one stopped, or a call
+     * off its worker. The rest is as for timer_start(): the clock, a queue
+     * per duration, the release at the worker's exit.
+     */
+    struct mk_loop_timer *(*timer_new)(mk_loop_timer_cb cb, void *arg);
+    int (*timer_arm)(struct mk_loop_timer *t, uint32_t ms);
+    int (*timer_disarm)(struct mk_loop_timer *t);
 };
 
 /* The longest line of api->error_log(), without the newline. */

@@ -6,8 +6,10 @@
  * plugin needs nothing from the server to use them: base 64 decoding
  * (RFC 4648, for Basic credentials), address blocks (CIDR) matched
  * against clients, and numbers and addresses as text (for access logs
- * and gateway variables, every request). Pure: no allocation, no
- * globals, no I/O.
+ * and gateway variables, every request). The server uses the same ones
+ * (status lines and lengths, the task queue's client keys,
+ * api->remote_addr), so there is one implementation of each. Pure: no
+ * allocation, no globals, no I/O.
  */
 #ifndef MONKEY_MK_UTIL_H
 #define MONKEY_MK_UTIL_H
@@ -209,13 +211,30 @@ static inline bool mk_cidr_match(const struct mk_cidr *c, const uint8_t key[16],
 /* v in decimal into out (room for 20 characters, no NUL written); the length. */
 static inline size_t mk_u64_dec(uint64_t v, char *out)
 {
+    static const char pairs[] =
+        "00010203040506070809101112131415161718192021222324252627282930313233"
+        "34353637383940414243444546474849505152535455565758596061626364656667"
+        "6869707172737475767778798081828384858687888990919293949596979899";
     size_t n = 1;
 
+    /* Count the digits, then write them from the last one, two at a time. */
     for (uint64_t t = v; t >= 10; t /= 10) {
         n++;
     }
-    for (size_t i = n; i-- > 0; v /= 10) {
-        out[i] = (char) ('0' + v % 10);
+    char *p = out + n;
+    while (v >= 100) {
+        const char *d = pairs + (v % 100) * 2;
+        v /= 100;
+        p -= 2;
+        p[0] = d[0];
+        p[1] = d[1];
+    }
+    if (v >= 10) {
+        p[-2] = pairs[v * 2];
+        p[-1] = pairs[v * 2 + 1];
+    }
+    else {
+        p[-1] = (char) ('0' + v);
     }
     return n;
 }

@@ -6,6 +6,8 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -47,85 +49,203 @@ static unsigned gw_port(const struct sockaddr *sa)
     return 0;
 }
 
-/* HTTP_<NAME> for header i, unless it is left out (see gw.h). */
-static void gw_header_var(const struct mk_api *api, struct mk_request *r,
-                          const struct mk_gw_script *s, unsigned i, struct gw_emit *e)
-{
-    const char *name, *value;
-    size_t nlen, vlen;
-    char var[GW_NAME_MAX];
+/* Request headers gathered without request memory (more: api->alloc). */
+#define GW_HDR_STACK 32
+/* Up to so many headers, the earlier one of a name is found by a scan. */
+#define GW_HDR_SCAN 8
+#define GW_HDR_NONE UINT32_MAX
 
-    if (api->header_at(r, i, &name, &nlen, &value, &vlen) != MK_OK || nlen == 0 ||
-        nlen + 5 >= sizeof(var)) {
-        return;
+/*
+ * A request header that becomes a variable. The headers of one name form
+ * a chain in request order (next); its first holds the chain's last
+ * header and the length of the values joined with ", " (last, total:
+ * meaningful on a first only).
+ */
+struct gw_hdr {
+    const char *name, *value;
+    size_t nlen, vlen, total;
+    uint32_t next, last;
+    bool first; /* the first of its name: the one that emits */
+};
+
+/* False for a header gw.h leaves out: Proxy, framing, credentials unless passed. */
+static bool gw_header_passes(const struct mk_gw_script *s, const char *name, size_t nlen)
+{
+    if (nlen == 0 || nlen + 5 >= GW_NAME_MAX) {
+        return false;
     }
-    if ((nlen == 5 && strncasecmp(name, "Proxy", 5) == 0) ||
+    return !(
+        (nlen == 5 && strncasecmp(name, "Proxy", 5) == 0) ||
         (nlen == 12 && strncasecmp(name, "Content-Type", 12) == 0) ||
         (nlen == 14 && strncasecmp(name, "Content-Length", 14) == 0) ||
         (nlen == 17 && strncasecmp(name, "Transfer-Encoding", 17) == 0) ||
         (!s->pass_authorization && nlen == 13 && strncasecmp(name, "Authorization", 13) == 0) ||
         (!s->pass_proxy_authorization && nlen == 19 &&
-         strncasecmp(name, "Proxy-Authorization", 19) == 0)) {
-        return;
-    }
-    /* Repeated names: only the first occurrence emits, with every value joined. */
-    for (unsigned j = 0; j < i; j++) {
-        const char *n2, *v2;
-        size_t n2len, v2len;
-        if (api->header_at(r, j, &n2, &n2len, &v2, &v2len) == MK_OK && n2len == nlen &&
-            strncasecmp(n2, name, nlen) == 0) {
-            return;
-        }
-    }
+         strncasecmp(name, "Proxy-Authorization", 19) == 0));
+}
+
+/*
+ * A header name's hash, the same for names that differ only in case: its
+ * length and three of its bytes (a constant cost; a name with other bytes
+ * in the middle only shares a slot and is told apart by comparison).
+ */
+static uint32_t gw_name_hash(const char *name, size_t nlen)
+{
+    uint32_t h = (uint32_t) nlen;
+
+    h = h * 31 + ((unsigned char) name[0] | 0x20u);
+    h = h * 31 + ((unsigned char) name[nlen / 2] | 0x20u);
+    h = h * 31 + ((unsigned char) name[nlen - 1] | 0x20u);
+    return h * 0x9e3779b1u;
+}
+
+/* A name byte's counterpart in HTTP_<NAME>: upper case, '_' for '-', 0 for the bytes left out. */
+#define GW_SAME(c) [c] = (c)
+#define GW_UPPER(c) [c] = (char) ((c) - 'a' + 'A'), [(c) - 'a' + 'A'] = (char) ((c) - 'a' + 'A')
+static const char gw_var_char[256] = {
+    ['-'] = '_',   GW_SAME('0'),  GW_SAME('1'),  GW_SAME('2'),  GW_SAME('3'),  GW_SAME('4'),
+    GW_SAME('5'),  GW_SAME('6'),  GW_SAME('7'),  GW_SAME('8'),  GW_SAME('9'),  GW_UPPER('a'),
+    GW_UPPER('b'), GW_UPPER('c'), GW_UPPER('d'), GW_UPPER('e'), GW_UPPER('f'), GW_UPPER('g'),
+    GW_UPPER('h'), GW_UPPER('i'), GW_UPPER('j'), GW_UPPER('k'), GW_UPPER('l'), GW_UPPER('m'),
+    GW_UPPER('n'), GW_UPPER('o'), GW_UPPER('p'), GW_UPPER('q'), GW_UPPER('r'), GW_UPPER('s'),
+    GW_UPPER('t'), GW_UPPER('u'), GW_UPPER('v'), GW_UPPER('w'), GW_UPPER('x'), GW_UPPER('y'),
+    GW_UPPER('z'),
+};
+#undef GW_SAME
+#undef GW_UPPER
+
+/* HTTP_<NAME> of the chain that starts at h[i], its values joined with ", ". */
+static void gw_header_emit(const struct mk_api *api, struct mk_request *r, const struct gw_hdr *h,
+                           uint32_t i, struct gw_emit *e)
+{
+    const struct gw_hdr *x = &h[i];
+    char var[GW_NAME_MAX];
+
     memcpy(var, "HTTP_", 5);
-    for (size_t k = 0; k < nlen; k++) {
-        char c = name[k];
-        if (c == '-') {
-            c = '_';
-        }
-        else if (c >= 'a' && c <= 'z') {
-            c = (char) (c - 'a' + 'A');
-        }
-        else if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) {
-            return;
+    for (size_t k = 0; k < x->nlen; k++) {
+        char c = gw_var_char[(unsigned char) x->name[k]];
+        if (!c) {
+            return; /* left out (see gw.h) */
         }
         var[5 + k] = c;
     }
-    var[5 + nlen] = '\0';
-
-    size_t total = vlen;
-    unsigned n = api->header_count(r);
-    for (unsigned j = i + 1; j < n; j++) {
-        const char *n2, *v2;
-        size_t n2len, v2len;
-        if (api->header_at(r, j, &n2, &n2len, &v2, &v2len) == MK_OK && n2len == nlen &&
-            strncasecmp(n2, name, nlen) == 0) {
-            total += 2 + v2len;
-        }
-    }
-    if (total == vlen) {
-        gw_put(e, var, value, vlen);
+    var[5 + x->nlen] = '\0';
+    if (x->next == GW_HDR_NONE) {
+        gw_put(e, var, x->value, x->vlen);
         return;
     }
-    char *joined = api->alloc(r, total);
+    char *joined = api->alloc(r, x->total);
     if (!joined) {
         e->rc = MK_ERR;
         return;
     }
-    size_t off = 0;
-    memcpy(joined, value, vlen);
-    off = vlen;
-    for (unsigned j = i + 1; j < n; j++) {
-        const char *n2, *v2;
-        size_t n2len, v2len;
-        if (api->header_at(r, j, &n2, &n2len, &v2, &v2len) == MK_OK && n2len == nlen &&
-            strncasecmp(n2, name, nlen) == 0) {
-            memcpy(joined + off, ", ", 2);
-            memcpy(joined + off + 2, v2, v2len);
-            off += 2 + v2len;
+    memcpy(joined, x->value, x->vlen);
+    size_t off = x->vlen;
+    for (uint32_t j = x->next; j != GW_HDR_NONE; j = h[j].next) {
+        memcpy(joined + off, ", ", 2);
+        memcpy(joined + off + 2, h[j].value, h[j].vlen);
+        off += 2 + h[j].vlen;
+    }
+    gw_put(e, var, joined, x->total);
+}
+
+/* The first header of x's name among h[0..kept) by a scan: for a few headers. */
+static struct gw_hdr *gw_header_scan(struct gw_hdr *h, uint32_t kept, const struct gw_hdr *x)
+{
+    for (uint32_t j = 0; j < kept; j++) {
+        if (h[j].first && h[j].nlen == x->nlen && strncasecmp(h[j].name, x->name, x->nlen) == 0) {
+            return &h[j];
         }
     }
-    gw_put(e, var, joined, total);
+    return NULL;
+}
+
+/*
+ * The first header of x's name through the table of the chains' first
+ * headers (open addressing, 1 << bits slots, GW_HDR_NONE when free); when
+ * there is none, *free_slot is where x goes.
+ */
+static struct gw_hdr *gw_header_probe(struct gw_hdr *h, uint32_t *slots, unsigned bits,
+                                      const struct gw_hdr *x, uint32_t **free_slot)
+{
+    uint32_t mask = (1u << bits) - 1;
+
+    for (uint32_t k = gw_name_hash(x->name, x->nlen) >> (32 - bits);; k = (k + 1) & mask) {
+        if (slots[k] == GW_HDR_NONE) {
+            *free_slot = &slots[k];
+            return NULL;
+        }
+        struct gw_hdr *g = &h[slots[k]];
+        if (g->nlen == x->nlen && strncasecmp(g->name, x->name, x->nlen) == 0) {
+            return g;
+        }
+    }
+}
+
+/*
+ * One HTTP_<NAME> per header name, in the order of their first
+ * occurrences. One pass over the headers: each finds the first earlier
+ * header of its name, by a scan among a few (GW_HDR_SCAN), else through
+ * a table with at least twice as many slots as headers, and joins its
+ * chain. Request memory only past GW_HDR_STACK headers.
+ */
+static void gw_header_vars(const struct mk_api *api, struct mk_request *r,
+                           const struct mk_gw_script *s, struct gw_emit *e)
+{
+    struct gw_hdr stack_hdrs[GW_HDR_STACK];
+    uint32_t stack_slots[2 * GW_HDR_STACK];
+    unsigned n = api->header_count(r);
+    struct gw_hdr *h = stack_hdrs;
+    uint32_t *slots = NULL;
+    unsigned bits = 0;
+
+    if (n > GW_HDR_SCAN) {
+        bits = 4;
+        while ((1u << bits) < 2 * n) {
+            bits++;
+        }
+        slots = stack_slots;
+        if (n > GW_HDR_STACK) {
+            h = api->alloc(r, n * sizeof(*h) + (sizeof(*slots) << bits));
+            if (!h) {
+                e->rc = MK_ERR;
+                return;
+            }
+            slots = (uint32_t *) (h + n);
+        }
+        memset(slots, 0xff, sizeof(*slots) << bits);
+    }
+    uint32_t kept = 0;
+    for (unsigned i = 0; i < n; i++) {
+        struct gw_hdr *x = &h[kept];
+        if (api->header_at(r, i, &x->name, &x->nlen, &x->value, &x->vlen) != MK_OK ||
+            !gw_header_passes(s, x->name, x->nlen)) {
+            continue;
+        }
+        uint32_t *free_slot = NULL;
+        struct gw_hdr *g =
+            slots ? gw_header_probe(h, slots, bits, x, &free_slot) : gw_header_scan(h, kept, x);
+        x->next = GW_HDR_NONE;
+        x->first = g == NULL;
+        if (g) {
+            h[g->last].next = kept;
+            g->last = kept;
+            g->total += 2 + x->vlen;
+        }
+        else {
+            x->last = kept;
+            x->total = x->vlen;
+            if (free_slot) {
+                *free_slot = kept;
+            }
+        }
+        kept++;
+    }
+    for (uint32_t i = 0; i < kept && e->rc == MK_OK; i++) {
+        if (h[i].first) {
+            gw_header_emit(api, r, h, i, e);
+        }
+    }
 }
 
 /* SERVER_NAME: the Host without its port, else the site's first name. */
@@ -266,9 +386,8 @@ int mk_gw_params(const struct mk_api *api, struct mk_request *r, const struct mk
     if (tls) {
         gw_puts(&e, "HTTPS", "on");
     }
-    unsigned n = api->header_count(r);
-    for (unsigned i = 0; i < n && e.rc == MK_OK; i++) {
-        gw_header_var(api, r, s, i, &e);
+    if (e.rc == MK_OK) {
+        gw_header_vars(api, r, s, &e);
     }
     return e.rc;
 }

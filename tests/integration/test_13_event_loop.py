@@ -51,6 +51,20 @@ def test_repeating_timer_stops_itself(loop):
     assert int(m.group(1)) >= 50
 
 
+def test_kept_timer_armed_again_and_again(loop):
+    # timer_new(): moved before it fires (once, at 5 ms, not at 1 s), armed
+    # again for 0 ms in its callback twice (the second time in the queue it
+    # fired from: not lost), left disarmed after that (a check 30 ms later
+    # sees no fourth call: checks 3), armed then disarmed (no call: the
+    # second check sees 3 again), stopped inside its fourth callback, after
+    # which it cannot be armed; a timer of timer_start() cannot be armed
+    for _ in range(3):
+        text = body(loop, "/loop/kept")
+        m = re.fullmatch(r"kept fired 4 checks 33 stop 0 refused 1 after (\d+) ms\n", text)
+        assert m, text
+        assert 55 <= int(m.group(1)) < 1000
+
+
 def test_child_is_reaped_with_its_status(loop):
     text = body(loop, "/loop/child")
     m = re.fullmatch(r"pid (\d+) status 3 on worker [01]\n", text)

@@ -739,6 +739,17 @@ def test_environment_complete(cgi):
     assert e["HTTP_X_MULTI"] == "a, b"
     assert "HTTP_X_UNDER" not in e and "HTTP_X__UNDER" not in e
     assert "HTTP_TRANSFER_ENCODING" not in e and e["CONTENT_LENGTH"] == "3"
+    # more headers than the gateway gathers on its stack: names repeated
+    # in any case joined in request order, names that look alike (length,
+    # first, middle and last byte) kept apart
+    fill = "".join(f"X-Fill-{i}: {i}\r\n" for i in range(40))
+    c.send("GET /cgi-bin/env.sh HTTP/1.1\r\nHost: localhost\r\nX-Multi: a\r\n"
+           "Xa-1bZ: first\r\n" + fill + "x-multi: b\r\nXc-1dZ: second\r\n"
+           "X-MULTI: c\r\nXa-1bz: again\r\n\r\n")
+    e = env_of(c.read_response().body)
+    assert e["HTTP_X_MULTI"] == "a, b, c"
+    assert e["HTTP_XA_1BZ"] == "first, again" and e["HTTP_XC_1DZ"] == "second"
+    assert all(e[f"HTTP_X_FILL_{i}"] == str(i) for i in range(40))
     c.close()
     # HTTP/1.0
     c = CgiConn(cgi.port)

@@ -8,14 +8,17 @@
  *
  *   /loop/timer?ms=N   a one-shot timer: "timer N fired after M ms"
  *   /loop/repeat       a 10 ms repeating timer that stops itself after 5 ticks
+ *   /loop/kept         a timer of timer_new() armed again and again (see
+ *                      evloop_kept_cb): "kept fired 3 ..."
  *   /loop/child        spawns /bin/sh -c 'exit 3': "pid P status 3"
  *   /loop/pipe         reads a pipe fed by a child until EOF and reaps the child
  *   /loop/batch        two pipes ready in the same batch: the first callback
  *                      unwatches and closes both; the other must not run
  *   /loop/refused      whether starts from init() and from a task thread were
  *                      refused with EPERM
- *   /loop/leave        leaves a one-hour timer and a watched pipe behind: the
- *                      worker releases them when it exits
+ *   /loop/leave        leaves a one-hour timer, a kept timer armed for an hour,
+ *                      one not armed and a watched pipe behind: the worker
+ *                      releases them when it exits
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +43,8 @@ struct job {
     char reply[256];
     uint64_t started_ms;
     int ticks;
+    struct mk_loop_timer *kept;
+    int checks;
     int fds[2];
     int callbacks;
     struct mk_loop_fd *watch[2];
@@ -107,6 +112,55 @@ static void evloop_repeat_cb(struct mk_loop_timer *t, void *arg)
     snprintf(j->reply, sizeof(j->reply), "ticks %d stop %d after %llu ms\n", j->ticks, stopped,
              (unsigned long long) (api->now_ms() - j->started_ms));
     evloop_finish(j);
+}
+
+/*
+ * /loop/kept: armed for 1 s, then moved to 5 ms, so it fires once, early.
+ * Its first two calls arm it again at once, for 0 ms (the second from the
+ * queue it is armed in again: it must not be lost); the third leaves it
+ * disarmed and a check 30 ms later sees no fourth. The check then arms
+ * and disarms it (no call), and 20 ms later arms it for good: the fourth
+ * call stops it inside its callback and answers.
+ */
+static void evloop_kept_check(struct mk_loop_timer *t, void *arg);
+
+static void evloop_kept_cb(struct mk_loop_timer *t, void *arg)
+{
+    struct job *j = arg;
+
+    j->ticks++;
+    if (j->ticks < 3) {
+        api->timer_arm(t, 0);
+        return;
+    }
+    if (j->ticks == 3) {
+        if (!api->timer_start(30, 0, evloop_kept_check, j)) {
+            api->timer_arm(t, 0);
+        }
+        return;
+    }
+    int stopped = api->timer_stop(t);
+    int refused = api->timer_arm(t, 0) == MK_ERR; /* stopped: freed once this returns */
+    snprintf(j->reply, sizeof(j->reply),
+             "kept fired %d checks %d stop %d refused %d after %llu ms\n", j->ticks, j->checks,
+             stopped, refused, (unsigned long long) (api->now_ms() - j->started_ms));
+    evloop_finish(j);
+}
+
+static void evloop_kept_check(struct mk_loop_timer *t, void *arg)
+{
+    struct job *j = arg;
+
+    (void) t;
+    j->checks = j->checks * 10 + j->ticks;
+    if (j->checks < 10) {
+        int a = api->timer_arm(j->kept, 0), d = api->timer_disarm(j->kept);
+        if (a != MK_OK || d != MK_OK || !api->timer_start(20, 0, evloop_kept_check, j)) {
+            api->timer_arm(j->kept, 0);
+        }
+        return;
+    }
+    api->timer_arm(j->kept, 0);
 }
 
 /* ---- children -------------------------------------------------------------- */
@@ -225,6 +279,9 @@ static int evloop_all_refused(void)
     errno = 0;
     ok &= api->timer_start(10, 0, evloop_noop_timer, NULL) == NULL && errno == EPERM;
     errno = 0;
+    ok &= api->timer_new(evloop_noop_timer, NULL) == NULL && errno == EPERM;
+    ok &= api->timer_arm(NULL, 0) == MK_ERR && api->timer_disarm(NULL) == MK_ERR;
+    errno = 0;
     ok &= api->fd_watch(0, MK_LOOP_READ, evloop_noop_fd, NULL) == NULL && errno == EPERM;
     errno = 0;
     ok &= api->child_watch(getpid(), NULL, NULL) == NULL && errno == EPERM;
@@ -273,6 +330,23 @@ static int evloop_start(struct mk_request *r, const char *route, size_t len)
             return MK_SUSPENDED;
         }
     }
+    else if (len == 5 && memcmp(route, "/kept", 5) == 0) {
+        struct mk_loop_timer *once = api->timer_start(1000, 0, evloop_noop_timer, NULL);
+        j->kept = api->timer_new(evloop_kept_cb, j);
+        /* a timer of timer_start() is not armed again: 1 when refused */
+        int refused =
+            once && api->timer_arm(once, 5) == MK_ERR && api->timer_disarm(once) == MK_ERR;
+        if (once) {
+            api->timer_stop(once);
+        }
+        if (j->kept && refused && api->timer_arm(j->kept, 1000) == MK_OK &&
+            api->timer_arm(j->kept, 5) == MK_OK) {
+            return MK_SUSPENDED;
+        }
+        if (j->kept) {
+            api->timer_stop(j->kept);
+        }
+    }
     else if (len == 6 && memcmp(route, "/child", 6) == 0) {
         pid_t pid = evloop_spawn("exit 3", -1);
         if (pid > 0 && api->child_watch(pid, evloop_child_cb, j)) {
@@ -319,8 +393,11 @@ static int evloop_start(struct mk_request *r, const char *route, size_t len)
     }
     else if (len == 6 && memcmp(route, "/leave", 6) == 0) {
         int p[2];
+        struct mk_loop_timer *armed = api->timer_new(evloop_noop_timer, NULL);
         if (pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0 &&
-            api->timer_start(3600 * 1000, 0, evloop_noop_timer, NULL) &&
+            api->timer_start(3600 * 1000, 0, evloop_noop_timer, NULL) && armed &&
+            api->timer_arm(armed, 3600 * 1000) == MK_OK &&
+            api->timer_new(evloop_noop_timer, NULL) &&
             api->fd_watch(p[0], MK_LOOP_READ, evloop_noop_fd, NULL)) {
             snprintf(j->reply, sizeof(j->reply), "left behind\n");
             evloop_finish(j);

@@ -74,6 +74,7 @@ static void duda_redis_unwatch(void *w)
     event->del(w);
 }
 
+/* A connection's timer (redis_loop.h): a kept timer of the service and the callback it calls. */
 struct duda_redis_timer {
     duda_timer_t *t;
     void (*cb)(void *arg);
@@ -83,15 +84,12 @@ struct duda_redis_timer {
 static void duda_redis_timer_fire(duda_request_t *dr, void *cb_data)
 {
     struct duda_redis_timer *t = cb_data;
-    void (*cb)(void *) = t->cb;
-    void *arg = t->arg;
 
     (void) dr;
-    free(t);
-    cb(arg);
+    t->cb(t->arg); /* may free t */
 }
 
-static void *duda_redis_timer(unsigned ms, void (*cb)(void *arg), void *arg)
+static void *duda_redis_timer_new(void (*cb)(void *arg), void *arg)
 {
     struct duda_redis_timer *t = malloc(sizeof(*t));
 
@@ -99,7 +97,7 @@ static void *duda_redis_timer(unsigned ms, void (*cb)(void *arg), void *arg)
         return NULL;
     }
     *t = (struct duda_redis_timer){.cb = cb, .arg = arg};
-    t->t = event->timer_add(NULL, ms, 0, duda_redis_timer_fire, t);
+    t->t = event->timer_new(NULL, duda_redis_timer_fire, t);
     if (!t->t) {
         free(t);
         return NULL;
@@ -107,7 +105,19 @@ static void *duda_redis_timer(unsigned ms, void (*cb)(void *arg), void *arg)
     return t;
 }
 
-static void duda_redis_timer_cancel(void *p)
+static int duda_redis_timer_arm(void *p, unsigned ms)
+{
+    struct duda_redis_timer *t = p;
+    return event->timer_arm(t->t, ms);
+}
+
+static void duda_redis_timer_disarm(void *p)
+{
+    struct duda_redis_timer *t = p;
+    event->timer_disarm(t->t);
+}
+
+static void duda_redis_timer_free(void *p)
 {
     struct duda_redis_timer *t = p;
     event->timer_del(t->t);
@@ -130,8 +140,10 @@ static const struct duda_rloop_ops duda_redis_ops = {
     .watch = duda_redis_watch,
     .modify = NULL,
     .unwatch = duda_redis_unwatch,
-    .timer = duda_redis_timer,
-    .timer_cancel = duda_redis_timer_cancel,
+    .timer_new = duda_redis_timer_new,
+    .timer_arm = duda_redis_timer_arm,
+    .timer_disarm = duda_redis_timer_disarm,
+    .timer_free = duda_redis_timer_free,
     .log = duda_redis_log,
 };
 
@@ -408,6 +420,13 @@ static duda_redis_t *duda_redis_connect(const char *url)
     return r;
 }
 
+/* The connections' timers are event->timer_new()'s (service ABI 1.2). */
+static int duda_redis_init(const struct duda_api *api)
+{
+    (void) api;
+    return DUDA_HAS(event, timer_disarm) ? 0 : -1;
+}
+
 static void duda_redis_exit(void)
 {
     while (duda_redis_all) {
@@ -427,4 +446,4 @@ static const struct duda_redis_api duda_redis_pkg = {
     .connected = duda_redis_connected,
 };
 
-DUDA_PACKAGE("redis", "1.0", &duda_redis_pkg, NULL, duda_redis_exit);
+DUDA_PACKAGE("redis", "1.0", &duda_redis_pkg, duda_redis_init, duda_redis_exit);

@@ -164,6 +164,63 @@ static void cb_monotonic(duda_request_t *dr)
     event->timer_add(dr, 100, 0, monotonic_fired, NULL);
 }
 
+/* GET /objects/kept: a kept timer of the request (event->timer_new, service ABI 1.2). */
+struct kept {
+    duda_timer_t *t;
+    uint64_t start;
+    int fired, refused;
+};
+
+static void kept_check(duda_request_t *dr, void *data)
+{
+    struct kept *k = data;
+
+    response->printf(dr, "kept fired %d refused %d elapsed %llu\n", k->fired, k->refused,
+                     (unsigned long long) (xtime->monotonic_ms() - k->start));
+    response->end(dr, NULL); /* the kept timer, not armed, goes with the request */
+    response->cont(dr);
+}
+
+/*
+ * Armed for 1 s then moved to 5 ms: one call, early. The first call arms
+ * it again at once; the second arms it and disarms it, and a check 30 ms
+ * later answers: still two calls.
+ */
+static void kept_fired(duda_request_t *dr, void *data)
+{
+    struct kept *k = data;
+
+    if (++k->fired == 1) {
+        event->timer_arm(k->t, 0);
+        return;
+    }
+    if (event->timer_arm(k->t, 0) != 0 || event->timer_disarm(k->t) != 0 ||
+        !event->timer_add(dr, 30, 0, kept_check, k)) {
+        kept_check(dr, k);
+    }
+}
+
+static void cb_kept(duda_request_t *dr)
+{
+    struct kept *k = gc->alloc(dr, sizeof(*k));
+    duda_timer_t *once = event->timer_add(dr, 1000, 0, kept_fired, NULL);
+
+    if (!k || !once) {
+        response->http_status(dr, 503);
+        response->end(dr, NULL);
+        return;
+    }
+    /* a timer of timer_add() is not armed again */
+    k->refused = event->timer_arm(once, 5) == -1 && event->timer_disarm(once) == -1;
+    event->timer_del(once);
+    k->start = xtime->monotonic_ms();
+    k->t = event->timer_new(dr, kept_fired, k);
+    response->wait(dr);
+    if (!k->t || event->timer_arm(k->t, 1000) != 0 || event->timer_arm(k->t, 5) != 0) {
+        kept_check(dr, k);
+    }
+}
+
 /* ANY /objects/request/:id: what the request object tells (in a header too, for HEAD). */
 static void cb_request(duda_request_t *dr)
 {
@@ -291,6 +348,7 @@ int duda_main(void)
     router->map("/watch", DUDA_GET, cb_watch);
     router->map("/xtime", DUDA_GET, cb_xtime);
     router->map("/monotonic", DUDA_GET, cb_monotonic);
+    router->map("/kept", DUDA_GET, cb_kept);
     router->map("/request/:id", DUDA_GET | DUDA_HEAD | DUDA_POST | DUDA_PUT | DUDA_DELETE,
                 cb_request);
     router->map("/ctx", DUDA_GET, cb_ctx);

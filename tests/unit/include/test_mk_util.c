@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -35,8 +36,29 @@ static void test_u64_dec(void **state)
     assert_string_equal(dec(9, out), "9");
     assert_string_equal(dec(10, out), "10");
     assert_string_equal(dec(255, out), "255");
+    assert_string_equal(dec(99, out), "99");
+    assert_string_equal(dec(100, out), "100");
     assert_string_equal(dec(1000000, out), "1000000");
+    assert_string_equal(dec(4294967295u, out), "4294967295");
+    assert_string_equal(dec(4294967296ull, out), "4294967296");
+    assert_string_equal(dec(INT64_MAX, out), "9223372036854775807");
     assert_string_equal(dec(UINT64_MAX, out), "18446744073709551615");
+}
+
+/* No terminator and nothing past the digits; 20 bytes hold the longest. */
+static void test_u64_dec_room(void **state)
+{
+    char buf[24];
+
+    (void) state;
+    memset(buf, '#', sizeof(buf));
+    assert_int_equal(mk_u64_dec(4711, buf), 4);
+    assert_memory_equal(buf, "4711#", 5);
+    char *exact = malloc(20);
+    assert_non_null(exact);
+    assert_int_equal(mk_u64_dec(UINT64_MAX, exact), 20);
+    assert_memory_equal(exact, "18446744073709551615", 20);
+    free(exact);
 }
 
 /* mk_addr_text of text (an address of family) with a canary after the room it may use. */
@@ -94,6 +116,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_u64_dec),
+        cmocka_unit_test(test_u64_dec_room),
         cmocka_unit_test(test_addr_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
