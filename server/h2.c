@@ -187,6 +187,7 @@ struct mk_h2 {
     bool records;
     size_t again_len; /* the length of a write that found the socket full: a
                          retry may not be shorter (OpenSSL's rule) */
+    bool corked;      /* TCP_CORK is on for the flush under way (mk_h2_flush) */
     /* state */
     bool busy;                      /* inside nghttp2 (recv or send): no session_send now */
     bool flush_wanted;              /* a write was asked for while busy */
@@ -435,9 +436,13 @@ static void mk_h2_out_compact(struct mk_h2 *h)
 /*
  * Write the queue through the transport, within `*budget` bytes: MK_OK
  * (empty, or only a partial record held back: see mk_h2_whole_records),
- * MK_AGAIN (socket full or budget spent), MK_ERR.
+ * MK_AGAIN (socket full or budget spent), MK_ERR. `more`: nghttp2 has
+ * frames to add after these. When more than one write is coming, the
+ * socket is corked first (mk_conn_cork; mk_h2_flush uncorks): without it
+ * every file frame's sendfile(2), and every TLS record's write(2), would
+ * leave as a TCP segment of its own.
  */
-static int mk_h2_out_write(struct mk_conn *c, size_t *budget, bool hold)
+static int mk_h2_out_write(struct mk_conn *c, size_t *budget, bool hold, bool more)
 {
     struct mk_h2 *h = c->h2;
 
@@ -446,6 +451,10 @@ static int mk_h2_out_write(struct mk_conn *c, size_t *budget, bool hold)
         ssize_t n;
         if (*budget == 0) {
             return MK_AGAIN;
+        }
+        if (!h->corked && (more || h->seg_n > 1)) {
+            mk_conn_cork(c, true);
+            h->corked = true;
         }
         if (s->file) {
             size_t len = s->len < *budget ? s->len : *budget;
@@ -1932,7 +1941,8 @@ static void mk_h2_goaway(struct mk_conn *c, uint32_t error)
 
 /*
  * Let nghttp2 serialise what it has and write it, until the socket is
- * full, the budget is spent or nothing is left. Not from inside nghttp2.
+ * full, the budget is spent or nothing is left; a cork set on the way
+ * (mk_h2_out_write) is taken off before returning. Not from inside nghttp2.
  */
 static void mk_h2_flush(struct mk_conn *c)
 {
@@ -1950,8 +1960,8 @@ static void mk_h2_flush(struct mk_conn *c)
     for (;;) {
         /* a partial record waits for more frames only while nghttp2 has
            more and the last round added some */
-        int rc =
-            mk_h2_out_write(c, &budget, hold && h->records && nghttp2_session_want_write(h->ng));
+        bool more = nghttp2_session_want_write(h->ng);
+        int rc = mk_h2_out_write(c, &budget, hold && h->records && more, more);
         if (rc == MK_ERR) {
             mk_conn_close(c);
             return;
@@ -1981,6 +1991,10 @@ static void mk_h2_flush(struct mk_conn *c)
             }
             h->flush_wanted = false;
         }
+    }
+    if (h->corked) {
+        h->corked = false;
+        mk_conn_cork(c, false); /* the last partial segment goes now */
     }
 }
 

@@ -8,6 +8,8 @@
  * the direction wanted) and the table of protocols by ALPN name.
  */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -125,6 +127,13 @@ int mk_conn_local_addr(const struct mk_conn *c, struct sockaddr_storage *out, so
     memcpy(out, &m->local, *len < m->local_len ? *len : m->local_len);
     *len = m->local_len;
     return MK_OK;
+}
+
+void mk_conn_cork(struct mk_conn *c, bool on)
+{
+    int v = on;
+
+    (void) setsockopt(c->ev.fd, IPPROTO_TCP, TCP_CORK, &v, sizeof(v));
 }
 
 void mk_conn_io_want(struct mk_conn *c, unsigned dir)

@@ -19,6 +19,7 @@
 #ifndef MK_SERVER_TRANSPORT_H
 #define MK_SERVER_TRANSPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -44,6 +45,17 @@ static inline ssize_t mk_conn_writev(struct mk_conn *c, const struct iovec *iov,
     c->io_want = 0;
     return c->transport->writev(c, iov, iovcnt, flags);
 }
+
+/*
+ * Hold partial TCP segments back while a batch of writes goes out
+ * (TCP_CORK, on), then send what is held (off). A batch of many small
+ * writes (HTTP/2 DATA frames, a sendfile(2) each; TLS records, a write(2)
+ * each) then leaves in full segments, each waking the client once, instead
+ * of a segment and a wakeup per write. Whoever corks uncorks before the
+ * worker waits again: the kernel would hold a partial segment up to 200 ms.
+ * Errors are ignored (a socket that is not TCP is not corked).
+ */
+void mk_conn_cork(struct mk_conn *c, bool on);
 
 /* The event to wait for after an EAGAIN of a call whose own direction is
    `own` (MK_EV_READ or MK_EV_WRITE). */

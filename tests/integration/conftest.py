@@ -420,28 +420,6 @@ def read_head(f):
     return status, headers
 
 
-class Strace:
-    """strace -f attached to a running server, the given system calls only;
-    stop() detaches and returns the lines it wrote (one call each)."""
-
-    def __init__(self, pid, calls, out):
-        self.out = out
-        self.proc = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=" + ",".join(calls),
-                                      "-o", str(out), "-p", str(pid)], stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 10 * SLOW
-        while time.monotonic() < deadline:
-            with open(f"/proc/{pid}/status") as st:
-                if any(line.startswith("TracerPid:") and line.split()[1] != "0" for line in st):
-                    break
-            time.sleep(0.02)
-        time.sleep(0.2 * SLOW)  # the worker threads are attached after the main one
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGINT)
-        self.proc.wait(timeout=10 * SLOW)
-        return self.out.read_text().splitlines()
-
-
 def vm_rss_kb(pid):
     """The resident memory of process `pid` in KiB (VmRSS of /proc/PID/status)."""
     with open(f"/proc/{pid}/status") as st:

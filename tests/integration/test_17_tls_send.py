@@ -1,15 +1,16 @@
 """HTTPS bodies and certificates (plugins/tls: tls_send.c, tls_certs.c): a
 small file and its head in one TLS record, large files and ranges through the
 transport's sendfile byte for byte (around the 16 KiB record and 64 KiB block
-sizes, and to a slow reader), kTLS when the kernel has it, RSA and ECDSA
-certificates side by side, IPv6 and plain listeners beside TLS ones, reloads
-with a new (or a bad) certificate, and the access, auth and control plugins
-over TLS."""
+sizes, and to a slow reader), the records of a body written corked, kTLS when
+the kernel has it, RSA and ECDSA certificates side by side, IPv6 and plain
+listeners beside TLS ones, reloads with a new (or a bad) certificate, and the
+access, auth and control plugins over TLS."""
 
 import base64
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import ssl
@@ -18,7 +19,8 @@ import time
 
 import pytest
 
-from conftest import BUILD, MONKEY, SLOW, free_port, needs_ipv6, wait_port
+from conftest import BUILD, MONKEY, SLOW, Strace, free_port, needs_ipv6, wait_port
+from straceutil import corked_writes
 from tlsutil import (TLS_MARKS, bio_connect, client_context, der_of, https, make_cert, tls_connect,
                      tls_section, tls_server)
 
@@ -169,6 +171,40 @@ def test_slow_reader_gets_every_byte(make_server):
     # The connection is still good for another request.
     head, body = get(sock, "/hello.txt")
     assert body == b"Hello World!\n"
+    sock.close()
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="needs strace")
+def test_file_records_are_written_corked_and_uncorked_before_waiting(make_server, tmp_path):
+    # OpenSSL writes each 16 KiB record with a write(2) of its own, which
+    # left as a TCP segment of its own (47 segments for 1 MiB, 11 corked)
+    # until the records of a turn went out corked (TCP_CORK). The
+    # cork must be off whenever the worker waits (the kernel holds a
+    # partial segment up to 200 ms); a body of one record is not corked.
+    data = os.urandom(1 << 20)
+    srv = tls_server(make_server)
+    srv.site_extra += "    KTLS off\n"  # kTLS sends the file itself: one sendfile
+    srv.file("big.bin", data)
+    srv.file("small.bin", data[:10000])
+    srv.start()
+    sock = tls_connect(srv.port, sni="localhost")
+    assert get(sock, "/hello.txt")[1] == b"Hello World!\n"
+    for path, body, corked in (("/small.bin", data[:10000], False), ("/big.bin", data, True)):
+        tracer = Strace(srv.proc.pid, ["setsockopt", "epoll_wait", "epoll_pwait", "write",
+                                       "writev", "sendmsg", "sendto", "sendfile"],
+                        tmp_path / "cork.out")
+        try:
+            got = get(sock, path)[1]
+        finally:
+            lines = tracer.stop()
+        assert got == body
+        inside, outside, waits = corked_writes(lines)
+        assert waits == 0
+        if corked:
+            # 64 records in blocks of four, a write(2) each
+            assert inside >= 48 and outside <= 1, (inside, outside)
+        else:
+            assert (inside, outside) == (0, 0), lines
     sock.close()
 
 

@@ -1,6 +1,7 @@
 """HTTP/2 costs (server/h2.c): system calls per batch of streams, TLS
-records per file frame, and the memory an idle connection keeps (its output
-queue is freed and nghttp2's frame buffer given back).
+records per file frame, file frames written corked (TCP_CORK, off again
+before the worker waits), and the memory an idle connection keeps (its
+output queue is freed and nghttp2's frame buffer given back).
 
 The system calls are counted with strace attached to the running server:
 a batch of requests that arrives in one read must be answered with one
@@ -18,6 +19,7 @@ import pytest
 
 from conftest import SANITIZED, SLOW, Strace, strace_count, vm_rss_kb
 import h2util
+from straceutil import corked_writes
 from h2util import H2_MARKS, H2Client, h2c_server, needs_tool
 from tlsutil import TLS_MARKS, tls_connect, tls_server
 
@@ -156,6 +158,58 @@ def test_file_frames_over_tls_go_out_in_full_records(make_server):
     # more frames follow, so only the handshake's, SETTINGS' and the last
     # bytes' records are short.
     assert len(tiny) <= 6, relay.lengths
+
+
+def fetch_traced(srv, tmp_path, client, path):
+    """GET `path` on an HTTP/2 connection already set up (`client`) under
+    strace: the body and what corked_writes found."""
+    tracer = Strace(srv.proc.pid, ["setsockopt", "epoll_wait", "epoll_pwait", "sendfile",
+                                   "writev", "sendmsg", "write", "sendto"],
+                    tmp_path / "cork.out")
+    try:
+        st = client.get(path)
+    finally:
+        lines = tracer.stop()
+    return st["data"], corked_writes(lines)
+
+
+@needs_tool("strace")
+@pytest.mark.parametrize("tls", [False, True], ids=["h2c", "tls"])
+def test_file_frames_are_written_corked_and_uncorked_before_waiting(make_server, tmp_path, tls):
+    # A 16 KiB DATA frame is a sendfile(2) over h2c and a record's write(2)
+    # over TLS: each left as a TCP segment of its own (13.5 segments for
+    # a 200 KB file, h2o 5.3; each woke the client), until the frames
+    # of a flush went out corked (TCP_CORK). The cork must be off whenever
+    # the worker waits (the kernel holds a partial segment up to 200 ms),
+    # and a small answer, written in one call, costs no setsockopt.
+    if tls:
+        for m in TLS_MARKS:
+            if m.args[0]:
+                pytest.skip(m.kwargs["reason"])
+        srv = tls_server(make_server)
+        srv.site_extra += "    KTLS off\n"  # kTLS sends the file itself: one sendfile
+    else:
+        srv = h2c_server(make_server)
+    big = os.urandom(1 << 20)
+    srv.file("big.bin", big)
+    srv.start()
+    sock = tls_connect(srv.port, sni="localhost", alpn=["h2"]) if tls else None
+    # Windows wide open: the server sends as fast as it can frame.
+    c = H2Client(srv.port, sock=sock,
+                 settings={h2util.h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
+    c.conn.increment_flow_control_window(1 << 24)
+    c.flush()
+    c.wait([c.request("/hello.txt")])  # SETTINGS exchanged
+    body, (inside, outside, waits) = fetch_traced(srv, tmp_path, c, "/hello.txt")
+    assert body == b"Hello World!\n"
+    assert (inside, outside, waits) == (0, 0, 0)
+    body, (inside, outside, waits) = fetch_traced(srv, tmp_path, c, "/big.bin")
+    assert body == big
+    assert waits == 0
+    # 64 frames: 64 sendfile calls (and 64 frame headers) over h2c, 16
+    # writes of four records over TLS, all but the first flush's corked.
+    assert inside >= 16 and outside <= 2, (inside, outside)
+    c.close()
 
 
 @pytest.mark.skipif(SANITIZED, reason="the sanitizers' allocator keeps its own memory")
