@@ -13,6 +13,17 @@
  * 0 ms timer writes what the commands of one loop iteration queued. That
  * timer and the one of the next attempt are made with the connection and
  * armed again each time: no allocation per write.
+ *
+ * Closing from a callback. hiredis runs the users' callbacks (replies,
+ * the NULL replies of a lost connection, "up") from inside the adapter's
+ * calls into it: a watch, the coalesced write, an attempt, a close. Each
+ * of those counts itself in c->depth while it runs; duda_rloop_close()
+ * with depth > 0 detaches the context and frees c only when the
+ * outermost of them returns (redis's deferred free of a client still on
+ * the stack), so no adapter frame touches a freed connection. The
+ * context goes at once when hiredis guards the callback (REDIS_IN_CALLBACK:
+ * it frees it itself when the callback returns), else (hiredis 0.14's
+ * connect callback) when the outermost call returns too.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -55,6 +66,22 @@ static void duda_rloop_update(struct duda_rloop *c)
     c->mask = m;
 }
 
+/* The adapter calls into hiredis, which may run callbacks that close c: c stays until _leave(). */
+static void duda_rloop_enter(struct duda_rloop *c)
+{
+    c->depth++;
+}
+
+static void duda_rloop_release(struct duda_rloop *c);
+
+/* The outermost call finishes a close made meanwhile: c is freed then, and must not be used. */
+static void duda_rloop_leave(struct duda_rloop *c)
+{
+    if (--c->depth == 0 && c->released) {
+        duda_rloop_release(c);
+    }
+}
+
 static void duda_rloop_io(int fd, unsigned ready, void *arg)
 {
     struct duda_rloop *c = arg;
@@ -63,12 +90,14 @@ static void duda_rloop_io(int fd, unsigned ready, void *arg)
     if (!__atomic_load_n(&c->ac, __ATOMIC_ACQUIRE)) {
         return; /* abandoned */
     }
+    duda_rloop_enter(c);
     if (c->ac && (ready & DUDA_RLOOP_READ)) {
         redisAsyncHandleRead(c->ac); /* may free the context: cleanup clears c->ac */
     }
     if (c->ac && (ready & DUDA_RLOOP_WRITE) && c->want_write) {
         redisAsyncHandleWrite(c->ac);
     }
+    duda_rloop_leave(c);
 }
 
 static void duda_rloop_flush(void *arg)
@@ -79,9 +108,11 @@ static void duda_rloop_flush(void *arg)
     if (!__atomic_load_n(&c->ac, __ATOMIC_ACQUIRE)) {
         return; /* closed or abandoned */
     }
+    duda_rloop_enter(c);
     c->flushing = true;
     redisAsyncHandleWrite(c->ac);
     c->flushing = false;
+    duda_rloop_leave(c);
 }
 
 /* Disarm timer t (flush_timer or retry_timer) if it is armed (*armed). */
@@ -172,7 +203,9 @@ static void duda_rloop_retry_fire(void *arg)
     if (__atomic_load_n(&c->closing, __ATOMIC_ACQUIRE)) {
         return; /* abandoned */
     }
+    duda_rloop_enter(c);
     duda_rloop_connect(c);
+    duda_rloop_leave(c);
 }
 
 /* Count a failure, log it (every one at first, then once a minute) and plan the next attempt. */
@@ -196,8 +229,8 @@ static void duda_rloop_on_connect(const redisAsyncContext *ac, int status)
 {
     struct duda_rloop *c = ac->data;
 
-    if (!c) {
-        return;
+    if (!c || c->released) {
+        return; /* closed by a callback: no next attempt */
     }
     if (status != REDIS_OK) {
         duda_rloop_retry(c, ac->errstr[0] ? ac->errstr : "cannot connect");
@@ -224,6 +257,9 @@ static void duda_rloop_on_disconnect(const redisAsyncContext *ac, int status)
         return;
     }
     c->ac = NULL;
+    if (c->released) {
+        return; /* closed by a callback (a NULL reply): no next attempt */
+    }
     duda_rloop_retry(c, ac->errstr[0] ? ac->errstr : "the server closed the connection");
 }
 
@@ -297,23 +333,48 @@ redisAsyncContext *duda_rloop_ctx(struct duda_rloop *c)
     return c->ac;
 }
 
+/* Free c, closed with no adapter call on the stack, and the context left to free then. */
+static void duda_rloop_release(struct duda_rloop *c)
+{
+    redisAsyncContext *ac = c->dead;
+
+    if (ac) {
+        c->dead = NULL;
+        duda_rloop_enter(c);
+        redisAsyncFree(ac); /* its callbacks get a NULL reply, and may call close (nothing to do) */
+        c->depth--;
+    }
+    c->ops->timer_free(c->flush_timer);
+    c->ops->timer_free(c->retry_timer);
+    free(c);
+}
+
 void duda_rloop_close(struct duda_rloop *c)
 {
-    if (!c) {
+    if (!c || c->released) {
         return;
     }
+    c->released = true;
     c->closing = true;
+    duda_rloop_timer_disarm(c, c->retry_timer, &c->retry_armed);
     redisAsyncContext *ac = c->ac;
     if (ac) {
         duda_rloop_cleanup(c);
         /* hiredis may free it later (inside one of its callbacks): it must not reach c. */
         ac->data = NULL;
         ac->ev.data = NULL;
-        redisAsyncFree(ac);
+        if (c->depth > 0 && !(ac->c.flags & REDIS_IN_CALLBACK)) {
+            c->dead = ac; /* hiredis uses it after this callback returns: freed by _release() */
+        }
+        else {
+            duda_rloop_enter(c);
+            redisAsyncFree(ac); /* inside a guarded callback, hiredis frees it when that returns */
+            c->depth--;
+        }
     }
-    c->ops->timer_free(c->flush_timer);
-    c->ops->timer_free(c->retry_timer);
-    free(c);
+    if (c->depth == 0) {
+        duda_rloop_release(c);
+    }
 }
 
 /* Abandoned connections: kept, since the worker may still call their watch or a timer. */

@@ -86,6 +86,9 @@ struct duda_rloop {
     duda_rloop_up_cb on_up;
     void *up_arg;
     bool closing;            /* duda_rloop_close() or _abandon(): no reconnection */
+    bool released;           /* duda_rloop_close() ran: c is freed when depth is back to 0 */
+    unsigned depth;          /* the adapter's calls into hiredis on the stack */
+    redisAsyncContext *dead; /* closed where hiredis still used it: freed when depth is 0 */
     struct duda_rloop *next; /* on the list of abandoned ones */
 };
 
@@ -97,7 +100,14 @@ struct duda_rloop *duda_rloop_open(const struct duda_rloop_ops *ops, const char 
 /* The context to send commands on, or NULL while the server is unreachable. */
 redisAsyncContext *duda_rloop_ctx(struct duda_rloop *c);
 
-/* Close, on the connection's worker: pending callbacks get a NULL reply; c is freed. */
+/*
+ * Close, on the connection's worker: pending callbacks get a NULL reply
+ * (they run inside this call, or when the callback that closed returns);
+ * c is freed. Also from inside one of the connection's callbacks (a reply,
+ * "up"): then c is freed when the adapter's call that ran the callback
+ * returns. Either way the caller must not use c again; calling it again
+ * meanwhile (from a NULL reply) does nothing.
+ */
 void duda_rloop_close(struct duda_rloop *c);
 
 /*

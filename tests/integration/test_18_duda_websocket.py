@@ -9,6 +9,7 @@ and the slow reader dropped."""
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import os
 import socket
@@ -429,6 +430,55 @@ def test_slow_reader_dropped(any_srv):
         assert slow.close_code == 1008
         assert received < count
     assert "send queue over 131072 bytes (slow reader)" in srv.stderr_text()
+
+
+@pytest.mark.parametrize("alone", [False, True], ids=["with-a-reader", "alone"])
+def test_member_dropped_leaves_in_on_error(make_server, services, alone):
+    """A slow member whose on_error leaves its channel, during the delivery that drops it: on
+    one worker, joined before the member that reads (which would take its slot and miss that
+    message), or alone in the channel (which goes with it while the delivery runs)."""
+    srv = ws_server(make_server, services, workers=1)
+    srv.start()
+    slow_sock = socket.socket()
+    slow_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    slow_sock.connect(("127.0.0.1", srv.port))
+    got = []
+
+    def read_all(ws):
+        try:
+            while True:
+                got.append(ws.recv())
+        except ConnectionClosed:
+            pass
+
+    msg, count = b"m" * 65536, 300
+    with contextlib.ExitStack() as stack:
+        slow = stack.enter_context(connect(url(srv, "leaver"), sock=slow_sock, max_size=None,
+                                           compression=None))
+        fast = None
+        if not alone:
+            fast = stack.enter_context(connect(url(srv, "flood"), max_size=None,
+                                               compression=None))
+            threading.Thread(target=read_all, args=(fast,), daemon=True).start()
+        deadline = time.time() + 30 * SLOW
+        with connect(url(srv, "shout"), compression=None) as shout:
+            for i in range(count):
+                shout.send(msg)
+                # In step with the member that reads, so that only the other one lags.
+                while fast and len(got) <= i and time.time() < deadline:
+                    time.sleep(0.001)
+        with pytest.raises(ConnectionClosed):
+            while True:
+                slow.recv(timeout=5 * SLOW)
+        assert slow.close_code == 1008
+        assert len(got) == (0 if alone else count)  # none lost when the slow member left
+    assert "send queue over 131072 bytes (slow reader)" in srv.stderr_text()
+    # The worker goes on: a new member of the channel gets what is sent to it.
+    with connect(url(srv, "flood"), compression=None) as member, \
+            connect(url(srv, "shout"), compression=None) as shout:
+        time.sleep(0.2 * SLOW)  # its on_open has joined
+        shout.send("still here")
+        assert member.recv(timeout=5 * SLOW) == "still here"
 
 
 # ---- TLS ------------------------------------------------------------------------------------

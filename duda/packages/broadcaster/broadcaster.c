@@ -12,6 +12,13 @@
  * written by a thread that does not own it, and no lock guards a channel.
  * A worker runs its calls in order, so the messages of one sender arrive
  * in order, each once.
+ *
+ * A delivery runs the members' callbacks: websocket->send() that drops a
+ * slow reader calls its on_error, which may leave() or join() channels.
+ * While a channel is being delivered to (busy), a member leaving it only
+ * empties its slot, and the channel is compacted, or freed when no one is
+ * left, once the delivery is over; so the loop neither skips a member nor
+ * reads a freed channel.
  */
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -24,8 +31,9 @@
 
 struct bc_channel {
     char name[BROADCASTER_CHANNEL_MAX + 1];
-    websocket_t **members;
-    size_t n, cap;
+    websocket_t **members; /* n slots, `holes` of them NULL (left while busy) */
+    size_t n, cap, holes;
+    unsigned busy; /* deliveries in progress on this channel */
     struct bc_channel *next;
 };
 
@@ -73,25 +81,62 @@ static bool bc_member_of_any(websocket_t *ws)
     return false;
 }
 
-/* Remove ws from channel c: whether it was there. The last member's leaving frees c. */
+/* Free channel c, which has no member left, and take it off this worker's list. */
+static void bc_channel_free(struct bc_channel *c)
+{
+    struct bc_channel **pp = &bc_here.channels;
+
+    while (*pp != c) {
+        pp = &(*pp)->next;
+    }
+    *pp = c->next;
+    free(c->members);
+    free(c);
+}
+
+/*
+ * Remove ws from channel c: whether it was there. While c is busy its slot
+ * is only emptied (bc_settle() compacts); otherwise the last member's
+ * leaving frees c.
+ */
 static bool bc_remove(struct bc_channel *c, websocket_t *ws)
 {
     for (size_t i = 0; i < c->n; i++) {
-        if (c->members[i] == ws) {
-            c->members[i] = c->members[--c->n];
-            if (c->n == 0) {
-                struct bc_channel **pp = &bc_here.channels;
-                while (*pp != c) {
-                    pp = &(*pp)->next;
-                }
-                *pp = c->next;
-                free(c->members);
-                free(c);
-            }
+        if (c->members[i] != ws) {
+            continue;
+        }
+        if (c->busy) {
+            c->members[i] = NULL;
+            c->holes++;
             return true;
         }
+        c->members[i] = c->members[--c->n];
+        if (c->n == 0) {
+            bc_channel_free(c);
+        }
+        return true;
     }
     return false;
+}
+
+/* A delivery to c is over: drop the slots emptied meanwhile (in order), or c when no one is left.
+ */
+static void bc_settle(struct bc_channel *c)
+{
+    if (--c->busy > 0 || c->holes == 0) {
+        return;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        if (c->members[i]) {
+            c->members[k++] = c->members[i];
+        }
+    }
+    c->n = k;
+    c->holes = 0;
+    if (c->n == 0) {
+        bc_channel_free(c);
+    }
 }
 
 /* The websocket package's close hook: ws leaves every channel of its worker. */
@@ -160,17 +205,21 @@ static void bc_msg_unref(struct bc_msg *m)
     }
 }
 
-/* On each worker: write the message to this worker's members. */
+/* On each worker: write the message to this worker's members (those who join meanwhile too). */
 static void bc_deliver(void *arg)
 {
     struct bc_msg *m = arg;
     struct bc_channel *c = worker->id() >= 0 ? bc_find(m->channel) : NULL;
 
-    /* A member dropped here leaves only from its on_close, later: the array holds still. */
-    for (size_t i = 0; c && i < c->n; i++) {
-        if (websocket->send(c->members[i], m->type, m->bytes, m->len) == DUDA_ERR) {
-            bc_here.dropped++;
+    if (c) {
+        c->busy++; /* a send may run on_error, which may leave(): see bc_remove() */
+        for (size_t i = 0; i < c->n; i++) {
+            if (c->members[i] &&
+                websocket->send(c->members[i], m->type, m->bytes, m->len) == DUDA_ERR) {
+                bc_here.dropped++;
+            }
         }
+        bc_settle(c);
     }
     bc_msg_unref(m);
 }
@@ -211,7 +260,7 @@ static int bc_send_text(const char *channel, const char *text)
 static size_t bc_members_here(const char *channel)
 {
     struct bc_channel *c = bc_name_ok(channel) ? bc_find(channel) : NULL;
-    return c ? c->n : 0;
+    return c ? c->n - c->holes : 0;
 }
 
 static unsigned long bc_dropped_here(void)

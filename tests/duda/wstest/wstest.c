@@ -12,6 +12,8 @@
  *   /wstest/flood   members of channel "flood" (every message to all)
  *   /wstest/slow    a member of "flood" with a 128 KiB send queue
  *   /wstest/shout   not a member: its messages go to "flood"
+ *   /wstest/leaver  the same as slow, and its on_error leaves "flood" (during the delivery
+ *                   that dropped it)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +130,21 @@ static void cb_slow(duda_request_t *dr)
 
 static const struct websocket_callbacks shout_cb = {.on_message = room_message};
 
+static void leaver_error(websocket_t *ws, int code, const char *reason)
+{
+    (void) code;
+    (void) reason;
+    broadcaster->leave(ws, websocket->user(ws));
+}
+
+static const struct websocket_callbacks leaver_cb = {
+    .on_open = room_open, .on_message = room_message, .on_error = leaver_error};
+
+static void cb_leaver(duda_request_t *dr)
+{
+    websocket->handshake(dr, &leaver_cb, &slow_settings, "flood");
+}
+
 static void cb_shout(duda_request_t *dr)
 {
     websocket->handshake(dr, &shout_cb, NULL, "flood");
@@ -149,5 +166,6 @@ int duda_main(void)
     router->map("/flood", DUDA_GET, cb_flood);
     router->map("/slow", DUDA_GET, cb_slow);
     router->map("/shout", DUDA_GET, cb_shout);
+    router->map("/leaver", DUDA_GET, cb_leaver);
     return 0;
 }
