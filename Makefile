@@ -36,6 +36,9 @@ STATIC_PLUGINS ?= skeleton;logger;dirlisting;access;control
 FUZZ_SECONDS ?= 60
 # The one CPU of the pinned integration run: the first this process may use.
 PIN_CPU    ?= $(shell python3 -c 'import os; print(min(os.sched_getaffinity(0)))' 2>/dev/null || echo 0)
+# The CPUs of the ASan lane, which runs beside the pinned one: the others, or
+# the same one on a machine with one CPU (where the lanes run in turn).
+OTHER_CPUS ?= $(shell python3 -c 'import os; a = sorted(os.sched_getaffinity(0)); print(",".join(map(str, a[1:] or a)))' 2>/dev/null || echo 0)
 JOBS       ?= $(shell nproc)
 GENERATOR  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 PYTHON     := $(shell python3 -c 'import pytest' >/dev/null 2>&1 && echo python3 || echo /usr/bin/python3)
@@ -129,13 +132,13 @@ test: deps reconfigure all asan static
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 	@echo "== integration tests"
 	MK_TEST_DEPS=1 MK_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests/integration
-	@echo "== integration tests (server and clients pinned to CPU $(PIN_CPU))"
-	MK_TEST_DEPS=1 MK_BUILD=$(BUILD) taskset -c $(PIN_CPU) $(PYTHON) -m pytest -q tests/integration
-	@echo "== integration tests (ASan + UBSan)"
-	MK_TEST_DEPS=1 MK_BUILD=$(ASAN_BUILD) $(PYTHON) -m pytest -q tests/integration
-	@echo "== integration tests (static musl build)"
-	MK_TEST_DEPS=1 MK_BUILD=$(STATIC_BUILD) MK_STATIC=1 $(PYTHON) -m pytest -q tests/integration \
-		--ignore=tests/integration/test_watch.py
+	@echo "== integration tests in two lanes: pinned to CPU $(PIN_CPU) then static; ASan + UBSan on CPUs $(OTHER_CPUS)"
+	$(PYTHON) tools/lanes.py $(BUILD)/lanes \
+		'pinned=MK_TEST_DEPS=1 MK_BUILD=$(BUILD) taskset -c $(PIN_CPU) $(PYTHON) -m pytest -q tests/integration \
+		  && echo "== integration tests (static musl build)" \
+		  && MK_TEST_DEPS=1 MK_BUILD=$(STATIC_BUILD) MK_STATIC=1 taskset -c $(PIN_CPU) $(PYTHON) -m pytest -q \
+		     tests/integration --ignore=tests/integration/test_watch.py' \
+		'asan=MK_TEST_DEPS=1 MK_BUILD=$(ASAN_BUILD) taskset -c $(OTHER_CPUS) $(PYTHON) -m pytest -q tests/integration'
 
 static:
 	@tools/deps.sh static
