@@ -15,7 +15,7 @@ const char *duda_qs_find(const char *q, size_t n, const char *key, size_t key_le
         size_t pn = amp ? (size_t) (amp - q) : n;
         const char *eq = memchr(q, '=', pn);
         size_t name_n = eq ? (size_t) (eq - q) : pn;
-        if (name_n == key_len && memcmp(q, key, key_len) == 0) {
+        if (pn > 0 && name_n == key_len && memcmp(q, key, key_len) == 0) {
             *len = eq ? pn - name_n - 1 : 0;
             return eq ? eq + 1 : q + pn;
         }

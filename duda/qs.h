@@ -15,8 +15,9 @@
 /*
  * The value of the first pair whose key is `key` (key_len bytes, compared
  * exactly, not decoded) in the query q of n bytes: pairs are separated by
- * '&', the key ends at the pair's first '='. A span into q of *len bytes
- * (0 for a pair without '='), or NULL when there is no such pair.
+ * '&' (an empty one is no pair), the key ends at the pair's first '='. A
+ * span into q of *len bytes (0 for a pair without '='), or NULL when there
+ * is no such pair.
  */
 const char *duda_qs_find(const char *q, size_t n, const char *key, size_t key_len, size_t *len);
 

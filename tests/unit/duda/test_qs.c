@@ -42,7 +42,10 @@ static void test_find(void **state)
     check_value(q, "e%20f", "3"); /* keys are not decoded */
     check_value(q, "e f", NULL);
     check_value(q, "x", NULL);
-    check_value(q, "", ""); /* the empty pair between "&&" */
+    check_value(q, "", NULL); /* an empty pair ("&&") is no pair */
+    check_value("a=1&", "", NULL);
+    check_value("&a=1", "", NULL);
+    check_value("&=v", "", "v"); /* an empty key */
     check_value("a=1", "a=1", NULL);
     check_value("", "a", NULL);
     size_t len;
@@ -78,7 +81,7 @@ static void test_decode(void **state)
     check_decoded("a+b%20c", "a b c", 5);
     check_decoded("%41%4a%4A%7e", "AJJ~", 4);
     check_decoded("%2B+", "+ ", 2);
-    check_decoded("100%", "100%", 4);   /* not an escape: kept */
+    check_decoded("100%", "100%", 4); /* not an escape: kept */
     check_decoded("%4", "%4", 2);
     check_decoded("%zz%4g", "%zz%4g", 6);
     check_decoded("a%00b", "a\0b", 3); /* the byte it names */
