@@ -20,9 +20,13 @@ function(mk_fuzz_replay name)
 endfunction()
 
 # The pure parsers of the core and the server: in monkeylib.
-foreach(name http_request path fields config supervisor accept_encoding)
+foreach(name http_request path fields config supervisor accept_encoding priority route util)
   mk_fuzz_replay(${name} LIBS monkeylib)
 endforeach()
+
+# h2c upgrades: pure, in monkeylib only when this build has HTTP/2.
+mk_fuzz_replay(h2_upgrade SOURCES ${CMAKE_SOURCE_DIR}/server/h2_upgrade.c LIBS monkeylib)
+target_compile_definitions(replay_h2_upgrade PRIVATE MK_HAVE_H2)
 
 # The gateway plugins' parsers, with no dependency.
 mk_fuzz_replay(gw_head SOURCES ${CMAKE_SOURCE_DIR}/plugins/gateway/gw_head.c)
