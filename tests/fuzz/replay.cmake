@@ -32,6 +32,15 @@ target_compile_definitions(replay_h2_upgrade PRIVATE MK_HAVE_H2)
 mk_fuzz_replay(gw_head SOURCES ${CMAKE_SOURCE_DIR}/plugins/gateway/gw_head.c)
 mk_fuzz_replay(fcgi SOURCES ${CMAKE_SOURCE_DIR}/plugins/fastcgi/fcgi_proto.c)
 
+# What the tls plugin reads from a client without OpenSSL: built with or without it.
+mk_fuzz_replay(tls SOURCES ${CMAKE_SOURCE_DIR}/plugins/tls/tls_parse.c)
+
+# The auth plugin's password file.
+mk_fuzz_replay(auth_users SOURCES ${CMAKE_SOURCE_DIR}/plugins/auth/auth_users.c)
+
+# The logger's formats and lines, through the target's own struct mk_api.
+mk_fuzz_replay(logger SOURCES ${CMAKE_SOURCE_DIR}/plugins/logger/format.c)
+
 # Duda's parsers, when this build has Duda, and its packages' when their
 # libraries were found (the packages' targets exist).
 if(TARGET plugin-duda)
