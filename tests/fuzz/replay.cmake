@@ -45,6 +45,7 @@ mk_fuzz_replay(logger SOURCES ${CMAKE_SOURCE_DIR}/plugins/logger/format.c)
 # libraries were found (the packages' targets exist).
 if(TARGET plugin-duda)
   mk_fuzz_replay(duda_session SOURCES ${CMAKE_SOURCE_DIR}/duda/session_parse.c)
+  mk_fuzz_replay(duda_qs SOURCES ${CMAKE_SOURCE_DIR}/duda/qs.c)
   mk_fuzz_replay(ws SOURCES ${CMAKE_SOURCE_DIR}/duda/packages/websocket/ws_proto.c)
   if(TARGET duda-pkg-json AND TARGET duda-pkg-sqlite)
     mk_fuzz_replay(duda_json
