@@ -35,6 +35,9 @@ mk_fuzz_replay(fcgi SOURCES ${CMAKE_SOURCE_DIR}/plugins/fastcgi/fcgi_proto.c)
 # What the tls plugin reads from a client without OpenSSL: built with or without it.
 mk_fuzz_replay(tls SOURCES ${CMAKE_SOURCE_DIR}/plugins/tls/tls_parse.c)
 
+# The example FastCGI responder's parsers (the example is included by the target).
+mk_fuzz_replay(fcgi_responder)
+
 # The auth plugin's password file.
 mk_fuzz_replay(auth_users SOURCES ${CMAKE_SOURCE_DIR}/plugins/auth/auth_users.c)
 
