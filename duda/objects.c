@@ -13,7 +13,6 @@
  * go when it ends, so nothing a service does reaches the server's request
  * before it is complete or streamed.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -26,6 +25,8 @@
 #include <unistd.h>
 
 #include "duda_internal.h"
+#include "qs.h"
+#include "session_parse.h"
 
 MK_PLUGIN_DECLARE(duda);
 
@@ -976,27 +977,13 @@ const struct duda_param_api duda_param_obj = {
 
 /* ---- qs --------------------------------------------------------------------- */
 
-static const char *duda_qs_find(duda_request_t *dr, const char *key, size_t *len)
+/* The value of query key `key` of dr's request (a span into the query), or NULL. */
+static const char *duda_qs_value(duda_request_t *dr, const char *key, size_t *len)
 {
-    size_t qn, kn = strlen(key);
+    size_t qn;
     const char *q = duda_mk->query(dr->r, &qn);
 
-    while (q && qn) {
-        const char *amp = memchr(q, '&', qn);
-        size_t pn = amp ? (size_t) (amp - q) : qn;
-        const char *eq = memchr(q, '=', pn);
-        size_t name_n = eq ? (size_t) (eq - q) : pn;
-        if (name_n == kn && memcmp(q, key, kn) == 0) {
-            *len = eq ? pn - name_n - 1 : 0;
-            return eq ? eq + 1 : q + pn;
-        }
-        if (!amp) {
-            break;
-        }
-        qn -= pn + 1;
-        q = amp + 1;
-    }
-    return NULL;
+    return duda_qs_find(q, q ? qn : 0, key, strlen(key), len);
 }
 
 static const char *duda_qs_raw(duda_request_t *dr, const char *key, size_t *len)
@@ -1004,12 +991,7 @@ static const char *duda_qs_raw(duda_request_t *dr, const char *key, size_t *len)
     if (!duda_live(dr, "qs->get_raw") || !key) {
         return NULL;
     }
-    return duda_qs_find(dr, key, len);
-}
-
-static int duda_hex(char c)
-{
-    return isdigit((unsigned char) c) ? c - '0' : (tolower((unsigned char) c) - 'a' + 10);
+    return duda_qs_value(dr, key, len);
 }
 
 static const char *duda_qs_get(duda_request_t *dr, const char *key)
@@ -1018,7 +1000,7 @@ static const char *duda_qs_get(duda_request_t *dr, const char *key)
     if (!duda_live(dr, "qs->get") || !key) {
         return NULL;
     }
-    const char *v = duda_qs_find(dr, key, &n);
+    const char *v = duda_qs_value(dr, key, &n);
     if (!v) {
         return NULL;
     }
@@ -1026,49 +1008,25 @@ static const char *duda_qs_get(duda_request_t *dr, const char *key)
     if (!out) {
         return NULL;
     }
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (v[i] == '+') {
-            out[o++] = ' ';
-        }
-        else if (v[i] == '%' && i + 2 < n && isxdigit((unsigned char) v[i + 1]) &&
-                 isxdigit((unsigned char) v[i + 2])) {
-            out[o++] = (char) (duda_hex(v[i + 1]) * 16 + duda_hex(v[i + 2]));
-            i += 2;
-        }
-        else {
-            out[o++] = v[i];
-        }
-    }
-    out[o] = '\0';
+    out[duda_qs_decode(v, n, out)] = '\0';
     return out;
 }
 
-static int duda_qs_count(duda_request_t *dr)
+static int duda_qs_count_get(duda_request_t *dr)
 {
     size_t qn;
     if (!duda_live(dr, "qs->count")) {
         return 0;
     }
     const char *q = duda_mk->query(dr->r, &qn);
-    int count = 0;
-    while (q && qn) {
-        const char *amp = memchr(q, '&', qn);
-        size_t pn = amp ? (size_t) (amp - q) : qn;
-        count += pn > 0;
-        if (!amp) {
-            break;
-        }
-        qn -= pn + 1;
-        q = amp + 1;
-    }
-    return count;
+    size_t count = duda_qs_count(q, q ? qn : 0);
+    return count > INT_MAX ? INT_MAX : (int) count;
 }
 
 const struct duda_qs_api duda_qs_obj = {.size = sizeof(struct duda_qs_api),
                                         .get = duda_qs_get,
                                         .get_raw = duda_qs_raw,
-                                        .count = duda_qs_count};
+                                        .count = duda_qs_count_get};
 
 /* ---- cookie ----------------------------------------------------------------- */
 
@@ -1123,28 +1081,13 @@ static int duda_cookie_set(duda_request_t *dr, const char *name, const char *val
 
 static const char *duda_cookie_get(duda_request_t *dr, const char *name)
 {
-    size_t n, kn;
+    size_t n, vn;
     if (!duda_live(dr, "cookie->get") || !name) {
         return NULL;
     }
     const char *h = duda_mk->header(dr->r, "Cookie", &n);
-    kn = strlen(name);
-    while (h && n) {
-        while (n && (*h == ' ' || *h == ';')) {
-            h++, n--;
-        }
-        const char *semi = memchr(h, ';', n);
-        size_t pn = semi ? (size_t) (semi - h) : n;
-        if (pn > kn && h[kn] == '=' && memcmp(h, name, kn) == 0) {
-            return duda_gc_strndup(dr, h + kn + 1, pn - kn - 1);
-        }
-        if (!semi) {
-            break;
-        }
-        n -= pn;
-        h = semi;
-    }
-    return NULL;
+    const char *v = h ? duda_cookie_find(h, n, name, strlen(name), &vn) : NULL;
+    return v ? duda_gc_strndup(dr, v, vn) : NULL;
 }
 
 static int duda_cookie_destroy(duda_request_t *dr, const char *name)

@@ -4,9 +4,10 @@
  *
  * duda/session_parse.c: the pure parsers of the session stores: a store
  * address (SessionStore, the redis package's connect) and the name=value
- * pairs of a Cookie header. No I/O, no allocation, no globals
+ * pairs of a Cookie header (also cookie->get's). No I/O, no allocation, no globals
  * (tests/unit/duda/test_session_parse.c, tests/fuzz/fuzz_duda_session.c).
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,26 +78,54 @@ int duda_redis_url_parse(const char *url, char *host, size_t hostlen, int *port,
     return 0;
 }
 
+/*
+ * The next name=value pair of the Cookie header rest [*h, *h + *n) into
+ * out, moving past it: false when none is left. Pieces without '=' or with
+ * an empty name are skipped; ' ', '\t' and ';' separate pieces.
+ */
+static bool duda_cookie_next(const char **h, size_t *n, struct duda_cookie_pair *out)
+{
+    while (*n) {
+        while (*n && (**h == ' ' || **h == ';' || **h == '\t')) {
+            (*h)++, (*n)--;
+        }
+        const char *semi = memchr(*h, ';', *n);
+        size_t pn = semi ? (size_t) (semi - *h) : *n;
+        const char *eq = memchr(*h, '=', pn);
+        const char *piece = *h;
+        *h += pn;
+        *n -= pn;
+        if (eq && eq > piece) {
+            out->name = piece;
+            out->name_len = (size_t) (eq - piece);
+            out->value = eq + 1;
+            out->value_len = pn - out->name_len - 1;
+            return true;
+        }
+    }
+    return false;
+}
+
 size_t duda_cookie_pairs(const char *h, size_t n, struct duda_cookie_pair *out, size_t max)
 {
     size_t found = 0;
 
-    while (n && found < max) {
-        while (n && (*h == ' ' || *h == ';' || *h == '\t')) {
-            h++, n--;
-        }
-        const char *semi = memchr(h, ';', n);
-        size_t pn = semi ? (size_t) (semi - h) : n;
-        const char *eq = memchr(h, '=', pn);
-        if (eq && eq > h) {
-            out[found].name = h;
-            out[found].name_len = (size_t) (eq - h);
-            out[found].value = eq + 1;
-            out[found].value_len = pn - out[found].name_len - 1;
-            found++;
-        }
-        h += pn;
-        n -= pn;
+    while (found < max && duda_cookie_next(&h, &n, &out[found])) {
+        found++;
     }
     return found;
+}
+
+const char *duda_cookie_find(const char *h, size_t n, const char *name, size_t name_len,
+                             size_t *value_len)
+{
+    struct duda_cookie_pair p;
+
+    while (duda_cookie_next(&h, &n, &p)) {
+        if (p.name_len == name_len && memcmp(p.name, name, name_len) == 0) {
+            *value_len = p.value_len;
+            return p.value;
+        }
+    }
+    return NULL;
 }

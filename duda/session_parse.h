@@ -29,4 +29,12 @@ struct duda_cookie_pair {
  */
 size_t duda_cookie_pairs(const char *h, size_t n, struct duda_cookie_pair *out, size_t max);
 
+/*
+ * The value of the first pair named `name` (name_len bytes, compared
+ * exactly) of a Cookie header of n bytes, split as duda_cookie_pairs
+ * does: a span into the header of *value_len bytes, or NULL.
+ */
+const char *duda_cookie_find(const char *h, size_t n, const char *name, size_t name_len,
+                             size_t *value_len);
+
 #endif

@@ -129,9 +129,9 @@ struct mk_h2_stream {
     bool scheme_http;  /* ... and it is http or https */
     bool host_set;     /* a Host field came */
     bool malformed;    /* RFC 9113 section 8.1.1: reset with PROTOCOL_ERROR */
-    bool prio_set;     /* a valid `priority` field came (RFC 9218) */
-    uint8_t urgency;   /* its urgency (0..7) and incremental flag */
-    bool incremental;
+    bool prio_set;     /* `priority` fields came (RFC 9218), all valid: prio holds them */
+    bool prio_bad;     /* one was not: they are all ignored */
+    struct mk_http_priority prio;
     int64_t content_length; /* the request's Content-Length, -1: none */
     size_t list_size;       /* RFC 9113 header list size so far (name + value + 32 each) */
     unsigned n_fields;      /* regular fields received */
@@ -850,6 +850,7 @@ static struct mk_h2_stream *mk_h2_stream_new(struct mk_conn *c, int32_t id)
     s->id = id;
     s->since = c->worker->now_ms;
     s->content_length = -1;
+    s->prio.urgency = MK_HTTP_URGENCY_DEFAULT;
     if (s->id > c->h2->max_opened) {
         c->h2->max_opened = s->id;
     }
@@ -1012,101 +1013,6 @@ static bool mk_h2_pseudo(struct mk_h2_stream *s, const uint8_t *name, size_t nle
     return mk_h2_span_set(s, slot, value, vlen);
 }
 
-/* Skip a structured-field bare item or inner list (RFC 8941) at p[*i]. */
-static void mk_h2_sf_skip(const char *p, size_t len, size_t *i)
-{
-    unsigned depth = 0;
-
-    while (*i < len) {
-        char ch = p[*i];
-        if (ch == '"') {
-            for (++*i; *i < len && p[*i] != '"'; ++*i) {
-                if (p[*i] == '\\') {
-                    ++*i;
-                }
-            }
-        }
-        else if (ch == '(') {
-            depth++;
-        }
-        else if (ch == ')') {
-            if (depth) {
-                depth--;
-            }
-        }
-        else if (!depth && (ch == ',' || ch == ';' || ch == ' ' || ch == '\t')) {
-            return;
-        }
-        ++*i;
-    }
-}
-
-/*
- * A `priority` field value (RFC 9218 section 4: a structured-field
- * dictionary): its u (urgency, 0 to 7) and i (incremental, a boolean)
- * members applied to s, other members ignored. false for a value this
- * parser does not accept, or a u or i of the wrong type or range: the
- * field is then ignored, as nghttp2 does.
- */
-static bool mk_h2_priority_parse(struct mk_h2_stream *s, const char *p, size_t len)
-{
-    size_t i = 0;
-
-    for (;;) {
-        while (i < len && (p[i] == ' ' || p[i] == '\t')) {
-            i++;
-        }
-        if (i == len) {
-            return true;
-        }
-        size_t k = i;
-        if (!mk_h2_is_lower(p[i]) && p[i] != '*') {
-            return false;
-        }
-        while (i < len && (mk_h2_is_lower(p[i]) || mk_is_digit(p[i]) || p[i] == '_' ||
-                           p[i] == '-' || p[i] == '.' || p[i] == '*')) {
-            i++;
-        }
-        bool is_u = i - k == 1 && p[k] == 'u', is_i = i - k == 1 && p[k] == 'i';
-        if (i < len && p[i] == '=') {
-            i++;
-            if (is_u) {
-                if (i == len || !mk_is_digit(p[i]) || (i + 1 < len && mk_is_digit(p[i + 1])) ||
-                    p[i] > '7') {
-                    return false; /* not an integer from 0 to 7 */
-                }
-                s->urgency = (uint8_t) (p[i++] - '0');
-            }
-            else if (is_i) {
-                if (i + 1 >= len || p[i] != '?' || (p[i + 1] != '0' && p[i + 1] != '1')) {
-                    return false;
-                }
-                s->incremental = p[i + 1] == '1';
-                i += 2;
-            }
-            else {
-                mk_h2_sf_skip(p, len, &i);
-            }
-        }
-        else if (is_i) {
-            s->incremental = true; /* a bare key is the boolean true */
-        }
-        while (i < len && p[i] == ';') { /* parameters: ignored */
-            i++;
-            mk_h2_sf_skip(p, len, &i);
-        }
-        while (i < len && (p[i] == ' ' || p[i] == '\t')) {
-            i++;
-        }
-        if (i == len) {
-            return true;
-        }
-        if (p[i++] != ',') {
-            return false;
-        }
-    }
-}
-
 /*
  * A regular field of a request: upper case in a name, a connection-
  * specific field, TE other than "trailers" or a bad or second
@@ -1139,8 +1045,10 @@ static void mk_h2_regular_check(struct mk_h2_stream *s, const uint8_t *name, siz
         s->malformed |= memcmp(n, "upgrade", 7) == 0;
         break;
     case 8:
-        if (memcmp(n, "priority", 8) == 0 && mk_h2_priority_parse(s, v, vlen)) {
-            s->prio_set = true;
+        if (memcmp(n, "priority", 8) == 0 && !s->prio_bad) {
+            /* several lines are one comma-joined value: one bad line spoils it */
+            s->prio_bad = !mk_http_priority_parse(v, vlen, &s->prio);
+            s->prio_set = !s->prio_bad;
         }
         break;
     case 10:
@@ -1493,7 +1401,7 @@ static int mk_h2_frame_recv_cb(nghttp2_session *ng, const nghttp2_frame *frame, 
             return 0;
         }
         if (s->prio_set) {
-            nghttp2_extpri pri = {s->urgency, s->incremental};
+            nghttp2_extpri pri = {s->prio.urgency, s->prio.incremental};
             nghttp2_session_change_extpri_stream_priority(c->h2->ng, s->id, &pri, 0);
         }
         mk_h2_request_start(c, s, end);

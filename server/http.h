@@ -226,6 +226,28 @@ bool mk_http_etag_is(const char *value, size_t len, const char *etag, size_t eta
 bool mk_http_etag_match(const char *value, size_t len, const char *etag, size_t etag_len,
                         bool weak);
 
+/* A request's priority (RFC 9218): urgency 0 (first) to 7, and whether it is incremental. */
+struct mk_http_priority {
+    uint8_t urgency;
+    bool incremental;
+};
+
+#define MK_HTTP_URGENCY_DEFAULT 3 /* RFC 9218 section 4.1: without a `u` */
+
+/*
+ * Read a `priority` field value (RFC 9218 section 4: an RFC 8941
+ * dictionary, optional whitespace at either end) over *prio: its `u`
+ * member sets the urgency, its `i` member the incremental flag, other
+ * members are checked and ignored; a member given twice counts by its last
+ * value. Start from {MK_HTTP_URGENCY_DEFAULT, false}; several field lines,
+ * each a dictionary, read one after the other give what their comma-joined
+ * value gives.
+ * Returns false, leaving *prio alone, when the value is not a dictionary or
+ * a `u` is not an integer from 0 to 7 or an `i` not a boolean (the field is
+ * then ignored, as nghttp2 does).
+ */
+bool mk_http_priority_parse(const char *value, size_t len, struct mk_http_priority *prio);
+
 /*
  * A line of a response's extra headers (a request's extra_headers), so that a
  * protocol that does not send them as text (HTTP/2) need not parse them

@@ -3,7 +3,8 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * http_fields.c: pure readers of header field values the static handler
- * needs (Range, entity-tag lists) and the status reason phrases.
+ * needs (Range, entity-tag lists), the `priority` field HTTP/2 schedules
+ * by, and the status reason phrases.
  */
 #include "http.h"
 
@@ -192,6 +193,261 @@ bool mk_http_etag_match(const char *value, size_t len, const char *etag, size_t 
         }
     }
     return matched;
+}
+
+/* ---- priority: an RFC 8941 dictionary ------------------------------------ */
+
+/* What an RFC 8941 bare item or member value is. */
+enum mk_sf_kind {
+    MK_SF_BAD = 0, /* malformed */
+    MK_SF_INTEGER,
+    MK_SF_DECIMAL,
+    MK_SF_STRING,
+    MK_SF_TOKEN,
+    MK_SF_BYTES,
+    MK_SF_BOOLEAN,
+    MK_SF_INNER_LIST,
+};
+
+static bool mk_sf_lcalpha(char c)
+{
+    return c >= 'a' && c <= 'z';
+}
+
+static bool mk_sf_alpha(char c)
+{
+    return mk_sf_lcalpha(mk_tolower(c));
+}
+
+/* RFC 9110 tchar, and the ':' and '/' a token may hold after its first character. */
+static bool mk_sf_token_char(char c)
+{
+    return mk_sf_alpha(c) || mk_is_digit(c) || (c && strchr("!#$%&'*+-.^_`|~:/", c));
+}
+
+static void mk_sf_skip_sp(const char **p, const char *end)
+{
+    while (*p < end && **p == ' ') {
+        (*p)++;
+    }
+}
+
+/* A key (RFC 8941 section 4.2.3.3) at *p: its length, 0 when there is none. */
+static size_t mk_sf_key(const char **p, const char *end)
+{
+    const char *k = *p;
+
+    if (*p == end || !(mk_sf_lcalpha(**p) || **p == '*')) {
+        return 0;
+    }
+    do {
+        (*p)++;
+    } while (*p < end && (mk_sf_lcalpha(**p) || mk_is_digit(**p) || **p == '_' || **p == '-' ||
+                          **p == '.' || **p == '*'));
+    return (size_t) (*p - k);
+}
+
+/*
+ * An integer or a decimal (RFC 8941 section 4.2.4) at *p: integers have
+ * at most 15 digits, decimals at most 12 before the '.' and 1 to 3 after.
+ * An integer's value goes to *v.
+ */
+static enum mk_sf_kind mk_sf_number(const char **p, const char *end, int64_t *v)
+{
+    bool neg = *p < end && **p == '-';
+    const char *digits, *dot = NULL;
+    int64_t x = 0;
+
+    *p += neg;
+    digits = *p;
+    if (*p == end || !mk_is_digit(**p)) {
+        return MK_SF_BAD;
+    }
+    for (; *p < end; (*p)++) {
+        if (**p == '.' && !dot) {
+            if (*p - digits > 12) {
+                return MK_SF_BAD;
+            }
+            dot = *p;
+            continue;
+        }
+        if (!mk_is_digit(**p)) {
+            break;
+        }
+        if (dot) {
+            if (*p - dot > 3) {
+                return MK_SF_BAD;
+            }
+            continue;
+        }
+        if (*p - digits == 15) {
+            return MK_SF_BAD;
+        }
+        x = x * 10 + (**p - '0');
+    }
+    if (dot) {
+        size_t frac = (size_t) (*p - dot - 1);
+        return frac >= 1 && frac <= 3 ? MK_SF_DECIMAL : MK_SF_BAD;
+    }
+    *v = neg ? -x : x;
+    return MK_SF_INTEGER;
+}
+
+/* A bare item (RFC 8941 section 4.2.3.1) at *p; an integer's or a boolean's value in *v. */
+static enum mk_sf_kind mk_sf_bare_item(const char **p, const char *end, int64_t *v)
+{
+    if (*p == end) {
+        return MK_SF_BAD;
+    }
+    char c = **p;
+    if (c == '-' || mk_is_digit(c)) {
+        return mk_sf_number(p, end, v);
+    }
+    if (c == '"') {
+        for ((*p)++; *p < end; (*p)++) {
+            unsigned char ch = (unsigned char) **p;
+            if (ch == '"') {
+                (*p)++;
+                return MK_SF_STRING;
+            }
+            if (ch == '\\') {
+                if (++*p == end || (**p != '"' && **p != '\\')) {
+                    return MK_SF_BAD;
+                }
+            }
+            else if (ch < 0x20 || ch >= 0x7f) {
+                return MK_SF_BAD;
+            }
+        }
+        return MK_SF_BAD; /* unterminated */
+    }
+    if (mk_sf_alpha(c) || c == '*') {
+        do {
+            (*p)++;
+        } while (*p < end && mk_sf_token_char(**p));
+        return MK_SF_TOKEN;
+    }
+    if (c == ':') {
+        for ((*p)++; *p < end; (*p)++) {
+            if (**p == ':') {
+                (*p)++;
+                return MK_SF_BYTES;
+            }
+            if (!(mk_sf_alpha(**p) || mk_is_digit(**p) || **p == '+' || **p == '/' || **p == '=')) {
+                return MK_SF_BAD;
+            }
+        }
+        return MK_SF_BAD;
+    }
+    if (c == '?') {
+        if (end - *p < 2 || ((*p)[1] != '0' && (*p)[1] != '1')) {
+            return MK_SF_BAD;
+        }
+        *v = (*p)[1] == '1';
+        *p += 2;
+        return MK_SF_BOOLEAN;
+    }
+    return MK_SF_BAD;
+}
+
+/* Parameters (RFC 8941 section 4.2.3.2) at *p: false when malformed. */
+static bool mk_sf_params(const char **p, const char *end)
+{
+    int64_t v;
+
+    while (*p < end && **p == ';') {
+        (*p)++;
+        mk_sf_skip_sp(p, end);
+        if (mk_sf_key(p, end) == 0) {
+            return false;
+        }
+        if (*p < end && **p == '=') {
+            (*p)++;
+            if (mk_sf_bare_item(p, end, &v) == MK_SF_BAD) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+/* A member value (RFC 8941 section 4.2.1.1: an item or an inner list) after '='. */
+static enum mk_sf_kind mk_sf_member_value(const char **p, const char *end, int64_t *v)
+{
+    int64_t ignored;
+
+    if (*p == end || **p != '(') {
+        enum mk_sf_kind k = mk_sf_bare_item(p, end, v);
+        return k != MK_SF_BAD && mk_sf_params(p, end) ? k : MK_SF_BAD;
+    }
+    (*p)++;
+    for (;;) {
+        mk_sf_skip_sp(p, end);
+        if (*p == end) {
+            return MK_SF_BAD;
+        }
+        if (**p == ')') {
+            (*p)++;
+            return mk_sf_params(p, end) ? MK_SF_INNER_LIST : MK_SF_BAD;
+        }
+        if (mk_sf_bare_item(p, end, &ignored) == MK_SF_BAD || !mk_sf_params(p, end) || *p == end ||
+            (**p != ' ' && **p != ')')) {
+            return MK_SF_BAD;
+        }
+    }
+}
+
+bool mk_http_priority_parse(const char *value, size_t len, struct mk_http_priority *prio)
+{
+    const char *p = value, *end = value + len;
+    struct mk_http_priority got = *prio;
+
+    mk_skip_ows(&p, end);
+    while (p < end) {
+        const char *key = p;
+        size_t klen = mk_sf_key(&p, end);
+        enum mk_sf_kind kind = MK_SF_BOOLEAN;
+        int64_t v = 1; /* a member without a value is the boolean true */
+        if (klen == 0) {
+            return false;
+        }
+        if (p < end && *p == '=') {
+            p++;
+            kind = mk_sf_member_value(&p, end, &v);
+        }
+        else if (!mk_sf_params(&p, end)) {
+            kind = MK_SF_BAD;
+        }
+        if (kind == MK_SF_BAD) {
+            return false;
+        }
+        if (klen == 1 && key[0] == 'u') {
+            if (kind != MK_SF_INTEGER || v < 0 || v > 7) {
+                return false;
+            }
+            got.urgency = (uint8_t) v;
+        }
+        else if (klen == 1 && key[0] == 'i') {
+            if (kind != MK_SF_BOOLEAN) {
+                return false;
+            }
+            got.incremental = v == 1;
+        }
+        mk_skip_ows(&p, end);
+        if (p == end) {
+            break;
+        }
+        if (*p != ',') {
+            return false;
+        }
+        p++;
+        mk_skip_ows(&p, end);
+        if (p == end) {
+            return false; /* a trailing comma */
+        }
+    }
+    *prio = got;
+    return true;
 }
 
 const char *mk_http_reason(int status)

@@ -12,12 +12,17 @@
 
 DUDA_REGISTER("Forms and JSON", "post");
 
+/* The value of a hexadecimal digit, or -1. */
 static int hex(char c)
 {
-    return c >= '0' && c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    c = (char) (c | 0x20);
+    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-/* Print s[0, n) decoded as a form value. */
+/* Print s[0, n) decoded as a form value, as qs->get decodes: '+' is a space, %XX a byte. */
 static void print_decoded(duda_request_t *dr, const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -25,7 +30,7 @@ static void print_decoded(duda_request_t *dr, const char *s, size_t n)
         if (c == '+') {
             c = ' ';
         }
-        else if (c == '%' && i + 2 < n) {
+        else if (c == '%' && i + 2 < n && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
             c = (char) (hex(s[i + 1]) * 16 + hex(s[i + 2]));
             i += 2;
         }

@@ -4,7 +4,7 @@
  *
  * mk_util.h: small helpers plugins share, as static inline functions so a
  * plugin needs nothing from the server to use them: base 64 decoding
- * (RFC 4648, for Basic credentials), address blocks (CIDR) matched
+ * (RFC 4648) and Basic credentials (RFC 7617), address blocks (CIDR) matched
  * against clients, and numbers and addresses as text (for access logs
  * and gateway variables, every request). The server uses the same ones
  * (status lines and lengths, the task queue's client keys,
@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -81,6 +82,42 @@ static inline ssize_t mk_base64_decode(const char *in, size_t len, char *out, si
         }
     }
     return (ssize_t) w;
+}
+
+/* ---- Basic credentials ---------------------------------------------------- */
+
+/*
+ * The credentials of an Authorization value "Basic <token68>" (RFC 7617:
+ * the scheme in any case, then spaces or tabs; whitespace around the value
+ * is ignored), decoded by mk_base64_decode into out (room for cap bytes, no
+ * NUL written) with their length in *len. Returns the offset in out of the
+ * ':' that ends the user name, or -1 when the value is not Basic, or its
+ * credentials are not padded base 64 of at most cap bytes or hold no ':'.
+ * Callers check the bytes themselves (control characters, lengths).
+ */
+static inline ssize_t mk_basic_credentials(const char *v, size_t vlen, char *out, size_t cap,
+                                           size_t *len)
+{
+    while (vlen && (*v == ' ' || *v == '\t')) {
+        v++, vlen--;
+    }
+    while (vlen && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t')) {
+        vlen--;
+    }
+    if (vlen < 6 || strncasecmp(v, "Basic", 5) != 0 || (v[5] != ' ' && v[5] != '\t')) {
+        return -1;
+    }
+    v += 5, vlen -= 5;
+    while (vlen && (*v == ' ' || *v == '\t')) {
+        v++, vlen--;
+    }
+    ssize_t got = mk_base64_decode(v, vlen, out, cap);
+    if (got < 0) {
+        return -1;
+    }
+    *len = (size_t) got;
+    const char *colon = (const char *) memchr(out, ':', (size_t) got);
+    return colon ? colon - out : -1;
 }
 
 /* ---- address blocks ------------------------------------------------------- */

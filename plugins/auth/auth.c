@@ -629,36 +629,18 @@ static ssize_t auth_credentials(struct mk_request *r, char *cred, size_t *cred_l
     if (count != 1) {
         return -1; /* none, or an ambiguous pair */
     }
-    while (len && (*value == ' ' || *value == '\t')) {
-        value++, len--;
-    }
-    while (len && (value[len - 1] == ' ' || value[len - 1] == '\t')) {
-        len--;
-    }
-    if (len < 6 || strncasecmp(value, "Basic", 5) != 0 || (value[5] != ' ' && value[5] != '\t')) {
+    ssize_t colon = mk_basic_credentials(value, len, cred, AUTH_CRED_MAX, cred_len);
+    if (colon < 0) {
         return -1;
     }
-    value += 5, len -= 5;
-    while (len && (*value == ' ' || *value == '\t')) {
-        value++, len--;
-    }
-    ssize_t got = mk_base64_decode(value, len, cred, AUTH_CRED_MAX);
-    if (got < 0) {
-        return -1;
-    }
-    cred[got] = '\0';
-    *cred_len = (size_t) got;
-    for (ssize_t i = 0; i < got; i++) {
+    cred[*cred_len] = '\0';
+    for (size_t i = 0; i < *cred_len; i++) {
         unsigned char c = (unsigned char) cred[i];
         if (c < 0x20 || c == 0x7f) {
             return -1; /* RFC 7617: no control characters (NUL included) */
         }
     }
-    char *colon = memchr(cred, ':', (size_t) got);
-    if (!colon || colon - cred > MK_AUTH_USER_MAX) {
-        return -1;
-    }
-    return colon - cred;
+    return colon > MK_AUTH_USER_MAX ? -1 : colon;
 }
 
 /*

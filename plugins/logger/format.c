@@ -373,23 +373,13 @@ static void logger_put_user(struct logger_out *o, const struct mk_request *r)
         return;
     }
     v = logger_api->header(r, "Authorization", &vlen);
-    if (!v || vlen < 6 || strncasecmp(v, "Basic ", 6) != 0) {
+    size_t n;
+    ssize_t colon = v ? mk_basic_credentials(v, vlen, cred, sizeof(cred), &n) : -1;
+    if (colon <= 0) {
         logger_put_char(o, '-');
         return;
     }
-    v += 6;
-    vlen -= 6;
-    while (vlen && *v == ' ') {
-        v++;
-        vlen--;
-    }
-    ssize_t n = mk_base64_decode(v, vlen, cred, sizeof(cred));
-    const char *colon = n > 0 ? memchr(cred, ':', (size_t) n) : NULL;
-    if (!colon || colon == cred) {
-        logger_put_char(o, '-');
-        return;
-    }
-    logger_put_field(o, cred, (size_t) (colon - cred));
+    logger_put_field(o, cred, (size_t) colon);
 }
 
 /* "[10/Oct/2000:13:55:36 +0000]" in local time; formatted once a second per worker. */

@@ -6,6 +6,7 @@ set(MK_TLS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/tls_certs.c
   ${CMAKE_CURRENT_LIST_DIR}/tls_conf.c
   ${CMAKE_CURRENT_LIST_DIR}/tls_ocsp.c
+  ${CMAKE_CURRENT_LIST_DIR}/tls_parse.c
   ${CMAKE_CURRENT_LIST_DIR}/tls_send.c
   ${CMAKE_CURRENT_LIST_DIR}/tls_session.c
   ${CMAKE_CURRENT_LIST_DIR}/tls_site.c

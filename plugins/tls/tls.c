@@ -63,6 +63,7 @@
 #include <monkey/mk_plugin.h>
 
 #include "tls.h"
+#include "tls_parse.h"
 
 /* Marks our per-connection state (transport data of other transports differs). */
 #define TLS_MAGIC 0x4d4b544cu
@@ -108,13 +109,11 @@ static int tls_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *o
         if (!api->protocol_known(prefs[p], plen)) {
             continue;
         }
-        for (unsigned i = 0; i < inlen; i += 1u + in[i]) {
-            if (in[i] == plen && i + 1u + plen <= inlen &&
-                memcmp(in + i + 1, prefs[p], plen) == 0) {
-                *out = in + i + 1;
-                *outlen = in[i];
-                return SSL_TLSEXT_ERR_OK;
-            }
+        const unsigned char *found = tls_alpn_find(in, inlen, prefs[p], plen);
+        if (found) {
+            *out = found;
+            *outlen = (unsigned char) plen;
+            return SSL_TLSEXT_ERR_OK;
         }
     }
     return SSL_TLSEXT_ERR_NOACK;

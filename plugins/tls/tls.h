@@ -22,6 +22,9 @@
  *                  properties (api->conn_transport_var)
  *   tls_ocsp.c     OCSP stapling from a file
  *   tls_site.c     Strict-Transport-Security and the redirect of plain HTTP
+ *   tls_parse.c    what a client sends, read without OpenSSL (pure, its own
+ *                  header tls_parse.h): SNI, ALPN, the redirect's Host and
+ *                  path
  *
  * Lifetimes: a struct tls_site belongs to its configuration (the schema
  * fills and frees it); its SSL_CTX is reference counted and outlives the

@@ -42,6 +42,7 @@
 #include <openssl/sha.h>
 
 #include "tls.h"
+#include "tls_parse.h"
 
 /* TicketKeyRotation in milliseconds when no configuration is in force. */
 #define TLS_ROTATION_FALLBACK 3600000
@@ -237,38 +238,16 @@ static int tls_ticket_cb(SSL *ssl, unsigned char *key_name, unsigned char *iv, E
 }
 
 /*
- * The host name of the ClientHello's server_name extension (RFC 6066
- * section 3) into buf, NUL terminated; false when there is none or it is
- * malformed (OpenSSL refuses the latter itself later).
+ * The host name of the ClientHello's server_name extension into buf, NUL
+ * terminated (tls_sni_host); false when there is none or it is malformed.
  */
 static bool tls_hello_sni(SSL *ssl, char *buf, size_t size)
 {
     const unsigned char *p;
     size_t len;
 
-    if (!SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p, &len) || len < 2 ||
-        (size_t) ((p[0] << 8) | p[1]) + 2 != len) {
-        return false;
-    }
-    p += 2;
-    len -= 2;
-    while (len >= 3) {
-        size_t n = (size_t) ((p[1] << 8) | p[2]);
-        if (n + 3 > len) {
-            return false;
-        }
-        if (p[0] == TLSEXT_NAMETYPE_host_name) {
-            if (n == 0 || n >= size || memchr(p + 3, '\0', n)) {
-                return false;
-            }
-            memcpy(buf, p + 3, n);
-            buf[n] = '\0';
-            return true;
-        }
-        p += 3 + n;
-        len -= 3 + n;
-    }
-    return false;
+    return SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p, &len) &&
+           tls_sni_host(p, len, buf, size);
 }
 
 /*

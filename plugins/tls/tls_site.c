@@ -29,6 +29,7 @@
 #include <strings.h>
 
 #include "tls.h"
+#include "tls_parse.h"
 
 #define TLS_HTTPS_PORT 443
 
@@ -79,40 +80,6 @@ void tls_site_response_head(struct mk_request *r)
     }
 }
 
-/* Whether `name` (len bytes, no port) is a host name: letters, digits, '-' and '.'. */
-static bool tls_site_hostname(const char *name, size_t len)
-{
-    if (len == 0 || len > 253) {
-        return false;
-    }
-    for (size_t i = 0; i < len; i++) {
-        char ch = name[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '-' || ch == '.')) {
-            return false;
-        }
-    }
-    return true;
-}
-
-/* Whether ServerName `pattern` ("example.com", "*.example.com") names `name`. */
-static bool tls_site_name_matches(const char *pattern, const char *name, size_t len)
-{
-    size_t plen = strlen(pattern);
-
-    if (len && name[len - 1] == '.') {
-        len--;
-    }
-    if (plen && pattern[plen - 1] == '.') {
-        plen--;
-    }
-    if (plen > 2 && pattern[0] == '*' && pattern[1] == '.') {
-        /* "*.example.com": one label or more before ".example.com" */
-        return len > plen - 1 && strncasecmp(name + len - (plen - 1), pattern + 1, plen - 1) == 0;
-    }
-    return plen == len && strncasecmp(pattern, name, len) == 0;
-}
-
 /*
  * The host of the Location into out (NUL terminated): the request's when
  * the site has that name, else the site's first name that is no wildcard,
@@ -129,9 +96,9 @@ static const char *tls_site_host(const struct mk_request *r, char *out, size_t c
     if (colon) {
         len = (size_t) (colon - host);
     }
-    if (host && tls_site_hostname(host, len) && len < cap) {
+    if (host && tls_host_ok(host, len) && len < cap) {
         for (unsigned i = 0; (name = tls_api->site_name(site, i)) != NULL; i++) {
-            if (tls_site_name_matches(name, host, len)) {
+            if (tls_name_matches(name, host, len)) {
                 memcpy(out, host, len);
                 out[len] = '\0';
                 return out;
@@ -179,27 +146,6 @@ static int tls_site_https_port(void)
     return port > 0 && port <= 65535 ? port : TLS_HTTPS_PORT;
 }
 
-/* Percent-encode the decoded path: RFC 3986 pchar and '/' stay, the rest becomes %XX. */
-static size_t tls_site_encode_path(const char *path, size_t len, char *out)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    static const char keep[] = "-._~!$&'()*+,;=:@/";
-    size_t n = 0;
-
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char) path[i];
-        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-            (ch && strchr(keep, ch))) {
-            out[n++] = (char) ch;
-            continue;
-        }
-        out[n++] = '%';
-        out[n++] = hex[ch >> 4];
-        out[n++] = hex[ch & 15];
-    }
-    return n;
-}
-
 int tls_site_redirect(struct mk_request *r)
 {
     const struct tls_site *ts = tls_site_of(r);
@@ -229,7 +175,7 @@ int tls_site_redirect(struct mk_request *r)
         return 503;
     }
     size_t n = (size_t) snprintf(loc, cap, "https://%s%s", host, port);
-    n += tls_site_encode_path(path, plen, loc + n);
+    n += tls_path_encode(path, plen, loc + n);
     if (query) {
         loc[n++] = '?';
         memcpy(loc + n, query, qlen);

@@ -4,13 +4,15 @@
  *
  * fuzz_duda_session.c: libFuzzer target for duda/session_parse.c, the
  * parsers of outside input of the session stores: a Cookie header's
- * name=value pairs (every request to a service with the Redis store) and
- * a store address (SessionStore, redis->connect).
+ * name=value pairs (every request to a service with the Redis store, and
+ * cookie->get) and a store address (SessionStore, redis->connect).
  *
  * Invariants (each a crash when broken):
  *  - every pair lies inside the header, in order, with a name of at least
  *    one byte holding no '=' or ';', a value holding no ';', and no more
  *    pairs than asked for; splitting the same header again gives the same;
+ *  - duda_cookie_find (cookie->get) gives, for each pair's name, the value
+ *    of the first pair of that name, and nothing for names no pair has;
  *  - an accepted address starts with "redis://", gives a NUL-terminated
  *    host of 1 to hostlen - 1 bytes, a port from 1 to 65535 and a database
  *    from 0 to 1000000; a refused one leaves a NUL-terminated reason.
@@ -41,6 +43,21 @@ static void fuzz_cookies(const char *h, size_t n)
     }
     MK_FUZZ_CHECK(duda_cookie_pairs(h, n, again, max) == got);
     MK_FUZZ_CHECK(got == 0 || memcmp(out, again, got * sizeof(out[0])) == 0);
+
+    /* cookie->get: each pair's name finds the first pair of that name */
+    for (size_t i = 0; i < got; i++) {
+        size_t j = 0, vlen = 0;
+        while (out[j].name_len != out[i].name_len ||
+               memcmp(out[j].name, out[i].name, out[i].name_len) != 0) {
+            j++;
+        }
+        const char *v = duda_cookie_find(h, n, out[i].name, out[i].name_len, &vlen);
+        MK_FUZZ_CHECK(v == out[j].value && vlen == out[j].value_len);
+    }
+    /* and a name no pair has finds nothing: no pair holds ';' in its name */
+    size_t vlen;
+    MK_FUZZ_CHECK(duda_cookie_find(h, n, "a;b", 3, &vlen) == NULL);
+    MK_FUZZ_CHECK(duda_cookie_find(h, n, "", 0, &vlen) == NULL);
 }
 
 static void fuzz_url(const char *data, size_t n)

@@ -20,18 +20,35 @@ function(mk_fuzz_replay name)
 endfunction()
 
 # The pure parsers of the core and the server: in monkeylib.
-foreach(name http_request path fields config supervisor accept_encoding)
+foreach(name http_request path fields config supervisor accept_encoding priority route util)
   mk_fuzz_replay(${name} LIBS monkeylib)
 endforeach()
+
+# h2c upgrades: pure, in monkeylib only when this build has HTTP/2.
+mk_fuzz_replay(h2_upgrade SOURCES ${CMAKE_SOURCE_DIR}/server/h2_upgrade.c LIBS monkeylib)
+target_compile_definitions(replay_h2_upgrade PRIVATE MK_HAVE_H2)
 
 # The gateway plugins' parsers, with no dependency.
 mk_fuzz_replay(gw_head SOURCES ${CMAKE_SOURCE_DIR}/plugins/gateway/gw_head.c)
 mk_fuzz_replay(fcgi SOURCES ${CMAKE_SOURCE_DIR}/plugins/fastcgi/fcgi_proto.c)
 
+# What the tls plugin reads from a client without OpenSSL: built with or without it.
+mk_fuzz_replay(tls SOURCES ${CMAKE_SOURCE_DIR}/plugins/tls/tls_parse.c)
+
+# The example FastCGI responder's parsers (the example is included by the target).
+mk_fuzz_replay(fcgi_responder)
+
+# The auth plugin's password file.
+mk_fuzz_replay(auth_users SOURCES ${CMAKE_SOURCE_DIR}/plugins/auth/auth_users.c)
+
+# The logger's formats and lines, through the target's own struct mk_api.
+mk_fuzz_replay(logger SOURCES ${CMAKE_SOURCE_DIR}/plugins/logger/format.c)
+
 # Duda's parsers, when this build has Duda, and its packages' when their
 # libraries were found (the packages' targets exist).
 if(TARGET plugin-duda)
   mk_fuzz_replay(duda_session SOURCES ${CMAKE_SOURCE_DIR}/duda/session_parse.c)
+  mk_fuzz_replay(duda_qs SOURCES ${CMAKE_SOURCE_DIR}/duda/qs.c)
   mk_fuzz_replay(ws SOURCES ${CMAKE_SOURCE_DIR}/duda/packages/websocket/ws_proto.c)
   if(TARGET duda-pkg-json AND TARGET duda-pkg-sqlite)
     mk_fuzz_replay(duda_json

@@ -6,7 +6,9 @@
 # BUILD is a build directory configured with CC=clang -DMK_FUZZ=ON (the
 # targets are in BUILD/fuzz/); SECONDS is the time given to each target;
 # TARGET names (http_request, path, fields, config, gw_head, fcgi, supervisor, h2,
-# duda_json, duda_base64, duda_session, ws, accept_encoding) limit the run to those.
+# duda_json, duda_base64, duda_session, duda_qs, ws, accept_encoding, priority,
+# route, util, tls, logger, h2_upgrade, auth_users, fcgi_responder) limit the
+# run to those.
 #
 # Each target works on a scratch corpus, BUILD/fuzz-corpus/TARGET, seeded from
 # the committed tests/fuzz/corpus/TARGET; what it finds stays there (and is
@@ -25,7 +27,9 @@ seconds=$2
 shift 2
 here=$(cd "$(dirname "$0")" && pwd)
 # fuzz_h2 exists when the build has HTTP/2 (nghttp2).
-default="http_request path fields config gw_head fcgi supervisor duda_session ws accept_encoding"
+default="http_request path fields config gw_head fcgi supervisor duda_session duda_qs ws
+accept_encoding priority route util tls logger h2_upgrade auth_users
+fcgi_responder"
 [ -x "$build/fuzz/fuzz_h2" ] && default="$default h2"
 # The Duda packages' targets exist when their libraries are installed.
 for t in duda_json duda_base64; do

@@ -513,17 +513,25 @@ def test_plugins_over_h2_routes_buffered_body_and_tasks(make_server):
     ("u=9", False),      # out of range: the field is ignored (urgency 3)
     ("u=0, i=5", False),  # i is not a boolean: ignored
     ("u=0 u=1", False),  # not a dictionary: ignored
+    ("i", False),        # no u: urgency 3, not 0
+    ("u=0, u", False),   # u is the boolean true: ignored
+    ("u=0, x=@", False),  # not a dictionary: ignored
+    ("u=07", False),     # an integer 7
+    (["u=0", "i"], True),  # two lines: what "u=0, i" gives
+    (["u=0", "x=@"], False),  # a bad line: both ignored
 ])
 def test_rfc9218_priority_field_is_parsed(make_server, value, urgent):
     """h2.c parses the priority field (nghttp2's HTTP checks are off): a
-    stream sent with `value` goes before or after one sent with u=2."""
+    stream sent with `value` (a list: one field line each) goes before or
+    after one sent with u=2."""
     srv = h2c_server(make_server)
     srv.file("a.bin", os.urandom(4 * MIB))
     srv.file("b.bin", os.urandom(4 * MIB))
     srv.start()
     c = H2Client(srv.port)
     ref = c.request("/a.bin", headers=[("priority", "u=2")])
-    tried = c.request("/b.bin", headers=[("priority", value)])
+    lines = value if isinstance(value, list) else [value]
+    tried = c.request("/b.bin", headers=[("priority", v) for v in lines])
     c.wait([ref, tried])
     ended = [ev.stream_id for ev in c.events if isinstance(ev, h2.events.StreamEnded)]
     assert ended == ([tried, ref] if urgent else [ref, tried])

@@ -4,7 +4,7 @@
  *
  * test_session_parse.c: unit tests of duda/session_parse.c: the store
  * addresses of SessionStore and redis->connect(), and the Cookie header's
- * name=value pairs the Redis session store looks up.
+ * name=value pairs the Redis session store looks up and cookie->get finds.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -115,12 +115,38 @@ static void test_cookie_pairs(void **state)
     expect_pair(&out[1], "b", "2");
 }
 
+/* cookie->get: the first pair of that name, split as duda_cookie_pairs splits. */
+static void test_cookie_find(void **state)
+{
+    const char *h = "sid=0123; theme=dark;\tempty=;=novalue; flag; sid=again;last=x";
+    size_t len = 99;
+
+    (void) state;
+    const char *v = duda_cookie_find(h, strlen(h), "sid", 3, &len);
+    assert_non_null(v);
+    assert_int_equal(len, 4);
+    assert_memory_equal(v, "0123", 4);
+    v = duda_cookie_find(h, strlen(h), "empty", 5, &len); /* after a tab */
+    assert_non_null(v);
+    assert_int_equal(len, 0);
+    v = duda_cookie_find(h, strlen(h), "last", 4, &len);
+    assert_non_null(v);
+    assert_int_equal(len, 1);
+    assert_null(duda_cookie_find(h, strlen(h), "flag", 4, &len));
+    assert_null(duda_cookie_find(h, strlen(h), "", 0, &len)); /* "=novalue" has no name */
+    assert_null(duda_cookie_find(h, strlen(h), "SID", 3, &len));
+    assert_null(duda_cookie_find(h, strlen(h), "si", 2, &len));
+    assert_null(duda_cookie_find(h, 5, "theme", 5, &len)); /* bounded by n */
+    assert_null(duda_cookie_find("", 0, "a", 1, &len));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_urls),
         cmocka_unit_test(test_url_host_too_long),
         cmocka_unit_test(test_cookie_pairs),
+        cmocka_unit_test(test_cookie_find),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

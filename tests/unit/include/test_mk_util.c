@@ -4,7 +4,8 @@
  *
  * test_mk_util.c: unit tests of the text helpers of include/monkey/mk_util.h
  * (mk_u64_dec, mk_addr_text), which the logger and the gateways use for
- * every request.
+ * every request, and of mk_basic_credentials (the auth plugin, the
+ * logger's %u).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -112,12 +113,65 @@ static void test_addr_text(void **state)
     assert_string_equal(out, "");
 }
 
+struct basic_case {
+    const char *value;
+    const char *cred; /* NULL: refused */
+    int colon;
+};
+
+static const struct basic_case basic_cases[] = {
+    {"Basic YWxpY2U6c2VjcmV0", "alice:secret", 5},
+    {"basic YWxpY2U6c2VjcmV0", "alice:secret", 5},
+    {" \tBASIC\t  YWxpY2U6c2VjcmV0 \t", "alice:secret", 5},
+    {"Basic OnA=", ":p", 0},        /* an empty user: the caller decides */
+    {"Basic YTo=", "a:", 1},        /* an empty password */
+    {"Basic YTpiOmM=", "a:b:c", 1}, /* the first ':' ends the user */
+    {"Basic YWxpY2U=", NULL, 0},    /* no ':' */
+    {"Basic YWxpY2U6c2VjcmV0=", NULL, 0},
+    {"Basic YWxpY2U6c2VjcmV", NULL, 0},
+    {"Basic YW*pY2U6c2VjcmV0", NULL, 0},
+    {"Basic ", NULL, 0},
+    {"Basic", NULL, 0},
+    {"BasicYWxpY2U6c2VjcmV0", NULL, 0},
+    {"Bearer YWxpY2U6c2VjcmV0", NULL, 0},
+    {"Digest YWxpY2U6c2VjcmV0", NULL, 0},
+    {"", NULL, 0},
+};
+
+static void test_basic_credentials(void **state)
+{
+    char out[64];
+
+    (void) state;
+    for (size_t i = 0; i < sizeof(basic_cases) / sizeof(basic_cases[0]); i++) {
+        const struct basic_case *c = &basic_cases[i];
+        size_t len = 0;
+        ssize_t colon = mk_basic_credentials(c->value, strlen(c->value), out, sizeof(out), &len);
+        if (!c->cred) {
+            if (colon != -1) {
+                fail_msg("'%s' accepted", c->value);
+            }
+            continue;
+        }
+        if (colon != c->colon || len != strlen(c->cred) || memcmp(out, c->cred, len) != 0) {
+            fail_msg("'%s': colon %zd, %zu bytes", c->value, colon, len);
+        }
+    }
+    /* the room is honoured: 12 bytes decoded do not fit in 11 */
+    size_t len;
+    assert_int_equal(mk_basic_credentials("Basic YWxpY2U6c2VjcmV0", 22, out, 11, &len), -1);
+    assert_int_equal(mk_basic_credentials("Basic YWxpY2U6c2VjcmV0", 22, out, 12, &len), 5);
+    /* and the length of the value: 10 characters of base 64 */
+    assert_int_equal(mk_basic_credentials("Basic YWxpY2U6c2VjcmV0", 20, out, 64, &len), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_u64_dec),
         cmocka_unit_test(test_u64_dec_room),
         cmocka_unit_test(test_addr_text),
+        cmocka_unit_test(test_basic_credentials),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,8 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * test_http_fields.c: unit tests of server/http_fields.c: Range (RFC 9110
- * section 14), entity-tag comparison (section 8.8.3.2) and reason phrases.
+ * section 14), entity-tag comparison (section 8.8.3.2), the priority field
+ * (RFC 9218 section 4) and reason phrases.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -281,6 +282,115 @@ static void test_etag_uses_length(void **state)
     free(v);
 }
 
+struct prio_case {
+    const char *value;
+    bool ok;
+    int urgency; /* when ok, from the default {3, false} */
+    bool incremental;
+};
+
+static const struct prio_case prio_cases[] = {
+    {"u=0", true, 0, false},
+    {"u=7, i", true, 7, true},
+    {"i", true, 3, true}, /* no u: urgency 3, not 0 */
+    {"i=?0", true, 3, false},
+    {"", true, 3, false},
+    {"  u=5\t", true, 5, false},
+    {"u=1, u=6", true, 6, false}, /* the last value counts */
+    {"u=07", true, 7, false},     /* an RFC 8941 integer may have leading zeros */
+    {"u=-0", true, 0, false},
+    {"u=2;a=1;b, i;x=\"y\"", true, 2, true},
+    {"x=\"a, b\", u=0;p=1, i=?0", true, 0, false},
+    {"u=0, y=(a b), z=:AAA=:, w=1.5, v=tok/en:1, *k=?1", true, 0, false},
+    {"u=1,i", true, 1, true},
+    {"u=1 ,  i", true, 1, true},
+    {"a=(), b=( 1 \"x\";p ), u=4", true, 4, false},
+    /* refused: the field is ignored */
+    {"u=8", false},
+    {"u=-1", false},
+    {"u", false},     /* the boolean true, not an integer */
+    {"u=1.0", false}, /* a decimal */
+    {"u=\"1\"", false},
+    {"u=(1)", false},
+    {"i=1", false},
+    {"i=?2", false},
+    {"i=(?1)", false},
+    {"u=0, i=5", false},
+    {"u=0 u=1", false},
+    {"u=1,", false},
+    {",u=1", false},
+    {"u=1,,i", false},
+    {"U=1", false},
+    {"1=1", false},
+    {"u=1;", false},
+    {"u=1;A", false},
+    {"x=@", false},
+    {"x=\"a", false},
+    {"x=\"a\\b\"", false},
+    {"x=\"\x01\"", false},
+    {"x=:a-b:", false},
+    {"x=:ab", false},
+    {"x=(a", false},
+    {"x=(a)b", false},
+    {"x=(a,b)", false},
+    {"x=1234567890123456", false}, /* 16 digits */
+    {"x=123456789012345", true, 3, false},
+    {"x=1234567890123.1", false}, /* 13 digits before the point */
+    {"x=123456789012.123", true, 3, false},
+    {"x=1.1234", false},
+    {"x=1.", false},
+    {"x=-", false},
+    {"x=?", false},
+};
+
+static void test_priority_table(void **state)
+{
+    unsigned failures = 0;
+    (void) state;
+
+    for (size_t i = 0; i < sizeof(prio_cases) / sizeof(prio_cases[0]); i++) {
+        const struct prio_case *c = &prio_cases[i];
+        struct mk_http_priority p = {MK_HTTP_URGENCY_DEFAULT, false};
+        bool ok = mk_http_priority_parse(c->value, strlen(c->value), &p);
+        int want_u = c->ok ? c->urgency : MK_HTTP_URGENCY_DEFAULT;
+        bool want_i = c->ok && c->incremental;
+        if (ok != c->ok || p.urgency != want_u || p.incremental != want_i) {
+            print_error("priority '%s': %s u=%d i=%d, expected %s u=%d i=%d\n", c->value,
+                        ok ? "accepted" : "refused", p.urgency, p.incremental,
+                        c->ok ? "accepted" : "refused", want_u, want_i);
+            failures++;
+        }
+    }
+    assert_int_equal(failures, 0);
+}
+
+/* A refused value leaves the priority alone, even after a good member. */
+static void test_priority_refused_untouched(void **state)
+{
+    struct mk_http_priority p = {5, true};
+    (void) state;
+
+    assert_false(mk_http_priority_parse("u=0, i=?0, x=@", 14, &p));
+    assert_int_equal(p.urgency, 5);
+    assert_true(p.incremental);
+}
+
+/* Lines read one after the other give what their comma-joined value gives; lengths are honoured. */
+static void test_priority_lines_and_length(void **state)
+{
+    struct mk_http_priority p = {MK_HTTP_URGENCY_DEFAULT, false};
+    (void) state;
+
+    assert_true(mk_http_priority_parse("u=1", 3, &p));
+    assert_true(mk_http_priority_parse("i", 1, &p));
+    assert_int_equal(p.urgency, 1);
+    assert_true(p.incremental);
+    assert_true(mk_http_priority_parse("u=2, u=9", 3, &p)); /* only "u=2" */
+    assert_int_equal(p.urgency, 2);
+    assert_false(mk_http_priority_parse("u=2, u=9", 8, &p));
+    assert_int_equal(p.urgency, 2);
+}
+
 static void test_reason(void **state)
 {
     (void) state;
@@ -330,6 +440,9 @@ int main(void)
         cmocka_unit_test(test_etag_table),
         cmocka_unit_test(test_etag_uses_length),
         cmocka_unit_test(test_etag_is_table),
+        cmocka_unit_test(test_priority_table),
+        cmocka_unit_test(test_priority_refused_untouched),
+        cmocka_unit_test(test_priority_lines_and_length),
         cmocka_unit_test(test_reason),
         cmocka_unit_test(test_reason_covers_parser_statuses),
     };
