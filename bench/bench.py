@@ -11,6 +11,7 @@ import http.client
 import json
 import os
 import platform
+import random
 import pwd
 import re
 import resource
@@ -37,6 +38,9 @@ SCENARIOS = ["ka13", "close13", "ka200k", "ka1m", "sweep", "node", "idle",
 TLS_SERVERS = ["monkey", "nginx", "h2o"]  # the servers of the tls_* and h2_* scenarios
 H2C_SERVERS = ["monkey", "h2o"]  # h2c: nginx serves no HTTP/1 on an h2c port
 TLS_PLUGIN = os.path.join(ROOT, "build", "plugins", "monkey-tls.so")
+# --monkey-binary, --monkey-site: which Monkey runs, with which lines added to its site.
+MONKEY_BINARY = os.path.join(ROOT, "build", "bin", "monkey")
+MONKEY_SITE_LINES = []
 # What every TLS client of the harness offers (wrk, openssl s_client, the
 # handshake and idle clients), through OPENSSL_CONF: only TLS 1.3 with one
 # suite, so every server negotiates the same whatever its own defaults are.
@@ -260,15 +264,16 @@ def config_monkey(d, docroot, port, workers, tls=None, h2=False):
     LogLevel warn
 """)
     tls_site = f"[TLS]\n    Certificate {tls[0]}\n    CertificateKey {tls[1]}\n" if tls else ""
+    extra = "".join("    %s\n" % line for line in MONKEY_SITE_LINES)
     write(os.path.join(conf, "sites", "default"), f"""[HOST]
     ServerName 127.0.0.1 localhost
     DocumentRoot {docroot}
-{tls_site}""")
+{extra}{tls_site}""")
     # plugins.load names the tls plugin only for TLS; no other plugin, so no
     # access log.
     if tls:
         write(os.path.join(conf, "plugins.load"), "[PLUGINS]\n    Load %s\n" % TLS_PLUGIN)
-    return [os.path.join(ROOT, "build", "bin", "monkey"), "-c", conf]
+    return [MONKEY_BINARY, "-c", conf]
 
 
 def config_nginx(d, docroot, port, workers, single=False, tls=None, h2=False):
@@ -379,6 +384,13 @@ def make_docroot(d):
         if name != "hello.txt":
             with open(os.path.join(docroot, name), "wb") as f:
                 f.write(os.urandom(size))
+    # Text that compresses (about 5:1), for --cg-file with compression on
+    # the fly (--monkey-site "Compress On"); no scenario asks for it.
+    words = b"function var return const let this document window if else null true".split()
+    rnd = random.Random(13)
+    with open(os.path.join(docroot, "text10k.js"), "wb") as f:
+        f.write(b" ".join(rnd.choice(words) for _ in range(3000))[:10240])
+    os.chmod(os.path.join(docroot, "text10k.js"), 0o644)
     for p in (d, docroot):
         os.chmod(p, 0o755)  # nginx workers run as nobody when started as root
     for name in FILES:
@@ -591,6 +603,10 @@ class Bench:
 
     def url(self, path, tls=False):
         return "%s://127.0.0.1:%d/%s" % ("https" if tls else "http", self.port, path)
+
+    def cg_headers(self):
+        """ab's -H arguments for the --cg-header headers."""
+        return [arg for h in self.args.cg_header for arg in ("-H", h)]
 
     def tls_setup(self):
         """The certificate every TLS server uses (ECDSA P-256, self-signed,
@@ -859,12 +875,14 @@ class Bench:
                 cc = ["callgrind_control"]
                 subprocess.run(cc + ["-i", "on", str(srv.pid)], capture_output=True, text=True,
                                timeout=60)
-                p1 = subprocess.run(["ab", "-q", "-k", "-n", str(ka), "-c", "1",
-                                     self.url(self.args.cg_file)], capture_output=True, text=True)
+                p1 = subprocess.run(["ab", "-q", "-k", "-n", str(ka), "-c", "1"]
+                                    + self.cg_headers() + [self.url(self.args.cg_file)],
+                                    capture_output=True, text=True)
                 subprocess.run(cc + ["--dump=keepalive", str(srv.pid)], capture_output=True,
                                text=True, timeout=60)
                 p2 = subprocess.run(["ab", "-q", "-n", str(cl), "-c", "1", "-H",
-                                     "Connection: close", self.url(self.args.cg_file)],
+                                     "Connection: close"] + self.cg_headers()
+                                    + [self.url(self.args.cg_file)],
                                     capture_output=True, text=True)
                 subprocess.run(cc + ["--dump=close", str(srv.pid)], capture_output=True,
                                text=True, timeout=60)
@@ -911,9 +929,10 @@ class Bench:
             res = {"requests_keepalive": ka, "requests_close": cl}
             try:
                 for phase, load, n in (
-                        ("keepalive", ["ab", "-q", "-k", "-n", str(ka), "-c", "1"], ka),
+                        ("keepalive", ["ab", "-q", "-k", "-n", str(ka), "-c", "1"]
+                         + self.cg_headers(), ka),
                         ("close", ["ab", "-q", "-n", str(cl), "-c", "1", "-H",
-                                   "Connection: close"], cl)):
+                                   "Connection: close"] + self.cg_headers(), cl)):
                     self.counter += 1
                     sf = os.path.join(self.wd, "strace-%s-%s.txt" % (name, phase))
                     argv = ["strace", "-c", "-f", "-o", sf]
@@ -969,9 +988,10 @@ class Bench:
             res = {"requests_keepalive": ka, "requests_close": cl}
             try:
                 for phase, load, n in (
-                        ("keepalive", ["ab", "-q", "-k", "-n", str(ka), "-c", "1"], ka),
+                        ("keepalive", ["ab", "-q", "-k", "-n", str(ka), "-c", "1"]
+                         + self.cg_headers(), ka),
                         ("close", ["ab", "-q", "-n", str(cl), "-c", "1", "-H",
-                                   "Connection: close"], cl)):
+                                   "Connection: close"] + self.cg_headers(), cl)):
                     pf = os.path.join(self.wd, "perf-%s-%s.txt" % (name, phase))
                     st = subprocess.Popen(["perf", "stat", "-x,", "-o", pf, "-e",
                                            ",".join(events), "-p",
@@ -1902,11 +1922,18 @@ def main():
                     help="system calls per request counted by perf stat (no tracer), one worker")
     ap.add_argument("--cg-file", default="hello.txt",
                     help="the file of the --callgrind/--syscalls/--perf-syscalls loads "
-                         "(default hello.txt; file200k.bin, file1m.bin)")
+                         "(default hello.txt; file200k.bin, file1m.bin, text10k.js)")
     ap.add_argument("--cg-requests", type=int, default=20000,
                     help="keep-alive requests for --callgrind/--syscalls (default 20000)")
     ap.add_argument("--cg-close", type=int, default=2000,
                     help="Connection: close requests for --callgrind/--syscalls (default 2000)")
+    ap.add_argument("--cg-header", action="append", default=[], metavar="HEADER",
+                    help="a request header of those loads ('Accept-Encoding: gzip, br'); "
+                         "repeatable")
+    ap.add_argument("--monkey-binary", default=None,
+                    help="the monkey binary to run (default build/bin/monkey)")
+    ap.add_argument("--monkey-site", action="append", default=[], metavar="LINE",
+                    help="a line added to Monkey's site ('Compress On'); repeatable")
     ap.add_argument("--workers", type=int, default=2, help="workers per server (default 2)")
     ap.add_argument("--rounds", type=int, help="override the rounds of every scenario")
     ap.add_argument("--duration", type=int, help="override the seconds of each wrk run")
@@ -1921,6 +1948,10 @@ def main():
                     help="a line for the header of the report (how the run was made)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
     a = ap.parse_args()
+    global MONKEY_BINARY
+    if a.monkey_binary:
+        MONKEY_BINARY = os.path.abspath(a.monkey_binary)
+    MONKEY_SITE_LINES.extend(a.monkey_site)
     a.mode = "quick" if a.quick else "full"
     a.servers = [s for s in a.servers.split(",") if s]
     for s in a.servers:
@@ -1943,8 +1974,8 @@ def main():
         missing.append("strace")
     if a.perf_syscalls and not shutil.which("perf"):
         missing.append("perf")
-    if a.cg_file not in FILES:
-        ap.error("--cg-file: one of %s" % ", ".join(FILES))
+    if a.cg_file not in FILES and a.cg_file != "text10k.js":
+        ap.error("--cg-file: one of %s, text10k.js" % ", ".join(FILES))
     if any(s.startswith("h2") for s in a.scenarios):
         missing += [t for t in ("h2load",) if not shutil.which(t)]
     if any(s.startswith(("tls_", "h2")) for s in a.scenarios):

@@ -18,6 +18,7 @@
 #include <strings.h>
 
 static const char *const mk_coding_names[] = {"br", "zstd", "gzip", "identity"};
+static const size_t mk_coding_name_lens[] = {2, 4, 4, 8};
 static const char *const mk_coding_suffixes[] = {".br", ".zst", ".gz", ""};
 
 const char *mk_coding_name(enum mk_coding c)
@@ -136,7 +137,7 @@ static int mk_ae_coding(const char *p, const char *e)
         return MK_CODING_GZIP;
     }
     for (int i = 0; i < MK_CODING_NONE; i++) {
-        if (n == strlen(mk_coding_names[i]) && strncasecmp(p, mk_coding_names[i], n) == 0) {
+        if (n == mk_coding_name_lens[i] && strncasecmp(p, mk_coding_names[i], n) == 0) {
             return i;
         }
     }
@@ -188,16 +189,11 @@ void mk_accept_encoding_q(const char *v, size_t len, unsigned q[MK_CODING_NONE])
     }
 }
 
-enum mk_coding mk_accept_encoding_choose(const char *v, size_t len, unsigned available)
+enum mk_coding mk_accept_encoding_pick(const unsigned q[MK_CODING_NONE], unsigned available)
 {
-    unsigned q[MK_CODING_NONE];
     enum mk_coding best = MK_CODING_NONE;
     unsigned best_q = 0;
 
-    if (!v) {
-        return MK_CODING_IDENTITY;
-    }
-    mk_accept_encoding_q(v, len, q);
     available |= MK_CODING_BIT(MK_CODING_IDENTITY);
     for (int i = 0; i < MK_CODING_NONE; i++) {
         if ((available & MK_CODING_BIT(i)) && q[i] > best_q) {
@@ -206,4 +202,15 @@ enum mk_coding mk_accept_encoding_choose(const char *v, size_t len, unsigned ava
         }
     }
     return best;
+}
+
+enum mk_coding mk_accept_encoding_choose(const char *v, size_t len, unsigned available)
+{
+    unsigned q[MK_CODING_NONE];
+
+    if (!v) {
+        return MK_CODING_IDENTITY;
+    }
+    mk_accept_encoding_q(v, len, q);
+    return mk_accept_encoding_pick(q, available);
 }

@@ -50,4 +50,11 @@ void mk_accept_encoding_q(const char *v, size_t len, unsigned q[MK_CODING_NONE])
  */
 enum mk_coding mk_accept_encoding_choose(const char *v, size_t len, unsigned available);
 
+/*
+ * mk_accept_encoding_choose() from the qualities mk_accept_encoding_q()
+ * gave: for a caller that chooses again among fewer codings (a variant
+ * missing, a file that does not compress) without parsing the value again.
+ */
+enum mk_coding mk_accept_encoding_pick(const unsigned q[MK_CODING_NONE], unsigned available);
+
 #endif

@@ -305,6 +305,7 @@ static const struct mk_conf_key mk_server_keys[] = {
      .check = mk_check_media_type},
     {"FileCache", MK_CONF_INT, 0, MK_SRV(file_cache), 0, 65536, "128"},
     {"FileCacheBody", MK_CONF_SIZE, 0, MK_SRV(file_cache_body), 0, 1u << 20, "16K"},
+    {"CompressCache", MK_CONF_SIZE, 0, MK_SRV(compress_cache), 0, 1ull << 36, "16M"},
     {"TaskQueuePerPlugin", MK_CONF_INT, 0, MK_SRV(task_queue_per_plugin), 1, 65536, "64"},
     {"TaskQueuePerClient", MK_CONF_INT, 0, MK_SRV(task_queue_per_client), 1, 65536, "8"},
     {"MaxConcurrentStreams", MK_CONF_INT, 0, MK_SRV(h2_max_streams), 1, 100000, "100"},
@@ -341,6 +342,7 @@ const struct mk_conf_schema *mk_config_schema(void)
 static const char *const mk_host_keys[] = {"ServerName",   "DocumentRoot", "Symlinks",
                                            "HideDotFiles", "Fallback",     "Precompressed",
                                            "CacheControl"};
+#define MK_N_HOST_KEYS (sizeof(mk_host_keys) / sizeof(mk_host_keys[0]))
 
 const char *mk_config_key(const char *section, size_t i)
 {
@@ -348,7 +350,13 @@ const char *mk_config_key(const char *section, size_t i)
         return i < MK_N_SERVER_KEYS ? mk_server_keys[i].name : NULL;
     }
     if (strcasecmp(section, "HOST") == 0) {
-        return i < sizeof(mk_host_keys) / sizeof(mk_host_keys[0]) ? mk_host_keys[i] : NULL;
+        if (i < MK_N_HOST_KEYS) {
+            return mk_host_keys[i];
+        }
+        i -= MK_N_HOST_KEYS;
+        return i < sizeof(mk_static_compress_keys) / sizeof(mk_static_compress_keys[0])
+                   ? mk_static_compress_keys[i]
+                   : NULL;
     }
     if (strcasecmp(section, "PLUGINS") == 0) {
         return i == 0 ? "Load" : NULL;

@@ -27,6 +27,7 @@
 #include "http.h"
 #include "mime.h"
 #include "static_cache.h"
+#include "static_compress.h"
 
 enum mk_balancing {
     MK_BALANCE_REUSEPORT = 0, /* one listening socket per worker, the kernel spreads */
@@ -98,6 +99,8 @@ struct mk_vhost {
     unsigned precompressed;
     /* CacheControl rules (static_cache.h); none by default */
     struct mk_cache_rules cache_rules;
+    /* Compress and its companions (static_compress.h); codings 0: off */
+    struct mk_compress_site compress;
 };
 
 struct mk_plugin;
@@ -130,6 +133,7 @@ struct mk_config {
     bool hide_version;
     unsigned file_cache;            /* open files kept per worker; 0: off */
     uint64_t file_cache_body;       /* bodies up to this size kept in the file cache; 0: none */
+    uint64_t compress_cache;        /* bytes of files compressed on the fly kept per worker */
     unsigned task_queue_per_plugin; /* tasks one plugin may have waiting or running */
     unsigned task_queue_per_client; /* tasks one client address may have waiting or running */
     unsigned h2_max_streams;        /* HTTP/2: concurrent streams a client may open */

@@ -59,6 +59,7 @@ void mk_vhost_free(struct mk_vhost *vh)
     mk_strv_free(vh->names, vh->n_names);
     mk_free(vh->docroot);
     mk_free(vh->fallback);
+    mk_static_compress_site_free(&vh->compress);
     if (vh->docroot_fd >= 0) {
         close(vh->docroot_fd);
     }
@@ -139,6 +140,7 @@ struct mk_vhost *mk_vhost_new(const char *file)
     vh->docroot_fd = -1;
     vh->hide_dotfiles = true;
     vh->file = mk_strdup(file);
+    mk_static_compress_site_init(&vh->compress);
     return vh;
 }
 
@@ -275,6 +277,7 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
     }
 
     bool seen_symlinks = false, seen_hide = false, seen_precompressed = false;
+    int zrc;
     char fallback[MK_FALLBACK_MAX + 2];
     mk_list_foreach (it, &host->entries) {
         struct mk_conf_entry *e = mk_list_entry(it, struct mk_conf_entry, node);
@@ -377,6 +380,12 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
                 goto fail;
             }
         }
+        else if ((zrc = mk_static_compress_key(&vh->compress, conf, e, err, errlen)) !=
+                 MK_DECLINED) {
+            if (zrc != MK_OK) {
+                goto fail;
+            }
+        }
         else {
             ERR(conf, e->line, "unknown key '%s' in [HOST]", e->key);
             goto fail;
@@ -384,6 +393,9 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
     }
     if (!docroot) {
         ERR(conf, host->line, "[HOST] has no DocumentRoot");
+        goto fail;
+    }
+    if (!mk_static_compress_site_finish(&vh->compress, conf, err, errlen)) {
         goto fail;
     }
     char *abs = mk_path_join(cfg->confdir, docroot);

@@ -465,9 +465,7 @@ static int mk_api_task(struct mk_request *r, void (*work)(void *arg), mk_resume_
     int rc = mk_task_submit(r->conn->worker->server, r, s);
     if (rc != MK_OK) {
         /* Nothing started: the handle is settled here, on the worker. */
-        r->handles--;
-        r->flags &= (uint16_t) ~MK_REQ_SUSPENDING;
-        mk_request_handle_free(s);
+        mk_request_unsuspend(r, s);
         if (rc == 503) {
             mk_response_add_known(r, MK_RESP_RETRY_AFTER, "1", 1);
         }
@@ -491,6 +489,26 @@ static void mk_api_stats(struct mk_server_stats *out)
     for (int i = 0; i < srv->n_workers; i++) {
         out->requests += atomic_load_explicit(&srv->workers[i].n_requests, memory_order_relaxed);
         out->bytes_out += atomic_load_explicit(&srv->workers[i].bytes_out, memory_order_relaxed);
+    }
+}
+
+static void mk_api_compress_stats(struct mk_compress_stats *out)
+{
+    struct mk_server *srv = mk_api_current();
+
+    memset(out, 0, sizeof(*out));
+    if (!srv || !atomic_load_explicit(&srv->stats_ready, memory_order_acquire)) {
+        return;
+    }
+    for (int i = 0; i < srv->n_workers; i++) {
+        const struct mk_zcache *zc = &srv->workers[i].zcache;
+        out->bytes += atomic_load_explicit(&zc->st_bytes, memory_order_relaxed);
+        out->entries += atomic_load_explicit(&zc->st_entries, memory_order_relaxed);
+        out->hits += atomic_load_explicit(&zc->st_hits, memory_order_relaxed);
+        out->compressions += atomic_load_explicit(&zc->st_compressions, memory_order_relaxed);
+        out->waits += atomic_load_explicit(&zc->st_waits, memory_order_relaxed);
+        out->evictions += atomic_load_explicit(&zc->st_evictions, memory_order_relaxed);
+        out->skipped += atomic_load_explicit(&zc->st_skipped, memory_order_relaxed);
     }
 }
 
@@ -1058,6 +1076,7 @@ const struct mk_api mk_plugin_api = {
     .internal_redirect = mk_request_redirect,
     .client_method = mk_api_client_method,
     .client_target = mk_api_client_target,
+    .compress_stats = mk_api_compress_stats,
 };
 
 /* ---- loading ------------------------------------------------------------- */

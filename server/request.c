@@ -173,12 +173,20 @@ struct mk_suspended *mk_request_suspend(struct mk_request *r)
     return s;
 }
 
-/* A hook returned MK_SUSPENDED: park the request until the resume. */
+void mk_request_unsuspend(struct mk_request *r, struct mk_suspended *s)
+{
+    r->handles--;
+    r->flags &= (uint16_t) ~MK_REQ_SUSPENDING;
+    mk_request_handle_free(s);
+}
+
+/* A hook (p; NULL: the static handler) returned MK_SUSPENDED: park the request until the resume. */
 static void mk_request_park(struct mk_request *r, const struct mk_plugin *p, enum mk_stage stage,
                             size_t index)
 {
     if (!(r->flags & MK_REQ_SUSPENDING)) {
-        mk_err("plugin %s: returned MK_SUSPENDED without suspending the request", p->name);
+        mk_err("plugin %s: returned MK_SUSPENDED without suspending the request",
+               p ? p->name : "(static)");
         mk_request_error(r, 500);
         return;
     }
@@ -410,6 +418,20 @@ static void mk_request_content_result(struct mk_request *r, const struct mk_plug
     }
 }
 
+/* The static handler's result: an answer, a status, or parked (a file compressed on the fly). */
+static void mk_request_static_result(struct mk_request *r, int rc)
+{
+    if (rc == MK_OK) {
+        mk_request_respond(r);
+    }
+    else if (rc == MK_SUSPENDED) {
+        mk_request_park(r, NULL, MK_STAGE_STATIC, 0);
+    }
+    else {
+        mk_request_error(r, rc > 0 ? rc : 500);
+    }
+}
+
 static void mk_request_content(struct mk_request *r, size_t from)
 {
     const struct mk_plugin_set *ps = &r->conn->worker->server->plugins;
@@ -422,11 +444,10 @@ static void mk_request_content(struct mk_request *r, size_t from)
     }
     int rc = mk_static_serve(r);
     if (rc == MK_OK) {
-        mk_request_respond(r);
+        mk_request_respond(r); /* the common case, without a call more */
+        return;
     }
-    else {
-        mk_request_error(r, rc > 0 ? rc : 500);
-    }
+    mk_request_static_result(r, rc);
 }
 
 /*
@@ -643,6 +664,9 @@ void mk_request_resume(struct mk_suspended *s)
         break;
     case MK_STAGE_ROUTE:
         mk_request_content_result(r, r->route.route->plugin, MK_STAGE_ROUTE, 0, rc);
+        break;
+    case MK_STAGE_STATIC:
+        mk_request_static_result(r, rc);
         break;
     default:
         mk_request_content_result(r, r->handler, MK_STAGE_BODY, 0, rc);

@@ -37,6 +37,7 @@ struct mk_suspended;
 struct mk_upgrade;
 struct mk_vhost;
 struct mk_worker;
+struct mk_zentry;
 
 /* Response body source. */
 enum mk_resp_body {
@@ -98,6 +99,7 @@ enum mk_stage {
     MK_STAGE_CONTENT,     /* content hook `stage_index` */
     MK_STAGE_BODY,        /* r->handler, called again with the body */
     MK_STAGE_ROUTE,       /* the handler of r->route.route */
+    MK_STAGE_STATIC,      /* the static handler (a file being compressed: static_compress.h) */
 };
 
 /* A request's slot for one plugin (api->ctx_set). */
@@ -143,7 +145,10 @@ struct mk_request {
     const char *mem;
     size_t mem_len;
     struct mk_file *file; /* a file cache entry the body comes from (fd borrowed) */
-    void *owned;          /* a body buffer to free() at the end */
+    /* a compressed body (static_compress.h) the memory body points into, held;
+       never set together with `file` */
+    struct mk_zentry *zbody;
+    void *owned; /* a body buffer to free() at the end */
     int fd;
     off_t file_off;
     uint64_t body_left; /* body bytes still to send */
@@ -194,6 +199,8 @@ void mk_request_free(struct mk_request *r);
 void mk_request_pool_destroy(struct mk_worker *w);
 void mk_request_run(struct mk_request *r);
 struct mk_suspended *mk_request_suspend(struct mk_request *r);
+/* Take back handle s of r, never given out (its task was refused). */
+void mk_request_unsuspend(struct mk_request *r, struct mk_suspended *s);
 void mk_request_resume(struct mk_suspended *s);
 /* Free handle s once settled (its request no longer counts it); on its worker's thread. */
 void mk_request_handle_free(struct mk_suspended *s);
@@ -216,7 +223,8 @@ int mk_request_redirect(struct mk_request *r, const char *location);
 
 /* ---- response.c: what a response is, whatever the protocol that sends it - */
 
-/* Forget the response body file: release a cache entry or close a descriptor. */
+/* Forget the response body file: release a cache entry or close a descriptor, and
+   release a compressed body. */
 void mk_response_drop_file(struct mk_request *r);
 /* Add "Name: value" to r's response: MK_OK, or MK_ERR for a name or value that would
    break the head (empty name, CR, LF, a colon in the name) or no memory. */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../core/log.h"
+#include "compress_cache.h"
 #include "conf.h"
 #include "conn.h"
 #include "file_cache.h"
@@ -169,11 +170,18 @@ int mk_response_add_known(struct mk_request *r, enum mk_resp_name name, const ch
 void mk_response_drop_file(struct mk_request *r)
 {
     if (r->file) {
+        /* never with r->zbody (static.c): the common path tests nothing more */
         mk_file_release(r->file);
         r->file = NULL;
     }
-    else if (r->fd >= 0) {
-        close(r->fd);
+    else {
+        if (r->fd >= 0) {
+            close(r->fd);
+        }
+        if (r->zbody) {
+            mk_zentry_release(r->zbody);
+            r->zbody = NULL;
+        }
     }
     r->fd = -1;
 }

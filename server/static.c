@@ -27,12 +27,14 @@
 #include <monkey/mk_util.h>
 
 #include "../core/clock.h"
+#include "compress_cache.h"
 #include "conf.h"
 #include "conn.h"
 #include "file_cache.h"
 #include "path.h"
 #include "request.h"
 #include "static_cache.h"
+#include "static_compress.h"
 #include "static_variant.h"
 #include "worker.h"
 
@@ -235,23 +237,15 @@ static int mk_hdr_list(struct mk_request *r, enum mk_http_known k, struct mk_str
     return MK_OK;
 }
 
-/*
- * Preconditions (RFC 9110 section 13.2.2). Returns 0 to go on, 304, 412, or
- * 503 when memory is short.
- */
-static int mk_static_preconditions(struct mk_request *r, const struct stat *st, const char *etag,
-                                   size_t etag_len)
+/* mk_static_preconditions, once r is known to carry at least one of them. */
+static int mk_static_preconditions_eval(struct mk_request *r, const struct stat *st,
+                                        const char *etag, size_t etag_len)
 {
     const struct mk_str *v;
     struct mk_str list;
     time_t t;
     int rc;
-    const uint16_t *known = r->head.known;
 
-    if (!(known[MK_HDR_IF_MATCH] | known[MK_HDR_IF_NONE_MATCH] | known[MK_HDR_IF_MODIFIED_SINCE] |
-          known[MK_HDR_IF_UNMODIFIED_SINCE])) {
-        return 0; /* no precondition: the common case */
-    }
     if ((rc = mk_hdr_list(r, MK_HDR_IF_MATCH, &list)) == MK_OK) {
         if (!mk_http_etag_match(list.p, list.len, etag, etag_len, false)) {
             return 412;
@@ -279,6 +273,23 @@ static int mk_static_preconditions(struct mk_request *r, const struct stat *st, 
         }
     }
     return 0;
+}
+
+/*
+ * Preconditions (RFC 9110 section 13.2.2). Returns 0 to go on, 304, 412, or
+ * 503 when memory is short. Inline: the common case, no precondition, is
+ * one test wherever it is asked.
+ */
+static inline int mk_static_preconditions(struct mk_request *r, const struct stat *st,
+                                          const char *etag, size_t etag_len)
+{
+    const uint16_t *known = r->head.known;
+
+    if (!(known[MK_HDR_IF_MATCH] | known[MK_HDR_IF_NONE_MATCH] | known[MK_HDR_IF_MODIFIED_SINCE] |
+          known[MK_HDR_IF_UNMODIFIED_SINCE])) {
+        return 0; /* no precondition: the common case */
+    }
+    return mk_static_preconditions_eval(r, st, etag, etag_len);
 }
 
 /*
@@ -445,10 +456,19 @@ static struct mk_str mk_static_type(const struct mk_request *r, struct mk_file *
 /*
  * Answer r from the file entry f (r->file, the variant when one was
  * chosen) with the entity tag `etag`; `named` is the file the path names,
- * which gives the media type and the extension of the cache rules.
+ * which gives the media type and the extension of the cache rules. A
+ * coding other than MK_CODING_IDENTITY is named in Content-Encoding on
+ * the answers that carry the representation (200, 206, 304), not on an
+ * error. With z (f compressed on the fly, held) the body is z's bytes, f
+ * giving the validators. Takes over the caller's references to f and z.
+ *
+ * Inlined into its two callers: mk_static_serve_plain, the common path,
+ * where coding and z are constants and their branches fold away, and
+ * mk_static_serve_file for the encoded answers.
  */
-static int mk_static_serve_file(struct mk_request *r, struct mk_file *f, struct mk_file *named,
-                                const char *etag, size_t etag_len)
+static inline __attribute__((always_inline)) int
+mk_static_answer(struct mk_request *r, struct mk_file *f, struct mk_file *named, const char *etag,
+                 size_t etag_len, enum mk_coding coding, struct mk_zentry *z)
 {
     r->file = f;
     r->fd = f->fd;
@@ -464,17 +484,28 @@ static int mk_static_serve_file(struct mk_request *r, struct mk_file *f, struct 
             mk_response_add_known(r, MK_RESP_ETAG, etag, etag_len);
             mk_response_add_known(r, MK_RESP_LAST_MODIFIED, f->last_modified, MK_HTTP_DATE_LEN);
         }
+        if (coding < MK_CODING_N_VARIANTS) {
+            const char *name = mk_coding_name(coding);
+            mk_response_add_known(r, MK_RESP_CONTENT_ENCODING, name, strlen(name));
+        }
         if (r->vhost->cache_rules.n) {
             mk_static_cache_headers(r, named->type_path, named->type_len);
         }
         r->status = 304;
+        if (z) {
+            mk_zentry_release(z);
+        }
         return MK_OK;
     }
     if (pre) {
+        if (z) {
+            mk_zentry_release(z);
+        }
         return pre;
     }
 
-    uint64_t size = (uint64_t) st->st_size, first = 0, last = size ? size - 1 : 0;
+    uint64_t size = z ? (uint64_t) z->len : (uint64_t) st->st_size, first = 0,
+             last = size ? size - 1 : 0;
     const struct mk_str *range = mk_hdr(r, MK_HDR_RANGE);
     r->status = 200;
     if (range && r->head.method == MK_METHOD_GET && mk_static_if_range(r, st, etag, etag_len)) {
@@ -485,6 +516,9 @@ static int mk_static_serve_file(struct mk_request *r, struct mk_file *f, struct 
             break;
         case MK_RANGE_UNSATISFIABLE:
             mk_static_content_range(r, "bytes */", 0, 0, size, true);
+            if (z) {
+                mk_zentry_release(z);
+            }
             return 416;
         case MK_RANGE_NONE:
             first = 0;
@@ -503,54 +537,213 @@ static int mk_static_serve_file(struct mk_request *r, struct mk_file *f, struct 
         mk_response_add_known(r, MK_RESP_ETAG, etag, etag_len);
         mk_response_add_known(r, MK_RESP_LAST_MODIFIED, f->last_modified, MK_HTTP_DATE_LEN);
         mk_response_add_known(r, MK_RESP_ACCEPT_RANGES, "bytes", 5);
+        if (coding < MK_CODING_N_VARIANTS) {
+            const char *name = mk_coding_name(coding);
+            mk_response_add_known(r, MK_RESP_CONTENT_ENCODING, name, strlen(name));
+        }
     }
     if (r->vhost->cache_rules.n) {
         mk_static_cache_headers(r, named->type_path, named->type_len);
     }
 
+    r->content_length = size ? last - first + 1 : 0;
+    if (z) {
+        /* From memory: the file entry is no longer needed (what the
+           response keeps points into the tables, not into f). r->zbody
+           is only ever set without r->file (mk_response_drop_file). */
+        r->zbody = z;
+        r->body_type = MK_RESP_MEM;
+        r->mem = z->data + first;
+        r->mem_len = (size_t) r->content_length;
+        r->file = NULL;
+        r->fd = -1;
+        mk_file_release(f);
+        return MK_OK;
+    }
     r->body_type = MK_RESP_FILE;
     r->file_off = (off_t) first;
-    r->content_length = size ? last - first + 1 : 0;
     r->body_left = r->content_length;
     return MK_OK;
 }
 
-/*
- * A site with precompressed variants: answer from the variant r's
- * Accept-Encoding picks, or from f itself. Every answer varies with
- * Accept-Encoding, the identity one included, so that a cache keeps them
- * apart. A variant's entity tag is its file's with the coding's name
- * appended ("...-gzip"): compressors keep the source's modification time,
- * so two variants of the same size, or a variant and the file, would
- * otherwise share a tag. Takes over the caller's reference to f.
- */
-static int mk_static_serve_variant(struct mk_request *r, struct mk_file *f)
+/* mk_static_answer for an encoded answer (or the identity one of a site that may encode). */
+static int mk_static_serve_file(struct mk_request *r, struct mk_file *f, struct mk_file *named,
+                                const char *etag, size_t etag_len, enum mk_coding coding,
+                                struct mk_zentry *z)
 {
-    struct mk_file *v;
-    enum mk_coding c;
+    if (r->zbody) {
+        /* what a compression job left for r and nothing took (another
+           coding or the file itself is sent): r->file is about to be set */
+        mk_zentry_release(r->zbody);
+        r->zbody = NULL;
+    }
+    return mk_static_answer(r, f, named, etag, etag_len, coding, z);
+}
 
-    if (mk_static_variant_pick(r, f, r->vhost->precompressed, &v, &c) != MK_OK) {
-        mk_file_release(f);
-        return 503;
-    }
+/* mk_static_answer with f itself, for a site that encodes nothing: the common path. */
+static int mk_static_serve_plain(struct mk_request *r, struct mk_file *f)
+{
+    return mk_static_answer(r, f, f, f->etag, f->etag_len, MK_CODING_IDENTITY, NULL);
+}
+
+/* Every answer of a site that sends encoded files varies with Accept-Encoding. */
+static void mk_static_vary(struct mk_request *r)
+{
     mk_response_add_known(r, MK_RESP_VARY, "Accept-Encoding", 15);
-    if (!v) {
-        return mk_static_serve_file(r, f, f, f->etag, f->etag_len);
-    }
+}
+
+/*
+ * The entity tag of `tag` (a file's, with its quotes) for coding c: the
+ * tag with "-" and the coding's name appended, then `suffix` ("...-gzip",
+ * "...-br5"). Into out (room for the tag and 16 more bytes); its length.
+ */
+static size_t mk_static_coded_tag(const char *tag, size_t tag_len, enum mk_coding c,
+                                  const char *suffix, char *out)
+{
     const char *name = mk_coding_name(c);
-    size_t name_len = strlen(name);
-    char etag[sizeof(v->etag) + 8];
-    char *p = etag;
-    memcpy(p, v->etag, v->etag_len - 1u); /* without its closing quote */
-    p += v->etag_len - 1u;
+    size_t name_len = strlen(name), slen = strlen(suffix);
+    char *p = out;
+
+    memcpy(p, tag, tag_len - 1u); /* without its closing quote */
+    p += tag_len - 1u;
     *p++ = '-';
     memcpy(p, name, name_len);
     p += name_len;
+    memcpy(p, suffix, slen);
+    p += slen;
     *p++ = '"';
-    mk_response_add_known(r, MK_RESP_CONTENT_ENCODING, name, name_len);
-    int rc = mk_static_serve_file(r, v, f, etag, (size_t) (p - etag));
+    return (size_t) (p - out);
+}
+
+/*
+ * Answer r from the precompressed variant v (coding c) of f. Its entity
+ * tag is its file's with the coding's name appended ("...-gzip"):
+ * compressors keep the source's modification time, so two variants of the
+ * same size, or a variant and the file, would otherwise share a tag. Takes
+ * over the caller's references to f and v.
+ */
+static int mk_static_serve_variant(struct mk_request *r, struct mk_file *f, struct mk_file *v,
+                                   enum mk_coding c)
+{
+    char etag[sizeof(v->etag) + 16];
+    size_t etag_len = mk_static_coded_tag(v->etag, v->etag_len, c, "", etag);
+
+    mk_static_vary(r);
+    int rc = mk_static_serve_file(r, v, f, etag, etag_len, c, NULL);
     mk_file_release(f); /* what the response keeps points into the tables, not into f */
     return rc;
+}
+
+/*
+ * Whether the site compresses f on the fly: its size within CompressMinSize
+ * and CompressMaxSize, its media type among CompressTypes (decided once
+ * per file entry and site).
+ */
+static bool mk_static_compressible(const struct mk_request *r, struct mk_file *f)
+{
+    const struct mk_compress_site *zs = &r->vhost->compress;
+    uint64_t size = (uint64_t) f->st.st_size;
+
+    if (size < zs->min_size || size > zs->max_size) {
+        return false;
+    }
+    if (f->z_site != zs) {
+        struct mk_str type = mk_static_type(r, f);
+        f->z_type = mk_static_compress_type(zs, type.p, type.len);
+        f->z_site = zs;
+    }
+    return f->z_type;
+}
+
+/*
+ * Answer r in coding c, compressed on the fly from f. Its entity tag is
+ * f's with the coding and the level appended ("...-br5"): derived from the
+ * file's validators, so conditional requests are answered (304, 412)
+ * before anything is compressed, distinct from a precompressed variant's
+ * and from another level's. MK_OK or a status (f taken over), MK_SUSPENDED
+ * (r waits for the compression; f released), MK_DECLINED (not in this
+ * coding now: f is still the caller's).
+ */
+static int mk_static_serve_compressed(struct mk_request *r, struct mk_file *f, enum mk_coding c)
+{
+    struct mk_zentry *z;
+    char etag[sizeof(f->etag) + 16], level[3];
+    unsigned lv = r->vhost->compress.level[c]; /* 0 to 11 */
+    int st = mk_static_compress_get(r, f, c, &z);
+
+    if (st == MK_DECLINED) {
+        return MK_DECLINED;
+    }
+    level[0] = (char) (lv >= 10 ? '1' : '0' + lv);
+    level[1] = (char) (lv >= 10 ? '0' + lv - 10 : '\0');
+    level[2] = '\0';
+    size_t etag_len = mk_static_coded_tag(f->etag, f->etag_len, c, level, etag);
+    if (st == MK_AGAIN && mk_static_preconditions(r, &f->st, etag, etag_len) == 0) {
+        /* The body is needed and not there yet. */
+        int rc = mk_static_compress_wait(r, f, c);
+        if (rc == MK_SUSPENDED) {
+            mk_file_release(f);
+        }
+        return rc;
+    }
+    mk_static_vary(r);
+    return mk_static_serve_file(r, f, f, etag, etag_len, c, z);
+}
+
+/*
+ * A site with precompressed variants or compression on the fly: answer in
+ * the coding r's Accept-Encoding prefers among those it may get (a
+ * precompressed variant first, then one made on the fly), or with f
+ * itself. Every answer varies with Accept-Encoding, the identity one
+ * included, so that a cache keeps them apart; except, when the site has
+ * no variants, for files that are never compressed (their size or type),
+ * whose answer does not vary. Takes over the caller's reference to f.
+ */
+static int mk_static_serve_encoded(struct mk_request *r, struct mk_file *f)
+{
+    const struct mk_vhost *vh = r->vhost;
+    unsigned zmask =
+        vh->compress.codings && mk_static_compressible(r, f) ? vh->compress.codings : 0;
+    unsigned mask = vh->precompressed | zmask;
+    const char *ae;
+    size_t ae_len;
+
+    if (!mask) {
+        return mk_static_serve_file(r, f, f, f->etag, f->etag_len, MK_CODING_IDENTITY, NULL);
+    }
+    if (mk_static_accept_encoding(r, &ae, &ae_len) != MK_OK) {
+        mk_file_release(f);
+        return 503;
+    }
+    /* The best acceptable coding among those that may be sent; one that
+       cannot be (no variant, nothing made on the fly) is taken out and the
+       choice made again, from the qualities parsed once. Without
+       Accept-Encoding: the file as it is. */
+    unsigned q[MK_CODING_NONE];
+    if (ae) {
+        mk_accept_encoding_q(ae, ae_len, q);
+    }
+    while (ae && mask) {
+        enum mk_coding c = mk_accept_encoding_pick(q, mask);
+        if (c >= MK_CODING_N_VARIANTS) {
+            break;
+        }
+        if (vh->precompressed & MK_CODING_BIT(c)) {
+            struct mk_file *v = mk_static_variant_open(r, f, c);
+            if (v) {
+                return mk_static_serve_variant(r, f, v, c);
+            }
+        }
+        if (zmask & MK_CODING_BIT(c)) {
+            int rc = mk_static_serve_compressed(r, f, c);
+            if (rc != MK_DECLINED) {
+                return rc;
+            }
+        }
+        mask &= ~MK_CODING_BIT(c);
+    }
+    mk_static_vary(r);
+    return mk_static_serve_file(r, f, f, f->etag, f->etag_len, MK_CODING_IDENTITY, NULL);
 }
 
 int mk_static_serve(struct mk_request *r)
@@ -577,8 +770,8 @@ int mk_static_serve(struct mk_request *r)
     if (rc != MK_OK || !f) {
         return rc;
     }
-    if (r->vhost->precompressed) {
-        return mk_static_serve_variant(r, f);
+    if (r->vhost->precompressed | r->vhost->compress.codings) {
+        return mk_static_serve_encoded(r, f);
     }
-    return mk_static_serve_file(r, f, f, f->etag, f->etag_len);
+    return mk_static_serve_plain(r, f);
 }

@@ -69,11 +69,7 @@ bool mk_static_variant_conf(const struct mk_conf *conf, const struct mk_conf_ent
     return true;
 }
 
-/*
- * Accept-Encoding as one value: several lines mean their values joined
- * with ", " (RFC 9110 section 5.3). MK_OK with *v NULL when absent.
- */
-static int mk_variant_accept(struct mk_request *r, const char **v, size_t *len)
+int mk_static_accept_encoding(struct mk_request *r, const char **v, size_t *len)
 {
     const struct mk_http_head *h = &r->head;
     size_t total = 0, n = 0;
@@ -82,7 +78,7 @@ static int mk_variant_accept(struct mk_request *r, const char **v, size_t *len)
     *len = 0;
     for (unsigned i = 0; i < h->n_headers; i++) {
         const struct mk_http_header *hd = &h->headers[i];
-        if (mk_str_ieq(hd->name.p, hd->name.len, "accept-encoding")) {
+        if (hd->name.len == 15 && mk_str_ieq(hd->name.p, 15, "accept-encoding")) {
             total += hd->value.len + 2;
             n++;
             *v = hd->value.p;
@@ -99,7 +95,7 @@ static int mk_variant_accept(struct mk_request *r, const char **v, size_t *len)
     }
     for (unsigned i = 0; i < h->n_headers; i++) {
         const struct mk_http_header *hd = &h->headers[i];
-        if (!mk_str_ieq(hd->name.p, hd->name.len, "accept-encoding")) {
+        if (hd->name.len != 15 || !mk_str_ieq(hd->name.p, 15, "accept-encoding")) {
             continue;
         }
         if (w) {
@@ -114,12 +110,7 @@ static int mk_variant_accept(struct mk_request *r, const char **v, size_t *len)
     return MK_OK;
 }
 
-/*
- * The variant `c` of f as a referenced entry, or NULL when it is missing,
- * not a regular file, refused by the containment rules, stale (older than
- * f) or memory is short.
- */
-static struct mk_file *mk_variant_open(struct mk_request *r, const struct mk_file *f,
+struct mk_file *mk_static_variant_open(struct mk_request *r, const struct mk_file *f,
                                        enum mk_coding c)
 {
     struct mk_worker *w = r->conn->worker;
@@ -158,36 +149,4 @@ static struct mk_file *mk_variant_open(struct mk_request *r, const struct mk_fil
         return NULL;
     }
     return v;
-}
-
-int mk_static_variant_pick(struct mk_request *r, const struct mk_file *f, unsigned mask,
-                           struct mk_file **out, enum mk_coding *coding)
-{
-    const char *ae;
-    size_t ae_len;
-
-    *out = NULL;
-    *coding = MK_CODING_IDENTITY;
-    if (mk_variant_accept(r, &ae, &ae_len) != MK_OK) {
-        return MK_ERR;
-    }
-    if (!ae) {
-        return MK_OK; /* no preference stated: the file as it is */
-    }
-    /* The best acceptable coding among those present; a missing or stale
-       variant is taken out and the choice made again. */
-    while (mask) {
-        enum mk_coding c = mk_accept_encoding_choose(ae, ae_len, mask);
-        if (c >= MK_CODING_N_VARIANTS) {
-            return MK_OK;
-        }
-        struct mk_file *v = mk_variant_open(r, f, c);
-        if (v) {
-            *out = v;
-            *coding = c;
-            return MK_OK;
-        }
-        mask &= ~MK_CODING_BIT(c);
-    }
-    return MK_OK;
 }

@@ -34,13 +34,19 @@ bool mk_static_variant_conf(const struct mk_conf *conf, const struct mk_conf_ent
                             unsigned *mask, char *err, size_t errlen);
 
 /*
- * The variant of `f` (the file r's path names) to send for r's
- * Accept-Encoding among the codings `mask` allows: MK_OK with *out a
- * referenced entry (release with mk_file_release) and *coding set, or with
- * *out NULL and *coding MK_CODING_IDENTITY when the file itself is to be
- * sent. MK_ERR when memory is short.
+ * r's Accept-Encoding as one value: several lines mean their values joined
+ * with ", " (RFC 9110 section 5.3), in r's arena. MK_OK with *v NULL when
+ * absent; MK_ERR when memory is short.
  */
-int mk_static_variant_pick(struct mk_request *r, const struct mk_file *f, unsigned mask,
-                           struct mk_file **out, enum mk_coding *coding);
+int mk_static_accept_encoding(struct mk_request *r, const char **v, size_t *len);
+
+/*
+ * The variant in coding `c` of `f` (the file r's path names) as a
+ * referenced entry (release with mk_file_release), or NULL when it is
+ * missing, not a regular file, refused by the containment rules, stale
+ * (older than f) or memory is short.
+ */
+struct mk_file *mk_static_variant_open(struct mk_request *r, const struct mk_file *f,
+                                       enum mk_coding c);
 
 #endif

@@ -129,7 +129,12 @@ static void mk_task_warn(struct mk_task_pool *pool, const struct mk_request *r, 
             r->cfg->task_queue_per_client);
 }
 
-int mk_task_submit(struct mk_server *srv, struct mk_request *r, struct mk_suspended *s)
+/*
+ * Queue s in share `share` under the bounds `per_share` and `per_client`:
+ * MK_OK, 503 (a bound refuses it; said in the log when `warn`), MK_ERR.
+ */
+static int mk_task_push(struct mk_server *srv, struct mk_request *r, struct mk_suspended *s,
+                        size_t share, unsigned per_share, unsigned per_client, bool warn)
 {
     struct mk_task_pool *pool = &srv->tasks;
     uint8_t key[MK_TASK_KEY_LEN];
@@ -144,19 +149,33 @@ int mk_task_submit(struct mk_server *srv, struct mk_request *r, struct mk_suspen
         rc = mk_task_start(srv);
     }
     if (rc == MK_OK) {
-        int why =
-            mk_task_queue_push(&pool->queue, &s->task, mk_task_share(&srv->plugins, r->plugin), key,
-                               r->cfg->task_queue_per_plugin, r->cfg->task_queue_per_client);
+        int why = mk_task_queue_push(&pool->queue, &s->task, share, key, per_share, per_client);
         if (why == MK_OK) {
             pthread_cond_signal(&pool->cond);
         }
         else {
-            mk_task_warn(pool, r, why);
+            if (warn) {
+                mk_task_warn(pool, r, why);
+            }
             rc = 503;
         }
     }
     pthread_mutex_unlock(&pool->lock);
     return rc;
+}
+
+int mk_task_submit(struct mk_server *srv, struct mk_request *r, struct mk_suspended *s)
+{
+    return mk_task_push(srv, r, s, mk_task_share(&srv->plugins, r->plugin),
+                        r->cfg->task_queue_per_plugin, r->cfg->task_queue_per_client, true);
+}
+
+int mk_task_submit_server(struct mk_server *srv, struct mk_request *r, struct mk_suspended *s)
+{
+    /* The last share: the one of the tasks no plugin asked for. Its work
+       serves every later client alike, so only the share's bound applies. */
+    return mk_task_push(srv, r, s, srv->plugins.count, r->cfg->task_queue_per_plugin,
+                        r->cfg->task_queue_per_plugin, false);
 }
 
 bool mk_task_cancel(struct mk_server *srv, struct mk_suspended *s)

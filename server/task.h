@@ -60,6 +60,12 @@ struct mk_task_pool {
  * TaskQueuePerClient); MK_ERR when stopping or no thread could start.
  */
 int mk_task_submit(struct mk_server *srv, struct mk_request *r, struct mk_suspended *s);
+/*
+ * Queue the server's own task `s` for r (a static file compressed on the
+ * fly) in the share no plugin uses, bounded by TaskQueuePerPlugin alone:
+ * MK_OK; 503 (quietly: the caller answers otherwise) or MK_ERR as above.
+ */
+int mk_task_submit_server(struct mk_server *srv, struct mk_request *r, struct mk_suspended *s);
 /* Take a task out of the queue if it has not started: true if it will not run. */
 bool mk_task_cancel(struct mk_server *srv, struct mk_suspended *s);
 /* Stop the threads after their current task; queued tasks are handed back unrun. */

@@ -660,6 +660,7 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
     mk_list_init(&w->loop_dead);
     mk_pool_init(&w->pool, MK_POOL_CACHED_MAX);
     mk_file_cache_init(&w->fcache, srv->cfg->file_cache);
+    mk_zcache_init(&w->zcache);
     pthread_mutex_init(&w->msg_lock, NULL);
     w->ctl_ev.fd = -1;
     w->handoff_ev.fd = -1;
@@ -826,6 +827,7 @@ void mk_worker_teardown(struct mk_worker *w)
     }
     mk_event_loop_destroy(&w->loop);
     mk_file_cache_destroy(&w->fcache);
+    mk_zcache_destroy(&w->zcache); /* after the drain: no job is left pending */
     mk_timers_destroy(&w->timers);
     mk_loop_release(w); /* a worker that never ran */
     mk_timers_destroy(&w->plugin_timers);

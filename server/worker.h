@@ -26,6 +26,7 @@
 #include "../core/list.h"
 #include "../core/memory.h"
 #include "../core/timer.h"
+#include "compress_cache.h"
 #include "file_cache.h"
 
 struct mk_config;
@@ -90,6 +91,7 @@ struct mk_worker {
     unsigned n_free_reqs;
     struct mk_pool pool;
     struct mk_file_cache fcache;
+    struct mk_zcache zcache; /* files compressed on the fly (static_compress.h) */
 
     atomic_uint n_conns;
     atomic_ulong n_requests;

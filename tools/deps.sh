@@ -11,7 +11,9 @@
 #                            (HTTP/2), nghttp and h2load, Python's h2, h2spec (built with
 #                            Go: tools/h2spec/go.mod; a failure is an error), php-fpm
 #                            and php-cgi (plugins/fastcgi, plugins/cgi), pkg-config (the
-#                            libmonkey example), zlib1g-dev, Python's websockets and
+#                            libmonkey example), zlib1g-dev and libbrotli-dev (static
+#                            files compressed on the fly, gzip and br) with Python's
+#                            brotli, Python's websockets and
 #                            chromium (the Duda websocket packages and chat), redis-server
 #                            and memcached (Duda's redis and memcache packages), and
 #                            optionally libcjson-dev, libsqlite3-dev, libhiredis-dev and
@@ -111,6 +113,9 @@ if [ "$stage" != build ]; then
     # permessage-deflate; their tests use Python's websockets and drive the
     # chat example in headless Chromium.
     need /usr/include/zlib.h zlib1g-dev
+    # Compression on the fly (server/static_compress.c): br with libbrotli
+    # (gzip with the zlib above); its tests decode br with Python's brotli.
+    need /usr/include/brotli/encode.h libbrotli-dev
     need chromium chromium
     # websockets.sync and websockets.asyncio (websockets 13 and later): Debian
     # 12's python3-websockets (10.4) has neither, so it comes from PyPI for
@@ -124,6 +129,15 @@ if [ "$stage" != build ]; then
         elif ! /usr/bin/python3 -c "$ws_new" >/dev/null 2>&1; then
             ws_pip=debian # Debian's python3: pip beside its own packages
             need /usr/lib/python3/dist-packages/pip/__init__.py python3-pip
+        fi
+    fi
+    brotli_pip=""
+    if ! python3 -c 'import brotli' >/dev/null 2>&1; then
+        if python3 -c 'import pytest' >/dev/null 2>&1 && \
+           [ "$(command -v python3)" != /usr/bin/python3 ]; then
+            brotli_pip=yes # the python3 that runs the tests is not Debian's: pip
+        else
+            want="$want python3-brotli"
         fi
     fi
     h2_pip=""
@@ -153,6 +167,7 @@ if [ "$stage" = deb ]; then
     need /usr/include/cjson/cJSON.h libcjson-dev
     need /usr/include/sqlite3.h libsqlite3-dev
     need /usr/include/zlib.h zlib1g-dev
+    need /usr/include/brotli/encode.h libbrotli-dev
     need /usr/include/hiredis/async.h libhiredis-dev
     need /usr/include/libmemcached-1.0/memcached.h libmemcached-dev
     need dh debhelper
@@ -248,6 +263,10 @@ elif [ "${ws_pip:-}" = debian ]; then
     echo "deps: installing Python's websockets with pip for /usr/bin/python3"
     /usr/bin/python3 -m pip install -q --break-system-packages 'websockets>=13' ||
         { echo "deps: pip install websockets failed" >&2; exit 1; }
+fi
+if [ -n "${brotli_pip:-}" ]; then
+    echo "deps: installing Python's brotli with pip for $(command -v python3)"
+    python3 -m pip install -q brotli || { echo "deps: pip install brotli failed" >&2; exit 1; }
 fi
 if [ -n "${h2_pip:-}" ]; then
     echo "deps: installing Python's h2 with pip for $(command -v python3)"

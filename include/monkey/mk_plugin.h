@@ -141,7 +141,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 7
+#define MK_PLUGIN_ABI_MINOR 8
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -261,6 +261,21 @@ struct mk_h2_stats {
     unsigned connections;   /* speaking HTTP/2 now */
     unsigned streams;       /* their streams open now */
     uint64_t streams_total; /* streams opened since start */
+};
+
+/*
+ * Static files compressed on the fly, the whole server's
+ * (api->compress_stats, ABI 3.8): what the workers' caches hold now and
+ * what happened since start. All zero when no site compresses.
+ */
+struct mk_compress_stats {
+    uint64_t bytes;        /* held, against CompressCache (per worker) */
+    unsigned entries;      /* files (per coding) held or being compressed */
+    uint64_t hits;         /* answers from a compressed copy kept */
+    uint64_t compressions; /* files compressed (each once per worker and coding) */
+    uint64_t waits;        /* requests that waited for another's compression */
+    uint64_t evictions;    /* copies dropped to make room */
+    uint64_t skipped;      /* answers sent unencoded: no room, task queue full */
 };
 
 /*
@@ -1008,6 +1023,12 @@ struct mk_api {
     struct mk_loop_timer *(*timer_new)(mk_loop_timer_cb cb, void *arg);
     int (*timer_arm)(struct mk_loop_timer *t, uint32_t ms);
     int (*timer_disarm)(struct mk_loop_timer *t);
+
+    /* ---- added in ABI 3.8 (check with MK_API_HAS) ---- */
+
+    /* Static files compressed on the fly (zeros when the server is not
+       running). Any thread. */
+    void (*compress_stats)(struct mk_compress_stats *out);
 };
 
 /* The longest line of api->error_log(), without the newline. */

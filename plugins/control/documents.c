@@ -188,15 +188,22 @@ int control_doc_status(struct mk_json *b, bool json, char *err, size_t errlen)
     if (MK_API_HAS(control_api, h2_stats)) {
         control_api->h2_stats(&h2);
     }
+    struct mk_compress_stats z = {0};
+    if (MK_API_HAS(control_api, compress_stats)) {
+        control_api->compress_stats(&z);
+    }
     if (json) {
-        control_buf_printf(b,
-                           "{\"pid\":%ld,\"started\":%lld,\"started_utc\":\"%s\",\"uptime\":%lld,"
-                           "\"workers\":%u,\"connections\":%u,\"requests\":%" PRIu64
-                           ",\"bytes_sent\":%" PRIu64 ",\"h2_connections\":%u,\"h2_streams\":%u,"
-                           "\"h2_streams_total\":%" PRIu64 ",\"per_worker\":",
-                           (long) getpid(), (long long) st.started, when, uptime, st.workers,
-                           st.connections, st.requests, st.bytes_out, h2.connections, h2.streams,
-                           h2.streams_total);
+        control_buf_printf(
+            b,
+            "{\"pid\":%ld,\"started\":%lld,\"started_utc\":\"%s\",\"uptime\":%lld,"
+            "\"workers\":%u,\"connections\":%u,\"requests\":%" PRIu64 ",\"bytes_sent\":%" PRIu64
+            ",\"h2_connections\":%u,\"h2_streams\":%u,"
+            "\"h2_streams_total\":%" PRIu64 ",\"compress\":{\"bytes\":%" PRIu64
+            ",\"entries\":%u,\"hits\":%" PRIu64 ",\"compressions\":%" PRIu64 ",\"waits\":%" PRIu64
+            ",\"evictions\":%" PRIu64 ",\"skipped\":%" PRIu64 "},\"per_worker\":",
+            (long) getpid(), (long long) st.started, when, uptime, st.workers, st.connections,
+            st.requests, st.bytes_out, h2.connections, h2.streams, h2.streams_total, z.bytes,
+            z.entries, z.hits, z.compressions, z.waits, z.evictions, z.skipped);
         control_doc_worker_list(b, st.workers, true);
         control_buf_str(b, ",\"supervisor\":");
         control_doc_supervisor(b, true);
@@ -215,6 +222,12 @@ int control_doc_status(struct mk_json *b, bool json, char *err, size_t errlen)
     control_buf_printf(b, "http2        %u connections, %u streams (%" PRIu64 " since start)\n",
                        h2.connections, h2.streams, h2.streams_total);
     control_buf_printf(b, "requests     %" PRIu64 "\n", st.requests);
+    control_buf_str(b, "compressed   ");
+    control_bytes_text(b, z.bytes);
+    control_buf_printf(b,
+                       " in %u entries; %" PRIu64 " hits, %" PRIu64 " compressions, %" PRIu64
+                       " waits, %" PRIu64 " evictions, %" PRIu64 " skipped\n",
+                       z.entries, z.hits, z.compressions, z.waits, z.evictions, z.skipped);
     control_buf_str(b, "bytes sent   ");
     control_bytes_text(b, st.bytes_out);
     control_buf_str(b, "\n\n");

@@ -13,8 +13,10 @@
  *    a higher one, and none earlier in the server's order (br, zstd, gzip,
  *    identity) has the same one; MK_CODING_NONE only when every present
  *    coding has quality zero;
+ *  - mk_accept_encoding_pick() on the parsed qualities makes the same choice;
  *  - taking the chosen variant away never brings back a better one (what
- *    static_variant.c relies on when a variant is missing);
+ *    static.c relies on when a variant is missing or a file does not
+ *    compress);
  *  - no header means identity.
  */
 #include <stdint.h>
@@ -35,6 +37,8 @@ static void check_choice(const char *v, size_t len, unsigned avail)
     for (int i = 0; i < MK_CODING_NONE; i++) {
         MK_FUZZ_CHECK(q[i] <= 1000);
     }
+    /* the choice again from the parsed qualities (static.c's loop) is the same */
+    MK_FUZZ_CHECK(mk_accept_encoding_pick(q, avail) == c);
     if (c == MK_CODING_NONE) {
         for (int i = 0; i < MK_CODING_NONE; i++) {
             MK_FUZZ_CHECK(!(present & MK_CODING_BIT(i)) || q[i] == 0);

@@ -149,6 +149,21 @@ def test_range_applies_to_the_encoded_bytes(site):
     assert r.status == 200 and r.body == VARIANTS["gzip"]
 
 
+def test_error_answers_are_not_encoded(site):
+    # A 416 or 412 carries the server's error page, not the variant: no
+    # Content-Encoding, or a client would try to decode the page.
+    gz = site.get("/app.css", headers={"Accept-Encoding": "gzip"})
+    r = site.get("/app.css", headers={"Accept-Encoding": "gzip", "Range": "bytes=500-"})
+    assert r.status == 416
+    assert r.header("content-range") == f"bytes */{len(VARIANTS['gzip'])}"
+    assert r.header("content-encoding") is None
+    assert r.body.startswith(b"<!DOCTYPE html>")
+    r = site.get("/app.css", headers={"Accept-Encoding": "br", "If-Match": gz.header("etag")})
+    assert r.status == 412 and r.header("content-encoding") is None
+    r = site.get("/app.css", headers={"Accept-Encoding": "gzip", "If-Match": gz.header("etag")})
+    assert r.status == 200 and r.header("content-encoding") == "gzip"
+
+
 def test_head_announces_the_variant(site):
     r = site.request("HEAD", "/app.css", headers={"Accept-Encoding": "zstd"})
     assert r.status == 200 and r.body == b""

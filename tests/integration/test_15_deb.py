@@ -123,6 +123,18 @@ def test_monkey_package_contents():
     assert sorted(conffiles) == sorted(etc)
 
 
+def test_monkey_built_against_its_compression_libraries(tmp_path):
+    """The server links libbrotlienc and zlib (Compress: br and gzip, Build-Depends
+    libbrotli-dev and zlib1g-dev), and dh_shlibdeps made their packages Depends of monkey."""
+    root = extract(tmp_path, "monkey")
+    sonames = needed(root / "usr/sbin/monkey")
+    for lib in ("libbrotlienc.so.", "libz.so."):
+        assert any(s.startswith(lib) for s in sonames), (lib, sonames)
+    depends = relations("monkey", "Depends")
+    for pkg in ("libbrotli1", "zlib1g"):
+        assert pkg in depends, (pkg, depends)
+
+
 def test_monkey_dev_package_contents():
     paths = contents("monkey-dev")
     files = [p for p in paths if not p.endswith("/")]

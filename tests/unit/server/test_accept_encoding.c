@@ -78,6 +78,12 @@ static void test_choose(void **state)
             fail_msg("'%s' (available %#x): got %d, want %d", v ? v : "(none)",
                      choices[i].available, (int) got, (int) choices[i].want);
         }
+        if (v) {
+            /* the same choice from the qualities parsed once */
+            unsigned q[MK_CODING_NONE];
+            mk_accept_encoding_q(v, strlen(v), q);
+            assert_int_equal(mk_accept_encoding_pick(q, choices[i].available), choices[i].want);
+        }
     }
 }
 

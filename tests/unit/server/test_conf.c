@@ -28,6 +28,7 @@
 #include <monkey/mk_common.h>
 
 #include "core/log.h"
+#include "server/compress.h"
 #include "server/conf.h"
 #include "server/server.h"
 
@@ -1227,6 +1228,75 @@ static char *read_all(const char *path)
     return buf;
 }
 
+/* Compress and its companions: defaults, values, and the codings this build has. */
+static void test_compress_site_keys(void **state)
+{
+    (void) state;
+    struct confdir *d = confdir_new();
+    struct mk_config *cfg = load(d, NULL, 0);
+    const struct mk_compress_site *zs = &cfg->default_vhost->compress;
+
+    assert_int_equal(zs->codings, 0); /* off by default */
+    assert_int_equal(zs->min_size, 256);
+    assert_int_equal(zs->max_size, 4u << 20);
+    assert_int_equal(zs->level[MK_CODING_BR], 5);
+    assert_int_equal(zs->level[MK_CODING_GZIP], 6);
+    assert_int_equal(cfg->compress_cache, 16u << 20);
+    mk_config_unref(cfg);
+
+    unsigned built = mk_compress_built();
+    write_file(d, "sites/default",
+               BASE_SITE "    Compress On\n    CompressTypes Text/CSS application/*\n"
+                         "    CompressMinSize 1K\n    CompressMaxSize 2M\n"
+                         "    CompressBrotliLevel 11\n    CompressGzipLevel 1\n");
+    write_file(d, "monkey.conf", BASE_CONF "    CompressCache 1G\n");
+    if (built) {
+        cfg = load(d, NULL, 0);
+        zs = &cfg->default_vhost->compress;
+        assert_int_equal(zs->codings, built);
+        assert_int_equal(zs->n_types, 2);
+        assert_string_equal(zs->types[0], "text/css");
+        assert_string_equal(zs->types[1], "application/");
+        assert_true(mk_static_compress_type(zs, "text/css; charset=utf-8", 23));
+        assert_true(mk_static_compress_type(zs, "application/json", 16));
+        assert_false(mk_static_compress_type(zs, "application/", 12));
+        assert_false(mk_static_compress_type(zs, "text/html", 9));
+        assert_false(mk_static_compress_type(zs, "text/cssx", 9));
+        assert_int_equal(zs->min_size, 1024);
+        assert_int_equal(zs->max_size, 2u << 20);
+        assert_int_equal(zs->level[MK_CODING_BR], 11);
+        assert_int_equal(zs->level[MK_CODING_GZIP], 1);
+        assert_int_equal(cfg->compress_cache, 1u << 30);
+        mk_config_unref(cfg);
+    }
+    else {
+        assert_true(expect_load_error(d, NULL, 0, "sites/default", 4, "built without"));
+    }
+    /* each coding named: accepted when built, refused with the package to install when not */
+    static const char *const codings[] = {"br", "gzip"};
+    static const char *const packages[] = {"libbrotli-dev", "zlib1g-dev"};
+    static const enum mk_coding bits[] = {MK_CODING_BR, MK_CODING_GZIP};
+    for (int i = 0; i < 2; i++) {
+        char site[256];
+        snprintf(site, sizeof(site), BASE_SITE "    Compress %s\n", codings[i]);
+        write_file(d, "sites/default", site);
+        if (built & MK_CODING_BIT(bits[i])) {
+            cfg = load(d, NULL, 0);
+            assert_int_equal(cfg->default_vhost->compress.codings, MK_CODING_BIT(bits[i]));
+            /* the default types */
+            zs = &cfg->default_vhost->compress;
+            assert_true(mk_static_compress_type(zs, "text/html; charset=utf-8", 24));
+            assert_true(mk_static_compress_type(zs, "image/svg+xml", 13));
+            assert_false(mk_static_compress_type(zs, "image/png", 9));
+            mk_config_unref(cfg);
+        }
+        else {
+            assert_true(expect_load_error(d, NULL, 0, "sites/default", 4, packages[i]));
+        }
+    }
+    confdir_free(d);
+}
+
 static void test_keys_are_documented(void **state)
 {
     static const char *const sections[] = {"SERVER", "HOST", "PLUGINS"};
@@ -1307,7 +1377,9 @@ static void test_key_list_matches_parser(void **state)
     assert_string_equal(mk_config_key("HOST", 4), "Fallback");
     assert_string_equal(mk_config_key("HOST", 5), "Precompressed");
     assert_string_equal(mk_config_key("HOST", 6), "CacheControl");
-    assert_null(mk_config_key("HOST", 7));
+    assert_string_equal(mk_config_key("HOST", 7), "Compress");
+    assert_string_equal(mk_config_key("HOST", 12), "CompressGzipLevel");
+    assert_null(mk_config_key("HOST", 13));
     while ((key = mk_config_key("SERVER", n))) {
         /* an unknown key fails with "unknown key"; a known one fails otherwise or not at all */
         struct confdir *d = confdir_new();
@@ -1351,6 +1423,7 @@ int main(void)
         cmocka_unit_test(test_default_vhost_is_first_without_default_file),
         cmocka_unit_test(test_single_vhost),
         cmocka_unit_test(test_error_pages),
+        cmocka_unit_test(test_compress_site_keys),
         cmocka_unit_test(test_error_page_symlinks),
         cmocka_unit_test(test_check_files),
         cmocka_unit_test(test_document_roots),
