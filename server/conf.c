@@ -19,11 +19,13 @@
 #include <libgen.h>
 #include <limits.h>
 #include <pwd.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <monkey/mk_common.h>
@@ -250,6 +252,22 @@ static void mk_server_schema_free(void *obj, int site)
     cfg->log_path = NULL;
 }
 
+/*
+ * The CPUs this process may run on (its affinity mask: a cpuset, taskset or
+ * a container's limit), else the online CPUs; at least 1. glibc's and musl's
+ * sysconf(_SC_NPROCESSORS_ONLN) disagree on whether the mask counts, so the
+ * mask is read here.
+ */
+static int mk_conf_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) {
+        return CPU_COUNT(&set);
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (int) n;
+}
+
 /* Workers 0 means one per CPU; a request line never exceeds the head. */
 static int mk_server_schema_finish(void *obj, int site, const char **key, char *reason, size_t len)
 {
@@ -260,8 +278,7 @@ static int mk_server_schema_finish(void *obj, int site, const char **key, char *
     (void) reason;
     (void) len;
     if (cfg->workers == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        cfg->workers = n < 1 ? 1 : (int) n;
+        cfg->workers = mk_conf_cpus();
     }
     if (cfg->limits.max_line > cfg->limits.max_head) {
         cfg->limits.max_line = cfg->limits.max_head;
