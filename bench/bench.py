@@ -560,6 +560,39 @@ def parse_handshakes(out):
     return r
 
 
+def client_rusage_child(out, argv):
+    """bench.py --client-rusage OUT -- COMMAND...: run COMMAND (the load tool:
+    wrk, h2load, ab, a shell of clients) with this process's stdout and stderr,
+    reap it with os.wait4 and write its CPU seconds to OUT as JSON
+    {"user_s", "system_s"}; they count COMMAND and every descendant it reaped.
+    Exits with COMMAND's status. SIGINT and SIGTERM (mk-watch cutting the run
+    short signals the whole process group) are caught and left to COMMAND, so
+    its usage is still written; the handlers do not survive the exec."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: None)
+    try:
+        proc = subprocess.Popen(argv)
+    except OSError as e:
+        sys.stderr.write("bench.py --client-rusage: %s: %s\n" % (argv[0], e))
+        return 127
+    _, status, ru = os.wait4(proc.pid, 0)
+    proc.returncode = 0  # reaped above: keeps Popen from waiting on it again
+    with open(out, "w") as f:
+        json.dump({"user_s": ru.ru_utime, "system_s": ru.ru_stime}, f)
+    code = os.waitstatus_to_exitcode(status)
+    return code if code >= 0 else 128 - code
+
+
+def client_cpu(path):
+    """(user, system) CPU seconds written by client_rusage_child, or (None, None)."""
+    try:
+        with open(path) as f:
+            d = json.load(f)
+        return d["user_s"], d["system_s"]
+    except (OSError, ValueError, KeyError):
+        return None, None
+
+
 def mk_watch(pid, load, wd, tag, duration=None, env=None):
     """Run LOAD under mk-watch attached to pid; returns (summary, load output)."""
     sj = os.path.join(wd, tag + ".summary.json")
@@ -670,7 +703,11 @@ class Bench:
                 subprocess.run(warmup, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                env=env)
             self.counter += 1
-            summ, out = mk_watch(srv.pid, load, self.wd, "run%d" % self.counter, env=env)
+            tag = "run%d" % self.counter
+            ru = os.path.join(self.wd, tag + ".client.json")
+            wrapped = [sys.executable, os.path.abspath(__file__), "--client-rusage", ru,
+                       "--"] + load
+            summ, out = mk_watch(srv.pid, wrapped, self.wd, tag, env=env)
             res = parse(out)
             rec.update(res)
             for k in ("cpu_us_per_request", "rss_peak_kb", "pss_peak_kb", "cpu_total_s",
@@ -681,6 +718,15 @@ class Bench:
             if rec.get("requests") and rec.get("cpu_us_per_request") is None \
                     and rec.get("cpu_total_s") is not None:
                 rec["cpu_us_per_request"] = rec["cpu_total_s"] * 1e6 / rec["requests"]
+            rec["client_cpu_user_s"], rec["client_cpu_system_s"] = client_cpu(ru)
+            rec["client_cpu_us_per_request"] = rec["total_cpu_us_per_request"] = None
+            if rec["client_cpu_user_s"] is not None and rec.get("requests"):
+                rec["client_cpu_us_per_request"] = (
+                    (rec["client_cpu_user_s"] + rec["client_cpu_system_s"]) * 1e6
+                    / rec["requests"])
+                if rec.get("cpu_us_per_request") is not None:
+                    rec["total_cpu_us_per_request"] = (rec["cpu_us_per_request"]
+                                                       + rec["client_cpu_us_per_request"])
             rec["load_exit"] = summ.get("_exit")
             if rec.get("rps") is None or not rec.get("requests"):
                 self.problem("%s, %s round %d: no result from `%s` (exit %s): %s" % (
@@ -697,9 +743,11 @@ class Bench:
             if status not in (0, -15, 143, None) and name not in ("node",):
                 log("bench: %s stopped with status %s" % (name, status))
         self.runs.append(rec)
-        log("bench: %-8s %-8s r%d %s: %s req/s, p99 %s ms, errors %s, %s us CPU/req, RSS %s KB" % (
-            name, scenario, rnd, extra.get("connections", ""), rec.get("rps"), rec.get("p99_ms"),
-            rec.get("errors"), rec.get("cpu_us_per_request"), rec.get("rss_peak_kb")))
+        log("bench: %-8s %-8s r%d %s: %s req/s, p99 %s ms, errors %s, %s us CPU/req "
+            "(client %s), RSS %s KB" % (
+                name, scenario, rnd, extra.get("connections", ""), rec.get("rps"),
+                rec.get("p99_ms"), rec.get("errors"), rec.get("cpu_us_per_request"),
+                rec.get("client_cpu_us_per_request"), rec.get("rss_peak_kb")))
         return rec
 
     def wrk(self, conns, dur, path, hdr, tls=False):
@@ -1393,6 +1441,8 @@ METRICS = [  # key, heading, higher is better?, format
     ("p99_ms", "p99 ms", False, "%.2f"),
     ("errors", "errors", False, "%.0f"),
     ("cpu_us_per_request", "CPU µs/req", False, "%.1f"),
+    ("client_cpu_us_per_request", "client CPU µs/req", False, "%.1f"),
+    ("total_cpu_us_per_request", "server + client CPU µs/req", False, "%.1f"),
     ("rss_peak_kb", "peak RSS MiB", False, "MiB"),
     ("pss_peak_kb", "peak PSS MiB", False, "MiB"),
 ]
@@ -1491,7 +1541,12 @@ def report(b, results):
           "nginx, lighttpd and h2o for that column (the best peer named in brackets): "
           "above 1 is better than the best peer for ↑ columns, below 1 is better for ↓ "
           "columns. CPU µs/req is the CPU time (user + system) of the server's whole "
-          "process tree during the run divided by the requests served; RSS counts a "
+          "process tree during the run divided by the requests served; client CPU "
+          "µs/req is the same for the load tool (wrk, h2load, ab or the Python clients: "
+          "user + system from its rusage, children included) and server + client their "
+          "sum. On loopback the kernel's TCP work lands on either side depending on how "
+          "each behaves, so where the server columns differ by what the client pays "
+          "(large files), compare the sum. RSS counts a "
           "page shared by several processes once per process, PSS divides it among them. "
           "Absolute figures on a shared 2-core machine are noise; compare the ratios "
           "within one run. See bench/README.md.", ""]
@@ -1892,6 +1947,8 @@ def raise_nofile():
 def main():
     if sys.argv[1:2] == ["--idle-client"]:
         return idle_child(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:5] == ["h2"])
+    if sys.argv[1:2] == ["--client-rusage"] and sys.argv[3:4] == ["--"]:
+        return client_rusage_child(sys.argv[2], sys.argv[4:])
     if sys.argv[1:2] == ["--handshake-client"]:
         return handshake_child(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
     ap = argparse.ArgumentParser(
