@@ -747,7 +747,8 @@ class Bench:
             "(client %s), RSS %s KB" % (
                 name, scenario, rnd, extra.get("connections", ""), rec.get("rps"),
                 rec.get("p99_ms"), rec.get("errors"), rec.get("cpu_us_per_request"),
-                rec.get("client_cpu_us_per_request"), rec.get("rss_peak_kb")))
+                None if rec.get("client_cpu_us_per_request") is None
+                else round(rec["client_cpu_us_per_request"], 1), rec.get("rss_peak_kb")))
         return rec
 
     def wrk(self, conns, dur, path, hdr, tls=False):
