@@ -637,9 +637,16 @@ class Bench:
     def url(self, path, tls=False):
         return "%s://127.0.0.1:%d/%s" % ("https" if tls else "http", self.port, path)
 
-    def cg_headers(self):
-        """ab's -H arguments for the --cg-header headers."""
-        return [arg for h in self.args.cg_header for arg in ("-H", h)]
+    def cg_loads(self):
+        """The two loads of --callgrind, --syscalls and --perf-syscalls:
+        (phase, ab argv with the URL, requests) for keep-alive, then close,
+        each with the --cg-header headers."""
+        ka, cl = self.args.cg_requests, self.args.cg_close
+        hdrs = [arg for h in self.args.cg_header for arg in ("-H", h)]
+        url = [self.url(self.args.cg_file)]
+        return (("keepalive", ["ab", "-q", "-k", "-n", str(ka), "-c", "1"] + hdrs + url, ka),
+                ("close", ["ab", "-q", "-n", str(cl), "-c", "1", "-H", "Connection: close"]
+                 + hdrs + url, cl))
 
     def tls_setup(self):
         """The certificate every TLS server uses (ECDSA P-256, self-signed,
@@ -924,15 +931,11 @@ class Bench:
                 cc = ["callgrind_control"]
                 subprocess.run(cc + ["-i", "on", str(srv.pid)], capture_output=True, text=True,
                                timeout=60)
-                p1 = subprocess.run(["ab", "-q", "-k", "-n", str(ka), "-c", "1"]
-                                    + self.cg_headers() + [self.url(self.args.cg_file)],
-                                    capture_output=True, text=True)
+                (_, load_ka, _), (_, load_cl, _) = self.cg_loads()
+                p1 = subprocess.run(load_ka, capture_output=True, text=True)
                 subprocess.run(cc + ["--dump=keepalive", str(srv.pid)], capture_output=True,
                                text=True, timeout=60)
-                p2 = subprocess.run(["ab", "-q", "-n", str(cl), "-c", "1", "-H",
-                                     "Connection: close"] + self.cg_headers()
-                                    + [self.url(self.args.cg_file)],
-                                    capture_output=True, text=True)
+                p2 = subprocess.run(load_cl, capture_output=True, text=True)
                 subprocess.run(cc + ["--dump=close", str(srv.pid)], capture_output=True,
                                text=True, timeout=60)
                 subprocess.run(cc + ["-i", "off", str(srv.pid)], capture_output=True,
@@ -977,11 +980,7 @@ class Bench:
                 continue
             res = {"requests_keepalive": ka, "requests_close": cl}
             try:
-                for phase, load, n in (
-                        ("keepalive", ["ab", "-q", "-k", "-n", str(ka), "-c", "1"]
-                         + self.cg_headers(), ka),
-                        ("close", ["ab", "-q", "-n", str(cl), "-c", "1", "-H",
-                                   "Connection: close"] + self.cg_headers(), cl)):
+                for phase, load, n in self.cg_loads():
                     self.counter += 1
                     sf = os.path.join(self.wd, "strace-%s-%s.txt" % (name, phase))
                     argv = ["strace", "-c", "-f", "-o", sf]
@@ -990,7 +989,7 @@ class Bench:
                     st = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                           stderr=subprocess.DEVNULL)
                     wait_traced(srv.tree(), 10)
-                    a = parse_ab(subprocess.run(load + [self.url(self.args.cg_file)],
+                    a = parse_ab(subprocess.run(load,
                                                 capture_output=True, text=True).stdout, n)
                     time.sleep(0.2)
                     stop(st, 30, signal.SIGINT)
@@ -1036,18 +1035,14 @@ class Bench:
                 continue
             res = {"requests_keepalive": ka, "requests_close": cl}
             try:
-                for phase, load, n in (
-                        ("keepalive", ["ab", "-q", "-k", "-n", str(ka), "-c", "1"]
-                         + self.cg_headers(), ka),
-                        ("close", ["ab", "-q", "-n", str(cl), "-c", "1", "-H",
-                                   "Connection: close"] + self.cg_headers(), cl)):
+                for phase, load, n in self.cg_loads():
                     pf = os.path.join(self.wd, "perf-%s-%s.txt" % (name, phase))
                     st = subprocess.Popen(["perf", "stat", "-x,", "-o", pf, "-e",
                                            ",".join(events), "-p",
                                            ",".join(str(p) for p in srv.tree())],
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                     time.sleep(0.5)  # perf opens its counters
-                    a = parse_ab(subprocess.run(load + [self.url(self.args.cg_file)],
+                    a = parse_ab(subprocess.run(load,
                                                 capture_output=True, text=True).stdout, n)
                     time.sleep(0.2)
                     st.send_signal(signal.SIGINT)
