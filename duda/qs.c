@@ -6,6 +6,8 @@
  */
 #include <string.h>
 
+#include <monkey/mk_util.h>
+
 #include "qs.h"
 
 const char *duda_qs_find(const char *q, size_t n, const char *key, size_t key_len, size_t *len)
@@ -45,21 +47,6 @@ size_t duda_qs_count(const char *q, size_t n)
     return count;
 }
 
-/* The value of a hexadecimal digit, or -1. */
-static int duda_qs_hex(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 size_t duda_qs_decode(const char *v, size_t n, char *out)
 {
     size_t o = 0;
@@ -69,8 +56,8 @@ size_t duda_qs_decode(const char *v, size_t n, char *out)
         if (v[i] == '+') {
             out[o++] = ' ';
         }
-        else if (v[i] == '%' && n - i > 2 && (hi = duda_qs_hex(v[i + 1])) >= 0 &&
-                 (lo = duda_qs_hex(v[i + 2])) >= 0) {
+        else if (v[i] == '%' && n - i > 2 && (hi = mk_hex_digit(v[i + 1])) >= 0 &&
+                 (lo = mk_hex_digit(v[i + 2])) >= 0) {
             out[o++] = (char) (hi * 16 + lo);
             i += 2;
         }

@@ -10,18 +10,7 @@
 #include <string.h>
 
 #include <monkey/mk_common.h>
-
-static int mk_hex_digit(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    c = (char) (c | 0x20);
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    return -1;
-}
+#include <monkey/mk_util.h>
 
 /* Percent-decode raw into out; returns the decoded length or MK_ERR. */
 static ssize_t mk_path_decode(const char *raw, size_t len, char *out)

@@ -24,6 +24,21 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+/* ---- hexadecimal ----------------------------------------------------------- */
+
+/* The value of a hexadecimal digit (either case), or -1. */
+static inline int mk_hex_digit(char c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    c = (char) (c | 0x20);
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    return -1;
+}
+
 /* ---- base 64 -------------------------------------------------------------- */
 
 /* Value of a base-64 character, or -1. */
