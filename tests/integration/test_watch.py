@@ -353,7 +353,7 @@ def test_pid_mode_counts_the_whole_tree(tmp_path):
             children = descendants(shell.pid)
         assert len(children) == 2, "the shell did not start its children"
         summary = tmp_path / "summary.json"
-        rc, _, err = run_watch(["--pid", shell.pid, "--duration", 0.5, "--interval", 50, "-q",
+        rc, _, err = run_watch(["--pid", shell.pid, "--duration", 1, "--interval", 50, "-q",
                                 "--summary-json", summary])
         assert rc == 0, err
         data = json.loads(summary.read_text())
