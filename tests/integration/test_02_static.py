@@ -2,11 +2,14 @@
 
 import email.utils
 import os
+import shutil
+import socket
 import time
 
 import pytest
 
-from conftest import SLOW
+from conftest import SLOW, Strace
+from straceutil import corked_writes
 
 
 @pytest.fixture
@@ -558,3 +561,77 @@ def test_range_of_large_file(site):
     r = site.get("/big.bin", headers={"Range": "bytes=1000-500999"})
     assert r.status == 206
     assert r.body == data[1000:501000]
+
+
+SEND_CALLS = ["setsockopt", "epoll_wait", "epoll_pwait", "write", "writev", "sendmsg", "sendto",
+              "sendfile"]
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="needs strace")
+def test_large_file_is_sent_corked_and_uncorked_before_waiting(site, tmp_path):
+    # MSG_MORE holds the head back for one call only: an ACK processed
+    # between the head and the body, or between two 64 KiB steps of one
+    # sendfile(2), pushed a partial segment out on its own (1 MB left in
+    # 21.5 segments under load instead of 18.2). A file body of more than
+    # four steps goes out corked (TCP_CORK), head included, and the cork is
+    # off before the worker waits (the kernel holds a partial segment up to
+    # 200 ms). A smaller body, or none, is not corked.
+    data = os.urandom(1 << 20)
+    site.file("big.bin", data)
+    site.file("steps.bin", data[:4 * 65536])
+    site.start()
+    conn = site.conn()
+    assert conn.request("GET", "/hello.txt").status == 200
+    cases = (("GET", "/big.bin", {}, data, True),
+             ("GET", "/big.bin", {"Range": "bytes=1000-300999"}, data[1000:301000], True),
+             ("GET", "/big.bin", {"Range": "bytes=0-262143"}, data[:262144], False),
+             ("GET", "/steps.bin", {}, data[:262144], False),
+             ("HEAD", "/big.bin", {}, b"", False))
+    for method, path, headers, body, corked in cases:
+        tracer = Strace(site.proc.pid, SEND_CALLS, tmp_path / "cork.out")
+        try:
+            r = conn.request(method, path, headers=headers)
+        finally:
+            lines = tracer.stop()
+        assert r.body == body
+        inside, outside, waits = corked_writes(lines)
+        assert waits == 0, lines
+        if corked:
+            assert inside >= 2 and outside == 0, lines  # the head, then sendfile
+        else:
+            assert (inside, outside) == (0, 0), lines
+    conn.close()
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="needs strace")
+def test_large_file_to_a_slow_reader_is_uncorked_while_waiting(site, tmp_path):
+    # The socket fills, sendfile(2) meets EAGAIN and the worker waits for
+    # the socket to drain: uncorked, or the body's last partial segment of
+    # each turn would wait up to 200 ms. Each turn corks again while more
+    # than four steps are left, so only the last sendfile may go uncorked.
+    data = os.urandom(6 << 20)
+    site.file("huge.bin", data)
+    site.start()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+    sock.settimeout(10 * SLOW)
+    sock.connect(("127.0.0.1", site.port))
+    tracer = Strace(site.proc.pid, SEND_CALLS, tmp_path / "slow.out")
+    try:
+        sock.sendall(b"GET /huge.bin HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        time.sleep(0.3 * SLOW)  # the socket fills and the worker waits
+        got = b""
+        while b"\r\n\r\n" not in got or len(got.split(b"\r\n\r\n", 1)[1]) < len(data):
+            chunk = sock.recv(65536)
+            assert chunk, len(got)
+            got += chunk
+            time.sleep(0.0005)
+    finally:
+        lines = tracer.stop()
+        sock.close()
+    assert got.split(b"\r\n\r\n", 1)[1] == data
+    inside, outside, waits = corked_writes(lines)
+    assert waits == 0, lines
+    sendfiles = sum(1 for line in lines if " sendfile(" in line)
+    assert sendfiles >= 2, lines  # the worker waited at least once
+    assert inside + outside == sendfiles + 1 and outside <= 1, lines
