@@ -127,13 +127,15 @@ struct mk_h2_stream {
     size_t fields_off; /* where the first regular field begins */
     bool has_fields;
     /* what mk_h2_request_checks needs (nghttp2's HTTP checks are off) */
-    bool regular_seen; /* a regular field came: no pseudo-header may follow */
-    bool scheme_set;   /* :scheme came (valid) */
-    bool scheme_http;  /* ... and it is http or https */
-    bool host_set;     /* a Host field came */
-    bool malformed;    /* RFC 9113 section 8.1.1: reset with PROTOCOL_ERROR */
-    bool prio_set;     /* `priority` fields came (RFC 9218), all valid: prio holds them */
-    bool prio_bad;     /* one was not: they are all ignored */
+    bool regular_seen;    /* a regular field came: no pseudo-header may follow */
+    bool scheme_set;      /* :scheme came (valid) */
+    bool scheme_http;     /* ... and it is http or https */
+    bool host_set;        /* a Host field came */
+    bool names_unchecked; /* a field name is not a token, or was not classified
+                             (mk_http_name_class): mk_http_head_build checks them all */
+    bool malformed;       /* RFC 9113 section 8.1.1: reset with PROTOCOL_ERROR */
+    bool prio_set;        /* `priority` fields came (RFC 9218), all valid: prio holds them */
+    bool prio_bad;        /* one was not: they are all ignored */
     struct mk_http_priority prio;
     int64_t content_length; /* the request's Content-Length, -1: none */
     size_t list_size;       /* RFC 9113 header list size so far (name + value + 32 each) */
@@ -1052,11 +1054,23 @@ static void mk_h2_regular_check(struct mk_h2_stream *s, const uint8_t *name, siz
     const char *n = (const char *) name, *v = (const char *) value;
 
     s->regular_seen = true;
-    for (size_t i = 0; i < nlen; i++) {
-        if ((unsigned) (name[i] - 'A') < 26u) {
-            s->malformed = true;
-            return;
+    switch (mk_http_name_class(n, nlen)) {
+    case MK_HTTP_NAME_LOWER:
+        break;
+    case MK_HTTP_NAME_UPPER:
+        s->malformed = true;
+        return;
+    default:
+        /* not a token: mk_http_head_build answers 400, unless upper case
+           makes the request malformed first */
+        for (size_t i = 0; i < nlen; i++) {
+            if ((unsigned) (name[i] - 'A') < 26u) {
+                s->malformed = true;
+                return;
+            }
         }
+        s->names_unchecked = true;
+        break;
     }
     switch (nlen) {
     case 2:
@@ -1257,7 +1271,7 @@ static void mk_h2_request_start(struct mk_conn *c, struct mk_h2_stream *s, bool 
         return;
     }
     if (mk_http_head_build(&r->head, mk_h2_span_str(s, &s->method), mk_h2_span_str(s, target),
-                           headers, n, &r->cfg->limits) != MK_OK) {
+                           headers, n, !s->names_unchecked, &r->cfg->limits) != MK_OK) {
         int status = r->head.status;
         r->head.version = 20;
         mk_request_error(r, status);
@@ -2236,6 +2250,7 @@ static bool mk_h2_upgrade_stream(struct mk_h2_stream *s, const struct mk_http_he
 {
     const struct mk_str *host = mk_http_header_get(head, "host");
 
+    s->names_unchecked = true; /* its fields skip mk_h2_regular_check */
     if (!mk_h2_span_set(s, &s->method, head->method_name.p, head->method_name.len) ||
         !mk_h2_span_set(s, &s->path, head->target.p, head->target.len) ||
         (host && !mk_h2_span_set(s, &s->authority, host->p, host->len))) {
