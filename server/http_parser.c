@@ -994,10 +994,15 @@ static bool mk_is_target(const char *p, size_t len)
 
 enum mk_http_name mk_http_name_class(const char *p, size_t len)
 {
+    const unsigned char *u = (const unsigned char *) p;
     unsigned acc = len ? MK_HTTP_NAME_LOWER : MK_HTTP_NAME_BAD;
+    size_t i = 0;
 
-    for (size_t i = 0; i < len; i++) {
-        acc &= mk_tchar[(unsigned char) p[i]];
+    for (; i + 4 <= len; i += 4) {
+        acc &= mk_tchar[u[i]] & mk_tchar[u[i + 1]] & mk_tchar[u[i + 2]] & mk_tchar[u[i + 3]];
+    }
+    for (; i < len; i++) {
+        acc &= mk_tchar[u[i]];
     }
     return (enum mk_http_name) acc;
 }

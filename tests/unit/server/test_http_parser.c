@@ -1386,6 +1386,17 @@ static void test_name_class(void **state)
                                          : MK_HTTP_NAME_LOWER;
         assert_int_equal(mk_http_name_class(name, 3), want);
         assert_int_equal(mk_http_name_class(name + 1, 1), want);
+        /* at every position of names up to 12 bytes (four bytes at a time, then the rest) */
+        for (size_t len = 2; len <= 12; len++) {
+            for (size_t pos = 0; pos < len; pos++) {
+                char longer[12];
+                for (size_t k = 0; k < len; k++) {
+                    longer[k] = "a-z_0~"[k % 6];
+                }
+                longer[pos] = (char) c;
+                assert_int_equal(mk_http_name_class(longer, len), want);
+            }
+        }
     }
 }
 
