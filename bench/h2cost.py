@@ -15,6 +15,7 @@ calls are divided by N.
     python3 bench/h2cost.py                      # monkey and h2o, h2c and TLS, both files
     python3 bench/h2cost.py --servers monkey --modes h2c --files hello.txt
     python3 bench/h2cost.py --monkey /path/to/other/build/bin/monkey
+    python3 bench/h2cost.py --servers monkey --modes h2c --files hello.txt --requests 4000 --browser-fields
 
 The servers' worker threads are what is measured: h2load runs outside.
 """
@@ -34,6 +35,17 @@ import bench as B  # noqa: E402
 from procs import stop  # noqa: E402
 
 FILES = {"hello.txt": 10000, "file200k.bin": 2000}  # file: requests N under callgrind
+
+# --browser-fields: request fields a browser sends, added to h2load's own
+BROWSER_FIELDS = [
+    "accept: text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+    "accept-encoding: gzip, deflate, br", "accept-language: en-US,en;q=0.5",
+    "user-agent: Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0",
+    "referer: http://127.0.0.1/index.html", "sec-fetch-dest: document",
+    "sec-fetch-mode: navigate", "sec-fetch-site: same-origin", "upgrade-insecure-requests: 1",
+    "cookie: session=abcdef0123456789; theme=dark", "cache-control: no-cache",
+    "pragma: no-cache"]
+H2LOAD_EXTRA = []  # h2load arguments added to every load run
 
 
 def log(text):
@@ -70,8 +82,8 @@ def server_argv(name, d, docroot, port, tls, monkey):
 
 
 def h2load(url, n):
-    p = subprocess.run(["h2load", "-c10", "-m10", "-n", str(n), url], capture_output=True,
-                       text=True, timeout=600)
+    p = subprocess.run(["h2load", "-c10", "-m10", "-n", str(n), *H2LOAD_EXTRA, url],
+                       capture_output=True, text=True, timeout=600)
     m = re.search(r"requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded", p.stdout)
     return int(m.group(1)) if m else 0
 
@@ -156,7 +168,17 @@ def main():
     ap.add_argument("--files", default=",".join(FILES))
     ap.add_argument("--monkey", default=os.path.join(B.ROOT, "build", "bin", "monkey"))
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    ap.add_argument("--requests", type=int, default=0,
+                    help="N for every file (default: 10000 for hello.txt, 2000 for 200 KB)")
+    ap.add_argument("--browser-fields", action="store_true",
+                    help="add twelve request fields a browser sends to h2load's")
     args = ap.parse_args()
+    if args.requests:
+        for f in FILES:
+            FILES[f] = args.requests
+    if args.browser_fields:
+        for field in BROWSER_FIELDS:
+            H2LOAD_EXTRA.extend(["-H", field])
     for tool in ("h2load", "valgrind", "strace", "openssl"):
         if not shutil.which(tool):
             sys.exit("h2cost.py needs %s" % tool)

@@ -84,11 +84,12 @@
 #define MK_H2_EMPTY_FRAMES_MAX 100 /* empty DATA/CONTINUATION frames per connection */
 #define MK_H2_STREAM_WINDOW 65535  /* body bytes a stream may have unread */
 #define MK_H2_CLOSED_IDS 64
-#define MK_H2_INLINE_FILE 8192 /* a file body up to this size is read into the queue */
-#define MK_H2_TRIM_MS 250      /* idle this long, a connection gives memory back */
-#define MK_H2_DRAIN_MS 1000    /* at most this long from the shutdown notice to the GOAWAY */
-#define MK_H2_RECENT 16        /* open streams found without asking nghttp2 */
-#define MK_H2_RECORD 16384     /* the payload of a full TLS record */
+#define MK_H2_INLINE_FILE 8192  /* a file body up to this size is read into the queue */
+#define MK_H2_TRIM_MS 250       /* idle this long, a connection gives memory back */
+#define MK_H2_DRAIN_MS 1000     /* at most this long from the shutdown notice to the GOAWAY */
+#define MK_H2_RECENT 16         /* open streams found without asking nghttp2 */
+#define MK_H2_RECORD 16384      /* the payload of a full TLS record */
+#define MK_H2_STREAM_BLOCK 1024 /* a stream and the start of its header block: one h2_mem block */
 
 enum mk_h2_body {
     MK_H2_BODY_KEEP = 0, /* nobody asked yet: keep it (the stream window bounds it) */
@@ -113,10 +114,12 @@ struct mk_h2_stream {
     struct mk_request *r; /* NULL until the header block is complete, and after an abort */
     struct mk_list node;  /* the connection's streams, or its dead list once closed */
     /*
-     * the header block, in one buffer (mk_h2_mem_get, kept with the stream:
-     * the request head points into it): the pseudo-header values, then from
-     * fields_off on the regular fields as records (struct mk_h2_rec, then
-     * the name and the value); pseudo-headers come first
+     * the header block, in one buffer kept with the stream (the request
+     * head points into it): the pseudo-header values, then from fields_off
+     * on the regular fields as records (struct mk_h2_rec, then the name and
+     * the value); pseudo-headers come first. It starts in `first`, the rest
+     * of the stream's own allocation, and moves to a block of its own
+     * (mk_h2_mem_get) only when it outgrows that.
      */
     char *block;
     size_t block_len, block_cap;
@@ -124,13 +127,15 @@ struct mk_h2_stream {
     size_t fields_off; /* where the first regular field begins */
     bool has_fields;
     /* what mk_h2_request_checks needs (nghttp2's HTTP checks are off) */
-    bool regular_seen; /* a regular field came: no pseudo-header may follow */
-    bool scheme_set;   /* :scheme came (valid) */
-    bool scheme_http;  /* ... and it is http or https */
-    bool host_set;     /* a Host field came */
-    bool malformed;    /* RFC 9113 section 8.1.1: reset with PROTOCOL_ERROR */
-    bool prio_set;     /* `priority` fields came (RFC 9218), all valid: prio holds them */
-    bool prio_bad;     /* one was not: they are all ignored */
+    bool regular_seen;    /* a regular field came: no pseudo-header may follow */
+    bool scheme_set;      /* :scheme came (valid) */
+    bool scheme_http;     /* ... and it is http or https */
+    bool host_set;        /* a Host field came */
+    bool names_unchecked; /* a field name is not a token, or was not classified
+                             (mk_http_name_class): mk_http_head_build checks them all */
+    bool malformed;       /* RFC 9113 section 8.1.1: reset with PROTOCOL_ERROR */
+    bool prio_set;        /* `priority` fields came (RFC 9218), all valid: prio holds them */
+    bool prio_bad;        /* one was not: they are all ignored */
     struct mk_http_priority prio;
     int64_t content_length; /* the request's Content-Length, -1: none */
     size_t list_size;       /* RFC 9113 header list size so far (name + value + 32 each) */
@@ -151,7 +156,12 @@ struct mk_h2_stream {
     char *kept;       /* body bytes not yet handed over (malloc) */
     size_t kept_len, kept_cap;
     uint64_t body_seen; /* body bytes received */
+    char first[];       /* the header block while it fits (MK_H2_STREAM_BLOCK in all) */
 };
+
+_Static_assert(MK_H2_STREAM_BLOCK <= MK_H2_MEM_MAX &&
+                   sizeof(struct mk_h2_stream) + 512 <= MK_H2_STREAM_BLOCK,
+               "a stream and a header block of 512 bytes or more share one h2_mem block");
 
 /* A token bucket: `tokens` left, refilled at a rate per second since `at`. */
 struct mk_h2_bucket {
@@ -253,7 +263,9 @@ static void mk_h2_stream_free(struct mk_conn *c, struct mk_h2_stream *s)
         s->r = NULL;
     }
     mk_list_del(&s->node);
-    mk_h2_mem_put(s->block);
+    if (s->block != s->first) {
+        mk_h2_mem_put(s->block);
+    }
     mk_free(s->kept);
     mk_h2_mem_put(s);
     (void) c;
@@ -837,16 +849,22 @@ static int mk_h2_begin_frame_cb(nghttp2_session *ng, const nghttp2_frame_hd *hd,
     return 0;
 }
 
-/* A stream the client opened: counted, on the connection's list. */
+/*
+ * A stream the client opened: counted, on the connection's list. One
+ * block holds the stream and the start of its header block: a request
+ * costs one allocation fewer.
+ */
 static struct mk_h2_stream *mk_h2_stream_new(struct mk_conn *c, int32_t id)
 {
-    struct mk_h2_stream *s = mk_h2_mem_get(sizeof(*s));
+    struct mk_h2_stream *s = mk_h2_mem_get(MK_H2_STREAM_BLOCK);
 
     if (!s) {
         mk_err("out of memory");
         abort();
     }
     memset(s, 0, sizeof(*s));
+    s->block = s->first;
+    s->block_cap = MK_H2_STREAM_BLOCK - sizeof(*s);
     s->id = id;
     s->since = c->worker->now_ms;
     s->content_length = -1;
@@ -876,22 +894,34 @@ static int mk_h2_begin_headers_cb(nghttp2_session *ng, const nghttp2_frame *fram
     return 0;
 }
 
-/* Room for `need` more bytes in the header block of s: false when out of memory. */
-static bool mk_h2_block_room(struct mk_h2_stream *s, size_t need)
+/*
+ * Move the header block of s to a larger block of its own, for `need` more
+ * bytes: false when out of memory (the block stays as it was).
+ */
+static bool mk_h2_block_grow(struct mk_h2_stream *s, size_t need)
 {
-    if (s->block_len + need > s->block_cap) {
-        size_t cap = s->block_cap ? s->block_cap * 2 : 512;
-        while (cap < s->block_len + need) {
-            cap *= 2;
-        }
-        char *p = mk_h2_mem_resize(s->block, cap);
-        if (!p) {
-            return false;
-        }
-        s->block = p;
-        s->block_cap = cap;
+    size_t cap = s->block_cap * 2;
+    char *p;
+
+    while (cap < s->block_len + need) {
+        cap *= 2;
     }
+    p = s->block == s->first ? mk_h2_mem_get(cap) : mk_h2_mem_resize(s->block, cap);
+    if (!p) {
+        return false;
+    }
+    if (s->block == s->first && s->block_len) {
+        memcpy(p, s->first, s->block_len);
+    }
+    s->block = p;
+    s->block_cap = cap;
     return true;
+}
+
+/* Room for `need` more bytes in the header block of s: false when out of memory. */
+static inline bool mk_h2_block_room(struct mk_h2_stream *s, size_t need)
+{
+    return s->block_len + need <= s->block_cap || mk_h2_block_grow(s, need);
 }
 
 /* Append a regular field (a record, its name, its value) to the header block of s. */
@@ -1024,11 +1054,23 @@ static void mk_h2_regular_check(struct mk_h2_stream *s, const uint8_t *name, siz
     const char *n = (const char *) name, *v = (const char *) value;
 
     s->regular_seen = true;
-    for (size_t i = 0; i < nlen; i++) {
-        if ((unsigned) (name[i] - 'A') < 26u) {
-            s->malformed = true;
-            return;
+    switch (mk_http_name_class(n, nlen)) {
+    case MK_HTTP_NAME_LOWER:
+        break;
+    case MK_HTTP_NAME_UPPER:
+        s->malformed = true;
+        return;
+    default:
+        /* not a token: mk_http_head_build answers 400, unless upper case
+           makes the request malformed first */
+        for (size_t i = 0; i < nlen; i++) {
+            if ((unsigned) (name[i] - 'A') < 26u) {
+                s->malformed = true;
+                return;
+            }
         }
+        s->names_unchecked = true;
+        break;
     }
     switch (nlen) {
     case 2:
@@ -1229,7 +1271,7 @@ static void mk_h2_request_start(struct mk_conn *c, struct mk_h2_stream *s, bool 
         return;
     }
     if (mk_http_head_build(&r->head, mk_h2_span_str(s, &s->method), mk_h2_span_str(s, target),
-                           headers, n, &r->cfg->limits) != MK_OK) {
+                           headers, n, !s->names_unchecked, &r->cfg->limits) != MK_OK) {
         int status = r->head.status;
         r->head.version = 20;
         mk_request_error(r, status);
@@ -2208,6 +2250,7 @@ static bool mk_h2_upgrade_stream(struct mk_h2_stream *s, const struct mk_http_he
 {
     const struct mk_str *host = mk_http_header_get(head, "host");
 
+    s->names_unchecked = true; /* its fields skip mk_h2_regular_check */
     if (!mk_h2_span_set(s, &s->method, head->method_name.p, head->method_name.len) ||
         !mk_h2_span_set(s, &s->path, head->target.p, head->target.len) ||
         (host && !mk_h2_span_set(s, &s->authority, host->p, host->len))) {

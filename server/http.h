@@ -146,12 +146,24 @@ ssize_t mk_http_read_head(struct mk_http_head *head, const char *buf, size_t len
  * characters and form, request line length (414), field count (431),
  * field names and values (values are trimmed in place), Host,
  * Content-Length, Transfer-Encoding, Expect. head->version is 11; the
- * caller sets its own. Returns MK_OK, or MK_ERR with head->status set
- * (400, 414, 417, 431, 501).
+ * caller sets its own. `names_are_tokens`: the caller found every field
+ * name to be a token already (mk_http_name_class), and they are not
+ * checked again; the result is the same as without it. Returns MK_OK, or
+ * MK_ERR with head->status set (400, 414, 417, 431, 501).
  */
 int mk_http_head_build(struct mk_http_head *head, struct mk_str method, struct mk_str target,
-                       struct mk_http_header *headers, unsigned n,
+                       struct mk_http_header *headers, unsigned n, bool names_are_tokens,
                        const struct mk_http_limits *lim);
+
+/* What a field name is made of (the values are bits: ANDed over its bytes). */
+enum mk_http_name {
+    MK_HTTP_NAME_BAD = 0,   /* empty, or a byte that is not a tchar */
+    MK_HTTP_NAME_UPPER = 1, /* a token with an upper-case letter */
+    MK_HTTP_NAME_LOWER = 3, /* a token without one */
+};
+
+/* The class of the field name p[0, len), by one table look-up a byte. */
+enum mk_http_name mk_http_name_class(const char *p, size_t len);
 
 /* Value of the first header named `name` (case-insensitive), or NULL. */
 const struct mk_str *mk_http_header_get(const struct mk_http_head *head, const char *name);

@@ -18,18 +18,21 @@
 
 #include <monkey/mk_common.h>
 
-/* tchar (RFC 9110 section 5.6.2) */
+/*
+ * tchar (RFC 9110 section 5.6.2): 3, upper-case letters 1 (MK_HTTP_NAME_UPPER), so
+ * that ANDing the bytes of a name classifies it (mk_http_name_class)
+ */
 static const uint8_t mk_tchar[256] = {
-    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
-    ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1,  ['~'] = 1, ['0'] = 1,
-    ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1,  ['7'] = 1, ['8'] = 1,
-    ['9'] = 1, ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1,  ['F'] = 1, ['G'] = 1,
+    ['!'] = 3, ['#'] = 3, ['$'] = 3, ['%'] = 3, ['&'] = 3, ['\''] = 3, ['*'] = 3, ['+'] = 3,
+    ['-'] = 3, ['.'] = 3, ['^'] = 3, ['_'] = 3, ['`'] = 3, ['|'] = 3,  ['~'] = 3, ['0'] = 3,
+    ['1'] = 3, ['2'] = 3, ['3'] = 3, ['4'] = 3, ['5'] = 3, ['6'] = 3,  ['7'] = 3, ['8'] = 3,
+    ['9'] = 3, ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1,  ['F'] = 1, ['G'] = 1,
     ['H'] = 1, ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1,  ['N'] = 1, ['O'] = 1,
     ['P'] = 1, ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1,  ['V'] = 1, ['W'] = 1,
-    ['X'] = 1, ['Y'] = 1, ['Z'] = 1, ['a'] = 1, ['b'] = 1, ['c'] = 1,  ['d'] = 1, ['e'] = 1,
-    ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1,  ['l'] = 1, ['m'] = 1,
-    ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1,  ['t'] = 1, ['u'] = 1,
-    ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
+    ['X'] = 1, ['Y'] = 1, ['Z'] = 1, ['a'] = 3, ['b'] = 3, ['c'] = 3,  ['d'] = 3, ['e'] = 3,
+    ['f'] = 3, ['g'] = 3, ['h'] = 3, ['i'] = 3, ['j'] = 3, ['k'] = 3,  ['l'] = 3, ['m'] = 3,
+    ['n'] = 3, ['o'] = 3, ['p'] = 3, ['q'] = 3, ['r'] = 3, ['s'] = 3,  ['t'] = 3, ['u'] = 3,
+    ['v'] = 3, ['w'] = 3, ['x'] = 3, ['y'] = 3, ['z'] = 3,
 };
 
 static inline bool mk_is_tchar(unsigned char c)
@@ -989,8 +992,24 @@ static bool mk_is_target(const char *p, size_t len)
     return len && i == len;
 }
 
+enum mk_http_name mk_http_name_class(const char *p, size_t len)
+{
+    const unsigned char *u = (const unsigned char *) p;
+    unsigned acc = len ? MK_HTTP_NAME_LOWER : MK_HTTP_NAME_BAD;
+    size_t i = 0;
+
+    for (; i + 4 <= len; i += 4) {
+        acc &= mk_tchar[u[i]] & mk_tchar[u[i + 1]] & mk_tchar[u[i + 2]] & mk_tchar[u[i + 3]];
+    }
+    for (; i < len; i++) {
+        acc &= mk_tchar[u[i]];
+    }
+    return (enum mk_http_name) acc;
+}
+
 int mk_http_head_build(struct mk_http_head *h, struct mk_str method, struct mk_str target,
-                       struct mk_http_header *headers, unsigned n, const struct mk_http_limits *lim)
+                       struct mk_http_header *headers, unsigned n, bool names_are_tokens,
+                       const struct mk_http_limits *lim)
 {
     struct mk_te_state te = {0};
     struct mk_str expect = {0};
@@ -1018,7 +1037,7 @@ int mk_http_head_build(struct mk_http_head *h, struct mk_str method, struct mk_s
     }
     for (unsigned i = 0; i < n; i++) {
         struct mk_http_header *hd = &headers[i];
-        if (!mk_is_token(hd->name.p, hd->name.len) ||
+        if ((!names_are_tokens && !mk_is_token(hd->name.p, hd->name.len)) ||
             !mk_is_field_value(hd->value.p, hd->value.len)) {
             return MK_ERR;
         }

@@ -1317,7 +1317,8 @@ static const struct build_case build_cases[] = {
     {"fields at the limit", "GET", "/", {"host", "a", "b", "1", NULL}, 0, &lim_two_headers},
 };
 
-static int build_one(const struct build_case *c, struct mk_http_head *h, struct mk_http_header *f)
+static int build_one(const struct build_case *c, struct mk_http_head *h, struct mk_http_header *f,
+                     bool names_are_tokens)
 {
     unsigned n = 0;
 
@@ -1327,7 +1328,7 @@ static int build_one(const struct build_case *c, struct mk_http_head *h, struct 
         n++;
     }
     return mk_http_head_build(h, mk_str_make(c->method, strlen(c->method)),
-                              mk_str_make(c->target, strlen(c->target)), f, n,
+                              mk_str_make(c->target, strlen(c->target)), f, n, names_are_tokens,
                               c->lim ? c->lim : &lim_default);
 }
 
@@ -1340,14 +1341,63 @@ static void test_build_table(void **state)
         const struct build_case *c = &build_cases[i];
         struct mk_http_head h;
         struct mk_http_header f[4];
-        int rc = build_one(c, &h, f);
+        int rc = build_one(c, &h, f, false);
         int status = rc == MK_OK ? 0 : h.status;
         if (status != c->status || (rc == MK_OK && h.status != 0)) {
             print_error("%s: status %d, expected %d\n", c->name, status, c->status);
             failures++;
         }
+        /* names a caller classified as tokens: the same answer unchecked */
+        bool tokens = true;
+        for (unsigned k = 0; c->fields[2 * k]; k++) {
+            tokens &=
+                mk_http_name_class(c->fields[2 * k], strlen(c->fields[2 * k])) != MK_HTTP_NAME_BAD;
+        }
+        if (tokens) {
+            rc = build_one(c, &h, f, true);
+            if ((rc == MK_OK ? 0 : h.status) != c->status) {
+                print_error("%s (names_are_tokens): status %d, expected %d\n", c->name,
+                            rc == MK_OK ? 0 : h.status, c->status);
+                failures++;
+            }
+        }
     }
     assert_int_equal(failures, 0);
+}
+
+/* mk_http_name_class: every byte value, alone and inside a name, against the tchar set. */
+static void test_name_class(void **state)
+{
+    static const char extra[] = "!#$%&'*+-.^_`|~";
+    (void) state;
+
+    assert_int_equal(mk_http_name_class("", 0), MK_HTTP_NAME_BAD);
+    assert_int_equal(mk_http_name_class("user-agent", 10), MK_HTTP_NAME_LOWER);
+    assert_int_equal(mk_http_name_class("User-Agent", 10), MK_HTTP_NAME_UPPER);
+    assert_int_equal(mk_http_name_class("user agent", 10), MK_HTTP_NAME_BAD);
+    assert_int_equal(mk_http_name_class("User agent", 10), MK_HTTP_NAME_BAD);
+    for (unsigned c = 0; c < 256; c++) {
+        char name[3] = {'a', (char) c, 'z'};
+        bool upper = c >= 'A' && c <= 'Z';
+        bool tchar = upper || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                     (c && strchr(extra, (int) c));
+        enum mk_http_name want = !tchar  ? MK_HTTP_NAME_BAD
+                                 : upper ? MK_HTTP_NAME_UPPER
+                                         : MK_HTTP_NAME_LOWER;
+        assert_int_equal(mk_http_name_class(name, 3), want);
+        assert_int_equal(mk_http_name_class(name + 1, 1), want);
+        /* at every position of names up to 12 bytes (four bytes at a time, then the rest) */
+        for (size_t len = 2; len <= 12; len++) {
+            for (size_t pos = 0; pos < len; pos++) {
+                char longer[12];
+                for (size_t k = 0; k < len; k++) {
+                    longer[k] = "a-z_0~"[k % 6];
+                }
+                longer[pos] = (char) c;
+                assert_int_equal(mk_http_name_class(longer, len), want);
+            }
+        }
+    }
 }
 
 /* What the server reads from a built head: as from the same request in HTTP/1.1 text. */
@@ -1363,7 +1413,8 @@ static void test_build_fields(void **state)
     (void) state;
 
     assert_int_equal(
-        mk_http_head_build(&h, MK_STR("POST"), MK_STR("/d/f.txt?x=1"), f, 4, &lim_default), MK_OK);
+        mk_http_head_build(&h, MK_STR("POST"), MK_STR("/d/f.txt?x=1"), f, 4, false, &lim_default),
+        MK_OK);
     assert_int_equal(h.method, MK_METHOD_POST);
     assert_int_equal(h.form, MK_TARGET_ORIGIN);
     assert_int_equal(h.version, 11);
@@ -1448,6 +1499,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_whole),
         cmocka_unit_test(test_table_bytewise),
+        cmocka_unit_test(test_name_class),
         cmocka_unit_test(test_build_table),
         cmocka_unit_test(test_build_fields),
         cmocka_unit_test(test_origin_form_fields),
