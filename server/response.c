@@ -526,10 +526,11 @@ int mk_response_send_file(struct mk_request *r, size_t budget)
 {
     struct mk_conn *c = r->conn;
     const struct mk_transport *t = c->transport;
-    /* A transport that reads the file and writes it record by record (TLS
-       without kTLS) makes a write(2), and so a TCP segment, of every 16 KiB
-       record: corked, the records of this turn leave in full segments. A
-       plain sendfile(2) fills its segments itself. */
+    /* A transport that reads the file and writes it in pieces (TLS without
+       kTLS: a write(2) of each block of four 16 KiB records) ends each
+       write in a partial TCP segment: corked, the records of this turn
+       leave in full segments. A plain sendfile(2) fills its segments
+       itself. */
     bool cork = (!t->sendfile || (t->sendfile_copies && t->sendfile_copies(c))) &&
                 r->body_type == MK_RESP_FILE && r->body_left > MK_RESPONSE_RECORD;
 

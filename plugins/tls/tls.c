@@ -721,20 +721,27 @@ static int tls_init(const struct mk_api *server_api, const char *conf_dir)
         api->log(MK_PLUGIN_LOG_ERROR, "tls: cannot set up OpenSSL for OCSP stapling");
         return MK_ERR;
     }
+    if (tls_send_init() != MK_OK) {
+        api->log(MK_PLUGIN_LOG_ERROR, "tls: cannot set up OpenSSL for the writes");
+        return MK_ERR;
+    }
     self = calloc(1, sizeof(*self));
     if (!self) {
         api->log(MK_PLUGIN_LOG_ERROR, "tls: out of memory");
+        tls_send_exit();
         return MK_ERR;
     }
     if (tls_session_init(api, self) != MK_OK) {
         api->log(MK_PLUGIN_LOG_ERROR, "tls: cannot set up the ticket keys");
         free(self);
+        tls_send_exit();
         return MK_ERR;
     }
     if (api->self_set(MK_PLUGIN_SELF(tls), self) != MK_OK) {
         api->log(MK_PLUGIN_LOG_ERROR, "tls: cannot keep the plugin's state");
         tls_session_exit(self);
         free(self);
+        tls_send_exit();
         return MK_ERR;
     }
     return MK_OK;
@@ -748,6 +755,7 @@ static void tls_exit(void)
         tls_session_exit(self);
         free(self);
     }
+    tls_send_exit();
 }
 
 MK_PLUGIN_DEFINE(tls) = {

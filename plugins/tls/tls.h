@@ -6,7 +6,8 @@
  *
  *   tls.c          the life cycle, contexts, the [TLS] keys, the handshake,
  *                  reads and SNI
- *   tls_send.c     writes: writev and sendfile (kTLS or staged blocks)
+ *   tls_send.c     writes: writev and sendfile (kTLS or staged blocks) and
+ *                  the batching BIO that sends a block's records at once
  *   tls_certs.c    the Certificate and CertificateKey lines of a site: up to
  *                  one pair per key type (RSA, ECDSA, ...), checked line by
  *                  line
@@ -203,6 +204,8 @@ const char *tls_certs_type_name(const EVP_PKEY *pkey);
 
 /* The most plaintext one staged write carries: four full records. */
 #define TLS_SEND_BLOCK 65536
+/* The batch buffer: a block's records with their headers and tags. */
+#define TLS_BATCH_SIZE (TLS_SEND_BLOCK + 1024)
 /* A head written with MK_IO_MORE up to this size waits for the body. */
 #define TLS_HOLD_MAX 16384
 
@@ -210,8 +213,8 @@ const char *tls_certs_type_name(const EVP_PKEY *pkey);
  * A connection's body writes. Staged bytes are plaintext in `stage`: the
  * first `reported` of them were already counted as written to the server
  * (a held head), the rest are the body bytes of the call in progress,
- * counted once SSL_write took them all. The stage exists only while a
- * body is being sent.
+ * counted once SSL_write took them all and the batching BIO sent them.
+ * The stage and the batch buffer exist only while a body is being sent.
  */
 struct tls_send {
     unsigned char *stage; /* TLS_SEND_BLOCK bytes, or NULL */
@@ -222,6 +225,11 @@ struct tls_send {
     int fd;               /* the file the staged body came from; -1: writev */
     off_t off;            /* its offset */
     bool ktls;            /* the kernel encrypts what we send (kTLS) */
+    bool batching;        /* the BIO keeps records in `batch` instead of sending */
+    BIO *bio;             /* the batching BIO over the socket's while a body is sent, or NULL */
+    unsigned char *batch; /* TLS_BATCH_SIZE bytes of records after the stage, or NULL */
+    size_t batch_len;     /* bytes of records in it */
+    size_t batch_off;     /* of them, sent */
 };
 
 /* Values of ClientCertificate. */
@@ -321,7 +329,10 @@ int tls_site_redirect(struct mk_request *r);
  * bring kTLS in).
  */
 bool tls_ktls_available(void);
-/* After the handshake: note whether kTLS sends. */
+/* The batching BIO's method, on the controlling thread: MK_OK or MK_ERR. */
+int tls_send_init(void);
+void tls_send_exit(void);
+/* After the handshake: note whether kTLS sends, else put the batching BIO in. */
 void tls_send_established(struct tls_conn *t);
 /* Release what the connection's writes hold (the SSL is freed by the caller). */
 void tls_send_release(struct tls_conn *t);

@@ -16,16 +16,19 @@
  *     user space. kTLS is on when the site's KTLS is auto, the kernel has
  *     the tls ULP and OpenSSL could hand the keys over after the handshake.
  *   - sendfile without kTLS: the file is read in blocks of up to 64 KiB
- *     straight into the connection's stage and written with one SSL_write
- *     (one write(2) per 16 KiB record: gathering the records into one
- *     write cost a copy of them, more CPU than the system calls it saved).
+ *     straight into the connection's stage and written with SSL_write;
+ *     the batching BIO keeps the block's records (OpenSSL encrypts each
+ *     16 KiB record into one buffer of its own, reused for the next) and
+ *     sends them with one write(2) instead of one per record: a copy of
+ *     the records for three system calls in four.
  *   - OpenSSL's retry rule: a write that returned WANT_WRITE is repeated
  *     with the same bytes. The staged bytes stay put until every record of
  *     them is out; only then are they counted as written (the server
  *     repeats a call that reported EAGAIN with the same file offset or the
  *     same buffers, which this relies on and checks for files).
- *   - Memory: the stage (64 KiB) exists only while a body is being sent;
- *     an idle connection has none.
+ *   - Memory: the stage (64 KiB) and the batch buffer after it (64 KiB
+ *     and a little), one allocation, exist only while a body is being
+ *     sent; an idle connection has none.
  *
  * Threads: a connection's calls run on its worker; tls_send_init() and
  * tls_send_exit() on the controlling thread.
@@ -62,36 +65,199 @@ bool tls_ktls_available(void)
     return found;
 }
 
+static BIO_METHOD *tls_batch_method;
+
+/* ---- the batching BIO ------------------------------------------------------ */
+
+/*
+ * A filter over the socket BIO. While `batching` is set, records are
+ * appended to the batch buffer; otherwise, or when a record does not fit,
+ * what is buffered goes out first and the record passes through. BIO_flush
+ * sends the buffer. Retry flags are the socket BIO's, so OpenSSL sees
+ * WANT_WRITE as from the socket itself, and repeats the record it was
+ * writing; the records already buffered count as written.
+ */
+
+/* Send what the buffer holds: 1 when it is empty, else <= 0 with the retry flags set. */
+static int tls_batch_drain(BIO *b)
+{
+    struct tls_send *s = BIO_get_data(b);
+
+    while (s->batch_off < s->batch_len) {
+        size_t left = s->batch_len - s->batch_off;
+        int n = BIO_write(BIO_next(b), s->batch + s->batch_off, (int) left);
+        if (n <= 0) {
+            BIO_copy_next_retry(b);
+            return n < 0 ? -1 : 0;
+        }
+        s->batch_off += (size_t) n;
+    }
+    s->batch_len = s->batch_off = 0;
+    return 1;
+}
+
+/* Whether `n` more bytes go into the buffer rather than to the socket. */
+static bool tls_batch_takes(const struct tls_send *s, size_t n)
+{
+    return s->batching && s->batch && s->batch_len + n <= TLS_BATCH_SIZE;
+}
+
+static int tls_batch_write(BIO *b, const char *in, int inl)
+{
+    struct tls_send *s = BIO_get_data(b);
+
+    BIO_clear_retry_flags(b);
+    if (inl <= 0) {
+        return 0;
+    }
+    if (!tls_batch_takes(s, (size_t) inl)) {
+        int rc = tls_batch_drain(b);
+        if (rc <= 0) {
+            return rc;
+        }
+    }
+    if (tls_batch_takes(s, (size_t) inl)) {
+        memcpy(s->batch + s->batch_len, in, (size_t) inl);
+        s->batch_len += (size_t) inl;
+        return inl;
+    }
+    int n = BIO_write(BIO_next(b), in, inl);
+    BIO_copy_next_retry(b);
+    return n;
+}
+
+static long tls_batch_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+    struct tls_send *s = BIO_get_data(b);
+    BIO *next = BIO_next(b);
+
+    switch (cmd) {
+    case BIO_CTRL_FLUSH:
+        BIO_clear_retry_flags(b);
+        if (tls_batch_drain(b) <= 0) {
+            return 0;
+        }
+        return next ? BIO_ctrl(next, cmd, num, ptr) : 1;
+    case BIO_CTRL_WPENDING:
+        return (long) (s->batch_len - s->batch_off) + (next ? BIO_ctrl(next, cmd, num, ptr) : 0);
+    default:
+        return next ? BIO_ctrl(next, cmd, num, ptr) : 0;
+    }
+}
+
+static int tls_batch_create(BIO *b)
+{
+    BIO_set_init(b, 1);
+    return 1;
+}
+
+/* The data is the connection's struct tls_send: nothing of its own to free. */
+static int tls_batch_destroy(BIO *b)
+{
+    BIO_set_data(b, NULL);
+    return 1;
+}
+
+int tls_send_init(void)
+{
+    tls_batch_method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_FILTER, "monkey tls batch");
+    if (!tls_batch_method || !BIO_meth_set_write(tls_batch_method, tls_batch_write) ||
+        !BIO_meth_set_ctrl(tls_batch_method, tls_batch_ctrl) ||
+        !BIO_meth_set_create(tls_batch_method, tls_batch_create) ||
+        !BIO_meth_set_destroy(tls_batch_method, tls_batch_destroy)) {
+        BIO_meth_free(tls_batch_method);
+        tls_batch_method = NULL;
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
+void tls_send_exit(void)
+{
+    BIO_meth_free(tls_batch_method);
+    tls_batch_method = NULL;
+}
+
 void tls_send_established(struct tls_conn *t)
 {
     t->send.fd = -1;
     t->send.ktls = BIO_get_ktls_send(SSL_get_wbio(t->ssl)) != 0;
 }
 
-/* Free the stage when nothing waits in it. */
-static void tls_send_idle(struct tls_send *s)
+/*
+ * Put the batching BIO over the socket's for a stage of more than one
+ * record (one record is one write anyway): MK_OK, or MK_ERR without memory
+ * (the records then go out one write each). It stays only while a body is
+ * being sent: every other write would pay for its layer.
+ */
+static int tls_batch_attach(struct tls_conn *t)
 {
-    if (s->held || s->len) {
-        return;
+    struct tls_send *s = &t->send;
+    BIO *sock = SSL_get_wbio(t->ssl);
+
+    s->bio = BIO_new(tls_batch_method);
+    if (!s->bio) {
+        ERR_clear_error();
+        return MK_ERR;
     }
-    free(s->stage);
-    s->stage = NULL;
+    BIO_set_data(s->bio, s);
+    BIO_up_ref(sock);
+    BIO_push(s->bio, sock);
+    SSL_set0_wbio(t->ssl, s->bio); /* the socket BIO stays the read BIO */
+    return MK_OK;
 }
 
+/*
+ * Take the batching BIO off (its buffer is empty) and free it. Not while
+ * OpenSSL is in a handshake (a post-handshake message half written): its
+ * own buffering BIO is then over ours, and ours stays, passing writes
+ * through, until the next body or SSL_free.
+ */
+static void tls_batch_detach(struct tls_conn *t)
+{
+    struct tls_send *s = &t->send;
+
+    if (s->bio && !SSL_in_init(t->ssl)) {
+        SSL_set0_wbio(t->ssl, BIO_pop(s->bio)); /* frees the batching BIO */
+        s->bio = NULL;
+    }
+}
+
+/* Free the stage and the batching BIO when nothing waits in them. */
+static void tls_send_idle(struct tls_conn *t)
+{
+    struct tls_send *s = &t->send;
+
+    if (s->held || s->len || s->batch_len) {
+        return;
+    }
+    tls_batch_detach(t);
+    free(s->stage);
+    s->stage = s->batch = NULL;
+}
+
+/* The SSL, and with it the batching BIO, was freed by the caller. */
 void tls_send_release(struct tls_conn *t)
 {
     struct tls_send *s = &t->send;
 
     free(s->stage);
-    s->stage = NULL;
-    s->held = s->len = 0;
+    s->stage = s->batch = NULL;
+    s->bio = NULL;
+    s->held = s->len = s->batch_len = s->batch_off = 0;
 }
 
-/* The stage: MK_OK or MK_ERR (errno ENOMEM). */
+/*
+ * The stage and, after it, the batch buffer, in one allocation: freed apart,
+ * the two made the heap's top large enough for glibc to give it back to
+ * the kernel (madvise) after every body, and fault it in again for the
+ * next. MK_OK or MK_ERR (errno ENOMEM).
+ */
 static int tls_send_buffers(struct tls_send *s)
 {
     if (!s->stage) {
-        s->stage = malloc(TLS_SEND_BLOCK);
+        s->stage = malloc(TLS_SEND_BLOCK + TLS_BATCH_SIZE);
+        s->batch = s->stage ? s->stage + TLS_SEND_BLOCK : NULL;
     }
     if (!s->stage) {
         errno = ENOMEM;
@@ -104,19 +270,34 @@ static int tls_send_buffers(struct tls_send *s)
  * Write the staged bytes and send every record of them: MK_OK (all out),
  * MK_AGAIN (the socket is full; the direction wanted is set; call again),
  * MK_ERR. An SSL_write that wanted to write is repeated with the same
- * pointer and length, since pos moves only on success.
+ * pointer and length, since pos moves only on success; the records
+ * batched are sent before MK_OK.
  */
 static int tls_send_stage(struct mk_conn *c, struct tls_conn *t)
 {
     struct tls_send *s = &t->send;
 
+    if (!s->bio && !s->ktls && s->len - s->pos > SSL3_RT_MAX_PLAIN_LENGTH) {
+        (void) tls_batch_attach(t);
+    }
     while (s->pos < s->len) {
         tls_err_reset();
+        s->batching = true;
         int n = SSL_write(t->ssl, s->stage + s->pos, (int) (s->len - s->pos));
+        s->batching = false;
         if (n <= 0) {
             return tls_result(c, t, n) == MK_AGAIN ? MK_AGAIN : MK_ERR;
         }
         s->pos += (size_t) n;
+    }
+    if (s->batch_len) {
+        if (BIO_flush(s->bio) <= 0) {
+            if (!BIO_should_retry(s->bio)) {
+                return MK_ERR;
+            }
+            tls_api->conn_io_want(c, MK_IO_WANT_WRITE);
+            return MK_AGAIN;
+        }
     }
     return MK_OK;
 }
@@ -227,7 +408,7 @@ ssize_t tls_writev(struct mk_conn *c, const struct iovec *iov, int iovcnt, int f
     }
     if (s->len) {
         ssize_t n = tls_send_staged(c, t);
-        tls_send_idle(s);
+        tls_send_idle(t);
         return n;
     }
     if ((flags & MK_IO_MORE) && !t->retry_len && total <= TLS_HOLD_MAX) {
@@ -323,7 +504,7 @@ ssize_t tls_sendfile(struct mk_conn *c, int fd, off_t *offset, size_t len)
     s->fd = -1;
     *offset += (off_t) n;
     if ((size_t) n == len) {
-        tls_send_idle(s); /* the body, or this turn of it, is out */
+        tls_send_idle(t); /* the body, or this turn of it, is out */
     }
     return n;
 }
