@@ -230,6 +230,8 @@ struct tls_send {
     unsigned char *batch; /* TLS_BATCH_SIZE bytes of records after the stage, or NULL */
     size_t batch_len;     /* bytes of records in it */
     size_t batch_off;     /* of them, sent */
+    bool wbatch;          /* a writev of several records goes through the BIO (not staged) */
+    size_t wpos;          /* of its bytes, taken by SSL_write; reported once all are out */
 };
 
 /* Values of ClientCertificate. */

@@ -11,7 +11,9 @@
  *     without a copy. A head written with MK_IO_MORE (a file body follows
  *     at once) is held, up to TLS_HOLD_MAX bytes, and goes out with the
  *     first block of the body: a small file and its head are one record
- *     and one system call.
+ *     and one system call. A first piece of more than one record (HTTP/2
+ *     DATA frames) goes through the batching BIO, up to four records a
+ *     call and one write(2), reported only once they are out.
  *   - sendfile with kTLS (the kernel encrypts): SSL_sendfile, no copy in
  *     user space. kTLS is on when the site's KTLS is auto, the kernel has
  *     the tls ULP and OpenSSL could hand the keys over after the handshake.
@@ -228,7 +230,7 @@ static void tls_send_idle(struct tls_conn *t)
 {
     struct tls_send *s = &t->send;
 
-    if (s->held || s->len || s->batch_len) {
+    if (s->held || s->len || s->batch_len || s->wbatch) {
         return;
     }
     tls_batch_detach(t);
@@ -244,7 +246,8 @@ void tls_send_release(struct tls_conn *t)
     free(s->stage);
     s->stage = s->batch = NULL;
     s->bio = NULL;
-    s->held = s->len = s->batch_len = s->batch_off = 0;
+    s->held = s->len = s->batch_len = s->batch_off = s->wpos = 0;
+    s->wbatch = false;
 }
 
 /*
@@ -339,14 +342,71 @@ static size_t tls_gather(unsigned char *dst, size_t max, const struct iovec *iov
 }
 
 /*
+ * Write `want` bytes of the caller's first piece, more than one record,
+ * through the batching BIO: its records (up to four, TLS_SEND_BLOCK) leave
+ * with one write(2). The bytes are reported only once SSL_write took them
+ * all and the records are out; until then the call reports EAGAIN (the
+ * direction wanted set) and must be repeated with the same bytes, as
+ * OpenSSL's retry rule already asks: `wpos` keeps how many SSL_write took,
+ * so nothing is held once the call returned a count. -1 with errno EPIPE
+ * on failure.
+ */
+static ssize_t tls_writev_batched(struct mk_conn *c, struct tls_conn *t, const unsigned char *p,
+                                  size_t want)
+{
+    struct tls_send *s = &t->send;
+
+    s->wbatch = true;
+    while (s->wpos < want) {
+        tls_err_reset();
+        s->batching = true;
+        int n = SSL_write(t->ssl, p + s->wpos, (int) (want - s->wpos));
+        s->batching = false;
+        if (n <= 0) {
+            if (tls_result(c, t, n) == MK_AGAIN) {
+                t->retry_len = (int) want;
+                errno = EAGAIN;
+                return -1;
+            }
+            ERR_clear_error();
+            s->wbatch = false;
+            s->wpos = 0;
+            errno = EPIPE;
+            return -1;
+        }
+        s->wpos += (size_t) n;
+    }
+    if (s->batch_len && BIO_flush(s->bio) <= 0) {
+        if (!BIO_should_retry(s->bio)) {
+            s->wbatch = false;
+            s->wpos = 0;
+            errno = EPIPE;
+            return -1;
+        }
+        tls_api->conn_io_want(c, MK_IO_WANT_WRITE);
+        t->retry_len = (int) want;
+        errno = EAGAIN;
+        return -1;
+    }
+    t->retry_len = 0;
+    s->wpos = 0;
+    s->wbatch = false;
+    tls_send_idle(t);
+    return (ssize_t) want;
+}
+
+/*
  * Small pieces (a head and a small body) are gathered into one record; a
- * large first piece goes to SSL_write as it is, without a copy. A write
- * that OpenSSL could not finish is repeated with the same length, as
- * OpenSSL requires (the server passes the same bytes again).
+ * large first piece goes to SSL_write as it is, without a copy, and when
+ * it is more than one record (an HTTP/2 batch of DATA frames, a large
+ * streamed piece) up to four records go through the batching BIO (without
+ * kTLS). A write that OpenSSL could not finish is repeated with the same
+ * length, as OpenSSL requires (the server passes the same bytes again).
  */
 static ssize_t tls_writev_direct(struct mk_conn *c, struct tls_conn *t, const struct iovec *iov,
                                  int iovcnt, size_t total)
 {
+    struct tls_send *s = &t->send;
     unsigned char gather[TLS_HOLD_MAX];
     size_t want;
     const void *p;
@@ -356,9 +416,23 @@ static ssize_t tls_writev_direct(struct mk_conn *c, struct tls_conn *t, const st
     }
     else if (iov[0].iov_len >= sizeof(gather)) {
         want = iov[0].iov_len > INT_MAX ? INT_MAX : iov[0].iov_len;
+        if (!s->ktls && want > SSL3_RT_MAX_PLAIN_LENGTH) {
+            want = want < TLS_SEND_BLOCK ? want : TLS_SEND_BLOCK;
+            if (tls_send_buffers(s) == MK_OK && (s->bio || tls_batch_attach(t) == MK_OK)) {
+                return tls_writev_batched(c, t, iov[0].iov_base, want);
+            }
+            tls_send_idle(t); /* no memory: one write(2) a record */
+        }
     }
     else {
         want = total < sizeof(gather) ? total : sizeof(gather);
+    }
+    if (s->wbatch) {
+        if (want != (size_t) t->retry_len || iov[0].iov_len < want) {
+            errno = EIO; /* not the batched call that reported EAGAIN, repeated */
+            return -1;
+        }
+        return tls_writev_batched(c, t, iov[0].iov_base, want);
     }
     if (iov[0].iov_len >= want) {
         p = iov[0].iov_base;
@@ -483,6 +557,10 @@ ssize_t tls_sendfile(struct mk_conn *c, int fd, off_t *offset, size_t len)
 
     if (len == 0) {
         return 0;
+    }
+    if (s->wbatch) {
+        errno = EIO; /* a batched writev waits: the server must repeat it */
+        return -1;
     }
     if (!s->len) {
         if (s->ktls && !s->held && !t->retry_len) {

@@ -10,6 +10,7 @@ sendfile each).
 """
 
 import os
+import re
 import socket
 import struct
 import threading
@@ -24,6 +25,9 @@ from h2util import H2_MARKS, H2Client, h2c_server, needs_tool
 from tlsutil import TLS_MARKS, tls_connect, tls_server
 
 pytestmark = H2_MARKS
+
+# The byte count of a completed write in strace's output: "write(7, ...) = 65622".
+WRITE_RESULT = re.compile(r"^\S+\s+(?:write|writev|sendmsg|sendto)\(.*\)\s+=\s+(\d+)$")
 
 
 @needs_tool("strace")
@@ -209,6 +213,66 @@ def test_file_frames_are_written_corked_and_uncorked_before_waiting(make_server,
     # 64 frames: 64 sendfile calls (and 64 frame headers) over h2c, 16
     # writes of four records over TLS, all but the first flush's corked.
     assert inside >= 16 and outside <= 2, (inside, outside)
+    c.close()
+
+
+@needs_tool("strace")
+def test_file_frames_over_tls_leave_four_records_a_write(make_server, tmp_path):
+    # Without kTLS OpenSSL encrypts each 16 KiB record into a buffer of its
+    # own and wrote each with a write(2): 64 writes for 1 MiB of DATA frames
+    # (h2o: 13 writev). The records of a batch of frames now go through the
+    # plugin's batching BIO, four records (64 KiB) a write(2).
+    for m in TLS_MARKS:
+        if m.args[0]:
+            pytest.skip(m.kwargs["reason"])
+    srv = tls_server(make_server)
+    srv.site_extra += "    KTLS off\n"
+    big = os.urandom(1 << 20)
+    srv.file("big.bin", big)
+    srv.start()
+    sock = tls_connect(srv.port, sni="localhost", alpn=["h2"])
+    c = H2Client(srv.port, sock=sock,
+                 settings={h2util.h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
+    c.conn.increment_flow_control_window(1 << 24)
+    c.flush()
+    c.wait([c.request("/hello.txt")])  # SETTINGS exchanged
+    tracer = Strace(srv.proc.pid, ["writev", "sendmsg", "write", "sendto"],
+                    tmp_path / "writes.out")
+    try:
+        st = c.get("/big.bin")
+    finally:
+        lines = tracer.stop()
+    assert st["data"] == big
+    sizes = [int(m.group(1)) for m in map(WRITE_RESULT.search, lines) if m]
+    # 16 writes of four records, and the frames' last bytes.
+    assert sum(sizes) > len(big) and len(sizes) <= 20, sizes
+    assert sum(1 for n in sizes if n >= 4 * 16384) >= 14, sizes
+    c.close()
+
+
+def test_batched_records_wait_for_a_client_that_stops_reading(make_server):
+    # Batched records the socket did not take are kept, the write reported
+    # EAGAIN and repeated once the socket is writable: a client that stops
+    # reading for a while gets every byte, in order, when it reads again.
+    for m in TLS_MARKS:
+        if m.args[0]:
+            pytest.skip(m.kwargs["reason"])
+    srv = tls_server(make_server)
+    srv.site_extra += "    KTLS off\n"
+    big = os.urandom(8 << 20)
+    srv.file("big.bin", big)
+    srv.start()
+    sock = tls_connect(srv.port, sni="localhost", alpn=["h2"])
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    c = H2Client(srv.port, sock=sock,
+                 settings={h2util.h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 30})
+    c.conn.increment_flow_control_window(1 << 30)
+    c.flush()
+    sids = [c.request("/big.bin") for _ in range(2)]
+    time.sleep(0.5 * SLOW)  # the server fills the socket and waits
+    c.wait(sids)
+    for sid in sids:
+        assert c.streams[sid]["data"] == big
     c.close()
 
 
