@@ -6,7 +6,7 @@
  * (bench/README.md, "WebSocket").
  *
  *   mk-wsload -p PORT -u PATH [-a ADDR] [-m echo|fanout] [-c CONNS]
- *             [-d SECONDS] [-n FANOUTS] [-s BYTES] [-w]
+ *             [-d SECONDS] [-r ROUNDS] [-n FANOUTS] [-s BYTES] [-w]
  *
  * One thread, one epoll set, CONNS connections to ADDR:PORT (IPv4, default
  * 127.0.0.1), each upgraded with an RFC 6455 client handshake on PATH; the
@@ -16,9 +16,11 @@
  * depends on both.
  *
  *   echo    (default) every connection sends a message and waits for its
- *           echo before sending the next, for SECONDS (default 10): one
- *           message outstanding per connection. An echo that is not the
- *           same bytes as the message counts as an error.
+ *           echo before sending the next, for SECONDS (default 10), or
+ *           with -r until ROUNDS echoes have come back (a fixed load for
+ *           tracers: no message is sent past ROUNDS): one message
+ *           outstanding per connection. An echo that is not the same bytes
+ *           as the message counts as an error.
  *   fanout  half a second after the handshakes (the time for a server to
  *           join each connection to its room), the first connection sends
  *           a message; every connection (the sender too) must receive it
@@ -91,6 +93,7 @@ struct mk_wsload {
     int fanout; /* 0: echo */
     unsigned conns;
     double seconds;
+    uint64_t rounds; /* echo: stop after this many echoes; 0: after SECONDS */
     unsigned fanouts;
     size_t bytes;
     int wait_go;
@@ -109,7 +112,9 @@ struct mk_wsload {
     double fan_t0;
     double *fan_ms; /* the duration of each fan-out */
     /* results */
-    uint64_t ops; /* intact echoes, or deliveries */
+    uint64_t ops;      /* intact echoes, or deliveries */
+    uint64_t sent;     /* echo: messages sent in the measured phase */
+    uint64_t received; /* echo: echoes received in it (with -r) */
     uint64_t errors;
     unsigned described;
 };
@@ -267,9 +272,13 @@ static void mk_wsload_send(struct mk_wsload *l, struct mk_wsload_conn *c, unsign
     mk_wsload_flush(l, c);
 }
 
-/* Echo: send connection c's message number c->seq. */
+/* Echo: send connection c's message number c->seq, unless ROUNDS are sent. */
 static void mk_wsload_echo_send(struct mk_wsload *l, struct mk_wsload_conn *c)
 {
+    if (l->rounds && l->sent == l->rounds) {
+        return;
+    }
+    l->sent++;
     mk_wsload_payload(l, l->expect, c->id, c->seq);
     mk_wsload_send(l, c, 0x1, l->expect, l->bytes);
 }
@@ -306,6 +315,10 @@ static void mk_wsload_echo_message(struct mk_wsload *l, struct mk_wsload_conn *c
         l->ops++;
     }
     c->seq++;
+    if (l->rounds && ++l->received == l->rounds) {
+        l->running = 0;
+        return;
+    }
     mk_wsload_echo_send(l, c);
 }
 
@@ -615,13 +628,13 @@ static void mk_wsload_run(struct mk_wsload *l)
     l->running = 1;
     l->t0 = mk_wsload_now();
     if (!l->fanout) {
-        l->end = l->t0 + l->seconds;
+        l->end = l->t0 + (l->rounds ? 3600 : l->seconds);
         for (unsigned i = 0; i < l->conns; i++) {
             mk_wsload_echo_send(l, &l->c[i]);
         }
         while (l->running) {
             mk_wsload_poll(l, l->end);
-            if (mk_wsload_now() >= l->end || l->open == 0) {
+            if ((!l->rounds && mk_wsload_now() >= l->end) || l->open == 0) {
                 l->running = 0;
             }
         }
@@ -674,7 +687,7 @@ static void mk_wsload_report(struct mk_wsload *l)
 static void mk_wsload_usage(void)
 {
     fputs("usage: mk-wsload -p PORT -u PATH [-a ADDR] [-m echo|fanout] [-c CONNS]\n"
-          "                 [-d SECONDS] [-n FANOUTS] [-s BYTES] [-w]\n",
+          "                 [-d SECONDS] [-r ROUNDS] [-n FANOUTS] [-s BYTES] [-w]\n",
           stderr);
     exit(1);
 }
@@ -689,7 +702,7 @@ static void mk_wsload_options(struct mk_wsload *l, int argc, char **argv)
     l->seconds = 10;
     l->fanouts = 200;
     l->bytes = 32;
-    while ((opt = getopt(argc, argv, "a:p:u:m:c:d:n:s:w")) != -1) {
+    while ((opt = getopt(argc, argv, "a:p:u:m:c:d:r:n:s:w")) != -1) {
         switch (opt) {
         case 'a':
             addr = optarg;
@@ -713,6 +726,9 @@ static void mk_wsload_options(struct mk_wsload *l, int argc, char **argv)
             break;
         case 'd':
             l->seconds = strtod(optarg, NULL);
+            break;
+        case 'r':
+            l->rounds = strtoull(optarg, NULL, 10);
             break;
         case 'n':
             l->fanouts = strtoul(optarg, NULL, 10);
