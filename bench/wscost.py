@@ -36,6 +36,12 @@ Tools (--tools, default all three):
              round trip or delivery, every thread together. The kernel's
              work (TCP on loopback, most of a message's cost) is not in it.
              node is left out (its JIT makes the count mean little).
+  profile    (not in the default list) `perf record -e cpu-clock -g` of the
+             server, sampling only while the load runs (perf's control
+             FIFO): the share of its CPU time spent in the kernel, and under
+             the TCP send, the TCP receive, epoll_wait and the scheduler.
+             Sampled, so a few percent either way, but a share hardly
+             depends on the machine's load.
 
 --warmup runs each load once, unmeasured, before strace and perf measure
 it (node's JIT compiler would otherwise count against node).
@@ -186,7 +192,7 @@ def perf_run(name, args, wd, pin):
     names = [n for n in B.PERF_SYSCALLS if os.path.isdir(
         "/sys/kernel/tracing/events/syscalls/sys_enter_" + n) or os.path.isdir(
         "/sys/kernel/debug/tracing/events/syscalls/sys_enter_" + n)]
-    events = ["task-clock", "raw_syscalls:sys_enter"] + ["syscalls:sys_enter_" + n for n in names]
+    events = ["task-clock", "context-switches", "raw_syscalls:sys_enter"] + ["syscalls:sys_enter_" + n for n in names]
     out = {}
     proc, port = start(name, args, wd, pin)
     try:
@@ -203,10 +209,12 @@ def perf_run(name, args, wd, pin):
             load.close()
             counts = perf_counts(pf)
             clock = counts.pop("task-clock", None)
+            switches = counts.pop("context-switches", None)
             total = counts.pop("raw_syscalls:sys_enter", None)
             per = {k.rsplit("sys_enter_", 1)[-1]: v / ops for k, v in counts.items() if v}
             out[mode] = {"ops": ops, "calls": total / ops if total else None, "by": per,
-                         "cpu_us": clock * 1e3 / ops if clock else None}
+                         "cpu_us": clock * 1e3 / ops if clock else None,
+                         "switches": switches / ops if switches is not None else None}
     finally:
         stop(proc, 20)
     return out
@@ -267,6 +275,81 @@ def callgrind_totals(path):
     return trig, total
 
 
+class PerfControl:
+    """perf record's control FIFOs: enable() and disable() the sampling."""
+
+    def __init__(self, wd, name):
+        self.ctl, self.ack = os.path.join(wd, name + ".ctl"), os.path.join(wd, name + ".ack")
+        for f in (self.ctl, self.ack):
+            os.mkfifo(f)
+        self.fc = os.open(self.ctl, os.O_RDWR)
+        self.fa = os.open(self.ack, os.O_RDWR)
+
+    def arg(self):
+        return f"--control=fifo:{self.ctl},{self.ack}"
+
+    def send(self, what):
+        os.write(self.fc, (what + "\n").encode())
+        os.read(self.fa, 16)  # "ack"
+
+    def close(self):
+        os.close(self.fc)
+        os.close(self.fa)
+
+
+def profile_run(name, args, wd, pin):
+    """perf record -e cpu-clock -g of the server's processes, sampling only
+    while the load runs: the share of its CPU time in the kernel, and under
+    each system call's entry point (children included)."""
+    out = {}
+    for mode in args.modes:
+        ctl = PerfControl(wd, f"perf-{name}-{mode}")
+        data = os.path.join(wd, f"profile-{name}-{mode}.data")
+        wrapper = ["perf", "record", "-q", "-e", "cpu-clock", "-F", "4000", "-g", ctl.arg(), "-o",
+                   data, "--"]
+        proc, port = start(name, args, wd, pin, wrapper)
+        try:
+            ctl.send("disable")
+            warm_up(port, mode, args, pin)
+            load = Load(port, mode, args, pin)
+            ctl.send("enable")
+            ops = load.go()
+            ctl.send("disable")
+            load.close()
+        finally:
+            for p in [p for p in tree(proc.pid) if p != proc.pid]:  # the server, then perf
+                try:
+                    os.kill(p, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+            stop(proc, 60, signal.SIGINT)
+            ctl.close()
+        out[mode] = dict(perf_shares(data), ops=ops)
+    return out
+
+
+# The kernel's work of a message, by where it starts (children included).
+PROFILE_PATHS = {"send": "tcp_sendmsg", "receive": "tcp_recvmsg", "epoll": "do_epoll_wait",
+                 "switch": "schedule"}
+
+
+def perf_shares(data):
+    """{"kernel": %, "paths": {path: %}} of a perf record file: the kernel's
+    share of the samples, and the share under each of PROFILE_PATHS."""
+    rep = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "dso",
+                          "-g", "none"], capture_output=True, text=True).stdout
+    kernel = sum(float(v.split()[0].rstrip("%")) for v in rep.splitlines()
+                 if "%" in v and "[kernel" in v)
+    rep = subprocess.run(["perf", "report", "-i", data, "--stdio", "--children", "--sort", "sym",
+                          "-g", "none"], capture_output=True, text=True).stdout
+    by_sym = {}
+    for line in rep.splitlines():
+        v = line.split()
+        if len(v) >= 4 and v[0].endswith("%") and v[2] == "[k]":
+            by_sym[v[3]] = float(v[0].rstrip("%"))
+    return {"kernel": kernel, "paths": {k: by_sym.get(f, 0.0) for k, f in PROFILE_PATHS.items()}}
+
+
 def fmt(v, digits=2):
     return "-" if v is None else f"{v:,.{digits}f}"
 
@@ -293,7 +376,8 @@ def main():
     wd = args.keep or tempfile.mkdtemp(prefix="wscost-")
     os.makedirs(wd, exist_ok=True)
     pin = Pin()
-    runs = {"strace": strace_run, "perf": perf_run, "callgrind": callgrind_run}
+    runs = {"strace": strace_run, "perf": perf_run, "callgrind": callgrind_run,
+            "profile": profile_run}
     results = {}
     for name in args.servers.split(","):
         if name == "node" and not os.path.isdir(os.path.join(HERE, "node", "node_modules", "ws")):
@@ -311,15 +395,28 @@ def main():
           f"connections, fan-out {args.fanouts} x {args.clients} deliveries; "
           f"{args.workers} workers (monkey, node)\n")
     print("| server | mode | syscalls (strace) | failed (strace) | syscalls (perf) "
-          "| Ir (callgrind) | CPU µs (perf task-clock, load-dependent) |")
-    print("|---|---|---|---|---|---|---|")
+          "| context switches (perf) | Ir (callgrind) | CPU µs (perf task-clock, load-dependent) |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         for mode in args.modes:
             s = r.get("strace", {}).get(mode, {})
             p = r.get("perf", {}).get(mode, {})
             c = r.get("callgrind", {}).get(mode, {})
             print(f"| {name} | {mode} | {fmt(s.get('calls'))} | {fmt(s.get('errors'))} "
-                  f"| {fmt(p.get('calls'))} | {fmt(c.get('ir'), 0)} | {fmt(p.get('cpu_us'))} |")
+                  f"| {fmt(p.get('calls'))} | {fmt(p.get('switches'), 3)} | {fmt(c.get('ir'), 0)} "
+                  f"| {fmt(p.get('cpu_us'))} |")
+    if any("profile" in r for r in results.values()):
+        print("\nWhere the server's CPU time goes (perf record -e cpu-clock, sampled during the "
+              "load): the kernel's share, and the share under the TCP send (with the "
+              "receiving side's input it runs on loopback), the TCP receive, epoll_wait and "
+              "the scheduler:\n")
+        for name, r in results.items():
+            for mode in args.modes:
+                p = r.get("profile", {}).get(mode)
+                if p:
+                    print(f"- {name} {mode}: kernel {p['kernel']:.1f}%, user "
+                          f"{100 - p['kernel']:.1f}%; "
+                          + ", ".join(f"{k} {v:.1f}%" for k, v in p["paths"].items()))
     print("\nSystem calls per round trip or delivery, by name (strace / perf):\n")
     for name, r in results.items():
         for mode in args.modes:
