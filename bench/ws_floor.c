@@ -97,14 +97,14 @@ static int mk_wsfloor_upgrade(struct mk_wsfloor_conn *c, const char *end)
     unsigned char md[EVP_MAX_MD_SIZE], accept[64];
     unsigned int md_len = 0;
     size_t key_len = 0;
-    int n;
+    int n, room;
 
     sp = memchr(head, ' ', end - head);
     eol = sp ? memchr(sp + 1, ' ', end - sp - 1) : NULL;
     if (!eol) {
         return -1;
     }
-    c->room = eol - sp - 1 >= 5 && memcmp(eol - 5, "/room", 5) == 0;
+    room = eol - sp - 1 >= 5 && memcmp(eol - 5, "/room", 5) == 0;
     for (line = head; line < end; line = eol + 2) {
         eol = memmem(line, end + 2 - line, "\r\n", 2);
         if (eol - line > 18 && strncasecmp(line, "Sec-WebSocket-Key:", 18) == 0) {
@@ -131,7 +131,7 @@ static int mk_wsfloor_upgrade(struct mk_wsfloor_conn *c, const char *end)
         return -1;
     }
     c->open = 1;
-    if (c->room) {
+    if (room) {
         if (mk_wsfloor_members == mk_wsfloor_room_cap) {
             int cap = mk_wsfloor_room_cap ? 2 * mk_wsfloor_room_cap : 1024;
             void *m = realloc(mk_wsfloor_room, cap * sizeof(*mk_wsfloor_room));
@@ -141,6 +141,7 @@ static int mk_wsfloor_upgrade(struct mk_wsfloor_conn *c, const char *end)
             mk_wsfloor_room = m;
             mk_wsfloor_room_cap = cap;
         }
+        c->room = 1; /* only now: mk_wsfloor_close takes it out of the room */
         c->index = mk_wsfloor_members;
         mk_wsfloor_room[mk_wsfloor_members++] = c;
     }
