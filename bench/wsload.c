@@ -6,7 +6,7 @@
  * (bench/README.md, "WebSocket").
  *
  *   mk-wsload -p PORT -u PATH [-a ADDR] [-m echo|fanout] [-c CONNS]
- *             [-d SECONDS] [-n FANOUTS] [-s BYTES] [-w]
+ *             [-d SECONDS] [-r ROUNDS] [-n FANOUTS] [-s BYTES] [-w]
  *
  * One thread, one epoll set, CONNS connections to ADDR:PORT (IPv4, default
  * 127.0.0.1), each upgraded with an RFC 6455 client handshake on PATH; the
@@ -16,9 +16,11 @@
  * depends on both.
  *
  *   echo    (default) every connection sends a message and waits for its
- *           echo before sending the next, for SECONDS (default 10): one
- *           message outstanding per connection. An echo that is not the
- *           same bytes as the message counts as an error.
+ *           echo before sending the next, for SECONDS (default 10), or
+ *           with -r until ROUNDS echoes have come back (a fixed load for
+ *           tracers: no message is sent past ROUNDS): one message
+ *           outstanding per connection. An echo that is not the same bytes
+ *           as the message counts as an error.
  *   fanout  half a second after the handshakes (the time for a server to
  *           join each connection to its room), the first connection sends
  *           a message; every connection (the sender too) must receive it
@@ -91,6 +93,7 @@ struct mk_wsload {
     int fanout; /* 0: echo */
     unsigned conns;
     double seconds;
+    uint64_t rounds; /* echo: stop after this many echoes; 0: after SECONDS */
     unsigned fanouts;
     size_t bytes;
     int wait_go;
@@ -109,7 +112,9 @@ struct mk_wsload {
     double fan_t0;
     double *fan_ms; /* the duration of each fan-out */
     /* results */
-    uint64_t ops; /* intact echoes, or deliveries */
+    uint64_t ops;      /* intact echoes, or deliveries */
+    uint64_t sent;     /* echo: messages sent in the measured phase */
+    uint64_t received; /* echo: echoes received in it (with -r) */
     uint64_t errors;
     unsigned described;
 };
@@ -147,18 +152,36 @@ static uint64_t mk_wsload_random(struct mk_wsload *l)
     return l->rng;
 }
 
+/* Write v in `width` decimal digits, zeros first (v < 10^width): past them. */
+static unsigned char *mk_wsload_digits(unsigned char *p, uint64_t v, int width)
+{
+    for (int i = width - 1; i >= 0; i--) {
+        p[i] = (unsigned char) ('0' + v % 10);
+        v /= 10;
+    }
+    return p + width;
+}
+
 /* The payload of message seq of connection id: BYTES of printable ASCII
- * (valid UTF-8), every byte depending on both numbers. */
+ * (valid UTF-8), every byte depending on both numbers: "c%07u s%012llu "
+ * (the numbers cut to fit) and a run of letters. Formatted by hand: the
+ * client makes two per round trip and must cost less than the servers. */
 static void mk_wsload_payload(const struct mk_wsload *l, unsigned char *p, uint32_t id,
                               uint64_t seq)
 {
-    char head[MK_WSLOAD_MIN_BYTES + 8];
-    int n = snprintf(head, sizeof(head), "c%07u s%012llu ", (unsigned) (id % 10000000u),
-                     (unsigned long long) (seq % 1000000000000ull));
+    unsigned char *q = p;
+    unsigned r;
 
-    memcpy(p, head, n);
-    for (size_t i = n; i < l->bytes; i++) {
-        p[i] = 'a' + (seq + id + i) % 26;
+    *q++ = 'c';
+    q = mk_wsload_digits(q, id % 10000000u, 7);
+    *q++ = ' ';
+    *q++ = 's';
+    q = mk_wsload_digits(q, seq % 1000000000000ull, 12);
+    *q++ = ' ';
+    r = (unsigned) ((seq + id + (uint64_t) (q - p)) % 26);
+    for (size_t i = q - p; i < l->bytes; i++) {
+        p[i] = (unsigned char) ('a' + r);
+        r = r == 25 ? 0 : r + 1;
     }
 }
 
@@ -260,16 +283,27 @@ static void mk_wsload_send(struct mk_wsload *l, struct mk_wsload_conn *c, unsign
     memcpy(mask, &key, 4);
     memcpy(f + h, mask, 4);
     h += 4;
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+    uint64_t m8 = (uint64_t) key << 32 | key, w; /* the mask twice, in memory order */
+    for (; n - i >= 8; i += 8) {
+        memcpy(&w, p + i, 8);
+        w ^= m8;
+        memcpy(f + h + i, &w, 8);
+    }
+    for (; i < n; i++) {
         f[h + i] = p[i] ^ mask[i & 3];
     }
     c->out_len += h + n;
     mk_wsload_flush(l, c);
 }
 
-/* Echo: send connection c's message number c->seq. */
+/* Echo: send connection c's message number c->seq, unless ROUNDS are sent. */
 static void mk_wsload_echo_send(struct mk_wsload *l, struct mk_wsload_conn *c)
 {
+    if (l->rounds && l->sent == l->rounds) {
+        return;
+    }
+    l->sent++;
     mk_wsload_payload(l, l->expect, c->id, c->seq);
     mk_wsload_send(l, c, 0x1, l->expect, l->bytes);
 }
@@ -306,6 +340,10 @@ static void mk_wsload_echo_message(struct mk_wsload *l, struct mk_wsload_conn *c
         l->ops++;
     }
     c->seq++;
+    if (l->rounds && ++l->received == l->rounds) {
+        l->running = 0;
+        return;
+    }
     mk_wsload_echo_send(l, c);
 }
 
@@ -316,7 +354,7 @@ static void mk_wsload_fan_message(struct mk_wsload *l, struct mk_wsload_conn *c,
         mk_wsload_error(l, "connection %u: a message outside a fan-out", c->id);
         return;
     }
-    mk_wsload_payload(l, l->expect, UINT32_MAX, l->fan);
+    /* l->expect holds the payload of fan-out l->fan (mk_wsload_fan_start). */
     if (n != l->bytes || memcmp(p, l->expect, n) != 0) {
         mk_wsload_error(l, "connection %u: fan-out %llu delivered %zu bytes: %.*s", c->id,
                         (unsigned long long) l->fan, n, (int) (n < 40 ? n : 40), p);
@@ -615,13 +653,13 @@ static void mk_wsload_run(struct mk_wsload *l)
     l->running = 1;
     l->t0 = mk_wsload_now();
     if (!l->fanout) {
-        l->end = l->t0 + l->seconds;
+        l->end = l->t0 + (l->rounds ? 3600 : l->seconds);
         for (unsigned i = 0; i < l->conns; i++) {
             mk_wsload_echo_send(l, &l->c[i]);
         }
         while (l->running) {
             mk_wsload_poll(l, l->end);
-            if (mk_wsload_now() >= l->end || l->open == 0) {
+            if ((!l->rounds && mk_wsload_now() >= l->end) || l->open == 0) {
                 l->running = 0;
             }
         }
@@ -674,7 +712,7 @@ static void mk_wsload_report(struct mk_wsload *l)
 static void mk_wsload_usage(void)
 {
     fputs("usage: mk-wsload -p PORT -u PATH [-a ADDR] [-m echo|fanout] [-c CONNS]\n"
-          "                 [-d SECONDS] [-n FANOUTS] [-s BYTES] [-w]\n",
+          "                 [-d SECONDS] [-r ROUNDS] [-n FANOUTS] [-s BYTES] [-w]\n",
           stderr);
     exit(1);
 }
@@ -689,7 +727,7 @@ static void mk_wsload_options(struct mk_wsload *l, int argc, char **argv)
     l->seconds = 10;
     l->fanouts = 200;
     l->bytes = 32;
-    while ((opt = getopt(argc, argv, "a:p:u:m:c:d:n:s:w")) != -1) {
+    while ((opt = getopt(argc, argv, "a:p:u:m:c:d:r:n:s:w")) != -1) {
         switch (opt) {
         case 'a':
             addr = optarg;
@@ -713,6 +751,9 @@ static void mk_wsload_options(struct mk_wsload *l, int argc, char **argv)
             break;
         case 'd':
             l->seconds = strtod(optarg, NULL);
+            break;
+        case 'r':
+            l->rounds = strtoull(optarg, NULL, 10);
             break;
         case 'n':
             l->fanouts = strtoul(optarg, NULL, 10);

@@ -45,6 +45,16 @@ static inline ssize_t mk_sys_sendmsg(int fd, const struct msghdr *msg, int flags
 #endif
 }
 
+/* send(2) of one buffer: no msghdr or iovec for the kernel to copy in. */
+static inline ssize_t mk_sys_sendto(int fd, const void *buf, size_t len, int flags)
+{
+#ifdef SYS_sendto
+    return syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
+#else
+    return sendto(fd, buf, len, flags, NULL, 0);
+#endif
+}
+
 static inline int mk_sys_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout)
 {
 #ifdef SYS_epoll_wait

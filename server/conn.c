@@ -42,12 +42,16 @@ static ssize_t mk_plain_read(struct mk_conn *c, void *buf, size_t len)
     return n;
 }
 
+/* One buffer goes with sendto (a WebSocket frame, a small response): the
+   kernel then copies in no msghdr and no iovec array. */
 static ssize_t mk_plain_writev(struct mk_conn *c, const struct iovec *iov, int iovcnt, int flags)
 {
     struct msghdr msg = {.msg_iov = (struct iovec *) iov, .msg_iovlen = (size_t) iovcnt};
+    int f = MSG_NOSIGNAL | ((flags & MK_IO_MORE) ? MSG_MORE : 0);
     ssize_t n;
     do {
-        n = mk_sys_sendmsg(c->ev.fd, &msg, MSG_NOSIGNAL | ((flags & MK_IO_MORE) ? MSG_MORE : 0));
+        n = iovcnt == 1 ? mk_sys_sendto(c->ev.fd, iov[0].iov_base, iov[0].iov_len, f)
+                        : mk_sys_sendmsg(c->ev.fd, &msg, f);
     } while (n < 0 && errno == EINTR);
     return n;
 }

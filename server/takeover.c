@@ -280,12 +280,21 @@ static void mk_takeover_run(struct mk_conn *c)
         t->ops->on_read(t, early, t->early_len, t->arg);
         mk_free(early);
     }
-    /* Read until EAGAIN: bytes a transport holds (pending) are read too. */
+    /*
+     * Read while there may be more: a read that filled the buffer, or bytes
+     * the transport holds (pending). A shorter read took what the socket
+     * had; the loop is level triggered, so what comes later is signalled,
+     * and the read that would only say EAGAIN is saved.
+     */
     while (!t->failed && !t->closing && t->queued < MK_TAKEOVER_HIGH) {
         ssize_t n = mk_conn_read(c, buf, sizeof(buf));
         if (n > 0) {
             t->progress = true;
             t->ops->on_read(t, buf, (size_t) n, t->arg);
+            if ((size_t) n < sizeof(buf) && !t->failed && mk_conn_pending(c) == 0) {
+                t->read_mask = MK_EV_READ;
+                break;
+            }
             continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {

@@ -19,7 +19,8 @@ import time
 
 import pytest
 
-from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC
+from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, Strace
+from h2util import needs_tool
 from test_18_duda import build, duda_server, web_service
 
 pytest.importorskip("websockets.asyncio.client", reason="Python's websockets 13 or later (tools/deps.sh test)")
@@ -234,6 +235,30 @@ def echo_checks(uri, **kw):
 
 def test_echo(srv):
     echo_checks(url(srv))
+
+
+@needs_tool("strace")
+def test_an_echo_costs_one_read(any_srv, tmp_path):
+    # A read shorter than the server's buffer took what the socket had: the
+    # loop is level triggered, so the server does not read again only to be
+    # told EAGAIN. A message over several buffers is still read whole.
+    raw = Raw(any_srv)
+    raw.send(frame(1, b"first"))
+    assert raw.read() == (True, 1, b"first")
+    tracer = Strace(any_srv.proc.pid, ["read"], tmp_path / "strace.out")
+    try:
+        for i in range(32):
+            msg = b"message %02d" % i
+            raw.send(frame(1, msg))
+            assert raw.read() == (True, 1, msg)
+    finally:
+        lines = tracer.stop()
+    eagain = [line for line in lines if "EAGAIN" in line]
+    assert len([line for line in lines if "read(" in line]) >= 32, lines
+    assert len(eagain) <= 1, lines
+    big = bytes(range(256)) * 160
+    raw.send(frame(2, big))
+    assert raw.read() == (True, 2, big)
 
 
 def test_fragments_with_a_ping_between(srv):

@@ -103,6 +103,11 @@ int ws_read(struct ws_reader *r, const uint8_t *in, size_t len, size_t *used, st
     *used = 0;
     if (!r->in_payload) {
         size_t i = 0;
+        if (r->buf_len == 0 && len >= 2 && len >= ws_head_size(in)) {
+            i = ws_head_size(in); /* the whole head is here: no byte by byte */
+            memcpy(r->buf, in, i);
+            r->buf_len = (uint8_t) i;
+        }
         while (i < len) {
             size_t need = r->buf_len < 2 ? 2 : ws_head_size(r->buf);
             if (r->buf_len >= need) {
@@ -154,9 +159,21 @@ void ws_read_skip(struct ws_reader *r)
 
 void ws_unmask(uint8_t *dst, const uint8_t *src, size_t len, const uint8_t mask[4], uint64_t offset)
 {
-    size_t k = (size_t) (offset & 3);
+    size_t k = (size_t) (offset & 3), i = 0;
+    uint8_t m8[8];
+    uint64_t m, w;
 
-    for (size_t i = 0; i < len; i++) {
+    /* Eight bytes at a time with the mask turned to start at this offset. */
+    for (int j = 0; j < 8; j++) {
+        m8[j] = mask[(k + j) & 3];
+    }
+    memcpy(&m, m8, 8);
+    for (; len - i >= 8; i += 8) {
+        memcpy(&w, src + i, 8);
+        w ^= m;
+        memcpy(dst + i, &w, 8);
+    }
+    for (; i < len; i++) {
         dst[i] = src[i] ^ mask[(k + i) & 3];
     }
 }

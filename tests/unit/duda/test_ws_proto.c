@@ -208,6 +208,29 @@ static void test_skip_a_frame_too_big(void **state)
     assert_int_equal(ev.head.len, 5);
 }
 
+/* Unmasking goes 8 bytes at a time: every length and offset gives the bytes one by one would. */
+static void test_unmask_lengths_and_offsets(void **state)
+{
+    const uint8_t mask[4] = {0x12, 0x34, 0x56, 0x78};
+    uint8_t src[40], dst[41], want[40];
+    (void) state;
+
+    for (size_t i = 0; i < sizeof(src); i++) {
+        src[i] = (uint8_t) (i * 7 + 1);
+    }
+    for (uint64_t offset = 0; offset < 8; offset++) {
+        for (size_t len = 0; len <= sizeof(src); len++) {
+            for (size_t i = 0; i < len; i++) {
+                want[i] = src[i] ^ mask[(offset + i) & 3];
+            }
+            memset(dst, 0xee, sizeof(dst));
+            ws_unmask(dst, src, len, mask, offset);
+            assert_memory_equal(dst, want, len);
+            assert_int_equal(dst[len], 0xee); /* not a byte past len */
+        }
+    }
+}
+
 static void test_head_write(void **state)
 {
     uint8_t h[10];
@@ -308,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_lengths_16_and_64_bits),
         cmocka_unit_test(test_refused_frames),
         cmocka_unit_test(test_skip_a_frame_too_big),
+        cmocka_unit_test(test_unmask_lengths_and_offsets),
         cmocka_unit_test(test_head_write),
         cmocka_unit_test(test_close_payloads),
         cmocka_unit_test(test_header_values),

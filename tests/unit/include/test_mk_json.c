@@ -45,6 +45,24 @@ static void test_utf8_valid(void **state)
     assert_false(mk_utf8_valid("a\xed\xbf\xbf", 4));
 }
 
+/* ASCII is taken 8 bytes at a time: a bad byte anywhere after a run is still found. */
+static void test_utf8_valid_after_ascii_runs(void **state)
+{
+    char buf[40];
+    (void) state;
+
+    for (size_t at = 0; at < 32; at++) {
+        memset(buf, 'a', sizeof(buf));
+        assert_true(mk_utf8_valid(buf, at + 8));
+        buf[at] = (char) 0x80; /* a continuation byte alone */
+        assert_false(mk_utf8_valid(buf, at + 1));
+        assert_false(mk_utf8_valid(buf, sizeof(buf)));
+        memcpy(buf + at, "\xe2\x82\xac", 3); /* a whole sequence */
+        assert_true(mk_utf8_valid(buf, sizeof(buf)));
+        assert_false(mk_utf8_valid(buf, at + 2)); /* cut short */
+    }
+}
+
 static void test_writer_structure(void **state)
 {
     struct mk_json j;
@@ -129,8 +147,11 @@ static void test_writer_bounds(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_utf8_len),         cmocka_unit_test(test_utf8_valid),
-        cmocka_unit_test(test_writer_structure), cmocka_unit_test(test_writer_escaping),
+        cmocka_unit_test(test_utf8_len),
+        cmocka_unit_test(test_utf8_valid),
+        cmocka_unit_test(test_utf8_valid_after_ascii_runs),
+        cmocka_unit_test(test_writer_structure),
+        cmocka_unit_test(test_writer_escaping),
         cmocka_unit_test(test_writer_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
