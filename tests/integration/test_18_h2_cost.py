@@ -216,25 +216,35 @@ def test_file_frames_are_written_corked_and_uncorked_before_waiting(make_server,
     c.close()
 
 
+def tls_big_file(make_server, size, window, rcvbuf=None):
+    """A TLS server (kTLS off) with `size` random bytes at /big.bin, and an
+    HTTP/2 client whose stream and connection windows are `window`:
+    (server, client, the bytes)."""
+    for m in TLS_MARKS:
+        if m.args[0]:
+            pytest.skip(m.kwargs["reason"])
+    srv = tls_server(make_server)
+    srv.site_extra += "    KTLS off\n"
+    big = os.urandom(size)
+    srv.file("big.bin", big)
+    srv.start()
+    sock = tls_connect(srv.port, sni="localhost", alpn=["h2"])
+    if rcvbuf:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    c = H2Client(srv.port, sock=sock,
+                 settings={h2util.h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: window})
+    c.conn.increment_flow_control_window(window)
+    c.flush()
+    return srv, c, big
+
+
 @needs_tool("strace")
 def test_file_frames_over_tls_leave_four_records_a_write(make_server, tmp_path):
     # Without kTLS OpenSSL encrypts each 16 KiB record into a buffer of its
     # own and wrote each with a write(2): 64 writes for 1 MiB of DATA frames
     # (h2o: 13 writev). The records of a batch of frames now go through the
     # plugin's batching BIO, four records (64 KiB) a write(2).
-    for m in TLS_MARKS:
-        if m.args[0]:
-            pytest.skip(m.kwargs["reason"])
-    srv = tls_server(make_server)
-    srv.site_extra += "    KTLS off\n"
-    big = os.urandom(1 << 20)
-    srv.file("big.bin", big)
-    srv.start()
-    sock = tls_connect(srv.port, sni="localhost", alpn=["h2"])
-    c = H2Client(srv.port, sock=sock,
-                 settings={h2util.h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
-    c.conn.increment_flow_control_window(1 << 24)
-    c.flush()
+    srv, c, big = tls_big_file(make_server, 1 << 20, 1 << 24)
     c.wait([c.request("/hello.txt")])  # SETTINGS exchanged
     tracer = Strace(srv.proc.pid, ["writev", "sendmsg", "write", "sendto"],
                     tmp_path / "writes.out")
@@ -254,20 +264,7 @@ def test_batched_records_wait_for_a_client_that_stops_reading(make_server):
     # Batched records the socket did not take are kept, the write reported
     # EAGAIN and repeated once the socket is writable: a client that stops
     # reading for a while gets every byte, in order, when it reads again.
-    for m in TLS_MARKS:
-        if m.args[0]:
-            pytest.skip(m.kwargs["reason"])
-    srv = tls_server(make_server)
-    srv.site_extra += "    KTLS off\n"
-    big = os.urandom(8 << 20)
-    srv.file("big.bin", big)
-    srv.start()
-    sock = tls_connect(srv.port, sni="localhost", alpn=["h2"])
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-    c = H2Client(srv.port, sock=sock,
-                 settings={h2util.h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 30})
-    c.conn.increment_flow_control_window(1 << 30)
-    c.flush()
+    _, c, big = tls_big_file(make_server, 8 << 20, 1 << 30, rcvbuf=65536)
     sids = [c.request("/big.bin") for _ in range(2)]
     time.sleep(0.5 * SLOW)  # the server fills the socket and waits
     c.wait(sids)
