@@ -783,27 +783,37 @@ static int mk_h1_write_all(struct mk_request *r)
  */
 #define MK_H1_SPLICE_STEP (16u * 4096u)
 
-/* The smallest file body sent corked (mk_h1_cork_file): four steps. */
+/* The smallest file body sent corked by a sendfile that does not copy. */
 #define MK_H1_CORK_MIN (4u * MK_H1_SPLICE_STEP)
+
+/* The body's bytes a copying transport writes at a time: a TLS record. */
+#define MK_H1_RECORD 16384u
 
 /*
  * Whether the response goes out corked (TCP_CORK) from its head to the end
- * of what this event writes: a file body of more than MK_H1_CORK_MIN by a
- * transport whose sendfile does not copy (those cork the body themselves,
- * mk_response_send_file). MSG_MORE holds a partial segment back for one
- * call only: an ACK processed between two steps of one sendfile, or
- * between the head and the body, pushes the partial segment out on its
- * own (the socket has TCP_NODELAY). Uncorked, a 1 MB body left in 21.5
- * segments under wrk -c100 instead of 18.2; a 200 KB one in 4.15 instead
- * of 4.02, which does not pay for the two setsockopt(2).
+ * of what this event writes: a file body that would otherwise end writes in
+ * partial TCP segments.
+ *   - A transport whose sendfile copies (TLS without kTLS, or none at all)
+ *     writes the file in pieces, each ending in a partial segment: corked
+ *     above one record.
+ *   - sendfile(2) that does not copy: MSG_MORE holds a partial segment
+ *     back for one call only, and an ACK processed between two splice
+ *     steps, or between the head and the body, pushes it out on its own
+ *     (the socket has TCP_NODELAY). Uncorked, a 1 MB body left in 21.5
+ *     segments under wrk -c100 instead of 18.2; a 200 KB one in 4.15
+ *     instead of 4.02, which does not pay for the two setsockopt(2): corked
+ *     above MK_H1_CORK_MIN.
  */
 static bool mk_h1_cork_file(struct mk_request *r)
 {
     struct mk_conn *c = r->conn;
     const struct mk_transport *t = c->transport;
 
-    return r->body_type == MK_RESP_FILE && r->body_left > MK_H1_CORK_MIN && t->sendfile &&
-           !(t->sendfile_copies && t->sendfile_copies(c));
+    if (r->body_type != MK_RESP_FILE) {
+        return false;
+    }
+    bool copies = !t->sendfile || (t->sendfile_copies && t->sendfile_copies(c));
+    return r->body_left > (copies ? MK_H1_RECORD : MK_H1_CORK_MIN);
 }
 
 /* mk_h1_write_all, corked for a large file body (mk_h1_cork_file). */

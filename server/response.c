@@ -486,10 +486,7 @@ static ssize_t mk_response_copy_file(struct mk_request *r, size_t len)
     return sent;
 }
 
-/* The body's bytes that go out as a write(2) each: a TLS record's payload. */
-#define MK_RESPONSE_RECORD 16384
-
-static int mk_response_send_file_loop(struct mk_request *r, size_t budget)
+int mk_response_send_file(struct mk_request *r, size_t budget)
 {
     struct mk_conn *c = r->conn;
     const struct mk_transport *t = c->transport;
@@ -520,25 +517,4 @@ static int mk_response_send_file_loop(struct mk_request *r, size_t budget)
         budget -= (size_t) n;
     }
     return MK_OK;
-}
-
-int mk_response_send_file(struct mk_request *r, size_t budget)
-{
-    struct mk_conn *c = r->conn;
-    const struct mk_transport *t = c->transport;
-    /* A transport that reads the file and writes it in pieces (TLS without
-       kTLS: a write(2) of each block of four 16 KiB records) ends each
-       write in a partial TCP segment: corked, the records of this turn
-       leave in full segments. A plain sendfile(2) fills its segments
-       itself. */
-    bool cork = (!t->sendfile || (t->sendfile_copies && t->sendfile_copies(c))) &&
-                r->body_type == MK_RESP_FILE && r->body_left > MK_RESPONSE_RECORD;
-
-    if (!cork) {
-        return mk_response_send_file_loop(r, budget);
-    }
-    mk_conn_cork(c, true);
-    int rc = mk_response_send_file_loop(r, budget);
-    mk_conn_cork(c, false);
-    return rc;
 }
