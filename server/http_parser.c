@@ -970,17 +970,6 @@ static int mk_head_finish(struct mk_http_head *h, const struct mk_te_state *te,
     return MK_OK;
 }
 
-/* Whether [p, p + len) is a token (tchar+). */
-static bool mk_is_token(const char *p, size_t len)
-{
-    size_t i = 0;
-
-    while (i < len && mk_is_tchar((unsigned char) p[i])) {
-        i++;
-    }
-    return len && i == len;
-}
-
 /* Whether [p, p + len) is a non-empty run of request-target characters. */
 static bool mk_is_target(const char *p, size_t len)
 {
@@ -1005,6 +994,12 @@ enum mk_http_name mk_http_name_class(const char *p, size_t len)
         acc &= mk_tchar[u[i]];
     }
     return (enum mk_http_name) acc;
+}
+
+/* Whether [p, p + len) is a token (tchar+). */
+static bool mk_is_token(const char *p, size_t len)
+{
+    return mk_http_name_class(p, len) != MK_HTTP_NAME_BAD;
 }
 
 int mk_http_head_build(struct mk_http_head *h, struct mk_str method, struct mk_str target,
