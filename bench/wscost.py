@@ -151,30 +151,39 @@ def warm_up(port, mode, args, pin):
         load.close()
 
 
-def strace_run(name, args, wd, pin):
+def each_mode(name, args, wd, pin, measure):
+    """Start the server once and, for each mode, warm it up, open the load's
+    connections and call measure(proc, load, path) with a file name of
+    wd's to trace into; measure runs the load and returns that mode's
+    figures: {mode: figures}."""
     out = {}
     proc, port = start(name, args, wd, pin)
     try:
         for mode in args.modes:
             warm_up(port, mode, args, pin)
             load = Load(port, mode, args, pin)
-            sf = os.path.join(wd, f"strace-{name}-{mode}.txt")
-            argv = ["strace", "-c", "-f", "-o", sf]
-            for p in tree(proc.pid):
-                argv += ["-p", str(p)]
-            st = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            B.wait_traced(tree(proc.pid), 10)
-            ops = load.go()
-            time.sleep(0.2)
-            stop(st, 30, signal.SIGINT)
-            load.close()
-            calls, errors, per = B.parse_strace(sf)
-            out[mode] = {"ops": ops, "calls": calls / ops, "errors": (errors or 0) / ops,
-                         "by": {k: v / ops for k, v in per.items() if v / ops >= 0.005},
-                         "failed": strace_errors(sf, ops)}
+            out[mode] = measure(proc, load, os.path.join(wd, f"{measure.__name__}-{name}-{mode}.txt"))
     finally:
         stop(proc, 20)
     return out
+
+
+def strace_run(name, args, wd, pin):
+    def strace(proc, load, sf):
+        argv = ["strace", "-c", "-f", "-o", sf]
+        for p in tree(proc.pid):
+            argv += ["-p", str(p)]
+        st = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        B.wait_traced(tree(proc.pid), 10)
+        ops = load.go()
+        time.sleep(0.2)
+        stop(st, 30, signal.SIGINT)
+        load.close()
+        calls, errors, per = B.parse_strace(sf)
+        return {"ops": ops, "calls": calls / ops, "errors": (errors or 0) / ops,
+                "by": {k: v / ops for k, v in per.items() if v / ops >= 0.005},
+                "failed": strace_errors(sf, ops)}
+    return each_mode(name, args, wd, pin, strace)
 
 
 def strace_errors(path, ops):
@@ -193,31 +202,24 @@ def perf_run(name, args, wd, pin):
         "/sys/kernel/tracing/events/syscalls/sys_enter_" + n) or os.path.isdir(
         "/sys/kernel/debug/tracing/events/syscalls/sys_enter_" + n)]
     events = ["task-clock", "context-switches", "raw_syscalls:sys_enter"] + ["syscalls:sys_enter_" + n for n in names]
-    out = {}
-    proc, port = start(name, args, wd, pin)
-    try:
-        for mode in args.modes:
-            warm_up(port, mode, args, pin)
-            load = Load(port, mode, args, pin)
-            pf = os.path.join(wd, f"perf-{name}-{mode}.txt")
-            st = subprocess.Popen(["perf", "stat", "-x,", "-o", pf, "-e", ",".join(events), "-p",
-                                   ",".join(str(p) for p in tree(proc.pid))],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(0.5)
-            ops = load.go()
-            stop(st, 30, signal.SIGINT)
-            load.close()
-            counts = perf_counts(pf)
-            clock = counts.pop("task-clock", None)
-            switches = counts.pop("context-switches", None)
-            total = counts.pop("raw_syscalls:sys_enter", None)
-            per = {k.rsplit("sys_enter_", 1)[-1]: v / ops for k, v in counts.items() if v}
-            out[mode] = {"ops": ops, "calls": total / ops if total else None, "by": per,
-                         "cpu_us": clock * 1e3 / ops if clock else None,
-                         "switches": switches / ops if switches is not None else None}
-    finally:
-        stop(proc, 20)
-    return out
+
+    def perf(proc, load, pf):
+        st = subprocess.Popen(["perf", "stat", "-x,", "-o", pf, "-e", ",".join(events), "-p",
+                               ",".join(str(p) for p in tree(proc.pid))],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        ops = load.go()
+        stop(st, 30, signal.SIGINT)
+        load.close()
+        counts = perf_counts(pf)
+        clock = counts.pop("task-clock", None)
+        switches = counts.pop("context-switches", None)
+        total = counts.pop("raw_syscalls:sys_enter", None)
+        per = {k.rsplit("sys_enter_", 1)[-1]: v / ops for k, v in counts.items() if v}
+        return {"ops": ops, "calls": total / ops if total else None, "by": per,
+                "cpu_us": clock * 1e3 / ops if clock else None,
+                "switches": switches / ops if switches is not None else None}
+    return each_mode(name, args, wd, pin, perf)
 
 
 def perf_counts(path):
