@@ -334,7 +334,7 @@ bool tls_ktls_available(void);
 /* The batching BIO's method, on the controlling thread: MK_OK or MK_ERR. */
 int tls_send_init(void);
 void tls_send_exit(void);
-/* After the handshake: note whether kTLS sends, else put the batching BIO in. */
+/* After the handshake: note whether kTLS sends (the batching BIO comes per body). */
 void tls_send_established(struct tls_conn *t);
 /* Release what the connection's writes hold (the SSL is freed by the caller). */
 void tls_send_release(struct tls_conn *t);

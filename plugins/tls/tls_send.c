@@ -270,12 +270,39 @@ static int tls_send_buffers(struct tls_send *s)
 }
 
 /*
- * Write the staged bytes and send every record of them: MK_OK (all out),
- * MK_AGAIN (the socket is full; the direction wanted is set; call again),
- * MK_ERR. An SSL_write that wanted to write is repeated with the same
- * pointer and length, since pos moves only on success; the records
- * batched are sent before MK_OK.
+ * SSL_write bytes [*pos, len) of p and send every record of them: MK_OK
+ * (all out), MK_AGAIN (the socket is full; the direction wanted is set;
+ * call again with the same bytes), MK_ERR. *pos moves only on success, so
+ * an SSL_write that wanted to write is repeated with the same pointer and
+ * length, as OpenSSL requires; the records the batching BIO holds (when it
+ * is in place) are sent before MK_OK.
  */
+static int tls_send_through(struct mk_conn *c, struct tls_conn *t, const unsigned char *p,
+                            size_t len, size_t *pos)
+{
+    struct tls_send *s = &t->send;
+
+    while (*pos < len) {
+        tls_err_reset();
+        s->batching = true;
+        int n = SSL_write(t->ssl, p + *pos, (int) (len - *pos));
+        s->batching = false;
+        if (n <= 0) {
+            return tls_result(c, t, n) == MK_AGAIN ? MK_AGAIN : MK_ERR;
+        }
+        *pos += (size_t) n;
+    }
+    if (s->batch_len && BIO_flush(s->bio) <= 0) {
+        if (!BIO_should_retry(s->bio)) {
+            return MK_ERR;
+        }
+        tls_api->conn_io_want(c, MK_IO_WANT_WRITE);
+        return MK_AGAIN;
+    }
+    return MK_OK;
+}
+
+/* Write the staged bytes and send every record of them (tls_send_through). */
 static int tls_send_stage(struct mk_conn *c, struct tls_conn *t)
 {
     struct tls_send *s = &t->send;
@@ -283,26 +310,7 @@ static int tls_send_stage(struct mk_conn *c, struct tls_conn *t)
     if (!s->bio && !s->ktls && s->len - s->pos > SSL3_RT_MAX_PLAIN_LENGTH) {
         (void) tls_batch_attach(t);
     }
-    while (s->pos < s->len) {
-        tls_err_reset();
-        s->batching = true;
-        int n = SSL_write(t->ssl, s->stage + s->pos, (int) (s->len - s->pos));
-        s->batching = false;
-        if (n <= 0) {
-            return tls_result(c, t, n) == MK_AGAIN ? MK_AGAIN : MK_ERR;
-        }
-        s->pos += (size_t) n;
-    }
-    if (s->batch_len) {
-        if (BIO_flush(s->bio) <= 0) {
-            if (!BIO_should_retry(s->bio)) {
-                return MK_ERR;
-            }
-            tls_api->conn_io_want(c, MK_IO_WANT_WRITE);
-            return MK_AGAIN;
-        }
-    }
-    return MK_OK;
+    return tls_send_through(c, t, s->stage, s->len, &s->pos);
 }
 
 /*
@@ -357,40 +365,20 @@ static ssize_t tls_writev_batched(struct mk_conn *c, struct tls_conn *t, const u
     struct tls_send *s = &t->send;
 
     s->wbatch = true;
-    while (s->wpos < want) {
-        tls_err_reset();
-        s->batching = true;
-        int n = SSL_write(t->ssl, p + s->wpos, (int) (want - s->wpos));
-        s->batching = false;
-        if (n <= 0) {
-            if (tls_result(c, t, n) == MK_AGAIN) {
-                t->retry_len = (int) want;
-                errno = EAGAIN;
-                return -1;
-            }
-            ERR_clear_error();
-            s->wbatch = false;
-            s->wpos = 0;
-            errno = EPIPE;
-            return -1;
-        }
-        s->wpos += (size_t) n;
-    }
-    if (s->batch_len && BIO_flush(s->bio) <= 0) {
-        if (!BIO_should_retry(s->bio)) {
-            s->wbatch = false;
-            s->wpos = 0;
-            errno = EPIPE;
-            return -1;
-        }
-        tls_api->conn_io_want(c, MK_IO_WANT_WRITE);
+    int rc = tls_send_through(c, t, p, want, &s->wpos);
+    if (rc == MK_AGAIN) {
         t->retry_len = (int) want;
         errno = EAGAIN;
         return -1;
     }
-    t->retry_len = 0;
-    s->wpos = 0;
     s->wbatch = false;
+    s->wpos = 0;
+    if (rc != MK_OK) {
+        ERR_clear_error();
+        errno = EPIPE;
+        return -1;
+    }
+    t->retry_len = 0;
     tls_send_idle(t);
     return (ssize_t) want;
 }
