@@ -117,6 +117,19 @@ def wait_port(port, host="127.0.0.1", timeout=10.0, proc=None):
     return False
 
 
+def small_window(port, rcvbuf, timeout=None):
+    """A TCP socket connected to 127.0.0.1:port whose receive buffer is set
+    to `rcvbuf` bytes before the connect (the window the server sees is
+    fixed at the handshake): a slow reader, once the test stops reading.
+    `timeout` in seconds (times SLOW), or none."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    if timeout is not None:
+        s.settimeout(timeout * SLOW)
+    s.connect(("127.0.0.1", port))
+    return s
+
+
 def wait_for(cond, timeout=5.0):
     """Poll cond() every 20 ms for up to timeout seconds (times SLOW);
     whether it came true (assert it)."""

@@ -3,12 +3,11 @@
 import email.utils
 import os
 import shutil
-import socket
 import time
 
 import pytest
 
-from conftest import SLOW, Strace
+from conftest import SLOW, Strace, small_window
 from straceutil import corked_writes
 
 
@@ -612,10 +611,7 @@ def test_large_file_to_a_slow_reader_is_uncorked_while_waiting(site, tmp_path):
     data = os.urandom(6 << 20)
     site.file("huge.bin", data)
     site.start()
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
-    sock.settimeout(10 * SLOW)
-    sock.connect(("127.0.0.1", site.port))
+    sock = small_window(site.port, 16384, timeout=10)
     tracer = Strace(site.proc.pid, SEND_CALLS, tmp_path / "slow.out")
     try:
         sock.sendall(b"GET /huge.bin HTTP/1.1\r\nHost: localhost\r\n\r\n")

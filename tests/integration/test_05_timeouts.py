@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from conftest import SLOW
+from conftest import SLOW, small_window
 
 
 @pytest.fixture
@@ -89,9 +89,7 @@ def test_keepalive_connection_used_before_timeout_survives(srv):
 def test_send_timeout_closes_stalled_reader(srv):
     srv.set(SendTimeout="300ms")
     srv.start()
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    s.connect(("127.0.0.1", srv.port))
+    s = small_window(srv.port, 4096)
     s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
     time.sleep(1.2 * SLOW)  # read nothing: the server cannot make progress
     s.settimeout(5)
@@ -119,9 +117,7 @@ def test_slow_but_steady_reader_is_not_cut(srv):
     srv.set(SendTimeout="1s")
     srv.file("mid.bin", b"m" * (4 * 1024 * 1024))
     srv.start()
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-    s.connect(("127.0.0.1", srv.port))
+    s = small_window(srv.port, 65536)
     s.sendall(b"GET /mid.bin HTTP/1.1\r\nHost: x\r\n\r\n")
     s.settimeout(10)
     got = 0

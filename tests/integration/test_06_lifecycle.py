@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import MONKEY, SLOW, Conn, check_sanitizers, free_port, wait_port
+from conftest import MONKEY, SLOW, Conn, check_sanitizers, free_port, small_window, wait_port
 
 
 # ---- configuration errors name the file and the line ----------------------------
@@ -341,9 +341,7 @@ def test_graceful_stop_finishes_responses(make_server, sig):
     data = os.urandom(16 * 1024 * 1024)
     srv.file("big.bin", data)
     srv.start()
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-    s.connect(("127.0.0.1", srv.port))
+    s = small_window(srv.port, 65536)
     s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
     first = s.recv(65536)
     srv.signal(sig)
@@ -388,9 +386,7 @@ def test_second_signal_stops_at_once(make_server):
     srv.file("big.bin", b"x" * (32 * 1024 * 1024))
     srv.set(GracefulTimeout=60)
     srv.start()
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    s.connect(("127.0.0.1", srv.port))
+    s = small_window(srv.port, 4096)
     s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
     s.recv(100)
     srv.signal(signal.SIGTERM)
@@ -430,9 +426,7 @@ def test_graceful_timeout_bounds_the_stop(make_server):
     srv.file("big.bin", b"x" * (32 * 1024 * 1024))
     srv.set(GracefulTimeout="300ms", SendTimeout=60)
     srv.start()
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    s.connect(("127.0.0.1", srv.port))
+    s = small_window(srv.port, 4096)
     s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
     s.recv(100)
     t = time.monotonic()

@@ -19,7 +19,8 @@ import time
 
 import pytest
 
-from conftest import BUILD, MONKEY, SLOW, Strace, free_port, needs_ipv6, wait_port
+from conftest import (BUILD, MONKEY, SLOW, Strace, free_port, needs_ipv6, small_window,
+                      wait_port)
 from straceutil import corked_writes
 from tlsutil import (TLS_MARKS, bio_connect, client_context, der_of, https, make_cert, tls_connect,
                      tls_section, tls_server)
@@ -149,10 +150,7 @@ def test_slow_reader_gets_every_byte(make_server):
     srv = tls_server(make_server)
     srv.file("big.bin", data)
     srv.start()
-    raw = socket.socket()
-    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
-    raw.settimeout(10 * SLOW)
-    raw.connect(("127.0.0.1", srv.port))
+    raw = small_window(srv.port, 8192, timeout=10)
     sock = client_context().wrap_socket(raw, server_hostname="localhost")
     sock.sendall(b"GET /big.bin HTTP/1.1\r\nHost: localhost\r\n\r\n")
     buf = b""
@@ -372,10 +370,7 @@ def test_reload_with_a_new_certificate_during_a_download(make_server):
     old = srv.certs["localhost"]
     new = make_cert(srv.dir / "certs-new", "localhost")
     srv.start()
-    raw = socket.socket()
-    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-    raw.settimeout(10 * SLOW)
-    raw.connect(("127.0.0.1", srv.port))
+    raw = small_window(srv.port, 65536, timeout=10)
     sock = client_context().wrap_socket(raw, server_hostname="localhost")
     sock.sendall(b"GET /big.bin HTTP/1.1\r\nHost: localhost\r\n\r\n")
     first = sock.recv(65536)

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, Strace
+from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, Strace, small_window
 from h2util import needs_tool
 from test_18_duda import build, duda_server, web_service
 
@@ -421,9 +421,7 @@ def test_1000_clients_broadcast_across_two_workers_over_tls(make_server, service
 
 def test_slow_reader_dropped(any_srv):
     srv = any_srv
-    slow_sock = socket.socket()
-    slow_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    slow_sock.connect(("127.0.0.1", srv.port))
+    slow_sock = small_window(srv.port, 4096)
     got = []
 
     def read_all(ws):
@@ -464,9 +462,7 @@ def test_member_dropped_leaves_in_on_error(make_server, services, alone):
     message), or alone in the channel (which goes with it while the delivery runs)."""
     srv = ws_server(make_server, services, workers=1)
     srv.start()
-    slow_sock = socket.socket()
-    slow_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    slow_sock.connect(("127.0.0.1", srv.port))
+    slow_sock = small_window(srv.port, 4096)
     got = []
 
     def read_all(ws):

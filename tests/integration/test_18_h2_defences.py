@@ -6,14 +6,13 @@ abuser gets GOAWAY (ENHANCE_YOUR_CALM) or its documented answer while
 another client on the same server is still served."""
 
 import os
-import socket
 import subprocess
 import threading
 
 import hpack
 import pytest
 
-from conftest import SLOW
+from conftest import SLOW, small_window
 from h2util import H2_MARKS, H2Client, frame, h2, h2c_server, needs_tool, raw_h2, read_frames
 from h2util import PREFACE, read_goaway
 
@@ -199,10 +198,7 @@ def flood_unread(srv, unit, limit=32 << 20):
     server's answers pile up. Then it reads: GOAWAY's error code, or None
     when the server closed without one reaching the client (it kept
     sending, and the server's lingering close gave up on it)."""
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    s.settimeout(10 * SLOW)
-    s.connect(("127.0.0.1", srv.port))
+    s = small_window(srv.port, 4096, timeout=10)
     s.sendall(PREFACE + frame(4, 0, 0))
     chunk = unit * (65536 // len(unit))
 
