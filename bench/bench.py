@@ -1084,35 +1084,41 @@ PERF_SYSCALLS = ["read", "recvfrom", "recvmsg", "write", "writev", "sendmsg", "s
 
 
 def parse_perf_stat(path):
-    """perf stat -x, output: {event: count}; events it could not count are left out."""
+    """perf stat -x, output: {event: count}, a float for a time (task-clock,
+    in ms); events it could not count ("<not counted>") are left out."""
     counts = {}
     try:
         with open(path) as f:
             for line in f:
                 parts = line.strip().split(",")
-                if len(parts) >= 3 and re.match(r"\d+$", parts[0]):
-                    counts[parts[2]] = int(parts[0])
+                if len(parts) >= 3 and re.match(r"\d+(\.\d+)?$", parts[0]):
+                    v = parts[0]
+                    counts[parts[2]] = float(v) if "." in v else int(v)
     except OSError:
         pass
     return counts
 
 
 def callgrind_totals(path):
-    trig, total = None, None
+    """(trigger, Ir) of a callgrind dump. The totals line at the end is the
+    one to trust: after callgrind_control toggled instrumentation, a later
+    dump's summary line in the header can wrap around below zero (seen as
+    18446744073695949739); the summary is used only without a totals line."""
+    trig, total, summary = None, None, None
     try:
         with open(path, errors="replace") as f:
             for line in f:
                 if line.startswith("desc: Trigger:"):
                     trig = line.strip()
-                elif line.startswith("summary:") or line.startswith("totals:"):
+                elif line.startswith("totals:") or line.startswith("summary:"):
                     v = line.split()[1:]
-                    if v:
+                    if v and line.startswith("totals:"):
                         total = int(v[0])
-                elif line.startswith("fn=") and total is not None:
-                    break
+                    elif v:
+                        summary = int(v[0])
     except OSError:
         pass
-    return trig, total
+    return trig, total if total is not None else summary
 
 
 def wait_traced(pids, timeout):

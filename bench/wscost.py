@@ -211,7 +211,7 @@ def perf_run(name, args, wd, pin):
         ops = load.go()
         stop(st, 30, signal.SIGINT)
         load.close()
-        counts = perf_counts(pf)
+        counts = B.parse_perf_stat(pf)
         clock = counts.pop("task-clock", None)
         switches = counts.pop("context-switches", None)
         total = counts.pop("raw_syscalls:sys_enter", None)
@@ -220,20 +220,6 @@ def perf_run(name, args, wd, pin):
                 "cpu_us": clock * 1e3 / ops if clock else None,
                 "switches": switches / ops if switches is not None else None}
     return each_mode(name, args, wd, pin, perf)
-
-
-def perf_counts(path):
-    """perf stat -x, output: {event: value} (task-clock in ms)."""
-    counts = {}
-    with open(path) as f:
-        for line in f:
-            parts = line.strip().split(",")
-            if len(parts) >= 3:
-                try:
-                    counts[parts[2]] = float(parts[0])
-                except ValueError:
-                    pass
-    return counts
 
 
 def callgrind_run(name, args, wd, pin):
@@ -256,25 +242,12 @@ def callgrind_run(name, args, wd, pin):
     finally:
         stop(proc, 60)
     for fn in sorted(os.listdir(cgdir)):
-        trig, total = callgrind_totals(os.path.join(cgdir, fn))
+        trig, total = B.callgrind_totals(os.path.join(cgdir, fn))
         for mode in out:
             if trig and trig.endswith(mode) and total is not None:
                 out[mode]["ir"] = total / out[mode]["ops"]
                 out[mode]["file"] = os.path.join(cgdir, fn)
     return out
-
-
-def callgrind_totals(path):
-    """(trigger, Ir) of a callgrind dump, from its totals line: after an
-    instrumentation toggle its summary line may have wrapped around."""
-    trig, total = None, None
-    with open(path, errors="replace") as f:
-        for line in f:
-            if line.startswith("desc: Trigger:"):
-                trig = line.strip()
-            elif line.startswith("totals:"):
-                total = int(line.split()[1])
-    return trig, total
 
 
 class PerfControl:
