@@ -37,6 +37,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench as B  # noqa: E402
+from procs import run_ns, tree  # noqa: E402
 import h2cost as H  # noqa: E402
 
 MODES = {  # scheme, HTTP/1.1 instead of HTTP/2
@@ -47,27 +48,6 @@ MODES = {  # scheme, HTTP/1.1 instead of HTTP/2
 
 def log(text):
     print(text, file=sys.stderr, flush=True)
-
-
-def tree_cpu_ns(pid):
-    """CPU time of every thread of pid and of its children, in ns."""
-    pids, total = {str(pid)}, 0
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                with open("/proc/%s/stat" % p) as f:
-                    if f.read().rsplit(")", 1)[1].split()[1] == str(pid):
-                        pids.add(p)
-            except OSError:
-                pass
-    for p in pids:
-        try:
-            for t in os.listdir("/proc/%s/task" % p):
-                with open("/proc/%s/task/%s/schedstat" % (p, t)) as f:
-                    total += int(f.read().split()[0])
-        except OSError:
-            pass
-    return total
 
 
 def set_rt(pid, on):
@@ -118,9 +98,9 @@ def one_run(t, load, h1, rt, packets, wd):
         time.sleep(0.3)
         argv = ["perf", "stat", "-x,", "-e", "net:net_dev_xmit,task-clock", "-o", cli_out,
                 "--"] + argv
-    cpu0, ru0 = tree_cpu_ns(t.proc.pid), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu0, ru0 = run_ns(tree(t.proc.pid)), resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-    cpu1, ru1 = tree_cpu_ns(t.proc.pid), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu1, ru1 = run_ns(tree(t.proc.pid)), resource.getrusage(resource.RUSAGE_CHILDREN)
     m = re.search(r"(\d+) succeeded", p.stdout)
     n = int(m.group(1)) if m else 0
     if n == 0:

@@ -16,7 +16,6 @@ beside them as min and median over the rounds.
 """
 
 import argparse
-import glob
 import json
 import os
 import resource
@@ -29,6 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
+from procs import run_ns  # noqa: E402
 
 TCP_INFO_LEN = 160
 FILES = {"/file200k.bin": "200 KB", "/file1m.bin": "1 MB"}
@@ -39,19 +39,6 @@ def tcp_counts(sock):
     struct tcp_info's tcpi_segs_out at offset 136, tcpi_data_segs_in at 152."""
     raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_LEN)
     return struct.unpack_from("I", raw, 136)[0], struct.unpack_from("I", raw, 152)[0]
-
-
-def run_ns(pids):
-    """The CPU time of every thread of the processes pids, in ns."""
-    total = 0
-    for pid in pids:
-        for path in glob.glob(f"/proc/{pid}/task/*/schedstat"):
-            try:
-                with open(path) as f:
-                    total += int(f.read().split()[0])
-            except OSError:
-                pass  # a thread that ended
-    return total
 
 
 def fetch(sock, request, buf):
