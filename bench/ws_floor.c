@@ -38,9 +38,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
+#include "ws_accept.h"
 
-#define MK_WSFLOOR_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 #define MK_WSFLOOR_IN ((64 << 10) + 16) /* a frame of up to 64 KiB and its head */
 #define MK_WSFLOOR_EVENTS 256
 
@@ -93,9 +92,7 @@ static size_t mk_wsfloor_head(unsigned char *h, unsigned op, size_t len)
 static int mk_wsfloor_upgrade(struct mk_wsfloor_conn *c, const char *end)
 {
     const char *head = (const char *) c->in, *key = NULL, *line, *eol, *sp;
-    char text[128], answer[256];
-    unsigned char md[EVP_MAX_MD_SIZE], accept[64];
-    unsigned int md_len = 0;
+    char answer[256], accept[MK_WS_ACCEPT_SIZE];
     size_t key_len = 0;
     int n, room;
 
@@ -115,14 +112,9 @@ static int mk_wsfloor_upgrade(struct mk_wsfloor_conn *c, const char *end)
             key_len = eol - key;
         }
     }
-    if (!key || key_len > 64) {
+    if (!key || mk_ws_accept(key, key_len, accept) < 0) {
         return -1;
     }
-    n = snprintf(text, sizeof(text), "%.*s%s", (int) key_len, key, MK_WSFLOOR_GUID);
-    if (!EVP_Digest(text, n, md, &md_len, EVP_sha1(), NULL)) {
-        return -1;
-    }
-    EVP_EncodeBlock(accept, md, md_len);
     n = snprintf(answer, sizeof(answer),
                  "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                  "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",

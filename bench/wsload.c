@@ -58,7 +58,8 @@
 
 #include <openssl/evp.h>
 
-#define MK_WSLOAD_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+#include "ws_accept.h"
+
 #define MK_WSLOAD_MIN_BYTES 24 /* the connection and sequence numbers fit */
 #define MK_WSLOAD_MAX_BYTES (1 << 20)
 #define MK_WSLOAD_OPEN_BATCH 100    /* connections handshaking at once */
@@ -465,28 +466,13 @@ static void mk_wsload_frames(struct mk_wsload *l, struct mk_wsload_conn *c)
     }
 }
 
-/* The Sec-WebSocket-Accept that answers key: base64(SHA-1(key GUID)). */
-static void mk_wsload_accept(const char *key, char *accept, size_t size)
-{
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int md_len = 0;
-    char text[64 + sizeof(MK_WSLOAD_GUID)];
-    int n = snprintf(text, sizeof(text), "%s%s", key, MK_WSLOAD_GUID);
-
-    accept[0] = '\0';
-    if (size < 29 || !EVP_Digest(text, n, md, &md_len, EVP_sha1(), NULL)) {
-        return;
-    }
-    EVP_EncodeBlock((unsigned char *) accept, md, md_len);
-}
-
 /* Parse the handshake answer once whole: the connection is open, or failed. */
 static void mk_wsload_handshake(struct mk_wsload *l, struct mk_wsload_conn *c)
 {
     const char *head = (const char *) c->in;
     const char *end = memmem(c->in, c->in_len, "\r\n\r\n", 4);
     const char *line, *eol;
-    char want[64];
+    char want[MK_WS_ACCEPT_SIZE];
     size_t used;
     int accepted = 0;
 
@@ -501,7 +487,7 @@ static void mk_wsload_handshake(struct mk_wsload *l, struct mk_wsload_conn *c)
         mk_wsload_fail(l, c, "handshake answered %.*s", (int) (eol - head), head);
         return;
     }
-    mk_wsload_accept(c->key, want, sizeof(want));
+    mk_ws_accept(c->key, strlen(c->key), want);
     for (line = (const char *) memmem(head, end + 2 - head, "\r\n", 2) + 2; line < end;
          line = eol + 2) {
         eol = memmem(line, end + 2 - line, "\r\n", 2);
