@@ -786,9 +786,6 @@ static int mk_h1_write_all(struct mk_request *r)
 /* The smallest file body sent corked by a sendfile that does not copy. */
 #define MK_H1_CORK_MIN (4u * MK_H1_SPLICE_STEP)
 
-/* The body's bytes a copying transport writes at a time: a TLS record. */
-#define MK_H1_RECORD 16384u
-
 /*
  * Whether the response goes out corked (TCP_CORK) from its head to the end
  * of what this event writes: a file body that would otherwise end writes in
@@ -813,7 +810,7 @@ static bool mk_h1_cork_file(struct mk_request *r)
         return false;
     }
     bool copies = !t->sendfile || (t->sendfile_copies && t->sendfile_copies(c));
-    return r->body_left > (copies ? MK_H1_RECORD : MK_H1_CORK_MIN);
+    return r->body_left > (copies ? MK_TRANSPORT_RECORD : MK_H1_CORK_MIN);
 }
 
 /* mk_h1_write_all, corked for a large file body (mk_h1_cork_file). */

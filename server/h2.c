@@ -88,7 +88,6 @@
 #define MK_H2_TRIM_MS 250       /* idle this long, a connection gives memory back */
 #define MK_H2_DRAIN_MS 1000     /* at most this long from the shutdown notice to the GOAWAY */
 #define MK_H2_RECENT 16         /* open streams found without asking nghttp2 */
-#define MK_H2_RECORD 16384      /* the payload of a full TLS record */
 #define MK_H2_STREAM_BLOCK 1024 /* a stream and the start of its header block: one h2_mem block */
 
 enum mk_h2_body {
@@ -426,8 +425,8 @@ static size_t mk_h2_whole_records(const struct mk_h2 *h, const struct mk_h2_seg 
 {
     size_t len = s->len;
 
-    if (hold && h->records && h->seg_n == 1 && len % MK_H2_RECORD) {
-        len -= len % MK_H2_RECORD;
+    if (hold && h->records && h->seg_n == 1 && len % MK_TRANSPORT_RECORD) {
+        len -= len % MK_TRANSPORT_RECORD;
         if (len < h->again_len) {
             len = h->again_len < s->len ? h->again_len : s->len;
         }

@@ -33,6 +33,14 @@
 
 struct mk_proto;
 
+/*
+ * The plaintext of a full TLS record: what a transport whose sendfile
+ * copies (TLS without kTLS) encrypts and writes at a time. HTTP/1 corks a
+ * file body above it, HTTP/2 holds back the part of a batch of frames
+ * that would end in a short record.
+ */
+#define MK_TRANSPORT_RECORD 16384u
+
 static inline ssize_t mk_conn_read(struct mk_conn *c, void *buf, size_t len)
 {
     c->io_want = 0;
