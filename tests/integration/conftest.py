@@ -369,6 +369,21 @@ class Server:
     def signal(self, sig):
         self.proc.send_signal(sig)
 
+    def reload(self, timeout=10):
+        """SIGHUP, then wait until the server reports the reload done or
+        refused. "configuration reloaded" is logged once every worker has
+        switched to the new configuration, so what follows meets no worker
+        still on the old one."""
+        def done():
+            text = self.stderr_text()
+            return text.count("configuration reloaded") + text.count("reload failed")
+        before = done()
+        self.signal(signal.SIGHUP)
+        deadline = time.monotonic() + timeout * SLOW
+        while done() == before:
+            assert time.monotonic() < deadline, "the reload was not reported: " + self.stderr_text()
+            time.sleep(0.02)
+
     def stop(self, timeout=15):
         """Graceful stop; returns the exit status. Fails on sanitizer reports."""
         if self.proc is None:

@@ -1,6 +1,5 @@
 """Tier 5: timeouts and the connection limit (short, sub-second configured timeouts)."""
 
-import signal
 import socket
 import time
 
@@ -133,20 +132,6 @@ def test_slow_but_steady_reader_is_not_cut(srv):
     assert time.monotonic() - start > 0.5  # it really was slow
 
 
-def reload(srv):
-    """SIGHUP, then wait until the server reports the reload done or refused."""
-    def done():
-        text = srv.stderr_text()
-        return text.count("configuration reloaded") + text.count("reload failed")
-    before = done()
-    srv.signal(signal.SIGHUP)
-    deadline = time.monotonic() + 5 * SLOW
-    while done() == before:
-        assert time.monotonic() < deadline, "the reload was not reported"
-        time.sleep(0.05)
-    time.sleep(0.5 * SLOW)  # the workers switch on their next control event
-
-
 def trickle(c, data, every, limit):
     """Send `data` one piece at a time; seconds until the server closed, or None."""
     start = time.monotonic()
@@ -179,7 +164,7 @@ def test_lowered_timeout_applies_after_reload(srv, key):
     time.sleep(0.3 * SLOW)  # accepted and armed by the worker before the reload
     srv.set(**{key: "300ms"})
     srv.write_conf()
-    reload(srv)
+    srv.reload()
     new = srv.conn()
     wait_on_timer(new)
     t = elapsed_until_closed(new, 3)

@@ -8,7 +8,6 @@ one server by giving each its own site (ServerName caseN.test) and choosing the
 site with the Host header.
 """
 
-import signal
 import socket
 import subprocess
 
@@ -439,16 +438,6 @@ def test_non_path_targets(make_server):
 
 # ---- reload and the plugin-wide file ----------------------------------------------
 
-def reload(srv):
-    """SIGHUP, then wait until the server reports the reload done or refused."""
-    def done():
-        text = srv.stderr_text()
-        return text.count("configuration reloaded") + text.count("reload failed")
-    before = done()
-    srv.signal(signal.SIGHUP)
-    assert wait_for(lambda: done() > before)
-
-
 def test_reload_picks_up_changed_rules(make_server):
     srv = make_access(make_server, rules=["Deny path /admin"])
     srv.start()
@@ -457,18 +446,18 @@ def test_reload_picks_up_changed_rules(make_server):
     site = srv.conf / "sites" / "default"
     head = site.read_text().split("[ACCESS]")[0]
     site.write_text(head + section(["Deny path /public"]))
-    reload(srv)
+    srv.reload()
     assert srv.get("/public/a.txt").status == 403
     assert srv.get("/admin/x.txt").status == 200
     # A bad rule on reload is refused with file:line; the rules in force stay.
     site.write_text(head + section(["Deny path /admin", "Deny 10.0.0.0/40"]))
-    reload(srv)
+    srv.reload()
     assert f"{site}:6: '10.0.0.0/40': prefix length /40 is out of range" in srv.stderr_text()
     assert srv.get("/public/a.txt").status == 403
     assert srv.get("/admin/x.txt").status == 200
     # Removing the section removes the rules.
     site.write_text(head)
-    reload(srv)
+    srv.reload()
     assert srv.get("/public/a.txt").status == 200
 
 
@@ -489,14 +478,14 @@ def test_log_denied(make_server):
     assert "GET /a.txt by rule" not in log
     # A bad access.conf on reload is refused and the setting in force stays.
     (srv.conf / "plugins" / "access.conf").write_text("[ACCESS]\n    LogDenied Maybe\n")
-    reload(srv)
+    srv.reload()
     assert "access.conf:2: LogDenied: expected On or Off, got 'Maybe'" in srv.stderr_text()
     before = srv.stderr_text().count("access: denied")
     assert srv.get("/admin/x.txt").status == 403
     assert srv.stderr_text().count("access: denied") == before + 1
     # Switched off by a reload: no new lines.
     (srv.conf / "plugins" / "access.conf").write_text("[ACCESS]\n    LogDenied Off\n")
-    reload(srv)
+    srv.reload()
     before = srv.stderr_text().count("access: denied")
     assert srv.get("/admin/x.txt").status == 403
     assert srv.get("/a.txt", headers={"Host": "d.test"}).status == 403
@@ -516,7 +505,7 @@ def test_request_keeps_log_setting_of_its_configuration(make_server):
     held.send(b"GET /hold/x HTTP/1.1\r\nHost: localhost\r\n\r\n")
     assert wait_for(lambda: srv.get("/held").body == b"held 1\n")
     (srv.conf / "plugins" / "access.conf").write_text("[ACCESS]\n    LogDenied On\n")
-    reload(srv)
+    srv.reload()
     assert "configuration reloaded" in srv.stderr_text()
     assert srv.get("/release").body == b"released 1\n"
     assert held.read_response().status == 403
@@ -540,7 +529,7 @@ def test_refused_reload_changes_no_access_setting(make_server):
     # A good access.conf turning LogDenied off, refused with a bad rule: still on.
     conf.write_text("[ACCESS]\n    LogDenied Off\n")
     site.write_text(head + section(["Deny path /admin", "Deny 10.0.0.0/40"]))
-    reload(srv)
+    srv.reload()
     assert "reload failed" in srv.stderr_text()
     before = denials()
     assert srv.get("/admin/x.txt").status == 403
@@ -548,7 +537,7 @@ def test_refused_reload_changes_no_access_setting(make_server):
     # A bad access.conf refuses the whole reload: the new rules do not apply.
     conf.write_text("[ACCESS]\n    LogDenied Maybe\n")
     site.write_text(head + section(["Deny path /public"]))
-    reload(srv)
+    srv.reload()
     assert srv.stderr_text().count("reload failed") == 2
     assert "access.conf:2: LogDenied: expected On or Off, got 'Maybe'" in srv.stderr_text()
     assert srv.get("/public/a.txt").status == 200

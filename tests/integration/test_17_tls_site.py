@@ -5,11 +5,9 @@ the redirect of plain HTTP to HTTPS, and OCSP stapling from a file."""
 
 import http.client
 import re
-import signal
 import socket
 import ssl
 import subprocess
-import time
 
 import pytest
 
@@ -102,20 +100,6 @@ def check(srv):
     p = subprocess.run([str(MONKEY), "-t", "-c", str(srv.conf)], capture_output=True, text=True,
                        timeout=20 * SLOW)
     return p.returncode, p.stderr
-
-
-def reload(srv):
-    """SIGHUP, then wait until the server reports the reload done or refused."""
-    def done():
-        text = srv.stderr_text()
-        return text.count("configuration reloaded") + text.count("reload failed")
-    before = done()
-    srv.signal(signal.SIGHUP)
-    deadline = time.monotonic() + 5 * SLOW
-    while done() == before:
-        assert time.monotonic() < deadline, "the reload was not reported"
-        time.sleep(0.05)
-    time.sleep(0.5 * SLOW)
 
 
 # ---- client certificates -------------------------------------------------------------
@@ -418,7 +402,7 @@ def test_ocsp_response_is_stapled_and_reloaded(make_server):
     assert "OCSP Response Status" not in s_client_status(srv.port, status=False)
     # A reload reads the file again.
     ocsp_response(srv.dir / "certs", srv.ca, srv.leaf[0], 0x1001, srv.resp, ndays=3)
-    reload(srv)
+    srv.reload()
     second = next_update(s_client_status(srv.port))
     assert second and second != first, (first, second)
 
@@ -441,6 +425,6 @@ def test_ocsp_garbage_or_another_certificates_response_is_refused(make_server):
     srv.start()
     assert "OCSP Response Status: successful" in s_client_status(srv.port)
     srv.resp.write_bytes(b"garbage")
-    reload(srv)
+    srv.reload()
     assert "reload failed" in srv.stderr_text()
     assert "OCSP Response Status: successful" in s_client_status(srv.port)
