@@ -212,12 +212,9 @@ static void mk_h1_expire(struct mk_conn *c)
 
     if (c->state == MK_CONN_SUSPENDED) {
         /* A plugin did not resume in time: answer for it, then close. */
-        mk_warn("a request held by a plugin timed out");
-        mk_request_drop_task(h->req);
         c->state = h->prev_state;
         c->flags |= MK_CONN_CLOSE;
-        h->req->flags &= (uint16_t) ~MK_REQ_PARKED;
-        mk_request_error(h->req, 503);
+        mk_request_expire_held(h->req);
         mk_h1_process(c);
         mk_h1_watch_input(c);
         return;

@@ -2322,7 +2322,8 @@ static void mk_h2_on_writable(struct mk_conn *c)
  *     otherwise it waits its turn (the connection's window, the queue,
  *       priorities): the connection's own check covers that.
  *   Timeout without progress:
- *     parked (a plugin holds it): 503, as with HTTP/1;
+ *     parked (a plugin holds it): 503 (or its cancel callback's status), as
+ *       with HTTP/1 (mk_request_expire_held);
  *     waiting for its body, no response begun: 408 (503 when its handler
  *       holds the bytes received: not the client's fault), then RST_STREAM
  *       NO_ERROR once the answer is out, so the client sends no more;
@@ -2361,10 +2362,7 @@ static uint64_t mk_h2_stream_expire(struct mk_conn *c, struct mk_h2_stream *s, u
         return due;
     }
     if (r->flags & MK_REQ_PARKED) {
-        mk_warn("a request held by a plugin timed out");
-        mk_request_drop_task(r);
-        r->flags &= (uint16_t) ~MK_REQ_PARKED;
-        mk_request_error(r, 503);
+        mk_request_expire_held(r);
     }
     else if (s->answered) {
         mk_h2_reset(c, s, NGHTTP2_NO_ERROR);

@@ -447,9 +447,16 @@ static struct mk_suspended *mk_api_suspend(struct mk_request *r)
 
 static void mk_api_resume(struct mk_suspended *s, mk_resume_cb cb, void *arg)
 {
+    atomic_store_explicit(&s->resumed, true, memory_order_release);
     s->cb = cb;
     s->arg = arg;
     mk_worker_resume_post(s->worker, s);
+}
+
+static void mk_api_suspend_cancel(struct mk_suspended *s, mk_cancel_cb cancel, void *arg)
+{
+    s->cancel = cancel;
+    s->cancel_arg = arg;
 }
 
 static int mk_api_task(struct mk_request *r, void (*work)(void *arg), mk_resume_cb done, void *arg)
@@ -1077,6 +1084,7 @@ const struct mk_api mk_plugin_api = {
     .client_method = mk_api_client_method,
     .client_target = mk_api_client_target,
     .compress_stats = mk_api_compress_stats,
+    .suspend_cancel = mk_api_suspend_cancel,
 };
 
 /* ---- loading ------------------------------------------------------------- */

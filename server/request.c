@@ -33,6 +33,11 @@
  * A suspension handle holds its request: a request that ends while handles
  * are out (timed out, connection lost) stays allocated, as a zombie, until
  * the last of them comes back, so a late resume never touches freed memory.
+ * The zombie keeps its configuration too (a reload cannot free the site
+ * data a plugin's state points into), and the plugins that asked to be
+ * told (api->suspend_cancel) are told at once (mk_request_cancel), so they
+ * release their timers, backend connections and processes then, not when
+ * their own timeouts come.
  * Handles never given back are freed at the worker's teardown
  * (mk_request_handles_reclaim), after the plugins' exit() hooks.
  * A request given up while a task of its hook is still queued (the client
@@ -86,9 +91,19 @@ struct mk_request *mk_request_new(struct mk_conn *c)
     return r;
 }
 
+/* Let go of r's configuration, once (a zombie keeps it until its last handle is back). */
+static void mk_request_cfg_drop(struct mk_worker *w, struct mk_request *r)
+{
+    if (r->flags & MK_REQ_CFG_REF) {
+        mk_worker_cfg_release(w, r->cfg);
+        r->flags &= (uint16_t) ~MK_REQ_CFG_REF;
+    }
+}
+
 /* Keep r for reuse, or free it when the worker has enough spares. */
 static void mk_request_recycle(struct mk_worker *w, struct mk_request *r)
 {
+    mk_request_cfg_drop(w, r);
     if (w->n_free_reqs < MK_FREE_REQS_MAX) {
         mk_list_add_head(&r->node, &w->free_reqs);
         w->n_free_reqs++;
@@ -104,6 +119,9 @@ void mk_request_free(struct mk_request *r)
 
     if (r->task) {
         mk_request_drop_task(r); /* given up: a task not yet started never runs */
+    }
+    if (r->handles) {
+        mk_request_cancel(r, MK_CANCEL_GONE); /* the plugins holding it let go now */
     }
     mk_request_end(r);
     r->flags &= (uint16_t) ~MK_REQ_PARKED;
@@ -218,6 +236,45 @@ void mk_request_handle_free(struct mk_suspended *s)
 {
     mk_list_del(&s->out);
     mk_free(s);
+}
+
+int mk_request_cancel(struct mk_request *r, int why)
+{
+    struct mk_worker *w = r->conn->worker;
+    int status = 0;
+    bool again = r->handles > 0;
+
+    while (again) {
+        struct mk_list *it;
+        again = false;
+        mk_list_foreach (it, &w->handles) {
+            struct mk_suspended *s = mk_list_entry(it, struct mk_suspended, out);
+            if (s->req != r || s->gen != r->gen || !s->cancel ||
+                atomic_load_explicit(&s->resumed, memory_order_acquire)) {
+                continue;
+            }
+            mk_cancel_cb cancel = s->cancel;
+            s->cancel = NULL;
+            int rc = cancel(s, why, s->cancel_arg);
+            if (why == MK_CANCEL_TIMEOUT && status == 0 && rc >= 400 && rc <= 599) {
+                status = rc;
+            }
+            again = true; /* the callback may have changed the list: look again */
+            break;
+        }
+    }
+    return status;
+}
+
+void mk_request_expire_held(struct mk_request *r)
+{
+    const struct mk_plugin *p = r->stage == MK_STAGE_STATIC ? NULL : r->plugin;
+
+    mk_warn("a request held by %s timed out", p ? p->name : "a file compressed on the fly");
+    mk_request_drop_task(r);
+    int status = mk_request_cancel(r, MK_CANCEL_TIMEOUT);
+    r->flags &= (uint16_t) ~MK_REQ_PARKED;
+    mk_request_error(r, status ? status : 503);
 }
 
 void mk_request_handles_reclaim(struct mk_worker *w)
@@ -702,7 +759,7 @@ void mk_request_end(struct mk_request *r)
         /* api->takeover() was called but the switch never happened */
         struct mk_upgrade up = *r->upgrade;
         r->upgrade = NULL;
-        mk_takeover_cancel(&up);
+        mk_takeover_cancel(r->conn, &up);
     }
     if (r->owned) {
         mk_free(r->owned);
@@ -713,8 +770,9 @@ void mk_request_end(struct mk_request *r)
         r->body = NULL;
     }
     mk_arena_reset(&r->arena);
-    if (r->flags & MK_REQ_CFG_REF) {
-        mk_worker_cfg_release(w, r->cfg);
-        r->flags &= (uint16_t) ~MK_REQ_CFG_REF;
+    if (!r->handles) {
+        /* Else a plugin still holds r: the configuration its state points
+           into stays until the last handle is back (mk_request_recycle). */
+        mk_request_cfg_drop(w, r);
     }
 }

@@ -212,6 +212,20 @@ void mk_request_handle_free(struct mk_suspended *s);
 void mk_request_handles_reclaim(struct mk_worker *w);
 /* The suspended request is given up: drop its task if that has not started. */
 void mk_request_drop_task(struct mk_request *r);
+/*
+ * The server gives r up (`why`: MK_CANCEL_TIMEOUT or MK_CANCEL_GONE): run
+ * the cancel callbacks of its handles not yet resumed (api->suspend_cancel),
+ * each once. Returns the status the first of them asked for with
+ * MK_CANCEL_TIMEOUT, else 0. On r's worker.
+ */
+int mk_request_cancel(struct mk_request *r, int why);
+/*
+ * Timeout ended the wait of a parked request (a plugin, or a compression
+ * job, holds it): drop its task, tell its holders, answer for them (503,
+ * or the status their cancel callback chose). The one decision for every
+ * protocol.
+ */
+void mk_request_expire_held(struct mk_request *r);
 void mk_request_body_ready(struct mk_request *r);
 /* A streamed body's handler stopped it with `rc` (a status, MK_ERR): handle it as
    the handler's result. */

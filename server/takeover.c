@@ -14,6 +14,10 @@
  *     ──▶ peer closed, error, idle timeout, server stop, takeover_close
  *         ──▶ ops->on_close once ──▶ closed (lingering after takeover_close)
  *
+ * The connection holds the configuration of the request that asked for it
+ * (mk_worker_cfg_hold) from api->takeover until on_close has returned: a
+ * reload in between frees nothing the plugin's callbacks still use.
+ *
  * It is a protocol like HTTP/1 (proto.h), with the connection-level
  * entries only: conn.c sees no difference. Everything runs on the
  * connection's worker.
@@ -54,6 +58,7 @@ struct mk_tk_piece {
 
 struct mk_takeover {
     struct mk_conn *conn;
+    struct mk_config *cfg; /* held until on_close has returned */
     const struct mk_takeover_ops *ops;
     void *arg;
     uint32_t idle_ms;
@@ -90,6 +95,10 @@ int mk_takeover_request(struct mk_request *r, const struct mk_takeover_ops *ops,
     up->arg = arg;
     up->idle_ms = idle_ms ? idle_ms : r->cfg->keepalive_timeout_ms;
     up->on_open = NULL;
+    /* The plugin's state (a Duda service, its routes) belongs to the
+       request's configuration: a reload must not free it under the
+       connection, which lives on after the request. */
+    up->cfg = mk_worker_cfg_hold(c->worker, r->cfg);
     r->upgrade = up;
     r->status = 101;
     return MK_OK;
@@ -104,9 +113,10 @@ int mk_takeover_on_open(struct mk_request *r, void (*on_open)(struct mk_takeover
     return MK_OK;
 }
 
-void mk_takeover_cancel(const struct mk_upgrade *up)
+void mk_takeover_cancel(struct mk_conn *c, const struct mk_upgrade *up)
 {
     up->ops->on_close(NULL, up->arg);
+    mk_worker_cfg_release(c->worker, up->cfg);
 }
 
 /* ---- output -------------------------------------------------------------- */
@@ -337,6 +347,7 @@ static void mk_takeover_release(struct mk_conn *c)
     }
     mk_free(t->early);
     t->ops->on_close(t, t->arg);
+    mk_worker_cfg_release(c->worker, t->cfg); /* after on_close: it may use the plugin's state */
     mk_free(t);
 }
 
@@ -368,11 +379,12 @@ void mk_takeover_start(struct mk_conn *c, const struct mk_upgrade *up, const cha
         }
     }
     if (!t) {
-        mk_takeover_cancel(up);
+        mk_takeover_cancel(c, up);
         mk_conn_close(c);
         return;
     }
     t->conn = c;
+    t->cfg = up->cfg;
     t->ops = up->ops;
     t->arg = up->arg;
     t->idle_ms = up->idle_ms;

@@ -22,6 +22,7 @@ struct mk_upgrade {
     void *arg;
     uint32_t idle_ms;
     void (*on_open)(struct mk_takeover *t, void *arg); /* api->takeover_on_open, or NULL */
+    struct mk_config *cfg; /* the request's, held for the plugin (mk_worker_cfg_hold) */
 };
 
 /* The protocol of a taken-over connection (c->proto). */
@@ -46,6 +47,6 @@ void mk_takeover_start(struct mk_conn *c, const struct mk_upgrade *up, const cha
                        size_t len);
 
 /* A request with `up` ended without the switch: on_close(NULL, arg). */
-void mk_takeover_cancel(const struct mk_upgrade *up);
+void mk_takeover_cancel(struct mk_conn *c, const struct mk_upgrade *up);
 
 #endif

@@ -14,6 +14,7 @@
 #define MK_SERVER_TASK_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -40,6 +41,9 @@ struct mk_suspended {
     void (*work)(void *arg); /* a task's work, run on a task thread */
     mk_resume_cb cb;
     void *arg;
+    mk_cancel_cb cancel; /* api->suspend_cancel, or NULL; cleared when called */
+    void *cancel_arg;
+    atomic_bool resumed;       /* resume() was called (any thread): no cancel then */
     struct mk_suspended *next; /* in a worker's resume queue */
     struct mk_task_entry task; /* a task's place in the task queue (under its lock) */
 };

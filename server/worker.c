@@ -75,6 +75,24 @@ void mk_worker_cfg_release(struct mk_worker *w, struct mk_config *cfg)
     }
 }
 
+struct mk_config *mk_worker_cfg_hold(struct mk_worker *w, struct mk_config *cfg)
+{
+    struct mk_list *it;
+
+    if (cfg == w->cfg) {
+        w->cfg_users++;
+        return cfg;
+    }
+    mk_list_foreach (it, &w->retired) {
+        struct mk_retired_cfg *rc = mk_list_entry(it, struct mk_retired_cfg, node);
+        if (rc->cfg == cfg) {
+            rc->users++;
+            return cfg;
+        }
+    }
+    return NULL; /* not in use on this worker: nothing holds it here */
+}
+
 static void mk_worker_head_lines(struct mk_worker *w);
 
 static void mk_worker_cfg_switch(struct mk_worker *w, struct mk_config *cfg)

@@ -153,6 +153,15 @@ void mk_worker_resume_post(struct mk_worker *w, struct mk_suspended *s);
 void mk_worker_resume_drain(struct mk_worker *w);
 /* Queue fn(arg) to run on the worker (any thread). MK_ERR: no such worker. */
 int mk_worker_call(struct mk_server *srv, int worker, void (*fn)(void *arg), void *arg);
+/* A user of cfg on w is done with it (a request, a taken-over connection). */
 void mk_worker_cfg_release(struct mk_worker *w, struct mk_config *cfg);
+/*
+ * One more user of cfg, a configuration in use on w (its current one, or
+ * one retired while requests still use it): for what outlives the request
+ * that started it on cfg (a taken-over connection). Returns cfg, or NULL
+ * when w does not use cfg; give it back with mk_worker_cfg_release (NULL
+ * is ignored there). On w's thread.
+ */
+struct mk_config *mk_worker_cfg_hold(struct mk_worker *w, struct mk_config *cfg);
 
 #endif

@@ -141,7 +141,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 8
+#define MK_PLUGIN_ABI_MINOR 9
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -190,6 +190,17 @@ struct mk_plugin;
  * continuation must then only release `arg`.
  */
 typedef int (*mk_resume_cb)(struct mk_request *r, void *arg);
+
+/* Why the server gave up a suspended request (api->suspend_cancel, ABI 3.9). */
+#define MK_CANCEL_TIMEOUT 1 /* Timeout ended the wait: the server answers the client now */
+#define MK_CANCEL_GONE 2    /* the client hung up or reset the stream, or the server stops */
+/*
+ * The server gave up the request of handle `s` (see api->suspend_cancel).
+ * With MK_CANCEL_TIMEOUT the return value is the status the server answers
+ * (504 from a gateway whose backend is silent; 0 for the default, 503);
+ * otherwise it is ignored.
+ */
+typedef int (*mk_cancel_cb)(struct mk_suspended *s, int why, void *arg);
 
 /*
  * A streamed response's callback (api->stream_start). It runs on the
@@ -1029,6 +1040,34 @@ struct mk_api {
     /* Static files compressed on the fly (zeros when the server is not
        running). Any thread. */
     void (*compress_stats)(struct mk_compress_stats *out);
+
+    /* ---- added in ABI 3.9 (check with MK_API_HAS) ---- */
+
+    /*
+     * Be told at once when the server gives up the request of handle `s`
+     * (from suspend(), on the request's worker, before resume() was called):
+     * its Timeout ends the wait, its client hangs up or resets the stream,
+     * or the server stops. cancel(s, why, arg) then runs once, on the
+     * worker, before the server answers or frees anything of the request.
+     *
+     * The contract of a plugin that holds a request:
+     *   - From cancel on, it must not use the request; it releases at once
+     *     what it holds for it: timers, backend connections (back to a pool
+     *     only if they are clean), child processes (SIGTERM, then SIGKILL),
+     *     queue places.
+     *   - It still gives the handle back with resume(s, cb, arg), exactly
+     *     once: from cancel itself (the continuation then runs after the
+     *     callback, with r == NULL) or later.
+     *   - While it holds a handle, the request's configuration (its site,
+     *     the site's data and the plugin's site configuration) stays valid
+     *     even across reloads; what the plugin keeps past both the request
+     *     and its handles must not point into that configuration.
+     * A plugin that resumes from another thread must itself make sure that
+     * cancel and that resume do not both release the same state. Not for
+     * the handles of api->task(): the server takes a task that has not
+     * started out of the queue, and one already running finishes.
+     */
+    void (*suspend_cancel)(struct mk_suspended *s, mk_cancel_cb cancel, void *arg);
 };
 
 /* The longest line of api->error_log(), without the newline. */
