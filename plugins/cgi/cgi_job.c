@@ -17,8 +17,9 @@
  *   stderr  logged line by line (api->log, with the script's name).
  * A script with no header block within Timeout gets 504, a malformed one
  * 502. When the request ends before the script's output did (the client
- * went away, a timeout), its process group gets SIGTERM and, KillGrace
- * later, SIGKILL. Every child is reaped (api->child_watch); a job is freed
+ * went away, a timeout, the server's own Timeout while the request waits
+ * for the header block: cgi_cancel), its process group gets SIGTERM at
+ * once and, KillGrace later, SIGKILL. Every child is reaped (api->child_watch); a job is freed
  * once its child was reaped and its request is over, whichever comes last.
  * Jobs live on their worker's list, so that worker_exit releases them.
  */
@@ -569,6 +570,28 @@ static void cgi_in_cb(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg)
     }
 }
 
+/*
+ * The server gave the suspended request up (its own Timeout, the client
+ * gone, the server stopping): stop the script now, not at this plugin's
+ * Timeout, so its MaxScripts place comes back within KillGrace. The
+ * server's Timeout waiting for a header block is a gateway timeout: 504.
+ */
+static int cgi_cancel(struct mk_suspended *s, int why, void *arg)
+{
+    struct cgi_job *j = arg;
+
+    (void) s;
+    if (why == MK_CANCEL_TIMEOUT) {
+        cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: no header block within the server's Timeout",
+                     j->log.name);
+        atomic_fetch_add_explicit(&j->self->timeouts, 1, memory_order_relaxed);
+    }
+    cgi_kill(j);
+    j->state = CGI_RESUMING;
+    cgi_api->resume(j->susp, cgi_resumed, j); /* with r NULL: cgi_request_over */
+    return 504;
+}
+
 /* What the content stage returns once the body is in: answer, or wait for the head. */
 static int cgi_body_end(struct cgi_job *j, struct mk_request *r)
 {
@@ -587,6 +610,9 @@ static int cgi_body_end(struct cgi_job *j, struct mk_request *r)
     if (!(j->susp = cgi_api->suspend(r))) {
         cgi_request_over(j);
         return 500;
+    }
+    if (MK_API_HAS(cgi_api, suspend_cancel)) {
+        cgi_api->suspend_cancel(j->susp, cgi_cancel, j);
     }
     j->state = CGI_HEAD;
     j->r = NULL;

@@ -23,7 +23,11 @@
  * next one (fcgi_move); one that breaks the protocol before the head gives
  * 502, as do all backends refusing; silence for Timeout 504 (both with the
  * site's error page, the client's connection staying usable); after the
- * head the response can only be cut short (api->stream_abort). A
+ * head the response can only be cut short (api->stream_abort). When the
+ * server gives a suspended request up first (its own Timeout, the client
+ * gone, the server stopping: fcgi_cancel), the backend connection is
+ * dropped and the request freed at once, answered 504 (503 while it was
+ * still queued for a connection). A
  * connection goes back to its pool only when its request ended cleanly
  * (END_REQUEST read, nothing pending); otherwise it is closed. A request is
  * freed as soon as it is over for the client; it lives on its worker's list
@@ -960,6 +964,52 @@ static void fcgi_timer_cb(struct mk_loop_timer *t, void *arg)
     fcgi_fail(req, 504);
 }
 
+/*
+ * The server gave the suspended request up (its own Timeout, the client
+ * gone, the server stopping): let go of the backend connection and the
+ * timer now, not at this plugin's Timeout. A request still queued for a
+ * connection is answered 503 (the backends are busy, not silent), one
+ * waiting for its header block 504.
+ */
+static int fcgi_cancel(struct mk_suspended *s, int why, void *arg)
+{
+    struct fcgi_req *req = arg;
+    bool queued = req->state == FR_QUEUED;
+
+    (void) s;
+    if (req->timer) {
+        fcgi_api->timer_stop(req->timer);
+        req->timer = NULL;
+    }
+    if (queued) {
+        fcgi_pool_unqueue(req);
+        if (why == MK_CANCEL_TIMEOUT) {
+            atomic_fetch_add_explicit(&req->self->queue_timeouts, 1, memory_order_relaxed);
+        }
+    }
+    else if (why == MK_CANCEL_TIMEOUT) {
+        fcgi_api->log(MK_PLUGIN_LOG_ERROR,
+                      "fastcgi: %.*s: no answer from the backend within the server's Timeout",
+                      (int) req->script.name_len, req->script.name);
+    }
+    /* The backend is still at work on this request: its connection cannot be reused. */
+    fcgi_drop_conn(req, why == MK_CANCEL_TIMEOUT && !queued ? 504 : 0);
+    req->state = FR_RESUMING;
+    fcgi_api->resume(req->susp, fcgi_resumed, req); /* with r NULL: fcgi_over */
+    return queued ? 503 : 504;
+}
+
+/* Suspend r for req, to be told when the server gives it up: the handle, or NULL. */
+static struct mk_suspended *fcgi_suspend(struct fcgi_req *req, struct mk_request *r)
+{
+    struct mk_suspended *s = fcgi_api->suspend(r);
+
+    if (s && MK_API_HAS(fcgi_api, suspend_cancel)) {
+        fcgi_api->suspend_cancel(s, fcgi_cancel, req);
+    }
+    return s;
+}
+
 /* ---- the request body ------------------------------------------------------------ */
 
 /* The body is in: wait for the head, or answer. */
@@ -969,7 +1019,7 @@ static int fcgi_body_end(struct fcgi_req *req, struct mk_request *r)
     if (req->fail || req->head_ready) {
         return fcgi_respond(req, r);
     }
-    if (!(req->susp = fcgi_api->suspend(r))) {
+    if (!(req->susp = fcgi_suspend(req, r))) {
         fcgi_drop_conn(req, 0);
         fcgi_over(req);
         return 500;
@@ -1110,7 +1160,7 @@ static int fcgi_req_acquire(struct fcgi_req *req, struct mk_request *r)
     req->state = FR_QUEUED;
     req->timer =
         fcgi_api->timer_start((uint32_t) site->conf->queue_timeout_ms, 1, fcgi_timer_cb, req);
-    if (!(req->susp = fcgi_api->suspend(r)) || !req->timer) {
+    if (!(req->susp = fcgi_suspend(req, r)) || !req->timer) {
         if (req->susp) {
             fcgi_pool_unqueue(req);
             req->fail = 503;

@@ -951,3 +951,36 @@ def test_php_cgi_as_interpreter(cgi):
                   headers={"Content-Type": "application/x-www-form-urlencoded"})
     assert r.status == 200 and r.body == b"php - form /cgi-bin/hello.php 200 \n"
     c.close()
+
+
+@pytest.mark.parametrize("proto", ["http/1.1", "h2c"])
+def test_server_timeout_first_is_504_and_stops_the_script_at_once(cgi, proto):
+    # The server's Timeout (2 s) ends the wait for the header block before
+    # the plugin's (10 s here): the gateway's answer, 504, and the script
+    # gets SIGTERM then, so its MaxScripts place comes back within KillGrace
+    # (before, 503 and the script ran on until the plugin's Timeout).
+    (cgi.conf / "plugins" / "cgi.conf").write_text(
+        "[CGI]\n    Timeout 10\n    KillGrace 500ms\n    MaxScripts 4\n")
+    with_control(cgi)
+    cgi.set(Timeout="2")
+    if proto == "h2c":
+        for m in H2_MARKS:
+            if m.args[0]:
+                pytest.skip(m.kwargs["reason"])
+        cgi.set(Listen=f"127.0.0.1:{cgi.port} h2c")
+    cgi.start()
+    t0 = time.monotonic()
+    if proto == "h2c":
+        c = H2Client(cgi.port)
+        status = c.get("/cgi-bin/silent.sh")["headers"][":status"]
+        c.close()
+    else:
+        status = get(cgi, "/cgi-bin/silent.sh").status
+    assert status in (504, "504")
+    assert 1.9 <= time.monotonic() - t0 < 5 * SLOW
+    pid = pid_in(cgi.docroot / "silent.pid")
+    assert wait_for(lambda: not alive(pid), timeout=1.5 * SLOW), "script not stopped at once"
+    assert wait_for(lambda: not children_of(cgi.proc.pid))
+    st = plugin_status(cgi, "cgi")
+    assert st["running"] == 0 and st["timeouts"] == 1, st
+    assert "no header block within the server's Timeout" in cgi.stderr_text()

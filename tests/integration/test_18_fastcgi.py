@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -689,4 +690,125 @@ def test_clients_leaving_mid_response_under_load(php):
             s.close()
         time.sleep(0.2)
     assert get(php, "/env.php").status == 200
-    assert wait_for(lambda: status_doc(php)["backend0_active"] <= 2)
+    # Each connection of a request that ended is closed or idle in the
+    # pool: at most one per php-fpm child (4; children tied to kept-alive
+    # connections leave the rest waiting in php-fpm's backlog, which the
+    # server's Timeout then ends).
+    assert wait_for(lambda: status_doc(php)["backend0_active"] <= 4), status_doc(php)
+
+
+class SilentBackend:
+    """A FastCGI backend that accepts connections, reads what comes and never
+    answers (or, with `head`, answers a header block and then nothing);
+    `closed` counts the connections the server closed."""
+
+    def __init__(self, path, head=False):
+        self.path = str(path)
+        self.head = head
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.bind(self.path)
+        self.sock.listen(16)
+        self.accepted = 0
+        self.closed = 0
+        self.running = True
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        self.sock.settimeout(0.1)
+        conns = []
+        while self.running:
+            try:
+                c, _ = self.sock.accept()
+                if self.head:  # FCGI_STDOUT of request 1: a header block, then silence
+                    data = b"Content-Type: text/plain\r\n\r\nhello\n"
+                    c.sendall(bytes([1, 6, 0, 1, 0, len(data), 0, 0]) + data)
+                c.setblocking(False)
+                conns.append(c)
+                self.accepted += 1
+            except socket.timeout:
+                pass
+            for c in list(conns):
+                try:
+                    if c.recv(65536) == b"":
+                        conns.remove(c)
+                        c.close()
+                        self.closed += 1
+                except BlockingIOError:
+                    pass
+        for c in conns:
+            c.close()
+
+    def stop(self):
+        self.running = False
+        self.thread.join()
+        self.sock.close()
+
+
+@pytest.fixture
+def silent(tmp_path):
+    b = SilentBackend(tmp_path / "silent.sock")
+    yield b
+    b.stop()
+
+
+def test_server_timeout_first_is_504_and_lets_the_backend_go(make_server, silent):
+    # The server's Timeout (2 s) ends the wait before the plugin's (30 s, the
+    # default): the gateway's answer, 504, and the backend connection is
+    # closed at once, not 28 s later; a reload then (the old configuration
+    # freed) finds no request state left to use it (a heap-use-after-free in
+    # fcgi_timer_cb under ASan before, and 503 with the connection held).
+    srv = make_php_server(make_server, silent.path, control=True)
+    srv.set(Timeout="2")
+    srv.start()
+    t0 = time.monotonic()
+    r = get(srv, "/hang.php")
+    assert r.status == 504 and r.body == b"site error page\n"
+    assert 1.9 <= time.monotonic() - t0 < 4 * SLOW
+    assert wait_for(lambda: silent.closed == 1, 1.5 * SLOW), "the backend connection was kept"
+    st = status_doc(srv)
+    assert st["timeouts"] == 1 and st["backend0_active"] == 0
+    srv.reload()
+    time.sleep(1.5)  # past the plugin's timer period: nothing of the request is left to run
+    assert get(srv, "/static.txt").status == 200
+    assert "no answer from the backend within the server's Timeout" in srv.stderr_text()
+
+
+def test_server_timeout_ends_a_queued_request_with_503(make_server, tmp_path):
+    # One connection per worker, held by a response that streams (its head
+    # came, then silence): the second request waits in the queue (QueueTimeout
+    # 30 s). The server's Timeout gives it up: 503 (the backend is busy, not
+    # silent), and it leaves the queue at once.
+    silent = SilentBackend(tmp_path / "busy.sock", head=True)
+    try:
+        srv = make_php_server(make_server, silent.path, control=True,
+                              conf="    MaxConnections 1\n    QueueTimeout 30\n")
+        srv.set(Timeout="2")
+        srv.start()
+        first = socket.create_connection(("127.0.0.1", srv.port), timeout=10 * SLOW)
+        first.sendall(b"GET /stream.php HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        assert first.recv(4096).startswith(b"HTTP/1.1 200")
+        t0 = time.monotonic()
+        second = get(srv, "/queued.php")
+        assert second.status == 503, srv.stderr_text()
+        assert 1.9 <= time.monotonic() - t0 < 4 * SLOW
+        st = status_doc(srv)
+        assert st["backend0_queued"] == 0 and st["queue_timeouts"] == 1
+        assert silent.accepted == 1
+        first.close()
+        assert wait_for(lambda: silent.closed == 1, 2 * SLOW)
+    finally:
+        silent.stop()
+
+
+def test_client_gone_lets_the_backend_go_at_once(make_server, silent):
+    # The client hangs up while its request waits for the backend: the
+    # backend connection is closed then, not at the plugin's Timeout.
+    srv = make_php_server(make_server, silent.path)
+    srv.start()
+    c = CgiConn(srv.port, timeout=10 * SLOW)
+    c.send("GET /hang.php HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    assert wait_for(lambda: silent.accepted == 1)
+    c.close()
+    assert wait_for(lambda: silent.closed == 1, 2 * SLOW), "the backend connection was kept"
+    assert get(srv, "/static.txt").status == 200
