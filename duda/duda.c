@@ -141,15 +141,7 @@ static void duda_service_free(struct duda_service *svc)
         return;
     }
     duda_service_unload(svc);
-    free(svc->name);
-    free(svc->docroot);
-    free(svc->confdir);
-    free(svc->datadir);
-    free(svc->logdir);
-    free(svc->file);
-    free(svc->session_store);
-    free(svc->packages_root);
-    free(svc);
+    duda_service_put(svc); /* the site's: timers, sockets or threads may hold it longer */
 }
 
 static void duda_site_free(void *data)
@@ -277,6 +269,7 @@ static int duda_site_add(struct duda_site *site, const struct mk_site *s,
         svc->session_store = duda_strdup_opt(conf->session_store, &oom);
     }
     svc->docroot_fd = -1;
+    atomic_init(&svc->refs, 1); /* the site's, until duda_service_free */
     site->svc[site->n++] = svc;
     if (oom) {
         snprintf(err, errlen, "%s: out of memory", where);

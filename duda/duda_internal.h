@@ -81,8 +81,14 @@ struct duda_service {
     unsigned char *loop_ready; /* [worker]: pre_loop ran */
     int docroot_fd;            /* -1: no DocumentRoot */
     atomic_ulong requests, misuses;
-    atomic_long handles; /* worker-bound timers and watches still running */
-    atomic_int threads;  /* spawned threads */
+    /*
+     * Holders of the service (duda_service_hold/put): its site until the
+     * configuration is freed, and what may still run its code after that:
+     * worker-bound timers and watches, taken-over sockets, worker calls in
+     * flight, spawned threads. The last one frees it (and unmaps its code).
+     */
+    atomic_long refs;
+    bool unloaded; /* duda_service_unload ran: exit_fn and the values are gone */
     pthread_mutex_t console_lock;
     char console[DUDA_CONSOLE_LINES][160];
     unsigned console_next;
@@ -184,7 +190,16 @@ void duda_misuse(duda_request_t *dr, const char *fmt, ...) __attribute__((format
 
 /* service.c */
 int duda_service_load(struct duda_service *svc, char *err, size_t errlen);
+/*
+ * The service's configuration is freed: its exit_fn runs and its per-worker
+ * values and loggers go; its code stays mapped, and the struct allocated,
+ * while holders remain. Then duda_service_put() drops the site's reference.
+ */
 void duda_service_unload(struct duda_service *svc);
+/* One more holder of svc (any thread): give it back with duda_service_put. */
+void duda_service_hold(struct duda_service *svc);
+/* A holder is done (any thread); the last one unmaps the code and frees svc. */
+void duda_service_put(struct duda_service *svc);
 int duda_service_routes(const struct mk_site *site, struct duda_service *svc, char *err,
                         size_t errlen);
 

@@ -109,7 +109,7 @@ static void *duda_thread_main(void *p)
     free(p);
     duda_current = t.svc;
     void *rc = t.fn(t.arg);
-    atomic_fetch_sub(&t.svc->threads, 1);
+    duda_service_put(t.svc);
     return rc;
 }
 
@@ -130,13 +130,13 @@ static int duda_spawn(void *(*fn)(void *), void *arg)
         return -1;
     }
     *t = (struct duda_thread){duda_current, fn, arg};
-    atomic_fetch_add(&duda_current->threads, 1);
+    duda_service_hold(duda_current);
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     int rc = pthread_create(&tid, &attr, duda_thread_main, t);
     pthread_attr_destroy(&attr);
     if (rc != 0) {
-        atomic_fetch_sub(&duda_current->threads, 1);
+        duda_service_put(duda_current);
         free(t);
         return -1;
     }
@@ -234,7 +234,7 @@ static void duda_timer_unlink(struct duda_timer *t)
         }
     }
     else {
-        atomic_fetch_sub(&t->svc->handles, 1);
+        duda_service_put(t->svc);
     }
 }
 
@@ -351,7 +351,7 @@ static duda_timer_t *duda_timer_make(duda_request_t *dr, unsigned ms, int repeat
         dr->timers = t;
     }
     else {
-        atomic_fetch_add(&t->svc->handles, 1);
+        duda_service_hold(t->svc);
     }
     return t;
 }
@@ -415,7 +415,7 @@ void duda_timers_stop(duda_request_t *dr)
             struct duda_timer *t = dr->timers;
             dr->timers = t->next;
             t->dr = NULL;
-            atomic_fetch_add(&t->svc->handles, 1);
+            duda_service_hold(t->svc);
         }
     }
 }
@@ -460,7 +460,7 @@ static duda_watch_t *duda_watch_add(int fd, unsigned mask,
         free(w);
         return NULL;
     }
-    atomic_fetch_add(&w->svc->handles, 1);
+    duda_service_hold(w->svc);
     return w;
 }
 
@@ -470,7 +470,7 @@ static int duda_watch_del(duda_watch_t *w)
         return -1;
     }
     duda_mk->fd_unwatch(w->h);
-    atomic_fetch_sub(&w->svc->handles, 1);
+    duda_service_put(w->svc);
     free(w);
     return 0;
 }

@@ -164,19 +164,44 @@ void duda_service_unload(struct duda_service *svc)
     duda_loggers_release(svc);
     if (svc->docroot_fd >= 0) {
         close(svc->docroot_fd);
+        svc->docroot_fd = -1;
     }
-    /* Timers, watches or threads of its own may still run its code: keep it mapped then. */
-    if (svc->dl && atomic_load(&svc->handles) == 0 && atomic_load(&svc->threads) == 0) {
+    svc->unloaded = true;
+}
+
+void duda_service_hold(struct duda_service *svc)
+{
+    atomic_fetch_add_explicit(&svc->refs, 1, memory_order_relaxed);
+}
+
+/* The last holder is gone: unmap the code, free everything. */
+static void duda_service_destroy(struct duda_service *svc)
+{
+    if (svc->dl) {
         duda_packages_release(svc);
         dlclose(svc->dl);
-    }
-    if (svc->dl) {
         pthread_mutex_destroy(&svc->console_lock);
     }
     free(svc->routes);
     free(svc->gvalues);
     free(svc->gready);
     free(svc->loop_ready);
+    free(svc->name);
+    free(svc->docroot);
+    free(svc->confdir);
+    free(svc->datadir);
+    free(svc->logdir);
+    free(svc->file);
+    free(svc->session_store);
+    free(svc->packages_root);
+    free(svc);
+}
+
+void duda_service_put(struct duda_service *svc)
+{
+    if (atomic_fetch_sub_explicit(&svc->refs, 1, memory_order_acq_rel) == 1) {
+        duda_service_destroy(svc);
+    }
 }
 
 /* Add `pattern` (already prefixed) to the site's table for route `rt`. */

@@ -8,8 +8,8 @@
  *
  * A duda_socket wraps the server's takeover (api->takeover): it exists
  * from response->takeover() until its on_close, holds one of the
- * service's handles meanwhile (so the service stays mapped while it has
- * open sockets), and runs every callback with the service current. All
+ * reference on the service meanwhile (so the service stays mapped and
+ * allocated while it has open sockets), and runs every callback with the service current. All
  * of it happens on the connection's worker; worker->call() is how other
  * threads reach it.
  */
@@ -73,7 +73,7 @@ static void duda_tk_close(struct mk_takeover *t, void *arg)
     s->t = t;
     DUDA_SOCKET_CALL(s, s->ops->on_close(t ? s : NULL, s->arg));
     free(s);
-    atomic_fetch_sub(&svc->handles, 1);
+    duda_service_put(svc);
 }
 
 static const struct mk_takeover_ops duda_tk_ops = {
@@ -110,7 +110,7 @@ int duda_socket_takeover(duda_request_t *dr, const struct duda_socket_ops *ops, 
         return -1; /* HTTP/1.0, HTTP/2, a body: the service answers otherwise */
     }
     duda_mk->takeover_on_open(dr->r, duda_tk_open);
-    atomic_fetch_add(&s->svc->handles, 1); /* until on_close, which always follows */
+    duda_service_hold(s->svc); /* until on_close, which always follows */
     dr->upgraded = true;
     dr->status = 101;
     return 0;
@@ -169,7 +169,7 @@ static void duda_call_run(void *p)
     duda_current = c->svc;
     c->fn(c->arg);
     duda_current = saved;
-    atomic_fetch_sub(&c->svc->handles, 1);
+    duda_service_put(c->svc);
     free(c);
 }
 
@@ -186,9 +186,9 @@ int duda_worker_call(int worker, void (*fn)(void *arg), void *arg)
         return -1;
     }
     *c = (struct duda_call){svc, fn, arg};
-    atomic_fetch_add(&svc->handles, 1);
+    duda_service_hold(svc);
     if (duda_mk->worker_call(worker, duda_call_run, c) != MK_OK) {
-        atomic_fetch_sub(&svc->handles, 1);
+        duda_service_put(svc);
         free(c);
         return -1;
     }

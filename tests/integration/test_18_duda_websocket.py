@@ -512,3 +512,39 @@ def test_echo_over_tls(make_server, services):
     with connect(url(srv, "echoz"), ssl=srv.ws_ssl, max_size=None) as ws:
         ws.send("tls " * 50000)
         assert ws.recv() == "tls " * 50000
+
+
+# ---- reloads ------------------------------------------------------------------------------
+
+
+def test_websockets_outlive_a_reload(srv):
+    # A taken-over connection holds the configuration of the request that
+    # asked for it: a reload frees neither the service nor its routes while
+    # WebSockets opened before it are open (heap-use-after-free in
+    # duda_tk_close under ASan before). Several reloads, then the old
+    # sockets echo and close, by the client or by the server; a socket
+    # opened after the reloads works too.
+    with contextlib.ExitStack() as stack:
+        old = [stack.enter_context(connect(url(srv), max_size=None)) for _ in range(3)]
+        raw = Raw(srv, "cmd")
+        for ws in old:
+            ws.send("before")
+            assert ws.recv() == "before"
+        for _ in range(3):
+            srv.reload()
+        for i, ws in enumerate(old):
+            ws.send(f"after {i}")
+            assert ws.recv() == f"after {i}"
+        with connect(url(srv), max_size=None) as fresh:
+            fresh.send("new")
+            assert fresh.recv() == "new"
+        old[0].close()  # the client closes
+        raw.send(frame(1, b"close 4002"))  # the server closes
+        assert raw.read()[1] == 8
+        raw.send(frame(8, struct.pack("!H", 4002)))
+        raw.s.settimeout(5 * SLOW)
+        assert raw.s.recv(1) == b""
+    time.sleep(0.3)  # every on_close has run on the retired configurations
+    srv.reload()
+    assert srv.get("/wstest/echo").status == 400  # a plain GET: still served
+    assert srv.proc.poll() is None
