@@ -15,11 +15,20 @@
  *     a configuration is built: start, reload and `monkey -t` alike, and a
  *     refusal names the file and line. A reload therefore brings new
  *     certificates; connections keep the one they started with.
- *   - SNI picks the site's certificate with the rules Host uses (exact
- *     names without case, "*.example.com" wildcards, a trailing dot
- *     ignored); a client without SNI, or naming no site, gets the default
- *     site's certificate. A request whose Host names another site than its
- *     SNI is answered 421 Misdirected Request.
+ *   - SNI picks the site's certificate and client-certificate settings
+ *     with the rules Host uses (exact names without case, "*.example.com"
+ *     wildcards, a trailing dot ignored); a client without SNI, or naming
+ *     no site, gets the default site's.
+ *   - A request is served by a site only if its connection's handshake met
+ *     that site's TLS requirements (tls_request, tls_site_allows), checked
+ *     for every request and HTTP/2 stream on the site Host, :authority or
+ *     an absolute target chose: with SNI, the site SNI named; for a site
+ *     with ClientCertificate, a handshake under that site's verify id
+ *     (mode, depth, ClientCA certificates: tls_verify.c), which a
+ *     connection without SNI, made for another site, resumed from another
+ *     site's session, or opened before a reload that changed them lacks,
+ *     and a plain connection never has. Otherwise 421 Misdirected Request,
+ *     without the site's HSTS.
  *   - ALPN: the first of "h2", "http/1.1" the client offers and the server
  *     speaks (api->protocol_known); no ALPN means HTTP/1.1.
  *   - A connection whose first byte is not a TLS handshake record (plain
@@ -119,7 +128,7 @@ static int tls_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *o
     return SSL_TLSEXT_ERR_NOACK;
 }
 
-SSL_CTX *tls_ctx_for(struct mk_config *cfg, const char *name)
+const struct tls_site *tls_site_for(struct mk_config *cfg, const char *name)
 {
     const struct mk_site *any = api->config_site(cfg, 0);
     const struct mk_site *dflt = api->site_lookup(any, NULL, 0);
@@ -129,15 +138,21 @@ SSL_CTX *tls_ctx_for(struct mk_config *cfg, const char *name)
     if (!ts || !ts->ctx) {
         ts = api->site_conf(dflt, MK_PLUGIN_SELF(tls));
     }
-    return ts ? ts->ctx : NULL;
+    return ts && ts->ctx ? ts : NULL;
 }
 
-void tls_switch(SSL *ssl, SSL_CTX *ctx)
+void tls_switch(SSL *ssl, const struct tls_site *ts)
 {
-    SSL_set_SSL_CTX(ssl, ctx); /* takes its own reference */
-    tls_verify_apply(ssl, ctx);
+    struct tls_conn *t = SSL_get_app_data(ssl);
+
+    SSL_set_SSL_CTX(ssl, ts->ctx); /* takes its own reference */
+    tls_verify_apply(ssl, ts->ctx);
+    if (t) {
+        memcpy(t->verify_id, ts->verify_id, sizeof(t->verify_id));
+        t->switched = true;
+    }
     /* kTLS as the site says: options stay the connection's own. */
-    if (SSL_CTX_get_options(ctx) & SSL_OP_ENABLE_KTLS) {
+    if (SSL_CTX_get_options(ts->ctx) & SSL_OP_ENABLE_KTLS) {
         SSL_set_options(ssl, SSL_OP_ENABLE_KTLS);
     }
     else {
@@ -146,23 +161,33 @@ void tls_switch(SSL *ssl, SSL_CTX *ctx)
 }
 
 /*
- * Called for every ClientHello, with SNI or without: move the connection
- * to the context holding the certificate of its site, in the configuration
- * in force now.
+ * Called for every ClientHello, with SNI or without, after the ClientHello
+ * callback (tls_session.c), which has moved the connection to its site's
+ * context and given it that site's session id context: that choice stands
+ * (a reload between the two callbacks does not split a connection between
+ * two configurations). Without it, move the connection to the context
+ * holding the certificate of its site, in the configuration in force now.
  */
 static int tls_servername(SSL *ssl, int *alert, void *arg)
 {
-    struct mk_config *cfg = api->config_get();
+    const struct tls_conn *t = SSL_get_app_data(ssl);
     SSL_CTX *ctx = NULL;
 
     (void) arg;
-    if (cfg) {
-        ctx = tls_ctx_for(cfg, SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name));
-        /* The ClientHello callback has usually moved it there already. */
-        if (ctx && ctx != SSL_get_SSL_CTX(ssl)) {
-            tls_switch(ssl, ctx);
+    if (t && t->switched) {
+        ctx = SSL_get_SSL_CTX(ssl);
+    }
+    else {
+        struct mk_config *cfg = api->config_get();
+        if (cfg) {
+            const struct tls_site *ts =
+                tls_site_for(cfg, SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name));
+            if (ts) {
+                tls_switch(ssl, ts);
+                ctx = ts->ctx;
+            }
+            api->config_put(cfg);
         }
-        api->config_put(cfg);
     }
     if (!ctx) {
         *alert = SSL_AD_UNRECOGNIZED_NAME;
@@ -459,6 +484,7 @@ static int tls_open(struct mk_conn *c)
         free(t);
         return MK_ERR;
     }
+    SSL_set_app_data(t->ssl, t); /* for tls_switch() in the handshake's callbacks */
     SSL_set_accept_state(t->ssl);
     *api->conn_transport_data(c) = t;
     return MK_OK;
@@ -684,26 +710,53 @@ static const struct mk_transport tls_transport = {
 
 /* ---- hooks ------------------------------------------------------------------ */
 
+bool tls_site_allows(struct mk_conn *c, const struct mk_site *site)
+{
+    const struct tls_conn *t = tls_conn_of(c);
+    const struct tls_site *ts = api->site_conf(site, MK_PLUGIN_SELF(tls));
+    size_t len = 0;
+
+    if (t) {
+        const char *sni = api->conn_server_name(c, &len);
+        /* Both by the rules Host follows: a name no site has means the default site. */
+        if (sni && api->site_lookup(site, sni, len) != site) {
+            return false;
+        }
+    }
+    if (!ts || !tls_verify_on(ts->verify_id)) {
+        return true; /* the site asks nothing of the client */
+    }
+    return t && memcmp(t->verify_id, ts->verify_id, sizeof(t->verify_id)) == 0;
+}
+
 /*
- * 421 when the request's Host names another site than the SNI did: the
- * certificate the client checked was not the one of the site it asks.
- * A server name no site has chose the default site's certificate.
+ * A request is served by a site only if its connection's handshake met
+ * that site's TLS requirements, whatever named the site (Host, HTTP/2's
+ * :authority, an absolute target: api->site() is the site they chose),
+ * on every request and stream of the connection:
+ *   - with SNI, the request's site is the one SNI named (the certificate
+ *     the client checked is that site's); a name no site has means the
+ *     default site;
+ *   - a site with ClientCertificate optional or required is served only
+ *     on a connection whose handshake ran under its verify id (its mode,
+ *     depth and ClientCA certificates now: a connection without SNI, or
+ *     made before a reload that changed them, or a session resumed from
+ *     another site, does not qualify), never on a plain connection.
+ * Otherwise 421 Misdirected Request: the client may retry on a new
+ * connection with the site's name as SNI. On a plain connection a site
+ * with RedirectHTTPS is first sent to HTTPS.
  */
 static int tls_request(struct mk_request *r)
 {
     struct mk_conn *c = api->conn(r);
-    const struct mk_site *site = api->site(r);
-    size_t len = 0;
 
     if (!tls_conn_of(c)) {
-        return tls_site_redirect(r);
+        int rc = tls_site_redirect(r);
+        if (rc != MK_OK) {
+            return rc;
+        }
     }
-    const char *sni = api->conn_server_name(c, &len);
-    /* Both by the rules Host follows: a name no site has means the default site. */
-    if (!sni || api->site_lookup(site, sni, len) == site) {
-        return MK_OK;
-    }
-    return 421;
+    return tls_site_allows(c, api->site(r)) ? MK_OK : 421;
 }
 
 static int tls_init(const struct mk_api *server_api, const char *conf_dir)

@@ -142,15 +142,15 @@ SSL_CTX *tls_conf_base(void);
 
 /* tls_session.c */
 
-/* The length of a site's session id context (SHA-256). */
+/* The length of a site's session id context and of its verify id (SHA-256). */
 #define TLS_SITE_ID 32
 /* What site_init() keeps for each site of a configuration (api->site_data). */
 struct tls_site_data {
     unsigned char id[TLS_SITE_ID]; /* tls_session_site_id() of the site */
 };
 /*
- * A site's session id context: SHA-256 of its names and of its
- * client-certificate settings. Computed once per site and configuration
+ * A site's session id context: SHA-256 of its names and of its verify id
+ * (struct tls_site). Computed once per site and configuration
  * (site_init), not per ClientHello.
  */
 void tls_session_site_id(const struct mk_site *site, unsigned char id[TLS_SITE_ID]);
@@ -251,6 +251,13 @@ struct tls_site {
     int client_cert; /* enum tls_client_cert */
     char *client_ca;
     int verify_depth;
+    /*
+     * What a handshake under this site's context verified a client
+     * certificate against: SHA-256 of the mode, the depth and the ClientCA
+     * certificates (tls_verify_build). All zero when ClientCertificate is
+     * off. Equal ids verify alike, whichever site or configuration.
+     */
+    unsigned char verify_id[TLS_SITE_ID];
     /* OCSP stapling (tls_ocsp.c) */
     char *ocsp;
     /* HTTP (tls_site.c) */
@@ -266,8 +273,16 @@ struct tls_conn {
     bool established; /* the handshake is done */
     bool shut;        /* close_notify was sent (or may not be) */
     bool plain;       /* plain HTTP came instead of a handshake */
+    bool switched;    /* tls_switch() moved it to its site's context */
     int retry_len;    /* a write that must be repeated with this many bytes; 0: none */
-    SSL *ssl;
+    SSL *ssl;         /* its app data is this struct (tls_switch) */
+    /*
+     * The verify id of the site context the handshake ran under (set by
+     * tls_switch() in the ClientHello callback; all zero for a context
+     * without client certificates). A resumed session was verified under
+     * the same id: the session id context, set with it, holds it.
+     */
+    unsigned char verify_id[TLS_SITE_ID];
     char *subject; /* client_subject, made once when asked (malloc) */
     char *verify;  /* client_verify when it is FAILED:reason (malloc) */
     struct tls_send send;
@@ -275,14 +290,26 @@ struct tls_conn {
 
 /* The connection's TLS state, NULL when it arrived through another transport. */
 struct tls_conn *tls_conn_of(struct mk_conn *c);
-/* The site context of the SNI's site in cfg, else the default site's; NULL if neither has one. */
-SSL_CTX *tls_ctx_for(struct mk_config *cfg, const char *name);
 /*
- * Move ssl to ctx, the context of the site SNI chose, with what
- * SSL_set_SSL_CTX does not carry: the client-certificate settings and the
- * site's kTLS choice.
+ * The [TLS] settings whose context serves the SNI `name` in cfg: the
+ * named site's when it has a context, else the default site's; NULL if
+ * neither has one.
  */
-void tls_switch(SSL *ssl, SSL_CTX *ctx);
+const struct tls_site *tls_site_for(struct mk_config *cfg, const char *name);
+/*
+ * Move ssl to ts's context (the site SNI chose), with what SSL_set_SSL_CTX
+ * does not carry: the client-certificate settings and the site's kTLS
+ * choice; and record ts's verify id on the connection. Called with the
+ * configuration of ts held.
+ */
+void tls_switch(SSL *ssl, const struct tls_site *ts);
+/*
+ * Whether connection c may serve a request of `site` (of a configuration
+ * the caller holds): over TLS, the SNI, when there was one, names that
+ * site, and when the site asks for client certificates the handshake ran
+ * under its verify id; over any other transport, the site asks for none.
+ */
+bool tls_site_allows(struct mk_conn *c, const struct mk_site *site);
 
 /* ---- tls_verify.c ---- */
 
@@ -292,6 +319,8 @@ void tls_switch(SSL *ssl, SSL_CTX *ctx);
  * build): MK_OK, or MK_ERR with the key to blame in *key and the reason.
  */
 int tls_verify_build(struct tls_site *ts, const char **key, char *reason, size_t len);
+/* Whether a verify id is a site's that asks for client certificates (not all zero). */
+bool tls_verify_on(const unsigned char id[TLS_SITE_ID]);
 /*
  * Give `ssl` the verify settings of `ctx`, the site context SNI chose
  * (SSL_set_SSL_CTX carries the certificate, not the verify mode).

@@ -252,9 +252,10 @@ static bool tls_hello_sni(SSL *ssl, char *buf, size_t size)
 
 /*
  * A site's session id context: SHA-256 of its names (the same on every
- * server naming it so), and of its client-certificate settings when it
- * asks for one, so a session made without a client certificate, or under
- * another ClientCA, never skips the check.
+ * server naming it so), and of its verify id when it asks for client
+ * certificates (the mode, the depth, the ClientCA certificates), so a
+ * session made without a client certificate, or verified under other
+ * settings, never skips the check.
  */
 _Static_assert(TLS_SITE_ID == SHA256_DIGEST_LENGTH, "a site id is a SHA-256 digest");
 
@@ -278,11 +279,9 @@ void tls_session_site_id(const struct mk_site *site, unsigned char id[TLS_SITE_I
     if (n == 0) { /* a site without ServerName: the default one */
         EVP_DigestUpdate(md, "\0default", 8);
     }
-    if (ts && ts->client_cert != TLS_CLIENT_OFF) {
-        char mode = (char) ('0' + ts->client_cert);
+    if (ts && tls_verify_on(ts->verify_id)) {
         EVP_DigestUpdate(md, "\0mtls", 5);
-        EVP_DigestUpdate(md, &mode, 1);
-        EVP_DigestUpdate(md, ts->client_ca, strlen(ts->client_ca) + 1);
+        EVP_DigestUpdate(md, ts->verify_id, sizeof(ts->verify_id));
     }
     EVP_DigestFinal_ex(md, id, NULL);
     EVP_MD_CTX_free(md);
@@ -291,9 +290,11 @@ void tls_session_site_id(const struct mk_site *site, unsigned char id[TLS_SITE_I
 /*
  * The ClientHello callback, before OpenSSL looks a session up: move the
  * connection to the context of the site its SNI selects (the default
- * site's without SNI) with that site's client-certificate settings, and
- * give it the site's session id context, so a session resumes on its own
- * site only. The servername callback comes after the lookup in TLS 1.2.
+ * site's without SNI) with that site's client-certificate settings, which
+ * records the site's verify id on the connection, and give it the site's
+ * session id context, so a session resumes on its own site, verified as
+ * that site verifies now, only. The servername callback comes after the
+ * lookup in TLS 1.2.
  */
 static int tls_session_hello(SSL *ssl, int *alert, void *arg)
 {
@@ -308,9 +309,9 @@ static int tls_session_hello(SSL *ssl, int *alert, void *arg)
     bool sni = tls_hello_sni(ssl, name, sizeof(name));
     const struct mk_site *site = tls_api->site_lookup(tls_api->config_site(cfg, 0),
                                                       sni ? name : NULL, sni ? strlen(name) : 0);
-    SSL_CTX *ctx = tls_ctx_for(cfg, sni ? name : NULL);
-    if (ctx) {
-        tls_switch(ssl, ctx);
+    const struct tls_site *ts = tls_site_for(cfg, sni ? name : NULL);
+    if (ts) {
+        tls_switch(ssl, ts);
     }
     const struct tls_site_data *sd = tls_api->site_data(site, MK_PLUGIN_SELF(tls));
     if (sd) {

@@ -9,7 +9,8 @@
  *   - HSTS: every response sent over TLS by a site with an HSTS value
  *     carries "Strict-Transport-Security: <value>" (files, plugin answers,
  *     error pages, the parser's refusals: through the response_head hook);
- *     never a response over plain HTTP (RFC 6797 section 7.2).
+ *     never a response over plain HTTP (RFC 6797 section 7.2), nor one on
+ *     a connection that may not serve the site (tls_site_allows: its 421).
  *   - RedirectHTTPS: a request of that site arriving on a plain listener
  *     is answered 308 Permanent Redirect (the method and body are kept, RFC
  *     9110 section 15.4.9) to https://HOST[:PORT]/path?query. HOST is the
@@ -75,7 +76,9 @@ void tls_site_response_head(struct mk_request *r)
         return;
     }
     ts = tls_site_of(r);
-    if (ts && ts->hsts) {
+    /* Not on the 421 of a site this connection may not serve (tls_request):
+       nothing of that site goes out on it. */
+    if (ts && ts->hsts && tls_site_allows(tls_api->conn(r), tls_api->site(r))) {
         tls_api->add_header(r, "Strict-Transport-Security", ts->hsts);
     }
 }

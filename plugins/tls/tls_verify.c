@@ -12,13 +12,23 @@
  *     for, and the handshake goes on without one or with one that fails;
  *     client_verify says which (NONE, FAILED:reason) and client_subject is
  *     given only for a verified certificate.
- *   - The settings are those of the site SNI chose: they are copied onto
- *     the SSL in the servername callback (SSL_set_SSL_CTX carries the
- *     certificate and the store, not the verify mode or the CA names).
+ *   - The settings are those of the site SNI chose (without SNI, or
+ *     naming no site, the default site's): they are copied onto the SSL
+ *     in the ClientHello callback (SSL_set_SSL_CTX carries the certificate
+ *     and the store, not the verify mode or the CA names).
+ *   - Each site that asks for certificates has a verify id: SHA-256 of
+ *     its mode, its ClientVerifyDepth and the certificates its ClientCA
+ *     loaded, so two sites (or two configurations) verify alike exactly
+ *     when their ids are equal. The connection records the id of the
+ *     context its handshake ran under, and a request for a site that asks
+ *     for certificates is served only on a connection with that site's id
+ *     (tls_site_allows, tls.c): 421 otherwise, whatever Host, :authority
+ *     or an absolute target names, and after a reload that changed the
+ *     site's settings or the contents of its ClientCA file.
  *   - A site that asks for certificates has a session id context of its
- *     own (a digest of its certificate, ClientCA and mode): its sessions,
- *     which carry the client's verification, never resume on another site,
- *     and other sites' sessions never resume on it.
+ *     own (a digest of its names and its verify id): its sessions, which
+ *     carry the client's verification, never resume on another site, nor
+ *     under other settings, and other sites' sessions never resume on it.
  *
  * Threads: tls_verify_build() runs on the controlling thread while a
  * configuration is built; the rest on the connection's worker.
@@ -30,6 +40,7 @@
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/sha.h>
 #include <openssl/x509.h>
 
 #include "tls.h"
@@ -46,6 +57,45 @@ static int tls_verify_cb(int ok, X509_STORE_CTX *store)
         return 1;
     }
     return ok;
+}
+
+/*
+ * ts->verify_id from what the site's context verifies with: the mode, the
+ * depth, and the SHA-256 of each certificate in its store (the ClientCA
+ * certificates, in the store's order: the same for the same file). The
+ * contents count, not the path: a reload with another CA in the same file
+ * makes another id. MK_OK, or MK_ERR when OpenSSL cannot digest.
+ */
+_Static_assert(TLS_SITE_ID == SHA256_DIGEST_LENGTH, "a verify id is a SHA-256 digest");
+
+static int tls_verify_digest(struct tls_site *ts)
+{
+    STACK_OF(X509_OBJECT) *objs = X509_STORE_get0_objects(SSL_CTX_get_cert_store(ts->ctx));
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    unsigned char cert[EVP_MAX_MD_SIZE];
+    unsigned n_certs = 0, n;
+    char head[32];
+    int ok;
+
+    int hl = snprintf(head, sizeof(head), "monkey-verify %d %d", ts->client_cert, ts->verify_depth);
+    ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1 &&
+         EVP_DigestUpdate(md, head, (size_t) hl + 1) == 1;
+    for (int i = 0; ok && i < sk_X509_OBJECT_num(objs); i++) {
+        X509 *x = X509_OBJECT_get0_X509(sk_X509_OBJECT_value(objs, i));
+        if (!x) {
+            continue; /* a CRL: never checked (no CRL flags) */
+        }
+        ok = X509_digest(x, EVP_sha256(), cert, &n) == 1 && EVP_DigestUpdate(md, cert, n) == 1;
+        n_certs++;
+    }
+    ok = ok && n_certs > 0 && EVP_DigestFinal_ex(md, ts->verify_id, NULL) == 1;
+    EVP_MD_CTX_free(md);
+    ERR_clear_error();
+    if (!ok || !tls_verify_on(ts->verify_id)) {
+        memset(ts->verify_id, 0, sizeof(ts->verify_id));
+        return MK_ERR;
+    }
+    return MK_OK;
 }
 
 int tls_verify_build(struct tls_site *ts, const char **key, char *reason, size_t len)
@@ -88,7 +138,21 @@ int tls_verify_build(struct tls_site *ts, const char **key, char *reason, size_t
     }
     SSL_CTX_set_verify(ts->ctx, mode, tls_verify_cb);
     SSL_CTX_set_verify_depth(ts->ctx, ts->verify_depth);
+    if (tls_verify_digest(ts) != MK_OK) {
+        snprintf(reason, len, "ClientCA %s: cannot digest its certificates", ts->client_ca);
+        return MK_ERR;
+    }
     return MK_OK;
+}
+
+bool tls_verify_on(const unsigned char id[TLS_SITE_ID])
+{
+    unsigned char any = 0;
+
+    for (size_t i = 0; i < TLS_SITE_ID; i++) {
+        any |= id[i];
+    }
+    return any != 0;
 }
 
 void tls_verify_apply(SSL *ssl, SSL_CTX *ctx)

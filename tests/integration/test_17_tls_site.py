@@ -1,10 +1,14 @@
 """What a site's [TLS] section adds to HTTPS (plugins/tls): client
 certificates (ClientCertificate, ClientCA) and their session id context,
-the connection's properties in the access log, Strict-Transport-Security,
-the redirect of plain HTTP to HTTPS, and OCSP stapling from a file."""
+the rule that a site is served only on a connection whose handshake met
+its requirements (no SNI, HTTP/2 streams, absolute targets, resumed
+sessions, reloads, plain HTTP), the connection's properties in the access
+log, Strict-Transport-Security, the redirect of plain HTTP to HTTPS, and
+OCSP stapling from a file."""
 
 import http.client
 import re
+import shutil
 import socket
 import ssl
 import subprocess
@@ -12,7 +16,9 @@ import subprocess
 import pytest
 
 from conftest import MONKEY, SLOW, free_port
-from tlsutil import LOGGER_SO, TLS_MARKS, client_context, make_cert, tls_section, tls_server
+from h2util import H2_MARKS, H2Client
+from tlsutil import (LOGGER_SO, TLS_MARKS, client_context, make_cert, tls_connect, tls_section,
+                     tls_server)
 
 pytestmark = TLS_MARKS
 
@@ -191,6 +197,198 @@ def test_sessions_do_not_cross_into_or_out_of_an_mtls_site(make_server, version)
     assert not resumed("a.test", session_of("b.test"))
 
 
+# ---- a site is served only where its handshake ran --------------------------------
+
+def mtls_sites(make_server, mode="required"):
+    """The default site (localhost) asks for nothing; b.test asks for
+    certificates of srv.ca (alice has one) and sends HSTS."""
+    srv = tls_server(make_server, sites=["b.test"])
+    certs = srv.dir / "certs"
+    srv.ca = make_ca(certs, "Test CA")
+    srv.alice = issue(certs, srv.ca, "alice", "/CN=alice", 0x10)
+    srv.extra_sites["b.test"] += (f"    ClientCertificate {mode}\n    ClientCA {srv.ca[0]}\n"
+                                  "    HSTS max-age=60\n")
+    return srv
+
+
+def s_client_http(port, request, *args):
+    """`request` (bytes) over openssl s_client -quiet with `args`; what came back."""
+    p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-quiet", *args],
+                       input=request, capture_output=True, timeout=20 * SLOW)
+    return p.stdout
+
+
+def b_site(request_line=b"GET /site.txt HTTP/1.1", host=b"b.test"):
+    return request_line + b"\r\nHost: " + host + b"\r\nConnection: close\r\n\r\n"
+
+
+@pytest.mark.parametrize("mode", ["required", "optional"])
+def test_no_sni_does_not_open_a_site_that_asks_for_certificates(make_server, mode):
+    srv = mtls_sites(make_server, mode).start()
+    out = s_client_http(srv.port, b_site(), "-noservername")
+    assert out.startswith(b"HTTP/1.1 421 "), out
+    assert b"site b.test" not in out and b"Strict-Transport-Security" not in out
+    # No SNI, or a name no site has: the default site's handshake, which asked
+    # for no certificate (one the client holds was never sent).
+    for sni in (None, "unknown.test"):
+        for cert in (None, srv.alice):
+            status, headers, body, s = get(srv.port, path="/site.txt", host="b.test", sni=sni,
+                                           cert=cert)
+            s.close()
+            assert (status, body.count(b"site b.test")) == (421, 0), (sni, cert)
+            assert "strict-transport-security" not in headers
+    # What the handshake did meet is served as before.
+    assert get(srv.port, sni=None)[:3:2] == (200, b"Hello World!\n")
+    status, headers, body, s = get(srv.port, path="/site.txt", host="b.test", sni="b.test",
+                                   cert=srv.alice)
+    s.close()
+    assert (status, body) == (200, b"site b.test\n")
+    assert headers.get("strict-transport-security") == "max-age=60"
+    assert srv.proc.poll() is None
+
+
+def test_absolute_target_is_held_to_its_site(make_server):
+    srv = mtls_sites(make_server).start()
+    # The target names the site (Host is ignored for an absolute target).
+    req = b_site(b"GET https://b.test/site.txt HTTP/1.1", host=b"localhost")
+    for args in (["-noservername"], ["-servername", "localhost"]):
+        out = s_client_http(srv.port, req, *args)
+        assert out.startswith(b"HTTP/1.1 421 ") and b"site b.test" not in out, (args, out)
+    out = s_client_http(srv.port, req, "-servername", "b.test", "-cert", str(srv.alice[0]),
+                        "-key", str(srv.alice[1]))
+    assert out.startswith(b"HTTP/1.1 200 ") and out.endswith(b"site b.test\n"), out
+
+
+def h2_marks(test):
+    for mark in H2_MARKS + [pytest.mark.skipif(shutil.which("curl") is None, reason="no curl")]:
+        test = mark(test)
+    return test
+
+
+@h2_marks
+def test_h2_streams_are_held_to_their_site(make_server):
+    srv = mtls_sites(make_server).start()
+    # curl sends no SNI to an IP literal; its Host becomes :authority.
+    p = subprocess.run(["curl", "-sk", "--http2", "-w", "\n%{http_code} %{http_version}",
+                        f"https://127.0.0.1:{srv.port}/site.txt", "-H", "Host: b.test"],
+                       capture_output=True, text=True, timeout=20 * SLOW)
+    assert p.stdout.endswith("\n421 2") and "site b.test" not in p.stdout, p.stdout + p.stderr
+    # One connection without SNI: every stream is checked, whatever came before.
+    s = tls_connect(srv.port, sni=None, alpn=["h2"])
+    assert s.selected_alpn_protocol() == "h2"
+    c = H2Client(srv.port, sock=s)
+    sids = [c.request("/hello.txt"), c.request("/site.txt", authority="b.test"),
+            c.request("/hello.txt"), c.request("/site.txt", authority="b.test:443")]
+    c.wait(sids)
+    got = [(c.streams[i]["headers"][":status"], c.streams[i]["data"]) for i in sids]
+    assert got[0] == got[2] == ("200", b"Hello World!\n"), got
+    assert got[1][0] == got[3][0] == "421" and b"site b.test" not in got[1][1] + got[3][1], got
+    c.close()
+    # With b.test's SNI and certificate its streams are served, the other site's are not.
+    ctx = context(srv.alice)
+    ctx.set_alpn_protocols(["h2"])
+    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", srv.port), timeout=5 * SLOW),
+                        server_hostname="b.test")
+    c = H2Client(srv.port, sock=s)
+    sids = [c.request("/site.txt", authority="b.test"), c.request("/hello.txt")]
+    c.wait(sids)
+    assert [c.streams[i]["headers"][":status"] for i in sids] == ["200", "421"]
+    assert c.streams[sids[0]]["data"] == b"site b.test\n"
+    c.close()
+
+
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3])
+def test_a_session_resumed_without_sni_does_not_open_the_site(make_server, version):
+    srv = mtls_sites(make_server).start()
+    ctx = context(srv.alice, version)  # Python resumes within one context only
+    # A session made on the default site, without SNI, resumed without SNI ...
+    status, _, _, s = get(srv.port, sni=None, ctx=ctx)
+    assert status == 200
+    sess = s.session
+    s.close()
+    status, _, body, s = get(srv.port, path="/site.txt", host="b.test", sni=None, session=sess,
+                             ctx=ctx)
+    assert s.session_reused  # so the check below is the request's, not the handshake's
+    s.close()
+    assert (status, body.count(b"site b.test")) == (421, 0)
+    # ... and b.test's own session (with alice's certificate) offered without SNI.
+    status, _, _, s = get(srv.port, path="/site.txt", host="b.test", sni="b.test", ctx=ctx)
+    assert status == 200
+    sess = s.session
+    s.close()
+    status, _, body, s = get(srv.port, path="/site.txt", host="b.test", sni=None, session=sess,
+                             ctx=ctx)
+    s.close()
+    assert (status, body.count(b"site b.test")) == (421, 0)
+
+
+class Kept:
+    """One keep-alive HTTPS connection for several requests."""
+
+    def __init__(self, port, sni, cert=None):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5 * SLOW)
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10 * SLOW)
+        self.conn.sock = context(cert).wrap_socket(sock, server_hostname=sni)
+
+    def get(self, path, host):
+        self.conn.putrequest("GET", path, skip_host=True, skip_accept_encoding=True)
+        self.conn.putheader("Host", host)
+        self.conn.endheaders()
+        resp = self.conn.getresponse()
+        return resp.status, resp.read()
+
+    def close(self):
+        self.conn.close()
+
+
+def test_reload_that_asks_for_certificates_closes_the_site_to_open_connections(make_server):
+    srv = tls_server(make_server, sites=["b.test"])
+    certs = srv.dir / "certs"
+    ca, other = make_ca(certs, "Test CA"), make_ca(certs, "Other CA")
+    alice = issue(certs, ca, "alice", "/CN=alice", 0x10)
+    plain_b = srv.extra_sites["b.test"]
+    srv.start()
+    kept = Kept(srv.port, "b.test")  # no certificate: none was asked
+    assert kept.get("/site.txt", "b.test") == (200, b"site b.test\n")
+    # b.test now requires certificates: the open connection never showed one.
+    client_ca = srv.dir / "client-ca.pem"
+    client_ca.write_bytes(ca[0].read_bytes())
+    srv.extra_sites["b.test"] = plain_b + f"    ClientCertificate required\n    ClientCA {client_ca}\n"
+    srv.write_conf()
+    srv.reload()
+    assert "configuration reloaded" in srv.stderr_text()
+    status, body = kept.get("/site.txt", "b.test")
+    assert (status, body.count(b"site b.test")) == (421, 0)
+    kept.close()
+    assert refused(srv.port, path="/site.txt", host="b.test", sni="b.test")
+    # alice's connection is served until the file names another CA (same path).
+    kept = Kept(srv.port, "b.test", cert=alice)
+    assert kept.get("/site.txt", "b.test") == (200, b"site b.test\n")
+    srv.reload()  # the same settings: the connection still qualifies
+    assert kept.get("/site.txt", "b.test") == (200, b"site b.test\n")
+    client_ca.write_bytes(other[0].read_bytes())
+    srv.reload()
+    status, body = kept.get("/site.txt", "b.test")
+    assert (status, body.count(b"site b.test")) == (421, 0)
+    kept.close()
+    assert srv.proc.poll() is None
+
+
+def test_plain_http_does_not_serve_a_site_that_asks_for_certificates(make_server):
+    srv = both_listeners(mtls_sites(make_server))
+    srv.start()
+    data = plain_raw(srv.plain, b_site())
+    assert data.startswith(b"HTTP/1.1 421 ") and b"site b.test" not in data, data
+    assert plain_raw(srv.plain, b_site(b"GET /hello.txt HTTP/1.1", b"localhost")).endswith(
+        b"\r\n\r\nHello World!\n")
+    # RedirectHTTPS sends the client to HTTPS instead.
+    srv.extra_sites["b.test"] += "    RedirectHTTPS on\n"
+    srv.write_conf()
+    srv.reload()
+    assert location(srv.plain, b"/site.txt", host=b"b.test") == \
+        (308, f"https://b.test:{srv.port}/site.txt")
+
+
 @pytest.mark.parametrize("lines, where, reason", [
     ("    ClientCertificate required\n", 7, "ClientCertificate required needs a ClientCA"),
     ("    ClientCA {ca}\n", 7, "ClientCA without ClientCertificate optional or required"),
@@ -235,7 +433,8 @@ def test_access_log_shows_protocol_cipher_and_subject(make_server):
     assert re.fullmatch(r"TLSv1\.2 ECDHE-ECDSA-[A-Z0-9-]+ localhost \[O=Example,CN=alice\] 200",
                         lines[0]), lines
     assert lines[1] == f"TLSv1.3 {cipher13} localhost [O=Example,CN=alice] 200", lines
-    assert lines[2] == "- - - [-] 200", lines
+    # A plain connection has no properties (and gets no site that asks for certificates).
+    assert lines[2] == "- - - [-] 421", lines
 
 
 def test_unknown_logger_variable_is_refused(make_server):
