@@ -6,8 +6,10 @@
  *
  * What it guarantees:
  *   - TLS 1.2 and 1.3 only, a modern-intermediate cipher list (ECDHE with
- *     AES-GCM or ChaCha20-Poly1305, DHE as the last resort), no
- *     renegotiation, no compression, early data (0-RTT) refused.
+ *     AES-GCM or ChaCha20-Poly1305, DHE as the last resort) in the
+ *     server's order for TLS 1.2 (PreferServerCiphers; TLS 1.3 suites are
+ *     the client's choice), no renegotiation, no compression, early data
+ *     (0-RTT) refused.
  *   - Certificates per site, from the [TLS] section of its site file
  *     (Certificate, CertificateKey, optional CertificateChain; up to one
  *     pair per key type, RSA and ECDSA side by side: tls_certs.c). The files
@@ -161,12 +163,35 @@ void tls_switch(SSL *ssl, const struct tls_site *ts)
 }
 
 /*
+ * PreferServerCiphers, once the version is chosen and before the cipher
+ * is (OpenSSL negotiates the version first, calls this callback, then
+ * picks a TLS 1.2 cipher): the server's order of Ciphers for TLS 1.2, with
+ * ChaCha20 first for a client that lists it first (one without AES
+ * hardware); TLS 1.3 keeps the client's choice among Ciphersuites, every
+ * one of which is an AEAD with forward secrecy. The setting rides on the
+ * site contexts (tls_conf_site_ctx), like the cipher lists.
+ */
+static void tls_cipher_order(SSL *ssl, SSL_CTX *ctx)
+{
+    const uint64_t order = SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_PRIORITIZE_CHACHA;
+
+    if ((SSL_CTX_get_options(ctx) & SSL_OP_CIPHER_SERVER_PREFERENCE) &&
+        SSL_version(ssl) < TLS1_3_VERSION) {
+        SSL_set_options(ssl, order);
+    }
+    else {
+        SSL_clear_options(ssl, order);
+    }
+}
+
+/*
  * Called for every ClientHello, with SNI or without, after the ClientHello
  * callback (tls_session.c), which has moved the connection to its site's
  * context and given it that site's session id context: that choice stands
  * (a reload between the two callbacks does not split a connection between
  * two configurations). Without it, move the connection to the context
  * holding the certificate of its site, in the configuration in force now.
+ * Then set the cipher order for the version chosen.
  */
 static int tls_servername(SSL *ssl, int *alert, void *arg)
 {
@@ -193,6 +218,7 @@ static int tls_servername(SSL *ssl, int *alert, void *arg)
         *alert = SSL_AD_UNRECOGNIZED_NAME;
         return SSL_TLSEXT_ERR_ALERT_FATAL;
     }
+    tls_cipher_order(ssl, ctx);
     return SSL_TLSEXT_ERR_OK;
 }
 
@@ -351,6 +377,8 @@ static const struct mk_conf_key tls_keys[] = {
     {"Ciphersuites", MK_CONF_STRING, 0, MK_CONF_FIELD(struct tls_conf, ciphersuites),
      .fallback = TLS_CIPHERSUITES, .check = tls_conf_ciphersuites_check,
      .doc = "the TLS 1.3 cipher suites (OpenSSL's syntax)"},
+    {"PreferServerCiphers", MK_CONF_BOOL, 0, MK_CONF_FIELD(struct tls_conf, prefer_server), 0, 0,
+     "On", .doc = "TLS 1.2 takes the first cipher of Ciphers the client offers; Off: the client's"},
     {"SessionCache", MK_CONF_INT, 0, MK_CONF_FIELD(struct tls_conf, session_cache), 0, 1000000,
      "20480", .doc = "sessions the server-side cache holds (0: no cache)"},
     {"SessionTimeout", MK_CONF_DURATION, 0, MK_CONF_FIELD(struct tls_conf, session_timeout), 1000,

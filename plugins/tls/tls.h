@@ -92,7 +92,8 @@ struct tls_conf {
     /* TicketKeyFile keys in the order given: the first encrypts. */
     struct tls_ticket_key file_keys[TLS_TICKET_FILE_KEYS];
     unsigned n_file_keys;
-    SSL_CTX *base; /* every connection of this configuration starts here */
+    bool prefer_server; /* PreferServerCiphers: the server's order of Ciphers (TLS 1.2) */
+    SSL_CTX *base;      /* every connection of this configuration starts here */
 };
 
 /* The server's own ticket keys: `cur` encrypts, both decrypt. */

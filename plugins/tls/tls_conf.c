@@ -3,9 +3,10 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * tls_conf.c: the tls plugin's own file, conf/plugins/tls.conf ([TLS]):
- * Protocols, Ciphers, Ciphersuites and the session keys, checked whenever
- * a configuration is built (start, reload, `monkey -t`), and the context
- * every connection of that configuration starts from.
+ * Protocols, Ciphers, Ciphersuites, PreferServerCiphers and the session
+ * keys, checked whenever a configuration is built (start, reload, `monkey
+ * -t`), and the context every connection of that configuration starts
+ * from.
  *
  * Why server-wide and not per site: OpenSSL picks the protocol version
  * before the SNI callback runs, and SSL_set_SSL_CTX (the switch to a
@@ -203,6 +204,14 @@ int tls_conf_site_ctx(const struct tls_conf *tc, SSL_CTX *ctx)
         SSL_CTX_set_ciphersuites(ctx, tc->ciphersuites) != 1) {
         ERR_clear_error();
         return MK_ERR;
+    }
+    /* Read by the servername callback, which sets the connection's order
+       once the version is known (TLS 1.2 only: tls_cipher_order, tls.c). */
+    if (tc->prefer_server) {
+        SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE);
+    }
+    else {
+        SSL_CTX_clear_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE);
     }
     return MK_OK;
 }

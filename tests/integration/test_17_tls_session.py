@@ -2,7 +2,7 @@
 (plugins/tls: tls_session.c, tls_conf.c, tls_stats.c): tickets on TLS 1.3 and
 1.2, session ids, ticket keys rotated by the server or shared through a
 TicketKeyFile, no resumption across sites, no early data, Protocols, Ciphers
-and Ciphersuites and their checks, and the counters in the control plugin's
+and Ciphersuites and their checks, the server's cipher order (TLS 1.2), and the counters in the control plugin's
 status. Resumption is driven with `openssl s_client -sess_out/-sess_in`."""
 
 import json
@@ -293,6 +293,36 @@ def test_ciphers_limit_what_a_tls12_client_gets(make_server):
     s.close()
 
 
+def negotiated(out):
+    """The cipher from s_client's summary line ("New, TLSv1.2, Cipher is NAME")."""
+    m = re.search(r"^(?:New|Reused), TLSv1\.[23], Cipher is (\S+)", out, re.M)
+    assert m, out
+    return m.group(1)
+
+
+@pytest.mark.parametrize("prefer", [None, "On", "Off"])
+def test_tls12_cipher_is_the_servers_choice(make_server, prefer):
+    srv = tls_server(make_server, sites=["a.test"])
+    if prefer:
+        tls_conf(srv, f"    PreferServerCiphers {prefer}\n")
+    srv.start()
+    # Two suites Ciphers allows, in the client's order: AES-256 first, where
+    # the server's list has AES-128 first. Every site's context alike.
+    client_order = "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-AES128-GCM-SHA256"
+    for sni in ("localhost", "a.test"):
+        out = s_client(srv, sni, "-tls1_2", "-cipher", client_order)
+        assert negotiated(out) == ("ECDHE-ECDSA-AES256-GCM-SHA384" if prefer == "Off"
+                                   else "ECDHE-ECDSA-AES128-GCM-SHA256"), (sni, prefer)
+    # A client that lists ChaCha20 first (no AES hardware) keeps it.
+    out = s_client(srv, "localhost", "-tls1_2", "-cipher",
+                   "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-GCM-SHA256")
+    assert negotiated(out) == "ECDHE-ECDSA-CHACHA20-POLY1305"
+    # TLS 1.3: the client's choice among Ciphersuites (the server lists AES-256 first).
+    out = s_client(srv, "localhost", "-tls1_3", "-ciphersuites",
+                   "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384")
+    assert negotiated(out) == "TLS_AES_128_GCM_SHA256"
+
+
 def check(srv):
     srv.write_conf()
     p = subprocess.run([str(MONKEY), "-t", "-c", str(srv.conf)], capture_output=True, text=True,
@@ -306,6 +336,7 @@ def check(srv):
      r"OpenSSL accepts no TLS 1.3 suite in 'TLS_NO_SUCH'"),
     ("    Protocols TLSv1.2 TLSv1.1\n", 2, r"TLSv1.1 is not accepted"),
     ("    Protocols TLSv1.4\n", 2, r"unknown protocol 'TLSv1.4'"),
+    ("    PreferServerCiphers sometimes\n", 2, r"PreferServerCiphers"),
     ("    TicketKeyFile short.key\n", 2, r"TicketKeyFile .*short\.key: 48 bytes"),
     ("    TicketKeyFile missing.key\n", 2, r"TicketKeyFile .*missing\.key: No such file"),
 ])
