@@ -36,6 +36,7 @@
 #include "h2.h"
 #include "path.h"
 #include "server.h"
+#include "supervisor.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -671,10 +672,16 @@ struct mk_writer {
     int n_groups;
 };
 
-/* The identity that writes the PidFile of `cfg` (see mk_server_start). */
+/*
+ * The identity that writes the PidFile of `cfg`: a server started as root
+ * with a User writes it after switching (see mk_server_start); a supervisor
+ * (Supervisor On, or the child of one) keeps the identity it was started
+ * with and writes it itself.
+ */
 static void mk_writer_for_pidfile(const struct mk_config *cfg, struct mk_writer *w)
 {
-    const struct passwd *pw = cfg->user && geteuid() == 0 ? getpwnam(cfg->user) : NULL;
+    bool switches = cfg->user && geteuid() == 0 && !cfg->supervisor && !mk_supervised();
+    const struct passwd *pw = switches ? getpwnam(cfg->user) : NULL;
 
     memset(w, 0, sizeof(*w));
     if (!pw || pw->pw_uid == 0) {
@@ -782,6 +789,42 @@ static int mk_file_writable(const char *path, const struct mk_writer *w, char *w
     return MK_OK;
 }
 
+/*
+ * A file root writes must be in a directory no one else can change: one
+ * owned by root, writable by no group but root's and not by others. A user
+ * who could write there could replace the file (a PidFile naming another
+ * process, which init scripts then signal as root). MK_OK, or MK_ERR with
+ * the reason in why.
+ */
+static int mk_dir_root_only(const char *path, char *why, size_t whylen)
+{
+    char copy[PATH_MAX];
+    struct stat st;
+
+    if (strlen(path) >= sizeof(copy)) {
+        snprintf(why, whylen, "%s", strerror(ENAMETOOLONG));
+        return MK_ERR;
+    }
+    memcpy(copy, path, strlen(path) + 1);
+    const char *dir = dirname(copy);
+    if (stat(dir, &st) != 0) {
+        snprintf(why, whylen, "directory %s: %s", dir, strerror(errno));
+        return MK_ERR;
+    }
+    const char *who = st.st_uid != 0                             ? "its owner"
+                      : st.st_gid != 0 && (st.st_mode & S_IWGRP) ? "its group"
+                      : (st.st_mode & S_IWOTH)                   ? "everyone"
+                                                                 : NULL;
+    if (who) {
+        snprintf(why, whylen,
+                 "directory %s may be written by %s, not only by root, and root writes the file "
+                 "(a supervisor, or no User)",
+                 dir, who);
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
 int mk_config_check_files(const struct mk_config *cfg, const struct mk_config *running, char *err,
                           size_t errlen)
 {
@@ -797,7 +840,9 @@ int mk_config_check_files(const struct mk_config *cfg, const struct mk_config *r
     }
     if (cfg->pidfile && !running) {
         mk_writer_for_pidfile(cfg, &w);
-        if (mk_file_writable(cfg->pidfile, &w, why, sizeof(why)) != MK_OK) {
+        if (mk_file_writable(cfg->pidfile, &w, why, sizeof(why)) != MK_OK ||
+            (!w.user && geteuid() == 0 &&
+             mk_dir_root_only(cfg->pidfile, why, sizeof(why)) != MK_OK)) {
             snprintf(err, errlen, "%s: PidFile %s: %s", cfg->key_rec[mk_key_index("PidFile")].where,
                      cfg->pidfile, why);
             return MK_ERR;

@@ -17,18 +17,22 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <monkey/monkey.h>
 
+#include "../core/clock.h"
 #include "../core/log.h"
 #include "process.h"
 #include "server.h"
@@ -93,27 +97,57 @@ int mk_server_drop_privileges(const struct mk_config *cfg, char *err, size_t err
     return MK_OK;
 }
 
-int mk_server_write_pidfile(struct mk_server *srv, char *err, size_t errlen)
+int mk_pidfile_write(const char *path, char *err, size_t errlen)
 {
-    const char *path = srv->cfg->pidfile;
-    char buf[32];
-    int fd, n;
+    char tmp[PATH_MAX], buf[32];
+    int fd = -1, n = snprintf(buf, sizeof(buf), "%ld\n", (long) getpid());
 
-    if (!path || mk_supervised()) {
-        return MK_OK; /* a supervisor's child: the supervisor writes its own pid */
+    /*
+     * A name of its own beside the file, created with O_EXCL (which never
+     * follows a link: neither does O_NOFOLLOW on top), then renamed over the
+     * path: whatever was planted at the path (a link to a file of root's) is
+     * replaced, never written through, and a reader never sees a half
+     * written file.
+     */
+    for (int tries = 0; fd < 0 && tries < 16; tries++) {
+        uint32_t r;
+        if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t) sizeof(r)) {
+            r = (uint32_t) mk_clock_mono_ms() * 2654435761u + (uint32_t) tries;
+        }
+        if (snprintf(tmp, sizeof(tmp), "%s.%08x.tmp", path, r) >= (int) sizeof(tmp)) {
+            ERRF("PidFile %s: %s", path, strerror(ENAMETOOLONG));
+            return MK_ERR;
+        }
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST) {
+            break;
+        }
     }
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         ERRF("PidFile %s: %s", path, strerror(errno));
         return MK_ERR;
     }
-    n = snprintf(buf, sizeof(buf), "%ld\n", (long) getpid());
-    if (write(fd, buf, (size_t) n) != n) {
-        ERRF("PidFile %s: %s", path, strerror(errno));
-        close(fd);
+    /* 0644 whatever the umask: readers of the file need not be root. */
+    if (fchmod(fd, 0644) < 0 || write(fd, buf, (size_t) n) != n || close(fd) < 0 ||
+        rename(tmp, path) < 0) {
+        int e = errno;
+        unlink(tmp);
+        ERRF("PidFile %s: %s", path, strerror(e));
         return MK_ERR;
     }
-    close(fd);
+    return MK_OK;
+}
+
+int mk_server_write_pidfile(struct mk_server *srv, char *err, size_t errlen)
+{
+    const char *path = srv->cfg->pidfile;
+
+    if (!path || mk_supervised()) {
+        return MK_OK; /* a supervisor's child: the supervisor writes its own pid */
+    }
+    if (mk_pidfile_write(path, err, errlen) != MK_OK) {
+        return MK_ERR;
+    }
     srv->pidfile_written = true;
     return MK_OK;
 }

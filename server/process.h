@@ -28,6 +28,13 @@ int mk_server_drop_privileges(const struct mk_config *cfg, char *err, size_t err
  */
 int mk_server_write_pidfile(struct mk_server *srv, char *err, size_t errlen);
 /*
+ * Write this process's id to `path`: into a new file beside it (O_EXCL,
+ * O_NOFOLLOW, mode 0644), then renamed over it, so that a link planted at
+ * the path is replaced rather than followed. MK_OK, or MK_ERR with
+ * "PidFile PATH: reason" in err (no file left behind).
+ */
+int mk_pidfile_write(const char *path, char *err, size_t errlen);
+/*
  * The signals the control loop reads from its signalfd (TERM, INT, QUIT,
  * HUP, USR1, PIPE): the set a process blocks before it starts threads.
  */

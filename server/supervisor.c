@@ -36,6 +36,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -263,23 +264,16 @@ static int mk_supervisor_notify_open(struct mk_supervisor *s)
 
 static void mk_supervisor_write_pidfile(struct mk_supervisor *s)
 {
-    char buf[32];
-    int fd, n;
+    char err[PATH_MAX + 64];
 
     if (!s->pidfile) {
         return;
     }
-    fd = open(s->pidfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    n = snprintf(buf, sizeof(buf), "%ld\n", (long) getpid());
-    if (fd < 0 || write(fd, buf, (size_t) n) != n) {
-        mk_err("supervisor: PidFile %s: %s", s->pidfile, strerror(errno));
+    if (mk_pidfile_write(s->pidfile, err, sizeof(err)) != MK_OK) {
+        mk_err("supervisor: %s", err);
+        return;
     }
-    else {
-        s->pidfile_written = true;
-    }
-    if (fd >= 0) {
-        close(fd);
-    }
+    s->pidfile_written = true;
 }
 
 /* The first child is ready, or none will be (err). */

@@ -142,6 +142,18 @@ def pidfile_unwritable(srv, tmp_path):
     return "monkey.conf", 6 if user else 5, f"PidFile {d}/monkey.pid:"
 
 
+def pidfile_dir_not_roots(srv, tmp_path):
+    """Root writes this PidFile (no User): a directory another user may
+    write to is refused, since that user could replace the file."""
+    if os.geteuid() != 0:
+        pytest.skip("only a PidFile written as root is held to this")
+    d = tmp_path / "theirs"
+    d.mkdir()
+    os.chown(d, 65534, 65534)
+    srv.set(PidFile=str(d / "monkey.pid"))
+    return "monkey.conf", 5, f"directory {d} may be written by its owner, not only by root"
+
+
 def mime_duplicate(srv, tmp_path):
     (srv.conf / "monkey.mime").write_text(
         "[MIMETYPES]\n    html text/html\n    txt text/plain\n    HTML text/x-other\n")
@@ -164,7 +176,7 @@ def error_page_symlink_out_followed(srv, tmp_path):
 
 
 CHECK_T = [bad_user, log_in_missing_dir, pidfile_in_missing_dir, pidfile_unwritable,
-           mime_duplicate, error_page_symlink_out, error_page_symlink_out_followed]
+           pidfile_dir_not_roots, mime_duplicate, error_page_symlink_out, error_page_symlink_out_followed]
 
 
 @pytest.mark.parametrize("setup", CHECK_T, ids=[f.__name__ for f in CHECK_T])
@@ -482,6 +494,31 @@ def test_daemon_mode_and_pidfile(make_server):
     assert not os.path.exists(f"/proc/{pid}")
     assert not pidfile.exists()
     check_sanitizers(log.read_text())
+
+
+def test_pidfile_replaces_a_planted_link(make_server, tmp_path):
+    """The PidFile is written into a new file beside it and renamed over
+    it: a symbolic link found at its path is replaced, and the file it
+    named (root's alone) is not written through it."""
+    secret = tmp_path / "secret"
+    secret.write_text("root only\n")
+    secret.chmod(0o600)
+    run = tmp_path / "run"
+    run.mkdir()
+    pidfile = run / "monkey.pid"
+    pidfile.symlink_to(secret)
+    srv = make_server()
+    srv.file("a.txt", "a\n")
+    srv.set(PidFile=str(pidfile))
+    srv.start()
+    assert secret.read_text() == "root only\n"
+    assert not pidfile.is_symlink()
+    assert pidfile.read_text() == f"{srv.proc.pid}\n"
+    assert pidfile.stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in run.iterdir()) == ["monkey.pid"]  # no temporary file left
+    assert srv.stop() == 0
+    assert not pidfile.exists()
+    assert secret.read_text() == "root only\n"
 
 
 def test_daemon_mode_reports_errors(make_server):

@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, SLOW, needs_dlopen
+from conftest import BUILD, SLOW, needs_dlopen, wait_port
 from test_12_control import CONTROL_SO, ctl, make_control, wait_socket
 from test_15_systemd import messages, notify_socket
 
@@ -341,6 +341,52 @@ def test_status_pidfile_and_ctl_through_restarts(make_server):
     assert f"supervisor: the server (pid {second}) exited" in srv.stderr_text()
     assert srv.stop() == 0
     assert not (srv.conf / "monkey.pid").exists()
+
+
+def test_pidfile_link_planted_before_readiness_is_not_followed(make_server, tmp_path):
+    """The supervisor, root, writes the PidFile when its child is ready,
+    well after the start checked the path: a symbolic link planted there
+    meanwhile is replaced by the new file, never written through (the file
+    it names, root's alone, stays as it was)."""
+    secret = tmp_path / "secret"
+    secret.write_text("root only\n")
+    secret.chmod(0o600)
+    run = tmp_path / "run"
+    run.mkdir()
+    pidfile = run / "monkey.pid"
+    srv = make_server()
+    srv.file("index.html", "x\n")
+    srv.set(PidFile=str(pidfile))
+    srv.start(["-S"], wait=False)
+    pidfile.symlink_to(secret)  # as the child starts, before it is ready
+    assert wait_port(srv.port, proc=srv.proc), srv.stderr_text()
+    deadline = time.monotonic() + 10 * SLOW
+    while pidfile.is_symlink():
+        assert time.monotonic() < deadline, srv.stderr_text()
+        time.sleep(0.02)
+    assert secret.read_text() == "root only\n"
+    assert pidfile.read_text() == f"{srv.proc.pid}\n"
+    assert pidfile.stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in run.iterdir()) == ["monkey.pid"]
+    assert srv.stop() == 0
+    assert not pidfile.exists()
+    assert secret.read_text() == "root only\n"
+
+
+def test_pidfile_in_a_directory_others_write_is_refused(make_server, tmp_path):
+    """The supervisor keeps root's identity and writes the PidFile as root:
+    a directory another user may write to (the User's, say) is refused at
+    start, even with a User, since that user could replace the file."""
+    if os.geteuid() != 0:
+        pytest.skip("only a PidFile written as root is held to this")
+    d = tmp_path / "theirs"
+    d.mkdir()
+    os.chown(d, 65534, 65534)
+    srv = make_server()
+    srv.set(PidFile=str(d / "monkey.pid"), User="nobody")
+    err = srv.run_expect_failure(["-S"])
+    assert f"directory {d} may be written by its owner, not only by root" in err, err
+    assert not (d / "monkey.pid").exists()
 
 
 def test_readiness_from_the_supervisor(make_server, monkeypatch, tmp_path):

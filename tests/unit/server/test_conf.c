@@ -1040,10 +1040,28 @@ static void test_check_files(void **state)
         else {
             assert_files_error(d, err, 4, "cannot enter");
         }
-        /* The same file without User is root's to write. */
+        /* Written as root (no User, or a supervisor, which keeps root's
+           identity), the PidFile's directory must be root's alone. */
+        check_files(d, BASE_CONF "    PidFile run/m.pid\n", false, err, sizeof(err));
+        assert_files_error(d, err, 3, "may be written by everyone, not only by root");
+        assert_int_equal(chmod(text, 0775), 0);
+        assert_int_equal(chown(text, 0, 65534), 0);
+        check_files(d, BASE_CONF "    PidFile run/m.pid\n", false, err, sizeof(err));
+        assert_files_error(d, err, 3, "may be written by its group, not only by root");
+        check_files(d, BASE_CONF "    Supervisor On\n    User nobody\n    PidFile run/m.pid\n",
+                    false, err, sizeof(err));
+        assert_files_error(d, err, 5, "may be written by its group");
+        assert_int_equal(chown(text, 65534, 0), 0);
+        check_files(d, BASE_CONF "    PidFile run/m.pid\n", false, err, sizeof(err));
+        assert_files_error(d, err, 3, "may be written by its owner, not only by root");
+        /* The same file in a directory of root's is root's to write. */
+        assert_int_equal(chown(text, 0, 0), 0);
         assert_int_equal(chmod(text, 0755), 0);
         assert_string_equal(
             check_files(d, BASE_CONF "    PidFile run/m.pid\n", false, err, sizeof(err)), "");
+        assert_string_equal(check_files(d, BASE_CONF "    Supervisor On\n    PidFile run/m.pid\n",
+                                        false, err, sizeof(err)),
+                            "");
     }
     confdir_free(d);
 }
