@@ -21,7 +21,14 @@
  *   one started at once; crashes in a row back off (0, 100 ms, 200 ms, ...
  *   up to MK_SUPERVISOR_BACKOFF_MAX_MS), and SupervisorCrashLimit crashes
  *   within SupervisorCrashWindow end the supervisor with status 1.
- * - A child that exits ends the supervisor with the child's exit status.
+ * - A child that exits ends the supervisor with the child's exit status,
+ *   except a restart that fails (a child that exits with a non-zero status
+ *   before it is ready, after an earlier one served): the files on disk no
+ *   longer start a server, so the supervisor keeps the sockets and tries
+ *   again (100 ms, 200 ms, ... up to MK_SUPERVISOR_RETRY_MAX_MS) until one
+ *   starts or a stop comes. The child tells why it could not start
+ *   (MK_SUPERVISOR_NOTIFY_ERROR on the readiness socket) and the supervisor
+ *   logs it.
  * - HUP, USR1, TERM, INT and QUIT are passed on to the child (INT and QUIT
  *   typed at a terminal already reach it: the terminal signals the whole
  *   process group); after TERM, INT or QUIT the supervisor ends when the
@@ -82,6 +89,9 @@ struct mk_supervisor {
     char notify_name[64];   /* its name, "@monkey-supervisor-..." */
     sigset_t old_mask;      /* the mask to give the child */
     pid_t child;            /* 0: none running */
+    bool child_ready;       /* the child running has been ready */
+    char child_error[512];  /* why it could not start, as it said ("": nothing said) */
+    unsigned failed_starts; /* starts in a row that failed, since a child was last ready */
     bool ever_ready;        /* a child has been ready (PidFile, -D told) */
     bool stopping;          /* TERM, INT or QUIT came: start no child again */
     uint64_t restart_at_ms; /* when to start the next child; 0: none due */
@@ -121,6 +131,17 @@ bool mk_supervisor_child_init(const char *argv0)
 bool mk_supervised(void)
 {
     return mk_supervisor_child;
+}
+
+void mk_supervisor_child_failed(const char *err)
+{
+    char msg[1024];
+
+    if (!mk_supervisor_child) {
+        return;
+    }
+    mk_supervisor_notify_error_format(err, msg, sizeof(msg));
+    mk_systemd_notify(msg);
 }
 
 int mk_supervisor_stats_get(struct mk_supervisor_stats *out)
@@ -311,16 +332,29 @@ static void mk_supervisor_notify_read(struct mk_supervisor *s)
         if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
             memcpy(&cred, CMSG_DATA(c), sizeof(cred));
         }
+        if (s->child > 0 && cred.pid == s->child) {
+            mk_supervisor_notify_error(in, (size_t) len, s->child_error, sizeof(s->child_error));
+        }
         if (s->child > 0 && cred.pid == s->child &&
             mk_supervisor_notify_rewrite(in, (size_t) len, (long) getpid(), out, sizeof(out),
                                          &ready) > 0) {
             mk_systemd_notify(out);
+            if (ready) {
+                s->child_ready = true;
+            }
             if (ready && !s->ever_ready) {
                 mk_info("supervisor: the server (pid %ld) is ready", (long) s->child);
                 mk_supervisor_tell(s, NULL);
             }
+            else if (ready && s->failed_starts > 0) {
+                mk_info("supervisor: the server (pid %ld) is ready again, after %u failed starts",
+                        (long) s->child, s->failed_starts);
+            }
             else if (ready && s->stats.restarts > 0) {
                 mk_debug("supervisor: the server (pid %ld) is ready", (long) s->child);
+            }
+            if (ready) {
+                s->failed_starts = 0;
             }
         }
         msg.msg_controllen = sizeof(ctl);
@@ -406,6 +440,8 @@ static int mk_supervisor_spawn(struct mk_supervisor *s)
     pid_t pid;
 
     s->restart_at_ms = 0;
+    s->child_ready = false;
+    s->child_error[0] = '\0';
     pid = fork();
     if (pid < 0) {
         mk_err("supervisor: cannot start the server: %s", strerror(errno));
@@ -442,6 +478,26 @@ static void mk_supervisor_rebind(struct mk_supervisor *s)
 }
 
 /*
+ * A restart (an earlier child served) whose child exited before it was
+ * ready: the files on disk no longer start a server (a DocumentRoot
+ * removed, a file being edited since the last start). The supervisor keeps
+ * the sockets and tries again, backing off, so that the server is back as
+ * soon as the files are; a stop ends the wait. Logged with the child's
+ * reason.
+ */
+static void mk_supervisor_retry(struct mk_supervisor *s, long pid, int status)
+{
+    uint32_t wait_ms = mk_supervisor_retry_ms(++s->failed_starts);
+
+    mk_err("supervisor: the server (pid %ld) could not start again (exit status %d)%s%s; "
+           "trying again in %u ms",
+           pid, status, s->child_error[0] ? ": " : "", s->child_error, wait_ms);
+    s->stats.restarts++;
+    mk_supervisor_rebind(s);
+    s->restart_at_ms = mk_clock_mono_ms() + wait_ms;
+}
+
+/*
  * The child ended with `wstatus`. Returns true when the supervisor ends
  * too (s->opts->status set), false when a new child is due.
  */
@@ -450,18 +506,25 @@ static bool mk_supervisor_child_exit(struct mk_supervisor *s, int wstatus)
     char reason[96];
     long pid = (long) s->child;
 
+    mk_supervisor_notify_read(s); /* what it said before it ended: why it could not start */
     s->child = 0;
     mk_supervisor_reason(wstatus, reason, sizeof(reason));
     if (WIFEXITED(wstatus)) {
-        if (WEXITSTATUS(wstatus) == 0) {
+        int status = WEXITSTATUS(wstatus);
+        const char *why = s->child_error[0] ? s->child_error : NULL;
+        if (status != 0 && !s->child_ready && s->ever_ready && !s->stopping) {
+            mk_supervisor_retry(s, pid, status);
+            return false;
+        }
+        if (status == 0) {
             mk_info("supervisor: the server (pid %ld) exited", pid);
         }
         else {
-            mk_err("supervisor: the server (pid %ld) exited with status %d", pid,
-                   WEXITSTATUS(wstatus));
+            mk_err("supervisor: the server (pid %ld) exited with status %d%s%s", pid, status,
+                   why ? ": " : "", why ? why : "");
         }
-        mk_supervisor_tell(s, "the server did not start");
-        s->opts->status = WEXITSTATUS(wstatus);
+        mk_supervisor_tell(s, why ? why : "the server did not start");
+        s->opts->status = status;
         return true;
     }
     if (s->stopping) {

@@ -59,6 +59,12 @@ int mk_supervisor_run(struct mk_server *srv, struct mk_supervisor_opts *o, char 
 bool mk_supervisor_child_init(const char *argv0);
 /* Whether mk_supervisor_child_init() found a supervisor. */
 bool mk_supervised(void);
+/*
+ * A supervised server that cannot start tells its supervisor why, before
+ * it exits (the supervisor logs it to the Log: the child's standard error
+ * may go nowhere). Nothing when not supervised.
+ */
+void mk_supervisor_child_failed(const char *err);
 /* api->supervisor_stats: MK_OK with *out, or MK_DECLINED when not supervised. */
 int mk_supervisor_stats_get(struct mk_supervisor_stats *out);
 
@@ -71,6 +77,14 @@ int mk_supervisor_stats_get(struct mk_supervisor_stats *out);
 
 /* The longest a crash loop waits before the next start. */
 #define MK_SUPERVISOR_BACKOFF_MAX_MS 5000u
+/* The longest the supervisor waits before trying again a start that failed. */
+#define MK_SUPERVISOR_RETRY_MAX_MS 30000u
+/*
+ * The key of the readiness message in which a child that cannot start
+ * tells its supervisor why ("MONKEY_START_ERROR=reason"): the supervisor
+ * logs it and does not pass it on to the service manager.
+ */
+#define MK_SUPERVISOR_NOTIFY_ERROR "MONKEY_START_ERROR"
 /* The most crashes SupervisorCrashLimit may name (the window's capacity). */
 #define MK_SUPERVISOR_CRASH_LIMIT_MAX 1000u
 
@@ -96,6 +110,13 @@ unsigned mk_crash_window_add(struct mk_crash_window *w, uint64_t now_ms);
  */
 uint32_t mk_supervisor_backoff_ms(unsigned n);
 /*
+ * How long to wait before starting the server again after the n-th start
+ * in a row that failed (n >= 1: a child that exited before it was ready,
+ * after an earlier one had served): 100 ms doubling each time, at most
+ * MK_SUPERVISOR_RETRY_MAX_MS.
+ */
+uint32_t mk_supervisor_retry_ms(unsigned n);
+/*
  * Why a child ended, from its wait status: "signal 11 (SIGSEGV), core
  * dumped", "signal 9 (SIGKILL)", "exit status 3". Always NUL terminated.
  */
@@ -104,7 +125,8 @@ void mk_supervisor_reason(int wstatus, char *out, size_t len);
 /*
  * A readiness message of the child (sd_notify(3): "KEY=VALUE" lines) as the
  * supervisor passes it on to its own service manager: every line but
- * MAINPID, and after READY=1 "MAINPID=<mainpid>", so the manager keeps
+ * MAINPID and MK_SUPERVISOR_NOTIFY_ERROR, and after READY=1
+ * "MAINPID=<mainpid>", so the manager keeps
  * watching the supervisor. Returns the length written to out (NUL
  * terminated; 0: nothing to pass on) and sets *ready when the message holds
  * READY=1. Lines without '=' and empty lines are dropped; a message that
@@ -112,6 +134,19 @@ void mk_supervisor_reason(int wstatus, char *out, size_t len);
  */
 size_t mk_supervisor_notify_rewrite(const char *in, size_t len, long mainpid, char *out,
                                     size_t outlen, bool *ready);
+/*
+ * The value of the MK_SUPERVISOR_NOTIFY_ERROR line of a readiness message
+ * (the last one, when there are several) into out, cut to fit and NUL
+ * terminated: true, or false when the message has none or outlen is 0
+ * (out untouched).
+ */
+bool mk_supervisor_notify_error(const char *in, size_t len, char *out, size_t outlen);
+/*
+ * The MK_SUPERVISOR_NOTIFY_ERROR message for `reason` into out (NUL
+ * terminated, cut to fit): its line breaks and other control characters
+ * become spaces, so the message stays one line. Returns its length.
+ */
+size_t mk_supervisor_notify_error_format(const char *reason, char *out, size_t outlen);
 
 /*
  * Read the supervisor's variables (values NULL when unset): MK_OK with *out

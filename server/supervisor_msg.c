@@ -57,6 +57,18 @@ uint32_t mk_supervisor_backoff_ms(unsigned n)
     return ms > MK_SUPERVISOR_BACKOFF_MAX_MS ? MK_SUPERVISOR_BACKOFF_MAX_MS : ms;
 }
 
+uint32_t mk_supervisor_retry_ms(unsigned n)
+{
+    if (n <= 1) {
+        return 100;
+    }
+    if (n - 1 >= 16) {
+        return MK_SUPERVISOR_RETRY_MAX_MS;
+    }
+    uint32_t ms = 100u << (n - 1);
+    return ms > MK_SUPERVISOR_RETRY_MAX_MS ? MK_SUPERVISOR_RETRY_MAX_MS : ms;
+}
+
 /* ---- reasons ------------------------------------------------------------- */
 
 static const char *mk_signal_name(int sig)
@@ -100,6 +112,58 @@ void mk_supervisor_reason(int wstatus, char *out, size_t len)
 
 /* ---- readiness messages -------------------------------------------------- */
 
+/* Whether the line in[0, l) is "KEY=..." for `key`. */
+static bool mk_notify_key_is(const char *in, size_t l, const char *key)
+{
+    size_t k = strlen(key);
+    return l > k && memcmp(in, key, k) == 0 && in[k] == '=';
+}
+
+bool mk_supervisor_notify_error(const char *in, size_t len, char *out, size_t outlen)
+{
+    const char *end = in + len, *found = NULL;
+    size_t k = strlen(MK_SUPERVISOR_NOTIFY_ERROR) + 1, found_len = 0;
+
+    while (in < end) {
+        const char *nl = memchr(in, '\n', (size_t) (end - in));
+        size_t l = nl ? (size_t) (nl - in) : (size_t) (end - in);
+        if (mk_notify_key_is(in, l, MK_SUPERVISOR_NOTIFY_ERROR)) {
+            found = in + k;
+            found_len = l - k;
+        }
+        in += l + (nl ? 1 : 0);
+    }
+    if (!found || outlen == 0) {
+        return false;
+    }
+    const char *nul = memchr(found, '\0', found_len);
+    if (nul) {
+        found_len = (size_t) (nul - found);
+    }
+    if (found_len >= outlen) {
+        found_len = outlen - 1;
+    }
+    memcpy(out, found, found_len);
+    out[found_len] = '\0';
+    return true;
+}
+
+size_t mk_supervisor_notify_error_format(const char *reason, char *out, size_t outlen)
+{
+    int n = outlen ? snprintf(out, outlen, "%s=%s", MK_SUPERVISOR_NOTIFY_ERROR, reason) : -1;
+
+    if (n < 0) {
+        return 0;
+    }
+    size_t len = (size_t) n < outlen ? (size_t) n : outlen - 1;
+    for (size_t i = 0; i < len; i++) {
+        if ((unsigned char) out[i] < 0x20 || out[i] == 0x7f) {
+            out[i] = ' ';
+        }
+    }
+    return len;
+}
+
 size_t mk_supervisor_notify_rewrite(const char *in, size_t len, long mainpid, char *out,
                                     size_t outlen, bool *ready)
 {
@@ -115,8 +179,9 @@ size_t mk_supervisor_notify_rewrite(const char *in, size_t len, long mainpid, ch
         const char *nl = memchr(in, '\n', (size_t) (end - in));
         size_t l = nl ? (size_t) (nl - in) : (size_t) (end - in);
         const char *eq = memchr(in, '=', l);
-        bool keep =
-            eq && eq != in && !memchr(in, '\0', l) && !(l >= 8 && memcmp(in, "MAINPID=", 8) == 0);
+        bool keep = eq && eq != in && !memchr(in, '\0', l) &&
+                    !(l >= 8 && memcmp(in, "MAINPID=", 8) == 0) &&
+                    !mk_notify_key_is(in, l, MK_SUPERVISOR_NOTIFY_ERROR);
         if (keep) {
             if (n + l + 2 > outlen) {
                 out[0] = '\0';

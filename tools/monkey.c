@@ -278,6 +278,9 @@ int main(int argc, char **argv)
             fprintf(stderr, "monkey: %s\n", err);
         }
     }
+    if (rc != MK_OK) {
+        mk_supervisor_child_failed(err); /* its Log has the reason: our stderr may go nowhere */
+    }
     mk_server_destroy(srv);
     return rc == MK_OK ? 0 : 1;
 }

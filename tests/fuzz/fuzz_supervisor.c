@@ -4,7 +4,8 @@
  *
  * fuzz_supervisor.c: libFuzzer target for the two parsers of the
  * supervisor (server/supervisor_msg.c): mk_supervisor_notify_rewrite(), which
- * reads the readiness datagrams of the child, and mk_supervisor_env_parse(),
+ * reads the readiness datagrams of the child (and mk_supervisor_notify_error,
+ * the start error in them), and mk_supervisor_env_parse(),
  * which reads the variables a child finds at start. The input is split at
  * its first two NUL bytes into the three variables; the whole input is the
  * datagram.
@@ -16,6 +17,8 @@
  *  - every line of the rewrite is a line of the input holding '=' (or the
  *    added MAINPID);
  *  - a buffer too small gives 0 and no READY, never a cut message;
+ *  - the rewrite never holds the child's start error; that error is NUL
+ *    terminated within its buffer, and formatted again it is one line;
  *  - env_parse succeeds exactly on a positive decimal pid without other
  *    bytes; its reason is NUL terminated and empty when last_crash is 0.
  */
@@ -73,6 +76,9 @@ static void check_rewrite(const char *in, size_t len, size_t outlen)
         }
         else {
             MK_FUZZ_CHECK(has_line(in, len, p, l));
+            MK_FUZZ_CHECK(!(l > strlen(MK_SUPERVISOR_NOTIFY_ERROR) &&
+                            memcmp(p, MK_SUPERVISOR_NOTIFY_ERROR "=",
+                                   strlen(MK_SUPERVISOR_NOTIFY_ERROR) + 1) == 0));
         }
         if (!nl) {
             break;
@@ -81,6 +87,24 @@ static void check_rewrite(const char *in, size_t len, size_t outlen)
     }
     MK_FUZZ_CHECK(saw_mainpid == ready);
     free(out);
+}
+
+/* The start error of a message: NUL terminated within out, and from a line of the input. */
+static void check_error(const char *in, size_t len, size_t outlen)
+{
+    char out[64];
+    memset(out, 'x', sizeof(out));
+    if (!mk_supervisor_notify_error(in, len, out, outlen)) {
+        MK_FUZZ_CHECK(outlen == 0 || out[0] == 'x');
+        return;
+    }
+    MK_FUZZ_CHECK(outlen > 0 && memchr(out, '\0', outlen) && !strchr(out, '\n'));
+    char msg[128];
+    size_t n = mk_supervisor_notify_error_format(out, msg, sizeof(msg));
+    MK_FUZZ_CHECK(n == strlen(msg) && n < sizeof(msg));
+    for (size_t i = 0; i < n; i++) {
+        MK_FUZZ_CHECK((unsigned char) msg[i] >= 0x20 && msg[i] != 0x7f);
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -92,6 +116,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     in[size] = '\0';
     check_rewrite(in, size, 1100);
     check_rewrite(in, size, size % 64);
+    check_error(in, size, 64);
+    check_error(in, size, size % 64);
 
     const char *pid = in, *restarts = NULL, *crash = NULL;
     size_t plen = strlen(in);

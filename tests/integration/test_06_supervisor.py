@@ -226,6 +226,50 @@ def test_crash_loop_gives_up(make_server):
     assert took >= 0.1
 
 
+def wait_text(path, needle, timeout=10.0):
+    """The text of `path` once it holds `needle`."""
+    deadline = time.monotonic() + timeout * SLOW
+    while True:
+        text = path.read_text() if path.exists() else ""
+        if needle in text:
+            return text
+        assert time.monotonic() < deadline, f"no {needle!r} in:\n{text}"
+        time.sleep(0.02)
+
+
+def test_failed_restart_is_retried_until_the_files_are_back(make_server):
+    """A crash, then a restart whose configuration check fails (the
+    DocumentRoot was removed since the start): the supervisor does not give
+    up. It logs why the child could not start to the Log (the child's
+    standard error may go nowhere), keeps the sockets, tries again with a
+    back-off, and serves again once the directory is back."""
+    srv = make_server()
+    log = srv.dir / "error.log"
+    srv.file("index.html", "back\n")
+    srv.set(Log=str(log))
+    srv.start(["-S"])
+    sup = srv.proc.pid
+    first = child_of(sup)
+    wait_text(log, "is ready")
+    away = srv.dir / "htdocs.away"
+    srv.docroot.rename(away)
+    os.kill(first, signal.SIGKILL)
+    text = wait_text(log, "trying again in 200 ms")  # the second failed start
+    m = re.search(r"supervisor: the server \(pid \d+\) could not start again \(exit status 1\): "
+                  r"(.*); trying again in 100 ms", text)
+    assert m, text
+    assert "DocumentRoot" in m.group(1) and str(srv.docroot) in m.group(1), text
+    assert srv.proc.poll() is None, srv.stderr_text()  # still there, holding the sockets
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=5 * SLOW):
+        pass  # connections are queued, not refused
+    away.rename(srv.docroot)
+    text = wait_text(log, "is ready again, after", timeout=20)
+    assert re.search(r"is ready again, after \d+ failed starts", text), text
+    assert srv.get("/").body == b"back\n"
+    assert "giving up" not in text
+    assert srv.stop() == 0
+
+
 def test_hup_reloads_through_supervisor(make_server):
     srv = supervised(make_server, args=(), Supervisor="On")
     child = child_of(srv.proc.pid)
@@ -446,5 +490,7 @@ def test_child_exit_status_ends_the_supervisor(make_server):
     srv.set(Supervisor="On")
     err = srv.run_expect_failure()
     assert "was built for plugin ABI" in err
-    assert re.search(r"supervisor: the server \(pid \d+\) exited with status 1", err), err
+    # the supervisor logs the child's reason too (its Log may be a file)
+    assert re.search(r"supervisor: the server \(pid \d+\) exited with status 1: .*was built for "
+                     r"plugin ABI", err), err
     assert "crashed" not in err

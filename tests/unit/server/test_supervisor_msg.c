@@ -67,6 +67,62 @@ static void test_backoff(void **state)
     assert_int_equal(mk_supervisor_backoff_ms(1000), MK_SUPERVISOR_BACKOFF_MAX_MS);
 }
 
+static void test_retry(void **state)
+{
+    (void) state;
+    assert_int_equal(mk_supervisor_retry_ms(0), 100);
+    assert_int_equal(mk_supervisor_retry_ms(1), 100);
+    assert_int_equal(mk_supervisor_retry_ms(2), 200);
+    assert_int_equal(mk_supervisor_retry_ms(3), 400);
+    assert_int_equal(mk_supervisor_retry_ms(9), 25600);
+    assert_int_equal(mk_supervisor_retry_ms(10), MK_SUPERVISOR_RETRY_MAX_MS);
+    assert_int_equal(mk_supervisor_retry_ms(17), MK_SUPERVISOR_RETRY_MAX_MS);
+    assert_int_equal(mk_supervisor_retry_ms(~0u), MK_SUPERVISOR_RETRY_MAX_MS);
+}
+
+static void test_notify_error(void **state)
+{
+    char msg[64], out[32] = "untouched";
+    (void) state;
+
+    /* The child's side: one line, control characters made spaces. */
+    size_t n = mk_supervisor_notify_error_format("a:1: bad\nthing\t!", msg, sizeof(msg));
+    assert_string_equal(msg, "MONKEY_START_ERROR=a:1: bad thing !");
+    assert_int_equal(n, strlen(msg));
+    n = mk_supervisor_notify_error_format("0123456789012345678901234567890123456789012345678", msg,
+                                          sizeof(msg));
+    assert_int_equal(n, sizeof(msg) - 1);
+    assert_int_equal(strlen(msg), sizeof(msg) - 1);
+    assert_int_equal(mk_supervisor_notify_error_format("x", msg, 0), 0);
+
+    /* The supervisor's side: the value, the last of several, cut to fit. */
+    assert_false(mk_supervisor_notify_error("READY=1\nSTATUS=x", 16, out, sizeof(out)));
+    assert_string_equal(out, "untouched");
+    assert_false(mk_supervisor_notify_error("MONKEY_START_ERRORS=x", 21, out, sizeof(out)));
+    assert_false(mk_supervisor_notify_error("MONKEY_START_ERROR", 18, out, sizeof(out)));
+    const char in[] = "STATUS=x\nMONKEY_START_ERROR=first\nMONKEY_START_ERROR=second one";
+    assert_true(mk_supervisor_notify_error(in, sizeof(in) - 1, out, sizeof(out)));
+    assert_string_equal(out, "second one");
+    assert_true(mk_supervisor_notify_error(in, sizeof(in) - 1, out, 5));
+    assert_string_equal(out, "seco");
+    assert_false(mk_supervisor_notify_error(in, sizeof(in) - 1, out, 0));
+    const char nul[] = "MONKEY_START_ERROR=ab\0cd";
+    assert_true(mk_supervisor_notify_error(nul, sizeof(nul) - 1, out, sizeof(out)));
+    assert_string_equal(out, "ab");
+    assert_true(mk_supervisor_notify_error("MONKEY_START_ERROR=", 19, out, sizeof(out)));
+    assert_string_equal(out, "");
+
+    /* Never passed on to the service manager. */
+    char fwd[128];
+    bool ready;
+    const char both[] = "MONKEY_START_ERROR=x\nSTATUS=y";
+    n = mk_supervisor_notify_rewrite(both, sizeof(both) - 1, 7, fwd, sizeof(fwd), &ready);
+    assert_string_equal(fwd, "STATUS=y");
+    assert_false(ready);
+    n = mk_supervisor_notify_rewrite(both, 20, 7, fwd, sizeof(fwd), &ready);
+    assert_int_equal(n, 0);
+}
+
 /* A wait status as the kernel builds it (glibc's W* macros read it). */
 #define SIGNALED(sig, core) ((sig) | ((core) ? 0x80 : 0))
 #define EXITED(code) ((code) << 8)
@@ -172,6 +228,8 @@ int main(void)
         cmocka_unit_test(test_crash_window_counts_within_the_window),
         cmocka_unit_test(test_crash_window_limit_one_and_bounds),
         cmocka_unit_test(test_backoff),
+        cmocka_unit_test(test_retry),
+        cmocka_unit_test(test_notify_error),
         cmocka_unit_test(test_reasons),
         cmocka_unit_test(test_notify_rewrite),
         cmocka_unit_test(test_env_parse),
