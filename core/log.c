@@ -5,6 +5,10 @@
  * log.c: see log.h. A reopen keeps the descriptor number and swaps the file
  * behind it with dup2(2), so a concurrent writer writes either to the old file
  * or to the new one and never to a descriptor that was closed and reused.
+ * Files are opened with O_NOFOLLOW and, by root for a User, given to that
+ * User (mk_log_set_owner): the User may write the log directory, so root
+ * must not be led elsewhere by a name planted there, and the User must be
+ * able to open again what root created.
  */
 #include "log.h"
 
@@ -15,13 +19,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <monkey/mk_common.h>
 
 /* The process's sink, the fallback of the last sink opened, the thread's own. */
-static struct mk_log_sink mk_log_process = {STDERR_FILENO, MK_LOG_INFO, NULL};
+static struct mk_log_sink mk_log_process = {STDERR_FILENO, MK_LOG_INFO, NULL, (uid_t) -1};
 static struct mk_log_sink *_Atomic mk_log_last;
 static __thread struct mk_log_sink *mk_log_bound;
 
@@ -41,6 +46,7 @@ void mk_log_sink_init(struct mk_log_sink *s)
     atomic_init(&s->fd, STDERR_FILENO);
     atomic_init(&s->level, MK_LOG_INFO);
     s->path = NULL;
+    s->owner = (uid_t) -1;
 }
 
 void mk_log_bind(struct mk_log_sink *s)
@@ -67,6 +73,7 @@ void mk_log_sink_release(struct mk_log_sink *s)
     }
     free(s->path);
     s->path = NULL;
+    s->owner = (uid_t) -1;
 }
 
 static const char *const mk_log_names[] = {"error", "warn", "info", "debug"};
@@ -83,6 +90,31 @@ int mk_log_open(const char *path)
     return mk_log_reopen();
 }
 
+void mk_log_set_owner(uid_t uid)
+{
+    mk_log_sink()->owner = uid;
+}
+
+int mk_log_file_give(int fd, uid_t uid)
+{
+    struct stat st;
+
+    if (uid == (uid_t) -1 || geteuid() != 0) {
+        return MK_OK;
+    }
+    if (fstat(fd, &st) != 0) {
+        return MK_ERR;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_uid != 0) {
+        return MK_OK; /* a device, a FIFO, or a file someone else was given */
+    }
+    if (st.st_nlink != 1) {
+        errno = EMLINK;
+        return MK_ERR;
+    }
+    return fchown(fd, uid, (gid_t) -1) == 0 ? MK_OK : MK_DECLINED;
+}
+
 int mk_log_reopen(void)
 {
     struct mk_log_sink *s = mk_log_sink();
@@ -91,9 +123,21 @@ int mk_log_reopen(void)
     if (!s->path) {
         return MK_OK;
     }
-    fd = open(s->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+    fd = open(s->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0640);
     if (fd < 0) {
         return MK_ERR;
+    }
+    int given = mk_log_file_give(fd, s->owner);
+    if (given == MK_ERR) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return MK_ERR;
+    }
+    if (given == MK_DECLINED) {
+        mk_warn("Log %s: cannot give it to the User (uid %ld): %s; it cannot be reopened after "
+                "the switch",
+                s->path, (long) s->owner, strerror(errno));
     }
     cur = atomic_load(&s->fd);
     if (cur == STDERR_FILENO) {

@@ -21,6 +21,7 @@
 #define MK_CORE_LOG_H
 
 #include <stdatomic.h>
+#include <sys/types.h>
 
 enum mk_log_level { MK_LOG_ERROR = 0, MK_LOG_WARN, MK_LOG_INFO, MK_LOG_DEBUG };
 
@@ -28,6 +29,7 @@ struct mk_log_sink {
     atomic_int fd;    /* STDERR_FILENO until a file is opened */
     atomic_int level; /* enum mk_log_level */
     char *path;       /* NULL: standard error */
+    uid_t owner;      /* who a file root opens is given to ((uid_t) -1: nobody) */
 };
 
 /* A sink writing to standard error at level info. */
@@ -42,9 +44,34 @@ void mk_log_bind(struct mk_log_sink *s);
 /* Make `s` the sink of threads bound to none (a server that starts). */
 void mk_log_fallback(struct mk_log_sink *s);
 
-/* Send lines to `path` (NULL: standard error). Returns MK_OK or MK_ERR. */
+/*
+ * Send lines to `path` (NULL: standard error). Returns MK_OK or MK_ERR
+ * with errno. The file is opened (created 0640 if missing) without
+ * following a symbolic link at its path (ELOOP), since its directory may
+ * be writable by the User the server switches to; see mk_log_set_owner.
+ */
 int mk_log_open(const char *path);
+/* Open the path again (SIGUSR1, after a rotation), as mk_log_open does. */
 int mk_log_reopen(void);
+/*
+ * A process running as root that will switch to `uid` (the User), or that
+ * shares its Log with one that did (the supervisor): each log file it opens
+ * from now on that root owns (it just created it, or an earlier start as
+ * root did) is given to `uid`, so that the server can open it again after
+ * switching (a failed fchown is a warning). A regular file with more than
+ * one link is refused (EMLINK)
+ * rather than written as root: it could be a hard link, planted in the
+ * User's directory, to a file of root's. (uid_t) -1: none (the default).
+ */
+void mk_log_set_owner(uid_t uid);
+/*
+ * The same for a descriptor just opened by a caller with its own log files
+ * (the logger plugin): MK_OK (given, or nothing to do: this process is not
+ * root, uid is -1, the file is not a regular one or not root's), MK_ERR
+ * with EMLINK (refuse the file, as above), or MK_DECLINED with errno when
+ * fchown failed (root without CAP_CHOWN: warn, the file stays usable).
+ */
+int mk_log_file_give(int fd, uid_t uid);
 void mk_log_set_level(enum mk_log_level level);
 enum mk_log_level mk_log_get_level(void);
 

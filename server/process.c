@@ -73,6 +73,13 @@ void mk_server_limits(struct mk_server *srv, const struct mk_config *cfg)
     }
 }
 
+uid_t mk_server_user_uid(const struct mk_config *cfg)
+{
+    const struct passwd *pw = cfg->user && geteuid() == 0 ? getpwnam(cfg->user) : NULL;
+
+    return pw && pw->pw_uid != 0 ? pw->pw_uid : (uid_t) -1;
+}
+
 int mk_server_drop_privileges(const struct mk_config *cfg, char *err, size_t errlen)
 {
     struct passwd *pw;

@@ -11,6 +11,7 @@
 
 #include <signal.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 struct mk_config;
 struct mk_server;
@@ -19,6 +20,11 @@ struct mk_server;
 
 /* Raise the descriptor limit and derive the connection limit from it. */
 void mk_server_limits(struct mk_server *srv, const struct mk_config *cfg);
+/*
+ * The uid of cfg's User when this process is root and will switch to it
+ * (the log files it opens are given to it); (uid_t) -1 otherwise.
+ */
+uid_t mk_server_user_uid(const struct mk_config *cfg);
 /*
  * Become the User of cfg when started as root (else nothing, said once).
  * MK_OK, or MK_ERR with the reason in err.

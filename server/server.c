@@ -313,6 +313,7 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
     if (mk_config_check_files(cfg, NULL, err, errlen) != MK_OK) {
         goto fail_cfg;
     }
+    mk_log_set_owner(mk_server_user_uid(cfg)); /* reopened after the switch to User */
     if (cfg->log_path && mk_log_open(cfg->log_path) != MK_OK) {
         ERRF("Log %s: %s", cfg->log_path, strerror(errno));
         goto fail_cfg;

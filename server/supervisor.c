@@ -673,6 +673,8 @@ static int mk_supervisor_setup(struct mk_supervisor *s, const struct mk_config *
 {
     sigset_t set;
 
+    /* The server, once it switched to User, opens the same file again. */
+    mk_log_set_owner(mk_server_user_uid(cfg));
     if (cfg->log_path && mk_log_open(cfg->log_path) != MK_OK) {
         ERRF("Log %s: %s", cfg->log_path, strerror(errno));
         return MK_ERR;

@@ -142,11 +142,19 @@ static void logger_file_free(struct logger_file *f)
     free(f);
 }
 
-/* Open `path` for writing at its end; -1 with errno. */
-static int logger_open_path(const char *path, struct stat *st)
+/*
+ * Open `path` for writing at its end; -1 with errno. A symbolic link at the
+ * path is not followed (ELOOP): the log directory may be the User's, and a
+ * link planted there would lead root (at start), or the User (at a
+ * reopen), to a file it was never meant to write. Root gives what it
+ * created to `owner` (the User it will switch to), so that a reopen after
+ * the switch can open it; a regular file of root's with several links (a
+ * hard link planted in the User's directory) is refused (EMLINK).
+ */
+static int logger_open_path(const char *path, struct stat *st, uid_t owner)
 {
     /* O_NONBLOCK: a FIFO without a reader is refused instead of hanging the start. */
-    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0644);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW, 0644);
     if (fd < 0) {
         return -1;
     }
@@ -155,6 +163,22 @@ static int logger_open_path(const char *path, struct stat *st)
         close(fd);
         errno = e;
         return -1;
+    }
+    if (owner != (uid_t) -1 && geteuid() == 0 && S_ISREG(st->st_mode) && st->st_uid == 0) {
+        if (st->st_nlink != 1) {
+            close(fd);
+            errno = EMLINK;
+            return -1;
+        }
+        if (fchown(fd, owner, (gid_t) -1) != 0) {
+            logger_api->log(MK_PLUGIN_LOG_WARN,
+                            "logger: %s: cannot give it to the User (uid %ld): %s; it cannot be "
+                            "reopened after the switch",
+                            path, (long) owner, strerror(errno));
+        }
+        else {
+            st->st_uid = owner;
+        }
     }
     lseek(fd, 0, SEEK_END); /* a FIFO or a terminal has no end: ESPIPE is fine */
     return fd;
@@ -364,7 +388,7 @@ static void logger_writer_reopen_files(struct logger_state *lg)
         struct logger_file *f = files[i];
         struct stat st;
         logger_file_drain(f);
-        int fd = logger_open_path(f->path, &st);
+        int fd = logger_open_path(f->path, &st, lg->owner);
         if (fd < 0) {
             logger_api->log(MK_PLUGIN_LOG_ERROR, "logger: cannot reopen %s: %s (kept the old one)",
                             f->path, strerror(errno));
@@ -653,7 +677,7 @@ struct logger_file *logger_file_open(struct logger_state *lg, const char *path, 
         return f;
     }
 
-    fd = logger_open_path(path, &st);
+    fd = logger_open_path(path, &st, lg->owner);
     if (fd < 0) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return NULL;

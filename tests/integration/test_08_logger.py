@@ -9,14 +9,18 @@ log cannot keep up, and configurations refused with their file and line.
 
 import base64
 import os
+import pwd
 import re
+import shutil
 import signal
 import socket
 import stat
 import subprocess
+import tempfile
 import threading
 import time
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -410,6 +414,80 @@ def test_sigusr1_reopens(make_server):
     time.sleep(0.3)
     assert srv.get("/hello.txt?again").status == 200
     assert "again" in wait_lines(log, 7)[-1]
+
+
+@pytest.fixture
+def user_logs():
+    """A log directory of user nobody's, as the packages give /var/log/monkey
+    to the User: under /tmp, so that nobody can reach it (the test's own
+    folders are root's alone). Skipped unless run as root."""
+    if os.geteuid() != 0:
+        pytest.skip("starting as root with a User needs root")
+    try:
+        pw = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no user 'nobody' to switch to")
+    d = Path(tempfile.mkdtemp(prefix="mk-logs-", dir="/tmp"))
+    d.chmod(0o755)
+    os.chown(d, pw.pw_uid, pw.pw_gid)
+    yield d, pw.pw_uid
+    shutil.rmtree(d)
+
+
+def test_reopen_after_switching_to_user(make_server, user_logs, tmp_path):
+    """Started as root with User, the files the server creates before the
+    switch (the access and error logs of the logger, the server's own Log)
+    are given to the User, so that SIGUSR1 can open them again afterwards,
+    with or without a rotation before it; a symbolic link planted at a log
+    path is not followed at the reopen."""
+    logs, uid = user_logs
+    srv = logger_server(make_server, [f"AccessLog {logs}/access.log",
+                                      f"ErrorLog {logs}/error.log"])
+    srv.set(User="nobody", Log=str(logs / "server.log"))
+    srv.start()
+    log, err, own = logs / "access.log", logs / "error.log", logs / "server.log"
+    c = srv.conn()
+    c.request("GET", "/hello.txt?before")
+    c.request("GET", "/missing-before")
+    wait_lines(log, 2)
+    wait_lines(err, 1)
+    for f in (log, err, own):
+        assert f.stat().st_uid == uid, f"{f.name} is not the User's"
+    # A reopen without a rotation: the same files, opened by the User now.
+    srv.signal(signal.SIGUSR1)
+    c.request("GET", "/hello.txt?same")
+    assert "same" in wait_lines(log, 3)[-1]
+    # logrotate's way: rename, then a signal; the new files are the User's.
+    log.rename(logs / "access.log.1")
+    own.rename(logs / "server.log.1")
+    srv.signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 5 * SLOW
+    while not (log.exists() and own.exists()):
+        assert time.monotonic() < deadline, "the logs were not reopened"
+        time.sleep(0.02)
+    c.request("GET", "/hello.txt?rotated")
+    assert "rotated" in wait_lines(log, 1)[0]
+    assert log.stat().st_uid == uid
+    # A link planted at a log path (the directory is the User's) is not
+    # followed: the reopen keeps the file it had.
+    target = logs / "elsewhere"
+    target.write_text("not a log\n")
+    os.chown(target, uid, -1)
+    log.rename(logs / "access.log.2")
+    log.symlink_to(target)
+    srv.signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 5 * SLOW
+    while "cannot reopen" not in srv.stderr_text() + own.read_text():
+        assert time.monotonic() < deadline, srv.stderr_text() + own.read_text()
+        time.sleep(0.02)
+    c.request("GET", "/hello.txt?after-link")
+    c.close()
+    assert "after-link" in wait_lines(logs / "access.log.2", 2)[-1]
+    assert target.read_text() == "not a log\n"
+    text = srv.stderr_text() + (logs / "server.log.1").read_text() + own.read_text()
+    assert not re.search(r"cannot reopen[^\n]*Permission denied", text), text
+    assert re.search(r"cannot reopen \S+/access.log: Too many levels of symbolic links", text), text
+    assert srv.stop() == 0
 
 
 def test_bad_logger_conf_refuses_the_whole_reload(make_server):
