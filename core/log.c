@@ -196,3 +196,16 @@ void mk_log(enum mk_log_level level, const char *fmt, ...)
     ssize_t ignored = write(fd, line, len);
     (void) ignored;
 }
+
+bool mk_log_gate_pass(struct mk_log_gate *g, uint64_t now_ms, uint32_t every_ms, unsigned *skipped)
+{
+    uint64_t next = atomic_load_explicit(&g->next_ms, memory_order_relaxed);
+
+    if (now_ms < next ||
+        !atomic_compare_exchange_strong(&g->next_ms, &next, now_ms + (uint64_t) every_ms)) {
+        atomic_fetch_add_explicit(&g->skipped, 1, memory_order_relaxed);
+        return false;
+    }
+    *skipped = atomic_exchange_explicit(&g->skipped, 0, memory_order_relaxed);
+    return true;
+}

@@ -21,6 +21,8 @@
 #define MK_CORE_LOG_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 enum mk_log_level { MK_LOG_ERROR = 0, MK_LOG_WARN, MK_LOG_INFO, MK_LOG_DEBUG };
@@ -76,6 +78,21 @@ void mk_log_set_level(enum mk_log_level level);
 enum mk_log_level mk_log_get_level(void);
 
 void mk_log(enum mk_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * A message that may come in a flood (one per failed accept) limited to
+ * one per period, shared by the threads that may log it: zero-initialised.
+ */
+struct mk_log_gate {
+    _Atomic uint64_t next_ms; /* when the next message may go out */
+    atomic_uint skipped;      /* calls refused since the last one passed */
+};
+/*
+ * Whether the message may be logged at now_ms (monotonic): true at most
+ * once per `every_ms`, with *skipped the calls refused since the last one
+ * that passed; false otherwise (the call is counted). Any thread.
+ */
+bool mk_log_gate_pass(struct mk_log_gate *g, uint64_t now_ms, uint32_t every_ms, unsigned *skipped);
 
 #define mk_err(...) mk_log(MK_LOG_ERROR, __VA_ARGS__)
 #define mk_warn(...) mk_log(MK_LOG_WARN, __VA_ARGS__)

@@ -18,6 +18,7 @@
  * (mk_listener_probe) checks that no other program listens there.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -27,14 +28,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../core/clock.h"
 #include "../core/log.h"
 #include "../core/sys.h"
 #include "listener.h"
+#include "loop.h"
 #include "server.h"
 #include "systemd.h"
 
-#define MK_ACCEPT_BATCH 64 /* accepts per listener event */
-#define MK_ACCEPT_SHARED 8 /* the same when other events wait in the batch */
+#define MK_ACCEPT_PAUSE_MS 100 /* out of descriptors: the listeners rest this long */
+#define MK_ACCEPT_SHED_MAX 64  /* connections answered 503 with the reserve, per pause */
+#define MK_ACCEPT_WARN_MS 1000 /* out of descriptors: one warning a second at most */
+#define MK_ACCEPT_BATCH 64     /* accepts per listener event */
+#define MK_ACCEPT_SHARED 8     /* the same when other events wait in the batch */
 #define MK_ACCEPT_EAGER_MAX 7
 #define MK_ACCEPT_EAGER_PROBE 16u
 
@@ -277,6 +283,158 @@ struct mk_listen_plan *mk_listen_plan_supersede(struct mk_listen_plan *prev, siz
     return next;
 }
 
+/* ---- out of descriptors -------------------------------------------------- */
+
+/*
+ * When accept4 fails with EMFILE (the process's limit) or ENFILE (the
+ * system's), the connection stays in the listener's queue, and the level
+ * triggered listener reports it again at once: without care the thread
+ * spins, logging a line per attempt, and the waiting clients get nothing.
+ * Instead (as nginx disables its accept events):
+ *   - each accepting thread keeps a reserve descriptor (/dev/null). It
+ *     gives it up to accept a waiting connection, answers it 503 (plain
+ *     listeners; a TLS client cannot be answered without a handshake, so
+ *     it is only closed), closes it and takes the reserve back: the queue
+ *     is emptied, up to MK_ACCEPT_SHED_MAX connections, rather than left
+ *     to time out;
+ *   - then its listeners are not watched for MK_ACCEPT_PAUSE_MS (a worker
+ *     timer; the acceptor's wait timeout), so the thread goes on serving
+ *     the connections it has, whose closing frees descriptors;
+ *   - the warning goes out at most once a second, with the pauses and the
+ *     connections answered since the last one.
+ */
+
+void mk_accept_guard_init(struct mk_accept_guard *g)
+{
+    g->reserve = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    g->paused = false;
+    g->resume_ms = 0;
+}
+
+void mk_accept_guard_release(struct mk_accept_guard *g)
+{
+    if (g->reserve >= 0) {
+        close(g->reserve);
+        g->reserve = -1;
+    }
+}
+
+/*
+ * A connection accepted with the reserve: answered 503 (when `answer`) and
+ * closed at once, since no descriptor is left to serve it. What the client
+ * sent already is read first, so the close is a FIN: closing with unread
+ * input would reset the connection, and a reset may destroy the answer
+ * before the client reads it.
+ */
+static void mk_accept_refuse(int fd, bool answer)
+{
+    static const char msg[] = "HTTP/1.1 503 Service Unavailable\r\n"
+                              "Retry-After: 1\r\n"
+                              "Content-Length: 0\r\n"
+                              "Connection: close\r\n\r\n";
+    char sink[4096];
+
+    if (answer) {
+        ssize_t ignored = send(fd, msg, sizeof(msg) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void) ignored;
+        shutdown(fd, SHUT_WR);
+    }
+    for (int i = 0; i < 4 && mk_sys_read(fd, sink, sizeof(sink)) > 0; i++) {
+    }
+    close(fd);
+}
+
+/*
+ * accept4 on l failed with `err`, EMFILE or ENFILE: answer what waits
+ * with the reserve, and warn (once a second).
+ */
+static void mk_accept_out_of_fds(struct mk_server *srv, struct mk_accept_guard *g,
+                                 const struct mk_listener *l, int err, uint64_t now_ms)
+{
+    bool answer = l->transport == &mk_transport_plain;
+    unsigned shed = 0, skipped;
+
+    while (g->reserve >= 0 && shed < MK_ACCEPT_SHED_MAX) {
+        close(g->reserve);
+        int fd = mk_sys_accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            mk_accept_refuse(fd, answer);
+            shed++;
+        }
+        /* -1 when another thread took the descriptor meanwhile: back at the resume */
+        g->reserve = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            break; /* the queue is empty (EAGAIN), or no descriptor was free after all */
+        }
+    }
+    atomic_fetch_add_explicit(&srv->fd_shed, shed, memory_order_relaxed);
+    if (mk_log_gate_pass(&srv->fd_gate, now_ms, MK_ACCEPT_WARN_MS, &skipped)) {
+        unsigned answered = atomic_exchange_explicit(&srv->fd_shed, 0, memory_order_relaxed);
+        mk_warn("accept: %s: accepting paused for %u ms (since the last message: %u more "
+                "pauses, %u connections answered 503 and closed; raise the open files limit, or "
+                "lower MaxConnections)",
+                strerror(err), MK_ACCEPT_PAUSE_MS, skipped, answered);
+    }
+}
+
+/* Stop watching `listeners` until g->resume_ms. */
+static void mk_accept_pause(struct mk_accept_guard *g, struct mk_list *listeners,
+                            struct mk_event_loop *loop, uint64_t now_ms)
+{
+    struct mk_list *it;
+
+    mk_list_foreach (it, listeners) {
+        mk_event_unwatch(loop, &mk_list_entry(it, struct mk_listener, node)->ev);
+    }
+    g->paused = true;
+    g->resume_ms = now_ms + MK_ACCEPT_PAUSE_MS;
+}
+
+/* The pause is over: watch `listeners` again, take the reserve back if it was lost. */
+static void mk_accept_resume(struct mk_accept_guard *g, struct mk_list *listeners,
+                             struct mk_event_loop *loop)
+{
+    struct mk_list *it;
+
+    g->paused = false;
+    if (g->reserve < 0) {
+        g->reserve = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    }
+    mk_list_foreach (it, listeners) {
+        struct mk_listener *l = mk_list_entry(it, struct mk_listener, node);
+        if (mk_event_mod(loop, &l->ev, MK_EV_READ) != MK_OK) {
+            mk_err("cannot watch the listener %s again: %s", l->spec, strerror(errno));
+        }
+    }
+}
+
+/* A worker's pause is over (its timer). */
+static void mk_listener_resume_cb(struct mk_loop_timer *t, void *arg)
+{
+    struct mk_worker *w = arg;
+    (void) t;
+
+    if (!w->stopping) {
+        mk_accept_resume(&w->accept, &w->listeners, &w->loop);
+    }
+}
+
+/* A worker's accept found no descriptor left: shed, warn, rest its listeners. */
+static void mk_listener_out_of_fds(struct mk_worker *w, const struct mk_listener *l, int err)
+{
+    mk_accept_out_of_fds(w->server, &w->accept, l, err, w->now_ms);
+    if (w->accept.paused) {
+        return; /* another of its listeners, reported in the same batch */
+    }
+    if (!w->accept_due) {
+        w->accept_due = mk_loop_timer_new(mk_listener_resume_cb, w);
+    }
+    /* Without a timer (memory), no pause: the reserve and the warning still hold. */
+    if (w->accept_due && mk_loop_timer_arm(w->accept_due, MK_ACCEPT_PAUSE_MS) == MK_OK) {
+        mk_accept_pause(&w->accept, &w->listeners, &w->loop, w->now_ms);
+    }
+}
+
 /* ---- balancing reuseport: each worker accepts ---------------------------- */
 
 /*
@@ -314,8 +472,8 @@ void mk_listener_accept_cb(struct mk_event *ev, uint32_t ready)
         int fd = mk_sys_accept4(l->fd, &addr.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE) {
-                mk_warn("accept: %s (raise the descriptor limit or lower MaxConnections)",
-                        strerror(errno));
+                mk_listener_out_of_fds(w, l, errno);
+                return;
             }
             if (i > 0 && l->eager) {
                 l->eager--;
@@ -343,6 +501,12 @@ static void mk_acceptor_accept_cb(struct mk_event *ev, uint32_t ready)
         socklen_t len = sizeof(h.peer);
         int fd = accept4(l->fd, &h.peer.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
+            if ((errno == EMFILE || errno == ENFILE) && !srv->acceptor_guard.paused) {
+                uint64_t now = mk_clock_mono_ms();
+                mk_accept_out_of_fds(srv, &srv->acceptor_guard, l, errno, now);
+                mk_accept_pause(&srv->acceptor_guard, &srv->acceptor_listeners, &srv->acceptor_loop,
+                                now); /* mk_acceptor_main resumes */
+            }
             return;
         }
         h.fd = fd;
@@ -407,7 +571,18 @@ static void *mk_acceptor_main(void *arg)
 
     mk_log_bind(&srv->log);
     while (!atomic_load(&srv->acceptor_stop)) {
-        int n = mk_event_wait(&srv->acceptor_loop, -1);
+        struct mk_accept_guard *g = &srv->acceptor_guard;
+        int timeout = -1;
+        if (g->paused) { /* out of descriptors (mk_acceptor_accept_cb) */
+            uint64_t now = mk_clock_mono_ms();
+            if (now >= g->resume_ms) {
+                mk_accept_resume(g, &srv->acceptor_listeners, &srv->acceptor_loop);
+            }
+            else {
+                timeout = (int) (g->resume_ms - now);
+            }
+        }
+        int n = mk_event_wait(&srv->acceptor_loop, timeout);
         if (n < 0) {
             mk_err("acceptor: event wait failed: %s", strerror(errno));
             break;
@@ -417,11 +592,14 @@ static void *mk_acceptor_main(void *arg)
     }
     mk_listeners_close(&srv->acceptor_listeners, &srv->acceptor_loop, &srv->acceptor_dead);
     mk_listeners_reap(&srv->acceptor_dead);
+    mk_accept_guard_release(&srv->acceptor_guard);
     return NULL;
 }
 
 int mk_acceptor_start(struct mk_server *srv, struct mk_listen_plan *plan, size_t n)
 {
+    mk_accept_guard_init(
+        &srv->acceptor_guard); /* released as the thread ends, or by the teardown */
     if (mk_event_loop_init(&srv->acceptor_loop, 64) != MK_OK) {
         return MK_ERR;
     }

@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 #include "../core/event.h"
@@ -62,6 +63,19 @@ struct mk_handoff {
     } peer;
 };
 
+/*
+ * What an accepting thread (a reuseport worker, the acceptor) keeps for
+ * running out of descriptors (listener.c): a spare descriptor, given up to
+ * accept a waiting connection, answer it 503 and close it; and the pause
+ * of its listeners, which would otherwise report the same connections
+ * again at once.
+ */
+struct mk_accept_guard {
+    int reserve;        /* /dev/null, kept open; -1: none (taken, not got back yet) */
+    bool paused;        /* the listeners are not watched */
+    uint64_t resume_ms; /* when to watch them again (mono ms) */
+};
+
 /* ---- listening sockets --------------------------------------------------- */
 
 /*
@@ -92,6 +106,10 @@ int mk_listener_probe(const struct mk_listen_addr *a, char *err, size_t errlen);
  */
 bool mk_listen_addr_overlap(const struct mk_listen_addr *a, const struct mk_listen_addr *b);
 void mk_listener_accept_cb(struct mk_event *ev, uint32_t ready);
+/* Take the guard's reserve descriptor (worker or acceptor setup). */
+void mk_accept_guard_init(struct mk_accept_guard *g);
+/* Close the reserve (teardown). */
+void mk_accept_guard_release(struct mk_accept_guard *g);
 /*
  * Make `listeners` (watched by `loop`) match `plan`: keep the sockets whose
  * spec the plan lists with fd -1, adopt the plan's new sockets (their fd

@@ -64,8 +64,11 @@ void mk_server_limits(struct mk_server *srv, const struct mk_config *cfg)
     if (cfg->max_connections) {
         srv->max_conns = cfg->max_connections;
         if (cfg->max_connections > fit) {
-            mk_warn("MaxConnections %u exceeds what %u descriptors allow (%u)",
+            /* More would run the process out of descriptors: accepts fail, nothing is answered. */
+            mk_warn("MaxConnections %u exceeds what %u descriptors allow: %u connections at most "
+                    "(raise the open files limit: ulimit -n, or LimitNOFILE= under systemd)",
                     cfg->max_connections, avail, fit);
+            srv->max_conns = fit;
         }
     }
     else {

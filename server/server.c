@@ -46,6 +46,7 @@ struct mk_server *mk_server_create(void)
     struct mk_server *srv = mk_calloc(1, sizeof(*srv));
     srv->stop_efd = -1;
     srv->acceptor_ctl = -1;
+    srv->acceptor_guard.reserve = -1;
     srv->cmd_efd = -1;
     mk_list_init(&srv->acceptor_listeners);
     mk_list_init(&srv->acceptor_dead);
@@ -590,6 +591,7 @@ void mk_server_finish(struct mk_server *srv)
         srv->acceptor_ctl = -1;
         mk_event_loop_destroy(&srv->acceptor_loop);
     }
+    mk_accept_guard_release(&srv->acceptor_guard); /* an acceptor that never ran */
     mk_listen_plan_free(srv->acceptor_plan, srv->acceptor_plan_len);
     srv->acceptor_plan = NULL;
     if (srv->pidfile_written && srv->cfg->pidfile) {

@@ -84,6 +84,12 @@ struct mk_server {
     size_t acceptor_plan_len;
     atomic_bool acceptor_stop;
     bool acceptor_running;
+    struct mk_accept_guard acceptor_guard;
+
+    /* accepting out of descriptors (listener.c): the warning, once a second,
+       and the connections answered 503 with a reserve descriptor since it */
+    struct mk_log_gate fd_gate;
+    atomic_uint fd_shed;
 
     /* connection limit: n_conns served, n_refused answered 503 and lingering */
     atomic_uint n_conns;

@@ -662,6 +662,7 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
     w->cfg = mk_config_ref(srv->cfg);
     atomic_init(&w->cfg_serving, w->cfg);
     w->handoff[0] = w->handoff[1] = -1;
+    w->accept.reserve = -1;
     mk_list_init(&w->retired);
     mk_list_init(&w->listeners);
     mk_list_init(&w->dead_listeners);
@@ -692,6 +693,9 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
             close(efd);
         }
         return MK_ERR;
+    }
+    if (srv->cfg->balancing == MK_BALANCE_REUSEPORT) {
+        mk_accept_guard_init(&w->accept); /* it accepts on its own listeners */
     }
     if (srv->cfg->balancing == MK_BALANCE_FAIR) {
         if (pipe2(w->handoff, O_NONBLOCK | O_CLOEXEC) < 0) {
@@ -843,6 +847,7 @@ void mk_worker_teardown(struct mk_worker *w)
             close(w->handoff[i]);
         }
     }
+    mk_accept_guard_release(&w->accept);
     mk_event_loop_destroy(&w->loop);
     mk_file_cache_destroy(&w->fcache);
     mk_zcache_destroy(&w->zcache); /* after the drain: no job is left pending */

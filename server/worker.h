@@ -28,9 +28,11 @@
 #include "../core/timer.h"
 #include "compress_cache.h"
 #include "file_cache.h"
+#include "listener.h"
 
 struct mk_config;
 struct mk_listen_plan;
+struct mk_loop_timer;
 struct mk_server;
 struct mk_suspended;
 struct mk_transport;
@@ -79,7 +81,9 @@ struct mk_worker {
     int handoff[2];
 
     struct mk_list listeners;
-    struct mk_list dead_listeners; /* closed during this batch, freed after it */
+    struct mk_list dead_listeners;    /* closed during this batch, freed after it */
+    struct mk_accept_guard accept;    /* out of descriptors: reserve, pause (listener.c) */
+    struct mk_loop_timer *accept_due; /* the end of the pause; NULL until a first one */
     /* every open connection, by deadline */
     struct mk_timers timers;
     struct mk_list closing; /* closed during this batch, recycled after it */

@@ -343,11 +343,13 @@ class Server:
             (self.conf / "plugins.load").unlink()
 
     # -- process ------------------------------------------------------------
-    def start(self, args=None, wait=True):
+    def start(self, args=None, wait=True, **popen):
+        """Start the server (`popen`: more arguments for subprocess.Popen,
+        such as a preexec_fn that lowers a resource limit)."""
         self.write_conf()
         cmd = [str(MONKEY), "-c", str(self.conf)] + (args or [])
         self.stderr = open(self.stderr_path, "w")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.stderr)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.stderr, **popen)
         if wait and not wait_port(self.port, proc=self.proc):
             out = self.stderr_text()
             self.kill()

@@ -1,5 +1,8 @@
 """Tier 5: timeouts and the connection limit (short, sub-second configured timeouts)."""
 
+import os
+import re
+import resource
 import socket
 import time
 
@@ -275,3 +278,120 @@ def test_connection_limit_with_fair_balancing(srv):
     assert extra.read_response().status == 503
     for c in held:
         c.close()
+
+
+# ---- out of descriptors -------------------------------------------------------------
+
+def cpu_seconds(pid):
+    """User and system CPU time of process `pid`, all its threads, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def ask(port, timeout):
+    """Connect, send a GET and read until the server closes: "503", "200"...,
+    "closed" (nothing, or a reset) or "hung" (nothing within timeout)."""
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    except OSError:
+        return "refused"
+    try:
+        s.sendall(b"GET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except socket.timeout:
+        return "hung"
+    except OSError:
+        return "closed" if not data else data[9:12].decode()
+    finally:
+        s.close()
+    return data[9:12].decode() if data.startswith(b"HTTP/1.1 ") else "closed"
+
+
+def check_no_spin(srv, seconds=2.0):
+    """Over `seconds`, the server uses little CPU and logs little."""
+    before = cpu_seconds(srv.proc.pid)
+    lines_before = srv.stderr_text().count("\n")
+    time.sleep(seconds)
+    used = cpu_seconds(srv.proc.pid) - before
+    logged = srv.stderr_text().count("\n") - lines_before
+    assert used < 0.3 * seconds * SLOW, f"{used:.2f} s of CPU in {seconds} s: spinning"
+    assert logged <= seconds + 2, f"{logged} lines in {seconds} s:\n{srv.stderr_text()[-2000:]}"
+
+
+def test_max_connections_beyond_the_descriptor_limit(srv):
+    """MaxConnections above what the open files limit holds is clamped to
+    what it holds, loudly: the clients beyond it get a 503 or are closed,
+    the server neither spins nor floods its log, and it serves again once
+    connections are released."""
+    srv.set(MaxConnections=1000, DeferAccept="Off")
+    srv.start(preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)))
+    time.sleep(0.3 * SLOW)  # the start-up probe connection closes
+    held = []
+    for _ in range(100):
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        held.append(s)
+    check_no_spin(srv)
+    assert re.search(r"MaxConnections 1000 exceeds what 64 descriptors allow: (\d+) connections "
+                     r"at most", srv.stderr_text()), srv.stderr_text()
+    extra = [ask(srv.port, 5 * SLOW) for _ in range(5)]
+    assert all(a in ("503", "closed") for a in extra), extra
+    for s in held:
+        s.close()
+    deadline = time.monotonic() + 10 * SLOW
+    while ask(srv.port, 5 * SLOW) != "200":
+        assert time.monotonic() < deadline, "not serving again: " + srv.stderr_text()[-2000:]
+        time.sleep(0.1)
+    assert "Too many open files" not in srv.stderr_text()
+
+
+@pytest.mark.parametrize("balancing", ["reuseport", "fair"])
+def test_out_of_descriptors_backs_off(srv, balancing):
+    """The open files limit reached (lowered under the running server, as
+    descriptors taken by files, plugins and backends would): accepting
+    pauses instead of spinning on EMFILE, the warning comes at most once a
+    second, the clients waiting get a 503 (answered with a reserve
+    descriptor) or a clean close rather than hanging, and once descriptors
+    are free again new clients are served."""
+    srv.set(DeferAccept="Off", Balancing=balancing)
+    srv.start()
+    time.sleep(0.3 * SLOW)
+    pid = srv.proc.pid
+    top = max(int(fd) for fd in os.listdir(f"/proc/{pid}/fd"))
+    hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)[1]
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (top + 6, hard))
+    held = []
+    for _ in range(60):
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        s.sendall(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+        held.append(s)
+    check_no_spin(srv)
+    text = srv.stderr_text()
+    assert "accept: Too many open files: accepting paused for 100 ms" in text, text[-2000:]
+    answers = []
+    for s in held:
+        s.settimeout(5 * SLOW)
+        try:
+            data = s.recv(4096)
+            answers.append(data[9:12].decode() if data else "closed")
+        except socket.timeout:
+            answers.append("hung")
+        except OSError:
+            answers.append("closed")
+    assert "hung" not in answers, answers
+    assert answers.count("503") >= 10, answers
+    extra = [ask(srv.port, 5 * SLOW) for _ in range(3)]
+    assert all(a in ("503", "closed") for a in extra), extra
+    for s in held:
+        s.close()
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (hard, hard))
+    deadline = time.monotonic() + 10 * SLOW
+    while ask(srv.port, 5 * SLOW) != "200":
+        assert time.monotonic() < deadline, "not serving again: " + srv.stderr_text()[-2000:]
+        time.sleep(0.1)
+    assert len(re.findall(r"accept: Too many open files", srv.stderr_text())) <= 20

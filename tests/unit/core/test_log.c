@@ -5,7 +5,8 @@
  * test_log.c: unit tests of core/log.c: a log file is opened without
  * following a link at its path, and what root opens for a User is given to
  * that User (mk_log_set_owner, mk_log_file_give), a file with several links
- * refused. The ownership cases need root (the test then runs them).
+ * refused. The ownership cases need root (the test then runs them). And
+ * the gate that limits a message to one a period (mk_log_gate_pass).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -147,11 +148,33 @@ static void test_given_to_the_user(void **state)
     dir_free(d);
 }
 
+/* One message a period, with the count of the ones held back. */
+static void test_gate(void **state)
+{
+    struct mk_log_gate g = {0};
+    unsigned skipped = 77;
+    (void) state;
+
+    assert_true(mk_log_gate_pass(&g, 5000, 1000, &skipped)); /* the first passes */
+    assert_int_equal(skipped, 0);
+    assert_false(mk_log_gate_pass(&g, 5000, 1000, &skipped));
+    assert_false(mk_log_gate_pass(&g, 5999, 1000, &skipped));
+    assert_true(mk_log_gate_pass(&g, 6000, 1000, &skipped));
+    assert_int_equal(skipped, 2);
+    for (int i = 0; i < 1000; i++) {
+        assert_false(mk_log_gate_pass(&g, 6000 + (uint64_t) i, 1000, &skipped));
+    }
+    assert_true(mk_log_gate_pass(&g, 60000, 1000, &skipped)); /* long after: at once */
+    assert_int_equal(skipped, 1000);
+    assert_false(mk_log_gate_pass(&g, 60500, 1000, &skipped));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_link_followed),
         cmocka_unit_test(test_given_to_the_user),
+        cmocka_unit_test(test_gate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
