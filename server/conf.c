@@ -300,6 +300,7 @@ static const struct mk_conf_key mk_server_keys[] = {
     {"Timeout", MK_CONF_DURATION, 0, MK_SRV(timeout_ms), 1, 3600000, "15"},
     {"BodyMinRate", MK_CONF_SIZE, 0, MK_SRV(body_min_rate), 0, 1u << 30, "500"},
     {"SendTimeout", MK_CONF_DURATION, 0, MK_SRV(send_timeout_ms), 1, 3600000, "30"},
+    {"SendMinRate", MK_CONF_SIZE, 0, MK_SRV(send_min_rate), 0, 1u << 30, "500"},
     {"KeepAlive", MK_CONF_BOOL, 0, MK_SRV(keepalive), 0, 0, "On"},
     {"KeepAliveTimeout", MK_CONF_DURATION, 0, MK_SRV(keepalive_timeout_ms), 1, 3600000, "5"},
     {"MaxKeepAliveRequests", MK_CONF_INT, 0, MK_SRV(max_keepalive_requests), 0, 100000000, "1000"},

@@ -122,6 +122,8 @@ struct mk_config {
     uint32_t graceful_timeout_ms;  /* to finish in-flight responses on stop */
     /* bytes a second a body must average once Timeout has passed; 0: off */
     uint64_t body_min_rate;
+    /* bytes a second a client must take a response at, over SendTimeout windows; 0: off */
+    uint64_t send_min_rate;
     bool keepalive;
     unsigned max_keepalive_requests; /* 0: unlimited */
     struct mk_http_limits limits;

@@ -391,6 +391,9 @@ static int mk_h1_send_continue(struct mk_conn *c)
 
 static void mk_h1_wait_write(struct mk_conn *c)
 {
+    if (!(c->ev.mask & MK_EV_WRITE) && c->h1.req) { /* SendMinRate: the wait for the client */
+        mk_send_rate_start(&c->h1.send_rate, c->h1.req->bytes_sent, c->worker->now_ms);
+    }
     c->state = MK_CONN_WRITE;
     mk_conn_timer_set(c, MK_TIMER_SEND);
     if (mk_event_mod(&c->worker->loop, &c->ev, mk_conn_want_mask(c, MK_EV_WRITE)) != MK_OK) {
@@ -1276,6 +1279,12 @@ static void mk_h1_on_writable(struct mk_conn *c)
     int rc = mk_h1_write(r);
 
     if (rc == MK_AGAIN && r->bytes_sent != before) {
+        const struct mk_config *cfg = c->worker->cfg;
+        if (mk_send_rate_short(&c->h1.send_rate, r->bytes_sent, c->worker->now_ms,
+                               cfg->send_timeout_ms, cfg->send_min_rate)) {
+            mk_conn_close(c); /* SendMinRate: as SendTimeout does */
+            return;
+        }
         mk_conn_timer_set(c, MK_TIMER_SEND);
     }
     if (mk_h1_after_write(c, rc, false)) {

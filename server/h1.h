@@ -17,6 +17,7 @@
 
 #include "http.h"
 #include "proto.h"
+#include "send_rate.h"
 
 struct mk_conn;
 struct mk_request;
@@ -50,8 +51,9 @@ struct mk_h1 {
     uint64_t body_in;        /* body bytes received, framing included (BodyMinRate) */
     uint64_t body_start;     /* head end, or a handler asking for the body (worker ms clock) */
     struct mk_chunked chunked;
-    uint64_t body_paused; /* when a streamed body's window closed (worker ms clock) */
-    uint8_t eager;        /* credit of eager reads after a response (h1.c, mk_h1_on_input) */
+    uint64_t body_paused;          /* when a streamed body's window closed (worker ms clock) */
+    struct mk_send_rate send_rate; /* SendMinRate while a response waits for the client */
+    uint8_t eager; /* credit of eager reads after a response (h1.c, mk_h1_on_input) */
 };
 
 extern const struct mk_proto mk_proto_h1;

@@ -152,7 +152,8 @@ struct mk_h2_stream {
     bool answered;    /* the last frame of its response (END_STREAM) went out */
     bool timed_out;   /* answered 408 by its timeout: reset (NO_ERROR) once that is out */
     uint64_t since;   /* worker ms: the start of its current wait, its timeout counts from here */
-    char *kept;       /* body bytes not yet handed over (malloc) */
+    struct mk_send_rate rate; /* SendMinRate while the client keeps its window shut */
+    char *kept;               /* body bytes not yet handed over (malloc) */
     size_t kept_len, kept_cap;
     uint64_t body_seen; /* body bytes received */
     char first[];       /* the header block while it fits (MK_H2_STREAM_BLOCK in all) */
@@ -213,10 +214,12 @@ struct mk_h2 {
        latest MK_H2_CLOSED_IDS: frames on them are a STREAM_CLOSED error */
     int32_t closed_ids[MK_H2_CLOSED_IDS];
     unsigned closed_next;
-    int32_t max_opened;  /* the highest stream id a request was opened on */
-    uint64_t read_at;    /* worker ms: the last bytes read */
-    uint64_t out_since;  /* worker ms: the output has not been stalled since */
-    uint32_t conn_error; /* the GOAWAY error a callback asked for, 0: none */
+    int32_t max_opened;           /* the highest stream id a request was opened on */
+    uint64_t read_at;             /* worker ms: the last bytes read */
+    uint64_t out_since;           /* worker ms: the output has not been stalled since */
+    uint64_t out_bytes;           /* bytes written to the socket */
+    struct mk_send_rate out_rate; /* SendMinRate while the output is stalled */
+    uint32_t conn_error;          /* the GOAWAY error a callback asked for, 0: none */
     /* stream 1 of an upgraded connection (Upgrade: h2c), started once the
        client's preface is complete, so that the 101 is read before it */
     struct mk_h2_stream *upgraded;
@@ -499,6 +502,7 @@ static int mk_h2_out_write(struct mk_conn *c, size_t *budget, bool hold, bool mo
         }
         h->progress = true;
         h->out_since = c->worker->now_ms;
+        h->out_bytes += (uint64_t) n;
         *budget -= (size_t) n < *budget ? (size_t) n : *budget;
         s->off += n;
         s->len -= (size_t) n;
@@ -2023,6 +2027,10 @@ static void mk_h2_after(struct mk_conn *c)
     }
     if (!mk_h2_out_stalled(h)) {
         h->out_since = w->now_ms;
+        mk_send_rate_stop(&h->out_rate);
+    }
+    else if (!h->out_rate.since) {
+        mk_send_rate_start(&h->out_rate, h->out_bytes, w->now_ms); /* SendMinRate */
     }
     if (h->seg_n || h->n_open || h->preface_left || h->draining) {
         /* streams wait (for the client, a plugin or their turn), or the preface does,
@@ -2340,9 +2348,26 @@ static uint64_t mk_h2_stream_expire(struct mk_conn *c, struct mk_h2_stream *s, u
         return UINT64_MAX; /* a header block (the connection's check), or closing */
     }
     if (s->responding) {
+        /* SendMinRate: a client that keeps the stream's window shut, opening
+           it a little now and then (WINDOW_UPDATE), must keep up the rate */
+        if (cfg->send_min_rate &&
+            nghttp2_session_get_stream_remote_window_size(c->h2->ng, s->id) <= 0) {
+            if (!s->rate.since) {
+                mk_send_rate_start(&s->rate, r->bytes_sent, now);
+            }
+            else if (mk_send_rate_short(&s->rate, r->bytes_sent, now, cfg->send_timeout_ms,
+                                        cfg->send_min_rate)) {
+                mk_h2_reset(c, s, NGHTTP2_CANCEL);
+                return UINT64_MAX;
+            }
+        }
+        else {
+            mk_send_rate_stop(&s->rate);
+        }
+        uint64_t rate_due = mk_send_rate_due(&s->rate, cfg->send_timeout_ms, cfg->send_min_rate);
         due = s->since + cfg->send_timeout_ms;
         if (now < due) {
-            return due;
+            return rate_due < due ? rate_due : due;
         }
         if (nghttp2_session_get_stream_remote_window_size(c->h2->ng, s->id) <= 0) {
             mk_h2_reset(c, s, NGHTTP2_CANCEL);
@@ -2409,7 +2434,9 @@ static void mk_h2_expire(struct mk_conn *c)
         return;
     }
     if ((reading && now - h->read_at >= cfg->timeout_ms) ||
-        (stalled && now - h->out_since >= cfg->send_timeout_ms)) {
+        (stalled && now - h->out_since >= cfg->send_timeout_ms) ||
+        (stalled && mk_send_rate_short(&h->out_rate, h->out_bytes, now, cfg->send_timeout_ms,
+                                       cfg->send_min_rate))) {
         mk_h2_goaway(c, NGHTTP2_INTERNAL_ERROR);
         if (!stalled) {
             mk_h2_flush(c); /* a stalled client gets no more bytes */
@@ -2430,6 +2457,10 @@ static void mk_h2_expire(struct mk_conn *c)
     }
     if (stalled && h->out_since + cfg->send_timeout_ms < next) {
         next = h->out_since + cfg->send_timeout_ms;
+    }
+    if (stalled &&
+        mk_send_rate_due(&h->out_rate, cfg->send_timeout_ms, cfg->send_min_rate) < next) {
+        next = mk_send_rate_due(&h->out_rate, cfg->send_timeout_ms, cfg->send_min_rate);
     }
     h->busy = true; /* what the streams' answers write goes out once, below */
     mk_list_foreach_safe (it, tmp, &h->streams) {

@@ -135,6 +135,85 @@ def test_slow_but_steady_reader_is_not_cut(srv):
     assert time.monotonic() - start > 0.5  # it really was slow
 
 
+def server_closed(port, client):
+    """Whether the server has closed its end of the connection from the
+    client address `client` to `port` (its socket left ESTABLISHED: what
+    it queued may still be on its way to the client)."""
+    for line in open("/proc/net/tcp").read().splitlines()[1:]:
+        f = line.split()
+        local, remote, state = f[1], f[2], f[3]
+        if int(local.split(":")[1], 16) == port and int(remote.split(":")[1], 16) == client[1]:
+            return state != "01"
+    return True
+
+
+def read_slowly(s, port, chunk, every, limit):
+    """Read `chunk` bytes every `every` seconds until the server closes its
+    end or `limit` seconds pass; (bytes read, seconds until the close, or
+    None when it did not close)."""
+    start = time.monotonic()
+    got = 0
+    client = s.getsockname()
+    s.settimeout(5 * SLOW)
+    while time.monotonic() - start < limit:
+        if server_closed(port, client):
+            return got, time.monotonic() - start
+        try:
+            data = s.recv(chunk)
+        except ConnectionResetError:
+            return got, time.monotonic() - start
+        if not data:
+            return got, time.monotonic() - start
+        got += len(data)
+        time.sleep(every)
+    return got, None
+
+
+def test_send_min_rate_drops_a_slow_reader(srv):
+    """A client that takes a response below SendMinRate, though often
+    enough for SendTimeout, is dropped at the end of a SendTimeout window.
+    The server sees progress each time the kernel's send buffer (a few MiB
+    here) has half drained, so the reader must be fast enough for that to
+    come well within SendTimeout (3 s) to tell the two apart: 64 KiB every
+    10 ms, a few MiB a second, under a SendMinRate of 32M."""
+    srv.set(SendTimeout="3s", SendMinRate="32M")
+    srv.start()
+    s = small_window(srv.port, 65536)
+    s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+    got, took = read_slowly(s, srv.port, 65536, 0.01, 12 * SLOW)
+    s.close()
+    assert took is not None, f"still sending after {got} bytes"
+    assert 3.0 <= took < 6 * SLOW, took
+    assert got < 60 * 1024 * 1024
+    assert srv.get("/a.txt").status == 200
+
+
+def test_send_min_rate_keeps_a_reader_above_it(srv):
+    """A reader that keeps up SendMinRate (64 KiB every 10 ms, a few MiB a
+    second, far over 64K) over several SendTimeout windows gets the whole
+    file, more than the socket buffers hold, and the connection stays."""
+    size = 12 * 1024 * 1024
+    srv.set(SendTimeout="1s", SendMinRate="64K")
+    srv.file("mid.bin", b"m" * size)
+    srv.start()
+    s = small_window(srv.port, 65536)
+    s.sendall(b"GET /mid.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+    client = s.getsockname()
+    s.settimeout(5 * SLOW)
+    got, start, n = 0, time.monotonic(), 0
+    while got < size:
+        n += 1
+        if n % 16 == 0:  # /proc/net/tcp is slow to read on a busy machine
+            assert not server_closed(srv.port, client), f"dropped after {got} bytes"
+        data = s.recv(65536)
+        assert data, f"closed after {got} bytes"
+        got += len(data)
+        time.sleep(0.01)
+    assert time.monotonic() - start > 1.5  # it waited for the client over windows
+    assert not server_closed(srv.port, client)
+    s.close()
+
+
 def trickle(c, data, every, limit):
     """Send `data` one piece at a time; seconds until the server closed, or None."""
     start = time.monotonic()

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from conftest import BUILD, SLOW, needs_dlopen
+from conftest import BUILD, SLOW, needs_dlopen, small_window
+from test_05_timeouts import server_closed
 from h2util import H2_MARKS, H2Client, h2, h2c_server
 
 pytestmark = H2_MARKS
@@ -262,3 +263,101 @@ def test_a_client_that_keeps_the_connection_window_shut_is_closed(make_server):
     # the connection's first window (65535 bytes), then nothing
     assert len(stalled.streams[sid]["data"]) == 65535
     stalled.close()
+
+
+# ---- SendMinRate -------------------------------------------------------------------
+
+def trickle_window(c, sid, step, every, limit):
+    """Open stream sid's window by `step` bytes every `every` seconds (the
+    connection's is open) until the stream ends or is reset, or `limit`
+    seconds pass; the seconds it took, or None."""
+    t0 = time.monotonic()
+    st = c.streams[sid]
+    c.sock.settimeout(every)
+    while time.monotonic() - t0 < limit * SLOW:
+        if st["ended"] or st["reset"] is not None:
+            return time.monotonic() - t0
+        c.conn.increment_flow_control_window(step, stream_id=sid)
+        c.flush()
+        deadline = time.monotonic() + every
+        while time.monotonic() < deadline and read_some(c):
+            pass
+    return None
+
+
+@pytest.mark.parametrize("step, dropped", [(1000, True), (128 * 1024, False)],
+                         ids=["below", "above"])
+def test_a_stream_trickled_below_send_min_rate_is_cancelled(make_server, step, dropped):
+    """A client that keeps a stream's window shut and opens it a little at
+    a time, often enough for SendTimeout (every 100 ms), must still take
+    the response at SendMinRate: 1000 bytes a step (10 KB a second) is
+    reset (CANCEL) at the end of a SendTimeout window, alone; 128 KiB a
+    step (1.3 MB a second) gets the whole response."""
+    srv = h2c_server(make_server, SendTimeout="1", SendMinRate="64K")
+    srv.file("big.bin", os.urandom(2 * MIB))
+    srv.start()
+    c = H2Client(srv.port, settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0},
+                 auto_ack=False)
+    c.conn.increment_flow_control_window(16 * MIB)  # the connection's: only the stream's is shut
+    sid = c.request("/big.bin")
+    took = trickle_window(c, sid, step, 0.1, 10)
+    st = c.streams[sid]
+    assert took is not None, f"stream still open after {len(st['data'])} bytes"
+    if dropped:
+        assert st["reset"] == CANCEL, st["reset"]
+        assert 1.0 <= took < 5 * SLOW, took
+        assert len(st["data"]) < 100 * 1000
+    else:
+        assert st["ended"] and st["reset"] is None
+        assert len(st["data"]) == 2 * MIB
+        assert took > 1.0  # over more than one window
+    # the connection goes on
+    c.sock.settimeout(5 * SLOW)
+    other = c.request("/hello.txt")
+    c.conn.increment_flow_control_window(1000, stream_id=other)
+    c.flush()
+    c.wait([other])
+    assert c.streams[other]["data"] == b"Hello World!\n"
+    assert c.goaway is None and not c.closed
+    c.close()
+
+
+def test_a_connection_read_below_send_min_rate_is_closed(make_server):
+    """A client that reads the connection too slowly, though often enough
+    for SendTimeout, while the server has a large response for it: the
+    output stalls, and at the end of a SendTimeout window below
+    SendMinRate the connection is closed (GOAWAY). As over HTTP/1, the
+    server sees progress only each time its send buffer has half drained,
+    so the reader is fast (64 KiB every 10 ms, a few MiB a second) and the
+    rate higher (32M), for that progress to come well within SendTimeout."""
+    srv = h2c_server(make_server, SendTimeout="3", SendMinRate="32M")
+    srv.file("big.bin", os.urandom(96 * MIB))
+    srv.start()
+    sock = small_window(srv.port, 65536, timeout=10)
+    c = H2Client(srv.port, sock=sock,
+                 settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: (1 << 31) - 1})
+    c.conn.increment_flow_control_window((1 << 31) - 1 - 65535)
+    c.flush()
+    sid = c.request("/big.bin")
+    client = sock.getsockname()
+    t0 = time.monotonic()
+    took = None
+    while time.monotonic() - t0 < 12 * SLOW:
+        if server_closed(srv.port, client):
+            took = time.monotonic() - t0
+            break
+        try:
+            data = sock.recv(65536)
+        except (ConnectionResetError, TimeoutError):
+            break
+        if not data:
+            took = time.monotonic() - t0
+            break
+        for ev in c.conn.receive_data(data):
+            c.handle(ev)
+        c.flush()
+        time.sleep(0.01)
+    assert took is not None, f"still open after {len(c.streams[sid]['data'])} bytes"
+    assert 3.0 <= took < 6 * SLOW, took
+    c.close()
+    assert H2Client(srv.port).get("/hello.txt")["data"] == b"Hello World!\n"
