@@ -115,6 +115,29 @@ int mk_log_file_give(int fd, uid_t uid)
     return fchown(fd, uid, (gid_t) -1) == 0 ? MK_OK : MK_DECLINED;
 }
 
+int mk_log_file_open(const char *path, int flags, mode_t mode)
+{
+    uid_t owner = mk_log_sink()->owner;
+    int fd = open(path, flags | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, mode);
+
+    if (fd < 0) {
+        return -1;
+    }
+    int given = mk_log_file_give(fd, owner);
+    if (given == MK_ERR) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    if (given == MK_DECLINED) {
+        mk_warn("%s: cannot give it to the User (uid %ld): %s; it cannot be reopened after the "
+                "switch",
+                path, (long) owner, strerror(errno));
+    }
+    return fd;
+}
+
 int mk_log_reopen(void)
 {
     struct mk_log_sink *s = mk_log_sink();

@@ -74,6 +74,14 @@ void mk_log_set_owner(uid_t uid);
  * fchown failed (root without CAP_CHOWN: warn, the file stays usable).
  */
 int mk_log_file_give(int fd, uid_t uid);
+/*
+ * Open a log file of the caller's own as this process opens its Log:
+ * `flags` with O_CLOEXEC, O_NOCTTY and O_NOFOLLOW (a link at the path is
+ * refused, ELOOP), created with `mode`, and given to the owner set with
+ * mk_log_set_owner (mk_log_file_give; a failed fchown is a warning). The
+ * descriptor, or -1 with errno. (api->log_file_open.)
+ */
+int mk_log_file_open(const char *path, int flags, mode_t mode);
 void mk_log_set_level(enum mk_log_level level);
 enum mk_log_level mk_log_get_level(void);
 

@@ -648,6 +648,21 @@ static void duda_logger_unref(struct duda_logger *log)
 }
 
 /*
+ * A service's log file, opened as the server opens its own Log: no link
+ * followed at the path (its LogDir may be the User's), and what root
+ * creates given to the User, so that a reopen after the switch works.
+ */
+static int duda_log_open(const char *path)
+{
+    const int flags = O_WRONLY | O_APPEND | O_CREAT;
+
+    if (MK_API_HAS(duda_mk, log_file_open)) {
+        return duda_mk->log_file_open(path, flags, 0640);
+    }
+    return open(path, flags | O_CLOEXEC | O_NOFOLLOW, 0640);
+}
+
+/*
  * SIGUSR1: open every service's log file again (after a rotation). The new
  * file takes the old descriptor's number (dup2), so the logger thread's
  * writes go on without a pause.
@@ -656,7 +671,7 @@ void duda_logger_reopen(void)
 {
     pthread_mutex_lock(&duda_log_lock);
     for (struct duda_logger *log = duda_loggers; log; log = log->next) {
-        int fd = open(log->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+        int fd = duda_log_open(log->path);
         if (fd < 0) {
             duda_mk->log(MK_PLUGIN_LOG_ERROR, "duda: reopening %s: %s", log->path, strerror(errno));
             continue;
@@ -749,7 +764,7 @@ static duda_logger_t *duda_logger_create(const char *name)
     log->fd = -1;
     if (!duda_mk->checking()) {
         snprintf(path, sizeof(path), "%s/%s", svc->logdir, name);
-        log->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+        log->fd = duda_log_open(path);
         if (log->fd < 0) {
             snprintf(svc->map_err, sizeof(svc->map_err), "logger->create: %.200s: %s", path,
                      strerror(errno));

@@ -1085,6 +1085,7 @@ const struct mk_api mk_plugin_api = {
     .client_target = mk_api_client_target,
     .compress_stats = mk_api_compress_stats,
     .suspend_cancel = mk_api_suspend_cancel,
+    .log_file_open = mk_log_file_open,
 };
 
 /* ---- loading ------------------------------------------------------------- */

@@ -1068,6 +1068,18 @@ struct mk_api {
      * started out of the queue, and one already running finishes.
      */
     void (*suspend_cancel)(struct mk_suspended *s, mk_cancel_cb cancel, void *arg);
+    /*
+     * Open a log file of the plugin's as the server opens its own Log:
+     * `flags` (O_WRONLY|O_APPEND|O_CREAT...) with O_CLOEXEC, O_NOCTTY and
+     * O_NOFOLLOW (a symbolic link at the path is refused with ELOOP: the
+     * log directory may be writable by the User), created with `mode`.
+     * In a server started as root that switches to a User, a file root owns
+     * is given to that User, so that a reopen after the switch (SIGUSR1)
+     * can open it; one of root's with several links (a hard link planted in
+     * the User's directory) is refused (EMLINK). The descriptor, or -1 with
+     * errno. Any thread.
+     */
+    int (*log_file_open)(const char *path, int flags, mode_t mode);
 };
 
 /* The longest line of api->error_log(), without the newline. */

@@ -406,9 +406,12 @@ int control_listen(struct control_self *self, const struct control_settings *s)
                          strerror(errno));
         goto fail;
     }
-    /* Not listening yet: nobody can connect before the mode is in place. */
-    if (chmod(s->socket_path, s->mode) != 0 || listen(fd, CONTROL_CLIENTS) != 0 ||
-        lstat(s->socket_path, &st) != 0) {
+    /* Not listening yet: nobody can connect before the mode is in place. The
+       directory may be the User's: a link put at the path since the bind
+       must not have root change its target's mode (AT_SYMLINK_NOFOLLOW
+       refuses a link: EOPNOTSUPP). */
+    if (fchmodat(AT_FDCWD, s->socket_path, s->mode, AT_SYMLINK_NOFOLLOW) != 0 ||
+        listen(fd, CONTROL_CLIENTS) != 0 || lstat(s->socket_path, &st) != 0) {
         control_api->log(MK_PLUGIN_LOG_ERROR, "%s: Socket %s: %s", s->socket_where, s->socket_path,
                          strerror(errno));
         unlink(s->socket_path);

@@ -28,7 +28,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -420,31 +419,6 @@ static void logger_state_exit(struct logger_state *lg)
 }
 
 /*
- * The uid of the User a server started as root switches to, after its
- * plugins opened their files: the log files root creates are given to it,
- * so that a reopen (SIGUSR1) after the switch can open them again.
- * (uid_t) -1 when this process is not root or there is no User.
- */
-static uid_t logger_user_uid(const struct mk_api *api)
-{
-    uid_t uid = (uid_t) -1;
-
-    if (geteuid() != 0 || !MK_API_HAS(api, config_get) || !MK_API_HAS(api, config_value)) {
-        return uid;
-    }
-    struct mk_config *cfg = api->config_get();
-    const char *user = cfg ? api->config_value(cfg, "User", 0) : NULL;
-    const struct passwd *pw = user ? getpwnam(user) : NULL;
-    if (pw && pw->pw_uid != 0) {
-        uid = pw->pw_uid;
-    }
-    if (cfg) {
-        api->config_put(cfg);
-    }
-    return uid;
-}
-
-/*
  * init: read logger.conf and start the logger thread of this server (not
  * when checking). MK_ERR after logging why. Controlling thread.
  */
@@ -463,7 +437,6 @@ static int logger_init(const struct mk_api *api, const char *conf_dir)
     }
     atomic_store(&lg->buf_limit, s->buffer_limit);
     lg->server = MK_API_HAS(api, server) ? api->server() : NULL;
-    lg->owner = logger_user_uid(api);
     if (conf_dir && !(lg->conf_dir = strdup(conf_dir))) {
         api->log(MK_PLUGIN_LOG_ERROR, "logger: out of memory");
         logger_state_exit(lg);

@@ -61,7 +61,6 @@ struct logger_state {
     atomic_size_t buf_limit;
     char *conf_dir;           /* relative paths are resolved against it (config.c) */
     struct mk_server *server; /* the logger thread's server (api->thread_serve) */
-    uid_t owner;              /* the User that files root opens are given to ((uid_t) -1: none) */
     /* logger.c: the running workers, for the logger thread's help */
     pthread_mutex_t workers_lock;
     struct logger_worker *workers[LOGGER_MAX_WORKERS];

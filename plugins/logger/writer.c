@@ -143,18 +143,20 @@ static void logger_file_free(struct logger_file *f)
 }
 
 /*
- * Open `path` for writing at its end; -1 with errno. A symbolic link at the
- * path is not followed (ELOOP): the log directory may be the User's, and a
- * link planted there would lead root (at start), or the User (at a
- * reopen), to a file it was never meant to write. Root gives what it
- * created to `owner` (the User it will switch to), so that a reopen after
- * the switch can open it; a regular file of root's with several links (a
- * hard link planted in the User's directory) is refused (EMLINK).
+ * Open `path` for writing at its end; -1 with errno. As the server opens
+ * its own Log (api->log_file_open): a symbolic link at the path is not
+ * followed (ELOOP), since the log directory may be the User's and a link
+ * planted there would lead root (at start), or the User (at a reopen), to
+ * a file it was never meant to write; and what root creates is given to
+ * the User it switches to, so that a reopen after the switch can open it.
  */
-static int logger_open_path(const char *path, struct stat *st, uid_t owner)
+static int logger_open_path(const char *path, struct stat *st)
 {
     /* O_NONBLOCK: a FIFO without a reader is refused instead of hanging the start. */
-    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW, 0644);
+    const int flags = O_WRONLY | O_CREAT | O_NONBLOCK;
+    int fd = MK_API_HAS(logger_api, log_file_open)
+                 ? logger_api->log_file_open(path, flags, 0644)
+                 : open(path, flags | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, 0644);
     if (fd < 0) {
         return -1;
     }
@@ -163,22 +165,6 @@ static int logger_open_path(const char *path, struct stat *st, uid_t owner)
         close(fd);
         errno = e;
         return -1;
-    }
-    if (owner != (uid_t) -1 && geteuid() == 0 && S_ISREG(st->st_mode) && st->st_uid == 0) {
-        if (st->st_nlink != 1) {
-            close(fd);
-            errno = EMLINK;
-            return -1;
-        }
-        if (fchown(fd, owner, (gid_t) -1) != 0) {
-            logger_api->log(MK_PLUGIN_LOG_WARN,
-                            "logger: %s: cannot give it to the User (uid %ld): %s; it cannot be "
-                            "reopened after the switch",
-                            path, (long) owner, strerror(errno));
-        }
-        else {
-            st->st_uid = owner;
-        }
     }
     lseek(fd, 0, SEEK_END); /* a FIFO or a terminal has no end: ESPIPE is fine */
     return fd;
@@ -388,7 +374,7 @@ static void logger_writer_reopen_files(struct logger_state *lg)
         struct logger_file *f = files[i];
         struct stat st;
         logger_file_drain(f);
-        int fd = logger_open_path(f->path, &st, lg->owner);
+        int fd = logger_open_path(f->path, &st);
         if (fd < 0) {
             logger_api->log(MK_PLUGIN_LOG_ERROR, "logger: cannot reopen %s: %s (kept the old one)",
                             f->path, strerror(errno));
@@ -677,7 +663,7 @@ struct logger_file *logger_file_open(struct logger_state *lg, const char *path, 
         return f;
     }
 
-    fd = logger_open_path(path, &st, lg->owner);
+    fd = logger_open_path(path, &st);
     if (fd < 0) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return NULL;
