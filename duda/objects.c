@@ -572,8 +572,9 @@ static int duda_http_status(duda_request_t *dr, int status)
     if (!duda_writable(dr, "response->http_status", true)) {
         return -1;
     }
-    if (status < 100 || status > 599) {
-        duda_misuse(dr, "response->http_status(%d): not an HTTP status", status);
+    if (status < 200 || status > 599) {
+        /* 1xx is no final answer; 101 comes with response->takeover */
+        duda_misuse(dr, "response->http_status(%d): not a final HTTP status", status);
         return -1;
     }
     dr->status = status;

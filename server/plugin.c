@@ -247,8 +247,18 @@ static struct mk_conn *mk_api_conn(const struct mk_request *r)
     return r->conn;
 }
 
+/*
+ * A final status, 200 to 599: a 1xx is no answer (RFC 9110 15.2), and 101
+ * is the server's own, for a request api->takeover() accepted. Anything
+ * else is the plugin's mistake: 500, logged.
+ */
 static void mk_api_set_status(struct mk_request *r, int status)
 {
+    if ((status < 200 && !(status == 101 && r->upgrade)) || status > 599) {
+        mk_err("%.*s: a plugin set status %d, which is no final status: 500 instead",
+               (int) r->head.target.len, r->head.target.p, status);
+        status = 500;
+    }
     r->status = status;
 }
 

@@ -135,6 +135,7 @@ struct duda_request_api {
 
 struct duda_response_api {
     size_t size;
+    /* The status, a final one: 200 to 599 (a 1xx is misuse; 101 comes with takeover). */
     int (*http_status)(duda_request_t *dr, int status);
     /* Add a header (copied). -1: bad characters, or the head is out. */
     int (*http_header)(duda_request_t *dr, const char *name, const char *value);

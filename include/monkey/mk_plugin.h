@@ -460,6 +460,7 @@ struct mk_api {
     struct mk_conn *(*conn)(const struct mk_request *r);
 
     /* the response */
+    /* A final status, 200 to 599 (101 only after takeover()); another is 500, logged. */
     void (*set_status)(struct mk_request *r, int status);
     /* Add a response header; name and value are copied. MK_OK or MK_ERR. */
     int (*add_header)(struct mk_request *r, const char *name, const char *value);

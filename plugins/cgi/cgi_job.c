@@ -404,8 +404,11 @@ static void cgi_out_head(struct cgi_job *j)
         cgi_head_done(j, 0);
     }
     else if (rc == MK_ERR || n == 0) {
-        cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: %s", j->log.name,
-                     j->head_len ? "malformed header block" : "no output");
+        cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: %s%s", j->log.name,
+                     !j->head_len   ? "no output"
+                     : rc == MK_ERR ? "malformed header block: "
+                                    : "incomplete header block",
+                     rc == MK_ERR && j->head_len && j->h.why ? j->h.why : "");
         cgi_head_done(j, 502);
     }
 }

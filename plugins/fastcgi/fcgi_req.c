@@ -694,8 +694,8 @@ static void fcgi_stdout_head(struct fcgi_req *req, const uint8_t *data, size_t l
         fcgi_head_done(req, 0);
     }
     else if (rc == MK_ERR) {
-        fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: malformed header block",
-                      (int) req->script.name_len, req->script.name);
+        fcgi_api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: %.*s: malformed header block: %s",
+                      (int) req->script.name_len, req->script.name, req->h.why ? req->h.why : "?");
         fcgi_head_done(req, 502);
     }
 }

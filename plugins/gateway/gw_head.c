@@ -28,7 +28,14 @@ static int gw_name_is(const struct mk_gw_slice *name, const char *want)
     return name->len == n && strncasecmp(name->p, want, n) == 0;
 }
 
-/* Three digits, 100 to 599, then the end or a space and a reason. */
+/*
+ * Three digits, then the end or a space and a reason: a final status, 200
+ * to 599. A 1xx is no final answer (RFC 9110 15.2), and a gateway has no
+ * way to send an interim one (the block is the response's only head): 101
+ * without the server's own upgrade would leave the client speaking a
+ * protocol nobody runs (the pattern proxies are smuggled with), and 100 or
+ * 103 would end the response before it began. The caller answers 502.
+ */
 static int gw_parse_status(const char *p, size_t len)
 {
     if (len < 3 || (len > 3 && p[3] != ' ')) {
@@ -40,7 +47,17 @@ static int gw_parse_status(const char *p, size_t len)
         }
     }
     int status = (p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0');
-    return status >= 100 && status <= 599 ? status : -1;
+    return status >= 200 && status <= 599 ? status : -1;
+}
+
+/* Why gw_parse_status refused p[0..len). */
+static const char *gw_status_why(const char *p, size_t len)
+{
+    if (len >= 3 && p[0] == '1' && p[1] >= '0' && p[1] <= '9' && p[2] >= '0' && p[2] <= '9' &&
+        (len == 3 || p[3] == ' ')) {
+        return "a 1xx status, which is no final response";
+    }
+    return "a bad status";
 }
 
 /* "HTTP/1.x NNN reason" of an NPH answer. */
@@ -64,16 +81,18 @@ static int gw_value_ok(const char *p, size_t len)
     return 1;
 }
 
-/* One "Name: value" line (without its line end) into h. */
+/* One "Name: value" line (without its line end) into h; MK_ERR with h->why set. */
 static int gw_parse_field(const char *p, size_t len, struct mk_gw_head *h)
 {
     const char *colon = memchr(p, ':', len);
     if (!colon || colon == p) {
+        h->why = "a line without a field name and ':'";
         return MK_ERR;
     }
     struct mk_gw_slice name = {p, (size_t) (colon - p)};
     for (size_t i = 0; i < name.len; i++) {
         if (!gw_is_tchar((unsigned char) p[i])) {
+            h->why = "a bad field name";
             return MK_ERR;
         }
     }
@@ -86,29 +105,34 @@ static int gw_parse_field(const char *p, size_t len, struct mk_gw_head *h)
     }
     struct mk_gw_slice value = {v, (size_t) (end - v)};
     if (!gw_value_ok(value.p, value.len)) {
+        h->why = "a control character in a value";
         return MK_ERR;
     }
     if (gw_name_is(&name, "Status")) {
         int status = gw_parse_status(value.p, value.len);
         if (status < 0 || h->status) {
+            h->why = h->status ? "two Status fields" : gw_status_why(value.p, value.len);
             return MK_ERR;
         }
         h->status = status;
     }
     else if (gw_name_is(&name, "Location")) {
         if (h->location.p || value.len == 0) {
+            h->why = value.len ? "two Location fields" : "an empty Location";
             return MK_ERR;
         }
         h->location = value;
     }
     else if (gw_name_is(&name, "Content-Type")) {
         if (h->content_type.p) {
+            h->why = "two Content-Type fields";
             return MK_ERR;
         }
         h->content_type = value;
     }
     else {
         if (h->n_fields == MK_GW_FIELDS_MAX) {
+            h->why = "too many fields";
             return MK_ERR;
         }
         h->fields[h->n_fields].name = name;
@@ -127,13 +151,19 @@ int mk_gw_head_parse(const char *buf, size_t len, int nph, struct mk_gw_head *h)
     memset(h, 0, offsetof(struct mk_gw_head, fields));
     h->n_fields = 0;
     h->head_len = 0;
+    h->why = NULL;
     for (;;) {
         const char *nl = memchr(buf + pos, '\n', len - pos);
         if (!nl) {
-            return len >= MK_GW_HEAD_MAX ? MK_ERR : MK_AGAIN;
+            if (len < MK_GW_HEAD_MAX) {
+                return MK_AGAIN;
+            }
+            h->why = "no end within 16 KiB";
+            return MK_ERR;
         }
         size_t end = (size_t) (nl - buf) + 1;
         if (end > MK_GW_HEAD_MAX) {
+            h->why = "no end within 16 KiB";
             return MK_ERR;
         }
         size_t line_len = end - 1 - pos;
@@ -144,15 +174,21 @@ int mk_gw_head_parse(const char *buf, size_t len, int nph, struct mk_gw_head *h)
         pos = end;
         if (line_len == 0) {
             if (first && nph) {
+                h->why = "no status line";
                 return MK_ERR;
             }
             break;
         }
         if (memchr(line, '\r', line_len)) {
-            return MK_ERR; /* a bare CR */
+            h->why = "a bare CR";
+            return MK_ERR;
         }
         if (first && nph) {
             if ((h->status = gw_parse_status_line(line, line_len)) < 0) {
+                h->status = 0;
+                h->why = line_len > 9 && memcmp(line, "HTTP/1.", 7) == 0
+                             ? gw_status_why(line + 9, line_len - 9)
+                             : "a bad status line";
                 return MK_ERR;
             }
         }
@@ -162,7 +198,8 @@ int mk_gw_head_parse(const char *buf, size_t len, int nph, struct mk_gw_head *h)
         first = 0;
     }
     if (!nph && !h->status && !h->location.p && !h->content_type.p) {
-        return MK_ERR; /* RFC 3875 6.2: at least one CGI field */
+        h->why = "no Status, Location nor Content-Type"; /* RFC 3875 6.2 */
+        return MK_ERR;
     }
     h->head_len = pos;
     return MK_OK;

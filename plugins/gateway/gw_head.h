@@ -34,12 +34,13 @@ struct mk_gw_field {
  * and are valid as long as it is.
  */
 struct mk_gw_head {
-    int status;                  /* Status (or the NPH status line), 0 when absent */
+    int status;                  /* Status (or the NPH status line), 200..599; 0 when absent */
     struct mk_gw_slice location; /* Location, len 0 when absent */
     struct mk_gw_slice content_type;
     struct mk_gw_field fields[MK_GW_FIELDS_MAX]; /* the other fields, in order */
     unsigned n_fields;
     size_t head_len; /* bytes of the block, its empty line included */
+    const char *why; /* on MK_ERR: what is wrong, for the log (a static string) */
 };
 
 /*
@@ -47,10 +48,13 @@ struct mk_gw_head {
  *   MK_OK     complete: *h filled, the body starts at buf + h->head_len;
  *   MK_AGAIN  no empty line yet (and fewer than MK_GW_HEAD_MAX bytes);
  *   MK_ERR    malformed: a line without ':' or with a bad name, a control
- *             character in a value, a bad Status, more than
+ *             character in a value, a bad Status (not three digits, or
+ *             not a final status 200 to 599: a 1xx is refused, the
+ *             gateway answers 502), more than
  *             MK_GW_FIELDS_MAX fields, no Status, Location nor
  *             Content-Type, or no end within MK_GW_HEAD_MAX bytes.
- * Lines end with LF or CRLF. When `nph` is true the block starts with an
+ * On MK_ERR, h->why says what is wrong ("a 1xx status, which is no final
+ * response"), for the log. Lines end with LF or CRLF. When `nph` is true the block starts with an
  * HTTP status line ("HTTP/1.1 200 OK") that sets h->status, and no field
  * is required (a non-parsed-header script's answer).
  */

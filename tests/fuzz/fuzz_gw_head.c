@@ -9,12 +9,11 @@
  * The first byte chooses the mode (bit 0: NPH), the rest is the block.
  * Invariants (each a crash when broken):
  *  - MK_OK, MK_AGAIN or MK_ERR only; MK_AGAIN only below MK_GW_HEAD_MAX
- *    bytes and without an empty line;
+ *    bytes and without an empty line; MK_ERR always with a reason (why);
  *  - on MK_OK: head_len <= len, the block ends with "\n\n" or "\n\r\n",
- *    every slice lies inside the block, a status is 100..599 (NPH: always
- *    one), at most MK_GW_FIELDS_MAX fields, names non-empty tokens, values
- *    without CR, LF or other control bytes but tab, not starting or ending
- *    with blanks;
+ *    every slice lies inside the block, a status is a final one, 200..599
+ *    (never a 1xx; NPH: always one), at most MK_GW_FIELDS_MAX fields, names non-empty tokens,
+ * values without CR, LF or other control bytes but tab, not starting or ending with blanks;
  *  - feeding the bytes in two parts gives the same answer once complete
  *    (the parser is stateless: a prefix is MK_AGAIN or the same result).
  */
@@ -60,10 +59,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         MK_FUZZ_CHECK(len < MK_GW_HEAD_MAX);
         return 0;
     }
+    if (rc == MK_ERR) {
+        MK_FUZZ_CHECK(h.why != NULL); /* the log says why */
+    }
     if (rc == MK_OK) {
         MK_FUZZ_CHECK(h.head_len >= 1 && h.head_len <= len);
         MK_FUZZ_CHECK(buf[h.head_len - 1] == '\n');
-        MK_FUZZ_CHECK(h.status == 0 || (h.status >= 100 && h.status <= 599));
+        MK_FUZZ_CHECK(h.status == 0 || (h.status >= 200 && h.status <= 599));
+        MK_FUZZ_CHECK(h.why == NULL);
         MK_FUZZ_CHECK(!nph || h.status != 0);
         MK_FUZZ_CHECK(h.n_fields <= MK_GW_FIELDS_MAX);
         check_slice(&h.location, buf, len);

@@ -50,6 +50,11 @@ SCRIPTS = {
     "empty.sh": "#!/bin/sh\nexit 0\n",
     "status.sh": '#!/bin/sh\necho "Status: 404 Not Here"\necho "Content-Type: text/plain"\n'
     'echo "X-Script: yes"\necho "Content-Length: 999"\necho\necho gone\n',
+    # the status of its query, with the fields of an upgrade
+    "code.sh": '#!/bin/sh\necho "Status: $QUERY_STRING"\necho "Upgrade: websocket"\n'
+    'echo "Connection: Upgrade"\necho\necho body\n',
+    "nph-101.sh": '#!/bin/sh\nprintf "HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: h2c\\r\\n'
+    'Connection: Upgrade\\r\\n\\r\\n"\n',
     "away.sh": '#!/bin/sh\necho "Location: https://example.com/elsewhere"\necho\n',
     "local.sh": '#!/bin/sh\necho "Location: /cgi-bin/env.sh/from?redir=1"\necho\n',
     "tofile.sh": '#!/bin/sh\necho "Location: /plain.txt"\necho\n',
@@ -425,6 +430,23 @@ def test_bad_header_block_is_502(cgi):
     # the client's connection stays healthy
     assert c.request("GET", "/plain.txt").body == b"plain file\n"
     c.close()
+
+
+def test_1xx_status_is_502(cgi):
+    # A 1xx is no final response (101 without the server's own upgrade
+    # leaves the client on a connection nobody speaks on): 502, logged, and
+    # the client's connection goes on; an NPH script's status line too.
+    cgi.start()
+    c = CgiConn(cgi.port, timeout=10)
+    for path in ("/cgi-bin/code.sh?101", "/cgi-bin/code.sh?100", "/cgi-bin/code.sh?103",
+                 "/cgi-bin/nph-101.sh"):
+        r = c.request("GET", path)
+        assert r.status == 502, (path, r)
+        assert r.header("Upgrade") is None
+    r = c.request("GET", "/cgi-bin/code.sh?202")
+    assert (r.status, r.body) == (202, b"body\n")
+    c.close()
+    assert wait_for(lambda: "a 1xx status, which is no final response" in cgi.stderr_text())
 
 
 def test_silent_script_is_504_and_killed(cgi):

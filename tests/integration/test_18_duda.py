@@ -401,6 +401,7 @@ def test_misuse_answers_500_and_logs(make_server, services):
         "header": "response->http_header(): a bad name or a line break in the value",
         "cookie": "cookie->set(c): SameSite=None needs Secure",
         "null": "response->print() without a request",
+        "status": "response->http_status(101): not a final HTTP status",
     }
     for route, message in cases.items():
         r = srv.get(f"/misuse/{route}")

@@ -48,6 +48,9 @@ PAGES = {
                    ' setcookie("seen", "yes"); echo "n=", $_SESSION["n"], "\\n";',
     "redirect.php": '<?php header("Location: /target.php?from=redirect"); echo "moved";',
     "status.php": '<?php http_response_code(418); echo "teapot";',
+    # a status of the query's choosing (a 1xx is no final answer: 502)
+    "code.php": '<?php http_response_code((int) $_GET["s"]); header("Upgrade: websocket");'
+                ' header("Connection: Upgrade"); echo "code ", $_GET["s"];',
     "upload.php": '<?php $f = $_FILES["file"] ?? null;'
                   ' if (!$f || $f["error"]) { http_response_code(400); echo "error ",'
                   ' $f["error"] ?? "none"; exit; }'
@@ -310,6 +313,20 @@ def test_redirect_and_status(php):
     assert r.status == 302 and r.header("Location") == "/target.php?from=redirect"
     r = get(php, "/status.php")
     assert r.status == 418 and r.body == b"teapot"
+
+
+@pytest.mark.parametrize("status", [100, 101, 103])
+def test_1xx_status_is_502(php, status):
+    # A 1xx is no final response: 101 without the server's own upgrade would
+    # leave the client on a connection nobody speaks on. 502, with the
+    # site's page; the connection goes on.
+    c = CgiConn(php.port, timeout=10)
+    r = c.request("GET", f"/code.php?s={status}")
+    assert r.status == 502 and r.body == b"site error page\n"
+    assert r.header("Upgrade") is None
+    assert c.request("GET", "/code.php?s=202").body == b"code 202"
+    c.close()
+    assert wait_for(lambda: "a 1xx status, which is no final response" in php.stderr_text())
 
 
 def test_stderr_records_to_the_log(php):

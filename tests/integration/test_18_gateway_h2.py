@@ -29,6 +29,8 @@ CGI = {
     "big.cgi": '#!/bin/sh\nprintf "Content-Type: application/octet-stream\\r\\n\\r\\n"\n'
                'head -c $((QUERY_STRING * 1048576)) /dev/zero | tr "\\0" c\n',
     "bad.cgi": '#!/bin/sh\necho "not a header"\necho\n',
+    "code.cgi": '#!/bin/sh\necho "Status: $QUERY_STRING"\necho "Upgrade: websocket"\necho\n'
+                'echo body\n',
     # reads its body, then a local redirect
     "redir.cgi": '#!/bin/sh\ncat >/dev/null\necho "Location: /post.cgi"\necho\n',
 }
@@ -183,4 +185,18 @@ def test_backend_failure_is_502_on_its_stream(gw):
     st = c.get("/env.php")
     assert st["headers"][":status"] == "200"
     assert c.goaway is None and not c.closed
+    c.close()
+
+
+def test_1xx_status_is_502(gw):
+    # A 1xx from a script or php-fpm is no final response: 502 on its
+    # stream at once (not a reset after Timeout), the others go on.
+    c = gw.h2()
+    ids = [c.request(p) for p in ("/code.cgi?101", "/code.cgi?103", "/code.php?s=101",
+                                  "/code.php?s=100", "/code.php?s=202")]
+    c.wait(ids)
+    got = [c.streams[i]["headers"].get(":status") for i in ids]
+    assert got == ["502", "502", "502", "502", "202"], got
+    assert c.streams[ids[-1]]["data"] == b"code 202"
+    assert c.goaway is None
     c.close()

@@ -44,6 +44,16 @@ static const struct head_case cases[] = {
     {"X-Only: field\n\n", 0, MK_ERR}, /* no CGI field */
     {"\n", 0, MK_ERR},                /* nothing at all */
     {"Status: 99\n\n", 0, MK_ERR},
+    /* a 1xx is no final response: never an answer (502), 101 least of all */
+    {"Status: 101 Switching Protocols\n\n", 0, MK_ERR},
+    {"Status: 101\nUpgrade: websocket\nConnection: Upgrade\n\n", 0, MK_ERR},
+    {"Status: 100 Continue\r\nContent-Type: text/plain\r\n\r\n", 0, MK_ERR},
+    {"Status: 103 Early Hints\nLink: </a.css>; rel=preload\n\n", 0, MK_ERR},
+    {"Status: 199\n\n", 0, MK_ERR},
+    {"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n", 1, MK_ERR},
+    {"HTTP/1.0 100 Continue\r\n\r\n", 1, MK_ERR},
+    {"Status: 200\n\n", 0, MK_OK, 200, NULL, NULL, 0, 0},
+    {"Status: 599 Last\n\n", 0, MK_OK, 599, NULL, NULL, 0, 0},
     {"Status: 600\n\n", 0, MK_ERR},
     {"Status: 20x\n\n", 0, MK_ERR},
     {"Status: 2000\n\n", 0, MK_ERR},
@@ -117,6 +127,39 @@ static void test_too_long(void **state)
     assert_int_equal(mk_gw_head_parse(many, strlen(many), 0, &h), MK_ERR);
 }
 
+/* Why a block was refused, for the log: a 1xx status is named as such. */
+static void test_why(void **state)
+{
+    (void) state;
+    static const struct {
+        const char *raw;
+        int nph;
+        const char *why;
+    } why_cases[] = {
+        {"Status: 101 Switching Protocols\n\n", 0, "a 1xx status, which is no final response"},
+        {"Status: 103\n\n", 0, "a 1xx status, which is no final response"},
+        {"HTTP/1.1 101 Switching Protocols\r\n\r\n", 1, "a 1xx status, which is no final response"},
+        {"Status: 20x\n\n", 0, "a bad status"},
+        {"Status: 600\n\n", 0, "a bad status"},
+        {"Status: 200\nStatus: 404\n\n", 0, "two Status fields"},
+        {"X-Only: field\n\n", 0, "no Status, Location nor Content-Type"},
+        {"Bad Name: x\n\n", 0, "a bad field name"},
+        {"HTTP/2 200 OK\n\n", 1, "a bad status line"},
+    };
+    for (size_t i = 0; i < sizeof(why_cases) / sizeof(why_cases[0]); i++) {
+        struct mk_gw_head h;
+        assert_int_equal(
+            mk_gw_head_parse(why_cases[i].raw, strlen(why_cases[i].raw), why_cases[i].nph, &h),
+            MK_ERR);
+        assert_non_null(h.why);
+        assert_string_equal(h.why, why_cases[i].why);
+    }
+    struct mk_gw_head h;
+    const char *ok = "Status: 204\n\n";
+    assert_int_equal(mk_gw_head_parse(ok, strlen(ok), 0, &h), MK_OK);
+    assert_null(h.why);
+}
+
 static void test_framing_and_local(void **state)
 {
     (void) state;
@@ -138,6 +181,7 @@ int main(void)
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_field_values_trimmed),
         cmocka_unit_test(test_too_long),
+        cmocka_unit_test(test_why),
         cmocka_unit_test(test_framing_and_local),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

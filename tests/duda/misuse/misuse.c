@@ -33,6 +33,13 @@ static void cb_cookie(duda_request_t *dr)
     response->end(dr, NULL);
 }
 
+static void cb_status(duda_request_t *dr)
+{
+    response->http_status(dr, 101); /* no final status; 101 comes with response->takeover */
+    response->http_header(dr, "Upgrade", "websocket");
+    response->end(dr, NULL);
+}
+
 static void cb_null(duda_request_t *dr)
 {
     response->print(NULL, "x", 1);
@@ -52,6 +59,7 @@ int duda_main(void)
     router->map("/noend", DUDA_GET, cb_noend);
     router->map("/header", DUDA_GET, cb_header);
     router->map("/cookie", DUDA_GET, cb_cookie);
+    router->map("/status", DUDA_GET, cb_status);
     router->map("/null", DUDA_GET, cb_null);
     router->map("/ok", DUDA_GET, cb_ok);
     return 0;

@@ -3,7 +3,8 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * test_plugin.c: unit tests of server/plugin.c, the API table's functions
- * that need no running server: remote_addr() and its buffer contract.
+ * that need no running server: remote_addr() and its buffer contract,
+ * set_status() and the statuses it refuses.
  */
 #include <arpa/inet.h>
 #include <setjmp.h>
@@ -78,11 +79,38 @@ static void test_remote_addr_short_buffer(void **state)
     check_remote(AF_INET, "192.0.2.1", 1, "");
 }
 
+/* set_status: a final status only; 101 only for a request taken over (api->takeover). */
+static void test_set_status_final_only(void **state)
+{
+    (void) state;
+    struct mk_request r;
+    static const int refused[] = {0, 1, 99, 100, 101, 103, 199, 600, 999, -1};
+
+    memset(&r, 0, sizeof(r));
+    r.head.target = mk_str_make("/x", 2);
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        r.status = 200;
+        mk_plugin_api.set_status(&r, refused[i]);
+        assert_int_equal(r.status, 500);
+    }
+    static const int taken[] = {200, 204, 302, 404, 418, 500, 599};
+    for (size_t i = 0; i < sizeof(taken) / sizeof(taken[0]); i++) {
+        mk_plugin_api.set_status(&r, taken[i]);
+        assert_int_equal(r.status, taken[i]);
+    }
+    r.upgrade = (struct mk_upgrade *) &r; /* accepted by takeover: its 101 is the server's */
+    mk_plugin_api.set_status(&r, 101);
+    assert_int_equal(r.status, 101);
+    mk_plugin_api.set_status(&r, 103);
+    assert_int_equal(r.status, 500);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_remote_addr),
         cmocka_unit_test(test_remote_addr_short_buffer),
+        cmocka_unit_test(test_set_status_final_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
