@@ -189,12 +189,22 @@ static duda_request_t *duda_request_new(struct mk_request *r, const struct duda_
 /* Does the request carry a body to read? */
 static bool duda_has_body(struct mk_request *r)
 {
-    size_t n;
+    size_t n, te;
     const char *cl = duda_mk->header(r, "Content-Length", &n);
-    if (duda_mk->header(r, "Transfer-Encoding", &n)) {
+    if (duda_mk->header(r, "Transfer-Encoding", &te)) {
         return true;
     }
-    return cl && !(n == 1 && cl[0] == '0');
+    if (!cl) {
+        return false;
+    }
+    /* the server accepted a list of equal decimals ("0, 0", "00"): a body
+       when the first has a digit other than 0 */
+    for (size_t i = 0; i < n && cl[i] != ','; i++) {
+        if (cl[i] >= '1' && cl[i] <= '9') {
+            return true;
+        }
+    }
+    return false;
 }
 
 /* Hand the response's status and headers to the server. */

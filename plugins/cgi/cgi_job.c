@@ -865,12 +865,7 @@ static int cgi_job_run(struct cgi_job *j, struct mk_request *r, const struct cgi
 /* Whether the request has a body to give the script. */
 static bool cgi_has_body(struct mk_request *r)
 {
-    size_t len;
-    const char *cl = cgi_api->header(r, "Content-Length", &len);
-    if (cl) {
-        return !(len == 1 && cl[0] == '0');
-    }
-    return cgi_api->header(r, "Transfer-Encoding", &len) != NULL;
+    return mk_gw_has_body(cgi_api, r);
 }
 
 /*

@@ -1071,12 +1071,7 @@ static int fcgi_body_cb(struct mk_request *r, int event, const char *data, size_
 
 static bool fcgi_has_body(struct mk_request *r)
 {
-    size_t len;
-    const char *cl = fcgi_api->header(r, "Content-Length", &len);
-    if (cl) {
-        return !(len == 1 && cl[0] == '0');
-    }
-    return fcgi_api->header(r, "Transfer-Encoding", &len) != NULL;
+    return mk_gw_has_body(fcgi_api, r);
 }
 
 /* The request has its connection: send the head records, then the body. */

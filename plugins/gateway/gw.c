@@ -68,13 +68,18 @@ struct gw_hdr {
     bool first; /* the first of its name: the one that emits */
 };
 
-/* False for a header gw.h leaves out: Proxy, framing, credentials unless passed. */
-static bool gw_header_passes(const struct mk_gw_script *s, const char *name, size_t nlen)
+/*
+ * False for a header gw.h leaves out: Proxy, framing, credentials unless
+ * passed, and Host when `absolute` (the target's authority is HTTP_HOST).
+ */
+static bool gw_header_passes(const struct mk_gw_script *s, const char *name, size_t nlen,
+                             bool absolute)
 {
     if (nlen == 0 || nlen + 5 >= GW_NAME_MAX) {
         return false;
     }
     return !(
+        (absolute && nlen == 4 && strncasecmp(name, "Host", 4) == 0) ||
         (nlen == 5 && strncasecmp(name, "Proxy", 5) == 0) ||
         (nlen == 12 && strncasecmp(name, "Content-Type", 12) == 0) ||
         (nlen == 14 && strncasecmp(name, "Content-Length", 14) == 0) ||
@@ -216,10 +221,14 @@ static void gw_header_vars(const struct mk_api *api, struct mk_request *r,
         memset(slots, 0xff, sizeof(*slots) << bits);
     }
     uint32_t kept = 0;
+    size_t tlen;
+    const char *t = api->target(r, &tlen);
+    struct mk_gw_slice authority, rest;
+    bool absolute = mk_gw_target_absolute(t, tlen, &authority, &rest);
     for (unsigned i = 0; i < n; i++) {
         struct gw_hdr *x = &h[kept];
         if (api->header_at(r, i, &x->name, &x->nlen, &x->value, &x->vlen) != MK_OK ||
-            !gw_header_passes(s, x->name, x->nlen)) {
+            !gw_header_passes(s, x->name, x->nlen, absolute)) {
             continue;
         }
         uint32_t *free_slot = NULL;
@@ -333,7 +342,29 @@ static void gw_request_vars(const struct mk_api *api, struct mk_request *r,
     v = api->method(r, &len);
     gw_put(e, "REQUEST_METHOD", v, len);
     v = api->target(r, &len);
-    gw_put(e, "REQUEST_URI", v, len);
+    struct mk_gw_slice authority, rest;
+    if (mk_gw_target_absolute(v, len, &authority, &rest)) {
+        /* the path and query of "http://host/p?q", as of an origin-form target */
+        if (rest.len == 0 || rest.p[0] != '/') {
+            char *t = api->alloc(r, rest.len + 1);
+            if (!t) {
+                e->rc = MK_ERR;
+                return;
+            }
+            t[0] = '/';
+            memcpy(t + 1, rest.p, rest.len);
+            gw_put(e, "REQUEST_URI", t, rest.len + 1);
+        }
+        else {
+            gw_put(e, "REQUEST_URI", rest.p, rest.len);
+        }
+        /* the authority that chose the site, not a Host the server ignored
+           (RFC 9112 3.2.2); the Host header is not copied (gw_header_vars) */
+        gw_put(e, "HTTP_HOST", authority.p, authority.len);
+    }
+    else {
+        gw_put(e, "REQUEST_URI", v, len);
+    }
     v = api->query(r, &len);
     gw_put(e, "QUERY_STRING", v ? v : "", v ? len : 0);
     int version = api->version(r);
@@ -345,7 +376,12 @@ static void gw_request_vars(const struct mk_api *api, struct mk_request *r,
         gw_puts(e, "CONTENT_LENGTH", s->content_length);
     }
     else if ((v = api->header(r, "Content-Length", &len))) {
-        gw_put(e, "CONTENT_LENGTH", v, len);
+        /* the decimal the server read ("3, 3" is 3), never the field as it came */
+        char dec[MK_GW_DEC_MAX];
+        size_t n = mk_gw_content_length(v, len, dec);
+        if (n > 0) {
+            gw_put(e, "CONTENT_LENGTH", dec, n);
+        }
     }
     if ((v = api->header(r, "Content-Type", &len))) {
         gw_put(e, "CONTENT_TYPE", v, len);
@@ -390,6 +426,17 @@ int mk_gw_params(const struct mk_api *api, struct mk_request *r, const struct mk
         gw_header_vars(api, r, s, &e);
     }
     return e.rc;
+}
+
+bool mk_gw_has_body(const struct mk_api *api, struct mk_request *r)
+{
+    size_t len;
+    const char *cl = api->header(r, "Content-Length", &len);
+    if (cl) {
+        char dec[MK_GW_DEC_MAX];
+        return mk_gw_content_length(cl, len, dec) > 0 && strcmp(dec, "0") != 0;
+    }
+    return api->header(r, "Transfer-Encoding", &len) != NULL;
 }
 
 /* A slice as a NUL-terminated copy in request memory. */

@@ -58,11 +58,23 @@ typedef int (*mk_gw_param_cb)(void *arg, const char *name, size_t name_len, cons
  * s->pass_proxy_authorization), Content-Type and Content-Length (they are
  * CONTENT_*), Transfer-Encoding (a script always reads a decoded body) and
  * names with bytes other than letters, digits and '-'. CONTENT_LENGTH is the
- * request's Content-Length, or s->content_length for a body spooled
- * first. MK_OK, or MK_ERR when cb refused one.
+ * decimal of the request's Content-Length as the server read it
+ * (RFC 3875 4.1.2: "3, 3" and "03" give 3), or s->content_length for a
+ * body spooled first. REQUEST_URI is the target as received, in origin
+ * form: an absolute-form target ("http://a.test/p?q") gives its path and
+ * query, and its authority is HTTP_HOST, not a Host header the server
+ * ignored choosing the site (RFC 9112 3.2.2). MK_OK, or MK_ERR when cb
+ * refused one.
  */
 int mk_gw_params(const struct mk_api *api, struct mk_request *r, const struct mk_gw_script *s,
                  mk_gw_param_cb cb, void *arg);
+
+/*
+ * Whether r has a body to give the script: a Content-Length above 0 (the
+ * decimal the server read: "0, 0" and "00" are none), or a
+ * Transfer-Encoding.
+ */
+bool mk_gw_has_body(const struct mk_api *api, struct mk_request *r);
 
 /*
  * A Match line: compile `value` (a POSIX extended regular expression, no

@@ -6,6 +6,7 @@
  * reads the bytes given and writes only *h.
  */
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 
@@ -216,6 +217,90 @@ int mk_gw_field_is_framing(const struct mk_gw_slice *name)
         }
     }
     return 0;
+}
+
+static int gw_is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+size_t mk_gw_content_length(const char *v, size_t len, char out[MK_GW_DEC_MAX])
+{
+    const char *p = v, *end = v + len;
+    uint64_t value = 0;
+    int items = 0;
+
+    for (;;) {
+        while (p < end && (*p == ' ' || *p == '\t')) {
+            p++;
+        }
+        if (p < end && *p == ',') {
+            p++; /* an empty list element */
+            continue;
+        }
+        if (p == end) {
+            break;
+        }
+        if (!gw_is_digit(*p)) {
+            return 0;
+        }
+        uint64_t n = 0;
+        while (p < end && gw_is_digit(*p)) {
+            unsigned d = (unsigned) (*p++ - '0');
+            if (n > (UINT64_C(0x7fffffffffffffff) - d) / 10) {
+                return 0;
+            }
+            n = n * 10 + d;
+        }
+        if (items++ && n != value) {
+            return 0;
+        }
+        value = n;
+        while (p < end && (*p == ' ' || *p == '\t')) {
+            p++;
+        }
+        if (p < end && *p != ',') {
+            return 0;
+        }
+    }
+    if (!items) {
+        return 0;
+    }
+    char digits[MK_GW_DEC_MAX];
+    size_t n = 0;
+    do {
+        digits[n++] = (char) ('0' + value % 10);
+        value /= 10;
+    } while (value);
+    for (size_t i = 0; i < n; i++) {
+        out[i] = digits[n - 1 - i];
+    }
+    out[n] = '\0';
+    return n;
+}
+
+int mk_gw_target_absolute(const char *t, size_t len, struct mk_gw_slice *authority,
+                          struct mk_gw_slice *rest)
+{
+    size_t skip;
+    if (len >= 7 && strncasecmp(t, "http://", 7) == 0) {
+        skip = 7;
+    }
+    else if (len >= 8 && strncasecmp(t, "https://", 8) == 0) {
+        skip = 8;
+    }
+    else {
+        return 0;
+    }
+    size_t a = skip;
+    while (a < len && t[a] != '/' && t[a] != '?') {
+        a++;
+    }
+    authority->p = t + skip;
+    authority->len = a - skip;
+    rest->p = t + a;
+    rest->len = len - a;
+    return 1;
 }
 
 int mk_gw_location_is_local(const struct mk_gw_slice *location)

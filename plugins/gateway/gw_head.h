@@ -70,4 +70,28 @@ int mk_gw_field_is_framing(const struct mk_gw_slice *name);
 /* Whether a Location is local (starts with '/' and not "//"), RFC 3875 6.2.2. */
 int mk_gw_location_is_local(const struct mk_gw_slice *location);
 
+/* ---- pure helpers of the meta-variables (gw.c) ---- */
+
+#define MK_GW_DEC_MAX 24 /* a decimal of 64 bits and its NUL */
+
+/*
+ * CONTENT_LENGTH of a Content-Length value (RFC 3875 4.1.2: the decimal
+ * length of the body): the value is a list of equal decimals ("3, 3" is
+ * 3, RFC 9110 8.6), written without leading zeros into out (NUL
+ * terminated). Its length, or 0 when v is no such list (items that
+ * differ, not digits, more than 2^63 - 1, empty).
+ */
+size_t mk_gw_content_length(const char *v, size_t len, char out[MK_GW_DEC_MAX]);
+
+/*
+ * An absolute-form request target ("http://a.test:8080/p?q", RFC 9112
+ * 3.2.2) split into its authority ("a.test:8080") and what follows it
+ * ("/p?q", or "?q" or "" for a target without a path, whose origin form
+ * is "/" before that). Returns 1 for such a target (one the server
+ * accepted: http or https, then the authority up to '/', '?' or the end),
+ * 0 for any other form (the slices are then not set).
+ */
+int mk_gw_target_absolute(const char *t, size_t len, struct mk_gw_slice *authority,
+                          struct mk_gw_slice *rest);
+
 #endif

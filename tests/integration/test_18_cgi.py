@@ -432,6 +432,31 @@ def test_bad_header_block_is_502(cgi):
     c.close()
 
 
+def test_variables_from_framing_and_target(cgi):
+    # CONTENT_LENGTH is the decimal the server read (RFC 3875 4.1.2), not
+    # the field as it came ("3, 3" is a list the server accepts as 3); an
+    # absolute-form target's authority chose the site (RFC 9112 3.2.2), so
+    # it is HTTP_HOST whatever Host says, and REQUEST_URI its path and query.
+    cgi.start()
+    c = CgiConn(cgi.port, timeout=10)
+    for cl in ("3, 3", "003", "3,,3"):
+        c.send(f"POST /cgi-bin/post.py HTTP/1.1\r\nHost: localhost\r\nContent-Length: {cl}\r\n"
+               "\r\nabc")
+        r = c.read_response()
+        assert r.status == 200
+        assert r.body.decode().split() == ["3", hashlib.sha256(b"abc").hexdigest(), "3"], cl
+    c.send("POST /cgi-bin/env.sh HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0, 0\r\n\r\n")
+    e = env_of(c.read_response().body)
+    assert e["CONTENT_LENGTH"] == "0" and "HTTP_CONTENT_LENGTH" not in e, e
+    c.send(f"GET http://localhost:{cgi.port}/cgi-bin/env.sh/p?x=1 HTTP/1.1\r\n"
+           "Host: elsewhere.example\r\n\r\n")
+    e = env_of(c.read_response().body)
+    assert e["HTTP_HOST"] == f"localhost:{cgi.port}", e
+    assert e["REQUEST_URI"] == "/cgi-bin/env.sh/p?x=1" and e["QUERY_STRING"] == "x=1", e
+    assert e["SERVER_NAME"] == "localhost" and e["PATH_INFO"] == "/p", e
+    c.close()
+
+
 def test_1xx_status_is_502(cgi):
     # A 1xx is no final response (101 without the server's own upgrade
     # leaves the client on a connection nobody speaks on): 502, logged, and

@@ -48,6 +48,11 @@ PAGES = {
                    ' setcookie("seen", "yes"); echo "n=", $_SESSION["n"], "\\n";',
     "redirect.php": '<?php header("Location: /target.php?from=redirect"); echo "moved";',
     "status.php": '<?php http_response_code(418); echo "teapot";',
+    # the variables built from the request's framing and target
+    "vars.php": '<?php header("Content-Type: text/plain"); $in = file_get_contents("php://input");'
+                ' foreach (["CONTENT_LENGTH","HTTP_CONTENT_LENGTH","HTTP_HOST","REQUEST_URI",'
+                '"SERVER_NAME","QUERY_STRING"] as $k) echo "$k=", $_SERVER[$k] ?? "-", "\\n";'
+                ' echo "BODY=", $in, "\\n";',
     # a status of the query's choosing (a 1xx is no final answer: 502)
     "code.php": '<?php http_response_code((int) $_GET["s"]); header("Upgrade: websocket");'
                 ' header("Connection: Upgrade"); echo "code ", $_GET["s"];',
@@ -313,6 +318,28 @@ def test_redirect_and_status(php):
     assert r.status == 302 and r.header("Location") == "/target.php?from=redirect"
     r = get(php, "/status.php")
     assert r.status == 418 and r.body == b"teapot"
+
+
+def test_variables_from_framing_and_target(php):
+    # CONTENT_LENGTH is the decimal the server read (RFC 3875 4.1.2), never
+    # the field as it came; an absolute-form target's authority chose the
+    # site, so it is HTTP_HOST (the Host header ignored, RFC 9112 3.2.2) and
+    # REQUEST_URI is its path and query.
+    c = CgiConn(php.port, timeout=10)
+    for cl in ("3, 3", "003", "3,3"):
+        c.send(f"POST /vars.php HTTP/1.1\r\nHost: localhost\r\nContent-Length: {cl}\r\n"
+               "Content-Type: text/plain\r\n\r\nabc")
+        r = c.read_response()
+        e = env_of(r.body)
+        assert (r.status, e["CONTENT_LENGTH"], e["BODY"]) == (200, "3", "abc"), (cl, r)
+        assert e["HTTP_CONTENT_LENGTH"] == "-"
+    c.send(f"GET http://localhost:{php.port}/vars.php?x=1 HTTP/1.1\r\nHost: elsewhere.example\r\n"
+           "\r\n")
+    e = env_of(c.read_response().body)
+    assert e["HTTP_HOST"] == f"localhost:{php.port}", e
+    assert e["REQUEST_URI"] == "/vars.php?x=1" and e["QUERY_STRING"] == "x=1", e
+    assert e["SERVER_NAME"] == "localhost" and e["CONTENT_LENGTH"] == "-", e
+    c.close()
 
 
 @pytest.mark.parametrize("status", [100, 101, 103])

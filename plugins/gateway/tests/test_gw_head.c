@@ -160,6 +160,75 @@ static void test_why(void **state)
     assert_null(h.why);
 }
 
+/* CONTENT_LENGTH: the decimal of a Content-Length the server accepted. */
+static void test_content_length(void **state)
+{
+    (void) state;
+    static const struct {
+        const char *v, *want; /* want NULL: refused */
+    } cl_cases[] = {
+        {"3", "3"},
+        {"3, 3", "3"},
+        {"3,3,,3", "3"},
+        {" 3 ,\t3 ", "3"},
+        {"003", "3"},
+        {"0", "0"},
+        {"0, 00", "0"},
+        {"9223372036854775807", "9223372036854775807"},
+        {"9223372036854775808", NULL},
+        {"3, 4", NULL},
+        {"", NULL},
+        {",", NULL},
+        {"3x", NULL},
+        {"-1", NULL},
+        {"+3", NULL},
+        {"3 3", NULL},
+    };
+    for (size_t i = 0; i < sizeof(cl_cases) / sizeof(cl_cases[0]); i++) {
+        char out[MK_GW_DEC_MAX];
+        size_t n = mk_gw_content_length(cl_cases[i].v, strlen(cl_cases[i].v), out);
+        if (!cl_cases[i].want) {
+            if (n != 0) {
+                fail_msg("'%s' gave '%s'", cl_cases[i].v, out);
+            }
+            continue;
+        }
+        assert_int_equal(n, strlen(cl_cases[i].want));
+        assert_string_equal(out, cl_cases[i].want);
+    }
+}
+
+/* An absolute-form target split into its authority and what follows. */
+static void test_target_absolute(void **state)
+{
+    (void) state;
+    static const struct {
+        const char *t, *authority, *rest; /* authority NULL: not absolute-form */
+    } t_cases[] = {
+        {"http://a.test/p?q", "a.test", "/p?q"},
+        {"HTTPS://a.test:8443/", "a.test:8443", "/"},
+        {"http://[::1]:8080?x=1", "[::1]:8080", "?x=1"},
+        {"http://a.test", "a.test", ""},
+        {"/p?q", NULL, NULL},
+        {"*", NULL, NULL},
+        {"a.test:443", NULL, NULL},
+        {"ftp://a.test/", NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof(t_cases) / sizeof(t_cases[0]); i++) {
+        struct mk_gw_slice a = {NULL, 0}, rest = {NULL, 0};
+        int abs = mk_gw_target_absolute(t_cases[i].t, strlen(t_cases[i].t), &a, &rest);
+        if (!t_cases[i].authority) {
+            assert_int_equal(abs, 0);
+            continue;
+        }
+        assert_int_equal(abs, 1);
+        assert_int_equal(a.len, strlen(t_cases[i].authority));
+        assert_memory_equal(a.p, t_cases[i].authority, a.len);
+        assert_int_equal(rest.len, strlen(t_cases[i].rest));
+        assert_memory_equal(rest.p, t_cases[i].rest, rest.len);
+    }
+}
+
 static void test_framing_and_local(void **state)
 {
     (void) state;
@@ -182,6 +251,8 @@ int main(void)
         cmocka_unit_test(test_field_values_trimmed),
         cmocka_unit_test(test_too_long),
         cmocka_unit_test(test_why),
+        cmocka_unit_test(test_content_length),
+        cmocka_unit_test(test_target_absolute),
         cmocka_unit_test(test_framing_and_local),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
