@@ -60,7 +60,7 @@ struct mk_http_header {
     struct mk_str value; /* trimmed of surrounding whitespace */
 };
 
-/* Headers the parser indexes while it reads them (the static handler's). */
+/* Headers the parser indexes while it reads them (the static handler's, and Cookie). */
 enum mk_http_known {
     MK_HDR_IF_MATCH = 0,
     MK_HDR_IF_NONE_MATCH,
@@ -68,6 +68,7 @@ enum mk_http_known {
     MK_HDR_IF_UNMODIFIED_SINCE,
     MK_HDR_IF_RANGE,
     MK_HDR_RANGE,
+    MK_HDR_COOKIE, /* several: one field once mk_http_cookie_join ran */
     MK_HDR_KNOWN_COUNT
 };
 
@@ -237,6 +238,21 @@ bool mk_http_etag_is(const char *value, size_t len, const char *etag, size_t eta
  */
 bool mk_http_etag_match(const char *value, size_t len, const char *etag, size_t etag_len,
                         bool weak);
+
+/*
+ * The Cookie fields of a head as one (RFC 9113 8.2.3: HTTP/2 sends each
+ * cookie as a field of its own, "crumbs", and they are joined with "; ";
+ * repeated HTTP/1 Cookie lines likewise, RFC 6265 5.4 allowing one):
+ * mk_http_cookie_join_len() is the length of the joined value (empty
+ * values left out), mk_http_cookie_join() writes it into buf (that many
+ * bytes, not NUL terminated), makes it the value of the first Cookie
+ * field and takes the others out of head->headers, the other fields
+ * keeping their order and the index of each kind (known[]) following
+ * them. Only for a head with several Cookie fields
+ * (mk_http_known_repeated(head, MK_HDR_COOKIE)), which it clears. Pure.
+ */
+size_t mk_http_cookie_join_len(const struct mk_http_head *head);
+void mk_http_cookie_join(struct mk_http_head *head, char *buf);
 
 /* A request's priority (RFC 9218): urgency 0 (first) to 7, and whether it is incremental. */
 struct mk_http_priority {

@@ -4,7 +4,8 @@
  *
  * http_fields.c: pure readers of header field values the static handler
  * needs (Range, entity-tag lists), the `priority` field HTTP/2 schedules
- * by, and the status reason phrases.
+ * by, the Cookie fields of a request joined into one, and the status
+ * reason phrases.
  */
 #include "http.h"
 
@@ -30,6 +31,67 @@ static bool mk_read_u64_sat(const char **p, const char *end, uint64_t *out)
     }
     *out = v;
     return *p != s;
+}
+
+/* ---- Cookie: several fields as one ----------------------------------------- */
+
+static bool mk_is_cookie(const struct mk_http_header *hd)
+{
+    return mk_str_ieq(hd->name.p, hd->name.len, "cookie");
+}
+
+size_t mk_http_cookie_join_len(const struct mk_http_head *head)
+{
+    size_t len = 0;
+    unsigned n = 0;
+
+    if (!head->known[MK_HDR_COOKIE]) {
+        return 0;
+    }
+    for (unsigned i = head->known[MK_HDR_COOKIE] - 1u; i < head->n_headers; i++) {
+        const struct mk_http_header *hd = &head->headers[i];
+        if (hd->value.len && mk_is_cookie(hd)) {
+            len += (n++ ? 2 : 0) + hd->value.len;
+        }
+    }
+    return len;
+}
+
+void mk_http_cookie_join(struct mk_http_head *head, char *buf)
+{
+    unsigned first = head->known[MK_HDR_COOKIE];
+    unsigned removed[MK_HDR_KNOWN_COUNT] = {0};
+    size_t len = 0;
+
+    if (!first) {
+        return;
+    }
+    first--; /* known[] is 1 + the index */
+    unsigned w = first + 1;
+    for (unsigned i = first; i < head->n_headers; i++) {
+        const struct mk_http_header *hd = &head->headers[i];
+        if (i > first && !mk_is_cookie(hd)) {
+            head->headers[w++] = *hd;
+            continue;
+        }
+        if (hd->value.len) {
+            if (len) {
+                memcpy(buf + len, "; ", 2);
+                len += 2;
+            }
+            memcpy(buf + len, hd->value.p, hd->value.len);
+            len += hd->value.len;
+        }
+        for (unsigned k = 0; i > first && k < MK_HDR_KNOWN_COUNT; k++) {
+            removed[k] += head->known[k] > i + 1u; /* the kind's first field comes after it */
+        }
+    }
+    for (unsigned k = 0; k < MK_HDR_KNOWN_COUNT; k++) {
+        head->known[k] = (uint16_t) (head->known[k] - removed[k]);
+    }
+    head->headers[first].value = mk_str_make(buf, len);
+    head->n_headers = w;
+    head->known_repeated &= (uint8_t) ~(1u << MK_HDR_COOKIE);
 }
 
 enum mk_range_result mk_http_range_parse(const char *value, size_t len, uint64_t size,

@@ -559,6 +559,7 @@ static const char *const mk_known_names[MK_HDR_KNOWN_COUNT] = {
     [MK_HDR_IF_UNMODIFIED_SINCE] = "if-unmodified-since",
     [MK_HDR_IF_RANGE] = "if-range",
     [MK_HDR_RANGE] = "range",
+    [MK_HDR_COOKIE] = "cookie",
 };
 
 const char *mk_http_known_name(enum mk_http_known k)
@@ -579,6 +580,8 @@ static enum mk_http_known mk_known_kind(const char *n, size_t nl)
     switch (nl) {
     case 5:
         return mk_name_is(n, "range", 5) ? MK_HDR_RANGE : MK_HDR_KNOWN_COUNT;
+    case 6:
+        return mk_name_is(n, "cookie", 6) ? MK_HDR_COOKIE : MK_HDR_KNOWN_COUNT;
     case 8:
         if (mk_name_is(n, "if-match", 8)) {
             return MK_HDR_IF_MATCH;
@@ -606,7 +609,7 @@ static inline bool mk_item_is(const struct mk_str *item, const char *lower, size
 /*
  * Whether a field name may be one that mk_parse_known_header acts on: its
  * length and first letter are those of one of them (host, content-length,
- * connection, transfer-encoding, expect, if-*, range). A cheap filter, so
+ * connection, transfer-encoding, expect, if-*, range, cookie). A cheap filter, so
  * that the other fields (User-Agent, Accept...) cost no call.
  */
 static inline bool mk_maybe_known(const char *n, size_t nl)
@@ -710,8 +713,9 @@ static bool mk_parse_known_header(struct mk_http_head *h, struct mk_te_state *te
                 return false;
             }
             *expect = hd->value;
+            return true;
         }
-        return true;
+        break; /* cookie, an indexed kind */
     default:
         break;
     }

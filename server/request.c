@@ -8,7 +8,8 @@
  * read the body or park the request; nothing here knows HTTP/1 framing.
  *
  *   mk_request_new/free   a request object from the worker's free list
- *   mk_request_run        head parsed: virtual host, path normalisation
+ *   mk_request_run        head parsed: virtual host, several Cookie fields joined
+ *                         into one, path normalisation
  *                         (and 404 for hidden names when the site hides
  *                         them), then the plugins' request hooks, the
  *                         site's route table (route.h: a route's handler,
@@ -564,6 +565,16 @@ void mk_request_run(struct mk_request *r)
     if ((h->flags & MK_HEAD_CONTENT_LENGTH) && h->content_length > r->cfg->max_body) {
         mk_request_error(r, 413);
         return;
+    }
+    if (mk_http_known_repeated(h, MK_HDR_COOKIE)) {
+        /* HTTP/2's cookie crumbs, repeated HTTP/1 lines: one field for every
+           reader (api->header, header_at), joined with "; " (RFC 9113 8.2.3) */
+        char *joined = mk_arena_alloc(&r->arena, mk_http_cookie_join_len(h) + 1);
+        if (!joined) {
+            mk_request_error(r, 503);
+            return;
+        }
+        mk_http_cookie_join(&r->head, joined);
     }
 
     if (h->form == MK_TARGET_ORIGIN || h->form == MK_TARGET_ABSOLUTE) {

@@ -437,7 +437,8 @@ struct mk_api {
     const char *(*query)(const struct mk_request *r, size_t *len);  /* NULL: none */
     const char *(*host)(const struct mk_request *r, size_t *len);
     int (*version)(const struct mk_request *r); /* 10, 11, or 20 for HTTP/2 */
-    /* Value of a request header (first of that name), NULL if absent. */
+    /* Value of a request header (first of that name), NULL if absent. Several
+       Cookie fields (HTTP/2 crumbs, repeated lines) are one, joined with "; ". */
     const char *(*header)(const struct mk_request *r, const char *name, size_t *len);
     /* Number of request headers and the i-th one. */
     unsigned (*header_count)(const struct mk_request *r);

@@ -53,7 +53,8 @@ typedef int (*mk_gw_param_cb)(void *arg, const char *name, size_t name_len, cons
  * usual additions (DOCUMENT_ROOT, SCRIPT_FILENAME, REQUEST_URI,
  * SERVER_ADDR, REQUEST_SCHEME, HTTPS under TLS, REDIRECT_STATUS for
  * php-cgi) and one HTTP_<NAME> per request header (repeated headers joined
- * with ", "), except Proxy (no HTTP_PROXY: httpoxy), Authorization and
+ * with ", "; the server gives several Cookie fields as one, joined with
+ * "; ", so HTTP_COOKIE has every cookie), except Proxy (no HTTP_PROXY: httpoxy), Authorization and
  * Proxy-Authorization unless s passes them (s->pass_authorization,
  * s->pass_proxy_authorization), Content-Type and Content-Length (they are
  * CONTENT_*), Transfer-Encoding (a script always reads a decoded body) and

@@ -31,6 +31,10 @@
  *  - mk_http_read_head() (a head read in one pass) either declines or
  *    agrees with the scan and the parser on the same bytes: the same head
  *    length, line count and head;
+ *  - mk_http_cookie_join() on a head with several Cookie fields leaves one,
+ *    at the first one's place, whose value is the non-empty values joined
+ *    with "; " in order, the other fields in their order, and the indexed
+ *    kinds as consistent as after the parse (none repeated: Cookie);
  *  - mk_chunked_decode() never produces more bytes than it consumed, stops
  *    early only when the message is complete, and decoding in two pieces
  *    gives the same bytes, the same count and the same error as in one.
@@ -159,6 +163,64 @@ static void check_parsed(const struct mk_http_head *h, const char *head, size_t 
             MK_FUZZ_CHECK(v && v >= &h->headers[0].value && v <= &hd->value);
         }
     }
+}
+
+/* Several Cookie fields joined into one (request.c does it for every head). */
+static void check_cookie_join(const struct mk_http_head *h)
+{
+    if (!mk_http_known_repeated(h, MK_HDR_COOKIE)) {
+        return;
+    }
+    struct mk_http_header *copy = malloc(h->n_headers * sizeof(*copy));
+    struct mk_http_head j = *h;
+    size_t len = mk_http_cookie_join_len(h), model = 0;
+    char *buf = malloc(len + 1), *want = malloc(len + 1);
+    unsigned others = 0, first = h->known[MK_HDR_COOKIE] - 1u;
+
+    memcpy(copy, h->headers, h->n_headers * sizeof(*copy));
+    j.headers = copy;
+    for (unsigned i = 0; i < h->n_headers; i++) {
+        const struct mk_http_header *hd = &h->headers[i];
+        if (!mk_str_ieq(hd->name.p, hd->name.len, "cookie")) {
+            others++;
+            continue;
+        }
+        if (hd->value.len) {
+            MK_FUZZ_CHECK(model + (model ? 2 : 0) + hd->value.len <= len);
+            if (model) {
+                memcpy(want + model, "; ", 2);
+                model += 2;
+            }
+            memcpy(want + model, hd->value.p, hd->value.len);
+            model += hd->value.len;
+        }
+    }
+    MK_FUZZ_CHECK(model == len);
+    mk_http_cookie_join(&j, buf);
+    MK_FUZZ_CHECK(j.n_headers == others + 1);
+    MK_FUZZ_CHECK(!mk_http_known_repeated(&j, MK_HDR_COOKIE));
+    MK_FUZZ_CHECK(j.known[MK_HDR_COOKIE] == h->known[MK_HDR_COOKIE]);
+    MK_FUZZ_CHECK(j.headers[first].value.len == len &&
+                  (len == 0 || memcmp(j.headers[first].value.p, want, len) == 0));
+    for (unsigned i = 0, w = 0; i < h->n_headers; i++) {
+        const struct mk_http_header *hd = &h->headers[i];
+        if (mk_str_ieq(hd->name.p, hd->name.len, "cookie")) {
+            w += i == first;
+            continue;
+        }
+        MK_FUZZ_CHECK(j.headers[w].name.p == hd->name.p && j.headers[w].value.p == hd->value.p);
+        w++;
+    }
+    for (unsigned k = 0; k < MK_HDR_KNOWN_COUNT; k++) {
+        const char *kname = mk_http_known_name((enum mk_http_known) k);
+        MK_FUZZ_CHECK(mk_http_known_get(&j, (enum mk_http_known) k) ==
+                      mk_http_header_get(&j, kname));
+        MK_FUZZ_CHECK(mk_http_known_repeated(&j, (enum mk_http_known) k) ==
+                      (k != MK_HDR_COOKIE && mk_http_known_repeated(h, (enum mk_http_known) k)));
+    }
+    free(copy);
+    free(buf);
+    free(want);
 }
 
 /* Two heads agree on everything the server reads from them. */
@@ -307,6 +369,7 @@ static void fuzz_head(const char *head, size_t len, unsigned lines)
     }
     else {
         check_parsed(&h, head, len, cap);
+        check_cookie_join(&h);
         if (h.version == 11) {
             fuzz_head_parts(&h);
         }

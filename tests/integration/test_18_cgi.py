@@ -432,6 +432,18 @@ def test_bad_header_block_is_502(cgi):
     c.close()
 
 
+def test_repeated_cookie_lines_are_one_http_cookie(cgi):
+    # Several Cookie lines become one HTTP_COOKIE joined with "; " (the
+    # server's one Cookie field), not ", " as other repeated headers are.
+    cgi.start()
+    c = CgiConn(cgi.port, timeout=10)
+    c.send("GET /cgi-bin/env.sh HTTP/1.1\r\nHost: localhost\r\nCookie: a=1\r\nX-A: 1\r\n"
+           "Cookie: b=2\r\nX-A: 2\r\n\r\n")
+    e = env_of(c.read_response().body)
+    assert e["HTTP_COOKIE"] == "a=1; b=2" and e["HTTP_X_A"] == "1, 2", e
+    c.close()
+
+
 def test_variables_from_framing_and_target(cgi):
     # CONTENT_LENGTH is the decimal the server read (RFC 3875 4.1.2), not
     # the field as it came ("3, 3" is a list the server accepts as 3); an

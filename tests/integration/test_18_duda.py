@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, Conn, free_port, serving, wait_for
+from h2util import H2_MARKS, H2Client
 from installutil import cmake_install
 
 pytestmark = [
@@ -274,6 +275,35 @@ def test_cookies_and_sessions(make_server, services):
     assert srv.get("/cookies_sessions/cookie/get", headers={"Cookie": "x=1; theme=dark"}).body == \
         b"dark\n"
     assert srv.get("/cookies_sessions/cookie/get").status == 404
+
+
+def test_cookies_in_several_fields(make_server, services):
+    # Browsers send each cookie as a field of its own over HTTP/2 (RFC 9113
+    # 8.2.3 "crumbs"), and a client may repeat the Cookie line over HTTP/1.1:
+    # cookie->get and the session see every cookie, not only the first
+    # field's (which answered 401, "not logged in", with the sid second).
+    srv = duda_server(make_server, services, [example("cookies_sessions")], workers=1)
+    srv.set(Listen=f"127.0.0.1:{srv.port} h2c").start()
+    sid = srv.request("POST", "/cookies_sessions/login?user=alice").header("set-cookie")[4:36]
+    c = Conn(srv.port)
+    c.send(f"GET /cookies_sessions/me HTTP/1.1\r\nHost: x\r\nCookie: theme=dark\r\n"
+           f"Cookie: sid={sid}\r\n\r\n".encode())
+    r = c.read_response()
+    assert (r.status, r.body) == (200, b"alice\n")
+    c.send(b"GET /cookies_sessions/cookie/get HTTP/1.1\r\nHost: x\r\nCookie: a=1\r\n"
+           b"Cookie: theme=light\r\n\r\n")
+    assert c.read_response().body == b"light\n"
+    c.close()
+    for m in H2_MARKS:
+        if m.args[0]:
+            pytest.skip(m.kwargs["reason"])
+    h = H2Client(srv.port)
+    st = h.get("/cookies_sessions/me", headers=[("cookie", "theme=dark"), ("cookie", f"sid={sid}")])
+    assert (st["headers"][":status"], st["data"]) == ("200", b"alice\n")
+    st = h.get("/cookies_sessions/cookie/get",
+               headers=[("cookie", f"sid={sid}"), ("cookie", "x=1"), ("cookie", "theme=dark")])
+    assert st["data"] == b"dark\n"
+    h.close()
 
 
 def test_data_conf_fconf_logger(make_server, services, tmp_path):

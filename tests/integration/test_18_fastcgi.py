@@ -53,6 +53,8 @@ PAGES = {
                 ' foreach (["CONTENT_LENGTH","HTTP_CONTENT_LENGTH","HTTP_HOST","REQUEST_URI",'
                 '"SERVER_NAME","QUERY_STRING"] as $k) echo "$k=", $_SERVER[$k] ?? "-", "\\n";'
                 ' echo "BODY=", $in, "\\n";',
+    # the cookies PHP read, and the field they came in
+    "cookies.php": '<?php echo json_encode($_COOKIE), " ", $_SERVER["HTTP_COOKIE"] ?? "-";',
     # a status of the query's choosing (a 1xx is no final answer: 502)
     "code.php": '<?php http_response_code((int) $_GET["s"]); header("Upgrade: websocket");'
                 ' header("Connection: Upgrade"); echo "code ", $_GET["s"];',
@@ -310,6 +312,17 @@ def test_cookies_and_sessions(php):
     for n in (2, 3):
         r = c.request("GET", "/session.php", headers={"Cookie": sid})
         assert r.body == f"n={n}\n".encode()
+    c.close()
+
+
+def test_repeated_cookie_lines_are_one_http_cookie(php):
+    # Two Cookie lines (RFC 6265 asks for one, clients and proxies send
+    # more): one HTTP_COOKIE joined with "; ", as the server gives every
+    # reader, so PHP sees both cookies (joined with ", " it saw a="1, b=2").
+    c = CgiConn(php.port)
+    c.send("GET /cookies.php HTTP/1.1\r\nHost: localhost\r\nCookie: a=1\r\nX-Other: y\r\n"
+           "Cookie: b=2; c=3\r\n\r\n")
+    assert c.read_response().body == b'{"a":"1","b":"2","c":"3"} a=1; b=2; c=3'
     c.close()
 
 

@@ -188,6 +188,19 @@ def test_backend_failure_is_502_on_its_stream(gw):
     c.close()
 
 
+def test_cookie_crumbs_are_one_http_cookie(gw):
+    # Each cookie in a field of its own (RFC 9113 8.2.3, as browsers send
+    # them): scripts get one HTTP_COOKIE joined with "; " (PHP then sees
+    # every cookie), never ", ", which made PHP's $_COOKIE['a'] "1, b=2".
+    c = gw.h2()
+    crumbs = [("cookie", "a=1"), ("accept", "*/*"), ("cookie", "b=2"), ("cookie", "c=3")]
+    st = c.get("/env.cgi", headers=crumbs)
+    assert env_of(st["data"])["HTTP_COOKIE"] == "a=1; b=2; c=3"
+    st = c.get("/cookies.php", headers=crumbs)
+    assert st["data"] == b'{"a":"1","b":"2","c":"3"} a=1; b=2; c=3'
+    c.close()
+
+
 def test_1xx_status_is_502(gw):
     # A 1xx from a script or php-fpm is no final response: 502 on its
     # stream at once (not a reset after Timeout), the others go on.

@@ -616,8 +616,8 @@ static void test_known_headers(void **state)
                       "Ranges: no\r\n"
                       "\r\n";
     static const char *const names[MK_HDR_KNOWN_COUNT] = {
-        "If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since",
-        "If-Range", "Range"};
+        "If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since", "If-Range",
+        "Range",    "Cookie"};
     struct mk_http_header hdrs[8];
     struct mk_http_head h;
     (void) state;
@@ -664,6 +664,75 @@ static void test_known_headers_repeated(void **state)
     parse_ok("GET / HTTP/1.1\r\nHost: h\r\nRange: bytes=0-1\r\n\r\n", &h, hdrs, 8);
     assert_false(mk_http_known_repeated(&h, MK_HDR_RANGE));
     assert_false(mk_http_known_repeated(&h, MK_HDR_IF_NONE_MATCH));
+}
+
+/*
+ * Several Cookie fields (HTTP/2's crumbs, repeated HTTP/1 lines) joined
+ * into one with "; ", at the first one's place: the other fields keep
+ * their order and the indexes of their kinds follow them.
+ */
+static void test_cookie_join(void **state)
+{
+    const char *req = "GET / HTTP/1.1\r\n"
+                      "Host: h\r\n"
+                      "Cookie: a=1\r\n"
+                      "Range: bytes=0-1\r\n"
+                      "cookie: b=2; c=3\r\n"
+                      "X-Thing: x\r\n"
+                      "COOKIE: \r\n"
+                      "If-Range: \"e\"\r\n"
+                      "Cookie:   d=4  \r\n"
+                      "If-None-Match: \"f\"\r\n"
+                      "\r\n";
+    static const char *const names[MK_HDR_KNOWN_COUNT] = {
+        "If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since", "If-Range",
+        "Range",    "Cookie"};
+    struct mk_http_header hdrs[12];
+    struct mk_http_head h;
+    char buf[64];
+    (void) state;
+
+    parse_ok(req, &h, hdrs, 12);
+    assert_true(mk_http_known_repeated(&h, MK_HDR_COOKIE));
+    assert_int_equal(h.n_headers, 9);
+    size_t len = mk_http_cookie_join_len(&h);
+    assert_int_equal(len, strlen("a=1; b=2; c=3; d=4"));
+    mk_http_cookie_join(&h, buf);
+    assert_false(mk_http_known_repeated(&h, MK_HDR_COOKIE));
+    assert_int_equal(h.n_headers, 6);
+    static const char *const order[][2] = {{"Host", "h"},          {"Cookie", "a=1; b=2; c=3; d=4"},
+                                           {"Range", "bytes=0-1"}, {"X-Thing", "x"},
+                                           {"If-Range", "\"e\""},  {"If-None-Match", "\"f\""}};
+    for (unsigned i = 0; i < 6; i++) {
+        assert_str(h.headers[i].name, order[i][0]);
+        assert_str(h.headers[i].value, order[i][1]);
+    }
+    for (unsigned k = 0; k < MK_HDR_KNOWN_COUNT; k++) {
+        assert_ptr_equal(mk_http_known_get(&h, k), mk_http_header_get(&h, names[k]));
+    }
+    assert_str(*mk_http_header_get(&h, "cookie"), "a=1; b=2; c=3; d=4");
+
+    /* HTTP/2: the crumbs as fields of a head built from its parts */
+    struct mk_http_header parts[4] = {
+        {MK_STR("host"), MK_STR("h")},
+        {MK_STR("cookie"), MK_STR("theme=dark")},
+        {MK_STR("accept"), MK_STR("*/*")},
+        {MK_STR("cookie"), MK_STR("sid=0123")},
+    };
+    const struct mk_http_limits lim = {.max_line = 8192, .max_head = 32768, .max_headers = 100};
+    assert_int_equal(mk_http_head_build(&h, MK_STR("GET"), MK_STR("/"), parts, 4, false, &lim),
+                     MK_OK);
+    assert_true(mk_http_known_repeated(&h, MK_HDR_COOKIE));
+    assert_int_equal(mk_http_cookie_join_len(&h), strlen("theme=dark; sid=0123"));
+    mk_http_cookie_join(&h, buf);
+    assert_int_equal(h.n_headers, 3);
+    assert_str(*mk_http_header_get(&h, "Cookie"), "theme=dark; sid=0123");
+    assert_str(h.headers[2].name, "accept");
+
+    /* one Cookie field: nothing to join */
+    parse_ok("GET / HTTP/1.1\r\nHost: h\r\nCookie: a=1; b=2\r\n\r\n", &h, hdrs, 12);
+    assert_false(mk_http_known_repeated(&h, MK_HDR_COOKIE));
+    assert_str(*mk_http_known_get(&h, MK_HDR_COOKIE), "a=1; b=2");
 }
 
 static void test_header_get(void **state)
@@ -1510,6 +1579,7 @@ int main(void)
         cmocka_unit_test(test_header_get),
         cmocka_unit_test(test_known_headers),
         cmocka_unit_test(test_known_headers_repeated),
+        cmocka_unit_test(test_cookie_join),
         cmocka_unit_test(test_parse_header_capacity),
         cmocka_unit_test(test_parse_incomplete),
         cmocka_unit_test(test_limit_max_line_boundary),
