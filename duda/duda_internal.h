@@ -133,6 +133,7 @@ struct duda_sess {
     char *name; /* the cookie's */
     char id[33];
     char *value;        /* NULL: none (or destroyed) */
+    bool failed;        /* the store could not be asked, or its answer was lost */
     duda_request_t *dr; /* while its lookup is pending */
     struct duda_sess *next;
 };
@@ -232,6 +233,8 @@ int duda_session_hold(duda_request_t *dr, mk_resume_cb resume);
 int duda_session_remote_create(duda_request_t *dr, const char *name, const char *id,
                                const char *value, long expires);
 const char *duda_session_remote_get(duda_request_t *dr, const char *name);
+/* session->lookup for the Redis store: DUDA_SESSION_* (*value its, not copied). */
+int duda_session_remote_lookup(duda_request_t *dr, const char *name, const char **value);
 int duda_session_remote_destroy(duda_request_t *dr, const char *name);
 void duda_sessions_release(duda_request_t *dr);
 void duda_session_worker_exit(void);

@@ -237,6 +237,42 @@ static int duda_session_isset(duda_request_t *dr, const char *name)
     return found;
 }
 
+static int duda_session_lookup(duda_request_t *dr, const char *name, const char **value)
+{
+    char owner[160];
+    const char *found = NULL;
+    int rc = DUDA_SESSION_NONE;
+
+    if (value) {
+        *value = NULL;
+    }
+    if (duda_owner(dr, name, owner, sizeof(owner)) != 0 || !dr->r) {
+        return DUDA_ERR;
+    }
+#ifdef DUDA_HAVE_HIREDIS
+    if (duda_session_remote(dr)) {
+        rc = duda_session_remote_lookup(dr, name, &found);
+        if (rc == DUDA_SESSION_FOUND && value &&
+            !(*value = duda_gc_strndup(dr, found, strlen(found)))) {
+            return DUDA_ERR;
+        }
+        return rc;
+    }
+#endif
+    pthread_mutex_lock(&duda_sessions_lock);
+    struct duda_session **pp = duda_session_find(dr, name, owner);
+    if (pp) {
+        rc = DUDA_SESSION_FOUND;
+        if (value) {
+            found = duda_gc_strndup(dr, (*pp)->value, strlen((*pp)->value));
+            rc = found ? rc : DUDA_ERR;
+            *value = found;
+        }
+    }
+    pthread_mutex_unlock(&duda_sessions_lock);
+    return rc;
+}
+
 static int duda_session_destroy(duda_request_t *dr, const char *name)
 {
     char owner[160];
@@ -271,4 +307,5 @@ const struct duda_session_api duda_session_obj = {.size = sizeof(struct duda_ses
                                                   .create = duda_session_create,
                                                   .get = duda_session_get,
                                                   .isset = duda_session_isset,
-                                                  .destroy = duda_session_destroy};
+                                                  .destroy = duda_session_destroy,
+                                                  .lookup = duda_session_lookup};

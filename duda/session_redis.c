@@ -15,8 +15,10 @@
  *     goes out only when Redis acknowledged them: a client that receives
  *     the cookie finds the session on any server.
  * Keys are "duda:session:SERVICE/COOKIE:ID". Each worker has one
- * connection per store (redis_loop.c: reconnects with back-off); while
- * Redis is unreachable the lookups find nothing and create() returns -1.
+ * connection per store (redis_loop.c: reconnects with back-off, logged at
+ * the level of the redis package's, info); while Redis is unreachable a
+ * lookup is DUDA_SESSION_UNAVAILABLE (get finds nothing, as for no
+ * session: lookup tells the two apart) and create() returns -1.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -138,7 +140,9 @@ static void duda_sr_log(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
-    duda_mk->log(MK_PLUGIN_LOG_ERROR, "%s", line);
+    /* the connection's attempts and recovery: info, as the redis package's
+       (console->debug); what a request loses to it is logged where it happens */
+    duda_mk->log(MK_PLUGIN_LOG_INFO, "%s", line);
 }
 
 static const struct duda_rloop_ops duda_sr_ops = {
@@ -274,6 +278,12 @@ static void duda_sr_got(redisAsyncContext *ac, void *reply, void *arg)
     (void) ac;
     if (rep && rep->type == REDIS_REPLY_STRING) {
         s->value = strndup(rep->str, (size_t) rep->len);
+        s->failed = !s->value;
+    }
+    else if (!rep || rep->type == REDIS_REPLY_ERROR) {
+        s->failed = true; /* the connection went, or Redis refused: unknown, not none */
+        duda_mk->log(MK_PLUGIN_LOG_ERROR, "duda: service '%s': session store: %s", dr->svc->name,
+                     rep ? rep->str : "the connection was lost before the answer");
     }
     s->dr = NULL;
     duda_sr_done(dr);
@@ -305,12 +315,13 @@ int duda_session_prefetch(duda_request_t *dr, mk_resume_cb resume)
     }
     size_t np = duda_cookie_pairs(h, n, pairs, sizeof(pairs) / sizeof(pairs[0]));
     redisAsyncContext *ac = NULL;
+    bool down = false;
     for (size_t i = 0; i < np; i++) {
         if (!duda_sr_is_id(pairs[i].value, pairs[i].value_len) || pairs[i].name_len > 128) {
             continue;
         }
-        if (!ac && !(ac = duda_sr_ctx(dr->svc->session_store))) {
-            return 0; /* unreachable: no session is found */
+        if (!ac && !down && !(ac = duda_sr_ctx(dr->svc->session_store))) {
+            down = true; /* unreachable: each such session is unknown, not absent */
         }
         char id[33];
         memcpy(id, pairs[i].value, 32);
@@ -319,11 +330,17 @@ int duda_session_prefetch(duda_request_t *dr, mk_resume_cb resume)
         if (!s) {
             return -1;
         }
+        if (down) {
+            s->failed = true;
+            continue;
+        }
         duda_sr_key(dr, s->name, id, key, sizeof(key));
         s->dr = dr;
         if (redisAsyncCommand(ac, duda_sr_got, s, "GET %s", key) != REDIS_OK) {
             s->dr = NULL;
-            break;
+            s->failed = true;
+            down = true;
+            continue;
         }
         dr->sess_pending++;
         dr->refs++;
@@ -391,6 +408,17 @@ const char *duda_session_remote_get(duda_request_t *dr, const char *name)
 {
     struct duda_sess *s = duda_sr_find(dr, name);
     return s ? s->value : NULL;
+}
+
+int duda_session_remote_lookup(duda_request_t *dr, const char *name, const char **value)
+{
+    struct duda_sess *s = duda_sr_find(dr, name);
+
+    *value = s ? s->value : NULL;
+    if (*value) {
+        return DUDA_SESSION_FOUND;
+    }
+    return s && s->failed ? DUDA_SESSION_UNAVAILABLE : DUDA_SESSION_NONE;
 }
 
 int duda_session_remote_destroy(duda_request_t *dr, const char *name)

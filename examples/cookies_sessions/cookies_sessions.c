@@ -3,8 +3,10 @@
  *
  *   POST /cookies_sessions/login?user=NAME   starts a session (cookie "sid", one hour;
  *                                            &ttl=SECONDS for another lifetime)
- *   GET  /cookies_sessions/me                "NAME\n", or 401 without a live session
- *   POST /cookies_sessions/logout            ends it (404 when there was none)
+ *   GET  /cookies_sessions/me                "NAME\n", or 401 without a live session (503
+ *                                            when the store cannot be asked: a Redis
+ *                                            outage is no logout)
+ *   POST /cookies_sessions/logout            ends it (404 when there was none, 503 likewise)
  *   GET  /cookies_sessions/cookie/set        sets "theme=dark" (Secure, HttpOnly, SameSite=Strict)
  *   GET  /cookies_sessions/cookie/get        the theme cookie the client sent
  */
@@ -39,17 +41,44 @@ static void cb_login(duda_request_t *dr)
     reply(dr, 200, "logged in");
 }
 
+/* The session of the cookie "sid": its value, or NULL with the status that says why. */
+static const char *me(duda_request_t *dr, int *status)
+{
+    const char *user = NULL;
+    if (!DUDA_HAS(session, lookup)) { /* a plugin older than ABI 1.3 */
+        user = session->get(dr, "sid");
+        *status = user ? 200 : 401;
+        return user;
+    }
+    int rc = session->lookup(dr, "sid", &user);
+
+    *status = rc == DUDA_SESSION_FOUND         ? 200
+              : rc == DUDA_SESSION_UNAVAILABLE ? 503 /* not a logout: try again */
+              : rc == DUDA_SESSION_NONE        ? 401
+                                               : 500;
+    return rc == DUDA_SESSION_FOUND ? user : NULL;
+}
+
 static void cb_me(duda_request_t *dr)
 {
-    if (!session->isset(dr, "sid")) {
-        reply(dr, 401, "not logged in");
+    int status;
+    const char *user = me(dr, &status);
+
+    if (!user) {
+        reply(dr, status, status == 503 ? "the session store is unavailable" : "not logged in");
         return;
     }
-    reply(dr, 200, session->get(dr, "sid"));
+    reply(dr, 200, user);
 }
 
 static void cb_logout(duda_request_t *dr)
 {
+    int status;
+
+    if (!me(dr, &status) && status == 503) {
+        reply(dr, 503, "the session store is unavailable");
+        return;
+    }
     if (session->destroy(dr, "sid") != 0) {
         reply(dr, 404, "no session");
         return;

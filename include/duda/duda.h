@@ -42,7 +42,7 @@
 #include <time.h>
 
 #define DUDA_ABI_MAJOR 1
-#define DUDA_ABI_MINOR 2
+#define DUDA_ABI_MINOR 3
 
 /*
  * Packages (include/duda/duda_package.h): NAME.dpkg files of PackagesRoot
@@ -96,6 +96,11 @@ typedef void (*duda_callback_t)(duda_request_t *dr);
 #define DUDA_OK 0
 #define DUDA_ERR (-1)
 #define DUDA_AGAIN (-2) /* taken, but the client is slow: write again later */
+
+/* Results of session->lookup (since ABI 1.3). */
+#define DUDA_SESSION_NONE 0
+#define DUDA_SESSION_FOUND 1
+#define DUDA_SESSION_UNAVAILABLE (-3) /* the store could not be asked: answer 503, not 401 */
 
 /* Every object starts with its size: DUDA_HAS(obj, fn) tells whether the plugin has `fn`. */
 #define DUDA_HAS(obj, fn) (offsetof(__typeof__(*(obj)), fn) + sizeof((obj)->fn) <= (obj)->size)
@@ -249,13 +254,24 @@ struct duda_cookie_api {
  */
 struct duda_session_api {
     size_t size;
-    /* Start a session holding `value` for `expires` seconds; sets the cookie. */
+    /* Start a session holding `value` for `expires` seconds; sets the cookie.
+       0, or -1 (also when the store cannot be reached: answer 503). */
     int (*create)(duda_request_t *dr, const char *name, const char *value, long expires);
-    /* The value of the client's live session (freed at the end), or NULL. */
+    /* The value of the client's live session (freed at the end), or NULL:
+       no session, or a store that could not be asked (lookup tells which). */
     const char *(*get)(duda_request_t *dr, const char *name);
     int (*isset)(duda_request_t *dr, const char *name);
     /* End the session and drop its cookie. 0, or -1 when there was none. */
     int (*destroy)(duda_request_t *dr, const char *name);
+    /*
+     * Since ABI 1.3: the client's session, telling "no session" from "the
+     * store could not be asked" (a Redis store down, its answer lost):
+     * DUDA_SESSION_FOUND (*value, when value is not NULL, the session's,
+     * freed at the end), DUDA_SESSION_NONE (no cookie, or no live session
+     * for it: not logged in, 401), DUDA_SESSION_UNAVAILABLE (the client may
+     * well be logged in: answer 503, never 401), or DUDA_ERR (misuse).
+     */
+    int (*lookup)(duda_request_t *dr, const char *name, const char **value);
 };
 
 /* Memory released when the request ends. */

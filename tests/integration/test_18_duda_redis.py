@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, EMULATED, ROOT, SANITIZED, SLOW, STATIC, free_port, wait_port
+from conftest import BUILD, EMULATED, ROOT, SANITIZED, SLOW, STATIC, Conn, free_port, wait_port
 from test_18_duda import build, duda_server, example, web_service
 
 PACKAGES = BUILD / "duda-packages"
@@ -30,17 +30,22 @@ pytestmark = [
 
 
 class Redis:
-    """A redis-server of our own on `port`; stop() kills it by PID."""
+    """A redis-server of our own on `port`; stop() kills it by PID. `durable`:
+    every write in its append-only file at once, so that it comes back whole
+    after a kill."""
 
-    def __init__(self, tmp_path, port=None):
+    def __init__(self, tmp_path, port=None, durable=False):
         self.port = port or free_port()
         self.dir = tmp_path
         self.proc = None
+        self.durable = durable
 
     def start(self):
+        aof = ["--appendonly", "yes", "--appendfsync", "always"] if self.durable else \
+            ["--appendonly", "no"]
         self.proc = subprocess.Popen(
             [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.dir), "--logfile", ""],
+             *aof, "--dir", str(self.dir), "--logfile", ""],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         assert wait_port(self.port, proc=self.proc), "redis-server did not start"
         return self
@@ -263,6 +268,14 @@ def test_two_servers_share_sessions_through_redis(make_server, services, redis):
     for srv in (b, a, b):
         r = srv.get("/cookies_sessions/me", headers=cookie)
         assert (r.status, r.body) == (200, b"alice\n")
+    # the session cookie in a Cookie field of its own, after another one
+    # (HTTP/2's crumbs, repeated lines): looked up all the same
+    c = Conn(b.port)
+    c.send(f"GET /cookies_sessions/me HTTP/1.1\r\nHost: x\r\nCookie: theme=dark\r\n"
+           f"Cookie: sid={sid}\r\n\r\n".encode())
+    r = c.read_response()
+    assert (r.status, r.body) == (200, b"alice\n")
+    c.close()
     assert b.get("/cookies_sessions/me", headers={"Cookie": "sid=" + "0" * 32}).status == 401
     # Logged out on one server: gone on both.
     assert b.request("POST", "/cookies_sessions/logout", headers=cookie).status == 200
@@ -287,10 +300,53 @@ def test_session_store_unreachable(make_server, services, tmp_path):
     srv = sessions_server(make_server, services, f"redis://127.0.0.1:{port}").start()
     r = srv.request("POST", "/cookies_sessions/login?user=carol")
     assert r.status == 503, r
+    # a session cookie that cannot be looked up is no logout: 503, not 401
     r = srv.get("/cookies_sessions/me", headers={"Cookie": "sid=" + "a" * 32})
-    assert r.status == 401, r
+    assert r.status == 503, r
+    assert srv.get("/cookies_sessions/me").status == 401  # no session cookie: not logged in
     assert srv.stop() == 0
     assert f"redis 127.0.0.1:{port} (session store): " in srv.stderr_text()
+
+
+def test_session_store_outage_is_503_not_a_logout(make_server, services, tmp_path):
+    # Redis stopped by PID while a client is logged in: its session cannot be
+    # looked up, which is 503 ("try again"), never 401 ("logged out"), and
+    # the store's reconnects are logged at the redis package's level (info).
+    # Redis back (its append-only file kept the session): the same cookie
+    # works again, on every worker.
+    redis = Redis(tmp_path, durable=True).start()
+    try:
+        srv = sessions_server(make_server, services, redis.url).start()
+        r = srv.request("POST", "/cookies_sessions/login?user=dora")
+        assert r.status == 200, r
+        cookie = {"Cookie": f"theme=dark; sid={sid_of(r)}"}
+        assert srv.get("/cookies_sessions/me", headers=cookie).body == b"dora\n"
+        redis.stop()
+        for _ in range(6):  # both workers: the first lookups find the link dropping, then down
+            r = srv.get("/cookies_sessions/me", headers=cookie)
+            assert r.status == 503, r
+            assert r.body == b"the session store is unavailable\n"
+        assert srv.request("POST", "/cookies_sessions/logout", headers=cookie).status == 503
+        assert srv.get("/cookies_sessions/me").status == 401
+        log = srv.stderr_text()
+        port = redis.port
+        assert re.search(rf"\[info\] duda: redis 127\.0\.0\.1:{port} \(session store\): .*"
+                         r"attempt 1, next in 100 ms", log), log
+        assert not re.search(r"\[error\] duda: redis .*\(session store\)", log), log
+        redis.start()  # the same port
+        deadline = time.time() + 10 * SLOW
+        while time.time() < deadline:
+            if all(srv.get("/cookies_sessions/me", headers=cookie).status == 200 for _ in range(4)):
+                break
+            time.sleep(0.1)
+        for _ in range(4):
+            r = srv.get("/cookies_sessions/me", headers=cookie)
+            assert (r.status, r.body) == (200, b"dora\n")
+        assert re.search(rf"\[info\] duda: redis 127\.0\.0\.1:{port} \(session store\): "
+                         r"connected after \d+ failed attempts", srv.stderr_text())
+        assert srv.stop() == 0
+    finally:
+        redis.stop()
 
 
 @pytest.mark.parametrize("value, reason", [
