@@ -300,11 +300,16 @@ static int respond(int fd, const struct request *req, unsigned number)
     return request_end(fd, req->id, true, 0, FCGI_REQUEST_COMPLETE);
 }
 
-/* FCGI_GET_VALUES: what this application can do (one connection per process, no multiplexing). */
+/*
+ * FCGI_GET_VALUES: what this application can do. One request at a time on
+ * a connection (no multiplexing); as many connections as the server makes,
+ * a child for each, so no FCGI_MAX_CONNS or FCGI_MAX_REQS to give: a web
+ * server that reads them as the application's whole capacity (the fastcgi
+ * plugin does) would otherwise use one connection.
+ */
 static int get_values(int fd)
 {
-    static const char *const answers[][2] = {
-        {"FCGI_MAX_CONNS", "1"}, {"FCGI_MAX_REQS", "1"}, {"FCGI_MPXS_CONNS", "0"}};
+    static const char *const answers[][2] = {{"FCGI_MPXS_CONNS", "0"}};
     uint8_t b[FCGI_HEADER_LEN + 64];
     size_t len = 0;
     for (size_t i = 0; i < sizeof(answers) / sizeof(answers[0]); i++) {

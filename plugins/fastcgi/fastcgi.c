@@ -52,6 +52,7 @@ static void fcgi_exit(void)
 static void fcgi_worker_exit(int id)
 {
     (void) id;
+    fcgi_pool_worker_stopping();
     fcgi_req_worker_exit();
     fcgi_pool_worker_exit();
 }
@@ -101,6 +102,8 @@ static int fcgi_site_init(const struct mk_site *site, const struct mk_conf *conf
             free(s);
             return MK_ERR;
         }
+        /* the limit of the configuration coming in (its MaxConnections) */
+        atomic_store(&fcgi_self()->backends[s->slots[s->n_slots]].conf_max, s->conf->max_conns);
         s->n_slots++;
     }
     *data = s;
@@ -161,6 +164,16 @@ static void fcgi_stats(mk_stats_emit_cb emit, void *arg)
         emit(arg, name, atomic_load_explicit(&b->requests, memory_order_relaxed));
         snprintf(name, sizeof(name), "backend%u_failures", i);
         emit(arg, name, atomic_load_explicit(&b->failures, memory_order_relaxed));
+        snprintf(name, sizeof(name), "backend%u_limit", i);
+        emit(arg, name, fcgi_limit(b));
+        snprintf(name, sizeof(name), "backend%u_idle", i);
+        emit(arg, name, atomic_load_explicit(&b->idle, memory_order_relaxed));
+        snprintf(name, sizeof(name), "backend%u_get_values", i);
+        emit(arg, name, (uint64_t) atomic_load_explicit(&b->gv, memory_order_relaxed));
+        snprintf(name, sizeof(name), "backend%u_max_conns", i);
+        emit(arg, name, atomic_load_explicit(&b->said, memory_order_relaxed));
+        snprintf(name, sizeof(name), "backend%u_not_accepted", i);
+        emit(arg, name, atomic_load_explicit(&b->not_accepted, memory_order_relaxed));
     }
 }
 

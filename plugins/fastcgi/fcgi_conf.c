@@ -154,8 +154,12 @@ static int fcgi_schema_finish(void *obj, int site, const char **key, char *reaso
 #define FCGI_G(m) MK_CONF_FIELD(struct fcgi_conf, m)
 
 static const struct mk_conf_key fcgi_keys[] = {
-    {"MaxConnections", MK_CONF_INT, 0, FCGI_G(max_conns), 1, 4096, "8",
-     .doc = "connections per backend and worker; more requests wait in a queue"},
+    {"MaxConnections", MK_CONF_INT, 0, FCGI_G(max_conns), 0, 4096, "0",
+     .doc = "connections to one backend, all workers together; more requests wait in a queue. "
+            "0: as many as the backend says it takes (FCGI_GET_VALUES), else 32 checked or 4"},
+    {"AcceptTimeout", MK_CONF_DURATION, 0, FCGI_G(accept_ms), 1, 3600000, "3",
+     .doc = "time a new connection may wait for the backend to take it; past it, closed unused "
+            "and the backend's limit lowered"},
     {"QueueTimeout", MK_CONF_DURATION, 0, FCGI_G(queue_timeout_ms), 1, 3600000, "5",
      .doc = "time a request waits for a connection; past it 503"},
     {"Timeout", MK_CONF_DURATION, 0, FCGI_G(timeout_ms), 1, 3600000, "30",

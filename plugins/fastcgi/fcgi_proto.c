@@ -143,6 +143,79 @@ int fcgi_parse(struct fcgi_parser *p, const uint8_t *buf, size_t len, fcgi_event
     return MK_OK;
 }
 
+void fcgi_get_values(uint8_t out[FCGI_GET_VALUES_LEN])
+{
+    static const char pairs[] = "\x0e\x00"
+                                "FCGI_MAX_CONNS"
+                                "\x0d\x00"
+                                "FCGI_MAX_REQS"
+                                "\x0f\x00"
+                                "FCGI_MPXS_CONNS";
+    size_t len = sizeof(pairs) - 1; /* 48 */
+    fcgi_header(out, FCGI_GET_VALUES, 0, (uint16_t) len);
+    memcpy(out + FCGI_HEADER_LEN, pairs, len);
+}
+
+/* A pair length (1 or 4 bytes) at p[*pos], before end: MK_OK, MK_ERR past the end. */
+static int fcgi_pair_length(const uint8_t *p, size_t end, size_t *pos, size_t *len)
+{
+    if (*pos >= end) {
+        return MK_ERR;
+    }
+    if (p[*pos] < 0x80) {
+        *len = p[(*pos)++];
+        return MK_OK;
+    }
+    if (end - *pos < 4) {
+        return MK_ERR;
+    }
+    *len = ((size_t) (p[*pos] & 0x7f) << 24) | ((size_t) p[*pos + 1] << 16) |
+           ((size_t) p[*pos + 2] << 8) | p[*pos + 3];
+    *pos += 4;
+    return MK_OK;
+}
+
+/* A decimal of 1 to 9 digits, or -1. */
+static long fcgi_decimal(const uint8_t *p, size_t len)
+{
+    long v = 0;
+    if (len == 0 || len > 9) {
+        return -1;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (p[i] < '0' || p[i] > '9') {
+            return -1;
+        }
+        v = v * 10 + (p[i] - '0');
+    }
+    return v;
+}
+
+int fcgi_values_parse(const uint8_t *content, size_t len, struct fcgi_values *v)
+{
+    size_t pos = 0;
+
+    v->max_conns = v->max_reqs = v->mpxs_conns = -1;
+    while (pos < len) {
+        size_t nl, vl;
+        if (fcgi_pair_length(content, len, &pos, &nl) != MK_OK ||
+            fcgi_pair_length(content, len, &pos, &vl) != MK_OK || nl > len - pos ||
+            vl > len - pos - nl) {
+            return MK_ERR;
+        }
+        const uint8_t *name = content + pos, *value = content + pos + nl;
+        pos += nl + vl;
+        long *slot = nl == 14 && memcmp(name, "FCGI_MAX_CONNS", 14) == 0    ? &v->max_conns
+                     : nl == 13 && memcmp(name, "FCGI_MAX_REQS", 13) == 0   ? &v->max_reqs
+                     : nl == 15 && memcmp(name, "FCGI_MPXS_CONNS", 15) == 0 ? &v->mpxs_conns
+                                                                            : NULL;
+        if (slot) {
+            *slot = fcgi_decimal(value, vl);
+        }
+    }
+    return MK_OK;
+}
+
 int fcgi_parser_idle(const struct fcgi_parser *p)
 {
     /* A record whose content and padding are all read counts as done even

@@ -4,9 +4,10 @@
  *
  * fcgi_proto.h: the FastCGI 1.0 record layer, without I/O, allocation or
  * globals: encoding the records a web server sends (BEGIN_REQUEST, PARAMS,
- * STDIN, ABORT_REQUEST) and an incremental parser of the records an
- * application sends (STDOUT, STDERR, END_REQUEST), fed bytes in pieces of
- * any size. Unit tested and fuzzed (tests/fuzz/fuzz_fcgi.c).
+ * STDIN, ABORT_REQUEST, GET_VALUES) and an incremental parser of the
+ * records an application sends (STDOUT, STDERR, END_REQUEST), fed bytes in
+ * pieces of any size; the variables of a GET_VALUES_RESULT. Unit tested
+ * and fuzzed (tests/fuzz/fuzz_fcgi.c).
  */
 #ifndef MK_FCGI_PROTO_H
 #define MK_FCGI_PROTO_H
@@ -95,5 +96,26 @@ int fcgi_parse(struct fcgi_parser *p, const uint8_t *buf, size_t len, fcgi_event
 /* Whether the parser stands between records, or at the very end of one
    (in its callback): a connection may then be reused. */
 int fcgi_parser_idle(const struct fcgi_parser *p);
+
+/*
+ * The management record FCGI_GET_VALUES (request id 0) asking for
+ * FCGI_MAX_CONNS, FCGI_MAX_REQS and FCGI_MPXS_CONNS (empty values, as the
+ * specification's section 4.1 has it), into out: FCGI_GET_VALUES_LEN bytes.
+ */
+#define FCGI_GET_VALUES_LEN 56
+void fcgi_get_values(uint8_t out[FCGI_GET_VALUES_LEN]);
+
+/* What a GET_VALUES_RESULT says; -1 for a variable it does not give. */
+struct fcgi_values {
+    long max_conns, max_reqs, mpxs_conns;
+};
+
+/*
+ * The name-value pairs of a GET_VALUES_RESULT's content into *v: the
+ * three variables as decimals (1 to 9 digits; another value, or a name
+ * not asked for, is left out). MK_OK, or MK_ERR when the pairs run past
+ * the content.
+ */
+int fcgi_values_parse(const uint8_t *content, size_t len, struct fcgi_values *v);
 
 #endif

@@ -16,7 +16,11 @@
  *  - END_REQUEST comes only after 8 content bytes;
  *  - the parser is idle after a run that ended exactly at a record's end.
  * And fcgi_param() round-trips: a pair encoded from the input's bytes is
- * decoded back by a small model of the length rules.
+ * decoded back by a small model of the length rules; fcgi_values_parse()
+ * (the variables of a GET_VALUES_RESULT) agrees with a model walk of the
+ * input's pairs: MK_ERR exactly when a pair runs past the end, each
+ * variable the decimal of its last pair (1 to 9 digits) or -1; and the
+ * pairs of fcgi_get_values() parse back to the three names.
  */
 #include <string.h>
 
@@ -102,6 +106,74 @@ static void check_param(const uint8_t *data, size_t size)
     MK_FUZZ_CHECK(memcmp(out + pos + nlen, data + nlen, vlen) == 0);
 }
 
+/* A pair length in the model: 1 byte below 0x80, else 4 (high bit cleared). */
+static bool model_len(const uint8_t *b, size_t len, size_t *pos, size_t *out)
+{
+    if (*pos >= len) {
+        return false;
+    }
+    if (b[*pos] < 0x80) {
+        *out = b[(*pos)++];
+        return true;
+    }
+    if (len - *pos < 4) {
+        return false;
+    }
+    *out = ((size_t) (b[*pos] & 0x7f) << 24) | ((size_t) b[*pos + 1] << 16) |
+           ((size_t) b[*pos + 2] << 8) | b[*pos + 3];
+    *pos += 4;
+    return true;
+}
+
+static long model_decimal(const uint8_t *p, size_t n)
+{
+    long v = 0;
+    if (n == 0 || n > 9) {
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') {
+            return -1;
+        }
+        v = v * 10 + (p[i] - '0');
+    }
+    return v;
+}
+
+static void check_values(const uint8_t *data, size_t size)
+{
+    static const char *const names[3] = {"FCGI_MAX_CONNS", "FCGI_MAX_REQS", "FCGI_MPXS_CONNS"};
+    long want[3] = {-1, -1, -1};
+    int want_rc = MK_OK;
+    size_t pos = 0;
+    while (pos < size) {
+        size_t nl, vl;
+        if (!model_len(data, size, &pos, &nl) || !model_len(data, size, &pos, &vl) ||
+            nl > size - pos || vl > size - pos - nl) {
+            want_rc = MK_ERR;
+            break;
+        }
+        for (int k = 0; k < 3; k++) {
+            if (nl == strlen(names[k]) && memcmp(data + pos, names[k], nl) == 0) {
+                want[k] = model_decimal(data + pos + nl, vl);
+            }
+        }
+        pos += nl + vl;
+    }
+    struct fcgi_values v;
+    int rc = fcgi_values_parse(data, size, &v);
+    MK_FUZZ_CHECK(rc == want_rc);
+    if (rc == MK_OK) {
+        MK_FUZZ_CHECK(v.max_conns == want[0] && v.max_reqs == want[1] && v.mpxs_conns == want[2]);
+    }
+    uint8_t gv[FCGI_GET_VALUES_LEN];
+    fcgi_get_values(gv);
+    MK_FUZZ_CHECK(gv[0] == FCGI_VERSION_1 && gv[1] == FCGI_GET_VALUES && gv[2] == 0 && gv[3] == 0);
+    MK_FUZZ_CHECK(((size_t) gv[4] << 8 | gv[5]) == FCGI_GET_VALUES_LEN - FCGI_HEADER_LEN);
+    MK_FUZZ_CHECK(fcgi_values_parse(gv + FCGI_HEADER_LEN, FCGI_GET_VALUES_LEN - FCGI_HEADER_LEN,
+                                    &v) == MK_OK);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static struct trace whole, split;
@@ -120,5 +192,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     MK_FUZZ_CHECK(whole.out_len == split.out_len);
     MK_FUZZ_CHECK(memcmp(whole.out, split.out, whole.out_len) == 0);
     check_param(buf, len);
+    check_values(buf, len);
     return 0;
 }

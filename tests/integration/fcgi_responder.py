@@ -1,6 +1,7 @@
 """A tiny FastCGI responder for the tests, run as a process of its own:
 
-    python3 fcgi_responder.py ADDRESS [--name NAME] [--race | --last]
+    python3 fcgi_responder.py ADDRESS [--name NAME] [--race | --last] [--max-conns N]
+                              [--ignore-management]
 
 ADDRESS is a unix socket path, or HOST:PORT to listen on TCP. A unix socket
 appears only once the responder listens (it is bound under another name,
@@ -31,6 +32,13 @@ With --race, the second request on any connection is never answered: the
 responder reads its first record and closes the connection, as php-fpm does
 when it drops an idle connection at the moment the server reuses it.
 
+Management records (request id 0) are answered as the specification says:
+FCGI_GET_VALUES with FCGI_MPXS_CONNS 0, and with FCGI_MAX_CONNS and
+FCGI_MAX_REQS N when --max-conns N is given (the responder does not hold
+itself to it: it serves every connection in a thread of its own); another
+type with FCGI_UNKNOWN_TYPE. With --ignore-management they are read and
+dropped without an answer, as by an application that knows none.
+
 With --last, the responder answers one request and stops: it closes its
 listening socket (the socket file stays, so a connect is refused at once),
 and when the next request comes on the kept-alive connection it reads its
@@ -46,6 +54,7 @@ import time
 from urllib.parse import parse_qs
 
 BEGIN, END, PARAMS, STDIN, STDOUT = 1, 3, 4, 5, 6
+GET_VALUES, GET_VALUES_RESULT, UNKNOWN_TYPE = 9, 10, 11
 COMPLETE, CANT_MPX, OVERLOADED, UNKNOWN_ROLE = 0, 1, 2, 3
 BREAKS = {"garbage", "version", "other-id", "bad-end"}
 
@@ -100,6 +109,31 @@ def params_of(data):
     return out
 
 
+def pairs(values):
+    """A name-value pair stream (1-byte lengths)."""
+    return b"".join(bytes([len(n), len(v)]) + n + v for n, v in values)
+
+
+def next_request_record(conn, opts):
+    """The first record of the next request; management records on the way
+    are answered (or dropped, opts.ignore_management)."""
+    while True:
+        rec = read_record(conn)
+        if rec is None or rec[1] != 0:
+            return rec
+        if opts.ignore_management:
+            continue
+        if rec[0] == GET_VALUES:
+            known = {b"FCGI_MPXS_CONNS": b"0"}
+            if opts.max_conns:
+                known[b"FCGI_MAX_CONNS"] = known[b"FCGI_MAX_REQS"] = str(opts.max_conns).encode()
+            asked = params_of(rec[2])
+            conn.sendall(record(GET_VALUES_RESULT, 0, pairs(
+                (n.encode(), known[n.encode()]) for n in asked if n.encode() in known)))
+        else:
+            conn.sendall(record(UNKNOWN_TYPE, 0, bytes([rec[0]]) + b"\0" * 7))
+
+
 def answer(mode, rid, name, number, count, body):
     """The bytes that answer one request."""
     if mode == "overloaded":
@@ -121,12 +155,13 @@ def answer(mode, rid, name, number, count, body):
     return record(STDOUT, rid, out) + record(STDOUT, rid) + end_request(rid)
 
 
-def serve(conn, number, name, race, listener=None):
+def serve(conn, number, opts, listener=None):
     """Answer the requests of one connection. With a listener (--last), that
     socket is closed after the first answer, and the connection at the next
     request."""
+    name, race = opts.name, opts.race
     for count in range(1, 1000):
-        first = read_record(conn)
+        first = next_request_record(conn, opts)
         if first is None:
             break
         if (race or listener) and count == 2:
@@ -186,18 +221,19 @@ def main():
     ap.add_argument("--name", default="")
     ap.add_argument("--race", action="store_true")
     ap.add_argument("--last", action="store_true")
+    ap.add_argument("--max-conns", type=int, default=0)
+    ap.add_argument("--ignore-management", action="store_true")
     args = ap.parse_args()
     srv = LISTENER = listen(args.address)
     if args.last:
         conn, _ = srv.accept()
-        serve(conn, 1, args.name, False, srv)
+        serve(conn, 1, args, srv)
         return
     number = 0
     while True:
         conn, _ = srv.accept()
         number += 1
-        threading.Thread(target=serve, args=(conn, number, args.name, args.race),
-                         daemon=True).start()
+        threading.Thread(target=serve, args=(conn, number, args), daemon=True).start()
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ the protocol, and `monkey -t` with backends that are not up. The backends
 are php-fpm and fcgi_responder.py, started by each test on temporary sockets
 or ports and stopped by their PIDs."""
 
+import re
 import subprocess
 import sys
 import threading
@@ -328,3 +329,126 @@ def test_config_check_passes_with_backends_down(make_server, tmp_path):
                        timeout=30 * SLOW)
     assert p.returncode == 0, p.stderr
     assert "fastcgi" not in p.stderr.lower()
+
+
+# ---- the connection limit: what the backend takes, all workers together ----------------
+
+
+def hammer(srv, paths, clients, rounds):
+    """`clients` threads, each sending `rounds` requests of `paths` in turn on
+    a connection of its own; the statuses, in no order."""
+    statuses, lock = [], threading.Lock()
+
+    def client(i):
+        c = CgiConn(srv.port, timeout=60)
+        try:
+            for k in range(rounds):
+                r = c.request("GET", paths[(i + k) % len(paths)])
+                with lock:
+                    statuses.append(r.status)
+        finally:
+            c.close()
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120 * SLOW)
+    return statuses
+
+
+def test_php_fpm_with_two_children_and_the_defaults(make_server, tmp_path):
+    # php-fpm ties a child to each connection for as long as it lasts, so
+    # with pm = static and 2 children, a third connection is completed by the
+    # kernel but never read while the two are kept alive: with the old
+    # defaults (8 kept-alive connections per worker) its requests waited for
+    # Timeout and got 504 from a healthy php-fpm. Now every new connection
+    # first asks FCGI_GET_VALUES (answered once a child took it), the pool
+    # learns that php-fpm answers (FCGI_MPXS_CONNS 0, no FCGI_MAX_CONNS) and,
+    # from the connections it did not take within AcceptTimeout, that it
+    # takes 2: every request is 200, none waited for Timeout, and no more than
+    # 2 connections are open, both workers together.
+    fpm = PhpFpm(tmp_path / "fpm", children=2)
+    try:
+        srv = make_php_server(make_server, fpm.sock, conf="    Timeout 5\n", control=True)
+        srv.set(Workers=2, Balancing="fair")
+        srv.start()
+        t0 = time.monotonic()
+        statuses = hammer(srv, ["/slow.php?s=0.2", "/env.php", "/slow.php?s=0.05"], clients=12,
+                          rounds=6)
+        assert statuses == [200] * 72, sorted(set(statuses))
+        assert time.monotonic() - t0 < 20 * SLOW
+        assert wait_for(lambda: status_doc(srv)["backend0_limit"] == 2, 10 * SLOW), status_doc(srv)
+        assert hammer(srv, ["/env.php", "/slow.php?s=0.02"], clients=8, rounds=4) == [200] * 32
+        st = status_doc(srv)
+        assert st["timeouts"] == 0 and st["bad_gateway"] == 0 and st["queue_timeouts"] == 0, st
+        assert st["backend0_get_values"] == 1 and st["backend0_max_conns"] == 0, st
+        assert st["backend0_not_accepted"] >= 1 and st["backend0_active"] <= 2, st
+        log = srv.stderr_text()
+        assert re.search(r"\[info\] fastcgi: backend unix:\S+fpm\.sock: FCGI_GET_VALUES: "
+                         r"FCGI_MAX_CONNS -, FCGI_MAX_REQS -, FCGI_MPXS_CONNS 0: at most 32 "
+                         r"connections", log), log
+        assert re.search(r"\[warn\] fastcgi: backend unix:\S+fpm\.sock did not take a new "
+                         r"connection within AcceptTimeout .*: at most 2 from now on", log), log
+        assert srv.stop() == 0
+    finally:
+        fpm.stop()
+
+
+def test_the_limit_the_backend_gives(make_server, responders, tmp_path):
+    # A backend that says FCGI_MAX_CONNS 3: at most 3 connections, all workers
+    # together; the other requests wait in the queue and are served in turn.
+    responders(tmp_path / "r.sock", flags=("--max-conns", "3"))
+    srv = backends_server(make_server, [f"unix:{tmp_path}/r.sock"])
+    srv.set(Workers=2, Balancing="fair")
+    srv.start()
+    go = tmp_path / "go"
+    results = []
+
+    def ask():
+        r = CgiConn(srv.port, timeout=60).request("GET", f"/env.php?mode=hold&until={go}")
+        results.append(r.status)
+    threads = [threading.Thread(target=ask) for _ in range(6)]
+    for t in threads:
+        t.start()
+    assert wait_for(lambda: status_doc(srv)["backend0_queued"] == 3), status_doc(srv)
+    st = status_doc(srv)
+    assert st["backend0_active"] == 3 and st["backend0_limit"] == 3, st
+    assert st["backend0_max_conns"] == 3 and st["backend0_get_values"] == 1, st
+    go.touch()
+    for t in threads:
+        t.join(30 * SLOW)
+    assert results == [200] * 6
+    assert "FCGI_MAX_CONNS 3, FCGI_MAX_REQS 3, FCGI_MPXS_CONNS 0: at most 3" in srv.stderr_text()
+
+
+def test_a_backend_that_does_not_answer_get_values(make_server, responders, tmp_path):
+    # A backend that drops management records unanswered: its first
+    # connection waits AcceptTimeout (nothing else was open, so nothing kept
+    # its workers busy), then the request goes on it, and new connections
+    # go unchecked from then on, at most FCGI_AUTO_SILENT (4) of them.
+    responders(tmp_path / "r.sock", flags=("--ignore-management",))
+    srv = backends_server(make_server, [f"unix:{tmp_path}/r.sock"],
+                          conf="    AcceptTimeout 300ms\n")
+    srv.start()
+    t0 = time.monotonic()
+    c = CgiConn(srv.port, timeout=30)
+    r = c.request("GET", "/env.php")
+    assert r.status == 200 and b"req 1" in r.body
+    assert time.monotonic() - t0 >= 0.3
+    t1 = time.monotonic()
+    for _ in range(3):
+        assert get_status(srv, "/env.php") == 200
+    assert time.monotonic() - t1 < 0.3 * 3  # no check waited for again
+    c.close()
+    st = status_doc(srv)
+    assert st["backend0_get_values"] == 2 and st["backend0_limit"] == 4, st
+    assert "does not answer FCGI_GET_VALUES: new connections go unchecked, at most 4" in \
+        srv.stderr_text()
+
+
+def get_status(srv, path):
+    c = CgiConn(srv.port, timeout=30)
+    try:
+        return c.request("GET", path).status
+    finally:
+        c.close()

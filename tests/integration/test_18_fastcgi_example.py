@@ -123,8 +123,7 @@ def test_management_records_roles_and_multiplexing(app):
         s.sendall(record(9, 0, b"\x0e\x00FCGI_MAX_CONNS"))
         rtype, rid, content = read_record(s)
         assert (rtype, rid) == (10, 0)
-        assert params_of(content) == {"FCGI_MAX_CONNS": "1", "FCGI_MAX_REQS": "1",
-                                      "FCGI_MPXS_CONNS": "0"}
+        assert params_of(content) == {"FCGI_MPXS_CONNS": "0"}
         s.sendall(record(42, 0, b""))
         assert read_record(s) == (11, 0, bytes([42]) + b"\0" * 7)
         s.sendall(record(1, 5, struct.pack(">HB5x", 2, 1)))  # the authorizer role

@@ -3,7 +3,8 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * test_fcgi_proto.c: the FastCGI record layer (plugins/fastcgi/fcgi_proto.c):
- * encoding, and the parser fed whole and byte by byte.
+ * encoding, the parser fed whole and byte by byte, FCGI_GET_VALUES and the
+ * variables of its answer.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -155,6 +156,61 @@ static void test_encode(void **state)
     assert_int_equal(fcgi_param(out, 100, "NAME", 4, value, sizeof(value)), 0);
 }
 
+/* FCGI_GET_VALUES, and the variables of a GET_VALUES_RESULT. */
+static void test_get_values(void **state)
+{
+    (void) state;
+    uint8_t gv[FCGI_GET_VALUES_LEN];
+    fcgi_get_values(gv);
+    const uint8_t head[8] = {1, FCGI_GET_VALUES, 0, 0, 0, FCGI_GET_VALUES_LEN - 8, 0, 0};
+    assert_memory_equal(gv, head, 8);
+    /* the three names, empty values, as the answer's pairs are read */
+    struct fcgi_values v;
+    assert_int_equal(fcgi_values_parse(gv + 8, FCGI_GET_VALUES_LEN - 8, &v), MK_OK);
+    assert_int_equal(v.max_conns, -1); /* asked with empty values: no decimals */
+    assert_int_equal(v.max_reqs, -1);
+    assert_int_equal(v.mpxs_conns, -1);
+    assert_memory_equal(gv + 8,
+                        "\x0e\x00"
+                        "FCGI_MAX_CONNS",
+                        16);
+
+    /* php-fpm's answer: FCGI_MPXS_CONNS alone */
+    static const uint8_t fpm[] = "\x0f\x01"
+                                 "FCGI_MPXS_CONNS0";
+    assert_int_equal(fcgi_values_parse(fpm, sizeof(fpm) - 1, &v), MK_OK);
+    assert_int_equal(v.max_conns, -1);
+    assert_int_equal(v.max_reqs, -1);
+    assert_int_equal(v.mpxs_conns, 0);
+
+    /* all three, another name, a value that is no decimal, a 4-byte length */
+    static const uint8_t all[] = "\x0e\x02"
+                                 "FCGI_MAX_CONNS12"
+                                 "\x0d\x01"
+                                 "FCGI_MAX_REQS5"
+                                 "\x05\x01"
+                                 "OTHER9"
+                                 "\x0f\x80\x00\x00\x02"
+                                 "FCGI_MPXS_CONNSx1";
+    assert_int_equal(fcgi_values_parse(all, sizeof(all) - 1, &v), MK_OK);
+    assert_int_equal(v.max_conns, 12);
+    assert_int_equal(v.max_reqs, 5);
+    assert_int_equal(v.mpxs_conns, -1);
+
+    /* pairs that run past the content */
+    static const uint8_t cut[] = "\x0e\x05"
+                                 "FCGI_MAX_CONNS12";
+    assert_int_equal(fcgi_values_parse(cut, sizeof(cut) - 1, &v), MK_ERR);
+    static const uint8_t cut4[] = "\x80\x00";
+    assert_int_equal(fcgi_values_parse(cut4, 2, &v), MK_ERR);
+    assert_int_equal(fcgi_values_parse(NULL, 0, &v), MK_OK);
+    /* more than 9 digits: not a number this side cares for */
+    static const uint8_t big[] = "\x0e\x0a"
+                                 "FCGI_MAX_CONNS1234567890";
+    assert_int_equal(fcgi_values_parse(big, sizeof(big) - 1, &v), MK_OK);
+    assert_int_equal(v.max_conns, -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -162,6 +218,7 @@ int main(void)
         cmocka_unit_test(test_idle_inside_end_request),
         cmocka_unit_test(test_bad_records),
         cmocka_unit_test(test_encode),
+        cmocka_unit_test(test_get_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
