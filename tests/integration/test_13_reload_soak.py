@@ -125,7 +125,9 @@ def test_reloads_while_requests_are_held(make_server, services, tmp_path):
             c = CgiConn(port, timeout=10 * SLOW)
             path = random.choice(["/cgi-bin/silent.sh", "/slow.php?ms=20000"])
             r = c.request("GET", path)
-            assert r.status == 504, (path, r)
+            # 504: the gateway waited for its backend; 503: the request still
+            # waited for a connection, every php-fpm child being busy
+            assert r.status == 504 or (r.status == 503 and path.endswith("20000")), (path, r)
             c.close()
 
         def fastcgi():

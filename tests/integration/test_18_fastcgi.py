@@ -758,9 +758,12 @@ def test_clients_leaving_mid_response_under_load(php):
 
 
 class SilentBackend:
-    """A FastCGI backend that accepts connections, reads what comes and never
-    answers (or, with `head`, answers a header block and then nothing);
-    `closed` counts the connections the server closed."""
+    """A FastCGI backend that takes connections (it answers FCGI_GET_VALUES,
+    as a php-fpm child that took the connection does), reads what comes and
+    never answers a request (or, with `head`, answers a header block and
+    then nothing); `closed` counts the connections the server closed."""
+
+    VALUES = b"\x0f\x01FCGI_MPXS_CONNS0"
 
     def __init__(self, path, head=False):
         self.path = str(path)
@@ -780,9 +783,6 @@ class SilentBackend:
         while self.running:
             try:
                 c, _ = self.sock.accept()
-                if self.head:  # FCGI_STDOUT of request 1: a header block, then silence
-                    data = b"Content-Type: text/plain\r\n\r\nhello\n"
-                    c.sendall(bytes([1, 6, 0, 1, 0, len(data), 0, 0]) + data)
                 c.setblocking(False)
                 conns.append(c)
                 self.accepted += 1
@@ -790,12 +790,20 @@ class SilentBackend:
                 pass
             for c in list(conns):
                 try:
-                    if c.recv(65536) == b"":
-                        conns.remove(c)
-                        c.close()
-                        self.closed += 1
+                    data = c.recv(65536)
                 except BlockingIOError:
-                    pass
+                    continue
+                if data == b"":
+                    conns.remove(c)
+                    c.close()
+                    self.closed += 1
+                elif data[:2] == b"\x01\x09":  # FCGI_GET_VALUES: the result
+                    v = self.VALUES
+                    c.sendall(bytes([1, 10, 0, 0, 0, len(v), 0, 0]) + v)
+                elif self.head and data[:2] == b"\x01\x01":  # BEGIN_REQUEST
+                    # FCGI_STDOUT of request 1: a header block, then silence
+                    head = b"Content-Type: text/plain\r\n\r\nhello\n"
+                    c.sendall(bytes([1, 6, 0, 1, 0, len(head), 0, 0]) + head)
         for c in conns:
             c.close()
 
