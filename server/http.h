@@ -209,19 +209,44 @@ bool mk_chunked_done(const struct mk_chunked *c);
 
 /* ---- header field values ------------------------------------------------- */
 
+/*
+ * The most ranges one Range may ask for: past it the field is ignored and
+ * the whole representation is sent (RFC 9110 section 14.2 lets a server
+ * ignore a set of many small ranges). Each range of a multipart answer is
+ * a part head and a sendfile(2) or an HTTP/2 frame of its own, so the
+ * bound keeps one request's work near that of as many small files; the
+ * clients that ask for several ranges (PDF viewers, download managers)
+ * ask for a few at a time.
+ */
+#define MK_RANGES_MAX 32
+
+/* A satisfiable byte range: bytes first to last, both included. */
+struct mk_range {
+    uint64_t first, last;
+};
+
 enum mk_range_result {
     MK_RANGE_NONE = 0,      /* no usable Range: serve the whole representation */
-    MK_RANGE_OK,            /* one satisfiable range [first, last] */
+    MK_RANGE_OK,            /* one satisfiable range or more */
     MK_RANGE_UNSATISFIABLE, /* 416 */
 };
 
 /*
- * Interpret a Range value against a representation of `size` bytes. Invalid
- * syntax and multiple ranges give MK_RANGE_NONE (a server may ignore Range);
- * a range set none of whose ranges overlap gives MK_RANGE_UNSATISFIABLE.
+ * Interpret a Range value against a representation of `size` bytes
+ * (RFC 9110 section 14.1.2). MK_RANGE_OK: *n satisfiable ranges (1 to
+ * MK_RANGES_MAX), the first of them, up to `max`, in ranges[]: in the
+ * order given, which is ascending with no overlap (each starts after the
+ * one before it ends); the unsatisfiable ranges of the set are left out
+ * (section 15.3.7.2). A range set none of whose ranges overlap the
+ * representation gives MK_RANGE_UNSATISFIABLE. MK_RANGE_NONE (a server
+ * may ignore Range, section 14.2): invalid syntax anywhere in the set,
+ * more than MK_RANGES_MAX ranges, or satisfiable ranges that overlap or
+ * are out of order, the shapes of a broken client or of a denial of
+ * service (many overlapping ranges would send the same bytes many times).
+ * ranges[] may be written on any result; *n only with MK_RANGE_OK.
  */
 enum mk_range_result mk_http_range_parse(const char *value, size_t len, uint64_t size,
-                                         uint64_t *first, uint64_t *last);
+                                         struct mk_range *ranges, unsigned max, unsigned *n);
 
 /*
  * Is `value` (If-Range) exactly one strong entity-tag, with optional

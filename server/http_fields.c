@@ -95,11 +95,11 @@ void mk_http_cookie_join(struct mk_http_head *head, char *buf)
 }
 
 enum mk_range_result mk_http_range_parse(const char *value, size_t len, uint64_t size,
-                                         uint64_t *first, uint64_t *last)
+                                         struct mk_range *ranges, unsigned max, unsigned *n)
 {
     const char *p = value, *end = value + len;
     unsigned specs = 0, satisfiable = 0;
-    uint64_t f = 0, l = 0;
+    uint64_t prev = 0; /* the last byte of the satisfiable range before */
 
     mk_skip_ows(&p, end);
     if (!mk_str_iprefix(p, (size_t) (end - p), "bytes=")) {
@@ -108,7 +108,7 @@ enum mk_range_result mk_http_range_parse(const char *value, size_t len, uint64_t
     p += 6;
 
     for (;;) {
-        uint64_t a, b;
+        uint64_t a, b, f, l;
         bool has_a, has_b;
 
         mk_skip_ows(&p, end);
@@ -129,28 +129,38 @@ enum mk_range_result mk_http_range_parse(const char *value, size_t len, uint64_t
         if (p < end && *p != ',') {
             return MK_RANGE_NONE;
         }
-        specs++;
+        if (++specs > MK_RANGES_MAX) {
+            return MK_RANGE_NONE; /* too many: the field is ignored */
+        }
 
         if (has_a) {
             if (has_b && b < a) {
                 return MK_RANGE_NONE; /* invalid range-spec: the field is ignored */
             }
-            if (a < size) {
-                satisfiable++;
-                f = a;
-                l = (has_b && b < size) ? b : size - 1;
+            if (a >= size) {
+                continue; /* unsatisfiable: left out */
             }
+            f = a;
+            l = (has_b && b < size) ? b : size - 1;
         }
         else if (has_b) {
-            if (b > 0 && size > 0) {
-                satisfiable++;
-                f = b >= size ? 0 : size - b;
-                l = size - 1;
+            if (b == 0 || size == 0) {
+                continue;
             }
+            f = b >= size ? 0 : size - b;
+            l = size - 1;
         }
         else {
             return MK_RANGE_NONE; /* a lone "-" */
         }
+        if (satisfiable && f <= prev) {
+            return MK_RANGE_NONE; /* overlapping or out of order */
+        }
+        if (satisfiable < max) {
+            ranges[satisfiable] = (struct mk_range){f, l};
+        }
+        satisfiable++;
+        prev = l;
     }
     if (specs == 0) {
         return MK_RANGE_NONE;
@@ -158,11 +168,7 @@ enum mk_range_result mk_http_range_parse(const char *value, size_t len, uint64_t
     if (satisfiable == 0) {
         return MK_RANGE_UNSATISFIABLE;
     }
-    if (specs > 1) {
-        return MK_RANGE_NONE; /* multipart/byteranges is not offered */
-    }
-    *first = f;
-    *last = l;
+    *n = satisfiable;
     return MK_RANGE_OK;
 }
 

@@ -509,8 +509,15 @@ mk_static_answer(struct mk_request *r, struct mk_file *f, struct mk_file *named,
     const struct mk_str *range = mk_hdr(r, MK_HDR_RANGE);
     r->status = 200;
     if (range && r->head.method == MK_METHOD_GET && mk_static_if_range(r, st, etag, etag_len)) {
-        switch (mk_http_range_parse(range->p, range->len, size, &first, &last)) {
+        struct mk_range one;
+        unsigned n;
+        switch (mk_http_range_parse(range->p, range->len, size, &one, 1, &n)) {
         case MK_RANGE_OK:
+            if (n > 1) {
+                break; /* several: multipart/byteranges is not offered */
+            }
+            first = one.first;
+            last = one.last;
             r->status = 206;
             mk_static_content_range(r, "bytes ", first, last, size, false);
             break;
@@ -521,8 +528,6 @@ mk_static_answer(struct mk_request *r, struct mk_file *f, struct mk_file *named,
             }
             return 416;
         case MK_RANGE_NONE:
-            first = 0;
-            last = size ? size - 1 : 0;
             break;
         }
     }

@@ -11,8 +11,12 @@
  * bytes give a small size), the rest is the field value.
  *
  * Invariants (each a crash when broken):
- *  - MK_RANGE_OK gives first <= last < size, for the size as given and for
- *    a small size made of its low 16 bits;
+ *  - MK_RANGE_OK gives 1 to MK_RANGES_MAX ranges, each first <= last <
+ *    size, each starting after the one before ends (ascending, no
+ *    overlap), for the size as given and for a small size made of its low
+ *    16 bits; the value then holds at least as many '-' as ranges; with
+ *    room for one range, the result, the count and the first range are
+ *    the same;
  *  - a strong match is also a weak match; "*" matches anything; a value
  *    that is exactly our tag matches it (strongly too, unless it is weak);
  *  - an If-Range match is a strong list match, never holds a ',' outside
@@ -39,12 +43,28 @@ static const char *const mk_fuzz_etags[] = {
 
 static void fuzz_range(const char *v, size_t len, uint64_t size)
 {
-    uint64_t first = UINT64_MAX, last = UINT64_MAX;
-    enum mk_range_result r = mk_http_range_parse(v, len, size, &first, &last);
+    struct mk_range rg[MK_RANGES_MAX], one;
+    unsigned n = UINT32_MAX, n1 = UINT32_MAX;
+    enum mk_range_result r = mk_http_range_parse(v, len, size, rg, MK_RANGES_MAX, &n);
 
     MK_FUZZ_CHECK(r == MK_RANGE_NONE || r == MK_RANGE_OK || r == MK_RANGE_UNSATISFIABLE);
-    if (r == MK_RANGE_OK) {
-        MK_FUZZ_CHECK(first <= last && last < size);
+    MK_FUZZ_CHECK(mk_http_range_parse(v, len, size, &one, 1, &n1) == r && n1 == n);
+    if (r != MK_RANGE_OK) {
+        MK_FUZZ_CHECK(n == UINT32_MAX);
+        return;
+    }
+    MK_FUZZ_CHECK(one.first == rg[0].first && one.last == rg[0].last);
+    MK_FUZZ_CHECK(n >= 1 && n <= MK_RANGES_MAX);
+    size_t dashes = 0;
+    for (size_t i = 0; i < len; i++) {
+        dashes += v[i] == '-';
+    }
+    MK_FUZZ_CHECK(dashes >= n);
+    for (unsigned i = 0; i < n; i++) {
+        MK_FUZZ_CHECK(rg[i].first <= rg[i].last && rg[i].last < size);
+        if (i) {
+            MK_FUZZ_CHECK(rg[i].first > rg[i - 1].last);
+        }
     }
 }
 

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,27 +22,28 @@ struct range_case {
     const char *value;
     uint64_t size;
     enum mk_range_result result;
-    uint64_t first, last; /* when MK_RANGE_OK */
+    unsigned n; /* when MK_RANGE_OK: the ranges */
+    struct mk_range r[4];
 };
 
 static const struct range_case range_cases[] = {
     /* single ranges */
-    {"bytes=0-499", 1000, MK_RANGE_OK, 0, 499},
-    {"bytes=500-999", 1000, MK_RANGE_OK, 500, 999},
-    {"bytes=0-0", 1000, MK_RANGE_OK, 0, 0},
-    {"bytes=999-999", 1000, MK_RANGE_OK, 999, 999},
-    {"bytes=10-5000", 1000, MK_RANGE_OK, 10, 999}, /* last clamped to the size */
-    {"bytes=0-18446744073709551615", 1000, MK_RANGE_OK, 0, 999},
-    {"bytes=0-99999999999999999999999", 1000, MK_RANGE_OK, 0, 999}, /* saturates */
+    {"bytes=0-499", 1000, MK_RANGE_OK, 1, {{0, 499}}},
+    {"bytes=500-999", 1000, MK_RANGE_OK, 1, {{500, 999}}},
+    {"bytes=0-0", 1000, MK_RANGE_OK, 1, {{0, 0}}},
+    {"bytes=999-999", 1000, MK_RANGE_OK, 1, {{999, 999}}},
+    {"bytes=10-5000", 1000, MK_RANGE_OK, 1, {{10, 999}}}, /* last clamped to the size */
+    {"bytes=0-18446744073709551615", 1000, MK_RANGE_OK, 1, {{0, 999}}},
+    {"bytes=0-99999999999999999999999", 1000, MK_RANGE_OK, 1, {{0, 999}}}, /* saturates */
     /* open ranges */
-    {"bytes=500-", 1000, MK_RANGE_OK, 500, 999},
-    {"bytes=0-", 1000, MK_RANGE_OK, 0, 999},
-    {"bytes=999-", 1000, MK_RANGE_OK, 999, 999},
+    {"bytes=500-", 1000, MK_RANGE_OK, 1, {{500, 999}}},
+    {"bytes=0-", 1000, MK_RANGE_OK, 1, {{0, 999}}},
+    {"bytes=999-", 1000, MK_RANGE_OK, 1, {{999, 999}}},
     /* suffix ranges */
-    {"bytes=-100", 1000, MK_RANGE_OK, 900, 999},
-    {"bytes=-1", 1000, MK_RANGE_OK, 999, 999},
-    {"bytes=-1000", 1000, MK_RANGE_OK, 0, 999},
-    {"bytes=-2000", 1000, MK_RANGE_OK, 0, 999}, /* larger than the size: everything */
+    {"bytes=-100", 1000, MK_RANGE_OK, 1, {{900, 999}}},
+    {"bytes=-1", 1000, MK_RANGE_OK, 1, {{999, 999}}},
+    {"bytes=-1000", 1000, MK_RANGE_OK, 1, {{0, 999}}},
+    {"bytes=-2000", 1000, MK_RANGE_OK, 1, {{0, 999}}}, /* larger than the size: everything */
     {"bytes=-0", 1000, MK_RANGE_UNSATISFIABLE},
     /* first byte beyond the representation */
     {"bytes=1000-", 1000, MK_RANGE_UNSATISFIABLE},
@@ -71,28 +73,59 @@ static const struct range_case range_cases[] = {
     {"", 1000, MK_RANGE_NONE},
     {"0-1", 1000, MK_RANGE_NONE},
     {"bytes=5-2", 0, MK_RANGE_NONE},
-    /* multiple ranges are not offered */
-    {"bytes=0-1,5-6", 1000, MK_RANGE_NONE},
-    {"bytes=0-1, -5", 1000, MK_RANGE_NONE},
-    {"bytes=0-1,2000-3000", 1000, MK_RANGE_NONE},
+    /* several ranges, in order and apart: each is a part */
+    {"bytes=0-1,5-6", 1000, MK_RANGE_OK, 2, {{0, 1}, {5, 6}}},
+    {"bytes=0-1, -5", 1000, MK_RANGE_OK, 2, {{0, 1}, {995, 999}}},
+    {"bytes=0-1,2-3", 1000, MK_RANGE_OK, 2, {{0, 1}, {2, 3}}}, /* adjacent: not merged */
+    {"bytes=0-0,2-2,4-4,6-", 8, MK_RANGE_OK, 4, {{0, 0}, {2, 2}, {4, 4}, {6, 7}}},
+    {"bytes=0-1,,5-6", 1000, MK_RANGE_OK, 2, {{0, 1}, {5, 6}}},
+    {"bytes=0-1 , 5-6 ,", 1000, MK_RANGE_OK, 2, {{0, 1}, {5, 6}}},
+    {"bytes=10-20,-1", 1000, MK_RANGE_OK, 2, {{10, 20}, {999, 999}}},
+    {"bytes=0-0,18446744073709551614-",
+     UINT64_MAX,
+     MK_RANGE_OK,
+     2,
+     {{0, 0}, {UINT64_MAX - 1, UINT64_MAX - 1}}},
+    /* the unsatisfiable ones of a set are left out; one left is a single range */
+    {"bytes=0-1,2000-3000", 1000, MK_RANGE_OK, 1, {{0, 1}}},
+    {"bytes=2000-,0-1,5-6", 1000, MK_RANGE_OK, 2, {{0, 1}, {5, 6}}},
+    {"bytes=0-1,5-6", 3, MK_RANGE_OK, 1, {{0, 1}}},
+    {"bytes=0-1,-0", 1000, MK_RANGE_OK, 1, {{0, 1}}},
+    {"bytes=-0,8-", 10, MK_RANGE_OK, 1, {{8, 9}}},
+    /* an invalid range-spec anywhere: the field is ignored */
     {"bytes=0-1,5-2", 1000, MK_RANGE_NONE},
+    {"bytes=0-1,x", 1000, MK_RANGE_NONE},
+    {"bytes=0-1,-", 1000, MK_RANGE_NONE},
+    /* overlapping or out of order (after the suffix and open ranges are
+       resolved against the size): ignored, the whole representation */
+    {"bytes=0-1,1-2", 1000, MK_RANGE_NONE},
+    {"bytes=0-1,0-1", 1000, MK_RANGE_NONE},
+    {"bytes=0-9,3-4", 1000, MK_RANGE_NONE},
+    {"bytes=5-6,0-1", 1000, MK_RANGE_NONE},
+    {"bytes=-5,0-1", 1000, MK_RANGE_NONE},
+    {"bytes=0-,5-6", 1000, MK_RANGE_NONE},
+    {"bytes=0-1,-2000", 1000, MK_RANGE_NONE},
+    {"bytes=990-,-5", 1000, MK_RANGE_NONE},
+    {"bytes=0-1,5-6,3-4", 1000, MK_RANGE_NONE},
+    {"bytes=0-1,5-10000,8-9", 10, MK_RANGE_NONE}, /* 5-9 then 8-9 */
     /* several ranges, none satisfiable */
     {"bytes=2000-,3000-", 1000, MK_RANGE_UNSATISFIABLE},
+    {"bytes=2000-,-0", 1000, MK_RANGE_UNSATISFIABLE},
     /* whitespace and empty list elements */
-    {" bytes=0-9", 1000, MK_RANGE_OK, 0, 9},
-    {"\tbytes=0-9", 1000, MK_RANGE_OK, 0, 9},
-    {"bytes= 0-9", 1000, MK_RANGE_OK, 0, 9},
-    {"bytes=0-9 ", 1000, MK_RANGE_OK, 0, 9},
-    {"bytes=0-9\t", 1000, MK_RANGE_OK, 0, 9},
-    {"bytes=,0-9", 1000, MK_RANGE_OK, 0, 9},
-    {"bytes=0-9,", 1000, MK_RANGE_OK, 0, 9},
-    {"bytes= , 0-9 , ", 1000, MK_RANGE_OK, 0, 9},
+    {" bytes=0-9", 1000, MK_RANGE_OK, 1, {{0, 9}}},
+    {"\tbytes=0-9", 1000, MK_RANGE_OK, 1, {{0, 9}}},
+    {"bytes= 0-9", 1000, MK_RANGE_OK, 1, {{0, 9}}},
+    {"bytes=0-9 ", 1000, MK_RANGE_OK, 1, {{0, 9}}},
+    {"bytes=0-9\t", 1000, MK_RANGE_OK, 1, {{0, 9}}},
+    {"bytes=,0-9", 1000, MK_RANGE_OK, 1, {{0, 9}}},
+    {"bytes=0-9,", 1000, MK_RANGE_OK, 1, {{0, 9}}},
+    {"bytes= , 0-9 , ", 1000, MK_RANGE_OK, 1, {{0, 9}}},
     /* the unit is case-insensitive */
-    {"BYTES=0-9", 1000, MK_RANGE_OK, 0, 9},
-    {"Bytes=-3", 10, MK_RANGE_OK, 7, 9},
+    {"BYTES=0-9", 1000, MK_RANGE_OK, 1, {{0, 9}}},
+    {"Bytes=-3", 10, MK_RANGE_OK, 1, {{7, 9}}},
     /* large representations */
-    {"bytes=-1", UINT64_MAX, MK_RANGE_OK, UINT64_MAX - 1, UINT64_MAX - 1},
-    {"bytes=4294967296-", 4294967297ull, MK_RANGE_OK, 4294967296ull, 4294967296ull},
+    {"bytes=-1", UINT64_MAX, MK_RANGE_OK, 1, {{UINT64_MAX - 1, UINT64_MAX - 1}}},
+    {"bytes=4294967296-", 4294967297ull, MK_RANGE_OK, 1, {{4294967296ull, 4294967296ull}}},
 };
 
 static void test_range_table(void **state)
@@ -102,44 +135,142 @@ static void test_range_table(void **state)
 
     for (size_t i = 0; i < sizeof(range_cases) / sizeof(range_cases[0]); i++) {
         const struct range_case *c = &range_cases[i];
-        uint64_t first = 0xdead, last = 0xbeef;
+        struct mk_range rg[MK_RANGES_MAX];
+        unsigned n = 0xdead;
         enum mk_range_result r =
-            mk_http_range_parse(c->value, strlen(c->value), c->size, &first, &last);
+            mk_http_range_parse(c->value, strlen(c->value), c->size, rg, MK_RANGES_MAX, &n);
         if (r != c->result) {
             print_error("'%s' (size %llu): result %d, expected %d\n", c->value,
                         (unsigned long long) c->size, r, c->result);
             failures++;
             continue;
         }
-        if (r == MK_RANGE_OK && (first != c->first || last != c->last)) {
-            print_error("'%s' (size %llu): %llu-%llu, expected %llu-%llu\n", c->value,
-                        (unsigned long long) c->size, (unsigned long long) first,
-                        (unsigned long long) last, (unsigned long long) c->first,
-                        (unsigned long long) c->last);
-            failures++;
+        if (r != MK_RANGE_OK) {
+            if (n != 0xdead) {
+                print_error("'%s': count written although the result is %d\n", c->value, r);
+                failures++;
+            }
+            continue;
         }
-        if (r != MK_RANGE_OK && (first != 0xdead || last != 0xbeef)) {
-            print_error("'%s': outputs written although the result is %d\n", c->value, r);
+        if (n != c->n) {
+            print_error("'%s' (size %llu): %u ranges, expected %u\n", c->value,
+                        (unsigned long long) c->size, n, c->n);
             failures++;
+            continue;
+        }
+        for (unsigned k = 0; k < n; k++) {
+            if (rg[k].first != c->r[k].first || rg[k].last != c->r[k].last) {
+                print_error("'%s' (size %llu): range %u is %llu-%llu, expected %llu-%llu\n",
+                            c->value, (unsigned long long) c->size, k,
+                            (unsigned long long) rg[k].first, (unsigned long long) rg[k].last,
+                            (unsigned long long) c->r[k].first, (unsigned long long) c->r[k].last);
+                failures++;
+            }
         }
     }
     assert_int_equal(failures, 0);
 }
 
+/* "bytes=" and `count` ranges "0-0,2-2,..." (every other byte), `unsat` of
+   them beyond a 1000-byte representation. */
+static char *many_ranges(unsigned count, unsigned unsat)
+{
+    char *v = malloc(16 + 16 * (size_t) count), *p = v;
+
+    assert_non_null(v);
+    p += sprintf(p, "bytes=");
+    for (unsigned i = 0; i < count; i++) {
+        unsigned at = i < count - unsat ? 2 * i : 5000 + i;
+        p += sprintf(p, "%s%u-%u", i ? "," : "", at, at);
+    }
+    return v;
+}
+
+/* At most MK_RANGES_MAX ranges, satisfiable or not: one more and the field
+   is ignored. */
+static void test_range_count_bound(void **state)
+{
+    struct mk_range rg[MK_RANGES_MAX];
+    unsigned n = 0;
+    char *v;
+    (void) state;
+
+    v = many_ranges(MK_RANGES_MAX, 0);
+    assert_int_equal(mk_http_range_parse(v, strlen(v), 1000, rg, MK_RANGES_MAX, &n), MK_RANGE_OK);
+    assert_int_equal(n, MK_RANGES_MAX);
+    for (unsigned i = 0; i < n; i++) {
+        assert_true(rg[i].first == 2 * i && rg[i].last == 2 * i);
+    }
+    free(v);
+    v = many_ranges(MK_RANGES_MAX + 1, 0);
+    assert_int_equal(mk_http_range_parse(v, strlen(v), 1000, rg, MK_RANGES_MAX, &n), MK_RANGE_NONE);
+    free(v);
+    /* unsatisfiable ones count too */
+    v = many_ranges(MK_RANGES_MAX + 1, 10);
+    assert_int_equal(mk_http_range_parse(v, strlen(v), 1000, rg, MK_RANGES_MAX, &n), MK_RANGE_NONE);
+    free(v);
+    v = many_ranges(MK_RANGES_MAX, MK_RANGES_MAX);
+    assert_int_equal(mk_http_range_parse(v, strlen(v), 1000, rg, MK_RANGES_MAX, &n),
+                     MK_RANGE_UNSATISFIABLE);
+    free(v);
+    v = many_ranges(MK_RANGES_MAX + 1, MK_RANGES_MAX + 1);
+    assert_int_equal(mk_http_range_parse(v, strlen(v), 1000, rg, MK_RANGES_MAX, &n), MK_RANGE_NONE);
+    free(v);
+    /* empty list elements are not ranges */
+    v = many_ranges(MK_RANGES_MAX, 0);
+    size_t len = strlen(v);
+    char *w = malloc(len + 40);
+    assert_non_null(w);
+    memcpy(w, v, len);
+    memcpy(w + len, ",,, ,\t,", 7);
+    assert_int_equal(mk_http_range_parse(w, len + 7, 1000, rg, MK_RANGES_MAX, &n), MK_RANGE_OK);
+    assert_int_equal(n, MK_RANGES_MAX);
+    free(w);
+    free(v);
+}
+
+/* With room for fewer ranges than the set has: the count and the first of them. */
+static void test_range_room(void **state)
+{
+    struct mk_range rg[3] = {{7, 7}, {7, 7}, {7, 7}};
+    unsigned n = 0;
+    const char *v = "bytes=0-1,5-6,-2";
+    (void) state;
+
+    assert_int_equal(mk_http_range_parse(v, strlen(v), 100, rg, 1, &n), MK_RANGE_OK);
+    assert_int_equal(n, 3);
+    assert_true(rg[0].first == 0 && rg[0].last == 1);
+    assert_true(rg[1].first == 7 && rg[2].first == 7); /* beyond the room: untouched */
+    assert_int_equal(mk_http_range_parse(v, strlen(v), 100, rg, 2, &n), MK_RANGE_OK);
+    assert_int_equal(n, 3);
+    assert_true(rg[1].first == 5 && rg[1].last == 6 && rg[2].first == 7);
+    /* the order is still checked beyond the room */
+    v = "bytes=0-1,5-6,3-4";
+    assert_int_equal(mk_http_range_parse(v, strlen(v), 100, rg, 1, &n), MK_RANGE_NONE);
+    v = "bytes=0-1,5-6,6-";
+    assert_int_equal(mk_http_range_parse(v, strlen(v), 100, rg, 1, &n), MK_RANGE_NONE);
+}
+
 /* The length bounds the value: bytes beyond it are never read. */
 static void test_range_uses_length(void **state)
 {
-    uint64_t first = 0, last = 0;
-    char *v = malloc(10);
+    struct mk_range rg[MK_RANGES_MAX];
+    unsigned n = 0;
+    char *v = malloc(14);
     (void) state;
 
     assert_non_null(v);
-    memcpy(v, "bytes=2-5X", 10);
-    assert_int_equal(mk_http_range_parse(v, 9, 100, &first, &last), MK_RANGE_OK);
-    assert_int_equal(first, 2);
-    assert_int_equal(last, 5);
-    assert_int_equal(mk_http_range_parse(v, 10, 100, &first, &last), MK_RANGE_NONE);
-    assert_int_equal(mk_http_range_parse(v, 7, 100, &first, &last), MK_RANGE_NONE);
+    memcpy(v, "bytes=2-5,7-8X", 14);
+    assert_int_equal(mk_http_range_parse(v, 9, 100, rg, MK_RANGES_MAX, &n), MK_RANGE_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(rg[0].first, 2);
+    assert_int_equal(rg[0].last, 5);
+    assert_int_equal(mk_http_range_parse(v, 13, 100, rg, MK_RANGES_MAX, &n), MK_RANGE_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(rg[1].first, 7);
+    assert_int_equal(rg[1].last, 8);
+    assert_int_equal(mk_http_range_parse(v, 14, 100, rg, MK_RANGES_MAX, &n), MK_RANGE_NONE);
+    assert_int_equal(mk_http_range_parse(v, 7, 100, rg, MK_RANGES_MAX, &n), MK_RANGE_NONE);
     free(v);
 }
 
@@ -436,6 +567,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_range_table),
+        cmocka_unit_test(test_range_count_bound),
+        cmocka_unit_test(test_range_room),
         cmocka_unit_test(test_range_uses_length),
         cmocka_unit_test(test_etag_table),
         cmocka_unit_test(test_etag_uses_length),
