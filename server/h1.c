@@ -642,6 +642,15 @@ static int mk_h1_start(struct mk_request *r)
         r->body_type = MK_RESP_NONE;
         r->body_left = 0;
     }
+    else if (r->body_type == MK_RESP_PARTS && r->body_left <= h->out_size - h->out_len) {
+        /* A small multipart body too: its part heads and bytes, read. */
+        size_t len = (size_t) r->body_left;
+        if (mk_response_parts_copy(r, h->out + h->out_len, len) != MK_OK) {
+            return MK_ERR;
+        }
+        h->out_len += (uint32_t) len;
+        r->body_type = MK_RESP_NONE;
+    }
     return mk_h1_write(r);
 }
 
@@ -751,8 +760,8 @@ static int mk_h1_write_all(struct mk_request *r)
             iov[cnt].iov_base = (void *) r->mem;
             iov[cnt++].iov_len = r->mem_len;
         }
-        else if (r->body_type == MK_RESP_FILE && r->body_left) {
-            flags = MK_IO_MORE;
+        else if (r->body_type >= MK_RESP_FILE && r->body_left) {
+            flags = MK_IO_MORE; /* a file's bytes follow (MK_RESP_FILE, MK_RESP_PARTS) */
         }
         ssize_t n = mk_conn_writev(c, iov, cnt, flags);
         if (n < 0) {
@@ -768,9 +777,10 @@ static int mk_h1_write_all(struct mk_request *r)
         }
         budget -= (size_t) n;
     }
-    int rc = r->body_type == MK_RESP_STREAM ? mk_h1_write_stream(r, budget)
-             : r->body_type == MK_RESP_FILE ? mk_response_send_file(r, budget)
-                                            : MK_OK;
+    int rc = r->body_type <= MK_RESP_MEM     ? MK_OK /* a memory body went with the head */
+             : r->body_type == MK_RESP_FILE  ? mk_response_send_file(r, budget)
+             : r->body_type == MK_RESP_PARTS ? mk_response_send_parts(r, budget)
+                                             : mk_h1_write_stream(r, budget);
     if (rc == MK_OK) {
         r->flags |= MK_REQ_COMPLETE;
     }
@@ -800,14 +810,20 @@ static int mk_h1_write_all(struct mk_request *r)
  *     segments under wrk -c100 instead of 18.2; a 200 KB one in 4.15
  *     instead of 4.02, which does not pay for the two setsockopt(2): corked
  *     above MK_H1_CORK_MIN.
+ *   - A multipart body too large to ride in the head's buffer: the
+ *     writes of its part heads and its sendfile(2) calls would each end in
+ *     a partial segment.
  */
 static bool mk_h1_cork_file(struct mk_request *r)
 {
     struct mk_conn *c = r->conn;
     const struct mk_transport *t = c->transport;
 
-    if (r->body_type != MK_RESP_FILE) {
+    if (r->body_type < MK_RESP_FILE) {
         return false;
+    }
+    if (r->body_type == MK_RESP_PARTS) {
+        return r->fd >= 0; /* not a body compressed on the fly: one writev */
     }
     bool copies = !t->sendfile || (t->sendfile_copies && t->sendfile_copies(c));
     return r->body_left > (copies ? MK_TRANSPORT_RECORD : MK_H1_CORK_MIN);

@@ -597,6 +597,8 @@ static ssize_t mk_h2_read_stream(struct mk_conn *c, struct mk_h2_stream *s, size
     return NGHTTP2_ERR_DEFERRED;
 }
 
+static bool mk_h2_file_inline(struct mk_conn *c, const struct mk_request *r);
+
 static ssize_t mk_h2_read_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
                              uint32_t *flags, nghttp2_data_source *src, void *user)
 {
@@ -615,6 +617,11 @@ static ssize_t mk_h2_read_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size
         return mk_h2_read_stream(c, s, length, flags);
     }
     left = r->body_type == MK_RESP_MEM ? r->mem_len : r->body_left;
+    if (r->body_type == MK_RESP_PARTS && !mk_h2_file_inline(c, r)) {
+        /* one file range a frame: the queue has room for that */
+        uint64_t span = mk_response_parts_span(r);
+        length = span < length ? (size_t) span : length;
+    }
     if (left <= length) {
         *flags |= NGHTTP2_DATA_FLAG_EOF;
     }
@@ -661,6 +668,41 @@ static int mk_h2_out_file_inline(struct mk_h2 *h, const uint8_t *hd, struct mk_r
     return MK_OK;
 }
 
+/*
+ * The frame header and `length` bytes of r's multipart body: the part
+ * heads copied into the queue, the parts' bytes queued as file ranges (at
+ * most one a frame: mk_h2_read_cb), or read into the queue with `copy`
+ * (mk_h2_file_inline). MK_OK, or MK_ERR when the file shrank.
+ */
+static int mk_h2_out_parts(struct mk_h2 *h, const uint8_t *hd, struct mk_request *r, size_t length,
+                           bool copy)
+{
+    mk_h2_out_hd(h, hd);
+    if (copy) {
+        mk_h2_out_reserve(h, length);
+        if (mk_response_parts_copy(r, h->out + h->out_len, length) != MK_OK) {
+            return MK_ERR;
+        }
+        mk_h2_out_put(h, h->out + h->out_len, length); /* in place: the copy is a no-op */
+        return MK_OK;
+    }
+    while (length) {
+        const struct mk_parts *p = r->parts;
+        const struct mk_parts_run *run = &p->run[p->i];
+        uint64_t left = run->len - p->done;
+        size_t take = left < length ? (size_t) left : length;
+        if (run->mem) {
+            mk_h2_out_put(h, run->mem + p->done, take);
+        }
+        else {
+            mk_h2_out_file(h, r->fd, (off_t) (run->off + p->done), take);
+        }
+        mk_response_parts_advance(r, take);
+        length -= take;
+    }
+    return MK_OK;
+}
+
 static int mk_h2_send_data_cb(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *hd,
                               size_t length, nghttp2_data_source *src, void *user)
 {
@@ -683,6 +725,11 @@ static int mk_h2_send_data_cb(nghttp2_session *ng, nghttp2_frame *frame, const u
         mk_h2_out_file(h, r->fd, r->file_off, length);
         r->file_off += (off_t) length;
         r->body_left -= length;
+    }
+    else if (r->body_type == MK_RESP_PARTS) {
+        if (mk_h2_out_parts(h, hd, r, length, mk_h2_file_inline(c, r)) != MK_OK) {
+            return NGHTTP2_ERR_CALLBACK_FAILURE; /* the file shrank */
+        }
     }
     else if (r->body_type == MK_RESP_MEM) {
         mk_h2_out_hd(h, hd);

@@ -39,12 +39,32 @@ struct mk_vhost;
 struct mk_worker;
 struct mk_zentry;
 
-/* Response body source. */
+/* Response body source. The two that read a file come last (>= MK_RESP_FILE). */
 enum mk_resp_body {
     MK_RESP_NONE = 0,
     MK_RESP_MEM,
-    MK_RESP_FILE,
     MK_RESP_STREAM, /* pieces queued by the handler (api->stream_*) */
+    MK_RESP_FILE,
+    MK_RESP_PARTS, /* multipart/byteranges: runs of memory and of the file (struct mk_parts) */
+};
+
+/*
+ * A multipart/byteranges body (static_ranges.h builds it in the request's
+ * arena): runs in order, each from memory (a part's head, the closing
+ * delimiter, a slice of a body compressed on the fly) or from the file of
+ * r->fd (a part's bytes). A cursor tells what is sent; r->body_left counts
+ * the bytes still to send. The protocols walk it with mk_response_parts_*.
+ */
+struct mk_parts_run {
+    const char *mem; /* NULL: bytes of r->fd from `off` */
+    uint64_t off;
+    uint64_t len; /* never 0 */
+};
+struct mk_parts {
+    unsigned n;    /* runs */
+    unsigned i;    /* the current one */
+    uint64_t done; /* its bytes already sent */
+    struct mk_parts_run run[];
 };
 
 /* A queued piece of a streamed body: framing room, data, "\r\n". */
@@ -148,7 +168,8 @@ struct mk_request {
     /* a compressed body (static_compress.h) the memory body points into, held;
        never set together with `file` */
     struct mk_zentry *zbody;
-    void *owned; /* a body buffer to free() at the end */
+    struct mk_parts *parts; /* the runs of a MK_RESP_PARTS body (arena); else unused */
+    void *owned;            /* a body buffer to free() at the end */
     int fd;
     off_t file_off;
     uint64_t body_left; /* body bytes still to send */
@@ -276,6 +297,19 @@ void mk_response_stream_pop(struct mk_request *r);
 /* Write the file body of r through the connection's transport: MK_OK (all
    sent), MK_AGAIN (socket full or budget spent), MK_ERR. */
 int mk_response_send_file(struct mk_request *r, size_t budget);
+/* The same for a multipart body (MK_RESP_PARTS): the part heads from
+   memory, the parts' bytes with the transport's sendfile. */
+int mk_response_send_parts(struct mk_request *r, size_t budget);
+/* Copy the next `len` bytes of r's multipart body (at most r->body_left)
+   into buf, moving its cursor and r->body_left on: MK_OK, or MK_ERR when
+   the file shrank. */
+int mk_response_parts_copy(struct mk_request *r, char *buf, size_t len);
+/* Move the cursor of r's multipart body and r->body_left `len` bytes on. */
+void mk_response_parts_advance(struct mk_request *r, uint64_t len);
+/* The bytes from the cursor of r's multipart body to the end of its next
+   file run and the memory runs after it (the rest when no file run is
+   left): what one HTTP/2 frame carries with a single file range. */
+uint64_t mk_response_parts_span(const struct mk_request *r);
 
 /* ---- static.c ------------------------------------------------------------ */
 

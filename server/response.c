@@ -463,8 +463,8 @@ void mk_response_stream_cancel(struct mk_request *r)
 
 /* ---- the body ------------------------------------------------------------ */
 
-/* Without a transport sendfile: read the file and write it. */
-static ssize_t mk_response_copy_file(struct mk_request *r, size_t len)
+/* Without a transport sendfile: read the file at *off and write it, moving *off on. */
+static ssize_t mk_response_copy_file(struct mk_request *r, off_t *off, size_t len)
 {
     struct mk_conn *c = r->conn;
     char buf[16384];
@@ -473,7 +473,7 @@ static ssize_t mk_response_copy_file(struct mk_request *r, size_t len)
     if (len > sizeof(buf)) {
         len = sizeof(buf);
     }
-    ssize_t n = mk_file_read(r->file, r->fd, buf, len, r->file_off);
+    ssize_t n = mk_file_read(r->file, r->fd, buf, len, *off);
     if (n <= 0) {
         return n;
     }
@@ -481,7 +481,7 @@ static ssize_t mk_response_copy_file(struct mk_request *r, size_t len)
     iov.iov_len = (size_t) n;
     ssize_t sent = mk_conn_writev(c, &iov, 1, 0);
     if (sent > 0) {
-        r->file_off += sent;
+        *off += sent;
     }
     return sent;
 }
@@ -499,7 +499,7 @@ int mk_response_send_file(struct mk_request *r, size_t budget)
             n = t->sendfile(c, r->fd, &r->file_off, chunk);
         }
         else {
-            n = mk_response_copy_file(r, chunk);
+            n = mk_response_copy_file(r, &r->file_off, chunk);
         }
         if (n < 0) {
             return (errno == EAGAIN || errno == EWOULDBLOCK) ? MK_AGAIN : MK_ERR;
@@ -515,6 +515,124 @@ int mk_response_send_file(struct mk_request *r, size_t budget)
             return MK_AGAIN; /* let other connections run; we are still writable */
         }
         budget -= (size_t) n;
+    }
+    return MK_OK;
+}
+
+/* ---- multipart bodies ---------------------------------------------------- */
+
+void mk_response_parts_advance(struct mk_request *r, uint64_t len)
+{
+    struct mk_parts *p = r->parts;
+
+    r->body_left -= len;
+    while (len) {
+        uint64_t left = p->run[p->i].len - p->done;
+        if (len < left) {
+            p->done += len;
+            return;
+        }
+        len -= left;
+        p->i++;
+        p->done = 0;
+    }
+}
+
+int mk_response_parts_copy(struct mk_request *r, char *buf, size_t len)
+{
+    const struct mk_parts *p = r->parts;
+
+    while (len) {
+        const struct mk_parts_run *run = &p->run[p->i];
+        uint64_t left = run->len - p->done;
+        size_t take = left < len ? (size_t) left : len;
+        if (run->mem) {
+            memcpy(buf, run->mem + p->done, take);
+        }
+        else if (mk_file_read(r->file, r->fd, buf, take, (off_t) (run->off + p->done)) !=
+                 (ssize_t) take) {
+            return MK_ERR; /* the file shrank: the announced length cannot be kept */
+        }
+        mk_response_parts_advance(r, take);
+        buf += take;
+        len -= take;
+    }
+    return MK_OK;
+}
+
+uint64_t mk_response_parts_span(const struct mk_request *r)
+{
+    const struct mk_parts *p = r->parts;
+    uint64_t span = p->run[p->i].len - p->done;
+    unsigned i = p->i;
+
+    while (p->run[i].mem && i + 1 < p->n) { /* up to the next file run */
+        span += p->run[++i].len;
+    }
+    while (i + 1 < p->n && p->run[i + 1].mem) { /* and the memory after it */
+        span += p->run[++i].len;
+    }
+    return span;
+}
+
+/*
+ * Write the memory runs from the cursor on, up to the next file run, in
+ * one writev: a part's head (held for the file bytes after it with
+ * MK_IO_MORE), or every part of a body from memory. The same cursor
+ * gives the same buffers, as a transport may require of a write repeated
+ * after EAGAIN (TLS). Returns what the write returns.
+ */
+static ssize_t mk_response_parts_write(struct mk_request *r)
+{
+    const struct mk_parts *p = r->parts;
+    struct iovec iov[2 * MK_RANGES_MAX + 1];
+    unsigned i = p->i;
+    int cnt = 0;
+
+    iov[cnt].iov_base = (void *) (p->run[i].mem + p->done);
+    iov[cnt++].iov_len = (size_t) (p->run[i].len - p->done);
+    while (++i < p->n && p->run[i].mem && cnt < (int) (sizeof(iov) / sizeof(iov[0]))) {
+        iov[cnt].iov_base = (void *) p->run[i].mem;
+        iov[cnt++].iov_len = (size_t) p->run[i].len;
+    }
+    return mk_conn_writev(r->conn, iov, cnt, i < p->n ? MK_IO_MORE : 0);
+}
+
+int mk_response_send_parts(struct mk_request *r, size_t budget)
+{
+    struct mk_conn *c = r->conn;
+    const struct mk_transport *t = c->transport;
+
+    while (r->body_type == MK_RESP_PARTS && r->body_left) {
+        const struct mk_parts *p = r->parts;
+        const struct mk_parts_run *run = &p->run[p->i];
+        uint64_t left = run->len - p->done;
+        size_t chunk = left < budget ? (size_t) left : budget;
+        off_t off = (off_t) (run->off + p->done);
+        ssize_t n;
+        if (run->mem) {
+            n = mk_response_parts_write(r);
+        }
+        else if (t->sendfile) {
+            c->io_want = 0;
+            n = t->sendfile(c, r->fd, &off, chunk);
+        }
+        else {
+            n = mk_response_copy_file(r, &off, chunk);
+        }
+        if (n < 0) {
+            return (errno == EAGAIN || errno == EWOULDBLOCK) ? MK_AGAIN : MK_ERR;
+        }
+        if (n == 0) {
+            mk_warn("file shrank while being sent; closing the connection");
+            return MK_ERR;
+        }
+        r->bytes_sent += (uint64_t) n;
+        mk_response_parts_advance(r, (uint64_t) n);
+        if ((size_t) n >= budget && r->body_left) {
+            return MK_AGAIN;
+        }
+        budget -= (size_t) n < budget ? (size_t) n : budget;
     }
     return MK_OK;
 }

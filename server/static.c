@@ -35,6 +35,7 @@
 #include "request.h"
 #include "static_cache.h"
 #include "static_compress.h"
+#include "static_ranges.h"
 #include "static_variant.h"
 #include "worker.h"
 
@@ -507,6 +508,7 @@ mk_static_answer(struct mk_request *r, struct mk_file *f, struct mk_file *named,
     uint64_t size = z ? (uint64_t) z->len : (uint64_t) st->st_size, first = 0,
              last = size ? size - 1 : 0;
     const struct mk_str *range = mk_hdr(r, MK_HDR_RANGE);
+    bool multi = false;
     r->status = 200;
     if (range && r->head.method == MK_METHOD_GET && mk_static_if_range(r, st, etag, etag_len)) {
         struct mk_range one;
@@ -514,7 +516,12 @@ mk_static_answer(struct mk_request *r, struct mk_file *f, struct mk_file *named,
         switch (mk_http_range_parse(range->p, range->len, size, &one, 1, &n)) {
         case MK_RANGE_OK:
             if (n > 1) {
-                break; /* several: multipart/byteranges is not offered */
+                /* several: a multipart body, or all of it when memory or
+                   random bytes are short (a server may ignore Range) */
+                multi = mk_static_ranges(r, range->p, range->len, size, mk_static_type(r, named),
+                                         z ? z->data : NULL) == MK_OK;
+                r->status = multi ? 206 : 200;
+                break;
             }
             first = one.first;
             last = one.last;
@@ -532,9 +539,11 @@ mk_static_answer(struct mk_request *r, struct mk_file *f, struct mk_file *named,
         }
     }
 
-    struct mk_str type = mk_static_type(r, named);
-    r->content_type = type.p;
-    r->content_type_len = type.len;
+    if (!multi) {
+        struct mk_str type = mk_static_type(r, named);
+        r->content_type = type.p;
+        r->content_type_len = type.len;
+    }
     if (own_tag) {
         mk_response_add_lines(r, f->hdrs, f->hdrs_len, f->hdr_fields, 3);
     }
@@ -551,6 +560,17 @@ mk_static_answer(struct mk_request *r, struct mk_file *f, struct mk_file *named,
         mk_static_cache_headers(r, named->type_path, named->type_len);
     }
 
+    if (multi) {
+        /* r->parts, its type and length are set (mk_static_ranges) */
+        r->body_type = MK_RESP_PARTS;
+        if (z) {
+            r->zbody = z; /* what the parts point into; as below */
+            r->file = NULL;
+            r->fd = -1;
+            mk_file_release(f);
+        }
+        return MK_OK;
+    }
     r->content_length = size ? last - first + 1 : 0;
     if (z) {
         /* From memory: the file entry is no longer needed (what the

@@ -17,6 +17,7 @@ import pytest
 
 from conftest import BUILD, SLOW, vm_rss_kb, wait_for
 from h2util import H2_MARKS, H2Client
+from rangeutil import check_parts
 from tlsutil import TLS_MARKS, https, tls_server
 
 try:
@@ -254,6 +255,39 @@ def test_range_applies_to_the_encoded_bytes(site):
     assert r.status == 416
     assert r.header("content-range") == f"bytes */{len(full)}"
     assert r.header("content-encoding") is None  # the error page is not encoded
+
+
+def test_several_ranges_apply_to_the_encoded_bytes(site):
+    """A multipart answer from a body compressed on the fly: its parts are
+    ranges of the encoded bytes (from memory), as a single range is. The
+    first request of a file waits for its compression."""
+    for coding in ("gzip", "br"):
+        r = site.get("/style.css", headers={"Accept-Encoding": coding, "Range": "bytes=0-1,5-9"})
+        assert r.status == 206, r
+        assert r.header("content-encoding") == coding
+        whole = site.get("/style.css", headers={"Accept-Encoding": coding})
+        assert r.header("etag") == whole.header("etag")
+        assert r.header("vary") == "Accept-Encoding"
+        check_parts(r.header("content-type"), r.body, whole.body, [(0, 1), (5, 9)],
+                    whole.header("content-type"))
+    br = site.get("/app.js", headers={"Accept-Encoding": "br"})
+    full = br.body
+    assert len(full) > 8000
+    ranges = [(0, 99), (1000, 4999), (len(full) - 3000, len(full) - 1)]
+    c = site.conn()
+    for extra in ({}, {"If-Range": br.header("etag")}):
+        r = c.request("GET", "/app.js", headers=dict({"Accept-Encoding": "br",
+                                                      "Range": "bytes=0-99,1000-4999,-3000"},
+                                                     **extra))
+        assert r.status == 206 and r.header("content-encoding") == "br"
+        check_parts(r.header("content-type"), r.body, full, ranges, br.header("content-type"))
+    ident = site.get("/app.js")
+    r = c.request("GET", "/app.js", headers={"Accept-Encoding": "br", "Range": "bytes=0-1,5-6",
+                                             "If-Range": ident.header("etag")})
+    assert r.status == 200 and r.body == full
+    r = c.request("GET", "/app.js", headers={"Accept-Encoding": "br", "Range": "bytes=0-9,5-6"})
+    assert r.status == 200 and r.body == full
+    c.close()
 
 
 def test_head_announces_the_encoded_length(site):

@@ -7,6 +7,7 @@ import os
 import pytest
 
 from h2util import H2_MARKS, H2Client
+from rangeutil import check_parts
 
 BODY = b"the original file body\n"
 VARIANTS = {"br": b"BR-encoded bytes", "zstd": b"ZSTD-encoded bytes!", "gzip": b"GZIP-encoded"}
@@ -147,6 +148,28 @@ def test_range_applies_to_the_encoded_bytes(site):
     r = site.get("/app.css", headers={"Accept-Encoding": "gzip", "Range": "bytes=0-1",
                                       "If-Range": ident.header("etag")})
     assert r.status == 200 and r.body == VARIANTS["gzip"]
+
+
+def test_several_ranges_apply_to_the_encoded_bytes(site):
+    """A multipart answer from a variant: its parts are ranges of the
+    variant's bytes, as a single range is, with the variant's validators."""
+    gz = site.get("/app.css", headers={"Accept-Encoding": "gzip"})
+    v = VARIANTS["gzip"]
+    for extra in ({}, {"If-Range": gz.header("etag")}):
+        r = site.get("/app.css", headers=dict({"Accept-Encoding": "gzip",
+                                               "Range": "bytes=0-1,4-5,-2"}, **extra))
+        assert r.status == 206
+        assert r.header("content-encoding") == "gzip"
+        assert r.header("etag") == gz.header("etag")
+        assert r.header("vary") == "Accept-Encoding"
+        assert r.header("content-range") is None
+        check_parts(r.header("content-type"), r.body, v, [(0, 1), (4, 5), (len(v) - 2, len(v) - 1)],
+                    gz.header("content-type"))
+    # the identity tag in If-Range: the whole variant
+    ident = site.get("/app.css")
+    r = site.get("/app.css", headers={"Accept-Encoding": "gzip", "Range": "bytes=0-1,4-5",
+                                      "If-Range": ident.header("etag")})
+    assert r.status == 200 and r.body == v
 
 
 def test_error_answers_are_not_encoded(site):

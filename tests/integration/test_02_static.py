@@ -2,12 +2,14 @@
 
 import email.utils
 import os
+import re
 import shutil
 import time
 
 import pytest
 
 from conftest import SLOW, Strace, small_window
+from rangeutil import boundary_of, check_parts, email_parts, read_parts
 from straceutil import corked_writes
 
 
@@ -511,7 +513,8 @@ def test_single_range(server_site, spec, body, crange):
     assert r.header("content-length") == str(len(body))
 
 
-@pytest.mark.parametrize("spec", ["bytes=10-", "bytes=100-200", "bytes=-0"])
+@pytest.mark.parametrize("spec", ["bytes=10-", "bytes=100-200", "bytes=-0", "bytes=10-,20-30",
+                                  "bytes=-0,100-"])
 def test_unsatisfiable_range(server_site, spec):
     c = server_site.conn()
     r = c.request("GET", "/digits.txt", headers={"Range": spec})
@@ -521,11 +524,173 @@ def test_unsatisfiable_range(server_site, spec):
     c.close()
 
 
-@pytest.mark.parametrize("spec", ["bytes=0-1,5-6", "items=0-1", "bytes=5-2", "bytes=abc"])
+@pytest.mark.parametrize("spec", ["items=0-1", "bytes=5-2", "bytes=abc", "bytes=0-1,5-2"])
 def test_ignored_range_gives_whole_file(server_site, spec):
     r = server_site.get("/digits.txt", headers={"Range": spec})
     assert r.status == 200
     assert r.body == b"0123456789"
+
+
+# ---- several ranges: multipart/byteranges (RFC 9110 section 14.6) -------------
+
+DIGITS = b"0123456789"
+
+
+@pytest.mark.parametrize("spec,ranges", [
+    ("bytes=0-1,3-4", [(0, 1), (3, 4)]),
+    ("bytes=0-0,-2", [(0, 0), (8, 9)]),
+    ("bytes=1-2,5-", [(1, 2), (5, 9)]),
+    ("bytes=0-0,2-2,4-4,6-6,8-8", [(0, 0), (2, 2), (4, 4), (6, 6), (8, 8)]),
+    ("bytes=0-4,5-9", [(0, 4), (5, 9)]),            # adjacent: two parts, as asked
+    ("bytes=1-2,100-200,5-6", [(1, 2), (5, 6)]),    # the unsatisfiable one left out
+    (" bytes=1-2 , 5-6 ,", [(1, 2), (5, 6)]),
+])
+def test_several_ranges_are_a_multipart_answer(server_site, spec, ranges):
+    c = server_site.conn()
+    whole = c.request("GET", "/digits.txt")
+    r = c.request("GET", "/digits.txt", headers={"Range": spec})
+    assert r.status == 206, r
+    assert r.header("content-range") is None
+    assert r.header("content-length") == str(len(r.body))
+    ctype = r.header("content-type")
+    check_parts(ctype, r.body, DIGITS, ranges, whole.header("content-type"))
+    assert email_parts(ctype, r.body) == [(f"bytes {a}-{b}/10", DIGITS[a:b + 1]) for a, b in ranges]
+    # the representation's own fields, as on the single range
+    for name in ("etag", "last-modified", "accept-ranges"):
+        assert r.header(name) == whole.header(name), name
+    # exact length: the connection goes on with the next answer
+    assert c.request("GET", "/hello.txt").body == b"Hello World!\n"
+    c.close()
+
+
+def test_one_satisfiable_range_of_several_is_a_single_part(server_site):
+    r = server_site.get("/digits.txt", headers={"Range": "bytes=2-3,50-60,-0"})
+    assert r.status == 206
+    assert r.header("content-range") == "bytes 2-3/10"
+    assert r.body == b"23"
+    assert r.header("content-type").startswith("text/plain")
+
+
+@pytest.mark.parametrize("spec", [
+    "bytes=0-1,1-2",      # overlap by one byte
+    "bytes=0-1,0-1",      # the same range twice
+    "bytes=0-5,2-3",      # one inside the other
+    "bytes=5-6,0-1",      # out of order
+    "bytes=-2,0-1",       # out of order once the suffix is resolved
+    "bytes=0-,2-3",       # the open range covers the rest
+    "bytes=0-1,-100",     # the suffix covers everything
+    "bytes=0-1,6-7,3-4",  # the third goes back
+])
+def test_overlapping_or_out_of_order_ranges_get_the_whole_file(server_site, spec):
+    """RFC 9110 section 14.2 lets a server ignore such sets (the shape of a
+    denial of service: the same bytes asked for many times): 200, all of it."""
+    r = server_site.get("/digits.txt", headers={"Range": spec})
+    assert r.status == 200, r
+    assert r.body == DIGITS
+    assert r.header("content-range") is None
+    assert r.header("content-type").startswith("text/plain")
+
+
+def test_at_most_32_ranges(site):
+    data = bytes(range(256)) * 4
+    site.file("k.bin", data)
+    site.start()
+    specs = [(3 * i, 3 * i + 1) for i in range(33)]
+    spec = "bytes=" + ",".join(f"{a}-{b}" for a, b in specs[:32])
+    r = site.get("/k.bin", headers={"Range": spec})
+    assert r.status == 206
+    check_parts(r.header("content-type"), r.body, data, specs[:32], "application/octet-stream")
+    # one more, or one more that is not even satisfiable: the field is ignored
+    for extra in (f"{specs[32][0]}-{specs[32][1]}", "5000-6000"):
+        r = site.get("/k.bin", headers={"Range": spec + "," + extra})
+        assert r.status == 200 and r.body == data, extra
+        assert r.header("content-range") is None
+
+
+def test_multipart_of_a_large_file(site):
+    """Parts far apart in a file larger than the head's buffer: sent with
+    sendfile, over a kept connection, twice."""
+    data = os.urandom(1 << 20)
+    site.file("big.bin", data)
+    site.start()
+    ranges = [(0, 99), (4096, 300000), (500000, 500000), ((1 << 20) - 70000, (1 << 20) - 1)]
+    spec = "bytes=" + ",".join(f"{a}-{b}" for a, b in ranges[:-1]) + ",-70000"
+    c = site.conn()
+    for _ in range(2):
+        r = c.request("GET", "/big.bin", headers={"Range": spec})
+        assert r.status == 206
+        assert r.header("content-length") == str(len(r.body))
+        check_parts(r.header("content-type"), r.body, data, ranges, "application/octet-stream")
+    assert c.request("GET", "/hello.txt").body == b"Hello World!\n"
+    c.close()
+
+
+def test_multipart_boundary_is_new_each_answer_and_not_in_the_file(site):
+    # A file that holds boundaries like the server's: those it sent before,
+    # and a run of hexadecimal digits. The next answers' are new.
+    site.file("b.txt", "x" * 100)
+    site.file("f.txt", "0123456789abcdef" * 16)
+    site.start()
+    seen = set()
+    c = site.conn()
+    for i in range(30):
+        r = c.request("GET", "/f.txt" if i % 2 else "/b.txt", headers={"Range": "bytes=0-1,10-20"})
+        assert r.status == 206
+        b = boundary_of(r.header("content-type"))
+        assert b not in seen
+        seen.add(b)
+        read_parts(r.header("content-type"), r.body)
+    c.close()
+    # another connection, other workers: still new
+    for _ in range(8):
+        r = site.get("/b.txt", headers={"Range": "bytes=0-1,10-20"})
+        b = boundary_of(r.header("content-type"))
+        assert b not in seen
+        seen.add(b)
+
+
+def test_multipart_with_if_range(server_site):
+    r = server_site.get("/digits.txt")
+    etag, lm = r.header("etag"), r.header("last-modified")
+    spec = "bytes=0-1,8-9"
+    for validator in (etag, lm):
+        r = server_site.get("/digits.txt", headers={"Range": spec, "If-Range": validator})
+        assert r.status == 206
+        check_parts(r.header("content-type"), r.body, DIGITS, [(0, 1), (8, 9)],
+                    "text/plain; charset=utf-8")
+    old = email.utils.formatdate(time.time() - 86400, usegmt=True)
+    for validator in ('"stale"', old, f"W/{etag}"):
+        r = server_site.get("/digits.txt", headers={"Range": spec, "If-Range": validator})
+        assert r.status == 200 and r.body == DIGITS, validator
+        assert r.header("content-type").startswith("text/plain")
+
+
+def test_head_ignores_several_ranges(server_site):
+    c = server_site.conn()
+    r = c.request("HEAD", "/digits.txt", headers={"Range": "bytes=0-1,3-4"})
+    assert r.status == 200
+    assert r.header("content-length") == "10"
+    assert r.header("content-type").startswith("text/plain")
+    assert c.request("GET", "/hello.txt").body == b"Hello World!\n"
+    c.close()
+
+
+def test_multipart_to_http10_client(server_site):
+    c = server_site.conn()
+    c.send("GET /digits.txt HTTP/1.0\r\nRange: bytes=0-1,3-4\r\n\r\n")
+    data = b""
+    while True:
+        chunk = c.sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    c.close()
+    head, body = data.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 206 ")
+    ctype = [line.split(b": ", 1)[1] for line in head.split(b"\r\n")
+             if line.lower().startswith(b"content-type:")][0].decode()
+    assert f"Content-Length: {len(body)}".encode() in head
+    check_parts(ctype, body, DIGITS, [(0, 1), (3, 4)], "text/plain; charset=utf-8")
 
 
 def test_range_on_empty_file(server_site):
@@ -600,6 +765,84 @@ def test_large_file_is_sent_corked_and_uncorked_before_waiting(site, tmp_path):
         else:
             assert (inside, outside) == (0, 0), lines
     conn.close()
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="needs strace")
+def test_multipart_parts_go_with_sendfile_corked(site, tmp_path):
+    # A multipart body larger than the head's buffer: the part heads from
+    # memory (writev), each part's bytes with sendfile(2), the file never
+    # read by the worker; corked from the head to the closing delimiter
+    # (each sendfile would otherwise end in a partial segment). A small one
+    # rides in the head's buffer: one write. The boundaries' random bytes
+    # are drawn twenty answers at a time.
+    data = os.urandom(1 << 20)
+    site.file("big.bin", data)
+    site.start()
+    conn = site.conn()
+    assert conn.request("GET", "/big.bin", headers={"Range": "bytes=0-0"}).status == 206
+    calls = SEND_CALLS + ["pread64", "read", "getrandom"]
+    ranges = [(10, 5000), (70000, 70010), (200000, 399999)]
+    spec = "bytes=" + ",".join(f"{a}-{b}" for a, b in ranges)
+    tracer = Strace(site.proc.pid, calls, tmp_path / "parts.out")
+    try:
+        for _ in range(4):
+            r = conn.request("GET", "/big.bin", headers={"Range": spec})
+            check_parts(r.header("content-type"), r.body, data, ranges, "application/octet-stream")
+    finally:
+        lines = tracer.stop()
+    inside, outside, waits = corked_writes(lines)
+    assert waits == 0 and outside == 0, lines
+    assert sum(1 for line in lines if " sendfile(" in line) >= 4 * 3, lines
+    assert not [line for line in lines if " pread64(" in line], lines
+    assert sum(1 for line in lines if " getrandom(" in line) <= 1, lines
+    tracer = Strace(site.proc.pid, calls, tmp_path / "small.out")
+    try:
+        r = conn.request("GET", "/big.bin", headers={"Range": "bytes=0-9,100-109"})
+        check_parts(r.header("content-type"), r.body, data, [(0, 9), (100, 109)],
+                    "application/octet-stream")
+    finally:
+        lines = tracer.stop()
+    writes = [line for line in lines if re.search(r" (write|writev|sendmsg|sendto|sendfile)\(",
+                                                   line)]
+    assert len(writes) == 1 and " sendfile(" not in writes[0], lines
+    assert not [line for line in lines if "TCP_CORK" in line], lines
+    conn.close()
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="needs strace")
+def test_multipart_to_a_slow_reader_is_uncorked_while_waiting(site, tmp_path):
+    # The socket fills in the middle of the parts (a part head's write or a
+    # sendfile meets EAGAIN): the worker waits uncorked, and goes on where
+    # it stopped, every byte in place.
+    data = os.urandom(6 << 20)
+    site.file("huge.bin", data)
+    site.start()
+    ranges = [(5, 10), (100, 2 << 20), ((2 << 20) + 1, (2 << 20) + 1), (3 << 20, (6 << 20) - 1)]
+    spec = "bytes=" + ",".join(f"{a}-{b}" for a, b in ranges)
+    sock = small_window(site.port, 16384, timeout=10)
+    tracer = Strace(site.proc.pid, SEND_CALLS, tmp_path / "slow.out")
+    try:
+        sock.sendall(f"GET /huge.bin HTTP/1.1\r\nHost: localhost\r\nRange: {spec}\r\n\r\n"
+                     .encode())
+        time.sleep(0.3 * SLOW)  # the socket fills and the worker waits
+        got = b""
+        while b"\r\n\r\n" not in got:
+            got += sock.recv(65536)
+        head, body = got.split(b"\r\n\r\n", 1)
+        length = int(re.search(rb"(?i)\r\ncontent-length: (\d+)", head).group(1))
+        while len(body) < length:
+            chunk = sock.recv(65536)
+            assert chunk, len(body)
+            body += chunk
+            time.sleep(0.0005)
+    finally:
+        lines = tracer.stop()
+        sock.close()
+    ctype = re.search(rb"(?i)\r\ncontent-type: ([^\r]*)", head).group(1).decode()
+    check_parts(ctype, body, data, ranges, "application/octet-stream")
+    inside, outside, waits = corked_writes(lines)
+    assert waits == 0, lines
+    assert sum(1 for line in lines if " sendfile(" in line) >= 4, lines
 
 
 @pytest.mark.skipif(not shutil.which("strace"), reason="needs strace")

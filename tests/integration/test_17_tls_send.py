@@ -21,6 +21,7 @@ import pytest
 
 from conftest import (BUILD, MONKEY, SLOW, Strace, free_port, needs_ipv6, small_window,
                       wait_port)
+from rangeutil import check_parts
 from straceutil import corked_writes
 from tlsutil import (TLS_MARKS, bio_connect, client_context, der_of, https, make_cert, tls_connect,
                      tls_section, tls_server)
@@ -140,6 +141,44 @@ def test_ranges_across_boundaries_byte_for_byte(make_server):
         assert head.startswith("HTTP/1.1 206"), head
         assert f"Content-Range: bytes {first}-{last}/{len(data)}" in head
         assert body == data[first:last + 1], (first, last)
+    sock.close()
+
+
+@pytest.mark.parametrize("ktls", ["auto", "off"])
+def test_several_ranges_byte_for_byte(make_server, ktls):
+    # A multipart body over TLS: each part head written with MK_IO_MORE
+    # (held for the part's first block), the parts through the transport's
+    # sendfile, across the record and block sizes; then the same to a slow
+    # reader, whose writes meet a full socket and are repeated.
+    data = os.urandom(3 * 65536 + 7)
+    srv = tls_server(make_server)
+    srv.site_extra += f"    KTLS {ktls}\n"
+    srv.file("r.bin", data)
+    big = os.urandom(6 << 20)
+    srv.file("big.bin", big)
+    srv.start()
+    sets = [RANGES[:2] + [(20000, 20000)], [(0, 99), (16380, 65540), (65541, 65541)],
+            [(1, 3), (65535, 65537), (196600, 196614)], [(16383, 16384), (65536, 190000)]]
+    sock = tls_connect(srv.port, sni="localhost")
+    for ranges in sets:
+        spec = ",".join(f"{a}-{b}" for a, b in ranges)
+        head, body = get(sock, "/r.bin", f"Range: bytes={spec}\r\n")
+        assert head.startswith("HTTP/1.1 206"), head
+        ctype = re.search(r"(?i)\r\ncontent-type: ([^\r]*)", head).group(1)
+        check_parts(ctype, body, data, ranges, "application/octet-stream")
+    sock.close()
+    raw = small_window(srv.port, 8192, timeout=10)
+    sock = client_context().wrap_socket(raw, server_hostname="localhost")
+    ranges = [(0, 99), (1000, 2 << 20), ((2 << 20) + 2, (2 << 20) + 2), (3 << 20, (6 << 20) - 1)]
+    spec = ",".join(f"{a}-{b}" for a, b in ranges)
+    sock.sendall(f"GET /big.bin HTTP/1.1\r\nHost: localhost\r\nRange: bytes={spec}\r\n\r\n"
+                 .encode())
+    time.sleep(0.2 * SLOW)  # the socket fills
+    head, body = read_response(sock)
+    ctype = re.search(r"(?i)\r\ncontent-type: ([^\r]*)", head).group(1)
+    check_parts(ctype, body, big, ranges, "application/octet-stream")
+    head, body = get(sock, "/hello.txt")
+    assert body == b"Hello World!\n"
     sock.close()
 
 

@@ -14,6 +14,7 @@ import pytest
 from conftest import BUILD, SLOW, needs_dlopen
 from h2util import (H2_MARKS, H2Client, frame, h2, h2c_server, needs_tool, raw_h2,
                     read_goaway)
+from rangeutil import check_parts
 from tlsutil import TLS_MARKS, tls_connect, tls_server
 
 pytestmark = H2_MARKS
@@ -144,6 +145,76 @@ def test_ranges_and_conditionals(make_server):
     sid = c.request("/r.bin", method="HEAD")
     c.wait([sid])
     assert c.streams[sid]["headers"]["content-length"] == str(len(data))
+    assert c.streams[sid]["data"] == b""
+    c.close()
+
+
+@pytest.mark.parametrize("transport", ["h2c", "tls"])
+def test_several_ranges_are_a_multipart_answer(make_server, transport):
+    """206 multipart/byteranges over HTTP/2: a small body read into the
+    frames, a large one's parts queued as file ranges (h2c: sendfile; TLS:
+    read into whole records), under a small window that cuts the frames
+    anywhere, beside other streams; Content-Length exact; HEAD and the
+    sets answered whole as over HTTP/1.1."""
+    if transport == "tls":
+        for m in TLS_MARKS:
+            if m.args[0]:
+                pytest.skip(m.kwargs["reason"])
+        srv = tls_server(make_server)
+        srv.site_extra += "    KTLS off\n"  # frames read into whole records
+    else:
+        srv = h2c_server(make_server)
+    big = os.urandom(MIB)
+    small = b"0123456789"
+    srv.file("big.bin", big)
+    srv.file("digits.txt", small)
+    srv.start()
+
+    def client(**kw):
+        if transport == "tls":
+            s = tls_connect(srv.port, sni="localhost", alpn=["h2"])
+            return H2Client(srv.port, sock=s, **kw)
+        return H2Client(srv.port, **kw)
+
+    big_ranges = [(0, 99), (5000, 300000), (300002, 300002), (MIB - 40000, MIB - 1)]
+    big_spec = "bytes=0-99,5000-300000,300002-300002,-40000"
+    for settings in (None, {h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 777}):
+        c = client(settings=settings)
+        sids = {c.request("/digits.txt", headers=[("range", "bytes=0-1,3-4,-2")]):
+                (small, [(0, 1), (3, 4), (8, 9)], "text/plain; charset=utf-8"),
+                c.request("/big.bin", headers=[("range", big_spec)]):
+                (big, big_ranges, "application/octet-stream"),
+                c.request("/big.bin"): (big, None, None),
+                c.request("/big.bin", headers=[("range", "bytes=10-19,30-39")]):
+                (big, [(10, 19), (30, 39)], "application/octet-stream")}
+        c.wait(list(sids))
+        for sid, (data, ranges, ptype) in sids.items():
+            st = c.streams[sid]
+            assert int(st["headers"]["content-length"]) == len(st["data"])
+            if ranges is None:
+                assert st["headers"][":status"] == "200" and st["data"] == data
+                continue
+            assert st["headers"][":status"] == "206", st["headers"]
+            assert "content-range" not in st["headers"]
+            check_parts(st["headers"]["content-type"], st["data"], data, ranges, ptype)
+        c.close()
+    c = client()
+    etag = c.get("/digits.txt")["headers"]["etag"]
+    st = c.get("/digits.txt", headers=[("range", "bytes=0-1,3-4"), ("if-range", etag)])
+    assert st["headers"][":status"] == "206"
+    check_parts(st["headers"]["content-type"], st["data"], small, [(0, 1), (3, 4)],
+                "text/plain; charset=utf-8")
+    for headers in ([("range", "bytes=0-1,3-4"), ("if-range", '"stale"')],
+                    [("range", "bytes=3-4,0-1")], [("range", "bytes=0-4,2-3")]):
+        st = c.get("/digits.txt", headers=headers)
+        assert st["headers"][":status"] == "200" and st["data"] == small, headers
+    st = c.get("/digits.txt", headers=[("range", "bytes=20-,30-40")])
+    assert st["headers"][":status"] == "416"
+    assert st["headers"]["content-range"] == "bytes */10"
+    sid = c.request("/big.bin", method="HEAD", headers=[("range", big_spec)])
+    c.wait([sid])
+    assert c.streams[sid]["headers"][":status"] == "200"
+    assert c.streams[sid]["headers"]["content-length"] == str(MIB)
     assert c.streams[sid]["data"] == b""
     c.close()
 

@@ -22,6 +22,7 @@ from conftest import SANITIZED, SLOW, Strace, strace_count, vm_rss_kb
 import h2util
 from straceutil import corked_writes
 from h2util import H2_MARKS, H2Client, h2c_server, needs_tool
+from rangeutil import check_parts
 from tlsutil import TLS_MARKS, tls_connect, tls_server
 
 pytestmark = H2_MARKS
@@ -213,6 +214,39 @@ def test_file_frames_are_written_corked_and_uncorked_before_waiting(make_server,
     # 64 frames: 64 sendfile calls (and 64 frame headers) over h2c, 16
     # writes of four records over TLS, all but the first flush's corked.
     assert inside >= 16 and outside <= 2, (inside, outside)
+    c.close()
+
+
+@needs_tool("strace")
+def test_multipart_parts_are_file_frames(make_server, tmp_path):
+    # A multipart body's parts go as a single range's do: DATA frames whose
+    # bytes are file ranges of the queue, sent with sendfile(2) (one file
+    # range a frame, the part heads copied beside the frame headers); the
+    # worker reads the file only for the last bytes, 8 KiB at most, read
+    # into the queue as a single file's are.
+    srv = h2c_server(make_server)
+    big = os.urandom(1 << 20)
+    srv.file("big.bin", big)
+    srv.start()
+    c = H2Client(srv.port,
+                 settings={h2util.h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
+    c.conn.increment_flow_control_window(1 << 24)
+    c.flush()
+    c.wait([c.request("/hello.txt")])  # SETTINGS exchanged
+    ranges = [(0, 99), (100000, 299999), (500000, 500009), (900000, 999999)]
+    spec = "bytes=" + ",".join(f"{a}-{b}" for a, b in ranges)
+    tracer = Strace(srv.proc.pid, ["sendfile", "writev", "sendmsg", "write", "sendto", "pread64",
+                                   "read"], tmp_path / "parts.out")
+    try:
+        st = c.get("/big.bin", headers=[("range", spec)])
+    finally:
+        lines = tracer.stop()
+    assert st["headers"][":status"] == "206"
+    check_parts(st["headers"]["content-type"], st["data"], big, ranges,
+                "application/octet-stream")
+    # 300 KB of parts in frames of 16 KiB: about 19 file ranges at least
+    assert strace_count(lines, "sendfile") >= 300000 // 16384, lines
+    assert strace_count(lines, "pread64") <= 1, lines
     c.close()
 
 

@@ -159,6 +159,78 @@ static void test_range_206(void **state)
     free(out);
 }
 
+/*
+ * The multipart body of `ranges` (n pairs, inclusive) of `data` (size
+ * bytes, media type `type`) with `boundary`, as static_ranges.c frames it.
+ */
+static char *multipart(const char *data, size_t size, const char *type, const char *boundary,
+                       const unsigned *ranges, unsigned n)
+{
+    size_t cap = 256 * n + size + 64, len = 0;
+    char *out = malloc(cap);
+
+    assert_non_null(out);
+    for (unsigned i = 0; i < n; i++) {
+        unsigned a = ranges[2 * i], b = ranges[2 * i + 1];
+        len += (size_t) snprintf(
+            out + len, cap - len,
+            "%s--%s\r\nContent-Type: %s\r\nContent-Range: bytes %u-%u/%zu\r\n\r\n", i ? "\r\n" : "",
+            boundary, type, a, b, size);
+        memcpy(out + len, data + a, b - a + 1);
+        len += b - a + 1;
+    }
+    snprintf(out + len, cap - len, "\r\n--%s--\r\n", boundary);
+    return out;
+}
+
+/* Several ranges: 206 multipart/byteranges, its length exact, a small body
+   in the head's buffer and a large one sent run by run. */
+static void test_ranges_multipart(void **state)
+{
+    struct fixture *f = *state;
+    static const unsigned small[] = {0, 2, 3, 7, 11, 12};
+    static const unsigned large[] = {0, 9, 1000, 9999, 19990, 19999};
+    char *data = malloc(20001), v[128], boundary[128];
+    const char *body;
+    char *out;
+
+    assert_non_null(data);
+    for (unsigned i = 0; i < 20000; i++) {
+        data[i] = (char) ('a' + i % 26);
+    }
+    data[20000] = '\0';
+    mk_loopback_file(f->dir, "htdocs/big.txt", data);
+
+    for (int big = 0; big < 2; big++) {
+        const char *req = big ? "GET /big.txt HTTP/1.1\r\nHost: localhost\r\n"
+                                "Range: bytes=0-9,1000-9999,-10\r\n\r\n"
+                              : "GET /index.html HTTP/1.1\r\nHost: localhost\r\n"
+                                "Range: bytes=0-2,3-7,11-\r\n\r\n";
+        out = run(f, req, &body);
+        assert_non_null(body);
+        char *head = strndup(out, (size_t) (body - out)); /* the part heads have fields too */
+        assert_non_null(head);
+        assert_true(strncmp(head, "HTTP/1.1 206 Partial Content\r\n", 30) == 0);
+        assert_string_equal(header(head, "Content-Range", v, sizeof(v)), "");
+        header(head, "Content-Type", v, sizeof(v));
+        assert_true(strncmp(v, "multipart/byteranges; boundary=", 31) == 0);
+        snprintf(boundary, sizeof(boundary), "%s", v + 31);
+        assert_int_equal(strlen(boundary), 24);
+        assert_int_equal(strspn(boundary, "0123456789abcdef"), 24);
+        char *want =
+            big ? multipart(data, 20000, "text/plain; charset=utf-8", boundary, large, 3)
+                : multipart("<p>hello</p>\n", 13, "text/html; charset=utf-8", boundary, small, 3);
+        char len[32];
+        snprintf(len, sizeof(len), "%zu", strlen(want));
+        assert_string_equal(header(head, "Content-Length", v, sizeof(v)), len);
+        assert_string_equal(body, want);
+        free(want);
+        free(head);
+        free(out);
+    }
+    free(data);
+}
+
 /* Two requests in one input: both answered on the same connection, in order. */
 static void test_pipelined(void **state)
 {
@@ -182,6 +254,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_missing_404, setup, teardown),
         cmocka_unit_test_setup_teardown(test_if_none_match_304, setup, teardown),
         cmocka_unit_test_setup_teardown(test_range_206, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ranges_multipart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pipelined, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
