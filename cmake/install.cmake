@@ -9,6 +9,16 @@
 #   LOCALSTATEDIR/log/monkey  the logs (an empty directory)
 #   MANDIR                  monkey(8), monkey.conf(5), monkey-ctl(8), monkey-passwd(1)
 #   MK_SYSTEMD_UNITDIR      monkey.service and the monkey.socket example
+#   MK_SYSUSERSDIR          monkey.conf: the system user "monkey" of the unit
+#   MK_TMPFILESDIR          monkey.conf: the runtime (control socket) and log
+#                           directories, owned by that user
+#
+# The three directories follow CMAKE_INSTALL_PREFIX (PREFIX/lib/systemd/system,
+# PREFIX/lib/sysusers.d, PREFIX/lib/tmpfiles.d, which systemd reads for the
+# prefixes /usr and /usr/local) unless given (cmake/auto.cmake): a build
+# configured once without a prefix and installed with PREFIX=/usr puts them
+# under /usr. After `make install`, `systemd-sysusers` creates the user and
+# `systemd-tmpfiles --create` the directories (docs/packaging.md).
 #
 # The installed configuration is conf/ with its relative paths replaced by
 # the installed ones (cmake/install-conf.cmake, run at configure time), so
@@ -16,8 +26,12 @@
 # `cmake --build BUILD --target uninstall` removes what install_manifest.txt
 # lists.
 
-set(MK_SYSTEMD_UNITDIR "${CMAKE_INSTALL_PREFIX}/lib/systemd/system"
-    CACHE PATH "where monkey.service is installed")
+mk_auto_cache(MK_SYSTEMD_UNITDIR PATH "${CMAKE_INSTALL_PREFIX}/lib/systemd/system"
+              "where monkey.service is installed")
+mk_auto_cache(MK_SYSUSERSDIR PATH "${CMAKE_INSTALL_PREFIX}/lib/sysusers.d"
+              "where the sysusers.d entry of the monkey user is installed")
+mk_auto_cache(MK_TMPFILESDIR PATH "${CMAKE_INSTALL_PREFIX}/lib/tmpfiles.d"
+              "where the tmpfiles.d entry of the runtime and log directories is installed")
 set(MK_INSTALL_USER "" CACHE STRING
     "User of the installed monkey.conf (a root-started server switches to it); empty: none")
 
@@ -28,8 +42,8 @@ endif()
 if(TARGET monkey-passwd)
   install(TARGETS monkey-passwd RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
-install(DIRECTORY include/monkey DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING
-        PATTERN "*.h")
+install(DIRECTORY include/monkey DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT libmonkey
+        FILES_MATCHING PATTERN "*.h")
 install(DIRECTORY htdocs/ DESTINATION ${MK_SITEDIR})
 install(DIRECTORY DESTINATION ${MK_LOGDIR})
 
@@ -38,12 +52,34 @@ set(MK_INSTALL_CONF ${CMAKE_BINARY_DIR}/install-conf)
 include(${CMAKE_SOURCE_DIR}/cmake/install-conf.cmake)
 install(DIRECTORY ${MK_INSTALL_CONF}/ DESTINATION ${MK_CONFDIR})
 
-# systemd units, with the installed paths.
+# systemd units, with the installed paths. The runtime directory (the
+# control socket) is the unit's RuntimeDirectory= when it lies in /run (the
+# prefix /usr, Debian's RUNSTATEDIR=/run), else a ReadWritePaths= of the
+# sandbox that tmpfiles.d creates; the log directory likewise with
+# LogsDirectory= in /var/log.
 set(MK_SBINDIR ${CMAKE_INSTALL_FULL_SBINDIR})
+set(MK_SERVICE_USER monkey)
+string(REGEX REPLACE "^/var/run/" "/run/" MK_RUNDIR_REAL "${MK_RUNDIR}")
+set(MK_UNIT_DIRS "")
+if(MK_RUNDIR_REAL MATCHES "^/run/(.+)$")
+  string(APPEND MK_UNIT_DIRS "RuntimeDirectory=${CMAKE_MATCH_1}\nRuntimeDirectoryMode=0755\n")
+else()
+  string(APPEND MK_UNIT_DIRS "ReadWritePaths=-${MK_RUNDIR}\n")
+endif()
+if(MK_LOGDIR MATCHES "^/var/log/(.+)$")
+  string(APPEND MK_UNIT_DIRS "LogsDirectory=${CMAKE_MATCH_1}\n")
+endif()
+string(APPEND MK_UNIT_DIRS "ReadWritePaths=${MK_LOGDIR}")
 foreach(unit monkey.service monkey.socket)
   configure_file(packaging/systemd/${unit}.in ${CMAKE_BINARY_DIR}/systemd/${unit} @ONLY)
   install(FILES ${CMAKE_BINARY_DIR}/systemd/${unit} DESTINATION ${MK_SYSTEMD_UNITDIR})
 endforeach()
+# The unit's user (sysusers.d) and its directories (tmpfiles.d).
+foreach(f sysusers tmpfiles)
+  configure_file(packaging/systemd/${f}.conf.in ${CMAKE_BINARY_DIR}/systemd/${f}.d/monkey.conf @ONLY)
+endforeach()
+install(FILES ${CMAKE_BINARY_DIR}/systemd/sysusers.d/monkey.conf DESTINATION ${MK_SYSUSERSDIR})
+install(FILES ${CMAKE_BINARY_DIR}/systemd/tmpfiles.d/monkey.conf DESTINATION ${MK_TMPFILESDIR})
 
 # Manual pages: roff sources in man/.
 foreach(page monkey.8 monkey.conf.5 monkey-ctl.8 monkey-passwd.1)
