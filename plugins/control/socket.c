@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -293,7 +294,65 @@ static int control_sockaddr(const char *path, struct sockaddr_un *addr, int *dir
     return MK_OK;
 }
 
-/* Check that the socket's directory exists and that we may create files in it. */
+/*
+ * The socket's directory `dir` is missing: whether a server started as root
+ * makes it (see control_check_dir). Only the last component is made, under
+ * a parent that exists: a path with a typo further up stays an error.
+ */
+static bool control_dir_is_ours_to_make(const char *dir)
+{
+    char parent[PATH_MAX];
+    struct stat st;
+    const char *slash = strrchr(dir, '/');
+
+    if (geteuid() != 0 || !slash || slash[1] == '\0') {
+        return false;
+    }
+    snprintf(parent, sizeof(parent), "%.*s", slash == dir ? 1 : (int) (slash - dir), dir);
+    return stat(parent, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/*
+ * Make the socket's directory (mode 0755), owned by the server's User when
+ * it has one, which the server switches to once the plugins are started:
+ * then it may still remove the socket at stop, and write a PidFile beside
+ * it. What systemd's RuntimeDirectory= and tmpfiles.d do, for a server
+ * started as root without them (a container, a host without systemd).
+ */
+static int control_make_dir(const struct control_settings *s, const char *dir)
+{
+    struct mk_config *cfg = control_api->config_get();
+    const char *user = cfg ? control_api->config_value(cfg, "User", 0) : NULL;
+    const struct passwd *pw = user && *user ? getpwnam(user) : NULL;
+    int rc = MK_OK;
+
+    if ((mkdir(dir, 0755) != 0 && errno != EEXIST) || chmod(dir, 0755) != 0) { /* umask */
+        control_api->log(MK_PLUGIN_LOG_ERROR, "%s: Socket %s: cannot create directory %s: %s",
+                         s->socket_where, s->socket_path, dir, strerror(errno));
+        rc = MK_ERR;
+    }
+    else if (pw && chown(dir, pw->pw_uid, pw->pw_gid) != 0) {
+        control_api->log(MK_PLUGIN_LOG_ERROR, "%s: Socket %s: cannot give directory %s to %s: %s",
+                         s->socket_where, s->socket_path, dir, user, strerror(errno));
+        rc = MK_ERR;
+    }
+    else {
+        control_api->log(MK_PLUGIN_LOG_INFO,
+                         "control: created the socket's directory %s (owner %s)", dir,
+                         pw ? user : "root");
+    }
+    if (cfg) {
+        control_api->config_put(cfg);
+    }
+    return rc;
+}
+
+/*
+ * Check that the socket's directory exists and that we may create files in
+ * it. A missing directory whose parent exists is made when the server runs
+ * as root (control_make_dir); `monkey -t` (checking) accepts it then and
+ * creates nothing.
+ */
 int control_check_dir(const struct control_settings *s)
 {
     char dir[PATH_MAX];
@@ -308,6 +367,14 @@ int control_check_dir(const struct control_settings *s)
     }
     else {
         snprintf(dir, sizeof(dir), "%.*s", (int) (slash - s->socket_path), s->socket_path);
+    }
+    if (stat(dir, &st) != 0 && errno == ENOENT && control_dir_is_ours_to_make(dir)) {
+        if (control_api->checking()) {
+            return MK_OK; /* a start creates it */
+        }
+        if (control_make_dir(s, dir) != MK_OK) {
+            return MK_ERR;
+        }
     }
     if (stat(dir, &st) != 0) {
         control_api->log(MK_PLUGIN_LOG_ERROR, "%s: Socket %s: directory %s: %s", s->socket_where,
