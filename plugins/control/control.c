@@ -24,7 +24,9 @@
  * - A stale socket file (nobody answers) is replaced at start; a socket a
  *   live server answers on, a path that is not a socket, or a directory
  *   that is missing or not writable stop the server with the configuration
- *   file and line. The file is removed at exit only if it is still ours.
+ *   file and line; a server started as root makes a missing directory
+ *   under an existing parent, owned by its User (socket.c). The file is
+ *   removed at exit only if it is still ours.
  * - JSON documents are valid: strings are escaped, invalid UTF-8 becomes
  *   U+FFFD.
  *

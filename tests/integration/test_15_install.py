@@ -253,3 +253,133 @@ def test_systemd_analyze_verify(installed):
     p = subprocess.run([tool, "verify", "--man=no", str(installed / "monkey.socket")],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+# ---- the prefix, the unit's user and its directories -----------------------------------------
+
+def test_paths_follow_a_new_prefix(tmp_path):
+    """A build configured without a prefix, then with -DCMAKE_INSTALL_PREFIX=/usr (what
+    `make install PREFIX=/usr` does): nothing it installs or generates names /usr/local
+    any more (the systemd unit directory was cached from the first configure)."""
+    build = tmp_path / "build"
+    for args in ([], ["-DCMAKE_INSTALL_PREFIX=/usr"]):
+        p = subprocess.run(["cmake", "-S", str(ROOT), "-B", str(build), "-DMK_TESTS=OFF", *args],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stdout + p.stderr
+    text = (build / "CMakeCache.txt").read_text()
+    assert "MK_SYSTEMD_UNITDIR:PATH=/usr/lib/systemd/system\n" in text
+    assert "MK_SYSUSERSDIR:PATH=/usr/lib/sysusers.d\n" in text
+    assert "MK_TMPFILESDIR:PATH=/usr/lib/tmpfiles.d\n" in text
+    stale = []
+    for f in build.rglob("*"):
+        if f.is_file() and (f.name == "cmake_install.cmake" or f.parent.name in (
+                "systemd", "sysusers.d", "tmpfiles.d", "install-bin", "pkgconfig")
+                or "install-conf" in f.parts):
+            for line in f.read_text(errors="replace").splitlines():
+                # MK_LD_DIRS: the dynamic linker's directories, /usr/local/lib among them
+                if "/usr/local" in line and "MK_LD_DIRS" not in line:
+                    stale.append(f"{f.relative_to(build)}: {line.strip()}")
+    assert stale == []
+    unit = (build / "systemd/monkey.service").read_text()
+    assert "\nExecStart=/usr/sbin/monkey -c /etc/monkey\n" in unit
+    # A directory given stays.
+    p = subprocess.run(["cmake", "-S", str(ROOT), "-B", str(build), "-DCMAKE_INSTALL_PREFIX=/opt/m",
+                        "-DMK_SYSTEMD_UNITDIR=/etc/systemd/system"], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    text = (build / "CMakeCache.txt").read_text()
+    assert "MK_SYSTEMD_UNITDIR:PATH=/etc/systemd/system\n" in text
+    assert "MK_TMPFILESDIR:PATH=/opt/m/lib/tmpfiles.d\n" in text
+
+
+def unit_user(installed):
+    unit = inside(installed, cache("MK_SYSTEMD_UNITDIR") + "/monkey.service").read_text()
+    return re.search(r"^User=(\S+)$", unit, re.M)[1]
+
+
+def runtime_dirs(installed):
+    """The control socket's and the logs' directories of the installed configuration."""
+    conf = inside(installed, gnu_dir("SYSCONFDIR", "etc") + "/monkey")
+    sock = re.search(r"^\s*Socket (\S+)", (conf / "plugins/control.conf").read_text(), re.M)[1]
+    logs = re.search(r"^\s*AccessLog (\S+)", (conf / "plugins/logger.conf").read_text(), re.M)[1]
+    run = str(Path(sock).parent)
+    return re.sub(r"^/var/run/", "/run/", run), str(Path(logs).parent)
+
+
+def test_installed_sysusers_and_tmpfiles_entries(installed, tmp_path):
+    """The unit runs as User=monkey: the installation has the sysusers.d entry that makes
+    that user and the tmpfiles.d entry that makes the control socket's and the logs'
+    directories its own; systemd-sysusers and systemd-tmpfiles accept them (--root)."""
+    user = unit_user(installed)
+    sysusers = inside(installed, cache("MK_SYSUSERSDIR") + "/monkey.conf")
+    tmpfiles = inside(installed, cache("MK_TMPFILESDIR") + "/monkey.conf")
+    entries = [line for line in sysusers.read_text().splitlines() if line and line[0] != "#"]
+    assert entries == [f'u {user} - "Monkey HTTP Server" /nonexistent']
+    run, logs = runtime_dirs(installed)
+    entries = [line for line in tmpfiles.read_text().splitlines() if line and line[0] != "#"]
+    assert entries == [f"d {run} 0755 {user} {user} -", f"d {logs} 0755 {user} {user} -"]
+
+    tool = shutil.which("systemd-sysusers")
+    if not tool or not shutil.which("systemd-tmpfiles"):
+        pytest.skip("systemd-sysusers or systemd-tmpfiles is not installed")
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    p = subprocess.run([tool, f"--root={root}", str(sysusers)], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    passwd = (root / "etc/passwd").read_text()
+    m = re.search(rf"^{user}:x:(\d+):(\d+):Monkey HTTP Server:/nonexistent:(\S+)$", passwd, re.M)
+    assert m, passwd
+    assert m[3].endswith("nologin")
+    p = subprocess.run(["systemd-tmpfiles", f"--root={root}", "--create", str(tmpfiles)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    for d in (run, logs):
+        st = os.stat(inside(root, d))
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (int(m[1]), int(m[2]), 0o755), d
+
+
+@native_only
+@pytest.mark.skipif(os.geteuid() != 0, reason="the server makes its runtime directory as root")
+def test_installed_server_makes_its_runtime_directory(tmp_path):
+    """Right after `make install`, outside systemd (no RuntimeDirectory=, no tmpfiles run):
+    `monkey -t` accepts the configuration although the control socket's directory does not
+    exist, and the server started as root makes it, owned by its User, answers monkey-ctl
+    there and removes its socket when it stops (as that user)."""
+    import pwd
+    import tempfile
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no user 'nobody' to drop to")
+    # A root that 'nobody' may walk through (pytest's folders are root's alone).
+    dest = Path(tempfile.mkdtemp(prefix="mk-rundir-", dir="/tmp"))
+    try:
+        dest.chmod(0o755)
+        cmake_install(dest)
+        prefix = cache("CMAKE_INSTALL_PREFIX")
+        conf = relocate(dest, gnu_dir("SYSCONFDIR", "etc") + "/monkey", dest / "conf")
+        text = (conf / "monkey.conf").read_text()
+        text = re.sub(r"^\s*#?\s*User \S+\n", "", text, flags=re.M)
+        (conf / "monkey.conf").write_text(text.replace("[SERVER]\n", "[SERVER]\n    User nobody\n", 1))
+        sock = Path(re.search(r"^\s*Socket (\S+)", (conf / "plugins/control.conf").read_text(),
+                              re.M)[1])
+        run = sock.parent
+        run.parent.mkdir(parents=True, exist_ok=True)  # /run, on a real system
+        assert not run.exists()
+        monkey = str(inside(dest, prefix + "/sbin/monkey"))
+        p = subprocess.run([monkey, "-t", "-c", str(conf)], capture_output=True, text=True,
+                           timeout=30 * SLOW)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert not run.exists()  # checking creates nothing
+        serve_default_page(monkey, str(inside(dest, prefix + "/sbin/monkey-ctl")), conf,
+                           inside(dest, prefix + "/share/monkey/htdocs/index.html"),
+                           dest / "stderr.log")
+        st = run.stat()
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (nobody.pw_uid, nobody.pw_gid, 0o755)
+        assert not sock.exists()  # removed at stop by 'nobody'
+        stderr = (dest / "stderr.log").read_text()
+        check_sanitizers(stderr)
+        assert f"control: created the socket's directory {run} (owner nobody)" in stderr
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)
