@@ -13,6 +13,16 @@
 # `cmake --install --prefix` still builds against itself. A library built
 # with MK_SANITIZE asks its users to link the sanitizer runtimes too.
 #
+# A program built with `pkg-config --libs monkey` runs as it is, without
+# LD_LIBRARY_PATH (docs/library.md, "Building and linking"): when the
+# installed LIBDIR is a directory the dynamic linker searches (its trusted
+# directories and those of /etc/ld.so.conf: /usr/lib/<multiarch>,
+# /usr/local/lib ...), the installation runs ldconfig so that its cache
+# knows the new library (unless DESTDIR stages it, or not as root); any
+# other LIBDIR (a prefix such as /opt/monkey) gets an rpath in the
+# installed monkey.pc's Libs (-Wl,-rpath,${libdir}). Which one is decided
+# at install time, for the prefix installed to (cmake/libmonkey-install.cmake).
+#
 # MK_LIBMONKEY=OFF builds neither (the Debian packages: docs/packaging.md).
 option(MK_LIBMONKEY "build libmonkey.so and monkey.pc (the library API as a shared object)" ON)
 if(MK_STATIC OR NOT MK_LIBMONKEY)
@@ -56,9 +66,52 @@ set(MK_PC_LIBS_EXTRA "")
 if(MK_SANITIZE)
   set(MK_PC_LIBS_EXTRA "-fsanitize=address,undefined")
 endif()
+# Two of them: without and with the rpath; the install picks one.
+set(MK_PC_RPATH "")
 configure_file(${CMAKE_SOURCE_DIR}/cmake/monkey.pc.in ${CMAKE_BINARY_DIR}/lib/pkgconfig/monkey.pc
                @ONLY)
+set(MK_PC_RPATH "-Wl,-rpath,\${libdir} ")
+configure_file(${CMAKE_SOURCE_DIR}/cmake/monkey.pc.in
+               ${CMAKE_BINARY_DIR}/lib/pkgconfig/rpath/monkey.pc @ONLY)
 
-install(TARGETS monkeyshared LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(FILES ${CMAKE_BINARY_DIR}/lib/pkgconfig/monkey.pc
-        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+# The directories the dynamic linker searches on this machine: its trusted
+# ones and those /etc/ld.so.conf lists (with its include lines). A cross
+# build knows only the trusted ones of the target.
+set(MK_LD_DIRS /lib /usr/lib /lib64 /usr/lib64)
+if(CMAKE_LIBRARY_ARCHITECTURE)
+  list(APPEND MK_LD_DIRS /lib/${CMAKE_LIBRARY_ARCHITECTURE} /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE})
+endif()
+function(mk_ld_conf file)
+  if(NOT EXISTS "${file}")
+    return()
+  endif()
+  file(STRINGS "${file}" lines)
+  foreach(l IN LISTS lines)
+    string(REGEX REPLACE "#.*" "" l "${l}")
+    string(STRIP "${l}" l)
+    if(l MATCHES "^include[ \t]+(.+)$")
+      file(GLOB incs "${CMAKE_MATCH_1}")
+      list(SORT incs)
+      foreach(i IN LISTS incs)
+        mk_ld_conf("${i}")
+      endforeach()
+    elseif(l MATCHES "^/")
+      set_property(GLOBAL APPEND PROPERTY MK_LD_CONF_DIRS "${l}")
+    endif()
+  endforeach()
+endfunction()
+if(NOT CMAKE_CROSSCOMPILING)
+  mk_ld_conf(/etc/ld.so.conf)
+  get_property(mk_conf_dirs GLOBAL PROPERTY MK_LD_CONF_DIRS)
+  list(APPEND MK_LD_DIRS ${mk_conf_dirs})
+endif()
+
+# COMPONENT libmonkey: the library, monkey.pc and the headers (install.cmake),
+# alone with `cmake --install BUILD --component libmonkey [--prefix DIR]`.
+install(TARGETS monkeyshared LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT libmonkey
+        NAMELINK_COMPONENT libmonkey)
+install(CODE "set(MK_LIBDIR \"${CMAKE_INSTALL_LIBDIR}\")
+set(MK_LD_DIRS \"${MK_LD_DIRS}\")
+set(MK_PC_DIR \"${CMAKE_BINARY_DIR}/lib/pkgconfig\")
+set(MK_CROSSCOMPILING \"${CMAKE_CROSSCOMPILING}\")
+include(\"${CMAKE_SOURCE_DIR}/cmake/libmonkey-install.cmake\")" COMPONENT libmonkey)

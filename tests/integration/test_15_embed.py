@@ -3,6 +3,12 @@ a temporary DESTDIR; examples/embed built against that installation with
 its Makefile and pkg-config, run, and both of its routes fetched (the JSON
 status route the program answers, a static file). The shared object
 exports the library API and nothing else, under a versioned SONAME.
+
+A program built with docs/library.md's `cc ... $(pkg-config --cflags --libs
+monkey)` runs without LD_LIBRARY_PATH: installed under a prefix the dynamic
+linker does not search (an rpath from monkey.pc), and installed for real
+under the configured prefix (/usr/local: ldconfig run by the installation),
+in a private mount namespace with overlays, so the machine is left as it was.
 """
 
 import json
@@ -123,3 +129,86 @@ def test_example_builds_with_pkg_config_and_serves(installed, tmp_path):
             body, version = p.stdout.rsplit("\n", 1)
             assert version == "2" and json.loads(body)["requests"] == 3, p.stdout
     check_sanitizers(log.read_text())
+
+
+# ---- a program built with pkg-config runs as it is (no LD_LIBRARY_PATH) ----------------------
+
+PROG = """#include <stdio.h>
+#include <monkey/monkey.h>
+int main(void) { printf("libmonkey %s\\n", mk_server_version()); return 0; }
+"""
+
+
+def env_without_ld_path(**extra):
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    env.update(extra)
+    return env
+
+
+def build_prog(tmp_path, env):
+    """docs/library.md's command: cc -o prog prog.c $(pkg-config --cflags --libs monkey)."""
+    (tmp_path / "prog.c").write_text(PROG)
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "monkey"], env=env,
+                           capture_output=True, text=True, check=True).stdout.split()
+    p = subprocess.run(["cc", "-o", str(tmp_path / "prog"), str(tmp_path / "prog.c"), *flags],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return tmp_path / "prog"
+
+
+def test_program_runs_from_a_prefix_off_the_linker_path(tmp_path):
+    """Installed with a prefix the dynamic linker does not search (/opt/...), monkey.pc
+    gives the program an rpath: it runs without LD_LIBRARY_PATH."""
+    dest = tmp_path / "dest"
+    p = subprocess.run(["cmake", "--install", str(BUILD), "--prefix", "/opt/monkey-test"],
+                       env={"DESTDIR": str(dest), "PATH": "/usr/bin:/bin"}, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    pcs = list((dest / "opt/monkey-test").rglob("pkgconfig/monkey.pc"))
+    assert len(pcs) == 1, pcs
+    prog = build_prog(tmp_path, env_without_ld_path(PKG_CONFIG_PATH=str(pcs[0].parent)))
+    p = subprocess.run([str(prog)], env=env_without_ld_path(), capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("libmonkey ")
+    assert "-Wl,-rpath,${libdir} " in pcs[0].read_text()
+
+
+def can_overlay():
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return False
+    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
+                       capture_output=True)
+    return p.returncode == 0
+
+
+@pytest.mark.skipif(not can_overlay(), reason="needs root and unshare (a private mount namespace)")
+def test_program_runs_after_install_under_the_configured_prefix(tmp_path):
+    """`make install` for real (prefix /usr/local unless configured otherwise), then
+    docs/library.md's cc ... $(pkg-config --cflags --libs monkey): the program runs as it
+    is. The installation is made in a private mount namespace, every directory it writes
+    (and /etc, for ldconfig's cache) under an overlay whose changes go to tmp_path, so the
+    machine is left as it was."""
+    stage = tmp_path / "stage"
+    cmake_install(stage)
+    tops = sorted({p.relative_to(stage).parts[0] for p in stage.rglob("*")} | {"etc"})
+    (tmp_path / "prog.c").write_text(PROG)
+    script = ["set -e"]
+    for top in tops:
+        for d in ("upper", "work"):
+            (tmp_path / "ovl" / top / d).mkdir(parents=True)
+        script.append(f"mount -t overlay overlay -o lowerdir=/{top},"
+                      f"upperdir={tmp_path}/ovl/{top}/upper,workdir={tmp_path}/ovl/{top}/work /{top}")
+    script += [
+        f"cmake --install {BUILD} >{tmp_path}/install.log 2>&1",
+        f"cc -o {tmp_path}/prog {tmp_path}/prog.c $(pkg-config --cflags --libs monkey)",
+        f"{tmp_path}/prog",
+    ]
+    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                        "\n".join(script)], env=env_without_ld_path(), capture_output=True,
+                       text=True, timeout=300)
+    log = (tmp_path / "install.log").read_text() if (tmp_path / "install.log").exists() else ""
+    assert p.returncode == 0, p.stdout + p.stderr + log
+    assert p.stdout.startswith("libmonkey "), p.stdout
+    # What the installation wrote stayed in the overlays.
+    assert list((tmp_path / "ovl").glob("*/upper/**/libmonkey.so.0"))
