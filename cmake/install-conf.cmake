@@ -40,10 +40,14 @@ foreach(f IN LISTS mk_conf_files)
       mk_conf_replace(text ${f} "    # User www-data\n" "    User ${MK_INSTALL_USER}\n")
     endif()
   elseif(f STREQUAL "sites/default")
-    mk_conf_replace(text ${f} "    DocumentRoot ../htdocs\n" "    DocumentRoot ${MK_SITEDIR}\n")
+    mk_conf_replace(text ${f} "    # Relative to the configuration directory.\n    DocumentRoot ../htdocs\n"
+                    "    # The default page, installed with the server.\n    DocumentRoot ${MK_SITEDIR}\n")
+    # The tree's certificate is the build's (build/tls/); an installed site
+    # names one of its own, commented out until monkey.conf's TLS Listen line
+    # is: Debian's ssl-cert makes the snakeoil pair, as for its other servers.
     mk_conf_replace(text ${f}
-                    "[TLS]\n    Certificate ../build/tls/localhost.crt\n    CertificateKey ../build/tls/localhost.key\n"
-                    "# [TLS]\n#     Certificate /etc/ssl/certs/monkey.crt\n#     CertificateKey /etc/ssl/private/monkey.key\n")
+                    "# HTTPS for this site (see plugins/tls/README.md): the self-signed certificate\n# for localhost that the build makes in build/tls/ (never committed).\n[TLS]\n    Certificate ../build/tls/localhost.crt\n    CertificateKey ../build/tls/localhost.key\n"
+                    "# HTTPS for this site (plugins/tls/README.md), with the tls plugin's line of\n# plugins.load and the \"Listen 443 tls\" line of monkey.conf uncommented: a\n# certificate and key for the site's names. On Debian and Ubuntu the ssl-cert\n# package makes a self-signed pair for this host, named below (make-ssl-cert\n# generate-default-snakeoil makes it again); its key is readable by the group\n# ssl-cert, which the server's user must be in (the Debian package puts its\n# monkey user there).\n# [TLS]\n#     Certificate ${MK_INSTALL_TLS_CERT}\n#     CertificateKey ${MK_INSTALL_TLS_KEY}\n")
   elseif(f STREQUAL "plugins.load")
     # The tree's own [PLUGINS] (HTTPS for make run) goes; the commented list becomes it.
     mk_conf_replace(text ${f}

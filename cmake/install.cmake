@@ -34,6 +34,12 @@ mk_auto_cache(MK_TMPFILESDIR PATH "${CMAKE_INSTALL_PREFIX}/lib/tmpfiles.d"
               "where the tmpfiles.d entry of the runtime and log directories is installed")
 set(MK_INSTALL_USER "" CACHE STRING
     "User of the installed monkey.conf (a root-started server switches to it); empty: none")
+# The certificate pair the installed sites/default names in its commented
+# [TLS] section: the snakeoil pair of Debian's ssl-cert.
+set(MK_INSTALL_TLS_CERT /etc/ssl/certs/ssl-cert-snakeoil.pem CACHE STRING
+    "Certificate of the installed sites/default's commented [TLS] section")
+set(MK_INSTALL_TLS_KEY /etc/ssl/private/ssl-cert-snakeoil.key CACHE STRING
+    "CertificateKey of the installed sites/default's commented [TLS] section")
 
 install(TARGETS monkey RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR})
 if(TARGET monkey-ctl)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, check_sanitizers
+from conftest import BUILD, EMULATED, ROOT, SLOW, STATIC, check_sanitizers, free_port
 from installutil import (cache, cmake_install, enable_duda, gnu_dir, inside, prefix_paths,
                          serve_default_page, serve_services)
 
@@ -383,3 +383,45 @@ def test_installed_server_makes_its_runtime_directory(tmp_path):
         assert f"control: created the socket's directory {run} (owner nobody)" in stderr
     finally:
         shutil.rmtree(dest, ignore_errors=True)
+
+
+@native_only
+def test_installed_site_comments_name_what_is_installed(installed, tmp_path):
+    """The installed sites/default says what the installed files are: no note that its
+    absolute DocumentRoot is relative, no build/ certificate; its commented [TLS] section
+    names ssl-cert's snakeoil pair, and uncommenting it with the tls plugin's Load line and
+    the Listen ... tls line of monkey.conf, as the comment says, gives a valid configuration."""
+    if not (BUILD / "plugins/monkey-tls.so").exists():
+        pytest.skip("built without OpenSSL (MK_TLS off)")
+    confdir = gnu_dir("SYSCONFDIR", "etc") + "/monkey"
+    site = (inside(installed, confdir) / "sites/default").read_text()
+    assert "Relative to the configuration directory" not in site
+    assert "build/" not in site and "../" not in site
+    assert ("# [TLS]\n#     Certificate /etc/ssl/certs/ssl-cert-snakeoil.pem\n"
+            "#     CertificateKey /etc/ssl/private/ssl-cert-snakeoil.key\n") in site
+
+    def enable_tls(conf):
+        text = (conf / "sites/default").read_text()
+        (conf / "sites/default").write_text(re.sub(r"^# (\[TLS\]|    Certificate)", r"\1", text,
+                                                   flags=re.M))
+        load = (conf / "plugins.load").read_text()
+        load, n = re.subn(r"^# (    Load \S+/monkey-tls\.so\s)", r"\1", load, flags=re.M)
+        assert n == 1
+        (conf / "plugins.load").write_text(load)
+        main = (conf / "monkey.conf").read_text()
+        main, n = re.subn(r"^    # Listen 443 tls$", f"    Listen 127.0.0.1:{free_port()} tls", main, flags=re.M)
+        assert n == 1
+        (conf / "monkey.conf").write_text(main)
+
+    conf = relocate(installed, confdir, tmp_path / "conf", enable_tls)
+    # The snakeoil pair, as ssl-cert makes it, under DESTDIR.
+    cert = inside(installed, "/etc/ssl/certs/ssl-cert-snakeoil.pem")
+    key = inside(installed, "/etc/ssl/private/ssl-cert-snakeoil.key")
+    cert.parent.mkdir(parents=True, exist_ok=True)
+    key.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
+                   capture_output=True, check=True, timeout=60)
+    p = subprocess.run([str(inside(installed, cache("CMAKE_INSTALL_PREFIX") + "/sbin/monkey")),
+                        "-t", "-c", str(conf)], capture_output=True, text=True, timeout=30 * SLOW)
+    assert p.returncode == 0, p.stdout + p.stderr
