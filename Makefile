@@ -7,7 +7,9 @@
 #                   once more with every thread pinned to one CPU (races
 #                   surface), and on the static musl build
 #   make static     a static binary with musl, for embedded systems (build-static/)
-#   make fuzz       libFuzzer targets for FUZZ_SECONDS each (default 60)
+#   make fuzz       libFuzzer targets for FUZZ_SECONDS each (default 60);
+#                   make test builds every target and runs each for
+#                   FUZZ_CHECK_SECONDS (default 2) on its corpus (fuzz-check)
 #   make bench      benchmarks against nginx, lighttpd and h2o (see bench/);
 #                   BENCH_ARGS=--quick for a run of under 3 minutes
 #   make autobahn   the Autobahn TestSuite's fuzzing client against the Duda
@@ -34,6 +36,7 @@ DEB_BUILD  ?= build-deb
 # Built into the static binary (auth needs libxcrypt, which musl does not have).
 STATIC_PLUGINS ?= skeleton;logger;dirlisting;access;control
 FUZZ_SECONDS ?= 60
+FUZZ_CHECK_SECONDS ?= 2
 # The one CPU of the pinned integration run: the first this process may use.
 PIN_CPU    ?= $(shell python3 -c 'import os; print(min(os.sched_getaffinity(0)))' 2>/dev/null || echo 0)
 # The CPUs of the ASan lane, which runs beside the pinned one: the others, or
@@ -44,15 +47,17 @@ GENERATOR  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 PYTHON     := $(shell python3 -c 'import pytest' >/dev/null 2>&1 && echo python3 || echo /usr/bin/python3)
 C_FILES     = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 
-.PHONY: all run test unit integration asan deps reconfigure static fuzz bench autobahn format format-check clean \
-	install uninstall deb deb-test cross cross-test
+.PHONY: all run test unit integration asan deps reconfigure static fuzz fuzz-check features bench autobahn \
+	format format-check clean install uninstall deb deb-test cross cross-test
 
 all:
 	@tools/deps.sh build
 	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) $(GENERATOR) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# Configure again: tools installed since the last run (cmocka) are found.
+# Configure again: libraries installed since the last run (nghttp2, cmocka,
+# the Duda packages' ...) are found; a feature given with -D stays as given
+# (cmake/auto.cmake).
 reconfigure:
 	@cmake -S . -B $(BUILD) $(if $(wildcard $(BUILD)/CMakeCache.txt),,$(GENERATOR)) >/dev/null
 	@cmake -S . -B $(ASAN_BUILD) $(if $(wildcard $(ASAN_BUILD)/CMakeCache.txt),,$(GENERATOR)) \
@@ -100,12 +105,13 @@ cross:
 cross-test: cross
 	tools/cross.sh test $(ARCH) $(CROSS_BUILD)
 
-# The bundled configuration serves HTTPS on 2443 too: the tls plugin needs
-# OpenSSL (installed when missing and run as root), and a build configured
-# before OpenSSL was there must look again.
+# The bundled configuration serves HTTPS and HTTP/2 on 2443 too: the tls
+# plugin needs OpenSSL, HTTP/2 nghttp2 (installed when missing and run as
+# root), and the build is configured again, so that what was installed since
+# the last configure is found.
 run:
 	@tools/deps.sh run
-	@test -f $(BUILD)/plugins/monkey-tls.so || cmake -S . -B $(BUILD) $(if $(wildcard $(BUILD)/CMakeCache.txt),,$(GENERATOR)) >/dev/null
+	@cmake -S . -B $(BUILD) $(if $(wildcard $(BUILD)/CMakeCache.txt),,$(GENERATOR)) >/dev/null
 	@$(MAKE) --no-print-directory all
 	$(BUILD)/bin/monkey -c conf
 
@@ -125,11 +131,18 @@ integration: all
 
 # MK_TEST_DEPS=1: tools/deps.sh test has run (the deps target), so a test
 # whose tool it provides fails without it instead of skipping (h2spec).
+# The optional features of the tested builds (BUILD/features.txt) are
+# printed at the end, whatever the result.
 test: deps reconfigure all asan static
 	@echo "== unit tests"
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@echo "== unit tests (ASan + UBSan)"
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
+	@echo "== fuzz targets: built with clang, $(FUZZ_CHECK_SECONDS) s each on their corpus"
+	@tools/deps.sh fuzz
+	@CC=clang $(FUZZ_CONFIGURE)
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz-targets
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_CHECK_SECONDS)
 	@echo "== integration tests"
 	MK_TEST_DEPS=1 MK_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests/integration
 	@echo "== integration tests in two lanes: pinned to CPU $(PIN_CPU) then static; ASan + UBSan on CPUs $(OTHER_CPUS)"
@@ -138,7 +151,18 @@ test: deps reconfigure all asan static
 		  && echo "== integration tests (static musl build)" \
 		  && MK_TEST_DEPS=1 MK_BUILD=$(STATIC_BUILD) MK_STATIC=1 taskset -c $(PIN_CPU) $(PYTHON) -m pytest -q \
 		     tests/integration --ignore=tests/integration/test_watch.py' \
-		'asan=MK_TEST_DEPS=1 MK_BUILD=$(ASAN_BUILD) taskset -c $(OTHER_CPUS) $(PYTHON) -m pytest -q tests/integration'
+		'asan=MK_TEST_DEPS=1 MK_BUILD=$(ASAN_BUILD) taskset -c $(OTHER_CPUS) $(PYTHON) -m pytest -q tests/integration'; \
+	rc=$$?; $(SHOW_FEATURES); exit $$rc
+
+# What each build has (written by its last configure: cmake/auto.cmake).
+SHOW_FEATURES = for b in $(BUILD) $(ASAN_BUILD) $(STATIC_BUILD) $(FUZZ_BUILD); do \
+	if [ -f $$b/features.txt ]; then \
+		echo "== optional features of $$b"; \
+		grep -v '^\#' $$b/features.txt | awk -F '\t' '{ printf "  %-22s %-3s  %s\n", $$1, $$2, $$3 }'; \
+	fi; \
+	done
+features:
+	@$(SHOW_FEATURES)
 
 static:
 	@tools/deps.sh static
@@ -149,12 +173,26 @@ static:
 	@cp $(STATIC_BUILD)/bin/monkey $(STATIC_BUILD)/bin/monkey-stripped && strip $(STATIC_BUILD)/bin/monkey-stripped
 	@ls -l $(STATIC_BUILD)/bin/monkey-stripped
 
+# The libFuzzer targets (tests/fuzz/CMakeLists.txt) with clang, and nothing
+# else of the tree; configured again each time, so that a target whose
+# library was installed since (fuzz_h2 with nghttp2) is built.
+FUZZ_CONFIGURE = cmake -S . -B $(FUZZ_BUILD) $(if $(wildcard $(FUZZ_BUILD)/CMakeCache.txt),,$(GENERATOR) \
+	-DMK_FUZZ=ON -DMK_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo) >/dev/null
 fuzz:
 	@tools/deps.sh fuzz
-	@test -f $(FUZZ_BUILD)/CMakeCache.txt || CC=clang cmake -S . -B $(FUZZ_BUILD) $(GENERATOR) \
-		-DMK_FUZZ=ON -DMK_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-	@cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	@CC=clang $(FUZZ_CONFIGURE)
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz-targets
 	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+# Part of make test: every target builds and runs FUZZ_CHECK_SECONDS on its
+# corpus, so that none rots unnoticed (a target that no longer compiles, a
+# corpus input that now crashes).
+fuzz-check:
+	@echo "== fuzz targets: built with clang, $(FUZZ_CHECK_SECONDS) s each on their corpus"
+	@tools/deps.sh fuzz
+	@CC=clang $(FUZZ_CONFIGURE)
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz-targets
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_CHECK_SECONDS)
 
 BENCH_ARGS ?=
 bench: all

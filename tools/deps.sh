@@ -4,7 +4,8 @@
 #   tools/deps.sh build      check only: a C compiler and cmake (never installs); names the
 #                            optional libraries missing (Duda's redis and memcache
 #                            packages: libhiredis-dev, libmemcached-dev)
-#   tools/deps.sh run        + libssl-dev and openssl: make run serves HTTPS on 2443
+#   tools/deps.sh run        + libssl-dev and openssl, libnghttp2-dev and pkg-config:
+#                            make run serves HTTPS and HTTP/2 (h2 by ALPN) on 2443
 #   tools/deps.sh test       + ninja, cmocka, python3 with pytest, curl, clang-format, musl,
 #                            taskset, wrk (the supervisor's crash test), libssl-dev and
 #                            openssl (plugins/tls), libnghttp2-dev
@@ -18,7 +19,8 @@
 #                            and memcached (Duda's redis and memcache packages), and
 #                            optionally libcjson-dev, libsqlite3-dev, libhiredis-dev and
 #                            libmemcached-dev (Duda's json, sqlite, redis, memcache packages)
-#   tools/deps.sh fuzz       + clang with libFuzzer
+#   tools/deps.sh fuzz       + clang with libFuzzer (make fuzz, and make test, which
+#                            builds every target and runs each for a moment)
 #   tools/deps.sh static     + musl (musl-gcc) for the static embedded build
 #   tools/deps.sh bench      + the peers and load tools of bench/ (node's ws and
 #                            better-sqlite3 with npm)
@@ -50,9 +52,13 @@ need cc gcc
 need cmake cmake
 need /usr/include/crypt.h libcrypt-dev # the auth plugin (a dependency of libc6-dev)
 if [ "$stage" = run ]; then
-    # The tls plugin and the localhost certificate made at build time.
+    # The tls plugin and the localhost certificate made at build time, and
+    # HTTP/2 (nghttp2, found through pkg-config): the README's quick start
+    # serves https://localhost:2443 with h2.
     need /usr/include/openssl/ssl.h libssl-dev
     need openssl openssl
+    need /usr/include/nghttp2/nghttp2.h libnghttp2-dev
+    need pkg-config pkgconf
     [ -n "$want" ] || exit 0
     stage=run-only
 fi
