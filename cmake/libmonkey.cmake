@@ -51,17 +51,10 @@ set_target_properties(monkeyshared PROPERTIES
 # monkey.pc
 file(RELATIVE_PATH MK_PC_TO_PREFIX ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
 string(REGEX REPLACE "/$" "" MK_PC_TO_PREFIX "${MK_PC_TO_PREFIX}")
-set(MK_PC_REQUIRES_PRIVATE "")
-if(MK_H2 AND NGHTTP2_FOUND)
-  list(APPEND MK_PC_REQUIRES_PRIVATE "libnghttp2")
-endif()
-if(MK_BROTLI AND BROTLIENC_FOUND)
-  list(APPEND MK_PC_REQUIRES_PRIVATE "libbrotlienc")
-endif()
-if(MK_ZLIB AND ZLIB_FOUND)
-  list(APPEND MK_PC_REQUIRES_PRIVATE "zlib")
-endif()
-string(REPLACE ";" ", " MK_PC_REQUIRES_PRIVATE "${MK_PC_REQUIRES_PRIVATE}")
+# No Requires.private: libmonkey.so links nghttp2, libbrotlienc and zlib
+# itself, and no static libmonkey is installed; naming them would make
+# `pkg-config --cflags monkey` fail wherever their .pc files (their -dev
+# packages) are not installed.
 set(MK_PC_LIBS_EXTRA "")
 if(MK_SANITIZE)
   set(MK_PC_LIBS_EXTRA "-fsanitize=address,undefined")

@@ -39,6 +39,7 @@ pytestmark = pytest.mark.skipif(not DEB, reason="MK_DEB unset: run through make 
 # Every path of the monkey package lies under one of these.
 OWNED = ("etc/monkey/", "etc/logrotate.d/monkey", "lib/systemd/system/monkey.",
          "usr/sbin/monkey", "usr/bin/monkey-passwd", "usr/lib/{arch}/monkey/",
+         "usr/lib/tmpfiles.d/monkey.conf",
          "usr/share/monkey/", "usr/share/doc/monkey/", "usr/share/man/man", "var/log/monkey/")
 
 
@@ -107,7 +108,7 @@ def test_monkey_package_contents():
         "etc/monkey/monkey.conf", "etc/monkey/sites/default", "etc/monkey/plugins.load",
         "etc/monkey/plugins/logger.conf", "etc/logrotate.d/monkey",
         "usr/share/monkey/htdocs/index.html", "usr/share/doc/monkey/copyright",
-        "var/log/monkey/",
+        "var/log/monkey/", "usr/lib/tmpfiles.d/monkey.conf",
     ]
     assert [p for p in expect if p not in paths] == []
     # Nothing outside what the package owns (the parents of those are
@@ -136,12 +137,92 @@ def test_monkey_built_against_its_compression_libraries(tmp_path):
 
 
 def test_monkey_dev_package_contents():
+    arch = multiarch()
     paths = contents("monkey-dev")
     files = [p for p in paths if not p.endswith("/")]
-    assert "usr/include/monkey/monkey.h" in files
-    assert "usr/include/monkey/mk_plugin.h" in files
-    assert [p for p in files if not p.startswith(("usr/include/monkey/",
-                                                  "usr/share/doc/monkey-dev/"))] == []
+    for f in ("usr/include/monkey/monkey.h", "usr/include/monkey/mk_lib.h",
+              "usr/include/monkey/mk_plugin.h", f"usr/lib/{arch}/libmonkey.so",
+              f"usr/lib/{arch}/pkgconfig/monkey.pc"):
+        assert f in files, f
+    assert [p for p in files if not p.startswith((
+        "usr/include/monkey/", "usr/share/doc/monkey-dev/", f"usr/lib/{arch}/libmonkey.so",
+        f"usr/lib/{arch}/pkgconfig/monkey.pc"))] == []
+    listing = subprocess.run(["dpkg-deb", "-c", str(deb("monkey-dev"))], capture_output=True,
+                             text=True, check=True).stdout
+    assert f"usr/lib/{arch}/libmonkey.so -> libmonkey.so.0" in listing
+    depends = relations("monkey-dev", "Depends")
+    assert depends["libmonkey0"] == "= " + field("libmonkey0", "Version")
+    assert field("monkey-dev", "Architecture") != "all"  # the multiarch link and monkey.pc
+    assert field("monkey-dev", "Multi-Arch") == "same"
+
+
+def test_libmonkey0_package_contents():
+    """The shared library alone, Debian's way: its SONAME file and link, a shlibs and a
+    symbols file (every function of the library API, at the version that brought it) and
+    the ldconfig trigger."""
+    arch = multiarch()
+    files = [p for p in contents("libmonkey0") if not p.endswith("/")]
+    libs = [p for p in files if p.startswith(f"usr/lib/{arch}/libmonkey.so.")]
+    assert len(libs) == 2 and f"usr/lib/{arch}/libmonkey.so.0" in libs, libs
+    assert any(re.fullmatch(rf"usr/lib/{arch}/libmonkey\.so\.0\.\d+\.\d+", p) for p in libs), libs
+    assert [p for p in files if p not in libs and not p.startswith(
+        "usr/share/doc/libmonkey0/")] == []
+    assert field("libmonkey0", "Multi-Arch") == "same"
+    assert field("libmonkey0", "Section") == "libs"
+    assert control_file("libmonkey0", "shlibs").split()[:3] == ["libmonkey", "0", "libmonkey0"]
+    symbols = control_file("libmonkey0", "symbols")
+    assert symbols.startswith("libmonkey.so.0 libmonkey0 #MINVER#\n")
+    exported = set(re.findall(r"^ (mk_\w+)@MONKEY_0 ", symbols, re.M))
+    headers = [ROOT / "include/monkey/monkey.h", ROOT / "include/monkey/mk_lib.h"]
+    api = set()
+    for h in headers:
+        text = re.sub(r"/\*.*?\*/", "", h.read_text(), flags=re.S)
+        api |= set(re.findall(r"^[a-z].*?\b(mk_\w+)\(", text, flags=re.M))
+    assert exported == api, exported ^ api
+    assert "activate-noawait ldconfig" in control_file("libmonkey0", "triggers")
+
+
+def test_pkg_config_and_a_program_from_the_packages(tmp_path):
+    """docs/library.md from the packages: with libmonkey0 and monkey-dev, pkg-config
+    --cflags --libs monkey works (with no other module: monkey.pc requires none), a program
+    built with it links libmonkey.so.0 and runs."""
+    root = extract(tmp_path, "libmonkey0", "monkey-dev")
+    arch = multiarch()
+    pcdir = root / f"usr/lib/{arch}/pkgconfig"
+    env = {**os.environ, "PKG_CONFIG_LIBDIR": str(pcdir)}
+    p = subprocess.run(["pkg-config", "--cflags", "--libs", "monkey"], env=env,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    flags = p.stdout.split()
+    assert "-Wl,-rpath" not in p.stdout  # /usr/lib/<multiarch>: ldconfig's
+    (tmp_path / "prog.c").write_text(
+        "#include <stdio.h>\n#include <monkey/monkey.h>\n"
+        "int main(void) { printf(\"%s\\n\", mk_server_version()); return 0; }\n")
+    p = subprocess.run(["cc", "-o", str(tmp_path / "prog"), str(tmp_path / "prog.c"), *flags],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert needed(tmp_path / "prog")[0] == "libmonkey.so.0"
+    # Extracted, not installed: the loader is told where.
+    p = subprocess.run([str(tmp_path / "prog")], capture_output=True, text=True, timeout=30,
+                       env={**os.environ, "LD_LIBRARY_PATH": str(root / f"usr/lib/{arch}")})
+    assert p.returncode == 0 and re.fullmatch(r"0\.\d+\.\d+", p.stdout.strip()), p
+
+
+def test_monkey_package_relations_and_description():
+    """Provides httpd (as nginx and lighttpd do), Recommends logrotate (its
+    /etc/logrotate.d/monkey) and ssl-cert (the snakeoil pair of the site's TLS comment),
+    and a description that names every plugin the package ships."""
+    assert "httpd" in relations("monkey", "Provides")
+    recommends = relations("monkey", "Recommends")
+    assert "logrotate" in recommends and "ssl-cert" in recommends
+    arch = multiarch()
+    plugindir = f"usr/lib/{arch}/monkey/plugins/"
+    plugins = sorted(p[len(plugindir) + len("monkey-"):-3] for p in contents("monkey")
+                     if p.startswith(plugindir) and p.endswith(".so"))
+    assert {"cgi", "fastcgi", "tls", "logger"} <= set(plugins)
+    description = " ".join(field("monkey", "Description").split())
+    missing = [p for p in plugins if not re.search(rf"\b{p}\b", description)]
+    assert missing == [], description
 
 
 def test_maintainer_scripts():
@@ -150,6 +231,11 @@ def test_maintainer_scripts():
                      r"[^\n]* monkey\n", postinst), postinst
     assert "chown monkey:adm /var/log/monkey" in postinst
     assert "deb-systemd-helper enable 'monkey.service'" in postinst
+    # The runtime directory at once (tmpfiles.d), after the user exists.
+    assert re.search(r"systemd-tmpfiles .*--create monkey\.conf", postinst), postinst
+    assert postinst.index("adduser --system") < postinst.index("systemd-tmpfiles")
+    # The snakeoil key's group, when ssl-cert is installed.
+    assert "adduser --quiet monkey ssl-cert" in postinst
     assert "'monkey.socket'" not in postinst  # an example: not enabled
     postrm = control_file("monkey", "postrm")
     assert purge_paths(postrm) == ["/var/log/monkey", "/run/monkey"]
@@ -174,7 +260,14 @@ def test_packaged_configuration_runs_as_monkey(tmp_path):
     arch = multiarch()
     assert re.search(r"^    User monkey$", (conf / "monkey.conf").read_text(), re.M)
     assert re.search(r"^    Listen 80$", (conf / "monkey.conf").read_text(), re.M)
-    assert "    DocumentRoot /usr/share/monkey/htdocs\n" in (conf / "sites/default").read_text()
+    site = (conf / "sites/default").read_text()
+    assert "    DocumentRoot /usr/share/monkey/htdocs\n" in site
+    assert "Relative to the configuration directory" not in site and "build/" not in site
+    assert ("#     Certificate /etc/ssl/certs/ssl-cert-snakeoil.pem\n"
+            "#     CertificateKey /etc/ssl/private/ssl-cert-snakeoil.key\n") in site
+    tmpfiles = (root / "usr/lib/tmpfiles.d/monkey.conf").read_text()
+    assert [line for line in tmpfiles.splitlines() if line and line[0] != "#"] == [
+        "d /run/monkey 0755 monkey monkey -"]
     load = (conf / "plugins.load").read_text()
     for p in ("logger", "control"):
         assert re.search(rf"^    Load /usr/lib/{arch}/monkey/plugins/monkey-{p}\.so\s", load, re.M)
