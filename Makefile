@@ -10,6 +10,8 @@
 #   make fuzz       libFuzzer targets for FUZZ_SECONDS each (default 60);
 #                   make test builds every target and runs each for
 #                   FUZZ_CHECK_SECONDS (default 2) on its corpus (fuzz-check)
+#   make features   the optional features of each build (BUILD/features.txt:
+#                   what it has, and why not the rest)
 #   make bench      benchmarks against nginx, lighttpd and h2o (see bench/);
 #                   BENCH_ARGS=--quick for a run of under 3 minutes
 #   make autobahn   the Autobahn TestSuite's fuzzing client against the Duda
@@ -91,14 +93,15 @@ deb-test: deb
 
 # ARM (docs/packaging.md): cmake/toolchain-$(ARCH).cmake; the target's
 # OpenSSL and cmocka come from multiarch packages when they can be installed
-# (tools/deps.sh cross), else the tls plugin or the unit tests are left out.
+# (tools/deps.sh cross), else the tls plugin or the unit tests are left out
+# until a later make cross, which configures again, finds them.
 ARCH       ?= aarch64
 CROSS_BUILD ?= build-cross-$(ARCH)
 cross:
 	@case "$(ARCH)" in aarch64|armhf) ;; *) echo "make cross: ARCH=aarch64 or ARCH=armhf" >&2; exit 2 ;; esac
 	@tools/deps.sh cross $(ARCH)
-	@test -f $(CROSS_BUILD)/CMakeCache.txt || cmake -S . -B $(CROSS_BUILD) $(GENERATOR) \
-		-DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/toolchain-$(ARCH).cmake >/dev/null
+	@cmake -S . -B $(CROSS_BUILD) $(if $(wildcard $(CROSS_BUILD)/CMakeCache.txt),,$(GENERATOR) \
+		-DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/toolchain-$(ARCH).cmake) >/dev/null
 	@cmake --build $(CROSS_BUILD) -j $(JOBS)
 	@tools/cross.sh sizes $(ARCH) $(CROSS_BUILD)
 
