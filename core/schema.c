@@ -348,6 +348,31 @@ static bool mk_overridden(const struct mk_schema_input *in, const struct mk_conf
     return false;
 }
 
+/*
+ * A line giving key `key` the value `value`, for a part this build left
+ * out (in->absent): MK_ERR with "KEY VALUE: this server was built without
+ * PART" written at conf:line, MK_DECLINED when it asks for nothing missing
+ * (the caller skips it), MK_OK when the key is not one of them.
+ */
+static int mk_schema_absent(const struct mk_schema_input *in, const struct mk_conf *conf, int line,
+                            const char *key, const char *value, char *err, size_t errlen)
+{
+    for (const struct mk_schema_absent *a = in->absent; a && a->key; a++) {
+        if (strcasecmp(a->key, key) != 0 || (a->value && strcasecmp(a->value, value) != 0)) {
+            continue;
+        }
+        struct mk_conf_entry e = {.key = (char *) key, .value = (char *) value};
+        bool b;
+        if (a->off && mk_conf_bool(NULL, &e, &b, NULL, 0) && !b) {
+            return MK_DECLINED;
+        }
+        mk_conf_error(conf, line, err, errlen, "%s %s: this server was built without %s", key,
+                      value, a->part);
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
 static bool mk_schema_fill_file(const struct mk_conf_schema *schema,
                                 const struct mk_schema_input *in, void *obj, bool *seen, int *lines,
                                 char *err, size_t errlen)
@@ -371,6 +396,13 @@ static bool mk_schema_fill_file(const struct mk_conf_schema *schema,
         }
         mk_list_foreach (eit, &s->entries) {
             struct mk_conf_entry *e = mk_list_entry(eit, struct mk_conf_entry, node);
+            int absent = mk_schema_absent(in, conf, e->line, e->key, e->value, err, errlen);
+            if (absent != MK_OK) {
+                if (absent == MK_ERR) {
+                    return false;
+                }
+                continue;
+            }
             const struct mk_conf_key *k = mk_schema_find(schema, in->scope, e->key);
             if (!k) {
                 return mk_conf_error(conf, e->line, err, errlen, "unknown key '%s' in [%s]", e->key,
@@ -413,6 +445,13 @@ int mk_schema_fill(const struct mk_conf_schema *schema, const struct mk_schema_i
     struct mk_conf cmdline = {.path = "command line"};
     struct mk_conf_origin cmd_origin = {.where = "command line:0", .confdir = in->confdir};
     for (size_t i = 0; i < in->n_ov; i++) {
+        int absent = mk_schema_absent(in, &cmdline, 0, in->ov[i].key, in->ov[i].value, err, errlen);
+        if (absent == MK_ERR) {
+            goto out;
+        }
+        if (absent == MK_DECLINED) {
+            continue;
+        }
         const struct mk_conf_key *k = mk_schema_find(schema, in->scope, in->ov[i].key);
         if (!k) {
             mk_conf_error(&cmdline, 0, err, errlen, "unknown key '%s'", in->ov[i].key);

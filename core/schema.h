@@ -35,6 +35,22 @@ struct mk_schema_record {
     char *where; /* "file:line", "command line", "built-in default" */
 };
 
+/*
+ * A key of a part this build compiled out (cmake/profile.cmake: the
+ * supervisor, HTTP/2, ...): a line giving it is refused with "file:line:
+ * KEY VALUE: this server was built without PART" rather than "unknown
+ * key", so the reader learns what the build lacks. With `value` only that
+ * value is refused (Balancing fair; Balancing reuseport is read as usual);
+ * with `off`, a value that reads as a false boolean asks for nothing the
+ * build lacks and is taken as given (Supervisor Off).
+ */
+struct mk_schema_absent {
+    const char *key; /* NULL ends a list */
+    const char *value;
+    const char *part; /* "the supervisor", "HTTP/2" */
+    bool off;
+};
+
 struct mk_schema_input {
     const struct mk_conf *conf; /* NULL: defaults and overrides only */
     const char *confdir;        /* base of relative paths; NULL: kept relative */
@@ -47,6 +63,8 @@ struct mk_schema_input {
     struct mk_schema_record *records;
     /* Not NULL: read this section of conf only (one of a repeated section). */
     const struct mk_conf_section *only;
+    /* NULL, or the keys of the parts this build left out. */
+    const struct mk_schema_absent *absent;
 };
 
 /*

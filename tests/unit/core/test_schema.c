@@ -370,6 +370,66 @@ static void test_one_section_of_several(void **state)
     mk_conf_free(conf);
 }
 
+/*
+ * The keys of a part the build left out (in->absent): a line giving one is
+ * refused with "KEY VALUE: this server was built without PART" at its file
+ * and line, from the files and from overrides alike; a refused value
+ * refuses only itself; `off` takes a false boolean as asking for nothing.
+ */
+static void test_absent_keys(void **state)
+{
+    static const struct mk_schema_absent absent[] = {
+        {"Gone", NULL, "the gone part", false},
+        {"Switch", NULL, "the switch", true},
+        {"Mode", "slow", "the slow mode", false},
+        {NULL},
+    };
+    char err[MK_CONF_ERR_LEN] = "";
+    (void) state;
+
+    const struct {
+        const char *text;
+        int line;
+        const char *message;
+    } refused[] = {
+        {"[DEMO]\n    Count 3\n    Gone 1\n", 3,
+         "Gone 1: this server was built without the gone part"},
+        {"[DEMO]\n    gone Off\n", 2, "gone Off: this server was built without the gone part"},
+        {"[DEMO]\n    Switch On\n", 2, "Switch On: this server was built without the switch"},
+        {"[DEMO]\n    Mode SLOW\n", 2, "Mode SLOW: this server was built without the slow mode"},
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        struct mk_conf *conf = parse(refused[i].text);
+        struct mk_schema_input in = {.conf = conf, .own_file = true, .absent = absent};
+        char want[MK_CONF_ERR_LEN];
+        assert_null(mk_schema_new(&demo_schema, &in, err, sizeof(err)));
+        snprintf(want, sizeof(want), "t.conf:%d: %s", refused[i].line, refused[i].message);
+        assert_string_equal(err, want);
+        mk_conf_free(conf);
+    }
+
+    /* What asks for nothing missing is read as usual, or skipped. */
+    struct mk_conf *conf = parse("[DEMO]\n    Switch Off\n    Mode fast\n    Count 9\n");
+    struct mk_schema_input in = {.conf = conf, .own_file = true, .absent = absent};
+    struct demo *d = mk_schema_new(&demo_schema, &in, err, sizeof(err));
+    assert_non_null(d);
+    assert_int_equal(d->mode, 0);
+    assert_int_equal(d->count, 9);
+    mk_schema_delete(&demo_schema, 0, d);
+
+    /* An override is held to the same. */
+    const struct mk_schema_override ov[] = {{"Switch", "yes"}};
+    in.ov = ov;
+    in.n_ov = 1;
+    assert_null(mk_schema_new(&demo_schema, &in, err, sizeof(err)));
+    assert_string_equal(err,
+                        "command line:0: Switch yes: this server was built without the switch");
+    mk_conf_free(conf);
+
+    /* Without the list, the same key is unknown. */
+    expect_error("[DEMO]\n    Gone 1\n", 2, "unknown key 'Gone' in [DEMO]");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -380,6 +440,7 @@ int main(void)
         cmocka_unit_test(test_site_scope),
         cmocka_unit_test(test_finish),
         cmocka_unit_test(test_one_section_of_several),
+        cmocka_unit_test(test_absent_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
