@@ -83,8 +83,16 @@ endfunction()
 # ON without the library stops the configure step, naming WHAT (the library
 # and its Debian package). MK_WHY_<VAR> says why it is on or off, for
 # BUILD/features.txt (mk_feature_note).
+#
+# A feature the profile leaves out (MK_PROFILE_LEAVES_OUT, cmake/profile.cmake)
+# is off unless given, whatever is installed; MK_LEFT_OUT_BY_<VAR>, when set,
+# says why instead of the profile (MK_BROTLI: "MK_COMPRESS=OFF").
 function(mk_feature var found what doc)
-  mk_auto_cache(${var} BOOL "${found}" "${doc}")
+  set(want "${found}")
+  if(var IN_LIST MK_PROFILE_LEAVES_OUT)
+    set(want OFF)
+  endif()
+  mk_auto_cache(${var} BOOL "${want}" "${doc}")
   if(${var} AND NOT found)
     message(FATAL_ERROR "${var}=ON, but ${what} is not found: install it, or configure with "
                         "-D${var}=auto (built when found) or -D${var}=OFF")
@@ -93,6 +101,10 @@ function(mk_feature var found what doc)
     set(why "found: ${what}")
   elseif(MK_FROM_${var} STREQUAL "user")
     set(why "${var}=OFF given")
+  elseif(var IN_LIST MK_PROFILE_LEAVES_OUT AND DEFINED MK_LEFT_OUT_BY_${var})
+    set(why "${MK_LEFT_OUT_BY_${var}}")
+  elseif(var IN_LIST MK_PROFILE_LEAVES_OUT)
+    set(why "left out by MK_PROFILE=${MK_PROFILE}")
   elseif(MK_STATIC)
     set(why "static build")
   else()

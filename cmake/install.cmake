@@ -8,7 +8,7 @@
 #   DATADIR/monkey/htdocs   the default site
 #   LOCALSTATEDIR/log/monkey  the logs (an empty directory)
 #   MANDIR                  monkey(8), monkey.conf(5), monkey-ctl(8), monkey-passwd(1)
-#   MK_SYSTEMD_UNITDIR      monkey.service and the monkey.socket example
+#   MK_SYSTEMD_UNITDIR      monkey.service and the monkey.socket example (MK_SYSTEMD)
 #   MK_SYSUSERSDIR          monkey.conf: the system user "monkey" of the unit
 #   MK_TMPFILESDIR          monkey.conf: the runtime (control socket) and log
 #                           directories, owned by that user
@@ -76,10 +76,14 @@ if(MK_LOGDIR MATCHES "^/var/log/(.+)$")
   string(APPEND MK_UNIT_DIRS "LogsDirectory=${CMAKE_MATCH_1}\n")
 endif()
 string(APPEND MK_UNIT_DIRS "ReadWritePaths=${MK_LOGDIR}")
-foreach(unit monkey.service monkey.socket)
-  configure_file(packaging/systemd/${unit}.in ${CMAKE_BINARY_DIR}/systemd/${unit} @ONLY)
-  install(FILES ${CMAKE_BINARY_DIR}/systemd/${unit} DESTINATION ${MK_SYSTEMD_UNITDIR})
-endforeach()
+# A server built without MK_SYSTEMD sends no readiness message: the units
+# (Type=notify) would wait for it in vain, so none is installed.
+if(MK_SYSTEMD)
+  foreach(unit monkey.service monkey.socket)
+    configure_file(packaging/systemd/${unit}.in ${CMAKE_BINARY_DIR}/systemd/${unit} @ONLY)
+    install(FILES ${CMAKE_BINARY_DIR}/systemd/${unit} DESTINATION ${MK_SYSTEMD_UNITDIR})
+  endforeach()
+endif()
 # The unit's user (sysusers.d) and its directories (tmpfiles.d).
 foreach(f sysusers tmpfiles)
   configure_file(packaging/systemd/${f}.conf.in ${CMAKE_BINARY_DIR}/systemd/${f}.d/monkey.conf @ONLY)

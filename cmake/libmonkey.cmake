@@ -23,8 +23,8 @@
 # installed monkey.pc's Libs (-Wl,-rpath,${libdir}). Which one is decided
 # at install time, for the prefix installed to (cmake/libmonkey-install.cmake).
 #
-# MK_LIBMONKEY=OFF builds neither (the Debian packages: docs/packaging.md).
-option(MK_LIBMONKEY "build libmonkey.so and monkey.pc (the library API as a shared object)" ON)
+# MK_LIBMONKEY=OFF (cmake/profile.cmake) builds neither, and leaves library
+# mode (server/lib.c) out of the server.
 if(MK_STATIC OR NOT MK_LIBMONKEY)
   return() # a static (musl) build makes no shared objects
 endif()

@@ -324,19 +324,52 @@ static const struct mk_conf_key mk_server_keys[] = {
      .check = mk_check_media_type},
     {"FileCache", MK_CONF_INT, 0, MK_SRV(file_cache), 0, 65536, "128"},
     {"FileCacheBody", MK_CONF_SIZE, 0, MK_SRV(file_cache_body), 0, 1u << 20, "16K"},
+#ifdef MK_HAVE_COMPRESS
     {"CompressCache", MK_CONF_SIZE, 0, MK_SRV(compress_cache), 0, 1ull << 36, "16M"},
+#endif
     {"TaskQueuePerPlugin", MK_CONF_INT, 0, MK_SRV(task_queue_per_plugin), 1, 65536, "64"},
     {"TaskQueuePerClient", MK_CONF_INT, 0, MK_SRV(task_queue_per_client), 1, 65536, "8"},
+#ifdef MK_HAVE_H2
     {"MaxConcurrentStreams", MK_CONF_INT, 0, MK_SRV(h2_max_streams), 1, 100000, "100"},
     {"Http2ResetBurst", MK_CONF_INT, 0, MK_SRV(h2_reset_burst), 1, 1000000, "200"},
     {"Http2ResetRate", MK_CONF_INT, 0, MK_SRV(h2_reset_rate), 1, 1000000, "33"},
     {"Http2UnansweredBurst", MK_CONF_INT, 0, MK_SRV(h2_unanswered_burst), 1, 1000000, "400"},
     {"Http2UnansweredRate", MK_CONF_INT, 0, MK_SRV(h2_unanswered_rate), 1, 1000000, "100"},
     {"Http2IdleTimeout", MK_CONF_DURATION, 0, MK_SRV(h2_idle_timeout_ms), 1, 3600000, "60"},
+#endif
+#ifdef MK_HAVE_SUPERVISOR
     {"Supervisor", MK_CONF_BOOL, 0, MK_SRV(supervisor), 0, 0, "Off"},
     {"SupervisorCrashLimit", MK_CONF_INT, 0, MK_SRV(supervisor_crash_limit), 1, 1000, "5"},
     {"SupervisorCrashWindow", MK_CONF_DURATION, 0, MK_SRV(supervisor_crash_window_ms), 1000,
      86400000, "60"},
+#endif
+    {NULL},
+};
+
+/*
+ * The [SERVER] keys of the parts this build compiled out
+ * (cmake/profile.cmake): refused with the part's name, not as unknown.
+ */
+static const struct mk_schema_absent mk_server_absent[] = {
+#ifndef MK_HAVE_FAIR
+    {"Balancing", "fair", "the fair balancing mode", false},
+#endif
+#ifndef MK_HAVE_COMPRESS
+    {"CompressCache", NULL, "compression on the fly", false},
+#endif
+#ifndef MK_HAVE_H2
+    {"MaxConcurrentStreams", NULL, "HTTP/2", false},
+    {"Http2ResetBurst", NULL, "HTTP/2", false},
+    {"Http2ResetRate", NULL, "HTTP/2", false},
+    {"Http2UnansweredBurst", NULL, "HTTP/2", false},
+    {"Http2UnansweredRate", NULL, "HTTP/2", false},
+    {"Http2IdleTimeout", NULL, "HTTP/2", false},
+#endif
+#ifndef MK_HAVE_SUPERVISOR
+    {"Supervisor", NULL, "the supervisor", true},
+    {"SupervisorCrashLimit", NULL, "the supervisor", false},
+    {"SupervisorCrashWindow", NULL, "the supervisor", false},
+#endif
     {NULL},
 };
 
@@ -372,10 +405,14 @@ const char *mk_config_key(const char *section, size_t i)
         if (i < MK_N_HOST_KEYS) {
             return mk_host_keys[i];
         }
+#ifdef MK_HAVE_COMPRESS
         i -= MK_N_HOST_KEYS;
         return i < sizeof(mk_static_compress_keys) / sizeof(mk_static_compress_keys[0])
                    ? mk_static_compress_keys[i]
                    : NULL;
+#else
+        return NULL;
+#endif
     }
     if (strcasecmp(section, "PLUGINS") == 0) {
         return i == 0 ? "Load" : NULL;
@@ -471,6 +508,7 @@ static bool mk_apply_server(struct mk_config *cfg, const struct mk_conf *conf,
         .ov = sov,
         .n_ov = n_ov,
         .records = cfg->key_rec,
+        .absent = mk_server_absent,
     };
     int rc = mk_schema_fill(&mk_server_schema, &in, cfg, err, errlen);
     mk_free(sov);
@@ -681,7 +719,11 @@ struct mk_writer {
  */
 static void mk_writer_for_pidfile(const struct mk_config *cfg, struct mk_writer *w)
 {
+#ifdef MK_HAVE_SUPERVISOR
     bool switches = cfg->user && geteuid() == 0 && !cfg->supervisor && !mk_supervised();
+#else
+    bool switches = cfg->user && geteuid() == 0;
+#endif
     const struct passwd *pw = switches ? getpwnam(cfg->user) : NULL;
 
     memset(w, 0, sizeof(*w));

@@ -34,6 +34,13 @@ enum mk_balancing {
     MK_BALANCE_FAIR,          /* one acceptor hands each connection to the least loaded worker */
 };
 
+/* Whether `cfg` balances with the acceptor thread (never when MK_HAVE_FAIR is not defined). */
+#ifdef MK_HAVE_FAIR
+#define MK_FAIR(cfg) ((cfg)->balancing == MK_BALANCE_FAIR)
+#else
+#define MK_FAIR(cfg) ((void) (cfg), false)
+#endif
+
 struct mk_listen_addr {
     char *spec;      /* the address as written: "2001", "127.0.0.1:2001", "[::1]:8080" */
     char *transport; /* "plain" unless a second word names a plugin's transport */
@@ -133,22 +140,28 @@ struct mk_config {
     int tcp_fastopen; /* queue length; 0: off */
     bool defer_accept;
     bool hide_version;
-    unsigned file_cache;            /* open files kept per worker; 0: off */
-    uint64_t file_cache_body;       /* bodies up to this size kept in the file cache; 0: none */
-    uint64_t compress_cache;        /* bytes of files compressed on the fly kept per worker */
+    unsigned file_cache;      /* open files kept per worker; 0: off */
+    uint64_t file_cache_body; /* bodies up to this size kept in the file cache; 0: none */
+#ifdef MK_HAVE_COMPRESS
+    uint64_t compress_cache; /* bytes of files compressed on the fly kept per worker */
+#endif
     unsigned task_queue_per_plugin; /* tasks one plugin may have waiting or running */
     unsigned task_queue_per_client; /* tasks one client address may have waiting or running */
-    unsigned h2_max_streams;        /* HTTP/2: concurrent streams a client may open */
-    unsigned h2_reset_burst;        /* HTTP/2: RST_STREAM frames allowed at once */
-    unsigned h2_reset_rate;         /* HTTP/2: ... and added back each second */
-    unsigned h2_unanswered_burst;   /* HTTP/2: streams ending unanswered allowed at once */
-    unsigned h2_unanswered_rate;    /* HTTP/2: ... and added back each second */
-    uint32_t h2_idle_timeout_ms;    /* HTTP/2: a connection without streams */
+#ifdef MK_HAVE_H2
+    unsigned h2_max_streams;      /* HTTP/2: concurrent streams a client may open */
+    unsigned h2_reset_burst;      /* HTTP/2: RST_STREAM frames allowed at once */
+    unsigned h2_reset_rate;       /* HTTP/2: ... and added back each second */
+    unsigned h2_unanswered_burst; /* HTTP/2: streams ending unanswered allowed at once */
+    unsigned h2_unanswered_rate;  /* HTTP/2: ... and added back each second */
+    uint32_t h2_idle_timeout_ms;  /* HTTP/2: a connection without streams */
+#endif
+#ifdef MK_HAVE_SUPERVISOR
     /* Supervisor: the server runs as the child of a process that restarts it
        after a crash, and gives up after crash_limit crashes in crash_window. */
     bool supervisor;
     unsigned supervisor_crash_limit;
     uint32_t supervisor_crash_window_ms;
+#endif
     char *user;
     char *pidfile;
     char *log_path; /* NULL: standard error */

@@ -206,6 +206,7 @@ void mk_conn_go_away(struct mk_conn *c)
     c->proto->go_away(c);
 }
 
+#ifdef MK_HAVE_H2
 void mk_conn_reload(struct mk_conn *c)
 {
     if (c->state == MK_CONN_HANDSHAKE || c->state == MK_CONN_LINGER || !c->proto->reload) {
@@ -213,6 +214,7 @@ void mk_conn_reload(struct mk_conn *c)
     }
     c->proto->reload(c);
 }
+#endif
 
 /* ---- starting ------------------------------------------------------------ */
 
@@ -264,10 +266,12 @@ void mk_conn_start(struct mk_conn *c)
 
     c->state = MK_CONN_READ_HEAD;
     c->proto = &mk_proto_h1;
+#ifdef MK_HAVE_H2
     if (c->transport == &mk_transport_plain && c->listen_options &&
         strcmp(c->listen_options, "h2c") == 0) {
         c->flags |= MK_CONN_H2C; /* HTTP/1 looks for the HTTP/2 preface (h1.c) */
     }
+#endif
     if (c->transport->open && c->transport->open(c) != MK_OK) {
         mk_conn_close(c);
         return;

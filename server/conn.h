@@ -95,8 +95,10 @@ struct mk_conn {
     } local;
     socklen_t local_len;
 
-    struct mk_h1 h1;  /* the HTTP/1 codec's state: h1.c only */
+    struct mk_h1 h1; /* the HTTP/1 codec's state: h1.c only */
+#ifdef MK_HAVE_H2
     struct mk_h2 *h2; /* HTTP/2's state while it speaks HTTP/2: h2.c only */
+#endif
 };
 
 /* worker.c: the connection's timer, in its worker's timer queues */
@@ -126,8 +128,10 @@ void mk_conn_expire(struct mk_conn *c);
 void mk_conn_refuse(struct mk_conn *c);
 /* The server stops: close c unless a request is in progress on it. */
 void mk_conn_go_away(struct mk_conn *c);
-/* The configuration was reloaded: proto->reload, once past the handshake. */
+#ifdef MK_HAVE_H2
+/* The configuration was reloaded: proto->reload, once past the handshake (HTTP/2's). */
 void mk_conn_reload(struct mk_conn *c);
+#endif
 /* Close after a response: shut the write side, drain input, then close. */
 void mk_conn_linger(struct mk_conn *c);
 /* Stats counters are written by their worker only: no locked instruction. */

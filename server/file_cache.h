@@ -80,10 +80,12 @@ struct mk_file {
     const char *type;
     size_t type_str_len;
     char *body; /* the whole file (st.st_size bytes) when small enough; else NULL */
+#ifdef MK_HAVE_COMPRESS
     /* whether the media type is among the CompressTypes of the site whose
        settings z_site are (static.c; NULL: not decided yet) */
     const void *z_site;
     bool z_type;
+#endif
     uint32_t hash;
     struct mk_file *hnext;
     struct mk_list lru;

@@ -1046,8 +1046,12 @@ static bool mk_h1_step_head(struct mk_conn *c)
         }
         return false;
     }
-    if (h->scan.pos == 0 && !((c->flags & MK_CONN_H2C) && c->requests == 0) &&
-        mk_h1_head_whole(h)) {
+#ifdef MK_HAVE_H2
+    bool h2c_first = (c->flags & MK_CONN_H2C) && c->requests == 0;
+#else
+    bool h2c_first = false; /* no h2c listener without HTTP/2 */
+#endif
+    if (h->scan.pos == 0 && !h2c_first && mk_h1_head_whole(h)) {
         mk_h1_begin_whole(c);
         return true;
     }

@@ -8,7 +8,9 @@
  * The program's sites and routes are kept in srv->lib; each configuration
  * the server builds gets the sites (mk_lib_configure) and loads the
  * internal plugin "lib", whose site_init() puts the routes in each site's
- * route table. Controlling thread only.
+ * route table. Controlling thread only. A server built without library
+ * mode (MK_LIBMONKEY=OFF) has no lib.c and no such plugin: the program
+ * has no sites or routes to add.
  */
 #ifndef MK_SERVER_LIB_H
 #define MK_SERVER_LIB_H
@@ -20,6 +22,7 @@
 struct mk_config;
 struct mk_server;
 
+#ifdef MK_HAVE_LIBMONKEY
 /* The internal plugin that runs the program's handlers (found by plugin.c). */
 extern const struct mk_plugin mk_lib_plugin;
 
@@ -32,5 +35,6 @@ int mk_lib_configure(struct mk_server *srv, struct mk_config *cfg, char *err, si
 const char *mk_lib_first_docroot(const struct mk_server *srv);
 /* Release what mk_server_site()/mk_server_route() stored (mk_server_destroy). */
 void mk_lib_free(struct mk_server *srv);
+#endif
 
 #endif

@@ -488,6 +488,7 @@ void mk_listener_accept_cb(struct mk_event *ev, uint32_t ready)
     }
 }
 
+#ifdef MK_HAVE_FAIR
 /* ---- fair balancing: the acceptor thread --------------------------------- */
 
 static void mk_acceptor_accept_cb(struct mk_event *ev, uint32_t ready)
@@ -630,3 +631,4 @@ void mk_acceptor_stop(struct mk_server *srv)
     pthread_join(srv->acceptor, NULL);
     srv->acceptor_running = false;
 }
+#endif

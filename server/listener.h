@@ -50,6 +50,7 @@ struct mk_listen_plan {
     const char *options; /* interned */
 };
 
+#ifdef MK_HAVE_FAIR
 /* Handoff record written to a worker's pipe by the acceptor (fair mode). */
 struct mk_handoff {
     int fd;
@@ -62,6 +63,7 @@ struct mk_handoff {
         struct sockaddr_in6 in6;
     } peer;
 };
+#endif
 
 /*
  * What an accepting thread (a reuseport worker, the acceptor) keeps for
@@ -137,6 +139,7 @@ void mk_listen_plan_free(struct mk_listen_plan *plan, size_t n);
 struct mk_listen_plan *mk_listen_plan_supersede(struct mk_listen_plan *prev, size_t prev_len,
                                                 struct mk_listen_plan *next, size_t next_len);
 
+#ifdef MK_HAVE_FAIR
 /* ---- the acceptor thread of Balancing fair (for server.c) ---------------- */
 
 /*
@@ -151,5 +154,6 @@ int mk_acceptor_start(struct mk_server *srv, struct mk_listen_plan *plan, size_t
 void mk_acceptor_post(struct mk_server *srv, struct mk_listen_plan *plan, size_t n);
 /* Stop the acceptor thread and wait for it; nothing when it does not run. */
 void mk_acceptor_stop(struct mk_server *srv);
+#endif
 
 #endif

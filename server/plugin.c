@@ -30,7 +30,9 @@
 
 #include "../core/log.h"
 #include "../core/schema.h"
+#ifdef MK_HAVE_LIBMONKEY
 #include "lib.h"
+#endif
 #include "path.h"
 #include "server.h"
 #include "supervisor.h"
@@ -509,11 +511,12 @@ static void mk_api_stats(struct mk_server_stats *out)
     }
 }
 
+/* Compression on the fly of the whole server: all zero when built without it. */
 static void mk_api_compress_stats(struct mk_compress_stats *out)
 {
-    struct mk_server *srv = mk_api_current();
-
     memset(out, 0, sizeof(*out));
+#ifdef MK_HAVE_COMPRESS
+    struct mk_server *srv = mk_api_current();
     if (!srv || !atomic_load_explicit(&srv->stats_ready, memory_order_acquire)) {
         return;
     }
@@ -527,13 +530,15 @@ static void mk_api_compress_stats(struct mk_compress_stats *out)
         out->evictions += atomic_load_explicit(&zc->st_evictions, memory_order_relaxed);
         out->skipped += atomic_load_explicit(&zc->st_skipped, memory_order_relaxed);
     }
+#endif
 }
 
+/* HTTP/2 of the whole server: all zero when built without it. */
 static void mk_api_h2_stats(struct mk_h2_stats *out)
 {
-    struct mk_server *srv = mk_api_current();
-
     memset(out, 0, sizeof(*out));
+#ifdef MK_HAVE_H2
+    struct mk_server *srv = mk_api_current();
     if (!srv || !atomic_load_explicit(&srv->stats_ready, memory_order_acquire)) {
         return;
     }
@@ -543,6 +548,7 @@ static void mk_api_h2_stats(struct mk_h2_stats *out)
         out->streams += atomic_load_explicit(&w->n_h2_streams, memory_order_relaxed);
         out->streams_total += atomic_load_explicit(&w->h2_streams, memory_order_relaxed);
     }
+#endif
 }
 
 static int mk_api_worker_stats(unsigned i, struct mk_worker_stats *out)
@@ -1102,9 +1108,11 @@ const struct mk_api mk_plugin_api = {
 
 static const struct mk_plugin *mk_builtin_find(const char *name)
 {
+#ifdef MK_HAVE_LIBMONKEY
     if (strcmp(name, mk_lib_plugin.name) == 0) {
         return &mk_lib_plugin; /* always built in: the program's handlers (lib.c) */
     }
+#endif
     for (size_t i = 0; mk_builtin_plugins[i]; i++) {
         if (strcmp(mk_builtin_plugins[i]->name, name) == 0) {
             return mk_builtin_plugins[i];

@@ -165,9 +165,11 @@ struct mk_request {
     const char *mem;
     size_t mem_len;
     struct mk_file *file; /* a file cache entry the body comes from (fd borrowed) */
+#ifdef MK_HAVE_COMPRESS
     /* a compressed body (static_compress.h) the memory body points into, held;
        never set together with `file` */
     struct mk_zentry *zbody;
+#endif
     struct mk_parts *parts; /* the runs of a MK_RESP_PARTS body (arena); else unused */
     void *owned;            /* a body buffer to free() at the end */
     int fd;

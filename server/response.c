@@ -16,7 +16,9 @@
 #include <unistd.h>
 
 #include "../core/log.h"
+#ifdef MK_HAVE_COMPRESS
 #include "compress_cache.h"
+#endif
 #include "conf.h"
 #include "conn.h"
 #include "file_cache.h"
@@ -178,10 +180,12 @@ void mk_response_drop_file(struct mk_request *r)
         if (r->fd >= 0) {
             close(r->fd);
         }
+#ifdef MK_HAVE_COMPRESS
         if (r->zbody) {
             mk_zentry_release(r->zbody);
             r->zbody = NULL;
         }
+#endif
     }
     r->fd = -1;
 }

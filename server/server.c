@@ -28,7 +28,9 @@
 #include <monkey/monkey.h>
 
 #include "../core/log.h"
+#ifdef MK_HAVE_LIBMONKEY
 #include "lib.h"
+#endif
 #include "listener.h"
 #include "process.h"
 #include "server.h"
@@ -45,12 +47,14 @@ struct mk_server *mk_server_create(void)
 {
     struct mk_server *srv = mk_calloc(1, sizeof(*srv));
     srv->stop_efd = -1;
+    srv->cmd_efd = -1;
+#ifdef MK_HAVE_FAIR
     srv->acceptor_ctl = -1;
     srv->acceptor_guard.reserve = -1;
-    srv->cmd_efd = -1;
     mk_list_init(&srv->acceptor_listeners);
     mk_list_init(&srv->acceptor_dead);
     pthread_mutex_init(&srv->acceptor_lock, NULL);
+#endif
     pthread_mutex_init(&srv->cfg_lock, NULL);
     pthread_mutex_init(&srv->cmd_lock, NULL);
     pthread_cond_init(&srv->cmd_cond, NULL);
@@ -92,7 +96,11 @@ int mk_server_set(struct mk_server *srv, const char *key, const char *value)
 
 static struct mk_config *mk_server_read_config(struct mk_server *srv, char *err, size_t errlen)
 {
+#ifdef MK_HAVE_LIBMONKEY
     const char *dir = srv->serve_dir ? srv->serve_dir : mk_lib_first_docroot(srv);
+#else
+    const char *dir = srv->serve_dir;
+#endif
 
     if (!srv->confdir && dir) {
         return mk_config_for_dir(dir, srv->overrides, srv->n_overrides, err, errlen);
@@ -109,10 +117,12 @@ struct mk_config *mk_server_load_config(struct mk_server *srv, char *err, size_t
 {
     struct mk_config *cfg = mk_server_read_config(srv, err, errlen);
 
+#ifdef MK_HAVE_LIBMONKEY
     if (cfg && mk_lib_configure(srv, cfg, err, errlen) != MK_OK) {
         mk_config_unref(cfg);
         return NULL;
     }
+#endif
     return cfg;
 }
 
@@ -238,7 +248,7 @@ static void mk_plans_free(struct mk_listen_plan **plans, int n_plans, size_t n_e
 static int mk_server_probe(const struct mk_config *old, const struct mk_config *cfg, char *err,
                            size_t errlen)
 {
-    if (cfg->balancing != MK_BALANCE_REUSEPORT) {
+    if (MK_FAIR(cfg)) {
         return MK_OK; /* the one socket per address is bound without SO_REUSEPORT */
     }
     for (size_t i = 0; i < cfg->n_listen; i++) {
@@ -262,7 +272,7 @@ static struct mk_listen_plan **mk_server_plans(struct mk_server *srv, const stru
                                                const struct mk_config *cfg, int owners, char *err,
                                                size_t errlen)
 {
-    bool reuseport = cfg->balancing == MK_BALANCE_REUSEPORT;
+    bool reuseport = !MK_FAIR(cfg);
 
     if (mk_server_probe(old, cfg, err, errlen) != MK_OK) {
         return NULL;
@@ -330,7 +340,7 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
     }
     mk_server_limits(srv, cfg);
 
-    owners = cfg->balancing == MK_BALANCE_REUSEPORT ? cfg->workers : 1;
+    owners = MK_FAIR(cfg) ? 1 : cfg->workers;
     plans = mk_server_plans(srv, NULL, cfg, owners, err, errlen);
     if (!plans) {
         goto fail_plugins;
@@ -359,7 +369,7 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
             srv->workers = NULL;
             goto fail_init;
         }
-        if (cfg->balancing == MK_BALANCE_REUSEPORT) {
+        if (!MK_FAIR(cfg)) {
             srv->workers[i].msg_plan = plans[i];
             srv->workers[i].msg_plan_len = cfg->n_listen;
             plans[i] = NULL;
@@ -377,11 +387,12 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     bool threads_ok = true;
-    if (cfg->balancing == MK_BALANCE_FAIR &&
-        mk_acceptor_start(srv, plans[0], cfg->n_listen) != MK_OK) {
+#ifdef MK_HAVE_FAIR
+    if (MK_FAIR(cfg) && mk_acceptor_start(srv, plans[0], cfg->n_listen) != MK_OK) {
         ERRF("cannot start the acceptor thread: %s", strerror(errno));
         threads_ok = false;
     }
+#endif
     atomic_store(&srv->workers_alive, (unsigned) srv->n_workers);
     for (int i = 0; threads_ok && i < srv->n_workers; i++) {
         if (mk_worker_spawn(&srv->workers[i]) != MK_OK) {
@@ -403,8 +414,7 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
     srv->running = true;
     for (size_t i = 0; i < cfg->n_listen; i++) {
         mk_info("listening on %s (%s), %d workers, %s balancing", cfg->listen[i].spec,
-                cfg->listen[i].transport, cfg->workers,
-                cfg->balancing == MK_BALANCE_FAIR ? "fair" : "reuseport");
+                cfg->listen[i].transport, cfg->workers, MK_FAIR(cfg) ? "fair" : "reuseport");
     }
     return MK_OK;
 
@@ -488,7 +498,7 @@ int mk_server_reload(struct mk_server *srv, char *err, size_t errlen)
         return MK_ERR;
     }
     plans = NULL;
-    owners = cfg->balancing == MK_BALANCE_REUSEPORT ? cfg->workers : 1;
+    owners = MK_FAIR(cfg) ? 1 : cfg->workers;
     if (mk_plugins_sites(&srv->plugins, cfg, err, errlen) != MK_OK ||
         !(plans = mk_server_plans(srv, old, cfg, owners, err, errlen))) {
         mk_config_unref(cfg); /* site data first: plugin code frees it */
@@ -508,16 +518,18 @@ int mk_server_reload(struct mk_server *srv, char *err, size_t errlen)
     mk_plugins_reload_commit(&srv->plugins, true);
     for (int i = 0; i < srv->n_workers; i++) {
         struct mk_listen_plan *plan = NULL;
-        if (cfg->balancing == MK_BALANCE_REUSEPORT) {
+        if (!MK_FAIR(cfg)) {
             plan = plans[i];
             plans[i] = NULL;
         }
         mk_worker_post(&srv->workers[i], MK_WCTL_CONFIG, mk_config_ref(cfg), plan, cfg->n_listen);
     }
-    if (cfg->balancing == MK_BALANCE_FAIR) {
+#ifdef MK_HAVE_FAIR
+    if (MK_FAIR(cfg)) {
         mk_acceptor_post(srv, plans[0], cfg->n_listen);
         plans[0] = NULL;
     }
+#endif
     mk_plans_free(plans, owners, cfg->n_listen);
     /* In force means for every new request: the workers switch on their
        next control event, which comes at once unless a hook blocks. */
@@ -548,7 +560,9 @@ void mk_server_reopen_logs(struct mk_server *srv)
 
 void mk_server_signal_workers(struct mk_server *srv, unsigned flags)
 {
+#ifdef MK_HAVE_FAIR
     mk_acceptor_stop(srv);
+#endif
     for (int i = 0; i < srv->n_workers; i++) {
         if (srv->workers[i].running) {
             mk_worker_post(&srv->workers[i], flags, NULL, NULL, 0);
@@ -586,6 +600,7 @@ void mk_server_finish(struct mk_server *srv)
     mk_free(srv->workers);
     srv->workers = NULL;
     srv->n_workers = 0;
+#ifdef MK_HAVE_FAIR
     if (srv->acceptor_ctl >= 0) {
         close(srv->acceptor_ctl);
         srv->acceptor_ctl = -1;
@@ -594,6 +609,7 @@ void mk_server_finish(struct mk_server *srv)
     mk_accept_guard_release(&srv->acceptor_guard); /* an acceptor that never ran */
     mk_listen_plan_free(srv->acceptor_plan, srv->acceptor_plan_len);
     srv->acceptor_plan = NULL;
+#endif
     if (srv->pidfile_written && srv->cfg->pidfile) {
         unlink(srv->cfg->pidfile);
         srv->pidfile_written = false;
@@ -638,10 +654,14 @@ void mk_server_destroy(struct mk_server *srv)
     mk_free(srv->options);
     mk_free(srv->confdir);
     mk_free(srv->serve_dir);
+#ifdef MK_HAVE_LIBMONKEY
     mk_lib_free(srv);
+#endif
     mk_plugins_bind(NULL); /* this thread no longer acts for srv, nor logs to it */
     mk_log_sink_release(&srv->log);
+#ifdef MK_HAVE_FAIR
     pthread_mutex_destroy(&srv->acceptor_lock);
+#endif
     pthread_mutex_destroy(&srv->cfg_lock);
     pthread_mutex_destroy(&srv->cmd_lock);
     pthread_cond_destroy(&srv->cmd_cond);

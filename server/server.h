@@ -72,6 +72,7 @@ struct mk_server {
     struct mk_worker *workers;
     int n_workers;
 
+#ifdef MK_HAVE_FAIR
     /* fair balancing */
     pthread_t acceptor;
     struct mk_event_loop acceptor_loop;
@@ -85,6 +86,7 @@ struct mk_server {
     atomic_bool acceptor_stop;
     bool acceptor_running;
     struct mk_accept_guard acceptor_guard;
+#endif
 
     /* accepting out of descriptors (listener.c): the warning, once a second,
        and the connections answered 503 with a reserve descriptor since it */
@@ -117,7 +119,9 @@ struct mk_server {
        destroyed: connections point to them (mk_server_options) */
     char **options;
     size_t n_options;
-    struct mk_lib *lib;     /* the program's sites and routes (lib.c); NULL: none */
+#ifdef MK_HAVE_LIBMONKEY
+    struct mk_lib *lib; /* the program's sites and routes (lib.c); NULL: none */
+#endif
     struct mk_log_sink log; /* this server's Log and LogLevel (core/log.h) */
 };
 

@@ -27,14 +27,18 @@
 #include <monkey/mk_util.h>
 
 #include "../core/clock.h"
+#ifdef MK_HAVE_COMPRESS
 #include "compress_cache.h"
+#endif
 #include "conf.h"
 #include "conn.h"
 #include "file_cache.h"
 #include "path.h"
 #include "request.h"
 #include "static_cache.h"
+#ifdef MK_HAVE_COMPRESS
 #include "static_compress.h"
+#endif
 #include "static_ranges.h"
 #include "static_variant.h"
 #include "worker.h"
@@ -465,8 +469,21 @@ static struct mk_str mk_static_type(const struct mk_request *r, struct mk_file *
  *
  * Inlined into its two callers: mk_static_serve_plain, the common path,
  * where coding and z are constants and their branches fold away, and
- * mk_static_serve_file for the encoded answers.
+ * mk_static_serve_file for the encoded answers. Without compression on
+ * the fly (MK_COMPRESS=OFF) z is always NULL, and what reads it is
+ * compiled out.
  */
+#ifdef MK_HAVE_COMPRESS
+#define MK_ZB_RELEASE(z)                                                                           \
+    do {                                                                                           \
+        if (z) {                                                                                   \
+            mk_zentry_release(z);                                                                  \
+        }                                                                                          \
+    } while (0)
+#else
+struct mk_zentry;
+#define MK_ZB_RELEASE(z) ((void) (z))
+#endif
 static inline __attribute__((always_inline)) int
 mk_static_answer(struct mk_request *r, struct mk_file *f, struct mk_file *named, const char *etag,
                  size_t etag_len, enum mk_coding coding, struct mk_zentry *z)
@@ -493,20 +510,20 @@ mk_static_answer(struct mk_request *r, struct mk_file *f, struct mk_file *named,
             mk_static_cache_headers(r, named->type_path, named->type_len);
         }
         r->status = 304;
-        if (z) {
-            mk_zentry_release(z);
-        }
+        MK_ZB_RELEASE(z);
         return MK_OK;
     }
     if (pre) {
-        if (z) {
-            mk_zentry_release(z);
-        }
+        MK_ZB_RELEASE(z);
         return pre;
     }
 
-    uint64_t size = z ? (uint64_t) z->len : (uint64_t) st->st_size, first = 0,
-             last = size ? size - 1 : 0;
+#ifdef MK_HAVE_COMPRESS
+    uint64_t size = z ? (uint64_t) z->len : (uint64_t) st->st_size;
+#else
+    uint64_t size = (uint64_t) st->st_size;
+#endif
+    uint64_t first = 0, last = size ? size - 1 : 0;
     const struct mk_str *range = mk_hdr(r, MK_HDR_RANGE);
     bool multi = false;
     r->status = 200;
@@ -518,8 +535,13 @@ mk_static_answer(struct mk_request *r, struct mk_file *f, struct mk_file *named,
             if (n > 1) {
                 /* several: a multipart body, or all of it when memory or
                    random bytes are short (a server may ignore Range) */
+#ifdef MK_HAVE_COMPRESS
+                const char *zdata = z ? z->data : NULL;
+#else
+                const char *zdata = NULL;
+#endif
                 multi = mk_static_ranges(r, range->p, range->len, size, mk_static_type(r, named),
-                                         z ? z->data : NULL) == MK_OK;
+                                         zdata) == MK_OK;
                 r->status = multi ? 206 : 200;
                 break;
             }
@@ -530,9 +552,7 @@ mk_static_answer(struct mk_request *r, struct mk_file *f, struct mk_file *named,
             break;
         case MK_RANGE_UNSATISFIABLE:
             mk_static_content_range(r, "bytes */", 0, 0, size, true);
-            if (z) {
-                mk_zentry_release(z);
-            }
+            MK_ZB_RELEASE(z);
             return 416;
         case MK_RANGE_NONE:
             break;
@@ -563,15 +583,18 @@ mk_static_answer(struct mk_request *r, struct mk_file *f, struct mk_file *named,
     if (multi) {
         /* r->parts, its type and length are set (mk_static_ranges) */
         r->body_type = MK_RESP_PARTS;
+#ifdef MK_HAVE_COMPRESS
         if (z) {
             r->zbody = z; /* what the parts point into; as below */
             r->file = NULL;
             r->fd = -1;
             mk_file_release(f);
         }
+#endif
         return MK_OK;
     }
     r->content_length = size ? last - first + 1 : 0;
+#ifdef MK_HAVE_COMPRESS
     if (z) {
         /* From memory: the file entry is no longer needed (what the
            response keeps points into the tables, not into f). r->zbody
@@ -585,6 +608,7 @@ mk_static_answer(struct mk_request *r, struct mk_file *f, struct mk_file *named,
         mk_file_release(f);
         return MK_OK;
     }
+#endif
     r->body_type = MK_RESP_FILE;
     r->file_off = (off_t) first;
     r->body_left = r->content_length;
@@ -596,12 +620,14 @@ static int mk_static_serve_file(struct mk_request *r, struct mk_file *f, struct 
                                 const char *etag, size_t etag_len, enum mk_coding coding,
                                 struct mk_zentry *z)
 {
+#ifdef MK_HAVE_COMPRESS
     if (r->zbody) {
         /* what a compression job left for r and nothing took (another
            coding or the file itself is sent): r->file is about to be set */
         mk_zentry_release(r->zbody);
         r->zbody = NULL;
     }
+#endif
     return mk_static_answer(r, f, named, etag, etag_len, coding, z);
 }
 
@@ -659,6 +685,7 @@ static int mk_static_serve_variant(struct mk_request *r, struct mk_file *f, stru
     return rc;
 }
 
+#ifdef MK_HAVE_COMPRESS
 /*
  * Whether the site compresses f on the fly: its size within CompressMinSize
  * and CompressMaxSize, its media type among CompressTypes (decided once
@@ -714,6 +741,7 @@ static int mk_static_serve_compressed(struct mk_request *r, struct mk_file *f, e
     mk_static_vary(r);
     return mk_static_serve_file(r, f, f, etag, etag_len, c, z);
 }
+#endif
 
 /*
  * A site with precompressed variants or compression on the fly: answer in
@@ -727,8 +755,12 @@ static int mk_static_serve_compressed(struct mk_request *r, struct mk_file *f, e
 static int mk_static_serve_encoded(struct mk_request *r, struct mk_file *f)
 {
     const struct mk_vhost *vh = r->vhost;
+#ifdef MK_HAVE_COMPRESS
     unsigned zmask =
         vh->compress.codings && mk_static_compressible(r, f) ? vh->compress.codings : 0;
+#else
+    unsigned zmask = 0;
+#endif
     unsigned mask = vh->precompressed | zmask;
     const char *ae;
     size_t ae_len;
@@ -759,12 +791,14 @@ static int mk_static_serve_encoded(struct mk_request *r, struct mk_file *f)
                 return mk_static_serve_variant(r, f, v, c);
             }
         }
+#ifdef MK_HAVE_COMPRESS
         if (zmask & MK_CODING_BIT(c)) {
             int rc = mk_static_serve_compressed(r, f, c);
             if (rc != MK_DECLINED) {
                 return rc;
             }
         }
+#endif
         mask &= ~MK_CODING_BIT(c);
     }
     mk_static_vary(r);
@@ -795,7 +829,11 @@ int mk_static_serve(struct mk_request *r)
     if (rc != MK_OK || !f) {
         return rc;
     }
+#ifdef MK_HAVE_COMPRESS
     if (r->vhost->precompressed | r->vhost->compress.codings) {
+#else
+    if (r->vhost->precompressed) {
+#endif
         return mk_static_serve_encoded(r, f);
     }
     return mk_static_serve_plain(r, f);

@@ -24,6 +24,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <strings.h>
+
+#include <monkey/mk_common.h>
+
 #include "../core/config.h"
 #include "accept_encoding.h"
 
@@ -31,6 +35,7 @@ struct mk_file;
 struct mk_request;
 struct mk_zentry;
 
+#ifdef MK_HAVE_COMPRESS
 /* A site's settings (struct mk_vhost's `compress`). */
 struct mk_compress_site {
     unsigned codings; /* Compress: MK_CODING_BIT of br and gzip; 0: off */
@@ -82,5 +87,58 @@ int mk_static_compress_get(struct mk_request *r, const struct mk_file *f, enum m
  * CompressCache, the task queue full, memory short): send something else.
  */
 int mk_static_compress_wait(struct mk_request *r, struct mk_file *f, enum mk_coding c);
+
+#else /* built without compression on the fly (MK_COMPRESS=OFF) */
+
+/* Nothing: a site's struct mk_vhost holds no settings for it. */
+struct mk_compress_site {};
+
+static inline void mk_static_compress_site_init(struct mk_compress_site *zs)
+{
+    (void) zs;
+}
+
+static inline void mk_static_compress_site_free(struct mk_compress_site *zs)
+{
+    (void) zs;
+}
+
+static inline bool mk_static_compress_site_finish(struct mk_compress_site *zs,
+                                                  const struct mk_conf *conf, char *err,
+                                                  size_t errlen)
+{
+    (void) zs;
+    (void) conf;
+    (void) err;
+    (void) errlen;
+    return true;
+}
+
+/*
+ * A [HOST] key of compression on the fly is refused with its file and
+ * line, but "Compress Off", which asks for nothing: MK_OK (taken),
+ * MK_DECLINED (another key), MK_ERR with the reason in err.
+ */
+static inline int mk_static_compress_key(struct mk_compress_site *zs, const struct mk_conf *conf,
+                                         const struct mk_conf_entry *e, char *err, size_t errlen)
+{
+    static const char *const keys[] = {
+        "Compress",        "CompressTypes",       "CompressMinSize",
+        "CompressMaxSize", "CompressBrotliLevel", "CompressGzipLevel"};
+    (void) zs;
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        if (strcasecmp(e->key, keys[i]) == 0) {
+            if (i == 0 && strcasecmp(e->value, "Off") == 0) {
+                return MK_OK;
+            }
+            mk_conf_error(conf, e->line, err, errlen,
+                          "%s %s: this server was built without compression on the fly", keys[i],
+                          e->value);
+            return MK_ERR;
+        }
+    }
+    return MK_DECLINED;
+}
+#endif
 
 #endif

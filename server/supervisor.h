@@ -7,7 +7,9 @@
  * restarting it after a crash (supervisor.c); what the child learns from it
  * (supervisor.c, the child side); and the pure pieces both use
  * (supervisor_msg.c: crash window, back-off, reasons, the messages between
- * them), which the unit tests and the fuzz target call directly.
+ * them), which the unit tests and the fuzz target call directly. A server
+ * built without the supervisor (MK_SUPERVISOR=OFF) has neither file: the
+ * child's side below becomes stubs of a process never supervised.
  */
 #ifndef MK_SERVER_SUPERVISOR_H
 #define MK_SERVER_SUPERVISOR_H
@@ -16,10 +18,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <monkey/mk_common.h>
 #include <monkey/mk_plugin.h>
 
 struct mk_server;
 
+#ifdef MK_HAVE_SUPERVISOR
 /* ---- the supervisor process (supervisor.c) ------------------------------- */
 
 struct mk_supervisor_opts {
@@ -67,6 +71,31 @@ bool mk_supervised(void);
 void mk_supervisor_child_failed(const char *err);
 /* api->supervisor_stats: MK_OK with *out, or MK_DECLINED when not supervised. */
 int mk_supervisor_stats_get(struct mk_supervisor_stats *out);
+
+#else /* built without the supervisor (MK_SUPERVISOR=OFF): never supervised */
+
+static inline bool mk_supervisor_child_init(const char *argv0)
+{
+    (void) argv0;
+    return false;
+}
+
+static inline bool mk_supervised(void)
+{
+    return false;
+}
+
+static inline void mk_supervisor_child_failed(const char *err)
+{
+    (void) err;
+}
+
+static inline int mk_supervisor_stats_get(struct mk_supervisor_stats *out)
+{
+    (void) out;
+    return MK_DECLINED;
+}
+#endif
 
 /* ---- pure pieces (supervisor_msg.c) -------------------------------------- */
 

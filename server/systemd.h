@@ -3,13 +3,18 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * systemd.h: readiness notification and socket activation, without
- * libsystemd (see systemd.c).
+ * libsystemd (see systemd.c). A server built without them (MK_SYSTEMD=OFF)
+ * has the functions below as stubs that send nothing and find no socket.
  */
 #ifndef MK_SERVER_SYSTEMD_H
 #define MK_SERVER_SYSTEMD_H
 
 #include <stdbool.h>
 #include <sys/socket.h>
+
+#include <monkey/mk_common.h>
+
+#ifdef MK_HAVE_SYSTEMD
 
 /*
  * Send `state` ("READY=1", "STOPPING=1", ...) to $NOTIFY_SOCKET as one
@@ -44,5 +49,38 @@ int mk_systemd_listen_fd(const struct sockaddr *sa, socklen_t len);
  * whoever passed it: the server neither binds nor probes its address.
  */
 bool mk_systemd_passed(const struct sockaddr *sa, socklen_t len);
+
+#else /* built without systemd support (MK_SYSTEMD=OFF): nothing sent, nothing passed */
+
+static inline int mk_systemd_notify(const char *state)
+{
+    (void) state;
+    return MK_DECLINED;
+}
+
+static inline int mk_systemd_notify_ready(void)
+{
+    return MK_DECLINED;
+}
+
+static inline int mk_systemd_notify_reloading(void)
+{
+    return MK_DECLINED;
+}
+
+static inline int mk_systemd_listen_fd(const struct sockaddr *sa, socklen_t len)
+{
+    (void) sa;
+    (void) len;
+    return -1;
+}
+
+static inline bool mk_systemd_passed(const struct sockaddr *sa, socklen_t len)
+{
+    (void) sa;
+    (void) len;
+    return false;
+}
+#endif
 
 #endif

@@ -375,6 +375,7 @@ void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa,
     mk_conn_start(c);
 }
 
+#ifdef MK_HAVE_FAIR
 /* Fair mode: connections handed over by the acceptor. */
 static void mk_worker_handoff_cb(struct mk_event *ev, uint32_t ready)
 {
@@ -395,15 +396,18 @@ static void mk_worker_handoff_cb(struct mk_event *ev, uint32_t ready)
                             batch[i].options);
     }
 }
+#endif
 
 /* ---- stopping ------------------------------------------------------------ */
 
-/* A reload reached this worker: let each connection's protocol react. */
+#ifdef MK_HAVE_H2
+/* A reload reached this worker: let each connection's protocol react (HTTP/2's GOAWAY). */
 static void mk_worker_reload_cb(struct mk_timer *e, void *arg)
 {
     (void) arg;
     mk_conn_reload(mk_container_of(e, struct mk_conn, expiry));
 }
+#endif
 
 /* Close a connection that waits for a request and has received none of it. */
 static void mk_worker_close_idle_cb(struct mk_timer *e, void *arg)
@@ -631,9 +635,11 @@ static void mk_worker_ctl_cb(struct mk_event *ev, uint32_t ready)
                                mk_listener_accept_cb, w, NULL);
         }
         mk_worker_cfg_switch(w, cfg);
+#ifdef MK_HAVE_H2
         if (!w->stopping) {
             mk_timers_each(&w->timers, mk_worker_reload_cb, NULL);
         }
+#endif
     }
     mk_listen_plan_free(plan, plan_len);
     if (flags & MK_WCTL_STOP) {
@@ -661,7 +667,10 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
     w->server = srv;
     w->cfg = mk_config_ref(srv->cfg);
     atomic_init(&w->cfg_serving, w->cfg);
+#ifdef MK_HAVE_FAIR
     w->handoff[0] = w->handoff[1] = -1;
+    w->handoff_ev.fd = -1;
+#endif
     w->accept.reserve = -1;
     mk_list_init(&w->retired);
     mk_list_init(&w->listeners);
@@ -679,10 +688,11 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
     mk_list_init(&w->loop_dead);
     mk_pool_init(&w->pool, MK_POOL_CACHED_MAX);
     mk_file_cache_init(&w->fcache, srv->cfg->file_cache);
+#ifdef MK_HAVE_COMPRESS
     mk_zcache_init(&w->zcache);
+#endif
     pthread_mutex_init(&w->msg_lock, NULL);
     w->ctl_ev.fd = -1;
-    w->handoff_ev.fd = -1;
 
     if (mk_event_loop_init(&w->loop, MK_WORKER_EVENTS) != MK_OK) {
         return MK_ERR;
@@ -694,10 +704,11 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
         }
         return MK_ERR;
     }
-    if (srv->cfg->balancing == MK_BALANCE_REUSEPORT) {
+    if (!MK_FAIR(srv->cfg)) {
         mk_accept_guard_init(&w->accept); /* it accepts on its own listeners */
     }
-    if (srv->cfg->balancing == MK_BALANCE_FAIR) {
+#ifdef MK_HAVE_FAIR
+    if (MK_FAIR(srv->cfg)) {
         if (pipe2(w->handoff, O_NONBLOCK | O_CLOEXEC) < 0) {
             return MK_ERR;
         }
@@ -707,6 +718,7 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
             return MK_ERR;
         }
     }
+#endif
     return MK_OK;
 }
 
@@ -842,15 +854,19 @@ void mk_worker_teardown(struct mk_worker *w)
     if (w->ctl_ev.fd >= 0) {
         close(w->ctl_ev.fd);
     }
+#ifdef MK_HAVE_FAIR
     for (int i = 0; i < 2; i++) {
         if (w->handoff[i] >= 0) {
             close(w->handoff[i]);
         }
     }
+#endif
     mk_accept_guard_release(&w->accept);
     mk_event_loop_destroy(&w->loop);
     mk_file_cache_destroy(&w->fcache);
+#ifdef MK_HAVE_COMPRESS
     mk_zcache_destroy(&w->zcache); /* after the drain: no job is left pending */
+#endif
     mk_timers_destroy(&w->timers);
     mk_loop_release(w); /* a worker that never ran */
     mk_timers_destroy(&w->plugin_timers);

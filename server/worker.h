@@ -26,7 +26,9 @@
 #include "../core/list.h"
 #include "../core/memory.h"
 #include "../core/timer.h"
+#ifdef MK_HAVE_COMPRESS
 #include "compress_cache.h"
+#endif
 #include "file_cache.h"
 #include "listener.h"
 
@@ -76,9 +78,11 @@ struct mk_worker {
     _Atomic(const struct mk_config *) cfg_serving;
     uint64_t next_gen;
 
+#ifdef MK_HAVE_FAIR
     /* fair balancing: connections handed over by the acceptor */
     struct mk_event handoff_ev;
     int handoff[2];
+#endif
 
     struct mk_list listeners;
     struct mk_list dead_listeners;    /* closed during this batch, freed after it */
@@ -95,14 +99,18 @@ struct mk_worker {
     unsigned n_free_reqs;
     struct mk_pool pool;
     struct mk_file_cache fcache;
+#ifdef MK_HAVE_COMPRESS
     struct mk_zcache zcache; /* files compressed on the fly (static_compress.h) */
+#endif
 
     atomic_uint n_conns;
     atomic_ulong n_requests;
     atomic_ullong bytes_out;
+#ifdef MK_HAVE_H2
     atomic_uint n_h2_conns;   /* connections speaking HTTP/2 now */
     atomic_uint n_h2_streams; /* their streams open now */
     atomic_ulong h2_streams;  /* streams opened since start */
+#endif
 
     time_t now;
     char date[48]; /* "Date: ...\r\n" */

@@ -28,6 +28,39 @@
 #define MK_PLUGIN_DIR "/usr/local/lib/monkey/plugins"
 #endif
 
+#ifdef MK_HAVE_SUPERVISOR
+#define MK_HELP_SUPERVISOR                                                                         \
+    "  -S, --supervisor     run the server as the child of a supervisor that starts\n"             \
+    "                       it again after a crash (as Supervisor On)\n"
+#else
+#define MK_HELP_SUPERVISOR "  -S, --supervisor     (this server was built without the supervisor)\n"
+#endif
+
+/*
+ * The parts this server was built without (cmake/profile.cmake), for -v:
+ * ", HTTP/2, the supervisor"; empty when it has them all.
+ */
+static const char mk_left_out[] = ""
+#ifndef MK_HAVE_H2
+                                  ", HTTP/2"
+#endif
+#ifndef MK_HAVE_COMPRESS
+                                  ", compression on the fly"
+#endif
+#ifndef MK_HAVE_SUPERVISOR
+                                  ", the supervisor"
+#endif
+#ifndef MK_HAVE_SYSTEMD
+                                  ", systemd support"
+#endif
+#ifndef MK_HAVE_FAIR
+                                  ", the fair balancing mode"
+#endif
+#ifndef MK_HAVE_LIBMONKEY
+                                  ", library mode"
+#endif
+    ;
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -40,16 +73,15 @@ static void usage(FILE *out)
             "  -w, --workers N      worker threads (0: one per CPU)\n"
             "  -t, --test           check the configuration and exit\n"
             "  -D, --daemon         run in the background (stays in the foreground otherwise)\n"
-            "  -S, --supervisor     run the server as the child of a supervisor that starts\n"
-            "                       it again after a crash (as Supervisor On)\n"
-            "  -v, --version        print the version and exit\n"
+            "%s"
+            "  -v, --version        print the version (and the parts left out) and exit\n"
             "  -h, --help           print this help and exit\n"
             "\n"
             "Signals: TERM or INT stop after the responses in progress (twice: at once),\n"
             "QUIT stops after them, HUP reloads the configuration, USR1 reopens the log files.\n"
             "Plugins named in plugins.load and not built in: %s/monkey-NAME.so.\n"
             "Exit status: 0 on success, 1 on a configuration or start error, 2 on bad usage.\n",
-            MK_VERSION_STR, MK_DEFAULT_CONFDIR, MK_PLUGIN_DIR);
+            MK_VERSION_STR, MK_DEFAULT_CONFDIR, MK_HELP_SUPERVISOR, MK_PLUGIN_DIR);
 }
 
 /*
@@ -136,6 +168,7 @@ static void daemon_started(void *arg, const char *err)
     *report = -1;
 }
 
+#ifdef MK_HAVE_SUPERVISOR
 /*
  * Run under a supervisor when -S or Supervisor On asks for it (never in the
  * supervisor's own child). Returns true with *status the exit status when
@@ -167,6 +200,7 @@ static bool supervise(struct mk_server *srv, bool force, char **argv, int *repor
     }
     return true;
 }
+#endif
 
 int main(int argc, char **argv)
 {
@@ -210,10 +244,17 @@ int main(int argc, char **argv)
             daemon_mode = true;
             break;
         case 'S':
+#ifndef MK_HAVE_SUPERVISOR
+            fprintf(stderr, "monkey: -S: this server was built without the supervisor\n");
+            return 2;
+#endif
             supervisor = true;
             break;
         case 'v':
             printf("Monkey HTTP Server %s\n", MK_VERSION_STR);
+            if (mk_left_out[0]) {
+                printf("Built without %s.\n", mk_left_out + 2);
+            }
             return 0;
         case 'h':
             usage(stdout);
@@ -262,6 +303,7 @@ int main(int argc, char **argv)
         mk_server_destroy(srv);
         return 1;
     }
+#ifdef MK_HAVE_SUPERVISOR
     if (!supervised) {
         int status;
         if (supervise(srv, supervisor, argv, &report, &status)) {
@@ -269,6 +311,9 @@ int main(int argc, char **argv)
             return status;
         }
     }
+#else
+    (void) supervisor;
+#endif
     if (daemon_mode) {
         rc = mk_server_run_notify(srv, daemon_started, &report, err, sizeof(err));
     }

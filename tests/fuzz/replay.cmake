@@ -19,10 +19,14 @@ function(mk_fuzz_replay name)
   add_test(NAME fuzz_replay_${name} COMMAND replay_${name} ${fuzz}/corpus/${name})
 endfunction()
 
-# The pure parsers of the core and the server: in monkeylib.
-foreach(name http_request path fields config supervisor accept_encoding priority route util)
+# The pure parsers of the core and the server: in monkeylib (the
+# supervisor's when this build has it: MK_SUPERVISOR).
+foreach(name http_request path fields config accept_encoding priority route util)
   mk_fuzz_replay(${name} LIBS monkeylib)
 endforeach()
+if(MK_SUPERVISOR)
+  mk_fuzz_replay(supervisor LIBS monkeylib)
+endif()
 
 # h2c upgrades: pure, in monkeylib only when this build has HTTP/2.
 mk_fuzz_replay(h2_upgrade SOURCES ${CMAKE_SOURCE_DIR}/server/h2_upgrade.c LIBS monkeylib)

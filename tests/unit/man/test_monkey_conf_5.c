@@ -197,7 +197,7 @@ static int not_built(const char *name)
     char list[512], *save = NULL;
 
     snprintf(list, sizeof(list), "%s", MK_PLUGINS_NOT_BUILT);
-    for (char *p = strtok_r(list, ";", &save); p; p = strtok_r(NULL, ";", &save)) {
+    for (char *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
         if (strcmp(p, name) == 0) {
             return 1;
         }

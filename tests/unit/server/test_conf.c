@@ -229,6 +229,15 @@ static void test_empty_file(void **state)
     confdir_free(d);
 }
 
+/* Balancing fair, unless this build left the fair balancing mode out (MK_FAIR=OFF). */
+#ifdef MK_HAVE_FAIR
+#define EVERY_BALANCING "fair"
+#define EVERY_BALANCE MK_BALANCE_FAIR
+#else
+#define EVERY_BALANCING "reuseport"
+#define EVERY_BALANCE MK_BALANCE_REUSEPORT
+#endif
+
 static void test_every_key(void **state)
 {
     struct confdir *d = confdir_new();
@@ -243,7 +252,7 @@ static void test_every_key(void **state)
                "    Listen *:8082\n"
                "    Listen 8083 tls  h2\tcert=a.pem\n"
                "    Workers 3\n"
-               "    Balancing fair\n"
+               "    Balancing " EVERY_BALANCING "\n"
                "    Timeout 20\n"
                "    BodyMinRate 2K\n"
                "    SendTimeout 40\n"
@@ -292,7 +301,7 @@ static void test_every_key(void **state)
     assert_string_equal(cfg->listen[3].where, path);
 
     assert_int_equal(cfg->workers, 3);
-    assert_int_equal(cfg->balancing, MK_BALANCE_FAIR);
+    assert_int_equal(cfg->balancing, EVERY_BALANCE);
     assert_int_equal(cfg->timeout_ms, 20000);
     assert_int_equal(cfg->body_min_rate, 2048);
     assert_int_equal(cfg->send_timeout_ms, 40000);
@@ -1048,9 +1057,11 @@ static void test_check_files(void **state)
         assert_int_equal(chown(text, 0, 65534), 0);
         check_files(d, BASE_CONF "    PidFile run/m.pid\n", false, err, sizeof(err));
         assert_files_error(d, err, 3, "may be written by its group, not only by root");
+#ifdef MK_HAVE_SUPERVISOR
         check_files(d, BASE_CONF "    Supervisor On\n    User nobody\n    PidFile run/m.pid\n",
                     false, err, sizeof(err));
         assert_files_error(d, err, 5, "may be written by its group");
+#endif
         assert_int_equal(chown(text, 65534, 0), 0);
         check_files(d, BASE_CONF "    PidFile run/m.pid\n", false, err, sizeof(err));
         assert_files_error(d, err, 3, "may be written by its owner, not only by root");
@@ -1059,9 +1070,11 @@ static void test_check_files(void **state)
         assert_int_equal(chmod(text, 0755), 0);
         assert_string_equal(
             check_files(d, BASE_CONF "    PidFile run/m.pid\n", false, err, sizeof(err)), "");
+#ifdef MK_HAVE_SUPERVISOR
         assert_string_equal(check_files(d, BASE_CONF "    Supervisor On\n    PidFile run/m.pid\n",
                                         false, err, sizeof(err)),
                             "");
+#endif
     }
     confdir_free(d);
 }
@@ -1246,6 +1259,7 @@ static char *read_all(const char *path)
     return buf;
 }
 
+#ifdef MK_HAVE_COMPRESS
 /* Compress and its companions: defaults, values, and the codings this build has. */
 static void test_compress_site_keys(void **state)
 {
@@ -1313,6 +1327,98 @@ static void test_compress_site_keys(void **state)
         }
     }
     confdir_free(d);
+}
+#endif
+
+/*
+ * The keys of the parts this build compiled out (cmake/profile.cmake) are
+ * refused with their file and line and the part's name, not as unknown
+ * keys; a value that asks for nothing missing (Supervisor Off, Compress
+ * Off, Balancing reuseport) is taken. Nothing to check in a build that has
+ * every part.
+ */
+static void test_compiled_out_keys_are_refused(void **state)
+{
+    static const struct {
+        const char *line, *needle;
+    } refused[] = {
+#ifndef MK_HAVE_SUPERVISOR
+        {"Supervisor On", "Supervisor On: this server was built without the supervisor"},
+        {"SupervisorCrashLimit 5", "SupervisorCrashLimit 5: this server was built without the "
+                                   "supervisor"},
+        {"SupervisorCrashWindow 60", "this server was built without the supervisor"},
+#endif
+#ifndef MK_HAVE_FAIR
+        {"Balancing fair", "Balancing fair: this server was built without the fair balancing "
+                           "mode"},
+#endif
+#ifndef MK_HAVE_H2
+        {"Http2IdleTimeout 60", "Http2IdleTimeout 60: this server was built without HTTP/2"},
+        {"MaxConcurrentStreams 100", "this server was built without HTTP/2"},
+        {"Listen 2002 h2c", "h2c: this server was built without HTTP/2"},
+#endif
+#ifndef MK_HAVE_COMPRESS
+        {"CompressCache 16M", "CompressCache 16M: this server was built without compression on "
+                              "the fly"},
+#endif
+        {NULL, NULL},
+    };
+    static const char *const site_refused[] = {
+#ifndef MK_HAVE_COMPRESS
+        "Compress gzip",
+        "CompressTypes text/html",
+        "CompressGzipLevel 6",
+#endif
+        NULL,
+    };
+    static const char *const taken[] = {
+#ifndef MK_HAVE_SUPERVISOR
+        "Supervisor Off",
+        "Supervisor no",
+#endif
+        "Balancing reuseport",
+        NULL,
+    };
+    char text[512];
+    (void) state;
+
+    for (size_t i = 0; refused[i].line; i++) {
+        struct confdir *d = confdir_new();
+        snprintf(text, sizeof(text), "[SERVER]\n    Listen 2001\n    %s\n", refused[i].line);
+        write_file(d, "monkey.conf", text);
+        assert_true(expect_load_error(d, NULL, 0, "monkey.conf", 3, refused[i].needle));
+        confdir_free(d);
+    }
+    for (size_t i = 0; site_refused[i]; i++) {
+        struct confdir *d = confdir_new();
+        snprintf(text, sizeof(text), BASE_SITE "    %s\n", site_refused[i]);
+        write_file(d, "sites/default", text);
+        assert_true(expect_load_error(d, NULL, 0, "sites/default", 4,
+                                      "this server was built without compression on the fly"));
+        confdir_free(d);
+    }
+    for (size_t i = 0; taken[i]; i++) {
+        struct confdir *d = confdir_new();
+        snprintf(text, sizeof(text), "[SERVER]\n    %s\n", taken[i]);
+        write_file(d, "monkey.conf", text);
+        mk_config_unref(load(d, NULL, 0));
+        confdir_free(d);
+    }
+    struct confdir *d = confdir_new();
+    snprintf(text, sizeof(text), BASE_SITE "    Compress Off\n");
+    write_file(d, "sites/default", text);
+    mk_config_unref(load(d, NULL, 0));
+    confdir_free(d);
+#ifndef MK_HAVE_SUPERVISOR
+    /* the same for a key given outside the files (mk_server_set, the command line) */
+    d = confdir_new();
+    struct mk_config_override ov = {"Supervisor", "On"};
+    char err[1024] = "";
+    assert_null(mk_config_load(d->path, &ov, 1, err, sizeof(err)));
+    assert_string_equal(err, "command line:0: Supervisor On: this server was built without the "
+                             "supervisor");
+    confdir_free(d);
+#endif
 }
 
 static void test_keys_are_documented(void **state)
@@ -1395,9 +1501,13 @@ static void test_key_list_matches_parser(void **state)
     assert_string_equal(mk_config_key("HOST", 4), "Fallback");
     assert_string_equal(mk_config_key("HOST", 5), "Precompressed");
     assert_string_equal(mk_config_key("HOST", 6), "CacheControl");
+#ifdef MK_HAVE_COMPRESS
     assert_string_equal(mk_config_key("HOST", 7), "Compress");
     assert_string_equal(mk_config_key("HOST", 12), "CompressGzipLevel");
     assert_null(mk_config_key("HOST", 13));
+#else
+    assert_null(mk_config_key("HOST", 7));
+#endif
     while ((key = mk_config_key("SERVER", n))) {
         /* an unknown key fails with "unknown key"; a known one fails otherwise or not at all */
         struct confdir *d = confdir_new();
@@ -1441,7 +1551,10 @@ int main(void)
         cmocka_unit_test(test_default_vhost_is_first_without_default_file),
         cmocka_unit_test(test_single_vhost),
         cmocka_unit_test(test_error_pages),
+#ifdef MK_HAVE_COMPRESS
         cmocka_unit_test(test_compress_site_keys),
+#endif
+        cmocka_unit_test(test_compiled_out_keys_are_refused),
         cmocka_unit_test(test_error_page_symlinks),
         cmocka_unit_test(test_check_files),
         cmocka_unit_test(test_document_roots),

@@ -145,10 +145,16 @@ static void logged_setup(struct logged *in, const char *name)
     char load[2 * PATH_MAX], conf[PATH_MAX + 64];
 
     in->name = name;
-    snprintf(load, sizeof(load),
-             "    Load %s/plugins/monkey-logger.so\n"
-             "    Load %s/plugins/monkey-control.so\n",
-             MK_BUILD_DIR, MK_BUILD_DIR);
+    /* The shared objects, or the plugins built in (MK_SHARED_PLUGINS=none). */
+    if (access(MK_BUILD_DIR "/plugins/monkey-logger.so", F_OK) == 0) {
+        snprintf(load, sizeof(load),
+                 "    Load %s/plugins/monkey-logger.so\n"
+                 "    Load %s/plugins/monkey-control.so\n",
+                 MK_BUILD_DIR, MK_BUILD_DIR);
+    }
+    else {
+        snprintf(load, sizeof(load), "    Load logger\n    Load control\n");
+    }
     mk_loopback_dir(in->dir, load, "    Workers 2\n");
     snprintf(in->log, sizeof(in->log), "%s/access.log", in->dir);
     snprintf(in->sock, sizeof(in->sock), "%s/ctl.sock", in->dir);
