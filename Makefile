@@ -6,7 +6,13 @@
 #                   AddressSanitizer + UBSan build, the integration tests
 #                   once more with every thread pinned to one CPU (races
 #                   surface), and on the static musl build
-#   make static     a static binary with musl, for embedded systems (build-static/)
+#   make embedded   the embedded profile (docs/packaging.md, "The embedded
+#                   profile": the static-file server with the logger, access,
+#                   dirlisting and control plugins built in, built for size)
+#                   into build-embedded/, and its stripped size against the
+#                   budget of tests/size_budget.txt
+#   make static     the embedded profile linked statically with musl, the
+#                   skeleton plugin built in too (build-static/)
 #   make fuzz       libFuzzer targets for FUZZ_SECONDS each (default 60);
 #                   make test builds every target and runs each for
 #                   FUZZ_CHECK_SECONDS (default 2) on its corpus (fuzz-check)
@@ -28,12 +34,15 @@
 #   make cross ARCH=aarch64|armhf   a cross build with Debian's cross
 #                   compiler into build-cross-ARCH/; make cross-test ARCH=...
 #                   runs its unit and integration tests under qemu-user-static
-#                   (docs/packaging.md, "ARM"; not part of make test)
+#                   (docs/packaging.md, "ARM"; not part of make test);
+#                   PROFILE=embedded builds the embedded profile into
+#                   build-cross-ARCH-embedded/
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 STATIC_BUILD ?= build-static
+EMBEDDED_BUILD ?= build-embedded
 DEB_BUILD  ?= build-deb
 # Built into the static binary (auth needs libxcrypt, which musl does not have).
 STATIC_PLUGINS ?= skeleton;logger;dirlisting;access;control
@@ -49,8 +58,9 @@ GENERATOR  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 PYTHON     := $(shell python3 -c 'import pytest' >/dev/null 2>&1 && echo python3 || echo /usr/bin/python3)
 C_FILES     = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 
-.PHONY: all run test unit integration asan deps reconfigure static fuzz fuzz-check features bench autobahn \
-	format format-check clean install uninstall deb deb-test cross cross-test
+.PHONY: all run test unit integration asan deps reconfigure static embedded embedded-test fuzz \
+	fuzz-check features bench autobahn format format-check clean install uninstall deb deb-test \
+	cross cross-test
 
 all:
 	@tools/deps.sh build
@@ -96,12 +106,14 @@ deb-test: deb
 # (tools/deps.sh cross), else the tls plugin or the unit tests are left out
 # until a later make cross, which configures again, finds them.
 ARCH       ?= aarch64
-CROSS_BUILD ?= build-cross-$(ARCH)
+PROFILE    ?=
+CROSS_BUILD ?= build-cross-$(ARCH)$(if $(PROFILE),-$(PROFILE))
 cross:
 	@case "$(ARCH)" in aarch64|armhf) ;; *) echo "make cross: ARCH=aarch64 or ARCH=armhf" >&2; exit 2 ;; esac
 	@tools/deps.sh cross $(ARCH)
 	@cmake -S . -B $(CROSS_BUILD) $(if $(wildcard $(CROSS_BUILD)/CMakeCache.txt),,$(GENERATOR) \
-		-DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/toolchain-$(ARCH).cmake) >/dev/null
+		-DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/toolchain-$(ARCH).cmake) \
+		$(if $(PROFILE),-DMK_PROFILE=$(PROFILE)) >/dev/null
 	@cmake --build $(CROSS_BUILD) -j $(JOBS)
 	@tools/cross.sh sizes $(ARCH) $(CROSS_BUILD)
 
@@ -136,7 +148,7 @@ integration: all
 # whose tool it provides fails without it instead of skipping (h2spec).
 # The optional features of the tested builds (BUILD/features.txt) are
 # printed at the end, whatever the result.
-test: deps reconfigure all asan static
+test: deps reconfigure all asan static embedded
 	@echo "== unit tests"
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@echo "== unit tests (ASan + UBSan)"
@@ -148,17 +160,34 @@ test: deps reconfigure all asan static
 	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_CHECK_SECONDS)
 	@echo "== integration tests"
 	MK_TEST_DEPS=1 MK_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests/integration
-	@echo "== integration tests in two lanes: pinned to CPU $(PIN_CPU) then static; ASan + UBSan on CPUs $(OTHER_CPUS)"
+	@echo "== integration tests in two lanes: pinned to CPU $(PIN_CPU) then the embedded profile; ASan + UBSan on CPUs $(OTHER_CPUS)"
 	$(PYTHON) tools/lanes.py $(BUILD)/lanes \
 		'pinned=MK_TEST_DEPS=1 MK_BUILD=$(BUILD) taskset -c $(PIN_CPU) $(PYTHON) -m pytest -q tests/integration \
-		  && echo "== integration tests (static musl build)" \
-		  && MK_TEST_DEPS=1 MK_BUILD=$(STATIC_BUILD) MK_STATIC=1 taskset -c $(PIN_CPU) $(PYTHON) -m pytest -q \
-		     tests/integration --ignore=tests/integration/test_watch.py' \
+		  && echo "== integration tests (the embedded profile, static with musl)" \
+		  && $(EMBEDDED_TESTS)' \
 		'asan=MK_TEST_DEPS=1 MK_BUILD=$(ASAN_BUILD) taskset -c $(OTHER_CPUS) $(PYTHON) -m pytest -q tests/integration'; \
 	rc=$$?; $(SHOW_FEATURES); exit $$rc
 
+# The embedded profile's lane of make test (docs/packaging.md, "The embedded
+# profile"): the integration suite on the profile linked statically with
+# musl (build-static/: what the profile leaves out skips, and its refusals
+# are tested), then the static-file part of the suite and the size budget
+# (tests/size_budget.txt) on the profile built against the system's C
+# library (build-embedded/). make embedded-test runs it alone.
+EMBEDDED_TESTS = MK_TEST_DEPS=1 MK_BUILD=$(STATIC_BUILD) MK_STATIC=1 taskset -c $(PIN_CPU) $(PYTHON) -m pytest -q \
+		tests/integration --ignore=tests/integration/test_watch.py \
+	&& echo "== the static-file tests and the size budget (the embedded profile, $(EMBEDDED_BUILD))" \
+	&& MK_TEST_DEPS=1 MK_BUILD=$(EMBEDDED_BUILD) MK_STATIC=1 taskset -c $(PIN_CPU) $(PYTHON) -m pytest -q \
+		$(EMBEDDED_STATIC_FILES)
+EMBEDDED_STATIC_FILES = tests/integration/test_01_basic.py tests/integration/test_02_static.py \
+	tests/integration/test_02_cache_headers.py tests/integration/test_02_precompressed.py \
+	tests/integration/test_02_file_cache_body.py tests/integration/test_03_keepalive.py \
+	tests/integration/test_09_dirlisting.py tests/integration/test_15_profile.py
+embedded-test: static embedded
+	$(EMBEDDED_TESTS)
+
 # What each build has (written by its last configure: cmake/auto.cmake).
-SHOW_FEATURES = for b in $(BUILD) $(ASAN_BUILD) $(STATIC_BUILD) $(FUZZ_BUILD); do \
+SHOW_FEATURES = for b in $(BUILD) $(ASAN_BUILD) $(STATIC_BUILD) $(EMBEDDED_BUILD) $(FUZZ_BUILD); do \
 	if [ -f $$b/features.txt ]; then \
 		echo "== optional features of $$b"; \
 		grep -v '^\#' $$b/features.txt | awk -F '\t' '{ printf "  %-22s %-3s  %s\n", $$1, $$2, $$3 }'; \
@@ -167,14 +196,22 @@ SHOW_FEATURES = for b in $(BUILD) $(ASAN_BUILD) $(STATIC_BUILD) $(FUZZ_BUILD); d
 features:
 	@$(SHOW_FEATURES)
 
+# Configured at each run with the profile's options, so that a build
+# directory made before the profile existed becomes one.
 static:
 	@tools/deps.sh static
-	@test -f $(STATIC_BUILD)/CMakeCache.txt || CC=musl-gcc cmake -S . -B $(STATIC_BUILD) $(GENERATOR) \
-		-DMK_STATIC=ON -DMK_TESTS=OFF -DMK_SHARED_PLUGINS=none -DCMAKE_BUILD_TYPE=MinSizeRel \
-		"-DMK_BUILTIN_PLUGINS=$(STATIC_PLUGINS)" >/dev/null
+	@CC=musl-gcc cmake -S . -B $(STATIC_BUILD) $(if $(wildcard $(STATIC_BUILD)/CMakeCache.txt),,$(GENERATOR)) \
+		-DMK_PROFILE=embedded -DMK_STATIC=ON -DMK_SHARED_PLUGINS=none -DMK_TESTS=OFF \
+		-DCMAKE_BUILD_TYPE=MinSizeRel "-DMK_BUILTIN_PLUGINS=$(STATIC_PLUGINS)" >/dev/null
 	@cmake --build $(STATIC_BUILD) -j $(JOBS) --target monkey
 	@cp $(STATIC_BUILD)/bin/monkey $(STATIC_BUILD)/bin/monkey-stripped && strip $(STATIC_BUILD)/bin/monkey-stripped
 	@ls -l $(STATIC_BUILD)/bin/monkey-stripped
+
+embedded:
+	@cmake -S . -B $(EMBEDDED_BUILD) $(if $(wildcard $(EMBEDDED_BUILD)/CMakeCache.txt),,$(GENERATOR)) \
+		-DMK_PROFILE=embedded >/dev/null
+	@cmake --build $(EMBEDDED_BUILD) -j $(JOBS) --target monkey
+	@$(PYTHON) tools/size_budget.py $(EMBEDDED_BUILD)
 
 # The libFuzzer targets (tests/fuzz/CMakeLists.txt) with clang, and nothing
 # else of the tree; configured again each time, so that a target whose
@@ -212,4 +249,4 @@ format-check:
 	clang-format --dry-run -Werror $(C_FILES)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(STATIC_BUILD) $(DEB_BUILD) build-cross-*
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(STATIC_BUILD) $(EMBEDDED_BUILD) $(DEB_BUILD) build-cross-*

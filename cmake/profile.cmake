@@ -123,36 +123,64 @@ else()
                 "plugins built as shared objects (all: every plugin; none)")
 endif()
 
-# ---- building for size (MK_SMALL) ---------------------------------------------
-# Measured on the embedded profile (docs/packaging.md, "What each part
-# costs"): -Os with LTO, every function and object in a section of its own
-# so that the linker drops those nothing calls, no .eh_frame (C needs no
-# unwind tables: the server neither throws nor unwinds; a debugger reads the
-# unstripped binary's DWARF), relative relocations packed (DT_RELR, glibc
-# 2.36 and later), no page padding between the code and the read-only data,
+# ---- building for size ---------------------------------------------------------
+# Every build (docs/packaging.md, "What each part costs"): each function and
+# object in a section of its own, so that the linker drops those nothing
+# calls; identical constants merged (the digit pairs of mk_util.h's inline
+# mk_u64_dec are one copy per file otherwise); relative relocations packed
+# (DT_RELR, glibc 2.36 and later: 8 KB of .rela.dyn in the default build).
+# None of them costs a cycle at run time.
+#
+# MK_SMALL adds: link-time optimisation (with MinSizeRel's -Os, the
+# profile's build type), no .eh_frame (C needs no unwind tables: the
+# server neither throws nor unwinds, and a debugger reads the unstripped
+# binary's DWARF), no page padding between the code and the read-only data,
 # calls to the C library through the GOT without PLT stubs (full RELRO).
-# The default build keeps its unwind tables: perf, gdb and core dumps walk
+# The other builds keep their unwind tables: perf, gdb and core dumps walk
 # the stack of an -O2 binary without frame pointers with them.
+include(CheckCCompilerFlag)
+include(CheckLinkerFlag)
+add_compile_options(-ffunction-sections -fdata-sections -fmerge-all-constants)
+add_link_options(-Wl,--gc-sections)
+# mk_link_flag(FLAG): add -Wl,FLAG when the linker takes it without a
+# warning (ld for 32-bit ARM ignores -z pack-relative-relocs, and says so).
+function(mk_link_flag flag)
+  string(MAKE_C_IDENTIFIER "MK_LD_OK_${flag}" var)
+  check_linker_flag(C "-Wl,--fatal-warnings,${flag}" ${var})
+  if(${var})
+    add_link_options(-Wl,${flag})
+  endif()
+endfunction()
+mk_link_flag(-z,pack-relative-relocs)
+
 if(MK_SMALL AND NOT MK_SANITIZE)
-  include(CheckCCompilerFlag)
-  include(CheckLinkerFlag)
   include(CheckIPOSupported)
-  add_compile_options(-ffunction-sections -fdata-sections -fno-asynchronous-unwind-tables
-                      -fno-unwind-tables)
-  add_link_options(-Wl,--gc-sections -Wl,-O1 -Wl,--as-needed)
+  add_compile_options(-fno-asynchronous-unwind-tables -fno-unwind-tables)
+  add_link_options(-Wl,-O1 -Wl,--as-needed)
   check_c_compiler_flag(-fno-plt MK_HAVE_NO_PLT)
   if(MK_HAVE_NO_PLT)
     add_compile_options(-fno-plt)
     add_link_options(-Wl,-z,now)
   endif()
-  foreach(flag -Wl,-z,pack-relative-relocs -Wl,-z,noseparate-code)
-    string(MAKE_C_IDENTIFIER "MK_LD${flag}" var)
-    check_linker_flag(C "${flag}" ${var})
-    if(${var})
-      add_link_options(${flag})
+  mk_link_flag(-z,noseparate-code)
+  # A compiler wrapper (musl-gcc for make static) has no gcc-ar of its
+  # name, and check_ipo_supported's test project fails for want of one: the
+  # host's gcc-ar handles the same LTO objects.
+  set(mk_ipo_why "")
+  if(CMAKE_C_COMPILER_ID STREQUAL "GNU" AND NOT CMAKE_C_COMPILER_AR)
+    find_program(MK_GCC_AR gcc-ar)
+    find_program(MK_GCC_RANLIB gcc-ranlib)
+    if(MK_GCC_AR AND MK_GCC_RANLIB)
+      # The rules project() wrote with the missing tool's name.
+      set(CMAKE_C_ARCHIVE_CREATE_IPO "\"${MK_GCC_AR}\" cr <TARGET> <LINK_FLAGS> <OBJECTS>")
+      set(CMAKE_C_ARCHIVE_APPEND_IPO "\"${MK_GCC_AR}\" r <TARGET> <LINK_FLAGS> <OBJECTS>")
+      set(CMAKE_C_ARCHIVE_FINISH_IPO "\"${MK_GCC_RANLIB}\" <TARGET>")
+      set(MK_IPO ON)
     endif()
-  endforeach()
-  check_ipo_supported(RESULT MK_IPO OUTPUT mk_ipo_why LANGUAGES C)
+  endif()
+  if(NOT MK_IPO)
+    check_ipo_supported(RESULT MK_IPO OUTPUT mk_ipo_why LANGUAGES C)
+  endif()
   if(MK_IPO)
     set(CMAKE_INTERPROCEDURAL_OPTIMIZATION ON)
   else()

@@ -25,6 +25,32 @@ SANITIZED = "asan" in BUILD.name
 # A static binary (make static) cannot load shared-object plugins.
 STATIC = os.environ.get("MK_STATIC") == "1"
 needs_dlopen = pytest.mark.skipif(STATIC, reason="static binary: no shared-object plugins")
+
+
+def _features():
+    """BUILD/features.txt (cmake/auto.cmake) as {name: state}; {} without one."""
+    path = BUILD / "features.txt"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return dict(line.split("\t")[:2] for line in lines if line and not line.startswith("#"))
+
+
+FEATURES = _features()
+
+
+def built_without(part):
+    """Whether the build left a part out (cmake/profile.cmake): supervisor,
+    systemd, compress, fair, libmonkey, h2, ..."""
+    return FEATURES.get(part) == "off"
+
+
+def needs_part(part, what):
+    """Skip a test of a part the build left out; `what` names it ("the supervisor")."""
+    return pytest.mark.skipif(built_without(part), reason=f"built without {what}")
+
+
+# The Balancing modes a test runs with: fair only where the build has it.
+BALANCINGS = ["reuseport",
+              pytest.param("fair", marks=needs_part("fair", "the fair balancing mode"))]
 # The server of an ARM cross build runs under qemu-user-static (make
 # cross-test: tools/cross.sh runs the suite with MK_EMULATED=1).
 EMULATED = os.environ.get("MK_EMULATED") == "1"

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import (EMULATOR_THREADS, MONKEY, SLOW, Conn, check_sanitizers, free_port,
+from conftest import (BALANCINGS, EMULATOR_THREADS, MONKEY, SLOW, Conn, check_sanitizers, free_port,
                       needs_ipv6, wait_port)
 
 
@@ -185,7 +185,7 @@ def test_ipv6_and_dual_stack(make_server):
 
 
 @pytest.mark.parametrize("workers", ["1", "3"])
-@pytest.mark.parametrize("balancing", ["reuseport", "fair"])
+@pytest.mark.parametrize("balancing", BALANCINGS)
 def test_workers_and_balancing(make_server, workers, balancing):
     srv = make_server()
     srv.file("x.txt", "x" * 1000)

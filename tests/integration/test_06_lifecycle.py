@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from conftest import MONKEY, SLOW, Conn, check_sanitizers, free_port, small_window, wait_port
+from conftest import (BALANCINGS, MONKEY, SLOW, Conn, check_sanitizers, free_port, small_window,
+                      wait_port)
 
 
 # ---- configuration errors name the file and the line ----------------------------
@@ -309,7 +310,7 @@ def test_reload_refuses_a_log_it_cannot_write(make_server, tmp_path):
     assert srv.get("/a.txt").header("server").startswith("Monkey/")  # nothing changed
 
 
-@pytest.mark.parametrize("balancing", ["reuseport", "fair"])
+@pytest.mark.parametrize("balancing", BALANCINGS)
 def test_reload_refuses_no_connection(make_server, balancing):
     srv = make_server()
     srv.file("a.txt", "a\n")

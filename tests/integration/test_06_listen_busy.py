@@ -18,7 +18,10 @@ import time
 
 import pytest
 
-from conftest import SLOW, Conn, free_port, needs_ipv6, owns_listener, wait_port
+from conftest import (BALANCINGS, SLOW, Conn, free_port, needs_ipv6, needs_part, owns_listener,
+                      wait_port)
+
+needs_supervisor = needs_part("supervisor", "the supervisor")
 
 
 def busy_message(spec):
@@ -81,7 +84,7 @@ ADDRESSES = [
 ]
 
 
-@pytest.mark.parametrize("balancing", ["reuseport", "fair"])
+@pytest.mark.parametrize("balancing", BALANCINGS)
 @pytest.mark.parametrize("first_listen,second_listen,host", ADDRESSES)
 def test_second_server_on_the_port_is_refused(make_server, first_listen, second_listen, host,
                                               balancing):
@@ -95,6 +98,7 @@ def test_second_server_on_the_port_is_refused(make_server, first_listen, second_
     assert first.stop() == 0
 
 
+@needs_supervisor
 @pytest.mark.parametrize("first_args,second_args",
                          [([], ["-S"]), (["-S"], []), (["-S"], ["-S"])],
                          ids=["plain-then-supervised", "supervised-then-plain", "both-supervised"])
@@ -120,7 +124,8 @@ def test_program_with_reuseport_blocks_the_start(make_server):
     all_answered_by(port, "127.0.0.1", "srv", n=20)
 
 
-@pytest.mark.parametrize("args", [[], ["-S"]], ids=["plain", "supervised"])
+@pytest.mark.parametrize("args", [[], pytest.param(["-S"], marks=needs_supervisor)],
+                         ids=["plain", "supervised"])
 @pytest.mark.parametrize("host", ["127.0.0.1", pytest.param("::1", marks=needs_ipv6)])
 def test_reload_adding_a_busy_address_is_refused(make_server, tmp_path, args, host):
     port = free_port()

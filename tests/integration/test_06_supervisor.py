@@ -28,11 +28,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, SLOW, needs_dlopen, wait_port
+from conftest import BUILD, SLOW, needs_dlopen, needs_part, wait_port
 from test_12_control import CONTROL_SO, ctl, make_control, wait_socket
 from test_15_systemd import messages, notify_socket
 
 CRASH_SO = BUILD / "tests" / "plugins" / "monkey-crash.so"
+
+pytestmark = needs_part("supervisor", "the supervisor (MK_SUPERVISOR=OFF)")
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import EMULATED, SLOW, Conn
+from conftest import BALANCINGS, EMULATED, SLOW, Conn
 
 def listeners(port):
     """Listening TCP sockets on `port` (IPv4 and IPv6), as `ss -ltn` counts them."""
@@ -56,7 +56,7 @@ def every_worker_accepts(srv, n=64):
 
 
 @pytest.mark.skipif(EMULATED, reason="qemu-user emulates the signal mask: /proc shows its own")
-@pytest.mark.parametrize("balancing", ["reuseport", "fair"])
+@pytest.mark.parametrize("balancing", BALANCINGS)
 def test_sighup_at_start_keeps_listeners(make_server, balancing):
     # A SIGHUP queued while the server starts is handled as soon as the
     # threads are created, often before a worker took its first plan.
@@ -141,7 +141,7 @@ class Load:
             t.join()
 
 
-@pytest.mark.parametrize("balancing", ["reuseport", "fair"])
+@pytest.mark.parametrize("balancing", BALANCINGS)
 def test_reload_stress(make_server, balancing):
     # SIGHUP every 10 ms for 10 s (5 s each balancing mode) under load:
     # no request fails and the listeners stay what they were.

@@ -82,6 +82,10 @@ LIBRARIES = {
 }
 
 
+# The lines of the parts that compile out and of the profile (cmake/profile.cmake).
+PARTS = {"profile", "supervisor", "systemd", "compress", "fair", "small"}
+
+
 def cache():
     path = BUILD / "CMakeCache.txt"
     return path.read_text() if path.exists() else ""
@@ -158,8 +162,12 @@ def test_features_txt_matches_the_build():
         assert feature in notes, feature
         assert notes[feature][0] == ("on" if present else "off"), (feature, notes[feature])
     # Every feature listed is one this test knows how to look for (a new Duda package
-    # gets its line in LIBRARIES).
-    assert set(notes) - {"libmonkey", "duda"} <= set(LIBRARIES), set(notes) - set(LIBRARIES)
+    # gets its line in LIBRARIES), or a part of the server (cmake/profile.cmake), which
+    # test_15_profile.py checks against monkey -v.
+    assert set(notes) - {"libmonkey", "duda"} - PARTS <= set(LIBRARIES), \
+        set(notes) - set(LIBRARIES) - PARTS
+    for part in PARTS - {"profile"}:
+        assert notes.get(part, ("",))[0] in ("on", "off"), (part, notes.get(part))
 
 
 # ---- the mechanism, on a scratch configure of the tree ---------------------------------------

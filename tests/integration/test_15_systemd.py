@@ -17,7 +17,9 @@ import uuid
 
 import pytest
 
-from conftest import MONKEY, SLOW, Conn, check_sanitizers, free_port, wait_port
+from conftest import MONKEY, SLOW, Conn, check_sanitizers, free_port, needs_part, wait_port
+
+needs_systemd = needs_part("systemd", "systemd support (MK_SYSTEMD=OFF)")
 
 
 def notify_socket(tmp_path, abstract):
@@ -41,6 +43,7 @@ def messages(sock, n):
     return out
 
 
+@needs_systemd
 @pytest.mark.parametrize("abstract", [False, True], ids=["path", "abstract"])
 def test_ready_reloading_stopping(make_server, monkeypatch, tmp_path, abstract):
     sock, name = notify_socket(tmp_path, abstract)
@@ -102,6 +105,7 @@ def activated(srv, listener, pid_override=""):
     return srv
 
 
+@needs_systemd
 def test_socket_activation_adopts_the_passed_socket(make_server):
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
