@@ -35,6 +35,8 @@
 
 /* The longest line, newline included: one atomic pipe write. */
 #define LOGGER_LINE_MAX PIPE_BUF
+/* The bytes moved at once through user space when splice(2) refuses a file. */
+#define LOGGER_SCRATCH 65536
 /* The most log files open at once (all sites, all configurations in use). */
 #define LOGGER_MAX_FILES 1024
 
@@ -79,7 +81,9 @@ struct logger_state {
     atomic_bool stop;
     atomic_bool new_files;
     unsigned reopen_asked, reopen_done;
-    char scratch[65536]; /* the copy buffer of the thread (of exit() once it stopped) */
+    /* the copy buffer of the thread (of exit() once it stopped), LOGGER_SCRATCH
+       bytes, made when splice(2) first refuses a file: most servers never need it */
+    char *scratch;
 };
 
 /* A new logger state, or NULL (memory). Controlling thread. */

@@ -86,6 +86,7 @@ static void logger_state_free(struct logger_state *lg)
     pthread_mutex_destroy(&lg->workers_lock);
     pthread_mutex_destroy(&lg->lock);
     pthread_cond_destroy(&lg->cond);
+    free(lg->scratch);
     free(lg);
 }
 
@@ -176,8 +177,12 @@ static int logger_open_path(const char *path, struct stat *st)
 static ssize_t logger_file_copy(struct logger_file *f)
 {
     struct logger_state *lg = f->owner;
-    ssize_t n = read(f->pipe_r, lg->scratch, sizeof(lg->scratch));
     size_t off = 0;
+
+    if (!lg->scratch && !(lg->scratch = malloc(LOGGER_SCRATCH))) {
+        return -1; /* ENOMEM: the lines wait in the pipe */
+    }
+    ssize_t n = read(f->pipe_r, lg->scratch, LOGGER_SCRATCH);
 
     if (n <= 0) {
         return n;
