@@ -15,6 +15,7 @@ cores.
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -58,7 +59,10 @@ def build(src, build_dir, toolchain, extra):
         args.append(f"-DCMAKE_TOOLCHAIN_FILE={Path(toolchain).resolve()}")
     p = subprocess.run(args + extra, capture_output=True, text=True)
     if p.returncode != 0:
-        return None, p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "configure failed"
+        # "MK_ZLIB=ON, but zlib (zlib1g-dev) is not found: ...", wrapped by CMake
+        words = " ".join(p.stderr.split())
+        m = re.search(r"(MK_\w+=ON, but .*? is not found)", words)
+        return None, "not built: " + (m.group(1) if m else "the configure step failed")
     p = subprocess.run(["cmake", "--build", str(build_dir), "-j", str(os.cpu_count() or 2),
                         "--target", "monkey"], capture_output=True, text=True)
     if p.returncode != 0:
