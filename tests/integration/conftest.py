@@ -10,9 +10,12 @@ against the normal and the sanitizer builds.
 
 import contextlib
 import os
+import pwd
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -489,3 +492,23 @@ def server(make_server):
     srv.file("hello.txt", "Hello World!\n")
     srv.start()
     return srv
+
+
+@pytest.fixture
+def nobody_dir():
+    """A folder of user nobody's under /tmp, for a server started as root
+    that switches to `User nobody` (as the packages give /var/log/monkey to
+    the User): the test's own folders are root's alone, so nobody could not
+    reach them. Yields (path, nobody's passwd entry); skipped unless run as
+    root with a user nobody."""
+    if os.geteuid() != 0:
+        pytest.skip("starting as root with a User needs root")
+    try:
+        pw = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no user 'nobody' to switch to")
+    d = Path(tempfile.mkdtemp(prefix="mk-nobody-", dir="/tmp"))
+    d.chmod(0o755)
+    os.chown(d, pw.pw_uid, pw.pw_gid)
+    yield d, pw
+    shutil.rmtree(d)

@@ -9,18 +9,14 @@ log cannot keep up, and configurations refused with their file and line.
 
 import base64
 import os
-import pwd
 import re
-import shutil
 import signal
 import socket
 import stat
 import subprocess
-import tempfile
 import threading
 import time
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 
@@ -416,31 +412,13 @@ def test_sigusr1_reopens(make_server):
     assert "again" in wait_lines(log, 7)[-1]
 
 
-@pytest.fixture
-def user_logs():
-    """A log directory of user nobody's, as the packages give /var/log/monkey
-    to the User: under /tmp, so that nobody can reach it (the test's own
-    folders are root's alone). Skipped unless run as root."""
-    if os.geteuid() != 0:
-        pytest.skip("starting as root with a User needs root")
-    try:
-        pw = pwd.getpwnam("nobody")
-    except KeyError:
-        pytest.skip("no user 'nobody' to switch to")
-    d = Path(tempfile.mkdtemp(prefix="mk-logs-", dir="/tmp"))
-    d.chmod(0o755)
-    os.chown(d, pw.pw_uid, pw.pw_gid)
-    yield d, pw.pw_uid
-    shutil.rmtree(d)
-
-
-def test_reopen_after_switching_to_user(make_server, user_logs, tmp_path):
+def test_reopen_after_switching_to_user(make_server, nobody_dir, tmp_path):
     """Started as root with User, the files the server creates before the
     switch (the access and error logs of the logger, the server's own Log)
     are given to the User, so that SIGUSR1 can open them again afterwards,
     with or without a rotation before it; a symbolic link planted at a log
     path is not followed at the reopen."""
-    logs, uid = user_logs
+    logs, uid = nobody_dir[0], nobody_dir[1].pw_uid
     srv = logger_server(make_server, [f"AccessLog {logs}/access.log",
                                       f"ErrorLog {logs}/error.log"])
     srv.set(User="nobody", Log=str(logs / "server.log"))

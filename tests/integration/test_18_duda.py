@@ -5,14 +5,11 @@ import email.utils
 import json
 import math
 import os
-import pwd
 import re
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
@@ -596,44 +593,33 @@ def test_logs_reopened_on_sigusr1(make_server, services, tmp_path):
     assert (logs / "access.log.1").read_text() == "greeting\n"
 
 
-def test_logs_given_to_the_user_and_no_link_followed(make_server, services):
+def test_logs_given_to_the_user_and_no_link_followed(make_server, services, nobody_dir):
     """Started as root with User, a service's log file (logger->create) is
     given to the User, so that SIGUSR1 opens it again after the switch; a
     link planted at its path (the LogDir is the User's) is not followed."""
-    if os.geteuid() != 0:
-        pytest.skip("starting as root with a User needs root")
-    try:
-        pw = pwd.getpwnam("nobody")
-    except KeyError:
-        pytest.skip("no user 'nobody' to switch to")
+    logs, pw = nobody_dir
     d = ROOT / "examples" / "data_files"
-    logs = Path(tempfile.mkdtemp(prefix="mk-duda-logs-", dir="/tmp"))
-    try:
-        logs.chmod(0o755)
-        os.chown(logs, pw.pw_uid, pw.pw_gid)
-        srv = duda_server(make_server, services,
-                          [web_service("data_files", ConfDir=d / "conf", DataDir=d / "data",
-                                       LogDir=logs)])
-        srv.set(User="nobody")
-        srv.start()
-        log = logs / "access.log"
-        srv.get("/data_files/greeting")
-        assert wait_for(lambda: log.exists() and log.read_text() == "greeting\n")
-        assert log.stat().st_uid == pw.pw_uid, "the service's log is not the User's"
-        target = logs / "elsewhere"
-        target.write_text("not a log\n")
-        log.rename(logs / "access.log.1")
-        log.symlink_to(target)
-        srv.signal(signal.SIGUSR1)
-        assert wait_for(lambda: "reopening" in srv.stderr_text()), srv.stderr_text()
-        assert "Too many levels of symbolic links" in srv.stderr_text()
-        srv.get("/data_files/greeting")
-        time.sleep(0.3)
-        assert target.read_text() == "not a log\n"
-        assert "Permission denied" not in srv.stderr_text()
-        assert srv.stop() == 0
-    finally:
-        shutil.rmtree(logs)
+    srv = duda_server(make_server, services,
+                      [web_service("data_files", ConfDir=d / "conf", DataDir=d / "data",
+                                   LogDir=logs)])
+    srv.set(User="nobody")
+    srv.start()
+    log = logs / "access.log"
+    srv.get("/data_files/greeting")
+    assert wait_for(lambda: log.exists() and log.read_text() == "greeting\n")
+    assert log.stat().st_uid == pw.pw_uid, "the service's log is not the User's"
+    target = logs / "elsewhere"
+    target.write_text("not a log\n")
+    log.rename(logs / "access.log.1")
+    log.symlink_to(target)
+    srv.signal(signal.SIGUSR1)
+    assert wait_for(lambda: "reopening" in srv.stderr_text()), srv.stderr_text()
+    assert "Too many levels of symbolic links" in srv.stderr_text()
+    srv.get("/data_files/greeting")
+    time.sleep(0.3)
+    assert target.read_text() == "not a log\n"
+    assert "Permission denied" not in srv.stderr_text()
+    assert srv.stop() == 0
 
 
 def test_global_set(make_server, services):
