@@ -605,11 +605,30 @@ def test_ctl_unreachable(tmp_path):
     assert p.returncode == 1 and f"{tmp_path}/monkey.sock" in p.stderr
 
 
+def test_ctl_options_after_the_command(ctlsrv):
+    """Options may follow COMMAND, as with every GNU tool (getopt permutes)."""
+    for args in (["status", "--json", "-s", ctlsrv.sock], ["status", "-j", "-s", ctlsrv.sock],
+                 ["-s", ctlsrv.sock, "status", "--json"],
+                 ["status", f"--socket={ctlsrv.sock}", "--json", "-t", "5"]):
+        p = ctl(*args)
+        assert p.returncode == 0, (args, p.stderr)
+        assert json.loads(p.stdout)["workers"] == 3, args
+    p = ctl("workers", "-s", ctlsrv.sock)
+    assert p.returncode == 0, p.stderr
+    assert not p.stdout.startswith("{")
+    # "--" ends the options: what follows is an argument, here a second COMMAND.
+    p = ctl("-s", ctlsrv.sock, "--", "status", "--json")
+    assert p.returncode == 2 and "one COMMAND only" in p.stderr
+
+
 @pytest.mark.parametrize("args", [
     [],
     ["frobnicate"],
     ["status", "extra"],
+    ["status", "extra", "--json"],
     ["--bogus", "status"],
+    ["status", "--bogus"],
+    ["status", "-s"],
     ["-s"],
     ["-s", "/x.sock", "-c", "/etc", "status"],
     ["-t", "0", "status"],
