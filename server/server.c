@@ -25,6 +25,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <monkey/mk_util.h>
 #include <monkey/monkey.h>
 
 #include "../core/log.h"
@@ -402,8 +403,9 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
 
     srv->running = true;
     for (size_t i = 0; i < cfg->n_listen; i++) {
-        mk_info("listening on %s (%s), %d workers, %s balancing", cfg->listen[i].spec,
+        mk_info("listening on %s (%s), %d %s, %s balancing", cfg->listen[i].spec,
                 cfg->listen[i].transport, cfg->workers,
+                mk_plural((unsigned) cfg->workers, "worker", "workers"),
                 cfg->balancing == MK_BALANCE_FAIR ? "fair" : "reuseport");
     }
     return MK_OK;

@@ -58,6 +58,7 @@
 #include <unistd.h>
 
 #include <monkey/mk_common.h>
+#include <monkey/mk_util.h>
 
 #include "../core/clock.h"
 #include "../core/log.h"
@@ -536,9 +537,9 @@ static bool mk_supervisor_child_exit(struct mk_supervisor *s, int wstatus)
     s->stats.last_crash = time(NULL);
     snprintf(s->stats.last_crash_reason, sizeof(s->stats.last_crash_reason), "%s", reason);
     if (n >= s->crashes.limit) {
-        mk_err("supervisor: the server (pid %ld) crashed: %s; giving up after %u crashes "
+        mk_err("supervisor: the server (pid %ld) crashed: %s; giving up after %u %s "
                "within %u s (SupervisorCrashLimit, SupervisorCrashWindow)",
-               pid, reason, n, s->crashes.window_ms / 1000);
+               pid, reason, n, mk_plural(n, "crash", "crashes"), s->crashes.window_ms / 1000);
         mk_supervisor_tell(s, "the server crashed at every start");
         s->opts->status = 1;
         return true;

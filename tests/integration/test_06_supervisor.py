@@ -422,7 +422,7 @@ def test_status_pidfile_and_ctl_through_restarts(make_server):
     assert doc["last_crash_reason"] == "signal 9 (SIGKILL)"
     assert abs(doc["last_crash"] - time.time()) < 30
     text = ctl("-s", srv.sock, "status").stdout
-    assert re.search(rf"^supervisor   pid {sup}, 1 restarts, last crash \S+Z: signal 9 \(SIGKILL\)$",
+    assert re.search(rf"^supervisor   pid {sup}, 1 restart, last crash \S+Z: signal 9 \(SIGKILL\)$",
                      text, re.M), text
     assert (srv.conf / "monkey.pid").read_text() == f"{sup}\n"
     # a stop asked of the child ends the supervisor too, with the child's status
