@@ -498,6 +498,14 @@ static const struct bad_case bad_sites[] = {
      "Alias"}, /* sections (other than [HOST] and [ERROR_PAGES]: see test_unclaimed_site_section) */
     {"sites/default", "[HOST]\n    DocumentRoot htdocs\n[HOST]\n    DocumentRoot htdocs\n", 3,
      "twice"},
+    /* no [HOST]: the section meant to be it, else the first section, else line 1 */
+    {"sites/default", "# typo\n[HOSTS]\n    DocumentRoot htdocs\n", 2,
+     "unknown section [HOSTS]: did you mean [HOST]?"},
+    {"sites/default", "[ERROR_PAGES]\n    404 404.html\n[hots]\n    DocumentRoot htdocs\n", 3,
+     "unknown section [hots]: did you mean [HOST]?"},
+    {"sites/default", "\n[ACCESS]\n    Allow all\n", 2,
+     "missing [HOST] section: the file has [ACCESS]"},
+    {"sites/default", "# nothing\n", 1, "missing [HOST] section: the file has no section"},
     /* error pages */
     {"sites/default", "[HOST]\n    DocumentRoot htdocs\n[ERROR_PAGES]\n    404 ../outside.html\n",
      4, "../outside.html"},
@@ -536,7 +544,8 @@ static const struct bad_case bad_plugins[] = {
 
 static const struct bad_case bad_mime[] = {
     {"monkey.mime", "[MIMETYPES]\n    html text/html\n    css stylesheet\n", 3, "stylesheet"},
-    {"monkey.mime", "[MIMETYPES]\n    html text/html\n[OTHER]\n", 3, "[OTHER]"},
+    {"monkey.mime", "[MIMETYPES]\n    html text/html\n[OTHER]\n", 3,
+     "unknown section [OTHER] (expected [MIMETYPES])"},
     {"monkey.mime", "[MIMETYPES]\n    html text/html\n    css text/css\n    HTML text/plain\n", 4,
      "'html' is listed twice (first at line 2)"},
 };
