@@ -360,7 +360,7 @@ const struct mk_conf_schema *mk_config_schema(void)
 
 static const char *const mk_host_keys[] = {"ServerName",   "DocumentRoot", "Symlinks",
                                            "HideDotFiles", "Fallback",     "Precompressed",
-                                           "CacheControl"};
+                                           "CacheControl", "IndexFiles"};
 #define MK_N_HOST_KEYS (sizeof(mk_host_keys) / sizeof(mk_host_keys[0]))
 
 const char *mk_config_key(const char *section, size_t i)

@@ -57,6 +57,9 @@ void mk_vhost_free(struct mk_vhost *vh)
         return;
     }
     mk_strv_free(vh->names, vh->n_names);
+    if (vh->index_files) {
+        mk_strv_free(vh->index_files, vh->n_index_files);
+    }
     mk_free(vh->docroot);
     mk_free(vh->fallback);
     mk_static_compress_site_free(&vh->compress);
@@ -309,6 +312,32 @@ static void mk_vhost_no_host(const struct mk_conf *conf, char *err, size_t errle
         "with the site's DocumentRoot)");
 }
 
+/*
+ * IndexFiles of a site: plain file names, as the server's (no '/', not "."
+ * or ".."), at least one. False with "file:line: reason" in err.
+ */
+static bool mk_vhost_index_conf(struct mk_vhost *vh, const struct mk_conf *conf,
+                                const struct mk_conf_entry *e, char *err, size_t errlen)
+{
+    size_t n;
+    char **names = mk_words(e->value, &n);
+
+    for (size_t i = 0; i < n; i++) {
+        if (strchr(names[i], '/') || strcmp(names[i], ".") == 0 || strcmp(names[i], "..") == 0) {
+            ERR(conf, e->line, "IndexFiles: '%s' is not a plain file name", names[i]);
+            mk_strv_free(names, n);
+            return false;
+        }
+    }
+    if (n == 0) {
+        mk_strv_free(names, n);
+        return ERR(conf, e->line, "IndexFiles: no file name");
+    }
+    vh->index_files = names;
+    vh->n_index_files = n;
+    return true;
+}
+
 static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *path, char *err,
                                       size_t errlen)
 {
@@ -436,6 +465,15 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
             }
             seen_precompressed = true;
             if (!mk_static_variant_conf(conf, e, &vh->precompressed, err, errlen)) {
+                goto fail;
+            }
+        }
+        else if (strcasecmp(e->key, "IndexFiles") == 0) {
+            if (vh->index_files) {
+                ERR(conf, e->line, "'IndexFiles' is given twice");
+                goto fail;
+            }
+            if (!mk_vhost_index_conf(vh, conf, e, err, errlen)) {
                 goto fail;
             }
         }

@@ -516,7 +516,8 @@ struct mk_api {
      * document root with the site's rules for symbolic links. -1 with errno.
      */
     int (*open_beneath)(const struct mk_request *r, const char *rel, int flags);
-    /* The i-th configured index file name (IndexFiles), NULL past the last. */
+    /* The i-th index file name of the request's site (its IndexFiles, else the
+       server's), NULL past the last. */
     const char *(*index_file)(const struct mk_request *r, unsigned i);
 
     /* sites */

@@ -120,6 +120,19 @@ def test_counts_in_words(make_server):
         srv.get("/two/").body.decode()
 
 
+def test_the_sites_own_index_files(make_server):
+    """api->index_file gives the site's IndexFiles when it has some: a directory holding
+    only the server's index name is listed on a site whose IndexFiles does not name it."""
+    srv = lister(make_server)
+    srv.site_conf["IndexFiles"] = "start.txt"
+    srv.file("pub/index.html", "not an index on this site\n")
+    srv.file("own/start.txt", "the site's index\n")
+    srv.start()
+    r = srv.get("/pub/")
+    assert r.status == 200 and names(r.body) == ["index.html"]
+    assert srv.get("/own/").body == b"the site's index\n"
+
+
 def test_root_has_no_parent_link(make_server):
     srv = lister(make_server)
     srv.file("x.txt", "x")

@@ -498,6 +498,12 @@ static const struct bad_case bad_sites[] = {
      "Alias"}, /* sections (other than [HOST] and [ERROR_PAGES]: see test_unclaimed_site_section) */
     {"sites/default", "[HOST]\n    DocumentRoot htdocs\n[HOST]\n    DocumentRoot htdocs\n", 3,
      "twice"},
+    /* the site's IndexFiles: checked as the server's */
+    {"sites/default",
+     "[HOST]\n    DocumentRoot htdocs\n    IndexFiles a.html\n    IndexFiles b.html\n", 4,
+     "'IndexFiles' is given twice"},
+    {"sites/default", "[HOST]\n    DocumentRoot htdocs\n    IndexFiles index.php ..\n", 3,
+     "IndexFiles: '..' is not a plain file name"},
     /* no [HOST]: the section meant to be it, else the first section, else line 1 */
     {"sites/default", "# typo\n[HOSTS]\n    DocumentRoot htdocs\n", 2,
      "unknown section [HOSTS]: did you mean [HOST]?"},
@@ -1404,9 +1410,10 @@ static void test_key_list_matches_parser(void **state)
     assert_string_equal(mk_config_key("HOST", 4), "Fallback");
     assert_string_equal(mk_config_key("HOST", 5), "Precompressed");
     assert_string_equal(mk_config_key("HOST", 6), "CacheControl");
-    assert_string_equal(mk_config_key("HOST", 7), "Compress");
-    assert_string_equal(mk_config_key("HOST", 12), "CompressGzipLevel");
-    assert_null(mk_config_key("HOST", 13));
+    assert_string_equal(mk_config_key("HOST", 7), "IndexFiles");
+    assert_string_equal(mk_config_key("HOST", 8), "Compress");
+    assert_string_equal(mk_config_key("HOST", 13), "CompressGzipLevel");
+    assert_null(mk_config_key("HOST", 14));
     while ((key = mk_config_key("SERVER", n))) {
         /* an unknown key fails with "unknown key"; a known one fails otherwise or not at all */
         struct confdir *d = confdir_new();
