@@ -16,7 +16,8 @@
 #                            files compressed on the fly, gzip and br) with Python's
 #                            brotli, Python's websockets and
 #                            chromium (the Duda websocket packages and chat), redis-server
-#                            and memcached (Duda's redis and memcache packages), and
+#                            and memcached (Duda's redis and memcache packages),
+#                            inotify-tools (duda -w watches a service with inotifywait), and
 #                            optionally libcjson-dev, libsqlite3-dev, libhiredis-dev and
 #                            libmemcached-dev (Duda's json, sqlite, redis, memcache packages)
 #   tools/deps.sh fuzz       + clang with libFuzzer (make fuzz, and make test, which
@@ -95,6 +96,9 @@ if [ "$stage" != build ]; then
     optional="${optional:-}$duda_optional"
     need redis-server redis-server
     need memcached memcached
+    # duda -w rebuilds a service when its sources change: with inotifywait
+    # when it is there (its tests check both ways), else by polling.
+    need inotifywait inotify-tools
     need /usr/bin/python3 python3
     # pytest for whichever python3 runs the tests: the Debian one when the
     # first python3 on PATH has none.
