@@ -8,8 +8,11 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
+import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -498,6 +501,117 @@ def test_duda_new_then_w(tmp_path):
         c.close()
         for sub in ("html", "conf", "data", "logs"):
             assert (svc / sub).is_dir()
+
+
+def duda_w(tmp_path, svc, *args, env=None):
+    """`duda -w svc ARGS...` as a context: (process, log path), once it listens."""
+    port = next((a.rsplit(":", 1)[-1] for a in args if isinstance(a, str) and a[-1:].isdigit()))
+    log = tmp_path / f"duda-w-{svc.name}.log"
+    return serving([str(DUDA), "-w", str(svc), *map(str, args)], int(port), log,
+                   env={**os.environ, **(env or {})}), log
+
+
+def url_in(log):
+    m = re.search(r"^duda: serving \S+ on (http://\S+?)[;\s]", log.read_text(), re.M)
+    assert m, log.read_text()
+    return m.group(1)
+
+
+def fetch(url):
+    with urllib.request.urlopen(url, timeout=10 * SLOW) as r:
+        return r.read()
+
+
+def refused(host, port):
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def test_duda_w_listens_on_loopback_and_prints_a_url_that_works(tmp_path):
+    """A development server: on 127.0.0.1 unless told otherwise, and the URL it prints
+    is the one to open, for -p PORT, -p ADDR:PORT and -p '*:PORT' alike."""
+    svc = tmp_path / "version"
+    shutil.copytree(ROOT / "tests/duda/version", svc)
+    port = free_port()
+    ctx, log = duda_w(tmp_path, svc, "-p", str(port))
+    with ctx:
+        assert url_in(log) == f"http://127.0.0.1:{port}/version/"
+        assert fetch(url_in(log)) == b"version 1\n"
+        assert refused("127.0.0.2", port)  # not on every address: loopback only
+    port = free_port()
+    ctx, log = duda_w(tmp_path, svc, "-p", f"127.0.0.1:{port}", "-r")
+    with ctx:
+        assert url_in(log) == f"http://127.0.0.1:{port}/"  # not http://localhost:127.0.0.1:...
+        assert fetch(url_in(log)) == b"version 1\n"
+    port = free_port()
+    ctx, log = duda_w(tmp_path, svc, "-p", f"*:{port}")
+    with ctx:
+        assert url_in(log) == f"http://127.0.0.1:{port}/version/"
+        assert "(and on every address)" in log.read_text()
+        assert not refused("127.0.0.2", port)
+    # Options before the folder work as after it.
+    port = free_port()
+    with serving([str(DUDA), "-w", "-p", str(port), "-o", str(tmp_path / "out2"), str(svc)],
+                 port, tmp_path / "before.log"):
+        assert fetch(f"http://127.0.0.1:{port}/version/") == b"version 1\n"
+    assert (tmp_path / "out2" / "version.duda").exists()
+    p = duda("-w", svc, "-p", "nope")
+    assert p.returncode == 2 and "-p nope: expected PORT or ADDRESS:PORT" in p.stderr
+
+
+@pytest.mark.parametrize("watch", ["inotify", "poll"])
+def test_duda_w_rebuilds_on_change_and_keeps_the_last_good_build(tmp_path, watch):
+    """A source file changed: the service is built again and the server reloaded; a build
+    that does not compile, or does not load, leaves the last good one serving, with the
+    compiler's (or the loader's) message shown."""
+    if watch == "inotify" and not shutil.which("inotifywait"):
+        pytest.skip("no inotifywait (inotify-tools)")
+    svc = tmp_path / "version"
+    shutil.copytree(ROOT / "tests/duda/version", svc)
+    src = svc / "version.c"
+    text = src.read_text()
+    port = free_port()
+    ctx, log = duda_w(tmp_path, svc, "-p", str(port), env={"DUDA_WATCH": watch})
+    url = f"http://127.0.0.1:{port}/version/"
+
+    def serves(body):
+        return wait_for(lambda: fetch(url) == body, timeout=30)
+
+    with ctx:
+        assert fetch(url) == b"version 1\n"
+        assert f"rebuilt when {svc}/*.c or *.h change" in log.read_text()
+        src.write_text(text.replace("#define VERSION 1", "#define VERSION 2"))
+        assert serves(b"version 2\n"), log.read_text()
+        assert "duda: version.c changed: rebuilding version" in log.read_text()
+        # A header of the service counts too; touching a file is a change.
+        (svc / "extra.h").write_text("#define EXTRA 1\n")
+        src.write_text(text.replace("#define VERSION 1", '#include "extra.h"\n#define VERSION 3'))
+        assert serves(b"version 3\n"), log.read_text()
+        rebuilt = log.read_text().count("changed: rebuilding")
+        os.utime(svc / "extra.h")
+        assert wait_for(lambda: log.read_text().count("changed: rebuilding") > rebuilt, 30)
+        assert wait_for(lambda: log.read_text().count("configuration reloaded") >= 3, 30)
+        # A build that fails: the compiler's message, and version 3 serves on.
+        src.write_text(text.replace("#define VERSION 1", "#define VERSION 4 +"))
+        assert wait_for(lambda: "still serving the last good build" in log.read_text(), 30), \
+            log.read_text()
+        out = log.read_text()
+        assert "version.c:12:" in out and "error:" in out, out
+        assert fetch(url) == b"version 3\n"
+        # One that compiles but does not load (a bad route): the same.
+        src.write_text(text.replace("router->root(cb_root);",
+                                    'router->root(cb_root);\n    router->map("/a/:", DUDA_GET, '
+                                    "cb_root);"))
+        assert wait_for(lambda: "does not load (see above)" in log.read_text(), 30), \
+            log.read_text()
+        assert "a parameter without a name" in log.read_text()
+        assert fetch(url) == b"version 3\n"
+        # Mended: served at once.
+        src.write_text(text.replace("#define VERSION 1", "#define VERSION 5"))
+        assert serves(b"version 5\n"), log.read_text()
 
 
 def test_duda_w_data_files(tmp_path):
