@@ -25,7 +25,8 @@ import time
 
 import pytest
 
-from conftest import BUILD, SLOW, needs_dlopen, wait_port
+from conftest import BUILD, SLOW, delay_start, needs_dlopen, wait_port
+from h2util import needs_tool
 from test_12_control import CONTROL_SO, ctl, make_control, wait_socket
 from test_15_systemd import messages, notify_socket
 
@@ -477,6 +478,28 @@ def test_pidfile_in_a_directory_others_write_is_refused(make_server, tmp_path):
     err = srv.run_expect_failure(["-S"])
     assert f"directory {d} may be written by its owner, not only by root" in err, err
     assert not (d / "monkey.pid").exists()
+
+
+@needs_tool("strace")
+def test_started_once_the_child_has_read_the_configuration(make_server, tmp_path):
+    """start() of a supervised server returns once its child is ready, not
+    once the supervisor's sockets listen: the child reads the configuration
+    after that (here a second late, strace delaying its first open of
+    monkey.conf, as a child under emulation starts late), so a
+    configuration written next is for a reload, not for the child's start."""
+    srv = make_server()
+    srv.file("who.txt", "old\n")
+    delay_start(srv, "openat", path=srv.conf / "monkey.conf")
+    srv.start(["-S"])
+    newroot = tmp_path / "newroot"
+    newroot.mkdir()
+    (newroot / "who.txt").write_text("new\n")
+    srv.site_conf["DocumentRoot"] = str(newroot)
+    srv.write_conf()
+    assert srv.get("/who.txt").body == b"old\n"
+    srv.reload()
+    assert srv.get("/who.txt").body == b"new\n"
+    assert srv.stop() == 0
 
 
 def test_readiness_from_the_supervisor(make_server, monkeypatch, tmp_path):

@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from conftest import BUILD, SLOW, needs_dlopen
+from conftest import BUILD, SLOW, delay_start, needs_dlopen
+from h2util import needs_tool
 
 pytestmark = needs_dlopen
 
@@ -247,6 +248,23 @@ def test_reload_applies_changed_site(make_server, tmp_path):
     assert srv.get("/page.txt", headers=host).body == b"second\n"
     roots = [s["document_root"] for s in status_json(srv, "sites")["sites"]]
     assert str(root2) in roots and str(root1) not in roots
+
+
+@needs_tool("strace")
+def test_a_command_right_after_the_start_is_carried_out(make_server):
+    """A server that start() returned takes control commands: start() waits
+    until the server runs its main loop (it says READY=1), not only until
+    its port and its control socket are open. Here the loop starts a second
+    late (strace delays its first call, signalfd4), as under emulation or on
+    a loaded machine: a command sent earlier is refused ("does not run its
+    control loop")."""
+    srv = make_control(make_server, start=False)
+    delay_start(srv, "signalfd4")
+    srv.start()
+    wait_socket(srv.sock)
+    p = ctl("-s", srv.sock, "reload")
+    assert p.returncode == 0, p.stderr
+    assert srv.stop() == 0
 
 
 def test_reload_broken_configuration_refused(make_server):
