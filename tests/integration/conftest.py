@@ -194,6 +194,47 @@ class Strace:
         return [line for line in self.out.read_text().splitlines() if "(" in line]
 
 
+class GuestStrace:
+    """The system calls an emulated server makes, as qemu-user's -strace
+    logs them (QEMU_STRACE, into the file QEMU_LOG_FILENAME): each call of
+    the program, as the emulator carries it out, and none of the emulator's
+    own, which strace -p sees too (the futex of qemu's RCU thread, blocked
+    when strace attaches, say). Made before the server starts (it sets
+    srv.env); start() and stop() cut what came between, as lines in
+    Strace's form ("PID name(args) = result"): the calls of several threads
+    share lines in qemu's log (a call blocks between its name and its
+    result), and are cut apart at each "PID name(". The calls in progress
+    at start() are not there: they began before it. Left out: the clock
+    calls, which the kernel's vDSO answers without a system call on the
+    real machine, as on x86-64; qemu-user 7.2 gives the program no vDSO, so
+    each is a system call there."""
+
+    CALL = re.compile(r"(?:^|(?<=[\s)]))(\d+) ([a-z_0-9]+)\(", re.M)
+    VDSO = ("clock_gettime", "clock_gettime64", "clock_getres", "clock_getres_time64",
+            "gettimeofday", "time", "getcpu")
+
+    def __init__(self, srv, out):
+        self.out = out
+        srv.env.update(QEMU_STRACE="1", QEMU_LOG_FILENAME=str(out))
+
+    def _size(self):
+        return self.out.stat().st_size if self.out.exists() else 0
+
+    def start(self):
+        self.offset = self._size()
+        return self
+
+    def stop(self):
+        time.sleep(0.1 * SLOW)  # the last calls' results
+        with open(self.out, "rb") as f:
+            f.seek(self.offset)
+            text = f.read().decode(errors="replace")
+        calls = list(self.CALL.finditer(text))
+        ends = [m.start() for m in calls[1:]] + [len(text)]
+        return [text[m.start():end].strip() for m, end in zip(calls, ends)
+                if m.group(2) not in self.VDSO]
+
+
 def delay_start(srv, call, path=None, seconds=1.0):
     """Run srv under strace, which delays by `seconds` the first `call` of
     each of its processes (the first on `path`, given one): a server slow
