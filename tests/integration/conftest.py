@@ -148,16 +148,23 @@ def wait_for(cond, timeout=5.0):
 
 
 @contextlib.contextmanager
-def serving(argv, port, log, timeout=10.0, **popen):
+def serving(argv, port, log, timeout=10.0, ready=False, **popen):
     """Run argv, a server of its own that listens on 127.0.0.1:port, with its
     standard output and error in the file `log`; yield the process once it
-    listens (the test fails with the log if it does not). Unless the block
+    listens (the test fails with the log if it does not), and with `ready`
+    (a monkey) once it says READY=1 too (Server.start). Unless the block
     waited for it itself, SIGTERM stops it at the end of the block; it must
     exit with status 0, and it never outlives the test."""
+    notify = Readiness() if ready else None
+    if notify:
+        popen["env"] = {**popen.get("env", os.environ), "NOTIFY_SOCKET": notify.name}
     with open(log, "w") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, **popen)
+        if notify:
+            notify.follow(proc)
         try:
             assert wait_port(port, proc=proc, timeout=timeout), Path(log).read_text()
+            assert notify is None or notify.wait(proc, timeout), Path(log).read_text()
             yield proc
             if proc.returncode is None:
                 proc.send_signal(signal.SIGTERM)
