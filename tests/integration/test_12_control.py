@@ -267,6 +267,22 @@ def test_a_command_right_after_the_start_is_carried_out(make_server):
     assert srv.stop() == 0
 
 
+@needs_tool("strace")
+def test_a_command_during_the_start_waits_for_the_loop(make_server):
+    """The server side of the same race: a command that reaches the control
+    socket while the server still starts (its loop a second late) waits for
+    the loop and is carried out, instead of being refused as if the server
+    ran in library mode."""
+    srv = make_control(make_server, start=False)
+    delay_start(srv, "signalfd4")
+    srv.start(ready=False)  # the port is open, the loop not yet
+    wait_socket(srv.sock)
+    p = ctl("-s", srv.sock, "reload")
+    assert p.returncode == 0, p.stderr
+    assert "library mode" not in p.stderr
+    assert srv.stop() == 0
+
+
 def test_reload_broken_configuration_refused(make_server):
     srv = make_control(make_server)
     broken = srv.conf / "sites" / "broken"
