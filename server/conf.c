@@ -393,7 +393,7 @@ const struct mk_conf_schema *mk_config_schema(void)
 
 static const char *const mk_host_keys[] = {"ServerName",   "DocumentRoot", "Symlinks",
                                            "HideDotFiles", "Fallback",     "Precompressed",
-                                           "CacheControl"};
+                                           "CacheControl", "IndexFiles"};
 #define MK_N_HOST_KEYS (sizeof(mk_host_keys) / sizeof(mk_host_keys[0]))
 
 const char *mk_config_key(const char *section, size_t i)
@@ -788,19 +788,33 @@ static bool mk_writer_reaches(const struct mk_writer *w, const char *dir, char *
  * Can `w` create the file at `path`, or write to it if it exists? MK_OK, or
  * MK_ERR with the reason in why.
  */
+/*
+ * The directory of `path` into copy (PATH_MAX bytes), stat'ed into *st:
+ * the directory, or NULL with the reason in why.
+ */
+static const char *mk_path_dir_stat(const char *path, char *copy, struct stat *st, char *why,
+                                    size_t whylen)
+{
+    if (strlen(path) >= PATH_MAX) {
+        snprintf(why, whylen, "%s", strerror(ENAMETOOLONG));
+        return NULL;
+    }
+    memcpy(copy, path, strlen(path) + 1);
+    const char *dir = dirname(copy);
+    if (stat(dir, st) != 0) {
+        snprintf(why, whylen, "directory %s: %s", dir, strerror(errno));
+        return NULL;
+    }
+    return dir;
+}
+
 static int mk_file_writable(const char *path, const struct mk_writer *w, char *why, size_t whylen)
 {
     char copy[PATH_MAX];
     struct stat st;
+    const char *dir = mk_path_dir_stat(path, copy, &st, why, whylen);
 
-    if (strlen(path) >= sizeof(copy)) {
-        snprintf(why, whylen, "%s", strerror(ENAMETOOLONG));
-        return MK_ERR;
-    }
-    memcpy(copy, path, strlen(path) + 1);
-    const char *dir = dirname(copy);
-    if (stat(dir, &st) != 0) {
-        snprintf(why, whylen, "directory %s: %s", dir, strerror(errno));
+    if (!dir) {
         return MK_ERR;
     }
     if (!S_ISDIR(st.st_mode)) {
@@ -843,15 +857,9 @@ static int mk_dir_root_only(const char *path, char *why, size_t whylen)
 {
     char copy[PATH_MAX];
     struct stat st;
+    const char *dir = mk_path_dir_stat(path, copy, &st, why, whylen);
 
-    if (strlen(path) >= sizeof(copy)) {
-        snprintf(why, whylen, "%s", strerror(ENAMETOOLONG));
-        return MK_ERR;
-    }
-    memcpy(copy, path, strlen(path) + 1);
-    const char *dir = dirname(copy);
-    if (stat(dir, &st) != 0) {
-        snprintf(why, whylen, "directory %s: %s", dir, strerror(errno));
+    if (!dir) {
         return MK_ERR;
     }
     const char *who = st.st_uid != 0                             ? "its owner"

@@ -108,6 +108,9 @@ struct mk_vhost {
     struct mk_cache_rules cache_rules;
     /* Compress and its companions (static_compress.h); codings 0: off */
     struct mk_compress_site compress;
+    /* IndexFiles of the site's [HOST]; NULL: the server's (mk_vhost_index_files) */
+    char **index_files;
+    size_t n_index_files;
 };
 
 struct mk_plugin;
@@ -196,6 +199,21 @@ struct mk_config {
     void **plugin_conf;
     size_t n_plugin_conf;
 };
+
+/*
+ * The index file names of site vh of cfg: the site's IndexFiles, else the
+ * server's. They live as long as the configuration.
+ */
+static inline char *const *mk_vhost_index_files(const struct mk_vhost *vh,
+                                                const struct mk_config *cfg, size_t *n)
+{
+    if (vh && vh->index_files) {
+        *n = vh->n_index_files;
+        return vh->index_files;
+    }
+    *n = cfg->n_index_files;
+    return cfg->index_files;
+}
 
 /* A key/value given outside the files (command line, library API). */
 struct mk_config_override {

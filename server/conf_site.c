@@ -57,6 +57,9 @@ void mk_vhost_free(struct mk_vhost *vh)
         return;
     }
     mk_strv_free(vh->names, vh->n_names);
+    if (vh->index_files) {
+        mk_strv_free(vh->index_files, vh->n_index_files);
+    }
     mk_free(vh->docroot);
     mk_free(vh->fallback);
     mk_static_compress_site_free(&vh->compress);
@@ -245,6 +248,96 @@ static bool mk_vhost_error_page(struct mk_vhost *vh, const struct mk_conf *conf,
     return true;
 }
 
+/*
+ * Is `a` within two edits of `b` (letters inserted, removed, changed or
+ * two neighbours swapped), without regard to case? Short names only: a
+ * section name that misses [HOST] by a typo ([HOSTS], [HOTS], [HSOT]).
+ */
+static bool mk_name_near(const char *a, const char *b)
+{
+    enum { MAX = 16 };
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned d[MAX + 1][MAX + 1];
+
+    if (la > MAX || lb > MAX || (la > lb ? la - lb : lb - la) > 2) {
+        return false;
+    }
+    for (size_t i = 0; i <= la; i++) {
+        for (size_t j = 0; j <= lb; j++) {
+            if (i == 0 || j == 0) {
+                d[i][j] = (unsigned) (i + j);
+                continue;
+            }
+            unsigned cost = mk_tolower(a[i - 1]) != mk_tolower(b[j - 1]);
+            unsigned v = d[i - 1][j - 1] + cost;
+            v = d[i - 1][j] + 1 < v ? d[i - 1][j] + 1 : v;
+            v = d[i][j - 1] + 1 < v ? d[i][j - 1] + 1 : v;
+            if (i > 1 && j > 1 && mk_tolower(a[i - 1]) == mk_tolower(b[j - 2]) &&
+                mk_tolower(a[i - 2]) == mk_tolower(b[j - 1]) && d[i - 2][j - 2] + 1 < v) {
+                v = d[i - 2][j - 2] + 1;
+            }
+            d[i][j] = v;
+        }
+    }
+    return d[la][lb] <= 2;
+}
+
+/*
+ * A site file without [HOST]: "file:line: reason" at the section that was
+ * probably meant to be it (a name near HOST), else at the file's first
+ * section, else at line 1 of a file that has none.
+ */
+static void mk_vhost_no_host(const struct mk_conf *conf, char *err, size_t errlen)
+{
+    const struct mk_conf_section *first = NULL;
+    struct mk_list *it;
+
+    mk_list_foreach (it, &conf->sections) {
+        const struct mk_conf_section *s = mk_list_entry(it, struct mk_conf_section, node);
+        if (mk_name_near(s->name, "HOST") && strcasecmp(s->name, "ERROR_PAGES") != 0) {
+            ERR(conf, s->line,
+                "unknown section [%s]: did you mean [HOST]? (every site file needs one)", s->name);
+            return;
+        }
+        first = first ? first : s;
+    }
+    if (first) {
+        ERR(conf, first->line,
+            "missing [HOST] section: the file has [%s] but no [HOST] with the site's DocumentRoot",
+            first->name);
+        return;
+    }
+    ERR(conf, 1,
+        "missing [HOST] section: the file has no section (every site file needs [HOST] "
+        "with the site's DocumentRoot)");
+}
+
+/*
+ * IndexFiles of a site: plain file names, as the server's (no '/', not "."
+ * or ".."), at least one. False with "file:line: reason" in err.
+ */
+static bool mk_vhost_index_conf(struct mk_vhost *vh, const struct mk_conf *conf,
+                                const struct mk_conf_entry *e, char *err, size_t errlen)
+{
+    size_t n;
+    char **names = mk_words(e->value, &n);
+
+    for (size_t i = 0; i < n; i++) {
+        if (strchr(names[i], '/') || strcmp(names[i], ".") == 0 || strcmp(names[i], "..") == 0) {
+            ERR(conf, e->line, "IndexFiles: '%s' is not a plain file name", names[i]);
+            mk_strv_free(names, n);
+            return false;
+        }
+    }
+    if (n == 0) {
+        mk_strv_free(names, n);
+        return ERR(conf, e->line, "IndexFiles: no file name");
+    }
+    vh->index_files = names;
+    vh->n_index_files = n;
+    return true;
+}
+
 static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *path, char *err,
                                       size_t errlen)
 {
@@ -272,7 +365,7 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
         /* Other sections belong to plugins: checked once plugins are known. */
     }
     if (!host) {
-        snprintf(err, errlen, "%s: missing [HOST] section", path);
+        mk_vhost_no_host(conf, err, errlen);
         goto fail;
     }
 
@@ -372,6 +465,15 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
             }
             seen_precompressed = true;
             if (!mk_static_variant_conf(conf, e, &vh->precompressed, err, errlen)) {
+                goto fail;
+            }
+        }
+        else if (strcasecmp(e->key, "IndexFiles") == 0) {
+            if (vh->index_files) {
+                ERR(conf, e->line, "'IndexFiles' is given twice");
+                goto fail;
+            }
+            if (!mk_vhost_index_conf(vh, conf, e, err, errlen)) {
                 goto fail;
             }
         }

@@ -29,7 +29,7 @@
 #define MK_H2_CLASS_MIN 5      /* the smallest class: 32 bytes */
 #define MK_H2_CLASSES 7        /* 32 ... 2048 (MK_H2_MEM_MAX) */
 #define MK_H2_CLASS_NONE 0xffu /* a block above MK_H2_MEM_MAX: plain malloc */
-#define MK_H2_HDR 16           /* keeps the block 16-byte aligned */
+#define MK_H2_HDR 16           /* keeps the block aligned as malloc's (at most 16) */
 
 /* What precedes every block but the frame buffer. */
 struct mk_h2_hdr {

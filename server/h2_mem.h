@@ -7,9 +7,11 @@
  * Small blocks (up to MK_H2_MEM_MAX bytes: streams, outbound frames,
  * decoded header fields, the few nghttp2 allocates per request) come from
  * free lists of the worker, one per power-of-two size class, each block
- * behind a 16-byte header naming its class; a freed block goes back to its
- * list (at most MK_H2_MEM_KEEP per class are kept, the rest are freed), so
- * a request costs no malloc once the worker is warm. Under AddressSanitizer
+ * behind a 16-byte header naming its class, so aligned as malloc's blocks
+ * are (alignof(max_align_t): 16 bytes on x86-64 and aarch64, 8 on 32-bit
+ * ARM); a freed block goes back to its list (at most MK_H2_MEM_KEEP per
+ * class are kept, the rest are freed), so a request costs no malloc once
+ * the worker is warm. Under AddressSanitizer
  * nothing is kept, so that use after free is still caught. Larger blocks
  * are malloc'd, behind the same header.
  *
@@ -43,7 +45,7 @@ struct mk_h2_mem {
 /*
  * A block of the worker's free lists for the server's own per-stream
  * objects (the same lists nghttp2's blocks come from): at least `size`
- * bytes, 16-byte aligned, or NULL when out of memory. Given back with
+ * bytes, aligned as malloc's, or NULL when out of memory. Given back with
  * mk_h2_mem_put (NULL is fine); mk_h2_mem_resize moves it to a block of
  * `size` bytes keeping its contents (NULL when out of memory: p stays).
  */

@@ -28,6 +28,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <monkey/mk_util.h>
+
 #include "../core/clock.h"
 #include "../core/log.h"
 #include "../core/sys.h"
@@ -371,9 +373,10 @@ static void mk_accept_out_of_fds(struct mk_server *srv, struct mk_accept_guard *
     if (mk_log_gate_pass(&srv->fd_gate, now_ms, MK_ACCEPT_WARN_MS, &skipped)) {
         unsigned answered = atomic_exchange_explicit(&srv->fd_shed, 0, memory_order_relaxed);
         mk_warn("accept: %s: accepting paused for %u ms (since the last message: %u more "
-                "pauses, %u connections answered 503 and closed; raise the open files limit, or "
+                "%s, %u %s answered 503 and closed; raise the open files limit, or "
                 "lower MaxConnections)",
-                strerror(err), MK_ACCEPT_PAUSE_MS, skipped, answered);
+                strerror(err), MK_ACCEPT_PAUSE_MS, skipped, mk_plural(skipped, "pause", "pauses"),
+                answered, mk_plural(answered, "connection", "connections"));
     }
 }
 

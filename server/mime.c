@@ -104,7 +104,8 @@ struct mk_mime_table *mk_mime_from_conf(const struct mk_conf *conf, const char *
     mk_list_foreach (it, &conf->sections) {
         struct mk_conf_section *s = mk_list_entry(it, struct mk_conf_section, node);
         if (strcasecmp(s->name, "MIMETYPES") != 0) {
-            mk_conf_error(conf, s->line, err, errlen, "unknown section [%s]", s->name);
+            mk_conf_error(conf, s->line, err, errlen, "unknown section [%s] (expected [MIMETYPES])",
+                          s->name);
             return NULL;
         }
         struct mk_list *e;

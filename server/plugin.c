@@ -405,7 +405,9 @@ static int mk_api_open_beneath(const struct mk_request *r, const char *rel, int 
 
 static const char *mk_api_index_file(const struct mk_request *r, unsigned i)
 {
-    return i < r->cfg->n_index_files ? r->cfg->index_files[i] : NULL;
+    size_t n;
+    char *const *names = mk_vhost_index_files(r->vhost, r->cfg, &n);
+    return i < n ? names[i] : NULL;
 }
 
 static const struct mk_site *mk_api_site(const struct mk_request *r)

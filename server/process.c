@@ -187,7 +187,9 @@ int mk_server_command(struct mk_server *srv, int cmd, char *err, size_t errlen)
         return MK_ERR;
     }
     pthread_mutex_lock(&srv->cmd_lock);
-    while (srv->cmd && srv->loop_running) {
+    /* A command that comes while the server starts (the control plugin
+       listens before the workers are up) waits for the loop. */
+    while ((srv->cmd && srv->loop_running) || (srv->loop_coming && !srv->loop_running)) {
         pthread_cond_wait(&srv->cmd_cond, &srv->cmd_lock); /* one at a time */
     }
     if (!srv->loop_running) {
@@ -277,6 +279,8 @@ int mk_server_loop(struct mk_server *srv)
     }
     pthread_mutex_lock(&srv->cmd_lock);
     srv->loop_running = true;
+    srv->loop_coming = false;
+    pthread_cond_broadcast(&srv->cmd_cond);
     pthread_mutex_unlock(&srv->cmd_lock);
     mk_systemd_notify_ready();
 
@@ -346,6 +350,15 @@ int mk_server_loop(struct mk_server *srv)
     return MK_OK;
 }
 
+/* Whether mk_server_loop is to come: commands wait for it meanwhile. */
+static void mk_server_loop_coming(struct mk_server *srv, bool coming)
+{
+    pthread_mutex_lock(&srv->cmd_lock);
+    srv->loop_coming = coming;
+    pthread_cond_broadcast(&srv->cmd_cond);
+    pthread_mutex_unlock(&srv->cmd_lock);
+}
+
 int mk_server_run_notify(struct mk_server *srv, void (*started)(void *arg, const char *err),
                          void *arg, char *err, size_t errlen)
 {
@@ -355,12 +368,17 @@ int mk_server_run_notify(struct mk_server *srv, void (*started)(void *arg, const
     /* Blocked before the workers exist so no signal can slip in between. */
     mk_server_signal_set(&set);
     pthread_sigmask(SIG_BLOCK, &set, &old);
+    mk_server_loop_coming(srv, true);
     rc = mk_server_start(srv, err, errlen);
+    if (rc != MK_OK) {
+        mk_server_loop_coming(srv, false);
+    }
     if (started) {
         started(arg, rc == MK_OK ? NULL : err);
     }
     if (rc == MK_OK) {
         rc = mk_server_loop(srv);
+        mk_server_loop_coming(srv, false); /* also when the loop could not start */
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return rc;

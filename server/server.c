@@ -25,6 +25,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <monkey/mk_util.h>
 #include <monkey/monkey.h>
 
 #include "../core/log.h"
@@ -149,6 +150,36 @@ static int mk_server_check_transports(const struct mk_plugin_set *ps, const stru
 }
 
 /*
+ * Once the sites are built: each transport that a Listen line uses and
+ * that checks the sites (check_sites, ABI 3.10) checks them, once, and a
+ * refusal names its first Listen line.
+ */
+static int mk_server_check_sites(const struct mk_plugin_set *ps, const struct mk_config *cfg,
+                                 char *err, size_t errlen)
+{
+    char reason[512];
+
+    for (size_t i = 0; i < cfg->n_listen; i++) {
+        const struct mk_listen_addr *a = &cfg->listen[i];
+        const struct mk_transport *t = mk_plugins_transport(ps, a->transport);
+        bool first = true;
+        for (size_t j = 0; j < i && first; j++) {
+            first = strcmp(cfg->listen[j].transport, a->transport) != 0;
+        }
+        if (!t || !t->check_sites || !first) {
+            continue;
+        }
+        reason[0] = '\0';
+        if (t->check_sites(cfg, reason, sizeof(reason)) != MK_OK) {
+            ERRF("%s: Listen %s %s: %s", a->where, a->spec, a->transport,
+                 reason[0] ? reason : "the transport refused the sites");
+            return MK_ERR;
+        }
+    }
+    return MK_OK;
+}
+
+/*
  * The server's own copy of a Listen options text, equal texts shared: it
  * lives until the server is destroyed, since connections accepted under
  * an older configuration keep pointing to it. Controlling thread.
@@ -198,6 +229,9 @@ int mk_server_check(struct mk_server *srv, char *err, size_t errlen)
     }
     if (rc == MK_OK) {
         rc = mk_plugins_sites(&srv->plugins, cfg, err, errlen);
+    }
+    if (rc == MK_OK) {
+        rc = mk_server_check_sites(&srv->plugins, cfg, err, errlen);
     }
     mk_config_unref(cfg); /* releases site data while the plugins are still loaded */
     for (size_t i = 0; started && i < srv->plugins.count; i++) {
@@ -348,7 +382,8 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
     if (mk_plugins_init(&srv->plugins, srv, cfg, err, errlen) != MK_OK) {
         goto fail_plans;
     }
-    if (mk_plugins_sites(&srv->plugins, cfg, err, errlen) != MK_OK) {
+    if (mk_plugins_sites(&srv->plugins, cfg, err, errlen) != MK_OK ||
+        mk_server_check_sites(&srv->plugins, cfg, err, errlen) != MK_OK) {
         goto fail_init;
     }
     if (mk_server_drop_privileges(cfg, err, errlen) != MK_OK ||
@@ -413,8 +448,10 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
 
     srv->running = true;
     for (size_t i = 0; i < cfg->n_listen; i++) {
-        mk_info("listening on %s (%s), %d workers, %s balancing", cfg->listen[i].spec,
-                cfg->listen[i].transport, cfg->workers, MK_FAIR(cfg) ? "fair" : "reuseport");
+        mk_info("listening on %s (%s), %d %s, %s balancing", cfg->listen[i].spec,
+                cfg->listen[i].transport, cfg->workers,
+                mk_plural((unsigned) cfg->workers, "worker", "workers"),
+                MK_FAIR(cfg) ? "fair" : "reuseport");
     }
     return MK_OK;
 
@@ -500,6 +537,7 @@ int mk_server_reload(struct mk_server *srv, char *err, size_t errlen)
     plans = NULL;
     owners = MK_FAIR(cfg) ? 1 : cfg->workers;
     if (mk_plugins_sites(&srv->plugins, cfg, err, errlen) != MK_OK ||
+        mk_server_check_sites(&srv->plugins, cfg, err, errlen) != MK_OK ||
         !(plans = mk_server_plans(srv, old, cfg, owners, err, errlen))) {
         mk_config_unref(cfg); /* site data first: plugin code frees it */
         mk_plugins_reload_commit(&srv->plugins, false);

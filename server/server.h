@@ -111,7 +111,8 @@ struct mk_server {
     int cmd_rc;
     char cmd_err[512];
     bool loop_running;
-    int stop_efd; /* eventfd signalled when the last worker exits */
+    bool loop_coming; /* mk_server_run: the loop runs once the start is over */
+    int stop_efd;     /* eventfd signalled when the last worker exits */
     time_t started;
     bool running;
     bool pidfile_written;

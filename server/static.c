@@ -339,14 +339,16 @@ int mk_static_index(struct mk_request *r)
         if (dirfd < 0) {
             return MK_DECLINED;
         }
-        for (size_t i = 0; i < r->cfg->n_index_files && !name; i++) {
+        size_t n_index;
+        char *const *index = mk_vhost_index_files(vh, r->cfg, &n_index);
+        for (size_t i = 0; i < n_index && !name; i++) {
             struct stat st;
-            int fd = mk_open_beneath(dirfd, r->cfg->index_files[i], O_RDONLY, vh->symlinks);
+            int fd = mk_open_beneath(dirfd, index[i], O_RDONLY, vh->symlinks);
             if (fd < 0) {
                 continue;
             }
             if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-                name = r->cfg->index_files[i]; /* lives with the configuration */
+                name = index[i]; /* lives with the configuration */
                 name_len = strlen(name);
                 f = mk_file_cache_put(&w->fcache, vh, r->path, r->path_len + 1, name, fd, &st,
                                       w->now);

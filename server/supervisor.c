@@ -58,6 +58,7 @@
 #include <unistd.h>
 
 #include <monkey/mk_common.h>
+#include <monkey/mk_util.h>
 
 #include "../core/clock.h"
 #include "../core/log.h"
@@ -371,6 +372,49 @@ static void mk_setenv_num(const char *name, long long v)
 }
 
 /*
+ * After exec of /proc/self/exe failed with ENOEXEC in the forked child: the
+ * kernel cannot run this binary, so a user-mode emulator runs it (an ARM
+ * build started as "qemu-aarch64-static monkey ..." on x86-64, with no
+ * binfmt_misc entry through which the kernel would start the emulator
+ * itself). The emulator shows this process its own binary as
+ * /proc/self/exe, but not the parent's, the same binary before the fork:
+ * the kernel's /proc/PARENT/exe names the emulator. Run the binary through
+ * it as binfmt_misc would: EMULATOR BINARY ARGV[1]... (the emulator's
+ * options from the environment, QEMU_*, carry over; those of its command
+ * line do not). Returns, errno set, when there is no such emulator or it
+ * cannot be run.
+ */
+static void mk_supervisor_exec_emulated(char *const *argv, pid_t parent)
+{
+    char self[PATH_MAX], emu[PATH_MAX], link[64];
+    size_t argc = 0, k = 2;
+    ssize_t n, m;
+
+    snprintf(link, sizeof(link), "/proc/%ld/exe", (long) parent);
+    n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    m = readlink(link, emu, sizeof(emu) - 1);
+    if (n <= 0 || m <= 0) {
+        return;
+    }
+    self[n] = emu[m] = '\0';
+    if (strcmp(self, emu) == 0) {
+        errno = ENOEXEC; /* no emulator: the binary is not for this machine */
+        return;
+    }
+    while (argv[argc]) {
+        argc++;
+    }
+    char *args[argc + 3];
+    args[0] = emu;
+    args[1] = self;
+    for (size_t i = 1; i < argc; i++) {
+        args[k++] = argv[i];
+    }
+    args[k] = NULL;
+    execv(emu, args);
+}
+
+/*
  * In the forked child, before exec: the sockets to 3, 4, ..., the
  * variables, the signal mask (the caller's, plus the server's signals).
  * Never returns.
@@ -429,6 +473,9 @@ __attribute__((noreturn)) static void mk_supervisor_exec(struct mk_supervisor *s
     sigaddset(&mask, SIGUSR1);
     sigprocmask(SIG_SETMASK, &mask, NULL);
     execv("/proc/self/exe", s->opts->argv);
+    if (errno == ENOEXEC) {
+        mk_supervisor_exec_emulated(s->opts->argv, parent);
+    }
     fprintf(stderr, "monkey: supervisor: cannot run /proc/self/exe: %s\n", strerror(errno));
     _exit(127);
 }
@@ -536,9 +583,9 @@ static bool mk_supervisor_child_exit(struct mk_supervisor *s, int wstatus)
     s->stats.last_crash = time(NULL);
     snprintf(s->stats.last_crash_reason, sizeof(s->stats.last_crash_reason), "%s", reason);
     if (n >= s->crashes.limit) {
-        mk_err("supervisor: the server (pid %ld) crashed: %s; giving up after %u crashes "
+        mk_err("supervisor: the server (pid %ld) crashed: %s; giving up after %u %s "
                "within %u s (SupervisorCrashLimit, SupervisorCrashWindow)",
-               pid, reason, n, s->crashes.window_ms / 1000);
+               pid, reason, n, mk_plural(n, "crash", "crashes"), s->crashes.window_ms / 1000);
         mk_supervisor_tell(s, "the server crashed at every start");
         s->opts->status = 1;
         return true;

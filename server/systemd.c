@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include <monkey/mk_common.h>
+#include <monkey/mk_util.h>
 
 #include "../core/log.h"
 #include "../core/memory.h"
@@ -133,7 +134,8 @@ static int mk_systemd_take_fds(void)
     unsetenv("LISTEN_FDNAMES");
     mk_listen_taken = mk_calloc((size_t) n, sizeof(*mk_listen_taken));
     mk_listen_fds = (int) n;
-    mk_info("socket activation: %ld sockets passed", n);
+    mk_info("socket activation: %ld %s passed", n,
+            mk_plural((unsigned long long) n, "socket", "sockets"));
     return mk_listen_fds;
 }
 

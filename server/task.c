@@ -25,6 +25,8 @@
 #include <signal.h>
 #include <string.h>
 
+#include <monkey/mk_util.h>
+
 #include "../core/log.h"
 #include "server.h"
 
@@ -118,15 +120,17 @@ static void mk_task_warn(struct mk_task_pool *pool, const struct mk_request *r, 
     }
     *last = now;
     if (why == MK_TASK_SHARE_FULL) {
-        mk_warn("plugin %s has %u tasks waiting or running (TaskQueuePerPlugin): answering 503",
-                r->plugin ? r->plugin->name : "?", r->cfg->task_queue_per_plugin);
+        mk_warn("plugin %s has %u %s waiting or running (TaskQueuePerPlugin): answering 503",
+                r->plugin ? r->plugin->name : "?", r->cfg->task_queue_per_plugin,
+                mk_plural(r->cfg->task_queue_per_plugin, "task", "tasks"));
         return;
     }
     const void *src = c->peer.sa.sa_family == AF_INET6 ? (const void *) &c->peer.in6.sin6_addr
                                                        : (const void *) &c->peer.in.sin_addr;
     inet_ntop(c->peer.sa.sa_family, src, addr, sizeof(addr));
-    mk_warn("client %s has %u tasks waiting or running (TaskQueuePerClient): answering 503", addr,
-            r->cfg->task_queue_per_client);
+    mk_warn("client %s has %u %s waiting or running (TaskQueuePerClient): answering 503", addr,
+            r->cfg->task_queue_per_client,
+            mk_plural(r->cfg->task_queue_per_client, "task", "tasks"));
 }
 
 /*

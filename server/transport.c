@@ -58,6 +58,9 @@ static size_t mk_transport_size(unsigned minor)
     if (minor < 3) {
         return offsetof(struct mk_transport, var);
     }
+    if (minor < 10) {
+        return offsetof(struct mk_transport, check_sites);
+    }
     return sizeof(struct mk_transport);
 }
 

@@ -55,10 +55,11 @@ emu_tree() {
     emu=$build/emu
     rm -rf "$emu" && mkdir -p "$emu"
     for f in "$build"/*; do
-        case "${f##*/}" in bin | tests | emu) ;; *) ln -s "$f" "$emu/${f##*/}" ;; esac
+        case "${f##*/}" in bin | tests | examples | emu) ;; *) ln -s "$f" "$emu/${f##*/}" ;; esac
     done
     emu_dir bin
     emu_dir tests
+    emu_dir examples
     # cmake --install (test_15_install.py) writes it into BUILD later.
     [ -e "$emu/install_manifest.txt" ] || ln -s "$build/install_manifest.txt" "$emu/"
 }

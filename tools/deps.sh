@@ -16,7 +16,8 @@
 #                            files compressed on the fly, gzip and br) with Python's
 #                            brotli, Python's websockets and
 #                            chromium (the Duda websocket packages and chat), redis-server
-#                            and memcached (Duda's redis and memcache packages), and
+#                            and memcached (Duda's redis and memcache packages),
+#                            inotify-tools (duda -w watches a service with inotifywait), and
 #                            optionally libcjson-dev, libsqlite3-dev, libhiredis-dev and
 #                            libmemcached-dev (Duda's json, sqlite, redis, memcache packages)
 #   tools/deps.sh fuzz       + clang with libFuzzer (make fuzz, and make test, which
@@ -95,6 +96,9 @@ if [ "$stage" != build ]; then
     optional="${optional:-}$duda_optional"
     need redis-server redis-server
     need memcached memcached
+    # duda -w rebuilds a service when its sources change: with inotifywait
+    # when it is there (its tests check both ways), else by polling.
+    need inotifywait inotify-tools
     need /usr/bin/python3 python3
     # pytest for whichever python3 runs the tests: the Debian one when the
     # first python3 on PATH has none.
@@ -185,11 +189,13 @@ if [ "$stage" = cross ]; then
     # make cross, make cross-test (docs/packaging.md, "ARM"): Debian's cross
     # compiler and its C library, the emulator, and the target's libcrypt
     # (the auth plugin) through multiarch (dpkg --add-architecture). The
-    # target's libssl-dev (the tls plugin) and libcmocka-dev (the unit tests)
-    # are installed after them when they can be: a multiarch -dev package
-    # needs the very version of the host's, which a mirror does not always
-    # have for every architecture; without them the cross build leaves the
-    # tls plugin, or the unit tests, out.
+    # target's libssl-dev (the tls plugin), libcmocka-dev (the unit tests),
+    # libnghttp2-dev (HTTP/2), zlib1g-dev and libbrotli-dev (compression) are
+    # installed after them when they can be: a multiarch -dev package needs
+    # the very version of the host's, which a mirror does not always have for
+    # every architecture, and one that would upgrade the host's package to
+    # match (and what depends on it) is not installed (below); without them
+    # the cross build leaves that part out.
     case "${2:-}" in
         aarch64) triplet=aarch64-linux-gnu; debarch=arm64; qemu=qemu-aarch64-static ;;
         armhf) triplet=arm-linux-gnueabihf; debarch=armhf; qemu=qemu-arm-static ;;
@@ -204,6 +210,9 @@ if [ "$stage" = cross ]; then
     optional=""
     [ -e /usr/include/$triplet/openssl/opensslconf.h ] || optional="$optional libssl-dev:$debarch"
     [ -e /usr/lib/$triplet/libcmocka.so ] || optional="$optional libcmocka-dev:$debarch"
+    [ -e /usr/lib/$triplet/libnghttp2.so ] || optional="$optional libnghttp2-dev:$debarch"
+    [ -e /usr/lib/$triplet/libz.so ] || optional="$optional zlib1g-dev:$debarch"
+    [ -e /usr/lib/$triplet/libbrotlienc.so ] || optional="$optional libbrotli-dev:$debarch"
     if [ -n "$want$optional" ] && [ "$(id -u)" = 0 ] &&
        ! dpkg --print-foreign-architectures | grep -qx "$debarch"; then
         echo "deps: dpkg --add-architecture $debarch"
@@ -253,6 +262,16 @@ if [ -n "$want$optional" ]; then
             echo "deps: installed:$want"
         fi
         for p in $optional; do
+            # PACKAGE:ARCH of another architecture: only in the version of
+            # the host's PACKAGE, when the host has it (apt would upgrade the
+            # host's to match, and what depends on it).
+            host=$(dpkg-query -W -f '${Version}' "${p%%:*}:$(dpkg --print-architecture)" 2>/dev/null || true)
+            cand=$(apt-cache policy "$p" 2>/dev/null | awk '/Candidate:/ { print $2 }')
+            if [ "$p" != "${p%%:*}" ] && [ -n "$host" ] && [ "$host" != "$cand" ]; then
+                echo "deps: $p is $cand, the host's ${p%%:*} $host: left out" \
+                     "(apt-get install --only-upgrade ${p%%:*} first, to have it)" >&2
+                continue
+            fi
             if apt-get install -y -q --no-install-recommends "$p" >/dev/null 2>&1; then
                 echo "deps: installed: $p"
             else

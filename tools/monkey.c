@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <monkey/mk_util.h>
 #include <monkey/monkey.h>
 
 #include "../server/process.h"
@@ -287,8 +288,9 @@ int main(int argc, char **argv)
     if (test) {
         rc = mk_server_check(srv, err, sizeof(err));
         if (rc == MK_OK) {
-            printf("monkey: configuration %s is valid (%d workers)\n", serve ? serve : confdir,
-                   mk_server_workers(srv));
+            int n = mk_server_workers(srv);
+            printf("monkey: configuration %s is valid (%d %s)\n", serve ? serve : confdir, n,
+                   mk_plural((unsigned) n, "worker", "workers"));
         }
         else {
             fprintf(stderr, "monkey: %s\n", err);

@@ -141,7 +141,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 9
+#define MK_PLUGIN_ABI_MINOR 10
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -329,9 +329,10 @@ enum mk_plugin_log_level {
  * returning (a TLS read that must write first). The connection's
  * descriptor is api->conn_fd(c).
  *
- * Versions: the fields after `close` were added in ABI 3.2. The server
- * reads them only from a plugin built for 3.2 or later (its abi_minor):
- * for an older plugin they count as NULL, whatever its struct holds. Later
+ * Versions: the fields after `close` were added in ABI 3.2, `var` and
+ * `sendfile_copies` in 3.3, `check_sites` in 3.10. The server reads a
+ * field only from a plugin built for its minor or later (its abi_minor):
+ * for an older plugin it counts as NULL, whatever its struct holds. Later
  * fields will be appended the same way, never inserted.
  */
 struct mk_transport {
@@ -397,6 +398,20 @@ struct mk_transport {
      * copy.
      */
     int (*sendfile_copies)(struct mk_conn *c);
+
+    /* ---- added in ABI 3.10 (read only from plugins built for 3.10 or later) ---- */
+
+    /*
+     * Can the transport's listeners serve the sites of `cfg`? Called once
+     * per configuration built (start, reload, monkey -t) that has a Listen
+     * line with this transport, after every site's site_init(), on the
+     * controlling thread, before any connection sees the configuration:
+     * MK_OK, or MK_ERR with a reason (the server adds the file, line and
+     * address of the first such Listen line, and refuses the
+     * configuration). It may warn with api->log() and keep what it finds
+     * in its site data (api->site_data()). NULL: nothing to check.
+     */
+    int (*check_sites)(const struct mk_config *cfg, char *reason, size_t len);
 };
 
 /*
@@ -516,7 +531,8 @@ struct mk_api {
      * document root with the site's rules for symbolic links. -1 with errno.
      */
     int (*open_beneath)(const struct mk_request *r, const char *rel, int flags);
-    /* The i-th configured index file name (IndexFiles), NULL past the last. */
+    /* The i-th index file name of the request's site (its IndexFiles, else the
+       server's), NULL past the last. */
     const char *(*index_file)(const struct mk_request *r, unsigned i);
 
     /* sites */

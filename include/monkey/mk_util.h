@@ -8,8 +8,8 @@
  * against clients, and numbers and addresses as text (for access logs
  * and gateway variables, every request). The server uses the same ones
  * (status lines and lengths, the task queue's client keys,
- * api->remote_addr), so there is one implementation of each. Pure: no
- * allocation, no globals, no I/O.
+ * api->remote_addr), so there is one implementation of each; and the
+ * plural of a count in messages. Pure: no allocation, no globals, no I/O.
  */
 #ifndef MONKEY_MK_UTIL_H
 #define MONKEY_MK_UTIL_H
@@ -259,6 +259,15 @@ static inline bool mk_cidr_match(const struct mk_cidr *c, const uint8_t key[16],
 }
 
 /* ---- numbers and addresses as text ---------------------------------------- */
+
+/*
+ * The word for a count of n in a message: `one` for 1, `many` otherwise
+ * ("1 worker", "0 workers", "2 workers").
+ */
+static inline const char *mk_plural(unsigned long long n, const char *one, const char *many)
+{
+    return n == 1 ? one : many;
+}
 
 /* v in decimal into out (room for 20 characters, no NUL written); the length. */
 static inline size_t mk_u64_dec(uint64_t v, char *out)

@@ -162,7 +162,8 @@ static void control_doc_supervisor(struct mk_json *b, bool json)
         control_buf_str(b, "}");
         return;
     }
-    control_buf_printf(b, "supervisor   pid %ld, %u restarts", sv.pid, sv.restarts);
+    control_buf_printf(b, "supervisor   pid %ld, %u %s", sv.pid, sv.restarts,
+                       mk_plural(sv.restarts, "restart", "restarts"));
     if (sv.last_crash) {
         control_buf_printf(b, ", last crash %s: %s", when, sv.last_crash_reason);
     }
@@ -219,15 +220,20 @@ int control_doc_status(struct mk_json *b, bool json, char *err, size_t errlen)
                        uptime / 86400, uptime / 3600 % 24, uptime / 60 % 60, uptime % 60);
     control_buf_printf(b, "workers      %u\n", st.workers);
     control_buf_printf(b, "connections  %u\n", st.connections);
-    control_buf_printf(b, "http2        %u connections, %u streams (%" PRIu64 " since start)\n",
-                       h2.connections, h2.streams, h2.streams_total);
+    control_buf_printf(b, "http2        %u %s, %u %s (%" PRIu64 " since start)\n", h2.connections,
+                       mk_plural(h2.connections, "connection", "connections"), h2.streams,
+                       mk_plural(h2.streams, "stream", "streams"), h2.streams_total);
     control_buf_printf(b, "requests     %" PRIu64 "\n", st.requests);
     control_buf_str(b, "compressed   ");
     control_bytes_text(b, z.bytes);
     control_buf_printf(b,
-                       " in %u entries; %" PRIu64 " hits, %" PRIu64 " compressions, %" PRIu64
-                       " waits, %" PRIu64 " evictions, %" PRIu64 " skipped\n",
-                       z.entries, z.hits, z.compressions, z.waits, z.evictions, z.skipped);
+                       " in %u %s; %" PRIu64 " %s, %" PRIu64 " %s, %" PRIu64 " %s, %" PRIu64
+                       " %s, %" PRIu64 " skipped\n",
+                       z.entries, mk_plural(z.entries, "entry", "entries"), z.hits,
+                       mk_plural(z.hits, "hit", "hits"), z.compressions,
+                       mk_plural(z.compressions, "compression", "compressions"), z.waits,
+                       mk_plural(z.waits, "wait", "waits"), z.evictions,
+                       mk_plural(z.evictions, "eviction", "evictions"), z.skipped);
     control_buf_str(b, "bytes sent   ");
     control_bytes_text(b, st.bytes_out);
     control_buf_str(b, "\n\n");

@@ -8,6 +8,10 @@
  * "OK", 1 for "ERR reason" (the reason goes to standard error) or an
  * unreachable server, 2 for bad usage. It needs nothing beyond libc.
  *
+ * Options may come before or after COMMAND, as with every GNU tool ("--"
+ * ends them); POSIXLY_CORRECT in the environment makes the first
+ * argument that is not an option end them instead.
+ *
  * The socket is the -s path, else the Socket of CONFDIR/plugins/control.conf
  * (CONFDIR from -c, else the compiled-in MK_CTL_DEFAULT_CONFDIR), relative
  * to CONFDIR, else CONFDIR/monkey.sock. The protocol is described in
@@ -56,7 +60,8 @@ static void ctl_help(void)
            "DESCRIPTION\n"
            "    monkey-ctl talks to the control plugin of a running server through its\n"
            "    unix socket. Output is for people by default; --json prints one JSON\n"
-           "    document for scripts.\n"
+           "    document for scripts. Options may come before or after COMMAND\n"
+           "    (monkey-ctl status --json); -- ends them.\n"
            "\n"
            "COMMANDS\n"
            "    status    uptime, workers, open connections, requests served, bytes\n"
@@ -351,7 +356,8 @@ int main(int argc, char **argv)
     int timeout = CTL_DEFAULT_TIMEOUT, opt;
 
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "+s:c:jt:hV", longopts, NULL)) != -1) {
+    /* No "+": getopt_long permutes, so options may follow COMMAND. */
+    while ((opt = getopt_long(argc, argv, "s:c:jt:hV", longopts, NULL)) != -1) {
         switch (opt) {
         case 's':
             socket_path = optarg;

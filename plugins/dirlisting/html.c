@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <monkey/mk_json.h>
+#include <monkey/mk_util.h>
 
 #include "dirlisting.h"
 
@@ -241,14 +242,18 @@ void dirlisting_render(struct dirlisting_buf *b, const struct dirlisting_job *jo
         dirlisting_render_entry(b, &l->v[i]);
     }
     dirlisting_buf_puts(b, "</tbody>\n</table>\n");
-    snprintf(note, sizeof(note), "<p class=\"count\">%zu directories, %zu files</p>\n", l->n_dirs,
-             l->n - l->n_dirs);
+    size_t files = l->n - l->n_dirs;
+    snprintf(note, sizeof(note), "<p class=\"count\">%zu %s, %zu %s</p>\n", l->n_dirs,
+             mk_plural(l->n_dirs, "directory", "directories"), files,
+             mk_plural(files, "file", "files"));
     dirlisting_buf_puts(b, note);
     if (l->truncated) {
         snprintf(note, sizeof(note),
-                 "<p class=\"truncated\">Truncated: this directory has more than %lu entries; "
-                 "only %lu are listed.</p>\n",
-                 job->settings.max_entries, job->settings.max_entries);
+                 "<p class=\"truncated\">Truncated: this directory has more than %lu %s; "
+                 "only %lu %s listed.</p>\n",
+                 job->settings.max_entries,
+                 mk_plural(job->settings.max_entries, "entry", "entries"),
+                 job->settings.max_entries, mk_plural(job->settings.max_entries, "is", "are"));
         dirlisting_buf_puts(b, note);
     }
     dirlisting_buf_puts(b, "</body>\n</html>\n");

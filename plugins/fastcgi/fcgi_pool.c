@@ -611,9 +611,10 @@ static void fcgi_check_taken(struct fcgi_conn *c, const struct fcgi_values *v)
             }
             fcgi_api->log(MK_PLUGIN_LOG_INFO,
                           "fastcgi: backend %s: FCGI_GET_VALUES: FCGI_MAX_CONNS %s, "
-                          "FCGI_MAX_REQS %s, FCGI_MPXS_CONNS %s: at most %u connections, all "
+                          "FCGI_MAX_REQS %s, FCGI_MPXS_CONNS %s: at most %u %s, all "
                           "workers together, each new one checked",
-                          b->text, conns, reqs, mpxs, fcgi_limit(b));
+                          b->text, conns, reqs, mpxs, fcgi_limit(b),
+                          mk_plural(fcgi_limit(b), "connection", "connections"));
         }
     }
     unsigned slot = c->slot;

@@ -58,8 +58,10 @@ static char *logger_resolve_path(const char *value)
 }
 
 /*
- * The format string a Format value names: "common", "combined",
+ * The format string a Format value names: "common", "combined", "json",
  * "custom FORMAT" or a LogFormat name of `s`. NULL with the reason in err.
+ * FORMAT (of custom and LogFormat) may begin with escape=json, escape=none
+ * or escape=default (format.c).
  */
 const char *logger_format_named(const struct logger_settings *s, const char *value, char *err,
                                 size_t errlen)
@@ -80,8 +82,8 @@ const char *logger_format_named(const struct logger_settings *s, const char *val
         }
     }
     snprintf(err, errlen,
-             "Format: unknown format '%s' (common, combined, custom FORMAT, or a LogFormat name "
-             "of logger.conf)",
+             "Format: unknown format '%s' (common, combined, json, custom FORMAT, or a LogFormat "
+             "name of logger.conf)",
              value);
     return NULL;
 }

@@ -119,7 +119,7 @@ struct logger_settings {
 extern const struct mk_conf_schema logger_schema;
 
 /*
- * The format string a Format value names: "common", "combined",
+ * The format string a Format value names: "common", "combined", "json",
  * "custom FORMAT" or a LogFormat name of `s`. NULL with the reason in err.
  */
 const char *logger_format_named(const struct logger_settings *s, const char *value, char *err,
@@ -147,11 +147,14 @@ void logger_site_free(void *data);
 
 struct logger_format;
 
-/* A worker's cache of the formatted time of one second, for %t. */
+/* A worker's cache of the formatted time of one second, for %t and %{iso8601}t. */
 struct logger_clock {
     time_t sec;
     size_t len;
     char text[40];
+    time_t iso_sec;
+    size_t iso_len;
+    char iso[32];
 };
 
 /* What a line is rendered from; filled lazily, shared by the lines of a request. */
@@ -164,11 +167,13 @@ struct logger_line {
     bool have_elapsed;
 };
 
-/* The format strings of the names "common" and "combined", NULL for others. */
+/* The format strings of the names "common", "combined" and "json", NULL for others. */
 const char *logger_format_builtin(const char *name);
 
 /*
- * Compile `spec` (Apache-style specifiers, see README.md). MK_OK with *out
+ * Compile `spec` (Apache-style specifiers, see README.md; "escape=json ",
+ * "escape=none " or "escape=default " first chooses the escaping of the
+ * client's bytes). MK_OK with *out
  * set (release it with logger_format_free), or MK_ERR with the reason in
  * err. Any thread.
  */

@@ -335,8 +335,9 @@ static void logger_report(struct logger_file *f)
     unsigned long dropped = atomic_load_explicit(&f->dropped, memory_order_relaxed);
     if (dropped != f->dropped_told) {
         logger_api->log(MK_PLUGIN_LOG_WARN,
-                        "logger: %s: %lu lines dropped (%lu in all): the disk did not keep up",
-                        f->path, dropped - f->dropped_told, dropped);
+                        "logger: %s: %lu %s dropped (%lu in all): the disk did not keep up",
+                        f->path, dropped - f->dropped_told,
+                        mk_plural(dropped - f->dropped_told, "line", "lines"), dropped);
         f->dropped_told = dropped;
     }
 }

@@ -20,7 +20,12 @@
  *   - SNI picks the site's certificate and client-certificate settings
  *     with the rules Host uses (exact names without case, "*.example.com"
  *     wildcards, a trailing dot ignored); a client without SNI, or naming
- *     no site, gets the default site's.
+ *     no site or a site without a certificate, gets the default site's,
+ *     and when the default site has none, the first site's (in name
+ *     order) that has one, as nginx falls back to its first server's
+ *     (logged once per configuration). A configuration with a TLS
+ *     listener and no certificate at all is refused at start, reload and
+ *     `monkey -t`, naming the Listen line (tls_check_sites).
  *   - A request is served by a site only if its connection's handshake met
  *     that site's TLS requirements (tls_request, tls_site_allows), checked
  *     for every request and HTTP/2 stream on the site Host, :authority or
@@ -140,7 +145,52 @@ const struct tls_site *tls_site_for(struct mk_config *cfg, const char *name)
     if (!ts || !ts->ctx) {
         ts = api->site_conf(dflt, MK_PLUGIN_SELF(tls));
     }
+    if (!ts || !ts->ctx) {
+        const struct tls_site_data *sd = api->site_data(dflt, MK_PLUGIN_SELF(tls));
+        ts = sd ? sd->fallback : NULL;
+    }
     return ts && ts->ctx ? ts : NULL;
+}
+
+/*
+ * check_sites, once the sites of a configuration with a TLS listener are
+ * built: a configuration without any certificate is refused (every
+ * handshake would fail); when the default site has none, the first site
+ * that has one serves the clients that name no site with a certificate,
+ * and the log says so. Controlling thread, before any connection sees cfg.
+ */
+static int tls_check_sites(const struct mk_config *cfg, char *reason, size_t len)
+{
+    unsigned n = api->config_sites(cfg);
+    const struct mk_site *dflt = api->site_lookup(api->config_site(cfg, 0), NULL, 0);
+    const struct tls_site *ts = api->site_conf(dflt, MK_PLUGIN_SELF(tls));
+    struct tls_site_data *sd = api->site_data(dflt, MK_PLUGIN_SELF(tls));
+
+    if (ts && ts->ctx) {
+        return MK_OK;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        const struct mk_site *site = api->config_site(cfg, i);
+        ts = api->site_conf(site, MK_PLUGIN_SELF(tls));
+        if (!ts || !ts->ctx) {
+            continue;
+        }
+        if (sd) {
+            sd->fallback = ts;
+        }
+        const char *name = api->site_name(site, 0);
+        api->log(MK_PLUGIN_LOG_WARN,
+                 "tls: %s, the default site, has no certificate ([TLS] Certificate): clients "
+                 "without SNI, or naming a site without one, get the certificate of %s%s%s%s",
+                 api->site_file(dflt), api->site_file(site), name ? " (" : "", name ? name : "",
+                 name ? ")" : "");
+        return MK_OK;
+    }
+    snprintf(reason, len,
+             "no site has a certificate, so no TLS handshake could succeed: give the default site "
+             "(%s) a [TLS] section with Certificate and CertificateKey",
+             api->site_file(dflt));
+    return MK_ERR;
 }
 
 void tls_switch(SSL *ssl, const struct tls_site *ts)
@@ -195,7 +245,7 @@ static void tls_cipher_order(SSL *ssl, SSL_CTX *ctx)
  */
 static int tls_servername(SSL *ssl, int *alert, void *arg)
 {
-    const struct tls_conn *t = SSL_get_app_data(ssl);
+    struct tls_conn *t = SSL_get_app_data(ssl);
     SSL_CTX *ctx = NULL;
 
     (void) arg;
@@ -215,6 +265,9 @@ static int tls_servername(SSL *ssl, int *alert, void *arg)
         }
     }
     if (!ctx) {
+        if (t) {
+            t->why = "no site of the configuration in force has a certificate for it";
+        }
         *alert = SSL_AD_UNRECOGNIZED_NAME;
         return SSL_TLSEXT_ERR_ALERT_FATAL;
     }
@@ -460,7 +513,7 @@ static int tls_site_init(const struct mk_site *site, const struct mk_conf *conf,
                  api->site_file(site));
         return MK_ERR;
     }
-    sd = malloc(sizeof(*sd));
+    sd = calloc(1, sizeof(*sd));
     if (!sd) {
         snprintf(err, errlen, "%s: tls: out of memory", api->site_file(site));
         return MK_ERR;
@@ -640,9 +693,17 @@ static int tls_handshake(struct mk_conn *c)
     if (res == MK_AGAIN) {
         return MK_AGAIN;
     }
+    /* A reason of our own (no certificate) first: OpenSSL's is "callback failed". */
+    tls_error_text(why, sizeof(why), "the client closed the connection");
+    if (t->why) {
+        const char *sni = SSL_get_servername(t->ssl, TLSEXT_NAMETYPE_host_name);
+        api->log(MK_PLUGIN_LOG_INFO, "tls: handshake with %s%s%s%s failed: %s",
+                 tls_peer(fd, peer, sizeof(peer)), sni ? " (SNI " : " (no SNI", sni ? sni : "", ")",
+                 t->why);
+        return MK_ERR;
+    }
     api->log(MK_PLUGIN_LOG_INFO, "tls: handshake with %s failed: %s",
-             tls_peer(fd, peer, sizeof(peer)),
-             tls_error_text(why, sizeof(why), "the client closed the connection"));
+             tls_peer(fd, peer, sizeof(peer)), why);
     return MK_ERR;
 }
 
@@ -734,6 +795,7 @@ static const struct mk_transport tls_transport = {
     .server_name = tls_server_name,
     .var = tls_var,
     .sendfile_copies = tls_sendfile_copies,
+    .check_sites = tls_check_sites,
 };
 
 /* ---- hooks ------------------------------------------------------------------ */

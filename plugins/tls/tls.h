@@ -148,6 +148,13 @@ SSL_CTX *tls_conf_base(void);
 /* What site_init() keeps for each site of a configuration (api->site_data). */
 struct tls_site_data {
     unsigned char id[TLS_SITE_ID]; /* tls_session_site_id() of the site */
+    /*
+     * On the default site when it has no certificate: the [TLS] settings
+     * of the first site (in name order) that has one, which serve the
+     * handshakes of clients without SNI or naming a site without one
+     * (tls_check_sites, tls_site_for). NULL otherwise.
+     */
+    const struct tls_site *fallback;
 };
 /*
  * A site's session id context: SHA-256 of its names and of its verify id
@@ -284,8 +291,9 @@ struct tls_conn {
      * the same id: the session id context, set with it, holds it.
      */
     unsigned char verify_id[TLS_SITE_ID];
-    char *subject; /* client_subject, made once when asked (malloc) */
-    char *verify;  /* client_verify when it is FAILED:reason (malloc) */
+    const char *why; /* why the handshake failed, when it is ours (a static text); NULL */
+    char *subject;   /* client_subject, made once when asked (malloc) */
+    char *verify;    /* client_verify when it is FAILED:reason (malloc) */
     struct tls_send send;
 };
 
@@ -293,8 +301,9 @@ struct tls_conn {
 struct tls_conn *tls_conn_of(struct mk_conn *c);
 /*
  * The [TLS] settings whose context serves the SNI `name` in cfg: the
- * named site's when it has a context, else the default site's; NULL if
- * neither has one.
+ * named site's when it has a context, else the default site's, else
+ * (the default site has no certificate) the first site's that has one;
+ * NULL when no site has one (a configuration tls_check_sites refused).
  */
 const struct tls_site *tls_site_for(struct mk_config *cfg, const char *name);
 /*

@@ -22,6 +22,12 @@
  *    the format says so), so a client cannot end a quoted field or a line;
  *  - %u is the note when there is one, else the user name of Basic
  *    credentials (mk_basic_credentials) or "-";
+ *  - with escape=json, a format shaped as JSON renders one valid JSON
+ *    object (RFC 8259, its strings valid UTF-8) even when the line is cut,
+ *    and each string reads back (\u00XX as the byte XX) as what the client
+ *    sent, absent values as "", or as a prefix of it followed by "..."
+ *    when it did not fit;
+ *  - with escape=none, no byte but the newline is a control byte;
  *  - any format string either compiles, and renders within its room, or
  *    is refused with a reason.
  */
@@ -351,6 +357,230 @@ static void check_client_line(const char *out, size_t len, struct logger_line *l
     free(scratch);
 }
 
+/* ---- escape=json ------------------------------------------------------------------ */
+
+/* The client fields as JSON, with the fixed ones around them. */
+static const char json_spec[] =
+    "escape=json {\"r\":\"%r\",\"h\":\"%{X-A}i\",\"q\":\"%q\",\"U\":\"%U\",\"m\":\"%m\","
+    "\"V\":\"%V\",\"u\":\"%u\",\"x\":\"%{ssl_protocol}x\",\"n\":\"%{remote_user}n\","
+    "\"a\":\"%h\",\"l\":\"%l\",\"t\":\"%{iso8601}t\",\"T\":\"%t\",\"s\":%s,\"b\":%b,"
+    "\"B\":%B,\"H\":\"%H\",\"v\":\"%v\"}";
+static const char json_keys[] = "rhqUmVuxnaltTsbBHv";
+
+/* A valid UTF-8 sequence at s (n bytes left): its length, else 0 (RFC 3629). */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    uint32_t cp;
+    size_t len;
+
+    if (s[0] < 0x80) {
+        return 1;
+    }
+    if (s[0] >= 0xc0 && s[0] < 0xe0) {
+        len = 2, cp = s[0] & 0x1f;
+    }
+    else if (s[0] >= 0xe0 && s[0] < 0xf0) {
+        len = 3, cp = s[0] & 0x0f;
+    }
+    else if (s[0] >= 0xf0 && s[0] < 0xf8) {
+        len = 4, cp = s[0] & 0x07;
+    }
+    else {
+        return 0;
+    }
+    if (n < len) {
+        return 0;
+    }
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80) {
+            return 0;
+        }
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < least[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+        return 0;
+    }
+    return len;
+}
+
+/* A JSON string at rd->p (its opening quote), decoded into out (\u00XX as one byte). -1: invalid.
+ */
+static ssize_t json_string(struct reader *rd, char *out)
+{
+    size_t o = 0;
+
+    if (rd->p == rd->end || *rd->p != '"') {
+        return -1;
+    }
+    rd->p++;
+    while (rd->p < rd->end && *rd->p != '"') {
+        unsigned char c = (unsigned char) *rd->p;
+        if (c < 0x20) {
+            return -1;
+        }
+        if (c != '\\') {
+            size_t len = utf8_seq((const unsigned char *) rd->p, (size_t) (rd->end - rd->p));
+            if (len == 0) {
+                return -1;
+            }
+            memcpy(out + o, rd->p, len);
+            o += len;
+            rd->p += len;
+            continue;
+        }
+        if (rd->end - rd->p < 2) {
+            return -1;
+        }
+        char e = rd->p[1];
+        const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t";
+        const char *k = strchr(from, e);
+        if (e && k) {
+            out[o++] = to[k - from];
+            rd->p += 2;
+            continue;
+        }
+        if (e != 'u' || rd->end - rd->p < 6 || rd->p[2] != '0' || rd->p[3] != '0' ||
+            hexval(rd->p[4]) < 0 || hexval(rd->p[5]) < 0) {
+            return -1; /* the logger writes \u00XX only */
+        }
+        out[o++] = (char) (hexval(rd->p[4]) * 16 + hexval(rd->p[5]));
+        rd->p += 6;
+    }
+    if (rd->p == rd->end) {
+        return -1;
+    }
+    rd->p++;
+    return (ssize_t) o;
+}
+
+/* A JSON number (the logger's: digits only) at rd->p; false if none. */
+static bool json_number(struct reader *rd)
+{
+    const char *start = rd->p;
+    while (rd->p < rd->end && *rd->p >= '0' && *rd->p <= '9') {
+        rd->p++;
+    }
+    return rd->p > start && (rd->p - start == 1 || *start != '0');
+}
+
+/* got[0, n) is want[0, wn), or a prefix of it followed by "..." (a field cut to fit). */
+static bool same_or_cut(const char *got, size_t n, const char *want, size_t wn)
+{
+    if (n == wn && memcmp(got, want, n) == 0) {
+        return true;
+    }
+    return n >= 3 && memcmp(got + n - 3, "...", 3) == 0 && n - 3 <= wn &&
+           memcmp(got, want, n - 3) == 0;
+}
+
+/* The value the client field `key` of json_spec must read back as, into buf; its length. */
+static size_t json_expected(char key, char *buf)
+{
+    size_t n, mlen, tlen;
+    const char *v = NULL, *m = f_method(NULL, &mlen), *t = f_target(NULL, &tlen);
+
+    switch (key) {
+    case 'r':
+        if (mlen == 0) {
+            return 0;
+        }
+        n = (size_t) sprintf(buf, "%.*s %.*s %s", (int) mlen, m, (int) (t ? tlen : 0), t ? t : "",
+                             f_version(NULL) == 20 ? "HTTP/2.0" : "HTTP/1.1");
+        /* sprintf stops at a NUL: fields hold none (the input's separator) */
+        return n;
+    case 'h':
+        v = field(F_HEADER, &n);
+        break;
+    case 'q':
+        v = field(F_QUERY, &n);
+        if (!v) {
+            return 0;
+        }
+        buf[0] = '?';
+        memcpy(buf + 1, v, n);
+        return n + 1;
+    case 'U':
+        v = field(F_PATH, &n);
+        break;
+    case 'm':
+        v = m, n = mlen;
+        break;
+    case 'V':
+        v = field(F_HOST, &n);
+        break;
+    case 'u': {
+        v = field(F_NOTE, &n);
+        if (v) {
+            break;
+        }
+        char cred[768];
+        size_t cl;
+        const char *a = field(F_AUTH, &n);
+        ssize_t colon = a ? mk_basic_credentials(a, n, cred, sizeof(cred), &cl) : -1;
+        n = colon > 0 ? (size_t) colon : 0;
+        memcpy(buf, cred, n);
+        return n;
+    }
+    case 'x':
+        v = field(F_PROTO, &n);
+        break;
+    case 'n':
+        v = field(F_NOTE, &n);
+        break;
+    case 'a':
+        memcpy(buf, "2001::", 6);
+        return 6;
+    case 'H':
+        memcpy(buf, f_version(NULL) == 20 ? "HTTP/2.0" : "HTTP/1.1", 8);
+        return 8;
+    case 'v':
+        memcpy(buf, "example.com", 11);
+        return 11;
+    default: /* l: always absent */
+        return 0;
+    }
+    if (!v) {
+        return 0;
+    }
+    memcpy(buf, v, n);
+    return n;
+}
+
+static void check_json_line(const char *out, size_t len)
+{
+    size_t cap = 1024; /* the longest expected value: a field, or %r of two fields */
+    for (int k = 0; k < F_N; k++) {
+        cap += req.len[k];
+    }
+    char *got = malloc(len + 1), *want = malloc(cap);
+    struct reader rd = {out, out + len - 1};
+
+    MK_FUZZ_CHECK(expect(&rd, "{"));
+    for (size_t k = 0; json_keys[k]; k++) {
+        char key[2] = {json_keys[k], 0}, head[8];
+        snprintf(head, sizeof(head), "%s\"%s\":", k ? "," : "", key);
+        MK_FUZZ_CHECK(expect(&rd, head));
+        if (strchr("sbB", key[0])) {
+            MK_FUZZ_CHECK(json_number(&rd));
+            continue;
+        }
+        ssize_t n = json_string(&rd, got);
+        MK_FUZZ_CHECK(n >= 0);
+        if (key[0] == 't' || key[0] == 'T') {
+            /* 2001-09-09T01:46:40+00:00 in UTC, [09/Sep/2001:01:46:40 +0000] */
+            MK_FUZZ_CHECK(n == (key[0] == 't' ? 25 : 28));
+            continue;
+        }
+        size_t wn = json_expected(key[0], want);
+        MK_FUZZ_CHECK(same_or_cut(got, (size_t) n, want, wn));
+    }
+    MK_FUZZ_CHECK(expect(&rd, "}"));
+    MK_FUZZ_CHECK(rd.p == rd.end && out[len - 1] == '\n');
+    free(got);
+    free(want);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *in = malloc(size ? size : 1); /* exactly the input: overruns are seen */
@@ -395,6 +625,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t tl = logger_format_render(f, &line, " (suffix)", tiny, small);
     MK_FUZZ_CHECK(tl <= small && tiny[tl - 1] == '\n');
     MK_FUZZ_CHECK(tl <= small - 3 || memcmp(tiny + tl - 4, "...\n", 4) == 0);
+    logger_format_free(f);
+
+    /* escape=json: valid JSON however long the fields, and what the client sent */
+    MK_FUZZ_CHECK(logger_format_compile(json_spec, &f, err, sizeof(err)) == MK_OK);
+    len = logger_format_render(f, &line, NULL, out, LOGGER_LINE_MAX);
+    MK_FUZZ_CHECK(len >= 1 && len <= LOGGER_LINE_MAX && out[len - 1] == '\n');
+    check_json_line(out, len);
+    tl = logger_format_render(f, &line, NULL, tiny, small);
+    MK_FUZZ_CHECK(tl >= 1 && tl <= small && tiny[tl - 1] == '\n');
+    logger_format_free(f);
+
+    /* escape=none: the client's bytes as they are, but never a control byte */
+    MK_FUZZ_CHECK(
+        logger_format_compile("escape=none %r %{X-A}i %U %q %u %V", &f, err, sizeof(err)) == MK_OK);
+    len = logger_format_render(f, &line, NULL, out, LOGGER_LINE_MAX);
+    MK_FUZZ_CHECK(len >= 1 && len <= LOGGER_LINE_MAX && out[len - 1] == '\n');
+    for (size_t i = 0; i + 1 < len; i++) {
+        MK_FUZZ_CHECK((unsigned char) out[i] >= 0x20 && out[i] != 0x7f);
+    }
     logger_format_free(f);
 
     /* the format string of the input */

@@ -10,10 +10,16 @@ against the normal and the sanitizer builds.
 
 import contextlib
 import os
+import pwd
+import re
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
+import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -168,16 +174,23 @@ def wait_for(cond, timeout=5.0):
 
 
 @contextlib.contextmanager
-def serving(argv, port, log, timeout=10.0, **popen):
+def serving(argv, port, log, timeout=10.0, ready=False, **popen):
     """Run argv, a server of its own that listens on 127.0.0.1:port, with its
     standard output and error in the file `log`; yield the process once it
-    listens (the test fails with the log if it does not). Unless the block
+    listens (the test fails with the log if it does not), and with `ready`
+    (a monkey) once it says READY=1 too (Server.start). Unless the block
     waited for it itself, SIGTERM stops it at the end of the block; it must
     exit with status 0, and it never outlives the test."""
+    notify = Readiness() if ready else None
+    if notify:
+        popen["env"] = {**popen.get("env", os.environ), "NOTIFY_SOCKET": notify.name}
     with open(log, "w") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, **popen)
+        if notify:
+            notify.follow(proc)
         try:
             assert wait_port(port, proc=proc, timeout=timeout), Path(log).read_text()
+            assert notify is None or notify.wait(proc, timeout), Path(log).read_text()
             yield proc
             if proc.returncode is None:
                 proc.send_signal(signal.SIGTERM)
@@ -214,9 +227,106 @@ class Strace:
         return [line for line in self.out.read_text().splitlines() if "(" in line]
 
 
+class GuestStrace:
+    """The system calls an emulated server makes, as qemu-user's -strace
+    logs them (QEMU_STRACE, into the file QEMU_LOG_FILENAME): each call of
+    the program, as the emulator carries it out, and none of the emulator's
+    own, which strace -p sees too (the futex of qemu's RCU thread, blocked
+    when strace attaches, say). Made before the server starts (it sets
+    srv.env); start() and stop() cut what came between, as lines in
+    Strace's form ("PID name(args) = result"): the calls of several threads
+    share lines in qemu's log (a call blocks between its name and its
+    result), and are cut apart at each "PID name(". The calls in progress
+    at start() are not there: they began before it. Left out: the clock
+    calls, which the kernel's vDSO answers without a system call on the
+    real machine, as on x86-64; qemu-user 7.2 gives the program no vDSO, so
+    each is a system call there."""
+
+    CALL = re.compile(r"(?:^|(?<=[\s)]))(\d+) ([a-z_0-9]+)\(", re.M)
+    VDSO = ("clock_gettime", "clock_gettime64", "clock_getres", "clock_getres_time64",
+            "gettimeofday", "time", "getcpu")
+
+    def __init__(self, srv, out):
+        self.out = out
+        srv.env.update(QEMU_STRACE="1", QEMU_LOG_FILENAME=str(out))
+
+    def _size(self):
+        return self.out.stat().st_size if self.out.exists() else 0
+
+    def start(self):
+        self.offset = self._size()
+        return self
+
+    def stop(self):
+        time.sleep(0.1 * SLOW)  # the last calls' results
+        with open(self.out, "rb") as f:
+            f.seek(self.offset)
+            text = f.read().decode(errors="replace")
+        calls = list(self.CALL.finditer(text))
+        ends = [m.start() for m in calls[1:]] + [len(text)]
+        return [text[m.start():end].strip() for m, end in zip(calls, ends)
+                if m.group(2) not in self.VDSO]
+
+
+def delay_start(srv, call, path=None, seconds=1.0):
+    """Run srv under strace, which delays by `seconds` the first `call` of
+    each of its processes (the first on `path`, given one): a server slow
+    to start, as one under emulation or on a loaded machine is. strace runs
+    detached (-D), so the server is the process started, and it stays
+    attached to the end: a sanitizer's leak check, which cannot run under
+    ptrace, is off."""
+    srv.prefix = ["strace", "-D", "-qq", "-f", "-o", "/dev/null", "-e", f"trace={call}",
+                  "-e", f"inject={call}:delay_enter={int(seconds * 1e6)}:when=1"] + (
+                      ["-P", str(path)] if path else [])
+    asan = srv.env.get("ASAN_OPTIONS", os.environ.get("ASAN_OPTIONS", ""))
+    srv.env["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "detect_leaks=0"
+
+
 def strace_count(lines, name):
     """How many of the Strace lines are calls of `name`."""
     return sum(1 for line in lines if line.split(" ", 1)[-1].lstrip().startswith(name + "("))
+
+
+class Readiness:
+    """A server's readiness as a service manager learns it (sd_notify(3)):
+    READY=1 on $NOTIFY_SOCKET, sent once the server runs its main loop, or
+    by a supervisor once its first child does. A datagram socket at an
+    abstract name, read by a thread until the server has exited: the
+    server's later messages (reloads, restarts, the stop) must not fill it,
+    or the server would block sending them."""
+
+    def __init__(self):
+        self.name = "@monkey-harness-" + uuid.uuid4().hex
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind("\0" + self.name[1:])
+        self.sock.settimeout(0.1)
+        self.ready = threading.Event()
+
+    def follow(self, proc):
+        """Read the messages of the started process `proc`."""
+        threading.Thread(target=self._read, args=(proc,), daemon=True).start()
+
+    def _read(self, proc):
+        try:
+            while True:
+                try:
+                    msg = self.sock.recv(4096)
+                except socket.timeout:
+                    if proc.poll() is not None:
+                        return
+                    continue
+                if "READY=1" in msg.decode(errors="replace").split("\n"):
+                    self.ready.set()
+        finally:
+            self.sock.close()
+
+    def wait(self, proc, timeout=10.0):
+        """Whether `proc` got ready within timeout seconds (times SLOW)."""
+        deadline = time.monotonic() + timeout * SLOW
+        while not self.ready.wait(0.02):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                return False
+        return True
 
 
 class Response:
@@ -332,6 +442,8 @@ class Server:
         self.plugins = []
         self.extra_sites = {}
         self.raw_conf = None
+        self.env = {}  # variables added to the server's environment
+        self.prefix = []  # a command the server runs under (delay_start())
 
     # -- configuration ----------------------------------------------------
     def set(self, **kw):
@@ -369,14 +481,39 @@ class Server:
             (self.conf / "plugins.load").unlink()
 
     # -- process ------------------------------------------------------------
-    def start(self, args=None, wait=True, **popen):
-        """Start the server (`popen`: more arguments for subprocess.Popen,
-        such as a preexec_fn that lowers a resource limit)."""
+    def start(self, args=None, wait=True, ready=None, **popen):
+        """Start the server; with `wait`, return once it listens on its port,
+        and with `ready` once it runs its main loop too (it said READY=1).
+        `ready` is the default for a server with the control plugin, whose
+        commands the server refuses before its loop runs ("does not run
+        its control loop"), and for a supervised one (-S, Supervisor On),
+        whose supervisor listens before the child has read the
+        configuration (one the test writes next would be read by a slow
+        child's start, not by its reload). A test that set NOTIFY_SOCKET
+        reads the messages itself: then only the port. `popen`: more
+        arguments for subprocess.Popen, such as a preexec_fn that lowers a
+        resource limit."""
         self.write_conf()
-        cmd = [str(MONKEY), "-c", str(self.conf)] + (args or [])
+        cmd = self.prefix + [str(MONKEY), "-c", str(self.conf)] + (args or [])
+        if ready is None:
+            ready = ("-S" in (args or []) or self.server_conf.get("Supervisor") == "On" or
+                     any(Path(p).name == "monkey-control.so" for p in self.plugins))
+        env = {**os.environ, **self.env}
+        notify = Readiness() if wait and ready and "NOTIFY_SOCKET" not in env else None
+        if notify:
+            env["NOTIFY_SOCKET"] = notify.name
         self.stderr = open(self.stderr_path, "w")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.stderr, **popen)
-        if wait and not wait_port(self.port, proc=self.proc):
+        try:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.stderr,
+                                         env=env, **popen)
+        except OSError:
+            if notify:
+                notify.sock.close()
+            raise
+        if notify:
+            notify.follow(self.proc)
+        if wait and not (wait_port(self.port, proc=self.proc) and
+                         (notify is None or notify.wait(self.proc))):
             out = self.stderr_text()
             self.kill()
             raise RuntimeError(f"server did not start: {out}")
@@ -515,3 +652,23 @@ def server(make_server):
     srv.file("hello.txt", "Hello World!\n")
     srv.start()
     return srv
+
+
+@pytest.fixture
+def nobody_dir():
+    """A folder of user nobody's under /tmp, for a server started as root
+    that switches to `User nobody` (as the packages give /var/log/monkey to
+    the User): the test's own folders are root's alone, so nobody could not
+    reach them. Yields (path, nobody's passwd entry); skipped unless run as
+    root with a user nobody."""
+    if os.geteuid() != 0:
+        pytest.skip("starting as root with a User needs root")
+    try:
+        pw = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no user 'nobody' to switch to")
+    d = Path(tempfile.mkdtemp(prefix="mk-nobody-", dir="/tmp"))
+    d.chmod(0o755)
+    os.chown(d, pw.pw_uid, pw.pw_gid)
+    yield d, pw
+    shutil.rmtree(d)

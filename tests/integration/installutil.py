@@ -82,7 +82,7 @@ def serve_default_page(monkey, ctl, conf, index, log):
     with `stop`."""
     port = free_port()
     with serving([monkey, "-c", str(conf), "-p", f"127.0.0.1:{port}", "-w", "1"], port,
-                 log) as proc:
+                 log, ready=True) as proc:  # monkey-ctl stop needs the main loop
         c = Conn(port)
         r = c.request("GET", "/")
         c.close()

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from conftest import (BALANCINGS, EMULATOR_THREADS, MONKEY, SLOW, Conn, check_sanitizers, free_port,
-                      needs_ipv6, wait_port)
+from conftest import (BALANCINGS, EMULATOR_THREADS, MONKEY, SLOW, Conn, check_sanitizers,
+                      free_port, needs_ipv6, wait_for, wait_port)
 
 
 def test_version_and_help():
@@ -202,6 +202,23 @@ def test_workers_and_balancing(make_server, workers, balancing):
     # balancing, the acceptor).
     expected = int(workers) + 1 + (1 if balancing == "fair" else 0)
     assert thread_count(srv.proc.pid, expected) == expected
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_worker_count_in_words(make_server, workers):
+    """ "1 worker", "2 workers": in the start's log line and in monkey -t."""
+    srv = make_server()
+    srv.set(Workers=workers)
+    srv.write_conf()
+    word = "worker" if workers == 1 else "workers"
+    p = subprocess.run([str(MONKEY), "-t", "-c", str(srv.conf)], capture_output=True, text=True,
+                       timeout=20 * SLOW)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == f"monkey: configuration {srv.conf} is valid ({workers} {word})\n"
+    srv.start()
+    # Logged once the workers run, a moment after the port opened.
+    assert wait_for(lambda: f"(plain), {workers} {word}, reuseport balancing" in
+                    srv.stderr_text()), srv.stderr_text()
 
 
 def thread_count(pid, expected, timeout=5.0):

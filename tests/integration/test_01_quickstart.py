@@ -2,6 +2,7 @@
 relative paths into htdocs/ and the build (plugins, the localhost
 certificate, build/log/), answering HTTP and HTTPS and logging both."""
 
+import os
 import shutil
 import socket
 import ssl
@@ -10,7 +11,8 @@ import time
 
 import pytest
 
-from conftest import BUILD, MONKEY, ROOT, SLOW, Conn, free_port, needs_dlopen, wait_port
+from conftest import (BUILD, MONKEY, ROOT, SLOW, Conn, Readiness, free_port, needs_dlopen,
+                      wait_port)
 
 pytestmark = [
     needs_dlopen,
@@ -38,10 +40,15 @@ def bundled(tmp_path):
     text = text.replace("    Listen 2001\n", f"    Listen 127.0.0.1:{http_port}\n")
     text = text.replace("    Listen 2443 tls\n", f"    Listen 127.0.0.1:{https_port} tls\n")
     (conf / "monkey.conf").write_text(text)
+    # Ready (READY=1) once its main loop runs: the control socket is open then.
+    notify = Readiness()
     proc = subprocess.Popen([str(MONKEY), "-c", str(conf)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.PIPE,
+                            env={**os.environ, "NOTIFY_SOCKET": notify.name})
+    notify.follow(proc)
     try:
         assert wait_port(http_port, proc=proc) and wait_port(https_port, proc=proc)
+        assert notify.wait(proc), "the server did not get ready"
         yield http_port, https_port, build / "log", conf
     finally:
         proc.terminate()

@@ -132,6 +132,43 @@ def test_index_files_setting(site):
     assert site.get("/").body == b"<h1>index</h1>\n"
 
 
+def test_index_files_per_site(site, tmp_path):
+    """IndexFiles in a site's [HOST] replaces the server's for that site only: the PHP site
+    finds index.php, the other site keeps the server's names and never looks for it."""
+    php = tmp_path / "php-site"
+    for root in (php, site.docroot):
+        (root / "app").mkdir(parents=True, exist_ok=True)
+        (root / "app" / "index.php").write_text(f"php index of {root.name}\n")
+        (root / "app" / "index.html").write_text(f"html index of {root.name}\n")
+    (php / "only-html").mkdir()
+    (php / "only-html" / "index.html").write_text("the next name\n")
+    site.extra_sites["php"] = (f"[HOST]\n    ServerName php.test\n    DocumentRoot {php}\n"
+                               "    IndexFiles index.php index.html\n")
+    site.start()
+    assert site.get("/app/", headers={"Host": "php.test"}).body == b"php index of php-site\n"
+    assert site.get("/app/", headers={"Host": "php.test"}).body == b"php index of php-site\n"
+    assert site.get("/only-html/", headers={"Host": "php.test"}).body == b"the next name\n"
+    # The default site has the server's IndexFiles (index.html index.htm): index.html.
+    assert site.get("/app/").body == b"html index of htdocs\n"
+    site.stop()
+    # The other way round: the server names index.php first, a site only index.html.
+    site.set(IndexFiles="index.php index.html")
+    site.site_conf["IndexFiles"] = "index.html"
+    site.start()
+    assert site.get("/app/").body == b"html index of htdocs\n"
+    assert site.get("/app/", headers={"Host": "php.test"}).body == b"php index of php-site\n"
+    site.stop()
+    # A site with names only it has: the server's are not tried there.
+    site.site_conf["IndexFiles"] = "start.txt"
+    site.start()
+    assert site.get("/app/").status == 403
+    site.stop()
+    # Checked as the server's are, with the site file's line.
+    site.site_conf["IndexFiles"] = "index.html sub/index.html"
+    err = site.run_expect_failure()
+    assert "sites/default:4: IndexFiles: 'sub/index.html' is not a plain file name" in err, err
+
+
 def test_hidden_index_name_is_not_served(site):
     # the index file's path is checked as a request for it: with
     # HideDotFiles On (the default) a hidden index name is 404, never served;

@@ -60,6 +60,14 @@ SITE_ERRORS = [
      4, "nope.html"),
     ("error page status", "[HOST]\n    DocumentRoot {root}\n[ERROR_PAGES]\n    200 a.txt\n", 4,
      "not an error status"),
+    # No [HOST]: the line of the section meant to be it, else the first one, else line 1.
+    ("host typo", "# the site\n[HOSTS]\n    DocumentRoot {root}\n", 2,
+     "unknown section [HOSTS]: did you mean [HOST]?"),
+    ("host typo after", "[LOGGER]\n    AccessLog x\n[Hsot]\n    DocumentRoot {root}\n", 3,
+     "unknown section [Hsot]: did you mean [HOST]?"),
+    ("no host", "# the site\n\n[TLS]\n    Certificate x\n", 3,
+     "missing [HOST] section: the file has [TLS]"),
+    ("empty site file", "# nothing yet\n", 1, "missing [HOST] section: the file has no section"),
 ]
 
 

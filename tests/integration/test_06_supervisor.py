@@ -14,21 +14,19 @@ a normal build. Core dumps are turned off for the children.
 
 import json
 import os
-import pwd
 import re
 import resource
 import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, SLOW, needs_dlopen, needs_part, wait_port
+from conftest import BUILD, SLOW, delay_start, needs_dlopen, needs_part, wait_port
+from h2util import needs_tool
 from test_12_control import CONTROL_SO, ctl, make_control, wait_socket
 from test_15_systemd import messages, notify_socket
 
@@ -324,61 +322,50 @@ def test_usr1_reopens_both_logs(make_server):
     assert srv.stop() == 0
 
 
-def test_usr1_reopens_for_the_user_and_follows_no_link(make_server, tmp_path):
+def test_usr1_reopens_for_the_user_and_follows_no_link(make_server, nobody_dir, tmp_path):
     """Started as root with User, the supervisor (root) and its child (the
     User) share the Log, in a directory of the User's. At a reopen after a
     rotation the supervisor creates the new file and gives it to the User,
     so that the child can open it too; a symbolic link planted at the path
     is not followed by either (the file of root's it names stays as it
     was), and both keep the file they had."""
-    if os.geteuid() != 0:
-        pytest.skip("starting as root with a User needs root")
-    try:
-        pw = pwd.getpwnam("nobody")
-    except KeyError:
-        pytest.skip("no user 'nobody' to switch to")
-    logs = Path(tempfile.mkdtemp(prefix="mk-logs-", dir="/tmp"))
-    try:
-        logs.chmod(0o755)
-        os.chown(logs, pw.pw_uid, pw.pw_gid)
-        log = logs / "error.log"
-        srv = make_server()
-        srv.file("index.html", "x\n")
-        srv.set(Log=str(log), User="nobody")
-        srv.start(["-S"])
-        sup = srv.proc.pid
-        child = child_of(sup)
-        wait_text(log, "is ready")
-        assert log.stat().st_uid == pw.pw_uid
-        log.rename(logs / "error.log.1")
-        srv.signal(signal.SIGUSR1)
-        wait_text(log, "")  # the supervisor's new file
-        time.sleep(0.3 * SLOW)  # the child's reopen, after the supervisor's
-        assert log.stat().st_uid == pw.pw_uid
-        srv.signal(signal.SIGHUP)  # the child writes to the new file (reloaded or not)
-        wait_text(log, "reload")
-        os.kill(child, signal.SIGKILL)
-        wait_text(log, "crashed: signal 9 (SIGKILL)")  # and the supervisor does
-        new_child_of(sup, child)
-        wait_text(log, "listening on")  # the new child serves
-        secret = tmp_path / "secret"
-        secret.write_text("root only\n")
-        secret.chmod(0o600)
-        log.rename(logs / "error.log.2")
-        log.symlink_to(secret)
-        srv.signal(signal.SIGUSR1)
-        refused = "cannot reopen the log: Too many levels of symbolic links"
-        deadline = time.monotonic() + 10 * SLOW
-        while (text := (logs / "error.log.2").read_text()).count(refused) < 2:
-            assert time.monotonic() < deadline, text  # the supervisor's line, then the child's
-            time.sleep(0.02)
-        assert "supervisor: " + refused in text, text
-        assert secret.read_text() == "root only\n"
-        old = (logs / "error.log.1").read_text() + text
-        assert not re.search(r"cannot reopen[^\n]*Permission denied", old), old
-        assert srv.stop() == 0
-    finally:
-        shutil.rmtree(logs)
+    logs, pw = nobody_dir
+    log = logs / "error.log"
+    srv = make_server()
+    srv.file("index.html", "x\n")
+    srv.set(Log=str(log), User="nobody")
+    srv.start(["-S"])
+    sup = srv.proc.pid
+    child = child_of(sup)
+    wait_text(log, "is ready")
+    assert log.stat().st_uid == pw.pw_uid
+    log.rename(logs / "error.log.1")
+    srv.signal(signal.SIGUSR1)
+    wait_text(log, "")  # the supervisor's new file
+    time.sleep(0.3 * SLOW)  # the child's reopen, after the supervisor's
+    assert log.stat().st_uid == pw.pw_uid
+    srv.signal(signal.SIGHUP)  # the child writes to the new file (reloaded or not)
+    wait_text(log, "reload")
+    os.kill(child, signal.SIGKILL)
+    wait_text(log, "crashed: signal 9 (SIGKILL)")  # and the supervisor does
+    new_child_of(sup, child)
+    wait_text(log, "listening on")  # the new child serves
+    secret = tmp_path / "secret"
+    secret.write_text("root only\n")
+    secret.chmod(0o600)
+    log.rename(logs / "error.log.2")
+    log.symlink_to(secret)
+    srv.signal(signal.SIGUSR1)
+    refused = "cannot reopen the log: Too many levels of symbolic links"
+    deadline = time.monotonic() + 10 * SLOW
+    while (text := (logs / "error.log.2").read_text()).count(refused) < 2:
+        assert time.monotonic() < deadline, text  # the supervisor's line, then the child's
+        time.sleep(0.02)
+    assert "supervisor: " + refused in text, text
+    assert secret.read_text() == "root only\n"
+    old = (logs / "error.log.1").read_text() + text
+    assert not re.search(r"cannot reopen[^\n]*Permission denied", old), old
+    assert srv.stop() == 0
 
 
 def test_quit_stops_gracefully(make_server):
@@ -438,7 +425,7 @@ def test_status_pidfile_and_ctl_through_restarts(make_server):
     assert doc["last_crash_reason"] == "signal 9 (SIGKILL)"
     assert abs(doc["last_crash"] - time.time()) < 30
     text = ctl("-s", srv.sock, "status").stdout
-    assert re.search(rf"^supervisor   pid {sup}, 1 restarts, last crash \S+Z: signal 9 \(SIGKILL\)$",
+    assert re.search(rf"^supervisor   pid {sup}, 1 restart, last crash \S+Z: signal 9 \(SIGKILL\)$",
                      text, re.M), text
     assert (srv.conf / "monkey.pid").read_text() == f"{sup}\n"
     # a stop asked of the child ends the supervisor too, with the child's status
@@ -493,6 +480,28 @@ def test_pidfile_in_a_directory_others_write_is_refused(make_server, tmp_path):
     err = srv.run_expect_failure(["-S"])
     assert f"directory {d} may be written by its owner, not only by root" in err, err
     assert not (d / "monkey.pid").exists()
+
+
+@needs_tool("strace")
+def test_started_once_the_child_has_read_the_configuration(make_server, tmp_path):
+    """start() of a supervised server returns once its child is ready, not
+    once the supervisor's sockets listen: the child reads the configuration
+    after that (here a second late, strace delaying its first open of
+    monkey.conf, as a child under emulation starts late), so a
+    configuration written next is for a reload, not for the child's start."""
+    srv = make_server()
+    srv.file("who.txt", "old\n")
+    delay_start(srv, "openat", path=srv.conf / "monkey.conf")
+    srv.start(["-S"])
+    newroot = tmp_path / "newroot"
+    newroot.mkdir()
+    (newroot / "who.txt").write_text("new\n")
+    srv.site_conf["DocumentRoot"] = str(newroot)
+    srv.write_conf()
+    assert srv.get("/who.txt").body == b"old\n"
+    srv.reload()
+    assert srv.get("/who.txt").body == b"new\n"
+    assert srv.stop() == 0
 
 
 def test_readiness_from_the_supervisor(make_server, monkeypatch, tmp_path):

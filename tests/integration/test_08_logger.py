@@ -8,19 +8,16 @@ log cannot keep up, and configurations refused with their file and line.
 """
 
 import base64
+import json
 import os
-import pwd
 import re
-import shutil
 import signal
 import socket
 import stat
 import subprocess
-import tempfile
 import threading
 import time
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 
@@ -194,6 +191,127 @@ def test_custom_format_every_specifier(make_server):
     assert g[17] == ""  # no query
     assert g[19] == "localhost"  # the only site answers every host
     assert g[20] == "Other.Example"
+
+
+def json_lines(path, n):
+    """The n lines of `path`, each parsed as JSON (the file's bytes read as UTF-8, strictly)."""
+    lines = wait_lines(path, n)
+    return [json.loads(line.encode("latin-1").decode("utf-8")) for line in lines]
+
+
+def raw_request(c, head):
+    """Send a request head of raw bytes on Conn c; the response."""
+    c.send(head + b"\r\n\r\n")
+    return c.read_response(head_request=head.startswith(b"HEAD "))
+
+
+def test_json_format(make_server):
+    """Format json: one JSON object per line, whatever bytes the client sent (RFC 8259:
+    UTF-8 as it is, quotes, backslashes and control bytes escaped, each byte of invalid
+    UTF-8 as \\u00XX, an absent value an empty string)."""
+    srv = logger_server(make_server, ["AccessLog ../logs/access.log", "Format json"])
+    srv.file("café.txt", "coffee\n")
+    srv.start()
+    c = srv.conn()
+    r1 = raw_request(c, "GET /hello.txt?q=1&r=%C3%BC HTTP/1.1\r\nHost: localhost\r\n"
+                        "User-Agent: Müller/1.0 ☃ \"quoted\" back\\slash\ttab\r\n"
+                        "Referer: http://example.com/ä".encode())
+    r2 = raw_request(c, b"GET /caf%C3%A9.txt HTTP/1.1\r\nHost: localhost\r\n"
+                        b"User-Agent: bad \xff\xfe \xc3( \xed\xa0\x80 \xe2\x82 end")
+    r3 = raw_request(c, b"HEAD /missing%FF HTTP/1.1\r\nHost: localhost\r\n"
+                        b"Authorization: Basic " + base64.b64encode("jürgen:pw".encode()))
+    c.close()
+    assert (r1.status, r2.status, r3.status) == (200, 200, 404)
+    a, b, d = json_lines(srv.logs / "access.log", 3)
+    assert set(a) == {"time", "client", "user", "request", "method", "path", "query",
+                      "protocol", "status", "body_bytes", "bytes", "duration_us", "site", "host",
+                      "referer", "user_agent"}
+    t = datetime.strptime(a["time"], "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    assert abs(t - time.time()) < 120, a["time"]
+    assert a["client"] == "127.0.0.1" and a["user"] == ""
+    assert a["request"] == "GET /hello.txt?q=1&r=%C3%BC HTTP/1.1"
+    assert (a["method"], a["path"], a["query"], a["protocol"]) == \
+        ("GET", "/hello.txt", "?q=1&r=%C3%BC", "HTTP/1.1")
+    assert a["status"] == 200 and a["body_bytes"] == len(HELLO)
+    assert a["bytes"] == total_bytes(r1) and isinstance(a["duration_us"], int)
+    assert (a["site"], a["host"]) == ("localhost", "localhost")
+    assert a["referer"] == "http://example.com/ä"
+    assert a["user_agent"] == 'Müller/1.0 ☃ "quoted" back\\slash\ttab'
+    # The decoded path is UTF-8 as sent; bytes that are not UTF-8 are one \\u00XX each.
+    assert b["path"] == "/café.txt"
+    assert b["user_agent"] == "bad \u00ff\u00fe \u00c3( \u00ed\u00a0\u0080 \u00e2\u0082 end"
+    raw = (srv.logs / "access.log").read_bytes().splitlines()[1]
+    assert b"\\u00ff\\u00fe \\u00c3(" in raw and b"\\t" not in raw
+    assert d["status"] == 404 and d["body_bytes"] == 0 and d["method"] == "HEAD"
+    assert d["path"] == "/missing\u00ff" and d["user"] == "jürgen"
+    assert d["referer"] == "" and d["user_agent"] == ""
+    # Every byte but the newline is printable ASCII or part of a UTF-8 character.
+    data = (srv.logs / "access.log").read_bytes()
+    assert not any(ch < 0x20 and ch != 0x0a or ch == 0x7f for ch in data)
+
+
+def test_custom_format_with_json_escaping(make_server):
+    """escape=json before a custom format (nginx's escape=json): the same escaping for the
+    fields of a format of one's own, %b a number, absent values empty; in a LogFormat too."""
+    spec = ('escape=json {"ua":"%{User-Agent}i","b":%b,"x":"%{X-Missing}i","u":"%u","l":"%l",'
+            '"n":"%{upstream_ms}n","r":"%r","ssl":"%{ssl_protocol}x","t":"%t"}')
+    srv = logger_server(make_server, ["AccessLog ../logs/custom.log", "Format custom " + spec],
+                        f"[LOGGER]\n    LogFormat mine {spec}\n")
+    other = srv.dir / "other"
+    other.mkdir()
+    (other / "o.txt").write_text("o\n")
+    srv.extra_sites["other"] = (f"[HOST]\n    ServerName other.test\n    DocumentRoot {other}\n"
+                                f"[LOGGER]\n    AccessLog {srv.logs}/named.log\n    Format mine\n")
+    srv.start()
+    c = srv.conn()
+    raw_request(c, b'HEAD /hello.txt HTTP/1.1\r\nHost: localhost\r\nUser-Agent: a"\\\xe2\x98\x83\xff')
+    raw_request(c, b"GET /o.txt HTTP/1.1\r\nHost: other.test\r\nUser-Agent: \xc3\xbc")
+    c.close()
+    (one,) = json_lines(srv.logs / "custom.log", 1)
+    assert one == {"ua": 'a"\\☃\u00ff', "b": 0, "x": "", "u": "", "l": "", "n": "",
+                   "r": "HEAD /hello.txt HTTP/1.1", "ssl": "", "t": one["t"]}
+    assert one["t"].startswith("[") and one["t"].endswith("]")
+    (named,) = json_lines(srv.logs / "named.log", 1)
+    assert named["ua"] == "ü" and named["b"] == 2
+
+
+def test_custom_format_without_escaping(make_server):
+    """escape=none: the client's bytes as they are (UTF-8 readable in the log), but control
+    bytes still \\xhh, so no line can be forged."""
+    srv = logger_server(make_server, ["AccessLog ../logs/raw.log",
+                                      'Format custom escape=none "%{User-Agent}i" %U'])
+    srv.start()
+    c = srv.conn()
+    raw_request(c, "GET /hello.txt HTTP/1.1\r\nHost: localhost\r\n"
+                   "User-Agent: Müller \"q\" \\ \tz".encode())
+    c.close()
+    line = wait_lines(srv.logs / "raw.log", 1)[0].encode("latin-1")
+    assert line == '"Müller "q" \\ \\x09z" /hello.txt'.encode()
+
+
+def test_json_line_too_long_stays_json(make_server):
+    """A line cut at 4096 bytes is cut inside its strings: still one valid JSON object."""
+    srv = logger_server(make_server, ["AccessLog ../logs/access.log", "Format json"])
+    srv.start()
+    ua = "é" * 2000 + "U" * 3000
+    c = srv.conn()
+    r = raw_request(c, f"GET /hello.txt HTTP/1.1\r\nHost: localhost\r\nReferer: {'R' * 6000}\r\n"
+                       f"User-Agent: {ua}".encode())
+    r2 = raw_request(c, f"GET /hello.txt?2 HTTP/1.1\r\nHost: localhost\r\nUser-Agent: {ua}".encode())
+    c.close()
+    assert r.status == r2.status == 200
+    for line in wait_lines(srv.logs / "access.log", 2):
+        assert len(line) <= 4095
+        doc = json.loads(line.encode("latin-1").decode("utf-8"))
+        assert doc["status"] == 200 and doc["body_bytes"] == len(HELLO) and doc["time"]
+        if doc["query"] == "?2":
+            # The last string is cut where the line ends, within a character's bytes.
+            assert doc["referer"] == "" and doc["user_agent"].endswith("...")
+            assert ua.startswith(doc["user_agent"][:-3]) and len(doc["user_agent"]) > 1000
+        else:
+            # A string that does not fit leaves the room the fields after it need.
+            assert doc["referer"].endswith("...") and set(doc["referer"][:-3]) == {"R"}
+            assert ua.startswith(doc["user_agent"].removesuffix("..."))
 
 
 def test_named_format_and_plugin_wide_defaults(make_server):
@@ -416,31 +534,13 @@ def test_sigusr1_reopens(make_server):
     assert "again" in wait_lines(log, 7)[-1]
 
 
-@pytest.fixture
-def user_logs():
-    """A log directory of user nobody's, as the packages give /var/log/monkey
-    to the User: under /tmp, so that nobody can reach it (the test's own
-    folders are root's alone). Skipped unless run as root."""
-    if os.geteuid() != 0:
-        pytest.skip("starting as root with a User needs root")
-    try:
-        pw = pwd.getpwnam("nobody")
-    except KeyError:
-        pytest.skip("no user 'nobody' to switch to")
-    d = Path(tempfile.mkdtemp(prefix="mk-logs-", dir="/tmp"))
-    d.chmod(0o755)
-    os.chown(d, pw.pw_uid, pw.pw_gid)
-    yield d, pw.pw_uid
-    shutil.rmtree(d)
-
-
-def test_reopen_after_switching_to_user(make_server, user_logs, tmp_path):
+def test_reopen_after_switching_to_user(make_server, nobody_dir, tmp_path):
     """Started as root with User, the files the server creates before the
     switch (the access and error logs of the logger, the server's own Log)
     are given to the User, so that SIGUSR1 can open them again afterwards,
     with or without a rotation before it; a symbolic link planted at a log
     path is not followed at the reopen."""
-    logs, uid = user_logs
+    logs, uid = nobody_dir[0], nobody_dir[1].pw_uid
     srv = logger_server(make_server, [f"AccessLog {logs}/access.log",
                                       f"ErrorLog {logs}/error.log"])
     srv.set(User="nobody", Log=str(logs / "server.log"))
@@ -593,7 +693,7 @@ def test_full_log_drops_and_counts(make_server):
         lines = b"".join(got).decode().splitlines()
         assert all(COMBINED.match(line) for line in lines)
         text = srv.stderr_text()
-        dropped = sum(int(n) for n in re.findall(r"(\d+) lines dropped \(", text))
+        dropped = sum(int(n) for n in re.findall(r"(\d+) lines? dropped \(", text))
         assert dropped > 0, text
         assert len(lines) + dropped == clients * per_client, (len(lines), dropped)
     finally:
@@ -621,6 +721,13 @@ BAD_SITE = [
     (["AccessLog ../logs/a.log", "Format custom %{Bad/Name}i"], 2, "header name"),
     (["AccessLog ../logs/a.log", "Format custom %{X}o"], 2, "only %{Header}i"),
     (["AccessLog ../logs/a.log", "Format custom %"], 2, "unknown specifier"),
+    (["AccessLog ../logs/a.log", "Format custom escape=xml %h"], 2,
+     "'escape=xml': the escaping is escape=default, escape=json or escape=none"),
+    (["AccessLog ../logs/a.log", "Format custom escape=json"], 2, "empty format"),
+    (["AccessLog ../logs/a.log", "Format custom %{%Y-%m}t"], 2, "unknown %{FORMAT}t (iso8601)"),
+    (["AccessLog ../logs/a.log", "Format custom %{local}t"], 2, "unknown %{FORMAT}t (iso8601)"),
+    (["AccessLog ../logs/a.log", "Format custom escape=json " + "x" * 2100], 2,
+     "more than half a line"),
     (["Format common"], 1, "Format without an access log"),
     (["AccessLog ../logs/a.log", "AccessLog ../logs/b.log"], 2, "given twice"),
     (["AccessLog ../logs/a.log", "Format common", "Format combined"], 3, "given twice"),
@@ -644,6 +751,8 @@ BAD_PLUGIN_CONF = [
     ("[LOGGER]\n    Colour blue\n", 2, "unknown key 'Colour'"),
     ("[OTHER]\n    AccessLog x\n", 1, "unknown section [OTHER]"),  # the header line
     ("[LOGGER]\n    LogFormat custom %h\n", 2, "reserved name"),
+    ("[LOGGER]\n    LogFormat JSON %h\n", 2, "reserved name"),
+    ("[LOGGER]\n    LogFormat j escape=JSN {}\n", 2, "'escape=JSN': the escaping is"),
     ("[LOGGER]\n    LogFormat x %h %Q\n", 2, "unknown specifier '%Q'"),
     ("[LOGGER]\n    LogFormat x %h\n    LogFormat X %h\n", 3, "defined twice"),
     ("[LOGGER]\n    Format nonesuch\n", 2, "unknown format 'nonesuch'"),

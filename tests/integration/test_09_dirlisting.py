@@ -102,6 +102,37 @@ def test_listing_content_order_sizes_times(make_server):
     assert r.status == 200 and rows(r.body) == [Row("parent", "../", "../", None, "-", None, None)]
 
 
+def test_counts_in_words(make_server):
+    """One of a kind is singular: "1 directory, 1 file", "more than 1 entry"."""
+    srv = lister(make_server)
+    srv.file("one/a.txt", "a")
+    srv.file("one/sub/b.txt", "b")
+    srv.file("none/.keep", "")
+    srv.start()
+    assert "<p class=\"count\">1 directory, 1 file</p>" in srv.get("/one/").body.decode()
+    assert "<p class=\"count\">0 directories, 0 files</p>" in srv.get("/none/").body.decode()
+    srv.stop()
+    srv = lister(make_server, plugin_conf="[DIRLISTING]\n    MaxEntries 1\n")
+    srv.file("two/a.txt", "a")
+    srv.file("two/b.txt", "b")
+    srv.start()
+    assert "Truncated: this directory has more than 1 entry; only 1 is listed." in \
+        srv.get("/two/").body.decode()
+
+
+def test_the_sites_own_index_files(make_server):
+    """api->index_file gives the site's IndexFiles when it has some: a directory holding
+    only the server's index name is listed on a site whose IndexFiles does not name it."""
+    srv = lister(make_server)
+    srv.site_conf["IndexFiles"] = "start.txt"
+    srv.file("pub/index.html", "not an index on this site\n")
+    srv.file("own/start.txt", "the site's index\n")
+    srv.start()
+    r = srv.get("/pub/")
+    assert r.status == 200 and names(r.body) == ["index.html"]
+    assert srv.get("/own/").body == b"the site's index\n"
+
+
 def test_root_has_no_parent_link(make_server):
     srv = lister(make_server)
     srv.file("x.txt", "x")

@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from conftest import BUILD, SLOW, needs_dlopen
+from conftest import BUILD, SLOW, delay_start, needs_dlopen
+from h2util import needs_tool
 
 pytestmark = needs_dlopen
 
@@ -247,6 +248,39 @@ def test_reload_applies_changed_site(make_server, tmp_path):
     assert srv.get("/page.txt", headers=host).body == b"second\n"
     roots = [s["document_root"] for s in status_json(srv, "sites")["sites"]]
     assert str(root2) in roots and str(root1) not in roots
+
+
+@needs_tool("strace")
+def test_a_command_right_after_the_start_is_carried_out(make_server):
+    """A server that start() returned takes control commands: start() waits
+    until the server runs its main loop (it says READY=1), not only until
+    its port and its control socket are open. Here the loop starts a second
+    late (strace delays its first call, signalfd4), as under emulation or on
+    a loaded machine: a command sent earlier is refused ("does not run its
+    control loop")."""
+    srv = make_control(make_server, start=False)
+    delay_start(srv, "signalfd4")
+    srv.start()
+    wait_socket(srv.sock)
+    p = ctl("-s", srv.sock, "reload")
+    assert p.returncode == 0, p.stderr
+    assert srv.stop() == 0
+
+
+@needs_tool("strace")
+def test_a_command_during_the_start_waits_for_the_loop(make_server):
+    """The server side of the same race: a command that reaches the control
+    socket while the server still starts (its loop a second late) waits for
+    the loop and is carried out, instead of being refused as if the server
+    ran in library mode."""
+    srv = make_control(make_server, start=False)
+    delay_start(srv, "signalfd4")
+    srv.start(ready=False)  # the port is open, the loop not yet
+    wait_socket(srv.sock)
+    p = ctl("-s", srv.sock, "reload")
+    assert p.returncode == 0, p.stderr
+    assert "library mode" not in p.stderr
+    assert srv.stop() == 0
 
 
 def test_reload_broken_configuration_refused(make_server):
@@ -605,11 +639,30 @@ def test_ctl_unreachable(tmp_path):
     assert p.returncode == 1 and f"{tmp_path}/monkey.sock" in p.stderr
 
 
+def test_ctl_options_after_the_command(ctlsrv):
+    """Options may follow COMMAND, as with every GNU tool (getopt permutes)."""
+    for args in (["status", "--json", "-s", ctlsrv.sock], ["status", "-j", "-s", ctlsrv.sock],
+                 ["-s", ctlsrv.sock, "status", "--json"],
+                 ["status", f"--socket={ctlsrv.sock}", "--json", "-t", "5"]):
+        p = ctl(*args)
+        assert p.returncode == 0, (args, p.stderr)
+        assert json.loads(p.stdout)["workers"] == 3, args
+    p = ctl("workers", "-s", ctlsrv.sock)
+    assert p.returncode == 0, p.stderr
+    assert not p.stdout.startswith("{")
+    # "--" ends the options: what follows is an argument, here a second COMMAND.
+    p = ctl("-s", ctlsrv.sock, "--", "status", "--json")
+    assert p.returncode == 2 and "one COMMAND only" in p.stderr
+
+
 @pytest.mark.parametrize("args", [
     [],
     ["frobnicate"],
     ["status", "extra"],
+    ["status", "extra", "--json"],
     ["--bogus", "status"],
+    ["status", "--bogus"],
+    ["status", "-s"],
     ["-s"],
     ["-s", "/x.sock", "-c", "/etc", "status"],
     ["-t", "0", "status"],

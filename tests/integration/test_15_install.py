@@ -228,6 +228,8 @@ def test_duda_man_page_matches_usage():
                 words.append("[" + opt.rstrip(" ]") + ("]" if opt.endswith("]") else ""))
             elif req.startswith(".IR "):
                 words.append(req[len(".IR "):].replace(" ]", "]"))
+            elif req.startswith(".RI "):  # .RI [ ADDR :] PORT ]: the pieces run together
+                words.append("".join(req[len(".RI "):].split()))
             else:
                 words.append(req.split(" ", 1)[1])
         lines.append(" ".join(words))

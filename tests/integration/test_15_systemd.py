@@ -132,7 +132,7 @@ def test_socket_activation_adopts_the_passed_socket(make_server):
     assert c.request("GET", "/").status == 200
     c.close()
     assert srv.stop() == 0
-    assert "socket activation: 1 sockets passed" in srv.stderr_text()
+    assert "socket activation: 1 socket passed" in srv.stderr_text()
     listener.close()
 
 

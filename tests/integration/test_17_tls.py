@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import MONKEY, SLOW
+from conftest import MONKEY, SLOW, free_port, wait_for
 from h2util import built_with_h2
 from tlsutil import (DIRLISTING_SO, LOGGER_SO, TLS_MARKS, der_of, https, make_cert,
                      tls_connect, tls_section, tls_server)
@@ -85,6 +85,63 @@ def test_host_naming_another_site_than_sni_gets_421(make_server):
     assert https(srv, "/site.txt", host="b.test", sni="b.test")[0] == 200
     # An unknown SNI got the default certificate: the default site may be asked.
     assert https(srv, "/hello.txt", host="localhost", sni="unknown.test")[0] == 200
+
+
+def test_default_site_without_certificate_falls_back_to_the_first(make_server):
+    """The default site has no [TLS]: a client without SNI, naming no site or naming a site
+    without a certificate gets the first site's certificate (in name order), as nginx
+    gives its first server's, instead of a failed handshake ("callback failed"); the log
+    and monkey -t say which site lacks one and whose certificate stands in."""
+    srv = tls_server(make_server, sites=["b.test", "c.test"])
+    srv.site_extra = ""  # the default site: no certificate
+    plain = srv.dir / "root-plain"
+    plain.mkdir()
+    (plain / "site.txt").write_text("site plain.test\n")
+    srv.extra_sites["a-plain"] = f"[HOST]\n    ServerName plain.test\n    DocumentRoot {plain}\n"
+    warning = (f"tls: {srv.conf}/sites/default, the default site, has no certificate ([TLS] "
+               f"Certificate): clients without SNI, or naming a site without one, get the "
+               f"certificate of {srv.conf}/sites/b.test (b.test)")
+    rc, err = check(srv)
+    assert rc == 0 and warning in err, err
+    srv.start()
+    # The port opens before the sites are built: the warning may come a moment later.
+    assert wait_for(lambda: warning in srv.stderr_text()), srv.stderr_text()
+    for sni in (None, "unknown.test", "plain.test", "b.test"):
+        s = tls_connect(srv.port, sni=sni)
+        assert s.getpeercert(binary_form=True) == der_of(srv.certs["b.test"][0]), sni
+        s.close()
+    s = tls_connect(srv.port, sni="c.test")
+    assert s.getpeercert(binary_form=True) == der_of(srv.certs["c.test"][0])
+    s.close()
+    # The sites are served as before: Host picks the site when no SNI named another.
+    assert https(srv, "/hello.txt", host="localhost", sni=None)[::2] == (200, b"Hello World!\n")
+    assert https(srv, "/site.txt", host="plain.test", sni="plain.test")[::2] == \
+        (200, b"site plain.test\n")
+    assert https(srv, "/site.txt", host="b.test", sni="b.test")[::2] == (200, b"site b.test\n")
+    assert https(srv, "/site.txt", host="c.test", sni="b.test")[0] == 421
+    assert "callback failed" not in srv.stderr_text()
+
+
+def test_tls_listener_without_any_certificate_is_refused(make_server):
+    """No site has a certificate: every handshake would fail, so -t, a start and a reload
+    refuse the configuration, naming the Listen line."""
+    srv = tls_server(make_server)
+    srv.set(Listen=[f"127.0.0.1:{srv.port} tls", f"127.0.0.1:{free_port()} tls"])
+    srv.site_extra = ""
+    want = (f"{srv.conf}/monkey.conf:2: Listen 127.0.0.1:{srv.port} tls: no site has a "
+            f"certificate, so no TLS handshake could succeed: give the default site "
+            f"({srv.conf}/sites/default) a [TLS] section with Certificate and CertificateKey")
+    rc, err = check(srv)
+    assert rc == 1 and want in err, err
+    assert want in srv.run_expect_failure()
+    # A reload to it is refused; the running configuration stays.
+    srv.site_extra = tls_section(*srv.certs["localhost"])
+    srv.start()
+    srv.site_extra = ""
+    srv.write_conf()
+    srv.reload()
+    assert "reload failed" in srv.stderr_text() and want in srv.stderr_text()
+    assert https(srv, "/hello.txt", sni=None)[::2] == (200, b"Hello World!\n")
 
 
 def test_alpn_http11(make_server):

@@ -5,14 +5,13 @@ import email.utils
 import json
 import math
 import os
-import pwd
 import re
 import shutil
 import signal
+import socket
 import subprocess
-import tempfile
 import time
-from pathlib import Path
+import urllib.request
 
 import pytest
 
@@ -503,6 +502,117 @@ def test_duda_new_then_w(tmp_path):
             assert (svc / sub).is_dir()
 
 
+def duda_w(tmp_path, svc, *args, env=None):
+    """`duda -w svc ARGS...` as a context: (process, log path), once it listens."""
+    port = next((a.rsplit(":", 1)[-1] for a in args if isinstance(a, str) and a[-1:].isdigit()))
+    log = tmp_path / f"duda-w-{svc.name}.log"
+    return serving([str(DUDA), "-w", str(svc), *map(str, args)], int(port), log,
+                   env={**os.environ, **(env or {})}), log
+
+
+def url_in(log):
+    m = re.search(r"^duda: serving \S+ on (http://\S+?)[;\s]", log.read_text(), re.M)
+    assert m, log.read_text()
+    return m.group(1)
+
+
+def fetch(url):
+    with urllib.request.urlopen(url, timeout=10 * SLOW) as r:
+        return r.read()
+
+
+def refused(host, port):
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def test_duda_w_listens_on_loopback_and_prints_a_url_that_works(tmp_path):
+    """A development server: on 127.0.0.1 unless told otherwise, and the URL it prints
+    is the one to open, for -p PORT, -p ADDR:PORT and -p '*:PORT' alike."""
+    svc = tmp_path / "version"
+    shutil.copytree(ROOT / "tests/duda/version", svc)
+    port = free_port()
+    ctx, log = duda_w(tmp_path, svc, "-p", str(port))
+    with ctx:
+        assert url_in(log) == f"http://127.0.0.1:{port}/version/"
+        assert fetch(url_in(log)) == b"version 1\n"
+        assert refused("127.0.0.2", port)  # not on every address: loopback only
+    port = free_port()
+    ctx, log = duda_w(tmp_path, svc, "-p", f"127.0.0.1:{port}", "-r")
+    with ctx:
+        assert url_in(log) == f"http://127.0.0.1:{port}/"  # not http://localhost:127.0.0.1:...
+        assert fetch(url_in(log)) == b"version 1\n"
+    port = free_port()
+    ctx, log = duda_w(tmp_path, svc, "-p", f"*:{port}")
+    with ctx:
+        assert url_in(log) == f"http://127.0.0.1:{port}/version/"
+        assert "(and on every address)" in log.read_text()
+        assert not refused("127.0.0.2", port)
+    # Options before the folder work as after it.
+    port = free_port()
+    with serving([str(DUDA), "-w", "-p", str(port), "-o", str(tmp_path / "out2"), str(svc)],
+                 port, tmp_path / "before.log"):
+        assert fetch(f"http://127.0.0.1:{port}/version/") == b"version 1\n"
+    assert (tmp_path / "out2" / "version.duda").exists()
+    p = duda("-w", svc, "-p", "nope")
+    assert p.returncode == 2 and "-p nope: expected PORT or ADDRESS:PORT" in p.stderr
+
+
+@pytest.mark.parametrize("watch", ["inotify", "poll"])
+def test_duda_w_rebuilds_on_change_and_keeps_the_last_good_build(tmp_path, watch):
+    """A source file changed: the service is built again and the server reloaded; a build
+    that does not compile, or does not load, leaves the last good one serving, with the
+    compiler's (or the loader's) message shown."""
+    if watch == "inotify" and not shutil.which("inotifywait"):
+        pytest.skip("no inotifywait (inotify-tools)")
+    svc = tmp_path / "version"
+    shutil.copytree(ROOT / "tests/duda/version", svc)
+    src = svc / "version.c"
+    text = src.read_text()
+    port = free_port()
+    ctx, log = duda_w(tmp_path, svc, "-p", str(port), env={"DUDA_WATCH": watch})
+    url = f"http://127.0.0.1:{port}/version/"
+
+    def serves(body):
+        return wait_for(lambda: fetch(url) == body, timeout=30)
+
+    with ctx:
+        assert fetch(url) == b"version 1\n"
+        assert f"rebuilt when {svc}/*.c or *.h change" in log.read_text()
+        src.write_text(text.replace("#define VERSION 1", "#define VERSION 2"))
+        assert serves(b"version 2\n"), log.read_text()
+        assert "duda: version.c changed: rebuilding version" in log.read_text()
+        # A header of the service counts too; touching a file is a change.
+        (svc / "extra.h").write_text("#define EXTRA 1\n")
+        src.write_text(text.replace("#define VERSION 1", '#include "extra.h"\n#define VERSION 3'))
+        assert serves(b"version 3\n"), log.read_text()
+        rebuilt = log.read_text().count("changed: rebuilding")
+        os.utime(svc / "extra.h")
+        assert wait_for(lambda: log.read_text().count("changed: rebuilding") > rebuilt, 30)
+        assert wait_for(lambda: log.read_text().count("configuration reloaded") >= 3, 30)
+        # A build that fails: the compiler's message, and version 3 serves on.
+        src.write_text(text.replace("#define VERSION 1", "#define VERSION 4 +"))
+        assert wait_for(lambda: "still serving the last good build" in log.read_text(), 30), \
+            log.read_text()
+        out = log.read_text()
+        assert "version.c:12:" in out and "error:" in out, out
+        assert fetch(url) == b"version 3\n"
+        # One that compiles but does not load (a bad route): the same.
+        src.write_text(text.replace("router->root(cb_root);",
+                                    'router->root(cb_root);\n    router->map("/a/:", DUDA_GET, '
+                                    "cb_root);"))
+        assert wait_for(lambda: "does not load (see above)" in log.read_text(), 30), \
+            log.read_text()
+        assert "a parameter without a name" in log.read_text()
+        assert fetch(url) == b"version 3\n"
+        # Mended: served at once.
+        src.write_text(text.replace("#define VERSION 1", "#define VERSION 5"))
+        assert serves(b"version 5\n"), log.read_text()
+
+
 def test_duda_w_data_files(tmp_path):
     """The data_files example as its README runs it, `duda -w` on its folder: the folder's
     logs/ is the LogDir that logger->create() needs (without it the service refuses to load)."""
@@ -596,44 +706,33 @@ def test_logs_reopened_on_sigusr1(make_server, services, tmp_path):
     assert (logs / "access.log.1").read_text() == "greeting\n"
 
 
-def test_logs_given_to_the_user_and_no_link_followed(make_server, services):
+def test_logs_given_to_the_user_and_no_link_followed(make_server, services, nobody_dir):
     """Started as root with User, a service's log file (logger->create) is
     given to the User, so that SIGUSR1 opens it again after the switch; a
     link planted at its path (the LogDir is the User's) is not followed."""
-    if os.geteuid() != 0:
-        pytest.skip("starting as root with a User needs root")
-    try:
-        pw = pwd.getpwnam("nobody")
-    except KeyError:
-        pytest.skip("no user 'nobody' to switch to")
+    logs, pw = nobody_dir
     d = ROOT / "examples" / "data_files"
-    logs = Path(tempfile.mkdtemp(prefix="mk-duda-logs-", dir="/tmp"))
-    try:
-        logs.chmod(0o755)
-        os.chown(logs, pw.pw_uid, pw.pw_gid)
-        srv = duda_server(make_server, services,
-                          [web_service("data_files", ConfDir=d / "conf", DataDir=d / "data",
-                                       LogDir=logs)])
-        srv.set(User="nobody")
-        srv.start()
-        log = logs / "access.log"
-        srv.get("/data_files/greeting")
-        assert wait_for(lambda: log.exists() and log.read_text() == "greeting\n")
-        assert log.stat().st_uid == pw.pw_uid, "the service's log is not the User's"
-        target = logs / "elsewhere"
-        target.write_text("not a log\n")
-        log.rename(logs / "access.log.1")
-        log.symlink_to(target)
-        srv.signal(signal.SIGUSR1)
-        assert wait_for(lambda: "reopening" in srv.stderr_text()), srv.stderr_text()
-        assert "Too many levels of symbolic links" in srv.stderr_text()
-        srv.get("/data_files/greeting")
-        time.sleep(0.3)
-        assert target.read_text() == "not a log\n"
-        assert "Permission denied" not in srv.stderr_text()
-        assert srv.stop() == 0
-    finally:
-        shutil.rmtree(logs)
+    srv = duda_server(make_server, services,
+                      [web_service("data_files", ConfDir=d / "conf", DataDir=d / "data",
+                                   LogDir=logs)])
+    srv.set(User="nobody")
+    srv.start()
+    log = logs / "access.log"
+    srv.get("/data_files/greeting")
+    assert wait_for(lambda: log.exists() and log.read_text() == "greeting\n")
+    assert log.stat().st_uid == pw.pw_uid, "the service's log is not the User's"
+    target = logs / "elsewhere"
+    target.write_text("not a log\n")
+    log.rename(logs / "access.log.1")
+    log.symlink_to(target)
+    srv.signal(signal.SIGUSR1)
+    assert wait_for(lambda: "reopening" in srv.stderr_text()), srv.stderr_text()
+    assert "Too many levels of symbolic links" in srv.stderr_text()
+    srv.get("/data_files/greeting")
+    time.sleep(0.3)
+    assert target.read_text() == "not a log\n"
+    assert "Permission denied" not in srv.stderr_text()
+    assert srv.stop() == 0
 
 
 def test_global_set(make_server, services):

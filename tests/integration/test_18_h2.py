@@ -550,7 +550,7 @@ def test_control_status_counts_h2_connections_and_streams(make_server):
     assert doc["h2_connections"] == 1
     assert doc["h2_streams"] == 2
     assert doc["h2_streams_total"] == 3
-    assert "http2        1 connections, 2 streams (3 since start)" in \
+    assert "http2        1 connection, 2 streams (3 since start)" in \
         ctl("-s", srv.sock, "status").stdout
     c.close()
 

@@ -305,7 +305,9 @@ def test_a_stream_trickled_below_send_min_rate_is_cancelled(make_server, step, d
     assert took is not None, f"stream still open after {len(st['data'])} bytes"
     if dropped:
         assert st["reset"] == CANCEL, st["reset"]
-        assert 1.0 <= took < 5 * SLOW, took
+        assert took >= 1.0, took  # not before a whole window
+        # within a few windows: what the client took tells, not the clock of a
+        # loaded machine (10 KB a second: the whole file would take 200 s)
         assert len(st["data"]) < 100 * 1000
     else:
         assert st["ended"] and st["reset"] is None

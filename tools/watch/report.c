@@ -297,8 +297,8 @@ void mk_watch_summary_print(FILE *f, const struct mk_watch_summary *sum)
         fprintf(f, "mk-watch: PID %d: no samples taken\n", (int) sum->pid);
         return;
     }
-    fprintf(f, "mk-watch: PID %d for %.2f s, %zu samples every %u ms\n", (int) sum->pid,
-            fig.duration_s, sum->samples, sum->interval_ms);
+    fprintf(f, "mk-watch: PID %d for %.2f s, %zu %s every %u ms\n", (int) sum->pid, fig.duration_s,
+            sum->samples, sum->samples == 1 ? "sample" : "samples", sum->interval_ms);
     fprintf(f, "  memory     RSS peak %.1f MiB, avg %.1f MiB; PSS peak %.1f MiB, avg %.1f MiB%s\n",
             mk_watch_mib((double) sum->peak.rss_kb), mk_watch_mib(fig.rss_avg_kb),
             mk_watch_mib((double) sum->peak.pss_kb), mk_watch_mib(fig.pss_avg_kb),

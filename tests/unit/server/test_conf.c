@@ -507,6 +507,20 @@ static const struct bad_case bad_sites[] = {
      "Alias"}, /* sections (other than [HOST] and [ERROR_PAGES]: see test_unclaimed_site_section) */
     {"sites/default", "[HOST]\n    DocumentRoot htdocs\n[HOST]\n    DocumentRoot htdocs\n", 3,
      "twice"},
+    /* the site's IndexFiles: checked as the server's */
+    {"sites/default",
+     "[HOST]\n    DocumentRoot htdocs\n    IndexFiles a.html\n    IndexFiles b.html\n", 4,
+     "'IndexFiles' is given twice"},
+    {"sites/default", "[HOST]\n    DocumentRoot htdocs\n    IndexFiles index.php ..\n", 3,
+     "IndexFiles: '..' is not a plain file name"},
+    /* no [HOST]: the section meant to be it, else the first section, else line 1 */
+    {"sites/default", "# typo\n[HOSTS]\n    DocumentRoot htdocs\n", 2,
+     "unknown section [HOSTS]: did you mean [HOST]?"},
+    {"sites/default", "[ERROR_PAGES]\n    404 404.html\n[hots]\n    DocumentRoot htdocs\n", 3,
+     "unknown section [hots]: did you mean [HOST]?"},
+    {"sites/default", "\n[ACCESS]\n    Allow all\n", 2,
+     "missing [HOST] section: the file has [ACCESS]"},
+    {"sites/default", "# nothing\n", 1, "missing [HOST] section: the file has no section"},
     /* error pages */
     {"sites/default", "[HOST]\n    DocumentRoot htdocs\n[ERROR_PAGES]\n    404 ../outside.html\n",
      4, "../outside.html"},
@@ -545,7 +559,8 @@ static const struct bad_case bad_plugins[] = {
 
 static const struct bad_case bad_mime[] = {
     {"monkey.mime", "[MIMETYPES]\n    html text/html\n    css stylesheet\n", 3, "stylesheet"},
-    {"monkey.mime", "[MIMETYPES]\n    html text/html\n[OTHER]\n", 3, "[OTHER]"},
+    {"monkey.mime", "[MIMETYPES]\n    html text/html\n[OTHER]\n", 3,
+     "unknown section [OTHER] (expected [MIMETYPES])"},
     {"monkey.mime", "[MIMETYPES]\n    html text/html\n    css text/css\n    HTML text/plain\n", 4,
      "'html' is listed twice (first at line 2)"},
 };
@@ -1501,12 +1516,13 @@ static void test_key_list_matches_parser(void **state)
     assert_string_equal(mk_config_key("HOST", 4), "Fallback");
     assert_string_equal(mk_config_key("HOST", 5), "Precompressed");
     assert_string_equal(mk_config_key("HOST", 6), "CacheControl");
+    assert_string_equal(mk_config_key("HOST", 7), "IndexFiles");
 #ifdef MK_HAVE_COMPRESS
-    assert_string_equal(mk_config_key("HOST", 7), "Compress");
-    assert_string_equal(mk_config_key("HOST", 12), "CompressGzipLevel");
-    assert_null(mk_config_key("HOST", 13));
+    assert_string_equal(mk_config_key("HOST", 8), "Compress");
+    assert_string_equal(mk_config_key("HOST", 13), "CompressGzipLevel");
+    assert_null(mk_config_key("HOST", 14));
 #else
-    assert_null(mk_config_key("HOST", 7));
+    assert_null(mk_config_key("HOST", 8));
 #endif
     while ((key = mk_config_key("SERVER", n))) {
         /* an unknown key fails with "unknown key"; a known one fails otherwise or not at all */
