@@ -3,7 +3,7 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * compress_time.c: the CPU time the server's compression on the fly
- * (server/compress.c) takes for one file, per coding and level, as a task
+ * (server/http/compress.c) takes for one file, per coding and level, as a task
  * thread spends it. Thread CPU time, not wall-clock time: the figure does
  * not move with the machine's load. Built by the build (build/bin/compress-time,
  * with the codings the build has):
@@ -22,7 +22,7 @@
 
 #include <monkey/mk_common.h>
 
-#include "server/compress.h"
+#include "server/http/compress.h"
 
 static double mk_cpu_ms(void)
 {

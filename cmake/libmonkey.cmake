@@ -24,7 +24,7 @@
 # at install time, for the prefix installed to (cmake/libmonkey-install.cmake).
 #
 # MK_LIBMONKEY=OFF (cmake/profile.cmake) builds neither, and leaves library
-# mode (server/lib.c) out of the server.
+# mode (server/plugin/lib.c) out of the server.
 if(MK_STATIC OR NOT MK_LIBMONKEY)
   return() # a static (musl) build makes no shared objects
 endif()

@@ -4,18 +4,18 @@
 #
 #   MK_PROFILE     a set of defaults: empty (the whole server) or embedded
 #                  (the static-file server of a small system: see below)
-#   MK_SUPERVISOR  the supervisor: Supervisor On, monkey -S (server/supervisor.c,
+#   MK_SUPERVISOR  the supervisor: Supervisor On, monkey -S (server/process/supervisor.c,
 #                  supervisor_msg.c); needs MK_SYSTEMD, whose socket passing
 #                  hands its sockets to the child
 #   MK_SYSTEMD     readiness notification and socket activation
-#                  (server/systemd.c) and the installed systemd units
+#                  (server/runtime/systemd.c) and the installed systemd units
 #   MK_COMPRESS    compression on the fly: the site keys Compress... and the
-#                  server key CompressCache (server/static_compress.c,
+#                  server key CompressCache (server/static/static_compress.c,
 #                  compress.c, compress_cache.c); precompressed variants
 #                  (Precompressed) stay. MK_BROTLI and MK_ZLIB need it
-#   MK_FAIR        Balancing fair: the acceptor thread (server/listener.c)
+#   MK_FAIR        Balancing fair: the acceptor thread (server/runtime/listener.c)
 #   MK_LIBMONKEY   library mode: the program's handlers of mk_lib.h
-#                  (server/lib.c), libmonkey.so and monkey.pc
+#                  (server/plugin/lib.c), libmonkey.so and monkey.pc
 #   MK_SMALL       build for size: link-time optimisation, unused functions
 #                  and data collected, no unwind tables, packed relocations
 #
@@ -96,7 +96,7 @@ set(mk_lib ${mk_whole})
 if(MK_STATIC)
   set(mk_lib OFF)
 endif()
-mk_part(MK_LIBMONKEY ${mk_lib} "library mode: mk_lib.h (server/lib.c), libmonkey.so and monkey.pc")
+mk_part(MK_LIBMONKEY ${mk_lib} "library mode: mk_lib.h (server/plugin/lib.c), libmonkey.so and monkey.pc")
 if(MK_STATIC AND NOT MK_FROM_MK_LIBMONKEY STREQUAL "user")
   set(MK_WHY_MK_LIBMONKEY "static build")
 endif()

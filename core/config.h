@@ -13,7 +13,7 @@
  * Section and key names are compared without regard to case. This layer knows
  * no keys: it only produces sections of (key, value, line) entries, keeping
  * file order, and reports syntax errors as "file:line: message". Meaning is
- * given by the schema of whoever reads the file (server/conf.c, plugins).
+ * given by the schema of whoever reads the file (server/config/conf.c, plugins).
  */
 #ifndef MK_CORE_CONFIG_H
 #define MK_CORE_CONFIG_H

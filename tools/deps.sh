@@ -123,7 +123,7 @@ if [ "$stage" != build ]; then
     # permessage-deflate; their tests use Python's websockets and drive the
     # chat example in headless Chromium.
     need /usr/include/zlib.h zlib1g-dev
-    # Compression on the fly (server/static_compress.c): br with libbrotli
+    # Compression on the fly (server/static/static_compress.c): br with libbrotli
     # (gzip with the zlib above); its tests decode br with Python's brotli.
     need /usr/include/brotli/encode.h libbrotli-dev
     need chromium chromium

@@ -19,8 +19,8 @@
 #include <monkey/mk_util.h>
 #include <monkey/monkey.h>
 
-#include "../server/process.h"
-#include "../server/supervisor.h"
+#include "../server/process/process.h"
+#include "../server/process/supervisor.h"
 
 #ifndef MK_DEFAULT_CONFDIR
 #define MK_DEFAULT_CONFDIR "/etc/monkey"

@@ -36,7 +36,7 @@ VARIANTS = [
     ("+ compression on the fly, no coding library", ["-DMK_COMPRESS=ON"]),
     ("+ compression on the fly with zlib (gzip)", ["-DMK_COMPRESS=ON", "-DMK_ZLIB=ON"]),
     ("+ the fair balancing mode", ["-DMK_FAIR=ON"]),
-    ("+ library mode (server/lib.c)", ["-DMK_LIBMONKEY=ON"]),
+    ("+ library mode (server/plugin/lib.c)", ["-DMK_LIBMONKEY=ON"]),
     ("+ HTTP/2 (h2.c with nghttp2)", ["-DMK_H2=ON"]),
     ("+ every part above", ["-DMK_SUPERVISOR=ON", "-DMK_SYSTEMD=ON", "-DMK_COMPRESS=ON",
                             "-DMK_ZLIB=ON", "-DMK_FAIR=ON", "-DMK_LIBMONKEY=ON", "-DMK_H2=ON"]),

@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * fuzz_accept_encoding.c: libFuzzer target for server/accept_encoding.c,
+ * fuzz_accept_encoding.c: libFuzzer target for server/http/accept_encoding.c,
  * the Accept-Encoding parser that picks a precompressed variant.
  *
  * The first input byte is the set of variants present (its low three bits);
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/accept_encoding.h"
+#include "server/http/accept_encoding.h"
 
 #include "fuzz_check.h"
 

@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "core/clock.h"
-#include "server/http.h"
+#include "server/http/http.h"
 
 #include "fuzz_check.h"
 

@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * fuzz_h2_upgrade.c: libFuzzer target for server/h2_upgrade.c: whether an
+ * fuzz_h2_upgrade.c: libFuzzer target for server/proto/h2_upgrade.c: whether an
  * HTTP/1.1 request asks to continue in cleartext HTTP/2 (Upgrade: h2c) and
  * the SETTINGS its HTTP2-Settings header carries in base64url.
  *
@@ -26,8 +26,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "server/h2.h"
-#include "server/http.h"
+#include "server/proto/h2.h"
+#include "server/http/http.h"
 
 #include "fuzz_check.h"
 

@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * fuzz_http_request.c: libFuzzer target for server/http_parser.c, the way a
+ * fuzz_http_request.c: libFuzzer target for server/http/http_parser.c, the way a
  * connection uses it: scan the input for the end of a request head, parse
  * the head, then run what follows it through the chunked decoder.
  *
@@ -44,7 +44,7 @@
 
 #include <monkey/mk_common.h>
 
-#include "server/http.h"
+#include "server/http/http.h"
 
 #include "fuzz_check.h"
 

@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * fuzz_path.c: libFuzzer target for mk_path_normalize() (server/path.c), the
+ * fuzz_path.c: libFuzzer target for mk_path_normalize() (server/http/path.c), the
  * function that stands between a request path and the file system, and for
  * what is done with its result: mk_path_encode() (the Location of a
  * redirect) and mk_path_is_hidden().
@@ -29,7 +29,7 @@
 
 #include <monkey/mk_common.h>
 
-#include "server/path.h"
+#include "server/http/path.h"
 
 #include "fuzz_check.h"
 

@@ -3,7 +3,7 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * fuzz_priority.c: libFuzzer target for mk_http_priority_parse
- * (server/http_fields.c), the `priority` field of every HTTP/2 request
+ * (server/http/http_fields.c), the `priority` field of every HTTP/2 request
  * (RFC 9218 section 4).
  *
  * The first input byte is the priority to start from (urgency: its low
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/http.h"
+#include "server/http/http.h"
 
 #include "fuzz_check.h"
 

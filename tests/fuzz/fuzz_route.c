@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * fuzz_route.c: libFuzzer target for server/route.c, a site's route table:
+ * fuzz_route.c: libFuzzer target for server/http/route.c, a site's route table:
  * the patterns handlers register (mk_route_parse, mk_routes_finish) and the
  * request path and method matched against them (mk_routes_match,
  * mk_route_param), which the client chooses.
@@ -34,8 +34,8 @@
 
 #include <monkey/mk_common.h>
 
-#include "server/http.h"
-#include "server/route.h"
+#include "server/http/http.h"
+#include "server/http/route.h"
 
 #include "fuzz_check.h"
 

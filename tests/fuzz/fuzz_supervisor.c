@@ -3,7 +3,7 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * fuzz_supervisor.c: libFuzzer target for the two parsers of the
- * supervisor (server/supervisor_msg.c): mk_supervisor_notify_rewrite(), which
+ * supervisor (server/process/supervisor_msg.c): mk_supervisor_notify_rewrite(), which
  * reads the readiness datagrams of the child (and mk_supervisor_notify_error,
  * the start error in them), and mk_supervisor_env_parse(),
  * which reads the variables a child finds at start. The input is split at
@@ -27,7 +27,7 @@
 
 #include <monkey/mk_common.h>
 
-#include "server/supervisor.h"
+#include "server/process/supervisor.h"
 
 #include "fuzz_check.h"
 

@@ -29,7 +29,7 @@ if(MK_SUPERVISOR)
 endif()
 
 # h2c upgrades: pure, in monkeylib only when this build has HTTP/2.
-mk_fuzz_replay(h2_upgrade SOURCES ${CMAKE_SOURCE_DIR}/server/h2_upgrade.c LIBS monkeylib)
+mk_fuzz_replay(h2_upgrade SOURCES ${CMAKE_SOURCE_DIR}/server/proto/h2_upgrade.c LIBS monkeylib)
 target_compile_definitions(replay_h2_upgrade PRIVATE MK_HAVE_H2)
 
 # The gateway plugins' parsers, with no dependency.

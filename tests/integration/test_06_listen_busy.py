@@ -4,7 +4,7 @@ With Balancing reuseport each worker binds its own SO_REUSEPORT socket, which
 the kernel lets share a port with any program of the same user that sets
 SO_REUSEPORT too: a second Monkey on the same port would start and take a
 share of the connections. The server probes each address it binds itself
-first (server/listener.c, mk_listener_probe), so the second one exits with
+first (server/runtime/listener.c, mk_listener_probe), so the second one exits with
 "Address already in use", and the first keeps every connection. The same
 goes for a reload that adds a busy address: refused, and the running
 configuration stays. Sockets passed by a service manager or a supervisor are

@@ -1,4 +1,4 @@
-"""The supervisor (Supervisor On, monkey -S; server/supervisor.c).
+"""The supervisor (Supervisor On, monkey -S; server/process/supervisor.c).
 
 The supervisor binds the listening sockets and runs the server as its child.
 These tests crash the child (SIGSEGV, SIGKILL) under load, from Python

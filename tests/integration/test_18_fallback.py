@@ -1,4 +1,4 @@
-"""The site key Fallback (server/request.c): a front controller for paths that
+"""The site key Fallback (server/request/request.c): a front controller for paths that
 name nothing under the document root, like nginx's try_files $uri $uri/ PATH."""
 
 from conftest import BUILD, Conn, needs_dlopen

@@ -1,4 +1,4 @@
-"""HTTP/2 (server/h2.c): negotiation, streams as requests, bodies, flow control.
+"""HTTP/2 (server/proto/h2.c): negotiation, streams as requests, bodies, flow control.
 
 Cleartext HTTP/2 by prior knowledge on an h2c listener, h2 by ALPN over TLS
 (with the tls plugin), checked with Python's h2, curl and nghttp.

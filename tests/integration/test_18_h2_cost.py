@@ -1,4 +1,4 @@
-"""HTTP/2 costs (server/h2.c): system calls per batch of streams, TLS
+"""HTTP/2 costs (server/proto/h2.c): system calls per batch of streams, TLS
 records per file frame, file frames written corked (TCP_CORK, off again
 before the worker waits), and the memory an idle connection keeps (its
 output queue is freed and nghttp2's frame buffer given back).

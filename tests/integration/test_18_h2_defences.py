@@ -1,4 +1,4 @@
-"""HTTP/2 defences (server/h2.c) against clients that cost the server more
+"""HTTP/2 defences (server/proto/h2.c) against clients that cost the server more
 than they cost themselves: streams that end unanswered however they end
 (the rapid-reset variants of CVE-2023-44487 that send no RST_STREAM, or
 only some), HPACK bombs, and SETTINGS, PING and empty DATA floods. Each

@@ -1,4 +1,4 @@
-"""HTTP/2 scheduling on one connection (server/h2.c, nghttp2): a stream
+"""HTTP/2 scheduling on one connection (server/proto/h2.c, nghttp2): a stream
 whose window the client keeps shut never holds up the others, and RFC 9218
 priorities sent as PRIORITY_UPDATE frames decide which stream sends first,
 as the `priority` header does (test_18_h2.py)."""

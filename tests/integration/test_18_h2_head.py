@@ -1,4 +1,4 @@
-"""HTTP/2 request heads (server/h2.c, mk_http_head_build in http_parser.c):
+"""HTTP/2 request heads (server/proto/h2.c, mk_http_head_build in http_parser.c):
 built from the header block without HTTP/1 text, and held to the rules of
 an HTTP/1.1 head; frame checks that still hold when a client batches many
 frames into one write (only the frames the check could refuse are split

@@ -1,4 +1,4 @@
-"""HTTP/2 timeouts are per stream (server/h2.c): a stream that waits too long
+"""HTTP/2 timeouts are per stream (server/proto/h2.c): a stream that waits too long
 for its client or its handler is answered or reset alone, whatever its
 siblings do, and the connection goes on. Only what stalls the whole
 connection ends it: a client that keeps the connection's window shut (or

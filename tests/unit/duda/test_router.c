@@ -22,8 +22,8 @@
 #include <monkey/mk_plugin.h>
 
 #include "duda/router.c"
-#include "server/http.h"
-#include "server/route.h"
+#include "server/http/http.h"
+#include "server/http/route.h"
 
 static void test_names(void **state)
 {

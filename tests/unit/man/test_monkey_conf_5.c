@@ -35,7 +35,7 @@
 
 #include <monkey/mk_plugin.h>
 
-#include "server/conf.h"
+#include "server/config/conf.h"
 
 #define MAN_PAGE MK_SOURCE_DIR "/man/monkey.conf.5"
 

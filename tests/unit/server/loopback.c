@@ -25,8 +25,8 @@
 
 #include <monkey/monkey.h>
 
-#include "server/conf.h"
-#include "server/process.h"
+#include "server/config/conf.h"
+#include "server/process/process.h"
 
 /* The connection run() drives: one at a time, on the test's thread. */
 static struct {

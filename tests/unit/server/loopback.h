@@ -31,7 +31,7 @@
 #include <limits.h>
 #include <stddef.h>
 
-#include "server/server.h"
+#include "server/process/server.h"
 
 struct mk_loopback {
     struct mk_server *srv;

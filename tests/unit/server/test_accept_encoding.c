@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_accept_encoding.c: unit tests of server/accept_encoding.c (the
+ * test_accept_encoding.c: unit tests of server/http/accept_encoding.c (the
  * qualities an Accept-Encoding value gives, and the coding chosen among the
  * precompressed variants present).
  */
@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "server/accept_encoding.h"
+#include "server/http/accept_encoding.h"
 
 #define BR MK_CODING_BIT(MK_CODING_BR)
 #define ZS MK_CODING_BIT(MK_CODING_ZSTD)

@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_compress.c: server/compress.c, one-shot compression into br and
+ * test_compress.c: server/http/compress.c, one-shot compression into br and
  * gzip: the output decodes to the input, its worst case holds, a result not
  * smaller than the input is declined, a coding not built is refused.
  */
@@ -18,7 +18,7 @@
 #include <monkey/mk_common.h>
 
 #include "core/memory.h"
-#include "server/compress.h"
+#include "server/http/compress.h"
 
 #ifdef MK_HAVE_ZLIB
 #include <zlib.h>

@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_conf.c: unit tests of server/conf.c and server/conf_site.c. Each
+ * test_conf.c: unit tests of server/config/conf.c and server/config/conf_site.c. Each
  * test writes a configuration directory under /tmp (mkdtemp), loads it and
  * removes it again. Errors must name the file and the line at fault, as
  * "path/to/file:LINE: ".
@@ -28,9 +28,9 @@
 #include <monkey/mk_common.h>
 
 #include "core/log.h"
-#include "server/compress.h"
-#include "server/conf.h"
-#include "server/server.h"
+#include "server/http/compress.h"
+#include "server/config/conf.h"
+#include "server/process/server.h"
 
 /* ---- a configuration directory in /tmp ---------------------------------- */
 

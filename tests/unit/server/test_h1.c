@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_h1.c: unit tests of server/h1.c, the HTTP/1 codec behind the
+ * test_h1.c: unit tests of server/proto/h1.c, the HTTP/1 codec behind the
  * protocol table: the keep-alive decision for heads as received, and the
  * table itself (every entry conn.c and request.c call is filled).
  */
@@ -19,7 +19,7 @@
 
 #include <monkey/mk_common.h>
 
-#include "server/h1.h"
+#include "server/proto/h1.h"
 
 /* Parse a complete head (scan, then parse) into *h; headers in hdrs. */
 static void parse(const char *req, struct mk_http_head *h, struct mk_http_header *hdrs,

@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_h2.c: server/h2.c through the loopback server (loopback.h), its
+ * test_h2.c: server/proto/h2.c through the loopback server (loopback.h), its
  * frames made and read by an nghttp2 client session: streams as requests
  * (static files, 404, HEAD), several streams on one connection, and the
  * client's flow-control window respected. Without HTTP/2 built in, "h2" is
@@ -18,8 +18,8 @@
 #include <cmocka.h>
 
 #include "loopback.h"
-#include "server/h2.h"
-#include "server/transport.h"
+#include "server/proto/h2.h"
+#include "server/conn/transport.h"
 
 #ifdef MK_HAVE_H2
 #include <nghttp2/nghttp2.h>

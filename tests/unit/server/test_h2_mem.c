@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_h2_mem.c: unit tests of server/h2_mem.c, the allocator of an
+ * test_h2_mem.c: unit tests of server/proto/h2_mem.c, the allocator of an
  * nghttp2 session: blocks through the nghttp2_mem table behave like
  * malloc's (malloc's alignment, which is 8 bytes on 32-bit ARM and 16 on
  * x86-64, calloc zeroes, realloc keeps the bytes), a freed
@@ -22,7 +22,7 @@
 #include <cmocka.h>
 
 #ifdef MK_HAVE_H2
-#include "server/h2_mem.h"
+#include "server/proto/h2_mem.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define POOLED 0

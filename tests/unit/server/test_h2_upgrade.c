@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_h2_upgrade.c: unit tests of server/h2_upgrade.c: which HTTP/1.1
+ * test_h2_upgrade.c: unit tests of server/proto/h2_upgrade.c: which HTTP/1.1
  * heads ask for `Upgrade: h2c` (RFC 7540 section 3.2) and the decoding of
  * their HTTP2-Settings. Built without HTTP/2, there is nothing to test.
  */
@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "server/h2.h"
-#include "server/http.h"
+#include "server/proto/h2.h"
+#include "server/http/http.h"
 
 #ifdef MK_HAVE_H2
 

@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_http_fields.c: unit tests of server/http_fields.c: Range (RFC 9110
+ * test_http_fields.c: unit tests of server/http/http_fields.c: Range (RFC 9110
  * section 14), entity-tag comparison (section 8.8.3.2), the priority field
  * (RFC 9218 section 4) and reason phrases.
  */
@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "server/http.h"
+#include "server/http/http.h"
 
 struct range_case {
     const char *value;

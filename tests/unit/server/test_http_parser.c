@@ -2,11 +2,11 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_http_parser.c: unit tests of server/http_parser.c.
+ * test_http_parser.c: unit tests of server/http/http_parser.c.
  *
  * The centre is a table of raw request heads with the outcome expected when
  * they go through mk_http_scan() and then mk_http_parse() the way
- * server/conn.c drives them: complete (and how many bytes the head has), need
+ * server/conn/conn.c drives them: complete (and how many bytes the head has), need
  * more input, or the HTTP status to answer. Every row is run twice: with the
  * whole input at once and one byte at a time through the same scan state, and
  * both runs must agree. Buffers are copied into allocations of their exact
@@ -24,7 +24,7 @@
 
 #include <monkey/mk_common.h>
 
-#include "server/http.h"
+#include "server/http/http.h"
 
 /* A string literal and its length, NUL bytes included. */
 #define RAW(s) s, sizeof(s) - 1
@@ -324,7 +324,7 @@ static char *dup_exact(const char *p, size_t len)
 }
 
 /*
- * Parse buf[0, head_len) the way server/conn.c does once the scan found the
+ * Parse buf[0, head_len) the way server/conn/conn.c does once the scan found the
  * head: a header array of exactly lines - 1 entries.
  */
 static void parse_head(struct outcome *o, const char *buf, size_t head_len, unsigned lines)

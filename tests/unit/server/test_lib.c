@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_lib.c: the program's handlers (server/lib.c, monkey/mk_lib.h),
+ * test_lib.c: the program's handlers (server/plugin/lib.c, monkey/mk_lib.h),
  * driven over loopback TCP. Two servers in one process with their own
  * routes and sites; exact, ":name" and prefix routes; a whole request
  * body; a 100 MB request body streamed to a handler and a 100 MB response

@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_mime.c: unit tests of server/mime.c (extension to media type).
+ * test_mime.c: unit tests of server/config/mime.c (extension to media type).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "core/config.h"
-#include "server/mime.h"
+#include "server/config/mime.h"
 
 #define DEFAULT_TYPE "application/octet-stream"
 

@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_path.c: unit tests of server/path.c (percent-decoding and dot-segment
+ * test_path.c: unit tests of server/http/path.c (percent-decoding and dot-segment
  * removal of request paths, encoding them again, hidden names).
  */
 #include <setjmp.h>
@@ -18,7 +18,7 @@
 
 #include <monkey/mk_common.h>
 
-#include "server/path.h"
+#include "server/http/path.h"
 
 #define RAW(s) s, sizeof(s) - 1
 

@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_plugin.c: unit tests of server/plugin.c, the API table's functions
+ * test_plugin.c: unit tests of server/plugin/plugin.c, the API table's functions
  * that need no running server: remote_addr() and its buffer contract,
  * set_status() and the statuses it refuses.
  */
@@ -18,9 +18,9 @@
 
 #include <monkey/mk_util.h>
 
-#include "server/conn.h"
-#include "server/plugins.h"
-#include "server/request.h"
+#include "server/conn/conn.h"
+#include "server/plugin/plugins.h"
+#include "server/request/request.h"
 
 /* api->remote_addr() of a client at `text` (family af) into len bytes, guarded on both sides. */
 static void check_remote(int af, const char *text, size_t len, const char *want)

@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_request.c: unit tests of server/request.c, the stages of a request,
+ * test_request.c: unit tests of server/request/request.c, the stages of a request,
  * with the skeleton plugin loaded, through a loopback connection
  * (loopback.h): a plugin's route, its request hook answering first, a body
  * read for a content hook (MK_AGAIN), and the plugins' per-request context

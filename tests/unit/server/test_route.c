@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_route.c: unit tests of server/route.c (route patterns, the
+ * test_route.c: unit tests of server/http/route.c (route patterns, the
  * precedence order of a table, matching paths and methods, parameters,
  * the Allow value).
  */
@@ -19,9 +19,9 @@
 
 #include <monkey/mk_common.h>
 
-#include "server/http.h"
-#include "server/path.h"
-#include "server/route.h"
+#include "server/http/http.h"
+#include "server/http/path.h"
+#include "server/http/route.h"
 
 /* Handlers are told apart by their arg: the index of the route in `table`. */
 static int handler(struct mk_request *r, void *arg)

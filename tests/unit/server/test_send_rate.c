@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_send_rate.c: unit tests of server/send_rate.h (SendMinRate: the
+ * test_send_rate.c: unit tests of server/http/send_rate.h (SendMinRate: the
  * rate a client must take a response at, over windows of SendTimeout).
  */
 #include <setjmp.h>
@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "server/send_rate.h"
+#include "server/http/send_rate.h"
 
 #define WINDOW 1000 /* SendTimeout 1 s */
 #define RATE 500    /* SendMinRate 500 */

@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_static.c: unit tests of server/static.c, the static file handler,
+ * test_static.c: unit tests of server/static/static.c, the static file handler,
  * through a loopback connection (loopback.h): the request bytes go through
  * the HTTP/1 codec and the request stages exactly as from a socket, and the
  * tests check the response bytes.

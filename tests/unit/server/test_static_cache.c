@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_static_cache.c: unit tests of server/static_cache.c (CacheControl
+ * test_static_cache.c: unit tests of server/static/static_cache.c (CacheControl
  * lines: what is accepted, what is refused with its line, and which rule a
  * path takes).
  */
@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "core/config.h"
-#include "server/static_cache.h"
+#include "server/static/static_cache.h"
 
 /* Load every CacheControl line of `text` ([HOST]); NULL err means success expected. */
 static bool load(struct mk_cache_rules *rules, const char *text, char *err, size_t errlen)

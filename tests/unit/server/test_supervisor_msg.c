@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_supervisor_msg.c: unit tests of server/supervisor_msg.c (the crash
+ * test_supervisor_msg.c: unit tests of server/process/supervisor_msg.c (the crash
  * window, the back-off, crash reasons, readiness messages rewritten for the
  * service manager, the child's variables).
  */
@@ -20,7 +20,7 @@
 
 #include <monkey/mk_common.h>
 
-#include "server/supervisor.h"
+#include "server/process/supervisor.h"
 
 static struct mk_crash_window w; /* 8 KB: not on the stack */
 

@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_task_queue.c: unit tests of server/task_queue.c (the bounds, the
+ * test_task_queue.c: unit tests of server/request/task_queue.c (the bounds, the
  * turns between plugins and between clients, cancellation and client keys).
  */
 #include <setjmp.h>
@@ -19,7 +19,7 @@
 
 #include <monkey/mk_common.h>
 
-#include "server/task_queue.h"
+#include "server/request/task_queue.h"
 
 /* A client key for IPv4 address `text`. */
 static void key4(const char *text, uint8_t key[MK_TASK_KEY_LEN])

@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_transport.c: server/transport.c: a plugin's struct mk_transport is
+ * test_transport.c: server/conn/transport.c: a plugin's struct mk_transport is
  * copied up to the end of its ABI minor's struct (mk_transport_adopt), so a
  * field added in a later minor counts as NULL for an older plugin whatever
  * its memory holds there.
@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "core/memory.h"
-#include "server/transport.h"
+#include "server/conn/transport.h"
 
 static int fake_check_sites(const struct mk_config *cfg, char *reason, size_t len)
 {

@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_worker.c: unit tests of server/worker.c's control channel: a
+ * test_worker.c: unit tests of server/runtime/worker.c's control channel: a
  * listener plan posted to a worker that has not taken the previous one yet
  * (its thread has not started, or two reloads came in a row) keeps the
  * sockets the new plan says to keep.
@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "server/server.h"
+#include "server/process/server.h"
 
 /* A worker as mk_worker_post() sees it: its lock and its control eventfd. */
 static void worker_init(struct mk_worker *w)

@@ -1,0 +1,290 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * conf.h: the server configuration in force.
+ *
+ * A `struct mk_config` is built from a configuration directory (monkey.conf,
+ * monkey.mime, sites/ and plugins.load), from one directory to serve (-o), or
+ * from the built-in defaults plus overrides (the library API). It is
+ * validated completely before it is used: every unknown key or bad value is
+ * an error naming the file and the line. Once built it is immutable and
+ * shared by all workers; a reload builds a new one and workers switch to it
+ * between requests. References are counted (mk_config_ref/unref).
+ */
+#ifndef MK_SERVER_CONF_H
+#define MK_SERVER_CONF_H
+
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "../../core/config.h"
+#include "../../core/schema.h"
+#include "../http/http.h"
+#include "mime.h"
+#include "../static/static_cache.h"
+#include "../static/static_compress.h"
+
+enum mk_balancing {
+    MK_BALANCE_REUSEPORT = 0, /* one listening socket per worker, the kernel spreads */
+    MK_BALANCE_FAIR,          /* one acceptor hands each connection to the least loaded worker */
+};
+
+/* Whether `cfg` balances with the acceptor thread (never when MK_HAVE_FAIR is not defined). */
+#ifdef MK_HAVE_FAIR
+#define MK_FAIR(cfg) ((cfg)->balancing == MK_BALANCE_FAIR)
+#else
+#define MK_FAIR(cfg) ((void) (cfg), false)
+#endif
+
+struct mk_listen_addr {
+    char *spec;      /* the address as written: "2001", "127.0.0.1:2001", "[::1]:8080" */
+    char *transport; /* "plain" unless a second word names a plugin's transport */
+    char *options;   /* the words after the transport, one space apart; NULL: none */
+    char *where;     /* "file:line" for messages */
+    char *text;      /* "spec", "spec transport" or "spec transport options", as in force */
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    bool any; /* port only: every address, IPv6 and IPv4 */
+};
+
+/* One Load line of plugins.load. */
+struct mk_plugin_spec {
+    char *spec;  /* a built-in plugin's name, or the absolute path of a .so */
+    char *where; /* "file:line" */
+};
+
+struct mk_error_page {
+    int status;
+    char *path; /* normalised, relative to the document root, leading '/' */
+};
+
+/* The longest [HOST] Fallback path. */
+#define MK_FALLBACK_MAX 1024
+
+/* The sections of a site file filled from one of a plugin's section_schemas. */
+struct mk_section_instances {
+    const struct mk_conf_schema *schema; /* NULL ends a plugin's array */
+    struct mk_conf_instance *v;
+    size_t n;
+};
+
+struct mk_vhost {
+    char **names; /* lower case; a leading "*." is a wildcard */
+    size_t n_names;
+    char *docroot;  /* absolute */
+    int docroot_fd; /* O_PATH directory descriptor; files are opened beneath it */
+    dev_t root_dev; /* identity of the document root, for the file cache */
+    ino_t root_ino;
+    bool symlinks;      /* follow symbolic links (they may then lead anywhere) */
+    bool hide_dotfiles; /* 404 for a path with a segment starting with '.' */
+    struct mk_error_page *error_pages;
+    size_t n_error_pages;
+    char *file;           /* the site file, for messages; "built-in" for -o */
+    struct mk_conf *conf; /* the parsed site file: plugins read their sections */
+    /* What each plugin's site_init() stored, by plugin index, with its destructor. */
+    void **plugin_data;
+    void (**plugin_free)(void *data);
+    size_t n_plugin_data;
+    /* Each plugin's site keys (its schema's MK_CONF_SITE keys), by plugin index. */
+    void **plugin_conf;
+    /* Each plugin's repeated sections (its section_schemas), by plugin index. */
+    struct mk_section_instances **plugin_sections;
+    struct mk_config *cfg;    /* the configuration the site belongs to (not a reference) */
+    struct mk_routes *routes; /* the route table (route.h), built with the plugins' site data */
+    /* Fallback: the path a request continues with when its own path names
+       nothing under the document root (nginx's try_files $uri $uri/ PATH);
+       normalised, NULL when not set. */
+    char *fallback;
+    size_t fallback_len;
+    /* Precompressed: the codings whose variants may be sent (MK_CODING_BIT
+       of accept_encoding.h), 0: off */
+    unsigned precompressed;
+    /* CacheControl rules (static_cache.h); none by default */
+    struct mk_cache_rules cache_rules;
+    /* Compress and its companions (static_compress.h); codings 0: off */
+    struct mk_compress_site compress;
+    /* IndexFiles of the site's [HOST]; NULL: the server's (mk_vhost_index_files) */
+    char **index_files;
+    size_t n_index_files;
+};
+
+struct mk_plugin;
+struct mk_routes;
+
+struct mk_config {
+    atomic_int refs;
+    char *confdir; /* absolute; NULL for -o and built-in configurations */
+
+    /* [SERVER] */
+    struct mk_listen_addr *listen;
+    size_t n_listen;
+    int workers; /* resolved: 0 in the file means one per CPU */
+    enum mk_balancing balancing;
+    /* durations in milliseconds (the keys take "500ms", "2s", "1m") */
+    uint32_t timeout_ms;           /* to receive a request head (and body) */
+    uint32_t send_timeout_ms;      /* without write progress */
+    uint32_t keepalive_timeout_ms; /* idle between requests */
+    uint32_t graceful_timeout_ms;  /* to finish in-flight responses on stop */
+    /* bytes a second a body must average once Timeout has passed; 0: off */
+    uint64_t body_min_rate;
+    /* bytes a second a client must take a response at, over SendTimeout windows; 0: off */
+    uint64_t send_min_rate;
+    bool keepalive;
+    unsigned max_keepalive_requests; /* 0: unlimited */
+    struct mk_http_limits limits;
+    uint64_t max_body;
+    unsigned max_connections; /* 0: as many as descriptors allow */
+    int backlog;
+    int tcp_fastopen; /* queue length; 0: off */
+    bool defer_accept;
+    bool hide_version;
+    unsigned file_cache;      /* open files kept per worker; 0: off */
+    uint64_t file_cache_body; /* bodies up to this size kept in the file cache; 0: none */
+#ifdef MK_HAVE_COMPRESS
+    uint64_t compress_cache; /* bytes of files compressed on the fly kept per worker */
+#endif
+    unsigned task_queue_per_plugin; /* tasks one plugin may have waiting or running */
+    unsigned task_queue_per_client; /* tasks one client address may have waiting or running */
+#ifdef MK_HAVE_H2
+    unsigned h2_max_streams;      /* HTTP/2: concurrent streams a client may open */
+    unsigned h2_reset_burst;      /* HTTP/2: RST_STREAM frames allowed at once */
+    unsigned h2_reset_rate;       /* HTTP/2: ... and added back each second */
+    unsigned h2_unanswered_burst; /* HTTP/2: streams ending unanswered allowed at once */
+    unsigned h2_unanswered_rate;  /* HTTP/2: ... and added back each second */
+    uint32_t h2_idle_timeout_ms;  /* HTTP/2: a connection without streams */
+#endif
+#ifdef MK_HAVE_SUPERVISOR
+    /* Supervisor: the server runs as the child of a process that restarts it
+       after a crash, and gives up after crash_limit crashes in crash_window. */
+    bool supervisor;
+    unsigned supervisor_crash_limit;
+    uint32_t supervisor_crash_window_ms;
+#endif
+    char *user;
+    char *pidfile;
+    char *log_path; /* NULL: standard error */
+    int log_level;  /* enum mk_log_level */
+    char *default_mime;
+    union {
+        struct mk_conf_words index_list; /* what the schema fills */
+        struct {
+            char **index_files;
+            size_t n_index_files;
+        };
+    };
+
+    /* derived */
+    struct mk_mime_table *mime;
+    struct mk_vhost **vhosts;
+    size_t n_vhosts;
+    struct mk_vhost *default_vhost;
+    struct mk_plugin_spec *plugins;
+    size_t n_plugins;
+    /* The value in force of each [SERVER] key as text, and where it was set. */
+    struct mk_schema_record key_rec[40];
+    char server_header[64]; /* "Server: Monkey/x.y.z\r\n" */
+    size_t server_header_len;
+
+    /*
+     * Each loaded plugin's plugin-wide keys, filled from its file by its
+     * schema (NULL for a plugin without one), by plugin index; built once
+     * per configuration (mk_plugins_configure) and freed with it.
+     */
+    const struct mk_plugin **conf_plugins;
+    void **plugin_conf;
+    size_t n_plugin_conf;
+};
+
+/*
+ * The index file names of site vh of cfg: the site's IndexFiles, else the
+ * server's. They live as long as the configuration.
+ */
+static inline char *const *mk_vhost_index_files(const struct mk_vhost *vh,
+                                                const struct mk_config *cfg, size_t *n)
+{
+    if (vh && vh->index_files) {
+        *n = vh->n_index_files;
+        return vh->index_files;
+    }
+    *n = cfg->n_index_files;
+    return cfg->index_files;
+}
+
+/* A key/value given outside the files (command line, library API). */
+struct mk_config_override {
+    const char *key;
+    const char *value;
+};
+
+/*
+ * Load a configuration directory. `overrides` are applied to [SERVER] as if
+ * they were the last lines of monkey.conf. NULL with a message naming the
+ * file and line in err.
+ */
+struct mk_config *mk_config_load(const char *confdir, const struct mk_config_override *overrides,
+                                 size_t n_overrides, char *err, size_t errlen);
+
+/* Serve one directory with built-in defaults (-o). */
+struct mk_config *mk_config_for_dir(const char *dir, const struct mk_config_override *overrides,
+                                    size_t n_overrides, char *err, size_t errlen);
+
+struct mk_config *mk_config_ref(struct mk_config *cfg);
+void mk_config_unref(struct mk_config *cfg);
+
+/* The virtual host for a Host value (port already removed); never NULL. */
+struct mk_vhost *mk_vhost_lookup(const struct mk_config *cfg, const char *host, size_t len);
+
+/* The schema of [SERVER]: every key, its type, range and default. */
+const struct mk_conf_schema *mk_config_schema(void);
+/* Name of the i-th key `section` accepts, NULL past the last (for the docs test). */
+const char *mk_config_key(const char *section, size_t i);
+/* Keep the running worker count (a reload cannot change it). */
+void mk_config_force_workers(struct mk_config *cfg, int workers);
+/* The i-th value in force of [SERVER] key `key`, as text; NULL past the last. */
+const char *mk_config_value(const struct mk_config *cfg, const char *key, unsigned i);
+
+/*
+ * Check the files a start of `cfg` writes, which loading leaves alone since
+ * the answer depends on who runs the server and on what already runs: the
+ * Log file can be created or appended to by this process, unless `running`
+ * (the configuration in force, NULL at start and for monkey -t) already
+ * writes it; and, at start only, the PidFile can be created by the identity
+ * that writes it (the User when started as root). MK_OK, or MK_ERR with
+ * "file:line: reason" in err (the line of the key).
+ */
+int mk_config_check_files(const struct mk_config *cfg, const struct mk_config *running, char *err,
+                          size_t errlen);
+
+/* ---- between conf.c and conf_site.c (not for other files) ------------------ */
+
+/* `path` made absolute against `base` (a directory); caller frees. */
+char *mk_path_join(const char *base, const char *path);
+/* Free the n strings of v, then v. */
+void mk_strv_free(char **v, size_t n);
+/* A site with no keys set yet, for site file `file` (copied). */
+struct mk_vhost *mk_vhost_new(const char *file);
+/*
+ * Set the document root of vh to `path` (line `line` of conf, for the
+ * error) and open it. False with "file:line: reason" in err.
+ */
+bool mk_vhost_set_docroot(struct mk_vhost *vh, const struct mk_conf *conf, int line,
+                          const char *path, char *err, size_t errlen);
+/* Free a site (NULL is allowed); what plugins keep for it must be released first. */
+void mk_vhost_free(struct mk_vhost *vh);
+/*
+ * Release what plugins keep for a site: their site_init() data first (its
+ * destructor may still read the site's keys), then the site keys.
+ */
+void mk_vhost_release_plugins(const struct mk_config *cfg, struct mk_vhost *vh);
+/*
+ * Load every site file of confdir/sites/ into cfg, in name order ("default"
+ * is the default site, else the first). False with the reason in err.
+ */
+bool mk_load_sites(struct mk_config *cfg, char *err, size_t errlen);
+
+#endif

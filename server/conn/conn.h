@@ -1,0 +1,143 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * conn.h: one client connection (struct mk_conn), its states and timers,
+ * and its life whatever its protocol (conn.c; the timers are armed by
+ * worker.c).
+ *
+ * Ownership: a connection and its buffers belong to the worker that
+ * accepted it (or received it from the acceptor) and are touched by no
+ * other thread. The struct is recycled through the worker's free list: its
+ * `gen` tells the reuses apart. The protocol's state rides inside it
+ * (c->h1, read by h1.c only); reads and writes go through the transport
+ * (transport.h).
+ */
+#ifndef MK_SERVER_CONN_H
+#define MK_SERVER_CONN_H
+
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <monkey/mk_plugin.h>
+
+#include "../../core/event.h"
+#include "../../core/list.h"
+#include "../../core/timer.h"
+#include "../proto/h1.h"
+
+struct mk_h2;
+struct mk_proto;
+struct mk_takeover;
+struct mk_worker;
+
+enum mk_conn_state {
+    MK_CONN_READ_HEAD = 0, /* waiting for or reading a request head */
+    MK_CONN_SUSPENDED,     /* a plugin holds the request (api->suspend) */
+    MK_CONN_READ_BODY,     /* buffering a body for a content handler */
+    MK_CONN_WRITE,         /* sending a response */
+    MK_CONN_DISCARD,       /* skipping the rest of a request body */
+    MK_CONN_LINGER,        /* write side shut: draining input until EOF */
+    MK_CONN_CLOSED,        /* waiting for the end of the event batch */
+    MK_CONN_HANDSHAKE,     /* the transport's handshake runs (conn.c) */
+    MK_CONN_TAKEOVER,      /* a plugin owns the bytes after a 101 (takeover.c) */
+};
+
+enum mk_timer_kind {
+    MK_TIMER_NONE = 0,
+    MK_TIMER_READ,      /* Timeout: head (from its first byte) and body */
+    MK_TIMER_KEEPALIVE, /* KeepAliveTimeout: idle between requests */
+    MK_TIMER_SEND,      /* SendTimeout: no write progress */
+    MK_TIMER_LINGER,    /* lingering close */
+    MK_TIMER_IDLE,      /* a taken-over connection's own idle timeout */
+    MK_TIMER_KINDS
+};
+
+/* Connection flags */
+#define MK_CONN_REFUSED 0x01u /* over the connection limit: answering 503 */
+#define MK_CONN_CLOSE 0x02u   /* close once the current response is sent */
+#define MK_CONN_STARTED 0x04u /* accept hooks ran: close hooks will run */
+#define MK_CONN_H2C 0x08u     /* its listener allows cleartext HTTP/2 (Listen ... h2c) */
+/* In WRITE, a streamed response waits for its handler (h1.c): an event can
+   only be input or a hang-up, and a hang-up closes the connection (conn.c). */
+#define MK_CONN_HANDLER_WAIT 0x10u
+
+struct mk_conn {
+    struct mk_event ev; /* first: the event loop hands back this pointer */
+    uint8_t state;      /* enum mk_conn_state */
+    uint8_t timer;      /* enum mk_timer_kind */
+    uint8_t flags;
+    uint8_t io_want;   /* MK_IO_WANT_* the transport's last EAGAIN asked for, 0: its own */
+    uint32_t requests; /* responses completed */
+    uint64_t gen;      /* distinguishes reuses of this struct */
+    const struct mk_proto *proto;
+    struct mk_worker *worker;
+    const struct mk_transport *transport;
+    void *transport_data;
+    const char *listen_options;   /* the transport's options of its Listen line, or NULL */
+    struct mk_takeover *takeover; /* set while a plugin owns the connection (takeover.c) */
+    struct mk_list node;          /* closing or free list once closed */
+    struct mk_list turn;          /* in the worker's turns while it waits for its next one */
+    struct mk_timer expiry;       /* in the worker's timers while a timer is armed */
+
+    union {
+        struct sockaddr sa;
+        struct sockaddr_in in;
+        struct sockaddr_in6 in6;
+    } peer;
+    /* The address it arrived on, asked of the kernel once (api->conn_local_addr:
+       the gateways want it for every request); local_len 0: not yet. */
+    union {
+        struct sockaddr sa;
+        struct sockaddr_in in;
+        struct sockaddr_in6 in6;
+    } local;
+    socklen_t local_len;
+
+    struct mk_h1 h1; /* the HTTP/1 codec's state: h1.c only */
+#ifdef MK_HAVE_H2
+    struct mk_h2 *h2; /* HTTP/2's state while it speaks HTTP/2: h2.c only */
+#endif
+};
+
+/* worker.c: the connection's timer, in its worker's timer queues */
+void mk_conn_timer_set(struct mk_conn *c, enum mk_timer_kind kind);
+/* Arm the connection's MK_TIMER_IDLE for `ms` milliseconds. */
+void mk_conn_timer_idle(struct mk_conn *c, uint32_t ms);
+/*
+ * Arm the connection's timer as `kind` for `ms` milliseconds rather than
+ * the configured duration of the kind (HTTP/2: the next deadline of its
+ * streams). Each distinct `ms` is a timer queue of the worker: use few.
+ */
+void mk_conn_timer_arm(struct mk_conn *c, enum mk_timer_kind kind, uint32_t ms);
+/*
+ * c used up its turn with work left that no event will announce (input in
+ * its buffer): its protocol's proceed() runs once the worker has dispatched
+ * the rest of its current batch of events; queued again from that turn, it
+ * waits for the next batch (the wait before it does not sleep). Harmless
+ * when already queued; closing c takes it out.
+ */
+void mk_conn_next_turn(struct mk_conn *c);
+
+/* conn.c: the connection's life, whatever its protocol */
+void mk_conn_start(struct mk_conn *c);
+void mk_conn_close(struct mk_conn *c);
+void mk_conn_on_event(struct mk_event *ev, uint32_t ready);
+void mk_conn_expire(struct mk_conn *c);
+void mk_conn_refuse(struct mk_conn *c);
+/* The server stops: close c unless a request is in progress on it. */
+void mk_conn_go_away(struct mk_conn *c);
+#ifdef MK_HAVE_H2
+/* The configuration was reloaded: proto->reload, once past the handshake (HTTP/2's). */
+void mk_conn_reload(struct mk_conn *c);
+#endif
+/* Close after a response: shut the write side, drain input, then close. */
+void mk_conn_linger(struct mk_conn *c);
+/* Stats counters are written by their worker only: no locked instruction. */
+#define MK_STAT_ADD(var, n)                                                                        \
+    atomic_store_explicit(&(var), atomic_load_explicit(&(var), memory_order_relaxed) + (n),        \
+                          memory_order_relaxed)
+extern const struct mk_transport mk_transport_plain;
+
+#endif

@@ -1,0 +1,642 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * response.c: what a response is, whatever protocol carries it: extra
+ * headers, error answers (the site's error pages or a short HTML body), the
+ * body's source, and the file-body write loop through the transport. The
+ * protocol (h1.c) builds the head and decides how the bytes are framed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../core/log.h"
+#ifdef MK_HAVE_COMPRESS
+#include "../static/compress_cache.h"
+#endif
+#include "../config/conf.h"
+#include "../conn/conn.h"
+#include "../static/file_cache.h"
+#include "../proto/proto.h"
+#include "request.h"
+#include "../conn/transport.h"
+#include "../runtime/worker.h"
+
+/* ---- extra headers ------------------------------------------------------- */
+
+/* The names of enum mk_resp_name, as HTTP/1 writes them and in lower case. */
+static const struct {
+    const char *name, *lower;
+    uint32_t len;
+} mk_resp_names[] = {
+#define MK_RESP_NAME(id, n, l) [id] = {n, l, sizeof(n) - 1}
+    MK_RESP_NAME(MK_RESP_ETAG, "ETag", "etag"),
+    MK_RESP_NAME(MK_RESP_LAST_MODIFIED, "Last-Modified", "last-modified"),
+    MK_RESP_NAME(MK_RESP_ACCEPT_RANGES, "Accept-Ranges", "accept-ranges"),
+    MK_RESP_NAME(MK_RESP_CONTENT_RANGE, "Content-Range", "content-range"),
+    MK_RESP_NAME(MK_RESP_ALLOW, "Allow", "allow"),
+    MK_RESP_NAME(MK_RESP_CACHE_CONTROL, "Cache-Control", "cache-control"),
+    MK_RESP_NAME(MK_RESP_EXPIRES, "Expires", "expires"),
+    MK_RESP_NAME(MK_RESP_VARY, "Vary", "vary"),
+    MK_RESP_NAME(MK_RESP_CONTENT_ENCODING, "Content-Encoding", "content-encoding"),
+    MK_RESP_NAME(MK_RESP_RETRY_AFTER, "Retry-After", "retry-after"),
+#undef MK_RESP_NAME
+};
+
+#define MK_EXTRA_FIRST 256u      /* bytes of lines of a response's first block */
+#define MK_EXTRA_FIRST_FIELDS 8u /* and records: one arena allocation for both */
+
+/*
+ * Room for `need` more bytes of extra header lines and `n` more records:
+ * where the lines go, or NULL (no memory).
+ */
+static char *mk_response_extra_room(struct mk_request *r, size_t need, unsigned n)
+{
+    if (!r->extra_cap && !r->fields_cap && need <= MK_EXTRA_FIRST && n <= MK_EXTRA_FIRST_FIELDS) {
+        /* the usual case: the first fields, and few */
+        char *p = mk_arena_alloc(&r->arena, MK_EXTRA_FIRST + MK_EXTRA_FIRST_FIELDS *
+                                                                 sizeof(struct mk_resp_field));
+        if (!p) {
+            return NULL;
+        }
+        r->extra_headers = p;
+        r->extra_cap = MK_EXTRA_FIRST;
+        r->fields = (struct mk_resp_field *) (void *) (p + MK_EXTRA_FIRST);
+        r->fields_cap = MK_EXTRA_FIRST_FIELDS;
+        return p;
+    }
+    if (r->extra_len + need > r->extra_cap) {
+        size_t cap = r->extra_cap ? r->extra_cap * 2 : MK_EXTRA_FIRST;
+        while (cap < r->extra_len + need) {
+            cap *= 2;
+        }
+        char *p = mk_arena_alloc(&r->arena, cap);
+        if (!p) {
+            return NULL;
+        }
+        if (r->extra_len) {
+            memcpy(p, r->extra_headers, r->extra_len);
+        }
+        r->extra_headers = p;
+        r->extra_cap = cap;
+    }
+    if (r->n_fields + n > r->fields_cap) {
+        unsigned cap = r->fields_cap ? r->fields_cap * 2 : MK_EXTRA_FIRST_FIELDS;
+        while (cap < r->n_fields + n) {
+            cap *= 2;
+        }
+        struct mk_resp_field *f = mk_arena_alloc(&r->arena, cap * sizeof(*f));
+        if (!f) {
+            return NULL;
+        }
+        if (r->n_fields) {
+            memcpy(f, r->fields, r->n_fields * sizeof(*f));
+        }
+        r->fields = f;
+        r->fields_cap = cap;
+    }
+    return r->extra_headers + r->extra_len;
+}
+
+int mk_response_add_lines(struct mk_request *r, const char *lines, size_t len,
+                          const struct mk_resp_field *fields, unsigned n)
+{
+    char *w = mk_response_extra_room(r, len, n);
+
+    if (!w) {
+        return MK_ERR;
+    }
+    struct mk_resp_field *f = r->fields + r->n_fields;
+    uint32_t base = (uint32_t) r->extra_len;
+
+    memcpy(w, lines, len);
+    memcpy(f, fields, n * sizeof(*f));
+    if (base) { /* not the first lines: the offsets move with them */
+        for (unsigned i = 0; i < n; i++) {
+            f[i].off += base;
+        }
+    }
+    r->n_fields += n;
+    r->extra_len += len;
+    return MK_OK;
+}
+
+/* Append the line "Name: value\r\n" and its record: MK_OK, or MK_ERR (no memory). */
+static int mk_response_field_put(struct mk_request *r, const char *lower, const char *name,
+                                 size_t name_len, const char *value, size_t value_len)
+{
+    size_t need = name_len + value_len + 4;
+    char *w = mk_response_extra_room(r, need, 1);
+
+    if (!w) {
+        return MK_ERR;
+    }
+    r->fields[r->n_fields++] = (struct mk_resp_field){lower, (uint32_t) r->extra_len,
+                                                      (uint32_t) name_len, (uint32_t) value_len};
+    memcpy(w, name, name_len);
+    w += name_len;
+    *w++ = ':';
+    *w++ = ' ';
+    memcpy(w, value, value_len);
+    w += value_len;
+    *w++ = '\r';
+    *w++ = '\n';
+    r->extra_len += need;
+    return MK_OK;
+}
+
+int mk_response_add_header(struct mk_request *r, const char *name, size_t name_len,
+                           const char *value, size_t value_len)
+{
+    /* A header must never smuggle a line break into the response. */
+    if (name_len == 0 || memchr(name, '\r', name_len) || memchr(name, '\n', name_len) ||
+        memchr(name, ':', name_len) || memchr(value, '\r', value_len) ||
+        memchr(value, '\n', value_len)) {
+        return MK_ERR;
+    }
+    return mk_response_field_put(r, NULL, name, name_len, value, value_len);
+}
+
+int mk_response_add_known(struct mk_request *r, enum mk_resp_name name, const char *value,
+                          size_t value_len)
+{
+    return mk_response_field_put(r, mk_resp_names[name].lower, mk_resp_names[name].name,
+                                 mk_resp_names[name].len, value, value_len);
+}
+
+void mk_response_drop_file(struct mk_request *r)
+{
+    if (r->file) {
+        /* never with r->zbody (static.c): the common path tests nothing more */
+        mk_file_release(r->file);
+        r->file = NULL;
+    }
+    else {
+        if (r->fd >= 0) {
+            close(r->fd);
+        }
+#ifdef MK_HAVE_COMPRESS
+        if (r->zbody) {
+            mk_zentry_release(r->zbody);
+            r->zbody = NULL;
+        }
+#endif
+    }
+    r->fd = -1;
+}
+
+/* ---- error responses ----------------------------------------------------- */
+
+/* Serve the site's page for `status`, if it has one that can be opened. */
+static bool mk_response_error_page(struct mk_request *r, int status)
+{
+    const struct mk_vhost *vh = r->vhost;
+    struct stat st;
+
+    if (!vh) {
+        return false;
+    }
+    for (size_t i = 0; i < vh->n_error_pages; i++) {
+        const struct mk_error_page *ep = &vh->error_pages[i];
+        if (ep->status != status) {
+            continue;
+        }
+        int fd = mk_static_open(vh, ep->path + 1, O_RDONLY);
+        if (fd < 0) {
+            return false;
+        }
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+            close(fd);
+            return false;
+        }
+        struct mk_str type = mk_mime_lookup(r->cfg->mime, ep->path, strlen(ep->path));
+        r->content_type = type.p;
+        r->content_type_len = type.len;
+        r->fd = fd;
+        r->file_off = 0;
+        r->body_type = MK_RESP_FILE;
+        r->body_left = (uint64_t) st.st_size;
+        r->content_length = (uint64_t) st.st_size;
+        return true;
+    }
+    return false;
+}
+
+/* Did the handler add an Allow header already? */
+static bool mk_response_has_allow(const struct mk_request *r)
+{
+    for (unsigned i = 0; i < r->n_fields; i++) {
+        const struct mk_resp_field *f = &r->fields[i];
+        if (f->name_len == 5 && strncasecmp(r->extra_headers + f->off, "Allow", 5) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * Allow of a 405 or 501: the methods of the routes matching the path when
+ * routes do (route.c), else the static handler's.
+ */
+static void mk_response_allow(struct mk_request *r)
+{
+    char allow[96];
+    uint32_t methods = r->route.allow;
+
+    if (r->route.route) {
+        methods |= r->route.route->methods;
+    }
+    if (!methods) {
+        mk_response_add_known(r, MK_RESP_ALLOW, "GET, HEAD, OPTIONS", 18);
+        return;
+    }
+    size_t n = mk_route_allow_format(methods, allow, sizeof(allow));
+    mk_response_add_known(r, MK_RESP_ALLOW, allow, n);
+}
+
+void mk_response_error(struct mk_request *r, int status)
+{
+    const char *reason = mk_http_reason(status);
+    static const char type[] = "text/html; charset=utf-8";
+
+    r->status = status;
+    mk_response_stream_cancel(r);
+    mk_response_drop_file(r);
+    r->body_type = MK_RESP_NONE;
+    r->content_length = 0;
+    if ((status == 405 || status == 501) && !mk_response_has_allow(r)) {
+        mk_response_allow(r);
+    }
+    if (mk_response_error_page(r, status)) {
+        return;
+    }
+    char *body = mk_arena_alloc(&r->arena, 256);
+    if (!body) {
+        return; /* an empty body still carries the status */
+    }
+    int n = snprintf(body, 256,
+                     "<!DOCTYPE html>\n<html><head><title>%d %s</title></head>"
+                     "<body><h1>%d %s</h1></body></html>\n",
+                     status, reason, status, reason);
+    r->content_type = type;
+    r->content_type_len = sizeof(type) - 1;
+    r->body_type = MK_RESP_MEM;
+    r->mem = body;
+    r->mem_len = (size_t) n;
+    r->content_length = (uint64_t) n;
+}
+
+void mk_response_reset(struct mk_request *r)
+{
+    mk_response_stream_cancel(r);
+    mk_response_drop_file(r);
+    mk_free(r->owned);
+    r->owned = NULL;
+    r->status = 200;
+    r->flags &= (uint16_t) ~MK_REQ_NO_BODY;
+    r->content_type = NULL;
+    r->content_type_len = 0;
+    r->extra_len = 0;
+    r->n_fields = 0; /* the records go with their lines */
+    r->body_type = MK_RESP_NONE;
+    r->mem = NULL;
+    r->mem_len = 0;
+    r->file_off = 0;
+    r->body_left = 0;
+    r->content_length = 0;
+}
+
+/* ---- streamed bodies ----------------------------------------------------- */
+
+int mk_response_stream_start(struct mk_request *r, mk_proceed_cb proceed, void *arg)
+{
+    if (r->body_type == MK_RESP_STREAM || !proceed) {
+        return MK_ERR;
+    }
+    mk_response_drop_file(r);
+    r->body_type = MK_RESP_STREAM;
+    r->mem_len = 0;
+    r->content_length = 0;
+    r->proceed = proceed;
+    r->proceed_arg = arg;
+    return MK_OK;
+}
+
+/* A piece for len data bytes, with room for the framing around them: NULL when memory is short. */
+static struct mk_piece *mk_piece_new(size_t len)
+{
+    if (len > SIZE_MAX - sizeof(struct mk_piece) - MK_PIECE_HDR - 2) {
+        return NULL;
+    }
+    struct mk_piece *p = mk_try_alloc(sizeof(*p) + MK_PIECE_HDR + len + 2);
+    if (p) {
+        memset(p, 0, sizeof(*p));
+        p->len = len;
+    }
+    return p;
+}
+
+/* Whether the stream of r takes a piece now (the last one: whatever the mark). */
+static bool mk_response_stream_open(const struct mk_request *r, bool last)
+{
+    return r->body_type == MK_RESP_STREAM && !(r->flags & MK_REQ_STREAM_END) &&
+           (last || r->queued < MK_STREAM_HIGH_WATER);
+}
+
+/* Append piece p (its data in place) and wake an idle writer: MK_OK or MK_AGAIN. */
+static int mk_response_stream_append(struct mk_request *r, struct mk_piece *p)
+{
+    if (r->q_tail) {
+        r->q_tail->next = p;
+    }
+    else {
+        r->q_head = p;
+    }
+    r->q_tail = p;
+    r->queued += p->len;
+    if (p->last) {
+        r->flags |= MK_REQ_STREAM_END;
+    }
+    int rc = r->queued >= MK_STREAM_HIGH_WATER ? MK_AGAIN : MK_OK;
+    if (r->flags & MK_REQ_IDLE) {
+        /* The protocol waits for this handler: write now (r may end there). */
+        r->flags &= (uint16_t) ~MK_REQ_IDLE;
+        r->conn->proto->wake(r);
+    }
+    return rc;
+}
+
+/* Append a copy of a piece (the last one: trailer lines) and wake an idle writer. */
+static int mk_response_stream_queue(struct mk_request *r, const void *data, size_t len, bool last)
+{
+    if (!mk_response_stream_open(r, last)) {
+        return MK_ERR;
+    }
+    struct mk_piece *p = mk_piece_new(len);
+    if (!p) {
+        return MK_ERR;
+    }
+    memcpy(p->buf + MK_PIECE_HDR, data, len);
+    p->last = last;
+    return mk_response_stream_append(r, p);
+}
+
+void *mk_response_stream_buffer(struct mk_request *r, size_t len)
+{
+    mk_free(r->spare);
+    r->spare = NULL;
+    if (len == 0 || !mk_response_stream_open(r, false) || !(r->spare = mk_piece_new(len))) {
+        return NULL;
+    }
+    return r->spare->buf + MK_PIECE_HDR;
+}
+
+int mk_response_stream_commit(struct mk_request *r, size_t n)
+{
+    struct mk_piece *p = r->spare;
+
+    r->spare = NULL;
+    if (!p) {
+        return MK_ERR;
+    }
+    if (n == 0 || n > p->len || !mk_response_stream_open(r, false)) {
+        mk_free(p);
+        return n == 0 && mk_response_stream_open(r, true) ? MK_OK : MK_ERR;
+    }
+    p->len = n;
+    return mk_response_stream_append(r, p);
+}
+
+int mk_response_stream_write(struct mk_request *r, const void *data, size_t len)
+{
+    if (len == 0) {
+        return r->body_type == MK_RESP_STREAM && !(r->flags & MK_REQ_STREAM_END) ? MK_OK : MK_ERR;
+    }
+    return mk_response_stream_queue(r, data, len, false);
+}
+
+int mk_response_stream_end(struct mk_request *r, const char *trailers)
+{
+    size_t len = trailers ? strlen(trailers) : 0;
+
+    /* Trailer lines end with CRLF and hold no empty line (it would end them early). */
+    if (len && (len < 2 || memcmp(trailers + len - 2, "\r\n", 2) != 0 ||
+                strstr(trailers, "\r\n\r\n") || trailers[0] == '\r')) {
+        return MK_ERR;
+    }
+    return mk_response_stream_queue(r, trailers ? trailers : "", len, true);
+}
+
+void mk_response_stream_pop(struct mk_request *r)
+{
+    struct mk_piece *p = r->q_head;
+
+    r->q_head = p->next;
+    if (!r->q_head) {
+        r->q_tail = NULL;
+    }
+    r->queued -= p->len;
+    mk_free(p);
+}
+
+void mk_response_stream_cancel(struct mk_request *r)
+{
+    if (r->spare) {
+        mk_free(r->spare);
+        r->spare = NULL;
+    }
+    if (r->body_type != MK_RESP_STREAM) {
+        return;
+    }
+    while (r->q_head) {
+        mk_response_stream_pop(r);
+    }
+    r->body_type = MK_RESP_NONE;
+    r->flags &= (uint16_t) ~MK_REQ_IDLE;
+    if (!(r->flags & MK_REQ_STREAM_END) && r->proceed) {
+        r->flags |= MK_REQ_STREAM_END;
+        r->proceed(NULL, r->proceed_arg);
+    }
+    r->proceed = NULL;
+}
+
+/* ---- the body ------------------------------------------------------------ */
+
+/* Without a transport sendfile: read the file at *off and write it, moving *off on. */
+static ssize_t mk_response_copy_file(struct mk_request *r, off_t *off, size_t len)
+{
+    struct mk_conn *c = r->conn;
+    char buf[16384];
+    struct iovec iov;
+
+    if (len > sizeof(buf)) {
+        len = sizeof(buf);
+    }
+    ssize_t n = mk_file_read(r->file, r->fd, buf, len, *off);
+    if (n <= 0) {
+        return n;
+    }
+    iov.iov_base = buf;
+    iov.iov_len = (size_t) n;
+    ssize_t sent = mk_conn_writev(c, &iov, 1, 0);
+    if (sent > 0) {
+        *off += sent;
+    }
+    return sent;
+}
+
+int mk_response_send_file(struct mk_request *r, size_t budget)
+{
+    struct mk_conn *c = r->conn;
+    const struct mk_transport *t = c->transport;
+
+    while (r->body_type == MK_RESP_FILE && r->body_left) {
+        size_t chunk = r->body_left < budget ? (size_t) r->body_left : budget;
+        ssize_t n;
+        if (t->sendfile) {
+            c->io_want = 0;
+            n = t->sendfile(c, r->fd, &r->file_off, chunk);
+        }
+        else {
+            n = mk_response_copy_file(r, &r->file_off, chunk);
+        }
+        if (n < 0) {
+            return (errno == EAGAIN || errno == EWOULDBLOCK) ? MK_AGAIN : MK_ERR;
+        }
+        if (n == 0) {
+            /* The file shrank under us: the promised length cannot be kept. */
+            mk_warn("file shrank while being sent; closing the connection");
+            return MK_ERR;
+        }
+        r->bytes_sent += (uint64_t) n;
+        r->body_left -= (uint64_t) n;
+        if ((size_t) n >= budget && r->body_left) {
+            return MK_AGAIN; /* let other connections run; we are still writable */
+        }
+        budget -= (size_t) n;
+    }
+    return MK_OK;
+}
+
+/* ---- multipart bodies ---------------------------------------------------- */
+
+void mk_response_parts_advance(struct mk_request *r, uint64_t len)
+{
+    struct mk_parts *p = r->parts;
+
+    r->body_left -= len;
+    while (len) {
+        uint64_t left = p->run[p->i].len - p->done;
+        if (len < left) {
+            p->done += len;
+            return;
+        }
+        len -= left;
+        p->i++;
+        p->done = 0;
+    }
+}
+
+int mk_response_parts_copy(struct mk_request *r, char *buf, size_t len)
+{
+    const struct mk_parts *p = r->parts;
+
+    while (len) {
+        const struct mk_parts_run *run = &p->run[p->i];
+        uint64_t left = run->len - p->done;
+        size_t take = left < len ? (size_t) left : len;
+        if (run->mem) {
+            memcpy(buf, run->mem + p->done, take);
+        }
+        else if (mk_file_read(r->file, r->fd, buf, take, (off_t) (run->off + p->done)) !=
+                 (ssize_t) take) {
+            return MK_ERR; /* the file shrank: the announced length cannot be kept */
+        }
+        mk_response_parts_advance(r, take);
+        buf += take;
+        len -= take;
+    }
+    return MK_OK;
+}
+
+uint64_t mk_response_parts_span(const struct mk_request *r)
+{
+    const struct mk_parts *p = r->parts;
+    uint64_t span = p->run[p->i].len - p->done;
+    unsigned i = p->i;
+
+    while (p->run[i].mem && i + 1 < p->n) { /* up to the next file run */
+        span += p->run[++i].len;
+    }
+    while (i + 1 < p->n && p->run[i + 1].mem) { /* and the memory after it */
+        span += p->run[++i].len;
+    }
+    return span;
+}
+
+/*
+ * Write the memory runs from the cursor on, up to the next file run, in
+ * one writev: a part's head (held for the file bytes after it with
+ * MK_IO_MORE), or every part of a body from memory. The same cursor
+ * gives the same buffers, as a transport may require of a write repeated
+ * after EAGAIN (TLS). Returns what the write returns.
+ */
+static ssize_t mk_response_parts_write(struct mk_request *r)
+{
+    const struct mk_parts *p = r->parts;
+    struct iovec iov[2 * MK_RANGES_MAX + 1];
+    unsigned i = p->i;
+    int cnt = 0;
+
+    iov[cnt].iov_base = (void *) (p->run[i].mem + p->done);
+    iov[cnt++].iov_len = (size_t) (p->run[i].len - p->done);
+    while (++i < p->n && p->run[i].mem && cnt < (int) (sizeof(iov) / sizeof(iov[0]))) {
+        iov[cnt].iov_base = (void *) p->run[i].mem;
+        iov[cnt++].iov_len = (size_t) p->run[i].len;
+    }
+    return mk_conn_writev(r->conn, iov, cnt, i < p->n ? MK_IO_MORE : 0);
+}
+
+int mk_response_send_parts(struct mk_request *r, size_t budget)
+{
+    struct mk_conn *c = r->conn;
+    const struct mk_transport *t = c->transport;
+
+    while (r->body_type == MK_RESP_PARTS && r->body_left) {
+        const struct mk_parts *p = r->parts;
+        const struct mk_parts_run *run = &p->run[p->i];
+        uint64_t left = run->len - p->done;
+        size_t chunk = left < budget ? (size_t) left : budget;
+        off_t off = (off_t) (run->off + p->done);
+        ssize_t n;
+        if (run->mem) {
+            n = mk_response_parts_write(r);
+        }
+        else if (t->sendfile) {
+            c->io_want = 0;
+            n = t->sendfile(c, r->fd, &off, chunk);
+        }
+        else {
+            n = mk_response_copy_file(r, &off, chunk);
+        }
+        if (n < 0) {
+            return (errno == EAGAIN || errno == EWOULDBLOCK) ? MK_AGAIN : MK_ERR;
+        }
+        if (n == 0) {
+            mk_warn("file shrank while being sent; closing the connection");
+            return MK_ERR;
+        }
+        r->bytes_sent += (uint64_t) n;
+        mk_response_parts_advance(r, (uint64_t) n);
+        if ((size_t) n >= budget && r->body_left) {
+            return MK_AGAIN;
+        }
+        budget -= (size_t) n < budget ? (size_t) n : budget;
+    }
+    return MK_OK;
+}

@@ -1,0 +1,231 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * static_cache.c: CacheControl rules (see static_cache.h).
+ *
+ * Expires is derived from the rule's max-age (now + max-age, on the
+ * worker's clock that also gives Date), for HTTP/1.0 caches; a rule
+ * without max-age sends no Expires. Rules are few: a linear scan.
+ */
+#include "static_cache.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "../../core/clock.h"
+#include "../../core/memory.h"
+#include "../../core/strings.h"
+#include "../config/conf.h"
+#include "../conn/conn.h"
+#include "../http/path.h"
+#include "../request/request.h"
+#include "../runtime/worker.h"
+
+#define MK_CACHE_MAX_AGE_LIMIT 315360000 /* ten years: beyond it caches gain nothing */
+
+static bool mk_cache_tchar(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/*
+ * Check a Cache-Control value (RFC 9111 section 5.2: #( token [ "="
+ * ( token / quoted-string ) ] )) and find its max-age. False when it is
+ * not one; *max_age -1 without max-age.
+ */
+static bool mk_cache_value_parse(const char *v, int64_t *max_age)
+{
+    const char *p = v;
+    size_t members = 0;
+
+    *max_age = -1;
+    while (*p) {
+        while (*p == ' ' || *p == '\t' || *p == ',') {
+            p++;
+        }
+        if (!*p) {
+            break;
+        }
+        const char *name = p;
+        while (mk_cache_tchar(*p)) {
+            p++;
+        }
+        size_t nlen = (size_t) (p - name);
+        if (!nlen) {
+            return false;
+        }
+        members++;
+        if (*p != '=') {
+            if (*p && *p != ',' && *p != ' ' && *p != '\t') {
+                return false;
+            }
+            continue;
+        }
+        const char *val = ++p;
+        if (*p == '"') {
+            for (p++; *p && *p != '"'; p++) {
+                if (*p == '\\' && p[1]) {
+                    p++;
+                }
+            }
+            if (*p++ != '"') {
+                return false;
+            }
+        }
+        else {
+            while (mk_cache_tchar(*p)) {
+                p++;
+            }
+            if (p == val) {
+                return false;
+            }
+        }
+        if (*p && *p != ',' && *p != ' ' && *p != '\t') {
+            return false;
+        }
+        if (nlen == 7 && strncasecmp(name, "max-age", 7) == 0) {
+            uint64_t n;
+            if (!mk_str_to_u64(val, (size_t) (p - val), MK_CACHE_MAX_AGE_LIMIT, &n)) {
+                return false;
+            }
+            *max_age = (int64_t) n;
+        }
+    }
+    return members > 0;
+}
+
+/* Is `m` a match: a normalised path prefix or ".ext" (no '/')? */
+static bool mk_cache_match_valid(const char *m, size_t len, bool *ext)
+{
+    if (len >= 2 && m[0] == '.') {
+        *ext = true;
+        for (size_t i = 1; i < len; i++) {
+            if (m[i] == '/' || m[i] == '.' || !mk_cache_tchar(m[i])) {
+                return false;
+            }
+        }
+        return true;
+    }
+    *ext = false;
+    if (len == 0 || m[0] != '/' || len > MK_FALLBACK_MAX) {
+        return false;
+    }
+    char norm[MK_FALLBACK_MAX + 2];
+    ssize_t n = mk_path_normalize(m, len, norm);
+    return n > 0 && (size_t) n == len && memcmp(norm, m, len) == 0;
+}
+
+bool mk_static_cache_conf(struct mk_cache_rules *rules, const struct mk_conf *conf,
+                          const struct mk_conf_entry *e, char *err, size_t errlen)
+{
+    const char *cur = e->value, *m;
+    size_t mlen;
+    bool ext;
+    int64_t max_age;
+
+    if (!mk_conf_word(&cur, &m, &mlen)) {
+        return mk_conf_error(conf, e->line, err, errlen,
+                             "CacheControl: expected a path prefix or .ext, then directives");
+    }
+    if (!mk_cache_match_valid(m, mlen, &ext)) {
+        return mk_conf_error(conf, e->line, err, errlen,
+                             "CacheControl: '%.*s' is neither a normalised path prefix "
+                             "(/assets/) nor an extension (.css)",
+                             (int) mlen, m);
+    }
+    while (*cur == ' ' || *cur == '\t') {
+        cur++;
+    }
+    if (!*cur || !mk_cache_value_parse(cur, &max_age)) {
+        return mk_conf_error(conf, e->line, err, errlen,
+                             "CacheControl %.*s: '%s' is not a Cache-Control value such as "
+                             "max-age=3600, immutable",
+                             (int) mlen, m, cur);
+    }
+    for (size_t i = 0; i < rules->n; i++) {
+        const struct mk_cache_rule *o = &rules->v[i];
+        if (o->match_len == mlen &&
+            (ext ? strncasecmp(o->match, m, mlen) == 0 : memcmp(o->match, m, mlen) == 0)) {
+            return mk_conf_error(conf, e->line, err, errlen, "CacheControl %.*s is given twice",
+                                 (int) mlen, m);
+        }
+    }
+    rules->v = mk_realloc(rules->v, (rules->n + 1) * sizeof(*rules->v));
+    struct mk_cache_rule *r = &rules->v[rules->n++];
+    r->match = mk_strndup(m, mlen);
+    r->match_len = mlen;
+    r->ext = ext;
+    size_t vlen = strlen(cur);
+    while (vlen && (cur[vlen - 1] == ' ' || cur[vlen - 1] == '\t')) {
+        vlen--;
+    }
+    r->value = mk_strndup(cur, vlen);
+    r->value_len = vlen;
+    r->max_age = max_age;
+    return true;
+}
+
+void mk_static_cache_free(struct mk_cache_rules *rules)
+{
+    for (size_t i = 0; i < rules->n; i++) {
+        mk_free(rules->v[i].match);
+        mk_free(rules->v[i].value);
+    }
+    mk_free(rules->v);
+    rules->v = NULL;
+    rules->n = 0;
+}
+
+const struct mk_cache_rule *mk_static_cache_find(const struct mk_cache_rules *rules,
+                                                 const char *path, size_t path_len,
+                                                 const char *name, size_t name_len)
+{
+    const struct mk_cache_rule *prefix = NULL, *ext = NULL, *root = NULL;
+    const char *dot = NULL;
+
+    for (size_t i = name_len; i > 0 && name[i - 1] != '/'; i--) {
+        if (name[i - 1] == '.') {
+            dot = name + i - 1;
+            break;
+        }
+    }
+    for (size_t i = 0; i < rules->n; i++) {
+        const struct mk_cache_rule *r = &rules->v[i];
+        if (r->ext) {
+            if (dot && (size_t) (name + name_len - dot) == r->match_len &&
+                strncasecmp(dot, r->match, r->match_len) == 0) {
+                ext = r;
+            }
+        }
+        else if (r->match_len == 1) {
+            root = r;
+        }
+        else if (r->match_len <= path_len && memcmp(path, r->match, r->match_len) == 0 &&
+                 (!prefix || r->match_len > prefix->match_len)) {
+            prefix = r;
+        }
+    }
+    return prefix ? prefix : ext ? ext : root;
+}
+
+void mk_static_cache_headers(struct mk_request *r, const char *name, size_t name_len)
+{
+    const struct mk_cache_rules *rules = &r->vhost->cache_rules;
+    const struct mk_cache_rule *rule =
+        mk_static_cache_find(rules, r->path, r->path_len, name, name_len);
+
+    if (!rule) {
+        return;
+    }
+    mk_response_add_known(r, MK_RESP_CACHE_CONTROL, rule->value, rule->value_len);
+    if (rule->max_age < 0) {
+        return;
+    }
+    char *date = mk_arena_alloc(&r->arena, MK_HTTP_DATE_LEN);
+    if (date) {
+        mk_http_date_format(r->conn->worker->now + (time_t) rule->max_age, date);
+        mk_response_add_known(r, MK_RESP_EXPIRES, date, MK_HTTP_DATE_LEN);
+    }
+}

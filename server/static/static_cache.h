@@ -1,0 +1,58 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * static_cache.h: Cache-Control and Expires on static files (the site key
+ * CacheControl, repeatable), chosen by path prefix or file extension.
+ *
+ * Precedence: the longest matching path prefix other than "/" wins; else
+ * the rule for the extension of the file served (an index file's own);
+ * else the prefix "/" (the site's default); else no header. The headers go
+ * on 200, 206 and 304 answers (RFC 9111 section 4.3.4: a 304 carries the
+ * Cache-Control and Expires a 200 would), never on errors.
+ */
+#ifndef MK_SERVER_STATIC_CACHE_H
+#define MK_SERVER_STATIC_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../core/config.h"
+
+struct mk_request;
+
+struct mk_cache_rule {
+    char *match; /* "/prefix" or ".ext" */
+    size_t match_len;
+    bool ext;
+    char *value; /* the Cache-Control value as written */
+    size_t value_len;
+    int64_t max_age; /* its max-age in seconds, -1: none (then no Expires) */
+};
+
+struct mk_cache_rules {
+    struct mk_cache_rule *v;
+    size_t n;
+};
+
+/*
+ * Add the CacheControl line e ("MATCH DIRECTIVES") to rules. False with
+ * "file:line: reason" in err: a MATCH that is neither a normalised path
+ * prefix nor ".ext", given twice, or directives that are not a
+ * Cache-Control value.
+ */
+bool mk_static_cache_conf(struct mk_cache_rules *rules, const struct mk_conf *conf,
+                          const struct mk_conf_entry *e, char *err, size_t errlen);
+void mk_static_cache_free(struct mk_cache_rules *rules);
+
+/* The rule for request path `path` serving a file named `name` (its last
+   segment gives the extension), or NULL. */
+const struct mk_cache_rule *mk_static_cache_find(const struct mk_cache_rules *rules,
+                                                 const char *path, size_t path_len,
+                                                 const char *name, size_t name_len);
+
+/* Add the Cache-Control and Expires of the rule for r to r's response. */
+void mk_static_cache_headers(struct mk_request *r, const char *name, size_t name_len);
+
+#endif
