@@ -21,6 +21,10 @@
  *
  * What the plugins leave running when their worker exits is released
  * (mk_loop_release) after their worker_exit() hooks: no callback runs then.
+ *
+ * The loop also knows which worker runs on this thread (mk_loop_worker):
+ * the one thing about workers that the layers below the worker threads
+ * (connections, requests, the plugin API) ask.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -36,6 +40,18 @@
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434 /* the same number on every architecture */
 #endif
+
+static __thread struct mk_worker *mk_loop_current;
+
+struct mk_worker *mk_loop_worker(void)
+{
+    return mk_loop_current;
+}
+
+void mk_loop_worker_set(struct mk_worker *w)
+{
+    mk_loop_current = w;
+}
 
 _Static_assert(MK_LOOP_READ == MK_EV_READ && MK_LOOP_WRITE == MK_EV_WRITE &&
                    MK_LOOP_ERROR == MK_EV_ERROR,
@@ -79,7 +95,7 @@ struct mk_loop_child {
 /* The calling thread's worker, or NULL with errno EPERM. */
 static struct mk_worker *mk_loop_owner(void)
 {
-    struct mk_worker *w = mk_worker_current();
+    struct mk_worker *w = mk_loop_worker();
 
     if (!w) {
         errno = EPERM;
@@ -155,7 +171,7 @@ struct mk_loop_timer *mk_loop_timer_new(mk_loop_timer_cb cb, void *arg)
 
 int mk_loop_timer_arm(struct mk_loop_timer *t, uint32_t ms)
 {
-    if (!t || !t->kept || t->stopped || t->worker != mk_worker_current()) {
+    if (!t || !t->kept || t->stopped || t->worker != mk_loop_worker()) {
         return MK_ERR;
     }
     mk_timer_arm(&t->worker->plugin_timers, &t->entry, t->worker->now_ms, ms);
@@ -164,7 +180,7 @@ int mk_loop_timer_arm(struct mk_loop_timer *t, uint32_t ms)
 
 int mk_loop_timer_disarm(struct mk_loop_timer *t)
 {
-    if (!t || !t->kept || t->stopped || t->worker != mk_worker_current()) {
+    if (!t || !t->kept || t->stopped || t->worker != mk_loop_worker()) {
         return MK_ERR;
     }
     mk_timer_disarm(&t->entry);
@@ -173,7 +189,7 @@ int mk_loop_timer_disarm(struct mk_loop_timer *t)
 
 int mk_loop_timer_stop(struct mk_loop_timer *t)
 {
-    if (!t || t->worker != mk_worker_current()) {
+    if (!t || t->worker != mk_loop_worker()) {
         return MK_ERR;
     }
     mk_timer_disarm(&t->entry);
@@ -281,7 +297,7 @@ struct mk_loop_fd *mk_loop_fd_watch(int fd, uint32_t mask, mk_loop_fd_cb cb, voi
 
 int mk_loop_fd_modify(struct mk_loop_fd *h, uint32_t mask)
 {
-    if (!h || h->w.worker != mk_worker_current() || h->w.ev.fd < 0 ||
+    if (!h || h->w.worker != mk_loop_worker() || h->w.ev.fd < 0 ||
         (mask & ~(uint32_t) (MK_LOOP_READ | MK_LOOP_WRITE))) {
         return MK_ERR;
     }
@@ -293,7 +309,7 @@ int mk_loop_fd_modify(struct mk_loop_fd *h, uint32_t mask)
 
 int mk_loop_fd_unwatch(struct mk_loop_fd *h)
 {
-    if (!h || h->w.worker != mk_worker_current() || h->w.ev.fd < 0) {
+    if (!h || h->w.worker != mk_loop_worker() || h->w.ev.fd < 0) {
         return MK_ERR;
     }
     mk_loop_watch_end(&h->w);
@@ -364,7 +380,7 @@ struct mk_loop_child *mk_loop_child_watch(pid_t pid, mk_loop_child_cb cb, void *
 
 int mk_loop_child_unwatch(struct mk_loop_child *h)
 {
-    if (!h || h->w.worker != mk_worker_current() || h->w.ev.fd < 0) {
+    if (!h || h->w.worker != mk_loop_worker() || h->w.ev.fd < 0) {
         return MK_ERR;
     }
     h->cb = NULL; /* still reaped when it exits, quietly */
@@ -420,7 +436,7 @@ void mk_loop_release(struct mk_worker *w)
 
 uint64_t mk_loop_now_ms(void)
 {
-    struct mk_worker *w = mk_worker_current();
+    struct mk_worker *w = mk_loop_worker();
 
     return w ? w->now_ms : mk_clock_mono_ms();
 }

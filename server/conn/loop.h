@@ -20,6 +20,11 @@
 
 struct mk_worker;
 
+/* The worker running on this thread, or NULL (another thread). */
+struct mk_worker *mk_loop_worker(void);
+/* The worker thread says it is one (w), or no longer is (NULL). */
+void mk_loop_worker_set(struct mk_worker *w);
+
 struct mk_loop_timer *mk_loop_timer_start(uint32_t ms, int repeat, mk_loop_timer_cb cb, void *arg);
 int mk_loop_timer_stop(struct mk_loop_timer *t);
 struct mk_loop_timer *mk_loop_timer_new(mk_loop_timer_cb cb, void *arg);

@@ -137,7 +137,7 @@ static void mk_http_unref(struct mk_http *h)
 /* True on h's worker while the request lives: the answer calls may run. */
 static bool mk_http_here(const struct mk_http *h)
 {
-    return mk_worker_current() == h->worker && h->r;
+    return mk_loop_worker() == h->worker && h->r;
 }
 
 /* ---- the internal plugin --------------------------------------------------- */
@@ -238,7 +238,7 @@ static struct mk_http *mk_lib_http_new(struct mk_request *r, struct mk_lib_route
         return NULL;
     }
     h->r = r;
-    h->worker = mk_worker_current();
+    h->worker = mk_loop_worker();
     h->worker_id = h->worker->id;
     h->srv = rt->srv;
     h->route = rt;
@@ -430,7 +430,7 @@ static void mk_lib_call(void *arg)
 {
     struct mk_http *h = arg;
 
-    if (mk_worker_current() != h->worker) {
+    if (mk_loop_worker() != h->worker) {
         h->r = NULL; /* the server stops: nothing can be answered any more */
         atomic_store(&h->gone, true);
     }
@@ -632,7 +632,7 @@ int mk_http_on_writable(struct mk_http *h, mk_http_writable_cb cb, void *arg)
 
 int mk_http_done(struct mk_http *h)
 {
-    if (mk_worker_current() != h->worker) {
+    if (mk_loop_worker() != h->worker) {
         if (!atomic_load(&h->gone)) {
             return MK_ERR;
         }

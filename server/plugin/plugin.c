@@ -66,7 +66,7 @@ void mk_plugins_bind(struct mk_server *srv)
 
 static struct mk_server *mk_api_current(void)
 {
-    struct mk_worker *w = mk_worker_current();
+    struct mk_worker *w = mk_loop_worker();
 
     if (w) {
         return w->server;
@@ -464,7 +464,7 @@ static void mk_api_resume(struct mk_suspended *s, mk_resume_cb cb, void *arg)
     atomic_store_explicit(&s->resumed, true, memory_order_release);
     s->cb = cb;
     s->arg = arg;
-    mk_worker_resume_post(s->worker, s);
+    mk_task_resume_post(s);
 }
 
 static void mk_api_suspend_cancel(struct mk_suspended *s, mk_cancel_cb cancel, void *arg)
@@ -800,13 +800,13 @@ void mk_plugins_ctx_clear(struct mk_request *r)
 
 static time_t mk_api_now(void)
 {
-    struct mk_worker *w = mk_worker_current();
+    struct mk_worker *w = mk_loop_worker();
     return w ? w->now : time(NULL);
 }
 
 static int mk_api_worker_id(void)
 {
-    struct mk_worker *w = mk_worker_current();
+    struct mk_worker *w = mk_loop_worker();
     return w ? w->id : -1;
 }
 

@@ -81,7 +81,7 @@ static bool mk_h1_in_reserve(struct mk_conn *c)
 {
     struct mk_h1 *h = &c->h1;
     struct mk_worker *w = c->worker;
-    const struct mk_http_limits *lim = &w->cfg->limits;
+    const struct mk_http_limits *lim = &w->use.cfg->limits;
 
     if (!h->in) {
         h->in = mk_pool_get(&w->pool);
@@ -182,7 +182,7 @@ void mk_h1_send_raw(struct mk_conn *c, int status)
     n = snprintf(buf, sizeof(buf),
                  "HTTP/1.1 %d %s\r\n%.*s%.*sContent-Type: text/html; charset=utf-8\r\n"
                  "Content-Length: %d\r\n%sConnection: close\r\n\r\n%s",
-                 status, reason, (int) w->cfg->server_header_len, w->cfg->server_header,
+                 status, reason, (int) w->use.cfg->server_header_len, w->use.cfg->server_header,
                  (int) w->date_len, w->date, body_len, status == 503 ? "Retry-After: 1\r\n" : "",
                  body);
     if (n <= 0 || (size_t) n >= sizeof(buf)) {
@@ -362,7 +362,7 @@ static bool mk_h1_head_whole(const struct mk_h1 *h)
 static void mk_h1_begin_whole(struct mk_conn *c)
 {
     struct mk_h1 *h = &c->h1;
-    const struct mk_http_limits *lim = &c->worker->cfg->limits;
+    const struct mk_http_limits *lim = &c->worker->use.cfg->limits;
     struct mk_request *r = mk_h1_new_request(c);
     unsigned cap = lim->max_headers < MK_H1_WHOLE_FIELDS ? lim->max_headers : MK_H1_WHOLE_FIELDS;
     struct mk_http_header *headers = mk_arena_alloc(&r->arena, (cap ? cap : 1) * sizeof(*headers));
@@ -564,7 +564,7 @@ static int mk_h1_build_head(struct mk_request *r)
         p = mk_put(p, reason, strlen(reason));
         p = MK_PUT_LIT(p, "\r\n");
     }
-    if (r->cfg == w->cfg) {
+    if (r->cfg == w->use.cfg) {
         p = mk_put(p, w->head_lines, w->head_lines_len);
     }
     else {
@@ -909,7 +909,7 @@ static bool mk_h1_body_room(struct mk_conn *c)
 static int mk_h1_body_consume(struct mk_conn *c, size_t start, bool *progress, int *stopped)
 {
     struct mk_h1 *h = &c->h1;
-    uint64_t max = c->worker->cfg->max_body;
+    uint64_t max = c->worker->use.cfg->max_body;
     bool chunked = h->chunked_body;
 
     *progress = false;
@@ -1075,7 +1075,7 @@ static bool mk_h1_step_head(struct mk_conn *c)
         }
     }
 #endif
-    ssize_t n = mk_http_scan(&h->scan, h->in, h->in_len, &w->cfg->limits);
+    ssize_t n = mk_http_scan(&h->scan, h->in, h->in_len, &w->use.cfg->limits);
     if (n == MK_AGAIN) {
         mk_h1_head_timer(c);
         return false;
@@ -1096,7 +1096,7 @@ static bool mk_h1_step_head(struct mk_conn *c)
  */
 static bool mk_h1_body_too_slow(const struct mk_conn *c)
 {
-    const struct mk_config *cfg = c->worker->cfg;
+    const struct mk_config *cfg = c->worker->use.cfg;
     uint64_t grace_end = c->h1.body_start + cfg->timeout_ms;
     uint64_t now = c->worker->now_ms;
 
@@ -1299,7 +1299,7 @@ static void mk_h1_on_writable(struct mk_conn *c)
     int rc = mk_h1_write(r);
 
     if (rc == MK_AGAIN && r->bytes_sent != before) {
-        const struct mk_config *cfg = c->worker->cfg;
+        const struct mk_config *cfg = c->worker->use.cfg;
         if (mk_send_rate_short(&c->h1.send_rate, r->bytes_sent, c->worker->now_ms,
                                cfg->send_timeout_ms, cfg->send_min_rate)) {
             mk_conn_close(c); /* SendMinRate: as SendTimeout does */

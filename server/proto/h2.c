@@ -783,7 +783,7 @@ static bool mk_h2_bucket_take(struct mk_h2_bucket *b, unsigned burst, unsigned r
 /* One more RST_STREAM from the client: whether Http2ResetBurst/Rate allow it. */
 static bool mk_h2_reset_allowed(struct mk_conn *c)
 {
-    const struct mk_config *cfg = c->worker->cfg;
+    const struct mk_config *cfg = c->worker->use.cfg;
 
     return mk_h2_bucket_take(&c->h2->resets, cfg->h2_reset_burst, cfg->h2_reset_rate,
                              c->worker->now_ms);
@@ -800,7 +800,7 @@ static bool mk_h2_reset_allowed(struct mk_conn *c)
  */
 static void mk_h2_unanswered(struct mk_conn *c)
 {
-    const struct mk_config *cfg = c->worker->cfg;
+    const struct mk_config *cfg = c->worker->use.cfg;
 
     if (!mk_h2_bucket_take(&c->h2->unanswered, cfg->h2_unanswered_burst, cfg->h2_unanswered_rate,
                            c->worker->now_ms)) {
@@ -864,7 +864,7 @@ static int mk_h2_begin_frame_cb(nghttp2_session *ng, const nghttp2_frame_hd *hd,
 {
     struct mk_conn *c = user;
     struct mk_h2 *h = c->h2;
-    const struct mk_config *cfg = c->worker->cfg;
+    const struct mk_config *cfg = c->worker->use.cfg;
 
     (void) ng;
     if (h->calm) {
@@ -1203,7 +1203,7 @@ static int mk_h2_header_cb(nghttp2_session *ng, const nghttp2_frame *frame, cons
                            void *user)
 {
     struct mk_conn *c = user;
-    const struct mk_config *cfg = c->worker->cfg;
+    const struct mk_config *cfg = c->worker->use.cfg;
     struct mk_h2_stream *s;
 
     (void) ng;
@@ -1635,7 +1635,7 @@ static void mk_h2_callbacks_init(void)
 /* A new session for c, its SETTINGS queued: MK_OK or MK_ERR (no memory). */
 static int mk_h2_session_new(struct mk_conn *c)
 {
-    const struct mk_config *cfg = c->worker->cfg;
+    const struct mk_config *cfg = c->worker->use.cfg;
     struct mk_h2 *h = mk_calloc(1, sizeof(*h));
     nghttp2_option *opt;
     int rc;
@@ -2083,12 +2083,12 @@ static void mk_h2_after(struct mk_conn *c)
         /* streams wait (for the client, a plugin or their turn), or the preface does,
            or the final GOAWAY */
         if (c->timer != MK_TIMER_READ) {
-            mk_h2_timer_check(c, mk_h2_check_ms(w->cfg));
+            mk_h2_timer_check(c, mk_h2_check_ms(w->use.cfg));
         }
     }
     else if (h->progress || c->timer != MK_TIMER_IDLE) {
         /* idle: MK_H2_TRIM_MS first (mk_h2_expire trims), then the rest */
-        uint32_t timeout = w->cfg->h2_idle_timeout_ms;
+        uint32_t timeout = w->use.cfg->h2_idle_timeout_ms;
         h->trimmed = false;
         mk_conn_timer_idle(c, timeout < MK_H2_TRIM_MS ? timeout : MK_H2_TRIM_MS);
     }
@@ -2387,7 +2387,7 @@ static void mk_h2_on_writable(struct mk_conn *c)
  */
 static uint64_t mk_h2_stream_expire(struct mk_conn *c, struct mk_h2_stream *s, uint64_t now)
 {
-    const struct mk_config *cfg = c->worker->cfg;
+    const struct mk_config *cfg = c->worker->use.cfg;
     struct mk_request *r = s->r;
     uint64_t due;
 
@@ -2457,7 +2457,7 @@ static uint64_t mk_h2_stream_expire(struct mk_conn *c, struct mk_h2_stream *s, u
 static void mk_h2_expire(struct mk_conn *c)
 {
     struct mk_h2 *h = c->h2;
-    const struct mk_config *cfg = c->worker->cfg;
+    const struct mk_config *cfg = c->worker->use.cfg;
     uint64_t now = c->worker->now_ms, next = UINT64_MAX;
     bool reading = h->preface_left || h->in_block || h->upgraded;
     bool stalled = mk_h2_out_stalled(h);

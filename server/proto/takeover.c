@@ -15,7 +15,7 @@
  *         ──▶ ops->on_close once ──▶ closed (lingering after takeover_close)
  *
  * The connection holds the configuration of the request that asked for it
- * (mk_worker_cfg_hold) from api->takeover until on_close has returned: a
+ * (mk_config_use_hold) from api->takeover until on_close has returned: a
  * reload in between frees nothing the plugin's callbacks still use.
  *
  * It is a protocol like HTTP/1 (proto.h), with the connection-level
@@ -98,7 +98,7 @@ int mk_takeover_request(struct mk_request *r, const struct mk_takeover_ops *ops,
     /* The plugin's state (a Duda service, its routes) belongs to the
        request's configuration: a reload must not free it under the
        connection, which lives on after the request. */
-    up->cfg = mk_worker_cfg_hold(c->worker, r->cfg);
+    up->cfg = mk_config_use_hold(&c->worker->use, r->cfg);
     r->upgrade = up;
     r->status = 101;
     return MK_OK;
@@ -116,7 +116,7 @@ int mk_takeover_on_open(struct mk_request *r, void (*on_open)(struct mk_takeover
 void mk_takeover_cancel(struct mk_conn *c, const struct mk_upgrade *up)
 {
     up->ops->on_close(NULL, up->arg);
-    mk_worker_cfg_release(c->worker, up->cfg);
+    mk_config_use_release(&c->worker->use, up->cfg);
 }
 
 /* ---- output -------------------------------------------------------------- */
@@ -347,7 +347,7 @@ static void mk_takeover_release(struct mk_conn *c)
     }
     mk_free(t->early);
     t->ops->on_close(t, t->arg);
-    mk_worker_cfg_release(c->worker, t->cfg); /* after on_close: it may use the plugin's state */
+    mk_config_use_release(&c->worker->use, t->cfg); /* after on_close: it may use the plugin's state */
     mk_free(t);
 }
 

@@ -22,7 +22,7 @@ struct mk_upgrade {
     void *arg;
     uint32_t idle_ms;
     void (*on_open)(struct mk_takeover *t, void *arg); /* api->takeover_on_open, or NULL */
-    struct mk_config *cfg; /* the request's, held for the plugin (mk_worker_cfg_hold) */
+    struct mk_config *cfg; /* the request's, held for the plugin (mk_config_use_hold) */
 };
 
 /* The protocol of a taken-over connection (c->proto). */

@@ -25,7 +25,7 @@ int mk_body_stream_start(struct mk_request *r, size_t window, mk_body_cb cb, voi
     struct mk_body_stream *bs = &r->bs;
 
     if (!cb || bs->cb || !(r->flags & MK_REQ_ACTIVE) || (r->flags & MK_REQ_BODY_READ) ||
-        mk_worker_current() != r->conn->worker) {
+        mk_loop_worker() != r->conn->worker) {
         return MK_ERR;
     }
     bs->cb = cb;
@@ -59,7 +59,7 @@ int mk_body_stream_consume(struct mk_request *r, size_t n)
 {
     struct mk_body_stream *bs = &r->bs;
 
-    if (!bs->cb || mk_worker_current() != r->conn->worker) {
+    if (!bs->cb || mk_loop_worker() != r->conn->worker) {
         return MK_ERR;
     }
     bs->held -= n < bs->held ? n : bs->held;

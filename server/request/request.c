@@ -84,9 +84,9 @@ struct mk_request *mk_request_new(struct mk_conn *c)
     r->gen = ++w->next_gen;
     r->fd = -1;
     mk_arena_init(&r->arena, &w->pool);
-    r->cfg = w->cfg;
-    r->vhost = w->cfg->default_vhost; /* until the Host is known, for early errors */
-    w->cfg_users++;
+    r->cfg = w->use.cfg;
+    r->vhost = w->use.cfg->default_vhost; /* until the Host is known, for early errors */
+    w->use.users++;
     r->flags = MK_REQ_ACTIVE | MK_REQ_CFG_REF;
     r->status = 200;
     return r;
@@ -96,7 +96,7 @@ struct mk_request *mk_request_new(struct mk_conn *c)
 static void mk_request_cfg_drop(struct mk_worker *w, struct mk_request *r)
 {
     if (r->flags & MK_REQ_CFG_REF) {
-        mk_worker_cfg_release(w, r->cfg);
+        mk_config_use_release(&w->use, r->cfg);
         r->flags &= (uint16_t) ~MK_REQ_CFG_REF;
     }
 }

@@ -30,6 +30,27 @@
 #include "../../core/log.h"
 #include "../process/server.h"
 
+void mk_task_resume_post(struct mk_suspended *s)
+{
+    struct mk_worker *w = s->worker;
+    uint64_t one = 1;
+
+    if (mk_loop_worker() == w) {
+        /* From the worker itself (a plugin's loop callback): no wake-up to
+           send, the loop continues it after this batch of events. */
+        s->next = w->local_resumes;
+        w->local_resumes = s;
+        return;
+    }
+
+    pthread_mutex_lock(&w->msg_lock);
+    s->next = w->resumes;
+    w->resumes = s;
+    pthread_mutex_unlock(&w->msg_lock);
+    ssize_t ignored = write(w->ctl_ev.fd, &one, sizeof(one));
+    (void) ignored;
+}
+
 static struct mk_suspended *mk_task_of(struct mk_task_entry *e)
 {
     return mk_container_of(e, struct mk_suspended, task);
@@ -59,7 +80,7 @@ static void *mk_task_main(void *arg)
         pthread_mutex_lock(&pool->lock);
         mk_task_queue_done(&pool->queue, e);
         pthread_mutex_unlock(&pool->lock);
-        mk_worker_resume_post(s->worker, s);
+        mk_task_resume_post(s);
     }
 }
 
@@ -215,7 +236,7 @@ void mk_task_pool_stop(struct mk_server *srv)
     if (pool->n_threads > 0) {
         while ((e = mk_task_queue_pop(&pool->queue)) != NULL) {
             mk_task_queue_done(&pool->queue, e);
-            mk_worker_resume_post(mk_task_of(e)->worker, mk_task_of(e));
+            mk_task_resume_post(mk_task_of(e));
         }
         mk_task_queue_destroy(&pool->queue);
     }

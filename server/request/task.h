@@ -6,7 +6,7 @@
  * threads behind api->task() (task.c; the queue itself is task_queue.h).
  *
  * A suspension handle may travel to any thread; resuming it queues it for
- * the request's worker (mk_worker_resume_post), which alone touches the
+ * the request's worker (mk_task_resume_post), which alone touches the
  * request. The pool's fields are guarded by its lock while its threads
  * run; a task's place in the queue is read and written under that lock.
  */
@@ -70,6 +70,12 @@ int mk_task_submit(struct mk_server *srv, struct mk_request *r, struct mk_suspen
  * MK_OK; 503 (quietly: the caller answers otherwise) or MK_ERR as above.
  */
 int mk_task_submit_server(struct mk_server *srv, struct mk_request *r, struct mk_suspended *s);
+/*
+ * Queue handle s, resumed (api->resume) or its task done, for its
+ * request's worker, which runs its continuation (any thread; from the
+ * worker itself it is continued after the current batch of events).
+ */
+void mk_task_resume_post(struct mk_suspended *s);
 /* Take a task out of the queue if it has not started: true if it will not run. */
 bool mk_task_cancel(struct mk_server *srv, struct mk_suspended *s);
 /* Stop the threads after their current task; queued tasks are handed back unrun. */

@@ -42,72 +42,14 @@
 #define MK_WORKER_EVENTS 256   /* events per epoll_wait */
 #define MK_FREE_CONNS_MAX 1024 /* recycled connection structs kept per worker */
 #define MK_POOL_CACHED_MAX 256 /* 4 KiB chunks kept per worker (1 MiB) */
-#define MK_LINGER_MS 5000
-
-static __thread struct mk_worker *mk_tls_worker;
-
-struct mk_worker *mk_worker_current(void)
-{
-    return mk_tls_worker;
-}
 
 /* ---- configuration in use ------------------------------------------------ */
-
-void mk_worker_cfg_release(struct mk_worker *w, struct mk_config *cfg)
-{
-    struct mk_list *it;
-
-    if (cfg == w->cfg) {
-        w->cfg_users--;
-        return;
-    }
-    mk_list_foreach (it, &w->retired) {
-        struct mk_retired_cfg *rc = mk_list_entry(it, struct mk_retired_cfg, node);
-        if (rc->cfg != cfg) {
-            continue;
-        }
-        if (--rc->users == 0) {
-            mk_list_del(&rc->node);
-            mk_config_unref(rc->cfg);
-            mk_free(rc);
-        }
-        return;
-    }
-}
-
-struct mk_config *mk_worker_cfg_hold(struct mk_worker *w, struct mk_config *cfg)
-{
-    struct mk_list *it;
-
-    if (cfg == w->cfg) {
-        w->cfg_users++;
-        return cfg;
-    }
-    mk_list_foreach (it, &w->retired) {
-        struct mk_retired_cfg *rc = mk_list_entry(it, struct mk_retired_cfg, node);
-        if (rc->cfg == cfg) {
-            rc->users++;
-            return cfg;
-        }
-    }
-    return NULL; /* not in use on this worker: nothing holds it here */
-}
 
 static void mk_worker_head_lines(struct mk_worker *w);
 
 static void mk_worker_cfg_switch(struct mk_worker *w, struct mk_config *cfg)
 {
-    if (w->cfg_users > 0) {
-        struct mk_retired_cfg *rc = mk_alloc(sizeof(*rc));
-        rc->cfg = w->cfg;
-        rc->users = w->cfg_users;
-        mk_list_add_tail(&rc->node, &w->retired);
-    }
-    else {
-        mk_config_unref(w->cfg);
-    }
-    w->cfg = cfg;
-    w->cfg_users = 0;
+    mk_config_use_switch(&w->use, cfg);
     atomic_store_explicit(&w->cfg_serving, cfg, memory_order_release);
     mk_worker_head_lines(w);
     /* Index files, symlink policy or roots may have changed. */
@@ -116,47 +58,6 @@ static void mk_worker_cfg_switch(struct mk_worker *w, struct mk_config *cfg)
 }
 
 /* ---- timers -------------------------------------------------------------- */
-
-static uint32_t mk_timer_ms(const struct mk_worker *w, enum mk_timer_kind kind)
-{
-    switch (kind) {
-    case MK_TIMER_READ:
-        return w->cfg->timeout_ms;
-    case MK_TIMER_KEEPALIVE:
-        return w->cfg->keepalive_timeout_ms;
-    case MK_TIMER_SEND:
-        return w->cfg->send_timeout_ms;
-    case MK_TIMER_LINGER:
-        return MK_LINGER_MS;
-    default:
-        return 0;
-    }
-}
-
-/*
- * (Re)arm the connection's timer of `kind` for the duration the worker's
- * configuration gives it now; MK_TIMER_NONE disarms. A closed connection
- * stays disarmed (its struct is about to be recycled).
- */
-void mk_conn_timer_set(struct mk_conn *c, enum mk_timer_kind kind)
-{
-    struct mk_worker *w = c->worker;
-
-    if (kind == MK_TIMER_NONE || c->state == MK_CONN_CLOSED) {
-        mk_timer_disarm(&c->expiry);
-        c->timer = MK_TIMER_NONE;
-        return;
-    }
-    c->timer = (uint8_t) kind;
-    mk_timer_arm(&w->timers, &c->expiry, w->now_ms, mk_timer_ms(w, kind));
-}
-
-void mk_conn_next_turn(struct mk_conn *c)
-{
-    if (mk_list_is_empty(&c->turn) && c->state != MK_CONN_CLOSED) {
-        mk_list_add_tail(&c->turn, &c->worker->turns);
-    }
-}
 
 /* The connections that used up their turn in an earlier loop turn. */
 static void mk_worker_run_turns(struct mk_worker *w)
@@ -181,28 +82,6 @@ static void mk_worker_run_turns(struct mk_worker *w)
     }
 }
 
-void mk_conn_timer_idle(struct mk_conn *c, uint32_t ms)
-{
-    struct mk_worker *w = c->worker;
-
-    if (c->state == MK_CONN_CLOSED) {
-        return;
-    }
-    c->timer = MK_TIMER_IDLE;
-    mk_timer_arm(&w->timers, &c->expiry, w->now_ms, ms);
-}
-
-void mk_conn_timer_arm(struct mk_conn *c, enum mk_timer_kind kind, uint32_t ms)
-{
-    struct mk_worker *w = c->worker;
-
-    if (c->state == MK_CONN_CLOSED) {
-        return;
-    }
-    c->timer = (uint8_t) kind;
-    mk_timer_arm(&w->timers, &c->expiry, w->now_ms, ms);
-}
-
 /* Expiry of one connection: it always disarms or re-arms (later) its timer. */
 static void mk_worker_expire_cb(struct mk_timer *e, void *arg)
 {
@@ -220,10 +99,10 @@ static void mk_worker_expire(struct mk_worker *w)
 /* The Server and Date lines together, for the configuration in force. */
 static void mk_worker_head_lines(struct mk_worker *w)
 {
-    size_t n = w->cfg ? w->cfg->server_header_len : 0;
+    size_t n = w->use.cfg ? w->use.cfg->server_header_len : 0;
 
     if (n) {
-        memcpy(w->head_lines, w->cfg->server_header, n);
+        memcpy(w->head_lines, w->use.cfg->server_header, n);
     }
     memcpy(w->head_lines + n, w->date, w->date_len);
     w->head_lines_len = n + w->date_len;
@@ -256,7 +135,7 @@ static void mk_worker_clock(struct mk_worker *w)
 
 void mk_worker_bind(struct mk_worker *w)
 {
-    mk_tls_worker = w;
+    mk_loop_worker_set(w);
     if (w) {
         mk_worker_clock(w);
     }
@@ -424,7 +303,7 @@ static void mk_worker_begin_stop(struct mk_worker *w)
         return;
     }
     w->stopping = true;
-    w->stop_deadline = w->now_ms + w->cfg->graceful_timeout_ms;
+    w->stop_deadline = w->now_ms + w->use.cfg->graceful_timeout_ms;
     mk_listeners_close(&w->listeners, &w->loop, &w->dead_listeners);
     mk_timers_each(&w->timers, mk_worker_close_idle_cb, NULL);
 }
@@ -439,26 +318,6 @@ static void mk_worker_close_all(struct mk_worker *w)
 }
 
 /* ---- resumed requests ---------------------------------------------------- */
-
-void mk_worker_resume_post(struct mk_worker *w, struct mk_suspended *s)
-{
-    uint64_t one = 1;
-
-    if (mk_tls_worker == w) {
-        /* From the worker itself (a plugin's loop callback): no wake-up to
-           send, the loop continues it after this batch of events. */
-        s->next = w->local_resumes;
-        w->local_resumes = s;
-        return;
-    }
-
-    pthread_mutex_lock(&w->msg_lock);
-    s->next = w->resumes;
-    w->resumes = s;
-    pthread_mutex_unlock(&w->msg_lock);
-    ssize_t ignored = write(w->ctl_ev.fd, &one, sizeof(one));
-    (void) ignored;
-}
 
 /* A list, newest first, turned oldest first. */
 static struct mk_suspended *mk_worker_fifo(struct mk_suspended *list)
@@ -665,14 +524,13 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
     memset(w, 0, sizeof(*w));
     w->id = id;
     w->server = srv;
-    w->cfg = mk_config_ref(srv->cfg);
-    atomic_init(&w->cfg_serving, w->cfg);
+    mk_config_use_init(&w->use, mk_config_ref(srv->cfg));
+    atomic_init(&w->cfg_serving, w->use.cfg);
 #ifdef MK_HAVE_FAIR
     w->handoff[0] = w->handoff[1] = -1;
     w->handoff_ev.fd = -1;
 #endif
     w->accept.reserve = -1;
-    mk_list_init(&w->retired);
     mk_list_init(&w->listeners);
     mk_list_init(&w->dead_listeners);
     mk_list_init(&w->closing);
@@ -746,7 +604,7 @@ static void *mk_worker_main(void *arg)
     struct mk_worker *w = arg;
     struct mk_plugin_set *ps = &w->server->plugins;
 
-    mk_tls_worker = w;
+    mk_loop_worker_set(w);
     mk_log_bind(&w->server->log);
     mk_worker_clock(w);
     mk_worker_take_listeners(w);
@@ -803,7 +661,7 @@ static void *mk_worker_main(void *arg)
         ssize_t ignored = write(w->server->stop_efd, &one, sizeof(one));
         (void) ignored;
     }
-    mk_tls_worker = NULL;
+    mk_loop_worker_set(NULL);
     return NULL;
 }
 
@@ -841,16 +699,7 @@ void mk_worker_teardown(struct mk_worker *w)
         mk_config_unref(w->msg_cfg);
     }
     mk_listen_plan_free(w->msg_plan, w->msg_plan_len);
-    while (!mk_list_is_empty(&w->retired)) {
-        struct mk_retired_cfg *rc = mk_list_entry(w->retired.next, struct mk_retired_cfg, node);
-        mk_list_del(&rc->node);
-        mk_config_unref(rc->cfg);
-        mk_free(rc);
-    }
-    if (w->cfg) {
-        mk_config_unref(w->cfg);
-        w->cfg = NULL;
-    }
+    mk_config_use_destroy(&w->use);
     if (w->ctl_ev.fd >= 0) {
         close(w->ctl_ev.fd);
     }

@@ -26,6 +26,7 @@
 #include "../../core/list.h"
 #include "../../core/memory.h"
 #include "../../core/timer.h"
+#include "../config/config_use.h"
 #ifdef MK_HAVE_COMPRESS
 #include "../static/compress_cache.h"
 #endif
@@ -44,22 +45,14 @@ struct mk_worker_call;
 #define MK_WCTL_STOP 0x2u   /* graceful stop */
 #define MK_WCTL_HALT 0x4u   /* stop now */
 
-struct mk_retired_cfg {
-    struct mk_config *cfg;
-    unsigned users;
-    struct mk_list node;
-};
-
 struct mk_worker {
     int id;
     pthread_t thread;
     struct mk_server *server;
     struct mk_event_loop loop;
-    int batch_n;           /* events of the batch being dispatched (0 outside the loop) */
-    struct mk_list turns;  /* connections waiting for their next turn (mk_conn_next_turn) */
-    struct mk_config *cfg; /* current; the worker holds one reference */
-    unsigned cfg_users;    /* requests in flight on cfg */
-    struct mk_list retired;
+    int batch_n;              /* events of the batch being dispatched (0 outside the loop) */
+    struct mk_list turns;     /* connections waiting for their next turn (mk_conn_next_turn) */
+    struct mk_config_use use; /* use.cfg: the configuration in force here */
 
     /* control channel */
     struct mk_event ctl_ev;
@@ -148,7 +141,6 @@ bool mk_worker_wait_config(struct mk_worker *w, const struct mk_config *cfg, int
 void mk_worker_post(struct mk_worker *w, unsigned flags, struct mk_config *cfg,
                     struct mk_listen_plan *plan, size_t plan_len);
 void mk_worker_teardown(struct mk_worker *w);
-struct mk_worker *mk_worker_current(void);
 /*
  * Make the calling thread act as worker w (NULL: as none) and read its
  * clocks, without running its loop: for driving a worker step by step
@@ -159,21 +151,9 @@ void mk_worker_bind(struct mk_worker *w);
 void mk_worker_recycle(struct mk_worker *w);
 void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa, socklen_t len,
                          const struct mk_transport *transport, const char *options);
-/* Queue a resumed request for its worker (any thread). */
-void mk_worker_resume_post(struct mk_worker *w, struct mk_suspended *s);
 /* Give every queued resume a NULL request (the worker is gone). */
 void mk_worker_resume_drain(struct mk_worker *w);
 /* Queue fn(arg) to run on the worker (any thread). MK_ERR: no such worker. */
 int mk_worker_call(struct mk_server *srv, int worker, void (*fn)(void *arg), void *arg);
-/* A user of cfg on w is done with it (a request, a taken-over connection). */
-void mk_worker_cfg_release(struct mk_worker *w, struct mk_config *cfg);
-/*
- * One more user of cfg, a configuration in use on w (its current one, or
- * one retired while requests still use it): for what outlives the request
- * that started it on cfg (a taken-over connection). Returns cfg, or NULL
- * when w does not use cfg; give it back with mk_worker_cfg_release (NULL
- * is ignored there). On w's thread.
- */
-struct mk_config *mk_worker_cfg_hold(struct mk_worker *w, struct mk_config *cfg);
 
 #endif

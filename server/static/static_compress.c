@@ -372,12 +372,12 @@ static int mk_zjob_done(struct mk_request *r, void *arg)
     bool ok = j->ran && j->result == MK_OK;
 
     mk_zcache_settle(&w->zcache, z, ok ? j->out : NULL, j->out_len,
-                     j->ran && j->result == MK_DECLINED, w->cfg->compress_cache);
+                     j->ran && j->result == MK_DECLINED, w->use.cfg->compress_cache);
     for (struct mk_suspended *s = z->waiters, *next; s; s = next) {
         next = s->next;
         s->cb = mk_zjob_waited;
         s->arg = NULL;
-        mk_worker_resume_post(w, s);
+        mk_task_resume_post(s);
     }
     z->waiters = NULL;
     mk_file_release(j->f);
