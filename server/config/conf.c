@@ -711,6 +711,14 @@ struct mk_writer {
     int n_groups;
 };
 
+/* This process is the child of a supervisor (mk_config_supervised_set). */
+static bool mk_config_supervised;
+
+void mk_config_supervised_set(bool supervised)
+{
+    mk_config_supervised = supervised;
+}
+
 /*
  * The identity that writes the PidFile of `cfg`: a server started as root
  * with a User writes it after switching (see mk_server_start); a supervisor
@@ -720,7 +728,7 @@ struct mk_writer {
 static void mk_writer_for_pidfile(const struct mk_config *cfg, struct mk_writer *w)
 {
 #ifdef MK_HAVE_SUPERVISOR
-    bool switches = cfg->user && geteuid() == 0 && !cfg->supervisor && !mk_supervised();
+    bool switches = cfg->user && geteuid() == 0 && !cfg->supervisor && !mk_config_supervised;
 #else
     bool switches = cfg->user && geteuid() == 0;
 #endif

@@ -249,6 +249,13 @@ void mk_config_force_workers(struct mk_config *cfg, int workers);
 const char *mk_config_value(const struct mk_config *cfg, const char *key, unsigned i);
 
 /*
+ * Whether this process is the child of a supervisor, which writes the
+ * PidFile as the identity it was started with (the checks of
+ * mk_config_check_files follow it). Set once at start (supervisor.c).
+ */
+void mk_config_supervised_set(bool supervised);
+
+/*
  * Check the files a start of `cfg` writes, which loading leaves alone since
  * the answer depends on who runs the server and on what already runs: the
  * Log file can be created or appended to by this process, unless `running`

@@ -218,6 +218,13 @@ void mk_conn_reload(struct mk_conn *c)
 
 /* ---- starting ------------------------------------------------------------ */
 
+static const struct mk_proto_set *mk_conn_protos;
+
+void mk_conn_protocols(const struct mk_proto_set *set)
+{
+    mk_conn_protos = set;
+}
+
 /* The protocol the handshake chose (ALPN); none chosen: HTTP/1.1. */
 static int mk_conn_choose_proto(struct mk_conn *c)
 {
@@ -228,7 +235,7 @@ static int mk_conn_choose_proto(struct mk_conn *c)
     if (!name) {
         return MK_OK;
     }
-    p = mk_proto_find(name, len);
+    p = mk_conn_protos->find(name, len);
     if (!p) {
         mk_debug("transport %s negotiated the protocol '%.*s', which this server does not speak",
                  c->transport->name, (int) len, name);
@@ -265,7 +272,7 @@ void mk_conn_start(struct mk_conn *c)
     struct mk_plugin_set *ps = &w->server->plugins;
 
     c->state = MK_CONN_READ_HEAD;
-    c->proto = &mk_proto_h1;
+    c->proto = mk_conn_protos->first;
 #ifdef MK_HAVE_H2
     if (c->transport == &mk_transport_plain && c->listen_options &&
         strcmp(c->listen_options, "h2c") == 0) {
@@ -305,7 +312,7 @@ void mk_conn_refuse(struct mk_conn *c)
 
     c->flags |= MK_CONN_REFUSED;
     c->state = MK_CONN_READ_HEAD;
-    c->proto = &mk_proto_h1;
+    c->proto = mk_conn_protos->first;
     /* A transport with a handshake (TLS) cannot answer without its state. */
     if (c->transport != &mk_transport_plain ||
         mk_event_add(&c->worker->loop, &c->ev, fd, MK_EV_READ, mk_conn_on_event) != MK_OK) {
@@ -313,7 +320,7 @@ void mk_conn_refuse(struct mk_conn *c)
         mk_conn_close(c);
         return;
     }
-    mk_h1_send_raw(c, 503);
+    mk_conn_protos->refuse(c, 503);
     mk_conn_linger(c);
 }
 

@@ -101,6 +101,21 @@ struct mk_conn {
 #endif
 };
 
+/*
+ * The protocols, as the protocol layer gives them to the connections at
+ * start (mk_conn_protocols; proto/proto.c): conn.c calls up only through
+ * this table and the connection's c->proto.
+ */
+struct mk_proto_set {
+    const struct mk_proto *first; /* what a new connection speaks (HTTP/1) */
+    /* The protocol a handshake negotiated by ALPN name, or NULL: not spoken. */
+    const struct mk_proto *(*find)(const char *name, size_t len);
+    /* Answer `status` on a connection refused before any protocol ran. */
+    void (*refuse)(struct mk_conn *c, int status);
+};
+/* Give the connections their protocols; once, before the first one starts. */
+void mk_conn_protocols(const struct mk_proto_set *set);
+
 /* worker.c: the connection's timer, in its worker's timer queues */
 void mk_conn_timer_set(struct mk_conn *c, enum mk_timer_kind kind);
 /* Arm the connection's MK_TIMER_IDLE for `ms` milliseconds. */

@@ -15,39 +15,7 @@
 #include <sys/socket.h>
 
 #include "../../core/memory.h"
-#include "../proto/h2.h"
 #include "transport.h"
-
-/*
- * The protocols a connection can speak, by ALPN name. "h2" is here when
- * HTTP/2 is built in (MK_H2); without it protocol_known("h2") tells a
- * transport not to offer it.
- */
-static const struct {
-    const char *name;
-    const struct mk_proto *proto;
-} mk_protos[] = {
-    {"http/1.1", &mk_proto_h1},
-    {"http/1.0", &mk_proto_h1},
-#ifdef MK_HAVE_H2
-    {"h2", &mk_proto_h2},
-#endif
-};
-
-const struct mk_proto *mk_proto_find(const char *name, size_t len)
-{
-    for (size_t i = 0; i < sizeof(mk_protos) / sizeof(mk_protos[0]); i++) {
-        if (strlen(mk_protos[i].name) == len && memcmp(mk_protos[i].name, name, len) == 0) {
-            return mk_protos[i].proto;
-        }
-    }
-    return NULL;
-}
-
-int mk_proto_known(const char *name, size_t len)
-{
-    return name && mk_proto_find(name, len) != NULL;
-}
 
 /* The bytes of struct mk_transport a plugin built for ABI 3.<minor> has. */
 static size_t mk_transport_size(unsigned minor)

@@ -84,9 +84,6 @@ static inline size_t mk_conn_pending(struct mk_conn *c)
     return c->transport->pending ? c->transport->pending(c) : 0;
 }
 
-/* The protocol named `name` (an ALPN name), or NULL when not spoken. */
-const struct mk_proto *mk_proto_find(const char *name, size_t len);
-
 /*
  * The transport of `p` as this server reads it, for mk_plugin_set: a copy
  * in which the fields of a newer ABI minor than the plugin's are NULL
@@ -108,6 +105,5 @@ const char *mk_conn_transport_var(struct mk_conn *c, const char *name, size_t *l
 int mk_conn_local_addr(const struct mk_conn *c, struct sockaddr_storage *out, socklen_t *len);
 void mk_conn_io_want(struct mk_conn *c, unsigned dir);
 const char *mk_conn_listen_options(const struct mk_conn *c);
-int mk_proto_known(const char *name, size_t len);
 
 #endif

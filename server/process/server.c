@@ -47,6 +47,8 @@
 struct mk_server *mk_server_create(void)
 {
     struct mk_server *srv = mk_calloc(1, sizeof(*srv));
+
+    mk_conn_protocols(&mk_protocols); /* the same table for every server of the process */
     srv->stop_efd = -1;
     srv->cmd_efd = -1;
 #ifdef MK_HAVE_FAIR

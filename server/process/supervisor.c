@@ -121,6 +121,7 @@ bool mk_supervisor_child_init(const char *argv0)
     unsetenv(MK_SUPERVISOR_ENV_PID);
     unsetenv(MK_SUPERVISOR_ENV_RESTARTS);
     unsetenv(MK_SUPERVISOR_ENV_CRASH);
+    mk_config_supervised_set(mk_supervisor_child); /* its PidFile is the supervisor's */
     if (mk_supervisor_child && argv0) {
         /* Run as /proc/self/exe, the process would be called "exe" in ps. */
         const char *slash = strrchr(argv0, '/');
