@@ -216,3 +216,11 @@ void mk_arena_reset(struct mk_arena *arena)
     arena->pos = NULL;
     arena->end = NULL;
 }
+
+void mk_strv_free(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        mk_free(v[i]);
+    }
+    mk_free(v);
+}

@@ -88,4 +88,7 @@ char *mk_arena_strndup(struct mk_arena *arena, const char *s, size_t len);
 /* Release every block; the arena stays usable. */
 void mk_arena_reset(struct mk_arena *arena);
 
+/* Free the n strings of v (mk_strdup'ed), then v. */
+void mk_strv_free(char **v, size_t n);
+
 #endif

@@ -32,6 +32,7 @@
 #include <monkey/mk_plugin.h>
 
 #include "../../core/memory.h"
+#include "../../core/fs.h"
 #include "../../core/schema.h"
 #include "../proto/h2.h"
 #include "../http/path.h"
@@ -41,26 +42,6 @@
 /* ---- helpers ------------------------------------------------------------- */
 
 #define ERR(conf, line, ...) mk_conf_error((conf), (line), err, errlen, __VA_ARGS__)
-
-/* `path` made absolute against `base` (a directory); caller frees. */
-char *mk_path_join(const char *base, const char *path)
-{
-    if (path[0] == '/' || !base) {
-        return mk_strdup(path);
-    }
-    size_t n = strlen(base) + strlen(path) + 2;
-    char *out = mk_alloc(n);
-    snprintf(out, n, "%s/%s", base, path);
-    return out;
-}
-
-void mk_strv_free(char **v, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        mk_free(v[i]);
-    }
-    mk_free(v);
-}
 
 /* ---- keys ---------------------------------------------------------------- */
 
@@ -234,7 +215,7 @@ static int mk_set_log(void *obj, const struct mk_conf_key *k, const char *value,
     (void) reason;
     (void) len;
     mk_free(cfg->log_path);
-    cfg->log_path = strcmp(value, "stderr") == 0 ? NULL : mk_path_join(origin->confdir, value);
+    cfg->log_path = strcmp(value, "stderr") == 0 ? NULL : mk_fs_path_join(origin->confdir, value);
     return MK_OK;
 }
 
@@ -523,7 +504,7 @@ static bool mk_apply_server(struct mk_config *cfg, const struct mk_conf *conf,
 
 static bool mk_load_plugin_list(struct mk_config *cfg, char *err, size_t errlen)
 {
-    char *path = mk_path_join(cfg->confdir, "plugins.load");
+    char *path = mk_fs_path_join(cfg->confdir, "plugins.load");
     struct mk_conf *conf;
     struct mk_list *it, *eit;
 
@@ -551,7 +532,7 @@ static bool mk_load_plugin_list(struct mk_config *cfg, char *err, size_t errlen)
                 return false;
             }
             bool is_path = strchr(e->value, '/') || strstr(e->value, ".so");
-            char *v = is_path ? mk_path_join(cfg->confdir, e->value) : mk_strdup(e->value);
+            char *v = is_path ? mk_fs_path_join(cfg->confdir, e->value) : mk_strdup(e->value);
             for (size_t i = 0; i < cfg->n_plugins; i++) {
                 if (strcmp(cfg->plugins[i].spec, v) == 0) {
                     ERR(conf, e->line, "plugin '%s' is loaded twice", e->value);
@@ -601,7 +582,7 @@ struct mk_config *mk_config_load(const char *confdir, const struct mk_config_ove
     }
     cfg->confdir = mk_strdup(resolved);
 
-    path = mk_path_join(cfg->confdir, "monkey.conf");
+    path = mk_fs_path_join(cfg->confdir, "monkey.conf");
     conf = mk_conf_load(path, err, errlen);
     mk_free(path);
     if (!conf) {
@@ -626,7 +607,7 @@ struct mk_config *mk_config_load(const char *confdir, const struct mk_config_ove
     mk_conf_free(conf);
     conf = NULL;
 
-    path = mk_path_join(cfg->confdir, "monkey.mime");
+    path = mk_fs_path_join(cfg->confdir, "monkey.mime");
     if (access(path, F_OK) == 0) {
         struct mk_conf *mc = mk_conf_load(path, err, errlen);
         if (mc) {

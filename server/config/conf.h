@@ -269,10 +269,11 @@ int mk_config_check_files(const struct mk_config *cfg, const struct mk_config *r
 
 /* ---- between conf.c and conf_site.c (not for other files) ------------------ */
 
-/* `path` made absolute against `base` (a directory); caller frees. */
-char *mk_path_join(const char *base, const char *path);
-/* Free the n strings of v, then v. */
-void mk_strv_free(char **v, size_t n);
+/*
+ * Open `rel` (relative to the site's document root, normalised) beneath the
+ * document root, by the site's rules for symbolic links (core/fs.h).
+ */
+int mk_vhost_open(const struct mk_vhost *vh, const char *rel, int flags);
 /* A site with no keys set yet, for site file `file` (copied). */
 struct mk_vhost *mk_vhost_new(const char *file);
 /*

@@ -25,6 +25,7 @@
 #include <monkey/mk_plugin.h>
 
 #include "../../core/memory.h"
+#include "../../core/fs.h"
 #include "../../core/schema.h"
 #include "../http/path.h"
 #include "../process/server.h"
@@ -177,7 +178,7 @@ static bool mk_vhost_error_page_stat(const struct mk_vhost *vh, const char *norm
                                      const struct mk_conf *conf, const struct mk_conf_entry *e,
                                      char *err, size_t errlen)
 {
-    int fd = mk_static_open(vh, norm + 1, O_RDONLY);
+    int fd = mk_vhost_open(vh, norm + 1, O_RDONLY);
 
     if (fd < 0) {
         if (errno == ELOOP || errno == EXDEV) {
@@ -197,7 +198,7 @@ static bool mk_vhost_error_page_stat(const struct mk_vhost *vh, const char *norm
         return ERR(conf, e->line, "error page '%s': not a regular file", e->value);
     }
     if (vh->symlinks) {
-        char *full = mk_path_join(vh->docroot, norm + 1), real[PATH_MAX];
+        char *full = mk_fs_path_join(vh->docroot, norm + 1), real[PATH_MAX];
         size_t n = strlen(vh->docroot);
         bool inside = realpath(full, real) &&
                       (strncmp(real, vh->docroot, n) == 0 && (real[n] == '/' || n == 1));
@@ -500,7 +501,7 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
     if (!mk_static_compress_site_finish(&vh->compress, conf, err, errlen)) {
         goto fail;
     }
-    char *abs = mk_path_join(cfg->confdir, docroot);
+    char *abs = mk_fs_path_join(cfg->confdir, docroot);
     bool ok = mk_vhost_set_docroot(vh, conf, docroot_line, abs, err, errlen);
     mk_free(abs);
     if (!ok) {
@@ -536,7 +537,7 @@ static int mk_name_cmp(const void *a, const void *b)
 
 bool mk_load_sites(struct mk_config *cfg, char *err, size_t errlen)
 {
-    char *dir = mk_path_join(cfg->confdir, "sites");
+    char *dir = mk_fs_path_join(cfg->confdir, "sites");
     DIR *d = opendir(dir);
     struct dirent *de;
     char **names = NULL;
@@ -561,7 +562,7 @@ bool mk_load_sites(struct mk_config *cfg, char *err, size_t errlen)
     }
 
     for (size_t i = 0; i < n && ok; i++) {
-        char *path = mk_path_join(dir, names[i]);
+        char *path = mk_fs_path_join(dir, names[i]);
         struct stat st;
         if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
             mk_free(path);
@@ -618,4 +619,9 @@ struct mk_vhost *mk_vhost_lookup(const struct mk_config *cfg, const char *host, 
         }
     }
     return cfg->default_vhost;
+}
+
+int mk_vhost_open(const struct mk_vhost *vh, const char *rel, int flags)
+{
+    return mk_fs_open_beneath(vh->docroot_fd, rel, flags, vh->symlinks);
 }

@@ -29,6 +29,7 @@
 #endif
 
 #include "../../core/log.h"
+#include "../../core/fs.h"
 #include "../../core/schema.h"
 #ifdef MK_HAVE_LIBMONKEY
 #include "lib.h"
@@ -400,7 +401,7 @@ static int mk_api_open_beneath(const struct mk_request *r, const char *rel, int 
         errno = ENOENT;
         return -1;
     }
-    return mk_static_open(r->vhost, rel[0] ? rel : ".", flags);
+    return mk_vhost_open(r->vhost, rel[0] ? rel : ".", flags);
 }
 
 static const char *mk_api_index_file(const struct mk_request *r, unsigned i)

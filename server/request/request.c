@@ -344,7 +344,7 @@ static bool mk_request_fallback(struct mk_request *r)
         return false;
     }
     int fd =
-        mk_static_open(vh, r->path_len > 1 ? r->path + 1 : ".", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        mk_vhost_open(vh, r->path_len > 1 ? r->path + 1 : ".", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd >= 0) {
         close(fd);
         return false;

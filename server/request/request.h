@@ -327,6 +327,5 @@ int mk_static_serve(struct mk_request *r);
  * answers a path ending in '/' with 403 or 404.
  */
 int mk_static_index(struct mk_request *r);
-int mk_static_open(const struct mk_vhost *vh, const char *rel, int flags);
 
 #endif

@@ -4,12 +4,10 @@
  *
  * static.c: the built-in content handler for files.
  *
- * Files are opened relative to the site's document root descriptor with
- * openat2(RESOLVE_BENEATH), after the path was decoded and normalised once
- * (path.c): nothing outside the document root can be reached, and symbolic
- * links are refused unless the site allows them (then they are followed
- * wherever they lead, which is what allowing them means). On kernels without
- * openat2 the path is walked one component at a time with O_NOFOLLOW.
+ * Files are opened beneath the site's document root (mk_vhost_open, with
+ * core/fs.c's openat2(RESOLVE_BENEATH)), after the path was decoded and
+ * normalised once (path.c): nothing outside the document root can be
+ * reached, and symbolic links are refused unless the site allows them.
  *
  * Each file is opened and fstat'ed once; the descriptor then carries the
  * body (sendfile) so a file replaced mid-request is served consistently.
@@ -27,6 +25,7 @@
 #include <monkey/mk_util.h>
 
 #include "../../core/clock.h"
+#include "../../core/fs.h"
 #ifdef MK_HAVE_COMPRESS
 #include "compress_cache.h"
 #endif
@@ -42,94 +41,6 @@
 #include "static_ranges.h"
 #include "static_variant.h"
 #include "../runtime/worker.h"
-
-/* openat2(2) may be missing from the C library's headers (musl). */
-#if __has_include(<linux/openat2.h>)
-#include <linux/openat2.h>
-#else
-struct open_how {
-    uint64_t flags;
-    uint64_t mode;
-    uint64_t resolve;
-};
-#define RESOLVE_NO_MAGICLINKS 0x02
-#define RESOLVE_NO_SYMLINKS 0x04
-#define RESOLVE_BENEATH 0x08
-#endif
-#ifndef SYS_openat2
-#define SYS_openat2 437
-#endif
-
-static atomic_int mk_have_openat2 = 1;
-
-/* Open `rel` (no leading '/', no dot segments) without following symlinks. */
-static int mk_open_walk(int dirfd, const char *rel, int flags)
-{
-    char buf[PATH_MAX];
-    size_t len = strlen(rel);
-    int cur = dirfd;
-
-    if (len >= sizeof(buf)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(buf, rel, len + 1);
-    char *comp = buf;
-    for (char *slash; (slash = strchr(comp, '/')) != NULL; comp = slash + 1) {
-        *slash = '\0';
-        int next = openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        int saved = errno;
-        struct stat st;
-        /* A link to a directory fails with ENOTDIR here: refuse it as
-           openat2(RESOLVE_NO_SYMLINKS) does, with ELOOP. */
-        if (next < 0 && saved == ENOTDIR && fstatat(cur, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-            S_ISLNK(st.st_mode)) {
-            saved = ELOOP;
-        }
-        if (cur != dirfd) {
-            close(cur);
-        }
-        if (next < 0) {
-            errno = saved;
-            return -1;
-        }
-        cur = next;
-    }
-    /* "dir/" ends with an empty name: the directory itself. */
-    int fd = openat(cur, *comp ? comp : ".", flags | O_NOFOLLOW);
-    int saved = errno;
-    if (cur != dirfd) {
-        close(cur);
-    }
-    errno = saved;
-    return fd;
-}
-
-/* Open `rel` beneath `dirfd`; -1 with errno on failure (ELOOP/EXDEV: refused link). */
-static int mk_open_beneath(int dirfd, const char *rel, int flags, bool symlinks)
-{
-    flags |= O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
-    if (symlinks) {
-        return openat(dirfd, rel, flags);
-    }
-    if (atomic_load_explicit(&mk_have_openat2, memory_order_relaxed)) {
-        struct open_how how = {
-            .flags = (uint64_t) flags,
-            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-        };
-        int fd = (int) syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
-        if (fd >= 0 || errno != ENOSYS) {
-            return fd;
-        }
-        atomic_store(&mk_have_openat2, 0);
-    }
-    return mk_open_walk(dirfd, rel, flags);
-}
-
-int mk_static_open(const struct mk_vhost *vh, const char *rel, int flags)
-{
-    return mk_open_beneath(vh->docroot_fd, rel, flags, vh->symlinks);
-}
 
 static int mk_errno_status(int err)
 {
@@ -335,7 +246,7 @@ int mk_static_index(struct mk_request *r)
         name_len = f->type_len;
     }
     else {
-        int dirfd = mk_static_open(vh, r->path_len > 1 ? r->path + 1 : ".", O_RDONLY | O_DIRECTORY);
+        int dirfd = mk_vhost_open(vh, r->path_len > 1 ? r->path + 1 : ".", O_RDONLY | O_DIRECTORY);
         if (dirfd < 0) {
             return MK_DECLINED;
         }
@@ -343,7 +254,7 @@ int mk_static_index(struct mk_request *r)
         char *const *index = mk_vhost_index_files(vh, r->cfg, &n_index);
         for (size_t i = 0; i < n_index && !name; i++) {
             struct stat st;
-            int fd = mk_open_beneath(dirfd, index[i], O_RDONLY, vh->symlinks);
+            int fd = mk_fs_open_beneath(dirfd, index[i], O_RDONLY, vh->symlinks);
             if (fd < 0) {
                 continue;
             }
@@ -401,7 +312,7 @@ static int mk_static_lookup(struct mk_request *r, struct mk_file **out)
         *out = f;
         return MK_OK;
     }
-    fd = mk_static_open(vh, r->path_len > 1 ? r->path + 1 : ".", O_RDONLY);
+    fd = mk_vhost_open(vh, r->path_len > 1 ? r->path + 1 : ".", O_RDONLY);
     if (fd < 0) {
         return mk_errno_status(errno);
     }
