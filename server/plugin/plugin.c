@@ -35,6 +35,7 @@
 #include "lib.h"
 #endif
 #include "../http/path.h"
+#include "../static/static.h"
 #include "../process/server.h"
 #include "../process/supervisor.h"
 #include "../proto/takeover.h"
@@ -751,52 +752,15 @@ static int mk_api_ctx_set(struct mk_request *r, const struct mk_plugin *p, void 
                           void (*cleanup)(void *ctx))
 {
     const struct mk_plugin_set *ps = &r->conn->worker->server->plugins;
-    size_t i = mk_plugin_index(ps, p);
 
-    if (i == ps->count) {
-        return MK_ERR;
-    }
-    if (!r->ctx) {
-        r->ctx = mk_arena_alloc(&r->arena, ps->count * sizeof(*r->ctx));
-        if (!r->ctx) {
-            return MK_ERR;
-        }
-        memset(r->ctx, 0, ps->count * sizeof(*r->ctx));
-    }
-    r->ctx[i].ctx = ctx;
-    r->ctx[i].cleanup = cleanup;
-    return MK_OK;
+    return mk_request_ctx_set(r, mk_plugin_index(ps, p), ctx, cleanup);
 }
 
 static void *mk_api_ctx_get(const struct mk_request *r, const struct mk_plugin *p)
 {
     const struct mk_plugin_set *ps = &r->conn->worker->server->plugins;
-    size_t i;
 
-    if (!r->ctx || (i = mk_plugin_index(ps, p)) == ps->count) {
-        return NULL;
-    }
-    return r->ctx[i].ctx;
-}
-
-void mk_plugins_ctx_clear(struct mk_request *r)
-{
-    struct mk_req_ctx *slots = r->ctx;
-    size_t n = r->conn->worker->server->plugins.count;
-
-    if (!slots) {
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        /* Empty the slot first: a cleanup that looks at it finds nothing. */
-        struct mk_req_ctx slot = slots[i];
-        slots[i].ctx = NULL;
-        slots[i].cleanup = NULL;
-        if (slot.cleanup && slot.ctx) {
-            slot.cleanup(slot.ctx);
-        }
-    }
-    r->ctx = NULL; /* its memory goes with the arena */
+    return mk_request_ctx_get(r, mk_plugin_index(ps, p));
 }
 
 static time_t mk_api_now(void)
@@ -849,51 +813,6 @@ static int mk_api_route_add(const struct mk_site *site, uint32_t methods, const 
 static const char *mk_api_route_param(const struct mk_request *r, const char *name, size_t *len)
 {
     return mk_route_param(&r->route, r->path, name, len);
-}
-/* A note of a request (api->note_set), in its arena. */
-struct mk_note {
-    struct mk_note *next;
-    size_t name_len, value_len;
-    char text[]; /* name, NUL, value, NUL */
-};
-
-/*
- * Set note `name` of r (both copied into the request's memory); a later
- * note of the same name hides an earlier one. MK_ERR when memory is short
- * or name is empty.
- */
-static int mk_api_note_set(struct mk_request *r, const char *name, const char *value)
-{
-    size_t nlen = strlen(name), vlen = strlen(value);
-    if (!r || nlen == 0) {
-        return MK_ERR;
-    }
-    struct mk_note *n = mk_arena_alloc(&r->arena, sizeof(*n) + nlen + vlen + 2);
-    if (!n) {
-        return MK_ERR;
-    }
-    n->name_len = nlen;
-    n->value_len = vlen;
-    memcpy(n->text, name, nlen + 1);
-    memcpy(n->text + nlen + 1, value, vlen + 1);
-    n->next = r->notes;
-    r->notes = n;
-    return MK_OK;
-}
-
-/* The value of note `name` of r (NUL terminated, *len set), NULL when none. */
-static const char *mk_api_note(const struct mk_request *r, const char *name, size_t *len)
-{
-    size_t nlen = strlen(name);
-    for (const struct mk_note *n = r ? r->notes : NULL; n; n = n->next) {
-        if (n->name_len == nlen && memcmp(n->text, name, nlen) == 0) {
-            if (len) {
-                *len = n->value_len;
-            }
-            return n->text + nlen + 1;
-        }
-    }
-    return NULL;
 }
 
 /*
@@ -1081,17 +1000,17 @@ const struct mk_api mk_plugin_api = {
     .conn_local_addr = mk_conn_local_addr,
     .conn_listen_options = mk_conn_listen_options,
     .protocol_known = mk_proto_known,
-    .takeover = mk_takeover_request,
+    .takeover = mk_upgrade_request,
     .takeover_write = mk_takeover_write,
     .takeover_close = mk_takeover_close,
     .takeover_conn = mk_takeover_conn,
     .site_lookup = mk_api_site_lookup,
     .conn_transport_var = mk_conn_transport_var,
     .stream_abort = mk_api_stream_abort,
-    .note_set = mk_api_note_set,
-    .note = mk_api_note,
+    .note_set = mk_request_note_set,
+    .note = mk_request_note,
     .site_sections = mk_api_site_sections,
-    .takeover_on_open = mk_takeover_on_open,
+    .takeover_on_open = mk_upgrade_on_open,
     .supervisor_stats = mk_supervisor_stats_get,
     .error_log = mk_api_error_log,
     .serve_file = mk_api_serve_file,

@@ -85,8 +85,6 @@ void mk_plugins_unload(struct mk_plugin_set *set);
 void mk_plugins_bind(struct mk_server *srv);
 /* The server the calling thread acts for (see mk_plugins_bind), or NULL. */
 struct mk_server *mk_plugins_server(void);
-/* Run the cleanups of r's context slots and clear them (request end). */
-void mk_plugins_ctx_clear(struct mk_request *r);
 const struct mk_transport *mk_plugins_transport(const struct mk_plugin_set *set, const char *name);
 extern const struct mk_api mk_plugin_api;
 

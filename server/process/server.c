@@ -31,6 +31,7 @@
 #include "../../core/log.h"
 #ifdef MK_HAVE_LIBMONKEY
 #include "../plugin/lib.h"
+#include "../static/static.h"
 #endif
 #include "../runtime/listener.h"
 #include "process.h"
@@ -48,7 +49,9 @@ struct mk_server *mk_server_create(void)
 {
     struct mk_server *srv = mk_calloc(1, sizeof(*srv));
 
-    mk_conn_protocols(&mk_protocols); /* the same table for every server of the process */
+    /* The same tables for every server of the process. */
+    mk_conn_protocols(&mk_protocols);
+    mk_request_files(&mk_static_files);
     srv->stop_efd = -1;
     srv->cmd_efd = -1;
 #ifdef MK_HAVE_FAIR

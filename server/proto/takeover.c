@@ -75,50 +75,6 @@ struct mk_takeover {
     bool progress;       /* a byte moved: re-arm the idle timer */
 };
 
-/* ---- the request side ----------------------------------------------------- */
-
-int mk_takeover_request(struct mk_request *r, const struct mk_takeover_ops *ops, void *arg,
-                        uint32_t idle_ms)
-{
-    struct mk_conn *c = r->conn;
-    struct mk_upgrade *up;
-
-    if (!ops || !ops->on_read || !ops->on_close || r->upgrade || !c->proto->takeover ||
-        c->proto->takeover(r) != MK_OK) {
-        return MK_ERR;
-    }
-    up = mk_arena_alloc(&r->arena, sizeof(*up));
-    if (!up) {
-        return MK_ERR;
-    }
-    up->ops = ops;
-    up->arg = arg;
-    up->idle_ms = idle_ms ? idle_ms : r->cfg->keepalive_timeout_ms;
-    up->on_open = NULL;
-    /* The plugin's state (a Duda service, its routes) belongs to the
-       request's configuration: a reload must not free it under the
-       connection, which lives on after the request. */
-    up->cfg = mk_config_use_hold(&c->worker->use, r->cfg);
-    r->upgrade = up;
-    r->status = 101;
-    return MK_OK;
-}
-
-int mk_takeover_on_open(struct mk_request *r, void (*on_open)(struct mk_takeover *t, void *arg))
-{
-    if (!r || !r->upgrade) {
-        return MK_ERR;
-    }
-    r->upgrade->on_open = on_open;
-    return MK_OK;
-}
-
-void mk_takeover_cancel(struct mk_conn *c, const struct mk_upgrade *up)
-{
-    up->ops->on_close(NULL, up->arg);
-    mk_config_use_release(&c->worker->use, up->cfg);
-}
-
 /* ---- output -------------------------------------------------------------- */
 
 static void mk_takeover_pop(struct mk_takeover *t)
@@ -347,7 +303,8 @@ static void mk_takeover_release(struct mk_conn *c)
     }
     mk_free(t->early);
     t->ops->on_close(t, t->arg);
-    mk_config_use_release(&c->worker->use, t->cfg); /* after on_close: it may use the plugin's state */
+    mk_config_use_release(&c->worker->use,
+                          t->cfg); /* after on_close: it may use the plugin's state */
     mk_free(t);
 }
 
@@ -379,7 +336,7 @@ void mk_takeover_start(struct mk_conn *c, const struct mk_upgrade *up, const cha
         }
     }
     if (!t) {
-        mk_takeover_cancel(c, up);
+        mk_upgrade_cancel(c, up);
         mk_conn_close(c);
         return;
     }

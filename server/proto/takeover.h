@@ -16,25 +16,15 @@
 struct mk_conn;
 struct mk_request;
 
-/* What api->takeover() recorded on a request, until its 101 is sent. */
-struct mk_upgrade {
-    const struct mk_takeover_ops *ops;
-    void *arg;
-    uint32_t idle_ms;
-    void (*on_open)(struct mk_takeover *t, void *arg); /* api->takeover_on_open, or NULL */
-    struct mk_config *cfg; /* the request's, held for the plugin (mk_config_use_hold) */
-};
+#include "../request/upgrade.h"
 
 /* The protocol of a taken-over connection (c->proto). */
 extern const struct mk_proto mk_proto_takeover;
 
-/* api->takeover, takeover_write, takeover_close, takeover_conn. */
-int mk_takeover_request(struct mk_request *r, const struct mk_takeover_ops *ops, void *arg,
-                        uint32_t idle_ms);
+/* api->takeover_write, takeover_close, takeover_conn. */
 int mk_takeover_write(struct mk_takeover *t, const void *data, size_t len);
 void mk_takeover_close(struct mk_takeover *t);
 struct mk_conn *mk_takeover_conn(struct mk_takeover *t);
-int mk_takeover_on_open(struct mk_request *r, void (*on_open)(struct mk_takeover *t, void *arg));
 
 /*
  * The protocol sent the 101 of a request with `up` and freed the request:
@@ -45,8 +35,5 @@ int mk_takeover_on_open(struct mk_request *r, void (*on_open)(struct mk_takeover
  */
 void mk_takeover_start(struct mk_conn *c, const struct mk_upgrade *up, const char *data,
                        size_t len);
-
-/* A request with `up` ended without the switch: on_close(NULL, arg). */
-void mk_takeover_cancel(struct mk_conn *c, const struct mk_upgrade *up);
 
 #endif

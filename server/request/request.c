@@ -56,6 +56,13 @@
 #include "../process/server.h"
 #include "../proto/takeover.h"
 
+static const struct mk_request_files *mk_request_files_of;
+
+void mk_request_files(const struct mk_request_files *files)
+{
+    mk_request_files_of = files;
+}
+
 static void mk_request_request_hooks(struct mk_request *r, size_t from);
 static void mk_request_content(struct mk_request *r, size_t from);
 static void mk_request_route(struct mk_request *r);
@@ -389,7 +396,7 @@ static void mk_request_begin(struct mk_request *r)
  */
 static void mk_request_restart(struct mk_request *r)
 {
-    mk_plugins_ctx_clear(r);
+    mk_request_ctx_clear(r);
     memset(&r->route, 0, sizeof(r->route));
     mk_request_begin(r);
 }
@@ -408,7 +415,7 @@ static void mk_request_restart(struct mk_request *r)
 static void mk_request_unrouted(struct mk_request *r)
 {
     if (r->path && r->path[r->path_len - 1] == '/') {
-        int rc = mk_static_index(r);
+        int rc = mk_request_files_of->index(r);
         if (rc == MK_OK) {
             mk_request_restart(r);
             return;
@@ -500,7 +507,7 @@ static void mk_request_content(struct mk_request *r, size_t from)
         mk_request_content_result(r, p, MK_STAGE_CONTENT, from, p->content(r));
         return;
     }
-    int rc = mk_static_serve(r);
+    int rc = mk_request_files_of->serve(r);
     if (rc == MK_OK) {
         mk_request_respond(r); /* the common case, without a call more */
         return;
@@ -759,7 +766,7 @@ void mk_request_end(struct mk_request *r)
         ps->done[i]->request_done(r);
     }
     if (r->ctx) {
-        mk_plugins_ctx_clear(r);
+        mk_request_ctx_clear(r);
     }
     r->flags &= (uint16_t) ~MK_REQ_ACTIVE;
     MK_STAT_ADD(w->n_requests, 1);
@@ -770,7 +777,7 @@ void mk_request_end(struct mk_request *r)
         /* api->takeover() was called but the switch never happened */
         struct mk_upgrade up = *r->upgrade;
         r->upgrade = NULL;
-        mk_takeover_cancel(r->conn, &up);
+        mk_upgrade_cancel(r->conn, &up);
     }
     if (r->owned) {
         mk_free(r->owned);

@@ -313,19 +313,39 @@ void mk_response_parts_advance(struct mk_request *r, uint64_t len);
    left): what one HTTP/2 frame carries with a single file range. */
 uint64_t mk_response_parts_span(const struct mk_request *r);
 
-/* ---- static.c ------------------------------------------------------------ */
+/* ---- request_ctx.c: what plugins keep on a request ------------------------ */
 
-int mk_static_serve(struct mk_request *r);
+/* Plugin slot `slot`'s context of r (api->ctx_set): MK_OK, MK_ERR (no such slot, memory). */
+int mk_request_ctx_set(struct mk_request *r, size_t slot, void *ctx, void (*cleanup)(void *ctx));
+void *mk_request_ctx_get(const struct mk_request *r, size_t slot);
+/* Run the cleanups of r's context slots and empty them (the request ends or starts again). */
+void mk_request_ctx_clear(struct mk_request *r);
 /*
- * r's path ends in '/': when it names a directory with an index file (the
- * first of IndexFiles that is a regular file in it, opened by the site's
- * rules; remembered in the file cache under the directory's path), make
- * r's path the index file's (in r's arena) and return MK_OK. MK_DECLINED
- * when there is none (no such directory, no index file: r is unchanged and
- * its handlers answer for the directory), 503 when memory is short. The
- * only place a directory becomes its index file: the static handler
- * answers a path ending in '/' with 403 or 404.
+ * Set note `name` of r (both copied into the request's memory); a later
+ * note of the same name hides an earlier one. MK_ERR when memory is short
+ * or name is empty. (api->note_set)
  */
-int mk_static_index(struct mk_request *r);
+int mk_request_note_set(struct mk_request *r, const char *name, const char *value);
+/* The value of note `name` of r (NUL terminated, *len set), NULL when none. (api->note) */
+const char *mk_request_note(const struct mk_request *r, const char *name, size_t *len);
+
+/*
+ * The site's files: the last content handler of every request, and what
+ * makes a directory's path its index file's. The static handler gives them
+ * to the request layer at start (mk_request_files; static/static.c), so
+ * request.c calls up only through this table.
+ */
+struct mk_request_files {
+    /* Answer r from its site's files: as a content hook returns. */
+    int (*serve)(struct mk_request *r);
+    /*
+     * r's path ends in '/': when it names a directory with an index file,
+     * make r's path the index file's and return MK_OK; MK_DECLINED when
+     * there is none, 503 when memory is short.
+     */
+    int (*index)(struct mk_request *r);
+};
+/* Give the request layer the site's files; once, before the first request. */
+void mk_request_files(const struct mk_request_files *files);
 
 #endif

@@ -34,6 +34,7 @@
 #include "file_cache.h"
 #include "../http/path.h"
 #include "../request/request.h"
+#include "static.h"
 #include "static_cache.h"
 #ifdef MK_HAVE_COMPRESS
 #include "static_compress.h"
@@ -751,3 +752,8 @@ int mk_static_serve(struct mk_request *r)
     }
     return mk_static_serve_plain(r, f);
 }
+
+const struct mk_request_files mk_static_files = {
+    .serve = mk_static_serve,
+    .index = mk_static_index,
+};

@@ -19,6 +19,7 @@
  * that entry holds) and compresses it; the worker settles the entry, wakes
  * the requests that waited for it, and answers the one that asked.
  */
+#include "static.h"
 #include "static_compress.h"
 
 #include <errno.h>
