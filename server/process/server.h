@@ -46,7 +46,7 @@
 #include "../request/body.h"
 #include "../config/conf.h"
 #include "../conn/conn.h"
-#include "../static/file_cache.h"
+#include "../request/file_cache.h"
 #include "../proto/h1.h"
 #include "../http/http.h"
 #include "../runtime/listener.h"

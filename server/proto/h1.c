@@ -35,7 +35,7 @@
 #include <monkey/mk_util.h>
 
 #include "../../core/log.h"
-#include "../static/file_cache.h"
+#include "../request/file_cache.h"
 #include "h2.h"
 #include "../process/server.h"
 #include "takeover.h"

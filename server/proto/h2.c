@@ -70,7 +70,7 @@
 #include <monkey/mk_util.h>
 
 #include "../../core/log.h"
-#include "../static/file_cache.h"
+#include "../request/file_cache.h"
 #include "h2.h"
 #include "h2_mem.h"
 #include "../process/server.h"

@@ -17,11 +17,11 @@
 
 #include "../../core/log.h"
 #ifdef MK_HAVE_COMPRESS
-#include "../static/compress_cache.h"
+#include "compress_cache.h"
 #endif
 #include "../config/conf.h"
 #include "../conn/conn.h"
-#include "../static/file_cache.h"
+#include "file_cache.h"
 #include "../proto/proto.h"
 #include "request.h"
 #include "../conn/transport.h"

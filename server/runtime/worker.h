@@ -28,9 +28,9 @@
 #include "../../core/timer.h"
 #include "../config/config_use.h"
 #ifdef MK_HAVE_COMPRESS
-#include "../static/compress_cache.h"
+#include "../request/compress_cache.h"
 #endif
-#include "../static/file_cache.h"
+#include "../request/file_cache.h"
 #include "listener.h"
 
 struct mk_config;

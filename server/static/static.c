@@ -27,11 +27,11 @@
 #include "../../core/clock.h"
 #include "../../core/fs.h"
 #ifdef MK_HAVE_COMPRESS
-#include "compress_cache.h"
+#include "../request/compress_cache.h"
 #endif
 #include "../config/conf.h"
 #include "../conn/conn.h"
-#include "file_cache.h"
+#include "../request/file_cache.h"
 #include "../http/path.h"
 #include "../request/request.h"
 #include "static.h"

@@ -23,7 +23,7 @@
 #include "../../core/strings.h"
 #include "../config/conf.h"
 #include "../conn/conn.h"
-#include "file_cache.h"
+#include "../request/file_cache.h"
 #include "../request/request.h"
 #include "../runtime/worker.h"
 

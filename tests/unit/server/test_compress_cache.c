@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * test_compress_cache.c: server/static/compress_cache.c, a worker's cache of files
+ * test_compress_cache.c: server/request/compress_cache.c, a worker's cache of files
  * compressed on the fly: keys, the bound in bytes, least recently used out
  * first, PENDING entries never evicted, entries held after their eviction.
  */
@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "core/memory.h"
-#include "server/static/compress_cache.h"
+#include "server/request/compress_cache.h"
 
 #define OVH MK_ZENTRY_OVERHEAD
 
