@@ -610,15 +610,27 @@ static const struct mk_plugin *mk_api_plugin_at(unsigned i)
     return srv && i < srv->plugins.count ? srv->plugins.list[i] : NULL;
 }
 
+static const struct mk_plugins_process *mk_api_process;
+
+void mk_plugins_process(const struct mk_plugins_process *process)
+{
+    mk_api_process = process;
+}
+
 static int mk_api_command(int cmd, char *err, size_t errlen)
 {
     struct mk_server *srv = mk_api_current();
 
-    if (!srv) {
+    if (!srv || !mk_api_process) {
         snprintf(err, errlen, "no server is running");
         return MK_ERR;
     }
-    return mk_server_command(srv, cmd, err, errlen);
+    return mk_api_process->command(srv, cmd, err, errlen);
+}
+
+static int mk_api_supervisor_stats(struct mk_supervisor_stats *out)
+{
+    return mk_api_process ? mk_api_process->supervisor_stats(out) : MK_DECLINED;
 }
 
 static int mk_api_conf_section_line(const void *cursor)
@@ -1011,7 +1023,7 @@ const struct mk_api mk_plugin_api = {
     .note = mk_request_note,
     .site_sections = mk_api_site_sections,
     .takeover_on_open = mk_upgrade_on_open,
-    .supervisor_stats = mk_supervisor_stats_get,
+    .supervisor_stats = mk_api_supervisor_stats,
     .error_log = mk_api_error_log,
     .serve_file = mk_api_serve_file,
     .server = mk_api_server_get,

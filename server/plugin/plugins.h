@@ -86,6 +86,16 @@ void mk_plugins_bind(struct mk_server *srv);
 /* The server the calling thread acts for (see mk_plugins_bind), or NULL. */
 struct mk_server *mk_plugins_server(void);
 const struct mk_transport *mk_plugins_transport(const struct mk_plugin_set *set, const char *name);
+/*
+ * What the plugin API asks of the process layer above it: the controlling
+ * loop's commands (api->command) and the supervisor's figures
+ * (api->supervisor_stats). Given once at start (mk_plugins_process).
+ */
+struct mk_plugins_process {
+    int (*command)(struct mk_server *srv, int cmd, char *err, size_t errlen);
+    int (*supervisor_stats)(struct mk_supervisor_stats *out);
+};
+void mk_plugins_process(const struct mk_plugins_process *process);
 extern const struct mk_api mk_plugin_api;
 
 #endif

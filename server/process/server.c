@@ -35,6 +35,7 @@
 #endif
 #include "../runtime/listener.h"
 #include "process.h"
+#include "supervisor.h"
 #include "server.h"
 #include "../conn/transport.h"
 
@@ -50,8 +51,13 @@ struct mk_server *mk_server_create(void)
     struct mk_server *srv = mk_calloc(1, sizeof(*srv));
 
     /* The same tables for every server of the process. */
+    static const struct mk_plugins_process process = {
+        .command = mk_server_command,
+        .supervisor_stats = mk_supervisor_stats_get,
+    };
     mk_conn_protocols(&mk_protocols);
     mk_request_files(&mk_static_files);
+    mk_plugins_process(&process);
     srv->stop_efd = -1;
     srv->cmd_efd = -1;
 #ifdef MK_HAVE_FAIR
@@ -64,6 +70,7 @@ struct mk_server *mk_server_create(void)
     pthread_mutex_init(&srv->cfg_lock, NULL);
     pthread_mutex_init(&srv->cmd_lock, NULL);
     pthread_cond_init(&srv->cmd_cond, NULL);
+    srv->tasks.thread_start = mk_plugins_bind;
     pthread_mutex_init(&srv->tasks.lock, NULL);
     pthread_cond_init(&srv->tasks.cond, NULL);
     mk_log_sink_init(&srv->log);

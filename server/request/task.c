@@ -61,7 +61,9 @@ static void *mk_task_main(void *arg)
     struct mk_task_pool *pool = arg;
 
     /* api->self() in a task's work function: this server's contexts. */
-    mk_plugins_bind(mk_container_of(pool, struct mk_server, tasks));
+    if (pool->thread_start) {
+        pool->thread_start(mk_container_of(pool, struct mk_server, tasks));
+    }
     for (;;) {
         struct mk_task_entry *e = NULL;
 

@@ -49,6 +49,10 @@ struct mk_suspended {
 };
 
 struct mk_task_pool {
+    /* Run first on each task thread, with the pool's server: it binds the
+       thread to the server's plugins (api->self in a task's work) and log.
+       Set by the process layer when the server is made. */
+    void (*thread_start)(struct mk_server *srv);
     pthread_mutex_t lock;
     pthread_cond_t cond;
     struct mk_task_queue queue; /* valid while n_threads > 0 */
