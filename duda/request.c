@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * duda/objects.c: the request's life and the objects that act on it
+ * duda/request.c: the request's life and the objects that act on it
  * (request, response, router, param, qs, cookie, gc).
  *
  * A duda_request is made by the route's handler on the request's worker
