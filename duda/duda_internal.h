@@ -6,7 +6,11 @@
  *
  *   duda.c      the plugin: settings, [WEB_SERVICE] sections, dispatch
  *   service.c   loading NAME.duda (ABI check, duda_main, routes)
- *   objects.c   request, response, router, param, qs, cookie, gc
+ *   request.c   the request's life; the request object
+ *   response.c  response (handing it to the server, streaming, wait/cont)
+ *   router_object.c  router (router.c: the pure checks of its patterns)
+ *   param.c, qs_object.c (qs.c: the pure parsers), cookie.c, gc.c: those objects
+ *   static.c    the service's static files (DocumentRoot)
  *   session.c   the session store shared by every worker
  *   runtime.c   global, worker, event, console, logger, data, conf, fconf, xtime
  *   router.c    checking and prefixing patterns (pure)
@@ -207,12 +211,31 @@ int duda_service_routes(const struct mk_site *site, struct duda_service *svc, ch
 /* package.c: drop the service's references; the last one runs exit() and closes the package. */
 void duda_packages_release(struct duda_service *svc);
 
-/* objects.c: what the route handler does after a callback, and the request's life */
+/* request.c: what the route handler does after a callback, and the request's life */
 int duda_handler(struct mk_request *r, void *arg);
 int duda_finish(duda_request_t *dr);
 void duda_request_unref(duda_request_t *dr);
+/* A parked request continues (wait/cont, worker->task). r is NULL when it is gone. */
+int duda_continue(struct mk_request *r, void *arg);
+/* dr is a request (a misuse if not) whose server request is still there. */
+bool duda_request_live(duda_request_t *dr, const char *what);
+
+/* response.c */
+/* Hand the finished response to the server: what the handler returns. */
+int duda_commit(duda_request_t *dr);
+/* May the service still change the response's head (head) or body? A misuse if not. */
+bool duda_writable(duda_request_t *dr, const char *what, bool head);
+/* Whether s is a header name: not empty, no control byte, space or ':'. */
+bool duda_token(const char *s);
+int duda_http_header(duda_request_t *dr, const char *name, const char *value);
+
+/* gc.c */
+void *duda_gc_alloc(duda_request_t *dr, size_t size);
 char *duda_gc_strndup(duda_request_t *dr, const char *s, size_t n);
+
+/* static.c: the route of the service's DocumentRoot */
 int duda_static(struct mk_request *r, void *arg);
+
 void duda_dashboard(duda_request_t *dr);
 
 /* session.c */
