@@ -14,7 +14,7 @@
 # headers, an empty MK_DUDA_SERVICESDIR for the system server's services, and
 # plugins/duda.conf naming both (cmake/install-conf.cmake; docs/packaging.md).
 add_library(plugin-duda MODULE duda/duda.c duda/service.c duda/request.c duda/response.c duda/router_object.c duda/param.c duda/qs_object.c duda/cookie.c duda/gc.c duda/static.c duda/qs.c duda/session.c
-            duda/session_parse.c duda/runtime.c duda/router.c duda/package.c duda/socket.c)
+            duda/session_parse.c duda/logger.c duda/router.c duda/package.c duda/socket.c)
 target_include_directories(plugin-duda PRIVATE include)
 target_link_libraries(plugin-duda PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
 

@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * duda/runtime.c: the objects that are not about one response: global
+ * duda/logger.c: the objects that are not about one response: global
  * (per-worker values), worker (threads, pre_loop, task threads), event
  * (timers and descriptors on the worker's loop, a call on every worker),
  * console (debug lines and the dashboard), logger (per-service files
