@@ -13,8 +13,17 @@
 # Installed: the plugin, the packages (MK_DUDA_PACKAGESDIR), the helper, the
 # headers, an empty MK_DUDA_SERVICESDIR for the system server's services, and
 # plugins/duda.conf naming both (cmake/install-conf.cmake; docs/packaging.md).
-add_library(plugin-duda MODULE duda/duda.c duda/service.c duda/request.c duda/response.c duda/router_object.c duda/param.c duda/qs_object.c duda/cookie.c duda/gc.c duda/static.c duda/qs.c duda/session.c
-            duda/session_parse.c duda/logger.c duda/router.c duda/package.c duda/socket.c)
+add_library(
+  plugin-duda MODULE
+  # the plugin, its services and packages
+  duda/duda.c duda/service.c duda/package.c
+  # a request's life, and the objects of the service API (docs/duda.md)
+  duda/request.c duda/response.c duda/socket.c duda/router_object.c duda/param.c
+  duda/qs_object.c duda/cookie.c duda/session.c duda/gc.c duda/static.c duda/global.c
+  duda/worker.c duda/event.c duda/console.c duda/logger.c duda/data.c duda/conf.c duda/fconf.c
+  duda/xtime.c
+  # pure parts, unit tested and fuzzed alone
+  duda/router.c duda/qs.c duda/session_parse.c)
 target_include_directories(plugin-duda PRIVATE include)
 target_link_libraries(plugin-duda PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
 

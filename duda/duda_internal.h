@@ -12,9 +12,10 @@
  *   param.c, qs_object.c (qs.c: the pure parsers), cookie.c, gc.c: those objects
  *   static.c    the service's static files (DocumentRoot)
  *   session.c   the session store shared by every worker
- *   runtime.c   global, worker, event, console, logger, data, conf, fconf, xtime
+ *   global.c, worker.c, event.c, console.c (and the dashboard), logger.c (its
+ *   thread), data.c, conf.c, fconf.c, xtime.c: those objects
  *   router.c    checking and prefixing patterns (pure)
- *   socket.c    response->takeover and its socket, worker->id/count/call
+ *   socket.c    response->takeover and its socket
  *   package.c   loading packages (NAME.dpkg), shared by the services
  *
  * Threads: services are loaded on the controlling thread (site_init);
@@ -99,7 +100,7 @@ struct duda_service {
     struct duda_logger **logs;
     size_t n_logs;
     char *session_store; /* redis://...: sessions in Redis (session_redis.c); NULL: in process */
-    struct duda_service *live_next; /* the services with per-worker values (runtime.c) */
+    struct duda_service *live_next; /* the services with per-worker values (global.c) */
     bool live;
 };
 
@@ -262,28 +263,39 @@ int duda_session_remote_destroy(duda_request_t *dr, const char *name);
 void duda_sessions_release(duda_request_t *dr);
 void duda_session_worker_exit(void);
 
-/* runtime.c */
+/* worker.c */
 void duda_service_enter(struct duda_service *svc); /* pre_loop and globals of this worker */
+int duda_worker_id(void);
+int duda_worker_count(void);
+int duda_worker_call(int worker, void (*fn)(void *arg), void *arg);
+
+/* event.c */
 void duda_timers_stop(duda_request_t *dr);
-void duda_loggers_release(struct duda_service *svc);
+
+/* global.c */
 void duda_globals_release(struct duda_service *svc); /* destroy() every value made */
 /* The service's per-worker values exist: released by a stopping worker or at the unload. */
 void duda_globals_track(struct duda_service *svc);
 /* On a stopping worker: destroy() the values it made, of every service, while its loop lives. */
 void duda_globals_worker_exit(int worker);
+
+/* logger.c */
+void duda_loggers_release(struct duda_service *svc);
 void duda_logger_shutdown(void);
 void duda_logger_reopen(void); /* SIGUSR1 */
+
+/* console.c */
 void duda_console_note(struct duda_service *svc, const char *line);
 
-/* socket.c: response->takeover and its socket, worker->id, count, call (ABI 1.1) */
+/* conf.c */
+const char *duda_conf_path(void);
+
+/* socket.c: response->takeover and its socket (ABI 1.1) */
 int duda_socket_takeover(duda_request_t *dr, const struct duda_socket_ops *ops, void *arg,
                          unsigned idle_ms);
 int duda_socket_write(duda_socket_t *s, const void *data, size_t len);
 int duda_socket_close(duda_socket_t *s);
 const char *duda_socket_remote_addr(duda_socket_t *s);
-int duda_worker_id(void);
-int duda_worker_count(void);
-int duda_worker_call(int worker, void (*fn)(void *arg), void *arg);
 
 extern const struct duda_request_api duda_request_obj;
 extern const struct duda_response_api duda_response_obj;

@@ -3,8 +3,7 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * duda/socket.c: connections taken over after 101 Switching Protocols
- * (response->takeover, socket_write, socket_close) and the workers'
- * messaging (worker->id, count, call), service ABI 1.1.
+ * (response->takeover, socket_write, socket_close), service ABI 1.1.
  *
  * A duda_socket wraps the server's takeover (api->takeover): it exists
  * from response->takeover() until its on_close, holds one of the
@@ -137,60 +136,4 @@ int duda_socket_close(duda_socket_t *s)
 const char *duda_socket_remote_addr(duda_socket_t *s)
 {
     return s ? s->addr : NULL;
-}
-
-/* ---- worker messaging ----------------------------------------------------------- */
-
-int duda_worker_id(void)
-{
-    return duda_mk->worker_id();
-}
-
-int duda_worker_count(void)
-{
-    struct mk_server_stats st;
-
-    memset(&st, 0, sizeof(st));
-    duda_mk->stats(&st);
-    return (int) st.workers;
-}
-
-struct duda_call {
-    struct duda_service *svc;
-    void (*fn)(void *arg);
-    void *arg;
-};
-
-static void duda_call_run(void *p)
-{
-    struct duda_call *c = p;
-    struct duda_service *saved = duda_current;
-
-    duda_current = c->svc;
-    c->fn(c->arg);
-    duda_current = saved;
-    duda_service_put(c->svc);
-    free(c);
-}
-
-int duda_worker_call(int worker, void (*fn)(void *arg), void *arg)
-{
-    struct duda_service *svc = duda_current;
-
-    if (!svc || !fn) {
-        duda_misuse(NULL, "worker->call(): no service or no function");
-        return -1;
-    }
-    struct duda_call *c = malloc(sizeof(*c));
-    if (!c) {
-        return -1;
-    }
-    *c = (struct duda_call){svc, fn, arg};
-    duda_service_hold(svc);
-    if (duda_mk->worker_call(worker, duda_call_run, c) != MK_OK) {
-        duda_service_put(svc);
-        free(c);
-        return -1;
-    }
-    return 0;
 }
