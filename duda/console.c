@@ -37,12 +37,10 @@ static void duda_console_debug(duda_request_t *dr, const char *fmt, ...)
     }
 }
 
-int duda_console_map(const char *path);
-
 const struct duda_console_api duda_console_obj = {
     .size = sizeof(struct duda_console_api),
     .debug = duda_console_debug,
-    .dashboard = duda_console_map,
+    .dashboard = duda_router_object_dashboard,
 };
 
 /* Resident memory of the process in KiB, from /proc/self/statm. */
@@ -78,7 +76,7 @@ static void duda_html(duda_request_t *dr, const char *s)
     }
 }
 
-void duda_dashboard(duda_request_t *dr)
+void duda_console_dashboard(duda_request_t *dr)
 {
     struct duda_service *svc = dr->svc;
     const struct duda_response_api *res = &duda_response_obj;

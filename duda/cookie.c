@@ -30,11 +30,11 @@ static int duda_cookie_set(duda_request_t *dr, const char *name, const char *val
 {
     char buf[4096], date[40];
 
-    if (!duda_writable(dr, "cookie->set", true)) {
+    if (!duda_response_writable(dr, "cookie->set", true)) {
         return -1;
     }
-    if (!name || !value || !duda_token(name) || strpbrk(name, "()<>@,;\\\"/[]?={}") ||
-        !duda_cookie_value_ok(value)) {
+    if (!name || !value || !duda_response_header_name_ok(name) ||
+        strpbrk(name, "()<>@,;\\\"/[]?={}") || !duda_cookie_value_ok(value)) {
         duda_misuse(dr, "cookie->set(): a bad name or value");
         return -1;
     }
@@ -60,7 +60,7 @@ static int duda_cookie_set(duda_request_t *dr, const char *name, const char *val
     snprintf(buf + n, sizeof(buf) - (size_t) n, "%s%s%s", ss,
              flags & DUDA_COOKIE_SECURE ? "; Secure" : "",
              flags & DUDA_COOKIE_HTTPONLY ? "; HttpOnly" : "");
-    return duda_http_header(dr, "Set-Cookie", buf);
+    return duda_response_obj.http_header(dr, "Set-Cookie", buf);
 }
 
 static const char *duda_cookie_get(duda_request_t *dr, const char *name)

@@ -120,16 +120,16 @@ static int duda_init(const struct mk_api *api, const char *conf_dir)
 /* A worker stops: the services' values it made, and its Redis session store connections. */
 static void duda_worker_exit(int worker_id)
 {
-    duda_globals_worker_exit(worker_id);
+    duda_global_worker_exit(worker_id);
 #ifdef DUDA_HAVE_HIREDIS
-    duda_session_worker_exit();
+    duda_session_redis_worker_exit();
 #endif
 }
 
 static void duda_exit(void)
 {
     duda_logger_shutdown();
-    duda_sessions_shutdown();
+    duda_session_shutdown();
     free(duda_self());
 }
 
@@ -315,7 +315,7 @@ static void duda_stats(mk_stats_emit_cb emit, void *arg)
     if (self) {
         emit(arg, "requests", atomic_load_explicit(&self->requests, memory_order_relaxed));
         emit(arg, "misuses", atomic_load_explicit(&self->misuses, memory_order_relaxed));
-        emit(arg, "sessions", duda_sessions_count());
+        emit(arg, "sessions", duda_session_count());
     }
 }
 

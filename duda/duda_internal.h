@@ -210,38 +210,41 @@ int duda_service_routes(const struct mk_site *site, struct duda_service *svc, ch
                         size_t errlen);
 
 /* package.c: drop the service's references; the last one runs exit() and closes the package. */
-void duda_packages_release(struct duda_service *svc);
+void duda_package_release(struct duda_service *svc);
 
-/* request.c: what the route handler does after a callback, and the request's life */
-int duda_handler(struct mk_request *r, void *arg);
-int duda_finish(duda_request_t *dr);
+/* request.c: the request's life */
+/* The route's handler (arg: the duda_route): runs its callback, on the request's worker. */
+int duda_request_handler(struct mk_request *r, void *arg);
+/* What the handler returns once the service's code returned (or continued it). */
+int duda_request_finish(duda_request_t *dr);
+/* Drop a reference; the last one frees dr. */
 void duda_request_unref(duda_request_t *dr);
 /* A parked request continues (wait/cont, worker->task). r is NULL when it is gone. */
-int duda_continue(struct mk_request *r, void *arg);
+int duda_request_continue(struct mk_request *r, void *arg);
 /* dr is a request (a misuse if not) whose server request is still there. */
 bool duda_request_live(duda_request_t *dr, const char *what);
 
 /* response.c */
 /* Hand the finished response to the server: what the handler returns. */
-int duda_commit(duda_request_t *dr);
+int duda_response_commit(duda_request_t *dr);
 /* May the service still change the response's head (head) or body? A misuse if not. */
-bool duda_writable(duda_request_t *dr, const char *what, bool head);
+bool duda_response_writable(duda_request_t *dr, const char *what, bool head);
 /* Whether s is a header name: not empty, no control byte, space or ':'. */
-bool duda_token(const char *s);
-int duda_http_header(duda_request_t *dr, const char *name, const char *value);
+bool duda_response_header_name_ok(const char *s);
 
 /* gc.c */
 void *duda_gc_alloc(duda_request_t *dr, size_t size);
 char *duda_gc_strndup(duda_request_t *dr, const char *s, size_t n);
 
-/* static.c: the route of the service's DocumentRoot */
-int duda_static(struct mk_request *r, void *arg);
+/* router_object.c: console->dashboard, mapping the dashboard's route */
+int duda_router_object_dashboard(const char *path);
 
-void duda_dashboard(duda_request_t *dr);
+/* static.c: the route of the service's DocumentRoot (arg: the duda_service) */
+int duda_static_handler(struct mk_request *r, void *arg);
 
 /* session.c */
-void duda_sessions_shutdown(void);
-unsigned long duda_sessions_count(void);
+void duda_session_shutdown(void);
+unsigned long duda_session_count(void);
 /* SessionStore: "memory" or a redis:// address (the check of the schema key). */
 int duda_session_store_check(const char *value, char *reason, size_t len);
 
@@ -251,43 +254,46 @@ int duda_session_store_check(const char *value, char *reason, size_t len);
  * resume(r, dr) follows, which drops one reference) or -1. hold() suspends
  * the same way while writes are unanswered, and is -1 once one failed.
  */
-bool duda_session_remote(const duda_request_t *dr);
-int duda_session_prefetch(duda_request_t *dr, mk_resume_cb resume);
-int duda_session_hold(duda_request_t *dr, mk_resume_cb resume);
-int duda_session_remote_create(duda_request_t *dr, const char *name, const char *id,
-                               const char *value, long expires);
-const char *duda_session_remote_get(duda_request_t *dr, const char *name);
+bool duda_session_redis_enabled(const duda_request_t *dr);
+int duda_session_redis_prefetch(duda_request_t *dr, mk_resume_cb resume);
+int duda_session_redis_hold(duda_request_t *dr, mk_resume_cb resume);
+int duda_session_redis_create(duda_request_t *dr, const char *name, const char *id,
+                              const char *value, long expires);
+const char *duda_session_redis_get(duda_request_t *dr, const char *name);
 /* session->lookup for the Redis store: DUDA_SESSION_* (*value its, not copied). */
-int duda_session_remote_lookup(duda_request_t *dr, const char *name, const char **value);
-int duda_session_remote_destroy(duda_request_t *dr, const char *name);
-void duda_sessions_release(duda_request_t *dr);
-void duda_session_worker_exit(void);
+int duda_session_redis_lookup(duda_request_t *dr, const char *name, const char **value);
+int duda_session_redis_destroy(duda_request_t *dr, const char *name);
+void duda_session_redis_release(duda_request_t *dr);
+void duda_session_redis_worker_exit(void);
 
 /* worker.c */
-void duda_service_enter(struct duda_service *svc); /* pre_loop and globals of this worker */
-int duda_worker_id(void);
-int duda_worker_count(void);
+/* This worker runs svc's code: its pre_loop runs first, once per worker. */
+void duda_worker_enter(struct duda_service *svc);
+/* worker->call: fn(arg) on that worker, with the current service held until it ran. */
 int duda_worker_call(int worker, void (*fn)(void *arg), void *arg);
 
-/* event.c */
-void duda_timers_stop(duda_request_t *dr);
+/* event.c: the request ends, its timers are stopped (one firing frees itself after its call). */
+void duda_event_timers_stop(duda_request_t *dr);
 
 /* global.c */
-void duda_globals_release(struct duda_service *svc); /* destroy() every value made */
+void duda_global_release(struct duda_service *svc); /* destroy() every value made */
 /* The service's per-worker values exist: released by a stopping worker or at the unload. */
-void duda_globals_track(struct duda_service *svc);
+void duda_global_track(struct duda_service *svc);
 /* On a stopping worker: destroy() the values it made, of every service, while its loop lives. */
-void duda_globals_worker_exit(int worker);
+void duda_global_worker_exit(int worker);
 
 /* logger.c */
-void duda_loggers_release(struct duda_service *svc);
+void duda_logger_release(struct duda_service *svc);
 void duda_logger_shutdown(void);
 void duda_logger_reopen(void); /* SIGUSR1 */
 
 /* console.c */
+/* Keep a line for the dashboard (any thread). */
 void duda_console_note(struct duda_service *svc, const char *line);
+/* The dashboard's page, as the answer of dr (the route mapped by console->dashboard). */
+void duda_console_dashboard(duda_request_t *dr);
 
-/* conf.c */
+/* conf.c: the current service's ConfDir, or NULL */
 const char *duda_conf_path(void);
 
 /* socket.c: response->takeover and its socket (ABI 1.1) */

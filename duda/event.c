@@ -127,7 +127,7 @@ static int duda_timer_del(duda_timer_t *t)
     return 0;
 }
 
-void duda_timers_stop(duda_request_t *dr)
+void duda_event_timers_stop(duda_request_t *dr)
 {
     while (dr->timers) {
         duda_timer_del(dr->timers);

@@ -78,7 +78,7 @@ const struct duda_global_api duda_global_obj = {.size = sizeof(struct duda_globa
 static pthread_mutex_t duda_live_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct duda_service *duda_live;
 
-void duda_globals_track(struct duda_service *svc)
+void duda_global_track(struct duda_service *svc)
 {
     pthread_mutex_lock(&duda_live_lock);
     if (!svc->live) {
@@ -107,7 +107,7 @@ static void duda_global_drop(struct duda_service *svc, unsigned w, unsigned id)
     }
 }
 
-void duda_globals_worker_exit(int worker)
+void duda_global_worker_exit(int worker)
 {
     pthread_mutex_lock(&duda_live_lock);
     for (struct duda_service *svc = duda_live; svc; svc = svc->live_next) {
@@ -119,7 +119,7 @@ void duda_globals_worker_exit(int worker)
     pthread_mutex_unlock(&duda_live_lock);
 }
 
-void duda_globals_release(struct duda_service *svc)
+void duda_global_release(struct duda_service *svc)
 {
     pthread_mutex_lock(&duda_live_lock);
     for (struct duda_service **pp = &duda_live; *pp; pp = &(*pp)->live_next) {

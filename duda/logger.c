@@ -140,7 +140,7 @@ void duda_logger_shutdown(void)
     duda_log_stop = false;
 }
 
-void duda_loggers_release(struct duda_service *svc)
+void duda_logger_release(struct duda_service *svc)
 {
     for (size_t i = 0; i < svc->n_logs; i++) {
         duda_logger_unref(svc->logs[i]);

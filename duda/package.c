@@ -228,7 +228,7 @@ static void duda_package_forget(struct duda_pkg *p)
     }
 }
 
-void duda_packages_release(struct duda_service *svc)
+void duda_package_release(struct duda_service *svc)
 {
     for (size_t i = 0; i < svc->n_pkgs; i++) {
         struct duda_pkg *p = svc->pkgs[i];

@@ -60,7 +60,7 @@ static void duda_request_free(duda_request_t *dr)
     free(dr->method);
     free(dr->path);
 #ifdef DUDA_HAVE_HIREDIS
-    duda_sessions_release(dr);
+    duda_session_redis_release(dr);
 #endif
     free(dr);
 }
@@ -80,7 +80,7 @@ static void duda_request_end(void *ctx)
 
     duda_current = dr->svc;
     bool had_timers = dr->timers != NULL;
-    duda_timers_stop(dr);
+    duda_event_timers_stop(dr);
     if (dr->end_cb) {
         dr->end_cb(dr);
     }
@@ -88,7 +88,7 @@ static void duda_request_end(void *ctx)
     duda_current = saved;
     /* Its timers were the only ones to continue it: continue it now (a no-op then). */
     if (dr->waiting && had_timers && atomic_exchange(&dr->cont_done, 1) == 0) {
-        duda_mk->resume(dr->susp, duda_continue, dr);
+        duda_mk->resume(dr->susp, duda_request_continue, dr);
     }
     duda_request_unref(dr);
 }
@@ -142,7 +142,7 @@ static bool duda_has_body(struct mk_request *r)
 }
 
 /* What the handler returns once the service's code returned. */
-int duda_finish(duda_request_t *dr)
+int duda_request_finish(duda_request_t *dr)
 {
     /* Suspended (by worker->task or wait()): the continuation decides, even if cont()
        already ran on another thread. */
@@ -168,12 +168,12 @@ int duda_finish(duda_request_t *dr)
     }
 #ifdef DUDA_HAVE_HIREDIS
     /* Sessions created or destroyed: the response waits for the store's answer. */
-    int held = duda_session_hold(dr, duda_continue);
+    int held = duda_session_redis_hold(dr, duda_request_continue);
     if (held != 0) {
         return held > 0 ? MK_SUSPENDED : 503;
     }
 #endif
-    return duda_commit(dr);
+    return duda_response_commit(dr);
 }
 
 static int duda_run(duda_request_t *dr);
@@ -188,14 +188,14 @@ static void duda_call(duda_request_t *dr, duda_callback_t cb)
 
     duda_current = dr->svc;
     duda_current_request = dr;
-    duda_service_enter(dr->svc);
+    duda_worker_enter(dr->svc);
     dr->called = true;
     cb(dr);
     duda_current = saved;
     duda_current_request = saved_dr;
 }
 
-int duda_handler(struct mk_request *r, void *arg)
+int duda_request_handler(struct mk_request *r, void *arg)
 {
     const struct duda_route *rt = arg;
     duda_request_t *dr = duda_mk->ctx_get(r, MK_PLUGIN_SELF(duda));
@@ -215,11 +215,11 @@ int duda_handler(struct mk_request *r, void *arg)
         }
     }
     else if (dr->called) {
-        return duda_finish(dr);
+        return duda_request_finish(dr);
     }
 #ifdef DUDA_HAVE_HIREDIS
-    if (!rt->dashboard && duda_session_remote(dr)) {
-        int rc = duda_session_prefetch(dr, duda_sessions_loaded);
+    if (!rt->dashboard && duda_session_redis_enabled(dr)) {
+        int rc = duda_session_redis_prefetch(dr, duda_sessions_loaded);
         if (rc != 0) {
             return rc > 0 ? MK_SUSPENDED : 503;
         }
@@ -232,12 +232,12 @@ int duda_handler(struct mk_request *r, void *arg)
 static int duda_run(duda_request_t *dr)
 {
     if (dr->route->dashboard) {
-        duda_dashboard(dr);
+        duda_console_dashboard(dr);
     }
     else {
         duda_call(dr, dr->route->cb);
     }
-    return duda_finish(dr);
+    return duda_request_finish(dr);
 }
 
 #ifdef DUDA_HAVE_HIREDIS
@@ -256,7 +256,7 @@ static int duda_sessions_loaded(struct mk_request *r, void *arg)
 #endif
 
 /* A parked request continues (wait/cont, worker->task). r is NULL when it is gone. */
-int duda_continue(struct mk_request *r, void *arg)
+int duda_request_continue(struct mk_request *r, void *arg)
 {
     duda_request_t *dr = arg;
 
@@ -265,7 +265,7 @@ int duda_continue(struct mk_request *r, void *arg)
         duda_request_unref(dr); /* the reference of wait() */
         return MK_OK;
     }
-    int rc = duda_finish(dr);
+    int rc = duda_request_finish(dr);
     duda_request_unref(dr);
     return rc;
 }
@@ -376,7 +376,7 @@ static int duda_body_cb(struct mk_request *r, int event, const char *d, size_t l
     }
     (void) r;
     dr->body_streaming = false;
-    int rc = duda_finish(dr);
+    int rc = duda_request_finish(dr);
     duda_request_unref(dr);
     return rc;
 }

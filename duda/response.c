@@ -4,7 +4,7 @@
  *
  * duda/response.c: the response object. The response is built in the
  * duda_request (status, headers, a body or a file) and handed to the
- * server in one go when the callback is done with it (duda_commit, from
+ * server in one go when the callback is done with it (duda_response_commit, from
  * request.c), so nothing a service does reaches the server's request
  * before it is complete; response->flush() hands the head over at once
  * and streams the body instead, the stream holding a reference on the
@@ -41,7 +41,7 @@ static int duda_commit_head(duda_request_t *dr)
 }
 
 /* Hand the finished response to the server. */
-int duda_commit(duda_request_t *dr)
+int duda_response_commit(duda_request_t *dr)
 {
     struct mk_request *r = dr->r;
 
@@ -68,7 +68,7 @@ int duda_commit(duda_request_t *dr)
 }
 
 /* May the service still change the response's head or body? */
-bool duda_writable(duda_request_t *dr, const char *what, bool head)
+bool duda_response_writable(duda_request_t *dr, const char *what, bool head)
 {
     if (!duda_request_live(dr, what)) {
         return false;
@@ -86,7 +86,7 @@ bool duda_writable(duda_request_t *dr, const char *what, bool head)
 
 static int duda_http_status(duda_request_t *dr, int status)
 {
-    if (!duda_writable(dr, "response->http_status", true)) {
+    if (!duda_response_writable(dr, "response->http_status", true)) {
         return -1;
     }
     if (status < 200 || status > 599) {
@@ -98,7 +98,7 @@ static int duda_http_status(duda_request_t *dr, int status)
     return 0;
 }
 
-bool duda_token(const char *s)
+bool duda_response_header_name_ok(const char *s)
 {
     if (!*s) {
         return false;
@@ -121,12 +121,12 @@ static bool duda_text(const char *s)
     return true;
 }
 
-int duda_http_header(duda_request_t *dr, const char *name, const char *value)
+static int duda_http_header(duda_request_t *dr, const char *name, const char *value)
 {
-    if (!duda_writable(dr, "response->http_header", true)) {
+    if (!duda_response_writable(dr, "response->http_header", true)) {
         return -1;
     }
-    if (!name || !value || !duda_token(name) || !duda_text(value)) {
+    if (!name || !value || !duda_response_header_name_ok(name) || !duda_text(value)) {
         duda_misuse(dr, "response->http_header(): a bad name or a line break in the value");
         return -1;
     }
@@ -145,7 +145,7 @@ int duda_http_header(duda_request_t *dr, const char *name, const char *value)
 
 static int duda_content_type(duda_request_t *dr, const char *type)
 {
-    if (!duda_writable(dr, "response->http_content_type", true)) {
+    if (!duda_response_writable(dr, "response->http_content_type", true)) {
         return -1;
     }
     if (!type || !duda_text(type)) {
@@ -163,7 +163,7 @@ static int duda_content_type(duda_request_t *dr, const char *type)
 
 static int duda_print(duda_request_t *dr, const char *data, size_t len)
 {
-    if (!duda_writable(dr, "response->print", false)) {
+    if (!duda_response_writable(dr, "response->print", false)) {
         return -1;
     }
     if (dr->file_fd >= 0) {
@@ -221,7 +221,7 @@ static int duda_sendfile_range(duda_request_t *dr, const char *path, off_t offse
     char full[PATH_MAX];
     struct stat st;
 
-    if (!duda_writable(dr, "response->sendfile", true)) {
+    if (!duda_response_writable(dr, "response->sendfile", true)) {
         return -1;
     }
     if (!path || dr->len || dr->file_fd >= 0) {
@@ -269,7 +269,7 @@ static void duda_proceed(struct mk_request *r, void *arg)
 
 static int duda_flush(duda_request_t *dr)
 {
-    if (!duda_writable(dr, "response->flush", false)) {
+    if (!duda_response_writable(dr, "response->flush", false)) {
         return DUDA_ERR;
     }
     if (dr->waiting || dr->file_fd >= 0) {
@@ -300,7 +300,7 @@ static int duda_flush(duda_request_t *dr)
 
 static int duda_wait(duda_request_t *dr)
 {
-    if (!duda_writable(dr, "response->wait", false)) {
+    if (!duda_response_writable(dr, "response->wait", false)) {
         return -1;
     }
     if (dr->waiting || dr->streaming || !dr->called) {
@@ -326,7 +326,7 @@ static int duda_cont(duda_request_t *dr)
     if (!dr->susp || atomic_exchange(&dr->cont_done, 1) != 0) {
         return -1; /* not waiting, continued already, or gone */
     }
-    duda_mk->resume(dr->susp, duda_continue, dr);
+    duda_mk->resume(dr->susp, duda_request_continue, dr);
     return 0;
 }
 

@@ -86,8 +86,7 @@ static int duda_root(duda_callback_t cb)
     return 0;
 }
 
-int duda_console_map(const char *path);
-int duda_console_map(const char *path)
+int duda_router_object_dashboard(const char *path)
 {
     return duda_map_as(path, MK_ROUTE_GET | MK_ROUTE_HEAD, NULL, false, true);
 }

@@ -159,9 +159,9 @@ void duda_service_unload(struct duda_service *svc)
         duda_current = saved;
     }
     if (svc->dl) {
-        duda_globals_release(svc);
+        duda_global_release(svc);
     }
-    duda_loggers_release(svc);
+    duda_logger_release(svc);
     if (svc->docroot_fd >= 0) {
         close(svc->docroot_fd);
         svc->docroot_fd = -1;
@@ -178,7 +178,7 @@ void duda_service_hold(struct duda_service *svc)
 static void duda_service_destroy(struct duda_service *svc)
 {
     if (svc->dl) {
-        duda_packages_release(svc);
+        duda_package_release(svc);
         dlclose(svc->dl);
         pthread_mutex_destroy(&svc->console_lock);
     }
@@ -228,13 +228,13 @@ int duda_service_routes(const struct mk_site *site, struct duda_service *svc, ch
         snprintf(err, errlen, "out of memory");
         return MK_ERR;
     }
-    duda_globals_track(svc);
+    duda_global_track(svc);
     snprintf(prefix, sizeof(prefix), "%s%s", svc->root ? "" : "/", svc->root ? "" : svc->name);
     for (size_t i = 0; i < svc->n_routes; i++) {
         struct duda_route *rt = &svc->routes[i];
         if (rt->root) {
-            if (!svc->root && (duda_route_add(site, prefix, rt->methods, duda_handler, rt, err,
-                                              errlen) != MK_OK)) {
+            if (!svc->root && (duda_route_add(site, prefix, rt->methods, duda_request_handler, rt,
+                                              err, errlen) != MK_OK)) {
                 return MK_ERR;
             }
             duda_router_join(prefix, "/", full, sizeof(full));
@@ -243,14 +243,15 @@ int duda_service_routes(const struct mk_site *site, struct duda_service *svc, ch
             snprintf(err, errlen, "route '%s': too long", rt->pattern);
             return MK_ERR;
         }
-        if (duda_route_add(site, full, rt->methods, duda_handler, rt, err, errlen) != MK_OK) {
+        if (duda_route_add(site, full, rt->methods, duda_request_handler, rt, err, errlen) !=
+            MK_OK) {
             return MK_ERR;
         }
     }
     /* The service's static files, then (declined) the site's. */
     if (svc->docroot) {
         duda_router_join(prefix, "/*", full, sizeof(full));
-        if (duda_route_add(site, full, MK_ROUTE_GET | MK_ROUTE_HEAD, duda_static, svc, err,
+        if (duda_route_add(site, full, MK_ROUTE_GET | MK_ROUTE_HEAD, duda_static_handler, svc, err,
                            errlen) != MK_OK) {
             return MK_ERR;
         }

@@ -91,7 +91,7 @@ static void duda_session_sweep(struct duda_session **pp, time_t now)
     }
 }
 
-void duda_sessions_shutdown(void)
+void duda_session_shutdown(void)
 {
     pthread_mutex_lock(&duda_sessions_lock);
     for (size_t i = 0; i < DUDA_SESSION_BUCKETS; i++) {
@@ -100,7 +100,7 @@ void duda_sessions_shutdown(void)
     pthread_mutex_unlock(&duda_sessions_lock);
 }
 
-unsigned long duda_sessions_count(void)
+unsigned long duda_session_count(void)
 {
     pthread_mutex_lock(&duda_sessions_lock);
     unsigned long n = duda_sessions_n;
@@ -145,8 +145,8 @@ static int duda_session_create(duda_request_t *dr, const char *name, const char 
         snprintf(s->id + 2 * i, 3, "%02x", raw[i]);
     }
 #ifdef DUDA_HAVE_HIREDIS
-    if (duda_session_remote(dr)) {
-        int rc = duda_session_remote_create(dr, name, s->id, value, expires);
+    if (duda_session_redis_enabled(dr)) {
+        int rc = duda_session_redis_create(dr, name, s->id, value, expires);
         if (rc == 0) {
             rc = duda_cookie_obj.set(dr, name, s->id, expires,
                                      DUDA_COOKIE_HTTPONLY | DUDA_COOKIE_SAMESITE_LAX);
@@ -204,8 +204,8 @@ static const char *duda_session_get(duda_request_t *dr, const char *name)
         return NULL;
     }
 #ifdef DUDA_HAVE_HIREDIS
-    if (duda_session_remote(dr)) {
-        const char *v = duda_session_remote_get(dr, name);
+    if (duda_session_redis_enabled(dr)) {
+        const char *v = duda_session_redis_get(dr, name);
         return v ? duda_gc_strndup(dr, v, strlen(v)) : NULL;
     }
 #endif
@@ -227,8 +227,8 @@ static int duda_session_isset(duda_request_t *dr, const char *name)
         return 0;
     }
 #ifdef DUDA_HAVE_HIREDIS
-    if (duda_session_remote(dr)) {
-        return duda_session_remote_get(dr, name) != NULL;
+    if (duda_session_redis_enabled(dr)) {
+        return duda_session_redis_get(dr, name) != NULL;
     }
 #endif
     pthread_mutex_lock(&duda_sessions_lock);
@@ -250,8 +250,8 @@ static int duda_session_lookup(duda_request_t *dr, const char *name, const char 
         return DUDA_ERR;
     }
 #ifdef DUDA_HAVE_HIREDIS
-    if (duda_session_remote(dr)) {
-        rc = duda_session_remote_lookup(dr, name, &found);
+    if (duda_session_redis_enabled(dr)) {
+        rc = duda_session_redis_lookup(dr, name, &found);
         if (rc == DUDA_SESSION_FOUND && value &&
             !(*value = duda_gc_strndup(dr, found, strlen(found)))) {
             return DUDA_ERR;
@@ -281,8 +281,8 @@ static int duda_session_destroy(duda_request_t *dr, const char *name)
         return -1;
     }
 #ifdef DUDA_HAVE_HIREDIS
-    if (duda_session_remote(dr)) {
-        if (duda_session_remote_destroy(dr, name) != 0) {
+    if (duda_session_redis_enabled(dr)) {
+        if (duda_session_redis_destroy(dr, name) != 0) {
             return -1;
         }
         return duda_cookie_obj.destroy(dr, name);

@@ -196,7 +196,7 @@ static redisAsyncContext *duda_sr_ctx(const char *url)
     return duda_rloop_ctx(k->c);
 }
 
-bool duda_session_remote(const duda_request_t *dr)
+bool duda_session_redis_enabled(const duda_request_t *dr)
 {
     return dr->svc->session_store != NULL;
 }
@@ -234,7 +234,7 @@ static struct duda_sess *duda_sr_entry(duda_request_t *dr, const char *name, siz
     return s;
 }
 
-void duda_sessions_release(duda_request_t *dr)
+void duda_session_redis_release(duda_request_t *dr)
 {
     while (dr->sessions) {
         struct duda_sess *s = dr->sessions;
@@ -303,7 +303,7 @@ static void duda_sr_acked(redisAsyncContext *ac, void *reply, void *arg)
     duda_sr_done(dr);
 }
 
-int duda_session_prefetch(duda_request_t *dr, mk_resume_cb resume)
+int duda_session_redis_prefetch(duda_request_t *dr, mk_resume_cb resume)
 {
     struct duda_cookie_pair pairs[32];
     char key[512];
@@ -345,10 +345,10 @@ int duda_session_prefetch(duda_request_t *dr, mk_resume_cb resume)
         dr->sess_pending++;
         dr->refs++;
     }
-    return duda_session_hold(dr, resume);
+    return duda_session_redis_hold(dr, resume);
 }
 
-int duda_session_hold(duda_request_t *dr, mk_resume_cb resume)
+int duda_session_redis_hold(duda_request_t *dr, mk_resume_cb resume)
 {
     if (dr->sess_pending == 0) {
         return dr->sess_failed ? -1 : 0;
@@ -384,8 +384,8 @@ static int duda_sr_write(duda_request_t *dr, const char *fmt, ...)
     return 0;
 }
 
-int duda_session_remote_create(duda_request_t *dr, const char *name, const char *id,
-                               const char *value, long expires)
+int duda_session_redis_create(duda_request_t *dr, const char *name, const char *id,
+                              const char *value, long expires)
 {
     char key[512];
     struct duda_sess *s = duda_sr_find(dr, name);
@@ -404,13 +404,13 @@ int duda_session_remote_create(duda_request_t *dr, const char *name, const char 
     return duda_sr_write(dr, "SET %s %s EX %ld", key, value, expires);
 }
 
-const char *duda_session_remote_get(duda_request_t *dr, const char *name)
+const char *duda_session_redis_get(duda_request_t *dr, const char *name)
 {
     struct duda_sess *s = duda_sr_find(dr, name);
     return s ? s->value : NULL;
 }
 
-int duda_session_remote_lookup(duda_request_t *dr, const char *name, const char **value)
+int duda_session_redis_lookup(duda_request_t *dr, const char *name, const char **value)
 {
     struct duda_sess *s = duda_sr_find(dr, name);
 
@@ -421,7 +421,7 @@ int duda_session_remote_lookup(duda_request_t *dr, const char *name, const char 
     return s && s->failed ? DUDA_SESSION_UNAVAILABLE : DUDA_SESSION_NONE;
 }
 
-int duda_session_remote_destroy(duda_request_t *dr, const char *name)
+int duda_session_redis_destroy(duda_request_t *dr, const char *name)
 {
     char key[512];
     struct duda_sess *s = duda_sr_find(dr, name);
@@ -438,7 +438,7 @@ int duda_session_remote_destroy(duda_request_t *dr, const char *name)
     return 0;
 }
 
-void duda_session_worker_exit(void)
+void duda_session_redis_worker_exit(void)
 {
     while (duda_sr_conns) {
         struct duda_sr_conn *k = duda_sr_conns;

@@ -53,7 +53,7 @@ static int duda_open_beneath(int dirfd, const char *rel)
     return fd;
 }
 
-int duda_static(struct mk_request *r, void *arg)
+int duda_static_handler(struct mk_request *r, void *arg)
 {
     const struct duda_service *svc = arg;
     char rel[PATH_MAX];

@@ -14,7 +14,7 @@
 
 #include "duda_internal.h"
 
-void duda_service_enter(struct duda_service *svc)
+void duda_worker_enter(struct duda_service *svc)
 {
     int w = duda_mk->worker_id();
 
@@ -112,7 +112,7 @@ static int duda_task_done(struct mk_request *r, void *p)
     }
     else {
         t->done(dr, t->arg);
-        rc = duda_finish(dr);
+        rc = duda_request_finish(dr);
     }
     duda_current = saved;
     duda_request_unref(dr);
@@ -143,12 +143,12 @@ static int duda_task(duda_request_t *dr, void (*work)(void *arg),
     return 0;
 }
 
-int duda_worker_id(void)
+static int duda_worker_id(void)
 {
     return duda_mk->worker_id();
 }
 
-int duda_worker_count(void)
+static int duda_worker_count(void)
 {
     struct mk_server_stats st;
 
