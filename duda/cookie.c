@@ -70,7 +70,7 @@ static const char *duda_cookie_get(duda_request_t *dr, const char *name)
         return NULL;
     }
     const char *h = duda_mk->header(dr->r, "Cookie", &n);
-    const char *v = h ? duda_cookie_find(h, n, name, strlen(name), &vn) : NULL;
+    const char *v = h ? duda_session_parse_cookie_find(h, n, name, strlen(name), &vn) : NULL;
     return v ? duda_gc_strndup(dr, v, vn) : NULL;
 }
 

@@ -30,15 +30,15 @@
 
 #include "session_parse.h"
 
-#define DUDA_RLOOP_READ 0x1u
-#define DUDA_RLOOP_WRITE 0x2u
+#define DUDA_REDIS_LOOP_READ 0x1u
+#define DUDA_REDIS_LOOP_WRITE 0x2u
 
-#define DUDA_RLOOP_BACKOFF_MIN_MS 100u
-#define DUDA_RLOOP_BACKOFF_MAX_MS 5000u
+#define DUDA_REDIS_LOOP_BACKOFF_MIN_MS 100u
+#define DUDA_REDIS_LOOP_BACKOFF_MAX_MS 5000u
 
 /* The worker's loop, as the user of a connection sees it. */
-struct duda_rloop_ops {
-    /* Watch fd for DUDA_RLOOP_* (mask may be 0); NULL on failure. */
+struct duda_redis_loop_ops {
+    /* Watch fd for DUDA_REDIS_LOOP_* (mask may be 0); NULL on failure. */
     void *(*watch)(int fd, unsigned mask, void (*cb)(int fd, unsigned ready, void *arg), void *arg);
     /* Change the interest: 0 or -1 (NULL: the connection unwatches and watches again). */
     int (*modify)(void *w, unsigned mask);
@@ -58,21 +58,21 @@ struct duda_rloop_ops {
     void (*log)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 };
 
-enum duda_rloop_state {
-    DUDA_RLOOP_DOWN,       /* waiting for the next attempt */
-    DUDA_RLOOP_CONNECTING, /* commands are queued */
-    DUDA_RLOOP_UP,
+enum duda_redis_loop_state {
+    DUDA_REDIS_LOOP_DOWN,       /* waiting for the next attempt */
+    DUDA_REDIS_LOOP_CONNECTING, /* commands are queued */
+    DUDA_REDIS_LOOP_UP,
 };
 
-struct duda_rloop;
+struct duda_redis_loop;
 
 /* Called on the worker each time the connection is up (again): re-subscribe here. */
-typedef void (*duda_rloop_up_cb)(struct duda_rloop *c, void *arg);
+typedef void (*duda_redis_loop_up_cb)(struct duda_redis_loop *c, void *arg);
 
-struct duda_rloop {
-    const struct duda_rloop_ops *ops;
+struct duda_redis_loop {
+    const struct duda_redis_loop_ops *ops;
     redisAsyncContext *ac; /* NULL while down */
-    enum duda_rloop_state state;
+    enum duda_redis_loop_state state;
     char host[256];
     int port, db;
     const char *who; /* for the log: "session store", "redis package" */
@@ -83,22 +83,23 @@ struct duda_rloop {
     void *flush_timer, *retry_timer; /* made at open, freed at close */
     bool flush_armed, retry_armed;
     unsigned backoff_ms, failures;
-    duda_rloop_up_cb on_up;
+    duda_redis_loop_up_cb on_up;
     void *up_arg;
-    bool closing;            /* duda_rloop_close() or _abandon(): no reconnection */
-    bool released;           /* duda_rloop_close() ran: c is freed when depth is back to 0 */
+    bool closing;            /* duda_redis_loop_close() or _abandon(): no reconnection */
+    bool released;           /* duda_redis_loop_close() ran: c is freed when depth is back to 0 */
     unsigned depth;          /* the adapter's calls into hiredis on the stack */
     redisAsyncContext *dead; /* closed where hiredis still used it: freed when depth is 0 */
-    struct duda_rloop *next; /* on the list of abandoned ones */
+    struct duda_redis_loop *next; /* on the list of abandoned ones */
 };
 
 /* Start a connection (on the current worker); it reconnects by itself. NULL: out of memory
    (the connection or its timers). */
-struct duda_rloop *duda_rloop_open(const struct duda_rloop_ops *ops, const char *host, int port,
-                                   int db, const char *who, duda_rloop_up_cb on_up, void *up_arg);
+struct duda_redis_loop *duda_redis_loop_open(const struct duda_redis_loop_ops *ops,
+                                             const char *host, int port, int db, const char *who,
+                                             duda_redis_loop_up_cb on_up, void *up_arg);
 
 /* The context to send commands on, or NULL while the server is unreachable. */
-redisAsyncContext *duda_rloop_ctx(struct duda_rloop *c);
+redisAsyncContext *duda_redis_loop_ctx(struct duda_redis_loop *c);
 
 /*
  * Close, on the connection's worker: pending callbacks get a NULL reply
@@ -108,7 +109,7 @@ redisAsyncContext *duda_rloop_ctx(struct duda_rloop *c);
  * returns. Either way the caller must not use c again; calling it again
  * meanwhile (from a NULL reply) does nothing.
  */
-void duda_rloop_close(struct duda_rloop *c);
+void duda_redis_loop_close(struct duda_redis_loop *c);
 
 /*
  * Close from another thread, whose calls the worker's loop refuses (a
@@ -118,6 +119,6 @@ void duda_rloop_close(struct duda_rloop *c);
  * may still call them: c is kept (they find it closed and do nothing),
  * on a list of the process, and never freed.
  */
-void duda_rloop_abandon(struct duda_rloop *c);
+void duda_redis_loop_abandon(struct duda_redis_loop *c);
 
 #endif

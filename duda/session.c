@@ -30,7 +30,7 @@ int duda_session_store_check(const char *value, char *reason, size_t len)
 #ifdef DUDA_HAVE_HIREDIS
     char host[256];
     int port, db;
-    if (duda_redis_url_parse(value, host, sizeof(host), &port, &db, reason, len) == 0) {
+    if (duda_session_parse_redis_url(value, host, sizeof(host), &port, &db, reason, len) == 0) {
         return MK_OK;
     }
     size_t n = strlen(reason);

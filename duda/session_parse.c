@@ -14,8 +14,8 @@
 
 #include "session_parse.h"
 
-int duda_redis_url_parse(const char *url, char *host, size_t hostlen, int *port, int *db, char *err,
-                         size_t errlen)
+int duda_session_parse_redis_url(const char *url, char *host, size_t hostlen, int *port, int *db,
+                                 char *err, size_t errlen)
 {
     const char *p, *end;
     size_t n;
@@ -106,7 +106,8 @@ static bool duda_cookie_next(const char **h, size_t *n, struct duda_cookie_pair 
     return false;
 }
 
-size_t duda_cookie_pairs(const char *h, size_t n, struct duda_cookie_pair *out, size_t max)
+size_t duda_session_parse_cookie_pairs(const char *h, size_t n, struct duda_cookie_pair *out,
+                                       size_t max)
 {
     size_t found = 0;
 
@@ -116,8 +117,8 @@ size_t duda_cookie_pairs(const char *h, size_t n, struct duda_cookie_pair *out, 
     return found;
 }
 
-const char *duda_cookie_find(const char *h, size_t n, const char *name, size_t name_len,
-                             size_t *value_len)
+const char *duda_session_parse_cookie_find(const char *h, size_t n, const char *name,
+                                           size_t name_len, size_t *value_len)
 {
     struct duda_cookie_pair p;
 

@@ -14,8 +14,8 @@
  * 6379 and db 0 by default) into host (NUL terminated), port and db: 0,
  * or -1 with the reason in err.
  */
-int duda_redis_url_parse(const char *url, char *host, size_t hostlen, int *port, int *db, char *err,
-                         size_t errlen);
+int duda_session_parse_redis_url(const char *url, char *host, size_t hostlen, int *port, int *db,
+                                 char *err, size_t errlen);
 
 /* One name=value pair of a Cookie header; spans into the header, not NUL terminated. */
 struct duda_cookie_pair {
@@ -27,14 +27,16 @@ struct duda_cookie_pair {
  * Split a Cookie header of n bytes into at most max pairs (pieces without
  * '=' or with an empty name are skipped): the number stored in out.
  */
-size_t duda_cookie_pairs(const char *h, size_t n, struct duda_cookie_pair *out, size_t max);
+size_t duda_session_parse_cookie_pairs(const char *h, size_t n, struct duda_cookie_pair *out,
+                                       size_t max);
 
 /*
  * The value of the first pair named `name` (name_len bytes, compared
- * exactly) of a Cookie header of n bytes, split as duda_cookie_pairs
- * does: a span into the header of *value_len bytes, or NULL.
+ * exactly) of a Cookie header of n bytes, split as
+ * duda_session_parse_cookie_pairs does: a span into the header of
+ * *value_len bytes, or NULL.
  */
-const char *duda_cookie_find(const char *h, size_t n, const char *name, size_t name_len,
-                             size_t *value_len);
+const char *duda_session_parse_cookie_find(const char *h, size_t n, const char *name,
+                                           size_t name_len, size_t *value_len);
 
 #endif

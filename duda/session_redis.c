@@ -42,14 +42,15 @@ static void duda_sr_watch_fire(struct mk_loop_fd *h, int fd, uint32_t ready, voi
 
     (void) h;
     w->cb(fd,
-          (ready & (MK_LOOP_READ | MK_LOOP_ERROR) ? DUDA_RLOOP_READ : 0) |
-              (ready & (MK_LOOP_WRITE | MK_LOOP_ERROR) ? DUDA_RLOOP_WRITE : 0),
+          (ready & (MK_LOOP_READ | MK_LOOP_ERROR) ? DUDA_REDIS_LOOP_READ : 0) |
+              (ready & (MK_LOOP_WRITE | MK_LOOP_ERROR) ? DUDA_REDIS_LOOP_WRITE : 0),
           w->arg);
 }
 
 static uint32_t duda_sr_mask(unsigned m)
 {
-    return (m & DUDA_RLOOP_READ ? MK_LOOP_READ : 0) | (m & DUDA_RLOOP_WRITE ? MK_LOOP_WRITE : 0);
+    return (m & DUDA_REDIS_LOOP_READ ? MK_LOOP_READ : 0) |
+           (m & DUDA_REDIS_LOOP_WRITE ? MK_LOOP_WRITE : 0);
 }
 
 static void *duda_sr_watch(int fd, unsigned mask, void (*cb)(int fd, unsigned ready, void *arg),
@@ -145,7 +146,7 @@ static void duda_sr_log(const char *fmt, ...)
     duda_mk->log(MK_PLUGIN_LOG_INFO, "%s", line);
 }
 
-static const struct duda_rloop_ops duda_sr_ops = {
+static const struct duda_redis_loop_ops duda_sr_ops = {
     .watch = duda_sr_watch,
     .modify = duda_sr_modify,
     .unwatch = duda_sr_unwatch,
@@ -160,7 +161,7 @@ static const struct duda_rloop_ops duda_sr_ops = {
 
 struct duda_sr_conn {
     char *url;
-    struct duda_rloop *c;
+    struct duda_redis_loop *c;
     struct duda_sr_conn *next;
 };
 
@@ -172,12 +173,12 @@ static redisAsyncContext *duda_sr_ctx(const char *url)
 
     for (k = duda_sr_conns; k; k = k->next) {
         if (!strcmp(k->url, url)) {
-            return duda_rloop_ctx(k->c);
+            return duda_redis_loop_ctx(k->c);
         }
     }
     char host[256], err[256];
     int port, db;
-    if (duda_redis_url_parse(url, host, sizeof(host), &port, &db, err, sizeof(err)) != 0) {
+    if (duda_session_parse_redis_url(url, host, sizeof(host), &port, &db, err, sizeof(err)) != 0) {
         return NULL; /* checked with the configuration */
     }
     k = calloc(1, sizeof(*k));
@@ -185,7 +186,7 @@ static redisAsyncContext *duda_sr_ctx(const char *url)
         free(k);
         return NULL;
     }
-    k->c = duda_rloop_open(&duda_sr_ops, host, port, db, "session store", NULL, NULL);
+    k->c = duda_redis_loop_open(&duda_sr_ops, host, port, db, "session store", NULL, NULL);
     if (!k->c) {
         free(k->url);
         free(k);
@@ -193,7 +194,7 @@ static redisAsyncContext *duda_sr_ctx(const char *url)
     }
     k->next = duda_sr_conns;
     duda_sr_conns = k;
-    return duda_rloop_ctx(k->c);
+    return duda_redis_loop_ctx(k->c);
 }
 
 bool duda_session_redis_enabled(const duda_request_t *dr)
@@ -313,7 +314,7 @@ int duda_session_redis_prefetch(duda_request_t *dr, mk_resume_cb resume)
     if (!h) {
         return 0;
     }
-    size_t np = duda_cookie_pairs(h, n, pairs, sizeof(pairs) / sizeof(pairs[0]));
+    size_t np = duda_session_parse_cookie_pairs(h, n, pairs, sizeof(pairs) / sizeof(pairs[0]));
     redisAsyncContext *ac = NULL;
     bool down = false;
     for (size_t i = 0; i < np; i++) {
@@ -443,7 +444,7 @@ void duda_session_redis_worker_exit(void)
     while (duda_sr_conns) {
         struct duda_sr_conn *k = duda_sr_conns;
         duda_sr_conns = k->next;
-        duda_rloop_close(k->c);
+        duda_redis_loop_close(k->c);
         free(k->url);
         free(k);
     }

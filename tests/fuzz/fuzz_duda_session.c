@@ -11,7 +11,7 @@
  *  - every pair lies inside the header, in order, with a name of at least
  *    one byte holding no '=' or ';', a value holding no ';', and no more
  *    pairs than asked for; splitting the same header again gives the same;
- *  - duda_cookie_find (cookie->get) gives, for each pair's name, the value
+ *  - duda_session_parse_cookie_find (cookie->get) gives, for each pair's name, the value
  *    of the first pair of that name, and nothing for names no pair has;
  *  - an accepted address starts with "redis://", gives a NUL-terminated
  *    host of 1 to hostlen - 1 bytes, a port from 1 to 65535 and a database
@@ -28,7 +28,7 @@ static void fuzz_cookies(const char *h, size_t n)
 {
     struct duda_cookie_pair out[16], again[16];
     size_t max = n % 17;
-    size_t got = duda_cookie_pairs(h, n, out, max);
+    size_t got = duda_session_parse_cookie_pairs(h, n, out, max);
     const char *prev = h;
 
     MK_FUZZ_CHECK(got <= max);
@@ -41,7 +41,7 @@ static void fuzz_cookies(const char *h, size_t n)
         MK_FUZZ_CHECK(!memchr(p->value, ';', p->value_len));
         prev = p->value + p->value_len;
     }
-    MK_FUZZ_CHECK(duda_cookie_pairs(h, n, again, max) == got);
+    MK_FUZZ_CHECK(duda_session_parse_cookie_pairs(h, n, again, max) == got);
     MK_FUZZ_CHECK(got == 0 || memcmp(out, again, got * sizeof(out[0])) == 0);
 
     /* cookie->get: each pair's name finds the first pair of that name */
@@ -51,13 +51,13 @@ static void fuzz_cookies(const char *h, size_t n)
                memcmp(out[j].name, out[i].name, out[i].name_len) != 0) {
             j++;
         }
-        const char *v = duda_cookie_find(h, n, out[i].name, out[i].name_len, &vlen);
+        const char *v = duda_session_parse_cookie_find(h, n, out[i].name, out[i].name_len, &vlen);
         MK_FUZZ_CHECK(v == out[j].value && vlen == out[j].value_len);
     }
     /* and a name no pair has finds nothing: no pair holds ';' in its name */
     size_t vlen;
-    MK_FUZZ_CHECK(duda_cookie_find(h, n, "a;b", 3, &vlen) == NULL);
-    MK_FUZZ_CHECK(duda_cookie_find(h, n, "", 0, &vlen) == NULL);
+    MK_FUZZ_CHECK(duda_session_parse_cookie_find(h, n, "a;b", 3, &vlen) == NULL);
+    MK_FUZZ_CHECK(duda_session_parse_cookie_find(h, n, "", 0, &vlen) == NULL);
 }
 
 static void fuzz_url(const char *data, size_t n)
@@ -72,7 +72,7 @@ static void fuzz_url(const char *data, size_t n)
     memcpy(url, data, n);
     url[n] = '\0';
     err[0] = '\0';
-    if (duda_redis_url_parse(url, host, sizeof(host), &port, &db, err, sizeof(err)) == 0) {
+    if (duda_session_parse_redis_url(url, host, sizeof(host), &port, &db, err, sizeof(err)) == 0) {
         MK_FUZZ_CHECK(strncmp(url, "redis://", 8) == 0);
         size_t hl = strnlen(host, sizeof(host));
         MK_FUZZ_CHECK(hl >= 1 && hl < sizeof(host));

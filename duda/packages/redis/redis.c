@@ -44,7 +44,7 @@ struct duda_redis_sub {
 
 struct duda_redis_worker {
     duda_redis_t *r;
-    struct duda_rloop *cmd, *sub;
+    struct duda_redis_loop *cmd, *sub;
     struct duda_redis_sub *subs;
     pthread_t owner; /* the worker */
     bool closing;    /* the service is unloaded: answers reach nobody */
@@ -66,7 +66,7 @@ static struct duda_redis *duda_redis_all;
 static void *duda_redis_watch(int fd, unsigned mask, void (*cb)(int fd, unsigned ready, void *arg),
                               void *arg)
 {
-    return event->add(fd, mask, cb, arg); /* DUDA_EVENT_* are DUDA_RLOOP_* */
+    return event->add(fd, mask, cb, arg); /* DUDA_EVENT_* are DUDA_REDIS_LOOP_* */
 }
 
 static void duda_redis_unwatch(void *w)
@@ -136,7 +136,7 @@ static void duda_redis_log(const char *fmt, ...)
     console->debug(NULL, "%s", strncmp(line, "duda: ", 6) ? line : line + 6);
 }
 
-static const struct duda_rloop_ops duda_redis_ops = {
+static const struct duda_redis_loop_ops duda_redis_ops = {
     .watch = duda_redis_watch,
     .modify = NULL,
     .unwatch = duda_redis_unwatch,
@@ -177,12 +177,12 @@ static void duda_redis_worker_free(void *value)
     }
     w->closing = true;
     if (pthread_equal(w->owner, pthread_self())) {
-        duda_rloop_close(w->cmd);
-        duda_rloop_close(w->sub);
+        duda_redis_loop_close(w->cmd);
+        duda_redis_loop_close(w->sub);
     }
     else {
-        duda_rloop_abandon(w->cmd);
-        duda_rloop_abandon(w->sub);
+        duda_redis_loop_abandon(w->cmd);
+        duda_redis_loop_abandon(w->sub);
     }
     while (w->subs) {
         duda_redis_sub_free(w->subs);
@@ -206,9 +206,10 @@ static struct duda_redis_worker *duda_redis_here(duda_redis_t *r)
     }
     w->r = r;
     w->owner = pthread_self();
-    w->cmd = duda_rloop_open(&duda_redis_ops, r->host, r->port, r->db, "redis package", NULL, NULL);
+    w->cmd =
+        duda_redis_loop_open(&duda_redis_ops, r->host, r->port, r->db, "redis package", NULL, NULL);
     if (!w->cmd || global->set(&r->key, w) != 0) {
-        duda_rloop_close(w->cmd);
+        duda_redis_loop_close(w->cmd);
         free(w);
         return NULL;
     }
@@ -243,7 +244,7 @@ static int duda_redis_command(duda_redis_t *r, duda_request_t *dr, duda_redis_cb
                               const char *fmt, ...)
 {
     struct duda_redis_worker *w = duda_redis_here(r);
-    redisAsyncContext *ac = w ? duda_rloop_ctx(w->cmd) : NULL;
+    redisAsyncContext *ac = w ? duda_redis_loop_ctx(w->cmd) : NULL;
 
     if (!ac || !fmt) {
         return -1;
@@ -267,7 +268,7 @@ static int duda_redis_command_argv(duda_redis_t *r, duda_request_t *dr, duda_red
                                    void *cb_data, int argc, const char **argv, const size_t *lens)
 {
     struct duda_redis_worker *w = duda_redis_here(r);
-    redisAsyncContext *ac = w ? duda_rloop_ctx(w->cmd) : NULL;
+    redisAsyncContext *ac = w ? duda_redis_loop_ctx(w->cmd) : NULL;
 
     if (!ac || argc < 1 || !argv) {
         return -1;
@@ -286,7 +287,7 @@ static int duda_redis_command_argv(duda_redis_t *r, duda_request_t *dr, duda_red
 static int duda_redis_connected(duda_redis_t *r)
 {
     struct duda_redis_worker *w = duda_redis_here(r);
-    return w && w->cmd->state == DUDA_RLOOP_UP;
+    return w && w->cmd->state == DUDA_REDIS_LOOP_UP;
 }
 
 /* ---- pub/sub ------------------------------------------------------------------------------ */
@@ -320,8 +321,8 @@ static void duda_redis_sub_reply(redisAsyncContext *ac, void *reply, void *arg)
 
 static int duda_redis_sub_send(struct duda_redis_sub *s)
 {
-    redisAsyncContext *ac = duda_rloop_ctx(s->w->sub);
-    if (!ac || s->w->sub->state != DUDA_RLOOP_UP) {
+    redisAsyncContext *ac = duda_redis_loop_ctx(s->w->sub);
+    if (!ac || s->w->sub->state != DUDA_REDIS_LOOP_UP) {
         return 0; /* sent when the connection is up */
     }
     return redisAsyncCommand(ac, duda_redis_sub_reply, s, "SUBSCRIBE %s", s->channel) == REDIS_OK
@@ -330,7 +331,7 @@ static int duda_redis_sub_send(struct duda_redis_sub *s)
 }
 
 /* The pub/sub connection is up (again): subscribe to every channel. */
-static void duda_redis_sub_up(struct duda_rloop *c, void *arg)
+static void duda_redis_sub_up(struct duda_redis_loop *c, void *arg)
 {
     struct duda_redis_worker *w = arg;
 
@@ -365,8 +366,8 @@ static int duda_redis_subscribe(duda_redis_t *r, const char *channel, duda_redis
     *s = (struct duda_redis_sub){w, s->channel, cb, cb_data, false, w->subs};
     w->subs = s;
     if (!w->sub) {
-        w->sub = duda_rloop_open(&duda_redis_ops, r->host, r->port, r->db, "redis package pub/sub",
-                                 duda_redis_sub_up, w);
+        w->sub = duda_redis_loop_open(&duda_redis_ops, r->host, r->port, r->db,
+                                      "redis package pub/sub", duda_redis_sub_up, w);
         return w->sub ? 0 : -1;
     }
     return duda_redis_sub_send(s);
@@ -384,8 +385,8 @@ static int duda_redis_unsubscribe(duda_redis_t *r, const char *channel)
             continue;
         }
         s->gone = true;
-        redisAsyncContext *ac = duda_rloop_ctx(w->sub);
-        if (!ac || w->sub->state != DUDA_RLOOP_UP ||
+        redisAsyncContext *ac = duda_redis_loop_ctx(w->sub);
+        if (!ac || w->sub->state != DUDA_REDIS_LOOP_UP ||
             redisAsyncCommand(ac, NULL, NULL, "UNSUBSCRIBE %s", channel) != REDIS_OK) {
             duda_redis_sub_free(s); /* not subscribed on this connection */
         }
@@ -404,8 +405,8 @@ static duda_redis_t *duda_redis_connect(const char *url)
     if (!r) {
         return NULL;
     }
-    if (duda_redis_url_parse(url, r->host, sizeof(r->host), &r->port, &r->db, err, sizeof(err)) !=
-        0) {
+    if (duda_session_parse_redis_url(url, r->host, sizeof(r->host), &r->port, &r->db, err,
+                                     sizeof(err)) != 0) {
         console->debug(NULL, "redis->connect(): %s", err);
         free(r);
         return NULL;

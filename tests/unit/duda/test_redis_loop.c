@@ -127,7 +127,7 @@ static void fake_log(const char *fmt, ...)
     log_lines++;
 }
 
-static const struct duda_rloop_ops fake_ops = {
+static const struct duda_redis_loop_ops fake_ops = {
     .watch = fake_watch,
     .modify = fake_modify,
     .unwatch = fake_unwatch,
@@ -160,9 +160,10 @@ static bool poll_watches(void)
     for (int i = 0; i < SLOTS; i++) {
         if (watches[i] && watches[i]->mask) {
             w[n] = watches[i];
-            p[n] = (struct pollfd){.fd = watches[i]->fd,
-                                   .events = (watches[i]->mask & DUDA_RLOOP_READ ? POLLIN : 0) |
-                                             (watches[i]->mask & DUDA_RLOOP_WRITE ? POLLOUT : 0)};
+            p[n] =
+                (struct pollfd){.fd = watches[i]->fd,
+                                .events = (watches[i]->mask & DUDA_REDIS_LOOP_READ ? POLLIN : 0) |
+                                          (watches[i]->mask & DUDA_REDIS_LOOP_WRITE ? POLLOUT : 0)};
             n++;
         }
     }
@@ -174,8 +175,8 @@ static bool poll_watches(void)
             continue;
         }
         bool fail = p[i].revents & (POLLERR | POLLHUP);
-        unsigned ready = (p[i].revents & POLLIN || fail ? DUDA_RLOOP_READ : 0) |
-                         (p[i].revents & POLLOUT || fail ? DUDA_RLOOP_WRITE : 0);
+        unsigned ready = (p[i].revents & POLLIN || fail ? DUDA_REDIS_LOOP_READ : 0) |
+                         (p[i].revents & POLLOUT || fail ? DUDA_REDIS_LOOP_WRITE : 0);
         w[i]->cb(w[i]->fd, ready, w[i]->arg);
         return true; /* the others may be gone */
     }
@@ -269,7 +270,7 @@ static void server_close(bool reset, int client_fd)
 
 /* ---- the connection under test ------------------------------------------------------- */
 
-static struct duda_rloop *conn;
+static struct duda_redis_loop *conn;
 
 struct call {
     bool called;
@@ -292,30 +293,30 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *arg)
         snprintf(k->str, sizeof(k->str), "%s", rep->str);
     }
     if (k->close_it) {
-        duda_rloop_close(conn);
+        duda_redis_loop_close(conn);
     }
     if (k->close_more) {
         /* Harmless: the connection is gone for the caller, freed when the adapter unwinds. */
-        duda_rloop_close(conn);
-        assert_null(duda_rloop_ctx(conn));
+        duda_redis_loop_close(conn);
+        assert_null(duda_redis_loop_ctx(conn));
     }
 }
 
 static unsigned ups;
 static bool close_when_up;
 
-static void on_up(struct duda_rloop *c, void *arg)
+static void on_up(struct duda_redis_loop *c, void *arg)
 {
     (void) arg;
     ups++;
     if (close_when_up) {
-        duda_rloop_close(c);
+        duda_redis_loop_close(c);
     }
 }
 
 static void send_cmd(struct call *k, const char *cmd)
 {
-    redisAsyncContext *ac = duda_rloop_ctx(conn);
+    redisAsyncContext *ac = duda_redis_loop_ctx(conn);
     assert_non_null(ac);
     assert_int_equal(redisAsyncCommand(ac, on_reply, k, cmd), REDIS_OK);
 }
@@ -324,14 +325,14 @@ static void send_cmd(struct call *k, const char *cmd)
 static void open_up(void)
 {
     listener = listen_any();
-    conn = duda_rloop_open(&fake_ops, "127.0.0.1", port, 0, "test", on_up, NULL);
+    conn = duda_redis_loop_open(&fake_ops, "127.0.0.1", port, 0, "test", on_up, NULL);
     assert_non_null(conn);
     peer = accept(listener, NULL, NULL);
     assert_true(peer >= 0);
-    for (int i = 0; i < 50 && conn->state != DUDA_RLOOP_UP; i++) {
+    for (int i = 0; i < 50 && conn->state != DUDA_REDIS_LOOP_UP; i++) {
         turn();
     }
-    assert_int_equal(conn->state, DUDA_RLOOP_UP);
+    assert_int_equal(conn->state, DUDA_REDIS_LOOP_UP);
 }
 
 /* Turn until k was called (2 s at most). */
@@ -426,7 +427,7 @@ static void test_close_when_refused(void **state)
     struct call a = {.close_it = true};
 
     (void) state;
-    conn = duda_rloop_open(&fake_ops, "127.0.0.1", port_refused(), 0, "test", on_up, NULL);
+    conn = duda_redis_loop_open(&fake_ops, "127.0.0.1", port_refused(), 0, "test", on_up, NULL);
     assert_non_null(conn);
     send_cmd(&a, "PING");
     turn_until(&a);
@@ -440,7 +441,7 @@ static void test_close_when_up(void **state)
     (void) state;
     close_when_up = true;
     listener = listen_any();
-    conn = duda_rloop_open(&fake_ops, "127.0.0.1", port, 0, "test", on_up, NULL);
+    conn = duda_redis_loop_open(&fake_ops, "127.0.0.1", port, 0, "test", on_up, NULL);
     assert_non_null(conn);
     peer = accept(listener, NULL, NULL);
     assert_true(peer >= 0);
@@ -459,7 +460,7 @@ static void test_close_twice(void **state)
     open_up();
     send_cmd(&a, "PING");
     send_cmd(&b, "PING");
-    duda_rloop_close(conn);
+    duda_redis_loop_close(conn);
     assert_true(a.called && b.called);
     assert_false(a.got_reply || b.got_reply);
 }
@@ -478,10 +479,10 @@ static void test_reconnect_planned(void **state)
     server_close(false, fd);
     turn_until(&a);
     assert_false(a.got_reply);
-    assert_int_equal(conn->state, DUDA_RLOOP_DOWN);
+    assert_int_equal(conn->state, DUDA_REDIS_LOOP_DOWN);
     assert_true(conn->retry_armed);
-    assert_null(duda_rloop_ctx(conn));
-    duda_rloop_close(conn);
+    assert_null(duda_redis_loop_ctx(conn));
+    duda_redis_loop_close(conn);
 }
 
 /* argv[1]: run only the tests whose name matches it (cmocka's filter: '*' for any text). */

@@ -55,7 +55,8 @@ static void test_urls(void **state)
         const struct url_case *c = &url_cases[i];
         char host[256], err[256] = "";
         int port = -1, db = -1;
-        int rc = duda_redis_url_parse(c->url, host, sizeof(host), &port, &db, err, sizeof(err));
+        int rc =
+            duda_session_parse_redis_url(c->url, host, sizeof(host), &port, &db, err, sizeof(err));
         if (c->host) {
             assert_int_equal(rc, 0);
             assert_string_equal(host, c->host);
@@ -78,11 +79,11 @@ static void test_url_host_too_long(void **state)
 
     (void) state;
     snprintf(url, sizeof(url), "redis://%s:1", "averyveryverylonghostname");
-    assert_int_equal(duda_redis_url_parse(url, host, sizeof(host), &port, &db, err, sizeof(err)),
-                     -1);
+    assert_int_equal(
+        duda_session_parse_redis_url(url, host, sizeof(host), &port, &db, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "a host too long"));
-    assert_int_equal(duda_redis_url_parse(NULL, host, sizeof(host), &port, &db, err, sizeof(err)),
-                     -1);
+    assert_int_equal(
+        duda_session_parse_redis_url(NULL, host, sizeof(host), &port, &db, err, sizeof(err)), -1);
 }
 
 static void expect_pair(const struct duda_cookie_pair *p, const char *name, const char *value)
@@ -99,45 +100,46 @@ static void test_cookie_pairs(void **state)
     const char *h = "sid=0123; theme=dark;  empty=;=novalue; flag; b64=YQ==;last=x";
 
     (void) state;
-    size_t n = duda_cookie_pairs(h, strlen(h), out, 4);
+    size_t n = duda_session_parse_cookie_pairs(h, strlen(h), out, 4);
     assert_int_equal(n, 4);
     expect_pair(&out[0], "sid", "0123");
     expect_pair(&out[1], "theme", "dark");
     expect_pair(&out[2], "empty", "");
     expect_pair(&out[3], "b64", "YQ==");
     /* Bounded by max, and by n (not NUL terminated). */
-    assert_int_equal(duda_cookie_pairs(h, strlen(h), out, 1), 1);
-    assert_int_equal(duda_cookie_pairs(h, 7, out, 4), 1);
+    assert_int_equal(duda_session_parse_cookie_pairs(h, strlen(h), out, 1), 1);
+    assert_int_equal(duda_session_parse_cookie_pairs(h, 7, out, 4), 1);
     expect_pair(&out[0], "sid", "012");
-    assert_int_equal(duda_cookie_pairs("", 0, out, 4), 0);
-    assert_int_equal(duda_cookie_pairs(" ; ;", 4, out, 4), 0);
-    assert_int_equal(duda_cookie_pairs("a=1;\tb=2", 8, out, 4), 2);
+    assert_int_equal(duda_session_parse_cookie_pairs("", 0, out, 4), 0);
+    assert_int_equal(duda_session_parse_cookie_pairs(" ; ;", 4, out, 4), 0);
+    assert_int_equal(duda_session_parse_cookie_pairs("a=1;\tb=2", 8, out, 4), 2);
     expect_pair(&out[1], "b", "2");
 }
 
-/* cookie->get: the first pair of that name, split as duda_cookie_pairs splits. */
+/* cookie->get: the first pair of that name, split as duda_session_parse_cookie_pairs splits. */
 static void test_cookie_find(void **state)
 {
     const char *h = "sid=0123; theme=dark;\tempty=;=novalue; flag; sid=again;last=x";
     size_t len = 99;
 
     (void) state;
-    const char *v = duda_cookie_find(h, strlen(h), "sid", 3, &len);
+    const char *v = duda_session_parse_cookie_find(h, strlen(h), "sid", 3, &len);
     assert_non_null(v);
     assert_int_equal(len, 4);
     assert_memory_equal(v, "0123", 4);
-    v = duda_cookie_find(h, strlen(h), "empty", 5, &len); /* after a tab */
+    v = duda_session_parse_cookie_find(h, strlen(h), "empty", 5, &len); /* after a tab */
     assert_non_null(v);
     assert_int_equal(len, 0);
-    v = duda_cookie_find(h, strlen(h), "last", 4, &len);
+    v = duda_session_parse_cookie_find(h, strlen(h), "last", 4, &len);
     assert_non_null(v);
     assert_int_equal(len, 1);
-    assert_null(duda_cookie_find(h, strlen(h), "flag", 4, &len));
-    assert_null(duda_cookie_find(h, strlen(h), "", 0, &len)); /* "=novalue" has no name */
-    assert_null(duda_cookie_find(h, strlen(h), "SID", 3, &len));
-    assert_null(duda_cookie_find(h, strlen(h), "si", 2, &len));
-    assert_null(duda_cookie_find(h, 5, "theme", 5, &len)); /* bounded by n */
-    assert_null(duda_cookie_find("", 0, "a", 1, &len));
+    assert_null(duda_session_parse_cookie_find(h, strlen(h), "flag", 4, &len));
+    assert_null(
+        duda_session_parse_cookie_find(h, strlen(h), "", 0, &len)); /* "=novalue" has no name */
+    assert_null(duda_session_parse_cookie_find(h, strlen(h), "SID", 3, &len));
+    assert_null(duda_session_parse_cookie_find(h, strlen(h), "si", 2, &len));
+    assert_null(duda_session_parse_cookie_find(h, 5, "theme", 5, &len)); /* bounded by n */
+    assert_null(duda_session_parse_cookie_find("", 0, "a", 1, &len));
 }
 
 int main(void)
