@@ -49,7 +49,7 @@ struct duda_conf {
 };
 
 struct duda_service;
-struct duda_pkg;
+struct duda_package;
 
 /* One mapped route (router->map, root, dashboard). */
 struct duda_route {
@@ -68,10 +68,10 @@ struct duda_service {
     const char *title;
     bool root; /* Root on: no /name prefix */
     char *docroot, *confdir, *datadir, *logdir;
-    char *file;             /* ServicesRoot/NAME.duda */
-    char *packages_root;    /* PackagesRoot of its configuration */
-    struct duda_pkg **pkgs; /* the packages it loaded (one reference each) */
-    size_t n_pkgs;
+    char *file;                     /* ServicesRoot/NAME.duda */
+    char *packages_root;            /* PackagesRoot of its configuration */
+    struct duda_package **packages; /* the packages it loaded (one reference each) */
+    size_t n_packages;
     void *dl;
     void (*exit_fn)(void);
     struct duda_route *routes;
@@ -134,13 +134,13 @@ struct duda_gc_item {
 };
 
 /* A session of the Redis store as a request sees it (session_redis.c). */
-struct duda_sess {
+struct duda_session_redis {
     char *name; /* the cookie's */
     char id[33];
     char *value;        /* NULL: none (or destroyed) */
     bool failed;        /* the store could not be asked, or its answer was lost */
     duda_request_t *dr; /* while its lookup is pending */
-    struct duda_sess *next;
+    struct duda_session_redis *next;
 };
 
 /* A request as a service sees it. Lives from the route's handler until the request's end. */
@@ -168,11 +168,11 @@ struct duda_request {
     void *user;    /* request->set_ctx */
     bool upgraded; /* response->takeover: the answer is a 101 without a body */
     /* The Redis session store: what it found, and the commands still unanswered. */
-    struct duda_sess *sessions;
-    int sess_pending;
-    bool sess_failed; /* a write was refused or lost: the response is 503 */
-    struct mk_suspended *sess_susp;
-    mk_resume_cb sess_resume;
+    struct duda_session_redis *sessions;
+    int session_pending;
+    bool session_failed; /* a write was refused or lost: the response is 503 */
+    struct mk_suspended *session_susp;
+    mk_resume_cb session_resume;
 };
 
 /* The plugin's context in one server (api->self). */

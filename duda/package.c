@@ -33,17 +33,17 @@
 #include "duda_internal.h"
 
 /* A package open in this process. */
-struct duda_pkg {
+struct duda_package {
     char *file; /* PackagesRoot/NAME.dpkg: the registry's key */
     void *dl;
     const struct duda_package_info *info;
     unsigned refs; /* services holding it */
-    struct duda_pkg *next;
+    struct duda_package *next;
 };
 
 /* Recursive: a package's init() may load the packages it builds on. */
-static pthread_mutex_t duda_pkgs_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
-static struct duda_pkg *duda_pkgs;
+static pthread_mutex_t duda_packages_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static struct duda_package *duda_packages;
 
 /* Whether `name` may be a package's file name (the same rule as a service's). */
 static bool duda_package_name_ok(const char *name)
@@ -76,8 +76,8 @@ static int duda_package_check(const char *name, const char *file,
 }
 
 /* Open `file` as package `name` and run its init(). NULL with the reason in err. */
-static struct duda_pkg *duda_package_open(const char *name, const char *file, char *err,
-                                          size_t errlen)
+static struct duda_package *duda_package_open(const char *name, const char *file, char *err,
+                                              size_t errlen)
 {
     if (access(file, R_OK) != 0) {
         snprintf(err, errlen, "package '%s': %s: %s", name, file, strerror(errno));
@@ -91,7 +91,7 @@ static struct duda_pkg *duda_package_open(const char *name, const char *file, ch
     const struct duda_package_info *(*entry)(void) =
         (const struct duda_package_info *(*) (void) ) dlsym(dl, "duda_package_main");
     const struct duda_package_info *info = entry ? entry() : NULL;
-    struct duda_pkg *p = NULL;
+    struct duda_package *p = NULL;
     if (duda_package_check(name, file, info, err, errlen) != MK_OK) {
         goto fail;
     }
@@ -117,10 +117,10 @@ fail:
     return NULL;
 }
 
-/* The registered package of `file`, or NULL. Under duda_pkgs_lock. */
-static struct duda_pkg *duda_package_find(const char *file)
+/* The registered package of `file`, or NULL. Under duda_packages_lock. */
+static struct duda_package *duda_package_find(const char *file)
 {
-    for (struct duda_pkg *p = duda_pkgs; p; p = p->next) {
+    for (struct duda_package *p = duda_packages; p; p = p->next) {
         if (!strcmp(p->file, file)) {
             return p;
         }
@@ -129,19 +129,19 @@ static struct duda_pkg *duda_package_find(const char *file)
 }
 
 /* Record `p` as held by `svc` (once). MK_OK or MK_ERR (out of memory). */
-static int duda_package_hold(struct duda_service *svc, struct duda_pkg *p)
+static int duda_package_hold(struct duda_service *svc, struct duda_package *p)
 {
-    for (size_t i = 0; i < svc->n_pkgs; i++) {
-        if (svc->pkgs[i] == p) {
+    for (size_t i = 0; i < svc->n_packages; i++) {
+        if (svc->packages[i] == p) {
             return MK_OK;
         }
     }
-    struct duda_pkg **v = realloc(svc->pkgs, (svc->n_pkgs + 1) * sizeof(*v));
+    struct duda_package **v = realloc(svc->packages, (svc->n_packages + 1) * sizeof(*v));
     if (!v) {
         return MK_ERR;
     }
-    svc->pkgs = v;
-    svc->pkgs[svc->n_pkgs++] = p;
+    svc->packages = v;
+    svc->packages[svc->n_packages++] = p;
     p->refs++;
     return MK_OK;
 }
@@ -174,14 +174,14 @@ static const void *duda_package_acquire(struct duda_service *svc, const char *na
         snprintf(err, errlen, "package '%s': PackagesRoot is too long", name);
         return NULL;
     }
-    pthread_mutex_lock(&duda_pkgs_lock);
-    struct duda_pkg *p = duda_package_find(file);
+    pthread_mutex_lock(&duda_packages_lock);
+    struct duda_package *p = duda_package_find(file);
     bool opened = false;
     if (!p) {
         p = duda_package_open(name, file, err, errlen);
         if (p) {
-            p->next = duda_pkgs;
-            duda_pkgs = p;
+            p->next = duda_packages;
+            duda_packages = p;
             opened = true;
         }
     }
@@ -189,7 +189,7 @@ static const void *duda_package_acquire(struct duda_service *svc, const char *na
         snprintf(err, errlen, "package '%s': out of memory", name);
         p = NULL;
     }
-    pthread_mutex_unlock(&duda_pkgs_lock);
+    pthread_mutex_unlock(&duda_packages_lock);
     if (p && opened) {
         duda_mk->log(MK_PLUGIN_LOG_INFO, "duda: service '%s': package '%s' %s loaded from %s",
                      svc->name, name, p->info->version ? p->info->version : "", file);
@@ -217,10 +217,10 @@ static const void *duda_package_load(const char *name, unsigned abi_major, unsig
     return api;
 }
 
-/* Unlink `p` from the registry. Under duda_pkgs_lock. */
-static void duda_package_forget(struct duda_pkg *p)
+/* Unlink `p` from the registry. Under duda_packages_lock. */
+static void duda_package_forget(struct duda_package *p)
 {
-    for (struct duda_pkg **pp = &duda_pkgs; *pp; pp = &(*pp)->next) {
+    for (struct duda_package **pp = &duda_packages; *pp; pp = &(*pp)->next) {
         if (*pp == p) {
             *pp = p->next;
             return;
@@ -230,14 +230,14 @@ static void duda_package_forget(struct duda_pkg *p)
 
 void duda_package_release(struct duda_service *svc)
 {
-    for (size_t i = 0; i < svc->n_pkgs; i++) {
-        struct duda_pkg *p = svc->pkgs[i];
-        pthread_mutex_lock(&duda_pkgs_lock);
+    for (size_t i = 0; i < svc->n_packages; i++) {
+        struct duda_package *p = svc->packages[i];
+        pthread_mutex_lock(&duda_packages_lock);
         bool last = --p->refs == 0;
         if (last) {
             duda_package_forget(p);
         }
-        pthread_mutex_unlock(&duda_pkgs_lock);
+        pthread_mutex_unlock(&duda_packages_lock);
         if (!last) {
             continue;
         }
@@ -251,9 +251,9 @@ void duda_package_release(struct duda_service *svc)
         free(p->file);
         free(p);
     }
-    free(svc->pkgs);
-    svc->pkgs = NULL;
-    svc->n_pkgs = 0;
+    free(svc->packages);
+    svc->packages = NULL;
+    svc->n_packages = 0;
 }
 
 const struct duda_package_api duda_package_obj = {

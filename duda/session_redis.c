@@ -210,9 +210,9 @@ static void duda_sr_key(const duda_request_t *dr, const char *name, const char *
     snprintf(out, len, "duda:session:%s/%s:%s", dr->svc->name, name, id);
 }
 
-static struct duda_sess *duda_sr_find(duda_request_t *dr, const char *name)
+static struct duda_session_redis *duda_sr_find(duda_request_t *dr, const char *name)
 {
-    for (struct duda_sess *s = dr->sessions; s; s = s->next) {
+    for (struct duda_session_redis *s = dr->sessions; s; s = s->next) {
         if (!strcmp(s->name, name)) {
             return s;
         }
@@ -220,10 +220,10 @@ static struct duda_sess *duda_sr_find(duda_request_t *dr, const char *name)
     return NULL;
 }
 
-static struct duda_sess *duda_sr_entry(duda_request_t *dr, const char *name, size_t name_len,
-                                       const char *id)
+static struct duda_session_redis *duda_sr_entry(duda_request_t *dr, const char *name,
+                                                size_t name_len, const char *id)
 {
-    struct duda_sess *s = calloc(1, sizeof(*s));
+    struct duda_session_redis *s = calloc(1, sizeof(*s));
 
     if (!s || !(s->name = strndup(name, name_len))) {
         free(s);
@@ -238,7 +238,7 @@ static struct duda_sess *duda_sr_entry(duda_request_t *dr, const char *name, siz
 void duda_session_redis_release(duda_request_t *dr)
 {
     while (dr->sessions) {
-        struct duda_sess *s = dr->sessions;
+        struct duda_session_redis *s = dr->sessions;
         dr->sessions = s->next;
         free(s->name);
         free(s->value);
@@ -262,17 +262,17 @@ static bool duda_sr_is_id(const char *v, size_t n)
 /* A reply for a request (each holds a reference on dr): the last one continues it. */
 static void duda_sr_done(duda_request_t *dr)
 {
-    if (--dr->sess_pending == 0 && dr->sess_susp) {
-        struct mk_suspended *s = dr->sess_susp;
-        dr->sess_susp = NULL;
-        duda_mk->resume(s, dr->sess_resume, dr);
+    if (--dr->session_pending == 0 && dr->session_susp) {
+        struct mk_suspended *s = dr->session_susp;
+        dr->session_susp = NULL;
+        duda_mk->resume(s, dr->session_resume, dr);
     }
     duda_request_unref(dr);
 }
 
 static void duda_sr_got(redisAsyncContext *ac, void *reply, void *arg)
 {
-    struct duda_sess *s = arg;
+    struct duda_session_redis *s = arg;
     const redisReply *rep = reply;
     duda_request_t *dr = s->dr;
 
@@ -297,7 +297,7 @@ static void duda_sr_acked(redisAsyncContext *ac, void *reply, void *arg)
 
     (void) ac;
     if (!rep || rep->type == REDIS_REPLY_ERROR) {
-        dr->sess_failed = true;
+        dr->session_failed = true;
         duda_mk->log(MK_PLUGIN_LOG_ERROR, "duda: service '%s': session store: %s", dr->svc->name,
                      rep ? rep->str : "the connection was lost before the answer");
     }
@@ -327,7 +327,7 @@ int duda_session_redis_prefetch(duda_request_t *dr, mk_resume_cb resume)
         char id[33];
         memcpy(id, pairs[i].value, 32);
         id[32] = '\0';
-        struct duda_sess *s = duda_sr_entry(dr, pairs[i].name, pairs[i].name_len, id);
+        struct duda_session_redis *s = duda_sr_entry(dr, pairs[i].name, pairs[i].name_len, id);
         if (!s) {
             return -1;
         }
@@ -343,7 +343,7 @@ int duda_session_redis_prefetch(duda_request_t *dr, mk_resume_cb resume)
             down = true;
             continue;
         }
-        dr->sess_pending++;
+        dr->session_pending++;
         dr->refs++;
     }
     return duda_session_redis_hold(dr, resume);
@@ -351,14 +351,14 @@ int duda_session_redis_prefetch(duda_request_t *dr, mk_resume_cb resume)
 
 int duda_session_redis_hold(duda_request_t *dr, mk_resume_cb resume)
 {
-    if (dr->sess_pending == 0) {
-        return dr->sess_failed ? -1 : 0;
+    if (dr->session_pending == 0) {
+        return dr->session_failed ? -1 : 0;
     }
-    dr->sess_susp = duda_mk->suspend(dr->r);
-    if (!dr->sess_susp) {
+    dr->session_susp = duda_mk->suspend(dr->r);
+    if (!dr->session_susp) {
         return -1; /* the replies come, and find nothing to continue */
     }
-    dr->sess_resume = resume;
+    dr->session_resume = resume;
     dr->refs++; /* the suspension's: released by the continuation */
     return 1;
 }
@@ -380,7 +380,7 @@ static int duda_sr_write(duda_request_t *dr, const char *fmt, ...)
     if (rc != REDIS_OK) {
         return -1;
     }
-    dr->sess_pending++;
+    dr->session_pending++;
     dr->refs++;
     return 0;
 }
@@ -389,7 +389,7 @@ int duda_session_redis_create(duda_request_t *dr, const char *name, const char *
                               const char *value, long expires)
 {
     char key[512];
-    struct duda_sess *s = duda_sr_find(dr, name);
+    struct duda_session_redis *s = duda_sr_find(dr, name);
 
     if (!s && !(s = duda_sr_entry(dr, name, strlen(name), id))) {
         return -1;
@@ -407,13 +407,13 @@ int duda_session_redis_create(duda_request_t *dr, const char *name, const char *
 
 const char *duda_session_redis_get(duda_request_t *dr, const char *name)
 {
-    struct duda_sess *s = duda_sr_find(dr, name);
+    struct duda_session_redis *s = duda_sr_find(dr, name);
     return s ? s->value : NULL;
 }
 
 int duda_session_redis_lookup(duda_request_t *dr, const char *name, const char **value)
 {
-    struct duda_sess *s = duda_sr_find(dr, name);
+    struct duda_session_redis *s = duda_sr_find(dr, name);
 
     *value = s ? s->value : NULL;
     if (*value) {
@@ -425,7 +425,7 @@ int duda_session_redis_lookup(duda_request_t *dr, const char *name, const char *
 int duda_session_redis_destroy(duda_request_t *dr, const char *name)
 {
     char key[512];
-    struct duda_sess *s = duda_sr_find(dr, name);
+    struct duda_session_redis *s = duda_sr_find(dr, name);
 
     if (!s || !s->value) {
         return -1;
