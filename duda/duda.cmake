@@ -13,6 +13,48 @@
 # Installed: the plugin, the packages (MK_DUDA_PACKAGESDIR), the helper, the
 # headers, an empty MK_DUDA_SERVICESDIR for the system server's services, and
 # plugins/duda.conf naming both (cmake/install-conf.cmake; docs/packaging.md).
+
+# ---- Libraries: what the plugin and the packages of the tree share -------------
+# duda_library(NAME SOURCES src... [LIBS lib...] [INCLUDES dir...]) makes the
+# static library duda-NAME of src (paths from the top of the tree), whose
+# header is beside its first source. It is how code is shared between the
+# plugin and a package, or between two packages: the plugin's other files
+# are out of a package's reach (duda_internal.h does not compile in one). Each
+# shared object that names the library in LIBS gets its own copy, with its own
+# statics, hidden as the rest of it (position-independent, as every target).
+function(duda_library name)
+  cmake_parse_arguments(LIB "" "" "SOURCES;LIBS;INCLUDES" ${ARGN})
+  list(TRANSFORM LIB_SOURCES PREPEND ${CMAKE_SOURCE_DIR}/)
+  list(GET LIB_SOURCES 0 first)
+  get_filename_component(dir ${first} DIRECTORY)
+  add_library(duda-${name} STATIC ${LIB_SOURCES})
+  target_include_directories(duda-${name} PUBLIC ${dir} ${LIB_INCLUDES})
+  target_link_libraries(duda-${name} PUBLIC ${LIB_LIBS})
+  set_target_properties(duda-${name} PROPERTIES C_VISIBILITY_PRESET hidden)
+endfunction()
+
+# hiredis (libhiredis-dev), optional: the Redis session store ([DUDA] SessionStore
+# redis://...) and the redis package. Without it the only store is memory.
+find_path(HIREDIS_INCLUDE_DIR hiredis/async.h)
+find_library(HIREDIS_LIBRARY hiredis)
+if(HIREDIS_INCLUDE_DIR AND HIREDIS_LIBRARY)
+  set(MK_DUDA_HIREDIS ON)
+else()
+  set(MK_DUDA_HIREDIS OFF)
+  message(STATUS "duda: no hiredis (libhiredis-dev): no Redis session store, no redis package")
+endif()
+
+# session_parse.h: the redis:// addresses of SessionStore and redis->connect, and
+# the Cookie pairs (pure; unit tested and fuzzed alone).
+duda_library(session-parse SOURCES duda/session_parse.c)
+# redis_loop.h: a hiredis connection on a worker's loop, with reconnection: the
+# Redis session store's and the redis package's.
+if(MK_DUDA_HIREDIS)
+  duda_library(redis-loop SOURCES duda/redis_loop.c LIBS ${HIREDIS_LIBRARY}
+               INCLUDES ${HIREDIS_INCLUDE_DIR})
+endif()
+
+# ---- The plugin -----------------------------------------------------------------
 add_library(
   plugin-duda MODULE
   # the plugin, its services and packages
@@ -22,24 +64,14 @@ add_library(
   duda/qs_object.c duda/cookie.c duda/session.c duda/gc.c duda/static.c duda/global.c
   duda/worker.c duda/event.c duda/console.c duda/logger.c duda/data.c duda/conf.c duda/fconf.c
   duda/xtime.c
-  # pure parts, unit tested and fuzzed alone
-  duda/router.c duda/qs.c duda/session_parse.c)
+  # pure parts, unit tested alone (qs.c fuzzed too)
+  duda/router.c duda/qs.c)
 target_include_directories(plugin-duda PRIVATE include)
-target_link_libraries(plugin-duda PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
-
-# hiredis (libhiredis-dev), optional: the Redis session store ([DUDA] SessionStore
-# redis://...) and the redis package. Without it the only store is memory.
-find_path(HIREDIS_INCLUDE_DIR hiredis/async.h)
-find_library(HIREDIS_LIBRARY hiredis)
-if(HIREDIS_INCLUDE_DIR AND HIREDIS_LIBRARY)
-  set(MK_DUDA_HIREDIS ON)
-  target_sources(plugin-duda PRIVATE duda/session_redis.c duda/redis_loop.c)
+target_link_libraries(plugin-duda PRIVATE Threads::Threads ${CMAKE_DL_LIBS} duda-session-parse)
+if(MK_DUDA_HIREDIS)
+  target_sources(plugin-duda PRIVATE duda/session_redis.c)
   target_compile_definitions(plugin-duda PRIVATE DUDA_HAVE_HIREDIS)
-  target_include_directories(plugin-duda PRIVATE ${HIREDIS_INCLUDE_DIR})
-  target_link_libraries(plugin-duda PRIVATE ${HIREDIS_LIBRARY})
-else()
-  set(MK_DUDA_HIREDIS OFF)
-  message(STATUS "duda: no hiredis (libhiredis-dev): no Redis session store, no redis package")
+  target_link_libraries(plugin-duda PRIVATE duda-redis-loop)
 endif()
 set_target_properties(plugin-duda PROPERTIES PREFIX "monkey-" OUTPUT_NAME duda)
 install(TARGETS plugin-duda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/monkey/plugins)
@@ -80,6 +112,8 @@ function(duda_package name)
   target_include_directories(duda-pkg-${name} PRIVATE include ${DUDA_PACKAGES_DIR}/include
                                                       ${PKG_INCLUDES})
   target_link_libraries(duda-pkg-${name} PRIVATE Threads::Threads ${PKG_LIBS})
+  # duda_internal.h, the plugin's, refuses to compile here
+  target_compile_definitions(duda-pkg-${name} PRIVATE DUDA_PACKAGE_BUILD)
   set_target_properties(
     duda-pkg-${name}
     PROPERTIES PREFIX "" OUTPUT_NAME ${name} SUFFIX ".dpkg" C_VISIBILITY_PRESET hidden

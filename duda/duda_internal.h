@@ -25,6 +25,11 @@
 #ifndef DUDA_INTERNAL_H
 #define DUDA_INTERNAL_H
 
+/* A package sees the plugin through duda_package.h's tables and the libraries of duda.cmake. */
+#ifdef DUDA_PACKAGE_BUILD
+#error "duda_internal.h is the plugin's: a package uses duda_package.h and duda_library() code"
+#endif
+
 #define DUDA_PLUGIN_INTERNAL
 #include <pthread.h>
 #include <stdatomic.h>

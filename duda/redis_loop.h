@@ -3,9 +3,10 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * duda/redis_loop.h: one hiredis asynchronous connection on a worker's
- * event loop, with reconnection. Shared by the plugin (the Redis session
- * store, on the plugin event-loop API) and the redis package (on Duda's
- * event object): each hands it its loop as a table of functions.
+ * event loop, with reconnection. The library duda-redis-loop (duda.cmake),
+ * linked by the plugin (the Redis session store, on the plugin event-loop
+ * API) and by the redis package (on Duda's event object): each hands it
+ * its loop as a table of functions.
  *
  * A connection belongs to the worker that opened it: every function here
  * runs on that worker only. It connects at once, queues commands while
@@ -27,8 +28,6 @@
 
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
-
-#include "session_parse.h"
 
 #define DUDA_REDIS_LOOP_READ 0x1u
 #define DUDA_REDIS_LOOP_WRITE 0x2u

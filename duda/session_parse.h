@@ -2,7 +2,9 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * duda/session_parse.h: pure parsers for the session stores.
+ * duda/session_parse.h: pure parsers for the session stores: the library
+ * duda-session-parse (duda.cmake), linked by the plugin and by the redis
+ * package (redis->connect takes the same addresses).
  */
 #ifndef DUDA_SESSION_PARSE_H
 #define DUDA_SESSION_PARSE_H

@@ -27,6 +27,7 @@
 
 #include "duda_internal.h"
 #include "redis_loop.h"
+#include "session_parse.h"
 
 /* ---- the plugin loop as redis_loop sees it ------------------------------------------- */
 

@@ -1,5 +1,4 @@
 # The redis package (README.md): hiredis (libhiredis-dev), optional.
 if(MK_DUDA_HIREDIS)
-  duda_package(redis SOURCES redis.c ../../redis_loop.c ../../session_parse.c
-               LIBS ${HIREDIS_LIBRARY} INCLUDES ${HIREDIS_INCLUDE_DIR})
+  duda_package(redis SOURCES redis.c LIBS duda-redis-loop duda-session-parse)
 endif()

@@ -8,8 +8,9 @@
  * command connection, the pub/sub connection and this worker's
  * subscriptions) is a `global` value of the service, made on the worker's
  * first use and released when the service is unloaded. The connections
- * are duda/redis_loop.c on Duda's event object (watches and timers of the
- * service, on the worker).
+ * are duda/redis_loop.c (the library duda-redis-loop, which the plugin's
+ * Redis session store links too) on Duda's event object (watches and
+ * timers of the service, on the worker).
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -20,8 +21,9 @@
 
 #include <duda/duda_package.h>
 
-#include "../../redis_loop.h"
 #include "redis.h"
+#include "redis_loop.h"
+#include "session_parse.h"
 
 struct duda_redis {
     char url[300];
