@@ -18,8 +18,9 @@
 # duda_library(NAME SOURCES src... [LIBS lib...] [INCLUDES dir...]) makes the
 # static library duda-NAME of src (paths from the top of the tree), whose
 # header is beside its first source. It is how code is shared between the
-# plugin and a package, or between two packages: the plugin's other files
-# are out of a package's reach (duda_internal.h does not compile in one). Each
+# plugin and a package, or between two packages: a package's own SOURCES are
+# in its folder (duda_package() refuses others), and the plugin's other files
+# are out of its reach (duda_internal.h does not compile in a package). Each
 # shared object that names the library in LIBS gets its own copy, with its own
 # statics, hidden as the rest of it (position-independent, as every target).
 function(duda_library name)
@@ -81,7 +82,8 @@ install(DIRECTORY include/duda DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MAT
 # ---- Packages -----------------------------------------------------------------
 # duda_package(NAME SOURCES src... [HEADER h] [LIBS lib...] [INCLUDES dir...]
 #              [TESTS test.c... TEST_SOURCES src...])
-# builds duda/packages/NAME/ into build/duda-packages/NAME.dpkg, copies its
+# builds duda/packages/NAME/ (SOURCES and TEST_SOURCES are in that folder; LIBS
+# may name duda_library() ones) into build/duda-packages/NAME.dpkg, copies its
 # public header (default duda/packages/NAME/NAME.h) to
 # build/duda-packages/include/duda/packages/NAME.h and installs both
 # (LIBDIR/monkey/duda-packages, INCLUDEDIR/duda/packages). TESTS are cmocka
@@ -104,6 +106,12 @@ add_custom_target(duda-packages ALL)
 function(duda_package name)
   cmake_parse_arguments(PKG "" "HEADER" "SOURCES;LIBS;INCLUDES;TESTS;TEST_SOURCES" ${ARGN})
   set(dir ${CMAKE_SOURCE_DIR}/duda/packages/${name})
+  foreach(src ${PKG_SOURCES} ${PKG_TEST_SOURCES})
+    if(src MATCHES "(^|/)\\.\\.(/|$)" OR IS_ABSOLUTE ${src})
+      message(FATAL_ERROR "duda_package(${name}): ${src} is not in duda/packages/${name}/; "
+                          "code a package shares is a library (duda_library)")
+    endif()
+  endforeach()
   list(TRANSFORM PKG_SOURCES PREPEND ${dir}/)
   if(NOT PKG_HEADER)
     set(PKG_HEADER ${name}.h)

@@ -4,8 +4,8 @@
  */
 #include <duda/duda_package.h>
 
-#include "../sha1/sha.h"
-#include "../sha1/sha_api.h"
+#include "sha.h"
+#include "sha_api.h"
 #include "sha1.h"
 
 static void sha1_digest(const void *msg, size_t len, unsigned char *out)
