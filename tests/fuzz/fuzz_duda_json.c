@@ -26,16 +26,16 @@ static void check_round_trip(const cJSON *v, int pretty)
 {
     size_t len = 0;
     char why[96];
-    char *text = duda_json_print(v, pretty, &len);
+    char *text = duda_json_core_print(v, pretty, &len);
     if (!text) {
         return; /* out of memory, or a number cJSON cannot print */
     }
     MK_FUZZ_CHECK(len == strlen(text) && len > 0 && text[len - 1] == '\n');
-    cJSON *again = duda_json_parse(text, len, why, sizeof(why));
+    cJSON *again = duda_json_core_parse(text, len, why, sizeof(why));
     MK_FUZZ_CHECK(again != NULL);
     /* Printed again, the same text (a value with a key twice compares unequal to itself). */
     size_t len2 = 0;
-    char *text2 = duda_json_print(again, pretty, &len2);
+    char *text2 = duda_json_core_print(again, pretty, &len2);
     MK_FUZZ_CHECK(text2 && len2 == len && memcmp(text, text2, len) == 0);
     free(text2);
     cJSON_Delete(again);
@@ -46,10 +46,10 @@ static void check_string_writer(const uint8_t *data, size_t size)
 {
     char *buf = NULL, why[96];
     size_t n = 0, cap = 0;
-    MK_FUZZ_CHECK(duda_sqlite_json_string(&buf, &n, &cap, (const char *) data, size) == 0);
+    MK_FUZZ_CHECK(duda_sqlite_core_json_string(&buf, &n, &cap, (const char *) data, size) == 0);
     MK_FUZZ_CHECK(n >= 2 && buf[0] == '"' && buf[n - 1] == '"' && strlen(buf) == n);
     if (!memchr(data, 0, size)) {
-        cJSON *s = duda_json_parse(buf, n, why, sizeof(why));
+        cJSON *s = duda_json_core_parse(buf, n, why, sizeof(why));
         MK_FUZZ_CHECK(s != NULL && cJSON_IsString(s));
         MK_FUZZ_CHECK(strlen(s->valuestring) == size && memcmp(s->valuestring, data, size) == 0);
         cJSON_Delete(s);
@@ -61,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char why[96];
     why[0] = '\0';
-    cJSON *v = duda_json_parse((const char *) data, size, why, sizeof(why));
+    cJSON *v = duda_json_core_parse((const char *) data, size, why, sizeof(why));
     if (!v) {
         MK_FUZZ_CHECK(why[0] != '\0');
     }

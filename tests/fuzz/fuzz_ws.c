@@ -14,7 +14,7 @@
  *  - every payload view lies inside the input and the payload total is at
  *    most the input's length; a data frame never exceeds the frame limit;
  *  - a close code returned is 1002, or 1009 for a frame past the limit,
- *    after which ws_read_skip() goes on past it (as the package does);
+ *    after which ws_proto_read_skip() goes on past it (as the package does);
  *  - a close payload check returns 1005, a code a peer may send, or
  *    -1002/-1007;
  * and the input read as a Sec-WebSocket-Extensions value gives an accepted
@@ -46,13 +46,13 @@ static int feed(struct ws_reader *r, const uint8_t *in, size_t len, const uint8_
     for (;;) {
         size_t used;
         struct ws_chunk ev;
-        int rc = ws_read(r, in + off, len - off, &used, &ev);
+        int rc = ws_proto_read(r, in + off, len - off, &used, &ev);
         MK_FUZZ_CHECK(used <= len - off);
         off += used;
         if (rc == -WS_CLOSE_TOO_BIG) {
             /* What the websocket package does: drop that frame and go on. */
             MK_FUZZ_CHECK(r->max_frame && r->head.len > r->max_frame);
-            ws_read_skip(r);
+            ws_proto_read_skip(r);
             t->hash = mix(t->hash, 0x300u);
             continue;
         }
@@ -75,7 +75,7 @@ static int feed(struct ws_reader *r, const uint8_t *in, size_t len, const uint8_
         MK_FUZZ_CHECK(ev.offset + ev.len <= ev.head.len);
         for (size_t i = 0; i < ev.len; i++) {
             uint8_t b;
-            ws_unmask(&b, ev.data + i, 1, ev.head.mask, ev.offset + i);
+            ws_proto_unmask(&b, ev.data + i, 1, ev.head.mask, ev.offset + i);
             t->hash = mix(t->hash, b);
         }
         t->payload += ev.len;
@@ -117,21 +117,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     MK_FUZZ_CHECK(whole.hash == cut.hash);
     MK_FUZZ_CHECK(whole.payload == cut.payload);
 
-    int code = ws_close_payload_check(in, len < 125 ? len : 125);
+    int code = ws_proto_close_payload_check(in, len < 125 ? len : 125);
     MK_FUZZ_CHECK(code == WS_CLOSE_NO_STATUS || code == -WS_CLOSE_PROTOCOL ||
                   code == -WS_CLOSE_INVALID_DATA ||
-                  (code > 0 && ws_close_code_valid((unsigned) code)));
+                  (code > 0 && ws_proto_close_code_valid((unsigned) code)));
 
     struct ws_deflate_params p;
-    if (ws_deflate_offer((const char *) in, len, &p)) {
+    if (ws_proto_deflate_offer((const char *) in, len, &p)) {
         char out[160];
-        size_t n = ws_deflate_response(&p, out, sizeof(out));
+        size_t n = ws_proto_deflate_response(&p, out, sizeof(out));
         MK_FUZZ_CHECK(n < sizeof(out) && strlen(out) == n);
         MK_FUZZ_CHECK(strncmp(out, "permessage-deflate", 18) == 0);
         MK_FUZZ_CHECK(!p.server_max_window_bits ||
                       (p.server_max_window_bits >= 9 && p.server_max_window_bits <= 15));
     }
-    (void) ws_token_in_list((const char *) in, len, "upgrade");
-    (void) ws_key_valid((const char *) in, len);
+    (void) ws_proto_token_in_list((const char *) in, len, "upgrade");
+    (void) ws_proto_key_valid((const char *) in, len);
     return 0;
 }

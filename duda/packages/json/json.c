@@ -23,7 +23,7 @@ static cJSON *json_own(duda_request_t *dr, cJSON *v)
 static cJSON *json_parse(duda_request_t *dr, const char *text, size_t len, const char **err)
 {
     char why[96];
-    cJSON *v = duda_json_parse(text, len, why, sizeof(why));
+    cJSON *v = duda_json_core_parse(text, len, why, sizeof(why));
     if (!v) {
         if (err) {
             /* The reason lives with the request (or, without one, is a fixed text). */
@@ -190,7 +190,7 @@ static char *json_print(duda_request_t *dr, const cJSON *v, int pretty)
     if (!v) {
         return NULL;
     }
-    char *s = duda_json_print(v, pretty, &len);
+    char *s = duda_json_core_print(v, pretty, &len);
     if (s) {
         s[len - 1] = '\0'; /* print() gives the text alone */
         if (dr && gc->add(dr, s) != 0) {
@@ -207,7 +207,7 @@ static int json_respond(duda_request_t *dr, int status, const cJSON *v, int pret
     if (!dr || !v) {
         return -1;
     }
-    char *s = duda_json_print(v, pretty, &len);
+    char *s = duda_json_core_print(v, pretty, &len);
     if (!s) {
         return -1;
     }

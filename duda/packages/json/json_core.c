@@ -22,7 +22,7 @@ static int duda_json_has_infinity(const cJSON *v)
     return 0;
 }
 
-cJSON *duda_json_parse(const char *text, size_t len, char *why, size_t whylen)
+cJSON *duda_json_core_parse(const char *text, size_t len, char *why, size_t whylen)
 {
     const char *end = NULL;
 
@@ -64,7 +64,7 @@ cJSON *duda_json_parse(const char *text, size_t len, char *why, size_t whylen)
     return v;
 }
 
-char *duda_json_print(const cJSON *v, int pretty, size_t *len)
+char *duda_json_core_print(const cJSON *v, int pretty, size_t *len)
 {
     char *s = pretty ? cJSON_Print(v) : cJSON_PrintUnformatted(v);
     if (!s) {

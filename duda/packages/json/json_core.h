@@ -17,9 +17,9 @@
  * reason in why (a message with the byte offset). A number beyond a double
  * (1e999) is refused rather than read as infinity.
  */
-cJSON *duda_json_parse(const char *text, size_t len, char *why, size_t whylen);
+cJSON *duda_json_core_parse(const char *text, size_t len, char *why, size_t whylen);
 
 /* v printed (pretty or compact) with a newline, in a malloc'd string; its length in *len. */
-char *duda_json_print(const cJSON *v, int pretty, size_t *len);
+char *duda_json_core_print(const cJSON *v, int pretty, size_t *len);
 
 #endif

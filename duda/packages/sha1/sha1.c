@@ -15,7 +15,7 @@ static void sha1_digest(const void *msg, size_t len, unsigned char *out)
 
 static char *sha1_hex(duda_request_t *dr, const void *msg, size_t len)
 {
-    return duda_sha_hex_new(dr, EVP_sha1(), msg, len);
+    return duda_sha_api_hex_new(dr, EVP_sha1(), msg, len);
 }
 
 static void sha1_hmac(const void *key, size_t keylen, const void *msg, size_t len,
@@ -27,7 +27,7 @@ static void sha1_hmac(const void *key, size_t keylen, const void *msg, size_t le
 static char *sha1_hmac_hex(duda_request_t *dr, const void *key, size_t keylen, const void *msg,
                            size_t len)
 {
-    return duda_sha_hmac_hex_new(dr, EVP_sha1(), key, keylen, msg, len);
+    return duda_sha_api_hmac_hex_new(dr, EVP_sha1(), key, keylen, msg, len);
 }
 
 static const struct duda_sha1_api sha1_api = {

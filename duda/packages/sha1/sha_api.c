@@ -16,15 +16,15 @@ static char *duda_sha_to_hex(duda_request_t *dr, const unsigned char *md, size_t
     return out;
 }
 
-char *duda_sha_hex_new(duda_request_t *dr, const EVP_MD *md, const void *msg, size_t len)
+char *duda_sha_api_hex_new(duda_request_t *dr, const EVP_MD *md, const void *msg, size_t len)
 {
     unsigned char d[EVP_MAX_MD_SIZE];
     duda_sha_digest(md, msg, len, d);
     return duda_sha_to_hex(dr, d, (size_t) EVP_MD_get_size(md));
 }
 
-char *duda_sha_hmac_hex_new(duda_request_t *dr, const EVP_MD *md, const void *key, size_t keylen,
-                            const void *msg, size_t len)
+char *duda_sha_api_hmac_hex_new(duda_request_t *dr, const EVP_MD *md, const void *key,
+                                size_t keylen, const void *msg, size_t len)
 {
     unsigned char d[EVP_MAX_MD_SIZE];
     duda_sha_hmac(md, key, keylen, msg, len, d);

@@ -15,10 +15,10 @@
  * freed when dr's request ends, or by the caller when dr is NULL. NULL
  * when out of memory.
  */
-char *duda_sha_hex_new(duda_request_t *dr, const EVP_MD *md, const void *msg, size_t len);
+char *duda_sha_api_hex_new(duda_request_t *dr, const EVP_MD *md, const void *msg, size_t len);
 
-/* The HMAC of msg with key as hex digits, allocated like duda_sha_hex_new(). */
-char *duda_sha_hmac_hex_new(duda_request_t *dr, const EVP_MD *md, const void *key, size_t keylen,
-                            const void *msg, size_t len);
+/* The HMAC of msg with key as hex digits, allocated like duda_sha_api_hex_new(). */
+char *duda_sha_api_hmac_hex_new(duda_request_t *dr, const EVP_MD *md, const void *key,
+                                size_t keylen, const void *msg, size_t len);
 
 #endif

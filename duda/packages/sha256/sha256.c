@@ -15,7 +15,7 @@ static void sha256_digest(const void *msg, size_t len, unsigned char *out)
 
 static char *sha256_hex(duda_request_t *dr, const void *msg, size_t len)
 {
-    return duda_sha_hex_new(dr, EVP_sha256(), msg, len);
+    return duda_sha_api_hex_new(dr, EVP_sha256(), msg, len);
 }
 
 static void sha256_hmac(const void *key, size_t keylen, const void *msg, size_t len,
@@ -27,7 +27,7 @@ static void sha256_hmac(const void *key, size_t keylen, const void *msg, size_t 
 static char *sha256_hmac_hex(duda_request_t *dr, const void *key, size_t keylen, const void *msg,
                              size_t len)
 {
-    return duda_sha_hmac_hex_new(dr, EVP_sha256(), key, keylen, msg, len);
+    return duda_sha_api_hmac_hex_new(dr, EVP_sha256(), key, keylen, msg, len);
 }
 
 static const struct duda_sha256_api sha256_api = {

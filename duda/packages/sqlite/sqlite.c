@@ -56,7 +56,7 @@ static duda_sqlite_db_t *sqlite_open(const char *name)
         console->debug(NULL, "sqlite->open('%s'): the path is too long", name);
         return NULL;
     }
-    if (duda_sqlite_pool_init(&db->pool, path, why, sizeof(why)) != 0) {
+    if (duda_sqlite_core_pool_init(&db->pool, path, why, sizeof(why)) != 0) {
         console->debug(NULL, "sqlite->open(): %s", why);
         free(db);
         return NULL;
@@ -70,7 +70,7 @@ static int sqlite_exec(duda_sqlite_db_t *db, const char *sql)
     if (!db || !sql) {
         return -1;
     }
-    if (duda_sqlite_pool_exec(&db->pool, sql, why, sizeof(why)) != 0) {
+    if (duda_sqlite_core_pool_exec(&db->pool, sql, why, sizeof(why)) != 0) {
         console->debug(NULL, "sqlite->exec(): %s", why);
         return -1;
     }
@@ -80,7 +80,7 @@ static int sqlite_exec(duda_sqlite_db_t *db, const char *sql)
 static void sqlite_close(duda_sqlite_db_t *db)
 {
     if (db) {
-        duda_sqlite_pool_close(&db->pool);
+        duda_sqlite_core_pool_close(&db->pool);
         free(db);
     }
 }
@@ -95,7 +95,7 @@ static void sqlite_stmt_free(void *p)
     }
     free(st->params);
     free(st->sql);
-    duda_sqlite_result_clear(&st->res);
+    duda_sqlite_core_result_clear(&st->res);
     free(st);
 }
 
@@ -192,7 +192,7 @@ static int sqlite_bind_null(duda_sqlite_stmt_t *st, int i)
 static void sqlite_work(void *arg)
 {
     duda_sqlite_stmt_t *st = arg;
-    duda_sqlite_run(&st->db->pool, st->sql, st->params, st->n_params, &st->res);
+    duda_sqlite_core_run(&st->db->pool, st->sql, st->params, st->n_params, &st->res);
 }
 
 /* On the request's worker (dr NULL: the request is gone). */
@@ -205,7 +205,7 @@ static void sqlite_done(duda_request_t *dr, void *arg)
         }
     }
     st->on_done(dr, &st->res, st->arg);
-    duda_sqlite_result_clear(&st->res);
+    duda_sqlite_core_result_clear(&st->res);
     st->running = false;
 }
 
@@ -215,7 +215,7 @@ static int sqlite_run(duda_sqlite_stmt_t *st, duda_sqlite_row_cb on_row,
     if (!st || !on_done || st->running) {
         return -1;
     }
-    duda_sqlite_result_clear(&st->res);
+    duda_sqlite_core_result_clear(&st->res);
     st->on_row = on_row;
     st->on_done = on_done;
     st->arg = arg;
@@ -247,7 +247,7 @@ static void sqlite_answer(duda_request_t *dr, int status, const char *body, size
 static void sqlite_answer_error(duda_request_t *dr, int status, const char *message)
 {
     size_t len;
-    char *body = duda_sqlite_error_json(message, &len);
+    char *body = duda_sqlite_core_error_json(message, &len);
     sqlite_answer(dr, body ? status : 500, body, body ? len : 0);
     free(body);
 }
@@ -286,7 +286,7 @@ static void sqlite_json_done(duda_request_t *dr, const duda_sqlite_result_t *res
         sqlite_answer(dr, 204, NULL, 0);
         return;
     }
-    char *body = duda_sqlite_result_json(res, st->json_flags, &len);
+    char *body = duda_sqlite_core_result_json(res, st->json_flags, &len);
     if (!body) {
         sqlite_answer_error(dr, 500, "out of memory");
         return;

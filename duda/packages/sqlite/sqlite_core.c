@@ -91,7 +91,8 @@ static void duda_sqlite_release(struct duda_sqlite_pool *pool, struct duda_sqlit
     }
 }
 
-int duda_sqlite_pool_init(struct duda_sqlite_pool *pool, const char *path, char *why, size_t whylen)
+int duda_sqlite_core_pool_init(struct duda_sqlite_pool *pool, const char *path, char *why,
+                               size_t whylen)
 {
     memset(pool, 0, sizeof(*pool));
     pool->path = strdup(path);
@@ -100,14 +101,14 @@ int duda_sqlite_pool_init(struct duda_sqlite_pool *pool, const char *path, char 
         return -1;
     }
     pthread_mutex_init(&pool->lock, NULL);
-    if (duda_sqlite_pool_exec(pool, "PRAGMA journal_mode=WAL", why, whylen) != 0) {
-        duda_sqlite_pool_close(pool);
+    if (duda_sqlite_core_pool_exec(pool, "PRAGMA journal_mode=WAL", why, whylen) != 0) {
+        duda_sqlite_core_pool_close(pool);
         return -1;
     }
     return 0;
 }
 
-void duda_sqlite_pool_close(struct duda_sqlite_pool *pool)
+void duda_sqlite_core_pool_close(struct duda_sqlite_pool *pool)
 {
     while (pool->idle) {
         struct duda_sqlite_conn *c = pool->idle;
@@ -122,7 +123,8 @@ void duda_sqlite_pool_close(struct duda_sqlite_pool *pool)
     pool->path = NULL;
 }
 
-int duda_sqlite_pool_exec(struct duda_sqlite_pool *pool, const char *sql, char *why, size_t whylen)
+int duda_sqlite_core_pool_exec(struct duda_sqlite_pool *pool, const char *sql, char *why,
+                               size_t whylen)
 {
     struct duda_sqlite_conn *c = duda_sqlite_acquire(pool, why, whylen);
     if (!c) {
@@ -291,8 +293,9 @@ static int duda_sqlite_names(sqlite3_stmt *st, struct duda_sqlite_result *res)
     return 0;
 }
 
-void duda_sqlite_run(struct duda_sqlite_pool *pool, const char *sql,
-                     const struct duda_sqlite_value *params, int n, struct duda_sqlite_result *res)
+void duda_sqlite_core_run(struct duda_sqlite_pool *pool, const char *sql,
+                          const struct duda_sqlite_value *params, int n,
+                          struct duda_sqlite_result *res)
 {
     char why[512];
     struct duda_sqlite_conn *c = duda_sqlite_acquire(pool, why, sizeof(why));
@@ -330,7 +333,7 @@ void duda_sqlite_run(struct duda_sqlite_pool *pool, const char *sql,
     duda_sqlite_release(pool, c);
 }
 
-void duda_sqlite_result_clear(struct duda_sqlite_result *res)
+void duda_sqlite_core_result_clear(struct duda_sqlite_result *res)
 {
     size_t cells = (size_t) res->n_rows * (size_t) res->n_cols;
     for (size_t i = 0; i < cells; i++) {
@@ -389,7 +392,7 @@ static int duda_sqlite_printf(char **buf, size_t *n, size_t *cap, const char *fm
     return len < 0 ? -1 : duda_sqlite_put(buf, n, cap, tmp, (size_t) len);
 }
 
-int duda_sqlite_json_string(char **buf, size_t *n, size_t *cap, const char *s, size_t len)
+int duda_sqlite_core_json_string(char **buf, size_t *n, size_t *cap, const char *s, size_t len)
 {
     static const char hex[] = "0123456789abcdef";
     /* At most 6 bytes per input byte, and the quotes. */
@@ -443,7 +446,7 @@ static int duda_sqlite_json_value(char **buf, size_t *n, size_t *cap,
         return isfinite(v->d) ? duda_sqlite_printf(buf, n, cap, "%.17g", v->d)
                               : duda_sqlite_put(buf, n, cap, "null", 4);
     case SQLITE_TEXT:
-        return duda_sqlite_json_string(buf, n, cap, v->s, v->len);
+        return duda_sqlite_core_json_string(buf, n, cap, v->s, v->len);
     case SQLITE_BLOB:
         if (v->len > ((size_t) -1 - 3) / 2 || duda_sqlite_reserve(buf, n, cap, 2 * v->len + 2)) {
             return -1;
@@ -468,7 +471,7 @@ static int duda_sqlite_json_row(char **buf, size_t *n, size_t *cap,
     }
     for (int c = 0; c < res->n_cols; c++) {
         if ((c && duda_sqlite_put(buf, n, cap, ",", 1) != 0) ||
-            duda_sqlite_json_string(buf, n, cap, res->names[c], strlen(res->names[c])) != 0 ||
+            duda_sqlite_core_json_string(buf, n, cap, res->names[c], strlen(res->names[c])) != 0 ||
             duda_sqlite_put(buf, n, cap, ":", 1) != 0 ||
             duda_sqlite_json_value(buf, n, cap, &cells[c]) != 0) {
             return -1;
@@ -477,7 +480,8 @@ static int duda_sqlite_json_row(char **buf, size_t *n, size_t *cap,
     return duda_sqlite_put(buf, n, cap, "}", 1);
 }
 
-char *duda_sqlite_result_json(const struct duda_sqlite_result *res, unsigned flags, size_t *len)
+char *duda_sqlite_core_result_json(const struct duda_sqlite_result *res, unsigned flags,
+                                   size_t *len)
 {
     char *buf = NULL;
     size_t n = 0, cap = 0;
@@ -515,14 +519,14 @@ char *duda_sqlite_result_json(const struct duda_sqlite_result *res, unsigned fla
     return buf;
 }
 
-char *duda_sqlite_error_json(const char *message, size_t *len)
+char *duda_sqlite_core_error_json(const char *message, size_t *len)
 {
     char *buf = NULL;
     size_t n = 0, cap = 0;
     const char *m = message ? message : "";
 
     if (duda_sqlite_put(&buf, &n, &cap, "{\"error\":", 9) != 0 ||
-        duda_sqlite_json_string(&buf, &n, &cap, m, strlen(m)) != 0 ||
+        duda_sqlite_core_json_string(&buf, &n, &cap, m, strlen(m)) != 0 ||
         duda_sqlite_put(&buf, &n, &cap, "}\n", 2) != 0) {
         free(buf);
         return NULL;

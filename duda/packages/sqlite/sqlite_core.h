@@ -48,24 +48,26 @@ struct duda_sqlite_pool {
 };
 
 /* Open the database at path (created) in WAL mode. 0, or -1 with the reason in why. */
-int duda_sqlite_pool_init(struct duda_sqlite_pool *pool, const char *path, char *why,
-                          size_t whylen);
+int duda_sqlite_core_pool_init(struct duda_sqlite_pool *pool, const char *path, char *why,
+                               size_t whylen);
 /* Close every idle connection and release the pool (none may be in use). */
-void duda_sqlite_pool_close(struct duda_sqlite_pool *pool);
+void duda_sqlite_core_pool_close(struct duda_sqlite_pool *pool);
 
 /* Run a script (statements without parameters) on one connection. 0, or -1 with why. */
-int duda_sqlite_pool_exec(struct duda_sqlite_pool *pool, const char *sql, char *why, size_t whylen);
+int duda_sqlite_core_pool_exec(struct duda_sqlite_pool *pool, const char *sql, char *why,
+                               size_t whylen);
 
 /*
  * Run `sql` (one statement) with params[0..n) bound to ?1..?n into res
  * (zeroed by the caller; res->code 0, or the error). Blocks: a task thread's
  * work.
  */
-void duda_sqlite_run(struct duda_sqlite_pool *pool, const char *sql,
-                     const struct duda_sqlite_value *params, int n, struct duda_sqlite_result *res);
+void duda_sqlite_core_run(struct duda_sqlite_pool *pool, const char *sql,
+                          const struct duda_sqlite_value *params, int n,
+                          struct duda_sqlite_result *res);
 
 /* Release what res holds (not res itself). */
-void duda_sqlite_result_clear(struct duda_sqlite_result *res);
+void duda_sqlite_core_result_clear(struct duda_sqlite_result *res);
 
 /*
  * res as JSON with a newline, malloc'd, its length in *len: rows (an array
@@ -74,12 +76,13 @@ void duda_sqlite_result_clear(struct duda_sqlite_result *res);
  * id}). Integers as integers, floats with 17 digits (null when not
  * finite), text escaped, blobs as hex strings. NULL when out of memory.
  */
-char *duda_sqlite_result_json(const struct duda_sqlite_result *res, unsigned flags, size_t *len);
+char *duda_sqlite_core_result_json(const struct duda_sqlite_result *res, unsigned flags,
+                                   size_t *len);
 
 /* {"error": message} with a newline, malloc'd, its length in *len; NULL when out of memory. */
-char *duda_sqlite_error_json(const char *message, size_t *len);
+char *duda_sqlite_core_error_json(const char *message, size_t *len);
 
 /* s (len bytes) as a JSON string, with the quotes, appended to the buffer *buf of *n / *cap. */
-int duda_sqlite_json_string(char **buf, size_t *n, size_t *cap, const char *s, size_t len);
+int duda_sqlite_core_json_string(char **buf, size_t *n, size_t *cap, const char *s, size_t len);
 
 #endif

@@ -161,7 +161,7 @@ static int ws_frame(websocket_t *ws, uint8_t opcode, bool rsv1, const void *byte
     uint8_t stack[WS_STACK_FRAME];
     uint8_t *buf = stack;
     uint8_t head[10];
-    size_t hl = ws_head_write(head, true, rsv1, opcode, len);
+    size_t hl = ws_proto_head_write(head, true, rsv1, opcode, len);
 
     if (hl + len > sizeof(stack)) {
         buf = malloc(hl + len);
@@ -446,7 +446,7 @@ static void ws_control(websocket_t *ws, const uint8_t *p, size_t len)
         }
         return;
     }
-    int code = ws_close_payload_check(p, len);
+    int code = ws_proto_close_payload_check(p, len);
     if (code < 0) {
         ws_fail(ws, -code,
                 code == -WS_CLOSE_INVALID_DATA ? "close reason is not UTF-8" : "bad close frame");
@@ -498,7 +498,7 @@ static void ws_on_data(websocket_t *ws, const struct ws_chunk *ev)
     const struct ws_head *h = &ws->head;
 
     if (h->opcode & 0x8) {
-        ws_unmask(ws->ctrl + ev->offset, ev->data, ev->len, h->mask, ev->offset);
+        ws_proto_unmask(ws->ctrl + ev->offset, ev->data, ev->len, h->mask, ev->offset);
         if (ev->end) {
             ws_control(ws, ws->ctrl, (size_t) h->len);
         }
@@ -509,7 +509,7 @@ static void ws_on_data(websocket_t *ws, const struct ws_chunk *ev)
         return; /* closing: dropped */
     }
     if (ev->len) {
-        ws_unmask(ws->msg + ws->msg_len + ev->offset, ev->data, ev->len, h->mask, ev->offset);
+        ws_proto_unmask(ws->msg + ws->msg_len + ev->offset, ev->data, ev->len, h->mask, ev->offset);
     }
     if (ev->end) {
         ws->msg_len += (size_t) h->len;
@@ -529,14 +529,14 @@ static void ws_sock_read(duda_socket_t *s, const void *bytes, size_t len, void *
     while (ws->state == WS_OPEN || ws->state == WS_CLOSING) {
         size_t used;
         struct ws_chunk ev;
-        int rc = ws_read(&ws->rd, in + off, len - off, &used, &ev);
+        int rc = ws_proto_read(&ws->rd, in + off, len - off, &used, &ev);
         off += used;
         if (rc < 0) {
             if (rc != -WS_CLOSE_TOO_BIG) {
                 ws_fail(ws, -rc, "protocol error");
                 return;
             }
-            ws_read_skip(&ws->rd);
+            ws_proto_read_skip(&ws->rd);
             ws->head = ws->rd.head;
             ws_refuse_big(ws, "frame too big");
             continue;
@@ -669,8 +669,8 @@ static websocket_t *ws_handshake(duda_request_t *dr, const struct websocket_call
     const char *key = request->header_get(dr, "Sec-WebSocket-Key");
     const char *version = request->header_get(dr, "Sec-WebSocket-Version");
 
-    if (!request->is_get(dr) || !up || !ws_token_in_list(up, strlen(up), "websocket") || !conn ||
-        !ws_token_in_list(conn, strlen(conn), "upgrade")) {
+    if (!request->is_get(dr) || !up || !ws_proto_token_in_list(up, strlen(up), "websocket") ||
+        !conn || !ws_proto_token_in_list(conn, strlen(conn), "upgrade")) {
         ws_refuse(dr, 400,
                   "a WebSocket handshake needs GET, Upgrade: websocket and "
                   "Connection: Upgrade");
@@ -680,7 +680,7 @@ static websocket_t *ws_handshake(duda_request_t *dr, const struct websocket_call
         ws_refuse(dr, 426, "WebSocket version 13 only");
         return NULL;
     }
-    if (!key || !ws_key_valid(key, strlen(key))) {
+    if (!key || !ws_proto_key_valid(key, strlen(key))) {
         ws_refuse(dr, 400, "bad Sec-WebSocket-Key");
         return NULL;
     }
@@ -696,7 +696,7 @@ static websocket_t *ws_handshake(duda_request_t *dr, const struct websocket_call
     ws_settings(&ws->st, settings);
     ws->rd.max_frame = ws->st.max_frame;
     const char *ext = request->header_get(dr, "Sec-WebSocket-Extensions");
-    if (ws->st.deflate && ext && ws_deflate_offer(ext, strlen(ext), &ws->dp)) {
+    if (ws->st.deflate && ext && ws_proto_deflate_offer(ext, strlen(ext), &ws->dp)) {
         ws->deflate = true;
         ws->rd.deflate = true;
     }
@@ -712,7 +712,7 @@ static websocket_t *ws_handshake(duda_request_t *dr, const struct websocket_call
     response->http_header(dr, "Connection", "Upgrade");
     response->http_header(dr, "Sec-WebSocket-Accept", accept);
     if (ws->deflate) {
-        ws_deflate_response(&ws->dp, extv, sizeof(extv));
+        ws_proto_deflate_response(&ws->dp, extv, sizeof(extv));
         response->http_header(dr, "Sec-WebSocket-Extensions", extv);
     }
     response->end(dr, NULL);
@@ -787,7 +787,7 @@ static void ws_close_timeout(duda_request_t *dr, void *arg)
 
 static int ws_close(websocket_t *ws, int code, const char *reason)
 {
-    if (!ws || ws->state != WS_OPEN || !ws_close_code_valid((unsigned) code) ||
+    if (!ws || ws->state != WS_OPEN || !ws_proto_close_code_valid((unsigned) code) ||
         (reason && (strlen(reason) > 123 || !mk_utf8_valid(reason, strlen(reason))))) {
         return -1;
     }

@@ -98,7 +98,8 @@ static int ws_head_decode(struct ws_reader *r)
     return ws_head_check(r, h, b[0]);
 }
 
-int ws_read(struct ws_reader *r, const uint8_t *in, size_t len, size_t *used, struct ws_chunk *ev)
+int ws_proto_read(struct ws_reader *r, const uint8_t *in, size_t len, size_t *used,
+                  struct ws_chunk *ev)
 {
     *used = 0;
     if (!r->in_payload) {
@@ -147,7 +148,7 @@ int ws_read(struct ws_reader *r, const uint8_t *in, size_t len, size_t *used, st
     return WS_EV_DATA;
 }
 
-void ws_read_skip(struct ws_reader *r)
+void ws_proto_read_skip(struct ws_reader *r)
 {
     if (!(r->head.opcode & 0x8)) {
         r->in_message = !r->head.fin;
@@ -157,7 +158,8 @@ void ws_read_skip(struct ws_reader *r)
     r->got = 0;
 }
 
-void ws_unmask(uint8_t *dst, const uint8_t *src, size_t len, const uint8_t mask[4], uint64_t offset)
+void ws_proto_unmask(uint8_t *dst, const uint8_t *src, size_t len, const uint8_t mask[4],
+                     uint64_t offset)
 {
     size_t k = (size_t) (offset & 3), i = 0;
     uint8_t m8[8];
@@ -178,7 +180,7 @@ void ws_unmask(uint8_t *dst, const uint8_t *src, size_t len, const uint8_t mask[
     }
 }
 
-size_t ws_head_write(uint8_t *out, bool fin, bool rsv1, uint8_t opcode, uint64_t len)
+size_t ws_proto_head_write(uint8_t *out, bool fin, bool rsv1, uint8_t opcode, uint64_t len)
 {
     out[0] = (uint8_t) ((fin ? 0x80 : 0) | (rsv1 ? 0x40 : 0) | (opcode & 0x0f));
     if (len < 126) {
@@ -198,13 +200,13 @@ size_t ws_head_write(uint8_t *out, bool fin, bool rsv1, uint8_t opcode, uint64_t
     return 10;
 }
 
-bool ws_close_code_valid(unsigned code)
+bool ws_proto_close_code_valid(unsigned code)
 {
     return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) ||
            (code >= 3000 && code <= 4999);
 }
 
-int ws_close_payload_check(const uint8_t *p, size_t len)
+int ws_proto_close_payload_check(const uint8_t *p, size_t len)
 {
     if (len == 0) {
         return WS_CLOSE_NO_STATUS;
@@ -213,7 +215,7 @@ int ws_close_payload_check(const uint8_t *p, size_t len)
         return -WS_CLOSE_PROTOCOL;
     }
     unsigned code = ((unsigned) p[0] << 8) | p[1];
-    if (!ws_close_code_valid(code)) {
+    if (!ws_proto_close_code_valid(code)) {
         return -WS_CLOSE_PROTOCOL;
     }
     if (!mk_utf8_valid(p + 2, len - 2)) {
@@ -246,7 +248,7 @@ static bool ws_equal(const char *s, const char *e, const char *word)
     return (size_t) (e - s) == n && strncasecmp(s, word, n) == 0;
 }
 
-bool ws_token_in_list(const char *list, size_t len, const char *token)
+bool ws_proto_token_in_list(const char *list, size_t len, const char *token)
 {
     const char *p = list, *end = list + len;
 
@@ -271,7 +273,7 @@ static bool ws_b64(char c)
            c == '/';
 }
 
-bool ws_key_valid(const char *key, size_t len)
+bool ws_proto_key_valid(const char *key, size_t len)
 {
     if (len != 24 || key[22] != '=' || key[23] != '=') {
         return false;
@@ -380,7 +382,7 @@ static int ws_deflate_one(const char *s, const char *e, struct ws_deflate_params
     return 1;
 }
 
-int ws_deflate_offer(const char *value, size_t len, struct ws_deflate_params *out)
+int ws_proto_deflate_offer(const char *value, size_t len, struct ws_deflate_params *out)
 {
     const char *p = value, *end = value + len;
 
@@ -394,7 +396,7 @@ int ws_deflate_offer(const char *value, size_t len, struct ws_deflate_params *ou
     return 0;
 }
 
-size_t ws_deflate_response(const struct ws_deflate_params *p, char *out, size_t cap)
+size_t ws_proto_deflate_response(const struct ws_deflate_params *p, char *out, size_t cap)
 {
     size_t n = 0;
 

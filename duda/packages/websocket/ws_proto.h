@@ -13,7 +13,7 @@
  * applies to a client: masked, known opcodes, control frames short and
  * whole, no reserved bit but RSV1 on the first frame of a compressed
  * message, fragments in order, the frame size limit), then its payload as
- * views into the input (still masked: ws_unmask() copies them out).
+ * views into the input (still masked: ws_proto_unmask() copies them out).
  * A violation is returned as the close code the server then sends:
  * 1002 (protocol error) or 1009 (too big).
  */
@@ -53,7 +53,7 @@ struct ws_head {
     uint64_t len; /* payload bytes */
 };
 
-/* Events of ws_read(). */
+/* Events of ws_proto_read(). */
 enum ws_event {
     WS_EV_NEED = 0, /* every byte was used: read more */
     WS_EV_HEAD,     /* a frame's head, in ev->head */
@@ -86,9 +86,10 @@ struct ws_reader {
  * (WS_EV_NEED once everything was used) with *used bytes of `in`
  * consumed, or a negative close code (-1002, -1009) for a frame a server
  * must refuse; the reader must not be used after an error (but see
- * ws_read_skip() for -1009).
+ * ws_proto_read_skip() for -1009).
  */
-int ws_read(struct ws_reader *r, const uint8_t *in, size_t len, size_t *used, struct ws_chunk *ev);
+int ws_proto_read(struct ws_reader *r, const uint8_t *in, size_t len, size_t *used,
+                  struct ws_chunk *ev);
 
 /*
  * After -1009 (a frame past max_frame): go on past that frame, whose
@@ -96,14 +97,14 @@ int ws_read(struct ws_reader *r, const uint8_t *in, size_t len, size_t *used, st
  * so that a server can answer a frame too big with a closing handshake
  * instead of resetting a client that is still sending it.
  */
-void ws_read_skip(struct ws_reader *r);
+void ws_proto_read_skip(struct ws_reader *r);
 
 /* Copy len payload bytes unmasked: `offset` is their place in the frame's payload. */
-void ws_unmask(uint8_t *dst, const uint8_t *src, size_t len, const uint8_t mask[4],
-               uint64_t offset);
+void ws_proto_unmask(uint8_t *dst, const uint8_t *src, size_t len, const uint8_t mask[4],
+                     uint64_t offset);
 
 /* Write a server frame's head (never masked) into out (10 bytes): its length. */
-size_t ws_head_write(uint8_t *out, bool fin, bool rsv1, uint8_t opcode, uint64_t len);
+size_t ws_proto_head_write(uint8_t *out, bool fin, bool rsv1, uint8_t opcode, uint64_t len);
 
 /*
  * A close frame's payload as received: WS_CLOSE_NO_STATUS for an empty
@@ -111,16 +112,16 @@ size_t ws_head_write(uint8_t *out, bool fin, bool rsv1, uint8_t opcode, uint64_t
  * of one byte, a code that may not be sent) or -1007 (a reason that is not
  * UTF-8).
  */
-int ws_close_payload_check(const uint8_t *p, size_t len);
+int ws_proto_close_payload_check(const uint8_t *p, size_t len);
 
 /* Whether a close code may be sent by a peer (1000-1003, 1007-1014, 3000-4999). */
-bool ws_close_code_valid(unsigned code);
+bool ws_proto_close_code_valid(unsigned code);
 
 /* Whether the comma-separated list `list` (len bytes) has `token` (no case). */
-bool ws_token_in_list(const char *list, size_t len, const char *token);
+bool ws_proto_token_in_list(const char *list, size_t len, const char *token);
 
 /* Whether `key` is a Sec-WebSocket-Key: 16 bytes in base64 (24 characters). */
-bool ws_key_valid(const char *key, size_t len);
+bool ws_proto_key_valid(const char *key, size_t len);
 
 /* The permessage-deflate parameters the server accepted. */
 struct ws_deflate_params {
@@ -138,9 +139,9 @@ struct ws_deflate_params {
  * parameters, are passed over; server_max_window_bits=8 cannot be honoured
  * by zlib and is passed over too).
  */
-int ws_deflate_offer(const char *value, size_t len, struct ws_deflate_params *out);
+int ws_proto_deflate_offer(const char *value, size_t len, struct ws_deflate_params *out);
 
 /* The response's Sec-WebSocket-Extensions value for `p` into out (NUL ended): its length. */
-size_t ws_deflate_response(const struct ws_deflate_params *p, char *out, size_t cap);
+size_t ws_proto_deflate_response(const struct ws_deflate_params *p, char *out, size_t cap);
 
 #endif

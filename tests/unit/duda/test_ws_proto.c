@@ -39,7 +39,7 @@ static void run(const uint8_t *in, size_t len, size_t step, bool deflate, uint64
         for (;;) {
             size_t used;
             struct ws_chunk ev;
-            int rc = ws_read(&r, in + off + used_all, n - used_all, &used, &ev);
+            int rc = ws_proto_read(&r, in + off + used_all, n - used_all, &used, &ev);
             used_all += used;
             if (rc < 0) {
                 o->rc = rc;
@@ -53,7 +53,7 @@ static void run(const uint8_t *in, size_t len, size_t step, bool deflate, uint64
                 continue;
             }
             assert_true(ev.len <= sizeof(o->payload) - o->len);
-            ws_unmask(o->payload + o->len, ev.data, ev.len, ev.head.mask, ev.offset);
+            ws_proto_unmask(o->payload + o->len, ev.data, ev.len, ev.head.mask, ev.offset);
             o->len += ev.len;
         }
         assert_int_equal(used_all, n);
@@ -65,7 +65,7 @@ static void run(const uint8_t *in, size_t len, size_t step, bool deflate, uint64
 static size_t client_frame(uint8_t *out, uint8_t b0, const char *payload, size_t len)
 {
     static const uint8_t mask[4] = {0x37, 0xfa, 0x21, 0x3d};
-    size_t n = ws_head_write(out, true, false, 0, len);
+    size_t n = ws_proto_head_write(out, true, false, 0, len);
 
     out[0] = b0;
     out[1] |= 0x80;
@@ -125,17 +125,17 @@ static void test_lengths_16_and_64_bits(void **state)
     assert_int_equal(client_frame(in, 0x82, (const char *) in + 20000, 125), 2 + 4 + 125);
     /* 126: two bytes of length */
     uint8_t h16[] = {0x82, 0x80 | 126, 0x01, 0x00, 1, 2, 3, 4};
-    assert_int_equal(ws_read(&r, h16, sizeof(h16), &used, &ev), WS_EV_HEAD);
+    assert_int_equal(ws_proto_read(&r, h16, sizeof(h16), &used, &ev), WS_EV_HEAD);
     assert_int_equal(used, sizeof(h16));
     assert_int_equal(ev.head.len, 256);
     /* 127: eight bytes, the top bit must be clear */
     struct ws_reader r2 = {0};
     uint8_t h64[] = {0x82, 0x80 | 127, 0, 0, 0, 1, 0, 0, 0, 0, 1, 2, 3, 4};
-    assert_int_equal(ws_read(&r2, h64, sizeof(h64), &used, &ev), WS_EV_HEAD);
+    assert_int_equal(ws_proto_read(&r2, h64, sizeof(h64), &used, &ev), WS_EV_HEAD);
     assert_int_equal(ev.head.len, 1ull << 32);
     struct ws_reader r3 = {0};
     uint8_t bad[] = {0x82, 0x80 | 127, 0x80, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4};
-    assert_int_equal(ws_read(&r3, bad, sizeof(bad), &used, &ev), -WS_CLOSE_PROTOCOL);
+    assert_int_equal(ws_proto_read(&r3, bad, sizeof(bad), &used, &ev), -WS_CLOSE_PROTOCOL);
 }
 
 static const struct {
@@ -190,11 +190,11 @@ static void test_skip_a_frame_too_big(void **state)
     memset(big, 'b', sizeof(big));
     n += client_frame(in + n, 0x82, big, sizeof(big));
     n += client_frame(in + n, 0x81, "after", 5);
-    assert_int_equal(ws_read(&r, in, n, &used, &ev), -WS_CLOSE_TOO_BIG);
+    assert_int_equal(ws_proto_read(&r, in, n, &used, &ev), -WS_CLOSE_TOO_BIG);
     off += used;
-    ws_read_skip(&r);
+    ws_proto_read_skip(&r);
     for (;;) {
-        int rc = ws_read(&r, in + off, n - off, &used, &ev);
+        int rc = ws_proto_read(&r, in + off, n - off, &used, &ev);
         off += used;
         assert_int_equal(rc, WS_EV_DATA);
         dropped += ev.len;
@@ -203,7 +203,7 @@ static void test_skip_a_frame_too_big(void **state)
         }
     }
     assert_int_equal(dropped, sizeof(big));
-    assert_int_equal(ws_read(&r, in + off, n - off, &used, &ev), WS_EV_HEAD);
+    assert_int_equal(ws_proto_read(&r, in + off, n - off, &used, &ev), WS_EV_HEAD);
     assert_int_equal(ev.head.opcode, WS_OP_TEXT);
     assert_int_equal(ev.head.len, 5);
 }
@@ -224,7 +224,7 @@ static void test_unmask_lengths_and_offsets(void **state)
                 want[i] = src[i] ^ mask[(offset + i) & 3];
             }
             memset(dst, 0xee, sizeof(dst));
-            ws_unmask(dst, src, len, mask, offset);
+            ws_proto_unmask(dst, src, len, mask, offset);
             assert_memory_equal(dst, want, len);
             assert_int_equal(dst[len], 0xee); /* not a byte past len */
         }
@@ -236,48 +236,50 @@ static void test_head_write(void **state)
     uint8_t h[10];
 
     (void) state;
-    assert_int_equal(ws_head_write(h, true, false, WS_OP_TEXT, 5), 2);
+    assert_int_equal(ws_proto_head_write(h, true, false, WS_OP_TEXT, 5), 2);
     assert_memory_equal(h, "\x81\x05", 2);
-    assert_int_equal(ws_head_write(h, true, true, WS_OP_BINARY, 126), 4);
+    assert_int_equal(ws_proto_head_write(h, true, true, WS_OP_BINARY, 126), 4);
     assert_memory_equal(h, "\xc2\x7e\x00\x7e", 4);
-    assert_int_equal(ws_head_write(h, false, false, WS_OP_CONT, 65536), 10);
+    assert_int_equal(ws_proto_head_write(h, false, false, WS_OP_CONT, 65536), 10);
     assert_memory_equal(h, "\x00\x7f\x00\x00\x00\x00\x00\x01\x00\x00", 10);
 }
 
 static void test_close_payloads(void **state)
 {
     (void) state;
-    assert_int_equal(ws_close_payload_check(NULL, 0), WS_CLOSE_NO_STATUS);
-    assert_int_equal(ws_close_payload_check((const uint8_t *) "\x03", 1), -WS_CLOSE_PROTOCOL);
-    assert_int_equal(ws_close_payload_check((const uint8_t *) "\x03\xe8", 2), 1000);
-    assert_int_equal(ws_close_payload_check((const uint8_t *) "\x0f\xa1ok", 4), 4001);
-    assert_int_equal(ws_close_payload_check((const uint8_t *) "\x03\xed", 2), -WS_CLOSE_PROTOCOL);
-    assert_int_equal(ws_close_payload_check((const uint8_t *) "\x03\xee", 2), -WS_CLOSE_PROTOCOL);
-    assert_int_equal(ws_close_payload_check((const uint8_t *) "\x03\xe8\xc0\xaf", 4),
+    assert_int_equal(ws_proto_close_payload_check(NULL, 0), WS_CLOSE_NO_STATUS);
+    assert_int_equal(ws_proto_close_payload_check((const uint8_t *) "\x03", 1), -WS_CLOSE_PROTOCOL);
+    assert_int_equal(ws_proto_close_payload_check((const uint8_t *) "\x03\xe8", 2), 1000);
+    assert_int_equal(ws_proto_close_payload_check((const uint8_t *) "\x0f\xa1ok", 4), 4001);
+    assert_int_equal(ws_proto_close_payload_check((const uint8_t *) "\x03\xed", 2),
+                     -WS_CLOSE_PROTOCOL);
+    assert_int_equal(ws_proto_close_payload_check((const uint8_t *) "\x03\xee", 2),
+                     -WS_CLOSE_PROTOCOL);
+    assert_int_equal(ws_proto_close_payload_check((const uint8_t *) "\x03\xe8\xc0\xaf", 4),
                      -WS_CLOSE_INVALID_DATA);
     static const unsigned valid[] = {1000, 1001, 1002, 1003, 1007, 1008,
                                      1009, 1010, 1011, 3000, 4999};
     static const unsigned invalid[] = {0,    999,  1004, 1005, 1006, 1015,
                                        1016, 1100, 2000, 2999, 5000};
     for (size_t i = 0; i < sizeof(valid) / sizeof(valid[0]); i++) {
-        assert_true(ws_close_code_valid(valid[i]));
+        assert_true(ws_proto_close_code_valid(valid[i]));
     }
     for (size_t i = 0; i < sizeof(invalid) / sizeof(invalid[0]); i++) {
-        assert_false(ws_close_code_valid(invalid[i]));
+        assert_false(ws_proto_close_code_valid(invalid[i]));
     }
 }
 
 static void test_header_values(void **state)
 {
     (void) state;
-    assert_true(ws_token_in_list("keep-alive, Upgrade", 19, "upgrade"));
-    assert_true(ws_token_in_list("websocket", 9, "websocket"));
-    assert_false(ws_token_in_list("upgrades", 8, "upgrade"));
-    assert_false(ws_token_in_list("", 0, "upgrade"));
-    assert_true(ws_key_valid("dGhlIHNhbXBsZSBub25jZQ==", 24));
-    assert_false(ws_key_valid("dGhlIHNhbXBsZSBub25jZQ=", 23));
-    assert_false(ws_key_valid("dGhlIHNhbXBsZSBub25jZR==", 24)); /* stray low bits */
-    assert_false(ws_key_valid("dGhlIHNhbXBsZSBub25j*Q==", 24));
+    assert_true(ws_proto_token_in_list("keep-alive, Upgrade", 19, "upgrade"));
+    assert_true(ws_proto_token_in_list("websocket", 9, "websocket"));
+    assert_false(ws_proto_token_in_list("upgrades", 8, "upgrade"));
+    assert_false(ws_proto_token_in_list("", 0, "upgrade"));
+    assert_true(ws_proto_key_valid("dGhlIHNhbXBsZSBub25jZQ==", 24));
+    assert_false(ws_proto_key_valid("dGhlIHNhbXBsZSBub25jZQ=", 23));
+    assert_false(ws_proto_key_valid("dGhlIHNhbXBsZSBub25jZR==", 24)); /* stray low bits */
+    assert_false(ws_proto_key_valid("dGhlIHNhbXBsZSBub25j*Q==", 24));
 }
 
 static void test_deflate_offers(void **state)
@@ -286,18 +288,18 @@ static void test_deflate_offers(void **state)
     char out[160];
 
     (void) state;
-#define OFFER(s) ws_deflate_offer(s, strlen(s), &p)
+#define OFFER(s) ws_proto_deflate_offer(s, strlen(s), &p)
     assert_int_equal(OFFER("permessage-deflate; client_max_window_bits"), 1);
     assert_int_equal(p.client_max_window_bits, 15);
     assert_int_equal(p.server_max_window_bits, 0);
-    ws_deflate_response(&p, out, sizeof(out));
+    ws_proto_deflate_response(&p, out, sizeof(out));
     assert_string_equal(out, "permessage-deflate");
     assert_int_equal(OFFER("x-webkit-deflate-frame, permessage-deflate; server_no_context_takeover;"
                            " server_max_window_bits=\"10\""),
                      1);
     assert_true(p.server_no_context_takeover);
     assert_int_equal(p.server_max_window_bits, 10);
-    ws_deflate_response(&p, out, sizeof(out));
+    ws_proto_deflate_response(&p, out, sizeof(out));
     assert_string_equal(
         out, "permessage-deflate; server_no_context_takeover; server_max_window_bits=10");
     /* The first offer we cannot take is passed over for the next. */
@@ -306,10 +308,10 @@ static void test_deflate_offers(void **state)
                      1);
     assert_int_equal(p.server_max_window_bits, 0);
     assert_true(p.client_no_context_takeover);
-    ws_deflate_response(&p, out, sizeof(out));
+    ws_proto_deflate_response(&p, out, sizeof(out));
     assert_string_equal(out, "permessage-deflate; client_no_context_takeover");
     assert_int_equal(OFFER("permessage-deflate; server_max_window_bits=9"), 1);
-    ws_deflate_response(&p, out, sizeof(out));
+    ws_proto_deflate_response(&p, out, sizeof(out));
     assert_string_equal(out, "permessage-deflate; server_max_window_bits=9");
     assert_int_equal(OFFER("permessage-deflate; bogus"), 0);
     assert_int_equal(OFFER("permessage-deflate; server_no_context_takeover; "

@@ -17,7 +17,7 @@
 
 static cJSON *parse(const char *text, char *why)
 {
-    return duda_json_parse(text, strlen(text), why, 96);
+    return duda_json_core_parse(text, strlen(text), why, 96);
 }
 
 static void test_values_parse(void **state)
@@ -49,14 +49,14 @@ static void test_bad_json_refused_with_reason(void **state)
     assert_string_equal(why, "not JSON: text after the value at byte 3");
     assert_null(parse("{\"a\":1,}", why));
     /* A NUL byte inside the length is not white space, nor a raw control character text. */
-    assert_null(duda_json_parse("{}\0", 3, why, sizeof(why)));
+    assert_null(duda_json_core_parse("{}\0", 3, why, sizeof(why)));
     assert_string_equal(why, "not JSON: a control character at byte 2");
     assert_null(parse("[\"a\x01\"]", why));
     assert_string_equal(why, "not JSON: a control character at byte 3");
     assert_null(parse("{\"n\": [1, -1e999]}", why));
     assert_string_equal(why, "a number too large (beyond a double)");
     /* Only len bytes are read: the text need not be NUL terminated. */
-    cJSON *v = duda_json_parse("[1]]", 3, why, sizeof(why));
+    cJSON *v = duda_json_core_parse("[1]]", 3, why, sizeof(why));
     assert_non_null(v);
     cJSON_Delete(v);
 }
@@ -69,7 +69,7 @@ static void test_deep_nesting_refused(void **state)
     memset(deep, '[', n);
     memset(deep + n, ']', n);
     deep[2 * n] = '\0';
-    assert_null(duda_json_parse(deep, 2 * n, why, sizeof(why)));
+    assert_null(duda_json_core_parse(deep, 2 * n, why, sizeof(why)));
     free(deep);
 }
 
@@ -79,11 +79,11 @@ static void test_print_compact_and_pretty(void **state)
     char why[96];
     size_t len;
     cJSON *v = parse("{ \"id\" : 1, \"tags\" : [\"a\", \"b\"] }", why);
-    char *s = duda_json_print(v, 0, &len);
+    char *s = duda_json_core_print(v, 0, &len);
     assert_string_equal(s, "{\"id\":1,\"tags\":[\"a\",\"b\"]}\n");
     assert_int_equal(len, strlen(s));
     free(s);
-    s = duda_json_print(v, 1, &len);
+    s = duda_json_core_print(v, 1, &len);
     assert_string_equal(s, "{\n\t\"id\":\t1,\n\t\"tags\":\t[\"a\", \"b\"]\n}\n");
     free(s);
     cJSON_Delete(v);

@@ -31,11 +31,11 @@ static int setup(void **state)
         return -1;
     }
     snprintf(path, sizeof(path), "%s/t.db", dir);
-    if (duda_sqlite_pool_init(&pool, path, why, sizeof(why)) != 0 ||
-        duda_sqlite_pool_exec(&pool,
-                              "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT UNIQUE, "
-                              "score REAL, data BLOB)",
-                              why, sizeof(why)) != 0) {
+    if (duda_sqlite_core_pool_init(&pool, path, why, sizeof(why)) != 0 ||
+        duda_sqlite_core_pool_exec(&pool,
+                                   "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT UNIQUE, "
+                                   "score REAL, data BLOB)",
+                                   why, sizeof(why)) != 0) {
         return -1;
     }
     return 0;
@@ -45,7 +45,7 @@ static int teardown(void **state)
 {
     char cmd[128];
     (void) state;
-    duda_sqlite_pool_close(&pool);
+    duda_sqlite_core_pool_close(&pool);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     return system(cmd) == 0 ? 0 : -1;
 }
@@ -54,7 +54,7 @@ static void run(const char *sql, const struct duda_sqlite_value *params, int n,
                 struct duda_sqlite_result *res)
 {
     memset(res, 0, sizeof(*res));
-    duda_sqlite_run(&pool, sql, params, n, res);
+    duda_sqlite_core_run(&pool, sql, params, n, res);
 }
 
 static void test_insert_select_with_parameters(void **state)
@@ -71,7 +71,7 @@ static void test_insert_select_with_parameters(void **state)
     assert_int_equal(res.changes, 1);
     int64_t id = res.last_insert_id;
     assert_true(id > 0);
-    duda_sqlite_result_clear(&res);
+    duda_sqlite_core_result_clear(&res);
 
     struct duda_sqlite_value q = {.type = SQLITE_INTEGER, .i = id};
     run("SELECT id, name, score, data FROM t WHERE id = ?1", &q, 1, &res);
@@ -84,7 +84,7 @@ static void test_insert_select_with_parameters(void **state)
     assert_string_equal(res.cells[1].s, "a \"quoted\"\n name");
     assert_int_equal(res.cells[3].type, SQLITE_NULL);
     size_t len;
-    char *json = duda_sqlite_result_json(&res, 1, &len);
+    char *json = duda_sqlite_core_result_json(&res, 1, &len);
     char want[160];
     snprintf(want, sizeof(want),
              "{\"id\":%lld,\"name\":\"a \\\"quoted\\\"\\n name\",\"score\":2.5,\"data\":null}\n",
@@ -92,7 +92,7 @@ static void test_insert_select_with_parameters(void **state)
     assert_string_equal(json, want);
     assert_int_equal(len, strlen(want));
     free(json);
-    duda_sqlite_result_clear(&res);
+    duda_sqlite_core_result_clear(&res);
 }
 
 static void test_errors_and_codes(void **state)
@@ -102,15 +102,15 @@ static void test_errors_and_codes(void **state)
     struct duda_sqlite_value p = {.type = SQLITE_TEXT, .s = "dup", .len = 3};
     run("INSERT INTO t (name) VALUES (?)", &p, 1, &res);
     assert_int_equal(res.code, 0);
-    duda_sqlite_result_clear(&res);
+    duda_sqlite_core_result_clear(&res);
     run("INSERT INTO t (name) VALUES (?)", &p, 1, &res);
     assert_int_equal(res.code, SQLITE_CONSTRAINT);
     assert_non_null(strstr(res.error, "UNIQUE"));
-    duda_sqlite_result_clear(&res);
+    duda_sqlite_core_result_clear(&res);
     run("SELEKT 1", NULL, 0, &res);
     assert_int_equal(res.code, SQLITE_ERROR);
     assert_non_null(strstr(res.error, "syntax error"));
-    duda_sqlite_result_clear(&res);
+    duda_sqlite_core_result_clear(&res);
     /* A result beyond 16 MiB: many small rows count too. */
     run("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000000) "
         "SELECT x FROM c",
@@ -118,13 +118,13 @@ static void test_errors_and_codes(void **state)
     assert_int_equal(res.code, SQLITE_TOOBIG);
     assert_string_equal(res.error, "the result is larger than 16 MiB");
     assert_true(res.n_rows < 1000000);
-    duda_sqlite_result_clear(&res);
+    duda_sqlite_core_result_clear(&res);
     /* A parameter beyond the statement's. */
     struct duda_sqlite_value two[2] = {{.type = SQLITE_INTEGER, .i = 1},
                                        {.type = SQLITE_INTEGER, .i = 2}};
     run("SELECT ?", two, 2, &res);
     assert_int_equal(res.code, SQLITE_RANGE);
-    duda_sqlite_result_clear(&res);
+    duda_sqlite_core_result_clear(&res);
 }
 
 static void test_json_forms(void **state)
@@ -135,18 +135,18 @@ static void test_json_forms(void **state)
     run("SELECT 1 AS a, 'x' AS b, x'00ff' AS c, 1e999 AS d UNION ALL SELECT 2, NULL, NULL, 0.5",
         NULL, 0, &res);
     assert_int_equal(res.code, 0);
-    char *json = duda_sqlite_result_json(&res, 0, &len);
+    char *json = duda_sqlite_core_result_json(&res, 0, &len);
     assert_string_equal(json, "[{\"a\":1,\"b\":\"x\",\"c\":\"00ff\",\"d\":null},"
                               "{\"a\":2,\"b\":null,\"c\":null,\"d\":0.5}]\n");
     free(json);
-    duda_sqlite_result_clear(&res);
+    duda_sqlite_core_result_clear(&res);
     run("SELECT 1 WHERE 0", NULL, 0, &res);
-    json = duda_sqlite_result_json(&res, 0, &len);
+    json = duda_sqlite_core_result_json(&res, 0, &len);
     assert_string_equal(json, "[]\n");
     free(json);
-    assert_null(duda_sqlite_result_json(&res, 1, &len));
-    duda_sqlite_result_clear(&res);
-    json = duda_sqlite_error_json("bad \x01 \\ thing", &len);
+    assert_null(duda_sqlite_core_result_json(&res, 1, &len));
+    duda_sqlite_core_result_clear(&res);
+    json = duda_sqlite_core_error_json("bad \x01 \\ thing", &len);
     assert_string_equal(json, "{\"error\":\"bad \\u0001 \\\\ thing\"}\n");
     free(json);
 }
@@ -162,10 +162,10 @@ static void *writer(void *arg)
         run("INSERT INTO t (name) VALUES (?)", &p, 1, &res);
         if (res.code != 0) {
             fprintf(stderr, "writer: %s\n", res.error);
-            duda_sqlite_result_clear(&res);
+            duda_sqlite_core_result_clear(&res);
             return (void *) 1;
         }
-        duda_sqlite_result_clear(&res);
+        duda_sqlite_core_result_clear(&res);
     }
     return NULL;
 }
@@ -185,7 +185,7 @@ static void test_concurrent_writers_lose_nothing(void **state)
     struct duda_sqlite_result res;
     run("SELECT count(*) FROM t WHERE name LIKE 'w%'", NULL, 0, &res);
     assert_int_equal(res.cells[0].i, 1000);
-    duda_sqlite_result_clear(&res);
+    duda_sqlite_core_result_clear(&res);
 }
 
 int main(void)
