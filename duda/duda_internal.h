@@ -4,19 +4,25 @@
  *
  * duda/duda_internal.h: what the parts of the duda plugin share.
  *
- *   duda.c      the plugin: settings, [WEB_SERVICE] sections, dispatch
- *   service.c   loading NAME.duda (ABI check, duda_main, routes)
- *   request.c   the request's life; the request object
- *   response.c  response (handing it to the server, streaming, wait/cont)
- *   router_object.c  router (router.c: the pure checks of its patterns)
- *   param.c, qs_object.c (qs.c: the pure parsers), cookie.c, gc.c: those objects
- *   static.c    the service's static files (DocumentRoot)
- *   session.c   the session store shared by every worker
- *   global.c, worker.c, event.c, console.c (and the dashboard), logger.c (its
- *   thread), data.c, conf.c, fconf.c, xtime.c: those objects
- *   router.c    checking and prefixing patterns (pure)
- *   socket.c    response->takeover and its socket
- *   package.c   loading packages (NAME.dpkg), shared by the services
+ * Each object X of the service API (include/duda/duda.h) is duda/X.c,
+ * which defines its table duda_X_obj: request, response, param, cookie,
+ * session, gc, global, worker, event, console (and the dashboard), logger
+ * (and its thread), data, conf, fconf, xtime and package. router and qs
+ * are router_object.c and qs_object.c, since router.c and qs.c are their
+ * pure parts. A function exported from a file is named for it: duda_X_*
+ * in X.c (duda.c's are duda_*). The other files:
+ *
+ *   duda.c           the plugin: settings, [WEB_SERVICE] sections, misuse reports
+ *   service.c        loading NAME.duda (ABI check, duda_main), adding its routes
+ *   request.c        the request's life too, from the route's handler to its end
+ *   static.c         the service's static files (DocumentRoot)
+ *   socket.c         response->takeover and its socket
+ *   session_redis.c  the Redis session store (with hiredis)
+ *   router.c, qs.c, session_parse.c  pure parsers and checks, tested alone
+ *   redis_loop.c     a hiredis connection on a worker's loop (with hiredis)
+ *
+ * session_parse.c and redis_loop.c are libraries (duda.cmake,
+ * duda_library()) that the redis package links too.
  *
  * Threads: services are loaded on the controlling thread (site_init);
  * a request's duda_request lives on its worker. The thread-local current
