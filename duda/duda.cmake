@@ -149,6 +149,13 @@ endfunction()
 if(MK_TESTS)
   find_library(CMOCKA_LIB cmocka)
   find_path(CMOCKA_INCLUDE cmocka.h)
+  # The seam of duda_library(): the plugin's header, compiled as a package
+  # compiles (DUDA_PACKAGE_BUILD), stops with its #error.
+  add_test(NAME duda_internal_refused_in_packages
+           COMMAND ${CMAKE_C_COMPILER} -fsyntax-only -DDUDA_PACKAGE_BUILD
+                   -I${CMAKE_SOURCE_DIR}/include -x c ${CMAKE_SOURCE_DIR}/duda/duda_internal.h)
+  set_tests_properties(duda_internal_refused_in_packages
+                       PROPERTIES PASS_REGULAR_EXPRESSION "duda_internal.h is the plugin's")
 endif()
 file(GLOB DUDA_PACKAGE_FILES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/duda/packages/*/package.cmake)
 list(SORT DUDA_PACKAGE_FILES)
