@@ -102,9 +102,9 @@ void duda_misuse(duda_request_t *dr, const char *fmt, ...)
 static int duda_init(const struct mk_api *api, const char *conf_dir)
 {
     duda_mk = api;
-    if (!MK_API_HAS(api, route_add) || !MK_API_HAS(api, site_sections) ||
+    if (!MK_API_HAS(api, route_table_add) || !MK_API_HAS(api, site_sections) ||
         !MK_API_HAS(api, timer_new)) {
-        api->log(MK_PLUGIN_LOG_ERROR, "duda: needs a server with plugin ABI 3.7");
+        api->log(MK_PLUGIN_LOG_ERROR, "duda: needs a server with plugin ABI 3.11");
         return MK_ERR;
     }
     struct duda_self *self = calloc(1, sizeof(*self));
@@ -277,7 +277,7 @@ static int duda_site_add(struct duda_site *site, const struct mk_site *s,
     }
     char inner[512];
     if (duda_service_load(svc, inner, sizeof(inner)) != MK_OK ||
-        duda_service_routes(s, svc, inner, sizeof(inner)) != MK_OK) {
+        duda_service_globals(svc, inner, sizeof(inner)) != MK_OK) {
         snprintf(err, errlen, "%s:%d: [WEB_SERVICE] %s: %s", where, line, svc->name, inner);
         return MK_ERR;
     }
@@ -319,6 +319,19 @@ static void duda_stats(mk_stats_emit_cb emit, void *arg)
     }
 }
 
+/* The routes hook: each service of the site, after the site's site_init() loaded them. */
+static int duda_routes(const struct mk_site *s, struct mk_route_table *t, char *err, size_t errlen)
+{
+    const struct duda_site *site = s ? duda_mk->site_data(s, MK_PLUGIN_SELF(duda)) : NULL;
+
+    for (size_t i = 0; site && i < site->n; i++) {
+        if (duda_service_routes(t, site->svc[i], err, errlen) != MK_OK) {
+            return MK_ERR;
+        }
+    }
+    return MK_OK;
+}
+
 MK_PLUGIN_DEFINE(duda) = {
     MK_PLUGIN_ABI_INIT,
     .name = "duda",
@@ -333,4 +346,5 @@ MK_PLUGIN_DEFINE(duda) = {
     .stats = duda_stats,
     .section_schemas = (const struct mk_conf_schema *const[]){&duda_ws_schema, NULL},
     .worker_exit = duda_worker_exit,
+    .routes = duda_routes,
 };

@@ -217,7 +217,14 @@ void duda_service_unload(struct duda_service *svc);
 void duda_service_hold(struct duda_service *svc);
 /* A holder is done (any thread); the last one unmaps the code and frees svc. */
 void duda_service_put(struct duda_service *svc);
-int duda_service_routes(const struct mk_site *site, struct duda_service *svc, char *err,
+/* The service's per-worker values and their tracking: MK_OK or MK_ERR (memory). */
+int duda_service_globals(struct duda_service *svc, char *err, size_t errlen);
+/*
+ * The service's routes, added to its site's table `t` (the plugin's
+ * routes hook): its handlers under /NAME (or / for Root On), and its
+ * DocumentRoot's files. MK_OK, or MK_ERR with the reason.
+ */
+int duda_service_routes(struct mk_route_table *t, struct duda_service *svc, char *err,
                         size_t errlen);
 
 /* package.c: drop the service's references; the last one runs exit() and closes the package. */

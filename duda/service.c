@@ -205,21 +205,22 @@ void duda_service_put(struct duda_service *svc)
 }
 
 /* Add `pattern` (already prefixed) to the site's table for route `rt`. */
-static int duda_route_add(const struct mk_site *site, const char *pattern, uint32_t methods,
-                          mk_route_cb handler, void *arg, char *err, size_t errlen)
+static int duda_route_add(struct mk_route_table *t, const struct duda_service *svc,
+                          const char *pattern, uint32_t methods, mk_route_cb handler, void *arg,
+                          char *err, size_t errlen)
 {
-    if (duda_mk->route_add(site, methods, pattern, handler, arg) != MK_OK) {
-        snprintf(err, errlen, "route '%s' refused by the server: %s", pattern, strerror(errno));
+    char why[256];
+
+    if (duda_mk->route_table_add(t, methods, pattern, handler, arg, why, sizeof(why)) != MK_OK) {
+        snprintf(err, errlen, "service '%s': route '%s' refused by the server: %s", svc->name,
+                 pattern, why);
         return MK_ERR;
     }
     return MK_OK;
 }
 
-int duda_service_routes(const struct mk_site *site, struct duda_service *svc, char *err,
-                        size_t errlen)
+int duda_service_globals(struct duda_service *svc, char *err, size_t errlen)
 {
-    char prefix[80], full[DUDA_PATTERN_MAX];
-
     svc->workers = 128; /* worker ids beyond it have no per-worker values */
     svc->gvalues = calloc((size_t) svc->workers * DUDA_GLOBALS_MAX, sizeof(void *));
     svc->gready = calloc((size_t) svc->workers * DUDA_GLOBALS_MAX, 1);
@@ -229,11 +230,19 @@ int duda_service_routes(const struct mk_site *site, struct duda_service *svc, ch
         return MK_ERR;
     }
     duda_global_track(svc);
+    return MK_OK;
+}
+
+int duda_service_routes(struct mk_route_table *t, struct duda_service *svc, char *err,
+                        size_t errlen)
+{
+    char prefix[80], full[DUDA_PATTERN_MAX];
+
     snprintf(prefix, sizeof(prefix), "%s%s", svc->root ? "" : "/", svc->root ? "" : svc->name);
     for (size_t i = 0; i < svc->n_routes; i++) {
         struct duda_route *rt = &svc->routes[i];
         if (rt->root) {
-            if (!svc->root && (duda_route_add(site, prefix, rt->methods, duda_request_handler, rt,
+            if (!svc->root && (duda_route_add(t, svc, prefix, rt->methods, duda_request_handler, rt,
                                               err, errlen) != MK_OK)) {
                 return MK_ERR;
             }
@@ -243,7 +252,7 @@ int duda_service_routes(const struct mk_site *site, struct duda_service *svc, ch
             snprintf(err, errlen, "route '%s': too long", rt->pattern);
             return MK_ERR;
         }
-        if (duda_route_add(site, full, rt->methods, duda_request_handler, rt, err, errlen) !=
+        if (duda_route_add(t, svc, full, rt->methods, duda_request_handler, rt, err, errlen) !=
             MK_OK) {
             return MK_ERR;
         }
@@ -251,8 +260,8 @@ int duda_service_routes(const struct mk_site *site, struct duda_service *svc, ch
     /* The service's static files, then (declined) the site's. */
     if (svc->docroot) {
         duda_router_join(prefix, "/*", full, sizeof(full));
-        if (duda_route_add(site, full, MK_ROUTE_GET | MK_ROUTE_HEAD, duda_static_handler, svc, err,
-                           errlen) != MK_OK) {
+        if (duda_route_add(t, svc, full, MK_ROUTE_GET | MK_ROUTE_HEAD, duda_static_handler, svc,
+                           err, errlen) != MK_OK) {
             return MK_ERR;
         }
     }

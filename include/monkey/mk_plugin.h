@@ -141,7 +141,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 10
+#define MK_PLUGIN_ABI_MINOR 11
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -240,6 +240,9 @@ typedef int (*mk_body_cb)(struct mk_request *r, int event, const char *data, siz
  * index file, the site's Fallback, then the content hooks and static files).
  */
 typedef int (*mk_route_cb)(struct mk_request *r, void *arg);
+
+/* Where a plugin's routes go while its routes hook runs (ABI 3.11; api->route_table_add). */
+struct mk_route_table;
 
 /* Method sets of api->route_add(). A GET route answers HEAD too. */
 #define MK_ROUTE_GET 0x0002u
@@ -778,10 +781,13 @@ struct mk_api {
      *   "/status"            exactly that path
      *   "/users/:id/posts"   ":name" matches one non-empty segment
      *   "/files/" + "*"      "/files/" and every path beneath it
-     * From init() with `site` NULL: every site of every configuration, for
-     * the server's life. From site_init() with its `site`: that site of that
-     * configuration (a reload replaces such routes with the new
-     * configuration, at once for every request). Elsewhere it is refused.
+     * Plugins built for ABI 3.11 or later add their routes from their
+     * `routes` hook, to the table it is given (route_table_add, below);
+     * route_add() is kept for older plugins: from init() with `site` NULL,
+     * every site of every configuration, for the server's life; from
+     * site_init() with its `site`, that site of that configuration (a
+     * reload replaces such routes with the new configuration, at once for
+     * every request). Elsewhere it is refused.
      * MK_OK, or MK_ERR with errno: EINVAL (bad pattern or method set; the
      * reason is logged), EPERM (not in init or site_init). Two routes of
      * one site with the same pattern and a common method refuse the
@@ -1098,6 +1104,17 @@ struct mk_api {
      * errno. Any thread.
      */
     int (*log_file_open)(const char *path, int flags, mode_t mode);
+
+    /* ---- added in ABI 3.11 (check with MK_API_HAS) ---- */
+
+    /*
+     * Add a route to `t`, the table the plugin's routes hook was given (see
+     * the hook): the pattern and methods as for route_add() above. MK_OK, or
+     * MK_ERR with the reason in err (a bad pattern, no handler, no method).
+     * Only inside the routes hook that got `t`.
+     */
+    int (*route_table_add)(struct mk_route_table *t, uint32_t methods, const char *pattern,
+                           mk_route_cb handler, void *arg, char *err, size_t errlen);
 };
 
 /* The longest line of api->error_log(), without the newline. */
@@ -1239,6 +1256,19 @@ struct mk_plugin {
      * plugin's). On the request's worker; must not block.
      */
     int (*error_log)(struct mk_request *r, const char *line, size_t len);
+
+    /* ---- added in ABI 3.11 ---- */
+
+    /*
+     * The plugin's routes, added to `t` with api->route_table_add(): once
+     * with `site` NULL after init(), for every site of every configuration
+     * for the server's life, then once per site of each configuration
+     * built, after its site_init() (the site's data is there:
+     * api->site_data), for that site of that configuration. MK_OK, or
+     * MK_ERR with the reason in err (the server names the plugin and the
+     * site file). The table is given, not found: nothing else may add to it.
+     */
+    int (*routes)(const struct mk_site *site, struct mk_route_table *t, char *err, size_t errlen);
 };
 
 /*

@@ -163,6 +163,6 @@ MK_PLUGIN_DEFINE(control) = {
     .exit = control_exit,
     .reload_prepare = control_reload_prepare,
     .reload_commit = control_reload_commit,
-    .site_init = control_site_init,
+    .routes = control_routes,
     .conf_schema = &control_schema,
 };

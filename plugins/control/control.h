@@ -152,7 +152,6 @@ void control_buf_json(struct mk_json *b, const char *s);
  * Route HttpPath (GET) on every site of each configuration to the status
  * document, for the addresses of HttpAllow.
  */
-int control_site_init(const struct mk_site *site, const struct mk_conf *conf, void **data,
-                      char *err, size_t errlen);
+int control_routes(const struct mk_site *site, struct mk_route_table *t, char *err, size_t errlen);
 
 #endif

@@ -56,21 +56,19 @@ static int control_http_status(struct mk_request *r, void *arg)
     return MK_OK;
 }
 
-int control_site_init(const struct mk_site *site, const struct mk_conf *conf, void **data,
-                      char *err, size_t errlen)
+int control_routes(const struct mk_site *site, struct mk_route_table *t, char *err, size_t errlen)
 {
-    const struct control_settings *s = control_api->plugin_conf(site, MK_PLUGIN_SELF(control));
+    const struct control_settings *s =
+        site ? control_api->plugin_conf(site, MK_PLUGIN_SELF(control)) : NULL;
+    char why[200];
 
-    (void) conf;
-    (void) data;
     if (!s || !s->http_path[0]) {
         return MK_OK; /* no HTTP status */
     }
     /* The settings live as long as the site: a safe arg for the handler. */
-    if (control_api->route_add(site, MK_ROUTE_GET, s->http_path, control_http_status, (void *) s) !=
-        MK_OK) {
-        snprintf(err, errlen, "%s: control: cannot route HttpPath %s", control_api->site_file(site),
-                 s->http_path);
+    if (control_api->route_table_add(t, MK_ROUTE_GET, s->http_path, control_http_status, (void *) s,
+                                     why, sizeof(why)) != MK_OK) {
+        snprintf(err, errlen, "cannot route HttpPath %s: %s", s->http_path, why);
         return MK_ERR;
     }
     return MK_OK;

@@ -4,7 +4,8 @@
  *
  * skeleton.c: the template for new plugins. Copy this folder, rename the
  * plugin, keep the hooks you need. It shows every stage of the request,
- * routes (api->route_add: the server matches path and method and answers
+ * routes (the routes hook fills the table the server gives it, with
+ * api->route_table_add; the server matches path and method and answers
  * 405 and OPTIONS with the routes' Allow), declared configuration keys (a
  * file of its own and a section of site files, read and checked by the
  * server, errors naming file and line), asking for a request body
@@ -132,8 +133,8 @@ static int skeleton_init(const struct mk_api *server_api, const char *conf_dir)
 {
     (void) conf_dir;
     api = server_api;
-    if (!MK_API_HAS(api, ctx_get) || !MK_API_HAS(api, route_add)) {
-        api->log(MK_PLUGIN_LOG_ERROR, "skeleton: needs a server with plugin ABI 3.2");
+    if (!MK_API_HAS(api, ctx_get) || !MK_API_HAS(api, route_table_add)) {
+        api->log(MK_PLUGIN_LOG_ERROR, "skeleton: needs a server with plugin ABI 3.11");
         return MK_ERR;
     }
     /* The settings of the configuration being started, already checked. */
@@ -201,9 +202,6 @@ static void skeleton_worker_header(struct mk_request *r)
     api->add_header(r, "X-Skeleton-Worker", id);
 }
 
-static int skeleton_routes(const struct mk_site *site, struct skeleton_site *s, char *err,
-                           size_t errlen);
-
 /* ---- per site: the answer text and the routes --------------------------------------------- */
 
 static void skeleton_site_free(void *data)
@@ -239,7 +237,7 @@ static int skeleton_site_init(const struct mk_site *site, const struct mk_conf *
     }
     memcpy(s->text, text, n);
     memcpy(s->text + n, "\n", 2);
-    return skeleton_routes(site, s, err, errlen);
+    return MK_OK;
 }
 
 /* ---- blocking work on a task thread ---------------------------------------- */
@@ -362,12 +360,16 @@ static int skeleton_stats(struct mk_request *r, void *arg)
 }
 
 /*
- * The site's routes: Path and the paths beneath it, from site_init(), so
- * they belong to this site of this configuration, like `s`, their arg.
+ * The routes hook: the server gives the table to fill, once for every site
+ * (site NULL: this plugin has none) and once per site after its
+ * site_init(): Path and the paths beneath it, so they belong to this site
+ * of this configuration, like `s`, their arg (what site_init stored).
  */
-static int skeleton_routes(const struct mk_site *site, struct skeleton_site *s, char *err,
+static int skeleton_routes(const struct mk_site *site, struct mk_route_table *t, char *err,
                            size_t errlen)
 {
+    const struct skeleton_site *s = site ? api->site_data(site, MK_PLUGIN_SELF(skeleton)) : NULL;
+
     static const struct {
         uint32_t methods;
         const char *suffix;
@@ -378,12 +380,16 @@ static int skeleton_routes(const struct mk_site *site, struct skeleton_site *s, 
         {MK_ROUTE_POST, "/echo", skeleton_echo},
         {MK_ROUTE_GET, "/stats", skeleton_stats},
     };
-    char pattern[256];
+    char pattern[256], why[200];
 
+    if (!s) {
+        return MK_OK;
+    }
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
         snprintf(pattern, sizeof(pattern), "%s%s", s->conf->path, routes[i].suffix);
-        if (api->route_add(site, routes[i].methods, pattern, routes[i].handler, s) != MK_OK) {
-            snprintf(err, errlen, "%s: skeleton: cannot route %s", api->site_file(site), pattern);
+        if (api->route_table_add(t, routes[i].methods, pattern, routes[i].handler, (void *) s, why,
+                                 sizeof(why)) != MK_OK) {
+            snprintf(err, errlen, "cannot route %s: %s", pattern, why);
             return MK_ERR;
         }
     }
@@ -410,4 +416,5 @@ MK_PLUGIN_DEFINE(skeleton) = {
     .site_free = skeleton_site_free,
     .batch_done = skeleton_batch_done,
     .conf_schema = &skeleton_schema,
+    .routes = skeleton_routes,
 };

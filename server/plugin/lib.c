@@ -6,7 +6,7 @@
  *
  * The program's sites and routes live in srv->lib. Every configuration the
  * server builds gets those sites (mk_lib_configure) and loads the internal
- * plugin "lib" (mk_lib_plugin), whose site_init() registers the routes in
+ * plugin "lib" (mk_lib_plugin), whose routes hook registers the routes in
  * each site's route table, so the program's handlers run exactly where a
  * plugin's route handler would: on the workers, after the request hooks.
  *
@@ -157,12 +157,14 @@ static bool mk_lib_site_named(const struct mk_site *site, const char *name)
     return false;
 }
 
-static int mk_lib_add(const struct mk_site *site, struct mk_lib_route *rt, char *err, size_t errlen)
+static int mk_lib_add(struct mk_route_table *t, struct mk_lib_route *rt, char *err, size_t errlen)
 {
-    if (api->route_add(site, rt->methods, rt->pattern, mk_lib_route_run, rt) != MK_OK) {
+    char why[256];
+
+    if (api->route_table_add(t, rt->methods, rt->pattern, mk_lib_route_run, rt, why, sizeof(why)) !=
+        MK_OK) {
         ERRF("mk_server_route: route '%s'%s%s: %s", rt->pattern, rt->site ? " of site " : "",
-             rt->site ? rt->site : "",
-             errno == EINVAL ? "invalid pattern" : "refused (same pattern and method twice?)");
+             rt->site ? rt->site : "", why);
         return MK_ERR;
     }
     return MK_OK;
@@ -171,21 +173,21 @@ static int mk_lib_add(const struct mk_site *site, struct mk_lib_route *rt, char 
 /*
  * The routes of `site` (those of every site, and those naming it), for
  * each configuration built: a reload registers the routes added since.
+ * Every site's are added per site too (not with site NULL), since the
+ * program may add routes between configurations.
  */
-static int mk_lib_site_init(const struct mk_site *site, const struct mk_conf *conf, void **data,
-                            char *err, size_t errlen)
+static int mk_lib_routes(const struct mk_site *site, struct mk_route_table *t, char *err,
+                         size_t errlen)
 {
     struct mk_server *srv = mk_plugins_server();
 
-    (void) conf;
-    *data = NULL;
-    if (!srv || !srv->lib) {
+    if (!site || !srv || !srv->lib) {
         return MK_OK;
     }
     for (size_t i = 0; i < srv->lib->n_routes; i++) {
         struct mk_lib_route *rt = srv->lib->routes[i];
         if ((!rt->site || mk_lib_site_named(site, rt->site)) &&
-            mk_lib_add(site, rt, err, errlen) != MK_OK) {
+            mk_lib_add(t, rt, err, errlen) != MK_OK) {
             return MK_ERR;
         }
     }
@@ -197,7 +199,7 @@ const struct mk_plugin mk_lib_plugin = {
     .name = "lib",
     .version = MK_VERSION_STR,
     .description = "the embedding program's handlers (monkey.h, mk_lib.h)",
-    .site_init = mk_lib_site_init,
+    .routes = mk_lib_routes,
 };
 
 /* ---- the request's side ----------------------------------------------------- */

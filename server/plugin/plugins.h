@@ -24,6 +24,7 @@
 struct mk_config;
 struct mk_request;
 struct mk_server;
+struct mk_vhost;
 
 struct mk_plugin_set {
     const struct mk_plugin **list; /* in plugins.load order */
@@ -42,6 +43,12 @@ struct mk_plugin_set {
     struct mk_transport **transports;
     struct mk_routes routes; /* registered by init(): every site's */
     void **self;             /* each plugin's context for this server (api->self_set) */
+};
+
+/* Where a plugin's routes go while its routes hook runs (api->route_table_add). */
+struct mk_route_table {
+    struct mk_routes *routes;
+    const struct mk_plugin *plugin;
 };
 
 int mk_plugins_load(struct mk_plugin_set *set, const struct mk_config *cfg, char *err,
@@ -96,6 +103,20 @@ struct mk_plugins_process {
     int (*supervisor_stats)(struct mk_supervisor_stats *out);
 };
 void mk_plugins_process(const struct mk_plugins_process *process);
+/* ---- between plugin.c (the loader) and plugin_api.c (the table) ---- */
+
+/* The server an API call without a request serves (see plugin.c). */
+struct mk_server *mk_plugins_current(void);
+/* Index of plugin `p` (its own struct or the server's copy) in `ps`, or ps->count. */
+size_t mk_plugins_index(const struct mk_plugin_set *ps, const struct mk_plugin *p);
+/*
+ * A hook of the loader's runs on this thread: init() (set and cfg; routes
+ * the plugin-wide table) or site_init() (routes the site's table, site
+ * vh). What the API entries may use of it until mk_api_hook_end.
+ */
+void mk_api_hook_begin(struct mk_plugin_set *set, const struct mk_config *cfg,
+                       struct mk_route_table *routes, const struct mk_vhost *site);
+void mk_api_hook_end(void);
 extern const struct mk_api mk_plugin_api;
 
 #endif

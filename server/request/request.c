@@ -682,6 +682,64 @@ static void mk_request_redirect_run(struct mk_request *r)
     mk_request_restart(r);
 }
 
+/* The fields of a request body, which a request started again by an internal redirect has not. */
+static bool mk_request_body_field(const char *name)
+{
+    return strcasecmp(name, "Content-Length") == 0 || strcasecmp(name, "Transfer-Encoding") == 0 ||
+           strcasecmp(name, "Content-Type") == 0;
+}
+
+const char *mk_request_header(const struct mk_request *r, const char *name, size_t *len)
+{
+    const struct mk_str *v = mk_http_header_get(&r->head, name);
+    if (v && (r->flags & MK_REQ_REDIRECTED) && mk_request_body_field(name)) {
+        v = NULL;
+    }
+    if (!v) {
+        *len = 0;
+        return NULL;
+    }
+    *len = v->len;
+    return v->p;
+}
+
+/* An internal redirect to a file of r's site (api->serve_file): see mk_plugin.h. */
+int mk_request_serve_file(struct mk_request *r, const char *path)
+{
+    size_t len = path ? strlen(path) : 0;
+    if (len == 0 || path[0] != '/') {
+        return MK_ERR;
+    }
+    char *p = mk_arena_alloc(&r->arena, len + 1);
+    if (!p) {
+        return 503;
+    }
+    ssize_t n = mk_path_normalize(path, len, p);
+    if (n < 0) {
+        return MK_ERR;
+    }
+    bool hide = r->vhost->hide_dotfiles;
+    if (hide && mk_path_is_hidden(p, (size_t) n)) {
+        return 404;
+    }
+    r->path = p;
+    r->path_len = (size_t) n;
+    if (p[n - 1] == '/') {
+        /* a directory: its index file, as for a request for it */
+        int rc = mk_request_files_of->index(r);
+        if (rc == MK_OK && hide && mk_path_is_hidden(r->path, r->path_len)) {
+            return 404;
+        }
+        if (rc != MK_OK && rc != MK_DECLINED) {
+            return rc;
+        }
+    }
+    if (r->head.method != MK_METHOD_HEAD) {
+        r->head.method = MK_METHOD_GET;
+    }
+    return mk_request_files_of->serve(r);
+}
+
 void mk_request_body_ready(struct mk_request *r)
 {
     const struct mk_plugin *p = r->handler;

@@ -313,6 +313,31 @@ void mk_response_parts_advance(struct mk_request *r, uint64_t len);
    left): what one HTTP/2 frame carries with a single file range. */
 uint64_t mk_response_parts_span(const struct mk_request *r);
 
+/* ---- request.c, request_log.c: what the plugin API asks of a request ------- */
+
+/*
+ * The value of r's first header field `name` (any case), NULL when absent;
+ * a request started again by an internal redirect has no body fields
+ * (Content-Length, Transfer-Encoding, Content-Type). (api->header)
+ */
+const char *mk_request_header(const struct mk_request *r, const char *name, size_t *len);
+/* api->serve_file: r answered from a file of its site (see mk_plugin.h). */
+int mk_request_serve_file(struct mk_request *r, const char *path);
+/* api->error_log: a line of r's for its site's error log (see request_log.c). */
+void mk_request_error_log(struct mk_request *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- response_set.c: what a handler sets of its response -------------------- */
+
+void mk_response_set_status(struct mk_request *r, int status);
+void mk_response_set_type(struct mk_request *r, const char *type);
+void mk_response_set_body_static(struct mk_request *r, const void *data, size_t len);
+int mk_response_set_body(struct mk_request *r, const void *data, size_t len);
+void mk_response_set_body_file(struct mk_request *r, int fd, off_t offset, uint64_t len);
+void mk_response_set_body_owned(struct mk_request *r, void *data, size_t len);
+/* api->stream_abort: end r's streamed response cut short (MK_OK), MK_ERR if it is none. */
+int mk_response_stream_abort(struct mk_request *r);
+
 /* ---- request_ctx.c: what plugins keep on a request ------------------------ */
 
 /* Plugin slot `slot`'s context of r (api->ctx_set): MK_OK, MK_ERR (no such slot, memory). */
