@@ -55,7 +55,8 @@ struct cgi_job {
     struct mk_loop_child *child;
     int in_fd, out_fd, err_fd;
     struct mk_loop_fd *in_w, *out_w, *err_w;
-    struct mk_loop_timer *timer; /* header timeout, then the kill grace */
+    struct mk_loop_timer *timer;      /* the header block's Timeout */
+    struct mk_loop_timer *kill_timer; /* SIGKILL, KillGrace after SIGTERM */
     int fail;                    /* status to answer instead of the script (502, 504) */
     bool nph, head_ready, body_done, reaped, killed, out_paused;
     bool orphan; /* its worker exited while its continuation was pending */
@@ -150,13 +151,18 @@ static void cgi_kill_cb(struct mk_loop_timer *t, void *arg)
 {
     struct cgi_job *j = arg;
     (void) t;
-    j->timer = NULL;
+    j->kill_timer = NULL;
     if (!j->reaped) {
         kill(-j->pid, SIGKILL);
     }
 }
 
-/* Give the script up: SIGTERM to its group, SIGKILL KillGrace later. */
+/*
+ * Give the script up: SIGTERM to its group, SIGKILL KillGrace later. The
+ * kill timer is a timer of its own: what follows a kill (the 504 of a
+ * Timeout, a header block ending) stops the header block's timer, never
+ * this one.
+ */
 static void cgi_kill(struct cgi_job *j)
 {
     cgi_close(&j->in_fd, &j->in_w);
@@ -167,8 +173,8 @@ static void cgi_kill(struct cgi_job *j)
     atomic_fetch_add_explicit(&j->self->killed, 1, memory_order_relaxed);
     kill(-j->pid, SIGTERM);
     cgi_timer_stop(j);
-    j->timer = cgi_api->timer_start((uint32_t) j->kill_grace_ms, 0, cgi_kill_cb, j);
-    if (!j->timer) {
+    j->kill_timer = cgi_api->timer_start((uint32_t) j->kill_grace_ms, 0, cgi_kill_cb, j);
+    if (!j->kill_timer) {
         kill(-j->pid, SIGKILL);
     }
 }
@@ -201,6 +207,10 @@ static void cgi_request_over(struct cgi_job *j)
 static void cgi_job_release(struct cgi_job *j)
 {
     cgi_timer_stop(j);
+    if (j->kill_timer) {
+        cgi_api->timer_stop(j->kill_timer);
+        j->kill_timer = NULL;
+    }
     cgi_close(&j->in_fd, &j->in_w);
     cgi_close(&j->out_fd, &j->out_w);
     cgi_close(&j->err_fd, &j->err_w);

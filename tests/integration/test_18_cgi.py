@@ -92,6 +92,15 @@ SCRIPTS = {
         "        pass\n"
         "    time.sleep(0.05)\n"
     ),
+    # prints nothing, ignoring SIGTERM (noting it)
+    "silentterm.py": (
+        "import os, signal, time\n"
+        "d = os.environ['DOCUMENT_ROOT']\n"
+        "signal.signal(signal.SIGTERM, lambda s, f: open(d + '/silentterm.term', 'w').close())\n"
+        "open(d + '/silentterm.pid', 'w').write(str(os.getpid()))\n"
+        "while True:\n"
+        "    time.sleep(0.05)\n"
+    ),
     # never reads its standard input
     "noread.py": (
         "import os, time\n"
@@ -897,6 +906,21 @@ def test_sigterm_ignored_then_sigkill_after_kill_grace(cgi):
     assert not zombies_of(cgi.proc.pid)
     st = plugin_status(cgi, "cgi")
     assert st["killed"] == 1 and st["running"] == 0
+
+
+def test_silent_script_ignoring_sigterm_gets_sigkill_after_kill_grace(cgi):
+    # Timeout (1 s) gives up a script that prints nothing: 504, SIGTERM,
+    # and KillGrace (500 ms) later SIGKILL, as for a client that goes away
+    with_control(cgi)
+    cgi.start()
+    r = get(cgi, "/cgi-bin/silentterm.py")
+    assert r.status == 504
+    pid = pid_in(cgi.docroot / "silentterm.pid")
+    assert wait_for((cgi.docroot / "silentterm.term").exists), "no SIGTERM"
+    assert wait_for(lambda: not alive(pid), timeout=3), "not killed after KillGrace"
+    assert wait_for(lambda: not os.path.exists(f"/proc/{pid}")), "zombie left"
+    st = plugin_status(cgi, "cgi")
+    assert st["timeouts"] == 1 and st["killed"] == 1 and st["running"] == 0
 
 
 def test_script_that_does_not_read_holds_the_client_back(cgi):
