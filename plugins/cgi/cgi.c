@@ -91,8 +91,8 @@ static void cgi_stats(mk_stats_emit_cb emit, void *arg)
     emit(arg, "running", (uint64_t) atomic_load_explicit(&self->running, memory_order_relaxed));
     emit(arg, "spawned", atomic_load_explicit(&self->spawned, memory_order_relaxed));
     emit(arg, "refused", atomic_load_explicit(&self->refused, memory_order_relaxed));
-    emit(arg, "timeouts", atomic_load_explicit(&self->timeouts, memory_order_relaxed));
-    emit(arg, "bad_heads", atomic_load_explicit(&self->bad_heads, memory_order_relaxed));
+    emit(arg, "timeouts", atomic_load_explicit(&self->gw.timeouts, memory_order_relaxed));
+    emit(arg, "bad_heads", atomic_load_explicit(&self->gw.bad_gateway, memory_order_relaxed));
     emit(arg, "killed", atomic_load_explicit(&self->killed, memory_order_relaxed));
 }
 

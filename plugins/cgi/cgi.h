@@ -6,9 +6,11 @@
  *   cgi.c       the plugin: hooks, the content handler, counters
  *   cgi_conf.c  the declared keys (cgi.conf and the [CGI] site section)
  *   cgi_map.c   which script a request runs (ScriptAlias, Match, index files)
- *   cgi_job.c   one running script: spawn, pipes, back-pressure, kill, reap
- * The header block and the meta-variables come from the gateway core,
- * plugins/gateway.
+ *   cgi_job.c   one running script, the cgi backend of the gateway job:
+ *               MaxScripts, spawn, pipes, kill, reap
+ * The request's side (the body and its window, the header block and the
+ * wait for it, the response stream, Timeout), the header block's parser
+ * and the meta-variables come from the gateway core, plugins/gateway.
  */
 #ifndef MK_CGI_H
 #define MK_CGI_H
@@ -21,6 +23,7 @@
 #include <monkey/mk_plugin.h>
 
 #include "gw.h"
+#include "gw_job.h"
 
 /* The pipes' high-water mark, both ways: request body and response. */
 #define CGI_WINDOW 65536
@@ -55,12 +58,13 @@ struct cgi_site_conf {
 
 /* The plugin's state in one server (api->self). */
 struct cgi_self {
-    atomic_int running;             /* scripts running now */
-    atomic_uint_fast64_t spawned;   /* scripts started */
-    atomic_uint_fast64_t refused;   /* 503: MaxScripts reached */
-    atomic_uint_fast64_t timeouts;  /* 504 */
-    atomic_uint_fast64_t bad_heads; /* 502 */
-    atomic_uint_fast64_t killed;    /* killed: the client went away or timeout */
+    atomic_int running;           /* scripts running now */
+    atomic_uint_fast64_t spawned; /* scripts started */
+    atomic_uint_fast64_t refused; /* 503: MaxScripts reached */
+    atomic_uint_fast64_t killed;  /* killed: the client went away or timeout */
+    /* the job's: timeouts (504), bad_gateway (502: a bad header block,
+       shown as bad_heads) */
+    struct mk_gw_stats gw;
 };
 
 /* A request's script, as cgi_map_request() resolved it. */
