@@ -145,10 +145,11 @@ static void fcgi_stats(mk_stats_emit_cb emit, void *arg)
         return;
     }
     emit(arg, "requests", atomic_load_explicit(&self->requests, memory_order_relaxed));
-    emit(arg, "bad_gateway", atomic_load_explicit(&self->bad_gateway, memory_order_relaxed));
-    emit(arg, "timeouts", atomic_load_explicit(&self->timeouts, memory_order_relaxed));
-    emit(arg, "queue_timeouts", atomic_load_explicit(&self->queue_timeouts, memory_order_relaxed));
-    emit(arg, "upstream_ms", atomic_load_explicit(&self->upstream_ms, memory_order_relaxed));
+    emit(arg, "bad_gateway", atomic_load_explicit(&self->gw.bad_gateway, memory_order_relaxed));
+    emit(arg, "timeouts", atomic_load_explicit(&self->gw.timeouts, memory_order_relaxed));
+    emit(arg, "queue_timeouts",
+         atomic_load_explicit(&self->gw.queue_timeouts, memory_order_relaxed));
+    emit(arg, "upstream_ms", atomic_load_explicit(&self->gw.upstream_ms, memory_order_relaxed));
     emit(arg, "retries", atomic_load_explicit(&self->retries, memory_order_relaxed));
     unsigned n = atomic_load(&self->n_backends);
     uint64_t now = fcgi_api->now_ms();

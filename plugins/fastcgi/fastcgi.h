@@ -9,11 +9,14 @@
  *                 workers, connections pooled per worker and backend (each new
  *                 one checked as taken by the backend), the queue of requests
  *                 waiting for one
- *   fcgi_req.c    one request on one connection: records both ways,
- *                 back-pressure, timeouts, errors
+ *   fcgi_req.c    one request on one connection, the fastcgi backend of the
+ *                 gateway job: records both ways, retries and moves to
+ *                 another backend, errors
  *   fcgi_proto.c  the record layer (pure)
- * The header block, the parameters and the script mapping come from the
- * gateway core, plugins/gateway.
+ * The request's side (the body and its window, the header block and the
+ * wait for it, the response stream and its spill, Timeout and
+ * QueueTimeout), the header block's parser, the parameters and the script
+ * mapping come from the gateway core, plugins/gateway.
  */
 #ifndef MK_FASTCGI_H
 #define MK_FASTCGI_H
@@ -28,6 +31,7 @@
 
 #include "fcgi_proto.h"
 #include "gw.h"
+#include "gw_job.h"
 
 /* Backends one server may know (all sites and configurations together). */
 #define FCGI_BACKENDS_MAX 64
@@ -101,8 +105,9 @@ struct fcgi_backend {
 struct fcgi_self {
     struct fcgi_backend backends[FCGI_BACKENDS_MAX];
     atomic_uint n_backends; /* entries appended by site_init (controlling thread) */
-    atomic_uint_fast64_t requests, bad_gateway, timeouts, queue_timeouts, upstream_ms;
+    atomic_uint_fast64_t requests;
     atomic_uint_fast64_t retries; /* requests sent again on a new connection */
+    struct mk_gw_stats gw;        /* bad_gateway, timeouts, queue_timeouts, upstream_ms */
 };
 
 /* What site_init() stores: the site's backends as indexes into self->backends. */
