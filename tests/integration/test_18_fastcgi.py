@@ -775,6 +775,7 @@ class SilentBackend:
         self.sock.bind(self.path)
         self.sock.listen(16)
         self.accepted = 0
+        self.begun = 0  # requests read (BEGIN_REQUEST): the connection carries one
         self.closed = 0
         self.running = True
         self.thread = threading.Thread(target=self.serve, daemon=True)
@@ -803,7 +804,9 @@ class SilentBackend:
                 elif data[:2] == b"\x01\x09":  # FCGI_GET_VALUES: the result
                     v = self.VALUES
                     c.sendall(bytes([1, 10, 0, 0, 0, len(v), 0, 0]) + v)
-                elif self.head and data[:2] == b"\x01\x01":  # BEGIN_REQUEST
+                elif data[:2] == b"\x01\x01":  # BEGIN_REQUEST
+                    self.begun += 1
+                if self.head and data[:2] == b"\x01\x01":
                     # FCGI_STDOUT of request 1: a header block, then silence
                     head = b"Content-Type: text/plain\r\n\r\nhello\n"
                     c.sendall(bytes([1, 6, 0, 1, 0, len(head), 0, 0]) + head)
@@ -879,7 +882,8 @@ def test_client_gone_lets_the_backend_go_at_once(make_server, silent):
     srv.start()
     c = CgiConn(srv.port, timeout=10 * SLOW)
     c.send("GET /hang.php HTTP/1.1\r\nHost: localhost\r\n\r\n")
-    assert wait_for(lambda: silent.accepted == 1)
+    # the request is on its connection (past the pool's FCGI_GET_VALUES check)
+    assert wait_for(lambda: silent.begun == 1, 5 * SLOW)
     c.close()
     assert wait_for(lambda: silent.closed == 1, 2 * SLOW), "the backend connection was kept"
     assert get(srv, "/static.txt").status == 200
