@@ -31,8 +31,8 @@
 #include "../../core/log.h"
 #ifdef MK_HAVE_LIBMONKEY
 #include "../plugin/lib.h"
-#include "../static/static.h"
 #endif
+#include "../static/static.h"
 #include "../runtime/listener.h"
 #include "process.h"
 #include "supervisor.h"
