@@ -20,7 +20,7 @@
 #include "memory.h"
 #include "strings.h"
 
-#define MK_SCHEMA_REASON 400
+#define MK_SCHEMA_REASON 4096 /* a reason may quote a long value (Fallback, CacheControl) */
 
 static bool mk_key_in_scope(const struct mk_conf_key *k, int scope)
 {
@@ -316,6 +316,10 @@ static bool mk_schema_set(const struct mk_conf_key *k, void *obj, const struct m
         if (k->set(obj, k, value, origin, reason, sizeof(reason)) == MK_OK) {
             return true;
         }
+        if ((k->flags & MK_SCHEMA_WHOLE_REASON) && reason[0]) {
+            snprintf(why, sizeof(why), "%s", reason);
+            break;
+        }
         snprintf(why, sizeof(why), "%s: %s", k->name, reason[0] ? reason : "bad value");
         break;
     default:
@@ -494,6 +498,9 @@ int mk_schema_fill(const struct mk_conf_schema *schema, const struct mk_schema_i
                           reason[0] ? reason : "the settings do not fit together");
             goto out;
         }
+    }
+    if (in->lines) {
+        memcpy(in->lines, lines, n * sizeof(int));
     }
     rc = MK_OK;
 out:

@@ -51,6 +51,14 @@ struct mk_schema_absent {
     bool off;
 };
 
+/*
+ * A key flag of the server's own tables, beside MK_CONF_MULTI and
+ * MK_CONF_SITE (not part of the plugin ABI): the reason a callback writes
+ * is the whole message after "file:line: ", without the key's name put
+ * before it (messages such as "ServerName 'a.com' is already used by ...").
+ */
+#define MK_SCHEMA_WHOLE_REASON 0x100
+
 struct mk_schema_input {
     const struct mk_conf *conf; /* NULL: defaults and overrides only */
     const char *confdir;        /* base of relative paths; NULL: kept relative */
@@ -65,6 +73,10 @@ struct mk_schema_input {
     const struct mk_conf_section *only;
     /* NULL, or the keys of the parts this build left out. */
     const struct mk_schema_absent *absent;
+    /* NULL, or one int per key of the table: set to the line of conf where
+       the key was first given, 0 when it was not (checks across keys that
+       name a line of their own). */
+    int *lines;
 };
 
 /*
