@@ -54,7 +54,7 @@ static int mk_check_user(const char *value, char *reason, size_t len)
     return MK_OK;
 }
 
-static int mk_check_index_file(const char *value, char *reason, size_t len)
+int mk_config_check_index_file(const char *value, char *reason, size_t len)
 {
     if (strchr(value, '/') || strcmp(value, ".") == 0 || strcmp(value, "..") == 0) {
         snprintf(reason, len, "'%s' is not a plain file name", value);
@@ -300,7 +300,7 @@ static const struct mk_conf_key mk_server_keys[] = {
     {"Log", MK_CONF_CUSTOM, 0, 0, 0, 0, 0, NULL, .set = mk_set_log},
     {"LogLevel", MK_CONF_ENUM, 0, MK_SRV(log_level), 0, 0, "info", mk_log_level_words},
     {"IndexFiles", MK_CONF_WORDS, 0, MK_SRV(index_list), 0, 0, "index.html index.htm",
-     .check = mk_check_index_file},
+     .check = mk_config_check_index_file},
     {"DefaultMimeType", MK_CONF_STRING, 0, MK_SRV(default_mime), 0, 0, "application/octet-stream",
      .check = mk_check_media_type},
     {"FileCache", MK_CONF_INT, 0, MK_SRV(file_cache), 0, 65536, "128"},
@@ -372,28 +372,14 @@ const struct mk_conf_schema *mk_config_schema(void)
     return &mk_server_schema;
 }
 
-static const char *const mk_host_keys[] = {"ServerName",   "DocumentRoot", "Symlinks",
-                                           "HideDotFiles", "Fallback",     "Precompressed",
-                                           "CacheControl", "IndexFiles"};
-#define MK_N_HOST_KEYS (sizeof(mk_host_keys) / sizeof(mk_host_keys[0]))
-
 const char *mk_config_key(const char *section, size_t i)
 {
     if (strcasecmp(section, "SERVER") == 0) {
         return i < MK_N_SERVER_KEYS ? mk_server_keys[i].name : NULL;
     }
     if (strcasecmp(section, "HOST") == 0) {
-        if (i < MK_N_HOST_KEYS) {
-            return mk_host_keys[i];
-        }
-#ifdef MK_HAVE_COMPRESS
-        i -= MK_N_HOST_KEYS;
-        return i < sizeof(mk_static_compress_keys) / sizeof(mk_static_compress_keys[0])
-                   ? mk_static_compress_keys[i]
-                   : NULL;
-#else
-        return NULL;
-#endif
+        const struct mk_conf_schema *site = mk_config_site_schema();
+        return i < mk_schema_count(site) ? site->keys[i].name : NULL;
     }
     if (strcasecmp(section, "PLUGINS") == 0) {
         return i == 0 ? "Load" : NULL;
@@ -647,9 +633,11 @@ struct mk_config *mk_config_for_dir(const char *dir, const struct mk_config_over
         return NULL;
     }
     cfg->mime = mk_mime_builtin(cfg->default_mime);
-    struct mk_vhost *vh = mk_vhost_new("built-in");
-    vh->conf = mk_conf_parse("built-in", "", 0, err, errlen);
-    if (!mk_vhost_set_docroot(vh, &label, 0, dir, err, errlen)) {
+    struct mk_vhost *vh = mk_vhost_new("built-in", err, errlen);
+    if (vh) {
+        vh->conf = mk_conf_parse("built-in", "", 0, err, errlen);
+    }
+    if (!vh || !mk_vhost_set_docroot(vh, &label, 0, dir, err, errlen)) {
         mk_vhost_free(vh);
         mk_config_free(cfg);
         return NULL;

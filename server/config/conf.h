@@ -109,9 +109,50 @@ struct mk_vhost {
     /* Compress and its companions (static_compress.h); codings 0: off */
     struct mk_compress_site compress;
     /* IndexFiles of the site's [HOST]; NULL: the server's (mk_vhost_index_files) */
-    char **index_files;
-    size_t n_index_files;
+    union {
+        struct mk_conf_words index_list; /* what the schema fills */
+        struct {
+            char **index_files;
+            size_t n_index_files;
+        };
+    };
 };
+
+/*
+ * The [HOST] keys of a part above the configuration (the static handler),
+ * given to it at start (mk_config_site_keys) so that the configuration
+ * never calls that part by name. The keys follow the configuration's own
+ * (ServerName, DocumentRoot, Symlinks, HideDotFiles, Fallback) in one
+ * table, read by the schema engine (core/schema.h) into struct mk_vhost.
+ */
+struct mk_site_keys {
+    /* MK_CONF_SITE keys whose fields are members of struct mk_vhost; NULL ends */
+    const struct mk_conf_key *keys;
+    /* The keys of the parts this build left out (core/schema.h), or NULL. */
+    const struct mk_schema_absent *absent;
+    /*
+     * After a site's lines and the defaults of the keys it did not give:
+     * the checks across keys. `lines` holds the line each of `keys` was
+     * first given on (0: not given). False with "file:line: reason" in err.
+     */
+    bool (*finish)(struct mk_vhost *vh, const struct mk_conf *conf, const int *lines, char *err,
+                   size_t errlen);
+    /* Release what the keys' set() stored in vh (strings and word lists go with the site). */
+    void (*free)(struct mk_vhost *vh);
+};
+
+/*
+ * Take `keys` as the [HOST] keys that follow the configuration's own, for
+ * every configuration loaded from now on. At start (server.c), before any
+ * configuration is loaded; giving the same table again changes nothing.
+ */
+void mk_config_site_keys(const struct mk_site_keys *keys);
+
+/*
+ * A .check for an index file name (IndexFiles of [SERVER] and of a site):
+ * a plain file name, no '/', not "." or "..".
+ */
+int mk_config_check_index_file(const char *value, char *reason, size_t len);
 
 struct mk_plugin;
 struct mk_routes;
@@ -270,12 +311,21 @@ int mk_config_check_files(const struct mk_config *cfg, const struct mk_config *r
 /* ---- between conf.c and conf_site.c (not for other files) ------------------ */
 
 /*
+ * The schema of [HOST]: the configuration's own keys, then those given
+ * with mk_config_site_keys. Its `free` releases what the keys stored.
+ */
+const struct mk_conf_schema *mk_config_site_schema(void);
+
+/*
  * Open `rel` (relative to the site's document root, normalised) beneath the
  * document root, by the site's rules for symbolic links (core/fs.h).
  */
 int mk_vhost_open(const struct mk_vhost *vh, const char *rel, int flags);
-/* A site with no keys set yet, for site file `file` (copied). */
-struct mk_vhost *mk_vhost_new(const char *file);
+/*
+ * A site for site file `file` (copied) whose keys hold their defaults, no
+ * document root yet. NULL with the reason in err when a default is refused.
+ */
+struct mk_vhost *mk_vhost_new(const char *file, char *err, size_t errlen);
 /*
  * Set the document root of vh to `path` (line `line` of conf, for the
  * error) and open it. False with "file:line: reason" in err.

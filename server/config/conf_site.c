@@ -4,8 +4,11 @@
  *
  * conf_site.c: the site part of the configuration (see conf.h): one site
  * file per virtual host in sites/ ([HOST]: names, document root, symbolic
- * links, hidden files, error pages), what plugins keep for a site, and the
- * virtual host lookup by Host. Every error names the site file and line.
+ * links, hidden files, fallback, then the keys a part above gives at start
+ * with mk_config_site_keys; [ERROR_PAGES]), what plugins keep for a site,
+ * and the virtual host lookup by Host. [HOST] is one key table read by the
+ * schema engine (core/schema.h), as [SERVER] and the plugins' sections
+ * are. Every error names the site file and line.
  */
 #include "conf.h"
 #include "../http/route.h"
@@ -29,7 +32,6 @@
 #include "../../core/schema.h"
 #include "../http/path.h"
 #include "../process/server.h"
-#include "../static/static_variant.h"
 
 #define ERR(conf, line, ...) mk_conf_error((conf), (line), err, errlen, __VA_ARGS__)
 
@@ -57,13 +59,7 @@ void mk_vhost_free(struct mk_vhost *vh)
     if (!vh) {
         return;
     }
-    mk_strv_free(vh->names, vh->n_names);
-    if (vh->index_files) {
-        mk_strv_free(vh->index_files, vh->n_index_files);
-    }
-    mk_free(vh->docroot);
-    mk_free(vh->fallback);
-    mk_static_compress_site_free(&vh->compress);
+    mk_schema_release(mk_config_site_schema(), MK_CONF_SITE, vh);
     if (vh->docroot_fd >= 0) {
         close(vh->docroot_fd);
     }
@@ -71,7 +67,6 @@ void mk_vhost_free(struct mk_vhost *vh)
         mk_free(vh->error_pages[i].path);
     }
     mk_free(vh->error_pages);
-    mk_static_cache_free(&vh->cache_rules);
     mk_conf_free(vh->conf);
     mk_free(vh->file);
     mk_free(vh);
@@ -138,13 +133,167 @@ static bool mk_valid_server_name(const char *n)
     return true;
 }
 
-struct mk_vhost *mk_vhost_new(const char *file)
+/* ---- the [HOST] keys ------------------------------------------------------ */
+
+/*
+ * ServerName NAME...: host names in lower case, each the name of one site
+ * only and given once. Other sites are those of vh->cfg loaded before.
+ */
+static int mk_site_set_names(void *obj, const struct mk_conf_key *k, const char *value,
+                             const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    struct mk_vhost *vh = obj;
+    const struct mk_config *cfg = vh->cfg;
+    size_t count;
+    char **names = mk_words(value, &count);
+
+    (void) origin;
+    for (size_t i = 0; i < count; i++) {
+        for (char *c = names[i]; *c; c++) {
+            *c = mk_tolower(*c);
+        }
+        if (!mk_valid_server_name(names[i])) {
+            snprintf(reason, len, "%s: '%s' is not a host name", k->name, names[i]);
+            mk_strv_free(names, count);
+            return MK_ERR;
+        }
+        const char *owner = NULL;
+        for (size_t s = 0; cfg && s < cfg->n_vhosts && !owner; s++) {
+            for (size_t j = 0; j < cfg->vhosts[s]->n_names; j++) {
+                if (strcmp(cfg->vhosts[s]->names[j], names[i]) == 0) {
+                    owner = cfg->vhosts[s]->file;
+                    break;
+                }
+            }
+        }
+        for (size_t j = 0; j < vh->n_names + i && !owner; j++) {
+            const char *prev = j < vh->n_names ? vh->names[j] : names[j - vh->n_names];
+            if (strcmp(prev, names[i]) == 0) {
+                owner = "this site";
+            }
+        }
+        if (owner) {
+            snprintf(reason, len, "%s '%s' is already used by %s", k->name, names[i], owner);
+            mk_strv_free(names, count);
+            return MK_ERR;
+        }
+    }
+    vh->names = mk_realloc(vh->names, (vh->n_names + count) * sizeof(char *));
+    memcpy(vh->names + vh->n_names, names, count * sizeof(char *));
+    vh->n_names += count;
+    mk_free(names);
+    return MK_OK;
+}
+
+/* Fallback PATH: a normalised path, no query, at most MK_FALLBACK_MAX bytes. */
+static int mk_site_check_fallback(const char *value, char *reason, size_t len)
+{
+    char norm[MK_FALLBACK_MAX + 2];
+    size_t n = strlen(value);
+    ssize_t r = n <= MK_FALLBACK_MAX && value[0] == '/' && !strchr(value, '?')
+                    ? mk_path_normalize(value, n, norm)
+                    : -1;
+
+    if (r <= 0 || (size_t) r != n || memcmp(norm, value, n) != 0) {
+        snprintf(reason, len, "expected a normalised path such as /index.php, got '%s'", value);
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
+#define MK_SITE(member) MK_CONF_FIELD(struct mk_vhost, member)
+
+/* The configuration's own [HOST] keys, in the order of docs/configuration.md. */
+static const struct mk_conf_key mk_site_own_keys[] = {
+    {"ServerName", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI | MK_SCHEMA_WHOLE_REASON, 0, 0, 0,
+     0, NULL, .set = mk_site_set_names},
+    {"DocumentRoot", MK_CONF_PATH, MK_CONF_SITE, MK_SITE(docroot), 0, 0, NULL},
+    {"Symlinks", MK_CONF_BOOL, MK_CONF_SITE, MK_SITE(symlinks), 0, 0, "Off"},
+    {"HideDotFiles", MK_CONF_BOOL, MK_CONF_SITE, MK_SITE(hide_dotfiles), 0, 0, "On"},
+    {"Fallback", MK_CONF_STRING, MK_CONF_SITE, MK_SITE(fallback), 0, 0, NULL,
+     .check = mk_site_check_fallback},
+    {NULL},
+};
+enum {
+    MK_SITE_DOCROOT = 1, /* the index of DocumentRoot in mk_site_own_keys */
+    MK_SITE_N_OWN = sizeof(mk_site_own_keys) / sizeof(mk_site_own_keys[0]) - 1,
+};
+
+/* The [HOST] table: mk_site_own_keys, then those of mk_site_part. */
+#define MK_SITE_KEYS_MAX 32
+static struct mk_conf_key mk_site_keys[MK_SITE_KEYS_MAX + 1];
+static const struct mk_site_keys *mk_site_part;
+
+static void mk_site_schema_free(void *obj, int site)
+{
+    struct mk_vhost *vh = obj;
+
+    (void) site;
+    mk_strv_free(vh->names, vh->n_names);
+    vh->names = NULL;
+    vh->n_names = 0;
+    if (mk_site_part && mk_site_part->free) {
+        mk_site_part->free(vh);
+    }
+}
+
+static const struct mk_conf_schema mk_site_schema = {
+    .section = "HOST",
+    .keys = mk_site_keys,
+    .site_size = sizeof(struct mk_vhost),
+    .free = mk_site_schema_free,
+};
+
+void mk_config_site_keys(const struct mk_site_keys *keys)
+{
+    size_t n = 0;
+
+    if (keys == mk_site_part && mk_site_keys[0].name) {
+        return;
+    }
+    for (const struct mk_conf_key *k = mk_site_own_keys; k->name; k++) {
+        mk_site_keys[n++] = *k;
+    }
+    for (const struct mk_conf_key *k = keys ? keys->keys : NULL; k && k->name; k++) {
+        if (n == MK_SITE_KEYS_MAX) {
+            fprintf(stderr, "monkey: more [HOST] keys than MK_SITE_KEYS_MAX (%d)\n",
+                    MK_SITE_KEYS_MAX);
+            abort();
+        }
+        mk_site_keys[n++] = *k;
+    }
+    mk_site_keys[n] = (struct mk_conf_key){0};
+    mk_site_part = keys;
+}
+
+const struct mk_conf_schema *mk_config_site_schema(void)
+{
+    if (!mk_site_keys[0].name) {
+        mk_config_site_keys(NULL);
+    }
+    return &mk_site_schema;
+}
+
+/* ---- sites --------------------------------------------------------------- */
+
+/* A site of site file `file` with no key read yet. */
+static struct mk_vhost *mk_site_alloc(const char *file)
 {
     struct mk_vhost *vh = mk_calloc(1, sizeof(*vh));
     vh->docroot_fd = -1;
-    vh->hide_dotfiles = true;
     vh->file = mk_strdup(file);
-    mk_static_compress_site_init(&vh->compress);
+    return vh;
+}
+
+struct mk_vhost *mk_vhost_new(const char *file, char *err, size_t errlen)
+{
+    struct mk_vhost *vh = mk_site_alloc(file);
+    struct mk_schema_input in = {.scope = MK_CONF_SITE};
+
+    if (mk_schema_fill(mk_config_site_schema(), &in, vh, err, errlen) != MK_OK) {
+        mk_vhost_free(vh);
+        return NULL;
+    }
     return vh;
 }
 
@@ -163,7 +312,9 @@ bool mk_vhost_set_docroot(struct mk_vhost *vh, const struct mk_conf *conf, int l
     }
     vh->root_dev = st.st_dev;
     vh->root_ino = st.st_ino;
-    vh->docroot = mk_strdup(resolved);
+    char *docroot = mk_strdup(resolved); /* `path` may be vh->docroot */
+    mk_free(vh->docroot);
+    vh->docroot = docroot;
     return true;
 }
 
@@ -314,52 +465,29 @@ static void mk_vhost_no_host(const struct mk_conf *conf, char *err, size_t errle
 }
 
 /*
- * IndexFiles of a site: plain file names, as the server's (no '/', not "."
- * or ".."), at least one. False with "file:line: reason" in err.
+ * Read site file `path` into a new site of cfg: its [HOST] through the
+ * table, then the checks across keys, the document root and [ERROR_PAGES].
+ * NULL with "file:line: reason" in err.
  */
-static bool mk_vhost_index_conf(struct mk_vhost *vh, const struct mk_conf *conf,
-                                const struct mk_conf_entry *e, char *err, size_t errlen)
+static struct mk_vhost *mk_site_read(struct mk_config *cfg, const char *path, char *err,
+                                     size_t errlen)
 {
-    size_t n;
-    char **names = mk_words(e->value, &n);
-
-    for (size_t i = 0; i < n; i++) {
-        if (strchr(names[i], '/') || strcmp(names[i], ".") == 0 || strcmp(names[i], "..") == 0) {
-            ERR(conf, e->line, "IndexFiles: '%s' is not a plain file name", names[i]);
-            mk_strv_free(names, n);
-            return false;
-        }
-    }
-    if (n == 0) {
-        mk_strv_free(names, n);
-        return ERR(conf, e->line, "IndexFiles: no file name");
-    }
-    vh->index_files = names;
-    vh->n_index_files = n;
-    return true;
-}
-
-static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *path, char *err,
-                                      size_t errlen)
-{
+    const struct mk_conf_schema *schema = mk_config_site_schema();
     struct mk_conf *conf = mk_conf_load(path, err, errlen);
-    struct mk_vhost *vh;
-    struct mk_conf_section *host = NULL;
+    const struct mk_conf_section *host = NULL;
+    int lines[MK_SITE_KEYS_MAX + 1] = {0};
     struct mk_list *it;
-    int docroot_line = 0;
-    const char *docroot = NULL;
 
     if (!conf) {
         return NULL;
     }
-    vh = mk_vhost_new(path);
-
     mk_list_foreach (it, &conf->sections) {
-        struct mk_conf_section *s = mk_list_entry(it, struct mk_conf_section, node);
+        const struct mk_conf_section *s = mk_list_entry(it, struct mk_conf_section, node);
         if (strcasecmp(s->name, "HOST") == 0) {
             if (host) {
                 ERR(conf, s->line, "[HOST] is given twice");
-                goto fail;
+                mk_conf_free(conf);
+                return NULL;
             }
             host = s;
         }
@@ -367,144 +495,33 @@ static struct mk_vhost *mk_vhost_load(const struct mk_config *cfg, const char *p
     }
     if (!host) {
         mk_vhost_no_host(conf, err, errlen);
-        goto fail;
+        mk_conf_free(conf);
+        return NULL;
     }
 
-    bool seen_symlinks = false, seen_hide = false, seen_precompressed = false;
-    int zrc;
-    char fallback[MK_FALLBACK_MAX + 2];
-    mk_list_foreach (it, &host->entries) {
-        struct mk_conf_entry *e = mk_list_entry(it, struct mk_conf_entry, node);
-        if (strcasecmp(e->key, "ServerName") == 0) {
-            size_t count;
-            char **names = mk_words(e->value, &count);
-            for (size_t i = 0; i < count; i++) {
-                for (char *c = names[i]; *c; c++) {
-                    *c = mk_tolower(*c);
-                }
-                if (!mk_valid_server_name(names[i])) {
-                    ERR(conf, e->line, "ServerName: '%s' is not a host name", names[i]);
-                    mk_strv_free(names, count);
-                    goto fail;
-                }
-                /* A name may belong to one site only, and appear once. */
-                const char *owner = NULL;
-                for (size_t k = 0; k < cfg->n_vhosts && !owner; k++) {
-                    for (size_t j = 0; j < cfg->vhosts[k]->n_names; j++) {
-                        if (strcmp(cfg->vhosts[k]->names[j], names[i]) == 0) {
-                            owner = cfg->vhosts[k]->file;
-                            break;
-                        }
-                    }
-                }
-                for (size_t j = 0; j < vh->n_names + i && !owner; j++) {
-                    const char *prev = j < vh->n_names ? vh->names[j] : names[j - vh->n_names];
-                    if (strcmp(prev, names[i]) == 0) {
-                        owner = "this site";
-                    }
-                }
-                if (owner) {
-                    ERR(conf, e->line, "ServerName '%s' is already used by %s", names[i], owner);
-                    mk_strv_free(names, count);
-                    goto fail;
-                }
-            }
-            vh->names = mk_realloc(vh->names, (vh->n_names + count) * sizeof(char *));
-            memcpy(vh->names + vh->n_names, names, count * sizeof(char *));
-            vh->n_names += count;
-            mk_free(names);
-        }
-        else if (strcasecmp(e->key, "DocumentRoot") == 0) {
-            if (docroot) {
-                ERR(conf, e->line, "'DocumentRoot' is given twice");
-                goto fail;
-            }
-            docroot = e->value;
-            docroot_line = e->line;
-        }
-        else if (strcasecmp(e->key, "Symlinks") == 0) {
-            if (seen_symlinks) {
-                ERR(conf, e->line, "'Symlinks' is given twice");
-                goto fail;
-            }
-            seen_symlinks = true;
-            if (!mk_conf_bool(conf, e, &vh->symlinks, err, errlen)) {
-                goto fail;
-            }
-        }
-        else if (strcasecmp(e->key, "HideDotFiles") == 0) {
-            if (seen_hide) {
-                ERR(conf, e->line, "'HideDotFiles' is given twice");
-                goto fail;
-            }
-            seen_hide = true;
-            if (!mk_conf_bool(conf, e, &vh->hide_dotfiles, err, errlen)) {
-                goto fail;
-            }
-        }
-        else if (strcasecmp(e->key, "Fallback") == 0) {
-            size_t len = strlen(e->value);
-            ssize_t n = len <= MK_FALLBACK_MAX && e->value[0] == '/' && !strchr(e->value, '?')
-                            ? mk_path_normalize(e->value, len, fallback)
-                            : -1;
-            if (vh->fallback) {
-                ERR(conf, e->line, "'Fallback' is given twice");
-                goto fail;
-            }
-            if (n <= 0 || (size_t) n != len || memcmp(fallback, e->value, len) != 0) {
-                ERR(conf, e->line,
-                    "Fallback: expected a normalised path such as /index.php, got '%s'", e->value);
-                goto fail;
-            }
-            vh->fallback = mk_strdup(e->value);
-            vh->fallback_len = len;
-        }
-        else if (strcasecmp(e->key, "Precompressed") == 0) {
-            if (seen_precompressed) {
-                ERR(conf, e->line, "'Precompressed' is given twice");
-                goto fail;
-            }
-            seen_precompressed = true;
-            if (!mk_static_variant_conf(conf, e, &vh->precompressed, err, errlen)) {
-                goto fail;
-            }
-        }
-        else if (strcasecmp(e->key, "IndexFiles") == 0) {
-            if (vh->index_files) {
-                ERR(conf, e->line, "'IndexFiles' is given twice");
-                goto fail;
-            }
-            if (!mk_vhost_index_conf(vh, conf, e, err, errlen)) {
-                goto fail;
-            }
-        }
-        else if (strcasecmp(e->key, "CacheControl") == 0) {
-            if (!mk_static_cache_conf(&vh->cache_rules, conf, e, err, errlen)) {
-                goto fail;
-            }
-        }
-        else if ((zrc = mk_static_compress_key(&vh->compress, conf, e, err, errlen)) !=
-                 MK_DECLINED) {
-            if (zrc != MK_OK) {
-                goto fail;
-            }
-        }
-        else {
-            ERR(conf, e->line, "unknown key '%s' in [HOST]", e->key);
-            goto fail;
-        }
+    struct mk_vhost *vh = mk_site_alloc(path);
+    struct mk_schema_input in = {
+        .conf = conf,
+        .confdir = cfg->confdir,
+        .scope = MK_CONF_SITE,
+        .only = host,
+        .absent = mk_site_part ? mk_site_part->absent : NULL,
+        .lines = lines,
+    };
+    vh->cfg = cfg; /* ServerName looks at the sites read before */
+    if (mk_schema_fill(schema, &in, vh, err, errlen) != MK_OK) {
+        goto fail;
     }
-    if (!docroot) {
+    if (!vh->docroot) {
         ERR(conf, host->line, "[HOST] has no DocumentRoot");
         goto fail;
     }
-    if (!mk_static_compress_site_finish(&vh->compress, conf, err, errlen)) {
+    if (mk_site_part && mk_site_part->finish &&
+        !mk_site_part->finish(vh, conf, lines + MK_SITE_N_OWN, err, errlen)) {
         goto fail;
     }
-    char *abs = mk_fs_path_join(cfg->confdir, docroot);
-    bool ok = mk_vhost_set_docroot(vh, conf, docroot_line, abs, err, errlen);
-    mk_free(abs);
-    if (!ok) {
+    vh->fallback_len = vh->fallback ? strlen(vh->fallback) : 0;
+    if (!mk_vhost_set_docroot(vh, conf, lines[MK_SITE_DOCROOT], vh->docroot, err, errlen)) {
         goto fail;
     }
 
@@ -568,7 +585,7 @@ bool mk_load_sites(struct mk_config *cfg, char *err, size_t errlen)
             mk_free(path);
             continue;
         }
-        struct mk_vhost *vh = mk_vhost_load(cfg, path, err, errlen);
+        struct mk_vhost *vh = mk_site_read(cfg, path, err, errlen);
         mk_free(path);
         if (!vh) {
             ok = false;

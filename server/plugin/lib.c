@@ -826,7 +826,10 @@ static int mk_lib_add_site(struct mk_server *srv, struct mk_config *cfg, size_t 
         /* The configuration was built for this site's docroot: it is the default site. */
         return mk_lib_site_names(cfg, cfg->vhosts[0], s->names, err, errlen) ? MK_OK : MK_ERR;
     }
-    struct mk_vhost *vh = mk_vhost_new("mk_server_site");
+    struct mk_vhost *vh = mk_vhost_new("mk_server_site", err, errlen);
+    if (!vh) {
+        return MK_ERR;
+    }
     vh->conf = mk_conf_parse("mk_server_site", "", 0, err, errlen);
     if (!vh->conf || !mk_vhost_set_docroot(vh, &label, 0, s->docroot, err, errlen) ||
         !mk_lib_site_names(cfg, vh, s->names, err, errlen)) {

@@ -8,6 +8,7 @@
 #ifndef MK_SERVER_STATIC_H
 #define MK_SERVER_STATIC_H
 
+#include "../config/conf.h"
 #include "../request/request.h"
 
 int mk_static_serve(struct mk_request *r);
@@ -25,5 +26,8 @@ int mk_static_index(struct mk_request *r);
 
 /* serve and index, as the request layer is given them (mk_request_files). */
 extern const struct mk_request_files mk_static_files;
+
+/* The static handler's [HOST] keys, as the configuration is given them (static_site.c). */
+extern const struct mk_site_keys mk_static_site_keys;
 
 #endif

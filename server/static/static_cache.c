@@ -10,6 +10,7 @@
  */
 #include "static_cache.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -117,39 +118,40 @@ static bool mk_cache_match_valid(const char *m, size_t len, bool *ext)
     return n > 0 && (size_t) n == len && memcmp(norm, m, len) == 0;
 }
 
-bool mk_static_cache_conf(struct mk_cache_rules *rules, const struct mk_conf *conf,
-                          const struct mk_conf_entry *e, char *err, size_t errlen)
+bool mk_static_cache_conf(struct mk_cache_rules *rules, const char *value, char *reason, size_t len)
 {
-    const char *cur = e->value, *m;
+    const char *cur = value, *m;
     size_t mlen;
     bool ext;
     int64_t max_age;
 
     if (!mk_conf_word(&cur, &m, &mlen)) {
-        return mk_conf_error(conf, e->line, err, errlen,
-                             "CacheControl: expected a path prefix or .ext, then directives");
+        snprintf(reason, len, "CacheControl: expected a path prefix or .ext, then directives");
+        return false;
     }
     if (!mk_cache_match_valid(m, mlen, &ext)) {
-        return mk_conf_error(conf, e->line, err, errlen,
-                             "CacheControl: '%.*s' is neither a normalised path prefix "
-                             "(/assets/) nor an extension (.css)",
-                             (int) mlen, m);
+        snprintf(reason, len,
+                 "CacheControl: '%.*s' is neither a normalised path prefix (/assets/) nor an "
+                 "extension (.css)",
+                 (int) mlen, m);
+        return false;
     }
     while (*cur == ' ' || *cur == '\t') {
         cur++;
     }
     if (!*cur || !mk_cache_value_parse(cur, &max_age)) {
-        return mk_conf_error(conf, e->line, err, errlen,
-                             "CacheControl %.*s: '%s' is not a Cache-Control value such as "
-                             "max-age=3600, immutable",
-                             (int) mlen, m, cur);
+        snprintf(reason, len,
+                 "CacheControl %.*s: '%s' is not a Cache-Control value such as max-age=3600, "
+                 "immutable",
+                 (int) mlen, m, cur);
+        return false;
     }
     for (size_t i = 0; i < rules->n; i++) {
         const struct mk_cache_rule *o = &rules->v[i];
         if (o->match_len == mlen &&
             (ext ? strncasecmp(o->match, m, mlen) == 0 : memcmp(o->match, m, mlen) == 0)) {
-            return mk_conf_error(conf, e->line, err, errlen, "CacheControl %.*s is given twice",
-                                 (int) mlen, m);
+            snprintf(reason, len, "CacheControl %.*s is given twice", (int) mlen, m);
+            return false;
         }
     }
     rules->v = mk_realloc(rules->v, (rules->n + 1) * sizeof(*rules->v));
@@ -165,6 +167,16 @@ bool mk_static_cache_conf(struct mk_cache_rules *rules, const struct mk_conf *co
     r->value_len = vlen;
     r->max_age = max_age;
     return true;
+}
+
+int mk_static_cache_set(void *obj, const struct mk_conf_key *k, const char *value,
+                        const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    struct mk_vhost *vh = obj;
+
+    (void) k;
+    (void) origin;
+    return mk_static_cache_conf(&vh->cache_rules, value, reason, len) ? MK_OK : MK_ERR;
 }
 
 void mk_static_cache_free(struct mk_cache_rules *rules)

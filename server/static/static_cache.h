@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <monkey/mk_schema.h>
+
 #include "../../core/config.h"
 
 struct mk_request;
@@ -37,13 +39,20 @@ struct mk_cache_rules {
 };
 
 /*
- * Add the CacheControl line e ("MATCH DIRECTIVES") to rules. False with
- * "file:line: reason" in err: a MATCH that is neither a normalised path
- * prefix nor ".ext", given twice, or directives that are not a
- * Cache-Control value.
+ * Add the rule of a CacheControl value ("MATCH DIRECTIVES") to rules.
+ * False with the whole reason (no file or line) in reason: a MATCH that is
+ * neither a normalised path prefix nor ".ext", given twice, or directives
+ * that are not a Cache-Control value.
  */
-bool mk_static_cache_conf(struct mk_cache_rules *rules, const struct mk_conf *conf,
-                          const struct mk_conf_entry *e, char *err, size_t errlen);
+bool mk_static_cache_conf(struct mk_cache_rules *rules, const char *value, char *reason,
+                          size_t len);
+/*
+ * CacheControl (a repeatable [HOST] key, static_site.c, whose reasons are
+ * whole messages): mk_static_cache_conf into the site's cache_rules. A
+ * set() of the schema engine: obj is the struct mk_vhost.
+ */
+int mk_static_cache_set(void *obj, const struct mk_conf_key *k, const char *value,
+                        const struct mk_conf_origin *origin, char *reason, size_t len);
 void mk_static_cache_free(struct mk_cache_rules *rules);
 
 /* The rule for request path `path` serving a file named `name` (its last

@@ -23,6 +23,7 @@
 #include "static_compress.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
@@ -40,39 +41,7 @@
 #include "../request/task.h"
 #include "../runtime/worker.h"
 
-const char *const mk_static_compress_keys[6] = {
-    "Compress",        "CompressTypes",       "CompressMinSize",
-    "CompressMaxSize", "CompressBrotliLevel", "CompressGzipLevel",
-};
-
-enum {
-    MK_ZKEY_COMPRESS = 0,
-    MK_ZKEY_TYPES,
-    MK_ZKEY_MIN,
-    MK_ZKEY_MAX,
-    MK_ZKEY_BR_LEVEL,
-    MK_ZKEY_GZIP_LEVEL,
-};
-
-/* Text compresses; images, audio, video and archives are compressed already. */
-static const char mk_compress_default_types[] =
-    "text/* application/javascript application/json application/ld+json "
-    "application/manifest+json application/xml application/xhtml+xml application/rss+xml "
-    "application/atom+xml application/wasm image/svg+xml";
-
-#define MK_COMPRESS_MAX_LIMIT                                                                      \
-    (256ull << 20) /* CompressMaxSize: beyond it a task runs for seconds */
-
-/* ---- site keys ------------------------------------------------------------ */
-
-void mk_static_compress_site_init(struct mk_compress_site *zs)
-{
-    memset(zs, 0, sizeof(*zs));
-    zs->min_size = 256;
-    zs->max_size = 4u << 20;
-    zs->level[MK_CODING_BR] = 5;
-    zs->level[MK_CODING_GZIP] = 6;
-}
+/* ---- site keys (their table is static_site.c's) --------------------------- */
 
 void mk_static_compress_site_free(struct mk_compress_site *zs)
 {
@@ -81,55 +50,56 @@ void mk_static_compress_site_free(struct mk_compress_site *zs)
     zs->n_types = 0;
 }
 
-/* Compress: Off, On (every coding built) or codings among br and gzip. */
-static bool mk_compress_codings(struct mk_compress_site *zs, const struct mk_conf *conf,
-                                const struct mk_conf_entry *e, char *err, size_t errlen)
+int mk_static_compress_set_codings(void *obj, const struct mk_conf_key *k, const char *value,
+                                   const struct mk_conf_origin *origin, char *reason, size_t len)
 {
-    const char *cur = e->value, *w;
-    size_t len;
+    struct mk_compress_site *zs = &((struct mk_vhost *) obj)->compress;
+    const char *cur = value, *w;
+    size_t wlen;
     unsigned m = 0;
 
-    if (strcasecmp(e->value, "Off") == 0) {
+    (void) k;
+    (void) origin;
+    if (strcasecmp(value, "Off") == 0) {
         zs->codings = 0;
-        return true;
+        return MK_OK;
     }
-    if (strcasecmp(e->value, "On") == 0) {
+    if (strcasecmp(value, "On") == 0) {
         if (!mk_compress_built()) {
-            return mk_conf_error(conf, e->line, err, errlen,
-                                 "Compress: this server was built without zlib and brotli "
-                                 "(zlib1g-dev, libbrotli-dev)");
+            snprintf(reason, len,
+                     "this server was built without zlib and brotli (zlib1g-dev, libbrotli-dev)");
+            return MK_ERR;
         }
         zs->codings = mk_compress_built();
-        return true;
+        return MK_OK;
     }
-    while (mk_conf_word(&cur, &w, &len)) {
+    while (mk_conf_word(&cur, &w, &wlen)) {
         enum mk_coding c;
-        if (len == 2 && strncasecmp(w, "br", 2) == 0) {
+        if (wlen == 2 && strncasecmp(w, "br", 2) == 0) {
             c = MK_CODING_BR;
         }
-        else if (len == 4 && strncasecmp(w, "gzip", 4) == 0) {
+        else if (wlen == 4 && strncasecmp(w, "gzip", 4) == 0) {
             c = MK_CODING_GZIP;
         }
         else {
-            return mk_conf_error(conf, e->line, err, errlen,
-                                 "Compress: expected On, Off or codings among br and gzip, "
-                                 "got '%.*s'",
-                                 (int) len, w);
+            snprintf(reason, len, "expected On, Off or codings among br and gzip, got '%.*s'",
+                     (int) wlen, w);
+            return MK_ERR;
         }
         if (!(mk_compress_built() & MK_CODING_BIT(c))) {
-            return mk_conf_error(conf, e->line, err, errlen,
-                                 "Compress: this server was built without %s (%s)",
-                                 c == MK_CODING_BR ? "brotli" : "zlib",
-                                 c == MK_CODING_BR ? "libbrotli-dev" : "zlib1g-dev");
+            snprintf(reason, len, "this server was built without %s (%s)",
+                     c == MK_CODING_BR ? "brotli" : "zlib",
+                     c == MK_CODING_BR ? "libbrotli-dev" : "zlib1g-dev");
+            return MK_ERR;
         }
         m |= MK_CODING_BIT(c);
     }
     if (!m) {
-        return mk_conf_error(conf, e->line, err, errlen,
-                             "Compress: expected On, Off or codings among br and gzip");
+        snprintf(reason, len, "expected On, Off or codings among br and gzip");
+        return MK_ERR;
     }
     zs->codings = m;
-    return true;
+    return MK_OK;
 }
 
 /*
@@ -156,21 +126,24 @@ static bool mk_compress_type_valid(const char *w, size_t len)
     return !star || (star == slash + 1 && star == w + len - 1);
 }
 
-/* Store the types of `value` in lower case, a family without its star ("text/"). */
-static bool mk_compress_types(struct mk_compress_site *zs, const struct mk_conf *conf, int line,
-                              const char *value, char *err, size_t errlen)
+int mk_static_compress_set_types(void *obj, const struct mk_conf_key *k, const char *value,
+                                 const struct mk_conf_origin *origin, char *reason, size_t len)
 {
+    struct mk_compress_site *zs = &((struct mk_vhost *) obj)->compress;
     const char *cur = value, *w;
-    size_t len;
+    size_t wlen;
 
-    while (mk_conf_word(&cur, &w, &len)) {
-        if (!mk_compress_type_valid(w, len)) {
-            return mk_conf_error(conf, line, err, errlen,
-                                 "CompressTypes: '%.*s' is not a media type (type/subtype, "
-                                 "or type/* for a whole family, without parameters)",
-                                 (int) len, w);
+    (void) k;
+    (void) origin;
+    while (mk_conf_word(&cur, &w, &wlen)) {
+        if (!mk_compress_type_valid(w, wlen)) {
+            snprintf(reason, len,
+                     "'%.*s' is not a media type (type/subtype, or type/* for a whole family, "
+                     "without parameters)",
+                     (int) wlen, w);
+            return MK_ERR;
         }
-        size_t keep = w[len - 1] == '*' ? len - 1 : len;
+        size_t keep = w[wlen - 1] == '*' ? wlen - 1 : wlen;
         char *t = mk_strndup(w, keep);
         for (size_t i = 0; i < keep; i++) {
             t[i] = mk_tolower(t[i]);
@@ -179,82 +152,20 @@ static bool mk_compress_types(struct mk_compress_site *zs, const struct mk_conf 
         zs->types[zs->n_types++] = t;
     }
     if (!zs->n_types) {
-        return mk_conf_error(conf, line, err, errlen, "CompressTypes: expected media types");
-    }
-    return true;
-}
-
-static bool mk_compress_level(struct mk_compress_site *zs, const struct mk_conf *conf,
-                              const struct mk_conf_entry *e, enum mk_coding c, char *err,
-                              size_t errlen)
-{
-    long v;
-    bool br = c == MK_CODING_BR;
-
-    if (!mk_conf_int(conf, e, br ? MK_COMPRESS_BR_MIN : MK_COMPRESS_GZIP_MIN,
-                     br ? MK_COMPRESS_BR_MAX : MK_COMPRESS_GZIP_MAX, &v, err, errlen)) {
-        return false;
-    }
-    zs->level[c] = (uint8_t) v;
-    return true;
-}
-
-int mk_static_compress_key(struct mk_compress_site *zs, const struct mk_conf *conf,
-                           const struct mk_conf_entry *e, char *err, size_t errlen)
-{
-    int k = -1;
-    bool ok = false;
-
-    for (int i = 0; i < 6; i++) {
-        if (strcasecmp(e->key, mk_static_compress_keys[i]) == 0) {
-            k = i;
-        }
-    }
-    if (k < 0) {
-        return MK_DECLINED;
-    }
-    if (zs->line[k]) {
-        mk_conf_error(conf, e->line, err, errlen, "'%s' is given twice",
-                      mk_static_compress_keys[k]);
+        snprintf(reason, len, "expected media types");
         return MK_ERR;
     }
-    zs->line[k] = e->line;
-    switch (k) {
-    case MK_ZKEY_COMPRESS:
-        ok = mk_compress_codings(zs, conf, e, err, errlen);
-        break;
-    case MK_ZKEY_TYPES:
-        ok = mk_compress_types(zs, conf, e->line, e->value, err, errlen);
-        break;
-    case MK_ZKEY_MIN:
-        ok = mk_conf_size(conf, e, 1, MK_COMPRESS_MAX_LIMIT, &zs->min_size, err, errlen);
-        break;
-    case MK_ZKEY_MAX:
-        ok = mk_conf_size(conf, e, 1, MK_COMPRESS_MAX_LIMIT, &zs->max_size, err, errlen);
-        break;
-    case MK_ZKEY_BR_LEVEL:
-        ok = mk_compress_level(zs, conf, e, MK_CODING_BR, err, errlen);
-        break;
-    default:
-        ok = mk_compress_level(zs, conf, e, MK_CODING_GZIP, err, errlen);
-        break;
-    }
-    return ok ? MK_OK : MK_ERR;
+    return MK_OK;
 }
 
-bool mk_static_compress_site_finish(struct mk_compress_site *zs, const struct mk_conf *conf,
-                                    char *err, size_t errlen)
+bool mk_static_compress_site_finish(const struct mk_compress_site *zs, const struct mk_conf *conf,
+                                    int min_line, int max_line, char *err, size_t errlen)
 {
     if (zs->min_size > zs->max_size) {
-        int line = zs->line[MK_ZKEY_MIN] > zs->line[MK_ZKEY_MAX] ? zs->line[MK_ZKEY_MIN]
-                                                                 : zs->line[MK_ZKEY_MAX];
-        return mk_conf_error(conf, line, err, errlen,
+        return mk_conf_error(conf, min_line > max_line ? min_line : max_line, err, errlen,
                              "CompressMinSize (%llu) is larger than CompressMaxSize (%llu): "
                              "nothing would be compressed",
                              (unsigned long long) zs->min_size, (unsigned long long) zs->max_size);
-    }
-    if (!zs->n_types) {
-        mk_compress_types(zs, conf, 0, mk_compress_default_types, err, errlen);
     }
     return true;
 }

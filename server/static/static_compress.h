@@ -24,9 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <strings.h>
-
 #include <monkey/mk_common.h>
+#include <monkey/mk_schema.h>
 
 #include "../../core/config.h"
 #include "../http/accept_encoding.h"
@@ -36,7 +35,7 @@ struct mk_request;
 struct mk_zentry;
 
 #ifdef MK_HAVE_COMPRESS
-/* A site's settings (struct mk_vhost's `compress`). */
+/* A site's settings (struct mk_vhost's `compress`), read by the keys of static_site.c. */
 struct mk_compress_site {
     unsigned codings; /* Compress: MK_CODING_BIT of br and gzip; 0: off */
     /* CompressTypes: media types without parameters, in lower case; one
@@ -46,23 +45,33 @@ struct mk_compress_site {
     uint64_t min_size;                   /* CompressMinSize */
     uint64_t max_size;                   /* CompressMaxSize */
     uint8_t level[MK_CODING_N_VARIANTS]; /* CompressBrotliLevel, CompressGzipLevel */
-    int line[6]; /* the line of each of mk_static_compress_keys (0: not given; at most once) */
 };
 
-/* The site keys, in their order in the documentation. */
-extern const char *const mk_static_compress_keys[6];
+/* CompressTypes by default: text compresses; images, audio, video, archives are compressed. */
+#define MK_COMPRESS_DEFAULT_TYPES                                                                  \
+    "text/* application/javascript application/json application/ld+json "                          \
+    "application/manifest+json application/xml application/xhtml+xml application/rss+xml "         \
+    "application/atom+xml application/wasm image/svg+xml"
 
-/* Defaults (documented with the keys). */
-void mk_static_compress_site_init(struct mk_compress_site *zs);
+/* CompressMaxSize at most: beyond it a task runs for seconds. */
+#define MK_COMPRESS_MAX_LIMIT (256ull << 20)
+
 /*
- * Read one [HOST] entry if it is one of mk_static_compress_keys: MK_OK,
- * MK_DECLINED (another key), MK_ERR with "file:line: reason" in err.
+ * Compress (Off, On: every coding built, or codings among br and gzip) and
+ * CompressTypes (media types, "type/" + "*" for a family): set()s of the
+ * schema engine, obj the struct mk_vhost.
  */
-int mk_static_compress_key(struct mk_compress_site *zs, const struct mk_conf *conf,
-                           const struct mk_conf_entry *e, char *err, size_t errlen);
-/* After the last entry: the default types, the checks across keys. False with err set. */
-bool mk_static_compress_site_finish(struct mk_compress_site *zs, const struct mk_conf *conf,
-                                    char *err, size_t errlen);
+int mk_static_compress_set_codings(void *obj, const struct mk_conf_key *k, const char *value,
+                                   const struct mk_conf_origin *origin, char *reason, size_t len);
+int mk_static_compress_set_types(void *obj, const struct mk_conf_key *k, const char *value,
+                                 const struct mk_conf_origin *origin, char *reason, size_t len);
+/*
+ * After the keys and their defaults: CompressMinSize no larger than
+ * CompressMaxSize, else false with "file:line: reason" in err at the later
+ * of their lines (min_line, max_line: 0 when not given).
+ */
+bool mk_static_compress_site_finish(const struct mk_compress_site *zs, const struct mk_conf *conf,
+                                    int min_line, int max_line, char *err, size_t errlen);
 void mk_static_compress_site_free(struct mk_compress_site *zs);
 
 /* Whether `type` (a media type, parameters allowed) is among the site's CompressTypes. */
@@ -92,53 +101,6 @@ int mk_static_compress_wait(struct mk_request *r, struct mk_file *f, enum mk_cod
 
 /* Nothing: a site's struct mk_vhost holds no settings for it. */
 struct mk_compress_site {};
-
-static inline void mk_static_compress_site_init(struct mk_compress_site *zs)
-{
-    (void) zs;
-}
-
-static inline void mk_static_compress_site_free(struct mk_compress_site *zs)
-{
-    (void) zs;
-}
-
-static inline bool mk_static_compress_site_finish(struct mk_compress_site *zs,
-                                                  const struct mk_conf *conf, char *err,
-                                                  size_t errlen)
-{
-    (void) zs;
-    (void) conf;
-    (void) err;
-    (void) errlen;
-    return true;
-}
-
-/*
- * A [HOST] key of compression on the fly is refused with its file and
- * line, but "Compress Off", which asks for nothing: MK_OK (taken),
- * MK_DECLINED (another key), MK_ERR with the reason in err.
- */
-static inline int mk_static_compress_key(struct mk_compress_site *zs, const struct mk_conf *conf,
-                                         const struct mk_conf_entry *e, char *err, size_t errlen)
-{
-    static const char *const keys[] = {
-        "Compress",        "CompressTypes",       "CompressMinSize",
-        "CompressMaxSize", "CompressBrotliLevel", "CompressGzipLevel"};
-    (void) zs;
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-        if (strcasecmp(e->key, keys[i]) == 0) {
-            if (i == 0 && strcasecmp(e->value, "Off") == 0) {
-                return MK_OK;
-            }
-            mk_conf_error(conf, e->line, err, errlen,
-                          "%s %s: this server was built without compression on the fly", keys[i],
-                          e->value);
-            return MK_ERR;
-        }
-    }
-    return MK_DECLINED;
-}
 #endif
 
 #endif

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
@@ -30,43 +31,45 @@
 #define MK_ALL_VARIANTS                                                                            \
     (MK_CODING_BIT(MK_CODING_BR) | MK_CODING_BIT(MK_CODING_ZSTD) | MK_CODING_BIT(MK_CODING_GZIP))
 
-bool mk_static_variant_conf(const struct mk_conf *conf, const struct mk_conf_entry *e,
-                            unsigned *mask, char *err, size_t errlen)
+int mk_static_variant_set(void *obj, const struct mk_conf_key *k, const char *value,
+                          const struct mk_conf_origin *origin, char *reason, size_t len)
 {
-    const char *cur = e->value, *w;
-    size_t len;
+    struct mk_vhost *vh = obj;
+    const char *cur = value, *w;
+    size_t wlen;
     unsigned m = 0;
 
-    if (strcasecmp(e->value, "Off") == 0) {
-        *mask = 0;
-        return true;
+    (void) k;
+    (void) origin;
+    if (strcasecmp(value, "Off") == 0) {
+        vh->precompressed = 0;
+        return MK_OK;
     }
-    if (strcasecmp(e->value, "On") == 0) {
-        *mask = MK_ALL_VARIANTS;
-        return true;
+    if (strcasecmp(value, "On") == 0) {
+        vh->precompressed = MK_ALL_VARIANTS;
+        return MK_OK;
     }
-    while (mk_conf_word(&cur, &w, &len)) {
+    while (mk_conf_word(&cur, &w, &wlen)) {
         int c = -1;
         for (int i = 0; i < MK_CODING_N_VARIANTS; i++) {
             const char *name = mk_coding_name((enum mk_coding) i);
-            if (len == strlen(name) && strncasecmp(w, name, len) == 0) {
+            if (wlen == strlen(name) && strncasecmp(w, name, wlen) == 0) {
                 c = i;
             }
         }
         if (c < 0) {
-            return mk_conf_error(conf, e->line, err, errlen,
-                                 "Precompressed: expected On, Off or codings among br, zstd and "
-                                 "gzip, got '%.*s'",
-                                 (int) len, w);
+            snprintf(reason, len, "expected On, Off or codings among br, zstd and gzip, got '%.*s'",
+                     (int) wlen, w);
+            return MK_ERR;
         }
         m |= MK_CODING_BIT(c);
     }
     if (!m) {
-        return mk_conf_error(conf, e->line, err, errlen,
-                             "Precompressed: expected On, Off or codings among br, zstd and gzip");
+        snprintf(reason, len, "expected On, Off or codings among br, zstd and gzip");
+        return MK_ERR;
     }
-    *mask = m;
-    return true;
+    vh->precompressed = m;
+    return MK_OK;
 }
 
 int mk_static_accept_encoding(struct mk_request *r, const char **v, size_t *len)

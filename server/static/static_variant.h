@@ -18,6 +18,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <monkey/mk_schema.h>
+
 #include "../../core/config.h"
 #include "../http/accept_encoding.h"
 
@@ -26,12 +28,13 @@ struct mk_request;
 struct mk_vhost;
 
 /*
- * Parse the value of a Precompressed line: "Off", "On" (br zstd gzip) or a
- * list of the codings allowed among br, zstd and gzip. *mask gets their
- * MK_CODING_BITs. False with "file:line: reason" in err.
+ * Precompressed (a [HOST] key, static_site.c): "Off", "On" (br zstd gzip)
+ * or a list of the codings allowed among br, zstd and gzip, into the
+ * site's `precompressed` as MK_CODING_BITs. A set() of the schema engine:
+ * obj is the struct mk_vhost.
  */
-bool mk_static_variant_conf(const struct mk_conf *conf, const struct mk_conf_entry *e,
-                            unsigned *mask, char *err, size_t errlen);
+int mk_static_variant_set(void *obj, const struct mk_conf_key *k, const char *value,
+                          const struct mk_conf_origin *origin, char *reason, size_t len);
 
 /*
  * r's Accept-Encoding as one value: several lines mean their values joined

@@ -36,6 +36,7 @@
 #include <monkey/mk_plugin.h>
 
 #include "server/config/conf.h"
+#include "server/static/static.h"
 
 #define MAN_PAGE MK_SOURCE_DIR "/man/monkey.conf.5"
 
@@ -294,6 +295,8 @@ static void test_plugin_keys(void **state)
 
 int main(void)
 {
+    /* The [HOST] keys of the static handler, as the server gives them at start. */
+    mk_config_site_keys(&mk_static_site_keys);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_server_host_and_plugins_keys),
         cmocka_unit_test(test_plugin_keys),

@@ -31,6 +31,7 @@
 #include "server/http/compress.h"
 #include "server/config/conf.h"
 #include "server/process/server.h"
+#include "server/static/static.h"
 
 /* ---- a configuration directory in /tmp ---------------------------------- */
 
@@ -1545,6 +1546,8 @@ static void test_key_list_matches_parser(void **state)
 
 int main(void)
 {
+    /* The [HOST] keys of the static handler, as the server gives them at start. */
+    mk_config_site_keys(&mk_static_site_keys);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_plugin_keys_are_documented),

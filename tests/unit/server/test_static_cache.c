@@ -27,7 +27,11 @@ static bool load(struct mk_cache_rules *rules, const char *text, char *err, size
 
     assert_non_null(conf);
     while (ok && (e = mk_conf_next(conf, e))) {
-        ok = mk_static_cache_conf(rules, conf, e, err, errlen);
+        char reason[256];
+        ok = mk_static_cache_conf(rules, e->value, reason, sizeof(reason));
+        if (!ok) {
+            mk_conf_error(conf, e->line, err, errlen, "%s", reason);
+        }
     }
     mk_conf_free(conf);
     return ok;
