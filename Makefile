@@ -2,7 +2,8 @@
 #
 #   make            build into build/ (the server is build/bin/monkey)
 #   make run        build, then serve htdocs/ with conf/ on port 2001
-#   make test       build, then run every test on a normal and on an
+#   make test       build, check that the server's folders call only down
+#                   (tools/layers.py), then run every test on a normal and on an
 #                   AddressSanitizer + UBSan build, the integration tests
 #                   once more with every thread pinned to one CPU (races
 #                   surface), and on the static musl build
@@ -149,6 +150,8 @@ integration: all
 # The optional features of the tested builds (BUILD/features.txt) are
 # printed at the end, whatever the result.
 test: deps reconfigure all asan static embedded
+	@echo "== layers: every call of the server goes down (tools/layers.py)"
+	$(PYTHON) tools/layers.py $(BUILD)/CMakeFiles/monkeylib.dir
 	@echo "== unit tests"
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@echo "== unit tests (ASan + UBSan)"
