@@ -112,7 +112,7 @@ void mk_vhost_release_plugins(const struct mk_config *cfg, struct mk_vhost *vh)
     vh->n_plugin_data = 0;
 }
 
-/* ---- sites --------------------------------------------------------------- */
+/* ---- the [HOST] keys ------------------------------------------------------ */
 
 static bool mk_valid_server_name(const char *n)
 {
@@ -132,8 +132,6 @@ static bool mk_valid_server_name(const char *n)
     }
     return true;
 }
-
-/* ---- the [HOST] keys ------------------------------------------------------ */
 
 /*
  * ServerName NAME...: host names in lower case, each the name of one site
