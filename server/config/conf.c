@@ -633,7 +633,7 @@ struct mk_config *mk_config_for_dir(const char *dir, const struct mk_config_over
         return NULL;
     }
     cfg->mime = mk_mime_builtin(cfg->default_mime);
-    struct mk_vhost *vh = mk_vhost_new("built-in", err, errlen);
+    struct mk_site *vh = mk_vhost_new("built-in", err, errlen);
     if (vh) {
         vh->conf = mk_conf_parse("built-in", "", 0, err, errlen);
     }

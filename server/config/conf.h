@@ -73,7 +73,7 @@ struct mk_section_instances {
     size_t n;
 };
 
-struct mk_vhost {
+struct mk_site {
     char **names; /* lower case; a leading "*." is a wildcard */
     size_t n_names;
     char *docroot;  /* absolute */
@@ -123,10 +123,10 @@ struct mk_vhost {
  * given to it at start (mk_config_site_keys) so that the configuration
  * never calls that part by name. The keys follow the configuration's own
  * (ServerName, DocumentRoot, Symlinks, HideDotFiles, Fallback) in one
- * table, read by the schema engine (core/schema.h) into struct mk_vhost.
+ * table, read by the schema engine (core/schema.h) into struct mk_site.
  */
 struct mk_site_keys {
-    /* MK_CONF_SITE keys whose fields are members of struct mk_vhost; NULL ends */
+    /* MK_CONF_SITE keys whose fields are members of struct mk_site; NULL ends */
     const struct mk_conf_key *keys;
     /* The keys of the parts this build left out (core/schema.h), or NULL. */
     const struct mk_schema_absent *absent;
@@ -135,10 +135,10 @@ struct mk_site_keys {
      * the checks across keys. `lines` holds the line each of `keys` was
      * first given on (0: not given). False with "file:line: reason" in err.
      */
-    bool (*finish)(struct mk_vhost *vh, const struct mk_conf *conf, const int *lines, char *err,
+    bool (*finish)(struct mk_site *vh, const struct mk_conf *conf, const int *lines, char *err,
                    size_t errlen);
     /* Release what the keys' set() stored in vh (strings and word lists go with the site). */
-    void (*free)(struct mk_vhost *vh);
+    void (*free)(struct mk_site *vh);
 };
 
 /*
@@ -221,9 +221,9 @@ struct mk_config {
 
     /* derived */
     struct mk_mime_table *mime;
-    struct mk_vhost **vhosts;
+    struct mk_site **vhosts;
     size_t n_vhosts;
-    struct mk_vhost *default_vhost;
+    struct mk_site *default_vhost;
     struct mk_plugin_spec *plugins;
     size_t n_plugins;
     /* The value in force of each [SERVER] key as text, and where it was set. */
@@ -245,7 +245,7 @@ struct mk_config {
  * The index file names of site vh of cfg: the site's IndexFiles, else the
  * server's. They live as long as the configuration.
  */
-static inline char *const *mk_vhost_index_files(const struct mk_vhost *vh,
+static inline char *const *mk_vhost_index_files(const struct mk_site *vh,
                                                 const struct mk_config *cfg, size_t *n)
 {
     if (vh && vh->index_files) {
@@ -278,7 +278,7 @@ struct mk_config *mk_config_ref(struct mk_config *cfg);
 void mk_config_unref(struct mk_config *cfg);
 
 /* The virtual host for a Host value (port already removed); never NULL. */
-struct mk_vhost *mk_vhost_lookup(const struct mk_config *cfg, const char *host, size_t len);
+struct mk_site *mk_vhost_lookup(const struct mk_config *cfg, const char *host, size_t len);
 
 /* The schema of [SERVER]: every key, its type, range and default. */
 const struct mk_conf_schema *mk_config_schema(void);
@@ -320,25 +320,25 @@ const struct mk_conf_schema *mk_config_site_schema(void);
  * Open `rel` (relative to the site's document root, normalised) beneath the
  * document root, by the site's rules for symbolic links (core/fs.h).
  */
-int mk_vhost_open(const struct mk_vhost *vh, const char *rel, int flags);
+int mk_vhost_open(const struct mk_site *vh, const char *rel, int flags);
 /*
  * A site for site file `file` (copied) whose keys hold their defaults, no
  * document root yet. NULL with the reason in err when a default is refused.
  */
-struct mk_vhost *mk_vhost_new(const char *file, char *err, size_t errlen);
+struct mk_site *mk_vhost_new(const char *file, char *err, size_t errlen);
 /*
  * Set the document root of vh to `path` (line `line` of conf, for the
  * error) and open it. False with "file:line: reason" in err.
  */
-bool mk_vhost_set_docroot(struct mk_vhost *vh, const struct mk_conf *conf, int line,
+bool mk_vhost_set_docroot(struct mk_site *vh, const struct mk_conf *conf, int line,
                           const char *path, char *err, size_t errlen);
 /* Free a site (NULL is allowed); what plugins keep for it must be released first. */
-void mk_vhost_free(struct mk_vhost *vh);
+void mk_vhost_free(struct mk_site *vh);
 /*
  * Release what plugins keep for a site: their site_init() data first (its
  * destructor may still read the site's keys), then the site keys.
  */
-void mk_vhost_release_plugins(const struct mk_config *cfg, struct mk_vhost *vh);
+void mk_vhost_release_plugins(const struct mk_config *cfg, struct mk_site *vh);
 /*
  * Load every site file of confdir/sites/ into cfg, in name order ("default"
  * is the default site, else the first). False with the reason in err.

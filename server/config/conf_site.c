@@ -54,7 +54,7 @@ static char **mk_words(const char *value, size_t *count)
     return v;
 }
 
-void mk_vhost_free(struct mk_vhost *vh)
+void mk_vhost_free(struct mk_site *vh)
 {
     if (!vh) {
         return;
@@ -76,7 +76,7 @@ void mk_vhost_free(struct mk_vhost *vh)
  * Release what plugins keep for a site: their site_init() data first (its
  * destructor may still read the site's keys), then the site keys.
  */
-void mk_vhost_release_plugins(const struct mk_config *cfg, struct mk_vhost *vh)
+void mk_vhost_release_plugins(const struct mk_config *cfg, struct mk_site *vh)
 {
     for (size_t i = 0; i < vh->n_plugin_data; i++) {
         if (vh->plugin_free[i] && vh->plugin_data[i]) {
@@ -140,7 +140,7 @@ static bool mk_valid_server_name(const char *n)
 static int mk_site_set_names(void *obj, const struct mk_conf_key *k, const char *value,
                              const struct mk_conf_origin *origin, char *reason, size_t len)
 {
-    struct mk_vhost *vh = obj;
+    struct mk_site *vh = obj;
     const struct mk_config *cfg = vh->cfg;
     size_t count;
     char **names = mk_words(value, &count);
@@ -199,7 +199,7 @@ static int mk_site_check_fallback(const char *value, char *reason, size_t len)
     return MK_OK;
 }
 
-#define MK_SITE(member) MK_CONF_FIELD(struct mk_vhost, member)
+#define MK_SITE(member) MK_CONF_FIELD(struct mk_site, member)
 
 /* The configuration's own [HOST] keys, in the order of docs/configuration.md. */
 static const struct mk_conf_key mk_site_own_keys[] = {
@@ -224,7 +224,7 @@ static const struct mk_site_keys *mk_site_part;
 
 static void mk_site_schema_free(void *obj, int site)
 {
-    struct mk_vhost *vh = obj;
+    struct mk_site *vh = obj;
 
     (void) site;
     mk_strv_free(vh->names, vh->n_names);
@@ -238,7 +238,7 @@ static void mk_site_schema_free(void *obj, int site)
 static const struct mk_conf_schema mk_site_schema = {
     .section = "HOST",
     .keys = mk_site_keys,
-    .site_size = sizeof(struct mk_vhost),
+    .site_size = sizeof(struct mk_site),
     .free = mk_site_schema_free,
 };
 
@@ -275,17 +275,17 @@ const struct mk_conf_schema *mk_config_site_schema(void)
 /* ---- sites --------------------------------------------------------------- */
 
 /* A site of site file `file` with no key read yet. */
-static struct mk_vhost *mk_site_alloc(const char *file)
+static struct mk_site *mk_site_alloc(const char *file)
 {
-    struct mk_vhost *vh = mk_calloc(1, sizeof(*vh));
+    struct mk_site *vh = mk_calloc(1, sizeof(*vh));
     vh->docroot_fd = -1;
     vh->file = mk_strdup(file);
     return vh;
 }
 
-struct mk_vhost *mk_vhost_new(const char *file, char *err, size_t errlen)
+struct mk_site *mk_vhost_new(const char *file, char *err, size_t errlen)
 {
-    struct mk_vhost *vh = mk_site_alloc(file);
+    struct mk_site *vh = mk_site_alloc(file);
     struct mk_schema_input in = {.scope = MK_CONF_SITE};
 
     if (mk_schema_fill(mk_config_site_schema(), &in, vh, err, errlen) != MK_OK) {
@@ -295,7 +295,7 @@ struct mk_vhost *mk_vhost_new(const char *file, char *err, size_t errlen)
     return vh;
 }
 
-bool mk_vhost_set_docroot(struct mk_vhost *vh, const struct mk_conf *conf, int line,
+bool mk_vhost_set_docroot(struct mk_site *vh, const struct mk_conf *conf, int line,
                           const char *path, char *err, size_t errlen)
 {
     char resolved[PATH_MAX];
@@ -323,7 +323,7 @@ bool mk_vhost_set_docroot(struct mk_vhost *vh, const struct mk_conf *conf, int l
  * Symlinks On the page may still not lead out of the document root. False
  * with "file:line: reason" in err.
  */
-static bool mk_vhost_error_page_stat(const struct mk_vhost *vh, const char *norm, struct stat *st,
+static bool mk_vhost_error_page_stat(const struct mk_site *vh, const char *norm, struct stat *st,
                                      const struct mk_conf *conf, const struct mk_conf_entry *e,
                                      char *err, size_t errlen)
 {
@@ -359,7 +359,7 @@ static bool mk_vhost_error_page_stat(const struct mk_vhost *vh, const char *norm
     return true;
 }
 
-static bool mk_vhost_error_page(struct mk_vhost *vh, const struct mk_conf *conf,
+static bool mk_vhost_error_page(struct mk_site *vh, const struct mk_conf *conf,
                                 const struct mk_conf_entry *e, char *err, size_t errlen)
 {
     uint64_t status;
@@ -467,8 +467,8 @@ static void mk_vhost_no_host(const struct mk_conf *conf, char *err, size_t errle
  * table, then the checks across keys, the document root and [ERROR_PAGES].
  * NULL with "file:line: reason" in err.
  */
-static struct mk_vhost *mk_site_read(struct mk_config *cfg, const char *path, char *err,
-                                     size_t errlen)
+static struct mk_site *mk_site_read(struct mk_config *cfg, const char *path, char *err,
+                                    size_t errlen)
 {
     const struct mk_conf_schema *schema = mk_config_site_schema();
     struct mk_conf *conf = mk_conf_load(path, err, errlen);
@@ -497,7 +497,7 @@ static struct mk_vhost *mk_site_read(struct mk_config *cfg, const char *path, ch
         return NULL;
     }
 
-    struct mk_vhost *vh = mk_site_alloc(path);
+    struct mk_site *vh = mk_site_alloc(path);
     struct mk_schema_input in = {
         .conf = conf,
         .confdir = cfg->confdir,
@@ -583,7 +583,7 @@ bool mk_load_sites(struct mk_config *cfg, char *err, size_t errlen)
             mk_free(path);
             continue;
         }
-        struct mk_vhost *vh = mk_site_read(cfg, path, err, errlen);
+        struct mk_site *vh = mk_site_read(cfg, path, err, errlen);
         mk_free(path);
         if (!vh) {
             ok = false;
@@ -610,7 +610,7 @@ bool mk_load_sites(struct mk_config *cfg, char *err, size_t errlen)
 
 /* ---- virtual hosts ------------------------------------------------------- */
 
-struct mk_vhost *mk_vhost_lookup(const struct mk_config *cfg, const char *host, size_t len)
+struct mk_site *mk_vhost_lookup(const struct mk_config *cfg, const char *host, size_t len)
 {
     if (len == 0 || cfg->n_vhosts == 1) {
         return cfg->default_vhost;
@@ -619,7 +619,7 @@ struct mk_vhost *mk_vhost_lookup(const struct mk_config *cfg, const char *host, 
         len--; /* "example.com." is "example.com" */
     }
     for (size_t i = 0; i < cfg->n_vhosts; i++) {
-        struct mk_vhost *vh = cfg->vhosts[i];
+        struct mk_site *vh = cfg->vhosts[i];
         for (size_t j = 0; j < vh->n_names; j++) {
             const char *n = vh->names[j];
             if (n[0] == '*' && n[1] == '.') {
@@ -636,7 +636,7 @@ struct mk_vhost *mk_vhost_lookup(const struct mk_config *cfg, const char *host, 
     return cfg->default_vhost;
 }
 
-int mk_vhost_open(const struct mk_vhost *vh, const char *rel, int flags)
+int mk_vhost_open(const struct mk_site *vh, const char *rel, int flags)
 {
     return mk_fs_open_beneath(vh->docroot_fd, rel, flags, vh->symlinks);
 }

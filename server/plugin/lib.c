@@ -776,7 +776,7 @@ const char *mk_lib_first_docroot(const struct mk_server *srv)
 }
 
 /* Set the names of site `vh` from `names` (space separated); false if one is taken. */
-static bool mk_lib_site_names(struct mk_config *cfg, struct mk_vhost *vh, const char *names,
+static bool mk_lib_site_names(struct mk_config *cfg, struct mk_site *vh, const char *names,
                               char *err, size_t errlen)
 {
     char *copy = mk_strdup(names), *save = NULL;
@@ -826,7 +826,7 @@ static int mk_lib_add_site(struct mk_server *srv, struct mk_config *cfg, size_t 
         /* The configuration was built for this site's docroot: it is the default site. */
         return mk_lib_site_names(cfg, cfg->vhosts[0], s->names, err, errlen) ? MK_OK : MK_ERR;
     }
-    struct mk_vhost *vh = mk_vhost_new("mk_server_site", err, errlen);
+    struct mk_site *vh = mk_vhost_new("mk_server_site", err, errlen);
     if (!vh) {
         return MK_ERR;
     }

@@ -483,7 +483,7 @@ static bool mk_plugins_claim(const struct mk_plugin_set *set, const char *name)
 }
 
 /* Fill one struct per section of vh's file named as `schema` says, into *out. */
-static int mk_plugin_sections_fill(const struct mk_conf_schema *schema, const struct mk_vhost *vh,
+static int mk_plugin_sections_fill(const struct mk_conf_schema *schema, const struct mk_site *vh,
                                    struct mk_section_instances *out, char *err, size_t errlen)
 {
     struct mk_list *it;
@@ -507,7 +507,7 @@ static int mk_plugin_sections_fill(const struct mk_conf_schema *schema, const st
 }
 
 /* Fill plugin i's repeated sections (section_schemas) of site vh. */
-static int mk_plugin_sections(const struct mk_plugin *p, size_t i, struct mk_vhost *vh, char *err,
+static int mk_plugin_sections(const struct mk_plugin *p, size_t i, struct mk_site *vh, char *err,
                               size_t errlen)
 {
     size_t n = 0;
@@ -529,7 +529,7 @@ static int mk_plugin_sections(const struct mk_plugin *p, size_t i, struct mk_vho
 }
 
 /* Fill every plugin's site keys of site `vh`. */
-static int mk_plugins_site_conf(const struct mk_plugin_set *set, struct mk_vhost *vh, char *err,
+static int mk_plugins_site_conf(const struct mk_plugin_set *set, struct mk_site *vh, char *err,
                                 size_t errlen)
 {
     for (size_t i = 0; i < set->count; i++) {
@@ -552,15 +552,14 @@ static int mk_plugins_site_conf(const struct mk_plugin_set *set, struct mk_vhost
 
 /* Complete site vh's route table with the routes of every site, and check it. */
 /* Each plugin's routes for site vh (its routes hook), after every site_init(). */
-static int mk_plugins_routes(const struct mk_plugin_set *set, struct mk_vhost *vh, char *err,
+static int mk_plugins_routes(const struct mk_plugin_set *set, struct mk_site *vh, char *err,
                              size_t errlen)
 {
     for (size_t i = 0; i < set->count; i++) {
         const struct mk_plugin *p = set->list[i];
         struct mk_route_table routes = {vh->routes, p};
         char why[256] = "";
-        if (p->routes &&
-            p->routes((const struct mk_site *) vh, &routes, why, sizeof(why)) != MK_OK) {
+        if (p->routes && p->routes(vh, &routes, why, sizeof(why)) != MK_OK) {
             snprintf(err, errlen, "%s: plugin %s: routes: %s", vh->file, p->name,
                      why[0] ? why : "refused");
             return MK_ERR;
@@ -569,7 +568,7 @@ static int mk_plugins_routes(const struct mk_plugin_set *set, struct mk_vhost *v
     return MK_OK;
 }
 
-static int mk_plugins_site_routes(const struct mk_plugin_set *set, struct mk_vhost *vh, char *err,
+static int mk_plugins_site_routes(const struct mk_plugin_set *set, struct mk_site *vh, char *err,
                                   size_t errlen)
 {
     char inner[512];
@@ -589,7 +588,7 @@ int mk_plugins_sites(const struct mk_plugin_set *set, struct mk_config *cfg, cha
         return MK_ERR;
     }
     for (size_t v = 0; v < cfg->n_vhosts; v++) {
-        struct mk_vhost *vh = cfg->vhosts[v];
+        struct mk_site *vh = cfg->vhosts[v];
         struct mk_list *it;
 
         mk_list_foreach (it, &vh->conf->sections) {
@@ -623,8 +622,7 @@ int mk_plugins_sites(const struct mk_plugin_set *set, struct mk_config *cfg, cha
             err[0] = '\0';
             struct mk_route_table routes = {vh->routes, p};
             mk_api_hook_begin(NULL, NULL, &routes, vh);
-            int rc = p->site_init((const struct mk_site *) vh, vh->conf, &vh->plugin_data[i], err,
-                                  errlen);
+            int rc = p->site_init(vh, vh->conf, &vh->plugin_data[i], err, errlen);
             mk_api_hook_end();
             if (rc != MK_OK) {
                 if (!err[0]) {

@@ -57,7 +57,7 @@ static __thread struct mk_plugin_set *mk_init_set;
  * their table (the routes hook, the loader's mk_plugins_routes).
  */
 static __thread struct mk_route_table *mk_route_legacy;
-static __thread const struct mk_vhost *mk_route_legacy_site;
+static __thread const struct mk_site *mk_route_legacy_site;
 
 /* Add one route to t: MK_OK, or MK_ERR with the reason in err. */
 static int mk_route_table_put(struct mk_route_table *t, uint32_t methods, const char *pattern,
@@ -84,7 +84,7 @@ static int mk_route_table_put(struct mk_route_table *t, uint32_t methods, const 
 }
 
 void mk_api_hook_begin(struct mk_plugin_set *set, const struct mk_config *cfg,
-                       struct mk_route_table *routes, const struct mk_vhost *site)
+                       struct mk_route_table *routes, const struct mk_site *site)
 {
     mk_init_set = set;
     mk_init_cfg = cfg;
@@ -326,23 +326,23 @@ static const char *mk_api_index_file(const struct mk_request *r, unsigned i)
 
 static const struct mk_site *mk_api_site(const struct mk_request *r)
 {
-    return (const struct mk_site *) r->vhost;
+    return r->vhost;
 }
 
 static const char *mk_api_site_name(const struct mk_site *s, unsigned i)
 {
-    const struct mk_vhost *vh = (const struct mk_vhost *) s;
+    const struct mk_site *vh = s;
     return vh && i < vh->n_names ? vh->names[i] : NULL;
 }
 
 static const char *mk_api_site_docroot(const struct mk_site *s)
 {
-    return s ? ((const struct mk_vhost *) s)->docroot : "";
+    return s ? s->docroot : "";
 }
 
 static const char *mk_api_site_file(const struct mk_site *s)
 {
-    return s ? ((const struct mk_vhost *) s)->file : "";
+    return s ? s->file : "";
 }
 
 static const struct mk_site *mk_api_site_lookup(const struct mk_site *s, const char *name,
@@ -351,13 +351,13 @@ static const struct mk_site *mk_api_site_lookup(const struct mk_site *s, const c
     if (!s) {
         return NULL;
     }
-    const struct mk_config *cfg = ((const struct mk_vhost *) s)->cfg;
-    return (const struct mk_site *) mk_vhost_lookup(cfg, name ? name : "", name ? len : 0);
+    const struct mk_config *cfg = s->cfg;
+    return mk_vhost_lookup(cfg, name ? name : "", name ? len : 0);
 }
 
 static void *mk_api_site_data(const struct mk_site *s, const struct mk_plugin *plugin)
 {
-    const struct mk_vhost *vh = (const struct mk_vhost *) s;
+    const struct mk_site *vh = s;
     struct mk_server *srv = mk_plugins_current();
     size_t i;
 
@@ -507,7 +507,7 @@ static unsigned mk_api_config_sites(const struct mk_config *cfg)
 
 static const struct mk_site *mk_api_config_site(const struct mk_config *cfg, unsigned i)
 {
-    return i < cfg->n_vhosts ? (const struct mk_site *) cfg->vhosts[i] : NULL;
+    return i < cfg->n_vhosts ? cfg->vhosts[i] : NULL;
 }
 
 static unsigned mk_api_plugin_count(void)
@@ -552,12 +552,12 @@ static int mk_api_conf_section_line(const void *cursor)
 
 static int mk_api_site_symlinks(const struct mk_site *s)
 {
-    return s && ((const struct mk_vhost *) s)->symlinks;
+    return s && s->symlinks;
 }
 
 static int mk_api_site_hide_dotfiles(const struct mk_site *s)
 {
-    return s && ((const struct mk_vhost *) s)->hide_dotfiles;
+    return s && s->hide_dotfiles;
 }
 
 static uint64_t mk_api_body_bytes_sent(const struct mk_request *r)
@@ -593,7 +593,7 @@ static size_t mk_conf_index(const struct mk_config *cfg, const struct mk_plugin 
 
 static const void *mk_api_plugin_conf(const struct mk_site *s, const struct mk_plugin *p)
 {
-    const struct mk_config *cfg = s ? ((const struct mk_vhost *) s)->cfg : mk_init_cfg;
+    const struct mk_config *cfg = s ? s->cfg : mk_init_cfg;
     size_t i;
 
     if (!cfg || (i = mk_conf_index(cfg, p)) == cfg->n_plugin_conf) {
@@ -604,7 +604,7 @@ static const void *mk_api_plugin_conf(const struct mk_site *s, const struct mk_p
 
 static const void *mk_api_site_conf(const struct mk_site *s, const struct mk_plugin *p)
 {
-    const struct mk_vhost *vh = (const struct mk_vhost *) s;
+    const struct mk_site *vh = s;
     size_t i;
 
     if (!vh || !vh->cfg || !vh->plugin_conf) {
@@ -618,7 +618,7 @@ static const struct mk_conf_instance *mk_api_site_sections(const struct mk_site 
                                                            const struct mk_plugin *p,
                                                            const char *section, size_t *n)
 {
-    const struct mk_vhost *vh = (const struct mk_vhost *) s;
+    const struct mk_site *vh = s;
     size_t i;
 
     *n = 0;
@@ -704,7 +704,7 @@ static int mk_api_route_add(const struct mk_site *site, uint32_t methods, const 
 {
     char err[256];
 
-    if (!mk_route_legacy || site != (const struct mk_site *) mk_route_legacy_site) {
+    if (!mk_route_legacy || site != mk_route_legacy_site) {
         errno = EPERM;
         return MK_ERR;
     }

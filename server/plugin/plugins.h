@@ -24,7 +24,7 @@
 struct mk_config;
 struct mk_request;
 struct mk_server;
-struct mk_vhost;
+struct mk_site;
 
 struct mk_plugin_set {
     const struct mk_plugin **list; /* in plugins.load order */
@@ -115,7 +115,7 @@ size_t mk_plugins_index(const struct mk_plugin_set *ps, const struct mk_plugin *
  * vh). What the API entries may use of it until mk_api_hook_end.
  */
 void mk_api_hook_begin(struct mk_plugin_set *set, const struct mk_config *cfg,
-                       struct mk_route_table *routes, const struct mk_vhost *site);
+                       struct mk_route_table *routes, const struct mk_site *site);
 void mk_api_hook_end(void);
 extern const struct mk_api mk_plugin_api;
 

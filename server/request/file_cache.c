@@ -76,7 +76,7 @@ void mk_file_cache_destroy(struct mk_file_cache *fc)
  * files that were opened enter (at most FileCache of them), so the hash
  * needs spreading, not strength.
  */
-static uint32_t mk_file_hash(const struct mk_vhost *vh, const char *path, size_t len)
+static uint32_t mk_file_hash(const struct mk_site *vh, const char *path, size_t len)
 {
     const uint64_t k = 0x9e3779b97f4a7c15ull;
     uint64_t h = ((uint64_t) vh->root_dev ^ ((uint64_t) vh->symlinks << 63)) * k;
@@ -103,7 +103,7 @@ static bool mk_file_same(const struct stat *a, const struct stat *b)
            a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
 }
 
-struct mk_file *mk_file_cache_get(struct mk_file_cache *fc, const struct mk_vhost *vh,
+struct mk_file *mk_file_cache_get(struct mk_file_cache *fc, const struct mk_site *vh,
                                   const char *path, size_t path_len, time_t now)
 {
     struct mk_file *f;
@@ -209,7 +209,7 @@ static void mk_file_keep_body(struct mk_file *f, uint64_t max)
     f->body = b;
 }
 
-struct mk_file *mk_file_cache_put(struct mk_file_cache *fc, const struct mk_vhost *vh,
+struct mk_file *mk_file_cache_put(struct mk_file_cache *fc, const struct mk_site *vh,
                                   const char *path, size_t path_len, const char *type_name, int fd,
                                   const struct stat *st, time_t now)
 {

@@ -51,7 +51,7 @@
 #include "../http/http.h"
 
 struct mk_mime_table;
-struct mk_vhost;
+struct mk_site;
 
 struct mk_file {
     int fd;
@@ -110,7 +110,7 @@ void mk_file_cache_destroy(struct mk_file_cache *fc);
  * A referenced, fresh entry for `path` under `vh`, or NULL. `now` is the
  * worker clock. Release with mk_file_release().
  */
-struct mk_file *mk_file_cache_get(struct mk_file_cache *fc, const struct mk_vhost *vh,
+struct mk_file *mk_file_cache_get(struct mk_file_cache *fc, const struct mk_site *vh,
                                   const char *path, size_t path_len, time_t now);
 
 /*
@@ -120,7 +120,7 @@ struct mk_file *mk_file_cache_get(struct mk_file_cache *fc, const struct mk_vhos
  * no body, it only tells the name); NULL means the path itself. Returns NULL
  * when memory is short (the caller still owns fd then).
  */
-struct mk_file *mk_file_cache_put(struct mk_file_cache *fc, const struct mk_vhost *vh,
+struct mk_file *mk_file_cache_put(struct mk_file_cache *fc, const struct mk_site *vh,
                                   const char *path, size_t path_len, const char *type_name, int fd,
                                   const struct stat *st, time_t now);
 

@@ -345,7 +345,7 @@ static void mk_request_request_result(struct mk_request *r, size_t index, int rc
  */
 static bool mk_request_fallback(struct mk_request *r)
 {
-    const struct mk_vhost *vh = r->vhost;
+    const struct mk_site *vh = r->vhost;
 
     if (!vh->fallback || !r->path || (r->flags & MK_REQ_FALLBACK)) {
         return false;

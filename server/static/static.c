@@ -236,7 +236,7 @@ static bool mk_static_if_range(const struct mk_request *r, const struct stat *st
 int mk_static_index(struct mk_request *r)
 {
     struct mk_worker *w = r->conn->worker;
-    const struct mk_vhost *vh = r->vhost;
+    const struct mk_site *vh = r->vhost;
     const char *name = NULL;
     size_t name_len = 0;
     /* the directory's entry: its path with the NUL that ends it (file_cache.h) */
@@ -302,7 +302,7 @@ int mk_static_index(struct mk_request *r)
 static int mk_static_lookup(struct mk_request *r, struct mk_file **out)
 {
     struct mk_worker *w = r->conn->worker;
-    const struct mk_vhost *vh = r->vhost;
+    const struct mk_site *vh = r->vhost;
     struct stat st;
     struct mk_file *f;
     int fd;
@@ -668,7 +668,7 @@ static int mk_static_serve_compressed(struct mk_request *r, struct mk_file *f, e
  */
 static int mk_static_serve_encoded(struct mk_request *r, struct mk_file *f)
 {
-    const struct mk_vhost *vh = r->vhost;
+    const struct mk_site *vh = r->vhost;
 #ifdef MK_HAVE_COMPRESS
     unsigned zmask =
         vh->compress.codings && mk_static_compressible(r, f) ? vh->compress.codings : 0;

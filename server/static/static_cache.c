@@ -172,7 +172,7 @@ bool mk_static_cache_conf(struct mk_cache_rules *rules, const char *value, char 
 int mk_static_cache_set(void *obj, const struct mk_conf_key *k, const char *value,
                         const struct mk_conf_origin *origin, char *reason, size_t len)
 {
-    struct mk_vhost *vh = obj;
+    struct mk_site *vh = obj;
 
     (void) k;
     (void) origin;

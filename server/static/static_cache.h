@@ -49,7 +49,7 @@ bool mk_static_cache_conf(struct mk_cache_rules *rules, const char *value, char 
 /*
  * CacheControl (a repeatable [HOST] key, static_site.c, whose reasons are
  * whole messages): mk_static_cache_conf into the site's cache_rules. A
- * set() of the schema engine: obj is the struct mk_vhost.
+ * set() of the schema engine: obj is the struct mk_site.
  */
 int mk_static_cache_set(void *obj, const struct mk_conf_key *k, const char *value,
                         const struct mk_conf_origin *origin, char *reason, size_t len);

@@ -35,7 +35,7 @@ struct mk_request;
 struct mk_zentry;
 
 #ifdef MK_HAVE_COMPRESS
-/* A site's settings (struct mk_vhost's `compress`), read by the keys of static_site.c. */
+/* A site's settings (struct mk_site's `compress`), read by the keys of static_site.c. */
 struct mk_compress_site {
     unsigned codings; /* Compress: MK_CODING_BIT of br and gzip; 0: off */
     /* CompressTypes: media types without parameters, in lower case; one
@@ -59,7 +59,7 @@ struct mk_compress_site {
 /*
  * Compress (Off, On: every coding built, or codings among br and gzip) and
  * CompressTypes (media types, "type/" + "*" for a family): set()s of the
- * schema engine, obj the struct mk_vhost.
+ * schema engine, obj the struct mk_site.
  */
 int mk_static_compress_set_codings(void *obj, const struct mk_conf_key *k, const char *value,
                                    const struct mk_conf_origin *origin, char *reason, size_t len);
@@ -99,7 +99,7 @@ int mk_static_compress_wait(struct mk_request *r, struct mk_file *f, enum mk_cod
 
 #else /* built without compression on the fly (MK_COMPRESS=OFF) */
 
-/* Nothing: a site's struct mk_vhost holds no settings for it. */
+/* Nothing: a site's struct mk_site holds no settings for it. */
 struct mk_compress_site {};
 #endif
 

@@ -5,7 +5,7 @@
  * static_site.c: the static handler's [HOST] keys, one line per key, given
  * to the configuration at start (mk_config_site_keys; server.c) so that
  * the configuration layer never calls the static handler. They follow the
- * configuration's own keys in [HOST] and fill fields of struct mk_vhost;
+ * configuration's own keys in [HOST] and fill fields of struct mk_site;
  * each value is checked by the file that uses it (static_variant.c,
  * static_cache.c, static_compress.c). Read-only after start.
  */
@@ -20,7 +20,7 @@
 #include "static_compress.h"
 #include "static_variant.h"
 
-#define MK_SITE(member) MK_CONF_FIELD(struct mk_vhost, member)
+#define MK_SITE(member) MK_CONF_FIELD(struct mk_site, member)
 #define MK_SITE_ONE MK_CONF_SITE
 #define MK_SITE_MANY (MK_CONF_SITE | MK_CONF_MULTI)
 
@@ -71,7 +71,7 @@ static const struct mk_schema_absent mk_static_absent[] = {
     {NULL},
 };
 
-static bool mk_static_site_finish(struct mk_vhost *vh, const struct mk_conf *conf, const int *lines,
+static bool mk_static_site_finish(struct mk_site *vh, const struct mk_conf *conf, const int *lines,
                                   char *err, size_t errlen)
 {
 #ifdef MK_HAVE_COMPRESS
@@ -87,7 +87,7 @@ static bool mk_static_site_finish(struct mk_vhost *vh, const struct mk_conf *con
 #endif
 }
 
-static void mk_static_site_free(struct mk_vhost *vh)
+static void mk_static_site_free(struct mk_site *vh)
 {
     mk_static_cache_free(&vh->cache_rules);
 #ifdef MK_HAVE_COMPRESS

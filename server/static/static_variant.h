@@ -25,13 +25,13 @@
 
 struct mk_file;
 struct mk_request;
-struct mk_vhost;
+struct mk_site;
 
 /*
  * Precompressed (a [HOST] key, static_site.c): "Off", "On" (br zstd gzip)
  * or a list of the codings allowed among br, zstd and gzip, into the
  * site's `precompressed` as MK_CODING_BITs. A set() of the schema engine:
- * obj is the struct mk_vhost.
+ * obj is the struct mk_site.
  */
 int mk_static_variant_set(void *obj, const struct mk_conf_key *k, const char *value,
                           const struct mk_conf_origin *origin, char *reason, size_t len);

@@ -806,7 +806,7 @@ static void test_vhost_lookup(void **state)
 {
     struct confdir *d = confdir_new();
     struct mk_config *cfg;
-    struct mk_vhost *def, *ex, *wild, *first;
+    struct mk_site *def, *ex, *wild, *first;
     (void) state;
 
     write_file(d, "sites/aaa", "[HOST]\n    ServerName first.test\n    DocumentRoot htdocs\n");
@@ -911,7 +911,7 @@ static void test_error_pages(void **state)
                "[ERROR_PAGES]\n    404 404.html\n    500 /errors/500.html\n"
                "    503 errors/./../errors/500.html\n");
     cfg = load(d, NULL, 0);
-    struct mk_vhost *vh = cfg->default_vhost;
+    struct mk_site *vh = cfg->default_vhost;
     assert_int_equal(vh->n_error_pages, 3);
     assert_int_equal(vh->error_pages[0].status, 404);
     assert_string_equal(vh->error_pages[0].path, "/404.html");
