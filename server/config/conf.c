@@ -378,7 +378,7 @@ const char *mk_config_key(const char *section, size_t i)
         return i < MK_N_SERVER_KEYS ? mk_server_keys[i].name : NULL;
     }
     if (strcasecmp(section, "HOST") == 0) {
-        const struct mk_conf_schema *site = mk_config_site_schema();
+        const struct mk_conf_schema *site = mk_conf_site_schema();
         return i < mk_schema_count(site) ? site->keys[i].name : NULL;
     }
     if (strcasecmp(section, "PLUGINS") == 0) {
@@ -396,8 +396,8 @@ static void mk_config_free(struct mk_config *cfg)
     }
     mk_mime_free(cfg->mime);
     for (size_t i = 0; i < cfg->n_vhosts; i++) {
-        mk_vhost_release_plugins(cfg, cfg->vhosts[i]);
-        mk_vhost_free(cfg->vhosts[i]);
+        mk_conf_site_release_plugins(cfg, cfg->vhosts[i]);
+        mk_conf_site_free(cfg->vhosts[i]);
     }
     for (size_t i = 0; i < cfg->n_plugin_conf; i++) {
         if (cfg->conf_plugins[i]->conf_schema) {
@@ -610,7 +610,7 @@ struct mk_config *mk_config_load(const char *confdir, const struct mk_config_ove
     }
     mk_free(path);
 
-    if (!mk_load_sites(cfg, err, errlen) || !mk_load_plugin_list(cfg, err, errlen)) {
+    if (!mk_conf_site_load(cfg, err, errlen) || !mk_load_plugin_list(cfg, err, errlen)) {
         goto fail;
     }
     mk_config_finish(cfg);
@@ -633,12 +633,12 @@ struct mk_config *mk_config_for_dir(const char *dir, const struct mk_config_over
         return NULL;
     }
     cfg->mime = mk_mime_builtin(cfg->default_mime);
-    struct mk_site *vh = mk_vhost_new("built-in", err, errlen);
+    struct mk_site *vh = mk_conf_site_new("built-in", err, errlen);
     if (vh) {
         vh->conf = mk_conf_parse("built-in", "", 0, err, errlen);
     }
-    if (!vh || !mk_vhost_set_docroot(vh, &label, 0, dir, err, errlen)) {
-        mk_vhost_free(vh);
+    if (!vh || !mk_conf_site_set_docroot(vh, &label, 0, dir, err, errlen)) {
+        mk_conf_site_free(vh);
         mk_config_free(cfg);
         return NULL;
     }

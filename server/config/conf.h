@@ -108,7 +108,7 @@ struct mk_site {
     struct mk_cache_rules cache_rules;
     /* Compress and its companions (static_compress.h); codings 0: off */
     struct mk_compress_site compress;
-    /* IndexFiles of the site's [HOST]; NULL: the server's (mk_vhost_index_files) */
+    /* IndexFiles of the site's [HOST]; NULL: the server's (mk_conf_site_index_files) */
     union {
         struct mk_conf_words index_list; /* what the schema fills */
         struct {
@@ -120,7 +120,7 @@ struct mk_site {
 
 /*
  * The [HOST] keys of a part above the configuration (the static handler),
- * given to it at start (mk_config_site_keys) so that the configuration
+ * given to it at start (mk_conf_site_keys) so that the configuration
  * never calls that part by name. The keys follow the configuration's own
  * (ServerName, DocumentRoot, Symlinks, HideDotFiles, Fallback) in one
  * table, read by the schema engine (core/schema.h) into struct mk_site.
@@ -146,7 +146,7 @@ struct mk_site_keys {
  * every configuration loaded from now on. At start (server.c), before any
  * configuration is loaded; giving the same table again changes nothing.
  */
-void mk_config_site_keys(const struct mk_site_keys *keys);
+void mk_conf_site_keys(const struct mk_site_keys *keys);
 
 /*
  * A .check for an index file name (IndexFiles of [SERVER] and of a site):
@@ -245,8 +245,8 @@ struct mk_config {
  * The index file names of site vh of cfg: the site's IndexFiles, else the
  * server's. They live as long as the configuration.
  */
-static inline char *const *mk_vhost_index_files(const struct mk_site *vh,
-                                                const struct mk_config *cfg, size_t *n)
+static inline char *const *mk_conf_site_index_files(const struct mk_site *vh,
+                                                    const struct mk_config *cfg, size_t *n)
 {
     if (vh && vh->index_files) {
         *n = vh->n_index_files;
@@ -278,7 +278,7 @@ struct mk_config *mk_config_ref(struct mk_config *cfg);
 void mk_config_unref(struct mk_config *cfg);
 
 /* The virtual host for a Host value (port already removed); never NULL. */
-struct mk_site *mk_vhost_lookup(const struct mk_config *cfg, const char *host, size_t len);
+struct mk_site *mk_conf_site_lookup(const struct mk_config *cfg, const char *host, size_t len);
 
 /* The schema of [SERVER]: every key, its type, range and default. */
 const struct mk_conf_schema *mk_config_schema(void);
@@ -312,37 +312,37 @@ int mk_config_check_files(const struct mk_config *cfg, const struct mk_config *r
 
 /*
  * The schema of [HOST]: the configuration's own keys, then those given
- * with mk_config_site_keys. Its `free` releases what the keys stored.
+ * with mk_conf_site_keys. Its `free` releases what the keys stored.
  */
-const struct mk_conf_schema *mk_config_site_schema(void);
+const struct mk_conf_schema *mk_conf_site_schema(void);
 
 /*
  * Open `rel` (relative to the site's document root, normalised) beneath the
  * document root, by the site's rules for symbolic links (core/fs.h).
  */
-int mk_vhost_open(const struct mk_site *vh, const char *rel, int flags);
+int mk_conf_site_open(const struct mk_site *vh, const char *rel, int flags);
 /*
  * A site for site file `file` (copied) whose keys hold their defaults, no
  * document root yet. NULL with the reason in err when a default is refused.
  */
-struct mk_site *mk_vhost_new(const char *file, char *err, size_t errlen);
+struct mk_site *mk_conf_site_new(const char *file, char *err, size_t errlen);
 /*
  * Set the document root of vh to `path` (line `line` of conf, for the
  * error) and open it. False with "file:line: reason" in err.
  */
-bool mk_vhost_set_docroot(struct mk_site *vh, const struct mk_conf *conf, int line,
-                          const char *path, char *err, size_t errlen);
+bool mk_conf_site_set_docroot(struct mk_site *vh, const struct mk_conf *conf, int line,
+                              const char *path, char *err, size_t errlen);
 /* Free a site (NULL is allowed); what plugins keep for it must be released first. */
-void mk_vhost_free(struct mk_site *vh);
+void mk_conf_site_free(struct mk_site *vh);
 /*
  * Release what plugins keep for a site: their site_init() data first (its
  * destructor may still read the site's keys), then the site keys.
  */
-void mk_vhost_release_plugins(const struct mk_config *cfg, struct mk_site *vh);
+void mk_conf_site_release_plugins(const struct mk_config *cfg, struct mk_site *vh);
 /*
  * Load every site file of confdir/sites/ into cfg, in name order ("default"
  * is the default site, else the first). False with the reason in err.
  */
-bool mk_load_sites(struct mk_config *cfg, char *err, size_t errlen);
+bool mk_conf_site_load(struct mk_config *cfg, char *err, size_t errlen);
 
 #endif

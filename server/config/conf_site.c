@@ -5,7 +5,7 @@
  * conf_site.c: the site part of the configuration (see conf.h): one site
  * file per virtual host in sites/ ([HOST]: names, document root, symbolic
  * links, hidden files, fallback, then the keys a part above gives at start
- * with mk_config_site_keys; [ERROR_PAGES]), what plugins keep for a site,
+ * with mk_conf_site_keys; [ERROR_PAGES]), what plugins keep for a site,
  * and the virtual host lookup by Host. [HOST] is one key table read by the
  * schema engine (core/schema.h), as [SERVER] and the plugins' sections
  * are. Every error names the site file and line.
@@ -54,12 +54,12 @@ static char **mk_words(const char *value, size_t *count)
     return v;
 }
 
-void mk_vhost_free(struct mk_site *vh)
+void mk_conf_site_free(struct mk_site *vh)
 {
     if (!vh) {
         return;
     }
-    mk_schema_release(mk_config_site_schema(), MK_CONF_SITE, vh);
+    mk_schema_release(mk_conf_site_schema(), MK_CONF_SITE, vh);
     if (vh->docroot_fd >= 0) {
         close(vh->docroot_fd);
     }
@@ -76,7 +76,7 @@ void mk_vhost_free(struct mk_site *vh)
  * Release what plugins keep for a site: their site_init() data first (its
  * destructor may still read the site's keys), then the site keys.
  */
-void mk_vhost_release_plugins(const struct mk_config *cfg, struct mk_site *vh)
+void mk_conf_site_release_plugins(const struct mk_config *cfg, struct mk_site *vh)
 {
     for (size_t i = 0; i < vh->n_plugin_data; i++) {
         if (vh->plugin_free[i] && vh->plugin_data[i]) {
@@ -219,7 +219,7 @@ enum {
 
 /* The [HOST] table: mk_site_own_keys, then those of mk_site_part. */
 #define MK_SITE_KEYS_MAX 32
-static struct mk_conf_key mk_site_keys[MK_SITE_KEYS_MAX + 1];
+static struct mk_conf_key mk_site_table[MK_SITE_KEYS_MAX + 1];
 static const struct mk_site_keys *mk_site_part;
 
 static void mk_site_schema_free(void *obj, int site)
@@ -237,20 +237,20 @@ static void mk_site_schema_free(void *obj, int site)
 
 static const struct mk_conf_schema mk_site_schema = {
     .section = "HOST",
-    .keys = mk_site_keys,
+    .keys = mk_site_table,
     .site_size = sizeof(struct mk_site),
     .free = mk_site_schema_free,
 };
 
-void mk_config_site_keys(const struct mk_site_keys *keys)
+void mk_conf_site_keys(const struct mk_site_keys *keys)
 {
     size_t n = 0;
 
-    if (keys == mk_site_part && mk_site_keys[0].name) {
+    if (keys == mk_site_part && mk_site_table[0].name) {
         return;
     }
     for (const struct mk_conf_key *k = mk_site_own_keys; k->name; k++) {
-        mk_site_keys[n++] = *k;
+        mk_site_table[n++] = *k;
     }
     for (const struct mk_conf_key *k = keys ? keys->keys : NULL; k && k->name; k++) {
         if (n == MK_SITE_KEYS_MAX) {
@@ -258,16 +258,16 @@ void mk_config_site_keys(const struct mk_site_keys *keys)
                     MK_SITE_KEYS_MAX);
             abort();
         }
-        mk_site_keys[n++] = *k;
+        mk_site_table[n++] = *k;
     }
-    mk_site_keys[n] = (struct mk_conf_key){0};
+    mk_site_table[n] = (struct mk_conf_key){0};
     mk_site_part = keys;
 }
 
-const struct mk_conf_schema *mk_config_site_schema(void)
+const struct mk_conf_schema *mk_conf_site_schema(void)
 {
-    if (!mk_site_keys[0].name) {
-        mk_config_site_keys(NULL);
+    if (!mk_site_table[0].name) {
+        mk_conf_site_keys(NULL);
     }
     return &mk_site_schema;
 }
@@ -283,20 +283,20 @@ static struct mk_site *mk_site_alloc(const char *file)
     return vh;
 }
 
-struct mk_site *mk_vhost_new(const char *file, char *err, size_t errlen)
+struct mk_site *mk_conf_site_new(const char *file, char *err, size_t errlen)
 {
     struct mk_site *vh = mk_site_alloc(file);
     struct mk_schema_input in = {.scope = MK_CONF_SITE};
 
-    if (mk_schema_fill(mk_config_site_schema(), &in, vh, err, errlen) != MK_OK) {
-        mk_vhost_free(vh);
+    if (mk_schema_fill(mk_conf_site_schema(), &in, vh, err, errlen) != MK_OK) {
+        mk_conf_site_free(vh);
         return NULL;
     }
     return vh;
 }
 
-bool mk_vhost_set_docroot(struct mk_site *vh, const struct mk_conf *conf, int line,
-                          const char *path, char *err, size_t errlen)
+bool mk_conf_site_set_docroot(struct mk_site *vh, const struct mk_conf *conf, int line,
+                              const char *path, char *err, size_t errlen)
 {
     char resolved[PATH_MAX];
 
@@ -323,11 +323,11 @@ bool mk_vhost_set_docroot(struct mk_site *vh, const struct mk_conf *conf, int li
  * Symlinks On the page may still not lead out of the document root. False
  * with "file:line: reason" in err.
  */
-static bool mk_vhost_error_page_stat(const struct mk_site *vh, const char *norm, struct stat *st,
-                                     const struct mk_conf *conf, const struct mk_conf_entry *e,
-                                     char *err, size_t errlen)
+static bool mk_site_error_page_stat(const struct mk_site *vh, const char *norm, struct stat *st,
+                                    const struct mk_conf *conf, const struct mk_conf_entry *e,
+                                    char *err, size_t errlen)
 {
-    int fd = mk_vhost_open(vh, norm + 1, O_RDONLY);
+    int fd = mk_conf_site_open(vh, norm + 1, O_RDONLY);
 
     if (fd < 0) {
         if (errno == ELOOP || errno == EXDEV) {
@@ -359,8 +359,8 @@ static bool mk_vhost_error_page_stat(const struct mk_site *vh, const char *norm,
     return true;
 }
 
-static bool mk_vhost_error_page(struct mk_site *vh, const struct mk_conf *conf,
-                                const struct mk_conf_entry *e, char *err, size_t errlen)
+static bool mk_site_error_page(struct mk_site *vh, const struct mk_conf *conf,
+                               const struct mk_conf_entry *e, char *err, size_t errlen)
 {
     uint64_t status;
     size_t len = strlen(e->value);
@@ -380,7 +380,7 @@ static bool mk_vhost_error_page(struct mk_site *vh, const struct mk_conf *conf,
         return ERR(conf, e->line, "error page '%s' is not a file path inside the document root",
                    e->value);
     }
-    if (!mk_vhost_error_page_stat(vh, norm, &st, conf, e, err, errlen)) {
+    if (!mk_site_error_page_stat(vh, norm, &st, conf, e, err, errlen)) {
         mk_free(norm);
         return false;
     }
@@ -437,7 +437,7 @@ static bool mk_name_near(const char *a, const char *b)
  * probably meant to be it (a name near HOST), else at the file's first
  * section, else at line 1 of a file that has none.
  */
-static void mk_vhost_no_host(const struct mk_conf *conf, char *err, size_t errlen)
+static void mk_site_no_host(const struct mk_conf *conf, char *err, size_t errlen)
 {
     const struct mk_conf_section *first = NULL;
     struct mk_list *it;
@@ -470,7 +470,7 @@ static void mk_vhost_no_host(const struct mk_conf *conf, char *err, size_t errle
 static struct mk_site *mk_site_read(struct mk_config *cfg, const char *path, char *err,
                                     size_t errlen)
 {
-    const struct mk_conf_schema *schema = mk_config_site_schema();
+    const struct mk_conf_schema *schema = mk_conf_site_schema();
     struct mk_conf *conf = mk_conf_load(path, err, errlen);
     const struct mk_conf_section *host = NULL;
     int lines[MK_SITE_KEYS_MAX + 1] = {0};
@@ -492,7 +492,7 @@ static struct mk_site *mk_site_read(struct mk_config *cfg, const char *path, cha
         /* Other sections belong to plugins: checked once plugins are known. */
     }
     if (!host) {
-        mk_vhost_no_host(conf, err, errlen);
+        mk_site_no_host(conf, err, errlen);
         mk_conf_free(conf);
         return NULL;
     }
@@ -519,7 +519,7 @@ static struct mk_site *mk_site_read(struct mk_config *cfg, const char *path, cha
         goto fail;
     }
     vh->fallback_len = vh->fallback ? strlen(vh->fallback) : 0;
-    if (!mk_vhost_set_docroot(vh, conf, lines[MK_SITE_DOCROOT], vh->docroot, err, errlen)) {
+    if (!mk_conf_site_set_docroot(vh, conf, lines[MK_SITE_DOCROOT], vh->docroot, err, errlen)) {
         goto fail;
     }
 
@@ -531,7 +531,7 @@ static struct mk_site *mk_site_read(struct mk_config *cfg, const char *path, cha
         }
         mk_list_foreach (eit, &s->entries) {
             struct mk_conf_entry *e = mk_list_entry(eit, struct mk_conf_entry, node);
-            if (!mk_vhost_error_page(vh, conf, e, err, errlen)) {
+            if (!mk_site_error_page(vh, conf, e, err, errlen)) {
                 goto fail;
             }
         }
@@ -541,7 +541,7 @@ static struct mk_site *mk_site_read(struct mk_config *cfg, const char *path, cha
 
 fail:
     mk_conf_free(conf);
-    mk_vhost_free(vh);
+    mk_conf_site_free(vh);
     return NULL;
 }
 
@@ -550,7 +550,7 @@ static int mk_name_cmp(const void *a, const void *b)
     return strcmp(*(const char *const *) a, *(const char *const *) b);
 }
 
-bool mk_load_sites(struct mk_config *cfg, char *err, size_t errlen)
+bool mk_conf_site_load(struct mk_config *cfg, char *err, size_t errlen)
 {
     char *dir = mk_fs_path_join(cfg->confdir, "sites");
     DIR *d = opendir(dir);
@@ -610,7 +610,7 @@ bool mk_load_sites(struct mk_config *cfg, char *err, size_t errlen)
 
 /* ---- virtual hosts ------------------------------------------------------- */
 
-struct mk_site *mk_vhost_lookup(const struct mk_config *cfg, const char *host, size_t len)
+struct mk_site *mk_conf_site_lookup(const struct mk_config *cfg, const char *host, size_t len)
 {
     if (len == 0 || cfg->n_vhosts == 1) {
         return cfg->default_vhost;
@@ -636,7 +636,7 @@ struct mk_site *mk_vhost_lookup(const struct mk_config *cfg, const char *host, s
     return cfg->default_vhost;
 }
 
-int mk_vhost_open(const struct mk_site *vh, const char *rel, int flags)
+int mk_conf_site_open(const struct mk_site *vh, const char *rel, int flags)
 {
     return mk_fs_open_beneath(vh->docroot_fd, rel, flags, vh->symlinks);
 }

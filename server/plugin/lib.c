@@ -826,14 +826,14 @@ static int mk_lib_add_site(struct mk_server *srv, struct mk_config *cfg, size_t 
         /* The configuration was built for this site's docroot: it is the default site. */
         return mk_lib_site_names(cfg, cfg->vhosts[0], s->names, err, errlen) ? MK_OK : MK_ERR;
     }
-    struct mk_site *vh = mk_vhost_new("mk_server_site", err, errlen);
+    struct mk_site *vh = mk_conf_site_new("mk_server_site", err, errlen);
     if (!vh) {
         return MK_ERR;
     }
     vh->conf = mk_conf_parse("mk_server_site", "", 0, err, errlen);
-    if (!vh->conf || !mk_vhost_set_docroot(vh, &label, 0, s->docroot, err, errlen) ||
+    if (!vh->conf || !mk_conf_site_set_docroot(vh, &label, 0, s->docroot, err, errlen) ||
         !mk_lib_site_names(cfg, vh, s->names, err, errlen)) {
-        mk_vhost_free(vh);
+        mk_conf_site_free(vh);
         return MK_ERR;
     }
     cfg->vhosts = mk_realloc(cfg->vhosts, (cfg->n_vhosts + 1) * sizeof(*cfg->vhosts));

@@ -314,13 +314,13 @@ static int mk_api_open_beneath(const struct mk_request *r, const char *rel, int 
         errno = ENOENT;
         return -1;
     }
-    return mk_vhost_open(r->vhost, rel[0] ? rel : ".", flags);
+    return mk_conf_site_open(r->vhost, rel[0] ? rel : ".", flags);
 }
 
 static const char *mk_api_index_file(const struct mk_request *r, unsigned i)
 {
     size_t n;
-    char *const *names = mk_vhost_index_files(r->vhost, r->cfg, &n);
+    char *const *names = mk_conf_site_index_files(r->vhost, r->cfg, &n);
     return i < n ? names[i] : NULL;
 }
 
@@ -352,7 +352,7 @@ static const struct mk_site *mk_api_site_lookup(const struct mk_site *s, const c
         return NULL;
     }
     const struct mk_config *cfg = s->cfg;
-    return mk_vhost_lookup(cfg, name ? name : "", name ? len : 0);
+    return mk_conf_site_lookup(cfg, name ? name : "", name ? len : 0);
 }
 
 static void *mk_api_site_data(const struct mk_site *s, const struct mk_plugin *plugin)

@@ -57,7 +57,7 @@ struct mk_server *mk_server_create(void)
     };
     mk_conn_protocols(&mk_protocols);
     mk_request_files(&mk_static_files);
-    mk_config_site_keys(&mk_static_site_keys);
+    mk_conf_site_keys(&mk_static_site_keys);
     mk_plugins_process(&process);
     srv->stop_efd = -1;
     srv->cmd_efd = -1;

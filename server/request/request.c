@@ -350,8 +350,8 @@ static bool mk_request_fallback(struct mk_request *r)
     if (!vh->fallback || !r->path || (r->flags & MK_REQ_FALLBACK)) {
         return false;
     }
-    int fd =
-        mk_vhost_open(vh, r->path_len > 1 ? r->path + 1 : ".", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    int fd = mk_conf_site_open(vh, r->path_len > 1 ? r->path + 1 : ".",
+                               O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd >= 0) {
         close(fd);
         return false;
@@ -557,7 +557,7 @@ void mk_request_run(struct mk_request *r)
     const struct mk_plugin_set *ps = &c->worker->server->plugins;
     const struct mk_http_head *h = &r->head;
 
-    r->vhost = mk_vhost_lookup(r->cfg, h->host.p, h->host.len);
+    r->vhost = mk_conf_site_lookup(r->cfg, h->host.p, h->host.len);
     if (h->method == MK_METHOD_HEAD) {
         r->flags |= MK_REQ_HEAD;
     }

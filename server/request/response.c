@@ -206,7 +206,7 @@ static bool mk_response_error_page(struct mk_request *r, int status)
         if (ep->status != status) {
             continue;
         }
-        int fd = mk_vhost_open(vh, ep->path + 1, O_RDONLY);
+        int fd = mk_conf_site_open(vh, ep->path + 1, O_RDONLY);
         if (fd < 0) {
             return false;
         }

@@ -4,7 +4,7 @@
  *
  * static.c: the built-in content handler for files.
  *
- * Files are opened beneath the site's document root (mk_vhost_open, with
+ * Files are opened beneath the site's document root (mk_conf_site_open, with
  * core/fs.c's openat2(RESOLVE_BENEATH)), after the path was decoded and
  * normalised once (path.c): nothing outside the document root can be
  * reached, and symbolic links are refused unless the site allows them.
@@ -247,12 +247,13 @@ int mk_static_index(struct mk_request *r)
         name_len = f->type_len;
     }
     else {
-        int dirfd = mk_vhost_open(vh, r->path_len > 1 ? r->path + 1 : ".", O_RDONLY | O_DIRECTORY);
+        int dirfd =
+            mk_conf_site_open(vh, r->path_len > 1 ? r->path + 1 : ".", O_RDONLY | O_DIRECTORY);
         if (dirfd < 0) {
             return MK_DECLINED;
         }
         size_t n_index;
-        char *const *index = mk_vhost_index_files(vh, r->cfg, &n_index);
+        char *const *index = mk_conf_site_index_files(vh, r->cfg, &n_index);
         for (size_t i = 0; i < n_index && !name; i++) {
             struct stat st;
             int fd = mk_fs_open_beneath(dirfd, index[i], O_RDONLY, vh->symlinks);
@@ -313,7 +314,7 @@ static int mk_static_lookup(struct mk_request *r, struct mk_file **out)
         *out = f;
         return MK_OK;
     }
-    fd = mk_vhost_open(vh, r->path_len > 1 ? r->path + 1 : ".", O_RDONLY);
+    fd = mk_conf_site_open(vh, r->path_len > 1 ? r->path + 1 : ".", O_RDONLY);
     if (fd < 0) {
         return mk_errno_status(errno);
     }

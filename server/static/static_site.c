@@ -3,7 +3,7 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * static_site.c: the static handler's [HOST] keys, one line per key, given
- * to the configuration at start (mk_config_site_keys; server.c) so that
+ * to the configuration at start (mk_conf_site_keys; server.c) so that
  * the configuration layer never calls the static handler. They follow the
  * configuration's own keys in [HOST] and fill fields of struct mk_site;
  * each value is checked by the file that uses it (static_variant.c,

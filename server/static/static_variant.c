@@ -135,7 +135,7 @@ struct mk_file *mk_static_variant_open(struct mk_request *r, const struct mk_fil
 
     v = mk_file_cache_get(&w->fcache, vh, key, klen, w->now);
     if (!v) {
-        int fd = mk_vhost_open(vh, key + 1, O_RDONLY);
+        int fd = mk_conf_site_open(vh, key + 1, O_RDONLY);
         if (fd < 0) {
             return NULL;
         }

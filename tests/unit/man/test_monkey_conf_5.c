@@ -296,7 +296,7 @@ static void test_plugin_keys(void **state)
 int main(void)
 {
     /* The [HOST] keys of the static handler, as the server gives them at start. */
-    mk_config_site_keys(&mk_static_site_keys);
+    mk_conf_site_keys(&mk_static_site_keys);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_server_host_and_plugins_keys),
         cmocka_unit_test(test_plugin_keys),

@@ -835,7 +835,7 @@ static void test_vhost_lookup(void **state)
     assert_false(ex->hide_dotfiles);
     assert_true(def->hide_dotfiles);
 
-#define LOOKUP(h) mk_vhost_lookup(cfg, (h), strlen(h))
+#define LOOKUP(h) mk_conf_site_lookup(cfg, (h), strlen(h))
     assert_ptr_equal(LOOKUP("example.com"), ex);
     assert_ptr_equal(LOOKUP("EXAMPLE.com"), ex);
     assert_ptr_equal(LOOKUP("www.example.com"), ex);
@@ -856,9 +856,9 @@ static void test_vhost_lookup(void **state)
     assert_ptr_equal(LOOKUP("xexample.com"), def);
     assert_ptr_equal(LOOKUP("."), def);
     assert_ptr_equal(LOOKUP(""), def);
-    assert_ptr_equal(mk_vhost_lookup(cfg, NULL, 0), def);
+    assert_ptr_equal(mk_conf_site_lookup(cfg, NULL, 0), def);
     /* the length is honoured */
-    assert_ptr_equal(mk_vhost_lookup(cfg, "example.comXYZ", 11), ex);
+    assert_ptr_equal(mk_conf_site_lookup(cfg, "example.comXYZ", 11), ex);
 #undef LOOKUP
 
     mk_config_unref(cfg);
@@ -880,8 +880,8 @@ static void test_default_vhost_is_first_without_default_file(void **state)
     cfg = load(d, NULL, 0);
     assert_int_equal(cfg->n_vhosts, 2);
     assert_string_equal(cfg->default_vhost->names[0], "beta.test");
-    assert_ptr_equal(mk_vhost_lookup(cfg, "zeta.test", 9), cfg->vhosts[1]);
-    assert_ptr_equal(mk_vhost_lookup(cfg, "other", 5), cfg->default_vhost);
+    assert_ptr_equal(mk_conf_site_lookup(cfg, "zeta.test", 9), cfg->vhosts[1]);
+    assert_ptr_equal(mk_conf_site_lookup(cfg, "other", 5), cfg->default_vhost);
     mk_config_unref(cfg);
     confdir_free(d);
 }
@@ -894,8 +894,8 @@ static void test_single_vhost(void **state)
     (void) state;
 
     cfg = load(d, NULL, 0);
-    assert_ptr_equal(mk_vhost_lookup(cfg, "anything.example", 16), cfg->default_vhost);
-    assert_ptr_equal(mk_vhost_lookup(cfg, "localhost", 9), cfg->default_vhost);
+    assert_ptr_equal(mk_conf_site_lookup(cfg, "anything.example", 16), cfg->default_vhost);
+    assert_ptr_equal(mk_conf_site_lookup(cfg, "localhost", 9), cfg->default_vhost);
     mk_config_unref(cfg);
     confdir_free(d);
 }
@@ -1206,7 +1206,7 @@ static void test_config_for_dir(void **state)
     assert_int_equal(cfg->timeout_ms, 15000);
     assert_int_equal(cfg->n_plugins, 0);
     assert_non_null(cfg->mime);
-    assert_ptr_equal(mk_vhost_lookup(cfg, "any.host", 8), cfg->default_vhost);
+    assert_ptr_equal(mk_conf_site_lookup(cfg, "any.host", 8), cfg->default_vhost);
     mk_config_unref(cfg);
 
     const struct mk_config_override ov[] = {{"Listen", "127.0.0.1:8080"}, {"HideVersion", "On"}};
@@ -1547,7 +1547,7 @@ static void test_key_list_matches_parser(void **state)
 int main(void)
 {
     /* The [HOST] keys of the static handler, as the server gives them at start. */
-    mk_config_site_keys(&mk_static_site_keys);
+    mk_conf_site_keys(&mk_static_site_keys);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_plugin_keys_are_documented),
