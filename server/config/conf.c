@@ -395,9 +395,9 @@ static void mk_config_free(struct mk_config *cfg)
         mk_free(cfg->key_rec[i].where);
     }
     mk_mime_free(cfg->mime);
-    for (size_t i = 0; i < cfg->n_vhosts; i++) {
-        mk_conf_site_release_plugins(cfg, cfg->vhosts[i]);
-        mk_conf_site_free(cfg->vhosts[i]);
+    for (size_t i = 0; i < cfg->n_sites; i++) {
+        mk_conf_site_release_plugins(cfg, cfg->sites[i]);
+        mk_conf_site_free(cfg->sites[i]);
     }
     for (size_t i = 0; i < cfg->n_plugin_conf; i++) {
         if (cfg->conf_plugins[i]->conf_schema) {
@@ -406,7 +406,7 @@ static void mk_config_free(struct mk_config *cfg)
     }
     mk_free(cfg->plugin_conf);
     mk_free(cfg->conf_plugins);
-    mk_free(cfg->vhosts);
+    mk_free(cfg->sites);
     for (size_t i = 0; i < cfg->n_plugins; i++) {
         mk_free(cfg->plugins[i].spec);
         mk_free(cfg->plugins[i].where);
@@ -642,10 +642,10 @@ struct mk_config *mk_config_for_dir(const char *dir, const struct mk_config_over
         mk_config_free(cfg);
         return NULL;
     }
-    cfg->vhosts = mk_calloc(1, sizeof(*cfg->vhosts));
-    cfg->vhosts[0] = vh;
-    cfg->n_vhosts = 1;
-    cfg->default_vhost = vh;
+    cfg->sites = mk_calloc(1, sizeof(*cfg->sites));
+    cfg->sites[0] = vh;
+    cfg->n_sites = 1;
+    cfg->default_site = vh;
     mk_config_finish(cfg);
     return cfg;
 }

@@ -221,9 +221,9 @@ struct mk_config {
 
     /* derived */
     struct mk_mime_table *mime;
-    struct mk_site **vhosts;
-    size_t n_vhosts;
-    struct mk_site *default_vhost;
+    struct mk_site **sites;
+    size_t n_sites;
+    struct mk_site *default_site;
     struct mk_plugin_spec *plugins;
     size_t n_plugins;
     /* The value in force of each [SERVER] key as text, and where it was set. */

@@ -156,10 +156,10 @@ static int mk_site_set_names(void *obj, const struct mk_conf_key *k, const char 
             return MK_ERR;
         }
         const char *owner = NULL;
-        for (size_t s = 0; cfg && s < cfg->n_vhosts && !owner; s++) {
-            for (size_t j = 0; j < cfg->vhosts[s]->n_names; j++) {
-                if (strcmp(cfg->vhosts[s]->names[j], names[i]) == 0) {
-                    owner = cfg->vhosts[s]->file;
+        for (size_t s = 0; cfg && s < cfg->n_sites && !owner; s++) {
+            for (size_t j = 0; j < cfg->sites[s]->n_names; j++) {
+                if (strcmp(cfg->sites[s]->names[j], names[i]) == 0) {
+                    owner = cfg->sites[s]->file;
                     break;
                 }
             }
@@ -589,20 +589,20 @@ bool mk_conf_site_load(struct mk_config *cfg, char *err, size_t errlen)
             ok = false;
             break;
         }
-        cfg->vhosts = mk_realloc(cfg->vhosts, (cfg->n_vhosts + 1) * sizeof(*cfg->vhosts));
-        cfg->vhosts[cfg->n_vhosts++] = vh;
+        cfg->sites = mk_realloc(cfg->sites, (cfg->n_sites + 1) * sizeof(*cfg->sites));
+        cfg->sites[cfg->n_sites++] = vh;
         if (strcmp(names[i], "default") == 0) {
-            cfg->default_vhost = vh;
+            cfg->default_site = vh;
         }
     }
     mk_strv_free(names, n);
 
-    if (ok && cfg->n_vhosts == 0) {
+    if (ok && cfg->n_sites == 0) {
         snprintf(err, errlen, "%s: no site defined", dir);
         ok = false;
     }
-    if (ok && !cfg->default_vhost) {
-        cfg->default_vhost = cfg->vhosts[0];
+    if (ok && !cfg->default_site) {
+        cfg->default_site = cfg->sites[0];
     }
     mk_free(dir);
     return ok;
@@ -612,14 +612,14 @@ bool mk_conf_site_load(struct mk_config *cfg, char *err, size_t errlen)
 
 struct mk_site *mk_conf_site_lookup(const struct mk_config *cfg, const char *host, size_t len)
 {
-    if (len == 0 || cfg->n_vhosts == 1) {
-        return cfg->default_vhost;
+    if (len == 0 || cfg->n_sites == 1) {
+        return cfg->default_site;
     }
     if (host[len - 1] == '.') {
         len--; /* "example.com." is "example.com" */
     }
-    for (size_t i = 0; i < cfg->n_vhosts; i++) {
-        struct mk_site *vh = cfg->vhosts[i];
+    for (size_t i = 0; i < cfg->n_sites; i++) {
+        struct mk_site *vh = cfg->sites[i];
         for (size_t j = 0; j < vh->n_names; j++) {
             const char *n = vh->names[j];
             if (n[0] == '*' && n[1] == '.') {
@@ -633,7 +633,7 @@ struct mk_site *mk_conf_site_lookup(const struct mk_config *cfg, const char *hos
             }
         }
     }
-    return cfg->default_vhost;
+    return cfg->default_site;
 }
 
 int mk_conf_site_open(const struct mk_site *vh, const char *rel, int flags)

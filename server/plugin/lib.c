@@ -785,11 +785,11 @@ static bool mk_lib_site_names(struct mk_config *cfg, struct mk_site *vh, const c
         for (char *c = w; *c; c++) {
             *c = mk_tolower(*c);
         }
-        for (size_t k = 0; k < cfg->n_vhosts; k++) {
-            for (size_t j = 0; j < cfg->vhosts[k]->n_names; j++) {
-                if (strcmp(cfg->vhosts[k]->names[j], w) == 0) {
+        for (size_t k = 0; k < cfg->n_sites; k++) {
+            for (size_t j = 0; j < cfg->sites[k]->n_names; j++) {
+                if (strcmp(cfg->sites[k]->names[j], w) == 0) {
                     ERRF("mk_server_site: the name '%s' is already used by %s", w,
-                         cfg->vhosts[k]->file);
+                         cfg->sites[k]->file);
                     mk_free(copy);
                     return false;
                 }
@@ -805,9 +805,9 @@ static bool mk_lib_site_names(struct mk_config *cfg, struct mk_site *vh, const c
 /* Does a site of cfg have the name `name`? */
 static bool mk_lib_cfg_has_site(const struct mk_config *cfg, const char *name)
 {
-    for (size_t k = 0; k < cfg->n_vhosts; k++) {
-        for (size_t j = 0; j < cfg->vhosts[k]->n_names; j++) {
-            if (strcasecmp(cfg->vhosts[k]->names[j], name) == 0) {
+    for (size_t k = 0; k < cfg->n_sites; k++) {
+        for (size_t j = 0; j < cfg->sites[k]->n_names; j++) {
+            if (strcasecmp(cfg->sites[k]->names[j], name) == 0) {
                 return true;
             }
         }
@@ -824,7 +824,7 @@ static int mk_lib_add_site(struct mk_server *srv, struct mk_config *cfg, size_t 
 
     if (i == 0 && !srv->confdir && !srv->serve_dir) {
         /* The configuration was built for this site's docroot: it is the default site. */
-        return mk_lib_site_names(cfg, cfg->vhosts[0], s->names, err, errlen) ? MK_OK : MK_ERR;
+        return mk_lib_site_names(cfg, cfg->sites[0], s->names, err, errlen) ? MK_OK : MK_ERR;
     }
     struct mk_site *vh = mk_conf_site_new("mk_server_site", err, errlen);
     if (!vh) {
@@ -836,8 +836,8 @@ static int mk_lib_add_site(struct mk_server *srv, struct mk_config *cfg, size_t 
         mk_conf_site_free(vh);
         return MK_ERR;
     }
-    cfg->vhosts = mk_realloc(cfg->vhosts, (cfg->n_vhosts + 1) * sizeof(*cfg->vhosts));
-    cfg->vhosts[cfg->n_vhosts++] = vh;
+    cfg->sites = mk_realloc(cfg->sites, (cfg->n_sites + 1) * sizeof(*cfg->sites));
+    cfg->sites[cfg->n_sites++] = vh;
     return MK_OK;
 }
 

@@ -587,8 +587,8 @@ int mk_plugins_sites(const struct mk_plugin_set *set, struct mk_config *cfg, cha
     if (mk_plugins_configure(set, cfg, err, errlen) != MK_OK) {
         return MK_ERR;
     }
-    for (size_t v = 0; v < cfg->n_vhosts; v++) {
-        struct mk_site *vh = cfg->vhosts[v];
+    for (size_t v = 0; v < cfg->n_sites; v++) {
+        struct mk_site *vh = cfg->sites[v];
         struct mk_list *it;
 
         mk_list_foreach (it, &vh->conf->sections) {

@@ -202,7 +202,7 @@ static const char *mk_api_body(const struct mk_request *r, size_t *len)
 
 static const char *mk_api_docroot(const struct mk_request *r)
 {
-    return r->vhost ? r->vhost->docroot : "";
+    return r->site ? r->site->docroot : "";
 }
 
 /*
@@ -310,23 +310,23 @@ static void mk_api_request_time(const struct mk_request *r, struct timespec *sta
 
 static int mk_api_open_beneath(const struct mk_request *r, const char *rel, int flags)
 {
-    if (!r->vhost) {
+    if (!r->site) {
         errno = ENOENT;
         return -1;
     }
-    return mk_conf_site_open(r->vhost, rel[0] ? rel : ".", flags);
+    return mk_conf_site_open(r->site, rel[0] ? rel : ".", flags);
 }
 
 static const char *mk_api_index_file(const struct mk_request *r, unsigned i)
 {
     size_t n;
-    char *const *names = mk_conf_site_index_files(r->vhost, r->cfg, &n);
+    char *const *names = mk_conf_site_index_files(r->site, r->cfg, &n);
     return i < n ? names[i] : NULL;
 }
 
 static const struct mk_site *mk_api_site(const struct mk_request *r)
 {
-    return r->vhost;
+    return r->site;
 }
 
 static const char *mk_api_site_name(const struct mk_site *s, unsigned i)
@@ -502,12 +502,12 @@ static const char *mk_api_config_key(unsigned i)
 
 static unsigned mk_api_config_sites(const struct mk_config *cfg)
 {
-    return (unsigned) cfg->n_vhosts;
+    return (unsigned) cfg->n_sites;
 }
 
 static const struct mk_site *mk_api_config_site(const struct mk_config *cfg, unsigned i)
 {
-    return i < cfg->n_vhosts ? cfg->vhosts[i] : NULL;
+    return i < cfg->n_sites ? cfg->sites[i] : NULL;
 }
 
 static unsigned mk_api_plugin_count(void)

@@ -92,7 +92,7 @@ struct mk_request *mk_request_new(struct mk_conn *c)
     r->fd = -1;
     mk_arena_init(&r->arena, &w->pool);
     r->cfg = w->use.cfg;
-    r->vhost = w->use.cfg->default_vhost; /* until the Host is known, for early errors */
+    r->site = w->use.cfg->default_site; /* until the Host is known, for early errors */
     w->use.users++;
     r->flags = MK_REQ_ACTIVE | MK_REQ_CFG_REF;
     r->status = 200;
@@ -345,7 +345,7 @@ static void mk_request_request_result(struct mk_request *r, size_t index, int rc
  */
 static bool mk_request_fallback(struct mk_request *r)
 {
-    const struct mk_site *vh = r->vhost;
+    const struct mk_site *vh = r->site;
 
     if (!vh->fallback || !r->path || (r->flags & MK_REQ_FALLBACK)) {
         return false;
@@ -380,7 +380,7 @@ static bool mk_request_fallback(struct mk_request *r)
  */
 static void mk_request_begin(struct mk_request *r)
 {
-    if (r->path && r->vhost->hide_dotfiles && mk_path_is_hidden(r->path, r->path_len)) {
+    if (r->path && r->site->hide_dotfiles && mk_path_is_hidden(r->path, r->path_len)) {
         /* Decoded, so "/%2egit" is caught too; before any plugin, so none serves it. */
         mk_request_error(r, 404);
         return;
@@ -524,7 +524,7 @@ static void mk_request_content(struct mk_request *r, size_t from)
  */
 static void mk_request_route(struct mk_request *r)
 {
-    const struct mk_routes *t = r->vhost->routes;
+    const struct mk_routes *t = r->site->routes;
 
     if (!t || t->n == 0 || !r->path) {
         mk_request_unrouted(r);
@@ -557,7 +557,7 @@ void mk_request_run(struct mk_request *r)
     const struct mk_plugin_set *ps = &c->worker->server->plugins;
     const struct mk_http_head *h = &r->head;
 
-    r->vhost = mk_conf_site_lookup(r->cfg, h->host.p, h->host.len);
+    r->site = mk_conf_site_lookup(r->cfg, h->host.p, h->host.len);
     if (h->method == MK_METHOD_HEAD) {
         r->flags |= MK_REQ_HEAD;
     }
@@ -718,7 +718,7 @@ int mk_request_serve_file(struct mk_request *r, const char *path)
     if (n < 0) {
         return MK_ERR;
     }
-    bool hide = r->vhost->hide_dotfiles;
+    bool hide = r->site->hide_dotfiles;
     if (hide && mk_path_is_hidden(p, (size_t) n)) {
         return 404;
     }

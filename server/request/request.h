@@ -134,7 +134,7 @@ struct mk_request {
     uint32_t handles;    /* suspension handles not yet resumed: the struct must stay */
     struct mk_list node; /* in the worker's free or zombie list when not in use */
     struct mk_config *cfg;
-    struct mk_site *vhost; /* never NULL: the default site until the Host is known */
+    struct mk_site *site; /* never NULL: the default site until the Host is known */
     struct mk_arena arena;
     struct mk_http_head head;
     char *path; /* decoded, normalised (arena); NULL until known */

@@ -195,7 +195,7 @@ void mk_response_drop_file(struct mk_request *r)
 /* Serve the site's page for `status`, if it has one that can be opened. */
 static bool mk_response_error_page(struct mk_request *r, int status)
 {
-    const struct mk_site *vh = r->vhost;
+    const struct mk_site *vh = r->site;
     struct stat st;
 
     if (!vh) {

@@ -236,7 +236,7 @@ static bool mk_static_if_range(const struct mk_request *r, const struct stat *st
 int mk_static_index(struct mk_request *r)
 {
     struct mk_worker *w = r->conn->worker;
-    const struct mk_site *vh = r->vhost;
+    const struct mk_site *vh = r->site;
     const char *name = NULL;
     size_t name_len = 0;
     /* the directory's entry: its path with the NUL that ends it (file_cache.h) */
@@ -303,7 +303,7 @@ int mk_static_index(struct mk_request *r)
 static int mk_static_lookup(struct mk_request *r, struct mk_file **out)
 {
     struct mk_worker *w = r->conn->worker;
-    const struct mk_site *vh = r->vhost;
+    const struct mk_site *vh = r->site;
     struct stat st;
     struct mk_file *f;
     int fd;
@@ -421,7 +421,7 @@ mk_static_answer(struct mk_request *r, struct mk_file *f, struct mk_file *named,
             const char *name = mk_coding_name(coding);
             mk_response_add_known(r, MK_RESP_CONTENT_ENCODING, name, strlen(name));
         }
-        if (r->vhost->cache_rules.n) {
+        if (r->site->cache_rules.n) {
             mk_static_cache_headers(r, named->type_path, named->type_len);
         }
         r->status = 304;
@@ -491,7 +491,7 @@ mk_static_answer(struct mk_request *r, struct mk_file *f, struct mk_file *named,
             mk_response_add_known(r, MK_RESP_CONTENT_ENCODING, name, strlen(name));
         }
     }
-    if (r->vhost->cache_rules.n) {
+    if (r->site->cache_rules.n) {
         mk_static_cache_headers(r, named->type_path, named->type_len);
     }
 
@@ -608,7 +608,7 @@ static int mk_static_serve_variant(struct mk_request *r, struct mk_file *f, stru
  */
 static bool mk_static_compressible(const struct mk_request *r, struct mk_file *f)
 {
-    const struct mk_compress_site *zs = &r->vhost->compress;
+    const struct mk_compress_site *zs = &r->site->compress;
     uint64_t size = (uint64_t) f->st.st_size;
 
     if (size < zs->min_size || size > zs->max_size) {
@@ -635,7 +635,7 @@ static int mk_static_serve_compressed(struct mk_request *r, struct mk_file *f, e
 {
     struct mk_zentry *z;
     char etag[sizeof(f->etag) + 16], level[3];
-    unsigned lv = r->vhost->compress.level[c]; /* 0 to 11 */
+    unsigned lv = r->site->compress.level[c]; /* 0 to 11 */
     int st = mk_static_compress_get(r, f, c, &z);
 
     if (st == MK_DECLINED) {
@@ -669,7 +669,7 @@ static int mk_static_serve_compressed(struct mk_request *r, struct mk_file *f, e
  */
 static int mk_static_serve_encoded(struct mk_request *r, struct mk_file *f)
 {
-    const struct mk_site *vh = r->vhost;
+    const struct mk_site *vh = r->site;
 #ifdef MK_HAVE_COMPRESS
     unsigned zmask =
         vh->compress.codings && mk_static_compressible(r, f) ? vh->compress.codings : 0;
@@ -745,9 +745,9 @@ int mk_static_serve(struct mk_request *r)
         return rc;
     }
 #ifdef MK_HAVE_COMPRESS
-    if (r->vhost->precompressed | r->vhost->compress.codings) {
+    if (r->site->precompressed | r->site->compress.codings) {
 #else
-    if (r->vhost->precompressed) {
+    if (r->site->precompressed) {
 #endif
         return mk_static_serve_encoded(r, f);
     }

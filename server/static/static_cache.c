@@ -224,7 +224,7 @@ const struct mk_cache_rule *mk_static_cache_find(const struct mk_cache_rules *ru
 
 void mk_static_cache_headers(struct mk_request *r, const char *name, size_t name_len)
 {
-    const struct mk_cache_rules *rules = &r->vhost->cache_rules;
+    const struct mk_cache_rules *rules = &r->site->cache_rules;
     const struct mk_cache_rule *rule =
         mk_static_cache_find(rules, r->path, r->path_len, name, name_len);
 

@@ -310,7 +310,7 @@ int mk_static_compress_get(struct mk_request *r, const struct mk_file *f, enum m
     struct mk_zkey k;
 
     *out = NULL;
-    mk_zkey_of(&k, f, c, r->vhost->compress.level[c]);
+    mk_zkey_of(&k, f, c, r->site->compress.level[c]);
     if (z) {
         /* What r's own job made: used even if the cache could not keep it. */
         r->zbody = NULL;
@@ -344,7 +344,7 @@ int mk_static_compress_wait(struct mk_request *r, struct mk_file *f, enum mk_cod
 {
     struct mk_worker *w = r->conn->worker;
     struct mk_zcache *zc = &w->zcache;
-    int level = r->vhost->compress.level[c];
+    int level = r->site->compress.level[c];
     struct mk_suspended *s;
     struct mk_zkey k;
 

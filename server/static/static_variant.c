@@ -117,7 +117,7 @@ struct mk_file *mk_static_variant_open(struct mk_request *r, const struct mk_fil
                                        enum mk_coding c)
 {
     struct mk_worker *w = r->conn->worker;
-    const struct mk_site *vh = r->vhost;
+    const struct mk_site *vh = r->site;
     const char *real = f->path + f->path_len + 1; /* relative to the root */
     const char *suffix = mk_coding_suffix(c);
     size_t rlen = strlen(real), slen = strlen(suffix);

@@ -199,16 +199,16 @@ static void test_defaults(void **state)
     assert_memory_equal(t.p, "application/octet-stream", t.len);
 
     /* the one site */
-    assert_int_equal(cfg->n_vhosts, 1);
-    assert_ptr_equal(cfg->default_vhost, cfg->vhosts[0]);
+    assert_int_equal(cfg->n_sites, 1);
+    assert_ptr_equal(cfg->default_site, cfg->sites[0]);
     snprintf(docroot, sizeof(docroot), "%s/htdocs", d->real);
-    assert_string_equal(cfg->default_vhost->docroot, docroot);
-    assert_true(cfg->default_vhost->docroot_fd >= 0);
-    assert_false(cfg->default_vhost->symlinks);
-    assert_true(cfg->default_vhost->hide_dotfiles); /* on unless the site says Off */
-    assert_int_equal(cfg->default_vhost->n_names, 1);
-    assert_string_equal(cfg->default_vhost->names[0], "localhost");
-    assert_int_equal(cfg->default_vhost->n_error_pages, 0);
+    assert_string_equal(cfg->default_site->docroot, docroot);
+    assert_true(cfg->default_site->docroot_fd >= 0);
+    assert_false(cfg->default_site->symlinks);
+    assert_true(cfg->default_site->hide_dotfiles); /* on unless the site says Off */
+    assert_int_equal(cfg->default_site->n_names, 1);
+    assert_string_equal(cfg->default_site->names[0], "localhost");
+    assert_int_equal(cfg->default_site->n_error_pages, 0);
 
     mk_config_unref(cfg);
     confdir_free(d);
@@ -820,13 +820,13 @@ static void test_vhost_lookup(void **state)
     make_dir(d, "sites/subdir");
     cfg = load(d, NULL, 0);
 
-    assert_int_equal(cfg->n_vhosts, 4);
+    assert_int_equal(cfg->n_sites, 4);
     /* sorted by file name: aaa, default, example, wild */
-    first = cfg->vhosts[0];
-    def = cfg->vhosts[1];
-    ex = cfg->vhosts[2];
-    wild = cfg->vhosts[3];
-    assert_ptr_equal(cfg->default_vhost, def); /* the file named "default", not the first */
+    first = cfg->sites[0];
+    def = cfg->sites[1];
+    ex = cfg->sites[2];
+    wild = cfg->sites[3];
+    assert_ptr_equal(cfg->default_site, def); /* the file named "default", not the first */
     assert_string_equal(def->names[0], "localhost");
     assert_int_equal(ex->n_names, 2);
     assert_string_equal(ex->names[1], "www.example.com"); /* lowered */
@@ -878,10 +878,10 @@ static void test_default_vhost_is_first_without_default_file(void **state)
     write_file(d, "sites/zeta", "[HOST]\n    ServerName zeta.test\n    DocumentRoot htdocs\n");
     write_file(d, "sites/beta", "[HOST]\n    ServerName beta.test\n    DocumentRoot htdocs\n");
     cfg = load(d, NULL, 0);
-    assert_int_equal(cfg->n_vhosts, 2);
-    assert_string_equal(cfg->default_vhost->names[0], "beta.test");
-    assert_ptr_equal(mk_conf_site_lookup(cfg, "zeta.test", 9), cfg->vhosts[1]);
-    assert_ptr_equal(mk_conf_site_lookup(cfg, "other", 5), cfg->default_vhost);
+    assert_int_equal(cfg->n_sites, 2);
+    assert_string_equal(cfg->default_site->names[0], "beta.test");
+    assert_ptr_equal(mk_conf_site_lookup(cfg, "zeta.test", 9), cfg->sites[1]);
+    assert_ptr_equal(mk_conf_site_lookup(cfg, "other", 5), cfg->default_site);
     mk_config_unref(cfg);
     confdir_free(d);
 }
@@ -894,8 +894,8 @@ static void test_single_vhost(void **state)
     (void) state;
 
     cfg = load(d, NULL, 0);
-    assert_ptr_equal(mk_conf_site_lookup(cfg, "anything.example", 16), cfg->default_vhost);
-    assert_ptr_equal(mk_conf_site_lookup(cfg, "localhost", 9), cfg->default_vhost);
+    assert_ptr_equal(mk_conf_site_lookup(cfg, "anything.example", 16), cfg->default_site);
+    assert_ptr_equal(mk_conf_site_lookup(cfg, "localhost", 9), cfg->default_site);
     mk_config_unref(cfg);
     confdir_free(d);
 }
@@ -911,7 +911,7 @@ static void test_error_pages(void **state)
                "[ERROR_PAGES]\n    404 404.html\n    500 /errors/500.html\n"
                "    503 errors/./../errors/500.html\n");
     cfg = load(d, NULL, 0);
-    struct mk_site *vh = cfg->default_vhost;
+    struct mk_site *vh = cfg->default_site;
     assert_int_equal(vh->n_error_pages, 3);
     assert_int_equal(vh->error_pages[0].status, 404);
     assert_string_equal(vh->error_pages[0].path, "/404.html");
@@ -959,7 +959,7 @@ static void test_error_page_symlinks(void **state)
     /* A link that stays inside is followed when the site follows links. */
     write_file(d, "sites/default", BASE_SITE "    Symlinks On\n[ERROR_PAGES]\n    404 in.html\n");
     cfg = load(d, NULL, 0);
-    assert_string_equal(cfg->default_vhost->error_pages[0].path, "/in.html");
+    assert_string_equal(cfg->default_site->error_pages[0].path, "/in.html");
     mk_config_unref(cfg);
     confdir_free(d);
 }
@@ -1110,8 +1110,8 @@ static void test_document_roots(void **state)
     write_file(d, "sites/rel", "[HOST]\n    ServerName b.test\n    DocumentRoot ./www/../www\n");
     cfg = load(d, NULL, 0);
     snprintf(want, sizeof(want), "%s/www", d->real);
-    assert_string_equal(cfg->vhosts[0]->docroot, want);
-    assert_string_equal(cfg->vhosts[2]->docroot, want);
+    assert_string_equal(cfg->sites[0]->docroot, want);
+    assert_string_equal(cfg->sites[2]->docroot, want);
     mk_config_unref(cfg);
     confdir_free(d);
 }
@@ -1174,8 +1174,8 @@ static void test_shipped_configuration(void **state)
     if (!cfg) {
         fail_msg("%s", err);
     }
-    assert_true(cfg->n_vhosts >= 1);
-    assert_non_null(cfg->default_vhost);
+    assert_true(cfg->n_sites >= 1);
+    assert_non_null(cfg->default_site);
     mk_config_unref(cfg);
 }
 
@@ -1194,19 +1194,19 @@ static void test_config_for_dir(void **state)
         fail_msg("%s", err);
     }
     assert_null(cfg->confdir);
-    assert_int_equal(cfg->n_vhosts, 1);
-    assert_ptr_equal(cfg->default_vhost, cfg->vhosts[0]);
+    assert_int_equal(cfg->n_sites, 1);
+    assert_ptr_equal(cfg->default_site, cfg->sites[0]);
     snprintf(dir, sizeof(dir), "%s/htdocs", d->real);
-    assert_string_equal(cfg->default_vhost->docroot, dir);
-    assert_string_equal(cfg->default_vhost->file, "built-in");
-    assert_true(cfg->default_vhost->docroot_fd >= 0);
-    assert_true(cfg->default_vhost->hide_dotfiles);
+    assert_string_equal(cfg->default_site->docroot, dir);
+    assert_string_equal(cfg->default_site->file, "built-in");
+    assert_true(cfg->default_site->docroot_fd >= 0);
+    assert_true(cfg->default_site->hide_dotfiles);
     assert_int_equal(cfg->n_listen, 1);
     assert_string_equal(cfg->listen[0].spec, "2001");
     assert_int_equal(cfg->timeout_ms, 15000);
     assert_int_equal(cfg->n_plugins, 0);
     assert_non_null(cfg->mime);
-    assert_ptr_equal(mk_conf_site_lookup(cfg, "any.host", 8), cfg->default_vhost);
+    assert_ptr_equal(mk_conf_site_lookup(cfg, "any.host", 8), cfg->default_site);
     mk_config_unref(cfg);
 
     const struct mk_config_override ov[] = {{"Listen", "127.0.0.1:8080"}, {"HideVersion", "On"}};
@@ -1282,7 +1282,7 @@ static void test_compress_site_keys(void **state)
     (void) state;
     struct confdir *d = confdir_new();
     struct mk_config *cfg = load(d, NULL, 0);
-    const struct mk_compress_site *zs = &cfg->default_vhost->compress;
+    const struct mk_compress_site *zs = &cfg->default_site->compress;
 
     assert_int_equal(zs->codings, 0); /* off by default */
     assert_int_equal(zs->min_size, 256);
@@ -1300,7 +1300,7 @@ static void test_compress_site_keys(void **state)
     write_file(d, "monkey.conf", BASE_CONF "    CompressCache 1G\n");
     if (built) {
         cfg = load(d, NULL, 0);
-        zs = &cfg->default_vhost->compress;
+        zs = &cfg->default_site->compress;
         assert_int_equal(zs->codings, built);
         assert_int_equal(zs->n_types, 2);
         assert_string_equal(zs->types[0], "text/css");
@@ -1330,9 +1330,9 @@ static void test_compress_site_keys(void **state)
         write_file(d, "sites/default", site);
         if (built & MK_CODING_BIT(bits[i])) {
             cfg = load(d, NULL, 0);
-            assert_int_equal(cfg->default_vhost->compress.codings, MK_CODING_BIT(bits[i]));
+            assert_int_equal(cfg->default_site->compress.codings, MK_CODING_BIT(bits[i]));
             /* the default types */
-            zs = &cfg->default_vhost->compress;
+            zs = &cfg->default_site->compress;
             assert_true(mk_static_compress_type(zs, "text/html; charset=utf-8", 24));
             assert_true(mk_static_compress_type(zs, "image/svg+xml", 13));
             assert_false(mk_static_compress_type(zs, "image/png", 9));
