@@ -802,7 +802,7 @@ static void test_override_errors(void **state)
 
 /* ---- sites and virtual hosts --------------------------------------------- */
 
-static void test_vhost_lookup(void **state)
+static void test_site_lookup(void **state)
 {
     struct confdir *d = confdir_new();
     struct mk_config *cfg;
@@ -866,7 +866,7 @@ static void test_vhost_lookup(void **state)
 }
 
 /* Without a file named "default" the first site in name order is the default. */
-static void test_default_vhost_is_first_without_default_file(void **state)
+static void test_default_site_is_first_without_default_file(void **state)
 {
     struct confdir *d = confdir_new();
     char path[PATH_MAX * 2];
@@ -887,7 +887,7 @@ static void test_default_vhost_is_first_without_default_file(void **state)
 }
 
 /* With one site every Host goes to it. */
-static void test_single_vhost(void **state)
+static void test_single_site(void **state)
 {
     struct confdir *d = confdir_new();
     struct mk_config *cfg;
@@ -1566,9 +1566,9 @@ int main(void)
         cmocka_unit_test(test_missing_pieces),
         cmocka_unit_test(test_overrides),
         cmocka_unit_test(test_override_errors),
-        cmocka_unit_test(test_vhost_lookup),
-        cmocka_unit_test(test_default_vhost_is_first_without_default_file),
-        cmocka_unit_test(test_single_vhost),
+        cmocka_unit_test(test_site_lookup),
+        cmocka_unit_test(test_default_site_is_first_without_default_file),
+        cmocka_unit_test(test_single_site),
         cmocka_unit_test(test_error_pages),
 #ifdef MK_HAVE_COMPRESS
         cmocka_unit_test(test_compress_site_keys),
