@@ -53,7 +53,8 @@ void mk_static_compress_site_free(struct mk_compress_site *zs)
 int mk_static_compress_set_codings(void *obj, const struct mk_conf_key *k, const char *value,
                                    const struct mk_conf_origin *origin, char *reason, size_t len)
 {
-    struct mk_compress_site *zs = &((struct mk_site *) obj)->compress;
+    struct mk_site *site = obj;
+    struct mk_compress_site *zs = &site->compress;
     const char *cur = value, *w;
     size_t wlen;
     unsigned m = 0;
@@ -129,7 +130,8 @@ static bool mk_compress_type_valid(const char *w, size_t len)
 int mk_static_compress_set_types(void *obj, const struct mk_conf_key *k, const char *value,
                                  const struct mk_conf_origin *origin, char *reason, size_t len)
 {
-    struct mk_compress_site *zs = &((struct mk_site *) obj)->compress;
+    struct mk_site *site = obj;
+    struct mk_compress_site *zs = &site->compress;
     const char *cur = value, *w;
     size_t wlen;
 
