@@ -10,11 +10,16 @@
  *
  * This file owns the socket, the transport (the built-in "plain" one is
  * here), the conn_accept/conn_close hooks and the closing; how bytes become
- * requests is the protocol's business (proto.h, h1.c). Events and timer
+ * requests is the protocol's business (proto.h). Events and timer
  * expiries are handed to the protocol except in the states that belong to
- * the connection itself (HANDSHAKE, LINGER, CLOSED) and a hang-up while a
- * plugin holds a request (SUSPENDED: the protocol watches for nothing else
- * then). The handshake has the head Timeout, counted from the accept.
+ * the connection itself (HANDSHAKE, LINGER, CLOSED) and while a plugin
+ * holds the request: SUSPENDED, or WRITE with MK_CONN_HANDLER_WAIT (a
+ * streamed response waits for its handler), both set by the protocol; a
+ * hang-up then closes the connection here, and other events only narrow
+ * the interest. The handshake has the head Timeout, counted from the
+ * accept. The protocol is reached through c->proto and the set given at
+ * start (mk_conn_protocols): the first protocol of a connection, the one
+ * its ALPN names, and the answer to a connection refused before any ran.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -3,15 +3,19 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * conn.h: one client connection (struct mk_conn), its states and timers,
- * and its life whatever its protocol (conn.c; the timers are armed by
- * worker.c).
+ * and its life whatever its protocol (conn.c; its timer and turns:
+ * conn_timer.c).
  *
  * Ownership: a connection and its buffers belong to the worker that
  * accepted it (or received it from the acceptor) and are touched by no
  * other thread. The struct is recycled through the worker's free list: its
  * `gen` tells the reuses apart. The protocol's state rides inside it
- * (c->h1, read by h1.c only); reads and writes go through the transport
- * (transport.h).
+ * (c->h1, read by the HTTP/1 code only; c->h2, by the HTTP/2 code); reads
+ * and writes go through the transport (transport.h). conn.c calls the
+ * protocol only through c->proto and the set it is given at start (struct
+ * mk_proto_set below); of the protocol's doings it reads the connection's
+ * state and flags, which the protocol sets (MK_CONN_WRITE with
+ * MK_CONN_HANDLER_WAIT, MK_CONN_SUSPENDED: a hang-up then closes).
  */
 #ifndef MK_SERVER_CONN_H
 #define MK_SERVER_CONN_H
@@ -116,7 +120,7 @@ struct mk_proto_set {
 /* Give the connections their protocols; once, before the first one starts. */
 void mk_conn_protocols(const struct mk_proto_set *set);
 
-/* worker.c: the connection's timer, in its worker's timer queues */
+/* conn_timer.c: the connection's timer, in its worker's timer queues */
 void mk_conn_timer_set(struct mk_conn *c, enum mk_timer_kind kind);
 /* Arm the connection's MK_TIMER_IDLE for `ms` milliseconds. */
 void mk_conn_timer_idle(struct mk_conn *c, uint32_t ms);

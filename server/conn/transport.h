@@ -13,8 +13,15 @@
  * the socket will not signal: a reader goes on while it is not 0.
  *
  * The protocol a connection speaks is chosen by name, from the ALPN result
- * of its transport's handshake (mk_proto_find): "http/1.1" is HTTP/1; a
+ * of its transport's handshake (the find of the protocol set conn.c is
+ * given at start: mk_proto_find, proto/proto.c): "http/1.1" is HTTP/1; a
  * transport that negotiated nothing gets HTTP/1 too.
+ *
+ * Threads: a transport's calls and the functions below run on the worker
+ * that owns the connection; the state a transport keeps for it
+ * (c->transport_data) is that worker's too. The copies mk_transport_adopt
+ * makes belong to the plugin set: made on the controlling thread as the
+ * plugins load, read-only afterwards.
  */
 #ifndef MK_SERVER_TRANSPORT_H
 #define MK_SERVER_TRANSPORT_H

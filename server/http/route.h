@@ -22,6 +22,11 @@
  *
  * Matching is pure: no allocation, no I/O; a table without routes costs one
  * comparison, and each route rejects a path on its literal head first.
+ *
+ * Ownership: a table belongs to its site in one configuration. It is
+ * filled on the controlling thread while that configuration is built (the
+ * plugins' routes hooks and site_init), then only read, by any worker,
+ * until the configuration is freed with it.
  */
 #ifndef MK_SERVER_ROUTE_H
 #define MK_SERVER_ROUTE_H

@@ -7,7 +7,7 @@
  *
  * The program's sites and routes are kept in srv->lib; each configuration
  * the server builds gets the sites (mk_lib_configure) and loads the
- * internal plugin "lib", whose site_init() puts the routes in each site's
+ * internal plugin "lib", whose routes hook puts the routes in each site's
  * route table. Controlling thread only. A server built without library
  * mode (MK_LIBMONKEY=OFF) has no lib.c and no such plugin: the program
  * has no sites or routes to add.

@@ -10,6 +10,11 @@
  * them), which the unit tests and the fuzz target call directly. A server
  * built without the supervisor (MK_SUPERVISOR=OFF) has neither file: the
  * child's side below becomes stubs of a process never supervised.
+ *
+ * Threads: the supervisor is one thread (its poll loop); it starts no
+ * worker and loads no plugin. In the child, what it learns is read once
+ * at start on the controlling thread (the MK_SUPERVISOR_* variables) and
+ * only read afterwards (api->supervisor_stats, any thread).
  */
 #ifndef MK_SERVER_SUPERVISOR_H
 #define MK_SERVER_SUPERVISOR_H

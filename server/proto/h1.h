@@ -8,6 +8,10 @@
  * buffers, the head scanner, the body framing and the one request in
  * progress (HTTP/1 answers requests in order, one at a time). Only h1.c
  * reads or writes it; request.c and plugins see requests only.
+ *
+ * Ownership: the state is part of struct mk_conn (c->h1) and belongs to
+ * the connection's worker; its buffers are chunks of that worker's pool
+ * (or a larger block for a long head), attached only while needed.
  */
 #ifndef MK_SERVER_H1_H
 #define MK_SERVER_H1_H

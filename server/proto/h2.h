@@ -16,6 +16,11 @@
  * into HEADERS and DATA frames. The state (struct mk_h2, h2.c only) is
  * allocated when the connection starts speaking HTTP/2 and freed by
  * proto->release.
+ *
+ * Ownership: the state, its nghttp2 session and its streams belong to the
+ * connection's worker and are touched by no other thread (h2_mem.h: their
+ * blocks come from that worker's free lists). Other threads read only the
+ * worker's atomic HTTP/2 counters this code moves (api->h2_stats).
  */
 #ifndef MK_SERVER_H2_H
 #define MK_SERVER_H2_H

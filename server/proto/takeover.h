@@ -4,6 +4,10 @@
  *
  * takeover.h: a connection handed to a plugin after 101 Switching
  * Protocols (api->takeover). See takeover.c.
+ *
+ * Ownership: the takeover record (c->takeover) belongs to its connection
+ * and its worker: the plugin's callbacks run on that worker, and it is
+ * freed (the configuration it held let go) once on_close has returned.
  */
 #ifndef MK_SERVER_TAKEOVER_H
 #define MK_SERVER_TAKEOVER_H

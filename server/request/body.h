@@ -13,6 +13,10 @@
  * loop, never inside the plugin's call). The body's end goes through
  * mk_request_body_ready() as for a buffered body. A request that ends
  * before its body did tells the handler (MK_BODY_ABORT) exactly once.
+ *
+ * Threads: everything here runs on the request's worker, and the handler
+ * is called there only; body_stream and body_consume from another thread
+ * are refused (MK_ERR).
  */
 #ifndef MK_SERVER_BODY_H
 #define MK_SERVER_BODY_H

@@ -2,10 +2,22 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * response.c: what a response is, whatever protocol carries it: extra
- * headers, error answers (the site's error pages or a short HTML body), the
- * body's source, and the file-body write loop through the transport. The
- * protocol (h1.c) builds the head and decides how the bytes are framed.
+ * response.c: what a response is, whatever protocol carries it: its extra
+ * header lines with a record of each field (mk_response_add_*: HTTP/2
+ * takes names and values from the records), error answers (the site's
+ * error pages or a short HTML body, with Allow where it belongs), the reset
+ * of what a handler set up when an internal redirect starts the request
+ * again, a streamed body's queue of pieces (the handler appends, the
+ * protocol pops and is woken), and the walk over a multipart body's runs.
+ * Setting the status, type and body source is response_set.c's.
+ *
+ * The protocol builds the head and frames the body (proto.h: h1.c, h2*.c).
+ * HTTP/1 writes a file or multipart body with the loops at the end of this
+ * file (mk_response_send_file, mk_response_send_parts: the transport's
+ * sendfile, or read and write without one); HTTP/2 queues file ranges
+ * itself and copies parts with mk_response_parts_copy.
+ *
+ * On the request's worker, like the request it belongs to (request.h).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -4,6 +4,10 @@
  *
  * upgrade.h: a request that asked for its connection after 101 Switching
  * Protocols (upgrade.c); the connection's side is proto/takeover.h.
+ *
+ * Ownership: the record lives in the request (r->upgrade), on its worker,
+ * until the protocol sends the 101 and hands it to mk_takeover_start, or
+ * the request ends without the switch (mk_upgrade_cancel).
  */
 #ifndef MK_SERVER_UPGRADE_H
 #define MK_SERVER_UPGRADE_H

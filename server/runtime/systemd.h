@@ -5,6 +5,11 @@
  * systemd.h: readiness notification and socket activation, without
  * libsystemd (see systemd.c). A server built without them (MK_SYSTEMD=OFF)
  * has the functions below as stubs that send nothing and find no socket.
+ *
+ * Threads: the controlling thread calls these (the control loop's
+ * notifications, the listener plans of a start or a reload), and the
+ * supervisor's loop passes its child's messages on; no worker does. The
+ * passed sockets are the process's, open for its whole life.
  */
 #ifndef MK_SERVER_SYSTEMD_H
 #define MK_SERVER_SYSTEMD_H

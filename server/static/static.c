@@ -9,8 +9,15 @@
  * normalised once (path.c): nothing outside the document root can be
  * reached, and symbolic links are refused unless the site allows them.
  *
- * Each file is opened and fstat'ed once; the descriptor then carries the
- * body (sendfile) so a file replaced mid-request is served consistently.
+ * A file is opened and fstat'ed when the worker's file cache does not hold
+ * it (mk_static_lookup), and the entry is then kept: a hit costs no system
+ * call, and an entry is revalidated with one fstatat the first time it is
+ * used in a new second (file_cache.h). With FileCache 0 every request opens
+ * and fstats its file. The descriptor carries the body (sendfile, or the
+ * bytes of a small file read once into the entry), so a file replaced
+ * mid-response is still served consistently.
+ *
+ * On the request's worker; the entries are that worker's (file_cache.h).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -4,6 +4,9 @@
  *
  * static.h: the static handler (static.c), the last content handler of
  * every request: its entries, and the table the request layer is given.
+ *
+ * Threads: the entries run on the request's worker and use that worker's
+ * file cache; the table is constant, given once at start (server.c).
  */
 #ifndef MK_SERVER_STATIC_H
 #define MK_SERVER_STATIC_H

@@ -10,6 +10,9 @@
  * else the prefix "/" (the site's default); else no header. The headers go
  * on 200, 206 and 304 answers (RFC 9111 section 4.3.4: a 304 carries the
  * Cache-Control and Expires a 200 would), never on errors.
+ *
+ * Ownership: a site's rules are built with its configuration on the
+ * controlling thread and freed with it; workers only read them.
  */
 #ifndef MK_SERVER_STATIC_CACHE_H
 #define MK_SERVER_STATIC_CACHE_H

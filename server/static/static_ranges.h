@@ -17,6 +17,9 @@
  * guessed from the file, or from another answer, so a file cannot hold it
  * on purpose; and it never occurs in the part heads (the media type is
  * checked; the rest holds no run of 24 hexadecimal digits).
+ *
+ * On the request's worker: the runs are in the request's arena, and the
+ * random bytes of the boundaries are kept per thread.
  */
 #ifndef MK_SERVER_STATIC_RANGES_H
 #define MK_SERVER_STATIC_RANGES_H

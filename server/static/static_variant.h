@@ -11,6 +11,9 @@
  * opened under the same containment rules as the file itself, and not
  * older than the file (a stale variant is ignored). The variant is a file
  * of its own: its ETag, Last-Modified, size and ranges are its own.
+ *
+ * On the request's worker: a variant is an entry of that worker's file
+ * cache (file_cache.h), under its own path.
  */
 #ifndef MK_SERVER_STATIC_VARIANT_H
 #define MK_SERVER_STATIC_VARIANT_H
