@@ -100,7 +100,7 @@ deb:
 	@ls -l $(DEB_BUILD)/*.deb
 
 deb-test: deb
-	MK_DEB=$(DEB_BUILD) $(PYTHON) -m pytest -q tests/integration/test_15_deb.py
+	MK_DEB=$(DEB_BUILD) $(PYTHON) -m pytest -q tests/integration/install/test_deb.py
 
 # ARM (docs/packaging.md): cmake/toolchain-$(ARCH).cmake; the target's
 # OpenSSL and cmocka come from multiarch packages when they can be installed
@@ -178,14 +178,14 @@ test: deps reconfigure all asan static embedded
 # (tests/size_budget.txt) on the profile built against the system's C
 # library (build-embedded/). make embedded-test runs it alone.
 EMBEDDED_TESTS = MK_TEST_DEPS=1 MK_BUILD=$(STATIC_BUILD) MK_STATIC=1 taskset -c $(PIN_CPU) $(PYTHON) -m pytest -q \
-		tests/integration --ignore=tests/integration/test_watch.py \
+		tests/integration --ignore=tests/integration/tools/test_watch.py \
 	&& echo "== the static-file tests and the size budget (the embedded profile, $(EMBEDDED_BUILD))" \
 	&& MK_TEST_DEPS=1 MK_BUILD=$(EMBEDDED_BUILD) MK_STATIC=1 taskset -c $(PIN_CPU) $(PYTHON) -m pytest -q \
 		$(EMBEDDED_STATIC_FILES)
-EMBEDDED_STATIC_FILES = tests/integration/test_01_basic.py tests/integration/test_02_static.py \
-	tests/integration/test_02_cache_headers.py tests/integration/test_02_precompressed.py \
-	tests/integration/test_02_file_cache_body.py tests/integration/test_03_keepalive.py \
-	tests/integration/test_09_dirlisting.py tests/integration/test_15_profile.py
+EMBEDDED_STATIC_FILES = tests/integration/http/test_basic.py tests/integration/static/test_static.py \
+	tests/integration/static/test_cache_headers.py tests/integration/static/test_precompressed.py \
+	tests/integration/static/test_file_cache_body.py tests/integration/http/test_keepalive.py \
+	tests/integration/plugins/test_dirlisting.py tests/integration/install/test_profile.py
 embedded-test: static embedded
 	$(EMBEDDED_TESTS)
 

@@ -120,7 +120,7 @@ endfunction()
 
 # mk_features_write(): BUILD/features.txt, NAME<TAB>on|off<TAB>why, one line
 # per optional feature, and the same at the end of the configure output.
-# tests/integration/test_15_features.py reads it, and `make test` prints it.
+# tests/integration/install/test_features.py reads it, and `make test` prints it.
 function(mk_features_write)
   get_property(lines GLOBAL PROPERTY MK_FEATURE_LINES)
   set(text "# The optional features of this build (written at each configure; docs/packaging.md)\n")

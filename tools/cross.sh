@@ -60,7 +60,7 @@ emu_tree() {
     emu_dir bin
     emu_dir tests
     emu_dir examples
-    # cmake --install (test_15_install.py) writes it into BUILD later.
+    # cmake --install (install/test_install.py) writes it into BUILD later.
     [ -e "$emu/install_manifest.txt" ] || ln -s "$build/install_manifest.txt" "$emu/"
 }
 
@@ -72,7 +72,7 @@ run_tests() {
     echo "== $arch: integration tests, the server under $qemu"
     # shellcheck disable=SC2086
     MK_BUILD="$build/emu" MK_EMULATED=1 python3 -m pytest -q tests/integration \
-        --ignore=tests/integration/test_15_deb.py ${PYTEST_ARGS:-} || failed="$failed integration"
+        --ignore=tests/integration/install/test_deb.py ${PYTEST_ARGS:-} || failed="$failed integration"
     [ -z "$failed" ] || { echo "== $arch: failed:$failed" >&2; exit 1; }
 }
 

@@ -84,7 +84,7 @@ if [ "$stage" != build ]; then
     need openssl openssl # the test certificates
     need clang-format clang-format
     need taskset util-linux # make test: the integration suite pinned to one CPU
-    # test_06_supervisor.py kills the server under wrk's load and reads wrk's
+    # process/test_supervisor.py kills the server under wrk's load and reads wrk's
     # count of refused connects; it fails without wrk.
     need wrk wrk
     # plugins/fastcgi and plugins/cgi tests: Debian 12's php-fpm8.2 (package
@@ -114,7 +114,7 @@ if [ "$stage" != build ]; then
     [ -e /usr/include/sqlite3.h ] || optional="${optional:-} libsqlite3-dev"
     need nghttp nghttp2-client
     need h2load nghttp2-client
-    # test_15_embed: the example is built against the installed libmonkey.
+    # install/test_embed.py: the example is built against the installed libmonkey.
     need pkg-config pkgconf
     # h2spec is built with Go (below, after the packages): Debian's Go when
     # there is none.
@@ -297,7 +297,7 @@ if [ -n "${h2_pip:-}" ]; then
     echo "deps: installing Python's h2 with pip for $(command -v python3)"
     python3 -m pip install -q h2 || { echo "deps: pip install h2 failed" >&2; exit 1; }
 fi
-# h2spec (tests/integration/test_18_h2_spec.py), built with Go from the
+# h2spec (tests/integration/h2/test_h2_spec.py), built with Go from the
 # module versions pinned in tools/h2spec/go.mod and go.sum (fetched through
 # the Go module proxy): `go install ...@latest` would take the newest
 # golang.org/x/sys, which Debian 12's Go (1.19) cannot build. It goes into

@@ -12,7 +12,7 @@ MK_STATIC=ON: make static), "default" (no profile, RelWithDebInfo, no
 sanitizer: what make builds); any other build has no budget. Prints the
 figures; the exit status is 1 when the binary is larger than its budget,
 0 otherwise (or when no budget applies). make embedded runs it, and
-tests/integration/test_15_profile.py calls budget_check() for the build
+tests/integration/install/test_profile.py calls budget_check() for the build
 under test.
 """
 

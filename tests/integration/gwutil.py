@@ -1,5 +1,5 @@
-"""What the tests of the gateways share (test_18_cgi.py, test_18_fastcgi*.py;
-add_auth for test_18_fallback.py too): a client that decodes chunked
+"""What the tests of the gateways share (gateway/test_cgi.py, gateway/test_fastcgi*.py;
+add_auth for http/test_fallback.py too): a client that decodes chunked
 bodies, the environment a script prints, the auth plugin in front of a
 site, the control plugin's counters of a plugin."""
 

@@ -1,6 +1,6 @@
 """What the tests of an installed tree share: a DESTDIR that `cmake --install`
-filled (test_15_install.py, test_15_embed.py, the Duda tests) or the Debian
-packages extracted into a folder (test_15_deb.py). The tree's configuration names
+filled (install/test_install.py, install/test_embed.py, the Duda tests) or the Debian
+packages extracted into a folder (install/test_deb.py). The tree's configuration names
 absolute paths; relocated, it names the tree's own files, and its programs
 run from there as an administrator would run them."""
 

@@ -4,7 +4,7 @@
  *
  * crash.c: a test plugin that faults as it starts (SIGSEGV from init), so
  * that a supervised server crashes at every start: the supervisor's crash
- * loop limit (tests/integration/test_06_supervisor.py).
+ * loop limit (tests/integration/process/test_supervisor.py).
  */
 #include <signal.h>
 

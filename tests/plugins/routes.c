@@ -3,7 +3,7 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * routes.c: a test plugin for the route table (api->route_add), used by
- * tests/integration/test_16_routes.py. Every answer is text/plain.
+ * tests/integration/api/test_routes.py. Every answer is text/plain.
  *
  * Routes of every site, from init():
  *   GET        /r/hello                   "hello"

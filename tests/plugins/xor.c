@@ -4,7 +4,7 @@
  *
  * xor.c: a TEST FIXTURE, not a security layer. A toy transport ("Listen
  * PORT xor [options]") with the shape of TLS, so the integration tests
- * (tests/integration/test_16_transport.py) can drive every part of the
+ * (tests/integration/conn/test_transport.py) can drive every part of the
  * transport seam with raw sockets:
  *
  *   handshake  the client sends one byte N, then N bytes of a server name

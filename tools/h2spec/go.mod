@@ -1,4 +1,4 @@
-// h2spec, the HTTP/2 conformance suite of tests/integration/test_18_h2_spec.py,
+// h2spec, the HTTP/2 conformance suite of tests/integration/h2/test_h2_spec.py,
 // built by tools/deps.sh test (go build github.com/summerwind/h2spec/cmd/h2spec
 // in this folder). h2spec has no go.mod of its own, so `go install ...@latest`
 // takes the newest version of each of its imports, and the newest

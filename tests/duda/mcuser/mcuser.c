@@ -1,5 +1,5 @@
 /*
- * Drives the memcache package for test_18_duda_memcache.py. The servers
+ * Drives the memcache package for duda/test_duda_memcache.py. The servers
  * are in ConfDir/memcache.conf ([MEMCACHE] Servers host:port).
  *
  *   GET /mcuser/set/:key/:value?ttl=S   "stored"

@@ -1,5 +1,5 @@
 /*
- * Drives the redis package for test_18_duda_redis.py. Redis's address is
+ * Drives the redis package for duda/test_duda_redis.py. Redis's address is
  * in ConfDir/redis.conf ([REDIS] Url redis://...).
  *
  *   GET /redisuser/set/:key/:value   SET: "OK"

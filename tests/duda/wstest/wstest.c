@@ -1,6 +1,6 @@
 /*
  * The websocket and broadcaster packages' test service
- * (tests/integration/test_18_duda_websocket.py):
+ * (tests/integration/duda/test_duda_websocket.py):
  *
  *   /wstest/echo    echoes every message (default limits: 1 MiB)
  *   /wstest/echoz   the same with permessage-deflate accepted
