@@ -323,8 +323,15 @@ def test_an_idle_connection_gives_back_the_pages_of_the_frame_buffer(make_server
         c = H2Client(srv.port)
         c.wait([c.request("/hello.txt")])
         conns.append(c)
-    time.sleep(0.6 * SLOW)  # idle for more than MK_H2_TRIM_MS
-    per_conn = (vm_rss_kb(srv.proc.pid) - base) / 500
+    # Idle for more than MK_H2_TRIM_MS; a busy machine may run the worker's
+    # trims late, so the figure is read until it settles (what is asserted
+    # is that the pages go back, not how soon).
+    deadline = time.monotonic() + 10 * SLOW
+    while True:
+        time.sleep(0.6 * SLOW)
+        per_conn = (vm_rss_kb(srv.proc.pid) - base) / 500
+        if per_conn < 18.8 or time.monotonic() > deadline:
+            break
     assert per_conn < 18.8, f"{per_conn:.1f} KiB per idle HTTP/2 connection"
     for c in conns:
         c.close()
