@@ -573,9 +573,6 @@ static int mk_h1_build_head(struct mk_request *r)
     }
 
     bool no_body = mk_response_no_body(r);
-    if (no_body) {
-        r->flags |= MK_REQ_NO_BODY;
-    }
     if (r->content_type_len && !no_body) {
         p = MK_PUT_LIT(p, "Content-Type: ");
         p = mk_put(p, r->content_type, r->content_type_len);
@@ -618,14 +615,8 @@ static int mk_h1_start(struct mk_request *r)
     if (mk_h1_build_head(r) != MK_OK) {
         return MK_ERR;
     }
-    if ((r->flags & (MK_REQ_HEAD | MK_REQ_NO_BODY)) ||
-        (r->content_length == 0 && r->body_type != MK_RESP_STREAM)) {
+    if (mk_response_omit_body(r)) {
         /* Nothing but the head goes out. */
-        mk_response_stream_cancel(r);
-        mk_response_drop_file(r);
-        r->body_type = MK_RESP_NONE;
-        r->body_left = 0;
-        r->mem_len = 0;
     }
     else if (r->body_type == MK_RESP_FILE && r->body_left <= h->out_size - h->out_len) {
         /*

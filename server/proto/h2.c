@@ -1870,10 +1870,7 @@ static void mk_h2_respond(struct mk_request *r, bool error)
     nv[n++] = (nghttp2_nv){(uint8_t *) ":status", (uint8_t *) status, 7, 3, nc};
     mk_h2_line_nv(r->cfg->server_header, r->cfg->server_header_len, "server", nv, &n, nc);
     mk_h2_line_nv(w->date, w->date_len, "date", nv, &n, nc);
-    if (mk_response_no_body(r)) {
-        r->flags |= MK_REQ_NO_BODY;
-    }
-    else {
+    if (!mk_response_no_body(r)) {
         if (r->content_type_len) {
             nv[n++] = (nghttp2_nv){(uint8_t *) "content-type", (uint8_t *) r->content_type, 12,
                                    r->content_type_len, nc};
@@ -1884,16 +1881,7 @@ static void mk_h2_respond(struct mk_request *r, bool error)
         }
     }
     mk_h2_fields_to_nv(r, nv, cap, &n, nc);
-    body =
-        !(r->flags & (MK_REQ_HEAD | MK_REQ_NO_BODY)) &&
-        (r->body_type == MK_RESP_STREAM || (r->content_length > 0 && r->body_type != MK_RESP_NONE));
-    if (!body) {
-        mk_response_stream_cancel(r);
-        mk_response_drop_file(r);
-        r->body_type = MK_RESP_NONE;
-        r->body_left = 0;
-        r->mem_len = 0;
-    }
+    body = !mk_response_omit_body(r);
     if (nghttp2_submit_response(c->h2->ng, s->id, nv, n, body ? &dp : NULL) != 0) {
         mk_h2_reset(c, s, NGHTTP2_INTERNAL_ERROR);
     }

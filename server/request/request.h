@@ -84,7 +84,6 @@ struct mk_piece {
 #define MK_REQ_CFG_REF 0x04u   /* counted in its worker's config users */
 #define MK_REQ_CONTINUE_SENT 0x08u
 #define MK_REQ_ACTIVE 0x10u       /* begun and not yet finished */
-#define MK_REQ_NO_BODY 0x20u      /* status forbids a body (1xx, 204, 304) */
 #define MK_REQ_BODY_READ 0x40u    /* the body asked for by a handler is complete */
 #define MK_REQ_SUSPENDING 0x80u   /* the running hook called api->suspend() */
 #define MK_REQ_COMPLETE 0x100u    /* the whole announced response was sent */
@@ -280,10 +279,30 @@ int mk_response_add_lines(struct mk_request *r, const char *lines, size_t len,
 void mk_response_error(struct mk_request *r, int status);
 /* Forget the response set up so far (status, type, headers, body): r answers afresh. */
 void mk_response_reset(struct mk_request *r);
-/* Whether r's status forbids a body (1xx, 204, 304). */
+/* Whether r's status forbids a body (1xx, 204, 304): its head announces none. */
 static inline bool mk_response_no_body(const struct mk_request *r)
 {
     return r->status < 200 || r->status == 204 || r->status == 304;
+}
+/* Let go of r's body source (mk_response_omit_body): r->body_type becomes MK_RESP_NONE. */
+void mk_response_drop_body(struct mk_request *r);
+/*
+ * Whether r's response goes out as its head alone: a HEAD request, a status
+ * that forbids a body (mk_response_no_body), no body source, or an empty
+ * body of known length. Then the body source is let go (a stream's handler
+ * is told, a file released) and r->body_type is MK_RESP_NONE. Asked once
+ * the head is built, which reads the body's kind (chunked or a length).
+ * The one decision for every protocol.
+ */
+static inline bool mk_response_omit_body(struct mk_request *r)
+{
+    /* 200 first: the common answer costs one comparison of its status */
+    if (!(r->flags & MK_REQ_HEAD) && (r->status == 200 || !mk_response_no_body(r)) &&
+        r->body_type != MK_RESP_NONE && (r->content_length > 0 || r->body_type == MK_RESP_STREAM)) {
+        return false;
+    }
+    mk_response_drop_body(r);
+    return true;
 }
 /* Streams (api->stream_*): see mk_plugin.h for the contracts. */
 #define MK_STREAM_HIGH_WATER (64u * 1024u) /* queued body bytes per request */

@@ -310,7 +310,6 @@ void mk_response_reset(struct mk_request *r)
     mk_free(r->owned);
     r->owned = NULL;
     r->status = 200;
-    r->flags &= (uint16_t) ~MK_REQ_NO_BODY;
     r->content_type = NULL;
     r->content_type_len = 0;
     r->extra_len = 0;
@@ -478,6 +477,15 @@ void mk_response_stream_cancel(struct mk_request *r)
 }
 
 /* ---- the body ------------------------------------------------------------ */
+
+void mk_response_drop_body(struct mk_request *r)
+{
+    mk_response_stream_cancel(r);
+    mk_response_drop_file(r);
+    r->body_type = MK_RESP_NONE;
+    r->body_left = 0;
+    r->mem_len = 0;
+}
 
 /* Without a transport sendfile: read the file at *off and write it, moving *off on. */
 static ssize_t mk_response_copy_file(struct mk_request *r, off_t *off, size_t len)
