@@ -1293,42 +1293,32 @@ static struct mk_http_header *mk_h2_headers(struct mk_request *r, const struct m
 }
 
 /*
- * The header block of s is complete: build its request head straight
- * from the pseudo-headers and fields (mk_http_head_build holds them to
- * the rules and limits of an HTTP/1.1 head: "METHOD PATH", Host from
- * :authority, the fields), version 20; then run the request. The head
- * points into the header block, which stays with the stream.
+ * The header block of s is complete: run its request from the
+ * pseudo-headers and fields (mk_request_run_parts builds the head by the
+ * rules and limits of an HTTP/1.1 head: "METHOD PATH", Host from
+ * :authority, the fields), version 20. The head points into the header
+ * block, which stays with the stream.
  */
 static void mk_h2_request_start(struct mk_conn *c, struct mk_h2_stream *s, bool end_stream)
 {
     struct mk_request *r = mk_request_new(c);
-    const struct mk_h2_span *target = s->path.set ? &s->path : &s->authority;
-    struct mk_http_header *headers;
-    unsigned n;
+    struct mk_request_parts p = {
+        .version = 20,
+        .refused = s->head_status,
+        .method = mk_h2_span_str(s, &s->method),
+        .target = mk_h2_span_str(s, s->path.set ? &s->path : &s->authority),
+        .names_are_tokens = !s->names_unchecked,
+    };
 
     s->r = r;
     r->proto_data = s;
-    r->head.version = 20;
     s->body_end = end_stream;
     s->since = c->worker->now_ms;
-    if (s->head_status) {
-        mk_request_error(r, s->head_status);
-        return;
+    if (!p.refused) {
+        p.headers = mk_h2_headers(r, s, &p.n);
+        p.refused = p.headers ? 0 : 503;
     }
-    headers = mk_h2_headers(r, s, &n);
-    if (!headers) {
-        mk_request_error(r, 503);
-        return;
-    }
-    if (mk_http_head_build(&r->head, mk_h2_span_str(s, &s->method), mk_h2_span_str(s, target),
-                           headers, n, !s->names_unchecked, &r->cfg->limits) != MK_OK) {
-        int status = r->head.status;
-        r->head.version = 20;
-        mk_request_error(r, status);
-        return;
-    }
-    r->head.version = 20;
-    mk_request_run(r);
+    mk_request_run_parts(r, &p);
 }
 
 /* Keep body bytes of s until its handler takes them. */

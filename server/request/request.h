@@ -220,6 +220,25 @@ void mk_request_free(struct mk_request *r);
 /* Free the worker's spare and zombie requests (worker teardown). */
 void mk_request_pool_destroy(struct mk_worker *w);
 void mk_request_run(struct mk_request *r);
+/* A request head given as its parts, not as text (an HTTP/2 header block). */
+struct mk_request_parts {
+    int version;                    /* the protocol's (20): the head keeps it */
+    int refused;                    /* a status to answer at once (431, 503), or 0 */
+    struct mk_str method, target;   /* :method; :path, or :authority for CONNECT */
+    struct mk_http_header *headers; /* the n fields, Host first (from :authority) */
+    unsigned n;
+    bool names_are_tokens; /* as for mk_http_head_build */
+};
+/*
+ * Run r from the parts of its head: answered `refused` at once when that
+ * is set (the protocol could not keep the header block); otherwise its head
+ * is built from the parts (mk_http_head_build: the rules and limits of an
+ * HTTP/1.1 head) and r runs, or is answered with the status the build
+ * chose. Whatever the outcome, r->head.version is the protocol's (the
+ * build leaves 11), for every hook and log line. The views in `p` must
+ * outlive r; `p` itself need not.
+ */
+void mk_request_run_parts(struct mk_request *r, const struct mk_request_parts *p);
 struct mk_suspended *mk_request_suspend(struct mk_request *r);
 /* Take back handle s of r, never given out (its task was refused). */
 void mk_request_unsuspend(struct mk_request *r, struct mk_suspended *s);
