@@ -334,12 +334,6 @@ int mk_response_stream_commit(struct mk_request *r, size_t n);
 void mk_response_stream_cancel(struct mk_request *r);
 /* Free the first piece, written in full. */
 void mk_response_stream_pop(struct mk_request *r);
-/* Write the file body of r through the connection's transport: MK_OK (all
-   sent), MK_AGAIN (socket full or budget spent), MK_ERR. */
-int mk_response_send_file(struct mk_request *r, size_t budget);
-/* The same for a multipart body (MK_RESP_PARTS): the part heads from
-   memory, the parts' bytes with the transport's sendfile. */
-int mk_response_send_parts(struct mk_request *r, size_t budget);
 /* Copy the next `len` bytes of r's multipart body (at most r->body_left)
    into buf, moving its cursor and r->body_left on: MK_OK, or MK_ERR when
    the file shrank. */
