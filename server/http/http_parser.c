@@ -2,27 +2,30 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * http_parser.c: strict HTTP/1.1 request head parser and chunked decoder.
+ * http_parser.c: strict HTTP/1.1 request head parser: the end of a head
+ * found (mk_http_scan), its request line and fields parsed (mk_http_parse,
+ * or mk_http_read_head in one pass), and a head built from the parts an
+ * HTTP/2 header block gives (mk_http_head_build). The chunked body decoder
+ * is http_chunked.c's.
  *
- * Pure functions (see http.h). The parser rejects anything that two
- * implementations could read two ways: whitespace before a colon, obs-fold,
- * bare CR, control characters, invalid token characters, a missing or
- * repeated Host, Content-Length together with Transfer-Encoding, differing or
- * malformed Content-Length values and bad chunk sizes. The trailer section
- * of a chunked body is held to the same rules as the header section. A
- * single LF is accepted as a line terminator (RFC 9112 section 2.2).
+ * Pure functions (see http.h), callable from any thread; the caller owns
+ * every buffer, and a parsed head points into the bytes it was read from.
+ * The parser rejects anything that two implementations could read two
+ * ways: whitespace before a colon, obs-fold, bare CR, control characters,
+ * invalid token characters, a missing or repeated Host, Content-Length
+ * together with Transfer-Encoding, differing or malformed Content-Length
+ * values. A single LF is accepted as a line terminator (RFC 9112 section
+ * 2.2).
  */
 #include "http.h"
+#include "http_chars.h"
 
 #include <string.h>
 
 #include <monkey/mk_common.h>
 
-/*
- * tchar (RFC 9110 section 5.6.2): 3, upper-case letters 1 (MK_HTTP_NAME_UPPER), so
- * that ANDing the bytes of a name classifies it (mk_http_name_class)
- */
-static const uint8_t mk_tchar[256] = {
+/* The tchar table of http_chars.h. */
+const uint8_t mk_http_tchar[256] = {
     ['!'] = 3, ['#'] = 3, ['$'] = 3, ['%'] = 3, ['&'] = 3, ['\''] = 3, ['*'] = 3, ['+'] = 3,
     ['-'] = 3, ['.'] = 3, ['^'] = 3, ['_'] = 3, ['`'] = 3, ['|'] = 3,  ['~'] = 3, ['0'] = 3,
     ['1'] = 3, ['2'] = 3, ['3'] = 3, ['4'] = 3, ['5'] = 3, ['6'] = 3,  ['7'] = 3, ['8'] = 3,
@@ -35,34 +38,10 @@ static const uint8_t mk_tchar[256] = {
     ['v'] = 3, ['w'] = 3, ['x'] = 3, ['y'] = 3, ['z'] = 3,
 };
 
-static inline bool mk_is_tchar(unsigned char c)
-{
-    return mk_tchar[c] != 0;
-}
-
-/* field-vchar / SP / HTAB: anything but controls (HTAB excepted) and DEL. */
-static inline bool mk_is_field_char(unsigned char c)
-{
-    return c == '\t' || (c >= 0x20 && c != 0x7f);
-}
-
 /* Characters allowed in a request-target: visible ASCII except '#'. */
 static inline bool mk_is_target_char(unsigned char c)
 {
     return c > 0x20 && c < 0x7f && c != '#';
-}
-
-static inline bool mk_is_hex(char c)
-{
-    return mk_is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
-static inline unsigned mk_hex_val(char c)
-{
-    if (mk_is_digit(c)) {
-        return (unsigned) (c - '0');
-    }
-    return (unsigned) (mk_tolower(c) - 'a' + 10);
 }
 
 /*
@@ -992,10 +971,11 @@ enum mk_http_name mk_http_name_class(const char *p, size_t len)
     size_t i = 0;
 
     for (; i + 4 <= len; i += 4) {
-        acc &= mk_tchar[u[i]] & mk_tchar[u[i + 1]] & mk_tchar[u[i + 2]] & mk_tchar[u[i + 3]];
+        acc &= mk_http_tchar[u[i]] & mk_http_tchar[u[i + 1]] & mk_http_tchar[u[i + 2]] &
+               mk_http_tchar[u[i + 3]];
     }
     for (; i < len; i++) {
-        acc &= mk_tchar[u[i]];
+        acc &= mk_http_tchar[u[i]];
     }
     return (enum mk_http_name) acc;
 }
@@ -1057,232 +1037,4 @@ const struct mk_str *mk_http_header_get(const struct mk_http_head *head, const c
         }
     }
     return NULL;
-}
-
-/* ---- chunked ------------------------------------------------------------- */
-
-enum {
-    MK_CH_SIZE = 0,
-    MK_CH_SIZE_WS, /* whitespace after the size: only ';' may follow (BWS) */
-    MK_CH_EXT,
-    MK_CH_SIZE_LF,
-    MK_CH_DATA,
-    MK_CH_DATA_CR,
-    MK_CH_DATA_LF,
-    MK_CH_TRAILER,          /* at the start of a trailer line, or of the final empty one */
-    MK_CH_TRAILER_NAME,     /* in a field name: token characters up to ':' */
-    MK_CH_TRAILER_VALUE,    /* in a field value */
-    MK_CH_TRAILER_VALUE_LF, /* CR ended a field line: only LF may follow */
-    MK_CH_TRAILER_LF,       /* CR of the final empty line: only LF may follow */
-    MK_CH_DONE,
-};
-
-#define MK_CHUNK_LINE_MAX 4096 /* chunk-size line with extensions */
-#define MK_CHUNK_TRAILER_MAX 16384
-
-void mk_chunked_init(struct mk_chunked *c)
-{
-    memset(c, 0, sizeof(*c));
-}
-
-bool mk_chunked_done(const struct mk_chunked *c)
-{
-    return c->state == MK_CH_DONE;
-}
-
-/* The size line has ended: start the data or the trailer section. */
-static void mk_chunk_size_done(struct mk_chunked *c)
-{
-    c->state = c->left ? MK_CH_DATA : MK_CH_TRAILER;
-    c->line_bytes = 0;
-}
-
-/*
- * One byte of the trailer section, which is held to the rules of the header
- * section (mk_http_parse): each line is a token, a colon and a value of
- * field characters; a line may not start with whitespace (obs-fold); CR is
- * allowed only right before LF; an empty line ends the section. A front end
- * that splits lines another way can then not read a request into what we
- * take for trailers. MK_OK, or MK_ERR for a byte that may not come here.
- */
-static int mk_chunk_trailer_byte(struct mk_chunked *c, unsigned char ch)
-{
-    switch (c->state) {
-    case MK_CH_TRAILER:
-        if (ch == '\r') {
-            c->state = MK_CH_TRAILER_LF;
-        }
-        else if (ch == '\n') {
-            c->state = MK_CH_DONE;
-        }
-        else if (mk_is_tchar(ch)) {
-            c->state = MK_CH_TRAILER_NAME;
-        }
-        else {
-            return MK_ERR; /* obs-fold, empty name, control byte */
-        }
-        return MK_OK;
-    case MK_CH_TRAILER_NAME:
-        if (ch == ':') {
-            c->state = MK_CH_TRAILER_VALUE;
-        }
-        else if (!mk_is_tchar(ch)) {
-            return MK_ERR; /* no colon, or whitespace before it */
-        }
-        return MK_OK;
-    case MK_CH_TRAILER_VALUE:
-        if (ch == '\r') {
-            c->state = MK_CH_TRAILER_VALUE_LF;
-        }
-        else if (ch == '\n') {
-            c->state = MK_CH_TRAILER;
-        }
-        else if (!mk_is_field_char(ch)) {
-            return MK_ERR;
-        }
-        return MK_OK;
-    case MK_CH_TRAILER_VALUE_LF:
-        if (ch != '\n') {
-            return MK_ERR; /* bare CR */
-        }
-        c->state = MK_CH_TRAILER;
-        return MK_OK;
-    default:
-        return MK_ERR;
-    }
-}
-
-ssize_t mk_chunked_decode(struct mk_chunked *c, char *buf, size_t len, size_t *out)
-{
-    size_t i = 0, o = 0;
-
-    while (i < len && c->state != MK_CH_DONE) {
-        char ch = buf[i];
-
-        switch (c->state) {
-        case MK_CH_SIZE:
-            if (mk_is_hex(ch)) {
-                if (c->digits >= 16 || c->left > (UINT64_MAX >> 4)) {
-                    return MK_ERR;
-                }
-                c->left = (c->left << 4) | mk_hex_val(ch);
-                c->digits++;
-            }
-            else if (c->digits == 0) {
-                return MK_ERR;
-            }
-            else if (ch == ';') {
-                c->state = MK_CH_EXT;
-            }
-            else if (ch == ' ' || ch == '\t') {
-                c->state = MK_CH_SIZE_WS;
-            }
-            else if (ch == '\r') {
-                c->state = MK_CH_SIZE_LF;
-            }
-            else if (ch == '\n') {
-                mk_chunk_size_done(c);
-            }
-            else {
-                return MK_ERR;
-            }
-            if (++c->line_bytes > MK_CHUNK_LINE_MAX) {
-                return MK_ERR;
-            }
-            i++;
-            break;
-        case MK_CH_SIZE_WS:
-            if (ch == ';') {
-                c->state = MK_CH_EXT;
-            }
-            else if (ch != ' ' && ch != '\t') {
-                return MK_ERR; /* "1 2" must not be read as size 1 */
-            }
-            if (++c->line_bytes > MK_CHUNK_LINE_MAX) {
-                return MK_ERR;
-            }
-            i++;
-            break;
-        case MK_CH_EXT:
-            if (ch == '\r') {
-                c->state = MK_CH_SIZE_LF;
-            }
-            else if (ch == '\n') {
-                mk_chunk_size_done(c);
-            }
-            else if (!mk_is_field_char((unsigned char) ch)) {
-                return MK_ERR;
-            }
-            if (++c->line_bytes > MK_CHUNK_LINE_MAX) {
-                return MK_ERR;
-            }
-            i++;
-            break;
-        case MK_CH_SIZE_LF:
-            if (ch != '\n') {
-                return MK_ERR;
-            }
-            mk_chunk_size_done(c);
-            i++;
-            break;
-        case MK_CH_DATA: {
-            size_t n = len - i;
-            if ((uint64_t) n > c->left) {
-                n = (size_t) c->left;
-            }
-            if (o != i) {
-                memmove(buf + o, buf + i, n);
-            }
-            o += n;
-            i += n;
-            c->left -= n;
-            if (c->left == 0) {
-                c->state = MK_CH_DATA_CR;
-            }
-            break;
-        }
-        case MK_CH_DATA_CR:
-            if (ch == '\r') {
-                c->state = MK_CH_DATA_LF;
-            }
-            else if (ch == '\n') {
-                c->state = MK_CH_SIZE;
-                c->digits = 0;
-            }
-            else {
-                return MK_ERR;
-            }
-            i++;
-            break;
-        case MK_CH_DATA_LF:
-            if (ch != '\n') {
-                return MK_ERR;
-            }
-            c->state = MK_CH_SIZE;
-            c->digits = 0;
-            i++;
-            break;
-        case MK_CH_TRAILER:
-        case MK_CH_TRAILER_NAME:
-        case MK_CH_TRAILER_VALUE:
-        case MK_CH_TRAILER_VALUE_LF:
-            if (mk_chunk_trailer_byte(c, (unsigned char) ch) != MK_OK ||
-                ++c->trailer_bytes > MK_CHUNK_TRAILER_MAX) {
-                return MK_ERR;
-            }
-            i++;
-            break;
-        case MK_CH_TRAILER_LF:
-            if (ch != '\n') {
-                return MK_ERR;
-            }
-            c->state = MK_CH_DONE;
-            i++;
-            break;
-        default:
-            return MK_ERR;
-        }
-    }
-    *out = o;
-    return (ssize_t) i;
 }

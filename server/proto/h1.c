@@ -17,10 +17,12 @@
  *   │        │ not keep-alive, unread input: LINGER ──▶ CLOSED
  *   └────────┘
  *
- * The codec: scanning and parsing a head, body framing (Content-Length,
- * chunked, discard), 100-continue, the response head, the keep-alive
- * decision and the write loop. One request at a time (c->h1.req), created
- * when its head is complete and freed once its response is sent.
+ * The codec's state machine: scanning and parsing a head, body framing
+ * (Content-Length, chunked, discard), 100-continue, the keep-alive decision
+ * and what follows a response; what is written (the response head and
+ * body, the write loop) is h1_out.c's. One request at a time (c->h1.req),
+ * created when its head is complete and freed once its response is sent.
+ * Everything runs on the connection's worker.
  *
  * The input buffer is attached only while there are unprocessed bytes: an
  * idle keep-alive connection holds no buffer at all. A request head stays at
@@ -28,7 +30,6 @@
  * points into it); body bytes that follow are consumed in place.
  */
 #include <errno.h>
-#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -36,12 +37,11 @@
 
 #include "../../core/log.h"
 #include "../request/file_cache.h"
+#include "h1_internal.h"
 #include "h2.h"
 #include "../process/server.h"
 #include "takeover.h"
 #include "../conn/transport.h"
-
-#define MK_WRITE_BUDGET (2u << 20) /* bytes per event before yielding to others */
 
 /*
  * Eager reads. After a keep-alive response the connection usually goes back
@@ -72,7 +72,6 @@
 
 static void mk_h1_process(struct mk_conn *c);
 static void mk_h1_watch_input(struct mk_conn *c);
-static int mk_h1_write(struct mk_request *r);
 
 /* ---- buffers ------------------------------------------------------------- */
 
@@ -137,6 +136,7 @@ static void mk_h1_in_release(struct mk_conn *c)
     h->in_size = h->in_len = 0;
 }
 
+/* Give the output buffer back: the response is sent or given up (h1_out.c attached it). */
 static void mk_h1_out_release(struct mk_conn *c)
 {
     struct mk_h1 *h = &c->h1;
@@ -163,34 +163,6 @@ static void mk_h1_in_cut(struct mk_conn *c, size_t at, size_t n)
         memmove(h->in + at, h->in + at + n, h->in_len - at - n);
     }
     h->in_len -= (uint32_t) n;
-}
-
-/* ---- small raw responses (no request object) ----------------------------- */
-
-void mk_h1_send_raw(struct mk_conn *c, int status)
-{
-    struct mk_worker *w = c->worker;
-    char buf[512];
-    const char *reason = mk_http_reason(status);
-    int body_len, n;
-    char body[160];
-
-    body_len = snprintf(body, sizeof(body),
-                        "<!DOCTYPE html>\n<html><head><title>%d %s</title></head>"
-                        "<body><h1>%d %s</h1></body></html>\n",
-                        status, reason, status, reason);
-    n = snprintf(buf, sizeof(buf),
-                 "HTTP/1.1 %d %s\r\n%.*s%.*sContent-Type: text/html; charset=utf-8\r\n"
-                 "Content-Length: %d\r\n%sConnection: close\r\n\r\n%s",
-                 status, reason, (int) w->use.cfg->server_header_len, w->use.cfg->server_header,
-                 (int) w->date_len, w->date, body_len, status == 503 ? "Retry-After: 1\r\n" : "",
-                 body);
-    if (n <= 0 || (size_t) n >= sizeof(buf)) {
-        return;
-    }
-    struct iovec iov = {buf, (size_t) n};
-    ssize_t ignored = mk_conn_writev(c, &iov, 1, 0);
-    (void) ignored;
 }
 
 /* ---- the connection's protocol state ------------------------------------- */
@@ -381,14 +353,6 @@ static void mk_h1_begin_whole(struct mk_conn *c)
     mk_h1_begin_request(c, mk_http_scan(&h->scan, h->in, h->in_len, lim), r);
 }
 
-static int mk_h1_send_continue(struct mk_conn *c)
-{
-    static const char msg[] = "HTTP/1.1 100 Continue\r\n\r\n";
-    struct iovec iov = {(void *) msg, sizeof(msg) - 1};
-    ssize_t n = mk_conn_writev(c, &iov, 1, 0);
-    return n == (ssize_t) (sizeof(msg) - 1) ? MK_OK : MK_ERR;
-}
-
 static void mk_h1_wait_write(struct mk_conn *c)
 {
     if (!(c->ev.mask & MK_EV_WRITE) && c->h1.req) { /* SendMinRate: the wait for the client */
@@ -509,337 +473,7 @@ static void mk_h1_request_finished(struct mk_conn *c, bool ok)
     }
 }
 
-/* ---- the response -------------------------------------------------------- */
-
-static inline char *mk_put(char *p, const char *s, size_t n)
-{
-    memcpy(p, s, n);
-    return p + n;
-}
-
-#define MK_PUT_LIT(p, lit) mk_put((p), (lit), sizeof(lit) - 1)
-
-static size_t mk_h1_head_size(const struct mk_request *r)
-{
-    const struct mk_conn *c = r->conn;
-    return 64 /* status line */
-           + r->cfg->server_header_len + c->worker->date_len + 16 +
-           r->content_type_len /* Content-Type */
-           + 40                /* Content-Length */
-           + r->extra_len + 32 /* Connection */
-           + 2;
-}
-
-/* Build the head into the connection's output buffer. MK_ERR: no memory. */
-static int mk_h1_build_head(struct mk_request *r)
-{
-    struct mk_conn *c = r->conn;
-    struct mk_h1 *h = &c->h1;
-    struct mk_worker *w = c->worker;
-    size_t size = mk_h1_head_size(r);
-    char *p;
-
-    if (size <= MK_CHUNK_SIZE) {
-        h->out = mk_pool_get(&w->pool);
-        h->out_size = MK_CHUNK_SIZE;
-    }
-    else {
-        h->out = mk_try_alloc(size);
-        h->out_size = (uint32_t) size;
-    }
-    if (!h->out) {
-        h->out_size = 0;
-        return MK_ERR;
-    }
-    p = h->out;
-
-    if (r->status == 200) {
-        p = MK_PUT_LIT(p, "HTTP/1.1 200 OK\r\n");
-    }
-    else {
-        const char *reason = mk_http_reason(r->status);
-        p = MK_PUT_LIT(p, "HTTP/1.1 ");
-        p += mk_u64_dec((uint64_t) r->status, p);
-        *p++ = ' ';
-        p = mk_put(p, reason, strlen(reason));
-        p = MK_PUT_LIT(p, "\r\n");
-    }
-    if (r->cfg == w->use.cfg) {
-        p = mk_put(p, w->head_lines, w->head_lines_len);
-    }
-    else {
-        p = mk_put(p, r->cfg->server_header, r->cfg->server_header_len);
-        p = mk_put(p, w->date, w->date_len);
-    }
-
-    bool no_body = mk_response_no_body(r);
-    if (no_body) {
-        r->flags |= MK_REQ_NO_BODY;
-    }
-    if (r->content_type_len && !no_body) {
-        p = MK_PUT_LIT(p, "Content-Type: ");
-        p = mk_put(p, r->content_type, r->content_type_len);
-        p = MK_PUT_LIT(p, "\r\n");
-    }
-    if (!no_body && r->body_type == MK_RESP_STREAM) {
-        if (r->chunked) {
-            p = MK_PUT_LIT(p, "Transfer-Encoding: chunked\r\n");
-        }
-    }
-    else if (!no_body) {
-        p = MK_PUT_LIT(p, "Content-Length: ");
-        p += mk_u64_dec(r->content_length, p);
-        p = MK_PUT_LIT(p, "\r\n");
-    }
-    if (r->extra_len) {
-        p = mk_put(p, r->extra_headers, r->extra_len);
-    }
-    if (r->upgrade && r->status == 101) {
-        /* the handler's Connection: Upgrade says it all */
-    }
-    else if (!(r->flags & MK_REQ_KEEPALIVE)) {
-        p = MK_PUT_LIT(p, "Connection: close\r\n");
-    }
-    else if (r->head.version == 10) {
-        p = MK_PUT_LIT(p, "Connection: keep-alive\r\n");
-    }
-    p = MK_PUT_LIT(p, "\r\n");
-    h->out_len = (uint32_t) (p - h->out);
-    h->out_pos = 0;
-    r->head_bytes = h->out_len;
-    return MK_OK;
-}
-
-/* Build the head and write what the socket takes: MK_OK, MK_AGAIN, MK_ERR. */
-static int mk_h1_start(struct mk_request *r)
-{
-    struct mk_h1 *h = &r->conn->h1;
-
-    if (mk_h1_build_head(r) != MK_OK) {
-        return MK_ERR;
-    }
-    if ((r->flags & (MK_REQ_HEAD | MK_REQ_NO_BODY)) ||
-        (r->content_length == 0 && r->body_type != MK_RESP_STREAM)) {
-        /* Nothing but the head goes out. */
-        mk_response_stream_cancel(r);
-        mk_response_drop_file(r);
-        r->body_type = MK_RESP_NONE;
-        r->body_left = 0;
-        r->mem_len = 0;
-    }
-    else if (r->body_type == MK_RESP_FILE && r->body_left <= h->out_size - h->out_len) {
-        /*
-         * A small file rides in the head's buffer: one read and one write
-         * instead of a write and a sendfile, which costs more than it saves
-         * for a few bytes.
-         */
-        ssize_t n =
-            mk_file_read(r->file, r->fd, h->out + h->out_len, (size_t) r->body_left, r->file_off);
-        if (n != (ssize_t) r->body_left) {
-            return MK_ERR; /* the file shrank: the announced length cannot be kept */
-        }
-        h->out_len += (uint32_t) n;
-        r->body_type = MK_RESP_NONE;
-        r->body_left = 0;
-    }
-    else if (r->body_type == MK_RESP_PARTS && r->body_left <= h->out_size - h->out_len) {
-        /* A small multipart body too: its part heads and bytes, read. */
-        size_t len = (size_t) r->body_left;
-        if (mk_response_parts_copy(r, h->out + h->out_len, len) != MK_OK) {
-            return MK_ERR;
-        }
-        h->out_len += (uint32_t) len;
-        r->body_type = MK_RESP_NONE;
-    }
-    return mk_h1_write(r);
-}
-
-/* Frame a queued piece in place: a chunk-size line and CRLF around it. */
-static void mk_h1_frame(struct mk_request *r, struct mk_piece *p)
-{
-    char hdr[MK_PIECE_HDR];
-    int n = 0;
-
-    p->start = p->buf + MK_PIECE_HDR;
-    p->end = p->start + p->len;
-    if (r->chunked) {
-        n = snprintf(hdr, sizeof(hdr), "%zx\r\n", p->last ? (size_t) 0 : p->len);
-        p->start -= n;
-        memcpy(p->start, hdr, (size_t) n);
-        memcpy(p->end, "\r\n", 2);
-        p->end += 2;
-    }
-    else if (p->last) {
-        p->end = p->start; /* close-delimited: the end is the close */
-    }
-    p->framed = true;
-}
-
-/*
- * Write the queued pieces of a streamed body, asking the handler for more
- * (proceed) each time the queue is empty. MK_OK: the body ended and is
- * sent; MK_AGAIN: socket full or budget spent; MK_DECLINED: the queue is
- * empty and the handler will write later (MK_REQ_IDLE set); MK_ERR.
- */
-static int mk_h1_write_stream(struct mk_request *r, size_t budget)
-{
-    struct mk_conn *c = r->conn;
-
-    for (;;) {
-        while (r->q_head) {
-            struct iovec iov[16];
-            int cnt = 0;
-            for (struct mk_piece *p = r->q_head; p && cnt < 16; p = p->next) {
-                if (!p->framed) {
-                    mk_h1_frame(r, p);
-                }
-                if (p->end > p->start) {
-                    iov[cnt].iov_base = p->start;
-                    iov[cnt++].iov_len = (size_t) (p->end - p->start);
-                }
-            }
-            ssize_t n = cnt ? mk_conn_writev(c, iov, cnt, 0) : 0;
-            if (n < 0) {
-                return (errno == EAGAIN || errno == EWOULDBLOCK) ? MK_AGAIN : MK_ERR;
-            }
-            r->bytes_sent += (uint64_t) n;
-            size_t left = (size_t) n;
-            for (struct mk_piece *p = r->q_head; p && left; p = p->next) {
-                size_t take =
-                    (size_t) (p->end - p->start) < left ? (size_t) (p->end - p->start) : left;
-                p->start += take;
-                left -= take;
-            }
-            while (r->q_head && r->q_head->framed && r->q_head->start == r->q_head->end) {
-                mk_response_stream_pop(r);
-            }
-            if ((size_t) n >= budget) {
-                return MK_AGAIN;
-            }
-            budget -= (size_t) n;
-        }
-        if (r->flags & MK_REQ_STREAM_END) {
-            return MK_OK;
-        }
-        if (r->flags & MK_REQ_PROCEEDING) {
-            break;
-        }
-        r->flags |= MK_REQ_PROCEEDING;
-        r->proceed(r, r->proceed_arg);
-        r->flags &= (uint16_t) ~MK_REQ_PROCEEDING;
-        if (!r->q_head && !(r->flags & MK_REQ_STREAM_END)) {
-            break;
-        }
-    }
-    r->flags |= MK_REQ_IDLE;
-    return MK_DECLINED;
-}
-
-/*
- * Write the head, with a memory body in the same call, then a file or
- * streamed body: MK_OK when all is sent, MK_AGAIN when the socket is full
- * or this event's budget is spent, MK_DECLINED when a stream waits for its
- * handler, MK_ERR.
- */
-static int mk_h1_write_all(struct mk_request *r)
-{
-    struct mk_conn *c = r->conn;
-    struct mk_h1 *h = &c->h1;
-    size_t budget = MK_WRITE_BUDGET;
-
-    while (h->out_pos < h->out_len || (r->body_type == MK_RESP_MEM && r->mem_len)) {
-        struct iovec iov[2];
-        int cnt = 0, flags = 0;
-        size_t head_left = h->out_len - h->out_pos;
-
-        if (head_left) {
-            iov[cnt].iov_base = h->out + h->out_pos;
-            iov[cnt++].iov_len = head_left;
-        }
-        if (r->body_type == MK_RESP_MEM && r->mem_len) {
-            iov[cnt].iov_base = (void *) r->mem;
-            iov[cnt++].iov_len = r->mem_len;
-        }
-        else if (r->body_type >= MK_RESP_FILE && r->body_left) {
-            flags = MK_IO_MORE; /* a file's bytes follow (MK_RESP_FILE, MK_RESP_PARTS) */
-        }
-        ssize_t n = mk_conn_writev(c, iov, cnt, flags);
-        if (n < 0) {
-            return (errno == EAGAIN || errno == EWOULDBLOCK) ? MK_AGAIN : MK_ERR;
-        }
-        r->bytes_sent += (uint64_t) n;
-        size_t from_head = (size_t) n < head_left ? (size_t) n : head_left;
-        h->out_pos += (uint32_t) from_head;
-        r->mem += (size_t) n - from_head;
-        r->mem_len -= (size_t) n - from_head;
-        if ((size_t) n >= budget) {
-            return MK_AGAIN;
-        }
-        budget -= (size_t) n;
-    }
-    int rc = r->body_type <= MK_RESP_MEM     ? MK_OK /* a memory body went with the head */
-             : r->body_type == MK_RESP_FILE  ? mk_response_send_file(r, budget)
-             : r->body_type == MK_RESP_PARTS ? mk_response_send_parts(r, budget)
-                                             : mk_h1_write_stream(r, budget);
-    if (rc == MK_OK) {
-        r->flags |= MK_REQ_COMPLETE;
-    }
-    return rc;
-}
-
-/*
- * The file bytes that one sendfile(2) hands to TCP at a time: the kernel
- * splices a file to a socket through a pipe of 16 pages, one TCP send each.
- */
-#define MK_H1_SPLICE_STEP (16u * 4096u)
-
-/* The smallest file body sent corked by a sendfile that does not copy. */
-#define MK_H1_CORK_MIN (4u * MK_H1_SPLICE_STEP)
-
-/*
- * Whether the response goes out corked (TCP_CORK) from its head to the end
- * of what this event writes: a file body that would otherwise end writes in
- * partial TCP segments.
- *   - A transport whose sendfile copies (TLS without kTLS, or none at all)
- *     writes the file in pieces, each ending in a partial segment: corked
- *     above one record.
- *   - sendfile(2) that does not copy: MSG_MORE holds a partial segment
- *     back for one call only, and an ACK processed between two splice
- *     steps, or between the head and the body, pushes it out on its own
- *     (the socket has TCP_NODELAY). Uncorked, a 1 MB body left in 21.5
- *     segments under wrk -c100 instead of 18.2; a 200 KB one in 4.15
- *     instead of 4.02, which does not pay for the two setsockopt(2): corked
- *     above MK_H1_CORK_MIN.
- *   - A multipart body too large to ride in the head's buffer: the
- *     writes of its part heads and its sendfile(2) calls would each end in
- *     a partial segment.
- */
-static bool mk_h1_cork_file(struct mk_request *r)
-{
-    struct mk_conn *c = r->conn;
-    const struct mk_transport *t = c->transport;
-
-    if (r->body_type < MK_RESP_FILE) {
-        return false;
-    }
-    if (r->body_type == MK_RESP_PARTS) {
-        return r->fd >= 0; /* not a body compressed on the fly: one writev */
-    }
-    bool copies = !t->sendfile || (t->sendfile_copies && t->sendfile_copies(c));
-    return r->body_left > (copies ? MK_TRANSPORT_RECORD : MK_H1_CORK_MIN);
-}
-
-/* mk_h1_write_all, corked for a large file body (mk_h1_cork_file). */
-static int mk_h1_write(struct mk_request *r)
-{
-    if (!mk_h1_cork_file(r)) {
-        return mk_h1_write_all(r);
-    }
-    mk_conn_cork(r->conn, true);
-    int rc = mk_h1_write_all(r);
-    mk_conn_cork(r->conn, false);
-    return rc;
-}
+/* ---- the response (h1_out.c writes it) ----------------------------------- */
 
 static void mk_h1_respond(struct mk_request *r, bool error)
 {
@@ -1322,7 +956,7 @@ static void mk_h1_wake(struct mk_request *r)
     }
 }
 
-/* ---- request-level entries ------------------------------------------------ */
+/* ---- request-level entries ----------------------------------------------- */
 
 /* The handler wants the body: read it, then call the handler again. */
 static void mk_h1_read_body(struct mk_request *r)

@@ -7,7 +7,8 @@
  * The state below is the HTTP/1 part of a connection: its input and output
  * buffers, the head scanner, the body framing and the one request in
  * progress (HTTP/1 answers requests in order, one at a time). Only h1.c
- * reads or writes it; request.c and plugins see requests only.
+ * and h1_out.c read or write it (h1_internal.h); request.c and plugins see
+ * requests only.
  *
  * Ownership: the state is part of struct mk_conn (c->h1) and belongs to
  * the connection's worker; its buffers are chunks of that worker's pool

@@ -601,6 +601,22 @@ void mk_request_run(struct mk_request *r)
     mk_request_begin(r);
 }
 
+void mk_request_run_parts(struct mk_request *r, const struct mk_request_parts *p)
+{
+    int status = p->refused;
+
+    if (!status && mk_http_head_build(&r->head, p->method, p->target, p->headers, p->n,
+                                      p->names_are_tokens, &r->cfg->limits) != MK_OK) {
+        status = r->head.status;
+    }
+    r->head.version = p->version;
+    if (status) {
+        mk_request_error(r, status);
+        return;
+    }
+    mk_request_run(r);
+}
+
 int mk_request_redirect(struct mk_request *r, const char *location)
 {
     if (!r || !location || !(r->flags & MK_REQ_ACTIVE) || r->upgrade ||

@@ -84,7 +84,6 @@ struct mk_piece {
 #define MK_REQ_CFG_REF 0x04u   /* counted in its worker's config users */
 #define MK_REQ_CONTINUE_SENT 0x08u
 #define MK_REQ_ACTIVE 0x10u       /* begun and not yet finished */
-#define MK_REQ_NO_BODY 0x20u      /* status forbids a body (1xx, 204, 304) */
 #define MK_REQ_BODY_READ 0x40u    /* the body asked for by a handler is complete */
 #define MK_REQ_SUSPENDING 0x80u   /* the running hook called api->suspend() */
 #define MK_REQ_COMPLETE 0x100u    /* the whole announced response was sent */
@@ -221,6 +220,25 @@ void mk_request_free(struct mk_request *r);
 /* Free the worker's spare and zombie requests (worker teardown). */
 void mk_request_pool_destroy(struct mk_worker *w);
 void mk_request_run(struct mk_request *r);
+/* A request head given as its parts, not as text (an HTTP/2 header block). */
+struct mk_request_parts {
+    int version;                    /* the protocol's (20): the head keeps it */
+    int refused;                    /* a status to answer at once (431, 503), or 0 */
+    struct mk_str method, target;   /* :method; :path, or :authority for CONNECT */
+    struct mk_http_header *headers; /* the n fields, Host first (from :authority) */
+    unsigned n;
+    bool names_are_tokens; /* as for mk_http_head_build */
+};
+/*
+ * Run r from the parts of its head: answered `refused` at once when that
+ * is set (the protocol could not keep the header block); otherwise its head
+ * is built from the parts (mk_http_head_build: the rules and limits of an
+ * HTTP/1.1 head) and r runs, or is answered with the status the build
+ * chose. Whatever the outcome, r->head.version is the protocol's (the
+ * build leaves 11), for every hook and log line. The views in `p` must
+ * outlive r; `p` itself need not.
+ */
+void mk_request_run_parts(struct mk_request *r, const struct mk_request_parts *p);
 struct mk_suspended *mk_request_suspend(struct mk_request *r);
 /* Take back handle s of r, never given out (its task was refused). */
 void mk_request_unsuspend(struct mk_request *r, struct mk_suspended *s);
@@ -280,10 +298,30 @@ int mk_response_add_lines(struct mk_request *r, const char *lines, size_t len,
 void mk_response_error(struct mk_request *r, int status);
 /* Forget the response set up so far (status, type, headers, body): r answers afresh. */
 void mk_response_reset(struct mk_request *r);
-/* Whether r's status forbids a body (1xx, 204, 304). */
+/* Whether r's status forbids a body (1xx, 204, 304): its head announces none. */
 static inline bool mk_response_no_body(const struct mk_request *r)
 {
     return r->status < 200 || r->status == 204 || r->status == 304;
+}
+/* Let go of r's body source (mk_response_omit_body): r->body_type becomes MK_RESP_NONE. */
+void mk_response_drop_body(struct mk_request *r);
+/*
+ * Whether r's response goes out as its head alone: a HEAD request, a status
+ * that forbids a body (mk_response_no_body), no body source, or an empty
+ * body of known length. Then the body source is let go (a stream's handler
+ * is told, a file released) and r->body_type is MK_RESP_NONE. Asked once
+ * the head is built, which reads the body's kind (chunked or a length).
+ * The one decision for every protocol.
+ */
+static inline bool mk_response_omit_body(struct mk_request *r)
+{
+    /* 200 first: the common answer costs one comparison of its status */
+    if (!(r->flags & MK_REQ_HEAD) && (r->status == 200 || !mk_response_no_body(r)) &&
+        r->body_type != MK_RESP_NONE && (r->content_length > 0 || r->body_type == MK_RESP_STREAM)) {
+        return false;
+    }
+    mk_response_drop_body(r);
+    return true;
 }
 /* Streams (api->stream_*): see mk_plugin.h for the contracts. */
 #define MK_STREAM_HIGH_WATER (64u * 1024u) /* queued body bytes per request */
@@ -296,12 +334,6 @@ int mk_response_stream_commit(struct mk_request *r, size_t n);
 void mk_response_stream_cancel(struct mk_request *r);
 /* Free the first piece, written in full. */
 void mk_response_stream_pop(struct mk_request *r);
-/* Write the file body of r through the connection's transport: MK_OK (all
-   sent), MK_AGAIN (socket full or budget spent), MK_ERR. */
-int mk_response_send_file(struct mk_request *r, size_t budget);
-/* The same for a multipart body (MK_RESP_PARTS): the part heads from
-   memory, the parts' bytes with the transport's sendfile. */
-int mk_response_send_parts(struct mk_request *r, size_t budget);
 /* Copy the next `len` bytes of r's multipart body (at most r->body_left)
    into buf, moving its cursor and r->body_left on: MK_OK, or MK_ERR when
    the file shrank. */

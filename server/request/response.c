@@ -7,19 +7,18 @@
  * takes names and values from the records), error answers (the site's
  * error pages or a short HTML body, with Allow where it belongs), the reset
  * of what a handler set up when an internal redirect starts the request
- * again, a streamed body's queue of pieces (the handler appends, the
- * protocol pops and is woken), and the walk over a multipart body's runs.
- * Setting the status, type and body source is response_set.c's.
+ * again, whether the body goes out at all (mk_response_omit_body), a
+ * streamed body's queue of pieces (the handler appends, the protocol pops
+ * and is woken), and the walk over a multipart body's runs. Setting the
+ * status, type and body source is response_set.c's.
  *
- * The protocol builds the head and frames the body (proto.h: h1.c, h2*.c).
- * HTTP/1 writes a file or multipart body with the loops at the end of this
- * file (mk_response_send_file, mk_response_send_parts: the transport's
- * sendfile, or read and write without one); HTTP/2 queues file ranges
- * itself and copies parts with mk_response_parts_copy.
+ * The protocol builds the head, frames the body and writes it (proto.h:
+ * h1_out.c writes a file or multipart body with the transport's sendfile,
+ * or reads and writes without one; HTTP/2 queues file ranges itself and
+ * copies parts with mk_response_parts_copy, h2_send.c).
  *
  * On the request's worker, like the request it belongs to (request.h).
  */
-#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -36,7 +35,6 @@
 #include "file_cache.h"
 #include "../proto/proto.h"
 #include "request.h"
-#include "../conn/transport.h"
 #include "../runtime/worker.h"
 
 /* ---- extra headers ------------------------------------------------------- */
@@ -310,7 +308,6 @@ void mk_response_reset(struct mk_request *r)
     mk_free(r->owned);
     r->owned = NULL;
     r->status = 200;
-    r->flags &= (uint16_t) ~MK_REQ_NO_BODY;
     r->content_type = NULL;
     r->content_type_len = 0;
     r->extra_len = 0;
@@ -479,60 +476,13 @@ void mk_response_stream_cancel(struct mk_request *r)
 
 /* ---- the body ------------------------------------------------------------ */
 
-/* Without a transport sendfile: read the file at *off and write it, moving *off on. */
-static ssize_t mk_response_copy_file(struct mk_request *r, off_t *off, size_t len)
+void mk_response_drop_body(struct mk_request *r)
 {
-    struct mk_conn *c = r->conn;
-    char buf[16384];
-    struct iovec iov;
-
-    if (len > sizeof(buf)) {
-        len = sizeof(buf);
-    }
-    ssize_t n = mk_file_read(r->file, r->fd, buf, len, *off);
-    if (n <= 0) {
-        return n;
-    }
-    iov.iov_base = buf;
-    iov.iov_len = (size_t) n;
-    ssize_t sent = mk_conn_writev(c, &iov, 1, 0);
-    if (sent > 0) {
-        *off += sent;
-    }
-    return sent;
-}
-
-int mk_response_send_file(struct mk_request *r, size_t budget)
-{
-    struct mk_conn *c = r->conn;
-    const struct mk_transport *t = c->transport;
-
-    while (r->body_type == MK_RESP_FILE && r->body_left) {
-        size_t chunk = r->body_left < budget ? (size_t) r->body_left : budget;
-        ssize_t n;
-        if (t->sendfile) {
-            c->io_want = 0;
-            n = t->sendfile(c, r->fd, &r->file_off, chunk);
-        }
-        else {
-            n = mk_response_copy_file(r, &r->file_off, chunk);
-        }
-        if (n < 0) {
-            return (errno == EAGAIN || errno == EWOULDBLOCK) ? MK_AGAIN : MK_ERR;
-        }
-        if (n == 0) {
-            /* The file shrank under us: the promised length cannot be kept. */
-            mk_warn("file shrank while being sent; closing the connection");
-            return MK_ERR;
-        }
-        r->bytes_sent += (uint64_t) n;
-        r->body_left -= (uint64_t) n;
-        if ((size_t) n >= budget && r->body_left) {
-            return MK_AGAIN; /* let other connections run; we are still writable */
-        }
-        budget -= (size_t) n;
-    }
-    return MK_OK;
+    mk_response_stream_cancel(r);
+    mk_response_drop_file(r);
+    r->body_type = MK_RESP_NONE;
+    r->body_left = 0;
+    r->mem_len = 0;
 }
 
 /* ---- multipart bodies ---------------------------------------------------- */
@@ -589,66 +539,4 @@ uint64_t mk_response_parts_span(const struct mk_request *r)
         span += p->run[++i].len;
     }
     return span;
-}
-
-/*
- * Write the memory runs from the cursor on, up to the next file run, in
- * one writev: a part's head (held for the file bytes after it with
- * MK_IO_MORE), or every part of a body from memory. The same cursor
- * gives the same buffers, as a transport may require of a write repeated
- * after EAGAIN (TLS). Returns what the write returns.
- */
-static ssize_t mk_response_parts_write(struct mk_request *r)
-{
-    const struct mk_parts *p = r->parts;
-    struct iovec iov[2 * MK_RANGES_MAX + 1];
-    unsigned i = p->i;
-    int cnt = 0;
-
-    iov[cnt].iov_base = (void *) (p->run[i].mem + p->done);
-    iov[cnt++].iov_len = (size_t) (p->run[i].len - p->done);
-    while (++i < p->n && p->run[i].mem && cnt < (int) (sizeof(iov) / sizeof(iov[0]))) {
-        iov[cnt].iov_base = (void *) p->run[i].mem;
-        iov[cnt++].iov_len = (size_t) p->run[i].len;
-    }
-    return mk_conn_writev(r->conn, iov, cnt, i < p->n ? MK_IO_MORE : 0);
-}
-
-int mk_response_send_parts(struct mk_request *r, size_t budget)
-{
-    struct mk_conn *c = r->conn;
-    const struct mk_transport *t = c->transport;
-
-    while (r->body_type == MK_RESP_PARTS && r->body_left) {
-        const struct mk_parts *p = r->parts;
-        const struct mk_parts_run *run = &p->run[p->i];
-        uint64_t left = run->len - p->done;
-        size_t chunk = left < budget ? (size_t) left : budget;
-        off_t off = (off_t) (run->off + p->done);
-        ssize_t n;
-        if (run->mem) {
-            n = mk_response_parts_write(r);
-        }
-        else if (t->sendfile) {
-            c->io_want = 0;
-            n = t->sendfile(c, r->fd, &off, chunk);
-        }
-        else {
-            n = mk_response_copy_file(r, &off, chunk);
-        }
-        if (n < 0) {
-            return (errno == EAGAIN || errno == EWOULDBLOCK) ? MK_AGAIN : MK_ERR;
-        }
-        if (n == 0) {
-            mk_warn("file shrank while being sent; closing the connection");
-            return MK_ERR;
-        }
-        r->bytes_sent += (uint64_t) n;
-        mk_response_parts_advance(r, (uint64_t) n);
-        if ((size_t) n >= budget && r->body_left) {
-            return MK_AGAIN;
-        }
-        budget -= (size_t) n < budget ? (size_t) n : budget;
-    }
-    return MK_OK;
 }

@@ -2,9 +2,10 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * fuzz_h2.c: libFuzzer target for server/proto/h2.c. Each input is the byte
- * stream of one HTTP/2 connection after the client preface (frames, as a
- * client would send them): it goes through a whole server driven by the
+ * fuzz_h2.c: libFuzzer target for the HTTP/2 code (server/proto/h2.c and
+ * the files of h2_internal.h). Each input is the byte stream of one HTTP/2
+ * connection after the client preface (frames, as a client would send
+ * them): it goes through a whole server driven by the
  * loopback harness (tests/unit/server/loopback.h), negotiated as "h2", so
  * nghttp2 parses it and our callbacks turn streams into requests that run
  * through the stages, the static handler and the response path. The site

@@ -2,9 +2,10 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * fuzz_http_request.c: libFuzzer target for server/http/http_parser.c, the way a
- * connection uses it: scan the input for the end of a request head, parse
- * the head, then run what follows it through the chunked decoder.
+ * fuzz_http_request.c: libFuzzer target for server/http/http_parser.c and
+ * http_chunked.c, the way a connection uses them: scan the input for the
+ * end of a request head, parse the head, then run what follows it through
+ * the chunked decoder.
  *
  * Invariants (each a crash when broken):
  *  - the scan is resumable: one call over the whole input, a call over a
