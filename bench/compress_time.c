@@ -49,7 +49,8 @@ static int mk_run(const char *in, size_t len, enum mk_coding c, int level, int r
         int rc = mk_compress(c, level, in, len, &out, &out_len);
         t[i] = mk_cpu_ms() - start;
         if (rc != MK_OK) {
-            fprintf(stderr, "%s:%d: compression failed (%d)\n", mk_coding_name(c), level, rc);
+            fprintf(stderr, "%s:%d: compression failed (%d)\n", mk_accept_coding_name(c), level,
+                    rc);
             free(t);
             return 1;
         }
@@ -57,7 +58,7 @@ static int mk_run(const char *in, size_t len, enum mk_coding c, int level, int r
     }
     qsort(t, (size_t) rounds, sizeof(*t), mk_cmp_double);
     printf("%-5s %2d  %9zu -> %9zu bytes (%5.1f %%)  %8.2f ms CPU (median of %d)\n",
-           mk_coding_name(c), level, len, out_len, 100.0 * (double) out_len / (double) len,
+           mk_accept_coding_name(c), level, len, out_len, 100.0 * (double) out_len / (double) len,
            t[rounds / 2], rounds);
     free(t);
     return 0;
@@ -92,7 +93,7 @@ int main(int argc, char **argv)
             return 2;
         }
         if (!(mk_compress_built() & MK_CODING_BIT(c))) {
-            printf("%-5s     not built\n", mk_coding_name(c));
+            printf("%-5s     not built\n", mk_accept_coding_name(c));
             continue;
         }
         rc |= mk_run(in, len, c, atoi(strchr(spec, ':') + 1), rounds);

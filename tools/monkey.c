@@ -317,7 +317,7 @@ int main(int argc, char **argv)
     (void) supervisor;
 #endif
     if (daemon_mode) {
-        rc = mk_server_run_notify(srv, daemon_started, &report, err, sizeof(err));
+        rc = mk_process_run_notify(srv, daemon_started, &report, err, sizeof(err));
     }
     else {
         rc = mk_server_run(srv, err, sizeof(err));

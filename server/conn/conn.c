@@ -84,7 +84,7 @@ static int mk_plain_check_options(const char *options, char *reason, size_t len)
     return MK_OK;
 }
 
-const struct mk_transport mk_transport_plain = {
+const struct mk_transport mk_conn_transport_plain = {
     .name = "plain",
     .read = mk_plain_read,
     .writev = mk_plain_writev,
@@ -279,7 +279,7 @@ void mk_conn_start(struct mk_conn *c)
     c->state = MK_CONN_READ_HEAD;
     c->proto = mk_conn_protos->first;
 #ifdef MK_HAVE_H2
-    if (c->transport == &mk_transport_plain && c->listen_options &&
+    if (c->transport == &mk_conn_transport_plain && c->listen_options &&
         strcmp(c->listen_options, "h2c") == 0) {
         c->flags |= MK_CONN_H2C; /* HTTP/1 looks for the HTTP/2 preface (h1.c) */
     }
@@ -319,7 +319,7 @@ void mk_conn_refuse(struct mk_conn *c)
     c->state = MK_CONN_READ_HEAD;
     c->proto = mk_conn_protos->first;
     /* A transport with a handshake (TLS) cannot answer without its state. */
-    if (c->transport != &mk_transport_plain ||
+    if (c->transport != &mk_conn_transport_plain ||
         mk_event_add(&c->worker->loop, &c->ev, fd, MK_EV_READ, mk_conn_on_event) != MK_OK) {
         c->ev.fd = fd;
         mk_conn_close(c);

@@ -157,6 +157,6 @@ void mk_conn_linger(struct mk_conn *c);
 #define MK_STAT_ADD(var, n)                                                                        \
     atomic_store_explicit(&(var), atomic_load_explicit(&(var), memory_order_relaxed) + (n),        \
                           memory_order_relaxed)
-extern const struct mk_transport mk_transport_plain;
+extern const struct mk_transport mk_conn_transport_plain;
 
 #endif

@@ -21,12 +21,12 @@ static const char *const mk_coding_names[] = {"br", "zstd", "gzip", "identity"};
 static const size_t mk_coding_name_lens[] = {2, 4, 4, 8};
 static const char *const mk_coding_suffixes[] = {".br", ".zst", ".gz", ""};
 
-const char *mk_coding_name(enum mk_coding c)
+const char *mk_accept_coding_name(enum mk_coding c)
 {
     return c < MK_CODING_NONE ? mk_coding_names[c] : "";
 }
 
-const char *mk_coding_suffix(enum mk_coding c)
+const char *mk_accept_coding_suffix(enum mk_coding c)
 {
     return c < MK_CODING_NONE ? mk_coding_suffixes[c] : "";
 }

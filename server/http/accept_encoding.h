@@ -24,8 +24,8 @@ enum mk_coding {
 #define MK_CODING_BIT(c) (1u << (c))
 
 /* "br", "zstd", "gzip", "identity"; the file suffix is ".br", ".zst", ".gz". */
-const char *mk_coding_name(enum mk_coding c);
-const char *mk_coding_suffix(enum mk_coding c);
+const char *mk_accept_coding_name(enum mk_coding c);
+const char *mk_accept_coding_suffix(enum mk_coding c);
 
 /*
  * The quality in thousandths (0..1000) the Accept-Encoding value `v` gives

@@ -644,7 +644,7 @@ int mk_plugins_sites(const struct mk_plugin_set *set, struct mk_config *cfg, cha
 const struct mk_transport *mk_plugins_transport(const struct mk_plugin_set *set, const char *name)
 {
     if (strcmp(name, "plain") == 0) {
-        return &mk_transport_plain;
+        return &mk_conn_transport_plain;
     }
     for (size_t i = 0; i < set->count; i++) {
         const struct mk_transport *t = set->transports[i];

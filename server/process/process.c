@@ -44,7 +44,7 @@
 /* ---- process setup ------------------------------------------------------- */
 
 /* Raise the descriptor limit and derive the connection limit from it. */
-void mk_server_limits(struct mk_server *srv, const struct mk_config *cfg)
+void mk_process_limits(struct mk_server *srv, const struct mk_config *cfg)
 {
     struct rlimit rl;
     unsigned avail = 1024;
@@ -76,14 +76,14 @@ void mk_server_limits(struct mk_server *srv, const struct mk_config *cfg)
     }
 }
 
-uid_t mk_server_user_uid(const struct mk_config *cfg)
+uid_t mk_process_user_uid(const struct mk_config *cfg)
 {
     const struct passwd *pw = cfg->user && geteuid() == 0 ? getpwnam(cfg->user) : NULL;
 
     return pw && pw->pw_uid != 0 ? pw->pw_uid : (uid_t) -1;
 }
 
-int mk_server_drop_privileges(const struct mk_config *cfg, char *err, size_t errlen)
+int mk_process_drop_privileges(const struct mk_config *cfg, char *err, size_t errlen)
 {
     struct passwd *pw;
 
@@ -107,7 +107,7 @@ int mk_server_drop_privileges(const struct mk_config *cfg, char *err, size_t err
     return MK_OK;
 }
 
-int mk_pidfile_write(const char *path, char *err, size_t errlen)
+int mk_process_pidfile_write(const char *path, char *err, size_t errlen)
 {
     char tmp[PATH_MAX], buf[32];
     int fd = -1, n = snprintf(buf, sizeof(buf), "%ld\n", (long) getpid());
@@ -148,14 +148,14 @@ int mk_pidfile_write(const char *path, char *err, size_t errlen)
     return MK_OK;
 }
 
-int mk_server_write_pidfile(struct mk_server *srv, char *err, size_t errlen)
+int mk_process_pidfile(struct mk_server *srv, char *err, size_t errlen)
 {
     const char *path = srv->cfg->pidfile;
 
-    if (!path || mk_supervised()) {
+    if (!path || mk_supervisor_is_child()) {
         return MK_OK; /* a supervisor's child: the supervisor writes its own pid */
     }
-    if (mk_pidfile_write(path, err, errlen) != MK_OK) {
+    if (mk_process_pidfile_write(path, err, errlen) != MK_OK) {
         return MK_ERR;
     }
     srv->pidfile_written = true;
@@ -164,7 +164,7 @@ int mk_server_write_pidfile(struct mk_server *srv, char *err, size_t errlen)
 
 /* ---- the binary's main loop ---------------------------------------------- */
 
-void mk_server_signal_set(sigset_t *set)
+void mk_process_signal_set(sigset_t *set)
 {
     sigemptyset(set);
     sigaddset(set, SIGTERM);
@@ -177,7 +177,7 @@ void mk_server_signal_set(sigset_t *set)
 
 /* ---- commands from plugins (api->command) -------------------------------- */
 
-int mk_server_command(struct mk_server *srv, int cmd, char *err, size_t errlen)
+int mk_process_command(struct mk_server *srv, int cmd, char *err, size_t errlen)
 {
     uint64_t one = 1;
     int rc;
@@ -264,7 +264,7 @@ int mk_server_loop(struct mk_server *srv)
     if (!srv->running) {
         return MK_ERR;
     }
-    mk_server_signal_set(&set);
+    mk_process_signal_set(&set);
     pthread_sigmask(SIG_BLOCK, &set, &old);
     sfd = signalfd(-1, &set, SFD_CLOEXEC);
     srv->cmd_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -359,14 +359,14 @@ static void mk_server_loop_coming(struct mk_server *srv, bool coming)
     pthread_mutex_unlock(&srv->cmd_lock);
 }
 
-int mk_server_run_notify(struct mk_server *srv, void (*started)(void *arg, const char *err),
-                         void *arg, char *err, size_t errlen)
+int mk_process_run_notify(struct mk_server *srv, void (*started)(void *arg, const char *err),
+                          void *arg, char *err, size_t errlen)
 {
     sigset_t set, old;
     int rc;
 
     /* Blocked before the workers exist so no signal can slip in between. */
-    mk_server_signal_set(&set);
+    mk_process_signal_set(&set);
     pthread_sigmask(SIG_BLOCK, &set, &old);
     mk_server_loop_coming(srv, true);
     rc = mk_server_start(srv, err, errlen);
@@ -386,5 +386,5 @@ int mk_server_run_notify(struct mk_server *srv, void (*started)(void *arg, const
 
 int mk_server_run(struct mk_server *srv, char *err, size_t errlen)
 {
-    return mk_server_run_notify(srv, NULL, NULL, err, errlen);
+    return mk_process_run_notify(srv, NULL, NULL, err, errlen);
 }

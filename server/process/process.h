@@ -19,39 +19,39 @@ struct mk_server;
 /* ---- process.c ----------------------------------------------------------- */
 
 /* Raise the descriptor limit and derive the connection limit from it. */
-void mk_server_limits(struct mk_server *srv, const struct mk_config *cfg);
+void mk_process_limits(struct mk_server *srv, const struct mk_config *cfg);
 /*
  * The uid of cfg's User when this process is root and will switch to it
  * (the log files it opens are given to it); (uid_t) -1 otherwise.
  */
-uid_t mk_server_user_uid(const struct mk_config *cfg);
+uid_t mk_process_user_uid(const struct mk_config *cfg);
 /*
  * Become the User of cfg when started as root (else nothing, said once).
  * MK_OK, or MK_ERR with the reason in err.
  */
-int mk_server_drop_privileges(const struct mk_config *cfg, char *err, size_t errlen);
+int mk_process_drop_privileges(const struct mk_config *cfg, char *err, size_t errlen);
 /* Write the PidFile of the running configuration, if any. MK_OK, or MK_ERR with the reason in err.
  */
-int mk_server_write_pidfile(struct mk_server *srv, char *err, size_t errlen);
+int mk_process_pidfile(struct mk_server *srv, char *err, size_t errlen);
 /*
  * Write this process's id to `path`: into a new file beside it (O_EXCL,
  * O_NOFOLLOW, mode 0644), then renamed over it, so that a link planted at
  * the path is replaced rather than followed. MK_OK, or MK_ERR with
  * "PidFile PATH: reason" in err (no file left behind).
  */
-int mk_pidfile_write(const char *path, char *err, size_t errlen);
+int mk_process_pidfile_write(const char *path, char *err, size_t errlen);
 /*
  * The signals the control loop reads from its signalfd (TERM, INT, QUIT,
  * HUP, USR1, PIPE): the set a process blocks before it starts threads.
  */
-void mk_server_signal_set(sigset_t *set);
+void mk_process_signal_set(sigset_t *set);
 /*
  * mk_server_run(), telling started(arg, err) once mk_server_start() has
  * returned: err NULL when the server serves, else the reason (the run then
  * returns MK_ERR). monkey -D uses it to release its waiting parent.
  */
-int mk_server_run_notify(struct mk_server *srv, void (*started)(void *arg, const char *err),
-                         void *arg, char *err, size_t errlen);
+int mk_process_run_notify(struct mk_server *srv, void (*started)(void *arg, const char *err),
+                          void *arg, char *err, size_t errlen);
 
 /* ---- server.c ------------------------------------------------------------ */
 

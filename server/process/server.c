@@ -52,10 +52,10 @@ struct mk_server *mk_server_create(void)
 
     /* The same tables for every server of the process. */
     static const struct mk_plugins_process process = {
-        .command = mk_server_command,
+        .command = mk_process_command,
         .supervisor_stats = mk_supervisor_stats_get,
     };
-    mk_conn_protocols(&mk_protocols);
+    mk_conn_protocols(&mk_proto_table);
     mk_request_files(&mk_static_files);
     mk_conf_site_keys(&mk_static_site_keys);
     mk_plugins_process(&process);
@@ -280,7 +280,7 @@ static const struct mk_listen_addr *mk_find_listen(const struct mk_config *cfg, 
 static void mk_plans_free(struct mk_listen_plan **plans, int n_plans, size_t n_each)
 {
     for (int w = 0; plans && w < n_plans; w++) {
-        mk_listen_plan_free(plans[w], n_each);
+        mk_listener_plan_free(plans[w], n_each);
     }
     mk_free(plans);
 }
@@ -301,7 +301,7 @@ static int mk_server_probe(const struct mk_config *old, const struct mk_config *
     for (size_t i = 0; i < cfg->n_listen; i++) {
         bool held = false;
         for (size_t j = 0; old && j < old->n_listen && !held; j++) {
-            held = mk_listen_addr_overlap(&cfg->listen[i], &old->listen[j]);
+            held = mk_listener_addr_overlap(&cfg->listen[i], &old->listen[j]);
         }
         if (!held && mk_listener_probe(&cfg->listen[i], err, errlen) != MK_OK) {
             return MK_ERR;
@@ -371,7 +371,7 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
     if (mk_config_check_files(cfg, NULL, err, errlen) != MK_OK) {
         goto fail_cfg;
     }
-    mk_log_set_owner(mk_server_user_uid(cfg)); /* reopened after the switch to User */
+    mk_log_set_owner(mk_process_user_uid(cfg)); /* reopened after the switch to User */
     if (cfg->log_path && mk_log_open(cfg->log_path) != MK_OK) {
         ERRF("Log %s: %s", cfg->log_path, strerror(errno));
         goto fail_cfg;
@@ -385,7 +385,7 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
     if (mk_server_check_transports(&srv->plugins, cfg, err, errlen) != MK_OK) {
         goto fail_plugins;
     }
-    mk_server_limits(srv, cfg);
+    mk_process_limits(srv, cfg);
 
     owners = MK_FAIR(cfg) ? 1 : cfg->workers;
     plans = mk_server_plans(srv, NULL, cfg, owners, err, errlen);
@@ -399,8 +399,8 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
         mk_server_check_sites(&srv->plugins, cfg, err, errlen) != MK_OK) {
         goto fail_init;
     }
-    if (mk_server_drop_privileges(cfg, err, errlen) != MK_OK ||
-        mk_server_write_pidfile(srv, err, errlen) != MK_OK) {
+    if (mk_process_drop_privileges(cfg, err, errlen) != MK_OK ||
+        mk_process_pidfile(srv, err, errlen) != MK_OK) {
         goto fail_init;
     }
 
@@ -436,7 +436,7 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
     pthread_sigmask(SIG_SETMASK, &all, &old);
     bool threads_ok = true;
 #ifdef MK_HAVE_FAIR
-    if (MK_FAIR(cfg) && mk_acceptor_start(srv, plans[0], cfg->n_listen) != MK_OK) {
+    if (MK_FAIR(cfg) && mk_listener_acceptor_start(srv, plans[0], cfg->n_listen) != MK_OK) {
         ERRF("cannot start the acceptor thread: %s", strerror(errno));
         threads_ok = false;
     }
@@ -562,7 +562,7 @@ int mk_server_reload(struct mk_server *srv, char *err, size_t errlen)
         }
     }
     mk_log_set_level((enum mk_log_level) cfg->log_level);
-    mk_server_limits(srv, cfg);
+    mk_process_limits(srv, cfg);
     pthread_mutex_lock(&srv->cfg_lock);
     srv->cfg = cfg;
     pthread_mutex_unlock(&srv->cfg_lock);
@@ -577,7 +577,7 @@ int mk_server_reload(struct mk_server *srv, char *err, size_t errlen)
     }
 #ifdef MK_HAVE_FAIR
     if (MK_FAIR(cfg)) {
-        mk_acceptor_post(srv, plans[0], cfg->n_listen);
+        mk_listener_acceptor_post(srv, plans[0], cfg->n_listen);
         plans[0] = NULL;
     }
 #endif
@@ -612,7 +612,7 @@ void mk_server_reopen_logs(struct mk_server *srv)
 void mk_server_signal_workers(struct mk_server *srv, unsigned flags)
 {
 #ifdef MK_HAVE_FAIR
-    mk_acceptor_stop(srv);
+    mk_listener_acceptor_stop(srv);
 #endif
     for (int i = 0; i < srv->n_workers; i++) {
         if (srv->workers[i].running) {
@@ -657,8 +657,8 @@ void mk_server_finish(struct mk_server *srv)
         srv->acceptor_ctl = -1;
         mk_event_loop_destroy(&srv->acceptor_loop);
     }
-    mk_accept_guard_release(&srv->acceptor_guard); /* an acceptor that never ran */
-    mk_listen_plan_free(srv->acceptor_plan, srv->acceptor_plan_len);
+    mk_listener_guard_release(&srv->acceptor_guard); /* an acceptor that never ran */
+    mk_listener_plan_free(srv->acceptor_plan, srv->acceptor_plan_len);
     srv->acceptor_plan = NULL;
 #endif
     if (srv->pidfile_written && srv->cfg->pidfile) {

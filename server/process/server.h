@@ -127,6 +127,6 @@ struct mk_server {
 };
 
 /* process.c: api->command(): carried out by mk_server_loop(), waited for. */
-int mk_server_command(struct mk_server *srv, int cmd, char *err, size_t errlen);
+int mk_process_command(struct mk_server *srv, int cmd, char *err, size_t errlen);
 
 #endif

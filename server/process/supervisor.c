@@ -130,7 +130,7 @@ bool mk_supervisor_child_init(const char *argv0)
     return mk_supervisor_child;
 }
 
-bool mk_supervised(void)
+bool mk_supervisor_is_child(void)
 {
     return mk_supervisor_child;
 }
@@ -188,7 +188,7 @@ static int mk_supervisor_probe(const struct mk_config *cfg, const struct mk_sup_
         bool held = false;
         for (size_t j = 0; j < cfg->n_listen && !held; j++) {
             held = mk_supervisor_holds(socks, n, &cfg->listen[j]) &&
-                   mk_listen_addr_overlap(&cfg->listen[i], &cfg->listen[j]);
+                   mk_listener_addr_overlap(&cfg->listen[i], &cfg->listen[j]);
         }
         if (!held && mk_listener_probe(&cfg->listen[i], err, errlen) != MK_OK) {
             return MK_ERR;
@@ -292,7 +292,7 @@ static void mk_supervisor_write_pidfile(struct mk_supervisor *s)
     if (!s->pidfile) {
         return;
     }
-    if (mk_pidfile_write(s->pidfile, err, sizeof(err)) != MK_OK) {
+    if (mk_process_pidfile_write(s->pidfile, err, sizeof(err)) != MK_OK) {
         mk_err("supervisor: %s", err);
         return;
     }
@@ -580,7 +580,7 @@ static bool mk_supervisor_child_exit(struct mk_supervisor *s, int wstatus)
         s->opts->status = 128 + (WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0);
         return true;
     }
-    unsigned n = mk_crash_window_add(&s->crashes, mk_clock_mono_ms());
+    unsigned n = mk_supervisor_crash_window_add(&s->crashes, mk_clock_mono_ms());
     s->stats.last_crash = time(NULL);
     snprintf(s->stats.last_crash_reason, sizeof(s->stats.last_crash_reason), "%s", reason);
     if (n >= s->crashes.limit) {
@@ -722,18 +722,19 @@ static int mk_supervisor_setup(struct mk_supervisor *s, const struct mk_config *
     sigset_t set;
 
     /* The server, once it switched to User, opens the same file again. */
-    mk_log_set_owner(mk_server_user_uid(cfg));
+    mk_log_set_owner(mk_process_user_uid(cfg));
     if (cfg->log_path && mk_log_open(cfg->log_path) != MK_OK) {
         ERRF("Log %s: %s", cfg->log_path, strerror(errno));
         return MK_ERR;
     }
     mk_log_set_level((enum mk_log_level) cfg->log_level);
-    mk_crash_window_init(&s->crashes, cfg->supervisor_crash_limit, cfg->supervisor_crash_window_ms);
+    mk_supervisor_crash_window_init(&s->crashes, cfg->supervisor_crash_limit,
+                                    cfg->supervisor_crash_window_ms);
     s->pidfile = cfg->pidfile ? mk_strdup(cfg->pidfile) : NULL;
     if (mk_supervisor_bind(s, cfg, err, errlen) != MK_OK) {
         return MK_ERR;
     }
-    mk_server_signal_set(&set); /* the server's signals (PIPE read and dropped), and CHLD */
+    mk_process_signal_set(&set); /* the server's signals (PIPE read and dropped), and CHLD */
     sigaddset(&set, SIGCHLD);
     sigprocmask(SIG_BLOCK, &set, &s->old_mask);
     s->sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);

@@ -67,7 +67,7 @@ int mk_supervisor_run(struct mk_server *srv, struct mk_supervisor_opts *o, char 
  */
 bool mk_supervisor_child_init(const char *argv0);
 /* Whether mk_supervisor_child_init() found a supervisor. */
-bool mk_supervised(void);
+bool mk_supervisor_is_child(void);
 /*
  * A supervised server that cannot start tells its supervisor why, before
  * it exits (the supervisor logs it to the Log: the child's standard error
@@ -85,7 +85,7 @@ static inline bool mk_supervisor_child_init(const char *argv0)
     return false;
 }
 
-static inline bool mk_supervised(void)
+static inline bool mk_supervisor_is_child(void)
 {
     return false;
 }
@@ -130,13 +130,13 @@ struct mk_crash_window {
     uint32_t window_ms;
 };
 
-void mk_crash_window_init(struct mk_crash_window *w, unsigned limit, uint32_t window_ms);
+void mk_supervisor_crash_window_init(struct mk_crash_window *w, unsigned limit, uint32_t window_ms);
 /*
  * Record a crash at now_ms (monotonic, never decreasing) and return how
  * many crashes, this one included, fell within the window ending now. The
  * caller gives up when that reaches w->limit.
  */
-unsigned mk_crash_window_add(struct mk_crash_window *w, uint64_t now_ms);
+unsigned mk_supervisor_crash_window_add(struct mk_crash_window *w, uint64_t now_ms);
 /*
  * How long to wait before starting the server again after the n-th crash
  * within the window (n >= 1): 0 for the first, then 100 ms doubling each

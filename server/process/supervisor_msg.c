@@ -21,7 +21,7 @@
 
 /* ---- crash window and back-off ------------------------------------------- */
 
-void mk_crash_window_init(struct mk_crash_window *w, unsigned limit, uint32_t window_ms)
+void mk_supervisor_crash_window_init(struct mk_crash_window *w, unsigned limit, uint32_t window_ms)
 {
     memset(w, 0, sizeof(*w));
     w->limit = limit < 1                               ? 1
@@ -30,7 +30,7 @@ void mk_crash_window_init(struct mk_crash_window *w, unsigned limit, uint32_t wi
     w->window_ms = window_ms;
 }
 
-unsigned mk_crash_window_add(struct mk_crash_window *w, uint64_t now_ms)
+unsigned mk_supervisor_crash_window_add(struct mk_crash_window *w, uint64_t now_ms)
 {
     /* Forget the crashes that left the window. */
     while (w->n > 0 && now_ms - w->at_ms[w->first] >= w->window_ms) {

@@ -46,7 +46,7 @@ int mk_proto_known(const char *name, size_t len)
     return name && mk_proto_find(name, len) != NULL;
 }
 
-const struct mk_proto_set mk_protocols = {
+const struct mk_proto_set mk_proto_table = {
     .first = &mk_proto_h1,
     .find = mk_proto_find,
     .refuse = mk_h1_send_raw,

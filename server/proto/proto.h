@@ -85,6 +85,6 @@ const struct mk_proto *mk_proto_find(const char *name, size_t len);
 /* api->protocol_known: whether `name` is spoken (1) or not (0). */
 int mk_proto_known(const char *name, size_t len);
 /* The protocols as the connections get them (mk_conn_protocols). */
-extern const struct mk_proto_set mk_protocols;
+extern const struct mk_proto_set mk_proto_table;
 
 #endif

@@ -16,13 +16,13 @@
     atomic_store_explicit(&(var), atomic_load_explicit(&(var), memory_order_relaxed) + 1,          \
                           memory_order_relaxed)
 
-void mk_zcache_init(struct mk_zcache *zc)
+void mk_compress_cache_init(struct mk_zcache *zc)
 {
     memset(zc, 0, sizeof(*zc));
     mk_list_init(&zc->lru);
 }
 
-void mk_zentry_release(struct mk_zentry *e)
+void mk_compress_cache_release(struct mk_zentry *e)
 {
     if (--e->refs == 0) {
         mk_free(e->data);
@@ -73,10 +73,10 @@ static void mk_zcache_remove(struct mk_zcache *zc, struct mk_zentry *e)
     zc->count--;
     zc->bytes -= e->charge;
     mk_zcache_stats(zc);
-    mk_zentry_release(e);
+    mk_compress_cache_release(e);
 }
 
-void mk_zcache_destroy(struct mk_zcache *zc)
+void mk_compress_cache_destroy(struct mk_zcache *zc)
 {
     for (unsigned i = 0; i < zc->n_buckets; i++) {
         while (zc->buckets[i]) {
@@ -88,7 +88,7 @@ void mk_zcache_destroy(struct mk_zcache *zc)
     zc->n_buckets = 0;
 }
 
-struct mk_zentry *mk_zcache_find(struct mk_zcache *zc, const struct mk_zkey *k)
+struct mk_zentry *mk_compress_cache_find(struct mk_zcache *zc, const struct mk_zkey *k)
 {
     struct mk_zentry *e;
 
@@ -124,7 +124,7 @@ static void mk_zcache_make_room(struct mk_zcache *zc, uint64_t need, uint64_t ma
     }
 }
 
-void mk_zcache_trim(struct mk_zcache *zc, uint64_t max)
+void mk_compress_cache_trim(struct mk_zcache *zc, uint64_t max)
 {
     mk_zcache_make_room(zc, 0, max, NULL);
 }
@@ -155,8 +155,8 @@ static void mk_zcache_grow(struct mk_zcache *zc)
     zc->n_buckets = n;
 }
 
-struct mk_zentry *mk_zcache_reserve(struct mk_zcache *zc, const struct mk_zkey *k, size_t charge,
-                                    uint64_t max)
+struct mk_zentry *mk_compress_cache_reserve(struct mk_zcache *zc, const struct mk_zkey *k,
+                                            size_t charge, uint64_t max)
 {
     uint64_t need = (uint64_t) charge + MK_ZENTRY_OVERHEAD;
 
@@ -191,8 +191,8 @@ struct mk_zentry *mk_zcache_reserve(struct mk_zcache *zc, const struct mk_zkey *
     return e;
 }
 
-void mk_zcache_settle(struct mk_zcache *zc, struct mk_zentry *e, char *data, size_t len,
-                      bool failed, uint64_t max)
+void mk_compress_cache_settle(struct mk_zcache *zc, struct mk_zentry *e, char *data, size_t len,
+                              bool failed, uint64_t max)
 {
     e->data = data;
     e->len = data ? len : 0;

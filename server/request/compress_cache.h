@@ -90,16 +90,16 @@ struct mk_zcache {
 /* What one entry costs besides its bytes. */
 #define MK_ZENTRY_OVERHEAD ((size_t) sizeof(struct mk_zentry))
 
-void mk_zcache_init(struct mk_zcache *zc);
+void mk_compress_cache_init(struct mk_zcache *zc);
 /* Drop every entry (the worker's teardown); those still held live on until released. */
-void mk_zcache_destroy(struct mk_zcache *zc);
+void mk_compress_cache_destroy(struct mk_zcache *zc);
 
 /*
  * The entry for `k`, or NULL. A READY or FAILED entry becomes the most
  * recently used. No reference is taken: the caller takes one (refs++)
  * before anything that may evict it.
  */
-struct mk_zentry *mk_zcache_find(struct mk_zcache *zc, const struct mk_zkey *k);
+struct mk_zentry *mk_compress_cache_find(struct mk_zcache *zc, const struct mk_zkey *k);
 
 /*
  * A new PENDING entry for `k`, put in the table and charged `charge` bytes
@@ -108,8 +108,8 @@ struct mk_zentry *mk_zcache_find(struct mk_zcache *zc, const struct mk_zkey *k);
  * the caller's), or NULL when that much cannot be freed (the PENDING
  * entries hold the rest) or memory is short.
  */
-struct mk_zentry *mk_zcache_reserve(struct mk_zcache *zc, const struct mk_zkey *k, size_t charge,
-                                    uint64_t max);
+struct mk_zentry *mk_compress_cache_reserve(struct mk_zcache *zc, const struct mk_zkey *k,
+                                            size_t charge, uint64_t max);
 
 /*
  * The work of PENDING entry e is over: `data` (len bytes, now e's) makes it
@@ -119,14 +119,14 @@ struct mk_zentry *mk_zcache_reserve(struct mk_zcache *zc, const struct mk_zkey *
  * while the total is over `max` (e itself last: then it leaves the table,
  * still valid for its holders).
  */
-void mk_zcache_settle(struct mk_zcache *zc, struct mk_zentry *e, char *data, size_t len,
-                      bool failed, uint64_t max);
+void mk_compress_cache_settle(struct mk_zcache *zc, struct mk_zentry *e, char *data, size_t len,
+                              bool failed, uint64_t max);
 
 /* Evict least recently used entries until the charges fit in `max` (a smaller bound after a
  * reload). */
-void mk_zcache_trim(struct mk_zcache *zc, uint64_t max);
+void mk_compress_cache_trim(struct mk_zcache *zc, uint64_t max);
 
 /* Drop one reference; the entry and its bytes are freed with the last one. */
-void mk_zentry_release(struct mk_zentry *e);
+void mk_compress_cache_release(struct mk_zentry *e);
 
 #endif

@@ -192,7 +192,7 @@ void mk_response_drop_file(struct mk_request *r)
         }
 #ifdef MK_HAVE_COMPRESS
         if (r->zbody) {
-            mk_zentry_release(r->zbody);
+            mk_compress_cache_release(r->zbody);
             r->zbody = NULL;
         }
 #endif

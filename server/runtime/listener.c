@@ -9,7 +9,7 @@
  * one acceptor thread accepts on the only set of sockets and writes each
  * connection into the pipe of the worker with the fewest connections
  * (mk_acceptor_*); the worker then takes it with mk_worker_accept_fd. A
- * reload hands either one a listener plan (mk_listeners_apply).
+ * reload hands either one a listener plan (mk_listener_apply_all).
  *
  * Options set on the listening socket are inherited by accepted ones
  * (TCP_NODELAY), which saves a system call per connection. A port-only
@@ -158,7 +158,7 @@ static bool mk_addr_wildcard(const struct mk_listen_addr *a)
     return a->any || IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *) &a->addr)->sin6_addr);
 }
 
-bool mk_listen_addr_overlap(const struct mk_listen_addr *a, const struct mk_listen_addr *b)
+bool mk_listener_addr_overlap(const struct mk_listen_addr *a, const struct mk_listen_addr *b)
 {
     if (mk_addr_port(a) != mk_addr_port(b)) {
         return false;
@@ -186,7 +186,7 @@ int mk_listener_probe(const struct mk_listen_addr *a, char *err, size_t errlen)
 /*
  * Stop watching and close, but keep the struct on `dead`: its event may
  * still be pending later in the batch being dispatched (mk_event_del() marks
- * it so the dispatcher skips it). mk_listeners_reap() frees it afterwards.
+ * it so the dispatcher skips it). mk_listener_reap() frees it afterwards.
  */
 static void mk_listener_remove(struct mk_event_loop *loop, struct mk_listener *l,
                                struct mk_list *dead)
@@ -197,14 +197,15 @@ static void mk_listener_remove(struct mk_event_loop *loop, struct mk_listener *l
     mk_list_move_tail(&l->node, dead);
 }
 
-void mk_listeners_close(struct mk_list *listeners, struct mk_event_loop *loop, struct mk_list *dead)
+void mk_listener_close_all(struct mk_list *listeners, struct mk_event_loop *loop,
+                           struct mk_list *dead)
 {
     while (!mk_list_is_empty(listeners)) {
         mk_listener_remove(loop, mk_list_entry(listeners->next, struct mk_listener, node), dead);
     }
 }
 
-void mk_listeners_reap(struct mk_list *dead)
+void mk_listener_reap(struct mk_list *dead)
 {
     while (!mk_list_is_empty(dead)) {
         struct mk_listener *l = mk_list_entry(dead->next, struct mk_listener, node);
@@ -214,9 +215,9 @@ void mk_listeners_reap(struct mk_list *dead)
     }
 }
 
-void mk_listeners_apply(struct mk_list *listeners, struct mk_event_loop *loop, struct mk_list *dead,
-                        struct mk_listen_plan *plan, size_t n, mk_event_cb cb, struct mk_worker *w,
-                        struct mk_server *srv)
+void mk_listener_apply_all(struct mk_list *listeners, struct mk_event_loop *loop,
+                           struct mk_list *dead, struct mk_listen_plan *plan, size_t n,
+                           mk_event_cb cb, struct mk_worker *w, struct mk_server *srv)
 {
     struct mk_list *it, *tmp;
 
@@ -253,7 +254,7 @@ void mk_listeners_apply(struct mk_list *listeners, struct mk_event_loop *loop, s
     }
 }
 
-void mk_listen_plan_free(struct mk_listen_plan *plan, size_t n)
+void mk_listener_plan_free(struct mk_listen_plan *plan, size_t n)
 {
     if (!plan) {
         return;
@@ -267,8 +268,8 @@ void mk_listen_plan_free(struct mk_listen_plan *plan, size_t n)
     mk_free(plan);
 }
 
-struct mk_listen_plan *mk_listen_plan_supersede(struct mk_listen_plan *prev, size_t prev_len,
-                                                struct mk_listen_plan *next, size_t next_len)
+struct mk_listen_plan *mk_listener_plan_supersede(struct mk_listen_plan *prev, size_t prev_len,
+                                                  struct mk_listen_plan *next, size_t next_len)
 {
     if (!next) {
         return prev;
@@ -281,7 +282,7 @@ struct mk_listen_plan *mk_listen_plan_supersede(struct mk_listen_plan *prev, siz
             }
         }
     }
-    mk_listen_plan_free(prev, prev_len);
+    mk_listener_plan_free(prev, prev_len);
     return next;
 }
 
@@ -306,14 +307,14 @@ struct mk_listen_plan *mk_listen_plan_supersede(struct mk_listen_plan *prev, siz
  *     connections answered since the last one.
  */
 
-void mk_accept_guard_init(struct mk_accept_guard *g)
+void mk_listener_guard_init(struct mk_accept_guard *g)
 {
     g->reserve = open("/dev/null", O_RDONLY | O_CLOEXEC);
     g->paused = false;
     g->resume_ms = 0;
 }
 
-void mk_accept_guard_release(struct mk_accept_guard *g)
+void mk_listener_guard_release(struct mk_accept_guard *g)
 {
     if (g->reserve >= 0) {
         close(g->reserve);
@@ -353,7 +354,7 @@ static void mk_accept_refuse(int fd, bool answer)
 static void mk_accept_out_of_fds(struct mk_server *srv, struct mk_accept_guard *g,
                                  const struct mk_listener *l, int err, uint64_t now_ms)
 {
-    bool answer = l->transport == &mk_transport_plain;
+    bool answer = l->transport == &mk_conn_transport_plain;
     unsigned shed = 0, skipped;
 
     while (g->reserve >= 0 && shed < MK_ACCEPT_SHED_MAX) {
@@ -549,19 +550,19 @@ static void mk_acceptor_ctl_cb(struct mk_event *ev, uint32_t ready)
     srv->acceptor_plan_len = 0;
     pthread_mutex_unlock(&srv->acceptor_lock);
     if (plan) {
-        mk_listeners_apply(&srv->acceptor_listeners, &srv->acceptor_loop, &srv->acceptor_dead, plan,
-                           n, mk_acceptor_accept_cb, NULL, srv);
-        mk_listen_plan_free(plan, n);
+        mk_listener_apply_all(&srv->acceptor_listeners, &srv->acceptor_loop, &srv->acceptor_dead,
+                              plan, n, mk_acceptor_accept_cb, NULL, srv);
+        mk_listener_plan_free(plan, n);
     }
 }
 
-void mk_acceptor_post(struct mk_server *srv, struct mk_listen_plan *plan, size_t n)
+void mk_listener_acceptor_post(struct mk_server *srv, struct mk_listen_plan *plan, size_t n)
 {
     uint64_t one = 1;
     pthread_mutex_lock(&srv->acceptor_lock);
     if (plan) {
         srv->acceptor_plan =
-            mk_listen_plan_supersede(srv->acceptor_plan, srv->acceptor_plan_len, plan, n);
+            mk_listener_plan_supersede(srv->acceptor_plan, srv->acceptor_plan_len, plan, n);
         srv->acceptor_plan_len = n;
     }
     pthread_mutex_unlock(&srv->acceptor_lock);
@@ -592,17 +593,17 @@ static void *mk_acceptor_main(void *arg)
             break;
         }
         mk_event_dispatch(&srv->acceptor_loop, n);
-        mk_listeners_reap(&srv->acceptor_dead);
+        mk_listener_reap(&srv->acceptor_dead);
     }
-    mk_listeners_close(&srv->acceptor_listeners, &srv->acceptor_loop, &srv->acceptor_dead);
-    mk_listeners_reap(&srv->acceptor_dead);
-    mk_accept_guard_release(&srv->acceptor_guard);
+    mk_listener_close_all(&srv->acceptor_listeners, &srv->acceptor_loop, &srv->acceptor_dead);
+    mk_listener_reap(&srv->acceptor_dead);
+    mk_listener_guard_release(&srv->acceptor_guard);
     return NULL;
 }
 
-int mk_acceptor_start(struct mk_server *srv, struct mk_listen_plan *plan, size_t n)
+int mk_listener_acceptor_start(struct mk_server *srv, struct mk_listen_plan *plan, size_t n)
 {
-    mk_accept_guard_init(
+    mk_listener_guard_init(
         &srv->acceptor_guard); /* released as the thread ends, or by the teardown */
     if (mk_event_loop_init(&srv->acceptor_loop, 64) != MK_OK) {
         return MK_ERR;
@@ -613,8 +614,8 @@ int mk_acceptor_start(struct mk_server *srv, struct mk_listen_plan *plan, size_t
                      mk_acceptor_ctl_cb) != MK_OK) {
         return MK_ERR;
     }
-    mk_listeners_apply(&srv->acceptor_listeners, &srv->acceptor_loop, &srv->acceptor_dead, plan, n,
-                       mk_acceptor_accept_cb, NULL, srv);
+    mk_listener_apply_all(&srv->acceptor_listeners, &srv->acceptor_loop, &srv->acceptor_dead, plan,
+                          n, mk_acceptor_accept_cb, NULL, srv);
     if (pthread_create(&srv->acceptor, NULL, mk_acceptor_main, srv) != 0) {
         return MK_ERR;
     }
@@ -622,7 +623,7 @@ int mk_acceptor_start(struct mk_server *srv, struct mk_listen_plan *plan, size_t
     return MK_OK;
 }
 
-void mk_acceptor_stop(struct mk_server *srv)
+void mk_listener_acceptor_stop(struct mk_server *srv)
 {
     uint64_t one = 1;
     if (!srv->acceptor_running) {

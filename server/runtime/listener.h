@@ -8,7 +8,7 @@
  *
  * A listener belongs to the thread whose loop watches it (its worker, or
  * the acceptor); a plan is built by the controlling thread and handed over
- * whole (mk_worker_post, mk_acceptor_post). The acceptor functions are
+ * whole (mk_worker_post, mk_listener_acceptor_post). The acceptor functions are
  * called by the controlling thread only.
  */
 #ifndef MK_SERVER_LISTENER_H
@@ -98,7 +98,7 @@ int mk_listener_socket(const struct mk_config *cfg, const struct mk_listen_addr 
  * for a (nothing is probed); MK_ERR otherwise, with the same message as
  * mk_listener_socket() ("...: Address already in use" when busy). Start and
  * reload only: the caller must not hold a socket on a itself (see
- * mk_listen_addr_overlap).
+ * mk_listener_addr_overlap).
  */
 int mk_listener_probe(const struct mk_listen_addr *a, char *err, size_t errlen);
 /*
@@ -106,28 +106,28 @@ int mk_listener_probe(const struct mk_listen_addr *a, char *err, size_t errlen);
  * port, and the same address or a wildcard on either side (erring towards
  * yes, so a probe is never refused by the server's own socket).
  */
-bool mk_listen_addr_overlap(const struct mk_listen_addr *a, const struct mk_listen_addr *b);
+bool mk_listener_addr_overlap(const struct mk_listen_addr *a, const struct mk_listen_addr *b);
 void mk_listener_accept_cb(struct mk_event *ev, uint32_t ready);
 /* Take the guard's reserve descriptor (worker or acceptor setup). */
-void mk_accept_guard_init(struct mk_accept_guard *g);
+void mk_listener_guard_init(struct mk_accept_guard *g);
 /* Close the reserve (teardown). */
-void mk_accept_guard_release(struct mk_accept_guard *g);
+void mk_listener_guard_release(struct mk_accept_guard *g);
 /*
  * Make `listeners` (watched by `loop`) match `plan`: keep the sockets whose
  * spec the plan lists with fd -1, adopt the plan's new sockets (their fd
  * becomes -1 in the plan), close the others. New listeners get callback cb
  * and owner w (reuseport) or srv (the acceptor).
  */
-void mk_listeners_apply(struct mk_list *listeners, struct mk_event_loop *loop, struct mk_list *dead,
-                        struct mk_listen_plan *plan, size_t n, mk_event_cb cb, struct mk_worker *w,
-                        struct mk_server *srv);
-/* Close every listener; the structs go to `dead` (see mk_listeners_reap). */
-void mk_listeners_close(struct mk_list *listeners, struct mk_event_loop *loop,
-                        struct mk_list *dead);
+void mk_listener_apply_all(struct mk_list *listeners, struct mk_event_loop *loop,
+                           struct mk_list *dead, struct mk_listen_plan *plan, size_t n,
+                           mk_event_cb cb, struct mk_worker *w, struct mk_server *srv);
+/* Close every listener; the structs go to `dead` (see mk_listener_reap). */
+void mk_listener_close_all(struct mk_list *listeners, struct mk_event_loop *loop,
+                           struct mk_list *dead);
 /* Free listeners removed during an event batch, once the batch is over. */
-void mk_listeners_reap(struct mk_list *dead);
+void mk_listener_reap(struct mk_list *dead);
 /* Free a plan, closing the sockets nobody adopted. */
-void mk_listen_plan_free(struct mk_listen_plan *plan, size_t n);
+void mk_listener_plan_free(struct mk_listen_plan *plan, size_t n);
 /*
  * `next` replaces `prev`, a plan its owner has not applied yet. `next` was
  * built against the configuration `prev` belongs to, so where it says
@@ -136,8 +136,8 @@ void mk_listen_plan_free(struct mk_listen_plan *plan, size_t n);
  * addresses `next` no longer lists. Returns `next` (or `prev` when `next`
  * is NULL: a message without a plan leaves the pending one in place).
  */
-struct mk_listen_plan *mk_listen_plan_supersede(struct mk_listen_plan *prev, size_t prev_len,
-                                                struct mk_listen_plan *next, size_t next_len);
+struct mk_listen_plan *mk_listener_plan_supersede(struct mk_listen_plan *prev, size_t prev_len,
+                                                  struct mk_listen_plan *next, size_t next_len);
 
 #ifdef MK_HAVE_FAIR
 /* ---- the acceptor thread of Balancing fair (for server.c) ---------------- */
@@ -146,14 +146,14 @@ struct mk_listen_plan *mk_listen_plan_supersede(struct mk_listen_plan *prev, siz
  * Start the acceptor thread on the n listeners of `plan` (taken over).
  * MK_OK, or MK_ERR (the server's teardown releases what was set up).
  */
-int mk_acceptor_start(struct mk_server *srv, struct mk_listen_plan *plan, size_t n);
+int mk_listener_acceptor_start(struct mk_server *srv, struct mk_listen_plan *plan, size_t n);
 /*
  * Hand the acceptor a new plan (reload; taken over, superseding one it has
  * not taken yet), or with plan NULL only wake it up.
  */
-void mk_acceptor_post(struct mk_server *srv, struct mk_listen_plan *plan, size_t n);
+void mk_listener_acceptor_post(struct mk_server *srv, struct mk_listen_plan *plan, size_t n);
 /* Stop the acceptor thread and wait for it; nothing when it does not run. */
-void mk_acceptor_stop(struct mk_server *srv);
+void mk_listener_acceptor_stop(struct mk_server *srv);
 #endif
 
 #endif

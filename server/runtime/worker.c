@@ -202,7 +202,7 @@ static struct mk_conn *mk_conn_get(struct mk_worker *w)
 void mk_worker_recycle(struct mk_worker *w)
 {
     if (!mk_list_is_empty(&w->dead_listeners)) {
-        mk_listeners_reap(&w->dead_listeners);
+        mk_listener_reap(&w->dead_listeners);
     }
     if (!mk_list_is_empty(&w->loop_dead)) {
         mk_loop_reap(w);
@@ -304,7 +304,7 @@ static void mk_worker_begin_stop(struct mk_worker *w)
     }
     w->stopping = true;
     w->stop_deadline = w->now_ms + w->use.cfg->graceful_timeout_ms;
-    mk_listeners_close(&w->listeners, &w->loop, &w->dead_listeners);
+    mk_listener_close_all(&w->listeners, &w->loop, &w->dead_listeners);
     mk_timers_each(&w->timers, mk_worker_close_idle_cb, NULL);
 }
 
@@ -455,7 +455,7 @@ void mk_worker_post(struct mk_worker *w, unsigned flags, struct mk_config *cfg,
         if (plan) {
             /* Sockets of a plan not yet taken (the thread has not started,
                or an earlier reload) must not be closed under a "keep". */
-            w->msg_plan = mk_listen_plan_supersede(w->msg_plan, w->msg_plan_len, plan, plan_len);
+            w->msg_plan = mk_listener_plan_supersede(w->msg_plan, w->msg_plan_len, plan, plan_len);
             w->msg_plan_len = plan_len;
         }
     }
@@ -490,8 +490,8 @@ static void mk_worker_ctl_cb(struct mk_event *ev, uint32_t ready)
 
     if ((flags & MK_WCTL_CONFIG) && cfg) {
         if (plan && !w->stopping) {
-            mk_listeners_apply(&w->listeners, &w->loop, &w->dead_listeners, plan, plan_len,
-                               mk_listener_accept_cb, w, NULL);
+            mk_listener_apply_all(&w->listeners, &w->loop, &w->dead_listeners, plan, plan_len,
+                                  mk_listener_accept_cb, w, NULL);
         }
         mk_worker_cfg_switch(w, cfg);
 #ifdef MK_HAVE_H2
@@ -500,7 +500,7 @@ static void mk_worker_ctl_cb(struct mk_event *ev, uint32_t ready)
         }
 #endif
     }
-    mk_listen_plan_free(plan, plan_len);
+    mk_listener_plan_free(plan, plan_len);
     if (flags & MK_WCTL_STOP) {
         mk_worker_begin_stop(w);
     }
@@ -547,7 +547,7 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
     mk_pool_init(&w->pool, MK_POOL_CACHED_MAX);
     mk_file_cache_init(&w->fcache, srv->cfg->file_cache);
 #ifdef MK_HAVE_COMPRESS
-    mk_zcache_init(&w->zcache);
+    mk_compress_cache_init(&w->zcache);
 #endif
     pthread_mutex_init(&w->msg_lock, NULL);
     w->ctl_ev.fd = -1;
@@ -563,7 +563,7 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
         return MK_ERR;
     }
     if (!MK_FAIR(srv->cfg)) {
-        mk_accept_guard_init(&w->accept); /* it accepts on its own listeners */
+        mk_listener_guard_init(&w->accept); /* it accepts on its own listeners */
     }
 #ifdef MK_HAVE_FAIR
     if (MK_FAIR(srv->cfg)) {
@@ -593,9 +593,9 @@ static void mk_worker_take_listeners(struct mk_worker *w)
     w->msg_plan_len = 0;
     pthread_mutex_unlock(&w->msg_lock);
     if (plan) {
-        mk_listeners_apply(&w->listeners, &w->loop, &w->dead_listeners, plan, n,
-                           mk_listener_accept_cb, w, NULL);
-        mk_listen_plan_free(plan, n);
+        mk_listener_apply_all(&w->listeners, &w->loop, &w->dead_listeners, plan, n,
+                              mk_listener_accept_cb, w, NULL);
+        mk_listener_plan_free(plan, n);
     }
 }
 
@@ -647,8 +647,8 @@ static void *mk_worker_main(void *arg)
     atomic_store_explicit(&w->cfg_serving, NULL, memory_order_release);
     mk_worker_close_all(w);
     mk_worker_recycle(w);
-    mk_listeners_close(&w->listeners, &w->loop, &w->dead_listeners);
-    mk_listeners_reap(&w->dead_listeners);
+    mk_listener_close_all(&w->listeners, &w->loop, &w->dead_listeners);
+    mk_listener_reap(&w->dead_listeners);
     mk_file_cache_destroy(&w->fcache);
     for (size_t i = 0; i < ps->count; i++) {
         if (ps->list[i]->worker_exit) {
@@ -693,12 +693,12 @@ void mk_worker_teardown(struct mk_worker *w)
         mk_list_del(&c->node);
         mk_free(c);
     }
-    mk_listeners_close(&w->listeners, &w->loop, &w->dead_listeners);
-    mk_listeners_reap(&w->dead_listeners);
+    mk_listener_close_all(&w->listeners, &w->loop, &w->dead_listeners);
+    mk_listener_reap(&w->dead_listeners);
     if (w->msg_cfg) {
         mk_config_unref(w->msg_cfg);
     }
-    mk_listen_plan_free(w->msg_plan, w->msg_plan_len);
+    mk_listener_plan_free(w->msg_plan, w->msg_plan_len);
     mk_config_use_destroy(&w->use);
     if (w->ctl_ev.fd >= 0) {
         close(w->ctl_ev.fd);
@@ -710,11 +710,11 @@ void mk_worker_teardown(struct mk_worker *w)
         }
     }
 #endif
-    mk_accept_guard_release(&w->accept);
+    mk_listener_guard_release(&w->accept);
     mk_event_loop_destroy(&w->loop);
     mk_file_cache_destroy(&w->fcache);
 #ifdef MK_HAVE_COMPRESS
-    mk_zcache_destroy(&w->zcache); /* after the drain: no job is left pending */
+    mk_compress_cache_destroy(&w->zcache); /* after the drain: no job is left pending */
 #endif
     mk_timers_destroy(&w->timers);
     mk_loop_release(w); /* a worker that never ran */

@@ -399,7 +399,7 @@ static struct mk_str mk_static_type(const struct mk_request *r, struct mk_file *
 #define MK_ZB_RELEASE(z)                                                                           \
     do {                                                                                           \
         if (z) {                                                                                   \
-            mk_zentry_release(z);                                                                  \
+            mk_compress_cache_release(z);                                                          \
         }                                                                                          \
     } while (0)
 #else
@@ -425,7 +425,7 @@ mk_static_answer(struct mk_request *r, struct mk_file *f, struct mk_file *named,
             mk_response_add_known(r, MK_RESP_LAST_MODIFIED, f->last_modified, MK_HTTP_DATE_LEN);
         }
         if (coding < MK_CODING_N_VARIANTS) {
-            const char *name = mk_coding_name(coding);
+            const char *name = mk_accept_coding_name(coding);
             mk_response_add_known(r, MK_RESP_CONTENT_ENCODING, name, strlen(name));
         }
         if (r->site->cache_rules.n) {
@@ -494,7 +494,7 @@ mk_static_answer(struct mk_request *r, struct mk_file *f, struct mk_file *named,
         mk_response_add_known(r, MK_RESP_LAST_MODIFIED, f->last_modified, MK_HTTP_DATE_LEN);
         mk_response_add_known(r, MK_RESP_ACCEPT_RANGES, "bytes", 5);
         if (coding < MK_CODING_N_VARIANTS) {
-            const char *name = mk_coding_name(coding);
+            const char *name = mk_accept_coding_name(coding);
             mk_response_add_known(r, MK_RESP_CONTENT_ENCODING, name, strlen(name));
         }
     }
@@ -546,7 +546,7 @@ static int mk_static_serve_file(struct mk_request *r, struct mk_file *f, struct 
     if (r->zbody) {
         /* what a compression job left for r and nothing took (another
            coding or the file itself is sent): r->file is about to be set */
-        mk_zentry_release(r->zbody);
+        mk_compress_cache_release(r->zbody);
         r->zbody = NULL;
     }
 #endif
@@ -573,7 +573,7 @@ static void mk_static_vary(struct mk_request *r)
 static size_t mk_static_coded_tag(const char *tag, size_t tag_len, enum mk_coding c,
                                   const char *suffix, char *out)
 {
-    const char *name = mk_coding_name(c);
+    const char *name = mk_accept_coding_name(c);
     size_t name_len = strlen(name), slen = strlen(suffix);
     char *p = out;
 

@@ -285,8 +285,8 @@ static int mk_zjob_done(struct mk_request *r, void *arg)
     struct mk_worker *w = j->w;
     bool ok = j->ran && j->result == MK_OK;
 
-    mk_zcache_settle(&w->zcache, z, ok ? j->out : NULL, j->out_len,
-                     j->ran && j->result == MK_DECLINED, w->use.cfg->compress_cache);
+    mk_compress_cache_settle(&w->zcache, z, ok ? j->out : NULL, j->out_len,
+                             j->ran && j->result == MK_DECLINED, w->use.cfg->compress_cache);
     for (struct mk_suspended *s = z->waiters, *next; s; s = next) {
         next = s->next;
         s->cb = mk_zjob_waited;
@@ -297,7 +297,7 @@ static int mk_zjob_done(struct mk_request *r, void *arg)
     mk_file_release(j->f);
     mk_free(j);
     if (!r) {
-        mk_zentry_release(z);
+        mk_compress_cache_release(z);
         return MK_OK;
     }
     r->zbody = z; /* the job's reference: mk_static_compress_get() takes it */
@@ -321,15 +321,15 @@ int mk_static_compress_get(struct mk_request *r, const struct mk_file *f, enum m
             return MK_OK;
         }
         bool failed = z->state == MK_Z_FAILED && mk_zkey_same(&z->key, &k);
-        mk_zentry_release(z);
+        mk_compress_cache_release(z);
         if (failed) {
             return MK_DECLINED;
         }
     }
     if (zc->bytes > r->cfg->compress_cache) {
-        mk_zcache_trim(zc, r->cfg->compress_cache); /* the bound shrank with a reload */
+        mk_compress_cache_trim(zc, r->cfg->compress_cache); /* the bound shrank with a reload */
     }
-    z = mk_zcache_find(zc, &k);
+    z = mk_compress_cache_find(zc, &k);
     if (!z || z->state == MK_Z_PENDING) {
         return MK_AGAIN;
     }
@@ -351,7 +351,7 @@ int mk_static_compress_wait(struct mk_request *r, struct mk_file *f, enum mk_cod
     struct mk_zkey k;
 
     mk_zkey_of(&k, f, c, level);
-    struct mk_zentry *z = mk_zcache_find(zc, &k);
+    struct mk_zentry *z = mk_compress_cache_find(zc, &k);
     if (z) {
         if (z->state != MK_Z_PENDING || !(s = mk_request_suspend(r))) {
             return MK_DECLINED;
@@ -361,8 +361,8 @@ int mk_static_compress_wait(struct mk_request *r, struct mk_file *f, enum mk_cod
         MK_STAT_ADD(zc->st_waits, 1);
         return MK_SUSPENDED;
     }
-    z = mk_zcache_reserve(zc, &k, mk_compress_bound(c, (size_t) f->st.st_size),
-                          r->cfg->compress_cache);
+    z = mk_compress_cache_reserve(zc, &k, mk_compress_bound(c, (size_t) f->st.st_size),
+                                  r->cfg->compress_cache);
     struct mk_zjob *j = z ? mk_try_alloc(sizeof(*j)) : NULL;
     s = j ? mk_request_suspend(r) : NULL;
     if (s) {
@@ -385,8 +385,8 @@ int mk_static_compress_wait(struct mk_request *r, struct mk_file *f, enum mk_cod
     }
     mk_free(j);
     if (z) {
-        mk_zcache_settle(zc, z, NULL, 0, false, r->cfg->compress_cache);
-        mk_zentry_release(z);
+        mk_compress_cache_settle(zc, z, NULL, 0, false, r->cfg->compress_cache);
+        mk_compress_cache_release(z);
     }
     MK_STAT_ADD(zc->st_skipped, 1);
     return MK_DECLINED;

@@ -52,7 +52,7 @@ int mk_static_variant_set(void *obj, const struct mk_conf_key *k, const char *va
     while (mk_conf_word(&cur, &w, &wlen)) {
         int c = -1;
         for (int i = 0; i < MK_CODING_N_VARIANTS; i++) {
-            const char *name = mk_coding_name((enum mk_coding) i);
+            const char *name = mk_accept_coding_name((enum mk_coding) i);
             if (wlen == strlen(name) && strncasecmp(w, name, wlen) == 0) {
                 c = i;
             }
@@ -119,7 +119,7 @@ struct mk_file *mk_static_variant_open(struct mk_request *r, const struct mk_fil
     struct mk_worker *w = r->conn->worker;
     const struct mk_site *vh = r->site;
     const char *real = f->path + f->path_len + 1; /* relative to the root */
-    const char *suffix = mk_coding_suffix(c);
+    const char *suffix = mk_accept_coding_suffix(c);
     size_t rlen = strlen(real), slen = strlen(suffix);
     char *key = mk_arena_alloc(&r->arena, rlen + slen + 2);
     struct mk_file *v;

@@ -225,7 +225,7 @@ int mk_loopback_open(struct mk_loopback *lb, const char *confdir, char *err, siz
         goto fail_init;
     }
     lb->srv->cfg = cfg;
-    mk_server_limits(lb->srv, cfg);
+    mk_process_limits(lb->srv, cfg);
     if (mk_worker_setup(&lb->worker, lb->srv, 0) != MK_OK) {
         snprintf(err, errlen, "worker: %s", strerror(errno));
         mk_worker_teardown(&lb->worker);

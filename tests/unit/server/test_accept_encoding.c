@@ -107,13 +107,13 @@ static void test_qualities(void **state)
 static void test_names(void **state)
 {
     (void) state;
-    assert_string_equal(mk_coding_name(MK_CODING_BR), "br");
-    assert_string_equal(mk_coding_name(MK_CODING_ZSTD), "zstd");
-    assert_string_equal(mk_coding_name(MK_CODING_GZIP), "gzip");
-    assert_string_equal(mk_coding_suffix(MK_CODING_BR), ".br");
-    assert_string_equal(mk_coding_suffix(MK_CODING_ZSTD), ".zst");
-    assert_string_equal(mk_coding_suffix(MK_CODING_GZIP), ".gz");
-    assert_string_equal(mk_coding_suffix(MK_CODING_IDENTITY), "");
+    assert_string_equal(mk_accept_coding_name(MK_CODING_BR), "br");
+    assert_string_equal(mk_accept_coding_name(MK_CODING_ZSTD), "zstd");
+    assert_string_equal(mk_accept_coding_name(MK_CODING_GZIP), "gzip");
+    assert_string_equal(mk_accept_coding_suffix(MK_CODING_BR), ".br");
+    assert_string_equal(mk_accept_coding_suffix(MK_CODING_ZSTD), ".zst");
+    assert_string_equal(mk_accept_coding_suffix(MK_CODING_GZIP), ".gz");
+    assert_string_equal(mk_accept_coding_suffix(MK_CODING_IDENTITY), "");
 }
 
 int main(void)

@@ -27,28 +27,28 @@ static struct mk_crash_window w; /* 8 KB: not on the stack */
 static void test_crash_window_counts_within_the_window(void **state)
 {
     (void) state;
-    mk_crash_window_init(&w, 3, 10000);
-    assert_int_equal(mk_crash_window_add(&w, 1000), 1);
-    assert_int_equal(mk_crash_window_add(&w, 2000), 2);
+    mk_supervisor_crash_window_init(&w, 3, 10000);
+    assert_int_equal(mk_supervisor_crash_window_add(&w, 1000), 1);
+    assert_int_equal(mk_supervisor_crash_window_add(&w, 2000), 2);
     /* the first left the window: 11000 - 1000 is not within 10 s */
-    assert_int_equal(mk_crash_window_add(&w, 11000), 2);
-    assert_int_equal(mk_crash_window_add(&w, 11500), 3); /* the limit: give up */
+    assert_int_equal(mk_supervisor_crash_window_add(&w, 11000), 2);
+    assert_int_equal(mk_supervisor_crash_window_add(&w, 11500), 3); /* the limit: give up */
     /* long after, the count starts again */
-    assert_int_equal(mk_crash_window_add(&w, 100000), 1);
+    assert_int_equal(mk_supervisor_crash_window_add(&w, 100000), 1);
 }
 
 static void test_crash_window_limit_one_and_bounds(void **state)
 {
     (void) state;
-    mk_crash_window_init(&w, 1, 60000);
-    assert_int_equal(mk_crash_window_add(&w, 5), 1); /* gives up at the first */
-    mk_crash_window_init(&w, 0, 60000);
+    mk_supervisor_crash_window_init(&w, 1, 60000);
+    assert_int_equal(mk_supervisor_crash_window_add(&w, 5), 1); /* gives up at the first */
+    mk_supervisor_crash_window_init(&w, 0, 60000);
     assert_int_equal(w.limit, 1);
-    mk_crash_window_init(&w, 5000, 60000);
+    mk_supervisor_crash_window_init(&w, 5000, 60000);
     assert_int_equal(w.limit, MK_SUPERVISOR_CRASH_LIMIT_MAX);
     /* a full ring keeps counting at its capacity */
     for (unsigned i = 0; i < MK_SUPERVISOR_CRASH_LIMIT_MAX + 5; i++) {
-        unsigned n = mk_crash_window_add(&w, 10 + i);
+        unsigned n = mk_supervisor_crash_window_add(&w, 10 + i);
         assert_int_equal(n,
                          i < MK_SUPERVISOR_CRASH_LIMIT_MAX ? i + 1 : MK_SUPERVISOR_CRASH_LIMIT_MAX);
     }

@@ -32,7 +32,7 @@ static void worker_init(struct mk_worker *w)
 
 static void worker_destroy(struct mk_worker *w)
 {
-    mk_listen_plan_free(w->msg_plan, w->msg_plan_len);
+    mk_listener_plan_free(w->msg_plan, w->msg_plan_len);
     close(w->ctl_ev.fd);
     pthread_mutex_destroy(&w->msg_lock);
 }
