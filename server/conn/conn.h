@@ -99,9 +99,9 @@ struct mk_conn {
     } local;
     socklen_t local_len;
 
-    struct mk_h1 h1; /* the HTTP/1 codec's state: h1.c only */
+    struct mk_h1 h1; /* the HTTP/1 codec's state: h1*.c only */
 #ifdef MK_HAVE_H2
-    struct mk_h2 *h2; /* HTTP/2's state while it speaks HTTP/2: h2.c only */
+    struct mk_h2 *h2; /* HTTP/2's state while it speaks HTTP/2: h2*.c only */
 #endif
 };
 

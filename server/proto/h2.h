@@ -12,8 +12,8 @@
  * served there too), or asked for it there with `Upgrade: h2c` in its first
  * request (h2_upgrade.c). Each stream becomes one ordinary request
  * (mk_request_new) that goes through request.c exactly like an HTTP/1
- * request; h2.c turns its HEADERS into a request head and its response
- * into HEADERS and DATA frames. The state (struct mk_h2, h2.c only) is
+ * request; h2*.c turn its HEADERS into a request head and its response
+ * into HEADERS and DATA frames. The state (struct mk_h2, h2*.c only) is
  * allocated when the connection starts speaking HTTP/2 and freed by
  * proto->release.
  *

@@ -3,7 +3,7 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * proto.h: the protocol seam. A connection speaks one protocol at a time:
- * HTTP/1.x (h1.c) or HTTP/2 (h2.c), chosen when it starts, by ALPN on a TLS
+ * HTTP/1.x (h1*.c) or HTTP/2 (h2*.c), chosen when it starts, by ALPN on a TLS
  * listener or by the client preface on an h2c listener, or switched to
  * HTTP/2 by `Upgrade: h2c` on its first request (h2_upgrade.c). The
  * protocol turns bytes into requests and responses into bytes. conn.c (lifecycle, transport,
