@@ -311,12 +311,23 @@ def test_batched_records_wait_for_a_client_that_stops_reading(make_server):
 def test_an_idle_connection_gives_back_the_pages_of_the_frame_buffer(make_server):
     # nghttp2 keeps a 16 KiB frame buffer per session; once a connection
     # has been idle for 250 ms its pages go back to the kernel (h2_mem.c).
-    # Measured here with this client: 20.4-21.4 KiB per idle connection when
-    # they were kept, 16.4-17.3 KiB after.
+    # Measured here with this client when the trim came: 20.4-21.4 KiB per
+    # idle connection when they were kept, 16.4-17.3 KiB after. Measured
+    # again on 2026-12-02, 14 runs: 16.4-19.2 KiB after (where malloc
+    # places each worker's blocks varies from run to run), 18.6-23.2 KiB
+    # right after the 500 were made, when only the first ones had been
+    # idle long enough. The bound sits below the kept figure and above
+    # that spread; the h2_idle scenario of bench/run.sh has the figures.
     srv = h2c_server(make_server)
     srv.start()
-    conns = [H2Client(srv.port)]
-    conns[0].wait([conns[0].request("/hello.txt")])
+    # The base is taken once every worker has served connections: a
+    # worker's first ones make its one-time state (its malloc arena, pool
+    # chunks), which would otherwise count against the 500 below.
+    conns = []
+    for _ in range(20):
+        c = H2Client(srv.port)
+        c.wait([c.request("/hello.txt")])
+        conns.append(c)
     time.sleep(0.6 * SLOW)
     base = vm_rss_kb(srv.proc.pid)
     for _ in range(500):
@@ -330,8 +341,8 @@ def test_an_idle_connection_gives_back_the_pages_of_the_frame_buffer(make_server
     while True:
         time.sleep(0.6 * SLOW)
         per_conn = (vm_rss_kb(srv.proc.pid) - base) / 500
-        if per_conn < 18.8 or time.monotonic() > deadline:
+        if per_conn < 20.0 or time.monotonic() > deadline:
             break
-    assert per_conn < 18.8, f"{per_conn:.1f} KiB per idle HTTP/2 connection"
+    assert per_conn < 20.0, f"{per_conn:.1f} KiB per idle HTTP/2 connection"
     for c in conns:
         c.close()
