@@ -62,7 +62,8 @@ static int px_slot(struct px_self *self, const struct px_addr *a, unsigned *slot
 {
     unsigned n = atomic_load(&self->n_servers);
     for (unsigned i = 0; i < n; i++) {
-        if (self->servers[i].a.len == a->len && memcmp(&self->servers[i].a.sa, &a->sa, a->len) == 0) {
+        if (self->servers[i].a.len == a->len &&
+            memcmp(&self->servers[i].a.sa, &a->sa, a->len) == 0) {
             *slot = i;
             return MK_OK;
         }
@@ -98,8 +99,8 @@ static void px_site_free(void *data)
 }
 
 /* The group of route rt: a declared group, or one address. NULL with err. */
-static struct px_rgroup *px_resolve(const struct px_conf *conf, const struct px_route *rt, char *err,
-                                    size_t errlen)
+static struct px_rgroup *px_resolve(const struct px_conf *conf, const struct px_route *rt,
+                                    char *err, size_t errlen)
 {
     struct px_rgroup *g = calloc(1, sizeof(*g));
     struct px_member one = {.weight = 1};
@@ -120,8 +121,10 @@ static struct px_rgroup *px_resolve(const struct px_conf *conf, const struct px_
             }
         }
         if (!g->g) {
-            snprintf(err, errlen, "%s: unknown upstream group '%s' (proxy.conf declares it with "
-                     "Upstream)", rt->where, rt->target);
+            snprintf(err, errlen,
+                     "%s: unknown upstream group '%s' (proxy.conf declares it with "
+                     "Upstream)",
+                     rt->where, rt->target);
             free(g);
             return NULL;
         }

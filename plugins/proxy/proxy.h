@@ -74,7 +74,7 @@ struct px_group {
     size_t n;
     enum px_balance balance;
     enum px_hash_key key;
-    char *key_name; /* PX_KEY_HEADER, PX_KEY_COOKIE */
+    char *key_name;  /* PX_KEY_HEADER, PX_KEY_COOKIE */
     char where[160]; /* "file:line" of its Upstream line */
 };
 
@@ -94,7 +94,7 @@ struct px_conf {
 struct px_route {
     char *prefix; /* Pass: a path prefix of whole segments; NULL for Match */
     size_t prefix_len;
-    regex_t re; /* Match */
+    regex_t re;   /* Match */
     char *target; /* a group's name, or an address */
     char where[160];
 };

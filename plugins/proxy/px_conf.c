@@ -105,8 +105,7 @@ static int px_set_upstream(void *obj, const struct mk_conf_key *k, const char *v
     for (const char *p = value; *p; p++) {
         if (!(*p == '-' || *p == '_' || *p == '.' || (*p >= '0' && *p <= '9') ||
               (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))) {
-            snprintf(reason, len, "a group name is letters, digits, '-', '_' and '.': '%s'",
-                     value);
+            snprintf(reason, len, "a group name is letters, digits, '-', '_' and '.': '%s'", value);
             return MK_ERR;
         }
     }
@@ -379,8 +378,8 @@ static const struct mk_conf_key px_keys[] = {
             "hash header NAME, hash cookie NAME"},
     {"Pass", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = px_set_route,
      .doc = "PREFIX TARGET: paths under the prefix (whole segments) go to the group or address"},
-    {"Match", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
-     .set = px_set_route, .doc = "REGEX TARGET: paths the expression matches go there"},
+    {"Match", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = px_set_route,
+     .doc = "REGEX TARGET: paths the expression matches go there"},
     {NULL},
 };
 

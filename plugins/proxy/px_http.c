@@ -11,16 +11,16 @@
 #include "px_http.h"
 
 enum {
-    CH_SIZE,        /* hex digits of a chunk's size */
-    CH_EXT,         /* a chunk extension, up to the line's end */
-    CH_SIZE_LF,     /* the LF after the size line's CR */
-    CH_DATA,        /* the chunk's data */
-    CH_DATA_CR,     /* the CRLF after the data */
-    CH_DATA_LF,     /* its LF */
-    CH_TRAILER,     /* the start of a trailer line, or the empty line */
-    CH_TRAILER_IN,  /* inside a trailer line */
-    CH_TRAILER_LF,  /* the LF after a trailer line's CR */
-    CH_END_LF,      /* the LF of the final empty line */
+    CH_SIZE,       /* hex digits of a chunk's size */
+    CH_EXT,        /* a chunk extension, up to the line's end */
+    CH_SIZE_LF,    /* the LF after the size line's CR */
+    CH_DATA,       /* the chunk's data */
+    CH_DATA_CR,    /* the CRLF after the data */
+    CH_DATA_LF,    /* its LF */
+    CH_TRAILER,    /* the start of a trailer line, or the empty line */
+    CH_TRAILER_IN, /* inside a trailer line */
+    CH_TRAILER_LF, /* the LF after a trailer line's CR */
+    CH_END_LF,     /* the LF of the final empty line */
 };
 
 static bool px_tchar(unsigned char c)
@@ -125,7 +125,7 @@ static int px_field_line(const char *p, size_t n, struct px_resp *r)
     }
     if (i == 0 || i == n || p[i] != ':') {
         return px_fail(r, i < n && (p[i] == ' ' || p[i] == '\t') ? "a space before a field's colon"
-                                                                  : "a field line without a name");
+                                                                 : "a field line without a name");
     }
     if (r->n_fields == PX_FIELDS_MAX) {
         return px_fail(r, "too many fields");
@@ -177,7 +177,8 @@ static bool px_list_has(const struct px_slice *v, const char *tok, size_t tlen)
 bool px_resp_conn_names(const struct px_resp *r, const char *name, size_t len)
 {
     for (unsigned i = 0; i < r->n_fields; i++) {
-        if (px_eq(&r->fields[i].name, "connection") && px_list_has(&r->fields[i].value, name, len)) {
+        if (px_eq(&r->fields[i].name, "connection") &&
+            px_list_has(&r->fields[i].value, name, len)) {
             return true;
         }
     }
@@ -186,8 +187,8 @@ bool px_resp_conn_names(const struct px_resp *r, const char *name, size_t len)
 
 bool px_hop_by_hop(const char *name, size_t len)
 {
-    static const char *const hop[] = {"connection", "keep-alive", "te", "trailer",
-                                      "transfer-encoding", "upgrade", NULL};
+    static const char *const hop[] = {"connection",        "keep-alive", "te", "trailer",
+                                      "transfer-encoding", "upgrade",    NULL};
     struct px_slice s = {name, len};
     if (len >= 6 && strncasecmp(name, "proxy-", 6) == 0) {
         return true;

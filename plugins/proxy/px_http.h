@@ -45,9 +45,9 @@ enum px_framing {
 
 /* A parsed response head; slices point into the parsed buffer. */
 struct px_resp {
-    int status;  /* 100..599 */
-    int minor;   /* HTTP/1.<minor>: 0 or 1 */
-    bool close;  /* the connection ends after this response */
+    int status; /* 100..599 */
+    int minor;  /* HTTP/1.<minor>: 0 or 1 */
+    bool close; /* the connection ends after this response */
     enum px_framing framing;
     uint64_t length; /* PX_BODY_LENGTH */
     struct px_field fields[PX_FIELDS_MAX];

@@ -187,8 +187,8 @@ static int px_pick_least(struct px_rgroup *g, uint64_t tried, bool backup, uint6
         if (!px_usable(g, i, tried, backup, now)) {
             continue;
         }
-        uint64_t a = atomic_load_explicit(&px_self()->servers[g->slot[i]].active,
-                                          memory_order_relaxed);
+        uint64_t a =
+            atomic_load_explicit(&px_self()->servers[g->slot[i]].active, memory_order_relaxed);
         if (best < 0 || a * best_w < best_a * g->weight[i]) {
             best = (int) i;
             best_a = a;

@@ -59,8 +59,9 @@ struct px_req {
     int member;      /* of g, or -1 */
     unsigned active; /* slot + 1 whose `active` this request holds, 0: none */
     uint64_t tried;
-    bool connecting, sent_any, head_in, done, keep, head_request, req_out;
-    char *hdr; /* the request's head */
+    bool connecting, sent_any, head_in, done, head_request, req_out;
+    bool body_ended; /* body_end() came: a spooled body may be read */
+    char *hdr;       /* the request's head */
     size_t hdr_len, hdr_off;
     char *w; /* body bytes kept (MK_AGAIN) or read from the spool */
     size_t w_len, w_off;
@@ -90,8 +91,9 @@ static struct px_server *px_srv(unsigned slot)
 
 static void px_log(struct px_req *q, const char *what, int err)
 {
-    const char *addr = q->c ? px_srv(q->c->slot)->a.text
-                            : q->member >= 0 ? px_srv(q->g->slot[q->member])->a.text : "-";
+    const char *addr = q->c             ? px_srv(q->c->slot)->a.text
+                       : q->member >= 0 ? px_srv(q->g->slot[q->member])->a.text
+                                        : "-";
     if (err) {
         mk_gw_job_log(&q->j, "%s: %s: %s", addr, what, strerror(err));
     }
@@ -162,8 +164,7 @@ static void px_conn_release(struct px_conn *c, bool keep, const struct px_conf *
     for (struct px_conn *i = px_idle; i && keep; i = i->next) {
         n += i->slot == c->slot;
     }
-    if (!keep || n >= (unsigned) conf->idle_max ||
-        px_api->fd_modify(c->h, MK_LOOP_READ) != MK_OK) {
+    if (!keep || n >= (unsigned) conf->idle_max || px_api->fd_modify(c->h, MK_LOOP_READ) != MK_OK) {
         px_conn_close(c);
         return;
     }
@@ -355,8 +356,8 @@ static bool px_retry(struct px_req *q, bool fresh)
             q->c = c;
             q->connecting = connecting;
             if (connecting) {
-                q->ctimer = px_api->timer_start((uint32_t) q->site->conf->connect_ms, 0,
-                                                px_ctimer_cb, q);
+                q->ctimer =
+                    px_api->timer_start((uint32_t) q->site->conf->connect_ms, 0, px_ctimer_cb, q);
             }
             px_want(q);
             return true;
@@ -407,8 +408,8 @@ static int px_flush(struct px_req *q)
                 q->w_len = q->w_off = 0;
                 mk_gw_job_body_drained(&q->j);
             }
-            if (!q->j.spooled || !q->j.body_done || mk_gw_spool_left(&q->j.spool) == 0) {
-                q->req_out = q->j.body_done || !q->j.has_body;
+            if (!q->j.spooled || !q->body_ended || mk_gw_spool_left(&q->j.spool) == 0) {
+                q->req_out = q->body_ended || !q->j.has_body;
                 return MK_OK;
             }
             if (!q->w && !(q->w = malloc(2 * PX_WINDOW))) {
@@ -816,9 +817,15 @@ static bool px_client_conn_names(struct mk_request *r, const char *name, size_t 
 
 static int px_begin(struct mk_gw_job *j, struct mk_request *r)
 {
-    static const char *const own[] = {"host", "content-length", "expect", "x-forwarded-for",
-                                      "x-forwarded-proto", "x-forwarded-host", "cookie",
-                                      "http2-settings", NULL};
+    static const char *const own[] = {"host",
+                                      "content-length",
+                                      "expect",
+                                      "x-forwarded-for",
+                                      "x-forwarded-proto",
+                                      "x-forwarded-host",
+                                      "cookie",
+                                      "http2-settings",
+                                      NULL};
     struct px_req *q = px_of(j);
     struct px_buf b = {0};
     size_t len, tlen;
@@ -963,6 +970,7 @@ static int px_gw_body(struct mk_gw_job *j, const char *data, size_t len)
 static int px_body_end(struct mk_gw_job *j)
 {
     struct px_req *q = px_of(j);
+    q->body_ended = true;
     if (q->c && !q->connecting && px_flush(q) != MK_OK && !q->head_in) {
         px_log(q, "sending the request", errno);
         return 502;

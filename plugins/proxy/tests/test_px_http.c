@@ -161,8 +161,8 @@ static void test_chunked(void **state)
     } t[] = {
         {"5\r\nhello\r\n0\r\n\r\n", MK_OK, "hello", 0},
         {"5\nhello\n0\n\n", MK_OK, "hello", 0},
-        {"3;ext=1\r\nabc\r\nA\r\n0123456789\r\n0\r\nTrailer: x\r\n\r\nNEXT", MK_OK,
-         "abc0123456789", 4},
+        {"3;ext=1\r\nabc\r\nA\r\n0123456789\r\n0\r\nTrailer: x\r\n\r\nNEXT", MK_OK, "abc0123456789",
+         4},
         {"0\r\n\r\n", MK_OK, "", 0},
         {"5\r\nhello\r\n", MK_AGAIN},
         {"x\r\n", MK_ERR},
