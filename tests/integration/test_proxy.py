@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, SLOW, free_port, needs_dlopen, vm_rss_kb, wait_port
+from conftest import BUILD, SANITIZED, SLOW, free_port, needs_dlopen, vm_rss_kb, wait_port
 from gwutil import plugin_status, with_control
 from h2util import H2_MARKS, H2Client
 
@@ -117,6 +117,30 @@ def test_get_post_through(make_server, upstreams):
     # not under the prefix: the site's own file
     assert srv.get("/local.txt").body == b"served locally\n"
     assert srv.get("/apple").status == 404  # /app is a whole segment
+
+
+def test_match_routes_in_order(make_server, upstreams):
+    a, b = upstreams("a"), upstreams("b")
+    site = f"    Match \\.php$ {a.addr}\n    Pass / {b.addr}\n"
+    srv = proxy_server(make_server, site=site).start()
+    assert doc_of(echo(srv, "/x/index.php?q"))["name"] == "a"
+    assert doc_of(echo(srv, "/x/index.html"))["name"] == "b"
+
+
+def test_passive_health(make_server, upstreams):
+    a = upstreams("a")
+    port = free_port()
+    conf = (f"    MaxFails 2\n    FailTimeout 1\n    Upstream app\n"
+            f"    Server 127.0.0.1:{port}\n    Server {a.addr}\n")
+    srv = proxy_server(make_server, conf=conf, site="    Pass / app\n", control=True).start()
+    assert set(distribution(srv, 4)) == {"a"}  # the dead one refused twice: out
+    s = plugin_status(srv, "proxy")
+    assert s["server0_up"] == 0 and s["server0_failures"] == 2
+    b = upstreams("b", port=port)
+    time.sleep(1.2)  # FailTimeout over: tried again
+    assert set(distribution(srv, 4)) == {"a", "b"}
+    assert plugin_status(srv, "proxy")["server0_up"] == 1
+    b.stop()
 
 
 def test_chunked_both_ways(make_server, upstreams):
@@ -310,6 +334,12 @@ def test_http2_client_many_streams(make_server, upstreams, dummy):
     assert f["cookie"] == "a=1; b=2"
     assert f["host"] == "localhost"
     assert d["version"] == "HTTP/1.1"
+    # a body without content-length: one Content-Length upstream
+    sid = h.request("/echo", method="POST", body=b"x" * 100000)
+    h.wait([sid])
+    d = json.loads(h.streams[sid]["data"])
+    assert d["body"] == "x" * 100000
+    assert fields(d)["content-length"] == "100000" and "transfer-encoding" not in fields(d)
     h.close()
 
 
@@ -341,7 +371,9 @@ def test_large_download_bounded_memory(make_server, upstreams):
             peak = max(peak, vm_rss_kb(srv.proc.pid))
     s.close()
     assert got == n
-    assert peak - rss0 < 16 * 1024, (rss0, peak)
+    print(f"rss before {rss0} KiB, peak {peak} KiB")
+    if not SANITIZED:  # ASan's quarantine keeps freed memory: only the plain build's RSS tells
+        assert peak - rss0 < 16 * 1024, (rss0, peak)
 
 
 def test_smuggling_cl_te_never_two_requests(make_server, upstreams, tmp_path):
