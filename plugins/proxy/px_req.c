@@ -187,16 +187,26 @@ static void px_conn_release(struct px_conn *c, bool keep, const struct px_conf *
     }
 }
 
-/* An idle connection to slot, or NULL. */
+/*
+ * An idle connection to slot, or NULL. One the upstream closed, or wrote
+ * to unasked (bytes after a response: never read as the next one's), is
+ * closed here even when its event has not been handled yet.
+ */
 static struct px_conn *px_conn_take(unsigned slot)
 {
     uint64_t now = px_api->now_ms();
-    for (struct px_conn **pp = &px_idle; *pp; pp = &(*pp)->next) {
+    for (struct px_conn **pp = &px_idle; *pp;) {
         struct px_conn *c = *pp;
         if (c->slot != slot || now - c->idle_since >= c->idle_ms) {
+            pp = &c->next;
             continue;
         }
         *pp = c->next;
+        char b;
+        if (recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 || errno != EAGAIN) {
+            px_conn_close(c);
+            continue;
+        }
         px_api->fd_unwatch(c->h);
         c->h = NULL;
         return c;

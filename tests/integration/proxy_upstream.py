@@ -9,13 +9,15 @@ fields in order, body, and the server's NAME and connection number),
 /chunked?n=N (N pieces, chunked), /big?n=BYTES (Content-Length, streamed),
 /status/CODE (that status, no body for 204 and 304), /hop (hop-by-hop
 fields in the response), /continue (a 100 and a 103 before the answer),
-/stats (connections accepted, requests served). --raw appends every byte
+/extra (a second answer after the first), /bad (Content-Length and
+Transfer-Encoding), /stats (connections accepted, requests served). --raw appends every byte
 received to FILE; --blackhole accepts and never answers."""
 
 import json
 import socket
 import sys
 import threading
+import time
 
 PORT = int(sys.argv[1])
 NAME = sys.argv[2]
@@ -124,6 +126,11 @@ def answer(sock, conn_no, req):
     elif path == "/continue":
         send_all(sock, b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n"
                        b"Link: </a.css>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndone")
+    elif path == "/extra":
+        # a second answer nobody asked for, after the first: never the next request's
+        send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        time.sleep(0.05)
+        send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil")
     elif path == "/bad":
         send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked"
                        b"\r\n\r\nok")

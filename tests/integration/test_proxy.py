@@ -200,6 +200,18 @@ def test_hop_by_hop_removed(make_server, upstreams):
     assert r.header("x-kept") == "k"
 
 
+def test_bytes_after_an_answer_never_answer_the_next(make_server, upstreams):
+    a = upstreams("a")
+    srv = proxy_server(make_server, site=f"    Pass / {a.addr}\n").start()
+    c = srv.conn()
+    for _ in range(3):
+        r = c.request("GET", "/extra")
+        assert (r.status, r.body) == (200, b"ok")
+        time.sleep(0.1)
+        assert doc_of(c.request("GET", "/echo"))["name"] == "a"
+    c.close()
+
+
 def distribution(srv, n, path="/echo", headers=None):
     c = srv.conn()
     names = [doc_of(c.request("GET", path, headers=headers))["name"] for _ in range(n)]
@@ -263,7 +275,7 @@ def test_hash_sticky_when_a_server_goes(make_server, upstreams):
                 + "".join(f"    Server {u.addr}\n" for u in servers))
 
     srv = proxy_server(make_server, conf=conf(ups), site="    Pass / app\n").start()
-    users = [f"user{i}" for i in range(60)]
+    users = [f"user{i}" for i in range(100)]
     c = srv.conn()
     before = {u: doc_of(c.request("GET", "/echo", headers={"X-User": u}))["name"] for u in users}
     again = {u: doc_of(c.request("GET", "/echo", headers={"X-User": u}))["name"] for u in users}
@@ -320,7 +332,7 @@ def test_http2_client_many_streams(make_server, upstreams, dummy):
     a = upstreams("a")
     srv = proxy_server(make_server, site=f"    Pass / {a.addr}\n", h2c=True).start()
     h = H2Client(srv.port)
-    sids = [h.request(f"/big?n={1000 + 997 * i}") for i in range(60)]
+    sids = [h.request(f"/big?n={1000 + 997 * i}") for i in range(100)]
     sids.append(h.request("/echo", headers=[("cookie", "a=1"), ("cookie", "b=2")]))
     h.wait(sids)
     chunk = bytes(range(256)) * 256
@@ -328,7 +340,7 @@ def test_http2_client_many_streams(make_server, upstreams, dummy):
         st = h.streams[sid]
         assert st["headers"][":status"] == "200"
         n = 1000 + 997 * i
-        assert st["data"] == chunk[:n], i
+        assert st["data"] == (chunk * (n // len(chunk) + 1))[:n], i
     d = json.loads(h.streams[sids[-1]]["data"])
     f = fields(d)
     assert f["cookie"] == "a=1; b=2"
