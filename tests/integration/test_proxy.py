@@ -324,6 +324,21 @@ def test_keepalive_reuse(make_server, upstreams):
     assert (s["server0_connects"], s["server0_reuses"]) == (1, 19)
 
 
+def test_keepalive_bounds(make_server, upstreams):
+    a = upstreams("a")
+    srv = proxy_server(make_server, conf="    KeepAliveTimeout 1\n",
+                       site=f"    Pass / {a.addr}\n").start()
+    first = doc_of(echo(srv))["conn"]
+    assert doc_of(echo(srv))["conn"] == first
+    time.sleep(1.6)  # idle past KeepAliveTimeout: closed, a new one
+    assert doc_of(echo(srv))["conn"] != first
+    b = upstreams("b")
+    srv2 = proxy_server(make_server, conf="    KeepAlive 0\n", site=f"    Pass / {b.addr}\n")
+    srv2.start()
+    conns = {doc_of(echo(srv2))["conn"] for _ in range(3)}
+    assert len(conns) == 3  # none kept
+
+
 @pytest.mark.parametrize("dummy", [0], ids=["h2c"])
 def test_http2_client_many_streams(make_server, upstreams, dummy):
     for mark in H2_MARKS:
