@@ -143,8 +143,10 @@ static int decode(const char *in, size_t len, size_t step, char *out, size_t *ol
         if (k < 0) {
             return MK_ERR;
         }
-        memcpy(out + *olen, d, dl);
-        *olen += dl;
+        if (dl) {
+            memcpy(out + *olen, d, dl);
+            *olen += dl;
+        }
         off += (size_t) k;
     }
     *rest = len - off;
