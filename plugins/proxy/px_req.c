@@ -43,8 +43,10 @@
 /* A connection to a server, in a request's hands or idle in the pool. */
 struct px_conn {
     int fd;
-    unsigned slot; /* self->servers[slot] */
-    struct mk_loop_fd *h;
+    unsigned slot;        /* self->servers[slot] */
+    struct mk_loop_fd *h; /* one watch for the connection's life */
+    uint32_t mask;        /* its interest now (fd_modify only on a change) */
+    struct px_req *req;   /* the request it serves; NULL: idle in the pool */
     struct px_conn *next; /* the pool's list */
     uint64_t idle_since, idle_ms;
     bool reused; /* it served a request before */
@@ -61,6 +63,7 @@ struct px_req {
     uint64_t tried;
     bool connecting, sent_any, head_in, done, head_request, req_out;
     bool body_ended; /* body_end() came: a spooled body may be read */
+    bool in_io;      /* inside px_io: the interest is set once at its end */
     char *hdr;       /* the request's head */
     size_t hdr_len, hdr_off;
     char *w; /* body bytes kept (MK_AGAIN) or read from the spool */
@@ -113,8 +116,17 @@ static void px_conn_close(struct px_conn *c)
     free(c);
 }
 
-static void px_idle_cb(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg);
-static void px_io(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg);
+static void px_io(struct px_req *q, int fd, uint32_t ready);
+
+/* The interest of c: MK_OK, or MK_ERR (the watch failed). */
+static int px_conn_mask(struct px_conn *c, uint32_t mask)
+{
+    if (c->mask == mask) {
+        return MK_OK;
+    }
+    c->mask = mask;
+    return px_api->fd_modify(c->h, mask);
+}
 
 static void px_idle_unlink(struct px_conn *c)
 {
@@ -126,13 +138,18 @@ static void px_idle_unlink(struct px_conn *c)
     }
 }
 
-/* The upstream closed an idle connection, or sent what nobody asked for: close it. */
-static void px_idle_cb(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg)
+/*
+ * An event of c: its request's, or, idle, the upstream closed it or sent
+ * what nobody asked for: closed.
+ */
+static void px_conn_cb(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg)
 {
     struct px_conn *c = arg;
     (void) h;
-    (void) fd;
-    (void) ready;
+    if (c->req) {
+        px_io(c->req, fd, ready);
+        return;
+    }
     px_idle_unlink(c);
     px_conn_close(c);
 }
@@ -164,16 +181,9 @@ static void px_conn_release(struct px_conn *c, bool keep, const struct px_conf *
     for (struct px_conn *i = px_idle; i && keep; i = i->next) {
         n += i->slot == c->slot;
     }
-    if (!keep || n >= (unsigned) conf->idle_max || px_api->fd_modify(c->h, MK_LOOP_READ) != MK_OK) {
+    c->req = NULL;
+    if (!keep || n >= (unsigned) conf->idle_max || px_conn_mask(c, MK_LOOP_READ) != MK_OK) {
         px_conn_close(c);
-        return;
-    }
-    /* the handle's callback goes to the pool: watch again */
-    px_api->fd_unwatch(c->h);
-    c->h = px_api->fd_watch(c->fd, MK_LOOP_READ, px_idle_cb, c);
-    if (!c->h) {
-        close(c->fd);
-        free(c);
         return;
     }
     c->reused = true;
@@ -207,8 +217,6 @@ static struct px_conn *px_conn_take(unsigned slot)
             px_conn_close(c);
             continue;
         }
-        px_api->fd_unwatch(c->h);
-        c->h = NULL;
         return c;
     }
     return NULL;
@@ -293,7 +301,9 @@ static void px_want(struct px_req *q)
     if (!q->connecting && !q->j.paused && !q->done) {
         mask |= MK_LOOP_READ;
     }
-    px_api->fd_modify(q->c->h, mask);
+    if (!q->in_io) {
+        px_conn_mask(q->c, mask);
+    }
 }
 
 /*
@@ -330,11 +340,11 @@ static int px_connect(struct px_req *q, struct mk_request *r)
             atomic_fetch_add_explicit(&q->self->retries, 1, memory_order_relaxed);
             continue;
         }
-        c->h = px_api->fd_watch(c->fd, 0, px_io, q);
-        if (!c->h) {
+        if (!c->h && !(c->h = px_api->fd_watch(c->fd, 0, px_conn_cb, c))) {
             px_conn_close(c);
             return 503;
         }
+        c->req = q;
         q->c = c;
         px_active(q, (int) slot);
         atomic_fetch_add_explicit(&px_srv(slot)->requests, 1, memory_order_relaxed);
@@ -362,7 +372,8 @@ static bool px_retry(struct px_req *q, bool fresh)
     if (fresh) {
         bool connecting;
         struct px_conn *c = px_conn_open(slot, &connecting);
-        if (c && (c->h = px_api->fd_watch(c->fd, 0, px_io, q))) {
+        if (c && (c->h = px_api->fd_watch(c->fd, 0, px_conn_cb, c))) {
+            c->req = q;
             q->c = c;
             q->connecting = connecting;
             if (connecting) {
@@ -690,10 +701,8 @@ static bool px_read(struct px_req *q)
     return px_body(q);
 }
 
-static void px_io(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg)
+static void px_io(struct px_req *q, int fd, uint32_t ready)
 {
-    struct px_req *q = arg;
-    (void) h;
     if (q->connecting) {
         int err = 0;
         socklen_t len = sizeof(err);
@@ -732,9 +741,13 @@ static void px_io(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg)
         }
     }
     if ((ready & (MK_LOOP_READ | MK_LOOP_ERROR)) && !q->j.paused && !q->done) {
+        /* the interest is set once below, not at each turn of the job's
+           (a response read whole gives its connection back as it was) */
+        q->in_io = true;
         if (!px_read(q)) {
-            return;
+            return; /* ended, failed or freed: its connection went with it */
         }
+        q->in_io = false;
     }
     px_want(q);
 }
@@ -943,8 +956,7 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
     q->hdr_len = b.len;
     q->hdr_off = 0;
     j->last_io_ms = px_api->now_ms();
-    px_want(q);
-    return MK_OK;
+    return MK_OK; /* sent with the body's first bytes, or at its end */
 }
 
 static int px_gw_body(struct mk_gw_job *j, const char *data, size_t len)
