@@ -63,6 +63,7 @@ struct px_req {
     uint64_t tried;
     bool connecting, sent_any, head_in, done, head_request, req_out;
     bool body_ended; /* body_end() came: a spooled body may be read */
+    bool chunked;    /* the body goes with the chunked coding (its length unknown) */
     bool in_io;      /* inside px_io: the interest is set once at its end */
     char *hdr;       /* the request's head */
     size_t hdr_len, hdr_off;
@@ -79,6 +80,9 @@ struct px_req {
 /* This worker's idle connections, and its timer that closes the old ones. */
 static __thread struct px_conn *px_idle;
 static __thread struct mk_loop_timer *px_idle_timer;
+
+/* Body bytes kept: the window, one more piece the server may deliver past it, framing. */
+#define PX_WBUF (3 * PX_WINDOW)
 
 static const struct mk_gw_backend px_backend;
 
@@ -433,7 +437,7 @@ static int px_flush(struct px_req *q)
                 q->req_out = q->body_ended || !q->j.has_body;
                 return MK_OK;
             }
-            if (!q->w && !(q->w = malloc(2 * PX_WINDOW))) {
+            if (!q->w && !(q->w = malloc(PX_WBUF))) {
                 errno = ENOMEM;
                 return MK_ERR;
             }
@@ -943,8 +947,9 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
             px_field(&b, "Content-Length", dec, dl);
         }
         else if (j->has_body) {
-            free(b.p); /* a body of unknown length is spooled first (gw_job.c) */
-            return 500;
+            /* a length known only at its end: chunked, the proxy's framing */
+            px_puts(&b, "Transfer-Encoding: chunked\r\n");
+            q->chunked = true;
         }
     }
     px_put(&b, "\r\n", 2);
@@ -965,7 +970,7 @@ static int px_gw_body(struct mk_gw_job *j, const char *data, size_t len)
     if (!q->c || q->done) {
         return MK_OK; /* the answer came (or failed): the rest is not wanted */
     }
-    if (!q->w && !(q->w = malloc(2 * PX_WINDOW))) {
+    if (!q->w && !(q->w = malloc(PX_WBUF))) {
         return 503;
     }
     if (q->w_off > 0) {
@@ -973,11 +978,21 @@ static int px_gw_body(struct mk_gw_job *j, const char *data, size_t len)
         q->w_len -= q->w_off;
         q->w_off = 0;
     }
-    if (q->w_len + len > 2 * PX_WINDOW) {
+    if (q->w_len + len + 32 > PX_WBUF) {
         return 503; /* cannot happen: the window holds the client back */
+    }
+    if (q->chunked) {
+        if (len == 0) {
+            return MK_OK; /* an empty chunk would end the body */
+        }
+        q->w_len += (size_t) snprintf(q->w + q->w_len, 24, "%zx\r\n", len);
     }
     memcpy(q->w + q->w_len, data, len);
     q->w_len += len;
+    if (q->chunked) {
+        memcpy(q->w + q->w_len, "\r\n", 2);
+        q->w_len += 2;
+    }
     if (!q->connecting && px_flush(q) != MK_OK) {
         px_log(q, "sending the request body", errno);
         return 502;
@@ -993,6 +1008,19 @@ static int px_body_end(struct mk_gw_job *j)
 {
     struct px_req *q = px_of(j);
     q->body_ended = true;
+    if (q->chunked && q->c) {
+        /* the last chunk, no trailer: after what waits */
+        if (!q->w && !(q->w = malloc(PX_WBUF))) {
+            return 503;
+        }
+        if (q->w_off > 0) {
+            memmove(q->w, q->w + q->w_off, q->w_len - q->w_off);
+            q->w_len -= q->w_off;
+            q->w_off = 0;
+        }
+        memcpy(q->w + q->w_len, "0\r\n\r\n", 5);
+        q->w_len += 5;
+    }
     if (q->c && !q->connecting && px_flush(q) != MK_OK && !q->head_in) {
         px_log(q, "sending the request", errno);
         return 502;
@@ -1058,6 +1086,7 @@ static const struct mk_gw_backend px_backend = {
     .head_cap = PX_HEAD_MAX + PX_RBUF,
     .spill_cap = PX_RBUF,
     .timeout = MK_GW_TIMEOUT_IDLE,
+    .stream_unsized = true,
     .acquire = px_acquire,
     .begin = px_begin,
     .body = px_gw_body,

@@ -91,6 +91,26 @@ def echo(srv, path="/echo", method="GET", headers=None, body=b"", conn=None):
     return r
 
 
+def read_chunked(sock):
+    """A response read to the close of sock: its head, and its chunked body decoded."""
+    data = b""
+    while True:
+        got = sock.recv(1 << 20)
+        if not got:
+            break
+        data += got
+    head, rest = data.split(b"\r\n\r\n", 1)
+    body = b""
+    while True:
+        size_line, rest = rest.split(b"\r\n", 1)
+        size = int(size_line, 16)
+        if size == 0:
+            return head, body
+        body += rest[:size]
+        assert rest[size:size + 2] == b"\r\n"
+        rest = rest[size + 2:]
+
+
 def doc_of(r):
     assert r.status == 200, (r.status, r.body)
     return json.loads(r.body)
@@ -149,15 +169,30 @@ def test_chunked_both_ways(make_server, upstreams):
     r = srv.get("/chunked?n=5")
     assert r.status == 200
     assert r.body == b"".join(b"piece %d;" % i for i in range(5))
-    # a chunked request body reaches the upstream with one framing: Content-Length
-    body = b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+    # a chunked request body streams to the upstream chunked again, by the proxy's framing
+    # (its own chunk sizes, no extension, no trailer)
+    body = b"5;ext=x\r\nhello\r\n6\r\n world\r\n0\r\nX-T: 1\r\n\r\n"
     c = srv.conn()
     c.send(b"POST /echo HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n" + body)
     d = doc_of(c.read_response())
     c.close()
     f = fields(d)
     assert d["body"] == "hello world"
-    assert f["content-length"] == "11" and "transfer-encoding" not in f
+    assert f["transfer-encoding"] == "chunked" and "content-length" not in f
+    assert "x-t" not in f
+    # a large one, with back-pressure through the window; its answer streams back chunked
+    big = bytes(range(256)) * 4096
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=20 * SLOW)
+    s.sendall(b"POST /echo HTTP/1.1\r\nHost: h\r\nConnection: close\r\n"
+              b"Transfer-Encoding: chunked\r\n\r\n")
+    for k in range(0, len(big), 100000):
+        piece = big[k:k + 100000]
+        s.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+    s.sendall(b"0\r\n\r\n")
+    head, body = read_chunked(s)
+    s.close()
+    assert b"Transfer-Encoding: chunked" in head
+    assert json.loads(body)["body"].encode("latin-1") == big
 
 
 def test_head_204_304_and_interim(make_server, upstreams):
@@ -361,12 +396,12 @@ def test_http2_client_many_streams(make_server, upstreams, dummy):
     assert f["cookie"] == "a=1; b=2"
     assert f["host"] == "localhost"
     assert d["version"] == "HTTP/1.1"
-    # a body without content-length: one Content-Length upstream
+    # a body without content-length: chunked upstream
     sid = h.request("/echo", method="POST", body=b"x" * 100000)
     h.wait([sid])
     d = json.loads(h.streams[sid]["data"])
     assert d["body"] == "x" * 100000
-    assert fields(d)["content-length"] == "100000" and "transfer-encoding" not in fields(d)
+    assert fields(d)["transfer-encoding"] == "chunked" and "content-length" not in fields(d)
     h.close()
 
 
