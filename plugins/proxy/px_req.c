@@ -1058,6 +1058,12 @@ static void px_drop(struct mk_gw_job *j, int status)
     }
     px_drop_conn(q, false);
     px_active(q, -1);
+    if (q->w_len > q->w_off) {
+        /* body bytes kept for a connection that is gone: the window opens
+           again, so that the job answers from the next body callback */
+        q->w_len = q->w_off = 0;
+        mk_gw_job_body_drained(j);
+    }
 }
 
 static bool px_over(struct mk_gw_job *j, bool done)

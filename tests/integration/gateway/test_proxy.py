@@ -341,6 +341,31 @@ def test_blackholed_server_times_out(make_server, upstreams):
     assert hole.addr in srv.stderr_text()
 
 
+def test_upload_to_a_server_that_never_reads(make_server, upstreams):
+    hole = upstreams("hole", flags=["--blackhole"])
+    srv = proxy_server(make_server, conf="    Timeout 1\n", site=f"    Pass / {hole.addr}\n")
+    srv.set(MaxRequestBody="200M").start()
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10 * SLOW)
+    n = 50 * 1024 * 1024
+    s.sendall(b"POST /echo HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n" % n)
+    s.setblocking(False)
+    sent, t = 0, time.monotonic()
+    piece = b"x" * 65536
+    answer = b""
+    while time.monotonic() - t < 5 * SLOW and b"\r\n\r\n" not in answer:
+        try:
+            sent += s.send(piece)
+        except BlockingIOError:
+            time.sleep(0.01)
+        try:
+            answer += s.recv(65536)
+        except BlockingIOError:
+            pass
+    s.close()
+    assert answer.startswith(b"HTTP/1.1 504"), answer[:100]
+    assert sent < n  # the client was held back, not buffered
+
+
 def test_keepalive_reuse(make_server, upstreams):
     a = upstreams("a")
     srv = proxy_server(make_server, site=f"    Pass / {a.addr}\n", control=True).start()
