@@ -731,6 +731,10 @@ int mk_gw_job_start(struct mk_gw_job *j, struct mk_request *r)
     if (!mk_gw_body_unsized(j->api, r)) {
         return gw_job_launch(j, r);
     }
+    if (j->be->stream_unsized) {
+        j->has_body = true; /* HTTP/2 without content-length included */
+        return gw_job_launch(j, r);
+    }
     /* Chunked, or HTTP/2 without content-length: a script wants
        CONTENT_LENGTH (php-fpm reads no body without it), so the body is
        kept whole first, as nginx does, then the backend starts. */

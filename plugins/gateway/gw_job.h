@@ -97,6 +97,9 @@ struct mk_gw_backend {
     size_t head_cap;  /* the head buffer: the header block and what came with it */
     size_t spill_cap; /* the most one read of the response holds (mk_gw_job_out) */
     enum mk_gw_timeout timeout;
+    /* A body of unknown length streams to the backend as it comes (j->has_body set, the
+       backend frames it: the proxy's chunked coding) instead of being kept whole first. */
+    bool stream_unsized;
 
     /*
      * Get what the request needs (a process slot, a connection). MK_OK

@@ -29,7 +29,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # fuzz_h2 exists when the build has HTTP/2 (nghttp2).
 default="http_request path fields config gw_head fcgi supervisor duda_session duda_qs ws
 accept_encoding priority route util tls logger h2_upgrade auth_users
-fcgi_responder"
+fcgi_responder px_http"
 [ -x "$build/fuzz/fuzz_h2" ] && default="$default h2"
 # The Duda packages' targets exist when their libraries are installed.
 for t in duda_json duda_base64; do

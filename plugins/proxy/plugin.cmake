@@ -1,0 +1,27 @@
+# plugins/proxy: the HTTP/1.1 reverse proxy, the third backend of the gateway
+# job. Included by the top-level CMakeLists with MK_PLUGIN=proxy. Its parts
+# (proxy.h lists them) and the gateway core (plugins/gateway/gateway.cmake).
+include(${CMAKE_SOURCE_DIR}/plugins/gateway/gateway.cmake)
+set(MK_PX_SOURCES
+  ${CMAKE_SOURCE_DIR}/plugins/proxy/px_conf.c
+  ${CMAKE_SOURCE_DIR}/plugins/proxy/px_http.c
+  ${CMAKE_SOURCE_DIR}/plugins/proxy/px_pick.c
+  ${CMAKE_SOURCE_DIR}/plugins/proxy/px_req.c)
+if(MK_PLUGIN_SHARED)
+  target_sources(plugin-proxy PRIVATE ${MK_PX_SOURCES} ${MK_GW_SOURCES})
+  target_include_directories(plugin-proxy PRIVATE ${MK_GW_DIR})
+endif()
+if(MK_PLUGIN_BUILTIN)
+  target_sources(monkeybuiltins PRIVATE ${MK_PX_SOURCES} ${MK_GW_SOURCES})
+  target_include_directories(monkeybuiltins PRIVATE ${MK_GW_DIR})
+endif()
+
+if(MK_TESTS AND CMOCKA_LIB AND CMOCKA_INCLUDE)
+  add_executable(test_px_http ${CMAKE_SOURCE_DIR}/plugins/proxy/tests/test_px_http.c
+                 ${CMAKE_SOURCE_DIR}/plugins/proxy/px_http.c)
+  target_include_directories(test_px_http PRIVATE ${CMAKE_SOURCE_DIR}/plugins/proxy
+                             ${CMAKE_SOURCE_DIR}/include ${CMOCKA_INCLUDE})
+  target_link_libraries(test_px_http PRIVATE ${CMOCKA_LIB})
+  set_target_properties(test_px_http PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  add_test(NAME test_px_http COMMAND test_px_http)
+endif()

@@ -1,0 +1,183 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * proxy.h: the reverse proxy plugin's parts.
+ *   proxy.c    the plugin: hooks, a site's routes and groups, the content
+ *              handler, counters
+ *   px_conf.c  the declared keys (proxy.conf: timeouts, health, the
+ *              upstream groups; the [PROXY] site section: the routes)
+ *   px_pick.c  balancing (weighted round robin, least connections, a
+ *              consistent hash with virtual nodes) and passive health
+ *   px_req.c   one request on one upstream connection, the proxy backend
+ *              of the gateway job; the keep-alive pool of each worker
+ *   px_http.c  the upstream response's head and chunked coding (pure)
+ * The request's side (the body and its window, the wait for the head, the
+ * response stream and its back-pressure, Timeout) is the gateway job's,
+ * plugins/gateway.
+ */
+#ifndef MK_PROXY_H
+#define MK_PROXY_H
+
+#include <regex.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <monkey/mk_plugin.h>
+
+#include "gw.h"
+#include "gw_job.h"
+#include "px_http.h"
+
+/* Upstream servers one server process may know (all groups and configurations). */
+#define PX_SERVERS_MAX 256
+/* Servers of one group. */
+#define PX_MEMBERS_MAX 64
+/* Virtual nodes of a server of weight 1 on a consistent hash's ring. */
+#define PX_VNODES 160
+/* The read buffer of a request's upstream connection (also its spill). */
+#define PX_RBUF 32768
+/* The request body's window. */
+#define PX_WINDOW 65536
+
+/* An upstream address as configured. */
+struct px_addr {
+    struct sockaddr_storage sa;
+    socklen_t len;
+    char text[112]; /* as written: "127.0.0.1:3000", "unix:/run/app.sock", "[::1]:3001" */
+};
+
+enum px_balance {
+    PX_BAL_WRR,       /* weighted round robin */
+    PX_BAL_LEASTCONN, /* the fewest requests in flight for the weight */
+    PX_BAL_HASH,      /* a consistent hash of a key */
+};
+
+enum px_hash_key {
+    PX_KEY_CLIENT, /* the client's address */
+    PX_KEY_HEADER, /* a request header's value */
+    PX_KEY_COOKIE, /* a cookie's value */
+};
+
+struct px_member {
+    struct px_addr a;
+    unsigned weight;
+    bool backup;
+};
+
+/* An [UPSTREAM]-like group of proxy.conf: "Upstream NAME", then its Server lines. */
+struct px_group {
+    char *name;
+    struct px_member *m;
+    size_t n;
+    enum px_balance balance;
+    enum px_hash_key key;
+    char *key_name;  /* PX_KEY_HEADER, PX_KEY_COOKIE */
+    char where[160]; /* "file:line" of its Upstream line */
+};
+
+/* proxy.conf: plugin-wide. */
+struct px_conf {
+    uint64_t connect_ms; /* a connection not made within it: 504 */
+    uint64_t timeout_ms; /* upstream silence: 504 before the head, cut after */
+    int max_fails;       /* failures within fail_ms that take a server out */
+    uint64_t fail_ms;    /* the window of those failures, and the time out */
+    int idle_max;        /* idle connections kept per server and worker */
+    uint64_t idle_ms;    /* an idle connection unused this long is closed */
+    struct px_group *groups;
+    size_t n_groups;
+};
+
+/* A route of a site's [PROXY] section: a prefix or a pattern, and its target. */
+struct px_route {
+    char *prefix; /* Pass: a path prefix of whole segments; NULL for Match */
+    size_t prefix_len;
+    regex_t re;   /* Match */
+    char *target; /* a group's name, or an address */
+    char where[160];
+};
+
+/* A site's [PROXY] section. */
+struct px_site_conf {
+    struct px_route *routes;
+    size_t n_routes;
+};
+
+/* A server's state in one server process, shared by the workers (atomics). */
+struct px_server {
+    struct px_addr a;
+    atomic_uint active; /* requests on it now */
+    atomic_uint fails;
+    atomic_uint_fast64_t fail_start, down_until;
+    atomic_uint_fast64_t requests, failures, connects, reuses;
+};
+
+/* The plugin's state in one server (api->self). */
+struct px_self {
+    struct px_server servers[PX_SERVERS_MAX];
+    atomic_uint n_servers;
+    atomic_uint_fast64_t requests, retries;
+    struct mk_gw_stats gw;
+};
+
+/* A point of a consistent hash's ring. */
+struct px_point {
+    uint32_t hash;
+    unsigned member;
+};
+
+/* A group as a site uses it: its servers as slots of self->servers. */
+struct px_rgroup {
+    const struct px_group *g; /* NULL: a single address */
+    unsigned slot[PX_MEMBERS_MAX];
+    unsigned weight[PX_MEMBERS_MAX];
+    bool backup[PX_MEMBERS_MAX];
+    unsigned n;
+    unsigned total; /* the primary members' weights */
+    enum px_balance balance;
+    atomic_uint rr;
+    struct px_point *ring;
+    size_t n_ring;
+};
+
+/* What site_init() stores. */
+struct px_site {
+    const struct px_site_conf *sc;
+    const struct px_conf *conf;
+    struct px_rgroup **groups; /* one per route */
+};
+
+extern const struct mk_api *px_api;
+extern const struct mk_conf_schema px_schema;
+
+struct px_self *px_self(void);
+
+/* ---- px_conf.c ---- */
+
+/* "unix:/path", "HOST:PORT", "[IPV6]:PORT" into *a: NULL, or why not. */
+const char *px_parse_addr(const char *v, struct px_addr *a);
+
+/* ---- px_pick.c ---- */
+
+/* Build g's ring (PX_BAL_HASH): MK_OK or MK_ERR (memory). */
+int px_ring_build(struct px_rgroup *g);
+/*
+ * The member of g for request r: up (not out after failures), not in
+ * `tried` (bit i: member i), a backup only when no primary is; -1 when
+ * none is.
+ */
+int px_pick(struct px_rgroup *g, struct mk_request *r, uint64_t tried);
+/* A failure of server s (refused, broken, timed out): out for fail_ms past max_fails. */
+void px_server_failed(struct px_server *s, const struct px_conf *conf);
+void px_server_ok(struct px_server *s);
+
+/* ---- px_req.c ---- */
+
+/* The content stage of r for route i of site: as a content hook returns. */
+int px_req_start(struct mk_request *r, const struct px_site *site, size_t i);
+/* Close this worker's idle connections and release its requests (worker_exit). */
+void px_req_worker_exit(void);
+
+#endif

@@ -1,0 +1,394 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * px_conf.c: the proxy plugin's declared keys. proxy.conf holds the
+ * timeouts, the passive health settings and the upstream groups, each
+ * opened by an Upstream line and filled by the Server and Balance lines
+ * that follow it (the engine gives a section's lines in file order); a
+ * site's [PROXY] section maps path prefixes (Pass) and patterns (Match) to
+ * a group or a single address. Addresses are checked for form only
+ * (monkey -t does not need the upstreams up); a group a site names that
+ * proxy.conf does not declare is refused by site_init, with the line.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/un.h>
+
+#include "proxy.h"
+
+const char *px_parse_addr(const char *v, struct px_addr *a)
+{
+    memset(a, 0, sizeof(*a));
+    if (strlen(v) >= sizeof(a->text)) {
+        return "the address is too long";
+    }
+    snprintf(a->text, sizeof(a->text), "%s", v);
+    if (strncmp(v, "unix:", 5) == 0) {
+        struct sockaddr_un *un = (struct sockaddr_un *) &a->sa;
+        const char *path = v + 5;
+        if (path[0] != '/') {
+            return "a unix socket needs an absolute path";
+        }
+        if (strlen(path) >= sizeof(un->sun_path)) {
+            return "the unix socket path is too long";
+        }
+        un->sun_family = AF_UNIX;
+        memcpy(un->sun_path, path, strlen(path) + 1);
+        a->len = (socklen_t) (offsetof(struct sockaddr_un, sun_path) + strlen(path) + 1);
+        return NULL;
+    }
+    const char *colon = strrchr(v, ':');
+    if (!colon || colon == v) {
+        return "expected unix:/path, HOST:PORT or [IPV6]:PORT";
+    }
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (colon[1] < '0' || colon[1] > '9' || *end != '\0' || port < 1 || port > 65535) {
+        return "bad port";
+    }
+    char host[64];
+    size_t hlen = (size_t) (colon - v);
+    if (v[0] == '[') {
+        if (hlen < 3 || v[hlen - 1] != ']') {
+            return "bad [IPv6] address";
+        }
+        v++;
+        hlen -= 2;
+    }
+    if (hlen >= sizeof(host)) {
+        return "bad address";
+    }
+    memcpy(host, v, hlen);
+    host[hlen] = '\0';
+    struct sockaddr_in *in4 = (struct sockaddr_in *) &a->sa;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *) &a->sa;
+    if (strcasecmp(host, "localhost") == 0 || inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+        if (strcasecmp(host, "localhost") == 0) {
+            in4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        }
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons((uint16_t) port);
+        a->len = sizeof(*in4);
+        return NULL;
+    }
+    if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t) port);
+        a->len = sizeof(*in6);
+        return NULL;
+    }
+    return "not an IP address, localhost or unix:/path";
+}
+
+/* The group the last Upstream line opened, or NULL with the reason. */
+static struct px_group *px_current(struct px_conf *c, const struct mk_conf_key *k, char *reason,
+                                   size_t len)
+{
+    if (c->n_groups == 0) {
+        snprintf(reason, len, "%s needs an Upstream line before it", k->name);
+        return NULL;
+    }
+    return &c->groups[c->n_groups - 1];
+}
+
+static int px_set_upstream(void *obj, const struct mk_conf_key *k, const char *value,
+                           const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    struct px_conf *c = obj;
+
+    (void) k;
+    for (const char *p = value; *p; p++) {
+        if (!(*p == '-' || *p == '_' || *p == '.' || (*p >= '0' && *p <= '9') ||
+              (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))) {
+            snprintf(reason, len, "a group name is letters, digits, '-', '_' and '.': '%s'", value);
+            return MK_ERR;
+        }
+    }
+    for (size_t i = 0; i < c->n_groups; i++) {
+        if (strcmp(c->groups[i].name, value) == 0) {
+            snprintf(reason, len, "group '%s' is declared twice (first at %s)", value,
+                     c->groups[i].where);
+            return MK_ERR;
+        }
+    }
+    struct px_group *v = realloc(c->groups, (c->n_groups + 1) * sizeof(*v));
+    if (!v) {
+        snprintf(reason, len, "out of memory");
+        return MK_ERR;
+    }
+    c->groups = v;
+    struct px_group *g = &v[c->n_groups];
+    memset(g, 0, sizeof(*g));
+    if (!(g->name = strdup(value))) {
+        snprintf(reason, len, "out of memory");
+        return MK_ERR;
+    }
+    snprintf(g->where, sizeof(g->where), "%s", origin->where);
+    c->n_groups++;
+    return MK_OK;
+}
+
+/* "ADDRESS [weight=N] [backup]" */
+static int px_set_server(void *obj, const struct mk_conf_key *k, const char *value,
+                         const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    struct px_group *g = px_current(obj, k, reason, len);
+    char buf[256], *save = NULL;
+    struct px_member m = {.weight = 1};
+
+    (void) origin;
+    if (!g) {
+        return MK_ERR;
+    }
+    if (g->n == PX_MEMBERS_MAX) {
+        snprintf(reason, len, "more than %d servers in group '%s'", PX_MEMBERS_MAX, g->name);
+        return MK_ERR;
+    }
+    snprintf(buf, sizeof(buf), "%s", value);
+    char *addr = strtok_r(buf, " \t", &save);
+    const char *why = addr ? px_parse_addr(addr, &m.a) : "no address";
+    if (why) {
+        snprintf(reason, len, "%s: '%s'", why, addr ? addr : "");
+        return MK_ERR;
+    }
+    for (char *w = strtok_r(NULL, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
+        if (strcasecmp(w, "backup") == 0) {
+            m.backup = true;
+        }
+        else if (strncasecmp(w, "weight=", 7) == 0) {
+            char *end;
+            long n = strtol(w + 7, &end, 10);
+            if (w[7] < '0' || w[7] > '9' || *end != '\0' || n < 1 || n > 100) {
+                snprintf(reason, len, "a weight is 1 to 100: '%s'", w);
+                return MK_ERR;
+            }
+            m.weight = (unsigned) n;
+        }
+        else {
+            snprintf(reason, len, "unknown server parameter '%s' (weight=N, backup)", w);
+            return MK_ERR;
+        }
+    }
+    struct px_member *v = realloc(g->m, (g->n + 1) * sizeof(*v));
+    if (!v) {
+        snprintf(reason, len, "out of memory");
+        return MK_ERR;
+    }
+    g->m = v;
+    v[g->n++] = m;
+    return MK_OK;
+}
+
+/* "roundrobin", "leastconn", "hash client", "hash header NAME", "hash cookie NAME" */
+static int px_set_balance(void *obj, const struct mk_conf_key *k, const char *value,
+                          const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    struct px_group *g = px_current(obj, k, reason, len);
+    char buf[256], *save = NULL;
+
+    (void) origin;
+    if (!g) {
+        return MK_ERR;
+    }
+    snprintf(buf, sizeof(buf), "%s", value);
+    char *mode = strtok_r(buf, " \t", &save);
+    char *kind = strtok_r(NULL, " \t", &save);
+    char *name = kind ? strtok_r(NULL, " \t", &save) : NULL;
+    char *more = name ? strtok_r(NULL, " \t", &save) : NULL;
+    if (mode && strcasecmp(mode, "roundrobin") == 0 && !kind) {
+        g->balance = PX_BAL_WRR;
+        return MK_OK;
+    }
+    if (mode && strcasecmp(mode, "leastconn") == 0 && !kind) {
+        g->balance = PX_BAL_LEASTCONN;
+        return MK_OK;
+    }
+    if (mode && strcasecmp(mode, "hash") == 0 && kind && !more) {
+        g->balance = PX_BAL_HASH;
+        if (strcasecmp(kind, "client") == 0 && !name) {
+            g->key = PX_KEY_CLIENT;
+            return MK_OK;
+        }
+        if ((strcasecmp(kind, "header") == 0 || strcasecmp(kind, "cookie") == 0) && name) {
+            g->key = strcasecmp(kind, "header") == 0 ? PX_KEY_HEADER : PX_KEY_COOKIE;
+            free(g->key_name);
+            if (!(g->key_name = strdup(name))) {
+                snprintf(reason, len, "out of memory");
+                return MK_ERR;
+            }
+            return MK_OK;
+        }
+    }
+    snprintf(reason, len,
+             "expected roundrobin, leastconn, hash client, hash header NAME or hash cookie "
+             "NAME: '%s'",
+             value);
+    return MK_ERR;
+}
+
+/* "PREFIX TARGET" (Pass) or "REGEX TARGET" (Match): the target is the last word. */
+static int px_set_route(void *obj, const struct mk_conf_key *k, const char *value,
+                        const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    struct px_site_conf *sc = obj;
+    bool pass = strcasecmp(k->name, "Pass") == 0;
+    const char *sp = strrchr(value, ' ');
+    const char *tab = strrchr(value, '\t');
+
+    if (!sp || (tab && tab > sp)) {
+        sp = tab;
+    }
+    if (!sp) {
+        snprintf(reason, len, "expected %s TARGET (a group or an address)",
+                 pass ? "PREFIX" : "REGEX");
+        return MK_ERR;
+    }
+    size_t plen = (size_t) (sp - value);
+    while (plen > 0 && (value[plen - 1] == ' ' || value[plen - 1] == '\t')) {
+        plen--;
+    }
+    const char *target = sp + 1;
+    if (strchr(target, ':')) {
+        struct px_addr a;
+        const char *why = px_parse_addr(target, &a);
+        if (why) {
+            snprintf(reason, len, "%s: '%s'", why, target);
+            return MK_ERR;
+        }
+    }
+    struct px_route *v = realloc(sc->routes, (sc->n_routes + 1) * sizeof(*v));
+    if (!v) {
+        snprintf(reason, len, "out of memory");
+        return MK_ERR;
+    }
+    sc->routes = v;
+    struct px_route *rt = &v[sc->n_routes];
+    memset(rt, 0, sizeof(*rt));
+    char *pat = strndup(value, plen);
+    if (!pat || !(rt->target = strdup(target))) {
+        free(pat);
+        snprintf(reason, len, "out of memory");
+        return MK_ERR;
+    }
+    if (pass) {
+        if (pat[0] != '/') {
+            free(pat);
+            free(rt->target);
+            snprintf(reason, len, "a prefix starts with '/'");
+            return MK_ERR;
+        }
+        rt->prefix = pat;
+        rt->prefix_len = plen;
+        while (rt->prefix_len > 1 && pat[rt->prefix_len - 1] == '/') {
+            rt->prefix_len--; /* "/api/" is "/api": whole segments */
+        }
+    }
+    else {
+        int rc = regcomp(&rt->re, pat, REG_EXTENDED | REG_NOSUB);
+        if (rc != 0) {
+            char msg[128];
+            regerror(rc, &rt->re, msg, sizeof(msg));
+            snprintf(reason, len, "bad regular expression '%s': %s", pat, msg);
+            free(pat);
+            free(rt->target);
+            return MK_ERR;
+        }
+        free(pat);
+    }
+    snprintf(rt->where, sizeof(rt->where), "%s", origin->where);
+    sc->n_routes++;
+    return MK_OK;
+}
+
+static void px_schema_free(void *obj, int site)
+{
+    if (site) {
+        struct px_site_conf *sc = obj;
+        for (size_t i = 0; i < sc->n_routes; i++) {
+            if (sc->routes[i].prefix) {
+                free(sc->routes[i].prefix);
+            }
+            else {
+                regfree(&sc->routes[i].re);
+            }
+            free(sc->routes[i].target);
+        }
+        free(sc->routes);
+        return;
+    }
+    struct px_conf *c = obj;
+    for (size_t i = 0; i < c->n_groups; i++) {
+        free(c->groups[i].name);
+        free(c->groups[i].m);
+        free(c->groups[i].key_name);
+    }
+    free(c->groups);
+}
+
+/* Every group has a server that is not a backup. */
+static int px_schema_finish(void *obj, int site, const char **key, char *reason, size_t len)
+{
+    const struct px_conf *c = obj;
+
+    if (site) {
+        return MK_OK;
+    }
+    for (size_t i = 0; i < c->n_groups; i++) {
+        bool primary = false;
+        for (size_t m = 0; m < c->groups[i].n; m++) {
+            primary |= !c->groups[i].m[m].backup;
+        }
+        if (!primary) {
+            *key = "Upstream";
+            snprintf(reason, len, "group '%s' (%s) has no Server that is not a backup",
+                     c->groups[i].name, c->groups[i].where);
+            return MK_ERR;
+        }
+    }
+    return MK_OK;
+}
+
+#define PX_G(m) MK_CONF_FIELD(struct px_conf, m)
+
+static const struct mk_conf_key px_keys[] = {
+    {"ConnectTimeout", MK_CONF_DURATION, 0, PX_G(connect_ms), 1, 3600000, "5",
+     .doc = "time a connection to an upstream may take; past it 504"},
+    {"Timeout", MK_CONF_DURATION, 0, PX_G(timeout_ms), 1, 3600000, "30",
+     .doc = "time an upstream may stay silent (its first byte included); past it 504"},
+    {"MaxFails", MK_CONF_INT, 0, PX_G(max_fails), 1, 1000, "3",
+     .doc = "failures of a server within FailTimeout that take it out for FailTimeout"},
+    {"FailTimeout", MK_CONF_DURATION, 0, PX_G(fail_ms), 1, 3600000, "10",
+     .doc = "the window of MaxFails, and the time a server is out"},
+    {"KeepAlive", MK_CONF_INT, 0, PX_G(idle_max), 0, 4096, "16",
+     .doc = "idle connections kept per server and worker (0: none kept)"},
+    {"KeepAliveTimeout", MK_CONF_DURATION, 0, PX_G(idle_ms), 1, 3600000, "60",
+     .doc = "an idle kept connection unused this long is closed"},
+    {"Upstream", MK_CONF_CUSTOM, MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = px_set_upstream,
+     .doc = "opens a group NAME: the Server and Balance lines that follow are its"},
+    {"Server", MK_CONF_CUSTOM, MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = px_set_server,
+     .doc = "a server of the group: HOST:PORT, [IPV6]:PORT or unix:/path, then weight=N "
+            "(1..100, 1) and backup"},
+    {"Balance", MK_CONF_CUSTOM, MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = px_set_balance,
+     .doc = "the group's balancing: roundrobin (weighted, the default), leastconn, hash client, "
+            "hash header NAME, hash cookie NAME"},
+    {"Pass", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = px_set_route,
+     .doc = "PREFIX TARGET: paths under the prefix (whole segments) go to the group or address"},
+    {"Match", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = px_set_route,
+     .doc = "REGEX TARGET: paths the expression matches go there"},
+    {NULL},
+};
+
+const struct mk_conf_schema px_schema = {
+    .section = "PROXY",
+    .file = "proxy.conf",
+    .keys = px_keys,
+    .size = sizeof(struct px_conf),
+    .site_size = sizeof(struct px_site_conf),
+    .free = px_schema_free,
+    .finish = px_schema_finish,
+};

@@ -1,0 +1,466 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * px_http.c: the upstream response's head and the chunked coding, parsed
+ * strictly (px_http.h). Pure: no I/O, no allocation, no globals.
+ */
+#include <string.h>
+#include <strings.h>
+
+#include "px_http.h"
+
+enum {
+    CH_SIZE,       /* hex digits of a chunk's size */
+    CH_EXT,        /* a chunk extension, up to the line's end */
+    CH_SIZE_LF,    /* the LF after the size line's CR */
+    CH_DATA,       /* the chunk's data */
+    CH_DATA_CR,    /* the CRLF after the data */
+    CH_DATA_LF,    /* its LF */
+    CH_TRAILER,    /* the start of a trailer line, or the empty line */
+    CH_TRAILER_IN, /* inside a trailer line */
+    CH_TRAILER_LF, /* the LF after a trailer line's CR */
+    CH_END_LF,     /* the LF of the final empty line */
+};
+
+static bool px_tchar(unsigned char c)
+{
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
+        return true;
+    }
+    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+static bool px_eq(const struct px_slice *s, const char *lit)
+{
+    size_t n = strlen(lit);
+    return s->len == n && strncasecmp(s->p, lit, n) == 0;
+}
+
+/*
+ * The end of the line starting at p (before `end`): the offset of its LF
+ * into *eol, the line's length without CR into *ll. 1 found, 0 not yet,
+ * -1 a bare CR.
+ */
+static int px_line(const char *p, const char *end, size_t *eol, size_t *ll)
+{
+    for (const char *q = p; q < end; q++) {
+        if (*q == '\n') {
+            *eol = (size_t) (q - p);
+            *ll = *eol;
+            return 1;
+        }
+        if (*q == '\r') {
+            if (q + 1 == end) {
+                return 0;
+            }
+            if (q[1] != '\n') {
+                return -1;
+            }
+            *eol = (size_t) (q + 1 - p);
+            *ll = (size_t) (q - p);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int px_fail(struct px_resp *r, const char *why)
+{
+    r->why = why;
+    return MK_ERR;
+}
+
+/* "HTTP/1.x SSS reason": MK_OK or MK_ERR. */
+static int px_status_line(const char *p, size_t n, struct px_resp *r)
+{
+    if (n < 12 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') || p[8] != ' ') {
+        return px_fail(r, "not an HTTP/1.0 or HTTP/1.1 status line");
+    }
+    for (int i = 9; i < 12; i++) {
+        if (p[i] < '0' || p[i] > '9') {
+            return px_fail(r, "a status that is not three digits");
+        }
+    }
+    r->minor = p[7] - '0';
+    r->status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
+    if (r->status < 100 || r->status > 599) {
+        return px_fail(r, "a status out of 100..599");
+    }
+    if (n > 12 && p[12] != ' ') {
+        return px_fail(r, "no space after the status");
+    }
+    for (size_t i = 13; i < n; i++) {
+        unsigned char c = (unsigned char) p[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7f) {
+            return px_fail(r, "a control byte in the reason phrase");
+        }
+    }
+    return MK_OK;
+}
+
+/* A Content-Length value: digits only, at most 18 of them. */
+static int px_length(const struct px_slice *v, uint64_t *out)
+{
+    uint64_t n = 0;
+    if (v->len == 0 || v->len > 18) {
+        return MK_ERR;
+    }
+    for (size_t i = 0; i < v->len; i++) {
+        if (v->p[i] < '0' || v->p[i] > '9') {
+            return MK_ERR;
+        }
+        n = n * 10 + (uint64_t) (v->p[i] - '0');
+    }
+    *out = n;
+    return MK_OK;
+}
+
+/* One field line: name, colon, value (trimmed). MK_OK or MK_ERR. */
+static int px_field_line(const char *p, size_t n, struct px_resp *r)
+{
+    size_t i = 0;
+    while (i < n && px_tchar((unsigned char) p[i])) {
+        i++;
+    }
+    if (i == 0 || i == n || p[i] != ':') {
+        return px_fail(r, i < n && (p[i] == ' ' || p[i] == '\t') ? "a space before a field's colon"
+                                                                 : "a field line without a name");
+    }
+    if (r->n_fields == PX_FIELDS_MAX) {
+        return px_fail(r, "too many fields");
+    }
+    struct px_field *f = &r->fields[r->n_fields++];
+    f->name.p = p;
+    f->name.len = i;
+    size_t s = i + 1, e = n;
+    while (s < e && (p[s] == ' ' || p[s] == '\t')) {
+        s++;
+    }
+    while (e > s && (p[e - 1] == ' ' || p[e - 1] == '\t')) {
+        e--;
+    }
+    for (size_t k = s; k < e; k++) {
+        unsigned char c = (unsigned char) p[k];
+        if ((c < 0x20 && c != '\t') || c == 0x7f) {
+            return px_fail(r, "a control byte in a field value");
+        }
+    }
+    f->value.p = p + s;
+    f->value.len = e - s;
+    return MK_OK;
+}
+
+/* Whether a comma-separated list names `tok` (any case). */
+static bool px_list_has(const struct px_slice *v, const char *tok, size_t tlen)
+{
+    size_t i = 0;
+    while (i < v->len) {
+        while (i < v->len && (v->p[i] == ' ' || v->p[i] == '\t' || v->p[i] == ',')) {
+            i++;
+        }
+        size_t s = i;
+        while (i < v->len && v->p[i] != ',') {
+            i++;
+        }
+        size_t e = i;
+        while (e > s && (v->p[e - 1] == ' ' || v->p[e - 1] == '\t')) {
+            e--;
+        }
+        if (e - s == tlen && strncasecmp(v->p + s, tok, tlen) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool px_resp_conn_names(const struct px_resp *r, const char *name, size_t len)
+{
+    for (unsigned i = 0; i < r->n_fields; i++) {
+        if (px_eq(&r->fields[i].name, "connection") &&
+            px_list_has(&r->fields[i].value, name, len)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool px_hop_by_hop(const char *name, size_t len)
+{
+    static const char *const hop[] = {"connection",        "keep-alive", "te", "trailer",
+                                      "transfer-encoding", "upgrade",    NULL};
+    struct px_slice s = {name, len};
+    if (len >= 6 && strncasecmp(name, "proxy-", 6) == 0) {
+        return true;
+    }
+    for (int i = 0; hop[i]; i++) {
+        if (px_eq(&s, hop[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The framing and the connection's fate, from the fields. MK_OK or MK_ERR. */
+static int px_framing(struct px_resp *r, bool head_request)
+{
+    bool have_len = false, chunked = false, te = false;
+    uint64_t len = 0;
+
+    r->close = r->minor == 0;
+    for (unsigned i = 0; i < r->n_fields; i++) {
+        const struct px_field *f = &r->fields[i];
+        if (px_eq(&f->name, "content-length")) {
+            uint64_t n;
+            if (px_length(&f->value, &n) != MK_OK) {
+                return px_fail(r, "a bad Content-Length");
+            }
+            if (have_len && n != len) {
+                return px_fail(r, "Content-Length fields that differ");
+            }
+            have_len = true;
+            len = n;
+        }
+        else if (px_eq(&f->name, "transfer-encoding")) {
+            if (te || !px_eq(&f->value, "chunked")) {
+                return px_fail(r, "a transfer coding other than chunked alone");
+            }
+            te = chunked = true;
+        }
+        else if (px_eq(&f->name, "connection")) {
+            if (px_list_has(&f->value, "close", 5)) {
+                r->close = true;
+            }
+            else if (r->minor == 0 && px_list_has(&f->value, "keep-alive", 10)) {
+                r->close = false;
+            }
+        }
+    }
+    if (te && have_len) {
+        return px_fail(r, "both Content-Length and Transfer-Encoding");
+    }
+    if (te && r->minor == 0) {
+        return px_fail(r, "Transfer-Encoding in an HTTP/1.0 response");
+    }
+    r->length = len;
+    if (head_request || r->status < 200 || r->status == 204 || r->status == 304) {
+        r->framing = PX_BODY_NONE;
+    }
+    else if (chunked) {
+        r->framing = PX_BODY_CHUNKED;
+    }
+    else if (have_len) {
+        r->framing = len ? PX_BODY_LENGTH : PX_BODY_NONE;
+    }
+    else {
+        r->framing = PX_BODY_CLOSE;
+        r->close = true;
+    }
+    return MK_OK;
+}
+
+int px_resp_parse(const char *buf, size_t len, bool head_request, struct px_resp *r)
+{
+    const char *end = buf + (len > PX_HEAD_MAX ? PX_HEAD_MAX : len);
+    const char *p = buf;
+    size_t eol, ll;
+    bool first = true;
+
+    memset(r, 0, sizeof(*r));
+    for (;;) {
+        int rc = px_line(p, end, &eol, &ll);
+        if (rc < 0) {
+            return px_fail(r, "a bare CR");
+        }
+        if (rc == 0) {
+            return len >= PX_HEAD_MAX ? px_fail(r, "a head longer than 16 KiB") : MK_AGAIN;
+        }
+        if (first) {
+            if (px_status_line(p, ll, r) != MK_OK) {
+                return MK_ERR;
+            }
+            first = false;
+        }
+        else if (ll == 0) {
+            r->head_len = (size_t) (p + eol + 1 - buf);
+            return px_framing(r, head_request);
+        }
+        else if (p[0] == ' ' || p[0] == '\t') {
+            return px_fail(r, "obs-fold (a field line continued)");
+        }
+        else if (px_field_line(p, ll, r) != MK_OK) {
+            return MK_ERR;
+        }
+        p += eol + 1;
+    }
+}
+
+static int px_hex(char c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+static long px_chunk_bad(const char **why, const char *what)
+{
+    *why = what;
+    return -1;
+}
+
+long px_chunked_step(struct px_chunked *c, const char *in, size_t len, const char **data,
+                     size_t *dlen, const char **why)
+{
+    size_t i = 0;
+
+    *data = NULL;
+    *dlen = 0;
+    while (i < len && !c->done) {
+        char ch = in[i];
+        switch (c->state) {
+        case CH_SIZE: {
+            int h = px_hex(ch);
+            if (h >= 0) {
+                if (c->digits == 15) {
+                    return px_chunk_bad(why, "a chunk size of more than 15 digits");
+                }
+                c->left = c->left * 16 + (uint64_t) h;
+                c->digits++;
+                i++;
+                break;
+            }
+            if (c->digits == 0) {
+                return px_chunk_bad(why, "a chunk size without digits");
+            }
+            if (ch == ';') {
+                c->state = CH_EXT;
+            }
+            else if (ch == '\r') {
+                c->state = CH_SIZE_LF;
+            }
+            else if (ch == '\n') {
+                c->state = c->left ? CH_DATA : CH_TRAILER;
+            }
+            else {
+                return px_chunk_bad(why, "a bad byte after a chunk size");
+            }
+            i++;
+            break;
+        }
+        case CH_EXT:
+            if (ch == '\r') {
+                c->state = CH_SIZE_LF;
+            }
+            else if (ch == '\n') {
+                c->state = c->left ? CH_DATA : CH_TRAILER;
+            }
+            else if ((unsigned char) ch < 0x20 && ch != '\t') {
+                return px_chunk_bad(why, "a control byte in a chunk extension");
+            }
+            i++;
+            break;
+        case CH_SIZE_LF:
+            if (ch != '\n') {
+                return px_chunk_bad(why, "a bare CR in a chunk size line");
+            }
+            c->state = c->left ? CH_DATA : CH_TRAILER;
+            i++;
+            break;
+        case CH_DATA: {
+            size_t n = len - i;
+            if (n > c->left) {
+                n = (size_t) c->left;
+            }
+            *data = in + i;
+            *dlen = n;
+            c->left -= n;
+            i += n;
+            if (c->left == 0) {
+                c->state = CH_DATA_CR;
+            }
+            return (long) i;
+        }
+        case CH_DATA_CR:
+            if (ch == '\r') {
+                c->state = CH_DATA_LF;
+            }
+            else if (ch == '\n') {
+                c->state = CH_SIZE;
+                c->digits = 0;
+            }
+            else {
+                return px_chunk_bad(why, "no CRLF after a chunk's data");
+            }
+            i++;
+            break;
+        case CH_DATA_LF:
+            if (ch != '\n') {
+                return px_chunk_bad(why, "a bare CR after a chunk's data");
+            }
+            c->state = CH_SIZE;
+            c->digits = 0;
+            i++;
+            break;
+        case CH_TRAILER:
+            if (ch == '\r') {
+                c->state = CH_END_LF;
+            }
+            else if (ch == '\n') {
+                c->done = true;
+            }
+            else if (ch == ' ' || ch == '\t') {
+                return px_chunk_bad(why, "obs-fold in the trailer section");
+            }
+            else {
+                c->state = CH_TRAILER_IN;
+                c->trailer++;
+            }
+            i++;
+            break;
+        case CH_TRAILER_IN:
+            if (ch == '\r') {
+                c->state = CH_TRAILER_LF;
+            }
+            else if (ch == '\n') {
+                c->state = CH_TRAILER;
+            }
+            else if (((unsigned char) ch < 0x20 && ch != '\t') || ++c->trailer > PX_TRAILER_MAX) {
+                return px_chunk_bad(why, "a bad trailer section");
+            }
+            i++;
+            break;
+        case CH_TRAILER_LF:
+            if (ch != '\n') {
+                return px_chunk_bad(why, "a bare CR in the trailer section");
+            }
+            c->state = CH_TRAILER;
+            i++;
+            break;
+        case CH_END_LF:
+            if (ch != '\n') {
+                return px_chunk_bad(why, "a bare CR at the end of the chunks");
+            }
+            c->done = true;
+            i++;
+            break;
+        default:
+            return px_chunk_bad(why, "a bad state");
+        }
+    }
+    return (long) i;
+}
+
+void px_chunked_unread(struct px_chunked *c, size_t n)
+{
+    if (n > 0) {
+        c->left += n;
+        c->state = CH_DATA;
+    }
+}

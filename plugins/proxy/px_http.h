@@ -1,0 +1,100 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * px_http.h: what the proxy reads from an upstream, parsed without I/O,
+ * allocation or globals (unit tested and fuzzed as it is): the response's
+ * status line and fields, the framing of its body, and the chunked coding.
+ * Strict: anything a request parser would refuse (a bare CR, obs-fold, a
+ * space before a field's colon, Content-Length with Transfer-Encoding, a
+ * coding other than chunked, a bad status) is malformed, a 502 for the
+ * proxy, so that what an upstream sends can never be read two ways.
+ */
+#ifndef MK_PX_HTTP_H
+#define MK_PX_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <monkey/mk_common.h>
+
+/* The largest response head accepted: a longer one is malformed. */
+#define PX_HEAD_MAX 16384
+/* Fields one head may have. */
+#define PX_FIELDS_MAX 64
+/* Trailer bytes (after the last chunk) accepted, then dropped. */
+#define PX_TRAILER_MAX 8192
+
+struct px_slice {
+    const char *p;
+    size_t len;
+};
+
+struct px_field {
+    struct px_slice name, value;
+};
+
+/* How the body of a response ends. */
+enum px_framing {
+    PX_BODY_NONE,    /* no body: HEAD, 1xx, 204, 304, Content-Length: 0 */
+    PX_BODY_LENGTH,  /* Content-Length bytes */
+    PX_BODY_CHUNKED, /* Transfer-Encoding: chunked */
+    PX_BODY_CLOSE,   /* neither: up to the end of the connection */
+};
+
+/* A parsed response head; slices point into the parsed buffer. */
+struct px_resp {
+    int status; /* 100..599 */
+    int minor;  /* HTTP/1.<minor>: 0 or 1 */
+    bool close; /* the connection ends after this response */
+    enum px_framing framing;
+    uint64_t length; /* PX_BODY_LENGTH */
+    struct px_field fields[PX_FIELDS_MAX];
+    unsigned n_fields;
+    size_t head_len; /* bytes of the head, its empty line included */
+    const char *why; /* on MK_ERR: what is wrong (a static string) */
+};
+
+/*
+ * Parse the response head at the start of buf[0..len). `head_request`:
+ * the request was HEAD (no body, whatever the fields say).
+ *   MK_OK     complete: *r filled, the body starts at buf + r->head_len;
+ *   MK_AGAIN  no empty line yet, fewer than PX_HEAD_MAX bytes;
+ *   MK_ERR    malformed (r->why says why).
+ * Lines end with CRLF or LF. A 1xx head is returned as any other (the
+ * caller skips it); it has no body.
+ */
+int px_resp_parse(const char *buf, size_t len, bool head_request, struct px_resp *r);
+
+/* Whether the Connection fields of r name `name` (len bytes, any case). */
+bool px_resp_conn_names(const struct px_resp *r, const char *name, size_t len);
+
+/*
+ * Whether a field is hop-by-hop for the proxy, in either direction:
+ * Connection, Keep-Alive, Proxy-Connection, TE, Trailer, Transfer-Encoding,
+ * Upgrade and every Proxy-* field.
+ */
+bool px_hop_by_hop(const char *name, size_t len);
+
+/* The chunked decoder's state; zeroed: at the first chunk's size. */
+struct px_chunked {
+    int state;
+    uint64_t left; /* data bytes of the current chunk still to come */
+    unsigned digits;
+    size_t trailer;
+    bool done; /* the last chunk and the trailer section are in */
+};
+
+/*
+ * Decode in[0..len): consume framing bytes up to and including at most one
+ * run of data, which *data and *dlen give (dlen 0: none in what was
+ * consumed). Returns the bytes consumed, or -1 when the coding is
+ * malformed (*why set). Bytes after the end (c->done) are not consumed.
+ */
+long px_chunked_step(struct px_chunked *c, const char *in, size_t len, const char **data,
+                     size_t *dlen, const char **why);
+/* Give back the last n bytes of the run the last step returned (not taken). */
+void px_chunked_unread(struct px_chunked *c, size_t n);
+
+#endif

@@ -1,0 +1,1149 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * px_req.c: the proxy backend of the gateway job (gw_job.h), one request
+ * on one upstream connection, and the keep-alive pool of each worker.
+ *
+ * acquire() picks a server (px_pick.c) and takes an idle connection of
+ * this worker's pool or starts a new one (a connect refused at once moves
+ * to the next server); begin() writes the request's head into a buffer of
+ * its own: HTTP/1.1, its framing decided here (Content-Length: the
+ * client's, or the spool's for a body whose length came at its end),
+ * hop-by-hop fields dropped, Host as the client sent it, X-Forwarded-For
+ * appended, X-Forwarded-Proto and X-Forwarded-Host set. The body follows
+ * through the job's window. A connection that fails before any byte of
+ * the request went out (refused late, or a kept-alive connection the
+ * upstream had closed) takes the request to the next server, or to a new
+ * connection, inside this file: the job sees one request.
+ *
+ * The response is read into rbuf, its head parsed strictly (px_http.c)
+ * and given to the job as a status line and the end-to-end fields, its
+ * body decoded (Content-Length, chunked, or up to the close) and given to
+ * the job piece by piece, read only while the job does not hold it back
+ * (j->paused: the client's queue is at its mark), so that a slow client
+ * slows the upstream and memory stays bounded (rbuf, the job's spill of
+ * the same size, the client's queue). A response that ended cleanly on a
+ * connection that may be kept gives it back to the pool.
+ *
+ * Everything runs on the request's worker.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "proxy.h"
+
+/* A connection to a server, in a request's hands or idle in the pool. */
+struct px_conn {
+    int fd;
+    unsigned slot;        /* self->servers[slot] */
+    struct mk_loop_fd *h; /* one watch for the connection's life */
+    uint32_t mask;        /* its interest now (fd_modify only on a change) */
+    struct px_req *req;   /* the request it serves; NULL: idle in the pool */
+    struct px_conn *next; /* the pool's list */
+    uint64_t idle_since, idle_ms;
+    bool reused; /* it served a request before */
+};
+
+struct px_req {
+    struct mk_gw_job j; /* first: the job */
+    const struct px_site *site;
+    struct px_rgroup *g;
+    struct px_self *self;
+    struct px_conn *c;
+    int member;      /* of g, or -1 */
+    unsigned active; /* slot + 1 whose `active` this request holds, 0: none */
+    uint64_t tried;
+    bool connecting, sent_any, head_in, done, head_request, req_out;
+    bool body_ended; /* body_end() came: a spooled body may be read */
+    bool chunked;    /* the body goes with the chunked coding (its length unknown) */
+    bool in_io;      /* inside px_io: the interest is set once at its end */
+    char *hdr;       /* the request's head */
+    size_t hdr_len, hdr_off;
+    char *w; /* body bytes kept (MK_AGAIN) or read from the spool */
+    size_t w_len, w_off;
+    struct mk_loop_timer *ctimer; /* ConnectTimeout */
+    struct px_resp resp;
+    struct px_chunked ch;
+    uint64_t left; /* PX_BODY_LENGTH: bytes to come */
+    size_t rlen;
+    char rbuf[PX_RBUF];
+};
+
+/* This worker's idle connections, and its timer that closes the old ones. */
+static __thread struct px_conn *px_idle;
+static __thread struct mk_loop_timer *px_idle_timer;
+
+/* Body bytes kept: the window, one more piece the server may deliver past it, framing. */
+#define PX_WBUF (3 * PX_WINDOW)
+
+static const struct mk_gw_backend px_backend;
+
+static struct px_req *px_of(struct mk_gw_job *j)
+{
+    return (struct px_req *) j;
+}
+
+static struct px_server *px_srv(unsigned slot)
+{
+    return &px_self()->servers[slot];
+}
+
+static void px_log(struct px_req *q, const char *what, int err)
+{
+    const char *addr = q->c             ? px_srv(q->c->slot)->a.text
+                       : q->member >= 0 ? px_srv(q->g->slot[q->member])->a.text
+                                        : "-";
+    if (err) {
+        mk_gw_job_log(&q->j, "%s: %s: %s", addr, what, strerror(err));
+    }
+    else {
+        mk_gw_job_log(&q->j, "%s: %s", addr, what);
+    }
+}
+
+/* ---- connections ------------------------------------------------------------- */
+
+static void px_conn_close(struct px_conn *c)
+{
+    if (c->h) {
+        px_api->fd_unwatch(c->h);
+    }
+    close(c->fd);
+    free(c);
+}
+
+static void px_io(struct px_req *q, int fd, uint32_t ready);
+
+/* The interest of c: MK_OK, or MK_ERR (the watch failed). */
+static int px_conn_mask(struct px_conn *c, uint32_t mask)
+{
+    if (c->mask == mask) {
+        return MK_OK;
+    }
+    c->mask = mask;
+    return px_api->fd_modify(c->h, mask);
+}
+
+static void px_idle_unlink(struct px_conn *c)
+{
+    for (struct px_conn **pp = &px_idle; *pp; pp = &(*pp)->next) {
+        if (*pp == c) {
+            *pp = c->next;
+            return;
+        }
+    }
+}
+
+/*
+ * An event of c: its request's, or, idle, the upstream closed it or sent
+ * what nobody asked for: closed.
+ */
+static void px_conn_cb(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg)
+{
+    struct px_conn *c = arg;
+    (void) h;
+    if (c->req) {
+        px_io(c->req, fd, ready);
+        return;
+    }
+    px_idle_unlink(c);
+    px_conn_close(c);
+}
+
+static void px_idle_sweep(struct mk_loop_timer *t, void *arg)
+{
+    uint64_t now = px_api->now_ms();
+    (void) arg;
+    for (struct px_conn **pp = &px_idle; *pp;) {
+        struct px_conn *c = *pp;
+        if (now - c->idle_since >= c->idle_ms) {
+            *pp = c->next;
+            px_conn_close(c);
+        }
+        else {
+            pp = &c->next;
+        }
+    }
+    if (!px_idle) {
+        px_api->timer_stop(t);
+        px_idle_timer = NULL;
+    }
+}
+
+/* Give c back: kept in the pool (within KeepAlive per server), else closed. */
+static void px_conn_release(struct px_conn *c, bool keep, const struct px_conf *conf)
+{
+    unsigned n = 0;
+    for (struct px_conn *i = px_idle; i && keep; i = i->next) {
+        n += i->slot == c->slot;
+    }
+    c->req = NULL;
+    if (!keep || n >= (unsigned) conf->idle_max || px_conn_mask(c, MK_LOOP_READ) != MK_OK) {
+        px_conn_close(c);
+        return;
+    }
+    c->reused = true;
+    c->idle_since = px_api->now_ms();
+    c->idle_ms = conf->idle_ms;
+    c->next = px_idle;
+    px_idle = c;
+    if (!px_idle_timer) {
+        uint32_t period = (uint32_t) (conf->idle_ms / 2 + 1);
+        px_idle_timer = px_api->timer_start(period, 1, px_idle_sweep, NULL);
+    }
+}
+
+/*
+ * An idle connection to slot, or NULL. One the upstream closed, or wrote
+ * to unasked (bytes after a response: never read as the next one's), is
+ * closed here even when its event has not been handled yet.
+ */
+static struct px_conn *px_conn_take(unsigned slot)
+{
+    uint64_t now = px_api->now_ms();
+    for (struct px_conn **pp = &px_idle; *pp;) {
+        struct px_conn *c = *pp;
+        if (c->slot != slot || now - c->idle_since >= c->idle_ms) {
+            pp = &c->next;
+            continue;
+        }
+        *pp = c->next;
+        char b;
+        if (recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 || errno != EAGAIN) {
+            px_conn_close(c);
+            continue;
+        }
+        return c;
+    }
+    return NULL;
+}
+
+/* A new connection to slot, connecting: c, or NULL with errno. */
+static struct px_conn *px_conn_open(unsigned slot, bool *connecting)
+{
+    const struct px_server *s = px_srv(slot);
+    int fd = socket(s->a.sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return NULL;
+    }
+    if (s->a.sa.ss_family != AF_UNIX) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    int rc = connect(fd, (const struct sockaddr *) &s->a.sa, s->a.len);
+    if (rc != 0 && errno != EINPROGRESS && errno != EAGAIN) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return NULL;
+    }
+    struct px_conn *c = calloc(1, sizeof(*c));
+    if (!c) {
+        close(fd);
+        errno = ENOMEM;
+        return NULL;
+    }
+    c->fd = fd;
+    c->slot = slot;
+    *connecting = rc != 0;
+    atomic_fetch_add_explicit(&px_srv(slot)->connects, 1, memory_order_relaxed);
+    return c;
+}
+
+/* ---- the request's connection ------------------------------------------------ */
+
+static void px_ctimer_stop(struct px_req *q)
+{
+    if (q->ctimer) {
+        px_api->timer_stop(q->ctimer);
+        q->ctimer = NULL;
+    }
+}
+
+static void px_active(struct px_req *q, int slot)
+{
+    if (q->active) {
+        atomic_fetch_sub_explicit(&px_srv(q->active - 1)->active, 1, memory_order_relaxed);
+        q->active = 0;
+    }
+    if (slot >= 0) {
+        atomic_fetch_add_explicit(&px_srv((unsigned) slot)->active, 1, memory_order_relaxed);
+        q->active = (unsigned) slot + 1;
+    }
+}
+
+/* Let go of the request's connection: to the pool when keep, else closed. */
+static void px_drop_conn(struct px_req *q, bool keep)
+{
+    px_ctimer_stop(q);
+    if (q->c) {
+        px_conn_release(q->c, keep, q->site->conf);
+        q->c = NULL;
+    }
+}
+
+static void px_ctimer_cb(struct mk_loop_timer *t, void *arg);
+
+/* The interest of the connection: write while bytes wait, read unless held back. */
+static void px_want(struct px_req *q)
+{
+    if (!q->c) {
+        return;
+    }
+    uint32_t mask = 0;
+    if (q->connecting || q->hdr_off < q->hdr_len || q->w_off < q->w_len) {
+        mask |= MK_LOOP_WRITE;
+    }
+    if (!q->connecting && !q->j.paused && !q->done) {
+        mask |= MK_LOOP_READ;
+    }
+    if (!q->in_io) {
+        px_conn_mask(q->c, mask);
+    }
+}
+
+/*
+ * Connect the request to a server of its group, skipping those tried: an
+ * idle connection first, else a new one (refused at once: the server's
+ * failure, the next). MK_OK, or 502 when no server is left.
+ */
+static int px_connect(struct px_req *q, struct mk_request *r)
+{
+    const struct px_conf *conf = q->site->conf;
+    for (;;) {
+        int m = px_pick(q->g, r, q->tried);
+        if (m < 0) {
+            q->member = -1;
+            mk_gw_job_log(&q->j, "no server of the group is up");
+            px_active(q, -1);
+            return 502;
+        }
+        q->member = m;
+        q->tried |= (uint64_t) 1 << m;
+        unsigned slot = q->g->slot[m];
+        struct px_conn *c = px_conn_take(slot);
+        if (c) {
+            atomic_fetch_add_explicit(&px_srv(slot)->reuses, 1, memory_order_relaxed);
+            q->connecting = false;
+        }
+        else if (!(c = px_conn_open(slot, &q->connecting))) {
+            int e = errno;
+            px_log(q, "connect", e);
+            if (e == ENOMEM || e == EMFILE || e == ENFILE) {
+                return 503;
+            }
+            px_server_failed(px_srv(slot), conf);
+            atomic_fetch_add_explicit(&q->self->retries, 1, memory_order_relaxed);
+            continue;
+        }
+        if (!c->h && !(c->h = px_api->fd_watch(c->fd, 0, px_conn_cb, c))) {
+            px_conn_close(c);
+            return 503;
+        }
+        c->req = q;
+        q->c = c;
+        px_active(q, (int) slot);
+        atomic_fetch_add_explicit(&px_srv(slot)->requests, 1, memory_order_relaxed);
+        if (q->connecting) {
+            q->ctimer = px_api->timer_start((uint32_t) conf->connect_ms, 0, px_ctimer_cb, q);
+        }
+        q->j.last_io_ms = px_api->now_ms();
+        px_want(q);
+        return MK_OK;
+    }
+}
+
+/*
+ * The connection failed before any byte of the request went out (refused,
+ * or a kept-alive one closed): the next server, or a new connection for a
+ * kept one (`fresh`: the same server again). false when the request was
+ * failed instead (502).
+ */
+static bool px_retry(struct px_req *q, bool fresh)
+{
+    unsigned slot = q->c->slot;
+    px_drop_conn(q, false);
+    atomic_fetch_add_explicit(&q->self->retries, 1, memory_order_relaxed);
+    q->hdr_off = 0;
+    if (fresh) {
+        bool connecting;
+        struct px_conn *c = px_conn_open(slot, &connecting);
+        if (c && (c->h = px_api->fd_watch(c->fd, 0, px_conn_cb, c))) {
+            c->req = q;
+            q->c = c;
+            q->connecting = connecting;
+            if (connecting) {
+                q->ctimer =
+                    px_api->timer_start((uint32_t) q->site->conf->connect_ms, 0, px_ctimer_cb, q);
+            }
+            px_want(q);
+            return true;
+        }
+        if (c) {
+            px_conn_close(c);
+        }
+    }
+    else if (px_connect(q, NULL) == MK_OK) {
+        return true;
+    }
+    mk_gw_job_fail(&q->j, 502);
+    return false;
+}
+
+static void px_ctimer_cb(struct mk_loop_timer *t, void *arg)
+{
+    struct px_req *q = arg;
+    (void) t;
+    q->ctimer = NULL; /* a one-shot timer is freed when this returns */
+    px_log(q, "no connection within ConnectTimeout", 0);
+    px_server_failed(px_srv(q->c->slot), q->site->conf);
+    mk_gw_job_fail(&q->j, 504);
+}
+
+/* ---- writing ------------------------------------------------------------------- */
+
+/*
+ * Write what waits: the head, then the body's bytes, then the next piece
+ * of a spooled body. MK_OK (all out, or the socket is full: px_want), or
+ * MK_ERR with errno.
+ */
+static int px_flush(struct px_req *q)
+{
+    for (;;) {
+        const char *p;
+        size_t n;
+        if (q->hdr_off < q->hdr_len) {
+            p = q->hdr + q->hdr_off;
+            n = q->hdr_len - q->hdr_off;
+        }
+        else if (q->w_off < q->w_len) {
+            p = q->w + q->w_off;
+            n = q->w_len - q->w_off;
+        }
+        else {
+            if (q->w_len) {
+                q->w_len = q->w_off = 0;
+                mk_gw_job_body_drained(&q->j);
+            }
+            if (!q->j.spooled || !q->body_ended || mk_gw_spool_left(&q->j.spool) == 0) {
+                q->req_out = q->body_ended || !q->j.has_body;
+                return MK_OK;
+            }
+            if (!q->w && !(q->w = malloc(PX_WBUF))) {
+                errno = ENOMEM;
+                return MK_ERR;
+            }
+            ssize_t got = mk_gw_spool_read(&q->j.spool, q->w, PX_WINDOW);
+            if (got <= 0) {
+                if (got == 0) {
+                    errno = EIO;
+                }
+                return MK_ERR;
+            }
+            q->w_len = (size_t) got;
+            q->w_off = 0;
+            continue;
+        }
+        ssize_t k = send(q->c->fd, p, n, MSG_NOSIGNAL);
+        if (k < 0) {
+            return errno == EAGAIN || errno == EINTR ? MK_OK : MK_ERR;
+        }
+        q->sent_any = true;
+        q->j.last_io_ms = px_api->now_ms();
+        if (q->hdr_off < q->hdr_len) {
+            q->hdr_off += (size_t) k;
+        }
+        else {
+            q->w_off += (size_t) k;
+        }
+    }
+}
+
+/* ---- reading --------------------------------------------------------------------- */
+
+/* The response ended cleanly: the connection to the pool (or closed), the job told. */
+static void px_finish(struct px_req *q)
+{
+    bool keep = !q->resp.close && q->rlen == 0 && q->req_out && q->hdr_off == q->hdr_len;
+    q->done = true;
+    px_server_ok(px_srv(q->c->slot));
+    px_drop_conn(q, keep);
+    px_active(q, -1);
+    mk_gw_job_end(&q->j); /* may free q */
+}
+
+/*
+ * Give the job the head: the status line and the end-to-end fields
+ * (hop-by-hop ones and those the upstream's Connection names dropped).
+ * MK_OK, or MK_ERR (the job failed).
+ */
+static int px_give_head(struct px_req *q)
+{
+    const struct px_resp *p = &q->resp;
+    char line[64];
+    int n = snprintf(line, sizeof(line), "HTTP/1.1 %03d X\r\n", p->status);
+    mk_gw_job_head_data(&q->j, line, (size_t) n);
+    for (unsigned i = 0; i < p->n_fields && !q->j.fail; i++) {
+        const struct px_field *f = &p->fields[i];
+        if (px_hop_by_hop(f->name.p, f->name.len) ||
+            (f->name.len == 14 && strncasecmp(f->name.p, "content-length", 14) == 0) ||
+            (f->name.len == 6 && strncasecmp(f->name.p, "status", 6) == 0) ||
+            px_resp_conn_names(p, f->name.p, f->name.len)) {
+            continue;
+        }
+        size_t room;
+        char *dst = mk_gw_job_head_room(&q->j, &room);
+        if (!dst) {
+            return MK_ERR;
+        }
+        size_t need = f->name.len + 2 + f->value.len + 2;
+        if (need + 2 > room) {
+            px_log(q, "the response head is too large", 0);
+            mk_gw_job_fail(&q->j, 502);
+            return MK_ERR;
+        }
+        memcpy(dst, f->name.p, f->name.len);
+        memcpy(dst + f->name.len, ": ", 2);
+        memcpy(dst + f->name.len + 2, f->value.p, f->value.len);
+        memcpy(dst + need - 2, "\r\n", 2);
+        q->j.head_len += need; /* not parsed yet: the block ends below */
+    }
+    if (q->j.fail) {
+        return MK_ERR;
+    }
+    mk_gw_job_head_data(&q->j, "\r\n", 2);
+    return q->j.fail || !q->j.head_ready ? MK_ERR : MK_OK;
+}
+
+/* The next run of body bytes in rbuf: its start and length; consumed bytes into *used. */
+static int px_body_run(struct px_req *q, const char **data, size_t *dlen, size_t *used)
+{
+    if (q->resp.framing == PX_BODY_CHUNKED) {
+        const char *why;
+        long k = px_chunked_step(&q->ch, q->rbuf, q->rlen, data, dlen, &why);
+        if (k < 0) {
+            px_log(q, why, 0);
+            return MK_ERR;
+        }
+        *used = (size_t) k;
+        return MK_OK;
+    }
+    size_t n = q->rlen;
+    if (q->resp.framing == PX_BODY_LENGTH && n > q->left) {
+        n = (size_t) q->left;
+    }
+    *data = q->rbuf;
+    *dlen = n;
+    *used = n;
+    q->left -= q->resp.framing == PX_BODY_LENGTH ? n : 0;
+    return MK_OK;
+}
+
+static bool px_body_over(const struct px_req *q)
+{
+    switch (q->resp.framing) {
+    case PX_BODY_NONE:
+        return true;
+    case PX_BODY_LENGTH:
+        return q->left == 0;
+    case PX_BODY_CHUNKED:
+        return q->ch.done;
+    default:
+        return false;
+    }
+}
+
+/*
+ * The body bytes in rbuf to the job: into its head buffer until the
+ * response starts (what does not fit waits), then to the client's queue.
+ * false when q is gone (ended, failed or freed).
+ */
+static bool px_body(struct px_req *q)
+{
+    while (q->rlen > 0 && !px_body_over(q)) {
+        const char *data;
+        size_t dlen, used;
+        if (px_body_run(q, &data, &dlen, &used) != MK_OK) {
+            mk_gw_job_fail(&q->j, 502);
+            return false;
+        }
+        if (q->j.state == MK_GW_STREAM) {
+            int rc = dlen ? mk_gw_job_out(&q->j, data, dlen, false) : MK_OK;
+            if (rc == MK_GW_GONE) {
+                mk_gw_job_over(&q->j, false);
+                return false;
+            }
+            if (rc != MK_OK) {
+                mk_gw_job_fail(&q->j, 502);
+                return false;
+            }
+        }
+        else if (dlen) {
+            size_t room;
+            if (!mk_gw_job_head_room(&q->j, &room)) {
+                return false;
+            }
+            if (room < dlen) {
+                /* give back what does not fit; it waits for the response to start */
+                if (q->resp.framing == PX_BODY_CHUNKED) {
+                    px_chunked_unread(&q->ch, dlen - room);
+                }
+                else if (q->resp.framing == PX_BODY_LENGTH) {
+                    q->left += dlen - room;
+                }
+                used -= dlen - room;
+                dlen = room;
+            }
+            if (dlen) {
+                mk_gw_job_head_data(&q->j, data, dlen);
+            }
+            if (used == 0) {
+                break;
+            }
+        }
+        memmove(q->rbuf, q->rbuf + used, q->rlen - used);
+        q->rlen -= used;
+    }
+    if (px_body_over(q)) {
+        px_finish(q);
+        return false;
+    }
+    return true;
+}
+
+/* Parse the head in rbuf: 1 in, 0 not complete yet, -1 failed (q is not to be touched). */
+static int px_head(struct px_req *q)
+{
+    for (;;) {
+        int rc = px_resp_parse(q->rbuf, q->rlen, q->head_request, &q->resp);
+        if (rc == MK_AGAIN) {
+            return 0;
+        }
+        if (rc == MK_ERR) {
+            px_log(q, q->resp.why, 0);
+            mk_gw_job_fail(&q->j, 502);
+            return -1;
+        }
+        if (q->resp.status == 101) {
+            px_log(q, "101 to a request that asked for no upgrade", 0);
+            mk_gw_job_fail(&q->j, 502);
+            return -1;
+        }
+        size_t hl = q->resp.head_len;
+        if (q->resp.status < 200) {
+            /* 100 Continue, 103 Early Hints: interim, not passed on */
+            memmove(q->rbuf, q->rbuf + hl, q->rlen - hl);
+            q->rlen -= hl;
+            continue;
+        }
+        if (px_give_head(q) != MK_OK) {
+            return -1;
+        }
+        /* the fields' slices pointed into rbuf: only the framing is used from here */
+        q->head_in = true;
+        q->left = q->resp.length;
+        memmove(q->rbuf, q->rbuf + hl, q->rlen - hl);
+        q->rlen -= hl;
+        q->resp.n_fields = 0;
+        return 1;
+    }
+}
+
+/* Readable: the response's bytes. false when q is gone, failed or ended (not to be touched). */
+static bool px_read(struct px_req *q)
+{
+    if (q->rlen == sizeof(q->rbuf)) {
+        return true; /* held back: the job takes rbuf first */
+    }
+    ssize_t n = recv(q->c->fd, q->rbuf + q->rlen, sizeof(q->rbuf) - q->rlen, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        return true;
+    }
+    if (n <= 0) {
+        int e = n < 0 ? errno : 0;
+        if (!q->head_in && q->rlen == 0 && q->c->reused && !q->j.has_body) {
+            return px_retry(q, true); /* a kept connection the upstream had closed */
+        }
+        if (q->head_in && q->resp.framing == PX_BODY_CLOSE) {
+            q->resp.close = true;
+            px_finish(q);
+            return false;
+        }
+        px_log(q, q->head_in ? "the response was cut short" : "closed before a response", e);
+        px_server_failed(px_srv(q->c->slot), q->site->conf);
+        mk_gw_job_fail(&q->j, 502);
+        return false;
+    }
+    q->rlen += (size_t) n;
+    q->j.last_io_ms = px_api->now_ms();
+    if (!q->head_in) {
+        int h = px_head(q);
+        if (h < 0) {
+            return false;
+        }
+        if (h == 0) {
+            if (q->rlen < PX_HEAD_MAX) {
+                return true;
+            }
+            px_log(q, "a head longer than 16 KiB", 0);
+            mk_gw_job_fail(&q->j, 502);
+            return false;
+        }
+        if (px_body_over(q)) {
+            px_finish(q);
+            return false;
+        }
+    }
+    return px_body(q);
+}
+
+static void px_io(struct px_req *q, int fd, uint32_t ready)
+{
+    if (q->connecting) {
+        int err = 0;
+        socklen_t len = sizeof(err);
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+            err = errno;
+        }
+        if (err == 0 && !(ready & MK_LOOP_WRITE)) {
+            return;
+        }
+        if (err != 0) {
+            px_log(q, "connect", err);
+            px_server_failed(px_srv(q->c->slot), q->site->conf);
+            px_retry(q, false); /* nothing was sent */
+            return;
+        }
+        q->connecting = false;
+        px_ctimer_stop(q);
+    }
+    if (q->hdr_off < q->hdr_len || q->w_off < q->w_len || (q->j.spooled && !q->req_out)) {
+        if (px_flush(q) != MK_OK) {
+            int e = errno;
+            if (!q->head_in) {
+                px_log(q, "sending the request", e);
+                if (!q->sent_any && q->c->reused && !q->j.has_body) {
+                    px_retry(q, true);
+                    return;
+                }
+                px_server_failed(px_srv(q->c->slot), q->site->conf);
+                mk_gw_job_fail(&q->j, 502);
+                return;
+            }
+            q->resp.close = true; /* the upstream answered and stopped reading */
+            q->req_out = true;
+            q->hdr_off = q->hdr_len;
+            q->w_off = q->w_len;
+        }
+    }
+    if ((ready & (MK_LOOP_READ | MK_LOOP_ERROR)) && !q->j.paused && !q->done) {
+        /* the interest is set once below, not at each turn of the job's
+           (a response read whole gives its connection back as it was) */
+        q->in_io = true;
+        if (!px_read(q)) {
+            return; /* ended, failed or freed: its connection went with it */
+        }
+        q->in_io = false;
+    }
+    px_want(q);
+}
+
+/* ---- the table ------------------------------------------------------------------- */
+
+static int px_acquire(struct mk_gw_job *j, struct mk_request *r)
+{
+    return px_connect(px_of(j), r);
+}
+
+/* The request's head buffer: grows as needed (client-controlled, bounded by its headers). */
+struct px_buf {
+    char *p;
+    size_t len, cap;
+    bool bad;
+};
+
+static void px_put(struct px_buf *b, const char *s, size_t n)
+{
+    if (b->bad) {
+        return;
+    }
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 1024;
+        while (cap < b->len + n) {
+            cap *= 2;
+        }
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->bad = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+}
+
+static void px_puts(struct px_buf *b, const char *s)
+{
+    px_put(b, s, strlen(s));
+}
+
+static void px_field(struct px_buf *b, const char *name, const char *v, size_t vlen)
+{
+    px_puts(b, name);
+    px_put(b, ": ", 2);
+    px_put(b, v, vlen);
+    px_put(b, "\r\n", 2);
+}
+
+static bool px_named(const char *name, size_t len, const char *lit)
+{
+    return len == strlen(lit) && strncasecmp(name, lit, len) == 0;
+}
+
+/* Whether a value carries a byte HTTP/1 cannot (CR, LF, NUL). */
+static bool px_unsafe(const char *v, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        if (v[i] == '\r' || v[i] == '\n' || v[i] == '\0') {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Whether the client's Connection fields name `name`. */
+static bool px_client_conn_names(struct mk_request *r, const char *name, size_t len)
+{
+    unsigned n = px_api->header_count(r);
+    struct px_resp fake;
+    fake.n_fields = 0;
+    for (unsigned i = 0; i < n && fake.n_fields < PX_FIELDS_MAX; i++) {
+        const char *hn, *hv;
+        size_t hnl, hvl;
+        if (px_api->header_at(r, i, &hn, &hnl, &hv, &hvl) == MK_OK &&
+            px_named(hn, hnl, "connection")) {
+            fake.fields[fake.n_fields].name.p = hn;
+            fake.fields[fake.n_fields].name.len = hnl;
+            fake.fields[fake.n_fields].value.p = hv;
+            fake.fields[fake.n_fields].value.len = hvl;
+            fake.n_fields++;
+        }
+    }
+    return fake.n_fields && px_resp_conn_names(&fake, name, len);
+}
+
+static int px_begin(struct mk_gw_job *j, struct mk_request *r)
+{
+    static const char *const own[] = {"host",
+                                      "content-length",
+                                      "expect",
+                                      "x-forwarded-for",
+                                      "x-forwarded-proto",
+                                      "x-forwarded-host",
+                                      "cookie",
+                                      "http2-settings",
+                                      NULL};
+    struct px_req *q = px_of(j);
+    struct px_buf b = {0};
+    size_t len, tlen;
+    const char *method = px_api->method(r, &len);
+    const char *target = px_api->target(r, &tlen);
+    struct mk_gw_slice auth, rest;
+
+    q->head_request = px_named(method, len, "HEAD");
+    px_put(&b, method, len);
+    px_put(&b, " ", 1);
+    if (mk_gw_target_absolute(target, tlen, &auth, &rest)) {
+        if (rest.len == 0 || rest.p[0] != '/') {
+            px_put(&b, "/", 1);
+        }
+        px_put(&b, rest.p, rest.len);
+    }
+    else {
+        px_put(&b, target, tlen);
+    }
+    px_puts(&b, " HTTP/1.1\r\n");
+    size_t hlen;
+    const char *host = px_api->header(r, "Host", &hlen);
+    if (!host) {
+        host = px_api->host(r, &hlen);
+    }
+    if (host && px_unsafe(host, hlen)) {
+        free(b.p);
+        return 400;
+    }
+    if (host) {
+        px_field(&b, "Host", host, hlen);
+    }
+    unsigned n = px_api->header_count(r);
+    for (unsigned i = 0; i < n; i++) {
+        const char *hn, *hv;
+        size_t hnl, hvl;
+        bool skip = false;
+        if (px_api->header_at(r, i, &hn, &hnl, &hv, &hvl) != MK_OK || hnl == 0 || hn[0] == ':') {
+            continue;
+        }
+        for (int k = 0; own[k] && !skip; k++) {
+            skip = px_named(hn, hnl, own[k]);
+        }
+        if (skip || px_hop_by_hop(hn, hnl) || px_client_conn_names(r, hn, hnl)) {
+            continue;
+        }
+        if (px_unsafe(hn, hnl) || px_unsafe(hv, hvl)) {
+            free(b.p);
+            return 400;
+        }
+        px_put(&b, hn, hnl);
+        px_put(&b, ": ", 2);
+        px_put(&b, hv, hvl);
+        px_put(&b, "\r\n", 2);
+    }
+    const char *cookie = px_api->header(r, "Cookie", &len);
+    if (cookie) {
+        if (px_unsafe(cookie, len)) {
+            free(b.p);
+            return 400;
+        }
+        px_field(&b, "Cookie", cookie, len); /* HTTP/2 crumbs come joined with "; " */
+    }
+    char addr[64];
+    px_api->remote_addr(r, addr, sizeof(addr));
+    const char *xff = px_api->header(r, "X-Forwarded-For", &len);
+    px_puts(&b, "X-Forwarded-For: ");
+    if (xff && !px_unsafe(xff, len) && len > 0) {
+        px_put(&b, xff, len);
+        px_put(&b, ", ", 2);
+    }
+    px_puts(&b, addr);
+    px_put(&b, "\r\n", 2);
+    int tls = MK_API_HAS(px_api, conn_transport_var) &&
+              px_api->conn_transport_var(px_api->conn(r), "protocol", &len) != NULL;
+    px_puts(&b, tls ? "X-Forwarded-Proto: https\r\n" : "X-Forwarded-Proto: http\r\n");
+    if (host) {
+        px_field(&b, "X-Forwarded-Host", host, hlen);
+    }
+    if (j->spooled) {
+        px_field(&b, "Content-Length", j->content_length, strlen(j->content_length));
+    }
+    else {
+        const char *cl = px_api->header(r, "Content-Length", &len);
+        char dec[MK_GW_DEC_MAX];
+        if (cl) {
+            size_t dl = mk_gw_content_length(cl, len, dec);
+            if (dl == 0) {
+                free(b.p);
+                return 400;
+            }
+            px_field(&b, "Content-Length", dec, dl);
+        }
+        else if (j->has_body) {
+            /* a length known only at its end: chunked, the proxy's framing */
+            px_puts(&b, "Transfer-Encoding: chunked\r\n");
+            q->chunked = true;
+        }
+    }
+    px_put(&b, "\r\n", 2);
+    if (b.bad) {
+        free(b.p);
+        return 503;
+    }
+    q->hdr = b.p;
+    q->hdr_len = b.len;
+    q->hdr_off = 0;
+    j->last_io_ms = px_api->now_ms();
+    return MK_OK; /* sent with the body's first bytes, or at its end */
+}
+
+static int px_gw_body(struct mk_gw_job *j, const char *data, size_t len)
+{
+    struct px_req *q = px_of(j);
+    if (!q->c || q->done) {
+        return MK_OK; /* the answer came (or failed): the rest is not wanted */
+    }
+    if (!q->w && !(q->w = malloc(PX_WBUF))) {
+        return 503;
+    }
+    if (q->w_off > 0) {
+        memmove(q->w, q->w + q->w_off, q->w_len - q->w_off);
+        q->w_len -= q->w_off;
+        q->w_off = 0;
+    }
+    if (q->w_len + len + 32 > PX_WBUF) {
+        return 503; /* cannot happen: the window holds the client back */
+    }
+    if (q->chunked) {
+        if (len == 0) {
+            return MK_OK; /* an empty chunk would end the body */
+        }
+        q->w_len += (size_t) snprintf(q->w + q->w_len, 24, "%zx\r\n", len);
+    }
+    memcpy(q->w + q->w_len, data, len);
+    q->w_len += len;
+    if (q->chunked) {
+        memcpy(q->w + q->w_len, "\r\n", 2);
+        q->w_len += 2;
+    }
+    if (!q->connecting && px_flush(q) != MK_OK) {
+        px_log(q, "sending the request body", errno);
+        return 502;
+    }
+    px_want(q);
+    if (q->w_len == 0) {
+        return MK_OK;
+    }
+    return MK_AGAIN;
+}
+
+static int px_body_end(struct mk_gw_job *j)
+{
+    struct px_req *q = px_of(j);
+    q->body_ended = true;
+    if (q->chunked && q->c) {
+        /* the last chunk, no trailer: after what waits */
+        if (!q->w && !(q->w = malloc(PX_WBUF))) {
+            return 503;
+        }
+        if (q->w_off > 0) {
+            memmove(q->w, q->w + q->w_off, q->w_len - q->w_off);
+            q->w_len -= q->w_off;
+            q->w_off = 0;
+        }
+        memcpy(q->w + q->w_len, "0\r\n\r\n", 5);
+        q->w_len += 5;
+    }
+    if (q->c && !q->connecting && px_flush(q) != MK_OK && !q->head_in) {
+        px_log(q, "sending the request", errno);
+        return 502;
+    }
+    px_want(q);
+    return MK_OK;
+}
+
+static void px_gw_want(struct mk_gw_job *j)
+{
+    struct px_req *q = px_of(j);
+    if (!q->c) {
+        return;
+    }
+    if (!j->paused && j->state == MK_GW_STREAM && q->rlen > 0 && !q->done) {
+        if (!px_body(q)) {
+            return;
+        }
+    }
+    px_want(q);
+}
+
+static int px_gw_head(struct mk_gw_job *j, struct mk_request *r)
+{
+    int rc = mk_gw_head_apply(px_api, r, &j->h, 1);
+    return rc == MK_ERR || rc == MK_DECLINED ? MK_ERR : MK_AGAIN;
+}
+
+static void px_drop(struct mk_gw_job *j, int status)
+{
+    struct px_req *q = px_of(j);
+    if (status == 504 && q->c && !q->connecting) {
+        px_log(q, "no answer within Timeout", 0);
+        px_server_failed(px_srv(q->c->slot), q->site->conf);
+    }
+    px_drop_conn(q, false);
+    px_active(q, -1);
+    if (q->w_len > q->w_off) {
+        /* body bytes kept for a connection that is gone: the window opens
+           again, so that the job answers from the next body callback */
+        q->w_len = q->w_off = 0;
+        mk_gw_job_body_drained(j);
+    }
+}
+
+static bool px_over(struct mk_gw_job *j, bool done)
+{
+    struct px_req *q = px_of(j);
+    (void) done;
+    px_drop_conn(q, false); /* a clean end gave it back already (px_finish) */
+    px_active(q, -1);
+    return true;
+}
+
+static void px_release(struct mk_gw_job *j)
+{
+    struct px_req *q = px_of(j);
+    px_drop_conn(q, false);
+    px_active(q, -1);
+    free(q->hdr);
+    free(q->w);
+    q->hdr = q->w = NULL;
+}
+
+static const struct mk_gw_backend px_backend = {
+    .who = "proxy",
+    .size = sizeof(struct px_req),
+    .window = PX_WINDOW,
+    .head_cap = PX_HEAD_MAX + PX_RBUF,
+    .spill_cap = PX_RBUF,
+    .timeout = MK_GW_TIMEOUT_IDLE,
+    .stream_unsized = true,
+    .acquire = px_acquire,
+    .begin = px_begin,
+    .body = px_gw_body,
+    .body_end = px_body_end,
+    .want = px_gw_want,
+    .head = px_gw_head,
+    .drop = px_drop,
+    .over = px_over,
+    .release = px_release,
+    .unqueue = NULL,
+};
+
+int px_req_start(struct mk_request *r, const struct px_site *site, size_t i)
+{
+    struct px_self *self = px_self();
+    struct mk_gw_script s;
+    size_t len;
+
+    memset(&s, 0, sizeof(s));
+    s.name = px_api->path(r, &len);
+    s.name_len = len;
+    s.path_info = "";
+    s.filename = "";
+    s.docroot = "";
+    struct mk_gw_job *j = mk_gw_job_new(&px_backend, px_api, r, &s, &self->gw);
+    if (!j) {
+        return 503;
+    }
+    struct px_req *q = px_of(j);
+    q->site = site;
+    q->g = site->groups[i];
+    q->self = self;
+    q->member = -1;
+    j->nph = true;
+    j->timeout_ms = site->conf->timeout_ms;
+    j->queue_ms = site->conf->timeout_ms;
+    j->last_io_ms = px_api->now_ms();
+    atomic_fetch_add_explicit(&self->requests, 1, memory_order_relaxed);
+    return mk_gw_job_start(j, r);
+}
+
+void px_req_worker_exit(void)
+{
+    mk_gw_job_worker_exit(&px_backend);
+    while (px_idle) {
+        struct px_conn *c = px_idle;
+        px_idle = c->next;
+        px_conn_close(c);
+    }
+    if (px_idle_timer) {
+        px_api->timer_stop(px_idle_timer);
+        px_idle_timer = NULL;
+    }
+}

@@ -1,0 +1,178 @@
+"""An HTTP/1.1 upstream for the proxy's tests (test_proxy.py): keep-alive,
+strict enough to see what the proxy sends, started as a process on a
+port and stopped by its PID.
+
+    proxy_upstream.py PORT NAME [--raw FILE] [--blackhole]
+
+Paths: /echo (JSON of the request as received: method, target, version,
+fields in order, body, and the server's NAME and connection number),
+/chunked?n=N (N pieces, chunked), /big?n=BYTES (Content-Length, streamed),
+/status/CODE (that status, no body for 204 and 304), /hop (hop-by-hop
+fields in the response), /continue (a 100 and a 103 before the answer),
+/extra (a second answer after the first), /bad (Content-Length and
+Transfer-Encoding), /stats (connections accepted, requests served). --raw appends every byte
+received to FILE; --blackhole accepts and never answers."""
+
+import json
+import socket
+import sys
+import threading
+import time
+
+PORT = int(sys.argv[1])
+NAME = sys.argv[2]
+RAW = sys.argv[sys.argv.index("--raw") + 1] if "--raw" in sys.argv else None
+BLACKHOLE = "--blackhole" in sys.argv
+stats = {"connections": 0, "requests": 0}
+lock = threading.Lock()
+
+
+class Reader:
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = b""
+
+    def _more(self):
+        data = self.sock.recv(65536)
+        if RAW and data:
+            with lock, open(RAW, "ab") as f:
+                f.write(data)
+        if not data:
+            raise EOFError
+        self.buf += data
+
+    def line(self):
+        while b"\n" not in self.buf:
+            self._more()
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line.rstrip(b"\r")
+
+    def exact(self, n):
+        while len(self.buf) < n:
+            self._more()
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+
+def read_request(rd):
+    line = rd.line()
+    while line == b"":
+        line = rd.line()
+    method, target, version = line.decode("latin-1").split(" ")
+    fields = []
+    while True:
+        ln = rd.line()
+        if not ln:
+            break
+        k, v = ln.decode("latin-1").split(":", 1)
+        fields.append([k, v.strip()])
+    low = {k.lower(): v for k, v in fields}
+    body = b""
+    if "transfer-encoding" in low:
+        while True:
+            size = int(rd.line().split(b";")[0], 16)
+            if size == 0:
+                while rd.line():
+                    pass
+                break
+            body += rd.exact(size)
+            rd.line()
+    elif "content-length" in low:
+        body = rd.exact(int(low["content-length"]))
+    return method, target, version, fields, body
+
+
+def send_all(sock, data):
+    sock.sendall(data)
+
+
+def answer(sock, conn_no, req):
+    method, target, version, fields, body = req
+    path, _, query = target.partition("?")
+    q = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
+    head_only = method == "HEAD"
+    if path == "/stats":
+        out = json.dumps(stats).encode()
+        send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(out) + out)
+    elif path.startswith("/status/"):
+        code = int(path[8:])
+        if code in (204, 304):
+            send_all(sock, b"HTTP/1.1 %d X\r\nX-Name: %s\r\n\r\n" % (code, NAME.encode()))
+        else:
+            send_all(sock, b"HTTP/1.1 %d X\r\nContent-Length: 2\r\n\r\nok" % code)
+    elif path == "/chunked":
+        n = int(q.get("n", "3"))
+        out = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n"
+        if not head_only:
+            for i in range(n):
+                piece = b"piece %d;" % i
+                out += b"%x;ext=1\r\n%s\r\n" % (len(piece), piece)
+            out += b"0\r\nX-Trailer: t\r\n\r\n"
+        send_all(sock, out)
+    elif path == "/big":
+        n = int(q.get("n", "1000000"))
+        send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % n)
+        if not head_only:
+            chunk = bytes(range(256)) * 256
+            left = n
+            while left > 0:
+                k = min(left, len(chunk))
+                send_all(sock, chunk[:k])
+                left -= k
+    elif path == "/hop":
+        send_all(sock, b"HTTP/1.1 200 OK\r\nConnection: X-Secret\r\nX-Secret: s\r\n"
+                       b"Keep-Alive: timeout=5\r\nProxy-Authenticate: Basic\r\n"
+                       b"Upgrade: h2c\r\nX-Kept: k\r\nContent-Length: 2\r\n\r\nok")
+    elif path == "/continue":
+        send_all(sock, b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n"
+                       b"Link: </a.css>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndone")
+    elif path == "/extra":
+        # a second answer nobody asked for, after the first: never the next request's
+        send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        time.sleep(0.05)
+        send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil")
+    elif path == "/bad":
+        send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked"
+                       b"\r\n\r\nok")
+    else:
+        doc = {"name": NAME, "conn": conn_no, "method": method, "target": target,
+               "version": version, "fields": fields, "body": body.decode("latin-1")}
+        out = json.dumps(doc).encode()
+        send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                       b"Content-Length: %d\r\nX-Name: %s\r\n\r\n" % (len(out), NAME.encode())
+                 + (b"" if head_only else out))
+
+
+def serve(sock, conn_no):
+    rd = Reader(sock)
+    try:
+        while True:
+            req = read_request(rd)
+            with lock:
+                stats["requests"] += 1
+            answer(sock, conn_no, req)
+    except (EOFError, ConnectionError, ValueError, OSError):
+        pass
+    finally:
+        sock.close()
+
+
+def main():
+    lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.bind(("127.0.0.1", PORT))
+    lsock.listen(128)
+    if BLACKHOLE:
+        held = []
+        while True:
+            s, _ = lsock.accept()
+            held.append(s)
+    while True:
+        s, _ = lsock.accept()
+        with lock:
+            stats["connections"] += 1
+            n = stats["connections"]
+        threading.Thread(target=serve, args=(s, n), daemon=True).start()
+
+
+main()
