@@ -20,6 +20,14 @@
  * accept. The protocol is reached through c->proto and the set given at
  * start (mk_conn_protocols): the first protocol of a connection, the one
  * its ALPN names, and the answer to a connection refused before any ran.
+ *
+ * A connection of a proxy_protocol listener starts in PROXY_HEAD: the
+ * PROXY header is read first, before the transport opens (so before a TLS
+ * handshake) and before the conn_accept hooks (which then see the client
+ * it names), within the head Timeout from the accept. It is peeked at and
+ * only its own bytes are taken from the socket, so the transport and the
+ * protocol find the stream as the client sent it. A missing, malformed or
+ * too long header closes the connection.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -27,6 +35,8 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <monkey/mk_util.h>
 
 #include "../../core/log.h"
 #include "../../core/sys.h"
@@ -102,6 +112,10 @@ void mk_conn_close(struct mk_conn *c)
 
     if (c->state == MK_CONN_CLOSED) {
         return;
+    }
+    if (c->proxy_head) {
+        mk_pool_put(&w->pool, c->proxy_head);
+        c->proxy_head = NULL;
     }
     c->proto->release(c);
     if (c->flags & MK_CONN_STARTED) {
@@ -195,7 +209,8 @@ static void mk_conn_linger_read(struct mk_conn *c)
 
 void mk_conn_expire(struct mk_conn *c)
 {
-    if (c->state == MK_CONN_LINGER || c->state == MK_CONN_HANDSHAKE) {
+    if (c->state == MK_CONN_LINGER || c->state == MK_CONN_HANDSHAKE ||
+        c->state == MK_CONN_PROXY_HEAD) {
         mk_conn_close(c);
         return;
     }
@@ -204,7 +219,7 @@ void mk_conn_expire(struct mk_conn *c)
 
 void mk_conn_go_away(struct mk_conn *c)
 {
-    if (c->state == MK_CONN_HANDSHAKE) {
+    if (c->state == MK_CONN_HANDSHAKE || c->state == MK_CONN_PROXY_HEAD) {
         mk_conn_close(c);
         return;
     }
@@ -214,7 +229,8 @@ void mk_conn_go_away(struct mk_conn *c)
 #ifdef MK_HAVE_H2
 void mk_conn_reload(struct mk_conn *c)
 {
-    if (c->state == MK_CONN_HANDSHAKE || c->state == MK_CONN_LINGER || !c->proto->reload) {
+    if (c->state == MK_CONN_HANDSHAKE || c->state == MK_CONN_LINGER ||
+        c->state == MK_CONN_PROXY_HEAD || !c->proto->reload) {
         return;
     }
     c->proto->reload(c);
@@ -271,19 +287,13 @@ static void mk_conn_handshake(struct mk_conn *c)
     c->proto->on_input(c);
 }
 
-void mk_conn_start(struct mk_conn *c)
+/* The transport opens, the accept hooks run, then the handshake or the protocol. */
+static void mk_conn_begin(struct mk_conn *c)
 {
     struct mk_worker *w = c->worker;
     struct mk_plugin_set *ps = &w->server->plugins;
 
     c->state = MK_CONN_READ_HEAD;
-    c->proto = mk_conn_protos->first;
-#ifdef MK_HAVE_H2
-    if (c->transport == &mk_conn_transport_plain && c->listen_options &&
-        strcmp(c->listen_options, "h2c") == 0) {
-        c->flags |= MK_CONN_H2C; /* HTTP/1 looks for the HTTP/2 preface (h1.c) */
-    }
-#endif
     if (c->transport->open && c->transport->open(c) != MK_OK) {
         mk_conn_close(c);
         return;
@@ -295,13 +305,6 @@ void mk_conn_start(struct mk_conn *c)
             return;
         }
     }
-    /*
-     * Read before registering: the request has usually arrived with the
-     * connection, and a connection answered at once (Connection: close)
-     * then never costs an epoll_ctl. The protocol registers it when it
-     * has to wait.
-     */
-    mk_event_init(&c->ev, c->ev.fd, mk_conn_on_event);
     mk_conn_timer_set(c, MK_TIMER_READ);
     if (c->transport->handshake) {
         c->state = MK_CONN_HANDSHAKE;
@@ -309,6 +312,113 @@ void mk_conn_start(struct mk_conn *c)
         return;
     }
     c->proto->on_input(c);
+}
+
+static void mk_conn_proxy_fail(struct mk_conn *c, const char *why)
+{
+    char peer[MK_ADDR_TEXT_LEN];
+
+    mk_addr_text(&c->peer.sa, peer);
+    mk_info("PROXY header from %s: %s: connection closed", peer[0] ? peer : "-", why);
+    mk_conn_close(c);
+}
+
+/*
+ * Read the PROXY header (state PROXY_HEAD): peek at what has arrived,
+ * parse it with what earlier reads kept, and take from the socket the
+ * header's bytes only. A header cut across reads is kept in a pool chunk
+ * (c->proxy_head) until it is whole: every byte of an incomplete header is
+ * the header's (mk_proxy_parse), so those reads take all they see. Once
+ * complete, the client it names becomes the connection's (a LOCAL or
+ * UNKNOWN header keeps the TCP peer) and the connection begins.
+ */
+static void mk_conn_proxy_read(struct mk_conn *c)
+{
+    char buf[MK_PROXY_MAX];
+    struct mk_proxy_info info;
+    size_t have = c->proxy_len;
+    ssize_t n, rc;
+
+    if (have) {
+        memcpy(buf, c->proxy_head, have);
+    }
+    do {
+        n = recv(c->ev.fd, buf + have, sizeof(buf) - have, MSG_PEEK);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (mk_event_mod(&c->worker->loop, &c->ev, MK_EV_READ) != MK_OK) {
+            mk_conn_close(c);
+        }
+        return;
+    }
+    if (n <= 0) {
+        mk_conn_proxy_fail(c, n == 0 ? "the connection ended before it" : strerror(errno));
+        return;
+    }
+    rc = mk_proxy_parse(buf, have + (size_t) n, &info);
+    if (rc == MK_ERR) {
+        mk_conn_proxy_fail(c, "missing, malformed or too long");
+        return;
+    }
+    size_t take = rc == MK_AGAIN ? (size_t) n : (size_t) rc - have;
+    ssize_t got;
+    do {
+        got = mk_sys_read(c->ev.fd, buf + have, take);
+    } while (got < 0 && errno == EINTR);
+    if (got != (ssize_t) take) {
+        mk_conn_close(c); /* peeked bytes are there to read: the socket failed */
+        return;
+    }
+    if (rc == MK_AGAIN) {
+        if (!c->proxy_head && !(c->proxy_head = mk_pool_get(&c->worker->pool))) {
+            mk_conn_close(c);
+            return;
+        }
+        memcpy(c->proxy_head + have, buf + have, take);
+        c->proxy_len = (uint16_t) (have + take);
+        if (mk_event_mod(&c->worker->loop, &c->ev, MK_EV_READ) != MK_OK) {
+            mk_conn_close(c);
+        }
+        return;
+    }
+    if (c->proxy_head) {
+        mk_pool_put(&c->worker->pool, c->proxy_head);
+        c->proxy_head = NULL;
+    }
+    c->proxy_len = 0;
+    if (!info.local) {
+        c->client = info.src;
+        c->flags |= MK_CONN_CLIENT;
+    }
+    mk_conn_begin(c);
+}
+
+_Static_assert(MK_PROXY_MAX <= MK_CHUNK_SIZE, "a PROXY header is kept in one pool chunk");
+
+void mk_conn_start(struct mk_conn *c)
+{
+    c->state = MK_CONN_READ_HEAD;
+    c->proto = mk_conn_protos->first;
+#ifdef MK_HAVE_H2
+    if (c->transport == &mk_conn_transport_plain && c->listen_options &&
+        strcmp(c->listen_options, "h2c") == 0) {
+        c->flags |= MK_CONN_H2C; /* HTTP/1 looks for the HTTP/2 preface (h1.c) */
+    }
+#endif
+    /*
+     * Read before registering: the request has usually arrived with the
+     * connection, and a connection answered at once (Connection: close)
+     * then never costs an epoll_ctl. The protocol registers it when it
+     * has to wait.
+     */
+    mk_event_init(&c->ev, c->ev.fd, mk_conn_on_event);
+    if (c->flags & MK_CONN_PROXY) {
+        c->state = MK_CONN_PROXY_HEAD;
+        mk_conn_timer_set(c, MK_TIMER_READ);
+        mk_conn_proxy_read(c);
+        return;
+    }
+    mk_conn_begin(c);
 }
 
 void mk_conn_refuse(struct mk_conn *c)
@@ -369,6 +479,9 @@ void mk_conn_on_event(struct mk_event *ev, uint32_t ready)
         return;
     case MK_CONN_HANDSHAKE:
         mk_conn_handshake(c);
+        return;
+    case MK_CONN_PROXY_HEAD:
+        mk_conn_proxy_read(c);
         return;
     case MK_CONN_SUSPENDED:
         mk_conn_waiting_event(c, ready);
