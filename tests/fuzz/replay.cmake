@@ -21,7 +21,8 @@ endfunction()
 
 # The pure parsers of the core and the server: in monkeylib (the
 # supervisor's when this build has it: MK_SUPERVISOR).
-foreach(name http_request path fields config accept_encoding priority route util)
+foreach(name http_request path fields config accept_encoding priority route util proxy_protocol
+             realip)
   mk_fuzz_replay(${name} LIBS monkeylib)
 endforeach()
 if(MK_SUPERVISOR)

@@ -351,12 +351,9 @@ static void test_prefixes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_v1_table),
-        cmocka_unit_test(test_v1_length),
-        cmocka_unit_test(test_v2_inet),
-        cmocka_unit_test(test_v2_local_and_unspec),
-        cmocka_unit_test(test_v2_refused),
-        cmocka_unit_test(test_v2_tlvs),
+        cmocka_unit_test(test_v1_table),   cmocka_unit_test(test_v1_length),
+        cmocka_unit_test(test_v2_inet),    cmocka_unit_test(test_v2_local_and_unspec),
+        cmocka_unit_test(test_v2_refused), cmocka_unit_test(test_v2_tlvs),
         cmocka_unit_test(test_prefixes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

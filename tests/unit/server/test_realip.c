@@ -89,9 +89,9 @@ static const struct walk_case walk_cases[] = {
     {FWD, {"for=\"192.0.2.43:80\";note=\"a, b; c\", for=10.0.0.9"}, "192.0.2.43", 80},
     {FWD, {"for=unknown, for=10.0.0.9"}, NULL, 0},
     {FWD, {"for=_hidden, for=10.0.0.9"}, NULL, 0},
-    {FWD, {"for=192.0.2.43, by=10.0.0.1"}, NULL, 0},           /* an element without for */
+    {FWD, {"for=192.0.2.43, by=10.0.0.1"}, NULL, 0},               /* an element without for */
     {FWD, {"for=192.0.2.43, for=10.0.0.9;for=10.0.0.8"}, NULL, 0}, /* two fors */
-    {FWD, {"for=192.0.2.43, for=\"10.0.0.9"}, NULL, 0},        /* an open quote */
+    {FWD, {"for=192.0.2.43, for=\"10.0.0.9"}, NULL, 0},            /* an open quote */
     {FWD, {"for=192.0.2.43, for"}, NULL, 0},
     {FWD, {"for=192.0.2.43, garbage here, for=10.0.0.9"}, NULL, 0},
     {FWD, {"for=198.51.100.1, garbage \"x,y\" here, for=203.0.113.7"}, "203.0.113.7", 0},
@@ -139,8 +139,7 @@ static void test_walk_table(void **state)
             }
             continue;
         }
-        unsigned port =
-            ntohs(a.sa.sa_family == AF_INET6 ? a.in6.sin6_port : a.in.sin_port);
+        unsigned port = ntohs(a.sa.sa_family == AF_INET6 ? a.in6.sin6_port : a.in.sin_port);
         if (rc != MK_OK || strcmp(text_of(&a, text, sizeof(text)), t->expect) != 0 ||
             port != t->port) {
             print_error("case %zu '%s': rc %d %s port %u, expected %s port %u\n", i, t->lines[0],
