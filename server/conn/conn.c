@@ -323,6 +323,22 @@ static void mk_conn_proxy_fail(struct mk_conn *c, const char *why)
     mk_conn_close(c);
 }
 
+/* Keep the TLS version of an SSL TLV: printable, short, else "TLS". */
+static void mk_conn_proxy_tls(struct mk_conn *c, const struct mk_str *v)
+{
+    bool ok = v->len > 0 && v->len < sizeof(c->proxy_tls);
+
+    for (size_t i = 0; ok && i < v->len; i++) {
+        ok = v->p[i] > 0x20 && v->p[i] < 0x7f;
+    }
+    if (!ok) {
+        memcpy(c->proxy_tls, "TLS", 4);
+        return;
+    }
+    memcpy(c->proxy_tls, v->p, v->len);
+    c->proxy_tls[v->len] = '\0';
+}
+
 /*
  * Read the PROXY header (state PROXY_HEAD): peek at what has arrived,
  * parse it with what earlier reads kept, and take from the socket the
@@ -389,6 +405,9 @@ static void mk_conn_proxy_read(struct mk_conn *c)
     if (!info.local) {
         c->client = info.src;
         c->flags |= MK_CONN_CLIENT;
+    }
+    if (info.ssl) {
+        mk_conn_proxy_tls(c, &info.ssl_version);
     }
     mk_conn_begin(c);
 }

@@ -108,6 +108,10 @@ struct mk_conn {
        read (a pool chunk); NULL otherwise. */
     char *proxy_head;
     uint16_t proxy_len;
+    /* A version 2 PROXY header's SSL TLV: the TLS version the client spoke
+       to the balancer ("TLSv1.3"; "TLS" when it named none), the transport
+       variable "protocol" of a transport that has none; "": none. */
+    char proxy_tls[16];
 
     struct mk_h1 h1; /* the HTTP/1 codec's state: h1*.c only */
 #ifdef MK_HAVE_H2

@@ -37,7 +37,8 @@ needs_127_0_0_2 = pytest.mark.skipif(not can_bind("127.0.0.2"),
 V2_SIG = b"\r\n\r\n\x00\r\nQUIT\n"
 DENIED = "203.0.113.66"
 ENV_CGI = ('#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\n'
-           'echo "REMOTE_ADDR=$REMOTE_ADDR"\necho "REMOTE_PORT=$REMOTE_PORT"\n')
+           'echo "REMOTE_ADDR=$REMOTE_ADDR"\necho "REMOTE_PORT=$REMOTE_PORT"\n'
+           'echo "HTTPS=$HTTPS"\necho "REQUEST_SCHEME=$REQUEST_SCHEME"\n')
 
 
 def v2(cmd=1, fam=0x11, addrs=b"", tlvs=b""):
@@ -163,6 +164,13 @@ def test_v2_ipv4_with_tlvs(pp):
     r = exchange(pp.port, v2_inet("198.51.100.9", 50000, tlvs=tlvs) + get("/env.cgi"))
     e = env_of(r)
     assert e["REMOTE_ADDR"] == "198.51.100.9" and e["REMOTE_PORT"] == "50000"
+    # the client spoke TLS to the balancer: the request counts as HTTPS
+    assert e["HTTPS"] == "on" and e["REQUEST_SCHEME"] == "https"
+    # without the SSL TLV (or its client bit) it does not
+    r = exchange(pp.port, v2_inet("198.51.100.9", 1, tlvs=tlv(0x20, b"\x00" * 5)) + get("/env.cgi"))
+    assert env_of(r)["HTTPS"] == "" and env_of(r)["REQUEST_SCHEME"] == "http"
+    r = exchange(pp.port, v2_inet("198.51.100.9", 1) + get("/env.cgi"))
+    assert env_of(r)["REQUEST_SCHEME"] == "http"
 
 
 def test_v2_ipv6(pp):
