@@ -383,3 +383,44 @@ def test_haproxy_access_rule(make_server):
         assert env_of(r)["REMOTE_ADDR"] == "127.0.0.1"
     finally:
         hap.stop()
+
+
+@needs_haproxy
+@needs_127_0_0_2
+@pytest.mark.skipif(not shutil.which("openssl"), reason="no openssl tool")
+def test_haproxy_terminates_tls(make_server):
+    """HAProxy decrypts and says so (send-proxy-v2-ssl-cn: the SSL TLV with
+    its version, cipher and client certificate sub-TLVs): the request
+    counts as HTTPS."""
+    from tlsutil import client_context, make_cert
+    srv = pp_server(make_server).start()
+    crt, key = make_cert(srv.dir / "certs", "localhost")
+    pem = srv.dir / "certs" / "localhost.pem"
+    pem.write_text(crt.read_text() + key.read_text())
+    cfg = ("defaults\n    mode http\n    timeout connect 5s\n    timeout client 10s\n"
+           "    timeout server 10s\n"
+           f"frontend fe\n    bind 127.0.0.1:@PORT@ ssl crt {pem}\n    default_backend be\n"
+           f"backend be\n    server m 127.0.0.1:{srv.port} send-proxy-v2-ssl-cn\n")
+    hap = HAProxy(srv.dir, cfg)
+    try:
+        raw = socket.socket(socket.AF_INET)
+        raw.settimeout(5 * SLOW)
+        raw.bind(("127.0.0.2", 0))
+        raw.connect(("127.0.0.1", hap.port))
+        s = client_context().wrap_socket(raw, server_hostname="localhost")
+        s.sendall(get("/env.cgi"))
+        out = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except (ssl.SSLError, ConnectionResetError):
+                break
+            if not chunk:
+                break
+            out += chunk
+        s.close()
+        e = env_of(out)
+        assert e["REMOTE_ADDR"] == "127.0.0.2"
+        assert e["HTTPS"] == "on" and e["REQUEST_SCHEME"] == "https"
+    finally:
+        hap.stop()
