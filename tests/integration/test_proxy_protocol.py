@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from conftest import (BUILD, HAS_IPV6, MONKEY, ROOT, SLOW, can_bind, free_port, needs_dlopen,
-                      wait_for, wait_port)
+from conftest import (BALANCINGS, BUILD, HAS_IPV6, MONKEY, ROOT, SLOW, can_bind, free_port,
+                      needs_dlopen, wait_for, wait_port)
 
 LOGGER_SO = BUILD / "plugins" / "monkey-logger.so"
 ACCESS_SO = BUILD / "plugins" / "monkey-access.so"
@@ -69,7 +69,8 @@ def pp_server(make_server, listen_extra="proxy_protocol", timeout="5", **conf):
     srv.file("hello.txt", "Hello World!\n")
     srv.file("env.cgi", ENV_CGI, mode=0o755)
     srv.plugins = [str(ACCESS_SO), str(LOGGER_SO), str(CGI_SO)]
-    srv.set(Listen=f"127.0.0.1:{srv.port} {listen_extra}", Workers=1, Timeout=timeout, **conf)
+    srv.set(Listen=f"127.0.0.1:{srv.port} {listen_extra}", Workers=1, Timeout=timeout)
+    srv.set(**conf)
     srv.site_extra = (
         "[ACCESS]\n"
         f"    deny {DENIED}\n"
@@ -424,3 +425,26 @@ def test_haproxy_terminates_tls(make_server):
         assert e["HTTPS"] == "on" and e["REQUEST_SCHEME"] == "https"
     finally:
         hap.stop()
+
+
+@pytest.mark.parametrize("balancing", BALANCINGS)
+def test_balancing_modes(make_server, balancing):
+    srv = pp_server(make_server, Balancing=balancing, Workers=2).start()
+    for i in range(8):
+        assert env_of(exchange(srv.port, v2_inet(f"192.0.2.{i}", 1) + get("/env.cgi"))) \
+            ["REMOTE_ADDR"] == f"192.0.2.{i}"
+
+
+def test_reload_turns_it_on_and_off(make_server):
+    srv = pp_server(make_server, listen_extra="").start()
+    assert status_of(exchange(srv.port, v2_inet("192.0.2.78", 1) + get())) == 400
+    srv.set(Listen=f"127.0.0.1:{srv.port} proxy_protocol")
+    srv.write_conf()
+    srv.reload()
+    assert env_of(exchange(srv.port, v2_inet("192.0.2.78", 1) + get("/env.cgi"))) \
+        ["REMOTE_ADDR"] == "192.0.2.78"
+    assert exchange(srv.port, get()) == b""
+    srv.set(Listen=f"127.0.0.1:{srv.port}")
+    srv.write_conf()
+    srv.reload()
+    assert status_of(exchange(srv.port, get())) == 200
