@@ -770,6 +770,9 @@ const char *mk_config_value(const struct mk_config *cfg, const char *key, unsign
     if (strcasecmp(key, "Listen") == 0) {
         return i < cfg->n_listen ? cfg->listen[i].text : NULL;
     }
+    if (strcasecmp(key, "RealIPFrom") == 0) {
+        return i < cfg->realip_words.n ? cfg->realip_words.v[i] : NULL; /* one block each */
+    }
     return i == 0 ? cfg->key_rec[idx].text : NULL;
 }
 
