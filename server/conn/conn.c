@@ -305,7 +305,9 @@ static void mk_conn_begin(struct mk_conn *c)
             return;
         }
     }
-    mk_conn_timer_set(c, MK_TIMER_READ);
+    if (c->timer != MK_TIMER_READ) {
+        mk_conn_timer_set(c, MK_TIMER_READ); /* after a PROXY header: still from the accept */
+    }
     if (c->transport->handshake) {
         c->state = MK_CONN_HANDSHAKE;
         mk_conn_handshake(c);
