@@ -183,3 +183,22 @@ def test_haproxy_forwardfor(make_server):
                                   source="127.0.0.2")) == 200
     finally:
         hap.stop()
+
+
+def test_duda_request_address(make_server, tmp_path):
+    """Duda's request->remote_addr is the client RealIPFrom learned."""
+    import test_18_duda as d
+    if not d.PLUGIN.exists() or not d.DUDA.exists():
+        pytest.skip("built without Duda")
+    from conftest import EMULATED, ROOT, STATIC
+    if STATIC or EMULATED:
+        pytest.skip("no shared objects, or services built for another host")
+    root = tmp_path / "services"
+    root.mkdir()
+    d.build(ROOT / "tests" / "duda" / "objects", root)
+    srv = d.duda_server(make_server, root, [d.web_service("objects")], workers=1)
+    srv.set(RealIPFrom="127.0.0.1")
+    srv.start()
+    r = srv.request("GET", "/objects/request/9", headers={"X-Forwarded-For": "203.0.113.70"})
+    assert r.body.endswith(b" addr 203.0.113.70\n"), r.body
+    assert srv.get("/objects/request/9").body.endswith(b" addr 127.0.0.1\n")
