@@ -85,7 +85,7 @@ def pp_server(make_server, listen_extra="proxy_protocol", timeout="5", **conf):
 
 def log_lines(srv, n, timeout=5.0):
     path = srv.logs / "access.log"
-    wait_for(lambda: path.exists() and len(path.read_text().splitlines()) >= n, timeout * SLOW)
+    assert wait_for(lambda: path.exists() and len(path.read_text().splitlines()) >= n, timeout * SLOW)
     return path.read_text().splitlines()
 
 
@@ -220,7 +220,7 @@ def test_access_rules_see_the_client(pp):
         "block", "tlv", "signature", "v2-long", "tls"])
 def test_bad_header_closes(pp, data):
     assert exchange(pp.port, data) == b""
-    wait_for(lambda: "PROXY header from 127.0.0.1" in pp.stderr_text())
+    assert wait_for(lambda: "PROXY header from 127.0.0.1" in pp.stderr_text())
     # the server goes on serving
     assert status_of(exchange(pp.port, v2_inet("192.0.2.1", 1) + get())) == 200
 
@@ -355,10 +355,10 @@ def test_haproxy_send_proxy_v2(behind_haproxy):
     r = exchange(hap.port, get("/env.cgi"), source="127.0.0.2")
     assert status_of(r) == 200, r
     assert env_of(r)["REMOTE_ADDR"] == "127.0.0.2"
-    wait_for(lambda: any(line.startswith('127.0.0.2 127.0.0.1 "GET /env.cgi')
+    assert wait_for(lambda: any(line.startswith('127.0.0.2 127.0.0.1 "GET /env.cgi')
                          for line in log_lines(srv, 1)), 5 * SLOW)
     # HAProxy's health checks (check-send-proxy: LOCAL) keep the TCP peer
-    wait_for(lambda: any(line.startswith('127.0.0.1 127.0.0.1 "GET /health')
+    assert wait_for(lambda: any(line.startswith('127.0.0.1 127.0.0.1 "GET /health')
                          for line in log_lines(srv, 1)), 10 * SLOW)
 
 
@@ -448,3 +448,53 @@ def test_reload_turns_it_on_and_off(make_server):
     srv.write_conf()
     srv.reload()
     assert status_of(exchange(srv.port, get())) == 200
+
+
+def test_h2c_after_the_header(make_server):
+    """Listen ... h2c proxy_protocol: the HTTP/2 preface right after the header
+    (HAProxy's `proto h2` to a cleartext server)."""
+    h2conn = pytest.importorskip("h2.connection")
+    import h2.config
+    import h2.events
+
+    srv = pp_server(make_server, listen_extra="h2c proxy_protocol").start()
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=5 * SLOW)
+    conn = h2conn.H2Connection(h2.config.H2Configuration(client_side=True))
+    conn.initiate_connection()
+    conn.send_headers(1, [(":method", "GET"), (":path", "/env.cgi"), (":scheme", "http"),
+                          (":authority", "localhost")], end_stream=True)
+    s.sendall(v2_inet("192.0.2.123", 5) + conn.data_to_send())
+    body, done = b"", False
+    while not done:
+        data = s.recv(65536)
+        if not data:
+            break
+        for ev in conn.receive_data(data):
+            if isinstance(ev, h2.events.DataReceived):
+                body += ev.data
+                conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            if isinstance(ev, h2.events.StreamEnded):
+                done = True
+        s.sendall(conn.data_to_send())
+    s.close()
+    assert b"REMOTE_ADDR=192.0.2.123\n" in body, body
+
+
+@needs_haproxy
+@needs_127_0_0_2
+def test_haproxy_h2_to_the_server(make_server):
+    """HAProxy speaks HTTP/2 in clear to Monkey (proto h2), after the header."""
+    srv = pp_server(make_server, listen_extra="h2c proxy_protocol").start()
+    cfg = ("defaults\n    mode http\n    timeout connect 5s\n    timeout client 10s\n"
+           "    timeout server 10s\n"
+           "frontend fe\n    bind 127.0.0.1:@PORT@\n    default_backend be\n"
+           f"backend be\n    server m 127.0.0.1:{srv.port} send-proxy-v2 proto h2\n")
+    hap = HAProxy(srv.dir, cfg)
+    try:
+        r = exchange(hap.port, get("/env.cgi"), source="127.0.0.2")
+        assert status_of(r) == 200, r
+        assert env_of(r)["REMOTE_ADDR"] == "127.0.0.2"
+        assert wait_for(lambda: any(line.startswith('127.0.0.2 127.0.0.1 "GET /env.cgi HTTP/2')
+                             for line in log_lines(srv, 1)), 5 * SLOW)
+    finally:
+        hap.stop()

@@ -177,7 +177,7 @@ def test_haproxy_forwardfor(make_server):
         r = exchange(hap.port, req(fields=[("X-Forwarded-For", "198.51.100.99")]),
                      source="127.0.0.2")
         assert env_of(r)["REMOTE_ADDR"] == "127.0.0.2"
-        wait_for(lambda: any(line.startswith("127.0.0.2 127.0.0.1 ") for line in log_lines(srv, 1)),
+        assert wait_for(lambda: any(line.startswith("127.0.0.2 127.0.0.1 ") for line in log_lines(srv, 1)),
                  5 * SLOW)
         assert status_of(exchange(hap.port, req("/hello.txt", [("X-Forwarded-For", "10.0.0.1")]),
                                   source="127.0.0.2")) == 200
