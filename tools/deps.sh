@@ -93,7 +93,7 @@ if [ "$stage" != build ]; then
     need /usr/sbin/php-fpm8.2 php-fpm
     need php-cgi php-cgi
     # Listen ... proxy_protocol and RealIPFrom: HAProxy in front of the server
-    # (test_proxy_protocol.py, test_realip.py, the recipe of docs/load-balancer.md).
+    # (conn/test_proxy_protocol.py, conn/test_realip.py, the recipe of docs/load-balancer.md).
     need /usr/sbin/haproxy haproxy
     # Duda's redis and memcache packages: their libraries (optional) and the
     # servers their tests start.

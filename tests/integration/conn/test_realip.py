@@ -187,7 +187,7 @@ def test_haproxy_forwardfor(make_server):
 
 def test_duda_request_address(make_server, tmp_path):
     """Duda's request->remote_addr is the client RealIPFrom learned."""
-    import test_18_duda as d
+    import test_duda as d
     if not d.PLUGIN.exists() or not d.DUDA.exists():
         pytest.skip("built without Duda")
     from conftest import EMULATED, ROOT, STATIC
