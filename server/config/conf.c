@@ -72,6 +72,7 @@ static int mk_check_media_type(const char *value, char *reason, size_t len)
     return MK_OK;
 }
 
+#ifdef MK_HAVE_REALIP
 /* RealIPFrom: each word an address block, IPv4 or IPv6, without host bits. */
 static int mk_check_realip_from(const char *value, char *reason, size_t len)
 {
@@ -102,6 +103,7 @@ static int mk_check_realip_from(const char *value, char *reason, size_t len)
     }
     return MK_OK;
 }
+#endif
 
 static void mk_listen_addr_free(struct mk_listen_addr *a)
 {
@@ -189,6 +191,15 @@ static int mk_set_listen(void *obj, const struct mk_conf_key *k, const char *val
     if (!words) {
         return MK_ERR;
     }
+#ifndef MK_HAVE_REALIP
+    if (proxy) {
+        snprintf(reason, len,
+                 "proxy_protocol: this server was built without the client's address behind a "
+                 "balancer");
+        mk_free(words);
+        return MK_ERR;
+    }
+#endif
     int rc = mk_set_listen_words(obj, words, proxy, origin, reason, len);
     mk_free(words);
     return rc;
@@ -317,9 +328,11 @@ static void mk_server_schema_free(void *obj, int site)
     cfg->n_listen = 0;
     mk_free(cfg->log_path);
     cfg->log_path = NULL;
+#ifdef MK_HAVE_REALIP
     mk_free(cfg->realip_from);
     cfg->realip_from = NULL;
     cfg->n_realip_from = 0;
+#endif
 }
 
 /*
@@ -353,6 +366,7 @@ static int mk_server_schema_finish(void *obj, int site, const char **key, char *
     if (cfg->limits.max_line > cfg->limits.max_head) {
         cfg->limits.max_line = cfg->limits.max_head;
     }
+#ifdef MK_HAVE_REALIP
     /* RealIPFrom's words were checked one by one (mk_check_realip_from) */
     mk_free(cfg->realip_from);
     cfg->realip_from =
@@ -362,14 +376,17 @@ static int mk_server_schema_finish(void *obj, int site, const char **key, char *
         const char *t = cfg->realip_words.v[i];
         (void) mk_cidr_parse(t, strlen(t), &cfg->realip_from[i]);
     }
+#endif
     return MK_OK;
 }
 
 static const char *const mk_balancing_words[] = {"reuseport", "fair", NULL};
 static const char *const mk_log_level_words[] = {"error", "warn", "info", "debug", NULL};
+#ifdef MK_HAVE_REALIP
 /* RealIPHeader, in the order of enum mk_realip_field */
 static const char *const mk_realip_header_words[] = {"X-Forwarded-For", "Forwarded", "X-Real-IP",
                                                      NULL};
+#endif
 
 #define MK_SRV(member) MK_CONF_FIELD(struct mk_config, member)
 
@@ -408,10 +425,12 @@ static const struct mk_conf_key mk_server_keys[] = {
 #ifdef MK_HAVE_COMPRESS
     {"CompressCache", MK_CONF_SIZE, 0, MK_SRV(compress_cache), 0, 1ull << 36, "16M"},
 #endif
+#ifdef MK_HAVE_REALIP
     {"RealIPFrom", MK_CONF_WORDS, MK_CONF_MULTI, MK_SRV(realip_words), 0, 0, NULL,
      .check = mk_check_realip_from},
     {"RealIPHeader", MK_CONF_ENUM, 0, MK_SRV(realip_header), 0, 0, "X-Forwarded-For",
      mk_realip_header_words},
+#endif
     {"TaskQueuePerPlugin", MK_CONF_INT, 0, MK_SRV(task_queue_per_plugin), 1, 65536, "64"},
     {"TaskQueuePerClient", MK_CONF_INT, 0, MK_SRV(task_queue_per_client), 1, 65536, "8"},
 #ifdef MK_HAVE_H2
@@ -441,6 +460,10 @@ static const struct mk_schema_absent mk_server_absent[] = {
 #endif
 #ifndef MK_HAVE_COMPRESS
     {"CompressCache", NULL, "compression on the fly", false},
+#endif
+#ifndef MK_HAVE_REALIP
+    {"RealIPFrom", NULL, "the client's address behind a balancer", false},
+    {"RealIPHeader", NULL, "the client's address behind a balancer", false},
 #endif
 #ifndef MK_HAVE_H2
     {"MaxConcurrentStreams", NULL, "HTTP/2", false},
@@ -770,9 +793,11 @@ const char *mk_config_value(const struct mk_config *cfg, const char *key, unsign
     if (strcasecmp(key, "Listen") == 0) {
         return i < cfg->n_listen ? cfg->listen[i].text : NULL;
     }
+#ifdef MK_HAVE_REALIP
     if (strcasecmp(key, "RealIPFrom") == 0) {
         return i < cfg->realip_words.n ? cfg->realip_words.v[i] : NULL; /* one block each */
     }
+#endif
     return i == 0 ? cfg->key_rec[idx].text : NULL;
 }
 

@@ -193,12 +193,14 @@ struct mk_config {
 #ifdef MK_HAVE_COMPRESS
     uint64_t compress_cache; /* bytes of files compressed on the fly kept per worker */
 #endif
+#ifdef MK_HAVE_REALIP
     /* RealIPFrom: the proxies trusted to name the client in RealIPHeader
        (the words as written, then the blocks they parse to); none: off */
     struct mk_conf_words realip_words;
     struct mk_cidr *realip_from;
     size_t n_realip_from;
-    int realip_header;              /* enum mk_realip_field */
+    int realip_header; /* enum mk_realip_field */
+#endif
     unsigned task_queue_per_plugin; /* tasks one plugin may have waiting or running */
     unsigned task_queue_per_client; /* tasks one client address may have waiting or running */
 #ifdef MK_HAVE_H2

@@ -46,6 +46,13 @@
 
 #define MK_LINGER_READS 8
 
+/* Whether c reads its PROXY header (never in a build without MK_REALIP). */
+#ifdef MK_HAVE_REALIP
+#define MK_CONN_IN_PROXY_HEAD(c) ((c)->state == MK_CONN_PROXY_HEAD)
+#else
+#define MK_CONN_IN_PROXY_HEAD(c) false
+#endif
+
 /* ---- the built-in transport: plain sockets -------------------------------- */
 
 static ssize_t mk_plain_read(struct mk_conn *c, void *buf, size_t len)
@@ -113,10 +120,12 @@ void mk_conn_close(struct mk_conn *c)
     if (c->state == MK_CONN_CLOSED) {
         return;
     }
+#ifdef MK_HAVE_REALIP
     if (c->proxy_head) {
         mk_pool_put(&w->pool, c->proxy_head);
         c->proxy_head = NULL;
     }
+#endif
     c->proto->release(c);
     if (c->flags & MK_CONN_STARTED) {
         for (size_t i = 0; i < ps->n_close; i++) {
@@ -209,8 +218,7 @@ static void mk_conn_linger_read(struct mk_conn *c)
 
 void mk_conn_expire(struct mk_conn *c)
 {
-    if (c->state == MK_CONN_LINGER || c->state == MK_CONN_HANDSHAKE ||
-        c->state == MK_CONN_PROXY_HEAD) {
+    if (c->state == MK_CONN_LINGER || c->state == MK_CONN_HANDSHAKE || MK_CONN_IN_PROXY_HEAD(c)) {
         mk_conn_close(c);
         return;
     }
@@ -219,7 +227,7 @@ void mk_conn_expire(struct mk_conn *c)
 
 void mk_conn_go_away(struct mk_conn *c)
 {
-    if (c->state == MK_CONN_HANDSHAKE || c->state == MK_CONN_PROXY_HEAD) {
+    if (c->state == MK_CONN_HANDSHAKE || MK_CONN_IN_PROXY_HEAD(c)) {
         mk_conn_close(c);
         return;
     }
@@ -229,8 +237,8 @@ void mk_conn_go_away(struct mk_conn *c)
 #ifdef MK_HAVE_H2
 void mk_conn_reload(struct mk_conn *c)
 {
-    if (c->state == MK_CONN_HANDSHAKE || c->state == MK_CONN_LINGER ||
-        c->state == MK_CONN_PROXY_HEAD || !c->proto->reload) {
+    if (c->state == MK_CONN_HANDSHAKE || c->state == MK_CONN_LINGER || MK_CONN_IN_PROXY_HEAD(c) ||
+        !c->proto->reload) {
         return;
     }
     c->proto->reload(c);
@@ -316,6 +324,7 @@ static void mk_conn_begin(struct mk_conn *c)
     c->proto->on_input(c);
 }
 
+#ifdef MK_HAVE_REALIP
 static void mk_conn_proxy_fail(struct mk_conn *c, const char *why)
 {
     char peer[MK_ADDR_TEXT_LEN];
@@ -415,6 +424,7 @@ static void mk_conn_proxy_read(struct mk_conn *c)
 }
 
 _Static_assert(MK_PROXY_MAX <= MK_CHUNK_SIZE, "a PROXY header is kept in one pool chunk");
+#endif
 
 void mk_conn_start(struct mk_conn *c)
 {
@@ -433,12 +443,14 @@ void mk_conn_start(struct mk_conn *c)
      * has to wait.
      */
     mk_event_init(&c->ev, c->ev.fd, mk_conn_on_event);
+#ifdef MK_HAVE_REALIP
     if (c->flags & MK_CONN_PROXY) {
         c->state = MK_CONN_PROXY_HEAD;
         mk_conn_timer_set(c, MK_TIMER_READ);
         mk_conn_proxy_read(c);
         return;
     }
+#endif
     mk_conn_begin(c);
 }
 
@@ -501,9 +513,11 @@ void mk_conn_on_event(struct mk_event *ev, uint32_t ready)
     case MK_CONN_HANDSHAKE:
         mk_conn_handshake(c);
         return;
+#ifdef MK_HAVE_REALIP
     case MK_CONN_PROXY_HEAD:
         mk_conn_proxy_read(c);
         return;
+#endif
     case MK_CONN_SUSPENDED:
         mk_conn_waiting_event(c, ready);
         return;

@@ -47,7 +47,9 @@ enum mk_conn_state {
     MK_CONN_CLOSED,        /* waiting for the end of the event batch */
     MK_CONN_HANDSHAKE,     /* the transport's handshake runs (conn.c) */
     MK_CONN_TAKEOVER,      /* a plugin owns the bytes after a 101 (takeover.c) */
-    MK_CONN_PROXY_HEAD,    /* reading the PROXY header of a proxy_protocol listener (conn.c) */
+#ifdef MK_HAVE_REALIP
+    MK_CONN_PROXY_HEAD, /* reading the PROXY header of a proxy_protocol listener (conn.c) */
+#endif
 };
 
 enum mk_timer_kind {
@@ -102,6 +104,7 @@ struct mk_conn {
         struct sockaddr_in6 in6;
     } local;
     socklen_t local_len;
+#ifdef MK_HAVE_REALIP
     /* The client a PROXY header named (MK_CONN_CLIENT); else unused. */
     union mk_inet_addr client;
     /* The bytes of a PROXY header that came in several reads, while it is
@@ -112,6 +115,7 @@ struct mk_conn {
        to the balancer ("TLSv1.3"; "TLS" when it named none), the transport
        variable "protocol" of a transport that has none; "": none. */
     char proxy_tls[16];
+#endif
 
     struct mk_h1 h1; /* the HTTP/1 codec's state: h1*.c only */
 #ifdef MK_HAVE_H2
@@ -160,7 +164,11 @@ void mk_conn_next_turn(struct mk_conn *c);
  */
 static inline const struct sockaddr *mk_conn_client(const struct mk_conn *c)
 {
+#ifdef MK_HAVE_REALIP
     return (c->flags & MK_CONN_CLIENT) ? &c->client.sa : &c->peer.sa;
+#else
+    return &c->peer.sa;
+#endif
 }
 
 /* conn.c: the connection's life, whatever its protocol */

@@ -82,6 +82,7 @@ const char *mk_conn_server_name(struct mk_conn *c, size_t *len)
  */
 const char *mk_conn_transport_var(struct mk_conn *c, const char *name, size_t *len)
 {
+#ifdef MK_HAVE_REALIP
     const char *v = c->transport->var && name ? c->transport->var(c, name, len) : NULL;
 
     if (!v && name && c->proxy_tls[0] && strcmp(name, "protocol") == 0) {
@@ -89,6 +90,9 @@ const char *mk_conn_transport_var(struct mk_conn *c, const char *name, size_t *l
         return c->proxy_tls;
     }
     return v;
+#else
+    return c->transport->var && name ? c->transport->var(c, name, len) : NULL;
+#endif
 }
 
 int mk_conn_local_addr(const struct mk_conn *c, struct sockaddr_storage *out, socklen_t *len)

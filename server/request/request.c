@@ -553,9 +553,14 @@ static void mk_request_route(struct mk_request *r)
 
 const struct sockaddr *mk_request_client(const struct mk_request *r)
 {
+#ifdef MK_HAVE_REALIP
     return r->real_ip ? &r->real_ip->sa : mk_conn_client(r->conn);
+#else
+    return mk_conn_client(r->conn);
+#endif
 }
 
+#ifdef MK_HAVE_REALIP
 /* The field names of RealIPHeader, by enum mk_realip_field. */
 static const char *const mk_request_realip_names[] = {"X-Forwarded-For", "Forwarded", "X-Real-IP"};
 
@@ -586,6 +591,7 @@ static void mk_request_real_ip(struct mk_request *r)
         *r->real_ip = a;
     }
 }
+#endif
 
 void mk_request_run(struct mk_request *r)
 {
@@ -594,9 +600,11 @@ void mk_request_run(struct mk_request *r)
     const struct mk_http_head *h = &r->head;
 
     r->site = mk_conf_site_lookup(r->cfg, h->host.p, h->host.len);
+#ifdef MK_HAVE_REALIP
     if (r->cfg->n_realip_from) {
         mk_request_real_ip(r);
     }
+#endif
     if (h->method == MK_METHOD_HEAD) {
         r->flags |= MK_REQ_HEAD;
     }

@@ -210,9 +210,11 @@ struct mk_request {
     /* the head's method and target as the client sent them, kept by the
        first internal redirect (api->client_method, client_target) */
     struct mk_str client_method, client_target;
+#ifdef MK_HAVE_REALIP
     /* the client a trusted proxy's field named (RealIPFrom, RealIPHeader),
        in the arena; NULL: the connection's (mk_request_client) */
     union mk_inet_addr *real_ip;
+#endif
 };
 
 /* ---- request.c ----------------------------------------------------------- */

@@ -29,8 +29,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 # fuzz_h2 exists when the build has HTTP/2 (nghttp2).
 default="http_request path fields config gw_head fcgi supervisor duda_session duda_qs ws
 accept_encoding priority route util tls logger h2_upgrade auth_users
-fcgi_responder proxy_protocol realip"
+fcgi_responder"
 [ -x "$build/fuzz/fuzz_h2" ] && default="$default h2"
+# fuzz_proxy_protocol and fuzz_realip exist when the build has the client's
+# address behind a balancer (MK_REALIP).
+for t in proxy_protocol realip; do
+    [ -x "$build/fuzz/fuzz_$t" ] && default="$default $t"
+done
 # The Duda packages' targets exist when their libraries are installed.
 for t in duda_json duda_base64; do
     [ -x "$build/fuzz/fuzz_$t" ] && default="$default $t"

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from conftest import (BALANCINGS, BUILD, HAS_IPV6, MONKEY, ROOT, SLOW, can_bind, free_port,
-                      needs_dlopen, wait_for, wait_port)
+                      needs_dlopen, needs_part, wait_for, wait_port)
 
 LOGGER_SO = BUILD / "plugins" / "monkey-logger.so"
 ACCESS_SO = BUILD / "plugins" / "monkey-access.so"
@@ -28,7 +28,10 @@ CGI_SO = BUILD / "plugins" / "monkey-cgi.so"
 TLS_SO = BUILD / "plugins" / "monkey-tls.so"
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 
-pytestmark = [needs_dlopen]
+# The embedded profile leaves the part out (MK_REALIP): install/test_profile.py
+# checks that its keys are refused instead.
+NEEDS_REALIP = needs_part("realip", "the client's address behind a balancer")
+pytestmark = [needs_dlopen, NEEDS_REALIP]
 
 needs_haproxy = pytest.mark.skipif(not shutil.which(HAPROXY), reason="no haproxy binary")
 needs_127_0_0_2 = pytest.mark.skipif(not can_bind("127.0.0.2"),

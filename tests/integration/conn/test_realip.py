@@ -13,8 +13,10 @@ import re
 import pytest
 
 from conftest import SLOW, wait_for
-from test_proxy_protocol import (DENIED, HAProxy, env_of, exchange, log_lines, needs_127_0_0_2,
-                                 needs_haproxy, pp_server, status_of, v2_inet)
+from test_proxy_protocol import (DENIED, NEEDS_REALIP, HAProxy, env_of, exchange, log_lines,
+                                 needs_127_0_0_2, needs_haproxy, pp_server, status_of, v2_inet)
+
+pytestmark = [NEEDS_REALIP]
 
 
 def req(path="/env.cgi", fields=(), close=True):

@@ -397,6 +397,7 @@ static void test_sub_second_timeouts(void **state)
 }
 
 /* MaxRequestLine never exceeds MaxRequestSize. */
+#ifdef MK_HAVE_REALIP
 /* proxy_protocol anywhere after the address; RealIPFrom's blocks from several lines. */
 static void test_proxy_and_real_ip(void **state)
 {
@@ -440,6 +441,7 @@ static void test_proxy_and_real_ip(void **state)
     mk_config_unref(cfg);
     confdir_free(d);
 }
+#endif
 
 static void test_line_limit_clamped(void **state)
 {
@@ -513,6 +515,7 @@ static const struct bad_case bad_server[] = {
     {"monkey.conf", "[SERVER]\n    Listen 1.2.3.4.5:80\n", 2, "1.2.3.4.5"},
     {"monkey.conf", "[SERVER]\n    Listen localhost:80\n", 2, "localhost"},
     {"monkey.conf", "[SERVER]\n    Listen [::1]80\n", 2, "[::1]80"},
+#ifdef MK_HAVE_REALIP
     {"monkey.conf", "[SERVER]\n    Listen 2001 proxy_protocol proxy_protocol\n", 2, "twice"},
     {"monkey.conf", "[SERVER]\n    Listen proxy_protocol\n", 2, "proxy_protocol"},
     {"monkey.conf", "[SERVER]\n    Listen 2001\n    Listen 2001 proxy_protocol\n", 3, "twice"},
@@ -525,6 +528,7 @@ static const struct bad_case bad_server[] = {
     {"monkey.conf", "[SERVER]\n    RealIPFrom 10.0.0.0/x\n", 2, "must be a number"},
     {"monkey.conf", "[SERVER]\n    RealIPFrom ::ffff:10.0.0.0/8\n", 2, "IPv4-mapped"},
     {"monkey.conf", "[SERVER]\n    RealIPHeader X-Client-IP\n", 2, "RealIPHeader"},
+#endif
     {"monkey.conf", "[SERVER]\n    Listen [::1\n", 2, "Listen"},
     {"monkey.conf", "[SERVER]\n    Listen [zz::1]:80\n", 2, "zz::1"},
     {"monkey.conf", "[SERVER]\n    Listen 8080 plain extra\n", 2,
@@ -1433,6 +1437,14 @@ static void test_compiled_out_keys_are_refused(void **state)
         {"CompressCache 16M", "CompressCache 16M: this server was built without compression on "
                               "the fly"},
 #endif
+#ifndef MK_HAVE_REALIP
+        {"RealIPFrom 10.0.0.0/8", "RealIPFrom 10.0.0.0/8: this server was built without the "
+                                  "client's address behind a balancer"},
+        {"RealIPHeader Forwarded", "RealIPHeader Forwarded: this server was built without the "
+                                   "client's address behind a balancer"},
+        {"Listen 2001 proxy_protocol", "proxy_protocol: this server was built without the "
+                                       "client's address behind a balancer"},
+#endif
         {NULL, NULL},
     };
     static const char *const site_refused[] = {
@@ -1612,7 +1624,9 @@ int main(void)
         cmocka_unit_test(test_key_case_and_variants),
         cmocka_unit_test(test_sub_second_timeouts),
         cmocka_unit_test(test_line_limit_clamped),
+#ifdef MK_HAVE_REALIP
         cmocka_unit_test(test_proxy_and_real_ip),
+#endif
         cmocka_unit_test(test_bad_server_lines),
         cmocka_unit_test(test_bad_site_lines),
         cmocka_unit_test(test_unclaimed_site_section),
