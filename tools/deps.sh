@@ -11,7 +11,8 @@
 #                            openssl (plugins/tls), libnghttp2-dev
 #                            (HTTP/2), nghttp and h2load, Python's h2, h2spec (built with
 #                            Go: tools/h2spec/go.mod; a failure is an error), php-fpm
-#                            and php-cgi (plugins/fastcgi, plugins/cgi), pkg-config (the
+#                            and php-cgi (plugins/fastcgi, plugins/cgi), haproxy (in
+#                            front of the server: the PROXY protocol), pkg-config (the
 #                            libmonkey example), zlib1g-dev and libbrotli-dev (static
 #                            files compressed on the fly, gzip and br) with Python's
 #                            brotli, Python's websockets and
@@ -91,6 +92,9 @@ if [ "$stage" != build ]; then
     # php-fpm) run by the tests with their own pool, and php-cgi.
     need /usr/sbin/php-fpm8.2 php-fpm
     need php-cgi php-cgi
+    # Listen ... proxy_protocol and RealIPFrom: HAProxy in front of the server
+    # (conn/test_proxy_protocol.py, conn/test_realip.py, the recipe of docs/load-balancer.md).
+    need /usr/sbin/haproxy haproxy
     # Duda's redis and memcache packages: their libraries (optional) and the
     # servers their tests start.
     optional="${optional:-}$duda_optional"

@@ -36,10 +36,13 @@ VARIANTS = [
     ("+ compression on the fly, no coding library", ["-DMK_COMPRESS=ON"]),
     ("+ compression on the fly with zlib (gzip)", ["-DMK_COMPRESS=ON", "-DMK_ZLIB=ON"]),
     ("+ the fair balancing mode", ["-DMK_FAIR=ON"]),
+    ("+ the client's address behind a balancer (PROXY protocol, RealIPFrom)",
+     ["-DMK_REALIP=ON"]),
     ("+ library mode (server/plugin/lib.c)", ["-DMK_LIBMONKEY=ON"]),
     ("+ HTTP/2 (h2.c with nghttp2)", ["-DMK_H2=ON"]),
     ("+ every part above", ["-DMK_SUPERVISOR=ON", "-DMK_SYSTEMD=ON", "-DMK_COMPRESS=ON",
-                            "-DMK_ZLIB=ON", "-DMK_FAIR=ON", "-DMK_LIBMONKEY=ON", "-DMK_H2=ON"]),
+                            "-DMK_ZLIB=ON", "-DMK_FAIR=ON", "-DMK_REALIP=ON", "-DMK_LIBMONKEY=ON",
+                            "-DMK_H2=ON"]),
 ]
 for p in PLUGINS:
     rest = ";".join(q for q in PLUGINS if q != p)

@@ -474,6 +474,9 @@ struct mk_api {
      * IPv4 form, as mk_addr_text() of mk_util.h gives it. A buffer of
      * MK_ADDR_TEXT_LEN bytes (mk_util.h) always holds it; "-" for a client
      * that is not IP, or an address a shorter buf cannot hold. Returns buf.
+     * Behind a load balancer the client is the one its PROXY header named
+     * (Listen ... proxy_protocol) or a trusted proxy's field named
+     * (RealIPFrom); the TCP peer is getpeername() of conn_fd(conn(r)).
      */
     const char *(*remote_addr)(const struct mk_request *r, char *buf, size_t len);
     struct mk_conn *(*conn)(const struct mk_request *r);
@@ -520,7 +523,8 @@ struct mk_api {
 
     /* ---- added in ABI 2 ---- */
 
-    /* The client address as a socket address. */
+    /* The client address as a socket address (the same client as remote_addr's;
+       the port 0 when a proxy's field named none). */
     const struct sockaddr *(*remote_sockaddr)(const struct mk_request *r, socklen_t *len);
     /*
      * When the request's head was complete (wall clock, to the second) and

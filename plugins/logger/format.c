@@ -56,6 +56,7 @@ enum logger_op_kind {
     LOGGER_OP_CONN_VAR,  /* %{ssl_NAME}x: the transport's property NAME */
     LOGGER_OP_NOTE,      /* %{NAME}n: a plugin's note (api->note) */
     LOGGER_OP_TIME_ISO,  /* %{iso8601}t */
+    LOGGER_OP_PEER,      /* %{c}a: the connection's TCP peer */
 };
 
 enum logger_escape {
@@ -213,6 +214,7 @@ static unsigned logger_op_fixed(const struct logger_op *op)
     case LOGGER_OP_TEXT:
         return op->len;
     case LOGGER_OP_CLIENT:
+    case LOGGER_OP_PEER:
         return MK_ADDR_TEXT_LEN;
     case LOGGER_OP_TIME:
         return (unsigned) sizeof(((struct logger_clock *) 0)->text);
@@ -346,6 +348,16 @@ int logger_format_compile(const char *spec, struct logger_format **out, char *er
                 f->n_ops++;
                 continue;
             }
+            if (p[1] == 'a') {
+                if (p - name != 1 || *name != 'c') {
+                    snprintf(err, errlen, "'%.40s': unknown %%{...}a (%%{c}a, the TCP peer)", at);
+                    goto fail;
+                }
+                op->kind = LOGGER_OP_PEER;
+                p += 2;
+                f->n_ops++;
+                continue;
+            }
             if (p[1] == 't') {
                 if ((size_t) (p - name) != 7 || strncasecmp(name, "iso8601", 7) != 0) {
                     snprintf(err, errlen, "'%.40s': unknown %%{FORMAT}t (iso8601)", at);
@@ -358,8 +370,8 @@ int logger_format_compile(const char *spec, struct logger_format **out, char *er
             }
             if (p[1] != 'i' && p[1] != 'n') {
                 snprintf(err, errlen,
-                         "'%.40s': only %%{Header}i, %%{NAME}n, %%{NAME}x and %%{iso8601}t take a "
-                         "name",
+                         "'%.40s': only %%{Header}i, %%{NAME}n, %%{NAME}x, %%{c}a and %%{iso8601}t "
+                         "take a name",
                          at);
                 goto fail;
             }
@@ -665,6 +677,30 @@ static void logger_put_client(struct logger_out *o, const struct mk_request *r)
 }
 
 /*
+ * %{c}a: the TCP peer of r's connection (Apache's %{c}a with mod_remoteip),
+ * which a PROXY header or RealIPFrom do not change: asked of the kernel
+ * (getpeername, one system call a line that has it); "-" without one.
+ */
+static void logger_put_peer(struct logger_out *o, const struct mk_request *r)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    char text[MK_ADDR_TEXT_LEN];
+    struct mk_conn *c = logger_api->conn ? logger_api->conn(r) : NULL;
+    int fd = c && logger_api->conn_fd ? logger_api->conn_fd(c) : -1;
+    size_t n = 0;
+
+    if (fd >= 0 && getpeername(fd, (struct sockaddr *) &ss, &len) == 0) {
+        n = mk_addr_text((const struct sockaddr *) &ss, text);
+    }
+    if (n == 0) {
+        logger_put_dash(o);
+        return;
+    }
+    logger_put(o, text, n);
+}
+
+/*
  * %u: the user the server authenticated the request as (the note
  * MK_NOTE_REMOTE_USER, the auth plugin's); without one (no authentication,
  * or a 401 that refused it), the user name of a Basic Authorization header
@@ -809,6 +845,9 @@ logger_render_op(struct logger_out *o, const struct logger_op *op, struct logger
         break;
     case LOGGER_OP_CLIENT:
         logger_put_client(o, r);
+        break;
+    case LOGGER_OP_PEER:
+        logger_put_peer(o, r);
         break;
     case LOGGER_OP_DASH:
         logger_put_dash(o);

@@ -72,6 +72,39 @@ static int mk_check_media_type(const char *value, char *reason, size_t len)
     return MK_OK;
 }
 
+#ifdef MK_HAVE_REALIP
+/* RealIPFrom: each word an address block, IPv4 or IPv6, without host bits. */
+static int mk_check_realip_from(const char *value, char *reason, size_t len)
+{
+    struct mk_cidr c;
+
+    switch (mk_cidr_parse(value, strlen(value), &c)) {
+    case MK_CIDR_OK:
+        break;
+    case MK_CIDR_BAD_PREFIX:
+        snprintf(reason, len, "'%s': the prefix length after '/' must be a number", value);
+        return MK_ERR;
+    case MK_CIDR_RANGE:
+        snprintf(reason, len, "'%s': the prefix length is out of range for %s (0 to %u)", value,
+                 strchr(value, ':') ? "IPv6" : "IPv4", strchr(value, ':') ? 128u : 32u);
+        return MK_ERR;
+    case MK_CIDR_MAPPED:
+        snprintf(reason, len,
+                 "'%s': an IPv4-mapped address needs a prefix of 96 or more (or write it as IPv4)",
+                 value);
+        return MK_ERR;
+    default:
+        snprintf(reason, len, "'%s' is not an IPv4 or IPv6 address block (ADDRESS[/LEN])", value);
+        return MK_ERR;
+    }
+    if (c.host_bits) {
+        snprintf(reason, len, "'%s' has bits set beyond its prefix length", value);
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+#endif
+
 static void mk_listen_addr_free(struct mk_listen_addr *a)
 {
     mk_free(a->text);
@@ -107,21 +140,80 @@ static char *mk_listen_options(const char *cursor)
 }
 
 /*
- * Listen ADDRESS [TRANSPORT [OPTIONS...]]: one more listening address. The
- * transport checks its options when the plugins are known
- * (mk_transport_check_options).
+ * The words of `value` but the flag `proxy_protocol` (which may stand
+ * anywhere after the address), one space apart, into a new string; *proxy
+ * tells whether it was there. NULL with the reason when it is there twice.
+ */
+static char *mk_listen_strip_proxy(const char *value, bool *proxy, char *reason, size_t len)
+{
+    const char *cursor = value, *w;
+    size_t wlen, n = 0;
+    char *out = mk_alloc(strlen(value) + 1);
+
+    *proxy = false;
+    out[0] = '\0';
+    while (mk_conf_word(&cursor, &w, &wlen)) {
+        if (n > 0 && wlen == 14 && memcmp(w, "proxy_protocol", 14) == 0) {
+            if (*proxy) {
+                snprintf(reason, len, "proxy_protocol is given twice");
+                mk_free(out);
+                return NULL;
+            }
+            *proxy = true;
+            continue;
+        }
+        if (n) {
+            out[n++] = ' ';
+        }
+        memcpy(out + n, w, wlen);
+        n += wlen;
+        out[n] = '\0';
+    }
+    return out;
+}
+
+static int mk_set_listen_words(struct mk_config *cfg, const char *value, bool proxy,
+                               const struct mk_conf_origin *origin, char *reason, size_t len);
+
+/*
+ * Listen ADDRESS [TRANSPORT [OPTIONS...]] [proxy_protocol]: one more
+ * listening address. The transport checks its options when the plugins are
+ * known (mk_transport_check_options); proxy_protocol is the server's, not
+ * the transport's, and may stand anywhere after the address.
  */
 static int mk_set_listen(void *obj, const struct mk_conf_key *k, const char *value,
                          const struct mk_conf_origin *origin, char *reason, size_t len)
 {
-    struct mk_config *cfg = obj;
+    bool proxy;
+    char *words = mk_listen_strip_proxy(value, &proxy, reason, len);
+
+    (void) k;
+    if (!words) {
+        return MK_ERR;
+    }
+#ifndef MK_HAVE_REALIP
+    if (proxy) {
+        snprintf(reason, len,
+                 "proxy_protocol: this server was built without the client's address behind a "
+                 "balancer");
+        mk_free(words);
+        return MK_ERR;
+    }
+#endif
+    int rc = mk_set_listen_words(obj, words, proxy, origin, reason, len);
+    mk_free(words);
+    return rc;
+}
+
+static int mk_set_listen_words(struct mk_config *cfg, const char *value, bool proxy,
+                               const struct mk_conf_origin *origin, char *reason, size_t len)
+{
     const char *cursor = value, *w, *tw;
     size_t wlen, twlen;
     struct mk_listen_addr a;
     struct mk_conf_address addr;
     char v[128];
 
-    (void) k;
     if (!mk_conf_word(&cursor, &w, &wlen) || wlen >= sizeof(v)) {
         snprintf(reason, len, "bad address '%s'", value);
         return MK_ERR;
@@ -168,14 +260,18 @@ static int mk_set_listen(void *obj, const struct mk_conf_key *k, const char *val
     a.spec = mk_strdup(v);
     a.transport = mk_strndup(tw, twlen);
     a.options = mk_listen_options(cursor);
+    a.proxy_protocol = proxy;
+    const char *pp = proxy ? " proxy_protocol" : "";
     if (strcmp(a.transport, "plain") == 0 && !a.options) {
-        a.text = mk_strdup(v);
+        size_t n = strlen(v) + strlen(pp) + 1;
+        a.text = mk_alloc(n);
+        snprintf(a.text, n, "%s%s", v, pp);
     }
     else {
-        size_t n = strlen(v) + twlen + (a.options ? strlen(a.options) : 0) + 3;
+        size_t n = strlen(v) + twlen + (a.options ? strlen(a.options) : 0) + strlen(pp) + 3;
         a.text = mk_alloc(n);
-        snprintf(a.text, n, "%s %s%s%s", v, a.transport, a.options ? " " : "",
-                 a.options ? a.options : "");
+        snprintf(a.text, n, "%s %s%s%s%s", v, a.transport, a.options ? " " : "",
+                 a.options ? a.options : "", pp);
     }
     a.where = mk_strdup(origin->where);
     cfg->listen = mk_realloc(cfg->listen, (cfg->n_listen + 1) * sizeof(*cfg->listen));
@@ -232,6 +328,11 @@ static void mk_server_schema_free(void *obj, int site)
     cfg->n_listen = 0;
     mk_free(cfg->log_path);
     cfg->log_path = NULL;
+#ifdef MK_HAVE_REALIP
+    mk_free(cfg->realip_from);
+    cfg->realip_from = NULL;
+    cfg->n_realip_from = 0;
+#endif
 }
 
 /*
@@ -265,11 +366,27 @@ static int mk_server_schema_finish(void *obj, int site, const char **key, char *
     if (cfg->limits.max_line > cfg->limits.max_head) {
         cfg->limits.max_line = cfg->limits.max_head;
     }
+#ifdef MK_HAVE_REALIP
+    /* RealIPFrom's words were checked one by one (mk_check_realip_from) */
+    mk_free(cfg->realip_from);
+    cfg->realip_from =
+        cfg->realip_words.n ? mk_calloc(cfg->realip_words.n, sizeof(struct mk_cidr)) : NULL;
+    cfg->n_realip_from = cfg->realip_words.n;
+    for (size_t i = 0; i < cfg->realip_words.n; i++) {
+        const char *t = cfg->realip_words.v[i];
+        (void) mk_cidr_parse(t, strlen(t), &cfg->realip_from[i]);
+    }
+#endif
     return MK_OK;
 }
 
 static const char *const mk_balancing_words[] = {"reuseport", "fair", NULL};
 static const char *const mk_log_level_words[] = {"error", "warn", "info", "debug", NULL};
+#ifdef MK_HAVE_REALIP
+/* RealIPHeader, in the order of enum mk_realip_field */
+static const char *const mk_realip_header_words[] = {"X-Forwarded-For", "Forwarded", "X-Real-IP",
+                                                     NULL};
+#endif
 
 #define MK_SRV(member) MK_CONF_FIELD(struct mk_config, member)
 
@@ -308,6 +425,12 @@ static const struct mk_conf_key mk_server_keys[] = {
 #ifdef MK_HAVE_COMPRESS
     {"CompressCache", MK_CONF_SIZE, 0, MK_SRV(compress_cache), 0, 1ull << 36, "16M"},
 #endif
+#ifdef MK_HAVE_REALIP
+    {"RealIPFrom", MK_CONF_WORDS, MK_CONF_MULTI, MK_SRV(realip_words), 0, 0, NULL,
+     .check = mk_check_realip_from},
+    {"RealIPHeader", MK_CONF_ENUM, 0, MK_SRV(realip_header), 0, 0, "X-Forwarded-For",
+     mk_realip_header_words},
+#endif
     {"TaskQueuePerPlugin", MK_CONF_INT, 0, MK_SRV(task_queue_per_plugin), 1, 65536, "64"},
     {"TaskQueuePerClient", MK_CONF_INT, 0, MK_SRV(task_queue_per_client), 1, 65536, "8"},
 #ifdef MK_HAVE_H2
@@ -337,6 +460,10 @@ static const struct mk_schema_absent mk_server_absent[] = {
 #endif
 #ifndef MK_HAVE_COMPRESS
     {"CompressCache", NULL, "compression on the fly", false},
+#endif
+#ifndef MK_HAVE_REALIP
+    {"RealIPFrom", NULL, "the client's address behind a balancer", false},
+    {"RealIPHeader", NULL, "the client's address behind a balancer", false},
 #endif
 #ifndef MK_HAVE_H2
     {"MaxConcurrentStreams", NULL, "HTTP/2", false},
@@ -666,6 +793,11 @@ const char *mk_config_value(const struct mk_config *cfg, const char *key, unsign
     if (strcasecmp(key, "Listen") == 0) {
         return i < cfg->n_listen ? cfg->listen[i].text : NULL;
     }
+#ifdef MK_HAVE_REALIP
+    if (strcasecmp(key, "RealIPFrom") == 0) {
+        return i < cfg->realip_words.n ? cfg->realip_words.v[i] : NULL; /* one block each */
+    }
+#endif
     return i == 0 ? cfg->key_rec[idx].text : NULL;
 }
 

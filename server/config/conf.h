@@ -25,6 +25,7 @@
 #include "../../core/config.h"
 #include "../../core/schema.h"
 #include "../http/http.h"
+#include "../http/realip.h"
 #include "mime.h"
 #include "../static/static_cache.h"
 #include "../static/static_compress.h"
@@ -50,6 +51,9 @@ struct mk_listen_addr {
     struct sockaddr_storage addr;
     socklen_t addrlen;
     bool any; /* port only: every address, IPv6 and IPv4 */
+    /* proxy_protocol: each connection starts with a PROXY header (v1 or v2),
+       read before anything else, the transport's handshake included */
+    bool proxy_protocol;
 };
 
 /* One Load line of plugins.load. */
@@ -189,6 +193,14 @@ struct mk_config {
 #ifdef MK_HAVE_COMPRESS
     uint64_t compress_cache; /* bytes of files compressed on the fly kept per worker */
 #endif
+#ifdef MK_HAVE_REALIP
+    /* RealIPFrom: the proxies trusted to name the client in RealIPHeader
+       (the words as written, then the blocks they parse to); none: off */
+    struct mk_conf_words realip_words;
+    struct mk_cidr *realip_from;
+    size_t n_realip_from;
+    int realip_header; /* enum mk_realip_field */
+#endif
     unsigned task_queue_per_plugin; /* tasks one plugin may have waiting or running */
     unsigned task_queue_per_client; /* tasks one client address may have waiting or running */
 #ifdef MK_HAVE_H2
@@ -227,7 +239,7 @@ struct mk_config {
     struct mk_plugin_spec *plugins;
     size_t n_plugins;
     /* The value in force of each [SERVER] key as text, and where it was set. */
-    struct mk_schema_record key_rec[40];
+    struct mk_schema_record key_rec[48];
     char server_header[64]; /* "Server: Monkey/x.y.z\r\n" */
     size_t server_header_len;
 

@@ -20,6 +20,14 @@
  * accept. The protocol is reached through c->proto and the set given at
  * start (mk_conn_protocols): the first protocol of a connection, the one
  * its ALPN names, and the answer to a connection refused before any ran.
+ *
+ * A connection of a proxy_protocol listener starts in PROXY_HEAD: the
+ * PROXY header is read first, before the transport opens (so before a TLS
+ * handshake) and before the conn_accept hooks (which then see the client
+ * it names), within the head Timeout from the accept. It is peeked at and
+ * only its own bytes are taken from the socket, so the transport and the
+ * protocol find the stream as the client sent it. A missing, malformed or
+ * too long header closes the connection.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -28,6 +36,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <monkey/mk_util.h>
+
 #include "../../core/log.h"
 #include "../../core/sys.h"
 #include "../proto/h2.h"
@@ -35,6 +45,13 @@
 #include "transport.h"
 
 #define MK_LINGER_READS 8
+
+/* Whether c reads its PROXY header (never in a build without MK_REALIP). */
+#ifdef MK_HAVE_REALIP
+#define MK_CONN_IN_PROXY_HEAD(c) ((c)->state == MK_CONN_PROXY_HEAD)
+#else
+#define MK_CONN_IN_PROXY_HEAD(c) false
+#endif
 
 /* ---- the built-in transport: plain sockets -------------------------------- */
 
@@ -103,6 +120,12 @@ void mk_conn_close(struct mk_conn *c)
     if (c->state == MK_CONN_CLOSED) {
         return;
     }
+#ifdef MK_HAVE_REALIP
+    if (c->proxy_head) {
+        mk_pool_put(&w->pool, c->proxy_head);
+        c->proxy_head = NULL;
+    }
+#endif
     c->proto->release(c);
     if (c->flags & MK_CONN_STARTED) {
         for (size_t i = 0; i < ps->n_close; i++) {
@@ -195,7 +218,7 @@ static void mk_conn_linger_read(struct mk_conn *c)
 
 void mk_conn_expire(struct mk_conn *c)
 {
-    if (c->state == MK_CONN_LINGER || c->state == MK_CONN_HANDSHAKE) {
+    if (c->state == MK_CONN_LINGER || c->state == MK_CONN_HANDSHAKE || MK_CONN_IN_PROXY_HEAD(c)) {
         mk_conn_close(c);
         return;
     }
@@ -204,7 +227,7 @@ void mk_conn_expire(struct mk_conn *c)
 
 void mk_conn_go_away(struct mk_conn *c)
 {
-    if (c->state == MK_CONN_HANDSHAKE) {
+    if (c->state == MK_CONN_HANDSHAKE || MK_CONN_IN_PROXY_HEAD(c)) {
         mk_conn_close(c);
         return;
     }
@@ -214,7 +237,8 @@ void mk_conn_go_away(struct mk_conn *c)
 #ifdef MK_HAVE_H2
 void mk_conn_reload(struct mk_conn *c)
 {
-    if (c->state == MK_CONN_HANDSHAKE || c->state == MK_CONN_LINGER || !c->proto->reload) {
+    if (c->state == MK_CONN_HANDSHAKE || c->state == MK_CONN_LINGER || MK_CONN_IN_PROXY_HEAD(c) ||
+        !c->proto->reload) {
         return;
     }
     c->proto->reload(c);
@@ -271,19 +295,13 @@ static void mk_conn_handshake(struct mk_conn *c)
     c->proto->on_input(c);
 }
 
-void mk_conn_start(struct mk_conn *c)
+/* The transport opens, the accept hooks run, then the handshake or the protocol. */
+static void mk_conn_begin(struct mk_conn *c)
 {
     struct mk_worker *w = c->worker;
     struct mk_plugin_set *ps = &w->server->plugins;
 
     c->state = MK_CONN_READ_HEAD;
-    c->proto = mk_conn_protos->first;
-#ifdef MK_HAVE_H2
-    if (c->transport == &mk_conn_transport_plain && c->listen_options &&
-        strcmp(c->listen_options, "h2c") == 0) {
-        c->flags |= MK_CONN_H2C; /* HTTP/1 looks for the HTTP/2 preface (h1.c) */
-    }
-#endif
     if (c->transport->open && c->transport->open(c) != MK_OK) {
         mk_conn_close(c);
         return;
@@ -295,6 +313,129 @@ void mk_conn_start(struct mk_conn *c)
             return;
         }
     }
+    if (c->timer != MK_TIMER_READ) {
+        mk_conn_timer_set(c, MK_TIMER_READ); /* after a PROXY header: still from the accept */
+    }
+    if (c->transport->handshake) {
+        c->state = MK_CONN_HANDSHAKE;
+        mk_conn_handshake(c);
+        return;
+    }
+    c->proto->on_input(c);
+}
+
+#ifdef MK_HAVE_REALIP
+static void mk_conn_proxy_fail(struct mk_conn *c, const char *why)
+{
+    char peer[MK_ADDR_TEXT_LEN];
+
+    mk_addr_text(&c->peer.sa, peer);
+    mk_info("PROXY header from %s: %s: connection closed", peer[0] ? peer : "-", why);
+    mk_conn_close(c);
+}
+
+/* Keep the TLS version of an SSL TLV: printable, short, else "TLS". */
+static void mk_conn_proxy_tls(struct mk_conn *c, const struct mk_str *v)
+{
+    bool ok = v->len > 0 && v->len < sizeof(c->proxy_tls);
+
+    for (size_t i = 0; ok && i < v->len; i++) {
+        ok = v->p[i] > 0x20 && v->p[i] < 0x7f;
+    }
+    if (!ok) {
+        memcpy(c->proxy_tls, "TLS", 4);
+        return;
+    }
+    memcpy(c->proxy_tls, v->p, v->len);
+    c->proxy_tls[v->len] = '\0';
+}
+
+/*
+ * Read the PROXY header (state PROXY_HEAD): peek at what has arrived,
+ * parse it with what earlier reads kept, and take from the socket the
+ * header's bytes only. A header cut across reads is kept in a pool chunk
+ * (c->proxy_head) until it is whole: every byte of an incomplete header is
+ * the header's (mk_proxy_parse), so those reads take all they see. Once
+ * complete, the client it names becomes the connection's (a LOCAL or
+ * UNKNOWN header keeps the TCP peer) and the connection begins.
+ */
+static void mk_conn_proxy_read(struct mk_conn *c)
+{
+    char buf[MK_PROXY_MAX];
+    struct mk_proxy_info info;
+    size_t have = c->proxy_len;
+    ssize_t n, rc;
+
+    if (have) {
+        memcpy(buf, c->proxy_head, have);
+    }
+    do {
+        n = recv(c->ev.fd, buf + have, sizeof(buf) - have, MSG_PEEK);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (mk_event_mod(&c->worker->loop, &c->ev, MK_EV_READ) != MK_OK) {
+            mk_conn_close(c);
+        }
+        return;
+    }
+    if (n <= 0) {
+        mk_conn_proxy_fail(c, n == 0 ? "the connection ended before it" : strerror(errno));
+        return;
+    }
+    rc = mk_proxy_parse(buf, have + (size_t) n, &info);
+    if (rc == MK_ERR) {
+        mk_conn_proxy_fail(c, "missing, malformed or too long");
+        return;
+    }
+    size_t take = rc == MK_AGAIN ? (size_t) n : (size_t) rc - have;
+    ssize_t got;
+    do {
+        got = mk_sys_read(c->ev.fd, buf + have, take);
+    } while (got < 0 && errno == EINTR);
+    if (got != (ssize_t) take) {
+        mk_conn_close(c); /* peeked bytes are there to read: the socket failed */
+        return;
+    }
+    if (rc == MK_AGAIN) {
+        if (!c->proxy_head && !(c->proxy_head = mk_pool_get(&c->worker->pool))) {
+            mk_conn_close(c);
+            return;
+        }
+        memcpy(c->proxy_head + have, buf + have, take);
+        c->proxy_len = (uint16_t) (have + take);
+        if (mk_event_mod(&c->worker->loop, &c->ev, MK_EV_READ) != MK_OK) {
+            mk_conn_close(c);
+        }
+        return;
+    }
+    if (c->proxy_head) {
+        mk_pool_put(&c->worker->pool, c->proxy_head);
+        c->proxy_head = NULL;
+    }
+    c->proxy_len = 0;
+    if (!info.local) {
+        c->client = info.src;
+        c->flags |= MK_CONN_CLIENT;
+    }
+    if (info.ssl) {
+        mk_conn_proxy_tls(c, &info.ssl_version);
+    }
+    mk_conn_begin(c);
+}
+
+_Static_assert(MK_PROXY_MAX <= MK_CHUNK_SIZE, "a PROXY header is kept in one pool chunk");
+#endif
+
+void mk_conn_start(struct mk_conn *c)
+{
+    c->state = MK_CONN_READ_HEAD;
+    c->proto = mk_conn_protos->first;
+#ifdef MK_HAVE_H2
+    if (c->transport == &mk_conn_transport_plain && c->listen_options &&
+        strcmp(c->listen_options, "h2c") == 0) {
+        c->flags |= MK_CONN_H2C; /* HTTP/1 looks for the HTTP/2 preface (h1.c) */
+    }
+#endif
     /*
      * Read before registering: the request has usually arrived with the
      * connection, and a connection answered at once (Connection: close)
@@ -302,13 +443,15 @@ void mk_conn_start(struct mk_conn *c)
      * has to wait.
      */
     mk_event_init(&c->ev, c->ev.fd, mk_conn_on_event);
-    mk_conn_timer_set(c, MK_TIMER_READ);
-    if (c->transport->handshake) {
-        c->state = MK_CONN_HANDSHAKE;
-        mk_conn_handshake(c);
+#ifdef MK_HAVE_REALIP
+    if (c->flags & MK_CONN_PROXY) {
+        c->state = MK_CONN_PROXY_HEAD;
+        mk_conn_timer_set(c, MK_TIMER_READ);
+        mk_conn_proxy_read(c);
         return;
     }
-    c->proto->on_input(c);
+#endif
+    mk_conn_begin(c);
 }
 
 void mk_conn_refuse(struct mk_conn *c)
@@ -370,6 +513,11 @@ void mk_conn_on_event(struct mk_event *ev, uint32_t ready)
     case MK_CONN_HANDSHAKE:
         mk_conn_handshake(c);
         return;
+#ifdef MK_HAVE_REALIP
+    case MK_CONN_PROXY_HEAD:
+        mk_conn_proxy_read(c);
+        return;
+#endif
     case MK_CONN_SUSPENDED:
         mk_conn_waiting_event(c, ready);
         return;

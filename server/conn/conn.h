@@ -29,6 +29,7 @@
 #include "../../core/event.h"
 #include "../../core/list.h"
 #include "../../core/timer.h"
+#include "../http/proxy_protocol.h"
 #include "../proto/h1.h"
 
 struct mk_h2;
@@ -46,6 +47,9 @@ enum mk_conn_state {
     MK_CONN_CLOSED,        /* waiting for the end of the event batch */
     MK_CONN_HANDSHAKE,     /* the transport's handshake runs (conn.c) */
     MK_CONN_TAKEOVER,      /* a plugin owns the bytes after a 101 (takeover.c) */
+#ifdef MK_HAVE_REALIP
+    MK_CONN_PROXY_HEAD, /* reading the PROXY header of a proxy_protocol listener (conn.c) */
+#endif
 };
 
 enum mk_timer_kind {
@@ -66,6 +70,8 @@ enum mk_timer_kind {
 /* In WRITE, a streamed response waits for its handler (h1.c): an event can
    only be input or a hang-up, and a hang-up closes the connection (conn.c). */
 #define MK_CONN_HANDLER_WAIT 0x10u
+#define MK_CONN_PROXY 0x20u  /* its listener says proxy_protocol: a PROXY header comes first */
+#define MK_CONN_CLIENT 0x40u /* c->client holds the client the PROXY header named */
 
 struct mk_conn {
     struct mk_event ev; /* first: the event loop hands back this pointer */
@@ -98,6 +104,18 @@ struct mk_conn {
         struct sockaddr_in6 in6;
     } local;
     socklen_t local_len;
+#ifdef MK_HAVE_REALIP
+    /* The client a PROXY header named (MK_CONN_CLIENT); else unused. */
+    union mk_inet_addr client;
+    /* The bytes of a PROXY header that came in several reads, while it is
+       read (a pool chunk); NULL otherwise. */
+    char *proxy_head;
+    uint16_t proxy_len;
+    /* A version 2 PROXY header's SSL TLV: the TLS version the client spoke
+       to the balancer ("TLSv1.3"; "TLS" when it named none), the transport
+       variable "protocol" of a transport that has none; "": none. */
+    char proxy_tls[16];
+#endif
 
     struct mk_h1 h1; /* the HTTP/1 codec's state: h1*.c only */
 #ifdef MK_HAVE_H2
@@ -138,6 +156,20 @@ void mk_conn_timer_arm(struct mk_conn *c, enum mk_timer_kind kind, uint32_t ms);
  * when already queued; closing c takes it out.
  */
 void mk_conn_next_turn(struct mk_conn *c);
+
+/*
+ * The client's address: the one the PROXY header named, else the TCP peer
+ * (c->peer, which stays what accept(2) gave). Requests have their own,
+ * which may be learned from a trusted proxy's field (mk_request_client).
+ */
+static inline const struct sockaddr *mk_conn_client(const struct mk_conn *c)
+{
+#ifdef MK_HAVE_REALIP
+    return (c->flags & MK_CONN_CLIENT) ? &c->client.sa : &c->peer.sa;
+#else
+    return &c->peer.sa;
+#endif
+}
 
 /* conn.c: the connection's life, whatever its protocol */
 void mk_conn_start(struct mk_conn *c);

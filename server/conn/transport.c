@@ -74,9 +74,25 @@ const char *mk_conn_server_name(struct mk_conn *c, size_t *len)
     return c->transport->server_name ? c->transport->server_name(c, len) : NULL;
 }
 
+/*
+ * The transport's property `name`; for a transport without one, "protocol"
+ * is the TLS version a PROXY header said the client spoke to the balancer
+ * (c->proxy_tls), so that a request the balancer decrypted counts as HTTPS
+ * (the gateways' HTTPS, the logger's %{ssl_protocol}x).
+ */
 const char *mk_conn_transport_var(struct mk_conn *c, const char *name, size_t *len)
 {
+#ifdef MK_HAVE_REALIP
+    const char *v = c->transport->var && name ? c->transport->var(c, name, len) : NULL;
+
+    if (!v && name && c->proxy_tls[0] && strcmp(name, "protocol") == 0) {
+        *len = strlen(c->proxy_tls);
+        return c->proxy_tls;
+    }
+    return v;
+#else
     return c->transport->var && name ? c->transport->var(c, name, len) : NULL;
+#endif
 }
 
 int mk_conn_local_addr(const struct mk_conn *c, struct sockaddr_storage *out, socklen_t *len)

@@ -215,7 +215,7 @@ static const char *mk_api_remote_addr(const struct mk_request *r, char *buf, siz
 {
     char text[MK_ADDR_TEXT_LEN];
     char *out = len >= sizeof(text) ? buf : text;
-    size_t n = mk_addr_text(&r->conn->peer.sa, out);
+    size_t n = mk_addr_text(mk_request_client(r), out);
 
     if (n == 0 || n >= len) {
         snprintf(buf, len, "-");
@@ -288,9 +288,9 @@ static const char *mk_api_conf_path(const struct mk_conf *conf)
 
 static const struct sockaddr *mk_api_remote_sockaddr(const struct mk_request *r, socklen_t *len)
 {
-    *len = r->conn->peer.sa.sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                                  : sizeof(struct sockaddr_in);
-    return &r->conn->peer.sa;
+    const struct sockaddr *sa = mk_request_client(r);
+    *len = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    return sa;
 }
 
 static void mk_api_request_time(const struct mk_request *r, struct timespec *start,

@@ -337,6 +337,7 @@ static struct mk_listen_plan **mk_server_plans(struct mk_server *srv, const stru
             p->spec = mk_strdup(a->spec);
             p->transport = mk_plugins_transport(&srv->plugins, a->transport);
             p->options = mk_server_options(srv, a->options);
+            p->proxy = a->proxy_protocol;
             if (mk_find_listen(old, a->spec)) {
                 continue; /* the owner keeps its socket */
             }

@@ -551,6 +551,48 @@ static void mk_request_route(struct mk_request *r)
     mk_request_error(r, r->head.method == MK_METHOD_UNKNOWN ? 501 : 405);
 }
 
+const struct sockaddr *mk_request_client(const struct mk_request *r)
+{
+#ifdef MK_HAVE_REALIP
+    return r->real_ip ? &r->real_ip->sa : mk_conn_client(r->conn);
+#else
+    return mk_conn_client(r->conn);
+#endif
+}
+
+#ifdef MK_HAVE_REALIP
+/* The field names of RealIPHeader, by enum mk_realip_field. */
+static const char *const mk_request_realip_names[] = {"X-Forwarded-For", "Forwarded", "X-Real-IP"};
+
+/*
+ * RealIPFrom: when the connection's client is a trusted proxy, the client
+ * its RealIPHeader field names (realip.h: from the right, past trusted
+ * proxies) becomes r's. Nothing changes when the field names none.
+ */
+static void mk_request_real_ip(struct mk_request *r)
+{
+    const struct mk_config *cfg = r->cfg;
+    const char *name = mk_request_realip_names[cfg->realip_header];
+    struct mk_realip_walk w;
+    union mk_inet_addr a;
+
+    if (!mk_realip_trusted(mk_conn_client(r->conn), cfg->realip_from, cfg->n_realip_from)) {
+        return;
+    }
+    mk_realip_begin(&w, (enum mk_realip_field) cfg->realip_header, cfg->realip_from,
+                    cfg->n_realip_from);
+    for (unsigned i = 0; i < r->head.n_headers; i++) {
+        const struct mk_http_header *f = &r->head.headers[i];
+        if (mk_str_ieq(f->name.p, f->name.len, name)) {
+            mk_realip_feed(&w, f->value.p, f->value.len);
+        }
+    }
+    if (mk_realip_end(&w, &a) == MK_OK && (r->real_ip = mk_arena_alloc(&r->arena, sizeof(a)))) {
+        *r->real_ip = a;
+    }
+}
+#endif
+
 void mk_request_run(struct mk_request *r)
 {
     struct mk_conn *c = r->conn;
@@ -558,6 +600,11 @@ void mk_request_run(struct mk_request *r)
     const struct mk_http_head *h = &r->head;
 
     r->site = mk_conf_site_lookup(r->cfg, h->host.p, h->host.len);
+#ifdef MK_HAVE_REALIP
+    if (r->cfg->n_realip_from) {
+        mk_request_real_ip(r);
+    }
+#endif
     if (h->method == MK_METHOD_HEAD) {
         r->flags |= MK_REQ_HEAD;
     }

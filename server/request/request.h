@@ -28,6 +28,7 @@
 #include "../../core/memory.h"
 #include "body.h"
 #include "../http/http.h"
+#include "../http/proxy_protocol.h"
 #include "../http/route.h"
 
 struct mk_config;
@@ -209,6 +210,11 @@ struct mk_request {
     /* the head's method and target as the client sent them, kept by the
        first internal redirect (api->client_method, client_target) */
     struct mk_str client_method, client_target;
+#ifdef MK_HAVE_REALIP
+    /* the client a trusted proxy's field named (RealIPFrom, RealIPHeader),
+       in the arena; NULL: the connection's (mk_request_client) */
+    union mk_inet_addr *real_ip;
+#endif
 };
 
 /* ---- request.c ----------------------------------------------------------- */
@@ -346,6 +352,15 @@ void mk_response_parts_advance(struct mk_request *r, uint64_t len);
 uint64_t mk_response_parts_span(const struct mk_request *r);
 
 /* ---- request.c, request_log.c: what the plugin API asks of a request ------- */
+
+/*
+ * The client's address, the one every reader takes (api->remote_addr and
+ * remote_sockaddr: the access rules, the logs, the gateways' REMOTE_ADDR,
+ * Duda; the task queue's per-client bound): the address a trusted proxy's
+ * field named (RealIPFrom), else the connection's (mk_conn_client: the
+ * PROXY header's, else the TCP peer). Valid while r is.
+ */
+const struct sockaddr *mk_request_client(const struct mk_request *r);
 
 /*
  * The value of r's first header field `name` (any case), NULL when absent;

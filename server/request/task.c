@@ -148,9 +148,7 @@ static void mk_task_warn(struct mk_task_pool *pool, const struct mk_request *r, 
                 mk_plural(r->cfg->task_queue_per_plugin, "task", "tasks"));
         return;
     }
-    const void *src = c->peer.sa.sa_family == AF_INET6 ? (const void *) &c->peer.in6.sin6_addr
-                                                       : (const void *) &c->peer.in.sin_addr;
-    inet_ntop(c->peer.sa.sa_family, src, addr, sizeof(addr));
+    mk_addr_text(mk_request_client(r), addr);
     mk_warn("client %s has %u %s waiting or running (TaskQueuePerClient): answering 503", addr,
             r->cfg->task_queue_per_client,
             mk_plural(r->cfg->task_queue_per_client, "task", "tasks"));
@@ -167,7 +165,7 @@ static int mk_task_push(struct mk_server *srv, struct mk_request *r, struct mk_s
     uint8_t key[MK_TASK_KEY_LEN];
     int rc = MK_OK;
 
-    mk_task_key(&r->conn->peer.sa, key);
+    mk_task_key(mk_request_client(r), key);
     pthread_mutex_lock(&pool->lock);
     if (pool->stop) {
         rc = MK_ERR;

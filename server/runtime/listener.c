@@ -229,6 +229,7 @@ void mk_listener_apply_all(struct mk_list *listeners, struct mk_event_loop *loop
                 keep = true;
                 l->transport = plan[i].transport;
                 l->options = plan[i].options;
+                l->proxy = plan[i].proxy;
             }
         }
         if (!keep) {
@@ -245,6 +246,7 @@ void mk_listener_apply_all(struct mk_list *listeners, struct mk_event_loop *loop
         l->spec = mk_strdup(plan[i].spec);
         l->transport = plan[i].transport;
         l->options = plan[i].options;
+        l->proxy = plan[i].proxy;
         l->worker = w;
         l->server = srv;
         if (mk_event_add(loop, &l->ev, l->fd, MK_EV_READ, cb) != MK_OK) {
@@ -488,7 +490,7 @@ void mk_listener_accept_cb(struct mk_event *ev, uint32_t ready)
             l->eager++;
         }
         l->accepted++;
-        mk_worker_accept_fd(w, fd, &addr.sa, len, l->transport, l->options);
+        mk_worker_accept_fd(w, fd, &addr.sa, len, l->transport, l->options, l->proxy);
     }
 }
 
@@ -518,6 +520,7 @@ static void mk_acceptor_accept_cb(struct mk_event *ev, uint32_t ready)
         h.addrlen = len;
         h.transport = l->transport;
         h.options = l->options;
+        h.proxy = l->proxy;
 
         /* The seeds' scheduler: the worker with the fewest connections. */
         int best = 0;

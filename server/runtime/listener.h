@@ -35,6 +35,7 @@ struct mk_listener {
     char *spec; /* the Listen value, identifies the address */
     const struct mk_transport *transport;
     const char *options;      /* the transport's options (interned, see mk_server_options) */
+    bool proxy;               /* proxy_protocol: its connections start with a PROXY header */
     struct mk_worker *worker; /* the owner, or NULL for the acceptor's */
     struct mk_server *server;
     struct mk_list node;
@@ -48,6 +49,7 @@ struct mk_listen_plan {
     int fd; /* new socket, or -1: keep the worker's socket for spec */
     const struct mk_transport *transport;
     const char *options; /* interned */
+    bool proxy;          /* proxy_protocol */
 };
 
 #ifdef MK_HAVE_FAIR
@@ -57,6 +59,7 @@ struct mk_handoff {
     socklen_t addrlen;
     const struct mk_transport *transport;
     const char *options;
+    bool proxy;
     union {
         struct sockaddr sa;
         struct sockaddr_in in;

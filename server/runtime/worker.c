@@ -221,7 +221,7 @@ void mk_worker_recycle(struct mk_worker *w)
 }
 
 void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa, socklen_t len,
-                         const struct mk_transport *transport, const char *options)
+                         const struct mk_transport *transport, const char *options, bool proxy)
 {
     struct mk_server *srv = w->server;
     bool refuse = false;
@@ -241,6 +241,7 @@ void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa,
     c->ev.fd = fd;
     c->transport = transport;
     c->listen_options = options;
+    c->flags = proxy ? MK_CONN_PROXY : 0;
     if (len > sizeof(c->peer)) {
         len = sizeof(c->peer);
     }
@@ -272,7 +273,7 @@ static void mk_worker_handoff_cb(struct mk_event *ev, uint32_t ready)
             continue;
         }
         mk_worker_accept_fd(w, batch[i].fd, &batch[i].peer.sa, batch[i].addrlen, batch[i].transport,
-                            batch[i].options);
+                            batch[i].options, batch[i].proxy);
     }
 }
 #endif

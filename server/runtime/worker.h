@@ -150,7 +150,7 @@ void mk_worker_bind(struct mk_worker *w);
 /* After an event batch: recycle the connections closed during it. */
 void mk_worker_recycle(struct mk_worker *w);
 void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa, socklen_t len,
-                         const struct mk_transport *transport, const char *options);
+                         const struct mk_transport *transport, const char *options, bool proxy);
 /* Give every queued resume a NULL request (the worker is gone). */
 void mk_worker_resume_drain(struct mk_worker *w);
 /* Queue fn(arg) to run on the worker (any thread). MK_ERR: no such worker. */

@@ -20,12 +20,17 @@ function(mk_fuzz_replay name)
 endfunction()
 
 # The pure parsers of the core and the server: in monkeylib (the
-# supervisor's when this build has it: MK_SUPERVISOR).
+# supervisor's, the PROXY header's and the real-IP walk's when this build
+# has them: MK_SUPERVISOR, MK_REALIP).
 foreach(name http_request path fields config accept_encoding priority route util)
   mk_fuzz_replay(${name} LIBS monkeylib)
 endforeach()
 if(MK_SUPERVISOR)
   mk_fuzz_replay(supervisor LIBS monkeylib)
+endif()
+if(MK_REALIP)
+  mk_fuzz_replay(proxy_protocol LIBS monkeylib)
+  mk_fuzz_replay(realip LIBS monkeylib)
 endif()
 
 # h2c upgrades: pure, in monkeylib only when this build has HTTP/2.

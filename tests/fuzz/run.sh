@@ -7,8 +7,8 @@
 # targets are in BUILD/fuzz/); SECONDS is the time given to each target;
 # TARGET names (http_request, path, fields, config, gw_head, fcgi, supervisor, h2,
 # duda_json, duda_base64, duda_session, duda_qs, ws, accept_encoding, priority,
-# route, util, tls, logger, h2_upgrade, auth_users, fcgi_responder) limit the
-# run to those.
+# route, util, tls, logger, h2_upgrade, auth_users, fcgi_responder,
+# proxy_protocol, realip) limit the run to those.
 #
 # Each target works on a scratch corpus, BUILD/fuzz-corpus/TARGET, seeded from
 # the committed tests/fuzz/corpus/TARGET; what it finds stays there (and is
@@ -31,6 +31,11 @@ default="http_request path fields config gw_head fcgi supervisor duda_session du
 accept_encoding priority route util tls logger h2_upgrade auth_users
 fcgi_responder px_http"
 [ -x "$build/fuzz/fuzz_h2" ] && default="$default h2"
+# fuzz_proxy_protocol and fuzz_realip exist when the build has the client's
+# address behind a balancer (MK_REALIP).
+for t in proxy_protocol realip; do
+    [ -x "$build/fuzz/fuzz_$t" ] && default="$default $t"
+done
 # The Duda packages' targets exist when their libraries are installed.
 for t in duda_json duda_base64; do
     [ -x "$build/fuzz/fuzz_$t" ] && default="$default $t"

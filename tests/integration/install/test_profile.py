@@ -2,7 +2,8 @@
 embedded profile").
 
 A build made without a part (cmake/profile.cmake: the supervisor, systemd
-support, compression on the fly, the fair balancing mode, library mode,
+support, compression on the fly, the fair balancing mode, the client's
+address behind a balancer (PROXY protocol, RealIPFrom), library mode,
 HTTP/2) says so where a user meets it: `monkey -t` refuses a configuration
 that asks for the part with the file and line of the key and the part's
 name, `monkey -S` without the supervisor is a usage error, and `monkey -v`
@@ -34,6 +35,8 @@ PARTS = {
     "supervisor": ("the supervisor", ["Supervisor On", "SupervisorCrashLimit 5"]),
     "systemd": ("systemd support", []),
     "fair": ("the fair balancing mode", ["Balancing fair"]),
+    "realip": ("the client's address behind a balancer",
+               ["RealIPFrom 10.0.0.0/8", "RealIPHeader X-Real-IP"]),
     "libmonkey": ("library mode", []),
 }
 
@@ -67,6 +70,8 @@ def refusals():
         cases.append(("compress", "compression on the fly", None))
     if built_without("h2"):
         cases.append(("h2", "HTTP/2", "Listen 2002 h2c"))
+    if built_without("realip"):
+        cases.append(("realip", PARTS["realip"][0], "Listen 2002 proxy_protocol"))
     return cases
 
 
@@ -82,9 +87,10 @@ def test_monkey_t_names_the_file_line_and_part_of_a_key_left_out(tmp_path, part,
         where, what, line_no = conf / "monkey.conf", line, 3
     p = check(conf)
     assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
-    if what.startswith("Listen"):
-        assert f"{where.resolve()}:{line_no}: Listen: h2c: this server was built without HTTP/2" \
-            in p.stderr, p.stderr
+    if what.startswith("Listen"):  # an option of the line: h2c, proxy_protocol
+        option = what.split()[-1]
+        assert (f"{where.resolve()}:{line_no}: Listen: {option}: this server was built without "
+                f"{name}") in p.stderr, p.stderr
     else:
         assert p.stderr.strip() == (f"monkey: {where.resolve()}:{line_no}: {what}: this server "
                                     f"was built without {name}"), p.stderr

@@ -276,7 +276,7 @@ char *mk_loopback_run_bytes(struct mk_loopback *lb, const void *input, size_t in
 
     mk_worker_bind(&lb->worker); /* the clocks of this moment */
     mk_worker_accept_fd(&lb->worker, fd, (const struct sockaddr *) &peer, sizeof(peer),
-                        alpn ? &lb_transport_alpn : &lb_transport, NULL);
+                        alpn ? &lb_transport_alpn : &lb_transport, NULL, false);
     if (lb_io.conn && lb_io.conn->state != MK_CONN_CLOSED) {
         mk_conn_close(lb_io.conn);
     }

@@ -397,6 +397,52 @@ static void test_sub_second_timeouts(void **state)
 }
 
 /* MaxRequestLine never exceeds MaxRequestSize. */
+#ifdef MK_HAVE_REALIP
+/* proxy_protocol anywhere after the address; RealIPFrom's blocks from several lines. */
+static void test_proxy_and_real_ip(void **state)
+{
+    struct confdir *d = confdir_new();
+    struct mk_config *cfg;
+    (void) state;
+
+    write_file(d, "monkey.conf",
+               "[SERVER]\n    Listen 2001 proxy_protocol\n    Listen 2002 proxy_protocol h2c\n"
+               "    Listen 2003 h2c\n    Listen 2004 tls proxy_protocol\n"
+               "    RealIPFrom 10.0.0.0/8 ::1\n    RealIPFrom 192.0.2.7\n"
+               "    RealIPHeader forwarded\n");
+    cfg = load(d, NULL, 0);
+    assert_int_equal(cfg->n_listen, 4);
+    assert_true(cfg->listen[0].proxy_protocol);
+    assert_string_equal(cfg->listen[0].transport, "plain");
+    assert_null(cfg->listen[0].options);
+    assert_string_equal(cfg->listen[0].text, "2001 proxy_protocol");
+    assert_true(cfg->listen[1].proxy_protocol);
+    assert_string_equal(cfg->listen[1].options, "h2c");
+    assert_string_equal(cfg->listen[1].text, "2002 plain h2c proxy_protocol");
+    assert_false(cfg->listen[2].proxy_protocol);
+    assert_true(cfg->listen[3].proxy_protocol);
+    assert_string_equal(cfg->listen[3].transport, "tls");
+    assert_null(cfg->listen[3].options);
+    assert_string_equal(mk_config_value(cfg, "Listen", 3), "2004 tls proxy_protocol");
+    assert_int_equal(cfg->n_realip_from, 3);
+    assert_int_equal(cfg->realip_from[1].family, AF_INET6);
+    assert_string_equal(mk_config_value(cfg, "RealIPFrom", 2), "192.0.2.7");
+    assert_null(mk_config_value(cfg, "RealIPFrom", 3));
+    assert_int_equal(cfg->realip_header, MK_REALIP_FORWARDED);
+    mk_config_unref(cfg);
+
+    /* the defaults: off */
+    write_file(d, "monkey.conf", "[SERVER]\n    Listen 2001\n");
+    cfg = load(d, NULL, 0);
+    assert_false(cfg->listen[0].proxy_protocol);
+    assert_int_equal(cfg->n_realip_from, 0);
+    assert_null(cfg->realip_from);
+    assert_int_equal(cfg->realip_header, MK_REALIP_X_FORWARDED_FOR);
+    mk_config_unref(cfg);
+    confdir_free(d);
+}
+#endif
+
 static void test_line_limit_clamped(void **state)
 {
     struct confdir *d = confdir_new();
@@ -469,6 +515,20 @@ static const struct bad_case bad_server[] = {
     {"monkey.conf", "[SERVER]\n    Listen 1.2.3.4.5:80\n", 2, "1.2.3.4.5"},
     {"monkey.conf", "[SERVER]\n    Listen localhost:80\n", 2, "localhost"},
     {"monkey.conf", "[SERVER]\n    Listen [::1]80\n", 2, "[::1]80"},
+#ifdef MK_HAVE_REALIP
+    {"monkey.conf", "[SERVER]\n    Listen 2001 proxy_protocol proxy_protocol\n", 2, "twice"},
+    {"monkey.conf", "[SERVER]\n    Listen proxy_protocol\n", 2, "proxy_protocol"},
+    {"monkey.conf", "[SERVER]\n    Listen 2001\n    Listen 2001 proxy_protocol\n", 3, "twice"},
+    /* RealIPFrom, RealIPHeader */
+    {"monkey.conf", "[SERVER]\n    RealIPFrom 10.0.0.0/33\n", 2, "out of range for IPv4"},
+    {"monkey.conf", "[SERVER]\n    RealIPFrom ::/129\n", 2, "out of range for IPv6"},
+    {"monkey.conf", "[SERVER]\n    RealIPFrom 10.0.0.1/8\n", 2, "bits set beyond"},
+    {"monkey.conf", "[SERVER]\n    RealIPFrom 10.0.0.0/8\n    RealIPFrom lb.example\n", 3,
+     "'lb.example' is not an IPv4 or IPv6 address block"},
+    {"monkey.conf", "[SERVER]\n    RealIPFrom 10.0.0.0/x\n", 2, "must be a number"},
+    {"monkey.conf", "[SERVER]\n    RealIPFrom ::ffff:10.0.0.0/8\n", 2, "IPv4-mapped"},
+    {"monkey.conf", "[SERVER]\n    RealIPHeader X-Client-IP\n", 2, "RealIPHeader"},
+#endif
     {"monkey.conf", "[SERVER]\n    Listen [::1\n", 2, "Listen"},
     {"monkey.conf", "[SERVER]\n    Listen [zz::1]:80\n", 2, "zz::1"},
     {"monkey.conf", "[SERVER]\n    Listen 8080 plain extra\n", 2,
@@ -1377,6 +1437,14 @@ static void test_compiled_out_keys_are_refused(void **state)
         {"CompressCache 16M", "CompressCache 16M: this server was built without compression on "
                               "the fly"},
 #endif
+#ifndef MK_HAVE_REALIP
+        {"RealIPFrom 10.0.0.0/8", "RealIPFrom 10.0.0.0/8: this server was built without the "
+                                  "client's address behind a balancer"},
+        {"RealIPHeader Forwarded", "RealIPHeader Forwarded: this server was built without the "
+                                   "client's address behind a balancer"},
+        {"Listen 2001 proxy_protocol", "proxy_protocol: this server was built without the "
+                                       "client's address behind a balancer"},
+#endif
         {NULL, NULL},
     };
     static const char *const site_refused[] = {
@@ -1556,6 +1624,9 @@ int main(void)
         cmocka_unit_test(test_key_case_and_variants),
         cmocka_unit_test(test_sub_second_timeouts),
         cmocka_unit_test(test_line_limit_clamped),
+#ifdef MK_HAVE_REALIP
+        cmocka_unit_test(test_proxy_and_real_ip),
+#endif
         cmocka_unit_test(test_bad_server_lines),
         cmocka_unit_test(test_bad_site_lines),
         cmocka_unit_test(test_unclaimed_site_section),
