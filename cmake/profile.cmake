@@ -95,14 +95,8 @@ if(MK_SUPERVISOR AND NOT MK_SYSTEMD)
 endif()
 mk_part(MK_COMPRESS ${mk_whole} "compression of static files on the fly (Compress)")
 mk_part(MK_FAIR ${mk_whole} "Balancing fair: the acceptor thread")
-# Off unless asked for (-DMK_REALIP=ON) while a LeakSanitizer failure at
-# exit of the ASan build with it (TLS WebSocket tests) is not understood:
-# docs/decisions/2026-12-02-client-address.md.
-mk_part(MK_REALIP OFF
+mk_part(MK_REALIP ${mk_whole}
         "the client's address behind a balancer: PROXY protocol and RealIPFrom")
-if(NOT MK_REALIP AND NOT MK_FROM_MK_REALIP STREQUAL "user")
-  set(MK_WHY_MK_REALIP "off unless -DMK_REALIP=ON (docs/packaging.md)")
-endif()
 # Library mode has nothing to offer a static binary (no libmonkey.so).
 set(mk_lib ${mk_whole})
 if(MK_STATIC)
