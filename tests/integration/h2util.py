@@ -49,9 +49,12 @@ def h2c_server(make_server, **conf):
 class H2Client:
     """One HTTP/2 connection. Responses are collected per stream in
     self.streams[id] = {"headers": dict, "data": bytes, "ended": bool,
-    "reset": error code or None}; connection-level events in self.events."""
+    "reset": error code or None}; connection-level events in self.events.
+    `preamble`: bytes sent before the connection preface (a PROXY protocol
+    header, as a load balancer sends it)."""
 
-    def __init__(self, port, sock=None, settings=None, auto_ack=True, timeout=10.0):
+    def __init__(self, port, sock=None, settings=None, auto_ack=True, timeout=10.0,
+                 preamble=b""):
         self.sock = sock or socket.create_connection(("127.0.0.1", port), timeout=timeout * SLOW)
         self.scheme = "https" if isinstance(self.sock, ssl.SSLSocket) else "http"
         self.sock.settimeout(timeout * SLOW)
@@ -68,6 +71,8 @@ class H2Client:
         self.events = []
         self.goaway = None
         self.closed = False
+        if preamble:
+            self.sock.sendall(preamble)
         self.flush()
 
     def flush(self):
