@@ -4,6 +4,7 @@
 include(${CMAKE_SOURCE_DIR}/plugins/gateway/gateway.cmake)
 set(MK_PX_SOURCES
   ${CMAKE_SOURCE_DIR}/plugins/proxy/px_conf.c
+  ${CMAKE_SOURCE_DIR}/plugins/proxy/px_health.c
   ${CMAKE_SOURCE_DIR}/plugins/proxy/px_http.c
   ${CMAKE_SOURCE_DIR}/plugins/proxy/px_pick.c
   ${CMAKE_SOURCE_DIR}/plugins/proxy/px_req.c)

@@ -38,8 +38,13 @@ static int px_init(const struct mk_api *api, const char *conf_dir)
         return MK_ERR;
     }
     struct px_self *self = calloc(1, sizeof(*self));
-    if (!self || api->self_set(MK_PLUGIN_SELF(proxy), self) != MK_OK) {
+    if (!self || px_health_init(self) != MK_OK) {
         free(self);
+        api->log(MK_PLUGIN_LOG_ERROR, "proxy: out of memory");
+        return MK_ERR;
+    }
+    if (api->self_set(MK_PLUGIN_SELF(proxy), self) != MK_OK) {
+        px_health_exit(self);
         api->log(MK_PLUGIN_LOG_ERROR, "proxy: out of memory");
         return MK_ERR;
     }
@@ -48,7 +53,19 @@ static int px_init(const struct mk_api *api, const char *conf_dir)
 
 static void px_exit(void)
 {
-    free(px_self());
+    struct px_self *self = px_self();
+    if (self) {
+        px_health_exit(self); /* self goes with the last configuration that checks */
+    }
+}
+
+/* The health check thread starts with the first worker: after any fork of the start. */
+static int px_worker_init(int id)
+{
+    if (id == 0) {
+        px_health_start(px_self());
+    }
+    return MK_OK;
 }
 
 static void px_worker_exit(int id)
@@ -80,6 +97,9 @@ static int px_slot(struct px_self *self, const struct px_addr *a, unsigned *slot
 static void px_rgroup_free(struct px_rgroup *g)
 {
     if (g) {
+        if (g->checked) {
+            px_health_release(g->self, g->slot, g->n);
+        }
         free(g->ring);
         free(g);
     }
@@ -136,7 +156,7 @@ static struct px_rgroup *px_resolve(const struct px_conf *conf, const struct px_
         if (px_slot(px_self(), &m[i].a, &g->slot[i]) != MK_OK) {
             snprintf(err, errlen, "%s: more than %d upstream servers in all", rt->where,
                      PX_SERVERS_MAX);
-            free(g);
+            px_rgroup_free(g);
             return NULL;
         }
         g->weight[i] = m[i].weight;
@@ -144,9 +164,14 @@ static struct px_rgroup *px_resolve(const struct px_conf *conf, const struct px_
         g->total += m[i].backup ? 0 : m[i].weight;
     }
     g->n = (unsigned) n;
+    if (g->g && g->g->health.path && !px_api->checking()) {
+        g->self = px_self();
+        px_health_holds(g->self, g->slot, g->n, &g->g->health);
+        g->checked = true;
+    }
     if (g->balance == PX_BAL_HASH && px_ring_build(g) != MK_OK) {
         snprintf(err, errlen, "%s: out of memory", rt->where);
-        free(g);
+        px_rgroup_free(g);
         return NULL;
     }
     return g;
@@ -239,6 +264,12 @@ static void px_stats(mk_stats_emit_cb emit, void *arg)
         struct px_server *s = &self->servers[i];
         snprintf(name, sizeof(name), "server%u_up", i);
         emit(arg, name, atomic_load_explicit(&s->down_until, memory_order_relaxed) <= now);
+        snprintf(name, sizeof(name), "server%u_healthy", i);
+        emit(arg, name, !atomic_load_explicit(&s->hc_down, memory_order_relaxed));
+        snprintf(name, sizeof(name), "server%u_checks", i);
+        emit(arg, name, atomic_load_explicit(&s->checks, memory_order_relaxed));
+        snprintf(name, sizeof(name), "server%u_check_failures", i);
+        emit(arg, name, atomic_load_explicit(&s->check_failures, memory_order_relaxed));
         snprintf(name, sizeof(name), "server%u_active", i);
         emit(arg, name, atomic_load_explicit(&s->active, memory_order_relaxed));
         snprintf(name, sizeof(name), "server%u_requests", i);
@@ -259,6 +290,7 @@ MK_PLUGIN_DEFINE(proxy) = {
     .description = "HTTP/1.1 reverse proxy and load balancer over the gateway job",
     .init = px_init,
     .exit = px_exit,
+    .worker_init = px_worker_init,
     .worker_exit = px_worker_exit,
     .content = px_content,
     .site_init = px_site_init,

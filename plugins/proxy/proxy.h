@@ -19,6 +19,7 @@
 #ifndef MK_PROXY_H
 #define MK_PROXY_H
 
+#include <pthread.h>
 #include <regex.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -61,6 +62,15 @@ enum px_hash_key {
     PX_KEY_COOKIE, /* a cookie's value */
 };
 
+/* A group's Health line: an active check of each of its servers. */
+struct px_health {
+    char *path;           /* NULL: no active check */
+    char *host;           /* the check's Host; NULL: the server's address */
+    uint64_t interval_ms; /* between two checks of a server */
+    uint64_t timeout_ms;  /* a check not answered within it failed */
+    int rise, fall;       /* checks in a row that bring a server back, take it out */
+};
+
 struct px_member {
     struct px_addr a;
     unsigned weight;
@@ -74,7 +84,8 @@ struct px_group {
     size_t n;
     enum px_balance balance;
     enum px_hash_key key;
-    char *key_name;  /* PX_KEY_HEADER, PX_KEY_COOKIE */
+    char *key_name; /* PX_KEY_HEADER, PX_KEY_COOKIE */
+    struct px_health health;
     char where[160]; /* "file:line" of its Upstream line */
 };
 
@@ -112,6 +123,18 @@ struct px_server {
     atomic_uint fails;
     atomic_uint_fast64_t fail_start, down_until;
     atomic_uint_fast64_t requests, failures, connects, reuses;
+    atomic_bool hc_down; /* out after failed active checks (px_health.c) */
+    atomic_uint_fast64_t checks, check_failures;
+};
+
+/* The active check of one server (px_health.c), under px_self.hc_lock. */
+struct px_hc {
+    unsigned holds; /* groups of live configurations that ask for it */
+    struct px_health set;
+    char path[512], host[128]; /* copies: the thread never reads a configuration */
+    uint64_t next;             /* when the next check starts (monotonic ms) */
+    int ok_run, fail_run;
+    bool busy; /* a check is in flight */
 };
 
 /* The plugin's state in one server (api->self). */
@@ -120,6 +143,14 @@ struct px_self {
     atomic_uint n_servers;
     atomic_uint_fast64_t requests, retries;
     struct mk_gw_stats gw;
+    /* active health checks: one thread per server process */
+    struct px_hc hc[PX_SERVERS_MAX];
+    pthread_mutex_t hc_lock;
+    pthread_cond_t hc_wake;
+    int hc_pipe[2]; /* wakes the thread out of its poll() */
+    pthread_t hc_thread;
+    bool hc_running, hc_stop;
+    unsigned refs; /* the plugin's, and one per group holding checks (under hc_lock) */
 };
 
 /* A point of a consistent hash's ring. */
@@ -140,6 +171,8 @@ struct px_rgroup {
     atomic_uint rr;
     struct px_point *ring;
     size_t n_ring;
+    bool checked;         /* its servers' active checks are held (px_health_holds) */
+    struct px_self *self; /* then the state that holds them, which outlives px_exit */
 };
 
 /* What site_init() stores. */
@@ -172,6 +205,22 @@ int px_pick(struct px_rgroup *g, struct mk_request *r, uint64_t tried);
 /* A failure of server s (refused, broken, timed out): out for fail_ms past max_fails. */
 void px_server_failed(struct px_server *s, const struct px_conf *conf);
 void px_server_ok(struct px_server *s);
+
+/* ---- px_health.c ---- */
+
+/* Set up self's checks (init): MK_OK or MK_ERR. */
+int px_health_init(struct px_self *self);
+/* Start the thread (once the server runs: a worker's start). */
+void px_health_start(struct px_self *self);
+/* Stop and join the thread, and drop the plugin's reference to self: the
+ * configuration is freed after the plugins' exit, and its groups that hold
+ * checks keep self until they are released. */
+void px_health_exit(struct px_self *self);
+/* A group of a configuration checks its n servers (slots) with h, and
+ * holds a reference to self / no longer does. */
+void px_health_holds(struct px_self *self, const unsigned *slot, unsigned n,
+                     const struct px_health *h);
+void px_health_release(struct px_self *self, const unsigned *slot, unsigned n);
 
 /* ---- px_req.c ---- */
 

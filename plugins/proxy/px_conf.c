@@ -231,6 +231,111 @@ static int px_set_balance(void *obj, const struct mk_conf_key *k, const char *va
     return MK_ERR;
 }
 
+/* A duration of a Health parameter: "5" or "5s" seconds, "500ms". MK_OK or MK_ERR. */
+static int px_hc_duration(const char *v, uint64_t *ms)
+{
+    char *end;
+    unsigned long n = strtoul(v, &end, 10);
+    if (*v < '0' || *v > '9' || n == 0 || n > 3600000) {
+        return MK_ERR;
+    }
+    if (strcmp(end, "ms") == 0) {
+        *ms = n;
+    }
+    else if ((*end == '\0' || strcmp(end, "s") == 0) && n <= 3600) {
+        *ms = n * 1000;
+    }
+    else {
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
+/* Whether every byte of v may stand in the check's request line or Host field. */
+static bool px_hc_clean(const char *v, bool host)
+{
+    for (const unsigned char *p = (const unsigned char *) v; *p; p++) {
+        if (*p <= ' ' || *p >= 0x7f ||
+            (host &&
+             !(*p == '.' || *p == '-' || *p == ':' || *p == '[' || *p == ']' || *p == '_' ||
+               (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* "PATH [interval=5s] [timeout=2s] [rise=2] [fall=3] [host=NAME]" */
+static int px_set_health(void *obj, const struct mk_conf_key *k, const char *value,
+                         const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    struct px_group *g = px_current(obj, k, reason, len);
+    struct px_health h = {.interval_ms = 5000, .timeout_ms = 2000, .rise = 2, .fall = 3};
+    char buf[768], *save = NULL;
+
+    (void) origin;
+    if (!g) {
+        return MK_ERR;
+    }
+    if (g->health.path) {
+        snprintf(reason, len, "group '%s' has a Health line already", g->name);
+        return MK_ERR;
+    }
+    if (strlen(value) >= 512) {
+        snprintf(reason, len, "the Health line is too long");
+        return MK_ERR;
+    }
+    snprintf(buf, sizeof(buf), "%s", value);
+    char *path = strtok_r(buf, " \t", &save);
+    if (!path || path[0] != '/' || !px_hc_clean(path, false)) {
+        snprintf(reason, len, "expected an absolute path to check: '%s'", path ? path : "");
+        return MK_ERR;
+    }
+    const char *host = NULL;
+    for (char *w = strtok_r(NULL, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
+        char *eq = strchr(w, '=');
+        const char *v = eq ? eq + 1 : "";
+        size_t nlen = eq ? (size_t) (eq - w) : strlen(w);
+        bool ok;
+        if (nlen == 8 && strncasecmp(w, "interval", 8) == 0) {
+            ok = px_hc_duration(v, &h.interval_ms) == MK_OK;
+        }
+        else if (nlen == 7 && strncasecmp(w, "timeout", 7) == 0) {
+            ok = px_hc_duration(v, &h.timeout_ms) == MK_OK;
+        }
+        else if ((nlen == 4 && strncasecmp(w, "rise", 4) == 0) ||
+                 (nlen == 4 && strncasecmp(w, "fall", 4) == 0)) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            ok = *v >= '0' && *v <= '9' && *end == '\0' && n >= 1 && n <= 100;
+            *(strncasecmp(w, "rise", 4) == 0 ? &h.rise : &h.fall) = (int) n;
+        }
+        else if (nlen == 4 && strncasecmp(w, "host", 4) == 0) {
+            ok = *v && strlen(v) < 128 && px_hc_clean(v, true);
+            host = v;
+        }
+        else {
+            snprintf(reason, len,
+                     "unknown Health parameter '%s' (interval=, timeout=, rise=, fall=, host=)", w);
+            return MK_ERR;
+        }
+        if (!ok) {
+            snprintf(reason, len,
+                     "bad Health parameter '%s' (durations: 5, 5s or 500ms up to an "
+                     "hour; rise and fall 1 to 100; host a name or address)",
+                     w);
+            return MK_ERR;
+        }
+    }
+    if (!(h.path = strdup(path)) || (host && !(h.host = strdup(host)))) {
+        free(h.path);
+        snprintf(reason, len, "out of memory");
+        return MK_ERR;
+    }
+    g->health = h;
+    return MK_OK;
+}
+
 /* "PREFIX TARGET" (Pass) or "REGEX TARGET" (Match): the target is the last word. */
 static int px_set_route(void *obj, const struct mk_conf_key *k, const char *value,
                         const struct mk_conf_origin *origin, char *reason, size_t len)
@@ -326,6 +431,8 @@ static void px_schema_free(void *obj, int site)
         free(c->groups[i].name);
         free(c->groups[i].m);
         free(c->groups[i].key_name);
+        free(c->groups[i].health.path);
+        free(c->groups[i].health.host);
     }
     free(c->groups);
 }
@@ -376,6 +483,9 @@ static const struct mk_conf_key px_keys[] = {
     {"Balance", MK_CONF_CUSTOM, MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = px_set_balance,
      .doc = "the group's balancing: roundrobin (weighted, the default), leastconn, hash client, "
             "hash header NAME, hash cookie NAME"},
+    {"Health", MK_CONF_CUSTOM, MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = px_set_health,
+     .doc = "PATH [interval=5s] [timeout=2s] [rise=2] [fall=3] [host=NAME]: an active check of "
+            "each server of the group, healthy on 2xx and 3xx"},
     {"Pass", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = px_set_route,
      .doc = "PREFIX TARGET: paths under the prefix (whole segments) go to the group or address"},
     {"Match", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = px_set_route,

@@ -61,7 +61,8 @@ int px_ring_build(struct px_rgroup *g)
 
 static bool px_up(const struct px_server *s, uint64_t now)
 {
-    return atomic_load_explicit(&s->down_until, memory_order_relaxed) <= now;
+    return atomic_load_explicit(&s->down_until, memory_order_relaxed) <= now &&
+           !atomic_load_explicit(&s->hc_down, memory_order_relaxed);
 }
 
 /* Whether member i may take the request: up, not tried, of the tier in use. */

@@ -10,7 +10,9 @@ fields in order, body, and the server's NAME and connection number),
 /status/CODE (that status, no body for 204 and 304), /hop (hop-by-hop
 fields in the response), /continue (a 100 and a 103 before the answer),
 /extra (a second answer after the first), /bad (Content-Length and
-Transfer-Encoding), /stats (connections accepted, requests served). --raw appends every byte
+Transfer-Encoding), /stats (connections accepted, requests served),
+/health (200, or the status /sethealth/CODE set; its requests are counted
+in "health", not "requests"; /sethealth/0 makes it hang). --raw appends every byte
 received to FILE; --blackhole accepts and never answers."""
 
 import json
@@ -23,7 +25,8 @@ PORT = int(sys.argv[1])
 NAME = sys.argv[2]
 RAW = sys.argv[sys.argv.index("--raw") + 1] if "--raw" in sys.argv else None
 BLACKHOLE = "--blackhole" in sys.argv
-stats = {"connections": 0, "requests": 0}
+stats = {"connections": 0, "requests": 0, "health": 0}
+health = {"code": 200, "hosts": []}
 lock = threading.Lock()
 
 
@@ -91,7 +94,16 @@ def answer(sock, conn_no, req):
     path, _, query = target.partition("?")
     q = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
     head_only = method == "HEAD"
-    if path == "/stats":
+    if path == "/health":
+        code = health["code"]
+        if code == 0:
+            time.sleep(3600)
+        send_all(sock, b"HTTP/1.1 %d X\r\nContent-Length: 2\r\n\r\nhc" % code)
+    elif path.startswith("/sethealth/"):
+        health["code"] = int(path[11:])
+        hosts = json.dumps(health["hosts"][-5:]).encode()
+        send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(hosts) + hosts)
+    elif path == "/stats":
         out = json.dumps(stats).encode()
         send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(out) + out)
     elif path.startswith("/status/"):
@@ -149,7 +161,11 @@ def serve(sock, conn_no):
         while True:
             req = read_request(rd)
             with lock:
-                stats["requests"] += 1
+                if req[1] == "/health":
+                    stats["health"] += 1
+                    health["hosts"].append({k.lower(): v for k, v in req[3]}.get("host"))
+                else:
+                    stats["requests"] += 1
             answer(sock, conn_no, req)
     except (EOFError, ConnectionError, ValueError, OSError):
         pass

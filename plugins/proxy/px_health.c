@@ -1,0 +1,390 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * px_health.c: active health checks. A group's Health line asks for a
+ * periodic request to a path on each of its servers; a server whose
+ * checks fail `fall` times in a row is out of every group until `rise`
+ * checks in a row pass. The checks run on one thread of the plugin per
+ * server process, off the workers: it sleeps in poll() between rounds and
+ * runs the checks due at once, each with its own deadline, so that a
+ * black-holed server delays no other.
+ *
+ * Registration follows the groups' lives: site_init resolves a route to a
+ * group and registers its servers' checks (px_health_holds), site_free
+ * drops them (px_health_release). A server is checked while a configuration
+ * holds it; with several groups asking, the last registration's settings
+ * are used. The workers read only the result, px_server.hc_down.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proxy.h"
+
+/* A check in flight. */
+struct px_probe {
+    int fd;
+    unsigned slot;
+    bool sent;
+    size_t got;
+    char buf[64]; /* enough for the status line's first bytes */
+    uint64_t deadline;
+};
+
+static uint64_t px_hc_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
+}
+
+static void px_wake(struct px_self *self)
+{
+    if (self->hc_pipe[1] >= 0 && write(self->hc_pipe[1], "x", 1) < 0) {
+        /* full: the thread wakes anyway */
+    }
+}
+
+void px_health_holds(struct px_self *self, const unsigned *slot, unsigned n,
+                     const struct px_health *h)
+{
+    pthread_mutex_lock(&self->hc_lock);
+    self->refs++;
+    for (unsigned i = 0; i < n; i++) {
+        struct px_hc *c = &self->hc[slot[i]];
+        c->set = *h; /* its numbers; the strings are copied: */
+        snprintf(c->path, sizeof(c->path), "%s", h->path);
+        snprintf(c->host, sizeof(c->host), "%s", h->host ? h->host : "");
+        if (c->holds++ == 0) {
+            c->next = 0; /* checked in the next round */
+            c->ok_run = c->fail_run = 0;
+        }
+    }
+    pthread_cond_signal(&self->hc_wake);
+    pthread_mutex_unlock(&self->hc_lock);
+    px_wake(self);
+}
+
+/* Free self once nothing refers to it: the lock is not held. */
+static void px_self_free(struct px_self *self)
+{
+    if (self->hc_pipe[0] >= 0) {
+        close(self->hc_pipe[0]);
+        close(self->hc_pipe[1]);
+    }
+    pthread_cond_destroy(&self->hc_wake);
+    pthread_mutex_destroy(&self->hc_lock);
+    free(self);
+}
+
+void px_health_release(struct px_self *self, const unsigned *slot, unsigned n)
+{
+    pthread_mutex_lock(&self->hc_lock);
+    for (unsigned i = 0; i < n; i++) {
+        struct px_hc *c = &self->hc[slot[i]];
+        if (c->holds > 0 && --c->holds == 0) {
+            /* no configuration checks it now: passive health alone decides */
+            atomic_store_explicit(&self->servers[slot[i]].hc_down, false, memory_order_relaxed);
+        }
+    }
+    bool last = --self->refs == 0;
+    pthread_mutex_unlock(&self->hc_lock);
+    if (last) {
+        px_self_free(self);
+    }
+}
+
+/* A non-blocking connection to slot's server: the descriptor, or -1. */
+static int px_probe_open(struct px_self *self, unsigned slot)
+{
+    const struct px_addr *a = &self->servers[slot].a;
+    int fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return -1;
+    }
+    if (connect(fd, (const struct sockaddr *) &a->sa, a->len) < 0 && errno != EINPROGRESS) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* "HTTP/1.x NNN": the status, 0 when the bytes are not a status line. */
+static int px_probe_status(const char *b, size_t n)
+{
+    if (n < 12 || memcmp(b, "HTTP/1.", 7) != 0 || (b[7] != '0' && b[7] != '1') || b[8] != ' ') {
+        return 0;
+    }
+    for (int i = 9; i < 12; i++) {
+        if (b[i] < '0' || b[i] > '9') {
+            return 0;
+        }
+    }
+    return (b[9] - '0') * 100 + (b[10] - '0') * 10 + (b[11] - '0');
+}
+
+/* Count one check's outcome: ok, or failed with why. Under hc_lock. */
+static void px_probe_done(struct px_self *self, unsigned slot, bool ok, const char *why)
+{
+    struct px_hc *c = &self->hc[slot];
+    struct px_server *s = &self->servers[slot];
+    bool down = atomic_load_explicit(&s->hc_down, memory_order_relaxed);
+
+    atomic_fetch_add_explicit(&s->checks, 1, memory_order_relaxed);
+    if (c->holds == 0) {
+        return; /* dropped while it ran */
+    }
+    if (ok) {
+        c->fail_run = 0;
+        if (down && ++c->ok_run >= c->set.rise) {
+            atomic_store_explicit(&s->hc_down, false, memory_order_relaxed);
+            px_api->log(MK_PLUGIN_LOG_INFO, "proxy: %s is up again (%d checks of %s passed)",
+                        s->a.text, c->ok_run, c->path);
+        }
+        return;
+    }
+    atomic_fetch_add_explicit(&s->check_failures, 1, memory_order_relaxed);
+    c->ok_run = 0;
+    if (!down && ++c->fail_run >= c->set.fall) {
+        atomic_store_explicit(&s->hc_down, true, memory_order_relaxed);
+        px_api->log(MK_PLUGIN_LOG_WARN, "proxy: %s is down: %d checks of %s failed, the last: %s",
+                    s->a.text, c->fail_run, c->path, why);
+    }
+}
+
+/* Advance probe p after poll said `ev`: true while it goes on. */
+static bool px_probe_step(struct px_self *self, struct px_probe *p, short ev)
+{
+    const struct px_hc *c = &self->hc[p->slot];
+
+    if (!p->sent) {
+        int err = 0;
+        socklen_t len = sizeof(err);
+        if (getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err != 0) {
+            pthread_mutex_lock(&self->hc_lock);
+            px_probe_done(self, p->slot, false, strerror(err ? err : errno));
+            pthread_mutex_unlock(&self->hc_lock);
+            return false;
+        }
+        if (!(ev & POLLOUT)) {
+            return true;
+        }
+        /* Host: the line's host=, else the server's address (localhost for a socket) */
+        const char *text = self->servers[p->slot].a.text;
+        const char *host = c->host[0] ? c->host : strncmp(text, "unix:", 5) ? text : "localhost";
+        char req[768];
+        int n = snprintf(req, sizeof(req),
+                         "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: monkey-health-check\r\n"
+                         "Connection: close\r\n\r\n",
+                         c->path, host);
+        /* a few hundred bytes into a fresh socket's empty buffer: all or nothing */
+        if (n < 0 || send(p->fd, req, (size_t) n, MSG_NOSIGNAL) != n) {
+            pthread_mutex_lock(&self->hc_lock);
+            px_probe_done(self, p->slot, false, "the request could not be sent");
+            pthread_mutex_unlock(&self->hc_lock);
+            return false;
+        }
+        p->sent = true;
+        return true;
+    }
+    ssize_t n = recv(p->fd, p->buf + p->got, sizeof(p->buf) - p->got, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        return true;
+    }
+    if (n > 0) {
+        p->got += (size_t) n;
+        if (p->got < 12) {
+            return true;
+        }
+    }
+    int status = px_probe_status(p->buf, p->got);
+    char why[64];
+    if (n <= 0 && p->got < 12) {
+        snprintf(why, sizeof(why), "%s", n == 0 ? "closed before an answer" : strerror(errno));
+    }
+    else if (status == 0) {
+        snprintf(why, sizeof(why), "not an HTTP/1 answer");
+    }
+    else {
+        snprintf(why, sizeof(why), "status %d", status);
+    }
+    pthread_mutex_lock(&self->hc_lock);
+    px_probe_done(self, p->slot, status >= 200 && status < 400, why);
+    pthread_mutex_unlock(&self->hc_lock);
+    return false;
+}
+
+/* Start the checks that are due (under hc_lock): how many probes run now. */
+static size_t px_probes_start(struct px_self *self, struct px_probe *probes, size_t running,
+                              uint64_t now)
+{
+    unsigned n = atomic_load(&self->n_servers);
+    for (unsigned i = 0; i < n; i++) {
+        struct px_hc *c = &self->hc[i];
+        if (c->holds == 0 || c->busy || c->next > now) {
+            continue;
+        }
+        c->next = now + c->set.interval_ms;
+        int fd = px_probe_open(self, i);
+        if (fd < 0) {
+            px_probe_done(self, i, false, strerror(errno));
+            continue;
+        }
+        c->busy = true;
+        probes[running++] = (struct px_probe){
+            .fd = fd, .slot = i, .deadline = now + c->set.timeout_ms};
+    }
+    return running;
+}
+
+/* The time to the next due check, in ms (under hc_lock); -1: none is held. */
+static int px_probes_wait(struct px_self *self, uint64_t now)
+{
+    unsigned n = atomic_load(&self->n_servers);
+    uint64_t next = UINT64_MAX;
+    for (unsigned i = 0; i < n; i++) {
+        if (self->hc[i].holds > 0 && !self->hc[i].busy && self->hc[i].next < next) {
+            next = self->hc[i].next;
+        }
+    }
+    if (next == UINT64_MAX) {
+        return -1;
+    }
+    return next <= now ? 0 : (int) (next - now < 60000 ? next - now : 60000);
+}
+
+static void *px_health_run(void *arg)
+{
+    struct px_self *self = arg;
+    struct px_probe probes[PX_SERVERS_MAX];
+    struct pollfd pfd[PX_SERVERS_MAX + 1];
+    size_t running = 0;
+
+    pthread_mutex_lock(&self->hc_lock);
+    while (!self->hc_stop) {
+        uint64_t now = px_hc_now();
+        running = px_probes_start(self, probes, running, now);
+        int wait = px_probes_wait(self, now);
+        if (running == 0) {
+            if (wait < 0) {
+                pthread_cond_wait(&self->hc_wake, &self->hc_lock);
+            }
+            else if (wait > 0) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_sec += wait / 1000;
+                ts.tv_nsec += (long) (wait % 1000) * 1000000;
+                if (ts.tv_nsec >= 1000000000) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000;
+                }
+                pthread_cond_timedwait(&self->hc_wake, &self->hc_lock, &ts);
+            }
+            continue;
+        }
+        pthread_mutex_unlock(&self->hc_lock);
+        uint64_t soonest = UINT64_MAX;
+        for (size_t i = 0; i < running; i++) {
+            pfd[i] = (struct pollfd){.fd = probes[i].fd,
+                                     .events = probes[i].sent ? POLLIN : POLLOUT};
+            soonest = probes[i].deadline < soonest ? probes[i].deadline : soonest;
+        }
+        /* the wake pipe: a stop, or a new hold, ends the wait */
+        pfd[running] = (struct pollfd){.fd = self->hc_pipe[0], .events = POLLIN};
+        int ms = soonest <= now ? 0 : (int) (soonest - now);
+        if (wait >= 0 && wait < ms) {
+            ms = wait;
+        }
+        poll(pfd, running + 1, ms);
+        if (pfd[running].revents & POLLIN) {
+            char drain[16];
+            while (read(self->hc_pipe[0], drain, sizeof(drain)) > 0) {
+            }
+        }
+        now = px_hc_now();
+        size_t kept = 0;
+        for (size_t i = 0; i < running; i++) {
+            struct px_probe *p = &probes[i];
+            bool more;
+            if (pfd[i].revents) {
+                more = px_probe_step(self, p, pfd[i].revents);
+            }
+            else {
+                more = true;
+            }
+            if (more && now >= p->deadline) {
+                pthread_mutex_lock(&self->hc_lock);
+                px_probe_done(self, p->slot, false, "timed out");
+                pthread_mutex_unlock(&self->hc_lock);
+                more = false;
+            }
+            if (more) {
+                probes[kept++] = *p;
+                continue;
+            }
+            close(p->fd);
+            pthread_mutex_lock(&self->hc_lock);
+            self->hc[p->slot].busy = false;
+            pthread_mutex_unlock(&self->hc_lock);
+        }
+        running = kept;
+        pthread_mutex_lock(&self->hc_lock);
+    }
+    pthread_mutex_unlock(&self->hc_lock);
+    for (size_t i = 0; i < running; i++) {
+        close(probes[i].fd);
+    }
+    return NULL;
+}
+
+int px_health_init(struct px_self *self)
+{
+    pthread_mutex_init(&self->hc_lock, NULL);
+    pthread_cond_init(&self->hc_wake, NULL);
+    self->refs = 1;
+    if (pipe2(self->hc_pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
+        self->hc_pipe[0] = self->hc_pipe[1] = -1;
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
+void px_health_start(struct px_self *self)
+{
+    pthread_mutex_lock(&self->hc_lock);
+    if (!self->hc_running && !self->hc_stop) {
+        self->hc_running = pthread_create(&self->hc_thread, NULL, px_health_run, self) == 0;
+        if (!self->hc_running) {
+            px_api->log(MK_PLUGIN_LOG_ERROR,
+                        "proxy: the health check thread cannot start: checks are off");
+        }
+    }
+    pthread_mutex_unlock(&self->hc_lock);
+}
+
+void px_health_exit(struct px_self *self)
+{
+    pthread_mutex_lock(&self->hc_lock);
+    self->hc_stop = true;
+    bool running = self->hc_running;
+    self->hc_running = false;
+    pthread_cond_signal(&self->hc_wake);
+    pthread_mutex_unlock(&self->hc_lock);
+    px_wake(self);
+    if (running) {
+        pthread_join(self->hc_thread, NULL);
+    }
+    pthread_mutex_lock(&self->hc_lock);
+    bool last = --self->refs == 0;
+    pthread_mutex_unlock(&self->hc_lock);
+    if (last) {
+        px_self_free(self);
+    }
+}
