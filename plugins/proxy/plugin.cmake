@@ -8,13 +8,27 @@ set(MK_PX_SOURCES
   ${CMAKE_SOURCE_DIR}/plugins/proxy/px_http.c
   ${CMAKE_SOURCE_DIR}/plugins/proxy/px_pick.c
   ${CMAKE_SOURCE_DIR}/plugins/proxy/px_req.c)
+# tls:// upstreams (px_tls.c) with OpenSSL, when the build has it (MK_TLS).
+set(MK_PX_TLS OFF)
+if(MK_TLS AND OPENSSL_FOUND)
+  set(MK_PX_TLS ON)
+  list(APPEND MK_PX_SOURCES ${CMAKE_SOURCE_DIR}/plugins/proxy/px_tls.c)
+endif()
 if(MK_PLUGIN_SHARED)
   target_sources(plugin-proxy PRIVATE ${MK_PX_SOURCES} ${MK_GW_SOURCES})
   target_include_directories(plugin-proxy PRIVATE ${MK_GW_DIR})
+  if(MK_PX_TLS)
+    target_compile_definitions(plugin-proxy PRIVATE PX_TLS)
+    target_link_libraries(plugin-proxy PRIVATE OpenSSL::SSL)
+  endif()
 endif()
 if(MK_PLUGIN_BUILTIN)
   target_sources(monkeybuiltins PRIVATE ${MK_PX_SOURCES} ${MK_GW_SOURCES})
   target_include_directories(monkeybuiltins PRIVATE ${MK_GW_DIR})
+  if(MK_PX_TLS)
+    target_compile_definitions(monkeybuiltins PRIVATE PX_TLS)
+    target_link_libraries(monkeybuiltins PUBLIC OpenSSL::SSL)
+  endif()
 endif()
 
 if(MK_TESTS AND CMOCKA_LIB AND CMOCKA_INCLUDE)

@@ -79,8 +79,9 @@ static int px_slot(struct px_self *self, const struct px_addr *a, unsigned *slot
 {
     unsigned n = atomic_load(&self->n_servers);
     for (unsigned i = 0; i < n; i++) {
-        if (self->servers[i].a.len == a->len &&
-            memcmp(&self->servers[i].a.sa, &a->sa, a->len) == 0) {
+        const struct px_addr *b = &self->servers[i].a;
+        if (b->len == a->len && memcmp(&b->sa, &a->sa, a->len) == 0 && b->tls == a->tls &&
+            (!a->tls || strcmp(b->name, a->name) == 0)) {
             *slot = i;
             return MK_OK;
         }
@@ -164,9 +165,23 @@ static struct px_rgroup *px_resolve(const struct px_conf *conf, const struct px_
         g->total += m[i].backup ? 0 : m[i].weight;
     }
     g->n = (unsigned) n;
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].a.tls) {
+#ifdef PX_TLS
+            char why[256];
+            /* the configuration's context, made once for its first tls:// route */
+            if (px_tls_ctx((struct px_conf *) conf, why, sizeof(why)) != MK_OK) {
+                snprintf(err, errlen, "%s: %s", rt->where, why);
+                px_rgroup_free(g);
+                return NULL;
+            }
+#endif
+            break;
+        }
+    }
     if (g->g && g->g->health.path && !px_api->checking()) {
         g->self = px_self();
-        px_health_holds(g->self, g->slot, g->n, &g->g->health);
+        px_health_holds(g->self, g->slot, g->n, &g->g->health, conf->tls_ctx);
         g->checked = true;
     }
     if (g->balance == PX_BAL_HASH && px_ring_build(g) != MK_OK) {
@@ -280,6 +295,12 @@ static void px_stats(mk_stats_emit_cb emit, void *arg)
         emit(arg, name, atomic_load_explicit(&s->connects, memory_order_relaxed));
         snprintf(name, sizeof(name), "server%u_reuses", i);
         emit(arg, name, atomic_load_explicit(&s->reuses, memory_order_relaxed));
+        if (s->a.tls) {
+            snprintf(name, sizeof(name), "server%u_tls_handshakes", i);
+            emit(arg, name, atomic_load_explicit(&s->tls_handshakes, memory_order_relaxed));
+            snprintf(name, sizeof(name), "server%u_tls_resumed", i);
+            emit(arg, name, atomic_load_explicit(&s->tls_resumed, memory_order_relaxed));
+        }
     }
 }
 

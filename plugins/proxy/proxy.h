@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include <monkey/mk_plugin.h>
 
@@ -48,6 +49,8 @@ struct px_addr {
     struct sockaddr_storage sa;
     socklen_t len;
     char text[112]; /* as written: "127.0.0.1:3000", "unix:/run/app.sock", "[::1]:3001" */
+    bool tls;       /* tls://: the name below is verified, and sent as SNI when a DNS name */
+    char name[128]; /* the server's name= or the address's host */
 };
 
 enum px_balance {
@@ -91,12 +94,16 @@ struct px_group {
 
 /* proxy.conf: plugin-wide. */
 struct px_conf {
-    uint64_t connect_ms; /* a connection not made within it: 504 */
-    uint64_t timeout_ms; /* upstream silence: 504 before the head, cut after */
-    int max_fails;       /* failures within fail_ms that take a server out */
-    uint64_t fail_ms;    /* the window of those failures, and the time out */
-    int idle_max;        /* idle connections kept per server and worker */
-    uint64_t idle_ms;    /* an idle connection unused this long is closed */
+    uint64_t connect_ms;      /* a connection not made within it: 504 */
+    uint64_t timeout_ms;      /* upstream silence: 504 before the head, cut after */
+    int max_fails;            /* failures within fail_ms that take a server out */
+    uint64_t fail_ms;         /* the window of those failures, and the time out */
+    int idle_max;             /* idle connections kept per server and worker */
+    uint64_t idle_ms;         /* an idle connection unused this long is closed */
+    int tls_verify;           /* TLSVerify: 1 on (default), 0 off */
+    char *tls_ca;             /* TLSCAFile; NULL: the system's store */
+    char *tls_cert, *tls_key; /* TLSCertificate, TLSKey: a client certificate */
+    void *tls_ctx;            /* SSL_CTX, made for the first tls:// route (px_tls.c) */
     struct px_group *groups;
     size_t n_groups;
 };
@@ -123,6 +130,7 @@ struct px_server {
     atomic_uint fails;
     atomic_uint_fast64_t fail_start, down_until;
     atomic_uint_fast64_t requests, failures, connects, reuses;
+    atomic_uint_fast64_t tls_handshakes, tls_resumed;
     atomic_bool hc_down; /* out after failed active checks (px_health.c) */
     atomic_uint_fast64_t checks, check_failures;
 };
@@ -134,7 +142,8 @@ struct px_hc {
     char path[512], host[128]; /* copies: the thread never reads a configuration */
     uint64_t next;             /* when the next check starts (monotonic ms) */
     int ok_run, fail_run;
-    bool busy; /* a check is in flight */
+    bool busy;     /* a check is in flight */
+    void *tls_ctx; /* a tls:// server's: the context of the last hold (a reference) */
 };
 
 /* The plugin's state in one server (api->self). */
@@ -219,8 +228,35 @@ void px_health_exit(struct px_self *self);
 /* A group of a configuration checks its n servers (slots) with h, and
  * holds a reference to self / no longer does. */
 void px_health_holds(struct px_self *self, const unsigned *slot, unsigned n,
-                     const struct px_health *h);
+                     const struct px_health *h, void *tls_ctx);
 void px_health_release(struct px_self *self, const unsigned *slot, unsigned n);
+
+/* ---- px_tls.c (PX_TLS: built with OpenSSL) ---- */
+
+#ifdef PX_TLS
+/* Whether path is a readable CA file ("ca"), certificate chain ("cert") or key ("key"). */
+int px_tls_check(const char *kind, const char *path, char *reason, size_t len);
+/* c's client context, made once (controlling thread): MK_OK, or MK_ERR with err. */
+int px_tls_ctx(struct px_conf *c, char *err, size_t errlen);
+void px_tls_ctx_free(struct px_conf *c);
+/* A reference more to a context / one less (NULL: nothing). */
+void px_tls_ctx_ref(void *ctx);
+void px_tls_ctx_unref(void *ctx);
+/* A connection's TLS on fd to the server a of slot (an SSL *), or NULL; a
+ * slot of PX_SERVERS_MAX or more: no session kept or offered (a check). */
+void *px_tls_new(void *ctx, int fd, const struct px_addr *a, unsigned slot);
+/* One step: MK_OK done, MK_AGAIN (*want: MK_LOOP_READ or _WRITE), MK_ERR with why. */
+int px_tls_handshake(void *t, uint32_t *want, char *why, size_t len);
+bool px_tls_resumed(void *t);
+/* As send() and recv(): bytes, 0 at the end, -1 with errno (EAGAIN: wait). */
+ssize_t px_tls_send(void *t, const void *p, size_t n);
+ssize_t px_tls_recv(void *t, void *p, size_t n);
+/* Decrypted bytes wait inside (no event will say so). */
+bool px_tls_pending(void *t);
+/* Free; clean: a close_notify first. */
+void px_tls_free(void *t, bool clean);
+void px_tls_worker_exit(void);
+#endif
 
 /* ---- px_req.c ---- */
 

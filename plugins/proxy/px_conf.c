@@ -28,7 +28,16 @@ const char *px_parse_addr(const char *v, struct px_addr *a)
         return "the address is too long";
     }
     snprintf(a->text, sizeof(a->text), "%s", v);
+    if (strncasecmp(v, "tls://", 6) == 0) {
+#ifdef PX_TLS
+        a->tls = true;
+        v += 6;
+#else
+        return "this proxy was built without TLS (OpenSSL)";
+#endif
+    }
     if (strncmp(v, "unix:", 5) == 0) {
+        snprintf(a->name, sizeof(a->name), "localhost");
         struct sockaddr_un *un = (struct sockaddr_un *) &a->sa;
         const char *path = v + 5;
         if (path[0] != '/') {
@@ -65,6 +74,7 @@ const char *px_parse_addr(const char *v, struct px_addr *a)
     }
     memcpy(host, v, hlen);
     host[hlen] = '\0';
+    snprintf(a->name, sizeof(a->name), "%s", host);
     struct sockaddr_in *in4 = (struct sockaddr_in *) &a->sa;
     struct sockaddr_in6 *in6 = (struct sockaddr_in6 *) &a->sa;
     if (strcasecmp(host, "localhost") == 0 || inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
@@ -169,8 +179,25 @@ static int px_set_server(void *obj, const struct mk_conf_key *k, const char *val
             }
             m.weight = (unsigned) n;
         }
+        else if (strncasecmp(w, "name=", 5) == 0 && m.a.tls) {
+            const char *n = w + 5;
+            bool ok = *n && strlen(n) < sizeof(m.a.name);
+            for (const char *p = n; ok && *p; p++) {
+                ok = *p == '.' || *p == '-' || *p == ':' || (*p >= '0' && *p <= '9') ||
+                     (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z');
+            }
+            if (!ok) {
+                snprintf(reason, len, "name= is a DNS name or an IP address: '%s'", w);
+                return MK_ERR;
+            }
+            snprintf(m.a.name, sizeof(m.a.name), "%s", n);
+        }
+        else if (strncasecmp(w, "name=", 5) == 0) {
+            snprintf(reason, len, "name= is for tls:// servers: '%s'", w);
+            return MK_ERR;
+        }
         else {
-            snprintf(reason, len, "unknown server parameter '%s' (weight=N, backup)", w);
+            snprintf(reason, len, "unknown server parameter '%s' (weight=N, backup, name=)", w);
             return MK_ERR;
         }
     }
@@ -435,6 +462,9 @@ static void px_schema_free(void *obj, int site)
         free(c->groups[i].health.host);
     }
     free(c->groups);
+#ifdef PX_TLS
+    px_tls_ctx_free(c);
+#endif
 }
 
 /* Every group has a server that is not a backup. */
@@ -445,6 +475,28 @@ static int px_schema_finish(void *obj, int site, const char **key, char *reason,
     if (site) {
         return MK_OK;
     }
+    if (!c->tls_cert != !c->tls_key) {
+        *key = c->tls_cert ? "TLSCertificate" : "TLSKey";
+        snprintf(reason, len, "a client certificate needs both TLSCertificate and TLSKey");
+        return MK_ERR;
+    }
+#ifdef PX_TLS
+    const char *kinds[] = {"ca", "cert", "key"},
+               *keys[] = {"TLSCAFile", "TLSCertificate", "TLSKey"};
+    const char *paths[] = {c->tls_ca, c->tls_cert, c->tls_key};
+    for (int i = 0; i < 3; i++) {
+        if (paths[i] && px_tls_check(kinds[i], paths[i], reason, len) != MK_OK) {
+            *key = keys[i];
+            return MK_ERR;
+        }
+    }
+#else
+    if (c->tls_ca || c->tls_cert) {
+        *key = c->tls_ca ? "TLSCAFile" : "TLSCertificate";
+        snprintf(reason, len, "this proxy was built without TLS (OpenSSL)");
+        return MK_ERR;
+    }
+#endif
     for (size_t i = 0; i < c->n_groups; i++) {
         bool primary = false;
         for (size_t m = 0; m < c->groups[i].n; m++) {
@@ -462,6 +514,30 @@ static int px_schema_finish(void *obj, int site, const char **key, char *reason,
 
 #define PX_G(m) MK_CONF_FIELD(struct px_conf, m)
 
+static const char *const px_onoff[] = {"off", "on", NULL};
+
+/* TLSCAFile, TLSCertificate, TLSKey written as absolute paths are read at
+   their line (a relative one is, once made absolute, by px_schema_finish). */
+#ifdef PX_TLS
+static int px_check_ca(const char *v, char *reason, size_t len)
+{
+    return v[0] != '/' ? MK_OK : px_tls_check("ca", v, reason, len);
+}
+
+static int px_check_cert(const char *v, char *reason, size_t len)
+{
+    return v[0] != '/' ? MK_OK : px_tls_check("cert", v, reason, len);
+}
+
+static int px_check_key(const char *v, char *reason, size_t len)
+{
+    return v[0] != '/' ? MK_OK : px_tls_check("key", v, reason, len);
+}
+#define PX_CHECK(f) .check = f
+#else
+#define PX_CHECK(f) .check = NULL
+#endif
+
 static const struct mk_conf_key px_keys[] = {
     {"ConnectTimeout", MK_CONF_DURATION, 0, PX_G(connect_ms), 1, 3600000, "5",
      .doc = "time a connection to an upstream may take; past it 504"},
@@ -475,11 +551,19 @@ static const struct mk_conf_key px_keys[] = {
      .doc = "idle connections kept per server and worker (0: none kept)"},
     {"KeepAliveTimeout", MK_CONF_DURATION, 0, PX_G(idle_ms), 1, 3600000, "60",
      .doc = "an idle kept connection unused this long is closed"},
+    {"TLSVerify", MK_CONF_ENUM, 0, PX_G(tls_verify), 0, 0, "on", px_onoff,
+     .doc = "verify tls:// servers' certificates and names (on) or not (off)"},
+    {"TLSCAFile", MK_CONF_PATH, 0, PX_G(tls_ca), 0, 0, NULL, PX_CHECK(px_check_ca),
+     .doc = "the CA certificates tls:// servers are verified against (default: the system's)"},
+    {"TLSCertificate", MK_CONF_PATH, 0, PX_G(tls_cert), 0, 0, NULL, PX_CHECK(px_check_cert),
+     .doc = "a client certificate chain (PEM) presented to tls:// servers, with TLSKey"},
+    {"TLSKey", MK_CONF_PATH, 0, PX_G(tls_key), 0, 0, NULL, PX_CHECK(px_check_key),
+     .doc = "the client certificate's private key (PEM)"},
     {"Upstream", MK_CONF_CUSTOM, MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = px_set_upstream,
      .doc = "opens a group NAME: the Server and Balance lines that follow are its"},
     {"Server", MK_CONF_CUSTOM, MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = px_set_server,
-     .doc = "a server of the group: HOST:PORT, [IPV6]:PORT or unix:/path, then weight=N "
-            "(1..100, 1) and backup"},
+     .doc = "a server of the group: HOST:PORT, [IPV6]:PORT, unix:/path or tls://HOST:PORT, "
+            "then weight=N (1..100, 1), backup and, for tls://, name=NAME (verified and SNI)"},
     {"Balance", MK_CONF_CUSTOM, MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = px_set_balance,
      .doc = "the group's balancing: roundrobin (weighted, the default), leastconn, hash client, "
             "hash header NAME, hash cookie NAME"},

@@ -18,6 +18,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -29,10 +30,13 @@
 #include "proxy.h"
 
 /* A check in flight. */
+enum px_probe_state { PX_PROBE_CONNECT, PX_PROBE_HANDSHAKE, PX_PROBE_SEND, PX_PROBE_READ };
 struct px_probe {
     int fd;
     unsigned slot;
-    bool sent;
+    enum px_probe_state state;
+    short events; /* what poll() waits for */
+    void *ssl;    /* a tls:// server's (px_tls.c) */
     size_t got;
     char buf[64]; /* enough for the status line's first bytes */
     uint64_t deadline;
@@ -53,7 +57,7 @@ static void px_wake(struct px_self *self)
 }
 
 void px_health_holds(struct px_self *self, const unsigned *slot, unsigned n,
-                     const struct px_health *h)
+                     const struct px_health *h, void *tls_ctx)
 {
     pthread_mutex_lock(&self->hc_lock);
     self->refs++;
@@ -66,6 +70,15 @@ void px_health_holds(struct px_self *self, const unsigned *slot, unsigned n,
             c->next = 0; /* checked in the next round */
             c->ok_run = c->fail_run = 0;
         }
+#ifdef PX_TLS
+        if (tls_ctx && self->servers[slot[i]].a.tls && c->tls_ctx != tls_ctx) {
+            px_tls_ctx_ref(tls_ctx); /* the configuration's, kept while it checks */
+            px_tls_ctx_unref(c->tls_ctx);
+            c->tls_ctx = tls_ctx;
+        }
+#else
+        (void) tls_ctx;
+#endif
     }
     pthread_cond_signal(&self->hc_wake);
     pthread_mutex_unlock(&self->hc_lock);
@@ -75,6 +88,11 @@ void px_health_holds(struct px_self *self, const unsigned *slot, unsigned n,
 /* Free self once nothing refers to it: the lock is not held. */
 static void px_self_free(struct px_self *self)
 {
+#ifdef PX_TLS
+    for (unsigned i = 0; i < PX_SERVERS_MAX; i++) {
+        px_tls_ctx_unref(self->hc[i].tls_ctx);
+    }
+#endif
     if (self->hc_pipe[0] >= 0) {
         close(self->hc_pipe[0]);
         close(self->hc_pipe[1]);
@@ -92,6 +110,10 @@ void px_health_release(struct px_self *self, const unsigned *slot, unsigned n)
         if (c->holds > 0 && --c->holds == 0) {
             /* no configuration checks it now: passive health alone decides */
             atomic_store_explicit(&self->servers[slot[i]].hc_down, false, memory_order_relaxed);
+#ifdef PX_TLS
+            px_tls_ctx_unref(c->tls_ctx);
+            c->tls_ctx = NULL;
+#endif
         }
     }
     bool last = --self->refs == 0;
@@ -159,42 +181,84 @@ static void px_probe_done(struct px_self *self, unsigned slot, bool ok, const ch
     }
 }
 
-/* Advance probe p after poll said `ev`: true while it goes on. */
+/* A failed check: counted (p->slot's state), false for the caller to return. */
+static bool px_probe_fail(struct px_self *self, const struct px_probe *p, const char *why)
+{
+    pthread_mutex_lock(&self->hc_lock);
+    px_probe_done(self, p->slot, false, why);
+    pthread_mutex_unlock(&self->hc_lock);
+    return false;
+}
+
+/* Advance probe p after poll said `ev`: true while it goes on (p->events set). */
 static bool px_probe_step(struct px_self *self, struct px_probe *p, short ev)
 {
     const struct px_hc *c = &self->hc[p->slot];
 
-    if (!p->sent) {
+    if (p->state == PX_PROBE_CONNECT) {
         int err = 0;
         socklen_t len = sizeof(err);
         if (getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err != 0) {
-            pthread_mutex_lock(&self->hc_lock);
-            px_probe_done(self, p->slot, false, strerror(err ? err : errno));
-            pthread_mutex_unlock(&self->hc_lock);
-            return false;
+            return px_probe_fail(self, p, strerror(err ? err : errno));
         }
         if (!(ev & POLLOUT)) {
             return true;
         }
+        p->state = p->ssl ? PX_PROBE_HANDSHAKE : PX_PROBE_SEND;
+    }
+#ifdef PX_TLS
+    if (p->state == PX_PROBE_HANDSHAKE) {
+        char why[256];
+        uint32_t want = MK_LOOP_WRITE;
+        int rc = px_tls_handshake(p->ssl, &want, why, sizeof(why));
+        if (rc == MK_AGAIN) {
+            p->events = want == MK_LOOP_READ ? POLLIN : POLLOUT;
+            return true;
+        }
+        if (rc != MK_OK) {
+            return px_probe_fail(self, p, why);
+        }
+        p->state = PX_PROBE_SEND;
+    }
+#endif
+    if (p->state == PX_PROBE_SEND) {
         /* Host: the line's host=, else the server's address (localhost for a socket) */
         const char *text = self->servers[p->slot].a.text;
-        const char *host = c->host[0] ? c->host : strncmp(text, "unix:", 5) ? text : "localhost";
+        const char *host = c->host[0]                     ? c->host
+                           : self->servers[p->slot].a.tls ? self->servers[p->slot].a.name
+                           : strncmp(text, "unix:", 5)    ? text
+                                                          : "localhost";
         char req[768];
         int n = snprintf(req, sizeof(req),
                          "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: monkey-health-check\r\n"
                          "Connection: close\r\n\r\n",
                          c->path, host);
-        /* a few hundred bytes into a fresh socket's empty buffer: all or nothing */
-        if (n < 0 || send(p->fd, req, (size_t) n, MSG_NOSIGNAL) != n) {
-            pthread_mutex_lock(&self->hc_lock);
-            px_probe_done(self, p->slot, false, "the request could not be sent");
-            pthread_mutex_unlock(&self->hc_lock);
-            return false;
+        /* a few hundred bytes into a fresh connection's empty buffer: all or nothing */
+        ssize_t k = -1;
+#ifdef PX_TLS
+        if (p->ssl) {
+            k = n < 0 ? -1 : px_tls_send(p->ssl, req, (size_t) n);
         }
-        p->sent = true;
+        else
+#endif
+            if (n >= 0) {
+            k = send(p->fd, req, (size_t) n, MSG_NOSIGNAL);
+        }
+        if (k != n) {
+            return px_probe_fail(self, p, "the request could not be sent");
+        }
+        p->state = PX_PROBE_READ;
+        p->events = POLLIN;
         return true;
     }
-    ssize_t n = recv(p->fd, p->buf + p->got, sizeof(p->buf) - p->got, 0);
+    ssize_t n;
+#ifdef PX_TLS
+    if (p->ssl) {
+        n = px_tls_recv(p->ssl, p->buf + p->got, sizeof(p->buf) - p->got);
+    }
+    else
+#endif
+        n = recv(p->fd, p->buf + p->got, sizeof(p->buf) - p->got, 0);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
         return true;
     }
@@ -221,6 +285,17 @@ static bool px_probe_step(struct px_self *self, struct px_probe *p, short ev)
     return false;
 }
 
+/* Close probe p's connection. */
+static void px_probe_close(struct px_probe *p)
+{
+#ifdef PX_TLS
+    if (p->ssl) {
+        px_tls_free(p->ssl, false);
+    }
+#endif
+    close(p->fd);
+}
+
 /* Start the checks that are due (under hc_lock): how many probes run now. */
 static size_t px_probes_start(struct px_self *self, struct px_probe *probes, size_t running,
                               uint64_t now)
@@ -237,9 +312,21 @@ static size_t px_probes_start(struct px_self *self, struct px_probe *probes, siz
             px_probe_done(self, i, false, strerror(errno));
             continue;
         }
+        void *ssl = NULL;
+#ifdef PX_TLS
+        if (self->servers[i].a.tls &&
+            (!c->tls_ctx || !(ssl = px_tls_new(c->tls_ctx, fd, &self->servers[i].a, UINT_MAX)))) {
+            close(fd);
+            px_probe_done(self, i, false, "no TLS context");
+            continue;
+        }
+#endif
         c->busy = true;
-        probes[running++] = (struct px_probe){
-            .fd = fd, .slot = i, .deadline = now + c->set.timeout_ms};
+        probes[running++] = (struct px_probe){.fd = fd,
+                                              .slot = i,
+                                              .events = POLLOUT,
+                                              .ssl = ssl,
+                                              .deadline = now + c->set.timeout_ms};
     }
     return running;
 }
@@ -292,8 +379,7 @@ static void *px_health_run(void *arg)
         pthread_mutex_unlock(&self->hc_lock);
         uint64_t soonest = UINT64_MAX;
         for (size_t i = 0; i < running; i++) {
-            pfd[i] = (struct pollfd){.fd = probes[i].fd,
-                                     .events = probes[i].sent ? POLLIN : POLLOUT};
+            pfd[i] = (struct pollfd){.fd = probes[i].fd, .events = probes[i].events};
             soonest = probes[i].deadline < soonest ? probes[i].deadline : soonest;
         }
         /* the wake pipe: a stop, or a new hold, ends the wait */
@@ -329,7 +415,7 @@ static void *px_health_run(void *arg)
                 probes[kept++] = *p;
                 continue;
             }
-            close(p->fd);
+            px_probe_close(p);
             pthread_mutex_lock(&self->hc_lock);
             self->hc[p->slot].busy = false;
             pthread_mutex_unlock(&self->hc_lock);
@@ -339,7 +425,7 @@ static void *px_health_run(void *arg)
     }
     pthread_mutex_unlock(&self->hc_lock);
     for (size_t i = 0; i < running; i++) {
-        close(probes[i].fd);
+        px_probe_close(&probes[i]);
     }
     return NULL;
 }

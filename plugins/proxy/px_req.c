@@ -49,7 +49,10 @@ struct px_conn {
     struct px_req *req;   /* the request it serves; NULL: idle in the pool */
     struct px_conn *next; /* the pool's list */
     uint64_t idle_since, idle_ms;
-    bool reused; /* it served a request before */
+    bool reused;      /* it served a request before */
+    void *ssl;        /* tls:// (px_tls.c): its SSL, made with the connection */
+    bool hs;          /* the TLS handshake is not done yet */
+    uint32_t hs_want; /* what the handshake waits for: MK_LOOP_READ or _WRITE */
 };
 
 struct px_req {
@@ -116,8 +119,45 @@ static void px_conn_close(struct px_conn *c)
     if (c->h) {
         px_api->fd_unwatch(c->h);
     }
+#ifdef PX_TLS
+    if (c->ssl) {
+        px_tls_free(c->ssl, !c->hs);
+    }
+#endif
     close(c->fd);
     free(c);
+}
+
+/* The connection's bytes: TLS or not, as send() and recv(). */
+static ssize_t px_conn_send(struct px_conn *c, const void *p, size_t n)
+{
+#ifdef PX_TLS
+    if (c->ssl) {
+        return px_tls_send(c->ssl, p, n);
+    }
+#endif
+    return send(c->fd, p, n, MSG_NOSIGNAL);
+}
+
+static ssize_t px_conn_recv(struct px_conn *c, void *p, size_t n)
+{
+#ifdef PX_TLS
+    if (c->ssl) {
+        return px_tls_recv(c->ssl, p, n);
+    }
+#endif
+    return recv(c->fd, p, n, 0);
+}
+
+/* Decrypted bytes TLS holds for c: no event of the socket will tell of them. */
+static bool px_conn_pending(const struct px_conn *c)
+{
+#ifdef PX_TLS
+    return c->ssl && !c->hs && px_tls_pending(c->ssl);
+#else
+    (void) c;
+    return false;
+#endif
 }
 
 static void px_io(struct px_req *q, int fd, uint32_t ready);
@@ -217,7 +257,8 @@ static struct px_conn *px_conn_take(unsigned slot)
         }
         *pp = c->next;
         char b;
-        if (recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 || errno != EAGAIN) {
+        if (px_conn_pending(c) || recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 ||
+            errno != EAGAIN) {
             px_conn_close(c);
             continue;
         }
@@ -226,8 +267,9 @@ static struct px_conn *px_conn_take(unsigned slot)
     return NULL;
 }
 
-/* A new connection to slot, connecting: c, or NULL with errno. */
-static struct px_conn *px_conn_open(unsigned slot, bool *connecting)
+/* A new connection to slot, connecting (a tls:// one with its SSL, over conf's context): c, or NULL
+ * with errno. */
+static struct px_conn *px_conn_open(unsigned slot, const struct px_conf *conf, bool *connecting)
 {
     const struct px_server *s = px_srv(slot);
     int fd = socket(s->a.sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -253,6 +295,20 @@ static struct px_conn *px_conn_open(unsigned slot, bool *connecting)
     }
     c->fd = fd;
     c->slot = slot;
+#ifdef PX_TLS
+    if (s->a.tls) {
+        if (!conf->tls_ctx || !(c->ssl = px_tls_new(conf->tls_ctx, fd, &s->a, slot))) {
+            close(fd);
+            free(c);
+            errno = ENOMEM;
+            return NULL;
+        }
+        c->hs = true;
+        c->hs_want = MK_LOOP_WRITE;
+    }
+#else
+    (void) conf;
+#endif
     *connecting = rc != 0;
     atomic_fetch_add_explicit(&px_srv(slot)->connects, 1, memory_order_relaxed);
     return c;
@@ -299,10 +355,13 @@ static void px_want(struct px_req *q)
         return;
     }
     uint32_t mask = 0;
-    if (q->connecting || q->hdr_off < q->hdr_len || q->w_off < q->w_len) {
+    if (!q->connecting && q->c->hs) {
+        mask = q->c->hs_want;
+    }
+    else if (q->connecting || q->hdr_off < q->hdr_len || q->w_off < q->w_len) {
         mask |= MK_LOOP_WRITE;
     }
-    if (!q->connecting && !q->j.paused && !q->done) {
+    if (!q->connecting && !q->c->hs && !q->j.paused && !q->done) {
         mask |= MK_LOOP_READ;
     }
     if (!q->in_io) {
@@ -334,7 +393,7 @@ static int px_connect(struct px_req *q, struct mk_request *r)
             atomic_fetch_add_explicit(&px_srv(slot)->reuses, 1, memory_order_relaxed);
             q->connecting = false;
         }
-        else if (!(c = px_conn_open(slot, &q->connecting))) {
+        else if (!(c = px_conn_open(slot, conf, &q->connecting))) {
             int e = errno;
             px_log(q, "connect", e);
             if (e == ENOMEM || e == EMFILE || e == ENFILE) {
@@ -352,7 +411,7 @@ static int px_connect(struct px_req *q, struct mk_request *r)
         q->c = c;
         px_active(q, (int) slot);
         atomic_fetch_add_explicit(&px_srv(slot)->requests, 1, memory_order_relaxed);
-        if (q->connecting) {
+        if (q->connecting || c->hs) {
             q->ctimer = px_api->timer_start((uint32_t) conf->connect_ms, 0, px_ctimer_cb, q);
         }
         q->j.last_io_ms = px_api->now_ms();
@@ -375,12 +434,12 @@ static bool px_retry(struct px_req *q, bool fresh)
     q->hdr_off = 0;
     if (fresh) {
         bool connecting;
-        struct px_conn *c = px_conn_open(slot, &connecting);
+        struct px_conn *c = px_conn_open(slot, q->site->conf, &connecting);
         if (c && (c->h = px_api->fd_watch(c->fd, 0, px_conn_cb, c))) {
             c->req = q;
             q->c = c;
             q->connecting = connecting;
-            if (connecting) {
+            if (connecting || c->hs) {
                 q->ctimer =
                     px_api->timer_start((uint32_t) q->site->conf->connect_ms, 0, px_ctimer_cb, q);
             }
@@ -452,7 +511,7 @@ static int px_flush(struct px_req *q)
             q->w_off = 0;
             continue;
         }
-        ssize_t k = send(q->c->fd, p, n, MSG_NOSIGNAL);
+        ssize_t k = px_conn_send(q->c, p, n);
         if (k < 0) {
             return errno == EAGAIN || errno == EINTR ? MK_OK : MK_ERR;
         }
@@ -472,7 +531,8 @@ static int px_flush(struct px_req *q)
 /* The response ended cleanly: the connection to the pool (or closed), the job told. */
 static void px_finish(struct px_req *q)
 {
-    bool keep = !q->resp.close && q->rlen == 0 && q->req_out && q->hdr_off == q->hdr_len;
+    bool keep = !q->resp.close && q->rlen == 0 && q->req_out && q->hdr_off == q->hdr_len &&
+                !px_conn_pending(q->c);
     q->done = true;
     px_server_ok(px_srv(q->c->slot));
     px_drop_conn(q, keep);
@@ -663,7 +723,7 @@ static bool px_read(struct px_req *q)
     if (q->rlen == sizeof(q->rbuf)) {
         return true; /* held back: the job takes rbuf first */
     }
-    ssize_t n = recv(q->c->fd, q->rbuf + q->rlen, sizeof(q->rbuf) - q->rlen, 0);
+    ssize_t n = px_conn_recv(q->c, q->rbuf + q->rlen, sizeof(q->rbuf) - q->rlen);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
         return true;
     }
@@ -723,8 +783,33 @@ static void px_io(struct px_req *q, int fd, uint32_t ready)
             return;
         }
         q->connecting = false;
-        px_ctimer_stop(q);
+        if (!q->c->hs) {
+            px_ctimer_stop(q);
+        }
     }
+#ifdef PX_TLS
+    if (q->c->hs) {
+        char why[256];
+        int rc = px_tls_handshake(q->c->ssl, &q->c->hs_want, why, sizeof(why));
+        if (rc == MK_AGAIN) {
+            px_want(q);
+            return;
+        }
+        if (rc != MK_OK) {
+            px_log(q, why, 0);
+            px_server_failed(px_srv(q->c->slot), q->site->conf);
+            px_retry(q, false); /* nothing was sent */
+            return;
+        }
+        q->c->hs = false;
+        px_ctimer_stop(q);
+        atomic_fetch_add_explicit(&px_srv(q->c->slot)->tls_handshakes, 1, memory_order_relaxed);
+        if (px_tls_resumed(q->c->ssl)) {
+            atomic_fetch_add_explicit(&px_srv(q->c->slot)->tls_resumed, 1, memory_order_relaxed);
+        }
+        ready |= MK_LOOP_WRITE; /* the request may go now */
+    }
+#endif
     if (q->hdr_off < q->hdr_len || q->w_off < q->w_len || (q->j.spooled && !q->req_out)) {
         if (px_flush(q) != MK_OK) {
             int e = errno;
@@ -744,13 +829,17 @@ static void px_io(struct px_req *q, int fd, uint32_t ready)
             q->w_off = q->w_len;
         }
     }
-    if ((ready & (MK_LOOP_READ | MK_LOOP_ERROR)) && !q->j.paused && !q->done) {
+    if (((ready & (MK_LOOP_READ | MK_LOOP_ERROR)) || px_conn_pending(q->c)) && !q->j.paused &&
+        !q->done) {
         /* the interest is set once below, not at each turn of the job's
            (a response read whole gives its connection back as it was) */
         q->in_io = true;
-        if (!px_read(q)) {
-            return; /* ended, failed or freed: its connection went with it */
-        }
+        do {
+            if (!px_read(q)) {
+                return; /* ended, failed or freed: its connection went with it */
+            }
+            /* what TLS decrypted past rbuf's room: read while there is room for it */
+        } while (px_conn_pending(q->c) && !q->j.paused && q->rlen < sizeof(q->rbuf));
         q->in_io = false;
     }
     px_want(q);
@@ -1040,6 +1129,10 @@ static void px_gw_want(struct mk_gw_job *j)
             return;
         }
     }
+    if (!j->paused && !q->done && !q->in_io && !q->connecting && px_conn_pending(q->c)) {
+        px_io(q, q->c->fd, 0); /* TLS holds bytes no event will announce */
+        return;
+    }
     px_want(q);
 }
 
@@ -1146,4 +1239,7 @@ void px_req_worker_exit(void)
         px_api->timer_stop(px_idle_timer);
         px_idle_timer = NULL;
     }
+#ifdef PX_TLS
+    px_tls_worker_exit();
+#endif
 }

@@ -388,7 +388,30 @@ class Conn:
             while len(self.buf) < n:
                 self._fill()
             body, self.buf = self.buf[:n], self.buf[n:]
+        elif (not head_request and status not in (204, 304)
+              and "chunked" in ",".join(headers.get("transfer-encoding", [])).lower()):
+            body = self._chunked()
         return Response(status, reason, headers, body, head)
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            self._fill()
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _chunked(self):
+        """A chunked body, decoded (its trailer fields read and dropped)."""
+        body = b""
+        while True:
+            size = int(self._line().split(b";")[0], 16)
+            if size == 0:
+                while self._line():
+                    pass
+                return body
+            while len(self.buf) < size + 2:
+                self._fill()
+            assert self.buf[size:size + 2] == b"\r\n", "a chunk without its CRLF"
+            body, self.buf = body + self.buf[:size], self.buf[size + 2:]
 
     def request(self, method="GET", path="/", headers=None, body=b"", version="HTTP/1.1"):
         hdrs = {"Host": "localhost"}

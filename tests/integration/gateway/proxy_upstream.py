@@ -2,7 +2,7 @@
 strict enough to see what the proxy sends, started as a process on a
 port and stopped by its PID.
 
-    proxy_upstream.py PORT NAME [--raw FILE] [--blackhole]
+    proxy_upstream.py PORT NAME [--raw FILE] [--blackhole] [--tls CERT KEY [--client-ca CA]]
 
 Paths: /echo (JSON of the request as received: method, target, version,
 fields in order, body, and the server's NAME and connection number),
@@ -13,10 +13,15 @@ fields in the response), /continue (a 100 and a 103 before the answer),
 Transfer-Encoding), /stats (connections accepted, requests served),
 /health (200, or the status /sethealth/CODE set; its requests are counted
 in "health", not "requests"; /sethealth/0 makes it hang). --raw appends every byte
-received to FILE; --blackhole accepts and never answers."""
+received to FILE; --blackhole accepts and never answers; --tls serves over
+TLS with that certificate (and asks for a client certificate signed by
+--client-ca): /echo's document then has "tls" (the SNI name the client
+sent, its version, whether the session was resumed, the client
+certificate's subject) and /stats counts "handshakes" and "resumed"."""
 
 import json
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -25,7 +30,21 @@ PORT = int(sys.argv[1])
 NAME = sys.argv[2]
 RAW = sys.argv[sys.argv.index("--raw") + 1] if "--raw" in sys.argv else None
 BLACKHOLE = "--blackhole" in sys.argv
-stats = {"connections": 0, "requests": 0, "health": 0}
+TLS = None
+if "--tls" in sys.argv:
+    i = sys.argv.index("--tls")
+    TLS = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    TLS.load_cert_chain(sys.argv[i + 1], sys.argv[i + 2])
+    if "--client-ca" in sys.argv:
+        TLS.verify_mode = ssl.CERT_REQUIRED
+        TLS.load_verify_locations(sys.argv[sys.argv.index("--client-ca") + 1])
+    SNI = {}
+
+    def remember_sni(sock, name, ctx):
+        SNI[id(sock)] = name
+
+    TLS.sni_callback = remember_sni
+stats = {"connections": 0, "requests": 0, "health": 0, "handshakes": 0, "resumed": 0}
 health = {"code": 200, "hosts": []}
 lock = threading.Lock()
 
@@ -149,6 +168,11 @@ def answer(sock, conn_no, req):
     else:
         doc = {"name": NAME, "conn": conn_no, "method": method, "target": target,
                "version": version, "fields": fields, "body": body.decode("latin-1")}
+        if TLS:
+            peer = sock.getpeercert()
+            doc["tls"] = {"sni": SNI.get(id(sock)), "version": sock.version(),
+                          "resumed": sock.session_reused,
+                          "client": dict(x[0] for x in peer["subject"]) if peer else None}
         out = json.dumps(doc).encode()
         send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                        b"Content-Length: %d\r\nX-Name: %s\r\n\r\n" % (len(out), NAME.encode())
@@ -156,6 +180,15 @@ def answer(sock, conn_no, req):
 
 
 def serve(sock, conn_no):
+    if TLS:
+        try:
+            sock = TLS.wrap_socket(sock, server_side=True)
+        except (ssl.SSLError, OSError):
+            sock.close()
+            return
+        with lock:
+            stats["handshakes"] += 1
+            stats["resumed"] += sock.session_reused
     rd = Reader(sock)
     try:
         while True:
