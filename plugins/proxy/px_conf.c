@@ -319,6 +319,7 @@ static void px_schema_free(void *obj, int site)
             free(sc->routes[i].target);
         }
         free(sc->routes);
+        px_fields_conf_free(&sc->fields);
         return;
     }
     struct px_conf *c = obj;
@@ -354,6 +355,7 @@ static int px_schema_finish(void *obj, int site, const char **key, char *reason,
 }
 
 #define PX_G(m) MK_CONF_FIELD(struct px_conf, m)
+#define PX_S(m) MK_CONF_FIELD(struct px_site_conf, m)
 
 static const struct mk_conf_key px_keys[] = {
     {"ConnectTimeout", MK_CONF_DURATION, 0, PX_G(connect_ms), 1, 3600000, "5",
@@ -380,6 +382,27 @@ static const struct mk_conf_key px_keys[] = {
      .doc = "PREFIX TARGET: paths under the prefix (whole segments) go to the group or address"},
     {"Match", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = px_set_route,
      .doc = "REGEX TARGET: paths the expression matches go there"},
+    /* the fields sent and answered, for the whole site (px_fconf.c) */
+    {"Host", MK_CONF_CUSTOM, MK_CONF_SITE, 0, 0, 0, 0, "KEEP", .set = px_set_host,
+     .doc = "the Host sent upstream: KEEP (the client's) or a NAME"},
+    {"XForwardedFor", MK_CONF_ENUM, MK_CONF_SITE, PX_S(fields.xff), 0, 0, "append",
+     .words = px_xff_words, .doc = "append the client's address, replace the client's value, off"},
+    {"XForwardedProto", MK_CONF_BOOL, MK_CONF_SITE, PX_S(fields.xfproto), 0, 0, "On",
+     .doc = "send X-Forwarded-Proto (http or https)"},
+    {"XForwardedHost", MK_CONF_BOOL, MK_CONF_SITE, PX_S(fields.xfhost), 0, 0, "On",
+     .doc = "send X-Forwarded-Host (the client's Host)"},
+    {"Forwarded", MK_CONF_BOOL, MK_CONF_SITE, PX_S(fields.forwarded), 0, 0, "Off",
+     .doc = "send Forwarded (RFC 7239: for=, proto=, host=)"},
+    {"RequestHeader", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
+     .set = px_set_header_op, .doc = "set NAME VALUE or remove NAME, upstream"},
+    {"ResponseHeader", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
+     .set = px_set_header_op, .doc = "set|add NAME VALUE or remove NAME, to the client"},
+    {"Redirect", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = px_set_map,
+     .doc = "FROM TO: the prefix of Location and Refresh; or default"},
+    {"CookiePath", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
+     .set = px_set_map, .doc = "FROM TO: a Set-Cookie's Path"},
+    {"CookieDomain", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
+     .set = px_set_map, .doc = "FROM TO: a Set-Cookie's Domain"},
     {NULL},
 };
 
