@@ -10,9 +10,9 @@ fields in order, body, and the server's NAME and connection number),
 /status/CODE (that status, no body for 204 and 304), /hop (hop-by-hop
 fields in the response), /continue (a 100 and a 103 before the answer),
 /extra (a second answer after the first), /bad (Content-Length and
-Transfer-Encoding), /answer?status=CODE&h=Name:Value&h=... (that status and
+Transfer-Encoding), .../answer?status=CODE&h=Name:Value&h=... (that status and
 those fields, values %-decoded, repeatable; the body is the request's head
-as received), /head (the request's head as received, as text), /stats
+as received), .../head (the request's head as received, as text), /stats
 (connections accepted, requests served). --raw appends every byte
 received to FILE; --blackhole accepts and never answers."""
 
@@ -98,7 +98,7 @@ def answer(sock, conn_no, req, head):
     path, _, query = target.partition("?")
     q = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
     head_only = method == "HEAD"
-    if path == "/answer":
+    if path.endswith("/answer"):
         pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
         code = int(dict(pairs).get("status", "200"))
         out = b"HTTP/1.1 %d X\r\n" % code
@@ -107,7 +107,7 @@ def answer(sock, conn_no, req, head):
                 out += v.encode("latin-1") + b"\r\n"
         send_all(sock, out + b"Content-Length: %d\r\n\r\n" % len(head)
                  + (b"" if head_only else head))
-    elif path == "/head":
+    elif path.endswith("/head"):
         send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
                        b"Content-Length: %d\r\n\r\n" % len(head) + (b"" if head_only else head))
     elif path == "/stats":
