@@ -7,7 +7,8 @@
  * opened by an Upstream line and filled by the Server and Balance lines
  * that follow it (the engine gives a section's lines in file order); a
  * site's [PROXY] section maps path prefixes (Pass) and patterns (Match) to
- * a group or a single address. Addresses are checked for form only
+ * a group or a single address, and holds the site's field settings (their
+ * lines are read by px_fconf.c). Addresses are checked for form only
  * (monkey -t does not need the upstreams up); a group a site names that
  * proxy.conf does not declare is refused by site_init, with the line.
  */

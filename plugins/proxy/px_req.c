@@ -10,17 +10,21 @@
  * to the next server); begin() writes the request's head into a buffer of
  * its own: HTTP/1.1, its framing decided here (Content-Length: the
  * client's, or the spool's for a body whose length came at its end),
- * hop-by-hop fields dropped, Host as the client sent it, X-Forwarded-For
- * appended, X-Forwarded-Proto and X-Forwarded-Host set. The body follows
- * through the job's window. A connection that fails before any byte of
- * the request went out (refused late, or a kept-alive connection the
- * upstream had closed) takes the request to the next server, or to a new
- * connection, inside this file: the job sees one request.
+ * hop-by-hop fields dropped, Host, X-Forwarded-*, Forwarded and the
+ * RequestHeader lines as the site's field settings say (by default Host
+ * as the client sent it, X-Forwarded-For appended, X-Forwarded-Proto and
+ * X-Forwarded-Host set). The body follows through the job's window. A
+ * connection that fails before any byte of the request went out (refused
+ * late, or a kept-alive connection the upstream had closed) takes the
+ * request to the next server, or to a new connection, inside this file:
+ * the job sees one request.
  *
  * The response is read into rbuf, its head parsed strictly (px_http.c)
- * and given to the job as a status line and the end-to-end fields, its
- * body decoded (Content-Length, chunked, or up to the close) and given to
- * the job piece by piece, read only while the job does not hold it back
+ * and given to the job as a status line and the end-to-end fields (with
+ * the site's ResponseHeader lines and its Redirect, CookiePath and
+ * CookieDomain rewriting, px_fields.c, applied), its body decoded
+ * (Content-Length, chunked, or up to the close) and given to the job
+ * piece by piece, read only while the job does not hold it back
  * (j->paused: the client's queue is at its mark), so that a slow client
  * slows the upstream and memory stays bounded (rbuf, the job's spill of
  * the same size, the client's queue). A response that ended cleanly on a
