@@ -12,11 +12,12 @@ import urllib.parse
 
 import pytest
 
-from conftest import HAS_IPV6, MONKEY, SLOW, Conn, wait_port
+from conftest import HAS_IPV6, MONKEY, SLOW, Conn, needs_dlopen, wait_port
 from h2util import H2_MARKS, H2Client
 from test_proxy import PROXY_SO, proxy_server, upstreams  # noqa: F401 (a fixture)
 
-pytestmark = [pytest.mark.skipif(not PROXY_SO.exists(), reason="built without the proxy plugin")]
+pytestmark = [needs_dlopen,
+              pytest.mark.skipif(not PROXY_SO.exists(), reason="built without the proxy plugin")]
 
 
 def head_of(r):
@@ -213,8 +214,8 @@ def test_redirect_default(make_server, upstreams):
 def test_cookie_path_and_domain(make_server, upstreams):
     u = upstreams("a")
     srv = proxy_server(make_server, site=site(
-        u, "CookiePath /internal/ /app/", "CookiePath / /app", "CookieDomain backend.local www.test",
-        "CookieDomain .corp.local .test")).start()
+        u, "CookiePath /internal/ /app/", "CookiePath / /app",
+        "CookieDomain backend.local www.test", "CookieDomain .corp.local .test")).start()
     r = get(srv, answer_path(fields=[
         ("Set-Cookie", "a=1; Path=/internal/; HttpOnly"),
         ("Set-Cookie", "b=2; path=/; Domain=BACKEND.local"),
