@@ -4,6 +4,8 @@
 include(${CMAKE_SOURCE_DIR}/plugins/gateway/gateway.cmake)
 set(MK_PX_SOURCES
   ${CMAKE_SOURCE_DIR}/plugins/proxy/px_conf.c
+  ${CMAKE_SOURCE_DIR}/plugins/proxy/px_fconf.c
+  ${CMAKE_SOURCE_DIR}/plugins/proxy/px_fields.c
   ${CMAKE_SOURCE_DIR}/plugins/proxy/px_health.c
   ${CMAKE_SOURCE_DIR}/plugins/proxy/px_http.c
   ${CMAKE_SOURCE_DIR}/plugins/proxy/px_pick.c
@@ -39,4 +41,12 @@ if(MK_TESTS AND CMOCKA_LIB AND CMOCKA_INCLUDE)
   target_link_libraries(test_px_http PRIVATE ${CMOCKA_LIB})
   set_target_properties(test_px_http PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   add_test(NAME test_px_http COMMAND test_px_http)
+  add_executable(test_px_fields ${CMAKE_SOURCE_DIR}/plugins/proxy/tests/test_px_fields.c
+                 ${CMAKE_SOURCE_DIR}/plugins/proxy/px_fields.c
+                 ${CMAKE_SOURCE_DIR}/plugins/proxy/px_http.c)
+  target_include_directories(test_px_fields PRIVATE ${CMAKE_SOURCE_DIR}/plugins/proxy
+                             ${CMAKE_SOURCE_DIR}/include ${CMOCKA_INCLUDE})
+  target_link_libraries(test_px_fields PRIVATE ${CMOCKA_LIB})
+  set_target_properties(test_px_fields PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  add_test(NAME test_px_fields COMMAND test_px_fields)
 endif()

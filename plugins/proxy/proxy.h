@@ -12,6 +12,9 @@
  *   px_req.c   one request on one upstream connection, the proxy backend
  *              of the gateway job; the keep-alive pool of each worker
  *   px_http.c  the upstream response's head and chunked coding (pure)
+ *   px_fconf.c the [PROXY] site keys of the fields sent and answered
+ *   px_fields.c the rewriting of Location, Refresh, Set-Cookie and the
+ *              Forwarded element (pure)
  * The request's side (the body and its window, the wait for the head, the
  * response stream and its back-pressure, Timeout) is the gateway job's,
  * plugins/gateway.
@@ -31,6 +34,7 @@
 
 #include "gw.h"
 #include "gw_job.h"
+#include "px_fields.h"
 #include "px_http.h"
 
 /* Upstream servers one server process may know (all groups and configurations). */
@@ -117,10 +121,44 @@ struct px_route {
     char where[160];
 };
 
+/* A RequestHeader or ResponseHeader line. */
+enum px_hdr_verb {
+    PX_HDR_SET,    /* the field's value is VALUE, whatever came */
+    PX_HDR_ADD,    /* one more field (ResponseHeader) */
+    PX_HDR_REMOVE, /* none of that name */
+};
+
+struct px_hdr_op {
+    enum px_hdr_verb verb;
+    char *name, *value; /* one allocation: free(name) */
+    size_t name_len, value_len;
+};
+
+enum px_xff { PX_XFF_APPEND, PX_XFF_REPLACE, PX_XFF_OFF };
+
+/*
+ * The field settings of a site's [PROXY] section (px_fconf.c). Maps own
+ * their text: from and to are one allocation, free(from). A Redirect map
+ * whose from is NULL is `Redirect default`, built per request.
+ */
+struct px_fields_conf {
+    char *host; /* Host NAME; NULL: KEEP (the client's) */
+    int xff;    /* enum px_xff */
+    bool xfproto, xfhost, forwarded;
+    struct px_hdr_op *req, *resp;
+    size_t n_req, n_resp;
+    struct px_map *redirect, *cpath, *cdomain;
+    size_t n_redirect, n_cpath, n_cdomain;
+};
+
+/* Redirect, CookiePath and CookieDomain lines one site may have, each. */
+#define PX_MAPS_MAX 16
+
 /* A site's [PROXY] section. */
 struct px_site_conf {
     struct px_route *routes;
     size_t n_routes;
+    struct px_fields_conf fields;
 };
 
 /* A server's state in one server process, shared by the workers (atomics). */
@@ -200,6 +238,17 @@ struct px_self *px_self(void);
 
 /* "unix:/path", "HOST:PORT", "[IPV6]:PORT" into *a: NULL, or why not. */
 const char *px_parse_addr(const char *v, struct px_addr *a);
+
+/* ---- px_fconf.c: the set callbacks of the field keys, and their release ---- */
+
+int px_set_host(void *obj, const struct mk_conf_key *k, const char *value,
+                const struct mk_conf_origin *origin, char *reason, size_t len);
+int px_set_header_op(void *obj, const struct mk_conf_key *k, const char *value,
+                     const struct mk_conf_origin *origin, char *reason, size_t len);
+int px_set_map(void *obj, const struct mk_conf_key *k, const char *value,
+               const struct mk_conf_origin *origin, char *reason, size_t len);
+void px_fields_conf_free(struct px_fields_conf *f);
+extern const char *const px_xff_words[];
 
 /* ---- px_pick.c ---- */
 

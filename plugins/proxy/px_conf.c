@@ -7,7 +7,8 @@
  * opened by an Upstream line and filled by the Server and Balance lines
  * that follow it (the engine gives a section's lines in file order); a
  * site's [PROXY] section maps path prefixes (Pass) and patterns (Match) to
- * a group or a single address. Addresses are checked for form only
+ * a group or a single address, and holds the site's field settings (their
+ * lines are read by px_fconf.c). Addresses are checked for form only
  * (monkey -t does not need the upstreams up); a group a site names that
  * proxy.conf does not declare is refused by site_init, with the line.
  */
@@ -451,6 +452,7 @@ static void px_schema_free(void *obj, int site)
             free(sc->routes[i].target);
         }
         free(sc->routes);
+        px_fields_conf_free(&sc->fields);
         return;
     }
     struct px_conf *c = obj;
@@ -513,6 +515,7 @@ static int px_schema_finish(void *obj, int site, const char **key, char *reason,
 }
 
 #define PX_G(m) MK_CONF_FIELD(struct px_conf, m)
+#define PX_S(m) MK_CONF_FIELD(struct px_site_conf, m)
 
 static const char *const px_onoff[] = {"off", "on", NULL};
 
@@ -574,6 +577,27 @@ static const struct mk_conf_key px_keys[] = {
      .doc = "PREFIX TARGET: paths under the prefix (whole segments) go to the group or address"},
     {"Match", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = px_set_route,
      .doc = "REGEX TARGET: paths the expression matches go there"},
+    /* the fields sent and answered, for the whole site (px_fconf.c) */
+    {"Host", MK_CONF_CUSTOM, MK_CONF_SITE, 0, 0, 0, 0, "KEEP", .set = px_set_host,
+     .doc = "the Host sent upstream: KEEP (the client's) or a NAME"},
+    {"XForwardedFor", MK_CONF_ENUM, MK_CONF_SITE, PX_S(fields.xff), 0, 0, "append",
+     .words = px_xff_words, .doc = "append the client's address, replace the client's value, off"},
+    {"XForwardedProto", MK_CONF_BOOL, MK_CONF_SITE, PX_S(fields.xfproto), 0, 0, "On",
+     .doc = "send X-Forwarded-Proto (http or https)"},
+    {"XForwardedHost", MK_CONF_BOOL, MK_CONF_SITE, PX_S(fields.xfhost), 0, 0, "On",
+     .doc = "send X-Forwarded-Host (the client's Host)"},
+    {"Forwarded", MK_CONF_BOOL, MK_CONF_SITE, PX_S(fields.forwarded), 0, 0, "Off",
+     .doc = "send Forwarded (RFC 7239: for=, proto=, host=)"},
+    {"RequestHeader", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
+     .set = px_set_header_op, .doc = "set NAME VALUE or remove NAME, upstream"},
+    {"ResponseHeader", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
+     .set = px_set_header_op, .doc = "set|add NAME VALUE or remove NAME, to the client"},
+    {"Redirect", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = px_set_map,
+     .doc = "FROM TO: the prefix of Location and Refresh; or default"},
+    {"CookiePath", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
+     .set = px_set_map, .doc = "FROM TO: a Set-Cookie's Path"},
+    {"CookieDomain", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
+     .set = px_set_map, .doc = "FROM TO: a Set-Cookie's Domain"},
     {NULL},
 };
 

@@ -10,17 +10,21 @@
  * to the next server); begin() writes the request's head into a buffer of
  * its own: HTTP/1.1, its framing decided here (Content-Length: the
  * client's, or the spool's for a body whose length came at its end),
- * hop-by-hop fields dropped, Host as the client sent it, X-Forwarded-For
- * appended, X-Forwarded-Proto and X-Forwarded-Host set. The body follows
- * through the job's window. A connection that fails before any byte of
- * the request went out (refused late, or a kept-alive connection the
- * upstream had closed) takes the request to the next server, or to a new
- * connection, inside this file: the job sees one request.
+ * hop-by-hop fields dropped, Host, X-Forwarded-*, Forwarded and the
+ * RequestHeader lines as the site's field settings say (by default Host
+ * as the client sent it, X-Forwarded-For appended, X-Forwarded-Proto and
+ * X-Forwarded-Host set). The body follows through the job's window. A
+ * connection that fails before any byte of the request went out (refused
+ * late, or a kept-alive connection the upstream had closed) takes the
+ * request to the next server, or to a new connection, inside this file:
+ * the job sees one request.
  *
  * The response is read into rbuf, its head parsed strictly (px_http.c)
- * and given to the job as a status line and the end-to-end fields, its
- * body decoded (Content-Length, chunked, or up to the close) and given to
- * the job piece by piece, read only while the job does not hold it back
+ * and given to the job as a status line and the end-to-end fields (with
+ * the site's ResponseHeader lines and its Redirect, CookiePath and
+ * CookieDomain rewriting, px_fields.c, applied), its body decoded
+ * (Content-Length, chunked, or up to the close) and given to the job
+ * piece by piece, read only while the job does not hold it back
  * (j->paused: the client's queue is at its mark), so that a slow client
  * slows the upstream and memory stays bounded (rbuf, the job's spill of
  * the same size, the client's queue). A response that ended cleanly on a
@@ -58,6 +62,8 @@ struct px_conn {
 struct px_req {
     struct mk_gw_job j; /* first: the job */
     const struct px_site *site;
+    const struct px_route *route;
+    char *dto; /* Redirect default: the client's scheme://host and the route's prefix */
     struct px_rgroup *g;
     struct px_self *self;
     struct px_conn *c;
@@ -540,41 +546,159 @@ static void px_finish(struct px_req *q)
     mk_gw_job_end(&q->j); /* may free q */
 }
 
+/* The RequestHeader or ResponseHeader line that sets or removes `name` (not an add), or NULL. */
+static const struct px_hdr_op *px_op_of(const struct px_hdr_op *ops, size_t n, const char *name,
+                                        size_t len)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (ops[i].verb != PX_HDR_ADD && ops[i].name_len == len &&
+            strncasecmp(ops[i].name, name, len) == 0) {
+            return &ops[i];
+        }
+    }
+    return NULL;
+}
+
+enum px_rewrite { PX_RW_NONE, PX_RW_LOCATION, PX_RW_REFRESH, PX_RW_COOKIE };
+
+/*
+ * The Redirect maps of q's answer into m (room for 2 * PX_MAPS_MAX), in
+ * file order, `Redirect default` as the answering server's
+ * http://HOST:PORT (and http://NAME of `Host NAME`) with the route's
+ * prefix, to the client's scheme://host with it (q->dto, made by begin).
+ * text: room for the default's from texts. Returns the maps' count.
+ */
+static size_t px_redirect_maps(const struct px_req *q, struct px_map *m, char *text,
+                               size_t text_len)
+{
+    const struct px_fields_conf *fc = &q->site->sc->fields;
+    const struct px_route *rt = q->route;
+    const char *prefix = rt->prefix ? rt->prefix : "/";
+    int plen = rt->prefix ? (int) rt->prefix_len : 1;
+    size_t n = 0, used = 0;
+
+    for (size_t i = 0; i < fc->n_redirect; i++) {
+        if (fc->redirect[i].from) {
+            m[n++] = fc->redirect[i];
+            continue;
+        }
+        const char *hosts[2] = {px_srv(q->c->slot)->a.text, fc->host};
+        for (int h = 0; h < 2 && q->dto; h++) {
+            if (!hosts[h] || strncmp(hosts[h], "unix:", 5) == 0) {
+                continue;
+            }
+            int k = snprintf(text + used, text_len - used, "http://%s%.*s", hosts[h], plen, prefix);
+            if (k < 0 || (size_t) k >= text_len - used) {
+                continue;
+            }
+            m[n++] = (struct px_map){text + used, q->dto, (size_t) k, strlen(q->dto)};
+            used += (size_t) k + 1;
+        }
+    }
+    return n;
+}
+
+/*
+ * One field of the answer into the job's head buffer, its value rewritten
+ * as `rw` says. MK_OK, or MK_ERR (the job failed: no memory, or the head
+ * does not fit, 502).
+ */
+static int px_head_field(struct px_req *q, const char *name, size_t nlen, const char *v,
+                         size_t vlen, enum px_rewrite rw, const struct px_map *redir, size_t nr)
+{
+    const struct px_fields_conf *fc = &q->site->sc->fields;
+    size_t room;
+    char *dst = mk_gw_job_head_room(&q->j, &room);
+    if (!dst) {
+        return MK_ERR;
+    }
+    if (nlen + 2 + 4 > room) {
+        goto too_large;
+    }
+    memcpy(dst, name, nlen);
+    memcpy(dst + nlen, ": ", 2);
+    char *out = dst + nlen + 2;
+    size_t cap = room - nlen - 2 - 4; /* the line's CRLF, and the block's */
+    long k;
+    switch (rw) {
+    case PX_RW_LOCATION:
+        k = px_location_rewrite(v, vlen, redir, nr, out, cap);
+        break;
+    case PX_RW_REFRESH:
+        k = px_refresh_rewrite(v, vlen, redir, nr, out, cap);
+        break;
+    case PX_RW_COOKIE:
+        k = px_cookie_rewrite(v, vlen, fc->cpath, fc->n_cpath, fc->cdomain, fc->n_cdomain, out,
+                              cap);
+        break;
+    default:
+        k = vlen <= cap ? (long) vlen : -1;
+        if (k >= 0) {
+            memcpy(out, v, vlen);
+        }
+    }
+    if (k < 0) {
+        goto too_large;
+    }
+    memcpy(out + k, "\r\n", 2);
+    q->j.head_len += nlen + 2 + (size_t) k + 2; /* not parsed yet: the block ends below */
+    return MK_OK;
+too_large:
+    px_log(q, "the response head is too large", 0);
+    mk_gw_job_fail(&q->j, 502);
+    return MK_ERR;
+}
+
+static bool px_named(const char *name, size_t len, const char *lit)
+{
+    return len == strlen(lit) && strncasecmp(name, lit, len) == 0;
+}
+
 /*
  * Give the job the head: the status line and the end-to-end fields
- * (hop-by-hop ones and those the upstream's Connection names dropped).
- * MK_OK, or MK_ERR (the job failed).
+ * (hop-by-hop ones and those the upstream's Connection names dropped),
+ * with the site's ResponseHeader lines and its Redirect, CookiePath and
+ * CookieDomain rewriting applied. MK_OK, or MK_ERR (the job failed).
  */
 static int px_give_head(struct px_req *q)
 {
     const struct px_resp *p = &q->resp;
+    const struct px_fields_conf *fc = &q->site->sc->fields;
+    struct px_map redir[2 * PX_MAPS_MAX];
+    char text[2 * PX_MAPS_MAX * 64];
+    size_t nr = fc->n_redirect ? px_redirect_maps(q, redir, text, sizeof(text)) : 0;
     char line[64];
     int n = snprintf(line, sizeof(line), "HTTP/1.1 %03d X\r\n", p->status);
     mk_gw_job_head_data(&q->j, line, (size_t) n);
     for (unsigned i = 0; i < p->n_fields && !q->j.fail; i++) {
         const struct px_field *f = &p->fields[i];
-        if (px_hop_by_hop(f->name.p, f->name.len) ||
-            (f->name.len == 14 && strncasecmp(f->name.p, "content-length", 14) == 0) ||
-            (f->name.len == 6 && strncasecmp(f->name.p, "status", 6) == 0) ||
-            px_resp_conn_names(p, f->name.p, f->name.len)) {
+        const char *fn = f->name.p;
+        size_t fl = f->name.len;
+        if (px_hop_by_hop(fn, fl) || px_named(fn, fl, "content-length") ||
+            px_named(fn, fl, "status") || px_resp_conn_names(p, fn, fl) ||
+            px_op_of(fc->resp, fc->n_resp, fn, fl)) {
             continue;
         }
-        size_t room;
-        char *dst = mk_gw_job_head_room(&q->j, &room);
-        if (!dst) {
+        enum px_rewrite rw = PX_RW_NONE;
+        if (nr && px_named(fn, fl, "location")) {
+            rw = PX_RW_LOCATION;
+        }
+        else if (nr && px_named(fn, fl, "refresh")) {
+            rw = PX_RW_REFRESH;
+        }
+        else if ((fc->n_cpath || fc->n_cdomain) && px_named(fn, fl, "set-cookie")) {
+            rw = PX_RW_COOKIE;
+        }
+        if (px_head_field(q, fn, fl, f->value.p, f->value.len, rw, redir, nr) != MK_OK) {
             return MK_ERR;
         }
-        size_t need = f->name.len + 2 + f->value.len + 2;
-        if (need + 2 > room) {
-            px_log(q, "the response head is too large", 0);
-            mk_gw_job_fail(&q->j, 502);
+    }
+    for (size_t i = 0; i < fc->n_resp && !q->j.fail; i++) {
+        const struct px_hdr_op *o = &fc->resp[i];
+        if (o->verb != PX_HDR_REMOVE && px_head_field(q, o->name, o->name_len, o->value,
+                                                      o->value_len, PX_RW_NONE, NULL, 0) != MK_OK) {
             return MK_ERR;
         }
-        memcpy(dst, f->name.p, f->name.len);
-        memcpy(dst + f->name.len, ": ", 2);
-        memcpy(dst + f->name.len + 2, f->value.p, f->value.len);
-        memcpy(dst + need - 2, "\r\n", 2);
-        q->j.head_len += need; /* not parsed yet: the block ends below */
     }
     if (q->j.fail) {
         return MK_ERR;
@@ -894,11 +1018,6 @@ static void px_field(struct px_buf *b, const char *name, const char *v, size_t v
     px_put(b, "\r\n", 2);
 }
 
-static bool px_named(const char *name, size_t len, const char *lit)
-{
-    return len == strlen(lit) && strncasecmp(name, lit, len) == 0;
-}
-
 /* Whether a value carries a byte HTTP/1 cannot (CR, LF, NUL). */
 static bool px_unsafe(const char *v, size_t len)
 {
@@ -931,6 +1050,93 @@ static bool px_client_conn_names(struct mk_request *r, const char *name, size_t 
     return fake.n_fields && px_resp_conn_names(&fake, name, len);
 }
 
+/*
+ * Every value of the client's fields named `name` that HTTP/1 can carry,
+ * joined with ", ", into b: whether one was.
+ */
+static bool px_put_joined(struct px_buf *b, struct mk_request *r, const char *name)
+{
+    unsigned n = px_api->header_count(r);
+    bool any = false;
+    for (unsigned i = 0; i < n; i++) {
+        const char *hn, *hv;
+        size_t hnl, hvl;
+        if (px_api->header_at(r, i, &hn, &hnl, &hv, &hvl) != MK_OK || !px_named(hn, hnl, name) ||
+            hvl == 0 || px_unsafe(hv, hvl)) {
+            continue;
+        }
+        if (any) {
+            px_put(b, ", ", 2);
+        }
+        px_put(b, hv, hvl);
+        any = true;
+    }
+    return any;
+}
+
+/*
+ * The proxy's own fields, after the client's: X-Forwarded-For,
+ * X-Forwarded-Proto, X-Forwarded-Host and Forwarded as the site's keys
+ * say (a RequestHeader line that names one takes its place), then the
+ * RequestHeader set lines. host: the client's Host (NULL: none).
+ */
+static void px_forward_fields(struct px_buf *b, struct mk_request *r,
+                              const struct px_fields_conf *fc, const char *host, size_t hlen,
+                              bool tls)
+{
+    char addr[64];
+    px_api->remote_addr(r, addr, sizeof(addr));
+    if (fc->xff != PX_XFF_OFF && !px_op_of(fc->req, fc->n_req, "X-Forwarded-For", 15)) {
+        px_puts(b, "X-Forwarded-For: ");
+        if (fc->xff == PX_XFF_APPEND && px_put_joined(b, r, "X-Forwarded-For")) {
+            px_put(b, ", ", 2);
+        }
+        px_puts(b, addr);
+        px_put(b, "\r\n", 2);
+    }
+    if (fc->xfproto && !px_op_of(fc->req, fc->n_req, "X-Forwarded-Proto", 17)) {
+        px_puts(b, tls ? "X-Forwarded-Proto: https\r\n" : "X-Forwarded-Proto: http\r\n");
+    }
+    if (fc->xfhost && host && !px_op_of(fc->req, fc->n_req, "X-Forwarded-Host", 16)) {
+        px_field(b, "X-Forwarded-Host", host, hlen);
+    }
+    if (fc->forwarded && !px_op_of(fc->req, fc->n_req, "Forwarded", 9)) {
+        char el[1024];
+        const char *proto = tls ? "https" : "http";
+        long k = px_forwarded_element(addr, proto, host, host ? hlen : 0, el, sizeof(el));
+        if (k < 0) {
+            k = px_forwarded_element(addr, proto, NULL, 0, el, sizeof(el)); /* a host too long */
+        }
+        px_puts(b, "Forwarded: ");
+        if (fc->xff == PX_XFF_APPEND && px_put_joined(b, r, "Forwarded")) {
+            px_put(b, ", ", 2);
+        }
+        px_put(b, el, (size_t) k);
+        px_put(b, "\r\n", 2);
+    }
+    for (size_t i = 0; i < fc->n_req; i++) {
+        if (fc->req[i].verb == PX_HDR_SET) {
+            px_field(b, fc->req[i].name, fc->req[i].value, fc->req[i].value_len);
+        }
+    }
+}
+
+/* Redirect default's TO: scheme://host and the route's prefix ("/" for Match), or NULL. */
+static char *px_default_to(const struct px_req *q, const char *host, size_t hlen, bool tls)
+{
+    const struct px_route *rt = q->route;
+    size_t plen = rt->prefix ? rt->prefix_len : 1;
+    if (!host || hlen > 1024) {
+        return NULL;
+    }
+    char *to = malloc(8 + hlen + plen + 1);
+    if (to) {
+        snprintf(to, 8 + hlen + plen + 1, "%s://%.*s%.*s", tls ? "https" : "http", (int) hlen, host,
+                 (int) plen, rt->prefix ? rt->prefix : "/");
+    }
+    return to;
+}
+
 static int px_begin(struct mk_gw_job *j, struct mk_request *r)
 {
     static const char *const own[] = {"host",
@@ -943,6 +1149,7 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
                                       "http2-settings",
                                       NULL};
     struct px_req *q = px_of(j);
+    const struct px_fields_conf *fc = &q->site->sc->fields;
     struct px_buf b = {0};
     size_t len, tlen;
     const char *method = px_api->method(r, &len);
@@ -971,7 +1178,10 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
         free(b.p);
         return 400;
     }
-    if (host) {
+    if (fc->host) {
+        px_field(&b, "Host", fc->host, strlen(fc->host));
+    }
+    else if (host) {
         px_field(&b, "Host", host, hlen);
     }
     unsigned n = px_api->header_count(r);
@@ -985,7 +1195,9 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
         for (int k = 0; own[k] && !skip; k++) {
             skip = px_named(hn, hnl, own[k]);
         }
-        if (skip || px_hop_by_hop(hn, hnl) || px_client_conn_names(r, hn, hnl)) {
+        skip |= fc->forwarded && px_named(hn, hnl, "forwarded");
+        if (skip || px_hop_by_hop(hn, hnl) || px_client_conn_names(r, hn, hnl) ||
+            px_op_of(fc->req, fc->n_req, hn, hnl)) {
             continue;
         }
         if (px_unsafe(hn, hnl) || px_unsafe(hv, hvl)) {
@@ -998,28 +1210,20 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
         px_put(&b, "\r\n", 2);
     }
     const char *cookie = px_api->header(r, "Cookie", &len);
-    if (cookie) {
+    if (cookie && !px_op_of(fc->req, fc->n_req, "Cookie", 6)) {
         if (px_unsafe(cookie, len)) {
             free(b.p);
             return 400;
         }
         px_field(&b, "Cookie", cookie, len); /* HTTP/2 crumbs come joined with "; " */
     }
-    char addr[64];
-    px_api->remote_addr(r, addr, sizeof(addr));
-    const char *xff = px_api->header(r, "X-Forwarded-For", &len);
-    px_puts(&b, "X-Forwarded-For: ");
-    if (xff && !px_unsafe(xff, len) && len > 0) {
-        px_put(&b, xff, len);
-        px_put(&b, ", ", 2);
-    }
-    px_puts(&b, addr);
-    px_put(&b, "\r\n", 2);
-    int tls = MK_API_HAS(px_api, conn_transport_var) &&
-              px_api->conn_transport_var(px_api->conn(r), "protocol", &len) != NULL;
-    px_puts(&b, tls ? "X-Forwarded-Proto: https\r\n" : "X-Forwarded-Proto: http\r\n");
-    if (host) {
-        px_field(&b, "X-Forwarded-Host", host, hlen);
+    bool tls = MK_API_HAS(px_api, conn_transport_var) &&
+               px_api->conn_transport_var(px_api->conn(r), "protocol", &len) != NULL;
+    px_forward_fields(&b, r, fc, host, hlen, tls);
+    for (size_t i = 0; i < fc->n_redirect && !q->dto; i++) {
+        if (!fc->redirect[i].from && !(q->dto = px_default_to(q, host, hlen, tls))) {
+            break; /* no host, or no memory: the default maps nothing */
+        }
     }
     if (j->spooled) {
         px_field(&b, "Content-Length", j->content_length, strlen(j->content_length));
@@ -1175,7 +1379,8 @@ static void px_release(struct mk_gw_job *j)
     px_active(q, -1);
     free(q->hdr);
     free(q->w);
-    q->hdr = q->w = NULL;
+    free(q->dto);
+    q->hdr = q->w = q->dto = NULL;
 }
 
 static const struct mk_gw_backend px_backend = {
@@ -1216,6 +1421,7 @@ int px_req_start(struct mk_request *r, const struct px_site *site, size_t i)
     }
     struct px_req *q = px_of(j);
     q->site = site;
+    q->route = &site->sc->routes[i];
     q->g = site->groups[i];
     q->self = self;
     q->member = -1;

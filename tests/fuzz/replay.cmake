@@ -41,6 +41,8 @@ target_compile_definitions(replay_h2_upgrade PRIVATE MK_HAVE_H2)
 mk_fuzz_replay(gw_head SOURCES ${CMAKE_SOURCE_DIR}/plugins/gateway/gw_head.c)
 mk_fuzz_replay(fcgi SOURCES ${CMAKE_SOURCE_DIR}/plugins/fastcgi/fcgi_proto.c)
 mk_fuzz_replay(px_http SOURCES ${CMAKE_SOURCE_DIR}/plugins/proxy/px_http.c)
+mk_fuzz_replay(px_fields SOURCES ${CMAKE_SOURCE_DIR}/plugins/proxy/px_fields.c
+               ${CMAKE_SOURCE_DIR}/plugins/proxy/px_http.c)
 
 # What the tls plugin reads from a client without OpenSSL: built with or without it.
 mk_fuzz_replay(tls SOURCES ${CMAKE_SOURCE_DIR}/plugins/tls/tls_parse.c)

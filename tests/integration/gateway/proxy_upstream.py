@@ -11,6 +11,9 @@ fields in order, body, and the server's NAME and connection number),
 fields in the response), /continue (a 100 and a 103 before the answer),
 /extra (a second answer after the first), /bad (Content-Length and
 Transfer-Encoding), /stats (connections accepted, requests served),
+.../answer?status=CODE&h=Name:Value&h=... (that status and
+those fields, values %-decoded, repeatable; the body is the request's head
+as received), .../head (the request's head as received, as text),
 /health (200, or the status /sethealth/CODE set; its requests are counted
 in "health", not "requests"; /sethealth/0 makes it hang). --raw appends every byte
 received to FILE; --blackhole accepts and never answers; --tls serves over
@@ -25,6 +28,7 @@ import ssl
 import sys
 import threading
 import time
+import urllib.parse
 
 PORT = int(sys.argv[1])
 NAME = sys.argv[2]
@@ -53,6 +57,7 @@ class Reader:
     def __init__(self, sock):
         self.sock = sock
         self.buf = b""
+        self.head = b""
 
     def _more(self):
         data = self.sock.recv(65536)
@@ -80,10 +85,12 @@ def read_request(rd):
     line = rd.line()
     while line == b"":
         line = rd.line()
+    rd.head = line + b"\r\n"
     method, target, version = line.decode("latin-1").split(" ")
     fields = []
     while True:
         ln = rd.line()
+        rd.head += ln + b"\r\n"
         if not ln:
             break
         k, v = ln.decode("latin-1").split(":", 1)
@@ -108,7 +115,7 @@ def send_all(sock, data):
     sock.sendall(data)
 
 
-def answer(sock, conn_no, req):
+def answer(sock, conn_no, req, head):
     method, target, version, fields, body = req
     path, _, query = target.partition("?")
     q = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
@@ -122,6 +129,18 @@ def answer(sock, conn_no, req):
         health["code"] = int(path[11:])
         hosts = json.dumps(health["hosts"][-5:]).encode()
         send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(hosts) + hosts)
+    elif path.endswith("/answer"):
+        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
+        code = int(dict(pairs).get("status", "200"))
+        out = b"HTTP/1.1 %d X\r\n" % code
+        for k, v in pairs:
+            if k == "h":
+                out += v.encode("latin-1") + b"\r\n"
+        send_all(sock, out + b"Content-Length: %d\r\n\r\n" % len(head)
+                 + (b"" if head_only else head))
+    elif path.endswith("/head"):
+        send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                       b"Content-Length: %d\r\n\r\n" % len(head) + (b"" if head_only else head))
     elif path == "/stats":
         out = json.dumps(stats).encode()
         send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(out) + out)
@@ -199,7 +218,7 @@ def serve(sock, conn_no):
                     health["hosts"].append({k.lower(): v for k, v in req[3]}.get("host"))
                 else:
                     stats["requests"] += 1
-            answer(sock, conn_no, req)
+            answer(sock, conn_no, req, rd.head)
     except (EOFError, ConnectionError, ValueError, OSError):
         pass
     finally:
