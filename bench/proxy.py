@@ -91,7 +91,7 @@ def conf_monkey(d, port, up, workers, h2=False):
     KeepAlive On
     KeepAliveTimeout 60
     MaxKeepAliveRequests 100000
-    MaxConnections 20000
+    MaxConnections {min(20000, bench.nofile_limit() // 2 - 200)}
     Backlog 4096
     GracefulTimeout 1
     LogLevel warn
