@@ -372,12 +372,15 @@ def wall_one(name, wd, up, load, path, tool, duration):
     h2 = tool == "h2load"
     srv = start(name, wd, "wall-" + load, up, 2, h2=h2)
     url = "http://127.0.0.1:%d%s" % (srv.port, path)
+    def argv(seconds):
+        if h2:
+            return ["h2load", "-t2", "-c100", "-m10", "-D", str(seconds), url]
+        return ["wrk", "-t2", "-c100", "-d%ds" % seconds, "--timeout", "10s", url]
+
     try:
         if h2:
-            argv = lambda d: ["h2load", "-t2", "-c100", "-m10", "-D", str(d), url]  # noqa: E731
             bench.check_h2(srv, url, None)
         else:
-            argv = lambda d: ["wrk", "-t2", "-c100", "-d%ds" % d, "--timeout", "10s", url]  # noqa: E731
             check(srv)
         timed(argv(1))  # warm-up: the pools fill, nothing is counted
         a0, r0 = up.stats()
@@ -401,6 +404,10 @@ def wall_one(name, wd, up, load, path, tool, duration):
 
 
 # ------------------------------------------------------------------ report
+
+def one_line(text):
+    return str(text).replace("\n", " ").replace("|", "/")
+
 
 def ratio(v, best):
     return "%.2fx" % (v / best) if v is not None and best else "-"
@@ -458,7 +465,7 @@ def report(doc):
                       default=None)
         for name, r in det.items():
             if "error" in r and len(r) == 1:
-                lines.append("| %s | failed: %s | | | | | |" % (name, r["error"].replace("\n", " ")))
+                lines.append("| %s | failed: %s | | | | | |" % (name, one_line(r["error"])))
                 continue
             top = ", ".join("%s %.2f" % kv for kv in list(r.get("by_syscall", {}).items())[:6])
             sc, ir = r.get("syscalls_per_request"), r.get("ir_per_request")
@@ -470,7 +477,7 @@ def report(doc):
         errs = [(k, r["error"]) for k, r in det.items() if "error" in r and len(r) > 1]
         for k, e in errs:
             lines.append("")
-            lines.append("- %s: %s" % (k, e.replace("\n", " ")))
+            lines.append("- %s: %s" % (k, one_line(e)))
         lines.append("")
     if wall:
         lines += ["## Wall clock: one run of %d s per load (noisy: a shared 2-CPU machine)"
@@ -495,7 +502,8 @@ def report(doc):
             best_cpu = min((x["server_us_per_request"] for x in ok), default=None)
             for name, x in rows:
                 if "rps" not in x:
-                    lines.append("| %s | failed: %s | | | | | | | |" % (name, str(x.get("error")).replace("\n", " ")))
+                    lines.append("| %s | failed: %s | | | | | | | |" % (
+                        name, one_line(x.get("error"))))
                     continue
                 lines.append("| %s | %.0f | %s | %.1f | %s | %.1f | %.1f | %.0f | %s |" % (
                     name, x["rps"], ratio(x["rps"], best_rps), x["server_us_per_request"],
