@@ -225,7 +225,8 @@ if [ "$stage" = cross ]; then
     stage="cross $2"
 fi
 if [ "$stage" = bench ]; then
-    # bench/bench.py: load tools, the peers, node.js for bench/node/hello.js,
+    # bench/bench.py: load tools, the peers (and HAProxy, bench/proxy.py's),
+    # node.js for bench/node/hello.js,
     # valgrind (callgrind_control) for --callgrind, strace for --syscalls, perf
     # for --perf-syscalls and gnuplot (pngcairo) for the charts; the openssl
     # tool makes the tls_* scenarios' certificate.
@@ -236,6 +237,7 @@ if [ "$stage" = bench ]; then
     need nginx nginx-light
     need lighttpd lighttpd
     need h2o h2o
+    need /usr/sbin/haproxy haproxy # bench/proxy.py: a peer of the proxy plugin
     need node nodejs
     need npm npm # bench/node/package.json: ws and better-sqlite3 for bench/node/
     need valgrind valgrind
