@@ -86,7 +86,8 @@ struct mk_gw_job *mk_gw_job_new(const struct mk_gw_backend *be, const struct mk_
         return NULL;
     }
     memset(j, 0, offsetof(struct mk_gw_job, h)); /* h and log (5 KB) need no zeroes */
-    memset((char *) j + sizeof(*j), 0, be->size - sizeof(*j));
+    size_t cleared = be->cleared ? be->cleared : be->size;
+    memset((char *) j + sizeof(*j), 0, cleared - sizeof(*j));
     j->be = be;
     j->api = api;
     j->stats = stats;

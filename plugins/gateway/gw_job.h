@@ -93,6 +93,8 @@ struct mk_gw_job;
 struct mk_gw_backend {
     const char *who;  /* "cgi", "fastcgi": the logs' prefix (a static string) */
     size_t size;      /* the backend's struct, the job its first member */
+    size_t cleared;   /* its first bytes zeroed by mk_gw_job_new (0: all): a buffer at
+                         the struct's end filled before it is read need not be */
     size_t window;    /* the request body's window (api->body_stream) */
     size_t head_cap;  /* the head buffer: the header block and what came with it */
     size_t spill_cap; /* the most one read of the response holds (mk_gw_job_out) */

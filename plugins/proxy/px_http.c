@@ -266,7 +266,14 @@ int px_resp_parse(const char *buf, size_t len, bool head_request, struct px_resp
     size_t eol, ll;
     bool first = true;
 
-    memset(r, 0, sizeof(*r));
+    /* the scalars only: fields[] is written up to n_fields (2 KiB not zeroed per answer) */
+    r->status = r->minor = 0;
+    r->close = false;
+    r->framing = PX_BODY_NONE;
+    r->length = 0;
+    r->n_fields = 0;
+    r->head_len = 0;
+    r->why = NULL;
     for (;;) {
         int rc = px_line(p, end, &eol, &ll);
         if (rc < 0) {

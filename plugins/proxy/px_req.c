@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,10 +80,12 @@ struct px_req {
     char *w; /* body bytes kept (MK_AGAIN) or read from the spool */
     size_t w_len, w_off;
     struct mk_loop_timer *ctimer; /* ConnectTimeout */
-    struct px_resp resp;
     struct px_chunked ch;
     uint64_t left; /* PX_BODY_LENGTH: bytes to come */
     size_t rlen;
+    /* not zeroed by mk_gw_job_new (px_backend.cleared): px_resp_parse fills resp
+       (2 KiB) before anything reads it, and rbuf is read up to rlen */
+    struct px_resp resp;
     char rbuf[PX_RBUF];
 };
 
@@ -1386,6 +1389,7 @@ static void px_release(struct mk_gw_job *j)
 static const struct mk_gw_backend px_backend = {
     .who = "proxy",
     .size = sizeof(struct px_req),
+    .cleared = offsetof(struct px_req, resp), /* resp and rbuf are written before they are read */
     .window = PX_WINDOW,
     .head_cap = PX_HEAD_MAX + PX_RBUF,
     .spill_cap = PX_RBUF,

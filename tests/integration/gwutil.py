@@ -11,24 +11,7 @@ from conftest import BUILD, Conn
 
 
 class CgiConn(Conn):
-    """A Conn that also decodes chunked bodies (the gateways' responses' framing)."""
-
-    def read_response(self, head_request=False):
-        r = super().read_response(head_request)
-        if head_request or r.header("Transfer-Encoding") != "chunked":
-            return r
-        body = b""
-        while True:
-            while b"\r\n" not in self.buf:
-                self._fill()
-            line, self.buf = self.buf.split(b"\r\n", 1)
-            size = int(line.split(b";")[0], 16)
-            while len(self.buf) < size + 2:
-                self._fill()
-            body, self.buf = body + self.buf[:size], self.buf[size + 2:]
-            if size == 0:
-                r.body = body
-                return r
+    """A Conn for the gateways' responses (Conn decodes their chunked bodies)."""
 
 
 def get(srv, path, method="GET", **kw):
