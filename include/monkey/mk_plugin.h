@@ -141,7 +141,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 11
+#define MK_PLUGIN_ABI_MINOR 12
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -1119,6 +1119,17 @@ struct mk_api {
      */
     int (*route_table_add)(struct mk_route_table *t, uint32_t methods, const char *pattern,
                            mk_route_cb handler, void *arg, char *err, size_t errlen);
+
+    /* ---- added in ABI 3.12 (check with MK_API_HAS) ---- */
+
+    /*
+     * The :protocol of an HTTP/2 extended CONNECT (RFC 8441: "websocket"),
+     * which the server runs as a GET of its :path (version() is 20), not
+     * NUL terminated; NULL for any other request. takeover() on such a
+     * request opens a tunnel on its stream: the answer goes out as 200,
+     * not 101, and the takeover ops carry the stream's DATA both ways.
+     */
+    const char *(*request_protocol)(const struct mk_request *r, size_t *len);
 };
 
 /* The longest line of api->error_log(), without the newline. */
