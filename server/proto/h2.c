@@ -404,6 +404,15 @@ static void mk_h2_timer_check(struct mk_conn *c, uint64_t ms)
     mk_conn_timer_arm(c, MK_TIMER_READ, ms > UINT32_MAX ? UINT32_MAX : (uint32_t) ms);
 }
 
+void mk_h2_timer_within(struct mk_conn *c, uint64_t ms)
+{
+    uint64_t now = c->worker->now_ms;
+
+    if (c->timer != MK_TIMER_READ || c->expiry.deadline > now + ms) {
+        mk_h2_timer_check(c, ms);
+    }
+}
+
 /*
  * Watch for what the connection waits for, and arm the right timer: idle,
  * or the checks of a busy connection. The latter is not pushed back by
@@ -905,9 +914,7 @@ static void mk_h2_go_away(struct mk_conn *c)
             nghttp2_submit_ping(h->ng, NGHTTP2_FLAG_NONE, mk_h2_drain_ping) == 0) {
             h->draining = true;
             h->drain_at = now;
-            if (c->timer != MK_TIMER_READ || c->expiry.deadline > now + MK_H2_DRAIN_MS) {
-                mk_h2_timer_check(c, MK_H2_DRAIN_MS);
-            }
+            mk_h2_timer_within(c, MK_H2_DRAIN_MS);
         }
         else {
             mk_h2_goaway(c, NGHTTP2_NO_ERROR);

@@ -86,9 +86,9 @@ struct mk_h2_stream {
     char *block;
     size_t block_len, block_cap;
     struct mk_h2_span method, path, authority;
-    struct mk_h2_span protocol; /* :protocol of an extended CONNECT (RFC 8441) */
+    struct mk_h2_span protocol;  /* :protocol of an extended CONNECT (RFC 8441) */
     struct mk_h2_tunnel *tunnel; /* the plugin's once the 200 of that CONNECT is submitted */
-    size_t fields_off; /* where the first regular field begins */
+    size_t fields_off;           /* where the first regular field begins */
     bool has_fields;
     /* what mk_h2_request_checks needs (nghttp2's HTTP checks are off) */
     bool regular_seen;    /* a regular field came: no pseudo-header may follow */
@@ -242,6 +242,9 @@ void mk_h2_fail(struct mk_conn *c, uint32_t error);
 /* A stream ended without a complete answer because of the client: counted
    against Http2UnansweredBurst/Rate (past them `calm` is set). */
 void mk_h2_unanswered(struct mk_conn *c);
+/* Have the connection's checks (mk_h2_expire) run within about `ms`: a deadline nearer
+   than Timeout and SendTimeout (a tunnel's idle timeout, the drain). */
+void mk_h2_timer_within(struct mk_conn *c, uint64_t ms);
 /* The final GOAWAY of a graceful shutdown, with the last stream taken. */
 void mk_h2_drain_end(struct mk_conn *c);
 
@@ -296,7 +299,6 @@ int mk_h2_send_data_cb(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t 
                        nghttp2_data_source *src, void *user);
 ssize_t mk_h2_read_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
                       nghttp2_data_source *src, void *user);
-
 
 /* ---- h2_tunnel.c --------------------------------------------------------- */
 

@@ -367,8 +367,7 @@ static bool mk_h2_request_checks(const struct mk_h2_stream *s, bool end_stream)
     if (s->method.len == 7 && memcmp(s->block + s->method.off, "CONNECT", 7) == 0) {
         if (s->protocol.set) {
             /* an extended CONNECT (RFC 8441 section 4): a tunnel for :protocol at :path */
-            return s->scheme_set && s->path.set && s->authority.set &&
-                   s->block[s->path.off] == '/';
+            return s->scheme_set && s->path.set && s->authority.set && s->block[s->path.off] == '/';
         }
         return !s->scheme_set && !s->path.set && s->authority.set;
     }

@@ -239,6 +239,7 @@ void mk_h2_tunnel_open(struct mk_conn *c, struct mk_h2_stream *s, struct mk_requ
     t->active_at = c->worker->now_ms;
     t->open = true;
     s->tunnel = t;
+    mk_h2_timer_within(c, t->idle_ms); /* the checks come at Timeout otherwise */
     if (up.on_open) {
         up.on_open(&t->base, t->arg);
     }
