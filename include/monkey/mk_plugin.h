@@ -418,8 +418,11 @@ struct mk_transport {
 };
 
 /*
- * A connection taken over after 101 Switching Protocols (api->takeover).
- * Its callbacks run on the connection's worker:
+ * A connection taken over after 101 Switching Protocols (api->takeover),
+ * or an HTTP/2 stream after the 200 of an extended CONNECT (the same
+ * callbacks: "connection" below is then the stream; the client's
+ * END_STREAM or RST_STREAM is its close). Its callbacks run on the
+ * connection's worker:
  *   on_read      bytes arrived (through the transport). Not called while
  *                more than 64 KiB written with takeover_write() wait to
  *                go out: the client's input then waits too (back-pressure).
@@ -838,7 +841,10 @@ struct mk_api {
      * after that long without a byte read or written (0: the server's
      * KeepAliveTimeout). MK_ERR when the protocol cannot hand the
      * connection over (HTTP/1.0, a request body not read, a stream
-     * started); answer something else then.
+     * started, an HTTP/2 stream that is no extended CONNECT); answer
+     * something else then. On an HTTP/2 extended CONNECT (RFC 8441,
+     * request_protocol()) the stream is handed over instead: the answer
+     * goes out as 200 and the ops carry the stream's DATA (ABI 3.12).
      */
     int (*takeover)(struct mk_request *r, const struct mk_takeover_ops *ops, void *arg,
                     uint32_t idle_ms);

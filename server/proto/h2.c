@@ -7,7 +7,9 @@
  * windows and schedules the streams (RFC 9218 priorities: the `priority`
  * header and PRIORITY_UPDATE; RFC 7540 priority frames are parsed and
  * ignored, SETTINGS_NO_RFC7540_PRIORITIES is sent). The HTTP/2 code
- * turns streams into requests and responses into frames:
+ * turns streams into requests and responses into frames
+ * (SETTINGS_ENABLE_CONNECT_PROTOCOL is sent too: an extended CONNECT
+ * becomes a tunnel for WebSocket, h2_tunnel.c):
  *
  *   HEADERS (+CONTINUATION) ──▶ a request head, built from the fields by
  *       mk_request_run_parts (mk_http_head_build: the rules of the HTTP/1

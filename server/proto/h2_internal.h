@@ -3,7 +3,7 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * h2_internal.h: the state of an HTTP/2 connection (struct mk_h2, c->h2)
- * and of its streams (struct mk_h2_stream), and what the four files of the
+ * and of its streams (struct mk_h2_stream), and what the five files of the
  * HTTP/2 code give each other:
  *
  *   h2.c           the connection: the session, the input and the frames

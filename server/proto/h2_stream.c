@@ -211,8 +211,9 @@ static struct mk_http_header *mk_h2_headers(struct mk_request *r, const struct m
  * checked here as the fields arrive, and a malformed request is reset
  * with PROTOCOL_ERROR, as nghttp2 would: pseudo-headers (known, once,
  * not empty, before every regular field, none in trailers; :method,
- * :scheme and :path present, or :authority alone for CONNECT; :path
- * "/..." or OPTIONS "*"), upper-case or connection-specific field names,
+ * :scheme and :path present, or :authority alone for CONNECT, or all
+ * four with :protocol for an extended CONNECT (RFC 8441), :protocol with
+ * no other method; :path "/..." or OPTIONS "*"), upper-case or connection-specific field names,
  * TE other than "trailers", Content-Length against the DATA received.
  * The rest (characters of names, values, :method, :path, :authority) is
  * mk_http_head_build's, which answers 400 like HTTP/1. The `priority`

@@ -299,6 +299,7 @@ ssize_t mk_h2_tunnel_read(struct mk_conn *c, struct mk_h2_stream *s, uint8_t *bu
     t->queued -= n;
     if (n) {
         t->active_at = c->worker->now_ms;
+        s->r->bytes_sent += n; /* the stream's request lives as long as the tunnel */
     }
     if (t->open && ((t->notify && t->queued == 0) || (s->kept_len && !mk_h2_tunnel_paused(t)))) {
         mk_h2_tunnel_due(c, t); /* on_writable, or the input kept goes on */
