@@ -233,6 +233,18 @@ def test_not_a_tunnel(srv):
     c.close()
 
 
+def test_service_sees_version_and_protocol(srv):
+    c = client(srv)
+    assert c.get("/wstest/info")["data"] == b"version 20 protocol -\n"
+    ws = WS(c, path="/wstest/info")
+    assert ws.status == "400", ws.st
+    ws.wait_gone()
+    assert ws.st["data"] == b"version 20 protocol websocket\n"
+    c.close()
+    if not srv.tls:
+        assert srv.get("/wstest/info").body == b"version 11 protocol -\n"
+
+
 # ---- messages -----------------------------------------------------------------------------
 
 
@@ -417,6 +429,26 @@ def test_several_tunnels_and_requests_on_one_connection(srv):
     for ws in tunnels:
         assert ws.read()[0] == CLOSE
         ws.wait_gone()
+    c.close()
+
+
+def test_broadcast_between_http2_tunnels_and_an_http1_websocket(h2c_srv):
+    """Members of one channel on two tunnels of one HTTP/2 connection and on an
+    HTTP/1.1 connection: a message of any reaches all, so tunnels are written
+    from another connection's callback too (outside any event of their own)."""
+    ws_sync = pytest.importorskip("websockets.sync.client")
+    c = client(h2c_srv)
+    a, b = WS(c, path="/wstest/room"), WS(c, path="/wstest/room")
+    with ws_sync.connect(f"ws://127.0.0.1:{h2c_srv.port}/wstest/room") as h1:
+        time.sleep(0.2 * SLOW)  # joined on open
+        h1.send("from http/1.1")
+        assert a.read() == (TEXT, b"from http/1.1")
+        assert b.read() == (TEXT, b"from http/1.1")
+        assert h1.recv(timeout=5 * SLOW) == "from http/1.1"
+        a.send(TEXT, b"from a tunnel")
+        assert h1.recv(timeout=5 * SLOW) == "from a tunnel"
+        assert a.read() == (TEXT, b"from a tunnel")
+        assert b.read() == (TEXT, b"from a tunnel")
     c.close()
 
 
