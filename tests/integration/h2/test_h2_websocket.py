@@ -322,6 +322,21 @@ def test_close_handshake_by_the_server(srv):
     c.close()
 
 
+def test_close_timeout_ends_the_stream_from_a_timer(srv):
+    """The client never answers the server's close frame: the package's close
+    timer (300 ms) closes the socket from outside any event of the stream."""
+    c = client(srv)
+    ws = WS(c, path="/wstest/cmd")
+    ws.send(TEXT, b"close 4002")
+    op, payload = ws.read()
+    assert op == CLOSE and struct.unpack("!H", payload[:2])[0] == 4002
+    start = time.monotonic()
+    ws.wait_gone()
+    assert ws.st["ended"] and ws.st["reset"] is None, ws.st
+    assert 0.2 < time.monotonic() - start < 3 * SLOW
+    c.close()
+
+
 def test_end_stream_and_reset_mid_tunnel(srv):
     c = client(srv)
     # the client ends its side without a close frame: the tunnel ends cleanly
