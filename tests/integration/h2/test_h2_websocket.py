@@ -265,6 +265,24 @@ def test_echo_text_and_binary(srv):
     c.close()
 
 
+def test_frames_sent_with_the_connect(srv):
+    """The client does not wait for the 200: its first frames ride with the HEADERS."""
+    c = client(srv)
+    sid = c.conn.get_next_available_stream_id()
+    c.conn.send_headers(sid, [(":method", "CONNECT"), (":protocol", "websocket"),
+                              (":scheme", c.scheme), (":path", "/wstest/echo"),
+                              (":authority", "localhost"), ("sec-websocket-version", "13")])
+    c.conn.send_data(sid, ws_frame(TEXT, b"early") + ws_frame(BINARY, b"\x00\x01"))
+    c.streams[sid] = {"headers": {}, "data": b"", "ended": False, "reset": None}
+    c.flush()
+    ws = WS.__new__(WS)
+    ws.c, ws.sid, ws.off = c, sid, 0
+    assert ws.read() == (TEXT, b"early")
+    assert ws.read() == (BINARY, b"\x00\x01")
+    assert ws.status == "200"
+    c.close()
+
+
 def test_large_message(srv):
     c = client(srv)
     ws = WS(c)
