@@ -430,6 +430,24 @@ static void *duda_ctx(duda_request_t *dr)
     return dr ? dr->user : NULL;
 }
 
+static int duda_req_version(duda_request_t *dr)
+{
+    if (!duda_request_live(dr, "request->version")) {
+        return -1;
+    }
+    return duda_mk->version(dr->r);
+}
+
+static const char *duda_req_protocol(duda_request_t *dr)
+{
+    size_t n;
+    if (!duda_request_live(dr, "request->protocol") || !MK_API_HAS(duda_mk, request_protocol)) {
+        return NULL;
+    }
+    const char *v = duda_mk->request_protocol(dr->r, &n);
+    return v ? duda_gc_strndup(dr, v, n) : NULL;
+}
+
 const struct duda_request_api duda_request_obj = {
     .size = sizeof(struct duda_request_api),
     .method = duda_req_method,
@@ -446,4 +464,6 @@ const struct duda_request_api duda_request_obj = {
     .remote_addr = duda_remote_addr,
     .set_ctx = duda_set_ctx,
     .ctx = duda_ctx,
+    .version = duda_req_version,
+    .protocol = duda_req_protocol,
 };

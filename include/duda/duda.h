@@ -42,7 +42,7 @@
 #include <time.h>
 
 #define DUDA_ABI_MAJOR 1
-#define DUDA_ABI_MINOR 3
+#define DUDA_ABI_MINOR 4
 
 /*
  * Packages (include/duda/duda_package.h): NAME.dpkg files of PackagesRoot
@@ -136,6 +136,18 @@ struct duda_request_api {
     /* The service's own pointer for this request (NULL until set; never freed by Duda). */
     int (*set_ctx)(duda_request_t *dr, void *ctx);
     void *(*ctx)(duda_request_t *dr);
+
+    /* ---- since service ABI 1.4 (check with DUDA_HAS) ---- */
+
+    /* The HTTP version: 10, 11, or 20 for HTTP/2. */
+    int (*version)(duda_request_t *dr);
+    /*
+     * The :protocol of an HTTP/2 extended CONNECT (RFC 8441: "websocket"),
+     * which reaches the route as a GET of its path; NULL for any other
+     * request. response->takeover() on such a request answers 200 and the
+     * socket is that HTTP/2 stream (no Upgrade, no Sec-WebSocket-Accept).
+     */
+    const char *(*protocol)(duda_request_t *dr);
 };
 
 struct duda_response_api {

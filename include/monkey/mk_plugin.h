@@ -141,7 +141,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 11
+#define MK_PLUGIN_ABI_MINOR 12
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -418,8 +418,11 @@ struct mk_transport {
 };
 
 /*
- * A connection taken over after 101 Switching Protocols (api->takeover).
- * Its callbacks run on the connection's worker:
+ * A connection taken over after 101 Switching Protocols (api->takeover),
+ * or an HTTP/2 stream after the 200 of an extended CONNECT (the same
+ * callbacks: "connection" below is then the stream; the client's
+ * END_STREAM or RST_STREAM is its close). Its callbacks run on the
+ * connection's worker:
  *   on_read      bytes arrived (through the transport). Not called while
  *                more than 64 KiB written with takeover_write() wait to
  *                go out: the client's input then waits too (back-pressure).
@@ -838,7 +841,10 @@ struct mk_api {
      * after that long without a byte read or written (0: the server's
      * KeepAliveTimeout). MK_ERR when the protocol cannot hand the
      * connection over (HTTP/1.0, a request body not read, a stream
-     * started); answer something else then.
+     * started, an HTTP/2 stream that is no extended CONNECT); answer
+     * something else then. On an HTTP/2 extended CONNECT (RFC 8441,
+     * request_protocol()) the stream is handed over instead: the answer
+     * goes out as 200 and the ops carry the stream's DATA (ABI 3.12).
      */
     int (*takeover)(struct mk_request *r, const struct mk_takeover_ops *ops, void *arg,
                     uint32_t idle_ms);
@@ -1119,6 +1125,17 @@ struct mk_api {
      */
     int (*route_table_add)(struct mk_route_table *t, uint32_t methods, const char *pattern,
                            mk_route_cb handler, void *arg, char *err, size_t errlen);
+
+    /* ---- added in ABI 3.12 (check with MK_API_HAS) ---- */
+
+    /*
+     * The :protocol of an HTTP/2 extended CONNECT (RFC 8441: "websocket"),
+     * which the server runs as a GET of its :path (version() is 20), not
+     * NUL terminated; NULL for any other request. takeover() on such a
+     * request opens a tunnel on its stream: the answer goes out as 200,
+     * not 101, and the takeover ops carry the stream's DATA both ways.
+     */
+    const char *(*request_protocol)(const struct mk_request *r, size_t *len);
 };
 
 /* The longest line of api->error_log(), without the newline. */

@@ -173,6 +173,12 @@ static int mk_api_version(const struct mk_request *r)
     return r->head.version ? r->head.version : 10;
 }
 
+static const char *mk_api_request_protocol(const struct mk_request *r, size_t *len)
+{
+    *len = r->protocol.len;
+    return r->protocol.len ? r->protocol.p : NULL;
+}
+
 static unsigned mk_api_header_count(const struct mk_request *r)
 {
     return r->head.n_headers;
@@ -850,4 +856,5 @@ const struct mk_api mk_plugin_api = {
     .suspend_cancel = mk_api_suspend_cancel,
     .log_file_open = mk_log_file_open,
     .route_table_add = mk_api_route_table_add,
+    .request_protocol = mk_api_request_protocol,
 };

@@ -7,7 +7,9 @@
  * windows and schedules the streams (RFC 9218 priorities: the `priority`
  * header and PRIORITY_UPDATE; RFC 7540 priority frames are parsed and
  * ignored, SETTINGS_NO_RFC7540_PRIORITIES is sent). The HTTP/2 code
- * turns streams into requests and responses into frames:
+ * turns streams into requests and responses into frames
+ * (SETTINGS_ENABLE_CONNECT_PROTOCOL is sent too: an extended CONNECT
+ * becomes a tunnel for WebSocket, h2_tunnel.c):
  *
  *   HEADERS (+CONTINUATION) ──▶ a request head, built from the fields by
  *       mk_request_run_parts (mk_http_head_build: the rules of the HTTP/1
@@ -298,6 +300,7 @@ static int mk_h2_session_new(struct mk_conn *c)
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, MK_H2_STREAM_WINDOW},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t) cfg->limits.max_head},
         {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+        {NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1}, /* RFC 8441: h2_tunnel.c */
     };
     if (nghttp2_submit_settings(h->ng, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0) {
         return MK_ERR;
@@ -314,6 +317,7 @@ static void mk_h2_release(struct mk_conn *c)
     if (!h) {
         return;
     }
+    mk_h2_tunnel_release_all(c); /* before any on_close: none writes to a sibling */
     while (!mk_list_is_empty(&h->streams)) {
         struct mk_h2_stream *s = mk_list_entry(h->streams.next, struct mk_h2_stream, node);
         MK_STAT_ADD(c->worker->n_h2_streams, (unsigned) -1);
@@ -402,6 +406,15 @@ static void mk_h2_timer_check(struct mk_conn *c, uint64_t ms)
     mk_conn_timer_arm(c, MK_TIMER_READ, ms > UINT32_MAX ? UINT32_MAX : (uint32_t) ms);
 }
 
+void mk_h2_timer_within(struct mk_conn *c, uint64_t ms)
+{
+    uint64_t now = c->worker->now_ms;
+
+    if (c->timer != MK_TIMER_READ || c->expiry.deadline > now + ms) {
+        mk_h2_timer_check(c, ms);
+    }
+}
+
 /*
  * Watch for what the connection waits for, and arm the right timer: idle,
  * or the checks of a busy connection. The latter is not pushed back by
@@ -417,6 +430,9 @@ static void mk_h2_after(struct mk_conn *c)
     if (c->state == MK_CONN_CLOSED || !h || h->busy) {
         return;
     }
+    if (h->tunnel_due) {
+        mk_h2_tunnel_settle(c);
+    }
     if (h->flush_wanted) {
         mk_h2_flush(c);
         if (c->state == MK_CONN_CLOSED) {
@@ -431,8 +447,8 @@ static void mk_h2_after(struct mk_conn *c)
         mk_conn_linger(c);
         return;
     }
-    if (h->seg_n || nghttp2_session_want_write(h->ng)) {
-        mask |= MK_EV_WRITE;
+    if (h->seg_n || h->tunnel_due || nghttp2_session_want_write(h->ng)) {
+        mask |= MK_EV_WRITE; /* a tunnel marked due while writing: settled next turn */
     }
     if (c->io_want == MK_IO_WANT_WRITE) {
         mask |= MK_EV_WRITE;
@@ -726,6 +742,9 @@ static uint64_t mk_h2_stream_expire(struct mk_conn *c, struct mk_h2_stream *s, u
     if (!r || s->closed || s->we_reset) {
         return UINT64_MAX; /* a header block (the connection's check), or closing */
     }
+    if (mk_h2_tunnel_live(s)) {
+        return mk_h2_tunnel_expire(c, s, now); /* its own idle timeout */
+    }
     if (s->responding) {
         /* SendMinRate: a client that keeps the stream's window shut, opening
            it a little now and then (WINDOW_UPDATE), must keep up the rate */
@@ -889,14 +908,15 @@ static void mk_h2_go_away(struct mk_conn *c)
         mk_conn_close(c);
         return;
     }
+    if (c->worker->stopping) {
+        mk_h2_tunnel_stop_all(c); /* a tunnel never finishes by itself */
+    }
     if (!h->going_away && !h->draining) {
         if (nghttp2_submit_shutdown_notice(h->ng) == 0 &&
             nghttp2_submit_ping(h->ng, NGHTTP2_FLAG_NONE, mk_h2_drain_ping) == 0) {
             h->draining = true;
             h->drain_at = now;
-            if (c->timer != MK_TIMER_READ || c->expiry.deadline > now + MK_H2_DRAIN_MS) {
-                mk_h2_timer_check(c, MK_H2_DRAIN_MS);
-            }
+            mk_h2_timer_within(c, MK_H2_DRAIN_MS);
         }
         else {
             mk_h2_goaway(c, NGHTTP2_NO_ERROR);
@@ -1008,5 +1028,5 @@ const struct mk_proto mk_proto_h2 = {
     .proceed = mk_h2_proceed,
     .abort = mk_h2_abort,
     .wake = mk_h2_wake,
-    .takeover = NULL,
+    .takeover = mk_h2_takeover,
 };

@@ -3,7 +3,7 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * h2_internal.h: the state of an HTTP/2 connection (struct mk_h2, c->h2)
- * and of its streams (struct mk_h2_stream), and what the four files of the
+ * and of its streams (struct mk_h2_stream), and what the five files of the
  * HTTP/2 code give each other:
  *
  *   h2.c           the connection: the session, the input and the frames
@@ -13,6 +13,8 @@
  *                  body, the callbacks of a stream's frames
  *   h2_response.c  a response as HEADERS (and trailers)
  *   h2_send.c      the output queue, DATA frames, the writes
+ *   h2_tunnel.c    a stream taken over after the 200 of an extended
+ *                  CONNECT (RFC 8441: WebSocket over HTTP/2)
  *
  * Private to those files: the rest of the server reaches HTTP/2 through
  * mk_proto_h2 and h2.h. Everything runs on the connection's worker; the
@@ -84,7 +86,9 @@ struct mk_h2_stream {
     char *block;
     size_t block_len, block_cap;
     struct mk_h2_span method, path, authority;
-    size_t fields_off; /* where the first regular field begins */
+    struct mk_h2_span protocol;  /* :protocol of an extended CONNECT (RFC 8441) */
+    struct mk_h2_tunnel *tunnel; /* the plugin's once the 200 of that CONNECT is submitted */
+    size_t fields_off;           /* where the first regular field begins */
     bool has_fields;
     /* what mk_h2_request_checks needs (nghttp2's HTTP checks are off) */
     bool regular_seen;    /* a regular field came: no pseudo-header may follow */
@@ -195,6 +199,7 @@ struct mk_h2 {
     /* open streams by (id / 2) % MK_H2_RECENT, the latest opened of each
        slot (NULL once closed): most lookups by id need no nghttp2 map */
     struct mk_h2_stream *recent[MK_H2_RECENT];
+    unsigned tunnel_due; /* tunnels with work for mk_h2_tunnel_settle (h2_tunnel.c) */
 };
 
 /* The opaque data of the PING that follows the shutdown notice (h2.c). */
@@ -237,6 +242,9 @@ void mk_h2_fail(struct mk_conn *c, uint32_t error);
 /* A stream ended without a complete answer because of the client: counted
    against Http2UnansweredBurst/Rate (past them `calm` is set). */
 void mk_h2_unanswered(struct mk_conn *c);
+/* Have the connection's checks (mk_h2_expire) run within about `ms`: a deadline nearer
+   than Timeout and SendTimeout (a tunnel's idle timeout, the drain). */
+void mk_h2_timer_within(struct mk_conn *c, uint64_t ms);
 /* The final GOAWAY of a graceful shutdown, with the last stream taken. */
 void mk_h2_drain_end(struct mk_conn *c);
 
@@ -250,6 +258,8 @@ void mk_h2_stream_free(struct mk_conn *c, struct mk_h2_stream *s);
 /* Stream 1 of an upgraded connection: the HTTP/1 head as its header block
    (false when out of memory). */
 bool mk_h2_upgrade_stream(struct mk_h2_stream *s, const struct mk_http_head *head);
+/* Keep body bytes of s until its handler (or its tunnel) takes them: false when out of memory. */
+bool mk_h2_body_keep(struct mk_h2_stream *s, const uint8_t *data, size_t len);
 /* Hand what s kept of its body to its handler, as far as the handler takes it. */
 void mk_h2_body_deliver(struct mk_conn *c, struct mk_h2_stream *s);
 /* nghttp2's callbacks of a stream's frames (mk_h2_callbacks_init registers them). */
@@ -289,5 +299,36 @@ int mk_h2_send_data_cb(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t 
                        nghttp2_data_source *src, void *user);
 ssize_t mk_h2_read_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
                       nghttp2_data_source *src, void *user);
+
+/* ---- h2_tunnel.c --------------------------------------------------------- */
+
+/* proto->takeover: MK_OK when r is an extended CONNECT (RFC 8441) whose stream can carry a
+   tunnel (the client has not ended it), else MK_ERR. */
+int mk_h2_takeover(struct mk_request *r);
+/* r's takeover (r->upgrade) becomes the tunnel of s, whose 200 was just submitted; the plugin's
+   on_open runs, then what the client sent early. Not from inside nghttp2. */
+void mk_h2_tunnel_open(struct mk_conn *c, struct mk_h2_stream *s, struct mk_request *r);
+/* DATA of a tunnel stream: to the plugin, or kept (not consumed) while its output is full;
+   0, or nghttp2's error to reset the stream (memory short). */
+int mk_h2_tunnel_data(struct mk_conn *c, struct mk_h2_stream *s, const uint8_t *data, size_t len);
+/* The client ended the tunnel's stream (END_STREAM), or it closed or was reset. */
+void mk_h2_tunnel_peer_end(struct mk_conn *c, struct mk_h2_stream *s);
+/* Our END_STREAM on the tunnel went out. */
+void mk_h2_tunnel_sent_end(struct mk_conn *c, struct mk_h2_stream *s);
+/* The DATA source of a tunnel stream (mk_h2_read_cb): bytes the plugin wrote, copied. */
+ssize_t mk_h2_tunnel_read(struct mk_conn *c, struct mk_h2_stream *s, uint8_t *buf, size_t length,
+                          uint32_t *flags);
+/* The tunnel's idle timeout (mk_h2_stream_expire): its next deadline, UINT64_MAX once over. */
+uint64_t mk_h2_tunnel_expire(struct mk_conn *c, struct mk_h2_stream *s, uint64_t now);
+/* The server stops: reset every live tunnel (CANCEL). */
+void mk_h2_tunnel_stop_all(struct mk_conn *c);
+/* Run what the tunnels marked due (on_writable, input kept, on_close), outside nghttp2. */
+void mk_h2_tunnel_settle(struct mk_conn *c);
+/* The connection is released: no tunnel takes writes any more (their on_close follow). */
+void mk_h2_tunnel_release_all(struct mk_conn *c);
+/* The stream is freed: on_close if it did not run yet, then the tunnel is freed. */
+void mk_h2_tunnel_free(struct mk_conn *c, struct mk_h2_stream *s);
+/* Whether s carries a tunnel whose plugin side is still open. */
+bool mk_h2_tunnel_live(const struct mk_h2_stream *s);
 
 #endif

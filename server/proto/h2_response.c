@@ -157,33 +157,46 @@ void mk_h2_respond(struct mk_request *r, bool error)
     nghttp2_nv *nv = mk_arena_alloc(&r->arena, cap * sizeof(*nv));
     char *status = mk_arena_alloc(&r->arena, 4), *clen = mk_arena_alloc(&r->arena, 24);
     nghttp2_data_provider dp = {.source.ptr = s, .read_callback = mk_h2_read_cb};
-    bool body;
+    bool body, tunnel = false;
+    int code = r->status;
 
-    (void) error;
     if (!s || s->closed) {
         return; /* the stream is gone: the request ends with it */
+    }
+    if (s->protocol.set) {
+        /* an extended CONNECT (RFC 8441): the handler took it over (api->takeover,
+           a 101 to HTTP/1) and the tunnel opens with 200; a 2xx nobody takes
+           over would promise a tunnel that is not there */
+        tunnel = r->upgrade && r->status == 101 && !error;
+        if (tunnel) {
+            code = 200;
+        }
+        else if (r->status >= 200 && r->status < 300) {
+            mk_request_error(r, 501);
+            return;
+        }
     }
     s->since = c->worker->now_ms;
     if (s->body_wanted) {
         s->body_wanted = false;
     }
-    if (s->body == MK_H2_BODY_KEEP || !s->body_end) {
+    if (!tunnel && (s->body == MK_H2_BODY_KEEP || !s->body_end)) {
         s->body = MK_H2_BODY_DROP; /* no handler reads what comes now */
         mk_h2_consume(c, s, s->kept_len);
         s->kept_len = 0;
     }
-    if (!nv || !status || !clen || r->status < 200 || r->status > 999) {
+    if (!nv || !status || !clen || code < 200 || code > 999) {
         mk_h2_reset(c, s, NGHTTP2_INTERNAL_ERROR);
         mk_h2_flush(c);
         return;
     }
-    status[0] = (char) ('0' + r->status / 100);
-    status[1] = (char) ('0' + r->status / 10 % 10);
-    status[2] = (char) ('0' + r->status % 10);
+    status[0] = (char) ('0' + code / 100);
+    status[1] = (char) ('0' + code / 10 % 10);
+    status[2] = (char) ('0' + code % 10);
     nv[n++] = (nghttp2_nv){(uint8_t *) ":status", (uint8_t *) status, 7, 3, nc};
     mk_h2_line_nv(r->cfg->server_header, r->cfg->server_header_len, "server", nv, &n, nc);
     mk_h2_line_nv(w->date, w->date_len, "date", nv, &n, nc);
-    if (!mk_response_no_body(r)) {
+    if (!tunnel && !mk_response_no_body(r)) {
         if (r->content_type_len) {
             nv[n++] = (nghttp2_nv){(uint8_t *) "content-type", (uint8_t *) r->content_type, 12,
                                    r->content_type_len, nc};
@@ -194,13 +207,16 @@ void mk_h2_respond(struct mk_request *r, bool error)
         }
     }
     mk_h2_fields_to_nv(r, nv, cap, &n, nc);
-    body = !mk_response_omit_body(r);
+    body = tunnel || !mk_response_omit_body(r);
     if (nghttp2_submit_response(c->h2->ng, s->id, nv, n, body ? &dp : NULL) != 0) {
         mk_h2_reset(c, s, NGHTTP2_INTERNAL_ERROR);
     }
     else {
         s->responding = true;
         c->h2->n_responding++;
+        if (tunnel) {
+            mk_h2_tunnel_open(c, s, r); /* its DATA source is mk_h2_read_cb's too */
+        }
     }
     mk_h2_flush(c);
 }

@@ -347,7 +347,9 @@ ssize_t mk_h2_read_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t leng
 
     (void) ng;
     (void) id;
-    (void) buf;
+    if (s->tunnel) {
+        return mk_h2_tunnel_read(c, s, buf, length, flags);
+    }
     if (!r) {
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     }

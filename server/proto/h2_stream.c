@@ -73,6 +73,9 @@ struct mk_h2_stream *mk_h2_stream_new(struct mk_conn *c, int32_t id)
 
 void mk_h2_stream_free(struct mk_conn *c, struct mk_h2_stream *s)
 {
+    if (s->tunnel) {
+        mk_h2_tunnel_free(c, s);
+    }
     if (s->r) {
         s->r->proto_data = NULL;
         mk_request_free(s->r);
@@ -84,7 +87,6 @@ void mk_h2_stream_free(struct mk_conn *c, struct mk_h2_stream *s)
     }
     mk_free(s->kept);
     mk_h2_mem_put(s);
-    (void) c;
 }
 
 /* ---- the header block ---------------------------------------------------- */
@@ -209,8 +211,9 @@ static struct mk_http_header *mk_h2_headers(struct mk_request *r, const struct m
  * checked here as the fields arrive, and a malformed request is reset
  * with PROTOCOL_ERROR, as nghttp2 would: pseudo-headers (known, once,
  * not empty, before every regular field, none in trailers; :method,
- * :scheme and :path present, or :authority alone for CONNECT; :path
- * "/..." or OPTIONS "*"), upper-case or connection-specific field names,
+ * :scheme and :path present, or :authority alone for CONNECT, or all
+ * four with :protocol for an extended CONNECT (RFC 8441), :protocol with
+ * no other method; :path "/..." or OPTIONS "*"), upper-case or connection-specific field names,
  * TE other than "trailers", Content-Length against the DATA received.
  * The rest (characters of names, values, :method, :path, :authority) is
  * mk_http_head_build's, which answers 400 like HTTP/1. The `priority`
@@ -260,6 +263,9 @@ static bool mk_h2_pseudo(struct mk_h2_stream *s, const uint8_t *name, size_t nle
     else if (nlen == 10 && memcmp(name, ":authority", 10) == 0) {
         slot = &s->authority;
     }
+    else if (nlen == 9 && memcmp(name, ":protocol", 9) == 0) {
+        slot = &s->protocol; /* RFC 8441: SETTINGS_ENABLE_CONNECT_PROTOCOL is sent */
+    }
     else if (nlen == 7 && memcmp(name, ":scheme", 7) == 0 && !s->scheme_set &&
              mk_h2_scheme_valid(value, vlen)) {
         s->scheme_set = true;
@@ -268,7 +274,7 @@ static bool mk_h2_pseudo(struct mk_h2_stream *s, const uint8_t *name, size_t nle
         return true;
     }
     if (!slot || slot->set) {
-        s->malformed = true; /* unknown (:status, :protocol...), repeated, a bad :scheme */
+        s->malformed = true; /* unknown (:status...), repeated, a bad :scheme */
         return true;
     }
     return mk_h2_span_set(s, slot, value, vlen);
@@ -360,7 +366,14 @@ static bool mk_h2_request_checks(const struct mk_h2_stream *s, bool end_stream)
         return false;
     }
     if (s->method.len == 7 && memcmp(s->block + s->method.off, "CONNECT", 7) == 0) {
+        if (s->protocol.set) {
+            /* an extended CONNECT (RFC 8441 section 4): a tunnel for :protocol at :path */
+            return s->scheme_set && s->path.set && s->authority.set && s->block[s->path.off] == '/';
+        }
         return !s->scheme_set && !s->path.set && s->authority.set;
+    }
+    if (s->protocol.set) {
+        return false; /* :protocol with another method */
     }
     if (!s->scheme_set || !s->path.set) {
         return false;
@@ -394,13 +407,17 @@ static void mk_h2_request_start(struct mk_conn *c, struct mk_h2_stream *s, bool 
     struct mk_request_parts p = {
         .version = 20,
         .refused = s->head_status,
-        .method = mk_h2_span_str(s, &s->method),
+        /* an extended CONNECT goes through the stages as a GET of its :path (RFC 8441) */
+        .method = s->protocol.set ? MK_STR("GET") : mk_h2_span_str(s, &s->method),
         .target = mk_h2_span_str(s, s->path.set ? &s->path : &s->authority),
         .names_are_tokens = !s->names_unchecked,
     };
 
     s->r = r;
     r->proto_data = s;
+    if (s->protocol.set) {
+        r->protocol = mk_h2_span_str(s, &s->protocol);
+    }
     s->body_end = end_stream;
     s->since = c->worker->now_ms;
     if (!p.refused) {
@@ -410,8 +427,7 @@ static void mk_h2_request_start(struct mk_conn *c, struct mk_h2_stream *s, bool 
     mk_request_run_parts(r, &p);
 }
 
-/* Keep body bytes of s until its handler takes them. */
-static bool mk_h2_body_keep(struct mk_h2_stream *s, const uint8_t *data, size_t len)
+bool mk_h2_body_keep(struct mk_h2_stream *s, const uint8_t *data, size_t len)
 {
     if (s->kept_len + len > s->kept_cap) {
         size_t cap = s->kept_cap ? s->kept_cap * 2 : 16384;
@@ -582,6 +598,9 @@ int mk_h2_data_cb(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t 
             mk_h2_malformed(c, s); /* more than its Content-Length */
             return 0;
         }
+        if (s->tunnel) {
+            return mk_h2_tunnel_data(c, s, data, len);
+        }
     }
     if (!s || !s->r || s->body == MK_H2_BODY_DROP) {
         /*
@@ -660,7 +679,12 @@ int mk_h2_frame_recv_cb(nghttp2_session *ng, const nghttp2_frame *frame, void *u
     }
     if (end) {
         s->body_end = true;
-        mk_h2_body_done(s);
+        if (s->tunnel) {
+            mk_h2_tunnel_peer_end(c, s);
+        }
+        else {
+            mk_h2_body_done(s);
+        }
     }
     return 0;
 }
@@ -700,6 +724,9 @@ int mk_h2_frame_send_cb(nghttp2_session *ng, const nghttp2_frame *frame, void *u
         if (s->timed_out && !s->body_end) {
             /* its 408 is out: the client need not send the rest (RFC 9113 section 8.1) */
             mk_h2_reset(c, s, NGHTTP2_NO_ERROR);
+        }
+        if (s->tunnel) {
+            mk_h2_tunnel_sent_end(c, s);
         }
     }
     if (!s || !s->r) {
@@ -746,6 +773,9 @@ int mk_h2_stream_close_cb(nghttp2_session *ng, int32_t id, uint32_t error, void 
     if (s->responding) {
         s->responding = false;
         h->n_responding--;
+    }
+    if (s->tunnel) {
+        mk_h2_tunnel_peer_end(c, s);
     }
     if (s->r) {
         mk_body_stream_abort(s->r); /* the handler lets go of its body now */

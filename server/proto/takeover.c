@@ -56,7 +56,8 @@ struct mk_tk_piece {
     char data[];
 };
 
-struct mk_takeover {
+struct mk_tk_conn {
+    struct mk_takeover base; /* first: the plugin's handle */
     struct mk_conn *conn;
     struct mk_config *cfg; /* held until on_close has returned */
     const struct mk_takeover_ops *ops;
@@ -77,7 +78,7 @@ struct mk_takeover {
 
 /* ---- output -------------------------------------------------------------- */
 
-static void mk_takeover_pop(struct mk_takeover *t)
+static void mk_takeover_pop(struct mk_tk_conn *t)
 {
     struct mk_tk_piece *p = t->q_head;
 
@@ -89,7 +90,7 @@ static void mk_takeover_pop(struct mk_takeover *t)
 }
 
 /* Write the queue: MK_OK (empty), MK_AGAIN (socket full), MK_ERR (failed). */
-static int mk_takeover_flush(struct mk_takeover *t)
+static int mk_takeover_flush(struct mk_tk_conn *t)
 {
     struct mk_conn *c = t->conn;
 
@@ -130,7 +131,7 @@ static int mk_takeover_flush(struct mk_takeover *t)
  * soon (a 0 ms timer), or watch the directions needed and re-arm the idle
  * timer after progress.
  */
-static void mk_takeover_settle(struct mk_takeover *t)
+static void mk_takeover_settle(struct mk_tk_conn *t)
 {
     struct mk_conn *c = t->conn;
     uint32_t mask = 0;
@@ -160,8 +161,9 @@ static void mk_takeover_settle(struct mk_takeover *t)
     }
 }
 
-int mk_takeover_write(struct mk_takeover *t, const void *data, size_t len)
+static int mk_tk_conn_write(struct mk_takeover *base, const void *data, size_t len)
 {
+    struct mk_tk_conn *t = (struct mk_tk_conn *) base;
     struct mk_conn *c = t->conn;
     size_t off = 0;
 
@@ -213,15 +215,38 @@ int mk_takeover_write(struct mk_takeover *t, const void *data, size_t len)
     return rc;
 }
 
-void mk_takeover_close(struct mk_takeover *t)
+static void mk_tk_conn_close(struct mk_takeover *base)
 {
+    struct mk_tk_conn *t = (struct mk_tk_conn *) base;
+
     t->closing = true;
     mk_takeover_settle(t);
 }
 
+static struct mk_conn *mk_tk_conn_conn(struct mk_takeover *base)
+{
+    return ((struct mk_tk_conn *) base)->conn;
+}
+
+static const struct mk_takeover_carrier mk_tk_conn_carrier = {
+    .write = mk_tk_conn_write,
+    .close = mk_tk_conn_close,
+    .conn = mk_tk_conn_conn,
+};
+
+int mk_takeover_write(struct mk_takeover *t, const void *data, size_t len)
+{
+    return t->carrier->write(t, data, len);
+}
+
+void mk_takeover_close(struct mk_takeover *t)
+{
+    t->carrier->close(t);
+}
+
 struct mk_conn *mk_takeover_conn(struct mk_takeover *t)
 {
-    return t->conn;
+    return t->carrier->conn(t);
 }
 
 /* ---- the protocol --------------------------------------------------------- */
@@ -229,21 +254,21 @@ struct mk_conn *mk_takeover_conn(struct mk_takeover *t)
 /* Readable or writable: write what waits, read what comes, settle. */
 static void mk_takeover_run(struct mk_conn *c)
 {
-    struct mk_takeover *t = c->takeover;
+    struct mk_tk_conn *t = (struct mk_tk_conn *) c->takeover;
     char buf[MK_TAKEOVER_READ];
 
     t->busy = true;
     if (t->q_head && mk_takeover_flush(t) == MK_OK && t->notify && !t->failed) {
         t->notify = false;
         if (t->ops->on_writable) {
-            t->ops->on_writable(t, t->arg);
+            t->ops->on_writable(&t->base, t->arg);
         }
     }
     if (t->early && !t->failed) {
         char *early = t->early;
         t->early = NULL;
         t->progress = true;
-        t->ops->on_read(t, early, t->early_len, t->arg);
+        t->ops->on_read(&t->base, early, t->early_len, t->arg);
         mk_free(early);
     }
     /*
@@ -256,7 +281,7 @@ static void mk_takeover_run(struct mk_conn *c)
         ssize_t n = mk_conn_read(c, buf, sizeof(buf));
         if (n > 0) {
             t->progress = true;
-            t->ops->on_read(t, buf, (size_t) n, t->arg);
+            t->ops->on_read(&t->base, buf, (size_t) n, t->arg);
             if ((size_t) n < sizeof(buf) && !t->failed && mk_conn_pending(c) == 0) {
                 t->read_mask = MK_EV_READ;
                 break;
@@ -276,7 +301,7 @@ static void mk_takeover_run(struct mk_conn *c)
 /* The idle timeout, or a close decided outside a callback. */
 static void mk_takeover_expire(struct mk_conn *c)
 {
-    struct mk_takeover *t = c->takeover;
+    struct mk_tk_conn *t = (struct mk_tk_conn *) c->takeover;
 
     if (t->closing && !t->failed && !t->q_head) {
         mk_conn_linger(c); /* do not reset what was sent away */
@@ -292,7 +317,7 @@ static void mk_takeover_go_away(struct mk_conn *c)
 
 static void mk_takeover_release(struct mk_conn *c)
 {
-    struct mk_takeover *t = c->takeover;
+    struct mk_tk_conn *t = (struct mk_tk_conn *) c->takeover;
 
     if (!t) {
         return;
@@ -302,7 +327,7 @@ static void mk_takeover_release(struct mk_conn *c)
         mk_takeover_pop(t);
     }
     mk_free(t->early);
-    t->ops->on_close(t, t->arg);
+    t->ops->on_close(&t->base, t->arg);
     mk_config_use_release(&c->worker->use,
                           t->cfg); /* after on_close: it may use the plugin's state */
     mk_free(t);
@@ -319,7 +344,7 @@ const struct mk_proto mk_proto_takeover = {
 
 void mk_takeover_start(struct mk_conn *c, const struct mk_upgrade *up, const char *data, size_t len)
 {
-    struct mk_takeover *t = mk_try_alloc(sizeof(*t));
+    struct mk_tk_conn *t = mk_try_alloc(sizeof(*t));
 
     if (t) {
         memset(t, 0, sizeof(*t));
@@ -340,6 +365,7 @@ void mk_takeover_start(struct mk_conn *c, const struct mk_upgrade *up, const cha
         mk_conn_close(c);
         return;
     }
+    t->base.carrier = &mk_tk_conn_carrier;
     t->conn = c;
     t->cfg = up->cfg;
     t->ops = up->ops;
@@ -351,10 +377,10 @@ void mk_takeover_start(struct mk_conn *c, const struct mk_upgrade *up, const cha
     c->proto->release(c); /* the protocol that carried the upgrade lets go */
     c->proto = &mk_proto_takeover;
     c->state = MK_CONN_TAKEOVER;
-    c->takeover = t;
+    c->takeover = &t->base;
     if (up->on_open) {
         t->busy = true; /* a close asked for in on_open waits for its end */
-        up->on_open(t, t->arg);
+        up->on_open(&t->base, t->arg);
         t->busy = false;
     }
     mk_takeover_run(c);

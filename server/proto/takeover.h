@@ -3,7 +3,8 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * takeover.h: a connection handed to a plugin after 101 Switching
- * Protocols (api->takeover). See takeover.c.
+ * Protocols (api->takeover), or one HTTP/2 stream handed to it after the
+ * 200 of an extended CONNECT (RFC 8441, h2_tunnel.c). See takeover.c.
  *
  * Ownership: the takeover record (c->takeover) belongs to its connection
  * and its worker: the plugin's callbacks run on that worker, and it is
@@ -21,6 +22,22 @@ struct mk_conn;
 struct mk_request;
 
 #include "../request/upgrade.h"
+
+/*
+ * How a takeover's bytes travel, behind the plugin's handle: the whole
+ * connection (takeover.c) or one HTTP/2 stream (h2_tunnel.c). The api's
+ * takeover_write, takeover_close and takeover_conn call these.
+ */
+struct mk_takeover_carrier {
+    int (*write)(struct mk_takeover *t, const void *data, size_t len);
+    void (*close)(struct mk_takeover *t);
+    struct mk_conn *(*conn)(struct mk_takeover *t);
+};
+
+/* What every takeover record begins with: the handle the plugin holds. */
+struct mk_takeover {
+    const struct mk_takeover_carrier *carrier;
+};
 
 /* The protocol of a taken-over connection (c->proto). */
 extern const struct mk_proto mk_proto_takeover;

@@ -198,6 +198,9 @@ struct mk_request {
     struct mk_upgrade *upgrade;
     /* the protocol's own state of r (HTTP/2: its stream), or NULL */
     void *proto_data;
+    /* the :protocol of an HTTP/2 extended CONNECT (RFC 8441), which runs as
+       a GET of its :path (api->request_protocol); empty for any other request */
+    struct mk_str protocol;
     /* api->note_set(): named values for the logs, newest first (arena) */
     struct mk_note *notes;
     /* api->internal_redirect(): the new target ("/path?query", arena) and its

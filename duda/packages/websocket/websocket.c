@@ -4,7 +4,9 @@
  *
  * websocket.c: the websocket package (websocket.h, README.md). The opening
  * handshake on a route, then the connection as a websocket_t on the
- * socket Duda hands over after the 101 (response->takeover).
+ * socket Duda hands over after the 101 (response->takeover). Over HTTP/2
+ * the handshake is an extended CONNECT (RFC 8441, request->protocol): no
+ * key and no Upgrade, the answer is 200, and the socket is the stream.
  *
  * Frames are read by the pure reader of ws_proto.c; messages are
  * reassembled into one buffer bounded by max_message, inflated when
@@ -660,17 +662,34 @@ static void ws_settings(struct websocket_settings *st, const struct websocket_se
     st->close_timeout_ms = st->close_timeout_ms ? st->close_timeout_ms : 5000;
 }
 
+/*
+ * The :protocol of an HTTP/2 extended CONNECT (RFC 8441), NULL for an
+ * HTTP/1.1 request (or a plugin older than service ABI 1.4).
+ */
+static const char *ws_h2_protocol(duda_request_t *dr)
+{
+    return DUDA_HAS(request, protocol) ? request->protocol(dr) : NULL;
+}
+
 static websocket_t *ws_handshake(duda_request_t *dr, const struct websocket_callbacks *cb,
                                  const struct websocket_settings *settings, void *user)
 {
     static const struct websocket_callbacks none;
+    const char *h2 = ws_h2_protocol(dr);
     const char *up = request->header_get(dr, "Upgrade");
     const char *conn = request->header_get(dr, "Connection");
     const char *key = request->header_get(dr, "Sec-WebSocket-Key");
     const char *version = request->header_get(dr, "Sec-WebSocket-Version");
 
-    if (!request->is_get(dr) || !up || !ws_proto_token_in_list(up, strlen(up), "websocket") ||
-        !conn || !ws_proto_token_in_list(conn, strlen(conn), "upgrade")) {
+    if (h2) {
+        /* RFC 8441 section 5: the extended CONNECT replaces Upgrade and the key */
+        if (strcmp(h2, "websocket") != 0) {
+            ws_refuse(dr, 400, "an extended CONNECT for another protocol than websocket");
+            return NULL;
+        }
+    }
+    else if (!request->is_get(dr) || !up || !ws_proto_token_in_list(up, strlen(up), "websocket") ||
+             !conn || !ws_proto_token_in_list(conn, strlen(conn), "upgrade")) {
         ws_refuse(dr, 400,
                   "a WebSocket handshake needs GET, Upgrade: websocket and "
                   "Connection: Upgrade");
@@ -680,7 +699,7 @@ static websocket_t *ws_handshake(duda_request_t *dr, const struct websocket_call
         ws_refuse(dr, 426, "WebSocket version 13 only");
         return NULL;
     }
-    if (!key || !ws_proto_key_valid(key, strlen(key))) {
+    if (!h2 && (!key || !ws_proto_key_valid(key, strlen(key)))) {
         ws_refuse(dr, 400, "bad Sec-WebSocket-Key");
         return NULL;
     }
@@ -707,10 +726,12 @@ static websocket_t *ws_handshake(duda_request_t *dr, const struct websocket_call
     }
     /* From here on ws is freed by the socket's on_close, which always follows. */
     char accept[32], extv[128];
-    ws_accept_key(key, accept);
-    response->http_header(dr, "Upgrade", "websocket");
-    response->http_header(dr, "Connection", "Upgrade");
-    response->http_header(dr, "Sec-WebSocket-Accept", accept);
+    if (!h2) {
+        ws_accept_key(key, accept);
+        response->http_header(dr, "Upgrade", "websocket");
+        response->http_header(dr, "Connection", "Upgrade");
+        response->http_header(dr, "Sec-WebSocket-Accept", accept);
+    }
     if (ws->deflate) {
         ws_proto_deflate_response(&ws->dp, extv, sizeof(extv));
         response->http_header(dr, "Sec-WebSocket-Extensions", extv);

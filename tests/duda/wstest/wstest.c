@@ -14,6 +14,8 @@
  *   /wstest/shout   not a member: its messages go to "flood"
  *   /wstest/leaver  the same as slow, and its on_error leaves "flood" (during the delivery
  *                   that dropped it)
+ *   /wstest/info    "version V protocol P" (request->version, request->protocol: "-" for
+ *                   none); 200, or 400 for an extended CONNECT (this route opens no tunnel)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,6 +152,16 @@ static void cb_shout(duda_request_t *dr)
     websocket->handshake(dr, &shout_cb, NULL, "flood");
 }
 
+static void cb_info(duda_request_t *dr)
+{
+    const char *protocol = request->protocol(dr);
+
+    response->http_status(dr, protocol ? 400 : 200);
+    response->printf(dr, "version %d protocol %s\n", request->version(dr),
+                     protocol ? protocol : "-");
+    response->end(dr, NULL);
+}
+
 int duda_main(void)
 {
     duda_load_package(websocket, "websocket");
@@ -167,5 +179,6 @@ int duda_main(void)
     router->map("/slow", DUDA_GET, cb_slow);
     router->map("/shout", DUDA_GET, cb_shout);
     router->map("/leaver", DUDA_GET, cb_leaver);
+    router->map("/info", DUDA_GET, cb_info);
     return 0;
 }
