@@ -533,6 +533,9 @@ static void gw_job_timer_cb(struct mk_loop_timer *t, void *arg)
         if (j->state == MK_GW_RESUMING || now - j->last_io_ms < j->timeout_ms) {
             return;
         }
+        if (j->be->timed_out && j->be->timed_out(j)) {
+            return;
+        }
         mk_gw_job_log(j, "no answer from the backend within Timeout");
         gw_job_timer_stop(j);
         mk_gw_job_fail(j, 504);

@@ -162,6 +162,13 @@ struct mk_gw_backend {
     void (*release)(struct mk_gw_job *j);
     /* The request leaves the wait of acquire() (cancelled, timed out). NULL: it never waits. */
     void (*unqueue)(struct mk_gw_job *j);
+    /*
+     * MK_GW_TIMEOUT_IDLE: the backend's Timeout passed in silence. true:
+     * the backend took it over (it tries the request again elsewhere, and
+     * moved last_io_ms); false: the job fails the request (504), as it
+     * does when this is NULL.
+     */
+    bool (*timed_out)(struct mk_gw_job *j);
 };
 
 /*

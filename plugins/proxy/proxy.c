@@ -249,6 +249,8 @@ static void px_stats(mk_stats_emit_cb emit, void *arg)
         emit(arg, name, atomic_load_explicit(&s->connects, memory_order_relaxed));
         snprintf(name, sizeof(name), "server%u_reuses", i);
         emit(arg, name, atomic_load_explicit(&s->reuses, memory_order_relaxed));
+        snprintf(name, sizeof(name), "server%u_retries", i);
+        emit(arg, name, atomic_load_explicit(&s->retries, memory_order_relaxed));
     }
 }
 

@@ -86,6 +86,8 @@ struct px_conf {
     uint64_t fail_ms;    /* the window of those failures, and the time out */
     int idle_max;        /* idle connections kept per server and worker */
     uint64_t idle_ms;    /* an idle connection unused this long is closed */
+    int tries;           /* attempts per request, the first included (Tries) */
+    uint64_t try_ms;     /* no new attempt this long after the first; 0: no bound */
     struct px_group *groups;
     size_t n_groups;
 };
@@ -112,6 +114,7 @@ struct px_server {
     atomic_uint fails;
     atomic_uint_fast64_t fail_start, down_until;
     atomic_uint_fast64_t requests, failures, connects, reuses;
+    atomic_uint_fast64_t retries; /* failed attempts on it after which the request went on */
 };
 
 /* The plugin's state in one server (api->self). */

@@ -12,10 +12,13 @@
  * client's, or the spool's for a body whose length came at its end),
  * hop-by-hop fields dropped, Host as the client sent it, X-Forwarded-For
  * appended, X-Forwarded-Proto and X-Forwarded-Host set. The body follows
- * through the job's window. A connection that fails before any byte of
- * the request went out (refused late, or a kept-alive connection the
- * upstream had closed) takes the request to the next server, or to a new
- * connection, inside this file: the job sees one request.
+ * through the job's window. An attempt that fails before any byte of the
+ * answer came (refused, closed, reset, silent past ConnectTimeout or
+ * Timeout) takes the request to another server of the group, within Tries
+ * and TryTimeout, when it can be sent again whole (nothing of it went
+ * out, or an idempotent method without a body); a kept-alive connection
+ * the upstream had closed takes a new connection to the same server. All
+ * of it inside this file: the job sees one request.
  *
  * The response is read into rbuf, its head parsed strictly (px_http.c)
  * and given to the job as a status line and the end-to-end fields, its
@@ -61,6 +64,10 @@ struct px_req {
     int member;      /* of g, or -1 */
     unsigned active; /* slot + 1 whose `active` this request holds, 0: none */
     uint64_t tried;
+    unsigned attempts; /* servers tried (Tries) */
+    int failed_slot;   /* the server whose attempt failed and is retried; -1: none */
+    uint64_t first_ms; /* the first attempt's start (TryTimeout) */
+    bool idempotent;   /* GET, HEAD, OPTIONS, TRACE, PUT, DELETE */
     bool connecting, sent_any, head_in, done, head_request, req_out;
     bool body_ended; /* body_end() came: a spooled body may be read */
     bool chunked;    /* the body goes with the chunked coding (its length unknown) */
@@ -311,23 +318,64 @@ static void px_want(struct px_req *q)
 }
 
 /*
+ * Whether the request can be sent again whole: nothing of it went out, or
+ * an idempotent method without a body (a body streams through the window
+ * and is not kept: once any of it was sent, it cannot be replayed).
+ */
+static bool px_replayable(const struct px_req *q)
+{
+    return !q->sent_any || (q->idempotent && !q->j.has_body);
+}
+
+/*
+ * Whether a failed attempt may be followed by another: no byte of the
+ * answer came, the request is replayable, and Tries and TryTimeout allow
+ * one more.
+ */
+static bool px_may_retry(const struct px_req *q)
+{
+    const struct px_conf *conf = q->site->conf;
+    if (q->head_in || q->rlen > 0 || !px_replayable(q) || q->attempts >= (unsigned) conf->tries) {
+        return false;
+    }
+    return conf->try_ms == 0 || px_api->now_ms() - q->first_ms < conf->try_ms;
+}
+
+/*
  * Connect the request to a server of its group, skipping those tried: an
  * idle connection first, else a new one (refused at once: the server's
- * failure, the next). MK_OK, or 502 when no server is left.
+ * failure, then the next while px_may_retry allows). MK_OK; 503 when
+ * memory or descriptors are short; 502 when no server is up or the last
+ * connect was refused; `status` (the failure of the attempt before) when
+ * no other server is left to try.
  */
-static int px_connect(struct px_req *q, struct mk_request *r)
+static int px_connect(struct px_req *q, struct mk_request *r, int status)
 {
     const struct px_conf *conf = q->site->conf;
     for (;;) {
         int m = px_pick(q->g, r, q->tried);
         if (m < 0) {
             q->member = -1;
-            mk_gw_job_log(&q->j, "no server of the group is up");
             px_active(q, -1);
-            return 502;
+            if (q->attempts == 0) {
+                mk_gw_job_log(&q->j, "no server of the group is up");
+                return 502;
+            }
+            mk_gw_job_log(&q->j, "no other server of the group to try (%u tried)", q->attempts);
+            return status;
+        }
+        if (q->failed_slot >= 0) {
+            /* the request goes on: a retry of the failed server's */
+            atomic_fetch_add_explicit(&q->self->retries, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&px_srv((unsigned) q->failed_slot)->retries, 1,
+                                      memory_order_relaxed);
+            q->failed_slot = -1;
         }
         q->member = m;
         q->tried |= (uint64_t) 1 << m;
+        if (q->attempts++ == 0) {
+            q->first_ms = px_api->now_ms();
+        }
         unsigned slot = q->g->slot[m];
         struct px_conn *c = px_conn_take(slot);
         if (c) {
@@ -338,14 +386,21 @@ static int px_connect(struct px_req *q, struct mk_request *r)
             int e = errno;
             px_log(q, "connect", e);
             if (e == ENOMEM || e == EMFILE || e == ENFILE) {
+                px_active(q, -1);
                 return 503;
             }
             px_server_failed(px_srv(slot), conf);
-            atomic_fetch_add_explicit(&q->self->retries, 1, memory_order_relaxed);
+            if (!px_may_retry(q)) {
+                px_active(q, -1);
+                return 502;
+            }
+            q->failed_slot = (int) slot;
+            status = 502;
             continue;
         }
         if (!c->h && !(c->h = px_api->fd_watch(c->fd, 0, px_conn_cb, c))) {
             px_conn_close(c);
+            px_active(q, -1);
             return 503;
         }
         c->req = q;
@@ -362,40 +417,84 @@ static int px_connect(struct px_req *q, struct mk_request *r)
 }
 
 /*
- * The connection failed before any byte of the request went out (refused,
- * or a kept-alive one closed): the next server, or a new connection for a
- * kept one (`fresh`: the same server again). false when the request was
- * failed instead (502).
+ * The attempt on q->c failed before any byte of the answer: the request
+ * again, from its first byte, on a new connection to the same server
+ * (`fresh`: a kept-alive connection the upstream had closed, not counted
+ * in Tries), or on another server. MK_OK, or the status to fail with
+ * (`status`: the failed attempt's, when no other server is left).
  */
-static bool px_retry(struct px_req *q, bool fresh)
+static int px_again(struct px_req *q, bool fresh, int status)
 {
     unsigned slot = q->c->slot;
     px_drop_conn(q, false);
-    atomic_fetch_add_explicit(&q->self->retries, 1, memory_order_relaxed);
     q->hdr_off = 0;
-    if (fresh) {
-        bool connecting;
-        struct px_conn *c = px_conn_open(slot, &connecting);
-        if (c && (c->h = px_api->fd_watch(c->fd, 0, px_conn_cb, c))) {
-            c->req = q;
-            q->c = c;
-            q->connecting = connecting;
-            if (connecting) {
-                q->ctimer =
-                    px_api->timer_start((uint32_t) q->site->conf->connect_ms, 0, px_ctimer_cb, q);
-            }
-            px_want(q);
-            return true;
-        }
-        if (c) {
-            px_conn_close(c);
-        }
+    q->sent_any = false;
+    q->req_out = false;
+    q->j.last_io_ms = px_api->now_ms();
+    if (!fresh) {
+        q->failed_slot = (int) slot;
+        return px_connect(q, NULL, status);
     }
-    else if (px_connect(q, NULL) == MK_OK) {
-        return true;
+    atomic_fetch_add_explicit(&q->self->retries, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&px_srv(slot)->retries, 1, memory_order_relaxed);
+    bool connecting;
+    struct px_conn *c = px_conn_open(slot, &connecting);
+    if (c && (c->h = px_api->fd_watch(c->fd, 0, px_conn_cb, c))) {
+        c->req = q;
+        q->c = c;
+        q->connecting = connecting;
+        if (connecting) {
+            q->ctimer =
+                px_api->timer_start((uint32_t) q->site->conf->connect_ms, 0, px_ctimer_cb, q);
+        }
+        px_want(q);
+        return MK_OK;
     }
-    mk_gw_job_fail(&q->j, 502);
-    return false;
+    if (c) {
+        px_conn_close(c);
+    }
+    return status;
+}
+
+/* px_again, or the request failed with what it returns: false then. */
+static bool px_retry(struct px_req *q, bool fresh, int status)
+{
+    int rc = px_again(q, fresh, status);
+    if (rc != MK_OK) {
+        mk_gw_job_fail(&q->j, rc);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * The attempt on q->c failed before the answer's head (`what` and `err`
+ * for the log; `status`, 502 or 504, the answer when no attempt follows):
+ * the server's failure counted, then another server when px_may_retry
+ * allows, else the request failed. false when it failed.
+ */
+static bool px_attempt_failed(struct px_req *q, const char *what, int err, int status)
+{
+    px_log(q, what, err);
+    px_server_failed(px_srv(q->c->slot), q->site->conf);
+    if (!px_may_retry(q)) {
+        mk_gw_job_fail(&q->j, status);
+        return false;
+    }
+    return px_retry(q, false, status);
+}
+
+/*
+ * Writing the request failed (errno e) before the answer's head: a kept
+ * connection the upstream had closed takes a new one, else the attempt
+ * failed. false when the request failed.
+ */
+static bool px_send_failed(struct px_req *q, int e)
+{
+    if (q->c->reused && px_replayable(q)) {
+        return px_retry(q, true, 502);
+    }
+    return px_attempt_failed(q, "sending the request", e, 502);
 }
 
 static void px_ctimer_cb(struct mk_loop_timer *t, void *arg)
@@ -403,9 +502,7 @@ static void px_ctimer_cb(struct mk_loop_timer *t, void *arg)
     struct px_req *q = arg;
     (void) t;
     q->ctimer = NULL; /* a one-shot timer is freed when this returns */
-    px_log(q, "no connection within ConnectTimeout", 0);
-    px_server_failed(px_srv(q->c->slot), q->site->conf);
-    mk_gw_job_fail(&q->j, 504);
+    px_attempt_failed(q, "no connection within ConnectTimeout", 0, 504);
 }
 
 /* ---- writing ------------------------------------------------------------------- */
@@ -669,15 +766,19 @@ static bool px_read(struct px_req *q)
     }
     if (n <= 0) {
         int e = n < 0 ? errno : 0;
-        if (!q->head_in && q->rlen == 0 && q->c->reused && !q->j.has_body) {
-            return px_retry(q, true); /* a kept connection the upstream had closed */
+        if (!q->head_in && q->rlen == 0) {
+            if (q->c->reused && px_replayable(q)) {
+                return px_retry(q, true, 502); /* a kept connection the upstream had closed */
+            }
+            return px_attempt_failed(q, "closed before a response", e, 502);
         }
         if (q->head_in && q->resp.framing == PX_BODY_CLOSE) {
             q->resp.close = true;
             px_finish(q);
             return false;
         }
-        px_log(q, q->head_in ? "the response was cut short" : "closed before a response", e);
+        px_log(q, q->head_in ? "the response was cut short" : "closed within the response's head",
+               e);
         px_server_failed(px_srv(q->c->slot), q->site->conf);
         mk_gw_job_fail(&q->j, 502);
         return false;
@@ -717,9 +818,7 @@ static void px_io(struct px_req *q, int fd, uint32_t ready)
             return;
         }
         if (err != 0) {
-            px_log(q, "connect", err);
-            px_server_failed(px_srv(q->c->slot), q->site->conf);
-            px_retry(q, false); /* nothing was sent */
+            px_attempt_failed(q, "connect", err, 502); /* nothing was sent */
             return;
         }
         q->connecting = false;
@@ -729,13 +828,7 @@ static void px_io(struct px_req *q, int fd, uint32_t ready)
         if (px_flush(q) != MK_OK) {
             int e = errno;
             if (!q->head_in) {
-                px_log(q, "sending the request", e);
-                if (!q->sent_any && q->c->reused && !q->j.has_body) {
-                    px_retry(q, true);
-                    return;
-                }
-                px_server_failed(px_srv(q->c->slot), q->site->conf);
-                mk_gw_job_fail(&q->j, 502);
+                px_send_failed(q, e);
                 return;
             }
             q->resp.close = true; /* the upstream answered and stopped reading */
@@ -760,7 +853,7 @@ static void px_io(struct px_req *q, int fd, uint32_t ready)
 
 static int px_acquire(struct mk_gw_job *j, struct mk_request *r)
 {
-    return px_connect(px_of(j), r);
+    return px_connect(px_of(j), r, 502);
 }
 
 /* The request's head buffer: grows as needed (client-controlled, bounded by its headers). */
@@ -861,6 +954,9 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
     struct mk_gw_slice auth, rest;
 
     q->head_request = px_named(method, len, "HEAD");
+    q->idempotent = q->head_request || px_named(method, len, "GET") ||
+                    px_named(method, len, "OPTIONS") || px_named(method, len, "TRACE") ||
+                    px_named(method, len, "PUT") || px_named(method, len, "DELETE");
     px_put(&b, method, len);
     px_put(&b, " ", 1);
     if (mk_gw_target_absolute(target, tlen, &auth, &rest)) {
@@ -1022,8 +1118,8 @@ static int px_body_end(struct mk_gw_job *j)
         q->w_len += 5;
     }
     if (q->c && !q->connecting && px_flush(q) != MK_OK && !q->head_in) {
-        px_log(q, "sending the request", errno);
-        return 502;
+        px_send_failed(q, errno); /* a failure is the job's j->fail: answered from there */
+        return MK_OK;
     }
     px_want(q);
     return MK_OK;
@@ -1047,6 +1143,22 @@ static int px_gw_head(struct mk_gw_job *j, struct mk_request *r)
 {
     int rc = mk_gw_head_apply(px_api, r, &j->h, 1);
     return rc == MK_ERR || rc == MK_DECLINED ? MK_ERR : MK_AGAIN;
+}
+
+/*
+ * The job's Timeout passed in silence: another attempt when px_may_retry
+ * allows (the request was sent and no byte of the answer came: an
+ * idempotent method without a body). false: the job answers 504.
+ */
+static bool px_timed_out(struct mk_gw_job *j)
+{
+    struct px_req *q = px_of(j);
+    if (!q->c || q->done || !px_may_retry(q)) {
+        return false; /* px_drop logs it and counts the server's failure */
+    }
+    px_log(q, q->connecting ? "no connection within Timeout" : "no answer within Timeout", 0);
+    px_server_failed(px_srv(q->c->slot), q->site->conf);
+    return px_again(q, false, 504) == MK_OK;
 }
 
 static void px_drop(struct mk_gw_job *j, int status)
@@ -1103,6 +1215,7 @@ static const struct mk_gw_backend px_backend = {
     .over = px_over,
     .release = px_release,
     .unqueue = NULL,
+    .timed_out = px_timed_out,
 };
 
 int px_req_start(struct mk_request *r, const struct px_site *site, size_t i)
@@ -1126,6 +1239,7 @@ int px_req_start(struct mk_request *r, const struct px_site *site, size_t i)
     q->g = site->groups[i];
     q->self = self;
     q->member = -1;
+    q->failed_slot = -1;
     j->nph = true;
     j->timeout_ms = site->conf->timeout_ms;
     j->queue_ms = site->conf->timeout_ms;

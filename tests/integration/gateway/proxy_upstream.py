@@ -2,7 +2,7 @@
 strict enough to see what the proxy sends, started as a process on a
 port and stopped by its PID.
 
-    proxy_upstream.py PORT NAME [--raw FILE] [--blackhole]
+    proxy_upstream.py PORT NAME [--raw FILE] [--blackhole] [--close | --half | --hang]
 
 Paths: /echo (JSON of the request as received: method, target, version,
 fields in order, body, and the server's NAME and connection number),
@@ -11,7 +11,11 @@ fields in order, body, and the server's NAME and connection number),
 fields in the response), /continue (a 100 and a 103 before the answer),
 /extra (a second answer after the first), /bad (Content-Length and
 Transfer-Encoding), /stats (connections accepted, requests served). --raw appends every byte
-received to FILE; --blackhole accepts and never answers."""
+received to FILE; --blackhole accepts and never answers. Failing modes, for
+every path but /stats, each request counted once read whole: --close
+closes the connection without answering, --half sends a head with
+Content-Length 200000 and half of that body then closes, --hang never
+answers and keeps the connection."""
 
 import json
 import socket
@@ -23,6 +27,7 @@ PORT = int(sys.argv[1])
 NAME = sys.argv[2]
 RAW = sys.argv[sys.argv.index("--raw") + 1] if "--raw" in sys.argv else None
 BLACKHOLE = "--blackhole" in sys.argv
+MODE = next((m for m in ("--close", "--half", "--hang") if m in sys.argv), None)
 stats = {"connections": 0, "requests": 0}
 lock = threading.Lock()
 
@@ -143,6 +148,14 @@ def answer(sock, conn_no, req):
                  + (b"" if head_only else out))
 
 
+def fail(sock):
+    if MODE == "--half":
+        send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n" + b"h" * 100000)
+    elif MODE == "--hang":
+        while sock.recv(65536):
+            pass
+
+
 def serve(sock, conn_no):
     rd = Reader(sock)
     try:
@@ -150,6 +163,9 @@ def serve(sock, conn_no):
             req = read_request(rd)
             with lock:
                 stats["requests"] += 1
+            if MODE and not req[1].startswith("/stats"):
+                fail(sock)
+                return
             answer(sock, conn_no, req)
     except (EOFError, ConnectionError, ValueError, OSError):
         pass
