@@ -243,6 +243,7 @@ static int px_framing(struct px_resp *r, bool head_request)
         return px_fail(r, "Transfer-Encoding in an HTTP/1.0 response");
     }
     r->length = len;
+    r->has_length = have_len;
     if (head_request || r->status < 200 || r->status == 204 || r->status == 304) {
         r->framing = PX_BODY_NONE;
     }

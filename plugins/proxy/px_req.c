@@ -586,6 +586,16 @@ static int px_give_head(struct px_req *q)
 {
     const struct px_resp *p = &q->resp;
     char line[64];
+    /* The upstream's Content-Length goes on when it frames the body, or
+       answers a HEAD: the client is told what the upstream said. */
+    if (p->has_length && p->status != 204 && p->status != 304 &&
+        (p->framing == PX_BODY_LENGTH || q->head_request)) {
+        q->j.length_is = MK_GW_LENGTH_KNOWN;
+        q->j.length = p->length;
+    }
+    else if (q->head_request) {
+        q->j.length_is = MK_GW_LENGTH_UNKNOWN;
+    }
     int n = snprintf(line, sizeof(line), "HTTP/1.1 %03d X\r\n", p->status);
     mk_gw_job_head_data(&q->j, line, (size_t) n);
     for (unsigned i = 0; i < p->n_fields && !q->j.fail; i++) {

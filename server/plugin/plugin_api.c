@@ -850,4 +850,5 @@ const struct mk_api mk_plugin_api = {
     .suspend_cancel = mk_api_suspend_cancel,
     .log_file_open = mk_log_file_open,
     .route_table_add = mk_api_route_table_add,
+    .stream_length = mk_response_stream_length,
 };

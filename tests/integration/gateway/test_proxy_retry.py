@@ -6,11 +6,13 @@ each upstream saw is counted, so that a request sent twice shows."""
 import socket
 import time
 
+import pytest
+
 from conftest import SLOW, free_port
 from gwutil import plugin_status
 from h2util import H2_MARKS, H2Client
 # the helpers of test_proxy.py, its upstreams fixture and its marks (the plugin built)
-from test_proxy import doc_of, echo, proxy_server, pytestmark, upstreams  # noqa: F401
+from test_proxy import doc_of, echo, proxy_server, pytestmark, read_to_close, upstreams  # noqa: F401
 
 
 def seen(u):
@@ -23,19 +25,6 @@ def group(*ups, conf="", backup=()):
     """proxy.conf: a group `app` of the upstreams (those in `backup` as backups)."""
     lines = "".join(f"    Server {u.addr}{' backup' if u in backup else ''}\n" for u in ups)
     return "    MaxFails 100\n" + conf + "    Upstream app\n" + lines
-
-
-def read_to_close(sock):
-    data = b""
-    while True:
-        try:
-            got = sock.recv(1 << 20)
-        except ConnectionResetError:
-            break
-        if not got:
-            break
-        data += got
-    return data
 
 
 def test_refused_connect_retried_on_the_next_server(make_server, upstreams):
@@ -85,6 +74,7 @@ def test_get_cut_after_response_bytes_is_not_retried(make_server, upstreams):
     s.close()
     head, _, body = data.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200"), head
+    assert b"Content-Length: 200000" in head and b"Transfer-Encoding" not in head
     assert 0 < len(body) < 200000  # the client sees the answer cut short
     assert (seen(half), seen(a)) == (1, 0)
     assert "the response was cut short" in srv.stderr_text()
@@ -135,3 +125,72 @@ def test_try_timeout_bounds_the_time(make_server, upstreams):
     # attempts at 0 s and about 1 s; none at about 2 s, past TryTimeout: not 4 of them
     assert sum(seen(u) for u in ups) == 2
     assert 1.9 < took < 3.5 * SLOW
+
+
+def test_head_carries_the_upstream_length_http1(make_server, upstreams):
+    a = upstreams("a")
+    srv = proxy_server(make_server, site=f"    Pass / {a.addr}\n").start()
+    c = srv.conn()
+    r = c.request("HEAD", "/status/404")  # the upstream's "Content-Length: 2" (and body: dropped)
+    assert r.status == 404 and r.header("Content-Length") == "2"
+    r = c.request("HEAD", "/big?n=5000000")
+    assert r.status == 200 and r.header("Content-Length") == "5000000"
+    # no length from the upstream (chunked): none made up, no body either
+    r = c.request("HEAD", "/chunked")
+    assert r.status == 200 and r.header("Content-Length") is None
+    r = c.request("GET", "/status/404")  # the connection goes on: nothing followed the heads
+    assert (r.status, r.body) == (404, b"ok")
+    c.close()
+
+
+def test_head_carries_the_upstream_length_http2(make_server, upstreams):
+    for mark in H2_MARKS:
+        if mark.args[0]:
+            pytest.skip(mark.kwargs["reason"])
+    a = upstreams("a")
+    srv = proxy_server(make_server, site=f"    Pass / {a.addr}\n", h2c=True).start()
+    h = H2Client(srv.port)
+    small = h.request("/status/404", method="HEAD")
+    big = h.request("/big?n=5000000", method="HEAD")
+    h.wait([small, big])
+    st = h.streams[small]
+    assert st["headers"][":status"] == "404" and st["data"] == b""
+    assert st["headers"]["content-length"] == "2"
+    assert h.streams[big]["headers"]["content-length"] == "5000000"
+    assert h.streams[big]["data"] == b""
+    h.close()
+
+
+def test_streamed_answer_keeps_the_upstream_length(make_server, upstreams):
+    a = upstreams("a")
+    srv = proxy_server(make_server, site=f"    Pass / {a.addr}\n", h2c=True).start()
+    n = 5 * 1000 * 1000
+    chunk = bytes(range(256)) * 256
+    want = (chunk * (n // len(chunk) + 1))[:n]
+    c = srv.conn()
+    for _ in range(2):  # framed by the length: the connection goes on after it
+        r = c.request("GET", f"/big?n={n}")
+        assert r.status == 200 and r.header("Content-Length") == str(n)
+        assert r.header("Transfer-Encoding") is None and r.header("Connection") != "close"
+        assert r.body == want
+    # a long chunked answer stays chunked: its length is known at its end only
+    c.send(b"GET /chunked?n=20000 HTTP/1.1\r\nHost: h\r\n\r\n")
+    while b"\r\n\r\n" not in c.buf:
+        c._fill()
+    assert b"Transfer-Encoding: chunked" in c.buf.split(b"\r\n\r\n")[0]
+    c.close()
+    # HTTP/1.0: the length, not the close, ends the body
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10 * SLOW)
+    s.sendall(b"GET /big?n=%d HTTP/1.0\r\nHost: h\r\n\r\n" % n)
+    head, _, body = read_to_close(s).partition(b"\r\n\r\n")
+    s.close()
+    assert b"Content-Length: %d" % n in head and body == want
+    for mark in H2_MARKS:
+        if mark.args[0]:
+            return
+    h = H2Client(srv.port)
+    sid = h.request(f"/big?n={n}")
+    h.wait([sid])
+    assert h.streams[sid]["headers"]["content-length"] == str(n)
+    assert h.streams[sid]["data"] == want
+    h.close()
