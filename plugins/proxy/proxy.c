@@ -140,6 +140,7 @@ static struct px_rgroup *px_resolve(const struct px_conf *conf, const struct px_
             return NULL;
         }
         g->weight[i] = m[i].weight;
+        g->max[i] = m[i].max;
         g->backup[i] = m[i].backup;
         g->total += m[i].backup ? 0 : m[i].weight;
     }
@@ -233,6 +234,9 @@ static void px_stats(mk_stats_emit_cb emit, void *arg)
     emit(arg, "timeouts", atomic_load_explicit(&self->gw.timeouts, memory_order_relaxed));
     emit(arg, "upstream_ms", atomic_load_explicit(&self->gw.upstream_ms, memory_order_relaxed));
     emit(arg, "retries", atomic_load_explicit(&self->retries, memory_order_relaxed));
+    emit(arg, "queue_full", atomic_load_explicit(&self->queue_full, memory_order_relaxed));
+    emit(arg, "queue_timeouts",
+         atomic_load_explicit(&self->gw.queue_timeouts, memory_order_relaxed));
     unsigned n = atomic_load(&self->n_servers);
     uint64_t now = px_api->now_ms();
     for (unsigned i = 0; i < n; i++) {

@@ -20,6 +20,13 @@
  * the upstream had closed takes a new connection to the same server. All
  * of it inside this file: the job sees one request.
  *
+ * A server with a max= takes that many requests at once, all workers
+ * together (its `active`, taken by compare-and-swap); a request that finds
+ * every server it may go to full waits in its worker's queue (the job's
+ * wait: QueueTimeout, 503), and a request that lets a place go wakes the
+ * waiting requests of its worker and tells the other workers with some
+ * (the `waiting` masks, api->worker_call).
+ *
  * The response is read into rbuf, its head parsed strictly (px_http.c)
  * and given to the job as a status line and the end-to-end fields, its
  * body decoded (Content-Length, chunked, or up to the close) and given to
@@ -65,6 +72,9 @@ struct px_req {
     unsigned active; /* slot + 1 whose `active` this request holds, 0: none */
     uint64_t tried;
     unsigned attempts; /* servers tried (Tries) */
+    int reserved;      /* the member whose place px_wake took for it; -1: none */
+    bool queued;       /* in this worker's queue, waiting for a server at its max */
+    struct px_req *wnext;
     int failed_slot;   /* the server whose attempt failed and is retried; -1: none */
     uint64_t first_ms; /* the first attempt's start (TryTimeout) */
     bool idempotent;   /* GET, HEAD, OPTIONS, TRACE, PUT, DELETE */
@@ -87,6 +97,9 @@ struct px_req {
 /* This worker's idle connections, and its timer that closes the old ones. */
 static __thread struct px_conn *px_idle;
 static __thread struct mk_loop_timer *px_idle_timer;
+/* This worker's requests waiting for a server at its max, first come first. */
+static __thread struct px_req *px_waitq;
+static __thread unsigned px_waitq_n;
 
 /* Body bytes kept: the window, one more piece the server may deliver past it, framing. */
 #define PX_WBUF (3 * PX_WINDOW)
@@ -275,15 +288,155 @@ static void px_ctimer_stop(struct px_req *q)
     }
 }
 
-static void px_active(struct px_req *q, int slot)
+/* ---- places on servers with a max=, and the queue ---------------------------------- */
+
+/* Take a place on slot, whose limit is max (0: none): false when it is full. */
+static bool px_take(unsigned slot, unsigned max)
 {
-    if (q->active) {
-        atomic_fetch_sub_explicit(&px_srv(q->active - 1)->active, 1, memory_order_relaxed);
-        q->active = 0;
+    atomic_uint *a = &px_srv(slot)->active;
+    unsigned n = atomic_load_explicit(a, memory_order_relaxed);
+    do {
+        if (max && n >= max) {
+            return false;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(a, &n, n + 1, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    return true;
+}
+
+/* Whether a request of this worker's queue may take a place on slot. */
+static bool px_waiting_for(unsigned slot)
+{
+    for (const struct px_req *w = px_waitq; w; w = w->wnext) {
+        for (unsigned i = 0; i < w->g->n; i++) {
+            if (w->g->slot[i] == slot && w->g->max[i]) {
+                return true;
+            }
+        }
     }
-    if (slot >= 0) {
-        atomic_fetch_add_explicit(&px_srv((unsigned) slot)->active, 1, memory_order_relaxed);
-        q->active = (unsigned) slot + 1;
+    return false;
+}
+
+/* This worker's bit in the `waiting` masks of g's limited servers, as its queue says. */
+static void px_mask_refresh(const struct px_rgroup *g)
+{
+    int w = px_api->worker_id();
+    if (w < 0 || w >= PX_WORKERS_MAX) {
+        return;
+    }
+    uint_fast64_t bit = (uint_fast64_t) 1 << (w % 64);
+    for (unsigned i = 0; i < g->n; i++) {
+        if (!g->max[i]) {
+            continue;
+        }
+        atomic_uint_fast64_t *mask = &px_srv(g->slot[i])->waiting[w / 64];
+        if (px_waiting_for(g->slot[i])) {
+            atomic_fetch_or(mask, bit);
+        }
+        else {
+            atomic_fetch_and(mask, ~bit);
+        }
+    }
+}
+
+/* Into this worker's queue: MK_AGAIN (the job waits, QueueTimeout), or 503 when it is full. */
+static int px_enqueue(struct px_req *q)
+{
+    if (px_waitq_n >= (unsigned) q->site->conf->queue) {
+        atomic_fetch_add_explicit(&q->self->queue_full, 1, memory_order_relaxed);
+        mk_gw_job_log(&q->j, "every server of the group is at its max, and the queue is full");
+        return 503;
+    }
+    struct px_req **pp = &px_waitq;
+    while (*pp) {
+        pp = &(*pp)->wnext;
+    }
+    q->wnext = NULL;
+    *pp = q;
+    q->queued = true;
+    px_waitq_n++;
+    px_mask_refresh(q->g);
+    return MK_AGAIN;
+}
+
+static void px_unqueue(struct px_req *q)
+{
+    if (!q->queued) {
+        return;
+    }
+    for (struct px_req **pp = &px_waitq; *pp; pp = &(*pp)->wnext) {
+        if (*pp == q) {
+            *pp = q->wnext;
+            break;
+        }
+    }
+    q->queued = false;
+    px_waitq_n--;
+    px_mask_refresh(q->g);
+}
+
+/*
+ * Room may have come on a server: each request of this worker's queue
+ * whose group has a member with room now takes the place and goes on
+ * (its continuation connects there: px_connect), and so does one whose
+ * group has no server up any more (to its 502).
+ */
+static void px_wake(void)
+{
+    for (struct px_req **pp = &px_waitq; *pp;) {
+        struct px_req *q = *pp;
+        bool full;
+        int m = px_pick(q->g, NULL, q->tried, &full);
+        if (m >= 0 && !px_take(q->g->slot[m], q->g->max[m])) {
+            m = -1;
+            full = true;
+        }
+        if (m < 0 && full) {
+            pp = &q->wnext;
+            continue;
+        }
+        *pp = q->wnext;
+        q->queued = false;
+        px_waitq_n--;
+        q->reserved = m;
+        q->active = m >= 0 ? q->g->slot[m] + 1 : 0;
+        px_mask_refresh(q->g);
+        mk_gw_job_ready(&q->j);
+    }
+}
+
+static void px_wake_cb(void *arg)
+{
+    (void) arg;
+    px_wake();
+}
+
+/*
+ * Let go of the place the request holds on a server, if any: a request
+ * waiting for one (on this worker, or another: api->worker_call) may take
+ * it.
+ */
+static void px_let_go(struct px_req *q)
+{
+    if (!q->active) {
+        return;
+    }
+    struct px_server *s = px_srv(q->active - 1);
+    q->active = 0;
+    atomic_fetch_sub_explicit(&s->active, 1, memory_order_relaxed);
+    int self = px_api->worker_id();
+    for (int word = 0; word < PX_WORKER_WORDS; word++) {
+        uint_fast64_t bits = atomic_load_explicit(&s->waiting[word], memory_order_relaxed);
+        while (bits) {
+            int w = word * 64 + __builtin_ctzll(bits);
+            bits &= bits - 1;
+            if (w == self) {
+                px_wake();
+            }
+            else {
+                px_api->worker_call(w, px_wake_cb, NULL);
+            }
+        }
     }
 }
 
@@ -352,16 +505,34 @@ static bool px_may_retry(const struct px_req *q)
 static int px_connect(struct px_req *q, struct mk_request *r, int status)
 {
     const struct px_conf *conf = q->site->conf;
+    uint64_t lost = 0; /* members whose last place another request took first */
     for (;;) {
-        int m = px_pick(q->g, r, q->tried);
-        if (m < 0) {
+        bool full = false;
+        int m = q->reserved;
+        if (m >= 0) {
+            q->reserved = -1; /* its place is held already (px_wake) */
+        }
+        else if ((m = px_pick(q->g, r, q->tried | lost, &full)) >= 0) {
+            if (!px_take(q->g->slot[m], q->g->max[m])) {
+                lost |= (uint64_t) 1 << m;
+                continue;
+            }
+            px_let_go(q); /* the place of the attempt before */
+            q->active = q->g->slot[m] + 1;
+        }
+        else {
             q->member = -1;
-            px_active(q, -1);
+            px_let_go(q);
+            if (full && q->attempts == 0) {
+                /* the first attempt waits, once: after the wait, room or 503 */
+                return q->j.waited ? 503 : px_enqueue(q);
+            }
             if (q->attempts == 0) {
                 mk_gw_job_log(&q->j, "no server of the group is up");
                 return 502;
             }
-            mk_gw_job_log(&q->j, "no other server of the group to try (%u tried)", q->attempts);
+            mk_gw_job_log(&q->j, "no other server of the group to try (%u tried%s)", q->attempts,
+                          full ? ", the others at their max" : "");
             return status;
         }
         if (q->failed_slot >= 0) {
@@ -385,13 +556,12 @@ static int px_connect(struct px_req *q, struct mk_request *r, int status)
         else if (!(c = px_conn_open(slot, &q->connecting))) {
             int e = errno;
             px_log(q, "connect", e);
+            px_let_go(q);
             if (e == ENOMEM || e == EMFILE || e == ENFILE) {
-                px_active(q, -1);
                 return 503;
             }
             px_server_failed(px_srv(slot), conf);
             if (!px_may_retry(q)) {
-                px_active(q, -1);
                 return 502;
             }
             q->failed_slot = (int) slot;
@@ -400,12 +570,11 @@ static int px_connect(struct px_req *q, struct mk_request *r, int status)
         }
         if (!c->h && !(c->h = px_api->fd_watch(c->fd, 0, px_conn_cb, c))) {
             px_conn_close(c);
-            px_active(q, -1);
+            px_let_go(q);
             return 503;
         }
         c->req = q;
         q->c = c;
-        px_active(q, (int) slot);
         atomic_fetch_add_explicit(&px_srv(slot)->requests, 1, memory_order_relaxed);
         if (q->connecting) {
             q->ctimer = px_api->timer_start((uint32_t) conf->connect_ms, 0, px_ctimer_cb, q);
@@ -573,7 +742,7 @@ static void px_finish(struct px_req *q)
     q->done = true;
     px_server_ok(px_srv(q->c->slot));
     px_drop_conn(q, keep);
-    px_active(q, -1);
+    px_let_go(q);
     mk_gw_job_end(&q->j); /* may free q */
 }
 
@@ -1179,7 +1348,7 @@ static void px_drop(struct mk_gw_job *j, int status)
         px_server_failed(px_srv(q->c->slot), q->site->conf);
     }
     px_drop_conn(q, false);
-    px_active(q, -1);
+    px_let_go(q);
     if (q->w_len > q->w_off) {
         /* body bytes kept for a connection that is gone: the window opens
            again, so that the job answers from the next body callback */
@@ -1193,15 +1362,21 @@ static bool px_over(struct mk_gw_job *j, bool done)
     struct px_req *q = px_of(j);
     (void) done;
     px_drop_conn(q, false); /* a clean end gave it back already (px_finish) */
-    px_active(q, -1);
+    px_let_go(q);
     return true;
+}
+
+static void px_gw_unqueue(struct mk_gw_job *j)
+{
+    px_unqueue(px_of(j));
 }
 
 static void px_release(struct mk_gw_job *j)
 {
     struct px_req *q = px_of(j);
+    px_unqueue(q);
     px_drop_conn(q, false);
-    px_active(q, -1);
+    px_let_go(q);
     free(q->hdr);
     free(q->w);
     q->hdr = q->w = NULL;
@@ -1224,7 +1399,7 @@ static const struct mk_gw_backend px_backend = {
     .drop = px_drop,
     .over = px_over,
     .release = px_release,
-    .unqueue = NULL,
+    .unqueue = px_gw_unqueue,
     .timed_out = px_timed_out,
 };
 
@@ -1250,9 +1425,10 @@ int px_req_start(struct mk_request *r, const struct px_site *site, size_t i)
     q->self = self;
     q->member = -1;
     q->failed_slot = -1;
+    q->reserved = -1;
     j->nph = true;
     j->timeout_ms = site->conf->timeout_ms;
-    j->queue_ms = site->conf->timeout_ms;
+    j->queue_ms = site->conf->queue_ms;
     j->last_io_ms = px_api->now_ms();
     atomic_fetch_add_explicit(&self->requests, 1, memory_order_relaxed);
     return mk_gw_job_start(j, r);

@@ -10,7 +10,9 @@ fields in order, body, and the server's NAME and connection number),
 /status/CODE (that status, no body for 204 and 304), /hop (hop-by-hop
 fields in the response), /continue (a 100 and a 103 before the answer),
 /extra (a second answer after the first), /bad (Content-Length and
-Transfer-Encoding), /stats (connections accepted, requests served). --raw appends every byte
+Transfer-Encoding), /sleep?s=SECONDS (the echo after that long), /stats
+(connections accepted, requests served, requests being answered now and
+the most at once). --raw appends every byte
 received to FILE; --blackhole accepts and never answers. Failing modes, for
 every path but /stats, each request counted once read whole: --close
 closes the connection without answering, --half sends a head with
@@ -28,7 +30,7 @@ NAME = sys.argv[2]
 RAW = sys.argv[sys.argv.index("--raw") + 1] if "--raw" in sys.argv else None
 BLACKHOLE = "--blackhole" in sys.argv
 MODE = next((m for m in ("--close", "--half", "--hang") if m in sys.argv), None)
-stats = {"connections": 0, "requests": 0}
+stats = {"connections": 0, "requests": 0, "active": 0, "peak": 0}
 lock = threading.Lock()
 
 
@@ -136,6 +138,14 @@ def answer(sock, conn_no, req):
         send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
         time.sleep(0.05)
         send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil")
+    elif path == "/sleep":
+        with lock:
+            stats["active"] += 1
+            stats["peak"] = max(stats["peak"], stats["active"])
+        time.sleep(float(q.get("s", "0.5")))
+        with lock:
+            stats["active"] -= 1
+        answer(sock, conn_no, (method, "/echo", version, fields, body))
     elif path == "/bad":
         send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked"
                        b"\r\n\r\nok")
