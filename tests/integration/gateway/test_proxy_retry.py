@@ -12,7 +12,8 @@ from conftest import SLOW, free_port
 from gwutil import plugin_status
 from h2util import H2_MARKS, H2Client
 # the helpers of test_proxy.py, its upstreams fixture and its marks (the plugin built)
-from test_proxy import doc_of, echo, proxy_server, pytestmark, read_to_close, upstreams  # noqa: F401
+from test_proxy import (doc_of, echo, proxy_server, pytestmark, read_to_close,  # noqa: F401
+                        upstreams)
 
 
 def seen(u):
