@@ -25,7 +25,7 @@ def at_once(srv, paths):
     threads = [threading.Thread(target=one, args=(i, p)) for i, p in enumerate(paths)]
     for i, th in enumerate(threads):
         th.start()
-        time.sleep(0.05)  # in this order: the first ones take the room
+        time.sleep(0.1)  # in this order: the first ones take the room
     for th in threads:
         th.join(60 * SLOW)
     return out
@@ -75,7 +75,7 @@ def test_a_full_server_sends_requests_to_the_others_not_to_backups(make_server, 
     assert [s for s, _ in got] == [200] * 4
     assert a.stats()["peak"] == 1 and b.stats()["peak"] == 1
     assert bk.stats()["requests"] == 1  # its /stats call only: a backup is for servers out
-    assert max(t for _, t in got) > 1.0  # two of them waited for room
+    assert max(t for _, t in got) > 0.85  # two of them waited for room (alone: 0.6 s)
 
 
 def test_queue_zero_and_max_checked(make_server, upstreams):

@@ -118,7 +118,7 @@ def test_first_byte_timeout_retried_for_idempotent_only(make_server, upstreams):
 
 def test_try_timeout_bounds_the_time(make_server, upstreams):
     ups = [upstreams(f"h{i}", ["--hang"]) for i in range(4)]
-    conf = "    Timeout 1\n    Tries 4\n    TryTimeout 1500ms\n"
+    conf = "    Timeout 1\n    Tries 4\n    TryTimeout 1800ms\n"
     srv = proxy_server(make_server, conf=group(*ups, conf=conf), site="    Pass / app\n").start()
     t = time.monotonic()
     assert echo(srv).status == 504
