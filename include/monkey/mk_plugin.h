@@ -141,7 +141,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 12
+#define MK_PLUGIN_ABI_MINOR 13
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -1136,6 +1136,25 @@ struct mk_api {
      * not 101, and the takeover ops carry the stream's DATA both ways.
      */
     const char *(*request_protocol)(const struct mk_request *r, size_t *len);
+
+    /* ---- added in ABI 3.13 (check with MK_API_HAS) ---- */
+
+    /*
+     * A streamed response of known length (a backend's Content-Length):
+     * after stream_start() and before the head goes out (in the same hook
+     * or continuation), the body is to be exactly `len` bytes. The head
+     * announces them with Content-Length (HTTP/1.x and HTTP/2 alike)
+     * instead of chunked coding or the close, so an HTTP/1.0 client keeps
+     * its connection too; a HEAD request (or a status without a body) gets
+     * the head alone with that length, the stream dropped as for any
+     * stream not sent (proceed(NULL)). A piece past the length is not
+     * taken (stream_write, stream_commit: MK_ERR), and stream_end() before
+     * all of it was queued is MK_ERR: a handler whose source ends short
+     * calls stream_abort(), and the client sees the body cut. Trailers go
+     * out on HTTP/2 only. MK_OK, or MK_ERR when r streams no response, or
+     * once a piece was queued or the head went out.
+     */
+    int (*stream_length)(struct mk_request *r, uint64_t len);
 };
 
 /* The longest line of api->error_log(), without the newline. */

@@ -349,11 +349,13 @@ static int gw_job_respond(struct mk_gw_job *j, struct mk_request *r)
         mk_gw_job_over(j, false); /* the rest of the answer is not wanted */
         return rc;
     }
-    if (j->ended) {
+    size_t rest = j->head_len - j->h.head_len;
+    if (j->ended && (j->length_is == MK_GW_LENGTH_CAME ||
+                     (j->length_is == MK_GW_LENGTH_KNOWN && rest == j->length))) {
         /* The whole answer is in (it ended with the head, as most pages
            do): a body of known length, sent with the head in one write,
            keep-alive even for HTTP/1.0. The head buffer becomes the body. */
-        size_t len = j->head_len - j->h.head_len;
+        size_t len = rest;
         memmove(j->head, j->head + j->h.head_len, len);
         j->api->set_body_owned(r, j->head, len);
         j->head = NULL;
@@ -365,10 +367,13 @@ static int gw_job_respond(struct mk_gw_job *j, struct mk_request *r)
         mk_gw_job_over(j, false);
         return 500;
     }
+    if (j->length_is == MK_GW_LENGTH_KNOWN && MK_API_HAS(j->api, stream_length)) {
+        /* right after stream_start it cannot fail; an older server frames it chunked */
+        j->api->stream_length(r, j->length);
+    }
     j->r = r;
     j->state = MK_GW_STREAM;
     j->paused = false; /* the queue takes the body now: what came with the head goes there */
-    size_t rest = j->head_len - j->h.head_len;
     if (rest > 0 && mk_gw_job_out(j, j->head + j->h.head_len, rest, false) != MK_OK) {
         mk_gw_job_over(j, false); /* gone, or not taken */
         return MK_OK;
@@ -532,6 +537,9 @@ static void gw_job_timer_cb(struct mk_loop_timer *t, void *arg)
             return;
         }
         if (j->state == MK_GW_RESUMING || now - j->last_io_ms < j->timeout_ms) {
+            return;
+        }
+        if (j->be->timed_out && j->be->timed_out(j)) {
             return;
         }
         mk_gw_job_log(j, "no answer from the backend within Timeout");

@@ -80,6 +80,20 @@ struct mk_gw_stats {
     atomic_uint_fast64_t upstream_ms;    /* the requests' upstream times, summed at their end */
 };
 
+/* What the client is told of the length of the backend's answer (j->length_is). */
+enum mk_gw_length {
+    /* What came: a whole answer (it ended with its head) goes with its
+       Content-Length, a streamed one chunked (or up to the close). */
+    MK_GW_LENGTH_CAME,
+    /* j->length, announced (api->stream_length) even when none of it
+       comes (the answer to a HEAD): a streamed answer cut short of it is
+       cut for the client too. */
+    MK_GW_LENGTH_KNOWN,
+    /* Not known, not to be guessed from what came (the answer to a HEAD
+       that announced no length): streamed, without Content-Length. */
+    MK_GW_LENGTH_UNKNOWN,
+};
+
 struct mk_gw_job;
 
 /*
@@ -164,6 +178,13 @@ struct mk_gw_backend {
     void (*release)(struct mk_gw_job *j);
     /* The request leaves the wait of acquire() (cancelled, timed out). NULL: it never waits. */
     void (*unqueue)(struct mk_gw_job *j);
+    /*
+     * MK_GW_TIMEOUT_IDLE: the backend's Timeout passed in silence. true:
+     * the backend took it over (it tries the request again elsewhere, and
+     * moved last_io_ms); false: the job fails the request (504), as it
+     * does when this is NULL.
+     */
+    bool (*timed_out)(struct mk_gw_job *j);
 };
 
 /*
@@ -199,6 +220,9 @@ struct mk_gw_job {
     bool nph;        /* the answer starts with a status line (set by the backend) */
     bool waited;     /* acquire() made the request wait */
     bool aborting;   /* inside api->stream_abort */
+    /* Set by the backend before its head is complete (MK_GW_LENGTH_CAME when not). */
+    enum mk_gw_length length_is;
+    uint64_t length; /* MK_GW_LENGTH_KNOWN */
     bool orphan;     /* its worker exited while its continuation was pending */
     /* inside stream_write(): proceed() calls are noted, not acted on */
     bool in_write, drained, gone;

@@ -161,6 +161,7 @@ static struct px_rgroup *px_resolve(const struct px_conf *conf, const struct px_
             return NULL;
         }
         g->weight[i] = m[i].weight;
+        g->max[i] = m[i].max;
         g->backup[i] = m[i].backup;
         g->total += m[i].backup ? 0 : m[i].weight;
     }
@@ -273,6 +274,9 @@ static void px_stats(mk_stats_emit_cb emit, void *arg)
     emit(arg, "timeouts", atomic_load_explicit(&self->gw.timeouts, memory_order_relaxed));
     emit(arg, "upstream_ms", atomic_load_explicit(&self->gw.upstream_ms, memory_order_relaxed));
     emit(arg, "retries", atomic_load_explicit(&self->retries, memory_order_relaxed));
+    emit(arg, "queue_full", atomic_load_explicit(&self->queue_full, memory_order_relaxed));
+    emit(arg, "queue_timeouts",
+         atomic_load_explicit(&self->gw.queue_timeouts, memory_order_relaxed));
     unsigned n = atomic_load(&self->n_servers);
     uint64_t now = px_api->now_ms();
     for (unsigned i = 0; i < n; i++) {
@@ -295,6 +299,8 @@ static void px_stats(mk_stats_emit_cb emit, void *arg)
         emit(arg, name, atomic_load_explicit(&s->connects, memory_order_relaxed));
         snprintf(name, sizeof(name), "server%u_reuses", i);
         emit(arg, name, atomic_load_explicit(&s->reuses, memory_order_relaxed));
+        snprintf(name, sizeof(name), "server%u_retries", i);
+        emit(arg, name, atomic_load_explicit(&s->retries, memory_order_relaxed));
         if (s->a.tls) {
             snprintf(name, sizeof(name), "server%u_tls_handshakes", i);
             emit(arg, name, atomic_load_explicit(&s->tls_handshakes, memory_order_relaxed));

@@ -43,6 +43,9 @@
 #define PX_MEMBERS_MAX 64
 /* Virtual nodes of a server of weight 1 on a consistent hash's ring. */
 #define PX_VNODES 160
+/* Workers whose requests wait for a server at its max (a mask per server). */
+#define PX_WORKERS_MAX 1024
+#define PX_WORKER_WORDS (PX_WORKERS_MAX / 64)
 /* The read buffer of a request's upstream connection (also its spill). */
 #define PX_RBUF 32768
 /* The request body's window. */
@@ -81,6 +84,7 @@ struct px_health {
 struct px_member {
     struct px_addr a;
     unsigned weight;
+    unsigned max; /* requests on it at most, all workers together; 0: no limit */
     bool backup;
 };
 
@@ -108,6 +112,10 @@ struct px_conf {
     char *tls_ca;             /* TLSCAFile; NULL: the system's store */
     char *tls_cert, *tls_key; /* TLSCertificate, TLSKey: a client certificate */
     void *tls_ctx;            /* SSL_CTX, made for the first tls:// route (px_tls.c) */
+    int tries;                /* attempts per request, the first included (Tries) */
+    uint64_t try_ms;          /* no new attempt this long after the first; 0: no bound */
+    int queue;                /* requests a worker keeps waiting for a server at its max */
+    uint64_t queue_ms;        /* the longest wait: 503 past it */
     struct px_group *groups;
     size_t n_groups;
 };
@@ -171,6 +179,9 @@ struct px_server {
     atomic_uint_fast64_t tls_handshakes, tls_resumed;
     atomic_bool hc_down; /* out after failed active checks (px_health.c) */
     atomic_uint_fast64_t checks, check_failures;
+    atomic_uint_fast64_t retries; /* failed attempts on it after which the request went on */
+    /* workers with requests waiting for room on it (max=) */
+    atomic_uint_fast64_t waiting[PX_WORKER_WORDS];
 };
 
 /* The active check of one server (px_health.c), under px_self.hc_lock. */
@@ -189,6 +200,7 @@ struct px_self {
     struct px_server servers[PX_SERVERS_MAX];
     atomic_uint n_servers;
     atomic_uint_fast64_t requests, retries;
+    atomic_uint_fast64_t queue_full; /* 503: every server at its max, the worker's Queue full */
     struct mk_gw_stats gw;
     /* active health checks: one thread per server process */
     struct px_hc hc[PX_SERVERS_MAX];
@@ -211,6 +223,7 @@ struct px_rgroup {
     const struct px_group *g; /* NULL: a single address */
     unsigned slot[PX_MEMBERS_MAX];
     unsigned weight[PX_MEMBERS_MAX];
+    unsigned max[PX_MEMBERS_MAX];
     bool backup[PX_MEMBERS_MAX];
     unsigned n;
     unsigned total; /* the primary members' weights */
@@ -256,10 +269,12 @@ extern const char *const px_xff_words[];
 int px_ring_build(struct px_rgroup *g);
 /*
  * The member of g for request r: up (not out after failures), not in
- * `tried` (bit i: member i), a backup only when no primary is; -1 when
- * none is.
+ * `tried` (bit i: member i), below its max=, a backup only when no
+ * primary is up and untried; -1 when none is, with *full set when there
+ * were such members but every one was at its max (the request waits).
+ * The max is read, not taken: px_req.c takes the place.
  */
-int px_pick(struct px_rgroup *g, struct mk_request *r, uint64_t tried);
+int px_pick(struct px_rgroup *g, struct mk_request *r, uint64_t tried, bool *full);
 /* A failure of server s (refused, broken, timed out): out for fail_ms past max_fails. */
 void px_server_failed(struct px_server *s, const struct px_conf *conf);
 void px_server_ok(struct px_server *s);

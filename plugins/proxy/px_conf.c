@@ -144,7 +144,7 @@ static int px_set_upstream(void *obj, const struct mk_conf_key *k, const char *v
     return MK_OK;
 }
 
-/* "ADDRESS [weight=N] [backup]" */
+/* "ADDRESS [weight=N] [max=N] [backup]" */
 static int px_set_server(void *obj, const struct mk_conf_key *k, const char *value,
                          const struct mk_conf_origin *origin, char *reason, size_t len)
 {
@@ -170,6 +170,15 @@ static int px_set_server(void *obj, const struct mk_conf_key *k, const char *val
     for (char *w = strtok_r(NULL, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
         if (strcasecmp(w, "backup") == 0) {
             m.backup = true;
+        }
+        else if (strncasecmp(w, "max=", 4) == 0) {
+            char *end;
+            long n = strtol(w + 4, &end, 10);
+            if (w[4] < '0' || w[4] > '9' || *end != '\0' || n < 1 || n > 65535) {
+                snprintf(reason, len, "a max is 1 to 65535: '%s'", w);
+                return MK_ERR;
+            }
+            m.max = (unsigned) n;
         }
         else if (strncasecmp(w, "weight=", 7) == 0) {
             char *end;
@@ -198,7 +207,8 @@ static int px_set_server(void *obj, const struct mk_conf_key *k, const char *val
             return MK_ERR;
         }
         else {
-            snprintf(reason, len, "unknown server parameter '%s' (weight=N, backup, name=)", w);
+            snprintf(reason, len,
+                     "unknown server parameter '%s' (weight=N, max=N, backup, name=)", w);
             return MK_ERR;
         }
     }
@@ -554,6 +564,14 @@ static const struct mk_conf_key px_keys[] = {
      .doc = "idle connections kept per server and worker (0: none kept)"},
     {"KeepAliveTimeout", MK_CONF_DURATION, 0, PX_G(idle_ms), 1, 3600000, "60",
      .doc = "an idle kept connection unused this long is closed"},
+    {"Tries", MK_CONF_INT, 0, PX_G(tries), 1, PX_MEMBERS_MAX, "3",
+     .doc = "attempts per request, the first included, each on another server of the group"},
+    {"TryTimeout", MK_CONF_DURATION, 0, PX_G(try_ms), 0, 3600000, "0",
+     .doc = "no new attempt this long after the first (0: no bound)"},
+    {"Queue", MK_CONF_INT, 0, PX_G(queue), 0, 65536, "64",
+     .doc = "requests each worker keeps waiting for a server at its max= (0: 503 at once)"},
+    {"QueueTimeout", MK_CONF_DURATION, 0, PX_G(queue_ms), 1, 3600000, "5",
+     .doc = "the longest wait for a server at its max=; past it 503"},
     {"TLSVerify", MK_CONF_ENUM, 0, PX_G(tls_verify), 0, 0, "on", px_onoff,
      .doc = "verify tls:// servers' certificates and names (on) or not (off)"},
     {"TLSCAFile", MK_CONF_PATH, 0, PX_G(tls_ca), 0, 0, NULL, PX_CHECK(px_check_ca),
@@ -566,7 +584,8 @@ static const struct mk_conf_key px_keys[] = {
      .doc = "opens a group NAME: the Server and Balance lines that follow are its"},
     {"Server", MK_CONF_CUSTOM, MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = px_set_server,
      .doc = "a server of the group: HOST:PORT, [IPV6]:PORT, unix:/path or tls://HOST:PORT, "
-            "then weight=N (1..100, 1), backup and, for tls://, name=NAME (verified and SNI)"},
+            "then weight=N (1..100, 1), max=N (requests on it at most, 1..65535), backup and, "
+            "for tls://, name=NAME (verified and SNI)"},
     {"Balance", MK_CONF_CUSTOM, MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = px_set_balance,
      .doc = "the group's balancing: roundrobin (weighted, the default), leastconn, hash client, "
             "hash header NAME, hash cookie NAME"},

@@ -5,6 +5,7 @@
  * px_http.c: the upstream response's head and the chunked coding, parsed
  * strictly (px_http.h). Pure: no I/O, no allocation, no globals.
  */
+#include <stddef.h>
 #include <string.h>
 #include <strings.h>
 
@@ -243,6 +244,7 @@ static int px_framing(struct px_resp *r, bool head_request)
         return px_fail(r, "Transfer-Encoding in an HTTP/1.0 response");
     }
     r->length = len;
+    r->has_length = have_len;
     if (head_request || r->status < 200 || r->status == 204 || r->status == 304) {
         r->framing = PX_BODY_NONE;
     }
@@ -267,10 +269,7 @@ int px_resp_parse(const char *buf, size_t len, bool head_request, struct px_resp
     bool first = true;
 
     /* the scalars only: fields[] is written up to n_fields (2 KiB not zeroed per answer) */
-    r->status = r->minor = 0;
-    r->close = false;
-    r->framing = PX_BODY_NONE;
-    r->length = 0;
+    memset(r, 0, offsetof(struct px_resp, fields));
     r->n_fields = 0;
     r->head_len = 0;
     r->why = NULL;

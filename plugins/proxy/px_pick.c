@@ -65,12 +65,26 @@ static bool px_up(const struct px_server *s, uint64_t now)
            !atomic_load_explicit(&s->hc_down, memory_order_relaxed);
 }
 
-/* Whether member i may take the request: up, not tried, of the tier in use. */
-static bool px_usable(const struct px_rgroup *g, unsigned i, uint64_t tried, bool backup,
-                      uint64_t now)
+/* Whether member i is a candidate: up, not tried, of the tier in use. */
+static bool px_alive(const struct px_rgroup *g, unsigned i, uint64_t tried, bool backup,
+                     uint64_t now)
 {
     return !(tried >> i & 1) && g->backup[i] == backup &&
            px_up(&px_self()->servers[g->slot[i]], now);
+}
+
+/* Whether member i is at its max= (requests on it, all workers together). */
+static bool px_full(const struct px_rgroup *g, unsigned i)
+{
+    return g->max[i] && atomic_load_explicit(&px_self()->servers[g->slot[i]].active,
+                                             memory_order_relaxed) >= g->max[i];
+}
+
+/* Whether member i may take the request: a candidate with room. */
+static bool px_usable(const struct px_rgroup *g, unsigned i, uint64_t tried, bool backup,
+                      uint64_t now)
+{
+    return px_alive(g, i, tried, backup, now) && !px_full(g, i);
 }
 
 /* The value the hash of g reads from r, into buf: its length (0: none). */
@@ -199,11 +213,19 @@ static int px_pick_least(struct px_rgroup *g, uint64_t tried, bool backup, uint6
     return best;
 }
 
-int px_pick(struct px_rgroup *g, struct mk_request *r, uint64_t tried)
+int px_pick(struct px_rgroup *g, struct mk_request *r, uint64_t tried, bool *full)
 {
     uint64_t now = px_api->now_ms();
+    *full = false;
     for (int tier = 0; tier < 2; tier++) {
         bool backup = tier == 1;
+        bool alive = false;
+        for (unsigned i = 0; i < g->n && !alive; i++) {
+            alive = px_alive(g, i, tried, backup, now);
+        }
+        if (!alive) {
+            continue; /* the backups take over only when no primary is left */
+        }
         int m;
         switch (!r && g->balance == PX_BAL_HASH ? PX_BAL_WRR : g->balance) {
         case PX_BAL_HASH: /* (a retry, r not at hand: the next in turn) */
@@ -215,9 +237,10 @@ int px_pick(struct px_rgroup *g, struct mk_request *r, uint64_t tried)
         default:
             m = px_pick_wrr(g, tried, backup, now);
         }
-        if (m >= 0) {
-            return m;
+        if (m < 0) {
+            *full = true; /* candidates, every one at its max: wait rather than go to backups */
         }
+        return m;
     }
     return -1;
 }

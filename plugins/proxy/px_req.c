@@ -13,11 +13,21 @@
  * hop-by-hop fields dropped, Host, X-Forwarded-*, Forwarded and the
  * RequestHeader lines as the site's field settings say (by default Host
  * as the client sent it, X-Forwarded-For appended, X-Forwarded-Proto and
- * X-Forwarded-Host set). The body follows through the job's window. A
- * connection that fails before any byte of the request went out (refused
- * late, or a kept-alive connection the upstream had closed) takes the
- * request to the next server, or to a new connection, inside this file:
- * the job sees one request.
+ * X-Forwarded-Host set). The body follows through the job's window. An
+ * attempt that fails before any byte of the answer came (refused, closed,
+ * reset, silent past ConnectTimeout or Timeout, a TLS handshake that
+ * failed) takes the request to another server of the group, within Tries
+ * and TryTimeout, when it can be sent again whole (nothing of it went
+ * out, or an idempotent method without a body); a kept-alive connection
+ * the upstream had closed takes a new connection to the same server. All
+ * of it inside this file: the job sees one request.
+ *
+ * A server with a max= takes that many requests at once, all workers
+ * together (its `active`, taken by compare-and-swap); a request that finds
+ * every server it may go to full waits in its worker's queue (the job's
+ * wait: QueueTimeout, 503), and a request that lets a place go wakes the
+ * waiting requests of its worker and tells the other workers with some
+ * (the `waiting` masks, api->worker_call).
  *
  * The response is read into rbuf, its head parsed strictly (px_http.c)
  * and given to the job as a status line and the end-to-end fields (with
@@ -71,6 +81,13 @@ struct px_req {
     int member;      /* of g, or -1 */
     unsigned active; /* slot + 1 whose `active` this request holds, 0: none */
     uint64_t tried;
+    unsigned attempts; /* servers tried (Tries) */
+    int reserved;      /* the member whose place px_wake took for it; -1: none */
+    bool queued;       /* in this worker's queue, waiting for a server at its max */
+    struct px_req *wnext;
+    int failed_slot;   /* the server whose attempt failed and is retried; -1: none */
+    uint64_t first_ms; /* the first attempt's start (TryTimeout) */
+    bool idempotent;   /* GET, HEAD, OPTIONS, TRACE, PUT, DELETE */
     bool connecting, sent_any, head_in, done, head_request, req_out;
     bool body_ended; /* body_end() came: a spooled body may be read */
     bool chunked;    /* the body goes with the chunked coding (its length unknown) */
@@ -92,6 +109,9 @@ struct px_req {
 /* This worker's idle connections, and its timer that closes the old ones. */
 static __thread struct px_conn *px_idle;
 static __thread struct mk_loop_timer *px_idle_timer;
+/* This worker's requests waiting for a server at its max, first come first. */
+static __thread struct px_req *px_waitq;
+static __thread unsigned px_waitq_n;
 
 /* Body bytes kept: the window, one more piece the server may deliver past it, framing. */
 #define PX_WBUF (3 * PX_WINDOW)
@@ -333,15 +353,155 @@ static void px_ctimer_stop(struct px_req *q)
     }
 }
 
-static void px_active(struct px_req *q, int slot)
+/* ---- places on servers with a max=, and the queue ---------------------------------- */
+
+/* Take a place on slot, whose limit is max (0: none): false when it is full. */
+static bool px_take(unsigned slot, unsigned max)
 {
-    if (q->active) {
-        atomic_fetch_sub_explicit(&px_srv(q->active - 1)->active, 1, memory_order_relaxed);
-        q->active = 0;
+    atomic_uint *a = &px_srv(slot)->active;
+    unsigned n = atomic_load_explicit(a, memory_order_relaxed);
+    do {
+        if (max && n >= max) {
+            return false;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(a, &n, n + 1, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    return true;
+}
+
+/* Whether a request of this worker's queue may take a place on slot. */
+static bool px_waiting_for(unsigned slot)
+{
+    for (const struct px_req *w = px_waitq; w; w = w->wnext) {
+        for (unsigned i = 0; i < w->g->n; i++) {
+            if (w->g->slot[i] == slot && w->g->max[i]) {
+                return true;
+            }
+        }
     }
-    if (slot >= 0) {
-        atomic_fetch_add_explicit(&px_srv((unsigned) slot)->active, 1, memory_order_relaxed);
-        q->active = (unsigned) slot + 1;
+    return false;
+}
+
+/* This worker's bit in the `waiting` masks of g's limited servers, as its queue says. */
+static void px_mask_refresh(const struct px_rgroup *g)
+{
+    int w = px_api->worker_id();
+    if (w < 0 || w >= PX_WORKERS_MAX) {
+        return;
+    }
+    uint_fast64_t bit = (uint_fast64_t) 1 << (w % 64);
+    for (unsigned i = 0; i < g->n; i++) {
+        if (!g->max[i]) {
+            continue;
+        }
+        atomic_uint_fast64_t *mask = &px_srv(g->slot[i])->waiting[w / 64];
+        if (px_waiting_for(g->slot[i])) {
+            atomic_fetch_or(mask, bit);
+        }
+        else {
+            atomic_fetch_and(mask, ~bit);
+        }
+    }
+}
+
+/* Into this worker's queue: MK_AGAIN (the job waits, QueueTimeout), or 503 when it is full. */
+static int px_enqueue(struct px_req *q)
+{
+    if (px_waitq_n >= (unsigned) q->site->conf->queue) {
+        atomic_fetch_add_explicit(&q->self->queue_full, 1, memory_order_relaxed);
+        mk_gw_job_log(&q->j, "every server of the group is at its max, and the queue is full");
+        return 503;
+    }
+    struct px_req **pp = &px_waitq;
+    while (*pp) {
+        pp = &(*pp)->wnext;
+    }
+    q->wnext = NULL;
+    *pp = q;
+    q->queued = true;
+    px_waitq_n++;
+    px_mask_refresh(q->g);
+    return MK_AGAIN;
+}
+
+static void px_unqueue(struct px_req *q)
+{
+    if (!q->queued) {
+        return;
+    }
+    for (struct px_req **pp = &px_waitq; *pp; pp = &(*pp)->wnext) {
+        if (*pp == q) {
+            *pp = q->wnext;
+            break;
+        }
+    }
+    q->queued = false;
+    px_waitq_n--;
+    px_mask_refresh(q->g);
+}
+
+/*
+ * Room may have come on a server: each request of this worker's queue
+ * whose group has a member with room now takes the place and goes on
+ * (its continuation connects there: px_connect), and so does one whose
+ * group has no server up any more (to its 502).
+ */
+static void px_wake(void)
+{
+    for (struct px_req **pp = &px_waitq; *pp;) {
+        struct px_req *q = *pp;
+        bool full;
+        int m = px_pick(q->g, NULL, q->tried, &full);
+        if (m >= 0 && !px_take(q->g->slot[m], q->g->max[m])) {
+            m = -1;
+            full = true;
+        }
+        if (m < 0 && full) {
+            pp = &q->wnext;
+            continue;
+        }
+        *pp = q->wnext;
+        q->queued = false;
+        px_waitq_n--;
+        q->reserved = m;
+        q->active = m >= 0 ? q->g->slot[m] + 1 : 0;
+        px_mask_refresh(q->g);
+        mk_gw_job_ready(&q->j);
+    }
+}
+
+static void px_wake_cb(void *arg)
+{
+    (void) arg;
+    px_wake();
+}
+
+/*
+ * Let go of the place the request holds on a server, if any: a request
+ * waiting for one (on this worker, or another: api->worker_call) may take
+ * it.
+ */
+static void px_let_go(struct px_req *q)
+{
+    if (!q->active) {
+        return;
+    }
+    struct px_server *s = px_srv(q->active - 1);
+    q->active = 0;
+    atomic_fetch_sub_explicit(&s->active, 1, memory_order_relaxed);
+    int self = px_api->worker_id();
+    for (int word = 0; word < PX_WORKER_WORDS; word++) {
+        uint_fast64_t bits = atomic_load_explicit(&s->waiting[word], memory_order_relaxed);
+        while (bits) {
+            int w = word * 64 + __builtin_ctzll(bits);
+            bits &= bits - 1;
+            if (w == self) {
+                px_wake();
+            }
+            else {
+                px_api->worker_call(w, px_wake_cb, NULL);
+            }
+        }
     }
 }
 
@@ -379,23 +539,82 @@ static void px_want(struct px_req *q)
 }
 
 /*
- * Connect the request to a server of its group, skipping those tried: an
- * idle connection first, else a new one (refused at once: the server's
- * failure, the next). MK_OK, or 502 when no server is left.
+ * Whether the request can be sent again whole: nothing of it went out, or
+ * an idempotent method without a body (a body streams through the window
+ * and is not kept: once any of it was sent, it cannot be replayed).
  */
-static int px_connect(struct px_req *q, struct mk_request *r)
+static bool px_replayable(const struct px_req *q)
+{
+    return !q->sent_any || (q->idempotent && !q->j.has_body);
+}
+
+/*
+ * Whether a failed attempt may be followed by another: no byte of the
+ * answer came, the request is replayable, and Tries and TryTimeout allow
+ * one more.
+ */
+static bool px_may_retry(const struct px_req *q)
 {
     const struct px_conf *conf = q->site->conf;
+    if (q->head_in || q->rlen > 0 || !px_replayable(q) || q->attempts >= (unsigned) conf->tries) {
+        return false;
+    }
+    return conf->try_ms == 0 || px_api->now_ms() - q->first_ms < conf->try_ms;
+}
+
+/*
+ * Connect the request to a server of its group, skipping those tried: an
+ * idle connection first, else a new one (refused at once: the server's
+ * failure, then the next while px_may_retry allows). MK_OK; 503 when
+ * memory or descriptors are short; 502 when no server is up or the last
+ * connect was refused; `status` (the failure of the attempt before) when
+ * no other server is left to try.
+ */
+static int px_connect(struct px_req *q, struct mk_request *r, int status)
+{
+    const struct px_conf *conf = q->site->conf;
+    uint64_t lost = 0; /* members whose last place another request took first */
     for (;;) {
-        int m = px_pick(q->g, r, q->tried);
-        if (m < 0) {
+        bool full = false;
+        int m = q->reserved;
+        if (m >= 0) {
+            q->reserved = -1; /* its place is held already (px_wake) */
+        }
+        else if ((m = px_pick(q->g, r, q->tried | lost, &full)) >= 0) {
+            if (!px_take(q->g->slot[m], q->g->max[m])) {
+                lost |= (uint64_t) 1 << m;
+                continue;
+            }
+            px_let_go(q); /* the place of the attempt before */
+            q->active = q->g->slot[m] + 1;
+        }
+        else {
             q->member = -1;
-            mk_gw_job_log(&q->j, "no server of the group is up");
-            px_active(q, -1);
-            return 502;
+            px_let_go(q);
+            if (full && q->attempts == 0) {
+                /* the first attempt waits, once: after the wait, room or 503 */
+                return q->j.waited ? 503 : px_enqueue(q);
+            }
+            if (q->attempts == 0) {
+                mk_gw_job_log(&q->j, "no server of the group is up");
+                return 502;
+            }
+            mk_gw_job_log(&q->j, "no other server of the group to try (%u tried%s)", q->attempts,
+                          full ? ", the others at their max" : "");
+            return status;
+        }
+        if (q->failed_slot >= 0) {
+            /* the request goes on: a retry of the failed server's */
+            atomic_fetch_add_explicit(&q->self->retries, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&px_srv((unsigned) q->failed_slot)->retries, 1,
+                                      memory_order_relaxed);
+            q->failed_slot = -1;
         }
         q->member = m;
         q->tried |= (uint64_t) 1 << m;
+        if (q->attempts++ == 0) {
+            q->first_ms = px_api->now_ms();
+        }
         unsigned slot = q->g->slot[m];
         struct px_conn *c = px_conn_take(slot);
         if (c) {
@@ -405,20 +624,25 @@ static int px_connect(struct px_req *q, struct mk_request *r)
         else if (!(c = px_conn_open(slot, conf, &q->connecting))) {
             int e = errno;
             px_log(q, "connect", e);
+            px_let_go(q);
             if (e == ENOMEM || e == EMFILE || e == ENFILE) {
                 return 503;
             }
             px_server_failed(px_srv(slot), conf);
-            atomic_fetch_add_explicit(&q->self->retries, 1, memory_order_relaxed);
+            if (!px_may_retry(q)) {
+                return 502;
+            }
+            q->failed_slot = (int) slot;
+            status = 502;
             continue;
         }
         if (!c->h && !(c->h = px_api->fd_watch(c->fd, 0, px_conn_cb, c))) {
             px_conn_close(c);
+            px_let_go(q);
             return 503;
         }
         c->req = q;
         q->c = c;
-        px_active(q, (int) slot);
         atomic_fetch_add_explicit(&px_srv(slot)->requests, 1, memory_order_relaxed);
         if (q->connecting || c->hs) {
             q->ctimer = px_api->timer_start((uint32_t) conf->connect_ms, 0, px_ctimer_cb, q);
@@ -430,40 +654,84 @@ static int px_connect(struct px_req *q, struct mk_request *r)
 }
 
 /*
- * The connection failed before any byte of the request went out (refused,
- * or a kept-alive one closed): the next server, or a new connection for a
- * kept one (`fresh`: the same server again). false when the request was
- * failed instead (502).
+ * The attempt on q->c failed before any byte of the answer: the request
+ * again, from its first byte, on a new connection to the same server
+ * (`fresh`: a kept-alive connection the upstream had closed, not counted
+ * in Tries), or on another server. MK_OK, or the status to fail with
+ * (`status`: the failed attempt's, when no other server is left).
  */
-static bool px_retry(struct px_req *q, bool fresh)
+static int px_again(struct px_req *q, bool fresh, int status)
 {
     unsigned slot = q->c->slot;
     px_drop_conn(q, false);
-    atomic_fetch_add_explicit(&q->self->retries, 1, memory_order_relaxed);
     q->hdr_off = 0;
-    if (fresh) {
-        bool connecting;
-        struct px_conn *c = px_conn_open(slot, q->site->conf, &connecting);
-        if (c && (c->h = px_api->fd_watch(c->fd, 0, px_conn_cb, c))) {
-            c->req = q;
-            q->c = c;
-            q->connecting = connecting;
-            if (connecting || c->hs) {
-                q->ctimer =
-                    px_api->timer_start((uint32_t) q->site->conf->connect_ms, 0, px_ctimer_cb, q);
-            }
-            px_want(q);
-            return true;
-        }
-        if (c) {
-            px_conn_close(c);
-        }
+    q->sent_any = false;
+    q->req_out = false;
+    q->j.last_io_ms = px_api->now_ms();
+    if (!fresh) {
+        q->failed_slot = (int) slot;
+        return px_connect(q, NULL, status);
     }
-    else if (px_connect(q, NULL) == MK_OK) {
-        return true;
+    atomic_fetch_add_explicit(&q->self->retries, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&px_srv(slot)->retries, 1, memory_order_relaxed);
+    bool connecting;
+    struct px_conn *c = px_conn_open(slot, q->site->conf, &connecting);
+    if (c && (c->h = px_api->fd_watch(c->fd, 0, px_conn_cb, c))) {
+        c->req = q;
+        q->c = c;
+        q->connecting = connecting;
+        if (connecting || c->hs) {
+            q->ctimer =
+                px_api->timer_start((uint32_t) q->site->conf->connect_ms, 0, px_ctimer_cb, q);
+        }
+        px_want(q);
+        return MK_OK;
     }
-    mk_gw_job_fail(&q->j, 502);
-    return false;
+    if (c) {
+        px_conn_close(c);
+    }
+    return status;
+}
+
+/* px_again, or the request failed with what it returns: false then. */
+static bool px_retry(struct px_req *q, bool fresh, int status)
+{
+    int rc = px_again(q, fresh, status);
+    if (rc != MK_OK) {
+        mk_gw_job_fail(&q->j, rc);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * The attempt on q->c failed before the answer's head (`what` and `err`
+ * for the log; `status`, 502 or 504, the answer when no attempt follows):
+ * the server's failure counted, then another server when px_may_retry
+ * allows, else the request failed. false when it failed.
+ */
+static bool px_attempt_failed(struct px_req *q, const char *what, int err, int status)
+{
+    px_log(q, what, err);
+    px_server_failed(px_srv(q->c->slot), q->site->conf);
+    if (!px_may_retry(q)) {
+        mk_gw_job_fail(&q->j, status);
+        return false;
+    }
+    return px_retry(q, false, status);
+}
+
+/*
+ * Writing the request failed (errno e) before the answer's head: a kept
+ * connection the upstream had closed takes a new one, else the attempt
+ * failed. false when the request failed.
+ */
+static bool px_send_failed(struct px_req *q, int e)
+{
+    if (q->c->reused && px_replayable(q)) {
+        return px_retry(q, true, 502);
+    }
+    return px_attempt_failed(q, "sending the request", e, 502);
 }
 
 static void px_ctimer_cb(struct mk_loop_timer *t, void *arg)
@@ -471,9 +739,7 @@ static void px_ctimer_cb(struct mk_loop_timer *t, void *arg)
     struct px_req *q = arg;
     (void) t;
     q->ctimer = NULL; /* a one-shot timer is freed when this returns */
-    px_log(q, "no connection within ConnectTimeout", 0);
-    px_server_failed(px_srv(q->c->slot), q->site->conf);
-    mk_gw_job_fail(&q->j, 504);
+    px_attempt_failed(q, "no connection within ConnectTimeout", 0, 504);
 }
 
 /* ---- writing ------------------------------------------------------------------- */
@@ -545,7 +811,7 @@ static void px_finish(struct px_req *q)
     q->done = true;
     px_server_ok(px_srv(q->c->slot));
     px_drop_conn(q, keep);
-    px_active(q, -1);
+    px_let_go(q);
     mk_gw_job_end(&q->j); /* may free q */
 }
 
@@ -671,6 +937,16 @@ static int px_give_head(struct px_req *q)
     char text[2 * PX_MAPS_MAX * 64];
     size_t nr = fc->n_redirect ? px_redirect_maps(q, redir, text, sizeof(text)) : 0;
     char line[64];
+    /* The upstream's Content-Length goes on when it frames the body, or
+       answers a HEAD: the client is told what the upstream said. */
+    if (p->has_length && p->status != 204 && p->status != 304 &&
+        (p->framing == PX_BODY_LENGTH || q->head_request)) {
+        q->j.length_is = MK_GW_LENGTH_KNOWN;
+        q->j.length = p->length;
+    }
+    else if (q->head_request) {
+        q->j.length_is = MK_GW_LENGTH_UNKNOWN;
+    }
     int n = snprintf(line, sizeof(line), "HTTP/1.1 %03d X\r\n", p->status);
     mk_gw_job_head_data(&q->j, line, (size_t) n);
     for (unsigned i = 0; i < p->n_fields && !q->j.fail; i++) {
@@ -856,15 +1132,19 @@ static bool px_read(struct px_req *q)
     }
     if (n <= 0) {
         int e = n < 0 ? errno : 0;
-        if (!q->head_in && q->rlen == 0 && q->c->reused && !q->j.has_body) {
-            return px_retry(q, true); /* a kept connection the upstream had closed */
+        if (!q->head_in && q->rlen == 0) {
+            if (q->c->reused && px_replayable(q)) {
+                return px_retry(q, true, 502); /* a kept connection the upstream had closed */
+            }
+            return px_attempt_failed(q, "closed before a response", e, 502);
         }
         if (q->head_in && q->resp.framing == PX_BODY_CLOSE) {
             q->resp.close = true;
             px_finish(q);
             return false;
         }
-        px_log(q, q->head_in ? "the response was cut short" : "closed before a response", e);
+        px_log(q, q->head_in ? "the response was cut short" : "closed within the response's head",
+               e);
         px_server_failed(px_srv(q->c->slot), q->site->conf);
         mk_gw_job_fail(&q->j, 502);
         return false;
@@ -904,9 +1184,7 @@ static void px_io(struct px_req *q, int fd, uint32_t ready)
             return;
         }
         if (err != 0) {
-            px_log(q, "connect", err);
-            px_server_failed(px_srv(q->c->slot), q->site->conf);
-            px_retry(q, false); /* nothing was sent */
+            px_attempt_failed(q, "connect", err, 502); /* nothing was sent */
             return;
         }
         q->connecting = false;
@@ -923,9 +1201,7 @@ static void px_io(struct px_req *q, int fd, uint32_t ready)
             return;
         }
         if (rc != MK_OK) {
-            px_log(q, why, 0);
-            px_server_failed(px_srv(q->c->slot), q->site->conf);
-            px_retry(q, false); /* nothing was sent */
+            px_attempt_failed(q, why, 0, 502); /* nothing of the request was sent */
             return;
         }
         q->c->hs = false;
@@ -941,13 +1217,7 @@ static void px_io(struct px_req *q, int fd, uint32_t ready)
         if (px_flush(q) != MK_OK) {
             int e = errno;
             if (!q->head_in) {
-                px_log(q, "sending the request", e);
-                if (!q->sent_any && q->c->reused && !q->j.has_body) {
-                    px_retry(q, true);
-                    return;
-                }
-                px_server_failed(px_srv(q->c->slot), q->site->conf);
-                mk_gw_job_fail(&q->j, 502);
+                px_send_failed(q, e);
                 return;
             }
             q->resp.close = true; /* the upstream answered and stopped reading */
@@ -976,7 +1246,7 @@ static void px_io(struct px_req *q, int fd, uint32_t ready)
 
 static int px_acquire(struct mk_gw_job *j, struct mk_request *r)
 {
-    return px_connect(px_of(j), r);
+    return px_connect(px_of(j), r, 502);
 }
 
 /* The request's head buffer: grows as needed (client-controlled, bounded by its headers). */
@@ -1160,6 +1430,9 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
     struct mk_gw_slice auth, rest;
 
     q->head_request = px_named(method, len, "HEAD");
+    q->idempotent = q->head_request || px_named(method, len, "GET") ||
+                    px_named(method, len, "OPTIONS") || px_named(method, len, "TRACE") ||
+                    px_named(method, len, "PUT") || px_named(method, len, "DELETE");
     px_put(&b, method, len);
     px_put(&b, " ", 1);
     if (mk_gw_target_absolute(target, tlen, &auth, &rest)) {
@@ -1318,8 +1591,8 @@ static int px_body_end(struct mk_gw_job *j)
         q->w_len += 5;
     }
     if (q->c && !q->connecting && px_flush(q) != MK_OK && !q->head_in) {
-        px_log(q, "sending the request", errno);
-        return 502;
+        px_send_failed(q, errno); /* a failure is the job's j->fail: answered from there */
+        return MK_OK;
     }
     px_want(q);
     return MK_OK;
@@ -1349,6 +1622,22 @@ static int px_gw_head(struct mk_gw_job *j, struct mk_request *r)
     return rc == MK_ERR || rc == MK_DECLINED ? MK_ERR : MK_AGAIN;
 }
 
+/*
+ * The job's Timeout passed in silence: another attempt when px_may_retry
+ * allows (the request was sent and no byte of the answer came: an
+ * idempotent method without a body). false: the job answers 504.
+ */
+static bool px_timed_out(struct mk_gw_job *j)
+{
+    struct px_req *q = px_of(j);
+    if (!q->c || q->done || !px_may_retry(q)) {
+        return false; /* px_drop logs it and counts the server's failure */
+    }
+    px_log(q, q->connecting ? "no connection within Timeout" : "no answer within Timeout", 0);
+    px_server_failed(px_srv(q->c->slot), q->site->conf);
+    return px_again(q, false, 504) == MK_OK;
+}
+
 static void px_drop(struct mk_gw_job *j, int status)
 {
     struct px_req *q = px_of(j);
@@ -1357,7 +1646,7 @@ static void px_drop(struct mk_gw_job *j, int status)
         px_server_failed(px_srv(q->c->slot), q->site->conf);
     }
     px_drop_conn(q, false);
-    px_active(q, -1);
+    px_let_go(q);
     if (q->w_len > q->w_off) {
         /* body bytes kept for a connection that is gone: the window opens
            again, so that the job answers from the next body callback */
@@ -1371,15 +1660,21 @@ static bool px_over(struct mk_gw_job *j, bool done)
     struct px_req *q = px_of(j);
     (void) done;
     px_drop_conn(q, false); /* a clean end gave it back already (px_finish) */
-    px_active(q, -1);
+    px_let_go(q);
     return true;
+}
+
+static void px_gw_unqueue(struct mk_gw_job *j)
+{
+    px_unqueue(px_of(j));
 }
 
 static void px_release(struct mk_gw_job *j)
 {
     struct px_req *q = px_of(j);
+    px_unqueue(q);
     px_drop_conn(q, false);
-    px_active(q, -1);
+    px_let_go(q);
     free(q->hdr);
     free(q->w);
     free(q->dto);
@@ -1404,7 +1699,8 @@ static const struct mk_gw_backend px_backend = {
     .drop = px_drop,
     .over = px_over,
     .release = px_release,
-    .unqueue = NULL,
+    .unqueue = px_gw_unqueue,
+    .timed_out = px_timed_out,
 };
 
 int px_req_start(struct mk_request *r, const struct px_site *site, size_t i)
@@ -1429,9 +1725,11 @@ int px_req_start(struct mk_request *r, const struct px_site *site, size_t i)
     q->g = site->groups[i];
     q->self = self;
     q->member = -1;
+    q->failed_slot = -1;
+    q->reserved = -1;
     j->nph = true;
     j->timeout_ms = site->conf->timeout_ms;
-    j->queue_ms = site->conf->timeout_ms;
+    j->queue_ms = site->conf->queue_ms;
     j->last_io_ms = px_api->now_ms();
     atomic_fetch_add_explicit(&self->requests, 1, memory_order_relaxed);
     return mk_gw_job_start(j, r);

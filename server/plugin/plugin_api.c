@@ -857,4 +857,5 @@ const struct mk_api mk_plugin_api = {
     .log_file_open = mk_log_file_open,
     .route_table_add = mk_api_route_table_add,
     .request_protocol = mk_api_request_protocol,
+    .stream_length = mk_response_stream_length,
 };

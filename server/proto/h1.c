@@ -485,7 +485,7 @@ static void mk_h1_respond(struct mk_request *r, bool error)
                   s == 505 || s == 503)) {
         c->flags |= MK_CONN_CLOSE;
     }
-    if (r->body_type == MK_RESP_STREAM) {
+    if (r->body_type == MK_RESP_STREAM && !r->stream_sized) {
         /* Unknown length: chunked for HTTP/1.1, the close ends it for 1.0. */
         r->chunked = r->head.version == 11;
         if (!r->chunked) {

@@ -137,7 +137,7 @@ static int mk_h1_build_head(struct mk_request *r)
         p = mk_put(p, r->content_type, r->content_type_len);
         p = MK_PUT_LIT(p, "\r\n");
     }
-    if (!no_body && r->body_type == MK_RESP_STREAM) {
+    if (!no_body && r->body_type == MK_RESP_STREAM && !r->stream_sized) {
         if (r->chunked) {
             p = MK_PUT_LIT(p, "Transfer-Encoding: chunked\r\n");
         }

@@ -201,7 +201,7 @@ void mk_h2_respond(struct mk_request *r, bool error)
             nv[n++] = (nghttp2_nv){(uint8_t *) "content-type", (uint8_t *) r->content_type, 12,
                                    r->content_type_len, nc};
         }
-        if (r->body_type != MK_RESP_STREAM) {
+        if (r->body_type != MK_RESP_STREAM || r->stream_sized) {
             size_t l = mk_u64_dec(r->content_length, clen);
             nv[n++] = (nghttp2_nv){(uint8_t *) "content-length", (uint8_t *) clen, 14, l, nc};
         }

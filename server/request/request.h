@@ -185,6 +185,10 @@ struct mk_request {
     mk_proceed_cb proceed;
     void *proceed_arg;
     bool chunked; /* framed with chunked coding (the protocol decides) */
+    /* api->stream_length(): the stream's length is content_length, announced
+       as such; stream_left of it is still to be queued */
+    bool stream_sized;
+    uint64_t stream_left;
 
     struct mk_body_stream bs; /* the body streamed to its handler (body.c) */
     /* the plugins' context slots (api->ctx_set), one per loaded plugin, in
@@ -335,6 +339,7 @@ static inline bool mk_response_omit_body(struct mk_request *r)
 /* Streams (api->stream_*): see mk_plugin.h for the contracts. */
 #define MK_STREAM_HIGH_WATER (64u * 1024u) /* queued body bytes per request */
 int mk_response_stream_start(struct mk_request *r, mk_proceed_cb proceed, void *arg);
+int mk_response_stream_length(struct mk_request *r, uint64_t len);
 int mk_response_stream_write(struct mk_request *r, const void *data, size_t len);
 int mk_response_stream_end(struct mk_request *r, const char *trailers);
 void *mk_response_stream_buffer(struct mk_request *r, size_t len);

@@ -318,6 +318,7 @@ void mk_response_reset(struct mk_request *r)
     r->file_off = 0;
     r->body_left = 0;
     r->content_length = 0;
+    r->stream_sized = false;
 }
 
 /* ---- streamed bodies ----------------------------------------------------- */
@@ -331,9 +332,41 @@ int mk_response_stream_start(struct mk_request *r, mk_proceed_cb proceed, void *
     r->body_type = MK_RESP_STREAM;
     r->mem_len = 0;
     r->content_length = 0;
+    r->stream_sized = false;
     r->proceed = proceed;
     r->proceed_arg = arg;
     return MK_OK;
+}
+
+int mk_response_stream_length(struct mk_request *r, uint64_t len)
+{
+    if (!r || r->body_type != MK_RESP_STREAM || (r->flags & MK_REQ_STREAM_END) || r->q_head ||
+        r->head_bytes) {
+        return MK_ERR;
+    }
+    r->stream_sized = true;
+    r->content_length = len;
+    r->stream_left = len;
+    return MK_OK;
+}
+
+/*
+ * Whether a piece of len bytes keeps a sized stream within its length
+ * (the last one: only once all of it was queued), counted when it does.
+ */
+static bool mk_response_stream_fits(struct mk_request *r, size_t len, bool last)
+{
+    if (!r->stream_sized) {
+        return true;
+    }
+    if (last) {
+        return r->stream_left == 0;
+    }
+    if (len > r->stream_left) {
+        return false;
+    }
+    r->stream_left -= len;
+    return true;
 }
 
 /* A piece for len data bytes, with room for the framing around them: NULL when memory is short. */
@@ -390,6 +423,10 @@ static int mk_response_stream_queue(struct mk_request *r, const void *data, size
     if (!p) {
         return MK_ERR;
     }
+    if (!mk_response_stream_fits(r, last ? 0 : len, last)) {
+        mk_free(p);
+        return MK_ERR;
+    }
     memcpy(p->buf + MK_PIECE_HDR, data, len);
     p->last = last;
     return mk_response_stream_append(r, p);
@@ -413,7 +450,8 @@ int mk_response_stream_commit(struct mk_request *r, size_t n)
     if (!p) {
         return MK_ERR;
     }
-    if (n == 0 || n > p->len || !mk_response_stream_open(r, false)) {
+    if (n == 0 || n > p->len || !mk_response_stream_open(r, false) ||
+        !mk_response_stream_fits(r, n, false)) {
         mk_free(p);
         return n == 0 && mk_response_stream_open(r, true) ? MK_OK : MK_ERR;
     }

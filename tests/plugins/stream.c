@@ -11,7 +11,9 @@
  * piece in a buffer of the queue (api->stream_buffer, stream_commit, ABI
  * 3.5) instead of copying it in with stream_write, and checks their
  * contract on the way: a broken rule is logged ("stream: buffer contract")
- * and the body ends short.
+ * and the body ends short. length=1 announces the body's length first
+ * (api->stream_length, ABI 3.12), and checks at its end that a byte more
+ * is refused ("stream: length contract" logged when it is not).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +28,7 @@ struct stream {
     unsigned long long total, left;
     size_t piece;
     unsigned seq;
-    int trailer, async, pending, gone, buffer;
+    int trailer, async, pending, gone, buffer, length;
     char buf[];
 };
 
@@ -119,6 +121,9 @@ static void stream_produce(struct stream *s)
             return;
         }
     }
+    if (s->length && api->stream_write(s->r, "x", 1) != MK_ERR) {
+        api->log(MK_PLUGIN_LOG_ERROR, "stream: length contract: a byte past the length taken");
+    }
     char trailer[64];
     snprintf(trailer, sizeof(trailer), "X-Stream-Bytes: %llu\r\n", s->total);
     struct mk_request *r = s->r;
@@ -185,7 +190,9 @@ static int stream_content(struct mk_request *r)
     s->trailer = (int) query_num(q, qlen, "trailer", 0);
     s->async = (int) query_num(q, qlen, "async", 0);
     s->buffer = (int) query_num(q, qlen, "buffer", 0);
-    if (s->buffer && !MK_API_HAS(api, stream_buffer)) {
+    s->length = (int) query_num(q, qlen, "length", 0);
+    if ((s->buffer && !MK_API_HAS(api, stream_buffer)) ||
+        (s->length && !MK_API_HAS(api, stream_length))) {
         free(s);
         return 501;
     }
@@ -193,6 +200,9 @@ static int stream_content(struct mk_request *r)
     if (api->stream_start(r, stream_proceed, s) != MK_OK) {
         free(s);
         return 500;
+    }
+    if (s->length && api->stream_length(r, s->total) != MK_OK) {
+        return 500; /* the server drops the stream: proceed(NULL) frees s */
     }
     return MK_OK;
 }

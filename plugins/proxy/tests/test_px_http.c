@@ -101,6 +101,24 @@ static void test_resp_table(void **state)
     }
 }
 
+/* The length a HEAD's answer announces is kept for the client, though no body follows. */
+static void test_resp_head_length(void **state)
+{
+    static const char with[] = "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n";
+    static const char without[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+    struct px_resp r;
+    (void) state;
+    assert_int_equal(px_resp_parse(with, strlen(with), true, &r), MK_OK);
+    assert_int_equal(r.framing, PX_BODY_NONE);
+    assert_true(r.has_length);
+    assert_int_equal(r.length, 9);
+    assert_int_equal(px_resp_parse(without, strlen(without), true, &r), MK_OK);
+    assert_false(r.has_length);
+    assert_int_equal(px_resp_parse(with, strlen(with), false, &r), MK_OK);
+    assert_true(r.has_length);
+    assert_int_equal(r.framing, PX_BODY_LENGTH);
+}
+
 static void test_resp_fields(void **state)
 {
     const char *raw = "HTTP/1.1 200 OK\r\nConnection: X-Drop, close\r\nX-Drop: 1\r\n"
@@ -213,9 +231,8 @@ static void test_chunked_unread(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_resp_table),
-        cmocka_unit_test(test_resp_fields),
-        cmocka_unit_test(test_chunked),
+        cmocka_unit_test(test_resp_table),     cmocka_unit_test(test_resp_head_length),
+        cmocka_unit_test(test_resp_fields),    cmocka_unit_test(test_chunked),
         cmocka_unit_test(test_chunked_unread),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -127,6 +127,30 @@ def test_stream_head_sends_no_body(streamer):
     c.close()
 
 
+@pytest.mark.parametrize("version", ["HTTP/1.1", "HTTP/1.0"])
+def test_stream_of_known_length(streamer, version):
+    # api->stream_length: Content-Length instead of chunked or the close, the
+    # connection kept (an HTTP/1.0 client that asks for it too), a byte past
+    # the length refused (the plugin checks it and logs "length contract")
+    c = Conn(streamer.port)
+    keep = "Connection: keep-alive\r\n" if version == "HTTP/1.0" else ""
+    for _ in range(2):
+        c.send(f"GET /stream?bytes=300000&piece=7000&length=1 {version}\r\nHost: localhost\r\n"
+               f"{keep}\r\n".encode())
+        r = c.read_response()
+        assert r.status == 200
+        assert r.header("Content-Length") == "300000"
+        assert r.header("Transfer-Encoding") is None and r.header("Connection") != "close"
+        assert r.body == b"".join(bytes([97 + k % 26]) * 7000 for k in range(43))[:300000]
+    c.send(b"HEAD /stream?bytes=300000&length=1 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    r = c.read_response(head_request=True)
+    assert r.status == 200 and r.header("Content-Length") == "300000"
+    c.send(b"GET /a-missing-file HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    assert c.read_response().status == 404  # no body bytes followed the HEAD's head
+    c.close()
+    assert "length contract" not in streamer.stderr_text()
+
+
 def test_stream_client_gone_mid_body(streamer):
     s, f, status, _ = open_stream(streamer, "bytes=100000000")
     assert status.startswith("HTTP/1.1 200")

@@ -2,7 +2,8 @@
 strict enough to see what the proxy sends, started as a process on a
 port and stopped by its PID.
 
-    proxy_upstream.py PORT NAME [--raw FILE] [--blackhole] [--tls CERT KEY [--client-ca CA]]
+    proxy_upstream.py PORT NAME [--raw FILE] [--blackhole] [--close | --half | --hang]
+                      [--tls CERT KEY [--client-ca CA]]
 
 Paths: /echo (JSON of the request as received: method, target, version,
 fields in order, body, and the server's NAME and connection number),
@@ -10,7 +11,9 @@ fields in order, body, and the server's NAME and connection number),
 /status/CODE (that status, no body for 204 and 304), /hop (hop-by-hop
 fields in the response), /continue (a 100 and a 103 before the answer),
 /extra (a second answer after the first), /bad (Content-Length and
-Transfer-Encoding), /stats (connections accepted, requests served),
+Transfer-Encoding), /sleep?s=SECONDS (the echo after that long), /stats
+(connections accepted, requests served, requests being answered now and
+the most at once),
 .../answer?status=CODE&h=Name:Value&h=... (that status and
 those fields, values %-decoded, repeatable; the body is the request's head
 as received), .../head (the request's head as received, as text),
@@ -20,7 +23,11 @@ received to FILE; --blackhole accepts and never answers; --tls serves over
 TLS with that certificate (and asks for a client certificate signed by
 --client-ca): /echo's document then has "tls" (the SNI name the client
 sent, its version, whether the session was resumed, the client
-certificate's subject) and /stats counts "handshakes" and "resumed"."""
+certificate's subject) and /stats counts "handshakes" and "resumed".
+Failing modes, for every path but /stats, each request counted once read
+whole: --close closes the connection without answering, --half sends a
+head with Content-Length 200000 and half of that body then closes, --hang
+never answers and keeps the connection."""
 
 import json
 import socket
@@ -48,7 +55,9 @@ if "--tls" in sys.argv:
         SNI[id(sock)] = name
 
     TLS.sni_callback = remember_sni
-stats = {"connections": 0, "requests": 0, "health": 0, "handshakes": 0, "resumed": 0}
+MODE = next((m for m in ("--close", "--half", "--hang") if m in sys.argv), None)
+stats = {"connections": 0, "requests": 0, "health": 0, "handshakes": 0, "resumed": 0,
+         "active": 0, "peak": 0}
 health = {"code": 200, "hosts": []}
 lock = threading.Lock()
 
@@ -181,6 +190,14 @@ def answer(sock, conn_no, req, head):
         send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
         time.sleep(0.05)
         send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil")
+    elif path == "/sleep":
+        with lock:
+            stats["active"] += 1
+            stats["peak"] = max(stats["peak"], stats["active"])
+        time.sleep(float(q.get("s", "0.5")))
+        with lock:
+            stats["active"] -= 1
+        answer(sock, conn_no, (method, "/echo", version, fields, body), head)
     elif path == "/bad":
         send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked"
                        b"\r\n\r\nok")
@@ -196,6 +213,14 @@ def answer(sock, conn_no, req, head):
         send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                        b"Content-Length: %d\r\nX-Name: %s\r\n\r\n" % (len(out), NAME.encode())
                  + (b"" if head_only else out))
+
+
+def fail(sock):
+    if MODE == "--half":
+        send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n" + b"h" * 100000)
+    elif MODE == "--hang":
+        while sock.recv(65536):
+            pass
 
 
 def serve(sock, conn_no):
@@ -218,6 +243,9 @@ def serve(sock, conn_no):
                     health["hosts"].append({k.lower(): v for k, v in req[3]}.get("host"))
                 else:
                     stats["requests"] += 1
+            if MODE and not req[1].startswith("/stats"):
+                fail(sock)
+                return
             answer(sock, conn_no, req, rd.head)
     except (EOFError, ConnectionError, ValueError, OSError):
         pass
