@@ -207,8 +207,8 @@ static int px_set_server(void *obj, const struct mk_conf_key *k, const char *val
             return MK_ERR;
         }
         else {
-            snprintf(reason, len,
-                     "unknown server parameter '%s' (weight=N, max=N, backup, name=)", w);
+            snprintf(reason, len, "unknown server parameter '%s' (weight=N, max=N, backup, name=)",
+                     w);
             return MK_ERR;
         }
     }

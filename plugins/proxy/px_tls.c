@@ -203,8 +203,7 @@ int px_tls_handshake(void *t, uint32_t *want, char *why, size_t len)
     }
     long v = SSL_get_verify_result(ssl);
     if (v != X509_V_OK) {
-        snprintf(why, len, "certificate verification failed: %s",
-                 X509_verify_cert_error_string(v));
+        snprintf(why, len, "certificate verification failed: %s", X509_verify_cert_error_string(v));
         ERR_clear_error();
     }
     else if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) {
