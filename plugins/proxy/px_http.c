@@ -188,18 +188,22 @@ bool px_resp_conn_names(const struct px_resp *r, const char *name, size_t len)
 
 bool px_hop_by_hop(const char *name, size_t len)
 {
-    static const char *const hop[] = {"connection",        "keep-alive", "te", "trailer",
-                                      "transfer-encoding", "upgrade",    NULL};
-    struct px_slice s = {name, len};
-    if (len >= 6 && strncasecmp(name, "proxy-", 6) == 0) {
+    if (len >= 6 && (name[0] | 0x20) == 'p' && strncasecmp(name, "proxy-", 6) == 0) {
         return true;
     }
-    for (int i = 0; hop[i]; i++) {
-        if (px_eq(&s, hop[i])) {
-            return true;
-        }
+    /* by length: most fields are none of these, and pay one switch */
+    switch (len) {
+    case 2:
+        return strncasecmp(name, "te", 2) == 0;
+    case 7:
+        return strncasecmp(name, "trailer", 7) == 0 || strncasecmp(name, "upgrade", 7) == 0;
+    case 10:
+        return strncasecmp(name, "connection", 10) == 0 || strncasecmp(name, "keep-alive", 10) == 0;
+    case 17:
+        return strncasecmp(name, "transfer-encoding", 17) == 0;
+    default:
+        return false;
     }
-    return false;
 }
 
 /* The framing and the connection's fate, from the fields. MK_OK or MK_ERR. */

@@ -947,8 +947,12 @@ static int px_give_head(struct px_req *q)
     else if (q->head_request) {
         q->j.length_is = MK_GW_LENGTH_UNKNOWN;
     }
-    int n = snprintf(line, sizeof(line), "HTTP/1.1 %03d X\r\n", p->status);
-    mk_gw_job_head_data(&q->j, line, (size_t) n);
+    /* "HTTP/1.1 NNN X\r\n": the status from the parser is 100..599 (no snprintf per answer) */
+    memcpy(line, "HTTP/1.1 000 X\r\n", 16);
+    line[9] = (char) ('0' + p->status / 100);
+    line[10] = (char) ('0' + p->status / 10 % 10);
+    line[11] = (char) ('0' + p->status % 10);
+    mk_gw_job_head_data(&q->j, line, 16);
     for (unsigned i = 0; i < p->n_fields && !q->j.fail; i++) {
         const struct px_field *f = &p->fields[i];
         const char *fn = f->name.p;

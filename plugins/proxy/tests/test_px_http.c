@@ -135,6 +135,16 @@ static void test_resp_fields(void **state)
     assert_true(px_hop_by_hop("Proxy-Authenticate", 18));
     assert_true(px_hop_by_hop("transfer-encoding", 17));
     assert_false(px_hop_by_hop("Content-Type", 12));
+    assert_true(px_hop_by_hop("TE", 2));
+    assert_true(px_hop_by_hop("Trailer", 7));
+    assert_true(px_hop_by_hop("UPGRADE", 7));
+    assert_true(px_hop_by_hop("Connection", 10));
+    assert_true(px_hop_by_hop("Proxy-A", 7)); /* the prefix, whatever the length */
+    assert_true(px_hop_by_hop("proxy-connection", 16));
+    assert_false(px_hop_by_hop("Proxy", 5));
+    assert_false(px_hop_by_hop("Upgrades", 8));
+    assert_false(px_hop_by_hop("Content-Length", 14));
+    assert_false(px_hop_by_hop("Tk", 2));
     /* a head that never ends within PX_HEAD_MAX */
     static char big[PX_HEAD_MAX + 64];
     memcpy(big, "HTTP/1.1 200 OK\r\nX: ", 20);
