@@ -95,6 +95,9 @@ if [ "$stage" != build ]; then
     # Listen ... proxy_protocol and RealIPFrom: HAProxy in front of the server
     # (conn/test_proxy_protocol.py, conn/test_realip.py, the recipe of docs/load-balancer.md).
     need /usr/sbin/haproxy haproxy
+    # plugins/proxy: node's http module as one of the upstreams
+    # (gateway/test_proxy_upstreams.py).
+    need node nodejs
     # Duda's redis and memcache packages: their libraries (optional) and the
     # servers their tests start.
     optional="${optional:-}$duda_optional"
