@@ -12,7 +12,7 @@
  * 3.5) instead of copying it in with stream_write, and checks their
  * contract on the way: a broken rule is logged ("stream: buffer contract")
  * and the body ends short. length=1 announces the body's length first
- * (api->stream_length, ABI 3.12), and checks at its end that a byte more
+ * (api->stream_length, ABI 3.13), and checks at its end that a byte more
  * is refused ("stream: length contract" logged when it is not).
  */
 #include <stdio.h>
