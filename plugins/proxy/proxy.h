@@ -10,7 +10,8 @@
  *   px_pick.c  balancing (weighted round robin, least connections, a
  *              consistent hash with virtual nodes) and passive health
  *   px_req.c   one request on one upstream connection, the proxy backend
- *              of the gateway job; the keep-alive pool of each worker
+ *              of the gateway job; the keep-alive pool of each worker; the
+ *              tunnels of upgraded connections (WebSocket)
  *   px_http.c  the upstream response's head and chunked coding (pure)
  *   px_fconf.c the [PROXY] site keys of the fields sent and answered
  *   px_fields.c the rewriting of Location, Refresh, Set-Cookie and the
