@@ -321,6 +321,14 @@ bool px_tls_pending(void *t);
 /* Free; clean: a close_notify first. */
 void px_tls_free(void *t, bool clean);
 void px_tls_worker_exit(void);
+
+/* The Sec-WebSocket-Key of an RFC 8441 tunnel's upstream request (base64 of 16 bytes). */
+#define PX_WS_KEY_LEN 24
+/* A fresh key: 16 random bytes in base64, NUL terminated. MK_OK, or MK_ERR (no randomness). */
+int px_ws_key(char key[PX_WS_KEY_LEN + 1]);
+/* Whether accept[0..len) is key's Sec-WebSocket-Accept (RFC 6455 4.2.2: base64 of the SHA-1 of
+ * key and the protocol's GUID). */
+bool px_ws_accept_ok(const char *key, const char *accept, size_t len);
 #endif
 
 /* ---- px_req.c ---- */

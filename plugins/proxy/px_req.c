@@ -47,7 +47,10 @@
  * and joins it to the upstream connection as a tunnel (struct px_tun):
  * bytes pumped both ways with back-pressure each way, the proxy's Timeout
  * as its idle timeout, both closed when either closes. The connection of
- * a tunnel never goes back to the pool.
+ * a tunnel never goes back to the pool. An HTTP/2 extended CONNECT of
+ * websocket (RFC 8441) goes upstream as the HTTP/1.1 handshake, with a
+ * key of the proxy's whose accept the 101 must carry, and its stream is
+ * taken over the same way (its answer a 200).
  *
  * Everything runs on the request's worker.
  */
@@ -129,7 +132,12 @@ struct px_req {
     bool upgrade;    /* an HTTP/1.1 client asked for an upgrade: Upgrade goes upstream */
     bool tunnel;     /* the upstream's 101 came: the continuation takes the client over */
     char *up_proto;  /* then the 101's Upgrade value (NUL terminated) */
-    char *hdr;       /* the request's head */
+    bool ws_h2;      /* an HTTP/2 extended CONNECT of websocket (RFC 8441): an HTTP/1.1
+                        WebSocket handshake upstream, with the proxy's own key */
+#ifdef PX_TLS
+    char ws_key[PX_WS_KEY_LEN + 1];
+#endif
+    char *hdr; /* the request's head */
     size_t hdr_len, hdr_off;
     char *w; /* body bytes kept (MK_AGAIN) or read from the spool */
     size_t w_len, w_off;
@@ -1006,6 +1014,7 @@ static int px_give_head(struct px_req *q)
         size_t fl = f->name.len;
         if (px_hop_by_hop(fn, fl) || px_named(fn, fl, "content-length") ||
             px_named(fn, fl, "status") || px_resp_conn_names(p, fn, fl) ||
+            (q->ws_h2 && px_named(fn, fl, "sec-websocket-accept")) ||
             px_op_of(fc->resp, fc->n_resp, fn, fl)) {
             continue;
         }
@@ -1155,6 +1164,20 @@ static int px_switch(struct px_req *q)
         mk_gw_job_fail(&q->j, 502);
         return -1;
     }
+#ifdef PX_TLS
+    const struct px_field *acc = NULL;
+    for (unsigned i = 0; i < p->n_fields && q->ws_h2 && !acc; i++) {
+        if (px_named(p->fields[i].name.p, p->fields[i].name.len, "sec-websocket-accept")) {
+            acc = &p->fields[i];
+        }
+    }
+    if (q->ws_h2 && (!px_named(up->value.p, up->value.len, "websocket") || !acc ||
+                     !px_ws_accept_ok(q->ws_key, acc->value.p, acc->value.len))) {
+        px_log(q, "a 101 whose Sec-WebSocket-Accept does not answer the key", 0);
+        mk_gw_job_fail(&q->j, 502);
+        return -1;
+    }
+#endif
     if (!(q->up_proto = strndup(up->value.p, up->value.len))) {
         mk_gw_job_fail(&q->j, 503);
         return -1;
@@ -1532,9 +1555,12 @@ static int px_tun_start(struct px_req *q, struct mk_request *r)
 {
     struct mk_gw_job *j = &q->j;
     int rc = mk_gw_head_apply(px_api, r, &j->h, 1);
-    if (rc == MK_ERR || rc == MK_DECLINED ||
-        px_api->add_header(r, "Upgrade", q->up_proto) != MK_OK ||
-        px_api->add_header(r, "Connection", "upgrade") != MK_OK) {
+    if (rc == MK_ERR || rc == MK_DECLINED) {
+        return MK_ERR;
+    }
+    /* HTTP/2 (RFC 8441): the stream's 200, no Upgrade or Connection */
+    if (!q->ws_h2 && (px_api->add_header(r, "Upgrade", q->up_proto) != MK_OK ||
+                      px_api->add_header(r, "Connection", "upgrade") != MK_OK)) {
         return MK_ERR;
     }
     struct px_tun *u = calloc(1, sizeof(*u));
@@ -1755,6 +1781,17 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
     const char *target = px_api->target(r, &tlen);
     struct mk_gw_slice auth, rest;
 
+#ifdef PX_TLS
+    size_t plen = 0;
+    const char *proto =
+        MK_API_HAS(px_api, request_protocol) ? px_api->request_protocol(r, &plen) : NULL;
+    q->ws_h2 = proto && px_named(proto, plen, "websocket") && MK_API_HAS(px_api, takeover_hold) &&
+               !j->has_body && px_ws_key(q->ws_key) == MK_OK;
+    if (q->ws_h2) {
+        method = "GET"; /* the extended CONNECT's HTTP/1.1 form: a WebSocket handshake */
+        len = 3;
+    }
+#endif
     q->head_request = px_named(method, len, "HEAD");
     q->idempotent = q->head_request || px_named(method, len, "GET") ||
                     px_named(method, len, "OPTIONS") || px_named(method, len, "TRACE") ||
@@ -1776,8 +1813,9 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
        over once the upstream answers 101. */
     size_t ulen;
     const char *upg = px_api->header(r, "Upgrade", &ulen);
-    q->upgrade = upg && ulen && MK_API_HAS(px_api, takeover_hold) && px_api->version(r) == 11 &&
-                 !j->has_body && px_client_conn_names(r, "upgrade", 7);
+    q->upgrade =
+        q->ws_h2 || (upg && ulen && MK_API_HAS(px_api, takeover_hold) && px_api->version(r) == 11 &&
+                     !j->has_body && px_client_conn_names(r, "upgrade", 7));
     size_t hlen;
     const char *host = px_api->header(r, "Host", &hlen);
     if (!host) {
@@ -1805,6 +1843,8 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
             skip = px_named(hn, hnl, own[k]);
         }
         skip |= fc->forwarded && px_named(hn, hnl, "forwarded");
+        skip |= q->ws_h2 && (px_named(hn, hnl, "sec-websocket-key") ||
+                             px_named(hn, hnl, "sec-websocket-version"));
         if (skip || px_hop_by_hop(hn, hnl) || px_client_conn_names(r, hn, hnl) ||
             px_op_of(fc->req, fc->n_req, hn, hnl)) {
             continue;
@@ -1826,7 +1866,16 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
         }
         px_field(&b, "Cookie", cookie, len); /* HTTP/2 crumbs come joined with "; " */
     }
-    if (q->upgrade) {
+#ifdef PX_TLS
+    if (q->ws_h2) {
+        px_puts(&b, "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                    "Sec-WebSocket-Key: ");
+        px_puts(&b, q->ws_key);
+        px_put(&b, "\r\n", 2);
+    }
+    else
+#endif
+        if (q->upgrade) {
         px_puts(&b, "Upgrade: ");
         if (!px_put_joined(&b, r, "Upgrade")) {
             free(b.p);

@@ -291,3 +291,147 @@ def test_many_frames_both_ways(make_server, upstream):
             ws.send(m)
         for m in msgs:
             assert ws.recv(timeout=10 * SLOW) == m
+
+
+# ---- HTTP/2 clients (RFC 8441) ---------------------------------------------------------------
+
+TEXT, BINARY, CLOSE = 1, 2, 8
+
+
+def client_frame(opcode, payload=b""):
+    """A client's WebSocket frame: masked (RFC 6455 5.3; RFC 8441 keeps the framing)."""
+    n = len(payload)
+    if n < 126:
+        head = struct.pack("!BB", 0x80 | opcode, 0x80 | n)
+    elif n < 65536:
+        head = struct.pack("!BBH", 0x80 | opcode, 0x80 | 126, n)
+    else:
+        head = struct.pack("!BBQ", 0x80 | opcode, 0x80 | 127, n)
+    key = os.urandom(4)
+    masked = bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+    return head + key + masked
+
+
+class H2WebSocket:
+    """A WebSocket on a stream of an h2 client, opened with an extended CONNECT."""
+
+    def __init__(self, c, path):
+        self.c = c
+        self.sid = c.conn.get_next_available_stream_id()
+        c.conn.send_headers(self.sid, [(":method", "CONNECT"), (":protocol", "websocket"),
+                                       (":scheme", c.scheme), (":path", path),
+                                       (":authority", "localhost"),
+                                       ("sec-websocket-version", "13")])
+        c.streams[self.sid] = {"headers": {}, "data": b"", "ended": False, "reset": None}
+        c.flush()
+        self.off = 0
+        while not self.st["headers"] and not self.gone():
+            assert c.read_once(), "connection closed"
+
+    @property
+    def st(self):
+        return self.c.streams[self.sid]
+
+    def gone(self):
+        return self.st["ended"] or self.st["reset"] is not None
+
+    def send(self, opcode, payload):
+        self.c.send_body(self.sid, client_frame(opcode, payload), end=False)
+
+    def _need(self, n):
+        while len(self.st["data"]) - self.off < n:
+            if self.gone():
+                raise EOFError(f"stream over: {self.st['reset']}")
+            assert self.c.read_once(), "connection closed"
+
+    def read(self):
+        """(opcode, payload) of the upstream's next frame (unmasked)."""
+        self._need(2)
+        d = self.st["data"]
+        b0, b1 = d[self.off], d[self.off + 1]
+        assert not b1 & 0x80
+        n, hl = b1 & 0x7F, 2
+        if n == 126:
+            self._need(4)
+            n, hl = struct.unpack("!H", self.st["data"][self.off + 2:self.off + 4])[0], 4
+        elif n == 127:
+            self._need(10)
+            n, hl = struct.unpack("!Q", self.st["data"][self.off + 2:self.off + 10])[0], 10
+        self._need(hl + n)
+        payload = self.st["data"][self.off + hl:self.off + hl + n]
+        self.off += hl + n
+        self.st["data"] = self.st["data"][self.off:]  # what the client keeps stays small
+        self.off = 0
+        return b0 & 0x0F, payload
+
+
+def h2_client(srv):
+    from h2util import H2Client
+    c = H2Client(srv.port)
+    c.conn.increment_flow_control_window(1 << 24)
+    c.flush()
+    return c
+
+
+def h2_ws_server(make_server, addr):
+    pytest.importorskip("h2", reason="Python's h2 (tools/deps.sh test)")
+    from tlsutil import TLS_SO
+    if not TLS_SO.exists():
+        pytest.skip("built without OpenSSL: the proxy has no SHA-1 for Sec-WebSocket-Accept")
+    srv = make_server()
+    srv.plugins = [str(PROXY_SO)]
+    srv.set(Workers=1, Listen=f"127.0.0.1:{srv.port} h2c")
+    srv.site_extra = ""
+    return configure(srv, addr).start()
+
+
+def test_h2_extended_connect_echo(make_server, upstream):
+    """RFC 8441 from the client, an HTTP/1.1 WebSocket handshake upstream (the
+    proxy's own key, its accept checked), the stream's 200, frames both ways."""
+    u = upstream()
+    srv = h2_ws_server(make_server, u.addr)
+    c = h2_client(srv)
+    ws = H2WebSocket(c, "/ws/echo")
+    assert ws.st["headers"].get(":status") == "200", ws.st
+    assert "sec-websocket-accept" not in ws.st["headers"]
+    ws.send(TEXT, b"hello over h2")
+    assert ws.read() == (TEXT, b"hello over h2")
+    blob = os.urandom(300000)
+    ws.send(BINARY, blob)
+    assert ws.read() == (BINARY, blob)
+    ws.send(CLOSE, struct.pack("!H", 1000))
+    op, payload = ws.read()
+    assert op == CLOSE and payload[:2] == struct.pack("!H", 1000)
+    c.close()
+
+
+def test_h2_extended_connect_bad_accept_is_502(make_server, upstream):
+    """An upstream whose 101 does not answer the proxy's key: 502."""
+    u = upstream(["--raw101"])
+    srv = h2_ws_server(make_server, u.addr)
+    c = h2_client(srv)
+    ws = H2WebSocket(c, "/ws/raw")
+    assert ws.st["headers"].get(":status") == "502", ws.st
+    c.close()
+    assert "Sec-WebSocket-Accept" in srv.stderr_text()
+
+
+def test_h2_slow_reader_bounds_memory(make_server, upstream):
+    """An h2 client that does not read its tunnel: the stream's window and
+    the takeover's queue stop the proxy reading the upstream."""
+    u = upstream()
+    srv = h2_ws_server(make_server, u.addr)
+    c = h2_client(srv)
+    rss0 = vm_rss_kb(srv.proc.pid)
+    n, size = 32, 1 << 20
+    ws = H2WebSocket(c, f"/ws/flood?n={n}&size={size}")
+    assert ws.st["headers"].get(":status") == "200", ws.st
+    peak = 0
+    for _ in range(10):
+        time.sleep(0.2)
+        peak = max(peak, vm_rss_kb(srv.proc.pid))
+    assert peak - rss0 < 12 * 1024, (rss0, peak)
+    for _ in range(n):
+        op, payload = ws.read()
+        assert op == BINARY and len(payload) == size
+    c.close()

@@ -86,7 +86,7 @@ async def websocket():
             await ws.send(msg)
 
     async with serve(handler, "127.0.0.1", PORT, process_request=process_request,
-                     max_size=None, ping_interval=None, close_timeout=2,
+                     max_size=None, ping_interval=None, close_timeout=10,
                      compression=None):
         await asyncio.get_running_loop().create_future()
 
