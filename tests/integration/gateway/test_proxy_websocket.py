@@ -220,6 +220,37 @@ def test_slow_reader_bounds_memory(make_server, upstream):
     s.close()
 
 
+def test_upstream_that_does_not_read_holds_the_client(make_server, upstream):
+    """An upstream that stops reading: the proxy stops taking the client's
+    bytes (the client's sends block), and its memory stays bounded."""
+    u = upstream(["--raw101"])
+    srv = ws_server(make_server, u.addr)
+    s = socket.socket()
+    s.settimeout(5 * SLOW)
+    s.connect(("127.0.0.1", srv.port))
+    s.sendall(upgrade_head("/sink"))
+    head, rest = read_head(s)
+    assert head.startswith("HTTP/1.1 101"), head
+    rss0 = vm_rss_kb(srv.proc.pid)
+    s.setblocking(False)
+    chunk, sent, stalled_since = b"z" * 65536, 0, None
+    deadline = time.monotonic() + 20 * SLOW
+    while time.monotonic() < deadline and sent < (256 << 20):
+        try:
+            sent += s.send(chunk)
+            stalled_since = None
+        except BlockingIOError:
+            stalled_since = stalled_since or time.monotonic()
+            if time.monotonic() - stalled_since > 1.0:
+                break  # nobody takes more
+            time.sleep(0.01)
+    # held: what the sockets' buffers and the proxy's one read hold, not 256 MiB
+    assert sent < (64 << 20), sent
+    assert stalled_since is not None
+    assert vm_rss_kb(srv.proc.pid) - rss0 < 12 * 1024
+    s.close()
+
+
 def test_close_from_the_client(make_server, upstream):
     u = upstream()
     srv = ws_server(make_server, u.addr)

@@ -11,7 +11,8 @@ connection takes them, then a close frame 1000), /status/CODE (that status
 and the body "plain CODE" instead of the switch). --raw101 is not
 websockets: every request, upgrade or not, gets a 101 with Upgrade:
 websocket, followed in the same write by the bytes "early-bytes", then
-what the client sends is echoed back raw.
+what the client sends is echoed back raw (a request for .../sink: never
+read again, the connection kept).
 """
 
 import asyncio
@@ -39,6 +40,8 @@ async def raw101():
         rest = head.split(b"\r\n\r\n", 1)[1]
         writer.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                      b"Connection: upgrade\r\nX-Up: raw\r\n\r\nearly-bytes")
+        if b"/sink" in head.split(b"\r\n", 1)[0]:
+            await asyncio.sleep(3600)
         if rest:
             writer.write(rest)
         while True:
