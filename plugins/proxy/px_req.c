@@ -1449,6 +1449,8 @@ static void px_tun_open(struct mk_takeover *t, void *arg)
 {
     struct px_tun *u = arg;
     u->t = t;
+    atomic_fetch_add_explicit(&px_self()->tunnels, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&px_self()->tunnels_open, 1, memory_order_relaxed);
     if (u->early) {
         int rc = px_api->takeover_write(t, u->early, u->early_len);
         free(u->early);
@@ -1529,6 +1531,9 @@ static void px_tun_close(struct mk_takeover *t, void *arg)
     (void) t;
     if (u->t && !u->up_done && u->out_off < u->out_len) {
         (void) px_conn_send(u->c, u->out + u->out_off, u->out_len - u->out_off);
+    }
+    if (u->t) {
+        atomic_fetch_sub_explicit(&px_self()->tunnels_open, 1, memory_order_relaxed);
     }
     px_conn_close(u->c);
     px_let_go_place(u->active);

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BUILD, SLOW, free_port, needs_dlopen, vm_rss_kb, wait_port
+from gwutil import plugin_status, with_control
 
 pytest.importorskip("websockets.sync.client", reason="Python's websockets 13 or later (tools/deps.sh test)")
 from websockets.exceptions import ConnectionClosed, InvalidStatus  # noqa: E402
@@ -59,18 +60,20 @@ def upstream():
         u.stop()
 
 
-def configure(srv, addr, timeout=30):
+def configure(srv, addr, timeout=30, conf=""):
     (srv.conf / "plugins").mkdir(exist_ok=True)
-    (srv.conf / "plugins" / "proxy.conf").write_text(f"[PROXY]\n    Timeout {timeout}\n")
+    (srv.conf / "plugins" / "proxy.conf").write_text(f"[PROXY]\n    Timeout {timeout}\n" + conf)
     srv.site_extra += f"\n[PROXY]\n    Pass /ws {addr}\n"
     return srv
 
 
-def ws_server(make_server, addr, timeout=30):
+def ws_server(make_server, addr, timeout=30, control=False):
     srv = make_server()
     srv.plugins = [str(PROXY_SO)]
     srv.set(Workers=1)
     srv.site_extra = ""
+    if control:
+        with_control(srv)
     return configure(srv, addr, timeout).start()
 
 
@@ -253,17 +256,21 @@ def test_upstream_that_does_not_read_holds_the_client(make_server, upstream):
 
 def test_close_from_the_client(make_server, upstream):
     u = upstream()
-    srv = ws_server(make_server, u.addr)
-    srv.get("/")  # the server's own descriptors settle first
+    srv = ws_server(make_server, u.addr, control=True)
+    plugin_status(srv, "proxy")  # the server's own descriptors settle first
     fds = open_fds(srv.proc.pid)
     with connect(url(srv, "/echo")) as ws:
         ws.send("x")
         assert ws.recv(timeout=5 * SLOW) == "x"
+        st = plugin_status(srv, "proxy")
+        assert (st["tunnels"], st["tunnels_open"], st["server0_active"]) == (1, 1, 1)
         ws.close()
         rcvd = ws.protocol.close_rcvd
         assert rcvd is not None and rcvd.code == 1000  # the upstream's answer came through
     # both connections closed: the client's and the upstream one (never pooled)
     assert wait_fds(srv.proc.pid, fds) <= fds
+    st = plugin_status(srv, "proxy")
+    assert (st["tunnels"], st["tunnels_open"], st["server0_active"]) == (1, 0, 0)
 
 
 def test_close_from_the_upstream(make_server, upstream):
@@ -310,6 +317,32 @@ def test_over_tls(make_server, upstream):
         blob = os.urandom(3 << 20)
         ws.send(blob)
         assert ws.recv(timeout=30 * SLOW) == blob
+
+
+def test_tls_upstream(make_server, upstream, tmp_path):
+    """A tls:// upstream: the tunnel's bytes through the proxy's TLS, what
+    it decrypted ahead read without an event."""
+    from tlsutil import TLS_SO, make_cert
+    if not TLS_SO.exists():
+        pytest.skip("built without OpenSSL (MK_TLS off)")
+    crt, key = make_cert(tmp_path / "up", "upstream")
+    u = upstream(["--tls", str(crt), str(key)])
+    srv = make_server()
+    srv.plugins = [str(PROXY_SO)]
+    srv.set(Workers=1)
+    srv.site_extra = ""
+    configure(srv, f"tls://{u.addr}", conf="    TLSVerify off\n").start()
+    with connect(url(srv, "/echo"), max_size=None) as ws:
+        ws.send("to a tls upstream")
+        assert ws.recv(timeout=5 * SLOW) == "to a tls upstream"
+        blob = os.urandom(4 << 20)
+        ws.send(blob)
+        assert ws.recv(timeout=30 * SLOW) == blob
+        msgs = [os.urandom(i % 3000 + 1) for i in range(500)]
+        for m in msgs:
+            ws.send(m)
+        for m in msgs:
+            assert ws.recv(timeout=10 * SLOW) == m
 
 
 def test_many_frames_both_ways(make_server, upstream):

@@ -2,7 +2,7 @@
 Python's websockets library, started as a process on a port and stopped by
 its PID.
 
-    ws_upstream.py PORT [--raw101]
+    ws_upstream.py PORT [--raw101] [--tls CERT KEY]
 
 Paths (after a first segment the proxy's route keeps, /ws): /echo (every message back, text as text, binary as binary, no size
 limit), /close (a close frame 4001 "bye" right after the handshake),
@@ -12,7 +12,8 @@ and the body "plain CODE" instead of the switch). --raw101 is not
 websockets: every request, upgrade or not, gets a 101 with Upgrade:
 websocket, followed in the same write by the bytes "early-bytes", then
 what the client sends is echoed back raw (a request for .../sink: never
-read again, the connection kept).
+read again, the connection kept). --tls serves the WebSocket paths over
+TLS with that certificate.
 """
 
 import asyncio
@@ -88,9 +89,15 @@ async def websocket():
         async for msg in ws:
             await ws.send(msg)
 
+    tls = None
+    if "--tls" in sys.argv:
+        import ssl
+        i = sys.argv.index("--tls")
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(sys.argv[i + 1], sys.argv[i + 2])
     async with serve(handler, "127.0.0.1", PORT, process_request=process_request,
                      max_size=None, ping_interval=None, close_timeout=10,
-                     compression=None):
+                     compression=None, ssl=tls):
         await asyncio.get_running_loop().create_future()
 
 
