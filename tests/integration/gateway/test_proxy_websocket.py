@@ -437,7 +437,7 @@ def h2_client(srv):
     return c
 
 
-def h2_ws_server(make_server, addr):
+def h2_ws_server(make_server, addr, timeout=30):
     pytest.importorskip("h2", reason="Python's h2 (tools/deps.sh test)")
     from tlsutil import TLS_SO
     if not TLS_SO.exists():
@@ -446,7 +446,7 @@ def h2_ws_server(make_server, addr):
     srv.plugins = [str(PROXY_SO)]
     srv.set(Workers=1, Listen=f"127.0.0.1:{srv.port} h2c")
     srv.site_extra = ""
-    return configure(srv, addr).start()
+    return configure(srv, addr, timeout).start()
 
 
 def test_h2_extended_connect_echo(make_server, upstream):
@@ -498,4 +498,22 @@ def test_h2_slow_reader_bounds_memory(make_server, upstream):
     for _ in range(n):
         op, payload = ws.read()
         assert op == BINARY and len(payload) == size
+    c.close()
+
+
+def test_h2_idle_timeout_and_close_from_the_upstream(make_server, upstream):
+    """The proxy's Timeout ends a silent h2 tunnel (its stream reset); the
+    upstream's close ends another with the upstream's close frame."""
+    u = upstream()
+    srv = h2_ws_server(make_server, u.addr, timeout=2)
+    c = h2_client(srv)
+    idle = H2WebSocket(c, "/ws/echo")
+    assert idle.st["headers"].get(":status") == "200", idle.st
+    closing = H2WebSocket(c, "/ws/close")
+    assert closing.read() == (CLOSE, struct.pack("!H", 4001) + b"bye")
+    t0 = time.monotonic()
+    with pytest.raises(EOFError):
+        idle.read()
+    assert 1.0 <= time.monotonic() - t0 <= 8 * SLOW
+    assert idle.st["reset"] is not None  # the stream reset, not ended
     c.close()
