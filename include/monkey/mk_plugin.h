@@ -141,7 +141,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 13
+#define MK_PLUGIN_ABI_MINOR 14
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -425,7 +425,8 @@ struct mk_transport {
  * connection's worker:
  *   on_read      bytes arrived (through the transport). Not called while
  *                more than 64 KiB written with takeover_write() wait to
- *                go out: the client's input then waits too (back-pressure).
+ *                go out: the client's input then waits too (back-pressure);
+ *                nor while the plugin holds the input (takeover_hold).
  *   on_writable  everything written went out after a takeover_write()
  *                returned MK_AGAIN (optional).
  *   on_close     the connection ends: the peer closed it or failed, the
@@ -1155,6 +1156,20 @@ struct mk_api {
      * once a piece was queued or the head went out.
      */
     int (*stream_length)(struct mk_request *r, uint64_t len);
+
+    /* ---- added in ABI 3.14 (check with MK_API_HAS) ---- */
+
+    /*
+     * Hold a taken-over connection's input back (hold non-zero: no
+     * on_read until takeover_hold(t, 0)), for a plugin that passes the
+     * bytes on and whose own destination is full (the proxy's tunnel to
+     * its upstream). On HTTP/1 the socket is not read, so the client's
+     * TCP window shuts; on an HTTP/2 stream its DATA is kept without being
+     * consumed, so the stream's window shuts. Released, what came
+     * meanwhile goes to on_read from the loop, never inside this call.
+     * The idle timeout still counts. On the connection's worker.
+     */
+    void (*takeover_hold)(struct mk_takeover *t, int hold);
 };
 
 /* The longest line of api->error_log(), without the newline. */

@@ -275,6 +275,8 @@ static void px_stats(mk_stats_emit_cb emit, void *arg)
     emit(arg, "upstream_ms", atomic_load_explicit(&self->gw.upstream_ms, memory_order_relaxed));
     emit(arg, "retries", atomic_load_explicit(&self->retries, memory_order_relaxed));
     emit(arg, "queue_full", atomic_load_explicit(&self->queue_full, memory_order_relaxed));
+    emit(arg, "tunnels", atomic_load_explicit(&self->tunnels, memory_order_relaxed));
+    emit(arg, "tunnels_open", atomic_load_explicit(&self->tunnels_open, memory_order_relaxed));
     emit(arg, "queue_timeouts",
          atomic_load_explicit(&self->gw.queue_timeouts, memory_order_relaxed));
     unsigned n = atomic_load(&self->n_servers);

@@ -10,7 +10,8 @@
  *   px_pick.c  balancing (weighted round robin, least connections, a
  *              consistent hash with virtual nodes) and passive health
  *   px_req.c   one request on one upstream connection, the proxy backend
- *              of the gateway job; the keep-alive pool of each worker
+ *              of the gateway job; the keep-alive pool of each worker; the
+ *              tunnels of upgraded connections (WebSocket)
  *   px_http.c  the upstream response's head and chunked coding (pure)
  *   px_fconf.c the [PROXY] site keys of the fields sent and answered
  *   px_fields.c the rewriting of Location, Refresh, Set-Cookie and the
@@ -200,7 +201,9 @@ struct px_self {
     struct px_server servers[PX_SERVERS_MAX];
     atomic_uint n_servers;
     atomic_uint_fast64_t requests, retries;
-    atomic_uint_fast64_t queue_full; /* 503: every server at its max, the worker's Queue full */
+    atomic_uint_fast64_t queue_full;   /* 503: every server at its max, the worker's Queue full */
+    atomic_uint_fast64_t tunnels;      /* tunnels opened (an upstream's 101 taken over) */
+    atomic_uint_fast64_t tunnels_open; /* tunnels now */
     struct mk_gw_stats gw;
     /* active health checks: one thread per server process */
     struct px_hc hc[PX_SERVERS_MAX];
@@ -320,6 +323,14 @@ bool px_tls_pending(void *t);
 /* Free; clean: a close_notify first. */
 void px_tls_free(void *t, bool clean);
 void px_tls_worker_exit(void);
+
+/* The Sec-WebSocket-Key of an RFC 8441 tunnel's upstream request (base64 of 16 bytes). */
+#define PX_WS_KEY_LEN 24
+/* A fresh key: 16 random bytes in base64, NUL terminated. MK_OK, or MK_ERR (no randomness). */
+int px_ws_key(char key[PX_WS_KEY_LEN + 1]);
+/* Whether accept[0..len) is key's Sec-WebSocket-Accept (RFC 6455 4.2.2: base64 of the SHA-1 of
+ * key and the protocol's GUID). */
+bool px_ws_accept_ok(const char *key, const char *accept, size_t len);
 #endif
 
 /* ---- px_req.c ---- */

@@ -40,6 +40,18 @@
  * the same size, the client's queue). A response that ended cleanly on a
  * connection that may be kept gives it back to the pool.
  *
+ * Upgrades: an HTTP/1.1 client's `Connection: upgrade` and `Upgrade` (a
+ * request without a body) go upstream; the upstream's 101 to such a
+ * request (to any other: 502) becomes the client's 101 in the
+ * continuation, which takes the client's connection over (api->takeover)
+ * and joins it to the upstream connection as a tunnel (struct px_tun):
+ * bytes pumped both ways with back-pressure each way, the proxy's Timeout
+ * as its idle timeout, both closed when either closes. The connection of
+ * a tunnel never goes back to the pool. An HTTP/2 extended CONNECT of
+ * websocket (RFC 8441) goes upstream as the HTTP/1.1 handshake, with a
+ * key of the proxy's whose accept the 101 must carry, and its stream is
+ * taken over the same way (its answer a 200).
+ *
  * Everything runs on the request's worker.
  */
 #include <errno.h>
@@ -64,10 +76,35 @@ struct px_conn {
     struct px_req *req;   /* the request it serves; NULL: idle in the pool */
     struct px_conn *next; /* the pool's list */
     uint64_t idle_since, idle_ms;
-    bool reused;      /* it served a request before */
-    void *ssl;        /* tls:// (px_tls.c): its SSL, made with the connection */
-    bool hs;          /* the TLS handshake is not done yet */
-    uint32_t hs_want; /* what the handshake waits for: MK_LOOP_READ or _WRITE */
+    bool reused;        /* it served a request before */
+    void *ssl;          /* tls:// (px_tls.c): its SSL, made with the connection */
+    bool hs;            /* the TLS handshake is not done yet */
+    uint32_t hs_want;   /* what the handshake waits for: MK_LOOP_READ or _WRITE */
+    struct px_tun *tun; /* the tunnel it carries after a 101; never back to the pool */
+};
+
+/*
+ * A tunnel: the client's connection taken over after the upstream's 101
+ * (api->takeover), and the upstream connection that answered it, bytes
+ * pumped both ways. Each direction holds one source back while its
+ * destination is full: the upstream is not read while takeover_write
+ * says MK_AGAIN (until on_writable), and the client's input is held
+ * (takeover_hold) while bytes of it wait for the upstream's socket. It
+ * ends when either side closes or fails, or at the takeover's idle
+ * timeout (the proxy's Timeout): on_close closes the upstream connection
+ * and lets go of the server's place, which the tunnel holds as a request
+ * does.
+ */
+struct px_tun {
+    struct px_conn *c;
+    struct mk_takeover *t; /* NULL until on_open */
+    unsigned active;       /* slot + 1 whose `active` it holds, 0: none */
+    char *early;           /* upstream bytes that came after the 101's head */
+    size_t early_len;
+    char *out; /* client bytes the upstream's socket has not taken yet */
+    size_t out_len, out_off, out_cap;
+    bool down_held; /* takeover_write said MK_AGAIN: the upstream is not read */
+    bool up_done;   /* the upstream closed or failed: the client's side closes */
 };
 
 struct px_req {
@@ -92,7 +129,15 @@ struct px_req {
     bool body_ended; /* body_end() came: a spooled body may be read */
     bool chunked;    /* the body goes with the chunked coding (its length unknown) */
     bool in_io;      /* inside px_io: the interest is set once at its end */
-    char *hdr;       /* the request's head */
+    bool upgrade;    /* an HTTP/1.1 client asked for an upgrade: Upgrade goes upstream */
+    bool tunnel;     /* the upstream's 101 came: the continuation takes the client over */
+    char *up_proto;  /* then the 101's Upgrade value (NUL terminated) */
+    bool ws_h2;      /* an HTTP/2 extended CONNECT of websocket (RFC 8441): an HTTP/1.1
+                        WebSocket handshake upstream, with the proxy's own key */
+#ifdef PX_TLS
+    char ws_key[PX_WS_KEY_LEN + 1];
+#endif
+    char *hdr; /* the request's head */
     size_t hdr_len, hdr_off;
     char *w; /* body bytes kept (MK_AGAIN) or read from the spool */
     size_t w_len, w_off;
@@ -190,6 +235,7 @@ static bool px_conn_pending(const struct px_conn *c)
 }
 
 static void px_io(struct px_req *q, int fd, uint32_t ready);
+static void px_tun_io(struct px_tun *u, uint32_t ready);
 
 /* The interest of c: MK_OK, or MK_ERR (the watch failed). */
 static int px_conn_mask(struct px_conn *c, uint32_t mask)
@@ -221,6 +267,10 @@ static void px_conn_cb(struct mk_loop_fd *h, int fd, uint32_t ready, void *arg)
     (void) h;
     if (c->req) {
         px_io(c->req, fd, ready);
+        return;
+    }
+    if (c->tun) {
+        px_tun_io(c->tun, ready);
         return;
     }
     px_idle_unlink(c);
@@ -477,17 +527,16 @@ static void px_wake_cb(void *arg)
 }
 
 /*
- * Let go of the place the request holds on a server, if any: a request
- * waiting for one (on this worker, or another: api->worker_call) may take
- * it.
+ * Let go of a place on a server (`active`: its slot + 1, 0: none): a
+ * request waiting for one (on this worker, or another: api->worker_call)
+ * may take it.
  */
-static void px_let_go(struct px_req *q)
+static void px_let_go_place(unsigned active)
 {
-    if (!q->active) {
+    if (!active) {
         return;
     }
-    struct px_server *s = px_srv(q->active - 1);
-    q->active = 0;
+    struct px_server *s = px_srv(active - 1);
     atomic_fetch_sub_explicit(&s->active, 1, memory_order_relaxed);
     int self = px_api->worker_id();
     for (int word = 0; word < PX_WORKER_WORDS; word++) {
@@ -503,6 +552,14 @@ static void px_let_go(struct px_req *q)
             }
         }
     }
+}
+
+/* Let go of the place the request holds, if any. */
+static void px_let_go(struct px_req *q)
+{
+    unsigned active = q->active;
+    q->active = 0;
+    px_let_go_place(active);
 }
 
 /* Let go of the request's connection: to the pool when keep, else closed. */
@@ -530,7 +587,7 @@ static void px_want(struct px_req *q)
     else if (q->connecting || q->hdr_off < q->hdr_len || q->w_off < q->w_len) {
         mask |= MK_LOOP_WRITE;
     }
-    if (!q->connecting && !q->c->hs && !q->j.paused && !q->done) {
+    if (!q->connecting && !q->c->hs && !q->j.paused && !q->done && !q->tunnel) {
         mask |= MK_LOOP_READ;
     }
     if (!q->in_io) {
@@ -939,19 +996,22 @@ static int px_give_head(struct px_req *q)
     char line[64];
     /* The upstream's Content-Length goes on when it frames the body, or
        answers a HEAD: the client is told what the upstream said. */
-    if (p->has_length && p->status != 204 && p->status != 304 &&
+    if (!q->tunnel && p->has_length && p->status != 204 && p->status != 304 &&
         (p->framing == PX_BODY_LENGTH || q->head_request)) {
         q->j.length_is = MK_GW_LENGTH_KNOWN;
         q->j.length = p->length;
     }
-    else if (q->head_request) {
+    else if (q->head_request && !q->tunnel) {
         q->j.length_is = MK_GW_LENGTH_UNKNOWN;
     }
-    /* "HTTP/1.1 NNN X\r\n": the status from the parser is 100..599 (no snprintf per answer) */
+    /* "HTTP/1.1 NNN X\r\n": the status from the parser is 100..599 (no snprintf per answer).
+       A 101 goes to the job as a 200: its parser takes final statuses only, and
+       px_gw_head makes the 101 itself (the takeover). */
+    int status = q->tunnel ? 200 : p->status;
     memcpy(line, "HTTP/1.1 000 X\r\n", 16);
-    line[9] = (char) ('0' + p->status / 100);
-    line[10] = (char) ('0' + p->status / 10 % 10);
-    line[11] = (char) ('0' + p->status % 10);
+    line[9] = (char) ('0' + status / 100);
+    line[10] = (char) ('0' + status / 10 % 10);
+    line[11] = (char) ('0' + status % 10);
     mk_gw_job_head_data(&q->j, line, 16);
     for (unsigned i = 0; i < p->n_fields && !q->j.fail; i++) {
         const struct px_field *f = &p->fields[i];
@@ -959,6 +1019,7 @@ static int px_give_head(struct px_req *q)
         size_t fl = f->name.len;
         if (px_hop_by_hop(fn, fl) || px_named(fn, fl, "content-length") ||
             px_named(fn, fl, "status") || px_resp_conn_names(p, fn, fl) ||
+            (q->ws_h2 && px_named(fn, fl, "sec-websocket-accept")) ||
             px_op_of(fc->resp, fc->n_resp, fn, fl)) {
             continue;
         }
@@ -1086,6 +1147,58 @@ static bool px_body(struct px_req *q)
     return true;
 }
 
+/*
+ * The upstream's 101 is in rbuf: to a request that asked for an upgrade,
+ * with an Upgrade of its own, the head goes to the job (its end-to-end
+ * fields; px_gw_head takes the client over) and the bytes after it stay
+ * in rbuf as the tunnel's first; else 502. 1, or -1 when q failed.
+ */
+static int px_switch(struct px_req *q)
+{
+    const struct px_resp *p = &q->resp;
+    const struct px_field *up = NULL;
+    for (unsigned i = 0; i < p->n_fields && !up; i++) {
+        if (px_named(p->fields[i].name.p, p->fields[i].name.len, "upgrade")) {
+            up = &p->fields[i];
+        }
+    }
+    if (!q->upgrade || !up || up->value.len == 0) {
+        px_log(q,
+               q->upgrade ? "a 101 without Upgrade" : "101 to a request that asked for no upgrade",
+               0);
+        mk_gw_job_fail(&q->j, 502);
+        return -1;
+    }
+#ifdef PX_TLS
+    const struct px_field *acc = NULL;
+    for (unsigned i = 0; i < p->n_fields && q->ws_h2 && !acc; i++) {
+        if (px_named(p->fields[i].name.p, p->fields[i].name.len, "sec-websocket-accept")) {
+            acc = &p->fields[i];
+        }
+    }
+    if (q->ws_h2 && (!px_named(up->value.p, up->value.len, "websocket") || !acc ||
+                     !px_ws_accept_ok(q->ws_key, acc->value.p, acc->value.len))) {
+        px_log(q, "a 101 whose Sec-WebSocket-Accept does not answer the key", 0);
+        mk_gw_job_fail(&q->j, 502);
+        return -1;
+    }
+#endif
+    if (!(q->up_proto = strndup(up->value.p, up->value.len))) {
+        mk_gw_job_fail(&q->j, 503);
+        return -1;
+    }
+    q->tunnel = true;
+    size_t hl = p->head_len;
+    if (px_give_head(q) != MK_OK) {
+        return -1;
+    }
+    q->head_in = true;
+    memmove(q->rbuf, q->rbuf + hl, q->rlen - hl);
+    q->rlen -= hl;
+    q->resp.n_fields = 0;
+    return 1;
+}
+
 /* Parse the head in rbuf: 1 in, 0 not complete yet, -1 failed (q is not to be touched). */
 static int px_head(struct px_req *q)
 {
@@ -1100,9 +1213,7 @@ static int px_head(struct px_req *q)
             return -1;
         }
         if (q->resp.status == 101) {
-            px_log(q, "101 to a request that asked for no upgrade", 0);
-            mk_gw_job_fail(&q->j, 502);
-            return -1;
+            return px_switch(q);
         }
         size_t hl = q->resp.head_len;
         if (q->resp.status < 200) {
@@ -1167,6 +1278,9 @@ static bool px_read(struct px_req *q)
             px_log(q, "a head longer than 16 KiB", 0);
             mk_gw_job_fail(&q->j, 502);
             return false;
+        }
+        if (q->tunnel) {
+            return true; /* not read again here: the continuation takes the connection */
         }
         if (px_body_over(q)) {
             px_finish(q);
@@ -1244,6 +1358,250 @@ static void px_io(struct px_req *q, int fd, uint32_t ready)
         q->in_io = false;
     }
     px_want(q);
+}
+
+/* ---- the tunnel (101 Switching Protocols) ------------------------------------------ */
+
+/* The upstream's interest: read unless the client's queue holds it back, write while bytes wait. */
+static void px_tun_want(struct px_tun *u)
+{
+    uint32_t mask = 0;
+    if (u->t && !u->up_done) {
+        mask |= u->down_held ? 0 : MK_LOOP_READ;
+        mask |= u->out_off < u->out_len ? MK_LOOP_WRITE : 0;
+    }
+    if (px_conn_mask(u->c, mask) != MK_OK && u->t && !u->up_done) {
+        u->up_done = true;
+        px_api->takeover_close(u->t);
+    }
+}
+
+/* The upstream closed or failed: the client's side closes once what it was sent is out. */
+static void px_tun_end(struct px_tun *u)
+{
+    if (u->up_done) {
+        return;
+    }
+    u->up_done = true;
+    px_conn_mask(u->c, 0);
+    px_api->takeover_close(u->t); /* on_close follows, from the loop */
+}
+
+/* Write the client's bytes that wait: MK_OK (all out: the client's input is released, or the
+ * socket is full), MK_ERR (the upstream failed). */
+static int px_tun_flush(struct px_tun *u)
+{
+    while (u->out_off < u->out_len) {
+        ssize_t n = px_conn_send(u->c, u->out + u->out_off, u->out_len - u->out_off);
+        if (n < 0) {
+            return errno == EAGAIN || errno == EINTR ? MK_OK : MK_ERR;
+        }
+        u->out_off += (size_t) n;
+    }
+    u->out_len = u->out_off = 0;
+    px_api->takeover_hold(u->t, 0);
+    return MK_OK;
+}
+
+/*
+ * Upstream bytes to the client while its queue takes them: a few reads a
+ * turn (the loop is level triggered), and whatever TLS decrypted, which
+ * no event would announce.
+ */
+static void px_tun_pump(struct px_tun *u)
+{
+    char buf[16384];
+    for (int i = 0; !u->down_held && !u->up_done && (i < 8 || px_conn_pending(u->c)); i++) {
+        ssize_t n = px_conn_recv(u->c, buf, sizeof(buf));
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+            return;
+        }
+        if (n <= 0) {
+            px_tun_end(u);
+            return;
+        }
+        int rc = px_api->takeover_write(u->t, buf, (size_t) n);
+        if (rc == MK_ERR) {
+            px_tun_end(u);
+            return;
+        }
+        u->down_held = rc == MK_AGAIN;
+        if ((size_t) n < sizeof(buf) && !px_conn_pending(u->c)) {
+            return;
+        }
+    }
+}
+
+/* An event of the tunnel's upstream connection. */
+static void px_tun_io(struct px_tun *u, uint32_t ready)
+{
+    if (!u->t || u->up_done) {
+        px_conn_mask(u->c, 0);
+        return;
+    }
+    if (u->out_off < u->out_len && px_tun_flush(u) != MK_OK) {
+        px_tun_end(u);
+        return;
+    }
+    if ((ready & (MK_LOOP_READ | MK_LOOP_ERROR)) || px_conn_pending(u->c)) {
+        px_tun_pump(u);
+    }
+    px_tun_want(u);
+}
+
+/* The 101 went out: the upstream's first bytes to the client, then both ways. */
+static void px_tun_open(struct mk_takeover *t, void *arg)
+{
+    struct px_tun *u = arg;
+    u->t = t;
+    atomic_fetch_add_explicit(&px_self()->tunnels, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&px_self()->tunnels_open, 1, memory_order_relaxed);
+    if (u->early) {
+        int rc = px_api->takeover_write(t, u->early, u->early_len);
+        free(u->early);
+        u->early = NULL;
+        if (rc == MK_ERR) {
+            px_tun_end(u);
+            return;
+        }
+        u->down_held = rc == MK_AGAIN;
+    }
+    if (px_conn_pending(u->c)) {
+        px_tun_pump(u);
+    }
+    px_tun_want(u);
+}
+
+/* The client's bytes: to the upstream; what its socket does not take waits, and holds the client
+ * back. */
+static void px_tun_read(struct mk_takeover *t, const void *data, size_t len, void *arg)
+{
+    struct px_tun *u = arg;
+    const char *p = data;
+    if (u->up_done) {
+        return;
+    }
+    if (u->out_off == u->out_len) {
+        ssize_t n = px_conn_send(u->c, p, len);
+        if (n < 0 && errno != EAGAIN && errno != EINTR) {
+            px_tun_end(u);
+            return;
+        }
+        n = n < 0 ? 0 : n;
+        p += n;
+        len -= (size_t) n;
+        u->out_len = u->out_off = 0;
+    }
+    if (len > 0) {
+        if (u->out_off > 0) {
+            memmove(u->out, u->out + u->out_off, u->out_len - u->out_off);
+            u->out_len -= u->out_off;
+            u->out_off = 0;
+        }
+        if (u->out_len + len > u->out_cap) {
+            size_t cap = u->out_len + len;
+            char *b = realloc(u->out, cap);
+            if (!b) {
+                px_tun_end(u);
+                return;
+            }
+            u->out = b;
+            u->out_cap = cap;
+        }
+        memcpy(u->out + u->out_len, p, len);
+        u->out_len += len;
+        px_api->takeover_hold(t, 1);
+    }
+    px_tun_want(u);
+}
+
+/* The client's queue is out: the upstream is read again. */
+static void px_tun_writable(struct mk_takeover *t, void *arg)
+{
+    struct px_tun *u = arg;
+    (void) t;
+    if (u->up_done) {
+        return;
+    }
+    u->down_held = false;
+    px_tun_pump(u);
+    px_tun_want(u);
+}
+
+/* Either side closed, the idle timeout, the server's stop (t NULL: the 101 never went out): the
+ * upstream connection closed, never pooled, and the server's place let go. */
+static void px_tun_close(struct mk_takeover *t, void *arg)
+{
+    struct px_tun *u = arg;
+    (void) t;
+    if (u->t && !u->up_done && u->out_off < u->out_len) {
+        (void) px_conn_send(u->c, u->out + u->out_off, u->out_len - u->out_off);
+    }
+    if (u->t) {
+        atomic_fetch_sub_explicit(&px_self()->tunnels_open, 1, memory_order_relaxed);
+    }
+    px_conn_close(u->c);
+    px_let_go_place(u->active);
+    free(u->early);
+    free(u->out);
+    free(u);
+}
+
+static const struct mk_takeover_ops px_tun_ops = {
+    .on_read = px_tun_read,
+    .on_writable = px_tun_writable,
+    .on_close = px_tun_close,
+};
+
+/*
+ * The continuation of a request whose upstream answered 101: the 101's
+ * end-to-end fields, its Upgrade and Connection: upgrade on r's answer,
+ * the client's connection taken over with the proxy's Timeout as its idle
+ * timeout, and the upstream connection (with the bytes after the 101) the
+ * tunnel's. MK_OK; MK_ERR when it cannot be (502: the connection is
+ * closed with the job).
+ */
+static int px_tun_start(struct px_req *q, struct mk_request *r)
+{
+    struct mk_gw_job *j = &q->j;
+    int rc = mk_gw_head_apply(px_api, r, &j->h, 1);
+    if (rc == MK_ERR || rc == MK_DECLINED) {
+        return MK_ERR;
+    }
+    /* HTTP/2 (RFC 8441): the stream's 200, no Upgrade or Connection */
+    if (!q->ws_h2 && (px_api->add_header(r, "Upgrade", q->up_proto) != MK_OK ||
+                      px_api->add_header(r, "Connection", "upgrade") != MK_OK)) {
+        return MK_ERR;
+    }
+    struct px_tun *u = calloc(1, sizeof(*u));
+    if (!u) {
+        return MK_ERR;
+    }
+    if (q->rlen > 0) {
+        if (!(u->early = malloc(q->rlen))) {
+            free(u);
+            return MK_ERR;
+        }
+        memcpy(u->early, q->rbuf, q->rlen);
+        u->early_len = q->rlen;
+    }
+    if (px_api->takeover(r, &px_tun_ops, u, (uint32_t) q->site->conf->timeout_ms) != MK_OK) {
+        px_log(q, "the client's connection cannot be taken over", 0);
+        free(u->early);
+        free(u);
+        return MK_ERR;
+    }
+    px_api->takeover_on_open(r, px_tun_open);
+    px_server_ok(px_srv(q->c->slot));
+    u->c = q->c;
+    u->c->req = NULL;
+    u->c->tun = u;
+    q->c = NULL;
+    u->active = q->active;
+    q->active = 0;
+    q->rlen = 0;
+    px_conn_mask(u->c, 0); /* until on_open */
+    return MK_OK;
 }
 
 /* ---- the table ------------------------------------------------------------------- */
@@ -1433,6 +1791,17 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
     const char *target = px_api->target(r, &tlen);
     struct mk_gw_slice auth, rest;
 
+#ifdef PX_TLS
+    size_t plen = 0;
+    const char *proto =
+        MK_API_HAS(px_api, request_protocol) ? px_api->request_protocol(r, &plen) : NULL;
+    q->ws_h2 = proto && px_named(proto, plen, "websocket") && MK_API_HAS(px_api, takeover_hold) &&
+               !j->has_body && px_ws_key(q->ws_key) == MK_OK;
+    if (q->ws_h2) {
+        method = "GET"; /* the extended CONNECT's HTTP/1.1 form: a WebSocket handshake */
+        len = 3;
+    }
+#endif
     q->head_request = px_named(method, len, "HEAD");
     q->idempotent = q->head_request || px_named(method, len, "GET") ||
                     px_named(method, len, "OPTIONS") || px_named(method, len, "TRACE") ||
@@ -1449,6 +1818,14 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
         px_put(&b, target, tlen);
     }
     px_puts(&b, " HTTP/1.1\r\n");
+    /* An upgrade (WebSocket and the like) passes on from an HTTP/1.1
+       client whose request has no body, the one kind the server can take
+       over once the upstream answers 101. */
+    size_t ulen;
+    const char *upg = px_api->header(r, "Upgrade", &ulen);
+    q->upgrade =
+        q->ws_h2 || (upg && ulen && MK_API_HAS(px_api, takeover_hold) && px_api->version(r) == 11 &&
+                     !j->has_body && px_client_conn_names(r, "upgrade", 7));
     size_t hlen;
     const char *host = px_api->header(r, "Host", &hlen);
     if (!host) {
@@ -1476,6 +1853,8 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
             skip = px_named(hn, hnl, own[k]);
         }
         skip |= fc->forwarded && px_named(hn, hnl, "forwarded");
+        skip |= q->ws_h2 && (px_named(hn, hnl, "sec-websocket-key") ||
+                             px_named(hn, hnl, "sec-websocket-version"));
         if (skip || px_hop_by_hop(hn, hnl) || px_client_conn_names(r, hn, hnl) ||
             px_op_of(fc->req, fc->n_req, hn, hnl)) {
             continue;
@@ -1496,6 +1875,23 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
             return 400;
         }
         px_field(&b, "Cookie", cookie, len); /* HTTP/2 crumbs come joined with "; " */
+    }
+#ifdef PX_TLS
+    if (q->ws_h2) {
+        px_puts(&b, "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                    "Sec-WebSocket-Key: ");
+        px_puts(&b, q->ws_key);
+        px_put(&b, "\r\n", 2);
+    }
+    else
+#endif
+        if (q->upgrade) {
+        px_puts(&b, "Upgrade: ");
+        if (!px_put_joined(&b, r, "Upgrade")) {
+            free(b.p);
+            return 400;
+        }
+        px_puts(&b, "\r\nConnection: upgrade\r\n");
     }
     bool tls = MK_API_HAS(px_api, conn_transport_var) &&
                px_api->conn_transport_var(px_api->conn(r), "protocol", &len) != NULL;
@@ -1605,8 +2001,8 @@ static int px_body_end(struct mk_gw_job *j)
 static void px_gw_want(struct mk_gw_job *j)
 {
     struct px_req *q = px_of(j);
-    if (!q->c) {
-        return;
+    if (!q->c || q->tunnel) {
+        return; /* a tunnel's connection is not read until the takeover (px_want) */
     }
     if (!j->paused && j->state == MK_GW_STREAM && q->rlen > 0 && !q->done) {
         if (!px_body(q)) {
@@ -1620,8 +2016,13 @@ static void px_gw_want(struct mk_gw_job *j)
     px_want(q);
 }
 
+static int px_tun_start(struct px_req *q, struct mk_request *r);
+
 static int px_gw_head(struct mk_gw_job *j, struct mk_request *r)
 {
+    if (px_of(j)->tunnel) {
+        return px_tun_start(px_of(j), r);
+    }
     int rc = mk_gw_head_apply(px_api, r, &j->h, 1);
     return rc == MK_ERR || rc == MK_DECLINED ? MK_ERR : MK_AGAIN;
 }
@@ -1682,7 +2083,8 @@ static void px_release(struct mk_gw_job *j)
     free(q->hdr);
     free(q->w);
     free(q->dto);
-    q->hdr = q->w = q->dto = NULL;
+    free(q->up_proto);
+    q->hdr = q->w = q->dto = q->up_proto = NULL;
 }
 
 static const struct mk_gw_backend px_backend = {

@@ -28,6 +28,8 @@
 #include <string.h>
 
 #include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
@@ -277,6 +279,35 @@ void px_tls_free(void *t, bool clean)
     }
     SSL_free(ssl);
     ERR_clear_error();
+}
+
+int px_ws_key(char key[PX_WS_KEY_LEN + 1])
+{
+    unsigned char raw[16];
+    if (RAND_bytes(raw, sizeof(raw)) != 1) {
+        ERR_clear_error();
+        return MK_ERR;
+    }
+    EVP_EncodeBlock((unsigned char *) key, raw, sizeof(raw)); /* 24 characters and a NUL */
+    return MK_OK;
+}
+
+bool px_ws_accept_ok(const char *key, const char *accept, size_t len)
+{
+    static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"; /* RFC 6455 1.3 */
+    char in[PX_WS_KEY_LEN + sizeof(guid) - 1];
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    char want[32];
+
+    memcpy(in, key, PX_WS_KEY_LEN);
+    memcpy(in + PX_WS_KEY_LEN, guid, sizeof(guid) - 1);
+    if (EVP_Digest(in, sizeof(in), md, &mdlen, EVP_sha1(), NULL) != 1 || mdlen != 20) {
+        ERR_clear_error();
+        return false;
+    }
+    EVP_EncodeBlock((unsigned char *) want, md, 20); /* 28 characters and a NUL */
+    return len == 28 && memcmp(want, accept, 28) == 0;
 }
 
 void px_tls_worker_exit(void)

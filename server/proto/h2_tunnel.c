@@ -76,11 +76,13 @@ struct mk_h2_tunnel {
     bool peer_end; /* the client's END_STREAM came */
     bool end_sent; /* our END_STREAM went out */
     bool due;      /* counted in h2->tunnel_due: mk_h2_tunnel_settle has work */
+    bool held;     /* takeover_hold(): the plugin takes no input now (kept, not consumed) */
 };
 
+/* Whether the client's input waits: our queue is full, or the plugin holds it. */
 static bool mk_h2_tunnel_paused(const struct mk_h2_tunnel *t)
 {
-    return t->queued >= MK_H2_TUNNEL_HIGH;
+    return t->queued >= MK_H2_TUNNEL_HIGH || t->held;
 }
 
 static void mk_h2_tunnel_due(struct mk_conn *c, struct mk_h2_tunnel *t)
@@ -167,7 +169,7 @@ static int mk_h2_tunnel_write(struct mk_takeover *base, const void *data, size_t
     t->active_at = c->worker->now_ms;
     nghttp2_session_resume_data(c->h2->ng, s->id);
     mk_h2_tunnel_kick(c);
-    if (mk_h2_tunnel_paused(t)) {
+    if (t->queued >= MK_H2_TUNNEL_HIGH) {
         t->notify = true;
         return MK_AGAIN;
     }
@@ -193,10 +195,27 @@ static struct mk_conn *mk_h2_tunnel_conn(struct mk_takeover *base)
     return ((struct mk_h2_tunnel *) base)->conn;
 }
 
+/* Held, the client's DATA is kept unconsumed; released, what was kept goes to on_read
+   from mk_h2_tunnel_settle (the loop), never inside this call. */
+static void mk_h2_tunnel_hold(struct mk_takeover *base, int hold)
+{
+    struct mk_h2_tunnel *t = (struct mk_h2_tunnel *) base;
+
+    if (t->held == (hold != 0)) {
+        return;
+    }
+    t->held = hold != 0;
+    if (!t->held && t->open && t->s && !t->s->closed) {
+        mk_h2_tunnel_due(t->conn, t);
+        mk_h2_tunnel_kick(t->conn);
+    }
+}
+
 static const struct mk_takeover_carrier mk_h2_tunnel_carrier = {
     .write = mk_h2_tunnel_write,
     .close = mk_h2_tunnel_close,
     .conn = mk_h2_tunnel_conn,
+    .hold = mk_h2_tunnel_hold,
 };
 
 /* ---- the stream's side --------------------------------------------------- */

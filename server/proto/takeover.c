@@ -27,7 +27,10 @@
  * input is not read (so on_read is not called) and takeover_write answers
  * MK_AGAIN; once the queue is out, on_writable is called and reading goes
  * on. An echo therefore holds at most about MK_TAKEOVER_HIGH plus one read
- * however slowly its client reads.
+ * however slowly its client reads. The plugin may also hold the input
+ * itself (takeover_hold: its own destination is full); released, bytes
+ * the transport or the early buffer still hold, which no event would
+ * announce, are read from a 0 ms timer (`kick`), never inside the call.
  *
  * No callback closes the connection under the plugin's feet: failures and
  * takeover_close() only mark it, and the close happens when the callback
@@ -74,6 +77,8 @@ struct mk_tk_conn {
     bool failed;         /* peer closed or I/O error: close now */
     bool notify;         /* takeover_write said MK_AGAIN: on_writable once drained */
     bool progress;       /* a byte moved: re-arm the idle timer */
+    bool held;           /* takeover_hold(): the plugin takes no input now */
+    bool kick;           /* released with bytes no event announces: read from the loop */
 };
 
 /* ---- output -------------------------------------------------------------- */
@@ -139,7 +144,7 @@ static void mk_takeover_settle(struct mk_tk_conn *t)
     if (t->busy) {
         return;
     }
-    if (t->failed || (t->closing && !t->q_head)) {
+    if (t->failed || (t->closing && !t->q_head) || t->kick) {
         mk_conn_timer_idle(c, 0);
         return;
     }
@@ -147,7 +152,7 @@ static void mk_takeover_settle(struct mk_tk_conn *t)
         t->progress = false;
         mk_conn_timer_idle(c, t->idle_ms);
     }
-    if (!t->closing && t->queued < MK_TAKEOVER_HIGH) {
+    if (!t->closing && !t->held && t->queued < MK_TAKEOVER_HIGH) {
         mask |= t->read_mask;
     }
     if (t->q_head) {
@@ -228,10 +233,25 @@ static struct mk_conn *mk_tk_conn_conn(struct mk_takeover *base)
     return ((struct mk_tk_conn *) base)->conn;
 }
 
+static void mk_tk_conn_hold(struct mk_takeover *base, int hold)
+{
+    struct mk_tk_conn *t = (struct mk_tk_conn *) base;
+
+    if (t->held == (hold != 0)) {
+        return;
+    }
+    t->held = hold != 0;
+    if (!t->held && !t->closing && !t->failed && (t->early || mk_conn_pending(t->conn) > 0)) {
+        t->kick = true; /* bytes that no event of the socket will announce */
+    }
+    mk_takeover_settle(t);
+}
+
 static const struct mk_takeover_carrier mk_tk_conn_carrier = {
     .write = mk_tk_conn_write,
     .close = mk_tk_conn_close,
     .conn = mk_tk_conn_conn,
+    .hold = mk_tk_conn_hold,
 };
 
 int mk_takeover_write(struct mk_takeover *t, const void *data, size_t len)
@@ -249,6 +269,11 @@ struct mk_conn *mk_takeover_conn(struct mk_takeover *t)
     return t->carrier->conn(t);
 }
 
+void mk_takeover_hold(struct mk_takeover *t, int hold)
+{
+    t->carrier->hold(t, hold);
+}
+
 /* ---- the protocol --------------------------------------------------------- */
 
 /* Readable or writable: write what waits, read what comes, settle. */
@@ -264,7 +289,7 @@ static void mk_takeover_run(struct mk_conn *c)
             t->ops->on_writable(&t->base, t->arg);
         }
     }
-    if (t->early && !t->failed) {
+    if (t->early && !t->failed && !t->held) {
         char *early = t->early;
         t->early = NULL;
         t->progress = true;
@@ -277,7 +302,7 @@ static void mk_takeover_run(struct mk_conn *c)
      * had; the loop is level triggered, so what comes later is signalled,
      * and the read that would only say EAGAIN is saved.
      */
-    while (!t->failed && !t->closing && t->queued < MK_TAKEOVER_HIGH) {
+    while (!t->failed && !t->closing && !t->held && t->queued < MK_TAKEOVER_HIGH) {
         ssize_t n = mk_conn_read(c, buf, sizeof(buf));
         if (n > 0) {
             t->progress = true;
@@ -303,11 +328,29 @@ static void mk_takeover_expire(struct mk_conn *c)
 {
     struct mk_tk_conn *t = (struct mk_tk_conn *) c->takeover;
 
+    if (t->kick && !t->failed && !(t->closing && !t->q_head)) {
+        t->kick = false;
+        t->progress = true; /* the idle timer, re-armed by the run's settle */
+        mk_takeover_run(c);
+        return;
+    }
+    t->kick = false;
     if (t->closing && !t->failed && !t->q_head) {
         mk_conn_linger(c); /* do not reset what was sent away */
         return;
     }
     mk_conn_close(c);
+}
+
+/*
+ * A continuation that called api->takeover() switched the connection to
+ * this protocol while its result was handled (the 101 went out at once);
+ * the request code then asks the protocol to go on: the takeover reads on
+ * its own from mk_takeover_start, so there is nothing to do.
+ */
+static void mk_takeover_proceed(struct mk_conn *c)
+{
+    (void) c;
 }
 
 static void mk_takeover_go_away(struct mk_conn *c)
@@ -337,6 +380,7 @@ const struct mk_proto mk_proto_takeover = {
     .name = "takeover",
     .on_input = mk_takeover_run,
     .on_writable = mk_takeover_run,
+    .proceed = mk_takeover_proceed,
     .expire = mk_takeover_expire,
     .go_away = mk_takeover_go_away,
     .release = mk_takeover_release,

@@ -26,12 +26,13 @@ struct mk_request;
 /*
  * How a takeover's bytes travel, behind the plugin's handle: the whole
  * connection (takeover.c) or one HTTP/2 stream (h2_tunnel.c). The api's
- * takeover_write, takeover_close and takeover_conn call these.
+ * takeover_write, takeover_close, takeover_conn and takeover_hold call these.
  */
 struct mk_takeover_carrier {
     int (*write)(struct mk_takeover *t, const void *data, size_t len);
     void (*close)(struct mk_takeover *t);
     struct mk_conn *(*conn)(struct mk_takeover *t);
+    void (*hold)(struct mk_takeover *t, int hold);
 };
 
 /* What every takeover record begins with: the handle the plugin holds. */
@@ -42,10 +43,11 @@ struct mk_takeover {
 /* The protocol of a taken-over connection (c->proto). */
 extern const struct mk_proto mk_proto_takeover;
 
-/* api->takeover_write, takeover_close, takeover_conn. */
+/* api->takeover_write, takeover_close, takeover_conn, takeover_hold. */
 int mk_takeover_write(struct mk_takeover *t, const void *data, size_t len);
 void mk_takeover_close(struct mk_takeover *t);
 struct mk_conn *mk_takeover_conn(struct mk_takeover *t);
+void mk_takeover_hold(struct mk_takeover *t, int hold);
 
 /*
  * The protocol sent the 101 of a request with `up` and freed the request:
