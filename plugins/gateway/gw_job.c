@@ -221,6 +221,16 @@ void mk_gw_job_worker_exit(const struct mk_gw_backend *be)
 
 /* ---- the response ---------------------------------------------------------- */
 
+int mk_gw_job_interim(struct mk_gw_job *j, int status, const char *fields)
+{
+    /* HEAD: the handle is held and not cancelled (a cancel moves the state on) */
+    struct mk_request *r = j->state == MK_GW_BODY ? j->r : j->state == MK_GW_HEAD ? j->held : NULL;
+    if (!r || !MK_API_HAS(j->api, interim)) {
+        return MK_DECLINED;
+    }
+    return j->api->interim(r, status, fields);
+}
+
 static void gw_job_proceed(struct mk_request *r, void *arg);
 
 /*
@@ -604,6 +614,7 @@ static int gw_job_body_end(struct mk_gw_job *j, struct mk_request *r)
         return 500;
     }
     j->state = MK_GW_HEAD;
+    j->held = r;
     j->r = NULL;
     return MK_SUSPENDED;
 }

@@ -277,6 +277,7 @@ static void px_stats(mk_stats_emit_cb emit, void *arg)
     emit(arg, "queue_full", atomic_load_explicit(&self->queue_full, memory_order_relaxed));
     emit(arg, "queue_timeouts",
          atomic_load_explicit(&self->gw.queue_timeouts, memory_order_relaxed));
+    emit(arg, "early_hints", atomic_load_explicit(&self->early_hints, memory_order_relaxed));
     unsigned n = atomic_load(&self->n_servers);
     uint64_t now = px_api->now_ms();
     for (unsigned i = 0; i < n; i++) {

@@ -200,7 +200,8 @@ struct px_self {
     struct px_server servers[PX_SERVERS_MAX];
     atomic_uint n_servers;
     atomic_uint_fast64_t requests, retries;
-    atomic_uint_fast64_t queue_full; /* 503: every server at its max, the worker's Queue full */
+    atomic_uint_fast64_t queue_full;  /* 503: every server at its max, the worker's Queue full */
+    atomic_uint_fast64_t early_hints; /* 103s passed on to clients */
     struct mk_gw_stats gw;
     /* active health checks: one thread per server process */
     struct px_hc hc[PX_SERVERS_MAX];

@@ -1082,6 +1082,43 @@ static bool px_body(struct px_req *q)
     return true;
 }
 
+/*
+ * The upstream's 103 in q->resp: its Link fields to the client as a 103 of
+ * its own before the answer (HTTP/1.1 and HTTP/2; an HTTP/1.0 client gets
+ * none), unless a ResponseHeader line sets or removes Link. Best effort:
+ * a hint the client cannot take now is dropped, the answer unharmed.
+ */
+static void px_early_hints(struct px_req *q)
+{
+    const struct px_fields_conf *fc = &q->site->sc->fields;
+    char lines[MK_INTERIM_MAX + 1];
+    size_t len = 0;
+
+    if (px_op_of(fc->resp, fc->n_resp, "Link", 4)) {
+        return;
+    }
+    for (unsigned i = 0; i < q->resp.n_fields; i++) {
+        const struct px_field *f = &q->resp.fields[i];
+        if (!px_named(f->name.p, f->name.len, "link") || f->value.len == 0) {
+            continue;
+        }
+        if (len + 6 + f->value.len + 2 > MK_INTERIM_MAX) {
+            break; /* the hints that fit */
+        }
+        memcpy(lines + len, "Link: ", 6);
+        memcpy(lines + len + 6, f->value.p, f->value.len);
+        memcpy(lines + len + 6 + f->value.len, "\r\n", 2);
+        len += 6 + f->value.len + 2;
+    }
+    if (len == 0) {
+        return;
+    }
+    lines[len] = '\0';
+    if (mk_gw_job_interim(&q->j, 103, lines) == MK_OK) {
+        atomic_fetch_add_explicit(&q->self->early_hints, 1, memory_order_relaxed);
+    }
+}
+
 /* Parse the head in rbuf: 1 in, 0 not complete yet, -1 failed (q is not to be touched). */
 static int px_head(struct px_req *q)
 {
@@ -1102,7 +1139,11 @@ static int px_head(struct px_req *q)
         }
         size_t hl = q->resp.head_len;
         if (q->resp.status < 200) {
-            /* 100 Continue, 103 Early Hints: interim, not passed on */
+            /* 103 Early Hints: its Link fields passed on; 100 Continue (the
+               server answers the client's itself) and the others dropped */
+            if (q->resp.status == 103) {
+                px_early_hints(q);
+            }
             memmove(q->rbuf, q->rbuf + hl, q->rlen - hl);
             q->rlen -= hl;
             continue;

@@ -858,4 +858,5 @@ const struct mk_api mk_plugin_api = {
     .route_table_add = mk_api_route_table_add,
     .request_protocol = mk_api_request_protocol,
     .stream_length = mk_response_stream_length,
+    .interim = mk_response_interim,
 };

@@ -10,6 +10,7 @@ fields in order, body, and the server's NAME and connection number),
 /chunked?n=N (N pieces, chunked), /big?n=BYTES (Content-Length, streamed),
 /status/CODE (that status, no body for 204 and 304), /hop (hop-by-hop
 fields in the response), /continue (a 100 and a 103 before the answer),
+/hints?s=SECONDS (a 103 with two Link fields, the answer that long after),
 /extra (a second answer after the first), /bad (Content-Length and
 Transfer-Encoding), /sleep?s=SECONDS (the echo after that long), /stats
 (connections accepted, requests served, requests being answered now and
@@ -185,6 +186,13 @@ def answer(sock, conn_no, req, head):
     elif path == "/continue":
         send_all(sock, b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n"
                        b"Link: </a.css>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndone")
+    elif path == "/hints":
+        # 103 with two Link fields (and a field that is not one), then the answer s later
+        send_all(sock, b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=style\r\n"
+                       b"X-Not-A-Hint: x\r\nLink: </app.js>; rel=preload; as=script\r\n\r\n")
+        time.sleep(float(q.get("s", "0")))
+        send_all(sock, b"HTTP/1.1 200 OK\r\nLink: </style.css>; rel=preload\r\n"
+                       b"Content-Length: 4\r\n\r\nbody")
     elif path == "/extra":
         # a second answer nobody asked for, after the first: never the next request's
         send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")

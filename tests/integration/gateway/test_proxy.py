@@ -201,7 +201,9 @@ def test_head_204_304_and_interim(make_server, upstreams):
     assert r.status == 304 and r.body == b""
     r = c.request("GET", "/status/404")
     assert r.status == 404 and r.body == b"ok"
-    r = c.request("GET", "/continue")  # 100 and 103 are not passed on
+    r = c.request("GET", "/continue")  # the 100 is not passed on, the 103 is
+    assert r.status == 103 and r.headers["link"] == ["</a.css>"]
+    r = c.read_response()
     assert r.status == 200 and r.body == b"done"
     r = c.request("GET", "/bad")  # Content-Length with Transfer-Encoding
     assert r.status == 502
@@ -528,3 +530,4 @@ def test_unix_and_ipv6_addresses_accepted(make_server, upstreams):
     p = subprocess.run([str(MONKEY), "-c", str(srv.conf), "-t"], capture_output=True, text=True,
                        timeout=10 * SLOW)
     assert p.returncode == 0, p.stderr
+
