@@ -302,6 +302,10 @@ static void px_stats(mk_stats_emit_cb emit, void *arg)
         emit(arg, name, atomic_load_explicit(&s->reuses, memory_order_relaxed));
         snprintf(name, sizeof(name), "server%u_retries", i);
         emit(arg, name, atomic_load_explicit(&s->retries, memory_order_relaxed));
+        snprintf(name, sizeof(name), "server%u_ttfb_ms", i);
+        emit(arg, name, atomic_load_explicit(&s->ttfb_ms, memory_order_relaxed));
+        snprintf(name, sizeof(name), "server%u_ttfb_count", i);
+        emit(arg, name, atomic_load_explicit(&s->ttfb_count, memory_order_relaxed));
         if (s->a.tls) {
             snprintf(name, sizeof(name), "server%u_tls_handshakes", i);
             emit(arg, name, atomic_load_explicit(&s->tls_handshakes, memory_order_relaxed));

@@ -180,6 +180,9 @@ struct px_server {
     atomic_bool hc_down; /* out after failed active checks (px_health.c) */
     atomic_uint_fast64_t checks, check_failures;
     atomic_uint_fast64_t retries; /* failed attempts on it after which the request went on */
+    /* the times from a request's first byte sent to its answer's first byte (ms), summed,
+       and the answers they count */
+    atomic_uint_fast64_t ttfb_ms, ttfb_count;
     /* workers with requests waiting for room on it (max=) */
     atomic_uint_fast64_t waiting[PX_WORKER_WORDS];
 };

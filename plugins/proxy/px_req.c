@@ -100,6 +100,10 @@ struct px_req {
     struct px_chunked ch;
     uint64_t left; /* PX_BODY_LENGTH: bytes to come */
     size_t rlen;
+    /* the time to first byte: from the attempt's first byte sent (sent_ms) to the
+       answer's first byte (got_any: it came, its time counted) */
+    uint64_t sent_ms;
+    bool got_any;
     /* not zeroed by mk_gw_job_new (px_backend.cleared): px_resp_parse fills resp
        (2 KiB) before anything reads it, and rbuf is read up to rlen */
     struct px_resp resp;
@@ -790,8 +794,11 @@ static int px_flush(struct px_req *q)
         if (k < 0) {
             return errno == EAGAIN || errno == EINTR ? MK_OK : MK_ERR;
         }
-        q->sent_any = true;
         q->j.last_io_ms = px_api->now_ms();
+        if (!q->sent_any) {
+            q->sent_ms = q->j.last_io_ms;
+        }
+        q->sent_any = true;
         if (q->hdr_off < q->hdr_len) {
             q->hdr_off += (size_t) k;
         }
@@ -1192,6 +1199,13 @@ static bool px_read(struct px_req *q)
     }
     q->rlen += (size_t) n;
     q->j.last_io_ms = px_api->now_ms();
+    if (!q->got_any && q->sent_any) {
+        /* the answer's first byte (an interim 1xx's included): its server's time to it */
+        struct px_server *s = px_srv(q->c->slot);
+        q->got_any = true;
+        atomic_fetch_add_explicit(&s->ttfb_ms, q->j.last_io_ms - q->sent_ms, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->ttfb_count, 1, memory_order_relaxed);
+    }
     if (!q->head_in) {
         int h = px_head(q);
         if (h < 0) {

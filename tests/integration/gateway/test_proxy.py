@@ -531,3 +531,22 @@ def test_unix_and_ipv6_addresses_accepted(make_server, upstreams):
                        timeout=10 * SLOW)
     assert p.returncode == 0, p.stderr
 
+
+def test_time_to_first_byte_per_server(make_server, upstreams):
+    a, b = upstreams("a"), upstreams("b")
+    srv = proxy_server(make_server, site=f"    Match ^/sleep {a.addr}\n    Match ^/hints {b.addr}\n",
+                       control=True).start()
+    c = srv.conn()
+    for _ in range(2):
+        r = c.request("GET", "/sleep?s=0.4")
+        assert r.status == 200
+    r = c.request("GET", "/hints?s=0.6")  # the 103's first byte is the answer's
+    assert r.status == 103
+    assert c.read_response().status == 200
+    c.close()
+    s = plugin_status(srv, "proxy")
+    by_count = {s[f"server{i}_ttfb_count"]: i for i in range(2)}
+    assert sorted(by_count) == [1, 2], s
+    slow, hinted = by_count[2], by_count[1]
+    assert 800 <= s[f"server{slow}_ttfb_ms"] < 800 + 1000 * SLOW, s
+    assert s[f"server{hinted}_ttfb_ms"] < 400, s
