@@ -285,7 +285,9 @@ static void gw_job_finish(struct mk_gw_job *j)
 {
     mk_gw_note_upstream(j->api, j->r, j->start_ms);
     mk_gw_log_flush(j->api, &j->log, j->r);
-    j->api->stream_end(j->r, NULL);
+    if (!j->trailers || j->api->stream_end(j->r, j->trailers) != MK_OK) {
+        j->api->stream_end(j->r, NULL); /* trailers the server refuses: the end alone */
+    }
     j->r = NULL;
     mk_gw_job_over(j, true);
 }
@@ -360,8 +362,9 @@ static int gw_job_respond(struct mk_gw_job *j, struct mk_request *r)
         return rc;
     }
     size_t rest = j->head_len - j->h.head_len;
-    if (j->ended && (j->length_is == MK_GW_LENGTH_CAME ||
-                     (j->length_is == MK_GW_LENGTH_KNOWN && rest == j->length))) {
+    if (j->ended && !j->trailers &&
+        (j->length_is == MK_GW_LENGTH_CAME ||
+         (j->length_is == MK_GW_LENGTH_KNOWN && rest == j->length))) {
         /* The whole answer is in (it ended with the head, as most pages
            do): a body of known length, sent with the head in one write,
            keep-alive even for HTTP/1.0. The head buffer becomes the body. */
@@ -390,6 +393,13 @@ static int gw_job_respond(struct mk_gw_job *j, struct mk_request *r)
     }
     free(j->head);
     j->head = NULL;
+    if (j->ended && j->trailers) {
+        /* it came whole, but streams for its trailers: its end now, or at proceed */
+        if (!j->paused && j->spill_len == 0) {
+            gw_job_finish(j);
+        }
+        return MK_OK;
+    }
     j->be->want(j);
     return MK_OK;
 }

@@ -224,7 +224,12 @@ struct mk_gw_job {
     /* Set by the backend before its head is complete (MK_GW_LENGTH_CAME when not). */
     enum mk_gw_length length_is;
     uint64_t length; /* MK_GW_LENGTH_KNOWN */
-    bool orphan;     /* its worker exited while its continuation was pending */
+    /* Set by the backend before mk_gw_job_end: the answer's trailer fields,
+       "Name: value\r\n" lines (NUL-terminated, the backend's memory until
+       release), sent with the body's end (api->stream_end: HTTP/1.1 chunked,
+       HTTP/2); the answer then streams even when it came whole. NULL: none. */
+    const char *trailers;
+    bool orphan; /* its worker exited while its continuation was pending */
     /* inside stream_write(): proceed() calls are noted, not acted on */
     bool in_write, drained, gone;
     struct mk_gw_script script; /* the script the request runs (its CONTENT_LENGTH once spooled) */

@@ -104,6 +104,10 @@ struct px_req {
        answer's first byte (got_any: it came, its time counted) */
     uint64_t sent_ms;
     bool got_any;
+    /* the client takes trailers (HTTP/2, or HTTP/1.1 with TE: trailers): a chunked
+       answer's trailer section is kept (tkeep) and passed on (tout) */
+    bool trailers_ok;
+    char *tkeep, *tout;
     /* not zeroed by mk_gw_job_new (px_backend.cleared): px_resp_parse fills resp
        (2 KiB) before anything reads it, and rbuf is read up to rlen */
     struct px_resp resp;
@@ -819,6 +823,11 @@ static void px_finish(struct px_req *q)
     px_server_ok(px_srv(q->c->slot));
     px_drop_conn(q, keep);
     px_let_go(q);
+    if (q->tkeep && q->ch.done && !q->ch.keep_over && q->ch.keep_len > 0 &&
+        (q->tout = malloc(PX_TRAILER_KEEP + 1)) &&
+        px_trailers_filter(q->tkeep, q->ch.keep_len, q->tout, PX_TRAILER_KEEP + 1) > 0) {
+        q->j.trailers = q->tout;
+    }
     mk_gw_job_end(&q->j); /* may free q */
 }
 
@@ -1161,6 +1170,11 @@ static int px_head(struct px_req *q)
         /* the fields' slices pointed into rbuf: only the framing is used from here */
         q->head_in = true;
         q->left = q->resp.length;
+        if (q->trailers_ok && q->resp.framing == PX_BODY_CHUNKED &&
+            (q->tkeep = malloc(PX_TRAILER_KEEP))) {
+            q->ch.keep = q->tkeep; /* no memory: the trailers are dropped */
+            q->ch.keep_cap = PX_TRAILER_KEEP;
+        }
         memmove(q->rbuf, q->rbuf + hl, q->rlen - hl);
         q->rlen -= hl;
         q->resp.n_fields = 0;
@@ -1449,6 +1463,35 @@ static void px_forward_fields(struct px_buf *b, struct mk_request *r,
     }
 }
 
+/* Whether the client's TE fields name `trailers` (a member of the list, any case, any q). */
+static bool px_te_trailers(struct mk_request *r)
+{
+    unsigned n = px_api->header_count(r);
+    for (unsigned i = 0; i < n; i++) {
+        const char *hn, *hv;
+        size_t hnl, hvl;
+        if (px_api->header_at(r, i, &hn, &hnl, &hv, &hvl) != MK_OK || !px_named(hn, hnl, "te")) {
+            continue;
+        }
+        for (size_t k = 0; k < hvl;) {
+            while (k < hvl && (hv[k] == ' ' || hv[k] == '\t' || hv[k] == ',')) {
+                k++;
+            }
+            size_t s = k;
+            while (k < hvl && hv[k] != ',' && hv[k] != ';' && hv[k] != ' ' && hv[k] != '\t') {
+                k++;
+            }
+            if (px_named(hv + s, k - s, "trailers")) {
+                return true;
+            }
+            while (k < hvl && hv[k] != ',') {
+                k++;
+            }
+        }
+    }
+    return false;
+}
+
 /* Redirect default's TO: scheme://host and the route's prefix ("/" for Match), or NULL. */
 static char *px_default_to(const struct px_req *q, const char *host, size_t hlen, bool tls)
 {
@@ -1547,6 +1590,11 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
             return 400;
         }
         px_field(&b, "Cookie", cookie, len); /* HTTP/2 crumbs come joined with "; " */
+    }
+    int version = px_api->version(r);
+    q->trailers_ok = version == 20 || (version == 11 && px_te_trailers(r));
+    if (q->trailers_ok) {
+        px_puts(&b, "TE: trailers\r\n"); /* the answer's trailers go on to the client */
     }
     bool tls = MK_API_HAS(px_api, conn_transport_var) &&
                px_api->conn_transport_var(px_api->conn(r), "protocol", &len) != NULL;
@@ -1733,7 +1781,9 @@ static void px_release(struct mk_gw_job *j)
     free(q->hdr);
     free(q->w);
     free(q->dto);
-    q->hdr = q->w = q->dto = NULL;
+    free(q->tkeep);
+    free(q->tout);
+    q->hdr = q->w = q->dto = q->tkeep = q->tout = NULL;
 }
 
 static const struct mk_gw_backend px_backend = {

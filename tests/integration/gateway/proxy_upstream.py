@@ -11,6 +11,8 @@ fields in order, body, and the server's NAME and connection number),
 /status/CODE (that status, no body for 204 and 304), /hop (hop-by-hop
 fields in the response), /continue (a 100 and a 103 before the answer),
 /hints?s=SECONDS (a 103 with two Link fields, the answer that long after),
+/trailers?s=SECONDS (chunked, the TE received as its body, its trailer
+fields that long after),
 /extra (a second answer after the first), /bad (Content-Length and
 Transfer-Encoding), /sleep?s=SECONDS (the echo after that long), /stats
 (connections accepted, requests served, requests being answered now and
@@ -193,6 +195,19 @@ def answer(sock, conn_no, req, head):
         time.sleep(float(q.get("s", "0")))
         send_all(sock, b"HTTP/1.1 200 OK\r\nLink: </style.css>; rel=preload\r\n"
                        b"Content-Length: 4\r\n\r\nbody")
+    elif path == "/trailers":
+        # chunked with trailer fields, good and banned; the body says what TE came
+        te = {k.lower(): v for k, v in fields}.get("te", "")
+        piece = b"te=" + te.encode()
+        first = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum\r\n\r\n"
+                 b"%x\r\n%s\r\n" % (len(piece), piece))
+        last = (b"0\r\nX-Checksum: abc\r\nContent-Length: 99\r\nSet-Cookie: a=b\r\n"
+                b"Grpc-Status:0 \r\n\r\n")
+        if float(q.get("s", "0")) > 0:
+            send_all(sock, first)
+            time.sleep(float(q["s"]))
+            first = b""
+        send_all(sock, first + last)  # s=0: all of it in one write
     elif path == "/extra":
         # a second answer nobody asked for, after the first: never the next request's
         send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
