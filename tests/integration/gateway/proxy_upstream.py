@@ -12,7 +12,8 @@ fields in order, body, and the server's NAME and connection number),
 fields in the response), /continue (a 100 and a 103 before the answer),
 /hints?s=SECONDS (a 103 with two Link fields, the answer that long after),
 /trailers?s=SECONDS (chunked, the TE received as its body, its trailer
-fields that long after),
+fields that long after), /sink (the body read as it comes and dropped:
+"BYTES CRC32" of it),
 /extra (a second answer after the first), /bad (Content-Length and
 Transfer-Encoding), /sleep?s=SECONDS (the echo after that long), /stats
 (connections accepted, requests served, requests being answered now and
@@ -39,6 +40,7 @@ import sys
 import threading
 import time
 import urllib.parse
+import zlib
 
 PORT = int(sys.argv[1])
 NAME = sys.argv[2]
@@ -109,7 +111,9 @@ def read_request(rd):
         fields.append([k, v.strip()])
     low = {k.lower(): v for k, v in fields}
     body = b""
-    if "transfer-encoding" in low:
+    if target.startswith("/sink"):
+        body = sink(rd, low)
+    elif "transfer-encoding" in low:
         while True:
             size = int(rd.line().split(b";")[0], 16)
             if size == 0:
@@ -121,6 +125,33 @@ def read_request(rd):
     elif "content-length" in low:
         body = rd.exact(int(low["content-length"]))
     return method, target, version, fields, body
+
+
+def sink(rd, low):
+    """A body read and dropped as it comes (/sink): b"BYTES CRC32"."""
+    n, crc = 0, 0
+    if "transfer-encoding" in low:
+        while True:
+            size = int(rd.line().split(b";")[0], 16)
+            if size == 0:
+                while rd.line():
+                    pass
+                break
+            left = size
+            while left:
+                if not rd.buf:
+                    rd._more()
+                piece, rd.buf = rd.buf[:left], rd.buf[left:]
+                n, crc, left = n + len(piece), zlib.crc32(piece, crc), left - len(piece)
+            rd.line()
+    else:
+        left = int(low.get("content-length", "0"))
+        while left:
+            if not rd.buf:
+                rd._more()
+            piece, rd.buf = rd.buf[:left], rd.buf[left:]
+            n, crc, left = n + len(piece), zlib.crc32(piece, crc), left - len(piece)
+    return b"%d %08x" % (n, crc)
 
 
 def send_all(sock, data):
@@ -195,6 +226,8 @@ def answer(sock, conn_no, req, head):
         time.sleep(float(q.get("s", "0")))
         send_all(sock, b"HTTP/1.1 200 OK\r\nLink: </style.css>; rel=preload\r\n"
                        b"Content-Length: 4\r\n\r\nbody")
+    elif path == "/sink":
+        send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
     elif path == "/trailers":
         # chunked with trailer fields, good and banned; the body says what TE came
         te = {k.lower(): v for k, v in fields}.get("te", "")
