@@ -1169,7 +1169,7 @@ struct mk_api {
      * callback, or any callback of the worker while the plugin holds a
      * suspension handle of r that was not cancelled; any number of times
      * before the final head. MK_OK (sent); MK_DECLINED (the client cannot
-     * take one: HTTP/1.0, never sent a 1xx); MK_AGAIN (the connection could
+     * take one: HTTP/1.0, never sent a 1xx, whatever the time); MK_AGAIN (the connection could
      * take nothing now: not sent, the response unharmed); MK_ERR (a bad
      * status or field, the final head went out or was set going, the
      * stream is gone). The server's own 100 Continue stays its own.
