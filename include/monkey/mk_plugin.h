@@ -141,7 +141,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 14
+#define MK_PLUGIN_ABI_MINOR 15
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -1170,7 +1170,30 @@ struct mk_api {
      * The idle timeout still counts. On the connection's worker.
      */
     void (*takeover_hold)(struct mk_takeover *t, int hold);
+
+    /* ---- added in ABI 3.15 (check with MK_API_HAS) ---- */
+
+    /*
+     * An interim response before r's final one (RFC 9110 section 15.2):
+     * `status` 100 to 199 but 101 (103 Early Hints: `Link` fields), with
+     * `fields` as "Name: value\r\n" lines (NULL: none; names tokens,
+     * values without CR, LF or NUL, at most MK_INTERIM_MAX bytes), sent at
+     * once: over HTTP/1.1 a status line, the fields and the empty line
+     * (what the socket does not take goes before the final head), over
+     * HTTP/2 a HEADERS frame without END_STREAM. From a hook, a body
+     * callback, or any callback of the worker while the plugin holds a
+     * suspension handle of r that was not cancelled; any number of times
+     * before the final head. MK_OK (sent); MK_DECLINED (the client cannot
+     * take one: HTTP/1.0, never sent a 1xx, whatever the time); MK_AGAIN (the connection could
+     * take nothing now: not sent, the response unharmed); MK_ERR (a bad
+     * status or field, the final head went out or was set going, the
+     * stream is gone). The server's own 100 Continue stays its own.
+     */
+    int (*interim)(struct mk_request *r, int status, const char *fields);
 };
+
+/* The most bytes of fields one api->interim() call may carry. */
+#define MK_INTERIM_MAX 8192
 
 /* The longest line of api->error_log(), without the newline. */
 #define MK_ERROR_LOG_LINE 1024

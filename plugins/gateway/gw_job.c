@@ -221,6 +221,16 @@ void mk_gw_job_worker_exit(const struct mk_gw_backend *be)
 
 /* ---- the response ---------------------------------------------------------- */
 
+int mk_gw_job_interim(struct mk_gw_job *j, int status, const char *fields)
+{
+    /* HEAD: the handle is held and not cancelled (a cancel moves the state on) */
+    struct mk_request *r = j->state == MK_GW_BODY ? j->r : j->state == MK_GW_HEAD ? j->held : NULL;
+    if (!r || !MK_API_HAS(j->api, interim)) {
+        return MK_DECLINED;
+    }
+    return j->api->interim(r, status, fields);
+}
+
 static void gw_job_proceed(struct mk_request *r, void *arg);
 
 /*
@@ -275,7 +285,9 @@ static void gw_job_finish(struct mk_gw_job *j)
 {
     mk_gw_note_upstream(j->api, j->r, j->start_ms);
     mk_gw_log_flush(j->api, &j->log, j->r);
-    j->api->stream_end(j->r, NULL);
+    if (!j->trailers || j->api->stream_end(j->r, j->trailers) != MK_OK) {
+        j->api->stream_end(j->r, NULL); /* trailers the server refuses: the end alone */
+    }
     j->r = NULL;
     mk_gw_job_over(j, true);
 }
@@ -350,8 +362,9 @@ static int gw_job_respond(struct mk_gw_job *j, struct mk_request *r)
         return rc;
     }
     size_t rest = j->head_len - j->h.head_len;
-    if (j->ended && (j->length_is == MK_GW_LENGTH_CAME ||
-                     (j->length_is == MK_GW_LENGTH_KNOWN && rest == j->length))) {
+    if (j->ended && !j->trailers &&
+        (j->length_is == MK_GW_LENGTH_CAME ||
+         (j->length_is == MK_GW_LENGTH_KNOWN && rest == j->length))) {
         /* The whole answer is in (it ended with the head, as most pages
            do): a body of known length, sent with the head in one write,
            keep-alive even for HTTP/1.0. The head buffer becomes the body. */
@@ -380,6 +393,13 @@ static int gw_job_respond(struct mk_gw_job *j, struct mk_request *r)
     }
     free(j->head);
     j->head = NULL;
+    if (j->ended && j->trailers) {
+        /* it came whole, but streams for its trailers: its end now, or at proceed */
+        if (!j->paused && j->spill_len == 0) {
+            gw_job_finish(j);
+        }
+        return MK_OK;
+    }
     j->be->want(j);
     return MK_OK;
 }
@@ -604,6 +624,7 @@ static int gw_job_body_end(struct mk_gw_job *j, struct mk_request *r)
         return 500;
     }
     j->state = MK_GW_HEAD;
+    j->held = r;
     j->r = NULL;
     return MK_SUSPENDED;
 }

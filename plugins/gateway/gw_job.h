@@ -199,6 +199,7 @@ struct mk_gw_job {
     enum mk_gw_state state;
     struct mk_request *r;        /* while the body or the response streams */
     struct mk_suspended *susp;   /* while suspended (QUEUED, HEAD) */
+    struct mk_request *held;     /* the request while it waits for the head (HEAD) */
     struct mk_loop_timer *timer; /* the queue's, then the backend's Timeout */
     uint64_t timeout_ms;         /* the backend's: set by it before mk_gw_job_start */
     uint64_t queue_ms;           /* the wait for acquire(): set by it before mk_gw_job_start */
@@ -223,7 +224,12 @@ struct mk_gw_job {
     /* Set by the backend before its head is complete (MK_GW_LENGTH_CAME when not). */
     enum mk_gw_length length_is;
     uint64_t length; /* MK_GW_LENGTH_KNOWN */
-    bool orphan;     /* its worker exited while its continuation was pending */
+    /* Set by the backend before mk_gw_job_end: the answer's trailer fields,
+       "Name: value\r\n" lines (NUL-terminated, the backend's memory until
+       release), sent with the body's end (api->stream_end: HTTP/1.1 chunked,
+       HTTP/2); the answer then streams even when it came whole. NULL: none. */
+    const char *trailers;
+    bool orphan; /* its worker exited while its continuation was pending */
     /* inside stream_write(): proceed() calls are noted, not acted on */
     bool in_write, drained, gone;
     struct mk_gw_script script; /* the script the request runs (its CONTENT_LENGTH once spooled) */
@@ -267,6 +273,14 @@ void mk_gw_job_body_drained(struct mk_gw_job *j);
 char *mk_gw_job_head_room(struct mk_gw_job *j, size_t *room);
 void mk_gw_job_head_more(struct mk_gw_job *j, size_t n);
 void mk_gw_job_head_data(struct mk_gw_job *j, const void *data, size_t len);
+
+/*
+ * An interim answer of the backend (103 Early Hints: api->interim, with
+ * `fields` as "Name: value\r\n" lines) while the body streams or the
+ * request waits for the head: what api->interim returns; MK_DECLINED when
+ * the server has no such call, or the request is past that point.
+ */
+int mk_gw_job_interim(struct mk_gw_job *j, int status, const char *fields);
 
 /*
  * Response bytes once the response streams: to the client's queue, or to

@@ -279,6 +279,7 @@ static void px_stats(mk_stats_emit_cb emit, void *arg)
     emit(arg, "tunnels_open", atomic_load_explicit(&self->tunnels_open, memory_order_relaxed));
     emit(arg, "queue_timeouts",
          atomic_load_explicit(&self->gw.queue_timeouts, memory_order_relaxed));
+    emit(arg, "early_hints", atomic_load_explicit(&self->early_hints, memory_order_relaxed));
     unsigned n = atomic_load(&self->n_servers);
     uint64_t now = px_api->now_ms();
     for (unsigned i = 0; i < n; i++) {
@@ -303,6 +304,10 @@ static void px_stats(mk_stats_emit_cb emit, void *arg)
         emit(arg, name, atomic_load_explicit(&s->reuses, memory_order_relaxed));
         snprintf(name, sizeof(name), "server%u_retries", i);
         emit(arg, name, atomic_load_explicit(&s->retries, memory_order_relaxed));
+        snprintf(name, sizeof(name), "server%u_ttfb_ms", i);
+        emit(arg, name, atomic_load_explicit(&s->ttfb_ms, memory_order_relaxed));
+        snprintf(name, sizeof(name), "server%u_ttfb_count", i);
+        emit(arg, name, atomic_load_explicit(&s->ttfb_count, memory_order_relaxed));
         if (s->a.tls) {
             snprintf(name, sizeof(name), "server%u_tls_handshakes", i);
             emit(arg, name, atomic_load_explicit(&s->tls_handshakes, memory_order_relaxed));

@@ -181,6 +181,9 @@ struct px_server {
     atomic_bool hc_down; /* out after failed active checks (px_health.c) */
     atomic_uint_fast64_t checks, check_failures;
     atomic_uint_fast64_t retries; /* failed attempts on it after which the request went on */
+    /* the times from a request's first byte sent to its answer's first byte (ms), summed,
+       and the answers they count */
+    atomic_uint_fast64_t ttfb_ms, ttfb_count;
     /* workers with requests waiting for room on it (max=) */
     atomic_uint_fast64_t waiting[PX_WORKER_WORDS];
 };
@@ -204,6 +207,7 @@ struct px_self {
     atomic_uint_fast64_t queue_full;   /* 503: every server at its max, the worker's Queue full */
     atomic_uint_fast64_t tunnels;      /* tunnels opened (an upstream's 101 taken over) */
     atomic_uint_fast64_t tunnels_open; /* tunnels now */
+    atomic_uint_fast64_t early_hints;  /* 103s passed on to clients */
     struct mk_gw_stats gw;
     /* active health checks: one thread per server process */
     struct px_hc hc[PX_SERVERS_MAX];

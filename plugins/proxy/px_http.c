@@ -206,6 +206,67 @@ bool px_hop_by_hop(const char *name, size_t len)
     }
 }
 
+/* Fields a trailer section may not carry on (RFC 9110 section 6.5.1), hop-by-hop ones aside. */
+static bool px_trailer_banned(const char *name, size_t len)
+{
+    static const char *const banned[] = {
+        "content-length", "content-type",  "content-encoding", "content-range", "host",
+        "set-cookie",     "authorization", "www-authenticate", "cache-control", "expires",
+        "date",           "location",      "retry-after",      "vary",          "age",
+        "server",         "status",        "expect",           "range",         NULL};
+    struct px_slice s = {name, len};
+    for (int i = 0; banned[i]; i++) {
+        if (px_eq(&s, banned[i])) {
+            return true;
+        }
+    }
+    return px_hop_by_hop(name, len);
+}
+
+size_t px_trailers_filter(const char *in, size_t len, char *out, size_t cap)
+{
+    size_t o = 0;
+    const char *end = in + len;
+
+    while (in < end) {
+        const char *eol = memchr(in, '\n', (size_t) (end - in));
+        const char *line_end = eol ? eol : end;
+        const char *next = eol ? eol + 1 : end;
+        if (line_end > in && line_end[-1] == '\r') {
+            line_end--;
+        }
+        size_t n = 0;
+        while (in + n < line_end && px_tchar((unsigned char) in[n])) {
+            n++;
+        }
+        if (n == 0 || in + n == line_end || in[n] != ':' || px_trailer_banned(in, n)) {
+            in = next; /* not a field, or one that may not come after the body */
+            continue;
+        }
+        const char *v = in + n + 1, *vend = line_end;
+        while (v < vend && (*v == ' ' || *v == '\t')) {
+            v++;
+        }
+        while (vend > v && (vend[-1] == ' ' || vend[-1] == '\t')) {
+            vend--;
+        }
+        size_t need = n + 2 + (size_t) (vend - v) + 2;
+        if (cap - o < need + 1) {
+            break;
+        }
+        memcpy(out + o, in, n);
+        memcpy(out + o + n, ": ", 2);
+        memcpy(out + o + n + 2, v, (size_t) (vend - v));
+        memcpy(out + o + need - 2, "\r\n", 2);
+        o += need;
+        in = next;
+    }
+    if (cap > 0) {
+        out[o] = '\0';
+    }
+    return o;
+}
+
 /* The framing and the connection's fate, from the fields. MK_OK or MK_ERR. */
 static int px_framing(struct px_resp *r, bool head_request)
 {
@@ -325,6 +386,20 @@ static long px_chunk_bad(const char **why, const char *what)
     return -1;
 }
 
+/* Keep n trailer bytes when the caller asked for them (c->keep). */
+static void px_chunk_keep(struct px_chunked *c, const char *p, size_t n)
+{
+    if (!c->keep || c->keep_over) {
+        return;
+    }
+    if (c->keep_cap - c->keep_len < n) {
+        c->keep_over = true;
+        return;
+    }
+    memcpy(c->keep + c->keep_len, p, n);
+    c->keep_len += n;
+}
+
 long px_chunked_step(struct px_chunked *c, const char *in, size_t len, const char **data,
                      size_t *dlen, const char **why)
 {
@@ -431,18 +506,20 @@ long px_chunked_step(struct px_chunked *c, const char *in, size_t len, const cha
             else {
                 c->state = CH_TRAILER_IN;
                 c->trailer++;
+                px_chunk_keep(c, &ch, 1);
             }
             i++;
             break;
         case CH_TRAILER_IN:
-            if (ch == '\r') {
-                c->state = CH_TRAILER_LF;
-            }
-            else if (ch == '\n') {
-                c->state = CH_TRAILER;
+            if (ch == '\r' || ch == '\n') {
+                c->state = ch == '\r' ? CH_TRAILER_LF : CH_TRAILER;
+                px_chunk_keep(c, "\r\n", 2);
             }
             else if (((unsigned char) ch < 0x20 && ch != '\t') || ++c->trailer > PX_TRAILER_MAX) {
                 return px_chunk_bad(why, "a bad trailer section");
+            }
+            else {
+                px_chunk_keep(c, &ch, 1);
             }
             i++;
             break;

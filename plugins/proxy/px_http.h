@@ -23,8 +23,10 @@
 #define PX_HEAD_MAX 16384
 /* Fields one head may have. */
 #define PX_FIELDS_MAX 64
-/* Trailer bytes (after the last chunk) accepted, then dropped. */
+/* Trailer bytes (after the last chunk) accepted, line ends aside. */
 #define PX_TRAILER_MAX 8192
+/* Room that keeps any trailer section accepted (its lines, each ended with CRLF). */
+#define PX_TRAILER_KEEP (3 * PX_TRAILER_MAX)
 
 struct px_slice {
     const char *p;
@@ -85,6 +87,13 @@ struct px_chunked {
     unsigned digits;
     size_t trailer;
     bool done; /* the last chunk and the trailer section are in */
+    /* Set by the caller to keep the trailer section: its lines as they came
+       (none of the empty one), each ended with CRLF, in keep[0..keep_len);
+       what does not fit in keep_cap sets keep_over (the section is then
+       not to be used). NULL: dropped. */
+    char *keep;
+    size_t keep_cap, keep_len;
+    bool keep_over;
 };
 
 /*
@@ -95,6 +104,18 @@ struct px_chunked {
  */
 long px_chunked_step(struct px_chunked *c, const char *in, size_t len, const char **data,
                      size_t *dlen, const char **why);
+/*
+ * The trailer lines a px_chunked kept (in[0..len): "Name: value" lines,
+ * each ended with CRLF) that may go on, as "Name: value\r\n" lines into
+ * out (cap bytes, NUL-terminated): a line whose name is not a token
+ * followed by a colon is dropped, and so are the hop-by-hop fields and
+ * those a trailer may not carry (RFC 9110 section 6.5.1: Content-Length,
+ * Content-Type, Content-Encoding, Host, Set-Cookie, Cache-Control, Date,
+ * Location and the like); values trimmed; the lines that fit. The bytes
+ * written (0: none).
+ */
+size_t px_trailers_filter(const char *in, size_t len, char *out, size_t cap);
+
 /* Give back the last n bytes of the run the last step returned (not taken). */
 void px_chunked_unread(struct px_chunked *c, size_t n);
 

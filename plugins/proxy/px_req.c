@@ -145,6 +145,14 @@ struct px_req {
     struct px_chunked ch;
     uint64_t left; /* PX_BODY_LENGTH: bytes to come */
     size_t rlen;
+    /* the time to first byte: from the attempt's first byte sent (sent_ms) to the
+       answer's first byte (got_any: it came, its time counted) */
+    uint64_t sent_ms;
+    bool got_any;
+    /* the client takes trailers (HTTP/2, or HTTP/1.1 with TE: trailers): a chunked
+       answer's trailer section is kept (tkeep) and passed on (tout) */
+    bool trailers_ok;
+    char *tkeep, *tout;
     /* not zeroed by mk_gw_job_new (px_backend.cleared): px_resp_parse fills resp
        (2 KiB) before anything reads it, and rbuf is read up to rlen */
     struct px_resp resp;
@@ -847,8 +855,11 @@ static int px_flush(struct px_req *q)
         if (k < 0) {
             return errno == EAGAIN || errno == EINTR ? MK_OK : MK_ERR;
         }
-        q->sent_any = true;
         q->j.last_io_ms = px_api->now_ms();
+        if (!q->sent_any) {
+            q->sent_ms = q->j.last_io_ms;
+        }
+        q->sent_any = true;
         if (q->hdr_off < q->hdr_len) {
             q->hdr_off += (size_t) k;
         }
@@ -869,6 +880,11 @@ static void px_finish(struct px_req *q)
     px_server_ok(px_srv(q->c->slot));
     px_drop_conn(q, keep);
     px_let_go(q);
+    if (q->tkeep && q->ch.done && !q->ch.keep_over && q->ch.keep_len > 0 &&
+        (q->tout = malloc(PX_TRAILER_KEEP + 1)) &&
+        px_trailers_filter(q->tkeep, q->ch.keep_len, q->tout, PX_TRAILER_KEEP + 1) > 0) {
+        q->j.trailers = q->tout;
+    }
     mk_gw_job_end(&q->j); /* may free q */
 }
 
@@ -1199,6 +1215,43 @@ static int px_switch(struct px_req *q)
     return 1;
 }
 
+/*
+ * The upstream's 103 in q->resp: its Link fields to the client as a 103 of
+ * its own before the answer (HTTP/1.1 and HTTP/2; an HTTP/1.0 client gets
+ * none), unless a ResponseHeader line sets or removes Link. Best effort:
+ * a hint the client cannot take now is dropped, the answer unharmed.
+ */
+static void px_early_hints(struct px_req *q)
+{
+    const struct px_fields_conf *fc = &q->site->sc->fields;
+    char lines[MK_INTERIM_MAX + 1];
+    size_t len = 0;
+
+    if (px_op_of(fc->resp, fc->n_resp, "Link", 4)) {
+        return;
+    }
+    for (unsigned i = 0; i < q->resp.n_fields; i++) {
+        const struct px_field *f = &q->resp.fields[i];
+        if (!px_named(f->name.p, f->name.len, "link") || f->value.len == 0) {
+            continue;
+        }
+        if (len + 6 + f->value.len + 2 > MK_INTERIM_MAX) {
+            break; /* the hints that fit */
+        }
+        memcpy(lines + len, "Link: ", 6);
+        memcpy(lines + len + 6, f->value.p, f->value.len);
+        memcpy(lines + len + 6 + f->value.len, "\r\n", 2);
+        len += 6 + f->value.len + 2;
+    }
+    if (len == 0) {
+        return;
+    }
+    lines[len] = '\0';
+    if (mk_gw_job_interim(&q->j, 103, lines) == MK_OK) {
+        atomic_fetch_add_explicit(&q->self->early_hints, 1, memory_order_relaxed);
+    }
+}
+
 /* Parse the head in rbuf: 1 in, 0 not complete yet, -1 failed (q is not to be touched). */
 static int px_head(struct px_req *q)
 {
@@ -1217,7 +1270,11 @@ static int px_head(struct px_req *q)
         }
         size_t hl = q->resp.head_len;
         if (q->resp.status < 200) {
-            /* 100 Continue, 103 Early Hints: interim, not passed on */
+            /* 103 Early Hints: its Link fields passed on; 100 Continue (the
+               server answers the client's itself) and the others dropped */
+            if (q->resp.status == 103) {
+                px_early_hints(q);
+            }
             memmove(q->rbuf, q->rbuf + hl, q->rlen - hl);
             q->rlen -= hl;
             continue;
@@ -1228,6 +1285,11 @@ static int px_head(struct px_req *q)
         /* the fields' slices pointed into rbuf: only the framing is used from here */
         q->head_in = true;
         q->left = q->resp.length;
+        if (q->trailers_ok && q->resp.framing == PX_BODY_CHUNKED &&
+            (q->tkeep = malloc(PX_TRAILER_KEEP))) {
+            q->ch.keep = q->tkeep; /* no memory: the trailers are dropped */
+            q->ch.keep_cap = PX_TRAILER_KEEP;
+        }
         memmove(q->rbuf, q->rbuf + hl, q->rlen - hl);
         q->rlen -= hl;
         q->resp.n_fields = 0;
@@ -1266,6 +1328,13 @@ static bool px_read(struct px_req *q)
     }
     q->rlen += (size_t) n;
     q->j.last_io_ms = px_api->now_ms();
+    if (!q->got_any && q->sent_any) {
+        /* the answer's first byte (an interim 1xx's included): its server's time to it */
+        struct px_server *s = px_srv(q->c->slot);
+        q->got_any = true;
+        atomic_fetch_add_explicit(&s->ttfb_ms, q->j.last_io_ms - q->sent_ms, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->ttfb_count, 1, memory_order_relaxed);
+    }
     if (!q->head_in) {
         int h = px_head(q);
         if (h < 0) {
@@ -1756,6 +1825,35 @@ static void px_forward_fields(struct px_buf *b, struct mk_request *r,
     }
 }
 
+/* Whether the client's TE fields name `trailers` (a member of the list, any case, any q). */
+static bool px_te_trailers(struct mk_request *r)
+{
+    unsigned n = px_api->header_count(r);
+    for (unsigned i = 0; i < n; i++) {
+        const char *hn, *hv;
+        size_t hnl, hvl;
+        if (px_api->header_at(r, i, &hn, &hnl, &hv, &hvl) != MK_OK || !px_named(hn, hnl, "te")) {
+            continue;
+        }
+        for (size_t k = 0; k < hvl;) {
+            while (k < hvl && (hv[k] == ' ' || hv[k] == '\t' || hv[k] == ',')) {
+                k++;
+            }
+            size_t s = k;
+            while (k < hvl && hv[k] != ',' && hv[k] != ';' && hv[k] != ' ' && hv[k] != '\t') {
+                k++;
+            }
+            if (px_named(hv + s, k - s, "trailers")) {
+                return true;
+            }
+            while (k < hvl && hv[k] != ',') {
+                k++;
+            }
+        }
+    }
+    return false;
+}
+
 /* Redirect default's TO: scheme://host and the route's prefix ("/" for Match), or NULL. */
 static char *px_default_to(const struct px_req *q, const char *host, size_t hlen, bool tls)
 {
@@ -1892,6 +1990,11 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
             return 400;
         }
         px_puts(&b, "\r\nConnection: upgrade\r\n");
+    }
+    int version = px_api->version(r);
+    q->trailers_ok = version == 20 || (version == 11 && px_te_trailers(r));
+    if (q->trailers_ok) {
+        px_puts(&b, "TE: trailers\r\n"); /* the answer's trailers go on to the client */
     }
     bool tls = MK_API_HAS(px_api, conn_transport_var) &&
                px_api->conn_transport_var(px_api->conn(r), "protocol", &len) != NULL;
@@ -2084,7 +2187,9 @@ static void px_release(struct mk_gw_job *j)
     free(q->w);
     free(q->dto);
     free(q->up_proto);
-    q->hdr = q->w = q->dto = q->up_proto = NULL;
+    free(q->tkeep);
+    free(q->tout);
+    q->hdr = q->w = q->dto = q->up_proto = q->tkeep = q->tout = NULL;
 }
 
 static const struct mk_gw_backend px_backend = {

@@ -525,6 +525,10 @@ const char *mk_http_reason(int status)
         return "Continue";
     case 101:
         return "Switching Protocols";
+    case 102:
+        return "Processing";
+    case 103:
+        return "Early Hints";
     case 200:
         return "OK";
     case 201:

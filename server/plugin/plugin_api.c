@@ -859,4 +859,5 @@ const struct mk_api mk_plugin_api = {
     .request_protocol = mk_api_request_protocol,
     .stream_length = mk_response_stream_length,
     .takeover_hold = mk_takeover_hold,
+    .interim = mk_response_interim,
 };

@@ -1037,4 +1037,5 @@ const struct mk_proto mk_proto_h1 = {
     .abort = mk_h1_abort,
     .wake = mk_h1_wake,
     .takeover = mk_h1_takeover,
+    .interim = mk_h1_interim,
 };

@@ -34,5 +34,7 @@ int mk_h1_start(struct mk_request *r);
 int mk_h1_write(struct mk_request *r);
 /* Write "100 Continue" in one attempt: MK_OK, or MK_ERR (not all of it went). */
 int mk_h1_send_continue(struct mk_conn *c);
+/* proto.h's interim for HTTP/1 (h1_out.c). */
+int mk_h1_interim(struct mk_request *r, int status, const char *fields, size_t len);
 
 #endif

@@ -68,6 +68,57 @@ int mk_h1_send_continue(struct mk_conn *c)
     return n == (ssize_t) (sizeof(msg) - 1) ? MK_OK : MK_ERR;
 }
 
+/*
+ * An interim answer (api->interim) before r's head: the status line, the
+ * fields and the empty line, written at once. What the socket does not
+ * take of it is kept (r->interim_rest) and goes first in the head's
+ * buffer: a partial line is never followed by anything else.
+ */
+int mk_h1_interim(struct mk_request *r, int status, const char *fields, size_t len)
+{
+    struct mk_conn *c = r->conn;
+    char line[48];
+
+    if (r->head.version < 11) {
+        return MK_DECLINED; /* RFC 9110 section 15.2: never to an HTTP/1.0 client */
+    }
+    if (c->h1.req != r || c->h1.out || r->head_bytes) {
+        return MK_ERR;
+    }
+    int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", status, mk_http_reason(status));
+    if (n <= 0 || (size_t) n >= sizeof(line)) {
+        return MK_ERR;
+    }
+    size_t total = (size_t) n + len + 2;
+    char *msg = mk_arena_alloc(&r->arena, r->interim_rest_len + total);
+    if (!msg) {
+        return MK_ERR;
+    }
+    if (r->interim_rest_len) {
+        memcpy(msg, r->interim_rest, r->interim_rest_len);
+    }
+    memcpy(msg + r->interim_rest_len, line, (size_t) n);
+    memcpy(msg + r->interim_rest_len + (size_t) n, fields, len);
+    memcpy(msg + r->interim_rest_len + (size_t) n + len, "\r\n", 2);
+    total += r->interim_rest_len;
+    if (r->interim_rest_len) {
+        /* the rest of one before waits: this one after it, with the head */
+        r->interim_rest = msg;
+        r->interim_rest_len = total;
+        return MK_OK;
+    }
+    struct iovec iov = {msg, total};
+    ssize_t k = mk_conn_writev(c, &iov, 1, 0);
+    if (k <= 0) {
+        return MK_AGAIN; /* nothing went: a hint lost, the stream intact */
+    }
+    if ((size_t) k < total) {
+        r->interim_rest = msg + k;
+        r->interim_rest_len = total - (size_t) k;
+    }
+    return MK_OK;
+}
+
 /* ---- the head ------------------------------------------------------------ */
 
 static inline char *mk_put(char *p, const char *s, size_t n)
@@ -86,7 +137,7 @@ static size_t mk_h1_head_size(const struct mk_request *r)
            r->content_type_len /* Content-Type */
            + 40                /* Content-Length */
            + r->extra_len + 32 /* Connection */
-           + 2;
+           + 2 + r->interim_rest_len;
 }
 
 /* Build the head into the connection's output buffer. MK_ERR: no memory. */
@@ -111,6 +162,10 @@ static int mk_h1_build_head(struct mk_request *r)
         return MK_ERR;
     }
     p = h->out;
+    if (r->interim_rest_len) {
+        p = mk_put(p, r->interim_rest, r->interim_rest_len);
+        r->interim_rest_len = 0;
+    }
 
     if (r->status == 200) {
         p = MK_PUT_LIT(p, "HTTP/1.1 200 OK\r\n");

@@ -1029,4 +1029,5 @@ const struct mk_proto mk_proto_h2 = {
     .abort = mk_h2_abort,
     .wake = mk_h2_wake,
     .takeover = mk_h2_takeover,
+    .interim = mk_h2_interim,
 };

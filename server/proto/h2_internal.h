@@ -276,6 +276,8 @@ int mk_h2_stream_close_cb(nghttp2_session *ng, int32_t id, uint32_t error, void 
 
 /* proto->respond: r's response as HEADERS (and DATA), submitted, then written. */
 void mk_h2_respond(struct mk_request *r, bool error);
+/* proto.h's interim for HTTP/2: a 1xx HEADERS frame on r's stream. */
+int mk_h2_interim(struct mk_request *r, int status, const char *fields, size_t len);
 /* A streamed body's trailers (its last piece p) submitted on stream s. */
 void mk_h2_submit_trailers(struct mk_conn *c, struct mk_h2_stream *s, struct mk_piece *p);
 

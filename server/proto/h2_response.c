@@ -221,6 +221,43 @@ void mk_h2_respond(struct mk_request *r, bool error)
     mk_h2_flush(c);
 }
 
+/*
+ * An interim answer (api->interim) on r's stream: a HEADERS frame with its
+ * 1xx :status and the fields, without END_STREAM, before the response's
+ * own. nghttp2 copies the pairs; the names are lower-cased in a copy of
+ * the lines, in r's arena.
+ */
+int mk_h2_interim(struct mk_request *r, int status, const char *fields, size_t len)
+{
+    struct mk_h2_stream *s = r->proto_data;
+    struct mk_conn *c = r->conn;
+    nghttp2_nv nv[33];
+    size_t n = 0;
+    char code[4];
+
+    if (!s || s->closed || s->responding) {
+        return MK_ERR;
+    }
+    char *lines = len ? mk_arena_alloc(&r->arena, len) : NULL;
+    if (len && !lines) {
+        return MK_ERR;
+    }
+    if (len) {
+        memcpy(lines, fields, len);
+    }
+    code[0] = (char) ('0' + status / 100);
+    code[1] = (char) ('0' + status / 10 % 10);
+    code[2] = (char) ('0' + status % 10);
+    code[3] = '\0';
+    nv[n++] = (nghttp2_nv){(uint8_t *) ":status", (uint8_t *) code, 7, 3, NGHTTP2_NV_FLAG_NONE};
+    mk_h2_lines_to_nv(lines, len, nv, 33, &n, NGHTTP2_NV_FLAG_NONE);
+    if (nghttp2_submit_headers(c->h2->ng, NGHTTP2_FLAG_NONE, s->id, NULL, nv, n, NULL) != 0) {
+        return MK_ERR;
+    }
+    mk_h2_flush(c);
+    return MK_OK;
+}
+
 /* The trailers of a streamed body (its last piece: "Name: value\r\n" lines) as a HEADERS frame. */
 void mk_h2_submit_trailers(struct mk_conn *c, struct mk_h2_stream *s, struct mk_piece *p)
 {

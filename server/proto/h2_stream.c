@@ -705,12 +705,19 @@ int mk_h2_frame_send_cb(nghttp2_session *ng, const nghttp2_frame *frame, void *u
         }
         return 0;
     }
-    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_RESPONSE) {
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.nvlen > 0 &&
+        frame->headers.nva[0].namelen == 7 &&
+        memcmp(frame->headers.nva[0].name, ":status", 7) == 0) {
         s = mk_h2_stream_find(c->h2, frame->hd.stream_id);
         if (s && s->r) {
-            /* the response head as it went out: HPACK-compressed, frame header included */
-            s->r->head_bytes = (uint32_t) (frame->hd.length + 9);
-            s->r->bytes_sent += s->r->head_bytes;
+            /* a head as it went out: HPACK-compressed, frame header included; an
+               interim one (1xx: api->interim, 100 Continue) counts in the bytes
+               sent, the final one is the response's head */
+            uint32_t len = (uint32_t) (frame->hd.length + 9);
+            if (frame->headers.nva[0].valuelen != 3 || frame->headers.nva[0].value[0] != '1') {
+                s->r->head_bytes = len;
+            }
+            s->r->bytes_sent += len;
         }
     }
     if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM) ||

@@ -20,6 +20,7 @@
 #define MK_SERVER_PROTO_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 struct mk_conn;
 struct mk_request;
@@ -78,6 +79,15 @@ struct mk_proto {
        that response is sent (then it calls mk_takeover_start), MK_ERR
        when not. NULL: never. */
     int (*takeover)(struct mk_request *r);
+    /*
+     * An interim answer (api->interim: a 1xx other than 101, its fields
+     * "Name: value\r\n" lines of `len` bytes, checked) before r's response
+     * head, written at once: MK_OK (sent, or the rest of it goes before the
+     * head), MK_DECLINED (the client cannot take one: HTTP/1.0), MK_AGAIN
+     * (nothing could be written now: not sent), MK_ERR (the response
+     * started, or the stream is gone). NULL: never sent (MK_DECLINED).
+     */
+    int (*interim)(struct mk_request *r, int status, const char *fields, size_t len);
 };
 
 /* The protocol named `name` (an ALPN name), or NULL when not spoken (proto.c). */

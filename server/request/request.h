@@ -189,6 +189,10 @@ struct mk_request {
        as such; stream_left of it is still to be queued */
     bool stream_sized;
     uint64_t stream_left;
+    /* api->interim(), HTTP/1: the bytes of an interim answer the socket did
+       not take, written before the response head (arena) */
+    char *interim_rest;
+    size_t interim_rest_len;
 
     struct mk_body_stream bs; /* the body streamed to its handler (body.c) */
     /* the plugins' context slots (api->ctx_set), one per loaded plugin, in
@@ -340,6 +344,8 @@ static inline bool mk_response_omit_body(struct mk_request *r)
 #define MK_STREAM_HIGH_WATER (64u * 1024u) /* queued body bytes per request */
 int mk_response_stream_start(struct mk_request *r, mk_proceed_cb proceed, void *arg);
 int mk_response_stream_length(struct mk_request *r, uint64_t len);
+/* api->interim (the contract is in mk_plugin.h). */
+int mk_response_interim(struct mk_request *r, int status, const char *fields);
 int mk_response_stream_write(struct mk_request *r, const void *data, size_t len);
 int mk_response_stream_end(struct mk_request *r, const char *trailers);
 void *mk_response_stream_buffer(struct mk_request *r, size_t len);

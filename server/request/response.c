@@ -32,6 +32,7 @@
 #endif
 #include "../config/conf.h"
 #include "../conn/conn.h"
+#include "../http/http_chars.h"
 #include "file_cache.h"
 #include "../proto/proto.h"
 #include "request.h"
@@ -348,6 +349,52 @@ int mk_response_stream_length(struct mk_request *r, uint64_t len)
     r->content_length = len;
     r->stream_left = len;
     return MK_OK;
+}
+
+/*
+ * Whether `fields` is what an interim answer may carry: "Name: value\r\n"
+ * lines, each name a token, each value without CR, LF or NUL, within
+ * MK_INTERIM_MAX bytes (*len set).
+ */
+static bool mk_response_interim_fields(const char *fields, size_t *len)
+{
+    const char *p = fields;
+    size_t n = strlen(fields);
+
+    if (n > MK_INTERIM_MAX) {
+        return false;
+    }
+    *len = n;
+    while (*p) {
+        const char *name = p;
+        while (mk_is_tchar((unsigned char) *p)) {
+            p++;
+        }
+        if (p == name || *p != ':') {
+            return false;
+        }
+        for (p++; *p && *p != '\r' && *p != '\n'; p++) {
+        }
+        if (p[0] != '\r' || p[1] != '\n') {
+            return false;
+        }
+        p += 2;
+    }
+    return true;
+}
+
+int mk_response_interim(struct mk_request *r, int status, const char *fields)
+{
+    size_t len = 0;
+
+    if (!r || status < 100 || status > 199 || status == 101 ||
+        (fields && !mk_response_interim_fields(fields, &len))) {
+        return MK_ERR;
+    }
+    if (!r->conn->proto->interim) {
+        return MK_DECLINED;
+    }
+    return r->conn->proto->interim(r, status, fields ? fields : "", len);
 }
 
 /*

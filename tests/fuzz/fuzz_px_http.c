@@ -19,7 +19,9 @@
  *  - the parser is stateless: the head parsed again from a longer buffer
  *    gives the same head;
  *  - the chunked decoder consumes within what it was given, returns data
- *    inside it, and decodes the same bytes whatever the step.
+ *    inside it, and decodes the same bytes whatever the step, its trailer
+ *    section kept whole too (lines ended with CRLF), and filtered into
+ *    CRLF-ended lines only.
  */
 #include <string.h>
 
@@ -35,8 +37,11 @@ static void check_slice(const struct px_slice *s, const char *buf, size_t len)
 /* Decode body[0..len) in steps of `step`: the data's length and a hash, or -1. */
 static long decode(const char *body, size_t len, size_t step, uint32_t *hash, int *done)
 {
+    static char keep[PX_TRAILER_KEEP], out[PX_TRAILER_KEEP + 1];
     struct px_chunked c = {0};
     size_t off = 0, avail = 0, total = 0;
+    c.keep = keep;
+    c.keep_cap = sizeof(keep);
     *hash = 2166136261u;
     while (!c.done) {
         if (avail == off) {
@@ -64,6 +69,22 @@ static long decode(const char *body, size_t len, size_t step, uint32_t *hash, in
         MK_FUZZ_CHECK(k > 0 || c.done || avail == off);
     }
     *done = c.done;
+    if (c.done) {
+        /* the section kept whole (it fits by construction), each line ended
+           with CRLF; what is filtered is "token: value\r\n" lines */
+        MK_FUZZ_CHECK(!c.keep_over && c.keep_len <= sizeof(keep));
+        MK_FUZZ_CHECK(c.keep_len == 0 || memcmp(keep + c.keep_len - 2, "\r\n", 2) == 0);
+        for (size_t i = 0; i < c.keep_len; i++) {
+            *hash = (*hash ^ (unsigned char) keep[i]) * 16777619u;
+        }
+        size_t n = px_trailers_filter(keep, c.keep_len, out, sizeof(out));
+        MK_FUZZ_CHECK(n < sizeof(out) && out[n] == '\0' && strlen(out) == n);
+        MK_FUZZ_CHECK(n == 0 || memcmp(out + n - 2, "\r\n", 2) == 0);
+        for (size_t i = 0; i < n; i++) {
+            MK_FUZZ_CHECK(out[i] != '\n' || (i > 0 && out[i - 1] == '\r'));
+            MK_FUZZ_CHECK(out[i] != '\r' || (i + 1 < n && out[i + 1] == '\n'));
+        }
+    }
     return (long) total;
 }
 

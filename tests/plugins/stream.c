@@ -13,7 +13,11 @@
  * contract on the way: a broken rule is logged ("stream: buffer contract")
  * and the body ends short. length=1 announces the body's length first
  * (api->stream_length, ABI 3.13), and checks at its end that a byte more
- * is refused ("stream: length contract" logged when it is not).
+ * is refused ("stream: length contract" logged when it is not). hints=1
+ * sends two 103 Early Hints first (api->interim, ABI 3.15), each with a
+ * Link field, after checking that a bad status or field is refused, and
+ * checks at the first proceed that one after the head is refused too
+ * ("stream: interim contract" logged when a rule is broken).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +32,7 @@ struct stream {
     unsigned long long total, left;
     size_t piece;
     unsigned seq;
-    int trailer, async, pending, gone, buffer, length;
+    int trailer, async, pending, gone, buffer, length, hints;
     char buf[];
 };
 
@@ -148,6 +152,13 @@ static void stream_proceed(struct mk_request *r, void *arg)
 {
     struct stream *s = arg;
 
+    if (r && s->hints == 1) {
+        s->hints = 2; /* the head is out: no interim answer now */
+        int late = api->version(r) == 10 ? MK_DECLINED : MK_ERR; /* 1.0: never any */
+        if (api->interim(r, 103, "Link: </late.css>\r\n") != late) {
+            api->log(MK_PLUGIN_LOG_ERROR, "stream: interim contract: one after the head");
+        }
+    }
     if (!r) {
         if (s->pending) {
             s->gone = 1; /* stream_later frees it */
@@ -191,10 +202,26 @@ static int stream_content(struct mk_request *r)
     s->async = (int) query_num(q, qlen, "async", 0);
     s->buffer = (int) query_num(q, qlen, "buffer", 0);
     s->length = (int) query_num(q, qlen, "length", 0);
+    s->hints = (int) query_num(q, qlen, "hints", 0) ? 1 : 0;
     if ((s->buffer && !MK_API_HAS(api, stream_buffer)) ||
-        (s->length && !MK_API_HAS(api, stream_length))) {
+        (s->length && !MK_API_HAS(api, stream_length)) || (s->hints && !MK_API_HAS(api, interim))) {
         free(s);
         return 501;
+    }
+    if (s->hints) {
+        static const char *const bad[] = {"Link x\r\n", "Bad Name: x\r\n", "Link: a\rb\r\n",
+                                          "Link: a\n",  "Link: a",         ": a\r\n"};
+        int ok = api->interim(r, 101, NULL) == MK_ERR && api->interim(r, 200, NULL) == MK_ERR &&
+                 api->interim(r, 99, NULL) == MK_ERR;
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+            ok &= api->interim(r, 103, bad[i]) == MK_ERR;
+        }
+        int rc = api->interim(r, 103, "Link: </a.css>; rel=preload\r\n");
+        int rc2 = api->interim(r, 103, "Link: </b.js>; rel=preload\r\nX-Hint: 2\r\n");
+        int want = api->version(r) == 10 ? MK_DECLINED : MK_OK;
+        if (!ok || rc != want || rc2 != want) {
+            api->log(MK_PLUGIN_LOG_ERROR, "stream: interim contract: ok %d, rc %d %d", ok, rc, rc2);
+        }
     }
     api->set_content_type(r, "application/octet-stream");
     if (api->stream_start(r, stream_proceed, s) != MK_OK) {

@@ -238,12 +238,58 @@ static void test_chunked_unread(void **state)
     assert_memory_equal(d, "cdef", 4);
 }
 
+/* The trailer section kept, split at every step, then filtered. */
+static void test_chunked_trailers_kept(void **state)
+{
+    const char *in = "3\r\nabc\r\n0\r\nX-Sum: 1\r\nContent-Length: 9\nBad Name: x\r\n"
+                     "Grpc-Status:0 \r\nnocolon\r\nSet-Cookie: a=b\r\nTE: x\r\n\r\nNEXT";
+    const char *kept = "X-Sum: 1\r\nContent-Length: 9\r\nBad Name: x\r\nGrpc-Status:0 \r\n"
+                       "nocolon\r\nSet-Cookie: a=b\r\nTE: x\r\n";
+    char keep[256], out[256];
+    (void) state;
+    for (size_t step = 1; step <= strlen(in); step++) {
+        struct px_chunked c = {0};
+        const char *d, *why;
+        size_t dl, off = 0;
+        c.keep = keep;
+        c.keep_cap = sizeof(keep);
+        while (!c.done) {
+            size_t n = strlen(in) - off < step ? strlen(in) - off : step;
+            long k = px_chunked_step(&c, in + off, n, &d, &dl, &why);
+            assert_true(k >= 0);
+            off += (size_t) k;
+        }
+        assert_int_equal(off, strlen(in) - 4);
+        assert_false(c.keep_over);
+        assert_int_equal(c.keep_len, strlen(kept));
+        assert_memory_equal(keep, kept, c.keep_len);
+        size_t n = px_trailers_filter(keep, c.keep_len, out, sizeof(out));
+        assert_string_equal(out, "X-Sum: 1\r\nGrpc-Status: 0\r\n");
+        assert_int_equal(n, strlen(out));
+    }
+    /* too little room: over, never past it */
+    struct px_chunked c = {0};
+    const char *d, *why;
+    size_t dl;
+    c.keep = keep;
+    c.keep_cap = 8;
+    for (size_t off = 0; !c.done;) {
+        long k = px_chunked_step(&c, in + off, strlen(in) - off, &d, &dl, &why);
+        assert_true(k > 0);
+        off += (size_t) k;
+    }
+    assert_true(c.keep_over && c.keep_len <= 8);
+    /* no room for a line in out: none, NUL-terminated */
+    assert_int_equal(px_trailers_filter("X-Sum: 1\r\n", 10, out, 6), 0);
+    assert_string_equal(out, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resp_table),     cmocka_unit_test(test_resp_head_length),
         cmocka_unit_test(test_resp_fields),    cmocka_unit_test(test_chunked),
-        cmocka_unit_test(test_chunked_unread),
+        cmocka_unit_test(test_chunked_unread), cmocka_unit_test(test_chunked_trailers_kept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

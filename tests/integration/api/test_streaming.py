@@ -189,3 +189,51 @@ def test_stream_to_slow_reader_keeps_memory_bounded(streamer):
     # there RSS measures the sanitizer, not the server: check the bytes only.
     if not SANITIZED:
         assert growth_kb < 16 * 1024
+
+
+HINT1 = b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
+HINT2 = b"HTTP/1.1 103 Early Hints\r\nLink: </b.js>; rel=preload\r\nX-Hint: 2\r\n\r\n"
+
+
+@pytest.mark.parametrize("version", ["HTTP/1.1", "HTTP/1.0"])
+def test_interim_answers_before_the_head(streamer, version):
+    # api->interim: bad statuses and fields refused, two 103s before the
+    # head over HTTP/1.1, none (MK_DECLINED) to HTTP/1.0, and MK_ERR once the
+    # head is out (the plugin checks each and logs "interim contract")
+    c = Conn(streamer.port)
+    c.send(f"GET /stream?bytes=5&hints=1 {version}\r\nHost: localhost\r\n"
+           f"Connection: close\r\n\r\n".encode())
+    data = b""
+    while True:
+        got = c.sock.recv(65536)
+        if not got:
+            break
+        data += got
+    c.close()
+    if version == "HTTP/1.1":
+        assert data.startswith(HINT1 + HINT2 + b"HTTP/1.1 200 OK\r\n"), data
+    else:
+        assert data.startswith(b"HTTP/1.1 200 OK\r\n") and b" 103 " not in data, data
+    assert data.endswith(b"aaaaa" if version == "HTTP/1.0" else b"5\r\naaaaa\r\n0\r\n\r\n")
+    assert "interim contract" not in streamer.stderr_text()
+
+
+def test_interim_answers_over_http2(make_server):
+    from h2util import H2_MARKS, H2Client, h2c_server
+    for mark in H2_MARKS:
+        if mark.args[0]:
+            pytest.skip(mark.kwargs["reason"])
+    srv = h2c_server(make_server)
+    srv.plugins = [str(STREAM_SO)]
+    srv.start()
+    h = H2Client(srv.port)
+    sids = [h.request("/stream?bytes=5&hints=1") for _ in range(3)]
+    h.wait(sids)
+    for sid in sids:
+        st = h.streams[sid]
+        assert st["informational"] == [{":status": "103", "link": "</a.css>; rel=preload"},
+                                       {":status": "103", "link": "</b.js>; rel=preload",
+                                        "x-hint": "2"}]
+        assert st["headers"][":status"] == "200" and st["data"] == b"aaaaa"
+    h.close()
+    assert "interim contract" not in srv.stderr_text()

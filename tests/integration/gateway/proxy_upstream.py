@@ -10,6 +10,10 @@ fields in order, body, and the server's NAME and connection number),
 /chunked?n=N (N pieces, chunked), /big?n=BYTES (Content-Length, streamed),
 /status/CODE (that status, no body for 204 and 304), /hop (hop-by-hop
 fields in the response), /continue (a 100 and a 103 before the answer),
+/hints?s=SECONDS (a 103 with two Link fields, the answer that long after),
+/trailers?s=SECONDS (chunked, the TE received as its body, its trailer
+fields that long after), /sink (the body read as it comes and dropped:
+"BYTES CRC32" of it),
 /extra (a second answer after the first), /bad (Content-Length and
 Transfer-Encoding), /sleep?s=SECONDS (the echo after that long), /stats
 (connections accepted, requests served, requests being answered now and
@@ -36,6 +40,7 @@ import sys
 import threading
 import time
 import urllib.parse
+import zlib
 
 PORT = int(sys.argv[1])
 NAME = sys.argv[2]
@@ -106,7 +111,9 @@ def read_request(rd):
         fields.append([k, v.strip()])
     low = {k.lower(): v for k, v in fields}
     body = b""
-    if "transfer-encoding" in low:
+    if target.startswith("/sink"):
+        body = sink(rd, low)
+    elif "transfer-encoding" in low:
         while True:
             size = int(rd.line().split(b";")[0], 16)
             if size == 0:
@@ -118,6 +125,33 @@ def read_request(rd):
     elif "content-length" in low:
         body = rd.exact(int(low["content-length"]))
     return method, target, version, fields, body
+
+
+def sink(rd, low):
+    """A body read and dropped as it comes (/sink): b"BYTES CRC32"."""
+    n, crc = 0, 0
+    if "transfer-encoding" in low:
+        while True:
+            size = int(rd.line().split(b";")[0], 16)
+            if size == 0:
+                while rd.line():
+                    pass
+                break
+            left = size
+            while left:
+                if not rd.buf:
+                    rd._more()
+                piece, rd.buf = rd.buf[:left], rd.buf[left:]
+                n, crc, left = n + len(piece), zlib.crc32(piece, crc), left - len(piece)
+            rd.line()
+    else:
+        left = int(low.get("content-length", "0"))
+        while left:
+            if not rd.buf:
+                rd._more()
+            piece, rd.buf = rd.buf[:left], rd.buf[left:]
+            n, crc, left = n + len(piece), zlib.crc32(piece, crc), left - len(piece)
+    return b"%d %08x" % (n, crc)
 
 
 def send_all(sock, data):
@@ -185,6 +219,28 @@ def answer(sock, conn_no, req, head):
     elif path == "/continue":
         send_all(sock, b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n"
                        b"Link: </a.css>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndone")
+    elif path == "/hints":
+        # 103 with two Link fields (and a field that is not one), then the answer s later
+        send_all(sock, b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=style\r\n"
+                       b"X-Not-A-Hint: x\r\nLink: </app.js>; rel=preload; as=script\r\n\r\n")
+        time.sleep(float(q.get("s", "0")))
+        send_all(sock, b"HTTP/1.1 200 OK\r\nLink: </style.css>; rel=preload\r\n"
+                       b"Content-Length: 4\r\n\r\nbody")
+    elif path == "/sink":
+        send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    elif path == "/trailers":
+        # chunked with trailer fields, good and banned; the body says what TE came
+        te = {k.lower(): v for k, v in fields}.get("te", "")
+        piece = b"te=" + te.encode()
+        first = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum\r\n\r\n"
+                 b"%x\r\n%s\r\n" % (len(piece), piece))
+        last = (b"0\r\nX-Checksum: abc\r\nContent-Length: 99\r\nSet-Cookie: a=b\r\n"
+                b"Grpc-Status:0 \r\n\r\n")
+        if float(q.get("s", "0")) > 0:
+            send_all(sock, first)
+            time.sleep(float(q["s"]))
+            first = b""
+        send_all(sock, first + last)  # s=0: all of it in one write
     elif path == "/extra":
         # a second answer nobody asked for, after the first: never the next request's
         send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")

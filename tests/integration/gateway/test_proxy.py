@@ -201,7 +201,9 @@ def test_head_204_304_and_interim(make_server, upstreams):
     assert r.status == 304 and r.body == b""
     r = c.request("GET", "/status/404")
     assert r.status == 404 and r.body == b"ok"
-    r = c.request("GET", "/continue")  # 100 and 103 are not passed on
+    r = c.request("GET", "/continue")  # the 100 is not passed on, the 103 is
+    assert r.status == 103 and r.headers["link"] == ["</a.css>"]
+    r = c.read_response()
     assert r.status == 200 and r.body == b"done"
     r = c.request("GET", "/bad")  # Content-Length with Transfer-Encoding
     assert r.status == 502
@@ -212,13 +214,14 @@ def test_hop_by_hop_removed(make_server, upstreams):
     u = upstreams("a")
     srv = proxy_server(make_server, site=f"    Pass / {u.addr}\n").start()
     d = doc_of(echo(srv, headers={"Connection": "X-Mine", "X-Mine": "1", "Keep-Alive": "300",
-                                  "TE": "trailers", "Upgrade": "websocket",
+                                  "TE": "deflate, trailers", "Upgrade": "websocket",
                                   "Proxy-Authorization": "Basic eA==", "X-Other": "2",
                                   "X-Forwarded-For": "10.0.0.1", "Cookie": "a=1"}))
     f = fields(d)
-    for name in ("connection", "x-mine", "keep-alive", "te", "upgrade", "proxy-authorization",
+    for name in ("connection", "x-mine", "keep-alive", "upgrade", "proxy-authorization",
                  "transfer-encoding"):
         assert name not in f, name
+    assert f["te"] == "trailers"  # the proxy's own: the client takes trailers
     assert f["x-other"] == "2"
     assert f["cookie"] == "a=1"
     assert f["x-forwarded-for"] == "10.0.0.1, 127.0.0.1"
@@ -528,3 +531,23 @@ def test_unix_and_ipv6_addresses_accepted(make_server, upstreams):
     p = subprocess.run([str(MONKEY), "-c", str(srv.conf), "-t"], capture_output=True, text=True,
                        timeout=10 * SLOW)
     assert p.returncode == 0, p.stderr
+
+
+def test_time_to_first_byte_per_server(make_server, upstreams):
+    a, b = upstreams("a"), upstreams("b")
+    srv = proxy_server(make_server, site=f"    Match ^/sleep {a.addr}\n    Match ^/hints {b.addr}\n",
+                       control=True).start()
+    c = srv.conn()
+    for _ in range(2):
+        r = c.request("GET", "/sleep?s=0.4")
+        assert r.status == 200
+    r = c.request("GET", "/hints?s=0.6")  # the 103's first byte is the answer's
+    assert r.status == 103
+    assert c.read_response().status == 200
+    c.close()
+    s = plugin_status(srv, "proxy")
+    by_count = {s[f"server{i}_ttfb_count"]: i for i in range(2)}
+    assert sorted(by_count) == [1, 2], s
+    slow, hinted = by_count[2], by_count[1]
+    assert 800 <= s[f"server{slow}_ttfb_ms"] < 800 + 1000 * SLOW, s
+    assert s[f"server{hinted}_ttfb_ms"] < 400, s
