@@ -3,6 +3,7 @@
 # (proxy.h lists them) and the gateway core (plugins/gateway/gateway.cmake).
 include(${CMAKE_SOURCE_DIR}/plugins/gateway/gateway.cmake)
 set(MK_PX_SOURCES
+  ${CMAKE_SOURCE_DIR}/plugins/proxy/px_buf.c
   ${CMAKE_SOURCE_DIR}/plugins/proxy/px_conf.c
   ${CMAKE_SOURCE_DIR}/plugins/proxy/px_fconf.c
   ${CMAKE_SOURCE_DIR}/plugins/proxy/px_fields.c

@@ -12,8 +12,8 @@ fields in order, body, and the server's NAME and connection number),
 fields in the response), /continue (a 100 and a 103 before the answer),
 /extra (a second answer after the first), /bad (Content-Length and
 Transfer-Encoding), /sleep?s=SECONDS (the echo after that long), /stats
-(connections accepted, requests served, requests being answered now and
-the most at once),
+(connections accepted, requests served, requests answered whole, requests
+being answered now and the most at once),
 .../answer?status=CODE&h=Name:Value&h=... (that status and
 those fields, values %-decoded, repeatable; the body is the request's head
 as received), .../head (the request's head as received, as text),
@@ -57,7 +57,7 @@ if "--tls" in sys.argv:
     TLS.sni_callback = remember_sni
 MODE = next((m for m in ("--close", "--half", "--hang") if m in sys.argv), None)
 stats = {"connections": 0, "requests": 0, "health": 0, "handshakes": 0, "resumed": 0,
-         "active": 0, "peak": 0}
+         "active": 0, "peak": 0, "answered": 0}
 health = {"code": 200, "hosts": []}
 lock = threading.Lock()
 
@@ -247,6 +247,9 @@ def serve(sock, conn_no):
                 fail(sock)
                 return
             answer(sock, conn_no, req, rd.head)
+            if not req[1].startswith("/stats"):
+                with lock:
+                    stats["answered"] += 1  # its last byte went out
     except (EOFError, ConnectionError, ValueError, OSError):
         pass
     finally:
