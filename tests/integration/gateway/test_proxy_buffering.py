@@ -3,15 +3,18 @@ client slower than the upstream no longer holds the upstream back; the
 answer is kept in memory (BufferSize) then in a temporary file without a
 name (BufferMaxTemp, BufferDir), the upstream's connection goes back to
 the pool as soon as the upstream finished, and the client gets every byte
-intact afterwards, HTTP/1.1 and HTTP/2 alike. Memory-only (BufferMaxTemp
-0) and Buffering off hold the upstream back as before; a temporary file
-that cannot be made falls back to back-pressure, logged; monkey -t refuses
-bad values and a BufferDir where no file can be made. The upstreams are
-proxy_upstream.py processes started by each test and stopped by PID."""
+intact afterwards, HTTP/1.1 and HTTP/2 alike, from a plain or a tls://
+upstream. Memory-only (BufferMaxTemp 0) and Buffering off hold the
+upstream back as before; a temporary file that cannot be made falls back
+to back-pressure, logged; monkey -t refuses bad values and a BufferDir
+where no file can be made; a reload and a stop with answers buffered free
+everything. The upstreams are proxy_upstream.py processes started by each
+test and stopped by PID."""
 
 import hashlib
 import json
 import os
+import shutil
 import socket
 import time
 
@@ -21,7 +24,8 @@ from conftest import SANITIZED, SLOW, vm_rss_kb
 from h2util import H2_MARKS, H2Client
 from test_proxy import PROXY_SO, proxy_server, upstreams  # noqa: F401 (a fixture)
 
-from conftest import needs_dlopen
+from conftest import built_without, needs_dlopen
+from test_proxy_tls import conf_for, pki, tls_stats, tls_upstream  # noqa: F401 (a fixture)
 
 pytestmark = [needs_dlopen,
               pytest.mark.skipif(not PROXY_SO.exists(), reason="built without the proxy plugin")]
@@ -77,14 +81,15 @@ def read_response(s, n):
     return head, h.hexdigest(), got_n
 
 
-def wait_answered(u, want, seconds):
+def wait_answered(u, want, seconds, stats=None):
     """Whether the upstream answered `want` requests whole within seconds."""
+    stats = stats or u.stats
     until = time.monotonic() + seconds * SLOW
     while time.monotonic() < until:
-        if u.stats()["answered"] >= want:
+        if stats()["answered"] >= want:
             return True
         time.sleep(0.05)
-    return u.stats()["answered"] >= want
+    return stats()["answered"] >= want
 
 
 def wait_for(cond, seconds):
@@ -209,6 +214,24 @@ def test_http2_client(make_server, upstreams, tmp_path):
     assert len(st["data"]) == N
     assert hashlib.sha256(st["data"]).hexdigest() == expected_sha(N)
     h.close()
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl tool")
+@pytest.mark.skipif(built_without("tls"), reason="built without OpenSSL: no tls:// upstreams")
+def test_tls_upstream(make_server, upstreams, pki, tmp_path):
+    u = tls_upstream(upstreams, pki)
+    bdir = tmp_path / "pxbuf"
+    bdir.mkdir()
+    conf = conf_for(u, pki, extra=f"    Buffering on\n    BufferDir {bdir}\n")
+    srv = proxy_server(make_server, conf=conf, site="    Pass / app\n")
+    srv.set(GracefulTimeout="2")
+    srv.start()
+    s = slow_client(srv, f"/big?n={N}")
+    assert wait_answered(u, 1, 20, lambda: tls_stats(u)), tls_stats(u)
+    head, sha, got = read_response(s, N)
+    s.close()
+    assert b" 200 " in head.split(b"\r\n")[0], head
+    assert got == N and sha == expected_sha(N)
 
 
 def test_no_temporary_file_falls_back_to_back_pressure(make_server, upstreams, tmp_path):
