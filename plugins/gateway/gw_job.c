@@ -532,7 +532,7 @@ static void gw_job_timer_cb(struct mk_loop_timer *t, void *arg)
     }
     if (j->be->timeout == MK_GW_TIMEOUT_IDLE) {
         uint64_t now = j->api->now_ms();
-        if (j->paused && j->state == MK_GW_STREAM) {
+        if (j->paused && j->state == MK_GW_STREAM && !j->reads_paused) {
             j->last_io_ms = now; /* the client is slow, not the backend */
             return;
         }

@@ -515,6 +515,7 @@ static void px_let_go(struct px_req *q)
 static void px_drop_conn(struct px_req *q, bool keep)
 {
     px_ctimer_stop(q);
+    q->j.reads_paused = false; /* nothing more is read: a slow client is the client's */
     if (q->c) {
         px_conn_release(q->c, keep, q->site->conf);
         q->c = NULL;
@@ -549,6 +550,8 @@ static void px_want(struct px_req *q)
     if (!q->connecting && !q->c->hs && px_reading(q) && !q->done) {
         mask |= MK_LOOP_READ;
     }
+    /* read into the response buffer while the client is slow: the upstream's silence counts */
+    q->j.reads_paused = q->j.paused && (mask & MK_LOOP_READ);
     if (!q->in_io) {
         px_conn_mask(q->c, mask);
     }

@@ -8,6 +8,7 @@ port and stopped by its PID.
 Paths: /echo (JSON of the request as received: method, target, version,
 fields in order, body, and the server's NAME and connection number),
 /chunked?n=N (N pieces, chunked), /big?n=BYTES (Content-Length, streamed),
+/stall?n=BYTES (Content-Length 2*BYTES, BYTES of it, then silence),
 /status/CODE (that status, no body for 204 and 304), /hop (hop-by-hop
 fields in the response), /continue (a 100 and a 103 before the answer),
 /extra (a second answer after the first), /bad (Content-Length and
@@ -178,6 +179,13 @@ def answer(sock, conn_no, req, head):
                 k = min(left, len(chunk))
                 send_all(sock, chunk[:k])
                 left -= k
+    elif path == "/stall":
+        # half of the body announced, then silence (the connection kept)
+        n = int(q.get("n", "100000"))
+        send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (2 * n)
+                 + (bytes(range(256)) * (n // 256 + 1))[:n])
+        while sock.recv(65536):
+            pass
     elif path == "/hop":
         send_all(sock, b"HTTP/1.1 200 OK\r\nConnection: X-Secret\r\nX-Secret: s\r\n"
                        b"Keep-Alive: timeout=5\r\nProxy-Authenticate: Basic\r\n"

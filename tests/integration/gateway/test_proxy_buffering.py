@@ -216,6 +216,29 @@ def test_http2_client(make_server, upstreams, tmp_path):
     h.close()
 
 
+def test_upstream_silence_counts_while_buffering(make_server, upstreams, tmp_path):
+    """Reading into the buffer, the upstream's silence is its own: Timeout cuts the response,
+    though the client reads nothing."""
+    u = upstreams("a")
+    srv, bdir = buffered_server(make_server, tmp_path, u, "    Timeout 1\n")
+    srv.start()
+    s = slow_client(srv, f"/stall?n={N}")
+    assert wait_for(lambda: "within Timeout" in srv.stderr_text(), 5), srv.stderr_text()
+    s.settimeout(10 * SLOW)
+    got = b""
+    while True:
+        try:
+            data = s.recv(1 << 20)
+        except ConnectionResetError:
+            break
+        if not data:
+            break
+        got += data
+    s.close()
+    assert len(got) < 2 * N  # cut short, never complete-looking
+    assert b" 200 " in got.split(b"\r\n")[0]
+
+
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl tool")
 @pytest.mark.skipif(built_without("tls"), reason="built without OpenSSL: no tls:// upstreams")
 def test_tls_upstream(make_server, upstreams, pki, tmp_path):
