@@ -5,8 +5,9 @@ name (BufferMaxTemp, BufferDir), the upstream's connection goes back to
 the pool as soon as the upstream finished, and the client gets every byte
 intact afterwards, HTTP/1.1 and HTTP/2 alike, from a plain or a tls://
 upstream. Memory-only (BufferMaxTemp 0) and Buffering off hold the
-upstream back as before; a temporary file that cannot be made falls back
-to back-pressure, logged; monkey -t refuses bad values and a BufferDir
+upstream back as before; a temporary file that cannot be made, or a
+full disk (a tmpfs of 1 MiB, ENOSPC), falls back to back-pressure,
+logged, the bytes intact; monkey -t refuses bad values and a BufferDir
 where no file can be made; a reload and a stop with answers buffered free
 everything. The upstreams are proxy_upstream.py processes started by each
 test and stopped by PID."""
@@ -16,6 +17,7 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import time
 
 import pytest
@@ -269,6 +271,40 @@ def test_no_temporary_file_falls_back_to_back_pressure(make_server, upstreams, t
     assert got == N and sha == expected_sha(N)
     err = srv.stderr_text()
     assert "temporary file: memory only from here" in err, err
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A file system of 1 MiB (tmpfs) to fill: ENOSPC. Skipped where nothing may be mounted."""
+    d = tmp_path / "small"
+    d.mkdir()
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(d)],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {p.stderr.strip()}")
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", "-l", str(d)], check=False)
+
+
+def test_a_full_disk_falls_back_to_back_pressure(make_server, upstreams, small_fs):
+    """ENOSPC: what the file took comes back intact, then the upstream is held back."""
+    u = upstreams("a")
+    conf = f"    Buffering on\n    BufferDir {small_fs}\n    BufferSize 64K\n"
+    srv = proxy_server(make_server, conf=conf, site=f"    Pass / {u.addr}\n")
+    srv.set(GracefulTimeout="2")
+    srv.start()
+    s = slow_client(srv, f"/big?n={N}")
+    assert wait_for(lambda: "No space left on device" in srv.stderr_text(), 10), \
+        srv.stderr_text()
+    assert "temporary file: memory only from here" in srv.stderr_text()
+    assert not wait_answered(u, 1, 1), u.stats()
+    head, sha, got = read_response(s, N)
+    s.close()
+    assert got == N and sha == expected_sha(N)
+    assert wait_answered(u, 1, 5)
+    srv.stop()
 
 
 def test_monkey_t_errors(make_server, tmp_path):
