@@ -124,7 +124,7 @@ void mk_gw_job_over(struct mk_gw_job *j, bool done)
     j->state = MK_GW_OVER;
     j->r = NULL;
     gw_job_timer_stop(j);
-    uint64_t ms = j->api->now_ms() - j->start_ms;
+    uint64_t ms = (j->ended_ms ? j->ended_ms : j->api->now_ms()) - j->start_ms;
     atomic_fetch_add_explicit(&j->stats->upstream_ms, ms, memory_order_relaxed);
     if (j->be->over(j, done)) {
         mk_gw_job_free(j);
@@ -273,7 +273,9 @@ int mk_gw_job_out(struct mk_gw_job *j, const void *data, size_t len, bool in_buf
 /* The backend's answer ended and everything is out: end the body. */
 static void gw_job_finish(struct mk_gw_job *j)
 {
-    mk_gw_note_upstream(j->api, j->r, j->start_ms);
+    /* the note counts to now: from a start later by the time since an answer that ended first */
+    uint64_t late = j->ended_ms ? j->api->now_ms() - j->ended_ms : 0;
+    mk_gw_note_upstream(j->api, j->r, j->start_ms + late);
     mk_gw_log_flush(j->api, &j->log, j->r);
     j->api->stream_end(j->r, NULL);
     j->r = NULL;

@@ -221,6 +221,9 @@ struct mk_gw_job {
     /* Set by the backend: it reads its answer though paused (into a buffer of its own), so
        that its silence counts against MK_GW_TIMEOUT_IDLE even while the client is slow. */
     bool reads_paused;
+    /* Set by a backend whose answer ended before the response did (a buffer of its own, still
+       going to the client): the upstream time (stats, the upstream_ms note) ends there. */
+    uint64_t ended_ms;
     bool nph;      /* the answer starts with a status line (set by the backend) */
     bool waited;   /* acquire() made the request wait */
     bool aborting; /* inside api->stream_abort */

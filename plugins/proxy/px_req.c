@@ -833,7 +833,8 @@ static void px_finish(struct px_req *q)
     px_drop_conn(q, keep);
     px_let_go(q);
     if (!px_rbuf_empty(&q->buf)) {
-        return; /* the job ends once the buffer is out (px_buf_out) */
+        q->j.ended_ms = px_api->now_ms(); /* the upstream's time ends here, not the client's */
+        return;                           /* the job ends once the buffer is out (px_buf_out) */
     }
     mk_gw_job_end(&q->j); /* may free q */
 }

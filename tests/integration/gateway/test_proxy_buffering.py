@@ -24,6 +24,7 @@ import pytest
 
 from conftest import SANITIZED, SLOW, vm_rss_kb
 from h2util import H2_MARKS, H2Client
+from conftest import BUILD
 from test_proxy import PROXY_SO, proxy_server, upstreams  # noqa: F401 (a fixture)
 
 from conftest import built_without, needs_dlopen
@@ -146,6 +147,29 @@ def test_slow_client_frees_the_upstream(make_server, upstreams, tmp_path):
     # the file is gone with the request
     time.sleep(0.2 * SLOW)
     assert files_into(srv.proc.pid, bdir) == []
+
+
+def test_upstream_ms_is_the_upstreams_time(make_server, upstreams, tmp_path):
+    """%{upstream_ms}n ends with the upstream's answer, not with the slow client's last byte."""
+    u = upstreams("a")
+    srv, bdir = buffered_server(make_server, tmp_path, u)
+    srv.plugins.insert(0, str(BUILD / "plugins" / "monkey-logger.so"))
+    log = srv.dir / "access.log"
+    srv.site_extra += f"[LOGGER]\n    AccessLog {log}\n    Format custom %U %s %{{upstream_ms}}n\n"
+    srv.start()
+    t0 = time.monotonic()
+    s = slow_client(srv, f"/big?n={N}")
+    assert wait_answered(u, 1, 20), u.stats()
+    assert wait_for(lambda: files_into(srv.proc.pid, bdir), 10)
+    upstream_s = time.monotonic() - t0
+    time.sleep(2.0)  # the client is slow: not the upstream's time
+    head, sha, got = read_response(s, N)
+    s.close()
+    assert got == N and sha == expected_sha(N)
+    assert wait_for(lambda: log.exists() and log.read_text().count("\n") >= 1, 5)
+    path, status, ms = log.read_text().splitlines()[0].split()
+    assert (path, status) == ("/big", "200")
+    assert int(ms) < (upstream_s + 1.0) * 1000, (ms, upstream_s)
 
 
 def test_memory_only_holds_the_upstream_past_buffer_size(make_server, upstreams, tmp_path):
