@@ -190,6 +190,13 @@ ssize_t mk_gw_spool_read(struct mk_gw_spool *s, void *buf, size_t cap);
 /* Bytes mk_gw_spool_read has still to give. */
 uint64_t mk_gw_spool_left(const struct mk_gw_spool *s);
 void mk_gw_spool_free(struct mk_gw_spool *s);
+/*
+ * A temporary file that has no name, mode 0600, in dir (NULL: $TMPDIR,
+ * else /tmp): O_TMPFILE, or on a file system without it a file named
+ * `prefix`-XXXXXX unlinked at once. Its descriptor (close-on-exec), or -1
+ * with errno.
+ */
+int mk_gw_tmpfile(const char *dir, const char *prefix);
 
 /*
  * Whether r's body has a length only known at its end: chunked

@@ -124,7 +124,7 @@ void mk_gw_job_over(struct mk_gw_job *j, bool done)
     j->state = MK_GW_OVER;
     j->r = NULL;
     gw_job_timer_stop(j);
-    uint64_t ms = j->api->now_ms() - j->start_ms;
+    uint64_t ms = (j->ended_ms ? j->ended_ms : j->api->now_ms()) - j->start_ms;
     atomic_fetch_add_explicit(&j->stats->upstream_ms, ms, memory_order_relaxed);
     if (j->be->over(j, done)) {
         mk_gw_job_free(j);
@@ -283,7 +283,9 @@ int mk_gw_job_out(struct mk_gw_job *j, const void *data, size_t len, bool in_buf
 /* The backend's answer ended and everything is out: end the body. */
 static void gw_job_finish(struct mk_gw_job *j)
 {
-    mk_gw_note_upstream(j->api, j->r, j->start_ms);
+    /* the note counts to now: from a start later by the time since an answer that ended first */
+    uint64_t late = j->ended_ms ? j->api->now_ms() - j->ended_ms : 0;
+    mk_gw_note_upstream(j->api, j->r, j->start_ms + late);
     mk_gw_log_flush(j->api, &j->log, j->r);
     if (!j->trailers || j->api->stream_end(j->r, j->trailers) != MK_OK) {
         j->api->stream_end(j->r, NULL); /* trailers the server refuses: the end alone */
@@ -552,7 +554,7 @@ static void gw_job_timer_cb(struct mk_loop_timer *t, void *arg)
     }
     if (j->be->timeout == MK_GW_TIMEOUT_IDLE) {
         uint64_t now = j->api->now_ms();
-        if (j->paused && j->state == MK_GW_STREAM) {
+        if (j->paused && j->state == MK_GW_STREAM && !j->reads_paused) {
             j->last_io_ms = now; /* the client is slow, not the backend */
             return;
         }

@@ -64,8 +64,9 @@ enum mk_gw_timeout {
        upload is not held against it); none once the head is in (CGI). */
     MK_GW_TIMEOUT_HEAD,
     /* For any silence of the backend: no byte read or written while the
-       client is not the one holding things back, before the head (504)
-       and after it (the response cut short); checked 4 times a Timeout. */
+       client is not the one holding things back (or the backend reads on
+       regardless: reads_paused), before the head (504) and after it (the
+       response cut short); checked 4 times a Timeout. */
     MK_GW_TIMEOUT_IDLE,
 };
 
@@ -218,9 +219,15 @@ struct mk_gw_job {
     bool head_ready; /* the header block is in j->h */
     bool ended;      /* the backend's answer ended (mk_gw_job_end) */
     bool paused;     /* the backend's answer is not to be read now (want) */
-    bool nph;        /* the answer starts with a status line (set by the backend) */
-    bool waited;     /* acquire() made the request wait */
-    bool aborting;   /* inside api->stream_abort */
+    /* Set by the backend: it reads its answer though paused (into a buffer of its own), so
+       that its silence counts against MK_GW_TIMEOUT_IDLE even while the client is slow. */
+    bool reads_paused;
+    /* Set by a backend whose answer ended before the response did (a buffer of its own, still
+       going to the client): the upstream time (stats, the upstream_ms note) ends there. */
+    uint64_t ended_ms;
+    bool nph;      /* the answer starts with a status line (set by the backend) */
+    bool waited;   /* acquire() made the request wait */
+    bool aborting; /* inside api->stream_abort */
     /* Set by the backend before its head is complete (MK_GW_LENGTH_CAME when not). */
     enum mk_gw_length length_is;
     uint64_t length; /* MK_GW_LENGTH_KNOWN */

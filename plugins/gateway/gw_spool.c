@@ -20,12 +20,13 @@
 
 #include "gw.h"
 
-/* A temporary file with no name in $TMPDIR (else /tmp): its descriptor, or -1. */
-static int gw_spool_tmpfile(void)
+int mk_gw_tmpfile(const char *dir, const char *prefix)
 {
-    const char *dir = getenv("TMPDIR");
     char path[4096];
 
+    if (!dir || !*dir) {
+        dir = getenv("TMPDIR");
+    }
     if (!dir || !*dir) {
         dir = "/tmp";
     }
@@ -34,7 +35,7 @@ static int gw_spool_tmpfile(void)
         return fd;
     }
     /* a file system without O_TMPFILE: a named file, unlinked at once */
-    if (snprintf(path, sizeof(path), "%s/monkey-body-XXXXXX", dir) >= (int) sizeof(path)) {
+    if (snprintf(path, sizeof(path), "%s/%s-XXXXXX", dir, prefix) >= (int) sizeof(path)) {
         errno = ENAMETOOLONG;
         return -1;
     }
@@ -83,7 +84,7 @@ int mk_gw_spool_add(struct mk_gw_spool *s, const void *data, size_t len)
         return MK_OK;
     }
     if (!s->fd_open) {
-        if ((s->fd = gw_spool_tmpfile()) < 0) {
+        if ((s->fd = mk_gw_tmpfile(NULL, "monkey-body")) < 0) {
             return MK_ERR;
         }
         s->fd_open = true;

@@ -3,6 +3,7 @@
 # (proxy.h lists them) and the gateway core (plugins/gateway/gateway.cmake).
 include(${CMAKE_SOURCE_DIR}/plugins/gateway/gateway.cmake)
 set(MK_PX_SOURCES
+  ${CMAKE_SOURCE_DIR}/plugins/proxy/px_buf.c
   ${CMAKE_SOURCE_DIR}/plugins/proxy/px_conf.c
   ${CMAKE_SOURCE_DIR}/plugins/proxy/px_fconf.c
   ${CMAKE_SOURCE_DIR}/plugins/proxy/px_fields.c
@@ -49,4 +50,11 @@ if(MK_TESTS AND CMOCKA_LIB AND CMOCKA_INCLUDE)
   target_link_libraries(test_px_fields PRIVATE ${CMOCKA_LIB})
   set_target_properties(test_px_fields PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   add_test(NAME test_px_fields COMMAND test_px_fields)
+  add_executable(test_px_buf ${CMAKE_SOURCE_DIR}/plugins/proxy/tests/test_px_buf.c
+                 ${CMAKE_SOURCE_DIR}/plugins/proxy/px_buf.c ${MK_GW_SOURCES})
+  target_include_directories(test_px_buf PRIVATE ${CMAKE_SOURCE_DIR}/plugins/proxy
+                             ${MK_GW_DIR} ${CMAKE_SOURCE_DIR}/include ${CMOCKA_INCLUDE})
+  target_link_libraries(test_px_buf PRIVATE ${CMOCKA_LIB})
+  set_target_properties(test_px_buf PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  add_test(NAME test_px_buf COMMAND test_px_buf)
 endif()

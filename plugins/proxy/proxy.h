@@ -16,6 +16,8 @@
  *   px_fconf.c the [PROXY] site keys of the fields sent and answered
  *   px_fields.c the rewriting of Location, Refresh, Set-Cookie and the
  *              Forwarded element (pure)
+ *   px_buf.c   the response buffer of a request (Buffering on): memory,
+ *              then a temporary file
  * The request's side (the body and its window, the wait for the head, the
  * response stream and its back-pressure, Timeout) is the gateway job's,
  * plugins/gateway.
@@ -117,6 +119,10 @@ struct px_conf {
     uint64_t try_ms;          /* no new attempt this long after the first; 0: no bound */
     int queue;                /* requests a worker keeps waiting for a server at its max */
     uint64_t queue_ms;        /* the longest wait: 503 past it */
+    int buffering;            /* Buffering: 1 on, 0 off (default): px_buf.c */
+    uint64_t buf_size;        /* BufferSize: the response buffer's memory per request */
+    uint64_t buf_max_temp;    /* BufferMaxTemp: its temporary file's bound (0: none) */
+    char *buf_dir;            /* BufferDir; NULL: $TMPDIR, else /tmp */
     struct px_group *groups;
     size_t n_groups;
 };
@@ -336,6 +342,50 @@ int px_ws_key(char key[PX_WS_KEY_LEN + 1]);
  * key and the protocol's GUID). */
 bool px_ws_accept_ok(const char *key, const char *accept, size_t len);
 #endif
+
+/* ---- px_buf.c: the response buffer (Buffering on) ---- */
+
+/*
+ * A request's response buffer: the body bytes read from the upstream while
+ * the client's queue is at its mark, in memory (a ring of cap bytes, made
+ * when first needed), then in a temporary file of at most file_max bytes.
+ * px_rbuf_init sets it up; zeroed but for fd (-1).
+ */
+struct px_rbuf {
+    bool on;           /* Buffering on */
+    char *mem;         /* the ring; NULL until needed */
+    size_t cap;        /* BufferSize */
+    size_t head, len;  /* the ring's first byte and its bytes */
+    int fd;            /* the temporary file; -1: none yet */
+    uint64_t wr, rd;   /* the file's bytes written (its size), and read */
+    uint64_t file_max; /* BufferMaxTemp (0: no file) */
+    const char *dir;   /* BufferDir (the configuration's; NULL: the system's) */
+    bool mem_bad;      /* the ring could not be had: nothing is buffered */
+    bool file_bad;     /* the file could not be made or written: no more goes there */
+    int read_err;      /* px_rbuf_drain's MK_ERR: the file's read failed (errno), else 0 */
+};
+
+void px_rbuf_init(struct px_rbuf *b, const struct px_conf *c);
+/* Bytes px_rbuf_put would take now (0: Buffering off, or both bounds reached). */
+size_t px_rbuf_room(const struct px_rbuf *b);
+bool px_rbuf_empty(const struct px_rbuf *b);
+/*
+ * Keep up to n bytes, after those kept before: how many were taken (the
+ * rest is the caller's). *err: an errno when the ring or the file failed
+ * at this call (given up from here; to be logged), else 0.
+ */
+size_t px_rbuf_put(struct px_rbuf *b, const char *p, size_t n, int *err);
+/*
+ * What is kept to the client while its queue takes it (j->paused clear):
+ * MK_OK (all out), MK_AGAIN (the queue is at its mark again), MK_ERR (the
+ * file could not be read: b->read_err; or the queue took nothing), or
+ * MK_GW_GONE (the client went away).
+ */
+int px_rbuf_drain(struct px_rbuf *b, struct mk_gw_job *j);
+/* Free the ring and close the file (the request ends, or is released). */
+void px_rbuf_free(struct px_rbuf *b);
+/* Whether a temporary file can be made in dir (NULL: the system's): MK_OK, or MK_ERR with why. */
+int px_rbuf_dir_check(const char *dir, char *reason, size_t len);
 
 /* ---- px_req.c ---- */
 

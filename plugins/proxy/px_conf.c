@@ -479,7 +479,7 @@ static void px_schema_free(void *obj, int site)
 #endif
 }
 
-/* Every group has a server that is not a backup. */
+/* Every group has a server that is not a backup; BufferDir takes temporary files. */
 static int px_schema_finish(void *obj, int site, const char **key, char *reason, size_t len)
 {
     const struct px_conf *c = obj;
@@ -509,6 +509,11 @@ static int px_schema_finish(void *obj, int site, const char **key, char *reason,
         return MK_ERR;
     }
 #endif
+    if (c->buffering && c->buf_max_temp > 0 &&
+        px_rbuf_dir_check(c->buf_dir, reason, len) != MK_OK) {
+        *key = c->buf_dir ? "BufferDir" : "Buffering";
+        return MK_ERR;
+    }
     for (size_t i = 0; i < c->n_groups; i++) {
         bool primary = false;
         for (size_t m = 0; m < c->groups[i].n; m++) {
@@ -572,6 +577,17 @@ static const struct mk_conf_key px_keys[] = {
      .doc = "requests each worker keeps waiting for a server at its max= (0: 503 at once)"},
     {"QueueTimeout", MK_CONF_DURATION, 0, PX_G(queue_ms), 1, 3600000, "5",
      .doc = "the longest wait for a server at its max=; past it 503"},
+    {"Buffering", MK_CONF_ENUM, 0, PX_G(buffering), 0, 0, "off", px_onoff,
+     .doc = "keep reading an upstream's answer the client is slow to take, into memory then a "
+            "temporary file, so that the upstream is free (on), or hold the upstream back (off)"},
+    {"BufferSize", MK_CONF_SIZE, 0, PX_G(buf_size), 4096, 256u << 20, "64K",
+     .doc = "Buffering on: the memory a request's answer may be kept in"},
+    {"BufferMaxTemp", MK_CONF_SIZE, 0, PX_G(buf_max_temp), 0, 1ll << 40, "1G",
+     .doc = "Buffering on: the temporary file's bound past BufferSize, per request (0: memory "
+            "only)"},
+    {"BufferDir", MK_CONF_PATH, 0, PX_G(buf_dir), 0, 0, NULL,
+     .doc = "Buffering on: where the temporary files are made, without a name (default: "
+            "$TMPDIR, else /tmp)"},
     {"TLSVerify", MK_CONF_ENUM, 0, PX_G(tls_verify), 0, 0, "on", px_onoff,
      .doc = "verify tls:// servers' certificates and names (on) or not (off)"},
     {"TLSCAFile", MK_CONF_PATH, 0, PX_G(tls_ca), 0, 0, NULL, PX_CHECK(px_check_ca),

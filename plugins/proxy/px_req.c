@@ -37,8 +37,12 @@
  * piece by piece, read only while the job does not hold it back
  * (j->paused: the client's queue is at its mark), so that a slow client
  * slows the upstream and memory stays bounded (rbuf, the job's spill of
- * the same size, the client's queue). A response that ended cleanly on a
- * connection that may be kept gives it back to the pool.
+ * the same size, the client's queue). With Buffering on, the body goes on
+ * being read while the job holds it back, into the request's buffer
+ * (px_buf.c: memory, then a temporary file), up to its bounds; the
+ * upstream's end then frees its connection at once, and the job's end
+ * waits until the buffer went out to the client. A response that ended
+ * cleanly on a connection that may be kept gives it back to the pool.
  *
  * Upgrades: an HTTP/1.1 client's `Connection: upgrade` and `Upgrade` (a
  * request without a body) go upstream; the upstream's 101 to such a
@@ -137,7 +141,8 @@ struct px_req {
 #ifdef PX_TLS
     char ws_key[PX_WS_KEY_LEN + 1];
 #endif
-    char *hdr; /* the request's head */
+    bool in_body; /* inside px_body or px_buf_out: the job's want() only sets the interest */
+    char *hdr;    /* the request's head */
     size_t hdr_len, hdr_off;
     char *w; /* body bytes kept (MK_AGAIN) or read from the spool */
     size_t w_len, w_off;
@@ -153,6 +158,7 @@ struct px_req {
        answer's trailer section is kept (tkeep) and passed on (tout) */
     bool trailers_ok;
     char *tkeep, *tout;
+    struct px_rbuf buf; /* Buffering on: what the client's queue did not take yet (px_buf.c) */
     /* not zeroed by mk_gw_job_new (px_backend.cleared): px_resp_parse fills resp
        (2 KiB) before anything reads it, and rbuf is read up to rlen */
     struct px_resp resp;
@@ -574,6 +580,7 @@ static void px_let_go(struct px_req *q)
 static void px_drop_conn(struct px_req *q, bool keep)
 {
     px_ctimer_stop(q);
+    q->j.reads_paused = false; /* nothing more is read: a slow client is the client's */
     if (q->c) {
         px_conn_release(q->c, keep, q->site->conf);
         q->c = NULL;
@@ -581,6 +588,16 @@ static void px_drop_conn(struct px_req *q, bool keep)
 }
 
 static void px_ctimer_cb(struct mk_loop_timer *t, void *arg);
+
+/*
+ * Whether the answer is to be read now: the job does not hold it back, or
+ * it does but the response buffer has room (Buffering on, the body
+ * streaming).
+ */
+static bool px_reading(const struct px_req *q)
+{
+    return !q->j.paused || (q->j.state == MK_GW_STREAM && px_rbuf_room(&q->buf) > 0);
+}
 
 /* The interest of the connection: write while bytes wait, read unless held back. */
 static void px_want(struct px_req *q)
@@ -595,9 +612,11 @@ static void px_want(struct px_req *q)
     else if (q->connecting || q->hdr_off < q->hdr_len || q->w_off < q->w_len) {
         mask |= MK_LOOP_WRITE;
     }
-    if (!q->connecting && !q->c->hs && !q->j.paused && !q->done && !q->tunnel) {
+    if (!q->connecting && !q->c->hs && px_reading(q) && !q->done && !q->tunnel) {
         mask |= MK_LOOP_READ;
     }
+    /* read into the response buffer while the client is slow: the upstream's silence counts */
+    q->j.reads_paused = q->j.paused && (mask & MK_LOOP_READ);
     if (!q->in_io) {
         px_conn_mask(q->c, mask);
     }
@@ -877,6 +896,7 @@ static void px_finish(struct px_req *q)
     bool keep = !q->resp.close && q->rlen == 0 && q->req_out && q->hdr_off == q->hdr_len &&
                 !px_conn_pending(q->c);
     q->done = true;
+    q->in_body = false; /* q may outlive px_body now: its buffer goes out from want() */
     px_server_ok(px_srv(q->c->slot));
     px_drop_conn(q, keep);
     px_let_go(q);
@@ -884,6 +904,10 @@ static void px_finish(struct px_req *q)
         (q->tout = malloc(PX_TRAILER_KEEP + 1)) &&
         px_trailers_filter(q->tkeep, q->ch.keep_len, q->tout, PX_TRAILER_KEEP + 1) > 0) {
         q->j.trailers = q->tout;
+    }
+    if (!px_rbuf_empty(&q->buf)) {
+        q->j.ended_ms = px_api->now_ms(); /* the upstream's time ends here, not the client's */
+        return;                           /* the job ends once the buffer is out (px_buf_out) */
     }
     mk_gw_job_end(&q->j); /* may free q */
 }
@@ -1105,12 +1129,82 @@ static bool px_body_over(const struct px_req *q)
     }
 }
 
+/* Of the run px_body_run gave, the last n bytes were not taken: they are read again later. */
+static void px_body_unread(struct px_req *q, size_t n, size_t *used)
+{
+    if (q->resp.framing == PX_BODY_CHUNKED) {
+        px_chunked_unread(&q->ch, n);
+    }
+    else if (q->resp.framing == PX_BODY_LENGTH) {
+        q->left += n;
+    }
+    *used -= n;
+}
+
+/*
+ * A run of the body into the response buffer, where it goes while the
+ * job holds the answer back or the buffer holds bytes before it: how many
+ * bytes it took (what did not fit is left to the caller). A ring or file
+ * that failed is logged here, once: from then on the buffer is smaller.
+ */
+static size_t px_buf_keep(struct px_req *q, const char *data, size_t len)
+{
+    int err;
+    size_t took = px_rbuf_put(&q->buf, data, len, &err);
+    if (err) {
+        px_log(q,
+               q->buf.mem_bad ? "the response buffer: no memory, the upstream is held back"
+                              : "the response buffer's temporary file: memory only from here",
+               err);
+    }
+    return took;
+}
+
+/* Whether body bytes go to the response buffer rather than to the client's queue. */
+static bool px_buf_wanted(const struct px_req *q)
+{
+    return q->buf.on && (q->j.paused || q->j.spill_len > 0 || !px_rbuf_empty(&q->buf));
+}
+
+/*
+ * The response buffer to the client while its queue takes it; the job's
+ * end once it is out and the upstream's answer ended. false when q is
+ * gone (ended, failed or freed).
+ */
+static bool px_buf_out(struct px_req *q)
+{
+    q->in_body = true;
+    int rc = px_rbuf_drain(&q->buf, &q->j); /* never frees q */
+    q->in_body = false;
+    switch (rc) {
+    case MK_AGAIN:
+        return true;
+    case MK_OK:
+        if (q->done) {
+            mk_gw_job_end(&q->j); /* may free q */
+            return false;
+        }
+        return true;
+    case MK_GW_GONE:
+        mk_gw_job_over(&q->j, false);
+        return false;
+    default:
+        px_log(q,
+               q->buf.read_err ? "reading the response buffer's temporary file"
+                               : "the client's queue refused the response buffer",
+               q->buf.read_err);
+        mk_gw_job_fail(&q->j, 502); /* the response is cut, never completed wrongly */
+        return false;
+    }
+}
+
 /*
  * The body bytes in rbuf to the job: into its head buffer until the
- * response starts (what does not fit waits), then to the client's queue.
+ * response starts (what does not fit waits), then to the client's queue,
+ * or to the response buffer (Buffering on) while the queue is at its mark.
  * false when q is gone (ended, failed or freed).
  */
-static bool px_body(struct px_req *q)
+static bool px_body_run_all(struct px_req *q)
 {
     while (q->rlen > 0 && !px_body_over(q)) {
         const char *data;
@@ -1119,7 +1213,16 @@ static bool px_body(struct px_req *q)
             mk_gw_job_fail(&q->j, 502);
             return false;
         }
-        if (q->j.state == MK_GW_STREAM) {
+        if (q->j.state == MK_GW_STREAM && dlen && px_buf_wanted(q)) {
+            size_t took = px_buf_keep(q, data, dlen);
+            if (took < dlen) {
+                px_body_unread(q, dlen - took, &used); /* past the bounds: back-pressure */
+                memmove(q->rbuf, q->rbuf + used, q->rlen - used);
+                q->rlen -= used;
+                return true;
+            }
+        }
+        else if (q->j.state == MK_GW_STREAM) {
             int rc = dlen ? mk_gw_job_out(&q->j, data, dlen, false) : MK_OK;
             if (rc == MK_GW_GONE) {
                 mk_gw_job_over(&q->j, false);
@@ -1137,13 +1240,7 @@ static bool px_body(struct px_req *q)
             }
             if (room < dlen) {
                 /* give back what does not fit; it waits for the response to start */
-                if (q->resp.framing == PX_BODY_CHUNKED) {
-                    px_chunked_unread(&q->ch, dlen - room);
-                }
-                else if (q->resp.framing == PX_BODY_LENGTH) {
-                    q->left += dlen - room;
-                }
-                used -= dlen - room;
+                px_body_unread(q, dlen - room, &used);
                 dlen = room;
             }
             if (dlen) {
@@ -1252,6 +1349,20 @@ static void px_early_hints(struct px_req *q)
     }
 }
 
+/*
+ * px_body_run_all, with the job's want() calls it causes (the client's
+ * queue at its mark) kept from running it again inside itself.
+ */
+static bool px_body(struct px_req *q)
+{
+    q->in_body = true;
+    if (!px_body_run_all(q)) {
+        return false; /* gone, or ended: px_finish cleared in_body */
+    }
+    q->in_body = false;
+    return true;
+}
+
 /* Parse the head in rbuf: 1 in, 0 not complete yet, -1 failed (q is not to be touched). */
 static int px_head(struct px_req *q)
 {
@@ -1301,7 +1412,8 @@ static int px_head(struct px_req *q)
 static bool px_read(struct px_req *q)
 {
     if (q->rlen == sizeof(q->rbuf)) {
-        return true; /* held back: the job takes rbuf first */
+        /* held back: the job takes rbuf first (the response buffer may have room for it) */
+        return q->buf.on && q->head_in && q->j.state == MK_GW_STREAM ? px_body(q) : true;
     }
     ssize_t n = px_conn_recv(q->c, q->rbuf + q->rlen, sizeof(q->rbuf) - q->rlen);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
@@ -1413,7 +1525,7 @@ static void px_io(struct px_req *q, int fd, uint32_t ready)
             q->w_off = q->w_len;
         }
     }
-    if (((ready & (MK_LOOP_READ | MK_LOOP_ERROR)) || px_conn_pending(q->c)) && !q->j.paused &&
+    if (((ready & (MK_LOOP_READ | MK_LOOP_ERROR)) || px_conn_pending(q->c)) && px_reading(q) &&
         !q->done) {
         /* the interest is set once below, not at each turn of the job's
            (a response read whole gives its connection back as it was) */
@@ -1423,7 +1535,7 @@ static void px_io(struct px_req *q, int fd, uint32_t ready)
                 return; /* ended, failed or freed: its connection went with it */
             }
             /* what TLS decrypted past rbuf's room: read while there is room for it */
-        } while (px_conn_pending(q->c) && !q->j.paused && q->rlen < sizeof(q->rbuf));
+        } while (px_conn_pending(q->c) && px_reading(q) && q->rlen < sizeof(q->rbuf));
         q->in_io = false;
     }
     px_want(q);
@@ -2104,15 +2216,22 @@ static int px_body_end(struct mk_gw_job *j)
 static void px_gw_want(struct mk_gw_job *j)
 {
     struct px_req *q = px_of(j);
+    if (q->in_body) {
+        px_want(q); /* inside px_body or px_buf_out, which go on themselves */
+        return;
+    }
+    if (!j->paused && j->state == MK_GW_STREAM && !px_rbuf_empty(&q->buf) && !px_buf_out(q)) {
+        return; /* the buffer first: its bytes came before rbuf's */
+    }
     if (!q->c || q->tunnel) {
         return; /* a tunnel's connection is not read until the takeover (px_want) */
     }
-    if (!j->paused && j->state == MK_GW_STREAM && q->rlen > 0 && !q->done) {
+    if (px_reading(q) && j->state == MK_GW_STREAM && q->rlen > 0 && !q->done) {
         if (!px_body(q)) {
             return;
         }
     }
-    if (!j->paused && !q->done && !q->in_io && !q->connecting && px_conn_pending(q->c)) {
+    if (px_reading(q) && !q->done && !q->in_io && !q->connecting && px_conn_pending(q->c)) {
         px_io(q, q->c->fd, 0); /* TLS holds bytes no event will announce */
         return;
     }
@@ -2190,6 +2309,7 @@ static void px_release(struct mk_gw_job *j)
     free(q->tkeep);
     free(q->tout);
     q->hdr = q->w = q->dto = q->up_proto = q->tkeep = q->tout = NULL;
+    px_rbuf_free(&q->buf);
 }
 
 static const struct mk_gw_backend px_backend = {
@@ -2238,6 +2358,7 @@ int px_req_start(struct mk_request *r, const struct px_site *site, size_t i)
     q->member = -1;
     q->failed_slot = -1;
     q->reserved = -1;
+    px_rbuf_init(&q->buf, site->conf);
     j->nph = true;
     j->timeout_ms = site->conf->timeout_ms;
     j->queue_ms = site->conf->queue_ms;

@@ -8,6 +8,7 @@ port and stopped by its PID.
 Paths: /echo (JSON of the request as received: method, target, version,
 fields in order, body, and the server's NAME and connection number),
 /chunked?n=N (N pieces, chunked), /big?n=BYTES (Content-Length, streamed),
+/stall?n=BYTES (Content-Length 2*BYTES, BYTES of it, then silence),
 /status/CODE (that status, no body for 204 and 304), /hop (hop-by-hop
 fields in the response), /continue (a 100 and a 103 before the answer),
 /hints?s=SECONDS (a 103 with two Link fields, the answer that long after),
@@ -16,8 +17,8 @@ fields that long after), /sink (the body read as it comes and dropped:
 "BYTES CRC32" of it),
 /extra (a second answer after the first), /bad (Content-Length and
 Transfer-Encoding), /sleep?s=SECONDS (the echo after that long), /stats
-(connections accepted, requests served, requests being answered now and
-the most at once),
+(connections accepted, requests served, requests answered whole, requests
+being answered now and the most at once),
 .../answer?status=CODE&h=Name:Value&h=... (that status and
 those fields, values %-decoded, repeatable; the body is the request's head
 as received), .../head (the request's head as received, as text),
@@ -62,7 +63,7 @@ if "--tls" in sys.argv:
     TLS.sni_callback = remember_sni
 MODE = next((m for m in ("--close", "--half", "--hang") if m in sys.argv), None)
 stats = {"connections": 0, "requests": 0, "health": 0, "handshakes": 0, "resumed": 0,
-         "active": 0, "peak": 0}
+         "active": 0, "peak": 0, "answered": 0}
 health = {"code": 200, "hosts": []}
 lock = threading.Lock()
 
@@ -212,6 +213,13 @@ def answer(sock, conn_no, req, head):
                 k = min(left, len(chunk))
                 send_all(sock, chunk[:k])
                 left -= k
+    elif path == "/stall":
+        # half of the body announced, then silence (the connection kept)
+        n = int(q.get("n", "100000"))
+        send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (2 * n)
+                 + (bytes(range(256)) * (n // 256 + 1))[:n])
+        while sock.recv(65536):
+            pass
     elif path == "/hop":
         send_all(sock, b"HTTP/1.1 200 OK\r\nConnection: X-Secret\r\nX-Secret: s\r\n"
                        b"Keep-Alive: timeout=5\r\nProxy-Authenticate: Basic\r\n"
@@ -303,6 +311,9 @@ def serve(sock, conn_no):
                 fail(sock)
                 return
             answer(sock, conn_no, req, rd.head)
+            if not req[1].startswith("/stats"):
+                with lock:
+                    stats["answered"] += 1  # its last byte went out
     except (EOFError, ConnectionError, ValueError, OSError):
         pass
     finally:
