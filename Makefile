@@ -161,9 +161,7 @@ test: deps reconfigure all asan static embedded
 	@CC=clang $(FUZZ_CONFIGURE)
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz-targets
 	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_CHECK_SECONDS)
-	@echo "== integration tests"
-	MK_TEST_DEPS=1 MK_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests/integration
-	@echo "== integration tests in two lanes: pinned to CPU $(PIN_CPU) then the embedded profile; ASan + UBSan on CPUs $(OTHER_CPUS)"
+	@echo "== integration tests in two lanes: the normal build pinned to CPU $(PIN_CPU) then the embedded profile; ASan + UBSan on CPUs $(OTHER_CPUS)"
 	$(PYTHON) tools/lanes.py $(BUILD)/lanes \
 		'pinned=MK_TEST_DEPS=1 MK_BUILD=$(BUILD) taskset -c $(PIN_CPU) $(PYTHON) -m pytest -q tests/integration \
 		  && echo "== integration tests (the embedded profile, static with musl)" \

@@ -377,7 +377,12 @@ def test_php_fpm_with_two_children_and_the_defaults(make_server, tmp_path):
                           rounds=6)
         assert statuses == [200] * 72, sorted(set(statuses))
         assert time.monotonic() - t0 < 20 * SLOW
-        assert wait_for(lambda: status_doc(srv)["backend0_limit"] == 2, 10 * SLOW), status_doc(srv)
+        # the limit learned is 2; on a slow run it may already have grown back to
+        # 3 (one more is tried at most every 10 s while requests queue, for a
+        # php-fpm that starts more children), which the next refusal lowers again
+        assert wait_for(lambda: status_doc(srv)["backend0_limit"] in (2, 3), 10 * SLOW), \
+            status_doc(srv)
+        assert status_doc(srv)["backend0_not_accepted"] >= 1
         assert hammer(srv, ["/env.php", "/slow.php?s=0.02"], clients=8, rounds=4) == [200] * 32
         st = status_doc(srv)
         assert st["timeouts"] == 0 and st["bad_gateway"] == 0 and st["queue_timeouts"] == 0, st
