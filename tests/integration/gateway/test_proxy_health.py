@@ -16,9 +16,8 @@ import pytest
 
 from conftest import MONKEY, SLOW, free_port
 from gwutil import plugin_status
-from test_proxy import PROXY_SO, distribution, echo, proxy_server, upstreams  # noqa: F401
+from test_proxy import pytestmark, distribution, echo, proxy_server, upstreams  # noqa: F401
 
-pytestmark = pytest.mark.skipif(not PROXY_SO.exists(), reason="built without the proxy plugin")
 
 FAST = "interval=100ms timeout=500ms rise=2 fall=2"
 

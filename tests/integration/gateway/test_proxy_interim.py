@@ -11,7 +11,7 @@ import pytest
 from conftest import SLOW
 from gwutil import plugin_status
 from h2util import H2_MARKS, H2Client
-from test_proxy import proxy_server, read_to_close, upstreams  # noqa: F401 (a fixture)
+from test_proxy import proxy_server, pytestmark, read_to_close, upstreams  # noqa: F401
 
 HINTS = (b"Link: </style.css>; rel=preload; as=style\r\n"
          b"Link: </app.js>; rel=preload; as=script\r\n")

@@ -15,10 +15,9 @@ import pytest
 
 from conftest import SLOW
 from gwutil import plugin_status, with_control
-from test_proxy import PROXY_SO, upstreams  # noqa: F401
+from test_proxy import PROXY_SO, pytestmark, upstreams  # noqa: F401
 from test_proxy_health import set_health, wait_for
 
-pytestmark = pytest.mark.skipif(not PROXY_SO.exists(), reason="built without the proxy plugin")
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "load-balancer.md"
 

@@ -12,11 +12,10 @@ import threading
 import time
 
 from conftest import SLOW
-from test_proxy import PROXY_SO, proxy_server, upstreams  # noqa: F401
+from test_proxy import pytestmark, proxy_server, upstreams  # noqa: F401
 
 import pytest
 
-pytestmark = pytest.mark.skipif(not PROXY_SO.exists(), reason="built without the proxy plugin")
 
 
 def group(*servers, extra=""):

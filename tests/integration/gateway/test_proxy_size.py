@@ -12,7 +12,7 @@ import time
 import zlib
 
 from conftest import EMULATED, SANITIZED, SLOW
-from test_proxy import proxy_server, upstreams  # noqa: F401 (a fixture)
+from test_proxy import proxy_server, pytestmark, upstreams  # noqa: F401
 
 SIZE = (256 if EMULATED else 1024) << 20
 PIECE = 1 << 20

@@ -18,12 +18,13 @@ import time
 
 import pytest
 
-from conftest import MONKEY, SLOW, built_without
+from conftest import MONKEY, SLOW, built_without, needs_dlopen
 from gwutil import plugin_status
 from h2util import H2_MARKS, H2Client
 from test_proxy import PROXY_SO, echo, fields, proxy_server, upstreams  # noqa: F401
 
 pytestmark = [
+    needs_dlopen,
     pytest.mark.skipif(not PROXY_SO.exists(), reason="built without the proxy plugin"),
     pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl tool"),
     pytest.mark.skipif(built_without("tls"), reason="built without OpenSSL: no tls:// upstreams"),

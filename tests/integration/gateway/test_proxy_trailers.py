@@ -9,7 +9,7 @@ import pytest
 
 from conftest import SLOW
 from h2util import H2_MARKS, H2Client
-from test_proxy import proxy_server, read_to_close, upstreams  # noqa: F401 (a fixture)
+from test_proxy import proxy_server, pytestmark, read_to_close, upstreams  # noqa: F401
 
 
 def raw(srv, request):

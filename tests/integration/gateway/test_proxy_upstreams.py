@@ -14,9 +14,8 @@ import textwrap
 import pytest
 
 from conftest import free_port, wait_port
-from test_proxy import PROXY_SO, proxy_server
+from test_proxy import pytestmark, proxy_server
 
-pytestmark = pytest.mark.skipif(not PROXY_SO.exists(), reason="built without the proxy plugin")
 
 NODE_APP = textwrap.dedent("""
     const http = require('http');
