@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, SANITIZED, SLOW, free_port, needs_dlopen, vm_rss_kb, wait_port
+from conftest import BUILD, MONKEY, SANITIZED, SLOW, free_port, needs_dlopen, vm_rss_kb, wait_port
 from gwutil import plugin_status, with_control
 from h2util import H2_MARKS, H2Client
 
@@ -522,12 +522,48 @@ def test_monkey_t_errors(make_server, upstreams):
     assert "unknown key 'HealthCheck'" in err
 
 
+# Numbers of the Server lines and addresses (px_number in px_conf.c): each
+# bound refused one past it, with the file and line, and accepted at it.
+OUT_OF_RANGE = [
+    ("    Server 127.0.0.1:80 weight=0\n", "a weight is 1 to 100"),
+    ("    Server 127.0.0.1:80 weight=101\n", "a weight is 1 to 100"),
+    ("    Server 127.0.0.1:80 weight=-1\n", "a weight is 1 to 100"),
+    ("    Server 127.0.0.1:80 weight=2x\n", "a weight is 1 to 100"),
+    ("    Server 127.0.0.1:80 weight=\n", "a weight is 1 to 100"),
+    ("    Server 127.0.0.1:80 weight=99999999999999999999999\n", "a weight is 1 to 100"),
+    ("    Server 127.0.0.1:80 max=0\n", "a max is 1 to 65535"),
+    ("    Server 127.0.0.1:80 max=65536\n", "a max is 1 to 65535"),
+    ("    Server 127.0.0.1:80 max=+5\n", "a max is 1 to 65535"),
+    ("    Server 127.0.0.1:0\n", "bad port"),
+    ("    Server 127.0.0.1:65536\n", "bad port"),
+    ("    Server [::1]:-80\n", "bad port"),
+    ("    Server 127.0.0.1: 80\n", "bad port"),
+]
+
+
+@pytest.mark.parametrize("line,why", OUT_OF_RANGE, ids=[c[0].split(None, 2)[-1].strip()
+                                                        for c in OUT_OF_RANGE])
+def test_monkey_t_numbers_out_of_range(make_server, line, why):
+    srv = proxy_server(make_server, conf="    Upstream a\n" + line, site="")
+    err = srv.run_expect_failure(["-t"])
+    assert why in err and "proxy.conf:3" in err, err
+
+
+def test_monkey_t_numbers_at_their_bounds(make_server):
+    conf = ("    Upstream a\n    Server 127.0.0.1:65535 weight=100 max=65535\n"
+            "    Server 127.0.0.1:1 weight=1 max=1\n")
+    srv = proxy_server(make_server, conf=conf, site="    Pass /x a\n")
+    srv.write_conf()
+    p = subprocess.run([str(MONKEY), "-c", str(srv.conf), "-t"], capture_output=True, text=True,
+                       timeout=10 * SLOW)
+    assert p.returncode == 0, p.stderr
+
+
 def test_unix_and_ipv6_addresses_accepted(make_server, upstreams):
     conf = ("    Upstream app\n    Server unix:/run/app.sock\n    Server [::1]:3001 backup\n"
             "    Server 127.0.0.1:3000 weight=2\n")
     srv = proxy_server(make_server, conf=conf, site="    Pass /x app\n")
     srv.write_conf()
-    from conftest import MONKEY
     p = subprocess.run([str(MONKEY), "-c", str(srv.conf), "-t"], capture_output=True, text=True,
                        timeout=10 * SLOW)
     assert p.returncode == 0, p.stderr

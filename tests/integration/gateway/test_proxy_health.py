@@ -188,6 +188,11 @@ def test_monkey_t_errors(make_server):
         (group("127.0.0.1:80") + "    Health /again\n", "has a Health line already",
          "proxy.conf:5"),
     ]
+    # the numbers one past their bounds, and what is no number of that kind
+    for bad in ["interval=0ms", "interval=61m", "interval=3601", "timeout=3600001ms",
+                "timeout=1.5s", "timeout=2d", "timeout=-1s", "interval=", "rise=0", "rise=-1",
+                "fall=101", "fall=1e2", "fall=", "rise=99999999999999999999"]:
+        cases.append((group("127.0.0.1:80", health=bad), "bad Health parameter", "proxy.conf:4"))
     for conf, why, where in cases:
         srv = proxy_server(make_server, conf=conf, site="")
         err = srv.run_expect_failure(["-t"])
@@ -196,9 +201,13 @@ def test_monkey_t_errors(make_server):
                        "    Health health\n", site="")
     err = srv.run_expect_failure(["-t"])
     assert "expected an absolute path" in err and "proxy.conf:4" in err
-    ok = proxy_server(make_server, conf=group("127.0.0.1:80", health="interval=5s timeout=500ms "
-                                              "rise=1 fall=10 host=a.b"), site="    Pass / app\n")
-    ok.write_conf()
-    p = subprocess.run([str(MONKEY), "-t", "-c", str(ok.conf)], capture_output=True, text=True,
-                       timeout=10 * SLOW)
-    assert p.returncode == 0, p.stderr
+    # at the bounds, and in every unit a duration of the configuration takes
+    for health in ["interval=5s timeout=500ms rise=1 fall=10 host=a.b",
+                   "interval=1h timeout=3600000ms rise=100 fall=1",
+                   "interval=1m timeout=60m", "interval=3600 timeout=1ms"]:
+        ok = proxy_server(make_server, conf=group("127.0.0.1:80", health=health),
+                          site="    Pass / app\n")
+        ok.write_conf()
+        p = subprocess.run([str(MONKEY), "-t", "-c", str(ok.conf)], capture_output=True,
+                           text=True, timeout=10 * SLOW)
+        assert p.returncode == 0, (health, p.stderr)
