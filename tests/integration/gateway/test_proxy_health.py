@@ -77,29 +77,55 @@ def test_failing_server_goes_out_and_comes_back(make_server, upstreams):
     assert set(distribution(srv, 6)) == {"a", "b"}
 
 
+def health_gate(u, n):
+    """Let n more of u's /health answers out (the later ones wait); n < 0: all of them."""
+    s = socket.create_connection(("127.0.0.1", u.port), timeout=5)
+    s.sendall(b"GET /healthgate/%d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % n)
+    data = b""
+    while b"\r\n\r\n" not in data or not data.endswith(b"}"):  # the upstream keeps it open
+        got = s.recv(65536)
+        if not got:
+            break
+        data += got
+    s.close()
+
+
 def test_fall_and_rise_counts(make_server, upstreams):
+    """Exactly the fall-th failed check takes b out and the rise-th pass brings it
+    back. b answers its checks one at a time, as the test lets them out: the
+    proxy starts a server's next check only once the last one is counted, so
+    when b has received check k + 1, check k's outcome is in the proxy's state
+    and nothing else can change it. No sleep, no race with the interval."""
     a, b = upstreams("a"), upstreams("b")
-    # fall=3 at 300 ms: b stays in for the first two failed checks
-    srv = proxy_server(make_server, conf=group(a.addr, b.addr,
-                                               health="interval=300ms timeout=1s rise=3 fall=3"),
-                       site="    Pass / app\n", control=True).start()
-    assert wait_for(lambda: b.stats()["health"] >= 1, 5)
+    health_gate(b, 0)  # b holds every check from the first
     set_health(b, 503)
-    assert wait_for(lambda: plugin_status(srv, "proxy")["server1_check_failures"] >= 1, 5)
-    s = plugin_status(srv, "proxy")
-    if s["server1_check_failures"] < 3:
-        assert s["server1_healthy"] == 1
-    assert wait_for(lambda: healthy(srv, 1) == 0, 5)
-    assert plugin_status(srv, "proxy")["server1_check_failures"] >= 3
-    set_health(b, 200)
-    assert wait_for(lambda: plugin_status(srv, "proxy")["server1_checks"]
-                    > plugin_status(srv, "proxy")["server1_check_failures"], 5)
-    passed = lambda: (plugin_status(srv, "proxy")["server1_checks"]  # noqa: E731
-                      - plugin_status(srv, "proxy")["server1_check_failures"])
-    if passed() < 3:
-        assert healthy(srv, 1) == 0  # one or two passes are not enough with rise=3
-    assert wait_for(lambda: healthy(srv, 1) == 1, 5)
-    assert passed() >= 3
+    srv = proxy_server(make_server, conf=group(a.addr, b.addr,
+                                               health="interval=50ms timeout=1h rise=3 fall=3"),
+                       site="    Pass / app\n", control=True).start()
+    received = 1
+
+    def let_one_out():
+        nonlocal received
+        assert wait_for(lambda: b.stats()["health"] == received, 10), b.stats()
+        health_gate(b, 1)
+        received += 1
+        assert wait_for(lambda: b.stats()["health"] == received, 10), b.stats()
+        return plugin_status(srv, "proxy")
+
+    for k in (1, 2, 3):
+        s = let_one_out()
+        assert s["server1_check_failures"] == k and s["server1_checks"] == k, s
+        assert s["server1_healthy"] == (1 if k < 3 else 0), (k, s)
+    assert f"proxy: {b.addr} is down: 3 checks of /health failed" in srv.stderr_text()
+    assert set(distribution(srv, 4)) == {"a"}
+    set_health(b, 200)  # the check b holds now passes when it goes
+    for k in (1, 2, 3):
+        s = let_one_out()
+        assert s["server1_checks"] == 3 + k and s["server1_check_failures"] == 3, s
+        assert s["server1_healthy"] == (0 if k < 3 else 1), (k, s)
+    assert f"proxy: {b.addr} is up again (3 checks of /health passed)" in srv.stderr_text()
+    health_gate(b, -1)
+    assert set(distribution(srv, 6)) == {"a", "b"}
 
 
 def test_blackholed_server_fails_by_timeout(make_server, upstreams):
