@@ -33,8 +33,12 @@ if(MK_PLUGIN_BUILTIN)
   target_sources(monkeybuiltins PRIVATE ${MK_PX_SOURCES} ${MK_GW_SOURCES})
   target_include_directories(monkeybuiltins PRIVATE ${MK_GW_DIR})
   if(MK_PX_TLS)
+    # The object library takes OpenSSL's headers from the link; the link
+    # itself is monkeylib's: objects taken in by $<TARGET_OBJECTS> bring no
+    # libraries of theirs along (as plugins/tls does built in).
     target_compile_definitions(monkeybuiltins PRIVATE PX_TLS)
-    target_link_libraries(monkeybuiltins PUBLIC OpenSSL::SSL)
+    target_link_libraries(monkeybuiltins PRIVATE OpenSSL::SSL)
+    target_link_libraries(monkeylib PUBLIC OpenSSL::SSL)
   endif()
 endif()
 
