@@ -72,10 +72,15 @@ static int px_fail(struct px_resp *r, const char *why)
     return MK_ERR;
 }
 
+/* Whether p[0..n) starts with "HTTP/1.0 " or "HTTP/1.1 " and has room for a status after it. */
+static bool px_version_ok(const char *p, size_t n)
+{
+    return n >= 12 && memcmp(p, "HTTP/1.", 7) == 0 && (p[7] == '0' || p[7] == '1') && p[8] == ' ';
+}
+
 int px_resp_status(const char *buf, size_t len)
 {
-    if (len < 12 || memcmp(buf, "HTTP/1.", 7) != 0 || (buf[7] != '0' && buf[7] != '1') ||
-        buf[8] != ' ') {
+    if (!px_version_ok(buf, len)) {
         return 0;
     }
     for (int i = 9; i < 12; i++) {
@@ -90,7 +95,7 @@ int px_resp_status(const char *buf, size_t len)
 /* "HTTP/1.x SSS reason": MK_OK or MK_ERR. */
 static int px_status_line(const char *p, size_t n, struct px_resp *r)
 {
-    if (n < 12 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') || p[8] != ' ') {
+    if (!px_version_ok(p, n)) {
         return px_fail(r, "not an HTTP/1.0 or HTTP/1.1 status line");
     }
     if (!(r->status = px_resp_status(p, n))) {
