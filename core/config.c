@@ -279,11 +279,16 @@ static char *mk_conf_slurp(const char *path, size_t *len, struct stat *st, char 
     return buf;
 }
 
-/* Read one included file `path` for the Include at position `line`. */
+/*
+ * Read one included file `name` for the Include at position `line`. It is
+ * named (and opened) by its real path, so that messages read
+ * "/etc/monkey/site.d/a.conf", not "/etc/monkey/sites/../site.d/a.conf".
+ */
 static bool mk_conf_include_file(struct mk_conf_reader *rd, struct mk_conf_section **cur,
-                                 const char *path, int line)
+                                 const char *name, int line)
 {
-    char why[MK_CONF_ERR_LEN];
+    char why[MK_CONF_ERR_LEN], real[PATH_MAX];
+    const char *path = realpath(name, real) ? real : name;
     struct stat st;
     size_t len;
     char *buf = mk_conf_slurp(path, &len, &st, why, sizeof(why));
