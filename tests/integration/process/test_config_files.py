@@ -95,6 +95,10 @@ BROKEN = [
      "key outside of any [SECTION]"),
     ("site key error", lambda c: (c / "site.d" / "root.site").write_text(
         "    DocumentRoot /nonexistent-monkey-root\n"), "site.d/root.site", 1, "DocumentRoot"),
+    ("plugins.load", lambda c: ((c / "plugins.d").mkdir(), (c / "plugins.d" / "a.load").write_text(
+        "\n    Lod access\n"), (c / "plugins.load").write_text(
+        "[PLUGINS]\n    Include plugins.d/*.load\n")), "plugins.d/a.load", 2,
+     "unknown key 'Lod' in [PLUGINS]"),
 ]
 
 
