@@ -507,6 +507,13 @@ void mk_gw_job_head_more(struct mk_gw_job *j, size_t n)
     }
 }
 
+void mk_gw_job_head_given(struct mk_gw_job *j)
+{
+    if (!j->head_ready && !j->fail) {
+        gw_job_head_done(j);
+    }
+}
+
 void mk_gw_job_head_data(struct mk_gw_job *j, const void *data, size_t len)
 {
     size_t room;

@@ -280,6 +280,14 @@ void mk_gw_job_body_drained(struct mk_gw_job *j);
 char *mk_gw_job_head_room(struct mk_gw_job *j, size_t *room);
 void mk_gw_job_head_more(struct mk_gw_job *j, size_t n);
 void mk_gw_job_head_data(struct mk_gw_job *j, const void *data, size_t len);
+/*
+ * The head given parsed, not as text to parse: the backend filled j->h
+ * (its status, and its fields with mk_gw_head_field) with slices into the
+ * head buffer's first j->h.head_len bytes (head_room, j->head_len counting
+ * them); the job takes it as it takes a block mk_gw_head_parse accepted.
+ * Bytes put after them (head_more, head_data) are the start of the body.
+ */
+void mk_gw_job_head_given(struct mk_gw_job *j);
 
 /*
  * An interim answer of the backend (103 Early Hints: api->interim, with

@@ -244,8 +244,10 @@ struct px_rgroup {
     atomic_uint rr;
     struct px_point *ring;
     size_t n_ring;
-    bool checked;         /* its servers' active checks are held (px_health_holds) */
-    struct px_self *self; /* then the state that holds them, which outlives px_exit */
+    bool checked; /* its servers' active checks are held (px_health_holds) */
+    /* the state whose servers[] the slots name (api->self of the server that made the
+       group, looked up once); with `checked`, it outlives px_exit */
+    struct px_self *self;
 };
 
 /* What site_init() stores. */

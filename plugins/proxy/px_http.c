@@ -294,6 +294,7 @@ static int px_framing(struct px_resp *r, bool head_request)
             te = chunked = true;
         }
         else if (px_eq(&f->name, "connection")) {
+            r->has_connection = true;
             if (px_list_has(&f->value, "close", 5)) {
                 r->close = true;
             }

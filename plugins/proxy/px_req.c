@@ -182,15 +182,16 @@ static struct px_req *px_of(struct mk_gw_job *j)
     return (struct px_req *) j;
 }
 
-static struct px_server *px_srv(unsigned slot)
+/* Server `slot` of self (the request's q->self, the group's g->self: no api->self per call). */
+static struct px_server *px_srv(struct px_self *self, unsigned slot)
 {
-    return &px_self()->servers[slot];
+    return &self->servers[slot];
 }
 
 static void px_log(struct px_req *q, const char *what, int err)
 {
-    const char *addr = q->c             ? px_srv(q->c->slot)->a.text
-                       : q->member >= 0 ? px_srv(q->g->slot[q->member])->a.text
+    const char *addr = q->c             ? px_srv(q->self, q->c->slot)->a.text
+                       : q->member >= 0 ? px_srv(q->self, q->g->slot[q->member])->a.text
                                         : "-";
     if (err) {
         mk_gw_job_log(&q->j, "%s: %s: %s", addr, what, strerror(err));
@@ -362,9 +363,10 @@ static struct px_conn *px_conn_take(unsigned slot)
 
 /* A new connection to slot, connecting (a tls:// one with its SSL, over conf's context): c, or NULL
  * with errno. */
-static struct px_conn *px_conn_open(unsigned slot, const struct px_conf *conf, bool *connecting)
+static struct px_conn *px_conn_open(struct px_self *self, unsigned slot, const struct px_conf *conf,
+                                    bool *connecting)
 {
-    const struct px_server *s = px_srv(slot);
+    const struct px_server *s = px_srv(self, slot);
     int fd = socket(s->a.sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         return NULL;
@@ -403,7 +405,7 @@ static struct px_conn *px_conn_open(unsigned slot, const struct px_conf *conf, b
     (void) conf;
 #endif
     *connecting = rc != 0;
-    atomic_fetch_add_explicit(&px_srv(slot)->connects, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&px_srv(self, slot)->connects, 1, memory_order_relaxed);
     return c;
 }
 
@@ -420,9 +422,9 @@ static void px_ctimer_stop(struct px_req *q)
 /* ---- places on servers with a max=, and the queue ---------------------------------- */
 
 /* Take a place on slot, whose limit is max (0: none): false when it is full. */
-static bool px_take(unsigned slot, unsigned max)
+static bool px_take(struct px_self *self, unsigned slot, unsigned max)
 {
-    atomic_uint *a = &px_srv(slot)->active;
+    atomic_uint *a = &px_srv(self, slot)->active;
     unsigned n = atomic_load_explicit(a, memory_order_relaxed);
     do {
         if (max && n >= max) {
@@ -447,7 +449,7 @@ static bool px_waiting_for(unsigned slot)
 }
 
 /* This worker's bit in the `waiting` masks of g's limited servers, as its queue says. */
-static void px_mask_refresh(const struct px_rgroup *g)
+static void px_mask_refresh(struct px_self *self, const struct px_rgroup *g)
 {
     int w = px_api->worker_id();
     if (w < 0 || w >= PX_WORKERS_MAX) {
@@ -458,7 +460,7 @@ static void px_mask_refresh(const struct px_rgroup *g)
         if (!g->max[i]) {
             continue;
         }
-        atomic_uint_fast64_t *mask = &px_srv(g->slot[i])->waiting[w / 64];
+        atomic_uint_fast64_t *mask = &px_srv(self, g->slot[i])->waiting[w / 64];
         if (px_waiting_for(g->slot[i])) {
             atomic_fetch_or(mask, bit);
         }
@@ -484,7 +486,7 @@ static int px_enqueue(struct px_req *q)
     *pp = q;
     q->queued = true;
     px_waitq_n++;
-    px_mask_refresh(q->g);
+    px_mask_refresh(q->self, q->g);
     return MK_AGAIN;
 }
 
@@ -501,7 +503,7 @@ static void px_unqueue(struct px_req *q)
     }
     q->queued = false;
     px_waitq_n--;
-    px_mask_refresh(q->g);
+    px_mask_refresh(q->self, q->g);
 }
 
 /*
@@ -516,7 +518,7 @@ static void px_wake(void)
         struct px_req *q = *pp;
         bool full;
         int m = px_pick(q->g, NULL, q->tried, &full);
-        if (m >= 0 && !px_take(q->g->slot[m], q->g->max[m])) {
+        if (m >= 0 && !px_take(q->self, q->g->slot[m], q->g->max[m])) {
             m = -1;
             full = true;
         }
@@ -529,7 +531,7 @@ static void px_wake(void)
         px_waitq_n--;
         q->reserved = m;
         q->active = m >= 0 ? q->g->slot[m] + 1 : 0;
-        px_mask_refresh(q->g);
+        px_mask_refresh(q->self, q->g);
         mk_gw_job_ready(&q->j);
     }
 }
@@ -545,20 +547,20 @@ static void px_wake_cb(void *arg)
  * request waiting for one (on this worker, or another: api->worker_call)
  * may take it.
  */
-static void px_let_go_place(unsigned active)
+static void px_let_go_place(struct px_self *self, unsigned active)
 {
     if (!active) {
         return;
     }
-    struct px_server *s = px_srv(active - 1);
+    struct px_server *s = px_srv(self, active - 1);
     atomic_fetch_sub_explicit(&s->active, 1, memory_order_relaxed);
-    int self = px_api->worker_id();
+    int me = px_api->worker_id();
     for (int word = 0; word < PX_WORKER_WORDS; word++) {
         uint_fast64_t bits = atomic_load_explicit(&s->waiting[word], memory_order_relaxed);
         while (bits) {
             int w = word * 64 + __builtin_ctzll(bits);
             bits &= bits - 1;
-            if (w == self) {
+            if (w == me) {
                 px_wake();
             }
             else {
@@ -573,7 +575,7 @@ static void px_let_go(struct px_req *q)
 {
     unsigned active = q->active;
     q->active = 0;
-    px_let_go_place(active);
+    px_let_go_place(q->self, active);
 }
 
 /* Let go of the request's connection: to the pool when keep, else closed. */
@@ -665,7 +667,7 @@ static int px_connect(struct px_req *q, struct mk_request *r, int status)
             q->reserved = -1; /* its place is held already (px_wake) */
         }
         else if ((m = px_pick(q->g, r, q->tried | lost, &full)) >= 0) {
-            if (!px_take(q->g->slot[m], q->g->max[m])) {
+            if (!px_take(q->self, q->g->slot[m], q->g->max[m])) {
                 lost |= (uint64_t) 1 << m;
                 continue;
             }
@@ -690,7 +692,7 @@ static int px_connect(struct px_req *q, struct mk_request *r, int status)
         if (q->failed_slot >= 0) {
             /* the request goes on: a retry of the failed server's */
             atomic_fetch_add_explicit(&q->self->retries, 1, memory_order_relaxed);
-            atomic_fetch_add_explicit(&px_srv((unsigned) q->failed_slot)->retries, 1,
+            atomic_fetch_add_explicit(&px_srv(q->self, (unsigned) q->failed_slot)->retries, 1,
                                       memory_order_relaxed);
             q->failed_slot = -1;
         }
@@ -702,17 +704,17 @@ static int px_connect(struct px_req *q, struct mk_request *r, int status)
         unsigned slot = q->g->slot[m];
         struct px_conn *c = px_conn_take(slot);
         if (c) {
-            atomic_fetch_add_explicit(&px_srv(slot)->reuses, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&px_srv(q->self, slot)->reuses, 1, memory_order_relaxed);
             q->connecting = false;
         }
-        else if (!(c = px_conn_open(slot, conf, &q->connecting))) {
+        else if (!(c = px_conn_open(q->self, slot, conf, &q->connecting))) {
             int e = errno;
             px_log(q, "connect", e);
             px_let_go(q);
             if (e == ENOMEM || e == EMFILE || e == ENFILE) {
                 return 503;
             }
-            px_server_failed(px_srv(slot), conf);
+            px_server_failed(px_srv(q->self, slot), conf);
             if (!px_may_retry(q)) {
                 return 502;
             }
@@ -727,7 +729,7 @@ static int px_connect(struct px_req *q, struct mk_request *r, int status)
         }
         c->req = q;
         q->c = c;
-        atomic_fetch_add_explicit(&px_srv(slot)->requests, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&px_srv(q->self, slot)->requests, 1, memory_order_relaxed);
         if (q->connecting || c->hs) {
             q->ctimer = px_api->timer_start((uint32_t) conf->connect_ms, 0, px_ctimer_cb, q);
         }
@@ -757,9 +759,9 @@ static int px_again(struct px_req *q, bool fresh, int status)
         return px_connect(q, NULL, status);
     }
     atomic_fetch_add_explicit(&q->self->retries, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&px_srv(slot)->retries, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&px_srv(q->self, slot)->retries, 1, memory_order_relaxed);
     bool connecting;
-    struct px_conn *c = px_conn_open(slot, q->site->conf, &connecting);
+    struct px_conn *c = px_conn_open(q->self, slot, q->site->conf, &connecting);
     if (c && (c->h = px_api->fd_watch(c->fd, 0, px_conn_cb, c))) {
         c->req = q;
         q->c = c;
@@ -797,7 +799,7 @@ static bool px_retry(struct px_req *q, bool fresh, int status)
 static bool px_attempt_failed(struct px_req *q, const char *what, int err, int status)
 {
     px_log(q, what, err);
-    px_server_failed(px_srv(q->c->slot), q->site->conf);
+    px_server_failed(px_srv(q->self, q->c->slot), q->site->conf);
     if (!px_may_retry(q)) {
         mk_gw_job_fail(&q->j, status);
         return false;
@@ -897,7 +899,7 @@ static void px_finish(struct px_req *q)
                 !px_conn_pending(q->c);
     q->done = true;
     q->in_body = false; /* q may outlive px_body now: its buffer goes out from want() */
-    px_server_ok(px_srv(q->c->slot));
+    px_server_ok(px_srv(q->self, q->c->slot));
     px_drop_conn(q, keep);
     px_let_go(q);
     if (q->tkeep && q->ch.done && !q->ch.keep_over && q->ch.keep_len > 0 &&
@@ -948,7 +950,7 @@ static size_t px_redirect_maps(const struct px_req *q, struct px_map *m, char *t
             m[n++] = fc->redirect[i];
             continue;
         }
-        const char *hosts[2] = {px_srv(q->c->slot)->a.text, fc->host};
+        const char *hosts[2] = {px_srv(q->self, q->c->slot)->a.text, fc->host};
         for (int h = 0; h < 2 && q->dto; h++) {
             if (!hosts[h] || strncmp(hosts[h], "unix:", 5) == 0) {
                 continue;
@@ -965,9 +967,10 @@ static size_t px_redirect_maps(const struct px_req *q, struct px_map *m, char *t
 }
 
 /*
- * One field of the answer into the job's head buffer, its value rewritten
- * as `rw` says. MK_OK, or MK_ERR (the job failed: no memory, or the head
- * does not fit, 502).
+ * One field of the answer into the job's head (j->h, mk_gw_head_field),
+ * its bytes in the head buffer (name, then value), its value rewritten as
+ * `rw` says. MK_OK, or MK_ERR (the job failed: no memory, the head does
+ * not fit, or the field is one the head refuses, 502).
  */
 static int px_head_field(struct px_req *q, const char *name, size_t nlen, const char *v,
                          size_t vlen, enum px_rewrite rw, const struct px_map *redir, size_t nr)
@@ -978,13 +981,12 @@ static int px_head_field(struct px_req *q, const char *name, size_t nlen, const 
     if (!dst) {
         return MK_ERR;
     }
-    if (nlen + 2 + 4 > room) {
+    if (nlen > room) {
         goto too_large;
     }
     memcpy(dst, name, nlen);
-    memcpy(dst + nlen, ": ", 2);
-    char *out = dst + nlen + 2;
-    size_t cap = room - nlen - 2 - 4; /* the line's CRLF, and the block's */
+    char *out = dst + nlen;
+    size_t cap = room - nlen;
     long k;
     switch (rw) {
     case PX_RW_LOCATION:
@@ -1006,8 +1008,22 @@ static int px_head_field(struct px_req *q, const char *name, size_t nlen, const 
     if (k < 0) {
         goto too_large;
     }
-    memcpy(out + k, "\r\n", 2);
-    q->j.head_len += nlen + 2 + (size_t) k + 2; /* not parsed yet: the block ends below */
+    /* values are trimmed and free of control bytes: the upstream's (px_resp_parse), the
+       configuration's (px_fconf.c), and the rewrites of both */
+    struct mk_gw_slice n = {dst, nlen}, val = {out, (size_t) k};
+    while (val.len && (val.p[0] == ' ' || val.p[0] == '\t')) {
+        val.p++;
+        val.len--;
+    }
+    while (val.len && (val.p[val.len - 1] == ' ' || val.p[val.len - 1] == '\t')) {
+        val.len--;
+    }
+    q->j.head_len += nlen + (size_t) k;
+    if (mk_gw_head_field(&q->j.h, n, val) != MK_OK) {
+        px_log(q, q->j.h.why, 0);
+        mk_gw_job_fail(&q->j, 502);
+        return MK_ERR;
+    }
     return MK_OK;
 too_large:
     px_log(q, "the response head is too large", 0);
@@ -1021,10 +1037,11 @@ static bool px_named(const char *name, size_t len, const char *lit)
 }
 
 /*
- * Give the job the head: the status line and the end-to-end fields
- * (hop-by-hop ones and those the upstream's Connection names dropped),
- * with the site's ResponseHeader lines and its Redirect, CookiePath and
- * CookieDomain rewriting applied. MK_OK, or MK_ERR (the job failed).
+ * Give the job the head, parsed (j->h, mk_gw_job_head_given: the job
+ * parses no text): the status and the end-to-end fields (hop-by-hop ones
+ * and those the upstream's Connection names dropped), with the site's
+ * ResponseHeader lines and its Redirect, CookiePath and CookieDomain
+ * rewriting applied. MK_OK, or MK_ERR (the job failed).
  */
 static int px_give_head(struct px_req *q)
 {
@@ -1033,7 +1050,7 @@ static int px_give_head(struct px_req *q)
     struct px_map redir[2 * PX_MAPS_MAX];
     char text[2 * PX_MAPS_MAX * 64];
     size_t nr = fc->n_redirect ? px_redirect_maps(q, redir, text, sizeof(text)) : 0;
-    char line[64];
+    struct mk_gw_head *h = &q->j.h;
     /* The upstream's Content-Length goes on when it frames the body, or
        answers a HEAD: the client is told what the upstream said. */
     if (!q->tunnel && p->has_length && p->status != 204 && p->status != 304 &&
@@ -1044,21 +1061,23 @@ static int px_give_head(struct px_req *q)
     else if (q->head_request && !q->tunnel) {
         q->j.length_is = MK_GW_LENGTH_UNKNOWN;
     }
-    /* "HTTP/1.1 NNN X\r\n": the status from the parser is 100..599 (no snprintf per answer).
-       A 101 goes to the job as a 200: its parser takes final statuses only, and
-       px_gw_head makes the 101 itself (the takeover). */
-    int status = q->tunnel ? 200 : p->status;
-    memcpy(line, "HTTP/1.1 000 X\r\n", 16);
-    line[9] = (char) ('0' + status / 100);
-    line[10] = (char) ('0' + status / 10 % 10);
-    line[11] = (char) ('0' + status % 10);
-    mk_gw_job_head_data(&q->j, line, 16);
+    /* the scalars only, as mk_gw_head_parse does: fields[] is written up to n_fields */
+    memset(h, 0, offsetof(struct mk_gw_head, fields));
+    h->n_fields = 0;
+    h->why = NULL;
+    /* A 101's head is the tunnel's (px_tun_start), whose takeover makes the 101 itself
+       (HTTP/2: the stream's 200): the status put on the response before it is 200. */
+    h->status = q->tunnel ? 200 : p->status;
+    size_t room;
+    if (!mk_gw_job_head_room(&q->j, &room)) {
+        return MK_ERR; /* the buffer, made even for a head without a field */
+    }
     for (unsigned i = 0; i < p->n_fields && !q->j.fail; i++) {
         const struct px_field *f = &p->fields[i];
         const char *fn = f->name.p;
         size_t fl = f->name.len;
         if (px_hop_by_hop(fn, fl) || px_named(fn, fl, "content-length") ||
-            px_named(fn, fl, "status") || px_resp_conn_names(p, fn, fl) ||
+            px_named(fn, fl, "status") || (p->has_connection && px_resp_conn_names(p, fn, fl)) ||
             (q->ws_h2 && px_named(fn, fl, "sec-websocket-accept")) ||
             px_op_of(fc->resp, fc->n_resp, fn, fl)) {
             continue;
@@ -1087,7 +1106,8 @@ static int px_give_head(struct px_req *q)
     if (q->j.fail) {
         return MK_ERR;
     }
-    mk_gw_job_head_data(&q->j, "\r\n", 2);
+    h->head_len = q->j.head_len;
+    mk_gw_job_head_given(&q->j);
     return q->j.fail || !q->j.head_ready ? MK_ERR : MK_OK;
 }
 
@@ -1434,7 +1454,7 @@ static bool px_read(struct px_req *q)
         }
         px_log(q, q->head_in ? "the response was cut short" : "closed within the response's head",
                e);
-        px_server_failed(px_srv(q->c->slot), q->site->conf);
+        px_server_failed(px_srv(q->self, q->c->slot), q->site->conf);
         mk_gw_job_fail(&q->j, 502);
         return false;
     }
@@ -1442,7 +1462,7 @@ static bool px_read(struct px_req *q)
     q->j.last_io_ms = px_api->now_ms();
     if (!q->got_any && q->sent_any) {
         /* the answer's first byte (an interim 1xx's included): its server's time to it */
-        struct px_server *s = px_srv(q->c->slot);
+        struct px_server *s = px_srv(q->self, q->c->slot);
         q->got_any = true;
         atomic_fetch_add_explicit(&s->ttfb_ms, q->j.last_io_ms - q->sent_ms, memory_order_relaxed);
         atomic_fetch_add_explicit(&s->ttfb_count, 1, memory_order_relaxed);
@@ -1505,9 +1525,11 @@ static void px_io(struct px_req *q, int fd, uint32_t ready)
         }
         q->c->hs = false;
         px_ctimer_stop(q);
-        atomic_fetch_add_explicit(&px_srv(q->c->slot)->tls_handshakes, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&px_srv(q->self, q->c->slot)->tls_handshakes, 1,
+                                  memory_order_relaxed);
         if (px_tls_resumed(q->c->ssl)) {
-            atomic_fetch_add_explicit(&px_srv(q->c->slot)->tls_resumed, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&px_srv(q->self, q->c->slot)->tls_resumed, 1,
+                                      memory_order_relaxed);
         }
         ready |= MK_LOOP_WRITE; /* the request may go now */
     }
@@ -1722,7 +1744,7 @@ static void px_tun_close(struct mk_takeover *t, void *arg)
         atomic_fetch_sub_explicit(&px_self()->tunnels_open, 1, memory_order_relaxed);
     }
     px_conn_close(u->c);
-    px_let_go_place(u->active);
+    px_let_go_place(px_self(), u->active);
     free(u->early);
     free(u->out);
     free(u);
@@ -1773,7 +1795,7 @@ static int px_tun_start(struct px_req *q, struct mk_request *r)
         return MK_ERR;
     }
     px_api->takeover_on_open(r, px_tun_open);
-    px_server_ok(px_srv(q->c->slot));
+    px_server_ok(px_srv(q->self, q->c->slot));
     u->c = q->c;
     u->c->req = NULL;
     u->c->tun = u;
@@ -2261,7 +2283,7 @@ static bool px_timed_out(struct mk_gw_job *j)
         return false; /* px_drop logs it and counts the server's failure */
     }
     px_log(q, q->connecting ? "no connection within Timeout" : "no answer within Timeout", 0);
-    px_server_failed(px_srv(q->c->slot), q->site->conf);
+    px_server_failed(px_srv(q->self, q->c->slot), q->site->conf);
     return px_again(q, false, 504) == MK_OK;
 }
 
@@ -2270,7 +2292,7 @@ static void px_drop(struct mk_gw_job *j, int status)
     struct px_req *q = px_of(j);
     if (status == 504 && q->c && !q->connecting) {
         px_log(q, "no answer within Timeout", 0);
-        px_server_failed(px_srv(q->c->slot), q->site->conf);
+        px_server_failed(px_srv(q->self, q->c->slot), q->site->conf);
     }
     px_drop_conn(q, false);
     px_let_go(q);
@@ -2336,7 +2358,7 @@ static const struct mk_gw_backend px_backend = {
 
 int px_req_start(struct mk_request *r, const struct px_site *site, size_t i)
 {
-    struct px_self *self = px_self();
+    struct px_self *self = site->groups[i]->self;
     struct mk_gw_script s;
     size_t len;
 
