@@ -32,6 +32,11 @@
 
 /* The jobs of this worker thread, for worker_exit. */
 static __thread struct mk_gw_job *gw_jobs;
+/* The last job freed on this worker, kept for the next of the same backend (one malloc and
+   free of the job, the backend's buffers with it, less per request); freed, and no more kept,
+   at the worker's exit (mk_gw_job_worker_exit). */
+static __thread struct mk_gw_job *gw_spare;
+static __thread bool gw_spare_off;
 
 static int gw_job_resumed(struct mk_request *r, void *arg);
 static int gw_job_run(struct mk_gw_job *j, struct mk_request *r);
@@ -81,8 +86,11 @@ struct mk_gw_job *mk_gw_job_new(const struct mk_gw_backend *be, const struct mk_
                                 struct mk_request *r, const struct mk_gw_script *s,
                                 struct mk_gw_stats *stats)
 {
-    struct mk_gw_job *j = malloc(be->size);
-    if (!j) {
+    struct mk_gw_job *j = gw_spare;
+    if (j && j->be == be) {
+        gw_spare = NULL;
+    }
+    else if (!(j = malloc(be->size))) {
         return NULL;
     }
     memset(j, 0, offsetof(struct mk_gw_job, h)); /* h and log (5 KB) need no zeroes */
@@ -92,7 +100,12 @@ struct mk_gw_job *mk_gw_job_new(const struct mk_gw_backend *be, const struct mk_
     j->api = api;
     j->stats = stats;
     j->script = *s;
-    j->has_body = mk_gw_has_body(api, r);
+    /* the request's framing fields, looked up once for has_body and mk_gw_job_start */
+    size_t cl_len, te_len;
+    const char *cl = api->header(r, "Content-Length", &cl_len);
+    j->req_cl = cl != NULL;
+    j->req_te = !cl && api->header(r, "Transfer-Encoding", &te_len) != NULL;
+    j->has_body = mk_gw_has_body_of(cl, cl_len, j->req_te);
     j->start_ms = api->now_ms();
     mk_gw_log_init(&j->log, be->who, s->name, s->name_len);
     j->next = gw_jobs;
@@ -113,7 +126,12 @@ void mk_gw_job_free(struct mk_gw_job *j)
     free(j->head);
     free(j->spill);
     mk_gw_spool_free(&j->spool);
-    free(j);
+    if (gw_spare_off) {
+        free(j);
+        return;
+    }
+    free(gw_spare);
+    gw_spare = j;
 }
 
 void mk_gw_job_over(struct mk_gw_job *j, bool done)
@@ -192,6 +210,10 @@ static int gw_job_resumed_orphan(struct mk_request *r, void *arg)
 void mk_gw_job_worker_exit(const struct mk_gw_backend *be)
 {
     struct mk_gw_job **pp = &gw_jobs;
+
+    gw_spare_off = true;
+    free(gw_spare);
+    gw_spare = NULL;
 
     while (*pp) {
         struct mk_gw_job *j = *pp;
@@ -767,7 +789,7 @@ static int gw_job_spool_cb(struct mk_request *r, int event, const char *data, si
 
 int mk_gw_job_start(struct mk_gw_job *j, struct mk_request *r)
 {
-    if (!mk_gw_body_unsized(j->api, r)) {
+    if (!mk_gw_body_unsized_of(j->api, r, j->req_cl, j->req_te)) {
         return gw_job_launch(j, r);
     }
     if (j->be->stream_unsized) {

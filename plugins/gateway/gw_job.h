@@ -213,12 +213,13 @@ struct mk_gw_job {
     size_t head_len;
     char *spill; /* response bytes the client's queue did not take */
     size_t spill_len;
-    bool has_body;   /* the request has a body (mk_gw_has_body) */
-    bool spooled;    /* it was kept whole: j->spool */
-    bool body_done;  /* the body is complete */
-    bool head_ready; /* the header block is in j->h */
-    bool ended;      /* the backend's answer ended (mk_gw_job_end) */
-    bool paused;     /* the backend's answer is not to be read now (want) */
+    bool has_body;       /* the request has a body (mk_gw_has_body) */
+    bool req_cl, req_te; /* a Content-Length, a Transfer-Encoding came (looked up once) */
+    bool spooled;        /* it was kept whole: j->spool */
+    bool body_done;      /* the body is complete */
+    bool head_ready;     /* the header block is in j->h */
+    bool ended;          /* the backend's answer ended (mk_gw_job_end) */
+    bool paused;         /* the backend's answer is not to be read now (want) */
     /* Set by the backend: it reads its answer though paused (into a buffer of its own), so
        that its silence counts against MK_GW_TIMEOUT_IDLE even while the client is slow. */
     bool reads_paused;
