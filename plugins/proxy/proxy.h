@@ -190,8 +190,10 @@ struct px_server {
     /* the times from a request's first byte sent to its answer's first byte (ms), summed,
        and the answers they count */
     atomic_uint_fast64_t ttfb_ms, ttfb_count;
-    /* workers with requests waiting for room on it (max=) */
+    /* workers with requests waiting for room on it (max=), and how many bits of them are
+       set (0: a place let go wakes nobody, no word is read) */
     atomic_uint_fast64_t waiting[PX_WORKER_WORDS];
+    atomic_uint waiting_n;
 };
 
 /* The active check of one server (px_health.c), under px_self.hc_lock. */

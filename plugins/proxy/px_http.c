@@ -196,8 +196,15 @@ bool px_hop_by_hop(const char *name, size_t len)
         return strncasecmp(name, "te", 2) == 0;
     case 7:
         return strncasecmp(name, "trailer", 7) == 0 || strncasecmp(name, "upgrade", 7) == 0;
-    case 10:
-        return strncasecmp(name, "connection", 10) == 0 || strncasecmp(name, "keep-alive", 10) == 0;
+    case 10: /* the first letter first: User-Agent is 10 bytes too */
+        switch (name[0] | 0x20) {
+        case 'c':
+            return strncasecmp(name, "connection", 10) == 0;
+        case 'k':
+            return strncasecmp(name, "keep-alive", 10) == 0;
+        default:
+            return false;
+        }
     case 17:
         return strncasecmp(name, "transfer-encoding", 17) == 0;
     default:

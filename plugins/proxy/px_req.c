@@ -143,7 +143,7 @@ struct px_req {
 #endif
     bool in_body; /* inside px_body or px_buf_out: the job's want() only sets the interest */
     char *hdr;    /* the request's head */
-    size_t hdr_len, hdr_off;
+    size_t hdr_len, hdr_off, hdr_cap;
     char *w; /* body bytes kept (MK_AGAIN) or read from the spool */
     size_t w_len, w_off;
     struct mk_loop_timer *ctimer; /* ConnectTimeout */
@@ -171,6 +171,12 @@ static __thread struct mk_loop_timer *px_idle_timer;
 /* This worker's requests waiting for a server at its max, first come first. */
 static __thread struct px_req *px_waitq;
 static __thread unsigned px_waitq_n;
+/* The head buffer of this worker's last request (at most PX_HDR_SPARE_MAX bytes), kept for
+   the next one's (px_begin); freed, and no more kept, at the worker's exit. */
+static __thread char *px_hdr_spare;
+static __thread size_t px_hdr_spare_cap;
+static __thread bool px_hdr_spare_off;
+#define PX_HDR_SPARE_MAX 8192
 
 /* Body bytes kept: the window, one more piece the server may deliver past it, framing. */
 #define PX_WBUF (3 * PX_WINDOW)
@@ -460,12 +466,19 @@ static void px_mask_refresh(struct px_self *self, const struct px_rgroup *g)
         if (!g->max[i]) {
             continue;
         }
-        atomic_uint_fast64_t *mask = &px_srv(self, g->slot[i])->waiting[w / 64];
-        if (px_waiting_for(g->slot[i])) {
+        struct px_server *s = px_srv(self, g->slot[i]);
+        atomic_uint_fast64_t *mask = &s->waiting[w / 64];
+        /* only this worker writes its bit; the count is raised before the bit is set
+           and lowered after it is cleared, so that it is never below the bits set */
+        bool had = atomic_load(mask) & bit;
+        bool wants = px_waiting_for(g->slot[i]);
+        if (wants && !had) {
+            atomic_fetch_add(&s->waiting_n, 1);
             atomic_fetch_or(mask, bit);
         }
-        else {
+        else if (!wants && had) {
             atomic_fetch_and(mask, ~bit);
+            atomic_fetch_sub(&s->waiting_n, 1);
         }
     }
 }
@@ -554,6 +567,9 @@ static void px_let_go_place(struct px_self *self, unsigned active)
     }
     struct px_server *s = px_srv(self, active - 1);
     atomic_fetch_sub_explicit(&s->active, 1, memory_order_relaxed);
+    if (atomic_load_explicit(&s->waiting_n, memory_order_relaxed) == 0) {
+        return; /* no worker waits for room on it */
+    }
     int me = px_api->worker_id();
     for (int word = 0; word < PX_WORKER_WORDS; word++) {
         uint_fast64_t bits = atomic_load_explicit(&s->waiting[word], memory_order_relaxed);
@@ -1033,7 +1049,9 @@ too_large:
 
 static bool px_named(const char *name, size_t len, const char *lit)
 {
-    return len == strlen(lit) && strncasecmp(name, lit, len) == 0;
+    /* the first letter before the call: most names that differ differ there */
+    return len == strlen(lit) && (len == 0 || (name[0] | 0x20) == (lit[0] | 0x20)) &&
+           strncasecmp(name, lit, len) == 0;
 }
 
 /*
@@ -1821,10 +1839,11 @@ struct px_buf {
     bool bad;
 };
 
-static void px_put(struct px_buf *b, const char *s, size_t n)
+/* Room for n more bytes at the end of b: where they go, or NULL (b->bad: no memory). */
+static char *px_room(struct px_buf *b, size_t n)
 {
     if (b->bad) {
-        return;
+        return NULL;
     }
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 1024;
@@ -1834,13 +1853,22 @@ static void px_put(struct px_buf *b, const char *s, size_t n)
         char *p = realloc(b->p, cap);
         if (!p) {
             b->bad = true;
-            return;
+            return NULL;
         }
         b->p = p;
         b->cap = cap;
     }
-    memcpy(b->p + b->len, s, n);
+    char *at = b->p + b->len;
     b->len += n;
+    return at;
+}
+
+static void px_put(struct px_buf *b, const char *s, size_t n)
+{
+    char *at = px_room(b, n);
+    if (at) {
+        memcpy(at, s, n);
+    }
 }
 
 static void px_puts(struct px_buf *b, const char *s)
@@ -1848,23 +1876,129 @@ static void px_puts(struct px_buf *b, const char *s)
     px_put(b, s, strlen(s));
 }
 
+/* "name: v\r\n" into b (nlen bytes of name). */
+static void px_field_n(struct px_buf *b, const char *name, size_t nlen, const char *v, size_t vlen)
+{
+    char *at = px_room(b, nlen + 2 + vlen + 2);
+    if (at) {
+        memcpy(at, name, nlen);
+        memcpy(at + nlen, ": ", 2);
+        memcpy(at + nlen + 2, v, vlen);
+        memcpy(at + nlen + 2 + vlen, "\r\n", 2);
+    }
+}
+
 static void px_field(struct px_buf *b, const char *name, const char *v, size_t vlen)
 {
-    px_puts(b, name);
-    px_put(b, ": ", 2);
-    px_put(b, v, vlen);
-    px_put(b, "\r\n", 2);
+    px_field_n(b, name, strlen(name), v, vlen);
 }
 
 /* Whether a value carries a byte HTTP/1 cannot (CR, LF, NUL). */
 static bool px_unsafe(const char *v, size_t len)
 {
-    for (size_t i = 0; i < len; i++) {
-        if (v[i] == '\r' || v[i] == '\n' || v[i] == '\0') {
+    size_t i = 0;
+    /* eight bytes at a time while none is below 0x0e (CR, LF and NUL all are) */
+    for (; i + 8 <= len; i += 8) {
+        uint64_t x;
+        memcpy(&x, v + i, sizeof(x));
+        if ((x - 0x0e0e0e0e0e0e0e0eull) & ~x & 0x8080808080808080ull) {
+            break;
+        }
+    }
+    for (; i < len; i++) {
+        unsigned char c = (unsigned char) v[i];
+        if (c <= '\r' && (c == '\r' || c == '\n' || c == '\0')) {
             return true;
         }
     }
     return false;
+}
+
+/*
+ * Whether a field of the client's is one begin() writes itself, or drops:
+ * Host, Content-Length, Expect, X-Forwarded-For, -Proto and -Host, Cookie
+ * (joined), HTTP2-Settings. By length first: most fields are none of these.
+ */
+static bool px_own_field(const char *n, size_t len)
+{
+    switch (len) {
+    case 4:
+        return px_named(n, len, "host");
+    case 6:
+        return px_named(n, len, "expect") || px_named(n, len, "cookie");
+    case 14:
+        return px_named(n, len, "content-length") || px_named(n, len, "http2-settings");
+    case 15:
+        return px_named(n, len, "x-forwarded-for");
+    case 16:
+        return px_named(n, len, "x-forwarded-host");
+    case 17:
+        return px_named(n, len, "x-forwarded-proto");
+    default:
+        return false;
+    }
+}
+
+/*
+ * What begin() looks up among the client's fields, found in one pass:
+ * the first Host, Cookie and Upgrade (as api->header gives them), and
+ * whether a Connection, TE, Content-Length, X-Forwarded-For or Forwarded
+ * field came at all (none: the lookups and joins for it are skipped).
+ */
+struct px_seen {
+    const char *host, *cookie, *upgrade;
+    size_t host_len, cookie_len, upgrade_len;
+    bool conn, te, length, xff, forwarded;
+};
+
+static void px_client_scan(struct mk_request *r, struct px_seen *v)
+{
+    unsigned n = px_api->header_count(r);
+    memset(v, 0, sizeof(*v));
+    for (unsigned i = 0; i < n; i++) {
+        const char *hn, *hv;
+        size_t hnl, hvl;
+        if (px_api->header_at(r, i, &hn, &hnl, &hv, &hvl) != MK_OK) {
+            continue;
+        }
+        switch (hnl) {
+        case 2:
+            v->te |= px_named(hn, hnl, "te");
+            break;
+        case 4:
+            if (!v->host && px_named(hn, hnl, "host")) {
+                v->host = hv;
+                v->host_len = hvl;
+            }
+            break;
+        case 6:
+            if (!v->cookie && px_named(hn, hnl, "cookie")) {
+                v->cookie = hv;
+                v->cookie_len = hvl;
+            }
+            break;
+        case 7:
+            if (!v->upgrade && px_named(hn, hnl, "upgrade")) {
+                v->upgrade = hv;
+                v->upgrade_len = hvl;
+            }
+            break;
+        case 9:
+            v->forwarded |= px_named(hn, hnl, "forwarded");
+            break;
+        case 10:
+            v->conn |= px_named(hn, hnl, "connection");
+            break;
+        case 14:
+            v->length |= px_named(hn, hnl, "content-length");
+            break;
+        case 15:
+            v->xff |= px_named(hn, hnl, "x-forwarded-for");
+            break;
+        default:
+            break;
+        }
+    }
 }
 
 /* Whether the client's Connection fields name `name`. */
@@ -1919,14 +2053,14 @@ static bool px_put_joined(struct px_buf *b, struct mk_request *r, const char *na
  * RequestHeader set lines. host: the client's Host (NULL: none).
  */
 static void px_forward_fields(struct px_buf *b, struct mk_request *r,
-                              const struct px_fields_conf *fc, const char *host, size_t hlen,
-                              bool tls)
+                              const struct px_fields_conf *fc, const struct px_seen *seen,
+                              const char *host, size_t hlen, bool tls)
 {
     char addr[64];
     px_api->remote_addr(r, addr, sizeof(addr));
     if (fc->xff != PX_XFF_OFF && !px_op_of(fc->req, fc->n_req, "X-Forwarded-For", 15)) {
         px_puts(b, "X-Forwarded-For: ");
-        if (fc->xff == PX_XFF_APPEND && px_put_joined(b, r, "X-Forwarded-For")) {
+        if (fc->xff == PX_XFF_APPEND && seen->xff && px_put_joined(b, r, "X-Forwarded-For")) {
             px_put(b, ", ", 2);
         }
         px_puts(b, addr);
@@ -1946,7 +2080,7 @@ static void px_forward_fields(struct px_buf *b, struct mk_request *r,
             k = px_forwarded_element(addr, proto, NULL, 0, el, sizeof(el)); /* a host too long */
         }
         px_puts(b, "Forwarded: ");
-        if (fc->xff == PX_XFF_APPEND && px_put_joined(b, r, "Forwarded")) {
+        if (fc->xff == PX_XFF_APPEND && seen->forwarded && px_put_joined(b, r, "Forwarded")) {
             px_put(b, ", ", 2);
         }
         px_put(b, el, (size_t) k);
@@ -2006,18 +2140,11 @@ static char *px_default_to(const struct px_req *q, const char *host, size_t hlen
 
 static int px_begin(struct mk_gw_job *j, struct mk_request *r)
 {
-    static const char *const own[] = {"host",
-                                      "content-length",
-                                      "expect",
-                                      "x-forwarded-for",
-                                      "x-forwarded-proto",
-                                      "x-forwarded-host",
-                                      "cookie",
-                                      "http2-settings",
-                                      NULL};
     struct px_req *q = px_of(j);
     const struct px_fields_conf *fc = &q->site->sc->fields;
-    struct px_buf b = {0};
+    struct px_buf b = {.p = px_hdr_spare, .cap = px_hdr_spare ? px_hdr_spare_cap : 0};
+    px_hdr_spare = NULL;
+    px_hdr_spare_cap = 0;
     size_t len, tlen;
     const char *method = px_api->method(r, &len);
     const char *target = px_api->target(r, &tlen);
@@ -2038,28 +2165,30 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
     q->idempotent = q->head_request || px_named(method, len, "GET") ||
                     px_named(method, len, "OPTIONS") || px_named(method, len, "TRACE") ||
                     px_named(method, len, "PUT") || px_named(method, len, "DELETE");
-    px_put(&b, method, len);
-    px_put(&b, " ", 1);
+    bool slash = false;
     if (mk_gw_target_absolute(target, tlen, &auth, &rest)) {
-        if (rest.len == 0 || rest.p[0] != '/') {
-            px_put(&b, "/", 1);
-        }
-        px_put(&b, rest.p, rest.len);
+        slash = rest.len == 0 || rest.p[0] != '/';
+        target = rest.p;
+        tlen = rest.len;
     }
-    else {
-        px_put(&b, target, tlen);
+    char *line = px_room(&b, len + 1 + slash + tlen + 11);
+    if (line) {
+        memcpy(line, method, len);
+        line[len] = ' ';
+        line[len + 1] = '/'; /* overwritten by the target when no slash is added */
+        memcpy(line + len + 1 + slash, target, tlen);
+        memcpy(line + len + 1 + slash + tlen, " HTTP/1.1\r\n", 11);
     }
-    px_puts(&b, " HTTP/1.1\r\n");
     /* An upgrade (WebSocket and the like) passes on from an HTTP/1.1
        client whose request has no body, the one kind the server can take
        over once the upstream answers 101. */
-    size_t ulen;
-    const char *upg = px_api->header(r, "Upgrade", &ulen);
-    q->upgrade =
-        q->ws_h2 || (upg && ulen && MK_API_HAS(px_api, takeover_hold) && px_api->version(r) == 11 &&
-                     !j->has_body && px_client_conn_names(r, "upgrade", 7));
-    size_t hlen;
-    const char *host = px_api->header(r, "Host", &hlen);
+    struct px_seen seen;
+    px_client_scan(r, &seen);
+    q->upgrade = q->ws_h2 || (seen.upgrade && seen.upgrade_len && seen.conn &&
+                              MK_API_HAS(px_api, takeover_hold) && px_api->version(r) == 11 &&
+                              !j->has_body && px_client_conn_names(r, "upgrade", 7));
+    size_t hlen = seen.host_len;
+    const char *host = seen.host;
     if (!host) {
         host = px_api->host(r, &hlen);
     }
@@ -2077,17 +2206,14 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
     for (unsigned i = 0; i < n; i++) {
         const char *hn, *hv;
         size_t hnl, hvl;
-        bool skip = false;
         if (px_api->header_at(r, i, &hn, &hnl, &hv, &hvl) != MK_OK || hnl == 0 || hn[0] == ':') {
             continue;
         }
-        for (int k = 0; own[k] && !skip; k++) {
-            skip = px_named(hn, hnl, own[k]);
-        }
+        bool skip = px_own_field(hn, hnl);
         skip |= fc->forwarded && px_named(hn, hnl, "forwarded");
         skip |= q->ws_h2 && (px_named(hn, hnl, "sec-websocket-key") ||
                              px_named(hn, hnl, "sec-websocket-version"));
-        if (skip || px_hop_by_hop(hn, hnl) || px_client_conn_names(r, hn, hnl) ||
+        if (skip || px_hop_by_hop(hn, hnl) || (seen.conn && px_client_conn_names(r, hn, hnl)) ||
             px_op_of(fc->req, fc->n_req, hn, hnl)) {
             continue;
         }
@@ -2095,12 +2221,10 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
             free(b.p);
             return 400;
         }
-        px_put(&b, hn, hnl);
-        px_put(&b, ": ", 2);
-        px_put(&b, hv, hvl);
-        px_put(&b, "\r\n", 2);
+        px_field_n(&b, hn, hnl, hv, hvl);
     }
-    const char *cookie = px_api->header(r, "Cookie", &len);
+    const char *cookie = seen.cookie;
+    len = seen.cookie_len;
     if (cookie && !px_op_of(fc->req, fc->n_req, "Cookie", 6)) {
         if (px_unsafe(cookie, len)) {
             free(b.p);
@@ -2126,13 +2250,13 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
         px_puts(&b, "\r\nConnection: upgrade\r\n");
     }
     int version = px_api->version(r);
-    q->trailers_ok = version == 20 || (version == 11 && px_te_trailers(r));
+    q->trailers_ok = version == 20 || (version == 11 && seen.te && px_te_trailers(r));
     if (q->trailers_ok) {
         px_puts(&b, "TE: trailers\r\n"); /* the answer's trailers go on to the client */
     }
     bool tls = MK_API_HAS(px_api, conn_transport_var) &&
                px_api->conn_transport_var(px_api->conn(r), "protocol", &len) != NULL;
-    px_forward_fields(&b, r, fc, host, hlen, tls);
+    px_forward_fields(&b, r, fc, &seen, host, hlen, tls);
     for (size_t i = 0; i < fc->n_redirect && !q->dto; i++) {
         if (!fc->redirect[i].from && !(q->dto = px_default_to(q, host, hlen, tls))) {
             break; /* no host, or no memory: the default maps nothing */
@@ -2142,7 +2266,8 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
         px_field(&b, "Content-Length", j->content_length, strlen(j->content_length));
     }
     else {
-        const char *cl = px_api->header(r, "Content-Length", &len);
+        /* api->header: it hides the body's fields of a redirected request */
+        const char *cl = seen.length ? px_api->header(r, "Content-Length", &len) : NULL;
         char dec[MK_GW_DEC_MAX];
         if (cl) {
             size_t dl = mk_gw_content_length(cl, len, dec);
@@ -2164,6 +2289,7 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
         return 503;
     }
     q->hdr = b.p;
+    q->hdr_cap = b.cap;
     q->hdr_len = b.len;
     q->hdr_off = 0;
     j->last_io_ms = px_api->now_ms();
@@ -2324,7 +2450,13 @@ static void px_release(struct mk_gw_job *j)
     px_unqueue(q);
     px_drop_conn(q, false);
     px_let_go(q);
-    free(q->hdr);
+    if (q->hdr && !px_hdr_spare && !px_hdr_spare_off && q->hdr_cap <= PX_HDR_SPARE_MAX) {
+        px_hdr_spare = q->hdr; /* the next request's head buffer */
+        px_hdr_spare_cap = q->hdr_cap;
+    }
+    else {
+        free(q->hdr);
+    }
     free(q->w);
     free(q->dto);
     free(q->up_proto);
@@ -2392,6 +2524,9 @@ int px_req_start(struct mk_request *r, const struct px_site *site, size_t i)
 void px_req_worker_exit(void)
 {
     mk_gw_job_worker_exit(&px_backend);
+    px_hdr_spare_off = true;
+    free(px_hdr_spare);
+    px_hdr_spare = NULL;
     while (px_idle) {
         struct px_conn *c = px_idle;
         px_idle = c->next;
