@@ -37,6 +37,26 @@ static __thread struct mk_gw_job *gw_jobs;
    at the worker's exit (mk_gw_job_worker_exit). */
 static __thread struct mk_gw_job *gw_spare;
 static __thread bool gw_spare_off;
+/* Likewise a head buffer (of gw_spare_head_cap bytes) no job holds any more. */
+static __thread char *gw_spare_head;
+static __thread size_t gw_spare_head_cap;
+
+/* Bodies up to this size that came whole with the head are copied into request memory
+   (api->set_body), the head buffer kept for the next job; a larger one becomes the body. */
+#define GW_BODY_COPY_MAX 4096
+
+/* Let go of j's head buffer: kept as this worker's spare, or freed. */
+static void gw_job_head_drop(struct mk_gw_job *j)
+{
+    if (j->head && !gw_spare_off && !gw_spare_head) {
+        gw_spare_head = j->head;
+        gw_spare_head_cap = j->be->head_cap;
+    }
+    else {
+        free(j->head);
+    }
+    j->head = NULL;
+}
 
 static int gw_job_resumed(struct mk_request *r, void *arg);
 static int gw_job_run(struct mk_gw_job *j, struct mk_request *r);
@@ -123,7 +143,7 @@ void mk_gw_job_free(struct mk_gw_job *j)
     gw_job_timer_stop(j);
     gw_job_unlink(j);
     j->be->release(j);
-    free(j->head);
+    gw_job_head_drop(j);
     free(j->spill);
     mk_gw_spool_free(&j->spool);
     if (gw_spare_off) {
@@ -214,6 +234,8 @@ void mk_gw_job_worker_exit(const struct mk_gw_backend *be)
     gw_spare_off = true;
     free(gw_spare);
     gw_spare = NULL;
+    free(gw_spare_head);
+    gw_spare_head = NULL;
 
     while (*pp) {
         struct mk_gw_job *j = *pp;
@@ -391,11 +413,14 @@ static int gw_job_respond(struct mk_gw_job *j, struct mk_request *r)
          (j->length_is == MK_GW_LENGTH_KNOWN && rest == j->length))) {
         /* The whole answer is in (it ended with the head, as most pages
            do): a body of known length, sent with the head in one write,
-           keep-alive even for HTTP/1.0. The head buffer becomes the body. */
+           keep-alive even for HTTP/1.0. A small body is copied (the head
+           buffer serves the next job), a larger one is the head buffer. */
         size_t len = rest;
-        memmove(j->head, j->head + j->h.head_len, len);
-        j->api->set_body_owned(r, j->head, len);
-        j->head = NULL;
+        if (len > GW_BODY_COPY_MAX || j->api->set_body(r, j->head + j->h.head_len, len) != MK_OK) {
+            memmove(j->head, j->head + j->h.head_len, len);
+            j->api->set_body_owned(r, j->head, len);
+            j->head = NULL;
+        }
         mk_gw_log_flush(j->api, &j->log, r);
         mk_gw_job_over(j, true);
         return MK_OK;
@@ -415,8 +440,7 @@ static int gw_job_respond(struct mk_gw_job *j, struct mk_request *r)
         mk_gw_job_over(j, false); /* gone, or not taken */
         return MK_OK;
     }
-    free(j->head);
-    j->head = NULL;
+    gw_job_head_drop(j);
     if (j->ended && j->trailers) {
         /* it came whole, but streams for its trailers: its end now, or at proceed */
         if (!j->paused && j->spill_len == 0) {
@@ -505,6 +529,10 @@ void mk_gw_job_fail(struct mk_gw_job *j, int status)
 
 char *mk_gw_job_head_room(struct mk_gw_job *j, size_t *room)
 {
+    if (!j->head && gw_spare_head && gw_spare_head_cap == j->be->head_cap) {
+        j->head = gw_spare_head;
+        gw_spare_head = NULL;
+    }
     if (!j->head && !(j->head = malloc(j->be->head_cap))) {
         mk_gw_job_fail(j, 500);
         return NULL;
