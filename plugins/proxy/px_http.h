@@ -52,8 +52,9 @@ struct px_resp {
     int minor;  /* HTTP/1.<minor>: 0 or 1 */
     bool close; /* the connection ends after this response */
     enum px_framing framing;
-    uint64_t length; /* PX_BODY_LENGTH; the value of Content-Length whatever the framing */
-    bool has_length; /* a Content-Length came (a HEAD's answer included) */
+    uint64_t length;     /* PX_BODY_LENGTH; the value of Content-Length whatever the framing */
+    bool has_length;     /* a Content-Length came (a HEAD's answer included) */
+    bool has_connection; /* a Connection field came (px_resp_conn_names may name one) */
     struct px_field fields[PX_FIELDS_MAX]; /* not zeroed by px_resp_parse: up to n_fields */
     unsigned n_fields;
     size_t head_len; /* bytes of the head, its empty line included */

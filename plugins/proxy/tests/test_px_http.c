@@ -73,6 +73,18 @@ static const struct resp_case cases[] = {
     {"HTTP/1.2 200 OK\r\n\r\n", 0, MK_ERR},
     {"ICY 200 OK\r\n\r\n", 0, MK_ERR},
     {"HTTP/1.1 200 OK\r\nX\r\n\r\n", 0, MK_ERR},
+    /* line ends (px_line): a bare CR before any LF, a CR at the end that waits */
+    {"HTTP/1.1 200 OK\rX", 0, MK_ERR},
+    {"HTTP/1.1 200 OK\r\nX: a\r", 0, MK_AGAIN},
+    {"HTTP/1.1 200 OK\r\nX: a\rb", 0, MK_ERR},
+    /* byte classes: every tchar in a name; tab and obs-text in a value, DEL not */
+    {"HTTP/1.1 200 OK\r\nX-a!#$%&'*+.^_`|~09: v\r\nContent-Length: 0\r\n\r\n", 0, MK_OK, 200,
+     PX_BODY_NONE},
+    {"HTTP/1.1 200 OK\r\nX: a\tb\xc3\xa9\r\nContent-Length: 0\r\n\r\n", 0, MK_OK, 200,
+     PX_BODY_NONE},
+    {"HTTP/1.1 200 OK\r\nX: a\x7f\r\n\r\n", 0, MK_ERR},
+    {"HTTP/1.1 200 OK\r\nX(: a\r\n\r\n", 0, MK_ERR},
+    {"HTTP/1.1 200 O\x7fK\r\n\r\n", 0, MK_ERR},
 };
 
 static void test_resp_table(void **state)
@@ -128,6 +140,7 @@ static void test_resp_fields(void **state)
     assert_int_equal(px_resp_parse(raw, strlen(raw), false, &r), MK_OK);
     assert_int_equal(r.n_fields, 5);
     assert_int_equal(r.head_len, strlen(raw) - 4);
+    assert_true(r.has_connection);
     assert_true(px_resp_conn_names(&r, "x-drop", 6));
     assert_false(px_resp_conn_names(&r, "set-cookie", 10));
     assert_int_equal(r.fields[4].value.len, 1);
@@ -145,6 +158,12 @@ static void test_resp_fields(void **state)
     assert_false(px_hop_by_hop("Upgrades", 8));
     assert_false(px_hop_by_hop("Content-Length", 14));
     assert_false(px_hop_by_hop("Tk", 2));
+    assert_true(px_hop_by_hop("KEEP-ALIVE", 10));
+    assert_false(px_hop_by_hop("User-Agent", 10)); /* the same length, another first letter */
+    assert_false(px_hop_by_hop("Connectiox", 10));
+    const char *plain = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+    assert_int_equal(px_resp_parse(plain, strlen(plain), false, &r), MK_OK);
+    assert_false(r.has_connection);
     /* a head that never ends within PX_HEAD_MAX */
     static char big[PX_HEAD_MAX + 64];
     memcpy(big, "HTTP/1.1 200 OK\r\nX: ", 20);
