@@ -594,13 +594,14 @@ int mk_plugins_sites(const struct mk_plugin_set *set, struct mk_config *cfg, cha
         mk_list_foreach (it, &vh->conf->sections) {
             struct mk_conf_section *sec = mk_list_entry(it, struct mk_conf_section, node);
             if (strcasecmp(sec->name, "HOST") == 0 || strcasecmp(sec->name, "ERROR_PAGES") == 0 ||
-                mk_plugins_claim(set, sec->name)) {
+                strcasecmp(sec->name, "RULE") == 0 || mk_plugins_claim(set, sec->name)) {
                 continue;
             }
-            mk_conf_error(vh->conf, sec->line, err, errlen,
-                          "unknown section [%s] (not [HOST] or [ERROR_PAGES], and no loaded "
-                          "plugin reads it)",
-                          sec->name);
+            mk_conf_error(
+                vh->conf, sec->line, err, errlen,
+                "unknown section [%s] (not [HOST], [ERROR_PAGES] or [RULE], and no loaded "
+                "plugin reads it)",
+                sec->name);
             return MK_ERR;
         }
         vh->plugin_data = mk_calloc(set->count + 1, sizeof(*vh->plugin_data));

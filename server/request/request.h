@@ -237,6 +237,15 @@ void mk_request_free(struct mk_request *r);
 /* Free the worker's spare and zombie requests (worker teardown). */
 void mk_request_pool_destroy(struct mk_worker *w);
 void mk_request_run(struct mk_request *r);
+#ifdef MK_HAVE_RULES
+/*
+ * The first of r's site rules that takes r (request_rules.c; the site has
+ * rules, r a path): MK_DECLINED when none does; MK_OK when the response is
+ * set up (Redirect, Return: the caller sends it); MK_AGAIN when r's path
+ * was rewritten (ask again); else the error status to answer with.
+ */
+int mk_request_rules(struct mk_request *r);
+#endif
 /* A request head given as its parts, not as text (an HTTP/2 header block). */
 struct mk_request_parts {
     int version;                    /* the protocol's (20): the head keeps it */
