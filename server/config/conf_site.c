@@ -546,7 +546,7 @@ static struct mk_site *mk_site_read(struct mk_config *cfg, const char *path, cha
 #else
     const struct mk_conf_section *rule = mk_conf_section(conf, "RULE");
     if (rule) {
-        ERR(conf, rule->line, "[RULE]: this server was built without request rules (MK_RULES)");
+        ERR(conf, rule->line, "[RULE]: this server was built without request rules");
         goto fail;
     }
 #endif
