@@ -33,7 +33,36 @@
 struct mk_rule_conf {
     char *path, *prefix, *regex, *header, *redirect, *ret, *rewrite;
     struct mk_conf_words methods, hosts;
+    struct mk_rule_header *headers; /* ResponseHeader lines */
+    size_t n_headers;
 };
+
+/* ResponseHeader [always] set|add|remove NAME [VALUE], once a line. */
+static int mk_rule_set_header(void *obj, const struct mk_conf_key *k, const char *value,
+                              const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    struct mk_rule_conf *rc = obj;
+    struct mk_rule_header h;
+
+    (void) k;
+    (void) origin;
+    if (mk_rule_header_parse(&h, value, reason, len) != MK_OK) {
+        return MK_ERR;
+    }
+    rc->headers = mk_realloc(rc->headers, (rc->n_headers + 1) * sizeof(*rc->headers));
+    rc->headers[rc->n_headers++] = h;
+    return MK_OK;
+}
+
+static void mk_rule_conf_free(void *obj, int site)
+{
+    struct mk_rule_conf *rc = obj;
+
+    (void) site;
+    mk_rule_headers_free(rc->headers, rc->n_headers);
+    rc->headers = NULL;
+    rc->n_headers = 0;
+}
 
 #define MK_RC(member) MK_CONF_FIELD(struct mk_rule_conf, member)
 
@@ -50,11 +79,23 @@ static const struct mk_conf_key mk_rule_keys[] = {
     {"Redirect", MK_CONF_STRING, MK_CONF_SITE, MK_RC(redirect), 0, 0, NULL},
     {"Return", MK_CONF_STRING, MK_CONF_SITE, MK_RC(ret), 0, 0, NULL},
     {"Rewrite", MK_CONF_STRING, MK_CONF_SITE, MK_RC(rewrite), 0, 0, NULL},
+    {"ResponseHeader", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
+     .set = mk_rule_set_header},
     {NULL},
 };
 
 #ifdef MK_HAVE_PCRE2
-enum { K_PATH, K_PREFIX, K_REGEX, K_METHOD, K_HOST, K_HEADER, K_REDIRECT, K_RETURN, K_REWRITE };
+enum {
+    K_PATH,
+    K_PREFIX,
+    K_REGEX,
+    K_METHOD,
+    K_HOST,
+    K_HEADER,
+    K_REDIRECT,
+    K_RETURN,
+    K_REWRITE,
+};
 static const struct mk_schema_absent *const mk_rule_absent = NULL;
 #else
 enum { K_PATH, K_PREFIX, K_METHOD, K_HOST, K_HEADER, K_REDIRECT, K_RETURN, K_REWRITE, K_REGEX };
@@ -68,6 +109,7 @@ static const struct mk_conf_schema mk_rule_schema = {
     .section = "RULE",
     .keys = mk_rule_keys,
     .site_size = sizeof(struct mk_rule_conf),
+    .free = mk_rule_conf_free,
 };
 
 const char *mk_conf_rule_key(size_t i)
@@ -154,9 +196,13 @@ static bool mk_rule_action(struct mk_rule *r, const struct mk_rule_conf *rc, con
     const char *rest = NULL;
     int given = !!rc->redirect + !!rc->ret + !!rc->rewrite;
 
-    if (given != 1) {
-        return ERR(line, "[RULE] needs %s of Redirect, Return and Rewrite",
+    if (given > 1 || (given == 0 && r->n_headers == 0)) {
+        return ERR(line, "[RULE] needs %s of Redirect, Return, Rewrite (or ResponseHeader lines)",
                    given ? "only one" : "one");
+    }
+    if (given == 0) {
+        r->action = MK_RULE_PASS;
+        return true;
     }
     void *ctx = NULL;
     int (*named)(void *, const char *, size_t) = NULL;
@@ -304,6 +350,10 @@ static struct mk_rule *mk_rule_read(const struct mk_conf *conf, const struct mk_
     if (mk_schema_fill(&mk_rule_schema, &in, &rc, err, errlen) == MK_OK) {
         r = mk_calloc(1, sizeof(*r));
         r->line = s->line;
+        r->headers = rc.headers; /* the rule's from now on */
+        r->n_headers = rc.n_headers;
+        rc.headers = NULL;
+        rc.n_headers = 0;
         if (!mk_rule_conditions(r, &rc, lines, s->line, conf, err, errlen) ||
             !mk_rule_action(r, &rc, lines, s->line, conf, err, errlen)) {
             mk_rule_free(r);

@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #ifdef MK_HAVE_PCRE2
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -18,7 +19,9 @@
 
 #include <monkey/mk_common.h>
 
+#include "../../core/config.h"
 #include "../../core/memory.h"
+#include "http_chars.h"
 #include "path.h"
 
 /* ---- templates ----------------------------------------------------------- */
@@ -475,6 +478,76 @@ int mk_rule_method(const char *name, size_t len)
     return MK_METHOD_UNKNOWN;
 }
 
+/* ---- response fields ------------------------------------------------------ */
+
+/* The fields the server writes itself, or that frame the message. */
+static const char *const mk_rule_own_fields[] = {
+    "Content-Type", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive",
+    "Date",         "Server",         "Upgrade",           "Trailer",    NULL,
+};
+
+int mk_rule_header_parse(struct mk_rule_header *h, const char *value, char *reason,
+                         size_t reason_len)
+{
+    static const char *const ops[] = {"set", "add", "remove"};
+    const char *cur = value, *w = NULL;
+    size_t len = 0;
+    int op = -1;
+
+    memset(h, 0, sizeof(*h));
+    if (mk_conf_word(&cur, &w, &len) && len == 6 && strncasecmp(w, "always", 6) == 0) {
+        h->always = true;
+        mk_conf_word(&cur, &w, &len);
+    }
+    for (int i = 0; i < 3 && w; i++) {
+        if (strlen(ops[i]) == len && strncasecmp(w, ops[i], len) == 0) {
+            op = i;
+        }
+    }
+    if (op < 0 || !mk_conf_word(&cur, &w, &len)) {
+        snprintf(reason, reason_len, "expected [always] set|add|remove NAME [VALUE]");
+        return MK_ERR;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (!mk_is_tchar((unsigned char) w[i])) {
+            snprintf(reason, reason_len, "'%.*s' is not a field name", (int) len, w);
+            return MK_ERR;
+        }
+    }
+    for (size_t i = 0; mk_rule_own_fields[i]; i++) {
+        if (mk_str_ieq(w, len, mk_rule_own_fields[i])) {
+            snprintf(reason, reason_len, "%s is written by the server itself",
+                     mk_rule_own_fields[i]);
+            return MK_ERR;
+        }
+    }
+    while (*cur == ' ' || *cur == '\t') {
+        cur++;
+    }
+    if ((op == MK_RH_REMOVE) != (*cur == '\0')) {
+        snprintf(reason, reason_len, "%s takes a name%s", ops[op],
+                 op == MK_RH_REMOVE ? " only" : " and a value");
+        return MK_ERR;
+    }
+    h->op = (uint8_t) op;
+    h->name = mk_strndup(w, len);
+    h->name_len = len;
+    if (*cur) {
+        h->value_len = strlen(cur);
+        h->value = mk_strndup(cur, h->value_len);
+    }
+    return MK_OK;
+}
+
+void mk_rule_headers_free(struct mk_rule_header *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        mk_free(v[i].name);
+        mk_free(v[i].value);
+    }
+    mk_free(v);
+}
+
 void mk_rule_free(struct mk_rule *r)
 {
     if (!r) {
@@ -489,5 +562,6 @@ void mk_rule_free(struct mk_rule *r)
     mk_free(r->field_value);
     mk_rule_template_free(&r->target);
     mk_free(r->body);
+    mk_rule_headers_free(r->headers, r->n_headers);
     mk_free(r);
 }

@@ -47,9 +47,26 @@ enum mk_rule_select {
 };
 
 enum mk_rule_action {
-    MK_RULE_REDIRECT = 1,
+    MK_RULE_PASS = 0, /* ResponseHeader lines only: the request goes on */
+    MK_RULE_REDIRECT,
     MK_RULE_RETURN,
     MK_RULE_REWRITE,
+};
+
+enum mk_rule_header_op {
+    MK_RH_SET = 0, /* the fields of that name are replaced by this one */
+    MK_RH_ADD,
+    MK_RH_REMOVE,
+};
+
+/* A ResponseHeader line. */
+struct mk_rule_header {
+    uint8_t op;  /* enum mk_rule_header_op */
+    bool always; /* on error responses (400 and above) too */
+    char *name;  /* NUL-terminated */
+    size_t name_len;
+    char *value; /* NULL for MK_RH_REMOVE */
+    size_t value_len;
 };
 
 enum mk_rule_part_kind {
@@ -109,6 +126,8 @@ struct mk_rule {
     struct mk_rule_template target; /* Redirect, Rewrite */
     char *body;                     /* Return's text; NULL: the status's usual page */
     size_t body_len;
+    struct mk_rule_header *headers; /* ResponseHeader lines, in file order */
+    size_t n_headers;
 };
 
 struct mk_rules {
@@ -153,6 +172,15 @@ const struct mk_rule *mk_rules_find(const struct mk_rules *t, const struct mk_ht
 
 /* A method's name to its enum mk_http_method, MK_METHOD_UNKNOWN when not one we know. */
 int mk_rule_method(const char *name, size_t len);
+
+/*
+ * Parse a ResponseHeader value, "[always] set|add|remove NAME [VALUE]",
+ * into h: MK_OK, or MK_ERR with the reason. Fields the server writes
+ * itself (Content-Type, Content-Length, Date, ...) are refused.
+ */
+int mk_rule_header_parse(struct mk_rule_header *h, const char *value, char *reason,
+                         size_t reason_len);
+void mk_rule_headers_free(struct mk_rule_header *v, size_t n);
 
 /* Free a rule's contents and the rule (pcre2 code included). */
 void mk_rule_free(struct mk_rule *r);

@@ -161,6 +161,11 @@ static void mk_request_head_hooks(struct mk_request *r)
 {
     const struct mk_plugin_set *ps = &r->conn->worker->server->plugins;
 
+#ifdef MK_HAVE_RULES
+    if (r->rule_headers) {
+        mk_request_rule_headers(r);
+    }
+#endif
     for (size_t i = 0; i < ps->n_head; i++) {
         ps->head[i]->response_head(r);
     }

@@ -138,6 +138,27 @@ static int mk_request_return(struct mk_request *r, const struct mk_rule *rule)
     return MK_OK;
 }
 
+void mk_request_rule_headers(struct mk_request *r)
+{
+    const struct mk_rule *rule = r->rule_headers;
+    bool error = r->status >= 400;
+
+    r->rule_headers = NULL; /* once, should the response be started again */
+    for (size_t i = 0; i < rule->n_headers; i++) {
+        const struct mk_rule_header *h = &rule->headers[i];
+        if (error && !h->always) {
+            continue;
+        }
+        if (h->op != MK_RH_ADD) {
+            mk_response_field_remove(r, h->name, h->name_len);
+        }
+        if (h->op != MK_RH_REMOVE) {
+            /* no memory: the response goes without it, as without any extra field */
+            (void) mk_response_add_header(r, h->name, h->name_len, h->value, h->value_len);
+        }
+    }
+}
+
 int mk_request_rules(struct mk_request *r)
 {
     size_t groups[2 * (MK_RULE_GROUPS_MAX + 1)];
@@ -149,7 +170,12 @@ int mk_request_rules(struct mk_request *r)
     if (!rule) {
         return MK_DECLINED;
     }
+    if (rule->n_headers) {
+        r->rule_headers = rule;
+    }
     switch (rule->action) {
+    case MK_RULE_PASS:
+        return MK_DECLINED;
     case MK_RULE_REDIRECT:
         if (!(t = mk_request_rule_target(r, rule, groups, &len))) {
             return 500;

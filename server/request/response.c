@@ -180,6 +180,26 @@ int mk_response_add_known(struct mk_request *r, enum mk_resp_name name, const ch
                                  mk_resp_names[name].len, value, value_len);
 }
 
+void mk_response_field_remove(struct mk_request *r, const char *name, size_t len)
+{
+    unsigned k = 0;
+    uint32_t w = 0;
+
+    for (unsigned i = 0; i < r->n_fields; i++) {
+        struct mk_resp_field f = r->fields[i];
+        uint32_t line = f.name_len + f.value_len + 4; /* "Name: value\r\n" */
+        if (f.name_len == len && strncasecmp(r->extra_headers + f.off, name, len) == 0) {
+            continue;
+        }
+        memmove(r->extra_headers + w, r->extra_headers + f.off, line);
+        f.off = w;
+        r->fields[k++] = f;
+        w += line;
+    }
+    r->n_fields = k;
+    r->extra_len = w;
+}
+
 void mk_response_drop_file(struct mk_request *r)
 {
     if (r->file) {

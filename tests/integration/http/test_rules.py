@@ -251,7 +251,7 @@ def test_reload_swaps_the_rules(make_server):
 
 
 @pytest.mark.parametrize("text,line,words", [
-    ("[RULE]\n    Path /a\n", 4, "needs one of Redirect, Return and Rewrite"),
+    ("[RULE]\n    Path /a\n", 4, "needs one of Redirect, Return, Rewrite"),
     ("[RULE]\n    Path /a\n    Redirect 301 //evil.example/\n", 6, "single '/'"),
     ("[RULE]\n    Path /a\n    Redirect 301 https://$1/\n", 6, "host of a target"),
     ("[RULE]\n    Path /a\n    Redirect 301 /b/$2\n", 6, "$2"),
@@ -261,6 +261,7 @@ def test_reload_swaps_the_rules(make_server):
     ("[RULE]\n    Rewrite http://example.com/\n", 5, "internal rewrite"),
     ("[RULE]\n    Return 410\n    Colour blue\n", 6, "unknown key"),
     ("[RULE]\n    Path /a\n    Prefix /b\n    Return 410\n", 4, "one of Path, Prefix"),
+    ("[RULE]\n    ResponseHeader set Content-Length 0\n", 5, "written by the server"),
 ])
 def test_check_refuses_bad_rules(make_server, text, line, words):
     srv = make_server()
@@ -278,3 +279,84 @@ def test_check_regex(make_server):
         assert "this server was built without PCRE2" in err
     else:
         assert "missing closing parenthesis" in err
+
+
+HEADER_RULES = """
+[RULE]
+    Path /old.html
+    Redirect 301 /new.html
+    ResponseHeader set X-Rule redirect
+
+[RULE]
+    Prefix /secure
+    ResponseHeader set X-Frame-Options DENY
+    ResponseHeader always set Strict-Transport-Security max-age=63072000; includeSubDomains
+    ResponseHeader add X-Extra one
+    ResponseHeader add X-Extra two
+    ResponseHeader remove ETag
+
+[RULE]
+    Prefix /cgi-bin
+    ResponseHeader set X-From-Script replaced
+    ResponseHeader remove X-Powered-By
+"""
+
+
+def test_response_headers(make_server):
+    srv = rules_server(make_server, HEADER_RULES)
+    srv.file("secure/page.html", "secure\n")
+    srv.start()
+    c = Conn(srv.port)
+    r = c.request("GET", "/secure/page.html")
+    assert r.status == 200 and r.body == b"secure\n"
+    assert r.header("X-Frame-Options") == "DENY"
+    assert r.header("Strict-Transport-Security") == "max-age=63072000; includeSubDomains"
+    assert r.headers["x-extra"] == ["one", "two"]
+    assert r.header("ETag") is None and r.header("Last-Modified") is not None
+    # an error response: only the lines marked always
+    r = c.request("GET", "/secure/missing")
+    assert r.status == 404
+    assert r.header("X-Frame-Options") is None and r.header("X-Extra") is None
+    assert r.header("Strict-Transport-Security") == "max-age=63072000; includeSubDomains"
+    # a redirect's rule gives its fields too; other paths get none
+    r = c.request("GET", "/old.html")
+    assert r.status == 301 and r.header("X-Rule") == "redirect"
+    r = c.request("GET", "/new.html")
+    assert r.header("X-Frame-Options") is None and r.header("ETag") is not None
+    c.close()
+
+
+@needs_dlopen
+def test_response_headers_of_a_gateway(make_server):
+    srv = rules_server(make_server, HEADER_RULES)
+    bindir = srv.dir / "cgi-bin"
+    bindir.mkdir()
+    script = bindir / "hello.sh"
+    script.write_text('#!/bin/sh\necho "Content-Type: text/plain"\necho "X-Powered-By: sh"\n'
+                      'echo "X-From-Script: original"\necho\necho hello\n')
+    script.chmod(0o755)
+    srv.plugins = [str(BUILD / "plugins" / "monkey-cgi.so")]
+    srv.site_extra += f"\n[CGI]\n    ScriptAlias /cgi-bin/ {bindir}\n"
+    srv.start()
+    r = get(srv, "/cgi-bin/hello.sh")
+    assert r.status == 200 and b"hello" in r.body
+    assert r.header("X-Powered-By") is None
+    assert r.headers["x-from-script"] == ["replaced"]
+
+
+def test_response_headers_http2(make_server):
+    from h2util import H2Client, built_with_h2
+    if not built_with_h2():
+        pytest.skip("built without HTTP/2")
+    srv = rules_server(make_server, HEADER_RULES, h2=True)
+    srv.file("secure/page.html", "secure\n")
+    srv.start()
+    c = H2Client(srv.port)
+    st = c.get("/secure/page.html")
+    h = st["headers"]
+    assert h[":status"] == "200" and h["x-frame-options"] == "DENY" and "etag" not in h
+    st = c.get("/secure/missing")
+    h = st["headers"]
+    assert h[":status"] == "404" and "x-frame-options" not in h
+    assert h["strict-transport-security"] == "max-age=63072000; includeSubDomains"
+    c.close()

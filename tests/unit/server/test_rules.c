@@ -293,7 +293,7 @@ struct bad_rule {
 };
 
 static const struct bad_rule bad_rules[] = {
-    {"[RULE]\n    Path /a\n", 1, "needs one of Redirect, Return and Rewrite"},
+    {"[RULE]\n    Path /a\n", 1, "needs one of Redirect, Return, Rewrite"},
     {"[RULE]\n    Path /a\n    Return 410\n    Redirect 301 /b\n", 1, "only one"},
     {"[RULE]\n    Path /a\n    Prefix /b\n    Return 410\n", 1, "one of Path, Prefix"},
     {"[RULE]\n    Path a\n    Return 410\n", 2, "normalised path"},
@@ -308,6 +308,11 @@ static const struct bad_rule bad_rules[] = {
     {"[RULE]\n    Rewrite https://ex.com/\n", 2, "internal rewrite"},
     {"[RULE]\n    Header Bad:Name\n    Return 403\n", 2, "field name"},
     {"[RULE]\n    Return 410\n    Nosuch 1\n", 3, "unknown key"},
+    {"[RULE]\n    ResponseHeader put X-A 1\n", 2, "set|add|remove"},
+    {"[RULE]\n    ResponseHeader set X-A\n", 2, "a name and a value"},
+    {"[RULE]\n    ResponseHeader remove X-A 1\n", 2, "a name only"},
+    {"[RULE]\n    ResponseHeader set Content-Length 1\n", 2, "written by the server"},
+    {"[RULE]\n    ResponseHeader always add X:A 1\n", 2, "not a field name"},
 #ifdef MK_HAVE_PCRE2
     {"[RULE]\n    Regex ^/(a\n    Return 410\n", 2, "Regex"},
     {"[RULE]\n    Regex ^/(?<n>a)$\n    Redirect 301 /$m\n", 3, "$m"},
@@ -334,6 +339,34 @@ static void test_bad_rules(void **state)
     }
 }
 
+static void test_response_header_lines(void **state)
+{
+    char err[512] = "";
+    struct mk_site *vh = load("[RULE]\n"
+                              "    Prefix /\n"
+                              "    ResponseHeader set X-Frame-Options DENY\n"
+                              "    ResponseHeader always add Strict-Transport-Security max-age=1; "
+                              "includeSubDomains\n"
+                              "    ResponseHeader remove X-Powered-By\n",
+                              err, sizeof(err));
+    (void) state;
+    if (!vh) {
+        fail_msg("%s", err);
+    }
+    const struct mk_rule *r = vh->rules->v[0];
+    assert_int_equal(r->action, MK_RULE_PASS);
+    assert_int_equal(r->n_headers, 3);
+    assert_int_equal(r->headers[0].op, MK_RH_SET);
+    assert_false(r->headers[0].always);
+    assert_string_equal(r->headers[0].value, "DENY");
+    assert_int_equal(r->headers[1].op, MK_RH_ADD);
+    assert_true(r->headers[1].always);
+    assert_string_equal(r->headers[1].value, "max-age=1; includeSubDomains");
+    assert_int_equal(r->headers[2].op, MK_RH_REMOVE);
+    assert_null(r->headers[2].value);
+    site_free(vh);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -343,7 +376,7 @@ int main(void)
 #ifdef MK_HAVE_PCRE2
         cmocka_unit_test(test_regex),
 #endif
-        cmocka_unit_test(test_bad_rules),
+        cmocka_unit_test(test_bad_rules),       cmocka_unit_test(test_response_header_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
