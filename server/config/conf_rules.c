@@ -162,7 +162,7 @@ static bool mk_rule_regex(struct mk_rule *r, const char *expr, const struct mk_c
     if (captures > MK_RULE_GROUPS_MAX) {
         return ERR(line, "Regex %s: %u groups, more than %d", expr, captures, MK_RULE_GROUPS_MAX);
     }
-    pcre2_jit_compile(r->re, PCRE2_JIT_COMPLETE); /* without a JIT: interpreted */
+    r->jit = pcre2_jit_compile(r->re, PCRE2_JIT_COMPLETE) == 0; /* else interpreted */
     r->select = MK_RULE_REGEX;
     r->n_groups = captures + 1;
     return true;

@@ -359,7 +359,13 @@ ssize_t mk_rule_expand(const struct mk_rule_template *t, const struct mk_rule_va
 
 /* ---- matching ------------------------------------------------------------- */
 
-bool mk_rule_match_path(const struct mk_rule *r, const char *path, size_t len, size_t *groups)
+/*
+ * The path condition of r for path, with *md the match data regular
+ * expressions share (made at the first one, room for `pairs`; freed by the
+ * caller).
+ */
+static bool mk_rule_match(const struct mk_rule *r, const char *path, size_t len, size_t *groups,
+                          void **md, uint32_t pairs)
 {
     switch (r->select) {
     case MK_RULE_ANY:
@@ -391,28 +397,48 @@ bool mk_rule_match_path(const struct mk_rule *r, const char *path, size_t len, s
     case MK_RULE_REGEX:
 #ifdef MK_HAVE_PCRE2
     {
-        pcre2_match_data *md = pcre2_match_data_create(r->n_groups, NULL);
-        if (!md) {
+        if (!*md && !(*md = pcre2_match_data_create(pairs, NULL))) {
             return false;
         }
-        int rc = pcre2_match(r->re, (PCRE2_SPTR) path, len, 0, 0, md, NULL);
-        if (rc > 0) {
-            const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-            uint32_t n = pcre2_get_ovector_count(md);
-            for (uint32_t i = 0; i < r->n_groups; i++) {
-                bool set = i < n && ov[2 * i] != PCRE2_UNSET && ov[2 * i] <= ov[2 * i + 1];
-                groups[2 * i] = set ? ov[2 * i] : (size_t) -1;
-                groups[2 * i + 1] = set ? ov[2 * i + 1] : (size_t) -1;
-            }
+        int rc = r->jit ? pcre2_jit_match(r->re, (PCRE2_SPTR) path, len, 0, 0, *md, NULL)
+                        : pcre2_match(r->re, (PCRE2_SPTR) path, len, 0, 0, *md, NULL);
+        if (rc <= 0) {
+            return false;
         }
-        pcre2_match_data_free(md);
-        return rc > 0;
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(*md);
+        uint32_t n = pcre2_get_ovector_count(*md);
+        for (uint32_t i = 0; i < r->n_groups; i++) {
+            bool set = i < n && ov[2 * i] != PCRE2_UNSET && ov[2 * i] <= ov[2 * i + 1];
+            groups[2 * i] = set ? ov[2 * i] : (size_t) -1;
+            groups[2 * i + 1] = set ? ov[2 * i + 1] : (size_t) -1;
+        }
+        return true;
     }
 #else
+        (void) md;
+        (void) pairs;
         return false;
 #endif
     }
     return false;
+}
+
+static void mk_rule_md_free(void *md)
+{
+#ifdef MK_HAVE_PCRE2
+    pcre2_match_data_free(md);
+#else
+    (void) md;
+#endif
+}
+
+bool mk_rule_match_path(const struct mk_rule *r, const char *path, size_t len, size_t *groups)
+{
+    void *md = NULL;
+    bool ok = mk_rule_match(r, path, len, groups, &md, r->n_groups);
+
+    mk_rule_md_free(md);
+    return ok;
 }
 
 static bool mk_rule_host_match(const struct mk_rule *r, const struct mk_str *host)
@@ -458,13 +484,17 @@ bool mk_rule_selects(const struct mk_rule *r, const struct mk_http_head *h)
 const struct mk_rule *mk_rules_find(const struct mk_rules *t, const struct mk_http_head *h,
                                     const char *path, size_t len, size_t *groups)
 {
-    for (size_t i = 0; i < t->n; i++) {
+    const struct mk_rule *found = NULL;
+    void *md = NULL; /* one match data for every Regex tried */
+
+    for (size_t i = 0; i < t->n && !found; i++) {
         const struct mk_rule *r = t->v[i];
-        if (mk_rule_selects(r, h) && mk_rule_match_path(r, path, len, groups)) {
-            return r;
+        if (mk_rule_selects(r, h) && mk_rule_match(r, path, len, groups, &md, t->n_groups)) {
+            found = r;
         }
     }
-    return NULL;
+    mk_rule_md_free(md);
+    return found;
 }
 
 int mk_rule_method(const char *name, size_t len)

@@ -119,6 +119,7 @@ struct mk_rule {
     size_t path_len;
     void *re;          /* Regex: pcre2_code; NULL in a build without PCRE2 */
     uint32_t n_groups; /* pairs a match fills, $0 included */
+    bool jit;          /* re was compiled by PCRE2's JIT: pcre2_jit_match */
     char **hosts;      /* lower case, "*.example.com" a wildcard; NULL: any */
     size_t n_hosts;
     char *field;                    /* Header NAME; NULL: none */
