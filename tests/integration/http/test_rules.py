@@ -125,6 +125,16 @@ def test_redirects_and_returns(make_server):
     c.close()
 
 
+def test_redirect_of_a_request_with_a_body(make_server):
+    # the body nobody read is passed over: the next request on the connection is served
+    srv = rules_server(make_server).start()
+    c = Conn(srv.port)
+    r = c.request("POST", "/old.html", body=b"0123456789")
+    assert r.status == 301 and r.header("Location") == "/new.html"
+    assert c.request("GET", "/new.html").body == b"the new page\n"
+    c.close()
+
+
 def test_rewrite(make_server):
     srv = rules_server(make_server).start()
     c = Conn(srv.port)
@@ -355,6 +365,7 @@ def test_response_headers_http2(make_server):
     st = c.get("/secure/page.html")
     h = st["headers"]
     assert h[":status"] == "200" and h["x-frame-options"] == "DENY" and "etag" not in h
+    assert "last-modified" in h and h["accept-ranges"] == "bytes"
     st = c.get("/secure/missing")
     h = st["headers"]
     assert h[":status"] == "404" and "x-frame-options" not in h
