@@ -35,6 +35,8 @@ struct mk_rule_conf {
     struct mk_conf_words methods, hosts;
     struct mk_rule_header *headers; /* ResponseHeader lines */
     size_t n_headers;
+    struct mk_rule_header *req_headers; /* RequestHeader lines */
+    size_t n_req_headers;
 };
 
 /* ResponseHeader [always] set|add|remove NAME [VALUE], once a line. */
@@ -54,14 +56,33 @@ static int mk_rule_set_header(void *obj, const struct mk_conf_key *k, const char
     return MK_OK;
 }
 
+/* RequestHeader set|add|remove NAME [VALUE], once a line. */
+static int mk_rule_set_request_header(void *obj, const struct mk_conf_key *k, const char *value,
+                                      const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    struct mk_rule_conf *rc = obj;
+    struct mk_rule_header h;
+
+    (void) k;
+    (void) origin;
+    if (mk_rule_request_header_parse(&h, value, reason, len) != MK_OK) {
+        return MK_ERR;
+    }
+    rc->req_headers =
+        mk_realloc(rc->req_headers, (rc->n_req_headers + 1) * sizeof(*rc->req_headers));
+    rc->req_headers[rc->n_req_headers++] = h;
+    return MK_OK;
+}
+
 static void mk_rule_conf_free(void *obj, int site)
 {
     struct mk_rule_conf *rc = obj;
 
     (void) site;
     mk_rule_headers_free(rc->headers, rc->n_headers);
-    rc->headers = NULL;
-    rc->n_headers = 0;
+    mk_rule_headers_free(rc->req_headers, rc->n_req_headers);
+    rc->headers = rc->req_headers = NULL;
+    rc->n_headers = rc->n_req_headers = 0;
 }
 
 #define MK_RC(member) MK_CONF_FIELD(struct mk_rule_conf, member)
@@ -81,6 +102,8 @@ static const struct mk_conf_key mk_rule_keys[] = {
     {"Rewrite", MK_CONF_STRING, MK_CONF_SITE, MK_RC(rewrite), 0, 0, NULL},
     {"ResponseHeader", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
      .set = mk_rule_set_header},
+    {"RequestHeader", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
+     .set = mk_rule_set_request_header},
     {NULL},
 };
 
@@ -196,8 +219,10 @@ static bool mk_rule_action(struct mk_rule *r, const struct mk_rule_conf *rc, con
     const char *rest = NULL;
     int given = !!rc->redirect + !!rc->ret + !!rc->rewrite;
 
-    if (given > 1 || (given == 0 && r->n_headers == 0)) {
-        return ERR(line, "[RULE] needs %s of Redirect, Return, Rewrite (or ResponseHeader lines)",
+    if (given > 1 || (given == 0 && r->n_headers == 0 && r->n_req_headers == 0)) {
+        return ERR(line,
+                   "[RULE] needs %s of Redirect, Return, Rewrite (or ResponseHeader, "
+                   "RequestHeader lines)",
                    given ? "only one" : "one");
     }
     if (given == 0) {
@@ -352,8 +377,10 @@ static struct mk_rule *mk_rule_read(const struct mk_conf *conf, const struct mk_
         r->line = s->line;
         r->headers = rc.headers; /* the rule's from now on */
         r->n_headers = rc.n_headers;
-        rc.headers = NULL;
-        rc.n_headers = 0;
+        r->req_headers = rc.req_headers;
+        r->n_req_headers = rc.n_req_headers;
+        rc.headers = rc.req_headers = NULL;
+        rc.n_headers = rc.n_req_headers = 0;
         if (!mk_rule_conditions(r, &rc, lines, s->line, conf, err, errlen) ||
             !mk_rule_action(r, &rc, lines, s->line, conf, err, errlen)) {
             mk_rule_free(r);

@@ -516,8 +516,79 @@ static const char *const mk_rule_own_fields[] = {
     "Date",         "Server",         "Upgrade",           "Trailer",    NULL,
 };
 
+/* The fields of a request the rules may not change: they frame it, or the parser indexed them. */
+static const char *const mk_rule_request_own_fields[] = {
+    "Host",
+    "Content-Length",
+    "Transfer-Encoding",
+    "Connection",
+    "Keep-Alive",
+    "Upgrade",
+    "Expect",
+    "TE",
+    "Cookie",
+    "Range",
+    "If-Match",
+    "If-None-Match",
+    "If-Modified-Since",
+    "If-Unmodified-Since",
+    "If-Range",
+    "HTTP2-Settings",
+    NULL,
+};
+
+static int mk_rule_field_parse(struct mk_rule_header *h, const char *value, bool request,
+                               char *reason, size_t reason_len);
+
 int mk_rule_header_parse(struct mk_rule_header *h, const char *value, char *reason,
                          size_t reason_len)
+{
+    return mk_rule_field_parse(h, value, false, reason, reason_len);
+}
+
+int mk_rule_request_header_parse(struct mk_rule_header *h, const char *value, char *reason,
+                                 size_t reason_len)
+{
+    return mk_rule_field_parse(h, value, true, reason, reason_len);
+}
+
+void mk_rule_request_fields(const struct mk_rule *r, struct mk_http_head *h,
+                            struct mk_http_header *out)
+{
+    unsigned n = 0, dropped_before[MK_HDR_KNOWN_COUNT] = {0};
+
+    for (unsigned i = 0; i < h->n_headers; i++) {
+        const struct mk_http_header *f = &h->headers[i];
+        bool drop = false;
+        for (size_t k = 0; k < r->n_req_headers && !drop; k++) {
+            const struct mk_rule_header *l = &r->req_headers[k];
+            drop = l->op != MK_RH_ADD && mk_str_ieq(f->name.p, f->name.len, l->name);
+        }
+        if (!drop) {
+            out[n++] = *f;
+            continue;
+        }
+        for (unsigned k = 0; k < MK_HDR_KNOWN_COUNT; k++) {
+            /* an indexed field is never dropped: only those before it move it */
+            dropped_before[k] += h->known[k] > i + 1u;
+        }
+    }
+    for (unsigned k = 0; k < MK_HDR_KNOWN_COUNT; k++) {
+        h->known[k] = (uint16_t) (h->known[k] - dropped_before[k]);
+    }
+    for (size_t k = 0; k < r->n_req_headers; k++) {
+        const struct mk_rule_header *l = &r->req_headers[k];
+        if (l->op != MK_RH_REMOVE) {
+            out[n++] = (struct mk_http_header){mk_str_make(l->name, l->name_len),
+                                               mk_str_make(l->value, l->value_len)};
+        }
+    }
+    h->headers = out;
+    h->n_headers = n;
+}
+
+static int mk_rule_field_parse(struct mk_rule_header *h, const char *value, bool request,
+                               char *reason, size_t reason_len)
 {
     static const char *const ops[] = {"set", "add", "remove"};
     const char *cur = value, *w = NULL;
@@ -525,7 +596,7 @@ int mk_rule_header_parse(struct mk_rule_header *h, const char *value, char *reas
     int op = -1;
 
     memset(h, 0, sizeof(*h));
-    if (mk_conf_word(&cur, &w, &len) && len == 6 && strncasecmp(w, "always", 6) == 0) {
+    if (mk_conf_word(&cur, &w, &len) && len == 6 && strncasecmp(w, "always", 6) == 0 && !request) {
         h->always = true;
         mk_conf_word(&cur, &w, &len);
     }
@@ -535,7 +606,8 @@ int mk_rule_header_parse(struct mk_rule_header *h, const char *value, char *reas
         }
     }
     if (op < 0 || !mk_conf_word(&cur, &w, &len)) {
-        snprintf(reason, reason_len, "expected [always] set|add|remove NAME [VALUE]");
+        snprintf(reason, reason_len, "expected %sset|add|remove NAME [VALUE]",
+                 request ? "" : "[always] ");
         return MK_ERR;
     }
     for (size_t i = 0; i < len; i++) {
@@ -544,10 +616,12 @@ int mk_rule_header_parse(struct mk_rule_header *h, const char *value, char *reas
             return MK_ERR;
         }
     }
-    for (size_t i = 0; mk_rule_own_fields[i]; i++) {
-        if (mk_str_ieq(w, len, mk_rule_own_fields[i])) {
-            snprintf(reason, reason_len, "%s is written by the server itself",
-                     mk_rule_own_fields[i]);
+    const char *const *own = request ? mk_rule_request_own_fields : mk_rule_own_fields;
+    for (size_t i = 0; own[i]; i++) {
+        if (mk_str_ieq(w, len, own[i])) {
+            snprintf(reason, reason_len, "%s %s", own[i],
+                     request ? "frames the request or is read by the server itself"
+                             : "is written by the server itself");
             return MK_ERR;
         }
     }
@@ -593,5 +667,6 @@ void mk_rule_free(struct mk_rule *r)
     mk_rule_template_free(&r->target);
     mk_free(r->body);
     mk_rule_headers_free(r->headers, r->n_headers);
+    mk_rule_headers_free(r->req_headers, r->n_req_headers);
     mk_free(r);
 }

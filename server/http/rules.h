@@ -129,6 +129,8 @@ struct mk_rule {
     size_t body_len;
     struct mk_rule_header *headers; /* ResponseHeader lines, in file order */
     size_t n_headers;
+    struct mk_rule_header *req_headers; /* RequestHeader lines, in file order */
+    size_t n_req_headers;
 };
 
 struct mk_rules {
@@ -181,6 +183,21 @@ int mk_rule_method(const char *name, size_t len);
  */
 int mk_rule_header_parse(struct mk_rule_header *h, const char *value, char *reason,
                          size_t reason_len);
+/*
+ * The same for a RequestHeader value, "set|add|remove NAME [VALUE]": the
+ * fields that frame the request or that the parser indexes (Host,
+ * Content-Length, Cookie, Range, If-*, ...) are refused.
+ */
+int mk_rule_request_header_parse(struct mk_rule_header *h, const char *value, char *reason,
+                                 size_t reason_len);
+/*
+ * Head h with rule r's RequestHeader lines applied, its fields written to
+ * `out` (room for h->n_headers + r->n_req_headers): the fields named by a
+ * set or remove line dropped, those of set and add lines appended, in
+ * order; h then points to `out`. The values point into r.
+ */
+void mk_rule_request_fields(const struct mk_rule *r, struct mk_http_head *h,
+                            struct mk_http_header *out);
 void mk_rule_headers_free(struct mk_rule_header *v, size_t n);
 
 /* Free a rule's contents and the rule (pcre2 code included). */

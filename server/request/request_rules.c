@@ -173,6 +173,14 @@ int mk_request_rules(struct mk_request *r)
     if (rule->n_headers) {
         r->rule_headers = rule;
     }
+    if (rule->n_req_headers) {
+        struct mk_http_header *f =
+            mk_arena_alloc(&r->arena, (r->head.n_headers + rule->n_req_headers) * sizeof(*f));
+        if (!f) {
+            return 503;
+        }
+        mk_rule_request_fields(rule, &r->head, f);
+    }
     switch (rule->action) {
     case MK_RULE_PASS:
         return MK_DECLINED;

@@ -309,6 +309,8 @@ HEADER_RULES = """
     Prefix /cgi-bin
     ResponseHeader set X-From-Script replaced
     ResponseHeader remove X-Powered-By
+    RequestHeader set X-Api-Key s3cret
+    RequestHeader remove X-Debug
 """
 
 
@@ -343,15 +345,18 @@ def test_response_headers_of_a_gateway(make_server):
     bindir.mkdir()
     script = bindir / "hello.sh"
     script.write_text('#!/bin/sh\necho "Content-Type: text/plain"\necho "X-Powered-By: sh"\n'
-                      'echo "X-From-Script: original"\necho\necho hello\n')
+                      'echo "X-From-Script: original"\necho\necho hello\nenv\n')
     script.chmod(0o755)
     srv.plugins = [str(BUILD / "plugins" / "monkey-cgi.so")]
     srv.site_extra += f"\n[CGI]\n    ScriptAlias /cgi-bin/ {bindir}\n"
     srv.start()
-    r = get(srv, "/cgi-bin/hello.sh")
+    r = get(srv, "/cgi-bin/hello.sh", headers={"X-Debug": "1", "X-Api-Key": "mine"})
     assert r.status == 200 and b"hello" in r.body
     assert r.header("X-Powered-By") is None
     assert r.headers["x-from-script"] == ["replaced"]
+    # the request's fields as the script sees them
+    e = env_of(r.body.split(b"hello\n", 1)[1])
+    assert e["HTTP_X_API_KEY"] == "s3cret" and "HTTP_X_DEBUG" not in e
 
 
 def test_response_headers_http2(make_server):

@@ -313,6 +313,9 @@ static const struct bad_rule bad_rules[] = {
     {"[RULE]\n    ResponseHeader remove X-A 1\n", 2, "a name only"},
     {"[RULE]\n    ResponseHeader set Content-Length 1\n", 2, "written by the server"},
     {"[RULE]\n    ResponseHeader always add X:A 1\n", 2, "not a field name"},
+    {"[RULE]\n    RequestHeader set Host evil.example\n", 2, "frames the request"},
+    {"[RULE]\n    RequestHeader remove Cookie\n", 2, "read by the server itself"},
+    {"[RULE]\n    RequestHeader always set X-A 1\n", 2, "set|add|remove"},
 #ifdef MK_HAVE_PCRE2
     {"[RULE]\n    Regex ^/(a\n    Return 410\n", 2, "Regex"},
     {"[RULE]\n    Regex ^/(?<n>a)$\n    Redirect 301 /$m\n", 3, "$m"},
@@ -367,16 +370,56 @@ static void test_response_header_lines(void **state)
     site_free(vh);
 }
 
+static void test_request_header_lines(void **state)
+{
+    char err[512] = "";
+    struct mk_site *vh = load("[RULE]\n"
+                              "    RequestHeader set X-Api-Key s3cret\n"
+                              "    RequestHeader remove X-Debug\n"
+                              "    RequestHeader add X-Seen rules\n",
+                              err, sizeof(err));
+    struct mk_http_header in[] = {
+        {{"X-Debug", 7}, {"1", 1}},      {{"Range", 5}, {"bytes=0-1", 9}},
+        {{"x-api-key", 9}, {"mine", 4}}, {{"Accept", 6}, {"*/*", 3}},
+        {{"X-Debug", 7}, {"2", 1}},      {{"X-Seen", 6}, {"client", 6}},
+    };
+    struct mk_http_header out[sizeof(in) / sizeof(in[0]) + 3];
+    struct mk_http_head h;
+    (void) state;
+    if (!vh) {
+        fail_msg("%s", err);
+    }
+    memset(&h, 0, sizeof(h));
+    h.headers = in;
+    h.n_headers = sizeof(in) / sizeof(in[0]);
+    h.known[MK_HDR_RANGE] = 2; /* 1 + its index */
+    mk_rule_request_fields(vh->rules->v[0], &h, out);
+    assert_ptr_equal(h.headers, out);
+    assert_int_equal(h.n_headers, 5);
+    assert_int_equal(h.known[MK_HDR_RANGE], 1); /* X-Debug before it went */
+    assert_string_equal(mk_http_header_get(&h, "Range")->p, "bytes=0-1");
+    assert_int_equal(mk_http_header_get(&h, "X-Api-Key")->len, 6);
+    assert_memory_equal(mk_http_header_get(&h, "X-Api-Key")->p, "s3cret", 6);
+    assert_null(mk_http_header_get(&h, "X-Debug"));
+    assert_memory_equal(h.headers[2].value.p, "client", 6); /* add keeps the client's */
+    assert_memory_equal(h.headers[4].value.p, "rules", 5);
+    site_free(vh);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_expand),          cmocka_unit_test(test_template_refused),
-        cmocka_unit_test(test_expand_too_long), cmocka_unit_test(test_first_match_wins),
+        cmocka_unit_test(test_expand),
+        cmocka_unit_test(test_template_refused),
+        cmocka_unit_test(test_expand_too_long),
+        cmocka_unit_test(test_first_match_wins),
         cmocka_unit_test(test_prefix_groups),
 #ifdef MK_HAVE_PCRE2
         cmocka_unit_test(test_regex),
 #endif
-        cmocka_unit_test(test_bad_rules),       cmocka_unit_test(test_response_header_lines),
+        cmocka_unit_test(test_bad_rules),
+        cmocka_unit_test(test_request_header_lines),
+        cmocka_unit_test(test_response_header_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
