@@ -329,8 +329,10 @@ int mk_response_add_known(struct mk_request *r, enum mk_resp_name name, const ch
 int mk_response_add_lines(struct mk_request *r, const char *lines, size_t len,
                           const struct mk_resp_field *fields, unsigned n);
 void mk_response_error(struct mk_request *r, int status);
+#ifdef MK_HAVE_RULES
 /* Drop the extra fields named `name` (len bytes, any case) from r's response. */
 void mk_response_field_remove(struct mk_request *r, const char *name, size_t len);
+#endif
 /* Forget the response set up so far (status, type, headers, body): r answers afresh. */
 void mk_response_reset(struct mk_request *r);
 /* Whether r's status forbids a body (1xx, 204, 304): its head announces none. */

@@ -180,6 +180,7 @@ int mk_response_add_known(struct mk_request *r, enum mk_resp_name name, const ch
                                  mk_resp_names[name].len, value, value_len);
 }
 
+#ifdef MK_HAVE_RULES
 /* Whether field record f of r is named `name` (len bytes, any case). */
 static bool mk_response_field_is(const struct mk_request *r, const struct mk_resp_field *f,
                                  const char *name, size_t len)
@@ -212,6 +213,7 @@ void mk_response_field_remove(struct mk_request *r, const char *name, size_t len
         r->extra_len = w;
     }
 }
+#endif
 
 void mk_response_drop_file(struct mk_request *r)
 {
