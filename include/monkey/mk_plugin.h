@@ -113,6 +113,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -141,7 +142,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 15
+#define MK_PLUGIN_ABI_MINOR 16
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -1190,7 +1191,35 @@ struct mk_api {
      * stream is gone). The server's own 100 Continue stays its own.
      */
     int (*interim)(struct mk_request *r, int status, const char *fields);
+
+    /* ---- added in ABI 3.16 (check with MK_API_HAS; or mk_api_conf_at) ---- */
+
+    /*
+     * The file that line `line` of `conf` is in, and its line there in
+     * *file_line. Lines as conf_next(), conf_section_line() and
+     * mk_conf_instance.line give them number the lines of every file read
+     * for `conf`, the files it includes ("Include") in between: for a file
+     * without Include the file is conf_path() and the line stays the same.
+     */
+    const char *(*conf_where)(const struct mk_conf *conf, int line, int *file_line);
 };
+
+/* Room for a "file:line" of mk_api_conf_at(): a path (PATH_MAX) and a line. */
+#define MK_CONF_AT_LEN (4096 + 16)
+
+/*
+ * Write "file:line" for line `line` of `cf` (see conf_where) into buf and
+ * return buf: with a server older than ABI 3.16, conf_path() and the line.
+ */
+static inline const char *mk_api_conf_at(const struct mk_api *api, const struct mk_conf *cf,
+                                         int line, char *buf, size_t len)
+{
+    int file_line = line;
+    const char *file =
+        MK_API_HAS(api, conf_where) ? api->conf_where(cf, line, &file_line) : api->conf_path(cf);
+    snprintf(buf, len, "%s:%d", file, file_line);
+    return buf;
+}
 
 /* The most bytes of fields one api->interim() call may carry. */
 #define MK_INTERIM_MAX 8192

@@ -264,6 +264,13 @@ struct px_self *px_self(void);
 
 /* "unix:/path", "HOST:PORT", "[IPV6]:PORT" into *a: NULL, or why not. */
 const char *px_parse_addr(const char *v, struct px_addr *a);
+/*
+ * The decimal number v (digits only: no sign, no space) into *out when it is
+ * min..max: true, or false (and *out untouched) for anything else.
+ */
+bool px_number(const char *v, uint64_t min, uint64_t max, uint64_t *out);
+/* A set or check callback's failure for want of memory: the reason, and MK_ERR. */
+int px_oom(char *reason, size_t len);
 
 /* ---- px_fconf.c: the set callbacks of the field keys, and their release ---- */
 

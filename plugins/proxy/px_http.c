@@ -24,7 +24,7 @@ enum {
     CH_END_LF,     /* the LF of the final empty line */
 };
 
-static bool px_tchar(unsigned char c)
+bool px_tchar(unsigned char c)
 {
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
         return true;
@@ -72,22 +72,36 @@ static int px_fail(struct px_resp *r, const char *why)
     return MK_ERR;
 }
 
+/* Whether p[0..n) starts with "HTTP/1.0 " or "HTTP/1.1 " and has room for a status after it. */
+static bool px_version_ok(const char *p, size_t n)
+{
+    return n >= 12 && memcmp(p, "HTTP/1.", 7) == 0 && (p[7] == '0' || p[7] == '1') && p[8] == ' ';
+}
+
+int px_resp_status(const char *buf, size_t len)
+{
+    if (!px_version_ok(buf, len)) {
+        return 0;
+    }
+    for (int i = 9; i < 12; i++) {
+        if (buf[i] < '0' || buf[i] > '9') {
+            return 0;
+        }
+    }
+    int status = (buf[9] - '0') * 100 + (buf[10] - '0') * 10 + (buf[11] - '0');
+    return status >= 100 && status <= 599 ? status : 0;
+}
+
 /* "HTTP/1.x SSS reason": MK_OK or MK_ERR. */
 static int px_status_line(const char *p, size_t n, struct px_resp *r)
 {
-    if (n < 12 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') || p[8] != ' ') {
+    if (!px_version_ok(p, n)) {
         return px_fail(r, "not an HTTP/1.0 or HTTP/1.1 status line");
     }
-    for (int i = 9; i < 12; i++) {
-        if (p[i] < '0' || p[i] > '9') {
-            return px_fail(r, "a status that is not three digits");
-        }
+    if (!(r->status = px_resp_status(p, n))) {
+        return px_fail(r, "a status that is not three digits of 100..599");
     }
     r->minor = p[7] - '0';
-    r->status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
-    if (r->status < 100 || r->status > 599) {
-        return px_fail(r, "a status out of 100..599");
-    }
     if (n > 12 && p[12] != ' ') {
         return px_fail(r, "no space after the status");
     }
@@ -389,15 +403,9 @@ static long px_chunk_bad(const char **why, const char *what)
 /* Keep n trailer bytes when the caller asked for them (c->keep). */
 static void px_chunk_keep(struct px_chunked *c, const char *p, size_t n)
 {
-    if (!c->keep || c->keep_over) {
-        return;
-    }
-    if (c->keep_cap - c->keep_len < n) {
+    if (c->keep && !c->keep_over && !px_push(c->keep, c->keep_cap, &c->keep_len, p, n)) {
         c->keep_over = true;
-        return;
     }
-    memcpy(c->keep + c->keep_len, p, n);
-    c->keep_len += n;
 }
 
 long px_chunked_step(struct px_chunked *c, const char *in, size_t len, const char **data,

@@ -599,6 +599,23 @@ static bool px_reading(const struct px_req *q)
     return !q->j.paused || (q->j.state == MK_GW_STREAM && px_rbuf_room(&q->buf) > 0);
 }
 
+/* The first n bytes of rbuf are used: what follows them moves to its start. */
+static void px_read_drop(struct px_req *q, size_t n)
+{
+    memmove(q->rbuf, q->rbuf + n, q->rlen - n);
+    q->rlen -= n;
+}
+
+/* The request bytes already sent (w_off) leave w: what waits moves to its start. */
+static void px_w_compact(struct px_req *q)
+{
+    if (q->w_off > 0) {
+        memmove(q->w, q->w + q->w_off, q->w_len - q->w_off);
+        q->w_len -= q->w_off;
+        q->w_off = 0;
+    }
+}
+
 /* The interest of the connection: write while bytes wait, read unless held back. */
 static void px_want(struct px_req *q)
 {
@@ -1217,8 +1234,7 @@ static bool px_body_run_all(struct px_req *q)
             size_t took = px_buf_keep(q, data, dlen);
             if (took < dlen) {
                 px_body_unread(q, dlen - took, &used); /* past the bounds: back-pressure */
-                memmove(q->rbuf, q->rbuf + used, q->rlen - used);
-                q->rlen -= used;
+                px_read_drop(q, used);
                 return true;
             }
         }
@@ -1250,8 +1266,7 @@ static bool px_body_run_all(struct px_req *q)
                 break;
             }
         }
-        memmove(q->rbuf, q->rbuf + used, q->rlen - used);
-        q->rlen -= used;
+        px_read_drop(q, used);
     }
     if (px_body_over(q)) {
         px_finish(q);
@@ -1306,8 +1321,7 @@ static int px_switch(struct px_req *q)
         return -1;
     }
     q->head_in = true;
-    memmove(q->rbuf, q->rbuf + hl, q->rlen - hl);
-    q->rlen -= hl;
+    px_read_drop(q, hl);
     q->resp.n_fields = 0;
     return 1;
 }
@@ -1386,8 +1400,7 @@ static int px_head(struct px_req *q)
             if (q->resp.status == 103) {
                 px_early_hints(q);
             }
-            memmove(q->rbuf, q->rbuf + hl, q->rlen - hl);
-            q->rlen -= hl;
+            px_read_drop(q, hl);
             continue;
         }
         if (px_give_head(q) != MK_OK) {
@@ -1401,8 +1414,7 @@ static int px_head(struct px_req *q)
             q->ch.keep = q->tkeep; /* no memory: the trailers are dropped */
             q->ch.keep_cap = PX_TRAILER_KEEP;
         }
-        memmove(q->rbuf, q->rbuf + hl, q->rlen - hl);
-        q->rlen -= hl;
+        px_read_drop(q, hl);
         q->resp.n_fields = 0;
         return 1;
     }
@@ -2157,11 +2169,7 @@ static int px_gw_body(struct mk_gw_job *j, const char *data, size_t len)
     if (!q->w && !(q->w = malloc(PX_WBUF))) {
         return 503;
     }
-    if (q->w_off > 0) {
-        memmove(q->w, q->w + q->w_off, q->w_len - q->w_off);
-        q->w_len -= q->w_off;
-        q->w_off = 0;
-    }
+    px_w_compact(q);
     if (q->w_len + len + 32 > PX_WBUF) {
         return 503; /* cannot happen: the window holds the client back */
     }
@@ -2197,11 +2205,7 @@ static int px_body_end(struct mk_gw_job *j)
         if (!q->w && !(q->w = malloc(PX_WBUF))) {
             return 503;
         }
-        if (q->w_off > 0) {
-            memmove(q->w, q->w + q->w_off, q->w_len - q->w_off);
-            q->w_len -= q->w_off;
-            q->w_off = 0;
-        }
+        px_w_compact(q);
         memcpy(q->w + q->w_len, "0\r\n\r\n", 5);
         q->w_len += 5;
     }

@@ -181,6 +181,10 @@ struct mk_routes;
 struct mk_config {
     atomic_int refs;
     char *confdir; /* absolute; NULL for -o and built-in configurations */
+    /* The files read for it, in reading order, without the ones they include
+       (mk_config_file_read): what `monkey -T` writes out. */
+    char **files;
+    size_t n_files;
 
     /* [SERVER] */
     struct mk_listen_addr *listen;
@@ -373,5 +377,12 @@ void mk_conf_site_release_plugins(const struct mk_config *cfg, struct mk_site *v
  * is the default site, else the first). False with the reason in err.
  */
 bool mk_conf_site_load(struct mk_config *cfg, char *err, size_t errlen);
+/* Note that `path` was read for `cfg` (cfg->files). */
+void mk_config_file_read(struct mk_config *cfg, const char *path);
+/*
+ * Write every file of cfg->files, read again with Include and variables
+ * (mk_conf_dump), to `out`: MK_OK, or MK_ERR with the reason in err.
+ */
+int mk_config_dump(const struct mk_config *cfg, FILE *out, char *err, size_t errlen);
 
 #endif

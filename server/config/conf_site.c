@@ -482,6 +482,7 @@ static struct mk_site *mk_site_read(struct mk_config *cfg, const char *path, cha
     if (!conf) {
         return NULL;
     }
+    mk_config_file_read(cfg, path);
     mk_list_foreach (it, &conf->sections) {
         const struct mk_conf_section *s = mk_list_entry(it, struct mk_conf_section, node);
         if (strcasecmp(s->name, "HOST") == 0) {

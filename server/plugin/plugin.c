@@ -303,7 +303,7 @@ static bool mk_schema_has(const struct mk_conf_schema *schema, int scope)
 }
 
 /* Fill plugin `p`'s plugin-wide keys from its file; NULL with err on error. */
-static void *mk_plugin_conf_load(const struct mk_plugin *p, const struct mk_config *cfg,
+static void *mk_plugin_conf_load(const struct mk_plugin *p, struct mk_config *cfg,
                                  const char *where, char *err, size_t errlen)
 {
     const struct mk_conf_schema *schema = p->conf_schema;
@@ -315,6 +315,9 @@ static void *mk_plugin_conf_load(const struct mk_plugin *p, const struct mk_conf
         snprintf(path, sizeof(path), "%s/plugins/%s", cfg->confdir, schema->file);
         if (access(path, F_OK) == 0 && !(conf = mk_conf_load(path, err, errlen))) {
             return NULL;
+        }
+        if (conf) {
+            mk_config_file_read(cfg, path);
         }
     }
     struct mk_schema_input in = {.conf = conf, .confdir = cfg->confdir, .own_file = true};

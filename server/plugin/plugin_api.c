@@ -860,4 +860,5 @@ const struct mk_api mk_plugin_api = {
     .stream_length = mk_response_stream_length,
     .takeover_hold = mk_takeover_hold,
     .interim = mk_response_interim,
+    .conf_where = mk_conf_where,
 };

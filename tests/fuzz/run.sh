@@ -61,6 +61,7 @@ for t in $targets; do
     case $t in
         http_request) set -- "$@" -dict="$here/http.dict" -max_len=65536 ;;
         fields) set -- "$@" -dict="$here/http.dict" ;;
+        config) set -- "$@" -dict="$here/config.dict" ;;
         h2) set -- "$@" -max_len=16384 ;;
     esac
 

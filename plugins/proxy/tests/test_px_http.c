@@ -284,12 +284,41 @@ static void test_chunked_trailers_kept(void **state)
     assert_string_equal(out, "");
 }
 
+/* px_resp_status: the status of the first 12 bytes, 0 for anything else. */
+static void test_resp_status(void **state)
+{
+    static const struct {
+        const char *raw;
+        int status;
+    } t[] = {
+        {"HTTP/1.1 200 OK\r\n", 200}, {"HTTP/1.0 503 Busy\r\n", 503},
+        {"HTTP/1.1 100", 100},        {"HTTP/1.1 599 x", 599},
+        {"HTTP/1.1 204", 204},        {"HTTP/1.1 099 low\r\n", 0},
+        {"HTTP/1.1 600 high\r\n", 0}, {"HTTP/1.1 20", 0},
+        {"HTTP/1.1 2x0 OK\r\n", 0},   {"HTTP/1.2 200 OK\r\n", 0},
+        {"HTTP/2.0 200 OK\r\n", 0},   {"http/1.1 200 OK\r\n", 0},
+        {"HTTP/1.1  200 OK\r\n", 0},  {"HTTP/1.1\t200 OK\r\n", 0},
+        {"SSH-2.0-OpenSSH\r\n", 0},   {"", 0},
+    };
+    (void) state;
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        if (px_resp_status(t[i].raw, strlen(t[i].raw)) != t[i].status) {
+            fail_msg("case %zu (%s): %d, not %d", i, t[i].raw,
+                     px_resp_status(t[i].raw, strlen(t[i].raw)), t[i].status);
+        }
+    }
+    /* only len bytes are read: a status cut short is none */
+    assert_int_equal(px_resp_status("HTTP/1.1 200 OK", 11), 0);
+    assert_int_equal(px_resp_status("HTTP/1.1 200 OK", 12), 200);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resp_table),     cmocka_unit_test(test_resp_head_length),
         cmocka_unit_test(test_resp_fields),    cmocka_unit_test(test_chunked),
         cmocka_unit_test(test_chunked_unread), cmocka_unit_test(test_chunked_trailers_kept),
+        cmocka_unit_test(test_resp_status),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
