@@ -511,6 +511,11 @@ const char *mk_config_key(const char *section, size_t i)
     if (strcasecmp(section, "PLUGINS") == 0) {
         return i == 0 ? "Load" : NULL;
     }
+#ifdef MK_HAVE_RULES
+    if (strcasecmp(section, "RULE") == 0) {
+        return mk_conf_rule_key(i);
+    }
+#endif
     return NULL;
 }
 

@@ -112,6 +112,11 @@ struct mk_site {
     struct mk_cache_rules cache_rules;
     /* Compress and its companions (static_compress.h); codings 0: off */
     struct mk_compress_site compress;
+#ifdef MK_HAVE_RULES
+    /* The [RULE] sections in file order (http/rules.h); NULL: none, and a
+       request pays one comparison for them */
+    struct mk_rules *rules;
+#endif
     /* IndexFiles of the site's [HOST]; NULL: the server's (mk_conf_site_index_files) */
     union {
         struct mk_conf_words index_list; /* what the schema fills */
@@ -157,6 +162,18 @@ void mk_conf_site_keys(const struct mk_site_keys *keys);
  * a plain file name, no '/', not "." or "..".
  */
 int mk_config_check_index_file(const char *value, char *reason, size_t len);
+
+#ifdef MK_HAVE_RULES
+struct mk_rules;
+/*
+ * Read the [RULE] sections of site file `conf` into vh->rules (conf_rules.c).
+ * False with "file:line: reason" in err; what was read goes with the site.
+ */
+bool mk_conf_rules_load(struct mk_site *vh, const struct mk_conf *conf, char *err, size_t errlen);
+void mk_conf_rules_free(struct mk_rules *t);
+/* The i-th key of [RULE], NULL past the last (mk_config_key). */
+const char *mk_conf_rule_key(size_t i);
+#endif
 
 struct mk_plugin;
 struct mk_routes;

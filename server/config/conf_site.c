@@ -67,6 +67,9 @@ void mk_conf_site_free(struct mk_site *vh)
         mk_free(vh->error_pages[i].path);
     }
     mk_free(vh->error_pages);
+#ifdef MK_HAVE_RULES
+    mk_conf_rules_free(vh->rules);
+#endif
     mk_conf_free(vh->conf);
     mk_free(vh->file);
     mk_free(vh);
@@ -537,6 +540,17 @@ static struct mk_site *mk_site_read(struct mk_config *cfg, const char *path, cha
             }
         }
     }
+#ifdef MK_HAVE_RULES
+    if (!mk_conf_rules_load(vh, conf, err, errlen)) {
+        goto fail;
+    }
+#else
+    const struct mk_conf_section *rule = mk_conf_section(conf, "RULE");
+    if (rule) {
+        ERR(conf, rule->line, "[RULE]: this server was built without request rules");
+        goto fail;
+    }
+#endif
     vh->conf = conf; /* kept for the plugins' site sections */
     return vh;
 

@@ -70,6 +70,7 @@ LIBRARIES = {
     "h2": (["nghttp2/nghttp2.h"], ["nghttp2"], "libnghttp2 >= 1.52"),
     "brotli": (["brotli/encode.h"], ["brotlienc"], "libbrotlienc"),
     "zlib": (["zlib.h"], ["z"], "zlib"),
+    "pcre2": (["pcre2.h"], ["pcre2-8"], "libpcre2-8"),
     "unit-tests": (["cmocka.h"], ["cmocka"], None),
     "duda-redis-sessions": (["hiredis/async.h"], ["hiredis"], None),
     "duda-pkg-base64": (["openssl/ssl.h"], ["crypto"], None),
@@ -85,7 +86,7 @@ LIBRARIES = {
 
 
 # The lines of the parts that compile out and of the profile (cmake/profile.cmake).
-PARTS = {"profile", "supervisor", "systemd", "compress", "fair", "realip", "small"}
+PARTS = {"profile", "supervisor", "systemd", "compress", "fair", "realip", "rules", "small"}
 
 
 def cache():
@@ -113,6 +114,7 @@ def built():
         "h2": any(s.startswith("libnghttp2.so") for s in monkey),
         "brotli": any(s.startswith("libbrotlienc.so") for s in monkey),
         "zlib": any(s.startswith("libz.so") for s in monkey),
+        "pcre2": any(s.startswith("libpcre2-8.so") for s in monkey),
         "unit-tests": any((BUILD / "tests").glob("test_http_parser*")),
     }
     if duda_so.exists():
