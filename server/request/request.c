@@ -160,6 +160,9 @@ static void mk_request_head_hooks(struct mk_request *r)
 {
     const struct mk_plugin_set *ps = &r->conn->worker->server->plugins;
 
+#ifdef MK_HAVE_REQID
+    mk_request_trace_respond(r);
+#endif
     for (size_t i = 0; i < ps->n_head; i++) {
         ps->head[i]->response_head(r);
     }
@@ -603,6 +606,13 @@ void mk_request_run(struct mk_request *r)
 #ifdef MK_HAVE_REALIP
     if (r->cfg->n_realip_from) {
         mk_request_real_ip(r);
+    }
+#endif
+#ifdef MK_HAVE_REQID
+    /* one flag check when off: RequestId and TraceContext both set it */
+    if (r->cfg->trace_any && mk_request_trace(r) != MK_OK) {
+        mk_request_error(r, 503);
+        return;
     }
 #endif
     if (h->method == MK_METHOD_HEAD) {

@@ -226,6 +226,13 @@ struct mk_request {
        in the arena; NULL: the connection's (mk_request_client) */
     union mk_inet_addr *real_ip;
 #endif
+#ifdef MK_HAVE_REQID
+    /* RequestId: r's ID (a view of its field's value, the arena's or the
+       client's), empty when off; TraceContext: the trace id (32 hex), or
+       trace_id[0] == 0 when r has no trace */
+    struct mk_str req_id;
+    char trace_id[33];
+#endif
 };
 
 /* ---- request.c ----------------------------------------------------------- */
@@ -292,6 +299,20 @@ void mk_request_error(struct mk_request *r, int status);
 void mk_request_end(struct mk_request *r);
 /* api->internal_redirect (the contract is in mk_plugin.h). */
 int mk_request_redirect(struct mk_request *r, const char *location);
+
+#ifdef MK_HAVE_REQID
+/* ---- request_trace.c: RequestId, TraceContext ----------------------------- */
+
+/*
+ * Give r its request ID and trace context (the server keys RequestId,
+ * RequestIdFrom, TraceContext): the fields are set in r's head, so that
+ * every reader of its fields (the gateways, the proxy, Duda) sees them.
+ * MK_OK, or MK_ERR when memory is short (answer 503).
+ */
+int mk_request_trace(struct mk_request *r);
+/* Before r's head goes out: echo its ID (RequestIdEcho), log a 5xx with it. */
+void mk_request_trace_respond(struct mk_request *r);
+#endif
 
 /* ---- response.c: what a response is, whatever the protocol that sends it - */
 
