@@ -187,3 +187,15 @@ def test_proxy_upstream(make_server, upstreams):
     assert len(tps) == 1
     m = TP_RE.match(tps[0])
     assert m.group(1) == TP[3:35] and m.group(2) != TP[36:52]
+
+
+def test_json_format(make_server):
+    import json
+    srv = id_server(make_server, RequestId="On", TraceContext="Start")
+    srv.site_extra = srv.site_extra.replace("    Format custom %{request_id}n %{trace_id}n %>s %D\n",
+                                            "    Format json\n")
+    srv.start()
+    e = env(srv)
+    a = json.loads(log(srv, 1)[0])
+    assert a["request_id"] == e["ID"] and a["trace_id"] == TP_RE.match(e["TP"]).group(1)
+    assert isinstance(a["duration_us"], int)
