@@ -199,3 +199,25 @@ def test_json_format(make_server):
     a = json.loads(log(srv, 1)[0])
     assert a["request_id"] == e["ID"] and a["trace_id"] == TP_RE.match(e["TP"]).group(1)
     assert isinstance(a["duration_us"], int)
+
+
+def test_fastcgi_backend(make_server, tmp_path):
+    from test_fastcgi import PHP_FPM, PhpFpm, make_php_server
+    import gwutil
+    if PHP_FPM is None:
+        pytest.skip("php-fpm is not installed (tools/deps.sh test)")
+    fpm = PhpFpm(tmp_path / "fpm")
+    try:
+        srv = make_php_server(make_server, fpm.sock)
+        srv.file("ids.php", '<?php header("Content-Type: text/plain");\n'
+                            'echo "ID=", $_SERVER["HTTP_X_REQUEST_ID"] ?? "-", "\\n";\n'
+                            'echo "TP=", $_SERVER["HTTP_TRACEPARENT"] ?? "-", "\\n";\n')
+        srv.set(RequestId="On", TraceContext="On", RequestIdFrom="127.0.0.1")
+        srv.start()
+        e = gwutil.env_of(gwutil.get(srv, "/ids.php", headers={"X-Request-Id": "from-lb",
+                                                               "traceparent": TP}).body)
+        assert e["ID"] == "from-lb"
+        m = TP_RE.match(e["TP"])
+        assert m and m.group(1) == TP[3:35] and m.group(2) != TP[36:52], e
+    finally:
+        fpm.stop()
