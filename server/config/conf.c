@@ -35,6 +35,7 @@
 #include "../../core/fs.h"
 #include "../../core/schema.h"
 #include "../proto/h2.h"
+#include "../http/http_chars.h"
 #include "../http/path.h"
 #include "../process/server.h"
 #include "../process/supervisor.h"
@@ -356,6 +357,20 @@ static int mk_conf_cpus(void)
     return n < 1 ? 1 : (int) n;
 }
 
+#if defined(MK_HAVE_REALIP) || defined(MK_HAVE_REQID)
+/* The blocks of RealIPFrom or RequestIdFrom, whose words were checked one by
+   one (mk_check_realip_from), into *out (replacing what it held). */
+static void mk_conf_cidrs(const struct mk_conf_words *w, struct mk_cidr **out, size_t *n)
+{
+    mk_free(*out);
+    *out = w->n ? mk_calloc(w->n, sizeof(struct mk_cidr)) : NULL;
+    *n = w->n;
+    for (size_t i = 0; i < w->n; i++) {
+        (void) mk_cidr_parse(w->v[i], strlen(w->v[i]), &(*out)[i]);
+    }
+}
+#endif
+
 /* Workers 0 means one per CPU; a request line never exceeds the head. */
 static int mk_server_schema_finish(void *obj, int site, const char **key, char *reason, size_t len)
 {
@@ -372,25 +387,10 @@ static int mk_server_schema_finish(void *obj, int site, const char **key, char *
         cfg->limits.max_line = cfg->limits.max_head;
     }
 #ifdef MK_HAVE_REALIP
-    /* RealIPFrom's words were checked one by one (mk_check_realip_from) */
-    mk_free(cfg->realip_from);
-    cfg->realip_from =
-        cfg->realip_words.n ? mk_calloc(cfg->realip_words.n, sizeof(struct mk_cidr)) : NULL;
-    cfg->n_realip_from = cfg->realip_words.n;
-    for (size_t i = 0; i < cfg->realip_words.n; i++) {
-        const char *t = cfg->realip_words.v[i];
-        (void) mk_cidr_parse(t, strlen(t), &cfg->realip_from[i]);
-    }
+    mk_conf_cidrs(&cfg->realip_words, &cfg->realip_from, &cfg->n_realip_from);
 #endif
 #ifdef MK_HAVE_REQID
-    mk_free(cfg->reqid_from);
-    cfg->reqid_from =
-        cfg->reqid_words.n ? mk_calloc(cfg->reqid_words.n, sizeof(struct mk_cidr)) : NULL;
-    cfg->n_reqid_from = cfg->reqid_words.n;
-    for (size_t i = 0; i < cfg->reqid_words.n; i++) {
-        const char *t = cfg->reqid_words.v[i];
-        (void) mk_cidr_parse(t, strlen(t), &cfg->reqid_from[i]);
-    }
+    mk_conf_cidrs(&cfg->reqid_words, &cfg->reqid_from, &cfg->n_reqid_from);
     cfg->trace_any = cfg->reqid || cfg->trace_context;
 #endif
     return MK_OK;
@@ -408,24 +408,24 @@ static const char *const mk_realip_header_words[] = {"X-Forwarded-For", "Forward
 /* TraceContext, in the order of request_trace.c's enum */
 static const char *const mk_trace_context_words[] = {"Off", "On", "Start", NULL};
 
-/* RequestIdHeader: a field name (a token), not one the server or HTTP/2 owns. */
+/* RequestIdHeader: a field name (a token), not one the server reads itself. */
 static int mk_check_reqid_header(const char *value, char *reason, size_t len)
 {
-    size_t n = strlen(value);
-    bool token = n > 0 && n <= 64;
-    for (size_t i = 0; token && i < n; i++) {
-        unsigned char c = (unsigned char) value[i];
-        token = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                c == '-' || c == '_';
+    static const char *const own[] = {"traceparent", "tracestate", "host", "content-length"};
+    size_t i = 0;
+
+    while (value[i] && i < 64 && mk_is_tchar((unsigned char) value[i])) {
+        i++;
     }
-    if (!token) {
-        snprintf(reason, len, "'%s' is not a field name (letters, digits, '-', '_')", value);
+    if (i == 0 || value[i]) {
+        snprintf(reason, len, "'%s' is not a field name (a token of at most 64 bytes)", value);
         return MK_ERR;
     }
-    if (strcasecmp(value, "traceparent") == 0 || strcasecmp(value, "tracestate") == 0 ||
-        strcasecmp(value, "host") == 0 || strcasecmp(value, "content-length") == 0) {
-        snprintf(reason, len, "'%s' is a field the server reads itself", value);
-        return MK_ERR;
+    for (i = 0; i < sizeof(own) / sizeof(own[0]); i++) {
+        if (strcasecmp(value, own[i]) == 0) {
+            snprintf(reason, len, "'%s' is a field the server reads itself", value);
+            return MK_ERR;
+        }
     }
     return MK_OK;
 }

@@ -161,7 +161,9 @@ static void mk_request_head_hooks(struct mk_request *r)
     const struct mk_plugin_set *ps = &r->conn->worker->server->plugins;
 
 #ifdef MK_HAVE_REQID
-    mk_request_trace_respond(r);
+    if (r->req_id.len) {
+        mk_request_trace_respond(r);
+    }
 #endif
     for (size_t i = 0; i < ps->n_head; i++) {
         ps->head[i]->response_head(r);

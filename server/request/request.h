@@ -310,7 +310,7 @@ int mk_request_redirect(struct mk_request *r, const char *location);
  * MK_OK, or MK_ERR when memory is short (answer 503).
  */
 int mk_request_trace(struct mk_request *r);
-/* Before r's head goes out: echo its ID (RequestIdEcho), log a 5xx with it. */
+/* Before the head of r, which has an ID, goes out: echo it (RequestIdEcho), log a 5xx with it. */
 void mk_request_trace_respond(struct mk_request *r);
 #endif
 
