@@ -38,9 +38,11 @@ SCENARIOS = ["ka13", "close13", "ka200k", "ka1m", "sweep", "node", "idle",
 TLS_SERVERS = ["monkey", "nginx", "h2o"]  # the servers of the tls_* and h2_* scenarios
 H2C_SERVERS = ["monkey", "h2o"]  # h2c: nginx serves no HTTP/1 on an h2c port
 TLS_PLUGIN = os.path.join(ROOT, "build", "plugins", "monkey-tls.so")
-# --monkey-binary, --monkey-site: which Monkey runs, with which lines added to its site.
+# --monkey-binary, --monkey-site, --monkey-server: which Monkey runs, with which lines
+# added to its site and to its [SERVER] section.
 MONKEY_BINARY = os.path.join(ROOT, "build", "bin", "monkey")
 MONKEY_SITE_LINES = []
+MONKEY_SERVER_LINES = []
 # What every TLS client of the harness offers (wrk, openssl s_client, the
 # handshake and idle clients), through OPENSSL_CONF: only TLS 1.3 with one
 # suite, so every server negotiates the same whatever its own defaults are.
@@ -262,7 +264,7 @@ def config_monkey(d, docroot, port, workers, tls=None, h2=False):
     Backlog {BACKLOG}
     GracefulTimeout 1
     LogLevel warn
-""")
+""" + "".join("    %s\n" % line for line in MONKEY_SERVER_LINES))
     tls_site = f"[TLS]\n    Certificate {tls[0]}\n    CertificateKey {tls[1]}\n" if tls else ""
     extra = "".join("    %s\n" % line for line in MONKEY_SITE_LINES)
     write(os.path.join(conf, "sites", "default"), f"""[HOST]
@@ -1993,6 +1995,8 @@ def main():
                     help="the monkey binary to run (default build/bin/monkey)")
     ap.add_argument("--monkey-site", action="append", default=[], metavar="LINE",
                     help="a line added to Monkey's site ('Compress On'); repeatable")
+    ap.add_argument("--monkey-server", action="append", default=[], metavar="LINE",
+                    help="a line added to Monkey's [SERVER] section ('RequestId On'); repeatable")
     ap.add_argument("--workers", type=int, default=2, help="workers per server (default 2)")
     ap.add_argument("--rounds", type=int, help="override the rounds of every scenario")
     ap.add_argument("--duration", type=int, help="override the seconds of each wrk run")
@@ -2011,6 +2015,7 @@ def main():
     if a.monkey_binary:
         MONKEY_BINARY = os.path.abspath(a.monkey_binary)
     MONKEY_SITE_LINES.extend(a.monkey_site)
+    MONKEY_SERVER_LINES.extend(a.monkey_server)
     a.mode = "quick" if a.quick else "full"
     a.servers = [s for s in a.servers.split(",") if s]
     for s in a.servers:

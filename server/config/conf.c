@@ -391,6 +391,7 @@ static int mk_server_schema_finish(void *obj, int site, const char **key, char *
 #endif
 #ifdef MK_HAVE_REQID
     mk_conf_cidrs(&cfg->reqid_words, &cfg->reqid_from, &cfg->n_reqid_from);
+    cfg->reqid_header_len = strlen(cfg->reqid_header);
     cfg->trace_any = cfg->reqid || cfg->trace_context;
 #endif
     return MK_OK;

@@ -206,6 +206,7 @@ struct mk_config {
        the ID (the words, then their blocks), whether responses echo it */
     bool reqid;
     char *reqid_header;
+    size_t reqid_header_len;
     struct mk_conf_words reqid_words;
     struct mk_cidr *reqid_from;
     size_t n_reqid_from;

@@ -98,19 +98,3 @@ void mk_traceparent_format(const struct mk_traceparent *tp, char *out)
     out[52] = '-';
     mk_reqid_hex(&tp->flags, 1, out + 53);
 }
-
-/* v as 16 hex digits, most significant first. */
-static void mk_reqid_hex64(uint64_t v, char *out)
-{
-    for (int i = 15; i >= 0; i--) {
-        out[i] = mk_reqid_digits[v & 15];
-        v >>= 4;
-    }
-}
-
-void mk_reqid_format(uint64_t prefix, uint64_t counter, char *out)
-{
-    mk_reqid_hex64(prefix, out);
-    out[16] = '-';
-    mk_reqid_hex64(counter, out + 17);
-}

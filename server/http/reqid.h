@@ -47,7 +47,4 @@ void mk_traceparent_format(const struct mk_traceparent *tp, char *out);
 /* Write n bytes as 2n lowercase hex digits into out (no NUL). */
 void mk_reqid_hex(const uint8_t *bytes, size_t n, char *out);
 
-/* A generated ID: prefix and counter as MK_REQID_GEN_LEN bytes (no NUL). */
-void mk_reqid_format(uint64_t prefix, uint64_t counter, char *out);
-
 #endif

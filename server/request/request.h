@@ -227,11 +227,9 @@ struct mk_request {
     union mk_inet_addr *real_ip;
 #endif
 #ifdef MK_HAVE_REQID
-    /* RequestId: r's ID (a view of its field's value, the arena's or the
-       client's), empty when off; TraceContext: the trace id (32 hex), or
-       trace_id[0] == 0 when r has no trace */
+    /* RequestId: r's ID (its field's value: the note request_id's copy),
+       empty when off */
     struct mk_str req_id;
-    char trace_id[33];
 #endif
 };
 
@@ -433,6 +431,10 @@ void mk_request_ctx_clear(struct mk_request *r);
  * or name is empty. (api->note_set)
  */
 int mk_request_note_set(struct mk_request *r, const char *name, const char *value);
+/* Note `name` (nlen bytes, not empty) of r set to value[0, vlen): the value's
+   copy (NUL terminated, as long as r's arena), NULL when memory is short. */
+const char *mk_request_note_add(struct mk_request *r, const char *name, size_t nlen,
+                                const char *value, size_t vlen);
 /* The value of note `name` of r (NUL terminated, *len set), NULL when none. (api->note) */
 const char *mk_request_note(const struct mk_request *r, const char *name, size_t *len);
 

@@ -40,19 +40,18 @@
 /* TraceContext, in the order of its words in conf.c. */
 enum { MK_TRACE_OFF = 0, MK_TRACE_ON, MK_TRACE_START };
 
-/* The worker's prefix and generator, drawn once (clock and address as a fallback). */
+/*
+ * The worker's prefix and generator, drawn once from getrandom(2), which
+ * cannot fail on the kernels this server runs on (openat2 needs Linux 5.6):
+ * should it, the worker's address and id still tell workers apart.
+ */
 static void mk_trace_seed(struct mk_worker *w)
 {
-    uint64_t seed[3];
+    uint64_t seed[3] = {(uintptr_t) w, (uint64_t) w->id, 0x9e3779b97f4a7c15ull};
 
-    if (getrandom(seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t) sizeof(seed)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        seed[0] = (uint64_t) ts.tv_nsec ^ ((uint64_t) ts.tv_sec << 30) ^ (uintptr_t) w;
-        seed[1] = seed[0] * 0x9e3779b97f4a7c15ull + (uint64_t) w->id;
-        seed[2] = seed[1] * 0xbf58476d1ce4e5b9ull;
-    }
-    w->reqid_prefix = seed[0];
+    (void) !getrandom(seed, sizeof(seed), 0);
+    mk_reqid_hex((const uint8_t *) seed, 8, w->reqid_text);
+    memcpy(w->reqid_text + 16, "-0000000000000000", 17); /* the counter, 0 */
     w->trace_rng[0] = seed[1] | 1; /* xorshift128+ needs a state not all zero */
     w->trace_rng[1] = seed[2];
     w->reqid_seeded = true;
@@ -71,7 +70,7 @@ static uint64_t mk_trace_next(struct mk_worker *w)
 }
 
 /* n random bytes (a multiple of 8), never all zero: the ids of a traceparent may not be. */
-static void mk_trace_random(struct mk_worker *w, uint8_t *out, size_t n)
+__attribute__((noinline)) static void mk_trace_random(struct mk_worker *w, uint8_t *out, size_t n)
 {
     for (size_t i = 0; i < n; i += 8) {
         uint64_t v = mk_trace_next(w);
@@ -80,20 +79,70 @@ static void mk_trace_random(struct mk_worker *w, uint8_t *out, size_t n)
     }
 }
 
-static bool mk_trace_named(const struct mk_http_header *f, const char *name)
+/* What a line of the head is to this file (mk_trace_kind). */
+enum { MK_TRACE_OTHER = 0, MK_TRACE_ID, MK_TRACE_PARENT, MK_TRACE_STATE };
+
+/* Whether f is named `name` (len bytes): the length first, the common answer. */
+static inline bool mk_trace_named(const struct mk_http_header *f, const char *name, size_t len)
 {
-    return mk_str_ieq(f->name.p, f->name.len, name);
+    return f->name.len == len && mk_str_ieq(f->name.p, len, name);
 }
 
-/* A copy of [p, p+len) in r's arena with a NUL, or NULL. */
-static char *mk_trace_dup(struct mk_request *r, const char *p, size_t len)
+static int mk_trace_kind(const struct mk_config *cfg, const struct mk_http_header *f)
 {
-    char *s = mk_arena_alloc(&r->arena, len + 1);
-    if (s) {
-        memcpy(s, p, len);
-        s[len] = '\0';
+    if (cfg->reqid && mk_trace_named(f, cfg->reqid_header, cfg->reqid_header_len)) {
+        return MK_TRACE_ID;
     }
-    return s;
+    if (cfg->trace_context) {
+        if (mk_trace_named(f, "traceparent", 11)) {
+            return MK_TRACE_PARENT;
+        }
+        if (mk_trace_named(f, "tracestate", 10)) {
+            return MK_TRACE_STATE;
+        }
+    }
+    return MK_TRACE_OTHER;
+}
+
+/*
+ * The worker's next generated ID: its text is kept and its counter (the
+ * last 16 hex digits) counted up in place, so one costs a copy and a digit
+ * or two.
+ */
+static const char *mk_trace_next_id(struct mk_worker *w)
+{
+    static const char next[] = "123456789abcdef0";
+    char *d = w->reqid_text + MK_REQID_GEN_LEN - 1;
+
+    for (;;) {
+        char c = *d;
+        *d = next[c <= '9' ? c - '0' : c - 'a' + 10];
+        if (c != 'f' || *--d == '-') {
+            return w->reqid_text;
+        }
+    }
+}
+
+/* Drop the client's lines the kinds in `drop` name from h (a view kept in
+   order), keeping the known fields' records. Rare: a client sent them. */
+static void mk_trace_drop(const struct mk_config *cfg, struct mk_http_head *h,
+                          struct mk_http_header *t, unsigned *n, bool keep_state)
+{
+    unsigned w = 0;
+
+    for (unsigned i = 0; i < *n; i++) {
+        int kind = mk_trace_kind(cfg, &t[i]);
+        if (kind != MK_TRACE_OTHER && !(kind == MK_TRACE_STATE && keep_state)) {
+            continue;
+        }
+        for (unsigned k = 0; k < MK_HDR_KNOWN_COUNT; k++) {
+            if (h->known[k] == i + 1) {
+                h->known[k] = (uint16_t) (w + 1); /* 1 + its new index */
+            }
+        }
+        t[w++] = t[i];
+    }
+    *n = w;
 }
 
 int mk_request_trace(struct mk_request *r)
@@ -101,21 +150,22 @@ int mk_request_trace(struct mk_request *r)
     const struct mk_config *cfg = r->cfg;
     struct mk_worker *w = r->conn->worker;
     struct mk_http_head *h = &r->head;
-    const char *id_name = cfg->reqid_header;
     const struct mk_http_header *client_id = NULL, *client_tp = NULL;
     struct mk_traceparent tp;
-    bool have_tp = false, keep_state;
-    unsigned n = 0, map[MK_HDR_KNOWN_COUNT];
+    bool have_tp = false, drop = false;
+    unsigned n = h->n_headers;
 
     if (!w->reqid_seeded) {
         mk_trace_seed(w);
     }
-    for (unsigned i = 0; i < h->n_headers; i++) {
+    for (unsigned i = 0; i < n; i++) {
         const struct mk_http_header *f = &h->headers[i];
-        if (cfg->reqid && !client_id && mk_trace_named(f, id_name)) {
+        int kind = mk_trace_kind(cfg, f);
+        drop |= kind != MK_TRACE_OTHER;
+        if (kind == MK_TRACE_ID && !client_id) {
             client_id = f;
         }
-        else if (cfg->trace_context && !client_tp && mk_trace_named(f, "traceparent")) {
+        else if (kind == MK_TRACE_PARENT && !client_tp) {
             client_tp = f;
         }
     }
@@ -127,79 +177,55 @@ int mk_request_trace(struct mk_request *r)
     if (client_tp) {
         have_tp = mk_traceparent_parse(client_tp->value.p, client_tp->value.len, &tp);
     }
-    keep_state = have_tp;
+    bool keep_state = have_tp; /* a tracestate goes with a valid traceparent only */
     if (!have_tp && cfg->trace_context == MK_TRACE_START) {
         mk_trace_random(w, tp.trace_id, sizeof(tp.trace_id));
         tp.flags = 0;
         have_tp = true;
     }
-    if (have_tp) {
-        mk_trace_random(w, tp.parent_id, sizeof(tp.parent_id));
-    }
 
-    /* the head without the client's lines of these fields, with room for ours */
-    struct mk_http_header *t = mk_arena_alloc(&r->arena, (h->n_headers + 2) * sizeof(*t));
+    /* the head, without the client's lines of these fields, with room for ours */
+    struct mk_http_header *t = mk_arena_alloc(&r->arena, (n + 2) * sizeof(*t));
     if (!t) {
         return MK_ERR;
     }
-    for (unsigned k = 0; k < MK_HDR_KNOWN_COUNT; k++) {
-        map[k] = h->known[k];
-    }
-    for (unsigned i = 0; i < h->n_headers; i++) {
-        const struct mk_http_header *f = &h->headers[i];
-        bool drop = (cfg->reqid && mk_trace_named(f, id_name)) ||
-                    (cfg->trace_context && (mk_trace_named(f, "traceparent") ||
-                                            (!keep_state && mk_trace_named(f, "tracestate"))));
-        if (drop) {
-            continue;
-        }
-        /* a known field keeps its record: 1 + its new index */
-        for (unsigned k = 0; k < MK_HDR_KNOWN_COUNT; k++) {
-            if (map[k] == i + 1) {
-                h->known[k] = (uint16_t) (n + 1);
-            }
-        }
-        t[n++] = *f;
-    }
-
+    memcpy(t, h->headers, n * sizeof(*t));
+    const char *id = NULL;
+    size_t id_len = MK_REQID_GEN_LEN;
     if (cfg->reqid) {
-        char gen[MK_REQID_GEN_LEN];
-        const char *v = gen;
-        size_t len = sizeof(gen);
-        if (client_id) {
-            v = client_id->value.p;
-            len = client_id->value.len;
-        }
-        else {
-            mk_reqid_format(w->reqid_prefix, ++w->reqid_seq, gen);
-        }
-        char *copy = mk_trace_dup(r, v, len);
-        if (!copy || mk_request_note_set(r, "request_id", copy) != MK_OK) {
+        /* the note's copy is the field's value: the client's line is dropped
+           below, the worker's text changes with the next ID */
+        const char *v = client_id ? client_id->value.p : mk_trace_next_id(w);
+        id_len = client_id ? client_id->value.len : id_len;
+        if (!(id = mk_request_note_add(r, "request_id", 10, v, id_len))) {
             return MK_ERR;
         }
-        t[n].name.p = id_name;
-        t[n].name.len = strlen(id_name);
-        t[n].value.p = copy;
-        t[n].value.len = len;
-        r->req_id = t[n].value;
-        n++;
+    }
+    if (drop) {
+        mk_trace_drop(cfg, h, t, &n, keep_state);
+    }
+    if (id) {
+        t[n].name.p = cfg->reqid_header;
+        t[n].name.len = cfg->reqid_header_len;
+        t[n].value.p = id;
+        t[n].value.len = id_len;
+        r->req_id = t[n++].value;
     }
     if (have_tp) {
         char text[MK_TRACEPARENT_LEN];
+        mk_trace_random(w, tp.parent_id, sizeof(tp.parent_id));
         mk_traceparent_format(&tp, text);
-        char *copy = mk_trace_dup(r, text, sizeof(text));
+        /* the note trace_id, and the field's value: copies in the arena */
+        const char *v = mk_request_note_add(r, "trace_id", 8, text + 3, 32);
+        char *copy = v ? mk_arena_alloc(&r->arena, MK_TRACEPARENT_LEN) : NULL;
         if (!copy) {
             return MK_ERR;
         }
-        memcpy(r->trace_id, text + 3, 32);
-        r->trace_id[32] = '\0';
-        if (mk_request_note_set(r, "trace_id", r->trace_id) != MK_OK) {
-            return MK_ERR;
-        }
+        memcpy(copy, text, MK_TRACEPARENT_LEN);
         t[n].name.p = "traceparent";
         t[n].name.len = sizeof("traceparent") - 1;
         t[n].value.p = copy;
-        t[n].value.len = sizeof(text);
+        t[n].value.len = MK_TRACEPARENT_LEN;
         n++;
     }
     h->headers = t;
@@ -212,7 +238,7 @@ void mk_request_trace_respond(struct mk_request *r)
     const struct mk_config *cfg = r->cfg;
 
     if (cfg->reqid_echo) {
-        mk_response_add_header(r, cfg->reqid_header, strlen(cfg->reqid_header), r->req_id.p,
+        mk_response_add_header(r, cfg->reqid_header, cfg->reqid_header_len, r->req_id.p,
                                r->req_id.len);
     }
     if (r->status >= 500) {

@@ -96,10 +96,11 @@ struct mk_worker {
     struct mk_zcache zcache; /* files compressed on the fly (static_compress.h) */
 #endif
 #ifdef MK_HAVE_REQID
-    /* RequestId, TraceContext (request_trace.c): a random prefix and a
-       counter for request IDs, a xorshift128+ state for span and trace ids;
-       seeded from getrandom(2) once, at the first request that needs them */
-    uint64_t reqid_prefix, reqid_seq;
+    /* RequestId, TraceContext (request_trace.c): the last request ID made
+       (a random prefix, '-', a counter, as text; MK_REQID_GEN_LEN bytes),
+       a xorshift128+ state for span and trace ids; seeded from getrandom(2)
+       once, at the first request that needs them */
+    char reqid_text[33];
     uint64_t trace_rng[2];
     bool reqid_seeded;
 #endif

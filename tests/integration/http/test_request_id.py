@@ -221,3 +221,16 @@ def test_fastcgi_backend(make_server, tmp_path):
         assert m and m.group(1) == TP[3:35] and m.group(2) != TP[36:52], e
     finally:
         fpm.stop()
+
+
+def test_counter_counts_up_across_digits(make_server):
+    # 40 IDs on one connection: the counter's digits carry (0f -> 10, 1f -> 20)
+    srv = id_server(make_server, RequestId="On", RequestIdEcho="On").start()
+    c = srv.conn()
+    try:
+        ids = [c.request("GET", "/hello.txt").header("x-request-id") for _ in range(40)]
+    finally:
+        c.close()
+    assert all(GEN.match(i) and i[:16] == ids[0][:16] for i in ids), ids
+    assert [int(i[17:], 16) for i in ids] == list(range(int(ids[0][17:], 16),
+                                                        int(ids[0][17:], 16) + 40))
