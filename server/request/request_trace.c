@@ -212,19 +212,18 @@ int mk_request_trace(struct mk_request *r)
         r->req_id = t[n++].value;
     }
     if (have_tp) {
-        char text[MK_TRACEPARENT_LEN];
-        mk_trace_random(w, tp.parent_id, sizeof(tp.parent_id));
-        mk_traceparent_format(&tp, text);
-        /* the note trace_id, and the field's value: copies in the arena */
-        const char *v = mk_request_note_add(r, "trace_id", 8, text + 3, 32);
-        char *copy = v ? mk_arena_alloc(&r->arena, MK_TRACEPARENT_LEN) : NULL;
-        if (!copy) {
+        char *text = mk_arena_alloc(&r->arena, MK_TRACEPARENT_LEN);
+        if (!text) {
             return MK_ERR;
         }
-        memcpy(copy, text, MK_TRACEPARENT_LEN);
+        mk_trace_random(w, tp.parent_id, sizeof(tp.parent_id));
+        mk_traceparent_format(&tp, text);
+        if (!mk_request_note_add(r, "trace_id", 8, text + 3, 32)) {
+            return MK_ERR;
+        }
         t[n].name.p = "traceparent";
         t[n].name.len = sizeof("traceparent") - 1;
-        t[n].value.p = copy;
+        t[n].value.p = text;
         t[n].value.len = MK_TRACEPARENT_LEN;
         n++;
     }
