@@ -60,6 +60,9 @@ static const char mk_left_out[] = ""
 #ifndef MK_HAVE_REALIP
                                   ", the client's address behind a balancer"
 #endif
+#ifndef MK_HAVE_REQID
+                                  ", request IDs and trace context"
+#endif
 #ifndef MK_HAVE_LIBMONKEY
                                   ", library mode"
 #endif

@@ -85,7 +85,7 @@ LIBRARIES = {
 
 
 # The lines of the parts that compile out and of the profile (cmake/profile.cmake).
-PARTS = {"profile", "supervisor", "systemd", "compress", "fair", "realip", "small"}
+PARTS = {"profile", "supervisor", "systemd", "compress", "fair", "realip", "reqid", "small"}
 
 
 def cache():

@@ -37,6 +37,8 @@ PARTS = {
     "fair": ("the fair balancing mode", ["Balancing fair"]),
     "realip": ("the client's address behind a balancer",
                ["RealIPFrom 10.0.0.0/8", "RealIPHeader X-Real-IP"]),
+    "reqid": ("request IDs and trace context",
+              ["RequestId On", "RequestIdFrom 10.0.0.0/8", "TraceContext Start"]),
     "libmonkey": ("library mode", []),
 }
 
