@@ -197,7 +197,8 @@ int mk_request_trace(struct mk_request *r)
            below, the worker's text changes with the next ID */
         const char *v = client_id ? client_id->value.p : mk_trace_next_id(w);
         id_len = client_id ? client_id->value.len : id_len;
-        if (!(id = mk_request_note_add(r, "request_id", 10, v, id_len))) {
+        if (!(id = mk_request_note_add(r, MK_NOTE_REQUEST_ID, sizeof(MK_NOTE_REQUEST_ID) - 1, v,
+                                       id_len))) {
             return MK_ERR;
         }
     }
@@ -218,7 +219,7 @@ int mk_request_trace(struct mk_request *r)
         }
         mk_trace_random(w, tp.parent_id, sizeof(tp.parent_id));
         mk_traceparent_format(&tp, text);
-        if (!mk_request_note_add(r, "trace_id", 8, text + 3, 32)) {
+        if (!mk_request_note_add(r, MK_NOTE_TRACE_ID, sizeof(MK_NOTE_TRACE_ID) - 1, text + 3, 32)) {
             return MK_ERR;
         }
         t[n].name.p = "traceparent";
