@@ -412,7 +412,8 @@ static const char *const mk_trace_context_words[] = {"Off", "On", "Start", NULL}
 /* RequestIdHeader: a field name (a token), not one the server reads itself. */
 static int mk_check_reqid_header(const char *value, char *reason, size_t len)
 {
-    static const char *const own[] = {"traceparent", "tracestate", "host", "content-length"};
+    static const char *const own[] = {"traceparent", "tracestate", "host", "content-length",
+                                      "transfer-encoding"};
     size_t i = 0;
 
     while (value[i] && i < 64 && mk_is_tchar((unsigned char) value[i])) {

@@ -533,6 +533,8 @@ static const struct bad_case bad_server[] = {
     /* RequestIdHeader, RequestIdFrom, TraceContext */
     {"monkey.conf", "[SERVER]\n    RequestIdHeader X:Id\n", 2, "is not a field name"},
     {"monkey.conf", "[SERVER]\n    RequestIdHeader traceparent\n", 2, "the server reads itself"},
+    {"monkey.conf", "[SERVER]\n    RequestIdHeader Transfer-Encoding\n", 2,
+     "the server reads itself"},
     {"monkey.conf", "[SERVER]\n    RequestIdFrom 10.0.0.1/8\n", 2, "bits set beyond"},
     {"monkey.conf", "[SERVER]\n    RequestIdFrom lb.example\n", 2,
      "'lb.example' is not an IPv4 or IPv6 address block"},
