@@ -123,8 +123,12 @@ static const char *mk_trace_next_id(struct mk_worker *w)
     }
 }
 
-/* Drop the client's lines the kinds in `drop` name from h (a view kept in
-   order), keeping the known fields' records. Rare: a client sent them. */
+/*
+ * Take the client's lines of the request ID and traceparent, and of
+ * tracestate unless keep_state, out of t[0, *n) (h's lines, copied), the
+ * others kept in order with their records in h->known. Rare: only when a
+ * client sent one of them.
+ */
 static void mk_trace_drop(const struct mk_config *cfg, struct mk_http_head *h,
                           struct mk_http_header *t, unsigned *n, bool keep_state)
 {
