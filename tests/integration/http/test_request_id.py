@@ -5,6 +5,7 @@ echoed; traceparent passed on with the same trace id and a new parent id.
 
 The test client is 127.0.0.1: trusted when RequestIdFrom names it."""
 
+import json
 import re
 
 import pytest
@@ -137,9 +138,7 @@ def test_invalid_traceparent_dropped_or_restarted(make_server, bad):
     on = id_server(make_server, TraceContext="On").start()
     e = env(on, [("traceparent", bad), ("tracestate", "a=b")])
     assert e["TP"] == "" and e["TS"] == ""  # dropped, with its tracestate
-    start = id_server(make_server, TraceContext="Start")
-    start.port = start.port + 0
-    start.start()
+    start = id_server(make_server, TraceContext="Start").start()
     e = env(start, [("traceparent", bad)])
     m = TP_RE.match(e["TP"])
     assert m and m.group(1) != bad[3:35] and m.group(3) == "00", e
@@ -190,7 +189,6 @@ def test_proxy_upstream(make_server, upstreams):
 
 
 def test_json_format(make_server):
-    import json
     srv = id_server(make_server, RequestId="On", TraceContext="Start")
     srv.site_extra = srv.site_extra.replace("    Format custom %{request_id}n %{trace_id}n %>s %D\n",
                                             "    Format json\n")
@@ -234,3 +232,25 @@ def test_counter_counts_up_across_digits(make_server):
     assert all(GEN.match(i) and i[:16] == ids[0][:16] for i in ids), ids
     assert [int(i[17:], 16) for i in ids] == list(range(int(ids[0][17:], 16),
                                                         int(ids[0][17:], 16) + 40))
+
+
+@pytest.mark.skipif(not PROXY_SO.exists(), reason="built without the proxy plugin")
+def test_proxy_upstream_http2(make_server, upstreams):
+    skip_without_h2()
+    u = upstreams("a")
+    srv = proxy_server(make_server, site=site(u), h2c=True)
+    srv.set(RequestId="On", RequestIdEcho="On", TraceContext="Start")
+    srv.start()
+    h = H2Client(srv.port)
+    sid = h.request("/app/head", headers=[("x-request-id", "client"), ("tracestate", "a=b")])
+    h.wait([sid])
+    st = h.streams[sid]
+    assert st["headers"][":status"] == "200"
+    lines = st["data"].decode().split("\r\n")
+    f = [(k.lower(), v.strip()) for k, v in (ln.split(":", 1) for ln in lines[1:] if ln)]
+    ids = values(f, "x-request-id")
+    assert len(ids) == 1 and GEN.match(ids[0]) and st["headers"]["x-request-id"] == ids[0], f
+    tps = values(f, "traceparent")
+    assert len(tps) == 1 and TP_RE.match(tps[0]).group(3) == "00"  # a trace started
+    assert values(f, "tracestate") == []  # the client's, without a traceparent: dropped
+    h.close()
