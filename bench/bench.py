@@ -38,11 +38,13 @@ SCENARIOS = ["ka13", "close13", "ka200k", "ka1m", "sweep", "node", "idle",
 TLS_SERVERS = ["monkey", "nginx", "h2o"]  # the servers of the tls_* and h2_* scenarios
 H2C_SERVERS = ["monkey", "h2o"]  # h2c: nginx serves no HTTP/1 on an h2c port
 TLS_PLUGIN = os.path.join(ROOT, "build", "plugins", "monkey-tls.so")
-# --monkey-binary, --monkey-site: which Monkey runs, with which lines added to its site.
+# --monkey-binary, --monkey-site, --monkey-server: which Monkey runs, with which lines
+# added to its site and to its [SERVER] section.
 MONKEY_BINARY = os.path.join(ROOT, "build", "bin", "monkey")
 MONKEY_SITE_LINES = []
 # --monkey-site-file: text appended to Monkey's site file as it is ([RULE] sections).
 MONKEY_SITE_TEXT = []
+MONKEY_SERVER_LINES = []
 # What every TLS client of the harness offers (wrk, openssl s_client, the
 # handshake and idle clients), through OPENSSL_CONF: only TLS 1.3 with one
 # suite, so every server negotiates the same whatever its own defaults are.
@@ -264,7 +266,7 @@ def config_monkey(d, docroot, port, workers, tls=None, h2=False):
     Backlog {BACKLOG}
     GracefulTimeout 1
     LogLevel warn
-""")
+""" + "".join("    %s\n" % line for line in MONKEY_SERVER_LINES))
     tls_site = f"[TLS]\n    Certificate {tls[0]}\n    CertificateKey {tls[1]}\n" if tls else ""
     extra = "".join("    %s\n" % line for line in MONKEY_SITE_LINES) + "".join(MONKEY_SITE_TEXT)
     write(os.path.join(conf, "sites", "default"), f"""[HOST]
@@ -1998,6 +2000,8 @@ def main():
     ap.add_argument("--monkey-site-file", action="append", default=[], metavar="FILE",
                     help="a file whose text is appended to Monkey's site file ([RULE] "
                          "sections); repeatable")
+    ap.add_argument("--monkey-server", action="append", default=[], metavar="LINE",
+                    help="a line added to Monkey's [SERVER] section ('RequestId On'); repeatable")
     ap.add_argument("--workers", type=int, default=2, help="workers per server (default 2)")
     ap.add_argument("--rounds", type=int, help="override the rounds of every scenario")
     ap.add_argument("--duration", type=int, help="override the seconds of each wrk run")
@@ -2019,6 +2023,7 @@ def main():
     for f in a.monkey_site_file:
         with open(f) as fh:
             MONKEY_SITE_TEXT.append("\n" + fh.read())
+    MONKEY_SERVER_LINES.extend(a.monkey_server)
     a.mode = "quick" if a.quick else "full"
     a.servers = [s for s in a.servers.split(",") if s]
     for s in a.servers:

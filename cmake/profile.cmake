@@ -20,6 +20,9 @@
 #   MK_RULES       request rules: the [RULE] sections of site files
 #                  (server/http/rules.c, config/conf_rules.c,
 #                  request/request_rules.c); MK_PCRE2 needs it
+#   MK_REQID       request IDs and W3C trace context: RequestId, RequestIdHeader,
+#                  RequestIdFrom, RequestIdEcho, TraceContext (server/http/reqid.c,
+#                  server/request/request_trace.c)
 #   MK_LIBMONKEY   library mode: the program's handlers of mk_lib.h
 #                  (server/plugin/lib.c), libmonkey.so and monkey.pc
 #   MK_SMALL       build for size: link-time optimisation, unused functions
@@ -41,7 +44,7 @@
 # dirlisting and control plugins built in and none as shared objects; no
 # HTTP/2, TLS, compression on the fly, Duda, library mode, supervisor,
 # systemd support, fair balancing, client's address behind a balancer (PROXY
-# protocol, RealIPFrom) or request rules; no unit tests. `make embedded` builds it
+# protocol, RealIPFrom) request rules or request IDs and trace context; no unit tests. `make embedded` builds it
 # into build-embedded/, `make static` the same linked statically with musl,
 # and CMakePresets.json has it as the preset "embedded" for a cross build
 # with another toolchain (cmake --preset embedded -DCMAKE_TOOLCHAIN_FILE=...).
@@ -101,6 +104,7 @@ mk_part(MK_FAIR ${mk_whole} "Balancing fair: the acceptor thread")
 mk_part(MK_REALIP ${mk_whole}
         "the client's address behind a balancer: PROXY protocol and RealIPFrom")
 mk_part(MK_RULES ${mk_whole} "request rules: [RULE] sections (Redirect, Return, Rewrite)")
+mk_part(MK_REQID ${mk_whole} "request IDs and W3C trace context (RequestId, TraceContext)")
 # Library mode has nothing to offer a static binary (no libmonkey.so).
 set(mk_lib ${mk_whole})
 if(MK_STATIC)
@@ -206,7 +210,7 @@ function(mk_parts_notes)
     mk_feature_note(profile ${MK_PROFILE} "MK_PROFILE=${MK_PROFILE} (cmake/profile.cmake)")
   endif()
   foreach(p supervisor:MK_SUPERVISOR systemd:MK_SYSTEMD compress:MK_COMPRESS fair:MK_FAIR
-            realip:MK_REALIP rules:MK_RULES small:MK_SMALL)
+            realip:MK_REALIP rules:MK_RULES reqid:MK_REQID small:MK_SMALL)
     string(REPLACE ":" ";" p "${p}")
     list(GET p 0 name)
     list(GET p 1 var)

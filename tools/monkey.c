@@ -63,6 +63,9 @@ static const char mk_left_out[] = ""
 #ifndef MK_HAVE_RULES
                                   ", request rules"
 #endif
+#ifndef MK_HAVE_REQID
+                                  ", request IDs and trace context"
+#endif
 #ifndef MK_HAVE_LIBMONKEY
                                   ", library mode"
 #endif

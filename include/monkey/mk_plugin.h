@@ -1237,6 +1237,13 @@ static inline const char *mk_api_conf_at(const struct mk_api *api, const struct 
  */
 #define MK_NOTE_REMOTE_USER "remote_user" /* the user, as authenticated */
 #define MK_NOTE_AUTH_TYPE "auth_type"     /* the scheme that did it: "Basic" */
+/*
+ * Notes the server sets before any hook (server keys RequestId and
+ * TraceContext; absent when off): the request's ID, and the 32 lowercase
+ * hex digits of its W3C trace id.
+ */
+#define MK_NOTE_REQUEST_ID "request_id"
+#define MK_NOTE_TRACE_ID "trace_id"
 
 /* One counter of a plugin's stats hook: its name (letters, digits, '_') and value. */
 typedef void (*mk_stats_emit_cb)(void *arg, const char *name, uint64_t value);

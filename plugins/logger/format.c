@@ -89,7 +89,8 @@ static const char logger_json[] =
     "escape=json {\"time\":\"%{iso8601}t\",\"client\":\"%h\",\"user\":\"%u\",\"request\":\"%r\","
     "\"method\":\"%m\",\"path\":\"%U\",\"query\":\"%q\",\"protocol\":\"%H\",\"status\":%>s,"
     "\"body_bytes\":%B,\"bytes\":%O,\"duration_us\":%D,\"site\":\"%v\",\"host\":\"%V\","
-    "\"referer\":\"%{Referer}i\",\"user_agent\":\"%{User-Agent}i\"}";
+    "\"referer\":\"%{Referer}i\",\"user_agent\":\"%{User-Agent}i\","
+    "\"request_id\":\"%{request_id}n\",\"trace_id\":\"%{trace_id}n\"}";
 
 const char *logger_format_builtin(const char *name)
 {

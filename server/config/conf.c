@@ -35,6 +35,7 @@
 #include "../../core/fs.h"
 #include "../../core/schema.h"
 #include "../proto/h2.h"
+#include "../http/http_chars.h"
 #include "../http/path.h"
 #include "../process/server.h"
 #include "../process/supervisor.h"
@@ -72,8 +73,8 @@ static int mk_check_media_type(const char *value, char *reason, size_t len)
     return MK_OK;
 }
 
-#ifdef MK_HAVE_REALIP
-/* RealIPFrom: each word an address block, IPv4 or IPv6, without host bits. */
+#if defined(MK_HAVE_REALIP) || defined(MK_HAVE_REQID)
+/* RealIPFrom, RequestIdFrom: each word an address block, IPv4 or IPv6, without host bits. */
 static int mk_check_realip_from(const char *value, char *reason, size_t len)
 {
     struct mk_cidr c;
@@ -333,6 +334,11 @@ static void mk_server_schema_free(void *obj, int site)
     cfg->realip_from = NULL;
     cfg->n_realip_from = 0;
 #endif
+#ifdef MK_HAVE_REQID
+    mk_free(cfg->reqid_from);
+    cfg->reqid_from = NULL;
+    cfg->n_reqid_from = 0;
+#endif
 }
 
 /*
@@ -351,6 +357,20 @@ static int mk_conf_cpus(void)
     return n < 1 ? 1 : (int) n;
 }
 
+#if defined(MK_HAVE_REALIP) || defined(MK_HAVE_REQID)
+/* The blocks of RealIPFrom or RequestIdFrom, whose words were checked one by
+   one (mk_check_realip_from), into *out (replacing what it held). */
+static void mk_conf_cidrs(const struct mk_conf_words *w, struct mk_cidr **out, size_t *n)
+{
+    mk_free(*out);
+    *out = w->n ? mk_calloc(w->n, sizeof(struct mk_cidr)) : NULL;
+    *n = w->n;
+    for (size_t i = 0; i < w->n; i++) {
+        (void) mk_cidr_parse(w->v[i], strlen(w->v[i]), &(*out)[i]);
+    }
+}
+#endif
+
 /* Workers 0 means one per CPU; a request line never exceeds the head. */
 static int mk_server_schema_finish(void *obj, int site, const char **key, char *reason, size_t len)
 {
@@ -367,15 +387,12 @@ static int mk_server_schema_finish(void *obj, int site, const char **key, char *
         cfg->limits.max_line = cfg->limits.max_head;
     }
 #ifdef MK_HAVE_REALIP
-    /* RealIPFrom's words were checked one by one (mk_check_realip_from) */
-    mk_free(cfg->realip_from);
-    cfg->realip_from =
-        cfg->realip_words.n ? mk_calloc(cfg->realip_words.n, sizeof(struct mk_cidr)) : NULL;
-    cfg->n_realip_from = cfg->realip_words.n;
-    for (size_t i = 0; i < cfg->realip_words.n; i++) {
-        const char *t = cfg->realip_words.v[i];
-        (void) mk_cidr_parse(t, strlen(t), &cfg->realip_from[i]);
-    }
+    mk_conf_cidrs(&cfg->realip_words, &cfg->realip_from, &cfg->n_realip_from);
+#endif
+#ifdef MK_HAVE_REQID
+    mk_conf_cidrs(&cfg->reqid_words, &cfg->reqid_from, &cfg->n_reqid_from);
+    cfg->reqid_header_len = strlen(cfg->reqid_header);
+    cfg->trace_any = cfg->reqid || cfg->trace_context;
 #endif
     return MK_OK;
 }
@@ -386,6 +403,34 @@ static const char *const mk_log_level_words[] = {"error", "warn", "info", "debug
 /* RealIPHeader, in the order of enum mk_realip_field */
 static const char *const mk_realip_header_words[] = {"X-Forwarded-For", "Forwarded", "X-Real-IP",
                                                      NULL};
+#endif
+
+#ifdef MK_HAVE_REQID
+/* TraceContext, in the order of request_trace.c's enum */
+static const char *const mk_trace_context_words[] = {"Off", "On", "Start", NULL};
+
+/* RequestIdHeader: a field name (a token), not one the server reads itself. */
+static int mk_check_reqid_header(const char *value, char *reason, size_t len)
+{
+    static const char *const own[] = {"traceparent", "tracestate", "host", "content-length",
+                                      "transfer-encoding"};
+    size_t i = 0;
+
+    while (value[i] && i < 64 && mk_is_tchar((unsigned char) value[i])) {
+        i++;
+    }
+    if (i == 0 || value[i]) {
+        snprintf(reason, len, "'%s' is not a field name (a token of at most 64 bytes)", value);
+        return MK_ERR;
+    }
+    for (i = 0; i < sizeof(own) / sizeof(own[0]); i++) {
+        if (strcasecmp(value, own[i]) == 0) {
+            snprintf(reason, len, "'%s' is a field the server reads itself", value);
+            return MK_ERR;
+        }
+    }
+    return MK_OK;
+}
 #endif
 
 #define MK_SRV(member) MK_CONF_FIELD(struct mk_config, member)
@@ -431,6 +476,15 @@ static const struct mk_conf_key mk_server_keys[] = {
     {"RealIPHeader", MK_CONF_ENUM, 0, MK_SRV(realip_header), 0, 0, "X-Forwarded-For",
      mk_realip_header_words},
 #endif
+#ifdef MK_HAVE_REQID
+    {"RequestId", MK_CONF_BOOL, 0, MK_SRV(reqid), 0, 0, "Off"},
+    {"RequestIdHeader", MK_CONF_STRING, 0, MK_SRV(reqid_header), 0, 0, "X-Request-Id",
+     .check = mk_check_reqid_header},
+    {"RequestIdFrom", MK_CONF_WORDS, MK_CONF_MULTI, MK_SRV(reqid_words), 0, 0, NULL,
+     .check = mk_check_realip_from},
+    {"RequestIdEcho", MK_CONF_BOOL, 0, MK_SRV(reqid_echo), 0, 0, "Off"},
+    {"TraceContext", MK_CONF_ENUM, 0, MK_SRV(trace_context), 0, 0, "Off", mk_trace_context_words},
+#endif
     {"TaskQueuePerPlugin", MK_CONF_INT, 0, MK_SRV(task_queue_per_plugin), 1, 65536, "64"},
     {"TaskQueuePerClient", MK_CONF_INT, 0, MK_SRV(task_queue_per_client), 1, 65536, "8"},
 #ifdef MK_HAVE_H2
@@ -464,6 +518,13 @@ static const struct mk_schema_absent mk_server_absent[] = {
 #ifndef MK_HAVE_REALIP
     {"RealIPFrom", NULL, "the client's address behind a balancer", false},
     {"RealIPHeader", NULL, "the client's address behind a balancer", false},
+#endif
+#ifndef MK_HAVE_REQID
+    {"RequestId", NULL, "request IDs and trace context", true},
+    {"RequestIdHeader", NULL, "request IDs and trace context", false},
+    {"RequestIdFrom", NULL, "request IDs and trace context", false},
+    {"RequestIdEcho", NULL, "request IDs and trace context", true},
+    {"TraceContext", NULL, "request IDs and trace context", false},
 #endif
 #ifndef MK_HAVE_H2
     {"MaxConcurrentStreams", NULL, "HTTP/2", false},
@@ -834,6 +895,11 @@ const char *mk_config_value(const struct mk_config *cfg, const char *key, unsign
 #ifdef MK_HAVE_REALIP
     if (strcasecmp(key, "RealIPFrom") == 0) {
         return i < cfg->realip_words.n ? cfg->realip_words.v[i] : NULL; /* one block each */
+    }
+#endif
+#ifdef MK_HAVE_REQID
+    if (strcasecmp(key, "RequestIdFrom") == 0) {
+        return i < cfg->reqid_words.n ? cfg->reqid_words.v[i] : NULL;
     }
 #endif
     return i == 0 ? cfg->key_rec[idx].text : NULL;

@@ -222,6 +222,19 @@ struct mk_config {
     size_t n_realip_from;
     int realip_header; /* enum mk_realip_field */
 #endif
+#ifdef MK_HAVE_REQID
+    /* RequestId (request_trace.c): the field, the clients trusted to name
+       the ID (the words, then their blocks), whether responses echo it */
+    bool reqid;
+    char *reqid_header;
+    size_t reqid_header_len;
+    struct mk_conf_words reqid_words;
+    struct mk_cidr *reqid_from;
+    size_t n_reqid_from;
+    bool reqid_echo;
+    int trace_context; /* TraceContext: 0 Off, 1 On, 2 Start */
+    bool trace_any;    /* reqid or trace_context: the one check a request makes */
+#endif
     unsigned task_queue_per_plugin; /* tasks one plugin may have waiting or running */
     unsigned task_queue_per_client; /* tasks one client address may have waiting or running */
 #ifdef MK_HAVE_H2

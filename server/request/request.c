@@ -166,6 +166,11 @@ static void mk_request_head_hooks(struct mk_request *r)
         mk_request_rule_headers(r);
     }
 #endif
+#ifdef MK_HAVE_REQID
+    if (r->req_id.len) {
+        mk_request_trace_respond(r);
+    }
+#endif
     for (size_t i = 0; i < ps->n_head; i++) {
         ps->head[i]->response_head(r);
     }
@@ -609,6 +614,13 @@ void mk_request_run(struct mk_request *r)
 #ifdef MK_HAVE_REALIP
     if (r->cfg->n_realip_from) {
         mk_request_real_ip(r);
+    }
+#endif
+#ifdef MK_HAVE_REQID
+    /* one flag check when off: RequestId and TraceContext both set it */
+    if (r->cfg->trace_any && mk_request_trace(r) != MK_OK) {
+        mk_request_error(r, 503);
+        return;
     }
 #endif
     if (h->method == MK_METHOD_HEAD) {

@@ -231,6 +231,11 @@ struct mk_request {
        in the arena; NULL: the connection's (mk_request_client) */
     union mk_inet_addr *real_ip;
 #endif
+#ifdef MK_HAVE_REQID
+    /* RequestId: r's ID (its field's value: the note request_id's copy),
+       empty when off */
+    struct mk_str req_id;
+#endif
 };
 
 /* ---- request.c ----------------------------------------------------------- */
@@ -308,6 +313,20 @@ void mk_request_error(struct mk_request *r, int status);
 void mk_request_end(struct mk_request *r);
 /* api->internal_redirect (the contract is in mk_plugin.h). */
 int mk_request_redirect(struct mk_request *r, const char *location);
+
+#ifdef MK_HAVE_REQID
+/* ---- request_trace.c: RequestId, TraceContext ----------------------------- */
+
+/*
+ * Give r its request ID and trace context (the server keys RequestId,
+ * RequestIdFrom, TraceContext): the fields are set in r's head, so that
+ * every reader of its fields (the gateways, the proxy, Duda) sees them.
+ * MK_OK, or MK_ERR when memory is short (answer 503).
+ */
+int mk_request_trace(struct mk_request *r);
+/* Before the head of r, which has an ID, goes out: echo it (RequestIdEcho), log a 5xx with it. */
+void mk_request_trace_respond(struct mk_request *r);
+#endif
 
 /* ---- response.c: what a response is, whatever the protocol that sends it - */
 
@@ -432,6 +451,10 @@ void mk_request_ctx_clear(struct mk_request *r);
  * or name is empty. (api->note_set)
  */
 int mk_request_note_set(struct mk_request *r, const char *name, const char *value);
+/* Note `name` (nlen bytes, not empty) of r set to value[0, vlen): the value's
+   copy (NUL terminated, as long as r's arena), NULL when memory is short. */
+const char *mk_request_note_add(struct mk_request *r, const char *name, size_t nlen,
+                                const char *value, size_t vlen);
 /* The value of note `name` of r (NUL terminated, *len set), NULL when none. (api->note) */
 const char *mk_request_note(const struct mk_request *r, const char *name, size_t *len);
 

@@ -67,6 +67,24 @@ struct mk_note {
     char text[]; /* name, NUL, value, NUL */
 };
 
+const char *mk_request_note_add(struct mk_request *r, const char *name, size_t nlen,
+                                const char *value, size_t vlen)
+{
+    struct mk_note *n = mk_arena_alloc(&r->arena, sizeof(*n) + nlen + vlen + 2);
+    if (!n) {
+        return NULL;
+    }
+    n->name_len = nlen;
+    n->value_len = vlen;
+    memcpy(n->text, name, nlen);
+    n->text[nlen] = '\0';
+    memcpy(n->text + nlen + 1, value, vlen);
+    n->text[nlen + 1 + vlen] = '\0';
+    n->next = r->notes;
+    r->notes = n;
+    return n->text + nlen + 1;
+}
+
 /*
  * Set note `name` of r (both copied into the request's memory); a later
  * note of the same name hides an earlier one. MK_ERR when memory is short
@@ -74,21 +92,11 @@ struct mk_note {
  */
 int mk_request_note_set(struct mk_request *r, const char *name, const char *value)
 {
-    size_t nlen = strlen(name), vlen = strlen(value);
+    size_t nlen = strlen(name);
     if (!r || nlen == 0) {
         return MK_ERR;
     }
-    struct mk_note *n = mk_arena_alloc(&r->arena, sizeof(*n) + nlen + vlen + 2);
-    if (!n) {
-        return MK_ERR;
-    }
-    n->name_len = nlen;
-    n->value_len = vlen;
-    memcpy(n->text, name, nlen + 1);
-    memcpy(n->text + nlen + 1, value, vlen + 1);
-    n->next = r->notes;
-    r->notes = n;
-    return MK_OK;
+    return mk_request_note_add(r, name, nlen, value, strlen(value)) ? MK_OK : MK_ERR;
 }
 
 /* The value of note `name` of r (NUL terminated, *len set), NULL when none. */

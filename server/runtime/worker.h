@@ -95,6 +95,15 @@ struct mk_worker {
 #ifdef MK_HAVE_COMPRESS
     struct mk_zcache zcache; /* files compressed on the fly (static_compress.h) */
 #endif
+#ifdef MK_HAVE_REQID
+    /* RequestId, TraceContext (request_trace.c): the last request ID made
+       (a random prefix, '-', a counter, as text; MK_REQID_GEN_LEN bytes),
+       a xorshift128+ state for span and trace ids; seeded from getrandom(2)
+       once, at the first request that needs them */
+    char reqid_text[33];
+    uint64_t trace_rng[2];
+    bool reqid_seeded;
+#endif
 
     atomic_uint n_conns;
     atomic_ulong n_requests;

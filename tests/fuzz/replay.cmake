@@ -21,7 +21,7 @@ endfunction()
 
 # The pure parsers of the core and the server: in monkeylib (the
 # supervisor's, the PROXY header's and the real-IP walk's when this build
-# has them: MK_SUPERVISOR, MK_REALIP).
+# has them: MK_SUPERVISOR, MK_REALIP, MK_REQID).
 foreach(name http_request path fields config accept_encoding priority route util)
   mk_fuzz_replay(${name} LIBS monkeylib)
 endforeach()
@@ -34,6 +34,9 @@ endif()
 if(MK_REALIP)
   mk_fuzz_replay(proxy_protocol LIBS monkeylib)
   mk_fuzz_replay(realip LIBS monkeylib)
+endif()
+if(MK_REQID)
+  mk_fuzz_replay(reqid LIBS monkeylib)
 endif()
 
 # h2c upgrades: pure, in monkeylib only when this build has HTTP/2.

@@ -8,7 +8,7 @@
 # TARGET names (http_request, path, fields, config, gw_head, fcgi, supervisor, h2,
 # duda_json, duda_base64, duda_session, duda_qs, ws, accept_encoding, priority,
 # route, util, tls, logger, h2_upgrade, auth_users, fcgi_responder, px_http,
-# px_fields, proxy_protocol, realip, rules) limit the run to those.
+# px_fields, proxy_protocol, realip, rules, reqid) limit the run to those.
 #
 # Each target works on a scratch corpus, BUILD/fuzz-corpus/TARGET, seeded from
 # the committed tests/fuzz/corpus/TARGET; what it finds stays there (and is
@@ -36,6 +36,8 @@ fcgi_responder px_http px_fields rules"
 for t in proxy_protocol realip; do
     [ -x "$build/fuzz/fuzz_$t" ] && default="$default $t"
 done
+# fuzz_reqid exists when the build has request IDs and trace context (MK_REQID).
+[ -x "$build/fuzz/fuzz_reqid" ] && default="$default reqid"
 # The Duda packages' targets exist when their libraries are installed.
 for t in duda_json duda_base64; do
     [ -x "$build/fuzz/fuzz_$t" ] && default="$default $t"

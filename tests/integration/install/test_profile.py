@@ -38,6 +38,8 @@ PARTS = {
     "realip": ("the client's address behind a balancer",
                ["RealIPFrom 10.0.0.0/8", "RealIPHeader X-Real-IP"]),
     "rules": ("request rules", []),
+    "reqid": ("request IDs and trace context",
+              ["RequestId On", "RequestIdFrom 10.0.0.0/8", "TraceContext Start"]),
     "libmonkey": ("library mode", []),
 }
 

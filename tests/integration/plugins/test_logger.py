@@ -225,7 +225,7 @@ def test_json_format(make_server):
     a, b, d = json_lines(srv.logs / "access.log", 3)
     assert set(a) == {"time", "client", "user", "request", "method", "path", "query",
                       "protocol", "status", "body_bytes", "bytes", "duration_us", "site", "host",
-                      "referer", "user_agent"}
+                      "referer", "user_agent", "request_id", "trace_id"}
     t = datetime.strptime(a["time"], "%Y-%m-%dT%H:%M:%S%z").timestamp()
     assert abs(t - time.time()) < 120, a["time"]
     assert a["client"] == "127.0.0.1" and a["user"] == ""
@@ -245,6 +245,7 @@ def test_json_format(make_server):
     assert d["status"] == 404 and d["body_bytes"] == 0 and d["method"] == "HEAD"
     assert d["path"] == "/missing\u00ff" and d["user"] == "jürgen"
     assert d["referer"] == "" and d["user_agent"] == ""
+    assert a["request_id"] == "" and a["trace_id"] == ""  # RequestId, TraceContext Off
     # Every byte but the newline is printable ASCII or part of a UTF-8 character.
     data = (srv.logs / "access.log").read_bytes()
     assert not any(ch < 0x20 and ch != 0x0a or ch == 0x7f for ch in data)

@@ -529,6 +529,17 @@ static const struct bad_case bad_server[] = {
     {"monkey.conf", "[SERVER]\n    RealIPFrom ::ffff:10.0.0.0/8\n", 2, "IPv4-mapped"},
     {"monkey.conf", "[SERVER]\n    RealIPHeader X-Client-IP\n", 2, "RealIPHeader"},
 #endif
+#ifdef MK_HAVE_REQID
+    /* RequestIdHeader, RequestIdFrom, TraceContext */
+    {"monkey.conf", "[SERVER]\n    RequestIdHeader X:Id\n", 2, "is not a field name"},
+    {"monkey.conf", "[SERVER]\n    RequestIdHeader traceparent\n", 2, "the server reads itself"},
+    {"monkey.conf", "[SERVER]\n    RequestIdHeader Transfer-Encoding\n", 2,
+     "the server reads itself"},
+    {"monkey.conf", "[SERVER]\n    RequestIdFrom 10.0.0.1/8\n", 2, "bits set beyond"},
+    {"monkey.conf", "[SERVER]\n    RequestIdFrom lb.example\n", 2,
+     "'lb.example' is not an IPv4 or IPv6 address block"},
+    {"monkey.conf", "[SERVER]\n    TraceContext Always\n", 2, "TraceContext"},
+#endif
     {"monkey.conf", "[SERVER]\n    Listen [::1\n", 2, "Listen"},
     {"monkey.conf", "[SERVER]\n    Listen [zz::1]:80\n", 2, "zz::1"},
     {"monkey.conf", "[SERVER]\n    Listen 8080 plain extra\n", 2,
@@ -1445,6 +1456,12 @@ static void test_compiled_out_keys_are_refused(void **state)
         {"Listen 2001 proxy_protocol", "proxy_protocol: this server was built without the "
                                        "client's address behind a balancer"},
 #endif
+#ifndef MK_HAVE_REQID
+        {"RequestId On", "RequestId On: this server was built without request IDs and trace "
+                         "context"},
+        {"TraceContext Start", "TraceContext Start: this server was built without request IDs "
+                               "and trace context"},
+#endif
         {NULL, NULL},
     };
     static const char *const site_refused[] = {
@@ -1457,11 +1474,12 @@ static void test_compiled_out_keys_are_refused(void **state)
     };
     static const char *const taken[] = {
 #ifndef MK_HAVE_SUPERVISOR
-        "Supervisor Off",
-        "Supervisor no",
+        "Supervisor Off",      "Supervisor no",
 #endif
-        "Balancing reuseport",
-        NULL,
+#ifndef MK_HAVE_REQID
+        "RequestId Off",       "RequestIdEcho Off",
+#endif
+        "Balancing reuseport", NULL,
     };
     char text[512];
     (void) state;
