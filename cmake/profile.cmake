@@ -17,6 +17,11 @@
 #   MK_REALIP      the client's address behind a balancer: Listen ... proxy_protocol
 #                  and RealIPFrom, RealIPHeader (server/http/proxy_protocol.c,
 #                  realip.c)
+#   MK_METRICS     request counters by site, method, status and protocol, the
+#                  histograms of the time to the first and last byte
+#                  (server/request/metrics.c) and the control plugin's
+#                  Prometheus endpoint, MetricsPath (plugins/control/metrics.c);
+#                  the request and byte totals of the status stay
 #   MK_LIBMONKEY   library mode: the program's handlers of mk_lib.h
 #                  (server/plugin/lib.c), libmonkey.so and monkey.pc
 #   MK_SMALL       build for size: link-time optimisation, unused functions
@@ -38,7 +43,7 @@
 # dirlisting and control plugins built in and none as shared objects; no
 # HTTP/2, TLS, compression on the fly, Duda, library mode, supervisor,
 # systemd support, fair balancing or client's address behind a balancer (PROXY
-# protocol, RealIPFrom); no unit tests. `make embedded` builds it
+# protocol, RealIPFrom), metrics; no unit tests. `make embedded` builds it
 # into build-embedded/, `make static` the same linked statically with musl,
 # and CMakePresets.json has it as the preset "embedded" for a cross build
 # with another toolchain (cmake --preset embedded -DCMAKE_TOOLCHAIN_FILE=...).
@@ -97,6 +102,8 @@ mk_part(MK_COMPRESS ${mk_whole} "compression of static files on the fly (Compres
 mk_part(MK_FAIR ${mk_whole} "Balancing fair: the acceptor thread")
 mk_part(MK_REALIP ${mk_whole}
         "the client's address behind a balancer: PROXY protocol and RealIPFrom")
+mk_part(MK_METRICS ${mk_whole}
+        "request counters by site and class, latency histograms, the control plugin's MetricsPath")
 # Library mode has nothing to offer a static binary (no libmonkey.so).
 set(mk_lib ${mk_whole})
 if(MK_STATIC)
@@ -202,7 +209,7 @@ function(mk_parts_notes)
     mk_feature_note(profile ${MK_PROFILE} "MK_PROFILE=${MK_PROFILE} (cmake/profile.cmake)")
   endif()
   foreach(p supervisor:MK_SUPERVISOR systemd:MK_SYSTEMD compress:MK_COMPRESS fair:MK_FAIR
-            realip:MK_REALIP small:MK_SMALL)
+            realip:MK_REALIP metrics:MK_METRICS small:MK_SMALL)
     string(REPLACE ":" ";" p "${p}")
     list(GET p 0 name)
     list(GET p 1 var)

@@ -141,7 +141,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 15
+#define MK_PLUGIN_ABI_MINOR 16
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -303,6 +303,35 @@ struct mk_supervisor_stats {
     unsigned restarts;
     time_t last_crash;
     char last_crash_reason[96]; /* "signal 11 (SIGSEGV), core dumped" */
+};
+
+/*
+ * The request counters of one site (api->site_metrics, ABI 3.16), summed over
+ * the workers. The classes: protocol 0 HTTP/1.x, 1 HTTP/2; method 0 GET and
+ * HEAD, 1 POST, 2 any other; status 0..4 for 1xx..5xx. The histograms have
+ * the upper bounds MK_METRICS_BOUNDS_US (microseconds) and a last bucket
+ * without bound; each bucket counts its own requests (not cumulative).
+ */
+#define MK_METRICS_PROTOS 2
+#define MK_METRICS_METHODS 3
+#define MK_METRICS_STATUSES 5
+#define MK_METRICS_BOUNDS_US                                                                       \
+    {                                                                                              \
+        5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000     \
+    }
+#define MK_METRICS_BUCKETS 12 /* the 11 bounds and the last */
+
+struct mk_metrics_histogram {
+    uint64_t buckets[MK_METRICS_BUCKETS];
+    uint64_t sum_us; /* of every duration counted */
+};
+
+struct mk_site_metrics {
+    const char *site; /* its label: the first ServerName; valid while the server lives */
+    uint64_t requests[MK_METRICS_PROTOS][MK_METRICS_METHODS][MK_METRICS_STATUSES];
+    uint64_t bytes[MK_METRICS_PROTOS][MK_METRICS_METHODS][MK_METRICS_STATUSES]; /* head and body */
+    struct mk_metrics_histogram first_byte; /* from the request's first byte to the response's */
+    struct mk_metrics_histogram last_byte;  /* to the request's end */
 };
 
 /* Commands of api->command(). */
@@ -1190,6 +1219,19 @@ struct mk_api {
      * stream is gone). The server's own 100 Continue stays its own.
      */
     int (*interim)(struct mk_request *r, int status, const char *fields);
+
+    /* ---- added in ABI 3.16 (check with MK_API_HAS) ---- */
+
+    /*
+     * The counters of the site with metrics index i (0 and up, in the order
+     * the server first met each site's label; indexes never change while
+     * the server lives, and a reload only adds some) into out: MK_OK, or
+     * MK_ERR past the last one, before the start, or when the server was
+     * built without metrics (MK_METRICS). Index 0 is "(overflow)", the sites
+     * past the server's limit of labels. Any thread; each counter is read
+     * once, the set is not one instant.
+     */
+    int (*site_metrics)(unsigned i, struct mk_site_metrics *out);
 };
 
 /* The most bytes of fields one api->interim() call may carry. */

@@ -425,6 +425,9 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
         }
     }
 
+#ifdef MK_HAVE_METRICS
+    mk_metrics_assign(&srv->metrics, srv->workers, srv->n_workers, cfg);
+#endif
     /*
      * The workers are set up: their counters may be read (api->stats) from
      * the first request on, which a worker may serve before the others run.
@@ -564,6 +567,10 @@ int mk_server_reload(struct mk_server *srv, char *err, size_t errlen)
     }
     mk_log_set_level((enum mk_log_level) cfg->log_level);
     mk_process_limits(srv, cfg);
+#ifdef MK_HAVE_METRICS
+    mk_metrics_assign(&srv->metrics, srv->workers, srv->n_workers,
+                      cfg); /* before any worker has cfg */
+#endif
     pthread_mutex_lock(&srv->cfg_lock);
     srv->cfg = cfg;
     pthread_mutex_unlock(&srv->cfg_lock);
@@ -652,6 +659,9 @@ void mk_server_finish(struct mk_server *srv)
     mk_free(srv->workers);
     srv->workers = NULL;
     srv->n_workers = 0;
+#ifdef MK_HAVE_METRICS
+    mk_metrics_labels_free(&srv->metrics);
+#endif
 #ifdef MK_HAVE_FAIR
     if (srv->acceptor_ctl >= 0) {
         close(srv->acceptor_ctl);

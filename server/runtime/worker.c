@@ -127,7 +127,8 @@ static void mk_worker_clock(struct mk_worker *w)
 {
     time_t now = time(NULL);
 
-    w->now_ms = mk_clock_mono_ms();
+    w->now_us = mk_clock_mono_us();
+    w->now_ms = w->now_us / 1000u;
     if (now != w->now) {
         mk_worker_tick(w, now);
     }
@@ -701,6 +702,9 @@ void mk_worker_teardown(struct mk_worker *w)
     }
     mk_listener_plan_free(w->msg_plan, w->msg_plan_len);
     mk_config_use_destroy(&w->use);
+#ifdef MK_HAVE_METRICS
+    mk_metrics_worker_free(&w->metrics);
+#endif
     if (w->ctl_ev.fd >= 0) {
         close(w->ctl_ev.fd);
     }
