@@ -134,6 +134,9 @@ if [ "$stage" != build ]; then
     # (gzip with the zlib above); its tests decode br with Python's brotli.
     need /usr/include/brotli/encode.h libbrotli-dev
     need chromium chromium
+    # The metrics of the control plugin (MetricsPath): Prometheus itself
+    # scrapes them and answers queries, and promtool checks the format.
+    need prometheus prometheus
     # websockets.sync and websockets.asyncio (websockets 13 and later): Debian
     # 12's python3-websockets (10.4) has neither, so it comes from PyPI for
     # whichever python3 runs the tests.

@@ -3,7 +3,8 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * metrics.c: the request counters of each site, per worker (metrics.h):
- * the slots by label, the count at a request's end, the sums at a scrape.
+ * the slots by label and the sums at a scrape (the count at a request's end
+ * is metrics_count.h's, inline on the request path).
  */
 #include <string.h>
 
@@ -11,15 +12,10 @@
 #include "../config/conf.h"
 #include "../runtime/worker.h"
 #include "metrics.h"
-#include "request.h"
 
 #define MK_METRICS_OVERFLOW "(overflow)"
 
-static const uint64_t mk_metrics_bounds[MK_METRICS_BUCKETS - 1] = MK_METRICS_BOUNDS_US;
-
-#define MK_METRICS_ADD(var, n)                                                                     \
-    atomic_store_explicit(&(var), atomic_load_explicit(&(var), memory_order_relaxed) + (n),        \
-                          memory_order_relaxed)
+const uint64_t mk_metrics_bounds[MK_METRICS_BUCKETS - 1] = MK_METRICS_BOUNDS_US;
 
 /* The slot of label `name`, added when new; 0 when the table is full. */
 static unsigned mk_metrics_slot_of(struct mk_metrics_labels *labels, const char *name)
@@ -160,38 +156,4 @@ void mk_metrics_labels_free(struct mk_metrics_labels *labels)
         labels->names[i] = NULL;
     }
     atomic_store_explicit(&labels->n, 0, memory_order_relaxed);
-}
-
-/* Count a duration into h: the first bucket whose bound it does not pass. */
-static void mk_metrics_observe(struct mk_metrics_hist *h, uint64_t us)
-{
-    unsigned b = 0;
-
-    while (b < MK_METRICS_BUCKETS - 1 && us > mk_metrics_bounds[b]) {
-        b++;
-    }
-    MK_METRICS_ADD(h->buckets[b], 1);
-    MK_METRICS_ADD(h->sum_us, us);
-}
-
-void mk_metrics_request(struct mk_metrics_worker *m, const struct mk_request *r, uint64_t now_us)
-{
-    unsigned slot = r->site->metrics_slot;
-    struct mk_metrics_slot *s = &atomic_load_explicit(&m->pages[slot / MK_METRICS_PAGE],
-                                                      memory_order_relaxed)[slot % MK_METRICS_PAGE];
-    unsigned proto = r->head.version == 20;
-    unsigned method = r->head.method == MK_METHOD_GET || r->head.method == MK_METHOD_HEAD ? 0
-                      : r->head.method == MK_METHOD_POST                                  ? 1
-                                                                                          : 2;
-    unsigned status = (unsigned) (r->status / 100 - 1);
-
-    if (status >= MK_METRICS_STATUSES) {
-        status = MK_METRICS_STATUSES - 1; /* no status the server sends; never a hole in a sum */
-    }
-    MK_METRICS_ADD(s->requests[proto][method][status], 1);
-    MK_METRICS_ADD(s->bytes[proto][method][status], r->bytes_sent);
-    if (r->first_byte_us) {
-        mk_metrics_observe(&s->first_byte, r->first_byte_us - r->start_us);
-    }
-    mk_metrics_observe(&s->last_byte, now_us - r->start_us);
 }

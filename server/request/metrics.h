@@ -29,13 +29,13 @@
 #include <monkey/mk_plugin.h>
 
 struct mk_config;
-struct mk_request;
 struct mk_worker;
 
-#define MK_METRICS_PAGE 16u                                       /* slots per page */
-#define MK_METRICS_PAGES 256u                                     /* pages per worker at most */
-#define MK_METRICS_SLOTS_MAX (MK_METRICS_PAGE * MK_METRICS_PAGES) /* the labels, slot 0 included   \
-                                                                   */
+#define MK_METRICS_PAGE 16u   /* slots per page */
+#define MK_METRICS_PAGES 256u /* pages per worker at most */
+#define MK_METRICS_SLOTS_MAX                                                                       \
+    (MK_METRICS_PAGE * MK_METRICS_PAGES) /* the labels, slot 0 included                            \
+                                          */
 
 struct mk_metrics_hist {
     atomic_ullong buckets[MK_METRICS_BUCKETS]; /* one count per bucket, not cumulative */
@@ -76,7 +76,7 @@ void mk_metrics_worker_totals(const struct mk_metrics_worker *m, uint64_t *reque
 /* Free one worker's pages; the labels. */
 void mk_metrics_worker_free(struct mk_metrics_worker *m);
 void mk_metrics_labels_free(struct mk_metrics_labels *labels);
-/* Count r, ending on its worker, at `now_us` (the worker's loop clock). Worker thread. */
-void mk_metrics_request(struct mk_metrics_worker *m, const struct mk_request *r, uint64_t now_us);
+/* The upper bounds of the histograms' buckets, in microseconds (MK_METRICS_BOUNDS_US). */
+extern const uint64_t mk_metrics_bounds[MK_METRICS_BUCKETS - 1];
 
 #endif

@@ -55,6 +55,9 @@
 #include "../http/path.h"
 #include "../process/server.h"
 #include "../proto/takeover.h"
+#ifdef MK_HAVE_METRICS
+#include "metrics_count.h"
+#endif
 
 static const struct mk_request_files *mk_request_files_of;
 
@@ -900,7 +903,7 @@ void mk_request_end(struct mk_request *r)
     }
     r->flags &= (uint16_t) ~MK_REQ_ACTIVE;
 #ifdef MK_HAVE_METRICS
-    mk_metrics_request(&w->metrics, r, w->now_us);
+    mk_metrics_count(w, r, w->now_us);
 #else
     MK_STAT_ADD(w->n_requests, 1);
     MK_STAT_ADD(w->bytes_out, r->bytes_sent);
