@@ -18,6 +18,7 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -345,3 +346,34 @@ def test_metrics_path_checked(make_server):
         srv = make_control(make_server, body="    Socket ctl.sock\n" + body, start=False)
         err = srv.run_expect_failure()
         assert reason in err, err
+
+
+
+def metric_table(path):
+    text = path.read_text()
+    start = text.index("| metric | type | labels | meaning |")
+    return text[start:text.index("\n\n", start)]
+
+
+def test_documented_table_is_what_is_served(make_server):
+    """One table of the metrics, in the control plugin's README and in
+    docs/observability.md alike; every name in it is served (the supervisor's
+    only under a supervisor, process_max_fds only with a limit)."""
+    repo = Path(__file__).resolve().parents[3]
+    readme = metric_table(repo / "plugins" / "control" / "README.md")
+    assert readme == metric_table(repo / "docs" / "observability.md")
+    names = re.findall(r"^\| `([a-z0-9_]+)` \|", readme, re.M)
+    assert len(names) >= 10
+    srv = metrics_server(make_server)
+    load = Load()
+    h1_mix(srv, load)
+    r, samples = scrape_until(srv, load.want())
+    text = r.body.decode()
+    served = {n for (n, _) in samples}
+    for name in names:
+        if name == "monkey_supervisor_restarts_total":
+            continue
+        assert name in served or f"{name}_count" in served, name
+        assert f"# TYPE {name} " in text, name
+    undocumented = {re.sub(r"_(bucket|sum|count)$", "", n) for n in served} - set(names)
+    assert not undocumented, undocumented
