@@ -24,7 +24,8 @@ import pytest
 
 from conftest import BUILD, SLOW, Conn, free_port, needs_dlopen, needs_part
 from h2util import H2_MARKS, H2Client
-from test_control import ctl, make_control
+from test_control import ctl, make_control, wait_socket
+from tlsutil import TLS_MARKS, TLS_SO, client_context, make_cert, tls_section
 
 pytestmark = [needs_dlopen, needs_part("metrics", "the metrics (MK_METRICS)")]
 
@@ -59,20 +60,32 @@ def method_class(method):
     return "GET" if method in ("GET", "HEAD") else "POST" if method == "POST" else "other"
 
 
-def metrics_server(make_server, body="", listen=None):
+def metrics_server(make_server, body="", listen=None, tls_port=None):
     """The control plugin with MetricsPath /metrics, the sites a.test and b.test;
-    `listen`: the Listen line, "{port}" standing for the server's port."""
+    `listen`: the Listen line, "{port}" standing for the server's port;
+    `tls_port`: a TLS listener too (the tls plugin, a certificate per site)."""
     srv = make_server()
     if listen:
         srv.set(Listen=listen.format(port=srv.port))
+    site_tls = {"a": "", "b": ""}
+    if tls_port:
+        srv.set(Listen=[f"127.0.0.1:{srv.port}", f"127.0.0.1:{tls_port} tls"])
+        certs = srv.dir / "certs"
+        srv.site_extra = tls_section(*make_cert(certs, "localhost"))
+        site_tls = {n: tls_section(*make_cert(certs, f"{n}.test")) for n in site_tls}
     a, b = srv.dir / "a", srv.dir / "b"
     for d in (a, b):
         d.mkdir()
         (d / "hello.txt").write_text("Hello World!\n")
-    srv.extra_sites["a"] = f"[HOST]\n    ServerName a.test\n    DocumentRoot {a}\n"
-    srv.extra_sites["b"] = f"[HOST]\n    ServerName b.test\n    DocumentRoot {b}\n"
+    srv.extra_sites["a"] = f"[HOST]\n    ServerName a.test\n    DocumentRoot {a}\n" + site_tls["a"]
+    srv.extra_sites["b"] = f"[HOST]\n    ServerName b.test\n    DocumentRoot {b}\n" + site_tls["b"]
     conf = "    Socket ctl.sock\n    MetricsPath /metrics\n" + body
-    return make_control(lambda: srv, body=conf)
+    srv = make_control(lambda: srv, body=conf, start=False)
+    if tls_port:
+        srv.plugins.append(str(TLS_SO))
+    srv.start()
+    wait_socket(srv.sock)
+    return srv
 
 
 def scrape(srv, accept=None, host="127.0.0.1"):
@@ -119,8 +132,8 @@ class Load:
         self.bytes[key] = self.bytes.get(key, 0) + size
         return r
 
-    def h2(self, srv, paths, site):
-        cl = H2Client(srv.port)
+    def h2(self, srv, paths, site, sock=None):
+        cl = H2Client(srv.port, sock=sock)
         try:
             for path in paths:
                 sid = cl.request(path, authority=site)
@@ -220,6 +233,42 @@ def test_counters_exact_over_http2(make_server):
     srv.reload()
     assert load.h1(srv, "GET", "a.test", "/hello.txt").status == 200
     scrape_until(srv, load.want())
+
+
+def tls_socket(port, sni, alpn=None):
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5 * SLOW)
+    return client_context(alpn=alpn).wrap_socket(sock, server_hostname=sni)
+
+
+@TLS_MARKS[0]
+@TLS_MARKS[1]
+@TLS_MARKS[2]
+def test_counters_exact_over_tls(make_server):
+    """Requests over TLS count as their protocol: HTTP/1.1, or h2 by ALPN."""
+    tls_port = free_port()
+    srv = metrics_server(make_server, tls_port=tls_port)
+    load = Load()
+    for _ in range(3):
+        c = Conn(srv.port)
+        c.sock.close()
+        c.sock = tls_socket(tls_port, "a.test")
+        try:
+            r = c.request("GET", "/hello.txt", headers={"Host": "a.test"})
+        finally:
+            c.close()
+        assert r.status == 200
+        key = ("a.test", "GET", "2xx", "http/1.1")
+        load.requests[key] = load.requests.get(key, 0) + 1
+        load.bytes[key] = load.bytes.get(key, 0) + len(r.raw_head) + 4 + len(r.body)
+    with_h2 = not any(m.args[0] for m in H2_MARKS)
+    if with_h2:
+        sock = tls_socket(tls_port, "b.test", alpn=["h2"])
+        assert sock.selected_alpn_protocol() == "h2"
+        load.h2(srv, ["/hello.txt", "/missing"], "b.test", sock=sock)
+    _, samples = scrape_until(srv, load.want())
+    assert value(samples, "monkey_http_requests_total", site="a.test") == 3
+    if with_h2:
+        assert value(samples, "monkey_http_requests_total", site="b.test", protocol="h2") == 2
 
 
 def test_openmetrics_when_asked(make_server):
