@@ -121,6 +121,7 @@ static int control_set_metrics_path(void *obj, const struct mk_conf_key *k, cons
     (void) origin;
 #ifndef CONTROL_HAVE_METRICS
     (void) s;
+    (void) value;
     snprintf(reason, len, "this server was built without metrics (MK_METRICS)");
     return MK_ERR;
 #else

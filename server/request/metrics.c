@@ -139,6 +139,13 @@ void mk_metrics_worker_totals(const struct mk_metrics_worker *m, uint64_t *reque
     }
 }
 
+void mk_metrics_worker_init(struct mk_metrics_worker *m)
+{
+    size_t size = sizeof(struct mk_metrics_slot) * MK_METRICS_PAGE;
+
+    atomic_store_explicit(&m->pages[0], mk_calloc_aligned(64, size), memory_order_release);
+}
+
 void mk_metrics_worker_free(struct mk_metrics_worker *m)
 {
     for (unsigned page = 0; page < MK_METRICS_PAGES; page++) {

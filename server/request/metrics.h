@@ -9,7 +9,8 @@
  * A site's counters sit in a slot, found by the site's label (its first
  * ServerName) in the server's table of labels, which only grows: a site
  * reloaded under the same name keeps its slot and its counts, so the totals
- * never go back. Slot 0 takes the sites beyond MK_METRICS_SLOTS_MAX, under
+ * never go back. Slot 0 takes the sites beyond MK_METRICS_SLOTS_MAX (and a
+ * site of a configuration no assignment reached, in unit tests), under
  * the label "(overflow)". Labels come from the configuration only.
  *
  * Ownership: each worker has its own pages of slots (64-byte aligned, never
@@ -73,6 +74,8 @@ int mk_metrics_read(const struct mk_metrics_labels *labels, const struct mk_work
 /* Requests and response bytes of every slot on one worker (the status totals). Any thread. */
 void mk_metrics_worker_totals(const struct mk_metrics_worker *m, uint64_t *requests,
                               uint64_t *bytes);
+/* Give a new worker its first page: slot 0 counts a site no assignment reached. */
+void mk_metrics_worker_init(struct mk_metrics_worker *m);
 /* Free one worker's pages; the labels. */
 void mk_metrics_worker_free(struct mk_metrics_worker *m);
 void mk_metrics_labels_free(struct mk_metrics_labels *labels);

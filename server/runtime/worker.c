@@ -526,6 +526,9 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
     memset(w, 0, sizeof(*w));
     w->id = id;
     w->server = srv;
+#ifdef MK_HAVE_METRICS
+    mk_metrics_worker_init(&w->metrics);
+#endif
     mk_config_use_init(&w->use, mk_config_ref(srv->cfg));
     atomic_init(&w->cfg_serving, w->use.cfg);
 #ifdef MK_HAVE_FAIR
