@@ -334,6 +334,17 @@ struct mk_site_metrics {
     struct mk_metrics_histogram last_byte;  /* to the request's end */
 };
 
+/*
+ * Connections and reloads of the whole server since start
+ * (api->server_metrics, ABI 3.16).
+ */
+struct mk_server_metrics {
+    uint64_t accepted;        /* connections taken in and served */
+    uint64_t refused;         /* over MaxConnections: answered 503, or closed at once */
+    uint64_t reloads;         /* reloads put in force */
+    uint64_t reload_failures; /* reloads refused (the configuration in force stays) */
+};
+
 /* Commands of api->command(). */
 #define MK_CMD_RELOAD 1      /* like SIGHUP */
 #define MK_CMD_REOPEN_LOGS 2 /* like SIGUSR1 */
@@ -1232,6 +1243,11 @@ struct mk_api {
      * once, the set is not one instant.
      */
     int (*site_metrics)(unsigned i, struct mk_site_metrics *out);
+    /*
+     * The connections and reloads since start into out: MK_OK, or MK_ERR
+     * (zeros) before the start or when built without metrics. Any thread.
+     */
+    int (*server_metrics)(struct mk_server_metrics *out);
 };
 
 /* The most bytes of fields one api->interim() call may carry. */

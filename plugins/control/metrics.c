@@ -270,6 +270,20 @@ int control_doc_metrics(struct mk_json *b, bool om)
                    h2.streams);
     control_sample(&e, "monkey_http2_streams_opened_total", "counter", "HTTP/2 streams opened.",
                    h2.streams_total);
+    struct mk_server_metrics sm;
+    if (MK_API_HAS(control_api, server_metrics) && control_api->server_metrics(&sm) == MK_OK) {
+        control_sample(&e, "monkey_connections_accepted_total", "counter",
+                       "Connections taken in and served.", sm.accepted);
+        control_sample(&e, "monkey_connections_refused_total", "counter",
+                       "Connections refused over MaxConnections (answered 503, or closed).",
+                       sm.refused);
+        control_family(&e, "monkey_reloads_total", "counter",
+                       "Reloads, by outcome: put in force, or refused.");
+        control_buf_printf(b,
+                           "monkey_reloads_total{outcome=\"done\"} %" PRIu64
+                           "\nmonkey_reloads_total{outcome=\"refused\"} %" PRIu64 "\n",
+                           sm.reloads, sm.reload_failures);
+    }
     struct mk_supervisor_stats sv;
     if (MK_API_HAS(control_api, supervisor_stats) && control_api->supervisor_stats(&sv) == MK_OK) {
         control_sample(&e, "monkey_supervisor_restarts_total", "counter",

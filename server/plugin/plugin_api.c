@@ -513,6 +513,27 @@ static int mk_api_site_metrics(unsigned i, struct mk_site_metrics *out)
     return MK_ERR;
 }
 
+static int mk_api_server_metrics(struct mk_server_metrics *out)
+{
+    memset(out, 0, sizeof(*out));
+#ifdef MK_HAVE_METRICS
+    struct mk_server *srv = mk_plugins_current();
+    if (!srv || !atomic_load_explicit(&srv->stats_ready, memory_order_acquire)) {
+        return MK_ERR;
+    }
+    for (int i = 0; i < srv->n_workers; i++) {
+        const struct mk_worker *w = &srv->workers[i];
+        out->accepted += atomic_load_explicit(&w->conns_accepted, memory_order_relaxed);
+        out->refused += atomic_load_explicit(&w->conns_refused, memory_order_relaxed);
+    }
+    out->reloads = atomic_load_explicit(&srv->reloads, memory_order_relaxed);
+    out->reload_failures = atomic_load_explicit(&srv->reload_failures, memory_order_relaxed);
+    return MK_OK;
+#else
+    return MK_ERR;
+#endif
+}
+
 static struct mk_config *mk_api_config_get(void)
 {
     struct mk_server *srv = mk_plugins_current();
@@ -887,4 +908,5 @@ const struct mk_api mk_plugin_api = {
     .takeover_hold = mk_takeover_hold,
     .interim = mk_response_interim,
     .site_metrics = mk_api_site_metrics,
+    .server_metrics = mk_api_server_metrics,
 };

@@ -507,7 +507,21 @@ static bool mk_same_plugins(const struct mk_config *a, const struct mk_config *b
     return true;
 }
 
+static int mk_server_reload_apply(struct mk_server *srv, char *err, size_t errlen);
+
 int mk_server_reload(struct mk_server *srv, char *err, size_t errlen)
+{
+    int rc = mk_server_reload_apply(srv, err, errlen);
+
+#ifdef MK_HAVE_METRICS
+    atomic_fetch_add_explicit(rc == MK_OK ? &srv->reloads : &srv->reload_failures, 1,
+                              memory_order_relaxed);
+#endif
+    return rc;
+}
+
+/* The reload itself: MK_OK in force, MK_ERR refused (err says why). */
+static int mk_server_reload_apply(struct mk_server *srv, char *err, size_t errlen)
 {
     struct mk_config *old = srv->cfg, *cfg;
     struct mk_listen_plan **plans;

@@ -125,7 +125,8 @@ struct mk_server {
 #endif
     struct mk_log_sink log; /* this server's Log and LogLevel (core/log.h) */
 #ifdef MK_HAVE_METRICS
-    struct mk_metrics_labels metrics; /* the sites' labels by slot (request/metrics.h) */
+    struct mk_metrics_labels metrics;       /* the sites' labels by slot (request/metrics.h) */
+    atomic_ullong reloads, reload_failures; /* mk_server_reload's outcomes */
 #endif
 };
 

@@ -231,6 +231,9 @@ void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa,
         atomic_fetch_sub_explicit(&srv->n_conns, 1, memory_order_relaxed);
         /* Over the limit: a few get a 503, the rest not even that (it takes memory). */
         unsigned margin = srv->max_conns / 16 + 16;
+#ifdef MK_HAVE_METRICS
+        MK_STAT_ADD(w->conns_refused, 1);
+#endif
         if (atomic_fetch_add_explicit(&srv->n_refused, 1, memory_order_relaxed) >= margin) {
             atomic_fetch_sub_explicit(&srv->n_refused, 1, memory_order_relaxed);
             close(fd);
@@ -238,6 +241,11 @@ void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa,
         }
         refuse = true;
     }
+#ifdef MK_HAVE_METRICS
+    else {
+        MK_STAT_ADD(w->conns_accepted, 1);
+    }
+#endif
     struct mk_conn *c = mk_conn_get(w);
     c->ev.fd = fd;
     c->transport = transport;

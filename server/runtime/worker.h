@@ -102,6 +102,8 @@ struct mk_worker {
     atomic_uint n_conns;
 #ifdef MK_HAVE_METRICS
     struct mk_metrics_worker metrics; /* requests and bytes by site and class (metrics.h) */
+    atomic_ullong conns_accepted;     /* connections served since start */
+    atomic_ullong conns_refused;      /* over MaxConnections: 503 or closed */
 #else
     atomic_ulong n_requests;
     atomic_ullong bytes_out;

@@ -182,6 +182,10 @@ def test_counters_exact_over_http1(make_server):
     assert r.header("content-type") == "text/plain; version=0.0.4; charset=utf-8"
     assert r.header("cache-control") == "no-store"
     assert value(samples, "monkey_workers") == 2
+    # one connection per request of the mix, and the scrapes' (this one included)
+    accepted = value(samples, "monkey_connections_accepted_total")
+    assert len(load.requests) and accepted >= sum(load.requests.values()) + 1
+    assert value(samples, "monkey_connections_refused_total") == 0
     assert value(samples, "monkey_http_requests_total", site="a.test") == 7
     # The histograms: cumulative, the last bucket is the count.
     inf = value(samples, "monkey_http_request_duration_seconds_bucket", site="a.test", le="+Inf")
@@ -232,7 +236,15 @@ def test_counters_exact_over_http2(make_server):
     # A reload keeps the counts (a site keeps its slot by its name) and adds to them.
     srv.reload()
     assert load.h1(srv, "GET", "a.test", "/hello.txt").status == 200
-    scrape_until(srv, load.want())
+    _, samples = scrape_until(srv, load.want())
+    assert value(samples, "monkey_reloads_total", outcome="done") == 1
+    assert value(samples, "monkey_reloads_total", outcome="refused") == 0
+    # A refused reload is counted as such, and changes nothing else.
+    good = (srv.conf / "sites" / "a").read_text()
+    (srv.conf / "sites" / "a").write_text(good + "    Colour blue\n")
+    srv.reload()
+    _, samples = scrape_until(srv, load.want())
+    assert value(samples, "monkey_reloads_total", outcome="refused") == 1
 
 
 def tls_socket(port, sni, alpn=None):
@@ -364,6 +376,31 @@ def test_prometheus_scrapes_and_answers(make_server, tmp_path):
         log.close()
 
 
+def test_refused_connections_counted(make_server):
+    """Over MaxConnections a connection is answered 503 and counted refused."""
+    srv = make_server()
+    srv.set(MaxConnections=2, Workers=1)
+    srv = metrics_server(lambda: srv)
+    time.sleep(0.3 * SLOW)  # let the start-up probe connection close
+    held = [Conn(srv.port)]
+    assert held[0].request("GET", "/hello.txt").status == 200
+    extra = [Conn(srv.port), Conn(srv.port)]
+    answers = []
+    for c in extra:
+        c.send(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+        answers.append(c.read_response().status)
+    # the first extra one took the last place, the second was refused
+    assert answers == [200, 503]
+    extra[1].close()
+    extra[0].request("GET", "/metrics")  # a scrape in the place it holds
+    r = extra[0].request("GET", "/metrics")
+    samples = parse(r.body.decode())
+    assert value(samples, "monkey_connections_refused_total") == 1
+    assert value(samples, "monkey_connections_accepted_total") >= 2
+    for c in held + extra[:1]:
+        c.close()
+
+
 def test_refused_outside_http_allow(make_server):
     srv = metrics_server(make_server, body="    HttpAllow 10.0.0.0/8\n")
     assert scrape(srv).status == 403
@@ -420,7 +457,7 @@ def test_documented_table_is_what_is_served(make_server):
     text = r.body.decode()
     served = {n for (n, _) in samples}
     for name in names:
-        if name == "monkey_supervisor_restarts_total":
+        if name in ("monkey_supervisor_restarts_total",):
             continue
         assert name in served or f"{name}_count" in served, name
         assert f"# TYPE {name} " in text, name
