@@ -22,7 +22,7 @@ static inline void mk_metrics_observe(struct mk_metrics_hist *h, uint64_t us)
 {
     unsigned b = 0;
 
-    while (us > mk_metrics_bounds[b] && b < MK_METRICS_BUCKETS - 1) {
+    while (b < MK_METRICS_BUCKETS - 1 && us > mk_metrics_bounds[b]) {
         b++;
     }
     MK_METRICS_ADD(h->buckets[b], 1);
