@@ -37,8 +37,10 @@
 #define CONTROL_IO_MS 3000           /* to send the line, and to read the reply */
 #define CONTROL_CLIENTS 16           /* connections served at once */
 #define CONTROL_REPLY_MAX (4u << 20) /* the largest reply built */
-#define CONTROL_ALLOW_MAX 64         /* HttpAllow entries */
-#define CONTROL_HTTP_PATH_MAX 200    /* HttpPath length */
+/* the largest metrics document: every series of 4096 sites, with room */
+#define CONTROL_METRICS_MAX (64u << 20)
+#define CONTROL_ALLOW_MAX 64      /* HttpAllow entries */
+#define CONTROL_HTTP_PATH_MAX 200 /* HttpPath length */
 #define CONTROL_WHERE_MAX (PATH_MAX + 32)
 
 /* What control.conf says. */

@@ -67,7 +67,7 @@ static int control_http_metrics(struct mk_request *r, void *arg)
         return 403;
     }
     bool om = control_wants_openmetrics(r);
-    struct mk_json b = {0};
+    struct mk_json b = {.max = CONTROL_METRICS_MAX};
     if (control_doc_metrics(&b, om) != MK_OK || b.failed) {
         control_buf_free(&b);
         return 503;
