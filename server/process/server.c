@@ -427,6 +427,8 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
 
 #ifdef MK_HAVE_METRICS
     mk_metrics_assign(&srv->metrics, srv->workers, srv->n_workers, cfg);
+    atomic_store_explicit(&srv->reloads, 0, memory_order_relaxed); /* since this start */
+    atomic_store_explicit(&srv->reload_failures, 0, memory_order_relaxed);
 #endif
     /*
      * The workers are set up: their counters may be read (api->stats) from
