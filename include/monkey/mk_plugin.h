@@ -334,6 +334,8 @@ struct mk_site_metrics {
     struct mk_metrics_histogram last_byte;  /* to the request's end */
 };
 
+#define MK_METRICS_H2_ERRORS 15 /* the 14 error codes of RFC 9113 and "other" */
+
 /*
  * Connections and reloads of the whole server since start
  * (api->server_metrics, ABI 3.16).
@@ -343,6 +345,12 @@ struct mk_server_metrics {
     uint64_t refused;         /* over MaxConnections: answered 503, or closed at once */
     uint64_t reloads;         /* reloads put in force */
     uint64_t reload_failures; /* reloads refused (the configuration in force stays) */
+    /* HTTP/2 (zeros without it): RST_STREAM frames sent and received, and
+       GOAWAY frames sent by their error code (RFC 9113 7: NO_ERROR 0 to
+       HTTP_1_1_REQUIRED 13; MK_METRICS_H2_ERRORS - 1: any other) */
+    uint64_t h2_resets_sent;
+    uint64_t h2_resets_received;
+    uint64_t h2_goaways_sent[MK_METRICS_H2_ERRORS];
 };
 
 /* Commands of api->command(). */

@@ -234,6 +234,42 @@ static void control_process(struct control_expo *e, time_t started)
                    "When the server started, in seconds since the Unix epoch.", (uint64_t) started);
 }
 
+/* RFC 9113 7, by code; the last one stands for every code past them. */
+static const char *const control_h2_errors[MK_METRICS_H2_ERRORS] = {"NO_ERROR",
+                                                                    "PROTOCOL_ERROR",
+                                                                    "INTERNAL_ERROR",
+                                                                    "FLOW_CONTROL_ERROR",
+                                                                    "SETTINGS_TIMEOUT",
+                                                                    "STREAM_CLOSED",
+                                                                    "FRAME_SIZE_ERROR",
+                                                                    "REFUSED_STREAM",
+                                                                    "CANCEL",
+                                                                    "COMPRESSION_ERROR",
+                                                                    "CONNECT_ERROR",
+                                                                    "ENHANCE_YOUR_CALM",
+                                                                    "INADEQUATE_SECURITY",
+                                                                    "HTTP_1_1_REQUIRED",
+                                                                    "other"};
+
+/* The HTTP/2 resets both ways, and the GOAWAYs sent by code (NO_ERROR and those seen). */
+static void control_h2_frames(struct control_expo *e, const struct mk_server_metrics *sm)
+{
+    control_family(e, "monkey_http2_resets_total", "counter",
+                   "HTTP/2 RST_STREAM frames, sent and received.");
+    control_buf_printf(e->b,
+                       "monkey_http2_resets_total{direction=\"sent\"} %" PRIu64
+                       "\nmonkey_http2_resets_total{direction=\"received\"} %" PRIu64 "\n",
+                       sm->h2_resets_sent, sm->h2_resets_received);
+    control_family(e, "monkey_http2_goaways_sent_total", "counter",
+                   "HTTP/2 GOAWAY frames sent, by error code.");
+    for (unsigned k = 0; k < MK_METRICS_H2_ERRORS; k++) {
+        if (k == 0 || sm->h2_goaways_sent[k]) {
+            control_buf_printf(e->b, "monkey_http2_goaways_sent_total{reason=\"%s\"} %" PRIu64 "\n",
+                               control_h2_errors[k], sm->h2_goaways_sent[k]);
+        }
+    }
+}
+
 int control_doc_metrics(struct mk_json *b, bool om)
 {
     struct control_expo e = {.b = b, .om = om};
@@ -283,6 +319,7 @@ int control_doc_metrics(struct mk_json *b, bool om)
                            "monkey_reloads_total{outcome=\"done\"} %" PRIu64
                            "\nmonkey_reloads_total{outcome=\"refused\"} %" PRIu64 "\n",
                            sm.reloads, sm.reload_failures);
+        control_h2_frames(&e, &sm);
     }
     struct mk_supervisor_stats sv;
     if (MK_API_HAS(control_api, supervisor_stats) && control_api->supervisor_stats(&sv) == MK_OK) {

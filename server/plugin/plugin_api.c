@@ -525,6 +525,14 @@ static int mk_api_server_metrics(struct mk_server_metrics *out)
         const struct mk_worker *w = &srv->workers[i];
         out->accepted += atomic_load_explicit(&w->conns_accepted, memory_order_relaxed);
         out->refused += atomic_load_explicit(&w->conns_refused, memory_order_relaxed);
+#ifdef MK_HAVE_H2
+        out->h2_resets_sent += atomic_load_explicit(&w->h2_rst_sent, memory_order_relaxed);
+        out->h2_resets_received += atomic_load_explicit(&w->h2_rst_received, memory_order_relaxed);
+        for (unsigned k = 0; k < MK_METRICS_H2_ERRORS; k++) {
+            out->h2_goaways_sent[k] +=
+                atomic_load_explicit(&w->h2_goaway_sent[k], memory_order_relaxed);
+        }
+#endif
     }
     out->reloads = atomic_load_explicit(&srv->reloads, memory_order_relaxed);
     out->reload_failures = atomic_load_explicit(&srv->reload_failures, memory_order_relaxed);

@@ -104,6 +104,10 @@ struct mk_worker {
     struct mk_metrics_worker metrics; /* requests and bytes by site and class (metrics.h) */
     atomic_ullong conns_accepted;     /* connections served since start */
     atomic_ullong conns_refused;      /* over MaxConnections: 503 or closed */
+#ifdef MK_HAVE_H2
+    atomic_ullong h2_rst_sent, h2_rst_received;         /* RST_STREAM frames */
+    atomic_ullong h2_goaway_sent[MK_METRICS_H2_ERRORS]; /* GOAWAY frames by error code */
+#endif
 #else
     atomic_ulong n_requests;
     atomic_ullong bytes_out;

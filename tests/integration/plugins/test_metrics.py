@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BUILD, SLOW, Conn, free_port, needs_dlopen, needs_part
-from h2util import H2_MARKS, H2Client
+from h2util import H2_MARKS, H2Client, frame, raw_h2, read_goaway
 from test_control import ctl, make_control, wait_socket
 from tlsutil import TLS_MARKS, TLS_SO, client_context, make_cert, tls_section
 
@@ -245,6 +245,29 @@ def test_counters_exact_over_http2(make_server):
     srv.reload()
     _, samples = scrape_until(srv, load.want())
     assert value(samples, "monkey_reloads_total", outcome="refused") == 1
+
+
+@H2_MARKS[0]
+@H2_MARKS[1]
+def test_http2_resets_and_goaways(make_server):
+    """RST_STREAM both ways, GOAWAY sent by its error code."""
+    srv = metrics_server(make_server, listen="127.0.0.1:{port} h2c")
+    cl = H2Client(srv.port)
+    sid = cl.request("/hello.txt", end=False, authority="a.test")
+    cl.conn.reset_stream(sid)
+    cl.flush()
+    cl.get("/hello.txt")  # the reset has been read by now
+    cl.close()
+    s = raw_h2(srv)
+    s.sendall(frame(6, 0, 0, b"1234567"))  # a PING of 7 bytes (RFC 9113 6.7)
+    assert read_goaway(s) == 6  # FRAME_SIZE_ERROR
+    s.close()
+    want = {("monkey_http2_goaways_sent_total", frozenset({("reason", "FRAME_SIZE_ERROR")})): 1}
+    _, samples = scrape_until(srv, want)
+    assert value(samples, "monkey_http2_goaways_sent_total", reason="PROTOCOL_ERROR") == 0
+    # At least the client's reset: its h2 library resets the stream again for
+    # each frame of the answer the server had sent before it saw the first.
+    assert value(samples, "monkey_http2_resets_total", direction="received") >= 1
 
 
 def tls_socket(port, sni, alpn=None):
