@@ -41,6 +41,8 @@ TLS_PLUGIN = os.path.join(ROOT, "build", "plugins", "monkey-tls.so")
 # --monkey-binary, --monkey-site: which Monkey runs, with which lines added to its site.
 MONKEY_BINARY = os.path.join(ROOT, "build", "bin", "monkey")
 MONKEY_SITE_LINES = []
+# --monkey-site-file: text appended to Monkey's site file as it is ([RULE] sections).
+MONKEY_SITE_TEXT = []
 # What every TLS client of the harness offers (wrk, openssl s_client, the
 # handshake and idle clients), through OPENSSL_CONF: only TLS 1.3 with one
 # suite, so every server negotiates the same whatever its own defaults are.
@@ -264,7 +266,7 @@ def config_monkey(d, docroot, port, workers, tls=None, h2=False):
     LogLevel warn
 """)
     tls_site = f"[TLS]\n    Certificate {tls[0]}\n    CertificateKey {tls[1]}\n" if tls else ""
-    extra = "".join("    %s\n" % line for line in MONKEY_SITE_LINES)
+    extra = "".join("    %s\n" % line for line in MONKEY_SITE_LINES) + "".join(MONKEY_SITE_TEXT)
     write(os.path.join(conf, "sites", "default"), f"""[HOST]
     ServerName 127.0.0.1 localhost
     DocumentRoot {docroot}
@@ -1993,6 +1995,9 @@ def main():
                     help="the monkey binary to run (default build/bin/monkey)")
     ap.add_argument("--monkey-site", action="append", default=[], metavar="LINE",
                     help="a line added to Monkey's site ('Compress On'); repeatable")
+    ap.add_argument("--monkey-site-file", action="append", default=[], metavar="FILE",
+                    help="a file whose text is appended to Monkey's site file ([RULE] "
+                         "sections); repeatable")
     ap.add_argument("--workers", type=int, default=2, help="workers per server (default 2)")
     ap.add_argument("--rounds", type=int, help="override the rounds of every scenario")
     ap.add_argument("--duration", type=int, help="override the seconds of each wrk run")
@@ -2011,6 +2016,9 @@ def main():
     if a.monkey_binary:
         MONKEY_BINARY = os.path.abspath(a.monkey_binary)
     MONKEY_SITE_LINES.extend(a.monkey_site)
+    for f in a.monkey_site_file:
+        with open(f) as fh:
+            MONKEY_SITE_TEXT.append("\n" + fh.read())
     a.mode = "quick" if a.quick else "full"
     a.servers = [s for s in a.servers.split(",") if s]
     for s in a.servers:

@@ -1,8 +1,8 @@
 """Ports and processes, for the benchmark scripts of bench/ (bench.py and the
 scripts that import it, duda.py and the scripts that import it, gateway.py):
 a free loopback port, waiting for a server to listen on one, stopping a
-process this script started, a server's process tree and its CPU time,
-from /proc. Python 3 standard library only."""
+process this script started, a benchmark's upstream process, a server's
+process tree and its CPU time, from /proc. Python 3 standard library only."""
 
 import os
 import signal
@@ -55,6 +55,30 @@ def stop(proc, timeout=10.0, sig=signal.SIGTERM, group=False):
     except subprocess.TimeoutExpired:
         send(signal.SIGKILL)
         proc.wait()
+
+
+class Upstream:
+    """A benchmark's upstream: `BINARY -p PORT` on a free loopback port, its
+    stderr appended to WD/upstream.log, started in a session of its own and
+    stopped by its PID (bench/proxy.py's mk-pxupstream, bench/proxy_ws.py's
+    mk-wsfloor)."""
+
+    def __init__(self, binary, wd):
+        self.port = free_port()
+        with open(os.path.join(wd, "upstream.log"), "ab") as err:
+            self.proc = subprocess.Popen([binary, "-p", str(self.port)],
+                                         stdout=subprocess.DEVNULL, stderr=err,
+                                         start_new_session=True)
+        if not wait_port(self.port):
+            self.stop()
+            raise RuntimeError("%s did not start" % os.path.basename(binary))
+
+    def cpu_ns(self):
+        """Its CPU time so far, in ns (run_ns)."""
+        return run_ns([self.proc.pid])
+
+    def stop(self):
+        stop(self.proc, 5)
 
 
 def descendants(pid):

@@ -52,10 +52,8 @@ nginx, lighttpd, h2o, haproxy, wrk, h2load, strace and valgrind
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -63,8 +61,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench  # noqa: E402  (Server, parsers, strace and callgrind helpers)
-from procs import free_port, run_ns, stop, wait_port  # noqa: E402
+import bench  # noqa: E402  (Server, parsers)
+import procs  # noqa: E402
+import runs  # noqa: E402  (the run's record, strace and callgrind)
+from procs import free_port, run_ns  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -218,17 +218,12 @@ H2C = {"monkey", "nginx", "haproxy", "h2o", "lighttpd"}  # checked at each start
 
 # ------------------------------------------------------------------ helpers
 
-class Upstream:
-    """mk-pxupstream, started and stopped by its PID."""
+class Upstream(procs.Upstream):
+    """mk-pxupstream, which counts what it accepts and answers."""
 
     def __init__(self, binary, wd):
-        self.port = free_port()
+        super().__init__(binary, wd)
         self.asked = 0
-        self.proc = subprocess.Popen([binary, "-p", str(self.port)], stdout=subprocess.DEVNULL,
-                                     stderr=open(os.path.join(wd, "upstream.log"), "ab"),
-                                     start_new_session=True)
-        if not wait_port(self.port):
-            raise RuntimeError("mk-pxupstream did not start")
 
     def stats(self):
         """(accepts, requests) so far; the connections of these questions
@@ -244,12 +239,6 @@ class Upstream:
                 data += got
         doc = json.loads(data.split(b"\r\n\r\n", 1)[1])
         return doc["accepts"] - self.asked, doc["requests"]
-
-    def cpu_ns(self):
-        return run_ns([self.proc.pid])
-
-    def stop(self):
-        stop(self.proc, 5)
 
 
 def build_upstream(wd):
@@ -314,56 +303,37 @@ def measure_strace(name, wd, up, n, warmup):
         h2load_h1(srv.port, "/13", warmup)
         a0, r0 = up.stats()
         sf = os.path.join(wd, "strace-%s.txt" % name)
-        argv = ["strace", "-c", "-f", "-o", sf]
-        for p in srv.tree():
-            argv += ["-p", str(p)]
-        st = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        bench.wait_traced(srv.tree(), 10)
+        st = runs.strace_start(srv.tree(), sf)
         h2load_h1(srv.port, "/13", n)
-        time.sleep(0.3)
-        stop(st, 30, signal.SIGINT)
+        calls, errs, by = runs.strace_end(st, sf, name, n)
         a1, r1 = up.stats()
     finally:
         srv.stop()
-    calls, errs, per = bench.parse_strace(sf)
-    if calls is None:
-        raise RuntimeError("%s: no strace summary in %s" % (name, sf))
     if r1 - r0 != n:
         raise RuntimeError("%s: the upstream answered %d requests of %d" % (name, r1 - r0, n))
-    return {"n": n, "syscalls_per_request": calls / n, "syscall_errors_per_request": errs / n,
-            "by_syscall": {k: round(v / n, 3) for k, v in sorted(per.items(),
-                                                                 key=lambda kv: -kv[1])},
-            "upstream_accepts": a1 - a0, "upstream_accepts_per_10k": (a1 - a0) * 1e4 / n}
+    return {"n": n, "syscalls_per_request": calls, "syscall_errors_per_request": errs,
+            "by_syscall": by, "upstream_accepts": a1 - a0,
+            "upstream_accepts_per_10k": (a1 - a0) * 1e4 / n}
 
 
 def measure_callgrind(name, wd, up, n, warmup):
     cgdir = os.path.join(wd, "cg-%s" % name)
-    os.makedirs(cgdir, exist_ok=True)
-    wrapper = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--trace-children=no",
-               "--callgrind-out-file=" + os.path.join(cgdir, "callgrind.out.%p")]
-    srv = start(name, wd, "callgrind", up, 1, wrapper=wrapper, ready_timeout=120)
-    cc = ["callgrind_control"]
+    srv = start(name, wd, "callgrind", up, 1, wrapper=runs.callgrind_wrapper(cgdir),
+                ready_timeout=120)
     try:
         check(srv)
         h2load_h1(srv.port, "/13", warmup)
-        subprocess.run(cc + ["-i", "on", str(srv.pid)], capture_output=True, timeout=60)
+        runs.callgrind(srv.pid, "-i", "on")
         h2load_h1(srv.port, "/13", n)
-        subprocess.run(cc + ["--dump=n1", str(srv.pid)], capture_output=True, timeout=60)
+        runs.callgrind(srv.pid, "--dump=n1")
         h2load_h1(srv.port, "/13", 2 * n)
-        subprocess.run(cc + ["--dump=n2", str(srv.pid)], capture_output=True, timeout=60)
-        subprocess.run(cc + ["-i", "off", str(srv.pid)], capture_output=True, timeout=60)
+        runs.callgrind(srv.pid, "--dump=n2")
+        runs.callgrind(srv.pid, "-i", "off")
     finally:
         srv.stop(timeout=30)
-    ir = {}
-    for fn in sorted(os.listdir(cgdir)):
-        trig, total = bench.callgrind_totals(os.path.join(cgdir, fn))
-        for k in ("n1", "n2"):
-            if trig and trig.endswith(k) and total is not None:
-                ir[k] = ir.get(k, 0) + total
-    if "n1" not in ir or "n2" not in ir:
-        raise RuntimeError("%s: callgrind dumps missing in %s" % (name, cgdir))
-    return {"n": n, "ir_n": ir["n1"], "ir_2n": ir["n2"],
-            "ir_per_request": (ir["n2"] - ir["n1"]) / n, "ir_per_request_run_n": ir["n1"] / n}
+    n1, n2 = runs.callgrind_ir(cgdir, name)
+    return {"n": n, "ir_n": n1, "ir_2n": n2, "ir_per_request": (n2 - n1) / n,
+            "ir_per_request_run_n": n1 / n}
 
 
 # --------------------------------------------------------------- wall clock
@@ -405,8 +375,7 @@ def wall_one(name, wd, up, load, path, tool, duration):
 
 # ------------------------------------------------------------------ report
 
-def one_line(text):
-    return str(text).replace("\n", " ").replace("|", "/")
+one_line = runs.one_line
 
 
 def ratio(v, best):
@@ -433,11 +402,7 @@ def versions():
 def report(doc):
     det, wall = doc["deterministic"], doc["wall"]
     ver = doc["versions"]
-    lines = ["# The reverse proxy (bench/proxy.py)", "",
-             "- when: %s UTC; machine: %s, %d CPUs, Linux %s; load average %s at the start, "
-             "%s at the end" % (doc["when"], doc["cpu"], doc["cpus"], doc["kernel"],
-                                doc["load_start"], doc["load_end"]),
-             "- commit: %s; command: `%s`" % (doc["commit"], doc["command"]),
+    lines = ["# The reverse proxy (bench/proxy.py)", ""] + runs.header(doc) + [
              "- versions: " + ", ".join("%s %s" % (k, ver[k]) for k in sorted(ver)
                                         if k != "monkey_commit"),
              "- upstream: mk-pxupstream (bench/upstream.c, cc -O2, one thread); "
@@ -547,14 +512,8 @@ def main():
     wd = tempfile.mkdtemp(prefix="mk-px-bench-")
     os.chmod(wd, 0o755)
     t_start = time.time()
-    doc = {"when": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "cpu": bench.cpu_model(),
-           "cpus": os.cpu_count(), "kernel": platform.release(),
-           "load_start": "%.2f" % os.getloadavg()[0],
-           "commit": subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                                    capture_output=True, text=True).stdout.strip(),
-           "command": " ".join(["python3", "bench/proxy.py"] + sys.argv[1:]),
-           "versions": versions(), "n": a.n, "warmup": a.warmup, "duration": a.duration,
-           "pool": POOL, "deterministic": {}, "wall": {}}
+    doc = runs.record("proxy.py", versions=versions(), n=a.n, warmup=a.warmup,
+                      duration=a.duration, pool=POOL, deterministic={}, wall={})
     up = Upstream(build_upstream(wd), wd)
     try:
         if not a.no_deterministic:
@@ -584,15 +543,7 @@ def main():
             shutil.rmtree(wd, ignore_errors=True)
         else:
             log("kept " + wd)
-    doc["load_end"] = "%.2f" % os.getloadavg()[0]
-    doc["seconds"] = round(time.time() - t_start)
-    os.makedirs(a.out, exist_ok=True)
-    with open(os.path.join(a.out, "proxy.json"), "w") as f:
-        json.dump(doc, f, indent=1)
-    text = report(doc)
-    with open(os.path.join(a.out, "proxy.md"), "w") as f:
-        f.write(text)
-    print(text)
+    runs.write(a.out, "proxy", doc, report, t_start)
     return 0
 
 

@@ -54,9 +54,7 @@ with the proxy plugin, mk-wsload and mk-wsfloor (built with the tests).
 import argparse
 import json
 import os
-import platform
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -64,8 +62,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
+import procs  # noqa: E402
 import proxy  # noqa: E402
-from procs import cpu_of, free_port, run_ns, stop, wait_port  # noqa: E402
+import runs  # noqa: E402  (the run's record, strace and callgrind)
+from procs import cpu_of, free_port, run_ns  # noqa: E402
 
 HERE, ROOT, BUILD = proxy.HERE, proxy.ROOT, proxy.BUILD
 WSLOAD = os.path.join(BUILD, "bin", "mk-wsload")
@@ -120,24 +120,6 @@ def conf_haproxy(d, port, up, workers, h2=False):
 
 
 CONFS = {"monkey": proxy.conf_monkey, "nginx": conf_nginx, "haproxy": conf_haproxy}
-
-
-class Upstream:
-    """mk-wsfloor, started and stopped by its PID."""
-
-    def __init__(self, wd):
-        self.port = free_port()
-        self.proc = subprocess.Popen([FLOOR, "-p", str(self.port)], stdout=subprocess.DEVNULL,
-                                     stderr=open(os.path.join(wd, "upstream.log"), "ab"),
-                                     start_new_session=True)
-        if not wait_port(self.port):
-            raise RuntimeError("mk-wsfloor did not start")
-
-    def cpu_ns(self):
-        return run_ns([self.proc.pid])
-
-    def stop(self):
-        stop(self.proc, 5)
 
 
 def start(name, wd, tag, up, wrapper=None, ready_timeout=15.0):
@@ -300,57 +282,36 @@ def measure_strace(name, wd, up, n, warmup):
     try:
         echo_once(srv.port, warmup)
         load = Load(srv.port, 1, ["-r", str(n)])
-        argv = ["strace", "-c", "-f", "-o", sf]
-        for p in srv.tree():
-            argv += ["-p", str(p)]
-        st = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        bench.wait_traced(srv.tree(), 10)
+        st = runs.strace_start(srv.tree(), sf)
         r = load.go()
-        time.sleep(0.3)
-        stop(st, 30, signal.SIGINT)
+        calls, errs, by = runs.strace_end(st, sf, name, r["round_trips"])
         load.close()
     finally:
         srv.stop()
-    calls, errs, per = bench.parse_strace(sf)
-    if calls is None:
-        raise RuntimeError("%s: no strace summary in %s" % (name, sf))
-    trips = r["round_trips"]
-    return {"n": trips, "syscalls_per_message": calls / trips,
-            "syscall_errors_per_message": (errs or 0) / trips,
-            "by_syscall": {k: round(v / trips, 3) for k, v in sorted(per.items(),
-                                                                     key=lambda kv: -kv[1])}}
+    return {"n": r["round_trips"], "syscalls_per_message": calls,
+            "syscall_errors_per_message": errs, "by_syscall": by}
 
 
 def measure_callgrind(name, wd, up, n, warmup):
     cgdir = os.path.join(wd, "cg-%s" % name)
-    os.makedirs(cgdir, exist_ok=True)
-    wrapper = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--trace-children=no",
-               "--callgrind-out-file=" + os.path.join(cgdir, "callgrind.out.%p")]
-    srv = start(name, wd, "callgrind", up, wrapper=wrapper, ready_timeout=120)
-    cc = ["callgrind_control"]
+    srv = start(name, wd, "callgrind", up, wrapper=runs.callgrind_wrapper(cgdir),
+                ready_timeout=120)
     try:
         echo_once(srv.port, warmup)
         time.sleep(1.0)
-        subprocess.run(cc + ["-i", "on", str(srv.pid)], capture_output=True, timeout=60)
+        runs.callgrind(srv.pid, "-i", "on")
         echo_once(srv.port, n)
         time.sleep(1.0)  # the tunnel's close reaches the proxy before the dump
-        subprocess.run(cc + ["--dump=n1", str(srv.pid)], capture_output=True, timeout=60)
+        runs.callgrind(srv.pid, "--dump=n1")
         echo_once(srv.port, 2 * n)
         time.sleep(1.0)
-        subprocess.run(cc + ["--dump=n2", str(srv.pid)], capture_output=True, timeout=60)
-        subprocess.run(cc + ["-i", "off", str(srv.pid)], capture_output=True, timeout=60)
+        runs.callgrind(srv.pid, "--dump=n2")
+        runs.callgrind(srv.pid, "-i", "off")
     finally:
         srv.stop(timeout=30)
-    ir = {}
-    for fn in sorted(os.listdir(cgdir)):
-        trig, total = bench.callgrind_totals(os.path.join(cgdir, fn))
-        for k in ("n1", "n2"):
-            if trig and trig.endswith(k) and total is not None:
-                ir[k] = ir.get(k, 0) + total
-    if "n1" not in ir or "n2" not in ir:
-        raise RuntimeError("%s: callgrind dumps missing in %s" % (name, cgdir))
-    return {"n": n, "ir_n": ir["n1"], "ir_2n": ir["n2"],
-            "ir_per_message": (ir["n2"] - ir["n1"]) / n, "ir_per_message_run_n": ir["n1"] / n}
+    n1, n2 = runs.callgrind_ir(cgdir, name)
+    return {"n": n, "ir_n": n1, "ir_2n": n2, "ir_per_message": (n2 - n1) / n,
+            "ir_per_message_run_n": n1 / n}
 
 
 # ------------------------------------------------------------------ report
@@ -361,11 +322,7 @@ def cell(v, f):
 
 def report(doc):
     ver = doc["versions"]
-    lines = ["# Proxied WebSocket (bench/proxy_ws.py)", "",
-             "- when: %s UTC; machine: %s, %d CPUs, Linux %s; load average %s at the start, "
-             "%s at the end; %d s" % (doc["when"], doc["cpu"], doc["cpus"], doc["kernel"],
-                                      doc["load_start"], doc["load_end"], doc["seconds"]),
-             "- commit: %s; command: `%s`" % (doc["commit"], doc["command"]),
+    lines = ["# Proxied WebSocket (bench/proxy_ws.py)", ""] + runs.header(doc, seconds=True) + [
              "- versions: " + ", ".join("%s %s" % (k, ver[k]) for k in sorted(ver)
                                         if k not in ("monkey_commit", "h2o", "lighttpd", "wrk",
                                                      "h2load")),
@@ -390,7 +347,7 @@ def report(doc):
         m = r.get("memory")
         if not m or "error" in m:
             lines.append("| %s | failed: %s | | | | | | | | |" % (
-                name, proxy.one_line((m or {}).get("error"))))
+                name, runs.one_line((m or {}).get("error"))))
             continue
         lines.append("| %s | %.2f | %.2f | %.2f | %.2f | %d → %d | %.2f | %.1f | %.2f | %.2f |"
                      % (name, m["rss_kib_per_ws"], m["pss_kib_per_ws"],
@@ -415,7 +372,7 @@ def report(doc):
         s, c = r.get("strace", {}), r.get("callgrind", {})
         if "error" in s or "error" in c:
             lines.append("| %s | failed: %s | | | | |" % (
-                name, proxy.one_line(s.get("error") or c.get("error"))))
+                name, runs.one_line(s.get("error") or c.get("error"))))
             if "error" in s:
                 continue
         top = ", ".join("%s %.2f" % kv for kv in s.get("by_syscall", {}).items() if kv[1] >= 0.01)
@@ -438,7 +395,7 @@ def report(doc):
     for name, r in rows:
         e = r.get("echo", {})
         if "rps" not in e:
-            lines.append("| %s | failed: %s | | | |" % (name, proxy.one_line(e.get("error"))))
+            lines.append("| %s | failed: %s | | | |" % (name, runs.one_line(e.get("error"))))
             continue
         lines.append("| %s | %.0f | %s | %.1f | %.1f |" % (
             name, e["rps"], cell(e["proxy_us_per_rt"], "%.1f"), e["upstream_us_per_rt"],
@@ -473,15 +430,9 @@ def main():
     wd = tempfile.mkdtemp(prefix="mk-pxws-bench-")
     os.chmod(wd, 0o755)
     t_start = time.time()
-    doc = {"when": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "cpu": bench.cpu_model(),
-           "cpus": os.cpu_count(), "kernel": platform.release(),
-           "load_start": "%.2f" % os.getloadavg()[0],
-           "commit": subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                                    capture_output=True, text=True).stdout.strip(),
-           "command": " ".join(["python3", "bench/proxy_ws.py"] + sys.argv[1:]),
-           "versions": proxy.versions(), "idle": a.idle, "n": a.n, "warmup": a.warmup,
-           "conns": a.conns, "duration": a.duration, "results": {}}
-    up = Upstream(wd)
+    doc = runs.record("proxy_ws.py", versions=proxy.versions(), idle=a.idle, n=a.n,
+                      warmup=a.warmup, conns=a.conns, duration=a.duration, results={})
+    up = procs.Upstream(FLOOR, wd)
     steps = [("memory", lambda name: measure_memory(name, wd, up, a.idle)),
              ("strace", lambda name: measure_strace(name, wd, up, a.n, a.warmup)),
              ("echo", lambda name: measure_echo(name, wd, up, a.conns, a.duration))]
@@ -508,15 +459,7 @@ def main():
             shutil.rmtree(wd, ignore_errors=True)
         else:
             log("kept " + wd)
-    doc["load_end"] = "%.2f" % os.getloadavg()[0]
-    doc["seconds"] = round(time.time() - t_start)
-    os.makedirs(a.out, exist_ok=True)
-    with open(os.path.join(a.out, "proxy_ws.json"), "w") as f:
-        json.dump(doc, f, indent=1)
-    text = report(doc)
-    with open(os.path.join(a.out, "proxy_ws.md"), "w") as f:
-        f.write(text)
-    print(text)
+    runs.write(a.out, "proxy_ws", doc, report, t_start)
     return 0
 
 

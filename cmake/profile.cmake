@@ -17,6 +17,9 @@
 #   MK_REALIP      the client's address behind a balancer: Listen ... proxy_protocol
 #                  and RealIPFrom, RealIPHeader (server/http/proxy_protocol.c,
 #                  realip.c)
+#   MK_RULES       request rules: the [RULE] sections of site files
+#                  (server/http/rules.c, config/conf_rules.c,
+#                  request/request_rules.c); MK_PCRE2 needs it
 #   MK_METRICS     request counters by site, method, status and protocol, the
 #                  histograms of the time to the first and last byte
 #                  (server/request/metrics.c) and the control plugin's
@@ -42,8 +45,8 @@
 # The embedded profile: MinSizeRel with MK_SMALL; the logger, access,
 # dirlisting and control plugins built in and none as shared objects; no
 # HTTP/2, TLS, compression on the fly, Duda, library mode, supervisor,
-# systemd support, fair balancing or client's address behind a balancer (PROXY
-# protocol, RealIPFrom), metrics; no unit tests. `make embedded` builds it
+# systemd support, fair balancing, client's address behind a balancer (PROXY
+# protocol, RealIPFrom), request rules or metrics; no unit tests. `make embedded` builds it
 # into build-embedded/, `make static` the same linked statically with musl,
 # and CMakePresets.json has it as the preset "embedded" for a cross build
 # with another toolchain (cmake --preset embedded -DCMAKE_TOOLCHAIN_FILE=...).
@@ -62,7 +65,7 @@ endif()
 # (mk_feature reads this list).
 set(MK_PROFILE_LEAVES_OUT "")
 if(MK_EMBEDDED)
-  set(MK_PROFILE_LEAVES_OUT MK_TLS MK_H2 MK_BROTLI MK_ZLIB)
+  set(MK_PROFILE_LEAVES_OUT MK_TLS MK_H2 MK_BROTLI MK_ZLIB MK_PCRE2)
   if(NOT CMAKE_BUILD_TYPE)
     set(CMAKE_BUILD_TYPE MinSizeRel)
   endif()
@@ -102,6 +105,7 @@ mk_part(MK_COMPRESS ${mk_whole} "compression of static files on the fly (Compres
 mk_part(MK_FAIR ${mk_whole} "Balancing fair: the acceptor thread")
 mk_part(MK_REALIP ${mk_whole}
         "the client's address behind a balancer: PROXY protocol and RealIPFrom")
+mk_part(MK_RULES ${mk_whole} "request rules: [RULE] sections (Redirect, Return, Rewrite)")
 mk_part(MK_METRICS ${mk_whole}
         "request counters by site and class, latency histograms, the control plugin's MetricsPath")
 # Library mode has nothing to offer a static binary (no libmonkey.so).
@@ -209,7 +213,7 @@ function(mk_parts_notes)
     mk_feature_note(profile ${MK_PROFILE} "MK_PROFILE=${MK_PROFILE} (cmake/profile.cmake)")
   endif()
   foreach(p supervisor:MK_SUPERVISOR systemd:MK_SYSTEMD compress:MK_COMPRESS fair:MK_FAIR
-            realip:MK_REALIP metrics:MK_METRICS small:MK_SMALL)
+            realip:MK_REALIP rules:MK_RULES metrics:MK_METRICS small:MK_SMALL)
     string(REPLACE ":" ";" p "${p}")
     list(GET p 0 name)
     list(GET p 1 var)

@@ -423,7 +423,9 @@ static bool mk_schema_fill_file(const struct mk_conf_schema *schema,
             if (mk_overridden(in, k)) {
                 continue; /* the command line replaces the file's lines */
             }
-            snprintf(where, sizeof(where), "%s:%d", conf->path, e->line);
+            int file_line;
+            const char *file = mk_conf_where(conf, e->line, &file_line);
+            snprintf(where, sizeof(where), "%s:%d", file, file_line);
             struct mk_conf_origin origin = {.where = where, .confdir = in->confdir};
             if (!mk_schema_set(k, obj, conf, e->line, e->value, &origin, err, errlen)) {
                 return false;

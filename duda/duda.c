@@ -224,10 +224,9 @@ static char *duda_strdup_opt(const char *s, bool *oom)
     return p;
 }
 
-/* The service of section `ws` (line `line` of `where`), loaded for site s. */
+/* The service of section `ws` (its header at `at`, "file:line"), loaded for site s. */
 static int duda_site_add(struct duda_site *site, const struct mk_site *s,
-                         const struct duda_ws_conf *ws, int line, const char *where, char *err,
-                         size_t errlen)
+                         const struct duda_ws_conf *ws, const char *at, char *err, size_t errlen)
 {
     const struct duda_conf *conf = duda_mk->plugin_conf(s, MK_PLUGIN_SELF(duda));
     char file[PATH_MAX];
@@ -235,13 +234,12 @@ static int duda_site_add(struct duda_site *site, const struct mk_site *s,
 
     for (size_t i = 0; i < site->n; i++) {
         if (!strcmp(site->svc[i]->name, ws->name)) {
-            snprintf(err, errlen, "%s:%d: service '%s' is given twice for this site", where, line,
-                     ws->name);
+            snprintf(err, errlen, "%s: service '%s' is given twice for this site", at, ws->name);
             return MK_ERR;
         }
         if (site->svc[i]->root && ws->root && ws->enabled) {
-            snprintf(err, errlen, "%s:%d: Root On for '%s': '%s' already owns the site", where,
-                     line, ws->name, site->svc[i]->name);
+            snprintf(err, errlen, "%s: Root On for '%s': '%s' already owns the site", at, ws->name,
+                     site->svc[i]->name);
             return MK_ERR;
         }
     }
@@ -252,7 +250,7 @@ static int duda_site_add(struct duda_site *site, const struct mk_site *s,
     struct duda_service **v = realloc(site->svc, (site->n + 1) * sizeof(*v));
     if (!svc || !v) {
         free(svc);
-        snprintf(err, errlen, "%s:%d: out of memory", where, line);
+        snprintf(err, errlen, "%s: out of memory", at);
         return MK_ERR;
     }
     site->svc = v;
@@ -272,13 +270,13 @@ static int duda_site_add(struct duda_site *site, const struct mk_site *s,
     atomic_init(&svc->refs, 1); /* the site's, until duda_service_free */
     site->svc[site->n++] = svc;
     if (oom) {
-        snprintf(err, errlen, "%s: out of memory", where);
+        snprintf(err, errlen, "%s: out of memory", at);
         return MK_ERR;
     }
     char inner[512];
     if (duda_service_load(svc, inner, sizeof(inner)) != MK_OK ||
         duda_service_globals(svc, inner, sizeof(inner)) != MK_OK) {
-        snprintf(err, errlen, "%s:%d: [WEB_SERVICE] %s: %s", where, line, svc->name, inner);
+        snprintf(err, errlen, "%s: [WEB_SERVICE] %s: %s", at, svc->name, inner);
         return MK_ERR;
     }
     return MK_OK;
@@ -300,7 +298,9 @@ static int duda_site_init(const struct mk_site *s, const struct mk_conf *conf, v
     const struct mk_conf_instance *ws =
         duda_mk->site_sections(s, MK_PLUGIN_SELF(duda), "WEB_SERVICE", &n);
     for (size_t i = 0; i < n; i++) {
-        if (duda_site_add(site, s, ws[i].obj, ws[i].line, where, err, errlen) != MK_OK) {
+        char at[MK_CONF_AT_LEN];
+        mk_api_conf_at(duda_mk, conf, ws[i].line, at, sizeof(at));
+        if (duda_site_add(site, s, ws[i].obj, at, err, errlen) != MK_OK) {
             return MK_ERR;
         }
     }

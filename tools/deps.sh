@@ -15,7 +15,8 @@
 #                            front of the server: the PROXY protocol), pkg-config (the
 #                            libmonkey example), zlib1g-dev and libbrotli-dev (static
 #                            files compressed on the fly, gzip and br) with Python's
-#                            brotli, Python's websockets and
+#                            brotli, libpcre2-dev (Regex of request rules), Python's
+#                            websockets and
 #                            chromium (the Duda websocket packages and chat), redis-server
 #                            and memcached (Duda's redis and memcache packages),
 #                            inotify-tools (duda -w watches a service with inotifywait), and
@@ -133,6 +134,8 @@ if [ "$stage" != build ]; then
     # Compression on the fly (server/static/static_compress.c): br with libbrotli
     # (gzip with the zlib above); its tests decode br with Python's brotli.
     need /usr/include/brotli/encode.h libbrotli-dev
+    # Regex conditions of request rules ([RULE], server/http/rules.c).
+    need /usr/include/pcre2.h libpcre2-dev
     need chromium chromium
     # The metrics of the control plugin (MetricsPath): Prometheus itself
     # scrapes them and answers queries, and promtool checks the format.
@@ -188,6 +191,7 @@ if [ "$stage" = deb ]; then
     need /usr/include/sqlite3.h libsqlite3-dev
     need /usr/include/zlib.h zlib1g-dev
     need /usr/include/brotli/encode.h libbrotli-dev
+    need /usr/include/pcre2.h libpcre2-dev
     need /usr/include/hiredis/async.h libhiredis-dev
     need /usr/include/libmemcached-1.0/memcached.h libmemcached-dev
     need dh debhelper
@@ -200,7 +204,8 @@ if [ "$stage" = cross ]; then
     # compiler and its C library, the emulator, and the target's libcrypt
     # (the auth plugin) through multiarch (dpkg --add-architecture). The
     # target's libssl-dev (the tls plugin), libcmocka-dev (the unit tests),
-    # libnghttp2-dev (HTTP/2), zlib1g-dev and libbrotli-dev (compression) are
+    # libnghttp2-dev (HTTP/2), zlib1g-dev and libbrotli-dev (compression) and
+    # libpcre2-dev (Regex of request rules) are
     # installed after them when they can be: a multiarch -dev package needs
     # the very version of the host's, which a mirror does not always have for
     # every architecture, and one that would upgrade the host's package to
@@ -223,6 +228,7 @@ if [ "$stage" = cross ]; then
     [ -e /usr/lib/$triplet/libnghttp2.so ] || optional="$optional libnghttp2-dev:$debarch"
     [ -e /usr/lib/$triplet/libz.so ] || optional="$optional zlib1g-dev:$debarch"
     [ -e /usr/lib/$triplet/libbrotlienc.so ] || optional="$optional libbrotli-dev:$debarch"
+    [ -e /usr/lib/$triplet/libpcre2-8.so ] || optional="$optional libpcre2-dev:$debarch"
     if [ -n "$want$optional" ] && [ "$(id -u)" = 0 ] &&
        ! dpkg --print-foreign-architectures | grep -qx "$debarch"; then
         echo "deps: dpkg --add-architecture $debarch"

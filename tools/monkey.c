@@ -60,6 +60,9 @@ static const char mk_left_out[] = ""
 #ifndef MK_HAVE_REALIP
                                   ", the client's address behind a balancer"
 #endif
+#ifndef MK_HAVE_RULES
+                                  ", request rules"
+#endif
 #ifndef MK_HAVE_LIBMONKEY
                                   ", library mode"
 #endif
@@ -76,6 +79,7 @@ static void usage(FILE *out)
             "  -p, --port PORT      listen on PORT (replaces every Listen line)\n"
             "  -w, --workers N      worker threads (0: one per CPU)\n"
             "  -t, --test           check the configuration and exit\n"
+            "  -T, --test-dump      check it, print it after Include and variables, and exit\n"
             "  -D, --daemon         run in the background (stays in the foreground otherwise)\n"
             "%s"
             "  -v, --version        print the version (and the parts left out) and exit\n"
@@ -232,6 +236,7 @@ int main(int argc, char **argv)
         {"port", required_argument, NULL, 'p'},
         {"workers", required_argument, NULL, 'w'},
         {"test", no_argument, NULL, 't'},
+        {"test-dump", no_argument, NULL, 'T'},
         {"daemon", no_argument, NULL, 'D'},
         {"supervisor", no_argument, NULL, 'S'}, /* Supervisor On */
         {"version", no_argument, NULL, 'v'},
@@ -239,13 +244,13 @@ int main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const char *confdir = MK_DEFAULT_CONFDIR, *serve = NULL, *port = NULL, *workers = NULL;
-    bool test = false, daemon_mode = false, supervisor = false;
+    bool test = false, dump = false, daemon_mode = false, supervisor = false;
     /* Before anything reads the environment: a supervisor's variables. */
     bool supervised = mk_supervisor_child_init(argv[0]);
     char err[1024], path[PATH_MAX];
     int opt, rc;
 
-    while ((opt = getopt_long(argc, argv, "c:o:p:w:tDSvh", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "c:o:p:w:tTDSvh", opts, NULL)) != -1) {
         switch (opt) {
         case 'c':
             confdir = optarg;
@@ -261,6 +266,9 @@ int main(int argc, char **argv)
             break;
         case 't':
             test = true;
+            break;
+        case 'T':
+            test = dump = true;
             break;
         case 'D':
             daemon_mode = true;
@@ -307,11 +315,13 @@ int main(int argc, char **argv)
     }
 
     if (test) {
-        rc = mk_server_check(srv, err, sizeof(err));
+        /* -T: the configuration on stdout, the verdict on stderr (as nginx -T). */
+        rc = dump ? mk_server_dump(srv, stdout, err, sizeof(err))
+                  : mk_server_check(srv, err, sizeof(err));
         if (rc == MK_OK) {
             int n = mk_server_workers(srv);
-            printf("monkey: configuration %s is valid (%d %s)\n", serve ? serve : confdir, n,
-                   mk_plural((unsigned) n, "worker", "workers"));
+            fprintf(dump ? stderr : stdout, "monkey: configuration %s is valid (%d %s)\n",
+                    serve ? serve : confdir, n, mk_plural((unsigned) n, "worker", "workers"));
         }
         else {
             fprintf(stderr, "monkey: %s\n", err);

@@ -113,6 +113,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -141,7 +142,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 16
+#define MK_PLUGIN_ABI_MINOR 17
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -306,7 +307,7 @@ struct mk_supervisor_stats {
 };
 
 /*
- * The request counters of one site (api->site_metrics, ABI 3.16), summed over
+ * The request counters of one site (api->site_metrics, ABI 3.17), summed over
  * the workers. The classes: protocol 0 HTTP/1.x, 1 HTTP/2; method 0 GET and
  * HEAD, 1 POST, 2 any other; status 0..4 for 1xx..5xx. The histograms have
  * the upper bounds MK_METRICS_BOUNDS_US (microseconds) and a last bucket
@@ -338,7 +339,7 @@ struct mk_site_metrics {
 
 /*
  * Connections and reloads of the whole server since start
- * (api->server_metrics, ABI 3.16).
+ * (api->server_metrics, ABI 3.17).
  */
 struct mk_server_metrics {
     uint64_t accepted;        /* connections taken in and served */
@@ -1239,7 +1240,18 @@ struct mk_api {
      */
     int (*interim)(struct mk_request *r, int status, const char *fields);
 
-    /* ---- added in ABI 3.16 (check with MK_API_HAS) ---- */
+    /* ---- added in ABI 3.16 (check with MK_API_HAS; or mk_api_conf_at) ---- */
+
+    /*
+     * The file that line `line` of `conf` is in, and its line there in
+     * *file_line. Lines as conf_next(), conf_section_line() and
+     * mk_conf_instance.line give them number the lines of every file read
+     * for `conf`, the files it includes ("Include") in between: for a file
+     * without Include the file is conf_path() and the line stays the same.
+     */
+    const char *(*conf_where)(const struct mk_conf *conf, int line, int *file_line);
+
+    /* ---- added in ABI 3.17 (check with MK_API_HAS) ---- */
 
     /*
      * The counters of the site with metrics index i (0 and up, in the order
@@ -1257,6 +1269,23 @@ struct mk_api {
      */
     int (*server_metrics)(struct mk_server_metrics *out);
 };
+
+/* Room for a "file:line" of mk_api_conf_at(): a path (PATH_MAX) and a line. */
+#define MK_CONF_AT_LEN (4096 + 16)
+
+/*
+ * Write "file:line" for line `line` of `cf` (see conf_where) into buf and
+ * return buf: with a server older than ABI 3.16, conf_path() and the line.
+ */
+static inline const char *mk_api_conf_at(const struct mk_api *api, const struct mk_conf *cf,
+                                         int line, char *buf, size_t len)
+{
+    int file_line = line;
+    const char *file =
+        MK_API_HAS(api, conf_where) ? api->conf_where(cf, line, &file_line) : api->conf_path(cf);
+    snprintf(buf, len, "%s:%d", file, file_line);
+    return buf;
+}
 
 /* The most bytes of fields one api->interim() call may carry. */
 #define MK_INTERIM_MAX 8192

@@ -25,6 +25,7 @@
 #define MONKEY_MONKEY_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "mk_common.h"
 #include "mk_lib.h"
@@ -45,6 +46,12 @@ int mk_server_set(struct mk_server *srv, const char *key, const char *value);
 
 /* Read and validate the configuration without serving. */
 int mk_server_check(struct mk_server *srv, char *err, size_t errlen);
+/*
+ * Check as mk_server_check(), then write every file the configuration read
+ * (monkey.conf, monkey.mime, sites, plugins.load, plugins/NAME.conf) to
+ * `out`, after Include and variables, in the indented format (`monkey -T`).
+ */
+int mk_server_dump(struct mk_server *srv, FILE *out, char *err, size_t errlen);
 /* Bind, start the workers and return once the server accepts connections. */
 int mk_server_start(struct mk_server *srv, char *err, size_t errlen);
 /* Re-read the configuration; on error the running one stays in force. */

@@ -70,7 +70,7 @@ struct access_rule {
     uint8_t action;    /* enum access_action */
     bool any_address;  /* "all", or no address at all: matches every client */
     uint8_t path_kind; /* enum access_path_kind */
-    int line;          /* in the site file, for denial logs */
+    char *where;       /* "file:line" of the rule, owned, for denial logs */
     struct mk_cidr net;
     char *prefix; /* ACCESS_PATH_PREFIX: owned, without a trailing '/' (but "/") */
     size_t prefix_len;
@@ -79,9 +79,9 @@ struct access_rule {
 
 /* What site_init() stores for a site with an [ACCESS] section. */
 struct access_site {
-    char *file;           /* the site file, owned */
     uint8_t default_deny; /* Default deny */
-    int default_line;     /* line of Default, 0 when not given */
+    int default_line;     /* line of Default (api->conf_where), 0 when not given */
+    char *default_where;  /* "file:line" of Default, owned; NULL when not given */
     size_t count;         /* rules fully built (site_free releases these) */
     struct access_rule rules[];
 };
@@ -129,7 +129,8 @@ __attribute__((format(printf, 5, 6))) static int
 access_fail(char *err, size_t errlen, const struct mk_conf *conf, int line, const char *fmt, ...)
 {
     va_list ap;
-    int n = snprintf(err, errlen, "%s:%d: ", api->conf_path(conf), line);
+    char at[MK_CONF_AT_LEN];
+    int n = snprintf(err, errlen, "%s: ", mk_api_conf_at(api, conf, line, at, sizeof(at)));
 
     if (n < 0 || (size_t) n >= errlen) {
         return MK_ERR;
@@ -203,9 +204,10 @@ static int access_parse_addr(struct access_rule *rule, const char *w, size_t len
                            "'%.*s' is not an IPv4 or IPv6 address (nor 'all')", (int) len, w);
     }
     if (rule->net.host_bits) {
+        char at[MK_CONF_AT_LEN];
         api->log(MK_PLUGIN_LOG_WARN,
-                 "%s:%d: '%.*s' has bits set beyond its prefix length; they are ignored",
-                 api->conf_path(conf), line, (int) len, w);
+                 "%s: '%.*s' has bits set beyond its prefix length; they are ignored",
+                 mk_api_conf_at(api, conf, line, at, sizeof(at)), (int) len, w);
     }
     return MK_OK;
 }
@@ -325,8 +327,9 @@ static void access_site_free(void *data)
             regfree(&rule->re);
         }
         free(rule->prefix);
+        free(rule->where);
     }
-    free(site->file);
+    free(site->default_where);
     free(site);
 }
 
@@ -344,12 +347,20 @@ static int access_site_line(struct access_site *site, const struct mk_conf *conf
                                value);
         }
         if (site->default_line) {
-            return access_fail(err, errlen, conf, line, "Default given twice (first at line %d)",
-                               site->default_line);
+            /* "line N" when both are in one file, else "file:N" */
+            char here[MK_CONF_AT_LEN];
+            const char *first = site->default_where, *colon = strrchr(first, ':');
+            size_t flen = (size_t) (colon - first);
+            mk_api_conf_at(api, conf, line, here, sizeof(here));
+            bool same = strncmp(here, first, flen) == 0 && here[flen] == ':';
+            return access_fail(err, errlen, conf, line, "Default given twice (first at %s%s)",
+                               same ? "line " : "", same ? colon + 1 : first);
         }
+        char at[MK_CONF_AT_LEN];
         site->default_deny = strcasecmp(value, "deny") == 0;
         site->default_line = line;
-        return MK_OK;
+        site->default_where = strdup(mk_api_conf_at(api, conf, line, at, sizeof(at)));
+        return site->default_where ? MK_OK : access_fail(err, errlen, conf, line, "out of memory");
     }
     bool allow = strcasecmp(key, "Allow") == 0;
     if (!allow && strcasecmp(key, "Deny") != 0) {
@@ -359,8 +370,13 @@ static int access_site_line(struct access_site *site, const struct mk_conf *conf
     struct access_rule *rule = &site->rules[site->count];
     memset(rule, 0, sizeof(*rule));
     rule->action = allow ? ACCESS_ALLOW : ACCESS_DENY;
-    rule->line = line;
+    char at[MK_CONF_AT_LEN];
+    rule->where = strdup(mk_api_conf_at(api, conf, line, at, sizeof(at)));
+    if (!rule->where) {
+        return access_fail(err, errlen, conf, line, "out of memory");
+    }
     if (access_parse_rule(rule, value, conf, line, err, errlen) != MK_OK) {
+        free(rule->where);
         return MK_ERR;
     }
     site->count++;
@@ -389,8 +405,7 @@ static int access_site_init(const struct mk_site *s, const struct mk_conf *conf,
         return MK_OK;
     }
     struct access_site *site = calloc(1, sizeof(*site) + entries * sizeof(site->rules[0]));
-    if (!site || !(site->file = strdup(api->conf_path(conf)))) {
-        free(site);
+    if (!site) {
         snprintf(err, errlen, "%s: out of memory", api->conf_path(conf));
         return MK_ERR;
     }
@@ -451,8 +466,8 @@ static int access_regex_match(const struct access_rule *rule, struct mk_request 
  * Log a denial: client, method, path (control bytes shown as '?') and the
  * line that decided (a rule, or Default when `by_default`).
  */
-static void access_log(struct mk_request *r, const struct access_site *site, int line,
-                       bool by_default, const char *path, size_t len)
+static void access_log(struct mk_request *r, const char *where, bool by_default, const char *path,
+                       size_t len)
 {
     char addr[64], shown[ACCESS_LOG_PATH + 1];
     size_t mlen, n = len < ACCESS_LOG_PATH ? len : ACCESS_LOG_PATH;
@@ -466,19 +481,18 @@ static void access_log(struct mk_request *r, const struct access_site *site, int
     if (!api->remote_addr(r, addr, sizeof(addr))) {
         snprintf(addr, sizeof(addr), "?");
     }
-    api->log(MK_PLUGIN_LOG_INFO, "access: denied %s %.*s %s%s by %s at %s:%d", addr, (int) mlen,
-             method, shown, n < len ? "..." : "", by_default ? "Default" : "rule", site->file,
-             line);
+    api->log(MK_PLUGIN_LOG_INFO, "access: denied %s %.*s %s%s by %s at %s", addr, (int) mlen,
+             method, shown, n < len ? "..." : "", by_default ? "Default" : "rule", where);
 }
 
 /* Deny the request: 403, logged when LogDenied is on. */
-static int access_deny(struct mk_request *r, const struct access_site *site, int line,
-                       bool by_default, const char *path, size_t len)
+static int access_deny(struct mk_request *r, const char *where, bool by_default, const char *path,
+                       size_t len)
 {
     const struct access_conf *conf = api->plugin_conf(api->site(r), MK_PLUGIN_SELF(access));
 
     if (conf && conf->log_denied) {
-        access_log(r, site, line, by_default, path, len);
+        access_log(r, where, by_default, path, len);
     }
     return 403;
 }
@@ -532,12 +546,12 @@ static int access_request(struct mk_request *r)
         if (rule->action == ACCESS_ALLOW) {
             return MK_OK;
         }
-        return access_deny(r, site, rule->line, false, path, len);
+        return access_deny(r, rule->where, false, path, len);
     }
     if (!site->default_deny) {
         return MK_OK;
     }
-    return access_deny(r, site, site->default_line, true, path, len);
+    return access_deny(r, site->default_where, true, path, len);
 }
 
 MK_PLUGIN_DEFINE(access) = {

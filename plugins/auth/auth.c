@@ -436,12 +436,12 @@ static int auth_section_finish(const struct auth_settings *settings, struct auth
                                const struct auth_section *sec, const struct mk_conf *conf,
                                char *err, size_t errlen)
 {
-    const char *file = api->conf_path(conf), *why = NULL;
-    char where[PATH_MAX + 32], path[PATH_MAX];
+    const char *why = NULL;
+    char where[MK_CONF_AT_LEN], at[MK_CONF_AT_LEN], path[PATH_MAX];
 
     if (!sec->location || !sec->realm || !sec->users) {
-        snprintf(err, errlen, "%s:%d: [AUTH] needs Location, Realm and Users (%s is missing)", file,
-                 sec->first_line,
+        snprintf(err, errlen, "%s: [AUTH] needs Location, Realm and Users (%s is missing)",
+                 mk_api_conf_at(api, conf, sec->first_line, at, sizeof(at)),
                  !sec->location ? "Location"
                  : !sec->realm  ? "Realm"
                                 : "Users");
@@ -449,7 +449,8 @@ static int auth_section_finish(const struct auth_settings *settings, struct auth
     }
     struct auth_rule *rules = realloc(site->rules, (site->n + 1) * sizeof(*rules));
     if (!rules) {
-        snprintf(err, errlen, "%s:%d: out of memory", file, sec->first_line);
+        snprintf(err, errlen, "%s: out of memory",
+                 mk_api_conf_at(api, conf, sec->first_line, at, sizeof(at)));
         return MK_ERR;
     }
     site->rules = rules;
@@ -459,24 +460,32 @@ static int auth_section_finish(const struct auth_settings *settings, struct auth
     rule->line = sec->location_line;
     rule->location = auth_location(sec->location, &why);
     if (!rule->location) {
-        snprintf(err, errlen, "%s:%d: Location %s: %s", file, sec->location_line, sec->location,
-                 why);
+        snprintf(err, errlen, "%s: Location %s: %s",
+                 mk_api_conf_at(api, conf, sec->location_line, at, sizeof(at)), sec->location, why);
         return MK_ERR;
     }
     rule->location_len = strlen(rule->location);
     for (size_t i = 0; i + 1 < site->n; i++) {
         if (strcmp(site->rules[i].location, rule->location) == 0) {
-            snprintf(err, errlen, "%s:%d: Location %s is already protected at line %d", file,
-                     sec->location_line, sec->location, site->rules[i].line);
+            char first[MK_CONF_AT_LEN];
+            mk_api_conf_at(api, conf, site->rules[i].line, first, sizeof(first));
+            mk_api_conf_at(api, conf, sec->location_line, at, sizeof(at));
+            /* "line N" when both are in one file, else "file:N" */
+            const char *colon = strrchr(first, ':');
+            size_t flen = (size_t) (colon - first);
+            bool same = strncmp(at, first, flen) == 0 && at[flen] == ':';
+            snprintf(err, errlen, "%s: Location %s is already protected at %s%s", at, sec->location,
+                     same ? "line " : "", same ? colon + 1 : first);
             return MK_ERR;
         }
     }
     rule->challenge = auth_challenge_value(sec->realm, &why);
     if (!rule->challenge) {
-        snprintf(err, errlen, "%s:%d: Realm: %s", file, sec->realm_line, why);
+        snprintf(err, errlen, "%s: Realm: %s",
+                 mk_api_conf_at(api, conf, sec->realm_line, at, sizeof(at)), why);
         return MK_ERR;
     }
-    snprintf(where, sizeof(where), "%s:%d", file, sec->users_line);
+    mk_api_conf_at(api, conf, sec->users_line, where, sizeof(where));
     const char *conf_dir = ((const struct auth_self *) api->self(MK_PLUGIN_SELF(auth)))->conf_dir;
     if (sec->users[0] != '/' && !conf_dir[0]) {
         snprintf(err, errlen, "%s: Users %s: a relative path needs a configuration directory",
@@ -510,13 +519,15 @@ static int auth_section_entry(struct auth_section *sec, const char *key, const c
         slot = &sec->users, where = &sec->users_line;
     }
     else {
-        snprintf(err, errlen, "%s:%d: unknown key '%s' in [AUTH] (Location, Realm, Users)",
-                 api->conf_path(conf), line, key);
+        char at[MK_CONF_AT_LEN];
+        snprintf(err, errlen, "%s: unknown key '%s' in [AUTH] (Location, Realm, Users)",
+                 mk_api_conf_at(api, conf, line, at, sizeof(at)), key);
         return MK_ERR;
     }
     if (*slot) {
-        snprintf(err, errlen, "%s:%d: %s given twice in one [AUTH] section", api->conf_path(conf),
-                 line, key);
+        char at[MK_CONF_AT_LEN];
+        snprintf(err, errlen, "%s: %s given twice in one [AUTH] section",
+                 mk_api_conf_at(api, conf, line, at, sizeof(at)), key);
         return MK_ERR;
     }
     *slot = value;

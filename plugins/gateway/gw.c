@@ -428,15 +428,20 @@ int mk_gw_params(const struct mk_api *api, struct mk_request *r, const struct mk
     return e.rc;
 }
 
-bool mk_gw_has_body(const struct mk_api *api, struct mk_request *r)
+bool mk_gw_has_body_of(const char *cl, size_t cl_len, bool te)
 {
-    size_t len;
-    const char *cl = api->header(r, "Content-Length", &len);
     if (cl) {
         char dec[MK_GW_DEC_MAX];
-        return mk_gw_content_length(cl, len, dec) > 0 && strcmp(dec, "0") != 0;
+        return mk_gw_content_length(cl, cl_len, dec) > 0 && strcmp(dec, "0") != 0;
     }
-    return api->header(r, "Transfer-Encoding", &len) != NULL;
+    return te;
+}
+
+bool mk_gw_has_body(const struct mk_api *api, struct mk_request *r)
+{
+    size_t len, tl;
+    const char *cl = api->header(r, "Content-Length", &len);
+    return mk_gw_has_body_of(cl, len, !cl && api->header(r, "Transfer-Encoding", &tl) != NULL);
 }
 
 /* A slice as a NUL-terminated copy in request memory. */

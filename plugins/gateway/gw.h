@@ -76,6 +76,9 @@ int mk_gw_params(const struct mk_api *api, struct mk_request *r, const struct mk
  * Transfer-Encoding.
  */
 bool mk_gw_has_body(const struct mk_api *api, struct mk_request *r);
+/* The same of the fields looked up: r's Content-Length (cl, NULL: none), whether a
+   Transfer-Encoding came (te). */
+bool mk_gw_has_body_of(const char *cl, size_t cl_len, bool te);
 
 /*
  * A Match line: compile `value` (a POSIX extended regular expression, no
@@ -204,5 +207,8 @@ int mk_gw_tmpfile(const char *dir, const char *prefix);
  * carries a body (not GET, HEAD, OPTIONS, DELETE, TRACE).
  */
 bool mk_gw_body_unsized(const struct mk_api *api, struct mk_request *r);
+/* The same of the fields looked up: whether a Content-Length (cl) and a
+   Transfer-Encoding (te) came. */
+bool mk_gw_body_unsized_of(const struct mk_api *api, struct mk_request *r, bool cl, bool te);
 
 #endif

@@ -109,6 +109,11 @@ static int gw_parse_field(const char *p, size_t len, struct mk_gw_head *h)
         h->why = "a control character in a value";
         return MK_ERR;
     }
+    return mk_gw_head_field(h, name, value);
+}
+
+int mk_gw_head_field(struct mk_gw_head *h, struct mk_gw_slice name, struct mk_gw_slice value)
+{
     if (gw_name_is(&name, "Status")) {
         int status = gw_parse_status(value.p, value.len);
         if (status < 0 || h->status) {

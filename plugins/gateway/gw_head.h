@@ -61,6 +61,16 @@ struct mk_gw_head {
 int mk_gw_head_parse(const char *buf, size_t len, int nph, struct mk_gw_head *h);
 
 /*
+ * One field into h as mk_gw_head_parse puts a line's: Status, Location and
+ * Content-Type into their places (each at most once, Location not empty,
+ * Status a final one), any other into h->fields. For a head parsed
+ * elsewhere (the proxy's upstream response): the caller vouches that the
+ * name is a token and the value trimmed and free of control bytes, as the
+ * parser checks them. MK_OK, or MK_ERR with h->why set.
+ */
+int mk_gw_head_field(struct mk_gw_head *h, struct mk_gw_slice name, struct mk_gw_slice value);
+
+/*
  * Whether a field the script sent is one the server frames itself and
  * therefore drops (Content-Length, Transfer-Encoding, Connection,
  * Keep-Alive, Date, Server, Upgrade, Trailer, TE, Proxy-Connection).

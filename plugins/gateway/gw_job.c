@@ -32,6 +32,31 @@
 
 /* The jobs of this worker thread, for worker_exit. */
 static __thread struct mk_gw_job *gw_jobs;
+/* The last job freed on this worker, kept for the next of the same backend (one malloc and
+   free of the job, the backend's buffers with it, less per request); freed, and no more kept,
+   at the worker's exit (mk_gw_job_worker_exit). */
+static __thread struct mk_gw_job *gw_spare;
+static __thread bool gw_spare_off;
+/* Likewise a head buffer (of gw_spare_head_cap bytes) no job holds any more. */
+static __thread char *gw_spare_head;
+static __thread size_t gw_spare_head_cap;
+
+/* Bodies up to this size that came whole with the head are copied into request memory
+   (api->set_body), the head buffer kept for the next job; a larger one becomes the body. */
+#define GW_BODY_COPY_MAX 4096
+
+/* Let go of j's head buffer: kept as this worker's spare, or freed. */
+static void gw_job_head_drop(struct mk_gw_job *j)
+{
+    if (j->head && !gw_spare_off && !gw_spare_head) {
+        gw_spare_head = j->head;
+        gw_spare_head_cap = j->be->head_cap;
+    }
+    else {
+        free(j->head);
+    }
+    j->head = NULL;
+}
 
 static int gw_job_resumed(struct mk_request *r, void *arg);
 static int gw_job_run(struct mk_gw_job *j, struct mk_request *r);
@@ -81,8 +106,11 @@ struct mk_gw_job *mk_gw_job_new(const struct mk_gw_backend *be, const struct mk_
                                 struct mk_request *r, const struct mk_gw_script *s,
                                 struct mk_gw_stats *stats)
 {
-    struct mk_gw_job *j = malloc(be->size);
-    if (!j) {
+    struct mk_gw_job *j = gw_spare;
+    if (j && j->be == be) {
+        gw_spare = NULL;
+    }
+    else if (!(j = malloc(be->size))) {
         return NULL;
     }
     memset(j, 0, offsetof(struct mk_gw_job, h)); /* h and log (5 KB) need no zeroes */
@@ -92,7 +120,12 @@ struct mk_gw_job *mk_gw_job_new(const struct mk_gw_backend *be, const struct mk_
     j->api = api;
     j->stats = stats;
     j->script = *s;
-    j->has_body = mk_gw_has_body(api, r);
+    /* the request's framing fields, looked up once for has_body and mk_gw_job_start */
+    size_t cl_len, te_len;
+    const char *cl = api->header(r, "Content-Length", &cl_len);
+    j->req_cl = cl != NULL;
+    j->req_te = !cl && api->header(r, "Transfer-Encoding", &te_len) != NULL;
+    j->has_body = mk_gw_has_body_of(cl, cl_len, j->req_te);
     j->start_ms = api->now_ms();
     mk_gw_log_init(&j->log, be->who, s->name, s->name_len);
     j->next = gw_jobs;
@@ -110,10 +143,15 @@ void mk_gw_job_free(struct mk_gw_job *j)
     gw_job_timer_stop(j);
     gw_job_unlink(j);
     j->be->release(j);
-    free(j->head);
+    gw_job_head_drop(j);
     free(j->spill);
     mk_gw_spool_free(&j->spool);
-    free(j);
+    if (gw_spare_off) {
+        free(j);
+        return;
+    }
+    free(gw_spare);
+    gw_spare = j;
 }
 
 void mk_gw_job_over(struct mk_gw_job *j, bool done)
@@ -192,6 +230,12 @@ static int gw_job_resumed_orphan(struct mk_request *r, void *arg)
 void mk_gw_job_worker_exit(const struct mk_gw_backend *be)
 {
     struct mk_gw_job **pp = &gw_jobs;
+
+    gw_spare_off = true;
+    free(gw_spare);
+    gw_spare = NULL;
+    free(gw_spare_head);
+    gw_spare_head = NULL;
 
     while (*pp) {
         struct mk_gw_job *j = *pp;
@@ -369,11 +413,14 @@ static int gw_job_respond(struct mk_gw_job *j, struct mk_request *r)
          (j->length_is == MK_GW_LENGTH_KNOWN && rest == j->length))) {
         /* The whole answer is in (it ended with the head, as most pages
            do): a body of known length, sent with the head in one write,
-           keep-alive even for HTTP/1.0. The head buffer becomes the body. */
+           keep-alive even for HTTP/1.0. A small body is copied (the head
+           buffer serves the next job), a larger one is the head buffer. */
         size_t len = rest;
-        memmove(j->head, j->head + j->h.head_len, len);
-        j->api->set_body_owned(r, j->head, len);
-        j->head = NULL;
+        if (len > GW_BODY_COPY_MAX || j->api->set_body(r, j->head + j->h.head_len, len) != MK_OK) {
+            memmove(j->head, j->head + j->h.head_len, len);
+            j->api->set_body_owned(r, j->head, len);
+            j->head = NULL;
+        }
         mk_gw_log_flush(j->api, &j->log, r);
         mk_gw_job_over(j, true);
         return MK_OK;
@@ -393,8 +440,7 @@ static int gw_job_respond(struct mk_gw_job *j, struct mk_request *r)
         mk_gw_job_over(j, false); /* gone, or not taken */
         return MK_OK;
     }
-    free(j->head);
-    j->head = NULL;
+    gw_job_head_drop(j);
     if (j->ended && j->trailers) {
         /* it came whole, but streams for its trailers: its end now, or at proceed */
         if (!j->paused && j->spill_len == 0) {
@@ -483,6 +529,10 @@ void mk_gw_job_fail(struct mk_gw_job *j, int status)
 
 char *mk_gw_job_head_room(struct mk_gw_job *j, size_t *room)
 {
+    if (!j->head && gw_spare_head && gw_spare_head_cap == j->be->head_cap) {
+        j->head = gw_spare_head;
+        gw_spare_head = NULL;
+    }
     if (!j->head && !(j->head = malloc(j->be->head_cap))) {
         mk_gw_job_fail(j, 500);
         return NULL;
@@ -504,6 +554,13 @@ void mk_gw_job_head_more(struct mk_gw_job *j, size_t n)
     else if (rc == MK_ERR) {
         mk_gw_job_log(j, "malformed header block: %s", j->h.why ? j->h.why : "?");
         mk_gw_job_fail(j, 502);
+    }
+}
+
+void mk_gw_job_head_given(struct mk_gw_job *j)
+{
+    if (!j->head_ready && !j->fail) {
+        gw_job_head_done(j);
     }
 }
 
@@ -760,7 +817,7 @@ static int gw_job_spool_cb(struct mk_request *r, int event, const char *data, si
 
 int mk_gw_job_start(struct mk_gw_job *j, struct mk_request *r)
 {
-    if (!mk_gw_body_unsized(j->api, r)) {
+    if (!mk_gw_body_unsized_of(j->api, r, j->req_cl, j->req_te)) {
         return gw_job_launch(j, r);
     }
     if (j->be->stream_unsized) {

@@ -213,12 +213,13 @@ struct mk_gw_job {
     size_t head_len;
     char *spill; /* response bytes the client's queue did not take */
     size_t spill_len;
-    bool has_body;   /* the request has a body (mk_gw_has_body) */
-    bool spooled;    /* it was kept whole: j->spool */
-    bool body_done;  /* the body is complete */
-    bool head_ready; /* the header block is in j->h */
-    bool ended;      /* the backend's answer ended (mk_gw_job_end) */
-    bool paused;     /* the backend's answer is not to be read now (want) */
+    bool has_body;       /* the request has a body (mk_gw_has_body) */
+    bool req_cl, req_te; /* a Content-Length, a Transfer-Encoding came (looked up once) */
+    bool spooled;        /* it was kept whole: j->spool */
+    bool body_done;      /* the body is complete */
+    bool head_ready;     /* the header block is in j->h */
+    bool ended;          /* the backend's answer ended (mk_gw_job_end) */
+    bool paused;         /* the backend's answer is not to be read now (want) */
     /* Set by the backend: it reads its answer though paused (into a buffer of its own), so
        that its silence counts against MK_GW_TIMEOUT_IDLE even while the client is slow. */
     bool reads_paused;
@@ -280,6 +281,14 @@ void mk_gw_job_body_drained(struct mk_gw_job *j);
 char *mk_gw_job_head_room(struct mk_gw_job *j, size_t *room);
 void mk_gw_job_head_more(struct mk_gw_job *j, size_t n);
 void mk_gw_job_head_data(struct mk_gw_job *j, const void *data, size_t len);
+/*
+ * The head given parsed, not as text to parse: the backend filled j->h
+ * (its status, and its fields with mk_gw_head_field) with slices into the
+ * head buffer's first j->h.head_len bytes (head_room, j->head_len counting
+ * them); the job takes it as it takes a block mk_gw_head_parse accepted.
+ * Bytes put after them (head_more, head_data) are the start of the body.
+ */
+void mk_gw_job_head_given(struct mk_gw_job *j);
 
 /*
  * An interim answer of the backend (103 Early Hints: api->interim, with

@@ -140,13 +140,21 @@ void mk_gw_spool_free(struct mk_gw_spool *s)
 
 bool mk_gw_body_unsized(const struct mk_api *api, struct mk_request *r)
 {
+    size_t len;
+    bool cl = api->header(r, "Content-Length", &len) != NULL;
+    return mk_gw_body_unsized_of(api, r, cl,
+                                 !cl && api->header(r, "Transfer-Encoding", &len) != NULL);
+}
+
+bool mk_gw_body_unsized_of(const struct mk_api *api, struct mk_request *r, bool cl, bool te)
+{
     static const char *const bodyless[] = {"GET", "HEAD", "OPTIONS", "DELETE", "TRACE"};
     size_t len;
 
-    if (api->header(r, "Content-Length", &len)) {
+    if (cl) {
         return false;
     }
-    if (api->header(r, "Transfer-Encoding", &len)) {
+    if (te) {
         return true;
     }
     if (api->version(r) != 20) {

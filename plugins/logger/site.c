@@ -68,9 +68,9 @@ struct logger_site_conf {
 static int logger_site_read(const struct mk_conf *conf, struct logger_site_conf *sc, char *err,
                             size_t errlen)
 {
-    const char *section, *key, *value, *file = logger_api->conf_path(conf);
+    const char *section, *key, *value;
     void *cursor = NULL;
-    char why[512];
+    char why[512], at[MK_CONF_AT_LEN];
     int line, rc = MK_OK;
 
     while (rc == MK_OK && logger_api->conf_next(conf, &cursor, &section, &key, &value, &line)) {
@@ -97,7 +97,8 @@ static int logger_site_read(const struct mk_conf *conf, struct logger_site_conf 
             rc = MK_ERR;
         }
         if (rc != MK_OK) {
-            snprintf(err, errlen, "%s:%d: %s", file, line, why);
+            snprintf(err, errlen, "%s: %s", mk_api_conf_at(logger_api, conf, line, at, sizeof(at)),
+                     why);
         }
     }
     return rc;
@@ -116,7 +117,7 @@ int logger_site_init(const struct mk_site *site, const struct mk_conf *conf, voi
     const char *file = logger_api->conf_path(conf);
     struct logger_site_conf sc = {0};
     struct logger_site *ls = NULL;
-    char why[512], access_at[PATH_MAX + 32], error_at[PATH_MAX + 32];
+    char why[512], access_at[MK_CONF_AT_LEN], error_at[MK_CONF_AT_LEN], at[MK_CONF_AT_LEN];
     int rc = MK_ERR;
 
     *data = NULL;
@@ -126,8 +127,8 @@ int logger_site_init(const struct mk_site *site, const struct mk_conf *conf, voi
     /* What the site says, else the plugin-wide default; "" is Off. */
     const char *access = sc.access ? sc.access : s->access;
     const char *error = sc.error ? sc.error : s->error;
-    snprintf(access_at, sizeof(access_at), "%s:%d", file, sc.access_line);
-    snprintf(error_at, sizeof(error_at), "%s:%d", file, sc.error_line);
+    mk_api_conf_at(logger_api, conf, sc.access_line, access_at, sizeof(access_at));
+    mk_api_conf_at(logger_api, conf, sc.error_line, error_at, sizeof(error_at));
     const char *access_where = sc.access ? access_at : s->access_where;
     const char *error_where = sc.error ? error_at : s->error_where;
     access = access && access[0] ? access : NULL;
@@ -141,7 +142,8 @@ int logger_site_init(const struct mk_site *site, const struct mk_conf *conf, voi
             spec = NULL;
         }
         if (!spec) {
-            snprintf(err, errlen, "%s:%d: %s", file, sc.format_line, why);
+            snprintf(err, errlen, "%s: %s",
+                     mk_api_conf_at(logger_api, conf, sc.format_line, at, sizeof(at)), why);
             goto done;
         }
     }
@@ -156,7 +158,8 @@ int logger_site_init(const struct mk_site *site, const struct mk_conf *conf, voi
     }
     if (access && logger_format_compile(spec, &ls->format, why, sizeof(why)) != MK_OK) {
         if (sc.format) {
-            snprintf(err, errlen, "%s:%d: Format: %s", file, sc.format_line, why);
+            snprintf(err, errlen, "%s: Format: %s",
+                     mk_api_conf_at(logger_api, conf, sc.format_line, at, sizeof(at)), why);
         }
         else {
             snprintf(err, errlen, "%s: Format: %s", s->format_where, why);

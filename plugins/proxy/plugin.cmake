@@ -18,7 +18,11 @@ if(MK_TLS AND OPENSSL_FOUND)
   list(APPEND MK_PX_SOURCES ${CMAKE_SOURCE_DIR}/plugins/proxy/px_tls.c)
 endif()
 if(MK_PLUGIN_SHARED)
-  target_sources(plugin-proxy PRIVATE ${MK_PX_SOURCES} ${MK_GW_SOURCES})
+  # px_conf.c parses Health durations and numbers with core/strings.c, which
+  # the server keeps hidden: the shared object has its own copy (a built-in
+  # proxy uses monkeylib's).
+  target_sources(plugin-proxy PRIVATE ${MK_PX_SOURCES} ${MK_GW_SOURCES}
+                 ${CMAKE_SOURCE_DIR}/core/strings.c)
   target_include_directories(plugin-proxy PRIVATE ${MK_GW_DIR})
   if(MK_PX_TLS)
     target_compile_definitions(plugin-proxy PRIVATE PX_TLS)
@@ -29,8 +33,12 @@ if(MK_PLUGIN_BUILTIN)
   target_sources(monkeybuiltins PRIVATE ${MK_PX_SOURCES} ${MK_GW_SOURCES})
   target_include_directories(monkeybuiltins PRIVATE ${MK_GW_DIR})
   if(MK_PX_TLS)
+    # The object library takes OpenSSL's headers from the link; the link
+    # itself is monkeylib's: objects taken in by $<TARGET_OBJECTS> bring no
+    # libraries of theirs along (as plugins/tls does built in).
     target_compile_definitions(monkeybuiltins PRIVATE PX_TLS)
-    target_link_libraries(monkeybuiltins PUBLIC OpenSSL::SSL)
+    target_link_libraries(monkeybuiltins PRIVATE OpenSSL::SSL)
+    target_link_libraries(monkeylib PUBLIC OpenSSL::SSL)
   endif()
 endif()
 

@@ -153,8 +153,9 @@ static struct px_rgroup *px_resolve(const struct px_conf *conf, const struct px_
         n = g->g->n;
         g->balance = g->g->balance;
     }
+    g->self = px_self();
     for (size_t i = 0; i < n; i++) {
-        if (px_slot(px_self(), &m[i].a, &g->slot[i]) != MK_OK) {
+        if (px_slot(g->self, &m[i].a, &g->slot[i]) != MK_OK) {
             snprintf(err, errlen, "%s: more than %d upstream servers in all", rt->where,
                      PX_SERVERS_MAX);
             px_rgroup_free(g);
@@ -181,7 +182,6 @@ static struct px_rgroup *px_resolve(const struct px_conf *conf, const struct px_
         }
     }
     if (g->g && g->g->health.path && !px_api->checking()) {
-        g->self = px_self();
         px_health_holds(g->self, g->slot, g->n, &g->g->health, conf->tls_ctx);
         g->checked = true;
     }

@@ -190,8 +190,10 @@ struct px_server {
     /* the times from a request's first byte sent to its answer's first byte (ms), summed,
        and the answers they count */
     atomic_uint_fast64_t ttfb_ms, ttfb_count;
-    /* workers with requests waiting for room on it (max=) */
+    /* workers with requests waiting for room on it (max=), and how many bits of them are
+       set (0: a place let go wakes nobody, no word is read) */
     atomic_uint_fast64_t waiting[PX_WORKER_WORDS];
+    atomic_uint waiting_n;
 };
 
 /* The active check of one server (px_health.c), under px_self.hc_lock. */
@@ -244,8 +246,10 @@ struct px_rgroup {
     atomic_uint rr;
     struct px_point *ring;
     size_t n_ring;
-    bool checked;         /* its servers' active checks are held (px_health_holds) */
-    struct px_self *self; /* then the state that holds them, which outlives px_exit */
+    bool checked; /* its servers' active checks are held (px_health_holds) */
+    /* the state whose servers[] the slots name (api->self of the server that made the
+       group, looked up once); with `checked`, it outlives px_exit */
+    struct px_self *self;
 };
 
 /* What site_init() stores. */
@@ -264,6 +268,13 @@ struct px_self *px_self(void);
 
 /* "unix:/path", "HOST:PORT", "[IPV6]:PORT" into *a: NULL, or why not. */
 const char *px_parse_addr(const char *v, struct px_addr *a);
+/*
+ * The decimal number v (digits only: no sign, no space) into *out when it is
+ * min..max: true, or false (and *out untouched) for anything else.
+ */
+bool px_number(const char *v, uint64_t min, uint64_t max, uint64_t *out);
+/* A set or check callback's failure for want of memory: the reason, and MK_ERR. */
+int px_oom(char *reason, size_t len);
 
 /* ---- px_fconf.c: the set callbacks of the field keys, and their release ---- */
 

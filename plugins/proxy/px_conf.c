@@ -21,6 +21,24 @@
 #include <sys/un.h>
 
 #include "proxy.h"
+#include "../../core/strings.h"
+
+bool px_number(const char *v, uint64_t min, uint64_t max, uint64_t *out)
+{
+    uint64_t n;
+
+    if (!mk_str_to_u64(v, strlen(v), max, &n) || n < min) {
+        return false;
+    }
+    *out = n;
+    return true;
+}
+
+int px_oom(char *reason, size_t len)
+{
+    snprintf(reason, len, "out of memory");
+    return MK_ERR;
+}
 
 const char *px_parse_addr(const char *v, struct px_addr *a)
 {
@@ -56,10 +74,9 @@ const char *px_parse_addr(const char *v, struct px_addr *a)
     if (!colon || colon == v) {
         return "expected unix:/path, HOST:PORT or [IPV6]:PORT";
     }
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (colon[1] < '0' || colon[1] > '9' || *end != '\0' || port < 1 || port > 65535) {
-        return "bad port";
+    uint64_t port;
+    if (!px_number(colon + 1, 1, 65535, &port)) {
+        return "bad port (1 to 65535)";
     }
     char host[64];
     size_t hlen = (size_t) (colon - v);
@@ -129,15 +146,13 @@ static int px_set_upstream(void *obj, const struct mk_conf_key *k, const char *v
     }
     struct px_group *v = realloc(c->groups, (c->n_groups + 1) * sizeof(*v));
     if (!v) {
-        snprintf(reason, len, "out of memory");
-        return MK_ERR;
+        return px_oom(reason, len);
     }
     c->groups = v;
     struct px_group *g = &v[c->n_groups];
     memset(g, 0, sizeof(*g));
     if (!(g->name = strdup(value))) {
-        snprintf(reason, len, "out of memory");
-        return MK_ERR;
+        return px_oom(reason, len);
     }
     snprintf(g->where, sizeof(g->where), "%s", origin->where);
     c->n_groups++;
@@ -151,6 +166,7 @@ static int px_set_server(void *obj, const struct mk_conf_key *k, const char *val
     struct px_group *g = px_current(obj, k, reason, len);
     char buf[256], *save = NULL;
     struct px_member m = {.weight = 1};
+    uint64_t num;
 
     (void) origin;
     if (!g) {
@@ -172,22 +188,18 @@ static int px_set_server(void *obj, const struct mk_conf_key *k, const char *val
             m.backup = true;
         }
         else if (strncasecmp(w, "max=", 4) == 0) {
-            char *end;
-            long n = strtol(w + 4, &end, 10);
-            if (w[4] < '0' || w[4] > '9' || *end != '\0' || n < 1 || n > 65535) {
+            if (!px_number(w + 4, 1, 65535, &num)) {
                 snprintf(reason, len, "a max is 1 to 65535: '%s'", w);
                 return MK_ERR;
             }
-            m.max = (unsigned) n;
+            m.max = (unsigned) num;
         }
         else if (strncasecmp(w, "weight=", 7) == 0) {
-            char *end;
-            long n = strtol(w + 7, &end, 10);
-            if (w[7] < '0' || w[7] > '9' || *end != '\0' || n < 1 || n > 100) {
+            if (!px_number(w + 7, 1, 100, &num)) {
                 snprintf(reason, len, "a weight is 1 to 100: '%s'", w);
                 return MK_ERR;
             }
-            m.weight = (unsigned) n;
+            m.weight = (unsigned) num;
         }
         else if (strncasecmp(w, "name=", 5) == 0 && m.a.tls) {
             const char *n = w + 5;
@@ -214,8 +226,7 @@ static int px_set_server(void *obj, const struct mk_conf_key *k, const char *val
     }
     struct px_member *v = realloc(g->m, (g->n + 1) * sizeof(*v));
     if (!v) {
-        snprintf(reason, len, "out of memory");
-        return MK_ERR;
+        return px_oom(reason, len);
     }
     g->m = v;
     v[g->n++] = m;
@@ -256,8 +267,7 @@ static int px_set_balance(void *obj, const struct mk_conf_key *k, const char *va
             g->key = strcasecmp(kind, "header") == 0 ? PX_KEY_HEADER : PX_KEY_COOKIE;
             free(g->key_name);
             if (!(g->key_name = strdup(name))) {
-                snprintf(reason, len, "out of memory");
-                return MK_ERR;
+                return px_oom(reason, len);
             }
             return MK_OK;
         }
@@ -269,23 +279,22 @@ static int px_set_balance(void *obj, const struct mk_conf_key *k, const char *va
     return MK_ERR;
 }
 
-/* A duration of a Health parameter: "5" or "5s" seconds, "500ms". MK_OK or MK_ERR. */
+/* The longest interval= and timeout= of a Health line. */
+#define PX_HC_DURATION_MAX 3600000
+
+/*
+ * A duration of a Health parameter, as every duration of the configuration
+ * is written (core/strings.h): "5" or "5s" seconds, "500ms", "1m", "1h";
+ * more than 0 and at most an hour. MK_OK or MK_ERR.
+ */
 static int px_hc_duration(const char *v, uint64_t *ms)
 {
-    char *end;
-    unsigned long n = strtoul(v, &end, 10);
-    if (*v < '0' || *v > '9' || n == 0 || n > 3600000) {
+    uint64_t n;
+
+    if (!mk_str_to_duration_ms(v, strlen(v), PX_HC_DURATION_MAX, &n) || n == 0) {
         return MK_ERR;
     }
-    if (strcmp(end, "ms") == 0) {
-        *ms = n;
-    }
-    else if ((*end == '\0' || strcmp(end, "s") == 0) && n <= 3600) {
-        *ms = n * 1000;
-    }
-    else {
-        return MK_ERR;
-    }
+    *ms = n;
     return MK_OK;
 }
 
@@ -343,10 +352,11 @@ static int px_set_health(void *obj, const struct mk_conf_key *k, const char *val
         }
         else if ((nlen == 4 && strncasecmp(w, "rise", 4) == 0) ||
                  (nlen == 4 && strncasecmp(w, "fall", 4) == 0)) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            ok = *v >= '0' && *v <= '9' && *end == '\0' && n >= 1 && n <= 100;
-            *(strncasecmp(w, "rise", 4) == 0 ? &h.rise : &h.fall) = (int) n;
+            uint64_t n;
+            ok = px_number(v, 1, 100, &n);
+            if (ok) {
+                *(strncasecmp(w, "rise", 4) == 0 ? &h.rise : &h.fall) = (int) n;
+            }
         }
         else if (nlen == 4 && strncasecmp(w, "host", 4) == 0) {
             ok = *v && strlen(v) < 128 && px_hc_clean(v, true);
@@ -359,16 +369,15 @@ static int px_set_health(void *obj, const struct mk_conf_key *k, const char *val
         }
         if (!ok) {
             snprintf(reason, len,
-                     "bad Health parameter '%s' (durations: 5, 5s or 500ms up to an "
-                     "hour; rise and fall 1 to 100; host a name or address)",
+                     "bad Health parameter '%s' (durations: 5, 5s, 500ms, 2m or 1h, up "
+                     "to an hour; rise and fall 1 to 100; host a name or address)",
                      w);
             return MK_ERR;
         }
     }
     if (!(h.path = strdup(path)) || (host && !(h.host = strdup(host)))) {
         free(h.path);
-        snprintf(reason, len, "out of memory");
-        return MK_ERR;
+        return px_oom(reason, len);
     }
     g->health = h;
     return MK_OK;
@@ -406,8 +415,7 @@ static int px_set_route(void *obj, const struct mk_conf_key *k, const char *valu
     }
     struct px_route *v = realloc(sc->routes, (sc->n_routes + 1) * sizeof(*v));
     if (!v) {
-        snprintf(reason, len, "out of memory");
-        return MK_ERR;
+        return px_oom(reason, len);
     }
     sc->routes = v;
     struct px_route *rt = &v[sc->n_routes];
@@ -415,8 +423,7 @@ static int px_set_route(void *obj, const struct mk_conf_key *k, const char *valu
     char *pat = strndup(value, plen);
     if (!pat || !(rt->target = strdup(target))) {
         free(pat);
-        snprintf(reason, len, "out of memory");
-        return MK_ERR;
+        return px_oom(reason, len);
     }
     if (pass) {
         if (pat[0] != '/') {

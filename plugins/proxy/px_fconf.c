@@ -43,12 +43,6 @@ static const char *px_word(const char **p, size_t *len)
     return *len ? s : NULL;
 }
 
-static int px_oom(char *reason, size_t len)
-{
-    snprintf(reason, len, "out of memory");
-    return MK_ERR;
-}
-
 /* "KEEP" or a host name (and port) without blanks or control bytes. */
 int px_set_host(void *obj, const struct mk_conf_key *k, const char *value,
                 const struct mk_conf_origin *origin, char *reason, size_t len)

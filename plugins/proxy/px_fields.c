@@ -22,14 +22,9 @@ struct px_out {
 
 static void px_out_put(struct px_out *o, const char *s, size_t n)
 {
-    if (o->over || n > o->cap - o->len) {
+    if (!o->over && !px_push(o->p, o->cap, &o->len, s, n)) {
         o->over = true;
-        return;
     }
-    if (n) {
-        memcpy(o->p + o->len, s, n);
-    }
-    o->len += n;
 }
 
 static long px_out_end(const struct px_out *o)
@@ -40,14 +35,6 @@ static long px_out_end(const struct px_out *o)
 static bool px_ws(char c)
 {
     return c == ' ' || c == '\t';
-}
-
-static bool px_tchar(unsigned char c)
-{
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
-        return true;
-    }
-    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
 }
 
 /* The URL u[0..len) with the first matching prefix map applied, into o. */

@@ -138,20 +138,6 @@ static int px_probe_open(struct px_self *self, unsigned slot)
     return fd;
 }
 
-/* "HTTP/1.x NNN": the status, 0 when the bytes are not a status line. */
-static int px_probe_status(const char *b, size_t n)
-{
-    if (n < 12 || memcmp(b, "HTTP/1.", 7) != 0 || (b[7] != '0' && b[7] != '1') || b[8] != ' ') {
-        return 0;
-    }
-    for (int i = 9; i < 12; i++) {
-        if (b[i] < '0' || b[i] > '9') {
-            return 0;
-        }
-    }
-    return (b[9] - '0') * 100 + (b[10] - '0') * 10 + (b[11] - '0');
-}
-
 /* Count one check's outcome: ok, or failed with why. Under hc_lock. */
 static void px_probe_done(struct px_self *self, unsigned slot, bool ok, const char *why)
 {
@@ -268,7 +254,7 @@ static bool px_probe_step(struct px_self *self, struct px_probe *p, short ev)
             return true;
         }
     }
-    int status = px_probe_status(p->buf, p->got);
+    int status = px_resp_status(p->buf, p->got);
     char why[64];
     if (n <= 0 && p->got < 12) {
         snprintf(why, sizeof(why), "%s", n == 0 ? "closed before an answer" : strerror(errno));

@@ -24,12 +24,20 @@ enum {
     CH_END_LF,     /* the LF of the final empty line */
 };
 
-static bool px_tchar(unsigned char c)
+/* Byte classes: PX_T a tchar (RFC 9110), PX_C a control byte a value may not hold. */
+enum { PX_T = 1, PX_C = 2 };
+static const unsigned char px_class[256] = {
+    [0 ... 8] = PX_C,     [10 ... 31] = PX_C,   [127] = PX_C, ['0' ... '9'] = PX_T,
+    ['a' ... 'z'] = PX_T, ['A' ... 'Z'] = PX_T, ['!'] = PX_T, ['#'] = PX_T,
+    ['$'] = PX_T,         ['%'] = PX_T,         ['&'] = PX_T, ['\''] = PX_T,
+    ['*'] = PX_T,         ['+'] = PX_T,         ['-'] = PX_T, ['.'] = PX_T,
+    ['^'] = PX_T,         ['_'] = PX_T,         ['`'] = PX_T, ['|'] = PX_T,
+    ['~'] = PX_T,
+};
+
+bool px_tchar(unsigned char c)
 {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
-        return true;
-    }
-    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+    return px_class[c] & PX_T;
 }
 
 static bool px_eq(const struct px_slice *s, const char *lit)
@@ -41,29 +49,22 @@ static bool px_eq(const struct px_slice *s, const char *lit)
 /*
  * The end of the line starting at p (before `end`): the offset of its LF
  * into *eol, the line's length without CR into *ll. 1 found, 0 not yet,
- * -1 a bare CR.
+ * -1 a bare CR (one not followed by LF).
  */
 static int px_line(const char *p, const char *end, size_t *eol, size_t *ll)
 {
-    for (const char *q = p; q < end; q++) {
-        if (*q == '\n') {
-            *eol = (size_t) (q - p);
-            *ll = *eol;
-            return 1;
-        }
-        if (*q == '\r') {
-            if (q + 1 == end) {
-                return 0;
-            }
-            if (q[1] != '\n') {
-                return -1;
-            }
-            *eol = (size_t) (q + 1 - p);
-            *ll = (size_t) (q - p);
-            return 1;
-        }
+    const char *lf = memchr(p, '\n', (size_t) (end - p));
+    const char *stop = lf ? lf : end;
+    const char *cr = memchr(p, '\r', (size_t) (stop - p));
+    if (!lf) {
+        return cr && cr + 1 != end ? -1 : 0;
     }
-    return 0;
+    if (cr && cr + 1 != lf) {
+        return -1;
+    }
+    *eol = (size_t) (lf - p);
+    *ll = cr ? (size_t) (cr - p) : *eol;
+    return 1;
 }
 
 static int px_fail(struct px_resp *r, const char *why)
@@ -72,28 +73,41 @@ static int px_fail(struct px_resp *r, const char *why)
     return MK_ERR;
 }
 
+/* Whether p[0..n) starts with "HTTP/1.0 " or "HTTP/1.1 " and has room for a status after it. */
+static bool px_version_ok(const char *p, size_t n)
+{
+    return n >= 12 && memcmp(p, "HTTP/1.", 7) == 0 && (p[7] == '0' || p[7] == '1') && p[8] == ' ';
+}
+
+int px_resp_status(const char *buf, size_t len)
+{
+    if (!px_version_ok(buf, len)) {
+        return 0;
+    }
+    for (int i = 9; i < 12; i++) {
+        if (buf[i] < '0' || buf[i] > '9') {
+            return 0;
+        }
+    }
+    int status = (buf[9] - '0') * 100 + (buf[10] - '0') * 10 + (buf[11] - '0');
+    return status >= 100 && status <= 599 ? status : 0;
+}
+
 /* "HTTP/1.x SSS reason": MK_OK or MK_ERR. */
 static int px_status_line(const char *p, size_t n, struct px_resp *r)
 {
-    if (n < 12 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') || p[8] != ' ') {
+    if (!px_version_ok(p, n)) {
         return px_fail(r, "not an HTTP/1.0 or HTTP/1.1 status line");
     }
-    for (int i = 9; i < 12; i++) {
-        if (p[i] < '0' || p[i] > '9') {
-            return px_fail(r, "a status that is not three digits");
-        }
+    if (!(r->status = px_resp_status(p, n))) {
+        return px_fail(r, "a status that is not three digits of 100..599");
     }
     r->minor = p[7] - '0';
-    r->status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
-    if (r->status < 100 || r->status > 599) {
-        return px_fail(r, "a status out of 100..599");
-    }
     if (n > 12 && p[12] != ' ') {
         return px_fail(r, "no space after the status");
     }
     for (size_t i = 13; i < n; i++) {
-        unsigned char c = (unsigned char) p[i];
-        if ((c < 0x20 && c != '\t') || c == 0x7f) {
+        if (px_class[(unsigned char) p[i]] & PX_C) {
             return px_fail(r, "a control byte in the reason phrase");
         }
     }
@@ -142,8 +156,7 @@ static int px_field_line(const char *p, size_t n, struct px_resp *r)
         e--;
     }
     for (size_t k = s; k < e; k++) {
-        unsigned char c = (unsigned char) p[k];
-        if ((c < 0x20 && c != '\t') || c == 0x7f) {
+        if (px_class[(unsigned char) p[k]] & PX_C) {
             return px_fail(r, "a control byte in a field value");
         }
     }
@@ -197,8 +210,15 @@ bool px_hop_by_hop(const char *name, size_t len)
         return strncasecmp(name, "te", 2) == 0;
     case 7:
         return strncasecmp(name, "trailer", 7) == 0 || strncasecmp(name, "upgrade", 7) == 0;
-    case 10:
-        return strncasecmp(name, "connection", 10) == 0 || strncasecmp(name, "keep-alive", 10) == 0;
+    case 10: /* the first letter first: User-Agent is 10 bytes too */
+        switch (name[0] | 0x20) {
+        case 'c':
+            return strncasecmp(name, "connection", 10) == 0;
+        case 'k':
+            return strncasecmp(name, "keep-alive", 10) == 0;
+        default:
+            return false;
+        }
     case 17:
         return strncasecmp(name, "transfer-encoding", 17) == 0;
     default:
@@ -294,6 +314,7 @@ static int px_framing(struct px_resp *r, bool head_request)
             te = chunked = true;
         }
         else if (px_eq(&f->name, "connection")) {
+            r->has_connection = true;
             if (px_list_has(&f->value, "close", 5)) {
                 r->close = true;
             }
@@ -389,15 +410,9 @@ static long px_chunk_bad(const char **why, const char *what)
 /* Keep n trailer bytes when the caller asked for them (c->keep). */
 static void px_chunk_keep(struct px_chunked *c, const char *p, size_t n)
 {
-    if (!c->keep || c->keep_over) {
-        return;
-    }
-    if (c->keep_cap - c->keep_len < n) {
+    if (c->keep && !c->keep_over && !px_push(c->keep, c->keep_cap, &c->keep_len, p, n)) {
         c->keep_over = true;
-        return;
     }
-    memcpy(c->keep + c->keep_len, p, n);
-    c->keep_len += n;
 }
 
 long px_chunked_step(struct px_chunked *c, const char *in, size_t len, const char **data,

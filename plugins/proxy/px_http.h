@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <monkey/mk_common.h>
 
@@ -51,8 +52,9 @@ struct px_resp {
     int minor;  /* HTTP/1.<minor>: 0 or 1 */
     bool close; /* the connection ends after this response */
     enum px_framing framing;
-    uint64_t length; /* PX_BODY_LENGTH; the value of Content-Length whatever the framing */
-    bool has_length; /* a Content-Length came (a HEAD's answer included) */
+    uint64_t length;     /* PX_BODY_LENGTH; the value of Content-Length whatever the framing */
+    bool has_length;     /* a Content-Length came (a HEAD's answer included) */
+    bool has_connection; /* a Connection field came (px_resp_conn_names may name one) */
     struct px_field fields[PX_FIELDS_MAX]; /* not zeroed by px_resp_parse: up to n_fields */
     unsigned n_fields;
     size_t head_len; /* bytes of the head, its empty line included */
@@ -69,6 +71,34 @@ struct px_resp {
  * caller skips it); it has no body.
  */
 int px_resp_parse(const char *buf, size_t len, bool head_request, struct px_resp *r);
+
+/* Whether c may stand in a token (RFC 9110 section 5.6.2: a field's name). */
+bool px_tchar(unsigned char c);
+
+/*
+ * Append s[0..n) to buf (cap bytes, *len of them used) when it fits: true;
+ * false, with nothing written, when it does not. The proxy's fixed buffers
+ * (a rewritten field, the trailers kept) fill through it.
+ */
+static inline bool px_push(char *buf, size_t cap, size_t *len, const char *s, size_t n)
+{
+    if (n > cap - *len) {
+        return false;
+    }
+    if (n) {
+        memcpy(buf + *len, s, n);
+    }
+    *len += n;
+    return true;
+}
+
+/*
+ * The status of the response head at buf[0..len): the first 12 bytes are
+ * "HTTP/1.0 " or "HTTP/1.1 " and three digits of 100..599; 0 when they are
+ * not (or fewer came). What follows the digits is not looked at: enough for
+ * a health check's answer, px_resp_parse checks the whole line.
+ */
+int px_resp_status(const char *buf, size_t len);
 
 /* Whether the Connection fields of r name `name` (len bytes, any case). */
 bool px_resp_conn_names(const struct px_resp *r, const char *name, size_t len);

@@ -46,7 +46,7 @@ int px_ring_build(struct px_rgroup *g)
     for (unsigned i = 0; i < g->n; i++) {
         /* the points of a server depend on its address only: removing
            another server moves no key of this one */
-        const char *text = px_self()->servers[g->slot[i]].a.text;
+        const char *text = g->self->servers[g->slot[i]].a.text;
         for (unsigned v = 0; v < g->weight[i] * PX_VNODES; v++) {
             uint32_t h = px_fnv(2166136261u, text, strlen(text));
             h = px_fnv(h, &v, sizeof(v));
@@ -69,14 +69,13 @@ static bool px_up(const struct px_server *s, uint64_t now)
 static bool px_alive(const struct px_rgroup *g, unsigned i, uint64_t tried, bool backup,
                      uint64_t now)
 {
-    return !(tried >> i & 1) && g->backup[i] == backup &&
-           px_up(&px_self()->servers[g->slot[i]], now);
+    return !(tried >> i & 1) && g->backup[i] == backup && px_up(&g->self->servers[g->slot[i]], now);
 }
 
 /* Whether member i is at its max= (requests on it, all workers together). */
 static bool px_full(const struct px_rgroup *g, unsigned i)
 {
-    return g->max[i] && atomic_load_explicit(&px_self()->servers[g->slot[i]].active,
+    return g->max[i] && atomic_load_explicit(&g->self->servers[g->slot[i]].active,
                                              memory_order_relaxed) >= g->max[i];
 }
 
@@ -203,7 +202,7 @@ static int px_pick_least(struct px_rgroup *g, uint64_t tried, bool backup, uint6
             continue;
         }
         uint64_t a =
-            atomic_load_explicit(&px_self()->servers[g->slot[i]].active, memory_order_relaxed);
+            atomic_load_explicit(&g->self->servers[g->slot[i]].active, memory_order_relaxed);
         if (best < 0 || a * best_w < best_a * g->weight[i]) {
             best = (int) i;
             best_a = a;

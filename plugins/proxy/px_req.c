@@ -143,7 +143,7 @@ struct px_req {
 #endif
     bool in_body; /* inside px_body or px_buf_out: the job's want() only sets the interest */
     char *hdr;    /* the request's head */
-    size_t hdr_len, hdr_off;
+    size_t hdr_len, hdr_off, hdr_cap;
     char *w; /* body bytes kept (MK_AGAIN) or read from the spool */
     size_t w_len, w_off;
     struct mk_loop_timer *ctimer; /* ConnectTimeout */
@@ -171,6 +171,12 @@ static __thread struct mk_loop_timer *px_idle_timer;
 /* This worker's requests waiting for a server at its max, first come first. */
 static __thread struct px_req *px_waitq;
 static __thread unsigned px_waitq_n;
+/* The head buffer of this worker's last request (at most PX_HDR_SPARE_MAX bytes), kept for
+   the next one's (px_begin); freed, and no more kept, at the worker's exit. */
+static __thread char *px_hdr_spare;
+static __thread size_t px_hdr_spare_cap;
+static __thread bool px_hdr_spare_off;
+#define PX_HDR_SPARE_MAX 8192
 
 /* Body bytes kept: the window, one more piece the server may deliver past it, framing. */
 #define PX_WBUF (3 * PX_WINDOW)
@@ -182,15 +188,16 @@ static struct px_req *px_of(struct mk_gw_job *j)
     return (struct px_req *) j;
 }
 
-static struct px_server *px_srv(unsigned slot)
+/* Server `slot` of self (the request's q->self, the group's g->self: no api->self per call). */
+static struct px_server *px_srv(struct px_self *self, unsigned slot)
 {
-    return &px_self()->servers[slot];
+    return &self->servers[slot];
 }
 
 static void px_log(struct px_req *q, const char *what, int err)
 {
-    const char *addr = q->c             ? px_srv(q->c->slot)->a.text
-                       : q->member >= 0 ? px_srv(q->g->slot[q->member])->a.text
+    const char *addr = q->c             ? px_srv(q->self, q->c->slot)->a.text
+                       : q->member >= 0 ? px_srv(q->self, q->g->slot[q->member])->a.text
                                         : "-";
     if (err) {
         mk_gw_job_log(&q->j, "%s: %s: %s", addr, what, strerror(err));
@@ -362,9 +369,10 @@ static struct px_conn *px_conn_take(unsigned slot)
 
 /* A new connection to slot, connecting (a tls:// one with its SSL, over conf's context): c, or NULL
  * with errno. */
-static struct px_conn *px_conn_open(unsigned slot, const struct px_conf *conf, bool *connecting)
+static struct px_conn *px_conn_open(struct px_self *self, unsigned slot, const struct px_conf *conf,
+                                    bool *connecting)
 {
-    const struct px_server *s = px_srv(slot);
+    const struct px_server *s = px_srv(self, slot);
     int fd = socket(s->a.sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         return NULL;
@@ -403,7 +411,7 @@ static struct px_conn *px_conn_open(unsigned slot, const struct px_conf *conf, b
     (void) conf;
 #endif
     *connecting = rc != 0;
-    atomic_fetch_add_explicit(&px_srv(slot)->connects, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&px_srv(self, slot)->connects, 1, memory_order_relaxed);
     return c;
 }
 
@@ -420,9 +428,9 @@ static void px_ctimer_stop(struct px_req *q)
 /* ---- places on servers with a max=, and the queue ---------------------------------- */
 
 /* Take a place on slot, whose limit is max (0: none): false when it is full. */
-static bool px_take(unsigned slot, unsigned max)
+static bool px_take(struct px_self *self, unsigned slot, unsigned max)
 {
-    atomic_uint *a = &px_srv(slot)->active;
+    atomic_uint *a = &px_srv(self, slot)->active;
     unsigned n = atomic_load_explicit(a, memory_order_relaxed);
     do {
         if (max && n >= max) {
@@ -447,7 +455,7 @@ static bool px_waiting_for(unsigned slot)
 }
 
 /* This worker's bit in the `waiting` masks of g's limited servers, as its queue says. */
-static void px_mask_refresh(const struct px_rgroup *g)
+static void px_mask_refresh(struct px_self *self, const struct px_rgroup *g)
 {
     int w = px_api->worker_id();
     if (w < 0 || w >= PX_WORKERS_MAX) {
@@ -458,12 +466,19 @@ static void px_mask_refresh(const struct px_rgroup *g)
         if (!g->max[i]) {
             continue;
         }
-        atomic_uint_fast64_t *mask = &px_srv(g->slot[i])->waiting[w / 64];
-        if (px_waiting_for(g->slot[i])) {
+        struct px_server *s = px_srv(self, g->slot[i]);
+        atomic_uint_fast64_t *mask = &s->waiting[w / 64];
+        /* only this worker writes its bit; the count is raised before the bit is set
+           and lowered after it is cleared, so that it is never below the bits set */
+        bool had = atomic_load(mask) & bit;
+        bool wants = px_waiting_for(g->slot[i]);
+        if (wants && !had) {
+            atomic_fetch_add(&s->waiting_n, 1);
             atomic_fetch_or(mask, bit);
         }
-        else {
+        else if (!wants && had) {
             atomic_fetch_and(mask, ~bit);
+            atomic_fetch_sub(&s->waiting_n, 1);
         }
     }
 }
@@ -484,7 +499,7 @@ static int px_enqueue(struct px_req *q)
     *pp = q;
     q->queued = true;
     px_waitq_n++;
-    px_mask_refresh(q->g);
+    px_mask_refresh(q->self, q->g);
     return MK_AGAIN;
 }
 
@@ -501,7 +516,7 @@ static void px_unqueue(struct px_req *q)
     }
     q->queued = false;
     px_waitq_n--;
-    px_mask_refresh(q->g);
+    px_mask_refresh(q->self, q->g);
 }
 
 /*
@@ -516,7 +531,7 @@ static void px_wake(void)
         struct px_req *q = *pp;
         bool full;
         int m = px_pick(q->g, NULL, q->tried, &full);
-        if (m >= 0 && !px_take(q->g->slot[m], q->g->max[m])) {
+        if (m >= 0 && !px_take(q->self, q->g->slot[m], q->g->max[m])) {
             m = -1;
             full = true;
         }
@@ -529,7 +544,7 @@ static void px_wake(void)
         px_waitq_n--;
         q->reserved = m;
         q->active = m >= 0 ? q->g->slot[m] + 1 : 0;
-        px_mask_refresh(q->g);
+        px_mask_refresh(q->self, q->g);
         mk_gw_job_ready(&q->j);
     }
 }
@@ -545,20 +560,23 @@ static void px_wake_cb(void *arg)
  * request waiting for one (on this worker, or another: api->worker_call)
  * may take it.
  */
-static void px_let_go_place(unsigned active)
+static void px_let_go_place(struct px_self *self, unsigned active)
 {
     if (!active) {
         return;
     }
-    struct px_server *s = px_srv(active - 1);
+    struct px_server *s = px_srv(self, active - 1);
     atomic_fetch_sub_explicit(&s->active, 1, memory_order_relaxed);
-    int self = px_api->worker_id();
+    if (atomic_load_explicit(&s->waiting_n, memory_order_relaxed) == 0) {
+        return; /* no worker waits for room on it */
+    }
+    int me = px_api->worker_id();
     for (int word = 0; word < PX_WORKER_WORDS; word++) {
         uint_fast64_t bits = atomic_load_explicit(&s->waiting[word], memory_order_relaxed);
         while (bits) {
             int w = word * 64 + __builtin_ctzll(bits);
             bits &= bits - 1;
-            if (w == self) {
+            if (w == me) {
                 px_wake();
             }
             else {
@@ -573,7 +591,7 @@ static void px_let_go(struct px_req *q)
 {
     unsigned active = q->active;
     q->active = 0;
-    px_let_go_place(active);
+    px_let_go_place(q->self, active);
 }
 
 /* Let go of the request's connection: to the pool when keep, else closed. */
@@ -597,6 +615,23 @@ static void px_ctimer_cb(struct mk_loop_timer *t, void *arg);
 static bool px_reading(const struct px_req *q)
 {
     return !q->j.paused || (q->j.state == MK_GW_STREAM && px_rbuf_room(&q->buf) > 0);
+}
+
+/* The first n bytes of rbuf are used: what follows them moves to its start. */
+static void px_read_drop(struct px_req *q, size_t n)
+{
+    memmove(q->rbuf, q->rbuf + n, q->rlen - n);
+    q->rlen -= n;
+}
+
+/* The request bytes already sent (w_off) leave w: what waits moves to its start. */
+static void px_w_compact(struct px_req *q)
+{
+    if (q->w_off > 0) {
+        memmove(q->w, q->w + q->w_off, q->w_len - q->w_off);
+        q->w_len -= q->w_off;
+        q->w_off = 0;
+    }
 }
 
 /* The interest of the connection: write while bytes wait, read unless held back. */
@@ -665,7 +700,7 @@ static int px_connect(struct px_req *q, struct mk_request *r, int status)
             q->reserved = -1; /* its place is held already (px_wake) */
         }
         else if ((m = px_pick(q->g, r, q->tried | lost, &full)) >= 0) {
-            if (!px_take(q->g->slot[m], q->g->max[m])) {
+            if (!px_take(q->self, q->g->slot[m], q->g->max[m])) {
                 lost |= (uint64_t) 1 << m;
                 continue;
             }
@@ -690,7 +725,7 @@ static int px_connect(struct px_req *q, struct mk_request *r, int status)
         if (q->failed_slot >= 0) {
             /* the request goes on: a retry of the failed server's */
             atomic_fetch_add_explicit(&q->self->retries, 1, memory_order_relaxed);
-            atomic_fetch_add_explicit(&px_srv((unsigned) q->failed_slot)->retries, 1,
+            atomic_fetch_add_explicit(&px_srv(q->self, (unsigned) q->failed_slot)->retries, 1,
                                       memory_order_relaxed);
             q->failed_slot = -1;
         }
@@ -702,17 +737,17 @@ static int px_connect(struct px_req *q, struct mk_request *r, int status)
         unsigned slot = q->g->slot[m];
         struct px_conn *c = px_conn_take(slot);
         if (c) {
-            atomic_fetch_add_explicit(&px_srv(slot)->reuses, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&px_srv(q->self, slot)->reuses, 1, memory_order_relaxed);
             q->connecting = false;
         }
-        else if (!(c = px_conn_open(slot, conf, &q->connecting))) {
+        else if (!(c = px_conn_open(q->self, slot, conf, &q->connecting))) {
             int e = errno;
             px_log(q, "connect", e);
             px_let_go(q);
             if (e == ENOMEM || e == EMFILE || e == ENFILE) {
                 return 503;
             }
-            px_server_failed(px_srv(slot), conf);
+            px_server_failed(px_srv(q->self, slot), conf);
             if (!px_may_retry(q)) {
                 return 502;
             }
@@ -727,7 +762,7 @@ static int px_connect(struct px_req *q, struct mk_request *r, int status)
         }
         c->req = q;
         q->c = c;
-        atomic_fetch_add_explicit(&px_srv(slot)->requests, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&px_srv(q->self, slot)->requests, 1, memory_order_relaxed);
         if (q->connecting || c->hs) {
             q->ctimer = px_api->timer_start((uint32_t) conf->connect_ms, 0, px_ctimer_cb, q);
         }
@@ -757,9 +792,9 @@ static int px_again(struct px_req *q, bool fresh, int status)
         return px_connect(q, NULL, status);
     }
     atomic_fetch_add_explicit(&q->self->retries, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&px_srv(slot)->retries, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&px_srv(q->self, slot)->retries, 1, memory_order_relaxed);
     bool connecting;
-    struct px_conn *c = px_conn_open(slot, q->site->conf, &connecting);
+    struct px_conn *c = px_conn_open(q->self, slot, q->site->conf, &connecting);
     if (c && (c->h = px_api->fd_watch(c->fd, 0, px_conn_cb, c))) {
         c->req = q;
         q->c = c;
@@ -797,7 +832,7 @@ static bool px_retry(struct px_req *q, bool fresh, int status)
 static bool px_attempt_failed(struct px_req *q, const char *what, int err, int status)
 {
     px_log(q, what, err);
-    px_server_failed(px_srv(q->c->slot), q->site->conf);
+    px_server_failed(px_srv(q->self, q->c->slot), q->site->conf);
     if (!px_may_retry(q)) {
         mk_gw_job_fail(&q->j, status);
         return false;
@@ -897,7 +932,7 @@ static void px_finish(struct px_req *q)
                 !px_conn_pending(q->c);
     q->done = true;
     q->in_body = false; /* q may outlive px_body now: its buffer goes out from want() */
-    px_server_ok(px_srv(q->c->slot));
+    px_server_ok(px_srv(q->self, q->c->slot));
     px_drop_conn(q, keep);
     px_let_go(q);
     if (q->tkeep && q->ch.done && !q->ch.keep_over && q->ch.keep_len > 0 &&
@@ -948,7 +983,7 @@ static size_t px_redirect_maps(const struct px_req *q, struct px_map *m, char *t
             m[n++] = fc->redirect[i];
             continue;
         }
-        const char *hosts[2] = {px_srv(q->c->slot)->a.text, fc->host};
+        const char *hosts[2] = {px_srv(q->self, q->c->slot)->a.text, fc->host};
         for (int h = 0; h < 2 && q->dto; h++) {
             if (!hosts[h] || strncmp(hosts[h], "unix:", 5) == 0) {
                 continue;
@@ -965,9 +1000,10 @@ static size_t px_redirect_maps(const struct px_req *q, struct px_map *m, char *t
 }
 
 /*
- * One field of the answer into the job's head buffer, its value rewritten
- * as `rw` says. MK_OK, or MK_ERR (the job failed: no memory, or the head
- * does not fit, 502).
+ * One field of the answer into the job's head (j->h, mk_gw_head_field),
+ * its bytes in the head buffer (name, then value), its value rewritten as
+ * `rw` says. MK_OK, or MK_ERR (the job failed: no memory, the head does
+ * not fit, or the field is one the head refuses, 502).
  */
 static int px_head_field(struct px_req *q, const char *name, size_t nlen, const char *v,
                          size_t vlen, enum px_rewrite rw, const struct px_map *redir, size_t nr)
@@ -978,13 +1014,12 @@ static int px_head_field(struct px_req *q, const char *name, size_t nlen, const 
     if (!dst) {
         return MK_ERR;
     }
-    if (nlen + 2 + 4 > room) {
+    if (nlen > room) {
         goto too_large;
     }
     memcpy(dst, name, nlen);
-    memcpy(dst + nlen, ": ", 2);
-    char *out = dst + nlen + 2;
-    size_t cap = room - nlen - 2 - 4; /* the line's CRLF, and the block's */
+    char *out = dst + nlen;
+    size_t cap = room - nlen;
     long k;
     switch (rw) {
     case PX_RW_LOCATION:
@@ -1006,8 +1041,22 @@ static int px_head_field(struct px_req *q, const char *name, size_t nlen, const 
     if (k < 0) {
         goto too_large;
     }
-    memcpy(out + k, "\r\n", 2);
-    q->j.head_len += nlen + 2 + (size_t) k + 2; /* not parsed yet: the block ends below */
+    /* values are trimmed and free of control bytes: the upstream's (px_resp_parse), the
+       configuration's (px_fconf.c), and the rewrites of both */
+    struct mk_gw_slice n = {dst, nlen}, val = {out, (size_t) k};
+    while (val.len && (val.p[0] == ' ' || val.p[0] == '\t')) {
+        val.p++;
+        val.len--;
+    }
+    while (val.len && (val.p[val.len - 1] == ' ' || val.p[val.len - 1] == '\t')) {
+        val.len--;
+    }
+    q->j.head_len += nlen + (size_t) k;
+    if (mk_gw_head_field(&q->j.h, n, val) != MK_OK) {
+        px_log(q, q->j.h.why, 0);
+        mk_gw_job_fail(&q->j, 502);
+        return MK_ERR;
+    }
     return MK_OK;
 too_large:
     px_log(q, "the response head is too large", 0);
@@ -1017,14 +1066,17 @@ too_large:
 
 static bool px_named(const char *name, size_t len, const char *lit)
 {
-    return len == strlen(lit) && strncasecmp(name, lit, len) == 0;
+    /* the first letter before the call: most names that differ differ there */
+    return len == strlen(lit) && (len == 0 || (name[0] | 0x20) == (lit[0] | 0x20)) &&
+           strncasecmp(name, lit, len) == 0;
 }
 
 /*
- * Give the job the head: the status line and the end-to-end fields
- * (hop-by-hop ones and those the upstream's Connection names dropped),
- * with the site's ResponseHeader lines and its Redirect, CookiePath and
- * CookieDomain rewriting applied. MK_OK, or MK_ERR (the job failed).
+ * Give the job the head, parsed (j->h, mk_gw_job_head_given: the job
+ * parses no text): the status and the end-to-end fields (hop-by-hop ones
+ * and those the upstream's Connection names dropped), with the site's
+ * ResponseHeader lines and its Redirect, CookiePath and CookieDomain
+ * rewriting applied. MK_OK, or MK_ERR (the job failed).
  */
 static int px_give_head(struct px_req *q)
 {
@@ -1033,7 +1085,7 @@ static int px_give_head(struct px_req *q)
     struct px_map redir[2 * PX_MAPS_MAX];
     char text[2 * PX_MAPS_MAX * 64];
     size_t nr = fc->n_redirect ? px_redirect_maps(q, redir, text, sizeof(text)) : 0;
-    char line[64];
+    struct mk_gw_head *h = &q->j.h;
     /* The upstream's Content-Length goes on when it frames the body, or
        answers a HEAD: the client is told what the upstream said. */
     if (!q->tunnel && p->has_length && p->status != 204 && p->status != 304 &&
@@ -1044,21 +1096,23 @@ static int px_give_head(struct px_req *q)
     else if (q->head_request && !q->tunnel) {
         q->j.length_is = MK_GW_LENGTH_UNKNOWN;
     }
-    /* "HTTP/1.1 NNN X\r\n": the status from the parser is 100..599 (no snprintf per answer).
-       A 101 goes to the job as a 200: its parser takes final statuses only, and
-       px_gw_head makes the 101 itself (the takeover). */
-    int status = q->tunnel ? 200 : p->status;
-    memcpy(line, "HTTP/1.1 000 X\r\n", 16);
-    line[9] = (char) ('0' + status / 100);
-    line[10] = (char) ('0' + status / 10 % 10);
-    line[11] = (char) ('0' + status % 10);
-    mk_gw_job_head_data(&q->j, line, 16);
+    /* the scalars only, as mk_gw_head_parse does: fields[] is written up to n_fields */
+    memset(h, 0, offsetof(struct mk_gw_head, fields));
+    h->n_fields = 0;
+    h->why = NULL;
+    /* A 101's head is the tunnel's (px_tun_start), whose takeover makes the 101 itself
+       (HTTP/2: the stream's 200): the status put on the response before it is 200. */
+    h->status = q->tunnel ? 200 : p->status;
+    size_t room;
+    if (!mk_gw_job_head_room(&q->j, &room)) {
+        return MK_ERR; /* the buffer, made even for a head without a field */
+    }
     for (unsigned i = 0; i < p->n_fields && !q->j.fail; i++) {
         const struct px_field *f = &p->fields[i];
         const char *fn = f->name.p;
         size_t fl = f->name.len;
         if (px_hop_by_hop(fn, fl) || px_named(fn, fl, "content-length") ||
-            px_named(fn, fl, "status") || px_resp_conn_names(p, fn, fl) ||
+            px_named(fn, fl, "status") || (p->has_connection && px_resp_conn_names(p, fn, fl)) ||
             (q->ws_h2 && px_named(fn, fl, "sec-websocket-accept")) ||
             px_op_of(fc->resp, fc->n_resp, fn, fl)) {
             continue;
@@ -1087,7 +1141,8 @@ static int px_give_head(struct px_req *q)
     if (q->j.fail) {
         return MK_ERR;
     }
-    mk_gw_job_head_data(&q->j, "\r\n", 2);
+    h->head_len = q->j.head_len;
+    mk_gw_job_head_given(&q->j);
     return q->j.fail || !q->j.head_ready ? MK_ERR : MK_OK;
 }
 
@@ -1217,8 +1272,7 @@ static bool px_body_run_all(struct px_req *q)
             size_t took = px_buf_keep(q, data, dlen);
             if (took < dlen) {
                 px_body_unread(q, dlen - took, &used); /* past the bounds: back-pressure */
-                memmove(q->rbuf, q->rbuf + used, q->rlen - used);
-                q->rlen -= used;
+                px_read_drop(q, used);
                 return true;
             }
         }
@@ -1250,8 +1304,7 @@ static bool px_body_run_all(struct px_req *q)
                 break;
             }
         }
-        memmove(q->rbuf, q->rbuf + used, q->rlen - used);
-        q->rlen -= used;
+        px_read_drop(q, used);
     }
     if (px_body_over(q)) {
         px_finish(q);
@@ -1306,8 +1359,7 @@ static int px_switch(struct px_req *q)
         return -1;
     }
     q->head_in = true;
-    memmove(q->rbuf, q->rbuf + hl, q->rlen - hl);
-    q->rlen -= hl;
+    px_read_drop(q, hl);
     q->resp.n_fields = 0;
     return 1;
 }
@@ -1386,8 +1438,7 @@ static int px_head(struct px_req *q)
             if (q->resp.status == 103) {
                 px_early_hints(q);
             }
-            memmove(q->rbuf, q->rbuf + hl, q->rlen - hl);
-            q->rlen -= hl;
+            px_read_drop(q, hl);
             continue;
         }
         if (px_give_head(q) != MK_OK) {
@@ -1401,8 +1452,7 @@ static int px_head(struct px_req *q)
             q->ch.keep = q->tkeep; /* no memory: the trailers are dropped */
             q->ch.keep_cap = PX_TRAILER_KEEP;
         }
-        memmove(q->rbuf, q->rbuf + hl, q->rlen - hl);
-        q->rlen -= hl;
+        px_read_drop(q, hl);
         q->resp.n_fields = 0;
         return 1;
     }
@@ -1434,7 +1484,7 @@ static bool px_read(struct px_req *q)
         }
         px_log(q, q->head_in ? "the response was cut short" : "closed within the response's head",
                e);
-        px_server_failed(px_srv(q->c->slot), q->site->conf);
+        px_server_failed(px_srv(q->self, q->c->slot), q->site->conf);
         mk_gw_job_fail(&q->j, 502);
         return false;
     }
@@ -1442,7 +1492,7 @@ static bool px_read(struct px_req *q)
     q->j.last_io_ms = px_api->now_ms();
     if (!q->got_any && q->sent_any) {
         /* the answer's first byte (an interim 1xx's included): its server's time to it */
-        struct px_server *s = px_srv(q->c->slot);
+        struct px_server *s = px_srv(q->self, q->c->slot);
         q->got_any = true;
         atomic_fetch_add_explicit(&s->ttfb_ms, q->j.last_io_ms - q->sent_ms, memory_order_relaxed);
         atomic_fetch_add_explicit(&s->ttfb_count, 1, memory_order_relaxed);
@@ -1505,9 +1555,11 @@ static void px_io(struct px_req *q, int fd, uint32_t ready)
         }
         q->c->hs = false;
         px_ctimer_stop(q);
-        atomic_fetch_add_explicit(&px_srv(q->c->slot)->tls_handshakes, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&px_srv(q->self, q->c->slot)->tls_handshakes, 1,
+                                  memory_order_relaxed);
         if (px_tls_resumed(q->c->ssl)) {
-            atomic_fetch_add_explicit(&px_srv(q->c->slot)->tls_resumed, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&px_srv(q->self, q->c->slot)->tls_resumed, 1,
+                                      memory_order_relaxed);
         }
         ready |= MK_LOOP_WRITE; /* the request may go now */
     }
@@ -1722,7 +1774,7 @@ static void px_tun_close(struct mk_takeover *t, void *arg)
         atomic_fetch_sub_explicit(&px_self()->tunnels_open, 1, memory_order_relaxed);
     }
     px_conn_close(u->c);
-    px_let_go_place(u->active);
+    px_let_go_place(px_self(), u->active);
     free(u->early);
     free(u->out);
     free(u);
@@ -1773,7 +1825,7 @@ static int px_tun_start(struct px_req *q, struct mk_request *r)
         return MK_ERR;
     }
     px_api->takeover_on_open(r, px_tun_open);
-    px_server_ok(px_srv(q->c->slot));
+    px_server_ok(px_srv(q->self, q->c->slot));
     u->c = q->c;
     u->c->req = NULL;
     u->c->tun = u;
@@ -1799,10 +1851,11 @@ struct px_buf {
     bool bad;
 };
 
-static void px_put(struct px_buf *b, const char *s, size_t n)
+/* Room for n more bytes at the end of b: where they go, or NULL (b->bad: no memory). */
+static char *px_room(struct px_buf *b, size_t n)
 {
     if (b->bad) {
-        return;
+        return NULL;
     }
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 1024;
@@ -1812,13 +1865,22 @@ static void px_put(struct px_buf *b, const char *s, size_t n)
         char *p = realloc(b->p, cap);
         if (!p) {
             b->bad = true;
-            return;
+            return NULL;
         }
         b->p = p;
         b->cap = cap;
     }
-    memcpy(b->p + b->len, s, n);
+    char *at = b->p + b->len;
     b->len += n;
+    return at;
+}
+
+static void px_put(struct px_buf *b, const char *s, size_t n)
+{
+    char *at = px_room(b, n);
+    if (at) {
+        memcpy(at, s, n);
+    }
 }
 
 static void px_puts(struct px_buf *b, const char *s)
@@ -1826,23 +1888,129 @@ static void px_puts(struct px_buf *b, const char *s)
     px_put(b, s, strlen(s));
 }
 
+/* "name: v\r\n" into b (nlen bytes of name). */
+static void px_field_n(struct px_buf *b, const char *name, size_t nlen, const char *v, size_t vlen)
+{
+    char *at = px_room(b, nlen + 2 + vlen + 2);
+    if (at) {
+        memcpy(at, name, nlen);
+        memcpy(at + nlen, ": ", 2);
+        memcpy(at + nlen + 2, v, vlen);
+        memcpy(at + nlen + 2 + vlen, "\r\n", 2);
+    }
+}
+
 static void px_field(struct px_buf *b, const char *name, const char *v, size_t vlen)
 {
-    px_puts(b, name);
-    px_put(b, ": ", 2);
-    px_put(b, v, vlen);
-    px_put(b, "\r\n", 2);
+    px_field_n(b, name, strlen(name), v, vlen);
 }
 
 /* Whether a value carries a byte HTTP/1 cannot (CR, LF, NUL). */
 static bool px_unsafe(const char *v, size_t len)
 {
-    for (size_t i = 0; i < len; i++) {
-        if (v[i] == '\r' || v[i] == '\n' || v[i] == '\0') {
+    size_t i = 0;
+    /* eight bytes at a time while none is below 0x0e (CR, LF and NUL all are) */
+    for (; i + 8 <= len; i += 8) {
+        uint64_t x;
+        memcpy(&x, v + i, sizeof(x));
+        if ((x - 0x0e0e0e0e0e0e0e0eull) & ~x & 0x8080808080808080ull) {
+            break;
+        }
+    }
+    for (; i < len; i++) {
+        unsigned char c = (unsigned char) v[i];
+        if (c <= '\r' && (c == '\r' || c == '\n' || c == '\0')) {
             return true;
         }
     }
     return false;
+}
+
+/*
+ * Whether a field of the client's is one begin() writes itself, or drops:
+ * Host, Content-Length, Expect, X-Forwarded-For, -Proto and -Host, Cookie
+ * (joined), HTTP2-Settings. By length first: most fields are none of these.
+ */
+static bool px_own_field(const char *n, size_t len)
+{
+    switch (len) {
+    case 4:
+        return px_named(n, len, "host");
+    case 6:
+        return px_named(n, len, "expect") || px_named(n, len, "cookie");
+    case 14:
+        return px_named(n, len, "content-length") || px_named(n, len, "http2-settings");
+    case 15:
+        return px_named(n, len, "x-forwarded-for");
+    case 16:
+        return px_named(n, len, "x-forwarded-host");
+    case 17:
+        return px_named(n, len, "x-forwarded-proto");
+    default:
+        return false;
+    }
+}
+
+/*
+ * What begin() looks up among the client's fields, found in one pass:
+ * the first Host, Cookie and Upgrade (as api->header gives them), and
+ * whether a Connection, TE, Content-Length, X-Forwarded-For or Forwarded
+ * field came at all (none: the lookups and joins for it are skipped).
+ */
+struct px_seen {
+    const char *host, *cookie, *upgrade;
+    size_t host_len, cookie_len, upgrade_len;
+    bool conn, te, length, xff, forwarded;
+};
+
+static void px_client_scan(struct mk_request *r, struct px_seen *v)
+{
+    unsigned n = px_api->header_count(r);
+    memset(v, 0, sizeof(*v));
+    for (unsigned i = 0; i < n; i++) {
+        const char *hn, *hv;
+        size_t hnl, hvl;
+        if (px_api->header_at(r, i, &hn, &hnl, &hv, &hvl) != MK_OK) {
+            continue;
+        }
+        switch (hnl) {
+        case 2:
+            v->te |= px_named(hn, hnl, "te");
+            break;
+        case 4:
+            if (!v->host && px_named(hn, hnl, "host")) {
+                v->host = hv;
+                v->host_len = hvl;
+            }
+            break;
+        case 6:
+            if (!v->cookie && px_named(hn, hnl, "cookie")) {
+                v->cookie = hv;
+                v->cookie_len = hvl;
+            }
+            break;
+        case 7:
+            if (!v->upgrade && px_named(hn, hnl, "upgrade")) {
+                v->upgrade = hv;
+                v->upgrade_len = hvl;
+            }
+            break;
+        case 9:
+            v->forwarded |= px_named(hn, hnl, "forwarded");
+            break;
+        case 10:
+            v->conn |= px_named(hn, hnl, "connection");
+            break;
+        case 14:
+            v->length |= px_named(hn, hnl, "content-length");
+            break;
+        case 15:
+            v->xff |= px_named(hn, hnl, "x-forwarded-for");
+            break;
+        default:
+            break;
+        }
+    }
 }
 
 /* Whether the client's Connection fields name `name`. */
@@ -1897,14 +2065,14 @@ static bool px_put_joined(struct px_buf *b, struct mk_request *r, const char *na
  * RequestHeader set lines. host: the client's Host (NULL: none).
  */
 static void px_forward_fields(struct px_buf *b, struct mk_request *r,
-                              const struct px_fields_conf *fc, const char *host, size_t hlen,
-                              bool tls)
+                              const struct px_fields_conf *fc, const struct px_seen *seen,
+                              const char *host, size_t hlen, bool tls)
 {
     char addr[64];
     px_api->remote_addr(r, addr, sizeof(addr));
     if (fc->xff != PX_XFF_OFF && !px_op_of(fc->req, fc->n_req, "X-Forwarded-For", 15)) {
         px_puts(b, "X-Forwarded-For: ");
-        if (fc->xff == PX_XFF_APPEND && px_put_joined(b, r, "X-Forwarded-For")) {
+        if (fc->xff == PX_XFF_APPEND && seen->xff && px_put_joined(b, r, "X-Forwarded-For")) {
             px_put(b, ", ", 2);
         }
         px_puts(b, addr);
@@ -1924,7 +2092,7 @@ static void px_forward_fields(struct px_buf *b, struct mk_request *r,
             k = px_forwarded_element(addr, proto, NULL, 0, el, sizeof(el)); /* a host too long */
         }
         px_puts(b, "Forwarded: ");
-        if (fc->xff == PX_XFF_APPEND && px_put_joined(b, r, "Forwarded")) {
+        if (fc->xff == PX_XFF_APPEND && seen->forwarded && px_put_joined(b, r, "Forwarded")) {
             px_put(b, ", ", 2);
         }
         px_put(b, el, (size_t) k);
@@ -1984,18 +2152,11 @@ static char *px_default_to(const struct px_req *q, const char *host, size_t hlen
 
 static int px_begin(struct mk_gw_job *j, struct mk_request *r)
 {
-    static const char *const own[] = {"host",
-                                      "content-length",
-                                      "expect",
-                                      "x-forwarded-for",
-                                      "x-forwarded-proto",
-                                      "x-forwarded-host",
-                                      "cookie",
-                                      "http2-settings",
-                                      NULL};
     struct px_req *q = px_of(j);
     const struct px_fields_conf *fc = &q->site->sc->fields;
-    struct px_buf b = {0};
+    struct px_buf b = {.p = px_hdr_spare, .cap = px_hdr_spare ? px_hdr_spare_cap : 0};
+    px_hdr_spare = NULL;
+    px_hdr_spare_cap = 0;
     size_t len, tlen;
     const char *method = px_api->method(r, &len);
     const char *target = px_api->target(r, &tlen);
@@ -2016,28 +2177,30 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
     q->idempotent = q->head_request || px_named(method, len, "GET") ||
                     px_named(method, len, "OPTIONS") || px_named(method, len, "TRACE") ||
                     px_named(method, len, "PUT") || px_named(method, len, "DELETE");
-    px_put(&b, method, len);
-    px_put(&b, " ", 1);
+    bool slash = false;
     if (mk_gw_target_absolute(target, tlen, &auth, &rest)) {
-        if (rest.len == 0 || rest.p[0] != '/') {
-            px_put(&b, "/", 1);
-        }
-        px_put(&b, rest.p, rest.len);
+        slash = rest.len == 0 || rest.p[0] != '/';
+        target = rest.p;
+        tlen = rest.len;
     }
-    else {
-        px_put(&b, target, tlen);
+    char *line = px_room(&b, len + 1 + slash + tlen + 11);
+    if (line) {
+        memcpy(line, method, len);
+        line[len] = ' ';
+        line[len + 1] = '/'; /* overwritten by the target when no slash is added */
+        memcpy(line + len + 1 + slash, target, tlen);
+        memcpy(line + len + 1 + slash + tlen, " HTTP/1.1\r\n", 11);
     }
-    px_puts(&b, " HTTP/1.1\r\n");
     /* An upgrade (WebSocket and the like) passes on from an HTTP/1.1
        client whose request has no body, the one kind the server can take
        over once the upstream answers 101. */
-    size_t ulen;
-    const char *upg = px_api->header(r, "Upgrade", &ulen);
-    q->upgrade =
-        q->ws_h2 || (upg && ulen && MK_API_HAS(px_api, takeover_hold) && px_api->version(r) == 11 &&
-                     !j->has_body && px_client_conn_names(r, "upgrade", 7));
-    size_t hlen;
-    const char *host = px_api->header(r, "Host", &hlen);
+    struct px_seen seen;
+    px_client_scan(r, &seen);
+    q->upgrade = q->ws_h2 || (seen.upgrade && seen.upgrade_len && seen.conn &&
+                              MK_API_HAS(px_api, takeover_hold) && px_api->version(r) == 11 &&
+                              !j->has_body && px_client_conn_names(r, "upgrade", 7));
+    size_t hlen = seen.host_len;
+    const char *host = seen.host;
     if (!host) {
         host = px_api->host(r, &hlen);
     }
@@ -2055,17 +2218,14 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
     for (unsigned i = 0; i < n; i++) {
         const char *hn, *hv;
         size_t hnl, hvl;
-        bool skip = false;
         if (px_api->header_at(r, i, &hn, &hnl, &hv, &hvl) != MK_OK || hnl == 0 || hn[0] == ':') {
             continue;
         }
-        for (int k = 0; own[k] && !skip; k++) {
-            skip = px_named(hn, hnl, own[k]);
-        }
+        bool skip = px_own_field(hn, hnl);
         skip |= fc->forwarded && px_named(hn, hnl, "forwarded");
         skip |= q->ws_h2 && (px_named(hn, hnl, "sec-websocket-key") ||
                              px_named(hn, hnl, "sec-websocket-version"));
-        if (skip || px_hop_by_hop(hn, hnl) || px_client_conn_names(r, hn, hnl) ||
+        if (skip || px_hop_by_hop(hn, hnl) || (seen.conn && px_client_conn_names(r, hn, hnl)) ||
             px_op_of(fc->req, fc->n_req, hn, hnl)) {
             continue;
         }
@@ -2073,12 +2233,10 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
             free(b.p);
             return 400;
         }
-        px_put(&b, hn, hnl);
-        px_put(&b, ": ", 2);
-        px_put(&b, hv, hvl);
-        px_put(&b, "\r\n", 2);
+        px_field_n(&b, hn, hnl, hv, hvl);
     }
-    const char *cookie = px_api->header(r, "Cookie", &len);
+    const char *cookie = seen.cookie;
+    len = seen.cookie_len;
     if (cookie && !px_op_of(fc->req, fc->n_req, "Cookie", 6)) {
         if (px_unsafe(cookie, len)) {
             free(b.p);
@@ -2104,13 +2262,13 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
         px_puts(&b, "\r\nConnection: upgrade\r\n");
     }
     int version = px_api->version(r);
-    q->trailers_ok = version == 20 || (version == 11 && px_te_trailers(r));
+    q->trailers_ok = version == 20 || (version == 11 && seen.te && px_te_trailers(r));
     if (q->trailers_ok) {
         px_puts(&b, "TE: trailers\r\n"); /* the answer's trailers go on to the client */
     }
     bool tls = MK_API_HAS(px_api, conn_transport_var) &&
                px_api->conn_transport_var(px_api->conn(r), "protocol", &len) != NULL;
-    px_forward_fields(&b, r, fc, host, hlen, tls);
+    px_forward_fields(&b, r, fc, &seen, host, hlen, tls);
     for (size_t i = 0; i < fc->n_redirect && !q->dto; i++) {
         if (!fc->redirect[i].from && !(q->dto = px_default_to(q, host, hlen, tls))) {
             break; /* no host, or no memory: the default maps nothing */
@@ -2120,7 +2278,8 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
         px_field(&b, "Content-Length", j->content_length, strlen(j->content_length));
     }
     else {
-        const char *cl = px_api->header(r, "Content-Length", &len);
+        /* api->header: it hides the body's fields of a redirected request */
+        const char *cl = seen.length ? px_api->header(r, "Content-Length", &len) : NULL;
         char dec[MK_GW_DEC_MAX];
         if (cl) {
             size_t dl = mk_gw_content_length(cl, len, dec);
@@ -2142,6 +2301,7 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
         return 503;
     }
     q->hdr = b.p;
+    q->hdr_cap = b.cap;
     q->hdr_len = b.len;
     q->hdr_off = 0;
     j->last_io_ms = px_api->now_ms();
@@ -2157,11 +2317,7 @@ static int px_gw_body(struct mk_gw_job *j, const char *data, size_t len)
     if (!q->w && !(q->w = malloc(PX_WBUF))) {
         return 503;
     }
-    if (q->w_off > 0) {
-        memmove(q->w, q->w + q->w_off, q->w_len - q->w_off);
-        q->w_len -= q->w_off;
-        q->w_off = 0;
-    }
+    px_w_compact(q);
     if (q->w_len + len + 32 > PX_WBUF) {
         return 503; /* cannot happen: the window holds the client back */
     }
@@ -2197,11 +2353,7 @@ static int px_body_end(struct mk_gw_job *j)
         if (!q->w && !(q->w = malloc(PX_WBUF))) {
             return 503;
         }
-        if (q->w_off > 0) {
-            memmove(q->w, q->w + q->w_off, q->w_len - q->w_off);
-            q->w_len -= q->w_off;
-            q->w_off = 0;
-        }
+        px_w_compact(q);
         memcpy(q->w + q->w_len, "0\r\n\r\n", 5);
         q->w_len += 5;
     }
@@ -2261,7 +2413,7 @@ static bool px_timed_out(struct mk_gw_job *j)
         return false; /* px_drop logs it and counts the server's failure */
     }
     px_log(q, q->connecting ? "no connection within Timeout" : "no answer within Timeout", 0);
-    px_server_failed(px_srv(q->c->slot), q->site->conf);
+    px_server_failed(px_srv(q->self, q->c->slot), q->site->conf);
     return px_again(q, false, 504) == MK_OK;
 }
 
@@ -2270,7 +2422,7 @@ static void px_drop(struct mk_gw_job *j, int status)
     struct px_req *q = px_of(j);
     if (status == 504 && q->c && !q->connecting) {
         px_log(q, "no answer within Timeout", 0);
-        px_server_failed(px_srv(q->c->slot), q->site->conf);
+        px_server_failed(px_srv(q->self, q->c->slot), q->site->conf);
     }
     px_drop_conn(q, false);
     px_let_go(q);
@@ -2302,7 +2454,13 @@ static void px_release(struct mk_gw_job *j)
     px_unqueue(q);
     px_drop_conn(q, false);
     px_let_go(q);
-    free(q->hdr);
+    if (q->hdr && !px_hdr_spare && !px_hdr_spare_off && q->hdr_cap <= PX_HDR_SPARE_MAX) {
+        px_hdr_spare = q->hdr; /* the next request's head buffer */
+        px_hdr_spare_cap = q->hdr_cap;
+    }
+    else {
+        free(q->hdr);
+    }
     free(q->w);
     free(q->dto);
     free(q->up_proto);
@@ -2336,7 +2494,7 @@ static const struct mk_gw_backend px_backend = {
 
 int px_req_start(struct mk_request *r, const struct px_site *site, size_t i)
 {
-    struct px_self *self = px_self();
+    struct px_self *self = site->groups[i]->self;
     struct mk_gw_script s;
     size_t len;
 
@@ -2370,6 +2528,9 @@ int px_req_start(struct mk_request *r, const struct px_site *site, size_t i)
 void px_req_worker_exit(void)
 {
     mk_gw_job_worker_exit(&px_backend);
+    px_hdr_spare_off = true;
+    free(px_hdr_spare);
+    px_hdr_spare = NULL;
     while (px_idle) {
         struct px_conn *c = px_idle;
         px_idle = c->next;

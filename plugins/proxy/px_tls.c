@@ -63,8 +63,7 @@ int px_tls_check(const char *kind, const char *path, char *reason, size_t len)
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     int ok = 0;
     if (!ctx) {
-        snprintf(reason, len, "out of memory");
-        return MK_ERR;
+        return px_oom(reason, len);
     }
     if (strcmp(kind, "ca") == 0) {
         ok = SSL_CTX_load_verify_locations(ctx, path, NULL);

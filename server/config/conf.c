@@ -511,6 +511,11 @@ const char *mk_config_key(const char *section, size_t i)
     if (strcasecmp(section, "PLUGINS") == 0) {
         return i == 0 ? "Load" : NULL;
     }
+#ifdef MK_HAVE_RULES
+    if (strcasecmp(section, "RULE") == 0) {
+        return mk_conf_rule_key(i);
+    }
+#endif
     return NULL;
 }
 
@@ -539,8 +544,32 @@ static void mk_config_free(struct mk_config *cfg)
         mk_free(cfg->plugins[i].where);
     }
     mk_free(cfg->plugins);
+    mk_strv_free(cfg->files, cfg->n_files);
     mk_free(cfg->confdir);
     mk_free(cfg);
+}
+
+void mk_config_file_read(struct mk_config *cfg, const char *path)
+{
+    cfg->files = mk_realloc(cfg->files, (cfg->n_files + 1) * sizeof(*cfg->files));
+    cfg->files[cfg->n_files++] = mk_strdup(path);
+}
+
+int mk_config_dump(const struct mk_config *cfg, FILE *out, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < cfg->n_files; i++) {
+        struct mk_conf *conf = mk_conf_load(cfg->files[i], err, errlen);
+        if (!conf) {
+            return MK_ERR;
+        }
+        bool ok = (i == 0 || fputc('\n', out) != EOF) && mk_conf_dump(conf, out);
+        mk_conf_free(conf);
+        if (!ok) {
+            snprintf(err, errlen, "cannot write the configuration: %s", strerror(errno));
+            return MK_ERR;
+        }
+    }
+    return fflush(out) == 0 ? MK_OK : MK_ERR;
 }
 
 struct mk_config *mk_config_ref(struct mk_config *cfg)
@@ -561,7 +590,9 @@ void mk_config_unref(struct mk_config *cfg)
 static char *mk_where(const struct mk_conf *conf, int line)
 {
     char buf[PATH_MAX + 32];
-    snprintf(buf, sizeof(buf), "%s:%d", conf->path, line);
+    int file_line;
+    const char *file = mk_conf_where(conf, line, &file_line);
+    snprintf(buf, sizeof(buf), "%s:%d", file, file_line);
     return mk_strdup(buf);
 }
 
@@ -626,6 +657,9 @@ static bool mk_load_plugin_list(struct mk_config *cfg, char *err, size_t errlen)
         return true; /* no plugins */
     }
     conf = mk_conf_load(path, err, errlen);
+    if (conf) {
+        mk_config_file_read(cfg, path);
+    }
     mk_free(path);
     if (!conf) {
         return false;
@@ -697,6 +731,9 @@ struct mk_config *mk_config_load(const char *confdir, const struct mk_config_ove
 
     path = mk_fs_path_join(cfg->confdir, "monkey.conf");
     conf = mk_conf_load(path, err, errlen);
+    if (conf) {
+        mk_config_file_read(cfg, path);
+    }
     mk_free(path);
     if (!conf) {
         mk_config_free(cfg);
@@ -724,6 +761,7 @@ struct mk_config *mk_config_load(const char *confdir, const struct mk_config_ove
     if (access(path, F_OK) == 0) {
         struct mk_conf *mc = mk_conf_load(path, err, errlen);
         if (mc) {
+            mk_config_file_read(cfg, path);
             cfg->mime = mk_mime_from_conf(mc, cfg->default_mime, err, errlen);
             mk_conf_free(mc);
         }

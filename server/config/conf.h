@@ -115,6 +115,11 @@ struct mk_site {
     struct mk_cache_rules cache_rules;
     /* Compress and its companions (static_compress.h); codings 0: off */
     struct mk_compress_site compress;
+#ifdef MK_HAVE_RULES
+    /* The [RULE] sections in file order (http/rules.h); NULL: none, and a
+       request pays one comparison for them */
+    struct mk_rules *rules;
+#endif
     /* IndexFiles of the site's [HOST]; NULL: the server's (mk_conf_site_index_files) */
     union {
         struct mk_conf_words index_list; /* what the schema fills */
@@ -161,12 +166,28 @@ void mk_conf_site_keys(const struct mk_site_keys *keys);
  */
 int mk_config_check_index_file(const char *value, char *reason, size_t len);
 
+#ifdef MK_HAVE_RULES
+struct mk_rules;
+/*
+ * Read the [RULE] sections of site file `conf` into vh->rules (conf_rules.c).
+ * False with "file:line: reason" in err; what was read goes with the site.
+ */
+bool mk_conf_rules_load(struct mk_site *vh, const struct mk_conf *conf, char *err, size_t errlen);
+void mk_conf_rules_free(struct mk_rules *t);
+/* The i-th key of [RULE], NULL past the last (mk_config_key). */
+const char *mk_conf_rule_key(size_t i);
+#endif
+
 struct mk_plugin;
 struct mk_routes;
 
 struct mk_config {
     atomic_int refs;
     char *confdir; /* absolute; NULL for -o and built-in configurations */
+    /* The files read for it, in reading order, without the ones they include
+       (mk_config_file_read): what `monkey -T` writes out. */
+    char **files;
+    size_t n_files;
 
     /* [SERVER] */
     struct mk_listen_addr *listen;
@@ -359,5 +380,12 @@ void mk_conf_site_release_plugins(const struct mk_config *cfg, struct mk_site *v
  * is the default site, else the first). False with the reason in err.
  */
 bool mk_conf_site_load(struct mk_config *cfg, char *err, size_t errlen);
+/* Note that `path` was read for `cfg` (cfg->files). */
+void mk_config_file_read(struct mk_config *cfg, const char *path);
+/*
+ * Write every file of cfg->files, read again with Include and variables
+ * (mk_conf_dump), to `out`: MK_OK, or MK_ERR with the reason in err.
+ */
+int mk_config_dump(const struct mk_config *cfg, FILE *out, char *err, size_t errlen);
 
 #endif

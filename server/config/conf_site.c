@@ -67,6 +67,9 @@ void mk_conf_site_free(struct mk_site *vh)
         mk_free(vh->error_pages[i].path);
     }
     mk_free(vh->error_pages);
+#ifdef MK_HAVE_RULES
+    mk_conf_rules_free(vh->rules);
+#endif
     mk_conf_free(vh->conf);
     mk_free(vh->file);
     mk_free(vh);
@@ -479,6 +482,7 @@ static struct mk_site *mk_site_read(struct mk_config *cfg, const char *path, cha
     if (!conf) {
         return NULL;
     }
+    mk_config_file_read(cfg, path);
     mk_list_foreach (it, &conf->sections) {
         const struct mk_conf_section *s = mk_list_entry(it, struct mk_conf_section, node);
         if (strcasecmp(s->name, "HOST") == 0) {
@@ -536,6 +540,17 @@ static struct mk_site *mk_site_read(struct mk_config *cfg, const char *path, cha
             }
         }
     }
+#ifdef MK_HAVE_RULES
+    if (!mk_conf_rules_load(vh, conf, err, errlen)) {
+        goto fail;
+    }
+#else
+    const struct mk_conf_section *rule = mk_conf_section(conf, "RULE");
+    if (rule) {
+        ERR(conf, rule->line, "[RULE]: this server was built without request rules");
+        goto fail;
+    }
+#endif
     vh->conf = conf; /* kept for the plugins' site sections */
     return vh;
 

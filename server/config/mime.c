@@ -144,8 +144,12 @@ struct mk_mime_table *mk_mime_from_conf(const struct mk_conf *conf, const char *
         }
     }
     if (dup) {
+        int first_line;
+        const char *first_file = mk_conf_where(conf, first->line, &first_line);
+        bool same = first_file == mk_conf_where(conf, dup->line, NULL);
         mk_conf_error(conf, dup->line, err, errlen,
-                      "extension '%s' is listed twice (first at line %d)", dup->ext, first->line);
+                      "extension '%s' is listed twice (first at %s%s%d)", dup->ext,
+                      same ? "line " : first_file, same ? "" : ":", first_line);
         mk_mime_free(t);
         return NULL;
     }

@@ -1031,8 +1031,13 @@ int mk_http_head_build(struct mk_http_head *h, struct mk_str method, struct mk_s
 
 const struct mk_str *mk_http_header_get(const struct mk_http_head *head, const char *name)
 {
+    size_t len = strlen(name);
+    char first = mk_tolower(name[0]);
     for (unsigned i = 0; i < head->n_headers; i++) {
-        if (mk_str_ieq(head->headers[i].name.p, head->headers[i].name.len, name)) {
+        const struct mk_str *n = &head->headers[i].name;
+        /* the length and the first letter first: most names differ there */
+        if (n->len == len && (len == 0 || mk_tolower(n->p[0]) == first) &&
+            mk_str_ieq(n->p, n->len, name)) {
             return &head->headers[i].value;
         }
     }

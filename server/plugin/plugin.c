@@ -303,7 +303,7 @@ static bool mk_schema_has(const struct mk_conf_schema *schema, int scope)
 }
 
 /* Fill plugin `p`'s plugin-wide keys from its file; NULL with err on error. */
-static void *mk_plugin_conf_load(const struct mk_plugin *p, const struct mk_config *cfg,
+static void *mk_plugin_conf_load(const struct mk_plugin *p, struct mk_config *cfg,
                                  const char *where, char *err, size_t errlen)
 {
     const struct mk_conf_schema *schema = p->conf_schema;
@@ -315,6 +315,9 @@ static void *mk_plugin_conf_load(const struct mk_plugin *p, const struct mk_conf
         snprintf(path, sizeof(path), "%s/plugins/%s", cfg->confdir, schema->file);
         if (access(path, F_OK) == 0 && !(conf = mk_conf_load(path, err, errlen))) {
             return NULL;
+        }
+        if (conf) {
+            mk_config_file_read(cfg, path);
         }
     }
     struct mk_schema_input in = {.conf = conf, .confdir = cfg->confdir, .own_file = true};
@@ -581,6 +584,13 @@ static int mk_plugins_site_routes(const struct mk_plugin_set *set, struct mk_sit
     return MK_OK;
 }
 
+/* The sections of a site file the server reads itself (conf_site.c). */
+#ifdef MK_HAVE_RULES
+#define MK_SITE_SECTIONS "[HOST], [ERROR_PAGES] or [RULE]"
+#else
+#define MK_SITE_SECTIONS "[HOST] or [ERROR_PAGES]"
+#endif
+
 int mk_plugins_sites(const struct mk_plugin_set *set, struct mk_config *cfg, char *err,
                      size_t errlen)
 {
@@ -594,12 +604,15 @@ int mk_plugins_sites(const struct mk_plugin_set *set, struct mk_config *cfg, cha
         mk_list_foreach (it, &vh->conf->sections) {
             struct mk_conf_section *sec = mk_list_entry(it, struct mk_conf_section, node);
             if (strcasecmp(sec->name, "HOST") == 0 || strcasecmp(sec->name, "ERROR_PAGES") == 0 ||
+#ifdef MK_HAVE_RULES
+                strcasecmp(sec->name, "RULE") == 0 ||
+#endif
                 mk_plugins_claim(set, sec->name)) {
                 continue;
             }
             mk_conf_error(vh->conf, sec->line, err, errlen,
-                          "unknown section [%s] (not [HOST] or [ERROR_PAGES], and no loaded "
-                          "plugin reads it)",
+                          "unknown section [%s] (not " MK_SITE_SECTIONS
+                          ", and no loaded plugin reads it)",
                           sec->name);
             return MK_ERR;
         }

@@ -915,6 +915,7 @@ const struct mk_api mk_plugin_api = {
     .stream_length = mk_response_stream_length,
     .takeover_hold = mk_takeover_hold,
     .interim = mk_response_interim,
+    .conf_where = mk_conf_where,
     .site_metrics = mk_api_site_metrics,
     .server_metrics = mk_api_server_metrics,
 };

@@ -212,7 +212,11 @@ static const char *mk_server_options(struct mk_server *srv, const char *options)
     return srv->options[srv->n_options++];
 }
 
-int mk_server_check(struct mk_server *srv, char *err, size_t errlen)
+/*
+ * Load and check the configuration as mk_server_check() does; when it is
+ * valid and `out` is set, write it out (mk_config_dump) before releasing it.
+ */
+static int mk_server_check_to(struct mk_server *srv, FILE *out, char *err, size_t errlen)
 {
     struct mk_config *cfg = mk_server_load_config(srv, err, errlen);
     bool started = false;
@@ -246,6 +250,9 @@ int mk_server_check(struct mk_server *srv, char *err, size_t errlen)
     if (rc == MK_OK) {
         rc = mk_server_check_sites(&srv->plugins, cfg, err, errlen);
     }
+    if (rc == MK_OK && out) {
+        rc = mk_config_dump(cfg, out, err, errlen);
+    }
     mk_config_unref(cfg); /* releases site data while the plugins are still loaded */
     for (size_t i = 0; started && i < srv->plugins.count; i++) {
         if (srv->plugins.list[i]->exit) {
@@ -255,6 +262,16 @@ int mk_server_check(struct mk_server *srv, char *err, size_t errlen)
     mk_plugins_unload(&srv->plugins);
     mk_plugins_checking = false;
     return rc;
+}
+
+int mk_server_check(struct mk_server *srv, char *err, size_t errlen)
+{
+    return mk_server_check_to(srv, NULL, err, errlen);
+}
+
+int mk_server_dump(struct mk_server *srv, FILE *out, char *err, size_t errlen)
+{
+    return mk_server_check_to(srv, out, err, errlen);
 }
 
 int mk_server_workers(const struct mk_server *srv)

@@ -9,7 +9,8 @@
  *
  *   mk_request_new/free   a request object from the worker's free list
  *   mk_request_run        head parsed: virtual host, several Cookie fields joined
- *                         into one, path normalisation
+ *                         into one, path normalisation, the site's rules
+ *                         (request_rules.c: a redirect, an answer, a rewrite)
  *                         (and 404 for hidden names when the site hides
  *                         them), then the plugins' request hooks, the
  *                         site's route table (route.h: a route's handler,
@@ -166,6 +167,11 @@ static void mk_request_head_hooks(struct mk_request *r)
 {
     const struct mk_plugin_set *ps = &r->conn->worker->server->plugins;
 
+#ifdef MK_HAVE_RULES
+    if (r->rule_headers) {
+        mk_request_rule_headers(r);
+    }
+#endif
     for (size_t i = 0; i < ps->n_head; i++) {
         ps->head[i]->response_head(r);
     }
@@ -657,6 +663,21 @@ void mk_request_run(struct mk_request *r)
         }
         r->path_len = (size_t) n;
     }
+#ifdef MK_HAVE_RULES
+    if (r->site->rules && r->path) {
+        int rc;
+        while ((rc = mk_request_rules(r)) == MK_AGAIN) {
+        }
+        if (rc == MK_OK) {
+            mk_request_respond(r);
+            return;
+        }
+        if (rc != MK_DECLINED) {
+            mk_request_error(r, rc);
+            return;
+        }
+    }
+#endif
     mk_request_begin(r);
 }
 

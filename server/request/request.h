@@ -226,6 +226,11 @@ struct mk_request {
     /* the head's method and target as the client sent them, kept by the
        first internal redirect (api->client_method, client_target) */
     struct mk_str client_method, client_target;
+#ifdef MK_HAVE_RULES
+    /* the site rule whose ResponseHeader lines the response gets when it
+       is sent (request_rules.c); NULL: none */
+    const struct mk_rule *rule_headers;
+#endif
 #ifdef MK_HAVE_REALIP
     /* the client a trusted proxy's field named (RealIPFrom, RealIPHeader),
        in the arena; NULL: the connection's (mk_request_client) */
@@ -242,6 +247,17 @@ void mk_request_free(struct mk_request *r);
 /* Free the worker's spare and zombie requests (worker teardown). */
 void mk_request_pool_destroy(struct mk_worker *w);
 void mk_request_run(struct mk_request *r);
+#ifdef MK_HAVE_RULES
+/*
+ * The first of r's site rules that takes r (request_rules.c; the site has
+ * rules, r a path): MK_DECLINED when none does; MK_OK when the response is
+ * set up (Redirect, Return: the caller sends it); MK_AGAIN when r's path
+ * was rewritten (ask again); else the error status to answer with.
+ */
+int mk_request_rules(struct mk_request *r);
+/* Apply r->rule_headers to r's response, once, as it is sent. */
+void mk_request_rule_headers(struct mk_request *r);
+#endif
 /* A request head given as its parts, not as text (an HTTP/2 header block). */
 struct mk_request_parts {
     int version;                    /* the protocol's (20): the head keeps it */
@@ -318,6 +334,10 @@ int mk_response_add_known(struct mk_request *r, enum mk_resp_name name, const ch
 int mk_response_add_lines(struct mk_request *r, const char *lines, size_t len,
                           const struct mk_resp_field *fields, unsigned n);
 void mk_response_error(struct mk_request *r, int status);
+#ifdef MK_HAVE_RULES
+/* Drop the extra fields named `name` (len bytes, any case) from r's response. */
+void mk_response_field_remove(struct mk_request *r, const char *name, size_t len);
+#endif
 /* Forget the response set up so far (status, type, headers, body): r answers afresh. */
 void mk_response_reset(struct mk_request *r);
 /* Whether r's status forbids a body (1xx, 204, 304): its head announces none. */

@@ -180,6 +180,41 @@ int mk_response_add_known(struct mk_request *r, enum mk_resp_name name, const ch
                                  mk_resp_names[name].len, value, value_len);
 }
 
+#ifdef MK_HAVE_RULES
+/* Whether field record f of r is named `name` (len bytes, any case). */
+static bool mk_response_field_is(const struct mk_request *r, const struct mk_resp_field *f,
+                                 const char *name, size_t len)
+{
+    return f->name_len == len && strncasecmp(r->extra_headers + f->off, name, len) == 0;
+}
+
+void mk_response_field_remove(struct mk_request *r, const char *name, size_t len)
+{
+    unsigned i = 0;
+
+    while (i < r->n_fields && !mk_response_field_is(r, &r->fields[i], name, len)) {
+        i++; /* the usual case: no such field, nothing moves */
+    }
+    unsigned k = i;
+    uint32_t w = i < r->n_fields ? r->fields[i].off : 0;
+    for (; i < r->n_fields; i++) {
+        struct mk_resp_field f = r->fields[i];
+        uint32_t line = f.name_len + f.value_len + 4; /* "Name: value\r\n" */
+        if (mk_response_field_is(r, &f, name, len)) {
+            continue;
+        }
+        memmove(r->extra_headers + w, r->extra_headers + f.off, line);
+        f.off = w;
+        r->fields[k++] = f;
+        w += line;
+    }
+    if (k < r->n_fields) {
+        r->n_fields = k;
+        r->extra_len = w;
+    }
+}
+#endif
+
 void mk_response_drop_file(struct mk_request *r)
 {
     if (r->file) {

@@ -13,9 +13,16 @@
  *  - mk_conf_next() visits exactly the entries of the sections, in order;
  *  - every section is found by its name and holds only entries with a
  *    non-empty key and value that belong to it, with increasing line numbers;
- *  - a value read as a number or a size lies within the requested bounds.
+ *  - a value read as a number or a size lies within the requested bounds;
+ *  - a buffer has one file: every position maps to the label and itself
+ *    (mk_conf_where), and an Include line is refused, never read;
+ *  - variables: the environment holds MK_FUZZ_A ("8080") and MK_FUZZ_B
+ *    ("a b"), so "${MK_FUZZ_A}", "${MK_FUZZ_B:-x}" and the errors of the
+ *    expansion are reached; an expanded value holds no line break and is
+ *    never empty.
  */
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/config.h"
@@ -81,6 +88,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[MK_CONF_ERR_LEN];
 
+    setenv("MK_FUZZ_A", "8080", 0);
+    setenv("MK_FUZZ_B", "a b", 0);
+
     err[0] = '\0';
     struct mk_conf *conf =
         mk_conf_parse(MK_FUZZ_LABEL, (const char *) data, size, err, sizeof(err));
@@ -102,6 +112,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             MK_FUZZ_CHECK(e == want);
             MK_FUZZ_CHECK(e->section == s && e->line > line);
             MK_FUZZ_CHECK(e->key[0] != '\0' && e->value[0] != '\0');
+            MK_FUZZ_CHECK(!strpbrk(e->value, "\r\n"));
+            int file_line;
+            MK_FUZZ_CHECK(strcmp(mk_conf_where(conf, e->line, &file_line), MK_FUZZ_LABEL) == 0 &&
+                          file_line == e->line);
             MK_FUZZ_CHECK(mk_conf_entry(s, e->key) != NULL);
             line = e->line;
             read_entry(conf, e);

@@ -18,6 +18,8 @@
  *    never both a length and chunked; no body for HEAD, 1xx, 204, 304;
  *  - the parser is stateless: the head parsed again from a longer buffer
  *    gives the same head;
+ *  - px_resp_status (the health check's reading) is 0 or 100..599, and
+ *    on MK_OK the parser's status;
  *  - the chunked decoder consumes within what it was given, returns data
  *    inside it, and decodes the same bytes whatever the step, its trailer
  *    section kept whole too (lines ended with CRLF), and filtered into
@@ -101,6 +103,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     int rc = px_resp_parse(buf, len, head, &r);
     MK_FUZZ_CHECK(rc == MK_OK || rc == MK_AGAIN || rc == MK_ERR);
+    int status = px_resp_status(buf, len);
+    MK_FUZZ_CHECK(status == 0 || (status >= 100 && status <= 599));
+    MK_FUZZ_CHECK(rc != MK_OK || status == r.status);
     if (rc == MK_AGAIN) {
         MK_FUZZ_CHECK(len < PX_HEAD_MAX);
     }

@@ -1,11 +1,14 @@
 """What the HTTP/2 tests share: whether the server was built with HTTP/2, a
 server with an h2c (and optionally a TLS) listener, a small blocking
-client on Python's `h2` that can also misbehave on purpose, and raw
-frames for what no client library would send."""
+client on Python's `h2` that can also misbehave on purpose, a WebSocket
+on one of its streams (RFC 8441), and raw frames for what no client
+library would send."""
 
+import os
 import shutil
 import socket
 import ssl
+import struct
 
 import pytest
 
@@ -32,6 +35,13 @@ H2_MARKS = [
     pytest.mark.skipif(not built_with_h2(), reason="built without HTTP/2 (MK_H2 off)"),
     pytest.mark.skipif(h2 is None, reason="no Python h2 module"),
 ]
+
+
+def skip_without_h2():
+    """Inside a test: skip it where H2_MARKS would (no HTTP/2 in the build, no h2 module)."""
+    for mark in H2_MARKS:
+        if mark.args[0]:
+            pytest.skip(mark.kwargs["reason"])
 
 
 def needs_tool(name):
@@ -168,6 +178,88 @@ class H2Client:
 
     def close(self):
         self.sock.close()
+
+
+# ---- WebSocket over a stream (RFC 8441) ---------------------------------------------
+
+def ws_client_frame(opcode, payload=b"", fin=True):
+    """A client's WebSocket frame: masked, as RFC 6455 5.3 asks (RFC 8441 keeps the framing)."""
+    n = len(payload)
+    b0 = (0x80 if fin else 0) | opcode
+    if n < 126:
+        head = struct.pack("!BB", b0, 0x80 | n)
+    elif n < 65536:
+        head = struct.pack("!BBH", b0, 0x80 | 126, n)
+    else:
+        head = struct.pack("!BBQ", b0, 0x80 | 127, n)
+    key = os.urandom(4)
+    mask = (key * (n // 4 + 1))[:n]
+    return head + key + (int.from_bytes(payload, "big") ^ int.from_bytes(mask, "big")).to_bytes(
+        n, "big") if n else head + key
+
+
+class H2WebSocket:
+    """A WebSocket on a stream of c (an H2Client), opened with an extended
+    CONNECT to path; the constructor returns once the answer's head came
+    (status) or the stream ended."""
+
+    def __init__(self, c, path, protocol="websocket", headers=()):
+        self.c = c
+        self.sid = c.conn.get_next_available_stream_id()
+        hdrs = [(":method", "CONNECT"), (":protocol", protocol), (":scheme", c.scheme),
+                (":path", path), (":authority", "localhost"),
+                ("sec-websocket-version", "13")] + list(headers)
+        c.conn.send_headers(self.sid, hdrs)
+        c.streams[self.sid] = {"headers": {}, "data": b"", "ended": False, "reset": None}
+        c.flush()
+        self.off = 0
+        while not self.st["headers"] and not self.gone():
+            assert c.read_once(), "connection closed"
+
+    @property
+    def st(self):
+        return self.c.streams[self.sid]
+
+    @property
+    def status(self):
+        return self.st["headers"].get(":status")
+
+    def gone(self):
+        return self.st["ended"] or self.st["reset"] is not None
+
+    def send(self, opcode, payload=b"", fin=True):
+        self.c.send_body(self.sid, ws_client_frame(opcode, payload, fin), end=False)
+
+    def _need(self, n):
+        while len(self.st["data"]) - self.off < n:
+            if self.gone():
+                raise EOFError(f"stream over: {self.st['reset']}")
+            assert self.c.read_once(), "connection closed"
+
+    def read(self):
+        """(opcode, payload) of the peer's next frame (never masked)."""
+        self._need(2)
+        d = self.st["data"]
+        b0, b1 = d[self.off], d[self.off + 1]
+        assert not b1 & 0x80, "the peer masked a frame"
+        n, hl = b1 & 0x7F, 2
+        if n == 126:
+            self._need(4)
+            n, hl = struct.unpack("!H", self.st["data"][self.off + 2:self.off + 4])[0], 4
+        elif n == 127:
+            self._need(10)
+            n, hl = struct.unpack("!Q", self.st["data"][self.off + 2:self.off + 10])[0], 10
+        self._need(hl + n)
+        payload = self.st["data"][self.off + hl:self.off + hl + n]
+        self.off += hl + n
+        if self.off > 1 << 20:  # what the client keeps stays bounded
+            self.st["data"] = self.st["data"][self.off:]
+            self.off = 0
+        return b0 & 0x0F, payload
+
+    def wait_gone(self):
+        while not self.gone():
+            assert self.c.read_once(), "connection closed"
 
 
 # ---- raw frames -------------------------------------------------------------------

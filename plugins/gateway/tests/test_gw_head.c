@@ -244,6 +244,37 @@ static void test_framing_and_local(void **state)
     assert_false(mk_gw_location_is_local(&s));
 }
 
+/* A head given parsed (the proxy): mk_gw_head_field applies the parser's rules to each field. */
+static void test_head_field(void **state)
+{
+    (void) state;
+    struct mk_gw_head h;
+    memset(&h, 0, offsetof(struct mk_gw_head, fields));
+    h.n_fields = 0;
+    struct mk_gw_slice ct = {"Content-Type", 12}, loc = {"location", 8}, x = {"X-A", 3};
+    assert_int_equal(mk_gw_head_field(&h, ct, (struct mk_gw_slice){"text/plain", 10}), MK_OK);
+    assert_int_equal(mk_gw_head_field(&h, x, (struct mk_gw_slice){"1", 1}), MK_OK);
+    assert_int_equal(mk_gw_head_field(&h, loc, (struct mk_gw_slice){"/b", 2}), MK_OK);
+    assert_int_equal(h.content_type.len, 10);
+    assert_int_equal(h.location.len, 2);
+    assert_int_equal(h.n_fields, 1);
+    assert_int_equal(h.fields[0].name.len, 3);
+    /* what mk_gw_head_parse refuses, refused alike */
+    assert_int_equal(mk_gw_head_field(&h, ct, (struct mk_gw_slice){"a/b", 3}), MK_ERR);
+    assert_string_equal(h.why, "two Content-Type fields");
+    assert_int_equal(mk_gw_head_field(&h, loc, (struct mk_gw_slice){"/c", 2}), MK_ERR);
+    assert_string_equal(h.why, "two Location fields");
+    memset(&h, 0, offsetof(struct mk_gw_head, fields));
+    h.n_fields = 0;
+    assert_int_equal(mk_gw_head_field(&h, loc, (struct mk_gw_slice){"", 0}), MK_ERR);
+    assert_string_equal(h.why, "an empty Location");
+    for (unsigned i = 0; i < MK_GW_FIELDS_MAX; i++) {
+        assert_int_equal(mk_gw_head_field(&h, x, (struct mk_gw_slice){"1", 1}), MK_OK);
+    }
+    assert_int_equal(mk_gw_head_field(&h, x, (struct mk_gw_slice){"1", 1}), MK_ERR);
+    assert_string_equal(h.why, "too many fields");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -254,6 +285,7 @@ int main(void)
         cmocka_unit_test(test_content_length),
         cmocka_unit_test(test_target_absolute),
         cmocka_unit_test(test_framing_and_local),
+        cmocka_unit_test(test_head_field),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

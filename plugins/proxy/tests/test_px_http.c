@@ -73,6 +73,18 @@ static const struct resp_case cases[] = {
     {"HTTP/1.2 200 OK\r\n\r\n", 0, MK_ERR},
     {"ICY 200 OK\r\n\r\n", 0, MK_ERR},
     {"HTTP/1.1 200 OK\r\nX\r\n\r\n", 0, MK_ERR},
+    /* line ends (px_line): a bare CR before any LF, a CR at the end that waits */
+    {"HTTP/1.1 200 OK\rX", 0, MK_ERR},
+    {"HTTP/1.1 200 OK\r\nX: a\r", 0, MK_AGAIN},
+    {"HTTP/1.1 200 OK\r\nX: a\rb", 0, MK_ERR},
+    /* byte classes: every tchar in a name; tab and obs-text in a value, DEL not */
+    {"HTTP/1.1 200 OK\r\nX-a!#$%&'*+.^_`|~09: v\r\nContent-Length: 0\r\n\r\n", 0, MK_OK, 200,
+     PX_BODY_NONE},
+    {"HTTP/1.1 200 OK\r\nX: a\tb\xc3\xa9\r\nContent-Length: 0\r\n\r\n", 0, MK_OK, 200,
+     PX_BODY_NONE},
+    {"HTTP/1.1 200 OK\r\nX: a\x7f\r\n\r\n", 0, MK_ERR},
+    {"HTTP/1.1 200 OK\r\nX(: a\r\n\r\n", 0, MK_ERR},
+    {"HTTP/1.1 200 O\x7fK\r\n\r\n", 0, MK_ERR},
 };
 
 static void test_resp_table(void **state)
@@ -128,6 +140,7 @@ static void test_resp_fields(void **state)
     assert_int_equal(px_resp_parse(raw, strlen(raw), false, &r), MK_OK);
     assert_int_equal(r.n_fields, 5);
     assert_int_equal(r.head_len, strlen(raw) - 4);
+    assert_true(r.has_connection);
     assert_true(px_resp_conn_names(&r, "x-drop", 6));
     assert_false(px_resp_conn_names(&r, "set-cookie", 10));
     assert_int_equal(r.fields[4].value.len, 1);
@@ -145,6 +158,12 @@ static void test_resp_fields(void **state)
     assert_false(px_hop_by_hop("Upgrades", 8));
     assert_false(px_hop_by_hop("Content-Length", 14));
     assert_false(px_hop_by_hop("Tk", 2));
+    assert_true(px_hop_by_hop("KEEP-ALIVE", 10));
+    assert_false(px_hop_by_hop("User-Agent", 10)); /* the same length, another first letter */
+    assert_false(px_hop_by_hop("Connectiox", 10));
+    const char *plain = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+    assert_int_equal(px_resp_parse(plain, strlen(plain), false, &r), MK_OK);
+    assert_false(r.has_connection);
     /* a head that never ends within PX_HEAD_MAX */
     static char big[PX_HEAD_MAX + 64];
     memcpy(big, "HTTP/1.1 200 OK\r\nX: ", 20);
@@ -284,12 +303,41 @@ static void test_chunked_trailers_kept(void **state)
     assert_string_equal(out, "");
 }
 
+/* px_resp_status: the status of the first 12 bytes, 0 for anything else. */
+static void test_resp_status(void **state)
+{
+    static const struct {
+        const char *raw;
+        int status;
+    } t[] = {
+        {"HTTP/1.1 200 OK\r\n", 200}, {"HTTP/1.0 503 Busy\r\n", 503},
+        {"HTTP/1.1 100", 100},        {"HTTP/1.1 599 x", 599},
+        {"HTTP/1.1 204", 204},        {"HTTP/1.1 099 low\r\n", 0},
+        {"HTTP/1.1 600 high\r\n", 0}, {"HTTP/1.1 20", 0},
+        {"HTTP/1.1 2x0 OK\r\n", 0},   {"HTTP/1.2 200 OK\r\n", 0},
+        {"HTTP/2.0 200 OK\r\n", 0},   {"http/1.1 200 OK\r\n", 0},
+        {"HTTP/1.1  200 OK\r\n", 0},  {"HTTP/1.1\t200 OK\r\n", 0},
+        {"SSH-2.0-OpenSSH\r\n", 0},   {"", 0},
+    };
+    (void) state;
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        if (px_resp_status(t[i].raw, strlen(t[i].raw)) != t[i].status) {
+            fail_msg("case %zu (%s): %d, not %d", i, t[i].raw,
+                     px_resp_status(t[i].raw, strlen(t[i].raw)), t[i].status);
+        }
+    }
+    /* only len bytes are read: a status cut short is none */
+    assert_int_equal(px_resp_status("HTTP/1.1 200 OK", 11), 0);
+    assert_int_equal(px_resp_status("HTTP/1.1 200 OK", 12), 200);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resp_table),     cmocka_unit_test(test_resp_head_length),
         cmocka_unit_test(test_resp_fields),    cmocka_unit_test(test_chunked),
         cmocka_unit_test(test_chunked_unread), cmocka_unit_test(test_chunked_trailers_kept),
+        cmocka_unit_test(test_resp_status),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

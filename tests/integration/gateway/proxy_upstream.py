@@ -23,7 +23,10 @@ being answered now and the most at once),
 those fields, values %-decoded, repeatable; the body is the request's head
 as received), .../head (the request's head as received, as text),
 /health (200, or the status /sethealth/CODE set; its requests are counted
-in "health", not "requests"; /sethealth/0 makes it hang). --raw appends every byte
+in "health", not "requests", as soon as they are read; /sethealth/0 makes it hang;
+/healthgate/N lets N more /health requests be answered and holds the ones after
+them until it is called again, /healthgate/-1 answers them all again; a held
+one is answered with the status set when it is let go). --raw appends every byte
 received to FILE; --blackhole accepts and never answers; --tls serves over
 TLS with that certificate (and asks for a client certificate signed by
 --client-ca): /echo's document then has "tls" (the SNI name the client
@@ -64,8 +67,9 @@ if "--tls" in sys.argv:
 MODE = next((m for m in ("--close", "--half", "--hang") if m in sys.argv), None)
 stats = {"connections": 0, "requests": 0, "health": 0, "handshakes": 0, "resumed": 0,
          "active": 0, "peak": 0, "answered": 0}
-health = {"code": 200, "hosts": []}
+health = {"code": 200, "hosts": [], "gate": None}  # gate: /health answers let out, None: all
 lock = threading.Lock()
+gate_moved = threading.Condition()
 
 
 class Reader:
@@ -165,10 +169,22 @@ def answer(sock, conn_no, req, head):
     q = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
     head_only = method == "HEAD"
     if path == "/health":
-        code = health["code"]
+        with gate_moved:
+            while health["gate"] is not None and health["gate"] <= 0:
+                gate_moved.wait()
+            if health["gate"] is not None:
+                health["gate"] -= 1
+            code = health["code"]
         if code == 0:
             time.sleep(3600)
         send_all(sock, b"HTTP/1.1 %d X\r\nContent-Length: 2\r\n\r\nhc" % code)
+    elif path.startswith("/healthgate/"):
+        n = int(path[12:])
+        with gate_moved:
+            health["gate"] = None if n < 0 else (health["gate"] or 0) + n
+            gate_moved.notify_all()
+        out = json.dumps({"gate": health["gate"]}).encode()
+        send_all(sock, b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(out) + out)
     elif path.startswith("/sethealth/"):
         health["code"] = int(path[11:])
         hosts = json.dumps(health["hosts"][-5:]).encode()

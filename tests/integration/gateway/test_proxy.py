@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, SANITIZED, SLOW, free_port, needs_dlopen, vm_rss_kb, wait_port
+from conftest import BUILD, MONKEY, SANITIZED, SLOW, free_port, needs_dlopen, vm_rss_kb, wait_port
 from gwutil import plugin_status, with_control
-from h2util import H2_MARKS, H2Client
+from h2util import H2Client, skip_without_h2
 
 UPSTREAM = Path(__file__).parent / "proxy_upstream.py"
 PROXY_SO = BUILD / "plugins" / "monkey-proxy.so"
@@ -79,6 +79,24 @@ def proxy_server(make_server, conf="", site="", control=False, h2c=False):
     srv.site_extra = "[PROXY]\n" + site
     srv.file("local.txt", "served locally\n")
     return with_control(srv) if control else srv
+
+
+def h2c_proxy(make_server, upstreams, flags=()):
+    """A proxy that passes every path to a new upstream "a" (started with
+    flags), and an HTTP/2 (h2c) client of it: (srv, client, upstream).
+    Skips the test where the build or Python has no HTTP/2."""
+    skip_without_h2()
+    a = upstreams("a", flags=list(flags))
+    srv = proxy_server(make_server, site=f"    Pass / {a.addr}\n", h2c=True).start()
+    return srv, H2Client(srv.port), a
+
+
+def check_conf(srv):
+    """monkey -t of srv's configuration (written first) must pass."""
+    srv.write_conf()
+    p = subprocess.run([str(MONKEY), "-c", str(srv.conf), "-t"], capture_output=True, text=True,
+                       timeout=10 * SLOW)
+    assert p.returncode == 0, p.stderr
 
 
 def echo(srv, path="/echo", method="GET", headers=None, body=b"", conn=None):
@@ -398,12 +416,7 @@ def test_keepalive_bounds(make_server, upstreams):
 
 @pytest.mark.parametrize("dummy", [0], ids=["h2c"])
 def test_http2_client_many_streams(make_server, upstreams, dummy):
-    for mark in H2_MARKS:
-        if mark.args[0]:
-            pytest.skip(mark.kwargs["reason"])
-    a = upstreams("a")
-    srv = proxy_server(make_server, site=f"    Pass / {a.addr}\n", h2c=True).start()
-    h = H2Client(srv.port)
+    srv, h, a = h2c_proxy(make_server, upstreams)
     sids = [h.request(f"/big?n={1000 + 997 * i}") for i in range(100)]
     sids.append(h.request("/echo", headers=[("cookie", "a=1"), ("cookie", "b=2")]))
     h.wait(sids)
@@ -485,13 +498,8 @@ def test_smuggling_never_two_requests(make_server, upstreams, tmp_path, kind):
 
 
 def test_h2_field_with_line_break_not_forwarded(make_server, upstreams, tmp_path):
-    for mark in H2_MARKS:
-        if mark.args[0]:
-            pytest.skip(mark.kwargs["reason"])
     raw = tmp_path / "raw.bin"
-    a = upstreams("a", flags=["--raw", str(raw)])
-    srv = proxy_server(make_server, site=f"    Pass / {a.addr}\n", h2c=True).start()
-    h = H2Client(srv.port)
+    srv, h, a = h2c_proxy(make_server, upstreams, flags=["--raw", str(raw)])
     sid = h.request("/echo", headers=[("x-evil", "a\r\nGET /smuggled HTTP/1.1")])
     h.wait([sid], allow_close=True)
     st = h.streams[sid]
@@ -522,15 +530,45 @@ def test_monkey_t_errors(make_server, upstreams):
     assert "unknown key 'HealthCheck'" in err
 
 
+# Numbers of the Server lines and addresses (px_number in px_conf.c): each
+# bound refused one past it, with the file and line, and accepted at it.
+OUT_OF_RANGE = [
+    ("    Server 127.0.0.1:80 weight=0\n", "a weight is 1 to 100"),
+    ("    Server 127.0.0.1:80 weight=101\n", "a weight is 1 to 100"),
+    ("    Server 127.0.0.1:80 weight=-1\n", "a weight is 1 to 100"),
+    ("    Server 127.0.0.1:80 weight=2x\n", "a weight is 1 to 100"),
+    ("    Server 127.0.0.1:80 weight=\n", "a weight is 1 to 100"),
+    ("    Server 127.0.0.1:80 weight=99999999999999999999999\n", "a weight is 1 to 100"),
+    ("    Server 127.0.0.1:80 max=0\n", "a max is 1 to 65535"),
+    ("    Server 127.0.0.1:80 max=65536\n", "a max is 1 to 65535"),
+    ("    Server 127.0.0.1:80 max=+5\n", "a max is 1 to 65535"),
+    ("    Server 127.0.0.1:0\n", "bad port"),
+    ("    Server 127.0.0.1:65536\n", "bad port"),
+    ("    Server [::1]:-80\n", "bad port"),
+    ("    Server 127.0.0.1: 80\n", "bad port"),
+]
+
+
+@pytest.mark.parametrize("line,why", OUT_OF_RANGE, ids=[c[0].split(None, 2)[-1].strip()
+                                                        for c in OUT_OF_RANGE])
+def test_monkey_t_numbers_out_of_range(make_server, line, why):
+    srv = proxy_server(make_server, conf="    Upstream a\n" + line, site="")
+    err = srv.run_expect_failure(["-t"])
+    assert why in err and "proxy.conf:3" in err, err
+
+
+def test_monkey_t_numbers_at_their_bounds(make_server):
+    conf = ("    Upstream a\n    Server 127.0.0.1:65535 weight=100 max=65535\n"
+            "    Server 127.0.0.1:1 weight=1 max=1\n")
+    srv = proxy_server(make_server, conf=conf, site="    Pass /x a\n")
+    check_conf(srv)
+
+
 def test_unix_and_ipv6_addresses_accepted(make_server, upstreams):
     conf = ("    Upstream app\n    Server unix:/run/app.sock\n    Server [::1]:3001 backup\n"
             "    Server 127.0.0.1:3000 weight=2\n")
     srv = proxy_server(make_server, conf=conf, site="    Pass /x app\n")
-    srv.write_conf()
-    from conftest import MONKEY
-    p = subprocess.run([str(MONKEY), "-c", str(srv.conf), "-t"], capture_output=True, text=True,
-                       timeout=10 * SLOW)
-    assert p.returncode == 0, p.stderr
+    check_conf(srv)
 
 
 def test_time_to_first_byte_per_server(make_server, upstreams):

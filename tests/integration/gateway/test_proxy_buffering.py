@@ -23,7 +23,7 @@ import time
 import pytest
 
 from conftest import SANITIZED, SLOW, vm_rss_kb
-from h2util import H2_MARKS, H2Client
+from h2util import H2Client, skip_without_h2
 from conftest import BUILD
 from test_proxy import PROXY_SO, proxy_server, upstreams  # noqa: F401 (a fixture)
 
@@ -224,9 +224,7 @@ def test_chunked_answer_buffered(make_server, upstreams, tmp_path):
 
 
 def test_http2_client(make_server, upstreams, tmp_path):
-    for mark in H2_MARKS:
-        if mark.args[0]:
-            pytest.skip(mark.kwargs["reason"])
+    skip_without_h2()
     u = upstreams("a")
     srv, bdir = buffered_server(make_server, tmp_path, u, h2c=True)
     srv.start()

@@ -7,14 +7,13 @@ monkey -t naming the file and line of a bad one. The upstream is
 proxy_upstream.py: .../head echoes the request's head as it came,
 .../answer answers with the status and fields it is asked for."""
 
-import subprocess
 import urllib.parse
 
 import pytest
 
-from conftest import HAS_IPV6, MONKEY, SLOW, Conn, needs_dlopen, wait_port
-from h2util import H2_MARKS, H2Client
-from test_proxy import PROXY_SO, proxy_server, upstreams  # noqa: F401 (a fixture)
+from conftest import HAS_IPV6, Conn, needs_dlopen, wait_port
+from h2util import H2Client, skip_without_h2
+from test_proxy import check_conf, PROXY_SO, proxy_server, upstreams  # noqa: F401 (a fixture)
 
 pytestmark = [needs_dlopen,
               pytest.mark.skipif(not PROXY_SO.exists(), reason="built without the proxy plugin")]
@@ -228,9 +227,7 @@ def test_cookie_path_and_domain(make_server, upstreams):
 
 
 def test_http2_client(make_server, upstreams):
-    for mark in H2_MARKS:
-        if mark.args[0]:
-            pytest.skip(mark.kwargs["reason"])
+    skip_without_h2()
     u = upstreams("a")
     srv = proxy_server(make_server, site=site(
         u, "Host backend.local", "Forwarded on", "RequestHeader set X-Via h2",
@@ -348,10 +345,7 @@ def test_monkey_t_accepts_good_lines(make_server, upstreams):
              "Redirect / /app/", "CookiePath / /app", "CookieDomain a.local b.test"]
     srv = proxy_server(make_server, site="    Pass /app 127.0.0.1:9\n"
                        + "".join(f"    {ln}\n" for ln in lines))
-    srv.write_conf()
-    p = subprocess.run([str(MONKEY), "-c", str(srv.conf), "-t"], capture_output=True, text=True,
-                       timeout=10 * SLOW)
-    assert p.returncode == 0, p.stderr
+    check_conf(srv)
 
 
 def test_rewritten_heads_on_one_connection(make_server, upstreams):

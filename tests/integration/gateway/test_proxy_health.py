@@ -8,32 +8,40 @@ proxy_upstream.py processes (their /health answers what /sethealth/CODE
 set) started by each test and stopped by PID."""
 
 import json
+import re
 import socket
-import subprocess
 import time
 
-import pytest
-
-from conftest import MONKEY, SLOW, free_port
+from conftest import SLOW, free_port
 from gwutil import plugin_status
-from test_proxy import pytestmark, distribution, echo, proxy_server, upstreams  # noqa: F401
+from test_proxy import (check_conf, distribution, echo, proxy_server, pytestmark,  # noqa: F401
+                        upstreams)
 
 
 FAST = "interval=100ms timeout=500ms rise=2 fall=2"
 
 
-def set_health(u, code):
-    """Make u's /health answer `code` (0: hang); the Host fields its last checks sent."""
+def ask(u, path):
+    """GET path of upstream u (one of its control paths): its JSON answer."""
     s = socket.create_connection(("127.0.0.1", u.port), timeout=5)
-    s.sendall(b"GET /sethealth/%d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % code)
+    s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path.encode())
     data = b""
-    while b"\r\n\r\n" not in data or not data.endswith(b"]"):  # the upstream keeps it open
+    while True:  # the upstream keeps the connection open: its Content-Length ends the answer
+        head, sep, body = data.partition(b"\r\n\r\n")
+        m = re.search(rb"Content-Length: (\d+)", head)
+        if sep and m and len(body) >= int(m.group(1)):
+            break
         got = s.recv(65536)
         if not got:
             break
         data += got
     s.close()
-    return json.loads(data.split(b"\r\n\r\n", 1)[1])
+    return json.loads(body)
+
+
+def set_health(u, code):
+    """Make u's /health answer `code` (0: hang); the Host fields its last checks sent."""
+    return ask(u, "/sethealth/%d" % code)
 
 
 def wait_for(pred, timeout):
@@ -77,29 +85,47 @@ def test_failing_server_goes_out_and_comes_back(make_server, upstreams):
     assert set(distribution(srv, 6)) == {"a", "b"}
 
 
+def health_gate(u, n):
+    """Let n more of u's /health answers out (the later ones wait); n < 0: all of them."""
+    ask(u, "/healthgate/%d" % n)
+
+
 def test_fall_and_rise_counts(make_server, upstreams):
+    """Exactly the fall-th failed check takes b out and the rise-th pass brings it
+    back. b answers its checks one at a time, as the test lets them out: the
+    proxy starts a server's next check only once the last one is counted, so
+    when b has received check k + 1, check k's outcome is in the proxy's state
+    and nothing else can change it. No sleep, no race with the interval."""
     a, b = upstreams("a"), upstreams("b")
-    # fall=3 at 300 ms: b stays in for the first two failed checks
-    srv = proxy_server(make_server, conf=group(a.addr, b.addr,
-                                               health="interval=300ms timeout=1s rise=3 fall=3"),
-                       site="    Pass / app\n", control=True).start()
-    assert wait_for(lambda: b.stats()["health"] >= 1, 5)
+    health_gate(b, 0)  # b holds every check from the first
     set_health(b, 503)
-    assert wait_for(lambda: plugin_status(srv, "proxy")["server1_check_failures"] >= 1, 5)
-    s = plugin_status(srv, "proxy")
-    if s["server1_check_failures"] < 3:
-        assert s["server1_healthy"] == 1
-    assert wait_for(lambda: healthy(srv, 1) == 0, 5)
-    assert plugin_status(srv, "proxy")["server1_check_failures"] >= 3
-    set_health(b, 200)
-    assert wait_for(lambda: plugin_status(srv, "proxy")["server1_checks"]
-                    > plugin_status(srv, "proxy")["server1_check_failures"], 5)
-    passed = lambda: (plugin_status(srv, "proxy")["server1_checks"]  # noqa: E731
-                      - plugin_status(srv, "proxy")["server1_check_failures"])
-    if passed() < 3:
-        assert healthy(srv, 1) == 0  # one or two passes are not enough with rise=3
-    assert wait_for(lambda: healthy(srv, 1) == 1, 5)
-    assert passed() >= 3
+    srv = proxy_server(make_server, conf=group(a.addr, b.addr,
+                                               health="interval=50ms timeout=1h rise=3 fall=3"),
+                       site="    Pass / app\n", control=True).start()
+    received = 1
+
+    def let_one_out():
+        nonlocal received
+        assert wait_for(lambda: b.stats()["health"] == received, 10), b.stats()
+        health_gate(b, 1)
+        received += 1
+        assert wait_for(lambda: b.stats()["health"] == received, 10), b.stats()
+        return plugin_status(srv, "proxy")
+
+    for k in (1, 2, 3):
+        s = let_one_out()
+        assert s["server1_check_failures"] == k and s["server1_checks"] == k, s
+        assert s["server1_healthy"] == (1 if k < 3 else 0), (k, s)
+    assert f"proxy: {b.addr} is down: 3 checks of /health failed" in srv.stderr_text()
+    assert set(distribution(srv, 4)) == {"a"}
+    set_health(b, 200)  # the check b holds now passes when it goes
+    for k in (1, 2, 3):
+        s = let_one_out()
+        assert s["server1_checks"] == 3 + k and s["server1_check_failures"] == 3, s
+        assert s["server1_healthy"] == (0 if k < 3 else 1), (k, s)
+    assert f"proxy: {b.addr} is up again (3 checks of /health passed)" in srv.stderr_text()
+    health_gate(b, -1)
+    assert set(distribution(srv, 6)) == {"a", "b"}
 
 
 def test_blackholed_server_fails_by_timeout(make_server, upstreams):
@@ -188,6 +214,11 @@ def test_monkey_t_errors(make_server):
         (group("127.0.0.1:80") + "    Health /again\n", "has a Health line already",
          "proxy.conf:5"),
     ]
+    # the numbers one past their bounds, and what is no number of that kind
+    for bad in ["interval=0ms", "interval=61m", "interval=3601", "timeout=3600001ms",
+                "timeout=1.5s", "timeout=2d", "timeout=-1s", "interval=", "rise=0", "rise=-1",
+                "fall=101", "fall=1e2", "fall=", "rise=99999999999999999999"]:
+        cases.append((group("127.0.0.1:80", health=bad), "bad Health parameter", "proxy.conf:4"))
     for conf, why, where in cases:
         srv = proxy_server(make_server, conf=conf, site="")
         err = srv.run_expect_failure(["-t"])
@@ -196,9 +227,10 @@ def test_monkey_t_errors(make_server):
                        "    Health health\n", site="")
     err = srv.run_expect_failure(["-t"])
     assert "expected an absolute path" in err and "proxy.conf:4" in err
-    ok = proxy_server(make_server, conf=group("127.0.0.1:80", health="interval=5s timeout=500ms "
-                                              "rise=1 fall=10 host=a.b"), site="    Pass / app\n")
-    ok.write_conf()
-    p = subprocess.run([str(MONKEY), "-t", "-c", str(ok.conf)], capture_output=True, text=True,
-                       timeout=10 * SLOW)
-    assert p.returncode == 0, p.stderr
+    # at the bounds, and in every unit a duration of the configuration takes
+    for health in ["interval=5s timeout=500ms rise=1 fall=10 host=a.b",
+                   "interval=1h timeout=3600000ms rise=100 fall=1",
+                   "interval=1m timeout=60m", "interval=3600 timeout=1ms"]:
+        ok = proxy_server(make_server, conf=group("127.0.0.1:80", health=health),
+                          site="    Pass / app\n")
+        check_conf(ok)

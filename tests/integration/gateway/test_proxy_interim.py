@@ -10,8 +10,7 @@ import pytest
 
 from conftest import SLOW
 from gwutil import plugin_status
-from h2util import H2_MARKS, H2Client
-from test_proxy import proxy_server, pytestmark, read_to_close, upstreams  # noqa: F401
+from test_proxy import h2c_proxy, proxy_server, pytestmark, read_to_close, upstreams  # noqa: F401
 
 HINTS = (b"Link: </style.css>; rel=preload; as=style\r\n"
          b"Link: </app.js>; rel=preload; as=script\r\n")
@@ -104,12 +103,7 @@ def test_early_hints_while_the_body_streams(make_server, upstreams):
 
 @pytest.mark.parametrize("dummy", [0], ids=["h2c"])
 def test_early_hints_http2(make_server, upstreams, dummy):
-    for mark in H2_MARKS:
-        if mark.args[0]:
-            pytest.skip(mark.kwargs["reason"])
-    u = upstreams("a")
-    srv = proxy_server(make_server, site=f"    Pass / {u.addr}\n", h2c=True).start()
-    h = H2Client(srv.port)
+    srv, h, u = h2c_proxy(make_server, upstreams)
     sid = h.request("/hints?s=1.5")
     t0 = time.monotonic()
     while "informational" not in h.streams[sid]:

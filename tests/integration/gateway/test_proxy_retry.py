@@ -6,14 +6,12 @@ each upstream saw is counted, so that a request sent twice shows."""
 import socket
 import time
 
-import pytest
-
 from conftest import SLOW, free_port
 from gwutil import plugin_status
 from h2util import H2_MARKS, H2Client
 # the helpers of test_proxy.py, its upstreams fixture and its marks (the plugin built)
-from test_proxy import (doc_of, echo, proxy_server, pytestmark, read_to_close,  # noqa: F401
-                        upstreams)
+from test_proxy import (doc_of, echo, h2c_proxy, proxy_server, pytestmark,  # noqa: F401
+                        read_to_close, upstreams)
 
 
 def seen(u):
@@ -145,12 +143,7 @@ def test_head_carries_the_upstream_length_http1(make_server, upstreams):
 
 
 def test_head_carries_the_upstream_length_http2(make_server, upstreams):
-    for mark in H2_MARKS:
-        if mark.args[0]:
-            pytest.skip(mark.kwargs["reason"])
-    a = upstreams("a")
-    srv = proxy_server(make_server, site=f"    Pass / {a.addr}\n", h2c=True).start()
-    h = H2Client(srv.port)
+    srv, h, a = h2c_proxy(make_server, upstreams)
     small = h.request("/status/404", method="HEAD")
     big = h.request("/big?n=5000000", method="HEAD")
     h.wait([small, big])

@@ -8,8 +8,7 @@ import socket
 import pytest
 
 from conftest import SLOW
-from h2util import H2_MARKS, H2Client
-from test_proxy import proxy_server, pytestmark, read_to_close, upstreams  # noqa: F401
+from test_proxy import h2c_proxy, proxy_server, pytestmark, read_to_close, upstreams  # noqa: F401
 
 
 def raw(srv, request):
@@ -67,12 +66,7 @@ def test_no_trailers_unasked_or_http10(make_server, upstreams):
 
 @pytest.mark.parametrize("dummy", [0], ids=["h2c"])
 def test_trailers_to_http2(make_server, upstreams, dummy):
-    for mark in H2_MARKS:
-        if mark.args[0]:
-            pytest.skip(mark.kwargs["reason"])
-    u = upstreams("a")
-    srv = proxy_server(make_server, site=f"    Pass / {u.addr}\n", h2c=True).start()
-    h = H2Client(srv.port)
+    srv, h, u = h2c_proxy(make_server, upstreams)
     sids = [h.request("/trailers?s=0.2"), h.request("/trailers"),
             h.request("/trailers", headers=[("te", "trailers")])]
     h.wait(sids)

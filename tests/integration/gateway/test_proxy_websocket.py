@@ -18,6 +18,7 @@ import pytest
 
 from conftest import BUILD, SLOW, free_port, needs_dlopen, vm_rss_kb, wait_port
 from gwutil import plugin_status, with_control
+from h2util import H2Client, H2WebSocket
 
 pytest.importorskip("websockets.sync.client", reason="Python's websockets 13 or later (tools/deps.sh test)")
 from websockets.exceptions import ConnectionClosed, InvalidStatus  # noqa: E402
@@ -362,75 +363,7 @@ def test_many_frames_both_ways(make_server, upstream):
 TEXT, BINARY, CLOSE = 1, 2, 8
 
 
-def client_frame(opcode, payload=b""):
-    """A client's WebSocket frame: masked (RFC 6455 5.3; RFC 8441 keeps the framing)."""
-    n = len(payload)
-    if n < 126:
-        head = struct.pack("!BB", 0x80 | opcode, 0x80 | n)
-    elif n < 65536:
-        head = struct.pack("!BBH", 0x80 | opcode, 0x80 | 126, n)
-    else:
-        head = struct.pack("!BBQ", 0x80 | opcode, 0x80 | 127, n)
-    key = os.urandom(4)
-    masked = bytes(b ^ key[i % 4] for i, b in enumerate(payload))
-    return head + key + masked
-
-
-class H2WebSocket:
-    """A WebSocket on a stream of an h2 client, opened with an extended CONNECT."""
-
-    def __init__(self, c, path):
-        self.c = c
-        self.sid = c.conn.get_next_available_stream_id()
-        c.conn.send_headers(self.sid, [(":method", "CONNECT"), (":protocol", "websocket"),
-                                       (":scheme", c.scheme), (":path", path),
-                                       (":authority", "localhost"),
-                                       ("sec-websocket-version", "13")])
-        c.streams[self.sid] = {"headers": {}, "data": b"", "ended": False, "reset": None}
-        c.flush()
-        self.off = 0
-        while not self.st["headers"] and not self.gone():
-            assert c.read_once(), "connection closed"
-
-    @property
-    def st(self):
-        return self.c.streams[self.sid]
-
-    def gone(self):
-        return self.st["ended"] or self.st["reset"] is not None
-
-    def send(self, opcode, payload):
-        self.c.send_body(self.sid, client_frame(opcode, payload), end=False)
-
-    def _need(self, n):
-        while len(self.st["data"]) - self.off < n:
-            if self.gone():
-                raise EOFError(f"stream over: {self.st['reset']}")
-            assert self.c.read_once(), "connection closed"
-
-    def read(self):
-        """(opcode, payload) of the upstream's next frame (unmasked)."""
-        self._need(2)
-        d = self.st["data"]
-        b0, b1 = d[self.off], d[self.off + 1]
-        assert not b1 & 0x80
-        n, hl = b1 & 0x7F, 2
-        if n == 126:
-            self._need(4)
-            n, hl = struct.unpack("!H", self.st["data"][self.off + 2:self.off + 4])[0], 4
-        elif n == 127:
-            self._need(10)
-            n, hl = struct.unpack("!Q", self.st["data"][self.off + 2:self.off + 10])[0], 10
-        self._need(hl + n)
-        payload = self.st["data"][self.off + hl:self.off + hl + n]
-        self.off += hl + n
-        self.st["data"] = self.st["data"][self.off:]  # what the client keeps stays small
-        self.off = 0
-        return b0 & 0x0F, payload
-
-
 def h2_client(srv):
-    from h2util import H2Client
     c = H2Client(srv.port)
     c.conn.increment_flow_control_window(1 << 24)
     c.flush()

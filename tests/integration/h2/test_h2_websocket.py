@@ -18,7 +18,7 @@ import time
 import pytest
 
 from conftest import BUILD, EMULATED, ROOT, SANITIZED, SLOW, STATIC, vm_rss_kb
-from h2util import H2_MARKS, H2Client
+from h2util import H2_MARKS, H2Client, H2WebSocket, ws_client_frame
 from test_duda import build, duda_server, web_service
 
 try:
@@ -96,82 +96,12 @@ def client(srv, **kw):
     return c
 
 
-def ws_frame(opcode, payload=b"", fin=True):
-    """A client's frame: masked, as RFC 6455 asks (RFC 8441 keeps the framing)."""
-    n = len(payload)
-    b0 = (0x80 if fin else 0) | opcode
-    if n < 126:
-        head = struct.pack("!BB", b0, 0x80 | n)
-    elif n < 65536:
-        head = struct.pack("!BBH", b0, 0x80 | 126, n)
-    else:
-        head = struct.pack("!BBQ", b0, 0x80 | 127, n)
-    key = os.urandom(4)
-    mask = (key * (n // 4 + 1))[:n]
-    return head + key + (int.from_bytes(payload, "big") ^ int.from_bytes(mask, "big")).to_bytes(
-        n, "big") if n else head + key
-
-
-class WS:
-    """One WebSocket on a stream of c, opened with an extended CONNECT."""
+class WS(H2WebSocket):
+    """One WebSocket on a stream of c, opened with an extended CONNECT (to
+    the echo service unless told)."""
 
     def __init__(self, c, path="/wstest/echo", protocol="websocket", headers=()):
-        self.c = c
-        self.sid = c.conn.get_next_available_stream_id()
-        hdrs = [(":method", "CONNECT"), (":protocol", protocol), (":scheme", c.scheme),
-                (":path", path), (":authority", "localhost"),
-                ("sec-websocket-version", "13")] + list(headers)
-        c.conn.send_headers(self.sid, hdrs)
-        c.streams[self.sid] = {"headers": {}, "data": b"", "ended": False, "reset": None}
-        c.flush()
-        self.off = 0
-        while not self.st["headers"] and not self.gone():
-            assert c.read_once(), "connection closed"
-
-    @property
-    def st(self):
-        return self.c.streams[self.sid]
-
-    @property
-    def status(self):
-        return self.st["headers"].get(":status")
-
-    def gone(self):
-        return self.st["ended"] or self.st["reset"] is not None
-
-    def send(self, opcode, payload=b"", fin=True):
-        self.c.send_body(self.sid, ws_frame(opcode, payload, fin), end=False)
-
-    def _need(self, n):
-        while len(self.st["data"]) - self.off < n:
-            if self.gone():
-                raise EOFError(f"stream over: {self.st['reset']}")
-            assert self.c.read_once(), "connection closed"
-
-    def read(self):
-        """(opcode, payload) of the server's next frame (never masked)."""
-        self._need(2)
-        d = self.st["data"]
-        b0, b1 = d[self.off], d[self.off + 1]
-        assert not b1 & 0x80, "the server masked a frame"
-        n, hl = b1 & 0x7F, 2
-        if n == 126:
-            self._need(4)
-            n, hl = struct.unpack("!H", self.st["data"][self.off + 2:self.off + 4])[0], 4
-        elif n == 127:
-            self._need(10)
-            n, hl = struct.unpack("!Q", self.st["data"][self.off + 2:self.off + 10])[0], 10
-        self._need(hl + n)
-        payload = self.st["data"][self.off + hl:self.off + hl + n]
-        self.off += hl + n
-        if self.off > 1 << 20:
-            self.st["data"] = self.st["data"][self.off:]
-            self.off = 0
-        return b0 & 0x0F, payload
-
-    def wait_gone(self):
-        while not self.gone():
-            assert self.c.read_once(), "connection closed"
+        super().__init__(c, path, protocol, headers)
 
 
 # ---- the handshake ------------------------------------------------------------------------
@@ -272,7 +202,7 @@ def test_frames_sent_with_the_connect(srv):
     c.conn.send_headers(sid, [(":method", "CONNECT"), (":protocol", "websocket"),
                               (":scheme", c.scheme), (":path", "/wstest/echo"),
                               (":authority", "localhost"), ("sec-websocket-version", "13")])
-    c.conn.send_data(sid, ws_frame(TEXT, b"early") + ws_frame(BINARY, b"\x00\x01"))
+    c.conn.send_data(sid, ws_client_frame(TEXT, b"early") + ws_client_frame(BINARY, b"\x00\x01"))
     c.streams[sid] = {"headers": {}, "data": b"", "ended": False, "reset": None}
     c.flush()
     ws = WS.__new__(WS)

@@ -14,6 +14,8 @@ A scratch configure of the tree (configure only, no build) checks the
 mechanism itself: configured with nghttp2 and libbrotlienc hidden from
 pkg-config, then again with them visible, the cache turns MK_H2 and MK_BROTLI
 on; a value given with -D stays; -DMK_H2=auto gives it back to the build.
+Another one, with the proxy plugin built in, links bin/monkey with OpenSSL
+(px_tls.c's tls:// upstreams).
 """
 
 import os
@@ -68,6 +70,7 @@ LIBRARIES = {
     "h2": (["nghttp2/nghttp2.h"], ["nghttp2"], "libnghttp2 >= 1.52"),
     "brotli": (["brotli/encode.h"], ["brotlienc"], "libbrotlienc"),
     "zlib": (["zlib.h"], ["z"], "zlib"),
+    "pcre2": (["pcre2.h"], ["pcre2-8"], "libpcre2-8"),
     "unit-tests": (["cmocka.h"], ["cmocka"], None),
     "duda-redis-sessions": (["hiredis/async.h"], ["hiredis"], None),
     "duda-pkg-base64": (["openssl/ssl.h"], ["crypto"], None),
@@ -83,7 +86,8 @@ LIBRARIES = {
 
 
 # The lines of the parts that compile out and of the profile (cmake/profile.cmake).
-PARTS = {"profile", "supervisor", "systemd", "compress", "fair", "realip", "small"}
+PARTS = {"profile", "supervisor", "systemd", "compress", "fair", "realip", "rules", "metrics",
+         "small"}
 
 
 def cache():
@@ -111,6 +115,7 @@ def built():
         "h2": any(s.startswith("libnghttp2.so") for s in monkey),
         "brotli": any(s.startswith("libbrotlienc.so") for s in monkey),
         "zlib": any(s.startswith("libz.so") for s in monkey),
+        "pcre2": any(s.startswith("libpcre2-8.so") for s in monkey),
         "unit-tests": any((BUILD / "tests").glob("test_http_parser*")),
     }
     if duda_so.exists():
@@ -235,3 +240,27 @@ def test_on_without_the_library_stops_the_configure(tmp_path, hidden_pkgconfig):
     assert p.returncode != 0
     assert "MK_H2=ON, but libnghttp2 >= 1.52 (libnghttp2-dev) is not found" in " ".join(
         p.stderr.split())
+
+
+def monkey_link_line(build):
+    """What bin/monkey of a configured (not built) tree links: Ninja's or Make's line."""
+    ninja = build / "build.ninja"
+    if ninja.exists():
+        m = re.search(r"^build bin/monkey: .*\n((?:  .*\n)*)", ninja.read_text(), re.M)
+        return m.group(1) if m else ""
+    link = build / "CMakeFiles" / "monkey.dir" / "link.txt"
+    return link.read_text() if link.exists() else ""
+
+
+def test_a_built_in_proxy_links_openssl(tmp_path):
+    # px_tls.c built into monkeylib calls OpenSSL: the binary must link it
+    # (the objects of the built-in plugins bring no libraries of their own along)
+    if not pkg("openssl >= 3.0"):
+        pytest.skip("no OpenSSL 3 (libssl-dev): a built-in proxy has no tls:// upstreams")
+    build = tmp_path / "build"
+    gen = ["-G", "Ninja"] if shutil.which("ninja") else []
+    cache = configure(build, *gen, "-DMK_DUDA=OFF", "-DMK_BUILTIN_PLUGINS=proxy")
+    assert cache["MK_TLS"] == "ON", cache
+    line = monkey_link_line(build)
+    assert line, "no link line of bin/monkey"
+    assert "libssl" in line or "-lssl" in line, line

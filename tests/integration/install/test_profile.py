@@ -37,6 +37,7 @@ PARTS = {
     "fair": ("the fair balancing mode", ["Balancing fair"]),
     "realip": ("the client's address behind a balancer",
                ["RealIPFrom 10.0.0.0/8", "RealIPHeader X-Real-IP"]),
+    "rules": ("request rules", []),
     "libmonkey": ("library mode", []),
 }
 
@@ -94,6 +95,17 @@ def test_monkey_t_names_the_file_line_and_part_of_a_key_left_out(tmp_path, part,
     else:
         assert p.stderr.strip() == (f"monkey: {where.resolve()}:{line_no}: {what}: this server "
                                     f"was built without {name}"), p.stderr
+
+
+@pytest.mark.skipif(not built_without("rules"), reason="built with request rules")
+def test_monkey_t_names_the_file_line_and_part_of_a_rule_left_out(tmp_path):
+    conf = write_conf(tmp_path, "Workers 1")
+    site = conf / "sites" / "default"
+    site.write_text(site.read_text() + "[RULE]\n    Path /a\n    Return 410\n")
+    p = check(conf)
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    assert p.stderr.strip() == (f"monkey: {site.resolve()}:4: [RULE]: this server was built "
+                                "without request rules"), p.stderr
 
 
 @pytest.mark.skipif(not built_without("supervisor") and not built_without("compress"),

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -563,6 +564,296 @@ static void test_load_file(void **state)
     assert_non_null(strstr(err, "not a regular file"));
 }
 
+/* ---- Include and variables ------------------------------------------------ */
+
+/* A temporary directory for one test's files; removed by tmp_clean(). */
+static char tmp_dir[64];
+
+static void tmp_make(void)
+{
+    snprintf(tmp_dir, sizeof(tmp_dir), "/tmp/mk-test-include-XXXXXX");
+    assert_non_null(mkdtemp(tmp_dir));
+}
+
+/* Write `text` into tmp_dir/name (name may hold one folder, made first). */
+static void tmp_write(const char *name, const char *text)
+{
+    char path[256];
+    const char *slash = strchr(name, '/');
+    if (slash) {
+        snprintf(path, sizeof(path), "%s/%.*s", tmp_dir, (int) (slash - name), name);
+        mkdir(path, 0700);
+    }
+    snprintf(path, sizeof(path), "%s/%s", tmp_dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    fclose(f);
+}
+
+static void tmp_clean(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp_dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static struct mk_conf *tmp_load(const char *name, char *err, size_t errlen)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/%s", tmp_dir, name);
+    return mk_conf_load(path, err, errlen);
+}
+
+/* Loading tmp_dir/name fails with "tmp_dir/file:line: " and `needle` in the message. */
+static void tmp_fails(const char *name, const char *file, int line, const char *needle)
+{
+    char err[MK_CONF_ERR_LEN] = "", prefix[256];
+    struct mk_conf *conf = tmp_load(name, err, sizeof(err));
+    if (conf) {
+        mk_conf_free(conf);
+        fail_msg("%s accepted", name);
+    }
+    snprintf(prefix, sizeof(prefix), "%s/%s:%d: ", tmp_dir, file, line);
+    if (strncmp(err, prefix, strlen(prefix)) != 0 || !strstr(err, needle)) {
+        fail_msg("message '%s', expected '%s...%s'", err, prefix, needle);
+    }
+}
+
+/* "key=value;" for every entry in order, with "[section]" before each section. */
+static void flatten(const struct mk_conf *conf, char *out, size_t len)
+{
+    struct mk_list *it, *eit;
+    size_t n = 0;
+    out[0] = '\0';
+    mk_list_foreach (it, &conf->sections) {
+        struct mk_conf_section *sec = mk_list_entry(it, struct mk_conf_section, node);
+        n += (size_t) snprintf(out + n, len - n, "[%s]", sec->name);
+        mk_list_foreach (eit, &sec->entries) {
+            struct mk_conf_entry *e = mk_list_entry(eit, struct mk_conf_entry, node);
+            n += (size_t) snprintf(out + n, len - n, "%s=%s;", e->key, e->value);
+        }
+        assert_true(n < len);
+    }
+}
+
+/* `line` of conf is line `want` of tmp_dir/file. */
+static void where_is(const struct mk_conf *conf, int line, const char *file, int want)
+{
+    char path[256];
+    int got;
+    snprintf(path, sizeof(path), "%s/%s", tmp_dir, file);
+    assert_string_equal(mk_conf_where(conf, line, &got), path);
+    assert_int_equal(got, want);
+}
+
+static void test_include_order_and_sections(void **state)
+{
+    char err[MK_CONF_ERR_LEN] = "", flat[512];
+    (void) state;
+
+    tmp_make();
+    tmp_write("main.conf", "[A]\n"
+                           "    one 1\n"
+                           "    Include d/*.conf   # sorted\n"
+                           "    four 4\n"
+                           "include   sect.conf\n"
+                           "    five 5\n");
+    tmp_write("d/b.conf", "    three 3\n");
+    tmp_write("d/a.conf", "# first by name\n    two 2\n");
+    tmp_write("d/skip.txt", "    no 0\n");
+    tmp_write("sect.conf", "[B]\n    bee 1\n");
+    char sub[256];
+    snprintf(sub, sizeof(sub), "%s/d/dir.conf", tmp_dir);
+    assert_int_equal(mkdir(sub, 0700), 0); /* a directory matching the glob is skipped */
+
+    struct mk_conf *conf = tmp_load("main.conf", err, sizeof(err));
+    if (!conf) {
+        fail_msg("rejected: %s", err);
+    }
+    flatten(conf, flat, sizeof(flat));
+    /* The section before an Include is current again after it. */
+    assert_string_equal(flat, "[A]one=1;two=2;three=3;four=4;five=5;[B]bee=1;");
+    assert_int_equal(conf->n_files, 4);
+
+    struct mk_conf_section *a = mk_conf_section(conf, "A"), *b = mk_conf_section(conf, "B");
+    where_is(conf, a->line, "main.conf", 1);
+    where_is(conf, mk_conf_entry(a, "two")->line, "d/a.conf", 2);
+    where_is(conf, mk_conf_entry(a, "three")->line, "d/b.conf", 1);
+    where_is(conf, mk_conf_entry(a, "four")->line, "main.conf", 4);
+    where_is(conf, b->line, "sect.conf", 1);
+    where_is(conf, mk_conf_entry(a, "five")->line, "main.conf", 6);
+
+    /* Typed readers name the included file too. */
+    bool v;
+    assert_false(mk_conf_bool(conf, mk_conf_entry(a, "three"), &v, err, sizeof(err)));
+    char prefix[256];
+    snprintf(prefix, sizeof(prefix), "%s/d/b.conf:1: three:", tmp_dir);
+    assert_true(strncmp(err, prefix, strlen(prefix)) == 0);
+    mk_conf_free(conf);
+    tmp_clean();
+}
+
+static void test_include_errors(void **state)
+{
+    (void) state;
+
+    tmp_make();
+    /* A syntax error in an included file names that file and its line. */
+    tmp_write("main.conf", "[A]\n    Include inc.conf\n");
+    tmp_write("inc.conf", "    ok 1\n\n    bad\n");
+    tmp_fails("main.conf", "inc.conf", 3, "key 'bad' has no value");
+
+    /* A plain path must exist; a wildcard may match nothing. */
+    tmp_write("main.conf", "[A]\n    x 1\n    Include missing.conf\n");
+    tmp_fails("main.conf", "main.conf", 3, "cannot open");
+    tmp_write("main.conf", "[A]\n    Include none/*.conf\n    x 1\n");
+    char err[MK_CONF_ERR_LEN] = "";
+    struct mk_conf *conf = tmp_load("main.conf", err, sizeof(err));
+    assert_non_null(conf);
+    assert_int_equal(conf->n_files, 1);
+    mk_conf_free(conf);
+
+    tmp_write("main.conf", "[A]\n    Include\n");
+    tmp_fails("main.conf", "main.conf", 2, "key 'Include' has no value");
+    tmp_write("main.conf", "[A]\n    Include ${MK_TEST_UNSET_X:-}\n");
+    tmp_fails("main.conf", "main.conf", 2, "Include needs a file name");
+
+    /* Cycles: itself, and through another file. */
+    tmp_write("main.conf", "[A]\n    Include main.conf\n");
+    tmp_fails("main.conf", "main.conf", 2, "includes itself");
+    tmp_write("main.conf", "[A]\nInclude b.conf\n");
+    tmp_write("b.conf", "    y 1\n    Include main.conf\n");
+    tmp_fails("main.conf", "b.conf", 2, "includes itself");
+
+    /* A file included twice, not in a cycle, is fine. */
+    tmp_write("main.conf", "[A]\n    Include c.conf\n    Include c.conf\n");
+    tmp_write("c.conf", "    z 1\n");
+    conf = tmp_load("main.conf", err, sizeof(err));
+    assert_non_null(conf);
+    assert_int_equal(conf->n_files, 3);
+    mk_conf_free(conf);
+
+    /* Depth: a chain of MK_CONF_MAX_DEPTH included files reads, one more does not. */
+    char name[32], text[64];
+    for (int i = 0; i <= MK_CONF_MAX_DEPTH; i++) {
+        snprintf(name, sizeof(name), "n%d.conf", i);
+        snprintf(text, sizeof(text), "    k%d 1\n    Include n%d.conf\n", i, i + 1);
+        tmp_write(name, text);
+    }
+    snprintf(name, sizeof(name), "n%d.conf", MK_CONF_MAX_DEPTH);
+    tmp_write(name, "    last 1\n");
+    tmp_write("main.conf", "[A]\n    Include n1.conf\n");
+    conf = tmp_load("main.conf", err, sizeof(err));
+    if (!conf) {
+        fail_msg("rejected: %s", err);
+    }
+    assert_string_equal(value_of(conf, "A", "last"), "1");
+    mk_conf_free(conf);
+    tmp_write("main.conf", "[A]\n    Include n0.conf\n");
+    snprintf(name, sizeof(name), "n%d.conf", MK_CONF_MAX_DEPTH - 1);
+    tmp_fails("main.conf", name, 2, "nested deeper than 16 files");
+
+    /* A buffer has no directory to include from. */
+    parse_fails(RAW("[A]\n    Include x.conf\n"), 2, "Include is not allowed here");
+    tmp_clean();
+}
+
+static void test_variables(void **state)
+{
+    (void) state;
+
+    setenv("MK_TEST_PORT", "8080", 1);
+    setenv("MK_TEST_EMPTY", "", 1);
+    setenv("MK_TEST_NL", "a\nb", 1);
+    unsetenv("MK_TEST_UNSET");
+
+    struct mk_conf *conf = parse_ok(RAW("[S]\n"
+                                        "    Listen ${MK_TEST_PORT}\n"
+                                        "    Both ${MK_TEST_PORT}:${MK_TEST_UNSET:-80}/x\n"
+                                        "    Empty ${MK_TEST_EMPTY:-fallback}\n"
+                                        "    Spaced ${MK_TEST_UNSET:-two words}  # comment\n"
+                                        "    Literal $${MK_TEST_PORT} and $$ and $x $\n"));
+    assert_string_equal(value_of(conf, "S", "Listen"), "8080");
+    assert_string_equal(value_of(conf, "S", "Both"), "8080:80/x");
+    assert_string_equal(value_of(conf, "S", "Empty"), "fallback");
+    assert_string_equal(value_of(conf, "S", "Spaced"), "two words");
+    assert_string_equal(value_of(conf, "S", "Literal"), "${MK_TEST_PORT} and $$ and $x $");
+    mk_conf_free(conf);
+}
+
+static void test_variable_errors(void **state)
+{
+    (void) state;
+
+    unsetenv("MK_TEST_UNSET");
+    setenv("MK_TEST_EMPTY", "", 1);
+    setenv("MK_TEST_NL", "a\nb", 1);
+    parse_fails(RAW("[S]\n    a 1\n    Root ${MK_TEST_UNSET}\n"), 3,
+                "environment variable MK_TEST_UNSET is not set");
+    parse_fails(RAW("[S]\n    Root ${MK_TEST_EMPTY}\n"), 2, "MK_TEST_EMPTY is not set");
+    parse_fails(RAW("[S]\n    Root ${MK_TEST_UNSET\n"), 2, "without a closing");
+    parse_fails(RAW("[S]\n    Root ${}\n"), 2, "is not a variable");
+    parse_fails(RAW("[S]\n    Root ${1A}\n"), 2, "is not a variable");
+    parse_fails(RAW("[S]\n    Root ${A-B}\n"), 2, "is not a variable");
+    parse_fails(RAW("[S]\n    Root ${MK_TEST_NL}\n"), 2, "holds a line break");
+    parse_fails(RAW("[S]\n    Root ${MK_TEST_UNSET:-}\n"), 2, "no value once expanded");
+    /* Section names and keys are never expanded: '$' is no name character. */
+    parse_fails(RAW("[${MK_TEST_EMPTY}]\n"), 1, "invalid character in section name");
+    parse_fails(RAW("[S]\n    K${MK_TEST_EMPTY} 1\n"), 2, "invalid character in key name");
+}
+
+/* The dump reads back into the same entries; "# from" comments mark the files. */
+static void test_dump_reads_back(void **state)
+{
+    char err[MK_CONF_ERR_LEN] = "", before[512], after[512], path[256];
+    (void) state;
+
+    setenv("MK_TEST_PORT", "8080", 1);
+    tmp_make();
+    tmp_write("main.conf", "[A]\n    Listen ${MK_TEST_PORT}\n    Include inc.conf\n"
+                           "    Lit $${X}\n[C]\n    c 1\n");
+    tmp_write("inc.conf", "    inc yes\n[B]\n    bee 2\n");
+    struct mk_conf *conf = tmp_load("main.conf", err, sizeof(err));
+    assert_non_null(conf);
+    flatten(conf, before, sizeof(before));
+    assert_string_equal(before, "[A]Listen=8080;inc=yes;Lit=${X};[B]bee=2;[C]c=1;");
+
+    snprintf(path, sizeof(path), "%s/dump.conf", tmp_dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_true(mk_conf_dump(conf, f));
+    fclose(f);
+    mk_conf_free(conf);
+
+    conf = tmp_load("dump.conf", err, sizeof(err));
+    if (!conf) {
+        fail_msg("the dump does not read back: %s", err);
+    }
+    assert_int_equal(conf->n_files, 1);
+    flatten(conf, after, sizeof(after));
+    assert_string_equal(after, before);
+    mk_conf_free(conf);
+
+    char text[1024];
+    f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char want[512];
+    snprintf(want, sizeof(want), "# file %s/inc.conf (Include at %s/main.conf:3)\n", tmp_dir,
+             tmp_dir);
+    assert_non_null(strstr(text, want));
+    /* Entries are written by section: [A]'s line after the Include comes before [B]. */
+    snprintf(want, sizeof(want),
+             "[A]\n    Listen 8080\n# from %s/inc.conf\n    inc yes\n# from %s/main.conf\n"
+             "    Lit $${X}\n# from %s/inc.conf\n[B]\n    bee 2\n# from %s/main.conf\n[C]\n",
+             tmp_dir, tmp_dir, tmp_dir, tmp_dir);
+    assert_non_null(strstr(text, want));
+    tmp_clean();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -580,6 +871,11 @@ int main(void)
         cmocka_unit_test(test_size),
         cmocka_unit_test(test_words),
         cmocka_unit_test(test_load_file),
+        cmocka_unit_test(test_include_order_and_sections),
+        cmocka_unit_test(test_include_errors),
+        cmocka_unit_test(test_variables),
+        cmocka_unit_test(test_variable_errors),
+        cmocka_unit_test(test_dump_reads_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

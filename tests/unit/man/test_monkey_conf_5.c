@@ -158,7 +158,13 @@ static unsigned missing_plugin_keys(const char *page, const char *name,
 
 static void test_server_host_and_plugins_keys(void **state)
 {
-    static const char *const sections[] = {"HOST", "PLUGINS"};
+    static const char *const sections[] = {
+        "HOST",
+        "PLUGINS",
+#ifdef MK_HAVE_RULES
+        "RULE",
+#endif
+    };
     char *page = read_all(MAN_PAGE);
     unsigned missing = missing_schema(page, "[SERVER]", mk_config_schema());
     (void) state;

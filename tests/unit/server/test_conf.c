@@ -1507,7 +1507,14 @@ static void test_compiled_out_keys_are_refused(void **state)
 
 static void test_keys_are_documented(void **state)
 {
-    static const char *const sections[] = {"SERVER", "HOST", "PLUGINS"};
+    static const char *const sections[] = {
+        "SERVER",
+        "HOST",
+        "PLUGINS",
+#ifdef MK_HAVE_RULES
+        "RULE",
+#endif
+    };
     char *doc = read_all(MK_SOURCE_DIR "/docs/configuration.md");
     char quoted[128];
     unsigned missing = 0;

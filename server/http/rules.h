@@ -1,0 +1,206 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * rules.h: a site's request rules ([RULE] sections, docs/configuration.md):
+ * which block a request selects, and the targets of Redirect and Rewrite
+ * built from it. Pure: no I/O, no globals; the tables are built once per
+ * configuration (server/config/conf_rules.c), immutable afterwards and read
+ * by every worker at once.
+ *
+ * A block selects requests by path (none: every path; Path: the path is
+ * exactly; Prefix: the path starts with it by whole segments; Regex: a
+ * PCRE2 expression finds a match in it), and optionally by method, host
+ * and a request field. The blocks are tried in file order; the first whose
+ * every condition holds is the request's.
+ *
+ * A target is a template: literal text, $1 to $9 (the groups of the
+ * match; for Path and Prefix, $1 is what follows the prefix), $NAME (a
+ * named group), $scheme, $host, $port, $path (the normalised path),
+ * $query, $request_uri (the path and query as the client sent them) and
+ * $$ (a dollar sign). Whatever is expanded is percent-encoded where it
+ * stands, so that it can never end the path, start a query or name an
+ * authority: a target that starts with '/' stays a path of this server
+ * (leading slashes of the result are folded into one), and an absolute
+ * target's host is the text of the configuration, or $host.
+ */
+#ifndef MK_SERVER_RULES_H
+#define MK_SERVER_RULES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "http.h"
+
+/* The groups of a Regex a target may use ($0 is the whole match). */
+#define MK_RULE_GROUPS_MAX 31
+/* The longest target a template expands to; longer: the request fails with 500. */
+#define MK_RULE_TARGET_MAX 8192
+
+enum mk_rule_select {
+    MK_RULE_ANY = 0, /* no path condition */
+    MK_RULE_EXACT,
+    MK_RULE_PREFIX,
+    MK_RULE_REGEX,
+};
+
+enum mk_rule_action {
+    MK_RULE_PASS = 0, /* ResponseHeader lines only: the request goes on */
+    MK_RULE_REDIRECT,
+    MK_RULE_RETURN,
+    MK_RULE_REWRITE,
+};
+
+enum mk_rule_header_op {
+    MK_RH_SET = 0, /* the fields of that name are replaced by this one */
+    MK_RH_ADD,
+    MK_RH_REMOVE,
+};
+
+/* A ResponseHeader line. */
+struct mk_rule_header {
+    uint8_t op;  /* enum mk_rule_header_op */
+    bool always; /* on error responses (400 and above) too */
+    char *name;  /* NUL-terminated */
+    size_t name_len;
+    char *value; /* NULL for MK_RH_REMOVE */
+    size_t value_len;
+};
+
+enum mk_rule_part_kind {
+    MK_RP_TEXT = 0, /* bytes of the template */
+    MK_RP_GROUP,
+    MK_RP_SCHEME,
+    MK_RP_HOST,
+    MK_RP_PORT,
+    MK_RP_PATH,
+    MK_RP_QUERY,
+    MK_RP_URI,
+};
+
+struct mk_rule_part {
+    uint8_t kind;      /* enum mk_rule_part_kind */
+    uint8_t group;     /* MK_RP_GROUP: the group's number */
+    bool in_query;     /* after the template's '?' or '#' */
+    uint32_t off, len; /* MK_RP_TEXT: the bytes, in the template's text */
+};
+
+struct mk_rule_template {
+    char *text; /* as written */
+    struct mk_rule_part *parts;
+    size_t n_parts;
+    bool absolute;  /* http:// or https://: else a path starting with '/' */
+    bool has_query; /* '?', $query or $request_uri: the template writes the query */
+};
+
+/* What a template may refer to, from the request. Strings need no NUL. */
+struct mk_rule_vars {
+    struct mk_str scheme; /* "http" or "https" */
+    struct mk_str host;   /* the Host without its port, as received */
+    struct mk_str port;   /* the port the request arrived on, digits */
+    struct mk_str path;   /* normalised (decoded) */
+    struct mk_str query;  /* as received, without '?'; p NULL: none */
+    struct mk_str uri;    /* the target's path as received (origin form) */
+    /* the groups of the match: start and end offsets in `subject`, (size_t) -1 unset */
+    const char *subject;
+    const size_t *groups;
+    uint32_t n_groups; /* pairs in groups, $0 included */
+};
+
+struct mk_rule {
+    int line;         /* of the [RULE] header */
+    uint8_t select;   /* enum mk_rule_select */
+    uint8_t action;   /* enum mk_rule_action */
+    uint16_t status;  /* Redirect, Return */
+    uint32_t methods; /* 1u << enum mk_http_method; 0: any */
+    char *path;       /* Path, Prefix (a Prefix has no trailing '/' but for "/") */
+    size_t path_len;
+    void *re;          /* Regex: pcre2_code; NULL in a build without PCRE2 */
+    uint32_t n_groups; /* pairs a match fills, $0 included */
+    bool jit;          /* re was compiled by PCRE2's JIT: pcre2_jit_match */
+    char **hosts;      /* lower case, "*.example.com" a wildcard; NULL: any */
+    size_t n_hosts;
+    char *field;                    /* Header NAME; NULL: none */
+    char *field_value;              /* its value, compared exactly; NULL: present is enough */
+    struct mk_rule_template target; /* Redirect, Rewrite */
+    char *body;                     /* Return's text; NULL: the status's usual page */
+    size_t body_len;
+    struct mk_rule_header *headers; /* ResponseHeader lines, in file order */
+    size_t n_headers;
+    struct mk_rule_header *req_headers; /* RequestHeader lines, in file order */
+    size_t n_req_headers;
+};
+
+struct mk_rules {
+    struct mk_rule **v;
+    size_t n;
+    uint32_t n_groups; /* the most any rule fills */
+};
+
+/*
+ * Parse template `text` (NUL-terminated) for a rule whose match has
+ * `n_groups` pairs ($0 included). `group_named` gives the number of the
+ * named group NAME (len bytes), or -1; NULL: no named groups. MK_OK, or
+ * MK_ERR with the reason in reason. Free with mk_rule_template_free.
+ */
+int mk_rule_template_parse(struct mk_rule_template *t, const char *text, uint32_t n_groups,
+                           int (*group_named)(void *ctx, const char *name, size_t len), void *ctx,
+                           char *reason, size_t reason_len);
+void mk_rule_template_free(struct mk_rule_template *t);
+
+/*
+ * Expand `t` with `v` into out (room for `cap` bytes, a NUL added).
+ * The length written, or -1 when it does not fit or a value cannot stand
+ * where it is (a host with bytes no host has).
+ */
+ssize_t mk_rule_expand(const struct mk_rule_template *t, const struct mk_rule_vars *v, char *out,
+                       size_t cap);
+
+/*
+ * Whether rule `r`'s path condition holds for `path` (normalised, len
+ * bytes); the groups of the match into `groups` (room for 2 * r->n_groups
+ * offsets). Its other conditions are asked with mk_rule_selects.
+ */
+bool mk_rule_match_path(const struct mk_rule *r, const char *path, size_t len, size_t *groups);
+
+/* Whether the method, host and field conditions of `r` hold for head `h`. */
+bool mk_rule_selects(const struct mk_rule *r, const struct mk_http_head *h);
+
+/* The first rule of `t` that takes head `h` with path `path`, its groups in `groups`; NULL: none.
+ */
+const struct mk_rule *mk_rules_find(const struct mk_rules *t, const struct mk_http_head *h,
+                                    const char *path, size_t len, size_t *groups);
+
+/* A method's name to its enum mk_http_method, MK_METHOD_UNKNOWN when not one we know. */
+int mk_rule_method(const char *name, size_t len);
+
+/*
+ * Parse a ResponseHeader value, "[always] set|add|remove NAME [VALUE]",
+ * into h: MK_OK, or MK_ERR with the reason. Fields the server writes
+ * itself (Content-Type, Content-Length, Date, ...) are refused.
+ */
+int mk_rule_header_parse(struct mk_rule_header *h, const char *value, char *reason,
+                         size_t reason_len);
+/*
+ * The same for a RequestHeader value, "set|add|remove NAME [VALUE]": the
+ * fields that frame the request or that the parser indexes (Host,
+ * Content-Length, Cookie, Range, If-*, ...) are refused.
+ */
+int mk_rule_request_header_parse(struct mk_rule_header *h, const char *value, char *reason,
+                                 size_t reason_len);
+/*
+ * Head h with rule r's RequestHeader lines applied, its fields written to
+ * `out` (room for h->n_headers + r->n_req_headers): the fields named by a
+ * set or remove line dropped, those of set and add lines appended, in
+ * order; h then points to `out`. The values point into r.
+ */
+void mk_rule_request_fields(const struct mk_rule *r, struct mk_http_head *h,
+                            struct mk_http_header *out);
+void mk_rule_headers_free(struct mk_rule_header *v, size_t n);
+
+/* Free a rule's contents and the rule (pcre2 code included). */
+void mk_rule_free(struct mk_rule *r);
+
+#endif

@@ -1,0 +1,119 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * fuzz_rules.c: libFuzzer target for server/http/rules.c, the targets of
+ * Redirect and Rewrite: a template as a configuration writes it
+ * (mk_rule_template_parse) expanded with what a client chooses, its path,
+ * Host and query (mk_rule_expand).
+ *
+ * Input: the template up to the first NUL, then the normalised path up to
+ * the next, then the Host up to the next, then the query (none when the
+ * input ends before it). The match has two groups, as a Prefix's: $0 the
+ * whole path and $1 its second half; the named group "tail" is $1.
+ * Invariants (each a crash when broken):
+ *  - an expansion is NUL-terminated, holds no byte a URI may not (controls,
+ *    space, '\', bytes past 0x7e), and fits the buffer;
+ *  - a template that is a path expands to a path of this server: one '/'
+ *    first, never "//" (another host);
+ *  - an absolute template's authority is the template's own when it holds
+ *    no variable, the Host when it is "$host", and never holds '@'.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <monkey/mk_common.h>
+
+#include "server/http/rules.h"
+
+#include "fuzz_check.h"
+
+static int group_named(void *ctx, const char *name, size_t len)
+{
+    (void) ctx;
+    return len == 4 && memcmp(name, "tail", 4) == 0 ? 1 : -1;
+}
+
+/* The next NUL-terminated piece of [*p, end), or the rest (*p moves past it). */
+static const char *piece(const char **p, const char *end, size_t *len, bool *found)
+{
+    const char *s = *p, *z = memchr(s, '\0', (size_t) (end - s));
+    *found = s < end;
+    *len = z ? (size_t) (z - s) : (size_t) (end - s);
+    *p = z ? z + 1 : end;
+    return s;
+}
+
+/* The authority of an absolute URI s: where it starts and its length. */
+static size_t authority(const char *s, size_t len, const char **start)
+{
+    const char *a = strstr(s, "://") + 3;
+    size_t n = 0;
+    while (a + n < s + len && a[n] != '/' && a[n] != '?' && a[n] != '#') {
+        n++;
+    }
+    *start = a;
+    return n;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *p = (const char *) data, *end = p + size;
+    size_t tlen, plen, hlen, qlen;
+    bool has_t, has_p, has_h, has_q;
+    const char *tpl = piece(&p, end, &tlen, &has_t);
+    const char *path = piece(&p, end, &plen, &has_p);
+    const char *host = piece(&p, end, &hlen, &has_h);
+    const char *query = piece(&p, end, &qlen, &has_q);
+    char *text = malloc(tlen + 1), reason[256], out[512];
+    struct mk_rule_template t;
+
+    (void) has_t;
+    (void) has_p;
+    (void) has_h;
+    memcpy(text, tpl, tlen);
+    text[tlen] = '\0';
+    if (mk_rule_template_parse(&t, text, 2, group_named, NULL, reason, sizeof(reason)) != MK_OK) {
+        free(text);
+        return 0;
+    }
+    size_t groups[4] = {0, plen, plen / 2, plen};
+    struct mk_rule_vars v = {
+        .scheme = {"https", 5},
+        .host = {host, hlen},
+        .port = {"8443", 4},
+        .path = {path, plen},
+        .query = {has_q ? query : NULL, qlen},
+        .uri = {path, plen},
+        .subject = path,
+        .groups = groups,
+        .n_groups = 2,
+    };
+    ssize_t n = mk_rule_expand(&t, &v, out, sizeof(out));
+    MK_FUZZ_CHECK(n >= -1 && n < (ssize_t) sizeof(out));
+    if (n >= 0) {
+        MK_FUZZ_CHECK(out[n] == '\0' && strlen(out) == (size_t) n);
+        for (ssize_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char) out[i];
+            MK_FUZZ_CHECK(c > 0x20 && c < 0x7f && c != '\\');
+        }
+        if (!t.absolute) {
+            MK_FUZZ_CHECK(n >= 1 && out[0] == '/' && (n == 1 || out[1] != '/'));
+        }
+        else {
+            const char *ta, *oa;
+            size_t tn = authority(text, tlen, &ta), on = authority(out, (size_t) n, &oa);
+            MK_FUZZ_CHECK(!memchr(oa, '@', on));
+            if (!memchr(ta, '$', tn)) {
+                MK_FUZZ_CHECK(on == tn && memcmp(oa, ta, tn) == 0);
+            }
+            else if (tn == 5 && memcmp(ta, "$host", 5) == 0) {
+                MK_FUZZ_CHECK(on == hlen && memcmp(oa, host, hlen) == 0);
+            }
+        }
+    }
+    mk_rule_template_free(&t);
+    free(text);
+    return 0;
+}
