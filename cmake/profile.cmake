@@ -23,6 +23,11 @@
 #   MK_REQID       request IDs and W3C trace context: RequestId, RequestIdHeader,
 #                  RequestIdFrom, RequestIdEcho, TraceContext (server/http/reqid.c,
 #                  server/request/request_trace.c)
+#   MK_METRICS     request counters by site, method, status and protocol, the
+#                  histograms of the time to the first and last byte
+#                  (server/request/metrics.c) and the control plugin's
+#                  Prometheus endpoint, MetricsPath (plugins/control/metrics.c);
+#                  the request and byte totals of the status stay
 #   MK_LIBMONKEY   library mode: the program's handlers of mk_lib.h
 #                  (server/plugin/lib.c), libmonkey.so and monkey.pc
 #   MK_SMALL       build for size: link-time optimisation, unused functions
@@ -44,7 +49,8 @@
 # dirlisting and control plugins built in and none as shared objects; no
 # HTTP/2, TLS, compression on the fly, Duda, library mode, supervisor,
 # systemd support, fair balancing, client's address behind a balancer (PROXY
-# protocol, RealIPFrom) request rules or request IDs and trace context; no unit tests. `make embedded` builds it
+# protocol, RealIPFrom), request rules, request IDs and trace context or
+# metrics; no unit tests. `make embedded` builds it
 # into build-embedded/, `make static` the same linked statically with musl,
 # and CMakePresets.json has it as the preset "embedded" for a cross build
 # with another toolchain (cmake --preset embedded -DCMAKE_TOOLCHAIN_FILE=...).
@@ -105,6 +111,8 @@ mk_part(MK_REALIP ${mk_whole}
         "the client's address behind a balancer: PROXY protocol and RealIPFrom")
 mk_part(MK_RULES ${mk_whole} "request rules: [RULE] sections (Redirect, Return, Rewrite)")
 mk_part(MK_REQID ${mk_whole} "request IDs and W3C trace context (RequestId, TraceContext)")
+mk_part(MK_METRICS ${mk_whole}
+        "request counters by site and class, latency histograms, the control plugin's MetricsPath")
 # Library mode has nothing to offer a static binary (no libmonkey.so).
 set(mk_lib ${mk_whole})
 if(MK_STATIC)
@@ -210,7 +218,7 @@ function(mk_parts_notes)
     mk_feature_note(profile ${MK_PROFILE} "MK_PROFILE=${MK_PROFILE} (cmake/profile.cmake)")
   endif()
   foreach(p supervisor:MK_SUPERVISOR systemd:MK_SYSTEMD compress:MK_COMPRESS fair:MK_FAIR
-            realip:MK_REALIP rules:MK_RULES reqid:MK_REQID small:MK_SMALL)
+            realip:MK_REALIP rules:MK_RULES reqid:MK_REQID metrics:MK_METRICS small:MK_SMALL)
     string(REPLACE ":" ";" p "${p}")
     list(GET p 0 name)
     list(GET p 1 var)

@@ -32,4 +32,12 @@ static inline uint64_t mk_clock_mono_ms(void)
     return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
 }
 
+/* Microseconds of CLOCK_MONOTONIC (a vDSO call). */
+static inline uint64_t mk_clock_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
 #endif

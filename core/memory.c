@@ -75,6 +75,16 @@ void *mk_try_realloc(void *ptr, size_t size)
     return realloc(ptr, size ? size : 1);
 }
 
+void *mk_calloc_aligned(size_t align, size_t size)
+{
+    void *p = aligned_alloc(align, size);
+    if (MK_UNLIKELY(!p)) {
+        mk_oom(size);
+    }
+    memset(p, 0, size);
+    return p;
+}
+
 void mk_free(void *ptr)
 {
     free(ptr);

@@ -35,6 +35,8 @@
 void *mk_alloc(size_t size);
 void *mk_calloc(size_t count, size_t size);
 void *mk_realloc(void *ptr, size_t size);
+/* size zeroed bytes at a multiple of align (a power of two, size a multiple of it); mk_free */
+void *mk_calloc_aligned(size_t align, size_t size);
 char *mk_strdup(const char *s);
 char *mk_strndup(const char *s, size_t len);
 void *mk_try_alloc(size_t size);

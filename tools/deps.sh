@@ -137,6 +137,9 @@ if [ "$stage" != build ]; then
     # Regex conditions of request rules ([RULE], server/http/rules.c).
     need /usr/include/pcre2.h libpcre2-dev
     need chromium chromium
+    # The metrics of the control plugin (MetricsPath): Prometheus itself
+    # scrapes them and answers queries, and promtool checks the format.
+    need prometheus prometheus
     # websockets.sync and websockets.asyncio (websockets 13 and later): Debian
     # 12's python3-websockets (10.4) has neither, so it comes from PyPI for
     # whichever python3 runs the tests.

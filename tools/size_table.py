@@ -39,10 +39,11 @@ VARIANTS = [
     ("+ the client's address behind a balancer (PROXY protocol, RealIPFrom)",
      ["-DMK_REALIP=ON"]),
     ("+ library mode (server/plugin/lib.c)", ["-DMK_LIBMONKEY=ON"]),
+    ("+ metrics (request/metrics.c, the control plugin's MetricsPath)", ["-DMK_METRICS=ON"]),
     ("+ HTTP/2 (h2.c with nghttp2)", ["-DMK_H2=ON"]),
     ("+ every part above", ["-DMK_SUPERVISOR=ON", "-DMK_SYSTEMD=ON", "-DMK_COMPRESS=ON",
                             "-DMK_ZLIB=ON", "-DMK_FAIR=ON", "-DMK_REALIP=ON", "-DMK_LIBMONKEY=ON",
-                            "-DMK_H2=ON"]),
+                            "-DMK_METRICS=ON", "-DMK_H2=ON"]),
 ]
 for p in PLUGINS:
     rest = ";".join(q for q in PLUGINS if q != p)

@@ -142,7 +142,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 16
+#define MK_PLUGIN_ABI_MINOR 17
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -304,6 +304,54 @@ struct mk_supervisor_stats {
     unsigned restarts;
     time_t last_crash;
     char last_crash_reason[96]; /* "signal 11 (SIGSEGV), core dumped" */
+};
+
+/*
+ * The request counters of one site (api->site_metrics, ABI 3.17), summed over
+ * the workers. The classes: protocol 0 HTTP/1.x, 1 HTTP/2; method 0 GET and
+ * HEAD, 1 POST, 2 any other; status 0..4 for 1xx..5xx. The histograms have
+ * the upper bounds MK_METRICS_BOUNDS_US (microseconds) and a last bucket
+ * without bound; each bucket counts its own requests (not cumulative).
+ */
+#define MK_METRICS_PROTOS 2
+#define MK_METRICS_METHODS 3
+#define MK_METRICS_STATUSES 5
+#define MK_METRICS_BOUNDS_US                                                                       \
+    {                                                                                              \
+        5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000     \
+    }
+#define MK_METRICS_BUCKETS 12 /* the 11 bounds and the last */
+
+struct mk_metrics_histogram {
+    uint64_t buckets[MK_METRICS_BUCKETS];
+    uint64_t sum_us; /* of every duration counted */
+};
+
+struct mk_site_metrics {
+    const char *site; /* its label: the first ServerName; valid while the server lives */
+    uint64_t requests[MK_METRICS_PROTOS][MK_METRICS_METHODS][MK_METRICS_STATUSES];
+    uint64_t bytes[MK_METRICS_PROTOS][MK_METRICS_METHODS][MK_METRICS_STATUSES]; /* head and body */
+    struct mk_metrics_histogram first_byte; /* from the request's first byte to the response's */
+    struct mk_metrics_histogram last_byte;  /* to the request's end */
+};
+
+#define MK_METRICS_H2_ERRORS 15 /* the 14 error codes of RFC 9113 and "other" */
+
+/*
+ * Connections and reloads of the whole server since start
+ * (api->server_metrics, ABI 3.17).
+ */
+struct mk_server_metrics {
+    uint64_t accepted;        /* connections taken in and served */
+    uint64_t refused;         /* over MaxConnections: answered 503, or closed at once */
+    uint64_t reloads;         /* reloads put in force */
+    uint64_t reload_failures; /* reloads refused (the configuration in force stays) */
+    /* HTTP/2 (zeros without it): RST_STREAM frames sent and received, and
+       GOAWAY frames sent by their error code (RFC 9113 7: NO_ERROR 0 to
+       HTTP_1_1_REQUIRED 13; MK_METRICS_H2_ERRORS - 1: any other) */
+    uint64_t h2_resets_sent;
+    uint64_t h2_resets_received;
+    uint64_t h2_goaways_sent[MK_METRICS_H2_ERRORS];
 };
 
 /* Commands of api->command(). */
@@ -1202,6 +1250,24 @@ struct mk_api {
      * without Include the file is conf_path() and the line stays the same.
      */
     const char *(*conf_where)(const struct mk_conf *conf, int line, int *file_line);
+
+    /* ---- added in ABI 3.17 (check with MK_API_HAS) ---- */
+
+    /*
+     * The counters of the site with metrics index i (0 and up, in the order
+     * the server first met each site's label; indexes never change while
+     * the server lives, and a reload only adds some) into out: MK_OK, or
+     * MK_ERR past the last one, before the start, or when the server was
+     * built without metrics (MK_METRICS). Index 0 is "(overflow)", the sites
+     * past the server's limit of labels. Any thread; each counter is read
+     * once, the set is not one instant.
+     */
+    int (*site_metrics)(unsigned i, struct mk_site_metrics *out);
+    /*
+     * The connections and reloads since start into out: MK_OK, or MK_ERR
+     * (zeros) before the start or when built without metrics. Any thread.
+     */
+    int (*server_metrics)(struct mk_server_metrics *out);
 };
 
 /* Room for a "file:line" of mk_api_conf_at(): a path (PATH_MAX) and a line. */

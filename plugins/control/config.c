@@ -2,7 +2,7 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * config.c: control.conf (Socket, Mode, HttpPath, HttpAllow) as declared
+ * config.c: control.conf (Socket, Mode, HttpPath, MetricsPath, HttpAllow) as declared
  * keys, checked by the server with the file and line of every error.
  */
 #include <stdio.h>
@@ -111,6 +111,29 @@ static int control_set_http_path(void *obj, const struct mk_conf_key *k, const c
     return MK_OK;
 }
 
+/* MetricsPath PATH: as HttpPath; refused by a build without metrics. */
+static int control_set_metrics_path(void *obj, const struct mk_conf_key *k, const char *value,
+                                    const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    struct control_settings *s = obj;
+
+    (void) k;
+    (void) origin;
+#ifndef CONTROL_HAVE_METRICS
+    (void) s;
+    (void) value;
+    snprintf(reason, len, "this server was built without metrics (MK_METRICS)");
+    return MK_ERR;
+#else
+    if (!control_http_path_ok(value)) {
+        snprintf(reason, len, "'%s': a normalised path starting with '/' expected", value);
+        return MK_ERR;
+    }
+    snprintf(s->metrics_path, sizeof(s->metrics_path), "%s", value);
+    return MK_OK;
+#endif
+}
+
 /* HttpAllow BLOCK...: the first line replaces the loopback default, later ones add. */
 static int control_set_allow(void *obj, const struct mk_conf_key *k, const char *value,
                              const struct mk_conf_origin *origin, char *reason, size_t len)
@@ -139,19 +162,24 @@ static int control_set_allow(void *obj, const struct mk_conf_key *k, const char 
     return MK_OK;
 }
 
-/* The keys together: HttpAllow needs HttpPath and an address. */
+/* The keys together: two paths apart; HttpAllow needs a path and an address. */
 static int control_finish(void *obj, int site, const char **key, char *reason, size_t len)
 {
     struct control_settings *s = obj;
 
     (void) site;
+    if (s->http_path[0] && strcmp(s->http_path, s->metrics_path) == 0) {
+        *key = "MetricsPath";
+        snprintf(reason, len, "'%s' is the HttpPath too", s->metrics_path);
+        return MK_ERR;
+    }
     if (!s->allow_given) {
         control_allow_loopback(s);
         return MK_OK;
     }
     *key = "HttpAllow";
-    if (!s->http_path[0]) {
-        snprintf(reason, len, "HttpAllow without HttpPath");
+    if (!s->http_path[0] && !s->metrics_path[0]) {
+        snprintf(reason, len, "HttpAllow without HttpPath or MetricsPath");
         return MK_ERR;
     }
     if (s->n_allow == 0) {
@@ -169,6 +197,7 @@ static const struct mk_conf_key control_keys[] = {
     {"Socket", MK_CONF_CUSTOM, 0, 0, 0, 0, 0, CONTROL_DEFAULT_SOCKET, .set = control_set_socket},
     {"Mode", MK_CONF_CUSTOM, 0, 0, 0, 0, 0, "0600", .set = control_set_mode},
     {"HttpPath", MK_CONF_CUSTOM, 0, 0, 0, 0, 0, NULL, .set = control_set_http_path},
+    {"MetricsPath", MK_CONF_CUSTOM, 0, 0, 0, 0, 0, NULL, .set = control_set_metrics_path},
     {"HttpAllow", MK_CONF_CUSTOM, MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = control_set_allow},
     {NULL},
 };

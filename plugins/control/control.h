@@ -10,7 +10,8 @@
  *   protocol.c   one request line of a client: commands and replies
  *   documents.c  the documents (status, workers, sites, plugins, config)
  *   json.c       the bounded reply buffer and JSON strings
- *   http.c       the HTTP status page (HttpPath, a route of every site)
+ *   http.c       the HTTP status page (HttpPath) and the metrics (MetricsPath), routes of every
+ * site metrics.c    the metrics in Prometheus' formats (MK_METRICS builds only)
  *
  * The socket thread (socket.c, protocol.c, documents.c) and the workers
  * (http.c, documents.c) share nothing mutable: what they read of the server
@@ -36,8 +37,10 @@
 #define CONTROL_IO_MS 3000           /* to send the line, and to read the reply */
 #define CONTROL_CLIENTS 16           /* connections served at once */
 #define CONTROL_REPLY_MAX (4u << 20) /* the largest reply built */
-#define CONTROL_ALLOW_MAX 64         /* HttpAllow entries */
-#define CONTROL_HTTP_PATH_MAX 200    /* HttpPath length */
+/* the largest metrics document: every series of 4096 sites, with room */
+#define CONTROL_METRICS_MAX (64u << 20)
+#define CONTROL_ALLOW_MAX 64      /* HttpAllow entries */
+#define CONTROL_HTTP_PATH_MAX 200 /* HttpPath length */
 #define CONTROL_WHERE_MAX (PATH_MAX + 32)
 
 /* What control.conf says. */
@@ -45,7 +48,8 @@ struct control_settings {
     char socket_path[PATH_MAX];           /* resolved against the conf dir */
     char socket_where[CONTROL_WHERE_MAX]; /* "file:line" of Socket, for errors */
     mode_t mode;
-    char http_path[CONTROL_HTTP_PATH_MAX + 1]; /* "": no HTTP status */
+    char http_path[CONTROL_HTTP_PATH_MAX + 1];    /* "": no HTTP status */
+    char metrics_path[CONTROL_HTTP_PATH_MAX + 1]; /* "": no metrics */
     struct mk_cidr allow[CONTROL_ALLOW_MAX];
     unsigned n_allow;
     bool allow_given; /* an HttpAllow line replaced the loopback default */
@@ -132,6 +136,21 @@ int control_doc_sites(struct mk_json *b, bool json, char *err, size_t errlen);
 int control_doc_plugins(struct mk_json *b, bool json, char *err, size_t errlen);
 int control_doc_config(struct mk_json *b, bool json, char *err, size_t errlen);
 
+#ifdef CONTROL_HAVE_METRICS
+/* ---- metrics.c ----------------------------------------------------------- */
+
+/*
+ * The metrics document, appended to b: Prometheus' text format 0.0.4, or
+ * OpenMetrics 1.0.0 when `om`. MK_ERR while the server is still starting.
+ * Any thread.
+ */
+int control_doc_metrics(struct mk_json *b, bool om);
+/* Does the Accept of r name application/openmetrics-text? */
+bool control_wants_openmetrics(const struct mk_request *r);
+/* The Content-Type of the document in that format. */
+const char *control_metrics_type(bool om);
+#endif
+
 /* ---- json.c -------------------------------------------------------------- */
 
 /* Append n bytes; on failure (memory, CONTROL_REPLY_MAX) mark the buffer. */
@@ -150,7 +169,7 @@ void control_buf_json(struct mk_json *b, const char *s);
 
 /*
  * Route HttpPath (GET) on every site of each configuration to the status
- * document, for the addresses of HttpAllow.
+ * document, and MetricsPath to the metrics, for the addresses of HttpAllow.
  */
 int control_routes(const struct mk_site *site, struct mk_route_table *t, char *err, size_t errlen);
 

@@ -2,8 +2,9 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * http.c: the HTTP status page, the status document as JSON on HttpPath
- * to the addresses of HttpAllow. HttpPath is a route (GET, and so HEAD) of
+ * http.c: the HTTP status page, the status document as JSON on HttpPath,
+ * and the metrics on MetricsPath (metrics.c), to the addresses of HttpAllow
+ * (loopback by default). Each path is a route (GET, and so HEAD) of
  * every site, added by site_init() for each configuration: the server
  * matches the path and answers other methods (405, OPTIONS) itself. The
  * handler runs on worker threads with the settings of the request's own
@@ -56,20 +57,53 @@ static int control_http_status(struct mk_request *r, void *arg)
     return MK_OK;
 }
 
+#ifdef CONTROL_HAVE_METRICS
+/* GET MetricsPath: the metrics, in the format the scraper's Accept asks for. */
+static int control_http_metrics(struct mk_request *r, void *arg)
+{
+    const struct control_settings *s = arg;
+
+    if (!control_http_allowed(s, r)) {
+        return 403;
+    }
+    bool om = control_wants_openmetrics(r);
+    struct mk_json b = {.max = CONTROL_METRICS_MAX};
+    if (control_doc_metrics(&b, om) != MK_OK || b.failed) {
+        control_buf_free(&b);
+        return 503;
+    }
+    control_api->set_status(r, 200);
+    control_api->set_content_type(r, control_metrics_type(om));
+    control_api->add_header(r, "Cache-Control", "no-store");
+    control_api->add_header(r, "Vary", "Accept");
+    control_api->set_body_owned(r, b.data, b.len);
+    return MK_OK;
+}
+#endif
+
 int control_routes(const struct mk_site *site, struct mk_route_table *t, char *err, size_t errlen)
 {
     const struct control_settings *s =
         site ? control_api->plugin_conf(site, MK_PLUGIN_SELF(control)) : NULL;
     char why[200];
 
-    if (!s || !s->http_path[0]) {
-        return MK_OK; /* no HTTP status */
+    if (!s) {
+        return MK_OK;
     }
-    /* The settings live as long as the site: a safe arg for the handler. */
-    if (control_api->route_table_add(t, MK_ROUTE_GET, s->http_path, control_http_status, (void *) s,
+    /* The settings live as long as the site: a safe arg for the handlers. */
+    if (s->http_path[0] &&
+        control_api->route_table_add(t, MK_ROUTE_GET, s->http_path, control_http_status, (void *) s,
                                      why, sizeof(why)) != MK_OK) {
         snprintf(err, errlen, "cannot route HttpPath %s: %s", s->http_path, why);
         return MK_ERR;
     }
+#ifdef CONTROL_HAVE_METRICS
+    if (s->metrics_path[0] &&
+        control_api->route_table_add(t, MK_ROUTE_GET, s->metrics_path, control_http_metrics,
+                                     (void *) s, why, sizeof(why)) != MK_OK) {
+        snprintf(err, errlen, "cannot route MetricsPath %s: %s", s->metrics_path, why);
+        return MK_ERR;
+    }
+#endif
     return MK_OK;
 }

@@ -98,7 +98,10 @@ struct mk_site {
     void **plugin_conf;
     /* Each plugin's repeated sections (its section_schemas), by plugin index. */
     struct mk_section_instances **plugin_sections;
-    struct mk_config *cfg;    /* the configuration the site belongs to (not a reference) */
+    struct mk_config *cfg; /* the configuration the site belongs to (not a reference) */
+#ifdef MK_HAVE_METRICS
+    unsigned metrics_slot; /* its counters' slot (runtime/metrics.h), by its label */
+#endif
     struct mk_routes *routes; /* the route table (route.h), built with the plugins' site data */
     /* Fallback: the path a request continues with when its own path names
        nothing under the document root (nginx's try_files $uri $uri/ PATH);

@@ -416,6 +416,17 @@ static int mk_api_task(struct mk_request *r, void (*work)(void *arg), mk_resume_
     return MK_SUSPENDED;
 }
 
+/* A worker's requests and bytes sent: the sums of its sites' counters, with metrics. */
+static void mk_api_worker_totals(const struct mk_worker *w, uint64_t *requests, uint64_t *bytes)
+{
+#ifdef MK_HAVE_METRICS
+    mk_metrics_worker_totals(&w->metrics, requests, bytes);
+#else
+    *requests = atomic_load_explicit(&w->n_requests, memory_order_relaxed);
+    *bytes = atomic_load_explicit(&w->bytes_out, memory_order_relaxed);
+#endif
+}
+
 static void mk_api_stats(struct mk_server_stats *out)
 {
     struct mk_server *srv = mk_plugins_current();
@@ -428,8 +439,10 @@ static void mk_api_stats(struct mk_server_stats *out)
     out->workers = (unsigned) srv->n_workers;
     out->connections = atomic_load_explicit(&srv->n_conns, memory_order_relaxed);
     for (int i = 0; i < srv->n_workers; i++) {
-        out->requests += atomic_load_explicit(&srv->workers[i].n_requests, memory_order_relaxed);
-        out->bytes_out += atomic_load_explicit(&srv->workers[i].bytes_out, memory_order_relaxed);
+        uint64_t requests, bytes;
+        mk_api_worker_totals(&srv->workers[i], &requests, &bytes);
+        out->requests += requests;
+        out->bytes_out += bytes;
     }
 }
 
@@ -482,9 +495,51 @@ static int mk_api_worker_stats(unsigned i, struct mk_worker_stats *out)
         return MK_ERR;
     }
     out->connections = atomic_load_explicit(&srv->workers[i].n_conns, memory_order_relaxed);
-    out->requests = atomic_load_explicit(&srv->workers[i].n_requests, memory_order_relaxed);
-    out->bytes_out = atomic_load_explicit(&srv->workers[i].bytes_out, memory_order_relaxed);
+    mk_api_worker_totals(&srv->workers[i], &out->requests, &out->bytes_out);
     return MK_OK;
+}
+
+static int mk_api_site_metrics(unsigned i, struct mk_site_metrics *out)
+{
+    memset(out, 0, sizeof(*out));
+#ifdef MK_HAVE_METRICS
+    struct mk_server *srv = mk_plugins_current();
+    if (srv && atomic_load_explicit(&srv->stats_ready, memory_order_acquire)) {
+        return mk_metrics_read(&srv->metrics, srv->workers, srv->n_workers, i, out);
+    }
+#else
+    (void) i;
+#endif
+    return MK_ERR;
+}
+
+static int mk_api_server_metrics(struct mk_server_metrics *out)
+{
+    memset(out, 0, sizeof(*out));
+#ifdef MK_HAVE_METRICS
+    struct mk_server *srv = mk_plugins_current();
+    if (!srv || !atomic_load_explicit(&srv->stats_ready, memory_order_acquire)) {
+        return MK_ERR;
+    }
+    for (int i = 0; i < srv->n_workers; i++) {
+        const struct mk_worker *w = &srv->workers[i];
+        out->accepted += atomic_load_explicit(&w->conns_accepted, memory_order_relaxed);
+        out->refused += atomic_load_explicit(&w->conns_refused, memory_order_relaxed);
+#ifdef MK_HAVE_H2
+        out->h2_resets_sent += atomic_load_explicit(&w->h2_rst_sent, memory_order_relaxed);
+        out->h2_resets_received += atomic_load_explicit(&w->h2_rst_received, memory_order_relaxed);
+        for (unsigned k = 0; k < MK_METRICS_H2_ERRORS; k++) {
+            out->h2_goaways_sent[k] +=
+                atomic_load_explicit(&w->h2_goaway_sent[k], memory_order_relaxed);
+        }
+#endif
+    }
+    out->reloads = atomic_load_explicit(&srv->reloads, memory_order_relaxed);
+    out->reload_failures = atomic_load_explicit(&srv->reload_failures, memory_order_relaxed);
+    return MK_OK;
+#else
+    return MK_ERR;
+#endif
 }
 
 static struct mk_config *mk_api_config_get(void)
@@ -861,4 +916,6 @@ const struct mk_api mk_plugin_api = {
     .takeover_hold = mk_takeover_hold,
     .interim = mk_response_interim,
     .conf_where = mk_conf_where,
+    .site_metrics = mk_api_site_metrics,
+    .server_metrics = mk_api_server_metrics,
 };

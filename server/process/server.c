@@ -442,6 +442,11 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
         }
     }
 
+#ifdef MK_HAVE_METRICS
+    mk_metrics_assign(&srv->metrics, srv->workers, srv->n_workers, cfg);
+    atomic_store_explicit(&srv->reloads, 0, memory_order_relaxed); /* since this start */
+    atomic_store_explicit(&srv->reload_failures, 0, memory_order_relaxed);
+#endif
     /*
      * The workers are set up: their counters may be read (api->stats) from
      * the first request on, which a worker may serve before the others run.
@@ -521,7 +526,21 @@ static bool mk_same_plugins(const struct mk_config *a, const struct mk_config *b
     return true;
 }
 
+static int mk_server_reload_apply(struct mk_server *srv, char *err, size_t errlen);
+
 int mk_server_reload(struct mk_server *srv, char *err, size_t errlen)
+{
+    int rc = mk_server_reload_apply(srv, err, errlen);
+
+#ifdef MK_HAVE_METRICS
+    atomic_fetch_add_explicit(rc == MK_OK ? &srv->reloads : &srv->reload_failures, 1,
+                              memory_order_relaxed);
+#endif
+    return rc;
+}
+
+/* The reload itself: MK_OK in force, MK_ERR refused (err says why). */
+static int mk_server_reload_apply(struct mk_server *srv, char *err, size_t errlen)
 {
     struct mk_config *old = srv->cfg, *cfg;
     struct mk_listen_plan **plans;
@@ -581,6 +600,10 @@ int mk_server_reload(struct mk_server *srv, char *err, size_t errlen)
     }
     mk_log_set_level((enum mk_log_level) cfg->log_level);
     mk_process_limits(srv, cfg);
+#ifdef MK_HAVE_METRICS
+    mk_metrics_assign(&srv->metrics, srv->workers, srv->n_workers,
+                      cfg); /* before any worker has cfg */
+#endif
     pthread_mutex_lock(&srv->cfg_lock);
     srv->cfg = cfg;
     pthread_mutex_unlock(&srv->cfg_lock);
@@ -669,6 +692,9 @@ void mk_server_finish(struct mk_server *srv)
     mk_free(srv->workers);
     srv->workers = NULL;
     srv->n_workers = 0;
+#ifdef MK_HAVE_METRICS
+    mk_metrics_labels_free(&srv->metrics);
+#endif
 #ifdef MK_HAVE_FAIR
     if (srv->acceptor_ctl >= 0) {
         close(srv->acceptor_ctl);

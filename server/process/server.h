@@ -124,6 +124,10 @@ struct mk_server {
     struct mk_lib *lib; /* the program's sites and routes (lib.c); NULL: none */
 #endif
     struct mk_log_sink log; /* this server's Log and LogLevel (core/log.h) */
+#ifdef MK_HAVE_METRICS
+    struct mk_metrics_labels metrics;       /* the sites' labels by slot (request/metrics.h) */
+    atomic_ullong reloads, reload_failures; /* mk_server_reload's outcomes */
+#endif
 };
 
 /* process.c: api->command(): carried out by mk_server_loop(), waited for. */

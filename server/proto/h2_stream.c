@@ -636,6 +636,11 @@ int mk_h2_frame_recv_cb(nghttp2_session *ng, const nghttp2_frame *frame, void *u
     bool end = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
 
     (void) ng;
+#ifdef MK_HAVE_METRICS
+    if (frame->hd.type == NGHTTP2_RST_STREAM) {
+        MK_STAT_ADD(c->worker->h2_rst_received, 1);
+    }
+#endif
     if (frame->hd.type == NGHTTP2_SETTINGS && c->h2->upgraded) {
         s = c->h2->upgraded; /* the client's preface is complete */
         c->h2->upgraded = NULL;
@@ -695,6 +700,18 @@ int mk_h2_frame_send_cb(nghttp2_session *ng, const nghttp2_frame *frame, void *u
     struct mk_h2_stream *s;
 
     (void) ng;
+#ifdef MK_HAVE_METRICS
+    if (frame->hd.type == NGHTTP2_RST_STREAM) {
+        MK_STAT_ADD(c->worker->h2_rst_sent, 1);
+    }
+    else if (frame->hd.type == NGHTTP2_GOAWAY) {
+        uint32_t code = frame->goaway.error_code;
+        MK_STAT_ADD(
+            c->worker
+                ->h2_goaway_sent[code < MK_METRICS_H2_ERRORS - 1 ? code : MK_METRICS_H2_ERRORS - 1],
+            1);
+    }
+#endif
     if (frame->hd.type == NGHTTP2_RST_STREAM && !mk_h2_stream_find(c->h2, frame->hd.stream_id)) {
         /* a stream nghttp2 refused before it became ours: counted when
            over MaxConcurrentStreams or malformed, not for this server's

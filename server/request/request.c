@@ -56,6 +56,9 @@
 #include "../http/path.h"
 #include "../process/server.h"
 #include "../proto/takeover.h"
+#ifdef MK_HAVE_METRICS
+#include "metrics_count.h"
+#endif
 
 static const struct mk_request_files *mk_request_files_of;
 
@@ -97,6 +100,9 @@ struct mk_request *mk_request_new(struct mk_conn *c)
     w->use.users++;
     r->flags = MK_REQ_ACTIVE | MK_REQ_CFG_REF;
     r->status = 200;
+#ifdef MK_HAVE_METRICS
+    r->start_us = w->now_us;
+#endif
     return r;
 }
 
@@ -179,6 +185,9 @@ static void mk_request_head_hooks(struct mk_request *r)
 /* Start sending the response that has been set up. */
 static void mk_request_respond(struct mk_request *r)
 {
+#ifdef MK_HAVE_METRICS
+    r->first_byte_us = r->conn->worker->now_us;
+#endif
     mk_request_head_hooks(r);
     r->conn->proto->respond(r, false);
 }
@@ -187,6 +196,9 @@ void mk_request_error(struct mk_request *r, int status)
 {
     mk_body_stream_abort(r); /* the server answers: a streamed body ends here */
     mk_response_error(r, status);
+#ifdef MK_HAVE_METRICS
+    r->first_byte_us = r->conn->worker->now_us;
+#endif
     mk_request_head_hooks(r);
     r->conn->proto->respond(r, true);
 }
@@ -923,8 +935,12 @@ void mk_request_end(struct mk_request *r)
         mk_request_ctx_clear(r);
     }
     r->flags &= (uint16_t) ~MK_REQ_ACTIVE;
+#ifdef MK_HAVE_METRICS
+    mk_metrics_count(w, r, w->now_us);
+#else
     MK_STAT_ADD(w->n_requests, 1);
     MK_STAT_ADD(w->bytes_out, r->bytes_sent);
+#endif
     mk_response_stream_cancel(r);
     mk_response_drop_file(r);
     if (r->upgrade) {

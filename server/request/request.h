@@ -145,7 +145,12 @@ struct mk_request {
     int status;
     struct timespec start;  /* head complete, wall clock (when a plugin logs) */
     uint64_t start_mono_us; /* the same instant, monotonic */
-                            /* body buffered for a content handler (malloc, freed at the end) */
+#ifdef MK_HAVE_METRICS
+    /* the worker's loop clock (now_us) when r began and when its response
+       started (0: not yet), for the histograms of runtime/metrics.h */
+    uint64_t start_us, first_byte_us;
+#endif
+    /* body buffered for a content handler (malloc, freed at the end) */
     char *body;
     size_t body_len;
     size_t body_cap;

@@ -127,7 +127,8 @@ static void mk_worker_clock(struct mk_worker *w)
 {
     time_t now = time(NULL);
 
-    w->now_ms = mk_clock_mono_ms();
+    w->now_us = mk_clock_mono_us();
+    w->now_ms = w->now_us / 1000u;
     if (now != w->now) {
         mk_worker_tick(w, now);
     }
@@ -230,6 +231,9 @@ void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa,
         atomic_fetch_sub_explicit(&srv->n_conns, 1, memory_order_relaxed);
         /* Over the limit: a few get a 503, the rest not even that (it takes memory). */
         unsigned margin = srv->max_conns / 16 + 16;
+#ifdef MK_HAVE_METRICS
+        MK_STAT_ADD(w->conns_refused, 1);
+#endif
         if (atomic_fetch_add_explicit(&srv->n_refused, 1, memory_order_relaxed) >= margin) {
             atomic_fetch_sub_explicit(&srv->n_refused, 1, memory_order_relaxed);
             close(fd);
@@ -237,6 +241,11 @@ void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa,
         }
         refuse = true;
     }
+#ifdef MK_HAVE_METRICS
+    else {
+        MK_STAT_ADD(w->conns_accepted, 1);
+    }
+#endif
     struct mk_conn *c = mk_conn_get(w);
     c->ev.fd = fd;
     c->transport = transport;
@@ -525,6 +534,9 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
     memset(w, 0, sizeof(*w));
     w->id = id;
     w->server = srv;
+#ifdef MK_HAVE_METRICS
+    mk_metrics_worker_init(&w->metrics);
+#endif
     mk_config_use_init(&w->use, mk_config_ref(srv->cfg));
     atomic_init(&w->cfg_serving, w->use.cfg);
 #ifdef MK_HAVE_FAIR
@@ -701,6 +713,9 @@ void mk_worker_teardown(struct mk_worker *w)
     }
     mk_listener_plan_free(w->msg_plan, w->msg_plan_len);
     mk_config_use_destroy(&w->use);
+#ifdef MK_HAVE_METRICS
+    mk_metrics_worker_free(&w->metrics);
+#endif
     if (w->ctl_ev.fd >= 0) {
         close(w->ctl_ev.fd);
     }

@@ -32,6 +32,9 @@
 #endif
 #include "../request/file_cache.h"
 #include "listener.h"
+#ifdef MK_HAVE_METRICS
+#include "../request/metrics.h"
+#endif
 
 struct mk_config;
 struct mk_listen_plan;
@@ -106,8 +109,18 @@ struct mk_worker {
 #endif
 
     atomic_uint n_conns;
+#ifdef MK_HAVE_METRICS
+    struct mk_metrics_worker metrics; /* requests and bytes by site and class (metrics.h) */
+    atomic_ullong conns_accepted;     /* connections served since start */
+    atomic_ullong conns_refused;      /* over MaxConnections: 503 or closed */
+#ifdef MK_HAVE_H2
+    atomic_ullong h2_rst_sent, h2_rst_received;         /* RST_STREAM frames */
+    atomic_ullong h2_goaway_sent[MK_METRICS_H2_ERRORS]; /* GOAWAY frames by error code */
+#endif
+#else
     atomic_ulong n_requests;
     atomic_ullong bytes_out;
+#endif
 #ifdef MK_HAVE_H2
     atomic_uint n_h2_conns;   /* connections speaking HTTP/2 now */
     atomic_uint n_h2_streams; /* their streams open now */
@@ -126,6 +139,7 @@ struct mk_worker {
     bool running;
 
     uint64_t now_ms; /* CLOCK_MONOTONIC ms, read once per loop iteration */
+    uint64_t now_us; /* the same reading in microseconds */
     /* the plugins' event loop (loop.c): api->timer_start, fd_watch, child_watch */
     struct mk_timers plugin_timers;
     struct mk_list loop_kept;    /* struct mk_loop_timer of timer_new(), armed or not */

@@ -86,7 +86,8 @@ LIBRARIES = {
 
 
 # The lines of the parts that compile out and of the profile (cmake/profile.cmake).
-PARTS = {"profile", "supervisor", "systemd", "compress", "fair", "realip", "rules", "reqid", "small"}
+PARTS = {"profile", "supervisor", "systemd", "compress", "fair", "realip", "rules", "reqid", "metrics",
+         "small"}
 
 
 def cache():

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, SLOW, delay_start, needs_dlopen
+from conftest import BUILD, SLOW, built_without, delay_start, needs_dlopen
 from h2util import needs_tool
 
 pytestmark = needs_dlopen
@@ -462,6 +462,16 @@ def test_bad_configuration_refused(make_server, body, line, reason):
     assert f"{srv.control_conf}:{line}:" in err
     assert reason in err
     assert "plugins.load:2:" in err
+
+
+@pytest.mark.skipif(not built_without("metrics"), reason="built with the metrics")
+def test_metrics_path_refused_without_metrics(make_server):
+    """A build without MK_METRICS refuses MetricsPath with its line
+    (tests/integration/plugins/test_metrics.py tests it where it is built)."""
+    srv = make_control(make_server, body="    Socket ctl.sock\n    MetricsPath /metrics\n",
+                       start=False)
+    err = srv.run_expect_failure()
+    assert f"{srv.control_conf}:3:" in err and "built without metrics" in err, err
 
 
 def test_unknown_section_refused(make_server):
