@@ -37,6 +37,7 @@ struct mk_rule_conf {
     size_t n_headers;
     struct mk_rule_header *req_headers; /* RequestHeader lines */
     size_t n_req_headers;
+    struct mk_rule_cors *cors;
 };
 
 /* ResponseHeader [always] set|add|remove NAME [VALUE], once a line. */
@@ -74,6 +75,24 @@ static int mk_rule_set_request_header(void *obj, const struct mk_conf_key *k, co
     return MK_OK;
 }
 
+/* Cors origins=... [methods=...] ..., once. */
+static int mk_rule_set_cors(void *obj, const struct mk_conf_key *k, const char *value,
+                            const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    struct mk_rule_conf *rc = obj;
+
+    (void) k;
+    (void) origin;
+    mk_rule_cors_free(rc->cors);
+    rc->cors = mk_alloc(sizeof(*rc->cors));
+    if (mk_rule_cors_parse(rc->cors, value, reason, len) != MK_OK) {
+        mk_rule_cors_free(rc->cors);
+        rc->cors = NULL;
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
 static void mk_rule_conf_free(void *obj, int site)
 {
     struct mk_rule_conf *rc = obj;
@@ -81,6 +100,8 @@ static void mk_rule_conf_free(void *obj, int site)
     (void) site;
     mk_rule_headers_free(rc->headers, rc->n_headers);
     mk_rule_headers_free(rc->req_headers, rc->n_req_headers);
+    mk_rule_cors_free(rc->cors);
+    rc->cors = NULL;
     rc->headers = rc->req_headers = NULL;
     rc->n_headers = rc->n_req_headers = 0;
 }
@@ -104,6 +125,7 @@ static const struct mk_conf_key mk_rule_keys[] = {
      .set = mk_rule_set_header},
     {"RequestHeader", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
      .set = mk_rule_set_request_header},
+    {"Cors", MK_CONF_CUSTOM, MK_CONF_SITE, 0, 0, 0, 0, NULL, .set = mk_rule_set_cors},
     {NULL},
 };
 
@@ -219,10 +241,10 @@ static bool mk_rule_action(struct mk_rule *r, const struct mk_rule_conf *rc, con
     const char *rest = NULL;
     int given = !!rc->redirect + !!rc->ret + !!rc->rewrite;
 
-    if (given > 1 || (given == 0 && r->n_headers == 0 && r->n_req_headers == 0)) {
+    if (given > 1 || (given == 0 && r->n_headers == 0 && r->n_req_headers == 0 && !r->cors)) {
         return ERR(line,
                    "[RULE] needs %s of Redirect, Return, Rewrite (or ResponseHeader, "
-                   "RequestHeader lines)",
+                   "RequestHeader, Cors lines)",
                    given ? "only one" : "one");
     }
     if (given == 0) {
@@ -326,6 +348,9 @@ static bool mk_rule_conditions(struct mk_rule *r, const struct mk_rule_conf *rc,
         }
         r->methods |= 1u << k;
     }
+    if (r->cors && r->methods && !(r->methods & (1u << MK_METHOD_OPTIONS))) {
+        return ERR(lines[K_METHOD], "Cors: the rule's Method must take OPTIONS (the preflight's)");
+    }
     if (rc->hosts.n) {
         r->hosts = mk_calloc(rc->hosts.n + 1, sizeof(char *));
         for (size_t i = 0; i < rc->hosts.n; i++) {
@@ -379,6 +404,8 @@ static struct mk_rule *mk_rule_read(const struct mk_conf *conf, const struct mk_
         r->n_headers = rc.n_headers;
         r->req_headers = rc.req_headers;
         r->n_req_headers = rc.n_req_headers;
+        r->cors = rc.cors;
+        rc.cors = NULL;
         rc.headers = rc.req_headers = NULL;
         rc.n_headers = rc.n_req_headers = 0;
         if (!mk_rule_conditions(r, &rc, lines, s->line, conf, err, errlen) ||
