@@ -31,8 +31,8 @@
 
 /* A [RULE] as the schema reads it, before the checks across keys. */
 struct mk_rule_conf {
-    char *path, *prefix, *regex, *header, *redirect, *ret, *rewrite;
-    struct mk_conf_words methods, hosts;
+    char *path, *prefix, *regex, *header, *redirect, *ret, *rewrite, *cache;
+    struct mk_conf_words methods, hosts, index;
     struct mk_rule_header *headers; /* ResponseHeader lines */
     size_t n_headers;
     struct mk_rule_header *req_headers; /* RequestHeader lines */
@@ -126,6 +126,9 @@ static const struct mk_conf_key mk_rule_keys[] = {
     {"RequestHeader", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
      .set = mk_rule_set_request_header},
     {"Cors", MK_CONF_CUSTOM, MK_CONF_SITE, 0, 0, 0, 0, NULL, .set = mk_rule_set_cors},
+    {"IndexFiles", MK_CONF_WORDS, MK_CONF_SITE, MK_RC(index), 0, 0, NULL,
+     .check = mk_config_check_index_file},
+    {"CacheControl", MK_CONF_STRING, MK_CONF_SITE, MK_RC(cache), 0, 0, NULL},
     {NULL},
 };
 
@@ -241,10 +244,11 @@ static bool mk_rule_action(struct mk_rule *r, const struct mk_rule_conf *rc, con
     const char *rest = NULL;
     int given = !!rc->redirect + !!rc->ret + !!rc->rewrite;
 
-    if (given > 1 || (given == 0 && r->n_headers == 0 && r->n_req_headers == 0 && !r->cors)) {
+    if (given > 1 || (given == 0 && r->n_headers == 0 && r->n_req_headers == 0 && !r->cors &&
+                      !mk_rule_sets(r))) {
         return ERR(line,
                    "[RULE] needs %s of Redirect, Return, Rewrite (or ResponseHeader, "
-                   "RequestHeader, Cors lines)",
+                   "RequestHeader, Cors lines, a setting)",
                    given ? "only one" : "one");
     }
     if (given == 0) {
@@ -382,6 +386,38 @@ static bool mk_rule_conditions(struct mk_rule *r, const struct mk_rule_conf *rc,
     return true;
 }
 
+/* CacheControl DIRECTIVES, checked as the site's CacheControl / DIRECTIVES would be. */
+static bool mk_rule_cache(struct mk_rule *r, const char *value, const struct mk_conf *conf,
+                          const int *lines, char *err, size_t errlen)
+{
+    struct mk_cache_rules one = {0};
+    char reason[256], *text;
+    size_t n;
+
+    if (!value) {
+        return true;
+    }
+    n = strlen(value);
+    text = mk_alloc(n + 3);
+    memcpy(text, "/ ", 2);
+    memcpy(text + 2, value, n + 1);
+    bool ok = mk_static_cache_conf(&one, text, reason, sizeof(reason));
+    mk_free(text);
+    if (!ok) {
+        size_t k = 0;
+        while (strcmp(mk_rule_keys[k].name, "CacheControl") != 0) {
+            k++;
+        }
+        return ERR(lines[k], "%s", reason);
+    }
+    r->cache_control = one.v[0].value;
+    r->cache_control_len = one.v[0].value_len;
+    r->cache_max_age = one.v[0].max_age;
+    one.v[0].value = NULL;
+    mk_static_cache_free(&one);
+    return true;
+}
+
 /* One [RULE] section into a rule, or NULL with "file:line: reason" in err. */
 static struct mk_rule *mk_rule_read(const struct mk_conf *conf, const struct mk_conf_section *s,
                                     char *err, size_t errlen)
@@ -406,9 +442,17 @@ static struct mk_rule *mk_rule_read(const struct mk_conf *conf, const struct mk_
         r->n_req_headers = rc.n_req_headers;
         r->cors = rc.cors;
         rc.cors = NULL;
+        if (rc.index.n) {
+            r->index_files = mk_calloc(rc.index.n, sizeof(char *));
+            for (size_t i = 0; i < rc.index.n; i++) {
+                r->index_files[i] = mk_strdup(rc.index.v[i]);
+            }
+            r->n_index_files = rc.index.n;
+        }
         rc.headers = rc.req_headers = NULL;
         rc.n_headers = rc.n_req_headers = 0;
-        if (!mk_rule_conditions(r, &rc, lines, s->line, conf, err, errlen) ||
+        if (!mk_rule_cache(r, rc.cache, conf, lines, err, errlen) ||
+            !mk_rule_conditions(r, &rc, lines, s->line, conf, err, errlen) ||
             !mk_rule_action(r, &rc, lines, s->line, conf, err, errlen)) {
             mk_rule_free(r);
             r = NULL;

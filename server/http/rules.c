@@ -850,5 +850,7 @@ void mk_rule_free(struct mk_rule *r)
     mk_rule_headers_free(r->headers, r->n_headers);
     mk_rule_headers_free(r->req_headers, r->n_req_headers);
     mk_rule_cors_free(r->cors);
+    mk_strv_free(r->index_files, r->n_index_files);
+    mk_free(r->cache_control);
     mk_free(r);
 }

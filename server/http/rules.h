@@ -147,6 +147,12 @@ struct mk_rule {
     struct mk_rule_header *req_headers; /* RequestHeader lines, in file order */
     size_t n_req_headers;
     struct mk_rule_cors *cors; /* NULL: no Cors line */
+    /* per-path settings; NULL: the site's */
+    char **index_files;
+    size_t n_index_files;
+    char *cache_control; /* CacheControl's value */
+    size_t cache_control_len;
+    int64_t cache_max_age; /* its max-age, -1: none (then no Expires) */
 };
 
 struct mk_rules {
@@ -228,6 +234,12 @@ bool mk_rule_cors_origin(const struct mk_rule_cors *c, const struct mk_str *orig
 bool mk_rule_cors_preflight(const struct mk_rule_cors *c, const struct mk_str *method,
                             const struct mk_str *fields);
 void mk_rule_cors_free(struct mk_rule_cors *c);
+
+/* Whether r has a per-path setting (IndexFiles, CacheControl). */
+static inline bool mk_rule_sets(const struct mk_rule *r)
+{
+    return r->index_files || r->cache_control;
+}
 
 /* Free a rule's contents and the rule (pcre2 code included). */
 void mk_rule_free(struct mk_rule *r);

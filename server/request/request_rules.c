@@ -233,6 +233,17 @@ void mk_request_rule_headers(struct mk_request *r)
     }
 }
 
+char *const *mk_request_index_files(const struct mk_request *r, size_t *n)
+{
+    const struct mk_rule *rule = r->rule_settings;
+
+    if (rule && rule->index_files) {
+        *n = rule->n_index_files;
+        return rule->index_files;
+    }
+    return mk_conf_site_index_files(r->site, r->cfg, n);
+}
+
 int mk_request_rules(struct mk_request *r)
 {
     size_t groups[2 * (MK_RULE_GROUPS_MAX + 1)];
@@ -241,8 +252,12 @@ int mk_request_rules(struct mk_request *r)
     char *t;
     size_t len = 0;
 
+    r->rule_settings = NULL; /* the rule for the path as it is now, none included */
     if (!rule) {
         return MK_DECLINED;
+    }
+    if (mk_rule_sets(rule)) {
+        r->rule_settings = rule;
     }
     if (rule->n_headers || rule->cors) {
         r->rule_headers = rule;

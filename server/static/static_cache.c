@@ -20,6 +20,7 @@
 #include "../config/conf.h"
 #include "../conn/conn.h"
 #include "../http/path.h"
+#include "../http/rules.h"
 #include "../request/request.h"
 #include "../runtime/worker.h"
 
@@ -222,12 +223,34 @@ const struct mk_cache_rule *mk_static_cache_find(const struct mk_cache_rules *ru
     return prefix ? prefix : ext ? ext : root;
 }
 
+bool mk_static_cache_wanted(const struct mk_request *r)
+{
+#ifdef MK_HAVE_RULES
+    if (r->rule_settings && r->rule_settings->cache_control) {
+        return true;
+    }
+#endif
+    return r->site->cache_rules.n > 0;
+}
+
 void mk_static_cache_headers(struct mk_request *r, const char *name, size_t name_len)
 {
     const struct mk_cache_rules *rules = &r->site->cache_rules;
     const struct mk_cache_rule *rule =
         mk_static_cache_find(rules, r->path, r->path_len, name, name_len);
+    struct mk_cache_rule own;
 
+#ifdef MK_HAVE_RULES
+    const struct mk_rule *set = r->rule_settings;
+    if (set && set->cache_control) { /* the rule's, over the site's */
+        own.value = set->cache_control;
+        own.value_len = set->cache_control_len;
+        own.max_age = set->cache_max_age;
+        rule = &own;
+    }
+#else
+    (void) own;
+#endif
     if (!rule) {
         return;
     }

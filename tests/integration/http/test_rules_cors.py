@@ -200,3 +200,82 @@ def test_check_cors_with_a_method_condition(make_server):
     srv.start()
     r = Conn(srv.port).request("OPTIONS", "/api/x", headers=preflight(A, "GET"))
     assert r.status == 204 and r.header("Access-Control-Allow-Origin") == "*"
+
+
+SETTING_RULES = """
+[RULE]
+    Prefix /docs
+    IndexFiles start.html index.html
+
+[RULE]
+    Prefix /assets
+    CacheControl max-age=86400, immutable
+
+[RULE]
+    Path /plain
+    Rewrite /assets/app.css
+"""
+
+
+def settings_server(make_server, h2=False):
+    srv = make_server()
+    if h2:
+        srv.set(Listen=f"127.0.0.1:{srv.port} h2c")
+    srv.set(Workers=1)
+    srv.site_conf["IndexFiles"] = "index.html"
+    srv.site_conf["CacheControl"] = "/ no-cache"
+    for d in ("docs", "docs/old", "other"):
+        srv.file(f"{d}/index.html", f"{d} index\n")
+    srv.file("docs/start.html", "docs start\n")
+    srv.file("other/start.html", "other start\n")
+    srv.file("assets/app.css", "body{}\n")
+    srv.file("page.html", "page\n")
+    srv.site_extra = SETTING_RULES
+    return srv.start()
+
+
+def test_per_path_settings(make_server):
+    srv = settings_server(make_server)
+    c = Conn(srv.port)
+    # IndexFiles: the rule's, over the site's, in their order
+    assert c.request("GET", "/docs/").body == b"docs start\n"
+    assert c.request("GET", "/docs/old/").body == b"docs/old index\n"
+    assert c.request("GET", "/other/").body == b"other index\n"
+    # asked again, from the worker's file cache
+    assert c.request("GET", "/other/").body == b"other index\n"
+    assert c.request("GET", "/docs/").body == b"docs start\n"
+    # CacheControl: the rule's, over the site's
+    r = c.request("GET", "/assets/app.css")
+    assert r.status == 200 and r.header("Cache-Control") == "max-age=86400, immutable"
+    assert r.header("Expires") is not None
+    r = c.request("GET", "/page.html")
+    assert r.header("Cache-Control") == "no-cache" and r.header("Expires") is None
+    # after a Rewrite, the rule of the new path
+    r = c.request("GET", "/plain")
+    assert r.body == b"body{}\n" and r.header("Cache-Control") == "max-age=86400, immutable"
+    c.close()
+
+
+def test_per_path_settings_http2(make_server):
+    from h2util import H2Client, built_with_h2
+    if not built_with_h2():
+        pytest.skip("built without HTTP/2")
+    srv = settings_server(make_server, h2=True)
+    c = H2Client(srv.port)
+    assert c.get("/docs/")["data"] == b"docs start\n"
+    assert c.get("/other/")["data"] == b"other index\n"
+    h = c.get("/assets/app.css")["headers"]
+    assert h[":status"] == "200" and h["cache-control"] == "max-age=86400, immutable"
+    assert c.get("/page.html")["headers"]["cache-control"] == "no-cache"
+    c.close()
+
+
+@pytest.mark.parametrize("text,line,words", [
+    ("[RULE]\n    Prefix /a\n    IndexFiles ../x.html\n", 6, "IndexFiles"),
+    ("[RULE]\n    Prefix /a\n    CacheControl max-age=soon\n", 6, "not a Cache-Control value"),
+])
+def test_check_refuses_bad_settings(make_server, text, line, words):
+    srv = make_server()
+    srv.site_extra = text
+    err = srv.run_expect_failure(["-t"])
+    assert f"sites/default:{line}:" in err and words in err, err

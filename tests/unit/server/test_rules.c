@@ -323,6 +323,8 @@ static const struct bad_rule bad_rules[] = {
     {"[RULE]\n    Cors origins=* max-age=86401\n", 2, "'max-age=86401'"},
     {"[RULE]\n    Cors origins=* expose=\n", 2, "'expose='"},
     {"[RULE]\n    Method GET\n    Cors origins=*\n", 2, "must take OPTIONS"},
+    {"[RULE]\n    Prefix /a\n    CacheControl max-age=x\n", 3, "Cache-Control value"},
+    {"[RULE]\n    Prefix /a\n    IndexFiles a/b.html\n", 3, "IndexFiles"},
 #ifdef MK_HAVE_PCRE2
     {"[RULE]\n    Regex ^/(a\n    Return 410\n", 2, "Regex"},
     {"[RULE]\n    Regex ^/(?<n>a)$\n    Redirect 301 /$m\n", 3, "$m"},
@@ -476,6 +478,29 @@ static void test_cors(void **state)
     site_free(vh);
 }
 
+static void test_settings(void **state)
+{
+    char err[512] = "";
+    struct mk_site *vh = load("[RULE]\n"
+                              "    Prefix /assets\n"
+                              "    CacheControl max-age=600, immutable\n"
+                              "    IndexFiles a.html b.html\n",
+                              err, sizeof(err));
+    (void) state;
+    if (!vh) {
+        fail_msg("%s", err);
+    }
+    const struct mk_rule *r = vh->rules->v[0];
+    assert_int_equal(r->action, MK_RULE_PASS);
+    assert_true(mk_rule_sets(r));
+    assert_string_equal(r->cache_control, "max-age=600, immutable");
+    assert_int_equal(r->cache_control_len, 22);
+    assert_int_equal(r->cache_max_age, 600);
+    assert_int_equal(r->n_index_files, 2);
+    assert_string_equal(r->index_files[1], "b.html");
+    site_free(vh);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -491,6 +516,7 @@ int main(void)
         cmocka_unit_test(test_request_header_lines),
         cmocka_unit_test(test_response_header_lines),
         cmocka_unit_test(test_cors),
+        cmocka_unit_test(test_settings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
