@@ -386,35 +386,25 @@ static bool mk_rule_conditions(struct mk_rule *r, const struct mk_rule_conf *rc,
     return true;
 }
 
-/* CacheControl DIRECTIVES, checked as the site's CacheControl / DIRECTIVES would be. */
+/* CacheControl DIRECTIVES, checked as the site's are. */
 static bool mk_rule_cache(struct mk_rule *r, const char *value, const struct mk_conf *conf,
                           const int *lines, char *err, size_t errlen)
 {
-    struct mk_cache_rules one = {0};
-    char reason[256], *text;
-    size_t n;
+    size_t k = 0;
 
     if (!value) {
         return true;
     }
-    n = strlen(value);
-    text = mk_alloc(n + 3);
-    memcpy(text, "/ ", 2);
-    memcpy(text + 2, value, n + 1);
-    bool ok = mk_static_cache_conf(&one, text, reason, sizeof(reason));
-    mk_free(text);
-    if (!ok) {
-        size_t k = 0;
+    if (!mk_http_cache_control_check(value, &r->cache_max_age)) {
         while (strcmp(mk_rule_keys[k].name, "CacheControl") != 0) {
             k++;
         }
-        return ERR(lines[k], "%s", reason);
+        return ERR(lines[k],
+                   "CacheControl %s: not a Cache-Control value such as max-age=3600, immutable",
+                   value);
     }
-    r->cache_control = one.v[0].value;
-    r->cache_control_len = one.v[0].value_len;
-    r->cache_max_age = one.v[0].max_age;
-    one.v[0].value = NULL;
-    mk_static_cache_free(&one);
+    r->cache_control = mk_strdup(value);
+    r->cache_control_len = strlen(value);
     return true;
 }
 
