@@ -40,6 +40,7 @@
 #include "../conn/conn.h"
 #include "../request/file_cache.h"
 #include "../http/path.h"
+#include "../http/rules.h"
 #include "../request/request.h"
 #include "static.h"
 #include "static_cache.h"
@@ -246,11 +247,15 @@ int mk_static_index(struct mk_request *r)
     const struct mk_site *vh = r->site;
     const char *name = NULL;
     size_t name_len = 0;
-    size_t n_index, n_site;
+    size_t n_index;
     char *const *index = mk_request_index_files(r, &n_index);
     /* the directory's entry: its path with the NUL that ends it (file_cache.h); a rule's
        IndexFiles are not the site's, whose the entry is */
-    bool cached = index == mk_conf_site_index_files(vh, r->cfg, &n_site);
+#ifdef MK_HAVE_RULES
+    bool cached = !r->rule_settings || !r->rule_settings->index_files;
+#else
+    const bool cached = true;
+#endif
     struct mk_file *f =
         cached ? mk_file_cache_get(&w->fcache, vh, r->path, r->path_len + 1, w->now) : NULL;
 

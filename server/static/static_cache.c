@@ -155,15 +155,15 @@ const struct mk_cache_rule *mk_static_cache_find(const struct mk_cache_rules *ru
     return prefix ? prefix : ext ? ext : root;
 }
 
+#ifdef MK_HAVE_RULES
 bool mk_static_cache_wanted(const struct mk_request *r)
 {
-#ifdef MK_HAVE_RULES
     if (r->rule_settings && r->rule_settings->cache_control) {
         return true;
     }
-#endif
     return r->site->cache_rules.n > 0;
 }
+#endif
 
 void mk_static_cache_headers(struct mk_request *r, const char *name, size_t name_len)
 {
