@@ -3,8 +3,8 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * rules.h: a site's request rules ([RULE] sections, docs/configuration.md):
- * which block a request selects, and the targets of Redirect and Rewrite
- * built from it. Pure: no I/O, no globals; the tables are built once per
+ * which block a request selects, the targets of Redirect and Rewrite
+ * built from it, and what a Cors line allows. Pure: no I/O, no globals; the tables are built once per
  * configuration (server/config/conf_rules.c), immutable afterwards and read
  * by every worker at once.
  *

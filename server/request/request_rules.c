@@ -4,7 +4,9 @@
  *
  * request_rules.c: what a request's site rule does (http/rules.h for the
  * matching and the targets): a Redirect's Location and status, a Return's
- * answer, a Rewrite's new path and query. Asked once the Host chose the
+ * answer, a Rewrite's new path and query, a Cors line's preflight answer
+ * and fields, and the rule whose per-path settings (IndexFiles,
+ * CacheControl) the static handler reads. Asked once the Host chose the
  * site and the path is normalised, before any plugin sees the request
  * (request.c); a site without rules never comes here.
  *
