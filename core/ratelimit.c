@@ -1,0 +1,226 @@
+/*
+ * Monkey HTTP Server
+ * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
+ *
+ * ratelimit.c: the GCRA step and the bounded table of keys shared by the
+ * workers (ratelimit.h). An entry is 24 bytes; a set of 8 spans three
+ * cache lines. The key digest 0 marks an empty entry (a digest of 0 is
+ * taken as 1).
+ */
+#include "ratelimit.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "memory.h"
+
+struct mk_ratelimit_entry {
+    uint64_t key;  /* digest; 0: empty */
+    uint64_t tat;  /* GCRA state, microseconds */
+    uint64_t last; /* the last request's time, for LRU */
+};
+
+struct mk_ratelimit_table {
+    struct mk_ratelimit_entry *e; /* n_sets * MK_RATELIMIT_WAYS */
+    size_t n_sets;                /* a power of two */
+    uint8_t secret[16];
+    _Atomic uint64_t evictions;
+    _Atomic uint64_t reported;    /* evictions at the last report */
+    _Atomic uint64_t reported_at; /* its time, microseconds */
+    pthread_mutex_t stripe[MK_RATELIMIT_STRIPES];
+};
+
+bool mk_gcra_take(uint64_t *tat, uint64_t now, uint64_t interval, uint64_t tolerance,
+                  uint64_t *ahead)
+{
+    uint64_t start = *tat > now ? *tat : now;
+    uint64_t excess = start - now;
+
+    if (excess > tolerance) {
+        *ahead = excess - tolerance;
+        return false;
+    }
+    *tat = start + interval;
+    *ahead = excess;
+    return true;
+}
+
+struct mk_ratelimit_table *mk_ratelimit_table_new(size_t keys)
+{
+    struct mk_ratelimit_table *t = mk_calloc(1, sizeof(*t));
+    size_t sets = 1;
+
+    while (sets * MK_RATELIMIT_WAYS < keys) {
+        sets <<= 1;
+    }
+    t->n_sets = sets;
+    /* calloc: the pages of a large table cost memory only once keys reach them */
+    t->e = mk_calloc(sets * MK_RATELIMIT_WAYS, sizeof(*t->e));
+    if (getrandom(t->secret, sizeof(t->secret), 0) != (ssize_t) sizeof(t->secret)) {
+        /* no entropy this early (a container without it): the clock, never a constant */
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        memcpy(t->secret, &ts, sizeof(ts) < sizeof(t->secret) ? sizeof(ts) : sizeof(t->secret));
+        uintptr_t a = (uintptr_t) t;
+        memcpy(t->secret + 8, &a, sizeof(a) < 8 ? sizeof(a) : 8);
+    }
+    for (size_t i = 0; i < MK_RATELIMIT_STRIPES; i++) {
+        pthread_mutex_init(&t->stripe[i], NULL);
+    }
+    return t;
+}
+
+void mk_ratelimit_table_free(struct mk_ratelimit_table *t)
+{
+    if (!t) {
+        return;
+    }
+    for (size_t i = 0; i < MK_RATELIMIT_STRIPES; i++) {
+        pthread_mutex_destroy(&t->stripe[i]);
+    }
+    mk_free(t->e);
+    mk_free(t);
+}
+
+size_t mk_ratelimit_capacity(const struct mk_ratelimit_table *t)
+{
+    return t->n_sets * MK_RATELIMIT_WAYS;
+}
+
+uint64_t mk_ratelimit_key(const struct mk_ratelimit_table *t, const void *data, size_t len)
+{
+    uint64_t k = mk_siphash(t->secret, data, len);
+    return k ? k : 1;
+}
+
+/* The entry of `key` in set `s`, or the one it takes (counting an eviction). */
+static struct mk_ratelimit_entry *mk_ratelimit_slot(struct mk_ratelimit_table *t,
+                                                    struct mk_ratelimit_entry *s, uint64_t key,
+                                                    uint64_t now)
+{
+    struct mk_ratelimit_entry *free = NULL, *lru = s;
+
+    for (size_t i = 0; i < MK_RATELIMIT_WAYS; i++) {
+        if (s[i].key == key) {
+            return &s[i];
+        }
+        if (!free && (s[i].key == 0 || s[i].tat <= now)) {
+            free = &s[i];
+        }
+        if (s[i].last < lru->last) {
+            lru = &s[i];
+        }
+    }
+    if (!free) {
+        free = lru;
+        atomic_fetch_add_explicit(&t->evictions, 1, memory_order_relaxed);
+    }
+    free->key = key;
+    free->tat = 0;
+    return free;
+}
+
+bool mk_ratelimit_take(struct mk_ratelimit_table *t, uint64_t key, uint64_t now, uint64_t interval,
+                       uint64_t tolerance, uint64_t *ahead)
+{
+    size_t set = (size_t) (key >> 32) & (t->n_sets - 1);
+    pthread_mutex_t *lock = &t->stripe[set & (MK_RATELIMIT_STRIPES - 1)];
+
+    pthread_mutex_lock(lock);
+    struct mk_ratelimit_entry *e = mk_ratelimit_slot(t, &t->e[set * MK_RATELIMIT_WAYS], key, now);
+    bool ok = mk_gcra_take(&e->tat, now, interval, tolerance, ahead);
+    e->last = now;
+    pthread_mutex_unlock(lock);
+    return ok;
+}
+
+uint64_t mk_ratelimit_evictions(const struct mk_ratelimit_table *t)
+{
+    return atomic_load_explicit(&t->evictions, memory_order_relaxed);
+}
+
+bool mk_ratelimit_report(struct mk_ratelimit_table *t, uint64_t now, uint64_t *evictions)
+{
+    uint64_t n = atomic_load_explicit(&t->evictions, memory_order_relaxed);
+    uint64_t at = atomic_load_explicit(&t->reported_at, memory_order_relaxed);
+
+    if (n == atomic_load_explicit(&t->reported, memory_order_relaxed) ||
+        (at && now - at < 60u * 1000000u)) {
+        return false;
+    }
+    /* one thread of those that see it due wins the report */
+    if (!atomic_compare_exchange_strong(&t->reported_at, &at, now ? now : 1)) {
+        return false;
+    }
+    atomic_store_explicit(&t->reported, n, memory_order_relaxed);
+    *evictions = n;
+    return true;
+}
+
+/* ---- SipHash-2-4 (Aumasson and Bernstein), little-endian words ---------- */
+
+static inline uint64_t mk_rotl(uint64_t x, int b)
+{
+    return (x << b) | (x >> (64 - b));
+}
+
+static inline uint64_t mk_le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) {
+        v = (v << 8) | p[i];
+    }
+    return v;
+}
+
+#define MK_SIPROUND                                                                                \
+    do {                                                                                           \
+        v0 += v1;                                                                                  \
+        v1 = mk_rotl(v1, 13);                                                                      \
+        v1 ^= v0;                                                                                  \
+        v0 = mk_rotl(v0, 32);                                                                      \
+        v2 += v3;                                                                                  \
+        v3 = mk_rotl(v3, 16);                                                                      \
+        v3 ^= v2;                                                                                  \
+        v0 += v3;                                                                                  \
+        v3 = mk_rotl(v3, 21);                                                                      \
+        v3 ^= v0;                                                                                  \
+        v2 += v1;                                                                                  \
+        v1 = mk_rotl(v1, 17);                                                                      \
+        v1 ^= v2;                                                                                  \
+        v2 = mk_rotl(v2, 32);                                                                      \
+    } while (0)
+
+uint64_t mk_siphash(const uint8_t k[16], const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    uint64_t k0 = mk_le64(k), k1 = mk_le64(k + 8);
+    uint64_t v0 = 0x736f6d6570736575ull ^ k0, v1 = 0x646f72616e646f6dull ^ k1;
+    uint64_t v2 = 0x6c7967656e657261ull ^ k0, v3 = 0x7465646279746573ull ^ k1;
+    size_t whole = len & ~(size_t) 7;
+
+    for (size_t i = 0; i < whole; i += 8) {
+        uint64_t m = mk_le64(p + i);
+        v3 ^= m;
+        MK_SIPROUND;
+        MK_SIPROUND;
+        v0 ^= m;
+    }
+    uint64_t b = (uint64_t) len << 56;
+    for (size_t i = 0; i < (len & 7); i++) {
+        b |= (uint64_t) p[whole + i] << (8 * i);
+    }
+    v3 ^= b;
+    MK_SIPROUND;
+    MK_SIPROUND;
+    v0 ^= b;
+    v2 ^= 0xff;
+    MK_SIPROUND;
+    MK_SIPROUND;
+    MK_SIPROUND;
+    MK_SIPROUND;
+    return v0 ^ v1 ^ v2 ^ v3;
+}
