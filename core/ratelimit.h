@@ -34,6 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "siphash.h"
+
 #define MK_RATELIMIT_WAYS 8
 #define MK_RATELIMIT_STRIPES 64
 
@@ -77,8 +79,5 @@ uint64_t mk_ratelimit_evictions(const struct mk_ratelimit_table *t);
  * last time it was true; *evictions then holds the count since t was made.
  */
 bool mk_ratelimit_report(struct mk_ratelimit_table *t, uint64_t now, uint64_t *evictions);
-
-/* SipHash-2-4 of data under the 16-byte key k. */
-uint64_t mk_siphash(const uint8_t k[16], const void *data, size_t len);
 
 #endif

@@ -38,6 +38,7 @@
 
 #include <monkey/mk_util.h>
 
+#include "../../core/keycount.h"
 #include "../../core/log.h"
 #include "../../core/sys.h"
 #include "../proto/h2.h"
@@ -111,6 +112,17 @@ const struct mk_transport mk_conn_transport_plain = {
 
 /* ---- closing ------------------------------------------------------------- */
 
+/* A client's key: mk_cidr_client's, an IPv6 address cut to its /64 (as mk_task_key). */
+static void mk_conn_client_key(const struct sockaddr *sa, uint8_t key[MK_KEYCOUNT_KEY_LEN])
+{
+    int family;
+
+    mk_cidr_client(sa, key, &family);
+    if (family == AF_INET6) {
+        memset(key + 8, 0, 8);
+    }
+}
+
 void mk_conn_close(struct mk_conn *c)
 {
     struct mk_worker *w = c->worker;
@@ -163,6 +175,12 @@ void mk_conn_close(struct mk_conn *c)
     atomic_fetch_sub_explicit((c->flags & MK_CONN_REFUSED) ? &w->server->n_refused
                                                            : &w->server->n_conns,
                               1, memory_order_relaxed);
+    if (c->flags & MK_CONN_COUNTED) {
+        uint8_t key[MK_KEYCOUNT_KEY_LEN];
+        mk_conn_client_key(&c->peer.sa, key);
+        mk_keycount_release(atomic_load(&w->server->per_client), key);
+        c->flags &= (uint8_t) ~MK_CONN_COUNTED;
+    }
 }
 
 /*
@@ -452,6 +470,23 @@ void mk_conn_start(struct mk_conn *c)
     }
 #endif
     mk_conn_begin(c);
+}
+
+bool mk_conn_client_acquire(struct mk_server *srv, const struct sockaddr *peer, bool *counted)
+{
+    unsigned max = atomic_load_explicit(&srv->max_per_client, memory_order_relaxed);
+    uint8_t key[MK_KEYCOUNT_KEY_LEN];
+
+    *counted = false;
+    if (!max) {
+        return true;
+    }
+    mk_conn_client_key(peer, key);
+    if (!mk_keycount_acquire(atomic_load(&srv->per_client), key, max)) {
+        return false;
+    }
+    *counted = true;
+    return true;
 }
 
 void mk_conn_refuse(struct mk_conn *c)

@@ -44,12 +44,13 @@ static bool mk_rate_key_value(struct mk_rate_limit *l, const char *v, size_t len
         uint8_t key;
     } kinds[] = {{"header:", MK_RATE_KEY_HEADER}, {"cookie:", MK_RATE_KEY_COOKIE}};
 
-    if (len == 4 && memcmp(v, "addr", 4) == 0) {
-        l->key = MK_RATE_KEY_ADDR;
-        return true;
-    }
-    if (len == 4 && memcmp(v, "path", 4) == 0) {
-        l->key = MK_RATE_KEY_PATH;
+    bool addr = len == 4 && memcmp(v, "addr", 4) == 0;
+    if (addr || (len == 4 && memcmp(v, "path", 4) == 0)) {
+        /* the last key= wins: a name of an earlier one goes */
+        mk_free(l->name);
+        l->name = NULL;
+        l->name_len = 0;
+        l->key = addr ? MK_RATE_KEY_ADDR : MK_RATE_KEY_PATH;
         return true;
     }
     for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {

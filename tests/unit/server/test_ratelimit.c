@@ -50,6 +50,13 @@ static void test_parse_rates_and_options(void **state)
     assert_int_equal(l.name_len, 3);
     mk_rate_limit_free(&l);
 
+    /* the last key= wins */
+    assert_int_equal(mk_rate_limit_parse(&l, "1/s key=header:X key=addr", reason, sizeof(reason)),
+                     MK_OK);
+    assert_int_equal(l.key, MK_RATE_KEY_ADDR);
+    assert_null(l.name);
+    mk_rate_limit_free(&l);
+
     assert_int_equal(mk_rate_limit_parse(&l, "1000000/s key=path", reason, sizeof(reason)), MK_OK);
     assert_int_equal(l.key, MK_RATE_KEY_PATH);
     assert_int_equal(l.interval_us, 1);
