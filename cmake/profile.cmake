@@ -19,7 +19,10 @@
 #                  realip.c)
 #   MK_RULES       request rules: the [RULE] sections of site files
 #                  (server/http/rules.c, config/conf_rules.c,
-#                  request/request_rules.c); MK_PCRE2 needs it
+#                  request/request_rules.c), their RateLimit
+#                  (core/ratelimit.c, http/ratelimit.c, config/conf_ratelimit.c,
+#                  request/request_limit.c) and MaxConnectionsPerClient
+#                  (core/keycount.c); MK_PCRE2 needs it
 #   MK_LIBMONKEY   library mode: the program's handlers of mk_lib.h
 #                  (server/plugin/lib.c), libmonkey.so and monkey.pc
 #   MK_SMALL       build for size: link-time optimisation, unused functions
@@ -100,7 +103,7 @@ mk_part(MK_COMPRESS ${mk_whole} "compression of static files on the fly (Compres
 mk_part(MK_FAIR ${mk_whole} "Balancing fair: the acceptor thread")
 mk_part(MK_REALIP ${mk_whole}
         "the client's address behind a balancer: PROXY protocol and RealIPFrom")
-mk_part(MK_RULES ${mk_whole} "request rules: [RULE] sections (Redirect, Return, Rewrite)")
+mk_part(MK_RULES ${mk_whole} "request rules: [RULE] sections (Redirect, Return, Rewrite, RateLimit), MaxConnectionsPerClient")
 # Library mode has nothing to offer a static binary (no libmonkey.so).
 set(mk_lib ${mk_whole})
 if(MK_STATIC)

@@ -112,6 +112,7 @@ const struct mk_transport mk_conn_transport_plain = {
 
 /* ---- closing ------------------------------------------------------------- */
 
+#ifdef MK_HAVE_RULES
 /* A client's key: mk_cidr_client's, an IPv6 address cut to its /64 (as mk_task_key). */
 static void mk_conn_client_key(const struct sockaddr *sa, uint8_t key[MK_KEYCOUNT_KEY_LEN])
 {
@@ -122,6 +123,7 @@ static void mk_conn_client_key(const struct sockaddr *sa, uint8_t key[MK_KEYCOUN
         memset(key + 8, 0, 8);
     }
 }
+#endif
 
 void mk_conn_close(struct mk_conn *c)
 {
@@ -175,12 +177,14 @@ void mk_conn_close(struct mk_conn *c)
     atomic_fetch_sub_explicit((c->flags & MK_CONN_REFUSED) ? &w->server->n_refused
                                                            : &w->server->n_conns,
                               1, memory_order_relaxed);
+#ifdef MK_HAVE_RULES
     if (c->flags & MK_CONN_COUNTED) {
         uint8_t key[MK_KEYCOUNT_KEY_LEN];
         mk_conn_client_key(&c->peer.sa, key);
         mk_keycount_release(atomic_load(&w->server->per_client), key);
         c->flags &= (uint8_t) ~MK_CONN_COUNTED;
     }
+#endif
 }
 
 /*
@@ -472,6 +476,7 @@ void mk_conn_start(struct mk_conn *c)
     mk_conn_begin(c);
 }
 
+#ifdef MK_HAVE_RULES
 bool mk_conn_client_acquire(struct mk_server *srv, const struct sockaddr *peer, bool *counted)
 {
     unsigned max = atomic_load_explicit(&srv->max_per_client, memory_order_relaxed);
@@ -488,6 +493,7 @@ bool mk_conn_client_acquire(struct mk_server *srv, const struct sockaddr *peer, 
     *counted = true;
     return true;
 }
+#endif
 
 void mk_conn_refuse(struct mk_conn *c)
 {

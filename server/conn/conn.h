@@ -184,7 +184,9 @@ void mk_conn_refuse(struct mk_conn *c);
  * already; true: counted (the caller sets MK_CONN_COUNTED, and the close
  * counts it out), or the bound is off (*counted false). Any worker.
  */
+#ifdef MK_HAVE_RULES
 bool mk_conn_client_acquire(struct mk_server *srv, const struct sockaddr *peer, bool *counted);
+#endif
 /* The server stops: close c unless a request is in progress on it. */
 void mk_conn_go_away(struct mk_conn *c);
 #ifdef MK_HAVE_H2

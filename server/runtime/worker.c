@@ -226,9 +226,12 @@ void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa,
     struct mk_server *srv = w->server;
     bool refuse = false, counted = false;
 
-    if (atomic_fetch_add_explicit(&srv->n_conns, 1, memory_order_relaxed) >= srv->max_conns ||
+    if (atomic_fetch_add_explicit(&srv->n_conns, 1, memory_order_relaxed) >= srv->max_conns
+#ifdef MK_HAVE_RULES
         /* a PROXY listener's peer is the balancer: its clients are not counted */
-        (!proxy && !mk_conn_client_acquire(srv, sa, &counted))) {
+        || (!proxy && !mk_conn_client_acquire(srv, sa, &counted))
+#endif
+    ) {
         atomic_fetch_sub_explicit(&srv->n_conns, 1, memory_order_relaxed);
         /* Over the limit: a few get a 503, the rest not even that (it takes memory). */
         unsigned margin = srv->max_conns / 16 + 16;

@@ -4,7 +4,9 @@ past the bound as past MaxConnections: 503 with Retry-After: 1."""
 
 import time
 
-from conftest import SLOW, Conn
+from conftest import SLOW, Conn, needs_part
+
+pytestmark = needs_part("rules", "request rules and client limits")
 
 
 def refused(srv, source="127.0.0.1"):
