@@ -3,7 +3,7 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * ratelimit.c: the GCRA step and the bounded table of keys shared by the
- * workers (ratelimit.h). An entry is 24 bytes; a set of 8 spans three
+ * workers (ratelimit.h). An entry is 16 bytes; a set of 8 spans two
  * cache lines. The key digest 0 marks an empty entry (a digest of 0 is
  * taken as 1).
  */
@@ -18,9 +18,8 @@
 #include "memory.h"
 
 struct mk_ratelimit_entry {
-    uint64_t key;  /* digest; 0: empty */
-    uint64_t tat;  /* GCRA state, microseconds */
-    uint64_t last; /* the last request's time, for LRU */
+    uint64_t key; /* digest; 0: empty */
+    uint64_t tat; /* GCRA state, microseconds */
 };
 
 struct mk_ratelimit_table {
@@ -96,31 +95,37 @@ uint64_t mk_ratelimit_key(const struct mk_ratelimit_table *t, const void *data, 
     return k ? k : 1;
 }
 
-/* The entry of `key` in set `s`, or the one it takes (counting an eviction). */
+/*
+ * The entry of `key` in set `s`, or the one it takes (counting an
+ * eviction), moved to the front: a set is kept in the order of use, most
+ * recent first, so its last entry is its least recently used.
+ */
 static struct mk_ratelimit_entry *mk_ratelimit_slot(struct mk_ratelimit_table *t,
                                                     struct mk_ratelimit_entry *s, uint64_t key,
                                                     uint64_t now)
 {
-    struct mk_ratelimit_entry *free = NULL, *lru = s;
+    size_t i = 0;
 
-    for (size_t i = 0; i < MK_RATELIMIT_WAYS; i++) {
-        if (s[i].key == key) {
-            return &s[i];
-        }
-        if (!free && (s[i].key == 0 || s[i].tat <= now)) {
-            free = &s[i];
-        }
-        if (s[i].last < lru->last) {
-            lru = &s[i];
-        }
+    while (i < MK_RATELIMIT_WAYS && s[i].key != key) {
+        i++;
     }
-    if (!free) {
-        free = lru;
-        atomic_fetch_add_explicit(&t->evictions, 1, memory_order_relaxed);
+    if (i == MK_RATELIMIT_WAYS) {
+        /* the oldest entry that is empty or whose bucket is full again, else the oldest */
+        i = MK_RATELIMIT_WAYS - 1;
+        while (i > 0 && s[i].key != 0 && s[i].tat > now) {
+            i--;
+        }
+        if (s[i].key != 0 && s[i].tat > now) {
+            i = MK_RATELIMIT_WAYS - 1;
+            atomic_fetch_add_explicit(&t->evictions, 1, memory_order_relaxed);
+        }
+        s[i].key = key;
+        s[i].tat = 0;
     }
-    free->key = key;
-    free->tat = 0;
-    return free;
+    struct mk_ratelimit_entry e = s[i];
+    memmove(&s[1], &s[0], i * sizeof(*s));
+    s[0] = e;
+    return &s[0];
 }
 
 bool mk_ratelimit_take(struct mk_ratelimit_table *t, uint64_t key, uint64_t now, uint64_t interval,
@@ -132,7 +137,6 @@ bool mk_ratelimit_take(struct mk_ratelimit_table *t, uint64_t key, uint64_t now,
     pthread_mutex_lock(lock);
     struct mk_ratelimit_entry *e = mk_ratelimit_slot(t, &t->e[set * MK_RATELIMIT_WAYS], key, now);
     bool ok = mk_gcra_take(&e->tat, now, interval, tolerance, ahead);
-    e->last = now;
     pthread_mutex_unlock(lock);
     return ok;
 }

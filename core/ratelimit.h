@@ -18,10 +18,10 @@
  * set-associative, as a CPU cache: a key's digest picks a set of
  * MK_RATELIMIT_WAYS entries, and a new key takes, in its set, an empty
  * entry or one whose bucket is full again (forgetting it changes nothing),
- * else the least recently used, which is counted as an eviction (that key's
- * limit restarts). Sets are guarded by MK_RATELIMIT_STRIPES mutexes: two
- * workers contend only when their keys fall in the same stripe, for a few
- * comparisons.
+ * else the least recently used (a set is kept in the order of use),
+ * which is counted as an eviction (that key's limit restarts). Sets are
+ * guarded by MK_RATELIMIT_STRIPES mutexes: two workers contend only when
+ * their keys fall in the same stripe, for a few comparisons.
  *
  * Any thread may call mk_ratelimit_take and mk_ratelimit_evictions; the
  * table is created and freed by its owner (a configuration) while no other

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import Conn, needs_part
+from conftest import Conn, built_without, needs_part
 
 pytestmark = needs_part("rules", "request rules")
 
@@ -198,3 +198,43 @@ def test_one_limit_across_two_workers(make_server):
     print(f"taken {sum(taken)} refused {sum(refused)} expected {expected:.1f} in {elapsed:.2f} s")
     assert sum(refused) > 0, "the clients never went past the limit"
     assert abs(sum(taken) - expected) <= 0.1 * expected, (sum(taken), expected, elapsed)
+
+
+@pytest.mark.skipif(built_without("realip"), reason="built without RealIPFrom")
+def test_the_address_a_trusted_proxy_names(make_server):
+    srv = limit_server(make_server, """
+[RULE]
+    Path /login
+    RateLimit 1/m
+""")
+    srv.set(RealIPFrom="127.0.0.1/32")
+    srv.start()
+    c = Conn(srv.port)
+    a, b = {"X-Forwarded-For": "192.0.2.1"}, {"X-Forwarded-For": "192.0.2.2"}
+    assert statuses(c, 2, headers=a) == [200, 429]
+    assert statuses(c, 2, headers=b) == [200, 429]
+    # IPv6: one /64 is one client
+    v1, v2 = {"X-Forwarded-For": "2001:db8::1"}, {"X-Forwarded-For": "2001:db8::2"}
+    assert statuses(c, 1, headers=v1) == [200]
+    assert statuses(c, 1, headers=v2) == [429]
+    c.close()
+
+
+def test_evictions_are_counted_and_logged(make_server):
+    """A table of 8 keys flooded by 200 keys: it stays at 8, the keys evicted
+    while still limited are said in the error log with the rule's line."""
+    srv = limit_server(make_server, """
+[RULE]
+    Path /login
+    RateLimit 1/m key=header:X-Key keys=8
+""").start()
+    c = Conn(srv.port)
+    for i in range(200):
+        assert c.request("GET", "/login", headers={"X-Key": f"k{i}"}).status == 200
+    # the first key was evicted: its count restarted
+    assert c.request("GET", "/login", headers={"X-Key": "k0"}).status == 200
+    # a recent one was not
+    assert c.request("GET", "/login", headers={"X-Key": "k199"}).status == 429
+    c.close()
+    log = srv.stderr_text()
+    assert "sites/default:7: RateLimit:" in log and "evicted from its table of 8" in log, log
