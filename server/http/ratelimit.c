@@ -97,6 +97,11 @@ int mk_rate_limit_parse(struct mk_rate_limit *l, const char *value, char *reason
             ok = mk_str_to_u64(v, vl, MK_RATE_BURST_MAX, &n);
             l->burst = (uint32_t) n;
         }
+        else if (nl == 5 && memcmp(w, "delay", 5) == 0) {
+            l->delay = true;
+            ok = !v || mk_str_to_u64(v, vl, MK_RATE_BURST_MAX, &n);
+            l->delay_free = v ? (uint32_t) n : 0;
+        }
         else if (nl == 4 && memcmp(w, "keys", 4) == 0 && v) {
             ok = mk_str_to_u64(v, vl, MK_RATE_KEYS_MAX, &n) && n >= MK_RATELIMIT_WAYS;
             l->keys = (uint32_t) n;
@@ -106,13 +111,14 @@ int mk_rate_limit_parse(struct mk_rate_limit *l, const char *value, char *reason
         }
         else {
             mk_rate_limit_free(l);
-            return REASON("RateLimit %s: unknown option '%.*s' (burst=N, key=..., keys=N)", value,
-                          (int) len, w);
+            return REASON(
+                "RateLimit %s: unknown option '%.*s' (burst=N, delay[=N], key=..., keys=N)", value,
+                (int) len, w);
         }
         if (!ok) {
             mk_rate_limit_free(l);
-            return REASON("RateLimit %s: bad '%.*s' (burst=0 to %u; key=addr, path, header:NAME "
-                          "or cookie:NAME; keys=%d to %u)",
+            return REASON("RateLimit %s: bad '%.*s' (burst=, delay= 0 to %u; key=addr, path, "
+                          "header:NAME or cookie:NAME; keys=%d to %u)",
                           value, (int) len, w, MK_RATE_BURST_MAX, MK_RATELIMIT_WAYS,
                           MK_RATE_KEYS_MAX);
         }

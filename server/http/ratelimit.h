@@ -8,7 +8,8 @@
  * made by the configuration (server/config/conf_ratelimit.c) and counted
  * in by the request (server/request/request_limit.c).
  *
- *   RateLimit RATE/s|RATE/m [burst=N] [key=addr|header:NAME|cookie:NAME|path] [keys=N]
+ *   RateLimit RATE/s|RATE/m [burst=N] [delay|delay=N]
+ *             [key=addr|header:NAME|cookie:NAME|path] [keys=N]
  */
 #ifndef MK_SERVER_HTTP_RATELIMIT_H
 #define MK_SERVER_HTTP_RATELIMIT_H
@@ -41,8 +42,10 @@ struct mk_rate_limit {
     uint8_t key;          /* enum mk_rate_key */
     char *name;           /* HEADER, COOKIE: the field or cookie name, NUL-terminated */
     size_t name_len;
-    uint32_t keys;                    /* the table's size, in keys */
-    int line;                         /* of the RateLimit line */
+    uint32_t keys;       /* the table's size, in keys */
+    bool delay;          /* hold back what is ahead of the rate (nginx without nodelay) */
+    uint32_t delay_free; /* delay: the requests ahead of the rate not held back (delay=N) */
+    int line;            /* of the RateLimit line */
     struct mk_ratelimit_table *table; /* made by the configuration, NULL when parsed alone */
 };
 

@@ -23,7 +23,10 @@
 #include "../../core/ratelimit.h"
 #include "../http/ratelimit.h"
 #include "../http/rules.h"
+#include "../conn/loop.h"
 #include "../process/server.h"
+
+#define MK_LIMIT_TICK_MS 10 /* how often a held request looks at the clock */
 
 /* The digest of r's key for limit l; false: r has none and is not counted. */
 static bool mk_request_limit_key(struct mk_request *r, const struct mk_rate_limit *l, uint64_t *key)
@@ -56,12 +59,65 @@ static bool mk_request_limit_key(struct mk_request *r, const struct mk_rate_limi
     }
 }
 
+/* A held request's resume (r NULL: it is gone): its rules are asked again. */
+static int mk_request_limit_resumed(struct mk_request *r, void *arg)
+{
+    (void) r;
+    (void) arg;
+    return MK_OK;
+}
+
+/*
+ * Every MK_LIMIT_TICK_MS while a request is held back: resume it once its
+ * time has come. One duration for every delay keeps the worker's timer
+ * queues few (core/timer.h); a request goes on at most a tick late. The
+ * handle keeps the request struct (a zombie, if it ended meanwhile), so
+ * its limit_due_ms stays readable.
+ */
+static void mk_request_limit_tick(struct mk_loop_timer *t, void *arg)
+{
+    struct mk_suspended *s = arg;
+
+    if (mk_loop_now_ms() < s->req->limit_due_ms) {
+        return;
+    }
+    mk_loop_timer_stop(t);
+    atomic_store_explicit(&s->resumed, true, memory_order_release);
+    s->cb = mk_request_limit_resumed;
+    s->arg = NULL;
+    mk_task_resume_post(s);
+}
+
+/*
+ * Hold r back for `us` microseconds: MK_SUSPENDED, or MK_DECLINED (no
+ * memory: it goes on at once).
+ */
+static int mk_request_limit_delay(struct mk_request *r, const struct mk_rule *rule, uint64_t us)
+{
+    struct mk_suspended *s = mk_request_suspend(r);
+
+    if (!s) {
+        return MK_DECLINED;
+    }
+    r->limit_due_ms = mk_clock_mono_ms() + (us + 999u) / 1000u;
+    if (!mk_loop_timer_start(MK_LIMIT_TICK_MS, 1, mk_request_limit_tick, s)) {
+        mk_request_unsuspend(r, s);
+        return MK_DECLINED;
+    }
+    r->rule_counted = rule;
+    return MK_SUSPENDED;
+}
+
 int mk_request_limit(struct mk_request *r, const struct mk_rule *rule)
 {
     const struct mk_rate_limit *l = rule->limit;
     uint64_t key, ahead, evicted;
     char secs[24];
 
+    if (r->rule_counted == rule) {
+        r->rule_counted = NULL; /* counted before its delay */
+        return MK_DECLINED;
+    }
     if (!mk_request_limit_key(r, l, &key)) {
         return MK_DECLINED;
     }
@@ -75,7 +131,9 @@ int mk_request_limit(struct mk_request *r, const struct mk_rule *rule)
                 mk_ratelimit_capacity(l->table));
     }
     if (ok) {
-        return MK_DECLINED;
+        uint64_t free_us = (uint64_t) l->delay_free * l->interval_us;
+        return l->delay && ahead > free_us ? mk_request_limit_delay(r, rule, ahead - free_us)
+                                           : MK_DECLINED;
     }
     /* the seconds until a request would be taken, rounded up */
     int n =

@@ -15,7 +15,9 @@ struct mk_rule;
  * Count r against rule's RateLimit (rule->limit set): MK_DECLINED, the
  * request goes on (under the limit, or without the key: not counted);
  * MK_OK, it is answered 429 with Retry-After (set up for
- * mk_request_respond).
+ * mk_request_respond); MK_SUSPENDED, it is held back (delay) and the
+ * caller parks it at MK_STAGE_RULES: once resumed, the rules are asked
+ * again and the same rule lets it through without counting it again.
  */
 int mk_request_limit(struct mk_request *r, const struct mk_rule *rule);
 

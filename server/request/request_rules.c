@@ -174,8 +174,9 @@ int mk_request_rules(struct mk_request *r)
     if (rule->n_headers) {
         r->rule_headers = rule;
     }
-    if (rule->limit && mk_request_limit(r, rule) == MK_OK) {
-        return MK_OK; /* 429 */
+    int rc;
+    if (rule->limit && (rc = mk_request_limit(r, rule)) != MK_DECLINED) {
+        return rc; /* 429, or held back */
     }
     if (rule->n_req_headers) {
         struct mk_http_header *f =

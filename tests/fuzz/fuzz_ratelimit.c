@@ -39,6 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (mk_rate_limit_parse(&l, value, reason, sizeof(reason)) == MK_OK) {
         MK_FUZZ_CHECK(l.rate >= 1 && l.rate <= MK_RATE_MAX && l.interval_us >= 1);
         MK_FUZZ_CHECK(l.burst <= MK_RATE_BURST_MAX && l.keys <= MK_RATE_KEYS_MAX);
+        MK_FUZZ_CHECK(l.delay_free <= MK_RATE_BURST_MAX && (l.delay || l.delay_free == 0));
         bool named = l.key == MK_RATE_KEY_HEADER || l.key == MK_RATE_KEY_COOKIE;
         MK_FUZZ_CHECK(named == (l.name != NULL));
         MK_FUZZ_CHECK(!named || (l.name_len > 0 && strlen(l.name) == l.name_len));

@@ -144,6 +144,7 @@ def test_reload_starts_the_counts_again(make_server):
     ("[RULE]\n    Path /a\n    RateLimit 10/s key=ip\n", 6, "bad 'key=ip'"),
     ("[RULE]\n    Path /a\n    RateLimit 10/s keys=2\n", 6, "bad 'keys=2'"),
     ("[RULE]\n    Path /a\n    RateLimit 10/s colour=blue\n", 6, "unknown option"),
+    ("[RULE]\n    Path /a\n    RateLimit 10/s delay=-1\n", 6, "bad 'delay=-1'"),
     ("[RULE]\n    Path /a\n\n    RateLimit 10/s\n    RateLimit 5/s\n", 8, "RateLimit"),
 ])
 def test_check_refuses_bad_limits(make_server, text, line, words):
@@ -238,3 +239,79 @@ def test_evictions_are_counted_and_logged(make_server):
     c.close()
     log = srv.stderr_text()
     assert "sites/default:7: RateLimit:" in log and "evicted from its table of 8" in log, log
+
+
+def test_delay_holds_requests_back(make_server):
+    """delay: the requests within the burst are spaced out at the rate
+    (nginx's limit_req without nodelay), past the burst refused."""
+    srv = limit_server(make_server, """
+[RULE]
+    Path /login
+    RateLimit 10/s burst=3 delay
+""").start()
+    c = Conn(srv.port)
+    start = time.monotonic()
+    assert statuses(c, 4) == [200, 200, 200, 200]
+    elapsed = time.monotonic() - start
+    # the 2nd, 3rd and 4th were held 100, 200 and 300 ms ahead of the rate:
+    # one after the other on one connection, 300 ms in all
+    assert 0.28 <= elapsed < 1.5, elapsed
+    c.close()
+    # four clients at once: the bucket takes 4 (3 held back), the 5th is refused at once
+    time.sleep(0.5)
+    conns = [Conn(srv.port) for _ in range(5)]
+    for x in conns:
+        x.send(b"GET /login HTTP/1.1\r\nHost: x\r\n\r\n")
+    got = sorted(x.read_response().status for x in conns)
+    assert got == [200, 200, 200, 200, 429], got
+    for x in conns:
+        x.close()
+
+
+def test_delay_n_serves_the_first_at_once(make_server):
+    srv = limit_server(make_server, """
+[RULE]
+    Path /login
+    RateLimit 5/s burst=4 delay=2
+""").start()
+    c = Conn(srv.port)
+    start = time.monotonic()
+    assert statuses(c, 3) == [200, 200, 200]
+    assert time.monotonic() - start < 0.15  # 0, 1 and 2 ahead: none held back
+    assert statuses(c, 1) == [200]  # 3 ahead: held 200 ms
+    assert time.monotonic() - start >= 0.19
+    c.close()
+
+
+def test_a_held_request_whose_client_left(make_server):
+    srv = limit_server(make_server, """
+[RULE]
+    Path /login
+    RateLimit 2/s burst=5 delay
+""").start()
+    c = Conn(srv.port)
+    for _ in range(4):  # the 2nd to 4th would be held 0.5 to 1.5 s
+        c.send(b"GET /login HTTP/1.1\r\nHost: x\r\n\r\n")
+    c.close()
+    time.sleep(2.0)  # the holds end on a closed connection
+    assert Conn(srv.port, source="127.0.0.2").request("GET", "/login").status == 200
+
+
+def test_a_hold_longer_than_timeout_is_503(make_server):
+    srv = limit_server(make_server, """
+[RULE]
+    Path /login
+    RateLimit 1/s burst=5 delay
+""")
+    srv.set(Timeout=1)
+    srv.start()
+    assert statuses(Conn(srv.port), 1) == [200]
+    start = time.monotonic()
+    held = [Conn(srv.port) for _ in range(3)]  # held 1, 2 and 3 s
+    for c in held:
+        c.send(b"GET /login HTTP/1.1\r\nHost: x\r\n\r\n")
+    # the last is held past its Timeout: 503 then, not 3 s later
+    assert held[2].read_response().status == 503
+    assert time.monotonic() - start < 2.8
+    for c in held:
+        c.close()

@@ -50,6 +50,17 @@ static void test_parse_rates_and_options(void **state)
     assert_int_equal(l.name_len, 3);
     mk_rate_limit_free(&l);
 
+    assert_int_equal(mk_rate_limit_parse(&l, "10/s burst=5 delay", reason, sizeof(reason)), MK_OK);
+    assert_true(l.delay);
+    assert_int_equal(l.delay_free, 0);
+    mk_rate_limit_free(&l);
+    assert_int_equal(mk_rate_limit_parse(&l, "10/s burst=5 delay=2", reason, sizeof(reason)),
+                     MK_OK);
+    assert_true(l.delay);
+    assert_int_equal(l.delay_free, 2);
+    assert_int_equal(l.burst, 5);
+    mk_rate_limit_free(&l);
+
     /* the last key= wins */
     assert_int_equal(mk_rate_limit_parse(&l, "1/s key=header:X key=addr", reason, sizeof(reason)),
                      MK_OK);
@@ -85,6 +96,8 @@ static void test_parse_refuses(void **state)
         {"10/s keys=7", "bad 'keys=7'"},
         {"10/s keys=16777217", "bad 'keys=16777217'"},
         {"10/s nodelay", "unknown option"},
+        {"10/s delay=", "bad 'delay='"},
+        {"10/s delay=x", "bad 'delay=x'"},
     };
     struct mk_rate_limit l;
     char reason[256];
