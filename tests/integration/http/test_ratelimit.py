@@ -315,3 +315,28 @@ def test_a_hold_longer_than_timeout_is_503(make_server):
     assert time.monotonic() - start < 2.8
     for c in held:
         c.close()
+
+
+def test_http2_streams(make_server):
+    """Over HTTP/2 each stream is a request: several at once on one
+    connection, some held back (delay), the one past the burst refused."""
+    from h2util import H2Client, built_with_h2
+    if not built_with_h2():
+        pytest.skip("built without HTTP/2")
+    srv = limit_server(make_server, """
+[RULE]
+    Path /login
+    RateLimit 10/s burst=2 delay
+""")
+    srv.set(Listen=f"127.0.0.1:{srv.port} h2c")
+    srv.start()
+    c = H2Client(srv.port)
+    start = time.monotonic()
+    sids = [c.request("/login") for _ in range(4)]
+    c.wait(sids)
+    got = sorted(c.streams[s]["headers"][":status"] for s in sids)
+    assert got == ["200", "200", "200", "429"], got
+    refused = [c.streams[s] for s in sids if c.streams[s]["headers"][":status"] == "429"][0]
+    assert refused["headers"]["retry-after"] == "1"
+    assert time.monotonic() - start >= 0.19  # the third was held 200 ms
+    c.close()
