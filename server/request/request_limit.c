@@ -99,7 +99,7 @@ static int mk_request_limit_delay(struct mk_request *r, const struct mk_rule *ru
     if (!s) {
         return MK_DECLINED;
     }
-    r->limit_due_ms = mk_clock_mono_ms() + (us + 999u) / 1000u;
+    r->limit_due_ms = r->conn->worker->now_ms + (us + 999u) / 1000u;
     if (!mk_loop_timer_start(MK_LIMIT_TICK_MS, 1, mk_request_limit_tick, s)) {
         mk_request_unsuspend(r, s);
         return MK_DECLINED;
@@ -121,7 +121,8 @@ int mk_request_limit(struct mk_request *r, const struct mk_rule *rule)
     if (!mk_request_limit_key(r, l, &key)) {
         return MK_DECLINED;
     }
-    uint64_t now = mk_clock_mono_ms() * 1000u;
+    /* the worker reads the monotonic clock once per loop iteration */
+    uint64_t now = r->conn->worker->now_ms * 1000u;
     bool ok = mk_ratelimit_take(l->table, key, now, l->interval_us,
                                 (uint64_t) l->burst * l->interval_us, &ahead);
     if (MK_UNLIKELY(mk_ratelimit_report(l->table, now, &evicted))) {
