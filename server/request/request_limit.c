@@ -9,7 +9,9 @@
  * cookie or the normalised path; a request without the field or cookie is
  * not counted (nginx's empty key). The table is the rule's, so the
  * configuration's: every worker counts in it, and the request's reference
- * on its configuration keeps it alive until the request ends.
+ * on its configuration keeps it alive until the request ends. With delay,
+ * a request taken ahead of the rate is parked until the rate allows it,
+ * then its rules are asked again (request.c, MK_STAGE_RULES).
  */
 #include "request_limit.h"
 
@@ -18,7 +20,6 @@
 
 #include <monkey/mk_common.h>
 
-#include "../../core/clock.h"
 #include "../../core/log.h"
 #include "../../core/ratelimit.h"
 #include "../http/ratelimit.h"
