@@ -340,3 +340,24 @@ def test_http2_streams(make_server):
     assert refused["headers"]["retry-after"] == "1"
     assert time.monotonic() - start >= 0.19  # the third was held 200 ms
     c.close()
+
+
+def test_stop_with_requests_held(make_server):
+    """A stop while requests are held back: they are answered or closed, and
+    the server exits cleanly (the sanitizers' builds check what is left)."""
+    srv = limit_server(make_server, """
+[RULE]
+    Path /login
+    RateLimit 1/s burst=5 delay
+""")
+    srv.set(GracefulTimeout=1)
+    srv.start()
+    held = [Conn(srv.port) for _ in range(4)]  # held 0, 1, 2 and 3 s
+    for c in held:
+        c.send(b"GET /login HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.2)
+    start = time.monotonic()
+    srv.stop()
+    assert time.monotonic() - start < 5
+    for c in held:
+        c.close()
