@@ -34,6 +34,8 @@
 
 #include "http.h"
 
+struct mk_rate_limit;
+
 /* The groups of a Regex a target may use ($0 is the whole match). */
 #define MK_RULE_GROUPS_MAX 31
 /* The longest target a template expands to; longer: the request fails with 500. */
@@ -131,6 +133,7 @@ struct mk_rule {
     size_t n_headers;
     struct mk_rule_header *req_headers; /* RequestHeader lines, in file order */
     size_t n_req_headers;
+    struct mk_rate_limit *limit; /* RateLimit (ratelimit.h); NULL: none */
 };
 
 struct mk_rules {
