@@ -19,7 +19,10 @@
 #                  realip.c)
 #   MK_RULES       request rules: the [RULE] sections of site files
 #                  (server/http/rules.c, config/conf_rules.c,
-#                  request/request_rules.c); MK_PCRE2 needs it
+#                  request/request_rules.c), their RateLimit
+#                  (core/ratelimit.c, http/ratelimit.c, config/conf_ratelimit.c,
+#                  request/request_limit.c) and MaxConnectionsPerClient
+#                  (core/keycount.c); MK_PCRE2 needs it
 #   MK_REQID       request IDs and W3C trace context: RequestId, RequestIdHeader,
 #                  RequestIdFrom, RequestIdEcho, TraceContext (server/http/reqid.c,
 #                  server/request/request_trace.c)
@@ -109,7 +112,7 @@ mk_part(MK_COMPRESS ${mk_whole} "compression of static files on the fly (Compres
 mk_part(MK_FAIR ${mk_whole} "Balancing fair: the acceptor thread")
 mk_part(MK_REALIP ${mk_whole}
         "the client's address behind a balancer: PROXY protocol and RealIPFrom")
-mk_part(MK_RULES ${mk_whole} "request rules: [RULE] sections (Redirect, Return, Rewrite)")
+mk_part(MK_RULES ${mk_whole} "request rules: [RULE] sections (Redirect, Return, Rewrite, RateLimit), MaxConnectionsPerClient")
 mk_part(MK_REQID ${mk_whole} "request IDs and W3C trace context (RequestId, TraceContext)")
 mk_part(MK_METRICS ${mk_whole}
         "request counters by site and class, latency histograms, the control plugin's MetricsPath")

@@ -453,6 +453,9 @@ static const struct mk_conf_key mk_server_keys[] = {
     {"MaxRequestHeaders", MK_CONF_INT, 0, MK_SRV(limits.max_headers), 1, 10000, "100"},
     {"MaxRequestBody", MK_CONF_SIZE, 0, MK_SRV(max_body), 0, INT64_MAX, "16M"},
     {"MaxConnections", MK_CONF_INT, 0, MK_SRV(max_connections), 0, 10000000, "0"},
+#ifdef MK_HAVE_RULES
+    {"MaxConnectionsPerClient", MK_CONF_INT, 0, MK_SRV(max_conns_per_client), 0, 10000000, "0"},
+#endif
     {"Backlog", MK_CONF_INT, 0, MK_SRV(backlog), 1, 1 << 20, "1024"},
     {"TCPFastOpen", MK_CONF_CUSTOM, 0, 0, 0, 0, 0, "Off", .set = mk_set_fastopen},
     {"DeferAccept", MK_CONF_BOOL, 0, MK_SRV(defer_accept), 0, 0, "On"},
@@ -514,6 +517,9 @@ static const struct mk_schema_absent mk_server_absent[] = {
 #endif
 #ifndef MK_HAVE_COMPRESS
     {"CompressCache", NULL, "compression on the fly", false},
+#endif
+#ifndef MK_HAVE_RULES
+    {"MaxConnectionsPerClient", NULL, "request rules and client limits", false},
 #endif
 #ifndef MK_HAVE_REALIP
     {"RealIPFrom", NULL, "the client's address behind a balancer", false},

@@ -207,7 +207,8 @@ struct mk_config {
     unsigned max_keepalive_requests; /* 0: unlimited */
     struct mk_http_limits limits;
     uint64_t max_body;
-    unsigned max_connections; /* 0: as many as descriptors allow */
+    unsigned max_connections;      /* 0: as many as descriptors allow */
+    unsigned max_conns_per_client; /* 0: no bound */
     int backlog;
     int tcp_fastopen; /* queue length; 0: off */
     bool defer_accept;

@@ -28,10 +28,11 @@
 #include "../http/http_chars.h"
 #include "../http/path.h"
 #include "../http/rules.h"
+#include "conf_ratelimit.h"
 
 /* A [RULE] as the schema reads it, before the checks across keys. */
 struct mk_rule_conf {
-    char *path, *prefix, *regex, *header, *redirect, *ret, *rewrite, *cache;
+    char *path, *prefix, *regex, *header, *redirect, *ret, *rewrite, *ratelimit, *cache;
     struct mk_conf_words methods, hosts, index;
     struct mk_rule_header *headers; /* ResponseHeader lines */
     size_t n_headers;
@@ -125,6 +126,7 @@ static const struct mk_conf_key mk_rule_keys[] = {
      .set = mk_rule_set_header},
     {"RequestHeader", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
      .set = mk_rule_set_request_header},
+    {"RateLimit", MK_CONF_STRING, MK_CONF_SITE, MK_RC(ratelimit), 0, 0, NULL},
     {"Cors", MK_CONF_CUSTOM, MK_CONF_SITE, 0, 0, 0, 0, NULL, .set = mk_rule_set_cors},
     {"IndexFiles", MK_CONF_WORDS, MK_CONF_SITE, MK_RC(index), 0, 0, NULL,
      .check = mk_config_check_index_file},
@@ -244,11 +246,11 @@ static bool mk_rule_action(struct mk_rule *r, const struct mk_rule_conf *rc, con
     const char *rest = NULL;
     int given = !!rc->redirect + !!rc->ret + !!rc->rewrite;
 
-    if (given > 1 || (given == 0 && r->n_headers == 0 && r->n_req_headers == 0 && !r->cors &&
-                      !mk_rule_sets(r))) {
+    if (given > 1 || (given == 0 && r->n_headers == 0 && r->n_req_headers == 0 && !r->limit &&
+                      !r->cors && !mk_rule_sets(r))) {
         return ERR(line,
                    "[RULE] needs %s of Redirect, Return, Rewrite (or ResponseHeader, "
-                   "RequestHeader, Cors lines, a setting)",
+                   "RequestHeader, RateLimit, Cors lines, a setting)",
                    given ? "only one" : "one");
     }
     if (given == 0) {
@@ -443,6 +445,7 @@ static struct mk_rule *mk_rule_read(const struct mk_conf *conf, const struct mk_
         rc.n_headers = rc.n_req_headers = 0;
         if (!mk_rule_cache(r, rc.cache, conf, lines, err, errlen) ||
             !mk_rule_conditions(r, &rc, lines, s->line, conf, err, errlen) ||
+            (rc.ratelimit && !mk_conf_rule_limit(r, rc.ratelimit, lines, conf, err, errlen)) ||
             !mk_rule_action(r, &rc, lines, s->line, conf, err, errlen)) {
             mk_rule_free(r);
             r = NULL;

@@ -38,6 +38,7 @@
 
 #include <monkey/mk_util.h>
 
+#include "../../core/keycount.h"
 #include "../../core/log.h"
 #include "../../core/sys.h"
 #include "../proto/h2.h"
@@ -111,6 +112,19 @@ const struct mk_transport mk_conn_transport_plain = {
 
 /* ---- closing ------------------------------------------------------------- */
 
+#ifdef MK_HAVE_RULES
+/* A client's key: mk_cidr_client's, an IPv6 address cut to its /64 (as mk_task_key). */
+static void mk_conn_client_key(const struct sockaddr *sa, uint8_t key[MK_KEYCOUNT_KEY_LEN])
+{
+    int family;
+
+    mk_cidr_client(sa, key, &family);
+    if (family == AF_INET6) {
+        memset(key + 8, 0, 8);
+    }
+}
+#endif
+
 void mk_conn_close(struct mk_conn *c)
 {
     struct mk_worker *w = c->worker;
@@ -163,6 +177,14 @@ void mk_conn_close(struct mk_conn *c)
     atomic_fetch_sub_explicit((c->flags & MK_CONN_REFUSED) ? &w->server->n_refused
                                                            : &w->server->n_conns,
                               1, memory_order_relaxed);
+#ifdef MK_HAVE_RULES
+    if (c->flags & MK_CONN_COUNTED) {
+        uint8_t key[MK_KEYCOUNT_KEY_LEN];
+        mk_conn_client_key(&c->peer.sa, key);
+        mk_keycount_release(atomic_load(&w->server->per_client), key);
+        c->flags &= (uint8_t) ~MK_CONN_COUNTED;
+    }
+#endif
 }
 
 /*
@@ -453,6 +475,25 @@ void mk_conn_start(struct mk_conn *c)
 #endif
     mk_conn_begin(c);
 }
+
+#ifdef MK_HAVE_RULES
+bool mk_conn_client_acquire(struct mk_server *srv, const struct sockaddr *peer, bool *counted)
+{
+    unsigned max = atomic_load_explicit(&srv->max_per_client, memory_order_relaxed);
+    uint8_t key[MK_KEYCOUNT_KEY_LEN];
+
+    *counted = false;
+    if (!max) {
+        return true;
+    }
+    mk_conn_client_key(peer, key);
+    if (!mk_keycount_acquire(atomic_load(&srv->per_client), key, max)) {
+        return false;
+    }
+    *counted = true;
+    return true;
+}
+#endif
 
 void mk_conn_refuse(struct mk_conn *c)
 {

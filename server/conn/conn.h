@@ -70,8 +70,9 @@ enum mk_timer_kind {
 /* In WRITE, a streamed response waits for its handler (h1.c): an event can
    only be input or a hang-up, and a hang-up closes the connection (conn.c). */
 #define MK_CONN_HANDLER_WAIT 0x10u
-#define MK_CONN_PROXY 0x20u  /* its listener says proxy_protocol: a PROXY header comes first */
-#define MK_CONN_CLIENT 0x40u /* c->client holds the client the PROXY header named */
+#define MK_CONN_PROXY 0x20u   /* its listener says proxy_protocol: a PROXY header comes first */
+#define MK_CONN_CLIENT 0x40u  /* c->client holds the client the PROXY header named */
+#define MK_CONN_COUNTED 0x80u /* counted for its client (MaxConnectionsPerClient) */
 
 struct mk_conn {
     struct mk_event ev; /* first: the event loop hands back this pointer */
@@ -177,6 +178,15 @@ void mk_conn_close(struct mk_conn *c);
 void mk_conn_on_event(struct mk_event *ev, uint32_t ready);
 void mk_conn_expire(struct mk_conn *c);
 void mk_conn_refuse(struct mk_conn *c);
+/*
+ * MaxConnectionsPerClient: count a new connection from `peer` for its
+ * client (an IPv4 address, an IPv6 /64). False: the client has the most
+ * already; true: counted (the caller sets MK_CONN_COUNTED, and the close
+ * counts it out), or the bound is off (*counted false). Any worker.
+ */
+#ifdef MK_HAVE_RULES
+bool mk_conn_client_acquire(struct mk_server *srv, const struct sockaddr *peer, bool *counted);
+#endif
 /* The server stops: close c unless a request is in progress on it. */
 void mk_conn_go_away(struct mk_conn *c);
 #ifdef MK_HAVE_H2

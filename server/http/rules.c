@@ -23,6 +23,7 @@
 #include "../../core/memory.h"
 #include "http_chars.h"
 #include "path.h"
+#include "ratelimit.h"
 
 /* ---- templates ----------------------------------------------------------- */
 
@@ -849,6 +850,8 @@ void mk_rule_free(struct mk_rule *r)
     mk_free(r->body);
     mk_rule_headers_free(r->headers, r->n_headers);
     mk_rule_headers_free(r->req_headers, r->n_req_headers);
+    mk_rate_limit_free(r->limit);
+    mk_free(r->limit);
     mk_rule_cors_free(r->cors);
     mk_strv_free(r->index_files, r->n_index_files);
     mk_free(r->cache_control);

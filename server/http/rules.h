@@ -4,9 +4,9 @@
  *
  * rules.h: a site's request rules ([RULE] sections, docs/configuration.md):
  * which block a request selects, the targets of Redirect and Rewrite
- * built from it, and what a Cors line allows. Pure: no I/O, no globals; the tables are built once per
- * configuration (server/config/conf_rules.c), immutable afterwards and read
- * by every worker at once.
+ * built from it, and what a Cors line allows. Pure: no I/O, no globals; the tables are built once
+ * per configuration (server/config/conf_rules.c), immutable afterwards and read by every worker at
+ * once.
  *
  * A block selects requests by path (none: every path; Path: the path is
  * exactly; Prefix: the path starts with it by whole segments; Regex: a
@@ -33,6 +33,8 @@
 #include <sys/types.h>
 
 #include "http.h"
+
+struct mk_rate_limit;
 
 /* The groups of a Regex a target may use ($0 is the whole match). */
 #define MK_RULE_GROUPS_MAX 31
@@ -146,7 +148,8 @@ struct mk_rule {
     size_t n_headers;
     struct mk_rule_header *req_headers; /* RequestHeader lines, in file order */
     size_t n_req_headers;
-    struct mk_rule_cors *cors; /* NULL: no Cors line */
+    struct mk_rate_limit *limit; /* RateLimit (ratelimit.h); NULL: none */
+    struct mk_rule_cors *cors;   /* NULL: no Cors line */
     /* per-path settings; NULL: the site's */
     char **index_files;
     size_t n_index_files;

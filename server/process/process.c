@@ -38,6 +38,7 @@
 #include "server.h"
 #include "supervisor.h"
 #include "../runtime/systemd.h"
+#include "../../core/keycount.h"
 
 #define ERRF(...) snprintf(err, errlen, __VA_ARGS__)
 
@@ -74,6 +75,12 @@ void mk_process_limits(struct mk_server *srv, const struct mk_config *cfg)
     else {
         srv->max_conns = fit;
     }
+#ifdef MK_HAVE_RULES
+    if (cfg->max_conns_per_client && !atomic_load(&srv->per_client)) {
+        atomic_store(&srv->per_client, mk_keycount_new());
+    }
+    atomic_store(&srv->max_per_client, cfg->max_conns_per_client);
+#endif
 }
 
 uid_t mk_process_user_uid(const struct mk_config *cfg)

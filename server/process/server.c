@@ -28,6 +28,7 @@
 #include <monkey/mk_util.h>
 #include <monkey/monkey.h>
 
+#include "../../core/keycount.h"
 #include "../../core/log.h"
 #ifdef MK_HAVE_LIBMONKEY
 #include "../plugin/lib.h"
@@ -758,6 +759,9 @@ void mk_server_destroy(struct mk_server *srv)
     pthread_mutex_destroy(&srv->acceptor_lock);
 #endif
     pthread_mutex_destroy(&srv->cfg_lock);
+#ifdef MK_HAVE_RULES
+    mk_keycount_free(atomic_load(&srv->per_client)); /* the workers are gone */
+#endif
     pthread_mutex_destroy(&srv->cmd_lock);
     pthread_cond_destroy(&srv->cmd_cond);
     pthread_mutex_destroy(&srv->tasks.lock);

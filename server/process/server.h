@@ -97,6 +97,10 @@ struct mk_server {
     atomic_uint n_conns;
     atomic_uint n_refused;
     unsigned max_conns;
+    /* MaxConnectionsPerClient: the open connections of each client address
+       (conn.c); made by the first configuration that asks, kept to the end */
+    struct mk_keycount *_Atomic per_client;
+    atomic_uint max_per_client; /* 0: not counted */
     atomic_uint workers_alive;
     atomic_bool stats_ready;  /* workers[] may be read by other threads (api->stats) */
     pthread_mutex_t cfg_lock; /* guards the `cfg` pointer for other threads */

@@ -616,6 +616,34 @@ static void mk_request_real_ip(struct mk_request *r)
 }
 #endif
 
+/*
+ * The site's rules for r's path (request_rules.c), then its pipeline;
+ * again when a RateLimit's delay is over.
+ */
+static void mk_request_start(struct mk_request *r)
+{
+#ifdef MK_HAVE_RULES
+    if (r->site->rules && r->path) {
+        int rc;
+        while ((rc = mk_request_rules(r)) == MK_AGAIN) {
+        }
+        if (rc == MK_OK) {
+            mk_request_respond(r);
+            return;
+        }
+        if (rc == MK_SUSPENDED) {
+            mk_request_park(r, NULL, MK_STAGE_RULES, 0);
+            return;
+        }
+        if (rc != MK_DECLINED) {
+            mk_request_error(r, rc);
+            return;
+        }
+    }
+#endif
+    mk_request_begin(r);
+}
+
 void mk_request_run(struct mk_request *r)
 {
     struct mk_conn *c = r->conn;
@@ -675,22 +703,7 @@ void mk_request_run(struct mk_request *r)
         }
         r->path_len = (size_t) n;
     }
-#ifdef MK_HAVE_RULES
-    if (r->site->rules && r->path) {
-        int rc;
-        while ((rc = mk_request_rules(r)) == MK_AGAIN) {
-        }
-        if (rc == MK_OK) {
-            mk_request_respond(r);
-            return;
-        }
-        if (rc != MK_DECLINED) {
-            mk_request_error(r, rc);
-            return;
-        }
-    }
-#endif
-    mk_request_begin(r);
+    mk_request_start(r);
 }
 
 void mk_request_run_parts(struct mk_request *r, const struct mk_request_parts *p)
@@ -908,6 +921,9 @@ void mk_request_resume(struct mk_suspended *s)
         break;
     case MK_STAGE_STATIC:
         mk_request_static_result(r, rc);
+        break;
+    case MK_STAGE_RULES:
+        mk_request_start(r);
         break;
     default:
         mk_request_content_result(r, r->handler, MK_STAGE_BODY, 0, rc);

@@ -120,6 +120,7 @@ enum mk_stage {
     MK_STAGE_BODY,        /* r->handler, called again with the body */
     MK_STAGE_ROUTE,       /* the handler of r->route.route */
     MK_STAGE_STATIC,      /* the static handler (a file being compressed: static_compress.h) */
+    MK_STAGE_RULES,       /* the site's rules again, after a RateLimit's delay (request_limit.c) */
 };
 
 /* A request's slot for one plugin (api->ctx_set). */
@@ -230,6 +231,10 @@ struct mk_request {
     /* the site rule whose ResponseHeader lines the response gets when it
        is sent (request_rules.c); NULL: none */
     const struct mk_rule *rule_headers;
+    /* the rule whose RateLimit held r back (its delay), and until when (ms,
+       monotonic): the rules asked again do not count r twice */
+    const struct mk_rule *rule_counted;
+    uint64_t limit_due_ms;
     /* the site rule that took r when it has per-path settings (IndexFiles,
        CacheControl: mk_request_index_files, static_cache.c); NULL: none */
     const struct mk_rule *rule_settings;
@@ -260,7 +265,9 @@ void mk_request_run(struct mk_request *r);
  * The first of r's site rules that takes r (request_rules.c; the site has
  * rules, r a path): MK_DECLINED when none does; MK_OK when the response is
  * set up (Redirect, Return: the caller sends it); MK_AGAIN when r's path
- * was rewritten (ask again); else the error status to answer with.
+ * was rewritten (ask again); MK_SUSPENDED when a RateLimit holds r back
+ * (the caller parks it at MK_STAGE_RULES); else the error status to answer
+ * with.
  */
 int mk_request_rules(struct mk_request *r);
 /* Apply r->rule_headers to r's response, once, as it is sent. */

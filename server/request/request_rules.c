@@ -26,6 +26,7 @@
 #include "../http/rules.h"
 #include "../conn/transport.h"
 #include "../process/server.h"
+#include "request_limit.h"
 
 /* The request's side of a template: variables, and the groups of the match. */
 static void mk_request_rule_vars(struct mk_request *r, const struct mk_rule *rule,
@@ -263,6 +264,10 @@ int mk_request_rules(struct mk_request *r)
     }
     if (rule->n_headers || rule->cors) {
         r->rule_headers = rule;
+    }
+    int rc;
+    if (rule->limit && (rc = mk_request_limit(r, rule)) != MK_DECLINED) {
+        return rc; /* 429, or held back */
     }
     const struct mk_str *origin, *method;
     if (rule->cors && (method = mk_request_preflight_method(r)) &&

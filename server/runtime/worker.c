@@ -225,9 +225,14 @@ void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa,
                          const struct mk_transport *transport, const char *options, bool proxy)
 {
     struct mk_server *srv = w->server;
-    bool refuse = false;
+    bool refuse = false, counted = false;
 
-    if (atomic_fetch_add_explicit(&srv->n_conns, 1, memory_order_relaxed) >= srv->max_conns) {
+    if (atomic_fetch_add_explicit(&srv->n_conns, 1, memory_order_relaxed) >= srv->max_conns
+#ifdef MK_HAVE_RULES
+        /* a PROXY listener's peer is the balancer: its clients are not counted */
+        || (!proxy && !mk_conn_client_acquire(srv, sa, &counted))
+#endif
+    ) {
         atomic_fetch_sub_explicit(&srv->n_conns, 1, memory_order_relaxed);
         /* Over the limit: a few get a 503, the rest not even that (it takes memory). */
         unsigned margin = srv->max_conns / 16 + 16;
@@ -250,7 +255,7 @@ void mk_worker_accept_fd(struct mk_worker *w, int fd, const struct sockaddr *sa,
     c->ev.fd = fd;
     c->transport = transport;
     c->listen_options = options;
-    c->flags = proxy ? MK_CONN_PROXY : 0;
+    c->flags = (proxy ? MK_CONN_PROXY : 0) | (counted ? MK_CONN_COUNTED : 0);
     if (len > sizeof(c->peer)) {
         len = sizeof(c->peer);
     }
