@@ -32,12 +32,13 @@
 
 /* A [RULE] as the schema reads it, before the checks across keys. */
 struct mk_rule_conf {
-    char *path, *prefix, *regex, *header, *redirect, *ret, *rewrite, *ratelimit;
-    struct mk_conf_words methods, hosts;
+    char *path, *prefix, *regex, *header, *redirect, *ret, *rewrite, *ratelimit, *cache;
+    struct mk_conf_words methods, hosts, index;
     struct mk_rule_header *headers; /* ResponseHeader lines */
     size_t n_headers;
     struct mk_rule_header *req_headers; /* RequestHeader lines */
     size_t n_req_headers;
+    struct mk_rule_cors *cors;
 };
 
 /* ResponseHeader [always] set|add|remove NAME [VALUE], once a line. */
@@ -75,6 +76,24 @@ static int mk_rule_set_request_header(void *obj, const struct mk_conf_key *k, co
     return MK_OK;
 }
 
+/* Cors origins=... [methods=...] ..., once. */
+static int mk_rule_set_cors(void *obj, const struct mk_conf_key *k, const char *value,
+                            const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    struct mk_rule_conf *rc = obj;
+
+    (void) k;
+    (void) origin;
+    mk_rule_cors_free(rc->cors);
+    rc->cors = mk_alloc(sizeof(*rc->cors));
+    if (mk_rule_cors_parse(rc->cors, value, reason, len) != MK_OK) {
+        mk_rule_cors_free(rc->cors);
+        rc->cors = NULL;
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
 static void mk_rule_conf_free(void *obj, int site)
 {
     struct mk_rule_conf *rc = obj;
@@ -82,6 +101,8 @@ static void mk_rule_conf_free(void *obj, int site)
     (void) site;
     mk_rule_headers_free(rc->headers, rc->n_headers);
     mk_rule_headers_free(rc->req_headers, rc->n_req_headers);
+    mk_rule_cors_free(rc->cors);
+    rc->cors = NULL;
     rc->headers = rc->req_headers = NULL;
     rc->n_headers = rc->n_req_headers = 0;
 }
@@ -106,6 +127,10 @@ static const struct mk_conf_key mk_rule_keys[] = {
     {"RequestHeader", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
      .set = mk_rule_set_request_header},
     {"RateLimit", MK_CONF_STRING, MK_CONF_SITE, MK_RC(ratelimit), 0, 0, NULL},
+    {"Cors", MK_CONF_CUSTOM, MK_CONF_SITE, 0, 0, 0, 0, NULL, .set = mk_rule_set_cors},
+    {"IndexFiles", MK_CONF_WORDS, MK_CONF_SITE, MK_RC(index), 0, 0, NULL,
+     .check = mk_config_check_index_file},
+    {"CacheControl", MK_CONF_STRING, MK_CONF_SITE, MK_RC(cache), 0, 0, NULL},
     {NULL},
 };
 
@@ -221,10 +246,11 @@ static bool mk_rule_action(struct mk_rule *r, const struct mk_rule_conf *rc, con
     const char *rest = NULL;
     int given = !!rc->redirect + !!rc->ret + !!rc->rewrite;
 
-    if (given > 1 || (given == 0 && r->n_headers == 0 && r->n_req_headers == 0 && !r->limit)) {
+    if (given > 1 || (given == 0 && r->n_headers == 0 && r->n_req_headers == 0 && !r->limit &&
+                      !r->cors && !mk_rule_sets(r))) {
         return ERR(line,
                    "[RULE] needs %s of Redirect, Return, Rewrite (or ResponseHeader, "
-                   "RequestHeader, RateLimit lines)",
+                   "RequestHeader, RateLimit, Cors lines, a setting)",
                    given ? "only one" : "one");
     }
     if (given == 0) {
@@ -328,6 +354,9 @@ static bool mk_rule_conditions(struct mk_rule *r, const struct mk_rule_conf *rc,
         }
         r->methods |= 1u << k;
     }
+    if (r->cors && r->methods && !(r->methods & (1u << MK_METHOD_OPTIONS))) {
+        return ERR(lines[K_METHOD], "Cors: the rule's Method must take OPTIONS (the preflight's)");
+    }
     if (rc->hosts.n) {
         r->hosts = mk_calloc(rc->hosts.n + 1, sizeof(char *));
         for (size_t i = 0; i < rc->hosts.n; i++) {
@@ -359,6 +388,28 @@ static bool mk_rule_conditions(struct mk_rule *r, const struct mk_rule_conf *rc,
     return true;
 }
 
+/* CacheControl DIRECTIVES, checked as the site's are. */
+static bool mk_rule_cache(struct mk_rule *r, const char *value, const struct mk_conf *conf,
+                          const int *lines, char *err, size_t errlen)
+{
+    size_t k = 0;
+
+    if (!value) {
+        return true;
+    }
+    if (!mk_http_cache_control_check(value, &r->cache_max_age)) {
+        while (strcmp(mk_rule_keys[k].name, "CacheControl") != 0) {
+            k++;
+        }
+        return ERR(lines[k],
+                   "CacheControl %s: not a Cache-Control value such as max-age=3600, immutable",
+                   value);
+    }
+    r->cache_control = mk_strdup(value);
+    r->cache_control_len = strlen(value);
+    return true;
+}
+
 /* One [RULE] section into a rule, or NULL with "file:line: reason" in err. */
 static struct mk_rule *mk_rule_read(const struct mk_conf *conf, const struct mk_conf_section *s,
                                     char *err, size_t errlen)
@@ -381,9 +432,19 @@ static struct mk_rule *mk_rule_read(const struct mk_conf *conf, const struct mk_
         r->n_headers = rc.n_headers;
         r->req_headers = rc.req_headers;
         r->n_req_headers = rc.n_req_headers;
+        r->cors = rc.cors;
+        rc.cors = NULL;
+        if (rc.index.n) {
+            r->index_files = mk_calloc(rc.index.n, sizeof(char *));
+            for (size_t i = 0; i < rc.index.n; i++) {
+                r->index_files[i] = mk_strdup(rc.index.v[i]);
+            }
+            r->n_index_files = rc.index.n;
+        }
         rc.headers = rc.req_headers = NULL;
         rc.n_headers = rc.n_req_headers = 0;
-        if (!mk_rule_conditions(r, &rc, lines, s->line, conf, err, errlen) ||
+        if (!mk_rule_cache(r, rc.cache, conf, lines, err, errlen) ||
+            !mk_rule_conditions(r, &rc, lines, s->line, conf, err, errlen) ||
             (rc.ratelimit && !mk_conf_rule_limit(r, rc.ratelimit, lines, conf, err, errlen)) ||
             !mk_rule_action(r, &rc, lines, s->line, conf, err, errlen)) {
             mk_rule_free(r);

@@ -220,6 +220,15 @@ bool mk_chunked_done(const struct mk_chunked *c);
  */
 #define MK_RANGES_MAX 32
 
+/* The longest max-age a CacheControl may give: ten years, beyond it caches gain nothing. */
+#define MK_HTTP_MAX_AGE_LIMIT 315360000
+/*
+ * Whether v (NUL-terminated) is a Cache-Control value (RFC 9111 section
+ * 5.2), as CacheControl writes one; its max-age (at most
+ * MK_HTTP_MAX_AGE_LIMIT) into *max_age, -1 without.
+ */
+bool mk_http_cache_control_check(const char *v, int64_t *max_age);
+
 /* A satisfiable byte range: bytes first to last, both included. */
 struct mk_range {
     uint64_t first, last;

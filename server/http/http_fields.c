@@ -10,6 +10,10 @@
 #include "http.h"
 
 #include <string.h>
+#include <strings.h>
+
+#include "../../core/strings.h"
+#include "http_chars.h"
 
 static void mk_skip_ows(const char **p, const char *end)
 {
@@ -606,4 +610,70 @@ const char *mk_http_reason(int status)
     default:
         return "Unknown";
     }
+}
+
+/*
+ * Check a Cache-Control value (RFC 9111 section 5.2: #( token [ "="
+ * ( token / quoted-string ) ] )) and find its max-age. False when it is
+ * not one; *max_age -1 without max-age (see http.h).
+ */
+bool mk_http_cache_control_check(const char *v, int64_t *max_age)
+{
+    const char *p = v;
+    size_t members = 0;
+
+    *max_age = -1;
+    while (*p) {
+        while (*p == ' ' || *p == '\t' || *p == ',') {
+            p++;
+        }
+        if (!*p) {
+            break;
+        }
+        const char *name = p;
+        while (mk_is_tchar((unsigned char) *p)) {
+            p++;
+        }
+        size_t nlen = (size_t) (p - name);
+        if (!nlen) {
+            return false;
+        }
+        members++;
+        if (*p != '=') {
+            if (*p && *p != ',' && *p != ' ' && *p != '\t') {
+                return false;
+            }
+            continue;
+        }
+        const char *val = ++p;
+        if (*p == '"') {
+            for (p++; *p && *p != '"'; p++) {
+                if (*p == '\\' && p[1]) {
+                    p++;
+                }
+            }
+            if (*p++ != '"') {
+                return false;
+            }
+        }
+        else {
+            while (mk_is_tchar((unsigned char) *p)) {
+                p++;
+            }
+            if (p == val) {
+                return false;
+            }
+        }
+        if (*p && *p != ',' && *p != ' ' && *p != '\t') {
+            return false;
+        }
+        if (nlen == 7 && strncasecmp(name, "max-age", 7) == 0) {
+            uint64_t n;
+            if (!mk_str_to_u64(val, (size_t) (p - val), MK_HTTP_MAX_AGE_LIMIT, &n)) {
+                return false;
+            }
+            *max_age = (int64_t) n;
+        }
+    }
+    return members > 0;
 }

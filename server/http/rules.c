@@ -653,6 +653,187 @@ void mk_rule_headers_free(struct mk_rule_header *v, size_t n)
     mk_free(v);
 }
 
+/* ---- Cors ------------------------------------------------------------------ */
+
+/* The next item of comma list [*cur, end): false at its end. */
+static bool mk_rule_item(const char **cur, const char *end, const char **item, size_t *len)
+{
+    const char *p = *cur;
+
+    while (p < end && (*p == ',' || *p == ' ' || *p == '\t')) {
+        p++;
+    }
+    *item = p;
+    while (p < end && *p != ',' && *p != ' ' && *p != '\t') {
+        p++;
+    }
+    *cur = p;
+    *len = (size_t) (p - *item);
+    return *len > 0;
+}
+
+/* Whether comma list `list` holds `name` (any case). */
+static bool mk_rule_listed(const char *list, const char *name, size_t len)
+{
+    const char *cur = list, *end = list + strlen(list), *w;
+    size_t n;
+
+    while (mk_rule_item(&cur, end, &w, &n)) {
+        if (n == len && strncasecmp(w, name, n) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* An origin as a Cors line writes it: "null", or http(s)://host[:port] (no path). */
+static bool mk_rule_origin_ok(const char *o, size_t len)
+{
+    size_t i = len > 7 && strncmp(o, "http://", 7) == 0 ? 7 : 0;
+
+    if (len > 8 && strncmp(o, "https://", 8) == 0) {
+        i = 8;
+    }
+    if (i == 0) {
+        return len == 4 && memcmp(o, "null", 4) == 0;
+    }
+    for (; i < len; i++) {
+        if (!mk_is_tchar((unsigned char) o[i]) && o[i] != ':' && o[i] != '[' && o[i] != ']') {
+            return false;
+        }
+    }
+    return true;
+}
+
+int mk_rule_cors_parse(struct mk_rule_cors *c, const char *value, char *reason, size_t reason_len)
+{
+    const char *cur = value, *w, *item;
+    size_t len, n;
+    uint64_t age;
+    bool any = false;
+
+    memset(c, 0, sizeof(*c));
+    c->max_age = -1;
+    c->methods = (1u << MK_METHOD_GET) | (1u << MK_METHOD_HEAD) | (1u << MK_METHOD_POST);
+    while (mk_conf_word(&cur, &w, &len)) {
+        const char *eq = memchr(w, '=', len);
+        size_t klen = eq ? (size_t) (eq - w) : len;
+        const char *v = eq ? eq + 1 : w + len, *end = w + len, *vc = v;
+        if (!eq && mk_str_ieq(w, len, "credentials")) {
+            c->credentials = true;
+            continue;
+        }
+        if (v == end) {
+            goto bad;
+        }
+        if (mk_str_ieq(w, klen, "origins") && !c->origins && !any) {
+            while (mk_rule_item(&vc, end, &item, &n)) {
+                if (n == 1 && *item == '*' && !c->origins) {
+                    any = true;
+                    continue;
+                }
+                if (any || !mk_rule_origin_ok(item, n)) {
+                    snprintf(reason, reason_len,
+                             "'%.*s' is not an origin (http://host[:port], or * alone)", (int) n,
+                             item);
+                    return MK_ERR;
+                }
+                c->origins = mk_realloc(c->origins, (c->n_origins + 1) * sizeof(char *));
+                c->origins[c->n_origins] = mk_strndup(item, n);
+                for (char *p = c->origins[c->n_origins]; *p; p++) {
+                    *p = mk_tolower(*p);
+                }
+                c->n_origins++;
+            }
+            continue;
+        }
+        if (mk_str_ieq(w, klen, "max-age") && mk_str_to_u64(v, (size_t) (end - v), 86400, &age)) {
+            c->max_age = (int32_t) age;
+            continue;
+        }
+        char **text = mk_str_ieq(w, klen, "methods")   ? &c->methods_text
+                      : mk_str_ieq(w, klen, "headers") ? &c->headers
+                      : mk_str_ieq(w, klen, "expose")  ? &c->expose
+                                                       : NULL;
+        if (!text || *text) {
+            goto bad;
+        }
+        while (mk_rule_item(&vc, end, &item, &n)) {
+            int m = mk_rule_method(item, n);
+            for (size_t i = 0; i < n && text != &c->methods_text; i++) {
+                if (!mk_is_tchar((unsigned char) item[i])) {
+                    goto bad;
+                }
+            }
+            if (text == &c->methods_text && m == MK_METHOD_UNKNOWN) {
+                goto bad;
+            }
+            c->methods |= text == &c->methods_text ? 1u << m : 0;
+        }
+        *text = mk_strndup(v, (size_t) (end - v));
+    }
+    if (!c->origins && !any) {
+        snprintf(reason, reason_len, "expected origins=ORIGIN,... (or origins=*)");
+        return MK_ERR;
+    }
+    if (any && c->credentials) {
+        snprintf(reason, reason_len,
+                 "origins=* with credentials: a browser refuses it, list the origins");
+        return MK_ERR;
+    }
+    return MK_OK;
+bad:
+    snprintf(reason, reason_len,
+             "'%.*s': expected origins=, methods=, headers=, expose=, max-age= (0 to 86400) or "
+             "credentials",
+             (int) len, w);
+    return MK_ERR;
+}
+
+bool mk_rule_cors_origin(const struct mk_rule_cors *c, const struct mk_str *origin)
+{
+    for (size_t i = 0; i < c->n_origins; i++) {
+        if (mk_str_ieq(origin->p, origin->len, c->origins[i])) {
+            return true;
+        }
+    }
+    return !c->origins;
+}
+
+bool mk_rule_cors_preflight(const struct mk_rule_cors *c, const struct mk_str *method,
+                            const struct mk_str *fields)
+{
+    int m = mk_rule_method(method->p, method->len);
+    const char *cur, *w;
+    size_t n;
+
+    if (m == MK_METHOD_UNKNOWN || !(c->methods & (1u << m))) {
+        return false;
+    }
+    if (!fields || (c->headers && strcmp(c->headers, "*") == 0)) {
+        return true;
+    }
+    cur = fields->p;
+    while (mk_rule_item(&cur, fields->p + fields->len, &w, &n)) {
+        if (!c->headers || !mk_rule_listed(c->headers, w, n)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+void mk_rule_cors_free(struct mk_rule_cors *c)
+{
+    if (!c) {
+        return;
+    }
+    mk_strv_free(c->origins, c->n_origins);
+    mk_free(c->methods_text);
+    mk_free(c->headers);
+    mk_free(c->expose);
+    mk_free(c);
+}
+
 void mk_rule_free(struct mk_rule *r)
 {
     if (!r) {
@@ -671,5 +852,8 @@ void mk_rule_free(struct mk_rule *r)
     mk_rule_headers_free(r->req_headers, r->n_req_headers);
     mk_rate_limit_free(r->limit);
     mk_free(r->limit);
+    mk_rule_cors_free(r->cors);
+    mk_strv_free(r->index_files, r->n_index_files);
+    mk_free(r->cache_control);
     mk_free(r);
 }

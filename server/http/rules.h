@@ -3,10 +3,10 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * rules.h: a site's request rules ([RULE] sections, docs/configuration.md):
- * which block a request selects, and the targets of Redirect and Rewrite
- * built from it. Pure: no I/O, no globals; the tables are built once per
- * configuration (server/config/conf_rules.c), immutable afterwards and read
- * by every worker at once.
+ * which block a request selects, the targets of Redirect and Rewrite
+ * built from it, and what a Cors line allows. Pure: no I/O, no globals; the tables are built once
+ * per configuration (server/config/conf_rules.c), immutable afterwards and read by every worker at
+ * once.
  *
  * A block selects requests by path (none: every path; Path: the path is
  * exactly; Prefix: the path starts with it by whole segments; Regex: a
@@ -111,6 +111,21 @@ struct mk_rule_vars {
     uint32_t n_groups; /* pairs in groups, $0 included */
 };
 
+/*
+ * A Cors line: "origins=O,... [methods=M,...] [headers=H,...|*]
+ * [expose=H,...] [credentials] [max-age=SECONDS]" (docs/configuration.md).
+ */
+struct mk_rule_cors {
+    char **origins; /* lower case; NULL: any ("*") */
+    size_t n_origins;
+    uint32_t methods;   /* 1u << enum mk_http_method, GET HEAD POST included */
+    char *methods_text; /* Access-Control-Allow-Methods' value */
+    char *headers;      /* the request fields allowed, as written; NULL: none; "*": any */
+    char *expose;       /* Access-Control-Expose-Headers' value; NULL: none */
+    bool credentials;
+    int32_t max_age; /* -1: no Access-Control-Max-Age */
+};
+
 struct mk_rule {
     int line;         /* of the [RULE] header */
     uint8_t select;   /* enum mk_rule_select */
@@ -134,6 +149,13 @@ struct mk_rule {
     struct mk_rule_header *req_headers; /* RequestHeader lines, in file order */
     size_t n_req_headers;
     struct mk_rate_limit *limit; /* RateLimit (ratelimit.h); NULL: none */
+    struct mk_rule_cors *cors;   /* NULL: no Cors line */
+    /* per-path settings; NULL: the site's */
+    char **index_files;
+    size_t n_index_files;
+    char *cache_control; /* CacheControl's value */
+    size_t cache_control_len;
+    int64_t cache_max_age; /* its max-age, -1: none (then no Expires) */
 };
 
 struct mk_rules {
@@ -202,6 +224,25 @@ int mk_rule_request_header_parse(struct mk_rule_header *h, const char *value, ch
 void mk_rule_request_fields(const struct mk_rule *r, struct mk_http_head *h,
                             struct mk_http_header *out);
 void mk_rule_headers_free(struct mk_rule_header *v, size_t n);
+
+/* Parse a Cors value into c: MK_OK, or MK_ERR with the reason ("*" with credentials is one). */
+int mk_rule_cors_parse(struct mk_rule_cors *c, const char *value, char *reason, size_t reason_len);
+/* Whether c allows `origin` (an Origin field's value). */
+bool mk_rule_cors_origin(const struct mk_rule_cors *c, const struct mk_str *origin);
+/*
+ * Whether c allows a preflight for `method` (Access-Control-Request-Method)
+ * and the fields of `fields` (Access-Control-Request-Headers, a comma list;
+ * NULL: none).
+ */
+bool mk_rule_cors_preflight(const struct mk_rule_cors *c, const struct mk_str *method,
+                            const struct mk_str *fields);
+void mk_rule_cors_free(struct mk_rule_cors *c);
+
+/* Whether r has a per-path setting (IndexFiles, CacheControl). */
+static inline bool mk_rule_sets(const struct mk_rule *r)
+{
+    return r->index_files || r->cache_control;
+}
 
 /* Free a rule's contents and the rule (pcre2 code included). */
 void mk_rule_free(struct mk_rule *r);

@@ -326,7 +326,7 @@ static int mk_api_open_beneath(const struct mk_request *r, const char *rel, int 
 static const char *mk_api_index_file(const struct mk_request *r, unsigned i)
 {
     size_t n;
-    char *const *names = mk_conf_site_index_files(r->site, r->cfg, &n);
+    char *const *names = mk_request_index_files(r, &n);
     return i < n ? names[i] : NULL;
 }
 

@@ -4,7 +4,9 @@
  *
  * request_rules.c: what a request's site rule does (http/rules.h for the
  * matching and the targets): a Redirect's Location and status, a Return's
- * answer, a Rewrite's new path and query. Asked once the Host chose the
+ * answer, a Rewrite's new path and query, a Cors line's preflight answer
+ * and fields, and the rule whose per-path settings (IndexFiles,
+ * CacheControl) the static handler reads. Asked once the Host chose the
  * site and the path is normalised, before any plugin sees the request
  * (request.c); a site without rules never comes here.
  *
@@ -139,12 +141,86 @@ static int mk_request_return(struct mk_request *r, const struct mk_rule *rule)
     return MK_OK;
 }
 
+#define MK_FIELD(r, name, v, len) (void) mk_response_add_header(r, name, sizeof(name) - 1, v, len)
+
+/* Whether r is a CORS preflight: OPTIONS, with Origin and Access-Control-Request-Method. */
+static const struct mk_str *mk_request_preflight_method(const struct mk_request *r)
+{
+    const struct mk_str *m = mk_http_header_get(&r->head, "Access-Control-Request-Method");
+
+    return r->head.method == MK_METHOD_OPTIONS ? m : NULL;
+}
+
+/* A preflight rule's Cors line answers: 204 with the fields of what it allows, else 403. */
+static int mk_request_preflight(struct mk_request *r, const struct mk_rule_cors *c,
+                                const struct mk_str *origin, const struct mk_str *method)
+{
+    const struct mk_str *fields = mk_http_header_get(&r->head, "Access-Control-Request-Headers");
+    char age[16];
+
+    if (!mk_rule_cors_origin(c, origin) || !mk_rule_cors_preflight(c, method, fields)) {
+        mk_response_error(r, 403); /* without any Access-Control-Allow-* field */
+        return MK_OK;
+    }
+    if (c->methods_text) {
+        MK_FIELD(r, "Access-Control-Allow-Methods", c->methods_text, strlen(c->methods_text));
+    }
+    if (c->headers && strcmp(c->headers, "*") == 0) {
+        if (fields) { /* "*" is no wildcard with credentials: the fields asked for */
+            MK_FIELD(r, "Access-Control-Allow-Headers", fields->p, fields->len);
+        }
+    }
+    else if (c->headers) {
+        MK_FIELD(r, "Access-Control-Allow-Headers", c->headers, strlen(c->headers));
+    }
+    if (c->max_age >= 0) {
+        MK_FIELD(r, "Access-Control-Max-Age", age,
+                 (size_t) snprintf(age, sizeof(age), "%d", (int) c->max_age));
+    }
+    r->status = 204;
+    r->content_length = 0;
+    r->body_type = MK_RESP_NONE;
+    return MK_OK;
+}
+
+/* The fields of a response to an allowed origin (errors and preflights included). */
+static void mk_request_cors(struct mk_request *r, const struct mk_rule_cors *c)
+{
+    const struct mk_str *origin = mk_http_header_get(&r->head, "Origin");
+    bool preflight = mk_request_preflight_method(r) != NULL;
+
+    if (!origin) {
+        return;
+    }
+    if (c->origins) {
+        MK_FIELD(r, "Vary", "Origin", 6);
+    }
+    if (!mk_rule_cors_origin(c, origin) || (preflight && r->status >= 400)) {
+        return;
+    }
+    if (c->origins) {
+        MK_FIELD(r, "Access-Control-Allow-Origin", origin->p, origin->len);
+    }
+    else {
+        MK_FIELD(r, "Access-Control-Allow-Origin", "*", 1);
+    }
+    if (c->credentials) {
+        MK_FIELD(r, "Access-Control-Allow-Credentials", "true", 4);
+    }
+    if (c->expose && !preflight) {
+        MK_FIELD(r, "Access-Control-Expose-Headers", c->expose, strlen(c->expose));
+    }
+}
+
 void mk_request_rule_headers(struct mk_request *r)
 {
     const struct mk_rule *rule = r->rule_headers;
     bool error = r->status >= 400;
 
     r->rule_headers = NULL; /* once, should the response be started again */
+    if (rule->cors) {
+        mk_request_cors(r, rule->cors);
+    }
     for (size_t i = 0; i < rule->n_headers; i++) {
         const struct mk_rule_header *h = &rule->headers[i];
         if (error && !h->always) {
@@ -160,6 +236,17 @@ void mk_request_rule_headers(struct mk_request *r)
     }
 }
 
+char *const *mk_request_index_files(const struct mk_request *r, size_t *n)
+{
+    const struct mk_rule *rule = r->rule_settings;
+
+    if (rule && rule->index_files) {
+        *n = rule->n_index_files;
+        return rule->index_files;
+    }
+    return mk_conf_site_index_files(r->site, r->cfg, n);
+}
+
 int mk_request_rules(struct mk_request *r)
 {
     size_t groups[2 * (MK_RULE_GROUPS_MAX + 1)];
@@ -168,15 +255,24 @@ int mk_request_rules(struct mk_request *r)
     char *t;
     size_t len = 0;
 
+    r->rule_settings = NULL; /* the rule for the path as it is now, none included */
     if (!rule) {
         return MK_DECLINED;
     }
-    if (rule->n_headers) {
+    if (mk_rule_sets(rule)) {
+        r->rule_settings = rule;
+    }
+    if (rule->n_headers || rule->cors) {
         r->rule_headers = rule;
     }
     int rc;
     if (rule->limit && (rc = mk_request_limit(r, rule)) != MK_DECLINED) {
         return rc; /* 429, or held back */
+    }
+    const struct mk_str *origin, *method;
+    if (rule->cors && (method = mk_request_preflight_method(r)) &&
+        (origin = mk_http_header_get(&r->head, "Origin"))) {
+        return mk_request_preflight(r, rule->cors, origin, method);
     }
     if (rule->n_req_headers) {
         struct mk_http_header *f =

@@ -40,6 +40,7 @@
 #include "../conn/conn.h"
 #include "../request/file_cache.h"
 #include "../http/path.h"
+#include "../http/rules.h"
 #include "../request/request.h"
 #include "static.h"
 #include "static_cache.h"
@@ -246,8 +247,17 @@ int mk_static_index(struct mk_request *r)
     const struct mk_site *vh = r->site;
     const char *name = NULL;
     size_t name_len = 0;
-    /* the directory's entry: its path with the NUL that ends it (file_cache.h) */
-    struct mk_file *f = mk_file_cache_get(&w->fcache, vh, r->path, r->path_len + 1, w->now);
+    size_t n_index;
+    char *const *index = mk_request_index_files(r, &n_index);
+    /* the directory's entry: its path with the NUL that ends it (file_cache.h); a rule's
+       IndexFiles are not the site's, whose the entry is */
+#ifdef MK_HAVE_RULES
+    bool cached = !r->rule_settings || !r->rule_settings->index_files;
+#else
+    const bool cached = true;
+#endif
+    struct mk_file *f =
+        cached ? mk_file_cache_get(&w->fcache, vh, r->path, r->path_len + 1, w->now) : NULL;
 
     if (f) {
         name = f->type_path;
@@ -259,8 +269,6 @@ int mk_static_index(struct mk_request *r)
         if (dirfd < 0) {
             return MK_DECLINED;
         }
-        size_t n_index;
-        char *const *index = mk_conf_site_index_files(vh, r->cfg, &n_index);
         for (size_t i = 0; i < n_index && !name; i++) {
             struct stat st;
             int fd = mk_fs_open_beneath(dirfd, index[i], O_RDONLY, vh->symlinks);
@@ -270,8 +278,9 @@ int mk_static_index(struct mk_request *r)
             if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
                 name = index[i]; /* lives with the configuration */
                 name_len = strlen(name);
-                f = mk_file_cache_put(&w->fcache, vh, r->path, r->path_len + 1, name, fd, &st,
-                                      w->now);
+                f = cached ? mk_file_cache_put(&w->fcache, vh, r->path, r->path_len + 1, name, fd,
+                                               &st, w->now)
+                           : NULL;
             }
             if (!f) {
                 close(fd);
@@ -428,7 +437,7 @@ mk_static_answer(struct mk_request *r, struct mk_file *f, struct mk_file *named,
             const char *name = mk_accept_coding_name(coding);
             mk_response_add_known(r, MK_RESP_CONTENT_ENCODING, name, strlen(name));
         }
-        if (r->site->cache_rules.n) {
+        if (mk_static_cache_wanted(r)) {
             mk_static_cache_headers(r, named->type_path, named->type_len);
         }
         r->status = 304;
@@ -498,7 +507,7 @@ mk_static_answer(struct mk_request *r, struct mk_file *f, struct mk_file *named,
             mk_response_add_known(r, MK_RESP_CONTENT_ENCODING, name, strlen(name));
         }
     }
-    if (r->site->cache_rules.n) {
+    if (mk_static_cache_wanted(r)) {
         mk_static_cache_headers(r, named->type_path, named->type_len);
     }
 

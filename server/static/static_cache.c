@@ -20,81 +20,14 @@
 #include "../config/conf.h"
 #include "../conn/conn.h"
 #include "../http/path.h"
+#include "../http/rules.h"
 #include "../request/request.h"
 #include "../runtime/worker.h"
-
-#define MK_CACHE_MAX_AGE_LIMIT 315360000 /* ten years: beyond it caches gain nothing */
 
 static bool mk_cache_tchar(char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
            (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
-/*
- * Check a Cache-Control value (RFC 9111 section 5.2: #( token [ "="
- * ( token / quoted-string ) ] )) and find its max-age. False when it is
- * not one; *max_age -1 without max-age.
- */
-static bool mk_cache_value_parse(const char *v, int64_t *max_age)
-{
-    const char *p = v;
-    size_t members = 0;
-
-    *max_age = -1;
-    while (*p) {
-        while (*p == ' ' || *p == '\t' || *p == ',') {
-            p++;
-        }
-        if (!*p) {
-            break;
-        }
-        const char *name = p;
-        while (mk_cache_tchar(*p)) {
-            p++;
-        }
-        size_t nlen = (size_t) (p - name);
-        if (!nlen) {
-            return false;
-        }
-        members++;
-        if (*p != '=') {
-            if (*p && *p != ',' && *p != ' ' && *p != '\t') {
-                return false;
-            }
-            continue;
-        }
-        const char *val = ++p;
-        if (*p == '"') {
-            for (p++; *p && *p != '"'; p++) {
-                if (*p == '\\' && p[1]) {
-                    p++;
-                }
-            }
-            if (*p++ != '"') {
-                return false;
-            }
-        }
-        else {
-            while (mk_cache_tchar(*p)) {
-                p++;
-            }
-            if (p == val) {
-                return false;
-            }
-        }
-        if (*p && *p != ',' && *p != ' ' && *p != '\t') {
-            return false;
-        }
-        if (nlen == 7 && strncasecmp(name, "max-age", 7) == 0) {
-            uint64_t n;
-            if (!mk_str_to_u64(val, (size_t) (p - val), MK_CACHE_MAX_AGE_LIMIT, &n)) {
-                return false;
-            }
-            *max_age = (int64_t) n;
-        }
-    }
-    return members > 0;
 }
 
 /* Is `m` a match: a normalised path prefix or ".ext" (no '/')? */
@@ -139,7 +72,7 @@ bool mk_static_cache_conf(struct mk_cache_rules *rules, const char *value, char 
     while (*cur == ' ' || *cur == '\t') {
         cur++;
     }
-    if (!*cur || !mk_cache_value_parse(cur, &max_age)) {
+    if (!*cur || !mk_http_cache_control_check(cur, &max_age)) {
         snprintf(reason, len,
                  "CacheControl %.*s: '%s' is not a Cache-Control value such as max-age=3600, "
                  "immutable",
@@ -222,12 +155,34 @@ const struct mk_cache_rule *mk_static_cache_find(const struct mk_cache_rules *ru
     return prefix ? prefix : ext ? ext : root;
 }
 
+#ifdef MK_HAVE_RULES
+bool mk_static_cache_wanted(const struct mk_request *r)
+{
+    if (r->rule_settings && r->rule_settings->cache_control) {
+        return true;
+    }
+    return r->site->cache_rules.n > 0;
+}
+#endif
+
 void mk_static_cache_headers(struct mk_request *r, const char *name, size_t name_len)
 {
     const struct mk_cache_rules *rules = &r->site->cache_rules;
     const struct mk_cache_rule *rule =
         mk_static_cache_find(rules, r->path, r->path_len, name, name_len);
+    struct mk_cache_rule own;
 
+#ifdef MK_HAVE_RULES
+    const struct mk_rule *set = r->rule_settings;
+    if (set && set->cache_control) { /* the rule's, over the site's */
+        own.value = set->cache_control;
+        own.value_len = set->cache_control_len;
+        own.max_age = set->cache_max_age;
+        rule = &own;
+    }
+#else
+    (void) own;
+#endif
     if (!rule) {
         return;
     }

@@ -57,6 +57,12 @@ bool mk_static_cache_conf(struct mk_cache_rules *rules, const char *value, char 
 int mk_static_cache_set(void *obj, const struct mk_conf_key *k, const char *value,
                         const struct mk_conf_origin *origin, char *reason, size_t len);
 void mk_static_cache_free(struct mk_cache_rules *rules);
+#ifdef MK_HAVE_RULES
+/* Whether r's response may get a Cache-Control: its site has CacheControl, or its rule. */
+bool mk_static_cache_wanted(const struct mk_request *r);
+#else
+#define mk_static_cache_wanted(r) ((r)->site->cache_rules.n > 0)
+#endif
 
 /* The rule for request path `path` serving a file named `name` (its last
    segment gives the extension), or NULL. */

@@ -17,7 +17,11 @@
  *  - a template that is a path expands to a path of this server: one '/'
  *    first, never "//" (another host);
  *  - an absolute template's authority is the template's own when it holds
- *    no variable, the Host when it is "$host", and never holds '@'.
+ *    no variable, the Host when it is "$host", and never holds '@';
+ *  - the template's text read as a Cors line (mk_rule_cors_parse), with
+ *    the path as Access-Control-Request-Headers and the Host as Origin:
+ *    credentials never go with origins=*, which takes every Origin, and a
+ *    line without headers= refuses a preflight that asks for a field.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,6 +29,7 @@
 
 #include <monkey/mk_common.h>
 
+#include "core/memory.h"
 #include "server/http/rules.h"
 
 #include "fuzz_check.h"
@@ -74,6 +79,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     (void) has_h;
     memcpy(text, tpl, tlen);
     text[tlen] = '\0';
+    /* the same text as a Cors line; the path as Access-Control-Request-Headers, the host as Origin
+     */
+    struct mk_rule_cors *cors = mk_alloc(sizeof(*cors));
+    if (mk_rule_cors_parse(cors, text, reason, sizeof(reason)) == MK_OK) {
+        struct mk_str fields = {path, plen}, origin = {host, hlen}, get = {"GET", 3};
+        MK_FUZZ_CHECK(cors->origins || !cors->credentials);
+        MK_FUZZ_CHECK(mk_rule_cors_origin(cors, &origin) || cors->origins);
+        bool any = cors->headers && strcmp(cors->headers, "*") == 0;
+        MK_FUZZ_CHECK(mk_rule_cors_preflight(cors, &get, NULL));
+        bool items = false;
+        for (size_t i = 0; i < plen; i++) {
+            items |= path[i] != ',' && path[i] != ' ' && path[i] != '\t';
+        }
+        /* without headers=, a preflight asking for any field is refused */
+        MK_FUZZ_CHECK(any || cors->headers ||
+                      mk_rule_cors_preflight(cors, &get, &fields) == !items);
+    }
+    mk_rule_cors_free(cors);
     if (mk_rule_template_parse(&t, text, 2, group_named, NULL, reason, sizeof(reason)) != MK_OK) {
         free(text);
         return 0;

@@ -316,6 +316,15 @@ static const struct bad_rule bad_rules[] = {
     {"[RULE]\n    RequestHeader set Host evil.example\n", 2, "frames the request"},
     {"[RULE]\n    RequestHeader remove Cookie\n", 2, "read by the server itself"},
     {"[RULE]\n    RequestHeader always set X-A 1\n", 2, "set|add|remove"},
+    {"[RULE]\n    Cors origins=* credentials\n", 2, "origins=* with credentials"},
+    {"[RULE]\n    Cors credentials\n", 2, "expected origins="},
+    {"[RULE]\n    Cors origins=ftp://a.example\n", 2, "not an origin"},
+    {"[RULE]\n    Cors origins=* methods=GET,FETCH\n", 2, "'methods=GET,FETCH'"},
+    {"[RULE]\n    Cors origins=* max-age=86401\n", 2, "'max-age=86401'"},
+    {"[RULE]\n    Cors origins=* expose=\n", 2, "'expose='"},
+    {"[RULE]\n    Method GET\n    Cors origins=*\n", 2, "must take OPTIONS"},
+    {"[RULE]\n    Prefix /a\n    CacheControl max-age=x\n", 3, "Cache-Control value"},
+    {"[RULE]\n    Prefix /a\n    IndexFiles a/b.html\n", 3, "IndexFiles"},
 #ifdef MK_HAVE_PCRE2
     {"[RULE]\n    Regex ^/(a\n    Return 410\n", 2, "Regex"},
     {"[RULE]\n    Regex ^/(?<n>a)$\n    Redirect 301 /$m\n", 3, "$m"},
@@ -406,6 +415,92 @@ static void test_request_header_lines(void **state)
     site_free(vh);
 }
 
+static bool preflight(const struct mk_rule_cors *c, const char *method, const char *fields)
+{
+    struct mk_str m = {method, strlen(method)}, f = {fields, fields ? strlen(fields) : 0};
+    return mk_rule_cors_preflight(c, &m, fields ? &f : NULL);
+}
+
+static bool origin_ok(const struct mk_rule_cors *c, const char *origin)
+{
+    struct mk_str o = {origin, strlen(origin)};
+    return mk_rule_cors_origin(c, &o);
+}
+
+static void test_cors(void **state)
+{
+    char err[512] = "";
+    struct mk_site *vh = load("[RULE]\n"
+                              "    Prefix /api\n"
+                              "    Method GET OPTIONS PUT\n"
+                              "    Cors origins=https://A.example,http://b.example:8080,null "
+                              "methods=PUT,DELETE headers=Content-Type,X-Token expose=ETag "
+                              "credentials max-age=0\n"
+                              "[RULE]\n"
+                              "    Cors origins=* headers=*\n",
+                              err, sizeof(err));
+    (void) state;
+    if (!vh) {
+        fail_msg("%s", err);
+    }
+    const struct mk_rule_cors *c = vh->rules->v[0]->cors, *any = vh->rules->v[1]->cors;
+    assert_int_equal(vh->rules->v[0]->action, MK_RULE_PASS);
+    assert_int_equal(c->n_origins, 3);
+    assert_string_equal(c->origins[0], "https://a.example");
+    assert_string_equal(c->methods_text, "PUT,DELETE");
+    assert_string_equal(c->expose, "ETag");
+    assert_true(c->credentials);
+    assert_int_equal(c->max_age, 0);
+    assert_true(origin_ok(c, "https://a.EXAMPLE"));
+    assert_true(origin_ok(c, "null"));
+    assert_false(origin_ok(c, "https://a.example:443"));
+    assert_false(origin_ok(c, "http://b.example"));
+    assert_false(origin_ok(c, ""));
+    assert_true(origin_ok(any, "https://whoever"));
+    /* methods: the listed and the safelisted */
+    assert_true(preflight(c, "DELETE", NULL));
+    assert_true(preflight(c, "GET", NULL));
+    assert_true(preflight(c, "POST", NULL));
+    assert_false(preflight(c, "PATCH", NULL));
+    assert_false(preflight(c, "delete", NULL)); /* methods are case-sensitive */
+    assert_false(preflight(c, "", NULL));
+    /* fields: each asked for must be listed, any case, any blanks */
+    assert_true(preflight(c, "PUT", "x-token"));
+    assert_true(preflight(c, "PUT", " content-type ,X-TOKEN,"));
+    assert_true(preflight(c, "PUT", ""));
+    assert_false(preflight(c, "PUT", "x-token,x-other"));
+    assert_false(preflight(c, "PUT", "x-tok"));
+    assert_false(preflight(c, "PUT", "content-type,x-tokens"));
+    assert_true(preflight(any, "GET", "x-anything, y"));
+    assert_null(any->origins);
+    assert_int_equal(any->max_age, -1);
+    assert_null(any->methods_text);
+    site_free(vh);
+}
+
+static void test_settings(void **state)
+{
+    char err[512] = "";
+    struct mk_site *vh = load("[RULE]\n"
+                              "    Prefix /assets\n"
+                              "    CacheControl max-age=600, immutable\n"
+                              "    IndexFiles a.html b.html\n",
+                              err, sizeof(err));
+    (void) state;
+    if (!vh) {
+        fail_msg("%s", err);
+    }
+    const struct mk_rule *r = vh->rules->v[0];
+    assert_int_equal(r->action, MK_RULE_PASS);
+    assert_true(mk_rule_sets(r));
+    assert_string_equal(r->cache_control, "max-age=600, immutable");
+    assert_int_equal(r->cache_control_len, 22);
+    assert_int_equal(r->cache_max_age, 600);
+    assert_int_equal(r->n_index_files, 2);
+    assert_string_equal(r->index_files[1], "b.html");
+    site_free(vh);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -420,6 +515,8 @@ int main(void)
         cmocka_unit_test(test_bad_rules),
         cmocka_unit_test(test_request_header_lines),
         cmocka_unit_test(test_response_header_lines),
+        cmocka_unit_test(test_cors),
+        cmocka_unit_test(test_settings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
