@@ -76,6 +76,25 @@ static void control_sample(struct control_expo *e, const char *name, const char 
     control_buf_printf(e->b, "%s %" PRIu64 "\n", name, value);
 }
 
+/* monkey_connections_in_state: the open connections by state (ABI 3.18). */
+static void control_conn_states(struct control_expo *e)
+{
+    static const char *const names[MK_CSTATES] = {"reading",   "writing",  "idle",
+                                                  "handshake", "takeover", "closing"};
+    unsigned in[MK_CSTATES];
+
+    if (!MK_API_HAS(control_api, conn_states) ||
+        control_api->conn_states(in, MK_CSTATES) != MK_OK) {
+        return;
+    }
+    control_family(e, "monkey_connections_in_state", "gauge",
+                   "Connections open now, by state: reading a request, writing a response, idle "
+                   "between requests, in the TLS handshake, taken over after a 101, closing.");
+    for (unsigned k = 0; k < MK_CSTATES; k++) {
+        control_buf_printf(e->b, "monkey_connections_in_state{state=\"%s\"} %u\n", names[k], in[k]);
+    }
+}
+
 /* The tls plugin's handshake counters, from its stats hook (ABI 3.3). */
 struct control_tls {
     uint64_t handshakes, resumptions, failures;
@@ -345,6 +364,7 @@ int control_doc_metrics(struct mk_json *b, bool om)
                        MK_VERSION_STR, MK_PLUGIN_ABI_MAJOR, MK_PLUGIN_ABI_MINOR, CONTROL_FEATURES);
     control_sample(&e, "monkey_workers", "gauge", "Worker threads.", st.workers);
     control_sample(&e, "monkey_connections_open", "gauge", "Connections open now.", st.connections);
+    control_conn_states(&e);
     struct mk_h2_stats h2 = {0};
     if (MK_API_HAS(control_api, h2_stats)) {
         control_api->h2_stats(&h2);

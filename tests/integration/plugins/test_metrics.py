@@ -369,6 +369,52 @@ def test_tls_handshakes_by_result(make_server):
         "handshakes": 2, "resumptions": 1, "failures": 2, "plain_http": 1}
 
 
+def conn_states(**states):
+    return {("monkey_connections_in_state", frozenset({("state", k)})): v
+            for k, v in states.items()}
+
+
+@TLS_MARKS[0]
+@TLS_MARKS[1]
+@TLS_MARKS[2]
+def test_connections_by_state(make_server):
+    """Connections held open in each state the server knows cheaply, counted
+    exactly over the scrape's own (a baseline taken first): idle keep-alive
+    ones, a head half sent, a response the client does not read, a TLS
+    handshake not begun; all of them gone once closed."""
+    tls_port = free_port()
+    srv = metrics_server(make_server, tls_port=tls_port)
+    (srv.dir / "a" / "big.bin").write_bytes(b"x" * (32 << 20))
+    names = ("reading", "writing", "idle", "handshake", "takeover", "closing")
+    base = {n: value(parse(scrape(srv).body.decode()), "monkey_connections_in_state", state=n)
+            for n in names}
+
+    def want(**more):
+        return conn_states(**{n: base[n] + more.get(n, 0) for n in names})
+
+    held = []
+    for _ in range(3):
+        c = Conn(srv.port)
+        assert c.request("GET", "/hello.txt", headers={"Host": "a.test"}).status == 200
+        held.append(c)
+    scrape_until(srv, want(idle=3))
+    slow = Conn(srv.port)
+    slow.send(b"GET /hello.txt HTTP/1.1\r\nHost: a.te")
+    held.append(slow)
+    stuck = Conn(srv.port)
+    stuck.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stuck.send(b"GET /big.bin HTTP/1.1\r\nHost: a.test\r\n\r\n")
+    held.append(stuck)
+    tcp = socket.create_connection(("127.0.0.1", tls_port), timeout=5 * SLOW)
+    _, samples = scrape_until(srv, want(idle=3, reading=1, writing=1, handshake=1))
+    assert sum(value(samples, "monkey_connections_in_state", state=n) for n in names) == \
+        value(samples, "monkey_connections_open")
+    tcp.close()
+    for c in held:
+        c.close()
+    scrape_until(srv, want())
+
+
 def test_openmetrics_when_asked(make_server):
     srv = metrics_server(make_server)
     load = Load()
