@@ -430,6 +430,9 @@ _Static_assert(MK_PROXY_MAX <= MK_CHUNK_SIZE, "a PROXY header is kept in one poo
 void mk_conn_start(struct mk_conn *c)
 {
     mk_conn_state(c, MK_CONN_READ_HEAD);
+#ifdef MK_HAVE_METRICS
+    mk_conn_recount(c); /* a new struct is in READ_HEAD already: counted from here */
+#endif
     c->proto = mk_conn_protos->first;
 #ifdef MK_HAVE_H2
     if (c->transport == &mk_conn_transport_plain && c->listen_options &&

@@ -4,9 +4,10 @@
  *
  * conn_count.h: the connections of a worker by state (api->conn_states,
  * MK_CSTATE_*), counted where a connection's state or timer changes: every
- * write of c->state goes through mk_conn_state(), and the timer functions
- * (conn_timer.c) recount. Idle is a head awaited under the keep-alive
- * timer, so the timer matters too. The counts are the worker's own
+ * write of c->state goes through mk_conn_state(), which recounts when the
+ * state changes, the timer functions (conn_timer.c) recount when the
+ * keep-alive timer starts or stops (idle is a head awaited under it), and
+ * mk_conn_start() counts a new connection. The counts are the worker's own
  * (worker.h, conns_in), written only by its thread with relaxed atomic
  * stores (plain moves), read by a scrape from any thread. A closed
  * connection is in none; the worker forgets any count a closed struct
@@ -35,9 +36,13 @@ static inline void mk_conn_uncount(struct mk_conn *c)
 
 static inline void mk_conn_state(struct mk_conn *c, enum mk_conn_state state)
 {
-    c->state = (uint8_t) state;
 #ifdef MK_HAVE_METRICS
-    mk_conn_recount(c);
+    if (c->state != state) {
+        c->state = (uint8_t) state;
+        mk_conn_recount(c);
+    }
+#else
+    c->state = (uint8_t) state;
 #endif
 }
 

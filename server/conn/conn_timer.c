@@ -85,12 +85,25 @@ void mk_conn_timer_set(struct mk_conn *c, enum mk_timer_kind kind)
 
     if (kind == MK_TIMER_NONE || c->state == MK_CONN_CLOSED) {
         mk_timer_disarm(&c->expiry);
+#ifdef MK_HAVE_METRICS
+        bool was_idle = c->timer == MK_TIMER_KEEPALIVE;
+#endif
         c->timer = MK_TIMER_NONE;
+#ifdef MK_HAVE_METRICS
+        if (was_idle) {
+            mk_conn_recount(c);
+        }
+#endif
         return;
     }
+#ifdef MK_HAVE_METRICS
+    bool idle_changes = (c->timer == MK_TIMER_KEEPALIVE) != (kind == MK_TIMER_KEEPALIVE);
+#endif
     c->timer = (uint8_t) kind;
 #ifdef MK_HAVE_METRICS
-    mk_conn_recount(c); /* idle is READ_HEAD under KEEPALIVE */
+    if (idle_changes) {
+        mk_conn_recount(c); /* idle is READ_HEAD under KEEPALIVE */
+    }
 #endif
     mk_timer_arm(&w->timers, &c->expiry, w->now_ms, mk_timer_ms(w, kind));
 }
@@ -109,9 +122,14 @@ void mk_conn_timer_idle(struct mk_conn *c, uint32_t ms)
     if (c->state == MK_CONN_CLOSED) {
         return;
     }
+#ifdef MK_HAVE_METRICS
+    bool idle_changes = c->timer == MK_TIMER_KEEPALIVE;
+#endif
     c->timer = MK_TIMER_IDLE;
 #ifdef MK_HAVE_METRICS
-    mk_conn_recount(c);
+    if (idle_changes) {
+        mk_conn_recount(c);
+    }
 #endif
     mk_timer_arm(&w->timers, &c->expiry, w->now_ms, ms);
 }
@@ -123,9 +141,14 @@ void mk_conn_timer_arm(struct mk_conn *c, enum mk_timer_kind kind, uint32_t ms)
     if (c->state == MK_CONN_CLOSED) {
         return;
     }
+#ifdef MK_HAVE_METRICS
+    bool idle_changes = (c->timer == MK_TIMER_KEEPALIVE) != (kind == MK_TIMER_KEEPALIVE);
+#endif
     c->timer = (uint8_t) kind;
 #ifdef MK_HAVE_METRICS
-    mk_conn_recount(c);
+    if (idle_changes) {
+        mk_conn_recount(c);
+    }
 #endif
     mk_timer_arm(&w->timers, &c->expiry, w->now_ms, ms);
 }
