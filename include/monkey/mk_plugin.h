@@ -142,7 +142,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 17
+#define MK_PLUGIN_ABI_MINOR 18
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -353,6 +353,23 @@ struct mk_server_metrics {
     uint64_t h2_resets_received;
     uint64_t h2_goaways_sent[MK_METRICS_H2_ERRORS];
 };
+
+/*
+ * The states of api->conn_states (ABI 3.18), the indexes of its array:
+ * reading a request (a new connection's first head, a head, a body, a body
+ * skipped, a PROXY header), writing (a response under way, a plugin holding
+ * the request included), idle (between requests, KeepAliveTimeout running),
+ * in the transport's handshake (TLS), taken over by a plugin after a 101
+ * (WebSocket), closing (the lingering close). HTTP/2 connections count by
+ * the same rule: idle once their streams are done.
+ */
+#define MK_CSTATE_READING 0
+#define MK_CSTATE_WRITING 1
+#define MK_CSTATE_IDLE 2
+#define MK_CSTATE_HANDSHAKE 3
+#define MK_CSTATE_TAKEOVER 4
+#define MK_CSTATE_CLOSING 5
+#define MK_CSTATES 6
 
 /* Commands of api->command(). */
 #define MK_CMD_RELOAD 1      /* like SIGHUP */
@@ -1268,6 +1285,18 @@ struct mk_api {
      * (zeros) before the start or when built without metrics. Any thread.
      */
     int (*server_metrics)(struct mk_server_metrics *out);
+
+    /* ---- added in ABI 3.18 (check with MK_API_HAS) ---- */
+
+    /*
+     * The connections open now by state (MK_CSTATE_*) into out[0..n-1],
+     * summed over the workers (entries past this server's MK_CSTATES are
+     * 0): MK_OK, or MK_ERR (zeros) before the start or when built without
+     * metrics. Any thread; each worker's counts are read once, the set is
+     * not one instant. Refused connections (over MaxConnections) are in
+     * none, like in the open connections of stats().
+     */
+    int (*conn_states)(unsigned *out, unsigned n);
 };
 
 /* Room for a "file:line" of mk_api_conf_at(): a path (PATH_MAX) and a line. */

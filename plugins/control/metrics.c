@@ -76,6 +76,74 @@ static void control_sample(struct control_expo *e, const char *name, const char 
     control_buf_printf(e->b, "%s %" PRIu64 "\n", name, value);
 }
 
+/* monkey_connections_in_state: the open connections by state (ABI 3.18). */
+static void control_conn_states(struct control_expo *e)
+{
+    static const char *const names[MK_CSTATES] = {"reading",   "writing",  "idle",
+                                                  "handshake", "takeover", "closing"};
+    unsigned in[MK_CSTATES];
+
+    if (!MK_API_HAS(control_api, conn_states) ||
+        control_api->conn_states(in, MK_CSTATES) != MK_OK) {
+        return;
+    }
+    control_family(e, "monkey_connections_in_state", "gauge",
+                   "Connections open now, by state: reading a request, writing a response, idle "
+                   "between requests, in the TLS handshake, taken over after a 101, closing.");
+    for (unsigned k = 0; k < MK_CSTATES; k++) {
+        control_buf_printf(e->b, "monkey_connections_in_state{state=\"%s\"} %u\n", names[k], in[k]);
+    }
+}
+
+/* The tls plugin's handshake counters, from its stats hook (ABI 3.3). */
+struct control_tls {
+    uint64_t handshakes, resumptions, failures;
+};
+
+static void control_tls_emit(void *arg, const char *name, uint64_t value)
+{
+    struct control_tls *t = arg;
+
+    if (strcmp(name, "handshakes") == 0) {
+        t->handshakes = value;
+    }
+    else if (strcmp(name, "resumptions") == 0) {
+        t->resumptions = value;
+    }
+    else if (strcmp(name, "failures") == 0) {
+        t->failures = value;
+    }
+}
+
+/*
+ * monkey_tls_handshakes_total by result, when the tls plugin is loaded: its
+ * handshakes are full and resumed together, each read once by its hook, so
+ * that the difference never goes below zero.
+ */
+static void control_tls_handshakes(struct control_expo *e)
+{
+    unsigned n = control_api->plugin_count();
+
+    for (unsigned i = 0; i < n; i++) {
+        const struct mk_plugin *p = control_api->plugin_at(i);
+        if (!p || !p->stats || !p->name || strcmp(p->name, "tls") != 0) {
+            continue;
+        }
+        struct control_tls t = {0};
+        p->stats(control_tls_emit, &t);
+        uint64_t full = t.handshakes >= t.resumptions ? t.handshakes - t.resumptions : 0;
+        control_family(e, "monkey_tls_handshakes_total", "counter",
+                       "TLS handshakes, by result: completed in full, completed resuming a "
+                       "session, or failed (a TLS record came, the handshake never completed).");
+        control_buf_printf(e->b,
+                           "monkey_tls_handshakes_total{result=\"full\"} %" PRIu64
+                           "\nmonkey_tls_handshakes_total{result=\"resumed\"} %" PRIu64
+                           "\nmonkey_tls_handshakes_total{result=\"failed\"} %" PRIu64 "\n",
+                           full, t.resumptions, t.failures);
+        return;
+    }
+}
+
 static bool control_site_used(const struct mk_site_metrics *m)
 {
     for (unsigned b = 0; b < MK_METRICS_BUCKETS; b++) {
@@ -296,6 +364,7 @@ int control_doc_metrics(struct mk_json *b, bool om)
                        MK_VERSION_STR, MK_PLUGIN_ABI_MAJOR, MK_PLUGIN_ABI_MINOR, CONTROL_FEATURES);
     control_sample(&e, "monkey_workers", "gauge", "Worker threads.", st.workers);
     control_sample(&e, "monkey_connections_open", "gauge", "Connections open now.", st.connections);
+    control_conn_states(&e);
     struct mk_h2_stats h2 = {0};
     if (MK_API_HAS(control_api, h2_stats)) {
         control_api->h2_stats(&h2);
@@ -321,6 +390,7 @@ int control_doc_metrics(struct mk_json *b, bool om)
                            sm.reloads, sm.reload_failures);
         control_h2_frames(&e, &sm);
     }
+    control_tls_handshakes(&e);
     struct mk_supervisor_stats sv;
     if (MK_API_HAS(control_api, supervisor_stats) && control_api->supervisor_stats(&sv) == MK_OK) {
         control_sample(&e, "monkey_supervisor_restarts_total", "counter",

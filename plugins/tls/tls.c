@@ -868,7 +868,10 @@ static int tls_init(const struct mk_api *server_api, const char *conf_dir)
         api->log(MK_PLUGIN_LOG_ERROR, "tls: cannot set up OpenSSL for the writes");
         return MK_ERR;
     }
-    self = calloc(1, sizeof(*self));
+    self = aligned_alloc(_Alignof(struct tls_self), sizeof(*self));
+    if (self) {
+        memset(self, 0, sizeof(*self));
+    }
     if (!self) {
         api->log(MK_PLUGIN_LOG_ERROR, "tls: out of memory");
         tls_send_exit();

@@ -104,13 +104,23 @@ struct tls_ticket_ring {
     int64_t cur_made; /* CLOCK_MONOTONIC milliseconds */
 };
 
-/* The plugin's state in one server (api->self_set). */
+/*
+ * The counters of one worker (tls_stats.c): a cache line of its own, so that
+ * no two workers write the same line; atomic because the stats hook reads
+ * them from another thread (and past TLS_STATS_SLOTS workers share slots).
+ */
+#define TLS_STATS_SLOTS 64
+struct tls_counts {
+    _Alignas(64) atomic_uint_fast64_t full; /* handshakes completed in full */
+    atomic_uint_fast64_t resumed;           /* completed, resuming a session */
+    atomic_uint_fast64_t failed;            /* a TLS record came, the handshake never finished */
+    atomic_uint_fast64_t plain_http;        /* answered 400: plain HTTP on the TLS port */
+};
+
+/* The plugin's state in one server (api->self_set; aligned_alloc). */
 struct tls_self {
     struct tls_ticket_ring ring;
-    atomic_uint_fast64_t handshakes;  /* completed, full and resumed */
-    atomic_uint_fast64_t resumptions; /* of those, resumed */
-    atomic_uint_fast64_t failures;    /* a TLS record came, the handshake never finished */
-    atomic_uint_fast64_t plain_http;  /* answered 400: plain HTTP on the TLS port */
+    struct tls_counts counts[TLS_STATS_SLOTS]; /* by worker_id() % TLS_STATS_SLOTS */
     /* AES-256-CBC, fetched once: EVP_aes_256_cbc() would be fetched anew at
        every ticket sealed or opened (tls_session.c). */
     EVP_CIPHER *ticket_cipher;

@@ -43,6 +43,7 @@
 #include "../../core/sys.h"
 #include "../proto/h2.h"
 #include "../process/server.h"
+#include "conn_count.h"
 #include "transport.h"
 
 #define MK_LINGER_READS 8
@@ -166,7 +167,7 @@ void mk_conn_close(struct mk_conn *c)
     if (fd >= 0) {
         mk_sys_close(fd);
     }
-    c->state = MK_CONN_CLOSED;
+    mk_conn_state(c, MK_CONN_CLOSED);
     mk_conn_timer_set(c, MK_TIMER_NONE);
     if (!mk_list_is_empty(&c->turn)) {
         mk_list_del(&c->turn);
@@ -208,7 +209,7 @@ void mk_conn_linger(struct mk_conn *c)
         mk_conn_close(c);
         return;
     }
-    c->state = MK_CONN_LINGER;
+    mk_conn_state(c, MK_CONN_LINGER);
     mk_event_mod(&c->worker->loop, &c->ev, MK_EV_READ);
     mk_conn_timer_set(c, MK_TIMER_LINGER);
 }
@@ -313,7 +314,7 @@ static void mk_conn_handshake(struct mk_conn *c)
         mk_conn_close(c);
         return;
     }
-    c->state = MK_CONN_READ_HEAD;
+    mk_conn_state(c, MK_CONN_READ_HEAD);
     c->proto->on_input(c);
 }
 
@@ -323,7 +324,7 @@ static void mk_conn_begin(struct mk_conn *c)
     struct mk_worker *w = c->worker;
     struct mk_plugin_set *ps = &w->server->plugins;
 
-    c->state = MK_CONN_READ_HEAD;
+    mk_conn_state(c, MK_CONN_READ_HEAD);
     if (c->transport->open && c->transport->open(c) != MK_OK) {
         mk_conn_close(c);
         return;
@@ -339,7 +340,7 @@ static void mk_conn_begin(struct mk_conn *c)
         mk_conn_timer_set(c, MK_TIMER_READ); /* after a PROXY header: still from the accept */
     }
     if (c->transport->handshake) {
-        c->state = MK_CONN_HANDSHAKE;
+        mk_conn_state(c, MK_CONN_HANDSHAKE);
         mk_conn_handshake(c);
         return;
     }
@@ -450,7 +451,10 @@ _Static_assert(MK_PROXY_MAX <= MK_CHUNK_SIZE, "a PROXY header is kept in one poo
 
 void mk_conn_start(struct mk_conn *c)
 {
-    c->state = MK_CONN_READ_HEAD;
+    mk_conn_state(c, MK_CONN_READ_HEAD);
+#ifdef MK_HAVE_METRICS
+    mk_conn_recount(c); /* a new struct is in READ_HEAD already: counted from here */
+#endif
     c->proto = mk_conn_protos->first;
 #ifdef MK_HAVE_H2
     if (c->transport == &mk_conn_transport_plain && c->listen_options &&
@@ -467,7 +471,7 @@ void mk_conn_start(struct mk_conn *c)
     mk_event_init(&c->ev, c->ev.fd, mk_conn_on_event);
 #ifdef MK_HAVE_REALIP
     if (c->flags & MK_CONN_PROXY) {
-        c->state = MK_CONN_PROXY_HEAD;
+        mk_conn_state(c, MK_CONN_PROXY_HEAD);
         mk_conn_timer_set(c, MK_TIMER_READ);
         mk_conn_proxy_read(c);
         return;
@@ -500,7 +504,7 @@ void mk_conn_refuse(struct mk_conn *c)
     int fd = c->ev.fd;
 
     c->flags |= MK_CONN_REFUSED;
-    c->state = MK_CONN_READ_HEAD;
+    mk_conn_state(c, MK_CONN_READ_HEAD);
     c->proto = mk_conn_protos->first;
     /* A transport with a handshake (TLS) cannot answer without its state. */
     if (c->transport != &mk_conn_transport_plain ||

@@ -79,7 +79,10 @@ struct mk_conn {
     uint8_t state;      /* enum mk_conn_state */
     uint8_t timer;      /* enum mk_timer_kind */
     uint8_t flags;
-    uint8_t io_want;   /* MK_IO_WANT_* the transport's last EAGAIN asked for, 0: its own */
+    uint8_t io_want; /* MK_IO_WANT_* the transport's last EAGAIN asked for, 0: its own */
+#ifdef MK_HAVE_METRICS
+    uint8_t counted; /* 1 + the MK_CSTATE_* it is counted in (conn_count.h), 0: none */
+#endif
     uint32_t requests; /* responses completed */
     uint64_t gen;      /* distinguishes reuses of this struct */
     const struct mk_proto *proto;

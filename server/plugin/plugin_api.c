@@ -542,6 +542,25 @@ static int mk_api_server_metrics(struct mk_server_metrics *out)
 #endif
 }
 
+static int mk_api_conn_states(unsigned *out, unsigned n)
+{
+    memset(out, 0, n * sizeof(*out));
+#ifdef MK_HAVE_METRICS
+    struct mk_server *srv = mk_plugins_current();
+    if (!srv || !atomic_load_explicit(&srv->stats_ready, memory_order_acquire)) {
+        return MK_ERR;
+    }
+    for (int i = 0; i < srv->n_workers; i++) {
+        for (unsigned k = 0; k < n && k < MK_CSTATES; k++) {
+            out[k] += atomic_load_explicit(&srv->workers[i].conns_in[1 + k], memory_order_relaxed);
+        }
+    }
+    return MK_OK;
+#else
+    return MK_ERR;
+#endif
+}
+
 static struct mk_config *mk_api_config_get(void)
 {
     struct mk_server *srv = mk_plugins_current();
@@ -918,4 +937,5 @@ const struct mk_api mk_plugin_api = {
     .conf_where = mk_conf_where,
     .site_metrics = mk_api_site_metrics,
     .server_metrics = mk_api_server_metrics,
+    .conn_states = mk_api_conn_states,
 };

@@ -41,6 +41,7 @@
 #include "h2.h"
 #include "../process/server.h"
 #include "takeover.h"
+#include "../conn/conn_count.h"
 #include "../conn/transport.h"
 
 /*
@@ -184,7 +185,7 @@ static void mk_h1_expire(struct mk_conn *c)
 
     if (c->state == MK_CONN_SUSPENDED) {
         /* A plugin did not resume in time: answer for it, then close. */
-        c->state = h->prev_state;
+        mk_conn_state(c, h->prev_state);
         c->flags |= MK_CONN_CLOSE;
         mk_request_expire_held(h->req);
         mk_h1_process(c);
@@ -358,7 +359,7 @@ static void mk_h1_wait_write(struct mk_conn *c)
     if (!(c->ev.mask & MK_EV_WRITE) && c->h1.req) { /* SendMinRate: the wait for the client */
         mk_send_rate_start(&c->h1.send_rate, c->h1.req->bytes_sent, c->worker->now_ms);
     }
-    c->state = MK_CONN_WRITE;
+    mk_conn_state(c, MK_CONN_WRITE);
     mk_conn_timer_set(c, MK_TIMER_SEND);
     if (mk_event_mod(&c->worker->loop, &c->ev, mk_conn_want_mask(c, MK_EV_WRITE)) != MK_OK) {
         mk_conn_close(c);
@@ -394,7 +395,7 @@ static bool mk_h1_after_write(struct mk_conn *c, int rc, bool watch)
          * interest once the body is in, as the next request will want it.
          */
         uint32_t want = c->h1.body_mode == MK_BODY_NONE ? MK_EV_READ : MK_EV_HANGUP;
-        c->state = MK_CONN_WRITE;
+        mk_conn_state(c, MK_CONN_WRITE);
         c->flags |= MK_CONN_HANDLER_WAIT;
         mk_conn_timer_set(c, MK_TIMER_SEND);
         if ((!(c->ev.mask & (MK_EV_READ | MK_EV_HANGUP)) || (c->ev.mask & MK_EV_WRITE)) &&
@@ -464,11 +465,11 @@ static void mk_h1_request_finished(struct mk_conn *c, bool ok)
     }
     if (h->body_mode == MK_BODY_DISCARD) {
         /* The rest of the body has Timeout from now, trickled or not. */
-        c->state = MK_CONN_DISCARD;
+        mk_conn_state(c, MK_CONN_DISCARD);
         mk_conn_timer_set(c, MK_TIMER_READ);
     }
     else {
-        c->state = MK_CONN_READ_HEAD;
+        mk_conn_state(c, MK_CONN_READ_HEAD);
         mk_conn_timer_set(c, h->in_len ? MK_TIMER_READ : MK_TIMER_KEEPALIVE);
     }
 }
@@ -789,7 +790,7 @@ static bool mk_h1_step_body(struct mk_conn *c)
         mk_request_body_ready(h->req);
         return true;
     }
-    c->state = MK_CONN_READ_HEAD;
+    mk_conn_state(c, MK_CONN_READ_HEAD);
     mk_conn_timer_set(c, h->in_len ? MK_TIMER_READ : MK_TIMER_KEEPALIVE);
     return true;
 }
@@ -976,7 +977,7 @@ static void mk_h1_read_body(struct mk_request *r)
         }
         r->flags |= MK_REQ_CONTINUE_SENT;
     }
-    c->state = MK_CONN_READ_BODY;
+    mk_conn_state(c, MK_CONN_READ_BODY);
     h->body_start = c->worker->now_ms; /* BodyMinRate: the body may only start now (100) */
     mk_conn_timer_set(c, MK_TIMER_READ);
 }
@@ -986,7 +987,7 @@ static void mk_h1_park(struct mk_request *r)
     struct mk_conn *c = r->conn;
 
     c->h1.prev_state = c->state;
-    c->state = MK_CONN_SUSPENDED;
+    mk_conn_state(c, MK_CONN_SUSPENDED);
     /* No I/O until the resume, but a hang-up gives the request up (see
        conn.c). An interest that reports hang-ups (reading does) stays: it is
        narrowed only when another event comes (mk_conn_on_event), and most
@@ -1002,7 +1003,7 @@ static void mk_h1_unpark(struct mk_request *r)
 {
     struct mk_conn *c = r->conn;
 
-    c->state = c->h1.prev_state;
+    mk_conn_state(c, c->h1.prev_state);
 }
 
 static void mk_h1_abort(struct mk_request *r)

@@ -44,6 +44,7 @@
 
 #include "../config/conf.h"
 #include "../conn/conn.h"
+#include "../conn/conn_count.h"
 #include "proto.h"
 #include "../request/request.h"
 #include "takeover.h"
@@ -420,7 +421,7 @@ void mk_takeover_start(struct mk_conn *c, const struct mk_upgrade *up, const cha
     t->progress = true;
     c->proto->release(c); /* the protocol that carried the upgrade lets go */
     c->proto = &mk_proto_takeover;
-    c->state = MK_CONN_TAKEOVER;
+    mk_conn_state(c, MK_CONN_TAKEOVER);
     c->takeover = &t->base;
     if (up->on_open) {
         t->busy = true; /* a close asked for in on_open waits for its end */

@@ -37,6 +37,7 @@
 
 #include "../../core/clock.h"
 #include "../../core/log.h"
+#include "../conn/conn_count.h"
 #include "../process/server.h"
 
 #define MK_WORKER_EVENTS 256   /* events per epoll_wait */
@@ -211,6 +212,9 @@ void mk_worker_recycle(struct mk_worker *w)
     while (!mk_list_is_empty(&w->closing)) {
         struct mk_conn *c = mk_list_entry(w->closing.next, struct mk_conn, node);
         mk_list_del(&c->node);
+#ifdef MK_HAVE_METRICS
+        mk_conn_uncount(c);
+#endif
         if (w->n_free < MK_FREE_CONNS_MAX) {
             mk_list_add_head(&c->node, &w->free_conns);
             w->n_free++;

@@ -113,6 +113,9 @@ struct mk_worker {
     struct mk_metrics_worker metrics; /* requests and bytes by site and class (metrics.h) */
     atomic_ullong conns_accepted;     /* connections served since start */
     atomic_ullong conns_refused;      /* over MaxConnections: 503 or closed */
+    /* open connections by state: [1 + MK_CSTATE_*]; [0] takes the ones in
+       none (conn_count.h), never read */
+    atomic_uint conns_in[1 + MK_CSTATES];
 #ifdef MK_HAVE_H2
     atomic_ullong h2_rst_sent, h2_rst_received;         /* RST_STREAM frames */
     atomic_ullong h2_goaway_sent[MK_METRICS_H2_ERRORS]; /* GOAWAY frames by error code */

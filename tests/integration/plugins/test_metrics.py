@@ -14,6 +14,7 @@ import json
 import re
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 import urllib.parse
@@ -306,6 +307,114 @@ def test_counters_exact_over_tls(make_server):
         assert value(samples, "monkey_http_requests_total", site="b.test", protocol="h2") == 2
 
 
+def tls_handshakes(**results):
+    return {("monkey_tls_handshakes_total", frozenset({("result", k)})): v
+            for k, v in results.items()}
+
+
+@TLS_MARKS[0]
+@TLS_MARKS[1]
+@TLS_MARKS[2]
+def test_tls_handshakes_by_result(make_server):
+    """A full handshake, one resuming its session, two that fail (a client
+    offering only TLS 1.0, a handshake record of garbage), counted exactly;
+    plain HTTP on the TLS port is no handshake at all."""
+    tls_port = free_port()
+    srv = metrics_server(make_server, tls_port=tls_port)
+    ctx = client_context()  # Python resumes within one context only
+
+    def get(session=None):
+        sock = socket.create_connection(("127.0.0.1", tls_port), timeout=5 * SLOW)
+        s = ctx.wrap_socket(sock, server_hostname="a.test", session=session)
+        s.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
+        data = b""
+        while chunk := s.recv(4096):
+            data += chunk
+        assert data.startswith(b"HTTP/1.1 200"), data
+        out = s.session, s.session_reused
+        s.close()
+        return out
+
+    session, reused = get()
+    assert not reused
+    assert get(session)[1]
+    scrape_until(srv, tls_handshakes(full=1, resumed=1, failed=0))
+
+    with pytest.raises((ssl.SSLError, OSError)):
+        old = socket.create_connection(("127.0.0.1", tls_port), timeout=5 * SLOW)
+        try:
+            client_context(max_version=ssl.TLSVersion.TLSv1).wrap_socket(
+                old, server_hostname="a.test")
+        finally:
+            old.close()
+    raw = socket.create_connection(("127.0.0.1", tls_port), timeout=5 * SLOW)
+    raw.sendall(b"\x16\x03\x01\x00\x08" + b"\xff" * 8)  # a handshake record, nonsense
+    raw.settimeout(5 * SLOW)
+    try:
+        while raw.recv(4096):
+            pass
+    except OSError:
+        pass
+    raw.close()
+    plain = Conn(tls_port)
+    try:
+        assert plain.request("GET", "/hello.txt", headers={"Host": "a.test"}).status == 400
+    finally:
+        plain.close()
+    scrape_until(srv, tls_handshakes(full=1, resumed=1, failed=2))
+    # the status document shows the same counters, from the same hook
+    p = ctl("-s", srv.sock, "--json", "status")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["plugins"]["tls"] == {
+        "handshakes": 2, "resumptions": 1, "failures": 2, "plain_http": 1}
+
+
+def conn_states(**states):
+    return {("monkey_connections_in_state", frozenset({("state", k)})): v
+            for k, v in states.items()}
+
+
+@TLS_MARKS[0]
+@TLS_MARKS[1]
+@TLS_MARKS[2]
+def test_connections_by_state(make_server):
+    """Connections held open in each state the server knows cheaply, counted
+    exactly over the scrape's own (a baseline taken first): idle keep-alive
+    ones, a head half sent, a response the client does not read, a TLS
+    handshake not begun; all of them gone once closed."""
+    tls_port = free_port()
+    srv = metrics_server(make_server, tls_port=tls_port)
+    (srv.dir / "a" / "big.bin").write_bytes(b"x" * (32 << 20))
+    names = ("reading", "writing", "idle", "handshake", "takeover", "closing")
+    base = {n: value(parse(scrape(srv).body.decode()), "monkey_connections_in_state", state=n)
+            for n in names}
+
+    def want(**more):
+        return conn_states(**{n: base[n] + more.get(n, 0) for n in names})
+
+    held = []
+    for _ in range(3):
+        c = Conn(srv.port)
+        assert c.request("GET", "/hello.txt", headers={"Host": "a.test"}).status == 200
+        held.append(c)
+    scrape_until(srv, want(idle=3))
+    slow = Conn(srv.port)
+    slow.send(b"GET /hello.txt HTTP/1.1\r\nHost: a.te")
+    held.append(slow)
+    stuck = Conn(srv.port)
+    stuck.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stuck.send(b"GET /big.bin HTTP/1.1\r\nHost: a.test\r\n\r\n")
+    held.append(stuck)
+    tcp = socket.create_connection(("127.0.0.1", tls_port), timeout=5 * SLOW)
+    _, samples = scrape_until(srv, want(idle=3, reading=1, writing=1, handshake=1))
+    assert sum(value(samples, "monkey_connections_in_state", state=n) for n in names) == \
+        value(samples, "monkey_connections_open")
+    tcp.close()
+    for c in held:
+        c.close()
+    scrape_until(srv, want())
+
+
 def test_openmetrics_when_asked(make_server):
     srv = metrics_server(make_server)
     load = Load()
@@ -467,7 +576,8 @@ def metric_table(path):
 def test_documented_table_is_what_is_served(make_server):
     """One table of the metrics, in the control plugin's README and in
     docs/observability.md alike; every name in it is served (the supervisor's
-    only under a supervisor, process_max_fds only with a limit)."""
+    only under a supervisor, the TLS handshakes only with the tls plugin,
+    process_max_fds only with a limit)."""
     repo = Path(__file__).resolve().parents[3]
     readme = metric_table(repo / "plugins" / "control" / "README.md")
     assert readme == metric_table(repo / "docs" / "observability.md")
@@ -480,7 +590,7 @@ def test_documented_table_is_what_is_served(make_server):
     text = r.body.decode()
     served = {n for (n, _) in samples}
     for name in names:
-        if name in ("monkey_supervisor_restarts_total",):
+        if name in ("monkey_supervisor_restarts_total", "monkey_tls_handshakes_total"):
             continue
         assert name in served or f"{name}_count" in served, name
         assert f"# TYPE {name} " in text, name
