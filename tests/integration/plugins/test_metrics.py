@@ -386,8 +386,17 @@ def test_connections_by_state(make_server):
     srv = metrics_server(make_server, tls_port=tls_port)
     (srv.dir / "a" / "big.bin").write_bytes(b"x" * (32 << 20))
     names = ("reading", "writing", "idle", "handshake", "takeover", "closing")
-    base = {n: value(parse(scrape(srv).body.decode()), "monkey_connections_in_state", state=n)
-            for n in names}
+    # The baseline is the scrape's own connection alone: a connection closed a
+    # moment ago (the start's probe, an earlier scrape) is counted until the
+    # server reads its end, so wait until no other is left.
+    deadline = time.monotonic() + 5.0 * SLOW
+    while True:
+        own = parse(scrape(srv).body.decode())
+        base = {n: value(own, "monkey_connections_in_state", state=n) for n in names}
+        if sum(base.values()) == 1:
+            break
+        assert time.monotonic() < deadline, base
+        time.sleep(0.05)
 
     def want(**more):
         return conn_states(**{n: base[n] + more.get(n, 0) for n in names})
