@@ -757,6 +757,7 @@ static int px_connect(struct px_req *q, struct mk_request *r, int status)
             q->first_ms = px_api->now_ms();
         }
         unsigned slot = q->g->slot[m];
+        px_api->metric_add(q->g->ms[m]->requests, 1); /* an attempt, whatever comes of it */
         struct px_conn *c = px_conn_take(slot);
         if (c) {
             atomic_fetch_add_explicit(&px_srv(q->self, slot)->reuses, 1, memory_order_relaxed);
@@ -784,7 +785,6 @@ static int px_connect(struct px_req *q, struct mk_request *r, int status)
         }
         c->req = q;
         q->c = c;
-        px_api->metric_add(q->g->ms[m]->requests, 1);
         if (q->connecting || c->hs) {
             q->ctimer = px_api->timer_start((uint32_t) conf->connect_ms, 0, px_ctimer_cb, q);
         }
@@ -815,6 +815,7 @@ static int px_again(struct px_req *q, bool fresh, int status)
     }
     atomic_fetch_add_explicit(&q->self->retries, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&px_srv(q->self, slot)->retries, 1, memory_order_relaxed);
+    px_api->metric_add(q->g->ms[q->member]->requests, 1);
     bool connecting;
     struct px_conn *c = px_conn_open(q->self, slot, q->site->conf, &connecting);
     if (c && (c->h = px_api->fd_watch(c->fd, 0, px_conn_cb, c))) {
