@@ -621,9 +621,13 @@ static void mk_api_metric_add(int id, int64_t n)
 {
 #ifdef MK_HAVE_METRICS
     struct mk_worker *w = mk_loop_worker();
-    struct mk_server *srv = w ? w->server : mk_plugins_current();
+    if (w) {
+        mk_pmetrics_add_own(&w->server->pmetrics, &w->pmetrics, id, n);
+        return;
+    }
+    struct mk_server *srv = mk_plugins_current();
     if (srv) {
-        mk_pmetrics_add(&srv->pmetrics, w, id, n);
+        mk_pmetrics_add(&srv->pmetrics, id, n);
     }
 #else
     (void) id, (void) n;
@@ -634,9 +638,13 @@ static void mk_api_metric_observe(int id, uint64_t us)
 {
 #ifdef MK_HAVE_METRICS
     struct mk_worker *w = mk_loop_worker();
-    struct mk_server *srv = w ? w->server : mk_plugins_current();
+    if (w) {
+        mk_pmetrics_observe_own(&w->server->pmetrics, &w->pmetrics, id, us);
+        return;
+    }
+    struct mk_server *srv = mk_plugins_current();
     if (srv) {
-        mk_pmetrics_observe(&srv->pmetrics, w, id, us);
+        mk_pmetrics_observe(&srv->pmetrics, id, us);
     }
 #else
     (void) id, (void) us;

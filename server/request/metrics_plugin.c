@@ -262,8 +262,12 @@ int mk_pmetrics_series(struct mk_pmetrics *pm, struct mk_worker *workers, int n,
     }
     struct mk_pmetric_series *s = mk_pmetrics_at(pm, id);
     s->family = (uint32_t) family;
-    s->kind = f->info.kind;
     s->cell = cell;
+    s->add_cell = f->info.kind == MK_METRIC_HISTOGRAM ? MK_PMETRIC_NO_CELL : cell;
+    if (f->info.kind == MK_METRIC_HISTOGRAM) {
+        s->bounds = f->info.bounds_us; /* the family's record never moves */
+        s->n_bounds = f->info.n_bounds;
+    }
     for (unsigned k = 0; k < f->info.n_labels; k++) {
         s->values[k] = mk_strdup(values[k]);
     }
@@ -278,62 +282,30 @@ int mk_pmetrics_series(struct mk_pmetrics *pm, struct mk_worker *workers, int n,
     return (int) id;
 }
 
-/* The first cell of id in c, or NULL (no such series, a callback gauge). */
-static atomic_ullong *mk_pmetrics_cell(const struct mk_pmetrics *pm,
-                                       const struct mk_pmetric_cells *c, int id,
-                                       const struct mk_pmetric_series **sp)
+void mk_pmetrics_add(struct mk_pmetrics *pm, int id, int64_t n)
 {
-    if (id < 0 || (unsigned) id >= atomic_load_explicit(&pm->n_series, memory_order_acquire)) {
-        return NULL;
-    }
-    const struct mk_pmetric_series *s = mk_pmetrics_at(pm, (unsigned) id);
-    *sp = s;
-    if (s->cell == MK_PMETRIC_NO_CELL) {
-        return NULL;
-    }
-    atomic_ullong *p =
-        atomic_load_explicit(&c->pages[s->cell / MK_PMETRIC_CELL_PAGE], memory_order_acquire);
-    return p ? &p[s->cell % MK_PMETRIC_CELL_PAGE] : NULL;
-}
+    const struct mk_pmetric_series *s = mk_pmetrics_get(pm, id);
 
-/* Add n to cell p: a plain relaxed store on a worker (its own), an atomic add elsewhere. */
-static void mk_pmetrics_bump(atomic_ullong *p, bool own, uint64_t n)
-{
-    if (own) {
-        atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + n,
-                              memory_order_relaxed);
-    }
-    else {
-        atomic_fetch_add_explicit(p, n, memory_order_relaxed);
+    if (s && s->add_cell != MK_PMETRIC_NO_CELL) {
+        atomic_fetch_add_explicit(mk_pmetrics_at_cell(&pm->other, s->add_cell), (uint64_t) n,
+                                  memory_order_relaxed);
     }
 }
 
-void mk_pmetrics_add(struct mk_pmetrics *pm, struct mk_worker *w, int id, int64_t n)
+void mk_pmetrics_observe(struct mk_pmetrics *pm, int id, uint64_t us)
 {
-    const struct mk_pmetric_series *s;
-    atomic_ullong *p = mk_pmetrics_cell(pm, w ? &w->pmetrics : &pm->other, id, &s);
+    const struct mk_pmetric_series *s = mk_pmetrics_get(pm, id);
+    unsigned b = 0;
 
-    if (p && s->kind != MK_METRIC_HISTOGRAM) {
-        mk_pmetrics_bump(p, w != NULL, (uint64_t) n);
-    }
-}
-
-void mk_pmetrics_observe(struct mk_pmetrics *pm, struct mk_worker *w, int id, uint64_t us)
-{
-    const struct mk_pmetric_series *s;
-    atomic_ullong *p = mk_pmetrics_cell(pm, w ? &w->pmetrics : &pm->other, id, &s);
-
-    if (!p || s->kind != MK_METRIC_HISTOGRAM) {
+    if (!s || !s->bounds) {
         return;
     }
-    const struct mk_pmetric_family *f =
-        atomic_load_explicit(&pm->families[s->family], memory_order_relaxed);
-    unsigned b = 0;
-    while (b < f->info.n_bounds && us > f->info.bounds_us[b]) {
+    while (b < s->n_bounds && us > s->bounds[b]) {
         b++;
     }
-    mk_pmetrics_bump(&p[b], w != NULL, 1);
-    mk_pmetrics_bump(&p[f->info.n_bounds + 1], w != NULL, us);
+    atomic_ullong *p = mk_pmetrics_at_cell(&pm->other, s->cell);
+    atomic_fetch_add_explicit(&p[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p[s->n_bounds + 1], us, memory_order_relaxed);
 }
 
 /* Add the cells of series s of one set of cells into out. */

@@ -43,7 +43,12 @@ struct mk_worker;
 struct mk_pmetric_series {
     uint32_t family;
     uint32_t cell;
-    int kind; /* the family's, at hand for a count */
+    /* metric_add's cell: `cell` for a counter or a gauge of deltas, MK_PMETRIC_NO_CELL for a
+       histogram or a callback (metric_add does nothing there) */
+    uint32_t add_cell;
+    /* metric_observe's bounds: the family's for a histogram, NULL otherwise (nothing done) */
+    const uint64_t *bounds;
+    unsigned n_bounds;
     char *values[MK_METRIC_LABELS_MAX];
     mk_metric_read_cb cb;
     void *arg;
@@ -82,9 +87,61 @@ int mk_pmetrics_family(struct mk_pmetrics *pm, const char *name, int kind, const
                        const char *const *labels, const uint64_t *bounds_us, unsigned n_bounds);
 int mk_pmetrics_series(struct mk_pmetrics *pm, struct mk_worker *workers, int n, int family,
                        const char *const *values, mk_metric_read_cb cb, void *arg);
-/* Count into id from worker w (NULL: another thread). Any thread. */
-void mk_pmetrics_add(struct mk_pmetrics *pm, struct mk_worker *w, int id, int64_t n);
-void mk_pmetrics_observe(struct mk_pmetrics *pm, struct mk_worker *w, int id, uint64_t us);
+/* Count into id from a thread that is no worker (atomic adds into the shared cells). */
+void mk_pmetrics_add(struct mk_pmetrics *pm, int id, int64_t n);
+void mk_pmetrics_observe(struct mk_pmetrics *pm, int id, uint64_t us);
+
+/* Series id, or NULL (-1, or not declared). Any thread. */
+static inline const struct mk_pmetric_series *mk_pmetrics_get(const struct mk_pmetrics *pm, int id)
+{
+    if ((unsigned) id >= atomic_load_explicit(&pm->n_series, memory_order_acquire)) {
+        return NULL; /* -1 too */
+    }
+    return &atomic_load_explicit(&pm->series[(unsigned) id / MK_PMETRIC_SERIES_PAGE],
+                                 memory_order_relaxed)[(unsigned) id % MK_PMETRIC_SERIES_PAGE];
+}
+
+/* Cell i of c: its page exists for every series declared (made before the id is handed out). */
+static inline atomic_ullong *mk_pmetrics_at_cell(const struct mk_pmetric_cells *c, uint32_t i)
+{
+    return &atomic_load_explicit(&c->pages[i / MK_PMETRIC_CELL_PAGE],
+                                 memory_order_relaxed)[i % MK_PMETRIC_CELL_PAGE];
+}
+
+static inline void mk_pmetrics_bump_own(atomic_ullong *p, uint64_t n)
+{
+    atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
+/* Count n into id from the worker whose cells are c: plain relaxed stores, its own. */
+static inline void mk_pmetrics_add_own(const struct mk_pmetrics *pm, struct mk_pmetric_cells *c,
+                                       int id, int64_t n)
+{
+    const struct mk_pmetric_series *s = mk_pmetrics_get(pm, id);
+
+    if (s && s->add_cell != MK_PMETRIC_NO_CELL) {
+        mk_pmetrics_bump_own(mk_pmetrics_at_cell(c, s->add_cell), (uint64_t) n);
+    }
+}
+
+/* A duration of histogram id from the worker whose cells are c. */
+static inline void mk_pmetrics_observe_own(const struct mk_pmetrics *pm,
+                                           struct mk_pmetric_cells *c, int id, uint64_t us)
+{
+    const struct mk_pmetric_series *s = mk_pmetrics_get(pm, id);
+    unsigned b = 0;
+
+    if (!s || !s->bounds) {
+        return;
+    }
+    while (b < s->n_bounds && us > s->bounds[b]) {
+        b++;
+    }
+    atomic_ullong *p = mk_pmetrics_at_cell(c, s->cell);
+    mk_pmetrics_bump_own(&p[b], 1);
+    mk_pmetrics_bump_own(&p[s->n_bounds + 1], us);
+}
 /* Sums over the n workers (any thread): MK_OK, or MK_ERR (out zeroed). */
 int mk_pmetrics_read(const struct mk_pmetrics *pm, const struct mk_worker *workers, int n, int id,
                      struct mk_metric_value *out);
