@@ -63,6 +63,7 @@ static void px_exit(void)
 /* The health check thread starts with the first worker: after any fork of the start. */
 static int px_worker_init(int id)
 {
+    px_metrics_worker_init(px_self(), id);
     if (id == 0) {
         px_health_start(px_self());
     }
@@ -92,6 +93,8 @@ static int px_slot(struct px_self *self, const struct px_addr *a, unsigned *slot
     }
     self->servers[n].a = *a;
     self->servers[n].m_up = self->servers[n].m_open = self->servers[n].m_idle = -1;
+    self->servers[n].slot = n;
+    self->servers[n].owner = self;
     atomic_store(&self->n_servers, n + 1);
     *slot = n;
     return MK_OK;

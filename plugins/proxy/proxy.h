@@ -187,8 +187,11 @@ struct px_server {
     atomic_bool hc_down; /* out after failed active checks (px_health.c) */
     atomic_uint_fast64_t checks, check_failures;
     atomic_uint_fast64_t retries; /* failed attempts on it after which the request went on */
-    /* its metrics (px_metrics.c): up (a callback), connections open and idle (-1: none) */
+    /* its metrics (px_metrics.c): up and idle connections (callbacks), connections open
+       (-1: none); its slot and state, for the callbacks */
     int m_up, m_open, m_idle;
+    unsigned slot;
+    struct px_self *owner;
     /* workers with requests waiting for room on it (max=), and how many bits of them are
        set (0: a place let go wakes nobody, no word is read) */
     atomic_uint_fast64_t waiting[PX_WORKER_WORDS];
@@ -230,9 +233,17 @@ struct px_mfamilies {
     int requests, failures, ttfb, up, conns;
 };
 
+/* One worker's idle connections by server slot, written by that worker alone (relaxed
+   stores), summed by the idle gauge's callback; a cache line of its own at least. */
+struct px_idle_counts {
+    _Alignas(64) atomic_uint n[PX_SERVERS_MAX];
+};
+
 /* The plugin's state in one server (api->self). */
 struct px_self {
     struct px_mfamilies mf;
+    /* each worker's idle counts (px_worker_init), by worker id; freed with self */
+    _Atomic(struct px_idle_counts *) idle[PX_WORKERS_MAX];
     struct px_mseries ms[PX_MSERIES_MAX];
     atomic_uint n_ms;
     struct px_server servers[PX_SERVERS_MAX];
@@ -336,6 +347,10 @@ void px_server_ok(struct px_server *s);
 void px_metrics_init(struct px_self *self);
 /* The series of server `slot` (its gauges), declared when not yet (controlling thread). */
 void px_metrics_server(struct px_self *self, unsigned slot);
+/* This worker's idle counts: made at its start (px_worker_init), NULL before. */
+void px_metrics_worker_init(struct px_self *self, int id);
+/* One more (n 1) or one less (n -1) idle connection to slot on this worker. */
+void px_metrics_idle(unsigned slot, int n);
 /* The series of slot in the group named `group` (controlling thread): never NULL (a shared
    record of -1 ids when the table is full). */
 struct px_mseries *px_metrics_series(struct px_self *self, const char *group, unsigned slot);

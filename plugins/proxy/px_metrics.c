@@ -76,6 +76,50 @@ static int64_t px_up_read(void *arg)
            !atomic_load_explicit(&s->hc_down, memory_order_relaxed);
 }
 
+static __thread struct px_idle_counts *px_idle_mine;
+
+void px_metrics_worker_init(struct px_self *self, int id)
+{
+    struct px_idle_counts *c = NULL;
+
+    if (self && id >= 0 && id < PX_WORKERS_MAX) {
+        c = atomic_load_explicit(&self->idle[id], memory_order_acquire);
+        if (!c && (c = aligned_alloc(64, sizeof(*c)))) {
+            memset(c, 0, sizeof(*c));
+            atomic_store_explicit(&self->idle[id], c, memory_order_release);
+        }
+    }
+    px_idle_mine = c;
+}
+
+void px_metrics_idle(unsigned slot, int n)
+{
+    struct px_idle_counts *c = px_idle_mine;
+
+    if (c) {
+        atomic_store_explicit(&c->n[slot],
+                              atomic_load_explicit(&c->n[slot], memory_order_relaxed) +
+                                  (unsigned) n,
+                              memory_order_relaxed);
+    }
+}
+
+/* The idle connections to a server, all workers. */
+static int64_t px_idle_read(void *arg)
+{
+    const struct px_server *s = arg;
+    int64_t n = 0;
+
+    for (unsigned w = 0; w < PX_WORKERS_MAX; w++) {
+        const struct px_idle_counts *c =
+            atomic_load_explicit(&s->owner->idle[w], memory_order_acquire);
+        if (c) {
+            n += (int) atomic_load_explicit(&c->n[s->slot], memory_order_relaxed);
+        }
+    }
+    return n;
+}
+
 void px_metrics_server(struct px_self *self, unsigned slot)
 {
     struct px_server *s = &self->servers[slot];
@@ -89,7 +133,7 @@ void px_metrics_server(struct px_self *self, unsigned slot)
     const char *idle[] = {text, "idle"};
     s->m_up = px_api->metric_gauge_cb(self->mf.up, up, px_up_read, s);
     s->m_open = px_api->metric_series(self->mf.conns, open);
-    s->m_idle = px_api->metric_series(self->mf.conns, idle);
+    s->m_idle = px_api->metric_gauge_cb(self->mf.conns, idle, px_idle_read, s);
 }
 
 struct px_mseries *px_metrics_series(struct px_self *self, const char *group, unsigned slot)
@@ -168,5 +212,8 @@ void px_metrics_free(struct px_self *self)
 
     for (unsigned i = 0; i < n; i++) {
         free(self->ms[i].group);
+    }
+    for (unsigned w = 0; w < PX_WORKERS_MAX; w++) {
+        free(atomic_load_explicit(&self->idle[w], memory_order_relaxed));
     }
 }
