@@ -389,8 +389,8 @@ struct mk_server_metrics {
 #define MK_METRIC_GAUGE 1     /* a level: per-worker deltas summed, or read by a callback */
 #define MK_METRIC_HISTOGRAM 2 /* durations in microseconds, shown in seconds (_seconds) */
 
-#define MK_METRIC_LABELS_MAX 4       /* label names of a family */
-#define MK_METRIC_BOUNDS_MAX 15      /* upper bounds of a histogram, the +Inf bucket apart */
+#define MK_METRIC_LABELS_MAX 4        /* label names of a family */
+#define MK_METRIC_BOUNDS_MAX 15       /* upper bounds of a histogram, the +Inf bucket apart */
 #define MK_METRIC_LABEL_VALUE_MAX 128 /* bytes of a label value, the NUL apart */
 
 /* A gauge's level, read at the scrape (api->metric_gauge_cb): any thread, must not block. */
@@ -400,13 +400,13 @@ typedef int64_t (*mk_metric_read_cb)(void *arg);
 struct mk_metric_info {
     const char *name; /* "monkey_proxy_upstream_requests_total" */
     const char *help;
-    int kind;                                /* MK_METRIC_* */
-    unsigned n_labels;                       /* names in labels[] */
+    int kind;          /* MK_METRIC_* */
+    unsigned n_labels; /* names in labels[] */
     const char *labels[MK_METRIC_LABELS_MAX];
-    unsigned n_bounds;                       /* histograms: bounds_us[] in use */
+    unsigned n_bounds;                        /* histograms: bounds_us[] in use */
     uint64_t bounds_us[MK_METRIC_BOUNDS_MAX]; /* increasing, microseconds */
-    unsigned n_series;                       /* series declared so far */
-    const char *plugin;                      /* the declaring plugin's name */
+    unsigned n_series;                        /* series declared so far */
+    const char *plugin;                       /* the declaring plugin's name */
 };
 
 /* A series summed over the workers (api->metric_value, api->metric_read). */
@@ -1379,8 +1379,7 @@ struct mk_api {
      * the server lives. Declared again with the same values, the first
      * callback stays. metric_add() on its id does nothing.
      */
-    int (*metric_gauge_cb)(int family, const char *const *values, mk_metric_read_cb cb,
-                           void *arg);
+    int (*metric_gauge_cb)(int family, const char *const *values, mk_metric_read_cb cb, void *arg);
     /*
      * Count n into metric `id`: a counter's n is not negative, a gauge's is
      * a change of its level (+1, -1). On a worker, a store into that

@@ -605,9 +605,8 @@ static int cgi_head(struct mk_gw_job *j, struct mk_request *r)
 static void cgi_drop(struct mk_gw_job *j, int status)
 {
     if (j->metrics && (status == 504 || status == 502)) {
-        cgi_api->metric_add(j->metrics->fail[status == 504 ? MK_GW_FAIL_TIMEOUT
-                                                           : MK_GW_FAIL_BAD_GATEWAY],
-                            1);
+        cgi_api->metric_add(
+            j->metrics->fail[status == 504 ? MK_GW_FAIL_TIMEOUT : MK_GW_FAIL_BAD_GATEWAY], 1);
     }
     if (status == 504 || status == 0) {
         cgi_kill(cgi_of(j));

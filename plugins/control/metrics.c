@@ -302,7 +302,8 @@ static void control_process(struct control_expo *e, time_t started)
                    "When the server started, in seconds since the Unix epoch.", (uint64_t) started);
 }
 
-/* The label set of a plugin's series, "{a=\"x\",b=\"y\"" without the closing brace; "" without labels. */
+/* The label set of a plugin's series, "{a=\"x\",b=\"y\"" without the closing brace; "" without
+ * labels. */
 static void control_plugin_labels(struct mk_json *b, const struct mk_metric_info *f,
                                   const struct mk_metric_value *v)
 {
@@ -327,7 +328,8 @@ static void control_plugin_series(struct control_expo *e, const struct mk_metric
         control_buf_str(e->b, f->name);
         control_plugin_labels(e->b, f, v);
         if (f->kind == MK_METRIC_GAUGE) {
-            control_buf_printf(e->b, "%s %" PRId64 "\n", f->n_labels ? "}" : "", (int64_t) v->value);
+            control_buf_printf(e->b, "%s %" PRId64 "\n", f->n_labels ? "}" : "",
+                               (int64_t) v->value);
         }
         else {
             control_buf_printf(e->b, "%s %" PRIu64 "\n", f->n_labels ? "}" : "", v->value);

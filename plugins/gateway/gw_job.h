@@ -109,8 +109,8 @@ void mk_gw_metrics_series(const struct mk_api *api, const struct mk_gw_mfamilies
                           const char *label, struct mk_gw_metrics *m);
 /* The backend's figures for a stats hook: requests, and the failures of `kinds` (bits of
  * 1 << MK_GW_FAIL_*) summed. false without metrics. */
-bool mk_gw_metrics_figures(const struct mk_api *api, const struct mk_gw_metrics *m,
-                           unsigned kinds, uint64_t *requests, uint64_t *failures);
+bool mk_gw_metrics_figures(const struct mk_api *api, const struct mk_gw_metrics *m, unsigned kinds,
+                           uint64_t *requests, uint64_t *failures);
 
 /* What the client is told of the length of the backend's answer (j->length_is). */
 enum mk_gw_length {

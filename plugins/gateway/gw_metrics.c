@@ -56,8 +56,8 @@ void mk_gw_metrics_series(const struct mk_api *api, const struct mk_gw_mfamilies
     }
 }
 
-bool mk_gw_metrics_figures(const struct mk_api *api, const struct mk_gw_metrics *m,
-                           unsigned kinds, uint64_t *requests, uint64_t *failures)
+bool mk_gw_metrics_figures(const struct mk_api *api, const struct mk_gw_metrics *m, unsigned kinds,
+                           uint64_t *requests, uint64_t *failures)
 {
     struct mk_metric_value v;
 

@@ -349,14 +349,24 @@ void px_metrics_init(struct px_self *self);
 void px_metrics_server(struct px_self *self, unsigned slot);
 /* This worker's idle counts: made at its start (px_worker_init), NULL before. */
 void px_metrics_worker_init(struct px_self *self, int id);
-/* One more (n 1) or one less (n -1) idle connection to slot on this worker. */
-void px_metrics_idle(unsigned slot, int n);
+/* This worker's idle counts (NULL: none), for a connection it opens to keep. */
+struct px_idle_counts *px_metrics_idle_counts(void);
+
+/* One more (n 1) or one less (n -1) idle connection to slot in a worker's counts c. */
+static inline void px_metrics_idle(struct px_idle_counts *c, unsigned slot, int n)
+{
+    if (c) {
+        atomic_store_explicit(
+            &c->n[slot], atomic_load_explicit(&c->n[slot], memory_order_relaxed) + (unsigned) n,
+            memory_order_relaxed);
+    }
+}
 /* The series of slot in the group named `group` (controlling thread): never NULL (a shared
    record of -1 ids when the table is full). */
 struct px_mseries *px_metrics_series(struct px_self *self, const char *group, unsigned slot);
 /* The figures of slot for the stats hook, summed over its groups: false without metrics. */
-bool px_metrics_figures(struct px_self *self, unsigned slot, uint64_t *requests,
-                        uint64_t *failures, uint64_t *ttfb_us, uint64_t *ttfb_count);
+bool px_metrics_figures(struct px_self *self, unsigned slot, uint64_t *requests, uint64_t *failures,
+                        uint64_t *ttfb_us, uint64_t *ttfb_count);
 void px_metrics_free(struct px_self *self);
 
 /* ---- px_health.c ---- */

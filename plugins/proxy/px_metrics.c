@@ -23,12 +23,10 @@
 
 #include "proxy.h"
 
-static const char *const px_fail_names[PX_FAILS] = {"connect", "timeout", "reset",
-                                                     "bad_response"};
+static const char *const px_fail_names[PX_FAILS] = {"connect", "timeout", "reset", "bad_response"};
 
 /* A series record for a full table: counts nowhere. */
-static struct px_mseries px_ms_none = {
-    .requests = -1, .fail = {-1, -1, -1, -1}, .ttfb = -1};
+static struct px_mseries px_ms_none = {.requests = -1, .fail = {-1, -1, -1, -1}, .ttfb = -1};
 
 void px_metrics_init(struct px_self *self)
 {
@@ -92,16 +90,9 @@ void px_metrics_worker_init(struct px_self *self, int id)
     px_idle_mine = c;
 }
 
-void px_metrics_idle(unsigned slot, int n)
+struct px_idle_counts *px_metrics_idle_counts(void)
 {
-    struct px_idle_counts *c = px_idle_mine;
-
-    if (c) {
-        atomic_store_explicit(&c->n[slot],
-                              atomic_load_explicit(&c->n[slot], memory_order_relaxed) +
-                                  (unsigned) n,
-                              memory_order_relaxed);
-    }
+    return px_idle_mine;
 }
 
 /* The idle connections to a server, all workers. */
@@ -175,8 +166,8 @@ struct px_mseries *px_metrics_series(struct px_self *self, const char *group, un
     return m;
 }
 
-bool px_metrics_figures(struct px_self *self, unsigned slot, uint64_t *requests,
-                        uint64_t *failures, uint64_t *ttfb_us, uint64_t *ttfb_count)
+bool px_metrics_figures(struct px_self *self, unsigned slot, uint64_t *requests, uint64_t *failures,
+                        uint64_t *ttfb_us, uint64_t *ttfb_count)
 {
     unsigned n = atomic_load_explicit(&self->n_ms, memory_order_acquire);
     struct mk_metric_value v;

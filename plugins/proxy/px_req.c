@@ -85,8 +85,9 @@ struct px_conn {
     bool hs;            /* the TLS handshake is not done yet */
     uint32_t hs_want;   /* what the handshake waits for: MK_LOOP_READ or _WRITE */
     struct px_tun *tun; /* the tunnel it carries after a 101; never back to the pool */
-    int m_open;  /* its server's gauge of open connections (px_metrics.c) */
-    bool pooled;        /* counted idle: in px_idle */
+    int m_open;         /* its server's gauge of open connections (px_metrics.c) */
+    struct px_idle_counts *idle_counts; /* its worker's, counted in while pooled */
+    bool pooled;                        /* counted idle: in px_idle */
 };
 
 /*
@@ -214,7 +215,7 @@ static void px_log(struct px_req *q, const char *what, int err)
 static void px_conn_close(struct px_conn *c)
 {
     if (c->pooled) {
-        px_metrics_idle(c->slot, -1);
+        px_metrics_idle(c->idle_counts, c->slot, -1);
     }
     px_api->metric_add(c->m_open, -1);
     if (c->h) {
@@ -338,7 +339,7 @@ static void px_conn_release(struct px_conn *c, bool keep, const struct px_conf *
     }
     c->reused = true;
     c->pooled = true;
-    px_metrics_idle(c->slot, 1);
+    px_metrics_idle(c->idle_counts, c->slot, 1);
     c->idle_since = px_api->now_ms();
     c->idle_ms = conf->idle_ms;
     c->next = px_idle;
@@ -371,7 +372,7 @@ static struct px_conn *px_conn_take(unsigned slot)
             continue;
         }
         c->pooled = false;
-        px_metrics_idle(c->slot, -1);
+        px_metrics_idle(c->idle_counts, c->slot, -1);
         return c;
     }
     return NULL;
@@ -423,6 +424,7 @@ static struct px_conn *px_conn_open(struct px_self *self, unsigned slot, const s
     *connecting = rc != 0;
     atomic_fetch_add_explicit(&px_srv(self, slot)->connects, 1, memory_order_relaxed);
     c->m_open = s->m_open;
+    c->idle_counts = px_metrics_idle_counts();
     px_api->metric_add(c->m_open, 1);
     return c;
 }
@@ -1572,7 +1574,8 @@ static void px_io(struct px_req *q, int fd, uint32_t ready)
             return;
         }
         if (rc != MK_OK) {
-            px_attempt_failed(q, why, 0, 502, PX_FAIL_CONNECT); /* nothing of the request was sent */
+            px_attempt_failed(q, why, 0, 502,
+                              PX_FAIL_CONNECT); /* nothing of the request was sent */
             return;
         }
         q->c->hs = false;

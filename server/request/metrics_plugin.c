@@ -18,9 +18,8 @@ static const uint64_t mk_pmetrics_default_bounds[] = MK_METRICS_BOUNDS_US;
 
 /* Names of the server's own families (plugins/control/metrics.c): not a plugin's. */
 static const char *const mk_pmetrics_reserved[] = {
-    "process_",         "monkey_build",       "monkey_workers",    "monkey_connections",
-    "monkey_http_",     "monkey_http2_",      "monkey_reloads",    "monkey_tls_",
-    "monkey_supervisor", NULL};
+    "process_",      "monkey_build",   "monkey_workers", "monkey_connections", "monkey_http_",
+    "monkey_http2_", "monkey_reloads", "monkey_tls_",    "monkey_supervisor",  NULL};
 
 static bool mk_pmetrics_name_ok(const char *s, bool colon)
 {
@@ -28,8 +27,8 @@ static bool mk_pmetrics_name_ok(const char *s, bool colon)
         return false;
     }
     for (; *s; s++) {
-        bool ok = (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-                  *s == '_' || (colon && *s == ':');
+        bool ok = (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+                  (*s >= '0' && *s <= '9') || *s == '_' || (colon && *s == ':');
         if (!ok) {
             return false;
         }
@@ -147,8 +146,7 @@ int mk_pmetrics_family(struct mk_pmetrics *pm, const char *name, int kind, const
             same = strcmp(f->labels[i], labels[i]) == 0;
         }
         if (!same) {
-            mk_err("metrics: family '%s' declared again with another kind, labels or bounds",
-                   name);
+            mk_err("metrics: family '%s' declared again with another kind, labels or bounds", name);
             return -1;
         }
         return (int) index;
@@ -361,7 +359,8 @@ int mk_pmetrics_info(const struct mk_pmetrics *pm, unsigned f, struct mk_metric_
     if (f >= atomic_load_explicit(&pm->n_families, memory_order_acquire)) {
         return MK_ERR;
     }
-    const struct mk_pmetric_family *fam = atomic_load_explicit(&pm->families[f], memory_order_relaxed);
+    const struct mk_pmetric_family *fam =
+        atomic_load_explicit(&pm->families[f], memory_order_relaxed);
     *out = fam->info;
     out->n_series = atomic_load_explicit(&fam->n_series, memory_order_acquire);
     return MK_OK;
@@ -374,7 +373,8 @@ int mk_pmetrics_value(const struct mk_pmetrics *pm, const struct mk_worker *work
     if (f >= atomic_load_explicit(&pm->n_families, memory_order_acquire)) {
         return MK_ERR;
     }
-    const struct mk_pmetric_family *fam = atomic_load_explicit(&pm->families[f], memory_order_relaxed);
+    const struct mk_pmetric_family *fam =
+        atomic_load_explicit(&pm->families[f], memory_order_relaxed);
     if (s >= atomic_load_explicit(&fam->n_series, memory_order_acquire)) {
         return MK_ERR;
     }

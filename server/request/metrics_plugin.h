@@ -126,8 +126,8 @@ static inline void mk_pmetrics_add_own(const struct mk_pmetrics *pm, struct mk_p
 }
 
 /* A duration of histogram id from the worker whose cells are c. */
-static inline void mk_pmetrics_observe_own(const struct mk_pmetrics *pm,
-                                           struct mk_pmetric_cells *c, int id, uint64_t us)
+static inline void mk_pmetrics_observe_own(const struct mk_pmetrics *pm, struct mk_pmetric_cells *c,
+                                           int id, uint64_t us)
 {
     const struct mk_pmetric_series *s = mk_pmetrics_get(pm, id);
     unsigned b = 0;
