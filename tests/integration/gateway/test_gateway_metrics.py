@@ -8,6 +8,7 @@ including a dead upstream, one that hangs past Timeout, one that closes,
 and checks the counters exactly, against the plugin's JSON status too (the
 same counters), and the exposition with `promtool check metrics`."""
 
+import re
 import shutil
 import subprocess
 import time
@@ -17,6 +18,7 @@ import pytest
 
 from conftest import SLOW, free_port, needs_dlopen, needs_part
 from gwutil import get, plugin_status
+from test_cgi import cgi  # noqa: F401 (a fixture)
 from test_fastcgi import make_php_server
 from test_fastcgi_backends import Responder
 from test_proxy import PROXY_SO, Upstream, proxy_server
@@ -34,6 +36,24 @@ def with_metrics(srv):
         f"[CONTROL]\n    Socket {srv.dir}/ctl.sock\n    HttpPath /server-status\n"
         "    MetricsPath /metrics\n")
     return srv
+
+
+def documented(prefix):
+    """The plugins' families of docs/observability.md whose names start with prefix."""
+    text = (Path(__file__).resolve().parents[3] / "docs" / "observability.md").read_text()
+    start = text.index("| plugin metric | type | labels | meaning |")
+    table = text[start:text.index("\n\n", start)]
+    names = re.findall(r"^\| `([a-z0-9_]+)` \|", table, re.M)
+    return [n for n in names if n.startswith(prefix)]
+
+
+def served_as_documented(text, prefix):
+    """Every family of the table with that prefix is served, and no other of the prefix."""
+    names = documented(prefix)
+    assert len(names) >= 3, names
+    served = {re.sub(r"_(bucket|sum|count)$", "", m) for m in
+              re.findall(r"^([a-z0-9_]+)[{ ]", text.decode(), re.M) if m.startswith(prefix)}
+    assert served == set(names), (served, names)
 
 
 def scrape(srv):
@@ -127,6 +147,7 @@ def test_proxy_upstream_counters(make_server, started):
     assert value(s, conns, server=dead, state="open") == 0
     assert value(s, "monkey_proxy_upstream_up", server=a.addr) == 1
     promtool_ok(text)
+    served_as_documented(text, "monkey_proxy_")
 
     # the JSON status reads the same counters
     st = plugin_status(srv, "proxy")
@@ -180,6 +201,7 @@ def test_fastcgi_backend_counters(make_server, tmp_path, started):
     # the one held past Timeout took a second at least
     assert value(s, dur + "_sum", backend=backend) >= 1.0
     promtool_ok(text)
+    served_as_documented(text, "monkey_fastcgi_")
     st = plugin_status(srv, "fastcgi")
     assert st["backend0_requests"] == 7 and st["backend0_failures"] == 1
     assert st["backend0_timeouts"] == 1
@@ -196,3 +218,31 @@ def test_fastcgi_dead_backend(make_server, tmp_path):
     assert value(s, "monkey_fastcgi_backend_failures_total", backend=f"unix:{sock}",
                  kind="connect") == 1
     assert Path(sock).exists() is False
+
+
+def test_cgi_backend_counters(cgi):  # noqa: F811 (the fixture)
+    """Per interpreter (or (exec) for scripts run themselves): scripts started, a bad header
+    block (502), one silent past Timeout (504)."""
+    (cgi.conf / "plugins" / "control.conf").write_text(
+        f"[CONTROL]\n    Socket {cgi.dir}/ctl.sock\n    MetricsPath /metrics\n")
+    cgi.plugins.append(str(PROXY_SO.parent / "monkey-control.so"))
+    cgi.start()
+    for _ in range(3):
+        assert get(cgi, "/cgi-bin/env.sh").status == 200
+    assert get(cgi, "/cgi-bin/closein.py").status == 200
+    assert get(cgi, "/cgi-bin/bad.sh").status == 502
+    assert get(cgi, "/cgi-bin/silent.sh").status == 504
+    req = "monkey_cgi_backend_requests_total"
+    fail = "monkey_cgi_backend_failures_total"
+    dur = "monkey_cgi_backend_duration_seconds"
+    text, s = scrape_until(cgi, lambda s: value(s, dur + "_count") == 6)
+    assert value(s, req, backend="(exec)") == 5
+    assert value(s, req, backend="/usr/bin/python3") == 1
+    assert value(s, fail, backend="(exec)", kind="bad_gateway") == 1
+    assert value(s, fail, backend="(exec)", kind="timeout") == 1
+    assert value(s, fail, backend="(exec)") == 2
+    assert value(s, fail, backend="/usr/bin/python3") == 0
+    assert value(s, dur + "_count", backend="(exec)") == 5
+    assert value(s, dur + "_count", backend="/usr/bin/python3") == 1
+    promtool_ok(text)
+    served_as_documented(text, "monkey_cgi_")
