@@ -391,7 +391,7 @@ struct mk_server_metrics {
 
 #define MK_METRIC_LABELS_MAX 4        /* label names of a family */
 #define MK_METRIC_BOUNDS_MAX 15       /* upper bounds of a histogram, the +Inf bucket apart */
-#define MK_METRIC_LABEL_VALUE_MAX 128 /* bytes of a label value, the NUL apart */
+#define MK_METRIC_LABEL_VALUE_MAX 256 /* bytes of a label value, the NUL apart */
 
 /* A gauge's level, read at the scrape (api->metric_gauge_cb): any thread, must not block. */
 typedef int64_t (*mk_metric_read_cb)(void *arg);
