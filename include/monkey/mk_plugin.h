@@ -406,7 +406,6 @@ struct mk_metric_info {
     unsigned n_bounds;                        /* histograms: bounds_us[] in use */
     uint64_t bounds_us[MK_METRIC_BOUNDS_MAX]; /* increasing, microseconds */
     unsigned n_series;                        /* series declared so far */
-    const char *plugin;                       /* the declaring plugin's name */
 };
 
 /* A series summed over the workers (api->metric_value, api->metric_read). */
@@ -1356,11 +1355,13 @@ struct mk_api {
      * at most MK_METRIC_LABELS_MAX names ([a-zA-Z_][a-zA-Z0-9_]*, not "le",
      * not starting with "__"), a histogram's `bounds_us` (n_bounds of them,
      * at most MK_METRIC_BOUNDS_MAX, increasing; NULL and 0: the server's
-     * MK_METRICS_BOUNDS_US). The family's index, the same for the same name
-     * declared again with the same kind and labels; -1 (logged) for a bad
-     * declaration, a name of another plugin's, too many families, or none
-     * kept (a configuration only checked, a server without metrics).
-     * Controlling thread only (init, site_init, reload_prepare).
+     * MK_METRICS_BOUNDS_US), `help` one line without a backslash. The
+     * family's index, the same for the same name declared again with the
+     * same kind, labels and bounds (two plugins may share a family); -1
+     * (logged) for a bad declaration, a name of the server's own metrics,
+     * too many families, or none kept (a configuration only checked, a
+     * server without metrics). Controlling thread only (init, site_init,
+     * reload_prepare).
      */
     int (*metric_family)(const char *name, int kind, const char *help, const char *const *labels,
                          const uint64_t *bounds_us, unsigned n_bounds);

@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -45,6 +46,8 @@ def test_requests_per_service(make_server, services):  # noqa: F811
     assert got["hello"] == 4, text
     assert got["query_string"] == 1, text
     assert "# TYPE monkey_duda_service_requests_total counter" in text
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "observability.md").read_text()
+    assert "| `monkey_duda_service_requests_total` | counter |" in doc
     # the dashboard reads the same counter (its own request counted too)
     body = srv.get("/hello/dashboard").body.decode()
     assert re.search(r"requests: 5\b", body), body
