@@ -566,9 +566,9 @@ static int mk_api_conn_states(unsigned *out, unsigned n)
  * The plugins' metrics (ABI 3.19). Declarations only on the controlling
  * thread of a server that runs (not for a configuration only checked).
  */
+#ifdef MK_HAVE_METRICS
 static struct mk_server *mk_api_metrics_server(void)
 {
-#ifdef MK_HAVE_METRICS
     if (mk_plugins_checking) {
         return NULL;
     }
@@ -577,10 +577,16 @@ static struct mk_server *mk_api_metrics_server(void)
         return NULL;
     }
     return mk_plugins_current();
-#else
-    return NULL;
-#endif
 }
+
+/* The workers of srv, once they may be read (NULL and 0 before). */
+static const struct mk_worker *mk_api_metric_workers(const struct mk_server *srv, int *n)
+{
+    bool ready = atomic_load_explicit(&srv->stats_ready, memory_order_acquire);
+    *n = ready ? srv->n_workers : 0;
+    return ready ? srv->workers : NULL;
+}
+#endif
 
 static int mk_api_metric_family(const char *name, int kind, const char *help,
                                 const char *const *labels, const uint64_t *bounds_us,
@@ -649,14 +655,6 @@ static void mk_api_metric_observe(int id, uint64_t us)
 #else
     (void) id, (void) us;
 #endif
-}
-
-/* The workers of srv, once they may be read (NULL and 0 before). */
-static const struct mk_worker *mk_api_metric_workers(const struct mk_server *srv, int *n)
-{
-    bool ready = atomic_load_explicit(&srv->stats_ready, memory_order_acquire);
-    *n = ready ? srv->n_workers : 0;
-    return ready ? srv->workers : NULL;
 }
 
 static int mk_api_metric_read(int id, struct mk_metric_value *out)
