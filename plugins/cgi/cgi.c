@@ -161,6 +161,20 @@ static void cgi_stats(mk_stats_emit_cb emit, void *arg)
     emit(arg, "timeouts", atomic_load_explicit(&self->gw.timeouts, memory_order_relaxed));
     emit(arg, "bad_heads", atomic_load_explicit(&self->gw.bad_gateway, memory_order_relaxed));
     emit(arg, "killed", atomic_load_explicit(&self->killed, memory_order_relaxed));
+    /* per backend, in the order the sites named them: the counters of the metrics endpoint */
+    unsigned n = atomic_load_explicit(&self->n_be, memory_order_acquire);
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t requests, failures;
+        char name[48];
+        if (!mk_gw_metrics_figures(cgi_api, &self->be[i].m, (1u << MK_GW_FAILS) - 1, &requests,
+                                   &failures)) {
+            continue;
+        }
+        snprintf(name, sizeof(name), "backend%u_requests", i);
+        emit(arg, name, requests);
+        snprintf(name, sizeof(name), "backend%u_failures", i);
+        emit(arg, name, failures);
+    }
 }
 
 MK_PLUGIN_DEFINE(cgi) = {

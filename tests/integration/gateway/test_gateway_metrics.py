@@ -224,7 +224,8 @@ def test_cgi_backend_counters(cgi):  # noqa: F811 (the fixture)
     """Per interpreter (or (exec) for scripts run themselves): scripts started, a bad header
     block (502), one silent past Timeout (504)."""
     (cgi.conf / "plugins" / "control.conf").write_text(
-        f"[CONTROL]\n    Socket {cgi.dir}/ctl.sock\n    MetricsPath /metrics\n")
+        f"[CONTROL]\n    Socket {cgi.dir}/ctl.sock\n    HttpPath /server-status\n"
+        "    MetricsPath /metrics\n")
     cgi.plugins.append(str(PROXY_SO.parent / "monkey-control.so"))
     cgi.start()
     for _ in range(3):
@@ -246,3 +247,6 @@ def test_cgi_backend_counters(cgi):  # noqa: F811 (the fixture)
     assert value(s, dur + "_count", backend="/usr/bin/python3") == 1
     promtool_ok(text)
     served_as_documented(text, "monkey_cgi_")
+    st = plugin_status(cgi, "cgi")
+    assert (st["backend0_requests"], st["backend0_failures"]) == (5, 2), st  # (exec)
+    assert (st["backend1_requests"], st["backend1_failures"]) == (1, 0), st  # python3
