@@ -54,6 +54,9 @@
 
 #include "../../core/log.h"
 #include "../http/path.h"
+#ifdef MK_HAVE_RULES
+#include "../http/rules.h"
+#endif
 #include "../process/server.h"
 #include "../proto/takeover.h"
 #ifdef MK_HAVE_METRICS
@@ -627,6 +630,12 @@ static void mk_request_start(struct mk_request *r)
         int rc;
         while ((rc = mk_request_rules(r)) == MK_AGAIN) {
         }
+        if (rc != MK_SUSPENDED && r->site->rules->max_body &&
+            (r->head.flags & MK_HEAD_CONTENT_LENGTH) &&
+            r->head.content_length > mk_request_max_body(r)) {
+            mk_request_error(r, 413); /* before any byte of the body is read */
+            return;
+        }
         if (rc == MK_OK) {
             mk_request_respond(r);
             return;
@@ -674,7 +683,13 @@ void mk_request_run(struct mk_request *r)
         clock_gettime(CLOCK_MONOTONIC, &mono);
         r->start_mono_us = (uint64_t) mono.tv_sec * 1000000u + (uint64_t) mono.tv_nsec / 1000u;
     }
-    if ((h->flags & MK_HEAD_CONTENT_LENGTH) && h->content_length > r->cfg->max_body) {
+    if ((h->flags & MK_HEAD_CONTENT_LENGTH) &&
+        h->content_length > r->cfg->max_body
+#ifdef MK_HAVE_RULES
+        /* a rule's MaxRequestBody may raise it: asked once the rule is known */
+        && !(r->site->rules && r->site->rules->max_body)
+#endif
+    ) {
         mk_request_error(r, 413);
         return;
     }
