@@ -8,17 +8,13 @@ import time
 import pytest
 
 from conftest import Conn, built_without, needs_part
+from rulesutil import check_refused, rules_server
 
 pytestmark = needs_part("rules", "request rules")
 
 
 def limit_server(make_server, text, workers=1):
-    srv = make_server()
-    srv.set(Workers=workers)
-    srv.file("index.html", "home\n")
-    srv.file("login", "login\n")
-    srv.site_extra = text
-    return srv
+    return rules_server(make_server, text, {"index.html": "home\n", "login": "login\n"}, workers)
 
 
 def statuses(conn, n, path="/login", headers=None):
@@ -148,10 +144,7 @@ def test_reload_starts_the_counts_again(make_server):
     ("[RULE]\n    Path /a\n\n    RateLimit 10/s\n    RateLimit 5/s\n", 8, "RateLimit"),
 ])
 def test_check_refuses_bad_limits(make_server, text, line, words):
-    srv = make_server()
-    srv.site_extra = text
-    err = srv.run_expect_failure(["-t"])
-    assert f"sites/default:{line}:" in err and words in err, err
+    check_refused(make_server, text, line, words)
 
 
 def test_one_limit_across_two_workers(make_server):
