@@ -549,11 +549,11 @@ static bool mk_rule_decoded_eq(const char *p, size_t n, const char *want, size_t
 bool mk_rule_query_param(const struct mk_str *q, const char *name, size_t len, const char *value,
                          size_t vlen)
 {
-    const char *p = q->p, *end = q->p + q->len;
-
-    if (!p) {
+    if (!q->p) {
         return false;
     }
+    const char *p = q->p, *end = q->p + q->len;
+
     while (p <= end) {
         const char *amp = memchr(p, '&', (size_t) (end - p));
         const char *stop = amp ? amp : end;
