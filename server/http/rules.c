@@ -942,20 +942,13 @@ int mk_rule_access_parse(struct mk_rule_access **v, size_t *n, bool allow, const
         }
         else {
             int rc = mk_cidr_parse(w, len, &a.net);
-            if (rc == MK_CIDR_RANGE) {
-                snprintf(reason, reason_len, "'%.*s': the prefix length is out of range", (int) len,
-                         w);
-                return MK_ERR;
-            }
-            if (rc != MK_CIDR_OK) {
-                snprintf(reason, reason_len,
-                         "'%.*s' is not 'all' or an IPv4 or IPv6 address block (ADDRESS[/LEN])",
-                         (int) len, w);
-                return MK_ERR;
-            }
-            if (a.net.host_bits) {
-                snprintf(reason, reason_len, "'%.*s' has bits set beyond its prefix length",
-                         (int) len, w);
+            const char *why = rc == MK_CIDR_RANGE ? "has a prefix length out of range"
+                              : rc != MK_CIDR_OK
+                                  ? "is not 'all' or an IPv4 or IPv6 address block (ADDRESS[/LEN])"
+                              : a.net.host_bits ? "has bits set beyond its prefix length"
+                                                : NULL;
+            if (why) {
+                snprintf(reason, reason_len, "'%.*s' %s", (int) len, w, why);
                 return MK_ERR;
             }
         }
