@@ -1317,6 +1317,14 @@ struct mk_api {
      * (MK_RULES). Any thread; each table's count is read once.
      */
     int (*ratelimit_stats)(struct mk_ratelimit_stats *out);
+    /*
+     * The DirectoryListing of the request rule that took r (a [RULE] of its
+     * site, docs/configuration.md): 1 On, 0 Off, -1 when no rule says
+     * (then the plugin's own per-site settings decide), and -1 from a
+     * server built without request rules. The listing plugin's; any
+     * plugin may read it. Worker, during r's hooks.
+     */
+    int (*listing)(const struct mk_request *r);
 };
 
 /* Room for a "file:line" of mk_api_conf_at(): a path (PATH_MAX) and a line. */

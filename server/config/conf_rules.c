@@ -35,6 +35,7 @@ struct mk_rule_conf {
     char *path, *prefix, *regex, *header, *redirect, *ret, *rewrite, *ratelimit, *cache;
     char *query, *query_regex;
     uint64_t max_body;
+    bool listing;
     struct mk_conf_words methods, hosts, index;
     struct mk_rule_access *access; /* Allow and Deny words, in file order */
     size_t n_access;
@@ -153,6 +154,7 @@ static const struct mk_conf_key mk_rule_keys[] = {
     {"QueryRegex", MK_CONF_STRING, MK_CONF_SITE, MK_RC(query_regex), 0, 0, NULL},
 #endif
     {"MaxRequestBody", MK_CONF_SIZE, MK_CONF_SITE, MK_RC(max_body), 0, INT64_MAX, NULL},
+    {"DirectoryListing", MK_CONF_BOOL, MK_CONF_SITE, MK_RC(listing), 0, 0, NULL},
     {"Allow", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
      .set = mk_rule_set_access},
     {"Deny", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
@@ -517,6 +519,7 @@ static struct mk_rule *mk_rule_read(const struct mk_conf *conf, const struct mk_
         r = mk_calloc(1, sizeof(*r));
         r->line = s->line;
         r->max_body = mk_rule_key_line(lines, "MaxRequestBody") ? (int64_t) rc.max_body : -1;
+        r->listing = mk_rule_key_line(lines, "DirectoryListing") ? (int8_t) rc.listing : -1;
         r->access = rc.access;
         r->n_access = rc.n_access;
         rc.access = NULL;

@@ -173,6 +173,7 @@ struct mk_rule {
     size_t cache_control_len;
     int64_t cache_max_age; /* its max-age, -1: none (then no Expires) */
     int64_t max_body;      /* MaxRequestBody, bytes; -1: the server's */
+    int8_t listing;        /* DirectoryListing: 1 On, 0 Off; -1: the site's */
     /* Allow and Deny words, in file order: the first that holds for the
        client decides; none: allowed. NULL: no access rules */
     struct mk_rule_access *access;
@@ -282,10 +283,10 @@ int mk_rule_access_parse(struct mk_rule_access **v, size_t *n, bool allow, const
 /* Whether r's Allow and Deny lines let client `sa` in (the first word that holds decides). */
 bool mk_rule_access_allows(const struct mk_rule *r, const struct sockaddr *sa);
 
-/* Whether r has a per-path setting (IndexFiles, CacheControl, MaxRequestBody). */
+/* Whether r has a per-path setting (IndexFiles, CacheControl, MaxRequestBody, DirectoryListing). */
 static inline bool mk_rule_sets(const struct mk_rule *r)
 {
-    return r->index_files || r->cache_control || r->max_body >= 0;
+    return r->index_files || r->cache_control || r->max_body >= 0 || r->listing >= 0;
 }
 
 /* Free a rule's contents and the rule (pcre2 code included). */

@@ -335,6 +335,11 @@ static const char *mk_api_index_file(const struct mk_request *r, unsigned i)
     return i < n ? names[i] : NULL;
 }
 
+static int mk_api_listing(const struct mk_request *r)
+{
+    return mk_request_listing(r);
+}
+
 static const struct mk_site *mk_api_site(const struct mk_request *r)
 {
     return r->site;
@@ -971,4 +976,5 @@ const struct mk_api mk_plugin_api = {
     .server_metrics = mk_api_server_metrics,
     .conn_states = mk_api_conn_states,
     .ratelimit_stats = mk_api_ratelimit_stats,
+    .listing = mk_api_listing,
 };

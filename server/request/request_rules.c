@@ -237,6 +237,13 @@ void mk_request_rule_headers(struct mk_request *r)
     }
 }
 
+int mk_request_listing(const struct mk_request *r)
+{
+    const struct mk_rule *rule = r->rule_settings;
+
+    return rule ? rule->listing : -1;
+}
+
 uint64_t mk_request_max_body(const struct mk_request *r)
 {
     const struct mk_rule *rule = r->rule_settings;

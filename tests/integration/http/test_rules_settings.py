@@ -1,6 +1,6 @@
-"""Request rules by query, and the per-path settings that bound or refuse a
-request: Query and QueryRegex conditions, MaxRequestBody, Allow and Deny in
-a [RULE] (server/http/rules.c, server/config/conf_rules.c,
+"""Request rules by query, and the per-path settings that bound, refuse or
+list: Query and QueryRegex conditions, MaxRequestBody, Allow, Deny and
+DirectoryListing in a [RULE] (server/http/rules.c, server/config/conf_rules.c,
 server/request/request_rules.c); over HTTP/1.1 and HTTP/2 alike."""
 
 import pytest
@@ -208,6 +208,7 @@ def test_allow_and_deny_by_the_real_client(make_server):
     ("[RULE]\n    Prefix /a\n    Allow 10.0.0.0/8 nobody\n", 6, "'nobody' is not"),
     ("[RULE]\n    Prefix /a\n    Deny 10.0.0.1/8\n", 6, "bits set beyond"),
     ("[RULE]\n    Prefix /a\n    Deny 10.0.0.0/40\n", 6, "out of range"),
+    ("[RULE]\n    Prefix /a\n    DirectoryListing sometimes\n", 6, "DirectoryListing"),
 ])
 def test_check_refuses_bad_settings(make_server, text, line, words):
     check_refused(make_server, text, line, words)
@@ -220,3 +221,44 @@ def test_check_query_regex(make_server):
         assert "this server was built without PCRE2" in err
     else:
         assert "missing closing parenthesis" in err
+
+
+@needs_dlopen
+def test_directory_listing_per_rule(make_server):
+    """DirectoryListing in a rule decides for the paths it takes, over the
+    site's [DIRLISTING] (the listing plugin asks api->listing)."""
+    from test_dirlisting import SO, names
+    files = {"pub/a.txt": "a", "pub/private/p.txt": "p", "files/f.txt": "f", "other/o.txt": "o"}
+    srv = rules_server(make_server, """
+[DIRLISTING]
+    Path /pub
+
+[RULE]
+    Prefix /pub/private
+    DirectoryListing Off
+
+[RULE]
+    Prefix /files
+    DirectoryListing On
+""", files)
+    srv.plugins = [str(SO)]
+    srv.start()
+    r = srv.get("/pub/")
+    assert r.status == 200 and names(r.body) == ["private/", "a.txt"]
+    r = srv.get("/pub/private/")
+    assert r.status == 403 and b"Index of" not in r.body
+    assert srv.get("/pub/private/p.txt").body == b"p"  # files are served as before
+    r = srv.get("/files/")
+    assert r.status == 200 and names(r.body) == ["f.txt"]
+    assert srv.get("/other/").status == 403
+
+
+@needs_dlopen
+def test_directory_listing_of_a_rule_without_dirlisting_section(make_server):
+    from test_dirlisting import SO, names
+    srv = rules_server(make_server, "[RULE]\n    Prefix /files\n    DirectoryListing On\n",
+                       {"files/f.txt": "f", "other/o.txt": "o"})
+    srv.plugins = [str(SO)]
+    srv.start()
+    assert names(srv.get("/files/").body) == ["f.txt"]
+    assert srv.get("/other/").status == 403

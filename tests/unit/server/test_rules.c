@@ -334,6 +334,7 @@ static const struct bad_rule bad_rules[] = {
     {"[RULE]\n    Prefix /a\n    Allow 10.0.0.1/8\n", 3, "bits set beyond"},
     {"[RULE]\n    Prefix /a\n    Deny 10.0.0.0/33\n", 3, "out of range"},
     {"[RULE]\n    Prefix /a\n    Deny ::1/129\n", 3, "out of range"},
+    {"[RULE]\n    Prefix /a\n    DirectoryListing maybe\n", 3, "DirectoryListing"},
 #ifdef MK_HAVE_PCRE2
     {"[RULE]\n    QueryRegex (x\n    Return 410\n", 2, "QueryRegex (x"},
     {"[RULE]\n    Regex ^/(a\n    Return 410\n", 2, "Regex"},
@@ -479,6 +480,7 @@ static void test_settings(void **state)
 {
     struct mk_site *vh = load_ok("[RULE]\n"
                                  "    Prefix /assets\n"
+                                 "    DirectoryListing Off\n"
                                  "    CacheControl max-age=600, immutable\n"
                                  "    IndexFiles a.html b.html\n");
     (void) state;
@@ -490,6 +492,7 @@ static void test_settings(void **state)
     assert_int_equal(r->cache_max_age, 600);
     assert_int_equal(r->n_index_files, 2);
     assert_string_equal(r->index_files[1], "b.html");
+    assert_int_equal(r->listing, 0);
     site_free(vh);
 }
 
@@ -597,6 +600,7 @@ static void test_access(void **state)
     assert_int_equal(r->max_body, 1024);
     assert_true(vh->rules->max_body);
     assert_int_equal(open->max_body, -1);
+    assert_int_equal(open->listing, -1);
     assert_true(allows(r, "10.2.3.4"));
     assert_false(allows(r, "10.1.3.4")); /* the first word that holds decides */
     assert_false(allows(r, "192.0.2.7"));
