@@ -626,28 +626,31 @@ static void mk_request_real_ip(struct mk_request *r)
 static void mk_request_start(struct mk_request *r)
 {
 #ifdef MK_HAVE_RULES
-    if (r->site->rules && r->path) {
-        int rc;
+    const struct mk_rules *rules = r->site->rules;
+    int rc = MK_DECLINED;
+
+    if (rules && r->path) {
         while ((rc = mk_request_rules(r)) == MK_AGAIN) {
-        }
-        if (rc != MK_SUSPENDED && r->site->rules->max_body &&
-            (r->head.flags & MK_HEAD_CONTENT_LENGTH) &&
-            r->head.content_length > mk_request_max_body(r)) {
-            mk_request_error(r, 413); /* before any byte of the body is read */
-            return;
-        }
-        if (rc == MK_OK) {
-            mk_request_respond(r);
-            return;
         }
         if (rc == MK_SUSPENDED) {
             mk_request_park(r, NULL, MK_STAGE_RULES, 0);
             return;
         }
-        if (rc != MK_DECLINED) {
-            mk_request_error(r, rc);
-            return;
-        }
+    }
+    /* the length the request's rule allows (mk_request_run left it to here),
+       before any byte of the body is read */
+    if (rules && rules->max_body && (r->head.flags & MK_HEAD_CONTENT_LENGTH) &&
+        r->head.content_length > mk_request_max_body(r)) {
+        mk_request_error(r, 413);
+        return;
+    }
+    if (rc == MK_OK) {
+        mk_request_respond(r);
+        return;
+    }
+    if (rc != MK_DECLINED) {
+        mk_request_error(r, rc);
+        return;
     }
 #endif
     mk_request_begin(r);

@@ -110,6 +110,11 @@ def test_max_request_body_before_the_body(make_server):
     c = Conn(srv.port)
     assert c.request("POST", "/big/x", body=b"y" * 1025).status == 413
     c.close()
+    # a target no rule is asked for (no path) still has the server's bound
+    c = Conn(srv.port)
+    c.send("OPTIONS * HTTP/1.1\r\nHost: localhost\r\nContent-Length: 500\r\n\r\n")
+    assert c.read_response().status == 413
+    c.close()
 
 
 @needs_dlopen
