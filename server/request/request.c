@@ -619,6 +619,40 @@ static void mk_request_real_ip(struct mk_request *r)
 }
 #endif
 
+#ifdef MK_HAVE_RULES
+/*
+ * The rules of r's site, when it has any: MK_DECLINED when r goes on to its
+ * pipeline; else r is answered, failed or parked here.
+ */
+static int mk_request_start_rules(struct mk_request *r, const struct mk_rules *rules)
+{
+    int rc = MK_DECLINED;
+
+    if (r->path) {
+        while ((rc = mk_request_rules(r)) == MK_AGAIN) {
+        }
+        if (rc == MK_SUSPENDED) {
+            mk_request_park(r, NULL, MK_STAGE_RULES, 0);
+            return MK_OK;
+        }
+    }
+    /* the length the request's rule allows (mk_request_run left it to here),
+       before any byte of the body is read */
+    if (rules->max_body && (r->head.flags & MK_HEAD_CONTENT_LENGTH) &&
+        r->head.content_length > mk_request_max_body(r)) {
+        mk_request_error(r, 413);
+        return MK_OK;
+    }
+    if (rc == MK_OK) {
+        mk_request_respond(r);
+    }
+    else if (rc != MK_DECLINED) {
+        mk_request_error(r, rc);
+    }
+    return rc == MK_DECLINED ? MK_DECLINED : MK_OK;
+}
+#endif
+
 /*
  * The site's rules for r's path (request_rules.c), then its pipeline;
  * again when a RateLimit's delay is over.
@@ -626,30 +660,7 @@ static void mk_request_real_ip(struct mk_request *r)
 static void mk_request_start(struct mk_request *r)
 {
 #ifdef MK_HAVE_RULES
-    const struct mk_rules *rules = r->site->rules;
-    int rc = MK_DECLINED;
-
-    if (rules && r->path) {
-        while ((rc = mk_request_rules(r)) == MK_AGAIN) {
-        }
-        if (rc == MK_SUSPENDED) {
-            mk_request_park(r, NULL, MK_STAGE_RULES, 0);
-            return;
-        }
-    }
-    /* the length the request's rule allows (mk_request_run left it to here),
-       before any byte of the body is read */
-    if (rules && rules->max_body && (r->head.flags & MK_HEAD_CONTENT_LENGTH) &&
-        r->head.content_length > mk_request_max_body(r)) {
-        mk_request_error(r, 413);
-        return;
-    }
-    if (rc == MK_OK) {
-        mk_request_respond(r);
-        return;
-    }
-    if (rc != MK_DECLINED) {
-        mk_request_error(r, rc);
+    if (r->site->rules && mk_request_start_rules(r, r->site->rules) != MK_DECLINED) {
         return;
     }
 #endif
