@@ -142,7 +142,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 18
+#define MK_PLUGIN_ABI_MINOR 19
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -370,6 +370,17 @@ struct mk_server_metrics {
 #define MK_CSTATE_TAKEOVER 4
 #define MK_CSTATE_CLOSING 5
 #define MK_CSTATES 6
+
+/*
+ * The rate limits of the configuration in force (api->ratelimit_stats, ABI
+ * 3.19): the RateLimit lines of its [RULE] sections, each one table for all
+ * the workers, summed. A reload makes new tables: the counts start again.
+ */
+struct mk_ratelimit_stats {
+    unsigned limits;    /* rules with a RateLimit */
+    uint64_t keys;      /* the keys their tables hold at most */
+    uint64_t evictions; /* keys evicted while their bucket still held a limit */
+};
 
 /* Commands of api->command(). */
 #define MK_CMD_RELOAD 1      /* like SIGHUP */
@@ -1297,6 +1308,23 @@ struct mk_api {
      * none, like in the open connections of stats().
      */
     int (*conn_states)(unsigned *out, unsigned n);
+
+    /* ---- added in ABI 3.19 (check with MK_API_HAS) ---- */
+
+    /*
+     * The rate limits of the configuration in force into out: MK_OK, or
+     * MK_ERR (zeros) before the start or when built without request rules
+     * (MK_RULES). Any thread; each table's count is read once.
+     */
+    int (*ratelimit_stats)(struct mk_ratelimit_stats *out);
+    /*
+     * The DirectoryListing of the request rule that took r (a [RULE] of its
+     * site, docs/configuration.md): 1 On, 0 Off, -1 when no rule says
+     * (then the plugin's own per-site settings decide), and -1 from a
+     * server built without request rules. The listing plugin's; any
+     * plugin may read it. Worker, during r's hooks.
+     */
+    int (*listing)(const struct mk_request *r);
 };
 
 /* Room for a "file:line" of mk_api_conf_at(): a path (PATH_MAX) and a line. */

@@ -544,7 +544,12 @@ static bool mk_h1_body_room(struct mk_conn *c)
 static int mk_h1_body_consume(struct mk_conn *c, size_t start, bool *progress, int *stopped)
 {
     struct mk_h1 *h = &c->h1;
+#ifdef MK_HAVE_RULES
+    /* the request's rule may set its own (MaxRequestBody in a [RULE]) */
+    uint64_t max = h->req ? mk_request_max_body(h->req) : c->worker->use.cfg->max_body;
+#else
     uint64_t max = c->worker->use.cfg->max_body;
+#endif
     bool chunked = h->chunked_body;
 
     *progress = false;

@@ -613,7 +613,7 @@ int mk_h2_data_cb(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t 
         }
         return 0;
     }
-    if (s->body_seen > s->r->cfg->max_body) {
+    if (s->body_seen > mk_request_max_body(s->r)) {
         s->body = MK_H2_BODY_DROP;
         mk_h2_consume(c, s, len);
         if (!s->responding) {

@@ -133,8 +133,9 @@ int mk_body_append(struct mk_request *r, const char *data, size_t len)
         while (cap < r->body_len + len) {
             cap *= 2;
         }
-        if (cap > r->cfg->max_body && r->cfg->max_body >= r->body_len + len) {
-            cap = (size_t) r->cfg->max_body;
+        uint64_t max = mk_request_max_body(r);
+        if (cap > max && max >= r->body_len + len) {
+            cap = (size_t) max;
         }
         char *p = mk_try_realloc(r->body, cap);
         if (!p) {

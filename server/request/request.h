@@ -236,7 +236,8 @@ struct mk_request {
     const struct mk_rule *rule_counted;
     uint64_t limit_due_ms;
     /* the site rule that took r when it has per-path settings (IndexFiles,
-       CacheControl: mk_request_index_files, static_cache.c); NULL: none */
+       CacheControl, MaxRequestBody: mk_request_index_files, static_cache.c,
+       mk_request_max_body); NULL: none */
     const struct mk_rule *rule_settings;
 #endif
 #ifdef MK_HAVE_REALIP
@@ -272,10 +273,16 @@ void mk_request_run(struct mk_request *r);
 int mk_request_rules(struct mk_request *r);
 /* Apply r->rule_headers to r's response, once, as it is sent. */
 void mk_request_rule_headers(struct mk_request *r);
+/* The most body bytes r may send: its rule's MaxRequestBody, else the server's. */
+uint64_t mk_request_max_body(const struct mk_request *r);
+/* Its rule's DirectoryListing: 1 On, 0 Off, -1 none (the site's settings). */
+int mk_request_listing(const struct mk_request *r);
 /* The index files of r: its rule's IndexFiles, else its site's, else the server's. */
 char *const *mk_request_index_files(const struct mk_request *r, size_t *n);
 #else
 #define mk_request_index_files(r, n) mk_conf_site_index_files((r)->site, (r)->cfg, (n))
+#define mk_request_max_body(r) ((r)->cfg->max_body)
+#define mk_request_listing(r) ((void) (r), -1)
 #endif
 /* A request head given as its parts, not as text (an HTTP/2 header block). */
 struct mk_request_parts {
