@@ -142,7 +142,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 18
+#define MK_PLUGIN_ABI_MINOR 19
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -1297,6 +1297,23 @@ struct mk_api {
      * none, like in the open connections of stats().
      */
     int (*conn_states)(unsigned *out, unsigned n);
+
+    /* ---- added in ABI 3.19 (check with MK_API_HAS) ---- */
+
+    /*
+     * The trailer fields the client sent after r's body: an HTTP/1.1
+     * chunked body's trailer section, an HTTP/2 request's trailing HEADERS.
+     * "Name: value\r\n" lines (HTTP/2 names in lower case), the
+     * whitespace around each value removed, in the order they came; *len
+     * their bytes. NULL (*len 0) when there are none, or not yet: they are
+     * complete when the body is (MK_BODY_END of a streamed body, the call
+     * with a buffered one), and valid until r ends. The server held them to
+     * the rules of header fields (a bad one is a 400, or a malformed
+     * HTTP/2 stream) and bounds them to 16 KiB, but drops no name: a
+     * plugin that passes them on removes what a trailer may not carry.
+     * On r's worker.
+     */
+    const char *(*request_trailers)(struct mk_request *r, size_t *len);
 };
 
 /* Room for a "file:line" of mk_api_conf_at(): a path (PATH_MAX) and a line. */

@@ -2344,18 +2344,49 @@ static int px_gw_body(struct mk_gw_job *j, const char *data, size_t len)
     return MK_AGAIN;
 }
 
-static int px_body_end(struct mk_gw_job *j)
+/*
+ * The client's trailers that may go upstream, after the last chunk, into
+ * out (cap bytes): px_trailers_filter's, less the fields the client's
+ * Connection names. The bytes written.
+ */
+static size_t px_req_trailers(struct mk_request *r, char *out, size_t cap)
+{
+    size_t tlen, n, o = 0;
+    const char *t =
+        MK_API_HAS(px_api, request_trailers) ? px_api->request_trailers(r, &tlen) : NULL;
+    if (!t || cap == 0) {
+        return 0;
+    }
+    n = px_trailers_filter(t, tlen, out, cap);
+    bool conn = px_api->header(r, "Connection", &tlen) != NULL;
+    for (size_t i = 0; conn && i < n;) {
+        char *eol = memchr(out + i, '\n', n - i); /* every line ends with CRLF */
+        size_t line = (size_t) (eol - (out + i)) + 1;
+        size_t name = (size_t) ((char *) memchr(out + i, ':', line) - (out + i));
+        if (!px_client_conn_names(r, out + i, name)) {
+            memmove(out + o, out + i, line);
+            o += line;
+        }
+        i += line;
+    }
+    return conn ? o : n;
+}
+
+static int px_body_end(struct mk_gw_job *j, struct mk_request *r)
 {
     struct px_req *q = px_of(j);
     q->body_ended = true;
     if (q->chunked && q->c) {
-        /* the last chunk, no trailer: after what waits */
+        /* the last chunk and the client's trailers: after what waits */
         if (!q->w && !(q->w = malloc(PX_WBUF))) {
             return 503;
         }
         px_w_compact(q);
-        memcpy(q->w + q->w_len, "0\r\n\r\n", 5);
-        q->w_len += 5;
+        memcpy(q->w + q->w_len, "0\r\n", 3);
+        q->w_len += 3;
+        q->w_len += px_req_trailers(r, q->w + q->w_len, PX_WBUF - q->w_len - 2);
+        memcpy(q->w + q->w_len, "\r\n", 2);
+        q->w_len += 2;
     }
     if (q->c && !q->connecting && px_flush(q) != MK_OK && !q->head_in) {
         px_send_failed(q, errno); /* a failure is the job's j->fail: answered from there */

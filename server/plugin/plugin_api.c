@@ -938,4 +938,5 @@ const struct mk_api mk_plugin_api = {
     .site_metrics = mk_api_site_metrics,
     .server_metrics = mk_api_server_metrics,
     .conn_states = mk_api_conn_states,
+    .request_trailers = mk_body_trailers,
 };
