@@ -2547,7 +2547,7 @@ int px_req_start(struct mk_request *r, const struct px_site *site, size_t i)
     q->member = -1;
     q->failed_slot = -1;
     q->reserved = -1;
-    px_rbuf_init(&q->buf, site->conf);
+    px_rbuf_init(&q->buf, site->conf, site->buffering);
     j->nph = true;
     j->timeout_ms = site->conf->timeout_ms;
     j->queue_ms = site->conf->queue_ms;
