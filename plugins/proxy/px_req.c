@@ -1071,6 +1071,12 @@ static bool px_named(const char *name, size_t len, const char *lit)
            strncasecmp(name, lit, len) == 0;
 }
 
+/* Whether the method m[0, len) is lit, byte for byte. */
+static inline bool px_method_is(const char *m, size_t len, const char *lit)
+{
+    return len == strlen(lit) && memcmp(m, lit, len) == 0;
+}
+
 /*
  * Give the job the head, parsed (j->h, mk_gw_job_head_given: the job
  * parses no text): the status and the end-to-end fields (hop-by-hop ones
@@ -2173,10 +2179,11 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
         len = 3;
     }
 #endif
-    q->head_request = px_named(method, len, "HEAD");
-    q->idempotent = q->head_request || px_named(method, len, "GET") ||
-                    px_named(method, len, "OPTIONS") || px_named(method, len, "TRACE") ||
-                    px_named(method, len, "PUT") || px_named(method, len, "DELETE");
+    /* methods are case-sensitive (RFC 9110 section 9.1): "get" is no GET, and not replayed */
+    q->head_request = px_method_is(method, len, "HEAD");
+    q->idempotent = q->head_request || px_method_is(method, len, "GET") ||
+                    px_method_is(method, len, "OPTIONS") || px_method_is(method, len, "TRACE") ||
+                    px_method_is(method, len, "PUT") || px_method_is(method, len, "DELETE");
     bool slash = false;
     if (mk_gw_target_absolute(target, tlen, &auth, &rest)) {
         slash = rest.len == 0 || rest.p[0] != '/';
