@@ -1325,6 +1325,19 @@ struct mk_api {
      * plugin may read it. Worker, during r's hooks.
      */
     int (*listing)(const struct mk_request *r);
+     * The trailer fields the client sent after r's body: an HTTP/1.1
+     * chunked body's trailer section, an HTTP/2 request's trailing HEADERS.
+     * "Name: value\r\n" lines (HTTP/2 names in lower case), the
+     * whitespace around each value removed, in the order they came; *len
+     * their bytes. NULL (*len 0) when there are none, or not yet: they are
+     * complete when the body is (MK_BODY_END of a streamed body, the call
+     * with a buffered one), and valid until r ends. The server held them to
+     * the rules of header fields (a bad one is a 400, or a malformed
+     * HTTP/2 stream) and bounds them to 16 KiB, but drops no name: a
+     * plugin that passes them on removes what a trailer may not carry.
+     * On r's worker.
+     */
+    const char *(*request_trailers)(struct mk_request *r, size_t *len);
 };
 
 /* Room for a "file:line" of mk_api_conf_at(): a path (PATH_MAX) and a line. */

@@ -144,9 +144,10 @@ struct mk_gw_backend {
     /*
      * The body is complete: streamed (j->has_body), kept whole
      * (j->spooled: read it from j->spool as the upstream takes it), or
-     * there is none. Send its end. MK_OK or a status.
+     * there is none. Send its end (r's trailers, api->request_trailers,
+     * where the backend passes them on). MK_OK or a status.
      */
-    int (*body_end)(struct mk_gw_job *j);
+    int (*body_end)(struct mk_gw_job *j, struct mk_request *r);
     /* j->paused changed: read the backend's answer, or stop until it is clear again. */
     void (*want)(struct mk_gw_job *j);
     /*

@@ -977,4 +977,5 @@ const struct mk_api mk_plugin_api = {
     .conn_states = mk_api_conn_states,
     .ratelimit_stats = mk_api_ratelimit_stats,
     .listing = mk_api_listing,
+    .request_trailers = mk_body_trailers,
 };

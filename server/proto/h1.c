@@ -564,6 +564,14 @@ static int mk_h1_body_consume(struct mk_conn *c, size_t start, bool *progress, i
                 return 400;
             }
             used = (size_t) n;
+            size_t t = h->chunked.trailer_off;
+            if (t < used && (h->body_mode == MK_BODY_BUFFER || h->body_mode == MK_BODY_STREAM)) {
+                int rc = mk_body_trailer_raw(h->req, h->in + start + t, used - t,
+                                             mk_chunked_done(&h->chunked));
+                if (rc != MK_OK) {
+                    return rc;
+                }
+            }
         }
         else {
             data_len = used = avail < h->body_remaining ? avail : (size_t) h->body_remaining;

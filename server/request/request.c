@@ -818,6 +818,7 @@ static void mk_request_redirect_run(struct mk_request *r)
     mk_free(r->body);
     r->body = NULL;
     r->body_len = r->body_cap = 0;
+    r->trailers = NULL;
     r->handler = NULL;
     if (h->method != MK_METHOD_HEAD) {
         h->method = MK_METHOD_GET;

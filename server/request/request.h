@@ -129,6 +129,16 @@ struct mk_req_ctx {
     void (*cleanup)(void *ctx);
 };
 
+/*
+ * A request's trailer fields (body.c): "name: value\r\n" lines; while `raw`,
+ * HTTP/1's trailer section as it came, until its end.
+ */
+struct mk_req_trailers {
+    char *p;
+    size_t len, cap;
+    bool raw;
+};
+
 struct mk_request {
     struct mk_conn *conn;
     uint64_t gen;        /* distinguishes reuses of this struct (resume checks it) */
@@ -201,6 +211,9 @@ struct mk_request {
     size_t interim_rest_len;
 
     struct mk_body_stream bs; /* the body streamed to its handler (body.c) */
+    /* the trailer fields after the body (api->request_trailers; body.c),
+       in the arena; NULL until one comes */
+    struct mk_req_trailers *trailers;
     /* the plugins' context slots (api->ctx_set), one per loaded plugin, in
        the arena; NULL until a plugin stores one, cleared at the end */
     struct mk_req_ctx *ctx;
