@@ -1325,6 +1325,7 @@ struct mk_api {
      * plugin may read it. Worker, during r's hooks.
      */
     int (*listing)(const struct mk_request *r);
+    /*
      * The trailer fields the client sent after r's body: an HTTP/1.1
      * chunked body's trailer section, an HTTP/2 request's trailing HEADERS.
      * "Name: value\r\n" lines (HTTP/2 names in lower case), the
