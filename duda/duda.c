@@ -104,7 +104,7 @@ static int duda_init(const struct mk_api *api, const char *conf_dir)
     duda_mk = api;
     if (!MK_API_HAS(api, route_table_add) || !MK_API_HAS(api, site_sections) ||
         !MK_API_HAS(api, timer_new) || !MK_API_HAS(api, metric_value)) {
-        api->log(MK_PLUGIN_LOG_ERROR, "duda: needs a server with plugin ABI 3.19");
+        api->log(MK_PLUGIN_LOG_ERROR, "duda: needs a server with plugin ABI 3.20");
         return MK_ERR;
     }
     struct duda_self *self = calloc(1, sizeof(*self));

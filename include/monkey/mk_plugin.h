@@ -142,7 +142,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 19
+#define MK_PLUGIN_ABI_MINOR 20
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -372,7 +372,18 @@ struct mk_server_metrics {
 #define MK_CSTATES 6
 
 /*
- * A plugin's own metrics (api->metric_family and what follows, ABI 3.19).
+ * The rate limits of the configuration in force (api->ratelimit_stats, ABI
+ * 3.19): the RateLimit lines of its [RULE] sections, each one table for all
+ * the workers, summed. A reload makes new tables: the counts start again.
+ */
+struct mk_ratelimit_stats {
+    unsigned limits;    /* rules with a RateLimit */
+    uint64_t keys;      /* the keys their tables hold at most */
+    uint64_t evictions; /* keys evicted while their bucket still held a limit */
+};
+
+/*
+ * A plugin's own metrics (api->metric_family and what follows, ABI 3.20).
  * A family is a name, a kind, a help text and a fixed list of label names;
  * its series are the label values, which come from the configuration (an
  * upstream group, a backend's address), never from a request. Declared on
@@ -1347,6 +1358,37 @@ struct mk_api {
     int (*conn_states)(unsigned *out, unsigned n);
 
     /* ---- added in ABI 3.19 (check with MK_API_HAS) ---- */
+
+    /*
+     * The rate limits of the configuration in force into out: MK_OK, or
+     * MK_ERR (zeros) before the start or when built without request rules
+     * (MK_RULES). Any thread; each table's count is read once.
+     */
+    int (*ratelimit_stats)(struct mk_ratelimit_stats *out);
+    /*
+     * The DirectoryListing of the request rule that took r (a [RULE] of its
+     * site, docs/configuration.md): 1 On, 0 Off, -1 when no rule says
+     * (then the plugin's own per-site settings decide), and -1 from a
+     * server built without request rules. The listing plugin's; any
+     * plugin may read it. Worker, during r's hooks.
+     */
+    int (*listing)(const struct mk_request *r);
+    /*
+     * The trailer fields the client sent after r's body: an HTTP/1.1
+     * chunked body's trailer section, an HTTP/2 request's trailing HEADERS.
+     * "Name: value\r\n" lines (HTTP/2 names in lower case), the
+     * whitespace around each value removed, in the order they came; *len
+     * their bytes. NULL (*len 0) when there are none, or not yet: they are
+     * complete when the body is (MK_BODY_END of a streamed body, the call
+     * with a buffered one), and valid until r ends. The server held them to
+     * the rules of header fields (a bad one is a 400, or a malformed
+     * HTTP/2 stream) and bounds them to 16 KiB, but drops no name: a
+     * plugin that passes them on removes what a trailer may not carry.
+     * On r's worker.
+     */
+    const char *(*request_trailers)(struct mk_request *r, size_t *len);
+
+    /* ---- added in ABI 3.20 (check with MK_API_HAS) ---- */
 
     /*
      * Declare a family of metrics (see MK_METRIC_*): `name` as Prometheus

@@ -29,7 +29,7 @@ static int cgi_init(const struct mk_api *api, const char *conf_dir)
     (void) conf_dir;
     cgi_api = api;
     if (!MK_API_HAS(api, metric_value)) {
-        api->log(MK_PLUGIN_LOG_ERROR, "cgi: needs a server with plugin ABI 3.19");
+        api->log(MK_PLUGIN_LOG_ERROR, "cgi: needs a server with plugin ABI 3.20");
         return MK_ERR;
     }
     struct cgi_self *self = calloc(1, sizeof(*self));

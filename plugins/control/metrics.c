@@ -95,6 +95,27 @@ static void control_conn_states(struct control_expo *e)
     }
 }
 
+/*
+ * monkey_ratelimit_*: the RateLimit tables of the configuration in force
+ * (ABI 3.19); none without request rules. A reload starts them again.
+ */
+static void control_ratelimit(struct control_expo *e)
+{
+    struct mk_ratelimit_stats rl;
+
+    if (!MK_API_HAS(control_api, ratelimit_stats) || control_api->ratelimit_stats(&rl) != MK_OK) {
+        return;
+    }
+    control_sample(e, "monkey_ratelimit_limits", "gauge",
+                   "Request rules with a RateLimit in the configuration in force.", rl.limits);
+    control_sample(e, "monkey_ratelimit_keys", "gauge",
+                   "Keys the RateLimit tables hold at most, summed over the rules.", rl.keys);
+    control_sample(e, "monkey_ratelimit_evictions_total", "counter",
+                   "Keys evicted from a RateLimit table while their bucket still held a limit "
+                   "(raise keys=); a reload starts the count again.",
+                   rl.evictions);
+}
+
 /* The tls plugin's handshake counters, from its stats hook (ABI 3.3). */
 struct control_tls {
     uint64_t handshakes, resumptions, failures;
@@ -320,7 +341,7 @@ static void control_seconds(struct mk_json *b, uint64_t us)
     control_buf_printf(b, "%" PRIu64 ".%06" PRIu64, us / 1000000u, us % 1000000u);
 }
 
-/* One series of a plugin's family f (ABI 3.19). */
+/* One series of a plugin's family f (ABI 3.20). */
 static void control_plugin_series(struct control_expo *e, const struct mk_metric_info *f,
                                   const struct mk_metric_value *v)
 {
@@ -359,7 +380,7 @@ static void control_plugin_series(struct control_expo *e, const struct mk_metric
     control_buf_printf(e->b, "%s %" PRIu64 "\n", f->n_labels ? "}" : "", total);
 }
 
-/* The families the plugins declared (api->metric_family, ABI 3.19), those with a series. */
+/* The families the plugins declared (api->metric_family, ABI 3.20), those with a series. */
 static void control_plugin_metrics(struct control_expo *e)
 {
     static const char *const kinds[] = {"counter", "gauge", "histogram"};
@@ -443,6 +464,7 @@ int control_doc_metrics(struct mk_json *b, bool om)
     control_sample(&e, "monkey_workers", "gauge", "Worker threads.", st.workers);
     control_sample(&e, "monkey_connections_open", "gauge", "Connections open now.", st.connections);
     control_conn_states(&e);
+    control_ratelimit(&e);
     struct mk_h2_stats h2 = {0};
     if (MK_API_HAS(control_api, h2_stats)) {
         control_api->h2_stats(&h2);

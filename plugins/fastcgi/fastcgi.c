@@ -32,7 +32,7 @@ static int fcgi_init(const struct mk_api *api, const char *conf_dir)
     (void) conf_dir;
     fcgi_api = api;
     if (!MK_API_HAS(api, stream_abort) || !MK_API_HAS(api, metric_value)) {
-        api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: needs a server with api->metric_value (ABI 3.19)");
+        api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: needs a server with api->metric_value (ABI 3.20)");
         return MK_ERR;
     }
     struct fcgi_self *self = calloc(1, sizeof(*self));

@@ -700,7 +700,7 @@ static int gw_job_body_cb(struct mk_request *r, int event, const char *data, siz
         return MK_OK;
     }
     if (event == MK_BODY_END) {
-        int rc = j->be->body_end(j);
+        int rc = j->be->body_end(j, r);
         if (rc != MK_OK) {
             mk_gw_job_over(j, false);
             return rc;
@@ -750,7 +750,7 @@ static int gw_job_run(struct mk_gw_job *j, struct mk_request *r)
         return MK_AGAIN;
     }
     /* none, or kept whole: its end goes with the request */
-    rc = j->be->body_end(j);
+    rc = j->be->body_end(j, r);
     if (rc != MK_OK) {
         mk_gw_job_over(j, false);
         return rc;

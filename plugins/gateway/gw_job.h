@@ -82,7 +82,7 @@ struct mk_gw_stats {
 };
 
 /*
- * A gateway's metrics per backend (api->metric_*, ABI 3.19; gw_metrics.c):
+ * A gateway's metrics per backend (api->metric_*, ABI 3.20; gw_metrics.c):
  *   monkey_<gw>_backend_requests_total{backend}
  *   monkey_<gw>_backend_failures_total{backend,kind}  kind: connect, timeout, bad_gateway
  *   monkey_<gw>_backend_duration_seconds{backend}     the upstream time of a request
@@ -175,9 +175,10 @@ struct mk_gw_backend {
     /*
      * The body is complete: streamed (j->has_body), kept whole
      * (j->spooled: read it from j->spool as the upstream takes it), or
-     * there is none. Send its end. MK_OK or a status.
+     * there is none. Send its end (r's trailers, api->request_trailers,
+     * where the backend passes them on). MK_OK or a status.
      */
-    int (*body_end)(struct mk_gw_job *j);
+    int (*body_end)(struct mk_gw_job *j, struct mk_request *r);
     /* j->paused changed: read the backend's answer, or stop until it is clear again. */
     void (*want)(struct mk_gw_job *j);
     /*

@@ -3,7 +3,7 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * gw_metrics.c: a gateway's metrics per backend (gw_job.h), declared
- * through the server's API (ABI 3.19) on the controlling thread, counted
+ * through the server's API (ABI 3.20) on the controlling thread, counted
  * per worker by the server.
  */
 #include <stdio.h>

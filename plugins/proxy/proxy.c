@@ -34,7 +34,7 @@ static int px_init(const struct mk_api *api, const char *conf_dir)
     (void) conf_dir;
     px_api = api;
     if (!MK_API_HAS(api, stream_abort) || !MK_API_HAS(api, metric_value)) {
-        api->log(MK_PLUGIN_LOG_ERROR, "proxy: needs a server with api->metric_value (ABI 3.19)");
+        api->log(MK_PLUGIN_LOG_ERROR, "proxy: needs a server with api->metric_value (ABI 3.20)");
         return MK_ERR;
     }
     struct px_self *self = calloc(1, sizeof(*self));
@@ -217,6 +217,16 @@ static int px_site_init(const struct mk_site *site, const struct mk_conf *conf, 
     }
     s->sc = sc;
     s->conf = px_api->plugin_conf(site, MK_PLUGIN_SELF(proxy));
+    s->buffering = sc->buffering ? sc->buffering == 2 : s->conf->buffering != 0;
+    if (sc->buffering == 2 && !s->conf->buffering && s->conf->buf_max_temp > 0) {
+        /* proxy.conf's BufferDir was not checked for its own Buffering off */
+        char why[256];
+        if (px_rbuf_dir_check(s->conf->buf_dir, why, sizeof(why)) != MK_OK) {
+            snprintf(err, errlen, "%s: Buffering on: %s", sc->buffering_at, why);
+            px_site_free(s);
+            return MK_ERR;
+        }
+    }
     for (size_t i = 0; i < sc->n_routes; i++) {
         if (!(s->groups[i] = px_resolve(s->conf, &sc->routes[i], err, errlen))) {
             px_site_free(s);

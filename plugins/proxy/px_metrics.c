@@ -3,7 +3,7 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * px_metrics.c: the proxy's metrics, declared through the server's API
- * (api->metric_family, ABI 3.19) and counted per worker by px_req.c:
+ * (api->metric_family, ABI 3.20) and counted per worker by px_req.c:
  *   monkey_proxy_upstream_requests_total{upstream,server}  attempts sent to a server
  *   monkey_proxy_upstream_failures_total{upstream,server,kind}  failed attempts
  *   monkey_proxy_upstream_time_to_first_byte_seconds{upstream,server}

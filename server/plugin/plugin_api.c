@@ -37,6 +37,11 @@
 #include "lib.h"
 #endif
 #include "../http/path.h"
+#ifdef MK_HAVE_RULES
+#include "../../core/ratelimit.h"
+#include "../http/ratelimit.h"
+#include "../http/rules.h"
+#endif
 #include "../static/static.h"
 #include "../process/server.h"
 #include "../process/supervisor.h"
@@ -331,6 +336,11 @@ static const char *mk_api_index_file(const struct mk_request *r, unsigned i)
     return i < n ? names[i] : NULL;
 }
 
+static int mk_api_listing(const struct mk_request *r)
+{
+    return mk_request_listing(r);
+}
+
 static const struct mk_site *mk_api_site(const struct mk_request *r)
 {
     return r->site;
@@ -563,7 +573,7 @@ static int mk_api_conn_states(unsigned *out, unsigned n)
 }
 
 /*
- * The plugins' metrics (ABI 3.19). Declarations only on the controlling
+ * The plugins' metrics (ABI 3.20). Declarations only on the controlling
  * thread of a server that runs (not for a configuration only checked).
  */
 #ifdef MK_HAVE_METRICS
@@ -715,6 +725,33 @@ static struct mk_config *mk_api_config_get(void)
     cfg = srv->cfg ? mk_config_ref(srv->cfg) : NULL;
     pthread_mutex_unlock(&srv->cfg_lock);
     return cfg;
+}
+
+/* The RateLimit tables of the configuration in force, summed over its sites' rules. */
+static int mk_api_ratelimit_stats(struct mk_ratelimit_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+#ifdef MK_HAVE_RULES
+    struct mk_config *cfg = mk_api_config_get();
+    if (!cfg) {
+        return MK_ERR;
+    }
+    for (size_t i = 0; i < cfg->n_sites; i++) {
+        const struct mk_rules *t = cfg->sites[i]->rules;
+        for (size_t k = 0; t && k < t->n; k++) {
+            const struct mk_rate_limit *l = t->v[k]->limit;
+            if (l && l->table) {
+                out->limits++;
+                out->keys += mk_ratelimit_capacity(l->table);
+                out->evictions += mk_ratelimit_evictions(l->table);
+            }
+        }
+    }
+    mk_config_unref(cfg);
+    return MK_OK;
+#else
+    return MK_ERR;
+#endif
 }
 
 static const char *mk_api_config_key(unsigned i)
@@ -1080,6 +1117,9 @@ const struct mk_api mk_plugin_api = {
     .site_metrics = mk_api_site_metrics,
     .server_metrics = mk_api_server_metrics,
     .conn_states = mk_api_conn_states,
+    .ratelimit_stats = mk_api_ratelimit_stats,
+    .listing = mk_api_listing,
+    .request_trailers = mk_body_trailers,
     .metric_family = mk_api_metric_family,
     .metric_series = mk_api_metric_series,
     .metric_gauge_cb = mk_api_metric_gauge_cb,

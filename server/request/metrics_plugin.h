@@ -3,7 +3,7 @@
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
  * metrics_plugin.h: the metrics plugins declare (api->metric_family and
- * what follows, ABI 3.19; MK_HAVE_METRICS): families, their series (label
+ * what follows, ABI 3.20; MK_HAVE_METRICS): families, their series (label
  * values from the configuration) and each series' cells in every worker.
  *
  * A series has one cell (a counter, a gauge of deltas), none (a gauge read

@@ -1,5 +1,5 @@
 """Duda's requests per service in the control plugin's MetricsPath, declared
-through the plugin API (ABI 3.19): monkey_duda_service_requests_total by site
+through the plugin API (ABI 3.20): monkey_duda_service_requests_total by site
 and service, exact after a known number of requests, the same figure as the
 service's dashboard shows, and `promtool check metrics` clean."""
 

@@ -1,4 +1,4 @@
-"""The metrics the gateways declare through the plugin API (ABI 3.19:
+"""The metrics the gateways declare through the plugin API (ABI 3.20:
 api->metric_family and what follows), as the control plugin's MetricsPath
 shows them: the proxy's per upstream server (requests, failures by kind,
 time to first byte, up, connections open and idle), FastCGI's per backend
