@@ -561,6 +561,72 @@ static int mk_api_conn_states(unsigned *out, unsigned n)
 #endif
 }
 
+static unsigned mk_api_metrics_bounds(uint64_t *out, unsigned n)
+{
+#ifdef MK_HAVE_METRICS
+    for (unsigned b = 0; b < n && b < mk_metrics_n_bounds; b++) {
+        out[b] = mk_metrics_bounds[b];
+    }
+    return mk_metrics_n_bounds;
+#else
+    (void) out;
+    (void) n;
+    return 0;
+#endif
+}
+
+static int mk_api_h2_goaways_received(uint64_t *out, unsigned n)
+{
+    memset(out, 0, n * sizeof(*out));
+#if defined(MK_HAVE_METRICS) && defined(MK_HAVE_H2)
+    struct mk_server *srv = mk_plugins_current();
+    if (!srv || !atomic_load_explicit(&srv->stats_ready, memory_order_acquire)) {
+        return MK_ERR;
+    }
+    for (int i = 0; i < srv->n_workers; i++) {
+        for (unsigned k = 0; k < n && k < MK_METRICS_H2_ERRORS; k++) {
+            out[k] +=
+                atomic_load_explicit(&srv->workers[i].h2_goaway_received[k], memory_order_relaxed);
+        }
+    }
+    return MK_OK;
+#else
+    return MK_ERR;
+#endif
+}
+
+static uint64_t mk_api_mono_us(void)
+{
+    struct timespec now;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t) now.tv_sec * 1000000u + (uint64_t) now.tv_nsec / 1000u;
+}
+
+static void mk_api_upstream_wait(struct mk_request *r, int waiting)
+{
+    if (waiting) {
+        if (!r->upstream_since) {
+            r->upstream_since = mk_api_mono_us();
+        }
+        r->upstream_any = true;
+        return;
+    }
+    if (r->upstream_since) {
+        r->upstream_us += mk_api_mono_us() - r->upstream_since;
+        r->upstream_since = 0;
+    }
+}
+
+static int64_t mk_api_upstream_time(const struct mk_request *r)
+{
+    if (!r->upstream_any) {
+        return -1;
+    }
+    return (int64_t) (r->upstream_us +
+                      (r->upstream_since ? mk_api_mono_us() - r->upstream_since : 0));
+}
+
 static struct mk_config *mk_api_config_get(void)
 {
     struct mk_server *srv = mk_plugins_current();
@@ -938,4 +1004,8 @@ const struct mk_api mk_plugin_api = {
     .site_metrics = mk_api_site_metrics,
     .server_metrics = mk_api_server_metrics,
     .conn_states = mk_api_conn_states,
+    .metrics_bounds = mk_api_metrics_bounds,
+    .h2_goaways_received = mk_api_h2_goaways_received,
+    .upstream_wait = mk_api_upstream_wait,
+    .upstream_time = mk_api_upstream_time,
 };

@@ -119,6 +119,7 @@ struct mk_worker {
 #ifdef MK_HAVE_H2
     atomic_ullong h2_rst_sent, h2_rst_received;         /* RST_STREAM frames */
     atomic_ullong h2_goaway_sent[MK_METRICS_H2_ERRORS]; /* GOAWAY frames by error code */
+    atomic_ullong h2_goaway_received[MK_METRICS_H2_ERRORS];
 #endif
 #else
     atomic_ulong n_requests;
