@@ -451,9 +451,11 @@ _Static_assert(MK_PROXY_MAX <= MK_CHUNK_SIZE, "a PROXY header is kept in one poo
 
 void mk_conn_start(struct mk_conn *c)
 {
-    mk_conn_state(c, MK_CONN_READ_HEAD);
+    c->state = MK_CONN_READ_HEAD;
 #ifdef MK_HAVE_METRICS
-    mk_conn_recount(c); /* a new struct is in READ_HEAD already: counted from here */
+    /* a new or recycled struct is in no class and not refused: reading,
+       which is not stored (conn_count.h) */
+    c->counted = MK_COUNT_READING;
 #endif
     c->proto = mk_conn_protos->first;
 #ifdef MK_HAVE_H2
@@ -505,6 +507,9 @@ void mk_conn_refuse(struct mk_conn *c)
 
     c->flags |= MK_CONN_REFUSED;
     mk_conn_state(c, MK_CONN_READ_HEAD);
+#ifdef MK_HAVE_METRICS
+    mk_conn_recount(c); /* a new struct is in READ_HEAD already: counted from here */
+#endif
     c->proto = mk_conn_protos->first;
     /* A transport with a handshake (TLS) cannot answer without its state. */
     if (c->transport != &mk_conn_transport_plain ||

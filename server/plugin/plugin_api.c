@@ -41,6 +41,7 @@
 #include "../process/server.h"
 #include "../process/supervisor.h"
 #include "../proto/takeover.h"
+#include "../conn/conn_count.h"
 #include "../conn/transport.h"
 
 /* The hook that runs on this thread (mk_api_hook_begin), and what it may use. */
@@ -552,7 +553,10 @@ static int mk_api_conn_states(unsigned *out, unsigned n)
     }
     for (int i = 0; i < srv->n_workers; i++) {
         for (unsigned k = 0; k < n && k < MK_CSTATES; k++) {
-            out[k] += atomic_load_explicit(&srv->workers[i].conns_in[1 + k], memory_order_relaxed);
+            out[k] +=
+                k == MK_CSTATE_READING
+                    ? mk_conn_reading(&srv->workers[i])
+                    : atomic_load_explicit(&srv->workers[i].conns_in[1 + k], memory_order_relaxed);
         }
     }
     return MK_OK;

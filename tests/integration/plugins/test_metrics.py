@@ -559,12 +559,23 @@ def test_refused_connections_counted(make_server):
     # the first extra one took the last place, the second was refused
     assert answers == [200, 503]
     extra[1].close()
+    # a refused one that sends nothing stays open, in no state: the states
+    # add up to the open connections without it
+    quiet = Conn(srv.port)
     extra[0].request("GET", "/metrics")  # a scrape in the place it holds
-    r = extra[0].request("GET", "/metrics")
-    samples = parse(r.body.decode())
-    assert value(samples, "monkey_connections_refused_total") == 1
+    deadline = time.monotonic() + 5 * SLOW
+    while True:
+        r = extra[0].request("GET", "/metrics")
+        samples = parse(r.body.decode())
+        if value(samples, "monkey_connections_refused_total") == 2 or \
+                time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert value(samples, "monkey_connections_refused_total") == 2
     assert value(samples, "monkey_connections_accepted_total") >= 2
-    for c in held + extra[:1]:
+    assert value(samples, "monkey_connections_open") == 2
+    assert value(samples, "monkey_connections_in_state") == 2
+    for c in held + extra[:1] + [quiet]:
         c.close()
 
 
