@@ -4,7 +4,9 @@ Known slow requests (the proxy's upstream answers /sleep after 300 ms) and
 known fast ones (a local file) go to a server whose buckets are set; the
 scrape then has exactly the slow ones between the bounds around 300 ms, in
 both histograms, and the fast ones below the first bound (the margins are
-wide: 300 ms against bounds of 200 ms and 2 s). The same requests' access
+wide: 300 ms against bounds of 200 ms and 2 s). The same with a Duda route
+that waits (the async example's /async/wait: parked, continued by a timer
+100 ms later) against bounds of 50 ms and 2 s. The same requests' access
 log lines carry the upstream time (%{upstream}D, `upstream_us` of the json
 format). Bad MetricsBuckets values are refused with their file and line; a
 reload keeps the bounds in force.
@@ -14,7 +16,7 @@ import json
 
 import pytest
 
-from conftest import SLOW, needs_dlopen, needs_part, wait_for
+from conftest import ROOT, SLOW, STATIC, needs_dlopen, needs_part, wait_for
 from test_control import make_control, wait_socket
 from test_metrics import parse, scrape, scrape_until, value
 from test_proxy import PROXY_SO, upstreams  # noqa: F401 (a fixture)
@@ -146,3 +148,28 @@ def test_bad_buckets_refused_with_their_line(make_server, buckets, reason):
     assert reason in err and "MetricsBuckets" in err, err
     line = 1 + list(srv.server_conf).index("MetricsBuckets") + 1
     assert f"monkey.conf:{line}" in err, err
+
+
+@pytest.mark.skipif(STATIC, reason="static binary: no shared objects")
+def test_duda_route_that_waits_in_its_bucket(make_server, tmp_path):
+    from test_duda import PLUGIN, build, duda_server, example
+    if not PLUGIN.exists():
+        pytest.skip("built without Duda")
+    services = build(ROOT / "examples" / "async", tmp_path / "services")
+    srv = duda_server(make_server, services, [example("async")], workers=1)
+    srv = make_control(lambda: srv, body="    Socket ctl.sock\n    MetricsPath /metrics\n",
+                       start=False)
+    srv.plugins.insert(0, str(PLUGIN))
+    srv.set(MetricsBuckets="0.05 2")
+    srv.start()
+    wait_socket(srv.sock)
+    for _ in range(SLOW_REQUESTS):
+        r = srv.get("/async/wait")
+        assert (r.status, r.body) == (200, b"continued by a timer\n")
+    for _ in range(FAST_REQUESTS):
+        assert srv.get("/site.txt").status == 200
+    n = SLOW_REQUESTS + FAST_REQUESTS
+    _, samples = scrape_until(srv, {(DURATION + "_count", frozenset({("site", "localhost")})): n})
+    for name in (TTFB, DURATION):
+        les = buckets_of(samples, name)
+        assert les == {"0.05": FAST_REQUESTS, "2": n, "+Inf": n}, (name, les)
