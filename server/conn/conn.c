@@ -167,7 +167,10 @@ void mk_conn_close(struct mk_conn *c)
     if (fd >= 0) {
         mk_sys_close(fd);
     }
-    mk_conn_state(c, MK_CONN_CLOSED);
+    c->state = MK_CONN_CLOSED;
+#ifdef MK_HAVE_METRICS
+    mk_conn_uncount(c); /* closed: in no class, whatever the timer (mk_conn_state's move, inline) */
+#endif
     mk_conn_timer_set(c, MK_TIMER_NONE);
     if (!mk_list_is_empty(&c->turn)) {
         mk_list_del(&c->turn);

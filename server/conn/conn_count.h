@@ -6,8 +6,10 @@
  * MK_CSTATE_*), counted where a connection's state or timer changes: every
  * write of c->state goes through mk_conn_state(), which recounts when the
  * state changes, the timer functions (conn_timer.c) recount when the
- * keep-alive timer starts or stops (idle is a head awaited under it), and
- * mk_conn_start() and mk_conn_refuse() place a new connection.
+ * keep-alive timer starts or stops (idle is a head awaited under it),
+ * mk_conn_start() and mk_conn_refuse() place a new connection, and
+ * mk_conn_close() takes it out of its class (mk_conn_uncount) as it sets
+ * MK_CONN_CLOSED, whose class is none.
  *
  * Each connection notes the class it is counted in (c->counted, MK_COUNT_*)
  * and a change of class moves it between the worker's conns_in counters
