@@ -16,9 +16,10 @@
  * (worker.h), written only by its thread with relaxed atomic stores (plain
  * moves), read by a scrape from any thread. Reading is not stored: it is
  * what the worker's open connections (n_conns) leave once the stored
- * classes are taken out (mk_conn_reading), so that a connection that is
- * accepted, read and closed without a response, and the first state of
- * every connection, cost no store; the refused connections (over
+ * classes are taken out (mk_conn_reading), so that the start of every
+ * connection, and the whole life of one answered at once and closed (a
+ * small response written within its read, then Connection: close: it
+ * never leaves READ_HEAD), cost no store; the refused connections (over
  * MaxConnections), which are in no state but are open, have a stored
  * class of their own for that sum. A closed connection is in none; the
  * worker forgets any count a closed struct still holds before it recycles
