@@ -1387,6 +1387,34 @@ struct mk_api {
      * On r's worker.
      */
     const char *(*request_trailers)(struct mk_request *r, size_t *len);
+    /*
+     * The upper bounds of the histograms of site_metrics() (MetricsBuckets),
+     * microseconds, ascending, into out[0..n-1]; returns how many there are
+     * (1 to MK_METRICS_BUCKETS - 1): bucket [count] is the one without bound
+     * and the buckets after it stay 0. 0 when built without metrics. Any
+     * thread; the same for the server's life (a reload keeps them).
+     */
+    unsigned (*metrics_bounds)(uint64_t *out, unsigned n);
+    /*
+     * HTTP/2 GOAWAY frames received since start by their error code into
+     * out[0..n-1] (as h2_goaways_sent of struct mk_server_metrics; entries
+     * past MK_METRICS_H2_ERRORS are 0): MK_OK, or MK_ERR (zeros) before the
+     * start or when built without metrics or HTTP/2. Any thread.
+     */
+    int (*h2_goaways_received)(uint64_t *out, unsigned n);
+    /*
+     * The time r waits on an upstream (a proxy's server, a gateway's
+     * backend), for logs (the logger's %{upstream}D): upstream_wait(r, 1)
+     * when the plugin starts waiting (its connection or request to the
+     * upstream begun), upstream_wait(r, 0) when the wait ends (the
+     * upstream's response head came, or it failed); the waits add up (a
+     * retry on another server counts both). A wait not ended counts up to
+     * the moment upstream_time() is read. upstream_time() returns the
+     * microseconds (monotonic clock), or -1 when r never waited. On r's
+     * worker, or from a task of r's plugin while it holds r.
+     */
+    void (*upstream_wait)(struct mk_request *r, int waiting);
+    int64_t (*upstream_time)(const struct mk_request *r);
 
     /* ---- added in ABI 3.20 (check with MK_API_HAS) ---- */
 

@@ -355,6 +355,15 @@ void mk_gw_job_end(struct mk_gw_job *j);
  * has, which ends j.
  */
 void mk_gw_job_fail(struct mk_gw_job *j, int status);
+/*
+ * The request's upstream time (api->upstream_wait, ABI 3.19: the logger's
+ * %{upstream}D) begins (`waiting`) or ends: r, or NULL for the job's
+ * request (j->r, or the one held while suspended). The job begins it when
+ * the backend is asked for (acquire) and ends it at mk_gw_job_end and
+ * mk_gw_job_fail; a backend whose answer ended before mk_gw_job_end (a
+ * buffer of its own: ended_ms) ends it there.
+ */
+void mk_gw_job_upstream(struct mk_gw_job *j, struct mk_request *r, bool waiting);
 /* The request is over for the backend's side (the client went away, an error after the head). */
 void mk_gw_job_over(struct mk_gw_job *j, bool done);
 /* Free an over job that the backend held (over() returned false). */

@@ -967,7 +967,8 @@ static void px_finish(struct px_req *q)
     }
     if (!px_rbuf_empty(&q->buf)) {
         q->j.ended_ms = px_api->now_ms(); /* the upstream's time ends here, not the client's */
-        return;                           /* the job ends once the buffer is out (px_buf_out) */
+        mk_gw_job_upstream(&q->j, NULL, false);
+        return; /* the job ends once the buffer is out (px_buf_out) */
     }
     mk_gw_job_end(&q->j); /* may free q */
 }

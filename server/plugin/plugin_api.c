@@ -46,6 +46,7 @@
 #include "../process/server.h"
 #include "../process/supervisor.h"
 #include "../proto/takeover.h"
+#include "../conn/conn_count.h"
 #include "../conn/loop.h"
 #include "../conn/transport.h"
 
@@ -563,13 +564,82 @@ static int mk_api_conn_states(unsigned *out, unsigned n)
     }
     for (int i = 0; i < srv->n_workers; i++) {
         for (unsigned k = 0; k < n && k < MK_CSTATES; k++) {
-            out[k] += atomic_load_explicit(&srv->workers[i].conns_in[1 + k], memory_order_relaxed);
+            out[k] +=
+                k == MK_CSTATE_READING
+                    ? mk_conn_reading(&srv->workers[i])
+                    : atomic_load_explicit(&srv->workers[i].conns_in[1 + k], memory_order_relaxed);
         }
     }
     return MK_OK;
 #else
     return MK_ERR;
 #endif
+}
+
+static unsigned mk_api_metrics_bounds(uint64_t *out, unsigned n)
+{
+#ifdef MK_HAVE_METRICS
+    for (unsigned b = 0; b < n && b < mk_metrics_n_bounds; b++) {
+        out[b] = mk_metrics_bounds[b];
+    }
+    return mk_metrics_n_bounds;
+#else
+    (void) out;
+    (void) n;
+    return 0;
+#endif
+}
+
+static int mk_api_h2_goaways_received(uint64_t *out, unsigned n)
+{
+    memset(out, 0, n * sizeof(*out));
+#if defined(MK_HAVE_METRICS) && defined(MK_HAVE_H2)
+    struct mk_server *srv = mk_plugins_current();
+    if (!srv || !atomic_load_explicit(&srv->stats_ready, memory_order_acquire)) {
+        return MK_ERR;
+    }
+    for (int i = 0; i < srv->n_workers; i++) {
+        for (unsigned k = 0; k < n && k < MK_METRICS_H2_ERRORS; k++) {
+            out[k] +=
+                atomic_load_explicit(&srv->workers[i].h2_goaway_received[k], memory_order_relaxed);
+        }
+    }
+    return MK_OK;
+#else
+    return MK_ERR;
+#endif
+}
+
+static uint64_t mk_api_mono_us(void)
+{
+    struct timespec now;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t) now.tv_sec * 1000000u + (uint64_t) now.tv_nsec / 1000u;
+}
+
+static void mk_api_upstream_wait(struct mk_request *r, int waiting)
+{
+    if (waiting) {
+        if (!r->upstream_since) {
+            r->upstream_since = mk_api_mono_us();
+        }
+        r->upstream_any = true;
+        return;
+    }
+    if (r->upstream_since) {
+        r->upstream_us += mk_api_mono_us() - r->upstream_since;
+        r->upstream_since = 0;
+    }
+}
+
+static int64_t mk_api_upstream_time(const struct mk_request *r)
+{
+    if (!r->upstream_any) {
+        return -1;
+    }
+    return (int64_t) (r->upstream_us +
+                      (r->upstream_since ? mk_api_mono_us() - r->upstream_since : 0));
 }
 
 /*
@@ -1120,6 +1190,10 @@ const struct mk_api mk_plugin_api = {
     .ratelimit_stats = mk_api_ratelimit_stats,
     .listing = mk_api_listing,
     .request_trailers = mk_body_trailers,
+    .metrics_bounds = mk_api_metrics_bounds,
+    .h2_goaways_received = mk_api_h2_goaways_received,
+    .upstream_wait = mk_api_upstream_wait,
+    .upstream_time = mk_api_upstream_time,
     .metric_family = mk_api_metric_family,
     .metric_series = mk_api_metric_series,
     .metric_gauge_cb = mk_api_metric_gauge_cb,

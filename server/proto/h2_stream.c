@@ -677,6 +677,13 @@ int mk_h2_frame_recv_cb(nghttp2_session *ng, const nghttp2_frame *frame, void *u
     if (frame->hd.type == NGHTTP2_RST_STREAM) {
         MK_STAT_ADD(c->worker->h2_rst_received, 1);
     }
+    else if (frame->hd.type == NGHTTP2_GOAWAY) {
+        uint32_t code = frame->goaway.error_code;
+        MK_STAT_ADD(c->worker->h2_goaway_received[code < MK_METRICS_H2_ERRORS - 1
+                                                      ? code
+                                                      : MK_METRICS_H2_ERRORS - 1],
+                    1);
+    }
 #endif
     if (frame->hd.type == NGHTTP2_SETTINGS && c->h2->upgraded) {
         s = c->h2->upgraded; /* the client's preface is complete */

@@ -156,6 +156,10 @@ struct mk_request {
     int status;
     struct timespec start;  /* head complete, wall clock (when a plugin logs) */
     uint64_t start_mono_us; /* the same instant, monotonic */
+    /* api->upstream_wait: the microseconds waited on upstreams, the start
+       of the wait under way (0: none), whether r waited at all */
+    uint64_t upstream_us, upstream_since;
+    bool upstream_any;
 #ifdef MK_HAVE_METRICS
     /* the worker's loop clock (now_us) when r began and when its response
        started (0: not yet), for the histograms of runtime/metrics.h */
