@@ -57,6 +57,13 @@ static long duda_rss_kib(void)
     return rss * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+/* The service's requests: its metric, the counter MetricsPath shows (0 without metrics). */
+static unsigned long duda_service_requests(const struct duda_service *svc)
+{
+    struct mk_metric_value v;
+    return duda_mk->metric_read(svc->m_requests, &v) == MK_OK ? (unsigned long) v.value : 0;
+}
+
 static void duda_html(duda_request_t *dr, const char *s)
 {
     for (; *s; s++) {
@@ -98,7 +105,7 @@ void duda_console_dashboard(duda_request_t *dr)
                 "</ul>\n<h2>Memory</h2>\n<p>resident: %ld KiB (the whole server)</p>\n"
                 "<h2>Counters</h2>\n<p>requests: %lu, API misuses: %lu</p>\n"
                 "<h2>Console</h2>\n<pre>\n",
-                duda_rss_kib(), atomic_load(&svc->requests), atomic_load(&svc->misuses));
+                duda_rss_kib(), duda_service_requests(svc), atomic_load(&svc->misuses));
     pthread_mutex_lock(&svc->console_lock);
     unsigned first =
         svc->console_next > DUDA_CONSOLE_LINES ? svc->console_next - DUDA_CONSOLE_LINES : 0;

@@ -103,8 +103,8 @@ static int duda_init(const struct mk_api *api, const char *conf_dir)
 {
     duda_mk = api;
     if (!MK_API_HAS(api, route_table_add) || !MK_API_HAS(api, site_sections) ||
-        !MK_API_HAS(api, timer_new)) {
-        api->log(MK_PLUGIN_LOG_ERROR, "duda: needs a server with plugin ABI 3.11");
+        !MK_API_HAS(api, timer_new) || !MK_API_HAS(api, metric_value)) {
+        api->log(MK_PLUGIN_LOG_ERROR, "duda: needs a server with plugin ABI 3.20");
         return MK_ERR;
     }
     struct duda_self *self = calloc(1, sizeof(*self));
@@ -114,6 +114,11 @@ static int duda_init(const struct mk_api *api, const char *conf_dir)
         return MK_ERR;
     }
     snprintf(self->conf_dir, sizeof(self->conf_dir), "%s", conf_dir ? conf_dir : ".");
+    static const char *const labels[] = {"site", "service", NULL};
+    self->m_family = api->metric_family("monkey_duda_service_requests_total", MK_METRIC_COUNTER,
+                                        "Requests taken by a Duda service's routes, by site (its "
+                                        "first ServerName) and service.",
+                                        labels, NULL, 0);
     return MK_OK;
 }
 
@@ -267,6 +272,9 @@ static int duda_site_add(struct duda_site *site, const struct mk_site *s,
         svc->session_store = duda_strdup_opt(conf->session_store, &oom);
     }
     svc->docroot_fd = -1;
+    const char *names = duda_mk->site_name(s, 0);
+    const char *labels[] = {names ? names : "", ws->name};
+    svc->m_requests = duda_mk->metric_series(duda_self()->m_family, labels);
     atomic_init(&svc->refs, 1); /* the site's, until duda_service_free */
     site->svc[site->n++] = svc;
     if (oom) {

@@ -96,7 +96,9 @@ struct duda_service {
     unsigned char *gready;     /* the same shape: made yet? */
     unsigned char *loop_ready; /* [worker]: pre_loop ran */
     int docroot_fd;            /* -1: no DocumentRoot */
-    atomic_ulong requests, misuses;
+    atomic_ulong misuses;
+    /* its requests: a series of monkey_duda_service_requests_total (ABI 3.19), -1: none */
+    int m_requests;
     /*
      * Holders of the service (duda_service_hold/put): its site until the
      * configuration is freed, and what may still run its code after that:
@@ -193,6 +195,7 @@ struct duda_self {
     atomic_ulong generation; /* names of loaded copies */
     atomic_ulong requests;   /* taken by a service's route */
     atomic_ulong misuses;    /* of the API, by every service */
+    int m_family;            /* monkey_duda_service_requests_total{site,service} */
 };
 
 /* The service whose code runs on this thread (NULL: none). */

@@ -205,7 +205,7 @@ int duda_request_handler(struct mk_request *r, void *arg)
         if (!dr) {
             return 503;
         }
-        atomic_fetch_add(&rt->svc->requests, 1);
+        duda_mk->metric_add(rt->svc->m_requests, 1);
         atomic_fetch_add_explicit(&duda_self()->requests, 1, memory_order_relaxed);
         if (!rt->stream && duda_has_body(r)) {
             size_t n;

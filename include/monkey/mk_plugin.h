@@ -142,7 +142,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 19
+#define MK_PLUGIN_ABI_MINOR 20
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -380,6 +380,54 @@ struct mk_ratelimit_stats {
     unsigned limits;    /* rules with a RateLimit */
     uint64_t keys;      /* the keys their tables hold at most */
     uint64_t evictions; /* keys evicted while their bucket still held a limit */
+};
+
+/*
+ * A plugin's own metrics (api->metric_family and what follows, ABI 3.20).
+ * A family is a name, a kind, a help text and a fixed list of label names;
+ * its series are the label values, which come from the configuration (an
+ * upstream group, a backend's address), never from a request. Declared on
+ * the controlling thread (init, site_init, reload_prepare), they live as
+ * long as the server: declaring them again gives the same ids, so a reload
+ * only adds some. The counts are kept per worker (no lock, no shared cache
+ * line) and summed when read.
+ *
+ * An id of -1 (a refused declaration, a server without MK_METRICS, a
+ * configuration only checked) is taken by every call, which then does
+ * nothing: a plugin never needs to test it.
+ */
+#define MK_METRIC_COUNTER 0   /* only goes up: the name ends in _total */
+#define MK_METRIC_GAUGE 1     /* a level: per-worker deltas summed, or read by a callback */
+#define MK_METRIC_HISTOGRAM 2 /* durations in microseconds, shown in seconds (_seconds) */
+
+#define MK_METRIC_LABELS_MAX 4        /* label names of a family */
+#define MK_METRIC_BOUNDS_MAX 15       /* upper bounds of a histogram, the +Inf bucket apart */
+#define MK_METRIC_LABEL_VALUE_MAX 256 /* bytes of a label value, the NUL apart */
+
+/* A gauge's level, read at the scrape (api->metric_gauge_cb): any thread, must not block. */
+typedef int64_t (*mk_metric_read_cb)(void *arg);
+
+/* A family as declared (api->metric_family_info). Valid while the server lives. */
+struct mk_metric_info {
+    const char *name; /* "monkey_proxy_upstream_requests_total" */
+    const char *help;
+    int kind;          /* MK_METRIC_* */
+    unsigned n_labels; /* names in labels[] */
+    const char *labels[MK_METRIC_LABELS_MAX];
+    unsigned n_bounds;                        /* histograms: bounds_us[] in use */
+    uint64_t bounds_us[MK_METRIC_BOUNDS_MAX]; /* increasing, microseconds */
+    unsigned n_series;                        /* series declared so far */
+};
+
+/* A series summed over the workers (api->metric_value, api->metric_read). */
+struct mk_metric_value {
+    const char *values[MK_METRIC_LABELS_MAX]; /* its label values, as the family's labels */
+    uint64_t value; /* counter; a gauge as int64_t (two's complement of the sum) */
+    /* histograms: each bucket's own count (not cumulative), the last one
+       past every bound (index n_bounds); the sum of the durations */
+    uint64_t buckets[MK_METRIC_BOUNDS_MAX + 1];
+    uint64_t sum_us;
+    uint64_t count; /* histograms: the durations counted */
 };
 
 /* Commands of api->command(). */
@@ -1367,6 +1415,66 @@ struct mk_api {
      */
     void (*upstream_wait)(struct mk_request *r, int waiting);
     int64_t (*upstream_time)(const struct mk_request *r);
+
+    /* ---- added in ABI 3.20 (check with MK_API_HAS) ---- */
+
+    /*
+     * Declare a family of metrics (see MK_METRIC_*): `name` as Prometheus
+     * names them ([a-zA-Z_:][a-zA-Z0-9_:]*; a counter's ends in _total, a
+     * histogram's in _seconds), `labels` NULL or a NULL-terminated list of
+     * at most MK_METRIC_LABELS_MAX names ([a-zA-Z_][a-zA-Z0-9_]*, not "le",
+     * not starting with "__"), a histogram's `bounds_us` (n_bounds of them,
+     * at most MK_METRIC_BOUNDS_MAX, increasing; NULL and 0: the server's
+     * MK_METRICS_BOUNDS_US), `help` one line without a backslash. The
+     * family's index, the same for the same name declared again with the
+     * same kind, labels and bounds (two plugins may share a family); -1
+     * (logged) for a bad declaration, a name of the server's own metrics,
+     * too many families, or none kept (a configuration only checked, a
+     * server without metrics). Controlling thread only (init, site_init,
+     * reload_prepare).
+     */
+    int (*metric_family)(const char *name, int kind, const char *help, const char *const *labels,
+                         const uint64_t *bounds_us, unsigned n_bounds);
+    /*
+     * The series of `family` with label values `values` (one per label
+     * name, each at most MK_METRIC_LABEL_VALUE_MAX bytes, copied; NULL for a
+     * family without labels): its metric id, the same for the same values
+     * declared again, or -1 (logged: a bad family, a value too long, the
+     * server's limit of series reached). Its counts start at zero on every
+     * worker. Controlling thread only.
+     */
+    int (*metric_series)(int family, const char *const *values);
+    /*
+     * The same for a gauge whose level is read at the scrape: cb(arg) on
+     * the thread that reads it (any; it must not block), arg valid while
+     * the server lives. Declared again with the same values, the first
+     * callback stays. metric_add() on its id does nothing.
+     */
+    int (*metric_gauge_cb)(int family, const char *const *values, mk_metric_read_cb cb, void *arg);
+    /*
+     * Count n into metric `id`: a counter's n is not negative, a gauge's is
+     * a change of its level (+1, -1). On a worker, a store into that
+     * worker's own cells; on another thread, an atomic addition into a
+     * shared cell (correct, slower). Any thread.
+     */
+    void (*metric_add)(int id, int64_t n);
+    /* A duration of histogram `id`, in microseconds. Any thread, as metric_add. */
+    void (*metric_observe)(int id, uint64_t us);
+    /*
+     * Metric `id` summed over the workers (a callback gauge read now) into
+     * out: MK_OK, or MK_ERR (zeros) for an id of -1 or unknown. The
+     * plugin's own status figures read their counters so, and the metrics
+     * endpoint shows the same. Any thread; each cell is read once, the set
+     * is not one instant.
+     */
+    int (*metric_read)(int id, struct mk_metric_value *out);
+    /*
+     * Family f (0 and up, in the order of declaration) into out: MK_OK, or
+     * MK_ERR past the last one. Any thread.
+     */
+    int (*metric_family_info)(unsigned f, struct mk_metric_info *out);
+    /* Series s (0 and up) of family f, summed, into out: MK_OK, or MK_ERR past the last one. */
+    int (*metric_value)(unsigned f, unsigned s, struct mk_metric_value *out);
 };
 
 /* Room for a "file:line" of mk_api_conf_at(): a path (PATH_MAX) and a line. */

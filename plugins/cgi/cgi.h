@@ -57,7 +57,20 @@ struct cgi_site_conf {
 };
 
 /* The plugin's state in one server (api->self). */
+/* Backends of the metrics one server may know: the interpreters, and scripts run themselves. */
+#define CGI_MBACKENDS_MAX 64
+#define CGI_MBACKEND_EXEC "(exec)" /* the label of scripts run without an interpreter */
+
+/* The metrics of one backend (gw_job.h): an interpreter's program, or CGI_MBACKEND_EXEC. */
+struct cgi_mbackend {
+    char *program;
+    struct mk_gw_metrics m;
+};
+
 struct cgi_self {
+    struct mk_gw_mfamilies mf;
+    struct cgi_mbackend be[CGI_MBACKENDS_MAX]; /* appended by site_init (controlling thread) */
+    atomic_uint n_be;
     atomic_int running;           /* scripts running now */
     atomic_uint_fast64_t spawned; /* scripts started */
     atomic_uint_fast64_t refused; /* 503: MaxScripts reached */
@@ -92,6 +105,9 @@ int cgi_map_request(struct mk_request *r, const struct cgi_site_conf *sc, const 
  * MK_SUSPENDED (waiting for its header block), or a status (503 at
  * MaxScripts, 500 when it cannot be started).
  */
+/* The metrics of the backend running `interpreter` (NULL: the script itself), or NULL. */
+const struct mk_gw_metrics *cgi_metrics_of(struct cgi_self *self, const char *interpreter);
+
 int cgi_job_start(struct mk_request *r, const struct cgi_target *t, const struct cgi_conf *conf,
                   struct cgi_self *self);
 

@@ -469,6 +469,9 @@ static int cgi_job_run(struct cgi_job *c, struct mk_request *r)
         cgi_env_free(&env);
         return MK_ERR;
     }
+    if (c->job.metrics) {
+        cgi_api->metric_add(c->job.metrics->requests, 1);
+    }
     int rc =
         cgi_spawn(c->job.script.filename, c->interpreter, env.v, in[1], out[1], err[1], &c->pid);
     cgi_env_free(&env);
@@ -479,6 +482,9 @@ static int cgi_job_run(struct cgi_job *c, struct mk_request *r)
     c->out_fd = out[0];
     c->err_fd = err[0];
     if (rc != 0) {
+        if (c->job.metrics) {
+            cgi_api->metric_add(c->job.metrics->fail[MK_GW_FAIL_CONNECT], 1);
+        }
         cgi_api->log(MK_PLUGIN_LOG_ERROR, "cgi: %s: cannot run: %s", c->job.script.filename,
                      strerror(rc));
         return MK_ERR;
@@ -600,6 +606,10 @@ static int cgi_head(struct mk_gw_job *j, struct mk_request *r)
  */
 static void cgi_drop(struct mk_gw_job *j, int status)
 {
+    if (j->metrics && (status == 504 || status == 502)) {
+        cgi_api->metric_add(
+            j->metrics->fail[status == 504 ? MK_GW_FAIL_TIMEOUT : MK_GW_FAIL_BAD_GATEWAY], 1);
+    }
     if (status == 504 || status == 0) {
         cgi_kill(cgi_of(j));
     }
@@ -665,6 +675,7 @@ int cgi_job_start(struct mk_request *r, const struct cgi_target *t, const struct
     c->self = self;
     c->conf = conf;
     c->interpreter = t->interpreter;
+    j->metrics = cgi_metrics_of(self, t->interpreter);
     c->in_fd = c->out_fd = c->err_fd = -1;
     c->reaped = true; /* no process yet */
     j->timeout_ms = conf->timeout_ms;

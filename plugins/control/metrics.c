@@ -341,6 +341,84 @@ static void control_process(struct control_expo *e, time_t started)
                    "When the server started, in seconds since the Unix epoch.", (uint64_t) started);
 }
 
+/* The label set of a plugin's series, "{a=\"x\",b=\"y\"" without the closing brace; "" without
+ * labels. */
+static void control_plugin_labels(struct mk_json *b, const struct mk_metric_info *f,
+                                  const struct mk_metric_value *v)
+{
+    for (unsigned k = 0; k < f->n_labels; k++) {
+        control_buf_printf(b, "%s%s=\"", k ? "," : "{", f->labels[k]);
+        control_label(b, v->values[k]);
+        control_buf_str(b, "\"");
+    }
+}
+
+/* Microseconds as seconds, exact: "1.250000". */
+static void control_seconds(struct mk_json *b, uint64_t us)
+{
+    control_buf_printf(b, "%" PRIu64 ".%06" PRIu64, us / 1000000u, us % 1000000u);
+}
+
+/* One series of a plugin's family f (ABI 3.20). */
+static void control_plugin_series(struct control_expo *e, const struct mk_metric_info *f,
+                                  const struct mk_metric_value *v)
+{
+    if (f->kind != MK_METRIC_HISTOGRAM) {
+        control_buf_str(e->b, f->name);
+        control_plugin_labels(e->b, f, v);
+        if (f->kind == MK_METRIC_GAUGE) {
+            control_buf_printf(e->b, "%s %" PRId64 "\n", f->n_labels ? "}" : "",
+                               (int64_t) v->value);
+        }
+        else {
+            control_buf_printf(e->b, "%s %" PRIu64 "\n", f->n_labels ? "}" : "", v->value);
+        }
+        return;
+    }
+    uint64_t total = 0;
+    for (unsigned b = 0; b <= f->n_bounds; b++) {
+        total += v->buckets[b];
+        control_buf_printf(e->b, "%s_bucket", f->name);
+        control_plugin_labels(e->b, f, v);
+        control_buf_str(e->b, f->n_labels ? ",le=\"" : "{le=\"");
+        if (b < f->n_bounds) {
+            control_buf_printf(e->b, "%g", (double) f->bounds_us[b] / 1e6);
+        }
+        else {
+            control_buf_str(e->b, "+Inf");
+        }
+        control_buf_printf(e->b, "\"} %" PRIu64 "\n", total);
+    }
+    control_buf_printf(e->b, "%s_sum", f->name);
+    control_plugin_labels(e->b, f, v);
+    control_buf_str(e->b, f->n_labels ? "} " : " ");
+    control_seconds(e->b, v->sum_us);
+    control_buf_printf(e->b, "\n%s_count", f->name);
+    control_plugin_labels(e->b, f, v);
+    control_buf_printf(e->b, "%s %" PRIu64 "\n", f->n_labels ? "}" : "", total);
+}
+
+/* The families the plugins declared (api->metric_family, ABI 3.20), those with a series. */
+static void control_plugin_metrics(struct control_expo *e)
+{
+    static const char *const kinds[] = {"counter", "gauge", "histogram"};
+    struct mk_metric_info f;
+    struct mk_metric_value v;
+
+    if (!MK_API_HAS(control_api, metric_family_info)) {
+        return;
+    }
+    for (unsigned i = 0; control_api->metric_family_info(i, &f) == MK_OK; i++) {
+        if (!f.n_series) {
+            continue;
+        }
+        control_family(e, f.name, kinds[f.kind], f.help);
+        for (unsigned s = 0; s < f.n_series && control_api->metric_value(i, s, &v) == MK_OK; s++) {
+            control_plugin_series(e, &f, &v);
+        }
+    }
+}
+
 /* RFC 9113 7, by code; the last one stands for every code past them. */
 static const char *const control_h2_errors[MK_METRICS_H2_ERRORS] = {"NO_ERROR",
                                                                     "PROTOCOL_ERROR",
@@ -469,6 +547,7 @@ int control_doc_metrics(struct mk_json *b, bool om)
         control_sample(&e, "monkey_http_response_bytes_total", "counter",
                        "Response bytes sent (head and body).", st.bytes_out);
     }
+    control_plugin_metrics(&e);
     control_process(&e, st.started);
     if (om) {
         control_buf_str(b, "# EOF\n");

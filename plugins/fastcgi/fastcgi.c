@@ -31,8 +31,8 @@ static int fcgi_init(const struct mk_api *api, const char *conf_dir)
 {
     (void) conf_dir;
     fcgi_api = api;
-    if (!MK_API_HAS(api, stream_abort)) {
-        api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: needs a server with api->stream_abort (ABI 3.3)");
+    if (!MK_API_HAS(api, stream_abort) || !MK_API_HAS(api, metric_value)) {
+        api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: needs a server with api->metric_value (ABI 3.20)");
         return MK_ERR;
     }
     struct fcgi_self *self = calloc(1, sizeof(*self));
@@ -41,6 +41,7 @@ static int fcgi_init(const struct mk_api *api, const char *conf_dir)
         api->log(MK_PLUGIN_LOG_ERROR, "fastcgi: out of memory");
         return MK_ERR;
     }
+    mk_gw_metrics_families(api, "fastcgi", &self->mf);
     return MK_OK;
 }
 
@@ -74,6 +75,7 @@ static int fcgi_slot(struct fcgi_self *self, const struct fcgi_addr *a, unsigned
     memcpy(&b->sa, &a->sa, a->len);
     b->len = a->len;
     snprintf(b->text, sizeof(b->text), "%s", a->text);
+    b->m.requests = -1; /* declared by site_init */
     atomic_store(&self->n_backends, n + 1);
     *slot = n;
     return MK_OK;
@@ -102,8 +104,12 @@ static int fcgi_site_init(const struct mk_site *site, const struct mk_conf *conf
             free(s);
             return MK_ERR;
         }
+        struct fcgi_backend *b = &fcgi_self()->backends[s->slots[s->n_slots]];
+        if (b->m.requests < 0) { /* not yet, or not kept then (a configuration only checked) */
+            mk_gw_metrics_series(fcgi_api, &fcgi_self()->mf, b->text, &b->m);
+        }
         /* the limit of the configuration coming in (its MaxConnections) */
-        atomic_store(&fcgi_self()->backends[s->slots[s->n_slots]].conf_max, s->conf->max_conns);
+        atomic_store(&b->conf_max, s->conf->max_conns);
         s->n_slots++;
     }
     *data = s;
@@ -161,10 +167,20 @@ static void fcgi_stats(mk_stats_emit_cb emit, void *arg)
         emit(arg, name, atomic_load_explicit(&b->active, memory_order_relaxed));
         snprintf(name, sizeof(name), "backend%u_queued", i);
         emit(arg, name, atomic_load_explicit(&b->queued, memory_order_relaxed));
-        snprintf(name, sizeof(name), "backend%u_requests", i);
-        emit(arg, name, atomic_load_explicit(&b->requests, memory_order_relaxed));
-        snprintf(name, sizeof(name), "backend%u_failures", i);
-        emit(arg, name, atomic_load_explicit(&b->failures, memory_order_relaxed));
+        uint64_t requests, failures, timeouts;
+        /* the counters of the metrics endpoint: failures marked down or broken, and timeouts */
+        if (mk_gw_metrics_figures(fcgi_api, &b->m,
+                                  1u << MK_GW_FAIL_CONNECT | 1u << MK_GW_FAIL_BAD_GATEWAY,
+                                  &requests, &failures) &&
+            mk_gw_metrics_figures(fcgi_api, &b->m, 1u << MK_GW_FAIL_TIMEOUT, &requests,
+                                  &timeouts)) {
+            snprintf(name, sizeof(name), "backend%u_requests", i);
+            emit(arg, name, requests);
+            snprintf(name, sizeof(name), "backend%u_failures", i);
+            emit(arg, name, failures);
+            snprintf(name, sizeof(name), "backend%u_timeouts", i);
+            emit(arg, name, timeouts);
+        }
         snprintf(name, sizeof(name), "backend%u_limit", i);
         emit(arg, name, fcgi_limit(b));
         snprintf(name, sizeof(name), "backend%u_idle", i);

@@ -86,7 +86,9 @@ struct fcgi_backend {
     atomic_uint checking;            /* of which not yet taken by the backend */
     atomic_uint idle;                /* of which idle in a pool */
     atomic_uint queued;              /* requests waiting for a connection */
-    atomic_uint_fast64_t requests, failures;
+    /* its metrics (gw_job.h): requests sent, failures by kind (connect: marked down;
+       bad_gateway: broken; timeout), the duration; the stats hook's figures */
+    struct mk_gw_metrics m;
     /* the limit on `active` (fcgi_pool.c): MaxConnections, what the backend
        said (FCGI_MAX_CONNS, FCGI_MAX_REQS), what it was seen to take */
     atomic_int conf_max;               /* MaxConnections of the configuration in force */
@@ -108,6 +110,7 @@ struct fcgi_self {
     atomic_uint_fast64_t requests;
     atomic_uint_fast64_t retries; /* requests sent again on a new connection */
     struct mk_gw_stats gw;        /* bad_gateway, timeouts, queue_timeouts, upstream_ms */
+    struct mk_gw_mfamilies mf;    /* the families of the backends' metrics */
 };
 
 /* What site_init() stores: the site's backends as indexes into self->backends. */

@@ -362,7 +362,7 @@ static void fcgi_backend_down(unsigned slot, uint64_t down_ms, const char *why)
 {
     struct fcgi_backend *b = &fcgi_self()->backends[slot];
     atomic_store_explicit(&b->down_until, fcgi_api->now_ms() + down_ms, memory_order_relaxed);
-    atomic_fetch_add_explicit(&b->failures, 1, memory_order_relaxed);
+    fcgi_api->metric_add(b->m.fail[MK_GW_FAIL_CONNECT], 1);
     atomic_store(&b->gv, FCGI_GV_UNKNOWN);
     atomic_store(&b->said, 0);
     atomic_store(&b->taken, 0);

@@ -499,7 +499,8 @@ static bool fcgi_move(struct fcgi_req *req)
     }
     req->conn = c;
     req->retried = false;
-    atomic_fetch_add_explicit(&fcgi_conn_backend(c)->requests, 1, memory_order_relaxed);
+    req->job.metrics = &fcgi_conn_backend(c)->m;
+    fcgi_api->metric_add(req->job.metrics->requests, 1);
     fcgi_conn_attach(c, req);
     req->job.last_io_ms = fcgi_api->now_ms();
     fcgi_flush_now(req);
@@ -580,7 +581,8 @@ static int fcgi_begin(struct mk_gw_job *j, struct mk_request *r)
     j->last_io_ms = fcgi_api->now_ms();
     struct fcgi_backend *b = fcgi_conn_backend(req->conn);
     req->tried |= UINT64_C(1) << (b - req->self->backends);
-    atomic_fetch_add_explicit(&b->requests, 1, memory_order_relaxed);
+    j->metrics = &b->m;
+    fcgi_api->metric_add(b->m.requests, 1);
     fcgi_conn_attach(req->conn, req);
     if (fcgi_write_begin(req, r) != MK_OK) {
         return 500;
@@ -672,9 +674,12 @@ static void fcgi_drop(struct mk_gw_job *j, int status)
     struct fcgi_req *req = fcgi_of(j);
 
     if (req->conn) {
+        const struct fcgi_backend *b = fcgi_conn_backend(req->conn);
         if (status == 502) {
-            atomic_fetch_add_explicit(&fcgi_conn_backend(req->conn)->failures, 1,
-                                      memory_order_relaxed);
+            fcgi_api->metric_add(b->m.fail[MK_GW_FAIL_BAD_GATEWAY], 1);
+        }
+        else if (status == 504) {
+            fcgi_api->metric_add(b->m.fail[MK_GW_FAIL_TIMEOUT], 1);
         }
         fcgi_pool_release(req->conn, false);
         req->conn = NULL;

@@ -5,7 +5,8 @@
 include_guard(GLOBAL)
 set(MK_GW_DIR ${CMAKE_SOURCE_DIR}/plugins/gateway)
 set(MK_GW_SOURCES ${MK_GW_DIR}/gw.c ${MK_GW_DIR}/gw_head.c ${MK_GW_DIR}/gw_job.c
-                   ${MK_GW_DIR}/gw_log.c ${MK_GW_DIR}/gw_map.c ${MK_GW_DIR}/gw_spool.c)
+                   ${MK_GW_DIR}/gw_log.c ${MK_GW_DIR}/gw_map.c ${MK_GW_DIR}/gw_spool.c
+                   ${MK_GW_DIR}/gw_metrics.c)
 
 if(MK_TESTS)
   find_library(CMOCKA_LIB cmocka)

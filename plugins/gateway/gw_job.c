@@ -164,6 +164,9 @@ void mk_gw_job_over(struct mk_gw_job *j, bool done)
     gw_job_timer_stop(j);
     uint64_t ms = (j->ended_ms ? j->ended_ms : j->api->now_ms()) - j->start_ms;
     atomic_fetch_add_explicit(&j->stats->upstream_ms, ms, memory_order_relaxed);
+    if (j->metrics) {
+        j->api->metric_observe(j->metrics->duration, ms * 1000);
+    }
     if (j->be->over(j, done)) {
         mk_gw_job_free(j);
     }

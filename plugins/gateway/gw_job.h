@@ -81,6 +81,37 @@ struct mk_gw_stats {
     atomic_uint_fast64_t upstream_ms;    /* the requests' upstream times, summed at their end */
 };
 
+/*
+ * A gateway's metrics per backend (api->metric_*, ABI 3.20; gw_metrics.c):
+ *   monkey_<gw>_backend_requests_total{backend}
+ *   monkey_<gw>_backend_failures_total{backend,kind}  kind: connect, timeout, bad_gateway
+ *   monkey_<gw>_backend_duration_seconds{backend}     the upstream time of a request
+ * `backend` comes from the configuration (an address, an interpreter). The
+ * plugin counts requests and failures where it knows them; the job
+ * observes the duration at its end for a job whose `metrics` is set.
+ */
+enum mk_gw_fail { MK_GW_FAIL_CONNECT, MK_GW_FAIL_TIMEOUT, MK_GW_FAIL_BAD_GATEWAY, MK_GW_FAILS };
+
+/* The families of one gateway in one server, -1: none. */
+struct mk_gw_mfamilies {
+    int requests, failures, duration;
+};
+
+/* The series of one backend, -1: none (every call then does nothing). */
+struct mk_gw_metrics {
+    int requests, fail[MK_GW_FAILS], duration;
+};
+
+/* Declare gateway `gw`'s families ("fastcgi", "cgi"): at init, on the controlling thread. */
+void mk_gw_metrics_families(const struct mk_api *api, const char *gw, struct mk_gw_mfamilies *f);
+/* The series of backend `label` into m (controlling thread); -1s without metrics. */
+void mk_gw_metrics_series(const struct mk_api *api, const struct mk_gw_mfamilies *f,
+                          const char *label, struct mk_gw_metrics *m);
+/* The backend's figures for a stats hook: requests, and the failures of `kinds` (bits of
+ * 1 << MK_GW_FAIL_*) summed. false without metrics. */
+bool mk_gw_metrics_figures(const struct mk_api *api, const struct mk_gw_metrics *m, unsigned kinds,
+                           uint64_t *requests, uint64_t *failures);
+
 /* What the client is told of the length of the backend's answer (j->length_is). */
 enum mk_gw_length {
     /* What came: a whole answer (it ended with its head) goes with its
@@ -197,6 +228,9 @@ struct mk_gw_job {
     const struct mk_gw_backend *be;
     const struct mk_api *api;
     struct mk_gw_stats *stats;
+    /* the backend's metrics, set by the backend once it knows where the request goes (NULL:
+       none): the job observes its duration there at its end */
+    const struct mk_gw_metrics *metrics;
     struct mk_gw_job *next, **pprev; /* the worker's jobs */
     enum mk_gw_state state;
     struct mk_request *r;        /* while the body or the response streams */

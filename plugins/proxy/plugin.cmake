@@ -9,6 +9,7 @@ set(MK_PX_SOURCES
   ${CMAKE_SOURCE_DIR}/plugins/proxy/px_fields.c
   ${CMAKE_SOURCE_DIR}/plugins/proxy/px_health.c
   ${CMAKE_SOURCE_DIR}/plugins/proxy/px_http.c
+  ${CMAKE_SOURCE_DIR}/plugins/proxy/px_metrics.c
   ${CMAKE_SOURCE_DIR}/plugins/proxy/px_pick.c
   ${CMAKE_SOURCE_DIR}/plugins/proxy/px_req.c)
 # tls:// upstreams (px_tls.c) with OpenSSL, when the build has it (MK_TLS).

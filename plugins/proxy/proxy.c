@@ -33,8 +33,8 @@ static int px_init(const struct mk_api *api, const char *conf_dir)
 {
     (void) conf_dir;
     px_api = api;
-    if (!MK_API_HAS(api, stream_abort)) {
-        api->log(MK_PLUGIN_LOG_ERROR, "proxy: needs a server with api->stream_abort (ABI 3.3)");
+    if (!MK_API_HAS(api, stream_abort) || !MK_API_HAS(api, metric_value)) {
+        api->log(MK_PLUGIN_LOG_ERROR, "proxy: needs a server with api->metric_value (ABI 3.20)");
         return MK_ERR;
     }
     struct px_self *self = calloc(1, sizeof(*self));
@@ -43,6 +43,7 @@ static int px_init(const struct mk_api *api, const char *conf_dir)
         api->log(MK_PLUGIN_LOG_ERROR, "proxy: out of memory");
         return MK_ERR;
     }
+    px_metrics_init(self);
     if (api->self_set(MK_PLUGIN_SELF(proxy), self) != MK_OK) {
         px_health_exit(self);
         api->log(MK_PLUGIN_LOG_ERROR, "proxy: out of memory");
@@ -62,6 +63,7 @@ static void px_exit(void)
 /* The health check thread starts with the first worker: after any fork of the start. */
 static int px_worker_init(int id)
 {
+    px_metrics_worker_init(px_self(), id);
     if (id == 0) {
         px_health_start(px_self());
     }
@@ -90,6 +92,9 @@ static int px_slot(struct px_self *self, const struct px_addr *a, unsigned *slot
         return MK_ERR;
     }
     self->servers[n].a = *a;
+    self->servers[n].m_up = self->servers[n].m_open = self->servers[n].m_idle = -1;
+    self->servers[n].slot = n;
+    self->servers[n].owner = self;
     atomic_store(&self->n_servers, n + 1);
     *slot = n;
     return MK_OK;
@@ -161,6 +166,8 @@ static struct px_rgroup *px_resolve(const struct px_conf *conf, const struct px_
             px_rgroup_free(g);
             return NULL;
         }
+        px_metrics_server(g->self, g->slot[i]);
+        g->ms[i] = px_metrics_series(g->self, g->g ? g->g->name : rt->target, g->slot[i]);
         g->weight[i] = m[i].weight;
         g->max[i] = m[i].max;
         g->backup[i] = m[i].backup;
@@ -304,20 +311,24 @@ static void px_stats(mk_stats_emit_cb emit, void *arg)
         emit(arg, name, atomic_load_explicit(&s->check_failures, memory_order_relaxed));
         snprintf(name, sizeof(name), "server%u_active", i);
         emit(arg, name, atomic_load_explicit(&s->active, memory_order_relaxed));
-        snprintf(name, sizeof(name), "server%u_requests", i);
-        emit(arg, name, atomic_load_explicit(&s->requests, memory_order_relaxed));
-        snprintf(name, sizeof(name), "server%u_failures", i);
-        emit(arg, name, atomic_load_explicit(&s->failures, memory_order_relaxed));
+        uint64_t requests, failures, ttfb_us, ttfb_count;
+        if (px_metrics_figures(self, i, &requests, &failures, &ttfb_us, &ttfb_count)) {
+            /* the counters of the metrics endpoint, summed over the server's groups */
+            snprintf(name, sizeof(name), "server%u_requests", i);
+            emit(arg, name, requests);
+            snprintf(name, sizeof(name), "server%u_failures", i);
+            emit(arg, name, failures);
+            snprintf(name, sizeof(name), "server%u_ttfb_ms", i);
+            emit(arg, name, ttfb_us / 1000);
+            snprintf(name, sizeof(name), "server%u_ttfb_count", i);
+            emit(arg, name, ttfb_count);
+        }
         snprintf(name, sizeof(name), "server%u_connects", i);
         emit(arg, name, atomic_load_explicit(&s->connects, memory_order_relaxed));
         snprintf(name, sizeof(name), "server%u_reuses", i);
         emit(arg, name, atomic_load_explicit(&s->reuses, memory_order_relaxed));
         snprintf(name, sizeof(name), "server%u_retries", i);
         emit(arg, name, atomic_load_explicit(&s->retries, memory_order_relaxed));
-        snprintf(name, sizeof(name), "server%u_ttfb_ms", i);
-        emit(arg, name, atomic_load_explicit(&s->ttfb_ms, memory_order_relaxed));
-        snprintf(name, sizeof(name), "server%u_ttfb_count", i);
-        emit(arg, name, atomic_load_explicit(&s->ttfb_count, memory_order_relaxed));
         if (s->a.tls) {
             snprintf(name, sizeof(name), "server%u_tls_handshakes", i);
             emit(arg, name, atomic_load_explicit(&s->tls_handshakes, memory_order_relaxed));

@@ -184,14 +184,16 @@ struct px_server {
     atomic_uint active; /* requests on it now */
     atomic_uint fails;
     atomic_uint_fast64_t fail_start, down_until;
-    atomic_uint_fast64_t requests, failures, connects, reuses;
+    atomic_uint_fast64_t connects, reuses;
     atomic_uint_fast64_t tls_handshakes, tls_resumed;
     atomic_bool hc_down; /* out after failed active checks (px_health.c) */
     atomic_uint_fast64_t checks, check_failures;
     atomic_uint_fast64_t retries; /* failed attempts on it after which the request went on */
-    /* the times from a request's first byte sent to its answer's first byte (ms), summed,
-       and the answers they count */
-    atomic_uint_fast64_t ttfb_ms, ttfb_count;
+    /* its metrics (px_metrics.c): up and idle connections (callbacks), connections open
+       (-1: none); its slot and state, for the callbacks */
+    int m_up, m_open, m_idle;
+    unsigned slot;
+    struct px_self *owner;
     /* workers with requests waiting for room on it (max=), and how many bits of them are
        set (0: a place let go wakes nobody, no word is read) */
     atomic_uint_fast64_t waiting[PX_WORKER_WORDS];
@@ -209,8 +211,43 @@ struct px_hc {
     void *tls_ctx; /* a tls:// server's: the context of the last hold (a reference) */
 };
 
+/* Kinds of an attempt's failure (px_metrics.c), the label kind of the failures' counter. */
+enum px_fail {
+    PX_FAIL_CONNECT,  /* refused, unreachable, ConnectTimeout, the TLS handshake */
+    PX_FAIL_TIMEOUT,  /* no answer within Timeout */
+    PX_FAIL_RESET,    /* closed or broken: sending, before or within the answer */
+    PX_FAIL_RESPONSE, /* an answer that is not HTTP/1.x as it should be */
+    PX_FAILS
+};
+
+/* The series of one server in one group (labels upstream and server), -1: none. */
+struct px_mseries {
+    char *group; /* the group's name, or the route's address */
+    unsigned slot;
+    int requests, fail[PX_FAILS], ttfb;
+};
+
+/* Series of (group, server) one server process may know. */
+#define PX_MSERIES_MAX 1024
+
+/* The families of the proxy's metrics in one server (px_metrics.c), -1: none. */
+struct px_mfamilies {
+    int requests, failures, ttfb, up, conns;
+};
+
+/* One worker's idle connections by server slot, written by that worker alone (relaxed
+   stores), summed by the idle gauge's callback; a cache line of its own at least. */
+struct px_idle_counts {
+    _Alignas(64) atomic_uint n[PX_SERVERS_MAX];
+};
+
 /* The plugin's state in one server (api->self). */
 struct px_self {
+    struct px_mfamilies mf;
+    /* each worker's idle counts (px_worker_init), by worker id; freed with self */
+    _Atomic(struct px_idle_counts *) idle[PX_WORKERS_MAX];
+    struct px_mseries ms[PX_MSERIES_MAX];
+    atomic_uint n_ms;
     struct px_server servers[PX_SERVERS_MAX];
     atomic_uint n_servers;
     atomic_uint_fast64_t requests, retries;
@@ -249,6 +286,7 @@ struct px_rgroup {
     struct px_point *ring;
     size_t n_ring;
     bool checked; /* its servers' active checks are held (px_health_holds) */
+    struct px_mseries *ms[PX_MEMBERS_MAX]; /* each member's series in this group */
     /* the state whose servers[] the slots name (api->self of the server that made the
        group, looked up once); with `checked`, it outlives px_exit */
     struct px_self *self;
@@ -305,6 +343,34 @@ int px_pick(struct px_rgroup *g, struct mk_request *r, uint64_t tried, bool *ful
 /* A failure of server s (refused, broken, timed out): out for fail_ms past max_fails. */
 void px_server_failed(struct px_server *s, const struct px_conf *conf);
 void px_server_ok(struct px_server *s);
+
+/* ---- px_metrics.c ---- */
+
+/* Declare the families (init). */
+void px_metrics_init(struct px_self *self);
+/* The series of server `slot` (its gauges), declared when not yet (controlling thread). */
+void px_metrics_server(struct px_self *self, unsigned slot);
+/* This worker's idle counts: made at its start (px_worker_init), NULL before. */
+void px_metrics_worker_init(struct px_self *self, int id);
+/* This worker's idle counts (NULL: none), for a connection it opens to keep. */
+struct px_idle_counts *px_metrics_idle_counts(void);
+
+/* One more (n 1) or one less (n -1) idle connection to slot in a worker's counts c. */
+static inline void px_metrics_idle(struct px_idle_counts *c, unsigned slot, int n)
+{
+    if (c) {
+        atomic_store_explicit(
+            &c->n[slot], atomic_load_explicit(&c->n[slot], memory_order_relaxed) + (unsigned) n,
+            memory_order_relaxed);
+    }
+}
+/* The series of slot in the group named `group` (controlling thread): never NULL (a shared
+   record of -1 ids when the table is full). */
+struct px_mseries *px_metrics_series(struct px_self *self, const char *group, unsigned slot);
+/* The figures of slot for the stats hook, summed over its groups: false without metrics. */
+bool px_metrics_figures(struct px_self *self, unsigned slot, uint64_t *requests, uint64_t *failures,
+                        uint64_t *ttfb_us, uint64_t *ttfb_count);
+void px_metrics_free(struct px_self *self);
 
 /* ---- px_health.c ---- */
 

@@ -99,6 +99,7 @@ static void px_self_free(struct px_self *self)
     }
     pthread_cond_destroy(&self->hc_wake);
     pthread_mutex_destroy(&self->hc_lock);
+    px_metrics_free(self);
     free(self);
 }
 

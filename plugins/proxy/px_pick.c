@@ -247,7 +247,6 @@ int px_pick(struct px_rgroup *g, struct mk_request *r, uint64_t tried, bool *ful
 void px_server_failed(struct px_server *s, const struct px_conf *conf)
 {
     uint64_t now = px_api->now_ms();
-    atomic_fetch_add_explicit(&s->failures, 1, memory_order_relaxed);
     if (now - atomic_load_explicit(&s->fail_start, memory_order_relaxed) > conf->fail_ms) {
         atomic_store_explicit(&s->fail_start, now, memory_order_relaxed);
         atomic_store_explicit(&s->fails, 0, memory_order_relaxed);

@@ -85,6 +85,9 @@ struct px_conn {
     bool hs;            /* the TLS handshake is not done yet */
     uint32_t hs_want;   /* what the handshake waits for: MK_LOOP_READ or _WRITE */
     struct px_tun *tun; /* the tunnel it carries after a 101; never back to the pool */
+    int m_open;         /* its server's gauge of open connections (px_metrics.c) */
+    struct px_idle_counts *idle_counts; /* its worker's, counted in while pooled */
+    bool pooled;                        /* counted idle: in px_idle */
 };
 
 /*
@@ -211,6 +214,10 @@ static void px_log(struct px_req *q, const char *what, int err)
 
 static void px_conn_close(struct px_conn *c)
 {
+    if (c->pooled) {
+        px_metrics_idle(c->idle_counts, c->slot, -1);
+    }
+    px_api->metric_add(c->m_open, -1);
     if (c->h) {
         px_api->fd_unwatch(c->h);
     }
@@ -331,6 +338,8 @@ static void px_conn_release(struct px_conn *c, bool keep, const struct px_conf *
         return;
     }
     c->reused = true;
+    c->pooled = true;
+    px_metrics_idle(c->idle_counts, c->slot, 1);
     c->idle_since = px_api->now_ms();
     c->idle_ms = conf->idle_ms;
     c->next = px_idle;
@@ -362,6 +371,8 @@ static struct px_conn *px_conn_take(unsigned slot)
             px_conn_close(c);
             continue;
         }
+        c->pooled = false;
+        px_metrics_idle(c->idle_counts, c->slot, -1);
         return c;
     }
     return NULL;
@@ -412,10 +423,22 @@ static struct px_conn *px_conn_open(struct px_self *self, unsigned slot, const s
 #endif
     *connecting = rc != 0;
     atomic_fetch_add_explicit(&px_srv(self, slot)->connects, 1, memory_order_relaxed);
+    c->m_open = s->m_open;
+    c->idle_counts = px_metrics_idle_counts();
+    px_api->metric_add(c->m_open, 1);
     return c;
 }
 
 /* ---- the request's connection ------------------------------------------------ */
+
+/* The attempt of q on server slot failed by `kind`: counted, and the server's passive health. */
+static void px_failed(struct px_req *q, unsigned slot, enum px_fail kind)
+{
+    if (q->member >= 0) {
+        px_api->metric_add(q->g->ms[q->member]->fail[kind], 1);
+    }
+    px_server_failed(px_srv(q->self, slot), q->site->conf);
+}
 
 static void px_ctimer_stop(struct px_req *q)
 {
@@ -735,6 +758,7 @@ static int px_connect(struct px_req *q, struct mk_request *r, int status)
             q->first_ms = px_api->now_ms();
         }
         unsigned slot = q->g->slot[m];
+        px_api->metric_add(q->g->ms[m]->requests, 1); /* an attempt, whatever comes of it */
         struct px_conn *c = px_conn_take(slot);
         if (c) {
             atomic_fetch_add_explicit(&px_srv(q->self, slot)->reuses, 1, memory_order_relaxed);
@@ -747,7 +771,7 @@ static int px_connect(struct px_req *q, struct mk_request *r, int status)
             if (e == ENOMEM || e == EMFILE || e == ENFILE) {
                 return 503;
             }
-            px_server_failed(px_srv(q->self, slot), conf);
+            px_failed(q, slot, PX_FAIL_CONNECT);
             if (!px_may_retry(q)) {
                 return 502;
             }
@@ -762,7 +786,6 @@ static int px_connect(struct px_req *q, struct mk_request *r, int status)
         }
         c->req = q;
         q->c = c;
-        atomic_fetch_add_explicit(&px_srv(q->self, slot)->requests, 1, memory_order_relaxed);
         if (q->connecting || c->hs) {
             q->ctimer = px_api->timer_start((uint32_t) conf->connect_ms, 0, px_ctimer_cb, q);
         }
@@ -793,6 +816,7 @@ static int px_again(struct px_req *q, bool fresh, int status)
     }
     atomic_fetch_add_explicit(&q->self->retries, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&px_srv(q->self, slot)->retries, 1, memory_order_relaxed);
+    px_api->metric_add(q->g->ms[q->member]->requests, 1);
     bool connecting;
     struct px_conn *c = px_conn_open(q->self, slot, q->site->conf, &connecting);
     if (c && (c->h = px_api->fd_watch(c->fd, 0, px_conn_cb, c))) {
@@ -829,10 +853,11 @@ static bool px_retry(struct px_req *q, bool fresh, int status)
  * the server's failure counted, then another server when px_may_retry
  * allows, else the request failed. false when it failed.
  */
-static bool px_attempt_failed(struct px_req *q, const char *what, int err, int status)
+static bool px_attempt_failed(struct px_req *q, const char *what, int err, int status,
+                              enum px_fail kind)
 {
     px_log(q, what, err);
-    px_server_failed(px_srv(q->self, q->c->slot), q->site->conf);
+    px_failed(q, q->c->slot, kind);
     if (!px_may_retry(q)) {
         mk_gw_job_fail(&q->j, status);
         return false;
@@ -850,7 +875,7 @@ static bool px_send_failed(struct px_req *q, int e)
     if (q->c->reused && px_replayable(q)) {
         return px_retry(q, true, 502);
     }
-    return px_attempt_failed(q, "sending the request", e, 502);
+    return px_attempt_failed(q, "sending the request", e, 502, PX_FAIL_RESET);
 }
 
 static void px_ctimer_cb(struct mk_loop_timer *t, void *arg)
@@ -858,7 +883,7 @@ static void px_ctimer_cb(struct mk_loop_timer *t, void *arg)
     struct px_req *q = arg;
     (void) t;
     q->ctimer = NULL; /* a one-shot timer is freed when this returns */
-    px_attempt_failed(q, "no connection within ConnectTimeout", 0, 504);
+    px_attempt_failed(q, "no connection within ConnectTimeout", 0, 504, PX_FAIL_CONNECT);
 }
 
 /* ---- writing ------------------------------------------------------------------- */
@@ -1432,6 +1457,7 @@ static int px_head(struct px_req *q)
         }
         if (rc == MK_ERR) {
             px_log(q, q->resp.why, 0);
+            px_api->metric_add(q->g->ms[q->member]->fail[PX_FAIL_RESPONSE], 1);
             mk_gw_job_fail(&q->j, 502);
             return -1;
         }
@@ -1482,7 +1508,7 @@ static bool px_read(struct px_req *q)
             if (q->c->reused && px_replayable(q)) {
                 return px_retry(q, true, 502); /* a kept connection the upstream had closed */
             }
-            return px_attempt_failed(q, "closed before a response", e, 502);
+            return px_attempt_failed(q, "closed before a response", e, 502, PX_FAIL_RESET);
         }
         if (q->head_in && q->resp.framing == PX_BODY_CLOSE) {
             q->resp.close = true;
@@ -1491,7 +1517,7 @@ static bool px_read(struct px_req *q)
         }
         px_log(q, q->head_in ? "the response was cut short" : "closed within the response's head",
                e);
-        px_server_failed(px_srv(q->self, q->c->slot), q->site->conf);
+        px_failed(q, q->c->slot, PX_FAIL_RESET);
         mk_gw_job_fail(&q->j, 502);
         return false;
     }
@@ -1499,10 +1525,8 @@ static bool px_read(struct px_req *q)
     q->j.last_io_ms = px_api->now_ms();
     if (!q->got_any && q->sent_any) {
         /* the answer's first byte (an interim 1xx's included): its server's time to it */
-        struct px_server *s = px_srv(q->self, q->c->slot);
         q->got_any = true;
-        atomic_fetch_add_explicit(&s->ttfb_ms, q->j.last_io_ms - q->sent_ms, memory_order_relaxed);
-        atomic_fetch_add_explicit(&s->ttfb_count, 1, memory_order_relaxed);
+        px_api->metric_observe(q->g->ms[q->member]->ttfb, (q->j.last_io_ms - q->sent_ms) * 1000);
     }
     if (!q->head_in) {
         int h = px_head(q);
@@ -1540,7 +1564,7 @@ static void px_io(struct px_req *q, int fd, uint32_t ready)
             return;
         }
         if (err != 0) {
-            px_attempt_failed(q, "connect", err, 502); /* nothing was sent */
+            px_attempt_failed(q, "connect", err, 502, PX_FAIL_CONNECT); /* nothing was sent */
             return;
         }
         q->connecting = false;
@@ -1557,7 +1581,8 @@ static void px_io(struct px_req *q, int fd, uint32_t ready)
             return;
         }
         if (rc != MK_OK) {
-            px_attempt_failed(q, why, 0, 502); /* nothing of the request was sent */
+            px_attempt_failed(q, why, 0, 502,
+                              PX_FAIL_CONNECT); /* nothing of the request was sent */
             return;
         }
         q->c->hs = false;
@@ -2452,7 +2477,7 @@ static bool px_timed_out(struct mk_gw_job *j)
         return false; /* px_drop logs it and counts the server's failure */
     }
     px_log(q, q->connecting ? "no connection within Timeout" : "no answer within Timeout", 0);
-    px_server_failed(px_srv(q->self, q->c->slot), q->site->conf);
+    px_failed(q, q->c->slot, q->connecting ? PX_FAIL_CONNECT : PX_FAIL_TIMEOUT);
     return px_again(q, false, 504) == MK_OK;
 }
 
@@ -2461,7 +2486,7 @@ static void px_drop(struct mk_gw_job *j, int status)
     struct px_req *q = px_of(j);
     if (status == 504 && q->c && !q->connecting) {
         px_log(q, "no answer within Timeout", 0);
-        px_server_failed(px_srv(q->self, q->c->slot), q->site->conf);
+        px_failed(q, q->c->slot, PX_FAIL_TIMEOUT);
     }
     px_drop_conn(q, false);
     px_let_go(q);

@@ -41,12 +41,7 @@
 #define SYS_pidfd_open 434 /* the same number on every architecture */
 #endif
 
-static __thread struct mk_worker *mk_loop_current;
-
-struct mk_worker *mk_loop_worker(void)
-{
-    return mk_loop_current;
-}
+__thread struct mk_worker *mk_loop_current;
 
 void mk_loop_worker_set(struct mk_worker *w)
 {

@@ -20,8 +20,12 @@
 
 struct mk_worker;
 
-/* The worker running on this thread, or NULL (another thread). */
-struct mk_worker *mk_loop_worker(void);
+/* The worker running on this thread, or NULL (another thread): mk_loop_worker_set's. */
+extern __thread struct mk_worker *mk_loop_current;
+static inline struct mk_worker *mk_loop_worker(void)
+{
+    return mk_loop_current;
+}
 /* The worker thread says it is one (w), or no longer is (NULL). */
 void mk_loop_worker_set(struct mk_worker *w);
 

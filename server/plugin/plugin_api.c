@@ -47,6 +47,7 @@
 #include "../process/supervisor.h"
 #include "../proto/takeover.h"
 #include "../conn/conn_count.h"
+#include "../conn/loop.h"
 #include "../conn/transport.h"
 
 /* The hook that runs on this thread (mk_api_hook_begin), and what it may use. */
@@ -641,6 +642,147 @@ static int64_t mk_api_upstream_time(const struct mk_request *r)
                       (r->upstream_since ? mk_api_mono_us() - r->upstream_since : 0));
 }
 
+/*
+ * The plugins' metrics (ABI 3.20). Declarations only on the controlling
+ * thread of a server that runs (not for a configuration only checked).
+ */
+#ifdef MK_HAVE_METRICS
+static struct mk_server *mk_api_metrics_server(void)
+{
+    if (mk_plugins_checking) {
+        return NULL;
+    }
+    if (mk_loop_worker()) {
+        mk_err("metrics: declared from a worker thread (the controlling thread only)");
+        return NULL;
+    }
+    return mk_plugins_current();
+}
+
+/* The workers of srv, once they may be read (NULL and 0 before). */
+static const struct mk_worker *mk_api_metric_workers(const struct mk_server *srv, int *n)
+{
+    bool ready = atomic_load_explicit(&srv->stats_ready, memory_order_acquire);
+    *n = ready ? srv->n_workers : 0;
+    return ready ? srv->workers : NULL;
+}
+#endif
+
+static int mk_api_metric_family(const char *name, int kind, const char *help,
+                                const char *const *labels, const uint64_t *bounds_us,
+                                unsigned n_bounds)
+{
+#ifdef MK_HAVE_METRICS
+    struct mk_server *srv = mk_api_metrics_server();
+    if (srv) {
+        return mk_pmetrics_family(&srv->pmetrics, name, kind, help, labels, bounds_us, n_bounds);
+    }
+#else
+    (void) name, (void) kind, (void) help, (void) labels, (void) bounds_us, (void) n_bounds;
+#endif
+    return -1;
+}
+
+static int mk_api_metric_gauge_cb(int family, const char *const *values, mk_metric_read_cb cb,
+                                  void *arg)
+{
+#ifdef MK_HAVE_METRICS
+    struct mk_server *srv = mk_api_metrics_server();
+    if (srv) {
+        return mk_pmetrics_series(&srv->pmetrics, srv->workers, srv->n_workers, family, values, cb,
+                                  arg);
+    }
+#else
+    (void) family, (void) values, (void) cb, (void) arg;
+#endif
+    return -1;
+}
+
+static int mk_api_metric_series(int family, const char *const *values)
+{
+    return mk_api_metric_gauge_cb(family, values, NULL, NULL);
+}
+
+static void mk_api_metric_add(int id, int64_t n)
+{
+#ifdef MK_HAVE_METRICS
+    struct mk_worker *w = mk_loop_worker();
+    if (w) {
+        mk_pmetrics_add_own(&w->server->pmetrics, &w->pmetrics, id, n);
+        return;
+    }
+    struct mk_server *srv = mk_plugins_current();
+    if (srv) {
+        mk_pmetrics_add(&srv->pmetrics, id, n);
+    }
+#else
+    (void) id, (void) n;
+#endif
+}
+
+static void mk_api_metric_observe(int id, uint64_t us)
+{
+#ifdef MK_HAVE_METRICS
+    struct mk_worker *w = mk_loop_worker();
+    if (w) {
+        mk_pmetrics_observe_own(&w->server->pmetrics, &w->pmetrics, id, us);
+        return;
+    }
+    struct mk_server *srv = mk_plugins_current();
+    if (srv) {
+        mk_pmetrics_observe(&srv->pmetrics, id, us);
+    }
+#else
+    (void) id, (void) us;
+#endif
+}
+
+static int mk_api_metric_read(int id, struct mk_metric_value *out)
+{
+    memset(out, 0, sizeof(*out));
+#ifdef MK_HAVE_METRICS
+    struct mk_server *srv = mk_plugins_current();
+    if (srv) {
+        int n;
+        const struct mk_worker *w = mk_api_metric_workers(srv, &n);
+        return mk_pmetrics_read(&srv->pmetrics, w, n, id, out);
+    }
+#else
+    (void) id;
+#endif
+    return MK_ERR;
+}
+
+static int mk_api_metric_family_info(unsigned f, struct mk_metric_info *out)
+{
+    memset(out, 0, sizeof(*out));
+#ifdef MK_HAVE_METRICS
+    struct mk_server *srv = mk_plugins_current();
+    if (srv) {
+        return mk_pmetrics_info(&srv->pmetrics, f, out);
+    }
+#else
+    (void) f;
+#endif
+    return MK_ERR;
+}
+
+static int mk_api_metric_value(unsigned f, unsigned s, struct mk_metric_value *out)
+{
+    memset(out, 0, sizeof(*out));
+#ifdef MK_HAVE_METRICS
+    struct mk_server *srv = mk_plugins_current();
+    if (srv) {
+        int n;
+        const struct mk_worker *w = mk_api_metric_workers(srv, &n);
+        return mk_pmetrics_value(&srv->pmetrics, w, n, f, s, out);
+    }
+#else
+    (void) f, (void) s;
+#endif
+    return MK_ERR;
+}
+
 static struct mk_config *mk_api_config_get(void)
 {
     struct mk_server *srv = mk_plugins_current();
@@ -1052,4 +1194,12 @@ const struct mk_api mk_plugin_api = {
     .h2_goaways_received = mk_api_h2_goaways_received,
     .upstream_wait = mk_api_upstream_wait,
     .upstream_time = mk_api_upstream_time,
+    .metric_family = mk_api_metric_family,
+    .metric_series = mk_api_metric_series,
+    .metric_gauge_cb = mk_api_metric_gauge_cb,
+    .metric_add = mk_api_metric_add,
+    .metric_observe = mk_api_metric_observe,
+    .metric_read = mk_api_metric_read,
+    .metric_family_info = mk_api_metric_family_info,
+    .metric_value = mk_api_metric_value,
 };

@@ -703,6 +703,7 @@ void mk_server_finish(struct mk_server *srv)
     srv->n_workers = 0;
 #ifdef MK_HAVE_METRICS
     mk_metrics_labels_free(&srv->metrics);
+    mk_pmetrics_free(&srv->pmetrics);
 #endif
 #ifdef MK_HAVE_FAIR
     if (srv->acceptor_ctl >= 0) {

@@ -130,6 +130,7 @@ struct mk_server {
     struct mk_log_sink log; /* this server's Log and LogLevel (core/log.h) */
 #ifdef MK_HAVE_METRICS
     struct mk_metrics_labels metrics;       /* the sites' labels by slot (request/metrics.h) */
+    struct mk_pmetrics pmetrics;            /* the plugins' metrics (request/metrics_plugin.h) */
     atomic_ullong reloads, reload_failures; /* mk_server_reload's outcomes */
 #endif
 };

@@ -545,6 +545,7 @@ int mk_worker_setup(struct mk_worker *w, struct mk_server *srv, int id)
     w->server = srv;
 #ifdef MK_HAVE_METRICS
     mk_metrics_worker_init(&w->metrics);
+    mk_pmetrics_worker_init(&srv->pmetrics, &w->pmetrics);
 #endif
     mk_config_use_init(&w->use, mk_config_ref(srv->cfg));
     atomic_init(&w->cfg_serving, w->use.cfg);
@@ -724,6 +725,7 @@ void mk_worker_teardown(struct mk_worker *w)
     mk_config_use_destroy(&w->use);
 #ifdef MK_HAVE_METRICS
     mk_metrics_worker_free(&w->metrics);
+    mk_pmetrics_cells_free(&w->pmetrics);
 #endif
     if (w->ctl_ev.fd >= 0) {
         close(w->ctl_ev.fd);

@@ -34,6 +34,7 @@
 #include "listener.h"
 #ifdef MK_HAVE_METRICS
 #include "../request/metrics.h"
+#include "../request/metrics_plugin.h"
 #endif
 
 struct mk_config;
@@ -119,6 +120,7 @@ struct mk_worker {
     atomic_uint n_conns;
 #ifdef MK_HAVE_METRICS
     struct mk_metrics_worker metrics; /* requests and bytes by site and class (metrics.h) */
+    struct mk_pmetric_cells pmetrics; /* the plugins' metrics (metrics_plugin.h) */
     atomic_ullong conns_accepted;     /* connections served since start */
     atomic_ullong conns_refused;      /* over MaxConnections: 503 or closed */
     /* open connections by class (conn_count.h, MK_COUNT_*): [1 + MK_CSTATE_*]
