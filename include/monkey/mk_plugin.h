@@ -142,7 +142,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 18
+#define MK_PLUGIN_ABI_MINOR 19
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -1478,6 +1478,20 @@ struct mk_plugin {
      * site file). The table is given, not found: nothing else may add to it.
      */
     int (*routes)(const struct mk_site *site, struct mk_route_table *t, char *err, size_t errlen);
+
+    /* ---- added in ABI 3.19 ---- */
+
+    /*
+     * Every request, once its site is chosen and its path normalised, before
+     * the site's rules ([RULE]: redirects, answers, rewrites, limits), the
+     * request hooks and the routes: for answers that no site setting may
+     * change, such as the tls plugin's ACME HTTP-01 challenges. MK_DECLINED:
+     * nothing to do (the next early hook, then the rules); MK_OK: the hook
+     * set the response (status, body), which is sent; an HTTP status: that
+     * error answer. On the request's worker; must not block or suspend. A
+     * server whose plugins define none pays one test per request.
+     */
+    int (*early)(struct mk_request *r);
 };
 
 /*
