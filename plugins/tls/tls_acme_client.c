@@ -10,10 +10,12 @@
  * read to its end (at most ACME_RESP_MAX bytes) and parsed by
  * acme_http_parse (tls_acme_parse.c).
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,8 +128,12 @@ int acme_request(SSL_CTX *tls, const char *url, const char *body, struct acme_re
         return MK_ERR;
     }
     ssl = SSL_new(tls);
-    if (!ssl || SSL_set_fd(ssl, fd) != 1 || SSL_set_tlsext_host_name(ssl, u.host) != 1 ||
-        SSL_set1_host(ssl, u.host) != 1) {
+    /* An address is checked against the certificate's IP names, and sent as no SNI. */
+    unsigned char ip[16];
+    bool literal = inet_pton(AF_INET, u.host, ip) == 1 || inet_pton(AF_INET6, u.host, ip) == 1;
+    if (!ssl || SSL_set_fd(ssl, fd) != 1 ||
+        (literal ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), u.host) != 1
+                 : SSL_set_tlsext_host_name(ssl, u.host) != 1 || SSL_set1_host(ssl, u.host) != 1)) {
         snprintf(err, errlen, "OpenSSL cannot make a connection");
         goto done;
     }
@@ -138,6 +144,14 @@ int acme_request(SSL_CTX *tls, const char *url, const char *body, struct acme_re
         goto done;
     }
     size_t blen = body ? strlen(body) : 0;
+    char host[300];
+    bool v6 = strchr(u.host, ':') != NULL;
+    if (strcmp(u.port, "443") == 0) {
+        snprintf(host, sizeof(host), v6 ? "[%s]" : "%s", u.host);
+    }
+    else {
+        snprintf(host, sizeof(host), v6 ? "[%s]:%s" : "%s:%s", u.host, u.port);
+    }
     size_t hcap = strlen(u.path) + strlen(u.host) + 256;
     head = malloc(hcap);
     if (!head) {
@@ -148,11 +162,11 @@ int acme_request(SSL_CTX *tls, const char *url, const char *body, struct acme_re
                              "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: monkey-acme\r\n"
                              "Content-Type: application/jose+json\r\nContent-Length: %zu\r\n"
                              "Connection: close\r\n\r\n",
-                             u.path, u.host, blen)
+                             u.path, host, blen)
                   : snprintf(head, hcap,
                              "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: monkey-acme\r\n"
                              "Connection: close\r\n\r\n",
-                             u.path, u.host);
+                             u.path, host);
     if (acme_write_all(ssl, head, (size_t) hn) != MK_OK ||
         (body && acme_write_all(ssl, body, blen) != MK_OK)) {
         snprintf(err, errlen, "sending to %s: %s", u.host, strerror(errno));

@@ -1,0 +1,381 @@
+"""ACME (plugins/tls/tls_acme.c) against Pebble, Let's Encrypt's test CA, with
+real HTTP-01 validation: Pebble asks pebble-challtestsrv (its DNS) for the
+site's names, which answers 127.0.0.1, and fetches the challenge from the
+server's plain listener. Pebble and the DNS server are started per test on
+temporary ports (tools/deps.sh test installs both, pinned); the tests skip
+only when the binaries are missing."""
+
+import json
+import os
+import shutil
+import socket
+import ssl
+import stat
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import MONKEY, SLOW, free_port, wait_for, wait_port
+from tlsutil import TLS_MARKS, TLS_SO
+
+PEBBLE_DIRS = [os.environ.get("MK_PEBBLE_DIR", ""), "/usr/local/bin", str(Path.home() / "go/bin")]
+
+
+def _tool(name):
+    for d in PEBBLE_DIRS:
+        if d and (Path(d) / name).is_file():
+            return str(Path(d) / name)
+    return shutil.which(name)
+
+
+PEBBLE = _tool("pebble")
+CHALLTESTSRV = _tool("pebble-challtestsrv")
+
+pytestmark = TLS_MARKS + [
+    pytest.mark.skipif(PEBBLE is None or CHALLTESTSRV is None,
+                       reason="no pebble / pebble-challtestsrv (tools/deps.sh test installs them)"),
+    pytest.mark.skipif(not (TLS_SO.parent.parent / "features.txt").exists() or
+                       "acme\ton" not in (TLS_SO.parent.parent / "features.txt").read_text(),
+                       reason="built without ACME (MK_ACME off)"),
+]
+
+
+class Pebble:
+    """Pebble and its DNS server on temporary ports, validating against the
+    server's plain port `http_port` (and `tls_port` for TLS-ALPN-01)."""
+
+    def __init__(self, folder, http_port, tls_port, validity=7776000, dns_ip="127.0.0.1"):
+        self.dir = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.cert, self.key = folder / "pebble.crt", folder / "pebble.key"
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2", "-subj",
+                        "/CN=pebble", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+                        "-keyout", str(self.key), "-out", str(self.cert)],
+                       check=True, capture_output=True)
+        self.port, self.mgmt = free_port(), free_port()
+        self.dns, self.dns_mgmt = free_port(), free_port()
+        conf = {"pebble": {
+            "listenAddress": f"127.0.0.1:{self.port}",
+            "managementListenAddress": f"127.0.0.1:{self.mgmt}",
+            "certificate": str(self.cert), "privateKey": str(self.key),
+            "httpPort": http_port, "tlsPort": tls_port,
+            "ocspResponderURL": "", "externalAccountBindingRequired": False,
+            "retryAfter": {"authz": 1, "order": 1},
+            "profiles": {"default": {"description": "test", "validityPeriod": validity}},
+        }}
+        (folder / "pebble.json").write_text(json.dumps(conf))
+        self.dns_ip = dns_ip
+        self.procs = []
+        self.start()
+
+    def start(self):
+        self.dns_log = open(self.dir / "challtestsrv.log", "a")
+        self.procs.append(subprocess.Popen(
+            [CHALLTESTSRV, "-defaultIPv4", self.dns_ip, "-defaultIPv6", "",
+             "-dnsserver", f"127.0.0.1:{self.dns}", "-management", f"127.0.0.1:{self.dns_mgmt}",
+             "-http01", "", "-https01", "", "-tlsalpn01", "", "-doh", ""],
+            stdout=self.dns_log, stderr=subprocess.STDOUT))
+        self.log = open(self.dir / "pebble.log", "a")
+        env = {**os.environ, "PEBBLE_VA_NOSLEEP": "1"}
+        env.pop("PEBBLE_VA_ALWAYS_VALID", None)
+        self.procs.append(subprocess.Popen(
+            [PEBBLE, "-config", str(self.dir / "pebble.json"), "-dnsserver",
+             f"127.0.0.1:{self.dns}"], stdout=self.log, stderr=subprocess.STDOUT, env=env))
+        assert wait_port(self.dns_mgmt, timeout=10 * SLOW)
+        assert wait_port(self.port, timeout=10 * SLOW), self.log_text()
+        assert wait_port(self.mgmt, timeout=10 * SLOW)
+
+    @property
+    def directory(self):
+        return f"https://127.0.0.1:{self.port}/dir"
+
+    def log_text(self):
+        return (self.dir / "pebble.log").read_text(errors="replace")
+
+    def root(self):
+        """Pebble's root certificate (PEM), from its management interface."""
+        ctx = ssl.create_default_context(cafile=str(self.cert))
+        with urllib.request.urlopen(f"https://127.0.0.1:{self.mgmt}/roots/0", context=ctx,
+                                    timeout=10 * SLOW) as r:
+            return r.read().decode()
+
+    def issued(self):
+        """How many certificates Pebble issued (its log says so for each)."""
+        return self.log_text().count("Issued certificate serial")
+
+    def stop(self):
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.procs = []
+
+
+@pytest.fixture
+def acme(make_server, tmp_path):
+    """make(names, **site keys) -> (server, pebble): a server whose default
+    site gets its certificate from a Pebble made for its ports."""
+    pebbles = []
+
+    def make(names=("a.test",), validity=7776000, dns_ip="127.0.0.1", state=None, srv=None,
+             pebble=None, extra=""):
+        srv = srv or make_server()
+        if not hasattr(srv, "tls_port"):
+            srv.tls_port = free_port()
+        if pebble is None:
+            pebble = Pebble(tmp_path / f"pebble{len(pebbles)}", srv.port, srv.tls_port,
+                            validity=validity, dns_ip=dns_ip)
+            pebbles.append(pebble)
+        srv.state = state or (tmp_path / "acme-state")
+        srv.plugins = [str(TLS_SO)]
+        srv.set(Listen=[f"127.0.0.1:{srv.port}", f"127.0.0.1:{srv.tls_port} tls"], Workers=2)
+        srv.site_conf["ServerName"] = " ".join(names)
+        srv.site_extra = ("[TLS]\n"
+                          f"    ACME {pebble.directory}\n"
+                          f"    ACMECACertificate {pebble.cert}\n"
+                          f"    ACMEStateDir {srv.state}\n"
+                          "    ACMEEmail admin@a.test\n"
+                          "    ACMERetry 1s\n" + extra)
+        srv.file("hello.txt", "Hello ACME\n")
+        return srv, pebble
+
+    yield make
+    for p in pebbles:
+        p.stop()
+
+
+def peer_cert(port, name, root=None):
+    """The server's certificate (DER) for SNI `name`; with `root` (PEM), the
+    chain and the name are verified against it (ssl.SSLError otherwise)."""
+    if root:
+        ctx = ssl.create_default_context(cadata=root)
+    else:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port), timeout=5 * SLOW) as s:
+        with ctx.wrap_socket(s, server_hostname=name) as t:
+            return t.getpeercert(binary_form=True)
+
+
+def cert_text(der):
+    return subprocess.run(["openssl", "x509", "-inform", "DER", "-noout", "-serial", "-subject",
+                           "-issuer", "-ext", "subjectAltName"],
+                          input=der, capture_output=True, check=True).stdout.decode()
+
+
+def wait_verified(srv, pebble, name="a.test", timeout=30.0, not_serial=None):
+    """Wait until a client trusting Pebble's root verifies the server's
+    chain for `name`; the certificate's text."""
+    root = pebble.root()
+    found = {}
+
+    def ok():
+        try:
+            text = cert_text(peer_cert(srv.tls_port, name, root))
+        except (ssl.SSLError, OSError):
+            return False
+        if not_serial and not_serial in text:
+            return False
+        found["text"] = text
+        return True
+
+    assert wait_for(ok, timeout=timeout * SLOW), srv.stderr_text() + pebble.log_text()[-3000:]
+    return found["text"]
+
+
+def serial_of(text):
+    return next(line for line in text.splitlines() if line.startswith("serial="))
+
+
+def test_http01_gets_a_certificate_that_verifies(acme):
+    srv, pebble = acme(names=("a.test", "www.a.test"))
+    srv.start()
+    # Until the order succeeds: the self-signed stand-in, for the site's names.
+    t0 = time.monotonic()
+    text = wait_verified(srv, pebble, "a.test")
+    took = time.monotonic() - t0
+    assert "DNS:a.test" in text and "DNS:www.a.test" in text
+    assert "Pebble Intermediate" in text or "Pebble" in text
+    wait_verified(srv, pebble, "www.a.test")
+    log = srv.stderr_text()
+    assert "a temporary self-signed one serves" in log
+    assert "waiting for the CA to fetch http://" in log
+    assert "installed" in log
+    assert pebble.issued() == 1
+    print(f"first valid certificate {took:.2f}s after start")
+    # The state directory and its files: the server's alone.
+    st = srv.state.stat()
+    assert stat.S_IMODE(st.st_mode) == 0o700
+    files = sorted(p.name for p in srv.state.iterdir())
+    assert "a.test.crt" in files and "a.test.key" in files
+    assert any(f.startswith("account-") and f.endswith(".key") for f in files)
+    for p in srv.state.iterdir():
+        assert stat.S_IMODE(p.stat().st_mode) == 0o600, p
+    # Plain HTTP of the site otherwise as before.
+    assert srv.get("/hello.txt").status == 200
+
+
+def test_challenge_answered_before_site_rules(acme):
+    """The challenge path is answered by the server itself even when the
+    site redirects every plain request to HTTPS (RedirectHTTPS) and a
+    [RULE] answers 403 for it: Pebble's validation still succeeds."""
+    srv, pebble = acme(extra="    RedirectHTTPS on\n")
+    srv.site_extra += "[RULE]\n    Path /.well-known/\n    Respond 403\n"
+    srv.start()
+    wait_verified(srv, pebble)
+    r = srv.get("/.well-known/acme-challenge/unknown-token")
+    assert r.status in (308, 403)
+
+
+def test_restart_reuses_account_and_certificate(acme):
+    srv, pebble = acme()
+    srv.start()
+    first = serial_of(wait_verified(srv, pebble))
+    account = next(srv.state.glob("account-*.key")).read_bytes()
+    assert srv.stop() == 0
+    srv.proc = None
+    srv.start()
+    # The stored certificate serves at once: no stand-in, no order.
+    text = cert_text(peer_cert(srv.tls_port, "a.test", pebble.root()))
+    assert serial_of(text) == first
+    time.sleep(0.5)
+    assert "ordering" not in srv.stderr_text()
+    assert "temporary self-signed" not in srv.stderr_text()
+    assert next(srv.state.glob("account-*.key")).read_bytes() == account
+    assert pebble.issued() == 1
+
+
+def test_state_dir_readable_by_others_is_refused(acme, tmp_path):
+    state = tmp_path / "open-state"
+    state.mkdir(mode=0o755)
+    state.chmod(0o755)
+    srv, _ = acme(state=state)
+    err = srv.run_expect_failure()
+    assert "ACMEStateDir" in err and "mode 0755" in err and "chmod 700" in err
+    assert "sites/default:" in err
+
+
+def test_state_dir_is_made_0700(acme, tmp_path):
+    state = tmp_path / "deep" / "state"
+    srv, pebble = acme(state=state)
+    srv.start()
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+    wait_verified(srv, pebble)
+
+
+def test_failing_challenge_keeps_the_stand_in_and_backs_off(acme):
+    """The DNS answers an address where nothing listens: the challenge
+    fails, the site keeps its self-signed stand-in, the error is logged and
+    the next attempts come after 1 s, then 2 s (ACMERetry doubled)."""
+    srv, pebble = acme(dns_ip="127.0.0.2")
+    srv.start()
+    assert wait_for(lambda: "next attempt in 2s" in srv.stderr_text(), timeout=30 * SLOW), \
+        srv.stderr_text()
+    log = srv.stderr_text()
+    assert "http-01 for a.test failed" in log
+    assert "next attempt in 1s" in log
+    assert "temporary self-signed" in log
+    text = cert_text(peer_cert(srv.tls_port, "a.test"))
+    assert "monkey ACME stand-in" in text
+    with pytest.raises(ssl.SSLError):
+        peer_cert(srv.tls_port, "a.test", pebble.root())
+    assert pebble.issued() == 0
+
+
+def test_two_servers_sharing_a_state_dir_get_one_certificate(acme, make_server):
+    a, pebble = acme()
+    a.start()
+    assert wait_for(lambda: "ordering a certificate" in a.stderr_text(), timeout=10 * SLOW)
+    b, _ = acme(pebble=pebble, state=a.state)
+    b.start()
+    first = serial_of(wait_verified(a, pebble))
+    assert serial_of(wait_verified(b, pebble)) == first
+    assert "ordering" not in b.stderr_text()
+    assert pebble.issued() == 1
+
+
+def test_unknown_challenge_token_is_not_answered(acme):
+    srv, pebble = acme()
+    srv.start()
+    wait_verified(srv, pebble)
+    assert srv.get("/.well-known/acme-challenge/nosuchtoken").status == 404
+
+
+def test_short_lived_certificate_renews_during_a_download(acme):
+    """Pebble issues 12-second certificates: the server renews at two
+    thirds of that and installs the new one while a TLS download started
+    under the first goes on to its end."""
+    srv, pebble = acme(validity=12)
+    body = os.urandom(4 << 20)
+    srv.file("big.bin", body)
+    srv.start()
+    first = serial_of(wait_verified(srv, pebble))
+    ctx = ssl.create_default_context(cadata=pebble.root())
+    sock = socket.create_connection(("127.0.0.1", srv.tls_port), timeout=10 * SLOW)
+    t = ctx.wrap_socket(sock, server_hostname="a.test")
+    t.sendall(b"GET /big.bin HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
+    got = b""
+    deadline = time.monotonic() + 30 * SLOW
+    renewed = None
+    while True:
+        chunk = t.recv(16384)
+        if not chunk:
+            break
+        got += chunk
+        if renewed is None and len(got) > 65536:
+            try:
+                renewed = serial_of(wait_verified(srv, pebble, not_serial=first,
+                                                  timeout=20))
+            except AssertionError:
+                renewed = ""
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    t.close()
+    head, _, data = got.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    assert data == body
+    assert renewed and renewed != first
+    assert pebble.issued() >= 2
+
+
+def test_check_refuses_a_wildcard_name(acme):
+    srv, _ = acme(names=("*.a.test",))
+    err = srv.run_expect_failure(["-t"])
+    assert "wildcard" in err and "sites/default:" in err
+
+
+def test_check_refuses_acme_with_certificate_files(acme, tmp_path):
+    srv, _ = acme(extra="    Certificate /nonexistent.crt\n")
+    err = srv.run_expect_failure(["-t"])
+    assert "sites/default:" in err and "ACME" in err
+
+
+def test_check_refuses_bad_values(acme):
+    srv, _ = acme(extra="    ACMEKeyType dsa\n")
+    assert "ACMEKeyType" in srv.run_expect_failure(["-t"])
+    srv, _ = acme(srv=srv, extra="    ACMEEABKeyID kid-1\n")
+    assert "ACMEEABKeyID and ACMEEABKey go together" in srv.run_expect_failure(["-t"])
+    srv, _ = acme(srv=srv, extra="    ACMEEABKeyID kid-1\n    ACMEEABKey not*base64\n")
+    assert "base64url" in srv.run_expect_failure(["-t"])
+    srv.site_extra = "[TLS]\n    ACME http://plain.example/dir\n"
+    assert "https://" in srv.run_expect_failure(["-t"])
+
+
+def test_check_does_no_network(acme, tmp_path):
+    """monkey -t accepts an unreachable directory: the check does no network."""
+    srv, pebble = acme(state=tmp_path / "never-made")
+    pebble.stop()
+    srv.write_conf()
+    p = subprocess.run([str(MONKEY), "-c", str(srv.conf), "-t"], capture_output=True, text=True,
+                       timeout=10 * SLOW)
+    assert p.returncode == 0, p.stderr
+    assert not (tmp_path / "never-made").exists()
