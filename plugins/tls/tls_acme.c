@@ -1247,7 +1247,7 @@ int tls_acme_site_init(struct tls_site *ts, const struct mk_site *site, const st
     const char *url = strcasecmp(ac->directory, "letsencrypt") == 0
                           ? (ac->staging ? ACME_LE_STAGING : ACME_LE)
                           : ac->directory;
-    size_t klen = strlen(file) + strlen(url) + 16;
+    size_t klen = strlen(file) + strlen(url) + strlen(dir) + 16;
     for (unsigned i = 0; i < n; i++) {
         klen += strlen(tls_api->site_name(site, i)) + 1;
     }

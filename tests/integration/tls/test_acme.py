@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import MONKEY, SLOW, free_port, wait_for, wait_port
-from tlsutil import TLS_MARKS, TLS_SO
+from tlsutil import TLS_MARKS, TLS_SO, make_cert
 
 PEBBLE_DIRS = [os.environ.get("MK_PEBBLE_DIR", ""), "/usr/local/bin", str(Path.home() / "go/bin")]
 
@@ -229,7 +229,7 @@ def test_challenge_answered_before_site_rules(acme):
     site redirects every plain request to HTTPS (RedirectHTTPS) and a
     [RULE] answers 403 for it: Pebble's validation still succeeds."""
     srv, pebble = acme(extra="    RedirectHTTPS on\n")
-    srv.site_extra += "[RULE]\n    Path /.well-known/\n    Respond 403\n"
+    srv.site_extra += "[RULE]\n    Prefix /.well-known/\n    Return 403\n"
     srv.start()
     wait_verified(srv, pebble)
     r = srv.get("/.well-known/acme-challenge/unknown-token")
@@ -354,9 +354,10 @@ def test_check_refuses_a_wildcard_name(acme):
 
 
 def test_check_refuses_acme_with_certificate_files(acme, tmp_path):
-    srv, _ = acme(extra="    Certificate /nonexistent.crt\n")
+    crt, key = make_cert(tmp_path / "certs", "a.test")
+    srv, _ = acme(extra=f"    Certificate {crt}\n    CertificateKey {key}\n")
     err = srv.run_expect_failure(["-t"])
-    assert "sites/default:" in err and "ACME" in err
+    assert "sites/default:" in err and "Certificate and ACME together" in err
 
 
 def test_check_refuses_bad_values(acme):
