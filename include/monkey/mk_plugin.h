@@ -1492,6 +1492,17 @@ struct mk_plugin {
      * server whose plugins define none pays one test per request.
      */
     int (*early)(struct mk_request *r);
+    /*
+     * A command of the control plugin's protocol for this plugin: a request
+     * line whose first word is control_name ("acme renew example.com":
+     * `monkey-ctl acme renew example.com`) is given to control() with the
+     * words after the name in `args`. Write the reply, lines of text, NUL
+     * ended, into out (cap bytes): MK_OK, or MK_ERR with the reason in out
+     * (one line). The control plugin's socket thread, acting for the
+     * server (api->self() works); must not block on the network.
+     */
+    const char *control_name;
+    int (*control)(const char *args, char *out, size_t cap);
 };
 
 /*

@@ -953,5 +953,7 @@ MK_PLUGIN_DEFINE(tls) = {
     .stats = tls_stats,
 #ifdef TLS_HAVE_ACME
     .early = tls_acme_early,
+    .control_name = "acme",
+    .control = tls_acme_control,
 #endif
 };

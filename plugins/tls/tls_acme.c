@@ -1469,6 +1469,95 @@ void tls_acme_stats(void (*emit)(void *arg, const char *name, uint64_t value), v
     emit(arg, "acme_next_renewal", next);
 }
 
+/* Unix time as UTC text ("-" for 0). */
+static const char *acme_time_text(time_t t, char *buf, size_t len)
+{
+    struct tm tm;
+
+    if (!t || !gmtime_r(&t, &tm)) {
+        snprintf(buf, len, "-");
+        return buf;
+    }
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+/* "status": one block per ACME site. */
+static int acme_control_status(struct tls_acme_state *st, char *out, size_t cap)
+{
+    size_t off = 0;
+    out[0] = '\0';
+    if (!st) {
+        return MK_OK;
+    }
+    pthread_mutex_lock(&st->lock);
+    for (struct tls_acme_site *as = st->sites; as && off < cap; as = as->next) {
+        char exp[32], next[32], names[1024] = "";
+        if (atomic_load(&as->refs) < 2) {
+            continue; /* no configuration has it any more */
+        }
+        for (unsigned i = 0, o = 0; i < as->n_names && o < sizeof(names); i++) {
+            int w = snprintf(names + o, sizeof(names) - o, "%s%s", i ? " " : "", as->names[i]);
+            o = w < 0 ? (unsigned) sizeof(names) : o + (unsigned) w;
+        }
+        pthread_mutex_lock(&as->lock);
+        int n = snprintf(out + off, cap - off,
+                         "site %s\n    names %s\n    directory %s\n    certificate %s\n"
+                         "    expires %s\n    renewal %s\n    obtained %u\n    failures %u\n"
+                         "    error %s\n",
+                         as->file, names, as->directory,
+                         as->temporary ? "temporary (self-signed)" : "from the CA",
+                         acme_time_text(as->temporary ? 0 : as->not_after, exp, sizeof(exp)),
+                         acme_time_text(as->force ? time(NULL) : as->next_try, next, sizeof(next)),
+                         as->obtained, as->failures, as->error[0] ? as->error : "-");
+        pthread_mutex_unlock(&as->lock);
+        off = n < 0 ? cap : off + (size_t) n;
+    }
+    pthread_mutex_unlock(&st->lock);
+    return MK_OK;
+}
+
+int tls_acme_control(const char *args, char *out, size_t cap)
+{
+    struct tls_self *self = tls_api->self(MK_PLUGIN_SELF(tls));
+    struct tls_acme_state *st = self ? self->acme : NULL;
+    char verb[16] = "", name[256] = "", extra[2] = "";
+    int n = sscanf(args, "%15s %255s %1s", verb, name, extra);
+
+    if (n == 1 && strcmp(verb, "status") == 0) {
+        return acme_control_status(st, out, cap);
+    }
+    if (n != 2 || strcmp(verb, "renew") != 0) {
+        snprintf(out, cap, "acme: status, or renew NAME");
+        return MK_ERR;
+    }
+    bool found = false;
+    if (st) {
+        pthread_mutex_lock(&st->lock);
+        for (struct tls_acme_site *as = st->sites; as; as = as->next) {
+            bool match = false;
+            for (unsigned i = 0; i < as->n_names; i++) {
+                match = match || strcasecmp(as->names[i], name) == 0;
+            }
+            if (match && atomic_load(&as->refs) >= 2) {
+                pthread_mutex_lock(&as->lock);
+                as->force = true;
+                pthread_mutex_unlock(&as->lock);
+                found = true;
+            }
+        }
+        pthread_cond_signal(&st->cond);
+        pthread_mutex_unlock(&st->lock);
+    }
+    if (!found) {
+        snprintf(out, cap, "acme: no ACME site is named %.200s", name);
+        return MK_ERR;
+    }
+    tls_api->log(MK_PLUGIN_LOG_INFO, "tls: acme: renewal of %s asked for (control)", name);
+    snprintf(out, cap, "renewal of %.200s started (acme status shows its end)\n", name);
+    return MK_OK;
+}
+
 void tls_acme_exit(void)
 {
     struct tls_self *self = tls_api->self(MK_PLUGIN_SELF(tls));

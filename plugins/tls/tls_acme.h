@@ -180,6 +180,8 @@ SSL_CTX *tls_acme_ctx(struct tls_acme_site *as);
 int tls_acme_early(struct mk_request *r);
 /* The ACME counters for the stats hook: per site expiry, next renewal, failures. */
 void tls_acme_stats(void (*emit)(void *arg, const char *name, uint64_t value), void *arg);
+/* The control hook (control_name "acme"): "status", "renew NAME". */
+int tls_acme_control(const char *args, char *out, size_t cap);
 /* Stop the renewer of this server (exit()). */
 void tls_acme_exit(void);
 

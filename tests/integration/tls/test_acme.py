@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MONKEY, SLOW, free_port, wait_for, wait_port
+from conftest import BUILD, MONKEY, SLOW, free_port, wait_for, wait_port
 from tlsutil import TLS_MARKS, TLS_SO, make_cert
 
 PEBBLE_DIRS = [os.environ.get("MK_PEBBLE_DIR", ""), "/usr/local/bin", str(Path.home() / "go/bin")]
@@ -31,6 +31,8 @@ def _tool(name):
     return shutil.which(name)
 
 
+CONTROL_SO = BUILD / "plugins" / "monkey-control.so"
+CTL = BUILD / "bin" / "monkey-ctl"
 PEBBLE = _tool("pebble")
 CHALLTESTSRV = _tool("pebble-challtestsrv")
 
@@ -380,3 +382,54 @@ def test_check_does_no_network(acme, tmp_path):
                        timeout=10 * SLOW)
     assert p.returncode == 0, p.stderr
     assert not (tmp_path / "never-made").exists()
+
+
+def with_control(srv):
+    srv.plugins.append(str(CONTROL_SO))
+    (srv.conf / "plugins").mkdir(exist_ok=True)
+    (srv.conf / "plugins" / "control.conf").write_text("[CONTROL]\n    Socket ctl.sock\n")
+
+
+def ctl(srv, *args):
+    return subprocess.run([str(CTL), "-s", str(srv.conf / "ctl.sock"), *args],
+                          capture_output=True, text=True, timeout=20 * SLOW)
+
+
+def test_control_status_and_renew(acme):
+    """monkey-ctl acme status shows each site's certificate, its expiry and
+    next renewal; acme renew NAME orders a new certificate at once, which
+    handshakes then get; the counters are in the control status."""
+    srv, pebble = acme(names=("a.test", "www.a.test"))
+    with_control(srv)
+    srv.start()
+    first = serial_of(wait_verified(srv, pebble))
+    p = ctl(srv, "acme", "status")
+    assert p.returncode == 0, p.stderr
+    assert "names a.test www.a.test" in p.stdout
+    assert "certificate from the CA" in p.stdout
+    assert "expires 20" in p.stdout and "renewal 20" in p.stdout
+    assert "error -" in p.stdout
+    status = json.loads(ctl(srv, "--json", "status").stdout)["plugins"]["tls"]
+    assert status["acme_sites"] == 1 and status["acme_obtained"] == 1
+    assert status["acme_first_expiry"] > time.time()
+    p = ctl(srv, "acme", "renew", "www.a.test")
+    assert p.returncode == 0 and "renewal of www.a.test started" in p.stdout, p.stdout + p.stderr
+    renewed = serial_of(wait_verified(srv, pebble, not_serial=first))
+    assert renewed != first
+    assert pebble.issued() == 2
+    p = ctl(srv, "acme", "renew", "nosuch.test")
+    assert p.returncode != 0 and "no ACME site is named nosuch.test" in p.stdout + p.stderr
+
+
+def test_reload_keeps_the_certificate(acme):
+    """A reload (SIGHUP) builds the site's context from the certificate in
+    force: no stand-in, no new order."""
+    srv, pebble = acme()
+    srv.start()
+    first = serial_of(wait_verified(srv, pebble))
+    srv.reload()
+    text = cert_text(peer_cert(srv.tls_port, "a.test", pebble.root()))
+    assert serial_of(text) == first
+    time.sleep(0.5)
+    assert pebble.issued() == 1
+    assert srv.stderr_text().count("temporary self-signed") == 1
