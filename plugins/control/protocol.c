@@ -119,11 +119,14 @@ static bool control_plugin_command(struct control_client *cl, const char *word, 
             strcasecmp(p->control_name, word) != 0) {
             continue;
         }
-        const char *rest = cl->line + strspn(cl->line, " ");
-        rest += strcspn(rest, " ");
-        rest += strspn(rest, " ");
+        const char *rest = cl->line + strspn(cl->line, " \t");
+        rest += strcspn(rest, " \t");
+        rest += strspn(rest, " \t");
         snprintf(args, sizeof(args), "%s", rest);
         size_t len = strlen(args);
+        for (size_t k = 0; k < len; k++) {
+            args[k] = args[k] == '\t' ? ' ' : args[k];
+        }
         while (len > 0 && args[len - 1] == ' ') {
             args[--len] = '\0';
         }
