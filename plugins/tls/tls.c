@@ -117,9 +117,19 @@ static int tls_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *o
                            const unsigned char *in, unsigned int inlen, void *arg)
 {
     static const char *const prefs[] = {"h2", "http/1.1", NULL};
+    const struct tls_conn *t = SSL_get_app_data(ssl);
 
-    (void) ssl;
     (void) arg;
+    if (t && t->acme_alpn) {
+        /* an ACME validation (RFC 8737): its protocol, then the end of the connection */
+        const unsigned char *found = tls_alpn_find(in, inlen, "acme-tls/1", 10);
+        if (!found) {
+            return SSL_TLSEXT_ERR_ALERT_FATAL;
+        }
+        *out = found;
+        *outlen = 10;
+        return SSL_TLSEXT_ERR_OK;
+    }
     for (size_t p = 0; prefs[p]; p++) {
         size_t plen = strlen(prefs[p]);
         if (!api->protocol_known(prefs[p], plen)) {

@@ -304,6 +304,7 @@ struct tls_conn {
     bool shut;        /* close_notify was sent (or may not be) */
     bool plain;       /* plain HTTP came instead of a handshake */
     bool switched;    /* tls_switch() moved it to its site's context */
+    bool acme_alpn;   /* an ACME TLS-ALPN-01 validation (tls_acme_alpn_hello) */
     int retry_len;    /* a write that must be repeated with this many bytes; 0: none */
     SSL *ssl;         /* its app data is this struct (tls_switch) */
     /*

@@ -71,6 +71,16 @@ const char *const tls_acme_key_words[] = {"ecdsa", "rsa", NULL};
 
 /* HTTP-01 answers waiting, in every server of the process: 0 makes the early hook free. */
 static atomic_uint acme_tokens_live;
+/* TLS-ALPN-01 certificates waiting, likewise for the ClientHello. */
+static atomic_uint acme_alpn_live;
+
+/* One TLS-ALPN-01 answer: a handshake for name offering acme-tls/1 gets cert. */
+struct acme_alpn {
+    struct acme_alpn *next;
+    char name[256];
+    X509 *cert;
+    EVP_PKEY *key;
+};
 
 /* One HTTP-01 answer: GET ACME_CHALLENGE token gets keyauth. */
 struct acme_token {
@@ -88,6 +98,7 @@ struct tls_acme_state {
     atomic_bool stop;
     struct tls_acme_site *sites;
     struct acme_token *tokens;
+    struct acme_alpn *alpn;
     struct mk_server *server;
 };
 
@@ -468,6 +479,8 @@ struct acme_run {
     char kid[1024];
     char nonce[256];
     char new_nonce[1024], new_account[1024], new_order[1024];
+    bool http; /* the server has a plain listener: HTTP-01 */
+    bool alpn; /* and a TLS listener: TLS-ALPN-01 */
     char err[512];
 };
 
@@ -720,6 +733,71 @@ static void acme_token_set(struct tls_acme_state *st, const char *token, const c
     pthread_mutex_unlock(&st->lock);
 }
 
+/* Publish (cert non-NULL) or withdraw a TLS-ALPN-01 certificate for name. */
+static void acme_alpn_set(struct tls_acme_state *st, const char *name, X509 *cert, EVP_PKEY *key)
+{
+    pthread_mutex_lock(&st->lock);
+    for (struct acme_alpn **pp = &st->alpn; *pp; pp = &(*pp)->next) {
+        if (strcasecmp((*pp)->name, name) == 0) {
+            struct acme_alpn *a = *pp;
+            *pp = a->next;
+            X509_free(a->cert);
+            EVP_PKEY_free(a->key);
+            free(a);
+            atomic_fetch_sub(&acme_alpn_live, 1);
+            break;
+        }
+    }
+    struct acme_alpn *a = cert ? calloc(1, sizeof(*a)) : NULL;
+    if (a && X509_up_ref(cert) == 1 && EVP_PKEY_up_ref(key) == 1) {
+        snprintf(a->name, sizeof(a->name), "%s", name);
+        a->cert = cert;
+        a->key = key;
+        a->next = st->alpn;
+        st->alpn = a;
+        atomic_fetch_add(&acme_alpn_live, 1);
+    }
+    else if (a) {
+        free(a); /* up_ref of an object we hold does not fail */
+    }
+    pthread_mutex_unlock(&st->lock);
+}
+
+bool tls_acme_alpn_hello(SSL *ssl, const char *sni)
+{
+    static const unsigned char only[] = {0,   11,  10,  'a', 'c', 'm', 'e',
+                                         '-', 't', 'l', 's', '/', '1'};
+    const unsigned char *p;
+    size_t len;
+    bool done = false;
+
+    if (atomic_load_explicit(&acme_alpn_live, memory_order_relaxed) == 0 || !sni ||
+        SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_application_layer_protocol_negotiation, &p,
+                                  &len) != 1 ||
+        len != sizeof(only) || memcmp(p, only, len) != 0) {
+        return false;
+    }
+    struct tls_self *self = tls_api->self(MK_PLUGIN_SELF(tls));
+    struct tls_acme_state *st = self ? self->acme : NULL;
+    if (!st) {
+        return false;
+    }
+    pthread_mutex_lock(&st->lock);
+    for (struct acme_alpn *a = st->alpn; a; a = a->next) {
+        if (strcasecmp(a->name, sni) == 0) {
+            done = SSL_use_certificate(ssl, a->cert) == 1 && SSL_use_PrivateKey(ssl, a->key) == 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&st->lock);
+    ERR_clear_error();
+    struct tls_conn *t = SSL_get_app_data(ssl);
+    if (done && t) {
+        t->acme_alpn = true;
+    }
+    return done;
+}
+
 /* POST-as-GET url until its "status" leaves pending/processing: the last body, or NULL. */
 static cJSON *acme_poll(struct acme_run *run, const char *url, const char *what)
 {
@@ -764,7 +842,8 @@ static void acme_authz_error(struct acme_run *run, cJSON *authz, const char *nam
         cJSON *e = cJSON_GetObjectItem(ch, "error");
         const char *d = e ? cJSON_GetStringValue(cJSON_GetObjectItem(e, "detail")) : NULL;
         if (d) {
-            snprintf(run->err, sizeof(run->err), "http-01 for %s failed: %.400s", name, d);
+            snprintf(run->err, sizeof(run->err), "%s for %s failed: %.400s",
+                     cJSON_GetStringValue(cJSON_GetObjectItem(ch, "type")), name, d);
             return;
         }
     }
@@ -797,29 +876,55 @@ static int acme_authorize(struct acme_run *run, const char *url)
         cJSON_Delete(authz);
         return MK_OK;
     }
-    cJSON *ch, *http01 = NULL;
+    /* The challenge the listeners allow: HTTP-01 with a plain listener, else TLS-ALPN-01. */
+    cJSON *ch, *http01 = NULL, *alpn01 = NULL;
     cJSON_ArrayForEach(ch, cJSON_GetObjectItem(authz, "challenges"))
     {
         const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(ch, "type"));
-        if (type && strcmp(type, "http-01") == 0) {
+        if (type && strcmp(type, "http-01") == 0 && run->http) {
             http01 = ch;
         }
+        else if (type && strcmp(type, "tls-alpn-01") == 0 && run->alpn) {
+            alpn01 = ch;
+        }
     }
-    const char *tok = http01 ? cJSON_GetStringValue(cJSON_GetObjectItem(http01, "token")) : NULL;
+    cJSON *chosen = http01 ? http01 : alpn01;
+    const char *tok = chosen ? cJSON_GetStringValue(cJSON_GetObjectItem(chosen, "token")) : NULL;
     if (!tok || !acme_copy(token, sizeof(token), tok) ||
         strspn(token, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") !=
             strlen(token) ||
         !acme_copy(ch_url, sizeof(ch_url),
-                   cJSON_GetStringValue(cJSON_GetObjectItem(http01, "url")))) {
-        acme_fail(run, "the CA offers no usable http-01 challenge for %s%s", name, NULL);
+                   cJSON_GetStringValue(cJSON_GetObjectItem(chosen, "url")))) {
+        acme_fail(run, "the CA offers no challenge the listeners allow for %s (%s)", name,
+                  run->http   ? "http-01"
+                  : run->alpn ? "tls-alpn-01"
+                              : "no listener");
         cJSON_Delete(authz);
         return MK_ERR;
     }
     snprintf(keyauth, sizeof(keyauth), "%s.%s", token, run->thumb);
-    acme_token_set(run->st, token, keyauth);
-    tls_api->log(MK_PLUGIN_LOG_INFO,
-                 "tls: acme: %s: waiting for the CA to fetch http://%s" ACME_CHALLENGE "%s",
-                 run->as->file, name, token);
+    EVP_PKEY *alpn_key = NULL;
+    X509 *alpn_cert = NULL;
+    if (http01) {
+        acme_token_set(run->st, token, keyauth);
+        tls_api->log(MK_PLUGIN_LOG_INFO,
+                     "tls: acme: %s: waiting for the CA to fetch http://%s" ACME_CHALLENGE "%s",
+                     run->as->file, name, token);
+    }
+    else {
+        alpn_key = acme_key_new(false);
+        alpn_cert = alpn_key ? acme_alpn_cert(alpn_key, name, keyauth) : NULL;
+        if (!alpn_cert) {
+            EVP_PKEY_free(alpn_key);
+            acme_fail(run, "cannot make the tls-alpn-01 certificate for %s%s", name, NULL);
+            cJSON_Delete(authz);
+            return MK_ERR;
+        }
+        acme_alpn_set(run->st, name, alpn_cert, alpn_key);
+        tls_api->log(MK_PLUGIN_LOG_INFO,
+                     "tls: acme: %s: waiting for the CA's acme-tls/1 handshake for %s",
+                     run->as->file, name);
+    }
     if (acme_post(run, ch_url, "{}", &rep) == MK_OK) {
         if (rep.resp.status == 200) {
             cJSON *done = acme_poll(run, url, "authorization");
@@ -838,7 +943,14 @@ static int acme_authorize(struct acme_run *run, const char *url)
         }
         acme_reply_free(&rep);
     }
-    acme_token_set(run->st, token, NULL);
+    if (http01) {
+        acme_token_set(run->st, token, NULL);
+    }
+    else {
+        acme_alpn_set(run->st, name, NULL, NULL);
+        X509_free(alpn_cert);
+        EVP_PKEY_free(alpn_key);
+    }
     cJSON_Delete(authz);
     return ok;
 }
@@ -992,6 +1104,23 @@ static int acme_order(struct acme_run *run)
     return ok;
 }
 
+/* Which challenges the server's listeners can answer: plain for HTTP-01, tls for TLS-ALPN-01. */
+static void acme_listeners(struct acme_run *run)
+{
+    struct mk_config *cfg = tls_api->config_get();
+    const char *v;
+
+    for (unsigned i = 0; cfg && (v = tls_api->config_value(cfg, "Listen", i)) != NULL; i++) {
+        const char *sp = strchr(v, ' ');
+        bool tls = sp && strncmp(sp + 1, "tls", 3) == 0 && (sp[4] == '\0' || sp[4] == ' ');
+        run->alpn |= tls;
+        run->http |= !tls && !(sp && strstr(sp, "proxy_protocol"));
+    }
+    if (cfg) {
+        tls_api->config_put(cfg);
+    }
+}
+
 /*
  * The renewer's work on one site, under its lock file: the stored
  * certificate when it is there and not due, else an order. Sets the next
@@ -1039,6 +1168,7 @@ static void acme_work(struct tls_acme_state *st, struct tls_acme_site *as)
             goto done;
         }
     }
+    acme_listeners(&run);
     run.tls = acme_client_ctx(as->conf.ca, run.err, sizeof(run.err));
     if (run.tls) {
         tls_api->log(MK_PLUGIN_LOG_INFO, "tls: acme: %s: ordering a certificate for %s from %s",
@@ -1583,6 +1713,9 @@ void tls_acme_exit(void)
         st->tokens = t->next;
         free(t);
         atomic_fetch_sub(&acme_tokens_live, 1);
+    }
+    while (st->alpn) {
+        acme_alpn_set(st, st->alpn->name, NULL, NULL);
     }
     pthread_cond_destroy(&st->cond);
     pthread_mutex_destroy(&st->lock);

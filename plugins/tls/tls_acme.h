@@ -176,6 +176,15 @@ void tls_acme_site_release(struct tls_site *ts);
  * the caller drops (SSL_CTX_free). Any thread.
  */
 SSL_CTX *tls_acme_ctx(struct tls_acme_site *as);
+/*
+ * The ClientHello of ssl, after its switch to the site's context: when it
+ * offers only ALPN "acme-tls/1" for an SNI name whose TLS-ALPN-01
+ * challenge is waiting, give ssl the challenge's certificate: true (the
+ * ALPN callback then selects acme-tls/1 and the connection ends after its
+ * handshake), else false. One relaxed atomic load when no such challenge
+ * waits. Workers.
+ */
+bool tls_acme_alpn_hello(SSL *ssl, const char *sni);
 /* The early hook: the HTTP-01 answers on plain connections. */
 int tls_acme_early(struct mk_request *r);
 /* The ACME counters for the stats hook: per site expiry, next renewal, failures. */
@@ -206,6 +215,12 @@ char *acme_eab_jws(EVP_PKEY *key, const char *eab_kid, const char *eab_key, cons
 char *acme_csr(EVP_PKEY *key, char *const *names, unsigned n);
 /* A self-signed certificate for names, valid for `days`, or NULL. */
 X509 *acme_self_signed(EVP_PKEY *key, char *const *names, unsigned n, int days);
+/*
+ * The TLS-ALPN-01 certificate for name (RFC 8737): self-signed by key, the
+ * name as its only SAN, the critical acmeIdentifier extension with the
+ * SHA-256 of the key authorization. NULL on failure.
+ */
+X509 *acme_alpn_cert(EVP_PKEY *key, const char *name, const char *keyauth);
 /* A certificate's validity as time_t. */
 void acme_cert_times(X509 *x, time_t *not_before, time_t *not_after);
 /* Whether the certificate's SANs hold every name. */

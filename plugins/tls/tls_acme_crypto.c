@@ -337,3 +337,38 @@ bool acme_cert_covers(X509 *x, char *const *names, unsigned n)
     }
     return true;
 }
+
+X509 *acme_alpn_cert(EVP_PKEY *key, const char *name, const char *keyauth)
+{
+    char *names[1] = {(char *) name};
+    X509 *x = acme_self_signed(key, names, 1, 7);
+    unsigned char md[32], der[34];
+    ASN1_OCTET_STRING *os = ASN1_OCTET_STRING_new();
+    ASN1_OBJECT *oid = OBJ_txt2obj("1.3.6.1.5.5.7.1.31", 1); /* id-pe-acmeIdentifier */
+    X509_EXTENSION *ext = NULL;
+
+    if (!x || !os || !oid ||
+        EVP_Digest(keyauth, strlen(keyauth), md, NULL, EVP_sha256(), NULL) != 1) {
+        goto fail;
+    }
+    /* The extension's value: the DER of an OCTET STRING of the digest (RFC 8737 3). */
+    der[0] = 0x04;
+    der[1] = 32;
+    memcpy(der + 2, md, 32);
+    if (ASN1_OCTET_STRING_set(os, der, sizeof(der)) != 1 ||
+        !(ext = X509_EXTENSION_create_by_OBJ(NULL, oid, 1, os)) || X509_add_ext(x, ext, -1) != 1 ||
+        X509_sign(x, key, EVP_sha256()) <= 0) {
+        goto fail;
+    }
+    X509_EXTENSION_free(ext);
+    ASN1_OCTET_STRING_free(os);
+    ASN1_OBJECT_free(oid);
+    return x;
+fail:
+    X509_EXTENSION_free(ext);
+    ASN1_OCTET_STRING_free(os);
+    ASN1_OBJECT_free(oid);
+    X509_free(x);
+    ERR_clear_error();
+    return NULL;
+}

@@ -460,3 +460,27 @@ def test_renewal_after_a_ca_restart(acme):
     text = wait_verified(srv, pebble, not_serial=first, timeout=25)
     assert serial_of(text) != first
     assert "installed" in srv.stderr_text()
+
+
+def test_tls_alpn01_without_a_plain_listener(acme):
+    """A server with TLS listeners only answers TLS-ALPN-01 (RFC 8737):
+    Pebble's acme-tls/1 handshake gets the challenge certificate, and the
+    site its certificate, which a client trusting Pebble's root verifies."""
+    srv, pebble = acme(names=("b.test",))
+    srv.set(Listen=f"127.0.0.1:{srv.tls_port} tls")
+    srv.port = srv.tls_port  # the server's only port, for the start's wait
+    srv.start()
+    text = wait_verified(srv, pebble, "b.test")
+    assert "DNS:b.test" in text
+    log = srv.stderr_text()
+    assert "waiting for the CA's acme-tls/1 handshake for b.test" in log
+    assert "fetch http://" not in log
+    # An ordinary client offering acme-tls/1 gets the site's certificate, not a challenge's.
+    ctx = ssl.create_default_context(cadata=pebble.root())
+    ctx.set_alpn_protocols(["acme-tls/1"])
+    with socket.create_connection(("127.0.0.1", srv.tls_port), timeout=5 * SLOW) as s:
+        try:
+            with ctx.wrap_socket(s, server_hostname="b.test") as t:
+                assert t.selected_alpn_protocol() is None
+        except ssl.SSLError:
+            pass  # refused (no protocol in common) is fine too; never the challenge certificate
