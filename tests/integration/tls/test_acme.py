@@ -7,6 +7,7 @@ only when the binaries are missing."""
 
 import json
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -398,7 +399,8 @@ def test_check_does_no_network(acme, tmp_path):
 def with_control(srv):
     srv.plugins.append(str(CONTROL_SO))
     (srv.conf / "plugins").mkdir(exist_ok=True)
-    (srv.conf / "plugins" / "control.conf").write_text("[CONTROL]\n    Socket ctl.sock\n")
+    (srv.conf / "plugins" / "control.conf").write_text(
+        "[CONTROL]\n    Socket ctl.sock\n    MetricsPath /metrics\n")
 
 
 def ctl(srv, *args):
@@ -423,6 +425,14 @@ def test_control_status_and_renew(acme):
     status = json.loads(ctl(srv, "--json", "status").stdout)["plugins"]["tls"]
     assert status["acme_sites"] == 1 and status["acme_obtained"] == 1
     assert status["acme_first_expiry"] > time.time()
+    if "metrics\ton" in (BUILD / "features.txt").read_text():
+        metrics = srv.get("/metrics").body.decode()
+        assert 'monkey_tls_acme_sites{state="all"} 1' in metrics
+        assert 'monkey_tls_acme_sites{state="waiting"} 0' in metrics
+        assert "monkey_tls_acme_certificates_total 1" in metrics
+        expiry = int(re.search(r"^monkey_tls_acme_expiry_timestamp_seconds (\d+)$", metrics,
+                               re.M).group(1))
+        assert expiry > time.time()
     p = ctl(srv, "acme", "renew", "www.a.test")
     assert p.returncode == 0 and "renewal of www.a.test started" in p.stdout, p.stdout + p.stderr
     renewed = serial_of(wait_verified(srv, pebble, not_serial=first))
