@@ -56,6 +56,7 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
+#include <openssl/x509v3.h>
 
 #include "tls.h"
 #include "tls_acme.h"
@@ -479,8 +480,9 @@ struct acme_run {
     char kid[1024];
     char nonce[256];
     char new_nonce[1024], new_account[1024], new_order[1024];
-    bool http; /* the server has a plain listener: HTTP-01 */
-    bool alpn; /* and a TLS listener: TLS-ALPN-01 */
+    char renewal_info[1024]; /* ARI (RFC 9773): "" when the CA has none */
+    bool http;               /* the server has a plain listener: HTTP-01 */
+    bool alpn;               /* and a TLS listener: TLS-ALPN-01 */
     char err[512];
 };
 
@@ -607,6 +609,9 @@ static int acme_directory(struct acme_run *run)
         acme_copy(run->new_order, sizeof(run->new_order),
                   cJSON_GetStringValue(cJSON_GetObjectItem(j, "newOrder")))) {
         ok = MK_OK;
+        run->renewal_info[0] = '\0';
+        acme_copy(run->renewal_info, sizeof(run->renewal_info),
+                  cJSON_GetStringValue(cJSON_GetObjectItem(j, "renewalInfo")));
     }
     else {
         snprintf(run->err, sizeof(run->err), "the directory %.300s (HTTP %d) is no ACME directory",
@@ -1104,6 +1109,75 @@ static int acme_order(struct acme_run *run)
     return ok;
 }
 
+/* An RFC 3339 time (UTC "Z" or an offset; fractions ignored) as time_t; 0 when malformed. */
+static time_t acme_rfc3339(const char *s)
+{
+    struct tm tm = {0};
+    const char *p = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+
+    if (!p) {
+        return 0;
+    }
+    if (*p == '.') {
+        p += 1 + strspn(p + 1, "0123456789");
+    }
+    time_t t = timegm(&tm);
+    if (*p == 'Z' || *p == 'z') {
+        return t;
+    }
+    int hh, mm;
+    if ((*p == '+' || *p == '-') && sscanf(p + 1, "%2d:%2d", &hh, &mm) == 2) {
+        long off = (hh * 60L + mm) * 60L;
+        return *p == '+' ? t - off : t + off;
+    }
+    return 0;
+}
+
+/*
+ * ARI (RFC 9773): when the CA suggests renewing leaf, a random moment of
+ * its suggested window, with its Retry-After in *retry (seconds, -1:
+ * none); 0 when the CA has no renewal information or the exchange failed
+ * (then the lifetime alone decides).
+ */
+static time_t acme_ari(struct acme_run *run, X509 *leaf, long *retry)
+{
+    const ASN1_OCTET_STRING *aki = X509_get0_authority_key_id(leaf);
+    unsigned char *der = NULL;
+    char url[2048], a[128], b[128];
+    struct acme_reply rep;
+    time_t when = 0;
+
+    *retry = -1;
+    int n = i2d_ASN1_INTEGER(X509_get0_serialNumber(leaf), &der);
+    size_t hdr = n > 2 && (der[1] & 0x80) ? 2 + (size_t) (der[1] & 0x7f) : 2;
+    if (!run->renewal_info[0] || !aki || ASN1_STRING_length(aki) > 64 || n <= (int) hdr ||
+        (size_t) n - hdr > 64) {
+        OPENSSL_free(der);
+        return 0;
+    }
+    acme_b64url(ASN1_STRING_get0_data(aki), (size_t) ASN1_STRING_length(aki), a);
+    acme_b64url(der + hdr, (size_t) n - hdr, b);
+    OPENSSL_free(der);
+    snprintf(url, sizeof(url), "%s/%s.%s", run->renewal_info, a, b);
+    if (acme_request(run->tls, url, NULL, &rep, run->err, sizeof(run->err)) != MK_OK) {
+        return 0;
+    }
+    cJSON *j = rep.resp.status == 200 ? acme_json(&rep) : NULL;
+    cJSON *w = j ? cJSON_GetObjectItem(j, "suggestedWindow") : NULL;
+    time_t start = w ? acme_rfc3339(cJSON_GetStringValue(cJSON_GetObjectItem(w, "start"))) : 0;
+    time_t end = w ? acme_rfc3339(cJSON_GetStringValue(cJSON_GetObjectItem(w, "end"))) : 0;
+    if (start && end >= start) {
+        uint32_t r = 0;
+        RAND_bytes((unsigned char *) &r, sizeof(r));
+        when = start + (end > start ? (time_t) (r % (uint32_t) (end - start + 1)) : 0);
+        *retry = rep.resp.retry_after;
+    }
+    cJSON_Delete(j);
+    acme_reply_free(&rep);
+    run->err[0] = '\0';
+    return when;
+}
+
 /* Which challenges the server's listeners can answer: plain for HTTP-01, tls for TLS-ALPN-01. */
 static void acme_listeners(struct acme_run *run)
 {
@@ -1133,7 +1207,7 @@ static void acme_work(struct tls_acme_state *st, struct tls_acme_site *as)
     X509 *leaf = NULL;
     STACK_OF(X509) *rest = NULL;
     EVP_PKEY *key = NULL;
-    time_t now;
+    time_t now, want_next = 0;
     int ok = MK_ERR;
 
     pthread_mutex_lock(&as->lock);
@@ -1155,25 +1229,42 @@ static void acme_work(struct tls_acme_state *st, struct tls_acme_site *as)
         }
     }
     now = time(NULL);
+    run.tls = acme_client_ctx(as->conf.ca, run.err, sizeof(run.err));
     if (acme_stored(as, &leaf, &rest, &key) == MK_OK) {
         time_t nb, na;
         acme_cert_times(leaf, &nb, &na);
         bool mine = na == installed;
         if (now < acme_renew_at(nb, na) && !(force && mine)) {
-            /* not due, or another server renewed it since: install it */
-            ok = na == installed || acme_install(as, leaf, rest, key) == MK_OK ? MK_OK : MK_ERR;
-            if (ok != MK_OK) {
-                snprintf(run.err, sizeof(run.err), "the stored certificate cannot be used");
+            /* Not due by its lifetime (or another server renewed it since):
+               the CA's renewal information may say otherwise. */
+            long retry = -1;
+            time_t ari =
+                run.tls && acme_directory(&run) == MK_OK ? acme_ari(&run, leaf, &retry) : 0;
+            run.err[0] = '\0';
+            if (ari && ari <= now) {
+                tls_api->log(MK_PLUGIN_LOG_INFO,
+                             "tls: acme: %s: the CA's renewal information (ARI) says renew now",
+                             as->file);
             }
-            goto done;
+            else {
+                ok = na == installed || acme_install(as, leaf, rest, key) == MK_OK ? MK_OK : MK_ERR;
+                if (ok != MK_OK) {
+                    snprintf(run.err, sizeof(run.err), "the stored certificate cannot be used");
+                }
+                want_next = ari;
+                if (retry > 0 && (!want_next || now + retry < want_next)) {
+                    want_next = now + (retry < 60 ? 60 : retry);
+                }
+                goto done;
+            }
         }
     }
     acme_listeners(&run);
-    run.tls = acme_client_ctx(as->conf.ca, run.err, sizeof(run.err));
     if (run.tls) {
         tls_api->log(MK_PLUGIN_LOG_INFO, "tls: acme: %s: ordering a certificate for %s from %s",
                      as->file, as->names[0], as->directory);
         ok = acme_order(&run);
+        want_next = now + 21600; /* the renewal information again in 6 hours at the latest */
     }
 done:
     if (lock >= 0) {
@@ -1191,6 +1282,9 @@ done:
         as->error[0] = '\0';
         as->backoff = 0;
         as->next_try = acme_renew_at(as->not_before, as->not_after);
+        if (want_next && want_next < as->next_try) {
+            as->next_try = want_next;
+        }
         as->obtained += fresh && run.account ? 1 : 0;
         if (fresh) {
             tls_api->log(MK_PLUGIN_LOG_INFO,
@@ -1493,7 +1587,7 @@ int tls_acme_site_init(struct tls_site *ts, const struct mk_site *site, const st
         as->temporary = temporary;
         as->not_before = temporary ? 0 : nb;
         as->not_after = temporary ? 0 : na;
-        as->next_try = temporary ? 0 : acme_renew_at(nb, na);
+        as->next_try = 0; /* the renewer looks at once: the stored one, the CA's ARI */
         SSL_CTX_free(old);
     }
     pthread_mutex_unlock(&as->lock);

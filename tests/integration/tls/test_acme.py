@@ -494,3 +494,37 @@ def test_tls_alpn01_without_a_plain_listener(acme):
                 assert t.selected_alpn_protocol() is None
         except ssl.SSLError:
             pass  # refused (no protocol in common) is fine too; never the challenge certificate
+
+
+def test_renewal_information_ari_renews_early(acme):
+    """ACME Renewal Information (RFC 9773): a 90-day certificate is renewed
+    at once when the CA's suggested window has begun (set through Pebble's
+    management interface), and left alone when it has not."""
+    srv, pebble = acme()
+    srv.start()
+    first = serial_of(wait_verified(srv, pebble))
+    assert srv.stop() == 0
+    srv.proc = None
+    # Restarted with the CA's window still months away: the stored certificate stays.
+    srv.start()
+    time.sleep(1.0)
+    assert serial_of(cert_text(peer_cert(srv.tls_port, "a.test", pebble.root()))) == first
+    assert "ARI" not in srv.stderr_text()
+    assert srv.stop() == 0
+    srv.proc = None
+    now = time.time()
+    window = {"suggestedWindow": {
+        "start": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - 120)),
+        "end": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - 60))}}
+    body = json.dumps({"Certificate": (srv.state / "a.test.crt").read_text(),
+                       "ARIResponse": json.dumps(window)}).encode()
+    ctx = ssl.create_default_context(cafile=str(pebble.cert))
+    req = urllib.request.Request(f"https://127.0.0.1:{pebble.mgmt}/set-renewal-info/", data=body,
+                                 method="POST")
+    with urllib.request.urlopen(req, context=ctx, timeout=10 * SLOW) as r:
+        assert r.status == 200
+    srv.start()
+    renewed = serial_of(wait_verified(srv, pebble, not_serial=first))
+    assert renewed != first
+    assert "renewal information (ARI) says renew now" in srv.stderr_text()
+    assert pebble.issued() == 2
