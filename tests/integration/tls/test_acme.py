@@ -50,7 +50,8 @@ class Pebble:
     """Pebble and its DNS server on temporary ports, validating against the
     server's plain port `http_port` (and `tls_port` for TLS-ALPN-01)."""
 
-    def __init__(self, folder, http_port, tls_port, validity=7776000, dns_ip="127.0.0.1"):
+    def __init__(self, folder, http_port, tls_port, validity=7776000, dns_ip="127.0.0.1",
+                 eab=None):
         self.dir = folder
         folder.mkdir(parents=True, exist_ok=True)
         self.cert, self.key = folder / "pebble.crt", folder / "pebble.key"
@@ -60,6 +61,7 @@ class Pebble:
                         "-keyout", str(self.key), "-out", str(self.cert)],
                        check=True, capture_output=True)
         self.http_port, self.tls_port, self.validity = http_port, tls_port, validity
+        self.eab = eab  # {key id: base64url HMAC key}: external account binding required
         self.dns_ip = dns_ip
         self.procs = []
         # Four ports picked free may be taken by the time the tools bind
@@ -78,7 +80,8 @@ class Pebble:
             "managementListenAddress": f"127.0.0.1:{self.mgmt}",
             "certificate": str(self.cert), "privateKey": str(self.key),
             "httpPort": self.http_port, "tlsPort": self.tls_port,
-            "ocspResponderURL": "", "externalAccountBindingRequired": False,
+            "ocspResponderURL": "", "externalAccountBindingRequired": bool(self.eab),
+            "externalAccountMACKeys": self.eab or {},
             "retryAfter": {"authz": 1, "order": 1},
             "profiles": {"default": {"description": "test", "validityPeriod": self.validity}},
         }}
@@ -140,13 +143,13 @@ def acme(make_server, tmp_path):
     pebbles = []
 
     def make(names=("a.test",), validity=7776000, dns_ip="127.0.0.1", state=None, srv=None,
-             pebble=None, extra=""):
+             pebble=None, extra="", eab=None):
         srv = srv or make_server()
         if not hasattr(srv, "tls_port"):
             srv.tls_port = free_port()
         if pebble is None:
             pebble = Pebble(tmp_path / f"pebble{len(pebbles)}", srv.port, srv.tls_port,
-                            validity=validity, dns_ip=dns_ip)
+                            validity=validity, dns_ip=dns_ip, eab=eab)
             pebbles.append(pebble)
         srv.state = state or (tmp_path / "acme-state")
         srv.plugins = [str(TLS_SO)]
@@ -528,3 +531,47 @@ def test_renewal_information_ari_renews_early(acme):
     assert renewed != first
     assert "renewal information (ARI) says renew now" in srv.stderr_text()
     assert pebble.issued() == 2
+
+
+EAB_KEY = "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W"
+
+
+def test_external_account_binding(acme):
+    """A CA that requires external account binding: with ACMEEABKeyID and
+    ACMEEABKey the account is made and the certificate comes."""
+    srv, pebble = acme(eab={"kid-1": EAB_KEY},
+                       extra=f"    ACMEEABKeyID kid-1\n    ACMEEABKey {EAB_KEY}\n")
+    srv.start()
+    wait_verified(srv, pebble)
+
+
+def test_external_account_binding_missing_is_reported(acme):
+    srv, pebble = acme(eab={"kid-1": EAB_KEY})
+    srv.start()
+    assert wait_for(lambda: "next attempt in 1s" in srv.stderr_text(), timeout=15), \
+        srv.stderr_text()
+    assert "newAccount: HTTP 403" in srv.stderr_text()
+    assert "externalAccountRequired" in srv.stderr_text()
+
+
+def test_rsa_key_type(acme):
+    srv, pebble = acme(extra="    ACMEKeyType rsa\n")
+    srv.start()
+    wait_verified(srv, pebble)
+    key = subprocess.run(["openssl", "pkey", "-in", str(srv.state / "a.test.key"), "-noout",
+                          "-text"], capture_output=True, text=True, check=True).stdout
+    assert "Private-Key: (2048 bit" in key
+
+
+def test_ca_unreachable_then_back(acme):
+    """The CA down at start: the stand-in serves, the error and its back-off
+    are logged; once the CA is up the next attempt gets the certificate."""
+    srv, pebble = acme()
+    pebble.stop()
+    srv.start()
+    assert wait_for(lambda: "next attempt in 2s" in srv.stderr_text(), timeout=15), \
+        srv.stderr_text()
+    assert "Connection refused" in srv.stderr_text()
+    assert "monkey ACME stand-in" in cert_text(peer_cert(srv.tls_port, "a.test"))
+    assert pebble.start()
+    wait_verified(srv, pebble, timeout=30)
