@@ -433,6 +433,10 @@ def test_control_status_and_renew(acme):
         assert 'monkey_tls_acme_sites{state="all"} 1' in metrics
         assert 'monkey_tls_acme_sites{state="waiting"} 0' in metrics
         assert "monkey_tls_acme_certificates_total 1" in metrics
+        assert "monkey_tls_acme_failures_total " in metrics
+        for family in ("sites gauge", "certificates_total counter", "failures_total counter",
+                       "expiry_timestamp_seconds gauge", "next_attempt_timestamp_seconds gauge"):
+            assert f"# TYPE monkey_tls_acme_{family}" in metrics, family
         expiry = int(re.search(r"^monkey_tls_acme_expiry_timestamp_seconds (\d+)$", metrics,
                                re.M).group(1))
         assert expiry > time.time()
