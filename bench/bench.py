@@ -45,6 +45,13 @@ MONKEY_SITE_LINES = []
 # --monkey-site-file: text appended to Monkey's site file as it is ([RULE] sections).
 MONKEY_SITE_TEXT = []
 MONKEY_SERVER_LINES = []
+# --nginx-server-file, --nginx-http-file: text added to nginx's server block
+# (location, add_header, return) and to its http block (limit_req_zone), the
+# same load as --monkey-site-file for the other server.
+NGINX_SERVER_TEXT = []
+NGINX_HTTP_TEXT = []
+# --nginx-main: lines of nginx's main context ('pcre_jit on;').
+NGINX_MAIN_LINES = []
 # What every TLS client of the harness offers (wrk, openssl s_client, the
 # handshake and idle clients), through OPENSSL_CONF: only TLS 1.3 with one
 # suite, so every server negotiates the same whatever its own defaults are.
@@ -292,7 +299,7 @@ master_process {"off" if single else "on"};
 worker_processes {workers};
 worker_rlimit_nofile {nofile_limit()};
 pid {d}/nginx.pid;
-error_log {d}/nginx-error.log warn;
+error_log {d}/nginx-error.log warn;{"".join(chr(10) + l for l in NGINX_MAIN_LINES)}
 events {{
     worker_connections {MAX_CONNECTIONS};
 }}
@@ -307,10 +314,10 @@ http {{
     proxy_temp_path {tmp}/proxy;
     fastcgi_temp_path {tmp}/fastcgi;
     uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
+    scgi_temp_path {tmp}/scgi;{"".join(NGINX_HTTP_TEXT)}
     server {{
         listen 127.0.0.1:{port}{" ssl" if tls else ""}{" http2" if h2 else ""} backlog={BACKLOG};
-        root {docroot};{ssl_lines}
+        root {docroot};{ssl_lines}{"".join(NGINX_SERVER_TEXT)}
     }}
 }}
 """)
@@ -2002,6 +2009,14 @@ def main():
                          "sections); repeatable")
     ap.add_argument("--monkey-server", action="append", default=[], metavar="LINE",
                     help="a line added to Monkey's [SERVER] section ('RequestId On'); repeatable")
+    ap.add_argument("--nginx-server-file", action="append", default=[], metavar="FILE",
+                    help="a file whose text goes into nginx's server block (location, "
+                         "add_header: the same rules as --monkey-site-file's); repeatable")
+    ap.add_argument("--nginx-main", action="append", default=[], metavar="LINE",
+                    help="a line of nginx's main context ('pcre_jit on;'); repeatable")
+    ap.add_argument("--nginx-http-file", action="append", default=[], metavar="FILE",
+                    help="a file whose text goes into nginx's http block (limit_req_zone); "
+                         "repeatable")
     ap.add_argument("--workers", type=int, default=2, help="workers per server (default 2)")
     ap.add_argument("--rounds", type=int, help="override the rounds of every scenario")
     ap.add_argument("--duration", type=int, help="override the seconds of each wrk run")
@@ -2024,6 +2039,12 @@ def main():
         with open(f) as fh:
             MONKEY_SITE_TEXT.append("\n" + fh.read())
     MONKEY_SERVER_LINES.extend(a.monkey_server)
+    NGINX_MAIN_LINES.extend(a.nginx_main)
+    for files, texts in ((a.nginx_server_file, NGINX_SERVER_TEXT),
+                         (a.nginx_http_file, NGINX_HTTP_TEXT)):
+        for f in files:
+            with open(f) as fh:
+                texts.append("\n" + fh.read())
     a.mode = "quick" if a.quick else "full"
     a.servers = [s for s in a.servers.split(",") if s]
     for s in a.servers:

@@ -91,7 +91,7 @@ size_t mk_ratelimit_capacity(const struct mk_ratelimit_table *t)
 
 uint64_t mk_ratelimit_key(const struct mk_ratelimit_table *t, const void *data, size_t len)
 {
-    uint64_t k = mk_siphash(t->secret, data, len);
+    uint64_t k = mk_siphash13(t->secret, data, len);
     return k ? k : 1;
 }
 

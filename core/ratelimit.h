@@ -13,7 +13,7 @@
  * requests at once, then one per interval.
  *
  * The table holds a fixed number of keys, chosen at creation and never
- * grown: keys are 64-bit SipHash-2-4 digests under a random secret of the
+ * grown: keys are 64-bit SipHash-1-3 digests under a random secret of the
  * table, so a client can neither pick collisions nor make it larger. It is
  * set-associative, as a CPU cache: a key's digest picks a set of
  * MK_RATELIMIT_WAYS entries, and a new key takes, in its set, an empty

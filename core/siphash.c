@@ -2,24 +2,27 @@
  * Monkey HTTP Server
  * Copyright (C) the Monkey authors. Licensed under the Apache License 2.0.
  *
- * siphash.c: SipHash-2-4 (siphash.h).
+ * siphash.c: SipHash-2-4 and SipHash-1-3 (siphash.h).
  */
 #include "siphash.h"
 
-/* ---- SipHash-2-4 (Aumasson and Bernstein), little-endian words ---------- */
+#include <endian.h>
+#include <string.h>
+
+/* ---- SipHash (Aumasson and Bernstein), little-endian words ------------- */
 
 static inline uint64_t mk_rotl(uint64_t x, int b)
 {
     return (x << b) | (x >> (64 - b));
 }
 
+/* A little-endian word at p (any alignment): one load on a little-endian CPU. */
 static inline uint64_t mk_le64(const uint8_t *p)
 {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) {
-        v = (v << 8) | p[i];
-    }
-    return v;
+    uint64_t v;
+
+    memcpy(&v, p, sizeof(v));
+    return le64toh(v);
 }
 
 #define MK_SIPROUND                                                                                \
@@ -40,7 +43,12 @@ static inline uint64_t mk_le64(const uint8_t *p)
         v2 = mk_rotl(v2, 32);                                                                      \
     } while (0)
 
-uint64_t mk_siphash(const uint8_t k[16], const void *data, size_t len)
+/*
+ * SipHash-c-d: c rounds per 8-byte word, d rounds to finish. Inlined into
+ * each variant with constant rounds, so the loops unroll.
+ */
+static inline uint64_t mk_siphash_cd(const uint8_t k[16], const void *data, size_t len, int c,
+                                     int d)
 {
     const uint8_t *p = data;
     uint64_t k0 = mk_le64(k), k1 = mk_le64(k + 8);
@@ -51,8 +59,9 @@ uint64_t mk_siphash(const uint8_t k[16], const void *data, size_t len)
     for (size_t i = 0; i < whole; i += 8) {
         uint64_t m = mk_le64(p + i);
         v3 ^= m;
-        MK_SIPROUND;
-        MK_SIPROUND;
+        for (int r = 0; r < c; r++) {
+            MK_SIPROUND;
+        }
         v0 ^= m;
     }
     uint64_t b = (uint64_t) len << 56;
@@ -60,13 +69,23 @@ uint64_t mk_siphash(const uint8_t k[16], const void *data, size_t len)
         b |= (uint64_t) p[whole + i] << (8 * i);
     }
     v3 ^= b;
-    MK_SIPROUND;
-    MK_SIPROUND;
+    for (int r = 0; r < c; r++) {
+        MK_SIPROUND;
+    }
     v0 ^= b;
     v2 ^= 0xff;
-    MK_SIPROUND;
-    MK_SIPROUND;
-    MK_SIPROUND;
-    MK_SIPROUND;
+    for (int r = 0; r < d; r++) {
+        MK_SIPROUND;
+    }
     return v0 ^ v1 ^ v2 ^ v3;
+}
+
+uint64_t mk_siphash(const uint8_t k[16], const void *data, size_t len)
+{
+    return mk_siphash_cd(k, data, len, 2, 4);
+}
+
+uint64_t mk_siphash13(const uint8_t k[16], const void *data, size_t len)
+{
+    return mk_siphash_cd(k, data, len, 1, 3);
 }

@@ -142,7 +142,7 @@ _Static_assert(sizeof(time_t) == 8, "build Monkey plugins with -D_TIME_BITS=64")
  *   checks it first with MK_API_HAS(api, name): an older server lacks it.
  */
 #define MK_PLUGIN_ABI_MAJOR 3
-#define MK_PLUGIN_ABI_MINOR 19
+#define MK_PLUGIN_ABI_MINOR 20
 
 /* The first fields of every plugin's struct mk_plugin (see MK_PLUGIN_DEFINE). */
 #define MK_PLUGIN_ABI_INIT                                                                         \
@@ -370,6 +370,17 @@ struct mk_server_metrics {
 #define MK_CSTATE_TAKEOVER 4
 #define MK_CSTATE_CLOSING 5
 #define MK_CSTATES 6
+
+/*
+ * The rate limits of the configuration in force (api->ratelimit_stats, ABI
+ * 3.19): the RateLimit lines of its [RULE] sections, each one table for all
+ * the workers, summed. A reload makes new tables: the counts start again.
+ */
+struct mk_ratelimit_stats {
+    unsigned limits;    /* rules with a RateLimit */
+    uint64_t keys;      /* the keys their tables hold at most */
+    uint64_t evictions; /* keys evicted while their bucket still held a limit */
+};
 
 /* Commands of api->command(). */
 #define MK_CMD_RELOAD 1      /* like SIGHUP */
@@ -1297,6 +1308,65 @@ struct mk_api {
      * none, like in the open connections of stats().
      */
     int (*conn_states)(unsigned *out, unsigned n);
+
+    /* ---- added in ABI 3.19 (check with MK_API_HAS) ---- */
+
+    /*
+     * The rate limits of the configuration in force into out: MK_OK, or
+     * MK_ERR (zeros) before the start or when built without request rules
+     * (MK_RULES). Any thread; each table's count is read once.
+     */
+    int (*ratelimit_stats)(struct mk_ratelimit_stats *out);
+    /*
+     * The DirectoryListing of the request rule that took r (a [RULE] of its
+     * site, docs/configuration.md): 1 On, 0 Off, -1 when no rule says
+     * (then the plugin's own per-site settings decide), and -1 from a
+     * server built without request rules. The listing plugin's; any
+     * plugin may read it. Worker, during r's hooks.
+     */
+    int (*listing)(const struct mk_request *r);
+    /*
+     * The trailer fields the client sent after r's body: an HTTP/1.1
+     * chunked body's trailer section, an HTTP/2 request's trailing HEADERS.
+     * "Name: value\r\n" lines (HTTP/2 names in lower case), the
+     * whitespace around each value removed, in the order they came; *len
+     * their bytes. NULL (*len 0) when there are none, or not yet: they are
+     * complete when the body is (MK_BODY_END of a streamed body, the call
+     * with a buffered one), and valid until r ends. The server held them to
+     * the rules of header fields (a bad one is a 400, or a malformed
+     * HTTP/2 stream) and bounds them to 16 KiB, but drops no name: a
+     * plugin that passes them on removes what a trailer may not carry.
+     * On r's worker.
+     */
+    const char *(*request_trailers)(struct mk_request *r, size_t *len);
+    /*
+     * The upper bounds of the histograms of site_metrics() (MetricsBuckets),
+     * microseconds, ascending, into out[0..n-1]; returns how many there are
+     * (1 to MK_METRICS_BUCKETS - 1): bucket [count] is the one without bound
+     * and the buckets after it stay 0. 0 when built without metrics. Any
+     * thread; the same for the server's life (a reload keeps them).
+     */
+    unsigned (*metrics_bounds)(uint64_t *out, unsigned n);
+    /*
+     * HTTP/2 GOAWAY frames received since start by their error code into
+     * out[0..n-1] (as h2_goaways_sent of struct mk_server_metrics; entries
+     * past MK_METRICS_H2_ERRORS are 0): MK_OK, or MK_ERR (zeros) before the
+     * start or when built without metrics or HTTP/2. Any thread.
+     */
+    int (*h2_goaways_received)(uint64_t *out, unsigned n);
+    /*
+     * The time r waits on an upstream (a proxy's server, a gateway's
+     * backend), for logs (the logger's %{upstream}D): upstream_wait(r, 1)
+     * when the plugin starts waiting (its connection or request to the
+     * upstream begun), upstream_wait(r, 0) when the wait ends (the
+     * upstream's response head came, or it failed); the waits add up (a
+     * retry on another server counts both). A wait not ended counts up to
+     * the moment upstream_time() is read. upstream_time() returns the
+     * microseconds (monotonic clock), or -1 when r never waited. On r's
+     * worker, or from a task of r's plugin while it holds r.
+     */
+    void (*upstream_wait)(struct mk_request *r, int waiting);
+    int64_t (*upstream_time)(const struct mk_request *r);
 };
 
 /* Room for a "file:line" of mk_api_conf_at(): a path (PATH_MAX) and a line. */
@@ -1479,7 +1549,7 @@ struct mk_plugin {
      */
     int (*routes)(const struct mk_site *site, struct mk_route_table *t, char *err, size_t errlen);
 
-    /* ---- added in ABI 3.19 ---- */
+    /* ---- added in ABI 3.20 ---- */
 
     /*
      * Every request, once its site is chosen and its path normalised, before

@@ -560,9 +560,11 @@ static int cgi_body(struct mk_gw_job *j, const char *data, size_t len)
     return MK_AGAIN; /* the whole piece is kept until stdin took it */
 }
 
-static int cgi_body_end(struct mk_gw_job *j)
+static int cgi_body_end(struct mk_gw_job *j, struct mk_request *r)
 {
     struct cgi_job *c = cgi_of(j);
+
+    (void) r; /* a CGI script's stdin has no trailers */
     if (j->spooled) {
         cgi_spool_feed(c);
     }

@@ -193,18 +193,24 @@ int control_doc_status(struct mk_json *b, bool json, char *err, size_t errlen)
     if (MK_API_HAS(control_api, compress_stats)) {
         control_api->compress_stats(&z);
     }
+    struct mk_ratelimit_stats rl = {0};
+    if (MK_API_HAS(control_api, ratelimit_stats)) {
+        control_api->ratelimit_stats(&rl);
+    }
     if (json) {
-        control_buf_printf(
-            b,
-            "{\"pid\":%ld,\"started\":%lld,\"started_utc\":\"%s\",\"uptime\":%lld,"
-            "\"workers\":%u,\"connections\":%u,\"requests\":%" PRIu64 ",\"bytes_sent\":%" PRIu64
-            ",\"h2_connections\":%u,\"h2_streams\":%u,"
-            "\"h2_streams_total\":%" PRIu64 ",\"compress\":{\"bytes\":%" PRIu64
-            ",\"entries\":%u,\"hits\":%" PRIu64 ",\"compressions\":%" PRIu64 ",\"waits\":%" PRIu64
-            ",\"evictions\":%" PRIu64 ",\"skipped\":%" PRIu64 "},\"per_worker\":",
-            (long) getpid(), (long long) st.started, when, uptime, st.workers, st.connections,
-            st.requests, st.bytes_out, h2.connections, h2.streams, h2.streams_total, z.bytes,
-            z.entries, z.hits, z.compressions, z.waits, z.evictions, z.skipped);
+        control_buf_printf(b,
+                           "{\"pid\":%ld,\"started\":%lld,\"started_utc\":\"%s\",\"uptime\":%lld,"
+                           "\"workers\":%u,\"connections\":%u,\"requests\":%" PRIu64
+                           ",\"bytes_sent\":%" PRIu64 ",\"h2_connections\":%u,\"h2_streams\":%u,"
+                           "\"h2_streams_total\":%" PRIu64 ",\"compress\":{\"bytes\":%" PRIu64
+                           ",\"entries\":%u,\"hits\":%" PRIu64 ",\"compressions\":%" PRIu64
+                           ",\"waits\":%" PRIu64 ",\"evictions\":%" PRIu64 ",\"skipped\":%" PRIu64
+                           "},\"ratelimit\":{\"limits\":%u,"
+                           "\"keys\":%" PRIu64 ",\"evictions\":%" PRIu64 "},\"per_worker\":",
+                           (long) getpid(), (long long) st.started, when, uptime, st.workers,
+                           st.connections, st.requests, st.bytes_out, h2.connections, h2.streams,
+                           h2.streams_total, z.bytes, z.entries, z.hits, z.compressions, z.waits,
+                           z.evictions, z.skipped, rl.limits, rl.keys, rl.evictions);
         control_doc_worker_list(b, st.workers, true);
         control_buf_str(b, ",\"supervisor\":");
         control_doc_supervisor(b, true);
@@ -234,6 +240,11 @@ int control_doc_status(struct mk_json *b, bool json, char *err, size_t errlen)
                        mk_plural(z.compressions, "compression", "compressions"), z.waits,
                        mk_plural(z.waits, "wait", "waits"), z.evictions,
                        mk_plural(z.evictions, "eviction", "evictions"), z.skipped);
+    if (rl.limits) {
+        control_buf_printf(
+            b, "rate limits  %u, %" PRIu64 " keys at most, %" PRIu64 " %s while still limited\n",
+            rl.limits, rl.keys, rl.evictions, mk_plural(rl.evictions, "eviction", "evictions"));
+    }
     control_buf_str(b, "bytes sent   ");
     control_bytes_text(b, st.bytes_out);
     control_buf_str(b, "\n\n");

@@ -27,7 +27,7 @@
 static const char *const control_protos[MK_METRICS_PROTOS] = {"http/1.1", "h2"};
 static const char *const control_methods[MK_METRICS_METHODS] = {"GET", "POST", "other"};
 static const char *const control_codes[MK_METRICS_STATUSES] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
-static const uint64_t control_bounds_us[MK_METRICS_BUCKETS - 1] = MK_METRICS_BOUNDS_US;
+static const uint64_t control_default_bounds_us[MK_METRICS_BUCKETS - 1] = MK_METRICS_BOUNDS_US;
 
 /* A document in one of the two formats. */
 struct control_expo {
@@ -93,6 +93,27 @@ static void control_conn_states(struct control_expo *e)
     for (unsigned k = 0; k < MK_CSTATES; k++) {
         control_buf_printf(e->b, "monkey_connections_in_state{state=\"%s\"} %u\n", names[k], in[k]);
     }
+}
+
+/*
+ * monkey_ratelimit_*: the RateLimit tables of the configuration in force
+ * (ABI 3.19); none without request rules. A reload starts them again.
+ */
+static void control_ratelimit(struct control_expo *e)
+{
+    struct mk_ratelimit_stats rl;
+
+    if (!MK_API_HAS(control_api, ratelimit_stats) || control_api->ratelimit_stats(&rl) != MK_OK) {
+        return;
+    }
+    control_sample(e, "monkey_ratelimit_limits", "gauge",
+                   "Request rules with a RateLimit in the configuration in force.", rl.limits);
+    control_sample(e, "monkey_ratelimit_keys", "gauge",
+                   "Keys the RateLimit tables hold at most, summed over the rules.", rl.keys);
+    control_sample(e, "monkey_ratelimit_evictions_total", "counter",
+                   "Keys evicted from a RateLimit table while their bucket still held a limit "
+                   "(raise keys=); a reload starts the count again.",
+                   rl.evictions);
 }
 
 /* The tls plugin's handshake counters, from its stats hook (ABI 3.3). */
@@ -239,21 +260,39 @@ static void control_site_counters(struct control_expo *e, const struct mk_site_m
     }
 }
 
+/* The histograms' bounds (MetricsBuckets, ABI 3.19; the fixed ones before): how many. */
+static unsigned control_bounds(uint64_t *bounds)
+{
+    unsigned n = 0;
+
+    if (MK_API_HAS(control_api, metrics_bounds)) {
+        n = control_api->metrics_bounds(bounds, MK_METRICS_BUCKETS - 1);
+    }
+    if (n == 0 || n > MK_METRICS_BUCKETS - 1) {
+        memcpy(bounds, control_default_bounds_us, sizeof(control_default_bounds_us));
+        n = MK_METRICS_BUCKETS - 1;
+    }
+    return n;
+}
+
 /* A histogram of every site: cumulative buckets, the sum in seconds, the count. */
 static void control_site_histogram(struct control_expo *e, const struct mk_site_metrics *sites,
                                    unsigned n, bool first, const char *name, const char *help)
 {
+    uint64_t bounds[MK_METRICS_BUCKETS - 1];
+    unsigned n_bounds = control_bounds(bounds);
+
     control_family(e, name, "histogram", help);
     for (unsigned i = 0; i < n; i++) {
         const struct mk_metrics_histogram *h = first ? &sites[i].first_byte : &sites[i].last_byte;
         uint64_t total = 0;
-        for (unsigned b = 0; b < MK_METRICS_BUCKETS; b++) {
+        for (unsigned b = 0; b <= n_bounds; b++) {
             total += h->buckets[b];
             control_buf_printf(e->b, "%s_bucket{site=\"", name);
             control_label(e->b, sites[i].site);
-            if (b < MK_METRICS_BUCKETS - 1) {
-                control_buf_printf(e->b, "\",le=\"%g\"} %" PRIu64 "\n",
-                                   (double) control_bounds_us[b] / 1e6, total);
+            if (b < n_bounds) {
+                control_buf_printf(e->b, "\",le=\"%g\"} %" PRIu64 "\n", (double) bounds[b] / 1e6,
+                                   total);
             }
             else {
                 control_buf_printf(e->b, "\",le=\"+Inf\"} %" PRIu64 "\n", total);
@@ -392,6 +431,20 @@ static void control_h2_frames(struct control_expo *e, const struct mk_server_met
                                control_h2_errors[k], sm->h2_goaways_sent[k]);
         }
     }
+    uint64_t received[MK_METRICS_H2_ERRORS];
+    if (!MK_API_HAS(control_api, h2_goaways_received) ||
+        control_api->h2_goaways_received(received, MK_METRICS_H2_ERRORS) != MK_OK) {
+        return;
+    }
+    control_family(e, "monkey_http2_goaways_received_total", "counter",
+                   "HTTP/2 GOAWAY frames received from clients, by error code.");
+    for (unsigned k = 0; k < MK_METRICS_H2_ERRORS; k++) {
+        if (k == 0 || received[k]) {
+            control_buf_printf(e->b,
+                               "monkey_http2_goaways_received_total{reason=\"%s\"} %" PRIu64 "\n",
+                               control_h2_errors[k], received[k]);
+        }
+    }
 }
 
 int control_doc_metrics(struct mk_json *b, bool om)
@@ -421,6 +474,7 @@ int control_doc_metrics(struct mk_json *b, bool om)
     control_sample(&e, "monkey_workers", "gauge", "Worker threads.", st.workers);
     control_sample(&e, "monkey_connections_open", "gauge", "Connections open now.", st.connections);
     control_conn_states(&e);
+    control_ratelimit(&e);
     struct mk_h2_stats h2 = {0};
     if (MK_API_HAS(control_api, h2_stats)) {
         control_api->h2_stats(&h2);

@@ -105,7 +105,7 @@ static void control_run_action(struct control_client *cl, const struct control_c
 
 /*
  * A plugin's command (its control_name is the line's first word, ABI
- * 3.19): the words after it, less the format word at the end, go to its
+ * 3.20): the words after it, less the format word at the end, go to its
  * control hook, whose text is the reply. False when no plugin has the name.
  */
 static bool control_plugin_command(struct control_client *cl, const char *word, bool json)
@@ -115,7 +115,7 @@ static bool control_plugin_command(struct control_client *cl, const char *word, 
 
     for (unsigned i = 0; i < n; i++) {
         const struct mk_plugin *p = control_api->plugin_at(i);
-        if (!p || p->abi_minor < 19 || !p->control_name || !p->control ||
+        if (!p || p->abi_minor < 20 || !p->control_name || !p->control ||
             strcasecmp(p->control_name, word) != 0) {
             continue;
         }

@@ -163,8 +163,10 @@ const struct mk_conf_schema dirlisting_schema = {
 
 /*
  * Build a site's data from its [DIRLISTING] keys (the server checked them);
- * the site's Symlinks setting decides whether links are listed. *data is
- * NULL when the site lists nothing.
+ * the site's Symlinks setting decides whether links are listed. A site that
+ * lists nothing itself gets data too from a server that tells a request
+ * rule's DirectoryListing (api->listing, ABI 3.19): a rule may list below
+ * it; from an older server *data is then NULL.
  */
 int dirlisting_site_init(const struct mk_site *site, const struct mk_conf *conf, void **data,
                          char *err, size_t errlen)
@@ -174,7 +176,7 @@ int dirlisting_site_init(const struct mk_site *site, const struct mk_conf *conf,
 
     (void) conf;
     *data = NULL;
-    if (!sc->whole_site && sc->n_prefixes == 0) {
+    if (!sc->whole_site && sc->n_prefixes == 0 && !MK_API_HAS(dirlisting_api, listing)) {
         return MK_OK;
     }
     struct dirlisting_site *s = calloc(1, sizeof(*s));

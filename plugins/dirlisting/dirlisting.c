@@ -126,9 +126,18 @@ static int dirlisting_done(struct mk_request *r, void *arg)
 
 /* ---- the content hook (worker) ----------------------------------------------- */
 
-/* Is a listing enabled for `path` (ends with '/') on this site? */
-static bool dirlisting_enabled(const struct dirlisting_site *s, const char *path, size_t len)
+/*
+ * Is a listing enabled for `path` (ends with '/') of r? The DirectoryListing
+ * of r's request rule when it has one, else the site's Enable and Path.
+ */
+static bool dirlisting_enabled(const struct dirlisting_site *s, const struct mk_request *r,
+                               const char *path, size_t len)
 {
+    int rule = MK_API_HAS(dirlisting_api, listing) ? dirlisting_api->listing(r) : -1;
+
+    if (rule >= 0) {
+        return rule == 1;
+    }
     if (s->whole_site) {
         return true;
     }
@@ -207,7 +216,7 @@ static int dirlisting_content(struct mk_request *r)
     }
     const char *path = dirlisting_api->path(r, &len);
     if (!path || len == 0 || len >= sizeof(rel) || path[len - 1] != '/' ||
-        !dirlisting_enabled(s, path, len) ||
+        !dirlisting_enabled(s, r, path, len) ||
         (!s->show_hidden && dirlisting_hidden_path(path, len))) {
         return MK_DECLINED;
     }

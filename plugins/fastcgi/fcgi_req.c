@@ -607,10 +607,11 @@ static int fcgi_body(struct mk_gw_job *j, const char *data, size_t len)
 }
 
 /* The end of STDIN: with the head records (no body), from the spool, or after the streamed body. */
-static int fcgi_body_end(struct mk_gw_job *j)
+static int fcgi_body_end(struct mk_gw_job *j, struct mk_request *r)
 {
     struct fcgi_req *req = fcgi_of(j);
 
+    (void) r; /* FastCGI's stdin has no trailers */
     if (j->spooled) {
         /* the body is whole: its STDIN records go as the connection takes them */
         if (fcgi_spool_refill(req) != MK_OK) {

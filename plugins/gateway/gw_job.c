@@ -492,8 +492,19 @@ static void gw_job_head_done(struct mk_gw_job *j)
     }
 }
 
+void mk_gw_job_upstream(struct mk_gw_job *j, struct mk_request *r, bool waiting)
+{
+    if (!r) {
+        r = j->r ? j->r : j->held;
+    }
+    if (r && MK_API_HAS(j->api, upstream_wait)) {
+        j->api->upstream_wait(r, waiting);
+    }
+}
+
 void mk_gw_job_fail(struct mk_gw_job *j, int status)
 {
+    mk_gw_job_upstream(j, NULL, false);
     j->be->drop(j, status);
     gw_job_count(j, status);
     if (!j->fail) {
@@ -581,6 +592,7 @@ void mk_gw_job_head_data(struct mk_gw_job *j, const void *data, size_t len)
 
 void mk_gw_job_end(struct mk_gw_job *j)
 {
+    mk_gw_job_upstream(j, NULL, false);
     j->ended = true;
     if (j->state == MK_GW_STREAM) {
         if (!j->paused && j->spill_len == 0) {
@@ -697,7 +709,7 @@ static int gw_job_body_cb(struct mk_request *r, int event, const char *data, siz
         return MK_OK;
     }
     if (event == MK_BODY_END) {
-        int rc = j->be->body_end(j);
+        int rc = j->be->body_end(j, r);
         if (rc != MK_OK) {
             mk_gw_job_over(j, false);
             return rc;
@@ -747,7 +759,7 @@ static int gw_job_run(struct mk_gw_job *j, struct mk_request *r)
         return MK_AGAIN;
     }
     /* none, or kept whole: its end goes with the request */
-    rc = j->be->body_end(j);
+    rc = j->be->body_end(j, r);
     if (rc != MK_OK) {
         mk_gw_job_over(j, false);
         return rc;
@@ -758,6 +770,7 @@ static int gw_job_run(struct mk_gw_job *j, struct mk_request *r)
 /* Acquire, then begin, or wait for the backend. As the content stage returns. */
 static int gw_job_launch(struct mk_gw_job *j, struct mk_request *r)
 {
+    mk_gw_job_upstream(j, r, true); /* the wait for the backend counts, as start_ms does */
     int rc = j->be->acquire(j, r);
     if (rc == MK_OK) {
         return gw_job_run(j, r);

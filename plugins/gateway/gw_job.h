@@ -144,9 +144,10 @@ struct mk_gw_backend {
     /*
      * The body is complete: streamed (j->has_body), kept whole
      * (j->spooled: read it from j->spool as the upstream takes it), or
-     * there is none. Send its end. MK_OK or a status.
+     * there is none. Send its end (r's trailers, api->request_trailers,
+     * where the backend passes them on). MK_OK or a status.
      */
-    int (*body_end)(struct mk_gw_job *j);
+    int (*body_end)(struct mk_gw_job *j, struct mk_request *r);
     /* j->paused changed: read the backend's answer, or stop until it is clear again. */
     void (*want)(struct mk_gw_job *j);
     /*
@@ -320,6 +321,15 @@ void mk_gw_job_end(struct mk_gw_job *j);
  * has, which ends j.
  */
 void mk_gw_job_fail(struct mk_gw_job *j, int status);
+/*
+ * The request's upstream time (api->upstream_wait, ABI 3.19: the logger's
+ * %{upstream}D) begins (`waiting`) or ends: r, or NULL for the job's
+ * request (j->r, or the one held while suspended). The job begins it when
+ * the backend is asked for (acquire) and ends it at mk_gw_job_end and
+ * mk_gw_job_fail; a backend whose answer ended before mk_gw_job_end (a
+ * buffer of its own: ended_ms) ends it there.
+ */
+void mk_gw_job_upstream(struct mk_gw_job *j, struct mk_request *r, bool waiting);
 /* The request is over for the backend's side (the client went away, an error after the head). */
 void mk_gw_job_over(struct mk_gw_job *j, bool done);
 /* Free an over job that the backend held (over() returned false). */

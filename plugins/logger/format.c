@@ -57,6 +57,7 @@ enum logger_op_kind {
     LOGGER_OP_NOTE,      /* %{NAME}n: a plugin's note (api->note) */
     LOGGER_OP_TIME_ISO,  /* %{iso8601}t */
     LOGGER_OP_PEER,      /* %{c}a: the connection's TCP peer */
+    LOGGER_OP_UPSTREAM,  /* %{upstream}D: microseconds waited on upstreams */
 };
 
 enum logger_escape {
@@ -88,7 +89,8 @@ static const char logger_combined[] =
 static const char logger_json[] =
     "escape=json {\"time\":\"%{iso8601}t\",\"client\":\"%h\",\"user\":\"%u\",\"request\":\"%r\","
     "\"method\":\"%m\",\"path\":\"%U\",\"query\":\"%q\",\"protocol\":\"%H\",\"status\":%>s,"
-    "\"body_bytes\":%B,\"bytes\":%O,\"duration_us\":%D,\"site\":\"%v\",\"host\":\"%V\","
+    "\"body_bytes\":%B,\"bytes\":%O,\"duration_us\":%D,\"upstream_us\":%{upstream}D,"
+    "\"site\":\"%v\",\"host\":\"%V\","
     "\"referer\":\"%{Referer}i\",\"user_agent\":\"%{User-Agent}i\","
     "\"request_id\":\"%{request_id}n\",\"trace_id\":\"%{trace_id}n\"}";
 
@@ -228,7 +230,8 @@ static unsigned logger_op_fixed(const struct logger_op *op)
     case LOGGER_OP_MICROS:
     case LOGGER_OP_SECONDS:
     case LOGGER_OP_PID:
-        return 20; /* a uint64_t in decimal */
+    case LOGGER_OP_UPSTREAM:
+        return 20; /* a uint64_t in decimal ("null" when none) */
     case LOGGER_OP_PROTOCOL:
         return 8;
     default: /* %l: nothing in json */
@@ -369,10 +372,20 @@ int logger_format_compile(const char *spec, struct logger_format **out, char *er
                 f->n_ops++;
                 continue;
             }
+            if (p[1] == 'D') {
+                if ((size_t) (p - name) != 8 || strncasecmp(name, "upstream", 8) != 0) {
+                    snprintf(err, errlen, "'%.40s': unknown %%{...}D (%%{upstream}D)", at);
+                    goto fail;
+                }
+                op->kind = LOGGER_OP_UPSTREAM;
+                p += 2;
+                f->n_ops++;
+                continue;
+            }
             if (p[1] != 'i' && p[1] != 'n') {
                 snprintf(err, errlen,
-                         "'%.40s': only %%{Header}i, %%{NAME}n, %%{NAME}x, %%{c}a and %%{iso8601}t "
-                         "take a name",
+                         "'%.40s': only %%{Header}i, %%{NAME}n, %%{NAME}x, %%{c}a, %%{iso8601}t "
+                         "and %%{upstream}D take a name",
                          at);
                 goto fail;
             }
@@ -916,6 +929,19 @@ logger_render_op(struct logger_out *o, const struct logger_op *op, struct logger
     case LOGGER_OP_SECONDS:
         logger_put_u64(o, logger_elapsed(line) / 1000000u);
         break;
+    case LOGGER_OP_UPSTREAM: {
+        int64_t us = MK_API_HAS(logger_api, upstream_time) ? logger_api->upstream_time(r) : -1;
+        if (us >= 0) {
+            logger_put_u64(o, (uint64_t) us);
+        }
+        else if (o->escape == LOGGER_ESCAPE_JSON) {
+            logger_put(o, "null", 4);
+        }
+        else {
+            logger_put_char(o, '-');
+        }
+        break;
+    }
     case LOGGER_OP_METHOD:
         s = logger_api->method(r, &n);
         logger_put_field(o, s, n);

@@ -210,6 +210,16 @@ static int px_site_init(const struct mk_site *site, const struct mk_conf *conf, 
     }
     s->sc = sc;
     s->conf = px_api->plugin_conf(site, MK_PLUGIN_SELF(proxy));
+    s->buffering = sc->buffering ? sc->buffering == 2 : s->conf->buffering != 0;
+    if (sc->buffering == 2 && !s->conf->buffering && s->conf->buf_max_temp > 0) {
+        /* proxy.conf's BufferDir was not checked for its own Buffering off */
+        char why[256];
+        if (px_rbuf_dir_check(s->conf->buf_dir, why, sizeof(why)) != MK_OK) {
+            snprintf(err, errlen, "%s: Buffering on: %s", sc->buffering_at, why);
+            px_site_free(s);
+            return MK_ERR;
+        }
+    }
     for (size_t i = 0; i < sc->n_routes; i++) {
         if (!(s->groups[i] = px_resolve(s->conf, &sc->routes[i], err, errlen))) {
             px_site_free(s);

@@ -174,6 +174,8 @@ struct px_site_conf {
     struct px_route *routes;
     size_t n_routes;
     struct px_fields_conf fields;
+    int buffering;          /* the site's Buffering: 0 proxy.conf's, 1 off, 2 on */
+    char buffering_at[160]; /* "file:line" of that line */
 };
 
 /* A server's state in one server process, shared by the workers (atomics). */
@@ -257,6 +259,7 @@ struct px_site {
     const struct px_site_conf *sc;
     const struct px_conf *conf;
     struct px_rgroup **groups; /* one per route */
+    bool buffering;            /* the site's Buffering, else proxy.conf's */
 };
 
 extern const struct mk_api *px_api;
@@ -376,7 +379,8 @@ struct px_rbuf {
     int read_err;      /* px_rbuf_drain's MK_ERR: the file's read failed (errno), else 0 */
 };
 
-void px_rbuf_init(struct px_rbuf *b, const struct px_conf *c);
+/* Set up with c's bounds; `on`: Buffering on (the site's setting, else c's). */
+void px_rbuf_init(struct px_rbuf *b, const struct px_conf *c, bool on);
 /* Bytes px_rbuf_put would take now (0: Buffering off, or both bounds reached). */
 size_t px_rbuf_room(const struct px_rbuf *b);
 bool px_rbuf_empty(const struct px_rbuf *b);

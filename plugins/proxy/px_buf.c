@@ -28,11 +28,11 @@
 
 #include "proxy.h"
 
-void px_rbuf_init(struct px_rbuf *b, const struct px_conf *c)
+void px_rbuf_init(struct px_rbuf *b, const struct px_conf *c, bool on)
 {
     memset(b, 0, sizeof(*b));
     b->fd = -1;
-    b->on = c->buffering != 0;
+    b->on = on;
     b->cap = (size_t) c->buf_size;
     b->file_max = c->buf_max_temp;
     b->dir = c->buf_dir;

@@ -455,6 +455,22 @@ static int px_set_route(void *obj, const struct mk_conf_key *k, const char *valu
     return MK_OK;
 }
 
+/* A site's Buffering on|off, in place of proxy.conf's for its routes. */
+static int px_set_site_buffering(void *obj, const struct mk_conf_key *k, const char *value,
+                                 const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    struct px_site_conf *sc = obj;
+
+    (void) k;
+    if (strcasecmp(value, "on") != 0 && strcasecmp(value, "off") != 0) {
+        snprintf(reason, len, "expected on or off, got '%s'", value);
+        return MK_ERR;
+    }
+    sc->buffering = strcasecmp(value, "on") == 0 ? 2 : 1;
+    snprintf(sc->buffering_at, sizeof(sc->buffering_at), "%s", origin->where);
+    return MK_OK;
+}
+
 static void px_schema_free(void *obj, int site)
 {
     if (site) {
@@ -619,6 +635,9 @@ static const struct mk_conf_key px_keys[] = {
      .doc = "PREFIX TARGET: paths under the prefix (whole segments) go to the group or address"},
     {"Match", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL, .set = px_set_route,
      .doc = "REGEX TARGET: paths the expression matches go there"},
+    {"Buffering", MK_CONF_CUSTOM, MK_CONF_SITE, 0, 0, 0, 0, NULL, .set = px_set_site_buffering,
+     .doc = "on or off: the response buffer for this site's routes, in place of proxy.conf's "
+            "Buffering (its BufferSize, BufferMaxTemp and BufferDir apply)"},
     /* the fields sent and answered, for the whole site (px_fconf.c) */
     {"Host", MK_CONF_CUSTOM, MK_CONF_SITE, 0, 0, 0, 0, "KEEP", .set = px_set_host,
      .doc = "the Host sent upstream: KEEP (the client's) or a NAME"},

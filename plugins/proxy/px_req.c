@@ -942,7 +942,8 @@ static void px_finish(struct px_req *q)
     }
     if (!px_rbuf_empty(&q->buf)) {
         q->j.ended_ms = px_api->now_ms(); /* the upstream's time ends here, not the client's */
-        return;                           /* the job ends once the buffer is out (px_buf_out) */
+        mk_gw_job_upstream(&q->j, NULL, false);
+        return; /* the job ends once the buffer is out (px_buf_out) */
     }
     mk_gw_job_end(&q->j); /* may free q */
 }
@@ -1069,6 +1070,12 @@ static bool px_named(const char *name, size_t len, const char *lit)
     /* the first letter before the call: most names that differ differ there */
     return len == strlen(lit) && (len == 0 || (name[0] | 0x20) == (lit[0] | 0x20)) &&
            strncasecmp(name, lit, len) == 0;
+}
+
+/* Whether the method m[0, len) is lit, byte for byte. */
+static inline bool px_method_is(const char *m, size_t len, const char *lit)
+{
+    return len == strlen(lit) && memcmp(m, lit, len) == 0;
 }
 
 /*
@@ -2173,10 +2180,11 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
         len = 3;
     }
 #endif
-    q->head_request = px_named(method, len, "HEAD");
-    q->idempotent = q->head_request || px_named(method, len, "GET") ||
-                    px_named(method, len, "OPTIONS") || px_named(method, len, "TRACE") ||
-                    px_named(method, len, "PUT") || px_named(method, len, "DELETE");
+    /* methods are case-sensitive (RFC 9110 section 9.1): "get" is no GET, and not replayed */
+    q->head_request = px_method_is(method, len, "HEAD");
+    q->idempotent = q->head_request || px_method_is(method, len, "GET") ||
+                    px_method_is(method, len, "OPTIONS") || px_method_is(method, len, "TRACE") ||
+                    px_method_is(method, len, "PUT") || px_method_is(method, len, "DELETE");
     bool slash = false;
     if (mk_gw_target_absolute(target, tlen, &auth, &rest)) {
         slash = rest.len == 0 || rest.p[0] != '/';
@@ -2344,18 +2352,49 @@ static int px_gw_body(struct mk_gw_job *j, const char *data, size_t len)
     return MK_AGAIN;
 }
 
-static int px_body_end(struct mk_gw_job *j)
+/*
+ * The client's trailers that may go upstream, after the last chunk, into
+ * out (cap bytes): px_trailers_filter's, less the fields the client's
+ * Connection names. The bytes written.
+ */
+static size_t px_req_trailers(struct mk_request *r, char *out, size_t cap)
+{
+    size_t tlen, n, o = 0;
+    const char *t =
+        MK_API_HAS(px_api, request_trailers) ? px_api->request_trailers(r, &tlen) : NULL;
+    if (!t || cap == 0) {
+        return 0;
+    }
+    n = px_trailers_filter(t, tlen, out, cap);
+    bool conn = px_api->header(r, "Connection", &tlen) != NULL;
+    for (size_t i = 0; conn && i < n;) {
+        char *eol = memchr(out + i, '\n', n - i); /* every line ends with CRLF */
+        size_t line = (size_t) (eol - (out + i)) + 1;
+        size_t name = (size_t) ((char *) memchr(out + i, ':', line) - (out + i));
+        if (!px_client_conn_names(r, out + i, name)) {
+            memmove(out + o, out + i, line);
+            o += line;
+        }
+        i += line;
+    }
+    return conn ? o : n;
+}
+
+static int px_body_end(struct mk_gw_job *j, struct mk_request *r)
 {
     struct px_req *q = px_of(j);
     q->body_ended = true;
     if (q->chunked && q->c) {
-        /* the last chunk, no trailer: after what waits */
+        /* the last chunk and the client's trailers: after what waits */
         if (!q->w && !(q->w = malloc(PX_WBUF))) {
             return 503;
         }
         px_w_compact(q);
-        memcpy(q->w + q->w_len, "0\r\n\r\n", 5);
-        q->w_len += 5;
+        memcpy(q->w + q->w_len, "0\r\n", 3);
+        q->w_len += 3;
+        q->w_len += px_req_trailers(r, q->w + q->w_len, PX_WBUF - q->w_len - 2);
+        memcpy(q->w + q->w_len, "\r\n", 2);
+        q->w_len += 2;
     }
     if (q->c && !q->connecting && px_flush(q) != MK_OK && !q->head_in) {
         px_send_failed(q, errno); /* a failure is the job's j->fail: answered from there */
@@ -2516,7 +2555,7 @@ int px_req_start(struct mk_request *r, const struct px_site *site, size_t i)
     q->member = -1;
     q->failed_slot = -1;
     q->reserved = -1;
-    px_rbuf_init(&q->buf, site->conf);
+    px_rbuf_init(&q->buf, site->conf, site->buffering);
     j->nph = true;
     j->timeout_ms = site->conf->timeout_ms;
     j->queue_ms = site->conf->queue_ms;

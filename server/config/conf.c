@@ -302,6 +302,82 @@ static int mk_set_fastopen(void *obj, const struct mk_conf_key *k, const char *v
     return MK_OK;
 }
 
+#ifdef MK_HAVE_METRICS
+/*
+ * One bound of MetricsBuckets: seconds, a decimal number with at most 6
+ * digits after the point, above 0 and at most 3600, into *us. false when
+ * the word is not one.
+ */
+static bool mk_metrics_bound(const char *word, size_t n, uint64_t *us)
+{
+    uint64_t whole = 0, frac = 0;
+    size_t i = 0, digits = 0, fdigits = 0;
+
+    for (; i < n && word[i] >= '0' && word[i] <= '9' && digits < 5; i++, digits++) {
+        whole = whole * 10 + (uint64_t) (word[i] - '0');
+    }
+    if (i < n && word[i] == '.') {
+        for (i++; i < n && word[i] >= '0' && word[i] <= '9' && fdigits < 6; i++, fdigits++) {
+            frac = frac * 10 + (uint64_t) (word[i] - '0');
+        }
+    }
+    if (i != n || digits + fdigits == 0) {
+        return false;
+    }
+    for (; fdigits < 6; fdigits++) {
+        frac *= 10;
+    }
+    *us = whole * 1000000u + frac;
+    return *us > 0 && *us <= 3600u * 1000000u;
+}
+
+/* MetricsBuckets B1 B2 ...: 1 to MK_CONF_METRICS_BOUNDS bounds, ascending. */
+static int mk_set_metrics_buckets(void *obj, const struct mk_conf_key *k, const char *value,
+                                  const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    struct mk_config *cfg = obj;
+    uint64_t bounds[MK_CONF_METRICS_BOUNDS];
+    unsigned n = 0;
+
+    (void) k;
+    (void) origin;
+    for (const char *p = value; *p;) {
+        size_t w;
+        while (*p == ' ' || *p == '\t') {
+            p++;
+        }
+        w = strcspn(p, " \t");
+        if (!w) {
+            break;
+        }
+        if (n == MK_CONF_METRICS_BOUNDS) {
+            snprintf(reason, len, "at most %d bounds", MK_CONF_METRICS_BOUNDS);
+            return MK_ERR;
+        }
+        if (!mk_metrics_bound(p, w, &bounds[n])) {
+            snprintf(reason, len,
+                     "'%.*s' is not a bound: seconds above 0 and at most 3600, "
+                     "at most 6 decimals",
+                     (int) (w > 32 ? 32 : w), p);
+            return MK_ERR;
+        }
+        if (n && bounds[n] <= bounds[n - 1]) {
+            snprintf(reason, len, "'%.*s': the bounds must ascend", (int) (w > 32 ? 32 : w), p);
+            return MK_ERR;
+        }
+        n++;
+        p += w;
+    }
+    if (!n) {
+        snprintf(reason, len, "expected 1 to %d bounds in seconds", MK_CONF_METRICS_BOUNDS);
+        return MK_ERR;
+    }
+    memcpy(cfg->metrics_bounds, bounds, n * sizeof(bounds[0]));
+    cfg->n_metrics_bounds = n;
+    return MK_OK;
+}
+#endif
+
 /* Log FILE, or stderr. */
 static int mk_set_log(void *obj, const struct mk_conf_key *k, const char *value,
                       const struct mk_conf_origin *origin, char *reason, size_t len)
@@ -488,6 +564,10 @@ static const struct mk_conf_key mk_server_keys[] = {
     {"RequestIdEcho", MK_CONF_BOOL, 0, MK_SRV(reqid_echo), 0, 0, "Off"},
     {"TraceContext", MK_CONF_ENUM, 0, MK_SRV(trace_context), 0, 0, "Off", mk_trace_context_words},
 #endif
+#ifdef MK_HAVE_METRICS
+    {"MetricsBuckets", MK_CONF_CUSTOM, 0, 0, 0, 0, 0,
+     "0.005 0.01 0.025 0.05 0.1 0.25 0.5 1 2.5 5 10", .set = mk_set_metrics_buckets},
+#endif
     {"TaskQueuePerPlugin", MK_CONF_INT, 0, MK_SRV(task_queue_per_plugin), 1, 65536, "64"},
     {"TaskQueuePerClient", MK_CONF_INT, 0, MK_SRV(task_queue_per_client), 1, 65536, "8"},
 #ifdef MK_HAVE_H2
@@ -531,6 +611,9 @@ static const struct mk_schema_absent mk_server_absent[] = {
     {"RequestIdFrom", NULL, "request IDs and trace context", false},
     {"RequestIdEcho", NULL, "request IDs and trace context", true},
     {"TraceContext", NULL, "request IDs and trace context", false},
+#endif
+#ifndef MK_HAVE_METRICS
+    {"MetricsBuckets", NULL, "the metrics", false},
 #endif
 #ifndef MK_HAVE_H2
     {"MaxConcurrentStreams", NULL, "HTTP/2", false},

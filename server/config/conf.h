@@ -69,6 +69,8 @@ struct mk_error_page {
 
 /* The longest [HOST] Fallback path. */
 #define MK_FALLBACK_MAX 1024
+/* MetricsBuckets: the most bounds (MK_METRICS_BUCKETS - 1 of the plugin ABI) */
+#define MK_CONF_METRICS_BOUNDS 11
 
 /* The sections of a site file filled from one of a plugin's section_schemas. */
 struct mk_section_instances {
@@ -226,6 +228,12 @@ struct mk_config {
     size_t n_realip_from;
     int realip_header; /* enum mk_realip_field */
 #endif
+#ifdef MK_HAVE_METRICS
+    /* MetricsBuckets: the histograms' upper bounds, microseconds, ascending
+       (request/metrics.h; in force from the start, a reload keeps them) */
+    uint64_t metrics_bounds[MK_CONF_METRICS_BOUNDS];
+    unsigned n_metrics_bounds;
+#endif
 #ifdef MK_HAVE_REQID
     /* RequestId (request_trace.c): the field, the clients trusted to name
        the ID (the words, then their blocks), whether responses echo it */
@@ -277,7 +285,7 @@ struct mk_config {
     struct mk_plugin_spec *plugins;
     size_t n_plugins;
     /* The value in force of each [SERVER] key as text, and where it was set. */
-    struct mk_schema_record key_rec[48];
+    struct mk_schema_record key_rec[52];
     char server_header[64]; /* "Server: Monkey/x.y.z\r\n" */
     size_t server_header_len;
 

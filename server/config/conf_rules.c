@@ -33,7 +33,12 @@
 /* A [RULE] as the schema reads it, before the checks across keys. */
 struct mk_rule_conf {
     char *path, *prefix, *regex, *header, *redirect, *ret, *rewrite, *ratelimit, *cache;
+    char *query, *query_regex;
+    uint64_t max_body;
+    bool listing;
     struct mk_conf_words methods, hosts, index;
+    struct mk_rule_access *access; /* Allow and Deny words, in file order */
+    size_t n_access;
     struct mk_rule_header *headers; /* ResponseHeader lines */
     size_t n_headers;
     struct mk_rule_header *req_headers; /* RequestHeader lines */
@@ -94,11 +99,24 @@ static int mk_rule_set_cors(void *obj, const struct mk_conf_key *k, const char *
     return MK_OK;
 }
 
+/* Allow and Deny WORD..., once a line, into one list in file order. */
+static int mk_rule_set_access(void *obj, const struct mk_conf_key *k, const char *value,
+                              const struct mk_conf_origin *origin, char *reason, size_t len)
+{
+    struct mk_rule_conf *rc = obj;
+
+    (void) origin;
+    return mk_rule_access_parse(&rc->access, &rc->n_access, k->name[0] == 'A', value, reason, len);
+}
+
 static void mk_rule_conf_free(void *obj, int site)
 {
     struct mk_rule_conf *rc = obj;
 
     (void) site;
+    mk_free(rc->access);
+    rc->access = NULL;
+    rc->n_access = 0;
     mk_rule_headers_free(rc->headers, rc->n_headers);
     mk_rule_headers_free(rc->req_headers, rc->n_req_headers);
     mk_rule_cors_free(rc->cors);
@@ -131,6 +149,16 @@ static const struct mk_conf_key mk_rule_keys[] = {
     {"IndexFiles", MK_CONF_WORDS, MK_CONF_SITE, MK_RC(index), 0, 0, NULL,
      .check = mk_config_check_index_file},
     {"CacheControl", MK_CONF_STRING, MK_CONF_SITE, MK_RC(cache), 0, 0, NULL},
+    {"Query", MK_CONF_STRING, MK_CONF_SITE, MK_RC(query), 0, 0, NULL},
+#ifdef MK_HAVE_PCRE2
+    {"QueryRegex", MK_CONF_STRING, MK_CONF_SITE, MK_RC(query_regex), 0, 0, NULL},
+#endif
+    {"MaxRequestBody", MK_CONF_SIZE, MK_CONF_SITE, MK_RC(max_body), 0, INT64_MAX, NULL},
+    {"DirectoryListing", MK_CONF_BOOL, MK_CONF_SITE, MK_RC(listing), 0, 0, NULL},
+    {"Allow", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
+     .set = mk_rule_set_access},
+    {"Deny", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
+     .set = mk_rule_set_access},
     {NULL},
 };
 
@@ -151,6 +179,7 @@ static const struct mk_schema_absent *const mk_rule_absent = NULL;
 enum { K_PATH, K_PREFIX, K_METHOD, K_HOST, K_HEADER, K_REDIRECT, K_RETURN, K_REWRITE, K_REGEX };
 static const struct mk_schema_absent mk_rule_absent[] = {
     {"Regex", NULL, "PCRE2 (regular expressions of [RULE]; MK_PCRE2, libpcre2-dev)", false},
+    {"QueryRegex", NULL, "PCRE2 (regular expressions of [RULE]; MK_PCRE2, libpcre2-dev)", false},
     {NULL},
 };
 #endif
@@ -168,6 +197,17 @@ const char *mk_conf_rule_key(size_t i)
 }
 
 #define ERR(line, ...) mk_conf_error(conf, (line), err, errlen, __VA_ARGS__)
+
+/* The line of key `name` in the section (0: not given), from the lines the schema filled. */
+static int mk_rule_key_line(const int *lines, const char *name)
+{
+    for (size_t k = 0; mk_rule_keys[k].name; k++) {
+        if (strcmp(mk_rule_keys[k].name, name) == 0) {
+            return lines[k];
+        }
+    }
+    return 0;
+}
 
 /* A normalised path, as Path and Prefix take: the path a request for it has. */
 static bool mk_rule_path_ok(const char *value)
@@ -195,24 +235,35 @@ static int mk_rule_group_named(void *ctx, const char *name, size_t len)
     return n > 0 ? n : -1;
 }
 
-static bool mk_rule_regex(struct mk_rule *r, const char *expr, const struct mk_conf *conf, int line,
-                          char *err, size_t errlen)
+/* Compile `expr` of key `key` into *re (with its JIT when there is one): false with the error. */
+static bool mk_rule_compile(void **re, bool *jit, const char *key, const char *expr,
+                            const struct mk_conf *conf, int line, char *err, size_t errlen)
 {
     int code;
     PCRE2_SIZE off;
-    uint32_t captures = 0;
 
-    r->re = pcre2_compile((PCRE2_SPTR) expr, PCRE2_ZERO_TERMINATED, 0, &code, &off, NULL);
-    if (!r->re) {
+    *re = pcre2_compile((PCRE2_SPTR) expr, PCRE2_ZERO_TERMINATED, 0, &code, &off, NULL);
+    if (!*re) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(code, msg, sizeof(msg));
-        return ERR(line, "Regex %s: %s at offset %zu", expr, (const char *) msg, (size_t) off);
+        return ERR(line, "%s %s: %s at offset %zu", key, expr, (const char *) msg, (size_t) off);
+    }
+    *jit = pcre2_jit_compile(*re, PCRE2_JIT_COMPLETE) == 0; /* else interpreted */
+    return true;
+}
+
+static bool mk_rule_regex(struct mk_rule *r, const char *expr, const struct mk_conf *conf, int line,
+                          char *err, size_t errlen)
+{
+    uint32_t captures = 0;
+
+    if (!mk_rule_compile(&r->re, &r->jit, "Regex", expr, conf, line, err, errlen)) {
+        return false;
     }
     pcre2_pattern_info(r->re, PCRE2_INFO_CAPTURECOUNT, &captures);
     if (captures > MK_RULE_GROUPS_MAX) {
         return ERR(line, "Regex %s: %u groups, more than %d", expr, captures, MK_RULE_GROUPS_MAX);
     }
-    r->jit = pcre2_jit_compile(r->re, PCRE2_JIT_COMPLETE) == 0; /* else interpreted */
     r->select = MK_RULE_REGEX;
     r->n_groups = captures + 1;
     return true;
@@ -247,10 +298,10 @@ static bool mk_rule_action(struct mk_rule *r, const struct mk_rule_conf *rc, con
     int given = !!rc->redirect + !!rc->ret + !!rc->rewrite;
 
     if (given > 1 || (given == 0 && r->n_headers == 0 && r->n_req_headers == 0 && !r->limit &&
-                      !r->cors && !mk_rule_sets(r))) {
+                      !r->cors && !mk_rule_sets(r) && !r->access)) {
         return ERR(line,
                    "[RULE] needs %s of Redirect, Return, Rewrite (or ResponseHeader, "
-                   "RequestHeader, RateLimit, Cors lines, a setting)",
+                   "RequestHeader, RateLimit, Cors, Allow, Deny lines, a setting)",
                    given ? "only one" : "one");
     }
     if (given == 0) {
@@ -316,7 +367,46 @@ static bool mk_rule_action(struct mk_rule *r, const struct mk_rule_conf *rc, con
     return true;
 }
 
-/* The conditions of a rule: one path condition at most, methods, hosts, a field. */
+/* Query NAME [VALUE] and QueryRegex EXPR. */
+static bool mk_rule_query(struct mk_rule *r, const struct mk_rule_conf *rc, const int *lines,
+                          const struct mk_conf *conf, char *err, size_t errlen)
+{
+    if (rc->query) {
+        const char *cur = rc->query, *w;
+        size_t len;
+        mk_conf_word(&cur, &w, &len);
+        if (memchr(w, '&', len) || memchr(w, '=', len) || memchr(w, '#', len)) {
+            return ERR(mk_rule_key_line(lines, "Query"),
+                       "Query %s: expected a parameter name (without '&', '=' or '#'), then an "
+                       "optional value",
+                       rc->query);
+        }
+        r->param = mk_strndup(w, len);
+        r->param_len = len;
+        while (*cur == ' ' || *cur == '\t') {
+            cur++;
+        }
+        if (*cur) {
+            r->param_value_len = strlen(cur);
+            r->param_value = mk_strdup(cur);
+        }
+    }
+#ifdef MK_HAVE_PCRE2
+    if (rc->query_regex &&
+        !mk_rule_compile(&r->query_re, &r->query_jit, "QueryRegex", rc->query_regex, conf,
+                         mk_rule_key_line(lines, "QueryRegex"), err, errlen)) {
+        return false;
+    }
+#else
+    (void) lines;
+    (void) conf;
+    (void) err;
+    (void) errlen;
+#endif
+    return true;
+}
+
+/* The conditions of a rule: one path condition at most, methods, hosts, a field, the query. */
 static bool mk_rule_conditions(struct mk_rule *r, const struct mk_rule_conf *rc, const int *lines,
                                int line, const struct mk_conf *conf, char *err, size_t errlen)
 {
@@ -385,7 +475,7 @@ static bool mk_rule_conditions(struct mk_rule *r, const struct mk_rule_conf *rc,
         }
         r->field_value = *cur ? mk_strdup(cur) : NULL;
     }
-    return true;
+    return mk_rule_query(r, rc, lines, conf, err, errlen);
 }
 
 /* CacheControl DIRECTIVES, checked as the site's are. */
@@ -428,6 +518,12 @@ static struct mk_rule *mk_rule_read(const struct mk_conf *conf, const struct mk_
     if (mk_schema_fill(&mk_rule_schema, &in, &rc, err, errlen) == MK_OK) {
         r = mk_calloc(1, sizeof(*r));
         r->line = s->line;
+        r->max_body = mk_rule_key_line(lines, "MaxRequestBody") ? (int64_t) rc.max_body : -1;
+        r->listing = mk_rule_key_line(lines, "DirectoryListing") ? (int8_t) rc.listing : -1;
+        r->access = rc.access;
+        r->n_access = rc.n_access;
+        rc.access = NULL;
+        rc.n_access = 0;
         r->headers = rc.headers; /* the rule's from now on */
         r->n_headers = rc.n_headers;
         r->req_headers = rc.req_headers;
@@ -477,6 +573,7 @@ bool mk_conf_rules_load(struct mk_site *vh, const struct mk_conf *conf, char *er
         if (r->n_groups > t->n_groups) {
             t->n_groups = r->n_groups;
         }
+        t->max_body |= r->max_body >= 0;
     }
     return true;
 }

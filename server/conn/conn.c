@@ -167,7 +167,10 @@ void mk_conn_close(struct mk_conn *c)
     if (fd >= 0) {
         mk_sys_close(fd);
     }
-    mk_conn_state(c, MK_CONN_CLOSED);
+    c->state = MK_CONN_CLOSED;
+#ifdef MK_HAVE_METRICS
+    mk_conn_uncount(c); /* closed: in no class, whatever the timer (mk_conn_state's move, inline) */
+#endif
     mk_conn_timer_set(c, MK_TIMER_NONE);
     if (!mk_list_is_empty(&c->turn)) {
         mk_list_del(&c->turn);
@@ -451,9 +454,11 @@ _Static_assert(MK_PROXY_MAX <= MK_CHUNK_SIZE, "a PROXY header is kept in one poo
 
 void mk_conn_start(struct mk_conn *c)
 {
-    mk_conn_state(c, MK_CONN_READ_HEAD);
+    c->state = MK_CONN_READ_HEAD;
 #ifdef MK_HAVE_METRICS
-    mk_conn_recount(c); /* a new struct is in READ_HEAD already: counted from here */
+    /* a new or recycled struct is in no class and not refused: reading,
+       which is not stored (conn_count.h) */
+    c->counted = MK_COUNT_READING;
 #endif
     c->proto = mk_conn_protos->first;
 #ifdef MK_HAVE_H2
@@ -505,6 +510,9 @@ void mk_conn_refuse(struct mk_conn *c)
 
     c->flags |= MK_CONN_REFUSED;
     mk_conn_state(c, MK_CONN_READ_HEAD);
+#ifdef MK_HAVE_METRICS
+    mk_conn_recount(c); /* a new struct is in READ_HEAD already: counted from here */
+#endif
     c->proto = mk_conn_protos->first;
     /* A transport with a handshake (TLS) cannot answer without its state. */
     if (c->transport != &mk_conn_transport_plain ||

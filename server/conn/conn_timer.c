@@ -36,40 +36,50 @@ static uint32_t mk_timer_ms(const struct mk_worker *w, enum mk_timer_kind kind)
 }
 
 #ifdef MK_HAVE_METRICS
-/* 1 + the MK_CSTATE_* that c is in now, 0: none (conn_count.h). */
+/* The class of each enum mk_conn_state (MK_COUNT_*), READ_HEAD's before its timer is looked at. */
+static const uint8_t mk_conn_classes[] = {
+    [MK_CONN_READ_HEAD] = MK_COUNT_READING,
+    [MK_CONN_SUSPENDED] = 1 + MK_CSTATE_WRITING,
+    [MK_CONN_READ_BODY] = MK_COUNT_READING,
+    [MK_CONN_WRITE] = 1 + MK_CSTATE_WRITING,
+    [MK_CONN_DISCARD] = MK_COUNT_READING,
+    [MK_CONN_LINGER] = 1 + MK_CSTATE_CLOSING,
+    [MK_CONN_CLOSED] = MK_COUNT_NONE,
+    [MK_CONN_HANDSHAKE] = 1 + MK_CSTATE_HANDSHAKE,
+    [MK_CONN_TAKEOVER] = 1 + MK_CSTATE_TAKEOVER,
+#ifdef MK_HAVE_REALIP
+    [MK_CONN_PROXY_HEAD] = MK_COUNT_READING,
+#endif
+};
+
+/* The class c is in now (conn_count.h). */
 static uint8_t mk_conn_class(const struct mk_conn *c)
 {
+    uint8_t k = mk_conn_classes[c->state];
+
     if (c->flags & MK_CONN_REFUSED) {
-        return 0;
+        return k == MK_COUNT_NONE ? MK_COUNT_NONE : MK_COUNT_REFUSED;
     }
-    switch (c->state) {
-    case MK_CONN_READ_HEAD:
-        return 1 + (c->timer == MK_TIMER_KEEPALIVE ? MK_CSTATE_IDLE : MK_CSTATE_READING);
-    case MK_CONN_SUSPENDED:
-    case MK_CONN_WRITE:
-        return 1 + MK_CSTATE_WRITING;
-    case MK_CONN_HANDSHAKE:
-        return 1 + MK_CSTATE_HANDSHAKE;
-    case MK_CONN_TAKEOVER:
-        return 1 + MK_CSTATE_TAKEOVER;
-    case MK_CONN_LINGER:
-        return 1 + MK_CSTATE_CLOSING;
-    case MK_CONN_CLOSED:
-        return 0;
-    default: /* READ_BODY, DISCARD, PROXY_HEAD */
-        return 1 + MK_CSTATE_READING;
+    if (c->state == MK_CONN_READ_HEAD && c->timer == MK_TIMER_KEEPALIVE) {
+        return 1 + MK_CSTATE_IDLE;
     }
+    return k;
 }
 
 void mk_conn_recount(struct mk_conn *c)
 {
-    uint8_t k = mk_conn_class(c);
+    uint8_t k = mk_conn_class(c), was = c->counted;
 
-    if (k != c->counted) {
-        atomic_uint *in = c->worker->conns_in;
-        MK_STAT_ADD(in[c->counted], -1u);
-        MK_STAT_ADD(in[k], 1u);
-        c->counted = k;
+    if (k == was) {
+        return;
+    }
+    c->counted = k;
+    /* reading and none are not stored: a move between them costs nothing */
+    if (was > MK_COUNT_READING) {
+        MK_STAT_ADD(c->worker->conns_in[was], -1u);
+    }
+    if (k > MK_COUNT_READING) {
+        MK_STAT_ADD(c->worker->conns_in[k], 1u);
     }
 }
 #endif
@@ -86,25 +96,27 @@ void mk_conn_timer_set(struct mk_conn *c, enum mk_timer_kind kind)
     if (kind == MK_TIMER_NONE || c->state == MK_CONN_CLOSED) {
         mk_timer_disarm(&c->expiry);
 #ifdef MK_HAVE_METRICS
-        bool was_idle = c->timer == MK_TIMER_KEEPALIVE;
-#endif
-        c->timer = MK_TIMER_NONE;
-#ifdef MK_HAVE_METRICS
-        if (was_idle) {
+        if (c->timer == MK_TIMER_KEEPALIVE) {
+            c->timer = MK_TIMER_NONE;
             mk_conn_recount(c);
+            return;
         }
 #endif
+        c->timer = MK_TIMER_NONE;
         return;
     }
 #ifdef MK_HAVE_METRICS
-    bool idle_changes = (c->timer == MK_TIMER_KEEPALIVE) != (kind == MK_TIMER_KEEPALIVE);
-#endif
-    c->timer = (uint8_t) kind;
-#ifdef MK_HAVE_METRICS
-    if (idle_changes) {
-        mk_conn_recount(c); /* idle is READ_HEAD under KEEPALIVE */
+    /* idle is READ_HEAD under KEEPALIVE: a recount when the timer enters or leaves it */
+    if (__builtin_expect(c->timer == MK_TIMER_KEEPALIVE || kind == MK_TIMER_KEEPALIVE, 0) &&
+        c->timer != kind) {
+        c->timer = (uint8_t) kind;
+        mk_conn_recount(c);
     }
+    else
 #endif
+    {
+        c->timer = (uint8_t) kind;
+    }
     mk_timer_arm(&w->timers, &c->expiry, w->now_ms, mk_timer_ms(w, kind));
 }
 

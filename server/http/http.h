@@ -193,7 +193,14 @@ struct mk_chunked {
     uint64_t left;     /* bytes remaining in the current chunk */
     size_t line_bytes; /* bytes of the current size or trailer line so far */
     size_t trailer_bytes;
+    /* after each mk_chunked_decode(): where in its buf the bytes of the
+       trailer section it consumed begin (they end at the count it returned;
+       equal to that count when it consumed none) */
+    size_t trailer_off;
 };
+
+/* The most bytes of a request's trailer section (HTTP/1.1 chunked, HTTP/2). */
+#define MK_CHUNK_TRAILER_MAX 16384
 
 void mk_chunked_init(struct mk_chunked *c);
 
@@ -206,6 +213,16 @@ void mk_chunked_init(struct mk_chunked *c);
  */
 ssize_t mk_chunked_decode(struct mk_chunked *c, char *buf, size_t len, size_t *out);
 bool mk_chunked_done(const struct mk_chunked *c);
+
+/*
+ * The trailer section of a chunked body as mk_chunked_decode() accepted it
+ * (raw[0, len): field lines, CRLF or LF ended, and the final empty line, as
+ * given by trailer_off), written to out as "Name: value\r\n" lines, the
+ * whitespace around each value removed. out has room for 2 * len bytes
+ * (an LF-ended line grows by one). Returns the bytes written: 0 for a
+ * section without fields.
+ */
+size_t mk_chunked_trailer_lines(const char *raw, size_t len, char *out);
 
 /* ---- header field values ------------------------------------------------- */
 

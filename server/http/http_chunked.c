@@ -37,7 +37,6 @@ enum {
 };
 
 #define MK_CHUNK_LINE_MAX 4096 /* chunk-size line with extensions */
-#define MK_CHUNK_TRAILER_MAX 16384
 
 void mk_chunked_init(struct mk_chunked *c)
 {
@@ -113,7 +112,7 @@ static int mk_chunk_trailer_byte(struct mk_chunked *c, unsigned char ch)
 
 ssize_t mk_chunked_decode(struct mk_chunked *c, char *buf, size_t len, size_t *out)
 {
-    size_t i = 0, o = 0;
+    size_t i = 0, o = 0, t = SIZE_MAX;
 
     while (i < len && c->state != MK_CH_DONE) {
         char ch = buf[i];
@@ -225,6 +224,9 @@ ssize_t mk_chunked_decode(struct mk_chunked *c, char *buf, size_t len, size_t *o
         case MK_CH_TRAILER_NAME:
         case MK_CH_TRAILER_VALUE:
         case MK_CH_TRAILER_VALUE_LF:
+            if (t == SIZE_MAX) {
+                t = i;
+            }
             if (mk_chunk_trailer_byte(c, (unsigned char) ch) != MK_OK ||
                 ++c->trailer_bytes > MK_CHUNK_TRAILER_MAX) {
                 return MK_ERR;
@@ -235,6 +237,9 @@ ssize_t mk_chunked_decode(struct mk_chunked *c, char *buf, size_t len, size_t *o
             if (ch != '\n') {
                 return MK_ERR;
             }
+            if (t == SIZE_MAX) {
+                t = i;
+            }
             c->state = MK_CH_DONE;
             i++;
             break;
@@ -243,5 +248,42 @@ ssize_t mk_chunked_decode(struct mk_chunked *c, char *buf, size_t len, size_t *o
         }
     }
     *out = o;
+    c->trailer_off = t == SIZE_MAX ? i : t;
     return (ssize_t) i;
+}
+
+size_t mk_chunked_trailer_lines(const char *raw, size_t len, char *out)
+{
+    size_t i = 0, o = 0;
+
+    while (i < len) {
+        const char *line = raw + i;
+        const char *nl = memchr(line, '\n', len - i);
+        size_t n = nl ? (size_t) (nl - line) : len - i;
+        const char *colon = memchr(line, ':', n);
+
+        i += n + 1;
+        if (n && line[n - 1] == '\r') {
+            n--;
+        }
+        if (!colon) {
+            continue; /* the final empty line (the decoder let no other through) */
+        }
+        size_t name = (size_t) (colon - line), v = name + 1;
+        while (v < n && (line[v] == ' ' || line[v] == '\t')) {
+            v++;
+        }
+        while (n > v && (line[n - 1] == ' ' || line[n - 1] == '\t')) {
+            n--;
+        }
+        memcpy(out + o, line, name);
+        o += name;
+        memcpy(out + o, ": ", 2);
+        o += 2;
+        memcpy(out + o, line + v, n - v);
+        o += n - v;
+        memcpy(out + o, "\r\n", 2);
+        o += 2;
+    }
+    return o;
 }

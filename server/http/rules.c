@@ -479,7 +479,97 @@ bool mk_rule_selects(const struct mk_rule *r, const struct mk_http_head *h)
             return false;
         }
     }
+    if (r->param && !mk_rule_query_param(&h->query, r->param, r->param_len, r->param_value,
+                                         r->param_value_len)) {
+        return false;
+    }
     return true;
+}
+
+/* QueryRegex of r against the raw query (empty when none), in *md as mk_rule_match. */
+static bool mk_rule_match_query(const struct mk_rule *r, const struct mk_str *q, void **md,
+                                uint32_t pairs)
+{
+#ifdef MK_HAVE_PCRE2
+    const char *subject = q->p ? q->p : "";
+
+    if (!*md && !(*md = pcre2_match_data_create(pairs, NULL))) {
+        return false;
+    }
+    /* 0: a match whose groups did not fit, still a match */
+    return (r->query_jit
+                ? pcre2_jit_match(r->query_re, (PCRE2_SPTR) subject, q->len, 0, 0, *md, NULL)
+                : pcre2_match(r->query_re, (PCRE2_SPTR) subject, q->len, 0, 0, *md, NULL)) >= 0;
+#else
+    (void) r;
+    (void) q;
+    (void) md;
+    (void) pairs;
+    return false;
+#endif
+}
+
+/* The value of hex digit c, or -1. */
+static int mk_rule_hex(unsigned char c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    c |= 0x20;
+    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/*
+ * Whether [p, p + n) of a query, percent-decoded and '+' as a space, is
+ * exactly want (wlen bytes). A '%' without two hex digits stands for itself.
+ */
+static bool mk_rule_decoded_eq(const char *p, size_t n, const char *want, size_t wlen)
+{
+    size_t i = 0, k = 0;
+
+    while (i < n) {
+        unsigned char c = (unsigned char) p[i++];
+        int hi, lo;
+        if (c == '+') {
+            c = ' ';
+        }
+        else if (c == '%' && i + 2 <= n && (hi = mk_rule_hex((unsigned char) p[i])) >= 0 &&
+                 (lo = mk_rule_hex((unsigned char) p[i + 1])) >= 0) {
+            c = (unsigned char) (hi << 4 | lo);
+            i += 2;
+        }
+        if (k == wlen || (unsigned char) want[k] != c) {
+            return false;
+        }
+        k++;
+    }
+    return k == wlen;
+}
+
+bool mk_rule_query_param(const struct mk_str *q, const char *name, size_t len, const char *value,
+                         size_t vlen)
+{
+    if (!q->p) {
+        return false;
+    }
+    const char *p = q->p, *end = q->p + q->len;
+
+    while (p <= end) {
+        const char *amp = memchr(p, '&', (size_t) (end - p));
+        const char *stop = amp ? amp : end;
+        const char *eq = memchr(p, '=', (size_t) (stop - p));
+        const char *nend = eq ? eq : stop;
+        if (mk_rule_decoded_eq(p, (size_t) (nend - p), name, len) &&
+            (!value || mk_rule_decoded_eq(eq ? eq + 1 : stop, eq ? (size_t) (stop - eq - 1) : 0,
+                                          value, vlen))) {
+            return true;
+        }
+        if (!amp) {
+            break;
+        }
+        p = amp + 1;
+    }
+    return false;
 }
 
 const struct mk_rule *mk_rules_find(const struct mk_rules *t, const struct mk_http_head *h,
@@ -490,7 +580,8 @@ const struct mk_rule *mk_rules_find(const struct mk_rules *t, const struct mk_ht
 
     for (size_t i = 0; i < t->n && !found; i++) {
         const struct mk_rule *r = t->v[i];
-        if (mk_rule_selects(r, h) && mk_rule_match(r, path, len, groups, &md, t->n_groups)) {
+        if (mk_rule_selects(r, h) && mk_rule_match(r, path, len, groups, &md, t->n_groups) &&
+            (!r->query_re || mk_rule_match_query(r, &h->query, &md, t->n_groups))) {
             found = r;
         }
     }
@@ -834,6 +925,58 @@ void mk_rule_cors_free(struct mk_rule_cors *c)
     mk_free(c);
 }
 
+/* ---- Allow and Deny ----------------------------------------------------------- */
+
+int mk_rule_access_parse(struct mk_rule_access **v, size_t *n, bool allow, const char *value,
+                         char *reason, size_t reason_len)
+{
+    const char *cur = value, *w;
+    size_t len;
+    bool any = false;
+
+    while (mk_conf_word(&cur, &w, &len)) {
+        struct mk_rule_access a = {.allow = allow};
+        any = true;
+        if (len == 3 && strncasecmp(w, "all", 3) == 0) {
+            a.all = true;
+        }
+        else {
+            int rc = mk_cidr_parse(w, len, &a.net);
+            const char *why = rc == MK_CIDR_RANGE ? "has a prefix length out of range"
+                              : rc != MK_CIDR_OK
+                                  ? "is not 'all' or an IPv4 or IPv6 address block (ADDRESS[/LEN])"
+                              : a.net.host_bits ? "has bits set beyond its prefix length"
+                                                : NULL;
+            if (why) {
+                snprintf(reason, reason_len, "'%.*s' %s", (int) len, w, why);
+                return MK_ERR;
+            }
+        }
+        *v = mk_realloc(*v, (*n + 1) * sizeof(**v));
+        (*v)[(*n)++] = a;
+    }
+    if (!any) {
+        snprintf(reason, reason_len, "expected 'all' or address blocks (ADDRESS[/LEN])");
+        return MK_ERR;
+    }
+    return MK_OK;
+}
+
+bool mk_rule_access_allows(const struct mk_rule *r, const struct sockaddr *sa)
+{
+    uint8_t key[16];
+    int family;
+
+    mk_cidr_client(sa, key, &family);
+    for (size_t i = 0; i < r->n_access; i++) {
+        const struct mk_rule_access *a = &r->access[i];
+        if (a->all || mk_cidr_match(&a->net, key, family)) {
+            return a->allow;
+        }
+    }
+    return true;
+}
+
 void mk_rule_free(struct mk_rule *r)
 {
     if (!r) {
@@ -841,7 +984,11 @@ void mk_rule_free(struct mk_rule *r)
     }
 #ifdef MK_HAVE_PCRE2
     pcre2_code_free(r->re);
+    pcre2_code_free(r->query_re);
 #endif
+    mk_free(r->param);
+    mk_free(r->param_value);
+    mk_free(r->access);
     mk_free(r->path);
     mk_strv_free(r->hosts, r->n_hosts);
     mk_free(r->field);

@@ -10,9 +10,10 @@
  *
  * A block selects requests by path (none: every path; Path: the path is
  * exactly; Prefix: the path starts with it by whole segments; Regex: a
- * PCRE2 expression finds a match in it), and optionally by method, host
- * and a request field. The blocks are tried in file order; the first whose
- * every condition holds is the request's.
+ * PCRE2 expression finds a match in it), and optionally by method, host,
+ * a request field, a query parameter and the raw query (QueryRegex). The
+ * blocks are tried in file order; the first whose every condition holds is
+ * the request's.
  *
  * A target is a template: literal text, $1 to $9 (the groups of the
  * match; for Path and Prefix, $1 is what follows the prefix), $NAME (a
@@ -31,6 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include <monkey/mk_util.h>
 
 #include "http.h"
 
@@ -115,6 +118,13 @@ struct mk_rule_vars {
  * A Cors line: "origins=O,... [methods=M,...] [headers=H,...|*]
  * [expose=H,...] [credentials] [max-age=SECONDS]" (docs/configuration.md).
  */
+/* An Allow or Deny word: an address block, or every client. */
+struct mk_rule_access {
+    struct mk_cidr net; /* unused when all */
+    bool allow;
+    bool all;
+};
+
 struct mk_rule_cors {
     char **origins; /* lower case; NULL: any ("*") */
     size_t n_origins;
@@ -139,8 +149,14 @@ struct mk_rule {
     bool jit;          /* re was compiled by PCRE2's JIT: pcre2_jit_match */
     char **hosts;      /* lower case, "*.example.com" a wildcard; NULL: any */
     size_t n_hosts;
-    char *field;                    /* Header NAME; NULL: none */
-    char *field_value;              /* its value, compared exactly; NULL: present is enough */
+    char *field;       /* Header NAME; NULL: none */
+    char *field_value; /* its value, compared exactly; NULL: present is enough */
+    char *param;       /* Query NAME; NULL: none */
+    size_t param_len;
+    char *param_value; /* its value (decoded), compared exactly; NULL: present is enough */
+    size_t param_value_len;
+    void *query_re; /* QueryRegex: pcre2_code; NULL: none */
+    bool query_jit;
     struct mk_rule_template target; /* Redirect, Rewrite */
     char *body;                     /* Return's text; NULL: the status's usual page */
     size_t body_len;
@@ -156,12 +172,19 @@ struct mk_rule {
     char *cache_control; /* CacheControl's value */
     size_t cache_control_len;
     int64_t cache_max_age; /* its max-age, -1: none (then no Expires) */
+    int64_t max_body;      /* MaxRequestBody, bytes; -1: the server's */
+    int8_t listing;        /* DirectoryListing: 1 On, 0 Off; -1: the site's */
+    /* Allow and Deny words, in file order: the first that holds for the
+       client decides; none: allowed. NULL: no access rules */
+    struct mk_rule_access *access;
+    size_t n_access;
 };
 
 struct mk_rules {
     struct mk_rule **v;
     size_t n;
     uint32_t n_groups; /* the most any rule fills */
+    bool max_body;     /* a rule has MaxRequestBody: the request's limit waits for the rules */
 };
 
 /*
@@ -190,7 +213,10 @@ ssize_t mk_rule_expand(const struct mk_rule_template *t, const struct mk_rule_va
  */
 bool mk_rule_match_path(const struct mk_rule *r, const char *path, size_t len, size_t *groups);
 
-/* Whether the method, host and field conditions of `r` hold for head `h`. */
+/*
+ * Whether the method, host, field and query parameter conditions of `r`
+ * hold for head `h` (QueryRegex is asked by mk_rules_find, after the path).
+ */
 bool mk_rule_selects(const struct mk_rule *r, const struct mk_http_head *h);
 
 /* The first rule of `t` that takes head `h` with path `path`, its groups in `groups`; NULL: none.
@@ -238,10 +264,29 @@ bool mk_rule_cors_preflight(const struct mk_rule_cors *c, const struct mk_str *m
                             const struct mk_str *fields);
 void mk_rule_cors_free(struct mk_rule_cors *c);
 
-/* Whether r has a per-path setting (IndexFiles, CacheControl). */
+/*
+ * Whether query `q` (as received, without '?') has the parameter `name`
+ * (len bytes), and when `value` is not NULL, one of that name whose value
+ * is exactly value (vlen bytes). Names and values are compared
+ * percent-decoded, '+' as a space (application/x-www-form-urlencoded).
+ */
+bool mk_rule_query_param(const struct mk_str *q, const char *name, size_t len, const char *value,
+                         size_t vlen);
+
+/*
+ * Append the words of an Allow (allow true) or Deny value to *v (*n
+ * entries): "all", or address blocks ADDRESS[/LEN], IPv4 or IPv6. MK_OK,
+ * or MK_ERR with the reason (a word that is no block, bits past the prefix).
+ */
+int mk_rule_access_parse(struct mk_rule_access **v, size_t *n, bool allow, const char *value,
+                         char *reason, size_t reason_len);
+/* Whether r's Allow and Deny lines let client `sa` in (the first word that holds decides). */
+bool mk_rule_access_allows(const struct mk_rule *r, const struct sockaddr *sa);
+
+/* Whether r has a per-path setting (IndexFiles, CacheControl, MaxRequestBody, DirectoryListing). */
 static inline bool mk_rule_sets(const struct mk_rule *r)
 {
-    return r->index_files || r->cache_control;
+    return r->index_files || r->cache_control || r->max_body >= 0 || r->listing >= 0;
 }
 
 /* Free a rule's contents and the rule (pcre2 code included). */

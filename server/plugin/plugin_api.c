@@ -37,10 +37,16 @@
 #include "lib.h"
 #endif
 #include "../http/path.h"
+#ifdef MK_HAVE_RULES
+#include "../../core/ratelimit.h"
+#include "../http/ratelimit.h"
+#include "../http/rules.h"
+#endif
 #include "../static/static.h"
 #include "../process/server.h"
 #include "../process/supervisor.h"
 #include "../proto/takeover.h"
+#include "../conn/conn_count.h"
 #include "../conn/transport.h"
 
 /* The hook that runs on this thread (mk_api_hook_begin), and what it may use. */
@@ -330,6 +336,11 @@ static const char *mk_api_index_file(const struct mk_request *r, unsigned i)
     return i < n ? names[i] : NULL;
 }
 
+static int mk_api_listing(const struct mk_request *r)
+{
+    return mk_request_listing(r);
+}
+
 static const struct mk_site *mk_api_site(const struct mk_request *r)
 {
     return r->site;
@@ -552,13 +563,82 @@ static int mk_api_conn_states(unsigned *out, unsigned n)
     }
     for (int i = 0; i < srv->n_workers; i++) {
         for (unsigned k = 0; k < n && k < MK_CSTATES; k++) {
-            out[k] += atomic_load_explicit(&srv->workers[i].conns_in[1 + k], memory_order_relaxed);
+            out[k] +=
+                k == MK_CSTATE_READING
+                    ? mk_conn_reading(&srv->workers[i])
+                    : atomic_load_explicit(&srv->workers[i].conns_in[1 + k], memory_order_relaxed);
         }
     }
     return MK_OK;
 #else
     return MK_ERR;
 #endif
+}
+
+static unsigned mk_api_metrics_bounds(uint64_t *out, unsigned n)
+{
+#ifdef MK_HAVE_METRICS
+    for (unsigned b = 0; b < n && b < mk_metrics_n_bounds; b++) {
+        out[b] = mk_metrics_bounds[b];
+    }
+    return mk_metrics_n_bounds;
+#else
+    (void) out;
+    (void) n;
+    return 0;
+#endif
+}
+
+static int mk_api_h2_goaways_received(uint64_t *out, unsigned n)
+{
+    memset(out, 0, n * sizeof(*out));
+#if defined(MK_HAVE_METRICS) && defined(MK_HAVE_H2)
+    struct mk_server *srv = mk_plugins_current();
+    if (!srv || !atomic_load_explicit(&srv->stats_ready, memory_order_acquire)) {
+        return MK_ERR;
+    }
+    for (int i = 0; i < srv->n_workers; i++) {
+        for (unsigned k = 0; k < n && k < MK_METRICS_H2_ERRORS; k++) {
+            out[k] +=
+                atomic_load_explicit(&srv->workers[i].h2_goaway_received[k], memory_order_relaxed);
+        }
+    }
+    return MK_OK;
+#else
+    return MK_ERR;
+#endif
+}
+
+static uint64_t mk_api_mono_us(void)
+{
+    struct timespec now;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t) now.tv_sec * 1000000u + (uint64_t) now.tv_nsec / 1000u;
+}
+
+static void mk_api_upstream_wait(struct mk_request *r, int waiting)
+{
+    if (waiting) {
+        if (!r->upstream_since) {
+            r->upstream_since = mk_api_mono_us();
+        }
+        r->upstream_any = true;
+        return;
+    }
+    if (r->upstream_since) {
+        r->upstream_us += mk_api_mono_us() - r->upstream_since;
+        r->upstream_since = 0;
+    }
+}
+
+static int64_t mk_api_upstream_time(const struct mk_request *r)
+{
+    if (!r->upstream_any) {
+        return -1;
+    }
+    return (int64_t) (r->upstream_us +
+                      (r->upstream_since ? mk_api_mono_us() - r->upstream_since : 0));
 }
 
 static struct mk_config *mk_api_config_get(void)
@@ -573,6 +653,33 @@ static struct mk_config *mk_api_config_get(void)
     cfg = srv->cfg ? mk_config_ref(srv->cfg) : NULL;
     pthread_mutex_unlock(&srv->cfg_lock);
     return cfg;
+}
+
+/* The RateLimit tables of the configuration in force, summed over its sites' rules. */
+static int mk_api_ratelimit_stats(struct mk_ratelimit_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+#ifdef MK_HAVE_RULES
+    struct mk_config *cfg = mk_api_config_get();
+    if (!cfg) {
+        return MK_ERR;
+    }
+    for (size_t i = 0; i < cfg->n_sites; i++) {
+        const struct mk_rules *t = cfg->sites[i]->rules;
+        for (size_t k = 0; t && k < t->n; k++) {
+            const struct mk_rate_limit *l = t->v[k]->limit;
+            if (l && l->table) {
+                out->limits++;
+                out->keys += mk_ratelimit_capacity(l->table);
+                out->evictions += mk_ratelimit_evictions(l->table);
+            }
+        }
+    }
+    mk_config_unref(cfg);
+    return MK_OK;
+#else
+    return MK_ERR;
+#endif
 }
 
 static const char *mk_api_config_key(unsigned i)
@@ -938,4 +1045,11 @@ const struct mk_api mk_plugin_api = {
     .site_metrics = mk_api_site_metrics,
     .server_metrics = mk_api_server_metrics,
     .conn_states = mk_api_conn_states,
+    .ratelimit_stats = mk_api_ratelimit_stats,
+    .listing = mk_api_listing,
+    .request_trailers = mk_body_trailers,
+    .metrics_bounds = mk_api_metrics_bounds,
+    .h2_goaways_received = mk_api_h2_goaways_received,
+    .upstream_wait = mk_api_upstream_wait,
+    .upstream_time = mk_api_upstream_time,
 };

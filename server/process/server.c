@@ -444,6 +444,7 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
     }
 
 #ifdef MK_HAVE_METRICS
+    mk_metrics_set_bounds(cfg->metrics_bounds, cfg->n_metrics_bounds);
     mk_metrics_assign(&srv->metrics, srv->workers, srv->n_workers, cfg);
     atomic_store_explicit(&srv->reloads, 0, memory_order_relaxed); /* since this start */
     atomic_store_explicit(&srv->reload_failures, 0, memory_order_relaxed);
@@ -570,6 +571,13 @@ static int mk_server_reload_apply(struct mk_server *srv, char *err, size_t errle
     if ((cfg->user || old->user) && (!cfg->user || !old->user || strcmp(cfg->user, old->user))) {
         mk_warn("reload: User changes only on restart");
     }
+#ifdef MK_HAVE_METRICS
+    if (cfg->n_metrics_bounds != old->n_metrics_bounds ||
+        memcmp(cfg->metrics_bounds, old->metrics_bounds,
+               cfg->n_metrics_bounds * sizeof(cfg->metrics_bounds[0])) != 0) {
+        mk_warn("reload: MetricsBuckets changes only on restart"); /* counted buckets stay */
+    }
+#endif
     if (mk_server_check_transports(&srv->plugins, cfg, err, errlen) != MK_OK ||
         mk_config_check_files(cfg, old, err, errlen) != MK_OK) {
         mk_config_unref(cfg);

@@ -544,7 +544,12 @@ static bool mk_h1_body_room(struct mk_conn *c)
 static int mk_h1_body_consume(struct mk_conn *c, size_t start, bool *progress, int *stopped)
 {
     struct mk_h1 *h = &c->h1;
+#ifdef MK_HAVE_RULES
+    /* the request's rule may set its own (MaxRequestBody in a [RULE]) */
+    uint64_t max = h->req ? mk_request_max_body(h->req) : c->worker->use.cfg->max_body;
+#else
     uint64_t max = c->worker->use.cfg->max_body;
+#endif
     bool chunked = h->chunked_body;
 
     *progress = false;
@@ -559,6 +564,14 @@ static int mk_h1_body_consume(struct mk_conn *c, size_t start, bool *progress, i
                 return 400;
             }
             used = (size_t) n;
+            size_t t = h->chunked.trailer_off;
+            if (t < used && (h->body_mode == MK_BODY_BUFFER || h->body_mode == MK_BODY_STREAM)) {
+                int rc = mk_body_trailer_raw(h->req, h->in + start + t, used - t,
+                                             mk_chunked_done(&h->chunked));
+                if (rc != MK_OK) {
+                    return rc;
+                }
+            }
         }
         else {
             data_len = used = avail < h->body_remaining ? avail : (size_t) h->body_remaining;

@@ -34,6 +34,8 @@
 #include <monkey/mk_util.h>
 
 #include "../../core/log.h"
+#include "../http/http_chars.h"
+#include "../request/body.h"
 #include "h2.h"
 #include "h2_internal.h"
 #include "../process/server.h"
@@ -526,6 +528,43 @@ int mk_h2_begin_headers_cb(nghttp2_session *ng, const nghttp2_frame *frame, void
     return 0;
 }
 
+/*
+ * One field of a request's trailing HEADERS: kept for the request
+ * (api->request_trailers) while its body is read. A pseudo-header there, a
+ * name that is not a lower-case token, a value HTTP/1 could not carry (CR,
+ * LF, NUL, another control byte) or more than MK_CHUNK_TRAILER_MAX bytes
+ * of them make the stream malformed (RFC 9113 section 8.2.1), as such a
+ * trailer section makes an HTTP/1.1 request a 400.
+ */
+static int mk_h2_trailer_field(struct mk_h2_stream *s, const uint8_t *name, size_t nlen,
+                               const uint8_t *value, size_t vlen)
+{
+    if (s->malformed) {
+        return 0;
+    }
+    if (mk_http_name_class((const char *) name, nlen) != MK_HTTP_NAME_LOWER) {
+        s->malformed = true; /* a pseudo-header (':' is no tchar) among them */
+        return 0;
+    }
+    for (size_t i = 0; i < vlen; i++) {
+        if (!mk_is_field_char(value[i])) {
+            s->malformed = true;
+            return 0;
+        }
+    }
+    if (!s->r || s->tunnel || s->body == MK_H2_BODY_DROP) {
+        return 0; /* nobody reads the body, nor what follows it */
+    }
+    int rc = mk_body_trailer_field(s->r, (const char *) name, nlen, (const char *) value, vlen);
+    if (rc == 400) {
+        s->malformed = true;
+    }
+    else if (rc != MK_OK) {
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* out of memory: reset the stream */
+    }
+    return 0;
+}
+
 int mk_h2_header_cb(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
                     size_t nlen, const uint8_t *value, size_t vlen, uint8_t flags, void *user)
 {
@@ -546,9 +585,7 @@ int mk_h2_header_cb(nghttp2_session *ng, const nghttp2_frame *frame, const uint8
         return 0;
     }
     if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
-        /* trailers: nothing reads them, but a pseudo-header there is malformed */
-        s->malformed |= nlen && name[0] == ':';
-        return 0;
+        return mk_h2_trailer_field(s, name, nlen, value, vlen);
     }
     s->list_size += nlen + vlen + 32;
     if (s->list_size > 4 * (size_t) cfg->limits.max_head) {
@@ -613,7 +650,7 @@ int mk_h2_data_cb(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t 
         }
         return 0;
     }
-    if (s->body_seen > s->r->cfg->max_body) {
+    if (s->body_seen > mk_request_max_body(s->r)) {
         s->body = MK_H2_BODY_DROP;
         mk_h2_consume(c, s, len);
         if (!s->responding) {
@@ -639,6 +676,13 @@ int mk_h2_frame_recv_cb(nghttp2_session *ng, const nghttp2_frame *frame, void *u
 #ifdef MK_HAVE_METRICS
     if (frame->hd.type == NGHTTP2_RST_STREAM) {
         MK_STAT_ADD(c->worker->h2_rst_received, 1);
+    }
+    else if (frame->hd.type == NGHTTP2_GOAWAY) {
+        uint32_t code = frame->goaway.error_code;
+        MK_STAT_ADD(c->worker->h2_goaway_received[code < MK_METRICS_H2_ERRORS - 1
+                                                      ? code
+                                                      : MK_METRICS_H2_ERRORS - 1],
+                    1);
     }
 #endif
     if (frame->hd.type == NGHTTP2_SETTINGS && c->h2->upgraded) {

@@ -12,7 +12,10 @@
  * Delivery never resumes inside a plugin's call: body_consume() queues a
  * zero-delay timer whose callback asks the protocol to go on.
  */
+#include <string.h>
+
 #include "../../core/log.h"
+#include "../http/http.h"
 #include "../conn/conn.h"
 #include "../conn/loop.h"
 #include "../proto/proto.h"
@@ -123,6 +126,105 @@ void mk_body_stream_abort(struct mk_request *r)
     cb(NULL, MK_BODY_ABORT, NULL, 0, bs->arg);
 }
 
+/* r's trailers, with room for `more` bytes after theirs (arena, doubled from 256). */
+static struct mk_req_trailers *mk_body_trailer_room(struct mk_request *r, size_t more)
+{
+    struct mk_req_trailers *t = r->trailers;
+
+    if (!t) {
+        if (!(t = mk_arena_alloc(&r->arena, sizeof(*t)))) {
+            return NULL;
+        }
+        memset(t, 0, sizeof(*t));
+        r->trailers = t;
+    }
+    if (t->len + more <= t->cap) {
+        return t;
+    }
+    size_t cap = t->cap ? t->cap : 256;
+    while (cap < t->len + more) {
+        cap *= 2;
+    }
+    char *p = mk_arena_alloc(&r->arena, cap);
+    if (!p) {
+        return NULL;
+    }
+    if (t->len) {
+        memcpy(p, t->p, t->len);
+    }
+    t->p = p;
+    t->cap = cap;
+    return t;
+}
+
+int mk_body_trailer_raw(struct mk_request *r, const char *p, size_t len, bool end)
+{
+    struct mk_req_trailers *t = r->trailers;
+
+    if (!t && end && ((len == 2 && p[0] == '\r') || len == 1)) {
+        return MK_OK; /* the final empty line alone: no trailer (almost every body) */
+    }
+    if (len) {
+        if (!(t = mk_body_trailer_room(r, len))) {
+            return 503;
+        }
+        memcpy(t->p + t->len, p, len);
+        t->len += len;
+        t->raw = true;
+    }
+    if (!end || !t || !t->raw) {
+        return MK_OK;
+    }
+    char *lines = mk_arena_alloc(&r->arena, 2 * t->len);
+    if (!lines) {
+        return 503;
+    }
+    t->len = mk_chunked_trailer_lines(t->p, t->len, lines);
+    t->p = lines;
+    t->cap = t->len;
+    t->raw = false;
+    return MK_OK;
+}
+
+int mk_body_trailer_field(struct mk_request *r, const char *name, size_t nlen, const char *value,
+                          size_t vlen)
+{
+    struct mk_req_trailers *t = r->trailers;
+
+    while (vlen && (value[0] == ' ' || value[0] == '\t')) {
+        value++;
+        vlen--;
+    }
+    while (vlen && (value[vlen - 1] == ' ' || value[vlen - 1] == '\t')) {
+        vlen--;
+    }
+    if ((t ? t->len : 0) + nlen + vlen + 4 > MK_CHUNK_TRAILER_MAX) {
+        return 400;
+    }
+    if (!(t = mk_body_trailer_room(r, nlen + vlen + 4))) {
+        return 503;
+    }
+    char *o = t->p + t->len;
+    memcpy(o, name, nlen);
+    memcpy(o + nlen, ": ", 2);
+    memcpy(o + nlen + 2, value, vlen);
+    memcpy(o + nlen + 2 + vlen, "\r\n", 2);
+    t->len += nlen + vlen + 4;
+    return MK_OK;
+}
+
+const char *mk_body_trailers(struct mk_request *r, size_t *len)
+{
+    const struct mk_req_trailers *t = r ? r->trailers : NULL;
+
+    if (!t || t->raw || t->len == 0) {
+        *len = 0;
+        return NULL;
+    }
+    *len = t->len;
+    return t->p;
+}
+
 int mk_body_append(struct mk_request *r, const char *data, size_t len)
 {
     if (len == 0) {
@@ -133,8 +235,9 @@ int mk_body_append(struct mk_request *r, const char *data, size_t len)
         while (cap < r->body_len + len) {
             cap *= 2;
         }
-        if (cap > r->cfg->max_body && r->cfg->max_body >= r->body_len + len) {
-            cap = (size_t) r->cfg->max_body;
+        uint64_t max = mk_request_max_body(r);
+        if (cap > max && max >= r->body_len + len) {
+            cap = (size_t) max;
         }
         char *p = mk_try_realloc(r->body, cap);
         if (!p) {

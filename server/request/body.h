@@ -82,4 +82,22 @@ int mk_body_stream_end(struct mk_request *r);
  */
 void mk_body_stream_abort(struct mk_request *r);
 
+/*
+ * HTTP/1: len bytes of a chunked body's trailer section as the decoder took
+ * them (struct mk_chunked's trailer_off), the section complete when `end`:
+ * then its fields become r's trailers. MK_OK, or 503 when memory is short.
+ */
+int mk_body_trailer_raw(struct mk_request *r, const char *p, size_t len, bool end);
+
+/*
+ * HTTP/2: one field of a request's trailing HEADERS, its name a lower-case
+ * token and its value field characters (the caller checked). MK_OK, 503
+ * when memory is short, or 400 past MK_CHUNK_TRAILER_MAX bytes of them.
+ */
+int mk_body_trailer_field(struct mk_request *r, const char *name, size_t nlen, const char *value,
+                          size_t vlen);
+
+/* api->request_trailers (contract in mk_plugin.h). */
+const char *mk_body_trailers(struct mk_request *r, size_t *len);
+
 #endif

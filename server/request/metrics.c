@@ -15,7 +15,19 @@
 
 #define MK_METRICS_OVERFLOW "(overflow)"
 
-const uint64_t mk_metrics_bounds[MK_METRICS_BUCKETS - 1] = MK_METRICS_BOUNDS_US;
+_Static_assert(MK_CONF_METRICS_BOUNDS == MK_METRICS_BUCKETS - 1,
+               "MetricsBuckets: a bucket a bound");
+
+uint64_t mk_metrics_bounds[MK_METRICS_BUCKETS - 1] = MK_METRICS_BOUNDS_US;
+unsigned mk_metrics_n_bounds = MK_METRICS_BUCKETS - 1;
+
+void mk_metrics_set_bounds(const uint64_t *bounds, unsigned n)
+{
+    for (unsigned b = 0; b < MK_METRICS_BUCKETS - 1; b++) {
+        mk_metrics_bounds[b] = b < n ? bounds[b] : UINT64_MAX; /* past the last: never passed */
+    }
+    mk_metrics_n_bounds = n;
+}
 
 /* The slot of label `name`, added when new; 0 when the table is full. */
 static unsigned mk_metrics_slot_of(struct mk_metrics_labels *labels, const char *name)

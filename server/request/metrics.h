@@ -79,7 +79,17 @@ void mk_metrics_worker_init(struct mk_metrics_worker *m);
 /* Free one worker's pages; the labels. */
 void mk_metrics_worker_free(struct mk_metrics_worker *m);
 void mk_metrics_labels_free(struct mk_metrics_labels *labels);
-/* The upper bounds of the histograms' buckets, in microseconds (MK_METRICS_BOUNDS_US). */
-extern const uint64_t mk_metrics_bounds[MK_METRICS_BUCKETS - 1];
+/*
+ * The upper bounds of the histograms' buckets, in microseconds: the first
+ * mk_metrics_n_bounds of them (MetricsBuckets; MK_METRICS_BOUNDS_US until
+ * set), the rest UINT64_MAX, so that a duration past the last bound falls
+ * in bucket mk_metrics_n_bounds (the one without bound) and the buckets
+ * after it stay 0. Set by the controlling thread before any worker runs
+ * (mk_metrics_set_bounds, n at most MK_METRICS_BUCKETS - 1, ascending);
+ * read by any thread after.
+ */
+extern uint64_t mk_metrics_bounds[MK_METRICS_BUCKETS - 1];
+extern unsigned mk_metrics_n_bounds;
+void mk_metrics_set_bounds(const uint64_t *bounds, unsigned n);
 
 #endif

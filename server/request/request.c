@@ -54,6 +54,9 @@
 
 #include "../../core/log.h"
 #include "../http/path.h"
+#ifdef MK_HAVE_RULES
+#include "../http/rules.h"
+#endif
 #include "../process/server.h"
 #include "../proto/takeover.h"
 #ifdef MK_HAVE_METRICS
@@ -616,8 +619,42 @@ static void mk_request_real_ip(struct mk_request *r)
 }
 #endif
 
+#ifdef MK_HAVE_RULES
 /*
- * The plugins' early hooks (ABI 3.19), then the site's rules for r's path
+ * The rules of r's site, when it has any: MK_DECLINED when r goes on to its
+ * pipeline; else r is answered, failed or parked here.
+ */
+static int mk_request_start_rules(struct mk_request *r, const struct mk_rules *rules)
+{
+    int rc = MK_DECLINED;
+
+    if (r->path) {
+        while ((rc = mk_request_rules(r)) == MK_AGAIN) {
+        }
+        if (rc == MK_SUSPENDED) {
+            mk_request_park(r, NULL, MK_STAGE_RULES, 0);
+            return MK_OK;
+        }
+    }
+    /* the length the request's rule allows (mk_request_run left it to here),
+       before any byte of the body is read */
+    if (rules->max_body && (r->head.flags & MK_HEAD_CONTENT_LENGTH) &&
+        r->head.content_length > mk_request_max_body(r)) {
+        mk_request_error(r, 413);
+        return MK_OK;
+    }
+    if (rc == MK_OK) {
+        mk_request_respond(r);
+    }
+    else if (rc != MK_DECLINED) {
+        mk_request_error(r, rc);
+    }
+    return rc == MK_DECLINED ? MK_DECLINED : MK_OK;
+}
+#endif
+
+/*
+ * The plugins' early hooks (ABI 3.20), then the site's rules for r's path
  * (request_rules.c), then its pipeline;
  * again when a RateLimit's delay is over.
  */
@@ -640,22 +677,8 @@ static void mk_request_start(struct mk_request *r)
         return;
     }
 #ifdef MK_HAVE_RULES
-    if (r->site->rules && r->path) {
-        int rc;
-        while ((rc = mk_request_rules(r)) == MK_AGAIN) {
-        }
-        if (rc == MK_OK) {
-            mk_request_respond(r);
-            return;
-        }
-        if (rc == MK_SUSPENDED) {
-            mk_request_park(r, NULL, MK_STAGE_RULES, 0);
-            return;
-        }
-        if (rc != MK_DECLINED) {
-            mk_request_error(r, rc);
-            return;
-        }
+    if (r->site->rules && mk_request_start_rules(r, r->site->rules) != MK_DECLINED) {
+        return;
     }
 #endif
     mk_request_begin(r);
@@ -691,7 +714,13 @@ void mk_request_run(struct mk_request *r)
         clock_gettime(CLOCK_MONOTONIC, &mono);
         r->start_mono_us = (uint64_t) mono.tv_sec * 1000000u + (uint64_t) mono.tv_nsec / 1000u;
     }
-    if ((h->flags & MK_HEAD_CONTENT_LENGTH) && h->content_length > r->cfg->max_body) {
+    if ((h->flags & MK_HEAD_CONTENT_LENGTH) &&
+        h->content_length > r->cfg->max_body
+#ifdef MK_HAVE_RULES
+        /* a rule's MaxRequestBody may raise it: asked once the rule is known */
+        && !(r->site->rules && r->site->rules->max_body)
+#endif
+    ) {
         mk_request_error(r, 413);
         return;
     }
@@ -806,6 +835,7 @@ static void mk_request_redirect_run(struct mk_request *r)
     mk_free(r->body);
     r->body = NULL;
     r->body_len = r->body_cap = 0;
+    r->trailers = NULL;
     r->handler = NULL;
     if (h->method != MK_METHOD_HEAD) {
         h->method = MK_METHOD_GET;

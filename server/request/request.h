@@ -129,6 +129,16 @@ struct mk_req_ctx {
     void (*cleanup)(void *ctx);
 };
 
+/*
+ * A request's trailer fields (body.c): "name: value\r\n" lines; while `raw`,
+ * HTTP/1's trailer section as it came, until its end.
+ */
+struct mk_req_trailers {
+    char *p;
+    size_t len, cap;
+    bool raw;
+};
+
 struct mk_request {
     struct mk_conn *conn;
     uint64_t gen;        /* distinguishes reuses of this struct (resume checks it) */
@@ -146,6 +156,10 @@ struct mk_request {
     int status;
     struct timespec start;  /* head complete, wall clock (when a plugin logs) */
     uint64_t start_mono_us; /* the same instant, monotonic */
+    /* api->upstream_wait: the microseconds waited on upstreams, the start
+       of the wait under way (0: none), whether r waited at all */
+    uint64_t upstream_us, upstream_since;
+    bool upstream_any;
 #ifdef MK_HAVE_METRICS
     /* the worker's loop clock (now_us) when r began and when its response
        started (0: not yet), for the histograms of runtime/metrics.h */
@@ -201,6 +215,9 @@ struct mk_request {
     size_t interim_rest_len;
 
     struct mk_body_stream bs; /* the body streamed to its handler (body.c) */
+    /* the trailer fields after the body (api->request_trailers; body.c),
+       in the arena; NULL until one comes */
+    struct mk_req_trailers *trailers;
     /* the plugins' context slots (api->ctx_set), one per loaded plugin, in
        the arena; NULL until a plugin stores one, cleared at the end */
     struct mk_req_ctx *ctx;
@@ -236,7 +253,8 @@ struct mk_request {
     const struct mk_rule *rule_counted;
     uint64_t limit_due_ms;
     /* the site rule that took r when it has per-path settings (IndexFiles,
-       CacheControl: mk_request_index_files, static_cache.c); NULL: none */
+       CacheControl, MaxRequestBody: mk_request_index_files, static_cache.c,
+       mk_request_max_body); NULL: none */
     const struct mk_rule *rule_settings;
 #endif
 #ifdef MK_HAVE_REALIP
@@ -272,10 +290,16 @@ void mk_request_run(struct mk_request *r);
 int mk_request_rules(struct mk_request *r);
 /* Apply r->rule_headers to r's response, once, as it is sent. */
 void mk_request_rule_headers(struct mk_request *r);
+/* The most body bytes r may send: its rule's MaxRequestBody, else the server's. */
+uint64_t mk_request_max_body(const struct mk_request *r);
+/* Its rule's DirectoryListing: 1 On, 0 Off, -1 none (the site's settings). */
+int mk_request_listing(const struct mk_request *r);
 /* The index files of r: its rule's IndexFiles, else its site's, else the server's. */
 char *const *mk_request_index_files(const struct mk_request *r, size_t *n);
 #else
 #define mk_request_index_files(r, n) mk_conf_site_index_files((r)->site, (r)->cfg, (n))
+#define mk_request_max_body(r) ((r)->cfg->max_body)
+#define mk_request_listing(r) ((void) (r), -1)
 #endif
 /* A request head given as its parts, not as text (an HTTP/2 header block). */
 struct mk_request_parts {

@@ -5,8 +5,9 @@
  * request_rules.c: what a request's site rule does (http/rules.h for the
  * matching and the targets): a Redirect's Location and status, a Return's
  * answer, a Rewrite's new path and query, a Cors line's preflight answer
- * and fields, and the rule whose per-path settings (IndexFiles,
- * CacheControl) the static handler reads. Asked once the Host chose the
+ * and fields, its Allow and Deny lines, and the rule whose per-path
+ * settings (IndexFiles, CacheControl, MaxRequestBody) the static handler
+ * and the body readers take. Asked once the Host chose the
  * site and the path is normalised, before any plugin sees the request
  * (request.c); a site without rules never comes here.
  *
@@ -236,6 +237,20 @@ void mk_request_rule_headers(struct mk_request *r)
     }
 }
 
+int mk_request_listing(const struct mk_request *r)
+{
+    const struct mk_rule *rule = r->rule_settings;
+
+    return rule ? rule->listing : -1;
+}
+
+uint64_t mk_request_max_body(const struct mk_request *r)
+{
+    const struct mk_rule *rule = r->rule_settings;
+
+    return rule && rule->max_body >= 0 ? (uint64_t) rule->max_body : r->cfg->max_body;
+}
+
 char *const *mk_request_index_files(const struct mk_request *r, size_t *n)
 {
     const struct mk_rule *rule = r->rule_settings;
@@ -264,6 +279,9 @@ int mk_request_rules(struct mk_request *r)
     }
     if (rule->n_headers || rule->cors) {
         r->rule_headers = rule;
+    }
+    if (rule->access && !mk_rule_access_allows(rule, mk_request_client(r))) {
+        return 403;
     }
     int rc;
     if (rule->limit && (rc = mk_request_limit(r, rule)) != MK_DECLINED) {

@@ -44,6 +44,14 @@ struct mk_suspended;
 struct mk_transport;
 struct mk_worker_call;
 
+#ifdef MK_HAVE_METRICS
+/* The classes a connection is counted in (c->counted, conn_count.h). */
+#define MK_COUNT_NONE 0u                          /* closed, or not placed yet */
+#define MK_COUNT_READING (1u + MK_CSTATE_READING) /* not stored: mk_conn_reading() */
+#define MK_COUNT_REFUSED (1u + MK_CSTATES)        /* over MaxConnections: in no state */
+#define MK_COUNTS (MK_COUNT_REFUSED + 1u)         /* conns_in's size */
+_Static_assert(MK_CSTATE_READING == 0, "reading is the first class: the others are stored");
+#endif
 #define MK_WCTL_CONFIG 0x1u /* switch to the configuration in `msg` */
 #define MK_WCTL_STOP 0x2u   /* graceful stop */
 #define MK_WCTL_HALT 0x4u   /* stop now */
@@ -113,12 +121,13 @@ struct mk_worker {
     struct mk_metrics_worker metrics; /* requests and bytes by site and class (metrics.h) */
     atomic_ullong conns_accepted;     /* connections served since start */
     atomic_ullong conns_refused;      /* over MaxConnections: 503 or closed */
-    /* open connections by state: [1 + MK_CSTATE_*]; [0] takes the ones in
-       none (conn_count.h), never read */
-    atomic_uint conns_in[1 + MK_CSTATES];
+    /* open connections by class (conn_count.h, MK_COUNT_*): [1 + MK_CSTATE_*]
+       but reading (derived from n_conns), and the refused ones */
+    atomic_uint conns_in[MK_COUNTS];
 #ifdef MK_HAVE_H2
     atomic_ullong h2_rst_sent, h2_rst_received;         /* RST_STREAM frames */
     atomic_ullong h2_goaway_sent[MK_METRICS_H2_ERRORS]; /* GOAWAY frames by error code */
+    atomic_ullong h2_goaway_received[MK_METRICS_H2_ERRORS];
 #endif
 #else
     atomic_ulong n_requests;

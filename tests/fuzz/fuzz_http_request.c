@@ -38,7 +38,11 @@
  *    kinds as consistent as after the parse (none repeated: Cookie);
  *  - mk_chunked_decode() never produces more bytes than it consumed, stops
  *    early only when the message is complete, and decoding in two pieces
- *    gives the same bytes, the same count and the same error as in one.
+ *    gives the same bytes, the same count and the same error as in one;
+ *    the trailer section's bytes (trailer_off) follow the data and are the
+ *    same in one piece or two, and mk_chunked_trailer_lines() makes of a
+ *    complete one at most twice its bytes of "Name: value\r\n" lines, a
+ *    token, ": ", a value without CR, LF or NUL, nor whitespace at its ends.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +50,7 @@
 #include <monkey/mk_common.h>
 
 #include "server/http/http.h"
+#include "server/http/http_chars.h"
 
 #include "fuzz_check.h"
 
@@ -413,10 +418,39 @@ static ssize_t decode_step(struct mk_chunked *c, char *buf, size_t len, size_t *
     }
     MK_FUZZ_CHECK(r >= 0 && (size_t) r <= len);
     MK_FUZZ_CHECK(*out <= (size_t) r);
+    MK_FUZZ_CHECK(*out <= c->trailer_off && c->trailer_off <= (size_t) r);
     if ((size_t) r < len) {
         MK_FUZZ_CHECK(mk_chunked_done(c));
     }
     return r;
+}
+
+/* mk_chunked_trailer_lines() of a whole trailer section the decoder took. */
+static void check_trailer_lines(const char *raw, size_t len)
+{
+    char *out = malloc(2 * len + 1);
+    size_t n = mk_chunked_trailer_lines(raw, len, out);
+
+    MK_FUZZ_CHECK(n <= 2 * len);
+    for (size_t i = 0; i < n;) {
+        const char *line = out + i;
+        const char *lf = memchr(line, '\n', n - i);
+        MK_FUZZ_CHECK(lf && lf > line + 1 && lf[-1] == '\r');
+        size_t l = (size_t) (lf - line) - 1; /* without its CRLF */
+        const char *colon = memchr(line, ':', l);
+        MK_FUZZ_CHECK(colon && colon > line && colon + 1 < line + l && colon[1] == ' ');
+        for (const char *p = line; p < colon; p++) {
+            MK_FUZZ_CHECK(mk_is_tchar((unsigned char) *p));
+        }
+        const char *v = colon + 2, *vend = line + l;
+        MK_FUZZ_CHECK(v == vend ||
+                      (*v != ' ' && *v != '\t' && vend[-1] != ' ' && vend[-1] != '\t'));
+        for (const char *p = v; p < vend; p++) {
+            MK_FUZZ_CHECK(*p != '\r' && *p != '\n' && *p != '\0');
+        }
+        i += l + 2;
+    }
+    free(out);
 }
 
 /* Decode body[0, len) in one call and in two (split at `split`); compare. */
@@ -435,8 +469,10 @@ static void fuzz_chunked(const uint8_t *body, size_t len, size_t split)
 
     ssize_t r1 = decode_step(&c1, one, len, &out1);
     r2a = decode_step(&c2, two, split, &out2a);
+    size_t off2a = c2.trailer_off, off2b = 0;
     if (r2a != MK_ERR && (size_t) r2a == split && !mk_chunked_done(&c2)) {
         r2b = decode_step(&c2, two + split, len - split, &out2b);
+        off2b = c2.trailer_off;
     }
 
     if (r1 == MK_ERR) {
@@ -449,6 +485,20 @@ static void fuzz_chunked(const uint8_t *body, size_t len, size_t split)
         MK_FUZZ_CHECK(memcmp(one, two, out2a) == 0);
         MK_FUZZ_CHECK(memcmp(one + out2a, two + split, out2b) == 0);
         MK_FUZZ_CHECK(mk_chunked_done(&c1) == mk_chunked_done(&c2));
+        /* the trailer bytes: what the one call kept, and the two calls' */
+        size_t t1 = (size_t) r1 - c1.trailer_off;
+        char *tail2 = malloc(len + 1);
+        size_t t2 = (size_t) r2a - off2a;
+        memcpy(tail2, two + off2a, t2);
+        if (r2b > 0) {
+            memcpy(tail2 + t2, two + split + off2b, (size_t) r2b - off2b);
+            t2 += (size_t) r2b - off2b;
+        }
+        MK_FUZZ_CHECK(t1 == t2 && memcmp(one + c1.trailer_off, tail2, t1) == 0);
+        if (mk_chunked_done(&c1)) {
+            check_trailer_lines(one + c1.trailer_off, t1);
+        }
+        free(tail2);
     }
     free(one);
     free(two);

@@ -21,11 +21,21 @@
  *  - the template's text read as a Cors line (mk_rule_cors_parse), with
  *    the path as Access-Control-Request-Headers and the Host as Origin:
  *    credentials never go with origins=*, which takes every Origin, and a
- *    line without headers= refuses a preflight that asks for a field.
+ *    line without headers= refuses a preflight that asks for a field;
+ *  - the query read for a Query condition (mk_rule_query_param), the Host
+ *    as the parameter's name and the path as its value: a query that has
+ *    the parameter with that value has the parameter, and "NAME=VALUE"
+ *    alone, NAME and VALUE without a byte the query encodes, has it;
+ *  - the template's text read as an Allow and as a Deny line
+ *    (mk_rule_access_parse): both or neither accepted, with as many words;
+ *    the Allow words let every client in, the Deny words refuse a client
+ *    exactly when one of them holds for it ("all" for every one).
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include <monkey/mk_common.h>
 
@@ -60,6 +70,85 @@ static size_t authority(const char *s, size_t len, const char **start)
     }
     *start = a;
     return n;
+}
+
+/* Whether [p, p + n) holds a byte a query would write encoded, or '&' '=' '+' '%'. */
+static bool query_special(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char) p[i];
+        if (c <= 0x20 || c >= 0x7f || c == '&' || c == '=' || c == '+' || c == '%' || c == '#') {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void check_query(const char *query, size_t qlen, const char *name, size_t nlen,
+                        const char *value, size_t vlen)
+{
+    struct mk_str q = {query, qlen};
+
+    if (mk_rule_query_param(&q, name, nlen, value, vlen)) {
+        MK_FUZZ_CHECK(mk_rule_query_param(&q, name, nlen, NULL, 0));
+    }
+    if (nlen == 0 || query_special(name, nlen) || query_special(value, vlen)) {
+        return;
+    }
+    char *built = malloc(nlen + vlen + 2);
+    memcpy(built, name, nlen);
+    built[nlen] = '=';
+    memcpy(built + nlen + 1, value, vlen);
+    struct mk_str b = {built, nlen + vlen + 1};
+    MK_FUZZ_CHECK(mk_rule_query_param(&b, name, nlen, value, vlen));
+    MK_FUZZ_CHECK(mk_rule_query_param(&b, name, nlen, NULL, 0));
+    free(built);
+}
+
+/* A client address as a struct sockaddr. */
+static const struct sockaddr *client(struct sockaddr_storage *ss, bool v6)
+{
+    memset(ss, 0, sizeof(*ss));
+    if (v6) {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *) (void *) ss;
+        in6->sin6_family = AF_INET6;
+        inet_pton(AF_INET6, "2001:db8::1", &in6->sin6_addr);
+    }
+    else {
+        struct sockaddr_in *in = (struct sockaddr_in *) (void *) ss;
+        in->sin_family = AF_INET;
+        inet_pton(AF_INET, "192.0.2.1", &in->sin_addr);
+    }
+    return (const struct sockaddr *) ss;
+}
+
+static void check_access(const char *text)
+{
+    struct mk_rule allow = {0}, deny = {0};
+    char reason[256];
+    int a =
+        mk_rule_access_parse(&allow.access, &allow.n_access, true, text, reason, sizeof(reason));
+    int d = mk_rule_access_parse(&deny.access, &deny.n_access, false, text, reason, sizeof(reason));
+
+    MK_FUZZ_CHECK(a == d);
+    if (a == MK_OK) {
+        MK_FUZZ_CHECK(allow.n_access == deny.n_access && allow.n_access > 0);
+        for (int v6 = 0; v6 < 2; v6++) {
+            struct sockaddr_storage ss;
+            const struct sockaddr *sa = client(&ss, v6);
+            uint8_t key[16];
+            int family;
+            bool held = false;
+            mk_cidr_client(sa, key, &family);
+            for (size_t i = 0; i < deny.n_access; i++) {
+                held |= deny.access[i].all || mk_cidr_match(&deny.access[i].net, key, family);
+            }
+            MK_FUZZ_CHECK(mk_rule_access_allows(&allow, sa));
+            MK_FUZZ_CHECK(mk_rule_access_allows(&deny, sa) == !held);
+        }
+    }
+    mk_free(allow.access);
+    mk_free(deny.access);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -97,6 +186,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                       mk_rule_cors_preflight(cors, &get, &fields) == !items);
     }
     mk_rule_cors_free(cors);
+    check_query(has_q ? query : NULL, qlen, host, hlen, path, plen);
+    check_access(text);
     if (mk_rule_template_parse(&t, text, 2, group_named, NULL, reason, sizeof(reason)) != MK_OK) {
         free(text);
         return 0;

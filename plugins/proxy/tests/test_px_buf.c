@@ -67,7 +67,7 @@ static void init(struct px_rbuf *b, size_t mem, uint64_t file, const char *dir)
     c.buf_size = mem;
     c.buf_max_temp = file;
     c.buf_dir = (char *) dir;
-    px_rbuf_init(b, &c);
+    px_rbuf_init(b, &c, true);
 }
 
 static void pattern(char *p, size_t n, size_t from)
@@ -108,7 +108,7 @@ static void test_bounds(void **state)
     struct px_conf c;
     memset(&c, 0, sizeof(c));
     c.buf_size = 4096;
-    px_rbuf_init(&b, &c);
+    px_rbuf_init(&b, &c, c.buffering != 0);
     assert_int_equal(px_rbuf_room(&b), 0);
     px_rbuf_free(&b);
 }

@@ -1004,7 +1004,8 @@ def test_control_counters(cgi):
 def test_upstream_ms_in_the_access_log(cgi):
     log = cgi.dir / "access.log"
     cgi.plugins.insert(0, str(BUILD / "plugins" / "monkey-logger.so"))
-    cgi.site_extra += f"[LOGGER]\n    AccessLog {log}\n    Format custom %U %s %{{upstream_ms}}n\n"
+    cgi.site_extra += (f"[LOGGER]\n    AccessLog {log}\n"
+                       "    Format custom %U %s %{upstream_ms}n %{upstream}D %D\n")
     cgi.start()
     s, f, status, headers = get_stream(cgi, "/cgi-bin/slowout.sh")
     assert read_chunked(f) == b"piece1\npiece2\npiece3\n"
@@ -1012,10 +1013,12 @@ def test_upstream_ms_in_the_access_log(cgi):
     assert get(cgi, "/plain.txt").status == 200
     assert wait_for(lambda: log.exists() and log.read_text().count("\n") >= 2)
     slow, static = log.read_text().splitlines()[:2]
-    path, status, ms = slow.split()
+    path, status, ms, us, total = slow.split()
     # from the start of the script to the end of its answer (it sleeps 0.6 s)
     assert (path, status) == ("/cgi-bin/slowout.sh", "200") and 550 <= int(ms) < 5000 * SLOW
-    assert static == "/plain.txt 200 -"
+    # the same span in microseconds (%{upstream}D), within the request's %D
+    assert 550000 <= int(us) <= int(total), (us, total)
+    assert static.rsplit(" ", 1)[0] == "/plain.txt 200 - -"
 
 
 @pytest.mark.skipif(not os.access(PHP_CGI, os.X_OK), reason="php-cgi is not installed")

@@ -722,15 +722,17 @@ def test_upstream_ms_in_the_access_log(make_server, fpm):
     srv = make_php_server(make_server, fpm.sock)
     srv.plugins.insert(0, str(LOGGER_SO))
     log = srv.dir / "access.log"
-    srv.site_extra += f"[LOGGER]\n    AccessLog {log}\n    Format custom %U %s %{{upstream_ms}}n\n"
+    srv.site_extra += (f"[LOGGER]\n    AccessLog {log}\n"
+                       "    Format custom %U %s %{upstream_ms}n %{upstream}D %D\n")
     srv.start()
     assert get(srv, "/slow.php?s=0.4").body == b"slept\n"
     assert get(srv, "/static.txt").status == 200
     assert wait_for(lambda: log.exists() and log.read_text().count("\n") >= 2)
     slow, static = log.read_text().splitlines()[:2]
-    path, status, ms = slow.split()
+    path, status, ms, us, total = slow.split()
     assert (path, status) == ("/slow.php", "200") and 400 <= int(ms) < 3000 * SLOW
-    assert static == "/static.txt 200 -"  # no upstream: no note
+    assert 400000 <= int(us) <= int(total), (us, total)  # %{upstream}D, within %D
+    assert static.rsplit(" ", 1)[0] == "/static.txt 200 - -"  # no upstream: no note, no time
 
 
 def test_clients_leaving_mid_response_under_load(php):

@@ -329,6 +329,53 @@ def test_a_full_disk_falls_back_to_back_pressure(make_server, upstreams, small_f
     srv.stop()
 
 
+def test_site_buffering_in_place_of_the_plugins(make_server, upstreams, tmp_path):
+    """A site's Buffering on buffers its routes with proxy.conf's Buffering off (its
+    BufferDir and bounds), and a site's Buffering off holds the upstream back though
+    proxy.conf says on; a site without the line keeps proxy.conf's."""
+    u = upstreams("a")
+    bdir = tmp_path / "pxbuf"
+    bdir.mkdir()
+    srv = proxy_server(make_server, conf=f"    BufferDir {bdir}\n",
+                       site=f"    Buffering on\n    Pass / {u.addr}\n")
+    srv.set(GracefulTimeout="2")
+    srv.start()
+    s = slow_client(srv, f"/big?n={N}")
+    assert wait_answered(u, 1, 20), u.stats()  # freed though the client read nothing
+    assert wait_for(lambda: files_into(srv.proc.pid, bdir), 10)
+    head, sha, got = read_response(s, N)
+    s.close()
+    assert got == N and sha == expected_sha(N)
+    srv.stop()
+
+    u = upstreams("b")
+    srv, bdir = buffered_server(make_server, tmp_path, u)
+    srv.site_extra = f"[PROXY]\n    Buffering off\n    Pass / {u.addr}\n"
+    srv.start()
+    s = slow_client(srv, f"/big?n={N}")
+    assert not wait_answered(u, 1, 2), u.stats()  # held back: the site's off
+    assert files_into(srv.proc.pid, bdir) == []
+    head, sha, got = read_response(s, N)
+    s.close()
+    assert got == N and sha == expected_sha(N)
+
+
+def test_site_buffering_monkey_t(make_server, tmp_path):
+    srv = proxy_server(make_server, site="    Buffering maybe\n    Pass / 127.0.0.1:9\n")
+    err = srv.run_expect_failure(["-t"])
+    assert "sites/default:5: Buffering: expected on or off, got 'maybe'" in err, err
+    # a site that turns buffering on needs proxy.conf's BufferDir to take files
+    srv = proxy_server(make_server, conf="    BufferDir /nonexistent/pxbuf\n",
+                       site="    Pass / 127.0.0.1:9\n    Buffering on\n")
+    err = srv.run_expect_failure(["-t"])
+    assert "sites/default:6: Buffering on: cannot make a temporary file in /nonexistent/pxbuf" \
+        in err, err
+    srv = proxy_server(make_server, conf="    BufferDir /nonexistent/pxbuf\n    BufferMaxTemp 0\n",
+                       site="    Pass / 127.0.0.1:9\n    Buffering on\n")
+    srv.start()
+    srv.stop()
+
+
 def test_monkey_t_errors(make_server, tmp_path):
     a_file = tmp_path / "a-file"
     a_file.write_text("x")

@@ -63,6 +63,20 @@ def test_post_sent_is_not_retried_get_is(make_server, upstreams):
     assert "closed before a response" in srv.stderr_text()
 
 
+def test_methods_are_case_sensitive(make_server, upstreams):
+    """A lower-case "get" is a method of its own (RFC 9110 section 9.1), not known to be
+    idempotent: sent and closed before an answer, it is not sent again."""
+    closer, a = upstreams("closer", ["--close"]), upstreams("a")
+    srv = proxy_server(make_server, conf=group(closer, a, backup=[a]),
+                       site="    Pass / app\n").start()
+    data = srv.raw(b"get /echo HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+    assert data.startswith(b"HTTP/1.1 502"), data
+    assert (seen(closer), seen(a)) == (1, 0)
+    data = srv.raw(b"GET /echo HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+    assert data.startswith(b"HTTP/1.1 200"), data
+    assert (seen(closer), seen(a)) == (2, 1)
+
+
 def test_get_cut_after_response_bytes_is_not_retried(make_server, upstreams):
     half, a = upstreams("half", ["--half"]), upstreams("a")
     srv = proxy_server(make_server, conf=group(half, a, backup=[a]),

@@ -7,18 +7,14 @@ import time
 
 import pytest
 
-from conftest import Conn, built_without, needs_part
+from conftest import Conn, built_without, needs_dlopen, needs_part
+from rulesutil import check_refused, rules_server
 
 pytestmark = needs_part("rules", "request rules")
 
 
 def limit_server(make_server, text, workers=1):
-    srv = make_server()
-    srv.set(Workers=workers)
-    srv.file("index.html", "home\n")
-    srv.file("login", "login\n")
-    srv.site_extra = text
-    return srv
+    return rules_server(make_server, text, {"index.html": "home\n", "login": "login\n"}, workers)
 
 
 def statuses(conn, n, path="/login", headers=None):
@@ -148,10 +144,7 @@ def test_reload_starts_the_counts_again(make_server):
     ("[RULE]\n    Path /a\n\n    RateLimit 10/s\n    RateLimit 5/s\n", 8, "RateLimit"),
 ])
 def test_check_refuses_bad_limits(make_server, text, line, words):
-    srv = make_server()
-    srv.site_extra = text
-    err = srv.run_expect_failure(["-t"])
-    assert f"sites/default:{line}:" in err and words in err, err
+    check_refused(make_server, text, line, words)
 
 
 def test_one_limit_across_two_workers(make_server):
@@ -239,6 +232,39 @@ def test_evictions_are_counted_and_logged(make_server):
     c.close()
     log = srv.stderr_text()
     assert "sites/default:7: RateLimit:" in log and "evicted from its table of 8" in log, log
+
+
+@needs_dlopen
+def test_evictions_in_the_control_status(make_server):
+    """The control plugin's status tells the tables of the configuration in
+    force: their rules, keys and the keys evicted while still limited; a
+    reload makes new tables, counted from 0."""
+    from test_control import ctl, make_control, status_json, wait_socket
+    srv = make_control(make_server, start=False)
+    srv.site_extra = """
+[RULE]
+    Path /hello.txt
+    RateLimit 1/m key=header:X-Key keys=8
+
+[RULE]
+    Prefix /other
+    RateLimit 5/s
+"""
+    srv.start()
+    wait_socket(srv.sock)
+    assert status_json(srv)["ratelimit"] == {"limits": 2, "keys": 8 + 16384, "evictions": 0}
+    c = Conn(srv.port)
+    for i in range(200):
+        assert c.request("GET", "/hello.txt", headers={"X-Key": f"k{i}"}).status == 200
+    c.close()
+    # one set of 8: each key past the 8th evicts one still limited (1/m)
+    assert status_json(srv)["ratelimit"]["evictions"] == 192
+    out = ctl("-s", srv.sock, "status").stdout
+    assert "rate limits  2, 16392 keys at most, 192 evictions while still limited" in out, out
+    srv.site_extra += "\n"
+    srv.write_conf()
+    srv.reload()
+    assert status_json(srv)["ratelimit"] == {"limits": 2, "keys": 16392, "evictions": 0}
 
 
 def test_delay_holds_requests_back(make_server):

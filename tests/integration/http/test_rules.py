@@ -7,6 +7,8 @@ import pytest
 
 from conftest import BUILD, Conn, built_without, needs_dlopen, needs_part
 from gwutil import env_of, get
+import rulesutil
+from rulesutil import check_refused
 
 pytestmark = needs_part("rules", "request rules")
 needs_pcre2 = pytest.mark.skipif(built_without("pcre2"), reason="built without PCRE2")
@@ -78,18 +80,13 @@ REGEX_RULES = """
 """
 
 
+FILES = {"new.html": "the new page\n", "index.html": "the application\n", "post.txt": "a post\n",
+         "c": "c\n"}
+
+
 def rules_server(make_server, text=RULES, h2=False):
-    srv = make_server()
-    if h2:
-        srv.set(Listen=f"127.0.0.1:{srv.port} h2c")
-    srv.set(Workers=1)
-    srv.site_conf["ServerName"] = "localhost www.example.com"
-    srv.file("new.html", "the new page\n")
-    srv.file("index.html", "the application\n")
-    srv.file("post.txt", "a post\n")
-    srv.file("c", "c\n")
-    srv.site_extra = text
-    return srv
+    return rulesutil.rules_server(make_server, text, FILES, h2=h2,
+                                  names="localhost www.example.com")
 
 
 def test_redirects_and_returns(make_server):
@@ -274,17 +271,11 @@ def test_reload_swaps_the_rules(make_server):
     ("[RULE]\n    ResponseHeader set Content-Length 0\n", 5, "written by the server"),
 ])
 def test_check_refuses_bad_rules(make_server, text, line, words):
-    srv = make_server()
-    srv.site_extra = text
-    err = srv.run_expect_failure(["-t"])
-    assert f"sites/default:{line}:" in err and words in err, err
+    check_refused(make_server, text, line, words)
 
 
 def test_check_regex(make_server):
-    srv = make_server()
-    srv.site_extra = "[RULE]\n    Regex ^/(a\n    Return 410\n"
-    err = srv.run_expect_failure(["-t"])
-    assert "sites/default:5:" in err and "Regex" in err, err
+    err = check_refused(make_server, "[RULE]\n    Regex ^/(a\n    Return 410\n", 5, "Regex")
     if built_without("pcre2"):
         assert "this server was built without PCRE2" in err
     else:

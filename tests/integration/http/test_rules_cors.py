@@ -6,6 +6,7 @@ over HTTP/1.1 and HTTP/2 alike."""
 import pytest
 
 from conftest import Conn, needs_part
+from rulesutil import check_refused, rules_server
 
 pytestmark = needs_part("rules", "request rules")
 
@@ -33,14 +34,8 @@ CORS_RULES = f"""
 
 
 def cors_server(make_server, h2=False):
-    srv = make_server()
-    if h2:
-        srv.set(Listen=f"127.0.0.1:{srv.port} h2c")
-    srv.set(Workers=1)
-    srv.file("api/data.txt", "data\n")
-    srv.file("open/data.txt", "open\n")
-    srv.site_extra = CORS_RULES
-    return srv.start()
+    return rules_server(make_server, CORS_RULES,
+                        {"api/data.txt": "data\n", "open/data.txt": "open\n"}, h2=h2).start()
 
 
 def preflight(origin, method, fields=None):
@@ -185,10 +180,7 @@ def test_http2(make_server):
     ("Cors origins=* headers=X(Y)", 6, "'headers=X(Y)'"),
 ])
 def test_check_refuses_bad_cors(make_server, cors, line, words):
-    srv = make_server()
-    srv.site_extra = f"[RULE]\n    Prefix /api\n    {cors}\n"
-    err = srv.run_expect_failure(["-t"])
-    assert f"sites/default:{line}:" in err and words in err, err
+    check_refused(make_server, f"[RULE]\n    Prefix /api\n    {cors}\n", line, words)
 
 
 def test_check_cors_with_a_method_condition(make_server):
@@ -275,7 +267,4 @@ def test_per_path_settings_http2(make_server):
     ("[RULE]\n    Prefix /a\n    CacheControl max-age=soon\n", 6, "not a Cache-Control value"),
 ])
 def test_check_refuses_bad_settings(make_server, text, line, words):
-    srv = make_server()
-    srv.site_extra = text
-    err = srv.run_expect_failure(["-t"])
-    assert f"sites/default:{line}:" in err and words in err, err
+    check_refused(make_server, text, line, words)

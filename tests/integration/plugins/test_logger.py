@@ -224,8 +224,9 @@ def test_json_format(make_server):
     assert (r1.status, r2.status, r3.status) == (200, 200, 404)
     a, b, d = json_lines(srv.logs / "access.log", 3)
     assert set(a) == {"time", "client", "user", "request", "method", "path", "query",
-                      "protocol", "status", "body_bytes", "bytes", "duration_us", "site", "host",
-                      "referer", "user_agent", "request_id", "trace_id"}
+                      "protocol", "status", "body_bytes", "bytes", "duration_us", "upstream_us",
+                      "site", "host", "referer", "user_agent", "request_id", "trace_id"}
+    assert a["upstream_us"] is None  # a static file: no upstream
     t = datetime.strptime(a["time"], "%Y-%m-%dT%H:%M:%S%z").timestamp()
     assert abs(t - time.time()) < 120, a["time"]
     assert a["client"] == "127.0.0.1" and a["user"] == ""
@@ -727,6 +728,9 @@ BAD_SITE = [
     (["AccessLog ../logs/a.log", "Format custom escape=json"], 2, "empty format"),
     (["AccessLog ../logs/a.log", "Format custom %{%Y-%m}t"], 2, "unknown %{FORMAT}t (iso8601)"),
     (["AccessLog ../logs/a.log", "Format custom %{local}t"], 2, "unknown %{FORMAT}t (iso8601)"),
+    (["AccessLog ../logs/a.log", "Format custom %{upstreams}D"], 2,
+     "unknown %{...}D (%{upstream}D)"),
+    (["AccessLog ../logs/a.log", "Format custom %{X}q"], 2, "and %{upstream}D take a name"),
     (["AccessLog ../logs/a.log", "Format custom escape=json " + "x" * 2100], 2,
      "more than half a line"),
     (["Format common"], 1, "Format without an access log"),

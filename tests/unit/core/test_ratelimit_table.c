@@ -5,7 +5,8 @@
  * test_ratelimit_table.c: unit tests of core/ratelimit.c: the GCRA step
  * (burst, refill, the wait of a refusal), the table's bound and its
  * evictions (idle entries first, then the least recently used of a set),
- * one count for two threads, and SipHash-2-4's reference vectors.
+ * one count for two threads, and SipHash-2-4's reference vectors and
+ * SipHash-1-3's (the rate-limit key's).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -173,12 +174,35 @@ static void test_siphash_vectors(void **state)
     assert_true(mk_siphash(k, m, 63) == 0x958a324ceb064572ull);
 }
 
+/*
+ * SipHash-1-3 under the zero key, as CPython 3.11 computes it (its bytes
+ * hash is SipHash-1-3; PYTHONHASHSEED=0 zeroes the key):
+ * PYTHONHASHSEED=0 python3 -c 'print(hex(hash(bytes(range(15))) % 2**64))'.
+ */
+static void test_siphash13_vectors(void **state)
+{
+    uint8_t k[16] = {0}, m[64];
+    (void) state;
+
+    for (int i = 0; i < 64; i++) {
+        m[i] = (uint8_t) i;
+    }
+    assert_true(mk_siphash13(k, "a", 1) == 0x407448d2b89b1813ull);
+    assert_true(mk_siphash13(k, m, 8) == 0xead411e67ebe2eeaull);
+    assert_true(mk_siphash13(k, m, 15) == 0xf30eb725bb91c9eaull);
+    assert_true(mk_siphash13(k, m, 16) == 0x8972188433a5c5b7ull);
+    assert_true(mk_siphash13(k, m, 63) == 0x385d3e39e5f37359ull);
+    /* not SipHash-2-4 */
+    assert_true(mk_siphash13(k, m, 16) != mk_siphash(k, m, 16));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gcra_burst_then_rate), cmocka_unit_test(test_gcra_long_run),
         cmocka_unit_test(test_table_bound),          cmocka_unit_test(test_table_evicts_the_oldest),
         cmocka_unit_test(test_table_two_threads),    cmocka_unit_test(test_siphash_vectors),
+        cmocka_unit_test(test_siphash13_vectors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -443,6 +443,32 @@ static void test_proxy_and_real_ip(void **state)
 }
 #endif
 
+#ifdef MK_HAVE_METRICS
+/* MetricsBuckets: seconds to microseconds; the default is Prometheus'. */
+static void test_metrics_buckets(void **state)
+{
+    static const uint64_t fixed[] = MK_METRICS_BOUNDS_US;
+    struct confdir *d = confdir_new();
+    struct mk_config *cfg;
+    (void) state;
+
+    write_file(d, "monkey.conf", "[SERVER]\n    MetricsBuckets 0.000001 .25 1.5\t3600\n");
+    cfg = load(d, NULL, 0);
+    assert_int_equal(cfg->n_metrics_bounds, 4);
+    assert_int_equal(cfg->metrics_bounds[0], 1);
+    assert_int_equal(cfg->metrics_bounds[1], 250000);
+    assert_int_equal(cfg->metrics_bounds[2], 1500000);
+    assert_int_equal(cfg->metrics_bounds[3], 3600000000ull);
+    mk_config_unref(cfg);
+    write_file(d, "monkey.conf", "[SERVER]\n    Listen 2001\n");
+    cfg = load(d, NULL, 0);
+    assert_int_equal(cfg->n_metrics_bounds, MK_METRICS_BUCKETS - 1);
+    assert_memory_equal(cfg->metrics_bounds, fixed, sizeof(fixed));
+    mk_config_unref(cfg);
+    confdir_free(d);
+}
+#endif
+
 static void test_line_limit_clamped(void **state)
 {
     struct confdir *d = confdir_new();
@@ -539,6 +565,18 @@ static const struct bad_case bad_server[] = {
     {"monkey.conf", "[SERVER]\n    RequestIdFrom lb.example\n", 2,
      "'lb.example' is not an IPv4 or IPv6 address block"},
     {"monkey.conf", "[SERVER]\n    TraceContext Always\n", 2, "TraceContext"},
+#endif
+#ifdef MK_HAVE_METRICS
+    /* MetricsBuckets */
+    {"monkey.conf", "[SERVER]\n    Workers 1\n    MetricsBuckets 0.5 0.1\n", 3, "must ascend"},
+    {"monkey.conf", "[SERVER]\n    MetricsBuckets 0.1 0.1\n", 2, "must ascend"},
+    {"monkey.conf", "[SERVER]\n    MetricsBuckets 0\n", 2, "'0' is not a bound"},
+    {"monkey.conf", "[SERVER]\n    MetricsBuckets 0.0000001\n", 2, "at most 6 decimals"},
+    {"monkey.conf", "[SERVER]\n    MetricsBuckets 3600.000001\n", 2, "not a bound"},
+    {"monkey.conf", "[SERVER]\n    MetricsBuckets 1 2 x\n", 2, "'x' is not a bound"},
+    {"monkey.conf", "[SERVER]\n    MetricsBuckets .\n", 2, "'.' is not a bound"},
+    {"monkey.conf", "[SERVER]\n    MetricsBuckets 1 2 3 4 5 6 7 8 9 10 11 12\n", 2,
+     "at most 11 bounds"},
 #endif
     {"monkey.conf", "[SERVER]\n    Listen [::1\n", 2, "Listen"},
     {"monkey.conf", "[SERVER]\n    Listen [zz::1]:80\n", 2, "zz::1"},
@@ -1462,6 +1500,10 @@ static void test_compiled_out_keys_are_refused(void **state)
         {"TraceContext Start", "TraceContext Start: this server was built without request IDs "
                                "and trace context"},
 #endif
+#ifndef MK_HAVE_METRICS
+        {"MetricsBuckets 0.1 1", "MetricsBuckets 0.1 1: this server was built without the "
+                                 "metrics"},
+#endif
         {NULL, NULL},
     };
     static const char *const site_refused[] = {
@@ -1648,6 +1690,9 @@ int main(void)
         cmocka_unit_test(test_every_key),
         cmocka_unit_test(test_key_case_and_variants),
         cmocka_unit_test(test_sub_second_timeouts),
+#ifdef MK_HAVE_METRICS
+        cmocka_unit_test(test_metrics_buckets),
+#endif
         cmocka_unit_test(test_line_limit_clamped),
 #ifdef MK_HAVE_REALIP
         cmocka_unit_test(test_proxy_and_real_ip),

@@ -1071,6 +1071,49 @@ static void test_chunked_trailers(void **state)
 }
 
 /* Nothing after the terminating empty line is consumed. */
+/*
+ * The trailer section's bytes (trailer_off to the count consumed), fed in
+ * pieces of every size, gathered and written as lines: whitespace around
+ * each value removed, CRLF ends; the data is never among them.
+ */
+static void test_chunked_trailer_lines(void **state)
+{
+    (void) state;
+    static const char in[] = "4\r\nwiki\r\n0\r\nX-A:  1 \r\nX-B:\t\nX-C:a b\r\n\r\nNEXT";
+    static const char want[] = "X-A: 1\r\nX-B: \r\nX-C: a b\r\n";
+    size_t len = sizeof(in) - 1;
+
+    for (size_t piece = 1; piece <= len; piece++) {
+        struct mk_chunked c;
+        char raw[64], lines[128];
+        size_t done = 0, raw_len = 0, out;
+
+        mk_chunked_init(&c);
+        while (!mk_chunked_done(&c)) {
+            size_t n = len - done < piece ? len - done : piece;
+            char *buf = dup_exact(in + done, n);
+            ssize_t used = mk_chunked_decode(&c, buf, n, &out);
+            assert_true(used >= 0);
+            assert_true(c.trailer_off <= (size_t) used);
+            assert_true(out <= c.trailer_off);
+            memcpy(raw + raw_len, buf + c.trailer_off, (size_t) used - c.trailer_off);
+            raw_len += (size_t) used - c.trailer_off;
+            done += (size_t) used;
+            free(buf);
+        }
+        assert_int_equal(done, len - 4); /* NEXT is the next request's */
+        assert_int_equal(raw_len, sizeof("X-A:  1 \r\nX-B:\t\nX-C:a b\r\n\r\n") - 1);
+        assert_true(memcmp(raw, "X-A:  1 \r\nX-B:\t\nX-C:a b\r\n\r\n", raw_len) == 0);
+        size_t n = mk_chunked_trailer_lines(raw, raw_len, lines);
+        assert_int_equal(n, sizeof(want) - 1);
+        assert_memory_equal(lines, want, n);
+    }
+    /* a section without fields (the final line alone, CRLF or LF) writes none */
+    char none[8];
+    assert_int_equal(mk_chunked_trailer_lines("\r\n", 2, none), 0);
+    assert_int_equal(mk_chunked_trailer_lines("\n", 1, none), 0);
+}
+
 static void test_chunked_stops_at_end(void **state)
 {
     (void) state;
@@ -1594,6 +1637,7 @@ int main(void)
         cmocka_unit_test(test_chunked_binary_data),
         cmocka_unit_test(test_chunked_extensions),
         cmocka_unit_test(test_chunked_trailers),
+        cmocka_unit_test(test_chunked_trailer_lines),
         cmocka_unit_test(test_chunked_stops_at_end),
         cmocka_unit_test(test_chunked_not_done),
         cmocka_unit_test(test_chunked_errors),

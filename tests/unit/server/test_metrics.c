@@ -171,6 +171,39 @@ static void test_buckets_at_their_bounds(void **state)
     teardown_workers();
 }
 
+/* MetricsBuckets: fewer bounds; a duration past the last is in the bucket after it. */
+static void test_configured_bounds(void **state)
+{
+    static struct fake_cfg a;
+    static const char *const names[] = {"a.test"};
+    static const uint64_t fixed[] = MK_METRICS_BOUNDS_US;
+    static const uint64_t three[] = {100000, 300000, 2000000};
+    struct mk_site_metrics m;
+
+    (void) state;
+    setup_workers();
+    mk_metrics_set_bounds(three, 3);
+    assert_int_equal(mk_metrics_n_bounds, 3);
+    fake_cfg(&a, names, 1);
+    mk_metrics_assign(&labels, workers, N_WORKERS, &a.cfg);
+    count(0, &a.site[0], 11, MK_METHOD_GET, 200, 0, 100000, 100001);            /* bucket 0, 1 */
+    count(1, &a.site[0], 11, MK_METHOD_GET, 200, 0, 300000, 300000);            /* 1, 1 */
+    count(0, &a.site[0], 11, MK_METHOD_GET, 200, 0, 2000001, 3600u * 1000000u); /* 3, 3 */
+    mk_metrics_set_bounds(fixed, MK_METRICS_BUCKETS - 1); /* for the tests after this one */
+    assert_int_equal(mk_metrics_read(&labels, workers, N_WORKERS, 1, &m), MK_OK);
+    assert_int_equal(m.first_byte.buckets[0], 1);
+    assert_int_equal(m.first_byte.buckets[1], 1);
+    assert_int_equal(m.first_byte.buckets[2], 0);
+    assert_int_equal(m.first_byte.buckets[3], 1);
+    assert_int_equal(m.last_byte.buckets[0], 0);
+    assert_int_equal(m.last_byte.buckets[1], 2);
+    assert_int_equal(m.last_byte.buckets[3], 1);
+    for (unsigned b = 4; b < MK_METRICS_BUCKETS; b++) {
+        assert_int_equal(m.first_byte.buckets[b] + m.last_byte.buckets[b], 0);
+    }
+    teardown_workers();
+}
+
 static void test_overflow_slot(void **state)
 {
     static struct fake_cfg f;
@@ -205,6 +238,7 @@ int main(void)
         cmocka_unit_test(test_slots_follow_labels_across_reloads),
         cmocka_unit_test(test_classes_and_sums_over_workers),
         cmocka_unit_test(test_buckets_at_their_bounds),
+        cmocka_unit_test(test_configured_bounds),
         cmocka_unit_test(test_overflow_slot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

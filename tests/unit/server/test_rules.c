@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include <cmocka.h>
 
@@ -170,6 +172,18 @@ static struct mk_site *load(const char *text, char *err, size_t errlen)
     return vh;
 }
 
+/* The site of `text`, which must load: the test fails with the error otherwise. */
+static struct mk_site *load_ok(const char *text)
+{
+    char err[512] = "";
+    struct mk_site *vh = load(text, err, sizeof(err));
+
+    if (!vh) {
+        fail_msg("%s", err);
+    }
+    return vh;
+}
+
 static void site_free(struct mk_site *vh)
 {
     mk_conf_rules_free(vh->rules);
@@ -195,30 +209,25 @@ static int taken(const struct mk_site *vh, const struct mk_http_head *h, const c
 
 static void test_first_match_wins(void **state)
 {
-    char err[512] = "";
-    struct mk_site *vh = load("[RULE]\n" /* 1 */
-                              "    Path /a\n"
-                              "    Return 200 exact\n"
-                              "[RULE]\n" /* 4 */
-                              "    Prefix /a\n"
-                              "    Method POST\n"
-                              "    Return 200 post\n"
-                              "[RULE]\n" /* 8 */
-                              "    Prefix /a\n"
-                              "    Host www.ex.com *.ex.org\n"
-                              "    Return 200 host\n"
-                              "[RULE]\n" /* 12 */
-                              "    Prefix /a\n"
-                              "    Header X-Debug on\n"
-                              "    Return 200 field\n"
-                              "[RULE]\n" /* 16 */
-                              "    Prefix /a/\n"
-                              "    Return 200 prefix\n",
-                              err, sizeof(err));
+    struct mk_site *vh = load_ok("[RULE]\n" /* 1 */
+                                 "    Path /a\n"
+                                 "    Return 200 exact\n"
+                                 "[RULE]\n" /* 4 */
+                                 "    Prefix /a\n"
+                                 "    Method POST\n"
+                                 "    Return 200 post\n"
+                                 "[RULE]\n" /* 8 */
+                                 "    Prefix /a\n"
+                                 "    Host www.ex.com *.ex.org\n"
+                                 "    Return 200 host\n"
+                                 "[RULE]\n" /* 12 */
+                                 "    Prefix /a\n"
+                                 "    Header X-Debug on\n"
+                                 "    Return 200 field\n"
+                                 "[RULE]\n" /* 16 */
+                                 "    Prefix /a/\n"
+                                 "    Return 200 prefix\n");
     (void) state;
-    if (!vh) {
-        fail_msg("%s", err);
-    }
     struct mk_http_head get = head_of(MK_METHOD_GET, "ex.com");
     struct mk_http_head post = head_of(MK_METHOD_POST, "ex.com");
     struct mk_http_head www = head_of(MK_METHOD_GET, "WWW.ex.com");
@@ -237,12 +246,9 @@ static void test_first_match_wins(void **state)
 
 static void test_prefix_groups(void **state)
 {
-    char err[512] = "";
-    struct mk_site *vh =
-        load("[RULE]\n    Prefix /blog\n    Redirect 301 /articles$1\n", err, sizeof(err));
+    struct mk_site *vh = load_ok("[RULE]\n    Prefix /blog\n    Redirect 301 /articles$1\n");
     size_t groups[4];
     (void) state;
-    assert_non_null(vh);
     const struct mk_rule *r = vh->rules->v[0];
     assert_true(mk_rule_match_path(r, "/blog/2020/x", 12, groups));
     assert_int_equal(groups[2], 5);
@@ -255,17 +261,12 @@ static void test_prefix_groups(void **state)
 #ifdef MK_HAVE_PCRE2
 static void test_regex(void **state)
 {
-    char err[512] = "";
-    struct mk_site *vh = load("[RULE]\n"
-                              "    Regex ^/u/(?<user>[a-z]+)(/(\\d+))?$\n"
-                              "    Redirect 302 /users/$user/$3\n",
-                              err, sizeof(err));
+    struct mk_site *vh = load_ok("[RULE]\n"
+                                 "    Regex ^/u/(?<user>[a-z]+)(/(\\d+))?$\n"
+                                 "    Redirect 302 /users/$user/$3\n");
     size_t groups[2 * (MK_RULE_GROUPS_MAX + 1)];
     char out[128];
     (void) state;
-    if (!vh) {
-        fail_msg("%s", err);
-    }
     const struct mk_rule *r = vh->rules->v[0];
     assert_int_equal(r->n_groups, 4);
     assert_true(mk_rule_match_path(r, "/u/ann/42", 9, groups));
@@ -325,11 +326,22 @@ static const struct bad_rule bad_rules[] = {
     {"[RULE]\n    Method GET\n    Cors origins=*\n", 2, "must take OPTIONS"},
     {"[RULE]\n    Prefix /a\n    CacheControl max-age=x\n", 3, "Cache-Control value"},
     {"[RULE]\n    Prefix /a\n    IndexFiles a/b.html\n", 3, "IndexFiles"},
+    {"[RULE]\n    Query a=b\n    Return 410\n", 2, "parameter name"},
+    {"[RULE]\n    Query x&y 1\n    Return 410\n", 2, "parameter name"},
+    {"[RULE]\n    Prefix /up\n    MaxRequestBody 1Q\n", 3, "MaxRequestBody"},
+    {"[RULE]\n    Prefix /up\n    MaxRequestBody -1\n", 3, "MaxRequestBody"},
+    {"[RULE]\n    Prefix /a\n    Allow 10.0.0.0/8\n    Deny everyone\n", 4, "'everyone' is not"},
+    {"[RULE]\n    Prefix /a\n    Allow 10.0.0.1/8\n", 3, "bits set beyond"},
+    {"[RULE]\n    Prefix /a\n    Deny 10.0.0.0/33\n", 3, "out of range"},
+    {"[RULE]\n    Prefix /a\n    Deny ::1/129\n", 3, "out of range"},
+    {"[RULE]\n    Prefix /a\n    DirectoryListing maybe\n", 3, "DirectoryListing"},
 #ifdef MK_HAVE_PCRE2
+    {"[RULE]\n    QueryRegex (x\n    Return 410\n", 2, "QueryRegex (x"},
     {"[RULE]\n    Regex ^/(a\n    Return 410\n", 2, "Regex"},
     {"[RULE]\n    Regex ^/(?<n>a)$\n    Redirect 301 /$m\n", 3, "$m"},
 #else
     {"[RULE]\n    Regex ^/a$\n    Return 410\n", 2, "built without PCRE2"},
+    {"[RULE]\n    QueryRegex ^a$\n    Return 410\n", 2, "built without PCRE2"},
 #endif
 };
 
@@ -353,18 +365,14 @@ static void test_bad_rules(void **state)
 
 static void test_response_header_lines(void **state)
 {
-    char err[512] = "";
-    struct mk_site *vh = load("[RULE]\n"
-                              "    Prefix /\n"
-                              "    ResponseHeader set X-Frame-Options DENY\n"
-                              "    ResponseHeader always add Strict-Transport-Security max-age=1; "
-                              "includeSubDomains\n"
-                              "    ResponseHeader remove X-Powered-By\n",
-                              err, sizeof(err));
+    struct mk_site *vh =
+        load_ok("[RULE]\n"
+                "    Prefix /\n"
+                "    ResponseHeader set X-Frame-Options DENY\n"
+                "    ResponseHeader always add Strict-Transport-Security max-age=1; "
+                "includeSubDomains\n"
+                "    ResponseHeader remove X-Powered-By\n");
     (void) state;
-    if (!vh) {
-        fail_msg("%s", err);
-    }
     const struct mk_rule *r = vh->rules->v[0];
     assert_int_equal(r->action, MK_RULE_PASS);
     assert_int_equal(r->n_headers, 3);
@@ -381,12 +389,10 @@ static void test_response_header_lines(void **state)
 
 static void test_request_header_lines(void **state)
 {
-    char err[512] = "";
-    struct mk_site *vh = load("[RULE]\n"
-                              "    RequestHeader set X-Api-Key s3cret\n"
-                              "    RequestHeader remove X-Debug\n"
-                              "    RequestHeader add X-Seen rules\n",
-                              err, sizeof(err));
+    struct mk_site *vh = load_ok("[RULE]\n"
+                                 "    RequestHeader set X-Api-Key s3cret\n"
+                                 "    RequestHeader remove X-Debug\n"
+                                 "    RequestHeader add X-Seen rules\n");
     struct mk_http_header in[] = {
         {{"X-Debug", 7}, {"1", 1}},      {{"Range", 5}, {"bytes=0-1", 9}},
         {{"x-api-key", 9}, {"mine", 4}}, {{"Accept", 6}, {"*/*", 3}},
@@ -395,9 +401,6 @@ static void test_request_header_lines(void **state)
     struct mk_http_header out[sizeof(in) / sizeof(in[0]) + 3];
     struct mk_http_head h;
     (void) state;
-    if (!vh) {
-        fail_msg("%s", err);
-    }
     memset(&h, 0, sizeof(h));
     h.headers = in;
     h.n_headers = sizeof(in) / sizeof(in[0]);
@@ -429,20 +432,15 @@ static bool origin_ok(const struct mk_rule_cors *c, const char *origin)
 
 static void test_cors(void **state)
 {
-    char err[512] = "";
-    struct mk_site *vh = load("[RULE]\n"
-                              "    Prefix /api\n"
-                              "    Method GET OPTIONS PUT\n"
-                              "    Cors origins=https://A.example,http://b.example:8080,null "
-                              "methods=PUT,DELETE headers=Content-Type,X-Token expose=ETag "
-                              "credentials max-age=0\n"
-                              "[RULE]\n"
-                              "    Cors origins=* headers=*\n",
-                              err, sizeof(err));
+    struct mk_site *vh = load_ok("[RULE]\n"
+                                 "    Prefix /api\n"
+                                 "    Method GET OPTIONS PUT\n"
+                                 "    Cors origins=https://A.example,http://b.example:8080,null "
+                                 "methods=PUT,DELETE headers=Content-Type,X-Token expose=ETag "
+                                 "credentials max-age=0\n"
+                                 "[RULE]\n"
+                                 "    Cors origins=* headers=*\n");
     (void) state;
-    if (!vh) {
-        fail_msg("%s", err);
-    }
     const struct mk_rule_cors *c = vh->rules->v[0]->cors, *any = vh->rules->v[1]->cors;
     assert_int_equal(vh->rules->v[0]->action, MK_RULE_PASS);
     assert_int_equal(c->n_origins, 3);
@@ -480,16 +478,12 @@ static void test_cors(void **state)
 
 static void test_settings(void **state)
 {
-    char err[512] = "";
-    struct mk_site *vh = load("[RULE]\n"
-                              "    Prefix /assets\n"
-                              "    CacheControl max-age=600, immutable\n"
-                              "    IndexFiles a.html b.html\n",
-                              err, sizeof(err));
+    struct mk_site *vh = load_ok("[RULE]\n"
+                                 "    Prefix /assets\n"
+                                 "    DirectoryListing Off\n"
+                                 "    CacheControl max-age=600, immutable\n"
+                                 "    IndexFiles a.html b.html\n");
     (void) state;
-    if (!vh) {
-        fail_msg("%s", err);
-    }
     const struct mk_rule *r = vh->rules->v[0];
     assert_int_equal(r->action, MK_RULE_PASS);
     assert_true(mk_rule_sets(r));
@@ -498,6 +492,124 @@ static void test_settings(void **state)
     assert_int_equal(r->cache_max_age, 600);
     assert_int_equal(r->n_index_files, 2);
     assert_string_equal(r->index_files[1], "b.html");
+    assert_int_equal(r->listing, 0);
+    site_free(vh);
+}
+
+static bool param(const char *query, const char *name, const char *value)
+{
+    struct mk_str q = {query, query ? strlen(query) : 0};
+    return mk_rule_query_param(&q, name, strlen(name), value, value ? strlen(value) : 0);
+}
+
+static void test_query_param(void **state)
+{
+    (void) state;
+    assert_true(param("a=1&b=2", "b", NULL));
+    assert_true(param("a=1&b=2", "b", "2"));
+    assert_false(param("a=1&b=2", "b", "1"));
+    assert_false(param("a=1&bb=2", "b", NULL)); /* whole names */
+    assert_false(param("ab=2", "b", NULL));
+    assert_true(param("a&b", "b", NULL)); /* no '=': present, empty */
+    assert_true(param("a&b", "b", ""));
+    assert_true(param("b=", "b", ""));
+    assert_false(param("b=", "b", "x"));
+    assert_true(param("x=1&b=1&b=2", "b", "2"));       /* any of the repeated ones */
+    assert_true(param("q=a+b%20c%2", "q", "a b c%2")); /* decoded; a lone '%' is itself */
+    assert_true(param("%62=%26", "b", "&"));
+    assert_false(param("q=abc", "q", "ab"));
+    assert_false(param("q=ab", "q", "abc"));
+    assert_false(param("", "b", NULL));
+    assert_false(param(NULL, "b", NULL)); /* no query */
+    assert_true(param("&&b&", "b", NULL));
+}
+
+static void test_query_conditions(void **state)
+{
+    struct mk_site *vh = load_ok("[RULE]\n" /* 1 */
+                                 "    Query debug\n"
+                                 "    Return 200 debug\n"
+                                 "[RULE]\n" /* 4 */
+                                 "    Prefix /s\n"
+                                 "    Query sort price desc\n"
+                                 "    Return 200 by price\n"
+#ifdef MK_HAVE_PCRE2
+                                 "[RULE]\n" /* 8 */
+                                 "    QueryRegex (^|&)id=[0-9]+(&|$)\n"
+                                 "    Return 200 numeric\n"
+                                 "[RULE]\n" /* 11 */
+                                 "    Path /empty\n"
+                                 "    QueryRegex ^$\n"
+                                 "    Return 200 none\n"
+#endif
+    );
+    struct mk_http_head h = head_of(MK_METHOD_GET, "ex.com");
+    (void) state;
+    h.query = mk_str_make("a=1&debug", 9);
+    assert_int_equal(taken(vh, &h, "/x"), 1);
+    h.query = mk_str_make("sort=price+desc", 15);
+    assert_int_equal(taken(vh, &h, "/s/1"), 4);
+    assert_int_equal(taken(vh, &h, "/t"), 0); /* the path too */
+    h.query = mk_str_make("sort=price", 10);
+    assert_int_equal(taken(vh, &h, "/s/1"), 0);
+#ifdef MK_HAVE_PCRE2
+    h.query = mk_str_make("x=1&id=42", 9);
+    assert_int_equal(taken(vh, &h, "/a"), 8);
+    h.query = mk_str_make("id=4x2", 6);
+    assert_int_equal(taken(vh, &h, "/a"), 0);
+    h.query = mk_str_make(NULL, 0); /* no query: matched as empty */
+    assert_int_equal(taken(vh, &h, "/empty"), 11);
+    h.query = mk_str_make("a", 1);
+    assert_int_equal(taken(vh, &h, "/empty"), 0);
+#endif
+    site_free(vh);
+}
+
+static bool allows(const struct mk_rule *r, const char *addr)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    if (strchr(addr, ':')) {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *) &ss;
+        in6->sin6_family = AF_INET6;
+        assert_int_equal(inet_pton(AF_INET6, addr, &in6->sin6_addr), 1);
+    }
+    else {
+        struct sockaddr_in *in = (struct sockaddr_in *) &ss;
+        in->sin_family = AF_INET;
+        assert_int_equal(inet_pton(AF_INET, addr, &in->sin_addr), 1);
+    }
+    return mk_rule_access_allows(r, (const struct sockaddr *) &ss);
+}
+
+static void test_access(void **state)
+{
+    struct mk_site *vh = load_ok("[RULE]\n"
+                                 "    Prefix /admin\n"
+                                 "    Deny 10.1.0.0/16\n"
+                                 "    Allow 10.0.0.0/8 ::1 2001:db8::/32\n"
+                                 "    Deny all\n"
+                                 "    MaxRequestBody 1k\n"
+                                 "[RULE]\n"
+                                 "    Prefix /\n"
+                                 "    Deny 192.0.2.1\n");
+    (void) state;
+    const struct mk_rule *r = vh->rules->v[0], *open = vh->rules->v[1];
+    assert_int_equal(r->action, MK_RULE_PASS);
+    assert_int_equal(r->n_access, 5);
+    assert_int_equal(r->max_body, 1024);
+    assert_true(vh->rules->max_body);
+    assert_int_equal(open->max_body, -1);
+    assert_int_equal(open->listing, -1);
+    assert_true(allows(r, "10.2.3.4"));
+    assert_false(allows(r, "10.1.3.4")); /* the first word that holds decides */
+    assert_false(allows(r, "192.0.2.7"));
+    assert_true(allows(r, "::1"));
+    assert_true(allows(r, "::ffff:10.9.9.9")); /* IPv4-mapped is IPv4 */
+    assert_true(allows(r, "2001:db8:1::5"));
+    assert_false(allows(r, "2001:db9::5"));
+    assert_false(allows(open, "192.0.2.1"));
+    assert_true(allows(open, "192.0.2.2")); /* no word holds: allowed */
     site_free(vh);
 }
 
@@ -517,6 +629,9 @@ int main(void)
         cmocka_unit_test(test_response_header_lines),
         cmocka_unit_test(test_cors),
         cmocka_unit_test(test_settings),
+        cmocka_unit_test(test_query_param),
+        cmocka_unit_test(test_query_conditions),
+        cmocka_unit_test(test_access),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
