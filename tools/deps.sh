@@ -10,7 +10,9 @@
 #                            taskset, wrk (the supervisor's crash test), libssl-dev and
 #                            openssl (plugins/tls), libnghttp2-dev
 #                            (HTTP/2), nghttp and h2load, Python's h2, h2spec (built with
-#                            Go: tools/h2spec/go.mod; a failure is an error), php-fpm
+#                            Go: tools/h2spec/go.mod; a failure is an error), Pebble
+#                            and pebble-challtestsrv v2.10.3 (ACME, built with Go into
+#                            /usr/local/bin), php-fpm
 #                            and php-cgi (plugins/fastcgi, plugins/cgi), haproxy (in
 #                            front of the server: the PROXY protocol), pkg-config (the
 #                            libmonkey example), zlib1g-dev and libbrotli-dev (static
@@ -337,6 +339,28 @@ if [ "$stage" = test ] && ! command -v h2spec >/dev/null 2>&1; then
             exit 1
         fi
     fi
+fi
+# Pebble, Let's Encrypt's test ACME CA, and its DNS server pebble-challtestsrv
+# (tests/integration/tls/test_acme.py), pinned, built with Go through the Go
+# module proxy into /usr/local/bin, where the test looks. Pebble 2.10 needs a
+# newer Go than Debian 12's: /usr/local/go/bin/go when it is there. Not
+# building them is an error, as for h2spec.
+pebble_version=v2.10.3
+if [ "$stage" = test ] && { [ ! -x /usr/local/bin/pebble ] || [ ! -x /usr/local/bin/pebble-challtestsrv ]; }; then
+    gocmd=go
+    [ -x /usr/local/go/bin/go ] && gocmd=/usr/local/go/bin/go
+    if ! command -v "$gocmd" >/dev/null 2>&1; then
+        echo "deps: no go to build pebble with" >&2
+        exit 1
+    fi
+    for tool in pebble pebble-challtestsrv; do
+        echo "deps: building $tool $pebble_version into /usr/local/bin with $($gocmd version)"
+        if ! GOBIN=/usr/local/bin "$gocmd" install \
+                "github.com/letsencrypt/pebble/v2/cmd/$tool@$pebble_version"; then
+            echo "deps: building $tool failed (above)" >&2
+            exit 1
+        fi
+    done
 fi
 # The node peers of bench/ (bench/node/package.json): ws for bench/websocket.py
 # and better-sqlite3 for bench/duda_packages.py, from npm into

@@ -1656,6 +1656,31 @@ struct mk_plugin {
      * site file). The table is given, not found: nothing else may add to it.
      */
     int (*routes)(const struct mk_site *site, struct mk_route_table *t, char *err, size_t errlen);
+
+    /* ---- added in ABI 3.20 ---- */
+
+    /*
+     * Every request, once its site is chosen and its path normalised, before
+     * the site's rules ([RULE]: redirects, answers, rewrites, limits), the
+     * request hooks and the routes: for answers that no site setting may
+     * change, such as the tls plugin's ACME HTTP-01 challenges. MK_DECLINED:
+     * nothing to do (the next early hook, then the rules); MK_OK: the hook
+     * set the response (status, body), which is sent; an HTTP status: that
+     * error answer. On the request's worker; must not block or suspend. A
+     * server whose plugins define none pays one test per request.
+     */
+    int (*early)(struct mk_request *r);
+    /*
+     * A command of the control plugin's protocol for this plugin: a request
+     * line whose first word is control_name ("acme renew example.com":
+     * `monkey-ctl acme renew example.com`) is given to control() with the
+     * words after the name in `args`. Write the reply, lines of text, NUL
+     * ended, into out (cap bytes): MK_OK, or MK_ERR with the reason in out
+     * (one line). The control plugin's socket thread, acting for the
+     * server (api->self() works); must not block on the network.
+     */
+    const char *control_name;
+    int (*control)(const char *args, char *out, size_t cap);
 };
 
 /*

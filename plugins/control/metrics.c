@@ -119,6 +119,9 @@ static void control_ratelimit(struct control_expo *e)
 /* The tls plugin's handshake counters, from its stats hook (ABI 3.3). */
 struct control_tls {
     uint64_t handshakes, resumptions, failures;
+    /* its ACME counters (plugins/tls/README.md), when built with them */
+    uint64_t acme_sites, acme_waiting, acme_failing, acme_obtained, acme_failures;
+    uint64_t acme_expiry, acme_renewal;
 };
 
 static void control_tls_emit(void *arg, const char *name, uint64_t value)
@@ -134,6 +137,58 @@ static void control_tls_emit(void *arg, const char *name, uint64_t value)
     else if (strcmp(name, "failures") == 0) {
         t->failures = value;
     }
+    else if (strcmp(name, "acme_sites") == 0) {
+        t->acme_sites = value;
+    }
+    else if (strcmp(name, "acme_sites_waiting") == 0) {
+        t->acme_waiting = value;
+    }
+    else if (strcmp(name, "acme_sites_failing") == 0) {
+        t->acme_failing = value;
+    }
+    else if (strcmp(name, "acme_obtained") == 0) {
+        t->acme_obtained = value;
+    }
+    else if (strcmp(name, "acme_failures") == 0) {
+        t->acme_failures = value;
+    }
+    else if (strcmp(name, "acme_first_expiry") == 0) {
+        t->acme_expiry = value;
+    }
+    else if (strcmp(name, "acme_next_renewal") == 0) {
+        t->acme_renewal = value;
+    }
+}
+
+/* The tls plugin's ACME figures, when it has ACME sites. */
+static void control_tls_acme(struct control_expo *e, const struct control_tls *t)
+{
+    if (!t->acme_sites) {
+        return;
+    }
+    control_family(e, "monkey_tls_acme_sites", "gauge",
+                   "Sites whose certificate comes from an ACME CA, by state: all of them, those "
+                   "still on the temporary self-signed certificate, those whose last attempt "
+                   "failed.");
+    control_buf_printf(e->b,
+                       "monkey_tls_acme_sites{state=\"all\"} %" PRIu64
+                       "\nmonkey_tls_acme_sites{state=\"waiting\"} %" PRIu64
+                       "\nmonkey_tls_acme_sites{state=\"failing\"} %" PRIu64 "\n",
+                       t->acme_sites, t->acme_waiting, t->acme_failing);
+    control_family(e, "monkey_tls_acme_certificates_total", "counter",
+                   "Certificates obtained from the ACME CA by this server.");
+    control_buf_printf(e->b, "monkey_tls_acme_certificates_total %" PRIu64 "\n", t->acme_obtained);
+    control_family(e, "monkey_tls_acme_failures_total", "counter",
+                   "ACME attempts that failed (each followed by a longer wait).");
+    control_buf_printf(e->b, "monkey_tls_acme_failures_total %" PRIu64 "\n", t->acme_failures);
+    control_family(e, "monkey_tls_acme_expiry_timestamp_seconds", "gauge",
+                   "When the first ACME certificate in use expires (Unix time; 0: none yet).");
+    control_buf_printf(e->b, "monkey_tls_acme_expiry_timestamp_seconds %" PRIu64 "\n",
+                       t->acme_expiry);
+    control_family(e, "monkey_tls_acme_next_attempt_timestamp_seconds", "gauge",
+                   "When the ACME renewer works on a site next (Unix time).");
+    control_buf_printf(e->b, "monkey_tls_acme_next_attempt_timestamp_seconds %" PRIu64 "\n",
+                       t->acme_renewal);
 }
 
 /*
@@ -161,6 +216,7 @@ static void control_tls_handshakes(struct control_expo *e)
                            "\nmonkey_tls_handshakes_total{result=\"resumed\"} %" PRIu64
                            "\nmonkey_tls_handshakes_total{result=\"failed\"} %" PRIu64 "\n",
                            full, t.resumptions, t.failures);
+        control_tls_acme(e, &t);
         return;
     }
 }

@@ -75,6 +75,9 @@ static void ctl_help(void)
            "    reopen    reopen the log files (like SIGUSR1)\n"
            "    stop      graceful stop (like SIGTERM); returns once the server has\n"
            "              finished the responses in progress\n"
+           "    acme status          each ACME site (tls plugin): its certificate's\n"
+           "                         expiry, the next renewal, the last error\n"
+           "    acme renew NAME      renew the ACME site with that name now\n"
            "\n"
            "OPTIONS\n"
            "    -s, --socket PATH     the control socket\n"
@@ -401,11 +404,25 @@ int main(int argc, char **argv)
     if (optind == argc) {
         return ctl_usage("a COMMAND is required");
     }
-    if (argc - optind > 1) {
+    /* A plugin's command takes words after it: `acme renew example.com`. */
+    char words[200];
+    const char *command = argv[optind];
+    if (strcmp(command, "acme") == 0 && argc - optind > 1) {
+        size_t off = 0;
+        for (int i = optind; i < argc; i++) {
+            int n =
+                snprintf(words + off, sizeof(words) - off, "%s%s", i > optind ? " " : "", argv[i]);
+            if (n < 0 || (size_t) n >= sizeof(words) - off || strpbrk(argv[i], " \n\r")) {
+                return ctl_usage("acme: the words are too long or hold spaces");
+            }
+            off += (size_t) n;
+        }
+        command = words;
+    }
+    else if (argc - optind > 1) {
         return ctl_usage("one COMMAND only");
     }
-    const char *command = argv[optind];
-    bool known = false;
+    bool known = command == words;
     for (size_t i = 0; i < sizeof(ctl_commands) / sizeof(ctl_commands[0]); i++) {
         known = known || strcmp(command, ctl_commands[i]) == 0;
     }

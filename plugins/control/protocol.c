@@ -7,6 +7,7 @@
  * reason" on one line (README.md describes the protocol). The socket
  * thread.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -102,6 +103,59 @@ static void control_run_action(struct control_client *cl, const struct control_c
     cl->hold = c->cmd == MK_CMD_STOP;
 }
 
+/*
+ * A plugin's command (its control_name is the line's first word, ABI
+ * 3.20): the words after it, less the format word at the end, go to its
+ * control hook, whose text is the reply. False when no plugin has the name.
+ */
+static bool control_plugin_command(struct control_client *cl, const char *word, bool json)
+{
+    unsigned n = control_api->plugin_count();
+    char args[CONTROL_LINE_MAX], out[8192];
+
+    for (unsigned i = 0; i < n; i++) {
+        const struct mk_plugin *p = control_api->plugin_at(i);
+        if (!p || p->abi_minor < 20 || !p->control_name || !p->control ||
+            strcasecmp(p->control_name, word) != 0) {
+            continue;
+        }
+        const char *rest = cl->line + strspn(cl->line, " \t");
+        rest += strcspn(rest, " \t");
+        rest += strspn(rest, " \t");
+        snprintf(args, sizeof(args), "%s", rest);
+        size_t len = strlen(args);
+        for (size_t k = 0; k < len; k++) {
+            args[k] = args[k] == '\t' ? ' ' : args[k];
+        }
+        while (len > 0 && args[len - 1] == ' ') {
+            args[--len] = '\0';
+        }
+        char *last = strrchr(args, ' ');
+        const char *fmt = last ? last + 1 : args;
+        if (strcasecmp(fmt, "json") == 0 || strcasecmp(fmt, "text") == 0) {
+            *(last ? last : args) = '\0';
+        }
+        out[0] = '\0';
+        if (p->control(args, out, sizeof(out)) != MK_OK) {
+            control_reply_error(&cl->reply, word, json, out[0] ? out : "refused");
+            return true;
+        }
+        control_buf_str(&cl->reply, "OK\n");
+        if (json) {
+            control_buf_str(&cl->reply, "{\"ok\":true,\"command\":");
+            control_buf_json(&cl->reply, word);
+            control_buf_str(&cl->reply, ",\"message\":");
+            control_buf_json(&cl->reply, out);
+            control_buf_str(&cl->reply, "}\n");
+        }
+        else {
+            control_buf_str(&cl->reply, out);
+        }
+        return true;
+    }
+    return false;
+}
+
 /* Build the reply to the request line held by cl (NUL-terminated, no LF). */
 void control_answer(struct control_client *cl)
 {
@@ -112,6 +166,16 @@ void control_answer(struct control_client *cl)
 
     if (n < 1) {
         control_reply_error(&cl->reply, "", false, "empty request");
+        return;
+    }
+    bool builtin = false;
+    for (size_t i = 0; i < sizeof(control_commands) / sizeof(control_commands[0]); i++) {
+        builtin = builtin || strcasecmp(word, control_commands[i].name) == 0;
+    }
+    size_t line_len = strlen(cl->line);
+    if (!builtin &&
+        control_plugin_command(cl, word,
+                               line_len > 5 && strcasecmp(cl->line + line_len - 5, " json") == 0)) {
         return;
     }
     if (n == 3) {
@@ -154,5 +218,5 @@ void control_answer(struct control_client *cl)
     }
     control_reply_error(&cl->reply, "", json,
                         "unknown command (status, workers, sites, plugins, config, reload, "
-                        "reopen, stop)");
+                        "reopen, stop, or a plugin's: acme)");
 }

@@ -12,13 +12,29 @@ set(MK_TLS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/tls_site.c
   ${CMAKE_CURRENT_LIST_DIR}/tls_stats.c
   ${CMAKE_CURRENT_LIST_DIR}/tls_verify.c)
+# ACME (MK_ACME, tls_acme.h): certificates from an ACME CA, with cJSON.
+set(MK_TLS_DEFS "")
+set(MK_TLS_LIBS "")
+if(MK_ACME AND CJSON_LIB AND CJSON_INCLUDE)
+  list(APPEND MK_TLS_SOURCES
+    ${CMAKE_CURRENT_LIST_DIR}/tls_acme.c
+    ${CMAKE_CURRENT_LIST_DIR}/tls_acme_client.c
+    ${CMAKE_CURRENT_LIST_DIR}/tls_acme_crypto.c
+    ${CMAKE_CURRENT_LIST_DIR}/tls_acme_parse.c)
+  set(MK_TLS_DEFS TLS_HAVE_ACME TLS_ACME_STATEDIR="${MK_ACME_STATEDIR}")
+  set(MK_TLS_LIBS ${CJSON_LIB})
+endif()
 if(MK_PLUGIN_SHARED)
   target_sources(plugin-tls PRIVATE ${MK_TLS_SOURCES})
-  target_link_libraries(plugin-tls PRIVATE OpenSSL::SSL Threads::Threads)
+  target_compile_definitions(plugin-tls PRIVATE ${MK_TLS_DEFS})
+  target_link_libraries(plugin-tls PRIVATE OpenSSL::SSL Threads::Threads ${MK_TLS_LIBS})
 endif()
 if(MK_PLUGIN_BUILTIN)
   target_sources(monkeybuiltins PRIVATE ${MK_TLS_SOURCES})
-  target_link_libraries(monkeylib PUBLIC OpenSSL::SSL)
+  if(MK_TLS_DEFS)
+    set_property(SOURCE ${MK_TLS_SOURCES} APPEND PROPERTY COMPILE_DEFINITIONS ${MK_TLS_DEFS})
+  endif()
+  target_link_libraries(monkeylib PUBLIC OpenSSL::SSL ${MK_TLS_LIBS})
 endif()
 find_program(MK_OPENSSL_TOOL openssl)
 if(MK_OPENSSL_TOOL)

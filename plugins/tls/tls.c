@@ -117,9 +117,19 @@ static int tls_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *o
                            const unsigned char *in, unsigned int inlen, void *arg)
 {
     static const char *const prefs[] = {"h2", "http/1.1", NULL};
+    const struct tls_conn *t = SSL_get_app_data(ssl);
 
-    (void) ssl;
     (void) arg;
+    if (t && t->acme_alpn) {
+        /* an ACME validation (RFC 8737): its protocol, then the end of the connection */
+        const unsigned char *found = tls_alpn_find(in, inlen, "acme-tls/1", 10);
+        if (!found) {
+            return SSL_TLSEXT_ERR_ALERT_FATAL;
+        }
+        *out = found;
+        *outlen = 10;
+        return SSL_TLSEXT_ERR_OK;
+    }
     for (size_t p = 0; prefs[p]; p++) {
         size_t plen = strlen(prefs[p]);
         if (!api->protocol_known(prefs[p], plen)) {
@@ -197,19 +207,29 @@ void tls_switch(SSL *ssl, const struct tls_site *ts)
 {
     struct tls_conn *t = SSL_get_app_data(ssl);
 
-    SSL_set_SSL_CTX(ssl, ts->ctx); /* takes its own reference */
-    tls_verify_apply(ssl, ts->ctx);
+    SSL_CTX *ctx = ts->ctx;
+#ifdef TLS_HAVE_ACME
+    /* An ACME site: the newest certificate the renewer installed. */
+    ctx = ts->acme ? tls_acme_ctx(ts->acme) : ctx;
+#endif
+    SSL_set_SSL_CTX(ssl, ctx); /* takes its own reference */
+    tls_verify_apply(ssl, ctx);
     if (t) {
         memcpy(t->verify_id, ts->verify_id, sizeof(t->verify_id));
         t->switched = true;
     }
     /* kTLS as the site says: options stay the connection's own. */
-    if (SSL_CTX_get_options(ts->ctx) & SSL_OP_ENABLE_KTLS) {
+    if (SSL_CTX_get_options(ctx) & SSL_OP_ENABLE_KTLS) {
         SSL_set_options(ssl, SSL_OP_ENABLE_KTLS);
     }
     else {
         SSL_clear_options(ssl, SSL_OP_ENABLE_KTLS);
     }
+#ifdef TLS_HAVE_ACME
+    if (ts->acme) {
+        SSL_CTX_free(ctx); /* the SSL holds its own */
+    }
+#endif
 }
 
 /*
@@ -446,6 +466,9 @@ static const struct mk_conf_key tls_keys[] = {
      .doc = "a file of 80-byte ticket keys shared by servers; the first key seals"},
     {"KTLS", MK_CONF_ENUM, MK_CONF_SITE, MK_CONF_FIELD(struct tls_site, ktls), 0, 0, "auto",
      tls_ktls_words, .doc = "auto: the kernel encrypts (kTLS, SSL_sendfile) when it can; off"},
+#ifdef TLS_HAVE_ACME
+    TLS_ACME_KEYS
+#endif
     {NULL},
 };
 
@@ -457,6 +480,12 @@ static int tls_finish(void *obj, int site, const char **key, char *reason, size_
     if (!site) {
         return tls_conf_finish(obj, key, reason, len);
     }
+#ifdef TLS_HAVE_ACME
+    int rc = tls_acme_finish(ts, key, reason, len);
+    if (rc != MK_DECLINED) {
+        return rc;
+    }
+#endif
     if (!ts->certs.n_cert && !ts->certs.n_key && !ts->chain) {
         if (ts->client_cert || ts->client_ca || ts->ocsp) {
             *key = ts->ocsp ? "OCSPResponse" : ts->client_ca ? "ClientCA" : "ClientCertificate";
@@ -485,6 +514,9 @@ static void tls_free(void *obj, int site)
         return;
     }
     tls_certs_free(&ts->certs);
+#ifdef TLS_HAVE_ACME
+    tls_acme_site_release(ts);
+#endif
     if (ts->ctx) {
         SSL_CTX_free(ts->ctx);
         ts->ctx = NULL;
@@ -507,6 +539,13 @@ static int tls_site_init(const struct mk_site *site, const struct mk_conf *conf,
 
     (void) conf;
     *data = NULL;
+#ifdef TLS_HAVE_ACME
+    /* The schema's struct of the configuration being built (this thread's alone). */
+    if (ts && ts->acme_conf.directory &&
+        tls_acme_site_init((struct tls_site *) ts, site, conf, err, errlen) != MK_OK) {
+        return MK_ERR;
+    }
+#endif
     if (ts && ts->ctx &&
         tls_conf_site_ctx(api->plugin_conf(site, MK_PLUGIN_SELF(tls)), ts->ctx) != MK_OK) {
         snprintf(err, errlen, "%s: tls: OpenSSL refuses the protocols or ciphers",
@@ -871,6 +910,7 @@ static int tls_init(const struct mk_api *server_api, const char *conf_dir)
     self = aligned_alloc(_Alignof(struct tls_self), sizeof(*self));
     if (self) {
         memset(self, 0, sizeof(*self));
+        self->server = MK_API_HAS(api, server) ? api->server() : NULL;
     }
     if (!self) {
         api->log(MK_PLUGIN_LOG_ERROR, "tls: out of memory");
@@ -898,6 +938,9 @@ static void tls_exit(void)
     struct tls_self *self = api->self(MK_PLUGIN_SELF(tls));
 
     if (self) {
+#ifdef TLS_HAVE_ACME
+        tls_acme_exit();
+#endif
         tls_session_exit(self);
         free(self);
     }
@@ -918,4 +961,9 @@ MK_PLUGIN_DEFINE(tls) = {
     .conf_schema = &tls_schema,
     .response_head = tls_site_response_head,
     .stats = tls_stats,
+#ifdef TLS_HAVE_ACME
+    .early = tls_acme_early,
+    .control_name = "acme",
+    .control = tls_acme_control,
+#endif
 };

@@ -124,9 +124,16 @@ struct tls_self {
     /* AES-256-CBC, fetched once: EVP_aes_256_cbc() would be fetched anew at
        every ticket sealed or opened (tls_session.c). */
     EVP_CIPHER *ticket_cipher;
+    struct mk_server *server;    /* api->server() at init: NULL in monkey -t */
+    struct tls_acme_state *acme; /* ACME sites and their renewer (tls_acme.c); NULL: none */
 };
 
 MK_PLUGIN_DECLARE(tls);
+
+struct tls_acme_state;
+#ifdef TLS_HAVE_ACME
+#include "tls_acme.h"
+#endif
 
 /* The server's function table, for the parts besides tls.c (set by init()). */
 extern const struct mk_api *tls_api;
@@ -282,6 +289,11 @@ struct tls_site {
     char *hsts;
     bool redirect;
     int redirect_port; /* 0: the port of the server's first TLS listener */
+#ifdef TLS_HAVE_ACME
+    /* ACME (tls_acme.c): the keys, and the site's state shared across configurations */
+    struct tls_acme_conf acme_conf;
+    struct tls_acme_site *acme; /* NULL: the site's certificate comes from its files */
+#endif
 };
 
 /* One connection. */
@@ -292,6 +304,7 @@ struct tls_conn {
     bool shut;        /* close_notify was sent (or may not be) */
     bool plain;       /* plain HTTP came instead of a handshake */
     bool switched;    /* tls_switch() moved it to its site's context */
+    bool acme_alpn;   /* an ACME TLS-ALPN-01 validation (tls_acme_alpn_hello) */
     int retry_len;    /* a write that must be repeated with this many bytes; 0: none */
     SSL *ssl;         /* its app data is this struct (tls_switch) */
     /*

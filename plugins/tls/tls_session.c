@@ -312,6 +312,10 @@ static int tls_session_hello(SSL *ssl, int *alert, void *arg)
     const struct tls_site *ts = tls_site_for(cfg, sni ? name : NULL);
     if (ts) {
         tls_switch(ssl, ts);
+#ifdef TLS_HAVE_ACME
+        /* after the switch, which would replace the certificate */
+        tls_acme_alpn_hello(ssl, sni ? name : NULL);
+#endif
     }
     const struct tls_site_data *sd = tls_api->site_data(site, MK_PLUGIN_SELF(tls));
     if (sd) {

@@ -85,4 +85,7 @@ void tls_stats(mk_stats_emit_cb emit, void *arg)
     emit(arg, "resumptions", resumed);
     emit(arg, "failures", failed);
     emit(arg, "plain_http", plain_http);
+#ifdef TLS_HAVE_ACME
+    tls_acme_stats(emit, arg);
+#endif
 }

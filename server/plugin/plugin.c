@@ -284,6 +284,7 @@ int mk_plugins_load(struct mk_plugin_set *set, const struct mk_config *cfg, char
     MK_HOOKS(set, batch, n_batch, batch_done);
     MK_HOOKS(set, head, n_head, response_head);
     MK_HOOKS(set, errlog, n_errlog, error_log);
+    MK_HOOKS(set, early, n_early, early);
     return MK_OK;
 
 fail:
@@ -422,6 +423,7 @@ void mk_plugins_unload(struct mk_plugin_set *set)
     mk_free(set->batch);
     mk_free(set->head);
     mk_free(set->errlog);
+    mk_free(set->early);
     mk_routes_free(&set->routes);
     memset(set, 0, sizeof(*set));
 }

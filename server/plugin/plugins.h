@@ -38,6 +38,8 @@ struct mk_plugin_set {
     size_t n_accept, n_request, n_content, n_done, n_close, n_batch, n_head;
     const struct mk_plugin **errlog; /* error_log hooks (ABI 3.4) */
     size_t n_errlog;
+    const struct mk_plugin **early; /* early hooks, before the site's rules (ABI 3.19) */
+    size_t n_early;
     /* transports[i]: list[i]'s transport as this server reads it (the fields
        newer than the plugin's ABI minor NULL), or NULL when it has none. */
     struct mk_transport **transports;

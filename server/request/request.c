@@ -654,11 +654,28 @@ static int mk_request_start_rules(struct mk_request *r, const struct mk_rules *r
 #endif
 
 /*
- * The site's rules for r's path (request_rules.c), then its pipeline;
+ * The plugins' early hooks (ABI 3.20), then the site's rules for r's path
+ * (request_rules.c), then its pipeline;
  * again when a RateLimit's delay is over.
  */
 static void mk_request_start(struct mk_request *r)
 {
+    const struct mk_plugin_set *ps = &r->conn->worker->server->plugins;
+
+    /* one test when no plugin has an early hook */
+    for (size_t i = 0; i < ps->n_early; i++) {
+        int rc = ps->early[i]->early(r);
+        if (rc == MK_DECLINED) {
+            continue;
+        }
+        if (rc == MK_OK) {
+            mk_request_respond(r);
+        }
+        else {
+            mk_request_error(r, rc >= 100 && rc <= 599 ? rc : 500);
+        }
+        return;
+    }
 #ifdef MK_HAVE_RULES
     if (r->site->rules && mk_request_start_rules(r, r->site->rules) != MK_DECLINED) {
         return;

@@ -53,6 +53,8 @@ mk_fuzz_replay(px_fields SOURCES ${CMAKE_SOURCE_DIR}/plugins/proxy/px_fields.c
 
 # What the tls plugin reads from a client without OpenSSL: built with or without it.
 mk_fuzz_replay(tls SOURCES ${CMAKE_SOURCE_DIR}/plugins/tls/tls_parse.c)
+# What the ACME client reads from a CA: pure, built with or without ACME.
+mk_fuzz_replay(acme SOURCES ${CMAKE_SOURCE_DIR}/plugins/tls/tls_acme_parse.c)
 
 # The example FastCGI responder's parsers (the example is included by the target).
 mk_fuzz_replay(fcgi_responder)

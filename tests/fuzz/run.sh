@@ -7,7 +7,7 @@
 # targets are in BUILD/fuzz/); SECONDS is the time given to each target;
 # TARGET names (http_request, path, fields, config, gw_head, fcgi, supervisor, h2,
 # duda_json, duda_base64, duda_session, duda_qs, ws, accept_encoding, priority,
-# route, util, tls, logger, h2_upgrade, auth_users, fcgi_responder, px_http,
+# route, util, tls, acme, logger, h2_upgrade, auth_users, fcgi_responder, px_http,
 # px_fields, proxy_protocol, realip, rules, reqid,
 # ratelimit) limit the run to those.
 #
@@ -30,7 +30,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # fuzz_h2 exists when the build has HTTP/2 (nghttp2).
 default="http_request path fields config gw_head fcgi supervisor duda_session duda_qs ws
 accept_encoding priority route util tls logger h2_upgrade auth_users
-fcgi_responder px_http px_fields rules ratelimit"
+fcgi_responder px_http px_fields rules ratelimit acme"
 [ -x "$build/fuzz/fuzz_h2" ] && default="$default h2"
 # fuzz_proxy_protocol and fuzz_realip exist when the build has the client's
 # address behind a balancer (MK_REALIP).

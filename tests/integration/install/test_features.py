@@ -67,6 +67,7 @@ def installed(check):
 # feature: (headers, libraries, pkg-config module) as tools/deps.sh installs them
 LIBRARIES = {
     "tls": (["openssl/ssl.h"], ["ssl", "crypto"], "openssl >= 3.0"),
+    "acme": (["openssl/ssl.h", "cjson/cJSON.h"], ["ssl", "cjson"], None),
     "h2": (["nghttp2/nghttp2.h"], ["nghttp2"], "libnghttp2 >= 1.52"),
     "brotli": (["brotli/encode.h"], ["brotlienc"], "libbrotlienc"),
     "zlib": (["zlib.h"], ["z"], "zlib"),
@@ -112,6 +113,7 @@ def built():
     duda_so = BUILD / "plugins/monkey-duda.so"
     have = {
         "tls": (BUILD / "plugins/monkey-tls.so").exists(),
+        "acme": any(s.startswith("libcjson.so") for s in needed(BUILD / "plugins/monkey-tls.so")),
         "h2": any(s.startswith("libnghttp2.so") for s in monkey),
         "brotli": any(s.startswith("libbrotlienc.so") for s in monkey),
         "zlib": any(s.startswith("libz.so") for s in monkey),

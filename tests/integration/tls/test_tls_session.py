@@ -369,7 +369,9 @@ def ctl_status(srv, json_out):
 
 
 def tls_counters(srv):
-    return json.loads(ctl_status(srv, True))["plugins"]["tls"]
+    """The handshake counters (the ACME ones, when built with it, are test_acme.py's)."""
+    return {k: v for k, v in json.loads(ctl_status(srv, True))["plugins"]["tls"].items()
+            if not k.startswith("acme_")}
 
 
 def test_counters_in_the_control_status(make_server, tmp_path):
@@ -396,7 +398,8 @@ def test_counters_in_the_control_status(make_server, tmp_path):
         time.sleep(0.05)
     text = ctl_status(srv, False)
     block = text[text.index("plugin tls\n"):]
-    assert re.findall(r"^    (\w+)\s+(\d+)$", block, re.M) == [
+    assert [kv for kv in re.findall(r"^    (\w+)\s+(\d+)$", block, re.M)
+            if not kv[0].startswith("acme_")] == [
         ("handshakes", "5"), ("resumptions", "1"), ("failures", "1"), ("plain_http", "1")]
 
 
