@@ -163,10 +163,10 @@ test: deps reconfigure all asan static embedded
 	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_CHECK_SECONDS)
 	@echo "== integration tests in two lanes: the normal build pinned to CPU $(PIN_CPU) then the embedded profile; ASan + UBSan on CPUs $(OTHER_CPUS)"
 	$(PYTHON) tools/lanes.py $(BUILD)/lanes \
-		'pinned=MK_TEST_DEPS=1 MK_BUILD=$(BUILD) taskset -c $(PIN_CPU) $(PYTHON) -m pytest -q tests/integration \
+		'pinned=export MK_PORT_LANE=0/2; MK_TEST_DEPS=1 MK_BUILD=$(BUILD) taskset -c $(PIN_CPU) $(PYTHON) -m pytest -q tests/integration \
 		  && echo "== integration tests (the embedded profile, static with musl)" \
 		  && $(EMBEDDED_TESTS)' \
-		'asan=MK_TEST_DEPS=1 MK_BUILD=$(ASAN_BUILD) taskset -c $(OTHER_CPUS) $(PYTHON) -m pytest -q tests/integration'; \
+		'asan=MK_PORT_LANE=1/2 MK_TEST_DEPS=1 MK_BUILD=$(ASAN_BUILD) taskset -c $(OTHER_CPUS) $(PYTHON) -m pytest -q tests/integration'; \
 	rc=$$?; $(SHOW_FEATURES); exit $$rc
 
 # The embedded profile's lane of make test (docs/packaging.md, "The embedded

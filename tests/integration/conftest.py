@@ -9,6 +9,7 @@ against the normal and the sanitizer builds.
 """
 
 import contextlib
+import errno
 import os
 import pwd
 import re
@@ -69,10 +70,60 @@ SLOW = 3.0 if SANITIZED else 4.0 if EMULATED else 1.0
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
 
 
+def _port_pool():
+    """The ports free_port() hands out: below the kernel's ephemeral range, so
+    that no client socket of this lane or of the one beside it takes one as
+    its local port (an open connection, or its TIME_WAIT, on a server's port
+    makes that server's bind fail with "Address already in use"), and split
+    between the lanes of make test (MK_PORT_LANE=i/n), so that two lanes never
+    pick the same one."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    if low - 1024 >= 4096:
+        first, last = max(1024, low - 16384), low - 1
+    else:  # an ephemeral range that starts low: the ports above it
+        first, last = high + 1, 65535
+    lane, lanes = 0, 1
+    spec = os.environ.get("MK_PORT_LANE", "")
+    if spec:
+        lane, lanes = (int(x) for x in spec.split("/"))
+    size = (last - first + 1) // lanes
+    return first + lane * size, size
+
+
+_PORT_FIRST, _PORT_COUNT = _port_pool()
+_port_next = [os.getpid() % _PORT_COUNT]
+
+
+def _bindable(port):
+    """Nobody holds `port` on the loopback or the wildcard addresses."""
+    hosts = [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET, "0.0.0.0")]
+    if socket.has_ipv6:
+        hosts.append((socket.AF_INET6, "::"))
+    for family, host in hosts:
+        try:
+            with socket.socket(family) as s:
+                s.bind((host, port))
+        except OSError as e:
+            if family == socket.AF_INET6 and e.errno == errno.EADDRNOTAVAIL:
+                continue  # no IPv6 here
+            return False
+    return True
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port for a server of the tests, never handed out twice in a run
+    (a port a previous test's server used may still have connections in
+    TIME_WAIT)."""
+    for _ in range(_PORT_COUNT):
+        port = _PORT_FIRST + _port_next[0]
+        _port_next[0] = (_port_next[0] + 1) % _PORT_COUNT
+        if _bindable(port):
+            return port
+    raise RuntimeError("no free port left in the tests' range")
 
 
 def can_bind(host):

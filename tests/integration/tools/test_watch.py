@@ -19,17 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import free_port
+
 ROOT = Path(__file__).resolve().parents[3]
 WATCH = Path(os.environ.get("MK_BUILD", "build") + "/bin/mk-watch")
 if not WATCH.is_absolute():
     WATCH = ROOT / WATCH
 SLOW = 3.0 if "asan" in str(WATCH) else 1.0
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def accepts(port):
