@@ -12,9 +12,13 @@
  */
 #include "conf.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
+#include <sys/stat.h>
 
 #ifdef MK_HAVE_PCRE2
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -23,6 +27,7 @@
 
 #include <monkey/mk_common.h>
 
+#include "../../core/fs.h"
 #include "../../core/memory.h"
 #include "../../core/schema.h"
 #include "../http/http_chars.h"
@@ -33,8 +38,9 @@
 /* A [RULE] as the schema reads it, before the checks across keys. */
 struct mk_rule_conf {
     char *path, *prefix, *regex, *header, *redirect, *ret, *rewrite, *ratelimit, *cache;
-    char *query, *query_regex;
+    char *query, *query_regex, *scheme, *ret_file;
     uint64_t max_body;
+    uint32_t timeout_ms, send_timeout_ms;
     bool listing;
     struct mk_conf_words methods, hosts, index;
     struct mk_rule_access *access; /* Allow and Deny words, in file order */
@@ -159,6 +165,10 @@ static const struct mk_conf_key mk_rule_keys[] = {
      .set = mk_rule_set_access},
     {"Deny", MK_CONF_CUSTOM, MK_CONF_SITE | MK_CONF_MULTI, 0, 0, 0, 0, NULL,
      .set = mk_rule_set_access},
+    {"Scheme", MK_CONF_STRING, MK_CONF_SITE, MK_RC(scheme), 0, 0, NULL},
+    {"ReturnFile", MK_CONF_STRING, MK_CONF_SITE, MK_RC(ret_file), 0, 0, NULL},
+    {"Timeout", MK_CONF_DURATION, MK_CONF_SITE, MK_RC(timeout_ms), 1, 3600000, NULL},
+    {"SendTimeout", MK_CONF_DURATION, MK_CONF_SITE, MK_RC(send_timeout_ms), 1, 3600000, NULL},
     {NULL},
 };
 
@@ -289,20 +299,77 @@ static bool mk_rule_status(const char *value, unsigned lo, unsigned hi, uint16_t
     return true;
 }
 
-/* The action of a rule: exactly one of Redirect, Return and Rewrite. */
+/*
+ * ReturnFile STATUS FILE: the file (absolute, or relative to the
+ * configuration directory, as DocumentRoot is) read now, whole, at most
+ * MK_RULE_FILE_MAX bytes.
+ */
+static bool mk_rule_return_file(struct mk_rule *r, const char *value, int line, const char *confdir,
+                                const struct mk_conf *conf, char *err, size_t errlen)
+{
+    const char *name = NULL;
+    struct stat st;
+
+    if (!mk_rule_status(value, 200, 599, &r->status, &name) || !name || r->status == 204 ||
+        r->status == 304) {
+        return ERR(line, "ReturnFile %s: expected a status (200 to 599, not 204 or 304) and a file",
+                   value);
+    }
+    r->body_file = mk_fs_path_join(confdir, name);
+    int fd = open(r->body_file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        int e = errno;
+        if (fd >= 0) {
+            close(fd);
+        }
+        return ERR(line, "ReturnFile %s: %s: %s", value, r->body_file, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size > MK_RULE_FILE_MAX) {
+        close(fd);
+        return ERR(line, "ReturnFile %s: %s: %s", value, r->body_file,
+                   S_ISREG(st.st_mode) ? "larger than 1M (the most ReturnFile reads)"
+                                       : "not a regular file");
+    }
+    r->body_len = (size_t) st.st_size;
+    r->body = mk_alloc(r->body_len + 1);
+    size_t got = 0;
+    while (got < r->body_len) {
+        ssize_t n = read(fd, r->body + got, r->body_len - got);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) { /* shorter than fstat said: it changed as it was read */
+            int e = n < 0 ? errno : EIO;
+            close(fd);
+            return ERR(line, "ReturnFile %s: %s: %s", value, r->body_file, strerror(e));
+        }
+        got += (size_t) n;
+    }
+    close(fd);
+    r->body[r->body_len] = '\0';
+    r->action = MK_RULE_RETURN;
+    return true;
+}
+
+/* The action of a rule: exactly one of Redirect, Return, ReturnFile and Rewrite. */
 static bool mk_rule_action(struct mk_rule *r, const struct mk_rule_conf *rc, const int *lines,
-                           int line, const struct mk_conf *conf, char *err, size_t errlen)
+                           int line, const char *confdir, const struct mk_conf *conf, char *err,
+                           size_t errlen)
 {
     char reason[256];
     const char *rest = NULL;
-    int given = !!rc->redirect + !!rc->ret + !!rc->rewrite;
+    int given = !!rc->redirect + !!rc->ret + !!rc->rewrite + !!rc->ret_file;
 
     if (given > 1 || (given == 0 && r->n_headers == 0 && r->n_req_headers == 0 && !r->limit &&
                       !r->cors && !mk_rule_sets(r) && !r->access)) {
         return ERR(line,
-                   "[RULE] needs %s of Redirect, Return, Rewrite (or ResponseHeader, "
+                   "[RULE] needs %s of Redirect, Return, ReturnFile, Rewrite (or ResponseHeader, "
                    "RequestHeader, RateLimit, Cors, Allow, Deny lines, a setting)",
                    given ? "only one" : "one");
+    }
+    if (rc->ret_file) {
+        return mk_rule_return_file(r, rc->ret_file, mk_rule_key_line(lines, "ReturnFile"), confdir,
+                                   conf, err, errlen);
     }
     if (given == 0) {
         r->action = MK_RULE_PASS;
@@ -447,6 +514,13 @@ static bool mk_rule_conditions(struct mk_rule *r, const struct mk_rule_conf *rc,
     if (r->cors && r->methods && !(r->methods & (1u << MK_METHOD_OPTIONS))) {
         return ERR(lines[K_METHOD], "Cors: the rule's Method must take OPTIONS (the preflight's)");
     }
+    if (rc->scheme) {
+        if (strcasecmp(rc->scheme, "http") != 0 && strcasecmp(rc->scheme, "https") != 0) {
+            return ERR(mk_rule_key_line(lines, "Scheme"), "Scheme %s: expected http or https",
+                       rc->scheme);
+        }
+        r->scheme = rc->scheme[4] ? MK_RULE_HTTPS : MK_RULE_HTTP;
+    }
     if (rc->hosts.n) {
         r->hosts = mk_calloc(rc->hosts.n + 1, sizeof(char *));
         for (size_t i = 0; i < rc->hosts.n; i++) {
@@ -502,7 +576,7 @@ static bool mk_rule_cache(struct mk_rule *r, const char *value, const struct mk_
 
 /* One [RULE] section into a rule, or NULL with "file:line: reason" in err. */
 static struct mk_rule *mk_rule_read(const struct mk_conf *conf, const struct mk_conf_section *s,
-                                    char *err, size_t errlen)
+                                    const char *confdir, char *err, size_t errlen)
 {
     struct mk_rule_conf rc = {0};
     int lines[sizeof(mk_rule_keys) / sizeof(mk_rule_keys[0]) + 1] = {0};
@@ -520,6 +594,8 @@ static struct mk_rule *mk_rule_read(const struct mk_conf *conf, const struct mk_
         r->line = s->line;
         r->max_body = mk_rule_key_line(lines, "MaxRequestBody") ? (int64_t) rc.max_body : -1;
         r->listing = mk_rule_key_line(lines, "DirectoryListing") ? (int8_t) rc.listing : -1;
+        r->timeout_ms = rc.timeout_ms; /* at least 1 ms when given */
+        r->send_timeout_ms = rc.send_timeout_ms;
         r->access = rc.access;
         r->n_access = rc.n_access;
         rc.access = NULL;
@@ -542,7 +618,7 @@ static struct mk_rule *mk_rule_read(const struct mk_conf *conf, const struct mk_
         if (!mk_rule_cache(r, rc.cache, conf, lines, err, errlen) ||
             !mk_rule_conditions(r, &rc, lines, s->line, conf, err, errlen) ||
             (rc.ratelimit && !mk_conf_rule_limit(r, rc.ratelimit, lines, conf, err, errlen)) ||
-            !mk_rule_action(r, &rc, lines, s->line, conf, err, errlen)) {
+            !mk_rule_action(r, &rc, lines, s->line, confdir, conf, err, errlen)) {
             mk_rule_free(r);
             r = NULL;
         }
@@ -560,7 +636,7 @@ bool mk_conf_rules_load(struct mk_site *vh, const struct mk_conf *conf, char *er
         if (strcasecmp(s->name, "RULE") != 0) {
             continue;
         }
-        struct mk_rule *r = mk_rule_read(conf, s, err, errlen);
+        struct mk_rule *r = mk_rule_read(conf, s, vh->cfg ? vh->cfg->confdir : NULL, err, errlen);
         if (!r) {
             return false;
         }
@@ -574,6 +650,7 @@ bool mk_conf_rules_load(struct mk_site *vh, const struct mk_conf *conf, char *er
             t->n_groups = r->n_groups;
         }
         t->max_body |= r->max_body >= 0;
+        t->scheme |= r->scheme != 0;
     }
     return true;
 }

@@ -54,6 +54,7 @@ enum mk_http_target_form {
 #define MK_HEAD_CONTENT_LENGTH 0x08u  /* a Content-Length was given */
 #define MK_HEAD_EXPECT_CONTINUE 0x10u /* Expect: 100-continue */
 #define MK_HEAD_HOST 0x20u            /* a Host header was given */
+#define MK_HEAD_TLS 0x40u             /* came over TLS: set by the request rules for Scheme */
 
 struct mk_http_header {
     struct mk_str name;

@@ -202,6 +202,12 @@ int mk_rule_template_parse(struct mk_rule_template *t, const char *text, uint32_
         i += n;
         lit = i + 1;
     }
+    /* a '?' that ends the target drops the client's query and writes none: "/new?" is "/new" */
+    const struct mk_rule_part *last = t->n_parts ? &t->parts[t->n_parts - 1] : NULL;
+    if (last && last->kind == MK_RP_TEXT && last->in_query && last->len == 1 &&
+        last->off + 1 == len && text[last->off] == '?') {
+        t->n_parts--;
+    }
     return MK_OK;
 }
 
@@ -467,6 +473,9 @@ static bool mk_rule_host_match(const struct mk_rule *r, const struct mk_str *hos
 bool mk_rule_selects(const struct mk_rule *r, const struct mk_http_head *h)
 {
     if (r->methods && !(r->methods & (1u << h->method))) {
+        return false;
+    }
+    if (r->scheme && (r->scheme == MK_RULE_HTTPS) != ((h->flags & MK_HEAD_TLS) != 0)) {
         return false;
     }
     if (r->n_hosts && !mk_rule_host_match(r, &h->host)) {
@@ -995,6 +1004,7 @@ void mk_rule_free(struct mk_rule *r)
     mk_free(r->field_value);
     mk_rule_template_free(&r->target);
     mk_free(r->body);
+    mk_free(r->body_file);
     mk_rule_headers_free(r->headers, r->n_headers);
     mk_rule_headers_free(r->req_headers, r->n_req_headers);
     mk_rate_limit_free(r->limit);

@@ -51,6 +51,12 @@ enum mk_rule_select {
     MK_RULE_REGEX,
 };
 
+/* A Scheme condition. */
+#define MK_RULE_HTTP 1
+#define MK_RULE_HTTPS 2
+/* The largest file ReturnFile reads (at load, and again on every reload). */
+#define MK_RULE_FILE_MAX (1024 * 1024)
+
 enum mk_rule_action {
     MK_RULE_PASS = 0, /* ResponseHeader lines only: the request goes on */
     MK_RULE_REDIRECT,
@@ -142,6 +148,7 @@ struct mk_rule {
     uint8_t action;   /* enum mk_rule_action */
     uint16_t status;  /* Redirect, Return */
     uint32_t methods; /* 1u << enum mk_http_method; 0: any */
+    uint8_t scheme;   /* Scheme: MK_RULE_HTTP or MK_RULE_HTTPS; 0: any */
     char *path;       /* Path, Prefix (a Prefix has no trailing '/' but for "/") */
     size_t path_len;
     void *re;          /* Regex: pcre2_code; NULL in a build without PCRE2 */
@@ -158,8 +165,10 @@ struct mk_rule {
     void *query_re; /* QueryRegex: pcre2_code; NULL: none */
     bool query_jit;
     struct mk_rule_template target; /* Redirect, Rewrite */
-    char *body;                     /* Return's text; NULL: the status's usual page */
+    char *body; /* Return's text or ReturnFile's content; NULL: the status's usual page */
     size_t body_len;
+    char *
+        body_file; /* ReturnFile: the file as resolved (its extension gives the type); NULL: text */
     struct mk_rule_header *headers; /* ResponseHeader lines, in file order */
     size_t n_headers;
     struct mk_rule_header *req_headers; /* RequestHeader lines, in file order */
@@ -171,9 +180,11 @@ struct mk_rule {
     size_t n_index_files;
     char *cache_control; /* CacheControl's value */
     size_t cache_control_len;
-    int64_t cache_max_age; /* its max-age, -1: none (then no Expires) */
-    int64_t max_body;      /* MaxRequestBody, bytes; -1: the server's */
-    int8_t listing;        /* DirectoryListing: 1 On, 0 Off; -1: the site's */
+    int64_t cache_max_age;    /* its max-age, -1: none (then no Expires) */
+    int64_t max_body;         /* MaxRequestBody, bytes; -1: the server's */
+    int8_t listing;           /* DirectoryListing: 1 On, 0 Off; -1: the site's */
+    uint32_t timeout_ms;      /* Timeout: the body's reads, a plugin's hold; 0: the server's */
+    uint32_t send_timeout_ms; /* SendTimeout; 0: the server's */
     /* Allow and Deny words, in file order: the first that holds for the
        client decides; none: allowed. NULL: no access rules */
     struct mk_rule_access *access;
@@ -185,6 +196,7 @@ struct mk_rules {
     size_t n;
     uint32_t n_groups; /* the most any rule fills */
     bool max_body;     /* a rule has MaxRequestBody: the request's limit waits for the rules */
+    bool scheme;       /* a rule has Scheme: the head's MK_HEAD_TLS is set before the rules */
 };
 
 /*
@@ -214,8 +226,9 @@ ssize_t mk_rule_expand(const struct mk_rule_template *t, const struct mk_rule_va
 bool mk_rule_match_path(const struct mk_rule *r, const char *path, size_t len, size_t *groups);
 
 /*
- * Whether the method, host, field and query parameter conditions of `r`
- * hold for head `h` (QueryRegex is asked by mk_rules_find, after the path).
+ * Whether the method, scheme, host, field and query parameter conditions of
+ * `r` hold for head `h` (QueryRegex is asked by mk_rules_find, after the
+ * path). The scheme is https when h->flags has MK_HEAD_TLS.
  */
 bool mk_rule_selects(const struct mk_rule *r, const struct mk_http_head *h);
 
@@ -283,10 +296,14 @@ int mk_rule_access_parse(struct mk_rule_access **v, size_t *n, bool allow, const
 /* Whether r's Allow and Deny lines let client `sa` in (the first word that holds decides). */
 bool mk_rule_access_allows(const struct mk_rule *r, const struct sockaddr *sa);
 
-/* Whether r has a per-path setting (IndexFiles, CacheControl, MaxRequestBody, DirectoryListing). */
+/*
+ * Whether r has a per-path setting (IndexFiles, CacheControl,
+ * MaxRequestBody, DirectoryListing, Timeout, SendTimeout).
+ */
 static inline bool mk_rule_sets(const struct mk_rule *r)
 {
-    return r->index_files || r->cache_control || r->max_body >= 0 || r->listing >= 0;
+    return r->index_files || r->cache_control || r->max_body >= 0 || r->listing >= 0 ||
+           r->timeout_ms || r->send_timeout_ms;
 }
 
 /* Free a rule's contents and the rule (pcre2 code included). */

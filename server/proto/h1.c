@@ -354,13 +354,30 @@ static void mk_h1_begin_whole(struct mk_conn *c)
     mk_h1_begin_request(c, mk_http_scan(&h->scan, h->in, h->in_len, lim), r);
 }
 
+/*
+ * Arm the timer of `kind` (MK_TIMER_READ for a body or a plugin's hold,
+ * MK_TIMER_SEND) for the connection's request: its rule's Timeout or
+ * SendTimeout when it has one, else the server's.
+ */
+static void mk_h1_request_timer(struct mk_conn *c, enum mk_timer_kind kind)
+{
+    uint32_t ms = c->h1.req ? mk_request_timeout(c->h1.req, kind == MK_TIMER_SEND) : 0;
+
+    if (ms) {
+        mk_conn_timer_arm(c, kind, ms);
+    }
+    else {
+        mk_conn_timer_set(c, kind);
+    }
+}
+
 static void mk_h1_wait_write(struct mk_conn *c)
 {
     if (!(c->ev.mask & MK_EV_WRITE) && c->h1.req) { /* SendMinRate: the wait for the client */
         mk_send_rate_start(&c->h1.send_rate, c->h1.req->bytes_sent, c->worker->now_ms);
     }
     mk_conn_state(c, MK_CONN_WRITE);
-    mk_conn_timer_set(c, MK_TIMER_SEND);
+    mk_h1_request_timer(c, MK_TIMER_SEND);
     if (mk_event_mod(&c->worker->loop, &c->ev, mk_conn_want_mask(c, MK_EV_WRITE)) != MK_OK) {
         mk_conn_close(c);
     }
@@ -397,7 +414,7 @@ static bool mk_h1_after_write(struct mk_conn *c, int rc, bool watch)
         uint32_t want = c->h1.body_mode == MK_BODY_NONE ? MK_EV_READ : MK_EV_HANGUP;
         mk_conn_state(c, MK_CONN_WRITE);
         c->flags |= MK_CONN_HANDLER_WAIT;
-        mk_conn_timer_set(c, MK_TIMER_SEND);
+        mk_h1_request_timer(c, MK_TIMER_SEND);
         if ((!(c->ev.mask & (MK_EV_READ | MK_EV_HANGUP)) || (c->ev.mask & MK_EV_WRITE)) &&
             mk_event_mod(&c->worker->loop, &c->ev, want) != MK_OK) {
             mk_conn_close(c);
@@ -745,7 +762,8 @@ static bool mk_h1_step_head(struct mk_conn *c)
 static bool mk_h1_body_too_slow(const struct mk_conn *c)
 {
     const struct mk_config *cfg = c->worker->use.cfg;
-    uint64_t grace_end = c->h1.body_start + cfg->timeout_ms;
+    uint32_t rule_ms = c->h1.req ? mk_request_timeout(c->h1.req, false) : 0;
+    uint64_t grace_end = c->h1.body_start + (rule_ms ? rule_ms : cfg->timeout_ms);
     uint64_t now = c->worker->now_ms;
 
     return cfg->body_min_rate > 0 && now > grace_end &&
@@ -777,7 +795,7 @@ static bool mk_h1_step_body(struct mk_conn *c)
     if (rc == MK_AGAIN) {
         /* Discarding has a total deadline (set when the response ended). */
         if (progress && buffering) {
-            mk_conn_timer_set(c, MK_TIMER_READ);
+            mk_h1_request_timer(c, MK_TIMER_READ);
         }
         if (h->in_len == 0) {
             mk_h1_in_release(c);
@@ -948,12 +966,13 @@ static void mk_h1_on_writable(struct mk_conn *c)
 
     if (rc == MK_AGAIN && r->bytes_sent != before) {
         const struct mk_config *cfg = c->worker->use.cfg;
+        uint32_t rule_ms = mk_request_timeout(r, true);
         if (mk_send_rate_short(&c->h1.send_rate, r->bytes_sent, c->worker->now_ms,
-                               cfg->send_timeout_ms, cfg->send_min_rate)) {
+                               rule_ms ? rule_ms : cfg->send_timeout_ms, cfg->send_min_rate)) {
             mk_conn_close(c); /* SendMinRate: as SendTimeout does */
             return;
         }
-        mk_conn_timer_set(c, MK_TIMER_SEND);
+        mk_h1_request_timer(c, MK_TIMER_SEND);
     }
     if (mk_h1_after_write(c, rc, false)) {
         mk_h1_proceed(c);
@@ -992,7 +1011,7 @@ static void mk_h1_read_body(struct mk_request *r)
     }
     mk_conn_state(c, MK_CONN_READ_BODY);
     h->body_start = c->worker->now_ms; /* BodyMinRate: the body may only start now (100) */
-    mk_conn_timer_set(c, MK_TIMER_READ);
+    mk_h1_request_timer(c, MK_TIMER_READ);
 }
 
 static void mk_h1_park(struct mk_request *r)
@@ -1009,7 +1028,7 @@ static void mk_h1_park(struct mk_request *r)
         mk_event_mod(&c->worker->loop, &c->ev, MK_EV_HANGUP) != MK_OK) {
         mk_event_unwatch(&c->worker->loop, &c->ev);
     }
-    mk_conn_timer_set(c, MK_TIMER_READ);
+    mk_h1_request_timer(c, MK_TIMER_READ);
 }
 
 static void mk_h1_unpark(struct mk_request *r)

@@ -745,6 +745,10 @@ static uint64_t mk_h2_stream_expire(struct mk_conn *c, struct mk_h2_stream *s, u
     if (mk_h2_tunnel_live(s)) {
         return mk_h2_tunnel_expire(c, s, now); /* its own idle timeout */
     }
+    /* the stream's rule's Timeout and SendTimeout, else the server's */
+    uint32_t read_ms = mk_request_timeout(r, false), send_ms = mk_request_timeout(r, true);
+    read_ms = read_ms ? read_ms : cfg->timeout_ms;
+    send_ms = send_ms ? send_ms : cfg->send_timeout_ms;
     if (s->responding) {
         /* SendMinRate: a client that keeps the stream's window shut, opening
            it a little now and then (WINDOW_UPDATE), must keep up the rate */
@@ -753,7 +757,7 @@ static uint64_t mk_h2_stream_expire(struct mk_conn *c, struct mk_h2_stream *s, u
             if (!s->rate.since) {
                 mk_send_rate_start(&s->rate, r->bytes_sent, now);
             }
-            else if (mk_send_rate_short(&s->rate, r->bytes_sent, now, cfg->send_timeout_ms,
+            else if (mk_send_rate_short(&s->rate, r->bytes_sent, now, send_ms,
                                         cfg->send_min_rate)) {
                 mk_h2_reset(c, s, NGHTTP2_CANCEL);
                 return UINT64_MAX;
@@ -762,8 +766,8 @@ static uint64_t mk_h2_stream_expire(struct mk_conn *c, struct mk_h2_stream *s, u
         else {
             mk_send_rate_stop(&s->rate);
         }
-        uint64_t rate_due = mk_send_rate_due(&s->rate, cfg->send_timeout_ms, cfg->send_min_rate);
-        due = s->since + cfg->send_timeout_ms;
+        uint64_t rate_due = mk_send_rate_due(&s->rate, send_ms, cfg->send_min_rate);
+        due = s->since + send_ms;
         if (now < due) {
             return rate_due < due ? rate_due : due;
         }
@@ -776,11 +780,11 @@ static uint64_t mk_h2_stream_expire(struct mk_conn *c, struct mk_h2_stream *s, u
             mk_h2_reset(c, s, NGHTTP2_INTERNAL_ERROR);
         }
         else {
-            return now + cfg->send_timeout_ms;
+            return now + send_ms;
         }
         return UINT64_MAX;
     }
-    due = s->since + cfg->timeout_ms;
+    due = s->since + read_ms;
     if (now < due) {
         return due;
     }
@@ -1013,6 +1017,22 @@ static void mk_h2_wake(struct mk_request *r)
     mk_h2_after(c);
 }
 
+/*
+ * r's rule gave it its own Timeout or SendTimeout (request_rules.c): the
+ * connection's next check comes by the shorter of them, so that a value
+ * below the server's is not waited for past it (mk_h2_stream_expire
+ * counts each stream's own).
+ */
+static void mk_h2_timeouts(struct mk_request *r)
+{
+    uint32_t a = mk_request_timeout(r, false), b = mk_request_timeout(r, true);
+    uint32_t ms = a && (!b || a < b) ? a : b;
+
+    if (ms && r->conn->h2) {
+        mk_h2_timer_within(r->conn, ms);
+    }
+}
+
 const struct mk_proto mk_proto_h2 = {
     .name = "h2",
     .on_input = mk_h2_on_input,
@@ -1030,4 +1050,5 @@ const struct mk_proto mk_proto_h2 = {
     .wake = mk_h2_wake,
     .takeover = mk_h2_takeover,
     .interim = mk_h2_interim,
+    .timeouts = mk_h2_timeouts,
 };

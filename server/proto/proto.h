@@ -88,6 +88,10 @@ struct mk_proto {
      * started, or the stream is gone). NULL: never sent (MK_DECLINED).
      */
     int (*interim)(struct mk_request *r, int status, const char *fields, size_t len);
+    /* r's request rule set its own Timeout or SendTimeout (mk_request_timeout),
+       as the rules chose it: arm what must come by them. NULL: the
+       protocol asks mk_request_timeout where it waits (HTTP/1). */
+    void (*timeouts)(struct mk_request *r);
 };
 
 /* The protocol named `name` (an ALPN name), or NULL when not spoken (proto.c). */

@@ -253,8 +253,8 @@ struct mk_request {
     const struct mk_rule *rule_counted;
     uint64_t limit_due_ms;
     /* the site rule that took r when it has per-path settings (IndexFiles,
-       CacheControl, MaxRequestBody: mk_request_index_files, static_cache.c,
-       mk_request_max_body); NULL: none */
+       CacheControl, MaxRequestBody, Timeout, SendTimeout: mk_request_index_files,
+       static_cache.c, mk_request_max_body, mk_request_timeout); NULL: none */
     const struct mk_rule *rule_settings;
 #endif
 #ifdef MK_HAVE_REALIP
@@ -294,12 +294,21 @@ void mk_request_rule_headers(struct mk_request *r);
 uint64_t mk_request_max_body(const struct mk_request *r);
 /* Its rule's DirectoryListing: 1 On, 0 Off, -1 none (the site's settings). */
 int mk_request_listing(const struct mk_request *r);
+/*
+ * Its rule's SendTimeout (send) or Timeout, in ms; 0: it has none, the
+ * server's applies. The protocols ask where r waits for its body, a
+ * plugin or the client, never on the path of a request without a body
+ * whose answer goes out at once.
+ */
+uint32_t mk_request_rule_timeout(const struct mk_request *r, bool send);
+#define mk_request_timeout(r, send) ((r)->rule_settings ? mk_request_rule_timeout((r), (send)) : 0u)
 /* The index files of r: its rule's IndexFiles, else its site's, else the server's. */
 char *const *mk_request_index_files(const struct mk_request *r, size_t *n);
 #else
 #define mk_request_index_files(r, n) mk_conf_site_index_files((r)->site, (r)->cfg, (n))
 #define mk_request_max_body(r) ((r)->cfg->max_body)
 #define mk_request_listing(r) ((void) (r), -1)
+#define mk_request_timeout(r, send) ((void) (r), (void) (send), 0u)
 #endif
 /* A request head given as its parts, not as text (an HTTP/2 header block). */
 struct mk_request_parts {

@@ -27,6 +27,7 @@
 #include "../http/rules.h"
 #include "../conn/transport.h"
 #include "../process/server.h"
+#include "../proto/proto.h"
 #include "request_limit.h"
 
 /* The request's side of a template: variables, and the groups of the match. */
@@ -116,7 +117,7 @@ static int mk_request_rewrite(struct mk_request *r, const struct mk_rule *rule, 
     return MK_AGAIN;
 }
 
-/* Return's answer: the text given, or the status's usual answer. */
+/* Return's answer: the text given, ReturnFile's file, or the status's usual answer. */
 static int mk_request_return(struct mk_request *r, const struct mk_rule *rule)
 {
     static const char type[] = "text/plain; charset=utf-8";
@@ -133,8 +134,15 @@ static int mk_request_return(struct mk_request *r, const struct mk_rule *rule)
         return MK_OK;
     }
     r->status = rule->status;
-    r->content_type = type;
-    r->content_type_len = sizeof(type) - 1;
+    if (rule->body_file) { /* ReturnFile: the type of its extension */
+        struct mk_str t = mk_mime_lookup(r->cfg->mime, rule->body_file, strlen(rule->body_file));
+        r->content_type = t.p;
+        r->content_type_len = t.len;
+    }
+    else {
+        r->content_type = type;
+        r->content_type_len = sizeof(type) - 1;
+    }
     r->body_type = MK_RESP_MEM;
     r->mem = rule->body; /* the configuration outlives the request */
     r->mem_len = rule->body_len;
@@ -244,6 +252,13 @@ int mk_request_listing(const struct mk_request *r)
     return rule ? rule->listing : -1;
 }
 
+uint32_t mk_request_rule_timeout(const struct mk_request *r, bool send)
+{
+    const struct mk_rule *rule = r->rule_settings;
+
+    return send ? rule->send_timeout_ms : rule->timeout_ms;
+}
+
 uint64_t mk_request_max_body(const struct mk_request *r)
 {
     const struct mk_rule *rule = r->rule_settings;
@@ -265,10 +280,14 @@ char *const *mk_request_index_files(const struct mk_request *r, size_t *n)
 int mk_request_rules(struct mk_request *r)
 {
     size_t groups[2 * (MK_RULE_GROUPS_MAX + 1)];
+    size_t len = 0;
+
+    if (r->site->rules->scheme && mk_conn_transport_var(r->conn, "protocol", &len)) {
+        r->head.flags |= MK_HEAD_TLS; /* for the rules' Scheme */
+    }
     const struct mk_rule *rule =
         mk_rules_find(r->site->rules, &r->head, r->path, r->path_len, groups);
     char *t;
-    size_t len = 0;
 
     r->rule_settings = NULL; /* the rule for the path as it is now, none included */
     if (!rule) {
@@ -276,6 +295,9 @@ int mk_request_rules(struct mk_request *r)
     }
     if (mk_rule_sets(rule)) {
         r->rule_settings = rule;
+        if ((rule->timeout_ms || rule->send_timeout_ms) && r->conn->proto->timeouts) {
+            r->conn->proto->timeouts(r);
+        }
     }
     if (rule->n_headers || rule->cors) {
         r->rule_headers = rule;
