@@ -258,7 +258,7 @@ def test_reload_swaps_the_rules(make_server):
 
 
 @pytest.mark.parametrize("text,line,words", [
-    ("[RULE]\n    Path /a\n", 4, "needs one of Redirect, Return, Rewrite"),
+    ("[RULE]\n    Path /a\n", 4, "needs one of Redirect, Return, ReturnFile, Rewrite"),
     ("[RULE]\n    Path /a\n    Redirect 301 //evil.example/\n", 6, "single '/'"),
     ("[RULE]\n    Path /a\n    Redirect 301 https://$1/\n", 6, "host of a target"),
     ("[RULE]\n    Path /a\n    Redirect 301 /b/$2\n", 6, "$2"),

@@ -214,6 +214,16 @@ def test_allow_and_deny_by_the_real_client(make_server):
     ("[RULE]\n    Prefix /a\n    Deny 10.0.0.1/8\n", 6, "bits set beyond"),
     ("[RULE]\n    Prefix /a\n    Deny 10.0.0.0/40\n", 6, "out of range"),
     ("[RULE]\n    Prefix /a\n    DirectoryListing sometimes\n", 6, "DirectoryListing"),
+    ("[RULE]\n    Prefix /a\n    Timeout soon\n", 6, "Timeout"),
+    ("[RULE]\n    Prefix /a\n    Timeout 0\n", 6, "out of range"),
+    ("[RULE]\n    Prefix /a\n    SendTimeout 3601s\n", 6, "out of range"),
+    ("[RULE]\n    Scheme ftp\n    Return 410\n", 5, "Scheme ftp: expected http or https"),
+    ("[RULE]\n    ReturnFile 503\n", 5, "expected a status"),
+    ("[RULE]\n    ReturnFile 304 down.html\n", 5, "expected a status"),
+    ("[RULE]\n    Path /a\n    ReturnFile 503 errors/missing.html\n", 6,
+     "errors/missing.html: No such file or directory"),
+    ("[RULE]\n    ReturnFile 503 sites\n", 5, "/sites: not a regular file"),
+    ("[RULE]\n    ReturnFile 503 /etc/hostname\n    Rewrite /a\n", 4, "only one"),
 ])
 def test_check_refuses_bad_settings(make_server, text, line, words):
     check_refused(make_server, text, line, words)
@@ -267,3 +277,93 @@ def test_directory_listing_of_a_rule_without_dirlisting_section(make_server):
     srv.start()
     assert names(srv.get("/files/").body) == ["f.txt"]
     assert srv.get("/other/").status == 403
+
+
+def test_return_file_too_large_or_unreadable(make_server, tmp_path):
+    big = tmp_path / "big.html"
+    big.write_bytes(b"x" * (1024 * 1024 + 1))
+    check_refused(make_server, f"[RULE]\n    ReturnFile 503 {big}\n", 5, "larger than 1M")
+    ok = tmp_path / "ok.html"
+    ok.write_bytes(b"x" * (1024 * 1024))  # 1 MB itself is taken
+    srv = rules_server(make_server, f"[RULE]\n    ReturnFile 200 {ok}\n")
+    srv.start()
+    r = srv.get("/any")
+    assert r.status == 200 and len(r.body) == 1024 * 1024
+    assert r.header("Content-Type").startswith("text/html")
+    srv.stop()
+    import os
+    if os.geteuid() != 0:  # root reads any file
+        ok.chmod(0)
+        check_refused(make_server, f"[RULE]\n    ReturnFile 503 {ok}\n", 5, "Permission denied")
+
+
+def test_return_file_reload_keeps_the_old_page_on_error(make_server):
+    srv = rules_server(make_server, "[RULE]\n    Path /down\n    ReturnFile 503 down.txt\n")
+    (srv.conf / "down.txt").write_text("down\n")
+    srv.start()
+    r = srv.get("/down")
+    assert r.status == 503 and r.body == b"down\n" and r.header("Content-Type").startswith(
+        "text/plain")
+    (srv.conf / "down.txt").unlink()
+    srv.reload()  # refused: the file is gone, the running configuration stays
+    assert "down.txt: No such file or directory" in srv.stderr_text()
+    assert srv.get("/down").body == b"down\n"
+    (srv.conf / "down.txt").write_text("still down\n")
+    srv.reload()
+    assert srv.get("/down").body == b"still down\n"
+
+
+ECHO = ('#!/bin/sh\nbody=$(head -c "$CONTENT_LENGTH")\n'
+        'printf "Content-Type: text/plain\\n\\n%s" "$body"\n')
+
+
+@needs_dlopen
+@pytest.mark.parametrize("h2", [False, True])
+def test_shorter_timeout_of_a_rule(make_server, h2):
+    """A rule's Timeout below the server's ends a paused body on its path
+    only: the same script elsewhere waits for the server's 10 s."""
+    import time
+    from conftest import SLOW
+    if h2:
+        from h2util import H2Client, built_with_h2
+        if not built_with_h2():
+            pytest.skip("built without HTTP/2")
+    srv = rules_server(make_server, "[RULE]\n    Prefix /quick\n    Timeout 1s\n", h2=h2,
+                       Timeout="10", GracefulTimeout="1")
+    bindir = srv.dir / "cgi-bin"
+    bindir.mkdir()
+    (bindir / "echo.sh").write_text(ECHO)
+    (bindir / "echo.sh").chmod(0o755)
+    srv.plugins = [str(BUILD / "plugins" / "monkey-cgi.so")]
+    srv.site_extra += f"\n[CGI]\n    ScriptAlias /quick/ {bindir}\n    ScriptAlias /slow/ {bindir}\n"
+    srv.start()
+    if not h2:
+        quick, slow = Conn(srv.port), Conn(srv.port)
+        for c, p in [(quick, "/quick/echo.sh"), (slow, "/slow/echo.sh")]:
+            c.send(f"POST {p} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\n01234")
+        start = time.monotonic()
+        assert quick.closed(timeout=5), "the rule's Timeout 1s"
+        assert time.monotonic() - start < 4 * SLOW
+        assert not slow.closed(timeout=1.5), "the server's Timeout 10"
+        slow.send("56789")
+        r = slow.read_response()
+        assert r.status == 200 and r.body == b"0123456789"
+        quick.close()
+        slow.close()
+        return
+    c = H2Client(srv.port)
+    a = c.request("/quick/echo.sh", method="POST", headers=[("content-length", "10")],
+                  body=b"01234", end=False)
+    b = c.request("/slow/echo.sh", method="POST", headers=[("content-length", "10")],
+                  body=b"01234", end=False)
+    start = time.monotonic()
+    c.wait([a])
+    took = time.monotonic() - start
+    st = c.streams[a]
+    assert st["headers"].get(":status") in ("408", "503") or st["reset"] is not None, st
+    assert took < 4 * SLOW, took
+    assert not c.streams[b]["ended"] and c.streams[b]["reset"] is None
+    c.send_body(b, b"56789")
+    c.wait([b])
+    assert c.streams[b]["headers"][":status"] == "200" and c.streams[b]["data"] == b"0123456789"
+    c.close()

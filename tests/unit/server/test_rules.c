@@ -39,7 +39,8 @@ struct expand_case {
 static const struct expand_case expand_cases[] = {
     /* the query is kept unless the template writes one */
     {"/new", "/old", "a=1&b=2", "ex.com", "/new?a=1&b=2"},
-    {"/new?", "/old", "a=1", "ex.com", "/new?"},
+    {"/new?", "/old", "a=1", "ex.com", "/new"}, /* a '?' at the end: no query at all */
+    {"/new?$query", "/old", "a=1", "ex.com", "/new?a=1"},
     {"/new?x=1", "/old", "a=1", "ex.com", "/new?x=1"},
     {"/new?x=1&$query", "/old", "a=1", "ex.com", "/new?x=1&a=1"},
     {"/new#top", "/old", "a=1", "ex.com", "/new?a=1#top"},
@@ -294,7 +295,7 @@ struct bad_rule {
 };
 
 static const struct bad_rule bad_rules[] = {
-    {"[RULE]\n    Path /a\n", 1, "needs one of Redirect, Return, Rewrite"},
+    {"[RULE]\n    Path /a\n", 1, "needs one of Redirect, Return, ReturnFile, Rewrite"},
     {"[RULE]\n    Path /a\n    Return 410\n    Redirect 301 /b\n", 1, "only one"},
     {"[RULE]\n    Path /a\n    Prefix /b\n    Return 410\n", 1, "one of Path, Prefix"},
     {"[RULE]\n    Path a\n    Return 410\n", 2, "normalised path"},
@@ -335,6 +336,14 @@ static const struct bad_rule bad_rules[] = {
     {"[RULE]\n    Prefix /a\n    Deny 10.0.0.0/33\n", 3, "out of range"},
     {"[RULE]\n    Prefix /a\n    Deny ::1/129\n", 3, "out of range"},
     {"[RULE]\n    Prefix /a\n    DirectoryListing maybe\n", 3, "DirectoryListing"},
+    {"[RULE]\n    Scheme ftp\n    Return 410\n", 2, "expected http or https"},
+    {"[RULE]\n    Prefix /a\n    Timeout 0\n", 3, "Timeout"},
+    {"[RULE]\n    Prefix /a\n    SendTimeout 2h\n", 3, "SendTimeout"},
+    {"[RULE]\n    ReturnFile 503\n", 2, "expected a status"},
+    {"[RULE]\n    ReturnFile 204 /etc/hostname\n", 2, "expected a status"},
+    {"[RULE]\n    ReturnFile 503 /nonexistent/page.html\n", 2, "No such file"},
+    {"[RULE]\n    ReturnFile 503 /\n", 2, "not a regular file"},
+    {"[RULE]\n    Return 410\n    ReturnFile 503 /etc/hostname\n", 1, "only one"},
 #ifdef MK_HAVE_PCRE2
     {"[RULE]\n    QueryRegex (x\n    Return 410\n", 2, "QueryRegex (x"},
     {"[RULE]\n    Regex ^/(a\n    Return 410\n", 2, "Regex"},
