@@ -6,8 +6,9 @@
  * matching and the targets): a Redirect's Location and status, a Return's
  * answer, a Rewrite's new path and query, a Cors line's preflight answer
  * and fields, its Allow and Deny lines, and the rule whose per-path
- * settings (IndexFiles, CacheControl, MaxRequestBody) the static handler
- * and the body readers take. Asked once the Host chose the
+ * settings (IndexFiles, CacheControl, MaxRequestBody, Timeout,
+ * SendTimeout) the static handler, the body readers and the protocols'
+ * timers take. Asked once the Host chose the
  * site and the path is normalised, before any plugin sees the request
  * (request.c); a site without rules never comes here.
  *

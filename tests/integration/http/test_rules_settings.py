@@ -367,3 +367,25 @@ def test_shorter_timeout_of_a_rule(make_server, h2):
     c.wait([b])
     assert c.streams[b]["headers"][":status"] == "200" and c.streams[b]["data"] == b"0123456789"
     c.close()
+
+
+@needs_dlopen
+def test_timeout_of_a_rule_bounds_a_plugins_hold(make_server):
+    """A gateway waiting for its script's header block holds the request:
+    the rule's Timeout bounds that wait on its path only."""
+    import time
+    from conftest import SLOW
+    srv = rules_server(make_server, "[RULE]\n    Prefix /quick\n    Timeout 1s\n",
+                       Timeout="10", GracefulTimeout="1")
+    bindir = srv.dir / "cgi-bin"
+    bindir.mkdir()
+    (bindir / "late.sh").write_text('#!/bin/sh\nsleep 2\nprintf "Content-Type: text/plain\\n\\nlate"\n')
+    (bindir / "late.sh").chmod(0o755)
+    srv.plugins = [str(BUILD / "plugins" / "monkey-cgi.so")]
+    srv.site_extra += f"\n[CGI]\n    ScriptAlias /quick/ {bindir}\n    ScriptAlias /slow/ {bindir}\n"
+    srv.start()
+    start = time.monotonic()
+    r = get(srv, "/quick/late.sh")
+    assert r.status in (503, 504) and time.monotonic() - start < 1.9 * SLOW, r
+    r = get(srv, "/slow/late.sh")
+    assert r.status == 200 and r.body == b"late"
