@@ -8,8 +8,10 @@ wide: 300 ms against bounds of 200 ms and 2 s). The same with a Duda route
 that waits (the async example's /async/wait: parked, continued by a timer
 100 ms later) against bounds of 50 ms and 2 s. The same requests' access
 log lines carry the upstream time (%{upstream}D, `upstream_us` of the json
-format). Bad MetricsBuckets values are refused with their file and line; a
-reload keeps the bounds in force.
+format). The plugins' histograms of default bounds (the proxy's time to
+first byte, the cgi plugin's duration) take the same buckets, with the slow
+requests in theirs. Bad MetricsBuckets values are refused with their file
+and line; a reload keeps the bounds in force, the plugins' too.
 """
 
 import json
@@ -27,6 +29,10 @@ pytestmark = [needs_dlopen, needs_part("metrics", "the metrics (MK_METRICS)"),
 
 TTFB = "monkey_http_time_to_first_byte_seconds"
 DURATION = "monkey_http_request_duration_seconds"
+PROXY_TTFB = "monkey_proxy_upstream_time_to_first_byte_seconds"
+CGI_DURATION = "monkey_cgi_backend_duration_seconds"
+DEFAULT_LES = ["0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10",
+               "+Inf"]
 SLOW_REQUESTS = 3
 FAST_REQUESTS = 4
 
@@ -67,13 +73,20 @@ def buckets_of(samples, name):
             if n == name + "_bucket" and dict(ls).get("site") == "localhost"}
 
 
+def plugin_buckets(samples, name):
+    """{le: cumulative count} of a plugin's histogram `name` (its one series), in the order
+    served."""
+    return {dict(ls)["le"]: v for (n, ls), v in samples.items() if n == name + "_bucket"}
+
+
 def test_default_buckets(make_server, upstreams):
     srv = bucket_server(make_server, upstreams("a"))
     assert srv.get("/hello.txt").status == 200
-    _, samples = scrape_until(srv, {(DURATION + "_count", frozenset({("site", "localhost")})): 1})
+    assert srv.get("/sleep?s=0").status == 200
+    _, samples = scrape_until(srv, {(DURATION + "_count", frozenset({("site", "localhost")})): 2})
     les = buckets_of(samples, DURATION)
-    assert sorted(les, key=lambda le: float(le)) == [
-        "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "+Inf"]
+    assert sorted(les, key=lambda le: float(le)) == DEFAULT_LES
+    assert list(plugin_buckets(samples, PROXY_TTFB)) == DEFAULT_LES
 
 
 def test_slow_requests_in_their_buckets(make_server, upstreams):
@@ -98,6 +111,37 @@ def test_slow_requests_in_their_buckets(make_server, upstreams):
     for up, dur in slow:
         assert 300000 <= up <= dur, (up, dur)
     assert [u for p, u, _ in lines if p == "/hello.txt"] == ["-"] * FAST_REQUESTS
+    # the proxy's histogram (declared with the default bounds) has the server's, and the
+    # slow requests' 300 ms at least in (0.2, 2]
+    les = plugin_buckets(samples, PROXY_TTFB)
+    assert list(les) == ["0.05", "0.2", "2", "+Inf"], les
+    assert (les["0.2"], les["2"], les["+Inf"]) == (0, SLOW_REQUESTS, SLOW_REQUESTS), les
+
+
+@pytest.mark.skipif(not (PROXY_SO.parent / "monkey-cgi.so").exists(),
+                    reason="built without the cgi plugin")
+def test_cgi_duration_takes_the_buckets(make_server):
+    srv = make_server()
+    srv.file("cgi-bin/slow.cgi", '#!/bin/sh\nsleep 0.3\nprintf "Content-Type: text/plain\\n\\n'
+             'slow\\n"\n', mode=0o755)
+    srv.file("cgi-bin/fast.cgi", '#!/bin/sh\nprintf "Content-Type: text/plain\\n\\nfast\\n"\n',
+             mode=0o755)
+    srv.site_extra = "[CGI]\n    Match \\.cgi$\n"
+    srv = make_control(lambda: srv, body="    Socket ctl.sock\n    MetricsPath /metrics\n",
+                       start=False, Workers=1)
+    srv.set(MetricsBuckets="0.2 10")
+    srv.plugins.append(str(PROXY_SO.parent / "monkey-cgi.so"))
+    srv.start()
+    wait_socket(srv.sock)
+    for path, n in (("/cgi-bin/slow.cgi", 2), ("/cgi-bin/fast.cgi", 1)):
+        for _ in range(n):
+            r = srv.get(path)
+            assert r.status == 200, r
+    _, samples = scrape_until(srv, {(CGI_DURATION + "_count",
+                                     frozenset({("backend", "(exec)")})): 3})
+    les = plugin_buckets(samples, CGI_DURATION)
+    assert list(les) == ["0.2", "10", "+Inf"], les
+    assert (les["0.2"], les["10"], les["+Inf"]) == (1, 3, 3), les
 
 
 def test_json_format_has_the_upstream_time(make_server, upstreams):
@@ -128,6 +172,12 @@ def test_reload_keeps_the_buckets(make_server, upstreams):
     assert srv.get("/hello.txt").status == 200
     _, samples = scrape_until(srv, {(DURATION + "_count", frozenset({("site", "localhost")})): 2})
     assert list(buckets_of(samples, DURATION)) == ["0.1", "1", "+Inf"]
+    # the plugins declare their families again at the reload: the same bounds
+    assert srv.get("/sleep?s=0").status == 200
+    samples = {}
+    assert wait_for(lambda: plugin_buckets(samples.update(parse(scrape(srv).body.decode())) or
+                                           samples, PROXY_TTFB).get("+Inf") == 1, 5 * SLOW)
+    assert list(plugin_buckets(samples, PROXY_TTFB)) == ["0.1", "1", "+Inf"]
 
 
 @pytest.mark.parametrize("buckets, reason", [
