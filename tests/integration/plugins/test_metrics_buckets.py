@@ -10,17 +10,23 @@ that waits (the async example's /async/wait: parked, continued by a timer
 log lines carry the upstream time (%{upstream}D, `upstream_us` of the json
 format). The plugins' histograms of default bounds (the proxy's time to
 first byte, the cgi plugin's duration) take the same buckets, with the slow
-requests in theirs. Bad MetricsBuckets values are refused with their file
+requests in theirs, and the real Prometheus, scraping the server through
+the load, gives the quantiles those buckets make (exact: the linear
+interpolation within a known bucket) and the count the load added. Bad
+MetricsBuckets values are refused with their file
 and line; a reload keeps the bounds in force, the plugins' too.
 """
 
 import json
+import shutil
+import subprocess
+import time
 
 import pytest
 
-from conftest import ROOT, SLOW, STATIC, needs_dlopen, needs_part, wait_for
+from conftest import ROOT, SLOW, STATIC, free_port, needs_dlopen, needs_part, wait_for
 from test_control import make_control, wait_socket
-from test_metrics import parse, scrape, scrape_until, value
+from test_metrics import parse, prometheus_query, scrape, scrape_until, value
 from test_proxy import PROXY_SO, upstreams  # noqa: F401 (a fixture)
 from tlsutil import LOGGER_SO
 
@@ -178,6 +184,73 @@ def test_reload_keeps_the_buckets(make_server, upstreams):
     assert wait_for(lambda: plugin_buckets(samples.update(parse(scrape(srv).body.decode())) or
                                            samples, PROXY_TTFB).get("+Inf") == 1, 5 * SLOW)
     assert list(plugin_buckets(samples, PROXY_TTFB)) == ["0.1", "1", "+Inf"]
+
+
+def prometheus_answers(port, queries, proc, log):
+    """Ask Prometheus until every query's one sample is its value (within 1e-9); the last
+    answers."""
+    deadline = time.monotonic() + 60 * SLOW
+    got = {}
+    while time.monotonic() < deadline:
+        try:
+            got = {q: [float(x["value"][1]) for x in prometheus_query(port, q)] for q in queries}
+        except OSError:
+            got = {}
+        if got and all(len(got[q]) == 1 and abs(got[q][0] - v) < 1e-9
+                       for q, v in queries.items()):
+            break
+        assert proc.poll() is None, log.read_text()
+        time.sleep(0.5)
+    return got
+
+
+@pytest.mark.skipif(shutil.which("prometheus") is None, reason="no prometheus (Debian's package)")
+def test_prometheus_quantiles_of_the_slow_requests(make_server, upstreams, tmp_path):
+    srv = bucket_server(make_server, upstreams("a"), buckets="0.2 2")
+    port = free_port()
+    cfg = tmp_path / "prometheus.yml"
+    cfg.write_text("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+                   "scrape_configs:\n  - job_name: monkey\n    metrics_path: /metrics\n"
+                   f"    static_configs:\n      - targets: ['127.0.0.1:{srv.port}']\n")
+    log_path = tmp_path / "prometheus.log"
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(["prometheus", f"--config.file={cfg}",
+                             f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                             f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    requests = "sum(monkey_proxy_upstream_requests_total)"
+    try:
+        # Prometheus has the proxy's series at 0 before the load (declared at the start)
+        got = prometheus_answers(port, {requests: 0, 'up{job="monkey"}': 1}, proc, log_path)
+        assert got.get(requests) == [0], got
+        for _ in range(SLOW_REQUESTS):
+            c = srv.conn(timeout=10 * SLOW)
+            try:
+                assert c.request("GET", "/sleep?s=0.3").status == 200
+            finally:
+                c.close()
+        ttfb = f"sum by (le) ({PROXY_TTFB}_bucket)"
+        queries = {
+            requests: SLOW_REQUESTS,
+            # what the load added, as Prometheus saw it (rate() would extrapolate)
+            "sum(max_over_time(monkey_proxy_upstream_requests_total[1h]) - "
+            "min_over_time(monkey_proxy_upstream_requests_total[1h]))": SLOW_REQUESTS,
+            f"sum({PROXY_TTFB}_count)": SLOW_REQUESTS,
+            # all 3 in (0.2, 2]: the quantile q is 0.2 + 1.8 q
+            f"histogram_quantile(0.5, {ttfb})": 0.2 + 1.8 * 0.5,
+            f"histogram_quantile(0.9, {ttfb})": 0.2 + 1.8 * 0.9,
+        }
+        got = prometheus_answers(port, queries, proc, log_path)
+        for q, v in queries.items():
+            assert len(got.get(q, [])) == 1 and abs(got[q][0] - v) < 1e-9, (q, got)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
 
 
 @pytest.mark.parametrize("buckets, reason", [
