@@ -3,8 +3,9 @@ answered STATUS (site LABEL[, upstream N us]): METHOD TARGET". With
 RequestId On the ID is the request's; with it Off the server makes one for
 that response only (the note request_id: the access log's line of the same
 request names it), and a request answered below 500 gets none. The 5xx come
-from a CGI script that fails (502), a dead proxy upstream (502; both with
-the time waited on the backend) and the server itself (501: a transfer coding it does
+from a CGI script that fails (502), a FastCGI backend's broken answer
+(502), a dead proxy upstream (502; all with the time waited on the
+backend) and the server itself (501: a transfer coding it does
 not know)."""
 
 import re
@@ -12,6 +13,8 @@ import re
 import pytest
 
 from conftest import SLOW, free_port, needs_dlopen, needs_part, wait_for
+from test_fastcgi import FCGI_SO
+from test_fastcgi_backends import Responder
 from test_proxy import PROXY_SO
 from test_proxy_protocol import exchange
 from test_request_id import GEN, id_server, log, req
@@ -97,6 +100,34 @@ def test_proxy_dead_upstream(make_server, request_id):
         assert m.group(4) is not None and int(m.group(4)) >= 0, m.group(0)  # it waited
     ids = [ln.split()[0] for ln in log(srv, 2)]
     assert ids == [a.group(1), b.group(1)]
+
+
+@pytest.mark.skipif(not FCGI_SO.exists(), reason="built without the fastcgi plugin")
+@pytest.mark.parametrize("request_id", ["On", "Off"])
+def test_fastcgi_bad_answer(make_server, tmp_path, request_id):
+    sock = tmp_path / "fcgi.sock"
+    backend = Responder(sock)
+    try:
+        srv = fivexx_server(make_server, request_id)
+        srv.file("a.php", "")
+        srv.plugins.append(str(FCGI_SO))
+        (srv.conf / "plugins").mkdir(exist_ok=True)
+        (srv.conf / "plugins" / "fastcgi.conf").write_text("[FASTCGI]\n")
+        srv.site_extra += f"[FASTCGI]\n    Backend unix:{sock}\n    Match \\.php$\n"
+        srv.start()
+        assert exchange(srv.port, req("/a.php")).startswith(b"HTTP/1.1 200")
+        r = exchange(srv.port, req("/a.php?mode=garbage"))
+        assert r.startswith(b"HTTP/1.1 502"), r
+        (m,) = error_lines(srv, 1)  # the 200 wrote none
+        assert GEN.match(m.group(1)), m.group(0)
+        assert (m.group(2), m.group(3), m.group(5), m.group(6)) == \
+            ("502", "localhost", "GET", "/a.php?mode=garbage"), m.group(0)
+        assert m.group(4) is not None, m.group(0)  # it waited on the backend
+        ids = [ln.split()[0] for ln in log(srv, 2)]
+        assert ids[1] == m.group(1), ids
+        assert (ids[0] == "-") == (request_id == "Off"), ids
+    finally:
+        backend.stop()
 
 
 @pytest.mark.parametrize("request_id", ["On", "Off"])
