@@ -1425,7 +1425,8 @@ struct mk_api {
      * at most MK_METRIC_LABELS_MAX names ([a-zA-Z_][a-zA-Z0-9_]*, not "le",
      * not starting with "__"), a histogram's `bounds_us` (n_bounds of them,
      * at most MK_METRIC_BOUNDS_MAX, increasing; NULL and 0: the server's
-     * MK_METRICS_BOUNDS_US), `help` one line without a backslash. The
+     * bounds, its MetricsBuckets fixed at its start, MK_METRICS_BOUNDS_US
+     * when not set), `help` one line without a backslash. The
      * family's index, the same for the same name declared again with the
      * same kind, labels and bounds (two plugins may share a family); -1
      * (logged) for a bad declaration, a name of the server's own metrics,

@@ -42,7 +42,49 @@ static int fcgi_init(const struct mk_api *api, const char *conf_dir)
         return MK_ERR;
     }
     mk_gw_metrics_families(api, "fastcgi", &self->mf);
+    static const char *const by_backend[] = {"backend", NULL};
+    static const char *const by_state[] = {"backend", "state", NULL};
+    self->mf_up = api->metric_family("monkey_fastcgi_backend_up", MK_METRIC_GAUGE,
+                                     "Whether a fastcgi backend is in service: 1, or 0 while "
+                                     "marked down (DownTime).",
+                                     by_backend, NULL, 0);
+    self->mf_conns = api->metric_family("monkey_fastcgi_backend_connections", MK_METRIC_GAUGE,
+                                        "Connections to a fastcgi backend, all workers, by "
+                                        "state: open (in use or idle), idle (kept in a pool).",
+                                        by_state, NULL, 0);
     return MK_OK;
+}
+
+/* The gauges of a backend, read at the scrape from what its status shows too. */
+static int64_t fcgi_up_read(void *arg)
+{
+    const struct fcgi_backend *b = arg;
+    return atomic_load_explicit(&b->down_until, memory_order_relaxed) <= fcgi_api->now_ms();
+}
+
+static int64_t fcgi_open_read(void *arg)
+{
+    const struct fcgi_backend *b = arg;
+    return atomic_load_explicit(&b->active, memory_order_relaxed);
+}
+
+static int64_t fcgi_idle_read(void *arg)
+{
+    const struct fcgi_backend *b = arg;
+    return atomic_load_explicit(&b->idle, memory_order_relaxed);
+}
+
+/* Its series (controlling thread): declared again, the same ids. */
+static void fcgi_backend_metrics(struct fcgi_self *self, struct fcgi_backend *b)
+{
+    const char *up[] = {b->text};
+    const char *open[] = {b->text, "open"};
+    const char *idle[] = {b->text, "idle"};
+
+    mk_gw_metrics_series(fcgi_api, &self->mf, b->text, &b->m);
+    fcgi_api->metric_gauge_cb(self->mf_up, up, fcgi_up_read, b);
+    fcgi_api->metric_gauge_cb(self->mf_conns, open, fcgi_open_read, b);
+    fcgi_api->metric_gauge_cb(self->mf_conns, idle, fcgi_idle_read, b);
 }
 
 static void fcgi_exit(void)
@@ -106,7 +148,7 @@ static int fcgi_site_init(const struct mk_site *site, const struct mk_conf *conf
         }
         struct fcgi_backend *b = &fcgi_self()->backends[s->slots[s->n_slots]];
         if (b->m.requests < 0) { /* not yet, or not kept then (a configuration only checked) */
-            mk_gw_metrics_series(fcgi_api, &fcgi_self()->mf, b->text, &b->m);
+            fcgi_backend_metrics(fcgi_self(), b);
         }
         /* the limit of the configuration coming in (its MaxConnections) */
         atomic_store(&b->conf_max, s->conf->max_conns);

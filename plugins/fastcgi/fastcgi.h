@@ -111,6 +111,9 @@ struct fcgi_self {
     atomic_uint_fast64_t retries; /* requests sent again on a new connection */
     struct mk_gw_stats gw;        /* bad_gateway, timeouts, queue_timeouts, upstream_ms */
     struct mk_gw_mfamilies mf;    /* the families of the backends' metrics */
+    /* monkey_fastcgi_backend_up{backend}, monkey_fastcgi_backend_connections{backend,state}:
+       gauges read at the scrape (fastcgi.c) */
+    int mf_up, mf_conns;
 };
 
 /* What site_init() stores: the site's backends as indexes into self->backends. */

@@ -411,6 +411,10 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
     if (!plans) {
         goto fail_plugins;
     }
+#ifdef MK_HAVE_METRICS
+    /* before the plugins declare their histograms: those of default bounds take these */
+    mk_metrics_set_bounds(cfg->metrics_bounds, cfg->n_metrics_bounds);
+#endif
     if (mk_plugins_init(&srv->plugins, srv, cfg, err, errlen) != MK_OK) {
         goto fail_plans;
     }
@@ -444,7 +448,6 @@ int mk_server_start(struct mk_server *srv, char *err, size_t errlen)
     }
 
 #ifdef MK_HAVE_METRICS
-    mk_metrics_set_bounds(cfg->metrics_bounds, cfg->n_metrics_bounds);
     mk_metrics_assign(&srv->metrics, srv->workers, srv->n_workers, cfg);
     atomic_store_explicit(&srv->reloads, 0, memory_order_relaxed); /* since this start */
     atomic_store_explicit(&srv->reload_failures, 0, memory_order_relaxed);

@@ -12,9 +12,8 @@
 #include "../../core/log.h"
 #include "../../core/memory.h"
 #include "../runtime/worker.h"
+#include "metrics.h"
 #include "metrics_plugin.h"
-
-static const uint64_t mk_pmetrics_default_bounds[] = MK_METRICS_BOUNDS_US;
 
 /* Names of the server's own families (plugins/control/metrics.c): not a plugin's. */
 static const char *const mk_pmetrics_reserved[] = {
@@ -134,8 +133,10 @@ int mk_pmetrics_family(struct mk_pmetrics *pm, const char *name, int kind, const
         return -1;
     }
     if (kind == MK_METRIC_HISTOGRAM && !n_bounds) {
-        bounds_us = mk_pmetrics_default_bounds;
-        n_bounds = MK_METRICS_BUCKETS - 1;
+        /* the server's: MetricsBuckets, fixed from the start (a reload keeps them, and so the
+           same declaration again is the same family) */
+        bounds_us = mk_metrics_bounds;
+        n_bounds = mk_metrics_n_bounds;
     }
     struct mk_pmetric_family *f = mk_pmetrics_find(pm, name, &index);
     if (f) {

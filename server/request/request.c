@@ -180,6 +180,9 @@ static void mk_request_head_hooks(struct mk_request *r)
         mk_request_trace_respond(r);
     }
 #endif
+    if (__builtin_expect(r->status >= 500, 0)) {
+        mk_request_log_5xx(r); /* whatever RequestId says: the one compare of other requests */
+    }
     for (size_t i = 0; i < ps->n_head; i++) {
         ps->head[i]->response_head(r);
     }

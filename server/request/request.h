@@ -376,8 +376,14 @@ int mk_request_redirect(struct mk_request *r, const char *location);
  * MK_OK, or MK_ERR when memory is short (answer 503).
  */
 int mk_request_trace(struct mk_request *r);
-/* Before the head of r, which has an ID, goes out: echo it (RequestIdEcho), log a 5xx with it. */
+/* Before the head of r, which has an ID, goes out: echo it (RequestIdEcho). */
 void mk_request_trace_respond(struct mk_request *r);
+/*
+ * r's request ID, one made now (the worker's next, as RequestId makes them)
+ * when it has none (RequestId Off), also set as its note request_id for the
+ * access log; empty when memory is short. For a 5xx's error-log line.
+ */
+struct mk_str mk_request_trace_id(struct mk_request *r);
 #endif
 
 /* ---- response.c: what a response is, whatever the protocol that sends it - */
@@ -478,6 +484,8 @@ int mk_request_serve_file(struct mk_request *r, const char *path);
 /* api->error_log: a line of r's for its site's error log (see request_log.c). */
 void mk_request_error_log(struct mk_request *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The error-log line of a 5xx r answers, as its head goes out (see request_log.c). */
+void mk_request_log_5xx(struct mk_request *r) __attribute__((cold));
 
 /* ---- response_set.c: what a handler sets of its response -------------------- */
 

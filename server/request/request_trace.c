@@ -24,7 +24,10 @@
  *   begins a new trace (random trace id, flags 00).
  *
  * The ID and trace id are also the notes request_id and trace_id (the
- * logger's %{request_id}n, %{trace_id}n; api->note). On r's worker.
+ * logger's %{request_id}n, %{trace_id}n; api->note). With RequestId Off, a
+ * request answered with a 5xx gets an ID of the same generator as its head
+ * goes out (mk_request_trace_id), for its error-log line and its note: the
+ * access log's line of that request names the same ID. On r's worker.
  */
 #include <string.h>
 #include <sys/random.h>
@@ -245,8 +248,23 @@ void mk_request_trace_respond(struct mk_request *r)
         mk_response_add_header(r, cfg->reqid_header, cfg->reqid_header_len, r->req_id.p,
                                r->req_id.len);
     }
-    if (r->status >= 500) {
-        mk_request_error_log(r, "request %.*s answered %d", (int) r->req_id.len, r->req_id.p,
-                             r->status);
+}
+
+struct mk_str mk_request_trace_id(struct mk_request *r)
+{
+    struct mk_worker *w = r->conn->worker;
+
+    if (r->req_id.len) {
+        return r->req_id;
     }
+    if (!w->reqid_seeded) {
+        mk_trace_seed(w);
+    }
+    const char *id = mk_request_note_add(r, MK_NOTE_REQUEST_ID, sizeof(MK_NOTE_REQUEST_ID) - 1,
+                                         mk_trace_next_id(w), MK_REQID_GEN_LEN);
+    if (id) {
+        r->req_id.p = id;
+        r->req_id.len = MK_REQID_GEN_LEN;
+    }
+    return r->req_id;
 }

@@ -5,9 +5,10 @@ site, the control plugin's counters of a plugin."""
 
 import base64
 import json
+import re
 import subprocess
 
-from conftest import BUILD, Conn
+from conftest import BUILD, Conn, built_without
 
 
 class CgiConn(Conn):
@@ -86,3 +87,24 @@ def plugin_status(srv, name):
     r = get(srv, "/server-status")
     assert r.status == 200
     return json.loads(r.body)["plugins"][name]
+
+
+# The per-server (per-backend) figures of the proxy's and the gateways'
+# status (requests, failures, timeouts, ttfb): read from the metrics the plugins
+# declare (api->metric_read), which a build without MK_METRICS does not
+# keep: there the status has none of them (docs/observability.md).
+FIGURES = not built_without("metrics")
+FIGURE_KEY = re.compile(r"^(server|backend)\d+_(requests|failures|timeouts|ttfb_ms|ttfb_count)$")
+
+
+def is_figure(key):
+    return FIGURE_KEY.match(key) is not None
+
+
+def figures(st, **want):
+    """Each figure of `want` in st as given; without the metrics, absent."""
+    if FIGURES:
+        got = {k: st.get(k) for k in want}
+        assert got == want, (got, st)
+    else:
+        assert not [k for k in st if is_figure(k)], st

@@ -21,7 +21,8 @@ import pytest
 
 from conftest import (BUILD, EMULATED, SANITIZED, SLOW, GuestStrace, Strace, needs_dlopen,
                       read_head, strace_count, vm_rss_kb, wait_for, wait_port)
-from gwutil import CgiConn, add_auth, check_remote_user, env_of, get, plugin_status, with_control
+from gwutil import (FIGURES, CgiConn, add_auth, check_remote_user, env_of, figures, get,
+                    plugin_status, with_control)
 
 FCGI_SO = BUILD / "plugins" / "monkey-fastcgi.so"
 LOGGER_SO = BUILD / "plugins" / "monkey-logger.so"
@@ -489,7 +490,10 @@ def test_keepalive_connections_are_pooled(php):
     assert st["backend0_up"] == 1
     # one connection served all of them, and stays open for the next request
     assert st["backend0_active"] == 1
-    assert st["backend0_requests"] >= 20
+    if FIGURES:
+        assert st["backend0_requests"] >= 20
+    else:
+        figures(st)  # none without the metrics
 
 
 def test_closed_keepalive_connection_is_retried(make_server, tmp_path):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import MONKEY, SLOW, free_port, needs_dlopen, wait_for, wait_port
-from gwutil import CgiConn, env_of
+from gwutil import CgiConn, env_of, figures
 from test_fastcgi import PHP_FPM, PhpFpm, bad_gateway_on, make_php_server, status_doc
 
 RESPONDER = Path(__file__).parent / "fcgi_responder.py"
@@ -87,7 +87,7 @@ def names(conn, n, path="/env.php"):
 def each_backend_failed_once(srv):
     """Both backends of srv failed once and are down; one 502 was answered."""
     st = status_doc(srv)
-    assert st["backend0_failures"] == 1 and st["backend1_failures"] == 1
+    figures(st, backend0_failures=1, backend1_failures=1)
     assert st["backend0_up"] == 0 and st["backend1_up"] == 0
     assert st["bad_gateway"] == 1
 
@@ -103,7 +103,7 @@ def test_round_robin_over_two_backends(make_server, responders, tmp_path):
     # one worker: each request goes to the next backend in turn
     assert got == ["A", "B"] * 3
     st = status_doc(srv)
-    assert st["backend0_requests"] == 3 and st["backend1_requests"] == 3
+    figures(st, backend0_requests=3, backend1_requests=3)
     assert st["backend0_up"] == 1 and st["backend1_up"] == 1
     # each kept one connection alive for the next request
     assert st["backend0_active"] == 1 and st["backend1_active"] == 1
@@ -127,7 +127,7 @@ def test_down_backend_is_skipped_then_taken_back(make_server, responders, tmp_pa
     st = status_doc(srv)
     if time.monotonic() - t0 < 2.5:  # still within DownTime
         assert st["backend1_up"] == 0
-        assert st["backend1_failures"] == 1, "a backend marked down was tried again"
+        figures(st, backend1_failures=1)  # a backend marked down is not tried again
     assert st["backend0_up"] == 1 and st["bad_gateway"] == 0
     # B comes back: after DownTime it is healthy again and takes its turn
     responders(tmp_path / "b.sock", "B")
@@ -153,8 +153,8 @@ def test_refused_tcp_connect_moves_to_the_next_backend(make_server, responders, 
         assert r.body.startswith(b"A ") and r.body.endswith(b"stdin=moved")
     c.close()
     st = status_doc(srv)
-    assert st["backend0_up"] == 0 and st["backend0_failures"] == 1
-    assert st["backend1_requests"] == 4 and st["bad_gateway"] == 0
+    assert st["backend0_up"] == 0 and st["bad_gateway"] == 0
+    figures(st, backend0_failures=1, backend1_requests=4)
     assert f"127.0.0.1:{dead}" in srv.stderr_text()
 
 
@@ -177,8 +177,8 @@ def test_kept_connection_to_a_stopped_backend_moves_to_the_next(make_server, res
     assert names(c, 2) == ["B", "B"]  # A is down now
     c.close()
     st = status_doc(srv)
-    assert st["backend0_up"] == 0 and st["backend0_failures"] == 1
-    assert st["bad_gateway"] == 0 and st["backend1_requests"] == 4
+    assert st["backend0_up"] == 0 and st["bad_gateway"] == 0
+    figures(st, backend0_failures=1, backend1_requests=4)
     assert "a.sock" in srv.stderr_text()
 
 
@@ -223,7 +223,8 @@ def test_queued_request_moves_on_when_its_backend_dies(make_server, responders, 
     assert results["q"].body == b"B conn 1 req 2 stdin=queued"
     st = status_doc(srv)
     assert st["backend0_up"] == 0 and st["backend0_queued"] == 0
-    assert st["bad_gateway"] == 1 and st["backend1_requests"] == 2
+    assert st["bad_gateway"] == 1
+    figures(st, backend1_requests=2)
 
 
 def test_every_backend_stopped_behind_kept_connections_is_502(make_server, responders,
@@ -270,7 +271,8 @@ def test_php_fpm_on_a_tcp_port(make_server, tmp_path):
         assert r.body == b"name=tcp n=2 m=POST\n"
         c.close()
         st = status_doc(srv)
-        assert st["backend0_up"] == 1 and st["backend0_requests"] == 11
+        assert st["backend0_up"] == 1
+        figures(st, backend0_requests=11)
         assert st["backend0_active"] == 1  # one kept-alive TCP connection served them all
     finally:
         fpm.stop()

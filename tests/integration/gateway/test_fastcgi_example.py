@@ -13,7 +13,7 @@ import pytest
 
 from conftest import BUILD, SLOW, needs_dlopen
 from fcgi_responder import params_of, read_record, record
-from gwutil import CgiConn, get
+from gwutil import CgiConn, figures, get
 from test_fastcgi import make_php_server, status_doc
 
 RESPONDER = BUILD / "examples" / "fastcgi-responder"
@@ -75,7 +75,8 @@ def test_page_and_parameters_on_one_kept_connection(app):
         assert stdin == f"stdin: 0 bytes, fnv1a {fnv1a(b''):08x}"
     c.close()
     st = status_doc(app)
-    assert st["backend0_active"] == 1 and st["backend0_requests"] == 10
+    assert st["backend0_active"] == 1
+    figures(st, backend0_requests=10)
 
 
 def test_request_body(app):

@@ -205,6 +205,15 @@ def test_fastcgi_backend_counters(make_server, tmp_path, started):
     st = plugin_status(srv, "fastcgi")
     assert st["backend0_requests"] == 7 and st["backend0_failures"] == 1
     assert st["backend0_timeouts"] == 1
+    # health and connections, read at the scrape from what the status shows
+    conns = "monkey_fastcgi_backend_connections"
+    assert get(srv, "/a.php").status == 200  # a connection kept for the next one
+    _, s = scrape_until(srv, lambda s: value(s, conns, backend=backend, state="idle") == 1)
+    assert value(s, "monkey_fastcgi_backend_up", backend=backend) == 1
+    assert value(s, conns, backend=backend, state="open") == 1
+    assert value(s, conns, backend=backend, state="idle") == 1
+    st = plugin_status(srv, "fastcgi")
+    assert (st["backend0_up"], st["backend0_active"], st["backend0_idle"]) == (1, 1, 1), st
 
 
 def test_fastcgi_dead_backend(make_server, tmp_path):
@@ -217,6 +226,9 @@ def test_fastcgi_dead_backend(make_server, tmp_path):
     _, s = scrape(srv)
     assert value(s, "monkey_fastcgi_backend_failures_total", backend=f"unix:{sock}",
                  kind="connect") == 1
+    assert value(s, "monkey_fastcgi_backend_up", backend=f"unix:{sock}") == 0  # marked down
+    assert value(s, "monkey_fastcgi_backend_connections", backend=f"unix:{sock}",
+                 state="open") == 0
     assert Path(sock).exists() is False
 
 

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "server/process/server.h"
+#include "server/request/metrics.h"
 #include "server/request/metrics_plugin.h"
 
 #define N_WORKERS 2
@@ -191,6 +192,29 @@ static void test_histogram_buckets(void **state)
     mk_pmetrics_observe_own(&pm, &workers[0].pmetrics, hd, 5001);
     assert_int_equal(mk_pmetrics_read(&pm, workers, N_WORKERS, hd, &v), MK_OK);
     assert_int_equal(v.buckets[1], 1);
+    /* MetricsBuckets set before: a family of default bounds takes the server's; declared
+       again (a reload) it is the same family */
+    static const uint64_t three[] = {50000, 200000, 2000000};
+    mk_metrics_set_bounds(three, 3);
+    int fm = family("monkey_m_seconds", MK_METRIC_HISTOGRAM, by_backend);
+    assert_true(fm >= 0);
+    assert_int_equal(family("monkey_m_seconds", MK_METRIC_HISTOGRAM, by_backend), fm);
+    assert_int_equal(mk_pmetrics_info(&pm, (unsigned) fm, &info), MK_OK);
+    assert_int_equal(info.n_bounds, 3);
+    assert_int_equal(info.bounds_us[0], 50000);
+    assert_int_equal(info.bounds_us[2], 2000000);
+    int hm = mk_pmetrics_series(&pm, workers, N_WORKERS, fm, a, NULL, NULL);
+    mk_pmetrics_observe_own(&pm, &workers[0].pmetrics, hm, 300000);
+    mk_pmetrics_observe_own(&pm, &workers[1].pmetrics, hm, 3000000);
+    assert_int_equal(mk_pmetrics_read(&pm, workers, N_WORKERS, hm, &v), MK_OK);
+    assert_int_equal(v.buckets[2], 1); /* 300 ms: (200 ms, 2 s] */
+    assert_int_equal(v.buckets[3], 1); /* past the last bound */
+    assert_int_equal(v.count, 2);
+    static const uint64_t fixed[] = MK_METRICS_BOUNDS_US;
+    mk_metrics_set_bounds(fixed, MK_METRICS_BUCKETS - 1); /* for the tests after this one */
+    /* the family keeps the bounds it was declared with */
+    assert_int_equal(mk_pmetrics_info(&pm, (unsigned) fm, &info), MK_OK);
+    assert_int_equal(info.n_bounds, 3);
     teardown();
 }
 
