@@ -1143,20 +1143,23 @@ static int px_give_head(struct px_req *q)
         const struct px_field *f = &p->fields[i];
         const char *fn = f->name.p;
         size_t fl = f->name.len;
-        if (px_hop_by_hop(fn, fl) || px_named(fn, fl, "content-length") ||
-            px_named(fn, fl, "status") || (p->has_connection && px_resp_conn_names(p, fn, fl)) ||
+        unsigned kind = p->kind[i]; /* the parser's reading of the name */
+        /* hop-by-hop (px_hop_by_hop), and the framing and status the server writes */
+        if (kind == PX_K_HOP || kind == PX_K_CONNECTION || kind == PX_K_TRANSFER ||
+            kind == PX_K_LENGTH || kind == PX_K_STATUS ||
+            (p->has_connection && px_resp_conn_names(p, fn, fl)) ||
             (q->ws_h2 && px_named(fn, fl, "sec-websocket-accept")) ||
             px_op_of(fc->resp, fc->n_resp, fn, fl)) {
             continue;
         }
         enum px_rewrite rw = PX_RW_NONE;
-        if (nr && px_named(fn, fl, "location")) {
+        if (nr && kind == PX_K_LOCATION) {
             rw = PX_RW_LOCATION;
         }
-        else if (nr && px_named(fn, fl, "refresh")) {
+        else if (nr && kind == PX_K_REFRESH) {
             rw = PX_RW_REFRESH;
         }
-        else if ((fc->n_cpath || fc->n_cdomain) && px_named(fn, fl, "set-cookie")) {
+        else if ((fc->n_cpath || fc->n_cdomain) && kind == PX_K_SET_COOKIE) {
             rw = PX_RW_COOKIE;
         }
         if (px_head_field(q, fn, fl, f->value.p, f->value.len, rw, redir, nr) != MK_OK) {
