@@ -1886,31 +1886,41 @@ struct px_buf {
     bool bad;
 };
 
-/* Room for n more bytes at the end of b: where they go, or NULL (b->bad: no memory). */
-static char *px_room(struct px_buf *b, size_t n)
+/* px_room's slow side: b grown to hold n more bytes (doubling, from 1 KiB). */
+static __attribute__((noinline)) char *px_grow(struct px_buf *b, size_t n)
 {
     if (b->bad) {
         return NULL;
     }
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 1024;
-        while (cap < b->len + n) {
-            cap *= 2;
-        }
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->bad = true;
-            return NULL;
-        }
-        b->p = p;
-        b->cap = cap;
+    size_t cap = b->cap ? b->cap * 2 : 1024;
+    while (cap < b->len + n) {
+        cap *= 2;
     }
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        b->bad = true;
+        return NULL;
+    }
+    b->p = p;
+    b->cap = cap;
     char *at = b->p + b->len;
     b->len += n;
     return at;
 }
 
-static void px_put(struct px_buf *b, const char *s, size_t n)
+/* Room for n more bytes at the end of b: where they go, or NULL (b->bad: no memory). In line:
+   a head's dozen pieces all fit in the kept buffer. */
+static inline char *px_room(struct px_buf *b, size_t n)
+{
+    if (__builtin_expect(!b->bad && n <= b->cap - b->len, 1)) {
+        char *at = b->p + b->len;
+        b->len += n;
+        return at;
+    }
+    return px_grow(b, n);
+}
+
+static inline void px_put(struct px_buf *b, const char *s, size_t n)
 {
     char *at = px_room(b, n);
     if (at) {
@@ -1918,13 +1928,17 @@ static void px_put(struct px_buf *b, const char *s, size_t n)
     }
 }
 
-static void px_puts(struct px_buf *b, const char *s)
+/* A string literal into b, its length known at compile time. */
+#define px_put_lit(b, lit) px_put((b), (lit), sizeof(lit) - 1)
+
+static inline void px_puts(struct px_buf *b, const char *s)
 {
     px_put(b, s, strlen(s));
 }
 
 /* "name: v\r\n" into b (nlen bytes of name). */
-static void px_field_n(struct px_buf *b, const char *name, size_t nlen, const char *v, size_t vlen)
+static inline void px_field_n(struct px_buf *b, const char *name, size_t nlen, const char *v,
+                              size_t vlen)
 {
     char *at = px_room(b, nlen + 2 + vlen + 2);
     if (at) {
@@ -1935,10 +1949,8 @@ static void px_field_n(struct px_buf *b, const char *name, size_t nlen, const ch
     }
 }
 
-static void px_field(struct px_buf *b, const char *name, const char *v, size_t vlen)
-{
-    px_field_n(b, name, strlen(name), v, vlen);
-}
+/* The same for a name that is a string literal. */
+#define px_field_lit(b, lit, v, vlen) px_field_n((b), (lit), sizeof(lit) - 1, (v), (vlen))
 
 /* Whether a value carries a byte HTTP/1 cannot (CR, LF, NUL). */
 static bool px_unsafe(const char *v, size_t len)
@@ -2106,7 +2118,7 @@ static void px_forward_fields(struct px_buf *b, struct mk_request *r,
     char addr[64];
     px_api->remote_addr(r, addr, sizeof(addr));
     if (fc->xff != PX_XFF_OFF && !px_op_of(fc->req, fc->n_req, "X-Forwarded-For", 15)) {
-        px_puts(b, "X-Forwarded-For: ");
+        px_put_lit(b, "X-Forwarded-For: ");
         if (fc->xff == PX_XFF_APPEND && seen->xff && px_put_joined(b, r, "X-Forwarded-For")) {
             px_put(b, ", ", 2);
         }
@@ -2114,10 +2126,15 @@ static void px_forward_fields(struct px_buf *b, struct mk_request *r,
         px_put(b, "\r\n", 2);
     }
     if (fc->xfproto && !px_op_of(fc->req, fc->n_req, "X-Forwarded-Proto", 17)) {
-        px_puts(b, tls ? "X-Forwarded-Proto: https\r\n" : "X-Forwarded-Proto: http\r\n");
+        if (tls) {
+            px_put_lit(b, "X-Forwarded-Proto: https\r\n");
+        }
+        else {
+            px_put_lit(b, "X-Forwarded-Proto: http\r\n");
+        }
     }
     if (fc->xfhost && host && !px_op_of(fc->req, fc->n_req, "X-Forwarded-Host", 16)) {
-        px_field(b, "X-Forwarded-Host", host, hlen);
+        px_field_lit(b, "X-Forwarded-Host", host, hlen);
     }
     if (fc->forwarded && !px_op_of(fc->req, fc->n_req, "Forwarded", 9)) {
         char el[1024];
@@ -2126,7 +2143,7 @@ static void px_forward_fields(struct px_buf *b, struct mk_request *r,
         if (k < 0) {
             k = px_forwarded_element(addr, proto, NULL, 0, el, sizeof(el)); /* a host too long */
         }
-        px_puts(b, "Forwarded: ");
+        px_put_lit(b, "Forwarded: ");
         if (fc->xff == PX_XFF_APPEND && seen->forwarded && px_put_joined(b, r, "Forwarded")) {
             px_put(b, ", ", 2);
         }
@@ -2135,7 +2152,8 @@ static void px_forward_fields(struct px_buf *b, struct mk_request *r,
     }
     for (size_t i = 0; i < fc->n_req; i++) {
         if (fc->req[i].verb == PX_HDR_SET) {
-            px_field(b, fc->req[i].name, fc->req[i].value, fc->req[i].value_len);
+            px_field_n(b, fc->req[i].name, fc->req[i].name_len, fc->req[i].value,
+                       fc->req[i].value_len);
         }
     }
 }
@@ -2245,10 +2263,10 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
         return 400;
     }
     if (fc->host) {
-        px_field(&b, "Host", fc->host, strlen(fc->host));
+        px_field_lit(&b, "Host", fc->host, strlen(fc->host));
     }
     else if (host) {
-        px_field(&b, "Host", host, hlen);
+        px_field_lit(&b, "Host", host, hlen);
     }
     unsigned n = px_api->header_count(r);
     for (unsigned i = 0; i < n; i++) {
@@ -2278,7 +2296,7 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
             free(b.p);
             return 400;
         }
-        px_field(&b, "Cookie", cookie, len); /* HTTP/2 crumbs come joined with "; " */
+        px_field_lit(&b, "Cookie", cookie, len); /* HTTP/2 crumbs come joined with "; " */
     }
 #ifdef PX_TLS
     if (q->ws_h2) {
@@ -2290,17 +2308,17 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
     else
 #endif
         if (q->upgrade) {
-        px_puts(&b, "Upgrade: ");
+        px_put_lit(&b, "Upgrade: ");
         if (!px_put_joined(&b, r, "Upgrade")) {
             free(b.p);
             return 400;
         }
-        px_puts(&b, "\r\nConnection: upgrade\r\n");
+        px_put_lit(&b, "\r\nConnection: upgrade\r\n");
     }
     int version = px_api->version(r);
     q->trailers_ok = version == 20 || (version == 11 && seen.te && px_te_trailers(r));
     if (q->trailers_ok) {
-        px_puts(&b, "TE: trailers\r\n"); /* the answer's trailers go on to the client */
+        px_put_lit(&b, "TE: trailers\r\n"); /* the answer's trailers go on to the client */
     }
     bool tls = MK_API_HAS(px_api, conn_transport_var) &&
                px_api->conn_transport_var(px_api->conn(r), "protocol", &len) != NULL;
@@ -2311,7 +2329,7 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
         }
     }
     if (j->spooled) {
-        px_field(&b, "Content-Length", j->content_length, strlen(j->content_length));
+        px_field_lit(&b, "Content-Length", j->content_length, strlen(j->content_length));
     }
     else {
         /* api->header: it hides the body's fields of a redirected request */
@@ -2323,11 +2341,11 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
                 free(b.p);
                 return 400;
             }
-            px_field(&b, "Content-Length", dec, dl);
+            px_field_lit(&b, "Content-Length", dec, dl);
         }
         else if (j->has_body) {
             /* a length known only at its end: chunked, the proxy's framing */
-            px_puts(&b, "Transfer-Encoding: chunked\r\n");
+            px_put_lit(&b, "Transfer-Encoding: chunked\r\n");
             q->chunked = true;
         }
     }
