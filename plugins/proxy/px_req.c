@@ -1952,25 +1952,42 @@ static inline void px_field_n(struct px_buf *b, const char *name, size_t nlen, c
 /* The same for a name that is a string literal. */
 #define px_field_lit(b, lit, v, vlen) px_field_n((b), (lit), sizeof(lit) - 1, (v), (vlen))
 
-/* Whether a value carries a byte HTTP/1 cannot (CR, LF, NUL). */
-static bool px_unsafe(const char *v, size_t len)
+/* Whether v[0..len) holds CR, LF or NUL, byte by byte. */
+static bool px_unsafe_bytes(const char *v, size_t len)
 {
-    size_t i = 0;
-    /* eight bytes at a time while none is below 0x0e (CR, LF and NUL all are) */
-    for (; i + 8 <= len; i += 8) {
-        uint64_t x;
-        memcpy(&x, v + i, sizeof(x));
-        if ((x - 0x0e0e0e0e0e0e0e0eull) & ~x & 0x8080808080808080ull) {
-            break;
-        }
-    }
-    for (; i < len; i++) {
+    for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char) v[i];
         if (c <= '\r' && (c == '\r' || c == '\n' || c == '\0')) {
             return true;
         }
     }
     return false;
+}
+
+/*
+ * Whether a value carries a byte HTTP/1 cannot (CR, LF, NUL): eight bytes
+ * at a time (the last eight overlapping the word before them), a word
+ * with a byte below 0x0e (CR, LF and NUL all are) looked at byte by byte.
+ */
+static bool px_unsafe(const char *v, size_t len)
+{
+    if (len < 8) {
+        return px_unsafe_bytes(v, len);
+    }
+    for (size_t i = 0;; i += 8) {
+        if (i + 8 > len) {
+            i = len - 8;
+        }
+        uint64_t x;
+        memcpy(&x, v + i, sizeof(x));
+        if (((x - 0x0e0e0e0e0e0e0e0eull) & ~x & 0x8080808080808080ull) &&
+            px_unsafe_bytes(v + i, 8)) {
+            return true;
+        }
+        if (i + 8 == len) {
+            return false;
+        }
+    }
 }
 
 /*
