@@ -2123,6 +2123,62 @@ static bool px_put_joined(struct px_buf *b, struct mk_request *r, const char *na
 }
 
 /*
+ * This worker's last client address and its text (api->remote_addr): the
+ * text depends on the address alone (its family and bytes, not the port),
+ * which a connection's requests share. Made at the first request, freed at
+ * the worker's exit.
+ */
+struct px_addr_cache {
+    bool ok;
+    sa_family_t family;
+    unsigned char key[16]; /* the address's bytes (IPv4: 4 of them) */
+    char text[64];
+    size_t len;
+};
+static __thread struct px_addr_cache *px_addr_cache;
+
+/*
+ * The client's address as text (remote_addr's: "-" for one that is not
+ * IP), and its length: the cache's, or written into buf (64 bytes) when it
+ * cannot be used.
+ */
+static const char *px_client_addr(struct mk_request *r, char *buf, size_t *len)
+{
+    struct px_addr_cache *c = px_addr_cache;
+    socklen_t sl;
+    const struct sockaddr *sa =
+        MK_API_HAS(px_api, remote_sockaddr) ? px_api->remote_sockaddr(r, &sl) : NULL;
+    const void *key = NULL;
+    size_t klen = 0;
+
+    if (!c && !px_hdr_spare_off && (c = calloc(1, sizeof(*c)))) { /* none after the exit */
+        px_addr_cache = c;
+    }
+    if (sa && sa->sa_family == AF_INET) {
+        key = &((const struct sockaddr_in *) (const void *) sa)->sin_addr;
+        klen = 4;
+    }
+    else if (sa && sa->sa_family == AF_INET6) {
+        key = &((const struct sockaddr_in6 *) (const void *) sa)->sin6_addr;
+        klen = 16;
+    }
+    if (!c || !key) {
+        px_api->remote_addr(r, buf, 64); /* off the cache (no memory, not IP): as it comes */
+        *len = strlen(buf);
+        return buf;
+    }
+    if (!c->ok || c->family != sa->sa_family || memcmp(c->key, key, klen) != 0) {
+        px_api->remote_addr(r, c->text, sizeof(c->text));
+        c->len = strlen(c->text);
+        c->family = sa->sa_family;
+        memcpy(c->key, key, klen);
+        c->ok = true;
+    }
+    *len = c->len;
+    return c->text;
+}
+
+/*
  * The proxy's own fields, after the client's: X-Forwarded-For,
  * X-Forwarded-Proto, X-Forwarded-Host and Forwarded as the site's keys
  * say (a RequestHeader line that names one takes its place), then the
@@ -2132,14 +2188,15 @@ static void px_forward_fields(struct px_buf *b, struct mk_request *r,
                               const struct px_fields_conf *fc, const struct px_seen *seen,
                               const char *host, size_t hlen, bool tls)
 {
-    char addr[64];
-    px_api->remote_addr(r, addr, sizeof(addr));
+    char buf[64];
+    size_t alen;
+    const char *addr = px_client_addr(r, buf, &alen);
     if (fc->xff != PX_XFF_OFF && !px_op_of(fc->req, fc->n_req, "X-Forwarded-For", 15)) {
         px_put_lit(b, "X-Forwarded-For: ");
         if (fc->xff == PX_XFF_APPEND && seen->xff && px_put_joined(b, r, "X-Forwarded-For")) {
             px_put(b, ", ", 2);
         }
-        px_puts(b, addr);
+        px_put(b, addr, alen);
         px_put(b, "\r\n", 2);
     }
     if (fc->xfproto && !px_op_of(fc->req, fc->n_req, "X-Forwarded-Proto", 17)) {
@@ -2633,6 +2690,8 @@ void px_req_worker_exit(void)
     px_hdr_spare_off = true;
     free(px_hdr_spare);
     px_hdr_spare = NULL;
+    free(px_addr_cache);
+    px_addr_cache = NULL;
     while (px_idle) {
         struct px_conn *c = px_idle;
         px_idle = c->next;
