@@ -112,19 +112,24 @@ static int px_length(const struct px_slice *v, uint64_t *out)
 
 /*
  * Whether the token name[0..len) is lit (len bytes of lowercase letters,
- * digits and '-') in any case: eight, four or two bytes at a time, with
+ * digits and '-') in any case: eight or four bytes at a time (one by one below four), with
  * 0x20 set in each. Exact for tokens: the only tchars that differ from
  * lit's bytes but not once 0x20 is set are the upper case letters.
  */
 static inline bool px_tok_is(const char *name, const char *lit, size_t len)
 {
-    uint64_t a, b, c, d;
+    uint64_t a, b;
     if (len >= 8) {
-        memcpy(&a, name, 8);
-        memcpy(&b, lit, 8);
-        memcpy(&c, name + len - 8, 8);
-        memcpy(&d, lit + len - 8, 8);
-        return ((a | 0x2020202020202020ull) == b) & ((c | 0x2020202020202020ull) == d);
+        bool same = true;
+        /* whole words, then the last eight bytes (overlapping the word before them) */
+        for (size_t i = 0; i + 8 < len; i += 8) {
+            memcpy(&a, name + i, 8);
+            memcpy(&b, lit + i, 8);
+            same &= (a | 0x2020202020202020ull) == b;
+        }
+        memcpy(&a, name + len - 8, 8);
+        memcpy(&b, lit + len - 8, 8);
+        return same & ((a | 0x2020202020202020ull) == b);
     }
     uint32_t x, y, z, w;
     if (len >= 4) {
