@@ -25,8 +25,9 @@ if(MK_PLUGIN_SHARED)
   target_sources(plugin-proxy PRIVATE ${MK_PX_SOURCES} ${MK_GW_SOURCES}
                  ${CMAKE_SOURCE_DIR}/core/strings.c)
   target_include_directories(plugin-proxy PRIVATE ${MK_GW_DIR})
-  # Its thread-locals (the worker's pools and jobs: 112 bytes) in the static
-  # TLS block: an access is one load off %fs, not a __tls_get_addr call (12
+  # Its thread-locals (the worker's pools, jobs and address cache: 120
+  # bytes) in the static TLS block: an access is one load off %fs, not a
+  # __tls_get_addr call (12
   # of them a request, 132 instructions). A dlopen'ed object may do so while
   # its block fits the room glibc keeps for them (glibc.rtld.optional_static_tls,
   # 512 bytes); past it the load fails, and the server says so and stops.

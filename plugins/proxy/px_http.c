@@ -46,27 +46,6 @@ static bool px_eq(const struct px_slice *s, const char *lit)
     return s->len == n && strncasecmp(s->p, lit, n) == 0;
 }
 
-/*
- * The end of the line starting at p (before `end`): the offset of its LF
- * into *eol, the line's length without CR into *ll. 1 found, 0 not yet,
- * -1 a bare CR (one not followed by LF).
- */
-static int px_line(const char *p, const char *end, size_t *eol, size_t *ll)
-{
-    const char *lf = memchr(p, '\n', (size_t) (end - p));
-    const char *stop = lf ? lf : end;
-    const char *cr = memchr(p, '\r', (size_t) (stop - p));
-    if (!lf) {
-        return cr && cr + 1 != end ? -1 : 0;
-    }
-    if (cr && cr + 1 != lf) {
-        return -1;
-    }
-    *eol = (size_t) (lf - p);
-    *ll = cr ? (size_t) (cr - p) : *eol;
-    return 1;
-}
-
 static int px_fail(struct px_resp *r, const char *why)
 {
     r->why = why;
@@ -131,13 +110,108 @@ static int px_length(const struct px_slice *v, uint64_t *out)
     return MK_OK;
 }
 
-/* One field line: name, colon, value (trimmed). MK_OK or MK_ERR. */
+/*
+ * Whether the token name[0..len) is lit (len bytes of lowercase letters,
+ * digits and '-') in any case: eight or four bytes at a time (one by one below four), with
+ * 0x20 set in each. Exact for tokens: the only tchars that differ from
+ * lit's bytes but not once 0x20 is set are the upper case letters.
+ */
+static inline bool px_tok_is(const char *name, const char *lit, size_t len)
+{
+    uint64_t a, b;
+    if (len >= 8) {
+        bool same = true;
+        /* whole words, then the last eight bytes (overlapping the word before them) */
+        for (size_t i = 0; i + 8 < len; i += 8) {
+            memcpy(&a, name + i, 8);
+            memcpy(&b, lit + i, 8);
+            same &= (a | 0x2020202020202020ull) == b;
+        }
+        memcpy(&a, name + len - 8, 8);
+        memcpy(&b, lit + len - 8, 8);
+        return same & ((a | 0x2020202020202020ull) == b);
+    }
+    uint32_t x, y, z, w;
+    if (len >= 4) {
+        memcpy(&x, name, 4);
+        memcpy(&y, lit, 4);
+        memcpy(&z, name + len - 4, 4);
+        memcpy(&w, lit + len - 4, 4);
+        return ((x | 0x20202020u) == y) & ((z | 0x20202020u) == w);
+    }
+    for (size_t i = 0; i < len; i++) {
+        if ((name[i] | 0x20) != lit[i]) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The kind of the field name[0..len), a token (enum px_kind): by length, then the bytes. */
+static unsigned char px_kind(const char *name, size_t len)
+{
+    if (len >= 6 && px_tok_is(name, "proxy-", 6)) {
+        return PX_K_HOP;
+    }
+    switch (len) {
+    case 2:
+        return px_tok_is(name, "te", 2) ? PX_K_HOP : PX_K_OTHER;
+    case 6:
+        return px_tok_is(name, "status", 6) ? PX_K_STATUS : PX_K_OTHER;
+    case 7:
+        return px_tok_is(name, "trailer", 7) || px_tok_is(name, "upgrade", 7) ? PX_K_HOP
+               : px_tok_is(name, "refresh", 7)                                ? PX_K_REFRESH
+                                                                              : PX_K_OTHER;
+    case 8:
+        return px_tok_is(name, "location", 8) ? PX_K_LOCATION : PX_K_OTHER;
+    case 10:
+        return px_tok_is(name, "connection", 10)   ? PX_K_CONNECTION
+               : px_tok_is(name, "keep-alive", 10) ? PX_K_HOP
+               : px_tok_is(name, "set-cookie", 10) ? PX_K_SET_COOKIE
+                                                   : PX_K_OTHER;
+    case 14:
+        return px_tok_is(name, "content-length", 14) ? PX_K_LENGTH : PX_K_OTHER;
+    case 17:
+        return px_tok_is(name, "transfer-encoding", 17) ? PX_K_TRANSFER : PX_K_OTHER;
+    default:
+        return PX_K_OTHER;
+    }
+}
+
+/*
+ * The first byte from u on whose class, masked with `mask`, is not `want`
+ * (a byte that is must come: the scans of a line stop at its end), four
+ * bytes a turn: none is read past that byte.
+ */
+static inline const unsigned char *px_skip(const unsigned char *u, unsigned char mask,
+                                           unsigned char want)
+{
+    for (;; u += 4) {
+        if ((px_class[u[0]] & mask) != want) {
+            return u;
+        }
+        if ((px_class[u[1]] & mask) != want) {
+            return u + 1;
+        }
+        if ((px_class[u[2]] & mask) != want) {
+            return u + 2;
+        }
+        if ((px_class[u[3]] & mask) != want) {
+            return u + 3;
+        }
+    }
+}
+
+/*
+ * One field line p[0..n): name, colon, value (trimmed). p[n] is the
+ * line's CR or LF, which stops both scans (neither a tchar nor a byte a
+ * value may hold): each byte of the line is classed once. MK_OK or
+ * MK_ERR (the caller looks for a bare CR first).
+ */
 static int px_field_line(const char *p, size_t n, struct px_resp *r)
 {
-    size_t i = 0;
-    while (i < n && px_tchar((unsigned char) p[i])) {
-        i++;
-    }
+    const unsigned char *u = (const unsigned char *) p;
+    size_t i = (size_t) (px_skip(u, PX_T, PX_T) - u);
     if (i == 0 || i == n || p[i] != ':') {
         return px_fail(r, i < n && (p[i] == ' ' || p[i] == '\t') ? "a space before a field's colon"
                                                                  : "a field line without a name");
@@ -145,21 +219,21 @@ static int px_field_line(const char *p, size_t n, struct px_resp *r)
     if (r->n_fields == PX_FIELDS_MAX) {
         return px_fail(r, "too many fields");
     }
-    struct px_field *f = &r->fields[r->n_fields++];
-    f->name.p = p;
-    f->name.len = i;
-    size_t s = i + 1, e = n;
-    while (s < e && (p[s] == ' ' || p[s] == '\t')) {
+    size_t s = i + 1;
+    while (p[s] == ' ' || p[s] == '\t') {
         s++;
     }
+    if ((size_t) (px_skip(u + s, PX_C, 0) - u) != n) {
+        return px_fail(r, "a control byte in a field value");
+    }
+    size_t e = n;
     while (e > s && (p[e - 1] == ' ' || p[e - 1] == '\t')) {
         e--;
     }
-    for (size_t k = s; k < e; k++) {
-        if (px_class[(unsigned char) p[k]] & PX_C) {
-            return px_fail(r, "a control byte in a field value");
-        }
-    }
+    struct px_field *f = &r->fields[r->n_fields];
+    r->kind[r->n_fields++] = px_kind(p, i);
+    f->name.p = p;
+    f->name.len = i;
     f->value.p = p + s;
     f->value.len = e - s;
     return MK_OK;
@@ -296,7 +370,7 @@ static int px_framing(struct px_resp *r, bool head_request)
     r->close = r->minor == 0;
     for (unsigned i = 0; i < r->n_fields; i++) {
         const struct px_field *f = &r->fields[i];
-        if (px_eq(&f->name, "content-length")) {
+        if (r->kind[i] == PX_K_LENGTH) {
             uint64_t n;
             if (px_length(&f->value, &n) != MK_OK) {
                 return px_fail(r, "a bad Content-Length");
@@ -307,13 +381,13 @@ static int px_framing(struct px_resp *r, bool head_request)
             have_len = true;
             len = n;
         }
-        else if (px_eq(&f->name, "transfer-encoding")) {
+        else if (r->kind[i] == PX_K_TRANSFER) {
             if (te || !px_eq(&f->value, "chunked")) {
                 return px_fail(r, "a transfer coding other than chunked alone");
             }
             te = chunked = true;
         }
-        else if (px_eq(&f->name, "connection")) {
+        else if (r->kind[i] == PX_K_CONNECTION) {
             r->has_connection = true;
             if (px_list_has(&f->value, "close", 5)) {
                 r->close = true;
@@ -351,39 +425,46 @@ int px_resp_parse(const char *buf, size_t len, bool head_request, struct px_resp
 {
     const char *end = buf + (len > PX_HEAD_MAX ? PX_HEAD_MAX : len);
     const char *p = buf;
-    size_t eol, ll;
-    bool first = true;
 
-    /* the scalars only: fields[] is written up to n_fields (2 KiB not zeroed per answer) */
+    /* the scalars only: fields[] and kind[] are written up to n_fields (2 KiB not zeroed per
+       answer) */
     memset(r, 0, offsetof(struct px_resp, fields));
     r->n_fields = 0;
     r->head_len = 0;
     r->why = NULL;
-    for (;;) {
-        int rc = px_line(p, end, &eol, &ll);
-        if (rc < 0) {
-            return px_fail(r, "a bare CR");
-        }
-        if (rc == 0) {
+    for (bool first = true;; first = false) {
+        /* the line: up to its LF, without the CR before it; any other CR in it is bare */
+        const char *lf = memchr(p, '\n', (size_t) (end - p));
+        if (!lf) {
+            const char *cr = memchr(p, '\r', (size_t) (end - p));
+            if (cr && cr + 1 != end) {
+                return px_fail(r, "a bare CR");
+            }
             return len >= PX_HEAD_MAX ? px_fail(r, "a head longer than 16 KiB") : MK_AGAIN;
         }
+        size_t ll = (size_t) (lf - p);
+        if (ll && p[ll - 1] == '\r') {
+            ll--;
+        }
+        int rc;
         if (first) {
-            if (px_status_line(p, ll, r) != MK_OK) {
-                return MK_ERR;
-            }
-            first = false;
+            rc = px_status_line(p, ll, r);
         }
         else if (ll == 0) {
-            r->head_len = (size_t) (p + eol + 1 - buf);
+            r->head_len = (size_t) (lf + 1 - buf);
             return px_framing(r, head_request);
         }
         else if (p[0] == ' ' || p[0] == '\t') {
-            return px_fail(r, "obs-fold (a field line continued)");
+            rc = px_fail(r, "obs-fold (a field line continued)");
         }
-        else if (px_field_line(p, ll, r) != MK_OK) {
-            return MK_ERR;
+        else {
+            rc = px_field_line(p, ll, r);
         }
-        p += eol + 1;
+        if (rc != MK_OK) {
+            /* a bare CR is what is wrong with a line that has one, as it is found first */
+            return memchr(p, '\r', ll) ? px_fail(r, "a bare CR") : MK_ERR;
+        }
+        p = lf + 1;
     }
 }
 

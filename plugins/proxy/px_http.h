@@ -46,6 +46,19 @@ enum px_framing {
     PX_BODY_CLOSE,   /* neither: up to the end of the connection */
 };
 
+/* What a response field is to the proxy, by its name (any case): px_resp.kind. */
+enum px_kind {
+    PX_K_OTHER,
+    PX_K_LENGTH,     /* Content-Length */
+    PX_K_TRANSFER,   /* Transfer-Encoding */
+    PX_K_CONNECTION, /* Connection */
+    PX_K_HOP,        /* the other hop-by-hop fields: Keep-Alive, TE, Trailer, Upgrade, Proxy-* */
+    PX_K_STATUS,     /* Status */
+    PX_K_LOCATION,   /* Location */
+    PX_K_REFRESH,    /* Refresh */
+    PX_K_SET_COOKIE, /* Set-Cookie */
+};
+
 /* A parsed response head; slices point into the parsed buffer. */
 struct px_resp {
     int status; /* 100..599 */
@@ -56,6 +69,7 @@ struct px_resp {
     bool has_length;     /* a Content-Length came (a HEAD's answer included) */
     bool has_connection; /* a Connection field came (px_resp_conn_names may name one) */
     struct px_field fields[PX_FIELDS_MAX]; /* not zeroed by px_resp_parse: up to n_fields */
+    unsigned char kind[PX_FIELDS_MAX];     /* each field's enum px_kind, up to n_fields */
     unsigned n_fields;
     size_t head_len; /* bytes of the head, its empty line included */
     const char *why; /* on MK_ERR: what is wrong (a static string) */

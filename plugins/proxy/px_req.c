@@ -1143,20 +1143,23 @@ static int px_give_head(struct px_req *q)
         const struct px_field *f = &p->fields[i];
         const char *fn = f->name.p;
         size_t fl = f->name.len;
-        if (px_hop_by_hop(fn, fl) || px_named(fn, fl, "content-length") ||
-            px_named(fn, fl, "status") || (p->has_connection && px_resp_conn_names(p, fn, fl)) ||
+        unsigned kind = p->kind[i]; /* the parser's reading of the name */
+        /* hop-by-hop (px_hop_by_hop), and the framing and status the server writes */
+        if (kind == PX_K_HOP || kind == PX_K_CONNECTION || kind == PX_K_TRANSFER ||
+            kind == PX_K_LENGTH || kind == PX_K_STATUS ||
+            (p->has_connection && px_resp_conn_names(p, fn, fl)) ||
             (q->ws_h2 && px_named(fn, fl, "sec-websocket-accept")) ||
             px_op_of(fc->resp, fc->n_resp, fn, fl)) {
             continue;
         }
         enum px_rewrite rw = PX_RW_NONE;
-        if (nr && px_named(fn, fl, "location")) {
+        if (nr && kind == PX_K_LOCATION) {
             rw = PX_RW_LOCATION;
         }
-        else if (nr && px_named(fn, fl, "refresh")) {
+        else if (nr && kind == PX_K_REFRESH) {
             rw = PX_RW_REFRESH;
         }
-        else if ((fc->n_cpath || fc->n_cdomain) && px_named(fn, fl, "set-cookie")) {
+        else if ((fc->n_cpath || fc->n_cdomain) && kind == PX_K_SET_COOKIE) {
             rw = PX_RW_COOKIE;
         }
         if (px_head_field(q, fn, fl, f->value.p, f->value.len, rw, redir, nr) != MK_OK) {
@@ -1883,31 +1886,41 @@ struct px_buf {
     bool bad;
 };
 
-/* Room for n more bytes at the end of b: where they go, or NULL (b->bad: no memory). */
-static char *px_room(struct px_buf *b, size_t n)
+/* px_room's slow side: b grown to hold n more bytes (doubling, from 1 KiB). */
+static __attribute__((noinline)) char *px_grow(struct px_buf *b, size_t n)
 {
     if (b->bad) {
         return NULL;
     }
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 1024;
-        while (cap < b->len + n) {
-            cap *= 2;
-        }
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->bad = true;
-            return NULL;
-        }
-        b->p = p;
-        b->cap = cap;
+    size_t cap = b->cap ? b->cap * 2 : 1024;
+    while (cap < b->len + n) {
+        cap *= 2;
     }
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        b->bad = true;
+        return NULL;
+    }
+    b->p = p;
+    b->cap = cap;
     char *at = b->p + b->len;
     b->len += n;
     return at;
 }
 
-static void px_put(struct px_buf *b, const char *s, size_t n)
+/* Room for n more bytes at the end of b: where they go, or NULL (b->bad: no memory). In line:
+   a head's dozen pieces all fit in the kept buffer. */
+static inline char *px_room(struct px_buf *b, size_t n)
+{
+    if (__builtin_expect(!b->bad && n <= b->cap - b->len, 1)) {
+        char *at = b->p + b->len;
+        b->len += n;
+        return at;
+    }
+    return px_grow(b, n);
+}
+
+static inline void px_put(struct px_buf *b, const char *s, size_t n)
 {
     char *at = px_room(b, n);
     if (at) {
@@ -1915,13 +1928,17 @@ static void px_put(struct px_buf *b, const char *s, size_t n)
     }
 }
 
-static void px_puts(struct px_buf *b, const char *s)
+/* A string literal into b, its length known at compile time. */
+#define px_put_lit(b, lit) px_put((b), (lit), sizeof(lit) - 1)
+
+static inline void px_puts(struct px_buf *b, const char *s)
 {
     px_put(b, s, strlen(s));
 }
 
 /* "name: v\r\n" into b (nlen bytes of name). */
-static void px_field_n(struct px_buf *b, const char *name, size_t nlen, const char *v, size_t vlen)
+static inline void px_field_n(struct px_buf *b, const char *name, size_t nlen, const char *v,
+                              size_t vlen)
 {
     char *at = px_room(b, nlen + 2 + vlen + 2);
     if (at) {
@@ -1932,30 +1949,45 @@ static void px_field_n(struct px_buf *b, const char *name, size_t nlen, const ch
     }
 }
 
-static void px_field(struct px_buf *b, const char *name, const char *v, size_t vlen)
-{
-    px_field_n(b, name, strlen(name), v, vlen);
-}
+/* The same for a name that is a string literal. */
+#define px_field_lit(b, lit, v, vlen) px_field_n((b), (lit), sizeof(lit) - 1, (v), (vlen))
 
-/* Whether a value carries a byte HTTP/1 cannot (CR, LF, NUL). */
-static bool px_unsafe(const char *v, size_t len)
+/* Whether v[0..len) holds CR, LF or NUL, byte by byte. */
+static bool px_unsafe_bytes(const char *v, size_t len)
 {
-    size_t i = 0;
-    /* eight bytes at a time while none is below 0x0e (CR, LF and NUL all are) */
-    for (; i + 8 <= len; i += 8) {
-        uint64_t x;
-        memcpy(&x, v + i, sizeof(x));
-        if ((x - 0x0e0e0e0e0e0e0e0eull) & ~x & 0x8080808080808080ull) {
-            break;
-        }
-    }
-    for (; i < len; i++) {
+    for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char) v[i];
         if (c <= '\r' && (c == '\r' || c == '\n' || c == '\0')) {
             return true;
         }
     }
     return false;
+}
+
+/*
+ * Whether a value carries a byte HTTP/1 cannot (CR, LF, NUL): eight bytes
+ * at a time (the last eight overlapping the word before them), a word
+ * with a byte below 0x0e (CR, LF and NUL all are) looked at byte by byte.
+ */
+static bool px_unsafe(const char *v, size_t len)
+{
+    if (len < 8) {
+        return px_unsafe_bytes(v, len);
+    }
+    for (size_t i = 0;; i += 8) {
+        if (i + 8 > len) {
+            i = len - 8;
+        }
+        uint64_t x;
+        memcpy(&x, v + i, sizeof(x));
+        if (((x - 0x0e0e0e0e0e0e0e0eull) & ~x & 0x8080808080808080ull) &&
+            px_unsafe_bytes(v + i, 8)) {
+            return true;
+        }
+        if (i + 8 == len) {
+            return false;
+        }
+    }
 }
 
 /*
@@ -2091,6 +2123,62 @@ static bool px_put_joined(struct px_buf *b, struct mk_request *r, const char *na
 }
 
 /*
+ * This worker's last client address and its text (api->remote_addr): the
+ * text depends on the address alone (its family and bytes, not the port),
+ * which a connection's requests share. Made at the first request, freed at
+ * the worker's exit.
+ */
+struct px_addr_cache {
+    bool ok;
+    sa_family_t family;
+    unsigned char key[16]; /* the address's bytes (IPv4: 4 of them) */
+    char text[64];
+    size_t len;
+};
+static __thread struct px_addr_cache *px_addr_cache;
+
+/*
+ * The client's address as text (remote_addr's: "-" for one that is not
+ * IP), and its length: the cache's, or written into buf (64 bytes) when it
+ * cannot be used.
+ */
+static const char *px_client_addr(struct mk_request *r, char *buf, size_t *len)
+{
+    struct px_addr_cache *c = px_addr_cache;
+    socklen_t sl;
+    const struct sockaddr *sa =
+        MK_API_HAS(px_api, remote_sockaddr) ? px_api->remote_sockaddr(r, &sl) : NULL;
+    const void *key = NULL;
+    size_t klen = 0;
+
+    if (!c && !px_hdr_spare_off && (c = calloc(1, sizeof(*c)))) { /* none after the exit */
+        px_addr_cache = c;
+    }
+    if (sa && sa->sa_family == AF_INET) {
+        key = &((const struct sockaddr_in *) (const void *) sa)->sin_addr;
+        klen = 4;
+    }
+    else if (sa && sa->sa_family == AF_INET6) {
+        key = &((const struct sockaddr_in6 *) (const void *) sa)->sin6_addr;
+        klen = 16;
+    }
+    if (!c || !key) {
+        px_api->remote_addr(r, buf, 64); /* off the cache (no memory, not IP): as it comes */
+        *len = strlen(buf);
+        return buf;
+    }
+    if (!c->ok || c->family != sa->sa_family || memcmp(c->key, key, klen) != 0) {
+        px_api->remote_addr(r, c->text, sizeof(c->text));
+        c->len = strlen(c->text);
+        c->family = sa->sa_family;
+        memcpy(c->key, key, klen);
+        c->ok = true;
+    }
+    *len = c->len;
+    return c->text;
+}
+
+/*
  * The proxy's own fields, after the client's: X-Forwarded-For,
  * X-Forwarded-Proto, X-Forwarded-Host and Forwarded as the site's keys
  * say (a RequestHeader line that names one takes its place), then the
@@ -2100,21 +2188,27 @@ static void px_forward_fields(struct px_buf *b, struct mk_request *r,
                               const struct px_fields_conf *fc, const struct px_seen *seen,
                               const char *host, size_t hlen, bool tls)
 {
-    char addr[64];
-    px_api->remote_addr(r, addr, sizeof(addr));
+    char buf[64];
+    size_t alen;
+    const char *addr = px_client_addr(r, buf, &alen);
     if (fc->xff != PX_XFF_OFF && !px_op_of(fc->req, fc->n_req, "X-Forwarded-For", 15)) {
-        px_puts(b, "X-Forwarded-For: ");
+        px_put_lit(b, "X-Forwarded-For: ");
         if (fc->xff == PX_XFF_APPEND && seen->xff && px_put_joined(b, r, "X-Forwarded-For")) {
             px_put(b, ", ", 2);
         }
-        px_puts(b, addr);
+        px_put(b, addr, alen);
         px_put(b, "\r\n", 2);
     }
     if (fc->xfproto && !px_op_of(fc->req, fc->n_req, "X-Forwarded-Proto", 17)) {
-        px_puts(b, tls ? "X-Forwarded-Proto: https\r\n" : "X-Forwarded-Proto: http\r\n");
+        if (tls) {
+            px_put_lit(b, "X-Forwarded-Proto: https\r\n");
+        }
+        else {
+            px_put_lit(b, "X-Forwarded-Proto: http\r\n");
+        }
     }
     if (fc->xfhost && host && !px_op_of(fc->req, fc->n_req, "X-Forwarded-Host", 16)) {
-        px_field(b, "X-Forwarded-Host", host, hlen);
+        px_field_lit(b, "X-Forwarded-Host", host, hlen);
     }
     if (fc->forwarded && !px_op_of(fc->req, fc->n_req, "Forwarded", 9)) {
         char el[1024];
@@ -2123,7 +2217,7 @@ static void px_forward_fields(struct px_buf *b, struct mk_request *r,
         if (k < 0) {
             k = px_forwarded_element(addr, proto, NULL, 0, el, sizeof(el)); /* a host too long */
         }
-        px_puts(b, "Forwarded: ");
+        px_put_lit(b, "Forwarded: ");
         if (fc->xff == PX_XFF_APPEND && seen->forwarded && px_put_joined(b, r, "Forwarded")) {
             px_put(b, ", ", 2);
         }
@@ -2132,7 +2226,8 @@ static void px_forward_fields(struct px_buf *b, struct mk_request *r,
     }
     for (size_t i = 0; i < fc->n_req; i++) {
         if (fc->req[i].verb == PX_HDR_SET) {
-            px_field(b, fc->req[i].name, fc->req[i].value, fc->req[i].value_len);
+            px_field_n(b, fc->req[i].name, fc->req[i].name_len, fc->req[i].value,
+                       fc->req[i].value_len);
         }
     }
 }
@@ -2242,10 +2337,10 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
         return 400;
     }
     if (fc->host) {
-        px_field(&b, "Host", fc->host, strlen(fc->host));
+        px_field_lit(&b, "Host", fc->host, strlen(fc->host));
     }
     else if (host) {
-        px_field(&b, "Host", host, hlen);
+        px_field_lit(&b, "Host", host, hlen);
     }
     unsigned n = px_api->header_count(r);
     for (unsigned i = 0; i < n; i++) {
@@ -2275,7 +2370,7 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
             free(b.p);
             return 400;
         }
-        px_field(&b, "Cookie", cookie, len); /* HTTP/2 crumbs come joined with "; " */
+        px_field_lit(&b, "Cookie", cookie, len); /* HTTP/2 crumbs come joined with "; " */
     }
 #ifdef PX_TLS
     if (q->ws_h2) {
@@ -2287,17 +2382,17 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
     else
 #endif
         if (q->upgrade) {
-        px_puts(&b, "Upgrade: ");
+        px_put_lit(&b, "Upgrade: ");
         if (!px_put_joined(&b, r, "Upgrade")) {
             free(b.p);
             return 400;
         }
-        px_puts(&b, "\r\nConnection: upgrade\r\n");
+        px_put_lit(&b, "\r\nConnection: upgrade\r\n");
     }
     int version = px_api->version(r);
     q->trailers_ok = version == 20 || (version == 11 && seen.te && px_te_trailers(r));
     if (q->trailers_ok) {
-        px_puts(&b, "TE: trailers\r\n"); /* the answer's trailers go on to the client */
+        px_put_lit(&b, "TE: trailers\r\n"); /* the answer's trailers go on to the client */
     }
     bool tls = MK_API_HAS(px_api, conn_transport_var) &&
                px_api->conn_transport_var(px_api->conn(r), "protocol", &len) != NULL;
@@ -2308,7 +2403,7 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
         }
     }
     if (j->spooled) {
-        px_field(&b, "Content-Length", j->content_length, strlen(j->content_length));
+        px_field_lit(&b, "Content-Length", j->content_length, strlen(j->content_length));
     }
     else {
         /* api->header: it hides the body's fields of a redirected request */
@@ -2320,11 +2415,11 @@ static int px_begin(struct mk_gw_job *j, struct mk_request *r)
                 free(b.p);
                 return 400;
             }
-            px_field(&b, "Content-Length", dec, dl);
+            px_field_lit(&b, "Content-Length", dec, dl);
         }
         else if (j->has_body) {
             /* a length known only at its end: chunked, the proxy's framing */
-            px_puts(&b, "Transfer-Encoding: chunked\r\n");
+            px_put_lit(&b, "Transfer-Encoding: chunked\r\n");
             q->chunked = true;
         }
     }
@@ -2595,6 +2690,8 @@ void px_req_worker_exit(void)
     px_hdr_spare_off = true;
     free(px_hdr_spare);
     px_hdr_spare = NULL;
+    free(px_addr_cache);
+    px_addr_cache = NULL;
     while (px_idle) {
         struct px_conn *c = px_idle;
         px_idle = c->next;

@@ -21,6 +21,9 @@
  *
  * What the plugins leave running when their worker exits is released
  * (mk_loop_release) after their worker_exit() hooks: no callback runs then.
+ * A worker keeps up to MK_LOOP_FREE_TIMERS_MAX freed timer records for its
+ * next timers (a proxied or gateway request starts and stops one), freed
+ * by mk_loop_release too.
  *
  * The loop also knows which worker runs on this thread (mk_loop_worker):
  * the one thing about workers that the layers below the worker threads
@@ -100,13 +103,20 @@ static struct mk_worker *mk_loop_owner(void)
 
 /* ---- timers -------------------------------------------------------------- */
 
-/* A timer record for w, not armed; NULL with errno ENOMEM. */
+/* Timer records a worker keeps for the next ones: a request's timer is one start and one stop. */
+#define MK_LOOP_FREE_TIMERS_MAX 64
+
+/* A timer record for w, not armed (one it kept, else a new one); NULL with errno ENOMEM. */
 static struct mk_loop_timer *mk_loop_timer_alloc(struct mk_worker *w, mk_loop_timer_cb cb,
                                                  void *arg)
 {
-    struct mk_loop_timer *t = mk_try_alloc(sizeof(*t));
+    struct mk_loop_timer *t = w->free_timers;
 
-    if (!t) {
+    if (t) {
+        w->free_timers = t->arg;
+        w->n_free_timers--;
+    }
+    else if (!(t = mk_try_alloc(sizeof(*t)))) {
         errno = ENOMEM;
         return NULL;
     }
@@ -117,9 +127,17 @@ static struct mk_loop_timer *mk_loop_timer_alloc(struct mk_worker *w, mk_loop_ti
 
 static void mk_loop_timer_free(struct mk_loop_timer *t)
 {
+    struct mk_worker *w = t->worker;
+
     mk_timer_disarm(&t->entry);
     if (t->kept) {
         mk_list_del(&t->node);
+    }
+    if (w->n_free_timers < MK_LOOP_FREE_TIMERS_MAX) {
+        t->arg = w->free_timers; /* kept for mk_loop_timer_alloc */
+        w->free_timers = t;
+        w->n_free_timers++;
+        return;
     }
     mk_free(t);
 }
@@ -427,6 +445,12 @@ void mk_loop_release(struct mk_worker *w)
         mk_free(lw);
     }
     mk_loop_reap(w);
+    while (w->free_timers) {
+        struct mk_loop_timer *t = w->free_timers;
+        w->free_timers = t->arg;
+        mk_free(t);
+    }
+    w->n_free_timers = 0;
 }
 
 uint64_t mk_loop_now_ms(void)

@@ -41,7 +41,9 @@
  * release their timers, backend connections and processes then, not when
  * their own timeouts come.
  * Handles never given back are freed at the worker's teardown
- * (mk_request_handles_reclaim), after the plugins' exit() hooks.
+ * (mk_request_handles_reclaim), after the plugins' exit() hooks, with the
+ * up to MK_FREE_HANDLES_MAX freed ones a worker keeps for its next
+ * suspensions (a request of a gateway or the proxy suspends once).
  * A request given up while a task of its hook is still queued (the client
  * hung up, it timed out, the server stops) takes the task out of the queue
  * first (mk_request_drop_task): that work never runs.
@@ -211,15 +213,23 @@ void mk_request_error(struct mk_request *r, int status)
 
 /* ---- suspension ---------------------------------------------------------- */
 
+/* Suspension handles a worker keeps for the next ones (mk_request_handle_free). */
+#define MK_FREE_HANDLES_MAX 64
+
 struct mk_suspended *mk_request_suspend(struct mk_request *r)
 {
-    struct mk_suspended *s = mk_try_alloc(sizeof(*s));
+    struct mk_worker *w = r->conn->worker;
+    struct mk_suspended *s = w->free_handles;
 
-    if (!s) {
+    if (s) {
+        w->free_handles = s->next;
+        w->n_free_handles--;
+    }
+    else if (!(s = mk_try_alloc(sizeof(*s)))) {
         return NULL;
     }
     memset(s, 0, sizeof(*s));
-    s->worker = r->conn->worker;
+    s->worker = w;
     s->req = r;
     s->gen = r->gen;
     mk_list_add_tail(&s->out, &s->worker->handles);
@@ -271,7 +281,15 @@ void mk_request_drop_task(struct mk_request *r)
 
 void mk_request_handle_free(struct mk_suspended *s)
 {
+    struct mk_worker *w = s->worker; /* the handle's worker: its thread, or its teardown */
+
     mk_list_del(&s->out);
+    if (w->n_free_handles < MK_FREE_HANDLES_MAX) {
+        s->next = w->free_handles;
+        w->free_handles = s;
+        w->n_free_handles++;
+        return;
+    }
     mk_free(s);
 }
 
@@ -321,6 +339,12 @@ void mk_request_handles_reclaim(struct mk_worker *w)
         s->req->handles--;
         mk_request_handle_free(s);
     }
+    while (w->free_handles) {
+        struct mk_suspended *s = w->free_handles;
+        w->free_handles = s->next;
+        mk_free(s);
+    }
+    w->n_free_handles = 0;
 }
 
 /* ---- stages -------------------------------------------------------------- */

@@ -102,6 +102,8 @@ struct mk_worker {
     unsigned n_free;
     struct mk_list free_reqs; /* requests to reuse (mk_request_new) */
     unsigned n_free_reqs;
+    struct mk_suspended *free_handles; /* suspension handles to reuse, linked by `next` */
+    unsigned n_free_handles;
     struct mk_pool pool;
     struct mk_file_cache fcache;
 #ifdef MK_HAVE_COMPRESS
@@ -156,9 +158,11 @@ struct mk_worker {
     uint64_t now_us; /* the same reading in microseconds */
     /* the plugins' event loop (loop.c): api->timer_start, fd_watch, child_watch */
     struct mk_timers plugin_timers;
-    struct mk_list loop_kept;    /* struct mk_loop_timer of timer_new(), armed or not */
-    struct mk_list loop_watches; /* struct mk_loop_fd and mk_loop_child, live */
-    struct mk_list loop_dead;    /* unwatched during this batch, freed after it */
+    struct mk_list loop_kept;          /* struct mk_loop_timer of timer_new(), armed or not */
+    struct mk_list loop_watches;       /* struct mk_loop_fd and mk_loop_child, live */
+    struct mk_list loop_dead;          /* unwatched during this batch, freed after it */
+    struct mk_loop_timer *free_timers; /* timer records to reuse (loop.c), linked by `arg` */
+    unsigned n_free_timers;
 };
 
 /* A function another thread asked a worker to run (api->worker_call). */

@@ -14,7 +14,8 @@
  *    bytes; MK_ERR always with a reason;
  *  - on MK_OK: head_len <= len, the head ends with "\n\n" or "\n\r\n",
  *    a status of 100..599, at most PX_FIELDS_MAX fields, every slice
- *    inside the head, names non-empty tokens, values without CR, LF, NUL;
+ *    inside the head, names non-empty tokens, values without CR, LF, NUL,
+ *    each field's kind the one its name says (compared without case);
  *    never both a length and chunked; no body for HEAD, 1xx, 204, 304;
  *  - the parser is stateless: the head parsed again from a longer buffer
  *    gives the same head;
@@ -26,6 +27,7 @@
  *    CRLF-ended lines only.
  */
 #include <string.h>
+#include <strings.h>
 
 #include "plugins/proxy/px_http.h"
 
@@ -34,6 +36,27 @@
 static void check_slice(const struct px_slice *s, const char *buf, size_t len)
 {
     MK_FUZZ_CHECK(mk_fuzz_inside(s->p, s->len, buf, len));
+}
+
+/* A field's kind is what its name says, compared the slow way (any case). */
+static void check_kind(const struct px_slice *n, unsigned kind)
+{
+    static const struct {
+        const char *name;
+        unsigned kind;
+    } named[] = {
+        {"content-length", PX_K_LENGTH}, {"transfer-encoding", PX_K_TRANSFER},
+        {"connection", PX_K_CONNECTION}, {"status", PX_K_STATUS},
+        {"location", PX_K_LOCATION},     {"refresh", PX_K_REFRESH},
+        {"set-cookie", PX_K_SET_COOKIE},
+    };
+    unsigned want = px_hop_by_hop(n->p, n->len) ? PX_K_HOP : PX_K_OTHER;
+    for (size_t i = 0; i < sizeof(named) / sizeof(named[0]); i++) {
+        if (n->len == strlen(named[i].name) && strncasecmp(n->p, named[i].name, n->len) == 0) {
+            want = named[i].kind;
+        }
+    }
+    MK_FUZZ_CHECK(kind == want);
 }
 
 /* Decode body[0..len) in steps of `step`: the data's length and a hash, or -1. */
@@ -133,6 +156,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             char ch = r.fields[i].name.p[k];
             MK_FUZZ_CHECK(ch > 0x20 && ch != ':' && ch < 0x7f);
         }
+        check_kind(&r.fields[i].name, r.kind[i]);
     }
     if (head || r.status < 200 || r.status == 204 || r.status == 304) {
         MK_FUZZ_CHECK(r.framing == PX_BODY_NONE);

@@ -11,7 +11,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import HAS_IPV6, Conn, needs_dlopen, wait_port
+from conftest import HAS_IPV6, Conn, needs_dlopen, needs_part, wait_port
 from h2util import H2Client, skip_without_h2
 from test_proxy import check_conf, PROXY_SO, proxy_server, upstreams  # noqa: F401 (a fixture)
 
@@ -360,3 +360,29 @@ def test_rewritten_heads_on_one_connection(make_server, upstreams):
         assert r.status == 200 and r.headers["set-cookie"] == [f"n={i}; Path=/app"]
         assert r.headers["x-extra"] == ["e"]
     c.close()
+
+
+@needs_part("realip", "the client's address behind a balancer")
+def test_client_address_per_request(make_server, upstreams):
+    """The proxy's X-Forwarded-For and Forwarded name each request's own
+    client, not the last one's: with RealIPFrom, three clients on one
+    connection (IPv4, IPv6, then the peer itself), and twice the first."""
+    u = upstreams("a")
+    srv = proxy_server(make_server, site=site(u, "XForwardedFor replace", "Forwarded on"))
+    srv.set(RealIPFrom="127.0.0.0/8")
+    srv.start()
+    c = srv.conn()
+    seen = []
+    for xff in ("203.0.113.7", "2001:db8::5", None, "203.0.113.7", "203.0.113.8"):
+        extra = f"X-Forwarded-For: {xff}\r\n" if xff else ""
+        c.send(f"GET /app/head HTTP/1.1\r\nHost: www.test\r\n{extra}\r\n".encode())
+        _, f = head_of(c.read_response())
+        seen.append((values(f, "x-forwarded-for"), values(f, "forwarded")))
+    c.close()
+    assert seen == [
+        (["203.0.113.7"], ["for=203.0.113.7;proto=http;host=www.test"]),
+        (["2001:db8::5"], ['for="[2001:db8::5]";proto=http;host=www.test']),
+        (["127.0.0.1"], ["for=127.0.0.1;proto=http;host=www.test"]),
+        (["203.0.113.7"], ["for=203.0.113.7;proto=http;host=www.test"]),
+        (["203.0.113.8"], ["for=203.0.113.8;proto=http;host=www.test"]),
+    ]
